@@ -1,0 +1,38 @@
+# Two entry points for a fresh machine (see README): `make demo` and `make test`.
+# Both bootstrap .venv: the CPU torch on disk (torch==2.13.0) is installed only when the venv has
+# no torch, so a CUDA torch you put there first (or inherit with VENV_FLAGS=--system-site-packages)
+# is kept.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV ?= .venv
+VENV_FLAGS ?=
+PY := $(VENV)/bin/python
+DEMO_OUT ?= outputs/binding-demo
+PYTEST_ARGS ?=
+
+.PHONY: install system-deps demo test clean
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e ".[blender,test]"
+	touch $@
+
+install: $(VENV)/.installed
+
+# Debian's Chromium for the annotation app's browser tests (Playwright drives it; its own
+# browser download cannot work offline). Installed only where missing and we may use apt.
+system-deps:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  elif sudo -n true 2>/dev/null; then sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "warning: chromium missing and apt unavailable; browser tests will be skipped"; fi; }
+
+demo: $(VENV)/.installed
+	$(PY) scripts/generate_binding.py --dataset all --preset demo --out $(DEMO_OUT)
+
+test: $(VENV)/.installed system-deps
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) outputs .pytest_cache

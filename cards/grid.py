@@ -1,0 +1,53 @@
+"""Sample grids: a PNG of a few dataset rows with captions, for people to look at."""
+
+from __future__ import annotations
+
+import io
+from typing import Sequence
+
+from PIL import Image, ImageDraw, ImageFont
+
+
+def make_sample_grid(
+    samples: Sequence[tuple[Image.Image, str]],
+    *,
+    columns: int = 4,
+    thumb_width: int = 240,
+    caption_lines: int = 2,
+) -> Image.Image:
+    """Tile ``(image, caption)`` pairs into one image with the caption under each tile."""
+    if not samples:
+        raise ValueError("a sample grid needs at least one image")
+    font = ImageFont.load_default()
+    line_height = 12
+    first = samples[0][0]
+    thumb_height = max(1, round(first.height * thumb_width / first.width))
+    cell_height = thumb_height + caption_lines * line_height + 6
+    columns = min(columns, len(samples))
+    rows = (len(samples) + columns - 1) // columns
+    grid = Image.new("RGB", (columns * thumb_width, rows * cell_height), "white")
+    draw = ImageDraw.Draw(grid)
+    chars_per_line = max(8, thumb_width // 6)
+    for index, (image, caption) in enumerate(samples):
+        x = (index % columns) * thumb_width
+        y = (index // columns) * cell_height
+        grid.paste(image.convert("RGB").resize((thumb_width, thumb_height), Image.BILINEAR), (x, y))
+        words, lines, line = caption.split(), [], ""
+        for word in words:
+            candidate = f"{line} {word}".strip()
+            if len(candidate) > chars_per_line and line:
+                lines.append(line)
+                line = word
+            else:
+                line = candidate
+        lines.append(line)
+        for number, text in enumerate(lines[:caption_lines]):
+            draw.text((x + 3, y + thumb_height + 2 + number * line_height), text, fill="black", font=font)
+    return grid
+
+
+def png_bytes(image: Image.Image) -> bytes:
+    """PNG bytes without timestamps, so identical pixels give identical files."""
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG", optimize=False)
+    return buffer.getvalue()

@@ -1,0 +1,1 @@
+"""conceptforge filters: VQA multiple-choice ranking and oracle checks over generated candidates."""

@@ -1,0 +1,33 @@
+"""Shared command-line plumbing: logging set-up and one-line errors with a non-zero exit."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Callable, Sequence
+
+from generators.errors import ConceptforgeError
+
+logger = logging.getLogger("conceptforge")
+
+
+def setup_logging(verbose: bool = False) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+    )
+    for noisy in ("httpx", "urllib3", "filelock", "fsspec"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def run_cli(main: Callable[[Sequence[str] | None], int | None], argv: Sequence[str] | None = None) -> int:
+    """Run ``main``; a :class:`ConceptforgeError` prints ``error: <one line>`` and exits 2."""
+    try:
+        return int(main(argv) or 0)
+    except ConceptforgeError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:
+        print("interrupted: completed items are kept; rerun the same command to resume", file=sys.stderr)
+        return 130

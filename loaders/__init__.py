@@ -1,0 +1,1 @@
+"""conceptforge loaders: evaluation protocols of the four papers over published splits."""
