@@ -1,0 +1,48 @@
+#!/usr/bin/env python
+"""Evaluate models on conceptforge benchmarks: ``evaluate.py {sub,binding,conceptbed,compmap} …``.
+
+Each benchmark's command line lives beside its protocol in ``loaders/<name>_cli.py`` (functions
+``add_arguments(parser)`` and ``run(args) -> int``); this file only dispatches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Sequence
+
+from generators.cli import run_cli, setup_logging
+
+BENCHMARKS = {
+    "sub": ("loaders.sub_cli", "SUB: S+/S- accuracy of VLMs and CBMs"),
+    "binding": ("loaders.binding_cli", "concept binding: CLIP zero-shot, CSP and CDSMs"),
+    "conceptbed": ("loaders.conceptbed_cli", "ConceptBed: oracles, CCD, accuracy, ECE"),
+    "compmap": ("loaders.compmap_cli", "CompMap: usefulness and interpretability"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="store_true")
+    sub = parser.add_subparsers(dest="benchmark", required=True)
+    for name, (module_name, help_text) in BENCHMARKS.items():
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as error:
+            if error.name != module_name:
+                raise
+            continue
+        module.add_arguments(sub.add_parser(name, help=help_text, description=help_text))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging(args.verbose)
+    module = importlib.import_module(BENCHMARKS[args.benchmark][0])
+    return int(module.run(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main))
