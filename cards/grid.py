@@ -18,8 +18,8 @@ def make_sample_grid(
     """Tile ``(image, caption)`` pairs into one image with the caption under each tile."""
     if not samples:
         raise ValueError("a sample grid needs at least one image")
-    font = ImageFont.load_default()
-    line_height = 12
+    font = ImageFont.load_default(size=13)  # Pillow's bundled TrueType font: readable, no system fonts
+    line_height = 15
     first = samples[0][0]
     thumb_height = max(1, round(first.height * thumb_width / first.width))
     cell_height = thumb_height + caption_lines * line_height + 6
@@ -27,7 +27,7 @@ def make_sample_grid(
     rows = (len(samples) + columns - 1) // columns
     grid = Image.new("RGB", (columns * thumb_width, rows * cell_height), "white")
     draw = ImageDraw.Draw(grid)
-    chars_per_line = max(8, thumb_width // 6)
+    chars_per_line = max(8, thumb_width // 7)
     for index, (image, caption) in enumerate(samples):
         x = (index % columns) * thumb_width
         y = (index // columns) * cell_height

@@ -1,0 +1,287 @@
+"""The binding datasets as work items: plan, sample, render, and assemble (paper 004 §3).
+
+Everything an item shows is decided by its seed: the target composition comes from its index
+(classes are cycled, so splits are balanced), the second object, materials, sizes, camera and
+light jitter, placement and candidate order come from ``random.Random(item.seed)``. A layout
+that fails the visibility check is re-sampled from the same stream, so retries are
+deterministic too.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+from datasets import Features, Image as ImageFeature, List, Value
+
+from generators.binding.compositions import (
+    DATASETS,
+    SPLITS,
+    Candidate,
+    adj_noun_split,
+    allowed_in_picture,
+    fact_split,
+    relational_candidates,
+    shuffled,
+    single_object_candidates,
+    split_classes,
+    two_object_candidates,
+)
+from generators.binding.scene import (
+    Camera,
+    ObjectRequest,
+    PlacementError,
+    PlacementRules,
+    SceneDescription,
+    SceneObject,
+    default_lights,
+    jittered_camera,
+    place_objects,
+    relation_holds,
+    relations_between,
+)
+from generators.binding.vocab import COLORS, MATERIALS, SHAPES, SIZE_RADIUS
+from generators.errors import ConceptforgeError
+from generators.store import ItemResult
+from generators.workitems import WorkItem, derive_seed
+
+# Paper 004 Table 1 (train / val / gen examples per dataset).
+PRESETS: dict[str, dict[str, dict[str, int]]] = {
+    "demo": {name: {"train": 4, "val": 2, "gen": 2} for name in DATASETS},
+    "paper": {
+        "single-object": {"train": 5598, "val": 799, "gen": 3195},
+        "two-object": {"train": 20000, "val": 20000, "gen": 20000},
+        "relational": {"train": 40000, "val": 20000, "gen": 20000},
+    },
+}
+
+REFERENCE_PIXELS = 320 * 240
+REFERENCE_MIN_PIXELS = 200  # CLEVR's visibility threshold at 320x240
+MAX_VISIBILITY_ATTEMPTS = 25
+
+
+@dataclass(frozen=True)
+class BindingConfig:
+    """Everything that determines a binding dataset's bytes (recorded in the store and card)."""
+
+    dataset: str
+    preset: str = "demo"
+    seed: int = 0
+    width: int = 320
+    height: int = 240
+    samples: int = 16
+    min_pixels: int | None = None  # default: CLEVR's 200 px scaled to the resolution
+    split_sizes: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.dataset not in DATASETS:
+            raise ConceptforgeError(f"unknown dataset {self.dataset!r}; choose from {', '.join(DATASETS)} or all")
+        if self.preset not in PRESETS:
+            raise ConceptforgeError(f"unknown preset {self.preset!r}; choose from {', '.join(PRESETS)}")
+        if self.width < 16 or self.height < 16:
+            raise ConceptforgeError(f"resolution {self.width}x{self.height} is too small; use at least 16x16")
+        if self.samples < 1:
+            raise ConceptforgeError(f"--samples must be >= 1, got {self.samples}")
+        if self.min_pixels is not None and not 1 <= self.min_pixels <= self.width * self.height // 4:
+            raise ConceptforgeError(
+                f"--min-pixels {self.min_pixels} cannot be met by two objects in a {self.width}x{self.height} image; "
+                f"use a value between 1 and {self.width * self.height // 4}"
+            )
+        if not self.split_sizes:
+            object.__setattr__(self, "split_sizes", dict(PRESETS[self.preset][self.dataset]))
+
+    @property
+    def visible_pixels(self) -> int:
+        if self.min_pixels is not None:
+            return self.min_pixels
+        return max(4, round(REFERENCE_MIN_PIXELS * self.width * self.height / REFERENCE_PIXELS))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"min_pixels": self.visible_pixels}
+
+
+def plan_items(config: BindingConfig) -> list[WorkItem]:
+    """All work items of one dataset, in a fixed order (split, index)."""
+    items = []
+    for split in SPLITS:
+        classes = split_classes(config.dataset, split)
+        for index in range(config.split_sizes.get(split, 0)):
+            target = classes[index % len(classes)]
+            items.append(
+                WorkItem(
+                    item_id=f"{split}-{index:06d}",
+                    seed=derive_seed(config.seed, config.dataset, split, index),
+                    split=split,
+                    payload={"target": list(target)},
+                )
+            )
+    return items
+
+
+@dataclass(frozen=True)
+class ScenePlan:
+    scene: SceneDescription
+    label: str
+    candidates: list[Candidate]
+    label_index: int
+    relation: dict[str, str]
+
+
+def _random_look(rng: random.Random) -> tuple[str, str]:
+    return rng.choice(MATERIALS), rng.choice(tuple(SIZE_RADIUS))
+
+
+def sample_scene(item: WorkItem, config: BindingConfig, rng: random.Random) -> ScenePlan:
+    """One layout for ``item`` (pure Python; no rendering)."""
+    camera = jittered_camera(rng)
+    lights = default_lights(rng)
+    rules = PlacementRules()
+    target = tuple(item.payload["target"])
+    relation = {"subject": "", "relation": "", "object": ""}
+    if config.dataset == "single-object":
+        color, shape = target
+        requests = [ObjectRequest(shape, color, *_random_look(rng))]
+        objects = place_objects(requests, camera, rng, rules)
+        candidates = single_object_candidates((color, shape), rng)
+    elif config.dataset == "two-object":
+        color, shape = target
+        others = [
+            (c, s)
+            for s in SHAPES
+            for c in COLORS
+            if s != shape and c != color and allowed_in_picture(adj_noun_split((c, s)), item.split)
+        ]
+        other = rng.choice(others)
+        requests = [ObjectRequest(shape, color, *_random_look(rng)), ObjectRequest(other[1], other[0], *_random_look(rng))]
+        objects = place_objects(requests, camera, rng, rules)
+        candidates = two_object_candidates((color, shape), other, rng)
+    else:
+        subject, rel, obj = target
+        color_a, color_b = rng.sample(COLORS, 2)
+        requests = [ObjectRequest(subject, color_a, *_random_look(rng)), ObjectRequest(obj, color_b, *_random_look(rng))]
+
+        def accept(placed: tuple[SceneObject, ...]) -> bool:
+            a, b = placed
+            if not relation_holds(a, b, rel, camera, rules.relation_threshold):
+                return False
+            return all(
+                allowed_in_picture(fact_split((x.shape, r, y.shape)), item.split)
+                for x, y in ((a, b), (b, a))
+                for r in relations_between(x, y, camera, rules.relation_threshold)
+            )
+
+        objects = place_objects(requests, camera, rng, rules, accept=accept)
+        candidates = relational_candidates((subject, rel, obj))
+        relation = {"subject": subject, "relation": rel, "object": obj}
+    ordered, label_index = shuffled(candidates, rng)
+    scene = SceneDescription(
+        objects=objects,
+        camera=camera,
+        lights=lights,
+        width=config.width,
+        height=config.height,
+        samples=config.samples,
+        seed=item.seed,
+    )
+    return ScenePlan(scene, ordered[label_index].label, ordered, label_index, relation)
+
+
+def make_item_factory(config: BindingConfig, get_renderer: Callable[[], Any]) -> Callable[[WorkItem], ItemResult]:
+    """Return ``make_item(item) -> ItemResult`` rendering with the renderer from ``get_renderer``."""
+
+    def make_item(item: WorkItem) -> ItemResult:
+        rng = random.Random(item.seed)
+        renderer = get_renderer()
+        for _attempt in range(MAX_VISIBILITY_ATTEMPTS):
+            try:
+                plan = sample_scene(item, config, rng)
+            except PlacementError as error:
+                raise ConceptforgeError(f"item {item.item_id}: {error}") from None
+            png, visibility = renderer.render(plan.scene, min_pixels=config.visible_pixels)
+            if png is not None:
+                return ItemResult(files={"png": png}, metadata=_row_metadata(plan, visibility))
+        raise ConceptforgeError(
+            f"item {item.item_id}: no layout with every object visible (>= {config.visible_pixels} px) "
+            f"in {MAX_VISIBILITY_ATTEMPTS} attempts; lower --min-pixels or raise the resolution"
+        )
+
+    return make_item
+
+
+def _row_metadata(plan: ScenePlan, visibility) -> dict[str, Any]:
+    scene = plan.scene
+    objects = []
+    for obj, pixels, bbox in zip(scene.objects, visibility.pixels, visibility.bboxes):
+        cx, cy = scene.camera.project(obj.location, scene.width, scene.height)
+        objects.append(
+            {
+                "shape": obj.shape,
+                "color": obj.color,
+                "material": obj.material,
+                "size": obj.size,
+                "x": obj.x,
+                "y": obj.y,
+                "z": round(obj.z, 4),
+                "rotation": obj.rotation,
+                "bbox": list(bbox),
+                "center": [round(cx, 2), round(cy, 2)],
+                "pixels": pixels,
+            }
+        )
+    return {
+        "label": plan.label,
+        "candidates": [c.label for c in plan.candidates],
+        "label_index": plan.label_index,
+        "candidate_kinds": [c.kind for c in plan.candidates],
+        "objects": objects,
+        "relation": plan.relation,
+        "camera": {
+            "location": list(scene.camera.location),
+            "rotation": [round(a, 4) for a in scene.camera.rotation_euler_degrees()],
+            "lens": scene.camera.lens,
+        },
+    }
+
+
+FEATURES = Features(
+    {
+        "image": ImageFeature(),
+        "item_id": Value("string"),
+        "label": Value("string"),
+        "candidates": List(Value("string")),
+        "label_index": Value("int32"),
+        "candidate_kinds": List(Value("string")),
+        "objects": List(
+            {
+                "shape": Value("string"),
+                "color": Value("string"),
+                "material": Value("string"),
+                "size": Value("string"),
+                "x": Value("float32"),
+                "y": Value("float32"),
+                "z": Value("float32"),
+                "rotation": Value("float32"),
+                "bbox": List(Value("int32")),
+                "center": List(Value("float32")),
+                "pixels": Value("int32"),
+            }
+        ),
+        "relation": {"subject": Value("string"), "relation": Value("string"), "object": Value("string")},
+        "camera": {"location": List(Value("float32")), "rotation": List(Value("float32")), "lens": Value("float32")},
+        "seed": Value("int64"),
+    }
+)
+
+COLUMN_DOCS = {
+    "image": "rendered scene (Blender Cycles)",
+    "item_id": "stable work-item id `<split>-<index>`",
+    "label": "the true label (`red cube` or `cube left sphere`)",
+    "candidates": "true label + 4 distractors, shuffled per example",
+    "label_index": "index of `label` in `candidates`",
+    "candidate_kinds": "per candidate: true, random, hard-swap, bRa, aSb, aRc, cRb",
+    "objects": "per object: shape, colour, material, size, 3D position, rotation, visible bbox, projected centre, visible pixels",
+    "relation": "relational dataset: subject, relation, object of the true label",
+    "camera": "camera location, rotation (degrees, XYZ) and lens (mm)",
+    "seed": "the work item's seed",
+}
