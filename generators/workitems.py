@@ -91,19 +91,30 @@ def resolve_shard(num_shards: int | None = None, shard_index: int | None = None)
     shard, so ``--num-shards 2`` on two 4-GPU nodes gives 8 disjoint slices.
     """
     outer = ShardSpec(num_shards or 1, shard_index or 0)
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    rank = int(os.environ.get("RANK", "0"))
-    if world > 1:
-        try:  # accelerate's view is authoritative when it launched us
-            from accelerate import PartialState
-
-            state = PartialState()
-            world, rank = state.num_processes, state.process_index
-        except Exception:  # pragma: no cover - fall back to torchrun's env variables
-            logger.debug("accelerate PartialState unavailable; using WORLD_SIZE/RANK")
+    world, rank = _launcher_world()
     if world <= 1:
         return outer
     return ShardSpec(outer.num_shards * world, outer.shard_index * world + rank)
+
+
+def _launcher_world() -> tuple[int, int]:
+    """(world size, rank) set by `accelerate launch`, torchrun or MPI; (1, 0) when not launched."""
+    for size_var, rank_var in (
+        ("WORLD_SIZE", "RANK"),
+        ("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"),
+        ("PMI_SIZE", "PMI_RANK"),
+    ):
+        if os.environ.get(size_var):
+            return int(os.environ[size_var]), int(os.environ.get(rank_var, "0"))
+    try:  # an already initialised accelerate state (e.g. notebook_launcher)
+        from accelerate import PartialState
+
+        if PartialState._shared_state:
+            state = PartialState()
+            return state.num_processes, state.process_index
+    except Exception:  # pragma: no cover
+        logger.debug("no accelerate state")
+    return 1, 0
 
 
 def select_shard(items: Sequence[WorkItem], shard: ShardSpec) -> list[WorkItem]:

@@ -94,6 +94,19 @@ def test_shards_assemble_the_same_dataset(demo_dir, tmp_path):
     assert _data_bytes(tmp_path / "single-object") == _data_bytes(demo_dir / "single-object")
 
 
+def test_torchrun_ranks_split_the_work(demo_dir, tmp_path, repo_root):
+    """`accelerate launch`/torchrun: each rank renders its slice; the last one assembles."""
+    env = {**os.environ, "PYTHONPATH": str(repo_root), "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "0",
+         str(repo_root / "scripts" / "generate_binding.py"), "--dataset", "single-object", "--out", str(tmp_path), *SMALL],
+        capture_output=True, text=True, env=env, timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stderr.count("made 4 single-object scenes") == 2  # 8 items, 4 per rank, none twice
+    assert _data_bytes(tmp_path / "single-object") == _data_bytes(demo_dir / "single-object")
+
+
 def test_resume_with_other_settings_is_refused(demo_dir, tmp_path):
     run_script("--dataset", "single-object", "--out", str(tmp_path), "--max-items", "1", *SMALL)
     result = run_script("--dataset", "single-object", "--out", str(tmp_path), "--resolution", "80x60", "--samples", "2", check=False)

@@ -37,9 +37,14 @@ def test_shards_partition_the_items():
         ShardSpec(2, 2)
 
 
-def test_resolve_shard_nests_accelerate_ranks(monkeypatch):
+def test_resolve_shard_nests_launcher_ranks(monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "1")
     assert resolve_shard(2, 1) == ShardSpec(2, 1)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    assert resolve_shard() == ShardSpec(2, 1)
+    # --num-shards 2 --shard-index 1 on a 2-process launch: slices 2 and 3 of 4.
+    assert resolve_shard(2, 1) == ShardSpec(4, 3)
 
 
 def _make(item: WorkItem) -> ItemResult:
