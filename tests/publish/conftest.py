@@ -45,7 +45,7 @@ def make_rows(n: int, variant: int):
         }
 
 
-def make_dataset(out: Path, *, n_train: int = 30, n_test: int = 4, variant: int = 0, shard: int = 2500, token: str | None = None) -> Path:
+def make_dataset(out: Path, *, n_train: int = 30, n_test: int = 4, variant: int = 0, shard: int = 10**6, token: str | None = None) -> Path:
     """A small dataset directory in Hub layout with a full card (provenance, stats, BibTeX, grid)."""
     stats = FilterStats(group_label="pair")
     for i in range(n_train + n_test):
@@ -139,11 +139,11 @@ repo, revisions = sys.argv[1], sys.argv[2:]
 out = {}
 for revision in revisions:
     ds = load_dataset(repo, revision=revision)
-    result = {"splits": {}, "features": {}}
+    result = {"splits": {}, "features": {}, "first_image_size": {}}
     for split, data in ds.items():
         result["features"] = {name: type(f).__name__ for name, f in data.features.items()}
         result["label_names"] = data.features["label"].names
-        result["first_image_size"] = list(data[0]["image"].size)
+        result["first_image_size"][split] = list(data[0]["image"].size)
         raw = data.cast_column("image", Image(decode=False))
         result["splits"][split] = [
             {"image": hashlib.sha256(r["image"]["bytes"]).hexdigest(), "label": r["label"], "idx": r["idx"], "candidates": r["candidates"]}
