@@ -11,7 +11,7 @@ from cards import DatasetMetadata, FilterStats, SplitStats, card_problems, datas
 from cards.card import feature_type
 from generators.errors import ConceptforgeError
 
-from conftest import BIBTEX, make_dataset
+from publish_helpers import BIBTEX, make_dataset
 
 FEATURES = Features({
     "image": ImageFeature(),

@@ -17,7 +17,7 @@ from huggingface_hub.errors import RepositoryNotFoundError
 from cards.publish import publish_dataset
 from generators.errors import ConceptforgeError
 
-from conftest import expected_rows, load_with_plain_datasets, make_dataset, run_publish
+from publish_helpers import expected_rows, load_with_plain_datasets, make_dataset, run_publish
 
 REPO = "conceptforge-test/shapes"
 
