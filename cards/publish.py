@@ -36,6 +36,7 @@ from tqdm.auto import tqdm
 
 from cards.card import DatasetMetadata, load_line, read_card_spec, render_card
 from cards.dataset_dir import CARD_NAME, DATA_DIR, GRID_NAME, SplitStats
+from cards.filter_stats import FilterStats
 from cards.provenance import redact_secrets
 from cards.validate import dataset_dir_problems, ensure_valid, parse_card_yaml
 from cards.versions import Version, parse_version, previous_version, published_versions
@@ -133,6 +134,8 @@ def read_dataset_dir(directory: str | Path) -> LocalDataset:
         name = info["name"]
         split_files = [f"{DATA_DIR}/{p.name}" for p in files if p.name.startswith(f"{name}-")]
         splits.append(SplitStats(name, int(info.get("num_examples", 0)), int(info.get("num_bytes", 0)), split_files))
+    if isinstance(metadata.filter_stats, FilterStats):
+        metadata.filter_stats.check()  # counts that do not add up are a filter bug, not a release
     return LocalDataset(directory, metadata, features, splits, (directory / GRID_NAME).is_file())
 
 

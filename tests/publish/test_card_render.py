@@ -119,10 +119,24 @@ def test_plain_dict_filter_stats_still_render():
     assert '"custom": [' in other
 
 
-def test_filter_stats_must_add_up():
+def test_filter_stats_must_add_up(tmp_path):
     stats = FilterStats(candidates=10, kept=3, dropped={"x": 5})
     with pytest.raises(ConceptforgeError, match="do not add up"):
         stats.check()
+    grouped = FilterStats(group_label="pair")
+    grouped.add(kept=True, group="a", count=2)
+    grouped.kept += 1
+    grouped.candidates += 1
+    with pytest.raises(ConceptforgeError, match="per-group candidates"):
+        grouped.check()
+    # The card still renders (for inspection) but the release is refused.
+    directory = make_dataset(tmp_path / "d")
+    card = (directory / "README.md").read_text().replace('"kept": 34', '"kept": 33')
+    (directory / "README.md").write_text(card)
+    from cards.publish import read_dataset_dir
+
+    with pytest.raises(ConceptforgeError, match="do not add up"):
+        read_dataset_dir(directory)
     with pytest.raises(ValueError):
         FilterStats().add(kept=False)
 
