@@ -1,16 +1,36 @@
-"""Dataset cards rendered from a dataset's own metadata (never written by hand per dataset)."""
+"""Dataset cards rendered from a dataset's own metadata (never written by hand per dataset).
+
+A card is ``huggingface_hub.DatasetCard``: a YAML header built with ``DatasetCardData``
+(license, pretty_name, task_categories, computed size_categories, tags, ``configs`` with the data
+files of every split, and ``dataset_info`` whose features/splits match the parquet exactly) and a
+markdown body: what the dataset is and which paper it follows, a sample grid, the version and how
+to load it, the schema, filter statistics, provenance, the license and BibTeX.
+
+The card also carries its own inputs as a JSON comment (``<!-- conceptforge-card-spec … -->``),
+invisible when rendered, so that the publish step can re-render it for a release (version,
+previous version, repo id) from the same spec instead of editing text.
+"""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from typing import Any, Sequence
+import logging
+import re
+from dataclasses import dataclass, field, fields
+from typing import Any, Mapping, Sequence
 
-from datasets import DatasetInfo, Features, SplitDict, SplitInfo
+from datasets import ClassLabel, DatasetInfo, Features, Image, LargeList, List, SplitDict, SplitInfo, Value
 from huggingface_hub import DatasetCard, DatasetCardData
 
 from cards.dataset_dir import DATA_DIR, GRID_NAME, SplitStats
+from cards.filter_stats import FilterStats
 from generators.errors import ConceptforgeError
+
+logger = logging.getLogger(__name__)
+
+SPEC_MARKER = "conceptforge-card-spec"
+_SPEC_RE = re.compile(r"<!-- " + SPEC_MARKER + r"\n(.*?)\n-->", re.DOTALL)
+SPEC_FORMAT = 1
 
 
 def size_category(num_examples: int) -> str:
@@ -35,7 +55,12 @@ class DatasetMetadata:
     """What a card says about a dataset; filled in by the generator or filter that made it.
 
     ``license`` is required on purpose: several source datasets (CUB, FLUX.1-dev outputs) carry
-    non-commercial terms, so no default could be right.
+    non-commercial terms, so no default could be right. Use a Hub license id (``cc-by-nc-4.0``…);
+    for anything else ``license="other"`` with ``license_name`` (and ``license_link``).
+
+    ``provenance`` is best made with :func:`cards.collect_provenance`; ``filter_stats`` is a
+    :class:`cards.FilterStats` (or its ``to_dict()``). ``version``, ``previous_version`` and
+    ``repo_id`` are filled in by the publish step.
     """
 
     pretty_name: str
@@ -46,16 +71,39 @@ class DatasetMetadata:
     citation: str = ""
     column_docs: dict[str, str] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)
-    filter_stats: dict[str, Any] | None = None
+    filter_stats: FilterStats | dict[str, Any] | None = None
     version: str | None = None
     previous_version: str | None = None
     repo_id: str | None = None
+    paper_title: str = ""
+    paper_url: str = ""
+    license_name: str = ""
+    license_link: str = ""
+    license_note: str = ""
+    source_datasets: list[str] = field(default_factory=list)
+    language: list[str] = field(default_factory=list)
+    grid_caption: str = ""
 
     def __post_init__(self) -> None:
         if not self.license or not self.license.strip():
             raise ConceptforgeError("a dataset license is required (e.g. cc-by-4.0, cc-by-nc-4.0)")
+        self.license = self.license.strip()
+        if isinstance(self.filter_stats, Mapping) and FilterStats.looks_like(self.filter_stats):
+            self.filter_stats = FilterStats.from_dict(self.filter_stats)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        if isinstance(self.filter_stats, FilterStats):
+            data["filter_stats"] = self.filter_stats.to_dict()
+        return json.loads(json.dumps(data))  # plain JSON types only (copies nested values)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "DatasetMetadata":
+        known = {f.name for f in fields(cls)}
+        return cls(**{key: value for key, value in data.items() if key in known})
 
 
+# -- YAML header ------------------------------------------------------------------------------
 def dataset_info_yaml(features: Features, splits: Sequence[SplitStats]) -> dict[str, Any]:
     split_dict = SplitDict()
     for stats in splits:
@@ -65,18 +113,19 @@ def dataset_info_yaml(features: Features, splits: Sequence[SplitStats]) -> dict[
     return info._to_yaml_dict()
 
 
-def render_card(
-    metadata: DatasetMetadata,
-    features: Features,
-    splits: Sequence[SplitStats],
-    *,
-    has_grid: bool = True,
-) -> str:
-    """Render the README card: YAML header (configs, dataset_info, license, …) and markdown."""
+def card_data(metadata: DatasetMetadata, features: Features, splits: Sequence[SplitStats]) -> DatasetCardData:
+    """The YAML header: only keys the Hub knows (see :mod:`cards.validate`)."""
     total = sum(s.num_examples for s in splits)
-    card_data = DatasetCardData(
+    extra: dict[str, Any] = {}
+    if metadata.license_name:
+        extra["license_name"] = metadata.license_name
+    if metadata.license_link:
+        extra["license_link"] = metadata.license_link
+    return DatasetCardData(
         license=metadata.license,
         pretty_name=metadata.pretty_name,
+        language=metadata.language or None,
+        source_datasets=metadata.source_datasets or None,
         task_categories=metadata.task_categories or None,
         size_categories=[size_category(total)],
         tags=metadata.tags or None,
@@ -87,29 +136,203 @@ def render_card(
             }
         ],
         dataset_info=dataset_info_yaml(features, splits),
+        **extra,
     )
-    repo = metadata.repo_id or "<org>/<name>"
-    revision = f', revision="{metadata.version}"' if metadata.version else ""
-    lines = [f"# {metadata.pretty_name}", "", metadata.summary.strip(), ""]
-    if has_grid:
-        lines += [f"![Sample grid]({GRID_NAME})", ""]
-    lines += ["## Splits", "", "| split | examples |", "| --- | ---: |"]
-    lines += [f"| {s.name} | {s.num_examples} |" for s in splits]
-    lines += ["", "## How to load", "", "```python", "from datasets import load_dataset", "",
-              f'ds = load_dataset("{repo}"{revision})', "```", ""]
-    if metadata.column_docs:
-        lines += ["## Schema", "", "| column | type | meaning |", "| --- | --- | --- |"]
-        for name, feature in features.items():
-            kind = type(feature).__name__
-            if kind == "Value":
-                kind = feature.dtype
-            lines.append(f"| `{name}` | {kind} | {metadata.column_docs.get(name, '')} |")
+
+
+# -- markdown helpers -------------------------------------------------------------------------
+def feature_type(feature: Any) -> str:
+    """A short human-readable type for the schema table."""
+    if isinstance(feature, Value):
+        return feature.dtype
+    if isinstance(feature, ClassLabel):
+        names = feature.names
+        shown = ", ".join(f"`{n}`" for n in names[:4]) + (", …" if len(names) > 4 else "")
+        return f"ClassLabel ({len(names)}: {shown})"
+    if isinstance(feature, Image):
+        return "Image"
+    if isinstance(feature, (List, LargeList)):
+        length = getattr(feature, "length", -1)
+        suffix = f" ({length})" if length and length > 0 else ""
+        return f"list[{feature_type(feature.feature)}]{suffix}"
+    if isinstance(feature, dict):
+        return "struct{" + ", ".join(f"{k}: {feature_type(v)}" for k, v in feature.items()) + "}"
+    if isinstance(feature, (list, tuple)) and feature:
+        return f"list[{feature_type(feature[0])}]"
+    return type(feature).__name__
+
+
+def _cell(text: Any) -> str:
+    """Markdown table cell: no pipes or newlines."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _human_bytes(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if value < 1000 or unit == "TB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{size} B"  # pragma: no cover
+
+
+def load_line(repo_id: str | None, version: str | None) -> str:
+    """The exact ``load_dataset`` call for a release (``revision=`` pins the version)."""
+    repo = repo_id or "<org>/<name>"
+    revision = f', revision="{version}"' if version else ""
+    return f'load_dataset("{repo}"{revision})'
+
+
+def filter_stats_markdown(stats: FilterStats) -> list[str]:
+    """Totals table plus a per-group table (collapsed: SUB has ~1000 groups)."""
+    try:
+        stats.check()
+    except ConceptforgeError as error:  # rendered anyway so the card can be inspected; publishing refuses
+        logger.warning("dataset card: %s", error)
+    reasons = stats.reasons
+    lines = ["| | count | share |", "| --- | ---: | ---: |"]
+
+    def share(n: int) -> str:
+        return f"{100 * n / stats.candidates:.1f}%" if stats.candidates else "–"
+
+    lines.append(f"| candidates | {stats.candidates} | {share(stats.candidates)} |")
+    lines.append(f"| kept | {stats.kept} | {share(stats.kept)} |")
+    for reason in reasons:
+        count = stats.dropped.get(reason, 0)
+        lines.append(f"| dropped: {_cell(reason)} | {count} | {share(count)} |")
+    lines.append("")
+    if stats.groups:
+        label = stats.group_label
+        lines += [
+            "<details>",
+            f"<summary>Per {_cell(label)} ({len(stats.groups)})</summary>",
+            "",
+            f"| {_cell(label)} | candidates | kept | " + " | ".join(f"dropped: {_cell(r)}" for r in reasons) + " |",
+            "| --- | ---: | ---: | " + " | ".join("---:" for _ in reasons) + " |",
+        ]
+        for name, group in stats.groups.items():
+            drops = " | ".join(str(group.dropped.get(r, 0)) for r in reasons)
+            lines.append(f"| {_cell(name)} | {group.candidates} | {group.kept} | {drops} |")
+        lines += ["", "</details>", ""]
+    return lines
+
+
+def provenance_markdown(provenance: Mapping[str, Any]) -> list[str]:
+    """Known provenance keys as tables/code; anything else as JSON."""
+    provenance = dict(provenance)
+    lines: list[str] = []
+    generator = provenance.pop("generator", None)
+    if generator:
+        lines += [f"Generated by `{generator}`.", ""]
+    models = provenance.pop("models", None)
+    if models:
+        lines += ["| role | model | revision |", "| --- | --- | --- |"]
+        for model in models:
+            lines.append(f"| {_cell(model.get('role', ''))} | `{_cell(model.get('id', ''))}` | `{_cell(model.get('revision', ''))}` |")
         lines.append("")
-    if metadata.provenance:
-        lines += ["## Provenance", "", "```json", json.dumps(metadata.provenance, indent=2, sort_keys=True), "```", ""]
+    for key, title in (("parameters", "Generation parameters"), ("filters", "Filter parameters"), ("seeds", "Seeds")):
+        value = provenance.pop(key, None)
+        if value not in (None, {}, []):
+            lines += [f"**{title}**", "", "```json", json.dumps(value, indent=2, sort_keys=True), "```", ""]
+    packages = provenance.pop("packages", None)
+    python = provenance.pop("python", None)
+    if packages or python:
+        lines += ["| package | version |", "| --- | --- |"]
+        if python:
+            lines.append(f"| python | {_cell(python)} |")
+        lines += [f"| {_cell(name)} | {_cell(version)} |" for name, version in packages.items()]
+        lines.append("")
+    command = provenance.pop("command_line", None)
+    if command:
+        lines += ["**Command line**", "", "```bash", command, "```", ""]
+    if provenance:
+        lines += ["```json", json.dumps(provenance, indent=2, sort_keys=True), "```", ""]
+    return lines
+
+
+def _spec_comment(metadata: DatasetMetadata) -> str:
+    payload = {"format": SPEC_FORMAT, "metadata": metadata.to_dict()}
+    # '>' is escaped so the JSON can never close the HTML comment early.
+    text = json.dumps(payload, indent=1, sort_keys=True, ensure_ascii=False).replace(">", "\\u003e")
+    return f"<!-- {SPEC_MARKER}\n{text}\n-->"
+
+
+def read_card_spec(card_text: str) -> DatasetMetadata:
+    """The :class:`DatasetMetadata` a card was rendered from (for re-rendering at publish time)."""
+    match = _SPEC_RE.search(card_text)
+    if not match:
+        raise ConceptforgeError(
+            "the dataset card has no conceptforge metadata block; re-assemble the dataset so "
+            "cards.render_card writes README.md"
+        )
+    payload = json.loads(match.group(1))
+    if payload.get("format") != SPEC_FORMAT:
+        raise ConceptforgeError(f"unsupported card spec format {payload.get('format')!r}")
+    return DatasetMetadata.from_dict(payload["metadata"])
+
+
+def render_card(
+    metadata: DatasetMetadata,
+    features: Features,
+    splits: Sequence[SplitStats],
+    *,
+    has_grid: bool = True,
+) -> str:
+    """Render the README card: YAML header (configs, dataset_info, license, …) and markdown."""
+    lines = [f"# {metadata.pretty_name}", "", metadata.summary.strip(), ""]
+    if metadata.paper_title:
+        paper = f"[{metadata.paper_title}]({metadata.paper_url})" if metadata.paper_url else f"*{metadata.paper_title}*"
+        lines += [f"It follows the paper {paper}; see the citation below.", ""]
+    if has_grid:
+        caption = metadata.grid_caption or "Sample grid"
+        lines += [f"![{caption}]({GRID_NAME})", ""]
+
+    lines += ["## Version", ""]
+    if metadata.version:
+        previous = f"; previous version: `{metadata.previous_version}`" if metadata.previous_version else "; first release"
+        lines += [
+            f"This is version `{metadata.version}`{previous}. Versions are immutable git tags on the Hub: "
+            "pin one with `revision=` to get exactly these files.",
+            "",
+        ]
+    else:
+        lines += ["Not published yet: the publish step records the version here.", ""]
+
+    lines += ["## How to load", "", "```python", "from datasets import load_dataset", "",
+              f"ds = {load_line(metadata.repo_id, metadata.version)}", "```", ""]
+
+    lines += ["## Splits", "", "| split | examples | size |", "| --- | ---: | ---: |"]
+    lines += [f"| {s.name} | {s.num_examples} | {_human_bytes(s.num_bytes)} |" for s in splits]
+    lines.append("")
+
+    lines += ["## Schema", "", "| column | type | meaning |", "| --- | --- | --- |"]
+    for name, feature in features.items():
+        lines.append(f"| `{name}` | {_cell(feature_type(feature))} | {_cell(metadata.column_docs.get(name, ''))} |")
+    lines.append("")
+
     if metadata.filter_stats:
-        lines += ["## Filter statistics", "", "```json", json.dumps(metadata.filter_stats, indent=2, sort_keys=True), "```", ""]
+        lines += ["## Filter statistics", ""]
+        if isinstance(metadata.filter_stats, FilterStats):
+            lines += filter_stats_markdown(metadata.filter_stats)
+        else:
+            lines += ["```json", json.dumps(metadata.filter_stats, indent=2, sort_keys=True), "```", ""]
+    if metadata.provenance:
+        lines += ["## Provenance", ""] + provenance_markdown(metadata.provenance)
+
+    lines += ["## License", "", f"`{metadata.license}`" + (f" ({metadata.license_name})" if metadata.license_name else "")
+              + (f", see {metadata.license_link}" if metadata.license_link else "") + ".", ""]
+    if metadata.license_note:
+        lines += [metadata.license_note.strip(), ""]
     if metadata.citation:
         lines += ["## Citation", "", "```bibtex", metadata.citation.strip(), "```", ""]
-    card = DatasetCard.from_template(card_data, template_str="---\n{{ card_data }}\n---\n\n" + "\n".join(lines))
-    return str(card)
+    lines += [_spec_comment(metadata), ""]
+
+    # No template engine on the markdown: BibTeX ``{{Title}}`` or JSON braces must stay verbatim.
+    header = card_data(metadata, features, splits).to_yaml()
+    card = DatasetCard(f"---\n{header}\n---\n\n" + "\n".join(lines))
+    text = str(card)
+    from cards.validate import card_problems  # late: validate imports this module
+
+    for problem in card_problems(text):  # publishing refuses these; say so early
+        logger.warning("dataset card: %s", problem)
+    return text

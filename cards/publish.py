@@ -1,0 +1,402 @@
+"""Publish a dataset directory to the Hugging Face Hub as an immutable, versioned release.
+
+One release = one commit on ``main`` holding the data shards, the card and the grid, then a
+``vMAJOR.MINOR.PATCH`` tag on that commit. The order makes every failure safe to rerun:
+
+1. read and validate everything locally (card re-rendered with the version; no upload before the
+   card, the data files and the parquet schemas agree);
+2. look at the remote: an existing tag with identical files is a no-op, with other files it is
+   refused (versions are immutable); a version below the latest is refused;
+3. upload the changed files and commit them in **one** commit (``parent_commit`` pinned, so a
+   concurrent writer makes us stop instead of interleaving). Until the commit lands nobody sees
+   anything new; uploaded-but-uncommitted objects are reused by the rerun;
+4. tag the commit. If ``main`` already holds exactly these files (a previous run committed and
+   then failed), step 3 is skipped and only the tag is created.
+
+There is deliberately no ``--force``: a tag that a paper cites must never change under it. A wrong
+release is fixed by publishing the next version; deleting a tag stays a deliberate, manual act on
+the Hub.
+
+Memory stays flat in the dataset size: files are hashed and uploaded as streams from disk; only
+the card is held in memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import pyarrow.parquet as pq
+from datasets import Features
+from tqdm.auto import tqdm
+
+from cards.card import DatasetMetadata, load_line, read_card_spec, render_card
+from cards.dataset_dir import CARD_NAME, DATA_DIR, GRID_NAME, SplitStats
+from cards.filter_stats import FilterStats
+from cards.provenance import redact_secrets
+from cards.validate import dataset_dir_problems, ensure_valid, parse_card_yaml
+from cards.versions import Version, parse_version, previous_version, published_versions
+from generators.errors import ConceptforgeError
+
+logger = logging.getLogger(__name__)
+
+REPO_TYPE = "dataset"
+HASH_CHUNK = 4 * 1024 * 1024
+_REPO_ID_RE = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
+
+
+@dataclass
+class LocalDataset:
+    """A dataset directory as the publish step sees it."""
+
+    directory: Path
+    metadata: DatasetMetadata
+    features: Features
+    splits: list[SplitStats]
+    has_grid: bool
+
+    def data_paths(self) -> list[str]:
+        return sorted(f for split in self.splits for f in split.files)
+
+
+@dataclass
+class LocalFile:
+    path_in_repo: str
+    size: int
+    sha256: str
+    git_oid: str
+    source: Path | None = None
+    content: bytes | None = None
+
+
+@dataclass
+class PublishResult:
+    """What happened; ``action`` is ``published``, ``tagged``, ``unchanged`` or ``dry-run``."""
+
+    repo_id: str
+    version: str
+    previous_version: str | None
+    action: str
+    commit_id: str | None = None
+    uploaded: list[str] = field(default_factory=list)
+    uploaded_bytes: int = 0
+    deleted: list[str] = field(default_factory=list)
+    total_files: int = 0
+
+    @property
+    def load_line(self) -> str:
+        return load_line(self.repo_id, self.version)
+
+    def summary(self) -> str:
+        """The user-facing lines a command line prints."""
+        previous = f" (previous: {self.previous_version})" if self.previous_version else " (first release)"
+        if self.action == "unchanged":
+            head = f"{self.repo_id} {self.version} is already published with identical files at commit {self.commit_id}; nothing to do"
+        elif self.action == "dry-run":
+            head = (
+                f"dry run: would publish {self.repo_id} {self.version}{previous}: upload {len(self.uploaded)} of "
+                f"{self.total_files} files ({self.uploaded_bytes / 1e6:.1f} MB), delete {len(self.deleted)}, in one commit"
+            )
+        elif self.action == "tagged":
+            head = f"tagged {self.repo_id} {self.version}{previous} on commit {self.commit_id} (main already held these files)"
+        else:
+            head = (
+                f"published {self.repo_id} {self.version}{previous} at commit {self.commit_id}: "
+                f"{len(self.uploaded)} files uploaded ({self.uploaded_bytes / 1e6:.1f} MB), {len(self.deleted)} deleted"
+            )
+        return f"{head}\nfrom datasets import load_dataset; ds = {self.load_line}"
+
+
+# -- local side -------------------------------------------------------------------------------
+def read_dataset_dir(directory: str | Path) -> LocalDataset:
+    """Read a dataset directory's card spec, features (from parquet) and splits (from the card)."""
+    directory = Path(directory)
+    card_path = directory / CARD_NAME
+    if not directory.is_dir():
+        raise ConceptforgeError(f"{directory} is not a directory")
+    if not card_path.is_file() or not any((directory / DATA_DIR).glob("*.parquet")):
+        raise ConceptforgeError(f"{directory} is not a complete dataset directory (needs {CARD_NAME} and {DATA_DIR}/*.parquet)")
+    text = card_path.read_text(encoding="utf-8")
+    metadata = read_card_spec(text)
+    data = parse_card_yaml(text)
+    try:
+        split_infos = data["dataset_info"]["splits"]
+    except (KeyError, TypeError):
+        raise ConceptforgeError(f"{card_path} has no dataset_info splits") from None
+    files = sorted(p for p in (directory / DATA_DIR).glob("*.parquet"))
+    features = Features.from_arrow_schema(pq.read_schema(files[0]))
+    splits = []
+    for info in split_infos:
+        name = info["name"]
+        split_files = [f"{DATA_DIR}/{p.name}" for p in files if p.name.startswith(f"{name}-")]
+        splits.append(SplitStats(name, int(info.get("num_examples", 0)), int(info.get("num_bytes", 0)), split_files))
+    if isinstance(metadata.filter_stats, FilterStats):
+        metadata.filter_stats.check()  # counts that do not add up are a filter bug, not a release
+    return LocalDataset(directory, metadata, features, splits, (directory / GRID_NAME).is_file())
+
+
+def render_release_card(local: LocalDataset, *, repo_id: str, version: Version, previous: Version | None) -> str:
+    """The card as published: the directory's own spec plus repo id, version and previous version."""
+    metadata = DatasetMetadata.from_dict({
+        **local.metadata.to_dict(),
+        "repo_id": repo_id,
+        "version": str(version),
+        "previous_version": str(previous) if previous else None,
+    })
+    return render_card(metadata, local.features, local.splits, has_grid=local.has_grid)
+
+
+def _hash_stream(chunks: Iterator[bytes], size: int) -> tuple[str, str]:
+    sha256 = hashlib.sha256()
+    git = hashlib.sha1(b"blob %d\0" % size)
+    for chunk in chunks:
+        sha256.update(chunk)
+        git.update(chunk)
+    return sha256.hexdigest(), git.hexdigest()
+
+
+def _file_chunks(path: Path, progress: Any) -> Iterator[bytes]:
+    with open(path, "rb") as handle:
+        while chunk := handle.read(HASH_CHUNK):
+            progress.update(len(chunk))
+            yield chunk
+
+
+def local_files(local: LocalDataset, card_text: str) -> list[LocalFile]:
+    """Card (in memory) + grid + data shards, hashed as streams (sha256 for LFS, git oid for blobs)."""
+    card = card_text.encode("utf-8")
+    files = [LocalFile(CARD_NAME, len(card), *_hash_stream(iter([card]), len(card)), content=card)]
+    paths = ([GRID_NAME] if local.has_grid else []) + local.data_paths()
+    total = sum((local.directory / p).stat().st_size for p in paths)
+    with tqdm(total=total, unit="B", unit_scale=True, desc="hashing", leave=False) as progress:
+        for relative in paths:
+            path = local.directory / relative
+            size = path.stat().st_size
+            sha256, git_oid = _hash_stream(_file_chunks(path, progress), size)
+            files.append(LocalFile(relative, size, sha256, git_oid, source=path))
+    return files
+
+
+def _managed(path: str) -> bool:
+    """Paths a release owns; anything else in the repo (LICENSE, .gitattributes) is left alone."""
+    return path in (CARD_NAME, GRID_NAME) or path.startswith(f"{DATA_DIR}/")
+
+
+# -- remote side ------------------------------------------------------------------------------
+def _remote_files(api: Any, repo_id: str, revision: str) -> dict[str, Any]:
+    from huggingface_hub.hf_api import RepoFile
+
+    entries = api.list_repo_tree(repo_id, recursive=True, revision=revision, repo_type=REPO_TYPE)
+    return {e.path: e for e in entries if isinstance(e, RepoFile) and _managed(e.path)}
+
+
+def _same(local: LocalFile, remote: Any) -> bool:
+    if remote.lfs is not None:
+        return remote.lfs.sha256 == local.sha256
+    return remote.blob_id == local.git_oid
+
+
+def _diff(files: list[LocalFile], remote: dict[str, Any]) -> tuple[list[LocalFile], list[str]]:
+    changed = [f for f in files if f.path_in_repo not in remote or not _same(f, remote[f.path_in_repo])]
+    local_paths = {f.path_in_repo for f in files}
+    return changed, sorted(p for p in remote if p not in local_paths)
+
+
+def _root_cause(error: BaseException) -> BaseException:
+    seen = set()
+    while error.__cause__ is not None and id(error) not in seen:
+        seen.add(id(error))
+        error = error.__cause__
+    return error
+
+
+def _reason(error: BaseException, secrets: list[str]) -> str:
+    cause = _root_cause(error)
+    response = getattr(cause, "response", None) or getattr(error, "response", None)
+    status = getattr(response, "status_code", None)
+    detail = " ".join(str(cause).split())[:200]
+    if status is not None:
+        try:
+            server = response.json().get("error")
+        except Exception:
+            server = None
+        detail = f"HTTP {status}" + (f": {' '.join(str(server).split())[:160]}" if server else "")
+    else:
+        detail = f"{type(cause).__name__}: {detail}" if detail else type(cause).__name__
+    return redact_secrets(detail, secrets)
+
+
+def _status(error: BaseException) -> int | None:
+    for candidate in (error, _root_cause(error)):
+        status = getattr(getattr(candidate, "response", None), "status_code", None)
+        if status is not None:
+            return status
+    return None
+
+
+def _network_errors() -> tuple[type[BaseException], ...]:
+    from huggingface_hub.errors import HfHubHTTPError
+
+    kinds: list[type[BaseException]] = [HfHubHTTPError, OSError, RuntimeError, ValueError]
+    try:
+        import httpx2
+
+        kinds.append(httpx2.HTTPError)
+    except ImportError:  # older huggingface_hub uses httpx or requests: both raise OSError subclasses
+        pass
+    return tuple(kinds)
+
+
+def publish_dataset(
+    dataset_dir: str | Path,
+    *,
+    repo_id: str,
+    version: str,
+    private: bool = False,
+    dry_run: bool = False,
+    token: str | None = None,
+    endpoint: str | None = None,
+    num_threads: int = 4,
+) -> PublishResult:
+    """Publish ``dataset_dir`` as ``repo_id`` at ``version`` (see module docstring)."""
+    from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi, get_token
+    from huggingface_hub.errors import RepositoryNotFoundError
+
+    if not _REPO_ID_RE.fullmatch(repo_id):
+        raise ConceptforgeError(f"repo id {repo_id!r} is not of the form ORG/NAME")
+    wanted = parse_version(version)
+    token = token if token is not None else get_token()
+    secrets = [token] if token else []
+    local = read_dataset_dir(dataset_dir)
+    api = HfApi(endpoint=endpoint, token=token, library_name="conceptforge")
+    network_errors = _network_errors()
+
+    def fail(stage: str, error: BaseException, *, committed: str | None = None) -> ConceptforgeError:
+        logger.debug("publish failed while %s", stage, exc_info=True)
+        reason = _reason(error, secrets)
+        status = _status(error)
+        if status in (401, 403):
+            return ConceptforgeError(
+                f"not allowed to write to {repo_id} while {stage} ({reason}); check that your token "
+                "(HF_TOKEN or `hf auth login`) has write access to that namespace"
+            )
+        if status == 412:
+            return ConceptforgeError(
+                f"{repo_id} changed on the Hub while publishing (someone else committed); nothing was "
+                f"released — rerun to publish {wanted} on top of it"
+            )
+        if committed:
+            return ConceptforgeError(
+                f"the files of {wanted} are committed to {repo_id} (commit {committed}) but {stage} failed "
+                f"({reason}); rerun the same command to finish the release"
+            )
+        return ConceptforgeError(
+            f"publishing {repo_id} {wanted} failed while {stage} ({reason}); no version was changed — "
+            "rerun the same command to complete the release"
+        )
+
+    # 1. What the remote holds.
+    repo_exists = True
+    try:
+        refs = api.list_repo_refs(repo_id, repo_type=REPO_TYPE)
+    except RepositoryNotFoundError:
+        repo_exists, refs = False, None
+    except network_errors as error:
+        raise fail("reading the repository's tags", error) from None
+    tags = {t.name: t.target_commit for t in refs.tags} if refs else {}
+    versions = published_versions(tags)
+    previous = previous_version(wanted, versions)
+
+    # 2. The release as it would be published, validated before anything is sent.
+    card_text = render_release_card(local, repo_id=repo_id, version=wanted, previous=previous)
+    ensure_valid(dataset_dir_problems(local.directory, card_text, secrets=secrets), "the dataset card")
+    files = local_files(local, card_text)
+
+    try:
+        if str(wanted) in tags:
+            tagged = tags[str(wanted)]
+            changed, deleted = _diff(files, _remote_files(api, repo_id, tagged))
+            if not changed and not deleted:
+                logger.info("%s %s already published at %s", repo_id, wanted, tagged)
+                return PublishResult(repo_id, str(wanted), str(previous) if previous else None, "unchanged", tagged, total_files=len(files))
+            differing = ", ".join([f.path_in_repo for f in changed][:3] + deleted[:2])
+            raise ConceptforgeError(
+                f"{wanted} already exists on {repo_id} (commit {tagged[:12]}) with other files ({differing}); "
+                f"published versions are immutable — publish the change as a new version, e.g. {wanted.bump_patch() if not versions else max(versions).bump_patch()}"
+            )
+        if versions and wanted < max(versions):
+            raise ConceptforgeError(
+                f"{wanted} is lower than the latest published version {max(versions)} of {repo_id}; "
+                "versions only go up — choose a version above it"
+            )
+        main_head = next((b.target_commit for b in refs.branches if b.name == "main"), None) if refs else None
+        remote = _remote_files(api, repo_id, main_head) if main_head else {}
+    except network_errors as error:
+        raise fail("comparing with the published files", error) from None
+    changed, deleted = _diff(files, remote)
+    result = PublishResult(
+        repo_id, str(wanted), str(previous) if previous else None, "dry-run", main_head,
+        uploaded=[f.path_in_repo for f in changed], uploaded_bytes=sum(f.size for f in changed),
+        deleted=deleted, total_files=len(files),
+    )
+    if dry_run:
+        return result
+
+    # 3. One commit with every changed file (skipped when main already holds them).
+    try:
+        if not repo_exists:
+            api.create_repo(repo_id, repo_type=REPO_TYPE, private=private, exist_ok=True)
+            refs = api.list_repo_refs(repo_id, repo_type=REPO_TYPE)
+            main_head = next((b.target_commit for b in refs.branches if b.name == "main"), None)
+            changed, deleted = _diff(files, _remote_files(api, repo_id, main_head) if main_head else {})
+        elif private and not api.repo_info(repo_id, repo_type=REPO_TYPE).private:
+            logger.warning("%s exists and is public: --private does not change an existing repo's visibility", repo_id)
+    except network_errors as error:
+        raise fail("creating the repository", error) from None
+
+    commit_id = main_head
+    if changed or deleted:
+        operations: list[Any] = []
+        for item in changed:
+            operation = CommitOperationAdd(path_in_repo=item.path_in_repo, path_or_fileobj=item.content if item.content is not None else str(item.source))
+            try:  # we hashed the file already; spare the client a second pass over it
+                operation.upload_info.sha256 = bytes.fromhex(item.sha256)
+            except AttributeError:
+                pass
+            operations.append(operation)
+        operations += [CommitOperationDelete(path_in_repo=path) for path in deleted]
+        logger.info("uploading %d file(s) (%.1f MB) and deleting %d in one commit", len(changed), result.uploaded_bytes / 1e6, len(deleted))
+        try:
+            info = api.create_commit(
+                repo_id,
+                operations,
+                commit_message=f"Release {wanted}",
+                commit_description=f"{local.metadata.pretty_name} {wanted}" + (f" (previous: {previous})" if previous else ""),
+                repo_type=REPO_TYPE,
+                revision="main",
+                parent_commit=main_head,
+                num_threads=num_threads,
+            )
+        except network_errors as error:
+            raise fail("uploading and committing the files", error) from None
+        commit_id = info.oid
+        result.action = "published"
+    else:
+        logger.info("main already holds exactly these files (commit %s); only the tag is missing", main_head)
+        result.action = "tagged"
+    result.commit_id = commit_id
+
+    # 4. The tag.
+    try:
+        api.create_tag(repo_id, tag=str(wanted), revision=commit_id, tag_message=f"{local.metadata.pretty_name} {wanted}", repo_type=REPO_TYPE)
+    except network_errors as error:
+        if _status(error) == 409:  # someone (a lost response of ours?) created it: fine if it is ours
+            target = {t.name: t.target_commit for t in api.list_repo_refs(repo_id, repo_type=REPO_TYPE).tags}.get(str(wanted))
+            if target == commit_id:
+                return result
+        raise fail(f"creating the tag {wanted}", error, committed=commit_id) from None
+    return result

@@ -1,0 +1,242 @@
+"""Card and dataset-directory validation, run before anything is uploaded.
+
+Checks that the YAML header parses and round-trips through ``huggingface_hub.DatasetCard``, uses
+only metadata keys the Hub knows, names a Hub license id / task categories / size bucket, and —
+against the directory — that ``configs`` matches the data files, ``dataset_info`` features equal
+the parquet schemas, split row counts equal the parquet footers (no data is loaded), the sample
+grid exists, and no secret appears in the text. Each function returns a list of problems; the
+publish step refuses to upload while the list is not empty.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from pathlib import Path
+from typing import Any, Iterable
+
+import pyarrow.parquet as pq
+import yaml
+from datasets import Features
+
+from cards.dataset_dir import CARD_NAME, DATA_DIR, GRID_NAME
+from generators.errors import ConceptforgeError
+
+# https://huggingface.co/docs/hub/repositories-licenses
+HUB_LICENSES = frozenset("""
+apache-2.0 mit openrail bigscience-openrail-m creativeml-openrail-m bigscience-bloom-rail-1.0
+bigcode-openrail-m afl-3.0 artistic-2.0 bsl-1.0 bsd bsd-2-clause bsd-3-clause bsd-3-clause-clear
+c-uda cc cc0-1.0 cc-by-2.0 cc-by-2.5 cc-by-3.0 cc-by-4.0 cc-by-sa-3.0 cc-by-sa-4.0 cc-by-nc-2.0
+cc-by-nc-3.0 cc-by-nc-4.0 cc-by-nd-4.0 cc-by-nc-nd-3.0 cc-by-nc-nd-4.0 cc-by-nc-sa-2.0
+cc-by-nc-sa-3.0 cc-by-nc-sa-4.0 cdla-sharing-1.0 cdla-permissive-1.0 cdla-permissive-2.0 wtfpl
+ecl-2.0 epl-1.0 epl-2.0 etalab-2.0 eupl-1.1 eupl-1.2 agpl-3.0 gfdl gpl gpl-2.0 gpl-3.0 lgpl lgpl-2.1
+lgpl-3.0 isc h-research intel-research lppl-1.3c ms-pl apple-ascl apple-amlr mpl-2.0 odc-by odbl
+openmdw-1.0 openrail++ osl-3.0 postgresql ofl-1.1 ncsa unlicense zlib pddl lgpl-lr
+deepfloyd-if-license fair-noncommercial-research-license llama2 llama3 llama3.1 llama3.2 llama3.3
+llama4 grok2-community gemma unknown other
+""".split())
+
+# https://github.com/huggingface/huggingface.js/blob/main/packages/tasks/src/pipelines.ts
+HUB_TASK_CATEGORIES = frozenset("""
+text-classification token-classification table-question-answering question-answering
+zero-shot-classification translation summarization feature-extraction text-generation
+text2text-generation fill-mask sentence-similarity text-to-speech text-to-audio
+automatic-speech-recognition audio-to-audio audio-classification audio-text-to-text
+voice-activity-detection depth-estimation image-classification object-detection image-segmentation
+text-to-image image-to-text image-to-image image-to-video unconditional-image-generation
+video-classification reinforcement-learning robotics tabular-classification tabular-regression
+tabular-to-text table-to-text multiple-choice text-ranking text-retrieval time-series-forecasting
+text-to-video image-text-to-text visual-question-answering document-question-answering
+zero-shot-image-classification graph-ml mask-generation zero-shot-object-detection text-to-3d
+image-to-3d image-feature-extraction video-text-to-text keypoint-detection visual-document-retrieval
+any-to-any other
+""".split())
+
+SIZE_CATEGORIES = frozenset(
+    ["n<1K", "1K<n<10K", "10K<n<100K", "100K<n<1M", "1M<n<10M", "10M<n<100M", "100M<n<1B", "1B<n<10B", "10B<n<100B", "100B<n<1T", "n>1T"]
+)
+
+# https://github.com/huggingface/hub-docs/blob/main/datasetcard.md
+KNOWN_DATASET_KEYS = frozenset("""
+language language_details license license_name license_link license_details tags
+annotations_creators language_creators multilinguality pretty_name size_categories source_datasets
+task_categories task_ids paperswithcode_id configs dataset_info extra_gated_fields
+extra_gated_prompt extra_gated_heading extra_gated_description extra_gated_button_content
+train-eval-index viewer thumbnail
+""".split())
+
+MAX_HUB_FILE_SIZE = 50 * 10**9  # the Hub refuses single files above 50 GB
+MAX_FILES_PER_COMMIT = 25_000  # LFS files per commit accepted by the Hub
+_YAML_RE = re.compile(r"\A---\s*\n(.*?)\n---\s*(\n|\Z)", re.DOTALL)
+_TOKEN_RE = re.compile(r"\bhf_[A-Za-z0-9]{8,}")
+_GRID_LINK = f"]({GRID_NAME})"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _as_list(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def parse_card_yaml(text: str) -> dict[str, Any]:
+    """The card's YAML header as a dict (ConceptforgeError when missing or invalid)."""
+    match = _YAML_RE.match(text)
+    if not match:
+        raise ConceptforgeError("the dataset card has no YAML header (--- … ---)")
+    try:
+        data = yaml.safe_load(match.group(1))
+    except yaml.YAMLError as error:
+        raise ConceptforgeError(f"the dataset card's YAML does not parse: {' '.join(str(error).split())}") from None
+    if not isinstance(data, dict):
+        raise ConceptforgeError("the dataset card's YAML header is not a mapping")
+    return data
+
+
+def _bibtex_problems(text: str) -> list[str]:
+    problems = []
+    for block in re.findall(r"```bibtex\n(.*?)```", text, re.DOTALL):
+        entry = block.strip()
+        if not re.match(r"@\w+\s*\{", entry):
+            problems.append("the citation is not a BibTeX entry (@type{key, …})")
+        elif entry.count("{") != entry.count("}"):
+            problems.append("the BibTeX citation has unbalanced braces")
+    return problems
+
+
+def card_problems(text: str, *, secrets: Iterable[str] = ()) -> list[str]:
+    """What is wrong with a card's text on its own (empty list: nothing)."""
+    try:
+        data = parse_card_yaml(text)
+    except ConceptforgeError as error:
+        return [str(error)]
+    problems = []
+    # Round trip through the Hub client: what it writes back must parse to the same mapping.
+    from huggingface_hub import DatasetCard
+
+    try:
+        reparsed = yaml.safe_load(DatasetCard(text).data.to_yaml())
+    except Exception as error:  # the client's own validation
+        problems.append(f"huggingface_hub cannot read the card metadata: {' '.join(str(error).split())}")
+    else:
+        if reparsed != data:
+            changed = sorted(k for k in set(data) | set(reparsed or {}) if data.get(k) != (reparsed or {}).get(k))
+            problems.append(f"card metadata does not round-trip through DatasetCard (keys: {', '.join(changed)})")
+    unknown = sorted(set(data) - KNOWN_DATASET_KEYS)
+    if unknown:
+        problems.append(f"metadata keys unknown to the Hub: {', '.join(unknown)}")
+    licenses = _as_list(data.get("license"))
+    if not licenses:
+        problems.append("no license in the card metadata")
+    for license_id in licenses:
+        if license_id not in HUB_LICENSES:
+            problems.append(
+                f"license {license_id!r} is not a Hub license id; use one from "
+                "https://huggingface.co/docs/hub/repositories-licenses or 'other' with license_name"
+            )
+    if "other" in licenses and not data.get("license_name"):
+        problems.append("license 'other' needs license_name (and ideally license_link)")
+    if not str(data.get("pretty_name") or "").strip():
+        problems.append("no pretty_name in the card metadata")
+    for task in _as_list(data.get("task_categories")):
+        if task not in HUB_TASK_CATEGORIES:
+            problems.append(f"task category {task!r} is unknown to the Hub")
+    for size in _as_list(data.get("size_categories")):
+        if size not in SIZE_CATEGORIES:
+            problems.append(f"size category {size!r} is unknown to the Hub")
+    configs = data.get("configs")
+    if not isinstance(configs, list) or not configs:
+        problems.append("no configs with data_files in the card metadata")
+    else:
+        for config in configs:
+            files = config.get("data_files") if isinstance(config, dict) else None
+            if not isinstance(files, list) or not all(isinstance(f, dict) and {"split", "path"} <= set(f) for f in files):
+                problems.append(f"config {config!r} has no data_files list of {{split, path}}")
+    info = data.get("dataset_info")
+    if not isinstance(info, dict) or "features" not in info or "splits" not in info:
+        problems.append("dataset_info with features and splits is missing")
+    else:
+        try:
+            Features._from_yaml_list(info["features"])
+        except Exception as error:
+            problems.append(f"dataset_info features do not parse: {' '.join(str(error).split())}")
+    secret_list = [s for s in secrets if s]
+    if any(secret in text for secret in secret_list) or _TOKEN_RE.search(text):
+        problems.append("the card contains an access token; it must never be published")
+    problems += _bibtex_problems(text)
+    return problems
+
+
+def dataset_dir_problems(directory: str | Path, card_text: str | None = None, *, secrets: Iterable[str] = ()) -> list[str]:
+    """Card problems plus mismatches between the card and the files in ``directory``."""
+    directory = Path(directory)
+    if card_text is None:
+        card_path = directory / CARD_NAME
+        if not card_path.is_file():
+            return [f"{directory} has no {CARD_NAME}: not a complete dataset directory"]
+        card_text = card_path.read_text(encoding="utf-8")
+    problems = card_problems(card_text, secrets=secrets)
+    try:
+        data = parse_card_yaml(card_text)
+        features = Features._from_yaml_list(data["dataset_info"]["features"])
+        card_splits = {s["name"]: s for s in data["dataset_info"]["splits"]}
+        data_files = [f for config in data["configs"] for f in config["data_files"]]
+    except Exception:
+        return problems or ["the card metadata lacks configs/dataset_info"]
+
+    files = sorted(p.relative_to(directory).as_posix() for p in (directory / DATA_DIR).rglob("*") if p.is_file() and not p.name.startswith("."))
+    if not files:
+        problems.append(f"{directory}/{DATA_DIR} holds no data files")
+    if len(files) + 2 > MAX_FILES_PER_COMMIT:
+        problems.append(f"{len(files)} data files exceed what one Hub commit takes; assemble with a larger max_shard_size")
+    matched: set[str] = set()
+    rows: dict[str, int] = {}
+    for entry in data_files:
+        split, pattern = entry["split"], entry["path"]
+        hits = [f for f in files if fnmatch.fnmatch(f, pattern)]
+        if not hits:
+            problems.append(f"split {split!r}: no file matches {pattern!r}")
+        matched.update(hits)
+        for name in hits:
+            path = directory / name
+            if path.stat().st_size > MAX_HUB_FILE_SIZE:
+                problems.append(f"{name} is larger than the Hub's 50 GB file limit; use a smaller max_shard_size")
+            if not name.endswith(".parquet"):
+                continue
+            try:
+                parquet = pq.ParquetFile(path)
+            except Exception as error:
+                problems.append(f"{name} is not a readable parquet file: {' '.join(str(error).split())}")
+                continue
+            if Features.from_arrow_schema(parquet.schema_arrow) != features:
+                problems.append(f"{name}: parquet features differ from the card's dataset_info features")
+            rows[split] = rows.get(split, 0) + parquet.metadata.num_rows
+    unmatched = sorted(set(files) - matched)
+    if unmatched:
+        problems.append(f"data files not in any split of the card: {', '.join(unmatched[:5])}")
+    for split, info in card_splits.items():
+        if split in rows and rows[split] != info.get("num_examples"):
+            problems.append(f"split {split!r}: card says {info.get('num_examples')} rows, parquet files hold {rows[split]}")
+    if set(card_splits) != {entry["split"] for entry in data_files}:
+        problems.append("dataset_info splits and configs data_files name different splits")
+    from cards.card import size_category
+
+    total = sum(rows.values())
+    if rows and data.get("size_categories") != [size_category(total)]:
+        problems.append(f"size_categories {data.get('size_categories')} does not match {total} rows")
+    if _GRID_LINK in card_text:
+        grid = directory / GRID_NAME
+        if not grid.is_file():
+            problems.append(f"the card shows {GRID_NAME} but the directory has none")
+        else:
+            with open(grid, "rb") as handle:
+                if handle.read(8) != PNG_MAGIC:
+                    problems.append(f"{GRID_NAME} is not a PNG image")
+    return problems
+
+
+def ensure_valid(problems: list[str], what: str) -> None:
+    """Raise one ConceptforgeError line listing ``problems`` (if any)."""
+    if problems:
+        more = f" (+{len(problems) - 3} more)" if len(problems) > 3 else ""
+        raise ConceptforgeError(f"{what} is not valid: " + "; ".join(problems[:3]) + more)

@@ -1,0 +1,137 @@
+"""Helpers for the publish tests: small dataset directories, the CLI and a plain-datasets loader."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from datasets import ClassLabel, Features, Image as ImageFeature, List, Value
+from PIL import Image
+
+from cards import DatasetMetadata, FilterStats, assemble_dataset_dir, collect_provenance, render_card
+from cards.grid import make_sample_grid, png_bytes
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+FEATURES = Features({
+    "image": ImageFeature(),
+    "label": ClassLabel(names=["cube", "sphere", "cylinder"]),
+    "idx": Value("int32"),
+    "candidates": List(Value("string")),
+})
+BIBTEX = """@inproceedings{bader2025sub,
+  title = {{SUB}: Benchmarking {CBM} Generalization via Synthetic Attribute Substitutions},
+  author = {Bader, Jessica and others},
+  year = {2025}
+}"""
+
+
+def make_rows(n: int, variant: int):
+    for i in range(n):
+        image = Image.new("RGB", (10 + variant, 8), ((i * 37 + variant * 91) % 256, (i * 11) % 256, 200 - variant))
+        yield {
+            "image": {"bytes": png_bytes(image), "path": None},
+            "label": ["cube", "sphere", "cylinder"][(i + variant) % 3],
+            "idx": i + 1000 * variant,
+            "candidates": ["red cube", f"blue sphere {i}"],
+        }
+
+
+def make_dataset(out: Path, *, n_train: int = 30, n_test: int = 4, variant: int = 0, shard: int = 10**6, token: str | None = None) -> Path:
+    """A small dataset directory in Hub layout with a full card (provenance, stats, BibTeX, grid)."""
+    stats = FilterStats(group_label="pair")
+    for i in range(n_train + n_test):
+        stats.add(kept=True, group=f"pair{i % 2}")
+    stats.add(kept=False, reason="answer is not S+", group="pair0", count=5)
+    stats.add(kept=False, reason="below top 10%", group="pair1", count=7)
+    argv = ["scripts/generate_test.py", "--seed", "3"] + (["--token", token] if token else [])
+    metadata = DatasetMetadata(
+        pretty_name="Publish test set",
+        license="cc-by-nc-4.0",
+        summary="Tiny synthetic shapes for the publishing tests.",
+        task_categories=["image-classification"],
+        tags=["synthetic", "conceptforge"],
+        citation=BIBTEX,
+        paper_title="SUB: Benchmarking CBM Generalization via Synthetic Attribute Substitutions",
+        paper_url="https://arxiv.org/abs/2507.23784",
+        column_docs={"image": "the picture", "label": "shape", "idx": "row id", "candidates": "captions"},
+        provenance=collect_provenance(
+            generator="tests.publish", models={"renderer": ("org/tiny-model", "a" * 40)},
+            parameters={"variant": variant, "n_train": n_train}, seeds={"run": 3}, argv=argv,
+        ),
+        filter_stats=stats,
+    )
+    grid = make_sample_grid([(Image.open(io.BytesIO(r["image"]["bytes"])), r["label"]) for r in make_rows(4, variant)], thumb_width=64)
+    assemble_dataset_dir(
+        out,
+        splits={"train": lambda: make_rows(n_train, variant), "test": lambda: make_rows(n_test, variant + 7)},
+        features=FEATURES,
+        render_card=lambda split_stats: render_card(metadata, FEATURES, split_stats),
+        grid_png=png_bytes(grid),
+        max_shard_size=shard,
+    )
+    return out
+
+
+def expected_rows(directory: Path) -> dict[str, list[dict]]:
+    """Rows of a dataset directory read straight from its parquet files (image bytes as sha256)."""
+    import pyarrow.parquet as pq
+
+    out: dict[str, list[dict]] = {}
+    for path in sorted((directory / "data").glob("*.parquet")):
+        split = path.name.split("-")[0]
+        for row in pq.read_table(path).to_pylist():
+            out.setdefault(split, []).append({
+                "image": hashlib.sha256(row["image"]["bytes"]).hexdigest(),
+                "label": row["label"], "idx": row["idx"], "candidates": row["candidates"],
+            })
+    return out
+
+
+
+def run_publish(env: dict, directory: Path, repo_id: str, version: str, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(REPO_ROOT / "scripts" / "publish.py"), str(directory), "--repo-id", repo_id, "--version", version, *extra],
+        env=env, capture_output=True, text=True, timeout=300,
+    )
+
+
+LOADER = r"""
+import hashlib, json, sys
+from datasets import load_dataset, Image
+from huggingface_hub import hf_hub_download, DatasetCard
+repo, revisions = sys.argv[1], sys.argv[2:]
+out = {}
+for revision in revisions:
+    ds = load_dataset(repo, revision=revision)
+    result = {"splits": {}, "features": {}, "first_image_size": {}}
+    for split, data in ds.items():
+        result["features"] = {name: type(f).__name__ for name, f in data.features.items()}
+        result["label_names"] = data.features["label"].names
+        result["first_image_size"][split] = list(data[0]["image"].size)
+        raw = data.cast_column("image", Image(decode=False))
+        result["splits"][split] = [
+            {"image": hashlib.sha256(r["image"]["bytes"]).hexdigest(), "label": r["label"], "idx": r["idx"], "candidates": r["candidates"]}
+            for r in raw
+        ]
+    card = DatasetCard(open(hf_hub_download(repo, "README.md", repo_type="dataset", revision=revision)).read())
+    grid = open(hf_hub_download(repo, "grid.png", repo_type="dataset", revision=revision), "rb").read()
+    result["card_data"] = card.data.to_dict()
+    result["card_text"] = card.text
+    result["grid_png"] = grid[:8] == b"\x89PNG\r\n\x1a\n"
+    result["grid_sha256"] = hashlib.sha256(grid).hexdigest()
+    out[revision] = result
+assert not any(m.split(".")[0] in ("cards", "generators", "conceptforge") for m in sys.modules), "conceptforge was imported"
+print(json.dumps(out))
+"""
+
+
+def load_with_plain_datasets(env: dict, repo_id: str, *revisions: str) -> dict:
+    """``datasets.load_dataset(repo, revision=…)`` in a process that cannot import conceptforge."""
+    plain = {k: v for k, v in env.items() if k not in ("PYTHONPATH", "HF_TOKEN")}
+    result = subprocess.run([sys.executable, "-c", LOADER, repo_id, *revisions], env=plain, capture_output=True, text=True, timeout=300, cwd="/")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
