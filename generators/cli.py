@@ -17,7 +17,7 @@ def setup_logging(verbose: bool = False) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         datefmt="%H:%M:%S",
     )
-    for noisy in ("httpx", "urllib3", "filelock", "fsspec"):
+    for noisy in ("httpx", "httpx2", "urllib3", "filelock", "fsspec"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
