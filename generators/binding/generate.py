@@ -12,7 +12,6 @@ import fcntl
 import logging
 import multiprocessing
 import os
-import platform
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import Iterator
 
 from PIL import Image
 
-from cards import DatasetMetadata, assemble_dataset_dir, make_sample_grid, render_card
+from cards import DatasetMetadata, assemble_dataset_dir, collect_provenance, make_sample_grid, render_card
 from cards.grid import png_bytes
 from generators.binding.compositions import SPLITS
 from generators.binding.dataset import COLUMN_DOCS, FEATURES, BindingConfig, make_item_factory, plan_items
@@ -142,31 +141,25 @@ def _rows(store: ItemStore, split: str):
         }
 
 
-def provenance(config: BindingConfig, command_line: list[str] | None) -> dict:
-    versions = {"python": platform.python_version()}
+def provenance(config: BindingConfig, command_line: list[str]) -> dict:
+    extra = {"paper": "Lewis et al., Does CLIP Bind Concepts? (EACL Findings 2024), Section 3"}
     try:
         import bpy
 
-        versions["blender"] = bpy.app.version_string
+        extra["blender"] = bpy.app.version_string
     except ImportError:  # pragma: no cover - assembly without Blender installed
         pass
-    for package in ("datasets", "pyarrow", "numpy", "pillow"):
-        try:
-            from importlib.metadata import version
-
-            versions[package] = version(package)
-        except Exception:
-            pass
-    return {
-        "generator": "conceptforge generators.binding (Blender Cycles, CLEVR-style scenes)",
-        "paper": "Lewis et al., Does CLIP Bind Concepts? (EACL Findings 2024), Section 3",
-        "parameters": config.to_dict(),
-        "command": " ".join(command_line) if command_line else None,
-        "package_versions": versions,
-    }
+    return collect_provenance(
+        generator="conceptforge generators.binding (Blender Cycles, CLEVR-style scenes)",
+        parameters=config.to_dict(),
+        seeds=config.seed,
+        argv=command_line,
+        packages=("conceptforge", "bpy", "datasets", "pyarrow", "numpy", "pillow"),
+        extra=extra,
+    )
 
 
-def assemble(config: BindingConfig, store: ItemStore, out_dir: Path, command_line: list[str] | None) -> Path | None:
+def assemble(config: BindingConfig, store: ItemStore, out_dir: Path, command_line: list[str]) -> Path | None:
     """Write the dataset directory if every item is complete; return it (None if not yet)."""
     items = plan_items(config)
     missing = [item for item in items if not store.is_complete(item)]
@@ -188,6 +181,9 @@ def assemble(config: BindingConfig, store: ItemStore, out_dir: Path, command_lin
             citation=CITATION,
             column_docs=COLUMN_DOCS,
             provenance=provenance(config, command_line),
+            paper_title="Does CLIP Bind Concepts? Probing Compositionality in Large Image Models",
+            paper_url="https://arxiv.org/abs/2212.10537",
+            license_note="Synthetic renders made by conceptforge; colours, shapes and materials follow CLEVR (CC BY 4.0).",
         )
         splits = {split: (lambda split=split: _rows(store, split)) for split in SPLITS if config.split_sizes.get(split, 0)}
         assemble_dataset_dir(
