@@ -45,6 +45,7 @@
   function renderState() {
     document.querySelectorAll(".question").forEach((div, index) => {
       const q = questions()[index];
+      if (!q) return;
       div.classList.toggle("active", index === state.active);
       div.querySelectorAll("button").forEach((button) => {
         button.classList.toggle("chosen", q.id in state.answers && String(state.answers[q.id]) === button.dataset.value);
@@ -68,6 +69,7 @@
     updateProgress(payload.progress);
     if (payload.done) {
       state.item = null;
+      $("questions").replaceChildren();
       $("task").hidden = true;
       $("finished").hidden = false;
       $("finished-text").textContent = `${state.annotator} answered all ${payload.progress.total} items of this study.`;
@@ -148,7 +150,7 @@
 
   document.addEventListener("keydown", (event) => {
     if (!state.item || $("task").hidden || event.ctrlKey || event.metaKey || event.altKey) return;
-    if (event.target instanceof HTMLInputElement) return;
+    if (!$("login").hidden) return;
     const key = event.key.toLowerCase();
     const qs = questions();
     if (key === "enter") {
@@ -186,6 +188,7 @@
     event.preventDefault();
     const name = $("annotator-input").value.trim();
     if (!NAME_RE.test(name)) return;
+    $("annotator-input").blur();
     $("login").hidden = true;
     begin(name);
   });

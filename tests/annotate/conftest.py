@@ -192,3 +192,14 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+@pytest.fixture
+def make_sub():
+    """The SUB dataset builder (tests cannot import conftest under --import-mode=importlib)."""
+    return make_sub_dataset
+
+
+@pytest.fixture
+def make_conceptbed():
+    return make_conceptbed_dataset
