@@ -160,7 +160,7 @@ class RunningServer:
         self.app = app
         self.server = make_server(app, host="127.0.0.1", port=0)
         self.url = server_url(self.server)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
         wait_until_serving(self.server)
 
