@@ -196,12 +196,12 @@ def _sub_attribute(rows, annotations, rules: Rules) -> dict[str, Any]:
                 dropped[key] = "not annotated"
     for key, summary in pairs.items():
         summary["kept"] = key not in dropped
+    overall = _accuracy_summary(all_judgements, {a.item_id for a in annotations})
+    percent = lambda share: None if share is None else 100.0 * share  # noqa: E731
     return {
-        "human": {  # Table 1 / Table 2 "Human" row, in percent
-            "splus": None if not all_judgements else 100.0 * _accuracy_summary(all_judgements, set())["splus_accuracy"],
-            "sminus": (lambda s: None if s is None else 100.0 * s)(_accuracy_summary(all_judgements, set())["sminus_accuracy"]),
-        },
-        "overall": _accuracy_summary(all_judgements, {a.item_id for a in annotations}),
+        # Table 1 / Table 2 "Human" row, in percent
+        "human": {"splus": percent(overall["splus_accuracy"]), "sminus": percent(overall["sminus_accuracy"])},
+        "overall": overall,
         "attributes": {**{k: {**v, "answer_counts": dict(sorted(chosen_by_attribute[k].items()))} for k, v in table("attribute").items()}},
         "pairs": pairs,
         "birds": table("bird"),

@@ -86,6 +86,8 @@ def open_study(settings: StudySettings, *, create: bool = True) -> tuple[StudyAp
     created = db.initialise(config, sample)
     logger.info("%s study %s at %s: %d items sampled (%d per %s, seed %d)", "created" if created else "resuming",
                 study.name, db_path, len(sample), config["per_group"], study.group_doc, config["seed"])
+    if create:  # serving: copy the sampled images out of the shards once (see dataset.py)
+        dataset.materialise_images([item_id for item_id, _ in db.sample()], db_path.with_suffix(".images"))
     app = StudyApp(study=study, dataset=dataset, db=db, seed=config["seed"], group_values=group_values)
     return app, config
 

@@ -178,3 +178,26 @@ def test_resume_keeps_the_sample_and_refuses_other_settings(sub_dataset, tmp_pat
     assert again.next_payload("zed")["progress"]["done"] == 1
     with pytest.raises(ConceptforgeError, match="per_group: 2 -> 3"):
         open_study(StudySettings(dataset_dir=sub_dataset, study="sub-attribute", db=tmp_path / "s.sqlite", per_group=3))
+
+
+def test_sampled_images_are_copied_once_and_match_the_dataset(conceptbed_dataset, tmp_path):
+    import pyarrow.parquet as pq
+
+    settings = StudySettings(dataset_dir=conceptbed_dataset, study="conceptbed-alignment", db=tmp_path / "c.sqlite", per_group=1)
+    app, _ = open_study(settings)
+    cache = tmp_path / "c.images"
+    assert (cache / "complete.json").exists()
+    assert len(list(cache.glob("*-image"))) == len(app.sample) and len(list(cache.glob("*-ref*"))) == 3 * len(app.sample)
+    table = pq.read_table(next((conceptbed_dataset / "data").glob("concept-*.parquet"))).to_pylist()
+    by_id = {row["item_id"]: row for row in table}
+    for item_id in app.sample:
+        assert app.dataset.image_bytes(item_id, "image")[0] == by_id[item_id]["image"]["bytes"]
+        assert app.dataset.image_bytes(item_id, "ref2")[0] == by_id[item_id]["reference_images"][2]["bytes"]
+    for slot in ("../c.sqlite", "ref", "image2", "ref0/../../x"):
+        with pytest.raises(KeyError):
+            app.dataset.image_bytes(app.sample[0], slot)
+    # An interrupted copy (no marker) is redone on the next start.
+    (cache / "complete.json").unlink()
+    (cache / "0-image").unlink()
+    open_study(settings)
+    assert (cache / "0-image").exists() and (cache / "complete.json").exists()
