@@ -88,6 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             stats = apply_results(results, dataset_dir=args.dataset_dir, out_dir=args.apply, license=args.license)
             print(f"filtered dataset: {args.apply} (kept {stats['rows']['kept']}, dropped {stats['rows']['dropped']})")
+        print(results_table(results))
         print(summary_line(results))
         return 0
 
@@ -105,6 +106,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         server.server_close()
     return 0
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f}"
+
+
+def results_table(results: dict) -> str:
+    """The headline table of the study as markdown (the full numbers are in the JSON)."""
+    study = results["study"]
+    if study == "sub-faithfulness":
+        lines = ["| attribute | answers | attribute score % | 'yes' % | bird score % | kept |", "| --- | ---: | ---: | ---: | ---: | --- |"]
+        for name, row in results["attributes"].items():
+            lines.append(f"| {name} | {row['answers']} | {_pct(row['attribute_score'])} | {_pct(row['attribute_yes'])} | "
+                         f"{_pct(row['bird_score'])} | {'yes' if row['kept'] else 'no: ' + row['reason']} |")
+    elif study == "sub-attribute":
+        lines = ["| attribute | answers | S+ accuracy % | S- accuracy % |", "| --- | ---: | ---: | ---: |"]
+        for name, row in results["attributes"].items():
+            lines.append(f"| {name} | {row['answers']} | {_pct(row['splus_accuracy'])} | {_pct(row['sminus_accuracy'])} |")
+        overall = results["overall"]
+        lines.append(f"| **Human (all)** | {overall['answers']} | {_pct(overall['splus_accuracy'])} | {_pct(overall['sminus_accuracy'])} |")
+    else:
+        lines = ["| learner | answers | human score (1-5) |", "| --- | ---: | ---: |"]
+        for name, row in results["learners"].items():
+            score = "n/a" if row["mean_rating"] is None else f"{row['mean_rating']:.3f}"
+            lines.append(f"| {name} | {row['answers']} | {score} |")
+    for question, report in results["agreement"].items():
+        alpha = report["krippendorff_alpha"]
+        lines.append(f"agreement ({question}): Krippendorff's alpha ({report['metric']}) = "
+                     f"{'n/a' if alpha is None else f'{alpha:.3f}'}, percent agreement "
+                     f"{'n/a' if report['percent_agreement'] is None else _pct(report['percent_agreement']) + '%'}"
+                     f" over {report['items_with_2plus_annotators']} items with 2+ annotators")
+    return "\n".join(lines)
 
 
 def summary_line(results: dict) -> str:

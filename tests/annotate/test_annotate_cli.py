@@ -93,6 +93,8 @@ def test_export_and_apply_conceptbed_with_metric(conceptbed_dataset, tmp_path):
                  "--apply", out, "--metric", f"ccd={metric}", "--metric", f"dino={per_item}", "--annotated-only")
     assert result.returncode == 0, result.stderr
     assert "pearson(ccd, human) = -1.0000 over 2 learner(s)" in result.stdout
+    assert "| textual-inversion | 8 | 4.500 |" in result.stdout
+    assert "Krippendorff's alpha (ordinal) = " in result.stdout
     results = json.loads((tmp_path / "r.json").read_text())
     assert results["learners"]["textual-inversion"]["mean_rating"] == pytest.approx(4.5)
     assert results["learners"]["dreambooth"]["mean_rating"] == pytest.approx(1.5)
