@@ -68,14 +68,61 @@ SUB_ATTRIBUTES = [("has_crown_color::black", "colour"), ("has_bill_shape::needle
                   ("has_crown_color::red", "colour")]
 
 
-def png(colour: str, text: str, size: tuple[int, int] = (160, 120)) -> bytes:
-    image = Image.new("RGB", size, colour)
-    draw = ImageDraw.Draw(image)
-    draw.ellipse((size[0] // 4, size[1] // 4, 3 * size[0] // 4, 3 * size[1] // 4), fill="white")
-    draw.text((6, 6), text, fill="black")
+def _encode(image: Image.Image) -> bytes:
     buffer = io.BytesIO()
     image.save(buffer, format="PNG")
     return buffer.getvalue()
+
+
+BIRD_COLOURS = {"Blue_Jay": "#4a78c2", "Cardinal": "#c8322c"}
+VALUE_COLOURS = {"black": "#111111", "red": "#d62020", "blue": "#2a5bd7", "brown": "#7a4a1d"}
+
+
+def bird_png(bird: str, attribute: str, index: int, size: tuple[int, int] = (320, 240)) -> bytes:
+    """A cartoon bird: body in the species colour, crown colour / bill shape from the attribute."""
+    width, height = size
+    sky = (200 - 12 * index % 60, 225, 240)
+    image = Image.new("RGB", size, sky)
+    draw = ImageDraw.Draw(image)
+    draw.rectangle((0, int(height * 0.82), width, height), fill=(120, 160, 90))
+    draw.line((40, int(height * 0.78), width - 40, int(height * 0.78)), fill=(90, 60, 30), width=6)  # branch
+    body = BIRD_COLOURS.get(bird, "#888888")
+    cx, cy = width // 2 - 10 + 6 * (index % 3), int(height * 0.55)
+    draw.ellipse((cx - 70, cy - 40, cx + 50, cy + 40), fill=body)  # body
+    draw.polygon([(cx - 70, cy), (cx - 120, cy - 20), (cx - 115, cy + 25)], fill=body)  # tail
+    hx, hy = cx + 55, cy - 45
+    draw.ellipse((hx - 32, hy - 32, hx + 32, hy + 32), fill=body)  # head
+    group, value = attribute.split("::")
+    crown = VALUE_COLOURS.get(value) if group == "has_crown_color" else None
+    crown = crown or ("#2a5bd7" if bird == "Blue_Jay" else "#d62020")
+    draw.pieslice((hx - 32, hy - 32, hx + 32, hy + 32), 200, 340, fill=crown)  # crown
+    draw.ellipse((hx + 8, hy - 8, hx + 18, hy + 2), fill="white")
+    draw.ellipse((hx + 11, hy - 5, hx + 16, hy), fill="black")  # eye
+    if group == "has_bill_shape" and value == "needle":
+        draw.polygon([(hx + 28, hy), (hx + 95, hy + 6), (hx + 28, hy + 10)], fill="#333333")
+    else:
+        draw.polygon([(hx + 26, hy - 8), (hx + 55, hy + 5), (hx + 26, hy + 16)], fill="#e0a030")  # cone
+    draw.line((cx - 10, cy + 38, cx - 14, int(height * 0.78)), fill="#444444", width=3)
+    draw.line((cx + 15, cy + 38, cx + 18, int(height * 0.78)), fill="#444444", width=3)
+    return _encode(image)
+
+
+def concept_png(concept: str, variant: int, size: tuple[int, int] = (256, 256)) -> bytes:
+    """A stand-in for a concept image: a painting-like pattern or a fish, varied by ``variant``."""
+    width, height = 256, 256  # drawn at 256 px, then resized
+    image = Image.new("RGB", (width, height), COLOURS[variant % len(COLOURS)])
+    draw = ImageDraw.Draw(image)
+    if concept == "art_painting":
+        for k in range(7):
+            x = (k * 41 + variant * 17) % width
+            draw.line((x, 0, (x + 90) % width, height), fill=COLOURS[(k + variant + 3) % len(COLOURS)], width=14)
+        draw.ellipse((width * 0.3, height * 0.3, width * 0.7, height * 0.7), fill="#f5e6c8", outline="black", width=3)
+    else:
+        cy = height // 2 + 8 * (variant % 3) - 8
+        draw.ellipse((40, cy - 40, 190, cy + 40), fill="#7f9a5a", outline="#3d4d2a", width=3)  # fish body
+        draw.polygon([(60, cy), (10, cy - 40), (10, cy + 40)], fill="#7f9a5a", outline="#3d4d2a")  # tail
+        draw.ellipse((160, cy - 15, 172, cy - 3), fill="black")
+    return _encode(image.resize(size, Image.BILINEAR) if size != (width, height) else image)
 
 
 def sub_rows(per_pair: int) -> list[dict]:
@@ -86,7 +133,7 @@ def sub_rows(per_pair: int) -> list[dict]:
             for index in range(per_pair):
                 slug = attribute.removeprefix("has_").replace("::", "-")
                 rows.append({
-                    "image": {"bytes": png(COLOURS[(a * 3 + b + index) % len(COLOURS)], f"{bird} {value} {index}"), "path": None},
+                    "image": {"bytes": bird_png(bird, attribute, index), "path": None},
                     "item_id": f"{bird}__{slug}__{index:03d}",
                     "bird": bird, "attribute": attribute, "group": group, "value": value, "category": category,
                     "removed_attribute": removed[group],
@@ -112,6 +159,14 @@ def make_sub_dataset(path: Path, *, per_pair: int = 4, split: str = "test") -> P
     return write_dataset(path, SUB_FEATURES, {split: sub_rows(per_pair)})
 
 
+CAPTIONS = {
+    ("art_painting", "action"): "a <V*> painting of a dancer, study {index}",
+    ("art_painting", "counting"): "three <V*> paintings hanging on a wall, study {index}",
+    ("n01440764", "action"): "a <V*> swimming past a rock, take {index}",
+    ("n01440764", "counting"): "two <V*> side by side, take {index}",
+}
+
+
 def conceptbed_rows(split: str, per_group: int = 3) -> list[dict]:
     rows = []
     learners = ["textual-inversion", "dreambooth"]
@@ -119,15 +174,15 @@ def conceptbed_rows(split: str, per_group: int = 3) -> list[dict]:
     categories = ["action", "counting"]
     for l, learner in enumerate(learners):
         for c, concept in enumerate(concepts):
-            refs = [{"bytes": png(COLOURS[(c + k) % len(COLOURS)], f"ref {concept} {k}", (96, 96)), "path": None} for k in range(3)]
+            refs = [{"bytes": concept_png(concept, 2 * c + k, (128, 128)), "path": None} for k in range(3)]
             for index in range(per_group):
                 category = categories[index % 2] if split == "composition" else ""
                 rows.append({
-                    "image": {"bytes": png(COLOURS[(l * 4 + c * 2 + index) % len(COLOURS)], f"{learner} {concept} {index}"), "path": None},
+                    "image": {"bytes": concept_png(concept, 2 * c + l + index), "path": None},
                     "item_id": f"{split}__{learner}__{concept}__{index:03d}",
                     "concept": concept, "concept_kind": "style" if c == 0 else "object", "learner": learner,
                     "prompt": "a photo of <V*>" if split == "concept" else "a photo of two <V*> on a table",
-                    "caption": "" if split == "concept" else f"two {concept.replace('_', ' ')} {category} number {index}",
+                    "caption": "" if split == "concept" else CAPTIONS[(concept, category)].format(index=index + 1),
                     "category": category,
                     "questions": [] if split == "concept" else [f"Is there a {concept}?"],
                     "reference_images": refs,
