@@ -160,10 +160,10 @@ def make_sub_dataset(path: Path, *, per_pair: int = 4, split: str = "test") -> P
 
 
 CAPTIONS = {
-    ("art_painting", "action"): "a <V*> painting of a dancer, study {index}",
-    ("art_painting", "counting"): "three <V*> paintings hanging on a wall, study {index}",
-    ("n01440764", "action"): "a <V*> swimming past a rock, take {index}",
-    ("n01440764", "counting"): "two <V*> side by side, take {index}",
+    ("art_painting", "action"): "a dancer in the style of the painting, study {index}",
+    ("art_painting", "counting"): "three paintings hanging on a wall, study {index}",
+    ("n01440764", "action"): "a tench swimming past a rock, take {index}",
+    ("n01440764", "counting"): "two tench fish side by side, take {index}",
 }
 
 
