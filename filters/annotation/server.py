@@ -207,7 +207,7 @@ class Handler(BaseHTTPRequestHandler):
             raise BadRequest(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, "send application/json")
         try:
             return json.loads(data)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             raise BadRequest(HTTPStatus.BAD_REQUEST, "the body is not valid JSON") from None
 
     # -- routes ---------------------------------------------------------------------------------

@@ -74,6 +74,9 @@ def test_malformed_submissions_are_rejected(sub_dataset, serve_study):
     cases = [
         (b"{not json", 400),
         (b"[1, 2]", 400),
+        (b"[" * 60_000, 400),  # nesting deep enough to exhaust the JSON parser's recursion
+        (b"\xff\xfe", 400),
+        ({**good, "item_id": ["list"]}, 404),
         ({**good, "annotator": "../etc"}, 400),
         ({**good, "annotator": ""}, 400),
         ({**good, "item_id": outside}, 404),  # in the dataset, not in the study
