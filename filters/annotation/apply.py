@@ -1,0 +1,158 @@
+"""Apply a study's results to its dataset: a new dataset directory plus the statistics its card shows.
+
+The studied split keeps the rows that pass the study's rule (:func:`results.row_decision`); the
+other splits are copied unchanged. Every split gains the study's ``human_*`` columns (null where
+nobody annotated the row), so several studies can be applied one after the other
+(e.g. conceptbed-alignment on ``concept``, then conceptbed-composition on ``composition``).
+Rows are streamed one row group at a time; the directory is written by
+``cards.assemble_dataset_dir`` (staged, README last).
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from collections import Counter
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from datasets import Features, Value
+from huggingface_hub import DatasetCard
+from PIL import Image
+
+from cards import DatasetMetadata, assemble_dataset_dir, make_sample_grid, render_card
+from cards.grid import png_bytes
+from filters.annotation.dataset import available_splits, split_files
+from filters.annotation.results import HUMAN_COLUMNS, row_decision, row_human_values, summary_for_card
+from generators.errors import ConceptforgeError
+
+import pyarrow.parquet as pq
+
+logger = logging.getLogger(__name__)
+GRID_SAMPLES = 8
+
+HUMAN_COLUMN_DOCS = {
+    "human_faithfulness_attribute": "mean human score (yes 1 / somewhat 0.5 / no 0): is the target attribute applied",
+    "human_faithfulness_bird": "mean human score: does the bird still look like the reference bird",
+    "human_faithfulness_n": "number of human answers for this image (0: not in the validation sample)",
+    "human_attribute_splus": "share of annotators who picked the substituted value S+",
+    "human_attribute_n": "number of human answers for this image",
+    "human_alignment": "mean human rating 1-5: same concept as the reference images",
+    "human_alignment_n": "number of human ratings for this image",
+    "human_composition": "mean human rating 1-5: image matches its caption",
+    "human_composition_n": "number of human ratings for this image",
+}
+
+
+def _input_card(root: Path) -> tuple[str | None, str | None, list[str]]:
+    path = root / "README.md"
+    if not path.is_file():
+        return None, None, []
+    card = DatasetCard.load(path)
+    return card.data.get("license"), card.data.get("pretty_name"), list(card.data.get("tags") or [])
+
+
+def _features(root: Path, split: str, study: str) -> Features:
+    schema = pq.ParquetFile(split_files(root, split)[0]).schema_arrow
+    features = Features.from_arrow_schema(schema)
+    for name, dtype in HUMAN_COLUMNS[study].items():
+        features[name] = Value(dtype)
+    return features
+
+
+def apply_results(
+    results: Mapping[str, Any],
+    *,
+    dataset_dir: str | Path,
+    out_dir: str | Path,
+    license: str | None = None,
+) -> dict[str, Any]:
+    """Write the filtered dataset to ``out_dir``; return the statistics written into its card."""
+    root, out = Path(dataset_dir).resolve(), Path(out_dir).resolve()
+    if out == root or root in out.parents:
+        raise ConceptforgeError(f"--apply output {out} must be outside the dataset directory {root}")
+    study = results["study"]
+    studied_split = results["config"]["split"]
+    splits = available_splits(root)
+    if studied_split not in splits:
+        raise ConceptforgeError(f"{root} has no split {studied_split!r}: are these results from another dataset?")
+    features = _features(root, studied_split, study)
+    for split in splits:  # the card has one feature set: every split must agree with it
+        other = Features.from_arrow_schema(pq.ParquetFile(split_files(root, split)[0]).schema_arrow)
+        if any(name not in features for name in other):
+            raise ConceptforgeError(f"split {split} of {root} has columns the studied split lacks")
+    source_license, pretty_name, tags = _input_card(root)
+    license = license or source_license
+    if not license:
+        raise ConceptforgeError(f"{root}/README.md names no license; pass --license (e.g. cc-by-nc-4.0)")
+
+    dropped_reasons: Counter = Counter()
+    kept_counts: Counter = Counter()
+    columns = list(features)
+
+    def rows_of(split: str) -> Iterator[dict[str, Any]]:
+        for path in split_files(root, split):
+            parquet = pq.ParquetFile(path)
+            for group in range(parquet.num_row_groups):
+                for row in parquet.read_row_group(group).to_pylist():
+                    if split == studied_split:
+                        keep, reason = row_decision(results, row)
+                        if not keep:
+                            dropped_reasons[reason] += 1
+                            continue
+                        row.update(row_human_values(results, row))
+                    else:
+                        row.update({name: (0 if name.endswith("_n") else None) for name in HUMAN_COLUMNS[study]
+                                    if name not in row})
+                    kept_counts[split] += 1
+                    yield {name: row.get(name) for name in columns}
+
+    statistics: dict[str, Any] = {}
+
+    def card(split_stats) -> str:
+        summary = summary_for_card(results)
+        summary["rows"] = {"kept": dict(kept_counts), "dropped": sum(dropped_reasons.values()),
+                           "dropped_by_reason": dict(sorted(dropped_reasons.items()))}
+        statistics.update(summary)
+        metadata = DatasetMetadata(
+            pretty_name=f"{pretty_name or root.name} (human-validated: {study})",
+            license=license,
+            summary=(f"`{root.name}` after the `{study}` human study of conceptforge's annotation app: "
+                     f"{summary['progress']['answers']} answers from {len(summary['progress']['annotators'])} "
+                     f"annotator(s) on {summary['progress']['annotated_items']} sampled items; split "
+                     f"`{studied_split}` keeps {kept_counts[studied_split]} rows and drops "
+                     f"{sum(dropped_reasons.values())}."),
+            tags=sorted(set(tags) | {"conceptforge", "human-validation"}),
+            column_docs=HUMAN_COLUMN_DOCS,
+            provenance={"source_dataset": root.name, "study": study, "sample": results["config"]},
+            filter_stats=summary,
+        )
+        return render_card(metadata, features, split_stats, has_grid=grid_bytes is not None)
+
+    grid_bytes = _grid_png(results, root, studied_split)
+    assemble_dataset_dir(out, splits={s: (lambda s=s: rows_of(s)) for s in splits}, features=features,
+                         render_card=card, grid_png=grid_bytes)
+    logger.info("wrote %s: kept %s, dropped %d", out, dict(kept_counts), sum(dropped_reasons.values()))
+    return statistics
+
+
+def _caption(row: Mapping[str, Any]) -> str:
+    if "bird" in row and "attribute" in row:
+        return f"{str(row['bird']).replace('_', ' ')} · {row['attribute']}"
+    if row.get("caption"):
+        return str(row["caption"])
+    return f"{row.get('learner', '')} {row.get('concept', '')}".strip()
+
+
+def _grid_png(results: Mapping[str, Any], root: Path, split: str) -> bytes | None:
+    """A sample grid of the first kept rows (read before assembly: the card names the grid)."""
+    grid: list[tuple[Image.Image, str]] = []
+    for path in split_files(root, split):
+        parquet = pq.ParquetFile(path)
+        for group in range(parquet.num_row_groups):
+            for row in parquet.read_row_group(group).to_pylist():
+                if row_decision(results, row)[0] and (row.get("image") or {}).get("bytes"):
+                    grid.append((Image.open(io.BytesIO(row["image"]["bytes"])).convert("RGB"), _caption(row)))
+                    if len(grid) >= GRID_SAMPLES:
+                        return png_bytes(make_sample_grid(grid, columns=4))
+    return png_bytes(make_sample_grid(grid, columns=4)) if grid else None

@@ -1,0 +1,158 @@
+"""SQLite storage of a study: its sample, its configuration and every answer.
+
+Why SQLite in WAL mode: several annotators (threads of one server, or several servers on the
+same file) write at once; WAL lets readers proceed while one writer commits, ``busy_timeout``
+makes writers queue instead of failing, and a committed answer survives a crash or a browser that
+disconnects. ``(annotator, item_id)`` is the primary key, so an annotator can never answer the
+same item twice, even from two tabs; a resubmission of the identical answer (a retried request)
+is accepted as a no-op.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Sequence
+
+from generators.errors import ConceptforgeError
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS items (
+    position INTEGER PRIMARY KEY,
+    item_id TEXT NOT NULL UNIQUE,
+    group_key TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS annotations (
+    annotator TEXT NOT NULL,
+    item_id TEXT NOT NULL REFERENCES items(item_id),
+    answers TEXT NOT NULL,
+    answered_at REAL NOT NULL,
+    elapsed_ms INTEGER,
+    PRIMARY KEY (annotator, item_id)
+);
+"""
+
+
+@dataclass(frozen=True)
+class Annotation:
+    annotator: str
+    item_id: str
+    answers: dict[str, Any]
+    answered_at: float
+    elapsed_ms: int | None
+
+
+class AlreadyAnswered(Exception):
+    """The annotator already gave a different answer to this item."""
+
+
+def default_db_path(dataset_dir: str | Path, study: str) -> Path:
+    """``<parent>/<dataset>.annotations/<study>.sqlite``: beside the dataset, never inside it,
+    so the dataset directory stays exactly what will be published."""
+    dataset_dir = Path(dataset_dir).resolve()
+    return dataset_dir.parent / f"{dataset_dir.name}.annotations" / f"{study}.sqlite"
+
+
+class AnnotationDB:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._local = threading.local()
+
+    def connect(self) -> sqlite3.Connection:
+        """One connection per thread (sqlite3 connections must not be shared across threads)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA busy_timeout=30000")
+            conn.execute("PRAGMA foreign_keys=ON")
+            self._local.conn = conn
+        return conn
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    # -- creation / resumption ------------------------------------------------------------------
+    def initialise(self, config: Mapping[str, Any], sample: Sequence[tuple[str, str]]) -> bool:
+        """Create the study, or check that an existing one was made with the same ``config``.
+
+        Returns True when the study was created now, False when it is resumed.
+        """
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = self.connect()
+            conn.executescript(SCHEMA)
+        except (OSError, sqlite3.Error) as error:
+            raise ConceptforgeError(f"cannot open annotation database {self.path}: {error}") from None
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            stored = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+            if stored:
+                old = json.loads(stored["config"])
+                if old != dict(config):
+                    diff = ", ".join(f"{k}: {old.get(k)!r} -> {config.get(k)!r}" for k in sorted(set(old) | set(config))
+                                     if old.get(k) != config.get(k))
+                    raise ConceptforgeError(
+                        f"{self.path} belongs to a study with other settings ({diff}); rerun with the original "
+                        "settings to resume, or pass --db NEW_PATH to start another study")
+                conn.execute("COMMIT")
+                return False
+            conn.execute("INSERT INTO meta VALUES ('config', ?)", (json.dumps(dict(config), sort_keys=True),))
+            conn.execute("INSERT INTO meta VALUES ('created_at', ?)", (repr(time.time()),))
+            conn.executemany("INSERT INTO items (position, item_id, group_key) VALUES (?, ?, ?)",
+                             [(i, item_id, key) for i, (item_id, key) in enumerate(sample)])
+            conn.execute("COMMIT")
+            return True
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def config(self) -> dict[str, Any]:
+        row = self.connect().execute("SELECT value FROM meta WHERE key = 'config'").fetchone()
+        if row is None:
+            raise ConceptforgeError(f"{self.path} holds no study (start one by serving it first)")
+        return json.loads(row[0])
+
+    def sample(self) -> list[tuple[str, str]]:
+        return [(r[0], r[1]) for r in self.connect().execute("SELECT item_id, group_key FROM items ORDER BY position")]
+
+    # -- answers --------------------------------------------------------------------------------
+    def add(self, annotator: str, item_id: str, answers: Mapping[str, Any], *, elapsed_ms: int | None = None) -> bool:
+        """Store an answer. True if new, False if the same answer was already stored.
+
+        Raises :class:`AlreadyAnswered` if a different answer is stored.
+        """
+        blob = json.dumps(dict(answers), sort_keys=True)
+        conn = self.connect()
+        cursor = conn.execute(
+            "INSERT INTO annotations (annotator, item_id, answers, answered_at, elapsed_ms) VALUES (?, ?, ?, ?, ?)"
+            " ON CONFLICT (annotator, item_id) DO NOTHING",
+            (annotator, item_id, blob, time.time(), elapsed_ms),
+        )
+        if cursor.rowcount == 1:
+            return True
+        row = conn.execute("SELECT answers FROM annotations WHERE annotator = ? AND item_id = ?",
+                           (annotator, item_id)).fetchone()
+        if row is not None and row[0] == blob:
+            return False
+        raise AlreadyAnswered(item_id)
+
+    def answered_by(self, annotator: str) -> set[str]:
+        return {r[0] for r in self.connect().execute("SELECT item_id FROM annotations WHERE annotator = ?", (annotator,))}
+
+    def annotations(self) -> Iterator[Annotation]:
+        query = "SELECT annotator, item_id, answers, answered_at, elapsed_ms FROM annotations ORDER BY item_id, annotator"
+        for annotator, item_id, answers, answered_at, elapsed in self.connect().execute(query):
+            yield Annotation(annotator, item_id, json.loads(answers), answered_at, elapsed)
+
+    def annotators(self) -> dict[str, int]:
+        return dict(self.connect().execute("SELECT annotator, COUNT(*) FROM annotations GROUP BY annotator ORDER BY annotator"))

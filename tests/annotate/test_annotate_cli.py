@@ -1,0 +1,137 @@
+"""scripts/annotate.py as a user runs it: serving, one-line errors, export and apply."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from filters.annotation.session import StudySettings, open_study
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "scripts" / "annotate.py"
+ENV = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
+
+
+def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True,
+                          env=ENV, timeout=timeout)
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess, needle: str) -> None:
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(lines) == 1 and needle in lines[0], result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_unknown_study(sub_dataset):
+    assert_one_line_error(run(sub_dataset, "--study", "sub-everything"), "unknown study 'sub-everything'")
+
+
+def test_dataset_lacking_columns(tmp_path, sub_dataset, conceptbed_dataset):
+    assert_one_line_error(run(conceptbed_dataset, "--study", "sub-faithfulness", "--split", "concept"),
+                          "lacks the columns bird, attribute, group, value, removed_attribute")
+    assert_one_line_error(run(sub_dataset, "--study", "conceptbed-alignment"), "needs one of ['concept']")
+    assert_one_line_error(run(tmp_path / "missing", "--study", "sub-attribute"), "is not a dataset directory")
+
+
+def test_port_in_use(sub_dataset, tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = run(sub_dataset, "--study", "sub-faithfulness", "--port", port, "--db", tmp_path / "db.sqlite")
+    assert_one_line_error(result, f"port {port} on 127.0.0.1 is already in use")
+
+
+def test_export_before_any_study(sub_dataset, tmp_path):
+    assert_one_line_error(run(sub_dataset, "--study", "sub-faithfulness", "--db", tmp_path / "none.sqlite",
+                              "--export", tmp_path / "r.json"), "no annotations yet")
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_serve_then_stop(sub_dataset, tmp_path):
+    process = subprocess.Popen([sys.executable, str(SCRIPT), str(sub_dataset), "--study", "sub-attribute", "--port", "0",
+                                "--db", str(tmp_path / "db.sqlite")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=ENV)
+    try:
+        line = process.stdout.readline()
+        assert line.startswith("serving sub-attribute (18 items) at http://127.0.0.1:"), line
+        url = line.split(" at ")[1].split()[0]
+        study = json.loads(urllib.request.urlopen(url + "api/study", timeout=10).read())
+        assert study["name"] == "sub-attribute" and study["total"] == 18  # 6 pairs x 3 (the default per pair)
+    finally:
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=30)
+    assert process.returncode == 0
+    assert "answers are saved" in err
+
+
+def test_export_and_apply_conceptbed_with_metric(conceptbed_dataset, tmp_path):
+    db = tmp_path / "align.sqlite"
+    app, _ = open_study(StudySettings(dataset_dir=conceptbed_dataset, study="conceptbed-alignment", db=db, per_group=2))
+    ratings = {"textual-inversion": 5, "dreambooth": 2}
+    for annotator, shift in (("a", 0), ("b", -1)):
+        for item_id in app.sample:
+            app.db.add(annotator, item_id, {"rating": ratings[app.dataset.rows[item_id]["learner"]] + shift})
+    metric = tmp_path / "ccd.json"
+    metric.write_text(json.dumps({"textual-inversion": 0.1, "dreambooth": 0.7}))
+    per_item = tmp_path / "dino.json"
+    values = {item_id: float(i) for i, item_id in enumerate(app.sample)}
+    per_item.write_text(json.dumps(values))
+    out = tmp_path / "validated"
+    result = run(conceptbed_dataset, "--study", "conceptbed-alignment", "--db", db, "--export", tmp_path / "r.json",
+                 "--apply", out, "--metric", f"ccd={metric}", "--metric", f"dino={per_item}", "--annotated-only")
+    assert result.returncode == 0, result.stderr
+    assert "pearson(ccd, human) = -1.0000 over 2 learner(s)" in result.stdout
+    assert "| textual-inversion | 8 | 4.500 |" in result.stdout
+    assert "Krippendorff's alpha (ordinal) = " in result.stdout
+    results = json.loads((tmp_path / "r.json").read_text())
+    assert results["learners"]["textual-inversion"]["mean_rating"] == pytest.approx(4.5)
+    assert results["learners"]["dreambooth"]["mean_rating"] == pytest.approx(1.5)
+    dino = results["correlations"][1]
+    human = [results["items"][i]["mean_rating"] for i in sorted(values)]
+    assert dino["level"] == "item" and dino["pearson"] == pytest.approx(np.corrcoef([values[i] for i in sorted(values)], human)[0, 1])
+    assert len(results["annotations"]) == 2 * len(app.sample)
+
+    import datasets
+
+    validated = datasets.load_dataset(str(out))
+    assert len(validated["concept"]) == len(app.sample)  # --annotated-only
+    assert len(validated["composition"]) == 12  # other split copied unchanged
+    assert all(n == 0 and v is None for n, v in zip(validated["composition"]["human_alignment_n"],
+                                                    validated["composition"]["human_alignment"]))
+    for row in validated["concept"]:
+        assert row["human_alignment"] == pytest.approx(results["items"][row["item_id"]]["mean_rating"])
+        assert len(row["reference_images"]) == 3
+    card = (out / "README.md").read_text()
+    assert "license: cc-by-nc-4.0" in card and '"pearson": -1.0' in card and (out / "grid.png").exists()
+    # Applying into the dataset itself is refused.
+    assert_one_line_error(run(conceptbed_dataset, "--study", "conceptbed-alignment", "--db", db,
+                              "--apply", conceptbed_dataset / "out"), "must be outside the dataset directory")
+    assert_one_line_error(run(conceptbed_dataset, "--study", "conceptbed-alignment", "--db", db,
+                              "--export", tmp_path / "x.json", "--metric", "ccd=/nonexistent.json"), "cannot read metric file")
+
+
+def test_cub_dir_offers_every_group_value(sub_dataset, tmp_path):
+    cub = tmp_path / "CUB_200_2011"
+    cub.mkdir()
+    (cub / "attributes.txt").write_text(
+        "1 has_bill_shape::curved_(up_or_down)\n2 has_bill_shape::cone\n3 has_bill_shape::needle\n"
+        "4 has_crown_color::blue\n5 has_crown_color::brown\n6 has_crown_color::red\n7 has_crown_color::black\n")
+    app, config = open_study(StudySettings(dataset_dir=sub_dataset, study="sub-attribute", db=tmp_path / "c.sqlite", cub_dir=cub))
+    assert config["group_values_source"] == "cub"
+    item = app.item_payload(next(i for i in app.sample if app.dataset.rows[i]["group"] == "has_crown_color"))
+    assert [o["value"] for o in item["questions"][0]["options"]] == ["blue", "brown", "red", "black", "none"]
+    (cub / "attributes.txt").write_text("1 has_bill_shape::cone\n")
+    assert_one_line_error(run(sub_dataset, "--study", "sub-attribute", "--db", tmp_path / "d.sqlite", "--cub-dir", cub,
+                              "--port", "0"), "is not in CUB's attributes.txt")
