@@ -22,3 +22,24 @@ def embedder(tiny_clip_dir, tmp_path):
     model = EmbeddingModel.from_pretrained(str(tiny_clip_dir), cache_dir=tmp_path / "emb-cache", device="cpu")
     yield model
     model.close()
+
+
+@pytest.fixture(scope="session")
+def fake_cub(tmp_path_factory):
+    from tests.eval.synthetic import write_fake_cub
+
+    return write_fake_cub(tmp_path_factory.mktemp("cub"))
+
+
+@pytest.fixture(scope="session")
+def sub_dir(tmp_path_factory):
+    from tests.eval.synthetic import sub_features, sub_rows, write_dataset
+
+    return write_dataset(tmp_path_factory.mktemp("sub") / "sub", {"test": sub_rows()}, sub_features())
+
+
+@pytest.fixture(scope="session")
+def published_sub_dir(tmp_path_factory):
+    from tests.eval.synthetic import sub_rows, write_published_sub
+
+    return write_published_sub(tmp_path_factory.mktemp("pub") / "SUB", sub_rows())
