@@ -29,6 +29,8 @@ def pct(value: float | None, digits: int = 2) -> str:
 
 
 def pct_se(mean: float, se: float, digits: int = 2) -> str:
+    if mean is None or mean != mean:
+        return "–"
     return f"{pct(mean, digits)} ± {pct(se, digits)}"
 
 
