@@ -126,7 +126,7 @@ def train_run(
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 optimizer.step()
-                total += float(loss) * len(rows)
+                total += float(loss.detach()) * len(rows)
                 seen += len(rows)
             losses.append(total / max(1, len(train)))
             scores = {name: score_split(model, split, images[name]) for name, split in splits.items() if len(split)}

@@ -43,3 +43,17 @@ def published_sub_dir(tmp_path_factory):
     from tests.eval.synthetic import sub_rows, write_published_sub
 
     return write_published_sub(tmp_path_factory.mktemp("pub") / "SUB", sub_rows())
+
+
+@pytest.fixture(scope="session")
+def single_object_dir(tmp_path_factory):
+    from tests.eval.synthetic import write_single_object
+
+    return write_single_object(tmp_path_factory.mktemp("binding") / "single-object", n_per_label=2)
+
+
+@pytest.fixture(scope="session")
+def relational_dir(tmp_path_factory):
+    from tests.eval.synthetic import write_relational
+
+    return write_relational(tmp_path_factory.mktemp("binding") / "relational")
