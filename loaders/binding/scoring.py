@@ -25,7 +25,7 @@ def prediction_mass(scores: torch.Tensor, *, rtol: float = 1e-5, atol: float = 1
     """[N, K] scores -> [N, K] mass, uniform over candidates within float noise of the row maximum
     (equal compositions computed in another order, e.g. (s⊛R)⊛o vs (o⊛R)⊛s, differ by rounding)."""
     scores = scores.detach().double()
-    top = scores.max(dim=1, keepdim=True).values
+    top = scores.amax(dim=1, keepdim=True)  # amax: .max(dim) is oddly slow on small CPU tensors
     tied = scores >= top - (atol + rtol * top.abs())
     return tied.float() / tied.sum(dim=1, keepdim=True)
 

@@ -9,6 +9,17 @@ import pytest
 from tests.eval.tiny_clip import build_tiny_clip
 
 
+@pytest.fixture(autouse=True)
+def _single_thread_torch():
+    """Tiny tensors on a shared 2-core machine: intra-op threads cost 30x more than they save."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def tiny_clip_dir(tmp_path_factory):
     os.environ["HF_HUB_OFFLINE"] = "1"

@@ -79,7 +79,7 @@ def test_cli_vlm_and_cbm_writes_json(tiny_clip_dir, sub_dir, fake_cub, tmp_path)
         "def make():\n"
         "    return lambda images: torch.zeros(len(images), 10)\n"  # sigmoid(0) = 0.5 -> everything present
     )
-    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{tmp_path}", "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{tmp_path}", "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     out = tmp_path / "sub.json"
     cmd = [sys.executable, str(REPO / "scripts" / "evaluate.py"), "sub", "--dataset", str(sub_dir), "--cub-dir", str(fake_cub),
            "--model", str(tiny_clip_dir), "--cbm", "my_cbm:make", "--cache-dir", str(tmp_path / "cache"), "--output", str(out)]
@@ -89,6 +89,22 @@ def test_cli_vlm_and_cbm_writes_json(tiny_clip_dir, sub_dir, fake_cub, tmp_path)
     data = json.loads(out.read_text())
     assert [r["kind"] for r in data["reports"]] == ["vlm", "cbm"]
     assert data["reports"][1]["summary"]["s_plus"] == 1.0 and data["reports"][1]["summary"]["s_minus"] == 0.0
-    bad = subprocess.run(cmd[:3] + ["--dataset", str(tmp_path / "missing"), "--cub-dir", str(fake_cub), "--cbm", "my_cbm:make"],
-                         env=env, capture_output=True, text=True, timeout=240)
-    assert bad.returncode == 2 and bad.stderr.strip().startswith("error:") and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_cli_sub_bad_input_is_one_line(sub_dir, fake_cub, tmp_path, capsys):
+    import importlib.util
+
+    from generators.cli import run_cli
+
+    spec = importlib.util.spec_from_file_location("evaluate_script", REPO / "scripts" / "evaluate.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    cases = [
+        (["--dataset", str(tmp_path / "missing"), "--cub-dir", str(fake_cub), "--cbm", "x:y"], "error: no dataset at"),
+        (["--dataset", str(sub_dir), "--cub-dir", str(tmp_path)], "error: nothing to evaluate"),
+        (["--dataset", str(sub_dir), "--cub-dir", str(tmp_path), "--cbm", "x:y"], "error: no attributes.txt under"),
+        (["--dataset", str(sub_dir), "--cub-dir", str(fake_cub), "--cbm", "no_such_module:make"], "error: cannot import CBM factory"),
+    ]
+    for extra, expected in cases:
+        assert run_cli(module.main, ["sub", *extra]) == 2
+        assert capsys.readouterr().err.strip().splitlines()[-1].startswith(expected)
