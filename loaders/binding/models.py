@@ -130,13 +130,15 @@ class CDSM(PhraseModel):
             return out
         if self.kind == "rf":
             return circular_convolution(v, self.roles[None].expand_as(v)).sum(dim=1)
-        # tl
+        # tl: apply every operator to every word vector once (|ops| x |words| x d^2, small), then
+        # gather — gathering one d x d matrix per phrase would move |phrases| x d^2 floats per step.
         words = self.vocab.words
+        applied = torch.einsum("aij,wj->awi", self.matrices, self.vectors)  # [ops, words, D]
+        op_position = 0 if self.vocab.setting == ADJ_NOUN else 1
+        ops = torch.tensor([self.operator_index[words[i]] for i in idx[:, op_position].tolist()], device=v.device)
         if self.vocab.setting == ADJ_NOUN:
-            ops = torch.tensor([self.operator_index[words[i]] for i in idx[:, 0].tolist()], device=v.device)
-            return torch.einsum("pij,pj->pi", self.matrices[ops], v[:, 1])
-        ops = torch.tensor([self.operator_index[words[i]] for i in idx[:, 1].tolist()], device=v.device)
-        return v[:, 0] * torch.einsum("pij,pj->pi", self.matrices[ops], v[:, 2])
+            return applied[ops, idx[:, 1]]
+        return v[:, 0] * applied[ops, idx[:, 2]]
 
 
 class _FrozenClipText(PhraseModel):

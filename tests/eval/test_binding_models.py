@@ -140,3 +140,19 @@ def test_csp_soft_tokens_splice_into_clip_and_learn(embedder):
         csp.remove_hook()
     with torch.no_grad():  # the shared encoder is left untouched once the hook is gone
         assert torch.allclose(embedder.encode_texts_uncached(["a photo of a b"]), plain)
+
+
+def test_tl_and_rf_follow_the_paper_formulas():
+    single = Vocabulary(ADJ_NOUN, nouns=["cube", "sphere"], adjectives=["blue", "red"], relations=[])
+    words = single.words
+    tl = CDSM("tl", single, 8, generator=torch.Generator().manual_seed(0))
+    expected = tl.matrices[tl.operator_index["red"]] @ tl.vectors[words.index("cube")]
+    assert torch.allclose(tl.encode(["red cube"])[0], expected, atol=1e-6)
+    rel = CDSM("tl", REL_VOCAB, 8, generator=torch.Generator().manual_seed(0))
+    w = REL_VOCAB.words
+    expected = rel.vectors[w.index("cube")] * (rel.matrices[rel.operator_index["left"]] @ rel.vectors[w.index("sphere")])
+    assert torch.allclose(rel.encode(["cube left sphere"])[0], expected, atol=1e-6)
+    rf = CDSM("rf", REL_VOCAB, 8, generator=torch.Generator().manual_seed(0))
+    s, r, o = (rf.vectors[w.index(x)] for x in ("cube", "left", "sphere"))
+    expected = sum(circular_convolution_direct(x, role) for x, role in zip((s, r, o), rf.roles))
+    assert torch.allclose(rf.encode(["cube left sphere"])[0], expected, atol=1e-5)
