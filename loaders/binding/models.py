@@ -133,12 +133,12 @@ class CDSM(PhraseModel):
         # tl: apply every operator to every word vector once (|ops| x |words| x d^2, small), then
         # gather — gathering one d x d matrix per phrase would move |phrases| x d^2 floats per step.
         words = self.vocab.words
-        applied = torch.einsum("aij,wj->awi", self.matrices, self.vectors)  # [ops, words, D]
-        op_position = 0 if self.vocab.setting == ADJ_NOUN else 1
+        op_position, arg_position = (0, 1) if self.vocab.setting == ADJ_NOUN else (1, 2)
         ops = torch.tensor([self.operator_index[words[i]] for i in idx[:, op_position].tolist()], device=v.device)
-        if self.vocab.setting == ADJ_NOUN:
-            return applied[ops, idx[:, 1]]
-        return v[:, 0] * applied[ops, idx[:, 2]]
+        args, arg_slot = torch.unique(idx[:, arg_position], return_inverse=True)
+        applied = torch.matmul(self.matrices, self.vectors[args].T).transpose(1, 2)  # [ops, args, D]
+        composed = applied[ops, arg_slot]
+        return composed if self.vocab.setting == ADJ_NOUN else v[:, 0] * composed
 
 
 class _FrozenClipText(PhraseModel):

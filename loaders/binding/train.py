@@ -13,6 +13,7 @@ same confusions the evaluation measures.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ import torch.nn.functional as F
 
 from loaders.binding.calibration import calibrate, seen_mask
 from loaders.binding.data import BindingSplit
-from loaders.binding.models import DEFAULT_LR, PhraseModel, Vocabulary, build_model
+from loaders.binding.models import CDSM_KINDS, DEFAULT_LR, PhraseModel, Vocabulary, build_model
 from loaders.binding.scoring import accuracy, error_breakdown, kind_breakdown
 
 logger = logging.getLogger(__name__)
@@ -37,6 +38,9 @@ class TrainConfig:
     weight_decay: float = 1e-5
     calibrate: bool = False  # Appendix C calibrated stacking (hold out 10% of train as seen-val)
     seen_val_fraction: float = 0.1
+    # CDSM steps are tiny (32 x 768): on CPU one intra-op thread is 10-100x faster than several
+    # fighting over a busy machine. None keeps torch's setting.
+    cdsm_cpu_threads: int | None = 1
 
 
 @dataclass
@@ -56,24 +60,45 @@ class RunResult:
     examples_per_second: float = 0.0
 
 
-def candidate_scores(model: PhraseModel, images: torch.Tensor, candidates: Sequence[Sequence[str]]) -> torch.Tensor:
-    """[N, K] cosine similarities of each image with its own K candidates."""
-    phrases = sorted({p for row in candidates for p in row})
-    position = {p: i for i, p in enumerate(phrases)}
-    text = F.normalize(model.encode(phrases), dim=-1)
+def candidate_scores(
+    model: PhraseModel, images: torch.Tensor, candidates: Sequence[Sequence[str]], *, text: tuple[list[str], torch.Tensor] | None = None
+) -> torch.Tensor:
+    """[N, K] cosine similarities of each image with its own K candidates.
+
+    ``text`` = (phrases, their encodings) to reuse; otherwise the batch's phrases are encoded.
+    """
+    if text is None:
+        phrases = sorted({p for row in candidates for p in row})
+        text = (phrases, model.encode(phrases))
+    position = {p: i for i, p in enumerate(text[0])}
+    encoded = F.normalize(text[1], dim=-1)
     image = F.normalize(images, dim=-1)
-    index = torch.tensor([[position[p] for p in row] for row in candidates], device=text.device)
-    return torch.einsum("nd,nkd->nk", image.to(text.device), text[index])
+    index = torch.tensor([[position[p] for p in row] for row in candidates], device=encoded.device)
+    return torch.einsum("nd,nkd->nk", image.to(encoded.device), encoded[index])
 
 
 def score_split(model: PhraseModel, split: BindingSplit, images: Any, *, batch_size: int = 512) -> torch.Tensor:
+    """Scores of a whole split; its phrases are encoded once (a few dozen labels at most)."""
     model.eval()
     chunks = []
     with torch.no_grad():
+        phrases = sorted({p for row in split.candidates for p in row})
+        text = (phrases, model.encode(phrases))
         for start in range(0, len(split), batch_size):
-            batch = images[start : start + batch_size]
-            chunks.append(candidate_scores(model, model.encode_images(batch), split.candidates[start : start + batch_size]).cpu())
+            batch = model.encode_images(images[start : start + batch_size])
+            chunks.append(candidate_scores(model, batch, split.candidates[start : start + batch_size], text=text).cpu())
     return torch.cat(chunks) if chunks else torch.zeros((0, 5))
+
+
+@contextlib.contextmanager
+def _torch_threads(count: int | None):
+    before = torch.get_num_threads()
+    if count:
+        torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def train_run(
@@ -93,6 +118,25 @@ def train_run(
 
     ``images[split]`` holds frozen embeddings [N, D] (or raw images for CLIP-FT).
     """
+    threads = config.cdsm_cpu_threads if kind in CDSM_KINDS and str(device).startswith("cpu") else None
+    with _torch_threads(threads):
+        return _train_run(kind, splits, images, vocab=vocab, embedder=embedder, dim=dim, logit_scale=logit_scale,
+                          seed=seed, config=config, device=device)
+
+
+def _train_run(
+    kind: str,
+    splits: dict[str, BindingSplit],
+    images: dict[str, Any],
+    *,
+    vocab: Vocabulary,
+    embedder: Any,
+    dim: int,
+    logit_scale: float,
+    seed: int,
+    config: TrainConfig,
+    device: str = "cpu",
+) -> RunResult:
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
     splits, images = dict(splits), dict(images)
