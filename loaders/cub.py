@@ -53,6 +53,11 @@ def normalize_bird(name: str) -> str:
     return re.sub(r"\s+", "_", name)
 
 
+def _bird_key(name: str) -> str:
+    """Match ``Black-footed Albatross``, ``Black_footed_Albatross`` and ``001.Black_footed_Albatross``."""
+    return re.sub(r"[^a-z0-9]", "", normalize_bird(name).lower())
+
+
 def _find(root: Path, relative: str) -> Path | None:
     for base in (root, root / "CUB_200_2011", root.parent):
         if (base / relative).is_file():
@@ -97,6 +102,10 @@ class CubMetadata:
         return dict(groups)
 
     @cached_property
+    def _class_rows(self) -> dict[str, int]:
+        return {_bird_key(name): row for row, name in enumerate(self.classes)}
+
+    @cached_property
     def index(self) -> dict[str, int]:
         return {name: i for i, name in enumerate(self.attributes)}
 
@@ -114,11 +123,9 @@ class CubMetadata:
                 "the CUB directory lacks classes.txt / image_class_labels.txt / attributes/image_attribute_labels.txt, "
                 "needed for class-level labels"
             )
-        name = normalize_bird(bird)
-        try:
-            row = self.classes.index(name)
-        except ValueError:
-            raise ConceptforgeError(f"bird {bird!r} is not a CUB class") from None
+        row = self._class_rows.get(_bird_key(bird))
+        if row is None:
+            raise ConceptforgeError(f"bird {bird!r} is not a CUB class")
         return {self.attributes[i] for i in np.flatnonzero(self.class_labels[row])}
 
     def cbm_attributes(self, min_class_count: int = CBM_MIN_CLASS_COUNT) -> list[str]:

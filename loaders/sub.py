@@ -331,6 +331,8 @@ def evaluate_vlm(
     """
     from loaders.embeddings import EmbeddingModel
 
+    if dataset is None:
+        raise ConceptforgeError("evaluate_vlm needs a dataset (local dir, Hub id, datasets.Dataset or SubItems)")
     embedder = model if isinstance(model, EmbeddingModel) else EmbeddingModel.from_pretrained(
         model, revision=revision, cache_dir=cache_dir, device=device
     )

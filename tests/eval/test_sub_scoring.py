@@ -16,6 +16,9 @@ def test_cub_metadata_majority_vote_and_groups(cub):
     # the first image of each class disagrees; the vote recovers the class attributes
     assert cub.class_attributes("073.Blue_Jay") == {"has_bill_shape::dagger", "has_crown_color::blue", "has_tail_pattern::multi-colored"}
     assert cub.class_attributes("Blue Jay") == cub.class_attributes("Blue_Jay")
+    assert cub.class_attributes("Black-footed Albatross") == cub.class_attributes("001.Black_footed_Albatross")
+    with pytest.raises(ConceptforgeError, match="not a CUB class"):
+        cub.class_attributes("Dodo")
     # present in >= 2 classes (the real subset uses 10 of 200)
     assert cub.cbm_attributes(min_class_count=2) == [
         "has_bill_shape::dagger", "has_bill_shape::needle", "has_crown_color::blue", "has_crown_color::black", "has_tail_pattern::solid"]
