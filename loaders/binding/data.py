@@ -1,0 +1,90 @@
+"""Binding datasets (paper 004 §3) in our schema: splits ``train``/``val``/``gen`` with 5 shuffled
+candidates per image (``docs/schemas.md``)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from generators.errors import ConceptforgeError
+from loaders.data import image_column_raw, load_split, require_columns
+
+logger = logging.getLogger(__name__)
+
+SPLITS = ("train", "val", "gen")
+COLUMNS = ("image", "label", "candidates", "label_index", "candidate_kinds")
+ADJ_NOUN = "adjective-noun"
+RELATIONAL = "relational"
+
+
+def parse_label(label: str) -> tuple[str, ...]:
+    """``"red cube"`` -> ``("red", "cube")``; ``"cube left sphere"`` -> ``("cube", "left", "sphere")``."""
+    words = tuple(label.split())
+    if len(words) not in (2, 3):
+        raise ConceptforgeError(f"label {label!r} is neither '<adjective> <noun>' nor '<subject> <relation> <object>'")
+    return words
+
+
+@dataclass
+class BindingSplit:
+    name: str
+    images: list[Any]
+    labels: list[str]
+    candidates: list[list[str]]
+    label_index: list[int]
+    kinds: list[list[str]]
+    item_ids: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def subset(self, indices: Sequence[int], name: str | None = None) -> "BindingSplit":
+        pick = lambda values: [values[i] for i in indices] if values else []  # noqa: E731
+        return BindingSplit(name or self.name, pick(self.images), pick(self.labels), pick(self.candidates),
+                            pick(self.label_index), pick(self.kinds), pick(self.item_ids))
+
+    @property
+    def setting(self) -> str:
+        return RELATIONAL if len(parse_label(self.labels[0])) == 3 else ADJ_NOUN
+
+
+def split_from_dataset(dataset, name: str) -> BindingSplit:
+    require_columns(dataset, COLUMNS, what="binding")
+    split = BindingSplit(
+        name=name,
+        images=image_column_raw(dataset),
+        labels=list(dataset["label"]),
+        candidates=[list(c) for c in dataset["candidates"]],
+        label_index=[int(i) for i in dataset["label_index"]],
+        kinds=[list(k) for k in dataset["candidate_kinds"]],
+        item_ids=list(dataset["item_id"]) if "item_id" in dataset.column_names else [],
+    )
+    validate_split(split)
+    return split
+
+
+def validate_split(split: BindingSplit) -> None:
+    sizes = {len(c) for c in split.candidates}
+    if len(sizes) > 1:
+        raise ConceptforgeError(f"split {split.name}: rows have different numbers of candidates {sorted(sizes)}")
+    arity = {len(parse_label(label)) for label in split.labels}
+    if len(arity) > 1:
+        raise ConceptforgeError(f"split {split.name}: mixes adjective-noun and relational labels")
+    for row, (label, candidates, index, kinds) in enumerate(zip(split.labels, split.candidates, split.label_index, split.kinds)):
+        if not 0 <= index < len(candidates) or candidates[index] != label:
+            raise ConceptforgeError(f"split {split.name} row {row}: label_index {index} does not point at label {label!r}")
+        if len(kinds) != len(candidates):
+            raise ConceptforgeError(f"split {split.name} row {row}: candidate_kinds and candidates differ in length")
+        for candidate in candidates:
+            if len(parse_label(candidate)) != len(parse_label(label)):
+                raise ConceptforgeError(f"split {split.name} row {row}: candidate {candidate!r} does not match the label form")
+
+
+def load_binding(source: str, *, revision: str | None = None, splits: Sequence[str] = SPLITS) -> dict[str, BindingSplit]:
+    """Load the splits of one binding dataset (single-object, two-object or relational)."""
+    loaded = {name: split_from_dataset(load_split(source, name, revision=revision), name) for name in splits}
+    settings = {s.setting for s in loaded.values() if len(s)}
+    if len(settings) > 1:
+        raise ConceptforgeError(f"dataset {source} mixes adjective-noun and relational splits")
+    return loaded

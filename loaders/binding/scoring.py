@@ -1,0 +1,85 @@
+"""Accuracy and error breakdowns over the stored candidates, with ties split evenly.
+
+Why tie-aware: a scorer that gives every candidate the same score (a commutative model on aRb
+vs bRa, or a degenerate model) must not look right because of where the true label sits. Each
+example's prediction is a distribution spreading its mass evenly over the top-scoring
+candidates; accuracy is the expected accuracy of breaking ties uniformly at random, so no
+candidate order can inflate it (the reference loader put the true label first and never
+shuffled: ties looked correct).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Sequence
+
+import torch
+
+from loaders.binding.data import ADJ_NOUN, BindingSplit, parse_label
+
+ADJ_NOUN_ERRORS = ("Adj", "Noun", "Both")
+RELATION_ERRORS = ("bRa", "aSb", "aRc", "cRb")
+
+
+def prediction_mass(scores: torch.Tensor, *, rtol: float = 1e-5, atol: float = 1e-6) -> torch.Tensor:
+    """[N, K] scores -> [N, K] mass, uniform over candidates within float noise of the row maximum
+    (equal compositions computed in another order, e.g. (s⊛R)⊛o vs (o⊛R)⊛s, differ by rounding)."""
+    scores = scores.detach().double()
+    top = scores.amax(dim=1, keepdim=True)  # amax: .max(dim) is oddly slow on small CPU tensors
+    tied = scores >= top - (atol + rtol * top.abs())
+    return tied.float() / tied.sum(dim=1, keepdim=True)
+
+
+def accuracy(scores: torch.Tensor, label_index: Sequence[int]) -> float:
+    if len(label_index) == 0:
+        return float("nan")
+    mass = prediction_mass(scores)
+    return float(mass[torch.arange(len(label_index)), torch.as_tensor(list(label_index))].mean())
+
+
+def adj_noun_error(label: str, candidate: str) -> str:
+    (adj, noun), (cadj, cnoun) = parse_label(label), parse_label(candidate)
+    if adj != cadj and noun == cnoun:
+        return "Adj"
+    if noun != cnoun and adj == cadj:
+        return "Noun"
+    return "Both"
+
+
+def error_breakdown(scores: torch.Tensor, split: BindingSplit) -> dict[str, float]:
+    """Share of the error mass per error type (paper 004 Tables 3, 5, 7; sums to 1 if any error).
+
+    Adjective–noun: Adj (adjective wrong, noun right), Noun, Both. Relational: the kind of the
+    chosen distractor (bRa, aSb, aRc, cRb) as stored in ``candidate_kinds``.
+    """
+    mass = prediction_mass(scores)
+    totals: dict[str, float] = defaultdict(float)
+    keys = ADJ_NOUN_ERRORS if split.setting == ADJ_NOUN else RELATION_ERRORS
+    for row in range(len(split)):
+        for col, candidate in enumerate(split.candidates[row]):
+            share = float(mass[row, col])
+            if col == split.label_index[row] or share == 0.0:
+                continue
+            if split.setting == ADJ_NOUN:
+                key = adj_noun_error(split.labels[row], candidate)
+            else:
+                key = split.kinds[row][col]
+            totals[key] += share
+    total = sum(totals.values())
+    result = {key: (totals.get(key, 0.0) / total if total else float("nan")) for key in keys}
+    for key, value in totals.items():  # kinds outside the paper's table (e.g. "random") are kept
+        if key not in result:
+            result[key] = value / total
+    return result
+
+
+def kind_breakdown(scores: torch.Tensor, split: BindingSplit) -> dict[str, float]:
+    """Share of the error mass per stored candidate kind (random, hard-swap, bRa, ...)."""
+    mass = prediction_mass(scores)
+    totals: dict[str, float] = defaultdict(float)
+    for row in range(len(split)):
+        for col, kind in enumerate(split.kinds[row]):
+            if col != split.label_index[row]:
+                totals[kind] += float(mass[row, col])
+    total = sum(totals.values())
+    return {k: v / total for k, v in sorted(totals.items())} if total else {}

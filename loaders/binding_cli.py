@@ -1,0 +1,62 @@
+"""``evaluate.py binding``: CLIP zero-shot, CSP and CDSMs on a binding dataset (paper 004 Tables 2–7)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from generators.errors import ConceptforgeError
+
+logger = logging.getLogger(__name__)
+
+
+def _seeds(text: str) -> list[int]:
+    try:
+        return [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--seeds must be comma-separated integers, got {text!r}") from None
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from loaders.binding.evaluate import ALL_MODELS, DEFAULT_CLIP
+
+    parser.add_argument("--dataset", required=True, help="binding dataset dir (e.g. OUT/single-object) or Hub id")
+    parser.add_argument("--revision", default=None, help="dataset revision on the Hub")
+    parser.add_argument("--models", default="clip,csp,add,mult,conv,tl,rf",
+                        help=f"comma-separated, from: {', '.join(ALL_MODELS)} (clip-ft = full fine-tuning, slow)")
+    parser.add_argument("--clip-model", default=DEFAULT_CLIP, help="CLIP id or local dir (frozen image embeddings)")
+    parser.add_argument("--clip-revision", default=None)
+    parser.add_argument("--seeds", type=_seeds, default=[0, 1, 2, 3, 4])
+    parser.add_argument("--epochs", type=int, default=20)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--lr", type=float, default=None, help="override Appendix A's per-model learning rate")
+    parser.add_argument("--weight-decay", type=float, default=1e-5)
+    parser.add_argument("--calibrate", action="store_true", help="calibrated stacking (Appendix C; single-object only)")
+    parser.add_argument("--template", default="a photo of {label}", help="zero-shot prompt")
+    parser.add_argument("--cache-dir", default=None, help="embedding cache (default ~/.cache/conceptforge/embeddings)")
+    parser.add_argument("--device", default=None)
+    parser.add_argument("--output", default=None, help="write the report as JSON here")
+
+
+def run(args: argparse.Namespace) -> int:
+    from loaders.binding.evaluate import evaluate_binding
+    from loaders.binding.train import TrainConfig
+    from loaders.reports import write_json
+
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    if args.epochs < 1:
+        raise ConceptforgeError("--epochs must be at least 1")
+    if not args.seeds:
+        raise ConceptforgeError("--seeds needs at least one seed")
+    if "{label}" not in args.template:
+        raise ConceptforgeError("--template must contain {label}")
+    config = TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, weight_decay=args.weight_decay,
+                         calibrate=args.calibrate)
+    report = evaluate_binding(args.dataset, models=models, embedding_model=args.clip_model, revision=args.clip_revision,
+                              dataset_revision=args.revision, seeds=args.seeds, config=config, cache_dir=args.cache_dir,
+                              device=args.device, template=args.template)
+    print(report.format())
+    if args.output:
+        path = write_json(args.output, {"benchmark": "binding", "revision": args.revision, **report.to_dict()})
+        logger.info("wrote %s", path)
+    return 0

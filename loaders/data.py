@@ -1,0 +1,58 @@
+"""Load a published split: a Hub repo id at a revision, or a local dataset directory.
+
+Both go through ``datasets.load_dataset`` so a local directory written by our generators and the
+same data published on the Hub are read identically. Columns are checked up front so that a
+wrong dataset fails with one line naming what is missing, not deep inside an evaluation.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Iterable
+
+from generators.errors import ConceptforgeError
+
+logger = logging.getLogger(__name__)
+
+
+def load_split(source: str | os.PathLike, split: str, *, revision: str | None = None, config: str | None = None):
+    """``datasets.Dataset`` for ``split`` of ``source`` (a local directory or ``org/name`` on the Hub)."""
+    import datasets
+
+    path = str(source)
+    local = Path(path).exists()
+    if local and not Path(path).is_dir():
+        raise ConceptforgeError(f"{path} is a file, not a dataset directory")
+    try:
+        dataset_dict = datasets.load_dataset(path, config, revision=None if local else revision)
+    except FileNotFoundError as error:
+        raise ConceptforgeError(f"no dataset at {path!r}: {str(error).splitlines()[0] if str(error) else 'not found'}") from None
+    except (ValueError, OSError, datasets.exceptions.DatasetNotFoundError) as error:  # type: ignore[attr-defined]
+        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ConceptforgeError(f"cannot load dataset {path!r}: {message}") from None
+    if split not in dataset_dict:
+        raise ConceptforgeError(f"dataset {path!r} has no split {split!r} (splits: {', '.join(dataset_dict)})")
+    logger.info("loaded %s split %s: %d rows", path, split, len(dataset_dict[split]))
+    return dataset_dict[split]
+
+
+def require_columns(dataset, columns: Iterable[str], *, what: str) -> None:
+    """One-line error naming every missing column."""
+    missing = [column for column in columns if column not in dataset.column_names]
+    if missing:
+        raise ConceptforgeError(
+            f"{what} dataset lacks column(s) {', '.join(missing)} (has: {', '.join(dataset.column_names)})"
+        )
+
+
+def image_column_raw(dataset, column: str = "image") -> list:
+    """The image column as encoded ``{"bytes", "path"}`` dicts (no decoding: hashed for the cache,
+    decoded only for images the embedding cache has not seen)."""
+    import datasets
+
+    feature = dataset.features.get(column)
+    if isinstance(feature, datasets.Image):
+        return list(dataset.cast_column(column, datasets.Image(decode=False))[column])
+    return list(dataset[column])

@@ -1,0 +1,70 @@
+"""Fixtures for the eval tests: a tiny offline CLIP and small synthetic datasets."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.eval.tiny_clip import build_tiny_clip
+
+
+@pytest.fixture(autouse=True)
+def _single_thread_torch():
+    """Tiny tensors on a shared 2-core machine: intra-op threads cost 30x more than they save."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def tiny_clip_dir(tmp_path_factory):
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    return build_tiny_clip(tmp_path_factory.mktemp("models") / "tiny-clip")
+
+
+@pytest.fixture()
+def embedder(tiny_clip_dir, tmp_path):
+    from loaders.embeddings import EmbeddingModel
+
+    model = EmbeddingModel.from_pretrained(str(tiny_clip_dir), cache_dir=tmp_path / "emb-cache", device="cpu")
+    yield model
+    model.close()
+
+
+@pytest.fixture(scope="session")
+def fake_cub(tmp_path_factory):
+    from tests.eval.synthetic import write_fake_cub
+
+    return write_fake_cub(tmp_path_factory.mktemp("cub"))
+
+
+@pytest.fixture(scope="session")
+def sub_dir(tmp_path_factory):
+    from tests.eval.synthetic import sub_features, sub_rows, write_dataset
+
+    return write_dataset(tmp_path_factory.mktemp("sub") / "sub", {"test": sub_rows()}, sub_features())
+
+
+@pytest.fixture(scope="session")
+def published_sub_dir(tmp_path_factory):
+    from tests.eval.synthetic import sub_rows, write_published_sub
+
+    return write_published_sub(tmp_path_factory.mktemp("pub") / "SUB", sub_rows())
+
+
+@pytest.fixture(scope="session")
+def single_object_dir(tmp_path_factory):
+    from tests.eval.synthetic import write_single_object
+
+    return write_single_object(tmp_path_factory.mktemp("binding") / "single-object", n_per_label=2)
+
+
+@pytest.fixture(scope="session")
+def relational_dir(tmp_path_factory):
+    from tests.eval.synthetic import write_relational
+
+    return write_relational(tmp_path_factory.mktemp("binding") / "relational")

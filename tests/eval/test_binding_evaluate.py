@@ -1,0 +1,126 @@
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from generators.errors import ConceptforgeError
+from loaders.binding import TrainConfig, evaluate_binding, load_binding
+from loaders.binding.calibration import calibrate
+from loaders.binding.data import BindingSplit
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_load_binding_and_schema_errors(single_object_dir, tmp_path):
+    splits = load_binding(str(single_object_dir))
+    assert set(splits) == {"train", "val", "gen"} and splits["val"].setting == "adjective-noun"
+    assert all(s.candidates[i][s.label_index[i]] == s.labels[i] for s in splits.values() for i in range(len(s)))
+    from datasets import Features, Value
+    from tests.eval.synthetic import binding_features, single_object_rows, write_dataset
+
+    bad = write_dataset(tmp_path / "bad", {"train": [{"label": "red cube"}]}, Features({"label": Value("string")}))
+    with pytest.raises(ConceptforgeError, match="lacks column\\(s\\) image, candidates, label_index, candidate_kinds"):
+        load_binding(str(bad), splits=["train"])
+    rows = single_object_rows(["red cube"], 1, 0, ["red cube", "blue cube", "red sphere", "gray cube", "cyan cube"])
+    rows[0]["label_index"] = (rows[0]["label_index"] + 1) % 5
+    wrong = write_dataset(tmp_path / "wrong", {"train": rows}, binding_features())
+    with pytest.raises(ConceptforgeError, match="does not point at label"):
+        load_binding(str(wrong), splits=["train"])
+
+
+def test_zero_shot_and_cdsms_end_to_end(embedder, single_object_dir):
+    report = evaluate_binding(str(single_object_dir), models=["clip", "add", "tl"], embedding_model=embedder,
+                              seeds=[0, 1], config=TrainConfig(epochs=2))
+    clip = report.summary("clip")
+    assert set(clip.accuracy) == {"train", "val", "gen"} and len(clip.runs) == 1
+    add = report.summary("add")
+    assert len(add.runs) == 2 and all(0 <= add.accuracy[s][0] <= 1 for s in ("train", "val", "gen"))
+    assert sum(add.breakdown[k][0] for k in ("Adj", "Noun", "Both")) == pytest.approx(1.0, abs=1e-6) or add.accuracy["gen"][0] == 1.0
+    table = report.format()
+    assert "| CLIP" in table and "| ADD" in table and "Adj" in table
+
+
+def test_zero_shot_uses_the_stored_order_and_the_spaced_prompt(embedder, single_object_dir, monkeypatch):
+    seen = []
+    original = embedder.embed_texts
+    monkeypatch.setattr(embedder, "embed_texts", lambda texts, **kw: seen.extend(texts) or original(texts, **kw))
+    from loaders.binding.evaluate import zero_shot_scores
+
+    splits = load_binding(str(single_object_dir), splits=["val"])
+    scores = zero_shot_scores(embedder, splits["val"])
+    assert "a photo of red cube" in seen and not any("ofred" in t for t in seen)
+    text = torch.nn.functional.normalize(embedder.encode_texts_uncached(["a photo of " + c for c in splits["val"].candidates[0]]), dim=-1)
+    image = embedder.embed_images(splits["val"].images[:1])[0]
+    assert torch.allclose(scores[0], text.detach() @ image, atol=1e-4)
+
+
+def test_calibrated_stacking_recovers_unseen_accuracy():
+    # seen-class candidates get a +0.3 bonus: unseen images are misclassified until calibrated
+    seen_labels = {"red cube", "blue cube"}
+    split = lambda labels, cands: BindingSplit("x", [], labels, cands, [c.index(l) for l, c in zip(labels, cands)], [["true"] * 2] * len(labels))  # noqa: E731
+    seen_split = split(["red cube", "blue cube"], [["red cube", "green cube"], ["blue cube", "green cube"]])
+    unseen_split = split(["green cube", "green cube"], [["red cube", "green cube"], ["blue cube", "green cube"]])
+    seen_scores = torch.tensor([[0.9, 0.5], [0.8, 0.5]])
+    unseen_scores = torch.tensor([[0.8, 0.6], [0.75, 0.6]])
+    coefficient, harmonic = calibrate(seen_scores, seen_split, unseen_scores, unseen_split, seen_labels)
+    assert 0.2 < coefficient < 0.3 and harmonic == pytest.approx(1.0)
+
+
+def test_calibrate_flag_reports_calibrated_gen(embedder, single_object_dir):
+    report = evaluate_binding(str(single_object_dir), models=["add"], embedding_model=embedder, seeds=[0],
+                              config=TrainConfig(epochs=1, calibrate=True))
+    run = report.summary("add").runs[0]
+    assert run.calibration is not None and "gen-calibrated" in run.accuracy
+    assert "Gen (calib.)" in report.format()
+
+
+def test_relational_rejects_calibration(embedder, relational_dir):
+    with pytest.raises(ConceptforgeError, match="single-object"):
+        evaluate_binding(str(relational_dir), models=["add"], embedding_model=embedder, config=TrainConfig(calibrate=True))
+
+
+def test_cli_binding_writes_tables_and_json(tiny_clip_dir, relational_dir, tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    out = tmp_path / "binding.json"
+    base = [sys.executable, str(REPO / "scripts" / "evaluate.py"), "binding", "--dataset", str(relational_dir),
+            "--clip-model", str(tiny_clip_dir), "--cache-dir", str(tmp_path / "cache")]
+    result = subprocess.run(base + ["--models", "clip,mult", "--seeds", "0,1", "--epochs", "1", "--output", str(out)],
+                            env=env, capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "bRa" in result.stdout and "| MULT" in result.stdout
+    data = json.loads(out.read_text())
+    assert data["setting"] == "relational" and [m["model"] for m in data["models"]] == ["clip", "mult"]
+    assert len(data["models"][1]["runs"]) == 2
+
+
+def _evaluate_main():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("evaluate_script", REPO / "scripts" / "evaluate.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.main
+
+
+def test_cli_bad_input_is_one_line(tiny_clip_dir, relational_dir, tmp_path, capsys, monkeypatch):
+    from generators.cli import run_cli
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    main = _evaluate_main()
+    base = ["binding", "--dataset", str(relational_dir), "--cache-dir", str(tmp_path / "cache")]
+    cases = [
+        (["--models", "clip,bert", "--clip-model", str(tiny_clip_dir)],
+         "error: unknown binding model(s) bert (choose from clip, csp, add, mult, conv, tl, rf, clip-ft)"),
+        (["--models", "clip", "--clip-model", str(tmp_path / "nope")], "error: cannot load embedding model"),
+        (["--models", "clip", "--clip-model", str(tiny_clip_dir), "--epochs", "0"], "error: --epochs must be at least 1"),
+    ]
+    for extra, expected in cases:
+        assert run_cli(main, base + extra) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err[-1].startswith(expected), err
+    assert run_cli(main, ["binding", "--dataset", str(tmp_path / "missing"), "--clip-model", str(tiny_clip_dir)]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("error: no dataset at")
