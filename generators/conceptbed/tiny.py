@@ -109,3 +109,59 @@ def build_tiny_sd(path: str | Path, *, seed: int = 0, sample_size: int = 16) -> 
     )
     pipe.save_pretrained(path, safe_serialization=True)
     return path
+
+
+def build_tiny_classifier(path: str | Path, labels: Sequence[str], *, arch: str = "resnet", seed: int = 0, image_size: int = 32) -> Path:
+    """Save a tiny ResNet or ConvNeXt image classifier (+ its image processor) with ``labels``."""
+    from transformers import ConvNextConfig, ConvNextForImageClassification, ResNetConfig, ResNetForImageClassification
+    from transformers.models.convnext import ConvNextImageProcessorPil
+
+    torch.manual_seed(seed)
+    id2label = {i: name for i, name in enumerate(labels)}
+    label2id = {name: i for i, name in id2label.items()}
+    if arch == "resnet":
+        config = ResNetConfig(
+            embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], layer_type="basic", num_labels=len(labels),
+            id2label=id2label, label2id=label2id,
+        )
+        model = ResNetForImageClassification(config)
+    elif arch == "convnext":
+        config = ConvNextConfig(
+            hidden_sizes=[8, 16], depths=[1, 1], num_stages=2, num_labels=len(labels), id2label=id2label, label2id=label2id,
+        )
+        model = ConvNextForImageClassification(config)
+    else:
+        raise ValueError(f"unknown tiny classifier architecture {arch!r}")
+    processor = ConvNextImageProcessorPil(size={"shortest_edge": image_size}, crop_pct=1.0)
+    path = Path(path)
+    model.save_pretrained(path)
+    processor.save_pretrained(path)
+    return path
+
+
+VILT_WORDS = (
+    "[PAD] [UNK] [CLS] [SEP] [MASK] is are there the a an dog dogs cat cats two bird birds black nose grass "
+    "standing on in of has licking herself red bar ? '"
+).split()
+
+
+def build_tiny_vilt(path: str | Path, *, seed: int = 0, image_size: int = 32) -> Path:
+    """Save a tiny ViltForQuestionAnswering (answers yes / no / 2) and its processor."""
+    from transformers import BertTokenizer, ViltConfig, ViltForQuestionAnswering, ViltProcessor
+    from transformers.models.vilt import ViltImageProcessorPil
+
+    torch.manual_seed(seed)
+    vocab = {word: index for index, word in enumerate(VILT_WORDS)}
+    tokenizer = BertTokenizer(vocab=vocab)
+    processor = ViltProcessor(image_processor=ViltImageProcessorPil(size={"shortest_edge": image_size}, size_divisor=16), tokenizer=tokenizer)
+    answers = ["yes", "no", "2"]
+    config = ViltConfig(
+        vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+        image_size=image_size, patch_size=16, max_position_embeddings=40, max_image_length=-1,
+        id2label=dict(enumerate(answers)), label2id={a: i for i, a in enumerate(answers)},
+    )
+    model = ViltForQuestionAnswering(config)
+    path = Path(path)
+    model.save_pretrained(path)
+    processor.save_pretrained(path)
+    return path
