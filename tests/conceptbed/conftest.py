@@ -87,3 +87,28 @@ def _write_spec(tmp_path: Path, datasets_root: Path, concepts, captions: Path | 
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(spec))
     return path
+
+
+@pytest.fixture()
+def run_script(capsys):
+    """Run ``scripts/<name>`` in this process through ``run_cli``: (exit code, stdout, stderr).
+
+    In-process keeps the area fast (a subprocess pays ~10 s of imports); each script also has
+    one real subprocess test for its exit code and error line.
+    """
+    import importlib.util
+
+    from generators.cli import run_cli
+
+    repo = Path(__file__).resolve().parents[2]
+
+    def run(name: str, *args: str):
+        spec = importlib.util.spec_from_file_location(f"_script_{name.replace('.', '_')}", repo / "scripts" / name)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        capsys.readouterr()
+        code = run_cli(module.main, list(args))
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    return run

@@ -100,20 +100,23 @@ def _script(*args, cwd):
     return subprocess.run([sys.executable, str(REPO / "scripts" / "generate_conceptbed.py"), *args], capture_output=True, text=True, env=env, cwd=cwd)
 
 
-def test_cli_dreambooth_end_to_end_and_bad_input(tmp_path, tiny_sd, datasets_root, write_spec):
+def test_cli_dreambooth_end_to_end(tmp_path, tiny_sd, datasets_root, write_spec, run_script):
     spec = write_spec(tmp_path, datasets_root, ["001.Black_footed_Albatross"])
     out = tmp_path / "db"
-    result = _script(
+    code, stdout, err = run_script("generate_conceptbed.py",
         "--learner", "dreambooth", "--concepts", str(spec), "--out", str(out), "--model-id", str(tiny_sd),
         "--steps", "2", "--num-images", "1", "--num-inference-steps", "2", "--resolution", "32",
-        "--num-class-images", "2", cwd=tmp_path,
+        "--num-class-images", "2",
     )
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert "wrote" in result.stdout
+    assert code == 0, err[-2000:]
+    assert "wrote" in stdout
     row = load_dataset(str(out), split="concept")[0]
     assert row["prompt"] == "A photo of sks Black footed Albatross" and row["concept_kind"] == "cub"
     assert (out / ".work" / "artifacts" / "001.Black_footed_Albatross" / "pytorch_lora_weights.safetensors").exists()
     assert len(list((out / ".work" / "class-images" / "001.Black_footed_Albatross").glob("*.png"))) == 2
+
+
+def test_cli_bad_input_subprocess(tmp_path, datasets_root, write_spec):
     bad = write_spec(tmp_path, datasets_root, ["not_a_concept"])
     result = _script("--learner", "dreambooth", "--concepts", str(bad), "--out", str(tmp_path / "x"), cwd=tmp_path)
     assert result.returncode == 2

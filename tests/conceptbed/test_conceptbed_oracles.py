@@ -101,7 +101,7 @@ def _run(script, *args, cwd):
     return subprocess.run([sys.executable, str(REPO / "scripts" / script), *args], capture_output=True, text=True, env=env, cwd=cwd)
 
 
-def test_evaluate_cli_end_to_end(tmp_path, tiny_sd, datasets_root, captions_file, write_spec, oracles):
+def test_evaluate_cli_end_to_end(tmp_path, tiny_sd, datasets_root, captions_file, write_spec, oracles, run_script):
     from generators.conceptbed.generate import ConceptBedGenerator, GenerateOptions
     from generators.conceptbed.learners import LearnerConfig
     from generators.conceptbed.spec import load_spec
@@ -112,13 +112,12 @@ def test_evaluate_cli_end_to_end(tmp_path, tiny_sd, datasets_root, captions_file
     config = LearnerConfig(learner="textual-inversion", model_id=str(tiny_sd), steps=1, num_inference_steps=2, resolution=32)
     ConceptBedGenerator(load_spec(spec_path), GenerateOptions(config=config, out=out, num_images=2)).run()
     scores = tmp_path / "scores.jsonl"
-    result = _run(
+    code, text, err = run_script(
         "evaluate.py", "conceptbed", "--generated", str(out), "--concepts", str(spec_path),
         "--style-oracle", str(oracles["style"]), "--object-oracle", str(object_oracle), "--cub-oracle", str(oracles["cub"]),
-        "--vqa-model", str(oracles["vqa"]), "--device", "cpu", "--save-scores", str(scores), "--per-concept", cwd=tmp_path,
+        "--vqa-model", str(oracles["vqa"]), "--device", "cpu", "--save-scores", str(scores), "--per-concept",
     )
-    assert result.returncode == 0, result.stderr[-3000:]
-    text = result.stdout
+    assert code == 0, err[-3000:]
     for title in ("Table 1", "Table 2", "Domain (PACS)", "Objects (ImageNet)", "Fine-grained (CUB, object-level)", "Composition (VQA)"):
         assert title in text, text
     assert "| textual-inversion |" in text and "| original |" in text
@@ -128,18 +127,22 @@ def test_evaluate_cli_end_to_end(tmp_path, tiny_sd, datasets_root, captions_file
             ("textual-inversion", "composition"), ("textual-inversion", "vqa"), ("original", "vqa"), ("original", "style")} <= tasks
     n_vqa_real = sum(1 for r in records if r["source"] == "original" and r["task"] == "vqa")
     assert n_vqa_real == 2  # one caption with a real image, two questions
-    again = _run("evaluate.py", "conceptbed", "--from-scores", str(scores), "--per-concept", cwd=tmp_path)
-    assert again.returncode == 0 and again.stdout == text
-    bad = _run("evaluate.py", "conceptbed", "--generated", str(tmp_path / "missing"), "--no-vqa", cwd=tmp_path)
-    assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1].startswith("error: ")
+    again = run_script("evaluate.py", "conceptbed", "--from-scores", str(scores), "--per-concept")
+    assert again[0] == 0 and again[1] == text
 
 
-def test_train_oracle_script(tmp_path, datasets_root, write_spec, oracles):
+def test_evaluate_cli_bad_input_subprocess(tmp_path):
+    bad = _run("evaluate.py", "conceptbed", "--from-scores", str(tmp_path / "missing.jsonl"), cwd=tmp_path)
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines()[-1] == f"error: scores file {tmp_path / 'missing.jsonl'} does not exist"
+
+
+def test_train_oracle_script(tmp_path, datasets_root, write_spec, oracles, run_script):
     spec = write_spec(tmp_path, datasets_root, ["art_painting", "sketch"])
-    result = _run("train_oracle.py", "--task", "style", "--concepts", str(spec), "--out", str(tmp_path / "pacs"),
-                  "--model-id", str(oracles["style"]), "--epochs", "1", "--batch-size", "8", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert "2 concepts" in result.stdout
+    code, out, err = run_script("train_oracle.py", "--task", "style", "--concepts", str(spec), "--out", str(tmp_path / "pacs"),
+                                "--model-id", str(oracles["style"]), "--epochs", "1", "--batch-size", "8")
+    assert code == 0, err[-2000:]
+    assert "2 concepts" in out
     assert json.loads((tmp_path / "pacs" / "config.json").read_text())["id2label"] == {"0": "art_painting", "1": "sketch"}
-    result = _run("train_oracle.py", "--task", "cub", "--concepts", str(spec), "--out", str(tmp_path / "x"), cwd=tmp_path)
-    assert result.returncode == 2 and "selects no cub concepts" in result.stderr
+    code, _, err = run_script("train_oracle.py", "--task", "cub", "--concepts", str(spec), "--out", str(tmp_path / "x"))
+    assert code == 2 and err.strip() == "error: the spec selects no cub concepts"
