@@ -29,15 +29,22 @@ logger = logging.getLogger(__name__)
 def concept_prompts(concept: Concept, phrase: str, count: int) -> list[str]:
     """The ``count`` concept-split prompts (styles cycle through the seven PACS entities)."""
     if concept.kind == "style":
-        return [f"A photo of a {PACS_ENTITIES[i % len(PACS_ENTITIES)]} in the style of {phrase}" for i in range(count)]
+        entities = [PACS_ENTITIES[i % len(PACS_ENTITIES)] for i in range(count)]
+        return [f"A photo of {'an' if e[0] in 'aeiou' else 'a'} {e} in the style of {phrase}" for e in entities]
     return [f"A photo of {phrase}" for _ in range(count)]
 
 
 def load_pipeline(model_id: str, revision: str | None = None, *, device: str | None = None, dtype: str = "auto") -> Any:
-    """A StableDiffusionPipeline with a PNDM scheduler, no safety checker, progress bar off."""
+    """A StableDiffusionPipeline with a PNDM scheduler, no safety checker, progress bar off.
+
+    fp16 on CUDA by default (``dtype="auto"``), fp32 elsewhere.
+    """
     from diffusers import PNDMScheduler, StableDiffusionPipeline
 
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if device is None:  # under `accelerate launch` each rank gets its own GPU
+        from accelerate import PartialState
+
+        device = str(PartialState().device)
     torch_dtype = torch.float16 if (dtype == "auto" and device.startswith("cuda")) or dtype == "fp16" else torch.float32
     try:
         pipe = StableDiffusionPipeline.from_pretrained(

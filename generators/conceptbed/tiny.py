@@ -39,11 +39,13 @@ def _clip_vocab() -> dict[str, int]:
     return vocab
 
 
-def build_tiny_sd(path: str | Path, *, seed: int = 0, sample_size: int = 16) -> Path:
+def build_tiny_sd(path: str | Path, *, seed: int = 0, sample_size: int = 16, block_out_channels: tuple[int, int] = (32, 64)) -> Path:
     """Save a tiny SD-1.5-layout pipeline (UNet, VAE, CLIP text encoder, tokenizer, PNDM) to ``path``.
 
     ``sample_size`` is the latent size; images are ``8 * sample_size / 2`` pixels (one VAE
     down-sampling block pair gives a factor 2 here, so 16 latents -> 32 px images).
+    ``block_out_channels`` widens the UNet (benchmarks use a wider one, closer to SD's
+    parameter-to-activation balance).
     """
     from diffusers import AutoencoderKL, PNDMScheduler, StableDiffusionPipeline, UNet2DConditionModel
     from transformers import CLIPTextConfig, CLIPTextModel, CLIPTokenizer
@@ -55,7 +57,7 @@ def build_tiny_sd(path: str | Path, *, seed: int = 0, sample_size: int = 16) -> 
         in_channels=4,
         out_channels=4,
         layers_per_block=1,
-        block_out_channels=(32, 64),
+        block_out_channels=tuple(block_out_channels),
         down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
         up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
         cross_attention_dim=32,

@@ -40,7 +40,7 @@ def test_generate_assembles_schema_dataset(tmp_path, tiny_sd, datasets_root, wri
     assert sorted(set(concept["concept"])) == ["art_painting", "beagle"]
     style_rows = [r for r in concept if r["concept"] == "art_painting"]
     assert style_rows[0]["prompt"] == "A photo of a dog in the style of <object>"
-    assert style_rows[1]["prompt"] == "A photo of a elephant in the style of <object>"
+    assert style_rows[1]["prompt"] == "A photo of an elephant in the style of <object>"
     beagle = [r for r in concept if r["concept"] == "beagle"][0]
     assert beagle["prompt"] == "A photo of <object>" and beagle["concept_kind"] == "object"
     assert beagle["learner"] == "textual-inversion" and beagle["caption"] == "" and beagle["questions"] == []
