@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
+import torch
 from datasets import Features, Image as ImageFeature, List, Value
 from PIL import Image
 
@@ -220,7 +221,12 @@ class ConceptBedGenerator:
                 resolution=config.resolution,
             )
         components = load_components(config.model_id, config.revision)
-        return train_and_save(concept, config, directory, class_images=class_images, components=components)
+        try:
+            return train_and_save(concept, config, directory, class_images=class_images, components=components)
+        finally:
+            del components
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()  # the next concept loads fresh weights
 
     def save_references(self, concept: Concept) -> None:
         directory = self.reference_dir(concept)

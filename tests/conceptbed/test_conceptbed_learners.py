@@ -146,3 +146,26 @@ def test_artifacts_reload_and_change_generation(tiny_sd, datasets_root, tmp_path
 def test_missing_model_is_a_one_line_error(tmp_path):
     with pytest.raises(ConceptforgeError, match="cannot load"):
         load_components(str(tmp_path / "nope"))
+
+
+def test_dreambooth_step_uses_instance_and_class_images(tiny_sd, datasets_root, monkeypatch):
+    import generators.conceptbed.learners as learners
+
+    calls = []
+    real = learners.prior_preservation_loss
+
+    def recording(prediction, target, prior_weight):
+        total, instance, prior = real(prediction, target, prior_weight)
+        calls.append((prediction.shape[0], float(instance), float(prior), float(total), prior_weight))
+        return total, instance, prior
+
+    monkeypatch.setattr(learners, "prior_preservation_loss", recording)
+    comps = load_components(str(tiny_sd))
+    config = LearnerConfig(learner="dreambooth", model_id=str(tiny_sd), steps=2, resolution=32, num_class_images=1, prior_loss_weight=0.3)
+    class_image = sorted((datasets_root / "imagenet" / "train" / "n02123045").glob("*.JPEG"))[:1]
+    state = ConceptTrainer(config, comps).train(_concept(datasets_root), class_images=class_image)
+    assert len(calls) == 2
+    for batch, instance, prior, total, weight in calls:
+        assert batch == 2 and instance > 0 and prior > 0 and weight == 0.3
+        assert total == pytest.approx(instance + 0.3 * prior, rel=1e-5)
+    assert state.history == pytest.approx([c[3] for c in calls], rel=1e-5)
