@@ -19,9 +19,8 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from PIL import Image

@@ -15,13 +15,12 @@ be saved as JSONL and re-reported without the models, and the metric functions a
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -161,8 +160,10 @@ def evaluate(records: Sequence[ScoreRecord], *, n_bins: int = DEFAULT_ECE_BINS) 
         real = select(records, source=ORIGINAL, tasks=real_tasks(task))
         for source in sources:
             generated = select(records, source=source, tasks=(task,))
-            if source == ORIGINAL and task == "composition" and any(r.task == "composition" for r in records):
-                generated = real  # the "Original" row: real concept images against themselves
+            if source == ORIGINAL and task == "composition":
+                # the "Original" row: the real images of the composed concepts against themselves
+                composed = {r.concept for r in records if r.task == "composition"}
+                generated = [r for r in real if r.concept in composed]
             if not generated:
                 continue
             results[(source, task, "")] = compute_metrics(generated, real, n_bins=n_bins)
@@ -246,6 +247,17 @@ def table2(results: Mapping[tuple[str, str, str], Metrics]) -> str:
     return "Table 2: compositional reasoning (ViLT yes/no questions)\n\n" + _markdown(header, rows)
 
 
+def table2_concept(results: Mapping[tuple[str, str, str], Metrics]) -> str:
+    """Concept alignment of composition images per category (the concept oracle's CCD)."""
+    categories = [c for c in CATEGORIES if any(k[1] == "composition" and k[2] == c for k in results)]
+    rows = []
+    for source in _sources(results):
+        if source == ORIGINAL:
+            continue
+        rows.append([source] + [_fmt(results[(source, "composition", c)].ccd) if (source, "composition", c) in results else "-" for c in categories])
+    return "Concept alignment on composite prompts per category, CCD\n\n" + _markdown(["model"] + list(categories), rows)
+
+
 def table7(results: Mapping[tuple[str, str, str], Metrics], task: str) -> str:
     """Accuracy, MSP, ECE and CCD for one task (paper Table 7)."""
     rows = []
@@ -270,6 +282,8 @@ def report(records: Sequence[ScoreRecord], *, per_concept: bool = False, n_bins:
     parts = [table1(results)]
     if any(k[1] == "vqa" and k[2] for k in results):
         parts.append(table2(results))
+    if any(k[1] == "composition" and k[2] for k in results):
+        parts.append(table2_concept(results))
     for task in TASKS:
         if any(k[1] == task for k in results):
             parts.append(table7(results, task))

@@ -19,7 +19,7 @@ import io
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Iterator
 
 import torch
 from datasets import Features, Image as ImageFeature, List, Value
@@ -51,10 +51,9 @@ from generators.conceptbed.sampling import (
     reference_thumbnails,
 )
 from generators.conceptbed.spec import Concept, ConceptSpec
-from generators.errors import ConceptforgeError
 from generators.runner import run_work_items
 from generators.store import ItemResult, ItemStore, atomic_write_bytes
-from generators.workitems import ShardSpec, WorkItem, derive_seed, select_shard
+from generators.workitems import ShardSpec, WorkItem, derive_seed
 
 logger = logging.getLogger(__name__)
 

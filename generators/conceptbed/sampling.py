@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import logging
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 from PIL import Image
@@ -111,7 +111,3 @@ def reference_thumbnails(concept: Concept, count: int = 3, size: int = 256) -> l
             out.append({"bytes": png(image), "path": None})
     return out
 
-
-def dedupe(values: Sequence[str]) -> list[str]:
-    seen: set[str] = set()
-    return [v for v in values if not (v in seen or seen.add(v))]

@@ -156,7 +156,7 @@ def test_dreambooth_step_uses_instance_and_class_images(tiny_sd, datasets_root, 
 
     def recording(prediction, target, prior_weight):
         total, instance, prior = real(prediction, target, prior_weight)
-        calls.append((prediction.shape[0], float(instance), float(prior), float(total), prior_weight))
+        calls.append((prediction.shape[0], float(instance.detach()), float(prior.detach()), float(total.detach()), prior_weight))
         return total, instance, prior
 
     monkeypatch.setattr(learners, "prior_preservation_loss", recording)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 
 from generators.errors import ConceptforgeError
@@ -94,6 +93,7 @@ def test_evaluate_per_task_and_category():
 def test_report_prints_paper_tables(tmp_path):
     text = report(_records(), per_concept=True)
     assert "Table 1" in text and "Table 2" in text and "Table 7 (Objects (ImageNet))" in text
+    assert "Concept alignment on composite prompts per category" in text
     line = next(l for l in text.splitlines() if l.startswith("| textual-inversion") and "0.1000" in l)
     assert "0.5000" in line and "0.4000" in line  # object, style, composition columns of Table 1
     original = next(l for l in text.splitlines() if l.startswith("| original"))
