@@ -99,6 +99,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if summary["assembled"]:
         rows = ", ".join(f"{s.name}={s.num_examples}" for s in summary["stats"])
         print(f"wrote {args.out} ({rows}); card {args.out / 'README.md'}, grid {args.out / 'grid.png'}")
+    elif summary["missing"] is None:
+        print(f"made {summary['made']} image(s); the main process assembles the dataset")
     else:
         print(f"made {summary['made']} image(s); {summary['missing']} item(s) missing; rerun to resume or assemble")
     return 0

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -280,8 +281,17 @@ class ConceptBedGenerator:
             made += counts["made"]
             if budget is not None and made >= budget:
                 break
+        summary: dict[str, Any] = {"concepts": len(mine), "made": made, "missing": None, "assembled": False}
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            # under `accelerate launch`: wait for every rank, then only the main one assembles
+            from accelerate import PartialState
+
+            state = PartialState()
+            state.wait_for_everyone()
+            if not state.is_main_process:
+                return summary
         missing = self.missing_items()
-        summary: dict[str, Any] = {"concepts": len(mine), "made": made, "missing": missing, "assembled": False}
+        summary["missing"] = missing
         if missing:
             logger.info("%d item(s) still missing (other shards or an interrupted run); not assembling yet", missing)
         elif self.options.assemble:
