@@ -25,7 +25,6 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
-from filters.classifier_oracle import _load_image_processor
 from generators.errors import ConceptforgeError
 
 logger = logging.getLogger(__name__)
@@ -63,6 +62,20 @@ def oracle_loss(logits: torch.Tensor, labels: torch.Tensor, outlier_logits: torc
     return loss
 
 
+def load_image_processor(model_id: str) -> object:
+    """``AutoImageProcessor`` on its PIL backend when torchvision is absent (transformers 5)."""
+    import importlib.util
+
+    from transformers import AutoImageProcessor
+
+    if importlib.util.find_spec("torchvision") is None:
+        try:
+            return AutoImageProcessor.from_pretrained(model_id, backend="pil")
+        except TypeError:  # older transformers: no backend argument
+            pass
+    return AutoImageProcessor.from_pretrained(model_id)
+
+
 def _open(path: Path) -> Image.Image:
     with Image.open(path) as image:
         return image.convert("RGB")
@@ -96,7 +109,7 @@ def finetune_oracle(
     precision = config.mixed_precision if config.mixed_precision != "auto" else ("bf16" if cuda else "no")
     accelerator = Accelerator(mixed_precision=precision, cpu=not cuda)
     try:
-        processor = _load_image_processor(config.model_id)
+        processor = load_image_processor(config.model_id)
         model = AutoModelForImageClassification.from_pretrained(
             config.model_id,
             num_labels=len(labels),
