@@ -28,6 +28,7 @@ from PIL import Image
 
 from cards import DatasetMetadata, assemble_dataset_dir, make_sample_grid, render_card
 from cards.grid import png_bytes
+from cards.provenance import collect_provenance  # copied unchanged from main (issue 3)
 from generators.conceptbed.composition import (
     Caption,
     load_captions,
@@ -358,7 +359,13 @@ class ConceptBedGenerator:
             tags=["conceptbed", "concept-learning", config.learner],
             citation=CITATION,
             column_docs=COLUMN_DOCS,
-            provenance={**self.run_settings(), "concepts": [c.name for c in self.spec.concepts]},
+            provenance=collect_provenance(
+                generator="scripts/generate_conceptbed.py",
+                models={"diffusion": (config.model_id, config.revision)},
+                parameters=self.run_settings(),
+                seeds={"run_seed": config.seed},
+                extra={"concepts": [c.name for c in self.spec.concepts]},
+            ),
         )
         grid = self.grid_png()
         return assemble_dataset_dir(

@@ -52,7 +52,9 @@ def test_generate_assembles_schema_dataset(tmp_path, tiny_sd, datasets_root, wri
     assert first["category"] == "attribute" and first["categories"] == ["attribute"]
     assert first["questions"] == ["is there the dog?", "is there a black nose?"]
     assert comp[1]["prompt"] == "two <object>s standing on grass"
-    assert (out / "grid.png").exists() and "ConceptBed" in (out / "README.md").read_text()
+    card = (out / "README.md").read_text()
+    assert (out / "grid.png").exists() and "ConceptBed" in card
+    assert "local-sha256:" in card and '"learner": "textual-inversion"' in card  # provenance
     assert (out / ".work" / "artifacts" / "beagle" / "learned_embeds.safetensors").exists()
 
 
