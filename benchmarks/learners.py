@@ -1,0 +1,163 @@
+#!/usr/bin/env python
+"""Seconds per training step and peak training memory of each ConceptBed learner, one run.
+
+Memory is measured, not estimated: the bytes of every weight, gradient and optimizer-state tensor
+after a step, plus the activations autograd saves for the backward pass (captured with
+``torch.autograd.graph.saved_tensors_hooks``, unique storages only). On CUDA the allocator's
+``max_memory_allocated`` is reported too. The baseline is full DreamBooth (the whole UNet trained);
+the printed ratio is DreamBooth-LoRA memory / full DreamBooth memory (target <= 0.5).
+
+    python benchmarks/learners.py [--steps 5] [--model-id DIR]   # default: a tiny SD built here
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from PIL import Image  # noqa: E402
+
+from generators.conceptbed.learners import ConceptTrainer, LearnerConfig, load_components  # noqa: E402
+from generators.conceptbed.spec import Concept  # noqa: E402
+from generators.conceptbed.tiny import build_tiny_sd  # noqa: E402
+
+RUNS = [
+    ("textual-inversion", "lora"),
+    ("dreambooth", "full"),
+    ("dreambooth", "lora"),
+    ("custom-diffusion", "lora"),
+]
+
+
+class SavedActivations:
+    """Peak bytes of tensors saved for backward during one forward pass (unique storages)."""
+
+    def __init__(self) -> None:
+        self.storages: dict[int, int] = {}
+        self.peak = 0
+        self.exclude: set[int] = set()  # parameter storages: already counted as weights
+
+    def pack(self, tensor: torch.Tensor) -> torch.Tensor:
+        storage = tensor.untyped_storage()
+        self.storages[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    def step_done(self) -> None:
+        self.peak = max(self.peak, sum(n for ptr, n in self.storages.items() if ptr not in self.exclude))
+        self.storages.clear()
+
+
+def _tensor_bytes(tensors) -> int:
+    seen: dict[int, int] = {}
+    for t in tensors:
+        if t is not None and isinstance(t, torch.Tensor):
+            seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+    return sum(seen.values())
+
+
+def measure(model_id: str, learner: str, mode: str, images: list[Path], class_images: list[Path], steps: int, resolution: int) -> dict:
+    comps = load_components(model_id)
+    config = LearnerConfig(learner=learner, model_id=model_id, steps=steps, resolution=resolution, dreambooth_mode=mode, num_class_images=len(class_images))
+    trainer = ConceptTrainer(config, comps)
+    concept = Concept(name="beagle", kind="object", parent="dog", reference_images=tuple(images))
+    saved = SavedActivations()
+    times: list[float] = []
+    last = [time.perf_counter()]
+
+    def on_step(step: int, loss: float) -> None:
+        saved.exclude = {p.untyped_storage().data_ptr() for m in (comps.unet, comps.vae, comps.text_encoder) for p in m.parameters()}
+        now = time.perf_counter()
+        times.append(now - last[0])
+        last[0] = now
+        saved.step_done()
+
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
+    optimizers = []
+    original_adamw = torch.optim.AdamW
+
+    class RecordingAdamW(original_adamw):  # keep a handle on the optimizer to count its state
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            optimizers.append(self)
+
+    torch.optim.AdamW = RecordingAdamW
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(saved.pack, lambda t: t):
+            last[0] = time.perf_counter()
+            state = trainer.train(concept, class_images=class_images if config.uses_prior else (), step_callback=on_step)
+    finally:
+        torch.optim.AdamW = original_adamw
+    modules = (comps.unet, comps.vae, comps.text_encoder)
+    weights = _tensor_bytes(p for m in modules for p in m.parameters())
+    grads_and_state = _tensor_bytes(p.grad for p in state.parameters) + _tensor_bytes(
+        v for opt in optimizers for s in opt.state.values() for v in s.values() if isinstance(v, torch.Tensor) and v.dim() > 0
+    )
+    trainable = sum(p.numel() for p in state.parameters if p.requires_grad)
+    result = {
+        "learner": learner if learner != "dreambooth" else f"dreambooth-{mode}",
+        "s_per_step": float(np.median(times[1:] if len(times) > 1 else times)),
+        "trainable": trainable,
+        "weights_mb": weights / 2**20,
+        "grad_optim_mb": grads_and_state / 2**20,
+        "activations_mb": saved.peak / 2**20,
+    }
+    result["total_mb"] = result["weights_mb"] + result["grad_optim_mb"] + result["activations_mb"]
+    if torch.cuda.is_available():
+        result["cuda_peak_mb"] = torch.cuda.max_memory_allocated() / 2**20
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--model-id", default=None, help="SD-1.x model (default: the tiny test pipeline)")
+    parser.add_argument("--resolution", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--width", type=int, default=32, help="tiny UNet's first block width (second is 2x)")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        model_id = args.model_id or str(build_tiny_sd(root / "sd", block_out_channels=(args.width, 2 * args.width)))
+        rng = np.random.default_rng(0)
+        images, class_images = [], []
+        for i in range(4):
+            for folder, bucket in (("ref", images), ("cls", class_images)):
+                path = root / f"{folder}{i}.png"
+                Image.fromarray(rng.integers(0, 255, (48, 48, 3), dtype=np.uint8)).save(path)
+                bucket.append(path)
+        rows = [measure(model_id, learner, mode, images, class_images, args.steps, args.resolution) for learner, mode in RUNS]
+    device = "cuda" if torch.cuda.is_available() else f"cpu ({args.threads} thread)"
+    model = args.model_id or f"tiny SD (UNet widths {args.width}/{2 * args.width})"
+    print(f"ConceptBed learners on {model}, {args.steps} steps each, batch 1 (+1 class image with prior), {args.resolution} px, {device}")
+    header = "| learner | s/step | trainable params | weights MiB | grads+Adam MiB | saved activations MiB | total MiB |"
+    if torch.cuda.is_available():
+        header += " CUDA peak MiB |"
+    print(header)
+    print("|---|---:|---:|---:|---:|---:|---:|" + ("---:|" if torch.cuda.is_available() else ""))
+    for r in rows:
+        line = (f"| {r['learner']} | {r['s_per_step']:.3f} | {r['trainable']:,} | {r['weights_mb']:.2f} | "
+                f"{r['grad_optim_mb']:.2f} | {r['activations_mb']:.2f} | {r['total_mb']:.2f} |")
+        if "cuda_peak_mb" in r:
+            line += f" {r['cuda_peak_mb']:.1f} |"
+        print(line)
+    full = next(r for r in rows if r["learner"] == "dreambooth-full")
+    lora = next(r for r in rows if r["learner"] == "dreambooth-lora")
+    ratio = lora["total_mb"] / full["total_mb"]
+    print(f"\nDreamBooth LoRA / full: memory {ratio:.2f}x (target <= 0.5: {'met' if ratio <= 0.5 else 'NOT met'}), "
+          f"time per step {lora['s_per_step'] / full['s_per_step']:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,378 @@
+"""ConceptBed generation: learn each concept, then sample its concept and composition images.
+
+Work is organised per concept (the unit that owns a learned artifact):
+
+    OUT/.work/run.json                         settings; a resume with other settings is refused
+    OUT/.work/class-images/<concept>/NNNN.png  prior-preservation images (DreamBooth, CD)
+    OUT/.work/artifacts/<concept>/             learned artifact (learner.json written last)
+    OUT/.work/references/<concept>/N.png       up to 3 reference thumbnails for the dataset rows
+    OUT/.work/items/<split>/<id>.{png,json}    generated images (item store)
+    OUT/{data/,README.md,grid.png}             the assembled dataset (once every item exists)
+
+Concepts are split round-robin over ``--num-shards``/accelerate ranks, so a process only ever
+samples concepts whose artifacts it trained; every step skips what already exists.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import torch
+from datasets import Features, Image as ImageFeature, List, Value
+from PIL import Image
+
+from cards import DatasetMetadata, assemble_dataset_dir, make_sample_grid, render_card
+from cards.grid import png_bytes
+from cards.provenance import collect_provenance  # copied unchanged from main (issue 3)
+from generators.conceptbed.composition import (
+    Caption,
+    load_captions,
+    load_categoriser,
+    substitute_subject,
+    with_questions_and_categories,
+)
+from generators.conceptbed.learners import (
+    AppliedArtifact,
+    LearnerConfig,
+    artifact_complete,
+    concept_phrase,
+    load_components,
+    train_and_save,
+)
+from generators.conceptbed.sampling import (
+    concept_prompts,
+    ensure_class_images,
+    generate_image,
+    load_pipeline,
+    png,
+    reference_thumbnails,
+)
+from generators.conceptbed.spec import Concept, ConceptSpec
+from generators.runner import run_work_items
+from generators.store import ItemResult, ItemStore, atomic_write_bytes
+from generators.workitems import ShardSpec, WorkItem, derive_seed
+
+logger = logging.getLogger(__name__)
+
+SPLITS = ("concept", "composition")
+FEATURES = Features(
+    {
+        "image": ImageFeature(),
+        "item_id": Value("string"),
+        "concept": Value("string"),
+        "concept_kind": Value("string"),
+        "learner": Value("string"),
+        "prompt": Value("string"),
+        "caption": Value("string"),
+        "category": Value("string"),
+        "categories": List(Value("string")),
+        "questions": List(Value("string")),
+        "reference_images": List(ImageFeature()),
+        "seed": Value("int64"),
+    }
+)
+COLUMN_DOCS = {
+    "image": "generated image",
+    "item_id": "stable work-item id `<concept>__c<index>` (concept) or `<concept>__p<index>` (composition)",
+    "concept": "concept name from ConceptBed Table 9",
+    "concept_kind": "`style`, `object` or `cub`",
+    "learner": "`textual-inversion`, `dreambooth` or `custom-diffusion`",
+    "prompt": "prompt with the learned placeholder (V*)",
+    "caption": "composite caption with the ground-truth subject (composition split)",
+    "category": "first composition category (composition split)",
+    "categories": "every composition category of the caption (a caption may have several)",
+    "questions": "yes/no existence questions, all answered `yes` (composition split)",
+    "reference_images": "up to 3 of the concept's reference images",
+    "seed": "the image's seed",
+}
+CITATION = """@inproceedings{patel2024conceptbed,
+  title={ConceptBed: Evaluating Concept Learning Abilities of Text-to-Image Diffusion Models},
+  author={Patel, Maitreya and Gokhale, Tejas and Baral, Chitta and Yang, Yezhou},
+  booktitle={AAAI},
+  year={2024}
+}"""
+
+
+@dataclass
+class GenerateOptions:
+    config: LearnerConfig
+    out: Path
+    num_images: int = 100
+    categoriser: str | None = None
+    max_captions: int | None = None
+    shard: ShardSpec = field(default_factory=ShardSpec)
+    license: str = "creativeml-openrail-m"
+    max_shard_size: str = "500MB"
+    max_items: int | None = None  # stop after this many new images (tests, smoke runs)
+    assemble: bool = True
+
+
+def _item_id(concept: str, kind: str, index: int) -> str:
+    return f"{concept}__{kind}{index:04d}"
+
+
+def composite_prompt(caption: Caption, concept: Concept, phrase: str) -> str | None:
+    subjects = [s for s in (caption.subject, concept.parent, concept.class_noun, concept.name) if s]
+    return substitute_subject(caption.caption, subjects, phrase)
+
+
+def build_items(
+    spec: ConceptSpec,
+    config: LearnerConfig,
+    captions: dict[str, list[Caption]],
+    *,
+    num_images: int,
+) -> dict[str, list[WorkItem]]:
+    """All work items, grouped by concept: a pure function of the spec and settings."""
+    out: dict[str, list[WorkItem]] = {}
+    for concept in spec.concepts:
+        phrase = concept_phrase(config, concept)
+        items = []
+        for index, prompt in enumerate(concept_prompts(concept, phrase, num_images)):
+            seed = derive_seed(config.seed, config.learner, concept.name, "concept", index)
+            items.append(WorkItem(_item_id(concept.name, "c", index), seed, "concept", {"concept": concept.name, "prompt": prompt}))
+        skipped = 0
+        for index, caption in enumerate(captions.get(concept.name, [])):
+            prompt = composite_prompt(caption, concept, phrase)
+            if prompt is None:
+                skipped += 1
+                continue
+            seed = derive_seed(config.seed, config.learner, concept.name, "composition", caption.caption)
+            payload = {
+                "concept": concept.name,
+                "prompt": prompt,
+                "caption": caption.caption,
+                "categories": list(caption.categories),
+                "questions": list(caption.questions),
+            }
+            items.append(WorkItem(_item_id(concept.name, "p", index), seed, "composition", payload))
+        if skipped:
+            logger.warning("%s: %d caption(s) do not mention %r and were skipped", concept.name, skipped, concept.parent)
+        out[concept.name] = items
+    return out
+
+
+def prepare_captions(spec: ConceptSpec, categoriser: str | None, max_captions: int | None) -> dict[str, list[Caption]]:
+    if spec.captions is None:
+        return {}
+    raw = load_captions(spec.captions, [c.name for c in spec.concepts])
+    function = load_categoriser(categoriser)
+    return {name: with_questions_and_categories(items[:max_captions] if max_captions else items, function) for name, items in raw.items()}
+
+
+class ConceptBedGenerator:
+    """Owns the paths of one output folder and runs learn -> sample -> assemble."""
+
+    def __init__(self, spec: ConceptSpec, options: GenerateOptions) -> None:
+        self.spec = spec
+        self.options = options
+        self.out = Path(options.out)
+        self.work = self.out / ".work"
+        self.store = ItemStore(self.work)
+        self.captions = prepare_captions(spec, options.categoriser, options.max_captions)
+        self.items = build_items(spec, options.config, self.captions, num_images=options.num_images)
+        self._pipe: Any = None
+
+    # -- paths ----------------------------------------------------------------------------------
+    def artifact_dir(self, concept: Concept) -> Path:
+        return self.work / "artifacts" / concept.name
+
+    def class_image_dir(self, concept: Concept) -> Path:
+        return self.work / "class-images" / concept.name
+
+    def reference_dir(self, concept: Concept) -> Path:
+        return self.work / "references" / concept.name
+
+    def run_settings(self) -> dict[str, Any]:
+        return {
+            "learner": self.options.config.to_json(),
+            "num_images": self.options.num_images,
+            "categoriser": self.options.categoriser or "rules",
+            "max_captions": self.options.max_captions,
+        }
+
+    @property
+    def pipe(self) -> Any:
+        if self._pipe is None:
+            config = self.options.config
+            self._pipe = load_pipeline(config.model_id, config.revision)
+        return self._pipe
+
+    # -- stages ---------------------------------------------------------------------------------
+    def learn(self, concept: Concept) -> Path:
+        config = self.options.config
+        directory = self.artifact_dir(concept)
+        if artifact_complete(directory):
+            return directory
+        class_images: list[Path] = []
+        if config.uses_prior:
+            class_images = ensure_class_images(
+                self.pipe,
+                concept,
+                self.class_image_dir(concept),
+                int(config.num_class_images or 0),
+                run_seed=config.seed,
+                num_inference_steps=config.num_inference_steps,
+                guidance_scale=config.guidance_scale,
+                resolution=config.resolution,
+            )
+        components = load_components(config.model_id, config.revision)
+        try:
+            return train_and_save(concept, config, directory, class_images=class_images, components=components)
+        finally:
+            del components
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()  # the next concept loads fresh weights
+
+    def save_references(self, concept: Concept) -> None:
+        directory = self.reference_dir(concept)
+        if (directory / "done").exists():
+            return
+        for index, thumb in enumerate(reference_thumbnails(concept)):
+            atomic_write_bytes(directory / f"{index}.png", thumb["bytes"])
+        atomic_write_bytes(directory / "done", b"")
+
+    def sample(self, concept: Concept, *, max_items: int | None) -> dict[str, int]:
+        config = self.options.config
+        items = self.items[concept.name]
+        if all(self.store.is_complete(item) for item in items):
+            return {"total": len(items), "skipped": len(items), "made": 0}
+        with AppliedArtifact(self.pipe, self.artifact_dir(concept)):
+
+            def make(item: WorkItem) -> ItemResult:
+                payload = item.payload
+                image = generate_image(
+                    self.pipe,
+                    payload["prompt"],
+                    item.seed,
+                    num_inference_steps=config.num_inference_steps,
+                    guidance_scale=config.guidance_scale,
+                    resolution=config.resolution,
+                )
+                categories = list(payload.get("categories", []))
+                metadata = {
+                    "concept": concept.name,
+                    "concept_kind": concept.kind,
+                    "learner": config.learner,
+                    "prompt": payload["prompt"],
+                    "caption": payload.get("caption", ""),
+                    "category": categories[0] if categories else "",
+                    "categories": categories,
+                    "questions": list(payload.get("questions", [])),
+                }
+                return ItemResult(files={"png": png(image)}, metadata=metadata)
+
+            return run_work_items(items, make, self.store, description=f"{concept.name} images", unit="img", max_items=max_items)
+
+    def run(self) -> dict[str, Any]:
+        self.store.bind_config(self.run_settings())
+        mine = [c for c in self.spec.concepts]
+        mine = [mine[i] for i in range(self.options.shard.shard_index, len(mine), self.options.shard.num_shards)]
+        budget = self.options.max_items
+        made = 0
+        for concept in mine:
+            self.save_references(concept)
+            self.learn(concept)
+            counts = self.sample(concept, max_items=None if budget is None else max(budget - made, 0))
+            made += counts["made"]
+            if budget is not None and made >= budget:
+                break
+        summary: dict[str, Any] = {"concepts": len(mine), "made": made, "missing": None, "assembled": False}
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            # under `accelerate launch`: wait for every rank, then only the main one assembles
+            from accelerate import PartialState
+
+            state = PartialState()
+            state.wait_for_everyone()
+            if not state.is_main_process:
+                return summary
+        missing = self.missing_items()
+        summary["missing"] = missing
+        if missing:
+            logger.info("%d item(s) still missing (other shards or an interrupted run); not assembling yet", missing)
+        elif self.options.assemble:
+            summary["stats"] = self.assemble()
+            summary["assembled"] = True
+        return summary
+
+    def missing_items(self) -> int:
+        return sum(not self.store.is_complete(item) for items in self.items.values() for item in items)
+
+    # -- assembly -------------------------------------------------------------------------------
+    def _references(self, concept: str) -> list[dict[str, Any]]:
+        directory = self.work / "references" / concept
+        return [{"bytes": p.read_bytes(), "path": None} for p in sorted(directory.glob("*.png"))]
+
+    def rows(self, split: str) -> Iterator[dict[str, Any]]:
+        references: dict[str, list[dict[str, Any]]] = {}
+        for record in self.store.records(split):
+            meta = record.metadata
+            if meta["concept"] not in references:
+                references = {meta["concept"]: self._references(meta["concept"])}
+            yield {
+                "image": {"bytes": record.read_file("png"), "path": None},
+                "item_id": record.item_id,
+                "concept": meta["concept"],
+                "concept_kind": meta["concept_kind"],
+                "learner": meta["learner"],
+                "prompt": meta["prompt"],
+                "caption": meta.get("caption", ""),
+                "category": meta.get("category", ""),
+                "categories": meta.get("categories", []),
+                "questions": meta.get("questions", []),
+                "reference_images": references[meta["concept"]],
+                "seed": int(meta["seed"]),
+            }
+
+    def grid_png(self) -> bytes | None:
+        """Up to 8 concept images (first of each concept, then more) and 4 composition images."""
+        concept_records = list(self.store.records("concept"))
+        firsts = {}
+        for record in concept_records:
+            firsts.setdefault(record.metadata["concept"], record)
+        chosen = list(firsts.values())[:8]
+        chosen += [r for r in concept_records if r not in chosen][: 8 - len(chosen)]
+        chosen += list(self.store.records("composition"))[:4]
+        samples = []
+        for record in chosen:
+            with Image.open(io.BytesIO(record.read_file("png"))) as image:
+                samples.append((image.convert("RGB"), record.metadata["prompt"]))
+        return png_bytes(make_sample_grid(samples, columns=4, thumb_width=192)) if samples else None
+
+    def assemble(self) -> list[Any]:
+        config = self.options.config
+        metadata = DatasetMetadata(
+            pretty_name=f"ConceptBed generated images ({config.learner})",
+            license=self.options.license,
+            summary=(
+                f"Images generated by {config.learner} concept learners trained per concept on "
+                f"{config.model_id} (ConceptBed, Patel et al.). Split `concept` holds 'A photo of V*' "
+                "(styles: 'A photo of a <entity> in the style of V*') images; split `composition` "
+                "holds one image per composite caption with its yes/no questions."
+            ),
+            task_categories=["text-to-image"],
+            tags=["conceptbed", "concept-learning", config.learner],
+            citation=CITATION,
+            column_docs=COLUMN_DOCS,
+            provenance=collect_provenance(
+                generator="scripts/generate_conceptbed.py",
+                models={"diffusion": (config.model_id, config.revision)},
+                parameters=self.run_settings(),
+                seeds={"run_seed": config.seed},
+                extra={"concepts": [c.name for c in self.spec.concepts]},
+            ),
+        )
+        grid = self.grid_png()
+        return assemble_dataset_dir(
+            self.out,
+            splits={split: (lambda s=split: self.rows(s)) for split in SPLITS},
+            features=FEATURES,
+            render_card=lambda stats: render_card(metadata, FEATURES, stats, has_grid=grid is not None),
+            grid_png=grid,
+            max_shard_size=self.options.max_shard_size,
+        )

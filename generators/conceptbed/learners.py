@@ -1,0 +1,578 @@
+"""Per-concept learners on a Stable-Diffusion-1.5-style pipeline: Textual Inversion, DreamBooth
+(LoRA by default, full UNet optional) and Custom Diffusion, with Table 5's defaults.
+
+Each learner trains one concept from its reference images and writes a small artifact folder:
+
+* textual-inversion: ``learned_embeds.safetensors`` ({placeholder: vector}, diffusers' format);
+* dreambooth (lora): ``pytorch_lora_weights.safetensors`` (diffusers' LoRA format, loadable by
+  ``pipe.load_lora_weights``); dreambooth (full): ``unet/`` (a complete UNet);
+* custom-diffusion: ``learned_embeds.safetensors`` + ``custom_diffusion.safetensors`` (the
+  cross-attention ``attn2.to_k``/``attn2.to_v`` weights, keyed by UNet parameter name);
+
+plus ``learner.json`` (the config it was trained with). The folder is written under a temp name
+and renamed, so a concept is either fully learned or not at all; a rerun skips learned concepts.
+
+Training runs on ``accelerate``: mixed precision (fp16/bf16) on GPU with the frozen modules cast
+down, fp32 on CPU. Each rank of a multi-process launch trains its own concepts (no gradient
+sync), which is why only the optimizer goes through ``accelerator.prepare``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import random
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from PIL import Image
+
+from generators.conceptbed.spec import Concept
+from generators.errors import ConceptforgeError
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MODEL_ID = "runwayml/stable-diffusion-v1-5"
+LEARNERS: tuple[str, ...] = ("textual-inversion", "dreambooth", "custom-diffusion")
+CONFIG_NAME = "learner.json"
+EMBEDS_NAME = "learned_embeds.safetensors"
+LORA_NAME = "pytorch_lora_weights.safetensors"
+CUSTOM_DIFFUSION_NAME = "custom_diffusion.safetensors"
+
+# Table 5 of the paper (SD-based columns). DreamBooth-LoRA's rate is diffusers' LoRA recipe: the
+# paper's 5e-6 is for full fine-tuning and barely moves rank-4 adapters.
+TABLE5: dict[str, dict[str, Any]] = {
+    "textual-inversion": {"steps": 3000, "learning_rate": 5e-4, "placeholder_token": "<object>", "num_class_images": 0},
+    "dreambooth": {"steps": 400, "learning_rate": 5e-6, "placeholder_token": "sks", "num_class_images": 200},
+    "custom-diffusion": {"steps": 250, "learning_rate": 1e-5, "placeholder_token": "<new1>", "num_class_images": 200},
+}
+DREAMBOOTH_LORA_LEARNING_RATE = 1e-4
+
+OBJECT_TEMPLATES = ("a photo of a {}", "a rendering of a {}", "a cropped photo of the {}", "a close-up photo of a {}", "a good photo of a {}")
+STYLE_TEMPLATES = ("a painting in the style of {}", "a rendering in the style of {}", "a picture in the style of {}", "a good painting in the style of {}")
+
+
+@dataclass
+class LearnerConfig:
+    """Everything that determines a learned artifact (saved beside it as learner.json)."""
+
+    learner: str
+    model_id: str = DEFAULT_MODEL_ID
+    revision: str | None = None
+    steps: int | None = None
+    learning_rate: float | None = None
+    placeholder_token: str | None = None
+    initializer_token: str | None = None  # default: the concept's parent word
+    dreambooth_mode: str = "lora"  # lora | full
+    lora_rank: int = 4
+    num_class_images: int | None = None  # regularisation images (DreamBooth, Custom Diffusion)
+    prior_loss_weight: float = 1.0
+    resolution: int | None = None  # default: the UNet's sample size x VAE scale factor
+    train_batch_size: int = 1
+    num_inference_steps: int = 50
+    guidance_scale: float = 7.5
+    mixed_precision: str = "auto"  # auto | no | fp16 | bf16
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.learner not in LEARNERS:
+            raise ConceptforgeError(f"unknown learner {self.learner!r}; choose {', '.join(LEARNERS)}")
+        if self.dreambooth_mode not in ("lora", "full"):
+            raise ConceptforgeError(f"--dreambooth-mode must be lora or full, got {self.dreambooth_mode!r}")
+        defaults = TABLE5[self.learner]
+        if self.steps is None:
+            self.steps = defaults["steps"]
+        if self.learning_rate is None:
+            lora = self.learner == "dreambooth" and self.dreambooth_mode == "lora"
+            self.learning_rate = DREAMBOOTH_LORA_LEARNING_RATE if lora else defaults["learning_rate"]
+        if self.placeholder_token is None:
+            self.placeholder_token = defaults["placeholder_token"]
+        if self.num_class_images is None:
+            self.num_class_images = defaults["num_class_images"]
+        if self.steps < 0 or self.learning_rate <= 0:
+            raise ConceptforgeError("steps must be >= 0 and the learning rate > 0")
+
+    @property
+    def uses_prior(self) -> bool:
+        return self.learner in ("dreambooth", "custom-diffusion") and (self.num_class_images or 0) > 0
+
+    @property
+    def adds_token(self) -> bool:
+        return self.learner in ("textual-inversion", "custom-diffusion")
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def concept_phrase(config: LearnerConfig, concept: Concept) -> str:
+    """V* as written in prompts: the new token (TI), or token + class noun (DreamBooth, CD)."""
+    if config.learner == "textual-inversion":
+        return str(config.placeholder_token)
+    return f"{config.placeholder_token} {concept.class_noun}"
+
+
+def training_templates(concept: Concept) -> tuple[str, ...]:
+    return STYLE_TEMPLATES if concept.kind == "style" else OBJECT_TEMPLATES
+
+
+def class_prompt(concept: Concept) -> str:
+    """The prior-preservation prompt, C("<concept-name>") in Appendix D."""
+    return training_templates(concept)[0].format(concept.class_noun)
+
+
+# ------------------------------------------------------------------------------------------------
+# Components
+
+
+@dataclass
+class Components:
+    tokenizer: Any
+    text_encoder: Any
+    vae: Any
+    unet: Any
+    noise_scheduler: Any
+
+    @property
+    def vae_scale_factor(self) -> int:
+        return 2 ** (len(self.vae.config.block_out_channels) - 1)
+
+    def default_resolution(self) -> int:
+        return int(self.unet.config.sample_size) * self.vae_scale_factor
+
+
+def load_components(model_id: str, revision: str | None = None) -> Components:
+    """Load the five SD components (any diffusers SD-1.x layout, Hub id or local folder)."""
+    from diffusers import AutoencoderKL, DDPMScheduler, UNet2DConditionModel
+    from transformers import CLIPTextModel, CLIPTokenizer
+
+    try:
+        return Components(
+            tokenizer=CLIPTokenizer.from_pretrained(model_id, subfolder="tokenizer", revision=revision),
+            text_encoder=CLIPTextModel.from_pretrained(model_id, subfolder="text_encoder", revision=revision),
+            vae=AutoencoderKL.from_pretrained(model_id, subfolder="vae", revision=revision),
+            unet=UNet2DConditionModel.from_pretrained(model_id, subfolder="unet", revision=revision),
+            noise_scheduler=DDPMScheduler.from_pretrained(model_id, subfolder="scheduler", revision=revision),
+        )
+    except (OSError, ValueError) as error:
+        raise ConceptforgeError(
+            f"cannot load a Stable-Diffusion pipeline from {model_id!r}: {str(error).splitlines()[0]}"
+        ) from None
+
+
+def add_placeholder_token(tokenizer: Any, text_encoder: Any, token: str, initializer: str | None) -> int:
+    """Add ``token`` (if new) and initialise its embedding from ``initializer``'s tokens."""
+    if token in tokenizer.get_vocab():
+        token_id = tokenizer.convert_tokens_to_ids(token)
+    else:
+        tokenizer.add_tokens([token])
+        token_id = tokenizer.convert_tokens_to_ids(token)
+        text_encoder.resize_token_embeddings(len(tokenizer))
+    if initializer:
+        init_ids = tokenizer.encode(initializer, add_special_tokens=False)
+        if init_ids:
+            embeddings = text_encoder.get_input_embeddings().weight
+            with torch.no_grad():
+                embeddings[token_id] = embeddings[init_ids].mean(dim=0)
+    return token_id
+
+
+def load_image_tensor(path: Path, resolution: int) -> torch.Tensor:
+    """Resize the short side to ``resolution``, centre-crop, scale to [-1, 1] (CHW float)."""
+    with Image.open(path) as image:
+        image = image.convert("RGB")
+        scale = resolution / min(image.size)
+        size = (max(resolution, round(image.width * scale)), max(resolution, round(image.height * scale)))
+        image = image.resize(size, Image.BICUBIC)
+        left, top = (image.width - resolution) // 2, (image.height - resolution) // 2
+        image = image.crop((left, top, left + resolution, top + resolution))
+        array = np.asarray(image, dtype=np.float32) / 127.5 - 1.0
+    return torch.from_numpy(array).permute(2, 0, 1).contiguous()
+
+
+def prior_preservation_loss(
+    prediction: torch.Tensor, target: torch.Tensor, prior_weight: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """DreamBooth's loss on a batch whose first half is instance and second half class images.
+
+    Returns (total, instance term, prior term): total = instance + lambda * prior (Appendix D).
+    """
+    pred_instance, pred_prior = torch.chunk(prediction, 2, dim=0)
+    target_instance, target_prior = torch.chunk(target, 2, dim=0)
+    instance = F.mse_loss(pred_instance.float(), target_instance.float(), reduction="mean")
+    prior = F.mse_loss(pred_prior.float(), target_prior.float(), reduction="mean")
+    return instance + prior_weight * prior, instance, prior
+
+
+# ------------------------------------------------------------------------------------------------
+# Training
+
+
+@dataclass
+class TrainState:
+    """What one learner optimises, and how to keep everything else frozen."""
+
+    parameters: list[torch.nn.Parameter]
+    token_id: int | None = None
+    original_embeddings: torch.Tensor | None = None
+    lora: bool = False
+    history: list[float] = field(default_factory=list)
+
+
+def _mixed_precision(setting: str, device_type: str) -> str:
+    if setting != "auto":
+        return setting
+    if device_type != "cuda":
+        return "no"
+    return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+
+
+def configure_trainable(components: Components, config: LearnerConfig, concept: Concept) -> TrainState:
+    """Freeze everything, then unfreeze what the learner optimises (Table 5 "Optimized")."""
+    for module in (components.text_encoder, components.vae, components.unet):
+        module.requires_grad_(False)
+    state = TrainState(parameters=[])
+    if config.adds_token:
+        token_id = add_placeholder_token(
+            components.tokenizer,
+            components.text_encoder,
+            str(config.placeholder_token),
+            config.initializer_token or concept.parent,
+        )
+        embeddings = components.text_encoder.get_input_embeddings()
+        embeddings.weight.requires_grad_(True)
+        state.token_id = token_id
+        state.original_embeddings = embeddings.weight.detach().clone()
+        state.parameters.append(embeddings.weight)
+    if config.learner == "dreambooth":
+        if config.dreambooth_mode == "lora":
+            from peft import LoraConfig
+
+            components.unet.add_adapter(
+                LoraConfig(
+                    r=config.lora_rank,
+                    lora_alpha=config.lora_rank,
+                    init_lora_weights="gaussian",
+                    target_modules=["to_k", "to_q", "to_v", "to_out.0"],
+                )
+            )
+            state.lora = True
+            state.parameters.extend(p for p in components.unet.parameters() if p.requires_grad)
+        else:
+            components.unet.requires_grad_(True)
+            state.parameters.extend(components.unet.parameters())
+    elif config.learner == "custom-diffusion":
+        for name, parameter in components.unet.named_parameters():
+            if cross_attention_kv(name):
+                parameter.requires_grad_(True)
+                state.parameters.append(parameter)
+    return state
+
+
+def cross_attention_kv(parameter_name: str) -> bool:
+    """Custom Diffusion's trainable UNet weights: cross-attention (attn2) key and value."""
+    return ".attn2.to_k." in parameter_name or ".attn2.to_v." in parameter_name
+
+
+def restore_frozen_embeddings(state: TrainState, text_encoder: Any) -> None:
+    """Textual Inversion's rule: only the new token's row may change; put every other row back."""
+    if state.token_id is None or state.original_embeddings is None:
+        return
+    weight = text_encoder.get_input_embeddings().weight
+    keep = torch.ones(weight.shape[0], dtype=torch.bool, device=weight.device)
+    keep[state.token_id] = False
+    with torch.no_grad():
+        weight[keep] = state.original_embeddings.to(weight.device, weight.dtype)[keep]
+
+
+class ConceptTrainer:
+    """Train one concept with one learner; everything seeded from ``config.seed`` and the concept."""
+
+    def __init__(self, config: LearnerConfig, components: Components, *, accelerator: Any = None) -> None:
+        from accelerate import Accelerator
+
+        self.config = config
+        self.components = components
+        if accelerator is None:
+            device_type = "cuda" if torch.cuda.is_available() else "cpu"
+            accelerator = Accelerator(
+                mixed_precision=_mixed_precision(config.mixed_precision, device_type),
+                cpu=device_type == "cpu",
+            )
+        self.accelerator = accelerator
+
+    @property
+    def weight_dtype(self) -> torch.dtype:
+        precision = self.accelerator.mixed_precision
+        return {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision, torch.float32)
+
+    def _encode_prompts(self, prompts: Sequence[str]) -> torch.Tensor:
+        tokenizer = self.components.tokenizer
+        ids = tokenizer(
+            list(prompts), padding="max_length", truncation=True, max_length=tokenizer.model_max_length, return_tensors="pt"
+        ).input_ids.to(self.accelerator.device)
+        return self.components.text_encoder(ids)[0]
+
+    def _latent_stats(self, images: Sequence[Path], resolution: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Encode each image once; a step then samples from its cached latent distribution."""
+        vae = self.components.vae
+        stats = []
+        with torch.no_grad():
+            for path in images:
+                pixels = load_image_tensor(path, resolution).unsqueeze(0).to(self.accelerator.device, self.weight_dtype)
+                dist = vae.encode(pixels).latent_dist
+                stats.append((dist.mean.float(), dist.std.float()))
+        return stats
+
+    def train(
+        self,
+        concept: Concept,
+        *,
+        class_images: Sequence[Path] = (),
+        step_callback: Callable[[int, float], None] | None = None,
+    ) -> TrainState:
+        """Optimise the learner's parameters for ``config.steps`` steps; returns the train state."""
+        from generators.workitems import derive_seed
+
+        config, comps, accelerator = self.config, self.components, self.accelerator
+        if not concept.reference_images:
+            raise ConceptforgeError(f"concept {concept.name!r} has no reference images to learn from")
+        if config.uses_prior and not class_images:
+            raise ConceptforgeError(f"{config.learner} needs regularisation (class) images for {concept.name!r}")
+        seed = derive_seed(config.seed, "train", config.learner, concept.name)
+        random_gen = random.Random(seed)
+        torch_gen = torch.Generator(device="cpu").manual_seed(seed)
+        torch.manual_seed(seed)
+
+        state = configure_trainable(comps, config, concept)
+        device = accelerator.device
+        for module in (comps.text_encoder, comps.vae, comps.unet):
+            module.to(device)
+        # Frozen modules run in the low precision; trainable parameters stay fp32 masters.
+        comps.vae.to(dtype=self.weight_dtype)
+        if not config.adds_token:
+            comps.text_encoder.to(dtype=self.weight_dtype)
+        if config.learner != "dreambooth" or config.dreambooth_mode == "lora":
+            for parameter in comps.unet.parameters():
+                if not parameter.requires_grad:
+                    parameter.data = parameter.data.to(self.weight_dtype)
+        if config.adds_token:
+            state.original_embeddings = state.original_embeddings.to(device)
+
+        resolution = config.resolution or comps.default_resolution()
+        instance_latents = self._latent_stats(concept.reference_images, resolution)
+        class_latents = self._latent_stats(class_images, resolution) if config.uses_prior else []
+        templates = training_templates(concept)
+        phrase = concept_phrase(config, concept)
+        prior_prompt = class_prompt(concept)
+
+        optimizer = torch.optim.AdamW(state.parameters, lr=config.learning_rate, weight_decay=0.0)
+        optimizer = accelerator.prepare(optimizer)
+        comps.unet.train()
+        comps.text_encoder.train(config.adds_token)
+        scheduler = comps.noise_scheduler
+        scaling = float(getattr(comps.vae.config, "scaling_factor", 0.18215))
+
+        for step in range(int(config.steps)):
+            batch, prompts = [], []
+            for _ in range(config.train_batch_size):
+                mean, std = instance_latents[random_gen.randrange(len(instance_latents))]
+                batch.append(mean + std * torch.randn(mean.shape, generator=torch_gen).to(device))
+                prompts.append(random_gen.choice(templates).format(phrase))
+            if config.uses_prior:
+                for _ in range(config.train_batch_size):
+                    mean, std = class_latents[random_gen.randrange(len(class_latents))]
+                    batch.append(mean + std * torch.randn(mean.shape, generator=torch_gen).to(device))
+                    prompts.append(prior_prompt)
+            latents = torch.cat(batch).to(device) * scaling
+            noise = torch.randn(latents.shape, generator=torch_gen).to(device)
+            timesteps = torch.randint(
+                0, scheduler.config.num_train_timesteps, (latents.shape[0],), generator=torch_gen
+            ).to(device)
+            noisy = scheduler.add_noise(latents, noise, timesteps)
+            if scheduler.config.prediction_type == "v_prediction":
+                target = scheduler.get_velocity(latents, noise, timesteps)
+            else:
+                target = noise
+            with accelerator.autocast():
+                hidden = self._encode_prompts(prompts)
+                prediction = comps.unet(noisy.to(self.weight_dtype), timesteps, hidden.to(self.weight_dtype)).sample
+            if config.uses_prior:
+                loss, _, _ = prior_preservation_loss(prediction, target, config.prior_loss_weight)
+            else:
+                loss = F.mse_loss(prediction.float(), target.float(), reduction="mean")
+            accelerator.backward(loss)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            restore_frozen_embeddings(state, comps.text_encoder)
+            value = float(loss.detach())
+            if not math.isfinite(value):
+                raise ConceptforgeError(f"training {concept.name!r} diverged at step {step} (loss {value})")
+            state.history.append(value)
+            if step_callback is not None:
+                step_callback(step, value)
+        comps.unet.eval()
+        comps.text_encoder.eval()
+        return state
+
+
+# ------------------------------------------------------------------------------------------------
+# Artifacts
+
+
+def save_artifact(directory: Path, config: LearnerConfig, components: Components, state: TrainState, concept: Concept) -> None:
+    """Write the learned weights and ``learner.json`` into ``directory`` (which must be new)."""
+    from safetensors.torch import save_file
+
+    directory.mkdir(parents=True, exist_ok=True)
+    if state.token_id is not None:
+        vector = components.text_encoder.get_input_embeddings().weight[state.token_id].detach().float().cpu()
+        save_file({str(config.placeholder_token): vector.clone().contiguous()}, str(directory / EMBEDS_NAME))
+    if config.learner == "dreambooth":
+        if state.lora:
+            from diffusers import StableDiffusionPipeline
+            from diffusers.utils import convert_state_dict_to_diffusers
+            from peft.utils import get_peft_model_state_dict
+
+            layers = convert_state_dict_to_diffusers(get_peft_model_state_dict(components.unet))
+            layers = {k: v.detach().float().cpu().contiguous() for k, v in layers.items()}
+            StableDiffusionPipeline.save_lora_weights(str(directory), unet_lora_layers=layers, safe_serialization=True)
+        else:
+            components.unet.to(torch.float32).save_pretrained(directory / "unet", safe_serialization=True)
+    elif config.learner == "custom-diffusion":
+        weights = {
+            name: parameter.detach().float().cpu().contiguous()
+            for name, parameter in components.unet.named_parameters()
+            if cross_attention_kv(name)
+        }
+        save_file(weights, str(directory / CUSTOM_DIFFUSION_NAME))
+    metadata = {
+        "config": config.to_json(),
+        "concept": concept.name,
+        "concept_kind": concept.kind,
+        "phrase": concept_phrase(config, concept),
+        "final_loss": state.history[-1] if state.history else None,
+        "steps_run": len(state.history),
+    }
+    (directory / CONFIG_NAME).write_text(json.dumps(metadata, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def artifact_complete(directory: Path) -> bool:
+    return (Path(directory) / CONFIG_NAME).is_file()
+
+
+def write_artifact_atomically(directory: Path, write: Callable[[Path], None]) -> Path:
+    """Call ``write(tmpdir)`` and rename the folder into place (a crash leaves no half artifact)."""
+    directory = Path(directory)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", suffix=".tmp", dir=directory.parent))
+    try:
+        write(tmp)
+        if directory.exists():  # an incomplete leftover (no learner.json): replace it
+            shutil.rmtree(directory)
+        os.replace(tmp, directory)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return directory
+
+
+def read_artifact_config(directory: Path) -> dict[str, Any]:
+    try:
+        return json.loads((Path(directory) / CONFIG_NAME).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConceptforgeError(f"{directory} is not a learned concept (no {CONFIG_NAME})") from None
+
+
+class AppliedArtifact:
+    """A learned concept applied to a StableDiffusionPipeline; ``restore()`` undoes it.
+
+    Why undo instead of reloading: one pipeline then serves every concept in a process, and the
+    token row / cross-attention weights / LoRA adapter of one concept never leak into the next.
+    """
+
+    def __init__(self, pipe: Any, directory: Path) -> None:
+        from safetensors.torch import load_file
+
+        self.pipe = pipe
+        self.directory = Path(directory)
+        meta = read_artifact_config(directory)
+        self.config = LearnerConfig(**meta["config"])
+        self.phrase: str = meta["phrase"]
+        self._undo: list[Callable[[], None]] = []
+        if (self.directory / EMBEDS_NAME).exists():
+            for token, vector in load_file(str(self.directory / EMBEDS_NAME)).items():
+                token_id = add_placeholder_token(pipe.tokenizer, pipe.text_encoder, token, None)
+                weight = pipe.text_encoder.get_input_embeddings().weight
+                previous = weight[token_id].detach().clone()
+                with torch.no_grad():
+                    weight[token_id] = vector.to(weight.device, weight.dtype)
+                self._undo.append(lambda w=weight, i=token_id, p=previous: w.data.__setitem__(i, p))
+        if (self.directory / CUSTOM_DIFFUSION_NAME).exists():
+            self._swap_unet_weights(load_file(str(self.directory / CUSTOM_DIFFUSION_NAME)))
+        if (self.directory / LORA_NAME).exists():
+            pipe.load_lora_weights(str(self.directory), weight_name=LORA_NAME, adapter_name="conceptbed")
+            self._undo.append(lambda: pipe.delete_adapters("conceptbed"))
+        if (self.directory / "unet").is_dir():
+            from safetensors.torch import load_file as load
+
+            files = sorted((self.directory / "unet").glob("*.safetensors"))
+            weights: dict[str, torch.Tensor] = {}
+            for file in files:
+                weights.update(load(str(file)))
+            self._swap_unet_weights(weights)
+
+    def _swap_unet_weights(self, weights: dict[str, torch.Tensor]) -> None:
+        params = dict(self.pipe.unet.named_parameters())
+        missing = [name for name in weights if name not in params]
+        if missing:
+            raise ConceptforgeError(f"{self.directory}: weights do not fit this UNet (e.g. {missing[0]})")
+        previous = {name: params[name].detach().clone() for name in weights}
+        with torch.no_grad():
+            for name, value in weights.items():
+                params[name].copy_(value.to(params[name].device, params[name].dtype))
+
+        def undo() -> None:
+            with torch.no_grad():
+                for name, value in previous.items():
+                    params[name].copy_(value)
+
+        self._undo.append(undo)
+
+    def restore(self) -> None:
+        for undo in reversed(self._undo):
+            undo()
+        self._undo.clear()
+
+    def __enter__(self) -> "AppliedArtifact":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.restore()
+
+
+def train_and_save(
+    concept: Concept,
+    config: LearnerConfig,
+    artifact_dir: Path,
+    *,
+    class_images: Sequence[Path] = (),
+    components: Components | None = None,
+) -> Path:
+    """Train ``concept`` unless its artifact exists; write the artifact atomically."""
+    if artifact_complete(artifact_dir):
+        logger.info("%s: already learned (%s)", concept.name, artifact_dir)
+        return artifact_dir
+    comps = components or load_components(config.model_id, config.revision)
+    trainer = ConceptTrainer(config, comps)
+    state = trainer.train(concept, class_images=class_images)
+    write_artifact_atomically(artifact_dir, lambda tmp: save_artifact(tmp, config, comps, state, concept))
+    logger.info("%s: learned in %d steps (final loss %.4f)", concept.name, len(state.history), state.history[-1] if state.history else float("nan"))
+    return artifact_dir

@@ -1,0 +1,113 @@
+"""Sampling: class (regularisation) images from the base model, and concept images from a
+learned artifact, with Table 5's inference settings (PNDM, 50 steps, guidance 7.5).
+
+Prompts (paper Section 3.2.2): objects and CUB birds "A photo of V*"; styles "A photo of a
+<entity> in the style of V*" over the seven PACS entities; composite prompts R(V*, b) from the
+captions. Every image has its own seed, so an image never depends on which others were made.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+from PIL import Image
+
+from generators.conceptbed.concepts import PACS_ENTITIES
+from generators.conceptbed.learners import class_prompt
+from generators.conceptbed.spec import Concept
+from generators.errors import ConceptforgeError
+from generators.store import atomic_write_bytes
+from generators.workitems import derive_seed
+
+logger = logging.getLogger(__name__)
+
+
+def concept_prompts(concept: Concept, phrase: str, count: int) -> list[str]:
+    """The ``count`` concept-split prompts (styles cycle through the seven PACS entities)."""
+    if concept.kind == "style":
+        entities = [PACS_ENTITIES[i % len(PACS_ENTITIES)] for i in range(count)]
+        return [f"A photo of {'an' if e[0] in 'aeiou' else 'a'} {e} in the style of {phrase}" for e in entities]
+    return [f"A photo of {phrase}" for _ in range(count)]
+
+
+def load_pipeline(model_id: str, revision: str | None = None, *, device: str | None = None, dtype: str = "auto") -> Any:
+    """A StableDiffusionPipeline with a PNDM scheduler, no safety checker, progress bar off.
+
+    fp16 on CUDA by default (``dtype="auto"``), fp32 elsewhere.
+    """
+    from diffusers import PNDMScheduler, StableDiffusionPipeline
+
+    if device is None:  # under `accelerate launch` each rank gets its own GPU
+        from accelerate import PartialState
+
+        device = str(PartialState().device)
+    torch_dtype = torch.float16 if (dtype == "auto" and device.startswith("cuda")) or dtype == "fp16" else torch.float32
+    try:
+        pipe = StableDiffusionPipeline.from_pretrained(
+            model_id, revision=revision, dtype=torch_dtype, safety_checker=None, requires_safety_checker=False
+        )
+    except (OSError, ValueError) as error:
+        raise ConceptforgeError(f"cannot load a Stable-Diffusion pipeline from {model_id!r}: {str(error).splitlines()[0]}") from None
+    pipe.scheduler = PNDMScheduler.from_config(pipe.scheduler.config)
+    pipe.set_progress_bar_config(disable=True)
+    return pipe.to(device)
+
+
+def generate_image(pipe: Any, prompt: str, seed: int, *, num_inference_steps: int, guidance_scale: float, resolution: int | None = None) -> Image.Image:
+    generator = torch.Generator(device="cpu").manual_seed(int(seed))
+    kwargs = {}
+    if resolution:
+        kwargs = {"height": resolution, "width": resolution}
+    result = pipe(prompt, num_inference_steps=num_inference_steps, guidance_scale=guidance_scale, generator=generator, **kwargs)
+    return result.images[0]
+
+
+def png(image: Image.Image) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def ensure_class_images(
+    pipe: Any,
+    concept: Concept,
+    directory: Path,
+    count: int,
+    *,
+    run_seed: int,
+    num_inference_steps: int,
+    guidance_scale: float,
+    resolution: int | None = None,
+) -> list[Path]:
+    """Generate (or reuse) ``count`` prior-preservation images of the concept's class prompt.
+
+    Each image is its own file written atomically, so an interrupted run keeps what it made.
+    """
+    prompt = class_prompt(concept)
+    paths = []
+    for index in range(count):
+        path = Path(directory) / f"{index:04d}.png"
+        if not path.exists():
+            seed = derive_seed(run_seed, "class-image", prompt, index)
+            image = generate_image(pipe, prompt, seed, num_inference_steps=num_inference_steps, guidance_scale=guidance_scale, resolution=resolution)
+            atomic_write_bytes(path, png(image))
+        paths.append(path)
+    if count:
+        logger.info("%s: %d class images for %r in %s", concept.name, count, prompt, directory)
+    return paths
+
+
+def reference_thumbnails(concept: Concept, count: int = 3, size: int = 256) -> list[dict[str, Any]]:
+    """Up to ``count`` reference images as PNG dicts for the ``reference_images`` column."""
+    out = []
+    for path in concept.reference_images[:count]:
+        with Image.open(path) as image:
+            image = image.convert("RGB")
+            image.thumbnail((size, size))
+            out.append({"bytes": png(image), "path": None})
+    return out
+

@@ -1,0 +1,169 @@
+"""Tiny random Stable-Diffusion-1.5-style pipeline, ViLT and image classifiers built from configs.
+
+Why: tests, benchmarks and smoke runs must exercise the real ``from_pretrained`` code paths
+offline. These builders make models with the same classes and folder layout as
+``runwayml/stable-diffusion-v1-5`` / ``dandelin/vilt-b32-finetuned-vqa`` / timm-style
+classifiers, only a few hundred kilobytes large, and save them to a local directory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+# 256 byte-level symbols plus their end-of-word forms: enough for CLIP's BPE with no merges.
+_SPECIAL = ["<|startoftext|>", "<|endoftext|>"]
+
+
+def _byte_symbols() -> list[str]:
+    """GPT-2/CLIP's reversible byte -> printable-unicode table (its 256 values, in byte order)."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
+    printable += list(range(ord("®"), ord("ÿ") + 1))
+    table, extra = {}, 0
+    for byte in range(256):
+        if byte in printable:
+            table[byte] = chr(byte)
+        else:
+            table[byte] = chr(256 + extra)
+            extra += 1
+    return [table[b] for b in range(256)]
+
+
+def _clip_vocab() -> dict[str, int]:
+    symbols = _byte_symbols()
+    vocab: dict[str, int] = {}
+    for symbol in symbols + [s + "</w>" for s in symbols] + _SPECIAL:
+        vocab.setdefault(symbol, len(vocab))
+    return vocab
+
+
+def build_tiny_sd(path: str | Path, *, seed: int = 0, sample_size: int = 16, block_out_channels: tuple[int, int] = (32, 64)) -> Path:
+    """Save a tiny SD-1.5-layout pipeline (UNet, VAE, CLIP text encoder, tokenizer, PNDM) to ``path``.
+
+    ``sample_size`` is the latent size; images are ``8 * sample_size / 2`` pixels (one VAE
+    down-sampling block pair gives a factor 2 here, so 16 latents -> 32 px images).
+    ``block_out_channels`` widens the UNet (benchmarks use a wider one, closer to SD's
+    parameter-to-activation balance).
+    """
+    from diffusers import AutoencoderKL, PNDMScheduler, StableDiffusionPipeline, UNet2DConditionModel
+    from transformers import CLIPTextConfig, CLIPTextModel, CLIPTokenizer
+
+    path = Path(path)
+    torch.manual_seed(seed)
+    unet = UNet2DConditionModel(
+        sample_size=sample_size,
+        in_channels=4,
+        out_channels=4,
+        layers_per_block=1,
+        block_out_channels=tuple(block_out_channels),
+        down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+        up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
+        cross_attention_dim=32,
+        attention_head_dim=8,
+        norm_num_groups=32,
+    )
+    vae = AutoencoderKL(
+        in_channels=3,
+        out_channels=3,
+        down_block_types=("DownEncoderBlock2D", "DownEncoderBlock2D"),
+        up_block_types=("UpDecoderBlock2D", "UpDecoderBlock2D"),
+        block_out_channels=(32, 32),
+        latent_channels=4,
+        layers_per_block=1,
+        norm_num_groups=32,
+        sample_size=sample_size * 2,
+    )
+    vocab = _clip_vocab()
+    tokenizer = CLIPTokenizer(vocab=vocab, merges=[], model_max_length=77)
+    text_config = CLIPTextConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        max_position_embeddings=77,
+        bos_token_id=vocab["<|startoftext|>"],
+        eos_token_id=vocab["<|endoftext|>"],
+        pad_token_id=vocab["<|endoftext|>"],
+        projection_dim=32,
+    )
+    text_encoder = CLIPTextModel(text_config)
+    scheduler = PNDMScheduler(
+        beta_start=0.00085,
+        beta_end=0.012,
+        beta_schedule="scaled_linear",
+        num_train_timesteps=1000,
+        skip_prk_steps=True,
+        set_alpha_to_one=False,
+        steps_offset=1,
+    )
+    pipe = StableDiffusionPipeline(
+        unet=unet,
+        vae=vae,
+        text_encoder=text_encoder,
+        tokenizer=tokenizer,
+        scheduler=scheduler,
+        safety_checker=None,
+        feature_extractor=None,
+        requires_safety_checker=False,
+    )
+    pipe.save_pretrained(path, safe_serialization=True)
+    return path
+
+
+def build_tiny_classifier(path: str | Path, labels: Sequence[str], *, arch: str = "resnet", seed: int = 0, image_size: int = 32) -> Path:
+    """Save a tiny ResNet or ConvNeXt image classifier (+ its image processor) with ``labels``."""
+    from transformers import ConvNextConfig, ConvNextForImageClassification, ResNetConfig, ResNetForImageClassification
+    from transformers.models.convnext import ConvNextImageProcessorPil
+
+    torch.manual_seed(seed)
+    id2label = {i: name for i, name in enumerate(labels)}
+    label2id = {name: i for i, name in id2label.items()}
+    if arch == "resnet":
+        config = ResNetConfig(
+            embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], layer_type="basic", num_labels=len(labels),
+            id2label=id2label, label2id=label2id,
+        )
+        model = ResNetForImageClassification(config)
+    elif arch == "convnext":
+        config = ConvNextConfig(
+            hidden_sizes=[8, 16], depths=[1, 1], num_stages=2, num_labels=len(labels), id2label=id2label, label2id=label2id,
+        )
+        model = ConvNextForImageClassification(config)
+    else:
+        raise ValueError(f"unknown tiny classifier architecture {arch!r}")
+    processor = ConvNextImageProcessorPil(size={"shortest_edge": image_size}, crop_pct=1.0)
+    path = Path(path)
+    model.save_pretrained(path)
+    processor.save_pretrained(path)
+    return path
+
+
+VILT_WORDS = (
+    "[PAD] [UNK] [CLS] [SEP] [MASK] is are there the a an dog dogs cat cats two bird birds black nose grass "
+    "standing on in of has licking herself red bar ? '"
+).split()
+
+
+def build_tiny_vilt(path: str | Path, *, seed: int = 0, image_size: int = 32) -> Path:
+    """Save a tiny ViltForQuestionAnswering (answers yes / no / 2) and its processor."""
+    from transformers import BertTokenizer, ViltConfig, ViltForQuestionAnswering, ViltProcessor
+    from transformers.models.vilt import ViltImageProcessorPil
+
+    torch.manual_seed(seed)
+    vocab = {word: index for index, word in enumerate(VILT_WORDS)}
+    tokenizer = BertTokenizer(vocab=vocab)
+    processor = ViltProcessor(image_processor=ViltImageProcessorPil(size={"shortest_edge": image_size}, size_divisor=16), tokenizer=tokenizer)
+    answers = ["yes", "no", "2"]
+    config = ViltConfig(
+        vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+        image_size=image_size, patch_size=16, max_position_embeddings=40, max_image_length=-1,
+        id2label=dict(enumerate(answers)), label2id={a: i for i, a in enumerate(answers)},
+    )
+    model = ViltForQuestionAnswering(config)
+    path = Path(path)
+    model.save_pretrained(path)
+    processor.save_pretrained(path)
+    return path

@@ -1,0 +1,148 @@
+"""Oracles (tiny classifiers and ViLT), oracle fine-tuning and `evaluate.py conceptbed` end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from filters.conceptbed_oracle_training import OracleTrainingConfig, finetune_oracle, oracle_loss, outlier_exposure_loss
+from filters.conceptbed_oracles import VQAOracle, load_concept_oracle, score_concepts
+from filters.conceptbed_scoring import oracle_concepts
+from generators.conceptbed.tiny import build_tiny_classifier, build_tiny_vilt
+from generators.errors import ConceptforgeError
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def oracles(tmp_path_factory):
+    root = tmp_path_factory.mktemp("oracles")
+    return {
+        "style": build_tiny_classifier(root / "style", ["art_painting", "sketch", "unrelated"], arch="resnet"),
+        "object": build_tiny_classifier(root / "object", ["beagle", "Tabby", "not-a-concept"], arch="convnext"),
+        "cub": build_tiny_classifier(root / "cub", ["001.Black_footed_Albatross", "002.Laysan_Albatross"], arch="resnet"),
+        "vqa": build_tiny_vilt(root / "vilt"),
+    }
+
+
+def test_oracle_classes_are_the_named_concepts(oracles, tmp_path):
+    assert oracle_concepts(str(oracles["style"]), "style") == ["art_painting", "sketch"]
+    assert oracle_concepts(str(oracles["object"]), "object") == ["beagle", "tabby"]  # library (Table 9) order
+    with pytest.raises(ConceptforgeError, match="fine-tune"):
+        oracle_concepts(str(oracles["cub"]), "object")
+    one = build_tiny_classifier(tmp_path / "one", ["beagle", "tabby cat"])
+    with pytest.raises(ConceptforgeError, match="names 1 ConceptBed object concept"):
+        oracle_concepts(str(one), "object")
+
+
+def test_score_concepts_probabilities(oracles):
+    oracle = load_concept_oracle(str(oracles["style"]), ["art_painting", "sketch"], device="cpu")
+    images = [Image.new("RGB", (40, 30), c) for c in ("red", "blue", "white")]
+    scores = score_concepts(oracle, images, ["art_painting", "sketch", "sketch"])
+    assert scores.target_prob.shape == (3,) and np.all((scores.target_prob > 0) & (scores.target_prob < 1))
+    assert np.all(scores.max_prob >= scores.target_prob - 1e-12) and np.all(scores.max_prob >= 0.5)
+    probs = oracle.score(images).probs
+    assert np.allclose(probs.sum(axis=1), 1.0)
+    assert np.array_equal(scores.correct, probs.argmax(axis=1) == np.array([0, 1, 1]))
+
+
+def test_vqa_oracle_yes_probability(oracles):
+    vqa = VQAOracle.from_pretrained(str(oracles["vqa"]), device="cpu")
+    images = [Image.new("RGB", (48, 32), "green"), Image.new("RGB", (32, 32), "black")]
+    questions = ["is there the dog?", "are there two birds?"]
+    scores = vqa.score(images, questions, batch_size=1)
+    logits = vqa.model(**vqa.processor(images=images[:1], text=questions[:1], return_tensors="pt")).logits
+    expected = torch.softmax(logits, -1)[0, vqa.yes_index].item()
+    assert scores.target_prob[0] == pytest.approx(expected, rel=1e-5)
+    sig = VQAOracle.from_pretrained(str(oracles["vqa"]), device="cpu", probability="sigmoid").score(images, questions)
+    assert sig.target_prob[0] == pytest.approx(torch.sigmoid(logits)[0, vqa.yes_index].item(), rel=1e-5)
+
+
+def test_outlier_exposure_loss():
+    uniform = torch.zeros(2, 4)
+    assert outlier_exposure_loss(uniform).item() == pytest.approx(np.log(4))
+    peaked = torch.tensor([[10.0, 0, 0, 0]])
+    assert outlier_exposure_loss(peaked).item() > np.log(4)
+    labels = torch.tensor([0])
+    assert oracle_loss(peaked, labels, None, 0.5).item() < oracle_loss(peaked, labels, uniform, 0.5).item()
+
+
+def test_finetune_oracle_learns_and_reloads(tmp_path, datasets_root):
+    red = [tmp_path / f"r{i}.png" for i in range(6)]
+    blue = [tmp_path / f"b{i}.png" for i in range(6)]
+    rng = np.random.default_rng(0)
+    for i, p in enumerate(red):
+        Image.fromarray((rng.random((32, 32, 3)) * [255, 40, 40]).astype(np.uint8)).save(p)
+    for i, p in enumerate(blue):
+        Image.fromarray((rng.random((32, 32, 3)) * [40, 40, 255]).astype(np.uint8)).save(p)
+    base = build_tiny_classifier(tmp_path / "base", ["x", "y", "z"], arch="resnet")
+    samples = [(p, "beagle") for p in red] + [(p, "tabby") for p in blue]
+    outliers = sorted((datasets_root / "CUB" / "images").rglob("*.jpg"))
+    config = OracleTrainingConfig(model_id=str(base), epochs=15, learning_rate=1e-2, batch_size=4, validation_fraction=0.0)
+    result = finetune_oracle(samples, tmp_path / "oracle", config, outliers=outliers)
+    assert result.labels == ["beagle", "tabby"]
+    assert np.mean(result.losses[-3:]) < np.mean(result.losses[:3])
+    oracle = load_concept_oracle(str(tmp_path / "oracle"), ["beagle", "tabby"], device="cpu")
+    with Image.open(red[0]) as a, Image.open(blue[0]) as b:
+        scores = score_concepts(oracle, [a.copy(), b.copy()], ["beagle", "tabby"])
+    assert scores.correct.all()
+
+
+def _run(script, *args, cwd):
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, str(REPO / "scripts" / script), *args], capture_output=True, text=True, env=env, cwd=cwd)
+
+
+def test_evaluate_cli_end_to_end(tmp_path, tiny_sd, datasets_root, captions_file, write_spec, oracles, run_script):
+    from generators.conceptbed.generate import ConceptBedGenerator, GenerateOptions
+    from generators.conceptbed.learners import LearnerConfig
+    from generators.conceptbed.spec import load_spec
+
+    spec_path = write_spec(tmp_path, datasets_root, ["art_painting", "sketch", "beagle", "001.Black_footed_Albatross", "002.Laysan_Albatross"], captions_file)
+    object_oracle = oracles["object"]
+    out = tmp_path / "ti"
+    config = LearnerConfig(learner="textual-inversion", model_id=str(tiny_sd), steps=1, num_inference_steps=2, resolution=32)
+    ConceptBedGenerator(load_spec(spec_path), GenerateOptions(config=config, out=out, num_images=2)).run()
+    scores = tmp_path / "scores.jsonl"
+    code, text, err = run_script(
+        "evaluate.py", "conceptbed", "--generated", str(out), "--concepts", str(spec_path),
+        "--style-oracle", str(oracles["style"]), "--object-oracle", str(object_oracle), "--cub-oracle", str(oracles["cub"]),
+        "--vqa-model", str(oracles["vqa"]), "--device", "cpu", "--save-scores", str(scores), "--per-concept",
+    )
+    assert code == 0, err[-3000:]
+    for title in ("Table 1", "Table 2", "Domain (PACS)", "Objects (ImageNet)", "Fine-grained (CUB, object-level)", "Composition (VQA)"):
+        assert title in text, text
+    assert "| textual-inversion |" in text and "| original |" in text
+    records = [json.loads(l) for l in scores.read_text().splitlines()]
+    tasks = {(r["source"], r["task"]) for r in records}
+    assert {("textual-inversion", "style"), ("textual-inversion", "object"), ("textual-inversion", "cub"),
+            ("textual-inversion", "composition"), ("textual-inversion", "vqa"), ("original", "vqa"), ("original", "style")} <= tasks
+    n_vqa_real = sum(1 for r in records if r["source"] == "original" and r["task"] == "vqa")
+    assert n_vqa_real == 2  # one caption with a real image, two questions
+    again = run_script("evaluate.py", "conceptbed", "--from-scores", str(scores), "--per-concept")
+    assert again[0] == 0 and again[1] == text
+
+
+def test_evaluate_cli_bad_input_subprocess(tmp_path):
+    bad = _run("evaluate.py", "conceptbed", "--from-scores", str(tmp_path / "missing.jsonl"), cwd=tmp_path)
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines()[-1] == f"error: scores file {tmp_path / 'missing.jsonl'} does not exist"
+
+
+def test_train_oracle_script(tmp_path, datasets_root, write_spec, oracles, run_script):
+    spec = write_spec(tmp_path, datasets_root, ["art_painting", "sketch"])
+    code, out, err = run_script("train_oracle.py", "--task", "style", "--concepts", str(spec), "--out", str(tmp_path / "pacs"),
+                                "--model-id", str(oracles["style"]), "--epochs", "1", "--batch-size", "8")
+    assert code == 0, err[-2000:]
+    assert "2 concepts" in out
+    assert json.loads((tmp_path / "pacs" / "config.json").read_text())["id2label"] == {"0": "art_painting", "1": "sketch"}
+    code, _, err = run_script("train_oracle.py", "--task", "cub", "--concepts", str(spec), "--out", str(tmp_path / "x"))
+    assert code == 2 and err.strip() == "error: the spec selects no cub concepts"
