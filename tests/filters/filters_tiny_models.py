@@ -32,7 +32,6 @@ def byte_level_vocab(drop: Sequence[str] = ()) -> dict[str, int]:
 def build_tiny_llava(path: Path, *, drop_symbols: Sequence[str] = (), seed: int = 0) -> Path:
     """Save a 2-layer CLIP-vision + 2-layer Llama LLaVA with a processor and chat template."""
     from transformers import (
-        CLIPImageProcessor,
         CLIPVisionConfig,
         LlamaConfig,
         LlavaConfig,
@@ -59,9 +58,11 @@ def build_tiny_llava(path: Path, *, drop_symbols: Sequence[str] = (), seed: int 
         image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
         vision_feature_layer=-1, vision_feature_select_strategy="full",
     )
+    from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
+
     torch.manual_seed(seed)
     model = LlavaForConditionalGeneration(config).eval()
-    image_processor = CLIPImageProcessor(
+    image_processor = CLIPImageProcessorPil(
         size={"shortest_edge": image_size}, crop_size={"height": image_size, "width": image_size},
     )
     processor = LlavaProcessor(
