@@ -210,7 +210,7 @@ class ClassifierOracle:
             inputs = self.image_processor(images=chunk, return_tensors="pt")
             pixel_values = inputs["pixel_values"].to(self.device, self.dtype)
             logits = self.model(pixel_values=pixel_values).logits.float()
-            full = torch.softmax(logits, dim=-1).double().cpu()
+            full = torch.softmax(logits.double(), dim=-1).cpu()
             mapped = full @ self._matrix
             mass = mapped.sum(dim=1)
             if self.renormalize:
