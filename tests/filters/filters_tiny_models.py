@@ -29,8 +29,18 @@ def byte_level_vocab(drop: Sequence[str] = ()) -> dict[str, int]:
     return {token: index for index, token in enumerate(specials + symbols)}
 
 
-def build_tiny_llava(path: Path, *, drop_symbols: Sequence[str] = (), seed: int = 0) -> Path:
-    """Save a 2-layer CLIP-vision + 2-layer Llama LLaVA with a processor and chat template."""
+def build_tiny_llava(
+    path: Path,
+    *,
+    drop_symbols: Sequence[str] = (),
+    seed: int = 0,
+    image_size: int = 32,
+    patch: int = 8,
+    hidden: int = 32,
+    layers: int = 2,
+    heads: int = 4,
+) -> Path:
+    """Save a CLIP-vision + Llama LLaVA (2+2 layers of width 32 by default) with processor and chat template."""
     from transformers import (
         CLIPVisionConfig,
         LlamaConfig,
@@ -43,14 +53,13 @@ def build_tiny_llava(path: Path, *, drop_symbols: Sequence[str] = (), seed: int 
     vocab = byte_level_vocab(drop_symbols)
     tokenizer = Qwen2Tokenizer(vocab=vocab, merges=[], unk_token="<|endoftext|>")
     tokenizer.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>", "<image>"]})
-    image_size, patch = 32, 8
     vision = CLIPVisionConfig(
-        hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        image_size=image_size, patch_size=patch, projection_dim=32,
+        hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers, num_attention_heads=heads,
+        image_size=image_size, patch_size=patch, projection_dim=hidden,
     )
     text = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+        vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+        num_attention_heads=heads, num_key_value_heads=max(1, heads // 2), max_position_embeddings=1024,
         pad_token_id=tokenizer.pad_token_id,
     )
     config = LlavaConfig(
