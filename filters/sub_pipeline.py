@@ -250,7 +250,6 @@ def assemble_filtered(
         )
     decision = decide(scored_candidates({i: scores[i] for i in ids}), params)
     stats = filter_statistics(decision, params)
-    stats["totals"]["unreadable_images"] = sum(1 for i in ids if scores[i].get("status") != "ok")
     features = Features({**candidates.features, **VQA_FEATURES})
     grid_png = _grid_png(candidates, decision.ranks, scores, grid_size)
 
@@ -274,7 +273,7 @@ def assemble_filtered(
             "(paper 001, Sec. 4.2): images whose VQA answer is not the target attribute S+ are discarded, "
             f"the rest of each bird-attribute pair is ranked by the S+ probability, the top "
             f"{params.keep_fraction:.0%} of the pair's candidates are kept, and pairs with fewer survivors "
-            "are dropped. The VQA option probabilities are kept as columns."
+            "are dropped. The VQA option probabilities are kept as columns.\n\n" + stats_table(stats)
         ),
         task_categories=["image-classification"],
         tags=["sub", "cub", "concept-bottleneck", "synthetic", "conceptforge"],
@@ -291,6 +290,18 @@ def assemble_filtered(
         grid_png=grid_png,
     )
     return stats
+
+
+def stats_table(stats: dict[str, Any]) -> str:
+    """Per-attribute filter counts as a markdown table (the full JSON follows in the card)."""
+    head = ["attribute", "pairs kept", "pairs dropped", "candidates", "wrong answer", "below rank",
+            "in dropped pair", "unreadable", "kept"]
+    keys = ["pairs_kept", "pairs_dropped", "candidates", "wrong_answer", "below_rank", "in_dropped_pair", "unreadable", "kept"]
+    lines = ["### Filter summary", "", "| " + " | ".join(head) + " |", "| --- |" + " ---: |" * len(keys)]
+    rows = list(stats["per_attribute"].items()) + [("**all**", stats["totals"])]
+    for name, counts in rows:
+        lines.append(f"| {name if name.startswith('**') else '`' + name + '`'} | " + " | ".join(str(counts.get(k, 0)) for k in keys) + " |")
+    return "\n".join(lines)
 
 
 def _grid_png(candidates: LocalSplit, ranks: dict[str, int], scores: dict[str, dict[str, Any]], size: int) -> bytes | None:

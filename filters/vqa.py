@@ -17,6 +17,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Sequence
 
 import torch
@@ -84,37 +85,70 @@ def _check_remote_code(model_id: str, trust_remote_code: bool, revision: str | N
         ) from None
 
 
+def without_video_processor(processor_class: type) -> type:
+    """``processor_class`` accepting ``video_processor=None`` (its class check needs torchvision)."""
+
+    def check_argument_for_proper_class(self, argument_name, argument):
+        if argument is None and "video" in argument_name:
+            return None
+        return processor_class.check_argument_for_proper_class(self, argument_name, argument)
+
+    return type(processor_class.__name__, (processor_class,), {"check_argument_for_proper_class": check_argument_for_proper_class})
+
+
 def _load_processor(model_id: str, *, revision: str | None, trust_remote_code: bool) -> Any:
     """``AutoProcessor``, or its parts when the full processor needs torchvision.
 
-    InternVL's processor insists on a video processor that needs torchvision; images never need
-    it, so the processor is rebuilt from its tokenizer and image processor without one.
+    InternVL's processor insists on a video processor, whose class check needs torchvision;
+    images never need it, so the processor is rebuilt from its tokenizer and image processor
+    with ``video_processor=None``.
     """
-    from transformers import AutoImageProcessor, AutoProcessor, AutoTokenizer
+    from transformers import AutoProcessor
 
     kwargs = {"revision": revision, "trust_remote_code": trust_remote_code}
     try:
         return AutoProcessor.from_pretrained(model_id, **kwargs)
-    except (ImportError, ValueError, TypeError) as error:
+    except (ImportError, ValueError, TypeError, AttributeError) as error:
         if "torchvision" not in str(error).lower() and "video" not in str(error).lower():
             raise ConceptforgeError(f"cannot load the processor of {model_id}: {error}") from None
         logger.info("processor of %s needs torchvision for videos; building it without a video processor", model_id)
-        from transformers import AutoConfig
-        import transformers
+        return _processor_without_video(model_id, kwargs, error)
 
-        tokenizer = AutoTokenizer.from_pretrained(model_id, **kwargs)
+
+def _processor_without_video(model_id: str, kwargs: dict[str, Any], error: Exception) -> Any:
+    import json
+
+    import transformers
+    from huggingface_hub import hf_hub_download
+    from transformers import AutoImageProcessor, AutoTokenizer
+
+    try:
+        config_path = hf_hub_download(model_id, "processor_config.json", revision=kwargs["revision"]) \
+            if not (Path(model_id) / "processor_config.json").is_file() else str(Path(model_id) / "processor_config.json")
+        processor_config = json.loads(Path(config_path).read_text(encoding="utf-8"))
+    except Exception:
+        processor_config = {}
+    name = processor_config.get("processor_class")
+    processor_class = getattr(transformers, name, None) if name else None
+    if processor_class is None:
+        raise ConceptforgeError(f"cannot build the processor of {model_id} without torchvision: {error}") from None
+    tokenizer = AutoTokenizer.from_pretrained(model_id, **kwargs)
+    try:
+        image_processor = AutoImageProcessor.from_pretrained(model_id, backend="pil", **kwargs)
+    except TypeError:  # older transformers: no backend argument
         image_processor = AutoImageProcessor.from_pretrained(model_id, **kwargs)
-        config = AutoConfig.from_pretrained(model_id, **kwargs)
-        name = type(config).__name__.replace("Config", "Processor")
-        processor_class = getattr(transformers, name, None)
-        if processor_class is None:
-            raise ConceptforgeError(f"cannot build a processor for {model_id} without torchvision: {error}") from None
-        return processor_class(
-            image_processor=image_processor,
-            tokenizer=tokenizer,
-            video_processor=None,
-            chat_template=getattr(tokenizer, "chat_template", None),
-        )
+    extra = {k: v for k, v in processor_config.items()
+             if k not in {"processor_class", "image_processor", "video_processor", "tokenizer", "auto_map"}
+             and not isinstance(v, dict)}
+    chat_template = getattr(tokenizer, "chat_template", None)
+    for template_name in ("chat_template.jinja", "chat_template.json"):
+        path = Path(model_id) / template_name
+        if chat_template is None and path.is_file():
+            text = path.read_text(encoding="utf-8")
+            chat_template = json.loads(text)["chat_template"] if template_name.endswith(".json") else text
+    return without_video_processor(processor_class)(
+        image_processor=image_processor, tokenizer=tokenizer, video_processor=None, chat_template=chat_template, **extra
+    )
 
 
 class VQAScorer:
@@ -240,7 +274,8 @@ class VQAScorer:
     def _encode(self, images: Sequence[Image.Image], questions: Sequence[MultipleChoiceQuestion]) -> dict[str, torch.Tensor]:
         texts = [self.prompt(q) for q in questions]
         inputs = self.processor(
-            text=texts, images=[image.convert("RGB") for image in images], return_tensors="pt", padding=True
+            text=texts, images=[image.convert("RGB") for image in images], return_tensors="pt", padding=True,
+            padding_side="right",  # some processors default to left padding (InternVL)
         )
         out = {}
         for key, value in inputs.items():

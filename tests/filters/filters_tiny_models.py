@@ -7,6 +7,7 @@ logits, label mapping) are the same for a model with a handful of random weights
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Sequence
 
@@ -98,4 +99,54 @@ def build_tiny_classifier(path: Path, labels: Sequence[str], *, seed: int = 0) -
     model = SwinForImageClassification(config).eval()
     model.save_pretrained(path)
     ViTImageProcessorPil(size={"height": 32, "width": 32}).save_pretrained(path)
+    return path
+
+
+def build_tiny_internvl(path: Path, *, seed: int = 0) -> Path:
+    """Save a tiny native InternVL (InternViT-style vision + Qwen2) with its processor.
+
+    Its processor class insists on a video processor that needs torchvision, so it is built
+    (and later loaded) through :func:`filters.vqa.without_video_processor`.
+    """
+    from transformers import InternVLConfig, InternVLForConditionalGeneration, InternVLProcessor, Qwen2Tokenizer
+    from transformers.models.got_ocr2.image_processing_pil_got_ocr2 import GotOcr2ImageProcessorPil
+
+    from filters.vqa import without_video_processor
+
+    specials = {"start_image_token": "<img>", "end_image_token": "</img>",
+                "context_image_token": "<IMG_CONTEXT>", "video_token": "<video>"}
+    vocab = byte_level_vocab()
+    for token in specials.values():
+        vocab[token] = len(vocab)
+    tokenizer = Qwen2Tokenizer(vocab=vocab, merges=[], unk_token="<|endoftext|>", model_specific_special_tokens=specials)
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>", *specials.values()]})
+    config = InternVLConfig(
+        vision_config={
+            "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4,
+            "image_size": [32, 32], "patch_size": [8, 8],
+        },
+        text_config={
+            "model_type": "qwen2", "vocab_size": len(tokenizer), "hidden_size": 32, "intermediate_size": 64,
+            "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2,
+        },
+        image_token_id=tokenizer.convert_tokens_to_ids("<IMG_CONTEXT>"),
+        downsample_ratio=0.5,
+    )
+    torch.manual_seed(seed)
+    model = InternVLForConditionalGeneration(config).eval()
+    image_processor = GotOcr2ImageProcessorPil(size={"height": 32, "width": 32}, crop_to_patches=False)
+    template = CHAT_TEMPLATE.replace("<image>\n", "<IMG_CONTEXT>\n")
+    # The processor cannot save itself without a video processor: save its parts and its config
+    # in the layout of a real checkpoint.
+    without_video_processor(InternVLProcessor)(
+        image_processor=image_processor, tokenizer=tokenizer, video_processor=None,
+        chat_template=template, image_seq_length=4,
+    )
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    image_processor.save_pretrained(path)
+    (path / "processor_config.json").write_text(
+        json.dumps({"processor_class": "InternVLProcessor", "image_seq_length": 4}, indent=1)
+    )
+    (path / "chat_template.jinja").write_text(template)
     return path

@@ -99,3 +99,17 @@ def test_remote_code_needs_the_explicit_flag(tmp_path):
 def test_missing_model_is_a_clear_error(tmp_path):
     with pytest.raises(ConceptforgeError, match="cannot load VQA model"):
         VQAScorer.from_pretrained(str(tmp_path / "nope"), device="cpu")
+
+
+def test_native_internvl_loads_without_torchvision_and_batches_exactly(tmp_path):
+    from filters_tiny_models import build_tiny_internvl
+
+    scorer = VQAScorer.from_pretrained(str(build_tiny_internvl(tmp_path / "internvl")), device="cpu")
+    assert getattr(scorer.processor, "video_processor", None) is None
+    question = QuestionBuilder(GROUPS)("has_bill_shape")
+    images = _images(3)
+    batched = scorer.score(images, [question] * 3, batch_size=3)
+    for image, b in zip(images, batched):
+        [s] = scorer.score([image], [question])
+        assert sum(b.probs) == pytest.approx(1.0, abs=1e-9)
+        assert list(b.probs) == pytest.approx(list(s.probs), rel=1e-4, abs=1e-6)
