@@ -51,7 +51,10 @@ def main() -> int:
     parser.add_argument("--images", type=int, default=48)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     torch.set_grad_enabled(False)
     with tempfile.TemporaryDirectory() as tmp:
         path = build_tiny_llava(Path(tmp) / "vlm", **SIZES[args.size])

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -286,39 +287,60 @@ class VQAScorer:
                 out[key] = value
         return out
 
+    def _letter_index(self, num_options: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """All counted token ids of the letters, and which option each one belongs to."""
+        letters = self.letter_token_ids(num_options)
+        flat = [token for ids in letters for token in ids]
+        owner = [index for index, ids in enumerate(letters) for _ in ids]
+        return torch.tensor(flat), torch.tensor(owner)
+
     def score(
         self,
         images: Sequence[Image.Image],
         questions: Sequence[MultipleChoiceQuestion],
         *,
         batch_size: int = 8,
+        prefetch: bool = True,
     ) -> list[OptionScores]:
-        """Option distributions for ``images[i]`` answering ``questions[i]``, ``batch_size`` at a time."""
+        """Option distributions for ``images[i]`` answering ``questions[i]``, ``batch_size`` at a time.
+
+        With ``prefetch`` the next batch is preprocessed (image resizing, tokenisation) in a
+        background thread while the model runs on the current one.
+        """
         if len(images) != len(questions):
             raise ValueError("one question per image")
         if batch_size < 1:
             raise ConceptforgeError(f"--batch-size must be >= 1, got {batch_size}")
+        index = {}
         for question in {q.text: q for q in questions}.values():
-            self.letter_token_ids(len(question.options))
+            index[len(question.options)] = self._letter_index(len(question.options))
+        starts = list(range(0, len(images), batch_size))
         results: list[OptionScores] = []
-        for start in range(0, len(images), batch_size):
-            chunk_q = questions[start : start + batch_size]
-            inputs = self._encode(images[start : start + batch_size], chunk_q)
-            if self.device.type == "cuda":
-                torch.cuda.synchronize(self.device)
-            begin = time.perf_counter()
-            logits = self._next_token_logits(inputs)
-            if self.device.type == "cuda":
-                torch.cuda.synchronize(self.device)
-            self.forward_seconds += time.perf_counter() - begin
-            probs = torch.softmax(logits, dim=-1).cpu()
-            for row, question in enumerate(chunk_q):
-                letters = self.letter_token_ids(len(question.options))
-                mass = [float(probs[row, ids].sum()) for ids in letters]
-                total = sum(mass)
-                if total <= 0 or not math.isfinite(total):
-                    normalised = tuple(1.0 / len(mass) for _ in mass)
-                else:
-                    normalised = tuple(m / total for m in mass)
-                results.append(OptionScores(question.options, normalised, total))
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            def encode(start: int):
+                return self._encode(images[start : start + batch_size], questions[start : start + batch_size])
+
+            pending = pool.submit(encode, starts[0]) if starts else None
+            for number, start in enumerate(starts):
+                inputs = pending.result() if prefetch else encode(start)
+                if number + 1 < len(starts):
+                    pending = pool.submit(encode, starts[number + 1]) if prefetch else None
+                if self.device.type == "cuda":
+                    torch.cuda.synchronize(self.device)
+                begin = time.perf_counter()
+                logits = self._next_token_logits(inputs)
+                if self.device.type == "cuda":
+                    torch.cuda.synchronize(self.device)
+                self.forward_seconds += time.perf_counter() - begin
+                probs = torch.softmax(logits, dim=-1).cpu()
+                for row, question in enumerate(questions[start : start + batch_size]):
+                    flat, owner = index[len(question.options)]
+                    mass = torch.zeros(len(question.options), dtype=torch.float64)
+                    mass.index_add_(0, owner, probs[row, flat].double())
+                    total = float(mass.sum())
+                    if total <= 0 or not math.isfinite(total):
+                        normalised = tuple(1.0 / len(mass) for _ in range(len(mass)))
+                    else:
+                        normalised = tuple((mass / total).tolist())
+                    results.append(OptionScores(question.options, normalised, total))
         return results
