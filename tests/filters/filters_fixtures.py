@@ -92,6 +92,10 @@ def make_mini_cub(root: Path, *, images_per_class: int = 3) -> Path:
     (root / "images.txt").write_text("".join(images))
     (root / "image_class_labels.txt").write_text("".join(labels))
     (root / "attributes" / "image_attribute_labels.txt").write_text("".join(attr_lines))
+    # Class-level percentages: class c has attribute j at 100% when (c + j) % 3 == 0, else 20%.
+    continuous = [" ".join("100.0" if (c + j) % 3 == 0 else "20.0" for j in range(len(MINI_ATTRIBUTES)))
+                  for c in range(len(MINI_CLASSES))]
+    (root / "attributes" / "class_attribute_labels_continuous.txt").write_text("\n".join(continuous) + "\n")
     return root
 
 
