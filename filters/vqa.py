@@ -78,7 +78,7 @@ def _check_remote_code(model_id: str, trust_remote_code: bool, revision: str | N
                 f"{model_id} ships its own model code; loading it runs that code, so it needs the "
                 "explicit --trust-remote-code flag (never enabled by default)"
             ) from None
-        raise ConceptforgeError(f"cannot load the config of {model_id}: {error}") from None
+        raise ConceptforgeError(f"cannot load VQA model {model_id}: {str(error).splitlines()[0]}") from None
     except OSError as error:
         raise ConceptforgeError(
             f"cannot load VQA model {model_id}: {str(error).splitlines()[0]} "

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -17,7 +16,9 @@ from filters_fixtures import (  # noqa: E402
 )
 from filters_tiny_models import build_tiny_classifier, build_tiny_llava  # noqa: E402
 
-os.environ["HF_HUB_OFFLINE"] = "1"
+# Models are saved to and loaded from local folders, which never touches the network. HF_HUB_OFFLINE
+# is set only for the script subprocesses: setting it here would leak into other areas' tests
+# (the local Hub server tests) that share this pytest session.
 
 
 @pytest.fixture(scope="session")
