@@ -9,11 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from filters_fixtures import (  # noqa: E402
-    MINI_ATTRIBUTES,
-    make_candidates_dir,
-    make_mini_cub,
-)
+from filters_fixtures import make_candidates_dir, make_mini_cub  # noqa: E402
 from filters_tiny_models import build_tiny_classifier, build_tiny_llava  # noqa: E402
 
 # Models are saved to and loaded from local folders, which never touches the network. HF_HUB_OFFLINE
@@ -57,5 +53,3 @@ def candidates_factory(tmp_path):
 
     return build
 
-
-__all__ = ["MINI_ATTRIBUTES"]

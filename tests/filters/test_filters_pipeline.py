@@ -1,7 +1,6 @@
 """filter_sub end to end on the tiny LLaVA: scores cached per image, resume, output loads."""
 
 import importlib.util
-import json
 import os
 import subprocess
 import sys
@@ -15,10 +14,9 @@ from filters.dataset_io import decode_image
 from filters.questions import OTHER, QuestionBuilder
 from filters.sub_filter import FilterParams
 from filters.sub_pipeline import (
-    WORK_DIR, FilterRunConfig, assemble_filtered, open_candidates, score_candidates,
+    WORK_DIR, assemble_filtered, open_candidates, score_candidates,
 )
 from generators import ItemStore, ShardSpec
-from generators.errors import ConceptforgeError
 
 from filters_fixtures import candidate_rows
 
