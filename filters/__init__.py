@@ -1,1 +1,12 @@
-"""conceptforge filters: VQA multiple-choice ranking and oracle checks over generated candidates."""
+"""conceptforge filters: VQA multiple-choice ranking and oracle checks over generated candidates.
+
+Modules (each with one job):
+
+* ``questions``: the paper's multiple-choice question per CUB attribute group.
+* ``vqa``: option-letter probabilities of any image-text-to-text model (``VQAScorer``).
+* ``sub_filter``: SUB's keep/rank/drop decision and its statistics (pure, no I/O).
+* ``sub_pipeline``: candidates dir -> cached scores -> filtered dataset dir (``scripts/filter_sub.py``).
+* ``classifier_oracle``: class probabilities of any image classifier mapped onto target class names.
+* ``candidate_selection``: reference-bird and attribute-candidate selection (``scripts/select_candidates.py``).
+* ``cub_attributes``, ``dataset_io``: readers for a local CUB_200_2011 dir and Hub-layout dataset dirs.
+"""

@@ -1,0 +1,80 @@
+"""Stream rows of a local Hub-layout dataset directory (``data/<split>-*.parquet``).
+
+Why not ``datasets.load_dataset``: a SUB candidates directory holds 500 images per pair for
+~1,500 pairs; the filter streams it batch by batch (flat memory, no cache copy) and reads the
+exact ``datasets`` features stored in the parquet schema, so the output keeps the input's types.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import pyarrow.parquet as pq
+from datasets import Features
+from PIL import Image
+
+from generators.errors import ConceptforgeError
+
+
+@dataclass
+class LocalSplit:
+    root: Path
+    split: str
+    files: list[Path]
+    features: Features
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.features)
+
+    def num_rows(self) -> int:
+        return sum(pq.ParquetFile(path).metadata.num_rows for path in self.files)
+
+    def iter_rows(self, columns: Sequence[str] | None = None, *, batch_size: int = 64) -> Iterator[dict[str, Any]]:
+        for path in self.files:
+            parquet = pq.ParquetFile(path)
+            for batch in parquet.iter_batches(batch_size=batch_size, columns=list(columns) if columns else None):
+                yield from batch.to_pylist()
+
+    def column(self, name: str) -> list[Any]:
+        return [row[name] for row in self.iter_rows([name], batch_size=4096)]
+
+
+def open_split(root: str | Path, split: str, *, required: Sequence[str] = (), kind: str = "dataset") -> LocalSplit:
+    """Open ``root/data/<split>-*.parquet``; a clear error names what is missing."""
+    root = Path(root)
+    if not root.is_dir():
+        raise ConceptforgeError(f"{kind} directory {root} does not exist")
+    files = sorted((root / "data").glob(f"{split}-*.parquet"))
+    if not files:
+        found = sorted({p.name.split("-")[0] for p in (root / "data").glob("*.parquet")}) if (root / "data").is_dir() else []
+        hint = f" (it has split(s): {', '.join(found)})" if found else ""
+        raise ConceptforgeError(f"{root} is not a {kind}: no data/{split}-*.parquet{hint}")
+    try:
+        schema = pq.read_schema(files[0])
+    except Exception as error:  # pyarrow raises several types for a damaged file
+        raise ConceptforgeError(f"cannot read {files[0]}: {error}") from None
+    features = Features.from_arrow_schema(schema)
+    missing = [name for name in required if name not in features]
+    if missing:
+        raise ConceptforgeError(f"{root} is not a {kind}: split {split!r} lacks column(s) {', '.join(missing)}")
+    return LocalSplit(root, split, files, features)
+
+
+def decode_image(value: Any) -> Image.Image:
+    """A ``datasets`` Image cell (``{"bytes", "path"}``) as a loaded RGB PIL image.
+
+    Raises ``ValueError`` for an unreadable image, so callers can count and skip it.
+    """
+    data = value.get("bytes") if isinstance(value, dict) else None
+    if not data:
+        raise ValueError("no image bytes")
+    try:
+        image = Image.open(io.BytesIO(data))
+        image.load()
+        return image.convert("RGB")
+    except Exception as error:  # PIL raises many types for damaged data
+        raise ValueError(f"unreadable image: {type(error).__name__}: {error}") from None

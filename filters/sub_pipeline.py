@@ -1,0 +1,335 @@
+"""Filter a SUB candidates dataset into the published SUB layout (paper 001 §4.2).
+
+Two stages, both resumable:
+
+1. **Score**: every candidate image is asked the multiple-choice question of its S+ group; the
+   option distribution is written per image id to an item store (``OUT/.work/``). A rerun
+   skips scored ids; shards (``--num-shards/--shard-index``, accelerate ranks) split the ids.
+   An unreadable image is recorded as such (counted, never retried, never fatal).
+2. **Decide and assemble** (once every id is scored): :func:`filters.sub_filter.decide` on the
+   stored scores, then the kept rows stream from the candidates into ``OUT/data/test-*.parquet``
+   with the VQA columns, the card (with filter statistics) and a sample grid. Deciding is cheap,
+   so another ``--keep-fraction`` reuses the stored scores.
+"""
+
+from __future__ import annotations
+
+import logging
+import platform
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from datasets import Features, Value
+from tqdm.auto import tqdm
+
+from cards import DatasetMetadata, assemble_dataset_dir, make_sample_grid, render_card
+from cards.grid import png_bytes
+from filters.dataset_io import LocalSplit, decode_image, open_split
+from filters.questions import MultipleChoiceQuestion, QuestionBuilder
+from filters.sub_filter import FilterParams, ScoredCandidate, decide, filter_statistics
+from filters.vqa import VQAScorer
+from generators import ItemResult, ItemStore, ShardSpec, WorkItem, select_shard
+from generators.errors import ConceptforgeError
+from generators.workitems import check_unique_ids
+
+logger = logging.getLogger(__name__)
+
+CANDIDATE_SPLIT = "candidates"
+OUTPUT_SPLIT = "test"
+SCORE_SPLIT = "scores"
+WORK_DIR = ".work"
+REQUIRED_COLUMNS = ("image", "item_id", "bird", "attribute", "group", "value")
+
+try:  # datasets >= 4 names variable-length lists List; older versions Sequence
+    from datasets import List as _ListFeature
+except ImportError:  # pragma: no cover
+    from datasets import Sequence as _ListFeature
+
+VQA_FEATURES = {
+    "vqa_options": _ListFeature(Value("string")),
+    "vqa_probs": _ListFeature(Value("float32")),
+    "vqa_answer": Value("string"),
+    "vqa_splus_prob": Value("float32"),
+    "vqa_raw_mass": Value("float32"),
+    "rank": Value("int32"),
+}
+
+COLUMN_DOCS = {
+    "image": "the reference-bird image R with the substituted attribute",
+    "item_id": "stable candidate id `<bird>__<attribute-slug>__<index>`",
+    "bird": "reference bird (CUB class name without number)",
+    "attribute": "S+: the substituted attribute, `has_<group>::<value>`",
+    "group": "attribute group",
+    "value": "S+ value",
+    "category": "colour, shape or pattern",
+    "removed_attribute": "S-: the bird's class-level attribute of that group",
+    "prompt_reference": "prompt c_R of the reference image",
+    "prompt_guidance": "prompt c_G of the (discarded) guidance image",
+    "image_index": "index of the candidate within its pair",
+    "seed": "work-item seed of the candidate",
+    "vqa_options": "VQA options in letter order (A, B, ...; last `Other`)",
+    "vqa_probs": "VQA option probabilities (normalised over the option letters)",
+    "vqa_answer": "the VQA model's answer (argmax option)",
+    "vqa_splus_prob": "VQA probability of S+",
+    "vqa_raw_mass": "next-token probability mass on the option letters before normalising",
+    "rank": "rank of the image within its pair by S+ probability (0 = best)",
+}
+
+CITATION = """@article{bader2025sub,
+  title   = {SUB: Benchmarking CBM Generalization via Synthetic Attribute Substitutions},
+  author  = {Bader, Jessica and Girrbach, Leander and Alaniz, Stephan and Akata, Zeynep},
+  journal = {arXiv preprint arXiv:2507.23784},
+  year    = {2025}
+}"""
+
+
+@dataclass(frozen=True)
+class FilterRunConfig:
+    """Settings that decide the stored scores (a resume with other ones is refused)."""
+
+    vqa_model: str
+    vqa_revision: str | None
+    answer_hint: str
+    candidates: str
+
+    def as_store_config(self) -> dict[str, Any]:
+        return {"stage": "sub-vqa-scores", **asdict(self)}
+
+
+def open_candidates(path: str | Path) -> LocalSplit:
+    return open_split(path, CANDIDATE_SPLIT, required=REQUIRED_COLUMNS, kind="SUB candidates dataset")
+
+
+def check_candidate_groups(candidates: LocalSplit, questions: QuestionBuilder) -> None:
+    """Every S+ must be an option of a known group: fail before any model time is spent."""
+    pairs = {(row["group"], row["value"], row["attribute"]) for row in candidates.iter_rows(["group", "value", "attribute"], batch_size=4096)}
+    for group, value, attribute in sorted(pairs):
+        question = questions(group)
+        question.option_index(value)
+        if attribute != f"{group}::{value}":
+            raise ConceptforgeError(f"candidate attribute {attribute!r} disagrees with group {group!r} / value {value!r}")
+
+
+def score_candidates(
+    candidates: LocalSplit,
+    store: ItemStore,
+    scorer: VQAScorer | Callable[[], VQAScorer],
+    questions: QuestionBuilder,
+    *,
+    shard: ShardSpec = ShardSpec(),
+    batch_size: int = 8,
+    max_images: int | None = None,
+    progress: bool = True,
+) -> dict[str, int]:
+    """Score this shard's unscored candidates; returns counts (total, skipped, scored, unreadable).
+
+    ``scorer`` may be a factory: the model is then loaded only when something is left to score.
+    """
+    ids = candidates.column("item_id")
+    items = [WorkItem(item_id, 0, SCORE_SPLIT) for item_id in ids]
+    check_unique_ids(items)
+    mine = {item.item_id for item in select_shard(items, shard)}
+    todo = {item_id for item_id in mine if not store.is_complete(WorkItem(item_id, 0, SCORE_SPLIT))}
+    skipped = len(mine) - len(todo)
+    if skipped:
+        logger.info("resuming: %d of %d candidates already scored", skipped, len(mine))
+    if max_images is not None:
+        todo = set(sorted(todo)[:max_images])
+    counts = {"total": len(mine), "skipped": skipped, "scored": 0, "unreadable": 0}
+    if not todo:
+        return counts
+    if not isinstance(scorer, VQAScorer):
+        scorer = scorer()
+    widest = max(len(questions(group).options) for group in set(candidates.column("group")))
+    scorer.letter_token_ids(widest)  # refuse multi-token letters before any image is scored
+    columns = ["item_id", "image", "group", "value", "attribute", "bird"]
+    batch: list[tuple[dict[str, Any], Any, MultipleChoiceQuestion]] = []
+
+    def flush() -> None:
+        if not batch:
+            return
+        results = scorer.score([b[1] for b in batch], [b[2] for b in batch], batch_size=batch_size)
+        for (row, _, question), scores in zip(batch, results):
+            splus = scores.prob(row["value"])
+            store.write(
+                WorkItem(row["item_id"], 0, SCORE_SPLIT),
+                ItemResult(metadata={
+                    "status": "ok", "bird": row["bird"], "attribute": row["attribute"], "splus": row["value"],
+                    "options": list(scores.options), "probs": list(scores.probs), "raw_mass": scores.raw_mass,
+                    "answer": scores.answer, "splus_prob": splus,
+                }),
+            )
+        counts["scored"] += len(batch)
+        bar.update(len(batch))
+        batch.clear()
+
+    with tqdm(total=len(todo), desc="VQA scoring", unit="img", dynamic_ncols=True, disable=not progress) as bar:
+        for row in candidates.iter_rows(columns, batch_size=max(16, batch_size)):
+            if row["item_id"] not in todo:
+                continue
+            question = questions(row["group"])
+            try:
+                image = decode_image(row["image"])
+            except ValueError as error:
+                logger.warning("candidate %s: %s (skipped)", row["item_id"], error)
+                store.write(
+                    WorkItem(row["item_id"], 0, SCORE_SPLIT),
+                    ItemResult(metadata={"status": "unreadable", "error": str(error), "bird": row["bird"],
+                                         "attribute": row["attribute"], "splus": row["value"]}),
+                )
+                counts["unreadable"] += 1
+                bar.update(1)
+                continue
+            batch.append((row, image, question))
+            if len(batch) >= batch_size:
+                flush()
+        flush()
+    if counts["unreadable"]:
+        logger.warning("%d unreadable candidate image(s) skipped", counts["unreadable"])
+    return counts
+
+
+def stored_scores(store: ItemStore) -> dict[str, dict[str, Any]]:
+    return {record.item_id: record.metadata for record in store.records(SCORE_SPLIT)}
+
+
+def scored_candidates(scores: dict[str, dict[str, Any]]) -> list[ScoredCandidate]:
+    out = []
+    for item_id, meta in scores.items():
+        ok = meta.get("status") == "ok"
+        out.append(ScoredCandidate(
+            item_id, meta["bird"], meta["attribute"], meta["splus"],
+            meta["answer"] if ok else None, float(meta.get("splus_prob", 0.0)) if ok else 0.0,
+        ))
+    return out
+
+
+def _package_versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for name in ("torch", "transformers", "datasets", "huggingface_hub"):
+        try:
+            versions[name] = __import__(name).__version__
+        except Exception:  # pragma: no cover
+            pass
+    return versions
+
+
+def candidates_license(path: Path) -> str | None:
+    """The license in the candidates card, if it has one (the filtered set inherits it)."""
+    card = path / "README.md"
+    if not card.is_file():
+        return None
+    try:
+        from huggingface_hub import DatasetCard
+
+        return DatasetCard.load(card).data.license
+    except Exception:  # a card we cannot parse just means no inherited license
+        return None
+
+
+def assemble_filtered(
+    candidates: LocalSplit,
+    store: ItemStore,
+    out_dir: str | Path,
+    *,
+    params: FilterParams,
+    license: str,
+    provenance: dict[str, Any],
+    grid_size: int = 8,
+) -> dict[str, Any]:
+    """Decide on the stored scores and write the filtered dataset; returns the statistics."""
+    scores = stored_scores(store)
+    ids = candidates.column("item_id")
+    missing = [item_id for item_id in ids if item_id not in scores]
+    if missing:
+        raise ConceptforgeError(
+            f"{len(missing)} of {len(ids)} candidates are not scored yet (e.g. {missing[0]}); "
+            "finish all shards, then rerun without --num-shards to assemble"
+        )
+    decision = decide(scored_candidates({i: scores[i] for i in ids}), params)
+    stats = filter_statistics(decision, params)
+    features = Features({**candidates.features, **VQA_FEATURES})
+    grid_png = _grid_png(candidates, decision.ranks, scores, grid_size)
+
+    def rows() -> Iterator[dict[str, Any]]:
+        for row in tqdm(candidates.iter_rows(), total=len(ids), desc="assembling", unit="img", dynamic_ncols=True):
+            rank = decision.ranks.get(row["item_id"])
+            if rank is None:
+                continue
+            meta = scores[row["item_id"]]
+            row.update(
+                vqa_options=meta["options"], vqa_probs=meta["probs"], vqa_answer=meta["answer"],
+                vqa_splus_prob=meta["splus_prob"], vqa_raw_mass=meta["raw_mass"], rank=rank,
+            )
+            yield row
+
+    metadata = DatasetMetadata(
+        pretty_name="SUB: synthetic attribute substitutions (VQA-filtered)",
+        license=license,
+        summary=(
+            "CUB birds with one attribute substituted by Tied Diffusion Guidance, filtered as in SUB "
+            "(paper 001, Sec. 4.2): images whose VQA answer is not the target attribute S+ are discarded, "
+            f"the rest of each bird-attribute pair is ranked by the S+ probability, the top "
+            f"{params.keep_fraction:.0%} of the pair's candidates are kept, and pairs with fewer survivors "
+            "are dropped. The VQA option probabilities are kept as columns.\n\n" + stats_table(stats)
+        ),
+        task_categories=["image-classification"],
+        tags=["sub", "cub", "concept-bottleneck", "synthetic", "conceptforge"],
+        citation=CITATION,
+        column_docs={name: COLUMN_DOCS.get(name, "") for name in features},
+        provenance=provenance,
+        filter_stats=stats,
+    )
+    assemble_dataset_dir(
+        out_dir,
+        splits={OUTPUT_SPLIT: rows},
+        features=features,
+        render_card=lambda split_stats: render_card(metadata, features, split_stats, has_grid=grid_png is not None),
+        grid_png=grid_png,
+    )
+    return stats
+
+
+def stats_table(stats: dict[str, Any]) -> str:
+    """Per-attribute filter counts as a markdown table (the full JSON follows in the card)."""
+    head = ["attribute", "pairs kept", "pairs dropped", "candidates", "wrong answer", "below rank",
+            "in dropped pair", "unreadable", "kept"]
+    keys = ["pairs_kept", "pairs_dropped", "candidates", "wrong_answer", "below_rank", "in_dropped_pair", "unreadable", "kept"]
+    lines = ["### Filter summary", "", "| " + " | ".join(head) + " |", "| --- |" + " ---: |" * len(keys)]
+    rows = list(stats["per_attribute"].items()) + [("**all**", stats["totals"])]
+    for name, counts in rows:
+        lines.append(f"| {name if name.startswith('**') else '`' + name + '`'} | " + " | ".join(str(counts.get(k, 0)) for k in keys) + " |")
+    return "\n".join(lines)
+
+
+def _grid_png(candidates: LocalSplit, ranks: dict[str, int], scores: dict[str, dict[str, Any]], size: int) -> bytes | None:
+    """The best image (rank 0) of the first ``size`` kept pairs, captioned with bird, S+ and p."""
+    wanted = sorted(item_id for item_id, rank in ranks.items() if rank == 0)[:size]
+    if not wanted:
+        return None
+    found: dict[str, Any] = {}
+    for row in candidates.iter_rows(["item_id", "image"], batch_size=16):
+        if row["item_id"] in wanted:
+            found[row["item_id"]] = decode_image(row["image"])
+            if len(found) == len(wanted):
+                break
+    samples = []
+    for item_id in wanted:
+        meta = scores[item_id]
+        caption = f"{meta['bird']} | {meta['attribute'].removeprefix('has_')} p={meta['splus_prob']:.2f}"
+        samples.append((found[item_id], caption))
+    return png_bytes(make_sample_grid(samples, columns=4))
+
+
+def provenance_for(config: FilterRunConfig, params: FilterParams, *, batch_size: int, argv: list[str] | None = None) -> dict[str, Any]:
+    return {
+        "filter": "scripts/filter_sub.py (conceptforge filters.sub_pipeline)",
+        "paper": "SUB (paper 001), Sec. 4.2 VQA filtering",
+        "vqa": asdict(config),
+        "filter_params": asdict(params),
+        "batch_size": batch_size,
+        "packages": _package_versions(),
+        "command": " ".join(argv if argv is not None else sys.argv),
+    }

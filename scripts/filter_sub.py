@@ -1,0 +1,132 @@
+#!/usr/bin/env python
+"""Filter SUB candidates with VQA multiple-choice ranking into the SUB dataset (paper 001 §4.2).
+
+    python scripts/filter_sub.py --candidates outputs/sub-candidates --out outputs/sub \
+        --cub-dir data/CUB_200_2011 [--vqa-model ID] [--keep-fraction 0.1] [--batch-size 8]
+
+Scores are cached per image id under OUT/.work, so a rerun never re-scores; --num-shards /
+--shard-index (and accelerate ranks) split the scoring; the dataset is assembled once all
+candidates are scored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Sequence
+
+if __package__ in (None, ""):  # `python scripts/filter_sub.py` from a checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from generators.cli import run_cli, setup_logging
+from generators.errors import ConceptforgeError
+
+logger = logging.getLogger("conceptforge.filter_sub")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from filters.questions import DEFAULT_ANSWER_HINT
+    from filters.vqa import DEFAULT_VQA_MODEL
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--candidates", required=True, type=Path, help="SUB candidates dataset directory (generate_sub.py --out)")
+    parser.add_argument("--out", required=True, type=Path, help="output dataset directory (split `test`)")
+    parser.add_argument("--cub-dir", type=Path, default=os.environ.get("CUB_DIR"),
+                        help="CUB_200_2011 directory (or its attributes.txt): the options of each attribute group "
+                             "[env CUB_DIR]")
+    parser.add_argument("--vqa-model", default=DEFAULT_VQA_MODEL, help=f"image-text-to-text model id or path (default {DEFAULT_VQA_MODEL})")
+    parser.add_argument("--vqa-revision", default=None, help="model revision (branch, tag or commit)")
+    parser.add_argument("--trust-remote-code", action="store_true",
+                        help="allow a checkpoint that ships its own Python code to run it (never implied)")
+    parser.add_argument("--keep-fraction", type=float, default=0.1, help="share of each pair's candidates kept (0.1 = 50 of 500)")
+    parser.add_argument("--min-survivor-fraction", type=float, default=None,
+                        help="drop a pair when fewer than this share answer S+ (default: --keep-fraction)")
+    parser.add_argument("--min-splus-prob", type=float, default=0.0, help="extra floor on the S+ probability (default 0: none)")
+    parser.add_argument("--batch-size", type=int, default=8, help="images per VQA forward")
+    parser.add_argument("--device", default=None, help="torch device (default: cuda when available)")
+    parser.add_argument("--no-answer-hint", action="store_true",
+                        help=f"ask the paper's question verbatim, without the line {DEFAULT_ANSWER_HINT!r}")
+    parser.add_argument("--license", default=None, help="dataset license (default: the candidates card's license)")
+    parser.add_argument("--num-shards", type=int, default=None)
+    parser.add_argument("--shard-index", type=int, default=None)
+    parser.add_argument("--max-images", type=int, default=None, help="score at most this many new images, then stop")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    return parser
+
+
+def _wait_for_all_ranks() -> None:
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        from accelerate import PartialState
+
+        PartialState().wait_for_everyone()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging(args.verbose)
+    from filters.cub_attributes import load_attributes
+    from filters.questions import DEFAULT_ANSWER_HINT, QuestionBuilder
+    from filters.sub_filter import FilterParams
+    from filters.sub_pipeline import (
+        WORK_DIR, FilterRunConfig, assemble_filtered, candidates_license, check_candidate_groups,
+        open_candidates, provenance_for, score_candidates,
+    )
+    from filters.vqa import VQAScorer
+    from generators import ItemStore, resolve_shard
+
+    params = FilterParams(args.keep_fraction, args.min_survivor_fraction, args.min_splus_prob)
+    if args.batch_size < 1:
+        raise ConceptforgeError(f"--batch-size must be >= 1, got {args.batch_size}")
+    if args.cub_dir is None:
+        raise ConceptforgeError("--cub-dir is required (the CUB_200_2011 directory, for the options of each attribute group)")
+    candidates = open_candidates(args.candidates)
+    if args.out.resolve() == args.candidates.resolve():
+        raise ConceptforgeError("--out must differ from --candidates")
+    answer_hint = "" if args.no_answer_hint else DEFAULT_ANSWER_HINT
+    questions = QuestionBuilder(load_attributes(args.cub_dir).groups, answer_hint=answer_hint)
+    check_candidate_groups(candidates, questions)
+    license = args.license or candidates_license(args.candidates)
+    if not license:
+        raise ConceptforgeError("the candidates card names no license; pass --license (e.g. cc-by-nc-4.0)")
+
+    shard = resolve_shard(args.num_shards, args.shard_index)
+    config = FilterRunConfig(args.vqa_model, args.vqa_revision, answer_hint, str(args.candidates.resolve()))
+    store = ItemStore(args.out / WORK_DIR)
+    store.bind_config(config.as_store_config())
+
+    total = candidates.num_rows()
+
+    def load_scorer() -> VQAScorer:
+        return VQAScorer.from_pretrained(
+            args.vqa_model, trust_remote_code=args.trust_remote_code, revision=args.vqa_revision, device=args.device
+        )
+
+    counts = score_candidates(candidates, store, load_scorer, questions, shard=shard,
+                              batch_size=args.batch_size, max_images=args.max_images)
+    logger.info("shard %d/%d: %s", shard.shard_index, shard.num_shards, counts)
+    _wait_for_all_ranks()
+    scored = store.count("scores")
+    if scored < total:
+        print(f"scored {scored} of {total} candidates; rerun (all shards done: without --num-shards) to assemble {args.out}")
+        return 0
+    if not shard.is_main:
+        return 0
+    stats = assemble_filtered(
+        candidates, store, args.out, params=params, license=license,
+        provenance=provenance_for(config, params, batch_size=args.batch_size, argv=[Path(sys.argv[0]).name, *(argv or sys.argv[1:])]),
+    )
+    totals = stats["totals"]
+    print(
+        f"kept {totals['kept']} of {totals['candidates']} images in {totals['pairs_kept']} of {totals['pairs']} pairs "
+        f"(wrong answer {totals['wrong_answer']}, below rank {totals['below_rank']}, in dropped pairs "
+        f"{totals['in_dropped_pair']}, unreadable {totals['unreadable']}) -> {args.out}"
+    )
+    print(f"card: {args.out / 'README.md'}   grid: {args.out / 'grid.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main))

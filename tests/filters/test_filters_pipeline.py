@@ -1,0 +1,150 @@
+"""filter_sub end to end on the tiny LLaVA: scores cached per image, resume, output loads."""
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from datasets import load_dataset
+
+from filters.cub_attributes import load_attributes
+from filters.dataset_io import decode_image
+from filters.questions import OTHER, QuestionBuilder
+from filters.sub_filter import FilterParams
+from filters.sub_pipeline import (
+    WORK_DIR, assemble_filtered, open_candidates, score_candidates,
+)
+from generators import ItemStore, ShardSpec
+
+from filters_fixtures import candidate_rows
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _load_script(name):
+    spec = importlib.util.spec_from_file_location(f"conceptforge_script_{name}", REPO / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _pairs_the_model_accepts(scorer, mini_cub):
+    """Two pairs whose S+ is what the (random) tiny model answers, and one whose S+ it never picks.
+
+    A random tiny VLM answers from the text alone, so its answer per group is stable across images.
+    """
+    questions = QuestionBuilder(load_attributes(mini_cub).groups)
+    probe = [decode_image(r["image"]) for r in candidate_rows([("Probe", "has_crown_color::black")], 1)]
+    answers = {g: scorer.score(probe, [questions(g)])[0].answer for g in ("has_crown_color", "has_tail_pattern", "has_bill_shape")}
+    assert OTHER not in (answers["has_crown_color"], answers["has_tail_pattern"])
+    wrong = next(v for v in questions("has_bill_shape").options[:-1] if v != answers["has_bill_shape"])
+    return [
+        ("Blue_Jay", f"has_crown_color::{answers['has_crown_color']}"),
+        ("Cardinal", f"has_bill_shape::{wrong}"),
+        ("Cardinal", f"has_tail_pattern::{answers['has_tail_pattern']}"),
+    ]
+
+
+class CountingScorer:
+    def __init__(self, scorer):
+        self.scorer, self.images = scorer, 0
+
+    def __getattr__(self, name):
+        return getattr(self.scorer, name)
+
+    def score(self, images, questions, **kwargs):
+        self.images += len(images)
+        return self.scorer.score(images, questions, **kwargs)
+
+
+def test_scores_are_cached_and_resume_does_not_rescore(tiny_scorer, mini_cub, candidates_factory, tmp_path, monkeypatch):
+    pairs = _pairs_the_model_accepts(tiny_scorer, mini_cub)
+    corrupt = ["Blue_Jay__crown_color-" + pairs[0][1].split("::")[1] + "__0002"]
+    cand_dir = candidates_factory(pairs=pairs, per_pair=10, corrupt=corrupt)
+    candidates = open_candidates(cand_dir)
+    questions = QuestionBuilder(load_attributes(mini_cub).groups)
+    store = ItemStore(tmp_path / "out" / WORK_DIR)
+    counting = CountingScorer(tiny_scorer)
+    import filters.sub_pipeline as pipeline
+
+    monkeypatch.setattr(pipeline, "VQAScorer", CountingScorer)  # isinstance check in score_candidates
+    first = score_candidates(candidates, store, counting, questions, shard=ShardSpec(2, 0), batch_size=4, progress=False)
+    assert first == {"total": 15, "skipped": 0, "scored": 14, "unreadable": 1}
+    second = score_candidates(candidates, store, counting, questions, shard=ShardSpec(2, 1), batch_size=4, progress=False)
+    assert second["scored"] == 15 and counting.images == 29
+    again = score_candidates(candidates, store, counting, questions, batch_size=4, progress=False)
+    assert again == {"total": 30, "skipped": 30, "scored": 0, "unreadable": 0} and counting.images == 29
+
+    stats = assemble_filtered(candidates, store, tmp_path / "out", params=FilterParams(keep_fraction=0.3),
+                              license="cc-by-nc-4.0", provenance={"test": True})
+    assert stats["totals"]["unreadable"] == 1
+    assert stats["totals"]["pairs_dropped"] >= 1  # the pair whose S+ the model never answers
+    ds = load_dataset(str(tmp_path / "out"), split="test")
+    assert ds.num_rows == stats["totals"]["kept"] == 6  # 3 of 10 for each of the two accepted pairs
+    assert corrupt[0] not in ds["item_id"]
+    row = ds[0]
+    assert row["vqa_answer"] == row["value"] and row["vqa_options"][-1] == OTHER
+    assert sum(row["vqa_probs"]) == pytest.approx(1.0, abs=1e-5)
+    assert row["vqa_splus_prob"] == pytest.approx(row["vqa_probs"][row["vqa_options"].index(row["value"])], rel=1e-6)
+    for bird, attribute in [pairs[0], pairs[2]]:
+        kept = ds.filter(lambda r: r["bird"] == bird and r["attribute"] == attribute)
+        assert sorted(kept["rank"]) == [0, 1, 2]
+        ordered = sorted(zip(kept["rank"], kept["vqa_splus_prob"]))
+        assert [p for _, p in ordered] == sorted((p for _, p in ordered), reverse=True)
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert "## Filter statistics" in card and '"pairs_dropped"' in card and "license: cc-by-nc-4.0" in card
+    assert (tmp_path / "out" / "grid.png").stat().st_size > 0
+
+
+def test_script_end_to_end_with_resume(tiny_vlm, tiny_scorer, mini_cub, candidates_factory, tmp_path):
+    cand_dir = candidates_factory(pairs=_pairs_the_model_accepts(tiny_scorer, mini_cub), per_pair=4)
+    out = tmp_path / "sub"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
+    cmd = [sys.executable, str(REPO / "scripts" / "filter_sub.py"), "--candidates", str(cand_dir), "--out", str(out),
+           "--cub-dir", str(mini_cub), "--vqa-model", str(tiny_vlm), "--keep-fraction", "0.5", "--batch-size", "3",
+           "--device", "cpu"]
+    partial = subprocess.run(cmd + ["--max-images", "5"], env=env, capture_output=True, text=True, timeout=300)
+    assert partial.returncode == 0, partial.stderr
+    assert "scored 5 of 12 candidates" in partial.stdout and not (out / "README.md").exists()
+    before = {p.name: p.stat().st_mtime_ns for p in (out / WORK_DIR / "items" / "scores").glob("*.json")}
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "resuming: 5 of 12 candidates already scored" in done.stderr
+    after = {p.name: p.stat().st_mtime_ns for p in (out / WORK_DIR / "items" / "scores").glob("*.json")}
+    assert all(after[name] == mtime for name, mtime in before.items()) and len(after) == 12
+    assert "kept 4 of 12 images in 2 of 3 pairs" in done.stdout
+    ds = load_dataset(str(out), split="test")
+    assert ds.num_rows == 4 and set(ds.column_names) >= {"vqa_probs", "vqa_raw_mass", "rank", "removed_attribute"}
+    # Resuming with another model is refused instead of mixing scores.
+    other = subprocess.run([c if c != str(tiny_vlm) else str(tmp_path / "other") for c in cmd], env=env,
+                           capture_output=True, text=True, timeout=300)
+    assert other.returncode == 2 and "differs in: vqa_model" in other.stderr
+
+
+@pytest.mark.parametrize("case", ["missing", "not-candidates", "unknown-group", "no-cub"])
+def test_bad_input_is_one_clear_line(case, mini_cub, candidates_factory, tmp_path, capsys):
+    script = _load_script("filter_sub")
+    args = ["--out", str(tmp_path / "out"), "--cub-dir", str(mini_cub), "--vqa-model", str(tmp_path / "no-model")]
+    if case == "missing":
+        args += ["--candidates", str(tmp_path / "nowhere")]
+        expected = "does not exist"
+    elif case == "not-candidates":
+        (tmp_path / "ds" / "data").mkdir(parents=True)
+        (tmp_path / "ds" / "data" / "test-00000-of-00001.parquet").write_bytes(b"")
+        args += ["--candidates", str(tmp_path / "ds")]
+        expected = "is not a SUB candidates dataset: no data/candidates-*.parquet (it has split(s): test)"
+    elif case == "unknown-group":
+        args += ["--candidates", str(candidates_factory(pairs=[("Blue_Jay", "has_fin_color::red")], per_pair=1))]
+        expected = "unknown attribute group 'has_fin_color'"
+    else:
+        args = ["--out", str(tmp_path / "out"), "--cub-dir", str(tmp_path / "no-cub"),
+                "--candidates", str(candidates_factory(per_pair=1))]
+        expected = "is not a CUB_200_2011 directory"
+    from generators.cli import run_cli
+
+    assert run_cli(script.main, args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and expected in err and "\n" not in err
+    assert not (tmp_path / "out" / "README.md").exists()
