@@ -63,8 +63,9 @@ def tie_count(eta: float, n: int) -> int:
     """How many of ``n`` elements the eta-th percentile covers: ``ceil(eta * n)`` in [0, n]."""
     if not 0.0 <= eta <= 1.0:
         raise ValueError(f"eta must be in [0, 1], got {eta}")
-    # Guard against eta * n landing a hair above an integer through float error (0.3 * 10).
-    return min(n, max(0, math.ceil(eta * n - 1e-9 * n)))
+    # Rounding to 9 decimals first keeps float error (0.3 * 10 = 3.0000000000000004) from
+    # tying one element too many.
+    return min(n, max(0, math.ceil(round(eta * n, 9))))
 
 
 def _work_dtype(tensor: torch.Tensor) -> torch.dtype:
