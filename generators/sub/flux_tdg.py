@@ -110,6 +110,7 @@ class TDGFlux:
         channels = pipe.transformer.config.in_channels // 4
         return pipe.prepare_latents(1, channels, height, width, dtype, pipe._execution_device, generator)
 
+    @torch.no_grad()
     def denoise(
         self,
         prompts: Sequence[str],
@@ -191,6 +192,7 @@ class TDGFlux:
                 on_step(i, times[i], etas[i], noise_pred, latents)
         return DenoiseResult(latents=latents, times=times, etas=etas)
 
+    @torch.no_grad()
     def decode(self, latents: torch.Tensor, height: int, width: int, output_type: str = "pil"):
         """The pipeline's own VAE decoding (unpack, unscale, decode, post-process)."""
         pipe = self.pipe
@@ -336,6 +338,13 @@ def resolve_device(device: str, *, model: str, revision: str | None = None, offl
     return torch.device(device)
 
 
+def _dtype_kwarg(dtype: torch.dtype) -> dict:
+    """``dtype=`` where diffusers has it (``torch_dtype`` is deprecated there), else ``torch_dtype=``."""
+    from diffusers.pipelines import pipeline_utils
+
+    return {"dtype": dtype} if hasattr(pipeline_utils, "_resolve_dtype") else {"torch_dtype": dtype}
+
+
 def _load_pipeline(model: str, *, revision: str | None, dtype: torch.dtype):
     from diffusers import FluxPipeline
 
@@ -344,7 +353,7 @@ def _load_pipeline(model: str, *, revision: str | None, dtype: torch.dtype):
     if looks_local and not (local / "model_index.json").is_file():
         raise ConceptforgeError(f"--model {model} is not a FLUX pipeline folder (no model_index.json)")
     try:
-        return FluxPipeline.from_pretrained(model, revision=revision, torch_dtype=dtype)
+        return FluxPipeline.from_pretrained(model, revision=revision, **_dtype_kwarg(dtype))
     except (OSError, ValueError) as error:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         if looks_local:

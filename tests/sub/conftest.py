@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -91,15 +90,16 @@ def tiny_flux_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_flux(tiny_flux_dir):
-    """The tiny pipeline loaded offline through TDGFlux.from_pretrained (FluxPipeline.from_pretrained)."""
+    """The tiny pipeline loaded through TDGFlux.from_pretrained (FluxPipeline.from_pretrained)."""
     from generators.sub.flux_tdg import TDGFlux
 
-    previous = os.environ.get("HF_HUB_OFFLINE")
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    try:
-        return TDGFlux.from_pretrained(str(tiny_flux_dir), device="cpu", max_sequence_length=16)
-    finally:
-        if previous is None:
-            os.environ.pop("HF_HUB_OFFLINE", None)
-        else:
-            os.environ["HF_HUB_OFFLINE"] = previous
+    return TDGFlux.from_pretrained(str(tiny_flux_dir), device="cpu", max_sequence_length=16)
+
+
+@pytest.fixture
+def hub_offline(monkeypatch):
+    """huggingface_hub reads HF_HUB_OFFLINE at import time: patch the constant as well."""
+    import huggingface_hub.constants
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
