@@ -78,6 +78,7 @@ def build_random_flux_pipeline(
     latent_channels: int | None = None,
     seed: int = 0,
     dtype: torch.dtype = torch.float32,
+    device: str | torch.device = "cpu",
 ):
     """A FluxPipeline with random weights; tiny by default.
 
@@ -125,7 +126,10 @@ def build_random_flux_pipeline(
             decoder_start_token_id=0,
         )
     )
-    transformer = FluxTransformer2DModel(**config)
+    with torch.device(device):  # a full-size transformer is initialised on the GPU directly
+        transformer = FluxTransformer2DModel(**config)
+    if dtype != torch.float32:
+        transformer = transformer.to(dtype)
     vae = AutoencoderKL(
         in_channels=3,
         out_channels=3,
@@ -154,4 +158,6 @@ def build_random_flux_pipeline(
         tokenizer_2=t5_tokenizer,
         transformer=transformer,
     )
-    return pipe if dtype == torch.float32 else pipe.to(dtype=dtype)
+    if dtype != torch.float32:
+        pipe.to(dtype=dtype)
+    return pipe.to(device) if torch.device(device).type != "cpu" else pipe
