@@ -327,9 +327,10 @@ def resolve_device(device: str, *, model: str, revision: str | None = None, offl
         raise ConceptforgeError(f"--device {device} but no CUDA GPU is visible; {GPU_HELP}")
     if offload and not cuda:
         raise ConceptforgeError("--offload moves FLUX between CPU and a CUDA GPU, but no CUDA GPU is visible")
+    if device in {"auto", "cuda"} and cuda:
+        # Under accelerate launch / torchrun every rank takes its own GPU.
+        return torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}")
     if device == "auto":
-        if cuda:
-            return torch.device("cuda")
         config = _read_transformer_config(model, revision)
         too_big = model == DEFAULT_MODEL if config is None else _estimate_transformer_parameters(config) > CPU_PARAMETER_LIMIT
         if too_big:
