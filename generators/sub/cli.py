@@ -115,7 +115,8 @@ def build_plan(args: argparse.Namespace) -> tuple[PairPlan, dict]:
         if args.candidate_spec:
             raise ConceptforgeError("--reference-selection and --candidate-spec exclude each other")
         plan = plan_reference_selection(cub, args.classes, spec=spec)
-        return select_pairs(plan, args.pairs), {"plan": "reference-selection", "classes": args.classes or "all"}
+        # Which classes is not bound to the store: a later run may add classes to the same folder.
+        return select_pairs(plan, args.pairs), {"plan": "reference-selection"}
     if args.classes:
         raise ConceptforgeError("--classes only applies to --reference-selection")
     overrides = parse_tdg_overrides(args.tdg)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from generators.errors import ConceptforgeError
-from generators.sub.cub import CUBMetadata, display_name, parse_attribute
+from generators.sub.cub import CUBMetadata, class_name, display_name, parse_attribute
 from generators.sub.tdg import TDGParams
 
 CATEGORIES = ("colour", "shape", "pattern")
@@ -227,7 +227,7 @@ def plan_pairs(
 def plan_reference_selection(cub: CUBMetadata, classes: Iterable[str] | None = None, *, spec: SubSpec | None = None) -> PairPlan:
     """One plain-prompt "pair" per CUB class (all 200, or ``classes``) for reference-bird selection."""
     spec = spec or load_spec()
-    names = list(classes) if classes else list(cub.classes)
+    names = [class_name(c) for c in classes] if classes else list(cub.classes)  # "017.Cardinal" works too
     plan = PairPlan()
     for bird in names:
         cub.check_bird(bird)

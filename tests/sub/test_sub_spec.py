@@ -119,6 +119,7 @@ def test_candidate_spec_and_reference_selection(mini_cub, tmp_path):
     selection = plan_reference_selection(cub)
     assert len(selection.pairs) == len(CLASSES)
     assert selection.pairs[0].prompt_reference == "A photo of a Western Grebe" and selection.pairs[0].attribute == ""
+    assert plan_reference_selection(cub, ["032.Blue_Jay"]).pairs[0].bird == "Blue_Jay"
     with pytest.raises(ConceptforgeError, match="not a CUB class"):
         plan_reference_selection(cub, ["Dodo"])
     path.write_text(json.dumps({"birds": [], "attributes": ["has_crown_color::black"]}))
