@@ -142,3 +142,19 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     assert run_cli(main, ["--cub-dir", str(tmp_path / "missing"), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --cub-dir") and err.count("\n") == 1 and not (tmp_path / "o").exists()
+
+
+def test_python_api_generate_with_loaded_model_and_guidance_images(tmp_path, mini_cub, tiny_flux, tiny_flux_dir):
+    from generators.sub import GenerationSettings, generate, load_cub, plan_pairs
+
+    plan = plan_pairs(["Blue_Jay"], ["has_bill_shape::needle"], cub=load_cub(mini_cub))
+    settings = GenerationSettings(model=str(tiny_flux_dir), resolution=32, steps=2, max_sequence_length=16, dtype="fp32")
+    summary = generate(out=tmp_path / "api", plan=plan, images_per_pair=1, settings=settings,
+                       license="cc-by-nc-4.0", generator=tiny_flux, save_guidance=True)
+    assert summary.assembled and summary.made == 1
+    item = tmp_path / "api" / ".work" / "items" / "candidates" / "Blue_Jay__has_bill_shape--needle__00000"
+    assert item.with_suffix(".guidance.png").exists() and item.with_suffix(".png").exists()
+    meta = json.loads(item.with_suffix(".json").read_text())
+    assert meta["etas"][0] == 1.0 and meta["guidance_bird"] == "Hummingbird"
+    row = load_dataset(str(tmp_path / "api"))["candidates"][0]
+    assert row["prompt_guidance"] == "A photo of a Hummingbird" and row["category"] == "shape"
