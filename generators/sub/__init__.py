@@ -1,0 +1,57 @@
+"""SUB (paper 001): Tied Diffusion Guidance over FLUX and the SUB candidate generator.
+
+Python API (see docs/sub.md)::
+
+    from generators.sub import TDGFlux, TDGParams, generate, load_cub, load_spec, plan_pairs
+
+    flux = TDGFlux.from_pretrained()                       # black-forest-labs/FLUX.1-dev
+    pair = flux.generate(prompt_reference=..., prompt_guidance=..., seed=0, params=TDGParams(tmax=0.6))
+    pair.reference.save("r.png")
+
+Heavy imports (torch, diffusers) happen on first use of the generation classes.
+"""
+
+from generators.sub.cub import CUBMetadata, load_cub
+from generators.sub.flux_tdg import DEFAULT_MODEL, GeneratedPair, TDGFlux
+from generators.sub.generate import FEATURES, GenerationSettings, RunSummary, build_work_items, generate
+from generators.sub.spec import (
+    CandidateSpec,
+    Pair,
+    PairPlan,
+    Substitution,
+    load_spec,
+    make_prompts,
+    make_substitution,
+    plan_pairs,
+    plan_reference_selection,
+    read_candidate_spec,
+)
+from generators.sub.tdg import TDGParams, eta_schedule, tie, tie_mask, tie_pair
+
+__all__ = [
+    "CUBMetadata",
+    "load_cub",
+    "DEFAULT_MODEL",
+    "GeneratedPair",
+    "TDGFlux",
+    "FEATURES",
+    "GenerationSettings",
+    "RunSummary",
+    "build_work_items",
+    "generate",
+    "CandidateSpec",
+    "Pair",
+    "PairPlan",
+    "Substitution",
+    "load_spec",
+    "make_prompts",
+    "make_substitution",
+    "plan_pairs",
+    "plan_reference_selection",
+    "read_candidate_spec",
+    "TDGParams",
+    "eta_schedule",
+    "tie",
+    "tie_mask",
+    "tie_pair",
+]

@@ -1,0 +1,235 @@
+"""Command line of ``scripts/generate_sub.py`` (kept here so tests reach it in-process)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from pathlib import Path
+from typing import Sequence
+
+from generators.cli import setup_logging
+from generators.errors import ConceptforgeError
+from generators.sub.cub import load_cub
+from generators.sub.flux_tdg import (
+    DEFAULT_GUIDANCE,
+    DEFAULT_MAX_SEQUENCE_LENGTH,
+    DEFAULT_MODEL,
+    DEFAULT_RESOLUTION,
+    DEFAULT_STEPS,
+)
+from generators.sub.generate import FLUX_DEV_DEFAULT_LICENSE, GenerationSettings, generate
+from generators.sub.spec import PairPlan, load_spec, plan_pairs, plan_reference_selection, read_candidate_spec
+from generators.sub.tdg import TDGParams
+from generators.workitems import resolve_shard
+
+logger = logging.getLogger("conceptforge.sub")
+
+DESCRIPTION = "Generate SUB candidates with Tied Diffusion Guidance over FLUX (paper 001)."
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=DESCRIPTION)
+    p.add_argument("--mode", choices=["tdg", "prompt-only"], default="tdg", help="TDG (default) or the prompt-only baseline (Fig. 4)")
+    p.add_argument("--cub-dir", required=True, help="local CUB_200_2011 directory (classes, attributes, class-level labels)")
+    p.add_argument("--out", required=True, help="output dataset directory (item store in OUT/.work)")
+    what = p.add_argument_group("what to generate")
+    what.add_argument("--candidate-spec", help="JSON {birds: [...], attributes: [...]}: the full grid birds x attributes")
+    what.add_argument("--reference-selection", action="store_true", help="prompt-only images of CUB classes with the plain bird prompt")
+    what.add_argument("--classes", nargs="+", help="with --reference-selection: these CUB classes instead of all 200")
+    what.add_argument("--pairs", nargs="+", metavar="SEL", help="subset: BIRD=ATTRIBUTE pairs, BIRD names or ATTRIBUTEs (union)")
+    what.add_argument("--images-per-pair", type=int, default=500, help="images per pair (paper: 500 candidates)")
+    what.add_argument(
+        "--drop-present",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="drop pairs whose bird already has S+ (default: on for the paper spec, off for --candidate-spec)",
+    )
+    what.add_argument("--tdg", action="append", default=[], metavar="CAT=K,TMIN,TMAX", help="override a category's schedule")
+    gen = p.add_argument_group("model and sampling")
+    gen.add_argument("--model", default=DEFAULT_MODEL, help="FLUX pipeline: Hub id or local folder")
+    gen.add_argument("--revision", default=None, help="model revision (branch, tag or commit)")
+    gen.add_argument("--resolution", type=int, default=DEFAULT_RESOLUTION)
+    gen.add_argument("--steps", type=int, default=DEFAULT_STEPS)
+    gen.add_argument("--guidance", type=float, default=DEFAULT_GUIDANCE)
+    gen.add_argument("--max-sequence-length", type=int, default=DEFAULT_MAX_SEQUENCE_LENGTH)
+    gen.add_argument("--seed", type=int, default=0, help="run seed; item seeds derive from it")
+    gen.add_argument("--device", default="auto", help="auto, cuda, cuda:N or cpu")
+    gen.add_argument("--dtype", choices=["auto", "bf16", "fp16", "fp32"], default="auto", help="auto: bf16 on CUDA, fp32 on CPU")
+    gen.add_argument("--offload", action="store_true", help="model CPU offload for GPUs with less memory")
+    gen.add_argument("--save-guidance", action="store_true", help="also keep the G image in the item store")
+    run = p.add_argument_group("run")
+    run.add_argument("--license", default=None, help=f"dataset license (default {FLUX_DEV_DEFAULT_LICENSE} for {DEFAULT_MODEL}; required otherwise)")
+    run.add_argument("--num-shards", type=int, default=None)
+    run.add_argument("--shard-index", type=int, default=None)
+    run.add_argument("--max-items", type=int, default=None, help="stop after this many new images (resume later)")
+    run.add_argument("--dry-run", action="store_true", help="print the plan and exit")
+    run.add_argument("--seconds-per-image", type=float, default=None, help="measured time per image, for --dry-run's GPU-hour estimate")
+    p.add_argument("-v", "--verbose", action="store_true")
+    return p
+
+
+def parse_tdg_overrides(values: Sequence[str]) -> dict[str, TDGParams]:
+    overrides = {}
+    for value in values:
+        category, _, numbers = value.partition("=")
+        parts = numbers.split(",")
+        if category not in {"colour", "shape", "pattern"} or len(parts) != 3:
+            raise ConceptforgeError(f"--tdg {value!r}: expected CATEGORY=K,TMIN,TMAX with CATEGORY colour, shape or pattern")
+        try:
+            k, tmin, tmax = (float(x) for x in parts)
+        except ValueError:
+            raise ConceptforgeError(f"--tdg {value!r}: K, TMIN and TMAX must be numbers") from None
+        overrides[category] = TDGParams(k=k, tmin=tmin, tmax=tmax)
+    return overrides
+
+
+def _matches(selector: str, pair) -> bool:
+    bird, eq, attribute = selector.partition("=")
+    if eq:
+        return pair.bird == bird and pair.attribute == attribute
+    return selector in (pair.bird, pair.attribute)
+
+
+def select_pairs(plan: PairPlan, selectors: Sequence[str] | None) -> PairPlan:
+    """Keep pairs matching any selector: ``BIRD=ATTRIBUTE``, a bird name, or an attribute."""
+    if not selectors:
+        return plan
+    unused = [s for s in selectors if not any(_matches(s, p) for p in plan.pairs)]
+    if unused:
+        dropped = set(plan.dropped)
+        notes = [
+            f"{s} (dropped: the bird already has S+ in CUB; use --no-drop-present)"
+            if "=" in s and tuple(s.split("=", 1)) in dropped
+            else s
+            for s in unused
+        ]
+        raise ConceptforgeError(f"--pairs selects nothing for: {', '.join(notes)}")
+    return PairPlan(pairs=[p for p in plan.pairs if any(_matches(s, p) for s in selectors)], dropped=plan.dropped)
+
+
+def build_plan(args: argparse.Namespace) -> tuple[PairPlan, dict]:
+    cub = load_cub(args.cub_dir)
+    spec = load_spec()
+    if args.reference_selection:
+        if args.candidate_spec:
+            raise ConceptforgeError("--reference-selection and --candidate-spec exclude each other")
+        plan = plan_reference_selection(cub, args.classes, spec=spec)
+        # Which classes is not bound to the store: a later run may add classes to the same folder.
+        return select_pairs(plan, args.pairs), {"plan": "reference-selection"}
+    if args.classes:
+        raise ConceptforgeError("--classes only applies to --reference-selection")
+    overrides = parse_tdg_overrides(args.tdg)
+    if args.candidate_spec:
+        candidate = read_candidate_spec(args.candidate_spec)
+        drop = False if args.drop_present is None else args.drop_present
+        plan = plan_pairs(
+            candidate.birds, candidate.attributes, cub=cub, drop_present=drop,
+            guidance_birds=candidate.guidance_birds, tdg_overrides=overrides, spec=spec,
+        )
+        info = {"plan": "candidate-grid", "guidance_birds": dict(candidate.guidance_birds)}
+    else:
+        drop = True if args.drop_present is None else args.drop_present
+        plan = plan_pairs(spec.reference_birds, spec.substitutions, cub=cub, drop_present=drop, tdg_overrides=overrides, spec=spec)
+        info = {"plan": "paper"}
+    info["tdg_overrides"] = {k: v.to_dict() for k, v in overrides.items()}
+    return select_pairs(plan, args.pairs), info
+
+
+def resolve_dtype_name(dtype: str, device: str) -> str:
+    if dtype != "auto":
+        return dtype
+    import torch
+
+    on_cuda = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
+    return "bf16" if on_cuda else "fp32"
+
+
+def print_plan(plan: PairPlan, args: argparse.Namespace) -> None:
+    images = len(plan.pairs) * args.images_per_pair
+    by_category: dict[str, int] = {}
+    for pair in plan.pairs:
+        by_category[pair.category or "plain"] = by_category.get(pair.category or "plain", 0) + 1
+    print(f"mode: {args.mode}{' (reference selection)' if args.reference_selection else ''}")
+    print(f"pairs: {len(plan.pairs)} ({', '.join(f'{k} {v}' for k, v in sorted(by_category.items()))})")
+    print(f"birds: {len({p.bird for p in plan.pairs})}, attributes: {len({p.attribute for p in plan.pairs if p.attribute})}")
+    print(f"dropped (bird already has S+): {len(plan.dropped)}")
+    print(f"images: {images} ({args.images_per_pair} per pair) at {args.resolution}px, {args.steps} steps")
+    if args.seconds_per_image:
+        hours = images * args.seconds_per_image / 3600
+        print(f"estimated GPU-hours: {hours:.1f} at {args.seconds_per_image:g} s/image")
+    else:
+        print("estimated GPU-hours: pass --seconds-per-image (measured) for an estimate")
+    for pair in plan.pairs[:5]:
+        print(f"  {pair.bird} | {pair.attribute or '-'} | S-={pair.removed_attribute or '-'} | {pair.prompt_reference!r} | {pair.prompt_guidance!r}")
+    if len(plan.pairs) > 5:
+        print(f"  ... {len(plan.pairs) - 5} more")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging(args.verbose)
+    plan, plan_info = build_plan(args)
+    if args.dry_run:
+        print_plan(plan, args)
+        return 0
+    license = args.license or (FLUX_DEV_DEFAULT_LICENSE if args.model == DEFAULT_MODEL else None)
+    if not license:
+        raise ConceptforgeError(f"--license is required for models other than {DEFAULT_MODEL} (e.g. --license cc-by-nc-4.0)")
+    settings = GenerationSettings(
+        mode=args.mode,
+        model=args.model,
+        revision=args.revision,
+        resolution=args.resolution,
+        steps=args.steps,
+        guidance_scale=args.guidance,
+        max_sequence_length=args.max_sequence_length,
+        seed=args.seed,
+        dtype=resolve_dtype_name(args.dtype, args.device),
+    )
+    shard = resolve_shard(args.num_shards, args.shard_index)
+    explicit_shards = (args.num_shards or 1) > 1
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    common = dict(
+        out=args.out,
+        plan=plan,
+        images_per_pair=args.images_per_pair,
+        settings=settings,
+        license=license,
+        reference_selection=args.reference_selection,
+        extra_config=plan_info,
+    )
+    # One process writes the dataset: the only one, or rank 0 of an accelerate world after all
+    # ranks are done. Explicit --num-shards processes never do (they finish in any order); a
+    # rerun without them assembles.
+    summary = generate(
+        **common,
+        shard=shard,
+        device=args.device,
+        offload=args.offload,
+        save_guidance=args.save_guidance,
+        max_items=args.max_items,
+        assemble_when_complete=not explicit_shards and world <= 1,
+    )
+    if world > 1 and not explicit_shards:
+        _barrier()
+        if shard.shard_index == 0:
+            summary = generate(**common, max_items=0)
+    if summary.assembled:
+        print(f"wrote {summary.items} images ({summary.pairs} pairs) to {Path(args.out)} (card README.md, grid.png)")
+    else:
+        print(
+            f"shard {shard.shard_index}/{shard.num_shards}: made {summary.made}, already there {summary.skipped}; "
+            f"{Path(args.out)} is written once every item exists (rerun without --num-shards/--shard-index)"
+        )
+    return 0
+
+
+def _barrier() -> None:
+    """Under ``accelerate launch``, wait for every rank before rank 0 assembles."""
+    try:
+        from accelerate import PartialState
+
+        PartialState().wait_for_everyone()
+    except Exception:  # pragma: no cover - no process group: rank 0 assembles only if complete
+        logger.debug("no barrier available", exc_info=True)

@@ -1,0 +1,385 @@
+"""The TDG denoising loop over FluxPipeline's own components (paper 001, Fig. 2).
+
+Why a loop of our own: FluxPipeline's ``callback_on_step_end`` sees the latents only after the
+scheduler step, so it cannot change the model prediction that TDG ties. The loop below reuses
+the pipeline's ``encode_prompt``, ``prepare_latents``, timestep shift and retrieval, scheduler
+and VAE decoding, and differs from ``FluxPipeline.__call__`` in one line: the prediction of the
+batch [R, G] goes through :func:`generators.sub.tdg.tie_pair` before the scheduler step. With
+eta = 0 at every step it reproduces ``FluxPipeline.__call__`` on the same batch bit for bit
+(tested).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+
+from generators.errors import ConceptforgeError
+from generators.sub.tdg import TDGParams, eta_schedule, tie_pair
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "black-forest-labs/FLUX.1-dev"
+DEFAULT_RESOLUTION = 1024
+DEFAULT_STEPS = 28
+DEFAULT_GUIDANCE = 3.5
+DEFAULT_MAX_SEQUENCE_LENGTH = 512
+#: Above this many transformer parameters a CPU run is refused unless ``device="cpu"`` is explicit.
+CPU_PARAMETER_LIMIT = 1_000_000_000
+
+GATED_HELP = (
+    "FLUX.1-dev is gated: accept its license at https://huggingface.co/black-forest-labs/FLUX.1-dev, "
+    "run `hf auth login` on a machine with internet access (the weights are ~24 GB), "
+    "or pass --model a local copy of a FLUX pipeline"
+)
+GPU_HELP = (
+    "FLUX.1-dev (12B parameters) needs a CUDA GPU: about 40 GB of GPU memory in bf16, or 24 GB "
+    "with --offload (model CPU offload); --device cpu forces a (very slow) CPU run"
+)
+
+EtaFunction = Callable[[float], float]
+StepCallback = Callable[[int, float, float, torch.Tensor, torch.Tensor], None]
+
+
+@dataclass
+class DenoiseResult:
+    """Final packed latents of the batch, plus the per-step diffusion times and etas used."""
+
+    latents: torch.Tensor
+    times: list[float] = field(default_factory=list)
+    etas: list[float] = field(default_factory=list)
+
+
+@dataclass
+class GeneratedPair:
+    """What :meth:`TDGFlux.generate` returns: the R image (kept) and, when asked, the G image."""
+
+    reference: "PIL.Image.Image"  # noqa: F821
+    guidance: "PIL.Image.Image | None" = None  # noqa: F821
+    times: list[float] = field(default_factory=list)
+    etas: list[float] = field(default_factory=list)
+
+
+def _execution_device(module: torch.nn.Module) -> torch.device:
+    try:
+        from diffusers.utils.torch_utils import get_module_execution_device
+
+        return get_module_execution_device(module)
+    except ImportError:  # older diffusers
+        return next(module.parameters()).device
+
+
+class TDGFlux:
+    """Tied Diffusion Guidance over a loaded ``FluxPipeline`` (components reused, not forked).
+
+    Keyword-only settings mirror FluxPipeline's defaults: 28 steps, guidance 3.5, 1024 px,
+    512 T5 tokens.
+    """
+
+    def __init__(
+        self,
+        pipe,
+        *,
+        model_id: str = "",
+        model_revision: str = "",
+        max_sequence_length: int = DEFAULT_MAX_SEQUENCE_LENGTH,
+    ) -> None:
+        self.pipe = pipe
+        self.model_id = model_id
+        self.model_revision = model_revision
+        self.max_sequence_length = max_sequence_length
+
+    # -- building blocks ------------------------------------------------------------------------
+    def check_size(self, height: int, width: int) -> None:
+        multiple = self.pipe.vae_scale_factor * 2
+        if height % multiple or width % multiple or height <= 0 or width <= 0:
+            raise ConceptforgeError(f"resolution {width}x{height} must be a positive multiple of {multiple} for this model")
+
+    def initial_noise(self, seed: int, height: int, width: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """One packed noise sample (batch 1) drawn on the CPU from ``seed``: device-independent."""
+        pipe = self.pipe
+        generator = torch.Generator(device="cpu").manual_seed(int(seed))
+        channels = pipe.transformer.config.in_channels // 4
+        return pipe.prepare_latents(1, channels, height, width, dtype, pipe._execution_device, generator)
+
+    @torch.no_grad()
+    def denoise(
+        self,
+        prompts: Sequence[str],
+        *,
+        seed: int,
+        height: int = DEFAULT_RESOLUTION,
+        width: int = DEFAULT_RESOLUTION,
+        num_inference_steps: int = DEFAULT_STEPS,
+        guidance_scale: float = DEFAULT_GUIDANCE,
+        eta: EtaFunction | None = None,
+        on_step: StepCallback | None = None,
+    ) -> DenoiseResult:
+        """Denoise ``prompts`` as one batch from one shared noise sample.
+
+        With two prompts and ``eta`` given, the predictions are tied every step with
+        ``tie_pair(pred[0], pred[1], eta(t))``; ``eta=None`` leaves the batch untied.
+        ``on_step(i, t, eta, noise_pred, latents)`` sees each step's (tied) prediction and the
+        latents after the scheduler step (used by tests).
+        """
+        from diffusers.pipelines.flux.pipeline_flux import calculate_shift, retrieve_timesteps
+
+        pipe = self.pipe
+        if eta is not None and len(prompts) != 2:
+            raise ValueError("tying needs exactly two prompts: [reference, guidance]")
+        self.check_size(height, width)
+        device = pipe._execution_device
+        prompt_embeds, pooled_prompt_embeds, text_ids = pipe.encode_prompt(
+            prompt=list(prompts), prompt_2=None, device=device, max_sequence_length=self.max_sequence_length
+        )
+        noise, latent_image_ids = self.initial_noise(seed, height, width, prompt_embeds.dtype)
+        latents = noise.repeat(len(prompts), 1, 1)  # x_T^R = x_T^G
+
+        scheduler = pipe.scheduler
+        sigmas = np.linspace(1.0, 1 / num_inference_steps, num_inference_steps)
+        if getattr(scheduler.config, "use_flow_sigmas", False):
+            sigmas = None
+        mu = calculate_shift(
+            latents.shape[1],
+            scheduler.config.get("base_image_seq_len", 256),
+            scheduler.config.get("max_image_seq_len", 4096),
+            scheduler.config.get("base_shift", 0.5),
+            scheduler.config.get("max_shift", 1.15),
+        )
+        timesteps, _ = retrieve_timesteps(scheduler, num_inference_steps, device, sigmas=sigmas, mu=mu)
+        if hasattr(scheduler, "set_begin_index"):
+            scheduler.set_begin_index(0)
+        # Diffusion time in [0, 1] (1 = noise) per step, read once: no host sync inside the loop.
+        times = (timesteps.float() / scheduler.config.num_train_timesteps).tolist()
+        etas = [float(eta(t)) if eta is not None else 0.0 for t in times]
+
+        if pipe.transformer.config.guidance_embeds:
+            guidance = torch.full([1], guidance_scale, device=device, dtype=torch.float32).expand(latents.shape[0])
+        else:
+            guidance = None
+        cache_context = getattr(pipe.transformer, "cache_context", None)
+        for i, t in enumerate(timesteps):
+            timestep = t.expand(latents.shape[0]).to(latents.dtype)
+            call = dict(
+                hidden_states=latents,
+                timestep=timestep / 1000,
+                guidance=guidance,
+                pooled_projections=pooled_prompt_embeds,
+                encoder_hidden_states=prompt_embeds,
+                txt_ids=text_ids,
+                img_ids=latent_image_ids,
+                joint_attention_kwargs={},
+                return_dict=False,
+            )
+            if cache_context is not None:
+                with cache_context("cond"):
+                    noise_pred = pipe.transformer(**call)[0]
+            else:  # pragma: no cover - diffusers without cache hooks
+                noise_pred = pipe.transformer(**call)[0]
+            if eta is not None and etas[i] > 0.0:
+                tied_r, tied_g = tie_pair(noise_pred[0:1], noise_pred[1:2], etas[i])
+                noise_pred = torch.cat([tied_r, tied_g])
+            latents = scheduler.step(noise_pred, t, latents, return_dict=False)[0]
+            if on_step is not None:
+                on_step(i, times[i], etas[i], noise_pred, latents)
+        return DenoiseResult(latents=latents, times=times, etas=etas)
+
+    @torch.no_grad()
+    def decode(self, latents: torch.Tensor, height: int, width: int, output_type: str = "pil"):
+        """The pipeline's own VAE decoding (unpack, unscale, decode, post-process)."""
+        pipe = self.pipe
+        latents = pipe._unpack_latents(latents, height, width, pipe.vae_scale_factor)
+        latents = (latents / pipe.vae.config.scaling_factor) + pipe.vae.config.shift_factor
+        latents = latents.to(_execution_device(pipe.vae))
+        image = pipe.vae.decode(latents, return_dict=False)[0]
+        return pipe.image_processor.postprocess(image, output_type=output_type)
+
+    # -- the two generation modes -----------------------------------------------------------------
+    @torch.no_grad()
+    def generate(
+        self,
+        *,
+        prompt_reference: str,
+        prompt_guidance: str | None,
+        seed: int,
+        params: TDGParams | None = None,
+        mode: str = "tdg",
+        height: int = DEFAULT_RESOLUTION,
+        width: int = DEFAULT_RESOLUTION,
+        num_inference_steps: int = DEFAULT_STEPS,
+        guidance_scale: float = DEFAULT_GUIDANCE,
+        return_guidance: bool = False,
+    ) -> GeneratedPair:
+        """Generate one R image.
+
+        ``mode="tdg"``: c_R and c_G from the same noise as one batch of 2, tied with the eta
+        schedule of ``params``; the G image is decoded only when ``return_guidance``.
+        ``mode="prompt-only"``: the paper's Fig. 4 baseline — c_R alone from the same noise the
+        TDG run of this seed starts from, no tying.
+        """
+        if mode == "tdg":
+            if not prompt_guidance:
+                raise ValueError("TDG needs a guidance prompt")
+            params = params or TDGParams()
+            schedule = lambda t: eta_schedule(t, params.tmin, params.tmax, params.k)  # noqa: E731
+            result = self.denoise(
+                [prompt_reference, prompt_guidance],
+                seed=seed,
+                height=height,
+                width=width,
+                num_inference_steps=num_inference_steps,
+                guidance_scale=guidance_scale,
+                eta=schedule,
+            )
+            rows = result.latents if return_guidance else result.latents[0:1]
+        elif mode == "prompt-only":
+            result = self.denoise(
+                [prompt_reference],
+                seed=seed,
+                height=height,
+                width=width,
+                num_inference_steps=num_inference_steps,
+                guidance_scale=guidance_scale,
+            )
+            rows = result.latents
+        else:
+            raise ValueError(f"unknown mode {mode!r}; use 'tdg' or 'prompt-only'")
+        images = self.decode(rows, height, width)
+        self.pipe.maybe_free_model_hooks()
+        return GeneratedPair(
+            reference=images[0],
+            guidance=images[1] if len(images) > 1 else None,
+            times=result.times,
+            etas=result.etas,
+        )
+
+    # -- loading ----------------------------------------------------------------------------------
+    @classmethod
+    def from_pretrained(
+        cls,
+        model: str = DEFAULT_MODEL,
+        *,
+        revision: str | None = None,
+        device: str = "auto",
+        dtype: torch.dtype | None = None,
+        offload: bool = False,
+        max_sequence_length: int = DEFAULT_MAX_SEQUENCE_LENGTH,
+    ) -> "TDGFlux":
+        """Load a FluxPipeline (HF id or local folder) with clear errors instead of stack traces.
+
+        ``device="auto"`` uses CUDA when present; bf16 on CUDA and fp32 on CPU unless ``dtype``
+        says otherwise; ``offload`` enables model CPU offload (CUDA only).
+        """
+        target = resolve_device(device, model=model, revision=revision, offload=offload)
+        if dtype is None:
+            dtype = torch.bfloat16 if target.type == "cuda" else torch.float32
+        pipe = _load_pipeline(model, revision=revision, dtype=dtype)
+        if offload:
+            pipe.enable_model_cpu_offload(device=target)
+        else:
+            pipe.to(target)
+        return cls(
+            pipe,
+            model_id=model,
+            model_revision=resolve_revision(model, revision),
+            max_sequence_length=max_sequence_length,
+        )
+
+
+# -- loading helpers ------------------------------------------------------------------------------
+def _estimate_transformer_parameters(config: dict) -> int:
+    """Rough parameter count of a FluxTransformer2DModel from its config (12B for FLUX.1-dev)."""
+    inner = int(config.get("num_attention_heads", 24)) * int(config.get("attention_head_dim", 128))
+    double = int(config.get("num_layers", 19)) * 24 * inner * inner  # two streams of attn + 4x MLP
+    single = int(config.get("num_single_layers", 38)) * 12 * inner * inner
+    return double + single
+
+
+def _read_transformer_config(model: str, revision: str | None) -> dict | None:
+    path = Path(model) / "transformer" / "config.json"
+    if not path.is_file():
+        try:
+            from huggingface_hub import hf_hub_download
+
+            path = Path(hf_hub_download(model, "transformer/config.json", revision=revision))
+        except Exception:  # no network, gated, not a repo: loading will say why
+            return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def resolve_device(device: str, *, model: str, revision: str | None = None, offload: bool = False) -> torch.device:
+    """Pick the device, refusing a CPU run of a full-size FLUX unless asked for explicitly."""
+    cuda = torch.cuda.is_available()
+    if device not in {"auto", "cuda", "cpu"} and not device.startswith("cuda:"):
+        raise ConceptforgeError(f"unknown --device {device!r}; use auto, cuda, cuda:N or cpu")
+    if device.startswith("cuda") and not cuda:
+        raise ConceptforgeError(f"--device {device} but no CUDA GPU is visible; {GPU_HELP}")
+    if offload and not cuda:
+        raise ConceptforgeError("--offload moves FLUX between CPU and a CUDA GPU, but no CUDA GPU is visible")
+    if device in {"auto", "cuda"} and cuda:
+        # Under accelerate launch / torchrun every rank takes its own GPU.
+        return torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}")
+    if device == "auto":
+        config = _read_transformer_config(model, revision)
+        too_big = model == DEFAULT_MODEL if config is None else _estimate_transformer_parameters(config) > CPU_PARAMETER_LIMIT
+        if too_big:
+            raise ConceptforgeError(f"no CUDA GPU found for {model}: {GPU_HELP}")
+        return torch.device("cpu")
+    return torch.device(device)
+
+
+def _dtype_kwarg(dtype: torch.dtype) -> dict:
+    """``dtype=`` where diffusers has it (``torch_dtype`` is deprecated there), else ``torch_dtype=``."""
+    from diffusers.pipelines import pipeline_utils
+
+    return {"dtype": dtype} if hasattr(pipeline_utils, "_resolve_dtype") else {"torch_dtype": dtype}
+
+
+def _load_pipeline(model: str, *, revision: str | None, dtype: torch.dtype):
+    from diffusers import FluxPipeline
+
+    local = Path(model)
+    looks_local = local.is_absolute() or model.startswith(".") or local.exists()
+    if looks_local and not (local / "model_index.json").is_file():
+        raise ConceptforgeError(f"--model {model} is not a FLUX pipeline folder (no model_index.json)")
+    try:
+        return FluxPipeline.from_pretrained(model, revision=revision, **_dtype_kwarg(dtype))
+    except (OSError, ValueError) as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        if looks_local:
+            raise ConceptforgeError(f"cannot load the FLUX pipeline in {model}: {reason}") from None
+        raise ConceptforgeError(f"cannot load {model} ({type(error).__name__}); {GATED_HELP}") from None
+
+
+_SNAPSHOT = re.compile(r"[\\/]snapshots[\\/]([0-9a-f]{40})[\\/]")
+
+
+def resolve_revision(model: str, revision: str | None) -> str:
+    """The commit a Hub model resolved to (from the local cache), or ``local`` for a folder.
+
+    Recorded with every image so a dataset says exactly which weights made it.
+    """
+    if Path(model).exists():
+        return revision or "local"
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(model, "model_index.json", revision=revision)
+        if isinstance(cached, str):
+            match = _SNAPSHOT.search(cached.replace(os.sep, "/") if os.sep != "/" else cached)
+            if match:
+                return match.group(1)
+    except Exception:  # pragma: no cover - cache layout changes
+        logger.debug("could not resolve the revision of %s", model, exc_info=True)
+    return revision or "main"

@@ -1,0 +1,416 @@
+"""SUB candidate generation: pairs x images -> work items -> item store -> dataset directory.
+
+One work item = (bird, substitution, image index); its seed is derived from exactly that
+identity and the run seed, so the TDG image and its prompt-only baseline of the same item start
+from the same noise, and a rerun, a resume or any sharding gives the same pixels. The heavy part
+(one FLUX generation per item) runs through the foundation's ``run_work_items``; assembly writes
+the "SUB candidates" schema (docs/schemas.md) with a card and a sample grid.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from datasets import Features, Image as ImageFeature, Value
+
+from cards import DatasetMetadata, assemble_dataset_dir, make_sample_grid, render_card
+from cards.grid import png_bytes
+from generators.errors import ConceptforgeError
+from generators.runner import run_work_items
+from generators.store import ItemResult, ItemStore
+from generators.sub.cub import display_name
+from generators.sub.flux_tdg import (
+    DEFAULT_GUIDANCE,
+    DEFAULT_MAX_SEQUENCE_LENGTH,
+    DEFAULT_MODEL,
+    DEFAULT_RESOLUTION,
+    DEFAULT_STEPS,
+    TDGFlux,
+)
+from generators.sub.spec import Pair, PairPlan
+from generators.sub.tdg import TDGParams
+from generators.workitems import ShardSpec, WorkItem, derive_seed
+
+logger = logging.getLogger(__name__)
+
+SPLIT = "candidates"
+STORE_DIR = ".work"
+MODES = ("tdg", "prompt-only")
+#: The published SUB's license; the documented default for images made with FLUX.1-dev, whose
+#: weights are under the FLUX.1 [dev] Non-Commercial License (CUB itself is for research use).
+FLUX_DEV_DEFAULT_LICENSE = "cc-by-nc-4.0"
+
+FEATURES = Features(
+    {
+        "image": ImageFeature(),
+        "item_id": Value("string"),
+        "bird": Value("string"),
+        "attribute": Value("string"),
+        "group": Value("string"),
+        "value": Value("string"),
+        "category": Value("string"),
+        "removed_attribute": Value("string"),
+        "prompt_reference": Value("string"),
+        "prompt_guidance": Value("string"),
+        "image_index": Value("int32"),
+        "seed": Value("int64"),
+        "tdg_k": Value("float32"),
+        "tdg_tmin": Value("float32"),
+        "tdg_tmax": Value("float32"),
+        "guidance_scale": Value("float32"),
+        "num_inference_steps": Value("int32"),
+        "model_id": Value("string"),
+        "model_revision": Value("string"),
+        # Additions to the schema (docs/sub.md):
+        "generation_mode": Value("string"),
+        "guidance_bird": Value("string"),
+    }
+)
+
+COLUMN_DOCS = {
+    "image": "the R image (the G image of TDG is discarded)",
+    "item_id": "`<bird>__<attribute-slug>__<index>`",
+    "bird": "reference bird R, CUB class name without number",
+    "attribute": "S+, `has_<group>::<value>` (empty for reference-bird selection)",
+    "group": "attribute group of S+",
+    "value": "S+ value",
+    "category": "`colour`, `shape` or `pattern`",
+    "removed_attribute": "S-: the bird's class-level (majority-vote) attribute of the group; empty if none",
+    "prompt_reference": "c_R",
+    "prompt_guidance": "c_G (empty in prompt-only mode)",
+    "image_index": "index of the image within its pair",
+    "seed": "work-item seed (noise drawn on the CPU from it)",
+    "tdg_k": "TDG schedule exponent (NaN in prompt-only mode)",
+    "tdg_tmin": "TDG: no tying below this diffusion time (NaN in prompt-only mode)",
+    "tdg_tmax": "TDG: full tying above this diffusion time (NaN in prompt-only mode)",
+    "guidance_scale": "FLUX distilled guidance scale",
+    "num_inference_steps": "denoising steps",
+    "model_id": "FLUX pipeline (Hub id or local folder)",
+    "model_revision": "resolved commit of the model (`local` for a folder)",
+    "generation_mode": "`tdg` or `prompt-only`",
+    "guidance_bird": "G (`bird` for colour substitutions; empty in prompt-only mode)",
+}
+
+CITATION = """@article{bader2025sub,
+  title   = {SUB: Benchmarking CBM Generalization via Synthetic Attribute Substitutions},
+  author  = {Bader, Jessica and Girrbach, Leander and Alaniz, Stephan and Akata, Zeynep},
+  journal = {arXiv preprint},
+  year    = {2025}
+}"""
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    """Everything that changes the pixels of an item (bound to the store: a resume must match)."""
+
+    mode: str = "tdg"
+    model: str = DEFAULT_MODEL
+    revision: str | None = None
+    resolution: int = DEFAULT_RESOLUTION
+    steps: int = DEFAULT_STEPS
+    guidance_scale: float = DEFAULT_GUIDANCE
+    max_sequence_length: int = DEFAULT_MAX_SEQUENCE_LENGTH
+    seed: int = 0
+    dtype: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ConceptforgeError(f"unknown mode {self.mode!r}; use one of {', '.join(MODES)}")
+        if self.resolution <= 0 or self.steps <= 0:
+            raise ConceptforgeError("--resolution and --steps must be positive")
+
+    def to_config(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def item_id(pair: Pair, index: int, images_per_pair: int) -> str:
+    width = max(5, len(str(max(images_per_pair - 1, 0))))
+    return f"{pair.bird}__{pair.slug}__{index:0{width}d}"
+
+
+def build_work_items(plan: PairPlan, *, images_per_pair: int, run_seed: int) -> list[WorkItem]:
+    """Items in plan order (pair-major), seeds from (run seed, bird, attribute, index)."""
+    if images_per_pair < 1:
+        raise ConceptforgeError(f"--images-per-pair must be >= 1, got {images_per_pair}")
+    items = []
+    for pair in plan.pairs:
+        payload = {
+            "bird": pair.bird,
+            "attribute": pair.attribute,
+            "group": pair.group,
+            "value": pair.value,
+            "category": pair.category,
+            "removed_attribute": pair.removed_attribute,
+            "guidance_bird": pair.guidance_bird,
+            "prompt_reference": pair.prompt_reference,
+            "prompt_guidance": pair.prompt_guidance,
+            "tdg": pair.tdg.to_dict() if pair.tdg else None,
+        }
+        for index in range(images_per_pair):
+            seed = derive_seed(run_seed, pair.bird, pair.attribute, index)
+            items.append(WorkItem(item_id(pair, index, images_per_pair), seed, SPLIT, {**payload, "image_index": index}))
+    return items
+
+
+def _png(image) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG", optimize=False)
+    return buffer.getvalue()
+
+
+def make_item_function(
+    generator: TDGFlux, settings: GenerationSettings, *, save_guidance: bool = False
+) -> Callable[[WorkItem], ItemResult]:
+    """The per-item generator for ``run_work_items``: one FLUX run -> R image + metadata row."""
+
+    def make(item: WorkItem) -> ItemResult:
+        p = item.payload
+        tdg = settings.mode == "tdg" and bool(p["attribute"])
+        if settings.mode == "tdg" and not tdg:
+            raise ConceptforgeError("reference-bird selection has no guidance prompt: use --mode prompt-only")
+        params = TDGParams(**p["tdg"]) if tdg else None
+        result = generator.generate(
+            prompt_reference=p["prompt_reference"],
+            prompt_guidance=p["prompt_guidance"] if tdg else None,
+            seed=item.seed,
+            params=params,
+            mode="tdg" if tdg else "prompt-only",
+            height=settings.resolution,
+            width=settings.resolution,
+            num_inference_steps=settings.steps,
+            guidance_scale=settings.guidance_scale,
+            return_guidance=save_guidance and tdg,
+        )
+        files = {"png": _png(result.reference)}
+        if result.guidance is not None:
+            files["guidance.png"] = _png(result.guidance)
+        nan = float("nan")
+        metadata = {
+            "bird": p["bird"],
+            "attribute": p["attribute"],
+            "group": p["group"],
+            "value": p["value"],
+            "category": p["category"],
+            "removed_attribute": p["removed_attribute"],
+            "prompt_reference": p["prompt_reference"],
+            "prompt_guidance": p["prompt_guidance"] if tdg else "",
+            "image_index": p["image_index"],
+            "tdg_k": params.k if params else nan,
+            "tdg_tmin": params.tmin if params else nan,
+            "tdg_tmax": params.tmax if params else nan,
+            "guidance_scale": settings.guidance_scale,
+            "num_inference_steps": settings.steps,
+            "model_id": generator.model_id or settings.model,
+            "model_revision": generator.model_revision,
+            "generation_mode": settings.mode,
+            "guidance_bird": p["guidance_bird"] if tdg else "",
+            "etas": result.etas,
+        }
+        return ItemResult(files=files, metadata=metadata)
+
+    return make
+
+
+def _row(record) -> dict[str, Any]:
+    meta = record.metadata
+    row = {name: meta.get(name) for name in FEATURES if name not in {"image", "item_id", "seed"}}
+    row.update(
+        image={"bytes": record.read_file("png"), "path": f"{record.item_id}.png"},
+        item_id=record.item_id,
+        seed=meta["seed"],
+    )
+    for name in ("tdg_k", "tdg_tmin", "tdg_tmax"):
+        if row[name] is None:  # JSON has no NaN in canonical form -> None
+            row[name] = float("nan")
+    return row
+
+
+def _grid(records: Sequence, max_tiles: int = 12) -> bytes | None:
+    """First image of up to ``max_tiles`` pairs spread over the pair list."""
+    firsts = {}
+    for record in records:
+        key = (record.metadata["bird"], record.metadata["attribute"])
+        firsts.setdefault(key, record)
+    chosen = list(firsts.values())
+    if not chosen:
+        return None
+    step = max(1, math.ceil(len(chosen) / max_tiles))
+    chosen = chosen[::step][:max_tiles]
+    samples = []
+    from PIL import Image
+
+    for record in chosen:
+        meta = record.metadata
+        caption = display_name(meta["bird"]) + (f" + {meta['value'].replace('_', ' ')} {meta['group'][4:].replace('_', ' ')}" if meta["attribute"] else "")
+        samples.append((Image.open(io.BytesIO(record.read_file("png"))), caption))
+    return png_bytes(make_sample_grid(samples, columns=4, thumb_width=256))
+
+
+def assemble(
+    out_dir: Path,
+    store: ItemStore,
+    items: Sequence[WorkItem],
+    *,
+    metadata: DatasetMetadata,
+) -> int:
+    """Write ``out_dir`` (Hub layout) from the store's records of ``items``, in item-id order."""
+    wanted = {item.item_id for item in items}
+    records = [r for r in store.records(SPLIT) if r.item_id in wanted]
+    missing = len(wanted) - len(records)
+    if missing:
+        raise ConceptforgeError(f"{missing} of {len(wanted)} items are not generated yet; finish all shards first")
+    assemble_dataset_dir(
+        out_dir,
+        splits={SPLIT: lambda: (_row(r) for r in records)},
+        features=FEATURES,
+        render_card=lambda stats: render_card(metadata, FEATURES, stats),
+        grid_png=_grid(records),
+    )
+    return len(records)
+
+
+def card_metadata(
+    *, license: str, settings: GenerationSettings, plan: PairPlan, images_per_pair: int, model_revision: str, reference_selection: bool
+) -> DatasetMetadata:
+    if reference_selection:
+        summary = (
+            "Reference-bird selection candidates for SUB (paper 001, Sec. 4.2): images of CUB classes "
+            "generated with the plain prompt, to be scored by a CUB classifier."
+        )
+    elif settings.mode == "tdg":
+        summary = (
+            "SUB candidates: CUB birds with one attribute substituted, generated with Tied Diffusion "
+            "Guidance (TDG) over FLUX (paper 001). Unfiltered: run the VQA filter to build SUB."
+        )
+    else:
+        summary = (
+            "Prompt-only baseline for SUB (paper 001, Fig. 4): the reference prompt c_R alone, from the "
+            "same initial noise as the TDG candidates of the same item."
+        )
+    summary += " CUB-200-2011 metadata (Wah et al.) is used under its research-only terms."
+    categories = sorted({p.category for p in plan.pairs if p.category})
+    return DatasetMetadata(
+        pretty_name="SUB candidates" if not reference_selection else "SUB reference-bird selection",
+        license=license,
+        summary=summary,
+        task_categories=["image-classification"],
+        tags=["synthetic", "cub-200-2011", "concept-bottleneck-models", "flux", "tied-diffusion-guidance"],
+        citation=CITATION,
+        column_docs=COLUMN_DOCS,
+        provenance={
+            "generator": "conceptforge generators.sub",
+            "mode": "reference-selection" if reference_selection else settings.mode,
+            "model_id": settings.model,
+            "model_revision": model_revision,
+            "resolution": settings.resolution,
+            "num_inference_steps": settings.steps,
+            "guidance_scale": settings.guidance_scale,
+            "max_sequence_length": settings.max_sequence_length,
+            "run_seed": settings.seed,
+            "dtype": settings.dtype,
+            "images_per_pair": images_per_pair,
+            "pairs": len(plan.pairs),
+            "birds": len({p.bird for p in plan.pairs}),
+            "attributes": len({p.attribute for p in plan.pairs if p.attribute}),
+            "dropped_pairs_already_present": len(plan.dropped),
+            "tdg_params": {c: next(p.tdg.to_dict() for p in plan.pairs if p.category == c and p.tdg) for c in categories}
+            if settings.mode == "tdg"
+            else {},
+        },
+    )
+
+
+@dataclass
+class RunSummary:
+    pairs: int
+    items: int
+    made: int
+    skipped: int
+    assembled: bool
+    out_dir: Path
+    store_dir: Path
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def generate(
+    *,
+    out: str | Path,
+    plan: PairPlan,
+    images_per_pair: int,
+    settings: GenerationSettings,
+    license: str,
+    generator: TDGFlux | None = None,
+    shard: ShardSpec = ShardSpec(),
+    device: str = "auto",
+    offload: bool = False,
+    save_guidance: bool = False,
+    max_items: int | None = None,
+    assemble_when_complete: bool = True,
+    reference_selection: bool = False,
+    extra_config: dict[str, Any] | None = None,
+) -> RunSummary:
+    """Generate this shard's items of ``plan`` into ``out/.work`` and, when every item exists and
+    ``assemble_when_complete``, write ``out`` as a dataset directory.
+
+    ``generator`` reuses an already loaded :class:`TDGFlux`; otherwise ``settings.model`` is
+    loaded (on ``device``, with ``offload``) only if this shard has something left to make.
+    """
+    if not plan.pairs:
+        raise ConceptforgeError("the plan has no pairs to generate (all dropped or filtered out)")
+    if reference_selection and settings.mode != "prompt-only":
+        raise ConceptforgeError("--reference-selection generates plain bird prompts: use --mode prompt-only")
+    if not license or not license.strip():  # checked before hours of generation, not at assembly
+        raise ConceptforgeError("a dataset license is required (--license), e.g. cc-by-nc-4.0")
+    out_dir = Path(out)
+    store = ItemStore(out_dir / STORE_DIR)
+    store.bind_config({**settings.to_config(), **(extra_config or {})})
+    items = build_work_items(plan, images_per_pair=images_per_pair, run_seed=settings.seed)
+    mine = items[shard.shard_index :: shard.num_shards]
+    pending = [item for item in mine if not store.is_complete(item)]
+    counts = {"total": len(mine), "skipped": len(mine) - len(pending), "made": 0}
+    revision = generator.model_revision if generator else ""
+    if pending and (max_items is None or max_items > 0):
+        if generator is None:
+            dtype = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}.get(settings.dtype)
+            import torch
+
+            generator = TDGFlux.from_pretrained(
+                settings.model,
+                revision=settings.revision,
+                device=device,
+                dtype=getattr(torch, dtype) if dtype else None,
+                offload=offload,
+                max_sequence_length=settings.max_sequence_length,
+            )
+        revision = generator.model_revision
+        make = make_item_function(generator, settings, save_guidance=save_guidance)
+        counts = run_work_items(items, make, store, shard=shard, description="SUB images", unit="img", max_items=max_items)
+    complete = all(store.is_complete(item) for item in items)
+    assembled = False
+    if complete and assemble_when_complete:
+        records_revision = next((r.metadata.get("model_revision", "") for r in store.records(SPLIT)), revision)
+        metadata = card_metadata(
+            license=license,
+            settings=settings,
+            plan=plan,
+            images_per_pair=images_per_pair,
+            model_revision=records_revision or revision,
+            reference_selection=reference_selection,
+        )
+        assemble(out_dir, store, items, metadata=metadata)
+        assembled = True
+    return RunSummary(
+        pairs=len(plan.pairs),
+        items=len(items),
+        made=counts["made"],
+        skipped=counts["skipped"],
+        assembled=assembled,
+        out_dir=out_dir,
+        store_dir=store.root,
+        counts=counts,
+    )

@@ -1,0 +1,268 @@
+"""The SUB specification (paper 001) as data, and the bird x substitution plan built from it.
+
+Everything the paper fixes — the 33 reference birds (App. A), the guidance birds (App. B,
+Table 3), the 32 substitutions (App. C), the per-category prompt templates (Sec. 4.1, App. D)
+and the TDG schedules (Sec. 5) — lives in ``sub_spec.json`` beside this module. The paper gives
+the prompt wording for only some attribute groups (crown and breast colour, breast and tail
+pattern, bill shape; marked ``from_paper``); the phrases for the other CUB groups follow the
+same pattern and are ours.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+from generators.errors import ConceptforgeError
+from generators.sub.cub import CUBMetadata, class_name, display_name, parse_attribute
+from generators.sub.tdg import TDGParams
+
+CATEGORIES = ("colour", "shape", "pattern")
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    category: str
+    phrase: str
+    reference_template: str | None = None
+    from_paper: bool = False
+
+
+@dataclass(frozen=True)
+class SubSpec:
+    """The paper's specification, loaded from ``sub_spec.json``."""
+
+    reference_birds: tuple[str, ...]
+    substitutions: tuple[str, ...]
+    guidance_birds: Mapping[str, str]
+    colour_guidance_bird: str
+    tdg_params: Mapping[str, TDGParams]
+    templates: Mapping[str, Mapping[str, str]]
+    plain_template: str
+    groups: Mapping[str, GroupSpec]
+
+    def group(self, group: str) -> GroupSpec:
+        if group not in self.groups:
+            raise ConceptforgeError(f"no prompt template for CUB attribute group {group!r}; known groups: {', '.join(sorted(self.groups))}")
+        return self.groups[group]
+
+
+@lru_cache(maxsize=1)
+def load_spec() -> SubSpec:
+    raw = json.loads(resources.files("generators.sub").joinpath("sub_spec.json").read_text(encoding="utf-8"))
+    groups = {
+        name: GroupSpec(g["category"], g["phrase"], g.get("reference"), bool(g.get("from_paper", False)))
+        for name, g in raw["groups"].items()
+    }
+    return SubSpec(
+        reference_birds=tuple(raw["reference_birds"]),
+        substitutions=tuple(raw["substitutions"]),
+        guidance_birds=dict(raw["guidance_birds"]),
+        colour_guidance_bird=raw["colour_guidance_bird"],
+        tdg_params={name: TDGParams(**values) for name, values in raw["tdg_params"].items()},
+        templates=raw["templates"],
+        plain_template=raw["plain_template"],
+        groups=groups,
+    )
+
+
+def value_words(value: str) -> str:
+    """CUB value -> words: ``curved_(up_or_down)`` -> ``curved (up or down)``."""
+    return value.replace("_", " ")
+
+
+def _fix_article(phrase: str) -> str:
+    """``a orange colored breast`` -> ``an orange colored breast`` (phrases only, never birds:
+    the paper writes "a European Goldfinch")."""
+    return re.sub(r"^a (?=[aeiouAEIOU])", "an ", phrase)
+
+
+@dataclass(frozen=True)
+class Substitution:
+    """S+: one target attribute with its category, guidance bird and TDG schedule."""
+
+    attribute: str
+    group: str
+    value: str
+    category: str
+    guidance_bird: str  # CUB-style name (``Brown_Thrasher``) or a generic word (``bird``)
+    tdg: TDGParams
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One reference bird R with one substitution S (or, for reference selection, none)."""
+
+    bird: str
+    attribute: str
+    group: str
+    value: str
+    category: str
+    removed_attribute: str
+    guidance_bird: str
+    prompt_reference: str
+    prompt_guidance: str
+    tdg: TDGParams | None
+
+    @property
+    def slug(self) -> str:
+        return attribute_slug(self.attribute) if self.attribute else "plain"
+
+
+def attribute_slug(attribute: str) -> str:
+    """A file-name-safe form: ``has_bill_shape::curved_(up_or_down)`` -> ``has_bill_shape--curved__up_or_down_``."""
+    return re.sub(r"[^A-Za-z0-9._+-]", "_", attribute.replace("::", "--"))
+
+
+def make_substitution(
+    attribute: str,
+    *,
+    spec: SubSpec | None = None,
+    cub: CUBMetadata | None = None,
+    guidance_bird: str | None = None,
+) -> Substitution:
+    """Build S+ for any CUB attribute.
+
+    Guidance bird: colour -> the generic "bird" (paper); shape/pattern -> ``guidance_bird`` if
+    given, else the paper's Table 3, else (attributes outside the paper) the CUB class whose
+    images most often show the attribute.
+    """
+    spec = spec or load_spec()
+    group, value = parse_attribute(attribute)
+    group_spec = spec.group(group)
+    category = group_spec.category
+    if category == "colour":
+        guide = guidance_bird or spec.colour_guidance_bird
+    elif guidance_bird:
+        guide = guidance_bird
+    elif attribute in spec.guidance_birds:
+        guide = spec.guidance_birds[attribute]
+    elif cub is not None:
+        guide = cub.most_typical_class(attribute)
+    else:
+        raise ConceptforgeError(f"no guidance bird for {attribute}: pass one in the candidate spec or give --cub-dir")
+    return Substitution(attribute, group, value, category, guide, spec.tdg_params[category])
+
+
+def make_prompts(bird: str, substitution: Substitution, *, spec: SubSpec | None = None) -> tuple[str, str]:
+    """(c_R, c_G) for bird R and substitution S, as in Section 4.1 / Appendix D."""
+    spec = spec or load_spec()
+    group_spec = spec.group(substitution.group)
+    templates = spec.templates[substitution.category]
+    phrase = _fix_article(group_spec.phrase.format(value=value_words(substitution.value)))
+    fields = {"bird": display_name(bird), "guide": display_name(substitution.guidance_bird), "phrase": phrase}
+    reference = (group_spec.reference_template or templates["reference"]).format(**fields)
+    guidance = templates["guidance"].format(**fields)
+    return reference, guidance
+
+
+def plain_prompt(bird: str, *, spec: SubSpec | None = None) -> str:
+    """The plain bird prompt used for reference-bird selection: ``A photo of a Blue Jay``."""
+    return (spec or load_spec()).plain_template.format(bird=display_name(bird))
+
+
+@dataclass
+class PairPlan:
+    """The pairs to generate and the pairs left out because the bird already has S+."""
+
+    pairs: list[Pair] = field(default_factory=list)
+    dropped: list[tuple[str, str]] = field(default_factory=list)  # (bird, attribute)
+
+
+def plan_pairs(
+    birds: Sequence[str],
+    attributes: Sequence[str],
+    *,
+    cub: CUBMetadata,
+    drop_present: bool = True,
+    guidance_birds: Mapping[str, str] | None = None,
+    tdg_overrides: Mapping[str, TDGParams] | None = None,
+    spec: SubSpec | None = None,
+) -> PairPlan:
+    """All birds x attributes, in that order; S- from CUB's class-level labels.
+
+    ``drop_present`` leaves out pairs whose bird's class-level labels already mark S+ present
+    (S+ = S-, paper Sec. 4.2/4.3). ``tdg_overrides`` replaces a category's schedule.
+    """
+    spec = spec or load_spec()
+    for bird in birds:
+        cub.check_bird(bird)
+    for attribute in attributes:
+        cub.check_attribute(attribute)
+    substitutions = []
+    for attribute in attributes:
+        sub = make_substitution(attribute, spec=spec, cub=cub, guidance_bird=(guidance_birds or {}).get(attribute))
+        if tdg_overrides and sub.category in tdg_overrides:
+            sub = Substitution(sub.attribute, sub.group, sub.value, sub.category, sub.guidance_bird, tdg_overrides[sub.category])
+        substitutions.append(sub)
+    plan = PairPlan()
+    for bird in birds:
+        for sub in substitutions:
+            if drop_present and sub.attribute in cub.present_in_group(bird, sub.group):
+                plan.dropped.append((bird, sub.attribute))
+                continue
+            reference, guidance = make_prompts(bird, sub, spec=spec)
+            plan.pairs.append(
+                Pair(
+                    bird=bird,
+                    attribute=sub.attribute,
+                    group=sub.group,
+                    value=sub.value,
+                    category=sub.category,
+                    removed_attribute=cub.removed_attribute(bird, sub.group),
+                    guidance_bird=sub.guidance_bird,
+                    prompt_reference=reference,
+                    prompt_guidance=guidance,
+                    tdg=sub.tdg,
+                )
+            )
+    return plan
+
+
+def plan_reference_selection(cub: CUBMetadata, classes: Iterable[str] | None = None, *, spec: SubSpec | None = None) -> PairPlan:
+    """One plain-prompt "pair" per CUB class (all 200, or ``classes``) for reference-bird selection."""
+    spec = spec or load_spec()
+    names = [class_name(c) for c in classes] if classes else list(cub.classes)  # "017.Cardinal" works too
+    plan = PairPlan()
+    for bird in names:
+        cub.check_bird(bird)
+        plan.pairs.append(Pair(bird, "", "", "", "", "", "", plain_prompt(bird, spec=spec), "", None))
+    return plan
+
+
+@dataclass(frozen=True)
+class CandidateSpec:
+    """The filters' candidate selection output: ``{"birds": [...], "attributes": [...]}``.
+
+    An optional ``"guidance_birds": {attribute: bird}`` sets guidance birds for shape and pattern
+    attributes outside the paper's Table 3.
+    """
+
+    birds: tuple[str, ...]
+    attributes: tuple[str, ...]
+    guidance_birds: Mapping[str, str] = field(default_factory=dict)
+
+
+def read_candidate_spec(path: str | Path) -> CandidateSpec:
+    path = Path(path)
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise ConceptforgeError(f"cannot read --candidate-spec {path}: {error.strerror or error}") from None
+    except ValueError as error:
+        raise ConceptforgeError(f"--candidate-spec {path} is not valid JSON: {error}") from None
+    if not isinstance(raw, dict):
+        raise ConceptforgeError(f"--candidate-spec {path} must hold a JSON object with 'birds' and 'attributes'")
+    birds, attributes = raw.get("birds"), raw.get("attributes")
+    for key, value in (("birds", birds), ("attributes", attributes)):
+        if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
+            raise ConceptforgeError(f"--candidate-spec {path}: '{key}' must be a non-empty list of strings")
+    guidance = raw.get("guidance_birds") or {}
+    if not isinstance(guidance, dict):
+        raise ConceptforgeError(f"--candidate-spec {path}: 'guidance_birds' must map attributes to bird names")
+    return CandidateSpec(tuple(dict.fromkeys(birds)), tuple(dict.fromkeys(attributes)), dict(guidance))

@@ -1,0 +1,92 @@
+"""The TDG loop over a tiny random FluxPipeline loaded offline through from_pretrained."""
+
+import pytest
+import torch
+
+from generators.errors import ConceptforgeError
+from generators.sub.flux_tdg import DEFAULT_MODEL, TDGFlux, resolve_device
+from generators.sub.tdg import TDGParams
+
+PROMPTS = ["A photo of a Blue Jay with black colored feathers on the crown of its head",
+           "A photo of a bird with black colored feathers on the crown of its head"]
+SIZE = dict(height=32, width=32, num_inference_steps=4)
+
+
+def test_untied_loop_is_flux_pipeline_call_bit_for_bit(tiny_flux):
+    """eta = 0 at every step reproduces FluxPipeline.__call__ on the batch exactly."""
+    with torch.no_grad():
+        ours = tiny_flux.denoise(PROMPTS, seed=5, eta=lambda t: 0.0, **SIZE)
+        untied = tiny_flux.denoise(PROMPTS, seed=5, eta=None, **SIZE)
+    noise, _ = tiny_flux.initial_noise(5, 32, 32, torch.float32)
+    pipe = tiny_flux.pipe
+    reference = pipe(
+        PROMPTS, latents=noise.repeat(2, 1, 1), output_type="latent", guidance_scale=3.5,
+        max_sequence_length=tiny_flux.max_sequence_length, **SIZE,
+    ).images
+    assert torch.equal(ours.latents, reference)
+    assert torch.equal(untied.latents, reference)
+    assert ours.etas == [0.0] * 4
+    assert ours.times[0] == 1.0 and ours.times == sorted(ours.times, reverse=True)
+
+
+def test_eta_one_makes_r_and_g_identical_at_every_step(tiny_flux):
+    seen = []
+
+    def on_step(i, t, eta, noise_pred, latents):
+        seen.append(i)
+        assert torch.equal(noise_pred[0], noise_pred[1])
+        assert torch.equal(latents[0], latents[1])
+
+    with torch.no_grad():
+        result = tiny_flux.denoise(PROMPTS, seed=1, eta=lambda t: 1.0, on_step=on_step, **SIZE)
+    assert seen == [0, 1, 2, 3] and result.etas == [1.0] * 4
+
+
+def test_tdg_schedule_ties_early_and_frees_late(tiny_flux):
+    params = TDGParams(k=1.0, tmin=0.2, tmax=0.9)
+    fractions = []
+
+    def on_step(i, t, eta, noise_pred, latents):
+        fractions.append(((noise_pred[0] == noise_pred[1]).float().mean().item(), eta))
+
+    from generators.sub.tdg import eta_schedule
+
+    with torch.no_grad():
+        tiny_flux.denoise(PROMPTS, seed=2, eta=lambda t: eta_schedule(t, params.tmin, params.tmax, params.k), on_step=on_step, height=32, width=32, num_inference_steps=8)
+    assert fractions[0] == (1.0, 1.0)
+    for fraction, eta in fractions:
+        assert fraction >= eta - 1e-6  # at least the eta share of elements got the shared mean
+    assert fractions[-1][1] == 0.0 and fractions[-1][0] < 0.5
+
+
+def test_generate_modes(tiny_flux):
+    tdg = tiny_flux.generate(prompt_reference=PROMPTS[0], prompt_guidance=PROMPTS[1], seed=3, return_guidance=True, **SIZE)
+    again = tiny_flux.generate(prompt_reference=PROMPTS[0], prompt_guidance=PROMPTS[1], seed=3, **SIZE)
+    assert tdg.reference.size == (32, 32) and tdg.guidance is not None and again.guidance is None
+    assert tdg.reference.tobytes() == again.reference.tobytes()  # deterministic
+    baseline = tiny_flux.generate(prompt_reference=PROMPTS[0], prompt_guidance=None, seed=3, mode="prompt-only", **SIZE)
+    with torch.no_grad():
+        alone = tiny_flux.denoise(PROMPTS[:1], seed=3, **SIZE)
+    assert baseline.reference.tobytes() == tiny_flux.decode(alone.latents, 32, 32)[0].tobytes()
+    assert baseline.reference.tobytes() != tdg.reference.tobytes()
+    with pytest.raises(ConceptforgeError, match="multiple of 4"):
+        tiny_flux.generate(prompt_reference="x", prompt_guidance="y", seed=0, height=30, width=32, num_inference_steps=1)
+    with pytest.raises(ValueError, match="unknown mode"):
+        tiny_flux.generate(prompt_reference="x", prompt_guidance="y", seed=0, mode="nope", **SIZE)
+
+
+def test_loading_errors_are_one_line(tmp_path, monkeypatch, hub_offline):
+    with pytest.raises(ConceptforgeError, match="not a FLUX pipeline folder"):
+        TDGFlux.from_pretrained(str(tmp_path), device="cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ConceptforgeError, match="needs a CUDA GPU"):
+        resolve_device("auto", model=DEFAULT_MODEL)
+    with pytest.raises(ConceptforgeError, match="no CUDA GPU is visible"):
+        resolve_device("cpu", model=DEFAULT_MODEL, offload=True)
+    with pytest.raises(ConceptforgeError, match="hf auth login"):
+        TDGFlux.from_pretrained("some-org/not-cached-flux", device="cpu")
+
+
+def test_revision_recorded_for_local_folder(tiny_flux):
+    assert tiny_flux.model_revision == "local"
+    assert tiny_flux.pipe.transformer.dtype == torch.float32
