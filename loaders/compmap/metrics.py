@@ -18,6 +18,7 @@ import torch
 from torch import Tensor
 
 NUM_BIASES = 20
+TIE_EPSILON = 1e-4
 _trapezoid = getattr(np, "trapezoid", None) or np.trapz  # numpy < 2 has only trapz
 
 
@@ -75,8 +76,9 @@ def calibration_biases(scores: Tensor, labels: Tensor, seen_pairs: Tensor, *, to
 
     For every sample whose ground-truth pair is unseen: Δ = (k-th best seen score) − (ground-truth
     score). Sorted Δ is split into ``num_biases`` contiguous chunks; each chunk contributes its
-    first (smallest) value. Adding bias b to the unseen scores makes exactly the samples with
-    Δ < b correct against the seen pairs, so the biases sweep from "seen wins" to "unseen wins".
+    first (smallest) value, minus ``1e-4`` as in the reference CZSL code so that no sample sits
+    exactly on a tie. Adding bias b to the unseen scores makes the samples with Δ < b beat the
+    seen pairs, so the biases sweep from "seen wins" towards "unseen wins".
     """
     scores, labels, seen_pairs = torch.as_tensor(scores).double(), torch.as_tensor(labels).long(), torch.as_tensor(seen_pairs).bool()
     unseen_samples = ~seen_pairs[labels]
@@ -88,7 +90,7 @@ def calibration_biases(scores: Tensor, labels: Tensor, seen_pairs: Tensor, *, to
     gt = sub.gather(1, labels[unseen_samples][:, None]).squeeze(1)
     delta = torch.sort(best_seen - gt).values
     chunks = np.array_split(np.arange(len(delta)), min(num_biases, len(delta)))
-    return torch.stack([delta[c[0]] for c in chunks])
+    return torch.stack([delta[c[0]] for c in chunks]) - TIE_EPSILON
 
 
 def generalized_czsl(
