@@ -19,7 +19,7 @@ mean direction, which keeps L-BFGS at the ~10 iterations scikit-learn needs.
 from __future__ import annotations
 
 import logging
-import math
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -197,6 +197,23 @@ class _Subset:
         return _Problem.loss_grad(self, theta)
 
 
+_SMALL_WORK = 2_000_000  # multiply-adds per evaluation below which threads cost more than they give
+
+
+@contextmanager
+def _single_thread_if(condition: bool):
+    """Run tiny problems on one thread: on a busy machine OpenMP's fork/join per small op costs
+    milliseconds, 30x the work itself."""
+    previous = torch.get_num_threads()
+    if condition and previous > 1:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        if torch.get_num_threads() != previous:
+            torch.set_num_threads(previous)
+
+
 def fit_logreg(
     X: Tensor,
     y: Tensor,
@@ -217,12 +234,14 @@ def fit_logreg(
     X = X.to(config.dtype)
     y = y.long()
     coefs, intercepts, iters = [], [], []
-    for start in range(0, X.shape[0], config.chunk_size):
-        problem = _Problem(X[start : start + config.chunk_size], y[start : start + config.chunk_size], num_classes, config)
-        theta, n_iter = _lbfgs(problem, config)
-        logger.debug("chunk of %d episodes: %d evaluations", len(n_iter), problem.evaluations)
-        coef, intercept = problem.to_model(theta, n_iter)
-        coefs.append(coef)
-        intercepts.append(intercept)
-        iters.append(n_iter)
+    work = min(X.shape[0], config.chunk_size) * X.shape[1] * X.shape[2] * num_classes
+    with _single_thread_if(work < _SMALL_WORK):
+        for start in range(0, X.shape[0], config.chunk_size):
+            problem = _Problem(X[start : start + config.chunk_size], y[start : start + config.chunk_size], num_classes, config)
+            theta, n_iter = _lbfgs(problem, config)
+            logger.debug("chunk of %d episodes: %d evaluations", len(n_iter), problem.evaluations)
+            coef, intercept = problem.to_model(theta, n_iter)
+            coefs.append(coef)
+            intercepts.append(intercept)
+            iters.append(n_iter)
     return LogRegModel(torch.cat(coefs), torch.cat(intercepts), torch.cat(iters))
