@@ -17,6 +17,8 @@ import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
+from loaders.compmap._threads import single_thread_if
+
 logger = logging.getLogger(__name__)
 
 
@@ -68,6 +70,14 @@ def train_contrastive(
     model = TwoProjectionModel(activations.shape[1], targets.shape[1], config.dim)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     n = len(activations)
+    small = config.batch_size * (activations.shape[1] + targets.shape[1]) * config.dim < 2_000_000
+    with single_thread_if(small):
+        _train_loop(model, optimizer, activations, labels, targets, config, generator)
+    return model.eval()
+
+
+def _train_loop(model, optimizer, activations, labels, targets, config, generator) -> None:
+    n = len(activations)
     for epoch in tqdm(range(config.epochs), desc="composition model", unit="epoch", leave=False):
         order = torch.randperm(n, generator=generator)
         total = 0.0
@@ -77,6 +87,5 @@ def train_contrastive(
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
-            total += float(loss) * len(idx)
+            total += float(loss.detach()) * len(idx)
         logger.debug("epoch %d: loss %.4f", epoch, total / max(n, 1))
-    return model.eval()

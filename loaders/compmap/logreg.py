@@ -19,11 +19,12 @@ mean direction, which keeps L-BFGS at the ~10 iterations scikit-learn needs.
 from __future__ import annotations
 
 import logging
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+
+from loaders.compmap._threads import single_thread_if
 
 logger = logging.getLogger(__name__)
 
@@ -200,20 +201,6 @@ class _Subset:
 _SMALL_WORK = 2_000_000  # multiply-adds per evaluation below which threads cost more than they give
 
 
-@contextmanager
-def _single_thread_if(condition: bool):
-    """Run tiny problems on one thread: on a busy machine OpenMP's fork/join per small op costs
-    milliseconds, 30x the work itself."""
-    previous = torch.get_num_threads()
-    if condition and previous > 1:
-        torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        if torch.get_num_threads() != previous:
-            torch.set_num_threads(previous)
-
-
 def fit_logreg(
     X: Tensor,
     y: Tensor,
@@ -235,7 +222,7 @@ def fit_logreg(
     y = y.long()
     coefs, intercepts, iters = [], [], []
     work = min(X.shape[0], config.chunk_size) * X.shape[1] * X.shape[2] * num_classes
-    with _single_thread_if(work < _SMALL_WORK):
+    with single_thread_if(work < _SMALL_WORK):
         for start in range(0, X.shape[0], config.chunk_size):
             problem = _Problem(X[start : start + config.chunk_size], y[start : start + config.chunk_size], num_classes, config)
             theta, n_iter = _lbfgs(problem, config)

@@ -3,7 +3,9 @@
 Generalized CZSL follows Appendix A.6.2 of paper 002 (after Purushwalkam et al. 2019): the gap
 between the best seen score and the ground-truth score of every unseen-pair sample is sorted and
 split into 20 chunks; the first gap of each chunk is a calibration bias added to all unseen-pair
-scores. Seen and unseen accuracy are measured for each bias; AUC is the area under the
+scores. Seen and unseen accuracy are measured for each bias, plus — as the reference CZSL code
+does — one final point where unseen pairs always win (without it the last chunk could never be
+counted correct and "best unseen" would stop short); AUC is the area under the
 (unseen, seen) curve, and "best HM" is the best *harmonic* mean of the two. The paper's Eq. (1)
 and the authors' code compute ``sqrt(seen * unseen)`` under the name "harmonic mean"; that is the
 geometric mean, reported here separately as ``best_gm``.
@@ -71,15 +73,8 @@ def _topk_hits(scores: Tensor, labels: Tensor, k: int) -> Tensor:
     return (scores.topk(k, dim=1).indices == labels[:, None]).any(dim=1)
 
 
-def calibration_biases(scores: Tensor, labels: Tensor, seen_pairs: Tensor, *, topk: int = 1, num_biases: int = NUM_BIASES) -> Tensor:
-    """The ``num_biases`` calibration biases of Appendix A.6.2.
-
-    For every sample whose ground-truth pair is unseen: Δ = (k-th best seen score) − (ground-truth
-    score). Sorted Δ is split into ``num_biases`` contiguous chunks; each chunk contributes its
-    first (smallest) value, minus ``1e-4`` as in the reference CZSL code so that no sample sits
-    exactly on a tie. Adding bias b to the unseen scores makes the samples with Δ < b beat the
-    seen pairs, so the biases sweep from "seen wins" towards "unseen wins".
-    """
+def unseen_score_gaps(scores: Tensor, labels: Tensor, seen_pairs: Tensor, *, topk: int = 1) -> Tensor:
+    """Sorted Δ = (k-th best seen score) − (ground-truth score) over samples of unseen pairs."""
     scores, labels, seen_pairs = torch.as_tensor(scores).double(), torch.as_tensor(labels).long(), torch.as_tensor(seen_pairs).bool()
     unseen_samples = ~seen_pairs[labels]
     if not bool(seen_pairs.any()) or not bool(unseen_samples.any()):
@@ -88,7 +83,18 @@ def calibration_biases(scores: Tensor, labels: Tensor, seen_pairs: Tensor, *, to
     k = min(topk, int(seen_pairs.sum()))
     best_seen = sub[:, seen_pairs].topk(k, dim=1).values[:, k - 1]
     gt = sub.gather(1, labels[unseen_samples][:, None]).squeeze(1)
-    delta = torch.sort(best_seen - gt).values
+    return torch.sort(best_seen - gt).values
+
+
+def calibration_biases(scores: Tensor, labels: Tensor, seen_pairs: Tensor, *, topk: int = 1, num_biases: int = NUM_BIASES) -> Tensor:
+    """The ``num_biases`` calibration biases of Appendix A.6.2.
+
+    Sorted Δ (:func:`unseen_score_gaps`) is split into ``num_biases`` contiguous chunks; each
+    chunk contributes its first (smallest) value, minus ``1e-4`` as in the reference CZSL code so
+    that no sample sits exactly on a tie. Adding bias b to the unseen scores makes the samples
+    with Δ < b beat the seen pairs, so the biases sweep from "seen wins" towards "unseen wins".
+    """
+    delta = unseen_score_gaps(scores, labels, seen_pairs, topk=topk)
     chunks = np.array_split(np.arange(len(delta)), min(num_biases, len(delta)))
     return torch.stack([delta[c[0]] for c in chunks]) - TIE_EPSILON
 
@@ -106,16 +112,20 @@ def generalized_czsl(
     ``scores`` [M, P] over the candidate pairs (closed world: the split's pairs; open world: all
     attribute×object pairs), ``labels`` [M] the ground-truth pair index, ``seen_pairs`` [P] bool.
     A sample is seen or unseen by its ground-truth pair. A bias b is added to every unseen
-    pair's score; a sample is correct when its ground truth is among the top ``topk``.
+    pair's score; a sample is correct when its ground truth is among the top ``topk``. The
+    curves have ``num_biases + 1`` points (the biases, then the unseen-wins endpoint).
     """
     scores = torch.as_tensor(scores).double()
     labels = torch.as_tensor(labels).long()
     seen_pairs = torch.as_tensor(seen_pairs).bool()
     seen_samples = seen_pairs[labels]
     biases = calibration_biases(scores, labels, seen_pairs, topk=topk, num_biases=num_biases)
+    max_gap = float(unseen_score_gaps(scores, labels, seen_pairs, topk=topk).max())
     seen_curve, unseen_curve = [], []
     unseen_cols = (~seen_pairs).double()
-    for b in biases:
+    # Unseen-wins endpoint: every unseen ground truth then beats every seen pair.
+    endpoint = max_gap + 1.0
+    for b in [*biases.tolist(), endpoint]:
         hits = _topk_hits(scores + float(b) * unseen_cols, labels, topk)
         seen_curve.append(100.0 * float(hits[seen_samples].double().mean()) if seen_samples.any() else float("nan"))
         unseen_curve.append(100.0 * float(hits[~seen_samples].double().mean()) if (~seen_samples).any() else float("nan"))

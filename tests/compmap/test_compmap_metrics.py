@@ -22,18 +22,19 @@ def test_czsl_hand_example():
 
     Three biases (one per chunk) b = Δ − 1e-4: −2.5001 -> seen 2/2, unseen 0/3; 0.4999 -> sample 0
     flips to the unseen pair (3 < 3.2999), sample 3 is right: seen 1/2, unseen 1/3; 0.9999 ->
-    samples 3 and 4 right: seen 1/2, unseen 2/3. AUC over (unseen, seen) = 1/3·(1+.5)/2 +
-    1/3·(.5+.5)/2 = 0.41667; best HM = 2·.5·(2/3)/(.5+2/3) = 0.5714; best GM = sqrt(.5·2/3).
+    samples 3 and 4 right: seen 1/2, unseen 2/3; then the unseen-wins endpoint (bias 2 = max Δ + 1):
+    seen 1/2, unseen 3/3. AUC over (unseen, seen) = 1/3·(1+.5)/2 + 1/3·(.5+.5)/2 + 1/3·.5 =
+    0.58333; best HM = 2·.5·1/(.5+1) = 0.6667; best GM = sqrt(.5·1).
     """
     biases = calibration_biases(SCORES, LABELS, SEEN, num_biases=3)
     torch.testing.assert_close(biases, torch.tensor([-2.5001, 0.4999, 0.9999], dtype=torch.float64))
     r = generalized_czsl(SCORES, LABELS, SEEN, num_biases=3)
-    assert r.seen_curve == pytest.approx([100.0, 50.0, 50.0])
-    assert r.unseen_curve == pytest.approx([0.0, 100 / 3, 200 / 3])
-    assert r.auc == pytest.approx(41.6667, abs=1e-3)
-    assert r.best_seen == 100.0 and r.best_unseen == pytest.approx(200 / 3)
-    assert r.best_hm == pytest.approx(57.142857, abs=1e-4)
-    assert r.best_gm == pytest.approx((50 * 200 / 3) ** 0.5)
+    assert r.seen_curve == pytest.approx([100.0, 50.0, 50.0, 50.0])
+    assert r.unseen_curve == pytest.approx([0.0, 100 / 3, 200 / 3, 100.0])
+    assert r.auc == pytest.approx(58.3333, abs=1e-3)
+    assert r.best_seen == 100.0 and r.best_unseen == pytest.approx(100.0)
+    assert r.best_hm == pytest.approx(200 / 3, abs=1e-4)
+    assert r.best_gm == pytest.approx(5000**0.5)
     assert r.best_gm > r.best_hm  # the geometric mean flatters: it is not the harmonic mean
 
 
@@ -44,11 +45,15 @@ def test_czsl_uses_twenty_biases_and_topk():
     seen = torch.arange(10) < 5
     r1 = generalized_czsl(scores, labels, seen)
     r3 = generalized_czsl(scores, labels, seen, topk=3)
-    assert len(r1.biases) == 20 and len(r1.seen_curve) == 20
+    assert len(r1.biases) == 20 and len(r1.seen_curve) == 21
     assert sorted(r1.biases) == r1.biases
     assert r3.best_unseen >= r1.best_unseen and r3.auc >= r1.auc
     # unseen accuracy grows and seen accuracy shrinks along the sweep
     assert r1.unseen_curve == sorted(r1.unseen_curve)
+    # every unseen sample whose pair is the best unseen one is right at the endpoint
+    unseen = ~seen[labels]
+    best_unseen_possible = (scores[unseen][:, ~seen].argmax(1) + 5 == labels[unseen]).double().mean() * 100
+    assert r1.unseen_curve[-1] == pytest.approx(float(best_unseen_possible))
     assert r1.seen_curve == sorted(r1.seen_curve, reverse=True)
 
 
