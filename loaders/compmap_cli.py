@@ -21,7 +21,8 @@ DEFAULT_MODEL = "openai/clip-vit-base-patch32"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--benchmark", choices=("cub", "mit-states"), required=True)
+    # dest "dataset": evaluate.py keeps the sub-command name in ``args.benchmark``.
+    parser.add_argument("--benchmark", dest="dataset", choices=("cub", "mit-states"), required=True)
     parser.add_argument("--data-dir", required=True, help="CUB_200_2011 directory, or the MIT-States root")
     parser.add_argument("--model", default=DEFAULT_MODEL, help="dual encoder (CLIP, SigLIP) or ITM model (ViLT, BLIP); Hub id or local dir")
     parser.add_argument("--model-kind", choices=("auto", "dual", "itm"), default="auto")
@@ -73,12 +74,12 @@ def run(args: argparse.Namespace) -> int:
     from loaders.compmap.prompts import parse_templates
 
     templates = parse_templates(args.templates)
-    output = Path(args.output or f"compmap-{args.benchmark}.json")
+    output = Path(args.output or f"compmap-{args.dataset}.json")
     if args.batch_size < 1:
         raise ConceptforgeError("--batch-size must be >= 1")
     emb_cache, act_cache = _cache_dirs(args)
     group_softmax = not args.no_group_softmax
-    if args.benchmark == "cub":
+    if args.dataset == "cub":
         from loaders.compmap.cub import load_cub
         from loaders.compmap.logreg import LogRegConfig
         from loaders.compmap.pipeline import cub_vocabulary
@@ -124,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
         results = evaluate_mit_states(data, pred, pair_targets, protocol)
         tables = mit_tables(results, model.name)
     payload = {
-        "benchmark": args.benchmark,
+        "benchmark": args.dataset,
         "model": args.model,
         "model_revision": model.revision,
         "model_kind": model.kind,

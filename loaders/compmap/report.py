@@ -27,7 +27,9 @@ def cub_tables(results: dict, model_name: str) -> str:
     names = list(settings)
     header = ["Method", *[("FS" if name == "full-shot" else f"n={settings[name]['n_way']} k={settings[name]['k_shot']}") for name in names]]
     rows = [[ROW_LABELS[r].format(m=model_name), *[_fmt(settings[n][r]["accuracy"]) for n in names]] for r in ROW_LABELS]
-    out = [_table("Table 2 (CUB): mean per-sample accuracy (%), 600-episode mean for n-way k-shot", header, rows)]
+    episodes = sorted({s["prim"]["episodes"] for s in settings.values() if "episodes" in s["prim"]})
+    per = f"mean over {'/'.join(map(str, episodes))} episodes for n-way k-shot" if episodes else "full shot"
+    out = [_table(f"Table 2 (CUB): mean per-sample accuracy (%), {per}; FS = 200-way full shot", header, rows)]
     interp = results["interpretability"]
     out.append(
         _table(
