@@ -42,7 +42,7 @@ class LogRegConfig:
     max_iter: int = 100
     tol: float = 1e-4
     history: int = 10
-    chunk_size: int = 100
+    chunk_size: int = 64
     dtype: torch.dtype = torch.float32
 
     def __post_init__(self) -> None:
@@ -108,50 +108,58 @@ class _Problem:
 
 
 def _bdot(a: Tensor, b: Tensor) -> Tensor:
-    return (a * b).flatten(1).sum(-1)
+    """Per-episode dot products [E] without an [E, P] temporary."""
+    E = a.shape[0]
+    return torch.bmm(a.reshape(E, 1, -1), b.reshape(E, -1, 1)).view(E)
+
+
+def _axpy_(y: Tensor, alpha: Tensor, x: Tensor) -> None:
+    """``y += alpha[e] * x`` per episode, in place."""
+    y.view(y.shape[0], -1).addcmul_(x.reshape(x.shape[0], -1), alpha[:, None])
 
 
 def _lbfgs(problem: _Problem, config: LogRegConfig) -> tuple[Tensor, Tensor]:
-    """Batched L-BFGS with a per-episode backtracking (Armijo) line search."""
+    """Batched L-BFGS with a per-episode backtracking (Armijo) line search.
+
+    Converged episodes get a zero direction, so they stay put (and their history pairs are
+    zero, which the recursion ignores) while the rest of the chunk continues. Vector updates are
+    in place: with tens of MB per tensor, fresh allocations cost as much as the arithmetic.
+    """
     E = problem.shape[0]
     theta = torch.zeros(problem.shape, dtype=problem.features.dtype)
     f, g = problem.loss_grad(theta)
-    m = config.history
-    S: list[Tensor] = []
-    Y: list[Tensor] = []
-    R: list[Tensor] = []
+    history: list[tuple[Tensor, Tensor, Tensor]] = []
     active = torch.ones(E, dtype=torch.bool)
     n_iter = torch.zeros(E, dtype=torch.long)
-    for it in range(config.max_iter):
+    for _ in range(config.max_iter):
         # scikit-learn averages the loss over samples and stops when max |grad| <= tol.
-        gmax = g.flatten(1).abs().amax(-1) / problem.num_samples
+        gmax = g.abs().amax(dim=(1, 2)) / problem.num_samples
         active &= gmax > config.tol
         if not bool(active.any()):
             break
         # Two-loop recursion, every episode with its own history pairs.
         q = g.clone()
         alphas = []
-        for s, y_, rho in zip(reversed(S), reversed(Y), reversed(R)):
+        for s, y_, rho in reversed(history):
             a = rho * _bdot(s, q)
-            q -= a[:, None, None] * y_
+            _axpy_(q, -a, y_)
             alphas.append(a)
-        if S:
-            sy = _bdot(S[-1], Y[-1])
-            yy = _bdot(Y[-1], Y[-1])
+        if history:
+            s, y_, _ = history[-1]
+            sy, yy = _bdot(s, y_), _bdot(y_, y_)
             gamma = torch.where(yy > 0, sy / yy.clamp_min(1e-30), torch.ones_like(sy))
-            q *= gamma[:, None, None]
-        else:
-            q /= g.flatten(1).norm(dim=-1).clamp_min(1e-12)[:, None, None]
-        for (s, y_, rho), a in zip(zip(S, Y, R), reversed(alphas)):
-            beta = rho * _bdot(y_, q)
-            q += (a - beta)[:, None, None] * s
-        direction = -q
+            q.mul_(gamma.view(E, 1, 1))
+        else:  # first step: unit length, as SciPy's L-BFGS-B
+            q.div_(g.flatten(1).norm(dim=-1).clamp_min(1e-12).view(E, 1, 1))
+        for (s, y_, rho), a in zip(history, reversed(alphas)):
+            _axpy_(q, a - rho * _bdot(y_, q), s)
+        direction = q.neg_()
+        direction.mul_(active.view(E, 1, 1).to(direction.dtype))
         slope = _bdot(g, direction)
-        bad = slope >= 0  # not a descent direction: fall back to steepest descent
+        bad = active & (slope >= 0)  # not a descent direction: fall back to steepest descent
         if bool(bad.any()):
             direction[bad] = -g[bad]
             slope = _bdot(g, direction)
-        direction[~active] = 0
         step = torch.ones(E, dtype=theta.dtype)
         new_theta = theta + direction
         new_f, new_g = problem.loss_grad(new_theta)
@@ -162,22 +170,17 @@ def _lbfgs(problem: _Problem, config: LogRegConfig) -> tuple[Tensor, Tensor]:
             idx = fail.nonzero().squeeze(1)
             step[idx] *= 0.5
             trial = theta[idx] + step[idx, None, None] * direction[idx]
-            sub = _Subset(problem, idx)
-            tf, tg = sub.loss_grad(trial)
+            tf, tg = _Subset(problem, idx).loss_grad(trial)
             new_theta[idx], new_f[idx], new_g[idx] = trial, tf, tg
-        s_new = (new_theta - theta) * active[:, None, None]
-        y_new = (new_g - g) * active[:, None, None]
+        # The old iterate's buffers become the new history pair (s, y).
+        s_new = theta.neg_().add_(new_theta)
+        y_new = g.neg_().add_(new_g)
         sy = _bdot(s_new, y_new)
         rho = torch.where(sy > 1e-10, 1.0 / sy.clamp_min(1e-10), torch.zeros_like(sy))
-        S.append(s_new)
-        Y.append(y_new)
-        R.append(rho)
-        if len(S) > m:
-            S.pop(0), Y.pop(0), R.pop(0)
-        keep = active[:, None, None]
-        theta = torch.where(keep, new_theta, theta)
-        g = torch.where(keep, new_g, g)
-        f = torch.where(active, new_f, f)
+        history.append((s_new, y_new, rho))
+        if len(history) > config.history:
+            history.pop(0)
+        theta, g, f = new_theta, new_g, new_f
         n_iter += active.long()
     return theta, n_iter
 
