@@ -50,9 +50,15 @@ class TwoProjectionModel(nn.Module):
         return self.target_proj(targets) @ self.primitive_proj.weight
 
     @torch.no_grad()
-    def score_batched(self, activations: Tensor, targets: Tensor, *, batch_size: int = 4096) -> Tensor:
+    def iter_scores(self, activations: Tensor, targets: Tensor, *, batch_size: int = 1024):
+        """Yield (row slice, [rows, Q] scores) blocks: the open world has 28,175 targets."""
         projected = self.target_proj(targets.float())
-        out = [self.primitive_proj(activations[i : i + batch_size].float()) @ projected.T for i in range(0, len(activations), batch_size)]
+        for i in range(0, len(activations), batch_size):
+            yield slice(i, i + batch_size), self.primitive_proj(activations[i : i + batch_size].float()) @ projected.T
+
+    @torch.no_grad()
+    def score_batched(self, activations: Tensor, targets: Tensor, *, batch_size: int = 1024) -> Tensor:
+        out = [block for _, block in self.iter_scores(activations, targets, batch_size=batch_size)]
         return torch.cat(out) if out else torch.zeros((0, len(targets)))
 
 

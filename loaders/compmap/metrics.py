@@ -68,22 +68,74 @@ class CzslResult:
         return asdict(self)
 
 
-def _topk_hits(scores: Tensor, labels: Tensor, k: int) -> Tensor:
-    k = min(k, scores.shape[1])
-    return (scores.topk(k, dim=1).indices == labels[:, None]).any(dim=1)
+@dataclass
+class CzslRowStats:
+    """What the bias sweep needs from each sample's score row, so the [M, P] score matrix
+    (13k × 28k in the open world) never has to be held or re-scanned per bias.
+
+    ``seen_top``/``unseen_top`` [M, K]: the K best seen / unseen pair scores (−inf padded);
+    ``gt`` [M]: the ground-truth score; ``gt_seen`` [M]: whether the ground-truth pair is seen.
+    """
+
+    seen_top: Tensor
+    unseen_top: Tensor
+    gt: Tensor
+    gt_seen: Tensor
+
+    @staticmethod
+    def cat(parts: list["CzslRowStats"]) -> "CzslRowStats":
+        return CzslRowStats(*(torch.cat([getattr(p, f) for p in parts]) for f in ("seen_top", "unseen_top", "gt", "gt_seen")))
+
+
+def czsl_row_stats(scores: Tensor, labels: Tensor, seen_pairs: Tensor, *, max_k: int = 3) -> CzslRowStats:
+    """Reduce a block of score rows [M, P] to :class:`CzslRowStats` (rows can come in blocks)."""
+    scores = torch.as_tensor(scores)
+    labels = torch.as_tensor(labels).long()
+    seen_pairs = torch.as_tensor(seen_pairs).bool()
+
+    def top(cols: Tensor) -> Tensor:
+        k = min(max_k, cols.shape[1])
+        out = torch.full((scores.shape[0], max_k), -torch.inf, dtype=torch.float64)
+        if k:
+            out[:, :k] = cols.topk(k, dim=1).values.double()
+        return out
+
+    return CzslRowStats(
+        seen_top=top(scores[:, seen_pairs]),
+        unseen_top=top(scores[:, ~seen_pairs]),
+        gt=scores.gather(1, labels[:, None]).squeeze(1).double(),
+        gt_seen=seen_pairs[labels],
+    )
+
+
+def _hits(stats: CzslRowStats, bias: float, k: int) -> Tensor:
+    """Ground truth within the top ``k`` after adding ``bias`` to unseen pairs: fewer than k
+    other pairs score strictly higher (only the k best of each kind can matter)."""
+    seen_top, unseen_top = stats.seen_top[:, :k], stats.unseen_top[:, :k] + bias
+    gt = torch.where(stats.gt_seen, stats.gt, stats.gt + bias)
+    # the ground truth itself is in one of the lists; '>' never counts it
+    above = (seen_top > gt[:, None]).sum(1) + (unseen_top > gt[:, None]).sum(1)
+    return above < k
+
+
+def unseen_gaps_from_stats(stats: CzslRowStats, *, topk: int = 1) -> Tensor:
+    """Sorted Δ = (k-th best seen score) − (ground-truth score) over samples of unseen pairs."""
+    unseen = ~stats.gt_seen
+    if not bool(unseen.any()) or not bool(torch.isfinite(stats.seen_top[:, 0]).any()):
+        return torch.zeros(1, dtype=torch.float64)
+    kth = stats.seen_top[unseen, min(topk, stats.seen_top.shape[1]) - 1]
+    kth = torch.where(torch.isfinite(kth), kth, stats.seen_top[unseen, 0])
+    return torch.sort(kth - stats.gt[unseen]).values
+
+
+def biases_from_gaps(delta: Tensor, num_biases: int = NUM_BIASES) -> Tensor:
+    chunks = np.array_split(np.arange(len(delta)), min(num_biases, len(delta)))
+    return torch.stack([delta[c[0]] for c in chunks]) - TIE_EPSILON
 
 
 def unseen_score_gaps(scores: Tensor, labels: Tensor, seen_pairs: Tensor, *, topk: int = 1) -> Tensor:
     """Sorted Δ = (k-th best seen score) − (ground-truth score) over samples of unseen pairs."""
-    scores, labels, seen_pairs = torch.as_tensor(scores).double(), torch.as_tensor(labels).long(), torch.as_tensor(seen_pairs).bool()
-    unseen_samples = ~seen_pairs[labels]
-    if not bool(seen_pairs.any()) or not bool(unseen_samples.any()):
-        return torch.zeros(1, dtype=torch.float64)
-    sub = scores[unseen_samples]
-    k = min(topk, int(seen_pairs.sum()))
-    best_seen = sub[:, seen_pairs].topk(k, dim=1).values[:, k - 1]
-    gt = sub.gather(1, labels[unseen_samples][:, None]).squeeze(1)
-    return torch.sort(best_seen - gt).values
+    return unseen_gaps_from_stats(czsl_row_stats(scores, labels, seen_pairs, max_k=topk), topk=topk)
 
 
 def calibration_biases(scores: Tensor, labels: Tensor, seen_pairs: Tensor, *, topk: int = 1, num_biases: int = NUM_BIASES) -> Tensor:
@@ -94,9 +146,7 @@ def calibration_biases(scores: Tensor, labels: Tensor, seen_pairs: Tensor, *, to
     that no sample sits exactly on a tie. Adding bias b to the unseen scores makes the samples
     with Δ < b beat the seen pairs, so the biases sweep from "seen wins" towards "unseen wins".
     """
-    delta = unseen_score_gaps(scores, labels, seen_pairs, topk=topk)
-    chunks = np.array_split(np.arange(len(delta)), min(num_biases, len(delta)))
-    return torch.stack([delta[c[0]] for c in chunks]) - TIE_EPSILON
+    return biases_from_gaps(unseen_score_gaps(scores, labels, seen_pairs, topk=topk), num_biases)
 
 
 def generalized_czsl(
@@ -112,21 +162,26 @@ def generalized_czsl(
     ``scores`` [M, P] over the candidate pairs (closed world: the split's pairs; open world: all
     attribute×object pairs), ``labels`` [M] the ground-truth pair index, ``seen_pairs`` [P] bool.
     A sample is seen or unseen by its ground-truth pair. A bias b is added to every unseen
-    pair's score; a sample is correct when its ground truth is among the top ``topk``. The
-    curves have ``num_biases + 1`` points (the biases, then the unseen-wins endpoint).
+    pair's score; a sample is correct when fewer than ``topk`` other pairs score strictly
+    higher than its ground truth. The curves have ``num_biases + 1`` points (the biases, then
+    the unseen-wins endpoint).
     """
-    scores = torch.as_tensor(scores).double()
-    labels = torch.as_tensor(labels).long()
-    seen_pairs = torch.as_tensor(seen_pairs).bool()
-    seen_samples = seen_pairs[labels]
-    biases = calibration_biases(scores, labels, seen_pairs, topk=topk, num_biases=num_biases)
-    max_gap = float(unseen_score_gaps(scores, labels, seen_pairs, topk=topk).max())
-    seen_curve, unseen_curve = [], []
-    unseen_cols = (~seen_pairs).double()
+    stats = czsl_row_stats(scores, labels, seen_pairs, max_k=topk)
+    return generalized_czsl_from_stats(stats, topk=topk, num_biases=num_biases)
+
+
+def generalized_czsl_from_stats(stats: CzslRowStats, *, topk: int = 1, num_biases: int = NUM_BIASES) -> CzslResult:
+    """:func:`generalized_czsl` on precomputed :class:`CzslRowStats` (``topk`` <= their K)."""
+    if topk > stats.seen_top.shape[1]:
+        raise ValueError(f"topk {topk} exceeds the {stats.seen_top.shape[1]} scores kept per row")
+    delta = unseen_gaps_from_stats(stats, topk=topk)
+    biases = biases_from_gaps(delta, num_biases)
     # Unseen-wins endpoint: every unseen ground truth then beats every seen pair.
-    endpoint = max_gap + 1.0
+    endpoint = float(delta.max()) + 1.0
+    seen_samples = stats.gt_seen
+    seen_curve, unseen_curve = [], []
     for b in [*biases.tolist(), endpoint]:
-        hits = _topk_hits(scores + float(b) * unseen_cols, labels, topk)
+        hits = _hits(stats, b, topk)
         seen_curve.append(100.0 * float(hits[seen_samples].double().mean()) if seen_samples.any() else float("nan"))
         unseen_curve.append(100.0 * float(hits[~seen_samples].double().mean()) if (~seen_samples).any() else float("nan"))
     seen_arr, unseen_arr = np.array(seen_curve), np.array(unseen_curve)

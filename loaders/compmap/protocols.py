@@ -20,8 +20,10 @@ from tqdm.auto import tqdm
 from loaders.compmap.contrastive import ContrastiveConfig, train_contrastive
 from loaders.compmap.logreg import LogRegConfig, LogRegModel, fit_logreg
 from loaders.compmap.metrics import (
+    CzslRowStats,
     accuracy,
-    generalized_czsl,
+    czsl_row_stats,
+    generalized_czsl_from_stats,
     interpretability_delta,
     intervene_full,
     intervene_partial,
@@ -158,8 +160,11 @@ def evaluate_mit_states(
             feats = {"oracle": gt[split], **_variants(pred[split].float(), gt[split])}
             split_out = {}
             for row, x in feats.items():
-                scores = (oracle if row == "oracle" else model).score_batched(x, targets)
-                split_out[row] = {f"top{k}": generalized_czsl(scores, labels, seen_mask, topk=k).to_dict() for k in protocol.topk}
+                net = oracle if row == "oracle" else model
+                stats = CzslRowStats.cat(
+                    [czsl_row_stats(block, labels[rows], seen_mask, max_k=max(protocol.topk)) for rows, block in net.iter_scores(x, targets)]
+                )
+                split_out[row] = {f"top{k}": generalized_czsl_from_stats(stats, topk=k).to_dict() for k in protocol.topk}
             world_out[split] = split_out
         results["worlds"][world] = world_out
         test = world_out["test"]
