@@ -78,39 +78,39 @@ class _Problem:
         E, N, D = X.shape
         self.C = config.C
         self.mean = X.mean(dim=1, keepdim=True)
-        Xc = X - self.mean
+        # Centred features plus a constant column: the intercept is the last row of theta, so
+        # one bmm gives the logits and one the whole gradient (no broadcast adds, no concat).
+        self.features = torch.cat([X - self.mean, torch.ones(E, N, 1, dtype=X.dtype)], dim=2)
         self.labels = y[..., None]
         self.minus_ones = torch.full(self.labels.shape, -1.0, dtype=X.dtype)
-        self.features = Xc
         self.shape = (E, D + 1, num_classes)
         self.num_samples = N
         self.evaluations = 0
 
     def loss_grad(self, theta: Tensor) -> tuple[Tensor, Tensor]:
-        """Objective [E] and gradient [E, D+1, C] at ``theta`` = [V; b]."""
+        """Objective [E] and gradient [E, D+1, C] at ``theta`` = [W; b] (centred coordinates)."""
         self.evaluations += theta.shape[0]
-        V, b = theta[:, :-1, :], theta[:, -1:, :]
+        W = theta[:, :-1, :]
         # Fused log-softmax, then probabilities in place: the [E, N, C] tensor is the largest one
         # here, so every pass over it counts.
-        logp = torch.log_softmax(torch.baddbmm(b, self.features, V), dim=-1)
+        logp = torch.log_softmax(torch.bmm(self.features, theta), dim=-1)
         data = -logp.gather(-1, self.labels).sum(dim=(1, 2))
         resid = logp.exp_().scatter_add_(-1, self.labels, self.minus_ones)
-        reg = 0.5 / self.C * (V * V).sum(dim=(1, 2))
-        grad_w = torch.baddbmm(V, self.features.transpose(1, 2), resid, alpha=1.0, beta=1.0 / self.C)
-        grad = torch.cat([grad_w, resid.sum(1, keepdim=True)], dim=1)
+        reg = 0.5 / self.C * torch.linalg.vecdot(W.reshape(W.shape[0], -1), W.reshape(W.shape[0], -1))
+        grad = torch.bmm(self.features.transpose(1, 2), resid)
+        grad[:, :-1, :].add_(W, alpha=1.0 / self.C)
         return data + reg, grad
 
-    def to_model(self, theta: Tensor, n_iter: Tensor) -> tuple[Tensor, Tensor]:
-        V, b = theta[:, :-1, :], theta[:, -1, :]
-        W = V
-        intercept = b - torch.bmm(self.mean, W).squeeze(1)
-        return W.transpose(1, 2).contiguous(), intercept
+    def to_model(self, theta: Tensor) -> tuple[Tensor, Tensor]:
+        """(coef [E, C, D], intercept [E, C]) in the original, uncentred coordinates."""
+        W, b = theta[:, :-1, :], theta[:, -1, :]
+        return W.transpose(1, 2).contiguous(), b - torch.bmm(self.mean, W).squeeze(1)
 
 
 def _bdot(a: Tensor, b: Tensor) -> Tensor:
-    """Per-episode dot products [E] without an [E, P] temporary."""
+    """Per-episode dot products [E] (``vecdot`` is fused: no [E, P] temporary)."""
     E = a.shape[0]
-    return torch.bmm(a.reshape(E, 1, -1), b.reshape(E, -1, 1)).view(E)
+    return torch.linalg.vecdot(a.reshape(E, -1), b.reshape(E, -1))
 
 
 def _axpy_(y: Tensor, alpha: Tensor, x: Tensor) -> None:
@@ -230,7 +230,7 @@ def fit_logreg(
             problem = _Problem(X[start : start + config.chunk_size], y[start : start + config.chunk_size], num_classes, config)
             theta, n_iter = _lbfgs(problem, config)
             logger.debug("chunk of %d episodes: %d evaluations", len(n_iter), problem.evaluations)
-            coef, intercept = problem.to_model(theta, n_iter)
+            coef, intercept = problem.to_model(theta)
             coefs.append(coef)
             intercepts.append(intercept)
             iters.append(n_iter)
