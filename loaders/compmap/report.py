@@ -29,7 +29,7 @@ def cub_tables(results: dict, model_name: str) -> str:
     rows = [[ROW_LABELS[r].format(m=model_name), *[_fmt(settings[n][r]["accuracy"]) for n in names]] for r in ROW_LABELS]
     episodes = sorted({s["prim"]["episodes"] for s in settings.values() if "episodes" in s["prim"]})
     per = f"mean over {'/'.join(map(str, episodes))} episodes for n-way k-shot" if episodes else "full shot"
-    out = [_table(f"Table 2 (CUB): mean per-sample accuracy (%), {per}; FS = 200-way full shot", header, rows)]
+    out = [_table(f"Table 2 (CUB): mean per-sample accuracy (%), {per}; FS = full shot (all classes, official train/test split)", header, rows)]
     interp = results["interpretability"]
     out.append(
         _table(
