@@ -1,0 +1,31 @@
+"""CompMap (paper 002): concept activations, composition models, usefulness and interpretability."""
+
+from loaders.compmap.logreg import LogRegConfig, LogRegModel, fit_logreg
+from loaders.compmap.metrics import (
+    CzslResult,
+    accuracy,
+    calibration_biases,
+    generalized_czsl,
+    interpretability_delta,
+    intervene_full,
+    intervene_partial,
+    weight_analysis,
+)
+from loaders.compmap.sampler import EpisodeSpec, Episodes, sample_episodes
+
+__all__ = [
+    "CzslResult",
+    "EpisodeSpec",
+    "Episodes",
+    "LogRegConfig",
+    "LogRegModel",
+    "accuracy",
+    "calibration_biases",
+    "fit_logreg",
+    "generalized_czsl",
+    "interpretability_delta",
+    "intervene_full",
+    "intervene_partial",
+    "sample_episodes",
+    "weight_analysis",
+]

@@ -1,0 +1,89 @@
+"""Prompt templates for concept prompting (Section 4.2 and Table A3 of paper 002).
+
+A concept is embedded from one prompt per template; with several templates the normalised text
+embeddings are averaged and renormalised ("embedding ensembling", as CLIP does for ImageNet).
+
+Template choices (``parse_templates``):
+
+- ``paper``: the main-paper prompts — CUB attributes "a photo of bird whose {group} is {value}",
+  CUB classes "the bird is {class}", MIT-States "this is {attr}", "this is {obj}",
+  "this is {attr} {obj}";
+- ``a3``: all seven templates of Table A3, ensembled;
+- ``a3:1,4,7``: the listed Table A3 templates (1-based ids), ensembled; ``a3:2`` is one template.
+
+With Table A3 templates the CUB concept phrase keeps the bird context, e.g. "itap of a bird
+whose bill shape is needle" — the paper introduced that prior because part attributes
+("size", "shape") are ambiguous without it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from generators.errors import ConceptforgeError
+
+TABLE_A3_TEMPLATES: tuple[str, ...] = (
+    "itap of a {}",
+    "a bad photo of the {}",
+    "a origami {}",
+    "a photo of the large {}",
+    "a {} in a video game",
+    "art of the {}",
+    "a photo of the small {}",
+)
+
+CUB_ATTRIBUTE_TEMPLATE = "a photo of bird whose {group} is {value}"
+CUB_CLASS_TEMPLATE = "the bird is {name}"
+MIT_TEMPLATE = "this is {}"
+
+
+@dataclass(frozen=True)
+class TemplateChoice:
+    """``paper`` (the main-paper prompts) or a tuple of Table A3 templates to ensemble."""
+
+    name: str
+    a3_templates: tuple[str, ...] = ()
+
+    @property
+    def is_paper(self) -> bool:
+        return not self.a3_templates
+
+    def fill(self, phrase: str, *, paper_template: str) -> list[str]:
+        """Prompts for one concept: the paper's own template or every chosen Table A3 one."""
+        if self.is_paper:
+            return [paper_template.format(phrase)]
+        return [t.format(phrase) for t in self.a3_templates]
+
+
+def parse_templates(text: str) -> TemplateChoice:
+    text = text.strip().lower()
+    if text == "paper":
+        return TemplateChoice("paper")
+    if text == "a3":
+        return TemplateChoice("a3", TABLE_A3_TEMPLATES)
+    if text.startswith("a3:"):
+        try:
+            ids = [int(x) for x in text[3:].split(",") if x.strip()]
+        except ValueError:
+            ids = []
+        if not ids or any(not 1 <= i <= len(TABLE_A3_TEMPLATES) for i in ids):
+            raise ConceptforgeError(f"--templates {text!r}: list Table A3 ids 1..{len(TABLE_A3_TEMPLATES)}, e.g. a3:1,4,7")
+        return TemplateChoice(text, tuple(TABLE_A3_TEMPLATES[i - 1] for i in ids))
+    raise ConceptforgeError(f"--templates must be 'paper', 'a3' or 'a3:<ids>', got {text!r}")
+
+
+def cub_attribute_prompts(group: str, value: str, choice: TemplateChoice) -> list[str]:
+    if choice.is_paper:
+        return [CUB_ATTRIBUTE_TEMPLATE.format(group=group, value=value)]
+    return choice.fill(f"bird whose {group} is {value}", paper_template="{}")
+
+
+def cub_class_prompts(name: str, choice: TemplateChoice) -> list[str]:
+    if choice.is_paper:
+        return [CUB_CLASS_TEMPLATE.format(name=name)]
+    return choice.fill(f"{name}, a type of bird", paper_template="{}")
+
+
+def mit_prompts(phrase: str, choice: TemplateChoice) -> list[str]:
+    """``phrase`` is an attribute, an object or "attr obj"."""
+    return choice.fill(phrase, paper_template=MIT_TEMPLATE)

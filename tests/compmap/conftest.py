@@ -1,0 +1,42 @@
+"""CompMap fixtures: a tiny offline CLIP, a miniature CUB and a miniature MIT-States."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.compmap.synthetic import write_fake_cub, write_fake_mit_states
+from tests.compmap.tiny_models import build_tiny_clip
+
+
+@pytest.fixture(scope="session")
+def tiny_clip_dir(tmp_path_factory):
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    return build_tiny_clip(tmp_path_factory.mktemp("compmap-models") / "tiny-clip")
+
+
+@pytest.fixture(scope="session")
+def fake_cub(tmp_path_factory):
+    return write_fake_cub(tmp_path_factory.mktemp("compmap-cub") / "CUB_200_2011")
+
+
+@pytest.fixture(scope="session")
+def fake_mit(tmp_path_factory):
+    return write_fake_mit_states(tmp_path_factory.mktemp("compmap-mit") / "mit-states")
+
+
+@pytest.fixture(scope="session")
+def tiny_blip_dir(tmp_path_factory):
+    from tests.compmap.tiny_models import build_tiny_blip
+
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    return build_tiny_blip(tmp_path_factory.mktemp("compmap-blip") / "tiny-blip")
+
+
+@pytest.fixture(scope="session")
+def tiny_vilt_dir(tmp_path_factory):
+    from tests.compmap.tiny_models import build_tiny_vilt
+
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    return build_tiny_vilt(tmp_path_factory.mktemp("compmap-vilt") / "tiny-vilt")
