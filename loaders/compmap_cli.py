@@ -21,7 +21,7 @@ DEFAULT_MODEL = "openai/clip-vit-base-patch32"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    # dest "dataset": evaluate.py keeps the sub-command name in ``args.benchmark``.
+    # Stored as ``args.dataset`` (evaluate.py keeps the sub-command name in ``args.command``).
     parser.add_argument("--benchmark", dest="dataset", choices=("cub", "mit-states"), required=True)
     parser.add_argument("--data-dir", required=True, help="CUB_200_2011 directory, or the MIT-States root")
     parser.add_argument("--model", default=DEFAULT_MODEL, help="dual encoder (CLIP, SigLIP) or ITM model (ViLT, BLIP); Hub id or local dir")

@@ -25,7 +25,7 @@ BENCHMARKS = {
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true")
-    sub = parser.add_subparsers(dest="benchmark", required=True)
+    sub = parser.add_subparsers(dest="command", metavar="{sub,binding,conceptbed,compmap}", required=True)
     for name, (module_name, help_text) in BENCHMARKS.items():
         try:
             module = importlib.import_module(module_name)
@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.verbose)
-    module = importlib.import_module(BENCHMARKS[args.benchmark][0])
+    module = importlib.import_module(BENCHMARKS[args.command][0])
     return int(module.run(args) or 0)
 
 
