@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from tqdm.auto import tqdm
 
 from filters.classifier_oracle import ClassifierOracle, normalize_label
-from filters.cub_attributes import CubDataset
+from generators.cub import CubDataset
 from filters.dataset_io import LocalSplit, decode_image
 from filters.questions import QuestionBuilder
 from filters.vqa import VQAScorer

@@ -130,7 +130,7 @@ def run_birds(args: argparse.Namespace) -> int:
 
 def run_attributes(args: argparse.Namespace) -> int:
     from filters.candidate_selection import group_answers, score_cub_groups, search_thresholds, threshold_grid
-    from filters.cub_attributes import CubDataset
+    from generators.cub import CubDataset
     from filters.questions import DEFAULT_ANSWER_HINT, QuestionBuilder
     from filters.vqa import VQAScorer
     from generators import ItemStore, resolve_shard
