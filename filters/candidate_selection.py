@@ -250,7 +250,7 @@ def group_answers(cub: CubDataset, store: ItemStore, *, ground_truth: str = "ima
     else:
         raise ConceptforgeError(f"--ground-truth must be image or class, got {ground_truth!r}")
     images = {image.image_id: image for image in cub.images}
-    names = cub.attributes.names
+    names = cub.vocabulary.names
     out = []
     for record in store.records("cub"):
         meta = record.metadata

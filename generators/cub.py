@@ -244,12 +244,13 @@ class CubAttributes:
     def index(self, name: str) -> int:
         """0-based column of attribute ``name``."""
         try:
-            return self._index[name]
+            return self.columns[name]
         except KeyError:
             raise ConceptforgeError(f"unknown CUB attribute {name!r}") from None
 
     @cached_property
-    def _index(self) -> dict[str, int]:
+    def columns(self) -> dict[str, int]:
+        """Attribute name -> 0-based column (attribute id - 1)."""
         return {name: i for i, name in enumerate(self.names)}
 
 
@@ -290,9 +291,10 @@ class CubMetadata:
         """Group -> its full attribute names, in CUB order."""
         return {group: self.vocabulary.group_attributes(group) for group in self.vocabulary.groups}
 
-    @cached_property
+    @property
     def index(self) -> dict[str, int]:
-        return dict(self.vocabulary._index)
+        """Attribute name -> 0-based column."""
+        return self.vocabulary.columns
 
     @cached_property
     def _class_index(self) -> dict[str, int]:
@@ -423,7 +425,7 @@ class CubDataset:
     """Images, classes and labels of a CUB_200_2011 directory: what candidate selection needs."""
 
     root: Path
-    attributes: CubAttributes
+    vocabulary: CubAttributes
     classes: dict[int, str]  # class id -> bird name
     images: list[CubImage]
 
@@ -433,7 +435,7 @@ class CubDataset:
         root = layout.root
         for name in (CLASSES, IMAGES, IMAGE_CLASS_LABELS):
             layout.find(name)
-        attributes = load_attributes(layout.find(ATTRIBUTES))
+        vocabulary = load_attributes(layout.find(ATTRIBUTES))
         classes = {i: bird_name(name) for i, name in enumerate(read_numbered(root / CLASSES), start=1)}
         labels = read_int_pairs(root / IMAGE_CLASS_LABELS)
         split_path = layout.find(TRAIN_TEST_SPLIT, required=False)
@@ -444,7 +446,7 @@ class CubDataset:
             class_id = labels[image_id]
             is_train = bool(split[image_id]) if image_id in split else None
             images.append(CubImage(image_id, root / "images" / row[1], class_id, classes[class_id], is_train))
-        return cls(root, attributes, classes, images)
+        return cls(root, vocabulary, classes, images)
 
     def image_labels(self) -> dict[int, set[int]]:
         """Per image, the 0-based attribute columns its annotator marked present."""
@@ -458,5 +460,5 @@ class CubDataset:
     def class_labels(self, *, min_percent: float = MAJORITY_PERCENT) -> dict[int, set[int]]:
         """Per class id, attribute columns present by majority vote (CBM-style class labels)."""
         path = CubLayout(self.root).find(CLASS_ATTRIBUTE_PERCENT)
-        percent = read_class_percent(path, len(self.classes), len(self.attributes.names))
+        percent = read_class_percent(path, len(self.classes), len(self.vocabulary.names))
         return {class_id: set(np.flatnonzero(row >= min_percent).tolist()) for class_id, row in zip(sorted(self.classes), percent)}
