@@ -60,7 +60,7 @@ def build_clip(out_dir: Path, size: str) -> Path:
 
 def cache_benchmark(work: Path, size: str, n_sub: int, n_binding: int) -> dict[str, float]:
     from loaders.binding import evaluate_binding
-    from loaders.cub import CubMetadata
+    from generators.cub import load_cub
     from loaders.embeddings import EmbeddingModel
     from loaders.sub import evaluate_vlm, load_sub
     from tests.eval import synthetic
@@ -70,7 +70,7 @@ def cache_benchmark(work: Path, size: str, n_sub: int, n_binding: int) -> dict[s
     per_pair = max(1, n_sub // 4)
     sub_dir = synthetic.write_dataset(work / "sub", {"test": synthetic.sub_rows(per_pair)}, synthetic.sub_features())
     binding_dir = synthetic.write_single_object(work / "single-object", n_per_label=max(1, n_binding // 24))
-    cub = CubMetadata.from_dir(cub_dir)
+    cub = load_cub(cub_dir, need="votes")
     items = load_sub(str(sub_dir), cub=cub)
     from loaders.binding import load_binding
 

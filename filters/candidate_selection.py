@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from tqdm.auto import tqdm
 
 from filters.classifier_oracle import ClassifierOracle, normalize_label
-from filters.cub_attributes import CubDataset
+from generators.cub import CubDataset
 from filters.dataset_io import LocalSplit, decode_image
 from filters.questions import QuestionBuilder
 from filters.vqa import VQAScorer
@@ -250,7 +250,7 @@ def group_answers(cub: CubDataset, store: ItemStore, *, ground_truth: str = "ima
     else:
         raise ConceptforgeError(f"--ground-truth must be image or class, got {ground_truth!r}")
     images = {image.image_id: image for image in cub.images}
-    names = cub.attributes.names
+    names = cub.vocabulary.names
     out = []
     for record in store.records("cub"):
         meta = record.metadata

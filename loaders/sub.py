@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from generators.errors import ConceptforgeError
-from loaders.cub import CubMetadata, attribute_group, attribute_value, normalize_bird, to_cub_attribute
+from generators.cub import CubMetadata, attribute_group, attribute_value, bird_name, to_cub_attribute
 from loaders.data import image_column_raw, load_split, require_columns
 from loaders.reports import markdown_table, pct
 
@@ -78,7 +78,7 @@ def items_from_dataset(dataset, *, cub: CubMetadata | None = None) -> tuple[list
         require_columns(dataset, OUR_COLUMNS, what="SUB")
         images = image_column_raw(dataset)
         items = [
-            SubItem(image=img, bird=normalize_bird(b), attribute=to_cub_attribute(a), removed=_split_removed(r))
+            SubItem(image=img, bird=bird_name(b), attribute=to_cub_attribute(a), removed=_split_removed(r))
             for img, b, a, r in zip(images, dataset["bird"], dataset["attribute"], dataset["removed_attribute"])
         ]
         schema = "conceptforge"
@@ -100,7 +100,7 @@ def items_from_dataset(dataset, *, cub: CubMetadata | None = None) -> tuple[list
                 removed = tuple(
                     sorted(x for x in cub.class_attributes(b) if attribute_group(x) == group and x != attribute)
                 )
-            items.append(SubItem(image=img, bird=normalize_bird(b), attribute=attribute, removed=removed))
+            items.append(SubItem(image=img, bird=bird_name(b), attribute=attribute, removed=removed))
         schema = "published"
     else:
         raise ConceptforgeError(

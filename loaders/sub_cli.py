@@ -34,12 +34,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from loaders import sub
-    from loaders.cub import CubMetadata
+    from generators.cub import load_cub
     from loaders.reports import write_json
 
     if not args.model and not args.cbm:
         raise ConceptforgeError("nothing to evaluate: pass --model (VLM) and/or --cbm (concept bottleneck model)")
-    cub = CubMetadata.from_dir(args.cub_dir)
+    cub = load_cub(args.cub_dir, need="votes")
     items = sub.load_sub(args.dataset, split=args.split, revision=args.revision, cub=cub)
     if not items:
         raise ConceptforgeError(f"split {args.split!r} of {args.dataset} is empty")

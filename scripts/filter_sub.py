@@ -67,7 +67,7 @@ def _wait_for_all_ranks() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.verbose)
-    from filters.cub_attributes import load_attributes
+    from generators.cub import load_attributes
     from filters.questions import DEFAULT_ANSWER_HINT, QuestionBuilder
     from filters.sub_filter import FilterParams
     from filters.sub_pipeline import (

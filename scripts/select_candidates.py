@@ -130,7 +130,7 @@ def run_birds(args: argparse.Namespace) -> int:
 
 def run_attributes(args: argparse.Namespace) -> int:
     from filters.candidate_selection import group_answers, score_cub_groups, search_thresholds, threshold_grid
-    from filters.cub_attributes import CubDataset
+    from generators.cub import CubDataset
     from filters.questions import DEFAULT_ANSWER_HINT, QuestionBuilder
     from filters.vqa import VQAScorer
     from generators import ItemStore, resolve_shard
@@ -139,8 +139,8 @@ def run_attributes(args: argparse.Namespace) -> int:
         raise ConceptforgeError("--cub-dir is required (the CUB_200_2011 directory)")
     cub = CubDataset.load(args.cub_dir)
     answer_hint = "" if args.no_answer_hint else DEFAULT_ANSWER_HINT
-    questions = QuestionBuilder(cub.attributes.groups, answer_hint=answer_hint)
-    groups = args.groups or sorted(cub.attributes.groups)
+    questions = QuestionBuilder(cub.vocabulary.groups, answer_hint=answer_hint)
+    groups = args.groups or sorted(cub.vocabulary.groups)
     for group in groups:
         questions(group)  # unknown group -> clear error before any model time
     thresholds = threshold_grid(args.threshold_min, args.threshold_max, args.threshold_step)
@@ -158,7 +158,7 @@ def run_attributes(args: argparse.Namespace) -> int:
         print(f"scored {store.count('cub')} of {counts['total']} questions; rerun without --num-shards once all shards finish")
         return 0
     answers = [a for a in group_answers(cub, store, ground_truth=args.ground_truth) if a.group in set(groups)]
-    table = search_thresholds(answers, cub.attributes.groups, thresholds=thresholds, metric=args.metric,
+    table = search_thresholds(answers, cub.vocabulary.groups, thresholds=thresholds, metric=args.metric,
                               min_support=args.min_support, min_accuracy=args.min_accuracy)
     chosen = [row.attribute for row in table if row.selected]
     print(f"{'attribute':45s} {'threshold':>9s} {args.metric:>9s} {'support':>7s} {'answered':>8s}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from generators import cub
 from generators.errors import ConceptforgeError
 
 YES_SOMEWHAT_NO = ("yes", "somewhat", "no")
@@ -67,12 +68,7 @@ def pretty_group(group: str) -> str:
 
 def split_attribute(attribute: str) -> tuple[str, str]:
     """``has_crown_color::black`` -> (``has_crown_color``, ``black``); ``("", "")`` if empty."""
-    if not attribute:
-        return "", ""
-    if "::" not in attribute:
-        raise ConceptforgeError(f"attribute {attribute!r} is not in CUB form has_<group>::<value>")
-    group, value = attribute.split("::", 1)
-    return group, value
+    return cub.split_attribute(attribute) if attribute else ("", "")
 
 
 def _rating_question(question_id: str, text: str, low: str, high: str) -> Question:

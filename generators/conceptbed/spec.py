@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from generators.conceptbed.concepts import CONCEPT_KINDS, PACS_ENTITIES, library, readable
+from generators.cub import class_image_dir
 from generators.errors import ConceptforgeError
 
 logger = logging.getLogger(__name__)
@@ -134,13 +135,6 @@ def imagenet_folder(root: Path, name: str) -> Path:
     )
 
 
-def cub_folder(root: Path, name: str) -> Path:
-    for candidate in (root / name, root / "images" / name, root / "CUB_200_2011" / "images" / name):
-        if candidate.is_dir():
-            return candidate
-    raise ConceptforgeError(f"CUB class folder {name!r} not found under {root}")
-
-
 def expand_concept_names(selection: str | Iterable[str]) -> list[str]:
     """Names, kinds (``style``/``object``/``cub``) or ``all`` -> concept names, library order."""
     lib = library()
@@ -193,7 +187,7 @@ def spec_from_dict(raw: Mapping[str, Any], *, base: Path, resolve_images: bool =
             elif kind == "object":
                 images = _images_in(imagenet_folder(_root(raw, "imagenet_root", base), name))[:limit]
             else:
-                images = _images_in(cub_folder(_root(raw, "cub_root", base), name))[:limit]
+                images = _images_in(class_image_dir(_root(raw, "cub_root", base), name))[:limit]
             if not images:
                 raise ConceptforgeError(f"concept {name!r} has no reference images")
         concepts.append(Concept(name=name, kind=kind, parent=parent, reference_images=tuple(images)))

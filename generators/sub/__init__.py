@@ -11,7 +11,7 @@ Python API (see docs/sub.md)::
 Heavy imports (torch, diffusers) happen on first use of the generation classes.
 """
 
-from generators.sub.cub import CUBMetadata, load_cub
+from generators.cub import CubMetadata, load_cub
 from generators.sub.flux_tdg import DEFAULT_MODEL, GeneratedPair, TDGFlux
 from generators.sub.generate import FEATURES, GenerationSettings, RunSummary, build_work_items, generate
 from generators.sub.spec import (
@@ -29,7 +29,7 @@ from generators.sub.spec import (
 from generators.sub.tdg import TDGParams, eta_schedule, tie, tie_mask, tie_pair
 
 __all__ = [
-    "CUBMetadata",
+    "CubMetadata",
     "load_cub",
     "DEFAULT_MODEL",
     "GeneratedPair",

@@ -10,7 +10,7 @@ from typing import Sequence
 
 from generators.cli import setup_logging
 from generators.errors import ConceptforgeError
-from generators.sub.cub import load_cub
+from generators.cub import load_cub
 from generators.sub.flux_tdg import (
     DEFAULT_GUIDANCE,
     DEFAULT_MAX_SEQUENCE_LENGTH,

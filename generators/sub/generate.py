@@ -23,7 +23,7 @@ from cards.grid import png_bytes
 from generators.errors import ConceptforgeError
 from generators.runner import run_work_items
 from generators.store import ItemResult, ItemStore
-from generators.sub.cub import display_name
+from generators.cub import display_name
 from generators.sub.flux_tdg import (
     DEFAULT_GUIDANCE,
     DEFAULT_MAX_SEQUENCE_LENGTH,

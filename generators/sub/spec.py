@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from generators.errors import ConceptforgeError
-from generators.sub.cub import CUBMetadata, class_name, display_name, parse_attribute
+from generators.cub import CubMetadata, bird_name, display_name, split_attribute
 from generators.sub.tdg import TDGParams
 
 CATEGORIES = ("colour", "shape", "pattern")
@@ -123,7 +123,7 @@ def make_substitution(
     attribute: str,
     *,
     spec: SubSpec | None = None,
-    cub: CUBMetadata | None = None,
+    cub: CubMetadata | None = None,
     guidance_bird: str | None = None,
 ) -> Substitution:
     """Build S+ for any CUB attribute.
@@ -133,7 +133,7 @@ def make_substitution(
     images most often show the attribute.
     """
     spec = spec or load_spec()
-    group, value = parse_attribute(attribute)
+    group, value = split_attribute(attribute)
     group_spec = spec.group(group)
     category = group_spec.category
     if category == "colour":
@@ -178,7 +178,7 @@ def plan_pairs(
     birds: Sequence[str],
     attributes: Sequence[str],
     *,
-    cub: CUBMetadata,
+    cub: CubMetadata,
     drop_present: bool = True,
     guidance_birds: Mapping[str, str] | None = None,
     tdg_overrides: Mapping[str, TDGParams] | None = None,
@@ -224,10 +224,10 @@ def plan_pairs(
     return plan
 
 
-def plan_reference_selection(cub: CUBMetadata, classes: Iterable[str] | None = None, *, spec: SubSpec | None = None) -> PairPlan:
+def plan_reference_selection(cub: CubMetadata, classes: Iterable[str] | None = None, *, spec: SubSpec | None = None) -> PairPlan:
     """One plain-prompt "pair" per CUB class (all 200, or ``classes``) for reference-bird selection."""
     spec = spec or load_spec()
-    names = [class_name(c) for c in classes] if classes else list(cub.classes)  # "017.Cardinal" works too
+    names = [bird_name(c) for c in classes] if classes else list(cub.classes)  # "017.Cardinal" works too
     plan = PairPlan()
     for bird in names:
         cub.check_bird(bird)

@@ -9,14 +9,14 @@ import pytest
 import torch
 
 from generators.errors import ConceptforgeError
-from loaders.cub import CubMetadata
+from generators.cub import load_cub
 from loaders.sub import evaluate_cbm, evaluate_vlm, load_sub
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def test_reads_our_schema_and_the_published_schema_identically(sub_dir, published_sub_dir, fake_cub):
-    cub = CubMetadata.from_dir(fake_cub)
+    cub = load_cub(fake_cub, need="votes")
     ours = load_sub(str(sub_dir), cub=cub)
     published = load_sub(str(published_sub_dir), cub=cub)
     assert len(ours) == len(published) == 8
@@ -37,13 +37,13 @@ def test_wrong_columns_and_vocabulary_are_clear_errors(tmp_path, fake_cub):
     rows[0]["attribute"] = "has_wing_color::pink"
     mismatched = write_dataset(tmp_path / "mm", {"test": rows}, sub_features())
     with pytest.raises(ConceptforgeError, match="not in the CUB attribute vocabulary"):
-        load_sub(str(mismatched), cub=CubMetadata.from_dir(fake_cub))
+        load_sub(str(mismatched), cub=load_cub(fake_cub, need="votes"))
     with pytest.raises(ConceptforgeError, match="no split"):
         load_sub(str(mismatched), split="train")
 
 
 def test_evaluate_vlm_with_tiny_clip(embedder, sub_dir, fake_cub):
-    cub = CubMetadata.from_dir(fake_cub)
+    cub = load_cub(fake_cub, need="votes")
     report = evaluate_vlm(embedder, str(sub_dir), cub=cub)
     assert report.summary["n_s_plus"] == 8 and report.summary["n_s_minus"] == 8
     assert 0 <= report.s_plus <= 1 and 0 <= report.s_minus <= 1
@@ -58,7 +58,7 @@ def test_evaluate_vlm_with_tiny_clip(embedder, sub_dir, fake_cub):
 
 
 def test_evaluate_cbm_callable(sub_dir, fake_cub):
-    cub = CubMetadata.from_dir(fake_cub)
+    cub = load_cub(fake_cub, need="votes")
     target = cub.index["has_crown_color::red"]
 
     def always_red_crown(images):

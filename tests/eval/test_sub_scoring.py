@@ -2,13 +2,13 @@ import numpy as np
 import pytest
 
 from generators.errors import ConceptforgeError
-from loaders.cub import CubMetadata, to_cub_attribute
+from generators.cub import load_cub, to_cub_attribute
 from loaders.sub import SubItem, build_report, cbm_concept_names, score_cbm_predictions, score_vlm_predictions
 
 
 @pytest.fixture(scope="module")
 def cub(fake_cub):
-    return CubMetadata.from_dir(fake_cub)
+    return load_cub(fake_cub, need="votes")
 
 
 def test_cub_metadata_majority_vote_and_groups(cub):

@@ -1,7 +1,8 @@
 import pytest
 
 from filters.candidate_selection import group_answers
-from filters.cub_attributes import CubDataset, class_short_name, load_attributes, split_attribute
+from generators.cub import CubDataset, load_attributes, split_attribute
+from generators.cub import bird_name as class_short_name
 from generators import ItemResult, ItemStore, WorkItem
 from generators.errors import ConceptforgeError
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from datasets import load_dataset
 
-from filters.cub_attributes import load_attributes
+from generators.cub import load_attributes
 from filters.dataset_io import decode_image
 from filters.questions import OTHER, QuestionBuilder
 from filters.sub_filter import FilterParams

@@ -9,7 +9,7 @@ from filters.vqa import VQAScorer
 from generators.errors import ConceptforgeError
 
 from filters_fixtures import MINI_ATTRIBUTES, image_png
-from filters.cub_attributes import CubAttributes
+from generators.cub import CubAttributes
 
 GROUPS = CubAttributes.from_names(MINI_ATTRIBUTES).groups
 

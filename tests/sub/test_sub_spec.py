@@ -5,7 +5,7 @@ import json
 import pytest
 
 from generators.errors import ConceptforgeError
-from generators.sub.cub import load_cub
+from generators.cub import load_cub
 from generators.sub.spec import (
     load_spec,
     make_prompts,
