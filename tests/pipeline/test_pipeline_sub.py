@@ -118,15 +118,15 @@ def test_evaluate_sub_on_the_published_revision(sub_chain, pipeline_cub, pipelin
     assert set(vlm["per_bird"]) == {"Blue_Jay"}
 
 
-def _annotate_over_http(dataset: Path, cub: Path, env: dict, answer) -> int:
+def _annotate_over_http(dataset: Path, cub: Path, env: dict, answer, *, study: str = "sub-faithfulness") -> int:
     """Serve the study as a user would and answer every item through the app's JSON API."""
     process = subprocess.Popen([sys.executable, str(SCRIPTS / "annotate.py"), str(dataset), "--study",
-                                "sub-faithfulness", "--port", "0", "--cub-dir", str(cub)],
+                                study, "--port", "0", "--cub-dir", str(cub)],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     stored = 0
     try:
         line = process.stdout.readline()
-        assert line.startswith("serving sub-faithfulness (4 items) at http://127.0.0.1:"), line + process.stderr.read()
+        assert line.startswith(f"serving {study} (4 items) at http://127.0.0.1:"), line + process.stderr.read()
         url = line.split(" at ")[1].split()[0]
         for annotator in ("ann-a", "ann-b"):
             while True:
@@ -185,3 +185,28 @@ def test_annotate_export_apply_and_republish(sub_chain, pipeline_cub, pipeline_c
     assert loaded["test"]["item_ids"] == [row["item_id"] for row in rows]
     assert "human_faithfulness_attribute" in loaded["test"]["columns"]
     assert load_with_plain_datasets(hub_env, REPO_ID, "v1.0.0")["test"]["rows"] == 4  # v1.0.0 unchanged
+
+
+def test_annotate_sub_attribute_offers_cub_values_for_generated_pairs(sub_chain, pipeline_cub):
+    """The attribute study on the filtered set: options come from the same CUB folder as generation."""
+    offered = {}
+
+    def answer(annotator, item):
+        (question,) = item["questions"]
+        values = [option["value"] for option in question["options"]]
+        offered[item["item_id"]] = values
+        target = "yellow" if "crown" in item["item_id"] else "solid"
+        return {question["id"]: target}
+
+    assert _annotate_over_http(sub_chain["filtered"], pipeline_cub, script_env(), answer, study="sub-attribute") == 8
+    crown = next(v for k, v in offered.items() if "crown" in k)
+    tail = next(v for k, v in offered.items() if "tail" in k)
+    assert len(crown) == 16 and {"yellow", "blue"} <= set(crown)  # CUB's 15 crown colours + none
+    assert {"solid", "spotted", "striped", "multi-colored"} <= set(tail)
+    results = sub_chain["work"] / "attribute.json"
+    check(run_script("annotate.py", sub_chain["filtered"], "--study", "sub-attribute", "--cub-dir", pipeline_cub,
+                     "--export", results, env=script_env()), "annotate.py sub-attribute --export")
+    exported = json.loads(results.read_text())
+    assert exported["config"]["group_values_source"] == "cub"
+    assert exported["human"]["splus"] == pytest.approx(100.0)
+    assert exported["human"]["sminus"] == pytest.approx(100.0)  # nobody named the removed crown blue
