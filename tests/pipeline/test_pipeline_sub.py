@@ -99,7 +99,10 @@ def test_published_revision_loads_with_plain_datasets(sub_chain, hub, hub_env):
     assert loaded["test"]["item_ids"] == [row["item_id"] for row in local]
     assert set(loaded["test"]["columns"]) >= CANDIDATE_COLUMNS | FILTER_COLUMNS
     assert loaded["test"]["image_sizes"] == [[32, 32]] * len(local)
-    card = hub.files(REPO_ID, "v1.0.0")["README.md"].decode()
+    files = hub.files(REPO_ID, "v1.0.0")
+    # Only the dataset is released: not the filter's resumable item store (OUT/.work) beside it.
+    assert set(files) == {"README.md", "grid.png", "data/test-00000-of-00001.parquet"}
+    card = files["README.md"].decode()
     assert 'revision="v1.0.0"' in card and "guidance_bird" in card
 
 
