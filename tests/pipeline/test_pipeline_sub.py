@@ -101,7 +101,7 @@ def test_published_revision_loads_with_plain_datasets(sub_chain, hub, hub_env):
     assert loaded["test"]["image_sizes"] == [[32, 32]] * len(local)
     files = hub.files(REPO_ID, "v1.0.0")
     # Only the dataset is released: not the filter's resumable item store (OUT/.work) beside it.
-    assert set(files) == {"README.md", "grid.png", "data/test-00000-of-00001.parquet"}
+    assert set(files) - {".gitattributes"} == {"README.md", "grid.png", "data/test-00000-of-00001.parquet"}
     card = files["README.md"].decode()
     assert 'revision="v1.0.0"' in card and "guidance_bird" in card
 
