@@ -42,6 +42,7 @@ def write_full_mini_cub(root: Path, *, images_per_class: int = 2) -> Path:
     so the majority vote of ``loaders.cub`` agrees with the generator's S− choice.
     """
     import numpy as np
+    from PIL import Image
 
     sub = sub_fixtures()
     cub = sub.write_mini_cub(root)
@@ -51,7 +52,11 @@ def write_full_mini_cub(root: Path, *, images_per_class: int = 2) -> Path:
     for class_id, name in enumerate(sub.CLASSES, start=1):
         for k in range(images_per_class):
             image_id += 1
-            images.append(f"{image_id} {class_id:03d}.{name}/{name}_{k:04d}.jpg\n")
+            relative = f"{class_id:03d}.{name}/{name}_{k:04d}.jpg"
+            images.append(f"{image_id} {relative}\n")
+            path = cub / "images" / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            Image.new("RGB", (24, 24), ((37 * class_id) % 256, (91 * k) % 256, 128)).save(path, format="JPEG")
             labels.append(f"{image_id} {class_id}\n")
             for attr_id in range(1, len(sub.ATTRIBUTES) + 1):
                 present = int(table[class_id - 1, attr_id - 1] >= 50.0)
