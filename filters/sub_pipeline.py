@@ -26,6 +26,7 @@ from tqdm.auto import tqdm
 
 from cards import DatasetMetadata, assemble_dataset_dir, make_sample_grid, render_card
 from cards.grid import png_bytes
+from cards.lineage import inherited_column_docs, read_upstream_metadata, upstream_provenance
 from filters.dataset_io import LocalSplit, decode_image, open_split
 from filters.questions import MultipleChoiceQuestion, QuestionBuilder
 from filters.sub_filter import FilterParams, ScoredCandidate, decide, filter_statistics
@@ -265,6 +266,10 @@ def assemble_filtered(
             )
             yield row
 
+    # The candidates card documents the generator's columns and how the images were made; carry
+    # both over (cards.lineage says why), this stage's own meanings and settings taking precedence.
+    upstream = read_upstream_metadata(candidates.root)
+    provenance = {**provenance, "upstream": upstream_provenance(upstream, candidates.root)}
     metadata = DatasetMetadata(
         pretty_name="SUB: synthetic attribute substitutions (VQA-filtered)",
         license=license,
@@ -278,7 +283,7 @@ def assemble_filtered(
         task_categories=["image-classification"],
         tags=["sub", "cub", "concept-bottleneck", "synthetic", "conceptforge"],
         citation=CITATION,
-        column_docs={name: COLUMN_DOCS.get(name, "") for name in features},
+        column_docs=inherited_column_docs(upstream, COLUMN_DOCS, features),
         provenance=provenance,
         filter_stats=stats,
     )

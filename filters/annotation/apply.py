@@ -22,6 +22,7 @@ from PIL import Image
 
 from cards import DatasetMetadata, assemble_dataset_dir, make_sample_grid, render_card
 from cards.grid import png_bytes
+from cards.lineage import inherited_column_docs, read_upstream_metadata, upstream_provenance
 from filters.annotation.dataset import available_splits, split_files
 from filters.annotation.results import HUMAN_COLUMNS, row_decision, row_human_values, summary_for_card
 from generators.errors import ConceptforgeError
@@ -108,6 +109,7 @@ def apply_results(
                     yield {name: row.get(name) for name in columns}
 
     statistics: dict[str, Any] = {}
+    upstream = read_upstream_metadata(root)
 
     def card(split_stats) -> str:
         summary = summary_for_card(results)
@@ -123,9 +125,15 @@ def apply_results(
                      f"`{studied_split}` keeps {kept_counts[studied_split]} rows and drops "
                      f"{sum(dropped_reasons.values())}."),
             tags=sorted(set(tags) | {"conceptforge", "human-validation"}),
-            column_docs=HUMAN_COLUMN_DOCS,
-            provenance={"source_dataset": root.name, "study": study, "sample": results["config"]},
+            # Columns, paper and provenance of the input pass through (cards.lineage says why).
+            column_docs=inherited_column_docs(upstream, HUMAN_COLUMN_DOCS, features),
+            provenance={"source_dataset": root.name, "study": study, "sample": results["config"],
+                        "upstream": upstream_provenance(upstream, root)},
             filter_stats=summary,
+            task_categories=list(upstream.task_categories) if upstream else [],
+            citation=upstream.citation if upstream else "",
+            paper_title=upstream.paper_title if upstream else "",
+            paper_url=upstream.paper_url if upstream else "",
         )
         return render_card(metadata, features, split_stats, has_grid=grid_bytes is not None)
 

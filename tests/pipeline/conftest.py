@@ -1,0 +1,70 @@
+"""Fixtures for the end-to-end pipeline tests: every tiny model the stages need, one CUB folder
+that all stages read, and the local Hub server the publish tests use."""
+
+from __future__ import annotations
+
+import secrets
+
+import pytest
+
+from tests.pipeline.pipeline_helpers import write_full_mini_cub
+
+
+@pytest.fixture(scope="session")
+def pipeline_cub_folder(tmp_path_factory):
+    """The ``CUB_200_2011`` folder of the tarball layout (attributes.txt lies beside it)."""
+    return write_full_mini_cub(tmp_path_factory.mktemp("pipeline-cub"))
+
+
+@pytest.fixture(scope="session")
+def pipeline_cub(pipeline_cub_folder):
+    """The folder holding ``CUB_200_2011/`` and ``attributes.txt``: the one form every stage accepts
+    today (filter_sub refuses the inner folder, see test_pipeline_cub_dir.py)."""
+    return pipeline_cub_folder.parent
+
+
+@pytest.fixture(scope="session")
+def pipeline_flux(tmp_path_factory):
+    from generators.sub.random_flux import build_random_flux_pipeline
+
+    path = tmp_path_factory.mktemp("pipeline-flux")
+    build_random_flux_pipeline(seed=0).save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def pipeline_vlm(tmp_path_factory):
+    from tests.filters.filters_tiny_models import build_tiny_llava
+
+    return build_tiny_llava(tmp_path_factory.mktemp("pipeline-vlm"))
+
+
+@pytest.fixture(scope="session")
+def pipeline_clip(tmp_path_factory):
+    from tests.eval.tiny_clip import build_tiny_clip
+
+    return build_tiny_clip(tmp_path_factory.mktemp("pipeline-clip") / "tiny-clip")
+
+
+@pytest.fixture(scope="session")
+def hub(tmp_path_factory):
+    """The publish area's local Hub-compatible server (commits, tags, resolve, parquet downloads)."""
+    from tests.publish.hub_server import HubServer
+
+    token = "hf_" + secrets.token_hex(16)
+    server = HubServer(tmp_path_factory.mktemp("pipeline-hub"), token=token).start()
+    server.token = token
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def hub_env(hub, tmp_path_factory):
+    """A user's environment whose Hub client talks to the local server (online, token set)."""
+    from tests.pipeline.pipeline_helpers import script_env
+
+    env = script_env(HF_ENDPOINT=hub.url, HF_TOKEN=hub.token, HF_HUB_DISABLE_XET="1",
+                     HF_HOME=str(tmp_path_factory.mktemp("pipeline-hf-home")))
+    env.pop("HF_HUB_OFFLINE")  # the published revision is fetched from the (local) Hub
+    return env
+
