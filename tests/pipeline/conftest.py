@@ -18,9 +18,9 @@ def pipeline_cub_folder(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def pipeline_cub(pipeline_cub_folder):
-    """The folder holding ``CUB_200_2011/`` and ``attributes.txt``: the one form every stage accepts
-    today (filter_sub refuses the inner folder, see test_pipeline_cub_dir.py)."""
-    return pipeline_cub_folder.parent
+    """``--cub-dir`` as the docs write it: the ``CUB_200_2011`` folder itself (attributes.txt lies
+    beside it, as in the tarball; test_pipeline_cub_dir.py checks both forms)."""
+    return pipeline_cub_folder
 
 
 @pytest.fixture(scope="session")
