@@ -14,6 +14,16 @@ from pathlib import Path
 
 import numpy as np
 
+from generators.cub import (
+    IMAGE_ATTRIBUTE_LABELS,
+    IMAGES,
+    TRAIN_TEST_SPLIT,
+    CubDataset,
+    CubLayout,
+    display_name,
+    iter_image_attribute_labels,
+    split_attribute,
+)
 from generators.errors import ConceptforgeError
 
 logger = logging.getLogger(__name__)
@@ -64,104 +74,52 @@ class CubData:
         return self.class_attributes(threshold=threshold)[self.labels]
 
 
-def _read_pairs(path: Path) -> list[tuple[int, str]]:
-    rows = []
-    with open(path, encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, 1):
-            line = line.strip()
-            if not line:
-                continue
-            head, _, rest = line.partition(" ")
-            try:
-                rows.append((int(head), rest.strip()))
-            except ValueError:
-                raise ConceptforgeError(f"{path}:{line_no}: expected '<id> <value>', got {line[:60]!r}") from None
-    return rows
-
-
 def _pretty(text: str) -> str:
     return text.replace("_", " ").strip()
 
 
 def parse_attribute_name(name: str) -> CubAttribute:
     """``has_bill_shape::curved_(up_or_down)`` -> group ``bill shape``, value ``curved (up or down)``."""
-    group, sep, value = name.partition("::")
-    if not sep:
-        raise ConceptforgeError(f"attribute {name!r} is not of the form has_<group>::<value>")
-    group = group[4:] if group.startswith("has_") else group
-    return CubAttribute(name=name, group=_pretty(group), value=_pretty(value))
-
-
-def class_display_name(folder_name: str) -> str:
-    """``001.Black_footed_Albatross`` -> ``Black footed Albatross``."""
-    _, _, name = folder_name.partition(".")
-    return _pretty(name or folder_name)
-
-
-def _find(root: Path, *candidates: str) -> Path:
-    for candidate in candidates:
-        if (root / candidate).is_file():
-            return root / candidate
-    raise ConceptforgeError(f"CUB directory {root} lacks {candidates[0]} (looked for {', '.join(candidates)})")
+    group, value = split_attribute(name)
+    return CubAttribute(name=name, group=_pretty(group[len("has_"):]), value=_pretty(value))
 
 
 def load_cub(root: str | Path, *, require_images: bool = True) -> CubData:
-    """Read a ``CUB_200_2011`` directory in the layout the dataset ships in.
+    """Read a ``CUB_200_2011`` directory (or the folder holding it) through :mod:`generators.cub`.
 
-    ``attributes.txt`` is looked up in ``attributes/``, the root and the root's parent (the
-    official tarball puts it next to ``CUB_200_2011/``).
+    CompMap needs the official train/test split and the per-image annotations on top of what
+    the shared reader gives, so both are required here.
     """
-    root = Path(root)
-    if not root.is_dir():
-        raise ConceptforgeError(f"CUB directory {root} does not exist")
-    images = _read_pairs(_find(root, "images.txt"))
-    classes = _read_pairs(_find(root, "classes.txt"))
-    labels_raw = dict(_read_pairs(_find(root, "image_class_labels.txt")))
-    split_raw = dict(_read_pairs(_find(root, "train_test_split.txt")))
-    attr_file = _find(root, "attributes/attributes.txt", "attributes.txt", "../attributes.txt")
-    attributes = [parse_attribute_name(name) for _, name in _read_pairs(attr_file)]
-    class_ids = {cid: i for i, (cid, _) in enumerate(classes)}
-    image_ids = np.array([iid for iid, _ in images])
-    paths = [root / "images" / rel for _, rel in images]
+    if not Path(root).expanduser().is_dir():
+        raise ConceptforgeError(f"CUB directory {root} does not exist; pass the CUB_200_2011 folder as --data-dir")
+    layout = CubLayout.resolve(root)
+    for required in (IMAGES, TRAIN_TEST_SPLIT, IMAGE_ATTRIBUTE_LABELS):
+        layout.find(required)
+    dataset = CubDataset.load(layout.root)
+    attributes = [parse_attribute_name(name) for name in dataset.vocabulary.names]
+    class_ids = sorted(dataset.classes)
+    class_index = {class_id: i for i, class_id in enumerate(class_ids)}
+    images = dataset.images
     if require_images:
-        missing = [p for p in paths if not p.is_file()]
+        missing = [image.path for image in images if not image.path.is_file()]
         if missing:
             raise ConceptforgeError(f"{len(missing)} CUB images are missing, e.g. {missing[0]}")
-    try:
-        labels = np.array([class_ids[int(labels_raw[iid])] for iid in image_ids])
-        is_train = np.array([split_raw[iid].strip() == "1" for iid in image_ids])
-    except KeyError as error:
-        raise ConceptforgeError(f"CUB image {error.args[0]} has no class label or split entry") from None
-    image_attributes = _read_image_attributes(_find(root, "attributes/image_attribute_labels.txt"), image_ids, len(attributes))
-    logger.info("CUB: %d images, %d classes, %d attributes", len(image_ids), len(classes), len(attributes))
+    if any(image.is_train is None for image in images):
+        raise ConceptforgeError(f"{layout.find(TRAIN_TEST_SPLIT)} has no entry for some images")
+    image_ids = np.array([image.image_id for image in images])
+    row_of = {int(iid): i for i, iid in enumerate(image_ids)}
+    image_attributes = np.zeros((len(images), len(attributes)), dtype=np.float32)
+    for image_id, column, present in iter_image_attribute_labels(layout.find(IMAGE_ATTRIBUTE_LABELS)):
+        if image_id in row_of and 0 <= column < len(attributes):
+            image_attributes[row_of[image_id], column] = float(present)
+    logger.info("CUB: %d images, %d classes, %d attributes", len(images), len(class_ids), len(attributes))
     return CubData(
-        root=root,
+        root=layout.root,
         image_ids=image_ids,
-        image_paths=paths,
-        labels=labels,
-        class_names=[class_display_name(name) for _, name in classes],
-        is_train=is_train,
+        image_paths=[image.path for image in images],
+        labels=np.array([class_index[image.class_id] for image in images]),
+        class_names=[display_name(dataset.classes[class_id]) for class_id in class_ids],
+        is_train=np.array([bool(image.is_train) for image in images]),
         attributes=attributes,
         image_attributes=image_attributes,
     )
-
-
-def _read_image_attributes(path: Path, image_ids: np.ndarray, num_attributes: int) -> np.ndarray:
-    """``<image_id> <attribute_id> <is_present> <certainty_id> <time>`` lines -> [N, A] 0/1.
-
-    Only the first three fields are used: a few lines of the official file carry extra fields.
-    """
-    row_of = {int(iid): i for i, iid in enumerate(image_ids)}
-    out = np.zeros((len(image_ids), num_attributes), dtype=np.float32)
-    with open(path, encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, 1):
-            parts = line.split()
-            if not parts:
-                continue
-            try:
-                iid, aid, present = int(parts[0]), int(parts[1]), int(parts[2])
-            except (ValueError, IndexError):
-                raise ConceptforgeError(f"{path}:{line_no}: malformed attribute line {line.strip()[:60]!r}") from None
-            if iid in row_of and 1 <= aid <= num_attributes:
-                out[row_of[iid], aid - 1] = float(present)
-    return out

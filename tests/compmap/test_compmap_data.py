@@ -35,7 +35,7 @@ def test_cub_bad_inputs(tmp_path, fake_cub):
     with pytest.raises(ConceptforgeError, match="does not exist"):
         load_cub(tmp_path / "nope")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(ConceptforgeError, match="lacks images.txt"):
+    with pytest.raises(ConceptforgeError, match="images.txt"):
         load_cub(tmp_path / "empty")
     with pytest.raises(ConceptforgeError, match="has_<group>::<value>"):
         parse_attribute_name("bill_shape_needle")
