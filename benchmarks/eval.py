@@ -30,32 +30,13 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 
 def build_clip(out_dir: Path, size: str) -> Path:
+    from generators.tiny_models import build_tiny_clip
+
     if size == "tiny":
-        from tests.eval.tiny_clip import build_tiny_clip
-
-        return build_tiny_clip(out_dir, hidden=64, projection=32, image_size=64)
-    import torch
-    from transformers import CLIPConfig, CLIPImageProcessorPil, CLIPModel, CLIPProcessor, CLIPTokenizer
-
-    from tests.eval.tiny_clip import byte_vocab
-
-    vocab = byte_vocab()
-    config = CLIPConfig(
-        text_config=dict(vocab_size=len(vocab), hidden_size=512, intermediate_size=2048, num_hidden_layers=12,
-                         num_attention_heads=8, max_position_embeddings=77, bos_token_id=vocab["<|startoftext|>"],
-                         eos_token_id=vocab["<|endoftext|>"], pad_token_id=vocab["<|endoftext|>"]),
-        vision_config=dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12,
-                           image_size=224, patch_size=32),
-        projection_dim=512,
-    )
-    torch.manual_seed(0)
-    CLIPModel(config).save_pretrained(out_dir)
-    processor = CLIPProcessor(
-        image_processor=CLIPImageProcessorPil(size={"shortest_edge": 224}, crop_size={"height": 224, "width": 224}),
-        tokenizer=CLIPTokenizer(vocab=vocab, merges=[], model_max_length=77),
-    )
-    processor.save_pretrained(out_dir)
-    return out_dir
+        return build_tiny_clip(out_dir, hidden=64, projection=32, image_size=64, max_length=32)
+    # ViT-B/32 shapes (random weights): 12-layer towers, text 512 wide, vision 768 wide.
+    return build_tiny_clip(out_dir, hidden=512, heads=8, layers=12, mlp_ratio=4, vision_hidden=768, vision_heads=12,
+                           image_size=224, patch_size=32, projection=512)
 
 
 def cache_benchmark(work: Path, size: str, n_sub: int, n_binding: int) -> dict[str, float]:

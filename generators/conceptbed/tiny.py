@@ -13,30 +13,7 @@ from typing import Sequence
 
 import torch
 
-# 256 byte-level symbols plus their end-of-word forms: enough for CLIP's BPE with no merges.
-_SPECIAL = ["<|startoftext|>", "<|endoftext|>"]
-
-
-def _byte_symbols() -> list[str]:
-    """GPT-2/CLIP's reversible byte -> printable-unicode table (its 256 values, in byte order)."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
-    printable += list(range(ord("®"), ord("ÿ") + 1))
-    table, extra = {}, 0
-    for byte in range(256):
-        if byte in printable:
-            table[byte] = chr(byte)
-        else:
-            table[byte] = chr(256 + extra)
-            extra += 1
-    return [table[b] for b in range(256)]
-
-
-def _clip_vocab() -> dict[str, int]:
-    symbols = _byte_symbols()
-    vocab: dict[str, int] = {}
-    for symbol in symbols + [s + "</w>" for s in symbols] + _SPECIAL:
-        vocab.setdefault(symbol, len(vocab))
-    return vocab
+from generators.tiny_models import clip_byte_tokenizer, clip_byte_vocab, clip_special_ids
 
 
 def build_tiny_sd(path: str | Path, *, seed: int = 0, sample_size: int = 16, block_out_channels: tuple[int, int] = (32, 64)) -> Path:
@@ -48,7 +25,7 @@ def build_tiny_sd(path: str | Path, *, seed: int = 0, sample_size: int = 16, blo
     parameter-to-activation balance).
     """
     from diffusers import AutoencoderKL, PNDMScheduler, StableDiffusionPipeline, UNet2DConditionModel
-    from transformers import CLIPTextConfig, CLIPTextModel, CLIPTokenizer
+    from transformers import CLIPTextConfig, CLIPTextModel
 
     path = Path(path)
     torch.manual_seed(seed)
@@ -75,8 +52,8 @@ def build_tiny_sd(path: str | Path, *, seed: int = 0, sample_size: int = 16, blo
         norm_num_groups=32,
         sample_size=sample_size * 2,
     )
-    vocab = _clip_vocab()
-    tokenizer = CLIPTokenizer(vocab=vocab, merges=[], model_max_length=77)
+    vocab = clip_byte_vocab(byte_order=True)
+    tokenizer = clip_byte_tokenizer(vocab=vocab, model_max_length=77)
     text_config = CLIPTextConfig(
         vocab_size=len(vocab),
         hidden_size=32,
@@ -84,10 +61,8 @@ def build_tiny_sd(path: str | Path, *, seed: int = 0, sample_size: int = 16, blo
         num_hidden_layers=2,
         num_attention_heads=4,
         max_position_embeddings=77,
-        bos_token_id=vocab["<|startoftext|>"],
-        eos_token_id=vocab["<|endoftext|>"],
-        pad_token_id=vocab["<|endoftext|>"],
         projection_dim=32,
+        **clip_special_ids(vocab),
     )
     text_encoder = CLIPTextModel(text_config)
     scheduler = PNDMScheduler(

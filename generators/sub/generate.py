@@ -45,7 +45,8 @@ MODES = ("tdg", "prompt-only")
 #: weights are under the FLUX.1 [dev] Non-Commercial License (CUB itself is for research use).
 FLUX_DEV_DEFAULT_LICENSE = "cc-by-nc-4.0"
 
-FEATURES = Features(
+#: The SUB-candidates columns of docs/schemas.md (test fixtures build datasets in exactly these).
+SCHEMA_FEATURES = Features(
     {
         "image": ImageFeature(),
         "item_id": Value("string"),
@@ -66,6 +67,11 @@ FEATURES = Features(
         "num_inference_steps": Value("int32"),
         "model_id": Value("string"),
         "model_revision": Value("string"),
+    }
+)
+FEATURES = Features(
+    {
+        **SCHEMA_FEATURES,
         # Additions to the schema (docs/sub.md):
         "generation_mode": Value("string"),
         "guidance_bird": Value("string"),

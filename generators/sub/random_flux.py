@@ -12,6 +12,8 @@ from typing import Any
 
 import torch
 
+from generators.tiny_models import clip_byte_tokenizer
+
 #: The transformer of FLUX.1-dev (19 double-stream + 38 single-stream blocks, ~12B parameters).
 FLUX_DEV_TRANSFORMER: dict[str, Any] = {
     "patch_size": 1,
@@ -40,27 +42,9 @@ TINY_TRANSFORMER: dict[str, Any] = {
 }
 
 
-def _bytes_to_unicode() -> dict[int, str]:
-    """GPT-2/CLIP's reversible byte -> printable-character table."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    chars = printable[:]
-    extra = 0
-    for byte in range(256):
-        if byte not in printable:
-            printable.append(byte)
-            chars.append(256 + extra)
-            extra += 1
-    return dict(zip(printable, (chr(c) for c in chars)))
-
-
 def tiny_clip_tokenizer():
-    from transformers import CLIPTokenizer
-
-    symbols = list(_bytes_to_unicode().values())
-    vocab: dict[str, int] = {}
-    for symbol in symbols + [s + "</w>" for s in symbols] + ["<|startoftext|>", "<|endoftext|>"]:
-        vocab[symbol] = len(vocab)
-    return CLIPTokenizer(vocab=vocab, merges=[], model_max_length=77)
+    """The byte-level CLIP tokenizer (no merges, 77 positions) of :mod:`generators.tiny_models`."""
+    return clip_byte_tokenizer(model_max_length=77)
 
 
 def tiny_t5_tokenizer():

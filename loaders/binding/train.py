@@ -120,96 +120,79 @@ def train_run(
     """
     threads = config.cdsm_cpu_threads if kind in CDSM_KINDS and str(device).startswith("cpu") else None
     with _torch_threads(threads):
-        return _train_run(kind, splits, images, vocab=vocab, embedder=embedder, dim=dim, logit_scale=logit_scale,
-                          seed=seed, config=config, device=device)
-
-
-def _train_run(
-    kind: str,
-    splits: dict[str, BindingSplit],
-    images: dict[str, Any],
-    *,
-    vocab: Vocabulary,
-    embedder: Any,
-    dim: int,
-    logit_scale: float,
-    seed: int,
-    config: TrainConfig,
-    device: str = "cpu",
-) -> RunResult:
-    torch.manual_seed(seed)
-    generator = torch.Generator().manual_seed(seed)
-    splits, images = dict(splits), dict(images)
-    if config.calibrate:
-        order = torch.randperm(len(splits["train"]), generator=generator).tolist()
-        held = max(1, int(round(config.seen_val_fraction * len(order))))
-        seen_idx, train_idx = sorted(order[:held]), sorted(order[held:])
-        splits["seen-val"] = splits["train"].subset(seen_idx, "seen-val")
-        images["seen-val"] = _take(images["train"], seen_idx)
-        splits["train"] = splits["train"].subset(train_idx, "train")
-        images["train"] = _take(images["train"], train_idx)
-    train = splits["train"]
-    model = build_model(kind, vocab, embedder=embedder, dim=dim, seed=seed).to(device)
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.Adam(params, lr=config.lr or DEFAULT_LR[kind], weight_decay=config.weight_decay)
-    best: tuple[float, int, dict[str, torch.Tensor]] | None = None
-    losses, val_history = [], []
-    started = time.perf_counter()
-    seen = 0
-    try:
-        for epoch in range(1, config.epochs + 1):
-            model.train()
-            order = torch.randperm(len(train), generator=generator).tolist()
-            total = 0.0
-            for start in range(0, len(order), config.batch_size):
-                rows = order[start : start + config.batch_size]
-                batch_images = model.encode_images(_take(images["train"], rows))
-                logits = logit_scale * candidate_scores(model, batch_images, [train.candidates[r] for r in rows])
-                target = torch.tensor([train.label_index[r] for r in rows], device=logits.device)
-                loss = F.cross_entropy(logits, target)
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-                total += float(loss.detach()) * len(rows)
-                seen += len(rows)
-            losses.append(total / max(1, len(train)))
-            scores = {name: score_split(model, split, images[name]) for name, split in splits.items() if len(split)}
-            val = accuracy(scores["val"], splits["val"].label_index) if "val" in scores else 0.0
-            val_history.append(val)
-            logger.debug("%s seed %d epoch %d: loss %.4f val %.4f", kind, seed, epoch, losses[-1], val)
-            if best is None or val > best[0]:
-                best = (val, epoch, scores)
-    finally:
-        if hasattr(model, "remove_hook"):
-            model.remove_hook()
-    elapsed = time.perf_counter() - started
-    assert best is not None, "epochs must be >= 1"
-    _, best_epoch, scores = best
-    result = RunResult(
-        model=kind,
-        seed=seed,
-        best_epoch=best_epoch,
-        accuracy={name: accuracy(s, splits[name].label_index) for name, s in scores.items()},
-        breakdown=error_breakdown(scores["gen"], splits["gen"]) if "gen" in scores else {},
-        kinds=kind_breakdown(scores["gen"], splits["gen"]) if "gen" in scores else {},
-        losses=losses,
-        val_history=val_history,
-        seconds=elapsed,
-        examples_per_second=seen / elapsed if elapsed > 0 else 0.0,
-    )
-    if config.calibrate and "gen" in scores:
-        seen_labels = set(splits["train"].labels) | set(splits["seen-val"].labels)
-        coefficient, harmonic = calibrate(
-            scores["seen-val"], splits["seen-val"], scores["val"], splits["val"], seen_labels
+        torch.manual_seed(seed)
+        generator = torch.Generator().manual_seed(seed)
+        splits, images = dict(splits), dict(images)
+        if config.calibrate:
+            order = torch.randperm(len(splits["train"]), generator=generator).tolist()
+            held = max(1, int(round(config.seen_val_fraction * len(order))))
+            seen_idx, train_idx = sorted(order[:held]), sorted(order[held:])
+            splits["seen-val"] = splits["train"].subset(seen_idx, "seen-val")
+            images["seen-val"] = _take(images["train"], seen_idx)
+            splits["train"] = splits["train"].subset(train_idx, "train")
+            images["train"] = _take(images["train"], train_idx)
+        train = splits["train"]
+        model = build_model(kind, vocab, embedder=embedder, dim=dim, seed=seed).to(device)
+        params = [p for p in model.parameters() if p.requires_grad]
+        optimizer = torch.optim.Adam(params, lr=config.lr or DEFAULT_LR[kind], weight_decay=config.weight_decay)
+        best: tuple[float, int, dict[str, torch.Tensor]] | None = None
+        losses, val_history = [], []
+        started = time.perf_counter()
+        seen = 0
+        try:
+            for epoch in range(1, config.epochs + 1):
+                model.train()
+                order = torch.randperm(len(train), generator=generator).tolist()
+                total = 0.0
+                for start in range(0, len(order), config.batch_size):
+                    rows = order[start : start + config.batch_size]
+                    batch_images = model.encode_images(_take(images["train"], rows))
+                    logits = logit_scale * candidate_scores(model, batch_images, [train.candidates[r] for r in rows])
+                    target = torch.tensor([train.label_index[r] for r in rows], device=logits.device)
+                    loss = F.cross_entropy(logits, target)
+                    optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    optimizer.step()
+                    total += float(loss.detach()) * len(rows)
+                    seen += len(rows)
+                losses.append(total / max(1, len(train)))
+                scores = {name: score_split(model, split, images[name]) for name, split in splits.items() if len(split)}
+                val = accuracy(scores["val"], splits["val"].label_index) if "val" in scores else 0.0
+                val_history.append(val)
+                logger.debug("%s seed %d epoch %d: loss %.4f val %.4f", kind, seed, epoch, losses[-1], val)
+                if best is None or val > best[0]:
+                    best = (val, epoch, scores)
+        finally:
+            if hasattr(model, "remove_hook"):
+                model.remove_hook()
+        elapsed = time.perf_counter() - started
+        assert best is not None, "epochs must be >= 1"
+        _, best_epoch, scores = best
+        result = RunResult(
+            model=kind,
+            seed=seed,
+            best_epoch=best_epoch,
+            accuracy={name: accuracy(s, splits[name].label_index) for name, s in scores.items()},
+            breakdown=error_breakdown(scores["gen"], splits["gen"]) if "gen" in scores else {},
+            kinds=kind_breakdown(scores["gen"], splits["gen"]) if "gen" in scores else {},
+            losses=losses,
+            val_history=val_history,
+            seconds=elapsed,
+            examples_per_second=seen / elapsed if elapsed > 0 else 0.0,
         )
-        adjusted = scores["gen"] - coefficient * seen_mask(splits["gen"], seen_labels)
-        result.calibration = {
-            "coefficient": coefficient,
-            "val_harmonic_mean": harmonic,
-            "gen_accuracy": accuracy(adjusted, splits["gen"].label_index),
-        }
-        result.accuracy["gen-calibrated"] = result.calibration["gen_accuracy"]
-    return result
+        if config.calibrate and "gen" in scores:
+            seen_labels = set(splits["train"].labels) | set(splits["seen-val"].labels)
+            coefficient, harmonic = calibrate(
+                scores["seen-val"], splits["seen-val"], scores["val"], splits["val"], seen_labels
+            )
+            adjusted = scores["gen"] - coefficient * seen_mask(splits["gen"], seen_labels)
+            result.calibration = {
+                "coefficient": coefficient,
+                "val_harmonic_mean": harmonic,
+                "gen_accuracy": accuracy(adjusted, splits["gen"].label_index),
+            }
+            result.accuracy["gen-calibrated"] = result.calibration["gen_accuracy"]
+        return result
 
 
 def _take(values: Any, rows: Sequence[int]) -> Any:

@@ -8,54 +8,20 @@ import threading
 from pathlib import Path
 
 import pytest
-from datasets import Features, Image as ImageFeature, List, Value
+from datasets import Features
 from PIL import Image, ImageDraw
 
 from cards import DatasetMetadata, assemble_dataset_dir, render_card
+from filters.sub_pipeline import VQA_FEATURES
+from generators.conceptbed.generate import FEATURES as CONCEPTBED_GENERATED_FEATURES
+from generators.sub.generate import SCHEMA_FEATURES as SUB_SCHEMA_FEATURES
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
-SUB_FEATURES = Features({
-    "image": ImageFeature(),
-    "item_id": Value("string"),
-    "bird": Value("string"),
-    "attribute": Value("string"),
-    "group": Value("string"),
-    "value": Value("string"),
-    "category": Value("string"),
-    "removed_attribute": Value("string"),
-    "prompt_reference": Value("string"),
-    "prompt_guidance": Value("string"),
-    "image_index": Value("int32"),
-    "seed": Value("int64"),
-    "tdg_k": Value("float32"),
-    "tdg_tmin": Value("float32"),
-    "tdg_tmax": Value("float32"),
-    "guidance_scale": Value("float32"),
-    "num_inference_steps": Value("int32"),
-    "model_id": Value("string"),
-    "model_revision": Value("string"),
-    "vqa_options": List(Value("string")),
-    "vqa_probs": List(Value("float32")),
-    "vqa_answer": Value("string"),
-    "vqa_splus_prob": Value("float32"),
-    "vqa_raw_mass": Value("float32"),
-    "rank": Value("int32"),
-})
+SUB_FEATURES = Features({**SUB_SCHEMA_FEATURES, **VQA_FEATURES})
 
-CONCEPTBED_FEATURES = Features({
-    "image": ImageFeature(),
-    "item_id": Value("string"),
-    "concept": Value("string"),
-    "concept_kind": Value("string"),
-    "learner": Value("string"),
-    "prompt": Value("string"),
-    "caption": Value("string"),
-    "category": Value("string"),
-    "questions": List(Value("string")),
-    "reference_images": List(ImageFeature()),
-    "seed": Value("int64"),
-})
+# The generator's own columns less its addition ``categories``: the docs/schemas.md ConceptBed set.
+CONCEPTBED_FEATURES = Features({name: f for name, f in CONCEPTBED_GENERATED_FEATURES.items() if name != "categories"})
 
 COLOURS = ["#c0392b", "#2980b9", "#27ae60", "#f1c40f", "#8e44ad", "#e67e22", "#16a085", "#7f8c8d"]
 

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from tests.eval.tiny_clip import build_tiny_clip
+from generators.tiny_models import build_tiny_clip
 
 
 @pytest.fixture(autouse=True)
@@ -23,7 +23,7 @@ def _single_thread_torch():
 @pytest.fixture(scope="session")
 def tiny_clip_dir(tmp_path_factory):
     os.environ["HF_HUB_OFFLINE"] = "1"
-    return build_tiny_clip(tmp_path_factory.mktemp("models") / "tiny-clip")
+    return build_tiny_clip(tmp_path_factory.mktemp("models") / "tiny-clip", max_length=32)
 
 
 @pytest.fixture()

@@ -6,11 +6,11 @@ import random
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from datasets import Features, Image as ImageFeature, Value
 from PIL import Image
 
 from cards import DatasetMetadata, assemble_dataset_dir, render_card
 from cards.grid import png_bytes
+from generators.sub.generate import SCHEMA_FEATURES
 
 MINI_ATTRIBUTES = [
     "has_bill_shape::curved_(up_or_down)",
@@ -32,27 +32,7 @@ MINI_ATTRIBUTES = [
 ]
 MINI_CLASSES = ["001.Black_footed_Albatross", "017.Cardinal", "073.Blue_Jay", "094.White_breasted_Nuthatch"]
 
-CANDIDATE_FEATURES = Features({
-    "image": ImageFeature(),
-    "item_id": Value("string"),
-    "bird": Value("string"),
-    "attribute": Value("string"),
-    "group": Value("string"),
-    "value": Value("string"),
-    "category": Value("string"),
-    "removed_attribute": Value("string"),
-    "prompt_reference": Value("string"),
-    "prompt_guidance": Value("string"),
-    "image_index": Value("int32"),
-    "seed": Value("int64"),
-    "tdg_k": Value("float32"),
-    "tdg_tmin": Value("float32"),
-    "tdg_tmax": Value("float32"),
-    "guidance_scale": Value("float32"),
-    "num_inference_steps": Value("int32"),
-    "model_id": Value("string"),
-    "model_revision": Value("string"),
-})
+CANDIDATE_FEATURES = SCHEMA_FEATURES
 
 
 def image_png(seed: int, size: tuple[int, int] = (48, 40)) -> bytes:

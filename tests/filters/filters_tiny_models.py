@@ -13,6 +13,8 @@ from typing import Sequence
 
 import torch
 
+from generators.tiny_models import byte_symbols
+
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
     "{% for part in message['content'] %}{% if part['type'] == 'image' %}<image>\n"
@@ -23,9 +25,7 @@ CHAT_TEMPLATE = (
 
 def byte_level_vocab(drop: Sequence[str] = ()) -> dict[str, int]:
     """The 256 byte-level symbols (GPT-2 mapping) plus chat specials; ``drop`` removes symbols."""
-    from transformers.convert_slow_tokenizer import bytes_to_unicode
-
-    symbols = [s for s in bytes_to_unicode().values() if s not in set(drop)]
+    symbols = [s for s in byte_symbols() if s not in set(drop)]
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<image>"]
     return {token: index for index, token in enumerate(specials + symbols)}
 

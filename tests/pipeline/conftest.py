@@ -41,9 +41,9 @@ def pipeline_vlm(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def pipeline_clip(tmp_path_factory):
-    from tests.eval.tiny_clip import build_tiny_clip
+    from generators.tiny_models import build_tiny_clip
 
-    return build_tiny_clip(tmp_path_factory.mktemp("pipeline-clip") / "tiny-clip")
+    return build_tiny_clip(tmp_path_factory.mktemp("pipeline-clip") / "tiny-clip", max_length=32)
 
 
 @pytest.fixture(scope="session")

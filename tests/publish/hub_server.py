@@ -311,22 +311,19 @@ class _Handler(BaseHTTPRequestHandler):
                     while self.rfile.readline() not in (b"\r\n", b"\n", b""):
                         pass
                     return
-                remaining = size
-                while remaining:
-                    chunk = self.rfile.read(min(remaining, COPY_CHUNK))
-                    if not chunk:
-                        raise ConnectionError("client went away")
-                    remaining -= len(chunk)
-                    yield chunk
+                yield from self._read_exactly(size)
                 self.rfile.readline()
         else:
-            remaining = int(self.headers.get("Content-Length") or 0)
-            while remaining:
-                chunk = self.rfile.read(min(remaining, COPY_CHUNK))
-                if not chunk:
-                    raise ConnectionError("client went away")
-                remaining -= len(chunk)
-                yield chunk
+            yield from self._read_exactly(int(self.headers.get("Content-Length") or 0))
+
+    def _read_exactly(self, remaining: int):
+        """Yield ``remaining`` bytes of the request body in chunks of at most ``COPY_CHUNK``."""
+        while remaining:
+            chunk = self.rfile.read(min(remaining, COPY_CHUNK))
+            if not chunk:
+                raise ConnectionError("client went away")
+            remaining -= len(chunk)
+            yield chunk
 
     def _body(self) -> bytes:
         if getattr(self, "_body_cache", None) is None:
