@@ -62,9 +62,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]  # validated up front: a bad --dataset/--preset fails before anything is written
     if args.num_workers < 1:
         raise ConceptforgeError(f"--num-workers must be >= 1, got {args.num_workers}")
-    from generators.binding.render_blender import import_bpy
+    from generators.binding.render_blender import require_bpy
 
-    import_bpy()  # fail early and clearly when Blender is missing
+    require_bpy()  # fail early and clearly when Blender is missing
     shard = resolve_shard(args.num_shards, args.shard_index)
     finished = []
     for config in configs:

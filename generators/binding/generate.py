@@ -142,13 +142,8 @@ def _rows(store: ItemStore, split: str):
 
 
 def provenance(config: BindingConfig, command_line: list[str]) -> dict:
+    # Blender's version is the bpy package's (importing bpy here would break spawned workers).
     extra = {"paper": "Lewis et al., Does CLIP Bind Concepts? (EACL Findings 2024), Section 3"}
-    try:
-        import bpy
-
-        extra["blender"] = bpy.app.version_string
-    except ImportError:  # pragma: no cover - assembly without Blender installed
-        pass
     return collect_provenance(
         generator="conceptforge generators.binding (Blender Cycles, CLEVR-style scenes)",
         parameters=config.to_dict(),

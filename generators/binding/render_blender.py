@@ -8,6 +8,7 @@ description always gives the same bytes, whatever the process or thread count.
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import logging
 import math
@@ -29,6 +30,20 @@ logger = logging.getLogger(__name__)
 
 # Flat colours for the ID render: exact 0/1 channels survive the Standard view transform.
 _ID_COLORS = [(1, 0, 0), (0, 1, 0), (0, 0, 1), (1, 1, 0), (1, 0, 1), (0, 1, 1), (1, 1, 1)]
+
+
+def require_bpy() -> None:
+    """Fail early when Blender is missing, without importing it.
+
+    Importing bpy puts Blender's own ``scripts/modules`` on ``sys.path``; spawned worker processes
+    inherit that path and then find the wrong ``bpy`` package. So the parent only looks it up.
+    """
+    try:
+        found = importlib.util.find_spec("bpy") is not None
+    except (ValueError, ImportError):  # sys.modules["bpy"] is None, or a broken install
+        found = False
+    if not found:
+        import_bpy()  # raises the one-line error
 
 
 def import_bpy():

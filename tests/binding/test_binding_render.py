@@ -107,6 +107,11 @@ def test_torchrun_ranks_split_the_work(demo_dir, tmp_path, repo_root):
     assert _data_bytes(tmp_path / "single-object") == _data_bytes(demo_dir / "single-object")
 
 
+def test_worker_processes_give_the_same_dataset(demo_dir, tmp_path):
+    run_script("--dataset", "single-object", "--out", str(tmp_path), "--num-workers", "2", *SMALL)
+    assert _data_bytes(tmp_path / "single-object") == _data_bytes(demo_dir / "single-object")
+
+
 def test_resume_with_other_settings_is_refused(demo_dir, tmp_path):
     run_script("--dataset", "single-object", "--out", str(tmp_path), "--max-items", "1", *SMALL)
     result = run_script("--dataset", "single-object", "--out", str(tmp_path), "--resolution", "80x60", "--samples", "2", check=False)
