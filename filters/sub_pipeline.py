@@ -33,6 +33,7 @@ from filters.sub_filter import FilterParams, ScoredCandidate, decide, filter_sta
 from filters.vqa import VQAScorer
 from generators import ItemResult, ItemStore, ShardSpec, WorkItem, select_shard
 from generators.errors import ConceptforgeError
+from generators.sub.generate import CITATION as SUB_CITATION
 from generators.workitems import check_unique_ids
 
 logger = logging.getLogger(__name__)
@@ -78,12 +79,8 @@ COLUMN_DOCS = {
     "rank": "rank of the image within its pair by S+ probability (0 = best)",
 }
 
-CITATION = """@article{bader2025sub,
-  title   = {SUB: Benchmarking CBM Generalization via Synthetic Attribute Substitutions},
-  author  = {Bader, Jessica and Girrbach, Leander and Alaniz, Stephan and Akata, Zeynep},
-  journal = {arXiv preprint arXiv:2507.23784},
-  year    = {2025}
-}"""
+# The filtered dataset cites the same paper as the candidates it came from.
+CITATION = SUB_CITATION
 
 
 @dataclass(frozen=True)
