@@ -32,7 +32,7 @@ sys.path.insert(0, str(REPO))
 from datasets import Features, Image as ImageFeature, Value  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from cards import DatasetMetadata, assemble_dataset_dir, render_card  # noqa: E402
+from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card  # noqa: E402
 
 FEATURES = Features({name: Value("string") for name in ("item_id", "bird", "attribute", "group", "value", "removed_attribute")}
                     | {"image": ImageFeature()})

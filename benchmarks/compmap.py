@@ -27,8 +27,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from loaders.compmap.logreg import LogRegConfig, fit_logreg  # noqa: E402
-from loaders.compmap.sampler import EpisodeSpec, sample_episodes  # noqa: E402
+from conceptforge.loaders.compmap.logreg import LogRegConfig, fit_logreg  # noqa: E402
+from conceptforge.loaders.compmap.sampler import EpisodeSpec, sample_episodes  # noqa: E402
 
 
 def synthetic_cub(seed: int = 0, num_classes: int = 200, per_class: int = 59, num_groups: int = 28, dims: int = 312):

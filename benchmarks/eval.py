@@ -30,7 +30,7 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 
 def build_clip(out_dir: Path, size: str) -> Path:
-    from generators.tiny_models import build_tiny_clip
+    from conceptforge.generators.tiny_models import build_tiny_clip
 
     if size == "tiny":
         return build_tiny_clip(out_dir, hidden=64, projection=32, image_size=64, max_length=32)
@@ -40,10 +40,10 @@ def build_clip(out_dir: Path, size: str) -> Path:
 
 
 def cache_benchmark(work: Path, size: str, n_sub: int, n_binding: int) -> dict[str, float]:
-    from loaders.binding import evaluate_binding
-    from generators.cub import load_cub
-    from loaders.embeddings import EmbeddingModel
-    from loaders.sub import evaluate_vlm, load_sub
+    from conceptforge.loaders.binding import evaluate_binding
+    from conceptforge.cub import load_cub
+    from conceptforge.loaders.embeddings import EmbeddingModel
+    from conceptforge.loaders.sub import evaluate_vlm, load_sub
     from tests.eval import synthetic
 
     clip_dir = build_clip(work / f"clip-{size}", size)
@@ -53,7 +53,7 @@ def cache_benchmark(work: Path, size: str, n_sub: int, n_binding: int) -> dict[s
     binding_dir = synthetic.write_single_object(work / "single-object", n_per_label=max(1, n_binding // 24))
     cub = load_cub(cub_dir, need="votes")
     items = load_sub(str(sub_dir), cub=cub)
-    from loaders.binding import load_binding
+    from conceptforge.loaders.binding import load_binding
 
     splits = load_binding(str(binding_dir))
     n_images = len(items) + sum(len(s) for s in splits.values())
@@ -72,9 +72,9 @@ def cache_benchmark(work: Path, size: str, n_sub: int, n_binding: int) -> dict[s
 def cdsm_benchmark(n: int, dim: int, epochs: int) -> dict[str, float]:
     import torch
 
-    from loaders.binding.data import ADJ_NOUN, BindingSplit
-    from loaders.binding.models import CDSM_KINDS, Vocabulary, circular_convolution, circular_convolution_direct
-    from loaders.binding.train import TrainConfig, train_run
+    from conceptforge.loaders.binding.data import ADJ_NOUN, BindingSplit
+    from conceptforge.loaders.binding.models import CDSM_KINDS, Vocabulary, circular_convolution, circular_convolution_direct
+    from conceptforge.loaders.binding.train import TrainConfig, train_run
 
     g = torch.Generator().manual_seed(0)
     colours = ["blue", "gray", "yellow", "brown", "green", "purple", "red", "cyan"]

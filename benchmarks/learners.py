@@ -26,9 +26,9 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from generators.conceptbed.learners import ConceptTrainer, LearnerConfig, load_components  # noqa: E402
-from generators.conceptbed.spec import Concept  # noqa: E402
-from generators.conceptbed.tiny import build_tiny_sd  # noqa: E402
+from conceptforge.generators.conceptbed.learners import ConceptTrainer, LearnerConfig, load_components  # noqa: E402
+from conceptforge.generators.conceptbed.spec import Concept  # noqa: E402
+from conceptforge.generators.conceptbed.tiny import build_tiny_sd  # noqa: E402
 
 RUNS = [
     ("textual-inversion", "lora"),

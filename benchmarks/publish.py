@@ -35,8 +35,8 @@ from PIL import Image
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from cards import DatasetMetadata, assemble_dataset_dir, render_card  # noqa: E402
-from cards.grid import make_sample_grid, png_bytes  # noqa: E402
+from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card  # noqa: E402
+from conceptforge.cards.grid import make_sample_grid, png_bytes  # noqa: E402
 
 FEATURES = Features({"image": ImageFeature(), "label": ClassLabel(names=[f"class{i}" for i in range(10)]), "idx": Value("int32")})
 
@@ -49,7 +49,7 @@ def rss_mb():
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
 if mode == "ours":
-    from cards.publish import publish_dataset
+    from conceptforge.cards.publish import publish_dataset
 elif mode == "push":
     from datasets import load_dataset
     ds = load_dataset(directory)  # builds the Arrow cache: not timed, push_to_hub starts from a Dataset

@@ -17,8 +17,8 @@ import resource
 import time
 from dataclasses import replace
 
-from generators.binding.dataset import BindingConfig, plan_items, sample_scene
-from generators.binding.render_blender import BlenderRenderer
+from conceptforge.generators.binding.dataset import BindingConfig, plan_items, sample_scene
+from conceptforge.generators.binding.render_blender import BlenderRenderer
 
 
 def rss_mib() -> float:

@@ -22,9 +22,9 @@ import time
 
 import torch
 
-from generators.sub.flux_tdg import TDGFlux
-from generators.sub.random_flux import FLUX_DEV_TRANSFORMER, build_random_flux_pipeline
-from generators.sub.tdg import TDGParams, tie_pair
+from conceptforge.generators.sub.flux_tdg import TDGFlux
+from conceptforge.generators.sub.random_flux import FLUX_DEV_TRANSFORMER, build_random_flux_pipeline
+from conceptforge.generators.sub.tdg import TDGParams, tie_pair
 
 C_R = "A photo of a Blue Jay with black colored feathers on the crown of its head"
 C_G = "A photo of a bird with black colored feathers on the crown of its head"

@@ -25,9 +25,9 @@ sys.path.insert(0, str(ROOT / "tests" / "filters"))
 import torch  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from generators.cub import CubAttributes  # noqa: E402
-from filters.questions import QuestionBuilder  # noqa: E402
-from filters.vqa import VQAScorer  # noqa: E402
+from conceptforge.cub import CubAttributes  # noqa: E402
+from conceptforge.filters.questions import QuestionBuilder  # noqa: E402
+from conceptforge.filters.vqa import VQAScorer  # noqa: E402
 from filters_fixtures import MINI_ATTRIBUTES, image_png  # noqa: E402
 from filters_tiny_models import build_tiny_llava  # noqa: E402
 

@@ -22,9 +22,9 @@ from typing import Any, Mapping, Sequence
 from datasets import ClassLabel, DatasetInfo, Features, Image, LargeList, List, SplitDict, SplitInfo, Value
 from huggingface_hub import DatasetCard, DatasetCardData
 
-from cards.dataset_dir import DATA_DIR, GRID_NAME, SplitStats
-from cards.filter_stats import FilterStats
-from generators.errors import ConceptforgeError
+from conceptforge.cards.dataset_dir import DATA_DIR, GRID_NAME, SplitStats
+from conceptforge.cards.filter_stats import FilterStats
+from conceptforge.errors import ConceptforgeError
 
 logger = logging.getLogger(__name__)
 
@@ -263,7 +263,7 @@ def read_card_spec(card_text: str) -> DatasetMetadata:
     if not match:
         raise ConceptforgeError(
             "the dataset card has no conceptforge metadata block; re-assemble the dataset so "
-            "cards.render_card writes README.md"
+            "conceptforge.cards.render_card writes README.md"
         )
     payload = json.loads(match.group(1))
     if payload.get("format") != SPEC_FORMAT:
@@ -331,7 +331,7 @@ def render_card(
     header = card_data(metadata, features, splits).to_yaml()
     card = DatasetCard(f"---\n{header}\n---\n\n" + "\n".join(lines))
     text = str(card)
-    from cards.validate import card_problems  # late: validate imports this module
+    from conceptforge.cards.validate import card_problems  # late: validate imports this module
 
     for problem in card_problems(text):  # publishing refuses these; say so early
         logger.warning("dataset card: %s", problem)

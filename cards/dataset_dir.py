@@ -25,8 +25,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from datasets import Features
 
-from generators.errors import ConceptforgeError
-from generators.store import atomic_write_bytes
+from conceptforge.errors import ConceptforgeError
+from conceptforge.store import atomic_write_bytes
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from generators.errors import ConceptforgeError
+from conceptforge.errors import ConceptforgeError
 
 
 @dataclass

@@ -15,8 +15,8 @@ import logging
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from cards.card import DatasetMetadata, read_card_spec
-from generators.errors import ConceptforgeError
+from conceptforge.cards.card import DatasetMetadata, read_card_spec
+from conceptforge.errors import ConceptforgeError
 
 logger = logging.getLogger(__name__)
 

@@ -34,13 +34,13 @@ import pyarrow.parquet as pq
 from datasets import Features
 from tqdm.auto import tqdm
 
-from cards.card import DatasetMetadata, load_line, read_card_spec, render_card
-from cards.dataset_dir import CARD_NAME, DATA_DIR, GRID_NAME, SplitStats
-from cards.filter_stats import FilterStats
-from cards.provenance import redact_secrets
-from cards.validate import dataset_dir_problems, ensure_valid, parse_card_yaml
-from cards.versions import Version, parse_version, previous_version, published_versions
-from generators.errors import ConceptforgeError
+from conceptforge.cards.card import DatasetMetadata, load_line, read_card_spec, render_card
+from conceptforge.cards.dataset_dir import CARD_NAME, DATA_DIR, GRID_NAME, SplitStats
+from conceptforge.cards.filter_stats import FilterStats
+from conceptforge.cards.provenance import redact_secrets
+from conceptforge.cards.validate import dataset_dir_problems, ensure_valid, parse_card_yaml
+from conceptforge.cards.versions import Version, parse_version, previous_version, published_versions
+from conceptforge.errors import ConceptforgeError
 
 logger = logging.getLogger(__name__)
 

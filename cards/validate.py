@@ -19,8 +19,8 @@ import pyarrow.parquet as pq
 import yaml
 from datasets import Features
 
-from cards.dataset_dir import CARD_NAME, DATA_DIR, GRID_NAME
-from generators.errors import ConceptforgeError
+from conceptforge.cards.dataset_dir import CARD_NAME, DATA_DIR, GRID_NAME
+from conceptforge.errors import ConceptforgeError
 
 # https://huggingface.co/docs/hub/repositories-licenses
 HUB_LICENSES = frozenset("""
@@ -219,7 +219,7 @@ def dataset_dir_problems(directory: str | Path, card_text: str | None = None, *,
             problems.append(f"split {split!r}: card says {info.get('num_examples')} rows, parquet files hold {rows[split]}")
     if set(card_splits) != {entry["split"] for entry in data_files}:
         problems.append("dataset_info splits and configs data_files name different splits")
-    from cards.card import size_category
+    from conceptforge.cards.card import size_category
 
     total = sum(rows.values())
     if rows and data.get("size_categories") != [size_category(total)]:

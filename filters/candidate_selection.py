@@ -24,13 +24,13 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from tqdm.auto import tqdm
 
-from filters.classifier_oracle import ClassifierOracle, normalize_label
-from generators.cub import CubDataset
-from filters.dataset_io import LocalSplit, decode_image
-from filters.questions import QuestionBuilder
-from filters.vqa import VQAScorer
-from generators import ItemResult, ItemStore, ShardSpec, WorkItem, select_shard
-from generators.errors import ConceptforgeError
+from conceptforge.filters.classifier_oracle import ClassifierOracle, normalize_label
+from conceptforge.cub import CubDataset
+from conceptforge.filters.dataset_io import LocalSplit, decode_image
+from conceptforge.filters.questions import QuestionBuilder
+from conceptforge.filters.vqa import VQAScorer
+from conceptforge import ItemResult, ItemStore, ShardSpec, WorkItem, select_shard
+from conceptforge.errors import ConceptforgeError
 
 logger = logging.getLogger(__name__)
 

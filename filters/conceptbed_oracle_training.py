@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
-from generators.errors import ConceptforgeError
+from conceptforge.errors import ConceptforgeError
 
 logger = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ import numpy as np
 import torch
 from PIL import Image
 
-from filters.classifier_oracle import ClassifierOracle, OracleError
-from generators.errors import ConceptforgeError
+from conceptforge.filters.classifier_oracle import ClassifierOracle, OracleError
+from conceptforge.errors import ConceptforgeError
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 from datasets import Features
 from PIL import Image
 
-from generators.errors import ConceptforgeError
+from conceptforge.errors import ConceptforgeError
 
 
 @dataclass

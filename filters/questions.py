@@ -11,7 +11,7 @@ import string
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from generators.errors import ConceptforgeError
+from conceptforge.errors import ConceptforgeError
 
 OTHER = "Other"
 LETTERS = string.ascii_uppercase

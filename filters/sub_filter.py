@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Iterable
 
-from generators.errors import ConceptforgeError
+from conceptforge.errors import ConceptforgeError
 
 COUNT_KEYS = ("candidates", "unreadable", "wrong_answer", "below_threshold", "in_dropped_pair", "below_rank", "kept")
 

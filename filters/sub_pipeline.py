@@ -24,17 +24,17 @@ from typing import Any, Callable, Iterator
 from datasets import Features, Value
 from tqdm.auto import tqdm
 
-from cards import DatasetMetadata, assemble_dataset_dir, make_sample_grid, render_card
-from cards.grid import png_bytes
-from cards.lineage import inherited_column_docs, read_upstream_metadata, upstream_provenance
-from filters.dataset_io import LocalSplit, decode_image, open_split
-from filters.questions import MultipleChoiceQuestion, QuestionBuilder
-from filters.sub_filter import FilterParams, ScoredCandidate, decide, filter_statistics
-from filters.vqa import VQAScorer
-from generators import ItemResult, ItemStore, ShardSpec, WorkItem, select_shard
-from generators.errors import ConceptforgeError
-from generators.sub.generate import CITATION as SUB_CITATION
-from generators.workitems import check_unique_ids
+from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, make_sample_grid, render_card
+from conceptforge.cards.grid import png_bytes
+from conceptforge.cards.lineage import inherited_column_docs, read_upstream_metadata, upstream_provenance
+from conceptforge.filters.dataset_io import LocalSplit, decode_image, open_split
+from conceptforge.filters.questions import MultipleChoiceQuestion, QuestionBuilder
+from conceptforge.filters.sub_filter import FilterParams, ScoredCandidate, decide, filter_statistics
+from conceptforge.filters.vqa import VQAScorer
+from conceptforge import ItemResult, ItemStore, ShardSpec, WorkItem, select_shard
+from conceptforge.errors import ConceptforgeError
+from conceptforge.generators.sub.generate import CITATION as SUB_CITATION
+from conceptforge.workitems import check_unique_ids
 
 logger = logging.getLogger(__name__)
 

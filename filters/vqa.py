@@ -24,8 +24,8 @@ from typing import Any, Sequence
 import torch
 from PIL import Image
 
-from filters.questions import LETTERS, MultipleChoiceQuestion
-from generators.errors import ConceptforgeError
+from conceptforge.filters.questions import LETTERS, MultipleChoiceQuestion
+from conceptforge.errors import ConceptforgeError
 
 logger = logging.getLogger(__name__)
 

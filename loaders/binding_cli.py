@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from generators.errors import ConceptforgeError
+from conceptforge.errors import ConceptforgeError
 
 logger = logging.getLogger(__name__)
 
@@ -18,7 +18,7 @@ def _seeds(text: str) -> list[int]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from loaders.binding.evaluate import ALL_MODELS, DEFAULT_CLIP
+    from conceptforge.loaders.binding.evaluate import ALL_MODELS, DEFAULT_CLIP
 
     parser.add_argument("--dataset", required=True, help="binding dataset dir (e.g. OUT/single-object) or Hub id")
     parser.add_argument("--revision", default=None, help="dataset revision on the Hub")
@@ -39,9 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from loaders.binding.evaluate import evaluate_binding
-    from loaders.binding.train import TrainConfig
-    from loaders.reports import write_json
+    from conceptforge.loaders.binding.evaluate import evaluate_binding
+    from conceptforge.loaders.binding.train import TrainConfig
+    from conceptforge.loaders.reports import write_json
 
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     if args.epochs < 1:

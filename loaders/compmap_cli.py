@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from generators.errors import ConceptforgeError
+from conceptforge.errors import ConceptforgeError
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _cache_dirs(args) -> tuple[str | None, Path | None]:
     if args.cache_dir:
         return args.cache_dir, Path(args.cache_dir) / "activations"
-    from loaders.embeddings import default_cache_dir
+    from conceptforge.loaders.embeddings import default_cache_dir
 
     return None, default_cache_dir() / "compmap-activations"
 
@@ -70,8 +70,8 @@ def _write_json(path: Path, payload: dict) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from loaders.compmap.pipeline import activation_key, cached_tensor, load_vl_model
-    from loaders.compmap.prompts import parse_templates
+    from conceptforge.loaders.compmap.pipeline import activation_key, cached_tensor, load_vl_model
+    from conceptforge.loaders.compmap.prompts import parse_templates
 
     templates = parse_templates(args.templates)
     output = Path(args.output or f"compmap-{args.dataset}.json")
@@ -80,11 +80,11 @@ def run(args: argparse.Namespace) -> int:
     emb_cache, act_cache = _cache_dirs(args)
     group_softmax = not args.no_group_softmax
     if args.dataset == "cub":
-        from loaders.compmap.cub import load_cub
-        from loaders.compmap.logreg import LogRegConfig
-        from loaders.compmap.pipeline import cub_vocabulary
-        from loaders.compmap.protocols import CubProtocol, evaluate_cub
-        from loaders.compmap.report import cub_tables
+        from conceptforge.loaders.compmap.cub import load_cub
+        from conceptforge.loaders.compmap.logreg import LogRegConfig
+        from conceptforge.loaders.compmap.pipeline import cub_vocabulary
+        from conceptforge.loaders.compmap.protocols import CubProtocol, evaluate_cub
+        from conceptforge.loaders.compmap.report import cub_tables
 
         data = load_cub(args.data_dir)
         vocab = cub_vocabulary(data, templates)
@@ -96,11 +96,11 @@ def run(args: argparse.Namespace) -> int:
         results = evaluate_cub(pred, torch.as_tensor(data.gt_primitives()), data.labels, data.is_train, data.class_attributes(), protocol, groups=data.groups)
         tables = cub_tables(results, model.name)
     else:
-        from loaders.compmap.contrastive import ContrastiveConfig
-        from loaders.compmap.mit_states import SPLITS, load_mit_states
-        from loaders.compmap.pipeline import mit_vocabulary, text_targets
-        from loaders.compmap.protocols import MitProtocol, evaluate_mit_states
-        from loaders.compmap.report import mit_tables
+        from conceptforge.loaders.compmap.contrastive import ContrastiveConfig
+        from conceptforge.loaders.compmap.mit_states import SPLITS, load_mit_states
+        from conceptforge.loaders.compmap.pipeline import mit_vocabulary, text_targets
+        from conceptforge.loaders.compmap.protocols import MitProtocol, evaluate_mit_states
+        from conceptforge.loaders.compmap.report import mit_tables
 
         data = load_mit_states(args.data_dir, split_dir=args.split_dir, metadata=args.metadata)
         vocab = mit_vocabulary(data, templates)
@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             embedder = model.embedder
             if embedder is None:
-                from loaders.embeddings import EmbeddingModel
+                from conceptforge.loaders.embeddings import EmbeddingModel
 
                 embedder = EmbeddingModel.from_pretrained(args.target_model, cache_dir=emb_cache, device=args.device)
             pair_targets = text_targets(embedder, templates)

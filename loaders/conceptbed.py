@@ -24,7 +24,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from generators.errors import ConceptforgeError
+from conceptforge.errors import ConceptforgeError
 
 logger = logging.getLogger(__name__)
 
@@ -182,7 +182,7 @@ def evaluate(records: Sequence[ScoreRecord], *, n_bins: int = DEFAULT_ECE_BINS) 
 
 
 def save_records(path: str | Path, records: Iterable[ScoreRecord]) -> None:
-    from generators.store import atomic_write_bytes
+    from conceptforge.store import atomic_write_bytes
 
     lines = [json.dumps({**asdict(r), "categories": list(r.categories)}, sort_keys=True) for r in records]
     atomic_write_bytes(Path(path), ("\n".join(lines) + "\n").encode("utf-8"))

@@ -17,13 +17,13 @@ import argparse
 import logging
 from pathlib import Path
 
-from generators.errors import ConceptforgeError
+from conceptforge.errors import ConceptforgeError
 
 logger = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from filters.conceptbed_oracles import DEFAULT_CUB_ORACLE, DEFAULT_OBJECT_ORACLE, DEFAULT_STYLE_ORACLE, DEFAULT_VQA_ORACLE
+    from conceptforge.filters.conceptbed_oracles import DEFAULT_CUB_ORACLE, DEFAULT_OBJECT_ORACLE, DEFAULT_STYLE_ORACLE, DEFAULT_VQA_ORACLE
 
     parser.add_argument("--generated", nargs="+", default=[], help="generated dataset folders or Hub ids (one per learner)")
     parser.add_argument("--revision", default=None, help="revision of Hub datasets")
@@ -45,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from loaders.conceptbed import load_records, report, save_records
+    from conceptforge.loaders.conceptbed import load_records, report, save_records
 
     records = [r for path in args.from_scores for r in load_records(path)]
     if args.generated:
@@ -62,9 +62,9 @@ def run(args: argparse.Namespace) -> int:
 def _score(args: argparse.Namespace) -> list:
     from datasets import load_dataset
 
-    from filters.conceptbed_scoring import OracleSet, score_generated, score_real
-    from generators.conceptbed.generate import prepare_captions
-    from generators.conceptbed.spec import load_spec
+    from conceptforge.filters.conceptbed_scoring import OracleSet, score_generated, score_real
+    from conceptforge.generators.conceptbed.generate import prepare_captions
+    from conceptforge.generators.conceptbed.spec import load_spec
 
     oracles = OracleSet(
         {"style": args.style_oracle, "object": args.object_oracle, "cub": args.cub_oracle},

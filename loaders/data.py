@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Iterable
 
-from generators.errors import ConceptforgeError
+from conceptforge.errors import ConceptforgeError
 
 logger = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import torch
 
-from generators.errors import ConceptforgeError
+from conceptforge.errors import ConceptforgeError
 
 logger = logging.getLogger(__name__)
 

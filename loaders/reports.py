@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from generators.store import atomic_write_bytes
+from conceptforge.store import atomic_write_bytes
 
 
 def mean_se(values: Sequence[float]) -> tuple[float, float]:

@@ -28,10 +28,10 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from generators.errors import ConceptforgeError
-from generators.cub import CubMetadata, attribute_group, attribute_value, bird_name, to_cub_attribute
-from loaders.data import image_column_raw, load_split, require_columns
-from loaders.reports import markdown_table, pct
+from conceptforge.errors import ConceptforgeError
+from conceptforge.cub import CubMetadata, attribute_group, attribute_value, bird_name, to_cub_attribute
+from conceptforge.loaders.data import image_column_raw, load_split, require_columns
+from conceptforge.loaders.reports import markdown_table, pct
 
 logger = logging.getLogger(__name__)
 
@@ -329,7 +329,7 @@ def evaluate_vlm(
     ``dataset``: a local dir or Hub id, a ``datasets.Dataset``, or a list of :class:`SubItem`.
     Options per image: every CUB attribute of the S+ group (prompt ``template``) plus ``none_prompt``.
     """
-    from loaders.embeddings import EmbeddingModel
+    from conceptforge.loaders.embeddings import EmbeddingModel
 
     if dataset is None:
         raise ConceptforgeError("evaluate_vlm needs a dataset (local dir, Hub id, datasets.Dataset or SubItems)")
@@ -434,7 +434,7 @@ def evaluate_cbm(
     probability ≥ ``threshold`` with ``outputs="probabilities"``)."""
     from tqdm.auto import tqdm
 
-    from loaders.embeddings import load_pil
+    from conceptforge.loaders.embeddings import load_pil
 
     if outputs not in ("logits", "probabilities"):
         raise ConceptforgeError(f"outputs must be 'logits' or 'probabilities', got {outputs!r}")

@@ -6,7 +6,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from generators.errors import ConceptforgeError
+from conceptforge.errors import ConceptforgeError
 
 logger = logging.getLogger(__name__)
 
@@ -33,9 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from loaders import sub
-    from generators.cub import load_cub
-    from loaders.reports import write_json
+    from conceptforge.loaders import sub
+    from conceptforge.cub import load_cub
+    from conceptforge.loaders.reports import write_json
 
     if not args.model and not args.cbm:
         raise ConceptforgeError("nothing to evaluate: pass --model (VLM) and/or --cbm (concept bottleneck model)")

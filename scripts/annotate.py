@@ -15,9 +15,9 @@ import logging
 import sys
 from typing import Sequence
 
-from filters.annotation.results import Rules
-from filters.annotation.studies import STUDIES
-from generators.cli import run_cli, setup_logging
+from conceptforge.filters.annotation.results import Rules
+from conceptforge.filters.annotation.studies import STUDIES
+from conceptforge.cli import run_cli, setup_logging
 
 logger = logging.getLogger("conceptforge.annotate")
 
@@ -62,9 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.verbose)
-    from filters.annotation.session import StudySettings, export_results, open_study, write_json
-    from filters.annotation.studies import get_study
-    from generators.errors import ConceptforgeError
+    from conceptforge.filters.annotation.session import StudySettings, export_results, open_study, write_json
+    from conceptforge.filters.annotation.studies import get_study
+    from conceptforge.errors import ConceptforgeError
 
     get_study(args.study)  # unknown study: fail before touching anything
     if args.per_group is not None and args.per_group < 1:
@@ -84,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             write_json(args.export, results)
             print(f"results: {args.export}")
         if args.apply:
-            from filters.annotation.apply import apply_results
+            from conceptforge.filters.annotation.apply import apply_results
 
             stats = apply_results(results, dataset_dir=args.dataset_dir, out_dir=args.apply, license=args.license)
             print(f"filtered dataset: {args.apply} (kept {stats['rows']['kept']}, dropped {stats['rows']['dropped']})")
@@ -92,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(summary_line(results))
         return 0
 
-    from filters.annotation.server import make_server, server_url
+    from conceptforge.filters.annotation.server import make_server, server_url
 
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         logger.warning("serving on %s: anyone who can reach this machine can annotate", args.host)

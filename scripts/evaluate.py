@@ -12,13 +12,13 @@ import importlib
 import sys
 from typing import Sequence
 
-from generators.cli import run_cli, setup_logging
+from conceptforge.cli import run_cli, setup_logging
 
 BENCHMARKS = {
-    "sub": ("loaders.sub_cli", "SUB: S+/S- accuracy of VLMs and CBMs"),
-    "binding": ("loaders.binding_cli", "concept binding: CLIP zero-shot, CSP and CDSMs"),
-    "conceptbed": ("loaders.conceptbed_cli", "ConceptBed: oracles, CCD, accuracy, ECE"),
-    "compmap": ("loaders.compmap_cli", "CompMap: usefulness and interpretability"),
+    "sub": ("conceptforge.loaders.sub_cli", "SUB: S+/S- accuracy of VLMs and CBMs"),
+    "binding": ("conceptforge.loaders.binding_cli", "concept binding: CLIP zero-shot, CSP and CDSMs"),
+    "conceptbed": ("conceptforge.loaders.conceptbed_cli", "ConceptBed: oracles, CCD, accuracy, ECE"),
+    "compmap": ("conceptforge.loaders.compmap_cli", "CompMap: usefulness and interpretability"),
 }
 
 

@@ -21,15 +21,15 @@ from typing import Sequence
 if __package__ in (None, ""):  # `python scripts/filter_sub.py` from a checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from generators.cli import run_cli, setup_logging
-from generators.errors import ConceptforgeError
+from conceptforge.cli import run_cli, setup_logging
+from conceptforge.errors import ConceptforgeError
 
 logger = logging.getLogger("conceptforge.filter_sub")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from filters.questions import DEFAULT_ANSWER_HINT
-    from filters.vqa import DEFAULT_VQA_MODEL
+    from conceptforge.filters.questions import DEFAULT_ANSWER_HINT
+    from conceptforge.filters.vqa import DEFAULT_VQA_MODEL
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--candidates", required=True, type=Path, help="SUB candidates dataset directory (generate_sub.py --out)")
@@ -67,15 +67,15 @@ def _wait_for_all_ranks() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.verbose)
-    from generators.cub import load_attributes
-    from filters.questions import DEFAULT_ANSWER_HINT, QuestionBuilder
-    from filters.sub_filter import FilterParams
-    from filters.sub_pipeline import (
+    from conceptforge.cub import load_attributes
+    from conceptforge.filters.questions import DEFAULT_ANSWER_HINT, QuestionBuilder
+    from conceptforge.filters.sub_filter import FilterParams
+    from conceptforge.filters.sub_pipeline import (
         WORK_DIR, FilterRunConfig, assemble_filtered, candidates_license, check_candidate_groups,
         open_candidates, provenance_for, score_candidates,
     )
-    from filters.vqa import VQAScorer
-    from generators import ItemStore, resolve_shard
+    from conceptforge.filters.vqa import VQAScorer
+    from conceptforge import ItemStore, resolve_shard
 
     params = FilterParams(args.keep_fraction, args.min_survivor_fraction, args.min_splus_prob)
     if args.batch_size < 1:

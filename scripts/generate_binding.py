@@ -14,12 +14,12 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from generators.binding.compositions import DATASETS
-from generators.binding.dataset import PRESETS, BindingConfig
-from generators.binding.generate import generate_binding
-from generators.cli import run_cli, setup_logging
-from generators.errors import ConceptforgeError
-from generators.workitems import resolve_shard
+from conceptforge.generators.binding.compositions import DATASETS
+from conceptforge.generators.binding.dataset import PRESETS, BindingConfig
+from conceptforge.generators.binding.generate import generate_binding
+from conceptforge.cli import run_cli, setup_logging
+from conceptforge.errors import ConceptforgeError
+from conceptforge.workitems import resolve_shard
 
 logger = logging.getLogger("generate_binding")
 
@@ -62,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]  # validated up front: a bad --dataset/--preset fails before anything is written
     if args.num_workers < 1:
         raise ConceptforgeError(f"--num-workers must be >= 1, got {args.num_workers}")
-    from generators.binding.render_blender import require_bpy
+    from conceptforge.generators.binding.render_blender import require_bpy
 
     require_bpy()  # fail early and clearly when Blender is missing
     shard = resolve_shard(args.num_shards, args.shard_index)

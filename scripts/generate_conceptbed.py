@@ -15,9 +15,9 @@ from typing import Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without install
 
-from generators.cli import run_cli, setup_logging  # noqa: E402
-from generators.conceptbed.learners import DEFAULT_MODEL_ID, LEARNERS, LearnerConfig  # noqa: E402
-from generators.workitems import resolve_shard  # noqa: E402
+from conceptforge.cli import run_cli, setup_logging  # noqa: E402
+from conceptforge.generators.conceptbed.learners import DEFAULT_MODEL_ID, LEARNERS, LearnerConfig  # noqa: E402
+from conceptforge.workitems import resolve_shard  # noqa: E402
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -57,9 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.verbose)
-    from generators.conceptbed.generate import ConceptBedGenerator, GenerateOptions
-    from generators.conceptbed.spec import load_spec
-    from generators.errors import ConceptforgeError
+    from conceptforge.generators.conceptbed.generate import ConceptBedGenerator, GenerateOptions
+    from conceptforge.generators.conceptbed.spec import load_spec
+    from conceptforge.errors import ConceptforgeError
 
     if args.num_images < 0:
         raise ConceptforgeError("--num-images must be >= 0")

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import sys
 
-from generators.cli import run_cli
-from generators.sub.cli import main
+from conceptforge.cli import run_cli
+from conceptforge.generators.sub.cli import main
 
 if __name__ == "__main__":
     sys.exit(run_cli(main))

@@ -16,7 +16,7 @@ import logging
 import sys
 from typing import Sequence
 
-from generators.cli import run_cli, setup_logging
+from conceptforge.cli import run_cli, setup_logging
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,7 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.verbose)
     logging.getLogger("httpx2").setLevel(logging.WARNING)  # the Hub client's per-request lines
-    from cards.publish import publish_dataset
+    from conceptforge.cards.publish import publish_dataset
 
     result = publish_dataset(
         args.directory,

@@ -23,15 +23,15 @@ from typing import Any, Sequence
 if __package__ in (None, ""):  # `python scripts/select_candidates.py` from a checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from generators.cli import run_cli, setup_logging
-from generators.errors import ConceptforgeError
+from conceptforge.cli import run_cli, setup_logging
+from conceptforge.errors import ConceptforgeError
 
 logger = logging.getLogger("conceptforge.select_candidates")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from filters.classifier_oracle import DEFAULT_CUB_CLASSIFIER
-    from filters.vqa import DEFAULT_VQA_MODEL
+    from conceptforge.filters.classifier_oracle import DEFAULT_CUB_CLASSIFIER
+    from conceptforge.filters.vqa import DEFAULT_VQA_MODEL
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -76,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _update_spec(path: Path, updates: dict[str, Any]) -> None:
-    from generators.store import atomic_write_bytes
+    from conceptforge.store import atomic_write_bytes
 
     spec: dict[str, Any] = {}
     if path.exists():
@@ -91,9 +91,9 @@ def _update_spec(path: Path, updates: dict[str, Any]) -> None:
 
 
 def run_birds(args: argparse.Namespace) -> int:
-    from filters.candidate_selection import reference_bird_accuracy, select_birds
-    from filters.classifier_oracle import ClassifierOracle, OracleError
-    from filters.dataset_io import open_split
+    from conceptforge.filters.candidate_selection import reference_bird_accuracy, select_birds
+    from conceptforge.filters.classifier_oracle import ClassifierOracle, OracleError
+    from conceptforge.filters.dataset_io import open_split
 
     split = args.split
     if split is None:
@@ -129,11 +129,11 @@ def run_birds(args: argparse.Namespace) -> int:
 
 
 def run_attributes(args: argparse.Namespace) -> int:
-    from filters.candidate_selection import group_answers, score_cub_groups, search_thresholds, threshold_grid
-    from generators.cub import CubDataset
-    from filters.questions import DEFAULT_ANSWER_HINT, QuestionBuilder
-    from filters.vqa import VQAScorer
-    from generators import ItemStore, resolve_shard
+    from conceptforge.filters.candidate_selection import group_answers, score_cub_groups, search_thresholds, threshold_grid
+    from conceptforge.cub import CubDataset
+    from conceptforge.filters.questions import DEFAULT_ANSWER_HINT, QuestionBuilder
+    from conceptforge.filters.vqa import VQAScorer
+    from conceptforge import ItemStore, resolve_shard
 
     if args.cub_dir is None:
         raise ConceptforgeError("--cub-dir is required (the CUB_200_2011 directory)")

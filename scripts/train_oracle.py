@@ -17,7 +17,7 @@ from typing import Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from generators.cli import run_cli, setup_logging  # noqa: E402
+from conceptforge.cli import run_cli, setup_logging  # noqa: E402
 
 DEFAULT_MODELS = {
     "style": "microsoft/resnet-18",
@@ -46,9 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.verbose)
-    from filters.conceptbed_oracle_training import OracleTrainingConfig, finetune_oracle
-    from generators.conceptbed.spec import IMAGE_SUFFIXES, load_spec
-    from generators.errors import ConceptforgeError
+    from conceptforge.filters.conceptbed_oracle_training import OracleTrainingConfig, finetune_oracle
+    from conceptforge.generators.conceptbed.spec import IMAGE_SUFFIXES, load_spec
+    from conceptforge.errors import ConceptforgeError
 
     spec = load_spec(args.concepts)
     samples = [(path, c.name) for c in spec.concepts if c.kind == args.task for path in c.reference_images]

@@ -6,7 +6,7 @@ directory), ``sampling`` (seeded samples), ``db`` (SQLite storage), ``server`` (
 dataset directory), ``session`` (glue for the command line).
 """
 
-from filters.annotation.results import Rules, compute_results
-from filters.annotation.studies import STUDIES, get_study
+from conceptforge.filters.annotation.results import Rules, compute_results
+from conceptforge.filters.annotation.studies import STUDIES, get_study
 
 __all__ = ["STUDIES", "Rules", "compute_results", "get_study"]

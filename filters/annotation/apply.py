@@ -20,12 +20,12 @@ from datasets import Features, Value
 from huggingface_hub import DatasetCard
 from PIL import Image
 
-from cards import DatasetMetadata, assemble_dataset_dir, make_sample_grid, render_card
-from cards.grid import png_bytes
-from cards.lineage import inherited_column_docs, read_upstream_metadata, upstream_provenance
-from filters.annotation.dataset import available_splits, split_files
-from filters.annotation.results import HUMAN_COLUMNS, row_decision, row_human_values, summary_for_card
-from generators.errors import ConceptforgeError
+from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, make_sample_grid, render_card
+from conceptforge.cards.grid import png_bytes
+from conceptforge.cards.lineage import inherited_column_docs, read_upstream_metadata, upstream_provenance
+from conceptforge.filters.annotation.dataset import available_splits, split_files
+from conceptforge.filters.annotation.results import HUMAN_COLUMNS, row_decision, row_human_values, summary_for_card
+from conceptforge.errors import ConceptforgeError
 
 import pyarrow.parquet as pq
 

@@ -26,8 +26,8 @@ from typing import Any, Iterator
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from generators.errors import ConceptforgeError
-from generators.store import atomic_write_bytes
+from conceptforge.errors import ConceptforgeError
+from conceptforge.store import atomic_write_bytes
 
 logger = logging.getLogger(__name__)
 

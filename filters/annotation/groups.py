@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from filters.annotation.studies import split_attribute
-from generators.cub import load_attributes
-from generators.errors import ConceptforgeError
+from conceptforge.filters.annotation.studies import split_attribute
+from conceptforge.cub import load_attributes
+from conceptforge.errors import ConceptforgeError
 
 
 def group_values_from_rows(rows: Iterable[Mapping[str, Any]]) -> dict[str, list[str]]:

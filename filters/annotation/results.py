@@ -24,10 +24,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from filters.annotation.db import Annotation
-from filters.annotation.stats import agreement_report, pearson
-from filters.annotation.studies import ANSWER_SCORES, Study, split_attribute
-from generators.errors import ConceptforgeError
+from conceptforge.filters.annotation.db import Annotation
+from conceptforge.filters.annotation.stats import agreement_report, pearson
+from conceptforge.filters.annotation.studies import ANSWER_SCORES, Study, split_attribute
+from conceptforge.errors import ConceptforgeError
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from typing import Any, Callable, Mapping, Sequence
 
-from generators.workitems import derive_seed
+from conceptforge.workitems import derive_seed
 
 
 def sample_items(

@@ -30,11 +30,11 @@ from importlib import resources
 from typing import Any, Mapping
 from urllib.parse import parse_qs, urlsplit
 
-from filters.annotation.dataset import AnnotationDataset
-from filters.annotation.db import AlreadyAnswered, AnnotationDB
-from filters.annotation.sampling import annotator_order
-from filters.annotation.studies import Study, display_fields, question_options, validate_answers
-from generators.errors import ConceptforgeError
+from conceptforge.filters.annotation.dataset import AnnotationDataset
+from conceptforge.filters.annotation.db import AlreadyAnswered, AnnotationDB
+from conceptforge.filters.annotation.sampling import annotator_order
+from conceptforge.filters.annotation.studies import Study, display_fields, question_options, validate_answers
+from conceptforge.errors import ConceptforgeError
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ class StudyApp:
         self.position = {item_id: i for i, item_id in enumerate(self.sample)}
         self._orders: dict[str, list[str]] = {}
         self._lock = threading.Lock()
-        self._assets = {name: resources.files("filters.annotation").joinpath(name).read_bytes()
+        self._assets = {name: resources.files("conceptforge.filters.annotation").joinpath(name).read_bytes()
                         for name, _ in STATIC.values()}
 
     # -- payloads -------------------------------------------------------------------------------

@@ -9,15 +9,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from filters.annotation.dataset import AnnotationDataset
-from filters.annotation.db import AnnotationDB, default_db_path
-from filters.annotation.groups import resolve_group_values
-from filters.annotation.results import Rules, compute_results, load_metric
-from filters.annotation.sampling import sample_items
-from filters.annotation.server import StudyApp
-from filters.annotation.studies import Study, get_study
-from generators.errors import ConceptforgeError
-from generators.store import atomic_write_bytes
+from conceptforge.filters.annotation.dataset import AnnotationDataset
+from conceptforge.filters.annotation.db import AnnotationDB, default_db_path
+from conceptforge.filters.annotation.groups import resolve_group_values
+from conceptforge.filters.annotation.results import Rules, compute_results, load_metric
+from conceptforge.filters.annotation.sampling import sample_items
+from conceptforge.filters.annotation.server import StudyApp
+from conceptforge.filters.annotation.studies import Study, get_study
+from conceptforge.errors import ConceptforgeError
+from conceptforge.store import atomic_write_bytes
 
 logger = logging.getLogger(__name__)
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from generators import cub
-from generators.errors import ConceptforgeError
+from conceptforge import cub
+from conceptforge.errors import ConceptforgeError
 
 YES_SOMEWHAT_NO = ("yes", "somewhat", "no")
 # SUB §5.2: "yes" = 1, "somewhat" = 0.5, "no" = 0.

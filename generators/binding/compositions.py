@@ -12,7 +12,7 @@ import random
 from dataclasses import dataclass
 from typing import Sequence
 
-from generators.binding.vocab import (
+from conceptforge.generators.binding.vocab import (
     COLORS,
     OPPOSITE_RELATION,
     RELATIONS,

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from datasets import Features, Image as ImageFeature, List, Value
 
-from generators.binding.compositions import (
+from conceptforge.generators.binding.compositions import (
     DATASETS,
     SPLITS,
     Candidate,
@@ -28,7 +28,7 @@ from generators.binding.compositions import (
     split_classes,
     two_object_candidates,
 )
-from generators.binding.scene import (
+from conceptforge.generators.binding.scene import (
     Camera,
     ObjectRequest,
     PlacementError,
@@ -41,10 +41,10 @@ from generators.binding.scene import (
     relation_holds,
     relations_between,
 )
-from generators.binding.vocab import COLORS, MATERIALS, SHAPES, SIZE_RADIUS
-from generators.errors import ConceptforgeError
-from generators.store import ItemResult
-from generators.workitems import WorkItem, derive_seed
+from conceptforge.generators.binding.vocab import COLORS, MATERIALS, SHAPES, SIZE_RADIUS
+from conceptforge.errors import ConceptforgeError
+from conceptforge.store import ItemResult
+from conceptforge.workitems import WorkItem, derive_seed
 
 # Paper 004 Table 1 (train / val / gen examples per dataset).
 PRESETS: dict[str, dict[str, dict[str, int]]] = {

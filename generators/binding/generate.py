@@ -19,13 +19,13 @@ from typing import Iterator
 
 from PIL import Image
 
-from cards import DatasetMetadata, assemble_dataset_dir, collect_provenance, make_sample_grid, render_card
-from cards.grid import png_bytes
-from generators.binding.compositions import SPLITS
-from generators.binding.dataset import COLUMN_DOCS, FEATURES, BindingConfig, make_item_factory, plan_items
-from generators.runner import run_work_items
-from generators.store import ItemStore
-from generators.workitems import ShardSpec, select_shard
+from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, collect_provenance, make_sample_grid, render_card
+from conceptforge.cards.grid import png_bytes
+from conceptforge.generators.binding.compositions import SPLITS
+from conceptforge.generators.binding.dataset import COLUMN_DOCS, FEATURES, BindingConfig, make_item_factory, plan_items
+from conceptforge.runner import run_work_items
+from conceptforge.store import ItemStore
+from conceptforge.workitems import ShardSpec, select_shard
 from tqdm.auto import tqdm
 
 logger = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ def _get_renderer():
     """One Blender renderer per process, created on first use (bpy is imported lazily)."""
     global _RENDERER
     if _RENDERER is None:
-        from generators.binding.render_blender import BlenderRenderer
+        from conceptforge.generators.binding.render_blender import BlenderRenderer
 
         _RENDERER = BlenderRenderer(**_RENDER_OPTIONS)
     return _RENDERER

@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from generators.binding.scene import SceneDescription
-from generators.binding.vocab import COLOR_RGB
-from generators.errors import ConceptforgeError
+from conceptforge.generators.binding.scene import SceneDescription
+from conceptforge.generators.binding.vocab import COLOR_RGB
+from conceptforge.errors import ConceptforgeError
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ import random
 from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
-from generators.binding.vocab import SIZE_RADIUS
+from conceptforge.generators.binding.vocab import SIZE_RADIUS
 
 Vec3 = tuple[float, float, float]
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from generators.errors import ConceptforgeError
+from conceptforge.errors import ConceptforgeError
 
 logger = logging.getLogger(__name__)
 

@@ -26,17 +26,17 @@ import torch
 from datasets import Features, Image as ImageFeature, List, Value
 from PIL import Image
 
-from cards import DatasetMetadata, assemble_dataset_dir, make_sample_grid, render_card
-from cards.grid import png_bytes
-from cards.provenance import collect_provenance  # copied unchanged from main (issue 3)
-from generators.conceptbed.composition import (
+from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, make_sample_grid, render_card
+from conceptforge.cards.grid import png_bytes
+from conceptforge.cards.provenance import collect_provenance  # copied unchanged from main (issue 3)
+from conceptforge.generators.conceptbed.composition import (
     Caption,
     load_captions,
     load_categoriser,
     substitute_subject,
     with_questions_and_categories,
 )
-from generators.conceptbed.learners import (
+from conceptforge.generators.conceptbed.learners import (
     AppliedArtifact,
     LearnerConfig,
     artifact_complete,
@@ -44,7 +44,7 @@ from generators.conceptbed.learners import (
     load_components,
     train_and_save,
 )
-from generators.conceptbed.sampling import (
+from conceptforge.generators.conceptbed.sampling import (
     concept_prompts,
     ensure_class_images,
     generate_image,
@@ -52,10 +52,10 @@ from generators.conceptbed.sampling import (
     png,
     reference_thumbnails,
 )
-from generators.conceptbed.spec import Concept, ConceptSpec
-from generators.runner import run_work_items
-from generators.store import ItemResult, ItemStore, atomic_write_bytes
-from generators.workitems import ShardSpec, WorkItem, derive_seed
+from conceptforge.generators.conceptbed.spec import Concept, ConceptSpec
+from conceptforge.runner import run_work_items
+from conceptforge.store import ItemResult, ItemStore, atomic_write_bytes
+from conceptforge.workitems import ShardSpec, WorkItem, derive_seed
 
 logger = logging.getLogger(__name__)
 

@@ -35,8 +35,8 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
-from generators.conceptbed.spec import Concept
-from generators.errors import ConceptforgeError
+from conceptforge.generators.conceptbed.spec import Concept
+from conceptforge.errors import ConceptforgeError
 
 logger = logging.getLogger(__name__)
 
@@ -339,7 +339,7 @@ class ConceptTrainer:
         step_callback: Callable[[int, float], None] | None = None,
     ) -> TrainState:
         """Optimise the learner's parameters for ``config.steps`` steps; returns the train state."""
-        from generators.workitems import derive_seed
+        from conceptforge.workitems import derive_seed
 
         config, comps, accelerator = self.config, self.components, self.accelerator
         if not concept.reference_images:

@@ -16,12 +16,12 @@ from typing import Any
 import torch
 from PIL import Image
 
-from generators.conceptbed.concepts import PACS_ENTITIES
-from generators.conceptbed.learners import class_prompt
-from generators.conceptbed.spec import Concept
-from generators.errors import ConceptforgeError
-from generators.store import atomic_write_bytes
-from generators.workitems import derive_seed
+from conceptforge.generators.conceptbed.concepts import PACS_ENTITIES
+from conceptforge.generators.conceptbed.learners import class_prompt
+from conceptforge.generators.conceptbed.spec import Concept
+from conceptforge.errors import ConceptforgeError
+from conceptforge.store import atomic_write_bytes
+from conceptforge.workitems import derive_seed
 
 logger = logging.getLogger(__name__)
 

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from generators.conceptbed.concepts import CONCEPT_KINDS, PACS_ENTITIES, library, readable
-from generators.cub import class_image_dir
-from generators.errors import ConceptforgeError
+from conceptforge.generators.conceptbed.concepts import CONCEPT_KINDS, PACS_ENTITIES, library, readable
+from conceptforge.cub import class_image_dir
+from conceptforge.errors import ConceptforgeError
 
 logger = logging.getLogger(__name__)
 

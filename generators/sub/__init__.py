@@ -2,7 +2,7 @@
 
 Python API (see docs/sub.md)::
 
-    from generators.sub import TDGFlux, TDGParams, generate, load_cub, load_spec, plan_pairs
+    from conceptforge.generators.sub import TDGFlux, TDGParams, generate, load_cub, load_spec, plan_pairs
 
     flux = TDGFlux.from_pretrained()                       # black-forest-labs/FLUX.1-dev
     pair = flux.generate(prompt_reference=..., prompt_guidance=..., seed=0, params=TDGParams(tmax=0.6))
@@ -11,10 +11,10 @@ Python API (see docs/sub.md)::
 Heavy imports (torch, diffusers) happen on first use of the generation classes.
 """
 
-from generators.cub import CubMetadata, load_cub
-from generators.sub.flux_tdg import DEFAULT_MODEL, GeneratedPair, TDGFlux
-from generators.sub.generate import FEATURES, GenerationSettings, RunSummary, build_work_items, generate
-from generators.sub.spec import (
+from conceptforge.cub import CubMetadata, load_cub
+from conceptforge.generators.sub.flux_tdg import DEFAULT_MODEL, GeneratedPair, TDGFlux
+from conceptforge.generators.sub.generate import FEATURES, GenerationSettings, RunSummary, build_work_items, generate
+from conceptforge.generators.sub.spec import (
     CandidateSpec,
     Pair,
     PairPlan,
@@ -26,7 +26,7 @@ from generators.sub.spec import (
     plan_reference_selection,
     read_candidate_spec,
 )
-from generators.sub.tdg import TDGParams, eta_schedule, tie, tie_mask, tie_pair
+from conceptforge.generators.sub.tdg import TDGParams, eta_schedule, tie, tie_mask, tie_pair
 
 __all__ = [
     "CubMetadata",

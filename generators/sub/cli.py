@@ -8,20 +8,20 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from generators.cli import setup_logging
-from generators.errors import ConceptforgeError
-from generators.cub import load_cub
-from generators.sub.flux_tdg import (
+from conceptforge.cli import setup_logging
+from conceptforge.errors import ConceptforgeError
+from conceptforge.cub import load_cub
+from conceptforge.generators.sub.flux_tdg import (
     DEFAULT_GUIDANCE,
     DEFAULT_MAX_SEQUENCE_LENGTH,
     DEFAULT_MODEL,
     DEFAULT_RESOLUTION,
     DEFAULT_STEPS,
 )
-from generators.sub.generate import FLUX_DEV_DEFAULT_LICENSE, GenerationSettings, generate
-from generators.sub.spec import PairPlan, load_spec, plan_pairs, plan_reference_selection, read_candidate_spec
-from generators.sub.tdg import TDGParams
-from generators.workitems import resolve_shard
+from conceptforge.generators.sub.generate import FLUX_DEV_DEFAULT_LICENSE, GenerationSettings, generate
+from conceptforge.generators.sub.spec import PairPlan, load_spec, plan_pairs, plan_reference_selection, read_candidate_spec
+from conceptforge.generators.sub.tdg import TDGParams
+from conceptforge.workitems import resolve_shard
 
 logger = logging.getLogger("conceptforge.sub")
 

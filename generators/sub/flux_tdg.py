@@ -22,8 +22,8 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from generators.errors import ConceptforgeError
-from generators.sub.tdg import TDGParams, eta_schedule, tie_pair
+from conceptforge.errors import ConceptforgeError
+from conceptforge.generators.sub.tdg import TDGParams, eta_schedule, tie_pair
 
 logger = logging.getLogger(__name__)
 

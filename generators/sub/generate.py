@@ -18,13 +18,13 @@ from typing import Any, Callable, Sequence
 
 from datasets import Features, Image as ImageFeature, Value
 
-from cards import DatasetMetadata, assemble_dataset_dir, make_sample_grid, render_card
-from cards.grid import png_bytes
-from generators.errors import ConceptforgeError
-from generators.runner import run_work_items
-from generators.store import ItemResult, ItemStore
-from generators.cub import display_name
-from generators.sub.flux_tdg import (
+from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, make_sample_grid, render_card
+from conceptforge.cards.grid import png_bytes
+from conceptforge.errors import ConceptforgeError
+from conceptforge.runner import run_work_items
+from conceptforge.store import ItemResult, ItemStore
+from conceptforge.cub import display_name
+from conceptforge.generators.sub.flux_tdg import (
     DEFAULT_GUIDANCE,
     DEFAULT_MAX_SEQUENCE_LENGTH,
     DEFAULT_MODEL,
@@ -32,9 +32,9 @@ from generators.sub.flux_tdg import (
     DEFAULT_STEPS,
     TDGFlux,
 )
-from generators.sub.spec import Pair, PairPlan
-from generators.sub.tdg import TDGParams
-from generators.workitems import ShardSpec, WorkItem, derive_seed
+from conceptforge.generators.sub.spec import Pair, PairPlan
+from conceptforge.generators.sub.tdg import TDGParams
+from conceptforge.workitems import ShardSpec, WorkItem, derive_seed
 
 logger = logging.getLogger(__name__)
 

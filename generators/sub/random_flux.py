@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from generators.tiny_models import clip_byte_tokenizer
+from conceptforge.generators.tiny_models import clip_byte_tokenizer
 
 #: The transformer of FLUX.1-dev (19 double-stream + 38 single-stream blocks, ~12B parameters).
 FLUX_DEV_TRANSFORMER: dict[str, Any] = {

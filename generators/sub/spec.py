@@ -18,9 +18,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from generators.errors import ConceptforgeError
-from generators.cub import CubMetadata, bird_name, display_name, split_attribute
-from generators.sub.tdg import TDGParams
+from conceptforge.errors import ConceptforgeError
+from conceptforge.cub import CubMetadata, bird_name, display_name, split_attribute
+from conceptforge.generators.sub.tdg import TDGParams
 
 CATEGORIES = ("colour", "shape", "pattern")
 
@@ -54,7 +54,7 @@ class SubSpec:
 
 @lru_cache(maxsize=1)
 def load_spec() -> SubSpec:
-    raw = json.loads(resources.files("generators.sub").joinpath("sub_spec.json").read_text(encoding="utf-8"))
+    raw = json.loads(resources.files("conceptforge.generators.sub").joinpath("sub_spec.json").read_text(encoding="utf-8"))
     groups = {
         name: GroupSpec(g["category"], g["phrase"], g.get("reference"), bool(g.get("from_paper", False)))
         for name, g in raw["groups"].items()

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from generators.errors import ConceptforgeError
+from conceptforge.errors import ConceptforgeError
 
 
 @dataclass(frozen=True)

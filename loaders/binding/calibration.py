@@ -14,8 +14,8 @@ from typing import Iterable
 
 import torch
 
-from loaders.binding.data import BindingSplit
-from loaders.binding.scoring import accuracy
+from conceptforge.loaders.binding.data import BindingSplit
+from conceptforge.loaders.binding.scoring import accuracy
 
 
 def seen_mask(split: BindingSplit, seen_labels: Iterable[str]) -> torch.Tensor:

@@ -7,8 +7,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from generators.errors import ConceptforgeError
-from loaders.data import image_column_raw, load_split, require_columns
+from conceptforge.errors import ConceptforgeError
+from conceptforge.loaders.data import image_column_raw, load_split, require_columns
 
 logger = logging.getLogger(__name__)
 

@@ -8,12 +8,12 @@ from typing import Any, Sequence
 
 import torch
 
-from generators.errors import ConceptforgeError
-from loaders.binding.data import ADJ_NOUN, SPLITS, BindingSplit, load_binding
-from loaders.binding.models import MODEL_KINDS, PROMPT, Vocabulary
-from loaders.binding.scoring import ADJ_NOUN_ERRORS, RELATION_ERRORS, accuracy, error_breakdown, kind_breakdown
-from loaders.binding.train import RunResult, TrainConfig, train_run
-from loaders.reports import markdown_table, mean_se, pct, pct_se
+from conceptforge.errors import ConceptforgeError
+from conceptforge.loaders.binding.data import ADJ_NOUN, SPLITS, BindingSplit, load_binding
+from conceptforge.loaders.binding.models import MODEL_KINDS, PROMPT, Vocabulary
+from conceptforge.loaders.binding.scoring import ADJ_NOUN_ERRORS, RELATION_ERRORS, accuracy, error_breakdown, kind_breakdown
+from conceptforge.loaders.binding.train import RunResult, TrainConfig, train_run
+from conceptforge.loaders.reports import markdown_table, mean_se, pct, pct_se
 
 logger = logging.getLogger(__name__)
 
@@ -122,7 +122,7 @@ def evaluate_binding(
     template: str = PROMPT,
 ) -> BindingReport:
     """Evaluate ``models`` on one binding dataset (local dir / Hub id, or loaded splits)."""
-    from loaders.embeddings import EmbeddingModel
+    from conceptforge.loaders.embeddings import EmbeddingModel
 
     unknown = [m for m in models if m not in ALL_MODELS]
     if unknown:

@@ -22,8 +22,8 @@ from typing import Any, Sequence
 import torch
 from torch import nn
 
-from generators.errors import ConceptforgeError
-from loaders.binding.data import ADJ_NOUN, RELATIONAL, BindingSplit, parse_label
+from conceptforge.errors import ConceptforgeError
+from conceptforge.loaders.binding.data import ADJ_NOUN, RELATIONAL, BindingSplit, parse_label
 
 CDSM_KINDS = ("add", "mult", "conv", "tl", "rf")
 MODEL_KINDS = ("csp", *CDSM_KINDS, "clip-ft")
@@ -191,7 +191,7 @@ class CSP(_FrozenClipText):
         input_ids = torch.tensor([self.prefix_ids + [self.filler_id] * arity + [self.eos_id]] * len(phrases), device=self.device_)
         self._pending = self.soft[idx]
         try:
-            from loaders.embeddings import _features
+            from conceptforge.loaders.embeddings import _features
 
             features = _features(self.clip.get_text_features(input_ids=input_ids))
         finally:
@@ -216,14 +216,14 @@ class ClipFT(_FrozenClipText):
         self.clip.train()
 
     def encode(self, phrases: Sequence[str]) -> torch.Tensor:
-        from loaders.embeddings import _features
+        from conceptforge.loaders.embeddings import _features
 
         inputs = self.tokenizer([PROMPT.format(label=p) for p in phrases], padding=True, truncation=True, return_tensors="pt")
         inputs = {k: v.to(self.device_) for k, v in inputs.items() if k in ("input_ids", "attention_mask")}
         return _features(self.clip.get_text_features(**inputs)).float()
 
     def encode_images(self, batch: Any) -> torch.Tensor:
-        from loaders.embeddings import _features, load_pil
+        from conceptforge.loaders.embeddings import _features, load_pil
 
         pixels = self.image_processor(images=[load_pil(i) for i in batch], return_tensors="pt")["pixel_values"]
         return _features(self.clip.get_image_features(pixel_values=pixels.to(self.device_))).float()

@@ -15,7 +15,7 @@ from typing import Sequence
 
 import torch
 
-from loaders.binding.data import ADJ_NOUN, BindingSplit, parse_label
+from conceptforge.loaders.binding.data import ADJ_NOUN, BindingSplit, parse_label
 
 ADJ_NOUN_ERRORS = ("Adj", "Noun", "Both")
 RELATION_ERRORS = ("bRa", "aSb", "aRc", "cRb")

@@ -22,10 +22,10 @@ from typing import Any, Sequence
 import torch
 import torch.nn.functional as F
 
-from loaders.binding.calibration import calibrate, seen_mask
-from loaders.binding.data import BindingSplit
-from loaders.binding.models import CDSM_KINDS, DEFAULT_LR, PhraseModel, Vocabulary, build_model
-from loaders.binding.scoring import accuracy, error_breakdown, kind_breakdown
+from conceptforge.loaders.binding.calibration import calibrate, seen_mask
+from conceptforge.loaders.binding.data import BindingSplit
+from conceptforge.loaders.binding.models import CDSM_KINDS, DEFAULT_LR, PhraseModel, Vocabulary, build_model
+from conceptforge.loaders.binding.scoring import accuracy, error_breakdown, kind_breakdown
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """CompMap (paper 002): concept activations, composition models, usefulness and interpretability."""
 
-from loaders.compmap.logreg import LogRegConfig, LogRegModel, fit_logreg
-from loaders.compmap.metrics import (
+from conceptforge.loaders.compmap.logreg import LogRegConfig, LogRegModel, fit_logreg
+from conceptforge.loaders.compmap.metrics import (
     CzslResult,
     accuracy,
     calibration_biases,
@@ -11,7 +11,7 @@ from loaders.compmap.metrics import (
     intervene_partial,
     weight_analysis,
 )
-from loaders.compmap.sampler import EpisodeSpec, Episodes, sample_episodes
+from conceptforge.loaders.compmap.sampler import EpisodeSpec, Episodes, sample_episodes
 
 __all__ = [
     "CzslResult",

@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from generators.errors import ConceptforgeError
+from conceptforge.errors import ConceptforgeError
 
 logger = logging.getLogger(__name__)
 
@@ -125,7 +125,7 @@ class ItmScorer:
     @torch.no_grad()
     def score_image(self, image: Any, texts: list[str], *, batch_size: int = 64) -> Tensor:
         """[T] match scores of one image against ``texts``."""
-        from loaders.embeddings import load_pil
+        from conceptforge.loaders.embeddings import load_pil
 
         pil = load_pil(image)
         out = []

@@ -17,7 +17,7 @@ import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from loaders.compmap._threads import single_thread_if
+from conceptforge.loaders.compmap._threads import single_thread_if
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from generators.cub import (
+from conceptforge.cub import (
     IMAGE_ATTRIBUTE_LABELS,
     IMAGES,
     TRAIN_TEST_SPLIT,
@@ -24,7 +24,7 @@ from generators.cub import (
     iter_image_attribute_labels,
     split_attribute,
 )
-from generators.errors import ConceptforgeError
+from conceptforge.errors import ConceptforgeError
 
 logger = logging.getLogger(__name__)
 

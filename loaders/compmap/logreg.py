@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from loaders.compmap._threads import single_thread_if
+from conceptforge.loaders.compmap._threads import single_thread_if
 
 logger = logging.getLogger(__name__)
 

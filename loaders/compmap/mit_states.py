@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from generators.errors import ConceptforgeError
+from conceptforge.errors import ConceptforgeError
 
 logger = logging.getLogger(__name__)
 

@@ -15,11 +15,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from generators.errors import ConceptforgeError
-from loaders.compmap.activations import ConceptVocabulary, ItmScorer, concept_text_embeddings, dual_encoder_activations, itm_activations
-from loaders.compmap.cub import CubData
-from loaders.compmap.mit_states import MitStatesData, Pair
-from loaders.compmap.prompts import TemplateChoice, cub_attribute_prompts, mit_prompts
+from conceptforge.errors import ConceptforgeError
+from conceptforge.loaders.compmap.activations import ConceptVocabulary, ItmScorer, concept_text_embeddings, dual_encoder_activations, itm_activations
+from conceptforge.loaders.compmap.cub import CubData
+from conceptforge.loaders.compmap.mit_states import MitStatesData, Pair
+from conceptforge.loaders.compmap.prompts import TemplateChoice, cub_attribute_prompts, mit_prompts
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ def display_name(model_id: str) -> str:
 
 def load_vl_model(model_id: str, *, kind: str = "auto", revision: str | None = None, device: str | None = None, cache_dir: str | None = None, name: str | None = None) -> VLModel:
     """Load ``model_id`` as a dual encoder or ITM model (``kind='auto'`` reads its config)."""
-    from loaders.embeddings import EmbeddingModel, resolve_model_revision
+    from conceptforge.loaders.embeddings import EmbeddingModel, resolve_model_revision
 
     if kind == "auto":
         from transformers import AutoConfig

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from generators.errors import ConceptforgeError
+from conceptforge.errors import ConceptforgeError
 
 TABLE_A3_TEMPLATES: tuple[str, ...] = (
     "itap of a {}",

@@ -17,9 +17,9 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from loaders.compmap.contrastive import ContrastiveConfig, train_contrastive
-from loaders.compmap.logreg import LogRegConfig, LogRegModel, fit_logreg
-from loaders.compmap.metrics import (
+from conceptforge.loaders.compmap.contrastive import ContrastiveConfig, train_contrastive
+from conceptforge.loaders.compmap.logreg import LogRegConfig, LogRegModel, fit_logreg
+from conceptforge.loaders.compmap.metrics import (
     CzslRowStats,
     accuracy,
     czsl_row_stats,
@@ -29,8 +29,8 @@ from loaders.compmap.metrics import (
     intervene_partial,
     weight_analysis,
 )
-from loaders.compmap.mit_states import MitStatesData
-from loaders.compmap.sampler import EpisodeSpec, sample_episodes
+from conceptforge.loaders.compmap.mit_states import MitStatesData
+from conceptforge.loaders.compmap.sampler import EpisodeSpec, sample_episodes
 
 logger = logging.getLogger(__name__)
 

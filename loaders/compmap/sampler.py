@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from generators.errors import ConceptforgeError
-from generators.workitems import derive_seed
+from conceptforge.errors import ConceptforgeError
+from conceptforge.workitems import derive_seed
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,10 @@ import pytest
 from datasets import Features
 from PIL import Image, ImageDraw
 
-from cards import DatasetMetadata, assemble_dataset_dir, render_card
-from filters.sub_pipeline import VQA_FEATURES
-from generators.conceptbed.generate import FEATURES as CONCEPTBED_GENERATED_FEATURES
-from generators.sub.generate import SCHEMA_FEATURES as SUB_SCHEMA_FEATURES
+from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
+from conceptforge.filters.sub_pipeline import VQA_FEATURES
+from conceptforge.generators.conceptbed.generate import FEATURES as CONCEPTBED_GENERATED_FEATURES
+from conceptforge.generators.sub.generate import SCHEMA_FEATURES as SUB_SCHEMA_FEATURES
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -176,7 +176,7 @@ class RunningServer:
     """An annotation server on a free port in a background thread."""
 
     def __init__(self, app) -> None:
-        from filters.annotation.server import make_server, server_url, wait_until_serving
+        from conceptforge.filters.annotation.server import make_server, server_url, wait_until_serving
 
         self.app = app
         self.server = make_server(app, host="127.0.0.1", port=0)
@@ -194,7 +194,7 @@ class RunningServer:
 @pytest.fixture
 def serve_study(tmp_path):
     """``serve_study(dataset_dir, study, **settings)`` -> RunningServer; closed after the test."""
-    from filters.annotation.session import StudySettings, open_study
+    from conceptforge.filters.annotation.session import StudySettings, open_study
 
     running = []
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from filters.annotation.apply import apply_results
-from filters.annotation.results import Rules
-from filters.annotation.session import export_results
-from filters.annotation.studies import ANSWER_SCORES
+from conceptforge.filters.annotation.apply import apply_results
+from conceptforge.filters.annotation.results import Rules
+from conceptforge.filters.annotation.session import export_results
+from conceptforge.filters.annotation.studies import ANSWER_SCORES
 
 CHROMIUM = Path("/usr/bin/chromium")
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(),

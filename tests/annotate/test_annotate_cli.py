@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from filters.annotation.session import StudySettings, open_study
+from conceptforge.filters.annotation.session import StudySettings, open_study
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "annotate.py"

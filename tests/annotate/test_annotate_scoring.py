@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from filters.annotation.db import Annotation
-from filters.annotation.results import Rules, compute_results, row_decision
-from filters.annotation.sampling import annotator_order, sample_items
-from filters.annotation.stats import krippendorff_alpha, pearson, percent_agreement
-from filters.annotation.studies import get_study, validate_answers
-from generators.errors import ConceptforgeError
+from conceptforge.filters.annotation.db import Annotation
+from conceptforge.filters.annotation.results import Rules, compute_results, row_decision
+from conceptforge.filters.annotation.sampling import annotator_order, sample_items
+from conceptforge.filters.annotation.stats import krippendorff_alpha, pearson, percent_agreement
+from conceptforge.filters.annotation.studies import get_study, validate_answers
+from conceptforge.errors import ConceptforgeError
 
 # ConceptBed Table 3 (rows: TI-LDM, TI-SD, DreamBooth, Custom Diffusion).
 TABLE3 = {

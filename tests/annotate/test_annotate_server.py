@@ -11,9 +11,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from filters.annotation.db import AnnotationDB
-from filters.annotation.server import StudyApp
-from filters.annotation.session import StudySettings, open_study
+from conceptforge.filters.annotation.db import AnnotationDB
+from conceptforge.filters.annotation.server import StudyApp
+from conceptforge.filters.annotation.session import StudySettings, open_study
 
 
 def request(url: str, method: str, path: str, body: bytes | None = None, headers: dict | None = None):
@@ -171,7 +171,7 @@ def test_concurrent_annotators_lose_no_writes(sub_dataset, serve_study, tmp_path
 
 
 def test_resume_keeps_the_sample_and_refuses_other_settings(sub_dataset, tmp_path):
-    from generators.errors import ConceptforgeError
+    from conceptforge.errors import ConceptforgeError
 
     settings = StudySettings(dataset_dir=sub_dataset, study="sub-attribute", db=tmp_path / "s.sqlite", per_group=2)
     app, config = open_study(settings)

@@ -5,7 +5,7 @@ from collections import Counter
 
 import pytest
 
-from generators.binding.compositions import (
+from conceptforge.generators.binding.compositions import (
     ADJ_NOUN_HELD_OUT,
     ALL_ADJ_NOUN,
     ALL_FACTS,
@@ -17,7 +17,7 @@ from generators.binding.compositions import (
     split_classes,
     two_object_candidates,
 )
-from generators.binding.vocab import COLORS, OPPOSITE_RELATION, RELATIONS, SHAPES
+from conceptforge.generators.binding.vocab import COLORS, OPPOSITE_RELATION, RELATIONS, SHAPES
 
 
 def test_class_counts_match_table_1():

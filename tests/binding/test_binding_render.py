@@ -163,8 +163,8 @@ def test_pinhole_projection_matches_blender(tmp_path):
     code = r"""
 import random, json
 import bpy
-from generators.binding.scene import *
-from generators.binding.render_blender import BlenderRenderer
+from conceptforge.generators.binding.scene import *
+from conceptforge.generators.binding.render_blender import BlenderRenderer
 from bpy_extras.object_utils import world_to_camera_view
 rng = random.Random(4)
 errors = []

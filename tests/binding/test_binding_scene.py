@@ -5,9 +5,9 @@ import random
 
 import pytest
 
-from generators.binding.compositions import SPLITS, allowed_in_picture, adj_noun_split, fact_split
-from generators.binding.dataset import BindingConfig, plan_items, sample_scene
-from generators.binding.scene import (
+from conceptforge.generators.binding.compositions import SPLITS, allowed_in_picture, adj_noun_split, fact_split
+from conceptforge.generators.binding.dataset import BindingConfig, plan_items, sample_scene
+from conceptforge.generators.binding.scene import (
     Camera,
     ObjectRequest,
     PlacementError,
@@ -17,7 +17,7 @@ from generators.binding.scene import (
     relation_holds,
     relations_between,
 )
-from generators.errors import ConceptforgeError
+from conceptforge.errors import ConceptforgeError
 
 
 def test_placement_respects_gaps_and_margins():

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from tests.compmap.synthetic import write_fake_cub, write_fake_mit_states
-from generators.tiny_models import build_tiny_clip
+from conceptforge.generators.tiny_models import build_tiny_clip
 
 
 @pytest.fixture(scope="session")

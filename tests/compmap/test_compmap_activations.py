@@ -5,11 +5,11 @@ import pytest
 import torch
 from PIL import Image
 
-from generators.errors import ConceptforgeError
-from loaders.compmap.activations import ConceptVocabulary, ItmScorer, concept_text_embeddings, dual_encoder_activations, group_softmax, itm_activations
-from loaders.compmap.cub import load_cub
-from loaders.compmap.pipeline import cub_vocabulary, load_vl_model
-from loaders.compmap.prompts import TABLE_A3_TEMPLATES, cub_attribute_prompts, mit_prompts, parse_templates
+from conceptforge.errors import ConceptforgeError
+from conceptforge.loaders.compmap.activations import ConceptVocabulary, ItmScorer, concept_text_embeddings, dual_encoder_activations, group_softmax, itm_activations
+from conceptforge.loaders.compmap.cub import load_cub
+from conceptforge.loaders.compmap.pipeline import cub_vocabulary, load_vl_model
+from conceptforge.loaders.compmap.prompts import TABLE_A3_TEMPLATES, cub_attribute_prompts, mit_prompts, parse_templates
 
 
 def test_templates():

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from generators.cli import run_cli
+from conceptforge.cli import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 

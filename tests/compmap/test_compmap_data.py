@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from generators.errors import ConceptforgeError
-from loaders.compmap.cub import load_cub, parse_attribute_name
-from loaders.compmap.mit_states import load_mit_states
+from conceptforge.errors import ConceptforgeError
+from conceptforge.loaders.compmap.cub import load_cub, parse_attribute_name
+from conceptforge.loaders.compmap.mit_states import load_mit_states
 from tests.compmap.synthetic import GROUPS, MIT_ATTRS, MIT_OBJS, MIT_SPLITS, write_fake_cub
 
 

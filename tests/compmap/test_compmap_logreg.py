@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from loaders.compmap.logreg import LogRegConfig, fit_logreg
+from conceptforge.loaders.compmap.logreg import LogRegConfig, fit_logreg
 
 
 def _objective(coef, intercept, X, y, C=1.0):

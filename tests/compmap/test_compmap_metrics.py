@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from loaders.compmap.metrics import (
+from conceptforge.loaders.compmap.metrics import (
     accuracy,
     calibration_biases,
     generalized_czsl,
@@ -83,7 +83,7 @@ def test_weight_analysis_on_known_weights():
 
 
 def test_row_blocks_give_the_same_sweep_as_the_whole_matrix():
-    from loaders.compmap.metrics import CzslRowStats, czsl_row_stats, generalized_czsl_from_stats
+    from conceptforge.loaders.compmap.metrics import CzslRowStats, czsl_row_stats, generalized_czsl_from_stats
 
     g = torch.Generator().manual_seed(3)
     scores = torch.randn(300, 40, generator=g)
@@ -94,6 +94,6 @@ def test_row_blocks_give_the_same_sweep_as_the_whole_matrix():
         assert generalized_czsl_from_stats(stats, topk=k) == generalized_czsl(scores, labels, seen, topk=k)
         # top-k hits agree with torch.topk on tie-free scores at bias 0
         hits = (scores.topk(k, dim=1).indices == labels[:, None]).any(1)
-        from loaders.compmap.metrics import _hits
+        from conceptforge.loaders.compmap.metrics import _hits
 
         assert torch.equal(_hits(stats, 0.0, k), hits)

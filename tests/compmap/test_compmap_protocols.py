@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from loaders.compmap.contrastive import ContrastiveConfig, train_contrastive
-from loaders.compmap.logreg import LogRegConfig
-from loaders.compmap.metrics import generalized_czsl
-from loaders.compmap.protocols import CubProtocol, evaluate_cub
+from conceptforge.loaders.compmap.contrastive import ContrastiveConfig, train_contrastive
+from conceptforge.loaders.compmap.logreg import LogRegConfig
+from conceptforge.loaders.compmap.metrics import generalized_czsl
+from conceptforge.loaders.compmap.protocols import CubProtocol, evaluate_cub
 
 
 def _bird_world(num_classes=12, per_class=12, groups=(4, 4, 3, 5), seed=0):

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from generators.errors import ConceptforgeError
-from loaders.compmap.sampler import EpisodeSpec, sample_episodes
+from conceptforge.errors import ConceptforgeError
+from conceptforge.loaders.compmap.sampler import EpisodeSpec, sample_episodes
 
 LABELS = np.repeat(np.arange(12), 9)  # 12 classes x 9 images
 

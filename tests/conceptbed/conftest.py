@@ -23,7 +23,7 @@ def _image(seed: int, size: int = 40, tint: tuple[int, int, int] = (0, 0, 0)) ->
 
 @pytest.fixture(scope="session")
 def tiny_sd(tmp_path_factory) -> Path:
-    from generators.conceptbed.tiny import build_tiny_sd
+    from conceptforge.generators.conceptbed.tiny import build_tiny_sd
 
     return build_tiny_sd(tmp_path_factory.mktemp("tiny-sd") / "sd")
 
@@ -32,7 +32,7 @@ def tiny_sd(tmp_path_factory) -> Path:
 def datasets_root(tmp_path_factory) -> Path:
     """PACS (2 styles x 7 entities), ImageNet (WordNet-id folders + mapping), CUB (2 classes)."""
     root = tmp_path_factory.mktemp("refs")
-    from generators.conceptbed.concepts import PACS_ENTITIES
+    from conceptforge.generators.conceptbed.concepts import PACS_ENTITIES
 
     for s, style in enumerate(("art_painting", "sketch")):
         for e, entity in enumerate(PACS_ENTITIES):
@@ -98,7 +98,7 @@ def run_script(capsys):
     """
     import importlib.util
 
-    from generators.cli import run_cli
+    from conceptforge.cli import run_cli
 
     repo = Path(__file__).resolve().parents[2]
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from generators.conceptbed.composition import (
+from conceptforge.generators.conceptbed.composition import (
     generate_questions,
     load_captions,
     load_categoriser,
@@ -14,7 +14,7 @@ from generators.conceptbed.composition import (
     substitute_subject,
     with_questions_and_categories,
 )
-from generators.errors import ConceptforgeError
+from conceptforge.errors import ConceptforgeError
 
 TABLE4 = [
     ("two birds standing on branches", ["are there two birds?", "are there branches?"]),
@@ -88,7 +88,7 @@ def test_caption_errors(tmp_path):
 
 def test_pluggable_categoriser():
     assert load_categoriser("rules") is rule_based_categories
-    function = load_categoriser("generators.conceptbed.composition:rule_based_categories")
+    function = load_categoriser("conceptforge.generators.conceptbed.composition:rule_based_categories")
     assert function("two cats") == ["counting"]
     with pytest.raises(ConceptforgeError):
         load_categoriser("no_such_module:f")

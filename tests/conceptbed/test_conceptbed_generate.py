@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from datasets import load_dataset
 
-from generators.conceptbed.generate import ConceptBedGenerator, GenerateOptions
-from generators.conceptbed.learners import LearnerConfig
-from generators.conceptbed.spec import load_spec
-from generators.workitems import ShardSpec
+from conceptforge.generators.conceptbed.generate import ConceptBedGenerator, GenerateOptions
+from conceptforge.generators.conceptbed.learners import LearnerConfig
+from conceptforge.generators.conceptbed.spec import load_spec
+from conceptforge.workitems import ShardSpec
 
 
 REPO = Path(__file__).resolve().parents[2]
@@ -87,7 +87,7 @@ def test_shards_split_concepts(tmp_path, tiny_sd, datasets_root, write_spec):
 
 
 def test_resume_with_other_settings_is_refused(tmp_path, tiny_sd, datasets_root, write_spec):
-    from generators.errors import ConceptforgeError
+    from conceptforge.errors import ConceptforgeError
 
     spec = load_spec(write_spec(tmp_path, datasets_root, ["beagle"]))
     out = tmp_path / "out"

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from generators.conceptbed.learners import (
+from conceptforge.generators.conceptbed.learners import (
     AppliedArtifact,
     ConceptTrainer,
     LearnerConfig,
@@ -16,9 +16,9 @@ from generators.conceptbed.learners import (
     save_artifact,
     write_artifact_atomically,
 )
-from generators.conceptbed.sampling import generate_image, load_pipeline
-from generators.conceptbed.spec import Concept
-from generators.errors import ConceptforgeError
+from conceptforge.generators.conceptbed.sampling import generate_image, load_pipeline
+from conceptforge.generators.conceptbed.spec import Concept
+from conceptforge.errors import ConceptforgeError
 
 
 def _concept(datasets_root, name="beagle", kind="object", parent="dog"):
@@ -149,7 +149,7 @@ def test_missing_model_is_a_one_line_error(tmp_path):
 
 
 def test_dreambooth_step_uses_instance_and_class_images(tiny_sd, datasets_root, monkeypatch):
-    import generators.conceptbed.learners as learners
+    import conceptforge.generators.conceptbed.learners as learners
 
     calls = []
     real = learners.prior_preservation_loss

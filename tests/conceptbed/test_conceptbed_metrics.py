@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from generators.errors import ConceptforgeError
-from loaders.conceptbed import (
+from conceptforge.errors import ConceptforgeError
+from conceptforge.loaders.conceptbed import (
     ORIGINAL,
     ScoreRecord,
     compute_metrics,

@@ -13,11 +13,11 @@ import pytest
 import torch
 from PIL import Image
 
-from filters.conceptbed_oracle_training import OracleTrainingConfig, finetune_oracle, oracle_loss, outlier_exposure_loss
-from filters.conceptbed_oracles import VQAOracle, load_concept_oracle, score_concepts
-from filters.conceptbed_scoring import oracle_concepts
-from generators.conceptbed.tiny import build_tiny_classifier, build_tiny_vilt
-from generators.errors import ConceptforgeError
+from conceptforge.filters.conceptbed_oracle_training import OracleTrainingConfig, finetune_oracle, oracle_loss, outlier_exposure_loss
+from conceptforge.filters.conceptbed_oracles import VQAOracle, load_concept_oracle, score_concepts
+from conceptforge.filters.conceptbed_scoring import oracle_concepts
+from conceptforge.generators.conceptbed.tiny import build_tiny_classifier, build_tiny_vilt
+from conceptforge.errors import ConceptforgeError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -102,9 +102,9 @@ def _run(script, *args, cwd):
 
 
 def test_evaluate_cli_end_to_end(tmp_path, tiny_sd, datasets_root, captions_file, write_spec, oracles, run_script):
-    from generators.conceptbed.generate import ConceptBedGenerator, GenerateOptions
-    from generators.conceptbed.learners import LearnerConfig
-    from generators.conceptbed.spec import load_spec
+    from conceptforge.generators.conceptbed.generate import ConceptBedGenerator, GenerateOptions
+    from conceptforge.generators.conceptbed.learners import LearnerConfig
+    from conceptforge.generators.conceptbed.spec import load_spec
 
     spec_path = write_spec(tmp_path, datasets_root, ["art_painting", "sketch", "beagle", "001.Black_footed_Albatross", "002.Laysan_Albatross"], captions_file)
     object_oracle = oracles["object"]

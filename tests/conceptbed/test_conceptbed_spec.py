@@ -7,9 +7,9 @@ from collections import Counter
 
 import pytest
 
-from generators.conceptbed.concepts import CUB_CLASSES, IMAGENET_CONCEPTS, PACS_STYLES, library
-from generators.conceptbed.spec import expand_concept_names, load_spec
-from generators.errors import ConceptforgeError
+from conceptforge.generators.conceptbed.concepts import CUB_CLASSES, IMAGENET_CONCEPTS, PACS_STYLES, library
+from conceptforge.generators.conceptbed.spec import expand_concept_names, load_spec
+from conceptforge.errors import ConceptforgeError
 
 
 def test_library_matches_table9():

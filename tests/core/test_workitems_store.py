@@ -4,10 +4,10 @@ import pytest
 from datasets import ClassLabel, Features, Image as ImageFeature, Value, load_dataset
 from PIL import Image
 
-from cards import DatasetMetadata, assemble_dataset_dir, render_card
-from cards.dataset_dir import is_complete_dataset_dir
-from cards.grid import png_bytes
-from generators import (
+from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
+from conceptforge.cards.dataset_dir import is_complete_dataset_dir
+from conceptforge.cards.grid import png_bytes
+from conceptforge import (
     ConceptforgeError,
     ItemResult,
     ItemStore,

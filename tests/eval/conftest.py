@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from generators.tiny_models import build_tiny_clip
+from conceptforge.generators.tiny_models import build_tiny_clip
 
 
 @pytest.fixture(autouse=True)
@@ -28,7 +28,7 @@ def tiny_clip_dir(tmp_path_factory):
 
 @pytest.fixture()
 def embedder(tiny_clip_dir, tmp_path):
-    from loaders.embeddings import EmbeddingModel
+    from conceptforge.loaders.embeddings import EmbeddingModel
 
     model = EmbeddingModel.from_pretrained(str(tiny_clip_dir), cache_dir=tmp_path / "emb-cache", device="cpu")
     yield model

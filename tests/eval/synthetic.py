@@ -93,7 +93,7 @@ def sub_features():
 
 
 def write_dataset(out_dir: Path, splits: dict[str, list[dict]], features) -> Path:
-    from cards import assemble_dataset_dir
+    from conceptforge.cards import assemble_dataset_dir
 
     assemble_dataset_dir(
         out_dir,

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from generators.errors import ConceptforgeError
-from loaders.binding import TrainConfig, evaluate_binding, load_binding
-from loaders.binding.calibration import calibrate
-from loaders.binding.data import BindingSplit
+from conceptforge.errors import ConceptforgeError
+from conceptforge.loaders.binding import TrainConfig, evaluate_binding, load_binding
+from conceptforge.loaders.binding.calibration import calibrate
+from conceptforge.loaders.binding.data import BindingSplit
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -48,7 +48,7 @@ def test_zero_shot_uses_the_stored_order_and_the_spaced_prompt(embedder, single_
     seen = []
     original = embedder.embed_texts
     monkeypatch.setattr(embedder, "embed_texts", lambda texts, **kw: seen.extend(texts) or original(texts, **kw))
-    from loaders.binding.evaluate import zero_shot_scores
+    from conceptforge.loaders.binding.evaluate import zero_shot_scores
 
     splits = load_binding(str(single_object_dir), splits=["val"])
     scores = zero_shot_scores(embedder, splits["val"])
@@ -107,7 +107,7 @@ def _evaluate_main():
 
 
 def test_cli_bad_input_is_one_line(tiny_clip_dir, relational_dir, tmp_path, capsys, monkeypatch):
-    from generators.cli import run_cli
+    from conceptforge.cli import run_cli
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     main = _evaluate_main()

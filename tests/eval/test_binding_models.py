@@ -3,10 +3,10 @@ import itertools
 import pytest
 import torch
 
-from loaders.binding.data import ADJ_NOUN, RELATIONAL, BindingSplit
-from loaders.binding.models import CDSM, CSP, Vocabulary, circular_convolution, circular_convolution_direct
-from loaders.binding.scoring import accuracy, error_breakdown, prediction_mass
-from loaders.binding.train import TrainConfig, candidate_scores, train_run
+from conceptforge.loaders.binding.data import ADJ_NOUN, RELATIONAL, BindingSplit
+from conceptforge.loaders.binding.models import CDSM, CSP, Vocabulary, circular_convolution, circular_convolution_direct
+from conceptforge.loaders.binding.scoring import accuracy, error_breakdown, prediction_mass
+from conceptforge.loaders.binding.train import TrainConfig, candidate_scores, train_run
 
 SHAPES = ["cube", "sphere", "cylinder"]
 REL_VOCAB = Vocabulary(RELATIONAL, nouns=SHAPES, adjectives=[], relations=["behind", "front", "left", "right"])

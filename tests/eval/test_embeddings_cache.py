@@ -6,8 +6,8 @@ import pytest
 import torch
 from PIL import Image
 
-from generators.errors import ConceptforgeError
-from loaders.embeddings import EmbeddingModel, image_key
+from conceptforge.errors import ConceptforgeError
+from conceptforge.loaders.embeddings import EmbeddingModel, image_key
 
 
 def _images(n, size=(40, 30)):

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from generators.errors import ConceptforgeError
-from generators.cub import load_cub
-from loaders.sub import evaluate_cbm, evaluate_vlm, load_sub
+from conceptforge.errors import ConceptforgeError
+from conceptforge.cub import load_cub
+from conceptforge.loaders.sub import evaluate_cbm, evaluate_vlm, load_sub
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -49,7 +49,7 @@ def test_evaluate_vlm_with_tiny_clip(embedder, sub_dir, fake_cub):
     assert 0 <= report.s_plus <= 1 and 0 <= report.s_minus <= 1
     # the report agrees with a direct argmax over the same prompts
     items = load_sub(str(sub_dir), cub=cub)
-    from loaders.sub import attribute_prompt
+    from conceptforge.loaders.sub import attribute_prompt
 
     options = cub.groups[items[0].group] + [None]
     text = embedder.embed_texts([attribute_prompt(a) if a else "a photo of a bird" for a in options])
@@ -94,7 +94,7 @@ def test_cli_vlm_and_cbm_writes_json(tiny_clip_dir, sub_dir, fake_cub, tmp_path)
 def test_cli_sub_bad_input_is_one_line(sub_dir, fake_cub, tmp_path, capsys):
     import importlib.util
 
-    from generators.cli import run_cli
+    from conceptforge.cli import run_cli
 
     spec = importlib.util.spec_from_file_location("evaluate_script", REPO / "scripts" / "evaluate.py")
     module = importlib.util.module_from_spec(spec)

@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
-from generators.errors import ConceptforgeError
-from generators.cub import load_cub, to_cub_attribute
-from loaders.sub import SubItem, build_report, cbm_concept_names, score_cbm_predictions, score_vlm_predictions
+from conceptforge.errors import ConceptforgeError
+from conceptforge.cub import load_cub, to_cub_attribute
+from conceptforge.loaders.sub import SubItem, build_report, cbm_concept_names, score_cbm_predictions, score_vlm_predictions
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,9 @@ from typing import Iterable, Sequence
 
 from PIL import Image
 
-from cards import DatasetMetadata, assemble_dataset_dir, render_card
-from cards.grid import png_bytes
-from generators.sub.generate import SCHEMA_FEATURES
+from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
+from conceptforge.cards.grid import png_bytes
+from conceptforge.generators.sub.generate import SCHEMA_FEATURES
 
 MINI_ATTRIBUTES = [
     "has_bill_shape::curved_(up_or_down)",

@@ -13,7 +13,7 @@ from typing import Sequence
 
 import torch
 
-from generators.tiny_models import byte_symbols
+from conceptforge.generators.tiny_models import byte_symbols
 
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
@@ -111,7 +111,7 @@ def build_tiny_internvl(path: Path, *, seed: int = 0) -> Path:
     from transformers import InternVLConfig, InternVLForConditionalGeneration, InternVLProcessor, Qwen2Tokenizer
     from transformers.models.got_ocr2.image_processing_pil_got_ocr2 import GotOcr2ImageProcessorPil
 
-    from filters.vqa import without_video_processor
+    from conceptforge.filters.vqa import without_video_processor
 
     specials = {"start_image_token": "<img>", "end_image_token": "</img>",
                 "context_image_token": "<IMG_CONTEXT>", "video_token": "<video>"}

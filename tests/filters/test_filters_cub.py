@@ -1,10 +1,10 @@
 import pytest
 
-from filters.candidate_selection import group_answers
-from generators.cub import CubDataset, load_attributes, split_attribute
-from generators.cub import bird_name as class_short_name
-from generators import ItemResult, ItemStore, WorkItem
-from generators.errors import ConceptforgeError
+from conceptforge.filters.candidate_selection import group_answers
+from conceptforge.cub import CubDataset, load_attributes, split_attribute
+from conceptforge.cub import bird_name as class_short_name
+from conceptforge import ItemResult, ItemStore, WorkItem
+from conceptforge.errors import ConceptforgeError
 
 from filters_fixtures import MINI_ATTRIBUTES
 

@@ -10,14 +10,14 @@ import pytest
 from datasets import Features, Image as ImageFeature, Value
 from PIL import Image
 
-from cards import DatasetMetadata, assemble_dataset_dir, render_card
-from filters.candidate_selection import (
+from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
+from conceptforge.filters.candidate_selection import (
     BirdAccuracy, GroupAnswer, reference_bird_accuracy, search_thresholds, select_birds, threshold_grid,
 )
-from filters.classifier_oracle import ClassifierOracle, OracleError, map_labels, normalize_label
-from filters.dataset_io import open_split
-from generators.cli import run_cli
-from generators.errors import ConceptforgeError
+from conceptforge.filters.classifier_oracle import ClassifierOracle, OracleError, map_labels, normalize_label
+from conceptforge.filters.dataset_io import open_split
+from conceptforge.cli import run_cli
+from conceptforge.errors import ConceptforgeError
 
 from filters_fixtures import image_png
 

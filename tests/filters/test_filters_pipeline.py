@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 from datasets import load_dataset
 
-from generators.cub import load_attributes
-from filters.dataset_io import decode_image
-from filters.questions import OTHER, QuestionBuilder
-from filters.sub_filter import FilterParams
-from filters.sub_pipeline import (
+from conceptforge.cub import load_attributes
+from conceptforge.filters.dataset_io import decode_image
+from conceptforge.filters.questions import OTHER, QuestionBuilder
+from conceptforge.filters.sub_filter import FilterParams
+from conceptforge.filters.sub_pipeline import (
     WORK_DIR, assemble_filtered, open_candidates, score_candidates,
 )
-from generators import ItemStore, ShardSpec
+from conceptforge import ItemStore, ShardSpec
 
 from filters_fixtures import candidate_rows
 
@@ -67,7 +67,7 @@ def test_scores_are_cached_and_resume_does_not_rescore(tiny_scorer, mini_cub, ca
     questions = QuestionBuilder(load_attributes(mini_cub).groups)
     store = ItemStore(tmp_path / "out" / WORK_DIR)
     counting = CountingScorer(tiny_scorer)
-    import filters.sub_pipeline as pipeline
+    import conceptforge.filters.sub_pipeline as pipeline
 
     monkeypatch.setattr(pipeline, "VQAScorer", CountingScorer)  # isinstance check in score_candidates
     first = score_candidates(candidates, store, counting, questions, shard=ShardSpec(2, 0), batch_size=4, progress=False)
@@ -142,7 +142,7 @@ def test_bad_input_is_one_clear_line(case, mini_cub, candidates_factory, tmp_pat
         args = ["--out", str(tmp_path / "out"), "--cub-dir", str(tmp_path / "no-cub"),
                 "--candidates", str(candidates_factory(per_pair=1))]
         expected = "is not a CUB_200_2011 directory"
-    from generators.cli import run_cli
+    from conceptforge.cli import run_cli
 
     assert run_cli(script.main, args) == 2
     err = capsys.readouterr().err.strip()

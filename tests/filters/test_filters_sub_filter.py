@@ -1,7 +1,7 @@
 import pytest
 
-from filters.sub_filter import COUNT_KEYS, FilterParams, ScoredCandidate, decide, filter_statistics, share_count
-from generators.errors import ConceptforgeError
+from conceptforge.filters.sub_filter import COUNT_KEYS, FilterParams, ScoredCandidate, decide, filter_statistics, share_count
+from conceptforge.errors import ConceptforgeError
 
 ATTR = "has_crown_color::black"
 

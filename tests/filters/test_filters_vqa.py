@@ -4,12 +4,12 @@ import pytest
 import torch
 from PIL import Image
 
-from filters.questions import OTHER, QuestionBuilder, build_question, humanize_group
-from filters.vqa import VQAScorer
-from generators.errors import ConceptforgeError
+from conceptforge.filters.questions import OTHER, QuestionBuilder, build_question, humanize_group
+from conceptforge.filters.vqa import VQAScorer
+from conceptforge.errors import ConceptforgeError
 
 from filters_fixtures import MINI_ATTRIBUTES, image_png
-from generators.cub import CubAttributes
+from conceptforge.cub import CubAttributes
 
 GROUPS = CubAttributes.from_names(MINI_ATTRIBUTES).groups
 

@@ -25,7 +25,7 @@ def pipeline_cub(pipeline_cub_folder):
 
 @pytest.fixture(scope="session")
 def pipeline_flux(tmp_path_factory):
-    from generators.sub.random_flux import build_random_flux_pipeline
+    from conceptforge.generators.sub.random_flux import build_random_flux_pipeline
 
     path = tmp_path_factory.mktemp("pipeline-flux")
     build_random_flux_pipeline(seed=0).save_pretrained(path)
@@ -41,7 +41,7 @@ def pipeline_vlm(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def pipeline_clip(tmp_path_factory):
-    from generators.tiny_models import build_tiny_clip
+    from conceptforge.generators.tiny_models import build_tiny_clip
 
     return build_tiny_clip(tmp_path_factory.mktemp("pipeline-clip") / "tiny-clip", max_length=32)
 

@@ -39,7 +39,7 @@ def _rows(directory: Path) -> list[dict]:
 
 
 def _card_spec(directory: Path):
-    from cards.card import read_card_spec
+    from conceptforge.cards.card import read_card_spec
 
     return read_card_spec((directory / "README.md").read_text())
 

@@ -7,9 +7,9 @@ import yaml
 from datasets import ClassLabel, Features, Image as ImageFeature, List, Value
 from huggingface_hub import DatasetCard
 
-from cards import DatasetMetadata, FilterStats, SplitStats, card_problems, dataset_dir_problems, read_card_spec, render_card
-from cards.card import feature_type
-from generators.errors import ConceptforgeError
+from conceptforge.cards import DatasetMetadata, FilterStats, SplitStats, card_problems, dataset_dir_problems, read_card_spec, render_card
+from conceptforge.cards.card import feature_type
+from conceptforge.errors import ConceptforgeError
 
 from publish_helpers import BIBTEX, make_dataset
 
@@ -40,7 +40,7 @@ def _metadata(**overrides) -> DatasetMetadata:
         paper_url="https://arxiv.org/abs/2507.23784",
         column_docs={"attr_label": "S+", "seed": "work-item seed"},
         provenance={
-            "generator": "generators.sub",
+            "generator": "conceptforge.generators.sub",
             "models": [{"role": "diffusion", "id": "black-forest-labs/FLUX.1-dev", "revision": "0ef5fff789c832c5c7f4e127f94c8b54bbcced44"}],
             "parameters": {"tdg_k": 10, "tdg_tmin": 0.2, "tdg_tmax": 0.9, "guidance_scale": 3.5},
             "seeds": {"run": 0},
@@ -133,7 +133,7 @@ def test_filter_stats_must_add_up(tmp_path):
     directory = make_dataset(tmp_path / "d")
     card = (directory / "README.md").read_text().replace('"kept": 34', '"kept": 33')
     (directory / "README.md").write_text(card)
-    from cards.publish import read_dataset_dir
+    from conceptforge.cards.publish import read_dataset_dir
 
     with pytest.raises(ConceptforgeError, match="do not add up"):
         read_dataset_dir(directory)

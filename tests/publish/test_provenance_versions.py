@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from cards import collect_provenance, package_versions, redact_secrets, resolve_model_revision
-from cards.provenance import command_line
-from cards.versions import Version, parse_version, previous_version, published_versions
-from generators.errors import ConceptforgeError
+from conceptforge.cards import collect_provenance, package_versions, redact_secrets, resolve_model_revision
+from conceptforge.cards.provenance import command_line
+from conceptforge.cards.versions import Version, parse_version, previous_version, published_versions
+from conceptforge.errors import ConceptforgeError
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 
@@ -58,7 +58,7 @@ def test_collect_provenance(tmp_path, monkeypatch):
     (cache / "models--org--vqa" / "refs").mkdir(parents=True)
     (cache / "models--org--vqa" / "refs" / "main").write_text(SHA)
     provenance = collect_provenance(
-        generator="filters.vqa",
+        generator="conceptforge.filters.vqa",
         models={"vqa": "org/vqa", "pinned": ("org/flux", "f" * 40)},
         parameters={"top_fraction": 0.1, "auth": "--token hf_secretsecret123"},
         seeds=7,

@@ -14,8 +14,8 @@ import pytest
 from huggingface_hub import HfApi
 from huggingface_hub.errors import RepositoryNotFoundError
 
-from cards.publish import publish_dataset
-from generators.errors import ConceptforgeError
+from conceptforge.cards.publish import publish_dataset
+from conceptforge.errors import ConceptforgeError
 
 from publish_helpers import expected_rows, load_with_plain_datasets, make_dataset, run_publish
 

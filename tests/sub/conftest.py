@@ -81,7 +81,7 @@ def mini_cub(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_flux_dir(tmp_path_factory) -> Path:
     """A tiny random FluxPipeline saved like a Hub snapshot; loaded back with from_pretrained."""
-    from generators.sub.random_flux import build_random_flux_pipeline
+    from conceptforge.generators.sub.random_flux import build_random_flux_pipeline
 
     path = tmp_path_factory.mktemp("tiny-flux")
     build_random_flux_pipeline(seed=0).save_pretrained(path)
@@ -91,7 +91,7 @@ def tiny_flux_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_flux(tiny_flux_dir):
     """The tiny pipeline loaded through TDGFlux.from_pretrained (FluxPipeline.from_pretrained)."""
-    from generators.sub.flux_tdg import TDGFlux
+    from conceptforge.generators.sub.flux_tdg import TDGFlux
 
     return TDGFlux.from_pretrained(str(tiny_flux_dir), device="cpu", max_sequence_length=16)
 

@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from generators.errors import ConceptforgeError
-from generators.sub.flux_tdg import DEFAULT_MODEL, TDGFlux, resolve_device
-from generators.sub.tdg import TDGParams
+from conceptforge.errors import ConceptforgeError
+from conceptforge.generators.sub.flux_tdg import DEFAULT_MODEL, TDGFlux, resolve_device
+from conceptforge.generators.sub.tdg import TDGParams
 
 PROMPTS = ["A photo of a Blue Jay with black colored feathers on the crown of its head",
            "A photo of a bird with black colored feathers on the crown of its head"]
@@ -49,7 +49,7 @@ def test_tdg_schedule_ties_early_and_frees_late(tiny_flux):
     def on_step(i, t, eta, noise_pred, latents):
         fractions.append(((noise_pred[0] == noise_pred[1]).float().mean().item(), eta))
 
-    from generators.sub.tdg import eta_schedule
+    from conceptforge.generators.sub.tdg import eta_schedule
 
     with torch.no_grad():
         tiny_flux.denoise(PROMPTS, seed=2, eta=lambda t: eta_schedule(t, params.tmin, params.tmax, params.k), on_step=on_step, height=32, width=32, num_inference_steps=8)

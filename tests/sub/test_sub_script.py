@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from datasets import load_dataset
 
-from generators.sub.cli import main
+from conceptforge.generators.sub.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "generate_sub.py"
@@ -76,7 +76,7 @@ def test_generate_resume_and_shards_give_identical_datasets(tmp_path, mini_cub, 
     assert _data_bytes(sharded) == _data_bytes(clean)
 
     # A resume with other settings is refused instead of mixing two datasets.
-    from generators.errors import ConceptforgeError
+    from conceptforge.errors import ConceptforgeError
 
     with pytest.raises(ConceptforgeError, match="differs in: steps"):
         main(_args(resumed, mini_cub, tiny_flux_dir, candidate_spec, "--steps", "3"))
@@ -88,13 +88,13 @@ def test_prompt_only_baseline_shares_noise_with_tdg(tmp_path, mini_cub, tiny_flu
     assert main(_args(out, mini_cub, tiny_flux_dir, candidate_spec, *extra)) == 0
     row = load_dataset(str(out))["candidates"][0]
     assert row["generation_mode"] == "prompt-only" and row["prompt_guidance"] == "" and row["tdg_k"] != row["tdg_k"]  # NaN
-    from generators.workitems import derive_seed
+    from conceptforge.workitems import derive_seed
 
     assert row["seed"] == derive_seed(0, "Blue_Jay", "has_crown_color::black", 0)
 
 
 def test_dry_run_and_errors(tmp_path, mini_cub, candidate_spec, capsys):
-    from generators.errors import ConceptforgeError
+    from conceptforge.errors import ConceptforgeError
 
     assert main(["--cub-dir", str(mini_cub), "--out", str(tmp_path / "x"), "--dry-run", "--seconds-per-image", "9"]) == 0
     text = capsys.readouterr().out
@@ -137,7 +137,7 @@ def test_script_without_weights_or_gpu_says_what_is_needed(tmp_path, mini_cub):
 
 
 def test_cli_errors_are_one_line(tmp_path, capsys):
-    from generators.cli import run_cli
+    from conceptforge.cli import run_cli
 
     assert run_cli(main, ["--cub-dir", str(tmp_path / "missing"), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
@@ -145,7 +145,7 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
 
 
 def test_python_api_generate_with_loaded_model_and_guidance_images(tmp_path, mini_cub, tiny_flux, tiny_flux_dir):
-    from generators.sub import GenerationSettings, generate, load_cub, plan_pairs
+    from conceptforge.generators.sub import GenerationSettings, generate, load_cub, plan_pairs
 
     plan = plan_pairs(["Blue_Jay"], ["has_bill_shape::needle"], cub=load_cub(mini_cub))
     settings = GenerationSettings(model=str(tiny_flux_dir), resolution=32, steps=2, max_sequence_length=16, dtype="fp32")

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from generators.errors import ConceptforgeError
-from generators.cub import load_cub
-from generators.sub.spec import (
+from conceptforge.errors import ConceptforgeError
+from conceptforge.cub import load_cub
+from conceptforge.generators.sub.spec import (
     load_spec,
     make_prompts,
     make_substitution,

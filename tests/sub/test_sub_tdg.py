@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from generators.errors import ConceptforgeError
-from generators.sub.tdg import TDGParams, eta_schedule, tie, tie_count, tie_mask, tie_pair
+from conceptforge.errors import ConceptforgeError
+from conceptforge.generators.sub.tdg import TDGParams, eta_schedule, tie, tie_count, tie_mask, tie_pair
 
 ETAS = [0.0, 1e-7, 0.05, 0.3, 0.37, 0.5, 0.9, 0.999999, 1.0]
 

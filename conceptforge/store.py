@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from generators.errors import ConceptforgeError
-from generators.workitems import WorkItem
+from conceptforge.errors import ConceptforgeError
+from conceptforge.workitems import WorkItem
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ import logging
 import sys
 from typing import Callable, Sequence
 
-from generators.errors import ConceptforgeError
+from conceptforge.errors import ConceptforgeError
 
 logger = logging.getLogger("conceptforge")
 

@@ -8,8 +8,8 @@ from typing import Callable, Sequence
 
 from tqdm.auto import tqdm
 
-from generators.store import ItemResult, ItemStore
-from generators.workitems import ShardSpec, WorkItem, check_unique_ids, select_shard
+from conceptforge.store import ItemResult, ItemStore
+from conceptforge.workitems import ShardSpec, WorkItem, check_unique_ids, select_shard
 
 logger = logging.getLogger(__name__)
 

@@ -33,7 +33,7 @@ from typing import Literal
 
 import numpy as np
 
-from generators.errors import ConceptforgeError
+from conceptforge.errors import ConceptforgeError
 
 ROOT_NAME = "CUB_200_2011"
 ATTRIBUTES = "attributes.txt"

@@ -1,0 +1,27 @@
+"""conceptforge: generate, filter, publish and evaluate concept-learning benchmarks.
+
+This package holds the core every stage shares (errors, work items, the item store, the run
+engine, the CUB reader, the command line). The stages are its sub-packages, kept in the
+repository's top-level folders of the design card and installed under this one namespace:
+``conceptforge.generators``, ``conceptforge.filters``, ``conceptforge.cards`` and
+``conceptforge.loaders``.
+"""
+
+from conceptforge.errors import ConceptforgeError
+from conceptforge.workitems import WorkItem, derive_seed, ShardSpec, resolve_shard, select_shard
+from conceptforge.store import ItemStore, ItemResult
+from conceptforge.runner import run_work_items
+
+__version__ = "0.2.0"
+
+__all__ = [
+    "ConceptforgeError",
+    "WorkItem",
+    "derive_seed",
+    "ShardSpec",
+    "resolve_shard",
+    "select_shard",
+    "ItemStore",
+    "ItemResult",
+    "run_work_items",
+]
