@@ -1,9 +1,8 @@
-#!/usr/bin/env python
-"""Human validation studies: serve the annotation app, export results, apply them to the dataset.
+"""``conceptforge annotate``: human validation studies: serve the annotation app, export results, apply them to the dataset.
 
-    annotate.py DATASET_DIR --study STUDY [--per-group N] [--port 8080]      serve (default)
-    annotate.py DATASET_DIR --study STUDY --export results.json              write results JSON
-    annotate.py DATASET_DIR --study STUDY --apply OUT_DIR                    filtered dataset dir
+    conceptforge annotate DATASET_DIR --study STUDY [--per-group N] [--port 8080]      serve (default)
+    conceptforge annotate DATASET_DIR --study STUDY --export results.json              write results JSON
+    conceptforge annotate DATASET_DIR --study STUDY --apply OUT_DIR                    filtered dataset dir
 
 ``--export`` and ``--apply`` may be combined and do not serve. See docs/annotation.md.
 """
@@ -13,18 +12,16 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from typing import Sequence
 
 from conceptforge.filters.annotation.results import Rules
 from conceptforge.filters.annotation.studies import STUDIES
-from conceptforge.cli import run_cli, setup_logging
 
-logger = logging.getLogger("conceptforge.annotate")
+logger = logging.getLogger(__name__)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n", 2)[2])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = __doc__.split("\n", 2)[2]
     parser.add_argument("dataset_dir", metavar="DATASET_DIR", help="SUB filtered/candidates or ConceptBed generated dataset")
     parser.add_argument("--study", required=True, help=f"one of: {', '.join(STUDIES)}")
     parser.add_argument("--per-group", type=int, default=None,
@@ -55,13 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     rules.add_argument("--min-pair-accuracy", type=float, default=None, help="sub-attribute: drop pairs below this S+ accuracy")
     rules.add_argument("--min-item-score", type=float, default=None, help="conceptbed: drop items below this mean rating")
     rules.add_argument("--annotated-only", action="store_true", help="keep only annotated rows")
-    parser.add_argument("-v", "--verbose", action="store_true")
-    return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    setup_logging(args.verbose)
+def run(args: argparse.Namespace) -> int:
     from conceptforge.filters.annotation.session import StudySettings, export_results, open_study, write_json
     from conceptforge.filters.annotation.studies import get_study
     from conceptforge.errors import ConceptforgeError
@@ -155,6 +148,3 @@ def summary_line(results: dict) -> str:
         head += f"; pearson({corr['metric']}, human) = {r} over {corr['n']} {corr['level']}(s)"
     return head
 
-
-if __name__ == "__main__":
-    sys.exit(run_cli(main))

@@ -1,7 +1,6 @@
-#!/usr/bin/env python
-"""Publish a dataset directory to the Hugging Face Hub as an immutable, versioned release.
+"""``conceptforge publish``: publish a dataset directory to the Hugging Face Hub as an immutable, versioned release.
 
-    publish.py DIR --repo-id ORG/NAME --version vMAJOR.MINOR.PATCH [--private] [--dry-run]
+    conceptforge publish DIR --repo-id ORG/NAME --version vMAJOR.MINOR.PATCH [--private] [--dry-run]
 
 Uploads the data shards, the card and the sample grid in one commit, then tags it with the
 version; prints the commit id and the exact ``load_dataset`` line. Rerunning after a failure
@@ -13,27 +12,18 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
-from typing import Sequence
-
-from conceptforge.cli import run_cli, setup_logging
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("directory", metavar="DIR", help="dataset directory (README.md, grid.png, data/*.parquet)")
     parser.add_argument("--repo-id", required=True, help="ORG/NAME of the dataset repository")
     parser.add_argument("--version", required=True, help="release version, vMAJOR.MINOR.PATCH (never reused)")
     parser.add_argument("--private", action="store_true", help="create the repository as private (new repositories only)")
     parser.add_argument("--dry-run", action="store_true", help="validate and show what would be uploaded; change nothing")
     parser.add_argument("--num-threads", type=int, default=4, help="parallel file uploads (default 4)")
-    parser.add_argument("-v", "--verbose", action="store_true")
-    return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    setup_logging(args.verbose)
+def run(args: argparse.Namespace) -> int:
     logging.getLogger("httpx2").setLevel(logging.WARNING)  # the Hub client's per-request lines
     from conceptforge.cards.publish import publish_dataset
 
@@ -48,6 +38,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(result.summary())
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(run_cli(main))

@@ -1,12 +1,11 @@
-#!/usr/bin/env python
-"""Select SUB reference birds and attribute candidates (paper 001 §4.2) into a candidate spec.
+"""``conceptforge select-candidates``: SUB reference birds and attribute candidates (SUB §4.2) into a candidate spec.
 
-    # reference birds: classify images made by `generate_sub.py --mode prompt-only --reference-selection`
-    python scripts/select_candidates.py birds --references outputs/sub-references --spec spec.json
+    # reference birds: classify images made by `conceptforge generate sub --mode prompt-only --reference-selection`
+    conceptforge select-candidates birds --references outputs/sub-references --spec spec.json
     # attribute candidates: the VQA question on real CUB images, threshold searched in [0.60, 0.95]
-    python scripts/select_candidates.py attributes --cub-dir data/CUB_200_2011 --spec spec.json
+    conceptforge select-candidates attributes --cub-dir data/CUB_200_2011 --spec spec.json
 
-The spec (`{"birds": [...], "attributes": [...], ...report}`) is what `generate_sub.py
+The spec (`{"birds": [...], "attributes": [...], ...report}`) is what `conceptforge generate sub
 --candidate-spec` reads; each command updates its own keys and keeps the others.
 """
 
@@ -16,26 +15,19 @@ import argparse
 import json
 import logging
 import os
-import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-if __package__ in (None, ""):  # `python scripts/select_candidates.py` from a checkout
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from conceptforge.cli import run_cli, setup_logging
 from conceptforge.errors import ConceptforgeError
 
-logger = logging.getLogger("conceptforge.select_candidates")
+logger = logging.getLogger(__name__)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     from conceptforge.filters.classifier_oracle import DEFAULT_CUB_CLASSIFIER
     from conceptforge.filters.vqa import DEFAULT_VQA_MODEL
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-v", "--verbose", action="store_true")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="selection", required=True, metavar="{birds,attributes}")
 
     birds = sub.add_parser("birds", help="reference birds: per-class accuracy of a CUB classifier on generated images")
     birds.add_argument("--references", required=True, type=Path,
@@ -72,7 +64,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     for command in (birds, attrs):
         command.add_argument("--spec", required=True, type=Path, help="candidate spec JSON to write/update")
-    return parser
 
 
 def _update_spec(path: Path, updates: dict[str, Any]) -> None:
@@ -184,13 +175,8 @@ def run_attributes(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    setup_logging(args.verbose)
+def run(args: argparse.Namespace) -> int:
     if args.batch_size < 1:
         raise ConceptforgeError(f"--batch-size must be >= 1, got {args.batch_size}")
-    return run_birds(args) if args.command == "birds" else run_attributes(args)
+    return run_birds(args) if args.selection == "birds" else run_attributes(args)
 
-
-if __name__ == "__main__":
-    sys.exit(run_cli(main))

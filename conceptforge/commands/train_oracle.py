@@ -1,23 +1,16 @@
-#!/usr/bin/env python
-"""Fine-tune a ConceptBed concept oracle on the concepts' reference images (Table 6).
+"""``conceptforge train-oracle``: fine-tune a ConceptBed concept oracle on the concepts' reference images (Table 6).
 
 Examples::
 
-    python scripts/train_oracle.py --task style  --concepts pacs.json     --out oracles/pacs
-    python scripts/train_oracle.py --task object --concepts imagenet.json --out oracles/imagenet \\
+    conceptforge train-oracle --task style  --concepts pacs.json     --out oracles/pacs
+    conceptforge train-oracle --task object --concepts imagenet.json --out oracles/imagenet \\
         --outliers /data/imagenet/val_other
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
-from typing import Sequence
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from conceptforge.cli import run_cli, setup_logging  # noqa: E402
 
 DEFAULT_MODELS = {
     "style": "microsoft/resnet-18",
@@ -26,8 +19,7 @@ DEFAULT_MODELS = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", required=True, choices=sorted(DEFAULT_MODELS), help="which concepts: styles, ImageNet objects or CUB")
     parser.add_argument("--concepts", required=True, type=Path, help="concept spec JSON; its images of this kind are the training data")
     parser.add_argument("--out", required=True, type=Path)
@@ -39,13 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--validation-fraction", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("-v", "--verbose", action="store_true")
-    return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    setup_logging(args.verbose)
+def run(args: argparse.Namespace) -> int:
     from conceptforge.filters.conceptbed_oracle_training import OracleTrainingConfig, finetune_oracle
     from conceptforge.generators.conceptbed.spec import IMAGE_SUFFIXES, load_spec
     from conceptforge.errors import ConceptforgeError
@@ -75,6 +63,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"oracle with {len(result.labels)} concepts saved to {args.out} (validation accuracy {accuracy})")
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(run_cli(main))

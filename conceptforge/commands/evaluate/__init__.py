@@ -1,48 +1,27 @@
-#!/usr/bin/env python
-"""Evaluate models on conceptforge benchmarks: ``evaluate.py {sub,binding,conceptbed,compmap} …``.
+"""``conceptforge evaluate {sub,binding,conceptbed,compmap} …``: evaluate models on a benchmark.
 
-Each benchmark's command line lives beside its protocol in ``loaders/<name>_cli.py`` (functions
-``add_arguments(parser)`` and ``run(args) -> int``); this file only dispatches.
+Each benchmark's command line is a module beside this one (``add_arguments(parser)`` and
+``run(args) -> int``); this package only dispatches. Flags that apply to every benchmark go in
+:func:`add_arguments` before the benchmark sub-parsers.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import sys
-from typing import Sequence
 
-from conceptforge.cli import run_cli, setup_logging
+from conceptforge.commands.base import Entry, add_subcommands, run_entry
 
-BENCHMARKS = {
-    "sub": ("conceptforge.loaders.sub_cli", "SUB: S+/S- accuracy of VLMs and CBMs"),
-    "binding": ("conceptforge.loaders.binding_cli", "concept binding: CLIP zero-shot, CSP and CDSMs"),
-    "conceptbed": ("conceptforge.loaders.conceptbed_cli", "ConceptBed: oracles, CCD, accuracy, ECE"),
-    "compmap": ("conceptforge.loaders.compmap_cli", "CompMap: usefulness and interpretability"),
+BENCHMARKS: dict[str, Entry] = {
+    "sub": Entry("conceptforge.commands.evaluate.sub", "SUB: S+/S- accuracy of VLMs and CBMs"),
+    "binding": Entry("conceptforge.commands.evaluate.binding", "concept binding: CLIP zero-shot, CSP and CDSMs"),
+    "conceptbed": Entry("conceptforge.commands.evaluate.conceptbed", "ConceptBed: oracles, CCD, accuracy, ECE"),
+    "compmap": Entry("conceptforge.commands.evaluate.compmap", "CompMap: usefulness and interpretability"),
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-v", "--verbose", action="store_true")
-    sub = parser.add_subparsers(dest="command", metavar="{sub,binding,conceptbed,compmap}", required=True)
-    for name, (module_name, help_text) in BENCHMARKS.items():
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as error:
-            if error.name != module_name:
-                raise
-            continue
-        module.add_arguments(sub.add_parser(name, help=help_text, description=help_text))
-    return parser
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_subcommands(parser, BENCHMARKS, dest="benchmark", title="benchmarks")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    setup_logging(args.verbose)
-    module = importlib.import_module(BENCHMARKS[args.command][0])
-    return int(module.run(args) or 0)
-
-
-if __name__ == "__main__":
-    sys.exit(run_cli(main))
+def run(args: argparse.Namespace) -> int:
+    return run_entry(BENCHMARKS, args.benchmark, args)

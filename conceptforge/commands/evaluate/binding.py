@@ -1,4 +1,4 @@
-"""``evaluate.py binding``: CLIP zero-shot, CSP and CDSMs on a binding dataset (paper 004 Tables 2–7)."""
+"""``conceptforge evaluate binding``: CLIP zero-shot, CSP and CDSMs on a binding dataset (Does CLIP Bind Concepts?, Tables 2–7)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""``evaluate.py compmap``: CompMap usefulness and interpretability on CUB or MIT-States.
+"""``conceptforge evaluate compmap``: CompMap usefulness and interpretability on CUB or MIT-States.
 
-Prints paper-style tables (Tables 1–4 of paper 002) and writes every number to a JSON file.
+Prints paper-style tables (Tables 1–4 of "Do Vision-Language Pretrained Models Learn Composable
+Primitive Concepts?") and writes every number to a JSON file.
 """
 
 from __future__ import annotations
@@ -11,8 +12,6 @@ import logging
 import os
 from pathlib import Path
 
-import torch
-
 from conceptforge.errors import ConceptforgeError
 
 logger = logging.getLogger(__name__)
@@ -21,7 +20,7 @@ DEFAULT_MODEL = "openai/clip-vit-base-patch32"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    # Stored as ``args.dataset`` (evaluate.py keeps the sub-command name in ``args.command``).
+    # Stored as ``args.dataset`` (``args.benchmark`` is the sub-command name, ``compmap``).
     parser.add_argument("--benchmark", dest="dataset", choices=("cub", "mit-states"), required=True)
     parser.add_argument("--data-dir", required=True, help="CUB_200_2011 directory, or the MIT-States root")
     parser.add_argument("--model", default=DEFAULT_MODEL, help="dual encoder (CLIP, SigLIP) or ITM model (ViLT, BLIP); Hub id or local dir")
@@ -70,6 +69,8 @@ def _write_json(path: Path, payload: dict) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import torch
+
     from conceptforge.loaders.compmap.pipeline import activation_key, cached_tensor, load_vl_model
     from conceptforge.loaders.compmap.prompts import parse_templates
 

@@ -1,8 +1,8 @@
-"""``evaluate.py conceptbed``: score generated ConceptBed datasets with the oracles, print tables.
+"""``conceptforge evaluate conceptbed``: score generated ConceptBed datasets with the oracles, print tables.
 
 Example::
 
-    python scripts/evaluate.py conceptbed --generated out/ti out/dreambooth out/custom-diffusion \\
+    conceptforge evaluate conceptbed --generated out/ti out/dreambooth out/custom-diffusion \\
         --concepts spec.json --style-oracle oracles/pacs --object-oracle oracles/imagenet
 
 Prints the paper's Table 1 (concept alignment CCD per task), Table 2 (VQA accuracy and CCD per

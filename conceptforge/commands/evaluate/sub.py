@@ -1,4 +1,4 @@
-"""``evaluate.py sub``: S+/S− accuracy of VLMs and CBMs on a SUB split (paper 001 Tables 1–2)."""
+"""``conceptforge evaluate sub``: S+/S− accuracy of VLMs and CBMs on a SUB split (SUB, Tables 1–2)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-#!/usr/bin/env python
-"""Filter SUB candidates with VQA multiple-choice ranking into the SUB dataset (paper 001 §4.2).
+"""``conceptforge filter sub``: filter SUB candidates with VQA multiple-choice ranking into the SUB dataset (SUB §4.2).
 
-    python scripts/filter_sub.py --candidates outputs/sub-candidates --out outputs/sub \
+    conceptforge filter sub --candidates outputs/sub-candidates --out outputs/sub \
         --cub-dir data/CUB_200_2011 [--vqa-model ID] [--keep-fraction 0.1] [--batch-size 8]
 
 Scores are cached per image id under OUT/.work, so a rerun never re-scores; --num-shards /
@@ -14,24 +13,17 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import sys
 from pathlib import Path
-from typing import Sequence
 
-if __package__ in (None, ""):  # `python scripts/filter_sub.py` from a checkout
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from conceptforge.cli import run_cli, setup_logging
 from conceptforge.errors import ConceptforgeError
 
-logger = logging.getLogger("conceptforge.filter_sub")
+logger = logging.getLogger(__name__)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     from conceptforge.filters.questions import DEFAULT_ANSWER_HINT
     from conceptforge.filters.vqa import DEFAULT_VQA_MODEL
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--candidates", required=True, type=Path, help="SUB candidates dataset directory (generate_sub.py --out)")
     parser.add_argument("--out", required=True, type=Path, help="output dataset directory (split `test`)")
     parser.add_argument("--cub-dir", type=Path, default=os.environ.get("CUB_DIR"),
@@ -53,8 +45,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--num-shards", type=int, default=None)
     parser.add_argument("--shard-index", type=int, default=None)
     parser.add_argument("--max-images", type=int, default=None, help="score at most this many new images, then stop")
-    parser.add_argument("-v", "--verbose", action="store_true")
-    return parser
 
 
 def _wait_for_all_ranks() -> None:
@@ -64,9 +54,7 @@ def _wait_for_all_ranks() -> None:
         PartialState().wait_for_everyone()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    setup_logging(args.verbose)
+def run(args: argparse.Namespace) -> int:
     from conceptforge.cub import load_attributes
     from conceptforge.filters.questions import DEFAULT_ANSWER_HINT, QuestionBuilder
     from conceptforge.filters.sub_filter import FilterParams
@@ -116,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     stats = assemble_filtered(
         candidates, store, args.out, params=params, license=license,
-        provenance=provenance_for(config, params, batch_size=args.batch_size, argv=[Path(sys.argv[0]).name, *(argv or sys.argv[1:])]),
+        provenance=provenance_for(config, params, batch_size=args.batch_size, argv=getattr(args, "argv", None)),
     )
     totals = stats["totals"]
     print(
@@ -127,6 +115,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"card: {args.out / 'README.md'}   grid: {args.out / 'grid.png'}")
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(run_cli(main))

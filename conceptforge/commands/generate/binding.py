@@ -1,5 +1,5 @@
-#!/usr/bin/env python
-"""Render the concept-binding datasets of paper 004 (single-object, two-object, relational).
+"""``conceptforge generate binding``: render the concept-binding datasets of "Does CLIP Bind Concepts?"
+(single-object, two-object, relational).
 
 Writes one dataset directory per dataset under --out (Hub layout: data/*.parquet, README.md card,
 grid.png). Resumable: rerun the same command after an interruption. Shard with
@@ -12,16 +12,14 @@ import argparse
 import logging
 import sys
 from pathlib import Path
-from typing import Sequence
 
 from conceptforge.generators.binding.compositions import DATASETS
 from conceptforge.generators.binding.dataset import PRESETS, BindingConfig
 from conceptforge.generators.binding.generate import generate_binding
-from conceptforge.cli import run_cli, setup_logging
 from conceptforge.errors import ConceptforgeError
 from conceptforge.workitems import resolve_shard
 
-logger = logging.getLogger("generate_binding")
+logger = logging.getLogger(__name__)
 
 
 def parse_resolution(text: str) -> tuple[int, int]:
@@ -32,8 +30,7 @@ def parse_resolution(text: str) -> tuple[int, int]:
     return width, height
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", default="all", help=f"one of {', '.join(DATASETS)} or all")
     parser.add_argument("--preset", default="demo", help=f"one of {', '.join(PRESETS)} (paper = Table 1 sizes)")
     parser.add_argument("--out", required=True, type=Path, help="output folder (one dataset directory per dataset)")
@@ -46,13 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--shard-index", type=int, default=None)
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu", help="Cycles device")
     parser.add_argument("--max-items", type=int, default=None, help=argparse.SUPPRESS)  # interrupt simulation
-    parser.add_argument("-v", "--verbose", action="store_true")
-    return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    setup_logging(args.verbose)
+def run(args: argparse.Namespace) -> int:
     datasets = list(DATASETS) if args.dataset == "all" else [args.dataset]
     width, height = parse_resolution(args.resolution)
     configs = [
@@ -80,6 +73,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("some datasets wait for other shards; rerun the same command to finish them", file=sys.stderr)
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(run_cli(main))

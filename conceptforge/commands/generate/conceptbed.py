@@ -1,27 +1,20 @@
-#!/usr/bin/env python
-"""Learn ConceptBed concepts with one learner and sample their concept and composition images.
+"""``conceptforge generate conceptbed``: learn ConceptBed concepts with one learner and sample their concept and composition images.
 
 Example::
 
-    python scripts/generate_conceptbed.py --learner textual-inversion --concepts spec.json --out out/ti
+    conceptforge generate conceptbed --learner textual-inversion --concepts spec.json --out out/ti
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
-from typing import Sequence
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without install
-
-from conceptforge.cli import run_cli, setup_logging  # noqa: E402
-from conceptforge.generators.conceptbed.learners import DEFAULT_MODEL_ID, LEARNERS, LearnerConfig  # noqa: E402
-from conceptforge.workitems import resolve_shard  # noqa: E402
+from conceptforge.generators.conceptbed.learners import DEFAULT_MODEL_ID, LEARNERS, LearnerConfig
+from conceptforge.workitems import resolve_shard
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--learner", required=True, choices=LEARNERS)
     parser.add_argument("--concepts", required=True, type=Path, help="concept spec JSON (see docs/conceptbed.md)")
     parser.add_argument("--out", required=True, type=Path, help="output dataset directory")
@@ -50,13 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--shard-index", type=int, default=None)
     parser.add_argument("--max-items", type=int, default=None, help="stop after this many new images")
     parser.add_argument("--no-assemble", action="store_true", help="only learn and sample")
-    parser.add_argument("-v", "--verbose", action="store_true")
-    return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    setup_logging(args.verbose)
+def run(args: argparse.Namespace) -> int:
     from conceptforge.generators.conceptbed.generate import ConceptBedGenerator, GenerateOptions
     from conceptforge.generators.conceptbed.spec import load_spec
     from conceptforge.errors import ConceptforgeError
@@ -105,6 +94,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"made {summary['made']} image(s); {summary['missing']} item(s) missing; rerun to resume or assemble")
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(run_cli(main))

@@ -1,4 +1,14 @@
-"""Command line of ``scripts/generate_sub.py`` (kept here so tests reach it in-process)."""
+"""``conceptforge generate sub`` (also ``python scripts/generate_sub.py``): SUB candidates with TDG over FLUX.
+
+Examples::
+
+    conceptforge generate sub --cub-dir ~/data/CUB_200_2011 --out outputs/sub-candidates --dry-run
+    accelerate launch -m conceptforge generate sub --cub-dir ~/data/CUB_200_2011 --out outputs/sub-candidates
+    conceptforge generate sub --mode prompt-only --reference-selection --images-per-pair 20 \\
+        --cub-dir ~/data/CUB_200_2011 --out outputs/sub-reference-selection
+
+See docs/sub.md.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +18,6 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from conceptforge.cli import setup_logging
 from conceptforge.errors import ConceptforgeError
 from conceptforge.cub import load_cub
 from conceptforge.generators.sub.flux_tdg import (
@@ -23,13 +32,13 @@ from conceptforge.generators.sub.spec import PairPlan, load_spec, plan_pairs, pl
 from conceptforge.generators.sub.tdg import TDGParams
 from conceptforge.workitems import resolve_shard
 
-logger = logging.getLogger("conceptforge.sub")
+logger = logging.getLogger(__name__)
 
-DESCRIPTION = "Generate SUB candidates with Tied Diffusion Guidance over FLUX (paper 001)."
+DESCRIPTION = "Generate SUB candidates with Tied Diffusion Guidance over FLUX (SUB: Benchmarking CBM Generalization via Synthetic Attribute Substitutions)."
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=DESCRIPTION)
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.description = DESCRIPTION
     p.add_argument("--mode", choices=["tdg", "prompt-only"], default="tdg", help="TDG (default) or the prompt-only baseline (Fig. 4)")
     p.add_argument("--cub-dir", required=True, help="local CUB_200_2011 directory (classes, attributes, class-level labels)")
     p.add_argument("--out", required=True, help="output dataset directory (item store in OUT/.work)")
@@ -65,8 +74,6 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-items", type=int, default=None, help="stop after this many new images (resume later)")
     run.add_argument("--dry-run", action="store_true", help="print the plan and exit")
     run.add_argument("--seconds-per-image", type=float, default=None, help="measured time per image, for --dry-run's GPU-hour estimate")
-    p.add_argument("-v", "--verbose", action="store_true")
-    return p
 
 
 def parse_tdg_overrides(values: Sequence[str]) -> dict[str, TDGParams]:
@@ -166,9 +173,7 @@ def print_plan(plan: PairPlan, args: argparse.Namespace) -> None:
         print(f"  ... {len(plan.pairs) - 5} more")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    setup_logging(args.verbose)
+def run(args: argparse.Namespace) -> int:
     plan, plan_info = build_plan(args)
     if args.dry_run:
         print_plan(plan, args)

@@ -1,0 +1,57 @@
+"""The ``conceptforge`` command (also ``python -m conceptforge`` and the ``scripts/*.py`` wrappers).
+
+Convention: each top-level sub-command is a module ``conceptforge.commands.<name>`` with
+``add_arguments(parser)`` and ``run(args) -> int``, registered in :data:`COMMANDS` below (in the
+order ``--help`` lists them). A sub-command with sub-commands of its own (``generate``,
+``filter``, ``evaluate``) is a package that keeps the same convention one level down. Modules are
+imported only when their sub-command runs, so ``conceptforge --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from conceptforge.commands.base import Entry, add_subcommands, add_verbose, run_entry
+
+COMMANDS: dict[str, Entry] = {
+    "generate": Entry("conceptforge.commands.generate", "generate a dataset: SUB candidates, ConceptBed images, binding scenes"),
+    "filter": Entry("conceptforge.commands.filter", "filter generated candidates into a dataset (SUB: VQA ranking)"),
+    "select-candidates": Entry("conceptforge.commands.select_candidates", "SUB: select reference birds and attribute candidates"),
+    "train-oracle": Entry("conceptforge.commands.train_oracle", "ConceptBed: fine-tune a concept oracle on reference images"),
+    "publish": Entry("conceptforge.commands.publish", "publish a dataset directory to the Hugging Face Hub as a versioned release"),
+    "evaluate": Entry("conceptforge.commands.evaluate", "evaluate models on a benchmark: sub, binding, conceptbed, compmap"),
+    "annotate": Entry("conceptforge.commands.annotate", "human validation studies: serve, export, apply"),
+}
+
+DESCRIPTION = "Generate, filter, publish and evaluate concept-learning benchmarks (SUB, ConceptBed, CompMap, binding)."
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from conceptforge import __version__
+
+    parser = argparse.ArgumentParser(prog="conceptforge", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"conceptforge {__version__}")
+    add_verbose(parser)
+    add_subcommands(parser, COMMANDS, dest="command")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` (default ``sys.argv[1:]``), run the sub-command, return the exit status.
+
+    A :class:`~conceptforge.errors.ConceptforgeError` prints one ``error: ...`` line and returns 2.
+    """
+    from conceptforge.cli import run_cli, setup_logging
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+
+    def _run(argv: Sequence[str]) -> int:
+        args = build_parser().parse_args(argv)
+        # The invocation as `conceptforge ...`, whichever wrapper started it (provenance records it).
+        args.argv = ["conceptforge", *argv]
+        setup_logging(getattr(args, "verbose", False))
+        return run_entry(COMMANDS, args.command, args)
+
+    return run_cli(_run, argv)

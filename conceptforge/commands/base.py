@@ -1,0 +1,74 @@
+"""Plumbing shared by the sub-commands: lazy sub-parsers and the options every command has.
+
+Why lazy: building a sub-command's options imports its stage (torch, diffusers, transformers),
+which takes seconds. ``conceptforge --help`` and ``conceptforge evaluate --help`` only need each
+sub-command's name and one-line help, so a sub-command's module is imported (and its options
+added) only when argparse actually selects it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One sub-command: the module that implements it and its one-line help."""
+
+    module: str
+    help: str
+
+    def load(self) -> ModuleType:
+        return importlib.import_module(self.module)
+
+
+class LazySubParsersAction(argparse._SubParsersAction):
+    """A sub-parsers action whose sub-parsers are filled in only when chosen."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._fill: dict[str, Callable[[argparse.ArgumentParser], None]] = {}
+
+    def add_lazy_parser(self, name: str, *, help: str, fill: Callable[[argparse.ArgumentParser], None]) -> argparse.ArgumentParser:
+        parser = self.add_parser(name, help=help, description=help)
+        self._fill[name] = fill
+        return parser
+
+    def __call__(self, parser, namespace, values, option_string=None):  # noqa: D102 - argparse hook
+        name = values[0]
+        fill = self._fill.pop(name, None)
+        if fill is not None:
+            fill(self._name_parser_map[name])
+        super().__call__(parser, namespace, values, option_string)
+
+
+def add_verbose(parser: argparse.ArgumentParser) -> None:
+    """``-v``: debug logging. SUPPRESS keeps a ``-v`` given before the sub-command."""
+    parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="debug logging")
+
+
+def add_subcommands(parser: argparse.ArgumentParser, entries: dict[str, Entry], *, dest: str,
+                    title: str = "commands") -> LazySubParsersAction:
+    """Sub-parsers for ``entries``: each module's ``add_arguments`` runs only when it is chosen."""
+    action = parser.add_subparsers(dest=dest, required=True, metavar=f"{{{','.join(entries)}}}", title=title,
+                                   action=LazySubParsersAction)
+
+    def filler(entry: Entry) -> Callable[[argparse.ArgumentParser], None]:
+        def fill(sub: argparse.ArgumentParser) -> None:
+            entry.load().add_arguments(sub)
+            if not any("--verbose" in a.option_strings for a in sub._actions):
+                add_verbose(sub)
+        return fill
+
+    for name, entry in entries.items():
+        action.add_lazy_parser(name, help=entry.help, fill=filler(entry))
+    return action
+
+
+def run_entry(entries: dict[str, Entry], name: str, args: argparse.Namespace) -> int:
+    """Run the chosen sub-command's module."""
+    return int(entries[name].load().run(args) or 0)
