@@ -38,20 +38,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def invoke(argv: Sequence[str]) -> int:
+    """Parse ``argv`` and run the sub-command; errors propagate (library callers and tests).
+
+    ``argv`` starts with the sub-command, e.g. ``["generate", "sub", "--cub-dir", ...]``.
+    """
+    from conceptforge.cli import setup_logging
+
+    argv = list(argv)
+    args = build_parser().parse_args(argv)
+    # The invocation as `conceptforge ...`, whichever wrapper started it (provenance records it).
+    args.argv = ["conceptforge", *argv]
+    setup_logging(getattr(args, "verbose", False))
+    return run_entry(COMMANDS, args.command, args)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse ``argv`` (default ``sys.argv[1:]``), run the sub-command, return the exit status.
+    """The console script: run ``argv`` (default ``sys.argv[1:]``) and return the exit status.
 
     A :class:`~conceptforge.errors.ConceptforgeError` prints one ``error: ...`` line and returns 2.
     """
-    from conceptforge.cli import run_cli, setup_logging
+    from conceptforge.cli import run_cli
 
-    argv = list(sys.argv[1:] if argv is None else argv)
-
-    def _run(argv: Sequence[str]) -> int:
-        args = build_parser().parse_args(argv)
-        # The invocation as `conceptforge ...`, whichever wrapper started it (provenance records it).
-        args.argv = ["conceptforge", *argv]
-        setup_logging(getattr(args, "verbose", False))
-        return run_entry(COMMANDS, args.command, args)
-
-    return run_cli(_run, argv)
+    return run_cli(invoke, list(sys.argv[1:] if argv is None else argv))

@@ -1,23 +1,19 @@
 """``scripts/evaluate.py compmap`` end to end on the miniature datasets with a tiny CLIP."""
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from conceptforge.cli import run_cli
+from conceptforge.commands import main
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _in_process(*args):
     """The same entry point without a new interpreter (saves the torch/transformers import)."""
-    spec = importlib.util.spec_from_file_location("compmap_evaluate_script", REPO / "scripts" / "evaluate.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return run_cli(module.main, ["compmap", *map(str, args)])
+    return main(["evaluate", "compmap", *map(str, args)])
 
 
 def _run(*args, tmp_path):

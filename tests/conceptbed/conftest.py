@@ -91,23 +91,19 @@ def _write_spec(tmp_path: Path, datasets_root: Path, concepts, captions: Path | 
 
 @pytest.fixture()
 def run_script(capsys):
-    """Run ``scripts/<name>`` in this process through ``run_cli``: (exit code, stdout, stderr).
+    """Run ``scripts/<name>``'s command (``conceptforge …``) in this process: (exit code, stdout, stderr).
 
     In-process keeps the area fast (a subprocess pays ~10 s of imports); each script also has
     one real subprocess test for its exit code and error line.
     """
-    import importlib.util
+    from conceptforge.commands import main
 
-    from conceptforge.cli import run_cli
-
-    repo = Path(__file__).resolve().parents[2]
+    commands = {"generate_conceptbed.py": ["generate", "conceptbed"], "evaluate.py": ["evaluate"],
+                "train_oracle.py": ["train-oracle"]}
 
     def run(name: str, *args: str):
-        spec = importlib.util.spec_from_file_location(f"_script_{name.replace('.', '_')}", repo / "scripts" / name)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
         capsys.readouterr()
-        code = run_cli(module.main, list(args))
+        code = main([*commands[name], *args])
         captured = capsys.readouterr()
         return code, captured.out, captured.err
 

@@ -98,12 +98,9 @@ def test_cli_binding_writes_tables_and_json(tiny_clip_dir, relational_dir, tmp_p
 
 
 def _evaluate_main():
-    import importlib.util
+    from conceptforge.commands import main
 
-    spec = importlib.util.spec_from_file_location("evaluate_script", REPO / "scripts" / "evaluate.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.main
+    return lambda argv: main(["evaluate", *argv])
 
 
 def test_cli_bad_input_is_one_line(tiny_clip_dir, relational_dir, tmp_path, capsys, monkeypatch):

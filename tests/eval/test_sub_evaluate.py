@@ -92,13 +92,8 @@ def test_cli_vlm_and_cbm_writes_json(tiny_clip_dir, sub_dir, fake_cub, tmp_path)
 
 
 def test_cli_sub_bad_input_is_one_line(sub_dir, fake_cub, tmp_path, capsys):
-    import importlib.util
+    from conceptforge.commands import main
 
-    from conceptforge.cli import run_cli
-
-    spec = importlib.util.spec_from_file_location("evaluate_script", REPO / "scripts" / "evaluate.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
     cases = [
         (["--dataset", str(tmp_path / "missing"), "--cub-dir", str(fake_cub), "--cbm", "x:y"], "error: no dataset at"),
         (["--dataset", str(sub_dir), "--cub-dir", str(tmp_path)], "error: nothing to evaluate"),
@@ -106,5 +101,5 @@ def test_cli_sub_bad_input_is_one_line(sub_dir, fake_cub, tmp_path, capsys):
         (["--dataset", str(sub_dir), "--cub-dir", str(fake_cub), "--cbm", "no_such_module:make"], "error: cannot import CBM factory"),
     ]
     for extra, expected in cases:
-        assert run_cli(module.main, ["sub", *extra]) == 2
+        assert main(["evaluate", "sub", *extra]) == 2
         assert capsys.readouterr().err.strip().splitlines()[-1].startswith(expected)

@@ -1,6 +1,5 @@
 """Classifier oracle, label mapping, reference-bird and attribute-candidate selection."""
 
-import importlib.util
 import io
 import json
 from pathlib import Path
@@ -16,7 +15,7 @@ from conceptforge.filters.candidate_selection import (
 )
 from conceptforge.filters.classifier_oracle import ClassifierOracle, OracleError, map_labels, normalize_label
 from conceptforge.filters.dataset_io import open_split
-from conceptforge.cli import run_cli
+from conceptforge.commands import main as conceptforge
 from conceptforge.errors import ConceptforgeError
 
 from filters_fixtures import image_png
@@ -110,25 +109,17 @@ def test_threshold_search_picks_the_known_optimum():
         search_thresholds(answers, groups, metric="f1")
 
 
-def _script(name):
-    spec = importlib.util.spec_from_file_location(f"conceptforge_script_{name}", REPO / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_select_candidates_writes_a_spec_for_both_steps(tiny_classifier, tiny_vlm, mini_cub, tmp_path, capsys):
-    script = _script("select_candidates")
     spec = tmp_path / "spec.json"
     refs = _reference_dir(tmp_path / "refs", ["Blue_Jay", "Cardinal"], 2)
-    assert run_cli(script.main, ["birds", "--references", str(refs), "--classifier", str(tiny_classifier),
+    assert conceptforge(["select-candidates", "birds", "--references", str(refs), "--classifier", str(tiny_classifier),
                                  "--min-accuracy", "0.0", "--device", "cpu", "--spec", str(spec)]) == 0
     printed = capsys.readouterr().out
     assert "Blue_Jay" in printed and "2 of 2 classes" in printed
     args = ["attributes", "--cub-dir", str(mini_cub), "--vqa-model", str(tiny_vlm), "--groups", "has_bill_shape",
             "--images-per-class", "1", "--min-support", "1", "--min-accuracy", "0.0", "--threshold-min", "0.0",
             "--device", "cpu", "--spec", str(spec)]
-    assert run_cli(script.main, args) == 0
+    assert conceptforge(["select-candidates", *args]) == 0
     data = json.loads(spec.read_text())
     assert data["birds"] == ["Blue_Jay", "Cardinal"]  # kept from the first step
     assert data["reference_selection"]["per_class"][0]["images"] == 2
@@ -138,5 +129,5 @@ def test_select_candidates_writes_a_spec_for_both_steps(tiny_classifier, tiny_vl
     assert set(data["attributes"]) == {r["attribute"] for r in table if r["selected"]}
     assert len(list((tmp_path / "spec.json.work" / "items" / "cub").glob("*.json"))) == 4
     # Unknown group: one clear line.
-    assert run_cli(script.main, args[:-2] + ["--groups", "has_fin_color", "--spec", str(spec)]) == 2
+    assert conceptforge(["select-candidates", *args[:-2], "--groups", "has_fin_color", "--spec", str(spec)]) == 2
     assert "unknown attribute group 'has_fin_color'" in capsys.readouterr().err

@@ -1,6 +1,5 @@
 """filter_sub end to end on the tiny LLaVA: scores cached per image, resume, output loads."""
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -21,13 +20,6 @@ from conceptforge import ItemStore, ShardSpec
 from filters_fixtures import candidate_rows
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _load_script(name):
-    spec = importlib.util.spec_from_file_location(f"conceptforge_script_{name}", REPO / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _pairs_the_model_accepts(scorer, mini_cub):
@@ -125,7 +117,6 @@ def test_script_end_to_end_with_resume(tiny_vlm, tiny_scorer, mini_cub, candidat
 
 @pytest.mark.parametrize("case", ["missing", "not-candidates", "unknown-group", "no-cub"])
 def test_bad_input_is_one_clear_line(case, mini_cub, candidates_factory, tmp_path, capsys):
-    script = _load_script("filter_sub")
     args = ["--out", str(tmp_path / "out"), "--cub-dir", str(mini_cub), "--vqa-model", str(tmp_path / "no-model")]
     if case == "missing":
         args += ["--candidates", str(tmp_path / "nowhere")]
@@ -142,9 +133,9 @@ def test_bad_input_is_one_clear_line(case, mini_cub, candidates_factory, tmp_pat
         args = ["--out", str(tmp_path / "out"), "--cub-dir", str(tmp_path / "no-cub"),
                 "--candidates", str(candidates_factory(per_pair=1))]
         expected = "is not a CUB_200_2011 directory"
-    from conceptforge.cli import run_cli
+    from conceptforge.commands import main
 
-    assert run_cli(script.main, args) == 2
+    assert main(["filter", "sub", *args]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and expected in err and "\n" not in err
     assert not (tmp_path / "out" / "README.md").exists()

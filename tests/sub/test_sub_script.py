@@ -1,4 +1,4 @@
-"""scripts/generate_sub.py end to end on the tiny FLUX pipeline and the miniature CUB."""
+"""`conceptforge generate sub` (and scripts/generate_sub.py) end to end on the tiny FLUX pipeline and the miniature CUB."""
 
 import json
 import os
@@ -9,10 +9,15 @@ from pathlib import Path
 import pytest
 from datasets import load_dataset
 
-from conceptforge.generators.sub.cli import main
+from conceptforge.commands import invoke
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "generate_sub.py"
+
+
+def main(argv):
+    """`conceptforge generate sub ARGV` in this process; errors propagate."""
+    return invoke(["generate", "sub", *argv])
 
 
 @pytest.fixture
@@ -137,9 +142,9 @@ def test_script_without_weights_or_gpu_says_what_is_needed(tmp_path, mini_cub):
 
 
 def test_cli_errors_are_one_line(tmp_path, capsys):
-    from conceptforge.cli import run_cli
+    from conceptforge.commands import main as conceptforge
 
-    assert run_cli(main, ["--cub-dir", str(tmp_path / "missing"), "--out", str(tmp_path / "o")]) == 2
+    assert conceptforge(["generate", "sub", "--cub-dir", str(tmp_path / "missing"), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --cub-dir") and err.count("\n") == 1 and not (tmp_path / "o").exists()
 
