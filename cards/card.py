@@ -24,7 +24,7 @@ from huggingface_hub import DatasetCard, DatasetCardData
 
 from conceptforge.cards.dataset_dir import DATA_DIR, GRID_NAME, SplitStats
 from conceptforge.cards.filter_stats import FilterStats
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import ConceptforgeError, DataFormatError, InvalidArgumentError
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ class DatasetMetadata:
 
     def __post_init__(self) -> None:
         if not self.license or not self.license.strip():
-            raise ConceptforgeError("a dataset license is required (e.g. cc-by-4.0, cc-by-nc-4.0)")
+            raise InvalidArgumentError("a dataset license is required (e.g. cc-by-4.0, cc-by-nc-4.0)")
         self.license = self.license.strip()
         if isinstance(self.filter_stats, Mapping) and FilterStats.looks_like(self.filter_stats):
             self.filter_stats = FilterStats.from_dict(self.filter_stats)
@@ -261,13 +261,13 @@ def read_card_spec(card_text: str) -> DatasetMetadata:
     """The :class:`DatasetMetadata` a card was rendered from (for re-rendering at publish time)."""
     match = _SPEC_RE.search(card_text)
     if not match:
-        raise ConceptforgeError(
+        raise DataFormatError(
             "the dataset card has no conceptforge metadata block; re-assemble the dataset so "
             "conceptforge.cards.render_card writes README.md"
         )
     payload = json.loads(match.group(1))
     if payload.get("format") != SPEC_FORMAT:
-        raise ConceptforgeError(f"unsupported card spec format {payload.get('format')!r}")
+        raise DataFormatError(f"unsupported card spec format {payload.get('format')!r}")
     return DatasetMetadata.from_dict(payload["metadata"])
 
 

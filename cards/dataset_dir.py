@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from datasets import Features
 
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import StoreError
 from conceptforge.store import atomic_write_bytes
 
 logger = logging.getLogger(__name__)
@@ -156,7 +156,7 @@ def assemble_dataset_dir(
             shutil.rmtree(staging)
         (staging / DATA_DIR).mkdir(parents=True)
     except OSError as error:
-        raise ConceptforgeError(f"cannot write dataset to {out_dir}: {error.strerror or error}") from None
+        raise StoreError(f"cannot write dataset to {out_dir}: {error.strerror or error}") from None
     all_stats = []
     for split, make_rows in splits.items():
         stats = write_parquet_split(staging / DATA_DIR, split, make_rows(), features, max_shard_size=max_shard_size)

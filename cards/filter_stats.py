@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import DataFormatError
 
 
 @dataclass
@@ -47,15 +47,15 @@ class FilterStats:
         """Raise if the counts do not add up (a filter bug that a card must not publish)."""
         for name, stats in [("total", self), *self.groups.items()]:
             if stats.candidates != stats.kept + sum(stats.dropped.values()):
-                raise ConceptforgeError(
+                raise DataFormatError(
                     f"filter statistics for {name} do not add up: {stats.candidates} candidates != "
                     f"{stats.kept} kept + {sum(stats.dropped.values())} dropped"
                 )
         if self.groups:
             if sum(s.candidates for s in self.groups.values()) != self.candidates:
-                raise ConceptforgeError("filter statistics: per-group candidates do not sum to the total")
+                raise DataFormatError("filter statistics: per-group candidates do not sum to the total")
             if sum(s.kept for s in self.groups.values()) != self.kept:
-                raise ConceptforgeError("filter statistics: per-group kept counts do not sum to the total")
+                raise DataFormatError("filter statistics: per-group kept counts do not sum to the total")
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"candidates": self.candidates, "kept": self.kept, "dropped": dict(self.dropped)}

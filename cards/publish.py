@@ -40,7 +40,7 @@ from conceptforge.cards.filter_stats import FilterStats
 from conceptforge.cards.provenance import redact_secrets
 from conceptforge.cards.validate import dataset_dir_problems, ensure_valid, parse_card_yaml
 from conceptforge.cards.versions import Version, parse_version, previous_version, published_versions
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import ConceptforgeError, DataNotFoundError, HubError, InvalidArgumentError, PublishError
 
 logger = logging.getLogger(__name__)
 
@@ -117,16 +117,16 @@ def read_dataset_dir(directory: str | Path) -> LocalDataset:
     directory = Path(directory)
     card_path = directory / CARD_NAME
     if not directory.is_dir():
-        raise ConceptforgeError(f"{directory} is not a directory")
+        raise DataNotFoundError(f"{directory} is not a directory")
     if not card_path.is_file() or not any((directory / DATA_DIR).glob("*.parquet")):
-        raise ConceptforgeError(f"{directory} is not a complete dataset directory (needs {CARD_NAME} and {DATA_DIR}/*.parquet)")
+        raise PublishError(f"{directory} is not a complete dataset directory (needs {CARD_NAME} and {DATA_DIR}/*.parquet)")
     text = card_path.read_text(encoding="utf-8")
     metadata = read_card_spec(text)
     data = parse_card_yaml(text)
     try:
         split_infos = data["dataset_info"]["splits"]
     except (KeyError, TypeError):
-        raise ConceptforgeError(f"{card_path} has no dataset_info splits") from None
+        raise PublishError(f"{card_path} has no dataset_info splits") from None
     files = sorted(p for p in (directory / DATA_DIR).glob("*.parquet"))
     features = Features.from_arrow_schema(pq.read_schema(files[0]))
     splits = []
@@ -267,7 +267,7 @@ def publish_dataset(
     from huggingface_hub.errors import RepositoryNotFoundError
 
     if not _REPO_ID_RE.fullmatch(repo_id):
-        raise ConceptforgeError(f"repo id {repo_id!r} is not of the form ORG/NAME")
+        raise InvalidArgumentError(f"repo id {repo_id!r} is not of the form ORG/NAME")
     wanted = parse_version(version)
     token = token if token is not None else get_token()
     secrets = [token] if token else []
@@ -275,26 +275,26 @@ def publish_dataset(
     api = HfApi(endpoint=endpoint, token=token, library_name="conceptforge")
     network_errors = _network_errors()
 
-    def fail(stage: str, error: BaseException, *, committed: str | None = None) -> ConceptforgeError:
+    def fail(stage: str, error: BaseException, *, committed: str | None = None) -> HubError:
         logger.debug("publish failed while %s", stage, exc_info=True)
         reason = _reason(error, secrets)
         status = _status(error)
         if status in (401, 403):
-            return ConceptforgeError(
+            return HubError(
                 f"not allowed to write to {repo_id} while {stage} ({reason}); check that your token "
                 "(HF_TOKEN or `hf auth login`) has write access to that namespace"
             )
         if status == 412:
-            return ConceptforgeError(
+            return HubError(
                 f"{repo_id} changed on the Hub while publishing (someone else committed); nothing was "
                 f"released — rerun to publish {wanted} on top of it"
             )
         if committed:
-            return ConceptforgeError(
+            return HubError(
                 f"the files of {wanted} are committed to {repo_id} (commit {committed}) but {stage} failed "
                 f"({reason}); rerun the same command to finish the release"
             )
-        return ConceptforgeError(
+        return HubError(
             f"publishing {repo_id} {wanted} failed while {stage} ({reason}); no version was changed — "
             "rerun the same command to complete the release"
         )
@@ -324,17 +324,19 @@ def publish_dataset(
                 logger.info("%s %s already published at %s", repo_id, wanted, tagged)
                 return PublishResult(repo_id, str(wanted), str(previous) if previous else None, "unchanged", tagged, total_files=len(files))
             differing = ", ".join([f.path_in_repo for f in changed][:3] + deleted[:2])
-            raise ConceptforgeError(
+            raise PublishError(
                 f"{wanted} already exists on {repo_id} (commit {tagged[:12]}) with other files ({differing}); "
                 f"published versions are immutable — publish the change as a new version, e.g. {wanted.bump_patch() if not versions else max(versions).bump_patch()}"
             )
         if versions and wanted < max(versions):
-            raise ConceptforgeError(
+            raise PublishError(
                 f"{wanted} is lower than the latest published version {max(versions)} of {repo_id}; "
                 "versions only go up — choose a version above it"
             )
         main_head = next((b.target_commit for b in refs.branches if b.name == "main"), None) if refs else None
         remote = _remote_files(api, repo_id, main_head) if main_head else {}
+    except ConceptforgeError:
+        raise  # our own refusal (a PublishError is an OSError too): not a network failure
     except network_errors as error:
         raise fail("comparing with the published files", error) from None
     changed, deleted = _diff(files, remote)

@@ -20,7 +20,7 @@ import yaml
 from datasets import Features
 
 from conceptforge.cards.dataset_dir import CARD_NAME, DATA_DIR, GRID_NAME
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import ConceptforgeError, DataFormatError
 
 # https://huggingface.co/docs/hub/repositories-licenses
 HUB_LICENSES = frozenset("""
@@ -83,13 +83,13 @@ def parse_card_yaml(text: str) -> dict[str, Any]:
     """The card's YAML header as a dict (ConceptforgeError when missing or invalid)."""
     match = _YAML_RE.match(text)
     if not match:
-        raise ConceptforgeError("the dataset card has no YAML header (--- … ---)")
+        raise DataFormatError("the dataset card has no YAML header (--- … ---)")
     try:
         data = yaml.safe_load(match.group(1))
     except yaml.YAMLError as error:
-        raise ConceptforgeError(f"the dataset card's YAML does not parse: {' '.join(str(error).split())}") from None
+        raise DataFormatError(f"the dataset card's YAML does not parse: {' '.join(str(error).split())}") from None
     if not isinstance(data, dict):
-        raise ConceptforgeError("the dataset card's YAML header is not a mapping")
+        raise DataFormatError("the dataset card's YAML header is not a mapping")
     return data
 
 
@@ -239,4 +239,4 @@ def ensure_valid(problems: list[str], what: str) -> None:
     """Raise one ConceptforgeError line listing ``problems`` (if any)."""
     if problems:
         more = f" (+{len(problems) - 3} more)" if len(problems) > 3 else ""
-        raise ConceptforgeError(f"{what} is not valid: " + "; ".join(problems[:3]) + more)
+        raise DataFormatError(f"{what} is not valid: " + "; ".join(problems[:3]) + more)

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable
 
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import InvalidArgumentError
 
 _VERSION_RE = re.compile(r"v(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)")
 
@@ -32,7 +32,7 @@ def parse_version(text: str) -> Version:
     """``"v1.2.3"`` -> Version(1, 2, 3); anything else is a one-line user error."""
     match = _VERSION_RE.fullmatch(text.strip())
     if not match:
-        raise ConceptforgeError(f"version {text!r} is not of the form vMAJOR.MINOR.PATCH (e.g. v1.0.0)")
+        raise InvalidArgumentError(f"version {text!r} is not of the form vMAJOR.MINOR.PATCH (e.g. v1.0.0)")
     return Version(*(int(part) for part in match.groups()))
 
 

@@ -33,7 +33,7 @@ from typing import Literal
 
 import numpy as np
 
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import DataFormatError, DataNotFoundError, InvalidArgumentError
 
 ROOT_NAME = "CUB_200_2011"
 ATTRIBUTES = "attributes.txt"
@@ -55,7 +55,7 @@ def split_attribute(name: str) -> tuple[str, str]:
     """``has_crown_color::black`` -> (``has_crown_color``, ``black``); anything else is a user error."""
     group, sep, value = name.partition(SEP)
     if not sep or not group.startswith("has_") or not value:
-        raise ConceptforgeError(f"attribute {name!r} is not in CUB's form has_<group>::<value> (e.g. has_crown_color::black)")
+        raise InvalidArgumentError(f"attribute {name!r} is not in CUB's form has_<group>::<value> (e.g. has_crown_color::black)")
     return group, value
 
 
@@ -67,7 +67,7 @@ def to_cub_attribute(name: str) -> str:
     if PUBLISHED_SEP in name:
         group, value = name.split(PUBLISHED_SEP, 1)
         return f"{group}{SEP}{value}"
-    raise ConceptforgeError(f"attribute {name!r} is not of the form has_<group>::<value> or has_<group>--<value>")
+    raise InvalidArgumentError(f"attribute {name!r} is not of the form has_<group>::<value> or has_<group>--<value>")
 
 
 def attribute_group(name: str) -> str:
@@ -113,7 +113,7 @@ class CubLayout:
         """``cub_dir`` is the CUB_200_2011 folder or the folder holding it (as extracted)."""
         root = Path(cub_dir).expanduser()
         if not root.is_dir():
-            raise ConceptforgeError(f"--cub-dir {root} is not a CUB_200_2011 directory: it does not exist")
+            raise DataNotFoundError(f"--cub-dir {root} is not a CUB_200_2011 directory: it does not exist")
         if not (root / CLASSES).is_file() and (root / ROOT_NAME).is_dir():
             root = root / ROOT_NAME
         return cls(root)
@@ -132,7 +132,7 @@ class CubLayout:
         if not required:
             return None
         tried = ", ".join(str(c) for c in candidates)
-        raise ConceptforgeError(
+        raise DataNotFoundError(
             f"no {relative} under {self.root}: it is not a CUB_200_2011 directory, or is missing {relative} (looked for {tried})"
         )
 
@@ -147,7 +147,7 @@ def class_image_dir(root: str | Path, folder: str) -> Path:
     for candidate in (root / folder, root / "images" / folder, root / ROOT_NAME / "images" / folder):
         if candidate.is_dir():
             return candidate
-    raise ConceptforgeError(f"CUB class folder {folder!r} not found under {root}")
+    raise DataNotFoundError(f"CUB class folder {folder!r} not found under {root}")
 
 
 # -- low-level readers ---------------------------------------------------------------------------
@@ -156,7 +156,7 @@ def read_rows(path: Path) -> list[list[str]]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
-        raise ConceptforgeError(f"cannot read CUB file {path}: {error.strerror or error}") from None
+        raise DataNotFoundError(f"cannot read CUB file {path}: {error.strerror or error}") from None
     return [line.split() for line in text.splitlines() if line.strip()]
 
 
@@ -165,7 +165,7 @@ def read_numbered(path: Path) -> list[str]:
     names = []
     for number, row in enumerate(read_rows(path), start=1):
         if len(row) != 2 or row[0] != str(number):
-            raise ConceptforgeError(f"{path} line {number}: expected '{number} <name>', got {' '.join(row)!r}")
+            raise DataFormatError(f"{path} line {number}: expected '{number} <name>', got {' '.join(row)!r}")
         names.append(row[1])
     return names
 
@@ -175,7 +175,7 @@ def read_int_pairs(path: Path) -> dict[int, int]:
     try:
         return {int(row[0]): int(row[1]) for row in read_rows(path)}
     except (ValueError, IndexError):
-        raise ConceptforgeError(f"{path}: expected '<image id> <number>' on every line") from None
+        raise DataFormatError(f"{path}: expected '<image id> <number>' on every line") from None
 
 
 def iter_image_attribute_labels(path: Path) -> Iterator[tuple[int, int, bool]]:
@@ -196,9 +196,9 @@ def read_class_percent(path: Path, num_classes: int, num_attributes: int) -> np.
     try:
         percent = np.loadtxt(path, dtype=np.float64, ndmin=2)
     except ValueError as error:
-        raise ConceptforgeError(f"{path} is not a table of numbers: {error}") from None
+        raise DataFormatError(f"{path} is not a table of numbers: {error}") from None
     if percent.shape != (num_classes, num_attributes):
-        raise ConceptforgeError(
+        raise DataFormatError(
             f"{path} has shape {percent.shape[0]}x{percent.shape[1]}, expected {num_classes} classes x {num_attributes} attributes"
         )
     return percent
@@ -234,7 +234,7 @@ class CubAttributes:
     def values(self, group: str) -> list[str]:
         if group not in self.groups:
             known = ", ".join(sorted(self.groups)[:6])
-            raise ConceptforgeError(f"unknown attribute group {group!r}: CUB has {len(self.groups)} groups ({known}, ...)")
+            raise InvalidArgumentError(f"unknown attribute group {group!r}: CUB has {len(self.groups)} groups ({known}, ...)")
         return list(self.groups[group])
 
     def group_attributes(self, group: str) -> list[str]:
@@ -246,7 +246,7 @@ class CubAttributes:
         try:
             return self.columns[name]
         except KeyError:
-            raise ConceptforgeError(f"unknown CUB attribute {name!r}") from None
+            raise InvalidArgumentError(f"unknown CUB attribute {name!r}") from None
 
     @cached_property
     def columns(self) -> dict[str, int]:
@@ -261,7 +261,7 @@ def load_attributes(cub_dir: str | Path) -> CubAttributes:
         path = CubLayout.resolve(path).find(ATTRIBUTES)
     names = read_numbered(path)
     if not names:
-        raise ConceptforgeError(f"{path} lists no attributes")
+        raise DataFormatError(f"{path} lists no attributes")
     return CubAttributes.from_names(names)
 
 
@@ -310,20 +310,20 @@ class CubMetadata:
         if bird not in self._class_index:
             close = [c for c in self.classes if bird_key(c) == bird_key(bird)]
             hint = f" (did you mean {close[0]}?)" if close else ""
-            raise ConceptforgeError(f"bird {bird!r} is not a CUB class in {self.root / CLASSES}{hint}")
+            raise InvalidArgumentError(f"bird {bird!r} is not a CUB class in {self.root / CLASSES}{hint}")
         return self._class_index[bird]
 
     def find_bird(self, bird: str) -> int:
         """Row of ``bird`` in any spelling (``073.Blue_Jay``, ``Blue Jay``): for datasets we read."""
         row = self._class_keys.get(bird_key(bird))
         if row is None:
-            raise ConceptforgeError(f"bird {bird!r} is not a CUB class in {self.root / CLASSES}")
+            raise InvalidArgumentError(f"bird {bird!r} is not a CUB class in {self.root / CLASSES}")
         return row
 
     def check_attribute(self, attribute: str) -> int:
         split_attribute(attribute)
         if attribute not in self.index:
-            raise ConceptforgeError(
+            raise DataFormatError(
                 f"attribute {attribute!r} is not in the CUB attribute vocabulary ({len(self.attributes)} attributes "
                 f"in {self.root}): the dataset and the CUB metadata do not match"
             )
@@ -335,7 +335,7 @@ class CubMetadata:
     # -- percentage table (generation) -----------------------------------------------------------
     def _percent(self) -> np.ndarray:
         if self.class_percent is None:
-            raise ConceptforgeError(f"{self.root} lacks {CLASS_ATTRIBUTE_PERCENT} (class-level percentages)")
+            raise DataNotFoundError(f"{self.root} lacks {CLASS_ATTRIBUTE_PERCENT} (class-level percentages)")
         return self.class_percent
 
     def percent(self, bird: str, attribute: str) -> float:
@@ -366,7 +366,7 @@ class CubMetadata:
     # -- voted labels (evaluation) ---------------------------------------------------------------
     def _labels(self, why: str) -> np.ndarray:
         if self.class_labels is None:
-            raise ConceptforgeError(
+            raise DataNotFoundError(
                 f"{why} needs {CLASSES}, {IMAGE_CLASS_LABELS} and {IMAGE_ATTRIBUTE_LABELS}, which {self.root} lacks"
             )
         return self.class_labels

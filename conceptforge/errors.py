@@ -1,9 +1,48 @@
-"""User-facing errors.
+"""User-facing errors, by kind.
 
-A :class:`ConceptforgeError` carries one line that says what is wrong and how to fix it. The
-command lines print exactly that line and exit non-zero; anything else is a bug and keeps its
-traceback.
+Every error caused by the user's input or environment is a :class:`ConceptforgeError` carrying
+one line that says what is wrong and how to fix it; the command line prints exactly that line and
+exits 2. Anything else is a bug and keeps its traceback.
+
+Each kind also subclasses the matching builtin, so a library caller can catch by kind without
+knowing this module: a missing ``--cub-dir`` is a ``FileNotFoundError``, a bad spec a
+``ValueError``, a missing optional package an ``ImportError``. The tree::
+
+    ConceptforgeError
+    ├── InvalidArgumentError (ValueError)      a parameter or flag value, or a combination of them
+    │   ├── BadRequest (annotation server)     a request the annotation app cannot serve
+    │   └── OracleError                        a classifier oracle and its target classes do not match
+    ├── SpecError (ValueError)                 a spec/config file the caller wrote is malformed
+    ├── DataFormatError (ValueError)           a dataset or data folder exists but has the wrong content
+    ├── DataNotFoundError (FileNotFoundError)  a file, folder, dataset or split is missing
+    ├── WeightsUnavailableError (OSError)      model weights cannot be loaded (not cached, not a model)
+    ├── DeviceUnavailableError (RuntimeError)  the requested device (a CUDA GPU) is not there
+    ├── DependencyMissingError (ImportError)   an optional package (bpy, scikit-learn …) is missing
+    ├── HubError (OSError)                     a Hugging Face Hub request failed (network, auth, repo)
+    │   └── PublishError                       a release cannot be made as asked (version taken …)
+    ├── StoreError (RuntimeError)              an output folder or item store conflicts with the run
+    │   └── AlreadyAnswered (annotation db)    an annotator answered this item before
+    └── PlacementError (RuntimeError)          a binding scene found no valid object placement
+
+``BadRequest``, ``AlreadyAnswered``, ``OracleError`` and ``PlacementError`` live beside the code
+that raises them and subclass the kinds above.
 """
+
+from __future__ import annotations
+
+__all__ = [
+    "ConceptforgeError",
+    "InvalidArgumentError",
+    "SpecError",
+    "DataFormatError",
+    "DataNotFoundError",
+    "WeightsUnavailableError",
+    "DeviceUnavailableError",
+    "DependencyMissingError",
+    "HubError",
+    "PublishError",
+    "StoreError",
+]
 
 
 class ConceptforgeError(Exception):
@@ -14,3 +53,83 @@ class ConceptforgeError(Exception):
     def __init__(self, message: str) -> None:
         # One line only: the CLI prints it verbatim.
         super().__init__(" ".join(str(message).split()))
+
+    def __str__(self) -> str:
+        # OSError and ImportError format their own args; keep the one line as given.
+        return self.args[0] if self.args else ""
+
+
+class InvalidArgumentError(ConceptforgeError, ValueError):
+    """A value passed to a function or flag is invalid, or two options exclude each other.
+
+    Why a kind: the fix is in the call itself (change the flag), never in files on disk.
+    """
+
+
+class SpecError(ConceptforgeError, ValueError):
+    """A specification or configuration file (concept spec, candidate spec, templates) is malformed.
+
+    Why a kind: the fix is to edit the file the user wrote, not the command.
+    """
+
+
+class DataFormatError(ConceptforgeError, ValueError):
+    """A dataset, split or data folder exists but its content is not what the step expects.
+
+    Why a kind: the data came from elsewhere (a download, an earlier step); the fix is to point at
+    the right data or regenerate it.
+    """
+
+
+class DataNotFoundError(ConceptforgeError, FileNotFoundError):
+    """A file, directory, dataset, split or column the step needs does not exist.
+
+    Why a kind: callers often fall back (download, another path) on exactly this; as a
+    ``FileNotFoundError`` it is caught by code that knows nothing of conceptforge.
+    """
+
+
+class WeightsUnavailableError(ConceptforgeError, OSError):
+    """Model weights cannot be loaded: not in the local cache while offline, not a model folder,
+    or of an unsupported architecture.
+
+    Why a kind: ``transformers``/``diffusers`` report the same as ``OSError``; the fix is to
+    download the weights or pass a local folder.
+    """
+
+
+class DeviceUnavailableError(ConceptforgeError, RuntimeError):
+    """The requested accelerator is missing (e.g. ``--device cuda`` without a GPU) or too small.
+
+    Why a kind: the same run works elsewhere; the fix is the machine or ``--device``/``--offload``.
+    """
+
+
+class DependencyMissingError(ConceptforgeError, ImportError):
+    """An optional dependency (``bpy`` for Blender rendering, ``scikit-learn`` …) is not installed.
+
+    Why a kind: the fix is one ``pip install`` that the message names.
+    """
+
+
+class HubError(ConceptforgeError, OSError):
+    """A request to the Hugging Face Hub (or its local mirror) failed: network, token, repository.
+
+    Why a kind: retrying, logging in or fixing ``HF_ENDPOINT`` helps; the data is fine.
+    """
+
+
+class PublishError(HubError):
+    """The release cannot be published as asked (the version exists with other content, a file
+    the card needs is missing from the directory).
+
+    Why a kind: retrying cannot help; the user picks a new version or fixes the directory.
+    """
+
+
+class StoreError(ConceptforgeError, RuntimeError):
+    """An output folder or item store conflicts with this run: it was made with other settings
+    (resume conflict), is corrupt, or is locked by another run.
+
+    Why a kind: the fix is a new ``--out`` or the original settings; nothing is overwritten.
+    """

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import StoreError
 from conceptforge.workitems import WorkItem
 
 logger = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ class ItemStore:
             probe.write_bytes(b"")
             probe.unlink()
         except OSError as error:
-            raise ConceptforgeError(
+            raise StoreError(
                 f"cannot write to output directory {self.root}: {error.strerror or error}; "
                 "choose a writable --out"
             ) from None
@@ -101,7 +101,7 @@ class ItemStore:
                     for key in set(existing) | set(wanted)
                     if existing.get(key) != wanted.get(key)
                 )
-                raise ConceptforgeError(
+                raise StoreError(
                     f"{self.root} holds a run made with other settings (differs in: "
                     f"{', '.join(keys)}); resume with the same settings or use a new --out"
                 )
@@ -111,7 +111,7 @@ class ItemStore:
     def read_config(self) -> dict[str, Any]:
         path = self.root / RUN_CONFIG_NAME
         if not path.exists():
-            raise ConceptforgeError(f"{self.root} is not an item store (no {RUN_CONFIG_NAME})")
+            raise StoreError(f"{self.root} is not an item store (no {RUN_CONFIG_NAME})")
         return json.loads(path.read_text(encoding="utf-8"))
 
     # -- items --------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import InvalidArgumentError
 
 logger = logging.getLogger(__name__)
 
@@ -73,9 +73,9 @@ class ShardSpec:
 
     def __post_init__(self) -> None:
         if self.num_shards < 1:
-            raise ConceptforgeError(f"--num-shards must be >= 1, got {self.num_shards}")
+            raise InvalidArgumentError(f"--num-shards must be >= 1, got {self.num_shards}")
         if not 0 <= self.shard_index < self.num_shards:
-            raise ConceptforgeError(
+            raise InvalidArgumentError(
                 f"--shard-index must be in [0, {self.num_shards}), got {self.shard_index}"
             )
 

@@ -30,7 +30,7 @@ from conceptforge.filters.dataset_io import LocalSplit, decode_image
 from conceptforge.filters.questions import QuestionBuilder
 from conceptforge.filters.vqa import VQAScorer
 from conceptforge import ItemResult, ItemStore, ShardSpec, WorkItem, select_shard
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import InvalidArgumentError
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ METRICS = ("precision", "accuracy")
 
 def threshold_grid(low: float = 0.60, high: float = 0.95, step: float = 0.01) -> tuple[float, ...]:
     if not 0.0 <= low <= high <= 1.0 or step <= 0:
-        raise ConceptforgeError(f"bad threshold range [{low}, {high}] step {step}")
+        raise InvalidArgumentError(f"bad threshold range [{low}, {high}] step {step}")
     count = int(round((high - low) / step))
     return tuple(round(low + i * step, 6) for i in range(count + 1))
 
@@ -147,7 +147,7 @@ def search_thresholds(
     below ``min_support`` are not eligible.
     """
     if metric not in METRICS:
-        raise ConceptforgeError(f"unknown metric {metric!r}; choose one of {', '.join(METRICS)}")
+        raise InvalidArgumentError(f"unknown metric {metric!r}; choose one of {', '.join(METRICS)}")
     by_group: dict[str, list[GroupAnswer]] = defaultdict(list)
     for answer in answers:
         by_group[answer.group].append(answer)
@@ -248,7 +248,7 @@ def group_answers(cub: CubDataset, store: ItemStore, *, ground_truth: str = "ima
         labels = cub.class_labels()
         present_of = lambda image: labels.get(image.class_id, set())  # noqa: E731
     else:
-        raise ConceptforgeError(f"--ground-truth must be image or class, got {ground_truth!r}")
+        raise InvalidArgumentError(f"--ground-truth must be image or class, got {ground_truth!r}")
     images = {image.image_id: image for image in cub.images}
     names = cub.vocabulary.names
     out = []

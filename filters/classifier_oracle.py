@@ -28,16 +28,18 @@ import numpy as np
 import torch
 from PIL import Image
 
+from conceptforge.errors import InvalidArgumentError, WeightsUnavailableError
+
 logger = logging.getLogger(__name__)
 
 #: The paper's CUB oracle (SUB, paper 001 §4.2: 88% CUB test accuracy).
 DEFAULT_CUB_CLASSIFIER = "Emiel/cub-200-bird-classifier-swin"
 
 
-class OracleError(ValueError):
+class OracleError(InvalidArgumentError):
     """Bad oracle input (unknown classes, unmappable labels); one line, says what to fix.
 
-    Subclasses ValueError so the file stays standalone; callers may wrap it in their own error.
+    A ``ValueError`` like every :class:`~conceptforge.errors.InvalidArgumentError`.
     """
 
 
@@ -194,7 +196,7 @@ class ClassifierOracle:
             processor = _load_image_processor(model_id, **kwargs)
             model = AutoModelForImageClassification.from_pretrained(model_id, dtype=dtype, **kwargs)
         except OSError as error:
-            raise OracleError(f"cannot load classifier {model_id}: {str(error).splitlines()[0]}") from None
+            raise WeightsUnavailableError(f"cannot load classifier {model_id}: {str(error).splitlines()[0]}") from None
         model.to(device)
         return cls(
             model, processor, target_classes=target_classes, label_overrides=label_overrides,

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import DataNotFoundError, InvalidArgumentError, WeightsUnavailableError
 
 logger = logging.getLogger(__name__)
 
@@ -93,10 +93,10 @@ def finetune_oracle(
     from transformers import AutoModelForImageClassification
 
     if not samples:
-        raise ConceptforgeError("no training images for the oracle")
+        raise DataNotFoundError("no training images for the oracle")
     labels = sorted({label for _, label in samples})
     if len(labels) < 2:
-        raise ConceptforgeError("an oracle needs at least two concepts to tell apart")
+        raise InvalidArgumentError("an oracle needs at least two concepts to tell apart")
     label2id = {name: i for i, name in enumerate(labels)}
     rng = random.Random(config.seed)
     torch.manual_seed(config.seed)
@@ -118,7 +118,7 @@ def finetune_oracle(
             ignore_mismatched_sizes=True,
         )
     except OSError as error:
-        raise ConceptforgeError(f"cannot load classifier {config.model_id}: {str(error).splitlines()[0]}") from None
+        raise WeightsUnavailableError(f"cannot load classifier {config.model_id}: {str(error).splitlines()[0]}") from None
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate)
     model, optimizer = accelerator.prepare(model, optimizer)
     result = OracleTrainingResult(labels=labels)

@@ -21,7 +21,7 @@ import torch
 from PIL import Image
 
 from conceptforge.filters.classifier_oracle import ClassifierOracle, OracleError
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import InvalidArgumentError, WeightsUnavailableError
 
 logger = logging.getLogger(__name__)
 
@@ -44,8 +44,8 @@ def load_concept_oracle(model_id: str, concepts: Sequence[str], *, device: str |
     """A classifier oracle whose classes are ``concepts`` (each must match one model label)."""
     try:
         return ClassifierOracle.from_pretrained(model_id, target_classes=list(concepts), device=device, revision=revision)
-    except OracleError as error:
-        raise ConceptforgeError(f"oracle {model_id}: {error}") from None
+    except (OracleError, WeightsUnavailableError) as error:
+        raise type(error)(f"oracle {model_id}: {error}") from None  # same kind, says which oracle
 
 
 def score_concepts(oracle: ClassifierOracle, images: Sequence[Image.Image], concepts: Sequence[str], *, batch_size: int = 32) -> ConceptScores:
@@ -76,14 +76,14 @@ class VQAOracle:
 
     def __init__(self, model: Any, processor: Any, *, probability: str = "softmax", device: torch.device | None = None) -> None:
         if probability not in ("softmax", "sigmoid"):
-            raise ConceptforgeError(f"VQA probability must be softmax or sigmoid, got {probability!r}")
+            raise InvalidArgumentError(f"VQA probability must be softmax or sigmoid, got {probability!r}")
         self.model = model.eval()
         self.processor = processor
         self.probability = probability
         self.device = device or next(model.parameters()).device
         label2id = {str(k).lower(): int(v) for k, v in model.config.label2id.items()}
         if "yes" not in label2id:
-            raise ConceptforgeError("the VQA model has no 'yes' answer in its label set")
+            raise WeightsUnavailableError("the VQA model has no 'yes' answer in its label set")
         self.yes_index = label2id["yes"]
         self.max_text = int(getattr(model.config, "max_position_embeddings", 40))
 
@@ -99,7 +99,7 @@ class VQAOracle:
                 processor = AutoProcessor.from_pretrained(model_id, revision=revision)
             model = ViltForQuestionAnswering.from_pretrained(model_id, revision=revision).to(target)
         except OSError as error:
-            raise ConceptforgeError(f"cannot load VQA model {model_id}: {str(error).splitlines()[0]}") from None
+            raise WeightsUnavailableError(f"cannot load VQA model {model_id}: {str(error).splitlines()[0]}") from None
         return cls(model, processor, probability=probability, device=target)
 
     @torch.inference_mode()

@@ -19,7 +19,7 @@ from conceptforge.filters.conceptbed_oracles import VQAOracle, load_concept_orac
 from conceptforge.generators.conceptbed.composition import Caption
 from conceptforge.generators.conceptbed.concepts import library
 from conceptforge.generators.conceptbed.spec import ConceptSpec
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import DataNotFoundError, InvalidArgumentError, WeightsUnavailableError
 from conceptforge.loaders.conceptbed import ORIGINAL, ScoreRecord
 
 logger = logging.getLogger(__name__)
@@ -32,11 +32,11 @@ def oracle_concepts(model_id: str, kind: str, *, revision: str | None = None) ->
     try:
         config = AutoConfig.from_pretrained(model_id, revision=revision)
     except OSError as error:
-        raise ConceptforgeError(f"cannot load classifier {model_id}: {str(error).splitlines()[0]}") from None
+        raise WeightsUnavailableError(f"cannot load classifier {model_id}: {str(error).splitlines()[0]}") from None
     labels = {normalize_label(v) for v in config.id2label.values()}
     names = [name for name, (k, _) in library().items() if k == kind and normalize_label(name) in labels]
     if len(names) < 2:
-        raise ConceptforgeError(
+        raise WeightsUnavailableError(
             f"oracle {model_id} names {len(names)} ConceptBed {kind} concept(s); fine-tune it on the concepts "
             "first (scripts/train_oracle.py)"
         )
@@ -59,7 +59,7 @@ class OracleSet:
         if kind not in self._oracles:
             model_id = self.models.get(kind)
             if not model_id:
-                raise ConceptforgeError(f"no oracle given for {kind} concepts (--{kind}-oracle)")
+                raise InvalidArgumentError(f"no oracle given for {kind} concepts (--{kind}-oracle)")
             names = oracle_concepts(model_id, kind)
             self._oracles[kind] = load_concept_oracle(model_id, names, device=self.device)
             logger.info("%s oracle %s over %d concepts", kind, model_id, len(names))
@@ -75,7 +75,7 @@ class OracleSet:
 def _check_concepts(oracle: ClassifierOracle, concepts: Iterable[str], kind: str) -> None:
     missing = sorted(set(concepts) - set(oracle.classes))
     if missing:
-        raise ConceptforgeError(f"the {kind} oracle has no class for concept(s) {', '.join(missing[:5])}")
+        raise WeightsUnavailableError(f"the {kind} oracle has no class for concept(s) {', '.join(missing[:5])}")
 
 
 def _batches(rows: Iterable[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
@@ -140,7 +140,7 @@ def score_real(spec: ConceptSpec, captions: Mapping[str, Sequence[Caption]], ora
             chunk = pairs[start : start + batch_size]
             missing = [str(c.image) for c, _ in chunk if not c.image.is_file()]
             if missing:
-                raise ConceptforgeError(f"caption image {missing[0]} does not exist")
+                raise DataNotFoundError(f"caption image {missing[0]} does not exist")
             scores = oracles.vqa.score([_open(c.image) for c, _ in chunk], [q for _, q in chunk], batch_size=batch_size)
             for (caption, question), p, m, ok in zip(chunk, scores.target_prob, scores.max_prob, scores.correct):
                 records.append(ScoreRecord(ORIGINAL, "vqa", caption.concept, float(p), float(m), bool(ok), caption.categories, caption.image.name, question))

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 from datasets import Features
 from PIL import Image
 
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import DataFormatError, DataNotFoundError
 
 
 @dataclass
@@ -47,20 +47,20 @@ def open_split(root: str | Path, split: str, *, required: Sequence[str] = (), ki
     """Open ``root/data/<split>-*.parquet``; a clear error names what is missing."""
     root = Path(root)
     if not root.is_dir():
-        raise ConceptforgeError(f"{kind} directory {root} does not exist")
+        raise DataNotFoundError(f"{kind} directory {root} does not exist")
     files = sorted((root / "data").glob(f"{split}-*.parquet"))
     if not files:
         found = sorted({p.name.split("-")[0] for p in (root / "data").glob("*.parquet")}) if (root / "data").is_dir() else []
         hint = f" (it has split(s): {', '.join(found)})" if found else ""
-        raise ConceptforgeError(f"{root} is not a {kind}: no data/{split}-*.parquet{hint}")
+        raise DataNotFoundError(f"{root} is not a {kind}: no data/{split}-*.parquet{hint}")
     try:
         schema = pq.read_schema(files[0])
     except Exception as error:  # pyarrow raises several types for a damaged file
-        raise ConceptforgeError(f"cannot read {files[0]}: {error}") from None
+        raise DataFormatError(f"cannot read {files[0]}: {error}") from None
     features = Features.from_arrow_schema(schema)
     missing = [name for name in required if name not in features]
     if missing:
-        raise ConceptforgeError(f"{root} is not a {kind}: split {split!r} lacks column(s) {', '.join(missing)}")
+        raise DataFormatError(f"{root} is not a {kind}: split {split!r} lacks column(s) {', '.join(missing)}")
     return LocalSplit(root, split, files, features)
 
 

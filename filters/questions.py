@@ -11,7 +11,7 @@ import string
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import DataFormatError, InvalidArgumentError
 
 OTHER = "Other"
 LETTERS = string.ascii_uppercase
@@ -46,7 +46,7 @@ class MultipleChoiceQuestion:
         try:
             return self.options.index(value)
         except ValueError:
-            raise ConceptforgeError(
+            raise InvalidArgumentError(
                 f"{value!r} is not an option of {self.group} ({', '.join(self.options)})"
             ) from None
 
@@ -60,11 +60,11 @@ def build_question(
     """The question for ``group`` with options ``values`` + ``Other`` lettered A, B, …"""
     options = tuple(values) + (OTHER,)
     if len(values) == 0:
-        raise ConceptforgeError(f"attribute group {group!r} has no values to ask about")
+        raise DataFormatError(f"attribute group {group!r} has no values to ask about")
     if len(set(options)) != len(options):
-        raise ConceptforgeError(f"attribute group {group!r} lists an option twice")
+        raise DataFormatError(f"attribute group {group!r} lists an option twice")
     if len(options) > len(LETTERS):
-        raise ConceptforgeError(
+        raise DataFormatError(
             f"attribute group {group!r} has {len(values)} values: more options than letters A-Z"
         )
     choices = " ".join(f"{LETTERS[i]}) {humanize_value(option)}" for i, option in enumerate(options))
@@ -86,7 +86,7 @@ class QuestionBuilder:
         if group not in self._cache:
             if group not in self.groups:
                 known = ", ".join(sorted(self.groups)[:5])
-                raise ConceptforgeError(
+                raise InvalidArgumentError(
                     f"unknown attribute group {group!r}: the question builder knows "
                     f"{len(self.groups)} groups ({known}{', ...' if len(self.groups) > 5 else ''})"
                 )

@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Iterable
 
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import InvalidArgumentError
 
 COUNT_KEYS = ("candidates", "unreadable", "wrong_answer", "below_threshold", "in_dropped_pair", "below_rank", "kept")
 
@@ -34,11 +34,11 @@ class FilterParams:
 
     def __post_init__(self) -> None:
         if not 0.0 < self.keep_fraction <= 1.0:
-            raise ConceptforgeError(f"--keep-fraction must be in (0, 1], got {self.keep_fraction}")
+            raise InvalidArgumentError(f"--keep-fraction must be in (0, 1], got {self.keep_fraction}")
         if self.min_survivor_fraction is not None and not 0.0 <= self.min_survivor_fraction <= 1.0:
-            raise ConceptforgeError(f"--min-survivor-fraction must be in [0, 1], got {self.min_survivor_fraction}")
+            raise InvalidArgumentError(f"--min-survivor-fraction must be in [0, 1], got {self.min_survivor_fraction}")
         if not 0.0 <= self.min_splus_prob <= 1.0:
-            raise ConceptforgeError(f"--min-splus-prob must be in [0, 1], got {self.min_splus_prob}")
+            raise InvalidArgumentError(f"--min-splus-prob must be in [0, 1], got {self.min_splus_prob}")
 
     @property
     def survivor_fraction(self) -> float:

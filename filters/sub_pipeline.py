@@ -32,7 +32,7 @@ from conceptforge.filters.questions import MultipleChoiceQuestion, QuestionBuild
 from conceptforge.filters.sub_filter import FilterParams, ScoredCandidate, decide, filter_statistics
 from conceptforge.filters.vqa import VQAScorer
 from conceptforge import ItemResult, ItemStore, ShardSpec, WorkItem, select_shard
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import DataFormatError, StoreError
 from conceptforge.generators.sub.generate import CITATION as SUB_CITATION
 from conceptforge.workitems import check_unique_ids
 
@@ -107,7 +107,7 @@ def check_candidate_groups(candidates: LocalSplit, questions: QuestionBuilder) -
         question = questions(group)
         question.option_index(value)
         if attribute != f"{group}::{value}":
-            raise ConceptforgeError(f"candidate attribute {attribute!r} disagrees with group {group!r} / value {value!r}")
+            raise DataFormatError(f"candidate attribute {attribute!r} disagrees with group {group!r} / value {value!r}")
 
 
 def score_candidates(
@@ -242,7 +242,7 @@ def assemble_filtered(
     ids = candidates.column("item_id")
     missing = [item_id for item_id in ids if item_id not in scores]
     if missing:
-        raise ConceptforgeError(
+        raise StoreError(
             f"{len(missing)} of {len(ids)} candidates are not scored yet (e.g. {missing[0]}); "
             "finish all shards, then rerun without --num-shards to assemble"
         )

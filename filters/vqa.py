@@ -25,7 +25,7 @@ import torch
 from PIL import Image
 
 from conceptforge.filters.questions import LETTERS, MultipleChoiceQuestion
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import DependencyMissingError, InvalidArgumentError, WeightsUnavailableError
 
 logger = logging.getLogger(__name__)
 
@@ -74,13 +74,13 @@ def _check_remote_code(model_id: str, trust_remote_code: bool, revision: str | N
         AutoConfig.from_pretrained(model_id, revision=revision, trust_remote_code=False)
     except ValueError as error:
         if "trust_remote_code" in str(error):
-            raise ConceptforgeError(
+            raise InvalidArgumentError(
                 f"{model_id} ships its own model code; loading it runs that code, so it needs the "
                 "explicit --trust-remote-code flag (never enabled by default)"
             ) from None
-        raise ConceptforgeError(f"cannot load VQA model {model_id}: {str(error).splitlines()[0]}") from None
+        raise WeightsUnavailableError(f"cannot load VQA model {model_id}: {str(error).splitlines()[0]}") from None
     except OSError as error:
-        raise ConceptforgeError(
+        raise WeightsUnavailableError(
             f"cannot load VQA model {model_id}: {str(error).splitlines()[0]} "
             "(a local path, or a Hub id that is cached or reachable; log in with `hf auth login` for gated models)"
         ) from None
@@ -111,7 +111,7 @@ def _load_processor(model_id: str, *, revision: str | None, trust_remote_code: b
         return AutoProcessor.from_pretrained(model_id, **kwargs)
     except (ImportError, ValueError, TypeError, AttributeError) as error:
         if "torchvision" not in str(error).lower() and "video" not in str(error).lower():
-            raise ConceptforgeError(f"cannot load the processor of {model_id}: {error}") from None
+            raise WeightsUnavailableError(f"cannot load the processor of {model_id}: {error}") from None
         logger.info("processor of %s needs torchvision for videos; building it without a video processor", model_id)
         return _processor_without_video(model_id, kwargs, error)
 
@@ -132,7 +132,7 @@ def _processor_without_video(model_id: str, kwargs: dict[str, Any], error: Excep
     name = processor_config.get("processor_class")
     processor_class = getattr(transformers, name, None) if name else None
     if processor_class is None:
-        raise ConceptforgeError(f"cannot build the processor of {model_id} without torchvision: {error}") from None
+        raise DependencyMissingError(f"cannot build the processor of {model_id} without torchvision: {error}") from None
     tokenizer = AutoTokenizer.from_pretrained(model_id, **kwargs)
     try:
         image_processor = AutoImageProcessor.from_pretrained(model_id, backend="pil", **kwargs)
@@ -172,9 +172,9 @@ class VQAScorer:
         self.revision = _resolve_revision(model)
         tokenizer = getattr(processor, "tokenizer", None)
         if tokenizer is None:
-            raise ConceptforgeError(f"the processor of {model_id or 'the model'} has no tokenizer")
+            raise WeightsUnavailableError(f"the processor of {model_id or 'the model'} has no tokenizer")
         if getattr(processor, "chat_template", None) is None and getattr(tokenizer, "chat_template", None) is None:
-            raise ConceptforgeError(f"{model_id or 'the model'} has no chat template; use a chat/instruct checkpoint")
+            raise WeightsUnavailableError(f"{model_id or 'the model'} has no chat template; use a chat/instruct checkpoint")
         tokenizer.padding_side = "right"  # see module docstring
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
@@ -204,7 +204,7 @@ class VQAScorer:
                 model_id, revision=revision, trust_remote_code=trust_remote_code, dtype=dtype
             )
         except ValueError as error:
-            raise ConceptforgeError(
+            raise WeightsUnavailableError(
                 f"{model_id} does not load as AutoModelForImageTextToText ({str(error).splitlines()[0]}); "
                 "use an image-text-to-text checkpoint in transformers' format"
             ) from None
@@ -222,14 +222,14 @@ class VQAScorer:
         if num_options in self._letter_ids:
             return self._letter_ids[num_options]
         if num_options > len(LETTERS):
-            raise ConceptforgeError(f"{num_options} options exceed the letters A-Z")
+            raise InvalidArgumentError(f"{num_options} options exceed the letters A-Z")
         ids: list[list[int]] = []
         owner: dict[int, str] = {}
         name = self.model_id or "the VQA model"
         for letter in LETTERS[:num_options]:
             bare = self.tokenizer.encode(letter, add_special_tokens=False)
             if len(bare) != 1 or self.tokenizer.decode(bare).strip() != letter:
-                raise ConceptforgeError(
+                raise WeightsUnavailableError(
                     f"the tokenizer of {name} encodes option letter {letter!r} as {len(bare)} tokens "
                     f"{bare}, not one; multiple-choice scoring needs single-token letters A-"
                     f"{LETTERS[num_options - 1]}, so this model cannot be used"
@@ -240,7 +240,7 @@ class VQAScorer:
                 variants.append(spaced[0])
             for token in variants:
                 if token in owner:
-                    raise ConceptforgeError(
+                    raise WeightsUnavailableError(
                         f"the tokenizer of {name} maps letters {owner[token]!r} and {letter!r} to one token"
                     )
                 owner[token] = letter
@@ -310,7 +310,7 @@ class VQAScorer:
         if len(images) != len(questions):
             raise ValueError("one question per image")
         if batch_size < 1:
-            raise ConceptforgeError(f"--batch-size must be >= 1, got {batch_size}")
+            raise InvalidArgumentError(f"--batch-size must be >= 1, got {batch_size}")
         index = {}
         for question in {q.text: q for q in questions}.values():
             index[len(question.options)] = self._letter_index(len(question.options))

@@ -24,7 +24,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import DataFormatError, DataNotFoundError, InvalidArgumentError
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ def concept_confidence_deviation(generated: Mapping[str, Sequence[float]], real:
         return float("nan")
     missing = [c for c in concepts if c not in real or not len(real[c])]
     if missing:
-        raise ConceptforgeError(f"no real-image scores for concept(s) {', '.join(missing[:5])}: CCD needs both")
+        raise DataFormatError(f"no real-image scores for concept(s) {', '.join(missing[:5])}: CCD needs both")
     deviations = [np.mean(real[c]) - np.mean(generated[c]) for c in concepts]
     return float(np.mean(deviations))
 
@@ -193,7 +193,7 @@ def load_records(path: str | Path) -> list[ScoreRecord]:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConceptforgeError(f"scores file {path} does not exist") from None
+        raise DataNotFoundError(f"scores file {path} does not exist") from None
     for number, line in enumerate(text.splitlines(), start=1):
         if line.strip():
             try:
@@ -201,7 +201,7 @@ def load_records(path: str | Path) -> list[ScoreRecord]:
                 raw["categories"] = tuple(raw.get("categories", ()))
                 records.append(ScoreRecord(**raw))
             except (json.JSONDecodeError, TypeError) as error:
-                raise ConceptforgeError(f"{path}:{number}: not a score record ({error})") from None
+                raise DataFormatError(f"{path}:{number}: not a score record ({error})") from None
     return records
 
 
@@ -278,7 +278,7 @@ def per_concept_table(results: Mapping[tuple[str, str, str], Metrics], task: str
 def report(records: Sequence[ScoreRecord], *, per_concept: bool = False, n_bins: int = DEFAULT_ECE_BINS) -> str:
     results = evaluate(records, n_bins=n_bins)
     if not results:
-        raise ConceptforgeError("no scores to report")
+        raise InvalidArgumentError("no scores to report")
     parts = [table1(results)]
     if any(k[1] == "vqa" and k[2] for k in results):
         parts.append(table2(results))

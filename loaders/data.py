@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Iterable
 
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import DataFormatError, DataNotFoundError
 
 logger = logging.getLogger(__name__)
 
@@ -24,16 +24,16 @@ def load_split(source: str | os.PathLike, split: str, *, revision: str | None = 
     path = str(source)
     local = Path(path).exists()
     if local and not Path(path).is_dir():
-        raise ConceptforgeError(f"{path} is a file, not a dataset directory")
+        raise DataFormatError(f"{path} is a file, not a dataset directory")
     try:
         dataset_dict = datasets.load_dataset(path, config, revision=None if local else revision)
     except FileNotFoundError as error:
-        raise ConceptforgeError(f"no dataset at {path!r}: {str(error).splitlines()[0] if str(error) else 'not found'}") from None
+        raise DataNotFoundError(f"no dataset at {path!r}: {str(error).splitlines()[0] if str(error) else 'not found'}") from None
     except (ValueError, OSError, datasets.exceptions.DatasetNotFoundError) as error:  # type: ignore[attr-defined]
         message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise ConceptforgeError(f"cannot load dataset {path!r}: {message}") from None
+        raise DataFormatError(f"cannot load dataset {path!r}: {message}") from None
     if split not in dataset_dict:
-        raise ConceptforgeError(f"dataset {path!r} has no split {split!r} (splits: {', '.join(dataset_dict)})")
+        raise DataNotFoundError(f"dataset {path!r} has no split {split!r} (splits: {', '.join(dataset_dict)})")
     logger.info("loaded %s split %s: %d rows", path, split, len(dataset_dict[split]))
     return dataset_dict[split]
 
@@ -42,7 +42,7 @@ def require_columns(dataset, columns: Iterable[str], *, what: str) -> None:
     """One-line error naming every missing column."""
     missing = [column for column in columns if column not in dataset.column_names]
     if missing:
-        raise ConceptforgeError(
+        raise DataFormatError(
             f"{what} dataset lacks column(s) {', '.join(missing)} (has: {', '.join(dataset.column_names)})"
         )
 

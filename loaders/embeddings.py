@@ -25,7 +25,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import torch
 
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import DataFormatError, DataNotFoundError, InvalidArgumentError, WeightsUnavailableError
 
 logger = logging.getLogger(__name__)
 
@@ -103,19 +103,19 @@ def image_key(image: Any) -> str:
         elif image.get("path"):
             image = image["path"]
         else:
-            raise ConceptforgeError("an image entry has neither bytes nor a path")
+            raise DataFormatError("an image entry has neither bytes nor a path")
     if isinstance(image, (bytes, bytearray, memoryview)):
         return "b" + hashlib.sha256(bytes(image)).hexdigest()
     if isinstance(image, (str, os.PathLike)):
         try:
             return "b" + hashlib.sha256(Path(image).read_bytes()).hexdigest()
         except OSError as error:
-            raise ConceptforgeError(f"cannot read image {image}: {error.strerror or error}") from None
+            raise DataNotFoundError(f"cannot read image {image}: {error.strerror or error}") from None
     if hasattr(image, "tobytes") and hasattr(image, "mode"):
         digest = hashlib.sha256(f"{image.mode}:{image.size}".encode())
         digest.update(image.tobytes())
         return "p" + digest.hexdigest()
-    raise ConceptforgeError(f"unsupported image type {type(image).__name__}")
+    raise InvalidArgumentError(f"unsupported image type {type(image).__name__}")
 
 
 def load_pil(image: Any):
@@ -179,7 +179,7 @@ def _features(output: Any) -> torch.Tensor:
             return value
     if isinstance(output, (tuple, list)) and output and isinstance(output[0], torch.Tensor):
         return output[0]
-    raise ConceptforgeError(f"cannot read embeddings from a {type(output).__name__}")
+    raise WeightsUnavailableError(f"cannot read embeddings from a {type(output).__name__}")
 
 
 class EmbeddingModel:
@@ -204,7 +204,7 @@ class EmbeddingModel:
     ) -> None:
         for name in ("get_text_features", "get_image_features"):
             if not callable(getattr(model, name, None)):
-                raise ConceptforgeError(f"model {model_id} has no {name}: use a CLIP/SigLIP-style dual encoder")
+                raise WeightsUnavailableError(f"model {model_id} has no {name}: use a CLIP/SigLIP-style dual encoder")
         self.model = model.eval()
         self.processor = processor
         self.model_id = model_id
@@ -245,7 +245,7 @@ class EmbeddingModel:
             processor = AutoProcessor.from_pretrained(model_id, revision=revision)
         except (OSError, ValueError, KeyError) as error:
             first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            raise ConceptforgeError(f"cannot load embedding model {model_id!r}: {first}") from None
+            raise WeightsUnavailableError(f"cannot load embedding model {model_id!r}: {first}") from None
         resolved = resolve_model_revision(model_id, revision)
         logger.info("embedding model %s @ %s on %s (%s)", model_id, resolved, device, dtype)
         return cls(

@@ -28,7 +28,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import DataFormatError, InvalidArgumentError
 from conceptforge.cub import CubMetadata, attribute_group, attribute_value, bird_name, to_cub_attribute
 from conceptforge.loaders.data import image_column_raw, load_split, require_columns
 from conceptforge.loaders.reports import markdown_table, pct
@@ -103,7 +103,7 @@ def items_from_dataset(dataset, *, cub: CubMetadata | None = None) -> tuple[list
             items.append(SubItem(image=img, bird=bird_name(b), attribute=attribute, removed=removed))
         schema = "published"
     else:
-        raise ConceptforgeError(
+        raise DataFormatError(
             "SUB dataset lacks the columns of either schema: need "
             f"{', '.join(OUR_COLUMNS)} (conceptforge) or {', '.join(PUBLISHED_COLUMNS)} (Jessica-bader/SUB); "
             f"has {', '.join(dataset.column_names)}"
@@ -263,7 +263,7 @@ def score_cbm_predictions(
     present = np.asarray(present, dtype=bool)
     index = {name: i for i, name in enumerate(concept_names)}
     if present.shape != (len(items), len(concept_names)):
-        raise ConceptforgeError(f"CBM predictions have shape {present.shape}, expected {(len(items), len(concept_names))}")
+        raise InvalidArgumentError(f"CBM predictions have shape {present.shape}, expected {(len(items), len(concept_names))}")
     results = []
     for row, item in zip(present, items):
         removed = [r for r in item.removed if r in index and r != item.attribute]
@@ -332,7 +332,7 @@ def evaluate_vlm(
     from conceptforge.loaders.embeddings import EmbeddingModel
 
     if dataset is None:
-        raise ConceptforgeError("evaluate_vlm needs a dataset (local dir, Hub id, datasets.Dataset or SubItems)")
+        raise InvalidArgumentError("evaluate_vlm needs a dataset (local dir, Hub id, datasets.Dataset or SubItems)")
     embedder = model if isinstance(model, EmbeddingModel) else EmbeddingModel.from_pretrained(
         model, revision=revision, cache_dir=cache_dir, device=device
     )
@@ -365,7 +365,7 @@ def as_concept_predictor(model: Any, *, transform: Callable[[Any], torch.Tensor]
     ``predict(list_of_PIL) -> logits [B, C]``."""
     if isinstance(model, torch.nn.Module):
         if transform is None:
-            raise ConceptforgeError("a torch module CBM needs a transform mapping a PIL image to an input tensor")
+            raise InvalidArgumentError("a torch module CBM needs a transform mapping a PIL image to an input tensor")
         module = model.eval().to(device)
 
         def predict(images: list[Any]) -> torch.Tensor:
@@ -376,7 +376,7 @@ def as_concept_predictor(model: Any, *, transform: Callable[[Any], torch.Tensor]
 
         return predict
     if not callable(model):
-        raise ConceptforgeError(f"a CBM must be callable or a torch module, got {type(model).__name__}")
+        raise InvalidArgumentError(f"a CBM must be callable or a torch module, got {type(model).__name__}")
     return model
 
 
@@ -385,11 +385,11 @@ def load_cbm_factory(spec: str) -> Any:
     a ``(module, transform)`` pair)."""
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
-        raise ConceptforgeError(f"--cbm must be 'package.module:function', got {spec!r}")
+        raise InvalidArgumentError(f"--cbm must be 'package.module:function', got {spec!r}")
     try:
         factory = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as error:
-        raise ConceptforgeError(f"cannot import CBM factory {spec!r}: {error}") from None
+        raise InvalidArgumentError(f"cannot import CBM factory {spec!r}: {error}") from None
     return factory()
 
 
@@ -398,7 +398,7 @@ def cbm_concept_names(num_concepts: int, cub: CubMetadata, concept_names: Sequen
     if concept_names is not None:
         names = [to_cub_attribute(n) for n in concept_names]
         if len(names) != num_concepts:
-            raise ConceptforgeError(
+            raise InvalidArgumentError(
                 f"the CBM outputs {num_concepts} concepts but {len(names)} concept names were given: vocabularies do not match"
             )
         for name in names:
@@ -409,7 +409,7 @@ def cbm_concept_names(num_concepts: int, cub: CubMetadata, concept_names: Sequen
     subset = cub.cbm_attributes() if cub.class_labels is not None else []
     if num_concepts == len(subset):
         return subset
-    raise ConceptforgeError(
+    raise InvalidArgumentError(
         f"the CBM outputs {num_concepts} concepts, matching neither CUB's {len(cub.attributes)} attributes nor the "
         f"{len(subset) or 112}-attribute CBM subset: pass concept names"
     )
@@ -437,7 +437,7 @@ def evaluate_cbm(
     from conceptforge.loaders.embeddings import load_pil
 
     if outputs not in ("logits", "probabilities"):
-        raise ConceptforgeError(f"outputs must be 'logits' or 'probabilities', got {outputs!r}")
+        raise InvalidArgumentError(f"outputs must be 'logits' or 'probabilities', got {outputs!r}")
     predict = as_concept_predictor(model, transform=transform, device=device)
     items = _resolve_items(dataset, cub, dataset_revision, split)
     chunks = []

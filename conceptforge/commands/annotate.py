@@ -57,13 +57,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from conceptforge.filters.annotation.session import StudySettings, export_results, open_study, write_json
     from conceptforge.filters.annotation.studies import get_study
-    from conceptforge.errors import ConceptforgeError
+    from conceptforge.errors import InvalidArgumentError
 
     get_study(args.study)  # unknown study: fail before touching anything
     if args.per_group is not None and args.per_group < 1:
-        raise ConceptforgeError("--per-group must be at least 1")
+        raise InvalidArgumentError("--per-group must be at least 1")
     if args.metric and not args.study.startswith("conceptbed"):
-        raise ConceptforgeError("--metric correlations apply to the conceptbed studies only")
+        raise InvalidArgumentError("--metric correlations apply to the conceptbed studies only")
     settings = StudySettings(dataset_dir=args.dataset_dir, study=args.study, per_group=args.per_group, seed=args.seed,
                              split=args.split, db=args.db, cub_dir=args.cub_dir, metrics=args.metric)
     if args.export or args.apply:

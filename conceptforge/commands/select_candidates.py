@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import InvalidArgumentError, SpecError
 
 logger = logging.getLogger(__name__)
 
@@ -74,16 +74,16 @@ def _update_spec(path: Path, updates: dict[str, Any]) -> None:
         try:
             spec = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as error:
-            raise ConceptforgeError(f"{path} is not a JSON candidate spec: {error}") from None
+            raise SpecError(f"{path} is not a JSON candidate spec: {error}") from None
         if not isinstance(spec, dict):
-            raise ConceptforgeError(f"{path} is not a JSON object")
+            raise SpecError(f"{path} is not a JSON object")
     spec.update(updates)
     atomic_write_bytes(path, (json.dumps(spec, indent=1, sort_keys=True) + "\n").encode("utf-8"))
 
 
 def run_birds(args: argparse.Namespace) -> int:
     from conceptforge.filters.candidate_selection import reference_bird_accuracy, select_birds
-    from conceptforge.filters.classifier_oracle import ClassifierOracle, OracleError
+    from conceptforge.filters.classifier_oracle import ClassifierOracle
     from conceptforge.filters.dataset_io import open_split
 
     split = args.split
@@ -91,13 +91,10 @@ def run_birds(args: argparse.Namespace) -> int:
         data = args.references / "data"
         names = sorted({p.name.split("-")[0] for p in data.glob("*.parquet")}) if data.is_dir() else []
         if len(names) > 1:
-            raise ConceptforgeError(f"{args.references} has splits {', '.join(names)}; pick one with --split")
+            raise InvalidArgumentError(f"{args.references} has splits {', '.join(names)}; pick one with --split")
         split = names[0] if names else "train"
     references = open_split(args.references, split, required=("image", "bird"), kind="reference-selection dataset")
-    try:
-        oracle = ClassifierOracle.from_pretrained(args.classifier, device=args.device, trust_remote_code=args.trust_remote_code)
-    except OracleError as error:
-        raise ConceptforgeError(str(error)) from None
+    oracle = ClassifierOracle.from_pretrained(args.classifier, device=args.device, trust_remote_code=args.trust_remote_code)
     table = reference_bird_accuracy(references, oracle, batch_size=args.batch_size)
     birds = select_birds(table, min_accuracy=args.min_accuracy)
     print(f"{'bird':40s} {'images':>6s} {'correct':>7s} {'accuracy':>8s}")
@@ -127,7 +124,7 @@ def run_attributes(args: argparse.Namespace) -> int:
     from conceptforge import ItemStore, resolve_shard
 
     if args.cub_dir is None:
-        raise ConceptforgeError("--cub-dir is required (the CUB_200_2011 directory)")
+        raise InvalidArgumentError("--cub-dir is required (the CUB_200_2011 directory)")
     cub = CubDataset.load(args.cub_dir)
     answer_hint = "" if args.no_answer_hint else DEFAULT_ANSWER_HINT
     questions = QuestionBuilder(cub.vocabulary.groups, answer_hint=answer_hint)
@@ -177,6 +174,6 @@ def run_attributes(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     if args.batch_size < 1:
-        raise ConceptforgeError(f"--batch-size must be >= 1, got {args.batch_size}")
+        raise InvalidArgumentError(f"--batch-size must be >= 1, got {args.batch_size}")
     return run_birds(args) if args.selection == "birds" else run_attributes(args)
 

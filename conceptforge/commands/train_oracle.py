@@ -36,19 +36,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from conceptforge.filters.conceptbed_oracle_training import OracleTrainingConfig, finetune_oracle
     from conceptforge.generators.conceptbed.spec import IMAGE_SUFFIXES, load_spec
-    from conceptforge.errors import ConceptforgeError
+    from conceptforge.errors import DataNotFoundError, SpecError
 
     spec = load_spec(args.concepts)
     samples = [(path, c.name) for c in spec.concepts if c.kind == args.task for path in c.reference_images]
     if not samples:
-        raise ConceptforgeError(f"the spec selects no {args.task} concepts")
+        raise SpecError(f"the spec selects no {args.task} concepts")
     outliers: list[Path] = []
     if args.outliers is not None:
         if not args.outliers.is_dir():
-            raise ConceptforgeError(f"--outliers {args.outliers} is not a directory")
+            raise DataNotFoundError(f"--outliers {args.outliers} is not a directory")
         outliers = sorted(p for p in args.outliers.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES)
         if not outliers:
-            raise ConceptforgeError(f"no images in --outliers {args.outliers}")
+            raise DataNotFoundError(f"no images in --outliers {args.outliers}")
     config = OracleTrainingConfig(
         model_id=args.model_id or DEFAULT_MODELS[args.task],
         epochs=args.epochs,

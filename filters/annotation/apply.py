@@ -25,7 +25,7 @@ from conceptforge.cards.grid import png_bytes
 from conceptforge.cards.lineage import inherited_column_docs, read_upstream_metadata, upstream_provenance
 from conceptforge.filters.annotation.dataset import available_splits, split_files
 from conceptforge.filters.annotation.results import HUMAN_COLUMNS, row_decision, row_human_values, summary_for_card
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import DataFormatError, InvalidArgumentError
 
 import pyarrow.parquet as pq
 
@@ -71,21 +71,21 @@ def apply_results(
     """Write the filtered dataset to ``out_dir``; return the statistics written into its card."""
     root, out = Path(dataset_dir).resolve(), Path(out_dir).resolve()
     if out == root or root in out.parents:
-        raise ConceptforgeError(f"--apply output {out} must be outside the dataset directory {root}")
+        raise InvalidArgumentError(f"--apply output {out} must be outside the dataset directory {root}")
     study = results["study"]
     studied_split = results["config"]["split"]
     splits = available_splits(root)
     if studied_split not in splits:
-        raise ConceptforgeError(f"{root} has no split {studied_split!r}: are these results from another dataset?")
+        raise DataFormatError(f"{root} has no split {studied_split!r}: are these results from another dataset?")
     features = _features(root, studied_split, study)
     for split in splits:  # the card has one feature set: every split must agree with it
         other = Features.from_arrow_schema(pq.ParquetFile(split_files(root, split)[0]).schema_arrow)
         if any(name not in features for name in other):
-            raise ConceptforgeError(f"split {split} of {root} has columns the studied split lacks")
+            raise DataFormatError(f"split {split} of {root} has columns the studied split lacks")
     source_license, pretty_name, tags = _input_card(root)
     license = license or source_license
     if not license:
-        raise ConceptforgeError(f"{root}/README.md names no license; pass --license (e.g. cc-by-nc-4.0)")
+        raise InvalidArgumentError(f"{root}/README.md names no license; pass --license (e.g. cc-by-nc-4.0)")
 
     dropped_reasons: Counter = Counter()
     kept_counts: Counter = Counter()

@@ -26,7 +26,7 @@ from typing import Any, Iterator
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import DataFormatError, DataNotFoundError, InvalidArgumentError
 from conceptforge.store import atomic_write_bytes
 
 logger = logging.getLogger(__name__)
@@ -79,22 +79,22 @@ class AnnotationDataset:
                  split: str | None = None, extra_columns: tuple[str, ...] = (), study_name: str = "") -> None:
         self.root = Path(root)
         if not (self.root / "data").is_dir():
-            raise ConceptforgeError(f"{self.root} is not a dataset directory (no data/ folder with parquet shards)")
+            raise DataNotFoundError(f"{self.root} is not a dataset directory (no data/ folder with parquet shards)")
         present = available_splits(self.root)
         if split is None:
             split = next((s for s in splits if s in present), None)
             if split is None:
-                raise ConceptforgeError(
+                raise InvalidArgumentError(
                     f"{self.root} has splits {present or 'none'}; study {study_name} needs one of {list(splits)} (or pass --split)")
         elif split not in present:
-            raise ConceptforgeError(f"{self.root} has no split {split!r} (it has {present or 'none'})")
+            raise DataNotFoundError(f"{self.root} has no split {split!r} (it has {present or 'none'})")
         self.split = split
         self.files = split_files(self.root, split)
         self._parquet = [pq.ParquetFile(path) for path in self.files]
         schema_names = set(self._parquet[0].schema_arrow.names)
         missing = [c for c in required_columns if c not in schema_names]
         if missing:
-            raise ConceptforgeError(
+            raise DataFormatError(
                 f"{self.root} split {split} lacks the columns {', '.join(missing)} that study {study_name} needs (see docs/schemas.md)")
         self.columns = list(schema_names)
         meta_columns = [c for c in dict.fromkeys((*required_columns, *extra_columns)) if c in schema_names and c not in IMAGE_COLUMNS]
@@ -111,14 +111,14 @@ class AnnotationDataset:
                 for offset, row in enumerate(table.to_pylist()):
                     item_id = str(row["item_id"])
                     if item_id in self.rows:
-                        raise ConceptforgeError(f"{self.root} split {split}: item_id {item_id!r} occurs twice")
+                        raise DataFormatError(f"{self.root} split {split}: item_id {item_id!r} occurs twice")
                     self.rows[item_id] = row
                     self.locations[item_id] = RowLocation(file_index, group, offset)
                     if refs is not None:
                         self.ref_counts[item_id] = refs[offset]
                         row["reference_images"] = [None] * refs[offset]  # count only; bytes on demand
         if not self.rows:
-            raise ConceptforgeError(f"{self.root} split {split} is empty")
+            raise DataFormatError(f"{self.root} split {split} is empty")
         self._cache: OrderedDict[tuple[int, int, str], list[Any]] = OrderedDict()
         self._lock = threading.Lock()
         self._image_dir: Path | None = None

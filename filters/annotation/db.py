@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import StoreError
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -47,8 +47,8 @@ class Annotation:
     elapsed_ms: int | None
 
 
-class AlreadyAnswered(Exception):
-    """The annotator already gave a different answer to this item."""
+class AlreadyAnswered(StoreError):
+    """The annotator already gave a different answer to this item (stored answers never change)."""
 
 
 def default_db_path(dataset_dir: str | Path, study: str) -> Path:
@@ -92,7 +92,7 @@ class AnnotationDB:
             conn = self.connect()
             conn.executescript(SCHEMA)
         except (OSError, sqlite3.Error) as error:
-            raise ConceptforgeError(f"cannot open annotation database {self.path}: {error}") from None
+            raise StoreError(f"cannot open annotation database {self.path}: {error}") from None
         conn.execute("BEGIN IMMEDIATE")
         try:
             stored = dict(conn.execute("SELECT key, value FROM meta").fetchall())
@@ -101,7 +101,7 @@ class AnnotationDB:
                 if old != dict(config):
                     diff = ", ".join(f"{k}: {old.get(k)!r} -> {config.get(k)!r}" for k in sorted(set(old) | set(config))
                                      if old.get(k) != config.get(k))
-                    raise ConceptforgeError(
+                    raise StoreError(
                         f"{self.path} belongs to a study with other settings ({diff}); rerun with the original "
                         "settings to resume, or pass --db NEW_PATH to start another study")
                 conn.execute("COMMIT")
@@ -119,7 +119,7 @@ class AnnotationDB:
     def config(self) -> dict[str, Any]:
         row = self.connect().execute("SELECT value FROM meta WHERE key = 'config'").fetchone()
         if row is None:
-            raise ConceptforgeError(f"{self.path} holds no study (start one by serving it first)")
+            raise StoreError(f"{self.path} holds no study (start one by serving it first)")
         return json.loads(row[0])
 
     def sample(self) -> list[tuple[str, str]]:

@@ -14,7 +14,7 @@ from typing import Any, Iterable, Mapping
 
 from conceptforge.filters.annotation.studies import split_attribute
 from conceptforge.cub import load_attributes
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import DataFormatError
 
 
 def group_values_from_rows(rows: Iterable[Mapping[str, Any]]) -> dict[str, list[str]]:
@@ -36,5 +36,5 @@ def resolve_group_values(rows: Mapping[str, Mapping[str, Any]], cub_dir: str | P
     for row in rows.values():
         group, value = str(row["group"]), str(row["value"])
         if value not in groups.get(group, []):
-            raise ConceptforgeError(f"{group}::{value} (item {row['item_id']}) is not in CUB's attributes.txt")
+            raise DataFormatError(f"{group}::{value} (item {row['item_id']}) is not in CUB's attributes.txt")
     return groups, "cub"

@@ -27,7 +27,7 @@ from typing import Any, Iterable, Mapping
 from conceptforge.filters.annotation.db import Annotation
 from conceptforge.filters.annotation.stats import agreement_report, pearson
 from conceptforge.filters.annotation.studies import ANSWER_SCORES, Study, split_attribute
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import DataFormatError, DataNotFoundError, InvalidArgumentError
 
 
 @dataclass(frozen=True)
@@ -238,7 +238,7 @@ def _correlate(name: str, metric: Mapping[str, float], tables: Mapping[str, Mapp
         if len(keys) > len(best_keys):
             best_level, best_keys = level, keys
     if len(best_keys) < 2:
-        raise ConceptforgeError(
+        raise DataFormatError(
             f"metric {name}: its keys match fewer than two annotated items, learners, concepts or categories "
             f"(levels: {', '.join(tables)}); keys look like {sorted(metric)[:3]}")
     xs = [float(metric[k]) for k in best_keys]
@@ -335,14 +335,14 @@ def load_metric(spec: str, rows: Mapping[str, Mapping[str, Any]]) -> tuple[str, 
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
         except (OSError, ValueError) as error:
-            raise ConceptforgeError(f"cannot read metric file {path}: {error}") from None
+            raise DataNotFoundError(f"cannot read metric file {path}: {error}") from None
         if not isinstance(data, dict) or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in data.values()):
-            raise ConceptforgeError(f"metric file {path} must be a JSON object mapping keys to numbers")
+            raise DataFormatError(f"metric file {path} must be a JSON object mapping keys to numbers")
         return name, {str(k): float(v) for k, v in data.items()}
     values = {}
     for item_id, row in rows.items():
         if spec not in row:
-            raise ConceptforgeError(f"metric {spec!r} is neither NAME=FILE.json nor a column of the dataset")
+            raise InvalidArgumentError(f"metric {spec!r} is neither NAME=FILE.json nor a column of the dataset")
         value = row[spec]
         if isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value):
             values[item_id] = float(value)

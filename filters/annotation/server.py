@@ -34,7 +34,7 @@ from conceptforge.filters.annotation.dataset import AnnotationDataset
 from conceptforge.filters.annotation.db import AlreadyAnswered, AnnotationDB
 from conceptforge.filters.annotation.sampling import annotator_order
 from conceptforge.filters.annotation.studies import Study, display_fields, question_options, validate_answers
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import ConceptforgeError, InvalidArgumentError
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +53,9 @@ SECURITY_HEADERS = {
 }
 
 
-class BadRequest(Exception):
+class BadRequest(InvalidArgumentError):
+    """A request the app refuses; ``status`` is the HTTP answer (a ``ValueError`` by kind)."""
+
     def __init__(self, status: HTTPStatus, message: str) -> None:
         super().__init__(message)
         self.status = status
@@ -272,9 +274,9 @@ def make_server(app: StudyApp, *, host: str = "127.0.0.1", port: int = 8080) -> 
         return AnnotationServer((host, port), handler)
     except OSError as error:
         if error.errno == errno.EADDRINUSE:
-            raise ConceptforgeError(f"port {port} on {host} is already in use; pick another with --port") from None
+            raise InvalidArgumentError(f"port {port} on {host} is already in use; pick another with --port") from None
         if error.errno == errno.EACCES:
-            raise ConceptforgeError(f"no permission to listen on {host}:{port}; use a port above 1023") from None
+            raise InvalidArgumentError(f"no permission to listen on {host}:{port}; use a port above 1023") from None
         raise ConceptforgeError(f"cannot listen on {host}:{port}: {error.strerror or error}") from None
 
 

@@ -16,7 +16,7 @@ from conceptforge.filters.annotation.results import Rules, compute_results, load
 from conceptforge.filters.annotation.sampling import sample_items
 from conceptforge.filters.annotation.server import StudyApp
 from conceptforge.filters.annotation.studies import Study, get_study
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import ConceptforgeError, DataNotFoundError, StoreError
 from conceptforge.store import atomic_write_bytes
 
 logger = logging.getLogger(__name__)
@@ -57,9 +57,9 @@ def open_study(settings: StudySettings, *, create: bool = True) -> tuple[StudyAp
         except ConceptforgeError:
             stored = None
         except Exception as error:  # not a database at all
-            raise ConceptforgeError(f"{db_path} is not an annotation database: {error}") from None
+            raise StoreError(f"{db_path} is not an annotation database: {error}") from None
     if stored is None and not create:
-        raise ConceptforgeError(f"no annotations yet for study {study.name} at {db_path}; serve the study first")
+        raise DataNotFoundError(f"no annotations yet for study {study.name} at {db_path}; serve the study first")
     split = settings.split or (stored or {}).get("split")
     dataset = AnnotationDataset(settings.dataset_dir, splits=study.splits, required_columns=study.required_columns,
                                 split=split, extra_columns=_metric_columns(settings.metrics), study_name=study.name)

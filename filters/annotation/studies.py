@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from conceptforge import cub
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import DataFormatError, InvalidArgumentError
 
 YES_SOMEWHAT_NO = ("yes", "somewhat", "no")
 # SUB §5.2: "yes" = 1, "somewhat" = 0.5, "no" = 0.
@@ -154,7 +154,7 @@ def get_study(name: str) -> Study:
     try:
         return STUDIES[name]
     except KeyError:
-        raise ConceptforgeError(f"unknown study {name!r}; choose one of: {', '.join(STUDIES)}") from None
+        raise InvalidArgumentError(f"unknown study {name!r}; choose one of: {', '.join(STUDIES)}") from None
 
 
 def display_fields(study: Study, row: Mapping[str, Any]) -> dict[str, str]:
@@ -176,7 +176,7 @@ def item_options(study: Study, row: Mapping[str, Any], group_values: Mapping[str
         return None
     values = group_values.get(str(row["group"]), [])
     if len(values) > len(OPTION_LETTERS):
-        raise ConceptforgeError(f"group {row['group']} has {len(values)} values; at most {len(OPTION_LETTERS)} fit the keyboard")
+        raise DataFormatError(f"group {row['group']} has {len(values)} values; at most {len(OPTION_LETTERS)} fit the keyboard")
     options = [Option(v, v.replace("_", " "), OPTION_LETTERS[i]) for i, v in enumerate(values)]
     return options + [Option(NONE_VALUE, "none of these", "0")]
 

@@ -42,7 +42,7 @@ from conceptforge.generators.binding.scene import (
     relations_between,
 )
 from conceptforge.generators.binding.vocab import COLORS, MATERIALS, SHAPES, SIZE_RADIUS
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import InvalidArgumentError
 from conceptforge.store import ItemResult
 from conceptforge.workitems import WorkItem, derive_seed
 
@@ -76,15 +76,15 @@ class BindingConfig:
 
     def __post_init__(self) -> None:
         if self.dataset not in DATASETS:
-            raise ConceptforgeError(f"unknown dataset {self.dataset!r}; choose from {', '.join(DATASETS)} or all")
+            raise InvalidArgumentError(f"unknown dataset {self.dataset!r}; choose from {', '.join(DATASETS)} or all")
         if self.preset not in PRESETS:
-            raise ConceptforgeError(f"unknown preset {self.preset!r}; choose from {', '.join(PRESETS)}")
+            raise InvalidArgumentError(f"unknown preset {self.preset!r}; choose from {', '.join(PRESETS)}")
         if self.width < 16 or self.height < 16:
-            raise ConceptforgeError(f"resolution {self.width}x{self.height} is too small; use at least 16x16")
+            raise InvalidArgumentError(f"resolution {self.width}x{self.height} is too small; use at least 16x16")
         if self.samples < 1:
-            raise ConceptforgeError(f"--samples must be >= 1, got {self.samples}")
+            raise InvalidArgumentError(f"--samples must be >= 1, got {self.samples}")
         if self.min_pixels is not None and not 1 <= self.min_pixels <= self.width * self.height // 4:
-            raise ConceptforgeError(
+            raise InvalidArgumentError(
                 f"--min-pixels {self.min_pixels} cannot be met by two objects in a {self.width}x{self.height} image; "
                 f"use a value between 1 and {self.width * self.height // 4}"
             )
@@ -197,11 +197,11 @@ def make_item_factory(config: BindingConfig, get_renderer: Callable[[], Any]) ->
             try:
                 plan = sample_scene(item, config, rng)
             except PlacementError as error:
-                raise ConceptforgeError(f"item {item.item_id}: {error}") from None
+                raise PlacementError(f"item {item.item_id}: {error}") from None
             png, visibility = renderer.render(plan.scene, min_pixels=config.visible_pixels)
             if png is not None:
                 return ItemResult(files={"png": png}, metadata=_row_metadata(plan, visibility))
-        raise ConceptforgeError(
+        raise PlacementError(
             f"item {item.item_id}: no layout with every object visible (>= {config.visible_pixels} px) "
             f"in {MAX_VISIBILITY_ATTEMPTS} attempts; lower --min-pixels or raise the resolution"
         )

@@ -24,7 +24,7 @@ from PIL import Image
 
 from conceptforge.generators.binding.scene import SceneDescription
 from conceptforge.generators.binding.vocab import COLOR_RGB
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import DependencyMissingError, DeviceUnavailableError
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ def import_bpy():
     try:
         import bpy  # noqa: F401
     except ImportError:
-        raise ConceptforgeError(
+        raise DependencyMissingError(
             "Blender's Python module 'bpy' is not installed; install it with "
             "pip install 'conceptforge[blender]' (bpy 5.0.1 needs Python 3.11)"
         ) from None
@@ -144,7 +144,7 @@ class BlenderRenderer:
                     d.use = d.type != "CPU"
                 bpy.context.scene.cycles.device = "GPU"
                 return
-        raise ConceptforgeError("--device gpu: Cycles found no GPU (CUDA/OptiX/HIP); use --device cpu")
+        raise DeviceUnavailableError("--device gpu: Cycles found no GPU (CUDA/OptiX/HIP); use --device cpu")
 
     def _material(self, name: str, color: tuple[float, float, float], metal: bool):
         mat = self.bpy.data.materials.new(name)

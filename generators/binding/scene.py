@@ -15,6 +15,7 @@ import random
 from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
+from conceptforge.errors import ConceptforgeError
 from conceptforge.generators.binding.vocab import SIZE_RADIUS
 
 Vec3 = tuple[float, float, float]
@@ -128,8 +129,11 @@ class PlacementRules:
     max_restarts: int = 200
 
 
-class PlacementError(RuntimeError):
-    """The constraints cannot be met (e.g. too many/too large objects for the area)."""
+class PlacementError(ConceptforgeError, RuntimeError):
+    """The constraints cannot be met (e.g. too many/too large objects for the area).
+
+    A user error (the preset or resolution asks for the impossible), so it prints one line.
+    """
 
 
 def check_feasible(radii: Sequence[float], rules: PlacementRules) -> None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import DataFormatError, DataNotFoundError, InvalidArgumentError
 
 logger = logging.getLogger(__name__)
 
@@ -121,11 +121,11 @@ def load_categoriser(reference: str | None) -> Categoriser:
         return rule_based_categories
     module_name, _, attribute = reference.partition(":")
     if not attribute:
-        raise ConceptforgeError(f"--categoriser must be 'rules' or 'module:function', got {reference!r}")
+        raise InvalidArgumentError(f"--categoriser must be 'rules' or 'module:function', got {reference!r}")
     try:
         function = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as error:
-        raise ConceptforgeError(f"cannot load categoriser {reference!r}: {error}") from None
+        raise InvalidArgumentError(f"cannot load categoriser {reference!r}: {error}") from None
     return function
 
 
@@ -205,7 +205,7 @@ def _parse_categories(value: object, where: str) -> tuple[str, ...]:
         for part in str(item).split(","):
             part = part.strip().lower()
             if part and part not in CATEGORIES:
-                raise ConceptforgeError(f"{where}: unknown category {part!r} (use {', '.join(CATEGORIES)})")
+                raise DataFormatError(f"{where}: unknown category {part!r} (use {', '.join(CATEGORIES)})")
             if part:
                 parsed.append(part)
     return tuple(c for c in CATEGORIES if c in parsed)
@@ -237,9 +237,9 @@ def load_captions(path: str | Path, concepts: Iterable[str]) -> dict[str, list[C
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as error:
-                raise ConceptforgeError(f"{where}: not valid JSON ({error.msg})") from None
+                raise DataFormatError(f"{where}: not valid JSON ({error.msg})") from None
             if not isinstance(record, dict) or not record.get("concept") or not record.get("caption"):
-                raise ConceptforgeError(f"{where}: each line needs 'concept' and 'caption'")
+                raise DataFormatError(f"{where}: each line needs 'concept' and 'caption'")
             if record["concept"] not in result:
                 continue
             image = record.get("image")
@@ -256,7 +256,7 @@ def load_captions(path: str | Path, concepts: Iterable[str]) -> dict[str, list[C
                 )
             )
     else:
-        raise ConceptforgeError(f"captions {path} do not exist")
+        raise DataNotFoundError(f"captions {path} do not exist")
     return result
 
 

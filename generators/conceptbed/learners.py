@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from PIL import Image
 
 from conceptforge.generators.conceptbed.spec import Concept
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import ConceptforgeError, DataNotFoundError, InvalidArgumentError, WeightsUnavailableError
 
 logger = logging.getLogger(__name__)
 
@@ -84,9 +84,9 @@ class LearnerConfig:
 
     def __post_init__(self) -> None:
         if self.learner not in LEARNERS:
-            raise ConceptforgeError(f"unknown learner {self.learner!r}; choose {', '.join(LEARNERS)}")
+            raise InvalidArgumentError(f"unknown learner {self.learner!r}; choose {', '.join(LEARNERS)}")
         if self.dreambooth_mode not in ("lora", "full"):
-            raise ConceptforgeError(f"--dreambooth-mode must be lora or full, got {self.dreambooth_mode!r}")
+            raise InvalidArgumentError(f"--dreambooth-mode must be lora or full, got {self.dreambooth_mode!r}")
         defaults = TABLE5[self.learner]
         if self.steps is None:
             self.steps = defaults["steps"]
@@ -98,7 +98,7 @@ class LearnerConfig:
         if self.num_class_images is None:
             self.num_class_images = defaults["num_class_images"]
         if self.steps < 0 or self.learning_rate <= 0:
-            raise ConceptforgeError("steps must be >= 0 and the learning rate > 0")
+            raise InvalidArgumentError("steps must be >= 0 and the learning rate > 0")
 
     @property
     def uses_prior(self) -> bool:
@@ -162,7 +162,7 @@ def load_components(model_id: str, revision: str | None = None) -> Components:
             noise_scheduler=DDPMScheduler.from_pretrained(model_id, subfolder="scheduler", revision=revision),
         )
     except (OSError, ValueError) as error:
-        raise ConceptforgeError(
+        raise WeightsUnavailableError(
             f"cannot load a Stable-Diffusion pipeline from {model_id!r}: {str(error).splitlines()[0]}"
         ) from None
 
@@ -343,9 +343,9 @@ class ConceptTrainer:
 
         config, comps, accelerator = self.config, self.components, self.accelerator
         if not concept.reference_images:
-            raise ConceptforgeError(f"concept {concept.name!r} has no reference images to learn from")
+            raise DataNotFoundError(f"concept {concept.name!r} has no reference images to learn from")
         if config.uses_prior and not class_images:
-            raise ConceptforgeError(f"{config.learner} needs regularisation (class) images for {concept.name!r}")
+            raise DataNotFoundError(f"{config.learner} needs regularisation (class) images for {concept.name!r}")
         seed = derive_seed(config.seed, "train", config.learner, concept.name)
         random_gen = random.Random(seed)
         torch_gen = torch.Generator(device="cpu").manual_seed(seed)
@@ -488,7 +488,7 @@ def read_artifact_config(directory: Path) -> dict[str, Any]:
     try:
         return json.loads((Path(directory) / CONFIG_NAME).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ConceptforgeError(f"{directory} is not a learned concept (no {CONFIG_NAME})") from None
+        raise DataNotFoundError(f"{directory} is not a learned concept (no {CONFIG_NAME})") from None
 
 
 class AppliedArtifact:
@@ -533,7 +533,7 @@ class AppliedArtifact:
         params = dict(self.pipe.unet.named_parameters())
         missing = [name for name in weights if name not in params]
         if missing:
-            raise ConceptforgeError(f"{self.directory}: weights do not fit this UNet (e.g. {missing[0]})")
+            raise WeightsUnavailableError(f"{self.directory}: weights do not fit this UNet (e.g. {missing[0]})")
         previous = {name: params[name].detach().clone() for name in weights}
         with torch.no_grad():
             for name, value in weights.items():

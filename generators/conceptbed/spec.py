@@ -26,7 +26,7 @@ from typing import Any, Iterable, Mapping
 
 from conceptforge.generators.conceptbed.concepts import CONCEPT_KINDS, PACS_ENTITIES, library, readable
 from conceptforge.cub import class_image_dir
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import DataNotFoundError, SpecError
 
 logger = logging.getLogger(__name__)
 
@@ -67,11 +67,11 @@ def _images_in(folder: Path) -> list[Path]:
 def _root(raw: Mapping[str, Any], key: str, base: Path) -> Path:
     value = raw.get(key)
     if not value:
-        raise ConceptforgeError(f"the concept spec needs {key!r} for the concepts it asks for")
+        raise SpecError(f"the concept spec needs {key!r} for the concepts it asks for")
     path = Path(value).expanduser()
     path = path if path.is_absolute() else base / path
     if not path.is_dir():
-        raise ConceptforgeError(f"{key} {path} is not a directory")
+        raise DataNotFoundError(f"{key} {path} is not a directory")
     return path
 
 
@@ -79,7 +79,7 @@ def _pacs_domain_dir(root: Path, style: str) -> Path:
     for candidate in (root / style, root / "kfold" / style, root / "pacs_data" / style):
         if candidate.is_dir():
             return candidate
-    raise ConceptforgeError(f"PACS style folder {style!r} not found under {root} (expected <root>/{style}/<entity>/)")
+    raise DataNotFoundError(f"PACS style folder {style!r} not found under {root} (expected <root>/{style}/<entity>/)")
 
 
 def pacs_images(root: Path, style: str, limit: int) -> list[Path]:
@@ -87,7 +87,7 @@ def pacs_images(root: Path, style: str, limit: int) -> list[Path]:
     domain = _pacs_domain_dir(root, style)
     per_entity = [_images_in(domain / e) for e in PACS_ENTITIES if (domain / e).is_dir()]
     if not per_entity:
-        raise ConceptforgeError(f"no PACS entity folders ({', '.join(PACS_ENTITIES)}) in {domain}")
+        raise DataNotFoundError(f"no PACS entity folders ({', '.join(PACS_ENTITIES)}) in {domain}")
     chosen: list[Path] = []
     depth = 0
     while len(chosen) < limit and any(depth < len(images) for images in per_entity):
@@ -128,8 +128,8 @@ def imagenet_folder(root: Path, name: str) -> Path:
                 if len(present) == 1:
                     return root / present[0]
                 if len(present) > 1:
-                    raise ConceptforgeError(f"ImageNet concept {name!r} matches several synsets: {', '.join(present)}")
-    raise ConceptforgeError(
+                    raise SpecError(f"ImageNet concept {name!r} matches several synsets: {', '.join(present)}")
+    raise DataNotFoundError(
         f"ImageNet concept {name!r} not found under {root}: expected a folder named after it or a "
         f"WordNet-id folder listed in {' / '.join(SYNSET_FILES)}"
     )
@@ -148,13 +148,13 @@ def expand_concept_names(selection: str | Iterable[str]) -> list[str]:
         elif item in lib:
             chosen = [item]
         else:
-            raise ConceptforgeError(
+            raise SpecError(
                 f"unknown ConceptBed concept {item!r}: use a Table 9 name (e.g. art_painting, beagle, "
                 "001.Black_footed_Albatross), a kind (style, object, cub) or all"
             )
         names.extend(n for n in chosen if n not in names)
     if not names:
-        raise ConceptforgeError("the concept spec selects no concepts")
+        raise SpecError("the concept spec selects no concepts")
     return names
 
 
@@ -164,11 +164,11 @@ def load_spec(path: str | Path, *, resolve_images: bool = True) -> ConceptSpec:
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ConceptforgeError(f"concept spec {path} does not exist") from None
+        raise DataNotFoundError(f"concept spec {path} does not exist") from None
     except json.JSONDecodeError as error:
-        raise ConceptforgeError(f"concept spec {path} is not valid JSON: {error}") from None
+        raise SpecError(f"concept spec {path} is not valid JSON: {error}") from None
     if not isinstance(raw, dict):
-        raise ConceptforgeError(f"concept spec {path} must be a JSON object")
+        raise SpecError(f"concept spec {path} must be a JSON object")
     return spec_from_dict(raw, base=path.parent, resolve_images=resolve_images)
 
 
@@ -176,7 +176,7 @@ def spec_from_dict(raw: Mapping[str, Any], *, base: Path, resolve_images: bool =
     lib = library()
     limit = int(raw.get("max_reference_images", DEFAULT_MAX_REFERENCE_IMAGES))
     if limit < 1:
-        raise ConceptforgeError("max_reference_images must be >= 1")
+        raise SpecError("max_reference_images must be >= 1")
     concepts = []
     for name in expand_concept_names(raw.get("concepts", "all")):
         kind, parent = lib[name]
@@ -189,7 +189,7 @@ def spec_from_dict(raw: Mapping[str, Any], *, base: Path, resolve_images: bool =
             else:
                 images = _images_in(class_image_dir(_root(raw, "cub_root", base), name))[:limit]
             if not images:
-                raise ConceptforgeError(f"concept {name!r} has no reference images")
+                raise DataNotFoundError(f"concept {name!r} has no reference images")
         concepts.append(Concept(name=name, kind=kind, parent=parent, reference_images=tuple(images)))
     captions = raw.get("captions")
     captions_path = None
@@ -197,6 +197,6 @@ def spec_from_dict(raw: Mapping[str, Any], *, base: Path, resolve_images: bool =
         captions_path = Path(captions).expanduser()
         captions_path = captions_path if captions_path.is_absolute() else base / captions_path
         if not captions_path.exists():
-            raise ConceptforgeError(f"captions {captions_path} do not exist")
+            raise DataNotFoundError(f"captions {captions_path} do not exist")
     logger.info("concept spec: %d concept(s)", len(concepts))
     return ConceptSpec(concepts=tuple(concepts), captions=captions_path, source=dict(raw))

@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import DeviceUnavailableError, InvalidArgumentError, WeightsUnavailableError
 from conceptforge.generators.sub.tdg import TDGParams, eta_schedule, tie_pair
 
 logger = logging.getLogger(__name__)
@@ -101,7 +101,7 @@ class TDGFlux:
     def check_size(self, height: int, width: int) -> None:
         multiple = self.pipe.vae_scale_factor * 2
         if height % multiple or width % multiple or height <= 0 or width <= 0:
-            raise ConceptforgeError(f"resolution {width}x{height} must be a positive multiple of {multiple} for this model")
+            raise InvalidArgumentError(f"resolution {width}x{height} must be a positive multiple of {multiple} for this model")
 
     def initial_noise(self, seed: int, height: int, width: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """One packed noise sample (batch 1) drawn on the CPU from ``seed``: device-independent."""
@@ -322,11 +322,11 @@ def resolve_device(device: str, *, model: str, revision: str | None = None, offl
     """Pick the device, refusing a CPU run of a full-size FLUX unless asked for explicitly."""
     cuda = torch.cuda.is_available()
     if device not in {"auto", "cuda", "cpu"} and not device.startswith("cuda:"):
-        raise ConceptforgeError(f"unknown --device {device!r}; use auto, cuda, cuda:N or cpu")
+        raise InvalidArgumentError(f"unknown --device {device!r}; use auto, cuda, cuda:N or cpu")
     if device.startswith("cuda") and not cuda:
-        raise ConceptforgeError(f"--device {device} but no CUDA GPU is visible; {GPU_HELP}")
+        raise DeviceUnavailableError(f"--device {device} but no CUDA GPU is visible; {GPU_HELP}")
     if offload and not cuda:
-        raise ConceptforgeError("--offload moves FLUX between CPU and a CUDA GPU, but no CUDA GPU is visible")
+        raise DeviceUnavailableError("--offload moves FLUX between CPU and a CUDA GPU, but no CUDA GPU is visible")
     if device in {"auto", "cuda"} and cuda:
         # Under accelerate launch / torchrun every rank takes its own GPU.
         return torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}")
@@ -334,7 +334,7 @@ def resolve_device(device: str, *, model: str, revision: str | None = None, offl
         config = _read_transformer_config(model, revision)
         too_big = model == DEFAULT_MODEL if config is None else _estimate_transformer_parameters(config) > CPU_PARAMETER_LIMIT
         if too_big:
-            raise ConceptforgeError(f"no CUDA GPU found for {model}: {GPU_HELP}")
+            raise DeviceUnavailableError(f"no CUDA GPU found for {model}: {GPU_HELP}")
         return torch.device("cpu")
     return torch.device(device)
 
@@ -352,14 +352,14 @@ def _load_pipeline(model: str, *, revision: str | None, dtype: torch.dtype):
     local = Path(model)
     looks_local = local.is_absolute() or model.startswith(".") or local.exists()
     if looks_local and not (local / "model_index.json").is_file():
-        raise ConceptforgeError(f"--model {model} is not a FLUX pipeline folder (no model_index.json)")
+        raise WeightsUnavailableError(f"--model {model} is not a FLUX pipeline folder (no model_index.json)")
     try:
         return FluxPipeline.from_pretrained(model, revision=revision, **_dtype_kwarg(dtype))
     except (OSError, ValueError) as error:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         if looks_local:
-            raise ConceptforgeError(f"cannot load the FLUX pipeline in {model}: {reason}") from None
-        raise ConceptforgeError(f"cannot load {model} ({type(error).__name__}); {GATED_HELP}") from None
+            raise WeightsUnavailableError(f"cannot load the FLUX pipeline in {model}: {reason}") from None
+        raise WeightsUnavailableError(f"cannot load {model} ({type(error).__name__}); {GATED_HELP}") from None
 
 
 _SNAPSHOT = re.compile(r"[\\/]snapshots[\\/]([0-9a-f]{40})[\\/]")

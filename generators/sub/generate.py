@@ -20,7 +20,7 @@ from datasets import Features, Image as ImageFeature, Value
 
 from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, make_sample_grid, render_card
 from conceptforge.cards.grid import png_bytes
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import InvalidArgumentError, StoreError
 from conceptforge.runner import run_work_items
 from conceptforge.store import ItemResult, ItemStore
 from conceptforge.cub import display_name
@@ -126,9 +126,9 @@ class GenerationSettings:
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
-            raise ConceptforgeError(f"unknown mode {self.mode!r}; use one of {', '.join(MODES)}")
+            raise InvalidArgumentError(f"unknown mode {self.mode!r}; use one of {', '.join(MODES)}")
         if self.resolution <= 0 or self.steps <= 0:
-            raise ConceptforgeError("--resolution and --steps must be positive")
+            raise InvalidArgumentError("--resolution and --steps must be positive")
 
     def to_config(self) -> dict[str, Any]:
         return asdict(self)
@@ -142,7 +142,7 @@ def item_id(pair: Pair, index: int, images_per_pair: int) -> str:
 def build_work_items(plan: PairPlan, *, images_per_pair: int, run_seed: int) -> list[WorkItem]:
     """Items in plan order (pair-major), seeds from (run seed, bird, attribute, index)."""
     if images_per_pair < 1:
-        raise ConceptforgeError(f"--images-per-pair must be >= 1, got {images_per_pair}")
+        raise InvalidArgumentError(f"--images-per-pair must be >= 1, got {images_per_pair}")
     items = []
     for pair in plan.pairs:
         payload = {
@@ -178,7 +178,7 @@ def make_item_function(
         p = item.payload
         tdg = settings.mode == "tdg" and bool(p["attribute"])
         if settings.mode == "tdg" and not tdg:
-            raise ConceptforgeError("reference-bird selection has no guidance prompt: use --mode prompt-only")
+            raise InvalidArgumentError("reference-bird selection has no guidance prompt: use --mode prompt-only")
         params = TDGParams(**p["tdg"]) if tdg else None
         result = generator.generate(
             prompt_reference=p["prompt_reference"],
@@ -269,7 +269,7 @@ def assemble(
     records = [r for r in store.records(SPLIT) if r.item_id in wanted]
     missing = len(wanted) - len(records)
     if missing:
-        raise ConceptforgeError(f"{missing} of {len(wanted)} items are not generated yet; finish all shards first")
+        raise StoreError(f"{missing} of {len(wanted)} items are not generated yet; finish all shards first")
     assemble_dataset_dir(
         out_dir,
         splits={SPLIT: lambda: (_row(r) for r in records)},
@@ -367,11 +367,11 @@ def generate(
     loaded (on ``device``, with ``offload``) only if this shard has something left to make.
     """
     if not plan.pairs:
-        raise ConceptforgeError("the plan has no pairs to generate (all dropped or filtered out)")
+        raise InvalidArgumentError("the plan has no pairs to generate (all dropped or filtered out)")
     if reference_selection and settings.mode != "prompt-only":
-        raise ConceptforgeError("--reference-selection generates plain bird prompts: use --mode prompt-only")
+        raise InvalidArgumentError("--reference-selection generates plain bird prompts: use --mode prompt-only")
     if not license or not license.strip():  # checked before hours of generation, not at assembly
-        raise ConceptforgeError("a dataset license is required (--license), e.g. cc-by-nc-4.0")
+        raise InvalidArgumentError("a dataset license is required (--license), e.g. cc-by-nc-4.0")
     out_dir = Path(out)
     store = ItemStore(out_dir / STORE_DIR)
     store.bind_config({**settings.to_config(), **(extra_config or {})})

@@ -18,7 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import DataNotFoundError, InvalidArgumentError, SpecError
 from conceptforge.cub import CubMetadata, bird_name, display_name, split_attribute
 from conceptforge.generators.sub.tdg import TDGParams
 
@@ -48,7 +48,7 @@ class SubSpec:
 
     def group(self, group: str) -> GroupSpec:
         if group not in self.groups:
-            raise ConceptforgeError(f"no prompt template for CUB attribute group {group!r}; known groups: {', '.join(sorted(self.groups))}")
+            raise InvalidArgumentError(f"no prompt template for CUB attribute group {group!r}; known groups: {', '.join(sorted(self.groups))}")
         return self.groups[group]
 
 
@@ -145,7 +145,7 @@ def make_substitution(
     elif cub is not None:
         guide = cub.most_typical_class(attribute)
     else:
-        raise ConceptforgeError(f"no guidance bird for {attribute}: pass one in the candidate spec or give --cub-dir")
+        raise InvalidArgumentError(f"no guidance bird for {attribute}: pass one in the candidate spec or give --cub-dir")
     return Substitution(attribute, group, value, category, guide, spec.tdg_params[category])
 
 
@@ -253,16 +253,16 @@ def read_candidate_spec(path: str | Path) -> CandidateSpec:
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except OSError as error:
-        raise ConceptforgeError(f"cannot read --candidate-spec {path}: {error.strerror or error}") from None
+        raise DataNotFoundError(f"cannot read --candidate-spec {path}: {error.strerror or error}") from None
     except ValueError as error:
-        raise ConceptforgeError(f"--candidate-spec {path} is not valid JSON: {error}") from None
+        raise SpecError(f"--candidate-spec {path} is not valid JSON: {error}") from None
     if not isinstance(raw, dict):
-        raise ConceptforgeError(f"--candidate-spec {path} must hold a JSON object with 'birds' and 'attributes'")
+        raise SpecError(f"--candidate-spec {path} must hold a JSON object with 'birds' and 'attributes'")
     birds, attributes = raw.get("birds"), raw.get("attributes")
     for key, value in (("birds", birds), ("attributes", attributes)):
         if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
-            raise ConceptforgeError(f"--candidate-spec {path}: '{key}' must be a non-empty list of strings")
+            raise SpecError(f"--candidate-spec {path}: '{key}' must be a non-empty list of strings")
     guidance = raw.get("guidance_birds") or {}
     if not isinstance(guidance, dict):
-        raise ConceptforgeError(f"--candidate-spec {path}: 'guidance_birds' must map attributes to bird names")
+        raise SpecError(f"--candidate-spec {path}: 'guidance_birds' must map attributes to bird names")
     return CandidateSpec(tuple(dict.fromkeys(birds)), tuple(dict.fromkeys(attributes)), dict(guidance))

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import InvalidArgumentError
 
 
 @dataclass(frozen=True)
@@ -38,9 +38,9 @@ class TDGParams:
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.tmin < self.tmax <= 1.0:
-            raise ConceptforgeError(f"TDG needs 0 <= tmin < tmax <= 1, got tmin={self.tmin}, tmax={self.tmax}")
+            raise InvalidArgumentError(f"TDG needs 0 <= tmin < tmax <= 1, got tmin={self.tmin}, tmax={self.tmax}")
         if not self.k > 0 or not math.isfinite(self.k):
-            raise ConceptforgeError(f"TDG needs k > 0, got k={self.k}")
+            raise InvalidArgumentError(f"TDG needs k > 0, got k={self.k}")
 
     def to_dict(self) -> dict[str, float]:
         return asdict(self)

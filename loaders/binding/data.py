@@ -7,7 +7,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import DataFormatError
 from conceptforge.loaders.data import image_column_raw, load_split, require_columns
 
 logger = logging.getLogger(__name__)
@@ -22,7 +22,7 @@ def parse_label(label: str) -> tuple[str, ...]:
     """``"red cube"`` -> ``("red", "cube")``; ``"cube left sphere"`` -> ``("cube", "left", "sphere")``."""
     words = tuple(label.split())
     if len(words) not in (2, 3):
-        raise ConceptforgeError(f"label {label!r} is neither '<adjective> <noun>' nor '<subject> <relation> <object>'")
+        raise DataFormatError(f"label {label!r} is neither '<adjective> <noun>' nor '<subject> <relation> <object>'")
     return words
 
 
@@ -67,18 +67,18 @@ def split_from_dataset(dataset, name: str) -> BindingSplit:
 def validate_split(split: BindingSplit) -> None:
     sizes = {len(c) for c in split.candidates}
     if len(sizes) > 1:
-        raise ConceptforgeError(f"split {split.name}: rows have different numbers of candidates {sorted(sizes)}")
+        raise DataFormatError(f"split {split.name}: rows have different numbers of candidates {sorted(sizes)}")
     arity = {len(parse_label(label)) for label in split.labels}
     if len(arity) > 1:
-        raise ConceptforgeError(f"split {split.name}: mixes adjective-noun and relational labels")
+        raise DataFormatError(f"split {split.name}: mixes adjective-noun and relational labels")
     for row, (label, candidates, index, kinds) in enumerate(zip(split.labels, split.candidates, split.label_index, split.kinds)):
         if not 0 <= index < len(candidates) or candidates[index] != label:
-            raise ConceptforgeError(f"split {split.name} row {row}: label_index {index} does not point at label {label!r}")
+            raise DataFormatError(f"split {split.name} row {row}: label_index {index} does not point at label {label!r}")
         if len(kinds) != len(candidates):
-            raise ConceptforgeError(f"split {split.name} row {row}: candidate_kinds and candidates differ in length")
+            raise DataFormatError(f"split {split.name} row {row}: candidate_kinds and candidates differ in length")
         for candidate in candidates:
             if len(parse_label(candidate)) != len(parse_label(label)):
-                raise ConceptforgeError(f"split {split.name} row {row}: candidate {candidate!r} does not match the label form")
+                raise DataFormatError(f"split {split.name} row {row}: candidate {candidate!r} does not match the label form")
 
 
 def load_binding(source: str, *, revision: str | None = None, splits: Sequence[str] = SPLITS) -> dict[str, BindingSplit]:
@@ -86,5 +86,5 @@ def load_binding(source: str, *, revision: str | None = None, splits: Sequence[s
     loaded = {name: split_from_dataset(load_split(source, name, revision=revision), name) for name in splits}
     settings = {s.setting for s in loaded.values() if len(s)}
     if len(settings) > 1:
-        raise ConceptforgeError(f"dataset {source} mixes adjective-noun and relational splits")
+        raise DataFormatError(f"dataset {source} mixes adjective-noun and relational splits")
     return loaded

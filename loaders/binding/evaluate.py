@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 import torch
 
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import DataNotFoundError, InvalidArgumentError
 from conceptforge.loaders.binding.data import ADJ_NOUN, SPLITS, BindingSplit, load_binding
 from conceptforge.loaders.binding.models import MODEL_KINDS, PROMPT, Vocabulary
 from conceptforge.loaders.binding.scoring import ADJ_NOUN_ERRORS, RELATION_ERRORS, accuracy, error_breakdown, kind_breakdown
@@ -126,15 +126,15 @@ def evaluate_binding(
 
     unknown = [m for m in models if m not in ALL_MODELS]
     if unknown:
-        raise ConceptforgeError(f"unknown binding model(s) {', '.join(unknown)} (choose from {', '.join(ALL_MODELS)})")
+        raise InvalidArgumentError(f"unknown binding model(s) {', '.join(unknown)} (choose from {', '.join(ALL_MODELS)})")
     config = config or TrainConfig()
     splits = dataset if isinstance(dataset, dict) else load_binding(str(dataset), revision=dataset_revision)
     missing = [s for s in SPLITS if s not in splits]
     if missing:
-        raise ConceptforgeError(f"binding dataset lacks split(s) {', '.join(missing)}")
+        raise DataNotFoundError(f"binding dataset lacks split(s) {', '.join(missing)}")
     setting = splits["train"].setting
     if config.calibrate and setting != ADJ_NOUN:
-        raise ConceptforgeError("calibrated stacking applies to the single-object (adjective-noun) setting only (Appendix C)")
+        raise InvalidArgumentError("calibrated stacking applies to the single-object (adjective-noun) setting only (Appendix C)")
     embedder = embedding_model if isinstance(embedding_model, EmbeddingModel) else EmbeddingModel.from_pretrained(
         embedding_model, revision=revision, cache_dir=cache_dir, device=device
     )

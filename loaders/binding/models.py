@@ -22,7 +22,7 @@ from typing import Any, Sequence
 import torch
 from torch import nn
 
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import DataFormatError, InvalidArgumentError
 from conceptforge.loaders.binding.data import ADJ_NOUN, RELATIONAL, BindingSplit, parse_label
 
 CDSM_KINDS = ("add", "mult", "conv", "tl", "rf")
@@ -61,7 +61,7 @@ class Vocabulary:
         }
         parsed = [parse_label(p) for p in sorted(phrases)]
         if not parsed:
-            raise ConceptforgeError("the binding dataset has no labels")
+            raise DataFormatError("the binding dataset has no labels")
         if len(parsed[0]) == 2:
             return cls(ADJ_NOUN, sorted({n for _, n in parsed}), sorted({a for a, _ in parsed}), [])
         return cls(RELATIONAL, sorted({w for s, _, o in parsed for w in (s, o)}), [], sorted({r for _, r, _ in parsed}))
@@ -76,7 +76,7 @@ class Vocabulary:
         try:
             return torch.tensor([[position[w] for w in parse_label(p)] for p in phrases], dtype=torch.long)
         except KeyError as error:
-            raise ConceptforgeError(f"word {error.args[0]!r} is not in the model's vocabulary") from None
+            raise DataFormatError(f"word {error.args[0]!r} is not in the model's vocabulary") from None
 
 
 class PhraseModel(nn.Module):
@@ -97,7 +97,7 @@ class CDSM(PhraseModel):
     def __init__(self, kind: str, vocab: Vocabulary, dim: int, *, generator: torch.Generator | None = None) -> None:
         super().__init__()
         if kind not in CDSM_KINDS:
-            raise ConceptforgeError(f"unknown CDSM {kind!r} (choose from {', '.join(CDSM_KINDS)})")
+            raise InvalidArgumentError(f"unknown CDSM {kind!r} (choose from {', '.join(CDSM_KINDS)})")
         self.kind, self.vocab, self.dim = kind, vocab, dim
         scale = dim ** -0.5  # HRR convention: elements ~ N(0, 1/d), vectors of norm ~1
 
@@ -241,4 +241,4 @@ def build_model(kind: str, vocab: Vocabulary, *, embedder: Any, dim: int, seed: 
         clone = copy.copy(embedder)
         clone.model = copy.deepcopy(embedder.model)  # never tune the shared, cached encoder
         return ClipFT(clone)
-    raise ConceptforgeError(f"unknown model {kind!r} (choose from clip, {', '.join(MODEL_KINDS)})")
+    raise InvalidArgumentError(f"unknown model {kind!r} (choose from clip, {', '.join(MODEL_KINDS)})")

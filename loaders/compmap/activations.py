@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import ConceptforgeError, InvalidArgumentError, WeightsUnavailableError
 
 logger = logging.getLogger(__name__)
 
@@ -114,12 +114,14 @@ class ItmScorer:
             elif kind == "blip":
                 from transformers import BlipForImageTextRetrieval as model_cls
             else:
-                raise ConceptforgeError(f"{model_id} is a {kind!r} model; the ITM path supports vilt and blip")
+                raise WeightsUnavailableError(f"{model_id} is a {kind!r} model; the ITM path supports vilt and blip")
             model = model_cls.from_pretrained(model_id, revision=revision)
             processor = AutoProcessor.from_pretrained(model_id, revision=revision)
+        except ConceptforgeError:
+            raise
         except (OSError, ValueError) as error:
             first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-            raise ConceptforgeError(f"cannot load ITM model {model_id!r}: {first}") from None
+            raise WeightsUnavailableError(f"cannot load ITM model {model_id!r}: {first}") from None
         return cls(model.to(device), processor, kind=kind, model_id=model_id, device=device)
 
     @torch.no_grad()
@@ -170,6 +172,6 @@ def itm_activations(
         scores = scorer.score_image(image, flat, batch_size=batch_size)
         rows.append(torch.zeros(len(vocabulary)).index_add_(0, owner, scores) / counts)
     if not rows:
-        raise ConceptforgeError("no images to score")
+        raise InvalidArgumentError("no images to score")
     acts = torch.stack(rows)
     return group_softmax(acts, vocabulary.groups) if apply_group_softmax and vocabulary.groups else acts

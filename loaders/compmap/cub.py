@@ -24,7 +24,7 @@ from conceptforge.cub import (
     iter_image_attribute_labels,
     split_attribute,
 )
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import DataFormatError, DataNotFoundError
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ def load_cub(root: str | Path, *, require_images: bool = True) -> CubData:
     the shared reader gives, so both are required here.
     """
     if not Path(root).expanduser().is_dir():
-        raise ConceptforgeError(f"CUB directory {root} does not exist; pass the CUB_200_2011 folder as --data-dir")
+        raise DataNotFoundError(f"CUB directory {root} does not exist; pass the CUB_200_2011 folder as --data-dir")
     layout = CubLayout.resolve(root)
     for required in (IMAGES, TRAIN_TEST_SPLIT, IMAGE_ATTRIBUTE_LABELS):
         layout.find(required)
@@ -103,9 +103,9 @@ def load_cub(root: str | Path, *, require_images: bool = True) -> CubData:
     if require_images:
         missing = [image.path for image in images if not image.path.is_file()]
         if missing:
-            raise ConceptforgeError(f"{len(missing)} CUB images are missing, e.g. {missing[0]}")
+            raise DataNotFoundError(f"{len(missing)} CUB images are missing, e.g. {missing[0]}")
     if any(image.is_train is None for image in images):
-        raise ConceptforgeError(f"{layout.find(TRAIN_TEST_SPLIT)} has no entry for some images")
+        raise DataFormatError(f"{layout.find(TRAIN_TEST_SPLIT)} has no entry for some images")
     image_ids = np.array([image.image_id for image in images])
     row_of = {int(iid): i for i, iid in enumerate(image_ids)}
     image_attributes = np.zeros((len(images), len(attributes)), dtype=np.float32)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import DataFormatError, DataNotFoundError, InvalidArgumentError
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class MitStatesData:
             return sorted(set(self.pairs["train"]) | set(self.pairs["val"]) | set(self.pairs["test"]))
         if world == "open":
             return [(a, o) for a in self.attrs for o in self.objs]
-        raise ConceptforgeError(f"world must be 'closed' or 'open', got {world!r}")
+        raise InvalidArgumentError(f"world must be 'closed' or 'open', got {world!r}")
 
     def gt_primitives(self, split: str) -> np.ndarray:
         """[M, A + O] one-hot attribute then one-hot object (the 360-d primitive space)."""
@@ -84,14 +84,14 @@ class MitStatesData:
 
 def read_pairs(path: Path) -> list[Pair]:
     if not path.is_file():
-        raise ConceptforgeError(f"MIT-States split file {path} does not exist")
+        raise DataNotFoundError(f"MIT-States split file {path} does not exist")
     pairs = []
     for line_no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         parts = line.split()
         if not parts:
             continue
         if len(parts) != 2:
-            raise ConceptforgeError(f"{path}:{line_no}: expected 'attr obj', got {line.strip()[:60]!r}")
+            raise DataFormatError(f"{path}:{line_no}: expected 'attr obj', got {line.strip()[:60]!r}")
         pairs.append((parts[0], parts[1]))
     return pairs
 
@@ -103,15 +103,15 @@ def _read_metadata(path: Path) -> list[dict]:
         try:
             rows = torch.load(path, weights_only=True)
         except Exception as error:  # noqa: BLE001 - any unreadable file is the user's to fix
-            raise ConceptforgeError(f"cannot read MIT-States metadata {path}: {error}") from None
+            raise DataFormatError(f"cannot read MIT-States metadata {path}: {error}") from None
     elif path.suffix == ".jsonl":
         rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     elif path.suffix == ".json":
         rows = json.loads(path.read_text(encoding="utf-8"))
     else:
-        raise ConceptforgeError(f"unsupported MIT-States metadata format {path.suffix!r} (use .t7, .pt, .json or .jsonl)")
+        raise DataFormatError(f"unsupported MIT-States metadata format {path.suffix!r} (use .t7, .pt, .json or .jsonl)")
     if not isinstance(rows, list) or not all(isinstance(r, dict) and {"image", "attr", "obj", "set"} <= set(r) for r in rows):
-        raise ConceptforgeError(f"MIT-States metadata {path} must be a list of {{image, attr, obj, set}} records")
+        raise DataFormatError(f"MIT-States metadata {path} must be a list of {{image, attr, obj, set}} records")
     return rows
 
 
@@ -139,14 +139,14 @@ def load_mit_states(
     """Read the split files and metadata; check that every kept image exists."""
     root = Path(root)
     if not root.is_dir():
-        raise ConceptforgeError(f"MIT-States directory {root} does not exist")
+        raise DataNotFoundError(f"MIT-States directory {root} does not exist")
     pairs = {s: read_pairs(root / split_dir / f"{s}_pairs.txt") for s in SPLITS}
     all_pairs = pairs["train"] + pairs["val"] + pairs["test"]
     attrs = sorted({a for a, _ in all_pairs})
     objs = sorted({o for _, o in all_pairs})
     meta_path = root / (metadata or f"metadata_{split_dir}.t7")
     if not meta_path.is_file():
-        raise ConceptforgeError(f"MIT-States metadata {meta_path} does not exist (pass --metadata)")
+        raise DataNotFoundError(f"MIT-States metadata {meta_path} does not exist (pass --metadata)")
     pair_sets = {s: set(p) for s, p in pairs.items()}
     samples: dict[str, list[MitSample]] = {s: [] for s in SPLITS}
     for row in _read_metadata(meta_path):
@@ -157,10 +157,10 @@ def load_mit_states(
     if require_images:
         missing = [s.path for split in SPLITS for s in samples[split] if not s.path.is_file()]
         if missing:
-            raise ConceptforgeError(f"{len(missing)} MIT-States images are missing, e.g. {missing[0]}")
+            raise DataNotFoundError(f"{len(missing)} MIT-States images are missing, e.g. {missing[0]}")
     for split in SPLITS:
         if not samples[split]:
-            raise ConceptforgeError(f"MIT-States split {split!r} has no images in {meta_path}")
+            raise DataFormatError(f"MIT-States split {split!r} has no images in {meta_path}")
     logger.info(
         "MIT-States: %d attrs, %d objs; pairs train/val/test %d/%d/%d; images %d/%d/%d",
         len(attrs), len(objs), *(len(pairs[s]) for s in SPLITS), *(len(samples[s]) for s in SPLITS),

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import InvalidArgumentError, WeightsUnavailableError
 from conceptforge.loaders.compmap.activations import ConceptVocabulary, ItmScorer, concept_text_embeddings, dual_encoder_activations, itm_activations
 from conceptforge.loaders.compmap.cub import CubData
 from conceptforge.loaders.compmap.mit_states import MitStatesData, Pair
@@ -85,7 +85,7 @@ def load_vl_model(model_id: str, *, kind: str = "auto", revision: str | None = N
             model_type = AutoConfig.from_pretrained(model_id, revision=revision).model_type
         except (OSError, ValueError) as error:
             first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-            raise ConceptforgeError(f"cannot load model {model_id!r}: {first}") from None
+            raise WeightsUnavailableError(f"cannot load model {model_id!r}: {first}") from None
         kind = "itm" if model_type in ITM_TYPES else "dual"
     label = name or display_name(model_id)
     if kind == "dual":
@@ -94,7 +94,7 @@ def load_vl_model(model_id: str, *, kind: str = "auto", revision: str | None = N
     if kind == "itm":
         scorer = ItmScorer.from_pretrained(model_id, revision=revision, device=device)
         return VLModel(model_id, "itm", label, resolve_model_revision(model_id, revision), scorer=scorer)
-    raise ConceptforgeError(f"--model-kind must be auto, dual or itm, got {kind!r}")
+    raise InvalidArgumentError(f"--model-kind must be auto, dual or itm, got {kind!r}")
 
 
 def cached_tensor(cache_dir: Path | None, key_parts: dict, compute: Callable[[], Tensor]) -> Tensor:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import InvalidArgumentError
 from conceptforge.workitems import derive_seed
 
 
@@ -27,7 +27,7 @@ class EpisodeSpec:
 
     def __post_init__(self) -> None:
         if min(self.n_way, self.k_shot, self.n_query, self.n_episodes) < 1:
-            raise ConceptforgeError(f"episode settings must all be >= 1, got {self}")
+            raise InvalidArgumentError(f"episode settings must all be >= 1, got {self}")
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ def sample_episodes(labels: np.ndarray, spec: EpisodeSpec) -> Episodes:
     need = spec.k_shot + spec.n_query
     eligible = np.array(sorted(c for c, idx in per_class.items() if len(idx) >= need))
     if len(eligible) < spec.n_way:
-        raise ConceptforgeError(
+        raise InvalidArgumentError(
             f"{spec.n_way}-way {spec.k_shot}-shot with {spec.n_query} queries needs {spec.n_way} classes "
             f"with >= {need} images each; only {len(eligible)} have that many"
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import InvalidArgumentError
 
 logger = logging.getLogger(__name__)
 
@@ -45,11 +45,11 @@ def run(args: argparse.Namespace) -> int:
 
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     if args.epochs < 1:
-        raise ConceptforgeError("--epochs must be at least 1")
+        raise InvalidArgumentError("--epochs must be at least 1")
     if not args.seeds:
-        raise ConceptforgeError("--seeds needs at least one seed")
+        raise InvalidArgumentError("--seeds needs at least one seed")
     if "{label}" not in args.template:
-        raise ConceptforgeError("--template must contain {label}")
+        raise InvalidArgumentError("--template must contain {label}")
     config = TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, weight_decay=args.weight_decay,
                          calibrate=args.calibrate)
     report = evaluate_binding(args.dataset, models=models, embedding_model=args.clip_model, revision=args.clip_revision,

@@ -12,7 +12,7 @@ import logging
 import os
 from pathlib import Path
 
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import InvalidArgumentError
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     templates = parse_templates(args.templates)
     output = Path(args.output or f"compmap-{args.dataset}.json")
     if args.batch_size < 1:
-        raise ConceptforgeError("--batch-size must be >= 1")
+        raise InvalidArgumentError("--batch-size must be >= 1")
     emb_cache, act_cache = _cache_dirs(args)
     group_softmax = not args.no_group_softmax
     if args.dataset == "cub":

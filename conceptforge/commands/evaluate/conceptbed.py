@@ -17,7 +17,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import DataFormatError, DataNotFoundError, InvalidArgumentError
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     if args.generated:
         records += _score(args)
     if not records:
-        raise ConceptforgeError("nothing to evaluate: pass --generated DIR ... or --from-scores FILE")
+        raise InvalidArgumentError("nothing to evaluate: pass --generated DIR ... or --from-scores FILE")
     if args.save_scores:
         save_records(args.save_scores, records)
         logger.info("wrote %d scores to %s", len(records), args.save_scores)
@@ -78,10 +78,10 @@ def _score(args: argparse.Namespace) -> list:
         try:
             dataset = load_dataset(str(source), revision=args.revision)
         except (FileNotFoundError, ValueError) as error:
-            raise ConceptforgeError(f"cannot load generated dataset {source}: {str(error).splitlines()[0]}") from None
+            raise DataNotFoundError(f"cannot load generated dataset {source}: {str(error).splitlines()[0]}") from None
         missing = {"concept_kind", "concept", "learner", "image"} - set(next(iter(dataset.values())).column_names)
         if missing:
-            raise ConceptforgeError(f"{source} is not a ConceptBed generated dataset (missing {', '.join(sorted(missing))})")
+            raise DataFormatError(f"{source} is not a ConceptBed generated dataset (missing {', '.join(sorted(missing))})")
         for split in dataset.values():
             kinds.update(split.unique("concept_kind"))
         records += score_generated(dataset, oracles, batch_size=args.batch_size, use_vqa=not args.no_vqa)

@@ -6,7 +6,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import DataFormatError, DataNotFoundError, InvalidArgumentError
 
 logger = logging.getLogger(__name__)
 
@@ -38,11 +38,11 @@ def run(args: argparse.Namespace) -> int:
     from conceptforge.loaders.reports import write_json
 
     if not args.model and not args.cbm:
-        raise ConceptforgeError("nothing to evaluate: pass --model (VLM) and/or --cbm (concept bottleneck model)")
+        raise InvalidArgumentError("nothing to evaluate: pass --model (VLM) and/or --cbm (concept bottleneck model)")
     cub = load_cub(args.cub_dir, need="votes")
     items = sub.load_sub(args.dataset, split=args.split, revision=args.revision, cub=cub)
     if not items:
-        raise ConceptforgeError(f"split {args.split!r} of {args.dataset} is empty")
+        raise DataFormatError(f"split {args.split!r} of {args.dataset} is empty")
     reports = []
     options = {}
     if args.template:
@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     if args.concept_names:
         path = Path(args.concept_names)
         if not path.is_file():
-            raise ConceptforgeError(f"--concept-names file {path} does not exist")
+            raise DataNotFoundError(f"--concept-names file {path} does not exist")
         concept_names = [line.strip() for line in path.read_text().splitlines() if line.strip()]
     for spec in args.cbm:
         made = sub.load_cbm_factory(spec)

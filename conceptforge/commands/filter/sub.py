@@ -15,7 +15,7 @@ import logging
 import os
 from pathlib import Path
 
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import InvalidArgumentError
 
 logger = logging.getLogger(__name__)
 
@@ -67,18 +67,18 @@ def run(args: argparse.Namespace) -> int:
 
     params = FilterParams(args.keep_fraction, args.min_survivor_fraction, args.min_splus_prob)
     if args.batch_size < 1:
-        raise ConceptforgeError(f"--batch-size must be >= 1, got {args.batch_size}")
+        raise InvalidArgumentError(f"--batch-size must be >= 1, got {args.batch_size}")
     if args.cub_dir is None:
-        raise ConceptforgeError("--cub-dir is required (the CUB_200_2011 directory, for the options of each attribute group)")
+        raise InvalidArgumentError("--cub-dir is required (the CUB_200_2011 directory, for the options of each attribute group)")
     candidates = open_candidates(args.candidates)
     if args.out.resolve() == args.candidates.resolve():
-        raise ConceptforgeError("--out must differ from --candidates")
+        raise InvalidArgumentError("--out must differ from --candidates")
     answer_hint = "" if args.no_answer_hint else DEFAULT_ANSWER_HINT
     questions = QuestionBuilder(load_attributes(args.cub_dir).groups, answer_hint=answer_hint)
     check_candidate_groups(candidates, questions)
     license = args.license or candidates_license(args.candidates)
     if not license:
-        raise ConceptforgeError("the candidates card names no license; pass --license (e.g. cc-by-nc-4.0)")
+        raise InvalidArgumentError("the candidates card names no license; pass --license (e.g. cc-by-nc-4.0)")
 
     shard = resolve_shard(args.num_shards, args.shard_index)
     config = FilterRunConfig(args.vqa_model, args.vqa_revision, answer_hint, str(args.candidates.resolve()))

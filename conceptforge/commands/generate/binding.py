@@ -16,7 +16,7 @@ from pathlib import Path
 from conceptforge.generators.binding.compositions import DATASETS
 from conceptforge.generators.binding.dataset import PRESETS, BindingConfig
 from conceptforge.generators.binding.generate import generate_binding
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import InvalidArgumentError
 from conceptforge.workitems import resolve_shard
 
 logger = logging.getLogger(__name__)
@@ -26,7 +26,7 @@ def parse_resolution(text: str) -> tuple[int, int]:
     try:
         width, height = (int(part) for part in text.lower().split("x"))
     except ValueError:
-        raise ConceptforgeError(f"--resolution must look like 320x240, got {text!r}") from None
+        raise InvalidArgumentError(f"--resolution must look like 320x240, got {text!r}") from None
     return width, height
 
 
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         for name in datasets
     ]  # validated up front: a bad --dataset/--preset fails before anything is written
     if args.num_workers < 1:
-        raise ConceptforgeError(f"--num-workers must be >= 1, got {args.num_workers}")
+        raise InvalidArgumentError(f"--num-workers must be >= 1, got {args.num_workers}")
     from conceptforge.generators.binding.render_blender import require_bpy
 
     require_bpy()  # fail early and clearly when Blender is missing

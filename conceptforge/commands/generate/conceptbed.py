@@ -48,10 +48,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from conceptforge.generators.conceptbed.generate import ConceptBedGenerator, GenerateOptions
     from conceptforge.generators.conceptbed.spec import load_spec
-    from conceptforge.errors import ConceptforgeError
+    from conceptforge.errors import InvalidArgumentError
 
     if args.num_images < 0:
-        raise ConceptforgeError("--num-images must be >= 0")
+        raise InvalidArgumentError("--num-images must be >= 0")
     config = LearnerConfig(
         learner=args.learner,
         model_id=args.model_id,

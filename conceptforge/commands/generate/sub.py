@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import InvalidArgumentError
 from conceptforge.cub import load_cub
 from conceptforge.generators.sub.flux_tdg import (
     DEFAULT_GUIDANCE,
@@ -82,11 +82,11 @@ def parse_tdg_overrides(values: Sequence[str]) -> dict[str, TDGParams]:
         category, _, numbers = value.partition("=")
         parts = numbers.split(",")
         if category not in {"colour", "shape", "pattern"} or len(parts) != 3:
-            raise ConceptforgeError(f"--tdg {value!r}: expected CATEGORY=K,TMIN,TMAX with CATEGORY colour, shape or pattern")
+            raise InvalidArgumentError(f"--tdg {value!r}: expected CATEGORY=K,TMIN,TMAX with CATEGORY colour, shape or pattern")
         try:
             k, tmin, tmax = (float(x) for x in parts)
         except ValueError:
-            raise ConceptforgeError(f"--tdg {value!r}: K, TMIN and TMAX must be numbers") from None
+            raise InvalidArgumentError(f"--tdg {value!r}: K, TMIN and TMAX must be numbers") from None
         overrides[category] = TDGParams(k=k, tmin=tmin, tmax=tmax)
     return overrides
 
@@ -111,7 +111,7 @@ def select_pairs(plan: PairPlan, selectors: Sequence[str] | None) -> PairPlan:
             else s
             for s in unused
         ]
-        raise ConceptforgeError(f"--pairs selects nothing for: {', '.join(notes)}")
+        raise InvalidArgumentError(f"--pairs selects nothing for: {', '.join(notes)}")
     return PairPlan(pairs=[p for p in plan.pairs if any(_matches(s, p) for s in selectors)], dropped=plan.dropped)
 
 
@@ -120,12 +120,12 @@ def build_plan(args: argparse.Namespace) -> tuple[PairPlan, dict]:
     spec = load_spec()
     if args.reference_selection:
         if args.candidate_spec:
-            raise ConceptforgeError("--reference-selection and --candidate-spec exclude each other")
+            raise InvalidArgumentError("--reference-selection and --candidate-spec exclude each other")
         plan = plan_reference_selection(cub, args.classes, spec=spec)
         # Which classes is not bound to the store: a later run may add classes to the same folder.
         return select_pairs(plan, args.pairs), {"plan": "reference-selection"}
     if args.classes:
-        raise ConceptforgeError("--classes only applies to --reference-selection")
+        raise InvalidArgumentError("--classes only applies to --reference-selection")
     overrides = parse_tdg_overrides(args.tdg)
     if args.candidate_spec:
         candidate = read_candidate_spec(args.candidate_spec)
@@ -180,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     license = args.license or (FLUX_DEV_DEFAULT_LICENSE if args.model == DEFAULT_MODEL else None)
     if not license:
-        raise ConceptforgeError(f"--license is required for models other than {DEFAULT_MODEL} (e.g. --license cc-by-nc-4.0)")
+        raise InvalidArgumentError(f"--license is required for models other than {DEFAULT_MODEL} (e.g. --license cc-by-nc-4.0)")
     settings = GenerationSettings(
         mode=args.mode,
         model=args.model,
