@@ -32,7 +32,7 @@ from typing import Any, Iterator
 
 import pyarrow.parquet as pq
 from datasets import Features
-from tqdm.auto import tqdm
+from conceptforge.progress import tqdm
 
 from conceptforge.cards.card import DatasetMetadata, load_line, read_card_spec, render_card
 from conceptforge.cards.dataset_dir import CARD_NAME, DATA_DIR, GRID_NAME, SplitStats

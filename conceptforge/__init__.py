@@ -1,13 +1,15 @@
 """conceptforge: generate, filter, publish and evaluate concept-learning benchmarks.
 
-This package holds the core every stage shares (errors, work items, the item store, the run
-engine, the CUB reader, the command line). The stages are its sub-packages, kept in the
+This package holds the core every stage shares (errors by kind, logging and the progress switch,
+work items, the item store, the run engine, the CUB reader, the command line ``conceptforge``).
+Every logger hangs under the one root ``conceptforge``. The stages are its sub-packages, kept in the
 repository's top-level folders of the design card and installed under this one namespace:
 ``conceptforge.generators``, ``conceptforge.filters``, ``conceptforge.cards`` and
 ``conceptforge.loaders``.
 """
 
 from conceptforge.errors import ConceptforgeError
+from conceptforge.progress import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
 from conceptforge.workitems import WorkItem, derive_seed, ShardSpec, resolve_shard, select_shard
 from conceptforge.store import ItemStore, ItemResult
 from conceptforge.runner import run_work_items
@@ -16,6 +18,9 @@ __version__ = "0.2.0"
 
 __all__ = [
     "ConceptforgeError",
+    "are_progress_bars_disabled",
+    "disable_progress_bars",
+    "enable_progress_bars",
     "WorkItem",
     "derive_seed",
     "ShardSpec",

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from typing import Callable, Sequence
 
 from conceptforge.errors import ConceptforgeError
+from conceptforge.progress import are_progress_bars_disabled
 
 logger = logging.getLogger("conceptforge")
 
+#: The libraries' own switches, set (unless the user set them) when conceptforge's bars are off,
+#: so downloads and ``datasets`` maps do not fill a log file with carriage returns either.
+LIBRARY_PROGRESS_SWITCHES = ("HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS")
+
 
 def setup_logging(verbose: bool = False) -> None:
+    """Log to stderr under the one root ``conceptforge`` (``-v``: debug); quiet chatty clients."""
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -19,6 +26,30 @@ def setup_logging(verbose: bool = False) -> None:
     )
     for noisy in ("httpx", "httpx2", "urllib3", "filelock", "fsspec"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    quiet_library_progress()
+
+
+def quiet_library_progress() -> None:
+    """When conceptforge's bars are off, turn off the Hub's and ``datasets``' bars too.
+
+    Their environment switches are read at import; a library imported already is told directly.
+    A switch the user set explicitly is left alone.
+    """
+    if not are_progress_bars_disabled():
+        return
+    for name in LIBRARY_PROGRESS_SWITCHES:
+        if name in os.environ:
+            return
+    for name in LIBRARY_PROGRESS_SWITCHES:
+        os.environ[name] = "1"
+    if "huggingface_hub" in sys.modules:
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
+    if "datasets" in sys.modules:
+        import datasets
+
+        datasets.disable_progress_bars()
 
 
 def run_cli(main: Callable[[Sequence[str] | None], int | None], argv: Sequence[str] | None = None) -> int:

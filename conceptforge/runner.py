@@ -6,7 +6,7 @@ import logging
 import time
 from typing import Callable, Sequence
 
-from tqdm.auto import tqdm
+from conceptforge.progress import tqdm
 
 from conceptforge.store import ItemResult, ItemStore
 from conceptforge.workitems import ShardSpec, WorkItem, check_unique_ids, select_shard
@@ -40,7 +40,7 @@ def run_work_items(
         todo = todo[:max_items]
     made = 0
     start = time.perf_counter()
-    with tqdm(total=len(todo), desc=description, unit=unit, dynamic_ncols=True) as bar:
+    with tqdm(total=len(todo), desc=description, unit=unit) as bar:
         for item in todo:
             store.write(item, make_item(item))
             made += 1

@@ -22,7 +22,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from tqdm.auto import tqdm
+from conceptforge.progress import tqdm
 
 from conceptforge.filters.classifier_oracle import ClassifierOracle, normalize_label
 from conceptforge.cub import CubDataset
@@ -82,7 +82,7 @@ def reference_bird_accuracy(
         birds.clear()
 
     for row in tqdm(references.iter_rows(["image", "bird"]), total=references.num_rows(), desc="classifying",
-                    unit="img", dynamic_ncols=True, disable=not progress):
+                    unit="img", disable=not progress):
         totals[row["bird"]][0] += 1
         try:
             images.append(decode_image(row["image"]))
@@ -196,7 +196,7 @@ def score_cub_groups(
     for group in groups:
         scorer.letter_token_ids(len(questions(group).options))
     loaded: dict[int, Any] = {}
-    with tqdm(total=len(todo), desc="CUB VQA", unit="q", dynamic_ncols=True, disable=not progress) as bar:
+    with tqdm(total=len(todo), desc="CUB VQA", unit="q", disable=not progress) as bar:
         for start in range(0, len(todo), batch_size):
             chunk = todo[start : start + batch_size]
             ready, pics, asked = [], [], []

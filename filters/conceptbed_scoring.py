@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from PIL import Image
-from tqdm.auto import tqdm
+from conceptforge.progress import tqdm
 
 from conceptforge.filters.classifier_oracle import ClassifierOracle, normalize_label
 from conceptforge.filters.conceptbed_oracles import VQAOracle, load_concept_oracle, score_concepts

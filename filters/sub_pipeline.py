@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from datasets import Features, Value
-from tqdm.auto import tqdm
+from conceptforge.progress import tqdm
 
 from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, make_sample_grid, render_card
 from conceptforge.cards.grid import png_bytes
@@ -163,7 +163,7 @@ def score_candidates(
         bar.update(len(batch))
         batch.clear()
 
-    with tqdm(total=len(todo), desc="VQA scoring", unit="img", dynamic_ncols=True, disable=not progress) as bar:
+    with tqdm(total=len(todo), desc="VQA scoring", unit="img", disable=not progress) as bar:
         for row in candidates.iter_rows(columns, batch_size=max(16, batch_size)):
             if row["item_id"] not in todo:
                 continue
@@ -252,7 +252,7 @@ def assemble_filtered(
     grid_png = _grid_png(candidates, decision.ranks, scores, grid_size)
 
     def rows() -> Iterator[dict[str, Any]]:
-        for row in tqdm(candidates.iter_rows(), total=len(ids), desc="assembling", unit="img", dynamic_ncols=True):
+        for row in tqdm(candidates.iter_rows(), total=len(ids), desc="assembling", unit="img"):
             rank = decision.ranks.get(row["item_id"])
             if rank is None:
                 continue

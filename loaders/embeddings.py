@@ -277,11 +277,11 @@ class EmbeddingModel:
             if key not in found and key not in missing:
                 missing[key] = item
         if missing:
-            from tqdm.auto import tqdm
+            from conceptforge.progress import tqdm
 
             miss_keys = list(missing)
             batches = range(0, len(miss_keys), batch_size)
-            for start in tqdm(batches, desc=f"embed {kind}", disable=len(batches) < 5, leave=False):
+            for start in tqdm(batches, desc=f"embed {kind}", leave=False):
                 chunk = miss_keys[start : start + batch_size]
                 with torch.inference_mode():
                     vectors = compute([missing[key] for key in chunk])

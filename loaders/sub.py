@@ -432,7 +432,7 @@ def evaluate_cbm(
 ) -> SubReport:
     """Evaluate a concept-bottleneck model; present = sigmoid(logit) ≥ ``threshold`` (or
     probability ≥ ``threshold`` with ``outputs="probabilities"``)."""
-    from tqdm.auto import tqdm
+    from conceptforge.progress import tqdm
 
     from conceptforge.loaders.embeddings import load_pil
 
@@ -441,7 +441,7 @@ def evaluate_cbm(
     predict = as_concept_predictor(model, transform=transform, device=device)
     items = _resolve_items(dataset, cub, dataset_revision, split)
     chunks = []
-    for start in tqdm(range(0, len(items), batch_size), desc="CBM", disable=len(items) <= batch_size * 4, leave=False):
+    for start in tqdm(range(0, len(items), batch_size), desc="CBM", leave=False):
         batch = [load_pil(item.image) for item in items[start : start + batch_size]]
         output = predict(batch)
         chunks.append(torch.as_tensor(np.asarray(output.detach().cpu() if isinstance(output, torch.Tensor) else output), dtype=torch.float32))

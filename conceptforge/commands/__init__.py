@@ -43,9 +43,10 @@ def invoke(argv: Sequence[str]) -> int:
 
     ``argv`` starts with the sub-command, e.g. ``["generate", "sub", "--cub-dir", ...]``.
     """
-    from conceptforge.cli import setup_logging
+    from conceptforge.cli import quiet_library_progress, setup_logging
 
     argv = list(argv)
+    quiet_library_progress()  # before parsing: choosing a sub-command imports its libraries
     args = build_parser().parse_args(argv)
     # The invocation as `conceptforge ...`, whichever wrapper started it (provenance records it).
     args.argv = ["conceptforge", *argv]

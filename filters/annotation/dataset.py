@@ -139,7 +139,7 @@ class AnnotationDataset:
         except (OSError, ValueError):
             done = False
         if not done:
-            from tqdm.auto import tqdm
+            from conceptforge.progress import tqdm
 
             marker.unlink(missing_ok=True)
             members: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)

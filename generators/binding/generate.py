@@ -26,7 +26,7 @@ from conceptforge.generators.binding.dataset import COLUMN_DOCS, FEATURES, Bindi
 from conceptforge.runner import run_work_items
 from conceptforge.store import ItemStore
 from conceptforge.workitems import ShardSpec, select_shard
-from tqdm.auto import tqdm
+from conceptforge.progress import tqdm
 
 logger = logging.getLogger(__name__)
 

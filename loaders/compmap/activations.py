@@ -23,7 +23,7 @@ from typing import Any, Protocol, Sequence
 import numpy as np
 import torch
 from torch import Tensor
-from tqdm.auto import tqdm
+from conceptforge.progress import tqdm
 
 from conceptforge.errors import ConceptforgeError, InvalidArgumentError, WeightsUnavailableError
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
-from tqdm.auto import tqdm
+from conceptforge.progress import tqdm
 
 from conceptforge.loaders.compmap._threads import single_thread_if
 

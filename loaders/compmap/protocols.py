@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from torch import Tensor
-from tqdm.auto import tqdm
+from conceptforge.progress import tqdm
 
 from conceptforge.loaders.compmap.contrastive import ContrastiveConfig, train_contrastive
 from conceptforge.loaders.compmap.logreg import LogRegConfig, LogRegModel, fit_logreg
