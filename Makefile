@@ -29,7 +29,7 @@ system-deps:
 	  else echo "warning: chromium missing and apt unavailable; browser tests will be skipped"; fi; }
 
 demo: $(VENV)/.installed
-	$(PY) scripts/generate_binding.py --dataset all --preset demo --out $(DEMO_OUT)
+	$(VENV)/bin/conceptforge generate binding --dataset all --preset demo --out $(DEMO_OUT)
 
 test: $(VENV)/.installed system-deps
 	$(PY) -m pytest -q $(PYTEST_ARGS)

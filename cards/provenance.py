@@ -83,7 +83,9 @@ def redact_value(value: Any, secrets: Iterable[str] = ()) -> Any:
 def command_line(argv: Sequence[str] | None = None, *, secrets: Iterable[str] = ()) -> str:
     """The command that is running (or ``argv``), shell-quoted, secrets redacted."""
     argv = list(sys.argv if argv is None else argv)
-    if argv and argv[0].endswith(".py"):
+    if argv and (os.path.basename(argv[0]) == "conceptforge" or argv[0].endswith(os.path.join("conceptforge", "__main__.py"))):
+        argv = ["conceptforge", *argv[1:]]  # the console script or `python -m conceptforge`: no install paths
+    elif argv and argv[0].endswith(".py"):
         argv = ["python", _short_path(argv[0]), *argv[1:]]
     return redact_secrets(shlex.join(argv), [*secrets, *_known_secrets()])
 

@@ -272,7 +272,7 @@ def assemble_filtered(
         license=license,
         summary=(
             "CUB birds with one attribute substituted by Tied Diffusion Guidance, filtered as in SUB "
-            "(paper 001, Sec. 4.2): images whose VQA answer is not the target attribute S+ are discarded, "
+            "(the SUB paper, Sec. 4.2): images whose VQA answer is not the target attribute S+ are discarded, "
             f"the rest of each bird-attribute pair is ranked by the S+ probability, the top "
             f"{params.keep_fraction:.0%} of the pair's candidates are kept, and pairs with fewer survivors "
             "are dropped. The VQA option probabilities are kept as columns.\n\n" + stats_table(stats)
@@ -327,8 +327,8 @@ def _grid_png(candidates: LocalSplit, ranks: dict[str, int], scores: dict[str, d
 
 def provenance_for(config: FilterRunConfig, params: FilterParams, *, batch_size: int, argv: list[str] | None = None) -> dict[str, Any]:
     return {
-        "filter": "scripts/filter_sub.py (conceptforge filters.sub_pipeline)",
-        "paper": "SUB (paper 001), Sec. 4.2 VQA filtering",
+        "filter": "conceptforge filter sub (conceptforge.filters.sub_pipeline)",
+        "paper": "SUB: Benchmarking CBM Generalization via Synthetic Attribute Substitutions, Sec. 4.2 VQA filtering",
         "vqa": asdict(config),
         "filter_params": asdict(params),
         "batch_size": batch_size,

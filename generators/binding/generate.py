@@ -194,7 +194,7 @@ def assemble(config: BindingConfig, store: ItemStore, out_dir: Path, command_lin
 def canonical_command(config: BindingConfig) -> list[str]:
     """The command that reproduces the data (shard/worker options do not change the bytes)."""
     command = [
-        "python", "scripts/generate_binding.py", "--dataset", config.dataset, "--preset", config.preset,
+        "conceptforge", "generate", "binding", "--dataset", config.dataset, "--preset", config.preset,
         "--seed", str(config.seed), "--resolution", f"{config.width}x{config.height}", "--samples", str(config.samples),
     ]
     if config.min_pixels is not None:

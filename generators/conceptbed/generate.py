@@ -360,7 +360,7 @@ class ConceptBedGenerator:
             citation=CITATION,
             column_docs=COLUMN_DOCS,
             provenance=collect_provenance(
-                generator="scripts/generate_conceptbed.py",
+                generator="conceptforge generate conceptbed",
                 models={"diffusion": (config.model_id, config.revision)},
                 parameters=self.run_settings(),
                 seeds={"run_seed": config.seed},

@@ -285,17 +285,18 @@ def card_metadata(
 ) -> DatasetMetadata:
     if reference_selection:
         summary = (
-            "Reference-bird selection candidates for SUB (paper 001, Sec. 4.2): images of CUB classes "
+            "Reference-bird selection candidates for SUB (the SUB paper, Sec. 4.2): images of CUB classes "
             "generated with the plain prompt, to be scored by a CUB classifier."
         )
     elif settings.mode == "tdg":
         summary = (
             "SUB candidates: CUB birds with one attribute substituted, generated with Tied Diffusion "
-            "Guidance (TDG) over FLUX (paper 001). Unfiltered: run the VQA filter to build SUB."
+            "Guidance (TDG) over FLUX (*SUB: Benchmarking CBM Generalization via Synthetic Attribute "
+            "Substitutions*). Unfiltered: run the VQA filter to build SUB."
         )
     else:
         summary = (
-            "Prompt-only baseline for SUB (paper 001, Fig. 4): the reference prompt c_R alone, from the "
+            "Prompt-only baseline for SUB (the SUB paper, Fig. 4): the reference prompt c_R alone, from the "
             "same initial noise as the TDG candidates of the same item."
         )
     summary += " CUB-200-2011 metadata (Wah et al.) is used under its research-only terms."
