@@ -52,9 +52,13 @@ def add_verbose(parser: argparse.ArgumentParser) -> None:
 
 
 def add_subcommands(parser: argparse.ArgumentParser, entries: dict[str, Entry], *, dest: str,
-                    title: str = "commands") -> LazySubParsersAction:
-    """Sub-parsers for ``entries``: each module's ``add_arguments`` runs only when it is chosen."""
-    action = parser.add_subparsers(dest=dest, required=True, metavar=f"{{{','.join(entries)}}}", title=title,
+                    title: str = "commands", required: bool = True) -> LazySubParsersAction:
+    """Sub-parsers for ``entries``: each module's ``add_arguments`` runs only when it is chosen.
+
+    ``required=False`` lets a command also run without a sub-command (``args.<dest>`` is None),
+    e.g. ``evaluate`` driven by flags of its own.
+    """
+    action = parser.add_subparsers(dest=dest, required=required, metavar=f"{{{','.join(entries)}}}", title=title,
                                    action=LazySubParsersAction)
 
     def filler(entry: Entry) -> Callable[[argparse.ArgumentParser], None]:

@@ -2,7 +2,9 @@
 
 Each benchmark's command line is a module beside this one (``add_arguments(parser)`` and
 ``run(args) -> int``); this package only dispatches. Flags that apply to every benchmark go in
-:func:`add_arguments` before the benchmark sub-parsers.
+:func:`add_arguments` before the benchmark sub-parsers; a mode that runs without a benchmark
+sub-command passes ``required=False`` to ``add_subcommands`` and branches in :func:`run` on
+``args.benchmark is None``.
 """
 
 from __future__ import annotations
