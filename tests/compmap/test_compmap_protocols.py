@@ -83,11 +83,12 @@ def test_contrastive_oracle_generalises_to_unseen_pairs():
     model = train_contrastive(x_train, train_labels, prim[seen_idx], config=ContrastiveConfig(dim=16, epochs=60, batch_size=32, lr=1e-2))
     test_labels = torch.arange(len(pairs)).repeat(3)
     scores = model.score_batched(prim[test_labels], prim)
-    # the authors' curve (closed at bias 1e3) is the one that reproduces Table 1's Oracle row
+    # the authors' curve (closed at bias 1e3) reaches 100% unseen; the paper's 20-bias curve
+    # never counts its last chunk (here 1 of 8 unseen pairs), so it stops at 87.5%
     r = generalized_czsl(scores, test_labels, torch.as_tensor(seen), curve="authors")
-    assert r.best_seen >= 99.0 and r.best_unseen >= 99.0 and r.best_hm >= 95.0
+    assert r.best_seen >= 99.0 and r.best_unseen >= 99.0
     paper = generalized_czsl(scores, test_labels, torch.as_tensor(seen))
-    assert paper.best_seen >= 99.0 and paper.best_unseen < 100.0  # its last chunk is never counted
+    assert paper.best_seen >= 99.0 and 85.0 <= paper.best_unseen < 100.0 and paper.best_gm >= 90.0
 
 
 def test_nway_kshot_accuracy_by_hand_under_both_protocols():
