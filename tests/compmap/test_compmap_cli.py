@@ -35,7 +35,10 @@ def test_cub_end_to_end(tiny_clip_dir, fake_cub, tmp_path):
     for title in ("Table 2 (CUB)", "Table 3 (CUB)", "Table 4 (CUB"):
         assert title in proc.stdout
     assert "CLIP-Interv(Partial)" in proc.stdout and "Oracle-Prim" in proc.stdout
+    assert "authors' protocol: k support images per class from the train split" in proc.stdout
     payload = json.loads(out.read_text())
+    assert payload["protocol"] == payload["results"]["protocol"] == "authors"
+    assert payload["results"]["settings"]["2-way-1-shot"]["protocol"] == "authors"
     settings = payload["results"]["settings"]
     assert set(settings) == {"2-way-1-shot", "2-way-2-shot", "3-way-1-shot", "3-way-2-shot", "full-shot"}
     assert settings["3-way-2-shot"]["prim"]["episodes"] == 6
@@ -47,9 +50,11 @@ def test_cub_end_to_end(tiny_clip_dir, fake_cub, tmp_path):
 def test_cub_rerun_uses_cached_activations(tiny_clip_dir, fake_cub, tmp_path, caplog, capsys):
     out = tmp_path / "cub.json"
     args = ["--benchmark", "cub", "--model", tiny_clip_dir, "--data-dir", fake_cub, "--output", out, "--cache-dir", tmp_path / "cache",
-            "--ways", 3, "--shots", 1, "--episodes", 4, "--queries", 2, "--no-full-shot"]
+            "--ways", 3, "--shots", 1, "--episodes", 4, "--queries", 2, "--no-full-shot", "--protocol", "episodic"]
     assert _in_process(*args) == 0
     first = json.loads(out.read_text())["results"]
+    assert first["protocol"] == "episodic" and first["n_query"] == 2
+    assert "episodic protocol: k support + 2 query images per class" in capsys.readouterr().out
     caplog.set_level("INFO")
     assert _in_process(*args) == 0
     assert "activations from cache" in caplog.text
