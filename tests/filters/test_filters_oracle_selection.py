@@ -18,7 +18,7 @@ from conceptforge.filters.dataset_io import open_split
 from conceptforge.commands import main as conceptforge
 from conceptforge.errors import ConceptforgeError
 
-from filters_fixtures import image_png
+from conceptforge.testing.sub_inputs import image_png
 
 REPO = Path(__file__).resolve().parents[2]
 
