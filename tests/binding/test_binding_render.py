@@ -74,13 +74,13 @@ def test_killed_run_resumes_to_identical_dataset(demo_dir, tmp_path):
         [sys.executable, str(REPO_ROOT / "scripts" / "generate_binding.py"), "--dataset", "two-object", "--out", str(tmp_path), *SMALL],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
-    items = tmp_path / "two-object" / ".work" / "items" / "train"
+    chunks = tmp_path / "two-object" / ".work" / "chunks"
     deadline = time.time() + 300
-    while time.time() < deadline and len(list(items.glob("*.json"))) < 2:
+    while time.time() < deadline and len(list(chunks.glob("*.done"))) < 1:
         time.sleep(0.05)
-    process.send_signal(signal.SIGKILL)
+    process.send_signal(signal.SIGKILL)  # inside the second chunk of 4 scenes
     process.wait()
-    assert 2 <= len(list(items.glob("*.json"))) < 8
+    assert len(list(chunks.glob("*.done"))) == 1
     assert not (tmp_path / "two-object" / "README.md").exists()  # nothing looks complete
     run_script("--dataset", "two-object", "--out", str(tmp_path), *SMALL)
     assert _data_bytes(tmp_path / "two-object") == _data_bytes(demo_dir / "two-object")
@@ -88,7 +88,7 @@ def test_killed_run_resumes_to_identical_dataset(demo_dir, tmp_path):
 
 def test_shards_assemble_the_same_dataset(demo_dir, tmp_path):
     first = run_script("--dataset", "single-object", "--out", str(tmp_path), "--num-shards", "2", "--shard-index", "0", *SMALL)
-    assert "wait for other shards" in first.stderr
+    assert "still missing, in shard(s) 1 of 2" in first.stderr and "conceptforge assemble" in first.stderr
     assert not (tmp_path / "single-object" / "README.md").exists()
     run_script("--dataset", "single-object", "--out", str(tmp_path), "--num-shards", "2", "--shard-index", "1", *SMALL)
     assert _data_bytes(tmp_path / "single-object") == _data_bytes(demo_dir / "single-object")
@@ -113,7 +113,8 @@ def test_worker_processes_give_the_same_dataset(demo_dir, tmp_path):
 
 
 def test_resume_with_other_settings_is_refused(demo_dir, tmp_path):
-    run_script("--dataset", "single-object", "--out", str(tmp_path), "--max-items", "1", *SMALL)
+    # settings are fixed once the first chunk (4 scenes) is written
+    run_script("--dataset", "single-object", "--out", str(tmp_path), "--max-items", "4", *SMALL)
     result = run_script("--dataset", "single-object", "--out", str(tmp_path), "--resolution", "80x60", "--samples", "2", check=False)
     assert result.returncode == 2
     assert "other settings" in result.stderr and "height" in result.stderr
