@@ -306,7 +306,7 @@ class ItemStore:
         wanted = json.loads(canonical_json(dict(config)))
         existing = self.stored_config()
         if existing is not None and existing != wanted:
-            differences = _differences(existing, wanted)
+            differences = _readable(_differences(existing, wanted))
             raise ConceptforgeError(
                 f"{self.location} holds a run made with other settings (differs in: {', '.join(differences)}); "
                 "resume with the same settings or use a new --out"
@@ -441,6 +441,23 @@ def _differences(old: Any, new: Any, prefix: str = "") -> list[str]:
                 out.extend(_differences(old[key], new[key], path + "."))
         return out
     return [prefix.rstrip(".") or "settings"]
+
+
+def _readable(paths: list[str]) -> list[str]:
+    """Name settings as the user knows them: ``steps``, ``learner.model_id``, ``--chunk-size``."""
+    out: list[str] = []
+    for path in paths:
+        if path in {"plan.chunks", "plan.chunk_items"} and "plan.chunk_size" in paths:
+            continue
+        if path in {"plan.chunks", "plan.chunk_items", "plan.items", "plan.fingerprint"}:
+            name = "the items (the spec selects other work)"
+        elif path == "plan.chunk_size":
+            name = "--chunk-size"
+        else:
+            name = path.removeprefix("settings.")
+        if name not in out:
+            out.append(name)
+    return out
 
 
 def is_store(location: str | os.PathLike[str]) -> bool:

@@ -86,7 +86,7 @@ def test_generate_resume_and_shards_give_identical_datasets(tmp_path, mini_cub, 
     from conceptforge.errors import ConceptforgeError
 
     with pytest.raises(ConceptforgeError, match="differs in: steps"):
-        main(_args(resumed, mini_cub, tiny_flux_dir, candidate_spec, "--steps", "3"))
+        main(_args(resumed, mini_cub, tiny_flux_dir, candidate_spec, "--steps", "3", "--chunk-size", "2"))
 
 
 def test_prompt_only_baseline_shares_noise_with_tdg(tmp_path, mini_cub, tiny_flux_dir, candidate_spec):
