@@ -63,6 +63,9 @@ class Stage:
     group: Callable[[WorkItem], Any] | None = None
     description: str = "items"
     unit: str = "item"
+    #: Called once, before the first item, only when this process has work left (model loads:
+    #: a shard with nothing to do never loads a model, and a failed load writes nothing).
+    prepare: Callable[[], None] | None = None
 
     def __post_init__(self) -> None:
         if (self.make_item is None) == (self.process_batch is None):
@@ -265,7 +268,10 @@ def run_stage(
     made = 0
     start = time.perf_counter()
     store.write_shard_report(shard.num_shards, shard.shard_index, {**report_base, "state": "running", "host": os.uname().nodename, "pid": os.getpid()})
-    with tqdm(total=sum(len(c.items) for c in todo), desc=stage.description, unit=stage.unit, dynamic_ncols=True) as bar:
+    if todo and stage.prepare is not None and (max_items is None or max_items > 0):
+        stage.prepare()
+    # disable=None: no bar when stderr is not a terminal (log files get no carriage returns)
+    with tqdm(total=sum(len(c.items) for c in todo), desc=stage.description, unit=stage.unit, dynamic_ncols=True, disable=None) as bar:
         for chunk in todo:
             budget = None if max_items is None else max_items - made
             if budget is not None and budget <= 0:

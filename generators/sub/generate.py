@@ -385,7 +385,7 @@ def generate(
     items = build_work_items(plan, images_per_pair=images_per_pair, run_seed=settings.seed)
     loaded: dict[str, Any] = {}
 
-    def make(item: WorkItem) -> ItemResult:
+    def prepare() -> None:
         if "make" not in loaded:
             model = generator
             if model is None:
@@ -401,6 +401,9 @@ def generate(
                     max_sequence_length=settings.max_sequence_length,
                 )
             loaded["make"] = make_item_function(model, settings, save_guidance=save_guidance)
+
+    def make(item: WorkItem) -> ItemResult:
+        prepare()
         return loaded["make"](item)
 
     metadata = card_metadata(
@@ -416,6 +419,7 @@ def generate(
         items=items,
         settings={**settings.to_config(), **(extra_config or {})},
         make_item=make,
+        prepare=prepare,
         assembler="conceptforge.generators.sub.generate:assemble_from_store",
         assembly_args={"metadata": asdict(metadata)},
         chunk_size=chunk_size,
