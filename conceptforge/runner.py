@@ -263,7 +263,7 @@ def run_stage(
     skipped = shard_items - sum(len(c.items) for c in todo)
     redone = sum(len(chunks[i].items) for i in damaged if chunks[i] in todo)
     if skipped:
-        logger.info("resuming: %d of %d %s of this shard already done", skipped, shard_items, stage.description)
+        logger.info("resuming: %d of %d items of this shard already done (%s)", skipped, shard_items, stage.description)
     report_base = {"num_shards": shard.num_shards, "shard_index": shard.shard_index, "chunks": [c.index for c in mine]}
     made = 0
     start = time.perf_counter()
@@ -322,11 +322,11 @@ def run_work_items(
         name=name, items=items, settings=settings or {}, make_item=make_item, chunk_size=chunk_size,
         description=description, unit=unit,
     )
-    report = run_stage(stage, _out_of(store), shard=shard, max_items=max_items, assemble=False, store=store)
+    report = run_stage(stage, out_of_store(store), shard=shard, max_items=max_items, assemble=False, store=store)
     return report.as_counts()
 
 
-def _out_of(store: ItemStore) -> str:
+def out_of_store(store: ItemStore) -> str:
     url = store.location.url.rstrip("/")
     return url.rsplit("/", 1)[0] if is_url(url) else str(Path(url).parent)
 
