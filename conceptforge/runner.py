@@ -256,6 +256,8 @@ def run_stage(
         store.drop_chunk(index)
     if damaged:
         logger.warning("%d damaged chunk(s) (%d items) found in %s: making them again", len(damaged), sum(len(chunks[i].items) for i in damaged), store)
+    if not chunks:  # nothing to make: the (empty) run is complete, its settings fixed now
+        store._ensure_config_written()
     done = store.chunk_states()
     mine = shard_chunks(chunks, shard)
     todo = [chunk for chunk in mine if chunk.index not in done]
