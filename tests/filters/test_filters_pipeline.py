@@ -152,3 +152,28 @@ def test_bad_input_is_one_clear_line(case, mini_cub, candidates_factory, tmp_pat
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and expected in err and "\n" not in err
     assert not (tmp_path / "out" / "README.md").exists()
+
+
+def test_four_filter_shards_each_read_about_a_quarter_of_the_images(tiny_scorer, mini_cub, candidates_factory, monkeypatch, tmp_path):
+    """A shard reads only the parquet row groups of its own chunks (bytes counted at the file)."""
+    import conceptforge.cards.dataset_dir as dataset_dir
+
+    pairs = _pairs_the_model_accepts(tiny_scorer, mini_cub)
+    pairs.append(("Gray_Catbird", pairs[0][1]))
+    monkeypatch.setattr(dataset_dir, "ROW_GROUP_SIZE", 10)  # 40 candidates in 4 row groups
+    cand_dir = candidates_factory(pairs=pairs, per_pair=10)
+    full = open_candidates(cand_dir)
+    assert [rows for *_, rows in full.row_groups()] == [10, 10, 10, 10]
+    for file_index, rg, _ in full.row_groups():
+        full.read_row_group(file_index, rg, ["item_id", "image", "group", "value", "attribute", "bird"])
+    everything = full.bytes_read[0]
+    questions = QuestionBuilder(load_attributes(mini_cub).groups)
+    store = ItemStore(tmp_path / "out" / WORK_DIR)
+    shares = []
+    for index in range(4):
+        candidates = open_candidates(cand_dir)
+        counts = score_candidates(candidates, store, tiny_scorer, questions, shard=ShardSpec(4, index), batch_size=10, progress=False)
+        assert counts["total"] == 10 and counts["scored"] == 10
+        shares.append(candidates.bytes_read[0] / everything)
+    assert all(0.2 <= share <= 0.35 for share in shares), shares  # ~1/4 each, never the whole set
+    assert store.count("scores") == 40
