@@ -126,8 +126,12 @@ def run_config(stage: Stage, chunks: Sequence[Chunk] | None = None) -> dict[str,
 
 
 # -- the output folder ---------------------------------------------------------------------------
-def check_output(out: str | os.PathLike[str]) -> None:
-    """Refuse an existing, non-empty output that is not one of our runs (never touch its files)."""
+def check_output(out: str | os.PathLike[str], *, run_children: Sequence[str] = ()) -> None:
+    """Refuse an existing, non-empty output that is not one of our runs (never touch its files).
+
+    ``run_children`` names sub-folders that may each hold one of our runs (the binding command
+    writes one dataset per sub-folder of its ``--out``).
+    """
     out_text = str(out)
     location = Location(out_text)
     try:
@@ -148,6 +152,10 @@ def check_output(out: str | os.PathLike[str]) -> None:
     if not entries:
         return
     if WORK_DIR in entries and Location(join(out_text, WORK_DIR)).exists("owner.json"):
+        return
+    if run_children and all(entry in run_children for entry in entries):
+        for entry in entries:
+            check_output(join(out_text, entry))
         return
     shown = ", ".join(sorted(entries)[:3]) + (", ..." if len(entries) > 3 else "")
     raise ConceptforgeError(

@@ -73,8 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     require_bpy()  # fail early and clearly when Blender is missing
     shard = resolve_shard(args.num_shards, args.shard_index)
-    for config in configs:  # refuse a foreign --out before anything is rendered
-        check_output(join(args.out, config.dataset))
+    check_output(args.out, run_children=DATASETS)  # refuse a foreign --out before anything is rendered
     waiting = []
     for config in configs:
         out_dir = join(args.out, config.dataset)

@@ -199,3 +199,11 @@ def test_s3_output_is_byte_identical_to_local(demo_dir, s3_server):
     assert [f.rsplit("/", 1)[-1] for f in remote] == [p.name for p in local]
     assert [fs.cat_file(f) for f in remote] == [p.read_bytes() for p in local]
     assert fs.cat_file("binding/demo/single-object/README.md") == (demo_dir / "single-object" / "README.md").read_bytes()
+
+
+def test_foreign_out_folder_is_refused_untouched(tmp_path):
+    from tests.foreign_out import assert_refused_untouched, make_foreign_folder
+
+    before = make_foreign_folder(tmp_path)
+    result = run_script("--dataset", "single-object", "--out", str(tmp_path), *SMALL, check=False)
+    assert_refused_untouched(tmp_path, before, result.returncode, result.stderr)

@@ -177,3 +177,15 @@ def test_four_filter_shards_each_read_about_a_quarter_of_the_images(tiny_scorer,
         shares.append(candidates.bytes_read[0] / everything)
     assert all(0.2 <= share <= 0.35 for share in shares), shares  # ~1/4 each, never the whole set
     assert store.count("scores") == 40
+
+
+def test_foreign_out_folder_is_refused_untouched(tiny_vlm, mini_cub, candidates_factory, tmp_path, capsys):
+    from conceptforge.cli import run_cli
+    from tests.foreign_out import assert_refused_untouched, make_foreign_folder
+
+    script = _load_script("filter_sub")
+    out = tmp_path / "mine"
+    before = make_foreign_folder(out)
+    code = run_cli(script.main, ["--candidates", str(candidates_factory(per_pair=1)), "--out", str(out), "--cub-dir", str(mini_cub),
+                                 "--vqa-model", str(tiny_vlm), "--device", "cpu"])
+    assert_refused_untouched(out, before, code, capsys.readouterr().err)

@@ -168,3 +168,26 @@ def test_python_api_generate_with_loaded_model_and_guidance_images(tmp_path, min
     assert meta["etas"][0] == 1.0 and meta["guidance_bird"] == "Hummingbird"
     row = load_dataset(str(tmp_path / "api"))["candidates"][0]
     assert row["prompt_guidance"] == "A photo of a Hummingbird" and row["category"] == "shape"
+
+
+def test_foreign_out_folder_is_refused_untouched(tmp_path, mini_cub, tiny_flux_dir, candidate_spec, capsys):
+    from conceptforge.cli import run_cli
+    from tests.foreign_out import assert_refused_untouched, make_foreign_folder
+
+    out = tmp_path / "mine"
+    before = make_foreign_folder(out)
+    code = run_cli(main, _args(out, mini_cub, tiny_flux_dir, candidate_spec))
+    assert_refused_untouched(out, before, code, capsys.readouterr().err)
+
+
+def test_failed_model_load_does_not_block_the_corrected_rerun(tmp_path, mini_cub, tiny_flux_dir, candidate_spec, capsys):
+    """Issue 20.2: settings are fixed only once the first item is written."""
+    from conceptforge.cli import run_cli
+
+    out = tmp_path / "out"
+    extra = ["--pairs", "Blue_Jay=has_crown_color::black", "--chunk-size", "1"]
+    assert run_cli(main, _args(out, mini_cub, tmp_path / "typo-model", candidate_spec, *extra)) == 2
+    assert not (out / ".work" / "run.json").exists()
+    capsys.readouterr()
+    assert main(_args(out, mini_cub, tiny_flux_dir, candidate_spec, *extra)) == 0
+    assert "wrote 2 images" in capsys.readouterr().out
