@@ -17,8 +17,8 @@ from pathlib import Path
 
 from PIL import Image
 
-from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, collect_provenance, make_sample_grid, render_card
-from conceptforge.cards.grid import png_bytes
+from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, collect_provenance, render_card
+from conceptforge.cards.grid import grid_png
 from conceptforge.generators.binding.compositions import SPLITS
 from conceptforge.generators.binding.dataset import COLUMN_DOCS, FEATURES, BindingConfig, make_item_factory, plan_items
 from conceptforge.runner import RunReport, Stage, run_stage
@@ -144,13 +144,14 @@ def binding_stage(
     )
 
 
-def _grid(store: ItemStore, splits, per_split: int = 4) -> bytes:
-    samples = []
-    for split in splits:
-        for record in itertools.islice(store.records(split), per_split):
-            with Image.open(io.BytesIO(record.read_file("png"))) as image:
-                samples.append((image.convert("RGB"), f"{split}: {record.metadata['label']}"))
-    return png_bytes(make_sample_grid(samples, columns=4, thumb_width=240))
+def _grid(store: ItemStore, splits, per_split: int = 4) -> bytes | None:
+    def samples():
+        for split in splits:
+            for record in itertools.islice(store.records(split), per_split):
+                with Image.open(io.BytesIO(record.read_file("png"))) as image:
+                    yield image.convert("RGB"), f"{split}: {record.metadata['label']}"
+
+    return grid_png(samples(), thumb_width=240)
 
 
 def _rows(store: ItemStore, split: str):
