@@ -112,7 +112,7 @@ class PerItemS3:
 
 def run_chunked(out: str, items) -> None:
     stage = Stage(name="bench", items=items, settings={}, make_item=_make,
-                  assembler="benchmarks.store:assemble_chunked" if __name__ != "__main__" else "__main__:assemble_chunked",
+                  assembler=f"{__name__}:assemble_chunked",
                   chunk_size=CHUNK)
     report = run_stage(stage, out)
     assert report.assembled, report.message(out)
@@ -209,5 +209,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     sys.exit(main())
