@@ -207,3 +207,48 @@ def test_foreign_out_folder_is_refused_untouched(tmp_path):
     before = make_foreign_folder(tmp_path)
     result = run_script("--dataset", "single-object", "--out", str(tmp_path), *SMALL, check=False)
     assert_refused_untouched(tmp_path, before, result.returncode, result.stderr)
+
+
+def _children(pid: int) -> set[int]:
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.add(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
+def test_worker_processes_die_with_their_parent(tmp_path):
+    """Issue 20.4: kill -9 of the parent leaves no Blender worker running."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    parent = subprocess.Popen(
+        [sys.executable, str(REPO_ROOT / "scripts" / "generate_binding.py"), "--dataset", "two-object", "--out", str(tmp_path),
+         "--num-workers", "2", "--resolution", "64x48", "--samples", "64"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    deadline = time.time() + 120
+    workers: set[int] = set()
+    while time.time() < deadline and len(workers) < 2:
+        workers = _children(parent.pid)
+        time.sleep(0.2)
+    assert len(workers) >= 2, "the pool did not start"
+    time.sleep(2)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.time() + 15
+    while time.time() < deadline and any(_alive(pid) for pid in workers):
+        time.sleep(0.2)
+    assert not [pid for pid in workers if _alive(pid)]
