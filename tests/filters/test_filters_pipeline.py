@@ -175,6 +175,7 @@ def test_four_filter_shards_each_read_about_a_quarter_of_the_images(tiny_scorer,
         counts = score_candidates(candidates, store, tiny_scorer, questions, shard=ShardSpec(4, index), batch_size=10, progress=False)
         assert counts["total"] == 10 and counts["scored"] == 10
         shares.append(candidates.bytes_read[0] / everything)
+    print("filter shard byte shares:", [round(s, 3) for s in shares])
     assert all(0.2 <= share <= 0.35 for share in shares), shares  # ~1/4 each, never the whole set
     assert store.count("scores") == 40
 
