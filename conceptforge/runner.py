@@ -153,6 +153,11 @@ def check_output(out: str | os.PathLike[str], *, run_children: Sequence[str] = (
         return
     if WORK_DIR in entries and Location(join(out_text, WORK_DIR)).exists("owner.json"):
         return
+    if WORK_DIR in entries and Location(join(out_text, WORK_DIR)).exists("run.json"):
+        raise ConceptforgeError(
+            f"--out {out_text} holds a run of conceptforge's first store format (one file per item), which this version "
+            "cannot resume; choose a new --out"
+        )
     if run_children and all(entry in run_children for entry in entries):
         for entry in entries:
             check_output(join(out_text, entry))
