@@ -12,7 +12,7 @@ from conceptforge.errors import ConceptforgeError
 from conceptforge.progress import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
 from conceptforge.workitems import WorkItem, derive_seed, ShardSpec, resolve_shard, select_shard
 from conceptforge.store import ItemStore, ItemResult
-from conceptforge.runner import run_work_items
+from conceptforge.runner import Stage, RunReport, run_stage, run_work_items, assemble_run
 
 __version__ = "0.2.0"
 
@@ -29,4 +29,8 @@ __all__ = [
     "ItemStore",
     "ItemResult",
     "run_work_items",
+    "Stage",
+    "RunReport",
+    "run_stage",
+    "assemble_run",
 ]

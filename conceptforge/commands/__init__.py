@@ -23,6 +23,8 @@ COMMANDS: dict[str, Entry] = {
     "publish": Entry("conceptforge.commands.publish", "publish a dataset directory to the Hugging Face Hub as a versioned release"),
     "evaluate": Entry("conceptforge.commands.evaluate", "evaluate models on a benchmark: sub, binding, conceptbed, compmap"),
     "annotate": Entry("conceptforge.commands.annotate", "human validation studies: serve, export, apply"),
+    "assemble": Entry("conceptforge.commands.assemble", "write the dataset of a finished (sharded) run, exactly once"),
+    "status": Entry("conceptforge.commands.status", "how far a run is: items done per stage and shard"),
 }
 
 DESCRIPTION = "Generate, filter, publish and evaluate concept-learning benchmarks (SUB, ConceptBed, CompMap, binding)."
