@@ -62,12 +62,11 @@ def test_bad_values_are_value_errors(tmp_path):
         read_candidate_spec(tmp_path / "missing.json")
 
 
-def test_resume_conflict_is_a_store_error(tmp_path):
+def test_store_problems_are_store_errors(tmp_path):
     from conceptforge import ItemStore
 
-    ItemStore(tmp_path / "work").bind_config({"seed": 0})
-    with pytest.raises(StoreError, match="other settings") as caught:
-        ItemStore(tmp_path / "work").bind_config({"seed": 1})
+    with pytest.raises(StoreError, match="holds no finished work yet") as caught:
+        ItemStore(tmp_path / "work").read_config()
     assert isinstance(caught.value, RuntimeError)
 
 
