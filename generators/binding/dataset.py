@@ -71,6 +71,7 @@ class BindingConfig:
     width: int = 320
     height: int = 240
     samples: int = 16
+    denoise: bool = True  # Open Image Denoise over the float render: ~48 dB vs 512 samples instead of ~38
     min_pixels: int | None = None  # default: CLEVR's 200 px scaled to the resolution
     split_sizes: dict[str, int] = field(default_factory=dict)
 
@@ -183,6 +184,7 @@ def sample_scene(item: WorkItem, config: BindingConfig, rng: random.Random) -> S
         height=config.height,
         samples=config.samples,
         seed=item.seed,
+        denoise=config.denoise,
     )
     return ScenePlan(scene, ordered[label_index].label, ordered, label_index, relation)
 
