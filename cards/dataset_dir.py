@@ -35,6 +35,7 @@ DEFAULT_MAX_SHARD_SIZE = 500 * 1024 * 1024
 CARD_NAME = "README.md"
 GRID_NAME = "grid.png"
 DATA_DIR = "data"
+SCENES_DIR = "scenes"  # side files (CLEVR scene JSON); never matched by a config's data_files
 STAGING_DIR = ".staging"
 
 
@@ -56,6 +57,30 @@ class SplitStats:
     num_examples: int = 0
     num_bytes: int = 0
     files: list[str] = field(default_factory=list)
+    config: str = "default"  # the Hub config (subset) this split belongs to
+
+
+def _parquet_writer_options() -> dict[str, object]:
+    """Page indexes and content-defined chunking where the installed pyarrow has them.
+
+    Content-defined chunking cuts data pages at content-determined boundaries, so a new version
+    of a dataset changes only the pages around changed rows and the Hub's chunk-level
+    deduplication re-uploads only those; the page index lets readers skip pages. Both keep the
+    bytes a pure function of the rows (checked by the rerun tests).
+    """
+    options: dict[str, object] = {}
+    schema = pa.schema([("x", pa.int64())])
+    for name in ("write_page_index", "use_content_defined_chunking"):
+        try:  # feature-detect on an in-memory file: older pyarrow raises TypeError on the keyword
+            pq.ParquetWriter(pa.BufferOutputStream(), schema, **{name: True}).close()
+        except TypeError:
+            logger.debug("pyarrow %s has no %s; writing without it", pa.__version__, name)
+            continue
+        options[name] = True
+    return options
+
+
+PARQUET_OPTIONS = _parquet_writer_options()
 
 
 def _encoded_size(row: Mapping[str, object]) -> int:
@@ -77,6 +102,8 @@ def write_parquet_split(
     features: Features,
     *,
     max_shard_size: int | str = DEFAULT_MAX_SHARD_SIZE,
+    config: str = "default",
+    path_prefix: str = DATA_DIR,
 ) -> SplitStats:
     """Stream ``rows`` into ``data_dir/<split>-NNNNN-of-NNNNN.parquet`` shards.
 
@@ -86,7 +113,7 @@ def write_parquet_split(
     limit = parse_size(max_shard_size)
     schema = features.arrow_schema  # carries the `huggingface` features metadata
     data_dir.mkdir(parents=True, exist_ok=True)
-    stats = SplitStats(split)
+    stats = SplitStats(split, config=config)
     temp_paths: list[Path] = []
     writer: pq.ParquetWriter | None = None
     shard_bytes = 0
@@ -106,7 +133,7 @@ def write_parquet_split(
                 if writer is not None:
                     writer.close()
                 temp_paths.append(data_dir / f".{split}-{len(temp_paths):05d}.parquet.tmp")
-                writer = pq.ParquetWriter(temp_paths[-1], schema)
+                writer = pq.ParquetWriter(temp_paths[-1], schema, **PARQUET_OPTIONS)
                 shard_bytes = 0
             batch.append(encoded)
             size = _encoded_size(encoded)
@@ -117,7 +144,7 @@ def write_parquet_split(
                 flush()
         if writer is None:  # an empty split still gets one (empty) shard with the schema
             temp_paths.append(data_dir / f".{split}-00000.parquet.tmp")
-            writer = pq.ParquetWriter(temp_paths[-1], schema)
+            writer = pq.ParquetWriter(temp_paths[-1], schema, **PARQUET_OPTIONS)
         flush()
         writer.close()
     except BaseException:
@@ -130,7 +157,7 @@ def write_parquet_split(
     for index, path in enumerate(temp_paths):
         final = data_dir / f"{split}-{index:05d}-of-{total:05d}.parquet"
         path.replace(final)
-        stats.files.append(f"{DATA_DIR}/{final.name}")
+        stats.files.append(f"{path_prefix}/{final.name}")
     return stats
 
 
