@@ -205,3 +205,51 @@ def assemble_dataset_dir(
 def is_complete_dataset_dir(path: str | Path) -> bool:
     path = Path(path)
     return (path / CARD_NAME).exists() and any((path / DATA_DIR).glob("*.parquet"))
+
+
+def assemble_config_dir(
+    out_dir: str | Path,
+    *,
+    config: str,
+    splits: Mapping[str, Callable[[], Iterable[Mapping[str, object]]]],
+    features: Features,
+    side_files: Mapping[str, bytes] | None = None,
+    max_shard_size: int | str = DEFAULT_MAX_SHARD_SIZE,
+) -> list[SplitStats]:
+    """Write one config of a multi-config repo: ``data/<config>/`` shards and, if given,
+    ``scenes/<config>/<name>`` side files. Staged and swapped in like :func:`assemble_dataset_dir`;
+    the caller writes the repo card afterwards (:func:`write_card_and_grid`)."""
+    out_dir = Path(out_dir)
+    staging = out_dir / STAGING_DIR / config
+    try:
+        if staging.exists():
+            shutil.rmtree(staging)
+        (staging / DATA_DIR).mkdir(parents=True)
+    except OSError as error:
+        raise ConceptforgeError(f"cannot write dataset to {out_dir}: {error.strerror or error}") from None
+    prefix = f"{DATA_DIR}/{config}"
+    all_stats = []
+    for split, make_rows in splits.items():
+        stats = write_parquet_split(staging / DATA_DIR, split, make_rows(), features, max_shard_size=max_shard_size,
+                                    config=config, path_prefix=prefix)
+        logger.info("config %s split %s: %d rows in %d shard(s)", config, split, stats.num_examples, len(stats.files))
+        all_stats.append(stats)
+    (out_dir / CARD_NAME).unlink(missing_ok=True)  # the repo looks incomplete until the card is rewritten
+    for folder, staged in ((out_dir / DATA_DIR / config, staging / DATA_DIR), (out_dir / SCENES_DIR / config, None)):
+        if folder.exists():
+            shutil.rmtree(folder)
+        if staged is not None:
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            staged.replace(folder)
+    for name, content in (side_files or {}).items():
+        atomic_write_bytes(out_dir / SCENES_DIR / config / name, content)
+    shutil.rmtree(out_dir / STAGING_DIR, ignore_errors=True)
+    return all_stats
+
+
+def write_card_and_grid(out_dir: str | Path, card_text: str, grid_png: bytes | None) -> None:
+    """Grid first, README last: a folder without README never looks complete."""
+    out_dir = Path(out_dir)
+    if grid_png is not None:
+        atomic_write_bytes(out_dir / GRID_NAME, grid_png)
+    atomic_write_bytes(out_dir / CARD_NAME, card_text.encode("utf-8"))

@@ -23,23 +23,35 @@ def _bind_runner(run_binding):
 pytest.importorskip("bpy", reason="Blender (bpy) is part of the test install: pip install '.[blender]'")
 
 
-def _data_bytes(directory: Path) -> dict[str, bytes]:
-    files = sorted((directory / "data").glob("*.parquet")) + [directory / "README.md", directory / "grid.png"]
-    return {f.name: f.read_bytes() for f in files}
+def _data_bytes(repo: Path, config: str) -> dict[str, bytes]:
+    """One config's files (parquet shards + CLEVR scene files); the card depends on which configs exist."""
+    files = sorted((repo / "data" / config).glob("*.parquet")) + sorted((repo / "scenes" / config).glob("*.json"))
+    assert files
+    return {f.relative_to(repo).as_posix(): f.read_bytes() for f in files}
 
 
 def test_demo_datasets_load_with_typed_columns(demo_dir):
+    assert (demo_dir / "README.md").exists() and (demo_dir / "grid.png").exists()
+    with Image.open(demo_dir / "grid.png") as grid:
+        assert grid.width > 100
+    card = (demo_dir / "README.md").read_text()
+    for section in ("## Uses", "### Out-of-scope use", "## Bias, Risks and Limitations", "## Annotations"):
+        assert section in card
+    assert f'load_dataset("path/to/this/folder", "relational")' in card
     for name in ("single-object", "two-object", "relational"):
-        directory = demo_dir / name
-        assert (directory / "README.md").exists() and (directory / "grid.png").exists()
-        with Image.open(directory / "grid.png") as grid:
-            assert grid.width > 100
-        ds = load_dataset(str(directory))
+        ds = load_dataset(str(demo_dir), name)
+        label = ds["train"].features["label"]
+        assert isinstance(label, ClassLabel) and len(label.names) == 24  # 8 colours x 3 shapes; 6 ordered shape pairs x 4 relations
+        shape = ds["train"].features["objects"].feature["shape"]
+        assert isinstance(shape, ClassLabel) and shape.names == ["cube", "sphere", "cylinder"]
         assert {split: ds[split].num_rows for split in ds} == {"train": 4, "val": 2, "gen": 2}
         assert isinstance(ds["train"].features["image"], ImageFeature)
         for split in ds:
             for row in ds[split]:
                 assert row["image"].size == (64, 48)
+                row["label"] = label.int2str(row["label"])
+                for obj in row["objects"]:
+                    obj["shape"] = shape.int2str(obj["shape"])
                 assert row["candidates"][row["label_index"]] == row["label"]
                 assert row["candidate_kinds"][row["label_index"]] == "true"
                 assert len(set(row["candidates"])) == 5
@@ -56,16 +68,17 @@ def test_demo_datasets_load_with_typed_columns(demo_dir):
 
 
 def test_held_out_labels_stay_in_their_split(demo_dir):
-    ds = load_dataset(str(demo_dir / "single-object"))
-    assert set(ds["val"]["label"]) == {"brown cube", "green cylinder"}
-    assert not set(ds["train"]["label"]) & {"brown cube", "green cylinder", "green cube", "purple cube"}
+    ds = load_dataset(str(demo_dir), "single-object")
+    names = ds["train"].features["label"].int2str
+    assert {names(v) for v in ds["val"]["label"]} == {"brown cube", "green cylinder"}
+    assert not {names(v) for v in ds["train"]["label"]} & {"brown cube", "green cylinder", "green cube", "purple cube"}
 
 
 def test_same_seed_gives_identical_bytes(demo_dir, tmp_path):
     run_script("--dataset", "relational", "--out", str(tmp_path), *SMALL)
-    assert _data_bytes(tmp_path / "relational") == _data_bytes(demo_dir / "relational")
+    assert _data_bytes(tmp_path, "relational") == _data_bytes(demo_dir, "relational")
     run_script("--dataset", "relational", "--out", str(tmp_path / "other"), "--seed", "1", *SMALL)
-    assert _data_bytes(tmp_path / "other" / "relational") != _data_bytes(demo_dir / "relational")
+    assert _data_bytes(tmp_path / "other", "relational") != _data_bytes(demo_dir, "relational")
 
 
 def test_killed_run_resumes_to_identical_dataset(demo_dir, tmp_path):
@@ -74,24 +87,24 @@ def test_killed_run_resumes_to_identical_dataset(demo_dir, tmp_path):
         [sys.executable, str(REPO_ROOT / "scripts" / "generate_binding.py"), "--dataset", "two-object", "--out", str(tmp_path), *SMALL],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
-    items = tmp_path / "two-object" / ".work" / "items" / "train"
+    items = tmp_path / ".work" / "two-object" / "items" / "train"
     deadline = time.time() + 300
     while time.time() < deadline and len(list(items.glob("*.json"))) < 2:
         time.sleep(0.05)
     process.send_signal(signal.SIGKILL)
     process.wait()
     assert 2 <= len(list(items.glob("*.json"))) < 8
-    assert not (tmp_path / "two-object" / "README.md").exists()  # nothing looks complete
+    assert not (tmp_path / "README.md").exists()  # nothing looks complete
     run_script("--dataset", "two-object", "--out", str(tmp_path), *SMALL)
-    assert _data_bytes(tmp_path / "two-object") == _data_bytes(demo_dir / "two-object")
+    assert _data_bytes(tmp_path, "two-object") == _data_bytes(demo_dir, "two-object")
 
 
 def test_shards_assemble_the_same_dataset(demo_dir, tmp_path):
     first = run_script("--dataset", "single-object", "--out", str(tmp_path), "--num-shards", "2", "--shard-index", "0", *SMALL)
     assert "wait for other shards" in first.stderr
-    assert not (tmp_path / "single-object" / "README.md").exists()
+    assert not (tmp_path / "README.md").exists()
     run_script("--dataset", "single-object", "--out", str(tmp_path), "--num-shards", "2", "--shard-index", "1", *SMALL)
-    assert _data_bytes(tmp_path / "single-object") == _data_bytes(demo_dir / "single-object")
+    assert _data_bytes(tmp_path, "single-object") == _data_bytes(demo_dir, "single-object")
 
 
 def test_torchrun_ranks_split_the_work(demo_dir, tmp_path, repo_root):
@@ -104,12 +117,76 @@ def test_torchrun_ranks_split_the_work(demo_dir, tmp_path, repo_root):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stderr.count("made 4 single-object scenes") == 2  # 8 items, 4 per rank, none twice
-    assert _data_bytes(tmp_path / "single-object") == _data_bytes(demo_dir / "single-object")
+    assert _data_bytes(tmp_path, "single-object") == _data_bytes(demo_dir, "single-object")
 
 
 def test_worker_processes_give_the_same_dataset(demo_dir, tmp_path):
     run_script("--dataset", "single-object", "--out", str(tmp_path), "--num-workers", "2", *SMALL)
-    assert _data_bytes(tmp_path / "single-object") == _data_bytes(demo_dir / "single-object")
+    assert _data_bytes(tmp_path, "single-object") == _data_bytes(demo_dir, "single-object")
+
+
+def test_thread_counts_and_reruns_give_identical_png_bytes(tmp_path):
+    """Denoised renders (OIDN outside Cycles) are bit-identical for 1 and 2 render threads and
+    across processes; without the denoiser too."""
+    code = r"""
+import hashlib, json, random, sys
+from dataclasses import replace
+from conceptforge.generators.binding.dataset import BindingConfig, plan_items, sample_scene
+from conceptforge.generators.binding.render_blender import BlenderRenderer
+config = BindingConfig(dataset="two-object", width=64, height=48, samples=4, split_sizes={"train": 2})
+scenes = [sample_scene(item, config, random.Random(item.seed)).scene for item in plan_items(config)]
+out = {}
+for threads in (1, 2):
+    renderer = BlenderRenderer(threads=threads)
+    for denoise in (True, False):
+        out[f"{threads}-{denoise}"] = [hashlib.sha256(renderer.render(replace(s, denoise=denoise), min_pixels=1)[0]).hexdigest() for s in scenes]
+print(json.dumps(out))
+"""
+    runs = []
+    for _ in range(2):
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, timeout=600)
+        assert result.returncode == 0, result.stderr[-2000:]
+        runs.append(__import__("json").loads(result.stdout.strip().splitlines()[-1]))
+    assert runs[0] == runs[1]  # across processes
+    first = runs[0]
+    assert first["1-True"] == first["2-True"] and first["1-False"] == first["2-False"]  # across thread counts
+    assert first["1-True"] != first["1-False"]  # the denoiser did something
+
+
+def test_clevr_scene_files_have_clevr_types(demo_dir):
+    """Read back as CLEVR's tools do: ints for pixel x/y, floats for 3d_coords, relationships
+    as lists (per object) of lists of object indices, directions as 3-vectors."""
+    import json
+
+    for name in ("single-object", "two-object", "relational"):
+        ds = load_dataset(str(demo_dir), name)
+        for split in ("train", "val", "gen"):
+            payload = json.loads((demo_dir / "scenes" / name / f"{split}.json").read_text())
+            assert payload["info"]["split"] == split
+            scenes = payload["scenes"]
+            assert [s["image_filename"] for s in scenes] == [f"{i}.png" for i in ds[split]["item_id"]]
+            for index, scene in enumerate(scenes):
+                assert scene["image_index"] == index and scene["split"] == split
+                assert len(scene["objects"]) == (1 if name == "single-object" else 2)
+                for obj in scene["objects"]:
+                    assert obj["shape"] in ("cube", "sphere", "cylinder") and obj["size"] in ("large", "small")
+                    assert obj["material"] in ("rubber", "metal") and isinstance(obj["color"], str)
+                    assert len(obj["3d_coords"]) == 3 and all(isinstance(c, float) for c in obj["3d_coords"])
+                    x, y, depth = obj["pixel_coords"]
+                    assert isinstance(x, int) and isinstance(y, int) and isinstance(depth, float) and depth > 0
+                    assert 0 <= x < 64 and 0 <= y < 48
+                    assert isinstance(obj["rotation"], float)
+                assert set(scene["relationships"]) == {"left", "right", "front", "behind"}
+                for related in scene["relationships"].values():
+                    assert len(related) == len(scene["objects"])
+                    assert all(isinstance(j, int) and 0 <= j < len(scene["objects"]) for r in related for j in r)
+                assert {"left", "right", "front", "behind", "above", "below"} <= set(scene["directions"])
+                assert all(len(v) == 3 for v in scene["directions"].values())
+            if name == "relational":  # the label's relation is in the CLEVR relationships
+                for scene, row in zip(scenes, ds[split]):
+                    relation = row["relation"]["relation"]
+                    assert 0 in scene["relationships"][relation][1]  # object 0 is <relation> of object 1
 
 
 def test_resume_with_other_settings_is_refused(demo_dir, tmp_path):
