@@ -4,13 +4,15 @@ Only this module imports ``bpy``. Each scene starts from Blender's empty factory
 nothing leaks between scenes and memory stays flat.
 
 Image quality at speed: 16 samples alone leave visible grain (~38 dB PSNR against 512 samples).
-Cycles' own OIDN denoiser fixes that but its output changes with the thread count and even
-between runs. So Cycles renders the noisy image plus its denoising albedo/normal passes (pixel
-identical for a fixed ``cycles.seed``, whatever the thread count) into a float EXR, and we run
-Intel Open Image Denoise ourselves (``pyoidn``, CPU device): its float output is bit-identical
-across runs and thread counts (checked by tests/binding). The linear result becomes 8-bit sRGB
-through a fixed lookup table (Blender's "Standard" view transform, no dither), and Pillow writes
-the PNG without metadata, so the same description always gives the same bytes.
+Cycles' own OIDN denoiser fixes that but its output changes with the thread count and between
+runs. So Cycles renders the noisy image plus diffuse/glossy colour and normal passes (the
+denoiser's guides) and the object-index pass into a float EXR, and we run Intel Open Image
+Denoise ourselves (``pyoidn``, CPU device): for identical inputs its float output is
+bit-identical whatever its thread count. The linear result becomes 8-bit sRGB through a fixed
+lookup table (Blender's "Standard" view transform, no dither), and Pillow writes the PNG without
+metadata. Without the denoiser the same description gives the same bytes in any process and at
+any thread count; with it, Cycles' last-bit float variation between runs (present even on one
+core) can move 0-2 pixels of an image by 1/255 (BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -170,9 +172,10 @@ def read_exr_passes(path: Path) -> dict[str, np.ndarray]:
     for name in ("Object Index.X", "Object Index", "IndexOB", "IndexOB.X"):
         if name in found:
             passes["index"] = found[name] if found[name].ndim == 2 else found[name][..., 0]
-    if "Denoising Albedo" in found:
-        passes["albedo"] = found["Denoising Albedo"][..., :3]
-        passes["normal"] = np.stack([found[f"Denoising Normal.{axis}"] for axis in "XYZ"], axis=-1)
+    if "Diffuse Color" in found and "Glossy Color" in found:
+        passes["albedo"] = np.clip(found["Diffuse Color"][..., :3] + found["Glossy Color"][..., :3], 0.0, 1.0)
+    if "Normal.X" in found:
+        passes["normal"] = np.stack([found[f"Normal.{axis}"] for axis in "XYZ"], axis=-1)
     return passes
 
 
@@ -322,7 +325,12 @@ class BlenderRenderer:
         bpy = self.bpy
         s = bpy.context.scene
         s.cycles.samples = samples
-        s.view_layers[0].cycles.denoising_store_passes = denoise
+        # Guides for the denoiser from plain data passes: Cycles' "denoising data" passes made the
+        # beauty pass itself vary between runs on some scenes (metal), these do not (tested).
+        layer = s.view_layers[0]
+        layer.use_pass_diffuse_color = denoise
+        layer.use_pass_glossy_color = denoise
+        layer.use_pass_normal = denoise
         settings = s.render.image_settings
         settings.media_type = "MULTI_LAYER_IMAGE"
         settings.file_format = "OPEN_EXR_MULTILAYER"
