@@ -35,7 +35,7 @@ from datasets import Features
 from tqdm.auto import tqdm
 
 from conceptforge.cards.card import DatasetMetadata, load_line, read_card_spec, render_card
-from conceptforge.cards.dataset_dir import CARD_NAME, DATA_DIR, GRID_NAME, SCENES_DIR, SplitStats
+from conceptforge.cards.dataset_dir import CARD_NAME, DATA_DIR, GRID_NAME, SCENES_DIR, SplitStats, shard_split
 from conceptforge.cards.filter_stats import FilterStats
 from conceptforge.cards.provenance import redact_secrets
 from conceptforge.cards.validate import dataset_dir_problems, ensure_valid, parse_card_yaml
@@ -148,7 +148,8 @@ def read_dataset_dir(directory: str | Path) -> LocalDataset:
         for split_info in info["splits"]:
             name = split_info["name"]
             pattern = patterns.get((config, name), f"{DATA_DIR}/{name}-*")
-            split_files = [f for f in all_files if fnmatch.fnmatch(f, pattern)]
+            # the pattern, and the shard name's own split (split names may contain dashes)
+            split_files = [f for f in all_files if fnmatch.fnmatch(f, pattern) and shard_split(f.rsplit("/", 1)[-1]) == name]
             if split_files and config not in features:
                 features[config] = Features.from_arrow_schema(pq.read_schema(directory / split_files[0]))
             splits.append(SplitStats(name, int(split_info.get("num_examples", 0)), int(split_info.get("num_bytes", 0)), split_files, config))

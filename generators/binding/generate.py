@@ -28,9 +28,9 @@ from typing import Iterator
 
 from PIL import Image
 
-from conceptforge.cards import DatasetMetadata, collect_provenance, make_sample_grid, render_card
+from conceptforge.cards import DatasetMetadata, collect_provenance, render_card
 from conceptforge.cards.dataset_dir import SplitStats, assemble_config_dir, write_card_and_grid
-from conceptforge.cards.grid import png_bytes
+from conceptforge.cards.grid import grid_png
 from conceptforge.generators.binding.clevr import clevr_scene, clevr_scene_file
 from conceptforge.generators.binding.compositions import DATASETS, SPLITS
 from conceptforge.generators.binding.dataset import COLUMN_DOCS, BindingConfig, binding_features, make_item_factory, plan_items
@@ -136,17 +136,18 @@ def render_items(
     return {"total": len(mine), "skipped": len(mine) - len(todo), "made": len(todo)}
 
 
-def _grid(stores: dict[str, ItemStore], per_config: int = 4) -> bytes:
+def _grid(stores: dict[str, ItemStore], per_config: int = 4) -> bytes | None:
     """One row of samples per config (train/val/gen mixed), labels under each image."""
-    samples = []
-    for dataset, store in stores.items():
-        picked = []
-        for split in SPLITS:
-            picked += [(record, split) for record in list(store.records(split))[:2]]
-        for record, split in picked[:per_config]:
-            with Image.open(record.file_path("png")) as image:
-                samples.append((image.convert("RGB"), f"{dataset} {split}: {record.metadata['label']}"))
-    return png_bytes(make_sample_grid(samples, columns=per_config, thumb_width=240))
+    def samples():
+        for dataset, store in stores.items():
+            picked = []
+            for split in SPLITS:
+                picked += [(record, split) for record in list(store.records(split))[:2]]
+            for record, split in picked[:per_config]:
+                with Image.open(record.file_path("png")) as image:
+                    yield image.convert("RGB"), f"{dataset} {split}: {record.metadata['label']}"
+
+    return grid_png(samples(), columns=per_config, thumb_width=240)
 
 
 def _rows(store: ItemStore, split: str):
@@ -277,7 +278,8 @@ def _write_repo_card(out_dir: Path) -> None:
     stores = {config.dataset: ItemStore(out_dir / WORK_DIR / config.dataset) for config in configs}
     splits = [s for _, stats in assembled for s in stats]
     features = {config.dataset: binding_features(config.dataset) for config in configs}
-    write_card_and_grid(out_dir, render_card(metadata, features, splits), _grid(stores))
+    grid = _grid(stores)
+    write_card_and_grid(out_dir, render_card(metadata, features, splits, has_grid=grid is not None), grid)
 
 
 def _repo_command(configs: list[BindingConfig]) -> list[str]:
