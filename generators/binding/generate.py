@@ -1,48 +1,56 @@
-"""Generate the binding datasets as ONE Hub repo with a config per dataset.
+"""Generate the binding datasets as ONE Hub repo with a config per dataset: a run-engine stage per config.
 
-Layout of ``--out``::
+Layout of ``--out`` (a local folder or an fsspec URL such as ``s3://bucket/binding``)::
 
     README.md, grid.png                      one card for every assembled config
     data/<config>/<split>-NNNNN-of-NNNNN.parquet
     scenes/<config>/<split>.json             CLEVR scene files (never a config's data file)
-    .work/<config>/                          the item store (resume, shards)
+    .work/<config>/                          the config's item store (chunks, resume, shards)
+    .work/                                   the repo's own record (card assembly)
 
-A config is assembled by whichever process finds all its items complete (under a file lock),
-so sharded runs need no coordinator: the last shard to finish writes it, and rerunning any shard
-after a kill resumes and assembles.
+Each config is one stage of the run engine (:mod:`conceptforge.runner`): the engine shards,
+resumes, stores chunks and assembles the config exactly once (its create-if-absent lock in
+``.work/<config>/``); the assembler writes only ``data/<config>/`` and ``scenes/<config>/``.
+The shared card is then a second one-assembly step with its own lock in ``.work/``: it is a pure
+function of the configs assembled so far, recomputed under that lock, so two configs that finish
+together cannot leave a card that misses one of them. ``conceptforge assemble OUT`` runs both
+steps for every finished config.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import fcntl
+import hashlib
+import io
+import itertools
 import json
 import logging
 import multiprocessing
 import os
-import sys
-from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Iterator
 
 from PIL import Image
 
+from conceptforge.assembly import AssemblyOutcome, assemble_once, read_done
 from conceptforge.cards import DatasetMetadata, collect_provenance, render_card
-from conceptforge.cards.dataset_dir import SplitStats, assemble_config_dir, write_card_and_grid
+from conceptforge.cards.dataset_dir import CARD_NAME, GRID_NAME, SplitStats, assemble_config_dir
 from conceptforge.cards.grid import grid_png
+from conceptforge.errors import ConceptforgeError
 from conceptforge.generators.binding.clevr import clevr_scene, clevr_scene_file
 from conceptforge.generators.binding.compositions import DATASETS, SPLITS
 from conceptforge.generators.binding.dataset import COLUMN_DOCS, BindingConfig, binding_features, make_item_factory, plan_items
-from conceptforge.runner import run_work_items
-from conceptforge.store import ItemStore
-from conceptforge.workitems import ShardSpec, select_shard
-from tqdm.auto import tqdm
+from conceptforge.runner import ASSEMBLY_ARGS, WORK_DIR, RunReport, Stage, assemble_run, check_output, run_stage
+from conceptforge.store import ItemResult, ItemStore, canonical_json, io_error, is_store, join
+from conceptforge.workitems import ShardSpec
 
 logger = logging.getLogger(__name__)
 
-WORK_DIR = ".work"
-ASSEMBLED = "assembled.json"  # per config: its split statistics, once its parquet is written
+#: Per config store: the config and its split statistics, written by its assembler (the card reads them).
+CONFIG_RECORD = "config-stats.json"
+#: The repo's ``.work/assembly.json`` names this: ``conceptforge assemble OUT`` finishes every config, then the card.
+REPO_ASSEMBLER = "conceptforge.generators.binding.generate:assemble_repo"
+
 
 CITATION = """@inproceedings{lewis2024clipbind,
   title     = {Does {CLIP} Bind Concepts? Probing Compositionality in Large Image Models},
@@ -63,6 +71,7 @@ SUMMARIES = {
 
 _RENDERER = None
 _RENDER_OPTIONS: dict = {}
+CHUNK_SIZE = 4  # ~12 s of Cycles at 320x240 / 16 spp on 2 cores: little is lost to a kill
 
 
 def _get_renderer():
@@ -75,65 +84,88 @@ def _get_renderer():
     return _RENDERER
 
 
-def _init_worker(options: dict) -> None:
+def _die_with_parent(parent_pid: int) -> None:
+    """Make this worker exit when the parent dies, even by ``kill -9`` (no orphaned Blenders).
+
+    Linux delivers SIGKILL on the parent's death (``PR_SET_PDEATHSIG``); elsewhere, and as a
+    back-up, a thread notices that the parent process is gone.
+    """
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        pass
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(1)
+
+    def watch() -> None:
+        import time
+
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent_pid:
+                os._exit(1)
+
+    import threading
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _init_worker(options: dict, parent_pid: int) -> None:
+    _die_with_parent(parent_pid)
     _RENDER_OPTIONS.update(options)
 
 
-def _worker_make(args: tuple[BindingConfig, str, object]) -> str:
-    config, store_root, item = args
-    store = ItemStore(store_root)
-    store.write(item, make_item_factory(config, _get_renderer)(item))
-    return item.item_id
+def _worker_make(args: tuple[BindingConfig, object]) -> ItemResult:
+    config, item = args
+    return make_item_factory(config, _get_renderer)(item)
 
 
-@contextmanager
-def _assembly_lock(path: Path) -> Iterator[None]:
-    """One assembler at a time per repo folder (configs share the card); others wait, then
-    re-assemble: the bytes are a function of the items, so doing it twice changes nothing."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(path, "w")
-    except OSError as error:
-        raise ConceptforgeError(f"cannot write dataset to {path.parent.parent}: {error.strerror or error}") from None
-    with handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+class _PoolBatches:
+    """``process_batch`` over a pool of Blender processes (spawned once, reused for every chunk)."""
+
+    def __init__(self, config: BindingConfig, num_workers: int, device: str) -> None:
+        self.config, self.num_workers, self.device = config, num_workers, device
+        self.pool: concurrent.futures.ProcessPoolExecutor | None = None
+
+    def __call__(self, items):
+        if self.pool is None:
+            cpu_count = os.cpu_count() or 1
+            options = {"device": self.device, "threads": max(1, cpu_count // self.num_workers)}
+            self.pool = concurrent.futures.ProcessPoolExecutor(
+                self.num_workers,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_init_worker,
+                initargs=(options, os.getpid()),
+            )
+        return list(self.pool.map(_worker_make, [(self.config, item) for item in items]))
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
 
 
-def render_items(
-    config: BindingConfig,
-    store: ItemStore,
-    *,
-    shard: ShardSpec,
-    num_workers: int = 1,
-    device: str = "cpu",
-    max_items: int | None = None,
-) -> dict[str, int]:
-    items = plan_items(config)
-    cpu_count = os.cpu_count() or 1
-    if num_workers <= 1:
-        _RENDER_OPTIONS.update({"device": device})
-        return run_work_items(
-            items,
-            make_item_factory(config, _get_renderer),
-            store,
-            shard=shard,
-            description=f"{config.dataset} scenes",
-            unit="img",
-            max_items=max_items,
-        )
-    mine = select_shard(items, shard)
-    todo = [item for item in mine if not store.is_complete(item)][:max_items]
-    options = {"device": device, "threads": max(1, cpu_count // num_workers)}
-    context = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(num_workers, mp_context=context, initializer=_init_worker, initargs=(options,)) as pool:
-        jobs = [(config, str(store.root), item) for item in todo]
-        for _ in tqdm(pool.map(_worker_make, jobs), total=len(jobs), desc=f"{config.dataset} scenes", unit="img"):
-            pass
-    return {"total": len(mine), "skipped": len(mine) - len(todo), "made": len(todo)}
+def binding_stage(
+    config: BindingConfig, *, make_item=None, process_batch=None, command_line: list[str] | None = None,
+    chunk_size: int = CHUNK_SIZE, device: str = "cpu",
+) -> Stage:
+    """One binding config as an engine stage; assembly is :func:`assemble_from_store`."""
+    return Stage(
+        name=f"binding/{config.dataset}",
+        items=plan_items(config),
+        settings=config.to_dict(),
+        make_item=make_item,
+        process_batch=process_batch,
+        assembler="conceptforge.generators.binding.generate:assemble_from_store",
+        assembly_args={"config": config.to_dict(), "command_line": command_line or canonical_command(config), "device": device},
+        chunk_size=chunk_size,
+        description=f"{config.dataset} scenes",
+        unit="img",
+    )
 
 
 def _grid(stores: dict[str, ItemStore], per_config: int = 4) -> bytes | None:
@@ -142,9 +174,9 @@ def _grid(stores: dict[str, ItemStore], per_config: int = 4) -> bytes | None:
         for dataset, store in stores.items():
             picked = []
             for split in SPLITS:
-                picked += [(record, split) for record in list(store.records(split))[:2]]
+                picked += [(record, split) for record in itertools.islice(store.records(split), 2)]
             for record, split in picked[:per_config]:
-                with Image.open(record.file_path("png")) as image:
+                with Image.open(io.BytesIO(record.read_file("png"))) as image:
                     yield image.convert("RGB"), f"{dataset} {split}: {record.metadata['label']}"
 
     return grid_png(samples(), columns=per_config, thumb_width=240)
@@ -169,11 +201,18 @@ def _clevr_scenes(config: BindingConfig, store: ItemStore, split: str) -> bytes:
     return clevr_scene_file(scenes, split=split, version="1.0", license="Creative Commons Attribution (CC BY 4.0)")
 
 
-def provenance(configs: list[BindingConfig], command_line: list[str]) -> dict:
+def render_device(device: str, denoise: bool) -> str:
+    """What rendered the images, for the card (the denoiser always runs on the CPU, outside Cycles)."""
+    cycles = "Cycles GPU (bpy)" if device == "gpu" else "Cycles CPU (bpy)"
+    return f"{cycles}, Open Image Denoise on CPU (pyoidn)" if denoise else cycles
+
+
+def provenance(configs: list[BindingConfig], command_line: list[str], devices: list[str] | None = None) -> dict:
     # Blender's version is the bpy package's (importing bpy here would break spawned workers).
+    devices = sorted(set(devices or ["cpu"]))
     extra = {
         "paper": "Lewis et al., Does CLIP Bind Concepts? (EACL Findings 2024), Section 3",
-        "render_device": "Cycles CPU (bpy), Open Image Denoise on CPU (pyoidn)" if configs[0].denoise else "Cycles CPU (bpy)",
+        "render_device": "; ".join(render_device(device, configs[0].denoise) for device in devices),
     }
     return collect_provenance(
         generator="conceptforge generators.binding (Blender Cycles, CLEVR-style scenes)",
@@ -215,40 +254,55 @@ ANNOTATIONS = (
 )
 
 
-def assemble(config: BindingConfig, store: ItemStore, out_dir: Path, command_line: list[str] | None = None) -> Path | None:
-    """Write this config's parquet and CLEVR scenes into the repo folder if every item is
-    complete, then (re)write the repo card over every assembled config; None if items are missing."""
-    items = plan_items(config)
-    missing = [item for item in items if not store.is_complete(item)]
-    if missing:
-        logger.info("%s: %d of %d items still missing; assembly waits for them", config.dataset, len(missing), len(items))
-        return None
-    out_dir = Path(out_dir)
-    with _assembly_lock(out_dir / WORK_DIR / "assemble.lock"):
-        splits = {split: (lambda split=split: _rows(store, split)) for split in SPLITS if config.split_sizes.get(split, 0)}
-        scenes = {f"{split}.json": _clevr_scenes(config, store, split) for split in splits}
-        stats = assemble_config_dir(out_dir, config=config.dataset, splits=splits, features=binding_features(config.dataset),
-                                    side_files=scenes)
-        (out_dir / WORK_DIR / config.dataset / ASSEMBLED).write_text(
-            json.dumps({"config": config.to_dict(), "splits": [asdict(s) for s in stats]}, sort_keys=True))
-        _write_repo_card(out_dir)
-    return out_dir
+
+def assemble_from_store(store: ItemStore, staging: Path, args: dict) -> None:
+    """The engine's assembler for one config: ``data/<config>/`` and ``scenes/<config>/`` into
+    ``staging`` (the engine publishes them into the repo); the config's split statistics go to
+    its store for the repo card, which :func:`assemble_card` writes afterwards."""
+    config = BindingConfig(**args["config"])
+    splits = {split: (lambda split=split: _rows(store, split)) for split in SPLITS if config.split_sizes.get(split, 0)}
+    scenes = {f"{split}.json": _clevr_scenes(config, store, split) for split in splits}
+    stats = assemble_config_dir(staging, config=config.dataset, splits=splits, features=binding_features(config.dataset),
+                                side_files=scenes)
+    record = {"config": config.to_dict(), "device": args.get("device", "cpu"), "splits": [asdict(s) for s in stats]}
+    try:
+        store.location.write(CONFIG_RECORD, canonical_json(record))
+    except OSError as error:
+        raise io_error(error, "write to", str(store)) from None
 
 
-def _assembled(out_dir: Path) -> list[tuple[BindingConfig, list[SplitStats]]]:
+def _config_store(out: str, dataset: str) -> ItemStore:
+    return ItemStore(join(out, WORK_DIR, dataset))
+
+
+def _assembled(out: str) -> list[tuple[BindingConfig, str, list[SplitStats], str, ItemStore]]:
+    """Configs whose assembly was published (the engine's ``assembled.json``), in DATASETS order."""
     found = []
     for dataset in DATASETS:
-        path = out_dir / WORK_DIR / dataset / ASSEMBLED
-        if path.is_file():
-            record = json.loads(path.read_text())
-            config = BindingConfig(**{k: v for k, v in record["config"].items() if k in BindingConfig.__dataclass_fields__})
-            found.append((config, [SplitStats(**s) for s in record["splits"]]))
+        work = join(out, WORK_DIR, dataset)
+        if not is_store(work):
+            continue
+        store = ItemStore(work)
+        done = read_done(store.location)
+        if not done:
+            continue
+        try:
+            record = json.loads(store.location.read(CONFIG_RECORD))
+        except (FileNotFoundError, ValueError):
+            continue
+        config = BindingConfig(**{k: v for k, v in record["config"].items() if k in BindingConfig.__dataclass_fields__})
+        # which assembly of the config this is: a re-assembly (``--force``) rewrites the card too
+        stamp = f"{done.get('fingerprint', '')}@{done.get('time', '')}"
+        found.append((config, record.get("device", "cpu"), [SplitStats(**s) for s in record["splits"]], stamp, store))
     return found
 
 
-def _write_repo_card(out_dir: Path) -> None:
-    assembled = _assembled(out_dir)
-    configs = [config for config, _ in assembled]
+def _card_files(out: str, staging: Path) -> None:
+    """README.md and grid.png over every assembled config (called under the repo's assembly lock)."""
+    assembled = _assembled(out)
+    if not assembled:
+        raise ConceptforgeError(f"{out}: no config is assembled yet; nothing to describe in a card")
+    configs = [config for config, *_ in assembled]
     names = [config.dataset for config in configs]
     metadata = DatasetMetadata(
         pretty_name="Concept binding (CLEVR-style renders)",
@@ -261,7 +315,7 @@ def _write_repo_card(out_dir: Path) -> None:
         tags=["compositionality", "concept-binding", "clevr", "synthetic", "conceptforge"],
         citation=CITATION,
         column_docs=COLUMN_DOCS,
-        provenance=provenance(configs, _repo_command(configs)),
+        provenance=provenance(configs, _repo_command(configs), [device for _, device, *_ in assembled]),
         paper_title="Does CLIP Bind Concepts? Probing Compositionality in Large Image Models",
         paper_url="https://arxiv.org/abs/2212.10537",
         license_note="Synthetic renders made by conceptforge; colours, shapes and materials follow CLEVR (CC BY 4.0). "
@@ -275,11 +329,49 @@ def _write_repo_card(out_dir: Path) -> None:
         config_summaries={name: SUMMARIES[name] for name in names},
         grid_caption="One row per config: rendered samples with their true labels",
     )
-    stores = {config.dataset: ItemStore(out_dir / WORK_DIR / config.dataset) for config in configs}
-    splits = [s for _, stats in assembled for s in stats]
+    splits = [s for _, _, stats, *_ in assembled for s in stats]
     features = {config.dataset: binding_features(config.dataset) for config in configs}
-    grid = _grid(stores)
-    write_card_and_grid(out_dir, render_card(metadata, features, splits, has_grid=grid is not None), grid)
+    grid = _grid({config.dataset: store for config, *_, store in assembled})
+    if grid is not None:
+        (staging / GRID_NAME).write_bytes(grid)
+    (staging / CARD_NAME).write_text(render_card(metadata, features, splits, has_grid=grid is not None), encoding="utf-8")
+
+
+def assemble_card(out: str | os.PathLike[str], *, force: bool = False, wait: float = 600.0) -> AssemblyOutcome:
+    """(Re)write the repo card over every assembled config, exactly once per set of configs.
+
+    The engine's one-assembly step on the repo's own ``.work/``: its lock serializes card
+    writers, and the card is recomputed under it from the configs published so far, so the last
+    writer always describes every config (two configs finishing together cannot drop one).
+    """
+    out = str(out)
+    repo = ItemStore(join(out, WORK_DIR))
+    fingerprint = hashlib.sha256(canonical_json([[c.dataset, fp] for c, _, _, fp, _ in _assembled(out)])).hexdigest()
+    return assemble_once(out, repo, lambda staging: _card_files(out, staging), fingerprint=fingerprint, force=force, wait=wait)
+
+
+def assemble_repo(out: str | os.PathLike[str], *, force: bool = False, wait: float = 600.0) -> AssemblyOutcome:
+    """``conceptforge assemble OUT`` on a binding repo: assemble every finished config, then the card."""
+    out = str(out)
+    lines, waiting = [], []
+    for dataset in DATASETS:
+        work = join(out, WORK_DIR, dataset)
+        if not is_store(work):
+            continue
+        try:
+            outcome = assemble_run(out, store=ItemStore(work), force=force, wait=wait)
+        except ConceptforgeError as error:
+            waiting.append(f"{dataset}: {error}")
+            continue
+        lines.append(f"{dataset}: {outcome.message}")
+        if outcome.status == "busy":
+            waiting.append(dataset)
+    if not lines:
+        raise ConceptforgeError(f"{out}: no binding config is finished yet; " + ("; ".join(waiting) or "run the stage first"))
+    card = assemble_card(out, force=force, wait=wait)
+    status = "busy" if waiting or card.status == "busy" else card.status
+    message = "; ".join(lines + [f"card: {card.message}"] + [f"not assembled: {w}" for w in waiting])
+    return AssemblyOutcome(status, message, card.files)
 
 
 def _repo_command(configs: list[BindingConfig]) -> list[str]:
@@ -313,11 +405,35 @@ def generate_binding(
     device: str = "cpu",
     max_items: int | None = None,
     command_line: list[str] | None = None,
-) -> Path | None:
-    """Render (resuming) and assemble one config of the binding repo at ``out_dir``; returns
-    ``out_dir`` once this config is complete (the card then lists every assembled config)."""
-    out_dir = Path(out_dir)
-    store = ItemStore(out_dir / WORK_DIR / config.dataset)
-    store.bind_config(config.to_dict())
-    render_items(config, store, shard=shard, num_workers=num_workers, device=device, max_items=max_items)
-    return assemble(config, store, out_dir, command_line)
+    chunk_size: int = CHUNK_SIZE,
+) -> RunReport:
+    """Render this shard's missing chunks of one config (resuming); once every chunk exists the
+    engine assembles the config into the repo at ``out_dir`` and the card is rewritten over
+    every assembled config. ``out_dir`` is a local folder or an fsspec URL (``s3://bucket/binding``).
+    """
+    out = str(out_dir)
+    check_output(out)  # refuse a foreign folder before anything is written
+    repo = ItemStore(join(out, WORK_DIR))
+    try:
+        repo.location.write(ASSEMBLY_ARGS, canonical_json({"repo_assembler": REPO_ASSEMBLER}))
+    except OSError as error:
+        raise io_error(error, "write to", str(repo)) from None
+    store = _config_store(out, config.dataset)
+    batches = None
+    if num_workers <= 1:
+        _RENDER_OPTIONS.update({"device": device})
+        stage = binding_stage(config, make_item=make_item_factory(config, _get_renderer), command_line=command_line,
+                              chunk_size=chunk_size, device=device)
+    else:
+        batches = _PoolBatches(config, num_workers, device)
+        stage = binding_stage(config, process_batch=batches, command_line=command_line, chunk_size=chunk_size, device=device)
+    try:
+        report = run_stage(stage, out, shard=shard, max_items=max_items, store=store)
+    finally:
+        if batches is not None:
+            batches.close()
+    if report.assembled:
+        card = assemble_card(out)
+        if card.status == "busy":
+            report.assembly = card
+    return report

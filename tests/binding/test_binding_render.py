@@ -87,13 +87,13 @@ def test_killed_run_resumes_to_identical_dataset(demo_dir, tmp_path):
         [sys.executable, str(REPO_ROOT / "scripts" / "generate_binding.py"), "--dataset", "two-object", "--out", str(tmp_path), *SMALL],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
-    items = tmp_path / ".work" / "two-object" / "items" / "train"
+    chunks = tmp_path / ".work" / "two-object" / "chunks"
     deadline = time.time() + 300
-    while time.time() < deadline and len(list(items.glob("*.json"))) < 2:
+    while time.time() < deadline and len(list(chunks.glob("*.done"))) < 1:
         time.sleep(0.05)
-    process.send_signal(signal.SIGKILL)
+    process.send_signal(signal.SIGKILL)  # inside the second chunk of 4 scenes
     process.wait()
-    assert 2 <= len(list(items.glob("*.json"))) < 8
+    assert len(list(chunks.glob("*.done"))) == 1
     assert not (tmp_path / "README.md").exists()  # nothing looks complete
     run_script("--dataset", "two-object", "--out", str(tmp_path), *SMALL)
     assert _data_bytes(tmp_path, "two-object") == _data_bytes(demo_dir, "two-object")
@@ -101,7 +101,7 @@ def test_killed_run_resumes_to_identical_dataset(demo_dir, tmp_path):
 
 def test_shards_assemble_the_same_dataset(demo_dir, tmp_path):
     first = run_script("--dataset", "single-object", "--out", str(tmp_path), "--num-shards", "2", "--shard-index", "0", *SMALL)
-    assert "wait for other shards" in first.stderr
+    assert "still missing, in shard(s) 1 of 2" in first.stderr and "conceptforge assemble" in first.stderr
     assert not (tmp_path / "README.md").exists()
     run_script("--dataset", "single-object", "--out", str(tmp_path), "--num-shards", "2", "--shard-index", "1", *SMALL)
     assert _data_bytes(tmp_path, "single-object") == _data_bytes(demo_dir, "single-object")
@@ -203,7 +203,8 @@ def test_clevr_scene_files_have_clevr_types(demo_dir):
 
 
 def test_resume_with_other_settings_is_refused(demo_dir, tmp_path):
-    run_script("--dataset", "single-object", "--out", str(tmp_path), "--max-items", "1", *SMALL)
+    # settings are fixed once the first chunk (4 scenes) is written
+    run_script("--dataset", "single-object", "--out", str(tmp_path), "--max-items", "4", *SMALL)
     result = run_script("--dataset", "single-object", "--out", str(tmp_path), "--resolution", "80x60", "--samples", "2", check=False)
     assert result.returncode == 2
     assert "other settings" in result.stderr and "height" in result.stderr
@@ -275,3 +276,135 @@ print(json.dumps(max(errors)))
                             env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert float(result.stdout.strip().splitlines()[-1]) < 0.01
+
+
+def test_s3_output_is_byte_identical_to_local(demo_dir, s3_server):
+    """`--out s3://bucket/x` on a real S3-compatible server (moto, 127.0.0.1): same parquet and
+    scene bytes as the local repo; the card there describes the one config assembled."""
+    s3_server.make_bucket("binding")
+    result = run_script("--dataset", "single-object", "--out", "s3://binding/demo", *SMALL)
+    assert 's3://binding/demo: config single-object: load_dataset("s3://binding/demo", "single-object")' in result.stdout
+    assert "card s3://binding/demo/README.md" in result.stdout
+    fs = s3_server.filesystem()
+    local = _data_bytes(demo_dir, "single-object")
+    remote = {f.removeprefix("binding/demo/"): fs.cat_file(f) for f in fs.find("binding/demo")
+              if f.startswith(("binding/demo/data/", "binding/demo/scenes/"))}
+    assert remote == local
+    card = fs.cat_file("binding/demo/README.md").decode()
+    assert "config_name: single-object" in card and "config_name: relational" not in card
+    assert fs.exists("binding/demo/grid.png")
+
+
+def test_foreign_out_folder_is_refused_untouched(tmp_path):
+    from tests.foreign_out import assert_refused_untouched, make_foreign_folder
+
+    before = make_foreign_folder(tmp_path)
+    result = run_script("--dataset", "single-object", "--out", str(tmp_path), *SMALL, check=False)
+    assert_refused_untouched(tmp_path, before, result.returncode, result.stderr)
+
+
+def _children(pid: int) -> set[int]:
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.add(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
+def test_worker_processes_die_with_their_parent(tmp_path):
+    """Issue 20.4: kill -9 of the parent leaves no Blender worker running."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    parent = subprocess.Popen(
+        [sys.executable, str(REPO_ROOT / "scripts" / "generate_binding.py"), "--dataset", "two-object", "--out", str(tmp_path),
+         "--num-workers", "2", "--resolution", "64x48", "--samples", "64"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    deadline = time.time() + 120
+    workers: set[int] = set()
+    while time.time() < deadline and len(workers) < 2:
+        workers = _children(parent.pid)
+        time.sleep(0.2)
+    assert len(workers) >= 2, "the pool did not start"
+    time.sleep(2)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.time() + 15
+    while time.time() < deadline and any(_alive(pid) for pid in workers):
+        time.sleep(0.2)
+    assert not [pid for pid in workers if _alive(pid)]
+
+
+_FINISH_CONFIG = """
+import sys
+from conceptforge.generators.binding.generate import _config_store, assemble_card
+from conceptforge.runner import assemble_run
+out, config = sys.argv[1], sys.argv[2]
+print(assemble_run(out, store=_config_store(out, config)).status, assemble_card(out).status)
+"""
+
+
+def test_two_configs_assembling_together_leave_one_card_over_both(demo_dir, tmp_path):
+    """Two processes finish different configs at once: each config is assembled once, and the
+    card (serialized by the engine's lock in .work/) ends up describing both, byte-identical to
+    the card of a repo assembled one config at a time."""
+    import shutil
+
+    repo = tmp_path / "repo"
+    shutil.copytree(demo_dir, repo)
+    for config in ("two-object", "relational"):
+        (repo / ".work" / config / "assembled.json").unlink()
+        shutil.rmtree(repo / "data" / config)
+        shutil.rmtree(repo / "scenes" / config)
+    (repo / ".work" / "assembled.json").unlink()
+    (repo / "README.md").unlink()
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    workers = [subprocess.Popen([sys.executable, "-c", _FINISH_CONFIG, str(repo), config], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for config in ("two-object", "relational")]
+    results = [worker.communicate(timeout=300) for worker in workers]
+    assert all(worker.returncode == 0 for worker in workers), [err[-2000:] for _, err in results]
+    assert [out.split()[0] for out, _ in results] == ["assembled", "assembled"]
+    assert {out.split()[1] for out, _ in results} <= {"assembled", "already"}
+    card = (repo / "README.md").read_text()
+    for config in ("single-object", "two-object", "relational"):
+        assert f"config_name: {config}" in card
+        assert _data_bytes(repo, config) == _data_bytes(demo_dir, config)
+    assert card == (demo_dir / "README.md").read_text()
+    assert (repo / "grid.png").read_bytes() == (demo_dir / "grid.png").read_bytes()
+
+
+def test_assemble_command_finishes_the_repo_and_status_reports_each_config(demo_dir, tmp_path):
+    import shutil
+
+    repo = tmp_path / "repo"
+    shutil.copytree(demo_dir, repo)
+    (repo / ".work" / "relational" / "assembled.json").unlink()
+    shutil.rmtree(repo / "data" / "relational")
+    (repo / "README.md").unlink()
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    result = subprocess.run([sys.executable, "-m", "conceptforge.commands.assemble", str(repo)], env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "relational: assembled" in result.stdout and "single-object:" in result.stdout and "already" in result.stdout
+    assert (repo / "README.md").read_text() == (demo_dir / "README.md").read_text()
+    assert _data_bytes(repo, "relational") == _data_bytes(demo_dir, "relational")
+    status = subprocess.run([sys.executable, "-m", "conceptforge.commands.status", str(repo)], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert status.returncode == 0, status.stderr[-2000:]
+    for config in ("single-object", "two-object", "relational"):
+        assert f"[{config}]: stage binding/{config}" in status.stdout
+    assert "card written" in status.stdout

@@ -1,0 +1,109 @@
+"""``conceptforge status OUT``: per shard, which chunks and items are done and which are left.
+
+Reads only the store's listing and small JSON files, so it is cheap on object stores too. The
+shard count is the one the last processes ran with (``--num-shards`` to ask about another).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("out", help="the run's --out folder or URL")
+    parser.add_argument("--num-shards", type=int, default=None, help="report for this many shards (default: as last run)")
+
+
+def _sub_runs(store) -> list[str]:
+    """Names of the runs in ``.work/<name>/`` of a folder that holds several (one repo, a config each)."""
+    from conceptforge.store import is_store, join
+
+    location = store.location
+    try:
+        if location.local:
+            import os
+
+            names = sorted(entry.name for entry in os.scandir(location.path("")) if entry.is_dir())
+        else:
+            location.refresh()
+            names = sorted(e["name"].rstrip("/").rsplit("/", 1)[-1] for e in location.fs.ls(location.path(""), detail=True)
+                           if e.get("type") == "directory")
+    except FileNotFoundError:
+        return []
+    return [name for name in names if is_store(join(location.url, name))]
+
+
+def status_lines(out: str, num_shards: int | None = None, *, work: str | None = None) -> list[str]:
+    from conceptforge.assembly import read_done
+    from conceptforge.errors import ConceptforgeError
+    from conceptforge.runner import WORK_DIR
+    from conceptforge.store import ItemStore, is_store, join
+
+    work = work or join(out, WORK_DIR)
+    if not is_store(work):
+        raise ConceptforgeError(f"{out} is not a conceptforge run (no {WORK_DIR}/owner.json); check the path")
+    store = ItemStore(work)
+    config = store.stored_config()
+    if config is None:
+        subs = _sub_runs(store)
+        if subs:  # e.g. a binding repo: one run per config, then the shared card
+            lines = []
+            for name in subs:
+                lines += status_lines(f"{out} [{name}]", num_shards, work=join(work, name))
+            card = read_done(store.location)
+            lines.append(f"{out}: card {'written' if card else 'not written yet'}")
+            return lines
+        return [f"{out}: started, nothing finished yet (settings are fixed with the first chunk)"]
+    plan = config["plan"]
+    sizes = plan.get("chunk_items") or [plan["chunk_size"]] * plan["chunks"]
+    done = store.chunk_states()
+    damaged = store.damaged_chunks()
+    reports = store.shard_reports()
+    if num_shards is not None and num_shards < 1:
+        raise ConceptforgeError(f"--num-shards must be >= 1, got {num_shards}")
+    if num_shards is None:
+        num_shards = max((key[0] for key in reports), default=1) if reports else 1
+    done_items = sum(sizes[i] for i in done if i < len(sizes))
+    lines = [
+        f"{out}: stage {config.get('stage')}, {done_items} of {plan['items']} items done "
+        f"({len(done)} of {plan['chunks']} chunks){', ' + str(len(damaged)) + ' damaged (redone on rerun)' if damaged else ''}"
+    ]
+    for index in range(num_shards):
+        mine = [c for c in range(plan["chunks"]) if c % num_shards == index]
+        left = [c for c in mine if c not in done]
+        state = reports.get((num_shards, index), {}).get("state", "not started")
+        items_left = sum(sizes[c] for c in left)
+        lines.append(
+            f"  shard {index} of {num_shards}: {len(mine) - len(left)}/{len(mine)} chunks done, "
+            f"{items_left} items left, last state: {state if left or state != 'running' else 'finished'}"
+        )
+    finished = read_done(store.location)
+    if finished:
+        lines.append(f"assembled: yes ({len(finished.get('files', []))} files)")
+    elif len(done) == plan["chunks"]:
+        lines.append(f"assembled: no — every chunk is done: run `conceptforge assemble {out}`")
+    else:
+        lines.append("assembled: no — the last shard to finish assembles (or `conceptforge assemble` afterwards)")
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    for line in status_lines(args.out, args.num_shards):
+        print(line)
+    return 0
+
+
+def main(argv=None) -> int:
+    from conceptforge.cli import run_cli, setup_logging
+
+    def _main(argv):
+        parser = argparse.ArgumentParser(prog="conceptforge status", description=__doc__.split("\n\n")[0])
+        add_arguments(parser)
+        setup_logging(False)
+        return run(parser.parse_args(argv))
+
+    return run_cli(_main, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
