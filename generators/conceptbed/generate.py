@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import torch
-from datasets import Features, Image as ImageFeature, List, Value
+from datasets import ClassLabel, Features, Image as ImageFeature, List, Value
 from PIL import Image
 
 from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
@@ -51,6 +51,7 @@ from conceptforge.generators.conceptbed.sampling import (
     load_pipeline,
     reference_thumbnails,
 )
+from conceptforge.generators.conceptbed.concepts import library
 from conceptforge.generators.conceptbed.spec import Concept, ConceptSpec
 from conceptforge.errors import ConceptforgeError
 from conceptforge.runner import Stage, assemble_run, open_store, plan_chunks, run_stage
@@ -74,6 +75,9 @@ FEATURES = Features(
         "questions": List(Value("string")),
         "reference_images": List(ImageFeature()),
         "seed": Value("int64"),
+        # ``concept`` as a ClassLabel over ConceptBed's whole library (Table 9: 4 PACS styles, 80
+        # ImageNet objects, 200 CUB classes), so label ids mean the same concept in every run
+        "concept_label": ClassLabel(names=list(library())),
     }
 )
 COLUMN_DOCS = {
@@ -89,6 +93,35 @@ COLUMN_DOCS = {
     "questions": "yes/no existence questions, all answered `yes` (composition split)",
     "reference_images": "up to 3 of the concept's reference images",
     "seed": "the image's seed",
+    "concept_label": "`concept` as a ClassLabel over ConceptBed's 284 concepts (names through the features)",
+}
+
+#: The Hub card sections (cards.render_card fields).
+CARD_SECTIONS = {
+    "language": ["en"],
+    "uses": (
+        "Measuring how well a concept learner (Textual Inversion, DreamBooth, Custom Diffusion) captured a "
+        "concept and keeps it composable: score the `concept` split with the concept oracles and the "
+        "`composition` split with the VQA oracle, and report CCD against the real images "
+        "(`scripts/evaluate.py conceptbed`, ConceptBed Sec. 3)."
+    ),
+    "out_of_scope_use": (
+        "Not real photographs and not a training set for recognising these concepts; not a measure of image "
+        "quality or of a model's safety. The images follow the license of the diffusion model that made them."
+    ),
+    "bias_risks_limitations": (
+        "Images come from a text-to-image diffusion model fine-tuned on a few reference images per concept: they "
+        "inherit that model's biases and can copy details of the references (memorisation). Concepts and "
+        "composition captions are the paper's (PACS styles, ImageNet objects, CUB birds), a narrow, "
+        "English-only, western-centred vocabulary. The concept oracles are classifiers with their own errors, so "
+        "CCD measures agreement with them, not ground truth."
+    ),
+    "annotations": (
+        "No human annotation in this dataset. `concept`, `concept_kind`, `prompt` and `caption` are the "
+        "generation inputs; the yes/no `questions` are derived from the composite caption's nouns and are all "
+        "answered `yes` by construction. Human ratings (ConceptBed Sec. 4.2) can be added with "
+        "`scripts/annotate.py` (docs/annotation.md)."
+    ),
 }
 CITATION = """@inproceedings{patel2024conceptbed,
   title={ConceptBed: Evaluating Concept Learning Abilities of Text-to-Image Diffusion Models},
@@ -333,6 +366,7 @@ class ConceptBedGenerator:
             tags=["conceptbed", "concept-learning", config.learner],
             citation=CITATION,
             column_docs=COLUMN_DOCS,
+            **CARD_SECTIONS,
             provenance=collect_provenance(
                 generator="scripts/generate_conceptbed.py",
                 models={"diffusion": (config.model_id, config.revision)},
@@ -370,6 +404,7 @@ def _rows(store: ItemStore, split: str, references_dir: Path) -> Iterator[dict[s
             "questions": meta.get("questions", []),
             "reference_images": references[meta["concept"]],
             "seed": int(meta["seed"]),
+            "concept_label": meta["concept"],  # ClassLabel encodes the name
         }
 
 

@@ -114,6 +114,12 @@ class Pair:
         return attribute_slug(self.attribute) if self.attribute else "plain"
 
 
+def published_attribute(attribute: str) -> str:
+    """The published SUB's name of an attribute (its ``attr_label`` names):
+    ``has_bill_shape::needle`` -> ``has_bill_shape--needle`` (CUB writes ``::``)."""
+    return attribute.replace("::", "--")
+
+
 def attribute_slug(attribute: str) -> str:
     """A file-name-safe form: ``has_bill_shape::curved_(up_or_down)`` -> ``has_bill_shape--curved__up_or_down_``."""
     return re.sub(r"[^A-Za-z0-9._+-]", "_", attribute.replace("::", "--"))

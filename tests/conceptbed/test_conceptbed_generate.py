@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from datasets import load_dataset
+from datasets import ClassLabel, load_dataset
 
 from conceptforge.generators.conceptbed.generate import ConceptBedGenerator, GenerateOptions
 from conceptforge.generators.conceptbed.learners import LearnerConfig
@@ -53,8 +53,13 @@ def test_generate_assembles_schema_dataset(tmp_path, tiny_sd, datasets_root, wri
     assert first["category"] == "attribute" and first["categories"] == ["attribute"]
     assert first["questions"] == ["is there the dog?", "is there a black nose?"]
     assert comp[1]["prompt"] == "two <object>s standing on grass"
+    for split in (concept, comp):  # the closed concept set as a ClassLabel, names through the features
+        label = split.features["concept_label"]
+        assert isinstance(label, ClassLabel) and label.num_classes == 284
+        assert [label.int2str(v) for v in split["concept_label"]] == split["concept"]
     card = (out / "README.md").read_text()
     assert (out / "grid.png").exists() and "ConceptBed" in card
+    assert "_Not written yet._" not in card and "## Annotations" in card and "- en" in card
     assert "local-sha256:" in card and '"learner": "textual-inversion"' in card  # provenance
     assert (out / ".work" / "artifacts" / "beagle" / "learned_embeds.safetensors").exists()
 
