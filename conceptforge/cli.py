@@ -7,6 +7,7 @@ import sys
 from typing import Callable, Sequence
 
 from conceptforge.errors import ConceptforgeError
+from conceptforge.interrupts import Interrupted, handle_stop_signals
 
 logger = logging.getLogger("conceptforge")
 
@@ -21,13 +22,24 @@ def setup_logging(verbose: bool = False) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
+INTERRUPTED_MESSAGE = "interrupted by {signal}: finished work is kept; rerun the same command to resume"
+
+
 def run_cli(main: Callable[[Sequence[str] | None], int | None], argv: Sequence[str] | None = None) -> int:
-    """Run ``main``; a :class:`ConceptforgeError` prints ``error: <one line>`` and exits 2."""
+    """Run ``main``; a :class:`ConceptforgeError` prints ``error: <one line>`` and exits 2.
+
+    SIGINT and SIGTERM stop the run (see :mod:`conceptforge.interrupts`): one line, exit 130/143.
+    """
     try:
-        return int(main(argv) or 0)
-    except ConceptforgeError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return error.exit_code
+        with handle_stop_signals():
+            try:
+                return int(main(argv) or 0)
+            except ConceptforgeError as error:
+                print(f"error: {error}", file=sys.stderr)
+                return error.exit_code
+    except Interrupted as stop:
+        print(INTERRUPTED_MESSAGE.format(signal=stop.signal_name), file=sys.stderr)
+        return stop.exit_code
     except KeyboardInterrupt:
-        print("interrupted: completed items are kept; rerun the same command to resume", file=sys.stderr)
+        print(INTERRUPTED_MESSAGE.format(signal="SIGINT"), file=sys.stderr)
         return 130

@@ -23,6 +23,7 @@ from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, collect_pr
 from conceptforge.cards.grid import png_bytes
 from conceptforge.generators.binding.compositions import SPLITS
 from conceptforge.generators.binding.dataset import COLUMN_DOCS, FEATURES, BindingConfig, make_item_factory, plan_items
+from conceptforge.processes import init_worker, stop_pool
 from conceptforge.runner import run_work_items
 from conceptforge.store import ItemStore
 from conceptforge.workitems import ShardSpec, select_shard
@@ -63,7 +64,8 @@ def _get_renderer():
     return _RENDERER
 
 
-def _init_worker(options: dict) -> None:
+def _init_worker(parent_pid: int, options: dict) -> None:
+    init_worker(parent_pid)  # dies with the parent; Ctrl+C is the parent's to handle
     _RENDER_OPTIONS.update(options)
 
 
@@ -115,10 +117,18 @@ def render_items(
     todo = [item for item in mine if not store.is_complete(item)][:max_items]
     options = {"device": device, "threads": max(1, cpu_count // num_workers)}
     context = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(num_workers, mp_context=context, initializer=_init_worker, initargs=(options,)) as pool:
+    pool = concurrent.futures.ProcessPoolExecutor(
+        num_workers, mp_context=context, initializer=_init_worker, initargs=(os.getpid(), options)
+    )
+    try:
         jobs = [(config, str(store.root), item) for item in todo]
         for _ in tqdm(pool.map(_worker_make, jobs), total=len(jobs), desc=f"{config.dataset} scenes", unit="img"):
             pass
+    except BaseException:
+        # Interrupted or failed: kill the workers now rather than wait for every queued item.
+        stop_pool(pool)
+        raise
+    pool.shutdown()
     return {"total": len(mine), "skipped": len(mine) - len(todo), "made": len(todo)}
 
 

@@ -25,6 +25,7 @@ from PIL import Image
 from conceptforge.generators.binding.scene import SceneDescription
 from conceptforge.generators.binding.vocab import COLOR_RGB
 from conceptforge.errors import ConceptforgeError
+from conceptforge.interrupts import deferred_interrupts
 
 logger = logging.getLogger(__name__)
 
@@ -233,6 +234,12 @@ class BlenderRenderer:
 
         The ID render comes first and is cheap, so an occluded layout costs no beauty render.
         """
+        # Blender swallows a KeyboardInterrupt raised inside a render and goes on: hold Ctrl+C and
+        # SIGTERM until this scene is done (about a second), then deliver them.
+        with deferred_interrupts():
+            return self._render(scene, min_pixels=min_pixels)
+
+    def _render(self, scene: SceneDescription, *, min_pixels: int) -> tuple[bytes | None, Visibility]:
         meshes = self._build(scene)
         visibility = self._visibility(scene, meshes)
         if min(visibility.pixels, default=min_pixels) < min_pixels:
