@@ -60,6 +60,17 @@ from conceptforge.workitems import ShardSpec, WorkItem, derive_seed
 logger = logging.getLogger(__name__)
 
 SPLITS = ("concept", "composition")
+REFERENCE_COUNT = 3
+REFERENCES_NOTE = (
+    "The license covers the generated images. The concepts' reference images (ImageNet, CUB-200-2011, PACS) are "
+    "not included: `reference_ids` names them by folder and file in your own copies, which keep their own terms."
+)
+EMBEDDED_REFERENCES_NOTE = (
+    "The license covers the generated images only. `reference_images` holds downsized copies of the concepts' "
+    "reference images, embedded on request (`--embed-references`) once per concept and split: they come from "
+    "ImageNet, CUB-200-2011 or PACS and stay under those datasets' terms (non-commercial research use), not this "
+    "license. Share or publish this dataset only where those terms allow it."
+)
 FEATURES = Features(
     {
         "image": ImageFeature(),
@@ -72,6 +83,7 @@ FEATURES = Features(
         "category": Value("string"),
         "categories": List(Value("string")),
         "questions": List(Value("string")),
+        "reference_ids": List(Value("string")),
         "reference_images": List(ImageFeature()),
         "seed": Value("int64"),
     }
@@ -87,7 +99,10 @@ COLUMN_DOCS = {
     "category": "first composition category (composition split)",
     "categories": "every composition category of the caption (a caption may have several)",
     "questions": "yes/no existence questions, all answered `yes` (composition split)",
-    "reference_images": "up to 3 of the concept's reference images",
+    "reference_ids": "the concept's reference images as `<folder>/<file>` in the ImageNet/CUB/PACS copy the "
+    "concept spec names (the images themselves are not part of the dataset)",
+    "reference_images": "empty unless generated with `--embed-references`: then up to 3 reference thumbnails on the "
+    "first row of each concept in each split (one copy per concept; see the license section)",
     "seed": "the image's seed",
 }
 CITATION = """@inproceedings{patel2024conceptbed,
@@ -110,6 +125,9 @@ class GenerateOptions:
     max_shard_size: str = "500MB"
     max_items: int | None = None  # stop after this many new images (tests, smoke runs)
     assemble: bool = True
+    # The reference images are the user's ImageNet/CUB/PACS files, under those datasets' terms, not
+    # the model licence: rows name them by id; embedding thumbnails is an explicit choice.
+    embed_references: bool = False
 
 
 def _item_id(concept: str, kind: str, index: int) -> str:
@@ -233,7 +251,7 @@ class ConceptBedGenerator:
         directory = self.reference_dir(concept)
         if (directory / "done").exists():
             return
-        for index, thumb in enumerate(reference_thumbnails(concept)):
+        for index, thumb in enumerate(reference_thumbnails(concept, count=REFERENCE_COUNT)):
             atomic_write_bytes(directory / f"{index}.png", thumb["bytes"])
         atomic_write_bytes(directory / "done", b"")
 
@@ -308,12 +326,23 @@ class ConceptBedGenerator:
         directory = self.work / "references" / concept
         return [{"bytes": p.read_bytes(), "path": None} for p in sorted(directory.glob("*.png"))]
 
+    def _reference_ids(self, concept: str) -> list[str]:
+        concepts = self.spec.by_name()
+        paths = concepts[concept].reference_images[:REFERENCE_COUNT] if concept in concepts else ()
+        return [f"{path.parent.name}/{path.name}" for path in paths]
+
     def rows(self, split: str) -> Iterator[dict[str, Any]]:
-        references: dict[str, list[dict[str, Any]]] = {}
+        embedded: set[str] = set()  # concepts whose thumbnails this split already holds
+        ids: dict[str, list[str]] = {}
         for record in self.store.records(split):
             meta = record.metadata
-            if meta["concept"] not in references:
-                references = {meta["concept"]: self._references(meta["concept"])}
+            concept = meta["concept"]
+            if concept not in ids:
+                ids = {concept: self._reference_ids(concept)}
+            thumbnails: list[dict[str, Any]] = []
+            if self.options.embed_references and concept not in embedded:
+                thumbnails = self._references(concept)
+                embedded.add(concept)
             yield {
                 "image": {"bytes": record.read_file("png"), "path": None},
                 "item_id": record.item_id,
@@ -325,7 +354,8 @@ class ConceptBedGenerator:
                 "category": meta.get("category", ""),
                 "categories": meta.get("categories", []),
                 "questions": meta.get("questions", []),
-                "reference_images": references[meta["concept"]],
+                "reference_ids": ids[concept],
+                "reference_images": thumbnails,
                 "seed": int(meta["seed"]),
             }
 
@@ -357,6 +387,7 @@ class ConceptBedGenerator:
             ),
             task_categories=["text-to-image"],
             tags=["conceptbed", "concept-learning", config.learner],
+            license_note=EMBEDDED_REFERENCES_NOTE if self.options.embed_references else REFERENCES_NOTE,
             citation=CITATION,
             column_docs=COLUMN_DOCS,
             provenance=collect_provenance(
