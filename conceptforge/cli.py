@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from typing import Callable, Sequence
 
@@ -12,7 +13,24 @@ from conceptforge.interrupts import Interrupted, handle_stop_signals
 logger = logging.getLogger("conceptforge")
 
 
+# Libraries with their own log handlers. Without -v only their errors show: otherwise every torch
+# command starts with "requires torchvision (not installed)" warnings and a failed model load with
+# "Couldn't connect to the Hub ... Will try to load from local cache" before our one-line error.
+_QUIET_LIBRARIES = ("transformers", "diffusers")
+
+
+def _quiet_libraries() -> None:
+    for name in _QUIET_LIBRARIES:
+        os.environ.setdefault(f"{name.upper()}_VERBOSITY", "error")  # read when the library loads
+        module = sys.modules.get(f"{name}.utils.logging")
+        if module is not None and hasattr(module, "set_verbosity_error"):
+            if os.environ[f"{name.upper()}_VERBOSITY"] == "error":
+                module.set_verbosity_error()  # already imported: its level was set from the env then
+
+
 def setup_logging(verbose: bool = False) -> None:
+    if not verbose:
+        _quiet_libraries()
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -142,3 +142,15 @@ def test_embedded_references_are_an_opt_in_with_one_copy_per_concept(tmp_path, t
     card = (out / "README.md").read_text()
     license_section = card.split("## License", 1)[1].split("## Citation", 1)[0]
     assert "embedded on request (`--embed-references`)" in license_section and "not this license" in license_section
+
+
+def test_a_missing_model_is_one_line_without_library_noise(tmp_path, datasets_root, write_spec):
+    """Before: torchvision warnings, "Couldn't connect to the Hub… local cache" and "see the stacktrace above"."""
+    spec = write_spec(tmp_path, datasets_root, ["beagle"])
+    result = _script("--learner", "textual-inversion", "--concepts", str(spec), "--out", str(tmp_path / "x"),
+                     "--model-id", "org/not-a-model", cwd=tmp_path)
+    assert result.returncode == 2
+    lines = [line for line in result.stderr.strip().splitlines() if " INFO conceptforge." not in line]  # our own log
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: cannot load a Stable-Diffusion pipeline from 'org/not-a-model': ")
+    assert not any(noise in result.stderr for noise in ("stacktrace", "torchvision", "Will try to load from local cache"))
