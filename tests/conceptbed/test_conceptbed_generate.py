@@ -177,3 +177,14 @@ def test_a_missing_model_is_one_line_without_library_noise(tmp_path, datasets_ro
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("error: cannot load a Stable-Diffusion pipeline from 'org/not-a-model': ")
     assert not any(noise in result.stderr for noise in ("stacktrace", "torchvision", "Will try to load from local cache"))
+
+
+def test_foreign_out_folder_is_refused_untouched(tmp_path, tiny_sd, datasets_root, write_spec):
+    from tests.foreign_out import assert_refused_untouched, make_foreign_folder
+
+    spec = write_spec(tmp_path, datasets_root, ["beagle"])
+    out = tmp_path / "mine"
+    before = make_foreign_folder(out)
+    result = _script("--learner", "textual-inversion", "--concepts", str(spec), "--out", str(out), "--model-id", str(tiny_sd),
+                     "--steps", "1", "--num-images", "1", "--num-inference-steps", "1", "--resolution", "32", cwd=tmp_path)
+    assert_refused_untouched(out, before, result.returncode, result.stderr)

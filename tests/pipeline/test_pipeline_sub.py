@@ -88,7 +88,7 @@ def test_filter_consumes_generated_candidates_and_keeps_their_lineage(sub_chain)
     upstream = derived.provenance["upstream"]
     assert upstream["dataset"] == "sub-candidates" and upstream["provenance"] == generated.provenance
     # Named by folder, not by the absolute local path (cards are published; issue 20.9).
-    assert derived.provenance["vqa"]["candidates"] == f".../{sub_chain['candidates'].name}"
+    assert derived.provenance["parameters"]["vqa"]["candidates"] == f".../{sub_chain['candidates'].name}"
     assert derived.license == generated.license == "cc-by-nc-4.0"
 
 
