@@ -149,6 +149,28 @@ def build_plan(args: argparse.Namespace) -> tuple[PairPlan, dict]:
     return select_pairs(plan, args.pairs), info
 
 
+# Options that say how this process runs, not what the data is: left out of the card's command line,
+# so every shard and rerun records (and assembles) the same card.
+_RUN_ONLY = {"--num-shards": 1, "--shard-index": 1, "--max-items": 1, "--chunk-size": 1, "--device": 1,
+             "--offload": 0, "-v": 0, "--verbose": 0}
+
+
+def canonical_command(argv: Sequence[str]) -> list[str]:
+    """``argv`` without the run-only options (shards, chunking, device, verbosity)."""
+    out: list[str] = []
+    skip = 0
+    for arg in argv:
+        if skip:
+            skip -= 1
+            continue
+        name = arg.split("=", 1)[0]
+        if name in _RUN_ONLY:
+            skip = 0 if "=" in arg else _RUN_ONLY[name]
+            continue
+        out.append(arg)
+    return out
+
+
 def resolve_dtype_name(dtype: str, device: str) -> str:
     if dtype != "auto":
         return dtype
@@ -224,7 +246,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         license=license,
         reference_selection=args.reference_selection,
         extra_config=plan_info,
-        command=list(sys.argv) if argv is None else ["scripts/generate_sub.py", *argv],
+        command=canonical_command(list(sys.argv) if argv is None else ["scripts/generate_sub.py", *argv]),
         shard=shard,
         device=args.device,
         offload=args.offload,

@@ -80,6 +80,7 @@ def test_candidates_card_has_versions_and_command_line_but_no_local_paths(tmp_pa
     command = provenance["command_line"]
     assert command.startswith("python scripts/generate_sub.py --cub-dir .../CUB_200_2011 --out .../run --model .../")
     assert "--pairs Blue_Jay=has_crown_color::black European_Goldfinch=has_crown_color::white" in command
+    assert "--device" not in command  # how the process ran is not part of the data's recipe
     assert "**Command line**" in card and "| diffusers |" in card
     # The whole paper spec drops 4 pairs; these two selected pairs drop none.
     assert provenance["pairs"] == 2 and provenance["dropped_pairs_already_present"] == 0
