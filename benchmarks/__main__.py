@@ -27,8 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help=f"benchmarks to run (default: all of {', '.join(discover())})")
     parser.add_argument("--quick", action="store_true", help="small work sizes and few repeats (< 60 s each)")
-    parser.add_argument("--threads", type=int, default=2,
-                        help="torch intra-op threads and OMP/MKL/OpenBLAS threads for every benchmark (default 2)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch intra-op threads and OMP/MKL/OpenBLAS threads for every benchmark (default 1: on a shared machine extra threads mostly wait for each other)")
     parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
     args = parser.parse_args(argv)
     names = args.names or discover()

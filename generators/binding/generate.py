@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import fcntl
+import itertools
 import logging
 import multiprocessing
 import os
@@ -125,7 +126,7 @@ def render_items(
 def _grid(store: ItemStore, per_split: int = 4) -> bytes:
     samples = []
     for split in SPLITS:
-        for record in list(store.records(split))[:per_split]:
+        for record in itertools.islice(store.records(split), per_split):  # reads only the items shown
             with Image.open(record.file_path("png")) as image:
                 samples.append((image.convert("RGB"), f"{split}: {record.metadata['label']}"))
     return png_bytes(make_sample_grid(samples, columns=4, thumb_width=240))

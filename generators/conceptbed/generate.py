@@ -16,6 +16,7 @@ samples concepts whose artifacts it trained; every step skips what already exist
 from __future__ import annotations
 
 import io
+import itertools
 import logging
 import os
 from dataclasses import dataclass, field
@@ -331,13 +332,15 @@ class ConceptBedGenerator:
 
     def grid_png(self) -> bytes | None:
         """Up to 8 concept images (first of each concept, then more) and 4 composition images."""
-        concept_records = list(self.store.records("concept"))
-        firsts = {}
-        for record in concept_records:
-            firsts.setdefault(record.metadata["concept"], record)
+        firsts, others = {}, []
+        for record in self.store.records("concept"):  # streamed: one record in memory at a time
+            if record.metadata["concept"] not in firsts:
+                firsts[record.metadata["concept"]] = record
+            elif len(others) < 8:
+                others.append(record)
         chosen = list(firsts.values())[:8]
-        chosen += [r for r in concept_records if r not in chosen][: 8 - len(chosen)]
-        chosen += list(self.store.records("composition"))[:4]
+        chosen += others[: 8 - len(chosen)]
+        chosen += list(itertools.islice(self.store.records("composition"), 4))  # reads only the items shown
         samples = []
         for record in chosen:
             with Image.open(io.BytesIO(record.read_file("png"))) as image:
