@@ -49,7 +49,12 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     os.environ.setdefault("TQDM_DISABLE", "1")
     os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("DIFFUSERS_VERBOSITY", "error")
     logging.basicConfig(level=logging.WARNING)
+    for noisy in ("huggingface_hub", "transformers", "diffusers", "datasets"):
+        logging.getLogger(noisy).setLevel(logging.ERROR)
     import torch
 
     torch.set_num_threads(args.threads)

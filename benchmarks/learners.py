@@ -106,7 +106,7 @@ def measure(model_id: str, learner: str, mode: str, images: list[Path], class_im
 
 def run(quick: bool) -> list[Result]:
     """DreamBooth-LoRA vs full DreamBooth: time per step (interleaved) and measured training memory."""
-    width, steps, repeats = (32, 3, 3) if quick else (128, 4, 5)
+    width, steps, repeats = (32, 3, 5) if quick else (128, 4, 7)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         model_id = str(build_tiny_sd(root / "sd", block_out_channels=(width, 2 * width)))

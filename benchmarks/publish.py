@@ -21,7 +21,7 @@ TOKEN = "hf_benchmarktoken0000"
 
 
 def run(quick: bool) -> list[Result]:
-    n, repeats = (1500, 3) if quick else (5000, 5)
+    n, repeats = (1000, 5) if quick else (5000, 7)
     with tempfile.TemporaryDirectory(prefix="publish-bench-") as tmp:
         work = Path(tmp)
         server = hub_server().HubServer(work / "hub", token=TOKEN).start()

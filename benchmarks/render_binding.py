@@ -23,7 +23,7 @@ def run(quick: bool) -> list[Result]:
         renderer = BlenderRenderer()
     except Exception as error:  # bpy missing or unusable
         raise Skip(f"Blender (bpy) unavailable: {error}") from None
-    scenes_per_round, repeats = (2, 3) if quick else (4, 5)
+    scenes_per_round, repeats = (1, 5) if quick else (3, 7)
     config = BindingConfig(dataset="relational")
     items = plan_items(replace(config, split_sizes={"train": scenes_per_round}))
     scenes = []
