@@ -35,7 +35,7 @@ def synthetic_cub(seed: int = 0, num_classes: int = 200, per_class: int = 59, nu
 def run(quick: bool) -> list[Result]:
     from sklearn.linear_model import LogisticRegression
 
-    episodes_n, repeats = (8, 7) if quick else (64, 7)
+    episodes_n, repeats = (32, 5) if quick else (128, 7)
     acts, labels = synthetic_cub()
     episodes = sample_episodes(labels, EpisodeSpec(200, 5, 15, episodes_n, 0))
     sup, qry = torch.as_tensor(episodes.support), torch.as_tensor(episodes.query)
