@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{key} (after): {value}")
     print("\nratios (ours/baseline time):")
     for key, value in ratios.items():
-        print(f"  {value:6.2f}x  {key}")
+        print(f"  {value:7.3g}x  {key}")
     return 0
 
 

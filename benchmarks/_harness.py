@@ -45,8 +45,8 @@ class Result:
         out.append(f"  {'':{width}}  {'min s':>9}  {'median s':>9}  repeats")
         for label, values in ((self.ours_label, self.ours), (self.baseline_label, self.baseline)):
             out.append(f"  {label:{width}}  {min(values):9.3f}  {statistics.median(values):9.3f}  {len(values)}")
-        per_round = ", ".join(f"{a / b:.2f}" for a, b in zip(self.ours, self.baseline))
-        out.append(f"  ratio ours/baseline (time, median of rounds): {self.ratio:.2f}x   [rounds: {per_round}]")
+        per_round = ", ".join(f"{a / b:.3g}" for a, b in zip(self.ours, self.baseline))
+        out.append(f"  ratio ours/baseline (time, median of rounds): {self.ratio:.3g}x   [rounds: {per_round}]")
         for key, value in self.extra.items():
             out.append(f"  {key}: {value}")
         return out

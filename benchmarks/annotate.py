@@ -73,7 +73,7 @@ def annotate_all(port: int, annotator: str, latencies: list[float], limit: int) 
 
 
 def run(quick: bool) -> list[Result]:
-    per_attribute, repeats = (60, 6) if quick else (150, 9)
+    per_attribute, repeats = (40, 11) if quick else (150, 11)
     items = 3 * per_attribute
     latencies = {"ours": [], "baseline": []}
     counts = {"ours": [], "baseline": []}

@@ -17,7 +17,7 @@ from benchmarks._rows import run_worker, worker_env
 
 
 def run(quick: bool) -> list[Result]:
-    n, repeats = (5000, 5) if quick else (20000, 7)
+    n, repeats = (8000, 7) if quick else (20000, 9)
     with tempfile.TemporaryDirectory(prefix="assembly-bench-") as tmp:
         work = Path(tmp)
         env = worker_env(work)

@@ -25,7 +25,7 @@ def run(quick: bool) -> list[Result]:
     from conceptforge.loaders.sub import evaluate_vlm, load_sub
 
     synthetic = testing_module("eval_synthetic", "eval_synthetic", "tests/eval/synthetic.py")
-    n_sub, n_binding, repeats = (64, 480, 5) if quick else (32, 96, 5)
+    n_sub, n_binding, repeats = (64, 960, 7) if quick else (32, 96, 5)
     with tempfile.TemporaryDirectory(prefix="eval-bench-") as tmp:
         work = Path(tmp)
         if quick:

@@ -9,6 +9,7 @@ samples are not a baseline: that is a different image quality, not a different i
 
 from __future__ import annotations
 
+import os
 import random
 import resource
 from dataclasses import replace
@@ -20,10 +21,11 @@ def run(quick: bool) -> list[Result]:
     try:
         from conceptforge.generators.binding.dataset import BindingConfig, plan_items, sample_scene
         from conceptforge.generators.binding.render_blender import BlenderRenderer
-        renderer = BlenderRenderer()
+        # Cycles' threads fixed like torch's (the runner's --threads), or it takes every core.
+        renderer = BlenderRenderer(threads=int(os.environ.get("OMP_NUM_THREADS", "0")) or None)
     except Exception as error:  # bpy missing or unusable
         raise Skip(f"Blender (bpy) unavailable: {error}") from None
-    scenes_per_round, repeats = (1, 5) if quick else (3, 7)
+    scenes_per_round, repeats = (1, 9) if quick else (3, 9)
     config = BindingConfig(dataset="relational")
     items = plan_items(replace(config, split_sizes={"train": scenes_per_round}))
     scenes = []

@@ -53,5 +53,5 @@ def bench(name: str, repeats: int, pairs: int) -> Result:
 
 def run(quick: bool) -> list[Result]:
     if quick:
-        return [bench("tiny", 9, 2)]
+        return [bench("tiny", 15, 2)]
     return [bench("tiny", 7, 16), bench("latent4096", 3, 1)]

@@ -30,7 +30,7 @@ SMALL = {"image_size": 224, "patch": 16, "hidden": 256, "layers": 4, "heads": 4}
 
 
 def run(quick: bool) -> list[Result]:
-    n, batch, repeats = (16, 16, 5) if quick else (48, 16, 7)
+    n, batch, repeats = (16, 16, 9) if quick else (48, 16, 9)
     torch.set_grad_enabled(False)
     with tempfile.TemporaryDirectory() as tmp:
         path = tiny_llava_builder()(Path(tmp) / "vlm", **SMALL)
