@@ -78,14 +78,14 @@ def main(argv: list[str] | None = None) -> int:
             continue
         for result in results:
             print("\n".join(result.lines()))
-            ratios[f"{name}: {result.name}"] = result.ratio
+            ratios[f"{name}: {result.name}"] = (result.ratio, result.cpu_ratio)
         print(f"({name} took {time.perf_counter() - start:.0f} s; load average now {os.getloadavg()[0]:.2f})", flush=True)
     print()
     for key, value in machine_state().items():
         print(f"{key} (after): {value}")
-    print("\nratios (ours/baseline time):")
-    for key, value in ratios.items():
-        print(f"  {value:7.3g}x  {key}")
+    print("\nratios ours/baseline (wall time | CPU time):")
+    for key, (wall, cpu) in ratios.items():
+        print(f"  {wall:7.3g}x | {'-' if cpu is None else format(cpu, '.3g') + 'x':>7}  {key}")
     return 0
 
 

@@ -39,5 +39,6 @@ def run(quick: bool) -> list[Result]:
     return [Result(
         "assembly", "ours: assemble_dataset_dir", ours_t, "Dataset.from_generator + to_parquet", base_t,
         work=f"{n} rows of 64x64 PNG + label + id, fresh process each",
+        ours_cpu=[r["cpu"] for r in runs["ours"]], baseline_cpu=[r["cpu"] for r in runs["datasets"]],
         extra={"peak RSS ours": peak("ours"), "peak RSS datasets": peak("datasets"),
                f"peak RSS ours at {n // 2} rows (flat memory check)": f"{half['peak_mb']:.0f} MB"})]

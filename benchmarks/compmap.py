@@ -57,12 +57,13 @@ def run(quick: bool) -> list[Result]:
 
     ours(0)  # warm-up
     LogisticRegression(C=1.0, max_iter=100).fit(acts_np[sup[0]], ys_np[0])
-    ours_t, base_t = interleave(ours, sklearn, repeats)
+    cpu: dict[str, list[float]] = {}
+    ours_t, base_t = interleave(ours, sklearn, repeats, cpu)
     ours_pred = torch.cat(predictions["ours"])
     sk_pred = torch.as_tensor(np.stack(predictions["sklearn"]))
     return [Result(
         "CompMap logistic regression", "ours: batched torch L-BFGS", ours_t, "scikit-learn LogisticRegression per episode", base_t,
-        work=f"{episodes_n} episodes of 200-way 5-shot, 15 queries/class",
+        work=f"{episodes_n} episodes of 200-way 5-shot, 15 queries/class", ours_cpu=cpu["ours"], baseline_cpu=cpu["baseline"],
         extra={
             "query accuracy ours / scikit-learn": f"{100 * float((ours_pred == yq).double().mean()):.2f}% / "
                                                   f"{100 * float((sk_pred == yq).double().mean()):.2f}%",

@@ -45,4 +45,5 @@ def run(quick: bool) -> list[Result]:
         "rows -> release", "ours: assemble_dataset_dir + publish_dataset", [r["seconds"] for r in runs["ours"]],
         "Dataset.from_generator + push_to_hub", [r["seconds"] for r in runs["datasets"]],
         work=f"{n} rows of 64x64 PNG + label + id, shards of 8 MB, local Hub server, fresh process each",
+        ours_cpu=[r["cpu"] for r in runs["ours"]], baseline_cpu=[r["cpu"] for r in runs["datasets"]],
         extra={"peak RSS ours / datasets": f"{peak('ours')} / {peak('datasets')}"})]

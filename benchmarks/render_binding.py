@@ -47,11 +47,13 @@ def run(quick: bool) -> list[Result]:
             renderer._build(scene)  # the same bpy scene construction
             renderer._render_to_array(scene.samples)  # one render, no ID pass
 
-    ours_t, base_t = interleave(ours, bare, repeats)
+    cpu: dict[str, list[float]] = {}
+    ours_t, base_t = interleave(ours, bare, repeats, cpu)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     per_image = sorted(ours_t)[len(ours_t) // 2] / len(scenes)
     return [Result(
         "binding render", "ours: visibility check + render + PNG", ours_t, "bare bpy render of the same scene", base_t,
         work=f"{len(scenes)} relational scenes per round, {config.width}x{config.height}, {config.samples} samples",
+        ours_cpu=cpu["ours"], baseline_cpu=cpu["baseline"],
         extra={"ours, median": f"{60 / per_image:.1f} images/min ({per_image:.2f} s/image)",
                "peak RSS of the process": f"{peak:.0f} MiB"})]

@@ -46,9 +46,11 @@ def bench(name: str, repeats: int, pairs: int) -> Result:
                           return_guidance=True, **size)
 
     plain(0), tdg(0)  # warm-up
-    ours_t, base_t = interleave(tdg, plain, repeats)
+    cpu: dict[str, list[float]] = {}
+    ours_t, base_t = interleave(tdg, plain, repeats, cpu)
     return Result(f"TDG pair ({name})", "ours: TDG pair", ours_t, "FluxPipeline batch of 2", base_t,
-                  work=f"{pairs} pair(s) per round, {(resolution // 16) ** 2} image tokens, {steps} steps, fp32 CPU")
+                  work=f"{pairs} pair(s) per round, {(resolution // 16) ** 2} image tokens, {steps} steps, fp32 CPU",
+                  ours_cpu=cpu["ours"], baseline_cpu=cpu["baseline"])
 
 
 def run(quick: bool) -> list[Result]:

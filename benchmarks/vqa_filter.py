@@ -55,11 +55,13 @@ def run(quick: bool) -> list[Result]:
 
     ours, one = timed("ours", batch), timed("baseline", 1)
     scorer.score(images[:4], questions[:4], batch_size=4)  # warm-up
-    ours_t, base_t = interleave(ours, one, repeats)
+    cpu: dict[str, list[float]] = {}
+    ours_t, base_t = interleave(ours, one, repeats, cpu)
     diff = max(abs(a - b) for x, y in zip(scores["ours"], scores["baseline"]) for a, b in zip(x.probs, y.probs))
     return [Result(
         "VQA scorer", f"ours: batches of {batch}", ours_t, "one image at a time", base_t,
         work=f"{n} images 320x240, random LLaVA 224 px / 196 image tokens, 4+4 layers of width 256",
+        ours_cpu=cpu["ours"], baseline_cpu=cpu["baseline"],
         extra={
             f"time outside the model forward, batches of {batch} (median)": f"{100 * float(np.median(shares['ours'])):.1f}%",
             "time outside the model forward, one at a time (median)": f"{100 * float(np.median(shares['baseline'])):.1f}%",
