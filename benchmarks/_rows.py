@@ -9,7 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from benchmarks._support import REPO
+REPO = Path(__file__).resolve().parents[1]  # the worker runs as `python -m benchmarks._rows_worker` from here
+
 
 
 def run_worker(mode: str, n: int, side: str, out: Path, env: dict[str, str], repo: str | None = None) -> dict:

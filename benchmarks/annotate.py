@@ -25,12 +25,12 @@ from datasets import Features, Image as ImageFeature, Value
 from PIL import Image
 
 from benchmarks._harness import Result, interleave
-from benchmarks._support import REPO
 from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
 
 FEATURES = Features({name: Value("string") for name in ("item_id", "bird", "attribute", "group", "value", "removed_attribute")}
                     | {"image": ImageFeature()})
 ANNOTATORS = 8
+REPO = Path(__file__).resolve().parents[1]  # scripts/annotate.py: the command a user runs
 
 
 def build_dataset(root: Path, per_attribute: int) -> Path:

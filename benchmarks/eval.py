@@ -14,17 +14,16 @@ import time
 from pathlib import Path
 
 from benchmarks._harness import Result
-from benchmarks._support import testing_module
 
 
 def run(quick: bool) -> list[Result]:
     from conceptforge.cub import load_cub
-    from conceptforge.generators.tiny_models import build_tiny_clip
+    from conceptforge.testing import synthetic
+    from conceptforge.testing.tiny_models import build_tiny_clip
     from conceptforge.loaders.binding import evaluate_binding, load_binding
     from conceptforge.loaders.embeddings import EmbeddingModel
     from conceptforge.loaders.sub import evaluate_vlm, load_sub
 
-    synthetic = testing_module("eval_synthetic", "eval_synthetic", "tests/eval/synthetic.py")
     n_sub, n_binding, repeats = (64, 960, 7) if quick else (32, 96, 5)
     with tempfile.TemporaryDirectory(prefix="eval-bench-") as tmp:
         work = Path(tmp)

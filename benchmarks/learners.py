@@ -22,7 +22,7 @@ from PIL import Image
 from benchmarks._harness import Result, interleave
 from conceptforge.generators.conceptbed.learners import ConceptTrainer, LearnerConfig, load_components
 from conceptforge.generators.conceptbed.spec import Concept
-from conceptforge.generators.conceptbed.tiny import build_tiny_sd
+from conceptforge.testing.tiny_conceptbed import build_tiny_sd
 
 
 class SavedActivations:

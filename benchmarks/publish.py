@@ -15,7 +15,7 @@ from pathlib import Path
 
 from benchmarks._harness import Result, interleave
 from benchmarks._rows import run_worker, worker_env
-from benchmarks._support import hub_server
+from conceptforge.testing.hub_server import HubServer
 
 TOKEN = "hf_benchmarktoken0000"
 
@@ -24,7 +24,7 @@ def run(quick: bool) -> list[Result]:
     n, repeats = (1000, 5) if quick else (5000, 7)
     with tempfile.TemporaryDirectory(prefix="publish-bench-") as tmp:
         work = Path(tmp)
-        server = hub_server().HubServer(work / "hub", token=TOKEN).start()
+        server = HubServer(work / "hub", token=TOKEN).start()
         try:
             env = worker_env(work, HF_ENDPOINT=server.url, HF_TOKEN=TOKEN, HF_HUB_DISABLE_XET="1")
             runs: dict[str, list[dict]] = {"ours": [], "datasets": []}

@@ -13,7 +13,7 @@ import torch
 
 from benchmarks._harness import Result, interleave
 from conceptforge.generators.sub.flux_tdg import TDGFlux
-from conceptforge.generators.sub.random_flux import build_random_flux_pipeline
+from conceptforge.testing.random_flux import build_random_flux_pipeline
 from conceptforge.generators.sub.tdg import TDGParams
 
 C_R = "A photo of a Blue Jay with black colored feathers on the crown of its head"

@@ -18,10 +18,10 @@ import torch
 from PIL import Image
 
 from benchmarks._harness import Result, interleave
-from benchmarks._support import tiny_llava_builder
 from conceptforge.cub import CubAttributes
 from conceptforge.filters.questions import QuestionBuilder
 from conceptforge.filters.vqa import VQAScorer
+from conceptforge.testing.tiny_vlms import build_tiny_llava
 
 ATTRIBUTES = ["has_bill_shape::dagger", "has_bill_shape::needle", "has_bill_shape::cone",
               "has_crown_color::blue", "has_crown_color::brown", "has_crown_color::grey", "has_crown_color::black",
@@ -33,7 +33,7 @@ def run(quick: bool) -> list[Result]:
     n, batch, repeats = (16, 16, 9) if quick else (48, 16, 9)
     torch.set_grad_enabled(False)
     with tempfile.TemporaryDirectory() as tmp:
-        path = tiny_llava_builder()(Path(tmp) / "vlm", **SMALL)
+        path = build_tiny_llava(Path(tmp) / "vlm", **SMALL)
         scorer = VQAScorer.from_pretrained(str(path), device="cpu")
     builder = QuestionBuilder(CubAttributes.from_names(ATTRIBUTES).groups)
     groups = sorted(builder.groups)

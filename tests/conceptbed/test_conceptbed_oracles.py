@@ -16,7 +16,7 @@ from PIL import Image
 from conceptforge.filters.conceptbed_oracle_training import OracleTrainingConfig, finetune_oracle, oracle_loss, outlier_exposure_loss
 from conceptforge.filters.conceptbed_oracles import VQAOracle, load_concept_oracle, score_concepts
 from conceptforge.filters.conceptbed_scoring import oracle_concepts
-from conceptforge.generators.conceptbed.tiny import build_tiny_classifier, build_tiny_vilt
+from conceptforge.testing.tiny_conceptbed import build_tiny_classifier, build_tiny_vilt
 from conceptforge.errors import ConceptforgeError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -127,8 +127,13 @@ def test_evaluate_cli_end_to_end(tmp_path, tiny_sd, datasets_root, captions_file
             ("textual-inversion", "composition"), ("textual-inversion", "vqa"), ("original", "vqa"), ("original", "style")} <= tasks
     n_vqa_real = sum(1 for r in records if r["source"] == "original" and r["task"] == "vqa")
     assert n_vqa_real == 2  # one caption with a real image, two questions
-    again = run_script("evaluate.py", "conceptbed", "--from-scores", str(scores), "--per-concept")
+    again = run_script("evaluate.py", "conceptbed", "--from-scores", str(scores), "--per-concept", "--output", str(tmp_path / "ccd.json"))
     assert again[0] == 0 and again[1] == text
+    assert "CCD aggregations" in text
+    payload = json.loads((tmp_path / "ccd.json").read_text())
+    assert set(payload["ccd_aggregations"]) == {"ccd", "ccd_pooled", "ccd_category_mean"}
+    vqa = next(r for r in payload["results"] if r["source"] == "textual-inversion" and r["task"] == "vqa" and r["category"] is None)
+    assert {"ccd", "ccd_pooled", "ccd_category_mean"} <= set(vqa)
 
 
 def test_evaluate_cli_bad_input_subprocess(tmp_path):
