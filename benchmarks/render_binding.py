@@ -1,67 +1,59 @@
-#!/usr/bin/env python
-"""Binding-scene rendering speed and memory: our defaults vs CLEVR's 512-sample default.
+"""Binding scenes (Blender Cycles): our renderer vs a bare bpy render of the same scenes.
 
-Renders N relational items with the project's defaults (320x240, 16 samples, no denoiser, flat
-ID render for the visibility check) and a couple with CLEVR's default of 512 samples, in the same
-process and run, and prints images/min, the speed ratio, and resident memory after each image
-(flat memory = no growth with the number of images).
-
-    python benchmarks/render_binding.py [--images 12] [--clevr-images 2]
+Ours: ``BlenderRenderer.render`` with the project's defaults (320x240, 16 samples, no denoiser):
+a flat 1-sample ID render for the visibility check and boxes, then the beauty render, PNG bytes.
+Baseline, what a user would otherwise run: the same scene built in bpy and rendered once at the
+same samples, with no visibility check. The ratio is the visibility check's price. (CLEVR's 512
+samples are not a baseline: that is a different image quality, not a different implementation.)
 """
 
 from __future__ import annotations
 
-import argparse
+import os
 import random
 import resource
-import time
 from dataclasses import replace
 
-from conceptforge.generators.binding.dataset import BindingConfig, plan_items, sample_scene
-from conceptforge.generators.binding.render_blender import BlenderRenderer
+from benchmarks._harness import Result, Skip, interleave
 
 
-def rss_mib() -> float:
-    with open("/proc/self/statm") as handle:
-        pages = int(handle.read().split()[1])
-    return pages * resource.getpagesize() / 2**20
-
-
-def render_items(renderer: BlenderRenderer, config: BindingConfig, count: int) -> tuple[float, list[float]]:
-    items = plan_items(replace(config, split_sizes={"train": count}))
-    memory = []
-    start = time.perf_counter()
-    for item in items:
+def run(quick: bool) -> list[Result]:
+    try:
+        from conceptforge.generators.binding.dataset import BindingConfig, plan_items, sample_scene
+        from conceptforge.generators.binding.render_blender import BlenderRenderer
+        # Cycles' threads fixed like torch's (the runner's --threads), or it takes every core.
+        renderer = BlenderRenderer(threads=int(os.environ.get("OMP_NUM_THREADS", "0")) or None)
+    except Exception as error:  # bpy missing or unusable
+        raise Skip(f"Blender (bpy) unavailable: {error}") from None
+    scenes_per_round, repeats = (1, 9) if quick else (3, 9)
+    config = BindingConfig(dataset="relational")
+    items = plan_items(replace(config, split_sizes={"train": scenes_per_round}))
+    scenes = []
+    for item in items:  # layouts that pass the visibility check, so both sides render the same scenes
         rng = random.Random(item.seed)
         while True:
             plan = sample_scene(item, config, rng)
             png, _ = renderer.render(plan.scene, min_pixels=config.visible_pixels)
             if png is not None:
+                scenes.append(plan.scene)
                 break
-        memory.append(rss_mib())
-    return time.perf_counter() - start, memory
 
+    def ours(_round: int) -> None:
+        for scene in scenes:
+            renderer.render(scene, min_pixels=config.visible_pixels)
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--images", type=int, default=12)
-    parser.add_argument("--clevr-images", type=int, default=2)
-    args = parser.parse_args()
-    renderer = BlenderRenderer()
-    ours = BindingConfig(dataset="relational")
-    clevr = BindingConfig(dataset="relational", samples=512)
-    render_items(renderer, ours, 1)  # warm-up: Cycles kernels, first scene set-up
-    ours_s, memory = render_items(renderer, ours, args.images)
-    clevr_s, _ = render_items(renderer, clevr, args.clevr_images)
-    ours_rate = args.images / ours_s * 60
-    clevr_rate = args.clevr_images / clevr_s * 60
+    def bare(_round: int) -> None:
+        for scene in scenes:
+            renderer._build(scene)  # the same bpy scene construction
+            renderer._render_to_array(scene.samples)  # one render, no ID pass
+
+    cpu: dict[str, list[float]] = {}
+    ours_t, base_t = interleave(ours, bare, repeats, cpu)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"ours  (320x240, {ours.samples} spp + visibility check): {ours_rate:6.1f} images/min ({ours_s / args.images:.2f} s/image)")
-    print(f"CLEVR (320x240, 512 spp + visibility check): {clevr_rate:6.1f} images/min ({clevr_s / args.clevr_images:.2f} s/image)")
-    print(f"speed ratio ours/CLEVR: {ours_rate / clevr_rate:.1f}x")
-    print(f"resident memory after image 1 / {args.images}: {memory[0]:.0f} / {memory[-1]:.0f} MiB "
-          f"(growth {memory[-1] - memory[0]:+.0f} MiB); peak {peak:.0f} MiB")
-
-
-if __name__ == "__main__":
-    main()
+    per_image = sorted(ours_t)[len(ours_t) // 2] / len(scenes)
+    return [Result(
+        "binding render", "ours: visibility check + render + PNG", ours_t, "bare bpy render of the same scene", base_t,
+        work=f"{len(scenes)} relational scenes per round, {config.width}x{config.height}, {config.samples} samples",
+        ours_cpu=cpu["ours"], baseline_cpu=cpu["baseline"],
+        extra={"ours, median": f"{60 / per_image:.1f} images/min ({per_image:.2f} s/image)",
+               "peak RSS of the process": f"{peak:.0f} MiB"})]

@@ -275,7 +275,7 @@ class VQAScorer:
     def _encode(self, images: Sequence[Image.Image], questions: Sequence[MultipleChoiceQuestion]) -> dict[str, torch.Tensor]:
         texts = [self.prompt(q) for q in questions]
         inputs = self.processor(
-            text=texts, images=[image.convert("RGB") for image in images], return_tensors="pt", padding=True,
+            text=texts, images=[image if image.mode == "RGB" else image.convert("RGB") for image in images], return_tensors="pt", padding=True,
             padding_side="right",  # some processors default to left padding (InternVL)
         )
         out = {}
