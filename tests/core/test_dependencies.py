@@ -38,7 +38,7 @@ def _third_party_imports(folders: list[str]) -> set[str]:
                     found |= {alias.name.split(".")[0] for alias in node.names}
                 elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                     found.add(node.module.split(".")[0])
-    local = {"conceptforge", "tests", "filters_fixtures", "filters_tiny_models", "publish_helpers", "hub_server"}
+    local = {"conceptforge", "tests", "benchmarks", "filters_fixtures", "filters_tiny_models", "publish_helpers", "hub_server"}
     return {name for name in found - local - set(sys.stdlib_module_names) if not name.startswith("_")}
 
 
