@@ -15,6 +15,7 @@ across repeats.
 
     python benchmarks/render_binding.py            # 6 scenes at 320x240, 3 repeats
     python benchmarks/render_binding.py --quick    # 2 scenes at 160x120, 1 repeat (< 60 s idle)
+    python -m benchmarks render_binding [--quick]  # the same comparison in the benchmark harness
 """
 
 from __future__ import annotations
@@ -64,6 +65,79 @@ def bare_bpy(renderer: BlenderRenderer, scene, *, oidn: bool) -> bytes:
     return buffer.getvalue()
 
 
+def kept_scenes(renderer: BlenderRenderer, config: BindingConfig, items) -> list:
+    """The scenes the project keeps (after visibility retries), for the bare renders and references."""
+    scenes = []
+    for item in items:
+        rng = random.Random(item.seed)
+        while True:
+            plan = sample_scene(item, config, rng)
+            png, _ = renderer.render(replace(plan.scene, samples=1, denoise=False), min_pixels=config.visible_pixels)
+            if png is not None:
+                scenes.append(plan.scene)
+                break
+    return scenes
+
+
+def reference_renders(renderer: BlenderRenderer, scenes: list, cache: Path) -> list[np.ndarray]:
+    """512-sample renders of the scenes (project path, no denoiser), cached: the PSNR reference."""
+    cache.mkdir(parents=True, exist_ok=True)
+    references = []
+    for scene in scenes:
+        key = hashlib.sha256(repr(replace(scene, samples=512, denoise=False)).encode()).hexdigest()[:16]
+        path = cache / f"ref-{key}.png"
+        if not path.exists():
+            png, _ = renderer.render(replace(scene, samples=512, denoise=False), min_pixels=1)
+            path.write_bytes(png)
+        references.append(decode(path.read_bytes()))
+    return references
+
+
+DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "conceptforge-bench"
+
+
+def run(quick: bool) -> list:
+    """``python -m benchmarks render_binding``: the item loop (denoised default) vs a bare bpy
+    render of the same scenes, interleaved, with PSNR against 512 samples for both."""
+    from benchmarks._harness import Result, Skip, interleave
+
+    try:
+        renderer = BlenderRenderer(threads=int(os.environ.get("OMP_NUM_THREADS", "0")) or None)
+    except Exception as error:  # bpy missing or unusable
+        raise Skip(f"Blender (bpy) unavailable: {error}") from None
+    count, repeats = (1, 5) if quick else (3, 9)
+    config = BindingConfig(dataset="relational", split_sizes={"train": count})
+    items = plan_items(config)
+    make_item = make_item_factory(config, lambda: renderer)
+    scenes = kept_scenes(renderer, config, items)
+    references = reference_renders(renderer, scenes, DEFAULT_CACHE)
+    outputs: dict[str, list[bytes]] = {}
+
+    def ours(_round: int) -> None:
+        outputs["ours"] = [make_item(item).files["png"] for item in items]
+
+    def bare(_round: int) -> None:
+        outputs["bare"] = [bare_bpy(renderer, scene, oidn=False) for scene in scenes]
+
+    ours(-1)  # warm-up: kernels, OIDN weights
+    bare(-1)
+    cpu: dict[str, list[float]] = {}
+    ours_t, base_t = interleave(ours, bare, repeats, cpu)
+    per_image = statistics.median(ours_t) / len(scenes)
+
+    def quality(name: str) -> str:
+        scores = [psnr(decode(png), ref) for png, ref in zip(outputs[name], references)]
+        return f"{np.mean(scores):.2f} dB mean, {min(scores):.2f} dB min"
+
+    return [Result(
+        "binding render", "ours: item loop (layout, Cycles + passes, OIDN outside Cycles, PNG)", ours_t,
+        "bare bpy render of the same scene, no denoiser", base_t,
+        work=f"{len(scenes)} relational scenes per round, {config.width}x{config.height}, {config.samples} samples",
+        ours_cpu=cpu["ours"], baseline_cpu=cpu["baseline"],
+        extra={"ours, median": f"{60 / per_image:.1f} images/min ({per_image:.2f} s/image)",
+               "PSNR vs 512 spp, ours": quality("ours"), "PSNR vs 512 spp, bare": quality("bare")})]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenes", type=int, default=6)
@@ -72,7 +146,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=16)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="2 scenes at 160x120, 1 repeat")
-    parser.add_argument("--cache", type=Path, default=Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "conceptforge-bench")
+    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     parser.add_argument("--save-grid", type=Path, default=None, help="write reference/bare/ours side by side as PNG")
     args = parser.parse_args()
     if args.quick:
@@ -84,25 +158,8 @@ def main() -> None:
     renderer = BlenderRenderer(threads=args.threads)
     make_item = make_item_factory(config, lambda: renderer)
 
-    # The scenes the project keeps (after visibility retries), for the bare renders and references.
-    scenes = []
-    for item in items:
-        rng = random.Random(item.seed)
-        while True:
-            plan = sample_scene(item, config, rng)
-            png, _ = renderer.render(replace(plan.scene, samples=1, denoise=False), min_pixels=config.visible_pixels)
-            if png is not None:
-                scenes.append(plan.scene)
-                break
-    args.cache.mkdir(parents=True, exist_ok=True)
-    references = []
-    for scene in scenes:
-        key = hashlib.sha256(repr(replace(scene, samples=512, denoise=False)).encode()).hexdigest()[:16]
-        path = args.cache / f"ref-{key}.png"
-        if not path.exists():
-            png, _ = renderer.render(replace(scene, samples=512, denoise=False), min_pixels=1)
-            path.write_bytes(png)
-        references.append(decode(path.read_bytes()))
+    scenes = kept_scenes(renderer, config, items)
+    references = reference_renders(renderer, scenes, args.cache)
 
     methods = {
         "bare bpy": lambda: [bare_bpy(renderer, s, oidn=False) for s in scenes],

@@ -24,6 +24,7 @@ from huggingface_hub import DatasetCard, DatasetCardData
 
 from conceptforge.cards.dataset_dir import DATA_DIR, GRID_NAME, SplitStats
 from conceptforge.cards.filter_stats import FilterStats
+from conceptforge.cards.provenance import strip_local_paths
 from conceptforge.errors import ConceptforgeError
 
 logger = logging.getLogger(__name__)
@@ -95,6 +96,7 @@ class DatasetMetadata:
         if not self.license or not self.license.strip():
             raise ConceptforgeError("a dataset license is required (e.g. cc-by-4.0, cc-by-nc-4.0)")
         self.license = self.license.strip()
+        self.provenance = strip_local_paths(self.provenance)  # published: no home folders or user names
         if isinstance(self.filter_stats, Mapping) and FilterStats.looks_like(self.filter_stats):
             self.filter_stats = FilterStats.from_dict(self.filter_stats)
 

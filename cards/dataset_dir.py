@@ -15,16 +15,18 @@ The README is written last: a directory without it never looks complete.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable, Iterator, Mapping
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from datasets import Features
+from datasets import Features, Image as ImageFeature, LargeList, List, Value
+from datasets.features.features import encode_nested_example
 
 from conceptforge.errors import ConceptforgeError
 from conceptforge.store import atomic_write_bytes
@@ -109,16 +111,75 @@ def _parquet_writer_options() -> dict[str, object]:
 PARQUET_OPTIONS = _parquet_writer_options()
 
 
+def _value_size(value: object) -> int:
+    """Bytes a value adds to a shard, for shard boundaries (image bytes and strings count fully)."""
+    if isinstance(value, dict) and isinstance(value.get("bytes"), (bytes, bytearray)):
+        return len(value["bytes"])
+    if isinstance(value, (bytes, bytearray, str)):
+        return len(value)
+    return 8
+
+
 def _encoded_size(row: Mapping[str, object]) -> int:
-    size = 0
-    for value in row.values():
-        if isinstance(value, dict) and isinstance(value.get("bytes"), (bytes, bytearray)):
-            size += len(value["bytes"])
-        elif isinstance(value, (bytes, bytearray, str)):
-            size += len(value)
-        else:
-            size += 8
-    return size
+    return sum(_value_size(value) for value in row.values())
+
+
+def _column_encoder(feature: object) -> Callable[[list], list] | None:
+    """How one column's Python values become Arrow-ready values; None: pyarrow converts them as they are.
+
+    Plain values (and lists or dicts of them) need no encoding: ``pa.Table.from_pydict`` converts
+    and type-checks them in C. Images given as ``{"bytes": ..., "path": ...}`` (what every
+    generator yields) are kept as they are, bytes embedded; anything else goes through the
+    feature's own ``encode_example``, value by value.
+    """
+    if _is_plain(feature):
+        return None
+    if isinstance(feature, ImageFeature):
+        def encode_images(values: list) -> list:
+            return [{"bytes": v["bytes"], "path": v.get("path")}
+                    if isinstance(v, dict) and isinstance(v.get("bytes"), (bytes, bytearray)) else feature.encode_example(v)
+                    for v in values]
+        return encode_images
+    return lambda values: [encode_nested_example(feature, v) for v in values]
+
+
+def _is_plain(feature: object) -> bool:
+    if isinstance(feature, Value):
+        return True
+    if isinstance(feature, (List, LargeList)):
+        return _is_plain(feature.feature)
+    if isinstance(feature, dict):
+        return all(_is_plain(f) for f in feature.values())
+    return False
+
+
+def _encode_batch(rows: list[Mapping[str, object]], features: Features, encoders: dict, schema: pa.Schema) -> tuple[pa.Table, list[int]]:
+    """Encode a batch of rows column by column; returns the Arrow table and each row's size.
+
+    Why by column: ``Features.encode_example`` walks every value of every row through Python
+    (casts, recursion, a file-system check per image path) and dominated assembly time. A batch
+    that pyarrow refuses (a value of the wrong type) is encoded row by row the ``datasets`` way,
+    so its errors and conversions are exactly those of ``datasets``.
+    """
+    try:
+        columns = {}
+        for name in features:
+            values = [row[name] for row in rows]
+            encoder = encoders[name]
+            columns[name] = values if encoder is None else encoder(values)
+        table = pa.Table.from_pydict(columns, schema=schema)
+        sizes = [sum(parts) for parts in zip(*([_value_size(v) for v in column] for column in columns.values()))]
+    except (KeyError, TypeError, ValueError, OverflowError, pa.ArrowException):
+        encoded = [features.encode_example(dict(row)) for row in rows]
+        table = pa.Table.from_pylist(encoded, schema=schema)
+        sizes = [_encoded_size(row) for row in encoded]
+    return table, sizes
+
+
+def _batches(rows: Iterable[Mapping[str, object]], size: int) -> Iterator[list[Mapping[str, object]]]:
+    iterator = iter(rows)
+    while batch := list(itertools.islice(iterator, size)):
+        yield batch
 
 
 def write_parquet_split(
@@ -134,44 +195,41 @@ def write_parquet_split(
     """Stream ``rows`` into ``data_dir/<split>-NNNNN-of-NNNNN.parquet`` shards.
 
     A new shard starts once the current one holds ``max_shard_size`` bytes of encoded rows, so
-    shard boundaries depend on the data alone.
+    shard boundaries depend on the data alone. Rows are read and encoded ``ROW_GROUP_SIZE`` at a
+    time, so memory stays flat in the number of rows.
     """
     limit = parse_size(max_shard_size)
     schema = features.arrow_schema  # carries the `huggingface` features metadata
+    encoders = {name: _column_encoder(feature) for name, feature in features.items()}
     data_dir.mkdir(parents=True, exist_ok=True)
     stats = SplitStats(split, config=config)
     temp_paths: list[Path] = []
     writer: pq.ParquetWriter | None = None
     shard_bytes = 0
-    batch: list[dict] = []
 
-    def flush() -> None:
-        nonlocal batch
-        if batch and writer is not None:
-            writer.write_table(pa.Table.from_pylist(batch, schema=schema), row_group_size=ROW_GROUP_SIZE)
-        batch = []
+    def new_shard() -> pq.ParquetWriter:
+        temp_paths.append(data_dir / f".{split}-{len(temp_paths):05d}.parquet.tmp")
+        return pq.ParquetWriter(temp_paths[-1], schema, **PARQUET_OPTIONS)
 
     try:
-        for row in rows:
-            encoded = features.encode_example(dict(row))
-            if writer is None or shard_bytes >= limit:
-                flush()
-                if writer is not None:
-                    writer.close()
-                temp_paths.append(data_dir / f".{split}-{len(temp_paths):05d}.parquet.tmp")
-                writer = pq.ParquetWriter(temp_paths[-1], schema, **PARQUET_OPTIONS)
-                shard_bytes = 0
-            batch.append(encoded)
-            size = _encoded_size(encoded)
-            shard_bytes += size
-            stats.num_bytes += size
-            stats.num_examples += 1
-            if len(batch) >= ROW_GROUP_SIZE:
-                flush()
+        for batch in _batches(rows, ROW_GROUP_SIZE):
+            table, sizes = _encode_batch(batch, features, encoders, schema)
+            start = 0
+            for index, size in enumerate(sizes):
+                if writer is None or shard_bytes >= limit:
+                    if writer is not None:
+                        if index > start:
+                            writer.write_table(table.slice(start, index - start), row_group_size=ROW_GROUP_SIZE)
+                        writer.close()
+                    start = index
+                    writer = new_shard()
+                    shard_bytes = 0
+                shard_bytes += size
+                stats.num_bytes += size
+                stats.num_examples += 1
+            writer.write_table(table.slice(start), row_group_size=ROW_GROUP_SIZE)
         if writer is None:  # an empty split still gets one (empty) shard with the schema
-            temp_paths.append(data_dir / f".{split}-00000.parquet.tmp")
-            writer = pq.ParquetWriter(temp_paths[-1], schema, **PARQUET_OPTIONS)
-        flush()
+            writer = new_shard()
         writer.close()
     except BaseException:
         if writer is not None:

@@ -45,6 +45,10 @@ from conceptforge.errors import ConceptforgeError
 logger = logging.getLogger(__name__)
 
 REPO_TYPE = "dataset"
+UNCHECKED_OFFLINE = (
+    "whether the version is new and above the latest published one, which files the Hub already "
+    "holds, and the previous version the card names"
+)
 HASH_CHUNK = 4 * 1024 * 1024
 _REPO_ID_RE = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
 
@@ -90,6 +94,7 @@ class PublishResult:
     deleted: list[str] = field(default_factory=list)
     total_files: int = 0
     config: str | None = None  # a repo with several configs: the one the load line names
+    unchecked: str | None = None  # dry run without the Hub: why the remote checks were skipped
 
     @property
     def load_line(self) -> str:
@@ -100,6 +105,11 @@ class PublishResult:
         previous = f" (previous: {self.previous_version})" if self.previous_version else " (first release)"
         if self.action == "unchanged":
             head = f"{self.repo_id} {self.version} is already published with identical files at commit {self.commit_id}; nothing to do"
+        elif self.action == "dry-run" and self.unchecked:
+            head = (
+                f"dry run: {self.repo_id} {self.version} is valid locally ({self.total_files} files, "
+                f"{self.uploaded_bytes / 1e6:.1f} MB); not checked, {self.unchecked}: {UNCHECKED_OFFLINE}"
+            )
         elif self.action == "dry-run":
             head = (
                 f"dry run: would publish {self.repo_id} {self.version}{previous}: upload {len(self.uploaded)} of "
@@ -260,6 +270,13 @@ def _status(error: BaseException) -> int | None:
     return None
 
 
+def _offline_mode() -> bool:
+    """Whether the Hub client is in offline mode (HF_HUB_OFFLINE=1, read when it was imported)."""
+    from huggingface_hub import constants
+
+    return bool(getattr(constants, "HF_HUB_OFFLINE", False))
+
+
 def _network_errors() -> tuple[type[BaseException], ...]:
     from huggingface_hub.errors import HfHubHTTPError
 
@@ -324,6 +341,27 @@ def publish_dataset(
     api = HfApi(endpoint=endpoint, token=token, library_name="conceptforge")
     network_errors = _network_errors()
 
+    # 0. Everything that needs no Hub, first: a dry run offline still validates the whole release.
+    card_text = render_release_card(local, repo_id=repo_id, version=wanted, previous=None)
+    ensure_valid(dataset_dir_problems(local.directory, card_text, secrets=secrets), "the dataset card")
+    offline = _offline_mode()
+    if offline and not dry_run:
+        raise ConceptforgeError(
+            "offline mode (HF_HUB_OFFLINE=1) blocks publishing; the release is valid locally — "
+            "unset HF_HUB_OFFLINE to publish, or pass --dry-run to check it without the Hub"
+        )
+    files = local_files(local, card_text)
+
+    def local_only(why: str) -> PublishResult:
+        logger.info("dry run without the Hub (%s): local checks only", why)
+        return PublishResult(
+            repo_id, str(wanted), None, "dry-run", None, uploaded=[f.path_in_repo for f in files],
+            uploaded_bytes=sum(f.size for f in files), total_files=len(files), unchecked=why,
+        )
+
+    if dry_run and offline:
+        return local_only("offline mode (HF_HUB_OFFLINE=1)")
+
     def fail(stage: str, error: BaseException, *, committed: str | None = None) -> ConceptforgeError:
         logger.debug("publish failed while %s", stage, exc_info=True)
         reason = _reason(error, secrets)
@@ -355,19 +393,23 @@ def publish_dataset(
     except RepositoryNotFoundError:
         repo_exists, refs = False, None
     except network_errors as error:
+        if dry_run and _status(error) not in (401, 403):
+            return local_only(f"the Hub could not be read ({_reason(error, secrets)})")
         raise fail("reading the repository's tags", error) from None
     tags = {t.name: t.target_commit for t in refs.tags} if refs else {}
     versions = published_versions(tags)
     previous = previous_version(wanted, versions)
 
     # 2. The release as it would be published, validated before anything is sent.
-    card_text = render_release_card(local, repo_id=repo_id, version=wanted, previous=previous)
-    ensure_valid(dataset_dir_problems(local.directory, card_text, secrets=secrets), "the dataset card")
-    try:
+    if previous is not None:  # the card names the previous version: render and check it again
+        card_text = render_release_card(local, repo_id=repo_id, version=wanted, previous=previous)
+        ensure_valid(dataset_dir_problems(local.directory, card_text, secrets=secrets), "the dataset card")
+        card = card_text.encode("utf-8")
+        files[0] = LocalFile(CARD_NAME, len(card), *_hash_stream(iter([card]), len(card)), content=card)
+    try:  # the Hub's own check of the card's metadata (DatasetCard.validate), before any upload
         hub_validate_card(card_text, endpoint=endpoint)
     except network_errors as error:
         raise fail("validating the card with the Hub", error) from None
-    files = local_files(local, card_text)
     first_config = next((s.config for s in local.splits if s.config != "default"), None)
 
     try:

@@ -28,6 +28,8 @@ import numpy as np
 import torch
 from PIL import Image
 
+from conceptforge.errors import one_line
+
 logger = logging.getLogger(__name__)
 
 #: The paper's CUB oracle (SUB, paper 001 §4.2: 88% CUB test accuracy).
@@ -194,7 +196,7 @@ class ClassifierOracle:
             processor = _load_image_processor(model_id, **kwargs)
             model = AutoModelForImageClassification.from_pretrained(model_id, dtype=dtype, **kwargs)
         except OSError as error:
-            raise OracleError(f"cannot load classifier {model_id}: {str(error).splitlines()[0]}") from None
+            raise OracleError(f"cannot load classifier {model_id}: {one_line(error)}") from None
         model.to(device)
         return cls(
             model, processor, target_classes=target_classes, label_overrides=label_overrides,

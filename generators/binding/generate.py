@@ -40,6 +40,7 @@ from conceptforge.errors import ConceptforgeError
 from conceptforge.generators.binding.clevr import clevr_scene, clevr_scene_file
 from conceptforge.generators.binding.compositions import DATASETS, SPLITS
 from conceptforge.generators.binding.dataset import COLUMN_DOCS, BindingConfig, binding_features, make_item_factory, plan_items
+from conceptforge.processes import init_worker, stop_pool
 from conceptforge.runner import ASSEMBLY_ARGS, WORK_DIR, RunReport, Stage, assemble_run, check_output, run_stage
 from conceptforge.store import ItemResult, ItemStore, canonical_json, io_error, is_store, join
 from conceptforge.workitems import ShardSpec
@@ -84,38 +85,9 @@ def _get_renderer():
     return _RENDERER
 
 
-def _die_with_parent(parent_pid: int) -> None:
-    """Make this worker exit when the parent dies, even by ``kill -9`` (no orphaned Blenders).
-
-    Linux delivers SIGKILL on the parent's death (``PR_SET_PDEATHSIG``); elsewhere, and as a
-    back-up, a thread notices that the parent process is gone.
-    """
-    try:
-        import ctypes
-        import signal
-
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # pragma: no cover - not Linux
-        pass
-    if os.getppid() != parent_pid:  # the parent died before prctl took effect
-        os._exit(1)
-
-    def watch() -> None:
-        import time
-
-        while True:
-            time.sleep(1.0)
-            if os.getppid() != parent_pid:
-                os._exit(1)
-
-    import threading
-
-    threading.Thread(target=watch, daemon=True).start()
-
-
 def _init_worker(options: dict, parent_pid: int) -> None:
-    _die_with_parent(parent_pid)
+    # Dies with the parent, even by kill -9 (PR_SET_PDEATHSIG + parent check); Ctrl+C is the parent's.
+    init_worker(parent_pid)
     _RENDER_OPTIONS.update(options)
 
 
@@ -142,6 +114,11 @@ class _PoolBatches:
                 initargs=(options, os.getpid()),
             )
         return list(self.pool.map(_worker_make, [(self.config, item) for item in items]))
+
+    def stop(self) -> None:
+        if self.pool is not None:
+            stop_pool(self.pool)
+            self.pool = None
 
     def close(self) -> None:
         if self.pool is not None:
@@ -429,6 +406,10 @@ def generate_binding(
         stage = binding_stage(config, process_batch=batches, command_line=command_line, chunk_size=chunk_size, device=device)
     try:
         report = run_stage(stage, out, shard=shard, max_items=max_items, store=store)
+    except BaseException:
+        if batches is not None:
+            batches.stop()  # interrupted or failed: kill the workers now, do not wait for their items
+        raise
     finally:
         if batches is not None:
             batches.close()

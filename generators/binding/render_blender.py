@@ -34,6 +34,7 @@ from PIL import Image
 from conceptforge.generators.binding.scene import SceneDescription
 from conceptforge.generators.binding.vocab import COLOR_RGB
 from conceptforge.errors import ConceptforgeError
+from conceptforge.interrupts import deferred_interrupts
 
 logger = logging.getLogger(__name__)
 
@@ -365,6 +366,12 @@ class BlenderRenderer:
         written from each pixel's first sample (no blending), so every pixel names one object.
         A second flat-colour render for the visibility check would cost a whole scene sync.
         """
+        # Blender swallows a KeyboardInterrupt raised inside a render and goes on: hold Ctrl+C and
+        # SIGTERM until this scene is done (about a second), then deliver them.
+        with deferred_interrupts():
+            return self._render(scene, min_pixels=min_pixels)
+
+    def _render(self, scene: SceneDescription, *, min_pixels: int) -> tuple[bytes | None, Visibility]:
         meshes = self._build(scene)
         self.bpy.context.scene.view_layers[0].use_pass_object_index = True
         pixels, index_map = self._render_beauty(scene.samples, denoise=scene.denoise)

@@ -61,6 +61,17 @@ from conceptforge.workitems import ShardSpec, WorkItem, derive_seed
 logger = logging.getLogger(__name__)
 
 SPLITS = ("concept", "composition")
+REFERENCE_COUNT = 3
+REFERENCES_NOTE = (
+    "The license covers the generated images. The concepts' reference images (ImageNet, CUB-200-2011, PACS) are "
+    "not included: `reference_ids` names them by folder and file in your own copies, which keep their own terms."
+)
+EMBEDDED_REFERENCES_NOTE = (
+    "The license covers the generated images only. `reference_images` holds downsized copies of the concepts' "
+    "reference images, embedded on request (`--embed-references`) once per concept and split: they come from "
+    "ImageNet, CUB-200-2011 or PACS and stay under those datasets' terms (non-commercial research use), not this "
+    "license. Share or publish this dataset only where those terms allow it."
+)
 FEATURES = Features(
     {
         "image": ImageFeature(),
@@ -73,6 +84,7 @@ FEATURES = Features(
         "category": Value("string"),
         "categories": List(Value("string")),
         "questions": List(Value("string")),
+        "reference_ids": List(Value("string")),
         "reference_images": List(ImageFeature()),
         "seed": Value("int64"),
         # ``concept`` as a ClassLabel over ConceptBed's whole library (Table 9: 4 PACS styles, 80
@@ -91,7 +103,10 @@ COLUMN_DOCS = {
     "category": "first composition category (composition split)",
     "categories": "every composition category of the caption (a caption may have several)",
     "questions": "yes/no existence questions, all answered `yes` (composition split)",
-    "reference_images": "up to 3 of the concept's reference images",
+    "reference_ids": "the concept's reference images as `<folder>/<file>` in the ImageNet/CUB/PACS copy the "
+    "concept spec names (the images themselves are not part of the dataset)",
+    "reference_images": "empty unless generated with `--embed-references`: then up to 3 reference thumbnails on the "
+    "first row of each concept in each split (one copy per concept; see the license section)",
     "seed": "the image's seed",
     "concept_label": "`concept` as a ClassLabel over ConceptBed's 284 concepts (names through the features)",
 }
@@ -140,6 +155,9 @@ class GenerateOptions:
     max_captions: int | None = None
     shard: ShardSpec = field(default_factory=ShardSpec)
     license: str = "creativeml-openrail-m"
+    # The reference images are the user's ImageNet/CUB/PACS files, under those datasets' terms, not
+    # the model licence: rows name them by id; embedding thumbnails is an explicit choice.
+    embed_references: bool = False
     max_shard_size: str = "500MB"
     max_items: int | None = None  # stop after this many new images (tests, smoke runs)
     assemble: bool = True
@@ -269,7 +287,7 @@ class ConceptBedGenerator:
         directory = self.reference_dir(concept)
         if (directory / "done").exists():
             return
-        for index, thumb in enumerate(reference_thumbnails(concept)):
+        for index, thumb in enumerate(reference_thumbnails(concept, count=REFERENCE_COUNT)):
             atomic_write_bytes(directory / f"{index}.png", thumb["bytes"])
         atomic_write_bytes(directory / "done", b"")
 
@@ -318,6 +336,10 @@ class ConceptBedGenerator:
             assembly_args={
                 "metadata": asdict(self.card_metadata()),
                 "references": str(self.work / "references"),
+                "reference_ids": {
+                    c.name: [f"{p.parent.name}/{p.name}" for p in c.reference_images[:REFERENCE_COUNT]] for c in self.spec.concepts
+                },
+                "embed_references": self.options.embed_references,
                 "max_shard_size": self.options.max_shard_size,
             },
             chunk_size=max(1, largest),  # one concept per chunk: no concept is learned twice
@@ -364,6 +386,7 @@ class ConceptBedGenerator:
             ),
             task_categories=["text-to-image"],
             tags=["conceptbed", "concept-learning", config.learner],
+            license_note=EMBEDDED_REFERENCES_NOTE if self.options.embed_references else REFERENCES_NOTE,
             citation=CITATION,
             column_docs=COLUMN_DOCS,
             **CARD_SECTIONS,
@@ -385,12 +408,17 @@ def _references(directory: Path, concept: str) -> list[dict[str, Any]]:
     return [{"bytes": p.read_bytes(), "path": None} for p in sorted((directory / concept).glob("*.png"))]
 
 
-def _rows(store: ItemStore, split: str, references_dir: Path) -> Iterator[dict[str, Any]]:
-    references: dict[str, list[dict[str, Any]]] = {}
+def _rows(
+    store: ItemStore, split: str, references_dir: Path, reference_ids: dict[str, list[str]], embed: bool
+) -> Iterator[dict[str, Any]]:
+    embedded: set[str] = set()  # concepts whose thumbnails this split already holds (one copy each)
     for record in store.records(split):
         meta = record.metadata
-        if meta["concept"] not in references:
-            references = {meta["concept"]: _references(references_dir, meta["concept"])}
+        concept = meta["concept"]
+        thumbnails: list[dict[str, Any]] = []
+        if embed and concept not in embedded:
+            thumbnails = _references(references_dir, concept)
+            embedded.add(concept)
         yield {
             "image": {"bytes": record.read_file("png"), "path": None},
             "item_id": record.item_id,
@@ -402,7 +430,8 @@ def _rows(store: ItemStore, split: str, references_dir: Path) -> Iterator[dict[s
             "category": meta.get("category", ""),
             "categories": meta.get("categories", []),
             "questions": meta.get("questions", []),
-            "reference_images": references[meta["concept"]],
+            "reference_ids": list(reference_ids.get(concept, [])),
+            "reference_images": thumbnails,
             "seed": int(meta["seed"]),
             "concept_label": meta["concept"],  # ClassLabel encodes the name
         }
@@ -431,7 +460,10 @@ def assemble_from_store(store: ItemStore, out_dir: Path, args: dict[str, Any]) -
     grid = _grid_png(store)
     assemble_dataset_dir(
         out_dir,
-        splits={split: (lambda s=split: _rows(store, s, references)) for split in SPLITS},
+        splits={
+            split: (lambda s=split: _rows(store, s, references, args.get("reference_ids", {}), bool(args.get("embed_references"))))
+            for split in SPLITS
+        },
         features=FEATURES,
         render_card=lambda stats: render_card(metadata, FEATURES, stats, has_grid=grid is not None),
         grid_png=grid,

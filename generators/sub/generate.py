@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import logging
 import math
+import platform
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -20,6 +21,7 @@ from datasets import ClassLabel, Features, Image as ImageFeature, Value
 
 from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
 from conceptforge.cards.grid import grid_png, png_bytes
+from conceptforge.cards.provenance import command_line, package_versions
 from conceptforge.errors import ConceptforgeError
 from conceptforge.runner import WORK_DIR, RunReport, Stage, run_stage
 from conceptforge.store import ItemResult, ItemStore, join
@@ -32,7 +34,7 @@ from conceptforge.generators.sub.flux_tdg import (
     DEFAULT_STEPS,
     TDGFlux,
 )
-from conceptforge.generators.sub.spec import Pair, PairPlan, load_spec, published_attribute
+from conceptforge.generators.sub.spec import NEEDS_CUB, Pair, PairPlan, load_spec, published_attribute
 from conceptforge.generators.sub.tdg import TDGParams
 from conceptforge.workitems import ShardSpec, WorkItem, derive_seed
 
@@ -45,6 +47,10 @@ MODES = ("tdg", "prompt-only")
 #: The published SUB's license; the documented default for images made with FLUX.1-dev, whose
 #: weights are under the FLUX.1 [dev] Non-Commercial License (CUB itself is for research use).
 FLUX_DEV_DEFAULT_LICENSE = "cc-by-nc-4.0"
+CARD_PACKAGES = (
+    "conceptforge", "torch", "diffusers", "transformers", "accelerate", "datasets", "huggingface_hub", "pyarrow",
+    "numpy", "pillow",
+)
 
 #: The SUB-candidates columns of docs/schemas.md (test fixtures build datasets in exactly these).
 SCHEMA_FEATURES = Features(
@@ -333,8 +339,16 @@ def _grid_records(store: ItemStore):
 
 
 def card_metadata(
-    *, license: str, settings: GenerationSettings, plan: PairPlan, images_per_pair: int, model_revision: str, reference_selection: bool
+    *,
+    license: str,
+    settings: GenerationSettings,
+    plan: PairPlan,
+    images_per_pair: int,
+    model_revision: str,
+    reference_selection: bool,
+    command: Sequence[str] | None = None,
 ) -> DatasetMetadata:
+    """The candidates card. ``command`` is the command line of the run (default: sys.argv)."""
     if reference_selection:
         summary = (
             "Reference-bird selection candidates for SUB (paper 001, Sec. 4.2): images of CUB classes "
@@ -380,6 +394,9 @@ def card_metadata(
             "tdg_params": {c: next(p.tdg.to_dict() for p in plan.pairs if p.category == c and p.tdg) for c in categories}
             if settings.mode == "tdg"
             else {},
+            "packages": package_versions(CARD_PACKAGES),
+            "python": platform.python_version(),
+            "command_line": command_line(command),
         },
     )
 
@@ -414,6 +431,7 @@ def generate(
     reference_selection: bool = False,
     extra_config: dict[str, Any] | None = None,
     chunk_size: int = CHUNK_SIZE,
+    command: Sequence[str] | None = None,
 ) -> RunSummary:
     """Generate this shard's items of ``plan`` into ``out/.work`` (a local folder or an fsspec
     URL); the run engine assembles ``out`` once every item exists.
@@ -424,6 +442,8 @@ def generate(
     """
     if not plan.pairs:
         raise ConceptforgeError("the plan has no pairs to generate (all dropped or filtered out)")
+    if any(pair.guidance_bird == NEEDS_CUB for pair in plan.pairs):
+        raise ConceptforgeError("the plan was made without CUB (a dry run's); give --cub-dir to generate")
     if reference_selection and settings.mode != "prompt-only":
         raise ConceptforgeError("--reference-selection generates plain bird prompts: use --mode prompt-only")
     if not license or not license.strip():  # checked before hours of generation, not at assembly
@@ -458,6 +478,7 @@ def generate(
         plan=plan,
         images_per_pair=images_per_pair,
         model_revision=settings.revision or "",
+        command=command,
         reference_selection=reference_selection,
     )
     stage = Stage(
