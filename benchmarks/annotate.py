@@ -1,23 +1,18 @@
-#!/usr/bin/env python
-"""Annotation server throughput: answers stored per second with several concurrent annotators vs one.
+"""Annotation server: 8 annotators at once vs the same 8 annotators one after another.
 
-The server runs as a separate process (``scripts/annotate.py``, exactly what users run); each
-simulated annotator is a thread with its own keep-alive connection doing what the page does:
-``GET /api/next`` once, then ``POST /api/answer`` per item (the reply carries the next item).
-Baseline: N annotators one after another, each answering the whole sample (one annotator at a
-time). Then N other annotators at once, each answering the whole sample: the same number of
-writes. Each round is repeated; printed: median answers/s, per-answer latency, and the ratio.
-
-    python benchmarks/annotate.py [--annotators 8] [--per-attribute 100] [--repeats 3]
+The server runs in its own process (``scripts/annotate.py``, what users run, SQLite WAL). Each
+simulated annotator is a real HTTP client on 127.0.0.1 with its own keep-alive connection, doing
+what the page does: ``GET /api/next`` once, then ``POST /api/answer`` per item (the reply carries
+the next item) until the sample is done, so every loop is bounded by the sample size. Both sides
+store the same number of answers (8 annotators x the whole sample, fresh annotator names each
+round); the time ratio below 1 means 8 concurrent annotators get more answers per second than one.
 """
 
 from __future__ import annotations
 
-import argparse
 import http.client
 import io
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -26,15 +21,16 @@ import threading
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]  # scripts/annotate.py: the command a user runs
-
 from datasets import Features, Image as ImageFeature, Value
 from PIL import Image
 
+from benchmarks._harness import Result, interleave
 from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
 
 FEATURES = Features({name: Value("string") for name in ("item_id", "bird", "attribute", "group", "value", "removed_attribute")}
                     | {"image": ImageFeature()})
+ANNOTATORS = 8
+REPO = Path(__file__).resolve().parents[1]  # scripts/annotate.py: the command a user runs
 
 
 def build_dataset(root: Path, per_attribute: int) -> Path:
@@ -44,23 +40,24 @@ def build_dataset(root: Path, per_attribute: int) -> Path:
         group, value = attribute.split("::")
         for index in range(per_attribute):
             buffer = io.BytesIO()
-            Image.new("RGB", (256, 256), (40 * a, 3 * index % 256, 120)).save(buffer, format="PNG")
+            Image.new("RGB", (64, 64), (40 * a, 3 * index % 256, 120)).save(buffer, format="PNG")
             bird = ("Blue_Jay", "Cardinal")[index % 2]
             rows.append({"item_id": f"{bird}__{value}__{index:04d}", "bird": bird, "attribute": attribute,
                          "group": group, "value": value, "removed_attribute": f"{group}::brown",
                          "image": {"bytes": buffer.getvalue(), "path": None}})
+    rows.sort(key=lambda r: r["item_id"])
     metadata = DatasetMetadata(pretty_name="benchmark", license="cc-by-4.0", summary="synthetic")
-    assemble_dataset_dir(root, splits={"test": lambda: iter(sorted(rows, key=lambda r: r["item_id"]))}, features=FEATURES,
+    assemble_dataset_dir(root, splits={"test": lambda: iter(rows)}, features=FEATURES,
                          render_card=lambda stats: render_card(metadata, FEATURES, stats, has_grid=False))
     return root
 
 
-def annotate_all(port: int, annotator: str, latencies: list[float]) -> int:
+def annotate_all(port: int, annotator: str, latencies: list[float], limit: int) -> int:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     conn.request("GET", f"/api/next?annotator={annotator}")
     payload = json.loads(conn.getresponse().read())
     answered = 0
-    while not payload["done"]:
+    while not payload["done"] and answered < limit:
         body = json.dumps({"annotator": annotator, "item_id": payload["item"]["item_id"],
                            "answers": {"attribute": "yes", "bird": "somewhat"}, "elapsed_ms": 1000})
         start = time.perf_counter()
@@ -75,62 +72,56 @@ def annotate_all(port: int, annotator: str, latencies: list[float]) -> int:
     return answered
 
 
-def run_sequential(port: int, names: list[str]) -> tuple[int, float, list[float]]:
-    latencies: list[float] = []
-    start = time.perf_counter()
-    count = sum(annotate_all(port, name, latencies) for name in names)
-    return count, time.perf_counter() - start, latencies
+def run(quick: bool) -> list[Result]:
+    per_attribute, repeats = (40, 11) if quick else (150, 11)
+    items = 3 * per_attribute
+    latencies = {"ours": [], "baseline": []}
+    counts = {"ours": [], "baseline": []}
 
-
-def run_concurrent(port: int, names: list[str]) -> tuple[int, float, list[float]]:
-    latencies: list[float] = []
-    counts: list[int] = []
-    threads = [threading.Thread(target=lambda n=n: counts.append(annotate_all(port, n, latencies))) for n in names]
-    start = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return sum(counts), time.perf_counter() - start, latencies
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--annotators", type=int, default=8)
-    parser.add_argument("--per-attribute", type=int, default=100, help="images per attribute (3 attributes), all sampled")
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="annotate-bench-") as tmp:
-        dataset = build_dataset(Path(tmp) / "sub", args.per_attribute)
+        dataset = build_dataset(Path(tmp) / "sub", per_attribute)
         server = subprocess.Popen(
             [sys.executable, str(REPO / "scripts" / "annotate.py"), str(dataset), "--study", "sub-faithfulness",
-             "--per-group", str(args.per_attribute), "--port", "0", "--db", str(Path(tmp) / "bench.sqlite")],
+             "--per-group", str(per_attribute), "--port", "0", "--db", str(Path(tmp) / "bench.sqlite")],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         try:
             line = server.stdout.readline()
+            if "http://127.0.0.1:" not in line:
+                raise RuntimeError(f"annotation server did not start: {line!r}")
             port = int(line.split("http://127.0.0.1:")[1].split("/")[0])
-            annotate_all(port, "warmup", [])  # page cache, SQLite file, first-connection costs
-            single, multi = [], []
-            for repeat in range(args.repeats):
-                single.append(run_sequential(port, [f"s{repeat}-{i}" for i in range(args.annotators)]))
-                multi.append(run_concurrent(port, [f"c{repeat}-{i}" for i in range(args.annotators)]))
+            annotate_all(port, "warmup", [], items)
+
+            def sequential(round_: int) -> None:
+                counts["baseline"].append(sum(annotate_all(port, f"s{round_}-{i}", latencies["baseline"], items)
+                                              for i in range(ANNOTATORS)))
+
+            def concurrent(round_: int) -> None:
+                done: list[int] = []
+                threads = [threading.Thread(target=lambda i=i: done.append(annotate_all(port, f"c{round_}-{i}", latencies["ours"], items)))
+                           for i in range(ANNOTATORS)]
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    thread.join()
+                counts["ours"].append(sum(done))
+
+            ours_t, base_t = interleave(concurrent, sequential, repeats)
         finally:
             server.terminate()
             server.wait(timeout=30)
-    single_n, single_s, single_lat = sorted(single, key=lambda r: r[0] / r[1])[len(single) // 2]
-    multi_n, multi_s, multi_lat = sorted(multi, key=lambda r: r[0] / r[1])[len(multi) // 2]
-    single_rate, multi_rate = single_n / single_s, multi_n / multi_s
+    expected = ANNOTATORS * items
+    if any(c != expected for c in counts["ours"] + counts["baseline"]):
+        raise RuntimeError(f"answers stored per round differ from {expected}: {counts}")
 
-    def ms(values: list[float], q: float) -> float:
-        return 1000 * statistics.quantiles(values, n=100)[int(q) - 1]
+    def ms(values: list[float], q: int) -> str:
+        return f"{1000 * statistics.quantiles(values, n=100)[q - 1]:.1f}"
 
-    print(f"sample: {3 * args.per_attribute} items (sub-faithfulness, 3 attributes x {args.per_attribute}); "
-          f"{args.annotators} annotators per round; median of {args.repeats} rounds; CPU cores: {os.cpu_count()}")
-    print(f"{'annotators at once':>18} | {'answers':>7} | {'seconds':>7} | {'answers/s':>9} | {'p50 ms':>6} | {'p95 ms':>6}")
-    for label, n, s, lat in ((1, single_n, single_s, single_lat), (args.annotators, multi_n, multi_s, multi_lat)):
-        print(f"{label:>18} | {n:>7} | {s:>7.2f} | {n / s:>9.1f} | {ms(lat, 50):>6.1f} | {ms(lat, 95):>6.1f}")
-    print(f"throughput ratio ({args.annotators} concurrent annotators / 1 at a time): {multi_rate / single_rate:.2f}x")
-
-
-if __name__ == "__main__":
-    main()
+    return [Result(
+        "annotation server", f"ours: {ANNOTATORS} annotators at once", ours_t, f"{ANNOTATORS} annotators one after another", base_t,
+        work=f"{expected} answers per round: {ANNOTATORS} annotators x {items} items, sub-faithfulness study",
+        extra={
+            "answers/s (median round) at once / one after another":
+                f"{expected / statistics.median(ours_t):.0f} / {expected / statistics.median(base_t):.0f}",
+            "latency per answer p50 / p95, at once": f"{ms(latencies['ours'], 50)} / {ms(latencies['ours'], 95)} ms",
+            "latency per answer p50 / p95, one after another": f"{ms(latencies['baseline'], 50)} / {ms(latencies['baseline'], 95)} ms",
+        })]

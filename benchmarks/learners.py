@@ -1,40 +1,28 @@
-#!/usr/bin/env python
-"""Seconds per training step and peak training memory of each ConceptBed learner, one run.
+"""ConceptBed learners: DreamBooth-LoRA vs full DreamBooth, time per step and training memory.
 
 Memory is measured, not estimated: the bytes of every weight, gradient and optimizer-state tensor
 after a step, plus the activations autograd saves for the backward pass (captured with
 ``torch.autograd.graph.saved_tensors_hooks``, unique storages only). On CUDA the allocator's
 ``max_memory_allocated`` is reported too. The baseline is full DreamBooth (the whole UNet trained);
 the printed ratio is DreamBooth-LoRA memory / full DreamBooth memory (target <= 0.5).
-
-    python benchmarks/learners.py [--steps 5] [--model-id DIR]   # default: a tiny SD built here
+The model is a tiny SD built from configs (quick: UNet widths 32/64; full: 128/256, where the
+balance of parameters to saved activations is closer to SD-1.5's).
 """
 
 from __future__ import annotations
 
-import argparse
-import os
-import sys
 import tempfile
 import time
 from pathlib import Path
-
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np
 import torch
 from PIL import Image
 
+from benchmarks._harness import Result, interleave
 from conceptforge.generators.conceptbed.learners import ConceptTrainer, LearnerConfig, load_components
 from conceptforge.generators.conceptbed.spec import Concept
 from conceptforge.testing.tiny_conceptbed import build_tiny_sd
-
-RUNS = [
-    ("textual-inversion", "lora"),
-    ("dreambooth", "full"),
-    ("dreambooth", "lora"),
-    ("custom-diffusion", "lora"),
-]
 
 
 class SavedActivations:
@@ -116,18 +104,12 @@ def measure(model_id: str, learner: str, mode: str, images: list[Path], class_im
     return result
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=6)
-    parser.add_argument("--model-id", default=None, help="SD-1.x model (default: the tiny test pipeline)")
-    parser.add_argument("--resolution", type=int, default=32)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--width", type=int, default=32, help="tiny UNet's first block width (second is 2x)")
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+def run(quick: bool) -> list[Result]:
+    """DreamBooth-LoRA vs full DreamBooth: time per step (interleaved) and measured training memory."""
+    width, steps, repeats = (32, 3, 5) if quick else (128, 4, 7)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        model_id = args.model_id or str(build_tiny_sd(root / "sd", block_out_channels=(args.width, 2 * args.width)))
+        model_id = str(build_tiny_sd(root / "sd", block_out_channels=(width, 2 * width)))
         rng = np.random.default_rng(0)
         images, class_images = [], []
         for i in range(4):
@@ -135,28 +117,19 @@ def main() -> int:
                 path = root / f"{folder}{i}.png"
                 Image.fromarray(rng.integers(0, 255, (48, 48, 3), dtype=np.uint8)).save(path)
                 bucket.append(path)
-        rows = [measure(model_id, learner, mode, images, class_images, args.steps, args.resolution) for learner, mode in RUNS]
-    device = "cuda" if torch.cuda.is_available() else f"cpu ({args.threads} thread)"
-    model = args.model_id or f"tiny SD (UNet widths {args.width}/{2 * args.width})"
-    print(f"ConceptBed learners on {model}, {args.steps} steps each, batch 1 (+1 class image with prior), {args.resolution} px, {device}")
-    header = "| learner | s/step | trainable params | weights MiB | grads+Adam MiB | saved activations MiB | total MiB |"
-    if torch.cuda.is_available():
-        header += " CUDA peak MiB |"
-    print(header)
-    print("|---|---:|---:|---:|---:|---:|---:|" + ("---:|" if torch.cuda.is_available() else ""))
-    for r in rows:
-        line = (f"| {r['learner']} | {r['s_per_step']:.3f} | {r['trainable']:,} | {r['weights_mb']:.2f} | "
-                f"{r['grad_optim_mb']:.2f} | {r['activations_mb']:.2f} | {r['total_mb']:.2f} |")
-        if "cuda_peak_mb" in r:
-            line += f" {r['cuda_peak_mb']:.1f} |"
-        print(line)
-    full = next(r for r in rows if r["learner"] == "dreambooth-full")
-    lora = next(r for r in rows if r["learner"] == "dreambooth-lora")
-    ratio = lora["total_mb"] / full["total_mb"]
-    print(f"\nDreamBooth LoRA / full: memory {ratio:.2f}x (target <= 0.5: {'met' if ratio <= 0.5 else 'NOT met'}), "
-          f"time per step {lora['s_per_step'] / full['s_per_step']:.2f}x")
-    return 0
+        rows: dict[str, list[dict]] = {"lora": [], "full": []}
 
+        def side(mode: str):
+            def fn(_round: int) -> None:
+                rows[mode].append(measure(model_id, "dreambooth", mode, images, class_images, steps, 32))
+            return fn
 
-if __name__ == "__main__":
-    sys.exit(main())
+        interleave(side("lora"), side("full"), repeats)
+    lora, full = rows["lora"][-1], rows["full"][-1]
+    return [Result(
+        "ConceptBed DreamBooth step", "ours: DreamBooth-LoRA", [r["s_per_step"] for r in rows["lora"]],
+        "full DreamBooth (whole UNet)", [r["s_per_step"] for r in rows["full"]],
+        work=f"seconds per training step, tiny SD with UNet widths {width}/{2 * width}, batch 1 + 1 class image, 32 px",
+        extra={"training memory LoRA / full (weights + grads + Adam + saved activations)":
+                   f"{lora['total_mb']:.1f} / {full['total_mb']:.1f} MiB = {lora['total_mb'] / full['total_mb']:.2f}x",
+               "trainable parameters LoRA / full": f"{lora['trainable']:,} / {full['trainable']:,}"})]

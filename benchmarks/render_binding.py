@@ -1,66 +1,200 @@
 #!/usr/bin/env python
-"""Binding-scene rendering speed and memory: our defaults vs CLEVR's 512-sample default.
+"""Binding renders: image quality (PSNR against 512 samples) and speed against bare bpy.
 
-Renders N relational items with the project's defaults (320x240, 16 samples, no denoiser, flat
-ID render for the visibility check) and a couple with CLEVR's default of 512 samples, in the same
-process and run, and prints images/min, the speed ratio, and resident memory after each image
-(flat memory = no growth with the number of images).
+For the same relational scenes, in one process and run, with interleaved repeats:
 
-    python benchmarks/render_binding.py [--images 12] [--clevr-images 2]
+* ``bare bpy``        — build the scene, Cycles 16 spp, write the PNG (what a user would script);
+* ``bare bpy + OIDN`` — the same with Cycles' own OIDN denoiser (sharper, not reproducible);
+* ``conceptforge``    — the project's item loop: sample the layout, flat ID render for the
+  visibility check, Cycles float render + passes, OIDN outside Cycles, PNG (bit-reproducible).
+
+PSNR is against a 512-sample render of the same scene through the project path without the
+denoiser (cached under --cache). Prints images/min (min/median over repeats), the time ratio
+against bare bpy, PSNR mean/min, the load average, and whether each method's bytes were equal
+across repeats.
+
+    python benchmarks/render_binding.py            # 6 scenes at 320x240, 3 repeats
+    python benchmarks/render_binding.py --quick    # 2 scenes at 160x120, 1 repeat (< 60 s idle)
+    python -m benchmarks render_binding [--quick]  # the same comparison in the benchmark harness
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import io
+import os
 import random
-import resource
+import statistics
 import time
 from dataclasses import replace
+from pathlib import Path
 
-from conceptforge.generators.binding.dataset import BindingConfig, plan_items, sample_scene
+import numpy as np
+from PIL import Image
+
+from conceptforge.generators.binding.dataset import BindingConfig, make_item_factory, plan_items, sample_scene
 from conceptforge.generators.binding.render_blender import BlenderRenderer
 
 
-def rss_mib() -> float:
-    with open("/proc/self/statm") as handle:
-        pages = int(handle.read().split()[1])
-    return pages * resource.getpagesize() / 2**20
+def psnr(a: np.ndarray, b: np.ndarray) -> float:
+    mse = float(np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2))
+    return float("inf") if mse == 0 else 10 * np.log10(255.0**2 / mse)
 
 
-def render_items(renderer: BlenderRenderer, config: BindingConfig, count: int) -> tuple[float, list[float]]:
-    items = plan_items(replace(config, split_sizes={"train": count}))
-    memory = []
-    start = time.perf_counter()
+def decode(png: bytes) -> np.ndarray:
+    with Image.open(io.BytesIO(png)) as image:
+        return np.asarray(image.convert("RGB"))
+
+
+def bare_bpy(renderer: BlenderRenderer, scene, *, oidn: bool) -> bytes:
+    """Build the scene and render it the plain way (no ID render, Blender writes the PNG)."""
+    renderer._build(scene)
+    bpy = renderer.bpy
+    cycles = bpy.context.scene.cycles
+    if oidn:
+        cycles.use_denoising = True
+        cycles.denoiser = "OPENIMAGEDENOISE"
+        cycles.denoising_use_gpu = False
+        cycles.denoising_input_passes = "RGB_ALBEDO_NORMAL"
+        cycles.denoising_prefilter = "FAST"
+        cycles.denoising_quality = "BALANCED"
+    pixels = renderer._render_to_array(scene.samples)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def kept_scenes(renderer: BlenderRenderer, config: BindingConfig, items) -> list:
+    """The scenes the project keeps (after visibility retries), for the bare renders and references."""
+    scenes = []
     for item in items:
         rng = random.Random(item.seed)
         while True:
             plan = sample_scene(item, config, rng)
-            png, _ = renderer.render(plan.scene, min_pixels=config.visible_pixels)
+            png, _ = renderer.render(replace(plan.scene, samples=1, denoise=False), min_pixels=config.visible_pixels)
             if png is not None:
+                scenes.append(plan.scene)
                 break
-        memory.append(rss_mib())
-    return time.perf_counter() - start, memory
+    return scenes
+
+
+def reference_renders(renderer: BlenderRenderer, scenes: list, cache: Path) -> list[np.ndarray]:
+    """512-sample renders of the scenes (project path, no denoiser), cached: the PSNR reference."""
+    cache.mkdir(parents=True, exist_ok=True)
+    references = []
+    for scene in scenes:
+        key = hashlib.sha256(repr(replace(scene, samples=512, denoise=False)).encode()).hexdigest()[:16]
+        path = cache / f"ref-{key}.png"
+        if not path.exists():
+            png, _ = renderer.render(replace(scene, samples=512, denoise=False), min_pixels=1)
+            path.write_bytes(png)
+        references.append(decode(path.read_bytes()))
+    return references
+
+
+DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "conceptforge-bench"
+
+
+def run(quick: bool) -> list:
+    """``python -m benchmarks render_binding``: the item loop (denoised default) vs a bare bpy
+    render of the same scenes, interleaved, with PSNR against 512 samples for both."""
+    from benchmarks._harness import Result, Skip, interleave
+
+    try:
+        renderer = BlenderRenderer(threads=int(os.environ.get("OMP_NUM_THREADS", "0")) or None)
+    except Exception as error:  # bpy missing or unusable
+        raise Skip(f"Blender (bpy) unavailable: {error}") from None
+    count, repeats = (1, 5) if quick else (3, 9)
+    config = BindingConfig(dataset="relational", split_sizes={"train": count})
+    items = plan_items(config)
+    make_item = make_item_factory(config, lambda: renderer)
+    scenes = kept_scenes(renderer, config, items)
+    references = reference_renders(renderer, scenes, DEFAULT_CACHE)
+    outputs: dict[str, list[bytes]] = {}
+
+    def ours(_round: int) -> None:
+        outputs["ours"] = [make_item(item).files["png"] for item in items]
+
+    def bare(_round: int) -> None:
+        outputs["bare"] = [bare_bpy(renderer, scene, oidn=False) for scene in scenes]
+
+    ours(-1)  # warm-up: kernels, OIDN weights
+    bare(-1)
+    cpu: dict[str, list[float]] = {}
+    ours_t, base_t = interleave(ours, bare, repeats, cpu)
+    per_image = statistics.median(ours_t) / len(scenes)
+
+    def quality(name: str) -> str:
+        scores = [psnr(decode(png), ref) for png, ref in zip(outputs[name], references)]
+        return f"{np.mean(scores):.2f} dB mean, {min(scores):.2f} dB min"
+
+    return [Result(
+        "binding render", "ours: item loop (layout, Cycles + passes, OIDN outside Cycles, PNG)", ours_t,
+        "bare bpy render of the same scene, no denoiser", base_t,
+        work=f"{len(scenes)} relational scenes per round, {config.width}x{config.height}, {config.samples} samples",
+        ours_cpu=cpu["ours"], baseline_cpu=cpu["baseline"],
+        extra={"ours, median": f"{60 / per_image:.1f} images/min ({per_image:.2f} s/image)",
+               "PSNR vs 512 spp, ours": quality("ours"), "PSNR vs 512 spp, bare": quality("bare")})]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--images", type=int, default=12)
-    parser.add_argument("--clevr-images", type=int, default=2)
+    parser.add_argument("--scenes", type=int, default=6)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--resolution", default="320x240")
+    parser.add_argument("--samples", type=int, default=16)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--quick", action="store_true", help="2 scenes at 160x120, 1 repeat")
+    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
+    parser.add_argument("--save-grid", type=Path, default=None, help="write reference/bare/ours side by side as PNG")
     args = parser.parse_args()
-    renderer = BlenderRenderer()
-    ours = BindingConfig(dataset="relational")
-    clevr = BindingConfig(dataset="relational", samples=512)
-    render_items(renderer, ours, 1)  # warm-up: Cycles kernels, first scene set-up
-    ours_s, memory = render_items(renderer, ours, args.images)
-    clevr_s, _ = render_items(renderer, clevr, args.clevr_images)
-    ours_rate = args.images / ours_s * 60
-    clevr_rate = args.clevr_images / clevr_s * 60
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"ours  (320x240, {ours.samples} spp + visibility check): {ours_rate:6.1f} images/min ({ours_s / args.images:.2f} s/image)")
-    print(f"CLEVR (320x240, 512 spp + visibility check): {clevr_rate:6.1f} images/min ({clevr_s / args.clevr_images:.2f} s/image)")
-    print(f"speed ratio ours/CLEVR: {ours_rate / clevr_rate:.1f}x")
-    print(f"resident memory after image 1 / {args.images}: {memory[0]:.0f} / {memory[-1]:.0f} MiB "
-          f"(growth {memory[-1] - memory[0]:+.0f} MiB); peak {peak:.0f} MiB")
+    if args.quick:
+        args.scenes, args.repeats, args.resolution = 2, 1, "160x120"
+    width, height = (int(v) for v in args.resolution.split("x"))
+    config = BindingConfig(dataset="relational", width=width, height=height, samples=args.samples,
+                           split_sizes={"train": args.scenes})
+    items = plan_items(config)
+    renderer = BlenderRenderer(threads=args.threads)
+    make_item = make_item_factory(config, lambda: renderer)
+
+    scenes = kept_scenes(renderer, config, items)
+    references = reference_renders(renderer, scenes, args.cache)
+
+    methods = {
+        "bare bpy": lambda: [bare_bpy(renderer, s, oidn=False) for s in scenes],
+        "bare bpy + Cycles OIDN": lambda: [bare_bpy(renderer, s, oidn=True) for s in scenes],
+        "conceptforge (item loop)": lambda: [make_item(item).files["png"] for item in items],
+    }
+    times: dict[str, list[float]] = {name: [] for name in methods}
+    outputs: dict[str, list[list[bytes]]] = {name: [] for name in methods}
+    bare_bpy(renderer, scenes[0], oidn=True)  # warm-up: kernels, OIDN weights
+    make_item(items[0])
+    loads = [os.getloadavg()[0]]
+    for _ in range(args.repeats):
+        for name, run in methods.items():  # interleaved
+            start = time.perf_counter()
+            outputs[name].append(run())
+            times[name].append(time.perf_counter() - start)
+        loads.append(os.getloadavg()[0])
+
+    print(f"binding renders: {len(scenes)} relational scenes at {width}x{height}, {args.samples} spp, "
+          f"{args.threads} render threads, {args.repeats} interleaved repeat(s); "
+          f"load average {min(loads):.2f}-{max(loads):.2f} on {os.cpu_count()} CPUs")
+    bare_median = statistics.median(times["bare bpy"])
+    print(f"{'method':26s} {'img/min best':>12s} {'img/min median':>14s} {'x bare (median)':>15s} "
+          f"{'PSNR mean':>9s} {'PSNR min':>8s} {'bytes stable':>12s}")
+    for name in methods:
+        best, median = min(times[name]), statistics.median(times[name])
+        scores = [psnr(decode(png), ref) for png, ref in zip(outputs[name][0], references)]
+        stable = all(run == outputs[name][0] for run in outputs[name])
+        print(f"{name:26s} {len(scenes) / best * 60:12.1f} {len(scenes) / median * 60:14.1f} {median / bare_median:15.2f} "
+              f"{np.mean(scores):9.2f} {min(scores):8.2f} {str(stable) if args.repeats > 1 else 'n/a':>12s}")
+    if args.save_grid:
+        rows = [np.concatenate([ref, decode(outputs["bare bpy"][0][i]), decode(outputs["conceptforge (item loop)"][0][i])], axis=1)
+                for i, ref in enumerate(references)]
+        Image.fromarray(np.concatenate(rows, axis=0)).save(args.save_grid)
+        print(f"grid (512 spp | bare 16 spp | conceptforge) written to {args.save_grid}")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from huggingface_hub import DatasetCard, DatasetCardData
 
 from conceptforge.cards.dataset_dir import DATA_DIR, GRID_NAME, SplitStats
 from conceptforge.cards.filter_stats import FilterStats
+from conceptforge.cards.provenance import strip_local_paths
 from conceptforge.errors import ConceptforgeError, DataFormatError, InvalidArgumentError
 
 logger = logging.getLogger(__name__)
@@ -83,11 +84,19 @@ class DatasetMetadata:
     source_datasets: list[str] = field(default_factory=list)
     language: list[str] = field(default_factory=list)
     grid_caption: str = ""
+    # The sections a Hub dataset card is expected to have (markdown; empty: a placeholder line
+    # saying nothing was written is rendered, and cards.validate reports it).
+    uses: str = ""
+    out_of_scope_use: str = ""
+    bias_risks_limitations: str = ""
+    annotations: str = ""
+    config_summaries: dict[str, str] = field(default_factory=dict)  # multi-config repos: one line each
 
     def __post_init__(self) -> None:
         if not self.license or not self.license.strip():
             raise InvalidArgumentError("a dataset license is required (e.g. cc-by-4.0, cc-by-nc-4.0)")
         self.license = self.license.strip()
+        self.provenance = strip_local_paths(self.provenance)  # published: no home folders or user names
         if isinstance(self.filter_stats, Mapping) and FilterStats.looks_like(self.filter_stats):
             self.filter_stats = FilterStats.from_dict(self.filter_stats)
 
@@ -113,9 +122,43 @@ def dataset_info_yaml(features: Features, splits: Sequence[SplitStats]) -> dict[
     return info._to_yaml_dict()
 
 
-def card_data(metadata: DatasetMetadata, features: Features, splits: Sequence[SplitStats]) -> DatasetCardData:
-    """The YAML header: only keys the Hub knows (see :mod:`cards.validate`)."""
+FeaturesArg = Features | Mapping[str, Features]
+
+
+def group_by_config(splits: Sequence[SplitStats]) -> dict[str, list[SplitStats]]:
+    """Splits per config, in first-seen order (a plain dataset has one config, ``default``)."""
+    groups: dict[str, list[SplitStats]] = {}
+    for stats in splits:
+        groups.setdefault(stats.config, []).append(stats)
+    return groups
+
+
+def features_of(features: FeaturesArg, config: str) -> Features:
+    if isinstance(features, Features):
+        return features
+    try:
+        return features[config]
+    except KeyError:
+        raise ConceptforgeError(f"no features given for config {config!r}") from None
+
+
+def _split_pattern(stats: SplitStats) -> str:
+    folder = stats.files[0].rsplit("/", 1)[0] if stats.files and "/" in stats.files[0] else DATA_DIR
+    return f"{folder}/{stats.name}-*"
+
+
+def card_data(metadata: DatasetMetadata, features: FeaturesArg, splits: Sequence[SplitStats]) -> DatasetCardData:
+    """The YAML header: only keys the Hub knows (see :mod:`cards.validate`).
+
+    One config (``default``) gives ``dataset_info`` as a mapping; several give the Hub's list
+    form, one entry per ``config_name``, each with its own features (label names differ).
+    """
     total = sum(s.num_examples for s in splits)
+    groups = group_by_config(splits)
+    infos = []
+    for config, group in groups.items():
+        info = dataset_info_yaml(features_of(features, config), group)
+        infos.append(info if list(groups) == ["default"] else {"config_name": config, **info})
     extra: dict[str, Any] = {}
     if metadata.license_name:
         extra["license_name"] = metadata.license_name
@@ -130,12 +173,10 @@ def card_data(metadata: DatasetMetadata, features: Features, splits: Sequence[Sp
         size_categories=[size_category(total)],
         tags=metadata.tags or None,
         configs=[
-            {
-                "config_name": "default",
-                "data_files": [{"split": s.name, "path": f"{DATA_DIR}/{s.name}-*"} for s in splits],
-            }
+            {"config_name": config, "data_files": [{"split": s.name, "path": _split_pattern(s)} for s in group]}
+            for config, group in groups.items()
         ],
-        dataset_info=dataset_info_yaml(features, splits),
+        dataset_info=infos[0] if len(infos) == 1 and "config_name" not in infos[0] else infos,
         **extra,
     )
 
@@ -176,11 +217,12 @@ def _human_bytes(size: int) -> str:
     return f"{size} B"  # pragma: no cover
 
 
-def load_line(repo_id: str | None, version: str | None) -> str:
+def load_line(repo_id: str | None, version: str | None, config: str | None = None) -> str:
     """The exact ``load_dataset`` call for a release (``revision=`` pins the version)."""
     repo = repo_id or "<org>/<name>"
+    name = f', "{config}"' if config and config != "default" else ""
     revision = f', revision="{version}"' if version else ""
-    return f'load_dataset("{repo}"{revision})'
+    return f'load_dataset("{repo}"{name}{revision})'
 
 
 def filter_stats_markdown(stats: FilterStats) -> list[str]:
@@ -271,9 +313,28 @@ def read_card_spec(card_text: str) -> DatasetMetadata:
     return DatasetMetadata.from_dict(payload["metadata"])
 
 
+MISSING_SECTION = "_Not written yet._"
+REQUIRED_SECTIONS = ("## Uses", "### Out-of-scope use", "## Bias, Risks and Limitations", "## Annotations")
+
+
+def _class_label_names(features: FeaturesArg, groups: Mapping[str, Any]) -> bool:
+    def has(feature: Any) -> bool:
+        if isinstance(feature, ClassLabel):
+            return True
+        if isinstance(feature, dict):
+            return any(has(v) for v in feature.values())
+        if isinstance(feature, (List, LargeList)):
+            return has(feature.feature)
+        if isinstance(feature, (list, tuple)):
+            return any(has(v) for v in feature)
+        return False
+
+    return any(has(f) for config in groups for f in features_of(features, config).values())
+
+
 def render_card(
     metadata: DatasetMetadata,
-    features: Features,
+    features: FeaturesArg,
     splits: Sequence[SplitStats],
     *,
     has_grid: bool = True,
@@ -298,17 +359,48 @@ def render_card(
     else:
         lines += ["Not published yet: the publish step records the version here.", ""]
 
-    lines += ["## How to load", "", "```python", "from datasets import load_dataset", "",
-              f"ds = {load_line(metadata.repo_id, metadata.version)}", "```", ""]
+    groups = group_by_config(splits)
+    configs = [c for c in groups if c != "default"]
+    lines += ["## How to load", "", "```python", "from datasets import load_dataset", ""]
+    if configs:
+        lines += [f"ds = {load_line(metadata.repo_id, metadata.version, config)}" for config in configs]
+    else:
+        lines.append(f"ds = {load_line(metadata.repo_id, metadata.version)}")
+    lines += ["```", ""]
+    if not metadata.repo_id:
+        example = f', "{configs[-1]}"' if configs else ""
+        lines += [f"Before publishing, the same call loads this folder: `load_dataset(\"path/to/this/folder\"{example})`.", ""]
+    if configs:
+        lines += ["## Configs", "", "| config | meaning |", "| --- | --- |"]
+        lines += [f"| `{c}` | {_cell(metadata.config_summaries.get(c, ''))} |" for c in configs]
+        lines.append("")
 
-    lines += ["## Splits", "", "| split | examples | size |", "| --- | ---: | ---: |"]
-    lines += [f"| {s.name} | {s.num_examples} | {_human_bytes(s.num_bytes)} |" for s in splits]
+    lines += ["## Splits", ""]
+    if configs:
+        lines += ["| config | split | examples | size |", "| --- | --- | ---: | ---: |"]
+        lines += [f"| {s.config} | {s.name} | {s.num_examples} | {_human_bytes(s.num_bytes)} |" for s in splits]
+    else:
+        lines += ["| split | examples | size |", "| --- | ---: | ---: |"]
+        lines += [f"| {s.name} | {s.num_examples} | {_human_bytes(s.num_bytes)} |" for s in splits]
     lines.append("")
 
-    lines += ["## Schema", "", "| column | type | meaning |", "| --- | --- | --- |"]
-    for name, feature in features.items():
-        lines.append(f"| `{name}` | {_cell(feature_type(feature))} | {_cell(metadata.column_docs.get(name, ''))} |")
-    lines.append("")
+    lines += ["## Schema", ""]
+    for config in groups:
+        if configs:
+            lines += [f"### `{config}`", ""]
+        lines += ["| column | type | meaning |", "| --- | --- | --- |"]
+        for name, feature in features_of(features, config).items():
+            lines.append(f"| `{name}` | {_cell(feature_type(feature))} | {_cell(metadata.column_docs.get(name, ''))} |")
+        lines.append("")
+    closed = _class_label_names(features, groups)
+    if closed:
+        lines += ["ClassLabel columns load as integers; `ds.features[column].int2str(i)` (or "
+                  "`.feature[...]` inside lists) gives the names.", ""]
+
+    lines += ["## Uses", "", metadata.uses.strip() or MISSING_SECTION, ""]
+    lines += ["### Out-of-scope use", "", metadata.out_of_scope_use.strip() or MISSING_SECTION, ""]
+    lines += ["## Bias, Risks and Limitations", "", metadata.bias_risks_limitations.strip() or MISSING_SECTION, ""]
+    lines += ["## Annotations", "", metadata.annotations.strip() or MISSING_SECTION, ""]
 
     if metadata.filter_stats:
         lines += ["## Filter statistics", ""]
@@ -331,8 +423,11 @@ def render_card(
     header = card_data(metadata, features, splits).to_yaml()
     card = DatasetCard(f"---\n{header}\n---\n\n" + "\n".join(lines))
     text = str(card)
-    from conceptforge.cards.validate import card_problems  # late: validate imports this module
+    from conceptforge.cards.validate import card_problems, missing_sections  # late: validate imports this module
 
     for problem in card_problems(text):  # publishing refuses these; say so early
         logger.warning("dataset card: %s", problem)
+    missing = missing_sections(text)
+    if missing:
+        logger.warning("dataset card: sections not written yet: %s", ", ".join(missing))
     return text

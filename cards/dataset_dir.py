@@ -15,16 +15,18 @@ The README is written last: a directory without it never looks complete.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable, Iterator, Mapping
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from datasets import Features
+from datasets import Features, Image as ImageFeature, LargeList, List, Value
+from datasets.features.features import encode_nested_example
 
 from conceptforge.errors import StoreError
 from conceptforge.store import atomic_write_bytes
@@ -36,6 +38,7 @@ DEFAULT_MAX_SHARD_SIZE = 500 * 1024 * 1024
 CARD_NAME = "README.md"
 GRID_NAME = "grid.png"
 DATA_DIR = "data"
+SCENES_DIR = "scenes"  # side files (CLEVR scene JSON); never matched by a config's data_files
 STAGING_DIR = ".staging"
 _SHARD_NAME = re.compile(r"(?P<split>.+)-(?P<index>\d{5})-of-(?P<total>\d{5})\.parquet")
 
@@ -82,18 +85,101 @@ class SplitStats:
     num_examples: int = 0
     num_bytes: int = 0
     files: list[str] = field(default_factory=list)
+    config: str = "default"  # the Hub config (subset) this split belongs to
+
+
+def _parquet_writer_options() -> dict[str, object]:
+    """Page indexes and content-defined chunking where the installed pyarrow has them.
+
+    Content-defined chunking cuts data pages at content-determined boundaries, so a new version
+    of a dataset changes only the pages around changed rows and the Hub's chunk-level
+    deduplication re-uploads only those; the page index lets readers skip pages. Both keep the
+    bytes a pure function of the rows (checked by the rerun tests).
+    """
+    options: dict[str, object] = {}
+    schema = pa.schema([("x", pa.int64())])
+    for name in ("write_page_index", "use_content_defined_chunking"):
+        try:  # feature-detect on an in-memory file: older pyarrow raises TypeError on the keyword
+            pq.ParquetWriter(pa.BufferOutputStream(), schema, **{name: True}).close()
+        except TypeError:
+            logger.debug("pyarrow %s has no %s; writing without it", pa.__version__, name)
+            continue
+        options[name] = True
+    return options
+
+
+PARQUET_OPTIONS = _parquet_writer_options()
+
+
+def _value_size(value: object) -> int:
+    """Bytes a value adds to a shard, for shard boundaries (image bytes and strings count fully)."""
+    if isinstance(value, dict) and isinstance(value.get("bytes"), (bytes, bytearray)):
+        return len(value["bytes"])
+    if isinstance(value, (bytes, bytearray, str)):
+        return len(value)
+    return 8
 
 
 def _encoded_size(row: Mapping[str, object]) -> int:
-    size = 0
-    for value in row.values():
-        if isinstance(value, dict) and isinstance(value.get("bytes"), (bytes, bytearray)):
-            size += len(value["bytes"])
-        elif isinstance(value, (bytes, bytearray, str)):
-            size += len(value)
-        else:
-            size += 8
-    return size
+    return sum(_value_size(value) for value in row.values())
+
+
+def _column_encoder(feature: object) -> Callable[[list], list] | None:
+    """How one column's Python values become Arrow-ready values; None: pyarrow converts them as they are.
+
+    Plain values (and lists or dicts of them) need no encoding: ``pa.Table.from_pydict`` converts
+    and type-checks them in C. Images given as ``{"bytes": ..., "path": ...}`` (what every
+    generator yields) are kept as they are, bytes embedded; anything else goes through the
+    feature's own ``encode_example``, value by value.
+    """
+    if _is_plain(feature):
+        return None
+    if isinstance(feature, ImageFeature):
+        def encode_images(values: list) -> list:
+            return [{"bytes": v["bytes"], "path": v.get("path")}
+                    if isinstance(v, dict) and isinstance(v.get("bytes"), (bytes, bytearray)) else feature.encode_example(v)
+                    for v in values]
+        return encode_images
+    return lambda values: [encode_nested_example(feature, v) for v in values]
+
+
+def _is_plain(feature: object) -> bool:
+    if isinstance(feature, Value):
+        return True
+    if isinstance(feature, (List, LargeList)):
+        return _is_plain(feature.feature)
+    if isinstance(feature, dict):
+        return all(_is_plain(f) for f in feature.values())
+    return False
+
+
+def _encode_batch(rows: list[Mapping[str, object]], features: Features, encoders: dict, schema: pa.Schema) -> tuple[pa.Table, list[int]]:
+    """Encode a batch of rows column by column; returns the Arrow table and each row's size.
+
+    Why by column: ``Features.encode_example`` walks every value of every row through Python
+    (casts, recursion, a file-system check per image path) and dominated assembly time. A batch
+    that pyarrow refuses (a value of the wrong type) is encoded row by row the ``datasets`` way,
+    so its errors and conversions are exactly those of ``datasets``.
+    """
+    try:
+        columns = {}
+        for name in features:
+            values = [row[name] for row in rows]
+            encoder = encoders[name]
+            columns[name] = values if encoder is None else encoder(values)
+        table = pa.Table.from_pydict(columns, schema=schema)
+        sizes = [sum(parts) for parts in zip(*([_value_size(v) for v in column] for column in columns.values()))]
+    except (KeyError, TypeError, ValueError, OverflowError, pa.ArrowException):
+        encoded = [features.encode_example(dict(row)) for row in rows]
+        table = pa.Table.from_pylist(encoded, schema=schema)
+        sizes = [_encoded_size(row) for row in encoded]
+    return table, sizes
+
+
+def _batches(rows: Iterable[Mapping[str, object]], size: int) -> Iterator[list[Mapping[str, object]]]:
+    iterator = iter(rows)
+    while batch := list(itertools.islice(iterator, size)):
+        yield batch
 
 
 def write_parquet_split(
@@ -103,48 +189,47 @@ def write_parquet_split(
     features: Features,
     *,
     max_shard_size: int | str = DEFAULT_MAX_SHARD_SIZE,
+    config: str = "default",
+    path_prefix: str = DATA_DIR,
 ) -> SplitStats:
     """Stream ``rows`` into ``data_dir/<split>-NNNNN-of-NNNNN.parquet`` shards.
 
     A new shard starts once the current one holds ``max_shard_size`` bytes of encoded rows, so
-    shard boundaries depend on the data alone.
+    shard boundaries depend on the data alone. Rows are read and encoded ``ROW_GROUP_SIZE`` at a
+    time, so memory stays flat in the number of rows.
     """
     limit = parse_size(max_shard_size)
     schema = features.arrow_schema  # carries the `huggingface` features metadata
+    encoders = {name: _column_encoder(feature) for name, feature in features.items()}
     data_dir.mkdir(parents=True, exist_ok=True)
-    stats = SplitStats(split)
+    stats = SplitStats(split, config=config)
     temp_paths: list[Path] = []
     writer: pq.ParquetWriter | None = None
     shard_bytes = 0
-    batch: list[dict] = []
 
-    def flush() -> None:
-        nonlocal batch
-        if batch and writer is not None:
-            writer.write_table(pa.Table.from_pylist(batch, schema=schema), row_group_size=ROW_GROUP_SIZE)
-        batch = []
+    def new_shard() -> pq.ParquetWriter:
+        temp_paths.append(data_dir / f".{split}-{len(temp_paths):05d}.parquet.tmp")
+        return pq.ParquetWriter(temp_paths[-1], schema, **PARQUET_OPTIONS)
 
     try:
-        for row in rows:
-            encoded = features.encode_example(dict(row))
-            if writer is None or shard_bytes >= limit:
-                flush()
-                if writer is not None:
-                    writer.close()
-                temp_paths.append(data_dir / f".{split}-{len(temp_paths):05d}.parquet.tmp")
-                writer = pq.ParquetWriter(temp_paths[-1], schema)
-                shard_bytes = 0
-            batch.append(encoded)
-            size = _encoded_size(encoded)
-            shard_bytes += size
-            stats.num_bytes += size
-            stats.num_examples += 1
-            if len(batch) >= ROW_GROUP_SIZE:
-                flush()
+        for batch in _batches(rows, ROW_GROUP_SIZE):
+            table, sizes = _encode_batch(batch, features, encoders, schema)
+            start = 0
+            for index, size in enumerate(sizes):
+                if writer is None or shard_bytes >= limit:
+                    if writer is not None:
+                        if index > start:
+                            writer.write_table(table.slice(start, index - start), row_group_size=ROW_GROUP_SIZE)
+                        writer.close()
+                    start = index
+                    writer = new_shard()
+                    shard_bytes = 0
+                shard_bytes += size
+                stats.num_bytes += size
+                stats.num_examples += 1
+            writer.write_table(table.slice(start), row_group_size=ROW_GROUP_SIZE)
         if writer is None:  # an empty split still gets one (empty) shard with the schema
-            temp_paths.append(data_dir / f".{split}-00000.parquet.tmp")
-            writer = pq.ParquetWriter(temp_paths[-1], schema)
-        flush()
+            writer = new_shard()
         writer.close()
     except BaseException:
         if writer is not None:
@@ -156,7 +241,7 @@ def write_parquet_split(
     for index, path in enumerate(temp_paths):
         final = data_dir / shard_name(split, index, total)
         path.replace(final)
-        stats.files.append(f"{DATA_DIR}/{final.name}")
+        stats.files.append(f"{path_prefix}/{final.name}")
     return stats
 
 
@@ -204,3 +289,51 @@ def assemble_dataset_dir(
 def is_complete_dataset_dir(path: str | Path) -> bool:
     path = Path(path)
     return (path / CARD_NAME).exists() and any((path / DATA_DIR).glob("*.parquet"))
+
+
+def assemble_config_dir(
+    out_dir: str | Path,
+    *,
+    config: str,
+    splits: Mapping[str, Callable[[], Iterable[Mapping[str, object]]]],
+    features: Features,
+    side_files: Mapping[str, bytes] | None = None,
+    max_shard_size: int | str = DEFAULT_MAX_SHARD_SIZE,
+) -> list[SplitStats]:
+    """Write one config of a multi-config repo: ``data/<config>/`` shards and, if given,
+    ``scenes/<config>/<name>`` side files. Staged and swapped in like :func:`assemble_dataset_dir`;
+    the caller writes the repo card afterwards (:func:`write_card_and_grid`)."""
+    out_dir = Path(out_dir)
+    staging = out_dir / STAGING_DIR / config
+    try:
+        if staging.exists():
+            shutil.rmtree(staging)
+        (staging / DATA_DIR).mkdir(parents=True)
+    except OSError as error:
+        raise ConceptforgeError(f"cannot write dataset to {out_dir}: {error.strerror or error}") from None
+    prefix = f"{DATA_DIR}/{config}"
+    all_stats = []
+    for split, make_rows in splits.items():
+        stats = write_parquet_split(staging / DATA_DIR, split, make_rows(), features, max_shard_size=max_shard_size,
+                                    config=config, path_prefix=prefix)
+        logger.info("config %s split %s: %d rows in %d shard(s)", config, split, stats.num_examples, len(stats.files))
+        all_stats.append(stats)
+    (out_dir / CARD_NAME).unlink(missing_ok=True)  # the repo looks incomplete until the card is rewritten
+    for folder, staged in ((out_dir / DATA_DIR / config, staging / DATA_DIR), (out_dir / SCENES_DIR / config, None)):
+        if folder.exists():
+            shutil.rmtree(folder)
+        if staged is not None:
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            staged.replace(folder)
+    for name, content in (side_files or {}).items():
+        atomic_write_bytes(out_dir / SCENES_DIR / config / name, content)
+    shutil.rmtree(out_dir / STAGING_DIR, ignore_errors=True)
+    return all_stats
+
+
+def write_card_and_grid(out_dir: str | Path, card_text: str, grid_png: bytes | None) -> None:
+    """Grid first, README last: a folder without README never looks complete."""
+    out_dir = Path(out_dir)
+    if grid_png is not None:
+        atomic_write_bytes(out_dir / GRID_NAME, grid_png)
+    atomic_write_bytes(out_dir / CARD_NAME, card_text.encode("utf-8"))

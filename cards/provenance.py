@@ -68,6 +68,57 @@ def redact_secrets(text: str, secrets: Iterable[str] = ()) -> str:
     return _TOKEN_RE.sub(f"hf_{REDACTED}", text)
 
 
+_WINDOWS_ABSOLUTE_RE = re.compile(r"^[A-Za-z]:[\\/]")
+
+
+def _is_local_path(text: str) -> bool:
+    """An absolute (or home-relative) path on this machine: ``/home/me/data/CUB_200_2011``, ``~/x``."""
+    if not text or "\n" in text or "://" in text:
+        return False
+    if text.startswith("~"):
+        return True
+    if _WINDOWS_ABSOLUTE_RE.match(text):
+        return True
+    return text.startswith("/") and len([part for part in text.split("/") if part]) >= 2
+
+
+def _elide(path: str) -> str:
+    name = re.split(r"[\\/]", path.rstrip("/\\"))[-1]
+    return f".../{name}" if name else "..."
+
+
+def strip_local_path(text: str) -> str:
+    """``/home/me/data/CUB_200_2011`` -> ``.../CUB_200_2011``; also inside ``--opt=PATH``.
+
+    Cards are published: a user's home folder, cluster layout or user name does not belong in
+    them, and the folder name says what was given.
+    """
+    if _is_local_path(text):
+        return _elide(text)
+    flag, eq, value = text.partition("=")
+    if eq and flag.startswith("-") and _is_local_path(value):
+        return f"{flag}={_elide(value)}"
+    return text
+
+
+def strip_local_paths(value: Any) -> Any:
+    """:func:`strip_local_path` on every string inside a JSON-like value (command lines token by token)."""
+    if isinstance(value, str):
+        if " " in value and "/" in value:
+            try:
+                tokens = shlex.split(value)
+            except ValueError:
+                return strip_local_path(value)
+            stripped = [strip_local_path(token) for token in tokens]
+            return shlex.join(stripped) if stripped != tokens else value
+        return strip_local_path(value)
+    if isinstance(value, Mapping):
+        return {key: strip_local_paths(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strip_local_paths(item) for item in value]
+    return value
+
+
 def redact_value(value: Any, secrets: Iterable[str] = ()) -> Any:
     """:func:`redact_secrets` applied to every string inside a JSON-like value."""
     secrets = list(secrets)
@@ -87,15 +138,22 @@ def command_line(argv: Sequence[str] | None = None, *, secrets: Iterable[str] = 
         argv = ["conceptforge", *argv[1:]]  # the console script or `python -m conceptforge`: no install paths
     elif argv and argv[0].endswith(".py"):
         argv = ["python", _short_path(argv[0]), *argv[1:]]
+    argv = [strip_local_path(str(arg)) for arg in argv]
     return redact_secrets(shlex.join(argv), [*secrets, *_known_secrets()])
 
 
 def _short_path(path: str) -> str:
-    """Script paths relative to the working directory, so cards do not show home folders."""
+    """Script paths relative to the working directory, so cards do not show home folders.
+
+    A script outside the working directory is named by its folder and file (``scripts/x.py``).
+    """
     try:
-        return os.path.relpath(path)
+        relative = os.path.relpath(path)
     except ValueError:
-        return path
+        relative = path
+    if relative.startswith("..") or os.path.isabs(relative):
+        return f"{Path(path).parent.name}/{Path(path).name}".lstrip("/")
+    return relative
 
 
 def package_versions(names: Iterable[str] = DEFAULT_PACKAGES) -> dict[str, str]:

@@ -35,7 +35,7 @@ from datasets import Features
 from conceptforge.progress import tqdm
 
 from conceptforge.cards.card import DatasetMetadata, load_line, read_card_spec, render_card
-from conceptforge.cards.dataset_dir import CARD_NAME, DATA_DIR, GRID_NAME, SplitStats, shard_split
+from conceptforge.cards.dataset_dir import CARD_NAME, DATA_DIR, GRID_NAME, SCENES_DIR, SplitStats, shard_split
 from conceptforge.cards.filter_stats import FilterStats
 from conceptforge.cards.provenance import redact_secrets
 from conceptforge.cards.validate import dataset_dir_problems, ensure_valid, parse_card_yaml
@@ -45,6 +45,10 @@ from conceptforge.errors import ConceptforgeError, DataNotFoundError, HubError, 
 logger = logging.getLogger(__name__)
 
 REPO_TYPE = "dataset"
+UNCHECKED_OFFLINE = (
+    "whether the version is new and above the latest published one, which files the Hub already "
+    "holds, and the previous version the card names"
+)
 HASH_CHUNK = 4 * 1024 * 1024
 _REPO_ID_RE = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
 
@@ -55,12 +59,15 @@ class LocalDataset:
 
     directory: Path
     metadata: DatasetMetadata
-    features: Features
+    features: Features | dict[str, Features]
     splits: list[SplitStats]
     has_grid: bool
 
     def data_paths(self) -> list[str]:
-        return sorted(f for split in self.splits for f in split.files)
+        """Parquet shards plus side files the release carries (CLEVR scene files under scenes/)."""
+        extra = sorted(p.relative_to(self.directory).as_posix() for p in (self.directory / SCENES_DIR).rglob("*")
+                       if p.is_file() and not p.name.startswith("."))
+        return sorted(f for split in self.splits for f in split.files) + extra
 
 
 @dataclass
@@ -86,16 +93,23 @@ class PublishResult:
     uploaded_bytes: int = 0
     deleted: list[str] = field(default_factory=list)
     total_files: int = 0
+    config: str | None = None  # a repo with several configs: the one the load line names
+    unchecked: str | None = None  # dry run without the Hub: why the remote checks were skipped
 
     @property
     def load_line(self) -> str:
-        return load_line(self.repo_id, self.version)
+        return load_line(self.repo_id, self.version, self.config)
 
     def summary(self) -> str:
         """The user-facing lines a command line prints."""
         previous = f" (previous: {self.previous_version})" if self.previous_version else " (first release)"
         if self.action == "unchanged":
             head = f"{self.repo_id} {self.version} is already published with identical files at commit {self.commit_id}; nothing to do"
+        elif self.action == "dry-run" and self.unchecked:
+            head = (
+                f"dry run: {self.repo_id} {self.version} is valid locally ({self.total_files} files, "
+                f"{self.uploaded_bytes / 1e6:.1f} MB); not checked, {self.unchecked}: {UNCHECKED_OFFLINE}"
+            )
         elif self.action == "dry-run":
             head = (
                 f"dry run: would publish {self.repo_id} {self.version}{previous}: upload {len(self.uploaded)} of "
@@ -113,30 +127,48 @@ class PublishResult:
 
 # -- local side -------------------------------------------------------------------------------
 def read_dataset_dir(directory: str | Path) -> LocalDataset:
-    """Read a dataset directory's card spec, features (from parquet) and splits (from the card)."""
+    """Read a dataset directory's card spec, features (from parquet) and splits (from the card).
+
+    A repo with several configs (subsets) gives ``features`` as a mapping config -> Features.
+    """
+    import fnmatch
+
+    from conceptforge.cards.validate import _dataset_infos
+
     directory = Path(directory)
     card_path = directory / CARD_NAME
     if not directory.is_dir():
         raise DataNotFoundError(f"{directory} is not a directory")
-    if not card_path.is_file() or not any((directory / DATA_DIR).glob("*.parquet")):
+    if not card_path.is_file() or not any((directory / DATA_DIR).rglob("*.parquet")):
         raise PublishError(f"{directory} is not a complete dataset directory (needs {CARD_NAME} and {DATA_DIR}/*.parquet)")
     text = card_path.read_text(encoding="utf-8")
     metadata = read_card_spec(text)
     data = parse_card_yaml(text)
-    try:
-        split_infos = data["dataset_info"]["splits"]
-    except (KeyError, TypeError):
-        raise PublishError(f"{card_path} has no dataset_info splits") from None
-    files = sorted(p for p in (directory / DATA_DIR).glob("*.parquet"))
-    features = Features.from_arrow_schema(pq.read_schema(files[0]))
+    infos = _dataset_infos(data.get("dataset_info"))
+    if not infos or any("splits" not in info for info in infos.values()):
+        raise PublishError(f"{card_path} has no dataset_info splits")
+    patterns = {
+        (config.get("config_name", "default"), entry["split"]): entry["path"]
+        for config in data.get("configs") or [] for entry in config.get("data_files") or []
+    }
+    all_files = sorted(p.relative_to(directory).as_posix() for p in (directory / DATA_DIR).rglob("*.parquet"))
+    features: dict[str, Features] = {}
     splits = []
-    for info in split_infos:
-        name = info["name"]
-        split_files = [f"{DATA_DIR}/{p.name}" for p in files if shard_split(p.name) == name]
-        splits.append(SplitStats(name, int(info.get("num_examples", 0)), int(info.get("num_bytes", 0)), split_files))
+    for config, info in infos.items():
+        for split_info in info["splits"]:
+            name = split_info["name"]
+            pattern = patterns.get((config, name), f"{DATA_DIR}/{name}-*")
+            # the pattern, and the shard name's own split (split names may contain dashes)
+            split_files = [f for f in all_files if fnmatch.fnmatch(f, pattern) and shard_split(f.rsplit("/", 1)[-1]) == name]
+            if split_files and config not in features:
+                features[config] = Features.from_arrow_schema(pq.read_schema(directory / split_files[0]))
+            splits.append(SplitStats(name, int(split_info.get("num_examples", 0)), int(split_info.get("num_bytes", 0)), split_files, config))
     if isinstance(metadata.filter_stats, FilterStats):
         metadata.filter_stats.check()  # counts that do not add up are a filter bug, not a release
-    return LocalDataset(directory, metadata, features, splits, (directory / GRID_NAME).is_file())
+    if not features:
+        raise ConceptforgeError(f"{directory}: no parquet file matches the card's configs")
+    merged: Features | dict[str, Features] = features["default"] if list(features) == ["default"] else features
+    return LocalDataset(directory, metadata, merged, splits, (directory / GRID_NAME).is_file())
 
 
 def render_release_card(local: LocalDataset, *, repo_id: str, version: Version, previous: Version | None) -> str:
@@ -183,7 +215,7 @@ def local_files(local: LocalDataset, card_text: str) -> list[LocalFile]:
 
 def _managed(path: str) -> bool:
     """Paths a release owns; anything else in the repo (LICENSE, .gitattributes) is left alone."""
-    return path in (CARD_NAME, GRID_NAME) or path.startswith(f"{DATA_DIR}/")
+    return path in (CARD_NAME, GRID_NAME) or path.startswith((f"{DATA_DIR}/", f"{SCENES_DIR}/"))
 
 
 # -- remote side ------------------------------------------------------------------------------
@@ -238,6 +270,13 @@ def _status(error: BaseException) -> int | None:
     return None
 
 
+def _offline_mode() -> bool:
+    """Whether the Hub client is in offline mode (HF_HUB_OFFLINE=1, read when it was imported)."""
+    from huggingface_hub import constants
+
+    return bool(getattr(constants, "HF_HUB_OFFLINE", False))
+
+
 def _network_errors() -> tuple[type[BaseException], ...]:
     from huggingface_hub.errors import HfHubHTTPError
 
@@ -249,6 +288,33 @@ def _network_errors() -> tuple[type[BaseException], ...]:
     except ImportError:  # older huggingface_hub uses httpx or requests: both raise OSError subclasses
         pass
     return tuple(kinds)
+
+
+def hub_validate_card(card_text: str, *, endpoint: str | None = None) -> None:
+    """Ask the Hub to validate the card's metadata (``POST /api/validate-yaml``), before upload.
+
+    Uses ``huggingface_hub.DatasetCard.validate``; that method always talks to the client's
+    configured endpoint (``HF_ENDPOINT``), so an explicit other ``endpoint`` gets the same request
+    through the client's session.
+    """
+    from huggingface_hub import DatasetCard, constants
+    from huggingface_hub.utils import get_session, hf_raise_for_status
+
+    card = DatasetCard(card_text)
+    try:
+        if endpoint is None or endpoint.rstrip("/") == constants.ENDPOINT.rstrip("/"):
+            card.validate(repo_type=REPO_TYPE)
+        else:
+            response = get_session().post(
+                f"{endpoint.rstrip('/')}/api/validate-yaml",
+                json={"repoType": REPO_TYPE, "content": str(card)},
+                headers={"Accept": "text/plain"},
+            )
+            if response.status_code == 400:
+                raise ValueError(response.text)
+            hf_raise_for_status(response)
+    except ValueError as error:  # the Hub's 400: the metadata is invalid
+        raise ConceptforgeError(f"the Hub rejects the dataset card: {' '.join(str(error).split())[:300]}") from None
 
 
 def publish_dataset(
@@ -274,6 +340,27 @@ def publish_dataset(
     local = read_dataset_dir(dataset_dir)
     api = HfApi(endpoint=endpoint, token=token, library_name="conceptforge")
     network_errors = _network_errors()
+
+    # 0. Everything that needs no Hub, first: a dry run offline still validates the whole release.
+    card_text = render_release_card(local, repo_id=repo_id, version=wanted, previous=None)
+    ensure_valid(dataset_dir_problems(local.directory, card_text, secrets=secrets), "the dataset card")
+    offline = _offline_mode()
+    if offline and not dry_run:
+        raise PublishError(
+            "offline mode (HF_HUB_OFFLINE=1) blocks publishing; the release is valid locally — "
+            "unset HF_HUB_OFFLINE to publish, or pass --dry-run to check it without the Hub"
+        )
+    files = local_files(local, card_text)
+
+    def local_only(why: str) -> PublishResult:
+        logger.info("dry run without the Hub (%s): local checks only", why)
+        return PublishResult(
+            repo_id, str(wanted), None, "dry-run", None, uploaded=[f.path_in_repo for f in files],
+            uploaded_bytes=sum(f.size for f in files), total_files=len(files), unchecked=why,
+        )
+
+    if dry_run and offline:
+        return local_only("offline mode (HF_HUB_OFFLINE=1)")
 
     def fail(stage: str, error: BaseException, *, committed: str | None = None) -> HubError:
         logger.debug("publish failed while %s", stage, exc_info=True)
@@ -306,15 +393,24 @@ def publish_dataset(
     except RepositoryNotFoundError:
         repo_exists, refs = False, None
     except network_errors as error:
+        if dry_run and _status(error) not in (401, 403):
+            return local_only(f"the Hub could not be read ({_reason(error, secrets)})")
         raise fail("reading the repository's tags", error) from None
     tags = {t.name: t.target_commit for t in refs.tags} if refs else {}
     versions = published_versions(tags)
     previous = previous_version(wanted, versions)
 
     # 2. The release as it would be published, validated before anything is sent.
-    card_text = render_release_card(local, repo_id=repo_id, version=wanted, previous=previous)
-    ensure_valid(dataset_dir_problems(local.directory, card_text, secrets=secrets), "the dataset card")
-    files = local_files(local, card_text)
+    if previous is not None:  # the card names the previous version: render and check it again
+        card_text = render_release_card(local, repo_id=repo_id, version=wanted, previous=previous)
+        ensure_valid(dataset_dir_problems(local.directory, card_text, secrets=secrets), "the dataset card")
+        card = card_text.encode("utf-8")
+        files[0] = LocalFile(CARD_NAME, len(card), *_hash_stream(iter([card]), len(card)), content=card)
+    try:  # the Hub's own check of the card's metadata (DatasetCard.validate), before any upload
+        hub_validate_card(card_text, endpoint=endpoint)
+    except network_errors as error:
+        raise fail("validating the card with the Hub", error) from None
+    first_config = next((s.config for s in local.splits if s.config != "default"), None)
 
     try:
         if str(wanted) in tags:
@@ -322,7 +418,8 @@ def publish_dataset(
             changed, deleted = _diff(files, _remote_files(api, repo_id, tagged))
             if not changed and not deleted:
                 logger.info("%s %s already published at %s", repo_id, wanted, tagged)
-                return PublishResult(repo_id, str(wanted), str(previous) if previous else None, "unchanged", tagged, total_files=len(files))
+                return PublishResult(repo_id, str(wanted), str(previous) if previous else None, "unchanged", tagged,
+                                     total_files=len(files), config=first_config)
             differing = ", ".join([f.path_in_repo for f in changed][:3] + deleted[:2])
             raise PublishError(
                 f"{wanted} already exists on {repo_id} (commit {tagged[:12]}) with other files ({differing}); "
@@ -343,7 +440,7 @@ def publish_dataset(
     result = PublishResult(
         repo_id, str(wanted), str(previous) if previous else None, "dry-run", main_head,
         uploaded=[f.path_in_repo for f in changed], uploaded_bytes=sum(f.size for f in changed),
-        deleted=deleted, total_files=len(files),
+        deleted=deleted, total_files=len(files), config=first_config,
     )
     if dry_run:
         return result

@@ -152,19 +152,46 @@ def card_problems(text: str, *, secrets: Iterable[str] = ()) -> list[str]:
             files = config.get("data_files") if isinstance(config, dict) else None
             if not isinstance(files, list) or not all(isinstance(f, dict) and {"split", "path"} <= set(f) for f in files):
                 problems.append(f"config {config!r} has no data_files list of {{split, path}}")
-    info = data.get("dataset_info")
-    if not isinstance(info, dict) or "features" not in info or "splits" not in info:
+    infos = _dataset_infos(data.get("dataset_info"))
+    if not infos or any(not isinstance(i, dict) or "features" not in i or "splits" not in i for i in infos.values()):
         problems.append("dataset_info with features and splits is missing")
     else:
-        try:
-            Features._from_yaml_list(info["features"])
-        except Exception as error:
-            problems.append(f"dataset_info features do not parse: {' '.join(str(error).split())}")
+        for info in infos.values():
+            try:
+                Features._from_yaml_list(info["features"])
+            except Exception as error:
+                problems.append(f"dataset_info features do not parse: {' '.join(str(error).split())}")
+        if isinstance(configs, list):
+            names = {c.get("config_name", "default") for c in configs if isinstance(c, dict)}
+            if names != set(infos):
+                problems.append(f"configs {sorted(names)} and dataset_info configs {sorted(infos)} differ")
     secret_list = [s for s in secrets if s]
     if any(secret in text for secret in secret_list) or _TOKEN_RE.search(text):
         problems.append("the card contains an access token; it must never be published")
     problems += _bibtex_problems(text)
     return problems
+
+
+def _dataset_infos(info: Any) -> dict[str, Any]:
+    """dataset_info per config name: the Hub writes a mapping for one config, a list for several."""
+    if isinstance(info, dict):
+        return {info.get("config_name", "default"): info}
+    if isinstance(info, list):
+        return {i.get("config_name", "default") if isinstance(i, dict) else "?": i for i in info}
+    return {}
+
+
+SECTION_HEADINGS = ("## Uses", "### Out-of-scope use", "## Bias, Risks and Limitations", "## Annotations")
+
+
+def missing_sections(text: str) -> list[str]:
+    """Hub card sections that are absent or still the placeholder (a warning, not a refusal)."""
+    missing = []
+    for heading in SECTION_HEADINGS:
+        match = re.search(re.escape(heading) + r"\n\n(.*?)\n", text)
+        if not match or match.group(1).strip() in ("", "_Not written yet._"):
+            missing.append(heading.lstrip("# "))
+    return missing
 
 
 def dataset_dir_problems(directory: str | Path, card_text: str | None = None, *, secrets: Iterable[str] = ()) -> list[str]:
@@ -178,9 +205,10 @@ def dataset_dir_problems(directory: str | Path, card_text: str | None = None, *,
     problems = card_problems(card_text, secrets=secrets)
     try:
         data = parse_card_yaml(card_text)
-        features = Features._from_yaml_list(data["dataset_info"]["features"])
-        card_splits = {s["name"]: s for s in data["dataset_info"]["splits"]}
-        data_files = [f for config in data["configs"] for f in config["data_files"]]
+        infos = _dataset_infos(data["dataset_info"])
+        features = {name: Features._from_yaml_list(info["features"]) for name, info in infos.items()}
+        card_splits = {(name, s["name"]): s for name, info in infos.items() for s in info["splits"]}
+        data_files = [(config.get("config_name", "default"), f) for config in data["configs"] for f in config["data_files"]]
     except Exception:
         return problems or ["the card metadata lacks configs/dataset_info"]
 
@@ -190,12 +218,12 @@ def dataset_dir_problems(directory: str | Path, card_text: str | None = None, *,
     if len(files) + 2 > MAX_FILES_PER_COMMIT:
         problems.append(f"{len(files)} data files exceed what one Hub commit takes; assemble with a larger max_shard_size")
     matched: set[str] = set()
-    rows: dict[str, int] = {}
-    for entry in data_files:
-        split, pattern = entry["split"], entry["path"]
+    rows: dict[tuple[str, str], int] = {}
+    for config, entry in data_files:
+        split, pattern = (config, entry["split"]), entry["path"]
         hits = [f for f in files if fnmatch.fnmatch(f, pattern)]
         if not hits:
-            problems.append(f"split {split!r}: no file matches {pattern!r}")
+            problems.append(f"split {split[1]!r}: no file matches {pattern!r}")
         matched.update(hits)
         for name in hits:
             path = directory / name
@@ -208,7 +236,7 @@ def dataset_dir_problems(directory: str | Path, card_text: str | None = None, *,
             except Exception as error:
                 problems.append(f"{name} is not a readable parquet file: {' '.join(str(error).split())}")
                 continue
-            if Features.from_arrow_schema(parquet.schema_arrow) != features:
+            if Features.from_arrow_schema(parquet.schema_arrow) != features.get(config):
                 problems.append(f"{name}: parquet features differ from the card's dataset_info features")
             rows[split] = rows.get(split, 0) + parquet.metadata.num_rows
     unmatched = sorted(set(files) - matched)
@@ -216,8 +244,8 @@ def dataset_dir_problems(directory: str | Path, card_text: str | None = None, *,
         problems.append(f"data files not in any split of the card: {', '.join(unmatched[:5])}")
     for split, info in card_splits.items():
         if split in rows and rows[split] != info.get("num_examples"):
-            problems.append(f"split {split!r}: card says {info.get('num_examples')} rows, parquet files hold {rows[split]}")
-    if set(card_splits) != {entry["split"] for entry in data_files}:
+            problems.append(f"split {split[1]!r}: card says {info.get('num_examples')} rows, parquet files hold {rows[split]}")
+    if set(card_splits) != {(config, entry["split"]) for config, entry in data_files}:
         problems.append("dataset_info splits and configs data_files name different splits")
     from conceptforge.cards.card import size_category
 

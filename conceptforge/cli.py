@@ -9,6 +9,7 @@ from typing import Callable, Sequence
 
 from conceptforge.errors import ConceptforgeError
 from conceptforge.progress import are_progress_bars_disabled
+from conceptforge.interrupts import Interrupted, handle_stop_signals
 
 logger = logging.getLogger("conceptforge")
 
@@ -17,8 +18,25 @@ logger = logging.getLogger("conceptforge")
 LIBRARY_PROGRESS_SWITCHES = ("HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS")
 
 
+# Libraries with their own log handlers. Without -v only their errors show: otherwise every torch
+# command starts with "requires torchvision (not installed)" warnings and a failed model load with
+# "Couldn't connect to the Hub ... Will try to load from local cache" before our one-line error.
+_QUIET_LIBRARIES = ("transformers", "diffusers")
+
+
+def _quiet_libraries() -> None:
+    for name in _QUIET_LIBRARIES:
+        os.environ.setdefault(f"{name.upper()}_VERBOSITY", "error")  # read when the library loads
+        module = sys.modules.get(f"{name}.utils.logging")
+        if module is not None and hasattr(module, "set_verbosity_error"):
+            if os.environ[f"{name.upper()}_VERBOSITY"] == "error":
+                module.set_verbosity_error()  # already imported: its level was set from the env then
+
+
 def setup_logging(verbose: bool = False) -> None:
     """Log to stderr under the one root ``conceptforge`` (``-v``: debug); quiet chatty clients."""
+    if not verbose:
+        _quiet_libraries()
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -52,13 +70,24 @@ def quiet_library_progress() -> None:
         datasets.disable_progress_bars()
 
 
+INTERRUPTED_MESSAGE = "interrupted by {signal}: finished work is kept; rerun the same command to resume"
+
+
 def run_cli(main: Callable[[Sequence[str] | None], int | None], argv: Sequence[str] | None = None) -> int:
-    """Run ``main``; a :class:`ConceptforgeError` prints ``error: <one line>`` and exits 2."""
+    """Run ``main``; a :class:`ConceptforgeError` prints ``error: <one line>`` and exits 2.
+
+    SIGINT and SIGTERM stop the run (see :mod:`conceptforge.interrupts`): one line, exit 130/143.
+    """
     try:
-        return int(main(argv) or 0)
-    except ConceptforgeError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return error.exit_code
+        with handle_stop_signals():
+            try:
+                return int(main(argv) or 0)
+            except ConceptforgeError as error:
+                print(f"error: {error}", file=sys.stderr)
+                return error.exit_code
+    except Interrupted as stop:
+        print(INTERRUPTED_MESSAGE.format(signal=stop.signal_name), file=sys.stderr)
+        return stop.exit_code
     except KeyboardInterrupt:
-        print("interrupted: completed items are kept; rerun the same command to resume", file=sys.stderr)
+        print(INTERRUPTED_MESSAGE.format(signal="SIGINT"), file=sys.stderr)
         return 130

@@ -42,7 +42,9 @@ __all__ = [
     "HubError",
     "PublishError",
     "StoreError",
+    "one_line",
 ]
+import re
 
 
 class ConceptforgeError(Exception):
@@ -133,3 +135,22 @@ class StoreError(ConceptforgeError, RuntimeError):
 
     Why a kind: the fix is a new ``--out`` or the original settings; nothing is overwritten.
     """
+
+_STACKTRACE_HINT = re.compile(r"\s*(Please check out the root cause in the stacktrace above|see the stack ?trace above)[^.]*\.?", re.IGNORECASE)
+
+
+def one_line(error: BaseException, *, limit: int = 500) -> str:
+    """A library exception as one line for a :class:`ConceptforgeError` message.
+
+    The first line of its message, without "check the stacktrace above" (a command line shows no
+    stack trace); when the library hid the real reason behind that phrase, its cause is appended.
+    """
+    lines = str(error).strip().splitlines()
+    text = lines[0] if lines else type(error).__name__
+    stripped = _STACKTRACE_HINT.sub("", text).strip()
+    cause = error.__cause__ or error.__context__
+    if stripped != text and cause is not None:
+        cause_lines = str(cause).strip().splitlines()
+        stripped = f"{stripped.rstrip('.')} ({type(cause).__name__}: {cause_lines[0] if cause_lines else ''})".replace(": )", ")")
+    stripped = " ".join(stripped.split())
+    return stripped if len(stripped) <= limit else stripped[: limit - 1] + "…"

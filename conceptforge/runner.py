@@ -358,7 +358,11 @@ def resolve_assembler(dotted: str) -> Callable[..., None]:
 def assemble_run(out: str | os.PathLike[str], *, store: ItemStore | None = None, force: bool = False, wait: float = 600.0) -> AssemblyOutcome:
     """Assemble the run in ``out`` from its store, once (see :func:`assemble_once`)."""
     out = str(out)
-    store = store or ItemStore(join(out, WORK_DIR))
+    if store is None:
+        store = ItemStore(join(out, WORK_DIR))
+        repo = _repo_assembler(store)
+        if repo is not None:  # a folder of several runs (e.g. one Hub repo with a config per run)
+            return resolve_assembler(repo)(out, force=force, wait=wait)
     config = store.stored_config()
     if config is None:
         raise StoreError(f"{out} has no finished work yet: run the stage first")
@@ -376,6 +380,19 @@ def assemble_run(out: str | os.PathLike[str], *, store: ItemStore | None = None,
     function = resolve_assembler(spec["assembler"])
     fingerprint = hashlib.sha256(canonical_json({"config": config, "assembly": spec})).hexdigest()
     return assemble_once(out, store, lambda staging: function(store, staging, spec["args"]), fingerprint=fingerprint, force=force, wait=wait)
+
+
+def _repo_assembler(store: ItemStore) -> str | None:
+    """A folder whose runs live in ``.work/<name>/`` names, in ``.work/assembly.json``, the
+    function (``"module:function"``, called as ``function(out, force=, wait=)``) that assembles
+    them all and whatever they share, each with :func:`assemble_once`."""
+    if store.stored_config() is not None:
+        return None
+    try:
+        spec = json.loads(store.location.read(ASSEMBLY_ARGS))
+    except (FileNotFoundError, ValueError):
+        return None
+    return spec.get("repo_assembler")
 
 
 def plan_chunks_count(config: Mapping[str, Any]) -> range:

@@ -27,6 +27,7 @@ import logging
 import os
 import re
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
@@ -285,9 +286,10 @@ class ItemStore:
         try:
             if self.location.local:
                 Path(self.location.root).mkdir(parents=True, exist_ok=True)
-                probe = Path(self.location.path(".write-probe"))
+                # one probe per process: concurrent openers (three assemblers) must not unlink each other's
+                probe = Path(self.location.path(f".write-probe-{os.getpid()}-{threading.get_ident()}"))
                 probe.write_bytes(b"")
-                probe.unlink()
+                probe.unlink(missing_ok=True)
             if not self.location.exists(OWNER_NAME):
                 self.location.write(OWNER_NAME, canonical_json({"kind": "conceptforge item store", "format": 2}))
         except OSError as error:

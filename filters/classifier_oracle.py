@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from conceptforge.errors import InvalidArgumentError, WeightsUnavailableError
+from conceptforge.errors import InvalidArgumentError, WeightsUnavailableError, one_line
 
 logger = logging.getLogger(__name__)
 
@@ -196,7 +196,7 @@ class ClassifierOracle:
             processor = _load_image_processor(model_id, **kwargs)
             model = AutoModelForImageClassification.from_pretrained(model_id, dtype=dtype, **kwargs)
         except OSError as error:
-            raise WeightsUnavailableError(f"cannot load classifier {model_id}: {str(error).splitlines()[0]}") from None
+            raise WeightsUnavailableError(f"cannot load classifier {model_id}: {one_line(error)}") from None
         model.to(device)
         return cls(
             model, processor, target_classes=target_classes, label_overrides=label_overrides,

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
-from conceptforge.errors import DataNotFoundError, InvalidArgumentError, WeightsUnavailableError
+from conceptforge.errors import DataNotFoundError, InvalidArgumentError, WeightsUnavailableError, one_line
 from conceptforge.files import write_directory_atomically
 
 logger = logging.getLogger(__name__)
@@ -116,7 +116,7 @@ def finetune_oracle(
             ignore_mismatched_sizes=True,
         )
     except OSError as error:
-        raise WeightsUnavailableError(f"cannot load classifier {config.model_id}: {str(error).splitlines()[0]}") from None
+        raise WeightsUnavailableError(f"cannot load classifier {config.model_id}: {one_line(error)}") from None
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate)
     model, optimizer = accelerator.prepare(model, optimizer)
     result = OracleTrainingResult(labels=labels)

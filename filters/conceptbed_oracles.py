@@ -21,7 +21,7 @@ import torch
 from PIL import Image
 
 from conceptforge.filters.classifier_oracle import ClassifierOracle, OracleError
-from conceptforge.errors import InvalidArgumentError, WeightsUnavailableError
+from conceptforge.errors import ConceptforgeError, InvalidArgumentError, WeightsUnavailableError, one_line
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ class VQAOracle:
                 processor = AutoProcessor.from_pretrained(model_id, revision=revision)
             model = ViltForQuestionAnswering.from_pretrained(model_id, revision=revision).to(target)
         except OSError as error:
-            raise WeightsUnavailableError(f"cannot load VQA model {model_id}: {str(error).splitlines()[0]}") from None
+            raise WeightsUnavailableError(f"cannot load VQA model {model_id}: {one_line(error)}") from None
         return cls(model, processor, probability=probability, device=target)
 
     @torch.inference_mode()

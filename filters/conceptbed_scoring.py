@@ -20,7 +20,7 @@ from conceptforge.filters.conceptbed_oracles import VQAOracle, load_concept_orac
 from conceptforge.generators.conceptbed.composition import Caption
 from conceptforge.generators.conceptbed.concepts import library
 from conceptforge.generators.conceptbed.spec import ConceptSpec
-from conceptforge.errors import DataNotFoundError, InvalidArgumentError, WeightsUnavailableError
+from conceptforge.errors import ConceptforgeError, DataNotFoundError, InvalidArgumentError, WeightsUnavailableError, one_line
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ def oracle_concepts(model_id: str, kind: str, *, revision: str | None = None) ->
     try:
         config = AutoConfig.from_pretrained(model_id, revision=revision)
     except OSError as error:
-        raise WeightsUnavailableError(f"cannot load classifier {model_id}: {str(error).splitlines()[0]}") from None
+        raise WeightsUnavailableError(f"cannot load classifier {model_id}: {one_line(error)}") from None
     labels = {normalize_label(v) for v in config.id2label.values()}
     names = [name for name, (k, _) in library().items() if k == kind and normalize_label(name) in labels]
     if len(names) < 2:

@@ -31,7 +31,8 @@ from conceptforge.filters.sub_filter import FilterParams, ScoredCandidate, decid
 from conceptforge.filters.vqa import VQAScorer
 from conceptforge import ItemResult, ItemStore, ShardSpec, WorkItem
 from conceptforge.runner import ASSEMBLY_ARGS, Stage, out_of_store, run_stage
-from conceptforge.errors import DataFormatError, StoreError
+from conceptforge.errors import ConceptforgeError, DataFormatError, StoreError
+from conceptforge.generators.sub.generate import CARD_SECTIONS as SUB_CARD_SECTIONS
 from conceptforge.generators.sub.generate import CITATION as SUB_CITATION
 from conceptforge.workitems import check_unique_ids
 
@@ -303,6 +304,7 @@ def assemble_filtered(
         column_docs=inherited_column_docs(upstream, COLUMN_DOCS, features),
         provenance=provenance,
         filter_stats=stats,
+        **SUB_CARD_SECTIONS,
     )
     assemble_dataset_dir(
         out_dir,

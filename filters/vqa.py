@@ -25,7 +25,7 @@ import torch
 from PIL import Image
 
 from conceptforge.filters.questions import LETTERS, MultipleChoiceQuestion
-from conceptforge.errors import DependencyMissingError, InvalidArgumentError, WeightsUnavailableError
+from conceptforge.errors import ConceptforgeError, DependencyMissingError, InvalidArgumentError, WeightsUnavailableError, one_line
 
 logger = logging.getLogger(__name__)
 
@@ -78,10 +78,10 @@ def _check_remote_code(model_id: str, trust_remote_code: bool, revision: str | N
                 f"{model_id} ships its own model code; loading it runs that code, so it needs the "
                 "explicit --trust-remote-code flag (never enabled by default)"
             ) from None
-        raise WeightsUnavailableError(f"cannot load VQA model {model_id}: {str(error).splitlines()[0]}") from None
+        raise WeightsUnavailableError(f"cannot load VQA model {model_id}: {one_line(error)}") from None
     except OSError as error:
         raise WeightsUnavailableError(
-            f"cannot load VQA model {model_id}: {str(error).splitlines()[0]} "
+            f"cannot load VQA model {model_id}: {one_line(error)} "
             "(a local path, or a Hub id that is cached or reachable; log in with `hf auth login` for gated models)"
         ) from None
 
@@ -205,7 +205,7 @@ class VQAScorer:
             )
         except ValueError as error:
             raise WeightsUnavailableError(
-                f"{model_id} does not load as AutoModelForImageTextToText ({str(error).splitlines()[0]}); "
+                f"{model_id} does not load as AutoModelForImageTextToText ({one_line(error)}); "
                 "use an image-text-to-text checkpoint in transformers' format"
             ) from None
         model.to(device)
@@ -275,7 +275,7 @@ class VQAScorer:
     def _encode(self, images: Sequence[Image.Image], questions: Sequence[MultipleChoiceQuestion]) -> dict[str, torch.Tensor]:
         texts = [self.prompt(q) for q in questions]
         inputs = self.processor(
-            text=texts, images=[image.convert("RGB") for image in images], return_tensors="pt", padding=True,
+            text=texts, images=[image if image.mode == "RGB" else image.convert("RGB") for image in images], return_tensors="pt", padding=True,
             padding_side="right",  # some processors default to left padding (InternVL)
         )
         out = {}

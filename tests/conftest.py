@@ -1,16 +1,70 @@
-"""Session-wide test settings. Area-specific fixtures live in tests/<area>/conftest.py."""
+"""Session-wide test settings. Area-specific fixtures live in tests/<area>/conftest.py.
+
+The suite must pass whatever Hugging Face variables the caller has set (a cluster node often has
+``HF_HUB_OFFLINE=1``, a laptop a token and ``HF_HOME``). So every such variable is removed before
+any library reads it, a fixed baseline is set, and an autouse fixture puts that baseline back for
+every test, including the flags that ``huggingface_hub`` and ``datasets`` read once at import.
+Script subprocesses inherit ``os.environ`` and so the same baseline. Tests that want offline mode
+in-process use the ``hub_offline`` fixture; script subprocesses get ``HF_HUB_OFFLINE=1`` in their env.
+"""
+
+from __future__ import annotations
 
 import os
+import sys
 import tempfile
 
 import pytest
 
-# Nothing in the tests may reach the real Hub; tiny models are saved and loaded locally.
-os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-os.environ.setdefault("HF_HUB_DISABLE_XET", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-if "HF_HOME" not in os.environ:
-    os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="conceptforge-hf-home-")
+HF_PREFIXES = ("HF_", "HUGGINGFACE_", "HUGGING_FACE_", "TRANSFORMERS_", "DIFFUSERS_")
+
+if "huggingface_hub" in sys.modules:  # would have read the caller's variables already
+    raise RuntimeError("tests/conftest.py must run before huggingface_hub is imported")
+for _key in [key for key in os.environ if key.startswith(HF_PREFIXES)]:
+    del os.environ[_key]
+
+# Nothing in the tests may reach the real Hub; tiny models are saved and loaded locally, and the
+# publish tests talk to the local server in tests/publish/hub_server.py.
+HF_BASELINE = {
+    "HF_HOME": tempfile.mkdtemp(prefix="conceptforge-hf-home-"),
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+    "HF_HUB_DISABLE_XET": "1",
+}
+os.environ.update(HF_BASELINE)
+os.environ["TOKENIZERS_PARALLELISM"] = "false"
+
+
+def set_hub_offline(monkeypatch: pytest.MonkeyPatch, offline: bool) -> None:
+    """Offline mode in this process: the variable and the flags read at import time."""
+    if offline:
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    else:
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    if "huggingface_hub" in sys.modules:
+        import huggingface_hub.constants
+
+        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", offline)
+    if "datasets" in sys.modules:
+        import datasets.config
+
+        monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", offline)
+        monkeypatch.setattr(datasets.config, "HF_DATASETS_OFFLINE", offline)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_hf_environment(monkeypatch):
+    """Every test starts from the baseline, whatever an earlier test or fixture left behind."""
+    for key in [key for key in os.environ if key.startswith(HF_PREFIXES) and key not in HF_BASELINE]:
+        monkeypatch.delenv(key)
+    for key, value in HF_BASELINE.items():
+        monkeypatch.setenv(key, value)
+    set_hub_offline(monkeypatch, False)
+
+
+@pytest.fixture
+def hub_offline(monkeypatch):
+    """Offline mode for an in-process test (model names resolve from the local cache only)."""
+    set_hub_offline(monkeypatch, True)
 
 
 @pytest.fixture(scope="session")

@@ -156,7 +156,12 @@ def run_attributes(args: argparse.Namespace) -> int:
         threshold = f"{row.threshold:.2f}" if row.threshold is not None else "-"
         print(f"{row.attribute:45s} {threshold:>9s} {row.accuracy:9.1%} {row.support:7d} {row.answered:8d}"
               f"{'  kept' if row.selected else ''}")
-    print(f"{len(chosen)} of {len(table)} attributes at >= {args.min_accuracy:.0%} -> {args.spec}")
+    unsupported = sum(row.threshold is None for row in table)
+    support_note = f"; {unsupported} never reach --min-support {args.min_support}" if unsupported else ""
+    print(
+        f"{len(chosen)} of {len(table)} attributes kept ({args.metric} >= {args.min_accuracy:.0%} on at least "
+        f"{args.min_support} images{support_note}) -> {args.spec}"
+    )
     _update_spec(args.spec, {
         "attributes": chosen,
         "attribute_selection": {

@@ -14,18 +14,45 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-shards", type=int, default=None, help="report for this many shards (default: as last run)")
 
 
-def status_lines(out: str, num_shards: int | None = None) -> list[str]:
+def _sub_runs(store) -> list[str]:
+    """Names of the runs in ``.work/<name>/`` of a folder that holds several (one repo, a config each)."""
+    from conceptforge.store import is_store, join
+
+    location = store.location
+    try:
+        if location.local:
+            import os
+
+            names = sorted(entry.name for entry in os.scandir(location.path("")) if entry.is_dir())
+        else:
+            location.refresh()
+            names = sorted(e["name"].rstrip("/").rsplit("/", 1)[-1] for e in location.fs.ls(location.path(""), detail=True)
+                           if e.get("type") == "directory")
+    except FileNotFoundError:
+        return []
+    return [name for name in names if is_store(join(location.url, name))]
+
+
+def status_lines(out: str, num_shards: int | None = None, *, work: str | None = None) -> list[str]:
     from conceptforge.assembly import read_done
     from conceptforge.errors import DataNotFoundError, InvalidArgumentError
     from conceptforge.runner import WORK_DIR
     from conceptforge.store import ItemStore, is_store, join
 
-    work = join(out, WORK_DIR)
+    work = work or join(out, WORK_DIR)
     if not is_store(work):
         raise DataNotFoundError(f"{out} is not a conceptforge run (no {WORK_DIR}/owner.json); check the path")
     store = ItemStore(work)
     config = store.stored_config()
     if config is None:
+        subs = _sub_runs(store)
+        if subs:  # e.g. a binding repo: one run per config, then the shared card
+            lines = []
+            for name in subs:
+                lines += status_lines(f"{out} [{name}]", num_shards, work=join(work, name))
+            card = read_done(store.location)
+            lines.append(f"{out}: card {'written' if card else 'not written yet'}")
+            return lines
         return [f"{out}: started, nothing finished yet (settings are fixed with the first chunk)"]
     plan = config["plan"]
     sizes = plan.get("chunk_items") or [plan["chunk_size"]] * plan["chunks"]

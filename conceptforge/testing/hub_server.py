@@ -293,6 +293,51 @@ def _split_card_yaml(text: str) -> tuple[dict[str, Any] | None, str | None]:
     return data, None
 
 
+def _metadata_errors(data: dict[str, Any], repo_type: str) -> list[str]:
+    """What the Hub's metadata validation rejects (the subset our cards can get wrong).
+
+    The Hub answers ``POST /api/validate-yaml`` with 400 and the reasons when the README's
+    metadata is invalid: a license that is not a Hub license id, list-typed keys given as
+    something else, ``configs`` without ``config_name``/``data_files``, ``dataset_info`` entries
+    that do not name their config when there are several.
+    """
+    from conceptforge.cards.validate import HUB_LICENSES  # the Hub's published license ids
+
+    errors = []
+    licenses = data.get("license")
+    for license_id in licenses if isinstance(licenses, list) else [licenses] if licenses is not None else []:
+        if not isinstance(license_id, str) or license_id not in HUB_LICENSES:
+            errors.append(f'"license" must be one of the Hub license ids, got {license_id!r}')
+    for key in ("tags", "task_categories", "size_categories", "source_datasets", "language", "task_ids"):
+        value = data.get(key)
+        if value is not None and not (isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))):
+            errors.append(f'"{key}" must be a string or a list of strings')
+    if repo_type == "dataset":
+        configs = data.get("configs")
+        if configs is not None:
+            if not isinstance(configs, list):
+                errors.append('"configs" must be a list')
+            else:
+                names = []
+                for config in configs:
+                    if not isinstance(config, dict) or not isinstance(config.get("config_name"), str):
+                        errors.append('"configs" entries need a "config_name" string')
+                        continue
+                    names.append(config["config_name"])
+                    files = config.get("data_files")
+                    if files is not None and not isinstance(files, (str, list)):
+                        errors.append(f'config {config["config_name"]!r}: "data_files" must be a string or a list')
+                if len(names) != len(set(names)):
+                    errors.append('"configs" names a config twice')
+        info = data.get("dataset_info")
+        if isinstance(info, list):
+            if len(info) > 1 and not all(isinstance(i, dict) and isinstance(i.get("config_name"), str) for i in info):
+                errors.append('"dataset_info" entries need a "config_name" when there are several')
+        elif info is not None and not isinstance(info, dict):
+            errors.append('"dataset_info" must be a mapping or a list of mappings')
+    return errors
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: "_Server"
@@ -462,9 +507,13 @@ class _Handler(BaseHTTPRequestHandler):
             return True
         if s[:2] == ["api", "validate-yaml"] and method == "POST":
             body = self._json_body()
+            repo_type = body.get("repoType") or "model"
+            if repo_type not in ("model", "dataset", "space"):
+                raise HubError(400, f"Invalid repoType {repo_type!r}")
             data, error = _split_card_yaml(body.get("content", ""))
-            if error:
-                self._send(400, {"errors": [{"message": error}], "warnings": []})
+            errors = [error] if error else _metadata_errors(data or {}, repo_type)
+            if errors:  # the client raises ValueError(response.text) on 400
+                self._send(400, {"error": "Invalid metadata in README.md.\n" + "\n".join(f"- {e}" for e in errors)})
             else:
                 warnings = [] if data else [{"message": "Empty or missing yaml metadata in repo card"}]
                 self._send(200, {"errors": [], "warnings": warnings})

@@ -124,6 +124,19 @@ class AnnotationDataset:
                         row["reference_images"] = [None] * refs[offset]  # count only; bytes on demand
         if not self.rows:
             raise DataFormatError(f"{self.root} split {split} is empty")
+        # ConceptBed embeds reference thumbnails once per concept (--embed-references): the other
+        # rows of the concept show that row's references.
+        self.ref_source: dict[str, str] = {}
+        if self.ref_counts and all("concept" in row for row in self.rows.values()):
+            carriers: dict[str, str] = {}
+            for item_id, count in self.ref_counts.items():
+                if count:
+                    carriers.setdefault(str(self.rows[item_id]["concept"]), item_id)
+            for item_id, row in self.rows.items():
+                source = carriers.get(str(row["concept"]))
+                if not self.ref_counts[item_id] and source is not None:
+                    self.ref_source[item_id] = source
+                    row["reference_images"] = [None] * self.ref_counts[source]
         self._cache: OrderedDict[tuple[int, int, str], list[Any]] = OrderedDict()
         self._lock = threading.Lock()
         self._image_dir: Path | None = None
@@ -160,7 +173,13 @@ class AnnotationDataset:
                     if image.get("bytes"):
                         atomic_write_bytes(cache_dir / f"{index}-image", image["bytes"])
                     if "reference_images" in columns:
-                        for k, ref in enumerate(table.column("reference_images")[offset].as_py() or []):
+                        source = self.ref_source.get(item_ids[index])
+                        if source is None:
+                            refs = table.column("reference_images")[offset].as_py() or []
+                        else:
+                            at = self.locations[source]
+                            refs = self._column(at, "reference_images")[at.offset] or []
+                        for k, ref in enumerate(refs):
                             if (ref or {}).get("bytes"):
                                 atomic_write_bytes(cache_dir / f"{index}-ref{k}", ref["bytes"])
             atomic_write_bytes(marker, json.dumps(expected).encode("utf-8"))
@@ -195,6 +214,7 @@ class AnnotationDataset:
         if slot == "image":
             value = self._column(location, "image")[location.offset]
         elif slot.startswith("ref") and slot[3:].isdigit() and "reference_images" in self.columns:
+            location = self.locations[self.ref_source.get(item_id, item_id)]
             refs = self._column(location, "reference_images")[location.offset] or []
             index = int(slot[3:])
             if index >= len(refs):

@@ -62,6 +62,11 @@ class AnnotationDB:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._local = threading.local()
+        # Writers of one process queue here, not in SQLite: a thread that finds the database
+        # locked sleeps in SQLite's busy handler (1, 2, 5, 10 ... ms), far longer than a commit.
+        # Held only around one INSERT, never across a request; other processes on the same file
+        # still wait through busy_timeout.
+        self._write_lock = threading.Lock()
 
     def connect(self) -> sqlite3.Connection:
         """One connection per thread (sqlite3 connections must not be shared across threads)."""
@@ -133,11 +138,12 @@ class AnnotationDB:
         """
         blob = json.dumps(dict(answers), sort_keys=True)
         conn = self.connect()
-        cursor = conn.execute(
-            "INSERT INTO annotations (annotator, item_id, answers, answered_at, elapsed_ms) VALUES (?, ?, ?, ?, ?)"
-            " ON CONFLICT (annotator, item_id) DO NOTHING",
-            (annotator, item_id, blob, time.time(), elapsed_ms),
-        )
+        with self._write_lock:
+            cursor = conn.execute(
+                "INSERT INTO annotations (annotator, item_id, answers, answered_at, elapsed_ms) VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT (annotator, item_id) DO NOTHING",
+                (annotator, item_id, blob, time.time(), elapsed_ms),
+            )
         if cursor.rowcount == 1:
             return True
         row = conn.execute("SELECT answers FROM annotations WHERE annotator = ? AND item_id = ?",

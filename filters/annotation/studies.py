@@ -157,11 +157,18 @@ def get_study(name: str) -> Study:
         raise InvalidArgumentError(f"unknown study {name!r}; choose one of: {', '.join(STUDIES)}") from None
 
 
+def with_article(phrase: str) -> str:
+    """``solid tail pattern`` -> ``a solid tail pattern``, ``orange breast color`` -> ``an orange …``."""
+    if not phrase:
+        return phrase
+    return f"{'an' if phrase[0].lower() in 'aeiou' else 'a'} {phrase}"
+
+
 def display_fields(study: Study, row: Mapping[str, Any]) -> dict[str, str]:
     """What the page shows beside the image (never the answer for sub-attribute)."""
     if study.name == "sub-faithfulness":
         group, value = split_attribute(str(row["attribute"]))
-        return {"attribute_text": f"{value.replace('_', ' ')} {pretty_group(group)}".strip(),
+        return {"attribute_text": with_article(f"{value.replace('_', ' ')} {pretty_group(group)}".strip()),
                 "bird_text": pretty_bird(str(row["bird"]))}
     if study.name == "sub-attribute":
         return {"group_text": pretty_group(str(row["group"]))}

@@ -13,7 +13,7 @@ import random
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
-from datasets import Features, Image as ImageFeature, List, Value
+from datasets import ClassLabel, Features, Image as ImageFeature, List, Value
 
 from conceptforge.generators.binding.compositions import (
     DATASETS,
@@ -71,6 +71,7 @@ class BindingConfig:
     width: int = 320
     height: int = 240
     samples: int = 16
+    denoise: bool = True  # Open Image Denoise over the float render: ~48 dB vs 512 samples instead of ~38
     min_pixels: int | None = None  # default: CLEVR's 200 px scaled to the resolution
     split_sizes: dict[str, int] = field(default_factory=dict)
 
@@ -183,6 +184,7 @@ def sample_scene(item: WorkItem, config: BindingConfig, rng: random.Random) -> S
         height=config.height,
         samples=config.samples,
         seed=item.seed,
+        denoise=config.denoise,
     )
     return ScenePlan(scene, ordered[label_index].label, ordered, label_index, relation)
 
@@ -244,43 +246,61 @@ def _row_metadata(plan: ScenePlan, visibility) -> dict[str, Any]:
     }
 
 
-FEATURES = Features(
-    {
-        "image": ImageFeature(),
-        "item_id": Value("string"),
-        "label": Value("string"),
-        "candidates": List(Value("string")),
-        "label_index": Value("int32"),
-        "candidate_kinds": List(Value("string")),
-        "objects": List(
-            {
-                "shape": Value("string"),
-                "color": Value("string"),
-                "material": Value("string"),
-                "size": Value("string"),
-                "x": Value("float32"),
-                "y": Value("float32"),
-                "z": Value("float32"),
-                "rotation": Value("float32"),
-                "bbox": List(Value("int32")),
-                "center": List(Value("float32")),
-                "pixels": Value("int32"),
-            }
-        ),
-        "relation": {"subject": Value("string"), "relation": Value("string"), "object": Value("string")},
-        "camera": {"location": List(Value("float32")), "rotation": List(Value("float32")), "lens": Value("float32")},
-        "seed": Value("int64"),
-    }
-)
+def label_names(dataset: str) -> list[str]:
+    """Every label the dataset can have (closed set), in a fixed order: the ClassLabel names."""
+    from conceptforge.generators.binding.compositions import ALL_ADJ_NOUN, ALL_FACTS
+    from conceptforge.generators.binding.vocab import adjective_noun, relation_label
+
+    if dataset == "relational":
+        return [relation_label(*fact) for fact in ALL_FACTS]
+    return [adjective_noun(*composition) for composition in ALL_ADJ_NOUN]
+
+
+def binding_features(dataset: str) -> Features:
+    """The schema of one binding config; closed-set columns are ClassLabels (names in the features).
+
+    ``candidates`` stays text: the five prompts are what a model scores.
+    """
+    return Features(
+        {
+            "image": ImageFeature(),
+            "item_id": Value("string"),
+            "label": ClassLabel(names=label_names(dataset)),
+            "candidates": List(Value("string")),
+            "label_index": Value("int32"),
+            "candidate_kinds": List(Value("string")),
+            "objects": List(
+                {
+                    "shape": ClassLabel(names=list(SHAPES)),
+                    "color": ClassLabel(names=list(COLORS)),
+                    "material": ClassLabel(names=list(MATERIALS)),
+                    "size": ClassLabel(names=list(SIZE_RADIUS)),
+                    "x": Value("float32"),
+                    "y": Value("float32"),
+                    "z": Value("float32"),
+                    "rotation": Value("float32"),
+                    "bbox": List(Value("int32")),
+                    "center": List(Value("float32")),
+                    "pixels": Value("int32"),
+                }
+            ),
+            "relation": {"subject": Value("string"), "relation": Value("string"), "object": Value("string")},
+            "camera": {"location": List(Value("float32")), "rotation": List(Value("float32")), "lens": Value("float32")},
+            "seed": Value("int64"),
+        }
+    )
+
+
+FEATURES = binding_features("single-object")  # kept for callers that want one example schema
 
 COLUMN_DOCS = {
     "image": "rendered scene (Blender Cycles)",
     "item_id": "stable work-item id `<split>-<index>`",
-    "label": "the true label (`red cube` or `cube left sphere`)",
+    "label": "the true label as a ClassLabel (`red cube` or `cube left sphere`; names in `features['label'].names`)",
     "candidates": "true label + 4 distractors, shuffled per example",
     "label_index": "index of `label` in `candidates`",
     "candidate_kinds": "per candidate: true, random, hard-swap, bRa, aSb, aRc, cRb",
-    "objects": "per object: shape, colour, material, size, 3D position, rotation, visible bbox, projected centre, visible pixels",
+    "objects": "per object: shape, colour, material, size (ClassLabels), 3D position, rotation, visible bbox, projected centre, visible pixels",
     "relation": "relational dataset: subject, relation, object of the true label",
     "camera": "camera location, rotation (degrees, XYZ) and lens (mm)",
     "seed": "the work item's seed",

@@ -111,6 +111,7 @@ class SceneDescription:
     height: int = 240
     samples: int = 16
     seed: int = 0
+    denoise: bool = True  # OIDN over the float render (see render_blender)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import torch
-from datasets import Features, Image as ImageFeature, List, Value
+from datasets import ClassLabel, Features, Image as ImageFeature, List, Value
 from PIL import Image
 
 from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
@@ -51,6 +51,7 @@ from conceptforge.generators.conceptbed.sampling import (
     load_pipeline,
     reference_thumbnails,
 )
+from conceptforge.generators.conceptbed.concepts import library
 from conceptforge.generators.conceptbed.spec import Concept, ConceptSpec
 from conceptforge.errors import InvalidArgumentError
 from conceptforge.runner import Stage, assemble_run, open_store, plan_chunks, run_stage
@@ -60,6 +61,17 @@ from conceptforge.workitems import ShardSpec, WorkItem, derive_seed
 logger = logging.getLogger(__name__)
 
 SPLITS = ("concept", "composition")
+REFERENCE_COUNT = 3
+REFERENCES_NOTE = (
+    "The license covers the generated images. The concepts' reference images (ImageNet, CUB-200-2011, PACS) are "
+    "not included: `reference_ids` names them by folder and file in your own copies, which keep their own terms."
+)
+EMBEDDED_REFERENCES_NOTE = (
+    "The license covers the generated images only. `reference_images` holds downsized copies of the concepts' "
+    "reference images, embedded on request (`--embed-references`) once per concept and split: they come from "
+    "ImageNet, CUB-200-2011 or PACS and stay under those datasets' terms (non-commercial research use), not this "
+    "license. Share or publish this dataset only where those terms allow it."
+)
 FEATURES = Features(
     {
         "image": ImageFeature(),
@@ -72,8 +84,12 @@ FEATURES = Features(
         "category": Value("string"),
         "categories": List(Value("string")),
         "questions": List(Value("string")),
+        "reference_ids": List(Value("string")),
         "reference_images": List(ImageFeature()),
         "seed": Value("int64"),
+        # ``concept`` as a ClassLabel over ConceptBed's whole library (Table 9: 4 PACS styles, 80
+        # ImageNet objects, 200 CUB classes), so label ids mean the same concept in every run
+        "concept_label": ClassLabel(names=list(library())),
     }
 )
 COLUMN_DOCS = {
@@ -87,8 +103,40 @@ COLUMN_DOCS = {
     "category": "first composition category (composition split)",
     "categories": "every composition category of the caption (a caption may have several)",
     "questions": "yes/no existence questions, all answered `yes` (composition split)",
-    "reference_images": "up to 3 of the concept's reference images",
+    "reference_ids": "the concept's reference images as `<folder>/<file>` in the ImageNet/CUB/PACS copy the "
+    "concept spec names (the images themselves are not part of the dataset)",
+    "reference_images": "empty unless generated with `--embed-references`: then up to 3 reference thumbnails on the "
+    "first row of each concept in each split (one copy per concept; see the license section)",
     "seed": "the image's seed",
+    "concept_label": "`concept` as a ClassLabel over ConceptBed's 284 concepts (names through the features)",
+}
+
+#: The Hub card sections (cards.render_card fields).
+CARD_SECTIONS = {
+    "language": ["en"],
+    "uses": (
+        "Measuring how well a concept learner (Textual Inversion, DreamBooth, Custom Diffusion) captured a "
+        "concept and keeps it composable: score the `concept` split with the concept oracles and the "
+        "`composition` split with the VQA oracle, and report CCD against the real images "
+        "(`scripts/evaluate.py conceptbed`, ConceptBed Sec. 3)."
+    ),
+    "out_of_scope_use": (
+        "Not real photographs and not a training set for recognising these concepts; not a measure of image "
+        "quality or of a model's safety. The images follow the license of the diffusion model that made them."
+    ),
+    "bias_risks_limitations": (
+        "Images come from a text-to-image diffusion model fine-tuned on a few reference images per concept: they "
+        "inherit that model's biases and can copy details of the references (memorisation). Concepts and "
+        "composition captions are the paper's (PACS styles, ImageNet objects, CUB birds), a narrow, "
+        "English-only, western-centred vocabulary. The concept oracles are classifiers with their own errors, so "
+        "CCD measures agreement with them, not ground truth."
+    ),
+    "annotations": (
+        "No human annotation in this dataset. `concept`, `concept_kind`, `prompt` and `caption` are the "
+        "generation inputs; the yes/no `questions` are derived from the composite caption's nouns and are all "
+        "answered `yes` by construction. Human ratings (ConceptBed Sec. 4.2) can be added with "
+        "`scripts/annotate.py` (docs/annotation.md)."
+    ),
 }
 CITATION = """@inproceedings{patel2024conceptbed,
   title={ConceptBed: Evaluating Concept Learning Abilities of Text-to-Image Diffusion Models},
@@ -107,6 +155,9 @@ class GenerateOptions:
     max_captions: int | None = None
     shard: ShardSpec = field(default_factory=ShardSpec)
     license: str = "creativeml-openrail-m"
+    # The reference images are the user's ImageNet/CUB/PACS files, under those datasets' terms, not
+    # the model licence: rows name them by id; embedding thumbnails is an explicit choice.
+    embed_references: bool = False
     max_shard_size: str = "500MB"
     max_items: int | None = None  # stop after this many new images (tests, smoke runs)
     assemble: bool = True
@@ -236,7 +287,7 @@ class ConceptBedGenerator:
         directory = self.reference_dir(concept)
         if (directory / "done").exists():
             return
-        for index, thumb in enumerate(reference_thumbnails(concept)):
+        for index, thumb in enumerate(reference_thumbnails(concept, count=REFERENCE_COUNT)):
             atomic_write_bytes(directory / f"{index}.png", thumb["bytes"])
         atomic_write_bytes(directory / "done", b"")
 
@@ -285,6 +336,10 @@ class ConceptBedGenerator:
             assembly_args={
                 "metadata": asdict(self.card_metadata()),
                 "references": str(self.work / "references"),
+                "reference_ids": {
+                    c.name: [f"{p.parent.name}/{p.name}" for p in c.reference_images[:REFERENCE_COUNT]] for c in self.spec.concepts
+                },
+                "embed_references": self.options.embed_references,
                 "max_shard_size": self.options.max_shard_size,
             },
             chunk_size=max(1, largest),  # one concept per chunk: no concept is learned twice
@@ -331,8 +386,10 @@ class ConceptBedGenerator:
             ),
             task_categories=["text-to-image"],
             tags=["conceptbed", "concept-learning", config.learner],
+            license_note=EMBEDDED_REFERENCES_NOTE if self.options.embed_references else REFERENCES_NOTE,
             citation=CITATION,
             column_docs=COLUMN_DOCS,
+            **CARD_SECTIONS,
             provenance=collect_provenance(
                 generator="conceptforge generate conceptbed",
                 models={"diffusion": (config.model_id, config.revision)},
@@ -351,12 +408,17 @@ def _references(directory: Path, concept: str) -> list[dict[str, Any]]:
     return [{"bytes": p.read_bytes(), "path": None} for p in sorted((directory / concept).glob("*.png"))]
 
 
-def _rows(store: ItemStore, split: str, references_dir: Path) -> Iterator[dict[str, Any]]:
-    references: dict[str, list[dict[str, Any]]] = {}
+def _rows(
+    store: ItemStore, split: str, references_dir: Path, reference_ids: dict[str, list[str]], embed: bool
+) -> Iterator[dict[str, Any]]:
+    embedded: set[str] = set()  # concepts whose thumbnails this split already holds (one copy each)
     for record in store.records(split):
         meta = record.metadata
-        if meta["concept"] not in references:
-            references = {meta["concept"]: _references(references_dir, meta["concept"])}
+        concept = meta["concept"]
+        thumbnails: list[dict[str, Any]] = []
+        if embed and concept not in embedded:
+            thumbnails = _references(references_dir, concept)
+            embedded.add(concept)
         yield {
             "image": {"bytes": record.read_file("png"), "path": None},
             "item_id": record.item_id,
@@ -368,8 +430,10 @@ def _rows(store: ItemStore, split: str, references_dir: Path) -> Iterator[dict[s
             "category": meta.get("category", ""),
             "categories": meta.get("categories", []),
             "questions": meta.get("questions", []),
-            "reference_images": references[meta["concept"]],
+            "reference_ids": list(reference_ids.get(concept, [])),
+            "reference_images": thumbnails,
             "seed": int(meta["seed"]),
+            "concept_label": meta["concept"],  # ClassLabel encodes the name
         }
 
 
@@ -396,7 +460,10 @@ def assemble_from_store(store: ItemStore, out_dir: Path, args: dict[str, Any]) -
     grid = _grid_png(store)
     assemble_dataset_dir(
         out_dir,
-        splits={split: (lambda s=split: _rows(store, s, references)) for split in SPLITS},
+        splits={
+            split: (lambda s=split: _rows(store, s, references, args.get("reference_ids", {}), bool(args.get("embed_references"))))
+            for split in SPLITS
+        },
         features=FEATURES,
         render_card=lambda stats: render_card(metadata, FEATURES, stats, has_grid=grid is not None),
         grid_png=grid,

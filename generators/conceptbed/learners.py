@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from PIL import Image
 
 from conceptforge.generators.conceptbed.spec import Concept
-from conceptforge.errors import ConceptforgeError, DataNotFoundError, InvalidArgumentError, WeightsUnavailableError
+from conceptforge.errors import ConceptforgeError, DataNotFoundError, InvalidArgumentError, WeightsUnavailableError, one_line
 from conceptforge.files import write_directory_atomically
 
 logger = logging.getLogger(__name__)
@@ -169,7 +169,7 @@ def load_components(model_id: str, revision: str | None = None) -> Components:
         )
     except (OSError, ValueError) as error:
         raise WeightsUnavailableError(
-            f"cannot load a Stable-Diffusion pipeline from {model_id!r}: {str(error).splitlines()[0]}"
+            f"cannot load a Stable-Diffusion pipeline from {model_id!r}: {one_line(error)}"
         ) from None
 
 

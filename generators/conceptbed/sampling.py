@@ -19,7 +19,7 @@ from conceptforge.cards.grid import png_bytes
 from conceptforge.generators.conceptbed.concepts import PACS_ENTITIES
 from conceptforge.generators.conceptbed.learners import class_prompt
 from conceptforge.generators.conceptbed.spec import Concept
-from conceptforge.errors import WeightsUnavailableError
+from conceptforge.errors import ConceptforgeError, WeightsUnavailableError, one_line
 from conceptforge.store import atomic_write_bytes
 from conceptforge.workitems import derive_seed
 
@@ -51,7 +51,7 @@ def load_pipeline(model_id: str, revision: str | None = None, *, device: str | N
             model_id, revision=revision, dtype=torch_dtype, safety_checker=None, requires_safety_checker=False
         )
     except (OSError, ValueError) as error:
-        raise WeightsUnavailableError(f"cannot load a Stable-Diffusion pipeline from {model_id!r}: {str(error).splitlines()[0]}") from None
+        raise WeightsUnavailableError(f"cannot load a Stable-Diffusion pipeline from {model_id!r}: {one_line(error)}") from None
     pipe.scheduler = PNDMScheduler.from_config(pipe.scheduler.config)
     pipe.set_progress_bar_config(disable=True)
     return pipe.to(device)

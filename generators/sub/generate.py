@@ -12,15 +12,17 @@ from __future__ import annotations
 import io
 import logging
 import math
+import platform
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from datasets import Features, Image as ImageFeature, Value
+from datasets import ClassLabel, Features, Image as ImageFeature, Value
 
 from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
 from conceptforge.cards.grid import grid_png, png_bytes
-from conceptforge.errors import InvalidArgumentError
+from conceptforge.errors import ConceptforgeError, InvalidArgumentError
+from conceptforge.cards.provenance import command_line, package_versions
 from conceptforge.runner import WORK_DIR, RunReport, Stage, run_stage
 from conceptforge.store import ItemResult, ItemStore, join
 from conceptforge.cub import display_name
@@ -32,7 +34,7 @@ from conceptforge.generators.sub.flux_tdg import (
     DEFAULT_STEPS,
     TDGFlux,
 )
-from conceptforge.generators.sub.spec import Pair, PairPlan
+from conceptforge.generators.sub.spec import NEEDS_CUB, Pair, PairPlan, load_spec, published_attribute
 from conceptforge.generators.sub.tdg import TDGParams
 from conceptforge.workitems import ShardSpec, WorkItem, derive_seed
 
@@ -45,6 +47,10 @@ MODES = ("tdg", "prompt-only")
 #: The published SUB's license; the documented default for images made with FLUX.1-dev, whose
 #: weights are under the FLUX.1 [dev] Non-Commercial License (CUB itself is for research use).
 FLUX_DEV_DEFAULT_LICENSE = "cc-by-nc-4.0"
+CARD_PACKAGES = (
+    "conceptforge", "torch", "diffusers", "transformers", "accelerate", "datasets", "huggingface_hub", "pyarrow",
+    "numpy", "pillow",
+)
 
 #: The SUB-candidates columns of docs/schemas.md (test fixtures build datasets in exactly these).
 SCHEMA_FEATURES = Features(
@@ -70,14 +76,33 @@ SCHEMA_FEATURES = Features(
         "model_revision": Value("string"),
     }
 )
+_SPEC = load_spec()
+#: ``bird_label`` names: SUB's 33 reference birds (CUB class names without number, paper App. A).
+BIRD_LABELS = ClassLabel(names=list(_SPEC.reference_birds))
+#: ``attr_label`` names: SUB's substitutions written as the published SUB writes them, ``has_<group>--<value>``.
+ATTRIBUTE_LABELS = ClassLabel(names=[published_attribute(a) for a in _SPEC.substitutions])
+#: The closed-set label columns of the published ``Jessica-bader/SUB``, beside our string columns
+#: (-1 where the row has none: a bird outside SUB's 33, or reference-bird selection without S+).
+LABEL_FEATURES = {"bird_label": BIRD_LABELS, "attr_label": ATTRIBUTE_LABELS}
 FEATURES = Features(
     {
         **SCHEMA_FEATURES,
         # Additions to the schema (docs/sub.md):
         "generation_mode": Value("string"),
         "guidance_bird": Value("string"),
+        **LABEL_FEATURES,
     }
 )
+
+
+def label_columns(bird: str, attribute: str) -> dict[str, int]:
+    """``bird_label``/``attr_label`` of a row (ClassLabel indices; -1 when not one of SUB's names)."""
+    birds, attributes = BIRD_LABELS.names, ATTRIBUTE_LABELS.names
+    published = published_attribute(attribute) if attribute else ""
+    return {
+        "bird_label": birds.index(bird) if bird in birds else -1,
+        "attr_label": attributes.index(published) if published in attributes else -1,
+    }
 
 COLUMN_DOCS = {
     "image": "the R image (the G image of TDG is discarded)",
@@ -101,6 +126,39 @@ COLUMN_DOCS = {
     "model_revision": "resolved commit of the model (`local` for a folder)",
     "generation_mode": "`tdg` or `prompt-only`",
     "guidance_bird": "G (`bird` for colour substitutions; empty in prompt-only mode)",
+    "bird_label": "`bird` as a ClassLabel over SUB's 33 reference birds (the published SUB's `bird_label`; -1 if not one of them)",
+    "attr_label": "S+ as a ClassLabel named `has_<group>--<value>` (the published SUB's `attr_label`; -1 if none)",
+}
+
+#: Card sections shared by the SUB candidates and the filtered SUB (cards.render_card fields).
+CARD_SECTIONS = {
+    "language": ["en"],
+    "source_datasets": ["extended|cub-200-2011"],
+    "uses": (
+        "Testing whether concept-bottleneck models (CBMs) and vision-language models detect a substituted "
+        "attribute S+ and stop detecting the bird's own attribute S- (paper 001, Sec. 5): score each image's "
+        "concepts and report S+/S- accuracy per attribute and per bird (`scripts/evaluate.py sub`). The "
+        "`bird_label`/`attr_label` ClassLabels match the published `Jessica-bader/SUB`, so code written for it "
+        "reads these rows unchanged."
+    ),
+    "out_of_scope_use": (
+        "Not a training set for bird classifiers or for real-world species identification: images are generated "
+        "and one attribute is deliberately wrong for the species. Not for commercial use: FLUX.1-dev outputs and "
+        "CUB-200-2011 carry non-commercial / research-only terms."
+    ),
+    "bias_risks_limitations": (
+        "Generated by FLUX.1 [dev] from text prompts: images inherit that model's biases and artefacts (plumage "
+        "that drifts toward the guidance bird, extra or missing body parts, painterly backgrounds). The 33 birds "
+        "and 32 substitutions follow the paper and cover a small, North-American-heavy slice of CUB-200-2011. "
+        "S- is the class-level (majority-vote) CUB attribute, which individual real birds may lack. No people "
+        "or personal data are depicted."
+    ),
+    "annotations": (
+        "No human annotation. `bird` and `attribute` (S+) are the prompt's intent, taken from the paper's plan "
+        "(App. A/C); `removed_attribute` (S-) comes from CUB-200-2011's class-level attribute labels. Candidates "
+        "are unchecked; the filtered SUB keeps only images whose VQA answer is S+ and ranks them by the S+ "
+        "probability (the `vqa_*` columns record the check), as in Sec. 4.2 of the paper."
+    ),
 }
 
 CITATION = """@article{bader2025sub,
@@ -224,6 +282,7 @@ def _row(record) -> dict[str, Any]:
         image={"bytes": record.read_file("png"), "path": f"{record.item_id}.png"},
         item_id=record.item_id,
         seed=meta["seed"],
+        **label_columns(meta.get("bird") or "", meta.get("attribute") or ""),
     )
     for name in ("tdg_k", "tdg_tmin", "tdg_tmax"):
         if row[name] is None:  # JSON has no NaN in canonical form -> None
@@ -280,8 +339,16 @@ def _grid_records(store: ItemStore):
 
 
 def card_metadata(
-    *, license: str, settings: GenerationSettings, plan: PairPlan, images_per_pair: int, model_revision: str, reference_selection: bool
+    *,
+    license: str,
+    settings: GenerationSettings,
+    plan: PairPlan,
+    images_per_pair: int,
+    model_revision: str,
+    reference_selection: bool,
+    command: Sequence[str] | None = None,
 ) -> DatasetMetadata:
+    """The candidates card. ``command`` is the command line of the run (default: sys.argv)."""
     if reference_selection:
         summary = (
             "Reference-bird selection candidates for SUB (the SUB paper, Sec. 4.2): images of CUB classes "
@@ -307,6 +374,7 @@ def card_metadata(
         tags=["synthetic", "cub-200-2011", "concept-bottleneck-models", "flux", "tied-diffusion-guidance"],
         citation=CITATION,
         column_docs=COLUMN_DOCS,
+        **CARD_SECTIONS,
         provenance={
             "generator": "conceptforge generators.sub",
             "mode": "reference-selection" if reference_selection else settings.mode,
@@ -326,6 +394,9 @@ def card_metadata(
             "tdg_params": {c: next(p.tdg.to_dict() for p in plan.pairs if p.category == c and p.tdg) for c in categories}
             if settings.mode == "tdg"
             else {},
+            "packages": package_versions(CARD_PACKAGES),
+            "python": platform.python_version(),
+            "command_line": command_line(command),
         },
     )
 
@@ -360,6 +431,7 @@ def generate(
     reference_selection: bool = False,
     extra_config: dict[str, Any] | None = None,
     chunk_size: int = CHUNK_SIZE,
+    command: Sequence[str] | None = None,
 ) -> RunSummary:
     """Generate this shard's items of ``plan`` into ``out/.work`` (a local folder or an fsspec
     URL); the run engine assembles ``out`` once every item exists.
@@ -370,6 +442,8 @@ def generate(
     """
     if not plan.pairs:
         raise InvalidArgumentError("the plan has no pairs to generate (all dropped or filtered out)")
+    if any(pair.guidance_bird == NEEDS_CUB for pair in plan.pairs):
+        raise InvalidArgumentError("the plan was made without CUB (a dry run's); give --cub-dir to generate")
     if reference_selection and settings.mode != "prompt-only":
         raise InvalidArgumentError("--reference-selection generates plain bird prompts: use --mode prompt-only")
     if not license or not license.strip():  # checked before hours of generation, not at assembly
@@ -404,6 +478,7 @@ def generate(
         plan=plan,
         images_per_pair=images_per_pair,
         model_revision=settings.revision or "",
+        command=command,
         reference_selection=reference_selection,
     )
     stage = Stage(

@@ -23,6 +23,7 @@ from conceptforge.cub import CubMetadata, bird_name, display_name, split_attribu
 from conceptforge.generators.sub.tdg import TDGParams
 
 CATEGORIES = ("colour", "shape", "pattern")
+NEEDS_CUB = "(needs --cub-dir)"  # a guidance bird only CUB can choose, shown by dry runs without it
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,12 @@ class Pair:
         return attribute_slug(self.attribute) if self.attribute else "plain"
 
 
+def published_attribute(attribute: str) -> str:
+    """The published SUB's name of an attribute (its ``attr_label`` names):
+    ``has_bill_shape::needle`` -> ``has_bill_shape--needle`` (CUB writes ``::``)."""
+    return attribute.replace("::", "--")
+
+
 def attribute_slug(attribute: str) -> str:
     """A file-name-safe form: ``has_bill_shape::curved_(up_or_down)`` -> ``has_bill_shape--curved__up_or_down_``."""
     return re.sub(r"[^A-Za-z0-9._+-]", "_", attribute.replace("::", "--"))
@@ -178,7 +185,7 @@ def plan_pairs(
     birds: Sequence[str],
     attributes: Sequence[str],
     *,
-    cub: CubMetadata,
+    cub: CubMetadata | None,
     drop_present: bool = True,
     guidance_birds: Mapping[str, str] | None = None,
     tdg_overrides: Mapping[str, TDGParams] | None = None,
@@ -188,22 +195,30 @@ def plan_pairs(
 
     ``drop_present`` leaves out pairs whose bird's class-level labels already mark S+ present
     (S+ = S-, paper Sec. 4.2/4.3). ``tdg_overrides`` replaces a category's schedule.
+
+    ``cub=None`` gives the plan a dry run can show without CUB: nothing is checked or dropped, S-
+    is empty, and a guidance bird only CUB can choose is written ``(needs --cub-dir)``.
     """
     spec = spec or load_spec()
-    for bird in birds:
-        cub.check_bird(bird)
-    for attribute in attributes:
-        cub.check_attribute(attribute)
+    if cub is not None:
+        for bird in birds:
+            cub.check_bird(bird)
+        for attribute in attributes:
+            cub.check_attribute(attribute)
     substitutions = []
     for attribute in attributes:
-        sub = make_substitution(attribute, spec=spec, cub=cub, guidance_bird=(guidance_birds or {}).get(attribute))
+        guidance_bird = (guidance_birds or {}).get(attribute)
+        if cub is None and guidance_bird is None and attribute not in spec.guidance_birds:
+            if spec.group(split_attribute(attribute)[0]).category != "colour":  # colour: the generic "bird"
+                guidance_bird = NEEDS_CUB
+        sub = make_substitution(attribute, spec=spec, cub=cub, guidance_bird=guidance_bird)
         if tdg_overrides and sub.category in tdg_overrides:
             sub = Substitution(sub.attribute, sub.group, sub.value, sub.category, sub.guidance_bird, tdg_overrides[sub.category])
         substitutions.append(sub)
     plan = PairPlan()
     for bird in birds:
         for sub in substitutions:
-            if drop_present and sub.attribute in cub.present_in_group(bird, sub.group):
+            if cub is not None and drop_present and sub.attribute in cub.present_in_group(bird, sub.group):
                 plan.dropped.append((bird, sub.attribute))
                 continue
             reference, guidance = make_prompts(bird, sub, spec=spec)
@@ -214,7 +229,7 @@ def plan_pairs(
                     group=sub.group,
                     value=sub.value,
                     category=sub.category,
-                    removed_attribute=cub.removed_attribute(bird, sub.group),
+                    removed_attribute=cub.removed_attribute(bird, sub.group) if cub is not None else "",
                     guidance_bird=sub.guidance_bird,
                     prompt_reference=reference,
                     prompt_guidance=guidance,
@@ -224,13 +239,16 @@ def plan_pairs(
     return plan
 
 
-def plan_reference_selection(cub: CubMetadata, classes: Iterable[str] | None = None, *, spec: SubSpec | None = None) -> PairPlan:
+def plan_reference_selection(cub: CubMetadata | None, classes: Iterable[str] | None = None, *, spec: SubSpec | None = None) -> PairPlan:
     """One plain-prompt "pair" per CUB class (all 200, or ``classes``) for reference-bird selection."""
     spec = spec or load_spec()
+    if cub is None and not classes:
+        raise ConceptforgeError("reference selection over all CUB classes needs --cub-dir (or name --classes)")
     names = [bird_name(c) for c in classes] if classes else list(cub.classes)  # "017.Cardinal" works too
     plan = PairPlan()
     for bird in names:
-        cub.check_bird(bird)
+        if cub is not None:
+            cub.check_bird(bird)
         plan.pairs.append(Pair(bird, "", "", "", "", "", "", plain_prompt(bird, spec=spec), "", None))
     return plan
 

@@ -49,12 +49,21 @@ class BindingSplit:
         return RELATIONAL if len(parse_label(self.labels[0])) == 3 else ADJ_NOUN
 
 
+def _label_strings(dataset) -> list[str]:
+    """The ``label`` column as text; published datasets store it as a ClassLabel."""
+    feature = dataset.features["label"]
+    values = list(dataset["label"])
+    if hasattr(feature, "int2str"):
+        return [feature.int2str(int(v)) for v in values]
+    return values
+
+
 def split_from_dataset(dataset, name: str) -> BindingSplit:
     require_columns(dataset, COLUMNS, what="binding")
     split = BindingSplit(
         name=name,
         images=image_column_raw(dataset),
-        labels=list(dataset["label"]),
+        labels=_label_strings(dataset),
         candidates=[list(c) for c in dataset["candidates"]],
         label_index=[int(i) for i in dataset["label_index"]],
         kinds=[list(k) for k in dataset["candidate_kinds"]],
@@ -81,9 +90,11 @@ def validate_split(split: BindingSplit) -> None:
                 raise DataFormatError(f"split {split.name} row {row}: candidate {candidate!r} does not match the label form")
 
 
-def load_binding(source: str, *, revision: str | None = None, splits: Sequence[str] = SPLITS) -> dict[str, BindingSplit]:
-    """Load the splits of one binding dataset (single-object, two-object or relational)."""
-    loaded = {name: split_from_dataset(load_split(source, name, revision=revision), name) for name in splits}
+def load_binding(source: str, *, revision: str | None = None, splits: Sequence[str] = SPLITS,
+                 config: str | None = None) -> dict[str, BindingSplit]:
+    """Load the splits of one binding dataset: ``config`` names it (single-object, two-object or
+    relational) in the one-repo layout; None loads the repo's only config."""
+    loaded = {name: split_from_dataset(load_split(source, name, revision=revision, config=config), name) for name in splits}
     settings = {s.setting for s in loaded.values() if len(s)}
     if len(settings) > 1:
         raise DataFormatError(f"dataset {source} mixes adjective-noun and relational splits")

@@ -121,6 +121,7 @@ def evaluate_binding(
     embedding_model: str | Any = DEFAULT_CLIP,
     revision: str | None = None,
     dataset_revision: str | None = None,
+    dataset_config: str | None = None,
     seeds: Sequence[int] = DEFAULT_SEEDS,
     config: TrainConfig | None = None,
     cache_dir: str | None = None,
@@ -134,7 +135,7 @@ def evaluate_binding(
     if unknown:
         raise InvalidArgumentError(f"unknown binding model(s) {', '.join(unknown)} (choose from {', '.join(ALL_MODELS)})")
     config = config or TrainConfig()
-    splits = dataset if isinstance(dataset, dict) else load_binding(str(dataset), revision=dataset_revision)
+    splits = dataset if isinstance(dataset, dict) else load_binding(str(dataset), revision=dataset_revision, config=dataset_config)
     missing = [s for s in SPLITS if s not in splits]
     if missing:
         raise DataNotFoundError(f"binding dataset lacks split(s) {', '.join(missing)}")

@@ -11,7 +11,7 @@ paper's "default sklearn hyper-parameters and L2 regularisation of 1".
 
 The stopping rule is scikit-learn's too (L-BFGS ``gtol``: the largest absolute entry of the
 gradient of the *sample-averaged* objective below ``tol``), so both stop at solutions of the same
-quality; ``benchmarks/compmap.py`` checks that predictions agree. Features are centred per episode
+quality; ``python -m benchmarks compmap`` reports how often predictions agree. Features are centred per episode
 (an exact reparametrisation of the intercept) so the intercept is not coupled to the weights'
 mean direction, which keeps L-BFGS at the ~10 iterations scikit-learn needs.
 """

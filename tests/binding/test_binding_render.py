@@ -12,7 +12,7 @@ from datasets import ClassLabel, Image as ImageFeature, load_dataset
 from PIL import Image
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SMALL = ["--resolution", "64x48", "--samples", "2"]
+SMALL = ["--resolution", "64x48", "--samples", "2", "--no-denoise"]  # see conftest
 
 
 @pytest.fixture(autouse=True)
@@ -23,23 +23,35 @@ def _bind_runner(run_binding):
 pytest.importorskip("bpy", reason="Blender (bpy) is part of the test install: pip install '.[blender]'")
 
 
-def _data_bytes(directory: Path) -> dict[str, bytes]:
-    files = sorted((directory / "data").glob("*.parquet")) + [directory / "README.md", directory / "grid.png"]
-    return {f.name: f.read_bytes() for f in files}
+def _data_bytes(repo: Path, config: str) -> dict[str, bytes]:
+    """One config's files (parquet shards + CLEVR scene files); the card depends on which configs exist."""
+    files = sorted((repo / "data" / config).glob("*.parquet")) + sorted((repo / "scenes" / config).glob("*.json"))
+    assert files
+    return {f.relative_to(repo).as_posix(): f.read_bytes() for f in files}
 
 
 def test_demo_datasets_load_with_typed_columns(demo_dir):
+    assert (demo_dir / "README.md").exists() and (demo_dir / "grid.png").exists()
+    with Image.open(demo_dir / "grid.png") as grid:
+        assert grid.width > 100
+    card = (demo_dir / "README.md").read_text()
+    for section in ("## Uses", "### Out-of-scope use", "## Bias, Risks and Limitations", "## Annotations"):
+        assert section in card
+    assert f'load_dataset("path/to/this/folder", "relational")' in card
     for name in ("single-object", "two-object", "relational"):
-        directory = demo_dir / name
-        assert (directory / "README.md").exists() and (directory / "grid.png").exists()
-        with Image.open(directory / "grid.png") as grid:
-            assert grid.width > 100
-        ds = load_dataset(str(directory))
+        ds = load_dataset(str(demo_dir), name)
+        label = ds["train"].features["label"]
+        assert isinstance(label, ClassLabel) and len(label.names) == 24  # 8 colours x 3 shapes; 6 ordered shape pairs x 4 relations
+        shape = ds["train"].features["objects"].feature["shape"]
+        assert isinstance(shape, ClassLabel) and shape.names == ["cube", "sphere", "cylinder"]
         assert {split: ds[split].num_rows for split in ds} == {"train": 4, "val": 2, "gen": 2}
         assert isinstance(ds["train"].features["image"], ImageFeature)
         for split in ds:
             for row in ds[split]:
                 assert row["image"].size == (64, 48)
+                row["label"] = label.int2str(row["label"])
+                for obj in row["objects"]:
+                    obj["shape"] = shape.int2str(obj["shape"])
                 assert row["candidates"][row["label_index"]] == row["label"]
                 assert row["candidate_kinds"][row["label_index"]] == "true"
                 assert len(set(row["candidates"])) == 5
@@ -56,16 +68,17 @@ def test_demo_datasets_load_with_typed_columns(demo_dir):
 
 
 def test_held_out_labels_stay_in_their_split(demo_dir):
-    ds = load_dataset(str(demo_dir / "single-object"))
-    assert set(ds["val"]["label"]) == {"brown cube", "green cylinder"}
-    assert not set(ds["train"]["label"]) & {"brown cube", "green cylinder", "green cube", "purple cube"}
+    ds = load_dataset(str(demo_dir), "single-object")
+    names = ds["train"].features["label"].int2str
+    assert {names(v) for v in ds["val"]["label"]} == {"brown cube", "green cylinder"}
+    assert not {names(v) for v in ds["train"]["label"]} & {"brown cube", "green cylinder", "green cube", "purple cube"}
 
 
 def test_same_seed_gives_identical_bytes(demo_dir, tmp_path):
     run_script("--dataset", "relational", "--out", str(tmp_path), *SMALL)
-    assert _data_bytes(tmp_path / "relational") == _data_bytes(demo_dir / "relational")
+    assert _data_bytes(tmp_path, "relational") == _data_bytes(demo_dir, "relational")
     run_script("--dataset", "relational", "--out", str(tmp_path / "other"), "--seed", "1", *SMALL)
-    assert _data_bytes(tmp_path / "other" / "relational") != _data_bytes(demo_dir / "relational")
+    assert _data_bytes(tmp_path / "other", "relational") != _data_bytes(demo_dir, "relational")
 
 
 def test_killed_run_resumes_to_identical_dataset(demo_dir, tmp_path):
@@ -74,24 +87,24 @@ def test_killed_run_resumes_to_identical_dataset(demo_dir, tmp_path):
         [sys.executable, str(REPO_ROOT / "scripts" / "generate_binding.py"), "--dataset", "two-object", "--out", str(tmp_path), *SMALL],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
-    chunks = tmp_path / "two-object" / ".work" / "chunks"
+    chunks = tmp_path / ".work" / "two-object" / "chunks"
     deadline = time.time() + 300
     while time.time() < deadline and len(list(chunks.glob("*.done"))) < 1:
         time.sleep(0.05)
     process.send_signal(signal.SIGKILL)  # inside the second chunk of 4 scenes
     process.wait()
     assert len(list(chunks.glob("*.done"))) == 1
-    assert not (tmp_path / "two-object" / "README.md").exists()  # nothing looks complete
+    assert not (tmp_path / "README.md").exists()  # nothing looks complete
     run_script("--dataset", "two-object", "--out", str(tmp_path), *SMALL)
-    assert _data_bytes(tmp_path / "two-object") == _data_bytes(demo_dir / "two-object")
+    assert _data_bytes(tmp_path, "two-object") == _data_bytes(demo_dir, "two-object")
 
 
 def test_shards_assemble_the_same_dataset(demo_dir, tmp_path):
     first = run_script("--dataset", "single-object", "--out", str(tmp_path), "--num-shards", "2", "--shard-index", "0", *SMALL)
     assert "still missing, in shard(s) 1 of 2" in first.stderr and "conceptforge assemble" in first.stderr
-    assert not (tmp_path / "single-object" / "README.md").exists()
+    assert not (tmp_path / "README.md").exists()
     run_script("--dataset", "single-object", "--out", str(tmp_path), "--num-shards", "2", "--shard-index", "1", *SMALL)
-    assert _data_bytes(tmp_path / "single-object") == _data_bytes(demo_dir / "single-object")
+    assert _data_bytes(tmp_path, "single-object") == _data_bytes(demo_dir, "single-object")
 
 
 def test_torchrun_ranks_split_the_work(demo_dir, tmp_path, repo_root):
@@ -104,12 +117,89 @@ def test_torchrun_ranks_split_the_work(demo_dir, tmp_path, repo_root):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stderr.count("made 4 single-object scenes") == 2  # 8 items, 4 per rank, none twice
-    assert _data_bytes(tmp_path / "single-object") == _data_bytes(demo_dir / "single-object")
+    assert _data_bytes(tmp_path, "single-object") == _data_bytes(demo_dir, "single-object")
 
 
 def test_worker_processes_give_the_same_dataset(demo_dir, tmp_path):
     run_script("--dataset", "single-object", "--out", str(tmp_path), "--num-workers", "2", *SMALL)
-    assert _data_bytes(tmp_path / "single-object") == _data_bytes(demo_dir / "single-object")
+    assert _data_bytes(tmp_path, "single-object") == _data_bytes(demo_dir, "single-object")
+
+
+def test_thread_counts_and_reruns_give_identical_png_bytes(tmp_path):
+    """Renders are byte-identical for 1 and 2 render threads and across processes without the
+    denoiser; with it (OIDN outside Cycles) at most a few pixels may differ by 1/255, because
+    Cycles' floats vary in the last bit between runs (measured: a few hundred of 230k values,
+    <= 2e-5) and the denoiser can carry that across a rounding boundary."""
+    code = r"""
+import hashlib, json, random, sys
+from dataclasses import replace
+from conceptforge.generators.binding.dataset import BindingConfig, plan_items, sample_scene
+from conceptforge.generators.binding.render_blender import BlenderRenderer
+config = BindingConfig(dataset="two-object", width=64, height=48, samples=4, split_sizes={"train": 2})
+scenes = [sample_scene(item, config, random.Random(item.seed)).scene for item in plan_items(config)]
+out = {}
+for threads in (1, 2):
+    renderer = BlenderRenderer(threads=threads)
+    for denoise in (True, False):
+        out[f"{threads}-{denoise}"] = [renderer.render(replace(s, denoise=denoise), min_pixels=1)[0].hex() for s in scenes]
+print(json.dumps(out))
+"""
+    runs = []
+    for _ in range(2):
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, timeout=600)
+        assert result.returncode == 0, result.stderr[-2000:]
+        runs.append(__import__("json").loads(result.stdout.strip().splitlines()[-1]))
+    import io as _io
+
+    import numpy as np
+
+    def pixels(hex_png):
+        with Image.open(_io.BytesIO(bytes.fromhex(hex_png))) as image:
+            return np.asarray(image.convert("RGB")).astype(int)
+
+    first = runs[0]
+    assert runs[0]["1-False"] == runs[1]["1-False"] == first["2-False"]  # exact: processes, thread counts
+    denoised = [pixels(p) for run in runs for key in ("1-True", "2-True") for p in run[key][:1]]
+    for other in denoised[1:]:
+        diff = np.abs(other - denoised[0]).max(axis=-1)
+        assert diff.max() <= 1 and (diff > 0).sum() <= 3  # 64x48 = 3072 pixels
+    assert first["1-True"] != first["1-False"]  # the denoiser did something
+
+
+def test_clevr_scene_files_have_clevr_types(demo_dir):
+    """Read back as CLEVR's tools do: ints for pixel x/y, floats for 3d_coords, relationships
+    as lists (per object) of lists of object indices, directions as 3-vectors."""
+    import json
+
+    for name in ("single-object", "two-object", "relational"):
+        ds = load_dataset(str(demo_dir), name)
+        for split in ("train", "val", "gen"):
+            payload = json.loads((demo_dir / "scenes" / name / f"{split}.json").read_text())
+            assert payload["info"]["split"] == split
+            scenes = payload["scenes"]
+            assert [s["image_filename"] for s in scenes] == [f"{i}.png" for i in ds[split]["item_id"]]
+            for index, scene in enumerate(scenes):
+                assert scene["image_index"] == index and scene["split"] == split
+                assert len(scene["objects"]) == (1 if name == "single-object" else 2)
+                for obj in scene["objects"]:
+                    assert obj["shape"] in ("cube", "sphere", "cylinder") and obj["size"] in ("large", "small")
+                    assert obj["material"] in ("rubber", "metal") and isinstance(obj["color"], str)
+                    assert len(obj["3d_coords"]) == 3 and all(isinstance(c, float) for c in obj["3d_coords"])
+                    x, y, depth = obj["pixel_coords"]
+                    assert isinstance(x, int) and isinstance(y, int) and isinstance(depth, float) and depth > 0
+                    assert 0 <= x < 64 and 0 <= y < 48
+                    assert isinstance(obj["rotation"], float)
+                assert set(scene["relationships"]) == {"left", "right", "front", "behind"}
+                for related in scene["relationships"].values():
+                    assert len(related) == len(scene["objects"])
+                    assert all(isinstance(j, int) and 0 <= j < len(scene["objects"]) for r in related for j in r)
+                assert {"left", "right", "front", "behind", "above", "below"} <= set(scene["directions"])
+                assert all(len(v) == 3 for v in scene["directions"].values())
+            if name == "relational":  # the label's relation is in the CLEVR relationships
+                for scene, row in zip(scenes, ds[split]):
+                    relation = row["relation"]["relation"]
+                    assert 0 in scene["relationships"][relation][1]  # object 0 is <relation> of object 1
 
 
 def test_resume_with_other_settings_is_refused(demo_dir, tmp_path):
@@ -189,16 +279,20 @@ print(json.dumps(max(errors)))
 
 
 def test_s3_output_is_byte_identical_to_local(demo_dir, s3_server):
-    """`--out s3://bucket/x` on a real S3-compatible server (moto, 127.0.0.1): same parquet bytes."""
+    """`--out s3://bucket/x` on a real S3-compatible server (moto, 127.0.0.1): same parquet and
+    scene bytes as the local repo; the card there describes the one config assembled."""
     s3_server.make_bucket("binding")
     result = run_script("--dataset", "single-object", "--out", "s3://binding/demo", *SMALL)
-    assert "s3://binding/demo/single-object: card" in result.stdout
+    assert 's3://binding/demo: config single-object: load_dataset("s3://binding/demo", "single-object")' in result.stdout
+    assert "card s3://binding/demo/README.md" in result.stdout
     fs = s3_server.filesystem()
-    local = sorted((demo_dir / "single-object" / "data").glob("*.parquet"))
-    remote = sorted(f for f in fs.find("binding/demo/single-object/data") if f.endswith(".parquet"))
-    assert [f.rsplit("/", 1)[-1] for f in remote] == [p.name for p in local]
-    assert [fs.cat_file(f) for f in remote] == [p.read_bytes() for p in local]
-    assert fs.cat_file("binding/demo/single-object/README.md") == (demo_dir / "single-object" / "README.md").read_bytes()
+    local = _data_bytes(demo_dir, "single-object")
+    remote = {f.removeprefix("binding/demo/"): fs.cat_file(f) for f in fs.find("binding/demo")
+              if f.startswith(("binding/demo/data/", "binding/demo/scenes/"))}
+    assert remote == local
+    card = fs.cat_file("binding/demo/README.md").decode()
+    assert "config_name: single-object" in card and "config_name: relational" not in card
+    assert fs.exists("binding/demo/grid.png")
 
 
 def test_foreign_out_folder_is_refused_untouched(tmp_path):
@@ -252,3 +346,65 @@ def test_worker_processes_die_with_their_parent(tmp_path):
     while time.time() < deadline and any(_alive(pid) for pid in workers):
         time.sleep(0.2)
     assert not [pid for pid in workers if _alive(pid)]
+
+
+_FINISH_CONFIG = """
+import sys
+from conceptforge.generators.binding.generate import _config_store, assemble_card
+from conceptforge.runner import assemble_run
+out, config = sys.argv[1], sys.argv[2]
+print(assemble_run(out, store=_config_store(out, config)).status, assemble_card(out).status)
+"""
+
+
+def test_two_configs_assembling_together_leave_one_card_over_both(demo_dir, tmp_path):
+    """Two processes finish different configs at once: each config is assembled once, and the
+    card (serialized by the engine's lock in .work/) ends up describing both, byte-identical to
+    the card of a repo assembled one config at a time."""
+    import shutil
+
+    repo = tmp_path / "repo"
+    shutil.copytree(demo_dir, repo)
+    for config in ("two-object", "relational"):
+        (repo / ".work" / config / "assembled.json").unlink()
+        shutil.rmtree(repo / "data" / config)
+        shutil.rmtree(repo / "scenes" / config)
+    (repo / ".work" / "assembled.json").unlink()
+    (repo / "README.md").unlink()
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    workers = [subprocess.Popen([sys.executable, "-c", _FINISH_CONFIG, str(repo), config], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for config in ("two-object", "relational")]
+    results = [worker.communicate(timeout=300) for worker in workers]
+    assert all(worker.returncode == 0 for worker in workers), [err[-2000:] for _, err in results]
+    assert [out.split()[0] for out, _ in results] == ["assembled", "assembled"]
+    assert {out.split()[1] for out, _ in results} <= {"assembled", "already"}
+    card = (repo / "README.md").read_text()
+    for config in ("single-object", "two-object", "relational"):
+        assert f"config_name: {config}" in card
+        assert _data_bytes(repo, config) == _data_bytes(demo_dir, config)
+    assert card == (demo_dir / "README.md").read_text()
+    assert (repo / "grid.png").read_bytes() == (demo_dir / "grid.png").read_bytes()
+
+
+def test_assemble_command_finishes_the_repo_and_status_reports_each_config(demo_dir, tmp_path):
+    import shutil
+
+    repo = tmp_path / "repo"
+    shutil.copytree(demo_dir, repo)
+    (repo / ".work" / "relational" / "assembled.json").unlink()
+    shutil.rmtree(repo / "data" / "relational")
+    (repo / "README.md").unlink()
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    result = subprocess.run([sys.executable, "-m", "conceptforge.commands.assemble", str(repo)], env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "relational: assembled" in result.stdout and "single-object:" in result.stdout and "already" in result.stdout
+    assert (repo / "README.md").read_text() == (demo_dir / "README.md").read_text()
+    assert _data_bytes(repo, "relational") == _data_bytes(demo_dir, "relational")
+    status = subprocess.run([sys.executable, "-m", "conceptforge.commands.status", str(repo)], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert status.returncode == 0, status.stderr[-2000:]
+    for config in ("single-object", "two-object", "relational"):
+        assert f"[{config}]: stage binding/{config}" in status.stdout
+    assert "card written" in status.stdout

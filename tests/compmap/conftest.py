@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from tests.compmap.synthetic import write_fake_cub, write_fake_mit_states
 from conceptforge.testing.tiny_models import build_tiny_clip
 
 
+@pytest.fixture(autouse=True)
+def _offline(hub_offline):
+    """Tiny models load from local folders; offline mode makes a wrong path fail without a request."""
+
+
 @pytest.fixture(scope="session")
 def tiny_clip_dir(tmp_path_factory):
-    os.environ["HF_HUB_OFFLINE"] = "1"
     return build_tiny_clip(tmp_path_factory.mktemp("compmap-models") / "tiny-clip")
 
 
@@ -30,7 +32,6 @@ def fake_mit(tmp_path_factory):
 def tiny_blip_dir(tmp_path_factory):
     from conceptforge.testing.tiny_compmap import build_tiny_blip
 
-    os.environ["HF_HUB_OFFLINE"] = "1"
     return build_tiny_blip(tmp_path_factory.mktemp("compmap-blip") / "tiny-blip")
 
 
@@ -38,5 +39,4 @@ def tiny_blip_dir(tmp_path_factory):
 def tiny_vilt_dir(tmp_path_factory):
     from conceptforge.testing.tiny_compmap import build_tiny_vilt
 
-    os.environ["HF_HUB_OFFLINE"] = "1"
     return build_tiny_vilt(tmp_path_factory.mktemp("compmap-vilt") / "tiny-vilt")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -11,8 +10,12 @@ import pytest
 import torch
 from PIL import Image
 
-os.environ["HF_HUB_OFFLINE"] = "1"
 torch.set_num_threads(1)  # the shared 2-core machine is far slower with two threads
+
+
+@pytest.fixture(autouse=True)
+def _offline(hub_offline):
+    """Tiny models load from local folders; offline mode makes a wrong path fail without a request."""
 
 
 def _image(seed: int, size: int = 40, tint: tuple[int, int, int] = (0, 0, 0)) -> Image.Image:

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from datasets import load_dataset
+from datasets import ClassLabel, load_dataset
 
 from conceptforge.generators.conceptbed.generate import ConceptBedGenerator, GenerateOptions
 from conceptforge.generators.conceptbed.learners import LearnerConfig
@@ -44,7 +44,10 @@ def test_generate_assembles_schema_dataset(tmp_path, tiny_sd, datasets_root, wri
     beagle = [r for r in concept if r["concept"] == "beagle"][0]
     assert beagle["prompt"] == "A photo of <object>" and beagle["concept_kind"] == "object"
     assert beagle["learner"] == "textual-inversion" and beagle["caption"] == "" and beagle["questions"] == []
-    assert len(beagle["reference_images"]) == 3 and beagle["image"].size == (32, 32)
+    assert beagle["image"].size == (32, 32)
+    # References by id only: the user's ImageNet/CUB/PACS images are not redistributed (issue 20.8).
+    assert len(beagle["reference_ids"]) == 3 and all(r.count("/") == 1 for r in beagle["reference_ids"])
+    assert all(row["reference_images"] == [] for split in ds.values() for row in split)
     comp = ds["composition"]
     assert comp.num_rows == 2  # the caption without "dog" is skipped
     first = comp[0]
@@ -53,9 +56,15 @@ def test_generate_assembles_schema_dataset(tmp_path, tiny_sd, datasets_root, wri
     assert first["category"] == "attribute" and first["categories"] == ["attribute"]
     assert first["questions"] == ["is there the dog?", "is there a black nose?"]
     assert comp[1]["prompt"] == "two <object>s standing on grass"
+    for split in (concept, comp):  # the closed concept set as a ClassLabel, names through the features
+        label = split.features["concept_label"]
+        assert isinstance(label, ClassLabel) and label.num_classes == 284
+        assert [label.int2str(v) for v in split["concept_label"]] == split["concept"]
     card = (out / "README.md").read_text()
     assert (out / "grid.png").exists() and "ConceptBed" in card
+    assert "_Not written yet._" not in card and "## Annotations" in card and "- en" in card
     assert "local-sha256:" in card and '"learner": "textual-inversion"' in card  # provenance
+    assert "reference images (ImageNet, CUB-200-2011, PACS) are not included" in card
     assert (out / ".work" / "artifacts" / "beagle" / "learned_embeds.safetensors").exists()
 
 
@@ -145,6 +154,34 @@ def test_cli_bad_input_subprocess(tmp_path, datasets_root, write_spec):
     result = _script("--learner", "dreambooth", "--concepts", str(bad), "--out", str(tmp_path / "x"), cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1].startswith("error: unknown ConceptBed concept 'not_a_concept'")
+
+
+def test_embedded_references_are_an_opt_in_with_one_copy_per_concept(tmp_path, tiny_sd, datasets_root, write_spec, captions_file):
+    """Before: every row embedded the concept's reference thumbnails under the model licence."""
+    spec = load_spec(write_spec(tmp_path, datasets_root, ["art_painting", "beagle"], captions_file))
+    out = tmp_path / "embedded"  # another name than the other tests' "out": datasets caches by it
+    ConceptBedGenerator(spec, _options(tiny_sd, out, embed_references=True)).run()
+    ds = load_dataset(str(out))
+    for split in ds.values():
+        carriers = [row["concept"] for row in split if row["reference_images"]]
+        assert sorted(carriers) == sorted(set(split["concept"]))  # exactly one row per concept
+    beagle = next(row for row in ds["concept"] if row["concept"] == "beagle" and row["reference_images"])
+    assert len(beagle["reference_images"]) == 3
+    card = (out / "README.md").read_text()
+    license_section = card.split("## License", 1)[1].split("## Citation", 1)[0]
+    assert "embedded on request (`--embed-references`)" in license_section and "not this license" in license_section
+
+
+def test_a_missing_model_is_one_line_without_library_noise(tmp_path, datasets_root, write_spec):
+    """Before: torchvision warnings, "Couldn't connect to the Hub… local cache" and "see the stacktrace above"."""
+    spec = write_spec(tmp_path, datasets_root, ["beagle"])
+    result = _script("--learner", "textual-inversion", "--concepts", str(spec), "--out", str(tmp_path / "x"),
+                     "--model-id", "org/not-a-model", cwd=tmp_path)
+    assert result.returncode == 2
+    lines = [line for line in result.stderr.strip().splitlines() if " INFO conceptforge." not in line]  # our own log
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: cannot load a Stable-Diffusion pipeline from 'org/not-a-model': ")
+    assert not any(noise in result.stderr for noise in ("stacktrace", "torchvision", "Will try to load from local cache"))
 
 
 def test_foreign_out_folder_is_refused_untouched(tmp_path, tiny_sd, datasets_root, write_spec):

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from conceptforge.testing.tiny_models import build_tiny_clip
+
+
+@pytest.fixture(autouse=True)
+def _offline(hub_offline):
+    """Tiny models load from local folders; offline mode makes a wrong path fail without a request."""
 
 
 @pytest.fixture(autouse=True)
@@ -22,7 +25,6 @@ def _single_thread_torch():
 
 @pytest.fixture(scope="session")
 def tiny_clip_dir(tmp_path_factory):
-    os.environ["HF_HUB_OFFLINE"] = "1"
     return build_tiny_clip(tmp_path_factory.mktemp("models") / "tiny-clip", max_length=32)
 
 

@@ -87,7 +87,8 @@ def test_filter_consumes_generated_candidates_and_keeps_their_lineage(sub_chain)
     assert derived.column_docs["tdg_k"] == generated.column_docs["tdg_k"]
     upstream = derived.provenance["upstream"]
     assert upstream["dataset"] == "sub-candidates" and upstream["provenance"] == generated.provenance
-    assert str(sub_chain["candidates"]) == derived.provenance["parameters"]["vqa"]["candidates"]
+    # Named by folder, not by the absolute local path (cards are published; issue 20.9).
+    assert derived.provenance["parameters"]["vqa"]["candidates"] == f".../{sub_chain['candidates'].name}"
     assert derived.license == generated.license == "cc-by-nc-4.0"
 
 
@@ -104,6 +105,17 @@ def test_published_revision_loads_with_plain_datasets(sub_chain, hub, hub_env):
     assert set(files) - {".gitattributes"} == {"README.md", "grid.png", "data/test-00000-of-00001.parquet"}
     card = files["README.md"].decode()
     assert 'revision="v1.0.0"' in card and "guidance_bird" in card
+    assert "_Not written yet._" not in card and "extended|cub-200-2011" in card and "## Annotations" in card
+    # bird_label/attr_label stay ClassLabels through the filter, as in the published Jessica-bader/SUB
+    from datasets import ClassLabel, load_dataset
+
+    filtered = load_dataset(str(sub_chain["filtered"]))["test"]
+    for name in ("bird_label", "attr_label"):
+        assert isinstance(filtered.features[name], ClassLabel)
+    names = filtered.features["attr_label"].names
+    for value, attribute in zip(filtered["attr_label"], filtered["attribute"]):
+        # -1: an S+ outside the paper's 32 substitutions (this test's candidate spec has some)
+        assert (names[value] if value >= 0 else None) == (attribute.replace("::", "--") if attribute.replace("::", "--") in names else None)
 
 
 def test_evaluate_sub_on_the_published_revision(sub_chain, pipeline_cub, pipeline_clip, hub_env):

@@ -58,6 +58,11 @@ def make_dataset(out: Path, *, n_train: int = 30, n_test: int = 4, variant: int 
         paper_title="SUB: Benchmarking CBM Generalization via Synthetic Attribute Substitutions",
         paper_url="https://arxiv.org/abs/2507.23784",
         column_docs={"image": "the picture", "label": "shape", "idx": "row id", "candidates": "captions"},
+        language=["en"],
+        uses="Exercising the publishing code.",
+        out_of_scope_use="Anything else: the shapes mean nothing.",
+        bias_risks_limitations="Three shapes in flat colours; no people.",
+        annotations="Labels come from the generating loop; nobody checked them.",
         provenance=collect_provenance(
             generator="tests.publish", models={"renderer": ("org/tiny-model", "a" * 40)},
             parameters={"variant": variant, "n_train": n_train}, seeds={"run": 3}, argv=argv,

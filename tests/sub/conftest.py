@@ -95,11 +95,3 @@ def tiny_flux(tiny_flux_dir):
 
     return TDGFlux.from_pretrained(str(tiny_flux_dir), device="cpu", max_sequence_length=16)
 
-
-@pytest.fixture
-def hub_offline(monkeypatch):
-    """huggingface_hub reads HF_HUB_OFFLINE at import time: patch the constant as well."""
-    import huggingface_hub.constants
-
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from datasets import load_dataset
+from datasets import ClassLabel, load_dataset
 
 from conceptforge.commands import invoke
 
@@ -61,8 +61,20 @@ def test_generate_resume_and_shards_give_identical_datasets(tmp_path, mini_cub, 
     pattern = rows.filter(lambda r: r["attribute"] == "has_tail_pattern::solid")[0]
     assert pattern["tdg_tmax"] == pytest.approx(0.6) and pattern["guidance_bird"] == "Gray_Catbird"
     assert len(set(rows["seed"])) == 8
+    # The published SUB's closed-set labels, names readable through the features (33 birds, `--` names)
+    bird_label, attr_label = rows.features["bird_label"], rows.features["attr_label"]
+    assert isinstance(bird_label, ClassLabel) and bird_label.num_classes == 33 and bird_label.names[0] == "Western_Grebe"
+    assert isinstance(attr_label, ClassLabel) and attr_label.num_classes == 32
+    assert all("--" in name and "::" not in name and name.startswith("has_") for name in attr_label.names)
+    for r in rows.select_columns(["bird", "attribute", "bird_label", "attr_label"]):
+        assert bird_label.int2str(r["bird_label"]) == r["bird"]
+        assert attr_label.int2str(r["attr_label"]) == r["attribute"].replace("::", "--")
+    assert attr_label.int2str(row["attr_label"]) == "has_crown_color--black"
     card = (clean / "README.md").read_text()
     assert "license: cc-by-nc-4.0" in card and "SUB candidates" in card and (clean / "grid.png").exists()
+    assert "- en" in card and "extended|cub-200-2011" in card and "_Not written yet._" not in card
+    for section in ("## Uses", "### Out-of-scope use", "## Bias, Risks and Limitations", "## Annotations"):
+        assert section in card
 
     # Interrupted after 3 images (chunks of 2: one chunk kept, one cut short), then resumed:
     # byte-identical to the clean run.

@@ -22,6 +22,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("--dataset", required=True, help="binding dataset dir (e.g. OUT/single-object) or Hub id")
     parser.add_argument("--revision", default=None, help="dataset revision on the Hub")
+    parser.add_argument("--config", default=None,
+                        help="config of a repo with several (single-object, two-object, relational); omit for a one-config repo")
     parser.add_argument("--models", default="clip,csp,add,mult,conv,tl,rf",
                         help=f"comma-separated, from: {', '.join(ALL_MODELS)} (clip-ft = full fine-tuning, slow)")
     parser.add_argument("--clip-model", default=DEFAULT_CLIP, help="CLIP id or local dir (frozen image embeddings)")
@@ -56,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     config = TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, weight_decay=args.weight_decay,
                          calibrate=args.calibrate, cdsm_score=args.cdsm_score)
     report = evaluate_binding(args.dataset, models=models, embedding_model=args.clip_model, revision=args.clip_revision,
-                              dataset_revision=args.revision, seeds=args.seeds, config=config, cache_dir=args.cache_dir,
+                              dataset_revision=args.revision, dataset_config=args.config, seeds=args.seeds, config=config, cache_dir=args.cache_dir,
                               device=args.device, template=args.template)
     print(report.format())
     if args.output:

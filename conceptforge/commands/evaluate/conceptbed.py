@@ -17,7 +17,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from conceptforge.errors import DataFormatError, DataNotFoundError, InvalidArgumentError
+from conceptforge.errors import DataFormatError, DataNotFoundError, InvalidArgumentError, one_line
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ def _score(args: argparse.Namespace) -> list:
         try:
             dataset = load_dataset(str(source), revision=args.revision)
         except (FileNotFoundError, ValueError) as error:
-            raise DataNotFoundError(f"cannot load generated dataset {source}: {str(error).splitlines()[0]}") from None
+            raise DataNotFoundError(f"cannot load generated dataset {source}: {one_line(error)}") from None
         missing = {"concept_kind", "concept", "learner", "image"} - set(next(iter(dataset.values())).column_names)
         if missing:
             raise DataFormatError(f"{source} is not a ConceptBed generated dataset (missing {', '.join(sorted(missing))})")

@@ -41,6 +41,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--categoriser", default="rules", help="'rules' or module:function (caption -> categories)")
     parser.add_argument("--max-captions", type=int, default=None, help="composite captions per concept (default all)")
     parser.add_argument("--license", default="creativeml-openrail-m", help="dataset card license")
+    parser.add_argument(
+        "--embed-references", action="store_true",
+        help="embed 3 reference thumbnails per concept (your ImageNet/CUB/PACS images, under their terms; "
+        "default: rows name them by id)",
+    )
     parser.add_argument("--max-shard-size", default="500MB")
     parser.add_argument("--num-shards", type=int, default=None)
     parser.add_argument("--shard-index", type=int, default=None)
@@ -87,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
         max_shard_size=args.max_shard_size,
         max_items=args.max_items,
         assemble=not args.no_assemble,
+        embed_references=args.embed_references,
     )
     summary = ConceptBedGenerator(spec, options).run()
     if summary["assembled"]:

@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import sys
+from pathlib import Path
 from typing import Sequence
 
 from conceptforge.errors import InvalidArgumentError
@@ -39,7 +42,10 @@ DESCRIPTION = "Generate SUB candidates with Tied Diffusion Guidance over FLUX (S
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.description = DESCRIPTION
     p.add_argument("--mode", choices=["tdg", "prompt-only"], default="tdg", help="TDG (default) or the prompt-only baseline (Fig. 4)")
-    p.add_argument("--cub-dir", required=True, help="local CUB_200_2011 directory (classes, attributes, class-level labels)")
+    p.add_argument(
+        "--cub-dir",
+        help="local CUB_200_2011 directory (classes, attributes, class-level labels); required except for --dry-run",
+    )
     p.add_argument("--out", required=True, help="output dataset directory or fsspec URL (item store in OUT/.work)")
     what = p.add_argument_group("what to generate")
     what.add_argument("--candidate-spec", help="JSON {birds: [...], attributes: [...]}: the full grid birds x attributes")
@@ -91,18 +97,18 @@ def parse_tdg_overrides(values: Sequence[str]) -> dict[str, TDGParams]:
     return overrides
 
 
-def _matches(selector: str, pair) -> bool:
-    bird, eq, attribute = selector.partition("=")
+def _matches(selector: str, bird: str, attribute: str) -> bool:
+    wanted_bird, eq, wanted_attribute = selector.partition("=")
     if eq:
-        return pair.bird == bird and pair.attribute == attribute
-    return selector in (pair.bird, pair.attribute)
+        return bird == wanted_bird and attribute == wanted_attribute
+    return selector in (bird, attribute)
 
 
 def select_pairs(plan: PairPlan, selectors: Sequence[str] | None) -> PairPlan:
     """Keep pairs matching any selector: ``BIRD=ATTRIBUTE``, a bird name, or an attribute."""
     if not selectors:
         return plan
-    unused = [s for s in selectors if not any(_matches(s, p) for p in plan.pairs)]
+    unused = [s for s in selectors if not any(_matches(s, p.bird, p.attribute) for p in plan.pairs)]
     if unused:
         dropped = set(plan.dropped)
         notes = [
@@ -112,15 +118,22 @@ def select_pairs(plan: PairPlan, selectors: Sequence[str] | None) -> PairPlan:
             for s in unused
         ]
         raise InvalidArgumentError(f"--pairs selects nothing for: {', '.join(notes)}")
-    return PairPlan(pairs=[p for p in plan.pairs if any(_matches(s, p) for s in selectors)], dropped=plan.dropped)
+    return PairPlan(
+        pairs=[p for p in plan.pairs if any(_matches(s, p.bird, p.attribute) for s in selectors)],
+        # Only the dropped pairs the selection would have held: the card counts what was asked for.
+        dropped=[d for d in plan.dropped if any(_matches(s, *d) for s in selectors)],
+    )
 
 
 def build_plan(args: argparse.Namespace) -> tuple[PairPlan, dict]:
-    cub = load_cub(args.cub_dir)
+    """The pairs to generate. Without ``--cub-dir`` (dry runs only) nothing is dropped or checked."""
+    cub = load_cub(args.cub_dir) if args.cub_dir else None
     spec = load_spec()
     if args.reference_selection:
         if args.candidate_spec:
             raise InvalidArgumentError("--reference-selection and --candidate-spec exclude each other")
+        if cub is None and not args.classes:
+            raise InvalidArgumentError("--reference-selection without --classes lists CUB's 200 classes: pass --cub-dir or --classes")
         plan = plan_reference_selection(cub, args.classes, spec=spec)
         # Which classes is not bound to the store: a later run may add classes to the same folder.
         return select_pairs(plan, args.pairs), {"plan": "reference-selection"}
@@ -143,6 +156,28 @@ def build_plan(args: argparse.Namespace) -> tuple[PairPlan, dict]:
     return select_pairs(plan, args.pairs), info
 
 
+# Options that say how this process runs, not what the data is: left out of the card's command line,
+# so every shard and rerun records (and assembles) the same card.
+_RUN_ONLY = {"--num-shards": 1, "--shard-index": 1, "--max-items": 1, "--chunk-size": 1, "--device": 1,
+             "--offload": 0, "-v": 0, "--verbose": 0}
+
+
+def canonical_command(argv: Sequence[str]) -> list[str]:
+    """``argv`` without the run-only options (shards, chunking, device, verbosity)."""
+    out: list[str] = []
+    skip = 0
+    for arg in argv:
+        if skip:
+            skip -= 1
+            continue
+        name = arg.split("=", 1)[0]
+        if name in _RUN_ONLY:
+            skip = 0 if "=" in arg else _RUN_ONLY[name]
+            continue
+        out.append(arg)
+    return out
+
+
 def resolve_dtype_name(dtype: str, device: str) -> str:
     if dtype != "auto":
         return dtype
@@ -153,27 +188,39 @@ def resolve_dtype_name(dtype: str, device: str) -> str:
 
 
 def print_plan(plan: PairPlan, args: argparse.Namespace) -> None:
+    """The plan as numbers. Without ``--cub-dir`` the numbers CUB decides are marked as such."""
     images = len(plan.pairs) * args.images_per_pair
+    no_cub = not args.cub_dir
+    upper = " (at most: pairs whose bird already has S+ are dropped with --cub-dir)" if no_cub and not args.reference_selection else ""
     by_category: dict[str, int] = {}
     for pair in plan.pairs:
         by_category[pair.category or "plain"] = by_category.get(pair.category or "plain", 0) + 1
     print(f"mode: {args.mode}{' (reference selection)' if args.reference_selection else ''}")
-    print(f"pairs: {len(plan.pairs)} ({', '.join(f'{k} {v}' for k, v in sorted(by_category.items()))})")
+    print(f"pairs: {len(plan.pairs)}{upper} ({', '.join(f'{k} {v}' for k, v in sorted(by_category.items()))})")
     print(f"birds: {len({p.bird for p in plan.pairs})}, attributes: {len({p.attribute for p in plan.pairs if p.attribute})}")
-    print(f"dropped (bird already has S+): {len(plan.dropped)}")
-    print(f"images: {images} ({args.images_per_pair} per pair) at {args.resolution}px, {args.steps} steps")
+    if no_cub:
+        if not args.reference_selection:
+            print("dropped (bird already has S+): needs --cub-dir (CUB's class-level labels)")
+    else:
+        print(f"dropped (bird already has S+): {len(plan.dropped)}")
+    print(f"images: {images}{' (at most)' if upper else ''} ({args.images_per_pair} per pair) at {args.resolution}px, {args.steps} steps")
     if args.seconds_per_image:
         hours = images * args.seconds_per_image / 3600
-        print(f"estimated GPU-hours: {hours:.1f} at {args.seconds_per_image:g} s/image")
+        print(f"estimated GPU-hours: {hours:.1f}{' (at most)' if upper else ''} at {args.seconds_per_image:g} s/image")
     else:
         print("estimated GPU-hours: pass --seconds-per-image (measured) for an estimate")
     for pair in plan.pairs[:5]:
-        print(f"  {pair.bird} | {pair.attribute or '-'} | S-={pair.removed_attribute or '-'} | {pair.prompt_reference!r} | {pair.prompt_guidance!r}")
+        removed = pair.removed_attribute or ("needs --cub-dir" if no_cub and pair.attribute else "-")
+        print(f"  {pair.bird} | {pair.attribute or '-'} | S-={removed} | {pair.prompt_reference!r} | {pair.prompt_guidance!r}")
     if len(plan.pairs) > 5:
         print(f"  ... {len(plan.pairs) - 5} more")
+    if no_cub:
+        print("without --cub-dir: bird and attribute names are not checked against CUB")
 
 
 def run(args: argparse.Namespace) -> int:
+    if not args.cub_dir and not args.dry_run:
+        raise InvalidArgumentError("--cub-dir is required to generate (CUB_200_2011's class-level labels set S+ and S-); --dry-run works without it")
     plan, plan_info = build_plan(args)
     if args.dry_run:
         print_plan(plan, args)
@@ -204,6 +251,7 @@ def run(args: argparse.Namespace) -> int:
         license=license,
         reference_selection=args.reference_selection,
         extra_config=plan_info,
+        command=canonical_command(getattr(args, "argv", None) or list(sys.argv)),
         shard=shard,
         device=args.device,
         offload=args.offload,

@@ -1,0 +1,86 @@
+"""Publishing without the Hub: offline mode and unreachable endpoints (issues 19 and 20.7).
+
+The caller's environment must not decide whether the suite passes; offline mode must be named in
+one line; a dry run validates everything local and says what it could not check.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+from publish_helpers import REPO_ROOT, make_dataset, run_publish
+
+REPO = "conceptforge-test/shapes"
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_publishing_offline_is_refused_in_one_line(tmp_path, hub, client_env):
+    directory = make_dataset(tmp_path / "v1")
+    result = run_publish({**client_env, "HF_HUB_OFFLINE": "1"}, directory, REPO, "v1.0.0")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: offline mode (HF_HUB_OFFLINE=1) blocks publishing; the release is valid locally — unset "
+        "HF_HUB_OFFLINE to publish, or pass --dry-run to check it without the Hub"
+    ]
+    assert hub.requests == []
+
+
+def test_offline_dry_run_validates_everything_local(tmp_path, hub, client_env):
+    """Before: the dry run failed on reading the remote tags and validated nothing."""
+    directory = make_dataset(tmp_path / "v1", shard=2500)
+    env = {**client_env, "HF_HUB_OFFLINE": "1"}
+    result = run_publish(env, directory, REPO, "v1.0.0", "--dry-run")
+    assert result.returncode == 0, result.stderr[-2000:]
+    head = result.stdout.splitlines()[0]
+    assert head.startswith(f"dry run: {REPO} v1.0.0 is valid locally (5 files, ")
+    assert "not checked, offline mode (HF_HUB_OFFLINE=1): whether the version is new and above the latest" in head
+    assert hub.requests == []
+
+    # Local problems are still found: a shard gone missing after assembly.
+    next((directory / "data").glob("train-00001-*.parquet")).unlink()
+    broken = run_publish(env, directory, REPO, "v1.0.0", "--dry-run")
+    assert broken.returncode == 2
+    assert broken.stderr.strip().splitlines()[-1].startswith("error: the dataset card")
+    assert hub.requests == []
+
+    bad_version = run_publish(env, make_dataset(tmp_path / "v2"), REPO, "1.0", "--dry-run")
+    assert bad_version.returncode == 2 and "vMAJOR.MINOR.PATCH" in bad_version.stderr
+
+
+def test_dry_run_with_an_unreachable_hub_says_what_it_could_not_check(tmp_path, client_env):
+    directory = make_dataset(tmp_path / "v1")
+    env = {**client_env, "HF_ENDPOINT": f"http://127.0.0.1:{_closed_port()}"}
+    result = run_publish(env, directory, REPO, "v1.0.0", "--dry-run")
+    assert result.returncode == 0, result.stderr[-2000:]
+    head = result.stdout.splitlines()[0]
+    assert head.startswith(f"dry run: {REPO} v1.0.0 is valid locally (4 files, ")
+    assert "not checked, the Hub could not be read (" in head
+
+
+def test_suite_passes_whatever_hf_variables_the_caller_set():
+    """Before: HF_HUB_OFFLINE=1 in the caller's shell made the in-process publish tests fail."""
+    caller = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("HF_")},
+        "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+        "HF_ENDPOINT": f"http://127.0.0.1:{_closed_port()}", "HF_TOKEN": "hf_notavalidtoken",
+        "HF_HUB_DISABLE_XET": "0",
+    }
+    caller.pop("HF_HUB_DISABLE_XET")  # unset, as on a fresh machine
+    tests = [
+        "tests/publish/test_publish_hub.py::test_existing_and_lower_versions_are_refused",
+        "tests/publish/test_publish_hub.py::test_dry_run_changes_nothing_and_reports_the_plan",
+    ]
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
+        cwd=REPO_ROOT, env=caller, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "2 passed" in result.stdout
