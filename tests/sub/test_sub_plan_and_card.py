@@ -12,7 +12,20 @@ import pytest
 
 from conceptforge.cards.lineage import read_upstream_metadata
 from conceptforge.errors import ConceptforgeError
-from conceptforge.generators.sub.cli import build_parser, build_plan, main
+import argparse
+
+from conceptforge.commands import invoke
+from conceptforge.commands.generate.sub import add_arguments, build_plan
+
+
+def main(argv):
+    return invoke(["generate", "sub", *argv])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return parser
 from conceptforge.generators.sub.spec import load_spec
 
 REPO = Path(__file__).resolve().parents[2]
@@ -78,7 +91,7 @@ def test_candidates_card_has_versions_and_command_line_but_no_local_paths(tmp_pa
     provenance = read_upstream_metadata(out).provenance
     assert {"conceptforge", "torch", "diffusers", "datasets", "numpy"} <= set(provenance["packages"])
     command = provenance["command_line"]
-    assert command.startswith("python scripts/generate_sub.py --cub-dir .../CUB_200_2011 --out .../run --model .../")
+    assert command.startswith("conceptforge generate sub --cub-dir .../CUB_200_2011 --out .../run --model .../")
     assert "--pairs Blue_Jay=has_crown_color::black European_Goldfinch=has_crown_color::white" in command
     assert "--device" not in command  # how the process ran is not part of the data's recipe
     assert "**Command line**" in card and "| diffusers |" in card
