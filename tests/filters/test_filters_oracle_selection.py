@@ -136,5 +136,5 @@ def test_select_candidates_writes_a_spec_for_both_steps(tiny_classifier, tiny_vl
     # --min-accuracy 0 with too little support: the line says why nothing was kept (was "0 of 3 at >= 0%").
     capsys.readouterr()
     strict = [("10" if a == "1" and args[i - 1] == "--min-support" else a) for i, a in enumerate(args)]
-    assert run_cli(script.main, strict) == 0
+    assert conceptforge(["select-candidates", *strict]) == 0
     assert "0 of 3 attributes kept (precision >= 0% on at least 10 images; 3 never reach --min-support 10)" in capsys.readouterr().out
