@@ -157,8 +157,22 @@ class RunResults:
         }
 
 
+def _check_cub(cub_dir: str, *, images: bool) -> None:
+    """Fail before the first task when the CUB folder lacks what a task reads (one line)."""
+    from conceptforge.cub import ATTRIBUTES, CLASSES, IMAGE_ATTRIBUTE_LABELS, IMAGE_CLASS_LABELS, IMAGES, TRAIN_TEST_SPLIT, CubLayout
+
+    if not Path(cub_dir).is_dir():
+        raise ConceptforgeError(f"--cub-dir {cub_dir} is not a folder: pass the extracted CUB_200_2011 folder")
+    layout = CubLayout.resolve(cub_dir)
+    needed = [ATTRIBUTES, CLASSES] + ([IMAGES, IMAGE_CLASS_LABELS, TRAIN_TEST_SPLIT, IMAGE_ATTRIBUTE_LABELS] if images else [])
+    for relative in needed:
+        layout.find(relative)
+
+
 def _dataset_for(selection: TaskSelection, model: ModelRef, settings: RunSettings) -> DatasetRef:
     task = selection.task
+    if "cub_dir" in task.needs:
+        _check_cub(settings.cub_dir, images=task.benchmark == "compmap")
     if task.benchmark == "compmap":
         return resolve_dataset(settings.cub_dir, None, data_files=False)
     if task.benchmark == "conceptbed":  # the images under test are the "model"; the real ones come from the spec
@@ -232,6 +246,12 @@ def format_value(metric: dict[str, Any] | None) -> str:
     return pct(metric["value"])
 
 
+def dataset_label(dataset: dict[str, Any], digits: int = 12) -> str:
+    """``repo@revision (sha…)``, or ``repo (local-…)`` for a local folder."""
+    at = f"@{dataset['revision']}" if dataset.get("revision") else ""
+    return f"{dataset['repo']}{at} ({(dataset.get('sha') or '')[:digits]})"
+
+
 def results_markdown(payload: dict[str, Any]) -> str:
     """The run as markdown: one row per (task, metric), the dataset commit beside it."""
     from conceptforge.loaders.reports import markdown_table
@@ -244,7 +264,7 @@ def results_markdown(payload: dict[str, Any]) -> str:
     rows = []
     for task in payload["tasks"]:
         dataset = task["dataset"]
-        data = f"{dataset['repo']}@{dataset.get('revision') or ''} ({(dataset.get('sha') or '')[:12]})"
+        data = dataset_label(dataset)
         for name, metric in task["metrics"].items():
             mark = " *" if name == task["main_metric"] else ""
             rows.append([task["task"], name + mark, format_value(metric), task["variant"], data])

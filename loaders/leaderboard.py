@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from conceptforge.errors import ConceptforgeError
-from conceptforge.loaders.eval_run import RESULTS_FORMAT, format_value
+from conceptforge.loaders.eval_run import RESULTS_FORMAT, dataset_label, format_value
 
 
 def load_results(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
@@ -81,7 +81,6 @@ def leaderboard(payloads: Sequence[dict[str, Any]], *, metrics: str = "main") ->
                 continue
             seen.add(key)
             seeds = f"; seeds {','.join(map(str, task['seeds']))}" if task.get("seeds") else ""
-            notes.append(f"- {task['task']}: {dataset['repo']}@{dataset.get('revision') or ''} "
-                         f"(commit {dataset.get('sha')}); {task['protocol']}, {task['variant']}{seeds}")
+            notes.append(f"- {task['task']}: {dataset_label(dataset, 40)}; {task['protocol']}, {task['variant']}{seeds}")
     return (markdown_table(headers, rows) + "\n\nValues in %, ± standard error over seeds/episodes where the protocol "
             "has them.\n\n" + "\n".join(notes) + "\n")
