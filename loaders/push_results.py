@@ -16,7 +16,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
+import yaml  # PyYAML: a dependency of huggingface_hub
 
 from conceptforge.errors import ConceptforgeError
 
@@ -47,6 +47,13 @@ def _notes(task: dict[str, Any], metric: dict[str, Any]) -> str:
         seeds = f" over seeds {','.join(map(str, task['seeds']))}" if task.get("seeds") else ""
         parts.append(f"± {100 * metric['stderr']:.2f} s.e.{seeds}")
     return "; ".join(parts)
+
+
+def supports_eval_results_folder() -> bool:
+    """Whether the installed huggingface_hub knows the ``.eval_results/`` format."""
+    import huggingface_hub
+
+    return hasattr(huggingface_hub, "EvalResultEntry") and hasattr(huggingface_hub, "eval_result_entries_to_yaml")
 
 
 def hub_entries(payload: dict[str, Any]):
@@ -127,31 +134,38 @@ def _merged_card(existing: str | None, model_id: str, results) -> str:
 
 def push_model_results(payload: dict[str, Any], repo_id: str, *, api=None, create_pr: bool = False) -> str:
     """One commit to model repo ``repo_id``: ``.eval_results/conceptforge.yaml`` + model-index."""
-    from huggingface_hub import CommitOperationAdd, HfApi, eval_result_entries_to_yaml
+    from huggingface_hub import CommitOperationAdd, HfApi
     from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 
     api = api or HfApi()
-    entries = hub_entries(payload)
-    if not entries:
+    model_index = model_index_results(payload)
+    if not model_index:
         raise ConceptforgeError("no result was measured on a Hub dataset: nothing the Hub can list (results stay in the JSON file)")
     try:
         api.repo_info(repo_id, repo_type="model")
-        card = _merged_card(_download_text(api, repo_id, "README.md", repo_type="model"), repo_id, model_index_results(payload))
-        results_yaml = yaml.safe_dump(eval_result_entries_to_yaml(entries), sort_keys=False, allow_unicode=True)
+        card = _merged_card(_download_text(api, repo_id, "README.md", repo_type="model"), repo_id, model_index)
+        operations = [CommitOperationAdd("README.md", io.BytesIO(card.encode("utf-8")))]
+        if supports_eval_results_folder():
+            from huggingface_hub import eval_result_entries_to_yaml
+
+            results_yaml = yaml.safe_dump(eval_result_entries_to_yaml(hub_entries(payload)), sort_keys=False, allow_unicode=True)
+            operations.insert(0, CommitOperationAdd(RESULTS_PATH, io.BytesIO(results_yaml.encode("utf-8"))))
+        else:
+            logger.warning("huggingface_hub %s has no EvalResultEntry: results go to the model card's model-index only",
+                           __import__("huggingface_hub").__version__)
         summary = f"conceptforge evaluate: {', '.join(t['task'] for t in payload['tasks'])}"
         info = api.create_commit(
             repo_id, repo_type="model", commit_message=summary, create_pr=create_pr,
             commit_description=f"conceptforge {payload['conceptforge_version']}; datasets: "
                                + ", ".join(sorted({f"{t['dataset']['repo']}@{t['dataset']['sha']}" for t in payload["tasks"]
                                                   if t["dataset"].get("source") == "hub"})),
-            operations=[CommitOperationAdd(RESULTS_PATH, io.BytesIO(results_yaml.encode("utf-8"))),
-                        CommitOperationAdd("README.md", io.BytesIO(card.encode("utf-8")))],
+            operations=operations,
         )
     except RepositoryNotFoundError:
         raise ConceptforgeError(f"no model repo {repo_id} on the Hub (or no access): pass --results-repo with a repo you can write") from None
     except HfHubHTTPError as error:
         raise ConceptforgeError(f"cannot push results to {repo_id}: {str(error).splitlines()[0]}") from None
-    logger.info("pushed results of %d values to %s (%s)", len(entries), repo_id, info.oid)
+    logger.info("pushed %d results to %s (%s)", len(model_index), repo_id, info.oid)
     return info.oid
 
 
