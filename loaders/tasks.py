@@ -253,8 +253,9 @@ def run_compmap_cub(ctx: TaskContext) -> TaskOutcome:
     group_softmax = bool(options["group_softmax"])
     pred = cached_tensor(ctx.session.activation_cache_dir(), activation_key(model, vocab, images, apply_group_softmax=group_softmax),
                          lambda: model.activations(images, vocab, apply_group_softmax=group_softmax, batch_size=ctx.batch_size))
-    protocol = CubProtocol(tuple(options["ways"]), tuple(options["shots"]), options["queries"], options["episodes"],
-                           options["seed"], bool(options["full_shot"]), LogRegConfig(C=options["C"]))
+    protocol = CubProtocol(ways=tuple(options["ways"]), shots=tuple(options["shots"]), n_query=options["queries"],
+                           n_episodes=options["episodes"], seed=options["seed"], full_shot=bool(options["full_shot"]),
+                           logreg=LogRegConfig(C=options["C"]))
     results = evaluate_cub(pred, torch.as_tensor(data.gt_primitives()), data.labels, data.is_train, data.class_attributes(),
                            protocol, groups=data.groups)
     metrics: dict[str, Metric] = {}
