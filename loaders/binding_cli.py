@@ -31,6 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--lr", type=float, default=None, help="override Appendix A's per-model learning rate")
     parser.add_argument("--weight-decay", type=float, default=1e-5)
+    parser.add_argument("--cdsm-score", choices=("dot", "scaled-cosine"), default="dot",
+                        help="CDSM scores: dot = paper Algorithm 1 (raw dot product, N(0,1) init, no scale); "
+                             "scaled-cosine = CLIP's logit_scale x cosine, N(0,1/d) init")
     parser.add_argument("--calibrate", action="store_true", help="calibrated stacking (Appendix C; single-object only)")
     parser.add_argument("--template", default="a photo of {label}", help="zero-shot prompt")
     parser.add_argument("--cache-dir", default=None, help="embedding cache (default ~/.cache/conceptforge/embeddings)")
@@ -51,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     if "{label}" not in args.template:
         raise ConceptforgeError("--template must contain {label}")
     config = TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, weight_decay=args.weight_decay,
-                         calibrate=args.calibrate)
+                         calibrate=args.calibrate, cdsm_score=args.cdsm_score)
     report = evaluate_binding(args.dataset, models=models, embedding_model=args.clip_model, revision=args.clip_revision,
                               dataset_revision=args.revision, seeds=args.seeds, config=config, cache_dir=args.cache_dir,
                               device=args.device, template=args.template)

@@ -39,7 +39,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     cub.add_argument("--ways", type=int, nargs="+", default=[5, 10, 100, 200])
     cub.add_argument("--shots", type=int, nargs="+", default=[1, 5])
     cub.add_argument("--episodes", type=int, default=600)
-    cub.add_argument("--queries", type=int, default=15, help="query images per class and episode")
+    cub.add_argument("--protocol", choices=("authors", "episodic"), default="authors",
+                     help="authors: k support from the train split, every test image of the n classes as a query (paper 002's code); "
+                          "episodic: k support + --queries per class drawn from all of CUB")
+    cub.add_argument("--queries", type=int, default=15, help="query images per class and episode (--protocol episodic)")
     cub.add_argument("--no-full-shot", action="store_true")
     cub.add_argument("--C", type=float, default=1.0, help="inverse L2 strength of the logistic regression (sklearn's C)")
     mit = parser.add_argument_group("MIT-States (generalized CZSL)")
@@ -49,6 +52,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     mit.add_argument("--targets", choices=("text", "primitives"), default="text", help="composite-concept features of the contrastive model")
     mit.add_argument("--target-model", default=DEFAULT_MODEL, help="dual encoder for pair text embeddings when --model is an ITM model")
     mit.add_argument("--topk", type=int, nargs="+", default=[1, 2, 3])
+    mit.add_argument("--czsl-curve", choices=("paper", "authors"), default="paper",
+                     help="paper: A.6.2's 20 biases from the unseen samples; authors: the released code's curve closed at bias 1e3")
     mit.add_argument("--epochs", type=int, default=20)
     mit.add_argument("--dim", type=int, default=256)
     mit.add_argument("--lr", type=float, default=1e-3)
@@ -92,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
         images = [str(p) for p in data.image_paths]
         pred = cached_tensor(act_cache, activation_key(model, vocab, images, apply_group_softmax=group_softmax),
                              lambda: model.activations(images, vocab, apply_group_softmax=group_softmax, batch_size=args.batch_size))
-        protocol = CubProtocol(tuple(args.ways), tuple(args.shots), args.queries, args.episodes, args.seed, not args.no_full_shot, LogRegConfig(C=args.C))
+        protocol = CubProtocol(tuple(args.ways), tuple(args.shots), args.queries, args.episodes, args.seed, not args.no_full_shot, LogRegConfig(C=args.C),
+                               protocol=args.protocol)
         results = evaluate_cub(pred, torch.as_tensor(data.gt_primitives()), data.labels, data.is_train, data.class_attributes(), protocol, groups=data.groups)
         tables = cub_tables(results, model.name)
     else:
@@ -121,7 +127,8 @@ def run(args: argparse.Namespace) -> int:
                 embedder = EmbeddingModel.from_pretrained(args.target_model, cache_dir=emb_cache, device=args.device)
             pair_targets = text_targets(embedder, templates)
         worlds = ("closed", "open") if args.world == "both" else (args.world,)
-        protocol = MitProtocol(worlds, tuple(args.topk), ContrastiveConfig(dim=args.dim, epochs=args.epochs, lr=args.lr, seed=args.seed))
+        protocol = MitProtocol(worlds, tuple(args.topk), ContrastiveConfig(dim=args.dim, epochs=args.epochs, lr=args.lr, seed=args.seed),
+                               czsl_curve=args.czsl_curve)
         results = evaluate_mit_states(data, pred, pair_targets, protocol)
         tables = mit_tables(results, model.name)
     payload = {
@@ -132,6 +139,7 @@ def run(args: argparse.Namespace) -> int:
         "templates": templates.name,
         "group_softmax": group_softmax,
         "seed": args.seed,
+        **({"protocol": results["protocol"]} if args.dataset == "cub" else {"czsl_curve": results["czsl_curve"]}),
         "results": results,
     }
     _write_json(output, payload)

@@ -9,6 +9,17 @@ are less recognisable; negative, more. (The authors' released code computes gen 
 opposite sign; we follow the paper.) For compositions f is ViLT's confidence in "yes" to each
 generated question and the real images are those the captions describe.
 
+Aggregations (``CCD_AGGREGATIONS``). ``ccd`` is Eq. 3 (per-concept mean: each concept weighs the
+same however many images it has) — the default and the number in every "CCD" column. The
+authors' released scripts aggregate differently; both are reported beside it, with the paper's
+sign (real − generated):
+
+* ``ccd_pooled`` — ``get_uncertainty_objects.py``: the mean over *all* real images minus the mean
+  over *all* generated images of the task (concepts weighted by their image counts);
+* ``ccd_category_mean`` — ``get_uncertainty_composition.py``: pooled per composition category
+  (relation, action, attribute, counting), then the plain mean of the categories present
+  (composition and VQA tasks only; NaN elsewhere).
+
 Scoring (running oracles) and reporting (tables) are separate: scores are plain records that can
 be saved as JSONL and re-reported without the models, and the metric functions are pure numpy.
 """
@@ -39,6 +50,11 @@ TASK_TITLES = {
 }
 CATEGORIES = ("relation", "action", "attribute", "counting")  # Table 2's column order
 DEFAULT_ECE_BINS = 15
+CCD_AGGREGATIONS = {
+    "ccd": "per-concept mean, paper Eq. 3",
+    "ccd_pooled": "all images pooled, authors' objects script",
+    "ccd_category_mean": "pooled per category, mean of categories, authors' composition script",
+}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -80,6 +96,19 @@ def concept_confidence_deviation(generated: Mapping[str, Sequence[float]], real:
     return float(np.mean(deviations))
 
 
+def pooled_ccd(generated: Sequence[float], real: Sequence[float]) -> float:
+    """The authors' objects aggregation, paper sign: mean(real) − mean(generated), all pooled."""
+    if not len(generated) or not len(real):
+        return float("nan")
+    return float(np.mean(real) - np.mean(generated))
+
+
+def category_mean_ccd(per_category: Mapping[str, float]) -> float:
+    """The authors' composition aggregation: the plain mean of per-category pooled CCDs."""
+    values = [v for v in per_category.values() if v == v]
+    return float(np.mean(values)) if values else float("nan")
+
+
 @dataclass
 class ScoreRecord:
     """One oracle judgement: an image (and, for VQA, one question about it)."""
@@ -103,6 +132,8 @@ class Metrics:
     ece: float
     ccd: float
     per_concept_ccd: dict[str, float] = field(default_factory=dict)
+    ccd_pooled: float = float("nan")
+    ccd_category_mean: float = float("nan")
 
 
 def _by_concept(records: Iterable[ScoreRecord]) -> dict[str, list[float]]:
@@ -123,6 +154,7 @@ def compute_metrics(generated: Sequence[ScoreRecord], real: Sequence[ScoreRecord
         logger.warning("CCD over %d of %d concepts (others have no real-image scores)", len(usable), len(gen_c))
     ccd = concept_confidence_deviation(usable, real_c) if usable else float("nan")
     per_concept = {c: float(np.mean(real_c[c]) - np.mean(v)) for c, v in sorted(usable.items())}
+    pooled = pooled_ccd([p for v in usable.values() for p in v], [p for c in usable for p in real_c[c]])
     return Metrics(
         n=len(generated),
         accuracy=float(np.mean([r.correct for r in generated])),
@@ -130,6 +162,7 @@ def compute_metrics(generated: Sequence[ScoreRecord], real: Sequence[ScoreRecord
         ece=expected_calibration_error([r.max_prob for r in generated], [r.correct for r in generated], n_bins=n_bins),
         ccd=ccd,
         per_concept_ccd=per_concept,
+        ccd_pooled=pooled,
     )
 
 
@@ -169,11 +202,14 @@ def evaluate(records: Sequence[ScoreRecord], *, n_bins: int = DEFAULT_ECE_BINS) 
             results[(source, task, "")] = compute_metrics(generated, real, n_bins=n_bins)
             if task not in ("composition", "vqa"):
                 continue
+            per_category = {}
             for category in CATEGORIES:
                 in_category = select(generated, category=category)
                 if in_category:
                     reference = select(real, category=category) if task == "vqa" else real
                     results[(source, task, category)] = compute_metrics(in_category, reference, n_bins=n_bins)
+                    per_category[category] = results[(source, task, category)].ccd_pooled
+            results[(source, task, "")].ccd_category_mean = category_mean_ccd(per_category)
     return results
 
 
@@ -230,7 +266,7 @@ def table1(results: Mapping[tuple[str, str, str], Metrics]) -> str:
     """Concept alignment CCD per task (paper Table 1)."""
     tasks = [t for t in ("style", "object", "cub", "composition") if any(k[1] == t for k in results)]
     rows = [[source] + [_fmt(results[(source, t, "")].ccd) if (source, t, "") in results else "-" for t in tasks] for source in _sources(results)]
-    return "Table 1: concept alignment, CCD (lower is better)\n\n" + _markdown(["model"] + [TASK_TITLES[t] for t in tasks], rows)
+    return "Table 1: concept alignment, CCD (paper Eq. 3, per-concept mean; lower is better)\n\n" + _markdown(["model"] + [TASK_TITLES[t] for t in tasks], rows)
 
 
 def table2(results: Mapping[tuple[str, str, str], Metrics]) -> str:
@@ -258,6 +294,27 @@ def table2_concept(results: Mapping[tuple[str, str, str], Metrics]) -> str:
     return "Concept alignment on composite prompts per category, CCD\n\n" + _markdown(["model"] + list(categories), rows)
 
 
+def ccd_aggregation_table(results: Mapping[tuple[str, str, str], Metrics]) -> str:
+    """Eq. 3 beside the authors' two aggregations, per learner and task (same sign)."""
+    tasks = [t for t in TASKS if any(k[1] == t and not k[2] for k in results)]
+    header = ["model", "task", *[f"{name} ({text})" for name, text in CCD_AGGREGATIONS.items()]]
+    rows = []
+    for source in _sources(results):
+        for t in tasks:
+            m = results.get((source, t, ""))
+            if m:
+                rows.append([source, t, _fmt(m.ccd), _fmt(m.ccd_pooled), _fmt(m.ccd_category_mean)])
+    return "CCD aggregations (paper sign: real − generated; 'ccd' is the paper's and the one in Tables 1, 2, 7)\n\n" + _markdown(header, rows)
+
+
+def results_to_json(results: Mapping[tuple[str, str, str], Metrics]) -> dict:
+    """JSON-ready results: one entry per (source, task, category) naming each CCD aggregation."""
+    rows = []
+    for (source, task, category), m in sorted(results.items()):
+        rows.append({"source": source, "task": task, "category": category or None, **asdict(m)})
+    return {"ccd_sign": "real - generated (paper Eq. 3)", "ccd_aggregations": dict(CCD_AGGREGATIONS), "results": rows}
+
+
 def table7(results: Mapping[tuple[str, str, str], Metrics], task: str) -> str:
     """Accuracy, MSP, ECE and CCD for one task (paper Table 7)."""
     rows = []
@@ -265,7 +322,7 @@ def table7(results: Mapping[tuple[str, str, str], Metrics], task: str) -> str:
         m = results.get((source, task, ""))
         if m:
             rows.append([source, _fmt(m.accuracy, percent=True), _fmt(m.msp), _fmt(m.ece), _fmt(m.ccd), str(m.n)])
-    return f"Table 7 ({TASK_TITLES[task]}): confidence measures\n\n" + _markdown(["model", "Accuracy", "MSP", "ECE", "CCD", "n"], rows)
+    return f"Table 7 ({TASK_TITLES[task]}): confidence measures\n\n" + _markdown(["model", "Accuracy", "MSP", "ECE", "CCD (Eq. 3)", "n"], rows)
 
 
 def per_concept_table(results: Mapping[tuple[str, str, str], Metrics], task: str) -> str:
@@ -275,11 +332,12 @@ def per_concept_table(results: Mapping[tuple[str, str, str], Metrics], task: str
     return f"Per-concept CCD ({TASK_TITLES[task]})\n\n" + _markdown(["concept"] + sources, rows)
 
 
-def report(records: Sequence[ScoreRecord], *, per_concept: bool = False, n_bins: int = DEFAULT_ECE_BINS) -> str:
-    results = evaluate(records, n_bins=n_bins)
+def report(records: Sequence[ScoreRecord], *, per_concept: bool = False, n_bins: int = DEFAULT_ECE_BINS,
+           results: Mapping[tuple[str, str, str], Metrics] | None = None) -> str:
+    results = evaluate(records, n_bins=n_bins) if results is None else results
     if not results:
         raise ConceptforgeError("no scores to report")
-    parts = [table1(results)]
+    parts = [table1(results), ccd_aggregation_table(results)]
     if any(k[1] == "vqa" and k[2] for k in results):
         parts.append(table2(results))
     if any(k[1] == "composition" and k[2] for k in results):

@@ -41,11 +41,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ece-bins", type=int, default=15)
     parser.add_argument("--per-concept", action="store_true", help="also print per-concept CCD")
     parser.add_argument("--save-scores", type=Path, default=None, help="write per-image scores (JSONL)")
+    parser.add_argument("--output", type=Path, default=None, help="write every metric as JSON (each CCD aggregation named)")
     parser.add_argument("--from-scores", type=Path, nargs="+", default=[], help="report saved scores; no models loaded")
 
 
 def run(args: argparse.Namespace) -> int:
-    from conceptforge.loaders.conceptbed import load_records, report, save_records
+    from conceptforge.loaders.conceptbed import evaluate, load_records, report, results_to_json, save_records
 
     records = [r for path in args.from_scores for r in load_records(path)]
     if args.generated:
@@ -55,7 +56,13 @@ def run(args: argparse.Namespace) -> int:
     if args.save_scores:
         save_records(args.save_scores, records)
         logger.info("wrote %d scores to %s", len(records), args.save_scores)
-    print(report(records, per_concept=args.per_concept, n_bins=args.ece_bins))
+    results = evaluate(records, n_bins=args.ece_bins)
+    print(report(records, per_concept=args.per_concept, n_bins=args.ece_bins, results=results))
+    if args.output:
+        from conceptforge.loaders.reports import write_json
+
+        path = write_json(args.output, {"benchmark": "conceptbed", **results_to_json(results)})
+        logger.info("wrote %s", path)
     return 0
 
 

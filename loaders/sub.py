@@ -1,8 +1,19 @@
 """SUB evaluation (paper 001 §5.4–5.6, Appendix F): S+ and S− accuracy of VLMs and CBMs.
 
-* **S+**: the model detects the substituted attribute. **S−**: the model does *not* detect the
-  removed attribute (the bird's class-level attribute of the same group); S− is scored only on
-  images whose class-level labels mark some other attribute of the group present.
+* **S+**: the model detects the substituted attribute. **S−** (``s_minus="paper"``, the default,
+  Appendix F and §5.6): scored only on the images whose bird's class-wise *CBM* labels (majority
+  vote, restricted to the 112-attribute CBM subset: attributes present in >= 10 classes) mark
+  another attribute of the S+ group present; "that attribute", target 0, must not be detected.
+  When the class-wise labels mark several (a crown both black and white), the first in CUB's
+  attribute order is taken (the authors' scripts do the same).
+  ``s_minus="any-original"`` (conceptforge v1): S− is right only if *none* of the bird's
+  original attributes of the group is detected, the originals coming from the dataset's
+  ``removed_attribute`` column (ours) or from the voted labels over all 312 attributes
+  (published schema) — a stricter score for multi-valued groups.
+  Two bugs of the authors' evaluation scripts are not reproduced (reported in issue 15): their
+  attribute names mix CUB's ``::`` and the published ``--`` forms, so the lookups of the other
+  form match nothing and score nothing; and a stale loop variable makes every image's S− check
+  use the wing-pattern group.
 * **VLMs** classify each image within the substituted attribute's group, over CUB's attribute
   prompts plus a "none" prompt; the argmax is "present", everything else "absent". Chance
   (Appendix F): S+ = mean of 1/(|A|+1), S− = mean of 1 − r/(|A|+1) over the S− images (r, the
@@ -29,12 +40,17 @@ import numpy as np
 import torch
 
 from conceptforge.errors import ConceptforgeError
-from conceptforge.cub import CubMetadata, attribute_group, attribute_value, bird_name, to_cub_attribute
+from conceptforge.cub import CBM_MIN_CLASS_COUNT, CubMetadata, attribute_group, attribute_value, bird_name, to_cub_attribute
 from conceptforge.loaders.data import image_column_raw, load_split, require_columns
 from conceptforge.loaders.reports import markdown_table, pct
 
 logger = logging.getLogger(__name__)
 
+S_MINUS_RULES = ("paper", "any-original")
+S_MINUS_TEXT = {
+    "paper": "S− = the bird's class-wise CBM (112-attribute) label of the group, target 0 (paper App. F)",
+    "any-original": "S− = none of the bird's original attributes of the group detected (conceptforge v1)",
+}
 DEFAULT_VLM = "openai/clip-vit-base-patch32"
 ATTRIBUTE_TEMPLATE = "a photo of a bird whose {group} is {value}"
 NONE_TEMPLATE = "a photo of a bird"
@@ -197,7 +213,9 @@ class SubReport:
 
     def format(self) -> str:
         s = self.summary
-        head = markdown_table(
+        rule = self.settings.get("s_minus")
+        title = f"SUB, {self.kind.upper()} {self.model}: {S_MINUS_TEXT.get(rule, rule)}\n\n" if rule else ""
+        head = title + markdown_table(
             ["", "S+", "S−", "n(S+)", "n(S−)"],
             [
                 ["Random chance", pct(s["chance_s_plus"]), pct(s["chance_s_minus"]), s["n_s_plus"], s["n_s_minus"]],
@@ -233,14 +251,41 @@ def build_report(kind: str, model: str, revision: str, results: Sequence[ItemRes
     )
 
 
-def score_vlm_predictions(items: Sequence[SubItem], predictions: Sequence[str | None], cub: CubMetadata) -> list[ItemResult]:
+def s_minus_targets(
+    items: Sequence[SubItem], cub: CubMetadata | None, *, rule: str = "paper", cbm_min_classes: int = CBM_MIN_CLASS_COUNT
+) -> list[list[str]]:
+    """The attribute(s) each item's S− checks (empty: S− not scored for that item).
+
+    ``"paper"``: the first (CUB order) attribute of the S+ group, other than S+, present in the
+    bird's class-wise labels within the CBM subset (attributes present in >= ``cbm_min_classes``
+    classes; 10 gives Koh et al.'s 112). ``"any-original"``: ``item.removed`` within the group.
+    """
+    if rule not in S_MINUS_RULES:
+        raise ConceptforgeError(f"unknown S- rule {rule!r} (choose from {', '.join(S_MINUS_RULES)})")
+    if rule == "any-original":
+        return [[r for r in item.removed if attribute_group(r) == item.group and r != item.attribute] for item in items]
+    if cub is None or cub.class_labels is None:
+        raise ConceptforgeError("S- (paper rule) needs CUB's class-level labels: pass a CUB directory with image attribute labels")
+    subset = set(cub.cbm_attributes(cbm_min_classes))
+    targets = []
+    for item in items:
+        labelled = cub.class_attributes(item.bird) & subset
+        present = [a for a in cub.group_attributes(item.group) if a in labelled and a != item.attribute]
+        targets.append(present[:1])  # group_attributes are in CUB's attribute order
+    return targets
+
+
+def score_vlm_predictions(
+    items: Sequence[SubItem], predictions: Sequence[str | None], cub: CubMetadata, *,
+    s_minus: str = "paper", cbm_min_classes: int = CBM_MIN_CLASS_COUNT,
+) -> list[ItemResult]:
     """Score one within-group choice per image (``None`` = the "none" option), Appendix F chance."""
     if len(items) != len(predictions):
         raise ValueError("one prediction per item")
+    targets = s_minus_targets(items, cub, rule=s_minus, cbm_min_classes=cbm_min_classes)
     results = []
-    for item, predicted in zip(items, predictions):
+    for item, predicted, removed in zip(items, predictions, targets):
         options = len(cub.groups[item.group]) + 1  # + "none"
-        removed = [r for r in item.removed if attribute_group(r) == item.group and r != item.attribute]
         results.append(
             ItemResult(
                 bird=item.bird,
@@ -257,16 +302,21 @@ def score_vlm_predictions(items: Sequence[SubItem], predictions: Sequence[str | 
 
 
 def score_cbm_predictions(
-    items: Sequence[SubItem], present: np.ndarray, concept_names: Sequence[str]
+    items: Sequence[SubItem], present: np.ndarray, concept_names: Sequence[str], *,
+    cub: CubMetadata | None = None, s_minus: str = "paper", cbm_min_classes: int = CBM_MIN_CLASS_COUNT,
 ) -> list[ItemResult]:
-    """Score binary concept predictions ``present`` [N, C] over ``concept_names``; chance is 50%."""
+    """Score binary concept predictions ``present`` [N, C] over ``concept_names``; chance is 50%.
+
+    S− needs ``cub`` under the paper rule; an S− attribute outside the CBM's outputs is not scored.
+    """
     present = np.asarray(present, dtype=bool)
     index = {name: i for i, name in enumerate(concept_names)}
     if present.shape != (len(items), len(concept_names)):
         raise ConceptforgeError(f"CBM predictions have shape {present.shape}, expected {(len(items), len(concept_names))}")
+    targets = s_minus_targets(items, cub, rule=s_minus, cbm_min_classes=cbm_min_classes)
     results = []
-    for row, item in zip(present, items):
-        removed = [r for r in item.removed if r in index and r != item.attribute]
+    for row, item, wanted in zip(present, items, targets):
+        removed = [r for r in wanted if r in index and r != item.attribute]
         plus = bool(row[index[item.attribute]]) if item.attribute in index else None
         minus = (not any(row[index[r]] for r in removed)) if removed else None
         results.append(
@@ -323,6 +373,8 @@ def evaluate_vlm(
     template: str = ATTRIBUTE_TEMPLATE,
     none_prompt: str = NONE_TEMPLATE,
     batch_size: int = 32,
+    s_minus: str = "paper",
+    cbm_min_classes: int = CBM_MIN_CLASS_COUNT,
 ) -> SubReport:
     """Evaluate a dual encoder (model id / local dir, or an ``EmbeddingModel``) on SUB.
 
@@ -346,13 +398,14 @@ def evaluate_vlm(
     for item, vector in zip(items, images):
         scores = text[item.group] @ vector
         predictions.append(options[item.group][int(torch.argmax(scores))])
-    results = score_vlm_predictions(items, predictions, cub)
+    results = score_vlm_predictions(items, predictions, cub, s_minus=s_minus, cbm_min_classes=cbm_min_classes)
     return build_report(
         "vlm",
         embedder.model_id,
         embedder.revision,
         results,
-        {"template": template, "none_prompt": none_prompt, "label_set": "CUB 312 attributes, within group, + none"},
+        {"template": template, "none_prompt": none_prompt, "label_set": "CUB 312 attributes, within group, + none",
+         "s_minus": s_minus, "cbm_min_classes": cbm_min_classes},
     )
 
 
@@ -429,6 +482,8 @@ def evaluate_cbm(
     split: str = "test",
     batch_size: int = 32,
     device: str = "cpu",
+    s_minus: str = "paper",
+    cbm_min_classes: int = CBM_MIN_CLASS_COUNT,
 ) -> SubReport:
     """Evaluate a concept-bottleneck model; present = sigmoid(logit) ≥ ``threshold`` (or
     probability ≥ ``threshold`` with ``outputs="probabilities"``)."""
@@ -448,5 +503,7 @@ def evaluate_cbm(
     scores = torch.cat(chunks) if chunks else torch.zeros((0, len(cub.attributes)))
     probabilities = torch.sigmoid(scores) if outputs == "logits" else scores
     names = cbm_concept_names(scores.shape[1], cub, concept_names)
-    results = score_cbm_predictions(items, (probabilities >= threshold).numpy(), names)
-    return build_report("cbm", name, "", results, {"threshold": threshold, "outputs": outputs, "num_concepts": len(names)})
+    results = score_cbm_predictions(items, (probabilities >= threshold).numpy(), names, cub=cub, s_minus=s_minus,
+                                    cbm_min_classes=cbm_min_classes)
+    return build_report("cbm", name, "", results, {"threshold": threshold, "outputs": outputs, "num_concepts": len(names),
+                                                   "s_minus": s_minus, "cbm_min_classes": cbm_min_classes})

@@ -28,6 +28,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", default=None, help="embedding cache (default ~/.cache/conceptforge/embeddings)")
     parser.add_argument("--device", default=None)
     parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--s-minus", choices=("paper", "any-original"), default="paper",
+                        help="paper: S- checks the bird's class-wise CBM label of the group (App. F); "
+                             "any-original: right only if none of the bird's original attributes of the group is detected")
+    parser.add_argument("--cbm-min-classes", type=int, default=10,
+                        help="CBM label subset for S-: attributes present (class level) in >= N classes (10 = Koh et al.'s 112)")
     parser.add_argument("--no-breakdowns", action="store_true", help="print only the summary table")
     parser.add_argument("--output", default=None, help="write all reports as JSON here")
 
@@ -44,7 +49,10 @@ def run(args: argparse.Namespace) -> int:
     if not items:
         raise ConceptforgeError(f"split {args.split!r} of {args.dataset} is empty")
     reports = []
+    if args.cbm_min_classes < 1:
+        raise ConceptforgeError("--cbm-min-classes must be >= 1")
     options = {}
+    scoring = {"s_minus": args.s_minus, "cbm_min_classes": args.cbm_min_classes}
     if args.template:
         options["template"] = args.template
     if args.none_prompt:
@@ -52,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     for model_id in args.model:
         reports.append(
             sub.evaluate_vlm(model_id, items, cub=cub, revision=args.model_revision, cache_dir=args.cache_dir,
-                             device=args.device, batch_size=args.batch_size, **options)
+                             device=args.device, batch_size=args.batch_size, **options, **scoring)
         )
     concept_names = None
     if args.concept_names:
@@ -65,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         model, transform = made if isinstance(made, tuple) else (made, getattr(made, "transform", None))
         reports.append(
             sub.evaluate_cbm(model, items, cub=cub, concept_names=concept_names, transform=transform, outputs=args.outputs,
-                             threshold=args.threshold, name=spec, batch_size=args.batch_size, device=args.device or "cpu")
+                             threshold=args.threshold, name=spec, batch_size=args.batch_size, device=args.device or "cpu", **scoring)
         )
     for report in reports:
         text = report.format()
@@ -73,6 +81,6 @@ def run(args: argparse.Namespace) -> int:
         print()
     if args.output:
         path = write_json(args.output, {"benchmark": "sub", "dataset": args.dataset, "revision": args.revision,
-                                        "split": args.split, "reports": [r.to_dict() for r in reports]})
+                                        "split": args.split, "s_minus": args.s_minus, "reports": [r.to_dict() for r in reports]})
         logger.info("wrote %s", path)
     return 0

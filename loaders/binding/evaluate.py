@@ -10,7 +10,7 @@ import torch
 
 from conceptforge.errors import ConceptforgeError
 from conceptforge.loaders.binding.data import ADJ_NOUN, SPLITS, BindingSplit, load_binding
-from conceptforge.loaders.binding.models import MODEL_KINDS, PROMPT, Vocabulary
+from conceptforge.loaders.binding.models import CDSM_KINDS, MODEL_KINDS, PROMPT, Vocabulary
 from conceptforge.loaders.binding.scoring import ADJ_NOUN_ERRORS, RELATION_ERRORS, accuracy, error_breakdown, kind_breakdown
 from conceptforge.loaders.binding.train import RunResult, TrainConfig, train_run
 from conceptforge.loaders.reports import markdown_table, mean_se, pct, pct_se
@@ -20,6 +20,10 @@ logger = logging.getLogger(__name__)
 DEFAULT_CLIP = "openai/clip-vit-large-patch14"  # the paper's ViT-L/14
 DEFAULT_SEEDS = (0, 1, 2, 3, 4)
 ALL_MODELS = ("clip", *MODEL_KINDS)
+CDSM_SCORE_TEXT = {
+    "dot": "dot product image·phrase, no scale (paper Algorithm 1)",
+    "scaled-cosine": "logit_scale × cosine (conceptforge v1 variant)",
+}
 
 
 @dataclass
@@ -76,8 +80,10 @@ class BindingReport:
                 mean, se = m.breakdown.get(key, (float("nan"), float("nan")))
                 row.append(pct(mean) if len(m.runs) <= 1 else pct_se(mean, se))
             error_rows.append(row)
+        score = self.settings.get("cdsm_score")
+        scoring = f"; CDSM score: {CDSM_SCORE_TEXT.get(score, score)}" if score and any(m.model in CDSM_KINDS for m in self.models) else ""
         return (
-            f"Accuracy (%) — {self.dataset} ({self.setting}), epoch selected on val, mean ± s.e. over seeds\n\n"
+            f"Accuracy (%) — {self.dataset} ({self.setting}), epoch selected on val, mean ± s.e. over seeds{scoring}\n\n"
             + markdown_table(headers, rows)
             + "\n\nShare of errors (%) on the generalisation split\n\n"
             + markdown_table(["Model", *errors], error_rows)
@@ -161,5 +167,6 @@ def evaluate_binding(
         dataset=name, setting=setting, embedding_model=embedder.model_id, embedding_revision=embedder.revision,
         models=summaries,
         settings={"seeds": list(seeds), "epochs": config.epochs, "batch_size": config.batch_size, "lr": config.lr,
-                  "weight_decay": config.weight_decay, "calibrate": config.calibrate, "template": template},
+                  "weight_decay": config.weight_decay, "calibrate": config.calibrate, "template": template,
+                  "cdsm_score": config.cdsm_score},
     )

@@ -1,8 +1,16 @@
 """Phrase encoders of paper 004 §2: CSP, the CDSMs (Add, Mult, Conv, TL, RF) and CLIP-FT.
 
 Every model maps phrases (``"red cube"``, ``"cube left sphere"``) to vectors in CLIP's joint
-image–text space; an image's score for a phrase is the cosine similarity with its frozen CLIP
-image embedding (CLIP-FT also tunes the image tower). CDSM parameters live directly in that space
+image–text space. Scores (``CDSM_SCORES``):
+
+* CDSMs, ``score="dot"`` (default): Algorithm 1 of the paper (Appendix B),
+  ``l = x · T(a, n)`` — the dot product of the unit-normalised frozen CLIP image embedding (the
+  authors' models normalise it) with the *unnormalised* composed phrase vector, no temperature;
+  parameters initialised like ``nn.Embedding`` (N(0, 1)), as in the authors' models.
+* CDSMs, ``score="scaled-cosine"``: conceptforge's first version — CLIP's ``logit_scale`` times
+  the cosine of image and phrase, parameters N(0, 1/d). A different classifier: its argmax
+  agrees with the dot product's on only 81–99% of images (issue 15).
+* CSP and CLIP-FT run CLIP's own text tower and keep CLIP's ``logit_scale × cosine``. CDSM parameters live directly in that space
 (dimension = CLIP's projection dim), which reproduces Table 8's parameter counts: e.g. Add on the
 single-object data has (8 colours + 3 shapes) × 768 = 8,448 parameters.
 
@@ -26,6 +34,7 @@ from conceptforge.errors import ConceptforgeError
 from conceptforge.loaders.binding.data import ADJ_NOUN, RELATIONAL, BindingSplit, parse_label
 
 CDSM_KINDS = ("add", "mult", "conv", "tl", "rf")
+CDSM_SCORES = ("dot", "scaled-cosine")
 MODEL_KINDS = ("csp", *CDSM_KINDS, "clip-ft")
 # Appendix A learning rates.
 DEFAULT_LR = {"csp": 1e-6, "clip-ft": 1e-7, **{kind: 5e-4 for kind in CDSM_KINDS}}
@@ -92,14 +101,21 @@ class PhraseModel(nn.Module):
 
 
 class CDSM(PhraseModel):
-    """Add / Mult / Conv / TL / RF with randomly initialised parameters (Appendix A)."""
+    """Add / Mult / Conv / TL / RF with randomly initialised parameters (Appendix A).
 
-    def __init__(self, kind: str, vocab: Vocabulary, dim: int, *, generator: torch.Generator | None = None) -> None:
+    ``score`` (``"dot"`` or ``"scaled-cosine"``, module docstring) also picks the initialisation:
+    N(0, 1) like the authors' ``nn.Embedding`` tables for ``"dot"``; N(0, 1/d) (the HRR
+    convention, vectors of norm ~1) for ``"scaled-cosine"``.
+    """
+
+    def __init__(self, kind: str, vocab: Vocabulary, dim: int, *, generator: torch.Generator | None = None, score: str = "dot") -> None:
         super().__init__()
         if kind not in CDSM_KINDS:
             raise ConceptforgeError(f"unknown CDSM {kind!r} (choose from {', '.join(CDSM_KINDS)})")
-        self.kind, self.vocab, self.dim = kind, vocab, dim
-        scale = dim ** -0.5  # HRR convention: elements ~ N(0, 1/d), vectors of norm ~1
+        if score not in CDSM_SCORES:
+            raise ConceptforgeError(f"unknown CDSM score {score!r} (choose from {', '.join(CDSM_SCORES)})")
+        self.kind, self.vocab, self.dim, self.score = kind, vocab, dim, score
+        scale = 1.0 if score == "dot" else dim ** -0.5
 
         def randn(*shape: int) -> nn.Parameter:
             return nn.Parameter(torch.randn(*shape, generator=generator) * scale)
@@ -229,10 +245,10 @@ class ClipFT(_FrozenClipText):
         return _features(self.clip.get_image_features(pixel_values=pixels.to(self.device_))).float()
 
 
-def build_model(kind: str, vocab: Vocabulary, *, embedder: Any, dim: int, seed: int) -> PhraseModel:
+def build_model(kind: str, vocab: Vocabulary, *, embedder: Any, dim: int, seed: int, cdsm_score: str = "dot") -> PhraseModel:
     generator = torch.Generator().manual_seed(seed)
     if kind in CDSM_KINDS:
-        return CDSM(kind, vocab, dim, generator=generator)
+        return CDSM(kind, vocab, dim, generator=generator, score=cdsm_score)
     if kind == "csp":
         return CSP(embedder, vocab)
     if kind == "clip-ft":

@@ -2,8 +2,10 @@
 embeddings with cross-entropy over each image's true label and its distractors.
 
 Each step: for a batch of images, encode the phrases among their candidates, score every
-candidate by ``logit_scale · cos(image, phrase)``, and minimise the cross-entropy of the true
-label (``−log p(y|x)``) with Adam and weight decay λ. After every epoch all splits are scored;
+candidate and minimise the cross-entropy of the true label (``−log p(y|x)``) with Adam and
+weight decay λ. Scores: CDSMs use Algorithm 1's raw dot product ``x · T(a, n)`` (unit image
+vector, unnormalised phrase vector, no temperature) by default, or ``logit_scale · cos`` with
+``TrainConfig(cdsm_score="scaled-cosine")``; CSP and CLIP-FT use ``logit_scale · cos``. After every epoch all splits are scored;
 the epoch with the best validation accuracy is the selected model (ties: the earliest).
 
 The distractors are the dataset's own stored candidates (true label + 4 distractors, including
@@ -24,7 +26,7 @@ import torch.nn.functional as F
 
 from conceptforge.loaders.binding.calibration import calibrate, seen_mask
 from conceptforge.loaders.binding.data import BindingSplit
-from conceptforge.loaders.binding.models import CDSM_KINDS, DEFAULT_LR, PhraseModel, Vocabulary, build_model
+from conceptforge.loaders.binding.models import CDSM_KINDS, CDSM_SCORES, DEFAULT_LR, PhraseModel, Vocabulary, build_model
 from conceptforge.loaders.binding.scoring import accuracy, error_breakdown, kind_breakdown
 
 logger = logging.getLogger(__name__)
@@ -41,6 +43,11 @@ class TrainConfig:
     # CDSM steps are tiny (32 x 768): on CPU one intra-op thread is 10-100x faster than several
     # fighting over a busy machine. None keeps torch's setting.
     cdsm_cpu_threads: int | None = 1
+    cdsm_score: str = "dot"  # "dot" (Algorithm 1, default) | "scaled-cosine" (logit_scale x cosine)
+
+    def __post_init__(self) -> None:
+        if self.cdsm_score not in CDSM_SCORES:
+            raise ValueError(f"unknown CDSM score {self.cdsm_score!r} (choose from {', '.join(CDSM_SCORES)})")
 
 
 @dataclass
@@ -63,7 +70,8 @@ class RunResult:
 def candidate_scores(
     model: PhraseModel, images: torch.Tensor, candidates: Sequence[Sequence[str]], *, text: tuple[list[str], torch.Tensor] | None = None
 ) -> torch.Tensor:
-    """[N, K] cosine similarities of each image with its own K candidates.
+    """[N, K] scores of each image with its own K candidates: the cosine similarity, or for a
+    CDSM with ``score="dot"`` the dot product of the unit image vector with the raw phrase vector.
 
     ``text`` = (phrases, their encodings) to reuse; otherwise the batch's phrases are encoded.
     """
@@ -71,10 +79,15 @@ def candidate_scores(
         phrases = sorted({p for row in candidates for p in row})
         text = (phrases, model.encode(phrases))
     position = {p: i for i, p in enumerate(text[0])}
-    encoded = F.normalize(text[1], dim=-1)
+    encoded = text[1] if uses_dot(model) else F.normalize(text[1], dim=-1)
     image = F.normalize(images, dim=-1)
     index = torch.tensor([[position[p] for p in row] for row in candidates], device=encoded.device)
     return torch.einsum("nd,nkd->nk", image.to(encoded.device), encoded[index])
+
+
+def uses_dot(model: PhraseModel) -> bool:
+    """Whether ``model`` scores by Algorithm 1's raw dot product (then no logit scale applies)."""
+    return getattr(model, "score", None) == "dot"
 
 
 def score_split(model: PhraseModel, split: BindingSplit, images: Any, *, batch_size: int = 512) -> torch.Tensor:
@@ -132,7 +145,8 @@ def train_run(
             splits["train"] = splits["train"].subset(train_idx, "train")
             images["train"] = _take(images["train"], train_idx)
         train = splits["train"]
-        model = build_model(kind, vocab, embedder=embedder, dim=dim, seed=seed).to(device)
+        model = build_model(kind, vocab, embedder=embedder, dim=dim, seed=seed, cdsm_score=config.cdsm_score).to(device)
+        scale = 1.0 if uses_dot(model) else logit_scale
         params = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.Adam(params, lr=config.lr or DEFAULT_LR[kind], weight_decay=config.weight_decay)
         best: tuple[float, int, dict[str, torch.Tensor]] | None = None
@@ -147,7 +161,7 @@ def train_run(
                 for start in range(0, len(order), config.batch_size):
                     rows = order[start : start + config.batch_size]
                     batch_images = model.encode_images(_take(images["train"], rows))
-                    logits = logit_scale * candidate_scores(model, batch_images, [train.candidates[r] for r in rows])
+                    logits = scale * candidate_scores(model, batch_images, [train.candidates[r] for r in rows])
                     target = torch.tensor([train.label_index[r] for r in rows], device=logits.device)
                     loss = F.cross_entropy(logits, target)
                     optimizer.zero_grad(set_to_none=True)

@@ -2,6 +2,7 @@
 
 from conceptforge.loaders.compmap.logreg import LogRegConfig, LogRegModel, fit_logreg
 from conceptforge.loaders.compmap.metrics import (
+    CZSL_CURVES,
     CzslResult,
     accuracy,
     calibration_biases,
@@ -11,9 +12,11 @@ from conceptforge.loaders.compmap.metrics import (
     intervene_partial,
     weight_analysis,
 )
-from conceptforge.loaders.compmap.sampler import EpisodeSpec, Episodes, sample_episodes
+from conceptforge.loaders.compmap.sampler import CUB_PROTOCOLS, EpisodeSpec, Episodes, sample_episodes, sample_split_episodes
 
 __all__ = [
+    "CUB_PROTOCOLS",
+    "CZSL_CURVES",
     "CzslResult",
     "EpisodeSpec",
     "Episodes",
@@ -27,5 +30,6 @@ __all__ = [
     "intervene_full",
     "intervene_partial",
     "sample_episodes",
+    "sample_split_episodes",
     "weight_analysis",
 ]

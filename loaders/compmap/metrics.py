@@ -1,14 +1,27 @@
 """CompMap metrics: usefulness (accuracy, generalized CZSL), interpretability, weight analysis.
 
-Generalized CZSL follows Appendix A.6.2 of paper 002 (after Purushwalkam et al. 2019): the gap
-between the best seen score and the ground-truth score of every unseen-pair sample is sorted and
-split into 20 chunks; the first gap of each chunk is a calibration bias added to all unseen-pair
-scores. Seen and unseen accuracy are measured for each bias, plus — as the reference CZSL code
-does — one final point where unseen pairs always win (without it the last chunk could never be
-counted correct and "best unseen" would stop short); AUC is the area under the
-(unseen, seen) curve, and "best HM" is the best *harmonic* mean of the two. The paper's Eq. (1)
-and the authors' code compute ``sqrt(seen * unseen)`` under the name "harmonic mean"; that is the
-geometric mean, reported here separately as ``best_gm``.
+Generalized CZSL (paper 002 §4.1 and Appendix A.6.2, after Purushwalkam et al. 2019). A
+calibration bias b is added to the score of every unseen pair; a sample is correct when fewer than
+k other pairs score strictly higher than its ground truth. Two bias curves are implemented:
+
+* ``curve="paper"`` (default), A.6.2 as written: for every test sample of an unseen pair,
+  Δ = (best — for top-k: k-th best — seen-pair score) − (ground-truth score); sort Δ, split it
+  into 20 chunks (``np.array_split``) and take the first Δ of each chunk, minus ``1e-4`` so no
+  sample sits exactly on a tie, as the 20 biases. The curve has exactly these 20 points. Sample
+  i becomes correct once b > Δ_i, so the largest bias leaves the last chunk wrong: best unseen
+  can stay below 100% by up to one chunk (1/20 of the unseen samples).
+* ``curve="authors"``: the released code of paper 002 (``get_overall_metrics`` in
+  vlm_primitive_concepts' ``train_retrieval_model.py``): first evaluate at a closing bias of
+  ``1e3`` (unseen always wins, seen accuracy ≈ 0); keep only the unseen samples that are correct
+  at that bias, take their Δ − 1e-4, sort, and use every ``max(len // 20, 1)``-th one as a bias
+  (so 20 or a few more); the closing point comes last. AUC is the trapezoid over the points in
+  that order.
+
+AUC is the area under seen accuracy as a function of unseen accuracy (both as fractions), in
+percent of the unit square. "Best HM": the paper's Eq. (1) and the authors' code compute
+``sqrt(seen * unseen)`` under the name "harmonic mean"; that is the *geometric* mean, reported
+as ``best_gm`` (the number to compare with the paper's "HM" column). The true harmonic mean
+``2·seen·unseen/(seen+unseen)`` is reported as ``best_hm``.
 """
 
 from __future__ import annotations
@@ -21,6 +34,8 @@ from torch import Tensor
 
 NUM_BIASES = 20
 TIE_EPSILON = 1e-4
+CZSL_CURVES = ("paper", "authors")
+AUTHORS_CLOSING_BIAS = 1e3  # the authors' "unseen always wins" bias
 _trapezoid = getattr(np, "trapezoid", None) or np.trapz  # numpy < 2 has only trapz
 
 
@@ -55,6 +70,7 @@ class CzslResult:
     """Generalized CZSL summary; accuracies in percent, AUC in percent of the unit square."""
 
     topk: int
+    curve: str
     auc: float
     best_seen: float
     best_unseen: float
@@ -156,36 +172,54 @@ def generalized_czsl(
     *,
     topk: int = 1,
     num_biases: int = NUM_BIASES,
+    curve: str = "paper",
 ) -> CzslResult:
-    """Seen/unseen accuracy sweep over calibration biases, with AUC and best seen/unseen/HM.
+    """Seen/unseen accuracy sweep over calibration biases, with AUC and best seen/unseen/HM/GM.
 
     ``scores`` [M, P] over the candidate pairs (closed world: the split's pairs; open world: all
     attribute×object pairs), ``labels`` [M] the ground-truth pair index, ``seen_pairs`` [P] bool.
-    A sample is seen or unseen by its ground-truth pair. A bias b is added to every unseen
-    pair's score; a sample is correct when fewer than ``topk`` other pairs score strictly
-    higher than its ground truth. The curves have ``num_biases + 1`` points (the biases, then
-    the unseen-wins endpoint).
+    A sample is seen or unseen by its ground-truth pair. ``curve`` picks the bias list (module
+    docstring): ``"paper"`` (A.6.2, ``num_biases`` points) or ``"authors"`` (the released code).
     """
     stats = czsl_row_stats(scores, labels, seen_pairs, max_k=topk)
-    return generalized_czsl_from_stats(stats, topk=topk, num_biases=num_biases)
+    return generalized_czsl_from_stats(stats, topk=topk, num_biases=num_biases, curve=curve)
 
 
-def generalized_czsl_from_stats(stats: CzslRowStats, *, topk: int = 1, num_biases: int = NUM_BIASES) -> CzslResult:
+def authors_biases(stats: CzslRowStats, *, topk: int = 1, num_biases: int = NUM_BIASES) -> Tensor:
+    """The authors' bias list: Δ − 1e-4 of the unseen samples correct at the closing bias, sorted,
+    every ``max(len // num_biases, 1)``-th value (the closing bias itself is not included)."""
+    unseen = ~stats.gt_seen
+    correct = _hits(stats, AUTHORS_CLOSING_BIAS, topk)[unseen]
+    kth = stats.seen_top[unseen, topk - 1]
+    kth = torch.where(torch.isfinite(kth), kth, stats.seen_top[unseen, 0])
+    gaps = torch.sort((kth - stats.gt[unseen])[correct] - TIE_EPSILON).values
+    gaps = gaps[torch.isfinite(gaps)]
+    skip = max(len(gaps) // num_biases, 1)
+    return gaps[::skip]
+
+
+def generalized_czsl_from_stats(stats: CzslRowStats, *, topk: int = 1, num_biases: int = NUM_BIASES, curve: str = "paper") -> CzslResult:
     """:func:`generalized_czsl` on precomputed :class:`CzslRowStats` (``topk`` <= their K)."""
     if topk > stats.seen_top.shape[1]:
         raise ValueError(f"topk {topk} exceeds the {stats.seen_top.shape[1]} scores kept per row")
-    delta = unseen_gaps_from_stats(stats, topk=topk)
-    biases = biases_from_gaps(delta, num_biases)
-    # Unseen-wins endpoint: every unseen ground truth then beats every seen pair.
-    endpoint = float(delta.max()) + 1.0
+    if curve not in CZSL_CURVES:
+        raise ValueError(f"unknown CZSL curve {curve!r} (choose from {', '.join(CZSL_CURVES)})")
+    if curve == "paper":
+        biases = biases_from_gaps(unseen_gaps_from_stats(stats, topk=topk), num_biases)
+        points = biases.tolist()
+    else:
+        biases = authors_biases(stats, topk=topk, num_biases=num_biases)
+        points = [*biases.tolist(), AUTHORS_CLOSING_BIAS]
     seen_samples = stats.gt_seen
     seen_curve, unseen_curve = [], []
-    for b in [*biases.tolist(), endpoint]:
+    for b in points:
         hits = _hits(stats, b, topk)
         seen_curve.append(100.0 * float(hits[seen_samples].double().mean()) if seen_samples.any() else float("nan"))
         unseen_curve.append(100.0 * float(hits[~seen_samples].double().mean()) if (~seen_samples).any() else float("nan"))
     seen_arr, unseen_arr = np.array(seen_curve), np.array(unseen_curve)
-    order = np.argsort(unseen_arr, kind="stable")
+    # paper: the area under seen(unseen), points ordered by unseen accuracy; authors: np.trapz
+    # over the points in bias order (the same unless unseen accuracy ever drops along the sweep)
+    order = np.argsort(unseen_arr, kind="stable") if curve == "paper" else np.arange(len(points))
     # Area under seen(unseen) in the unit square, in percent: both axes are fractions.
     auc = 100.0 * float(_trapezoid(seen_arr[order] / 100.0, unseen_arr[order] / 100.0)) if len(order) > 1 else 0.0
     total = seen_arr + unseen_arr
@@ -193,12 +227,13 @@ def generalized_czsl_from_stats(stats: CzslRowStats, *, topk: int = 1, num_biase
     gm = np.sqrt(seen_arr * unseen_arr)
     return CzslResult(
         topk=topk,
+        curve=curve,
         auc=auc,
         best_seen=float(np.nanmax(seen_arr)),
         best_unseen=float(np.nanmax(unseen_arr)),
         best_hm=float(np.nanmax(hm)),
         best_gm=float(np.nanmax(gm)),
-        biases=[float(b) for b in biases],
+        biases=[float(b) for b in points],
         seen_curve=seen_curve,
         unseen_curve=unseen_curve,
     )

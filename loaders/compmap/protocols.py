@@ -30,7 +30,7 @@ from conceptforge.loaders.compmap.metrics import (
     weight_analysis,
 )
 from conceptforge.loaders.compmap.mit_states import MitStatesData
-from conceptforge.loaders.compmap.sampler import EpisodeSpec, sample_episodes
+from conceptforge.loaders.compmap.sampler import CUB_PROTOCOLS, EpisodeSpec, sample_episodes, sample_split_episodes
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +40,10 @@ _EVAL_BYTES = 4e8  # activations held per chunk of episodes
 
 @dataclass(frozen=True)
 class CubProtocol:
+    """CUB settings. ``protocol``: ``"authors"`` (k support from the train split, every test
+    image of the n classes as a query; ``n_query`` unused) or ``"episodic"`` (k support +
+    ``n_query`` queries per class from all of CUB). See :mod:`.sampler`."""
+
     ways: tuple[int, ...] = (5, 10, 100, 200)
     shots: tuple[int, ...] = (1, 5)
     n_query: int = 15
@@ -47,28 +51,53 @@ class CubProtocol:
     seed: int = 0
     full_shot: bool = True
     logreg: LogRegConfig = field(default_factory=LogRegConfig)
+    protocol: str = "authors"
+
+    def __post_init__(self) -> None:
+        if self.protocol not in CUB_PROTOCOLS:
+            raise ValueError(f"unknown CUB protocol {self.protocol!r} (choose from {', '.join(CUB_PROTOCOLS)})")
 
 
 def _variants(pred: Tensor, gt: Tensor) -> dict[str, Tensor]:
     return {"prim": pred, "interv_full": intervene_full(pred, gt), "interv_partial": intervene_partial(pred, gt)}
 
 
-def run_episodes(pred: Tensor, gt: Tensor, labels: np.ndarray, spec: EpisodeSpec, logreg: LogRegConfig) -> dict[str, dict]:
-    """Mean per-sample accuracy (and its standard deviation over episodes) of every row."""
-    episodes = sample_episodes(labels, spec)
+def run_episodes(
+    pred: Tensor, gt: Tensor, labels: np.ndarray, spec: EpisodeSpec, logreg: LogRegConfig, *,
+    protocol: str = "episodic", is_train: np.ndarray | None = None,
+) -> dict[str, dict]:
+    """Mean per-sample accuracy (and its standard deviation over episodes) of every row.
+
+    Each episode's accuracy is the share of its queries classified right; the reported number is
+    the mean over episodes (both protocols; padded queries of the authors' protocol not counted).
+    """
+    if protocol == "authors":
+        if is_train is None:
+            raise ValueError("the authors' protocol needs the train/test split (is_train)")
+        episodes = sample_split_episodes(labels, is_train, spec)
+    else:
+        episodes = sample_episodes(labels, spec)
     per_episode: dict[str, list[Tensor]] = {row: [] for row in ROWS}
     D = pred.shape[1]
-    chunk = int(max(1, min(logreg.chunk_size, _EVAL_BYTES // (spec.n_way * (spec.k_shot + 4 * spec.n_query) * D * 4))))
+    per_query = episodes.query.shape[1]
+    chunk = int(max(1, min(logreg.chunk_size, _EVAL_BYTES // ((spec.n_way * spec.k_shot + 4 * per_query) * D * 4))))
     for start in tqdm(range(0, spec.n_episodes, chunk), desc=f"{spec.n_way}-way {spec.k_shot}-shot", unit="chunk", leave=False):
         sup = torch.as_tensor(episodes.support[start : start + chunk])
         qry = torch.as_tensor(episodes.query[start : start + chunk])
         ys = torch.as_tensor(episodes.support_labels[start : start + chunk])
         yq = torch.as_tensor(episodes.query_labels[start : start + chunk])
+        valid = yq >= 0
+        count = valid.sum(1).double()
+        qry = torch.where(valid, qry, torch.zeros_like(qry))  # padding: any image, not counted
+
+        def share(predicted: Tensor) -> Tensor:
+            return ((predicted == yq) & valid).sum(1).double() / count
+
         oracle = fit_logreg(gt[sup], ys, spec.n_way, config=logreg)
-        per_episode["oracle"].append((oracle.predict(gt[qry]) == yq).double().mean(1))
+        per_episode["oracle"].append(share(oracle.predict(gt[qry])))
         model = fit_logreg(pred[sup], ys, spec.n_way, config=logreg)
         for row, feats in _variants(pred[qry], gt[qry]).items():
-            per_episode[row].append((model.predict(feats) == yq).double().mean(1))
+            per_episode[row].append(share(model.predict(feats)))
     out = {}
     for row, parts in per_episode.items():
         acc = 100.0 * torch.cat(parts)
@@ -100,16 +129,21 @@ def evaluate_cub(
 ) -> dict:
     """All CUB settings; returns a JSON-ready dict (Tables 2, 3 and 4)."""
     pred, gt = pred.float(), gt.float()
-    results: dict = {"settings": {}, "interpretability": {}, "weights": {}}
+    results: dict = {"protocol": protocol.protocol, "settings": {}, "interpretability": {}, "weights": {}}
+    if protocol.protocol == "episodic":
+        results["n_query"] = protocol.n_query
     for n in protocol.ways:
         for k in protocol.shots:
             spec = EpisodeSpec(n, k, protocol.n_query, protocol.n_episodes, protocol.seed)
-            logger.info("CUB %d-way %d-shot, %d episodes", n, k, protocol.n_episodes)
-            results["settings"][f"{n}-way-{k}-shot"] = {"n_way": n, "k_shot": k, **run_episodes(pred, gt, labels, spec, protocol.logreg)}
+            logger.info("CUB %d-way %d-shot, %d episodes (%s protocol)", n, k, protocol.n_episodes, protocol.protocol)
+            results["settings"][f"{n}-way-{k}-shot"] = {
+                "n_way": n, "k_shot": k, "protocol": protocol.protocol,
+                **run_episodes(pred, gt, labels, spec, protocol.logreg, protocol=protocol.protocol, is_train=is_train),
+            }
     if protocol.full_shot:
         logger.info("CUB full shot")
         full, oracle, model = run_full_shot(pred, gt, labels, is_train, len(class_gt), protocol.logreg)
-        results["settings"]["full-shot"] = {"n_way": len(class_gt), "k_shot": None, **full}
+        results["settings"]["full-shot"] = {"n_way": len(class_gt), "k_shot": None, "protocol": "train/test split", **full}
         results["weights"] = {
             "oracle": weight_analysis(oracle.coef[0], torch.as_tensor(class_gt), groups=groups).to_dict(),
             "prim": weight_analysis(model.coef[0], torch.as_tensor(class_gt), groups=groups).to_dict(),
@@ -127,6 +161,7 @@ class MitProtocol:
     worlds: tuple[str, ...] = ("closed",)
     topk: tuple[int, ...] = (1, 2, 3)
     contrastive: ContrastiveConfig = field(default_factory=ContrastiveConfig)
+    czsl_curve: str = "paper"  # "paper" (A.6.2) or "authors" (released code); see .metrics
 
 
 def evaluate_mit_states(
@@ -148,7 +183,7 @@ def evaluate_mit_states(
     logger.info("training composition models on %d images of %d seen pairs", len(train_labels), len(seen))
     oracle = train_contrastive(gt["train"], train_labels, seen_targets, config=protocol.contrastive)
     model = train_contrastive(pred["train"].float(), train_labels, seen_targets, config=protocol.contrastive)
-    results: dict = {"worlds": {}, "interpretability": {}, "weights": {}}
+    results: dict = {"czsl_curve": protocol.czsl_curve, "worlds": {}, "interpretability": {}, "weights": {}}
     for world in protocol.worlds:
         candidates = data.candidate_pairs(world)
         targets = pair_targets(candidates)
@@ -164,7 +199,7 @@ def evaluate_mit_states(
                 stats = CzslRowStats.cat(
                     [czsl_row_stats(block, labels[rows], seen_mask, max_k=max(protocol.topk)) for rows, block in net.iter_scores(x, targets)]
                 )
-                split_out[row] = {f"top{k}": generalized_czsl_from_stats(stats, topk=k).to_dict() for k in protocol.topk}
+                split_out[row] = {f"top{k}": generalized_czsl_from_stats(stats, topk=k, curve=protocol.czsl_curve).to_dict() for k in protocol.topk}
             world_out[split] = split_out
         results["worlds"][world] = world_out
         test = world_out["test"]

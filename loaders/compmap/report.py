@@ -2,6 +2,15 @@
 
 from __future__ import annotations
 
+PROTOCOL_TEXT = {
+    "authors": "authors' protocol: k support images per class from the train split, every test image of the n classes as a query",
+    "episodic": "episodic protocol: k support + {q} query images per class drawn from all of CUB",
+}
+CURVE_TEXT = {
+    "paper": "paper A.6.2 curve: 20 biases from the unseen samples' score gaps",
+    "authors": "authors' curve: biases from the unseen samples right at bias 1e3, closed with bias 1e3",
+}
+
 ROW_LABELS = {"oracle": "Oracle-Prim", "prim": "{m}-Prim", "interv_full": "{m}-Interv(Full)", "interv_partial": "{m}-Interv(Partial)"}
 
 
@@ -29,7 +38,9 @@ def cub_tables(results: dict, model_name: str) -> str:
     rows = [[ROW_LABELS[r].format(m=model_name), *[_fmt(settings[n][r]["accuracy"]) for n in names]] for r in ROW_LABELS]
     episodes = sorted({s["prim"]["episodes"] for s in settings.values() if "episodes" in s["prim"]})
     per = f"mean over {'/'.join(map(str, episodes))} episodes for n-way k-shot" if episodes else "full shot"
-    out = [_table(f"Table 2 (CUB): mean per-sample accuracy (%), {per}; FS = full shot (all classes, official train/test split)", header, rows)]
+    protocol = results.get("protocol", "episodic")
+    how = PROTOCOL_TEXT.get(protocol, protocol).format(q=results.get("n_query", "?"))
+    out = [_table(f"Table 2 (CUB): mean per-sample accuracy (%), {per} ({how}); FS = full shot (all classes, official train/test split)", header, rows)]
     interp = results["interpretability"]
     out.append(
         _table(
@@ -52,6 +63,7 @@ def cub_tables(results: dict, model_name: str) -> str:
 
 def mit_tables(results: dict, model_name: str) -> str:
     out = []
+    curve = CURVE_TEXT.get(results.get("czsl_curve", "paper"), results.get("czsl_curve"))
     for world, splits in results["worlds"].items():
         ks = sorted(int(k[3:]) for k in splits["test"]["oracle"])
         header = ["Method", *[f"Val AUC k={k}" for k in ks], *[f"Test AUC k={k}" for k in ks], "Seen", "Unseen", "HM", "GM"]
@@ -63,7 +75,7 @@ def mit_tables(results: dict, model_name: str) -> str:
                 [ROW_LABELS[r].format(m=model_name), *[_fmt(val[f"top{k}"]["auc"]) for k in ks], *[_fmt(test[f"top{k}"]["auc"]) for k in ks],
                  _fmt(t1["best_seen"]), _fmt(t1["best_unseen"]), _fmt(t1["best_hm"]), _fmt(t1["best_gm"])]
             )
-        out.append(_table(f"Table 1 (MIT-States, {world} world): generalized CZSL, 20 calibration biases; HM = harmonic mean, GM = geometric mean (the paper's 'HM')", header, rows))
+        out.append(_table(f"Table 1 (MIT-States, {world} world): generalized CZSL ({curve}); HM = harmonic mean, GM = geometric mean sqrt(seen·unseen) (the paper's 'HM', Eq. 1)", header, rows))
         d = results["interpretability"][world]
         out.append(
             _table(

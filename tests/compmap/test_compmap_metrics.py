@@ -11,31 +11,91 @@ from conceptforge.loaders.compmap.metrics import (
     weight_analysis,
 )
 
-# Pairs 0 and 1 are seen, pair 2 unseen. Hand-computed in the docstring of test_czsl_hand_example.
+# Pairs 0 and 1 are seen, pair 2 unseen. Hand-computed in the docstrings of the tests below.
 SCORES = torch.tensor([[3.0, 1.0, 2.8], [1.0, 3.0, 0.0], [2.0, 0.0, 1.0], [0.0, 1.0, 3.5], [2.5, 0.0, 2.0]])
 LABELS = torch.tensor([0, 1, 2, 2, 2])
 SEEN = torch.tensor([True, True, False])
 
 
-def test_czsl_hand_example():
-    """Δ (best seen − ground truth) of the unseen samples: 1, −2.5, 0.5 -> sorted [−2.5, 0.5, 1].
+def test_czsl_paper_curve_by_hand():
+    """Paper A.6.2 with 3 biases instead of 20 (same rule, smaller example).
 
-    Three biases (one per chunk) b = Δ − 1e-4: −2.5001 -> seen 2/2, unseen 0/3; 0.4999 -> sample 0
-    flips to the unseen pair (3 < 3.2999), sample 3 is right: seen 1/2, unseen 1/3; 0.9999 ->
-    samples 3 and 4 right: seen 1/2, unseen 2/3; then the unseen-wins endpoint (bias 2 = max Δ + 1):
-    seen 1/2, unseen 3/3. AUC over (unseen, seen) = 1/3·(1+.5)/2 + 1/3·(.5+.5)/2 + 1/3·.5 =
-    0.58333; best HM = 2·.5·1/(.5+1) = 0.6667; best GM = sqrt(.5·1).
+    Δ = (best seen score) − (ground-truth score) of the unseen samples 2, 3, 4:
+    2 − 1 = 1, 1 − 3.5 = −2.5, 2.5 − 2 = 0.5 -> sorted [−2.5, 0.5, 1]; 3 chunks of one -> biases
+    Δ − 1e-4 = [−2.5001, 0.4999, 0.9999]. An unseen sample is right once b > Δ; seen sample 0
+    (3 vs unseen 2.8 + b) is right while 2.8 + b < 3, i.e. only at b = −2.5001; seen sample 1 is
+    always right. Seen curve [2/2, 1/2, 1/2], unseen curve [0, 1/3, 2/3] (no end point: the
+    largest bias leaves sample 2, the last chunk, wrong).
+    AUC = trapezoid of seen over unseen = 1/3·(1 + 0.5)/2 + 1/3·(0.5 + 0.5)/2 = 0.25 + 0.16667
+    = 0.41667 -> 41.667%. GM (the paper's "HM", Eq. 1) = max(sqrt(1·0), sqrt(.5·1/3),
+    sqrt(.5·2/3)) = sqrt(1/3) = 0.57735; harmonic = max(0, 2·.5·(1/3)/(5/6) = 0.4,
+    2·.5·(2/3)/(7/6) = 4/7 = 0.571429).
     """
     biases = calibration_biases(SCORES, LABELS, SEEN, num_biases=3)
     torch.testing.assert_close(biases, torch.tensor([-2.5001, 0.4999, 0.9999], dtype=torch.float64))
     r = generalized_czsl(SCORES, LABELS, SEEN, num_biases=3)
-    assert r.seen_curve == pytest.approx([100.0, 50.0, 50.0, 50.0])
-    assert r.unseen_curve == pytest.approx([0.0, 100 / 3, 200 / 3, 100.0])
-    assert r.auc == pytest.approx(58.3333, abs=1e-3)
-    assert r.best_seen == 100.0 and r.best_unseen == pytest.approx(100.0)
-    assert r.best_hm == pytest.approx(200 / 3, abs=1e-4)
-    assert r.best_gm == pytest.approx(5000**0.5)
+    assert r.curve == "paper"
+    assert r.biases == pytest.approx([-2.5001, 0.4999, 0.9999])
+    assert r.seen_curve == pytest.approx([100.0, 50.0, 50.0])
+    assert r.unseen_curve == pytest.approx([0.0, 100 / 3, 200 / 3])
+    assert r.auc == pytest.approx(41.6667, abs=1e-3)
+    assert r.best_seen == 100.0 and r.best_unseen == pytest.approx(66.6667, abs=1e-3)
+    assert r.best_gm == pytest.approx(57.735, abs=1e-3)
+    assert r.best_hm == pytest.approx(57.1429, abs=1e-3)
     assert r.best_gm > r.best_hm  # the geometric mean flatters: it is not the harmonic mean
+
+
+def test_czsl_authors_curve_by_hand():
+    """The authors' variant on the same scores: at the closing bias 1e3 every unseen sample is
+    right (seen 0/2), so all three Δ − 1e-4 are kept; skip = max(3 // 3, 1) = 1 -> biases
+    [−2.5001, 0.4999, 0.9999] then 1e3. Seen [1, .5, .5, 0], unseen [0, 1/3, 2/3, 1].
+    AUC = 0.41667 (as above) + 1/3·(0.5 + 0)/2 = 0.5 -> 50%. Best unseen 100; GM max stays
+    sqrt(.5·2/3) = 0.57735 (the closing point has sqrt(0·1) = 0).
+    """
+    r = generalized_czsl(SCORES, LABELS, SEEN, num_biases=3, curve="authors")
+    assert r.curve == "authors"
+    assert r.biases == pytest.approx([-2.5001, 0.4999, 0.9999, 1000.0])
+    assert r.seen_curve == pytest.approx([100.0, 50.0, 50.0, 0.0])
+    assert r.unseen_curve == pytest.approx([0.0, 100 / 3, 200 / 3, 100.0])
+    assert r.auc == pytest.approx(50.0, abs=1e-3)
+    assert r.best_unseen == pytest.approx(100.0) and r.best_gm == pytest.approx(57.735, abs=1e-3)
+
+
+# Pair 0 seen, pairs 1 and 2 unseen; sample 3's ground truth (pair 2) always loses to pair 1.
+SCORES2 = torch.tensor([[2.0, 0.0, 0.0], [1.0, 3.0, 0.0], [2.0, 1.0, 0.0], [0.0, 5.0, 1.0], [3.0, 0.0, 1.0]])
+LABELS2 = torch.tensor([0, 1, 1, 2, 2])
+SEEN2 = torch.tensor([True, False, False])
+
+
+def test_czsl_curves_differ_where_the_authors_filter_and_skip():
+    """Δ of the unseen samples 1-4: 1 − 3 = −2, 2 − 1 = 1, 0 − 1 = −1, 3 − 1 = 2.
+
+    Paper, 2 biases: sorted [−2, −1, 1, 2] in chunks [−2, −1], [1, 2] -> b = [−2.0001, 0.9999].
+    b = −2.0001: seen sample 0 right (unseen 0 − 2 < 2), no unseen right (need b > Δ).
+    b = 0.9999: sample 0 right (0.9999 < 2); sample 1 right (3.9999 > 1 and > 0.9999); sample 2
+    (1.9999 < 2), sample 3 (pair 1 at 5.9999 beats 1.9999) and sample 4 (1.9999 < 3) wrong.
+    Seen [1, 1], unseen [0, 1/4]: AUC = 1/4·(1 + 1)/2 = 0.25 -> 25%; GM = sqrt(1·1/4) = 50%.
+
+    Authors, 2 biases: at 1e3 sample 3 is wrong (pair 1 scores 1005 > 1001), so only samples 1,
+    2, 4 are kept: Δ − 1e-4 sorted [−2.0001, 0.9999, 1.9999]; skip = max(3 // 2, 1) = 1 keeps all
+    three (more biases than asked, as in their code), then 1e3. At 1.9999: sample 0 right
+    (1.9999 < 2), samples 1 and 2 right (2.9999 > 2), sample 4 wrong (2.9999 < 3). At 1e3: seen
+    wrong, unseen 1, 2, 4 right. Seen [1, 1, 1, 0], unseen [0, 1/4, 2/4, 3/4]:
+    AUC = 1/4·1 + 1/4·1 + 1/4·(1 + 0)/2 = 0.625 -> 62.5%; GM = sqrt(1·1/2) = 70.711%;
+    harmonic = 2·1·.5/1.5 = 66.667%.
+    """
+    p = generalized_czsl(SCORES2, LABELS2, SEEN2, num_biases=2)
+    assert p.biases == pytest.approx([-2.0001, 0.9999])
+    assert p.seen_curve == pytest.approx([100.0, 100.0]) and p.unseen_curve == pytest.approx([0.0, 25.0])
+    assert p.auc == pytest.approx(25.0) and p.best_gm == pytest.approx(50.0) and p.best_unseen == pytest.approx(25.0)
+    a = generalized_czsl(SCORES2, LABELS2, SEEN2, num_biases=2, curve="authors")
+    assert a.biases == pytest.approx([-2.0001, 0.9999, 1.9999, 1000.0])
+    assert a.seen_curve == pytest.approx([100.0, 100.0, 100.0, 0.0])
+    assert a.unseen_curve == pytest.approx([0.0, 25.0, 50.0, 75.0])
+    assert a.auc == pytest.approx(62.5)
+    assert a.best_gm == pytest.approx(100 * 0.5**0.5) and a.best_hm == pytest.approx(200 / 3)
+    with pytest.raises(ValueError, match="unknown CZSL curve"):
+        generalized_czsl(SCORES2, LABELS2, SEEN2, curve="purushwalkam")
 
 
 def test_czsl_uses_twenty_biases_and_topk():
@@ -45,16 +105,19 @@ def test_czsl_uses_twenty_biases_and_topk():
     seen = torch.arange(10) < 5
     r1 = generalized_czsl(scores, labels, seen)
     r3 = generalized_czsl(scores, labels, seen, topk=3)
-    assert len(r1.biases) == 20 and len(r1.seen_curve) == 21
+    assert len(r1.biases) == 20 and len(r1.seen_curve) == 20
     assert sorted(r1.biases) == r1.biases
-    assert r3.best_unseen >= r1.best_unseen and r3.auc >= r1.auc
+    assert r3.best_unseen >= r1.best_unseen
     # unseen accuracy grows and seen accuracy shrinks along the sweep
     assert r1.unseen_curve == sorted(r1.unseen_curve)
-    # every unseen sample whose pair is the best unseen one is right at the endpoint
+    assert r1.seen_curve == sorted(r1.seen_curve, reverse=True)
+    a1 = generalized_czsl(scores, labels, seen, curve="authors")
+    assert a1.biases[-1] == 1e3 and len(a1.biases) >= 21
+    # at the closing bias every unseen sample whose pair is the best unseen one is right
     unseen = ~seen[labels]
     best_unseen_possible = (scores[unseen][:, ~seen].argmax(1) + 5 == labels[unseen]).double().mean() * 100
-    assert r1.unseen_curve[-1] == pytest.approx(float(best_unseen_possible))
-    assert r1.seen_curve == sorted(r1.seen_curve, reverse=True)
+    assert a1.unseen_curve[-1] == pytest.approx(float(best_unseen_possible)) and a1.seen_curve[-1] == 0.0
+    assert r1.best_unseen <= a1.best_unseen
 
 
 def test_interventions_and_delta():
@@ -91,7 +154,8 @@ def test_row_blocks_give_the_same_sweep_as_the_whole_matrix():
     seen = torch.rand(40, generator=g) < 0.5
     stats = CzslRowStats.cat([czsl_row_stats(scores[i : i + 64], labels[i : i + 64], seen) for i in range(0, 300, 64)])
     for k in (1, 2, 3):
-        assert generalized_czsl_from_stats(stats, topk=k) == generalized_czsl(scores, labels, seen, topk=k)
+        for curve in ("paper", "authors"):
+            assert generalized_czsl_from_stats(stats, topk=k, curve=curve) == generalized_czsl(scores, labels, seen, topk=k, curve=curve)
         # top-k hits agree with torch.topk on tie-free scores at bias 0
         hits = (scores.topk(k, dim=1).indices == labels[:, None]).any(1)
         from conceptforge.loaders.compmap.metrics import _hits

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -107,14 +108,36 @@ def test_cli_dreambooth_end_to_end(tmp_path, tiny_sd, datasets_root, write_spec,
     code, stdout, err = run_script("generate_conceptbed.py",
         "--learner", "dreambooth", "--concepts", str(spec), "--out", str(out), "--model-id", str(tiny_sd),
         "--steps", "2", "--num-images", "1", "--num-inference-steps", "2", "--resolution", "32",
-        "--num-class-images", "2",
+        "--num-class-images", "2", "--preset", "lora",
     )
     assert code == 0, err[-2000:]
     assert "wrote" in stdout
     row = load_dataset(str(out), split="concept")[0]
     assert row["prompt"] == "A photo of sks Black footed Albatross" and row["concept_kind"] == "cub"
-    assert (out / ".work" / "artifacts" / "001.Black_footed_Albatross" / "pytorch_lora_weights.safetensors").exists()
+    artifact = out / ".work" / "artifacts" / "001.Black_footed_Albatross"
+    assert (artifact / "pytorch_lora_weights.safetensors").exists() and not (artifact / "unet").exists()
     assert len(list((out / ".work" / "class-images" / "001.Black_footed_Albatross").glob("*.png"))) == 2
+    learner = json.loads((artifact / "learner.json").read_text())["config"]
+    assert (learner["preset"], learner["dreambooth_mode"], learner["learning_rate"]) == ("lora", "lora", 1e-4)
+    assert "`lora` preset (DreamBooth LoRA rank 4, lr 0.0001" in (out / "README.md").read_text()
+
+
+def test_cli_dreambooth_paper_preset_is_the_default(tmp_path, tiny_sd, datasets_root, write_spec, run_script):
+    """Table 5: full UNet fine-tuning at 5e-6; the card and the artifact record it."""
+    spec = write_spec(tmp_path, datasets_root, ["001.Black_footed_Albatross"])
+    out = tmp_path / "db-paper"
+    code, stdout, err = run_script("generate_conceptbed.py",
+        "--learner", "dreambooth", "--concepts", str(spec), "--out", str(out), "--model-id", str(tiny_sd),
+        "--steps", "2", "--num-images", "1", "--num-inference-steps", "2", "--resolution", "32", "--num-class-images", "2",
+    )
+    assert code == 0, err[-2000:]
+    artifact = out / ".work" / "artifacts" / "001.Black_footed_Albatross"
+    assert (artifact / "unet").is_dir() and not (artifact / "pytorch_lora_weights.safetensors").exists()
+    learner = json.loads((artifact / "learner.json").read_text())["config"]
+    assert (learner["preset"], learner["dreambooth_mode"], learner["learning_rate"]) == ("paper", "full", 5e-6)
+    card = (out / "README.md").read_text()
+    assert "`paper` preset (DreamBooth full UNet fine-tuning, lr 5e-06, 2 steps)" in card
+    assert '"preset": "paper"' in card or "preset: paper" in card or "'preset': 'paper'" in card
 
 
 def test_cli_bad_input_subprocess(tmp_path, datasets_root, write_spec):

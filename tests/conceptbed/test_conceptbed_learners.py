@@ -37,8 +37,18 @@ def _changed(before, module):
 def test_table5_defaults():
     ti, db, cd = (LearnerConfig(learner=l) for l in ("textual-inversion", "dreambooth", "custom-diffusion"))
     assert (ti.steps, ti.learning_rate, ti.placeholder_token) == (3000, 5e-4, "<object>")
-    assert (db.steps, db.placeholder_token, db.num_class_images, db.dreambooth_mode) == (400, "sks", 200, "lora")
-    assert LearnerConfig(learner="dreambooth", dreambooth_mode="full").learning_rate == TABLE5["dreambooth"]["learning_rate"] == 5e-6
+    # the paper preset (default): Table 5's DreamBooth column, full UNet fine-tuning at 5e-6
+    assert (db.preset, db.steps, db.placeholder_token, db.num_class_images, db.dreambooth_mode) == ("paper", 400, "sks", 200, "full")
+    assert db.learning_rate == TABLE5["dreambooth"]["learning_rate"] == 5e-6
+    # the documented cheaper option: LoRA at 1e-4; it changes DreamBooth only
+    lora = LearnerConfig(learner="dreambooth", preset="lora")
+    assert (lora.dreambooth_mode, lora.learning_rate, lora.steps) == ("lora", 1e-4, 400)
+    assert LearnerConfig(learner="custom-diffusion", preset="lora").learning_rate == 1e-5
+    assert LearnerConfig(learner="dreambooth", dreambooth_mode="lora").learning_rate == 1e-4
+    assert LearnerConfig(learner="dreambooth", preset="lora", learning_rate=3e-5).learning_rate == 3e-5
+    assert LearnerConfig(learner="dreambooth").to_json()["preset"] == "paper"
+    with pytest.raises(ConceptforgeError, match="--preset"):
+        LearnerConfig(learner="dreambooth", preset="fast")
     assert (cd.steps, cd.learning_rate, cd.placeholder_token, cd.num_class_images) == (250, 1e-5, "<new1>", 200)
     assert ti.num_inference_steps == 50 and ti.guidance_scale == 7.5
     with pytest.raises(ConceptforgeError):

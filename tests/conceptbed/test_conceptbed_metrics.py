@@ -102,3 +102,48 @@ def test_report_prints_paper_tables(tmp_path):
     save_records(path, _records())
     assert load_records(path) == _records()
     assert report(load_records(path)) == report(_records())
+
+
+def _vqa(source, concept, category, p):
+    return ScoreRecord(source, "vqa", concept, p, p, p >= 0.5, (category,))
+
+
+def test_ccd_aggregations_by_hand():
+    """VQA "yes" probabilities. Generated: A/relation .2 .4, B/relation .9, B/action .7,
+    C/action .5. Real: A/relation .8, B/relation .6, B/action .9, C/action .7.
+
+    Paper Eq. 3 (per concept, real − gen): A .8 − (.2+.4)/2 = .5; B (.6+.9)/2 − (.9+.7)/2 = −.05;
+    C .7 − .5 = .2 -> mean .65/3 = 0.216667.
+    Authors' objects script (pooled): real (.8+.6+.9+.7)/4 = .75, gen (.2+.4+.9+.7+.5)/5 = .54
+    -> 0.21. Authors' composition script (per category, then mean): relation (.8+.6)/2 −
+    (.2+.4+.9)/3 = .7 − .5 = .2; action (.9+.7)/2 − (.7+.5)/2 = .8 − .6 = .2 -> 0.2.
+    Their scripts print gen − real; with the paper's sign all three are positive here.
+    """
+    records = [
+        _vqa("ti", "A", "relation", 0.2), _vqa("ti", "A", "relation", 0.4), _vqa("ti", "B", "relation", 0.9),
+        _vqa("ti", "B", "action", 0.7), _vqa("ti", "C", "action", 0.5),
+        _vqa(ORIGINAL, "A", "relation", 0.8), _vqa(ORIGINAL, "B", "relation", 0.6),
+        _vqa(ORIGINAL, "B", "action", 0.9), _vqa(ORIGINAL, "C", "action", 0.7),
+    ]
+    results = evaluate(records)
+    m = results[("ti", "vqa", "")]
+    assert m.ccd == pytest.approx(0.65 / 3)
+    assert m.ccd_pooled == pytest.approx(0.21)
+    assert m.ccd_category_mean == pytest.approx(0.2)
+    assert results[("ti", "vqa", "relation")].ccd_pooled == pytest.approx(0.2)
+    assert results[("ti", "vqa", "action")].ccd_pooled == pytest.approx(0.2)
+    text = report(records)
+    row = next(l for l in text.splitlines() if l.startswith("| ti | vqa"))
+    assert row.split(" | ")[2:] == ["0.2167", "0.2100", "0.2000 |"]
+    assert "authors' objects script" in text and "authors' composition script" in text
+
+
+def test_pooled_ccd_for_objects_by_hand():
+    """Objects: concept a gen [.2], real [.6, .8]; concept b gen [.5, .7, .9], real [.7].
+    Eq. 3: a .7 − .2 = .5, b .7 − .7 = 0 -> .25. Pooled: real (.6+.8+.7)/3 = .7, gen
+    (.2+.5+.7+.9)/4 = .575 -> .125. No categories: the composition aggregation is undefined."""
+    gen = [ScoreRecord("db", "object", "a", 0.2, 0.2, False)] + [ScoreRecord("db", "object", "b", p, p, True) for p in (0.5, 0.7, 0.9)]
+    real = [ScoreRecord(ORIGINAL, "object", "a", p, p, True) for p in (0.6, 0.8)] + [ScoreRecord(ORIGINAL, "object", "b", 0.7, 0.7, True)]
+    m = compute_metrics(gen, real)
+    assert m.ccd == pytest.approx(0.25) and m.ccd_pooled == pytest.approx(0.125)
+    assert math.isnan(evaluate(gen + real)[("db", "object", "")].ccd_category_mean)

@@ -127,8 +127,13 @@ def test_evaluate_cli_end_to_end(tmp_path, tiny_sd, datasets_root, captions_file
             ("textual-inversion", "composition"), ("textual-inversion", "vqa"), ("original", "vqa"), ("original", "style")} <= tasks
     n_vqa_real = sum(1 for r in records if r["source"] == "original" and r["task"] == "vqa")
     assert n_vqa_real == 2  # one caption with a real image, two questions
-    again = run_script("evaluate.py", "conceptbed", "--from-scores", str(scores), "--per-concept")
+    again = run_script("evaluate.py", "conceptbed", "--from-scores", str(scores), "--per-concept", "--output", str(tmp_path / "ccd.json"))
     assert again[0] == 0 and again[1] == text
+    assert "CCD aggregations" in text
+    payload = json.loads((tmp_path / "ccd.json").read_text())
+    assert set(payload["ccd_aggregations"]) == {"ccd", "ccd_pooled", "ccd_category_mean"}
+    vqa = next(r for r in payload["results"] if r["source"] == "textual-inversion" and r["task"] == "vqa" and r["category"] is None)
+    assert {"ccd", "ccd_pooled", "ccd_category_mean"} <= set(vqa)
 
 
 def test_evaluate_cli_bad_input_subprocess(tmp_path):

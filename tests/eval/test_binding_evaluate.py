@@ -95,6 +95,11 @@ def test_cli_binding_writes_tables_and_json(tiny_clip_dir, relational_dir, tmp_p
     data = json.loads(out.read_text())
     assert data["setting"] == "relational" and [m["model"] for m in data["models"]] == ["clip", "mult"]
     assert len(data["models"][1]["runs"]) == 2
+    assert data["settings"]["cdsm_score"] == "dot" and "paper Algorithm 1" in result.stdout
+    variant = subprocess.run(base + ["--models", "mult", "--seeds", "0", "--epochs", "1", "--cdsm-score", "scaled-cosine",
+                                     "--output", str(out)], env=env, capture_output=True, text=True, timeout=240)
+    assert variant.returncode == 0, variant.stderr[-2000:]
+    assert json.loads(out.read_text())["settings"]["cdsm_score"] == "scaled-cosine" and "logit_scale × cosine" in variant.stdout
 
 
 def _evaluate_main():

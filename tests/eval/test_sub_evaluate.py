@@ -44,8 +44,9 @@ def test_wrong_columns_and_vocabulary_are_clear_errors(tmp_path, fake_cub):
 
 def test_evaluate_vlm_with_tiny_clip(embedder, sub_dir, fake_cub):
     cub = load_cub(fake_cub, need="votes")
-    report = evaluate_vlm(embedder, str(sub_dir), cub=cub)
+    report = evaluate_vlm(embedder, str(sub_dir), cub=cub, cbm_min_classes=1)
     assert report.summary["n_s_plus"] == 8 and report.summary["n_s_minus"] == 8
+    assert report.settings["s_minus"] == "paper" and "class-wise CBM" in report.format()
     assert 0 <= report.s_plus <= 1 and 0 <= report.s_minus <= 1
     # the report agrees with a direct argmax over the same prompts
     items = load_sub(str(sub_dir), cub=cub)
@@ -66,7 +67,7 @@ def test_evaluate_cbm_callable(sub_dir, fake_cub):
         logits[:, target] = 3.0
         return logits
 
-    report = evaluate_cbm(always_red_crown, str(sub_dir), cub=cub)
+    report = evaluate_cbm(always_red_crown, str(sub_dir), cub=cub, cbm_min_classes=1)
     assert report.per_attribute["has_crown_color::red"]["s_plus"] == 1.0
     assert report.per_attribute["has_bill_shape::needle"]["s_plus"] == 0.0
     assert report.s_minus == 1.0  # it never predicts a removed attribute
@@ -82,13 +83,16 @@ def test_cli_vlm_and_cbm_writes_json(tiny_clip_dir, sub_dir, fake_cub, tmp_path)
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{tmp_path}", "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     out = tmp_path / "sub.json"
     cmd = [sys.executable, str(REPO / "scripts" / "evaluate.py"), "sub", "--dataset", str(sub_dir), "--cub-dir", str(fake_cub),
-           "--model", str(tiny_clip_dir), "--cbm", "my_cbm:make", "--cache-dir", str(tmp_path / "cache"), "--output", str(out)]
+           "--model", str(tiny_clip_dir), "--cbm", "my_cbm:make", "--cache-dir", str(tmp_path / "cache"), "--output", str(out),
+           "--cbm-min-classes", "1"]
     result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "Random chance" in result.stdout and "Per attribute" in result.stdout
     data = json.loads(out.read_text())
     assert [r["kind"] for r in data["reports"]] == ["vlm", "cbm"]
     assert data["reports"][1]["summary"]["s_plus"] == 1.0 and data["reports"][1]["summary"]["s_minus"] == 0.0
+    assert data["s_minus"] == "paper" and all(r["settings"]["s_minus"] == "paper" for r in data["reports"])
+    assert data["reports"][1]["summary"]["n_s_minus"] == 8
 
 
 def test_cli_sub_bad_input_is_one_line(sub_dir, fake_cub, tmp_path, capsys):

@@ -109,13 +109,16 @@ def test_published_revision_loads_with_plain_datasets(sub_chain, hub, hub_env):
 def test_evaluate_sub_on_the_published_revision(sub_chain, pipeline_cub, pipeline_clip, hub_env):
     out = sub_chain["work"] / "sub-eval.json"
     done = check(run_script("evaluate.py", "sub", "--dataset", REPO_ID, "--revision", "v1.0.0", "--cub-dir",
-                            pipeline_cub, "--model", pipeline_clip, "--output", out, env=hub_env), "evaluate.py sub")
+                            pipeline_cub, "--model", pipeline_clip, "--output", out, "--cbm-min-classes", "1", env=hub_env),
+                 "evaluate.py sub")
     assert "S+" in done.stdout
     report = json.loads(out.read_text())
     assert (report["dataset"], report["revision"], report["split"]) == (REPO_ID, "v1.0.0", "test")
     (vlm,) = report["reports"]
     assert vlm["kind"] == "vlm" and vlm["summary"]["n_s_plus"] == 4
-    # S− comes from the generator's removed_attribute, checked against CUB's per-image majority vote.
+    # S− (paper rule) is the bird's class-wise label of the group in CUB's per-image majority vote
+    # (the mini CUB has too few classes for the 112-attribute subset: --cbm-min-classes 1).
+    assert report["s_minus"] == "paper"
     assert vlm["per_attribute"]["has_crown_color::yellow"]["n_s_minus"] == 2
     assert vlm["per_attribute"]["has_tail_pattern::solid"]["n_s_minus"] == 0
     assert set(vlm["per_bird"]) == {"Blue_Jay"}

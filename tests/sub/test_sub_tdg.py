@@ -116,3 +116,24 @@ def test_params_validation():
         TDGParams(tmin=0.7, tmax=0.6)
     with pytest.raises(ConceptforgeError):
         TDGParams(k=0)
+
+
+def test_eta_zero_ties_nothing_where_the_literal_rule_would_tie_the_minimum():
+    """Decision (docs/sub.md): at eta = 0 nothing is tied, so eta = 0 is plain FLUX.
+
+    e1 = [0, 1, 5, 2], e2 = [0.5, 3, 5.25, 2.5]: |e1 − e2| = [0.5, 2, 0.25, 0.5]. The paper's
+    literal rule "|e1 − e2| <= the 0th percentile" (= the minimum, 0.25) would tie element 2:
+    mu = [0, 1, (5 + 5.25)/2 = 5.125, 2]. Ours ties ceil(0·4) = 0 elements: mu = e1 unchanged.
+    At eta = 1/4 we tie ceil(1) = 1 element, the same one the literal rule ties at eta = 0; at
+    eta = 0.3 ceil(1.2) = 2 elements are due, and the tie at the threshold 0.5 takes both
+    0.5-differences (elements 0 and 3): 3 tied, means 0.25, 5.125 and 2.25.
+    """
+    e1 = torch.tensor([[0.0, 1.0, 5.0, 2.0]])
+    e2 = torch.tensor([[0.5, 3.0, 5.25, 2.5]])
+    assert tie(e1, e2, 0.0) is e1 and not tie_mask(e1, e2, 0.0).any()
+    r, g = tie_pair(e1, e2, 0.0)
+    assert r is e1 and g is e2
+    torch.testing.assert_close(tie(e1, e2, 0.25), torch.tensor([[0.0, 1.0, 5.125, 2.0]]))
+    torch.testing.assert_close(tie(e1, e2, 0.3), torch.tensor([[0.25, 1.0, 5.125, 2.25]]))
+    literal = (e1 - e2).abs() <= (e1 - e2).abs().min()  # the rule read literally at eta = 0
+    assert literal.tolist() == [[False, False, True, False]]
