@@ -182,7 +182,9 @@ def declare_dataset_tasks(payload: dict[str, Any], *, api=None) -> tuple[dict[st
         if dataset.get("source") != "hub":
             continue
         declared = by_repo.setdefault(dataset["repo"], [])
-        for name in task["metrics"]:
+        for name, metric in task["metrics"].items():
+            if metric.get("value") is None:  # not measured (e.g. no S- images): nothing to list
+                continue
             declared.append({"id": task_id(task["task"], name), "config": dataset.get("config") or "default",
                              "split": metric_split(task, name)})
     commits: dict[str, str | None] = {}

@@ -153,7 +153,8 @@ def run_sub_vlm(ctx: TaskContext) -> TaskOutcome:
     if not items:
         raise ConceptforgeError(f"split {ctx.dataset.split!r} of {ctx.dataset.repo} is empty")
     report = evaluate_vlm(ctx.session.embedder(), items, cub=cub, batch_size=ctx.batch_size,
-                          template=ctx.options["template"], none_prompt=ctx.options["none_prompt"])
+                          template=ctx.options["template"], none_prompt=ctx.options["none_prompt"],
+                          s_minus=ctx.options["s_minus"], cbm_min_classes=ctx.options["cbm_min_classes"])
     s = report.summary
     metrics = {
         "s_plus": Metric(float(s["s_plus"]), None, int(s["n_s_plus"])),
@@ -162,7 +163,8 @@ def run_sub_vlm(ctx: TaskContext) -> TaskOutcome:
         "chance_s_minus": Metric(float(s["chance_s_minus"]), None, int(s["n_s_minus"])),
     }
     details = {"per_attribute": report.per_attribute, "per_bird": report.per_bird, "settings": report.settings}
-    return TaskOutcome(metrics, "s_plus", variant="within-group + none", details=details, table=report.format().split("\n\n")[0])
+    return TaskOutcome(metrics, "s_plus", variant=f"within-group + none; S- rule {ctx.options['s_minus']}", details=details,
+                       table=report.format())
 
 
 def run_sub_cbm(ctx: TaskContext) -> TaskOutcome:
@@ -180,13 +182,14 @@ def run_sub_cbm(ctx: TaskContext) -> TaskOutcome:
         names = [line.strip() for line in path.read_text().splitlines() if line.strip()]
     report = evaluate_cbm(model, items, cub=cub, concept_names=names, transform=transform, outputs=ctx.options["outputs"],
                           threshold=ctx.options["threshold"], name=ctx.model.id, batch_size=ctx.batch_size,
-                          device=ctx.device or "cpu")
+                          device=ctx.device or "cpu", s_minus=ctx.options["s_minus"],
+                          cbm_min_classes=ctx.options["cbm_min_classes"])
     s = report.summary
     metrics = {"s_plus": Metric(float(s["s_plus"]), None, int(s["n_s_plus"])),
                "s_minus": Metric(float(s["s_minus"]), None, int(s["n_s_minus"]))}
-    return TaskOutcome(metrics, "s_plus", variant=f"{ctx.options['outputs']} >= {ctx.options['threshold']}",
+    return TaskOutcome(metrics, "s_plus", variant=f"{ctx.options['outputs']} >= {ctx.options['threshold']}; S- rule {ctx.options['s_minus']}",
                        details={"per_attribute": report.per_attribute, "settings": report.settings},
-                       table=report.format().split("\n\n")[0])
+                       table=report.format())
 
 
 def _binding_splits(ctx: TaskContext):
@@ -220,7 +223,7 @@ def run_binding_cdsm(ctx: TaskContext) -> TaskOutcome:
         raise ConceptforgeError("binding-cdsm.models: list trained models (csp, add, mult, conv, tl, rf, clip-ft); zero-shot CLIP is task binding-clip")
     if not seeds:
         raise ConceptforgeError("binding-cdsm.seeds needs at least one seed")
-    config = TrainConfig(epochs=ctx.options["epochs"], batch_size=ctx.batch_size)
+    config = TrainConfig(epochs=ctx.options["epochs"], batch_size=ctx.batch_size, cdsm_score=ctx.options["cdsm_score"])
     report = evaluate_binding(_binding_splits(ctx), models=models, embedding_model=ctx.session.embedder(), seeds=seeds,
                               config=config)
     metrics: dict[str, Metric] = {}
@@ -228,7 +231,8 @@ def run_binding_cdsm(ctx: TaskContext) -> TaskOutcome:
         for split, value in summary.accuracy.items():
             metrics[f"{summary.model}.{split}_accuracy"] = _pct_metric(value, len(summary.runs))
     return TaskOutcome(metrics, f"{models[0]}.gen_accuracy", seeds=seeds,
-                       variant=f"{','.join(models)} on frozen image embeddings, {report.setting}, epoch chosen on val",
+                       variant=f"{','.join(models)} on frozen image embeddings, {report.setting}, CDSM score "
+                               f"{ctx.options['cdsm_score']}, epoch chosen on val",
                        details={"setting": report.setting, "settings": report.settings,
                                 "error_breakdown": {m.model: m.breakdown for m in report.models}},
                        table=report.format())
@@ -255,7 +259,7 @@ def run_compmap_cub(ctx: TaskContext) -> TaskOutcome:
                          lambda: model.activations(images, vocab, apply_group_softmax=group_softmax, batch_size=ctx.batch_size))
     protocol = CubProtocol(ways=tuple(options["ways"]), shots=tuple(options["shots"]), n_query=options["queries"],
                            n_episodes=options["episodes"], seed=options["seed"], full_shot=bool(options["full_shot"]),
-                           logreg=LogRegConfig(C=options["C"]))
+                           logreg=LogRegConfig(C=options["C"]), protocol=options["protocol"])
     results = evaluate_cub(pred, torch.as_tensor(data.gt_primitives()), data.labels, data.is_train, data.class_attributes(),
                            protocol, groups=data.groups)
     metrics: dict[str, Metric] = {}
@@ -268,7 +272,8 @@ def run_compmap_cub(ctx: TaskContext) -> TaskOutcome:
         metrics[f"{name}.delta"] = Metric(results["interpretability"][name]["delta"] / 100)
     first = next(iter(results["settings"]))
     return TaskOutcome(metrics, f"{first}.prim", seeds=[options["seed"]],
-                       variant=f"templates={templates.name}, group softmax={'on' if group_softmax else 'off'}",
+                       variant=f"{options['protocol']} protocol, templates={templates.name}, "
+                               f"group softmax={'on' if group_softmax else 'off'}",
                        details={"results": results}, table=cub_tables(results, model.name))
 
 
@@ -300,6 +305,10 @@ def run_conceptbed_ccd(ctx: TaskContext) -> TaskOutcome:
             continue
         prefix = f"{source}." if len(sources) > 1 else ""
         metrics[f"{prefix}{task}.ccd"] = Metric(values.ccd, None, values.n)
+        for name in ("ccd_pooled", "ccd_category_mean"):  # the authors' aggregations, by name
+            value = getattr(values, name, float("nan"))
+            if value == value:
+                metrics[f"{prefix}{task}.{name}"] = Metric(value, None, values.n)
         metrics[f"{prefix}{task}.accuracy"] = Metric(values.accuracy, None, values.n)
     if not metrics:
         raise ConceptforgeError(f"{ctx.model.id} holds no generated images the oracles could score")
@@ -309,11 +318,41 @@ def run_conceptbed_ccd(ctx: TaskContext) -> TaskOutcome:
 
 
 # ----------------------------------------------------------------------------------- registry
+def _choice(choices: tuple[str, ...]) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if text not in choices:
+            raise ConceptforgeError(f"expected one of {', '.join(choices)}, got {text!r}")
+        return text
+
+    return parse
+
+
+def _s_minus_options() -> tuple[Option, ...]:
+    from conceptforge.cub import CBM_MIN_CLASS_COUNT
+    from conceptforge.loaders.sub import S_MINUS_RULES
+
+    return (Option("s_minus", S_MINUS_RULES[0], _choice(S_MINUS_RULES), f"S- rule: {' | '.join(S_MINUS_RULES)}"),
+            Option("cbm_min_classes", CBM_MIN_CLASS_COUNT, int, "classes an attribute needs to be in the CBM subset (paper rule)"))
+
+
 def _sub_vlm_options() -> tuple[Option, ...]:
     from conceptforge.loaders.sub import ATTRIBUTE_TEMPLATE, NONE_TEMPLATE
 
     return (Option("template", ATTRIBUTE_TEMPLATE, str, "attribute prompt with {group} and {value}"),
-            Option("none_prompt", NONE_TEMPLATE, str, "prompt of the 'none' option"))
+            Option("none_prompt", NONE_TEMPLATE, str, "prompt of the 'none' option"), *_s_minus_options())
+
+
+def _cdsm_score_option() -> Option:
+    from conceptforge.loaders.binding.models import CDSM_SCORES
+
+    return Option("cdsm_score", CDSM_SCORES[0], _choice(CDSM_SCORES), f"CDSM scoring: {' | '.join(CDSM_SCORES)}")
+
+
+def _cub_protocol_option() -> Option:
+    from conceptforge.loaders.compmap.protocols import CUB_PROTOCOLS
+
+    return Option("protocol", CUB_PROTOCOLS[0], _choice(CUB_PROTOCOLS),
+                  f"{' | '.join(CUB_PROTOCOLS)} (authors: every test image of the n classes is a query)")
 
 
 def _flag(text: str) -> bool:
@@ -334,7 +373,8 @@ def _registry() -> dict[str, Task]:
              needs=("cub_dir",),
              options=(Option("threshold", 0.5, float, "present when sigmoid(logit) >= threshold"),
                       Option("outputs", "logits", str, "logits | probabilities"),
-                      Option("concept_names", "", str, "file with the CBM's output attributes, one per line"))),
+                      Option("concept_names", "", str, "file with the CBM's output attributes, one per line"),
+                      *_s_minus_options())),
         Task("binding-clip", "binding", "concept binding: frozen CLIP zero-shot accuracy over the 5 candidates (paper 004 Table 1)",
              (CLIP,), "binding/zero-shot", run_binding_clip, dataset=f"{DEFAULT_ORG}/binding-single-object", revision="v1.0.0",
              split="train,val,gen", options=(Option("template", "a photo of {label}", str, "prompt with {label}"),)),
@@ -343,16 +383,16 @@ def _registry() -> dict[str, Task]:
              dataset=f"{DEFAULT_ORG}/binding-single-object", revision="v1.0.0", split="train,val,gen", seeded=True,
              options=(Option("models", ("csp", "add", "mult", "conv", "tl", "rf"), str_list, "trained models"),
                       Option("seeds", (0, 1, 2, 3, 4), int_list, "training seeds"),
-                      Option("epochs", 20, int, "training epochs (best epoch chosen on val)"))),
+                      Option("epochs", 20, int, "training epochs (best epoch chosen on val)"), _cdsm_score_option())),
         Task("compmap-cub", "compmap", "CompMap on CUB: n-way k-shot usefulness of concept activations and the "
              "interpretability gap (paper 002 Tables 2-4)", (CLIP, ITM), "compmap/cub-episodes", run_compmap_cub,
              needs=("cub_dir",), seeded=True,
              options=(Option("ways", (5, 10, 100, 200), int_list, "n of n-way"), Option("shots", (1, 5), int_list, "k of k-shot"),
-                      Option("episodes", 600, int, "episodes per setting"), Option("queries", 15, int, "query images per class"),
+                      Option("episodes", 600, int, "episodes per setting"), Option("queries", 15, int, "query images per class (episodic protocol)"),
                       Option("seed", 0, int, "episode sampling seed"), Option("full_shot", True, _flag, "also 200-way full shot"),
                       Option("C", 1.0, float, "inverse L2 strength of the logistic regression"),
                       Option("templates", "paper", str, "paper | a3 | a3:<ids>"),
-                      Option("group_softmax", True, _flag, "softmax over each attribute group"))),
+                      Option("group_softmax", True, _flag, "softmax over each attribute group"), _cub_protocol_option())),
         Task("conceptbed-ccd", "conceptbed", "ConceptBed: concept confidence deviation, accuracy of a concept learner's "
              "generated images by oracles (paper 000 Tables 1, 7)", (GENERATED,), "conceptbed/ccd", run_conceptbed_ccd,
              needs=("concepts",), options=_conceptbed_options()),

@@ -106,7 +106,7 @@ def _evaluate_args(p, output: Path, *extra) -> list:
             "--dataset", f"binding-clip={BINDING_REPO}@v1.0.0", "--dataset", f"binding-cdsm={BINDING_REPO}",
             "--revision", "binding-cdsm=v1.0.0",
             "--task-option", "binding-cdsm.models=add", "--task-option", "binding-cdsm.seeds=0,1",
-            "--task-option", "binding-cdsm.epochs=2", "--cub-dir", p["cub"], "--cache-dir", p["work"] / "emb",
+            "--task-option", "binding-cdsm.epochs=2", "--task-option", "sub-vlm.cbm_min_classes=1", "--cub-dir", p["cub"], "--cache-dir", p["work"] / "emb",
             "--device", "cpu", "--dtype", "float32", "--batch-size", 8, "--output", output, *extra]
 
 
@@ -146,6 +146,7 @@ def test_results_file_names_versions_revisions_and_commits(published, evaluated)
     assert cdsm["n"] == 2 and cdsm["stderr"] is not None and 0.0 <= cdsm["value"] <= 1.0
     assert tasks["binding-clip"]["metrics"]["gen_accuracy"]["stderr"] is None  # deterministic, no seeds
     assert tasks["sub-vlm"]["metrics"]["s_plus"]["n"] == len(sub_rows())
+    assert tasks["sub-vlm"]["metrics"]["s_minus"]["n"] > 0 and tasks["sub-vlm"]["variant"].endswith("S- rule paper")
     # the skipped task: one line on stderr and in the file
     assert results["skipped"] == [{"task": "conceptbed-ccd", "reason": (
         f"conceptbed-ccd needs a generated-images model; {MODEL_REPO} is a clip model (clip)")}]
@@ -169,7 +170,7 @@ def test_task_numbers_match_the_benchmarks_own_commands(published, evaluated):
         assert tasks["binding-cdsm"]["metrics"][f"add.{split}_accuracy"]["value"] == pytest.approx(mean)
         assert tasks["binding-cdsm"]["metrics"][f"add.{split}_accuracy"]["stderr"] == pytest.approx(se)
     out = p["work"] / "sub-own.json"
-    _ok(_run("evaluate.py", "sub", "--dataset", SUB_REPO, "--revision", "v1.0.0", "--cub-dir", p["cub"], "--model",
+    _ok(_run("evaluate.py", "sub", "--dataset", SUB_REPO, "--revision", "v1.0.0", "--cub-dir", p["cub"], "--cbm-min-classes", 1, "--model",
              MODEL_REPO, "--model-revision", model_sha, "--cache-dir", p["work"] / "emb-own", "--output", out,
              env=p["env"]), "evaluate sub")
     (vlm,) = json.loads(out.read_text())["reports"]
