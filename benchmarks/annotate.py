@@ -26,13 +26,12 @@ import threading
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+REPO = Path(__file__).resolve().parents[1]  # scripts/annotate.py: the command a user runs
 
-from datasets import Features, Image as ImageFeature, Value  # noqa: E402
-from PIL import Image  # noqa: E402
+from datasets import Features, Image as ImageFeature, Value
+from PIL import Image
 
-from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card  # noqa: E402
+from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
 
 FEATURES = Features({name: Value("string") for name in ("item_id", "bird", "attribute", "group", "value", "removed_attribute")}
                     | {"image": ImageFeature()})
@@ -103,11 +102,10 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="annotate-bench-") as tmp:
         dataset = build_dataset(Path(tmp) / "sub", args.per_attribute)
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
         server = subprocess.Popen(
             [sys.executable, str(REPO / "scripts" / "annotate.py"), str(dataset), "--study", "sub-faithfulness",
              "--per-group", str(args.per_attribute), "--port", "0", "--db", str(Path(tmp) / "bench.sqlite")],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         try:
             line = server.stdout.readline()
             port = int(line.split("http://127.0.0.1:")[1].split("/")[0])

@@ -25,10 +25,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from conceptforge.loaders.compmap.logreg import LogRegConfig, fit_logreg  # noqa: E402
-from conceptforge.loaders.compmap.sampler import EpisodeSpec, sample_episodes  # noqa: E402
+from conceptforge.loaders.compmap.logreg import LogRegConfig, fit_logreg
+from conceptforge.loaders.compmap.sampler import EpisodeSpec, sample_episodes
 
 
 def synthetic_cub(seed: int = 0, num_classes: int = 200, per_class: int = 59, num_groups: int = 28, dims: int = 312):

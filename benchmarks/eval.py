@@ -10,7 +10,7 @@
    (ViT-L/14 width, as in the paper), and the FFT circular convolution against the direct O(n²)
    sum it replaces (baseline measured in the same run).
 
-Run: ``PYTHONPATH=. python benchmarks/eval.py`` (CPU; ``--threads`` sets torch's intra-op threads).
+Run: ``python benchmarks/eval.py`` (CPU; ``--threads`` sets torch's intra-op threads).
 """
 
 from __future__ import annotations
@@ -22,15 +22,12 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 
 def build_clip(out_dir: Path, size: str) -> Path:
-    from conceptforge.generators.tiny_models import build_tiny_clip
+    from conceptforge.testing.tiny_models import build_tiny_clip
 
     if size == "tiny":
         return build_tiny_clip(out_dir, hidden=64, projection=32, image_size=64, max_length=32)
@@ -44,7 +41,7 @@ def cache_benchmark(work: Path, size: str, n_sub: int, n_binding: int) -> dict[s
     from conceptforge.cub import load_cub
     from conceptforge.loaders.embeddings import EmbeddingModel
     from conceptforge.loaders.sub import evaluate_vlm, load_sub
-    from tests.eval import synthetic
+    from conceptforge.testing import synthetic
 
     clip_dir = build_clip(work / f"clip-{size}", size)
     cub_dir = synthetic.write_fake_cub(work / "cub")

@@ -20,15 +20,14 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from PIL import Image  # noqa: E402
+import numpy as np
+import torch
+from PIL import Image
 
-from conceptforge.generators.conceptbed.learners import ConceptTrainer, LearnerConfig, load_components  # noqa: E402
-from conceptforge.generators.conceptbed.spec import Concept  # noqa: E402
-from conceptforge.generators.conceptbed.tiny import build_tiny_sd  # noqa: E402
+from conceptforge.generators.conceptbed.learners import ConceptTrainer, LearnerConfig, load_components
+from conceptforge.generators.conceptbed.spec import Concept
+from conceptforge.testing.tiny_conceptbed import build_tiny_sd
 
 RUNS = [
     ("textual-inversion", "lora"),

@@ -3,11 +3,11 @@
 
 Compares ``cards.publish.publish_dataset`` (validated, one commit + tag) with a plain
 ``DatasetDict.push_to_hub`` of the same rows and shard size, measured in the same run against the
-same local Hub-compatible server (``tests/publish/hub_server.py``). Every measured step runs in its
+same local Hub-compatible server (:mod:`conceptforge.testing.hub_server`). Every measured step runs in its
 own fresh process (the Hub client reads ``HF_ENDPOINT`` at import) that reports wall time and its
 peak resident memory; runs are interleaved and the median is reported, since the machine is shared.
 
-    PYTHONPATH=. python benchmarks/publish.py [--images 3000] [--repeats 3]
+    python benchmarks/publish.py [--images 3000] [--repeats 3]
 
 Prints MB/s, peak RSS (and its growth over the process's RSS after imports) and the time ratio
 ours / push_to_hub (target: <= 1.2). With ``--flat-check`` it also publishes a dataset twice as
@@ -17,7 +17,6 @@ large to show that peak memory does not grow with dataset size.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import shutil
@@ -32,11 +31,9 @@ import numpy as np
 from datasets import ClassLabel, Features, Image as ImageFeature, Value
 from PIL import Image
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))
-
-from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card  # noqa: E402
-from conceptforge.cards.grid import make_sample_grid, png_bytes  # noqa: E402
+from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
+from conceptforge.cards.grid import make_sample_grid, png_bytes
+from conceptforge.testing.hub_server import HubServer
 
 FEATURES = Features({"image": ImageFeature(), "label": ClassLabel(names=[f"class{i}" for i in range(10)]), "idx": Value("int32")})
 
@@ -71,14 +68,6 @@ seconds = time.perf_counter() - start
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps({"seconds": seconds, "peak_mb": peak, "base_mb": base}))
 """
-
-
-def _load_server_module():
-    spec = importlib.util.spec_from_file_location("hub_server", REPO_ROOT / "tests" / "publish" / "hub_server.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["hub_server"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _rows(n: int, size: int, seed: int):
@@ -116,7 +105,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", default=None)
     args = parser.parse_args(argv)
 
-    hub_server = _load_server_module()
     work = Path(args.workdir or tempfile.mkdtemp(prefix="publish-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     data_dir = work / "dataset"
@@ -125,10 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"dataset: {args.images} images {args.size}x{args.size}, {total_bytes / 1e6:.1f} MB parquet in "
           f"{len(list((data_dir / 'data').glob('*.parquet')))} shards (made in {time.perf_counter() - t0:.1f} s)")
 
-    server = hub_server.HubServer(work / "hub", token="hf_benchmarktoken0000").start()
+    server = HubServer(work / "hub", token="hf_benchmarktoken0000").start()
     env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
     env.update({"HF_ENDPOINT": server.url, "HF_TOKEN": "hf_benchmarktoken0000", "HF_HUB_DISABLE_XET": "1",
-                "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HOME": str(work / "hf-home"), "PYTHONPATH": str(REPO_ROOT),
+                "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HOME": str(work / "hf-home"),
                 "TQDM_DISABLE": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1"})
     runs: dict[str, list[dict]] = {"ours": [], "push": [], "reload-ours": [], "reload-push": []}
     try:

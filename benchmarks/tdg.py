@@ -11,7 +11,7 @@ Sizes: ``tiny`` (1+1 blocks, 64 px); ``latent4096`` (a small random transformer 
 latent length: 4096 image tokens x 64 channels, 512 text tokens); ``full`` (CUDA only: the
 full-size FLUX.1-dev transformer, randomly initialised, bf16 - no weights needed for timing).
 
-    PYTHONPATH=. python benchmarks/tdg.py --sizes tiny latent4096
+    python benchmarks/tdg.py --sizes tiny latent4096
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import time
 import torch
 
 from conceptforge.generators.sub.flux_tdg import TDGFlux
-from conceptforge.generators.sub.random_flux import FLUX_DEV_TRANSFORMER, build_random_flux_pipeline
+from conceptforge.testing.random_flux import FLUX_DEV_TRANSFORMER, build_random_flux_pipeline
 from conceptforge.generators.sub.tdg import TDGParams, tie_pair
 
 C_R = "A photo of a Blue Jay with black colored feathers on the crown of its head"

@@ -18,18 +18,14 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "filters"))
+import torch
+from PIL import Image
 
-import torch  # noqa: E402
-from PIL import Image  # noqa: E402
-
-from conceptforge.cub import CubAttributes  # noqa: E402
-from conceptforge.filters.questions import QuestionBuilder  # noqa: E402
-from conceptforge.filters.vqa import VQAScorer  # noqa: E402
-from filters_fixtures import MINI_ATTRIBUTES, image_png  # noqa: E402
-from filters_tiny_models import build_tiny_llava  # noqa: E402
+from conceptforge.cub import CubAttributes
+from conceptforge.filters.questions import QuestionBuilder
+from conceptforge.filters.vqa import VQAScorer
+from conceptforge.testing.sub_inputs import MINI_ATTRIBUTES, image_png
+from conceptforge.testing.tiny_vlms import build_tiny_llava
 
 SIZES = {
     "tiny": {},

@@ -16,6 +16,7 @@ The README is written last: a directory without it never looks complete.
 from __future__ import annotations
 
 import logging
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,31 @@ CARD_NAME = "README.md"
 GRID_NAME = "grid.png"
 DATA_DIR = "data"
 STAGING_DIR = ".staging"
+_SHARD_NAME = re.compile(r"(?P<split>.+)-(?P<index>\d{5})-of-(?P<total>\d{5})\.parquet")
+
+
+def shard_name(split: str, index: int, total: int) -> str:
+    """``<split>-NNNNN-of-NNNNN.parquet``: the Hub's data-file name, which ``load_dataset`` maps to a split."""
+    return f"{split}-{index:05d}-of-{total:05d}.parquet"
+
+
+def shard_split(name: str) -> str | None:
+    """The split a data file's name says it holds (split names may contain dashes); None if not a shard."""
+    match = _SHARD_NAME.fullmatch(name)
+    return match["split"] if match else None
+
+
+def split_files(data_dir: str | Path, split: str) -> list[Path]:
+    """The shards of ``split`` in ``data_dir``, in order (not those of a split whose name starts alike)."""
+    return sorted(p for p in Path(data_dir).glob("*.parquet") if shard_split(p.name) == split)
+
+
+def split_names(data_dir: str | Path) -> list[str]:
+    """The splits that ``data_dir`` holds shards of, sorted."""
+    data_dir = Path(data_dir)
+    if not data_dir.is_dir():
+        return []
+    return sorted({split for p in data_dir.glob("*.parquet") if (split := shard_split(p.name)) is not None})
 
 
 def parse_size(size: int | str) -> int:
@@ -128,7 +154,7 @@ def write_parquet_split(
         raise
     total = len(temp_paths)
     for index, path in enumerate(temp_paths):
-        final = data_dir / f"{split}-{index:05d}-of-{total:05d}.parquet"
+        final = data_dir / shard_name(split, index, total)
         path.replace(final)
         stats.files.append(f"{DATA_DIR}/{final.name}")
     return stats

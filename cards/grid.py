@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import io
-from typing import Sequence
+from itertools import islice
+from typing import Iterable, Sequence
 
 from PIL import Image, ImageDraw, ImageFont
 
@@ -44,6 +45,24 @@ def make_sample_grid(
         for number, text in enumerate(lines[:caption_lines]):
             draw.text((x + 3, y + thumb_height + 2 + number * line_height), text, fill="black", font=font)
     return grid
+
+
+def grid_png(
+    samples: Iterable[tuple[Image.Image, str]],
+    *,
+    limit: int | None = None,
+    columns: int = 4,
+    thumb_width: int = 240,
+) -> bytes | None:
+    """The card's ``grid.png``: the first ``limit`` samples as a grid, or None when there are none.
+
+    ``samples`` may be a lazy generator: only the first ``limit`` images are decoded, so a stage
+    can offer its whole dataset and the grid reads no more than it shows.
+    """
+    chosen = list(islice(samples, limit))
+    if not chosen:
+        return None
+    return png_bytes(make_sample_grid(chosen, columns=columns, thumb_width=thumb_width))
 
 
 def png_bytes(image: Image.Image) -> bytes:

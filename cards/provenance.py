@@ -42,7 +42,7 @@ REDACTED = "***"
 _TOKEN_RE = re.compile(r"\bhf_[A-Za-z0-9]{8,}")
 _SECRET_FLAG_RE = re.compile(r"(--(?:hf[-_])?token|--api[-_]key|--password)(=|\s+)(\S+)", re.IGNORECASE)
 _SECRET_ENV_RE = re.compile(r"\b((?:HF|HUGGING_FACE_HUB|HUGGINGFACE)_?(?:HUB_)?TOKEN)=(\S+)")
-_SMALL_FILE = 1024 * 1024
+_HEAD_TAIL = 1 << 20  # bytes hashed at each end of a large local weight file
 
 
 def _known_secrets() -> list[str]:
@@ -107,20 +107,26 @@ def package_versions(names: Iterable[str] = DEFAULT_PACKAGES) -> dict[str, str]:
     return versions
 
 
-def _directory_fingerprint(path: Path) -> str:
-    """A content fingerprint of a local model folder without reading multi-GB weights.
+def local_fingerprint(path: str | os.PathLike[str]) -> str:
+    """``local-sha256:<16 hex>``: the revision of a local model folder, for cards and cache keys.
 
-    Small files (configs, tokenizers) are hashed in full; large files contribute their name and
-    size. Enough to tell two checkpoints apart in a card; not a security hash.
+    File names, sizes and contents are hashed; files up to 2 MiB whole, larger ones (weights) by
+    their size plus their first and last MiB, which changes whenever the weights do without
+    reading gigabytes on every load. Hidden files (``.cache`` of a download) do not count.
     """
+    path = Path(path)
     digest = hashlib.sha256()
-    for file in sorted(p for p in path.rglob("*") if p.is_file()):
-        relative = file.relative_to(path).as_posix()
+    for file in sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".")):
         size = file.stat().st_size
-        digest.update(f"{relative}\0{size}\0".encode())
-        if size <= _SMALL_FILE:
-            digest.update(file.read_bytes())
-    return digest.hexdigest()[:16]
+        digest.update(f"{file.relative_to(path).as_posix()}\0{size}\0".encode())
+        with open(file, "rb") as handle:
+            if size <= 2 * _HEAD_TAIL:
+                digest.update(handle.read())
+            else:
+                digest.update(handle.read(_HEAD_TAIL))
+                handle.seek(size - _HEAD_TAIL)
+                digest.update(handle.read())
+    return f"local-sha256:{digest.hexdigest()[:16]}"
 
 
 def resolve_model_revision(
@@ -144,7 +150,7 @@ def resolve_model_revision(
         parts = local.resolve().parts
         if len(parts) >= 2 and parts[-2] == "snapshots" and COMMIT_RE.fullmatch(parts[-1]):
             return parts[-1]
-        return f"local-sha256:{_directory_fingerprint(local)}"
+        return local_fingerprint(local)
     from huggingface_hub import constants
 
     wanted = revision or "main"

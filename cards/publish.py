@@ -35,7 +35,7 @@ from datasets import Features
 from tqdm.auto import tqdm
 
 from conceptforge.cards.card import DatasetMetadata, load_line, read_card_spec, render_card
-from conceptforge.cards.dataset_dir import CARD_NAME, DATA_DIR, GRID_NAME, SplitStats
+from conceptforge.cards.dataset_dir import CARD_NAME, DATA_DIR, GRID_NAME, SplitStats, shard_split
 from conceptforge.cards.filter_stats import FilterStats
 from conceptforge.cards.provenance import redact_secrets
 from conceptforge.cards.validate import dataset_dir_problems, ensure_valid, parse_card_yaml
@@ -132,7 +132,7 @@ def read_dataset_dir(directory: str | Path) -> LocalDataset:
     splits = []
     for info in split_infos:
         name = info["name"]
-        split_files = [f"{DATA_DIR}/{p.name}" for p in files if p.name.startswith(f"{name}-")]
+        split_files = [f"{DATA_DIR}/{p.name}" for p in files if shard_split(p.name) == name]
         splits.append(SplitStats(name, int(info.get("num_examples", 0)), int(info.get("num_bytes", 0)), split_files))
     if isinstance(metadata.filter_stats, FilterStats):
         metadata.filter_stats.check()  # counts that do not add up are a filter bug, not a release

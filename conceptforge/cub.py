@@ -59,6 +59,13 @@ def split_attribute(name: str) -> tuple[str, str]:
     return group, value
 
 
+def readable_attribute(name: str) -> tuple[str, str]:
+    """``has_bill_shape::curved_(up_or_down)`` -> (``bill shape``, ``curved (up or down)``): the
+    words prompts and tables use."""
+    group, value = split_attribute(name)
+    return group[len("has_"):].replace("_", " ").strip(), value.replace("_", " ").strip()
+
+
 def to_cub_attribute(name: str) -> str:
     """``has_crown_color--black`` (published SUB) or ``has_crown_color::black`` -> ``has_crown_color::black``."""
     name = str(name).strip()
@@ -456,6 +463,15 @@ class CubDataset:
             if is_present:
                 present.setdefault(image, set()).add(column)
         return present
+
+    def image_label_matrix(self) -> np.ndarray:
+        """[images, attributes] 0/1 float32 per-image labels, rows in ``images`` order."""
+        matrix = np.zeros((len(self.images), len(self.vocabulary.names)), dtype=np.float32)
+        labels = self.image_labels()
+        for row, image in enumerate(self.images):
+            columns = [c for c in labels.get(image.image_id, ()) if 0 <= c < matrix.shape[1]]
+            matrix[row, columns] = 1.0
+        return matrix
 
     def class_labels(self, *, min_percent: float = MAJORITY_PERCENT) -> dict[int, set[int]]:
         """Per class id, attribute columns present by majority vote (CBM-style class labels)."""

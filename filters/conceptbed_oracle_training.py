@@ -13,10 +13,7 @@ into a temp folder renamed into place, and loads back through :mod:`filters.conc
 from __future__ import annotations
 
 import logging
-import os
 import random
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -26,6 +23,7 @@ import torch.nn.functional as F
 from PIL import Image
 
 from conceptforge.errors import ConceptforgeError
+from conceptforge.files import write_directory_atomically
 
 logger = logging.getLogger(__name__)
 
@@ -159,17 +157,9 @@ def finetune_oracle(
         result.validation_accuracy = correct / len(validation)
         logger.info("oracle validation accuracy %.3f on %d images", result.validation_accuracy, len(validation))
 
-    out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
-    try:
-        accelerator.unwrap_model(model).to(torch.float32).save_pretrained(tmp)
-        processor.save_pretrained(tmp)
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        os.replace(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    result.output_dir = out_dir
+    def save(folder: Path) -> None:
+        accelerator.unwrap_model(model).to(torch.float32).save_pretrained(folder)
+        processor.save_pretrained(folder)
+
+    result.output_dir = write_directory_atomically(out_dir, save)
     return result

@@ -14,13 +14,13 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 from PIL import Image
 from tqdm.auto import tqdm
 
+from conceptforge.filters.conceptbed_records import ORIGINAL, ScoreRecord
 from conceptforge.filters.classifier_oracle import ClassifierOracle, normalize_label
 from conceptforge.filters.conceptbed_oracles import VQAOracle, load_concept_oracle, score_concepts
 from conceptforge.generators.conceptbed.composition import Caption
 from conceptforge.generators.conceptbed.concepts import library
 from conceptforge.generators.conceptbed.spec import ConceptSpec
 from conceptforge.errors import ConceptforgeError
-from conceptforge.loaders.conceptbed import ORIGINAL, ScoreRecord
 
 logger = logging.getLogger(__name__)
 

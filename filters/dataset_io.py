@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 from datasets import Features
 from PIL import Image
 
+from conceptforge.cards.dataset_dir import DATA_DIR, split_files, split_names
 from conceptforge.errors import ConceptforgeError
 
 
@@ -48,9 +49,9 @@ def open_split(root: str | Path, split: str, *, required: Sequence[str] = (), ki
     root = Path(root)
     if not root.is_dir():
         raise ConceptforgeError(f"{kind} directory {root} does not exist")
-    files = sorted((root / "data").glob(f"{split}-*.parquet"))
+    files = split_files(root / DATA_DIR, split)
     if not files:
-        found = sorted({p.name.split("-")[0] for p in (root / "data").glob("*.parquet")}) if (root / "data").is_dir() else []
+        found = split_names(root / DATA_DIR)
         hint = f" (it has split(s): {', '.join(found)})" if found else ""
         raise ConceptforgeError(f"{root} is not a {kind}: no data/{split}-*.parquet{hint}")
     try:

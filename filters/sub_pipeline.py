@@ -15,8 +15,6 @@ Two stages, both resumable:
 from __future__ import annotations
 
 import logging
-import platform
-import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -24,8 +22,8 @@ from typing import Any, Callable, Iterator
 from datasets import Features, Value
 from tqdm.auto import tqdm
 
-from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, make_sample_grid, render_card
-from conceptforge.cards.grid import png_bytes
+from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, collect_provenance, render_card
+from conceptforge.cards.grid import grid_png
 from conceptforge.cards.lineage import inherited_column_docs, read_upstream_metadata, upstream_provenance
 from conceptforge.filters.dataset_io import LocalSplit, decode_image, open_split
 from conceptforge.filters.questions import MultipleChoiceQuestion, QuestionBuilder
@@ -204,16 +202,6 @@ def scored_candidates(scores: dict[str, dict[str, Any]]) -> list[ScoredCandidate
     return out
 
 
-def _package_versions() -> dict[str, str]:
-    versions = {"python": platform.python_version()}
-    for name in ("torch", "transformers", "datasets", "huggingface_hub"):
-        try:
-            versions[name] = __import__(name).__version__
-        except Exception:  # pragma: no cover
-            pass
-    return versions
-
-
 def candidates_license(path: Path) -> str | None:
     """The license in the candidates card, if it has one (the filtered set inherits it)."""
     card = path / "README.md"
@@ -322,16 +310,18 @@ def _grid_png(candidates: LocalSplit, ranks: dict[str, int], scores: dict[str, d
         meta = scores[item_id]
         caption = f"{meta['bird']} | {meta['attribute'].removeprefix('has_')} p={meta['splus_prob']:.2f}"
         samples.append((found[item_id], caption))
-    return png_bytes(make_sample_grid(samples, columns=4))
+    return grid_png(samples)
 
 
 def provenance_for(config: FilterRunConfig, params: FilterParams, *, batch_size: int, argv: list[str] | None = None) -> dict[str, Any]:
-    return {
-        "filter": "scripts/filter_sub.py (conceptforge filters.sub_pipeline)",
-        "paper": "SUB (paper 001), Sec. 4.2 VQA filtering",
-        "vqa": asdict(config),
-        "filter_params": asdict(params),
-        "batch_size": batch_size,
-        "packages": _package_versions(),
-        "command": " ".join(argv if argv is not None else sys.argv),
-    }
+    """The filtered card's provenance, through the cards' collector (pinned VQA model, package
+    versions, and the command line with tokens and secrets redacted)."""
+    return collect_provenance(
+        generator="conceptforge filters.sub_pipeline (SUB VQA filter)",
+        models={"vqa": (config.vqa_model, config.vqa_revision)},
+        parameters={"vqa": asdict(config), "batch_size": batch_size},
+        filters=asdict(params),
+        argv=argv,
+        packages=("conceptforge", "torch", "transformers", "datasets", "huggingface_hub", "pillow"),
+        extra={"paper": "SUB, Sec. 4.2 VQA filtering"},
+    )

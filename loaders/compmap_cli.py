@@ -6,14 +6,13 @@ Prints paper-style tables (Tables 1–4 of paper 002) and writes every number to
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import os
 from pathlib import Path
 
 import torch
 
 from conceptforge.errors import ConceptforgeError
+from conceptforge.files import write_json
 
 logger = logging.getLogger(__name__)
 
@@ -67,13 +66,6 @@ def _cache_dirs(args) -> tuple[str | None, Path | None]:
     return None, default_cache_dir() / "compmap-activations"
 
 
-def _write_json(path: Path, payload: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def run(args: argparse.Namespace) -> int:
     from conceptforge.loaders.compmap.pipeline import activation_key, cached_tensor, load_vl_model
     from conceptforge.loaders.compmap.prompts import parse_templates
@@ -85,13 +77,13 @@ def run(args: argparse.Namespace) -> int:
     emb_cache, act_cache = _cache_dirs(args)
     group_softmax = not args.no_group_softmax
     if args.dataset == "cub":
-        from conceptforge.loaders.compmap.cub import load_cub
+        from conceptforge.loaders.compmap.cub import cub_primitives
         from conceptforge.loaders.compmap.logreg import LogRegConfig
         from conceptforge.loaders.compmap.pipeline import cub_vocabulary
         from conceptforge.loaders.compmap.protocols import CubProtocol, evaluate_cub
         from conceptforge.loaders.compmap.report import cub_tables
 
-        data = load_cub(args.data_dir)
+        data = cub_primitives(args.data_dir)
         vocab = cub_vocabulary(data, templates)
         model = load_vl_model(args.model, kind=args.model_kind, revision=args.revision, device=args.device, cache_dir=emb_cache, name=args.name)
         images = [str(p) for p in data.image_paths]
@@ -142,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
         **({"protocol": results["protocol"]} if args.dataset == "cub" else {"czsl_curve": results["czsl_curve"]}),
         "results": results,
     }
-    _write_json(output, payload)
+    write_json(output, payload, sort_keys=True)
     print(tables)
     print(f"\nresults written to {output}")
     return 0

@@ -26,20 +26,19 @@ be saved as JSONL and re-reported without the models, and the metric functions a
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
 from conceptforge.errors import ConceptforgeError
+# The record format lives with the oracles that write it; re-exported so reports read one module.
+from conceptforge.filters.conceptbed_records import ORIGINAL, ScoreRecord, load_records, save_records  # noqa: F401
 
 logger = logging.getLogger(__name__)
 
-ORIGINAL = "original"
 TASKS = ("style", "object", "cub", "composition", "vqa")
 TASK_TITLES = {
     "style": "Domain (PACS)",
@@ -107,21 +106,6 @@ def category_mean_ccd(per_category: Mapping[str, float]) -> float:
     """The authors' composition aggregation: the plain mean of per-category pooled CCDs."""
     values = [v for v in per_category.values() if v == v]
     return float(np.mean(values)) if values else float("nan")
-
-
-@dataclass
-class ScoreRecord:
-    """One oracle judgement: an image (and, for VQA, one question about it)."""
-
-    source: str  # learner name, or "original" for real images
-    task: str  # style | object | cub | composition | vqa
-    concept: str
-    target_prob: float  # f(y_c | x): probability of the true concept / of "yes"
-    max_prob: float  # maximum softmax probability
-    correct: bool  # argmax == true concept / "yes"
-    categories: tuple[str, ...] = ()
-    item_id: str = ""
-    question: str = ""
 
 
 @dataclass
@@ -211,34 +195,6 @@ def evaluate(records: Sequence[ScoreRecord], *, n_bins: int = DEFAULT_ECE_BINS) 
                     per_category[category] = results[(source, task, category)].ccd_pooled
             results[(source, task, "")].ccd_category_mean = category_mean_ccd(per_category)
     return results
-
-
-# ---------------------------------------------------------------------------------------------
-# Records I/O
-
-
-def save_records(path: str | Path, records: Iterable[ScoreRecord]) -> None:
-    from conceptforge.store import atomic_write_bytes
-
-    lines = [json.dumps({**asdict(r), "categories": list(r.categories)}, sort_keys=True) for r in records]
-    atomic_write_bytes(Path(path), ("\n".join(lines) + "\n").encode("utf-8"))
-
-
-def load_records(path: str | Path) -> list[ScoreRecord]:
-    records = []
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConceptforgeError(f"scores file {path} does not exist") from None
-    for number, line in enumerate(text.splitlines(), start=1):
-        if line.strip():
-            try:
-                raw = json.loads(line)
-                raw["categories"] = tuple(raw.get("categories", ()))
-                records.append(ScoreRecord(**raw))
-            except (json.JSONDecodeError, TypeError) as error:
-                raise ConceptforgeError(f"{path}:{number}: not a score record ({error})") from None
-    return records
 
 
 # ---------------------------------------------------------------------------------------------

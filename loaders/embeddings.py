@@ -25,14 +25,13 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import torch
 
+from conceptforge.cards.provenance import COMMIT_RE, local_fingerprint
 from conceptforge.errors import ConceptforgeError
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_CLIP = "openai/clip-vit-base-patch32"
 CACHE_ENV = "CONCEPTFORGE_EMBEDDING_CACHE"
-_COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
-_HEAD_TAIL = 1 << 20  # bytes hashed at each end of a large local weight file
 
 
 def default_cache_dir() -> Path:
@@ -43,31 +42,11 @@ def default_cache_dir() -> Path:
     return base / "conceptforge" / "embeddings"
 
 
-def _local_fingerprint(path: Path) -> str:
-    """A revision for a local model directory: hash of file names, sizes and content.
-
-    Files up to 2 MiB are hashed whole; larger (weights) by size plus their first and last MiB,
-    which changes whenever the weights do without reading gigabytes on every load.
-    """
-    digest = hashlib.sha256()
-    for file in sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".")):
-        size = file.stat().st_size
-        digest.update(f"{file.relative_to(path).as_posix()}\0{size}\0".encode())
-        with open(file, "rb") as handle:
-            if size <= 2 * _HEAD_TAIL:
-                digest.update(handle.read())
-            else:
-                digest.update(handle.read(_HEAD_TAIL))
-                handle.seek(size - _HEAD_TAIL)
-                digest.update(handle.read())
-    return "local-" + digest.hexdigest()[:20]
-
-
 def resolve_model_revision(model_id: str, revision: str | None) -> str:
     """The immutable revision embeddings are keyed by: a commit hash or a local fingerprint."""
     if os.path.isdir(model_id):
-        return _local_fingerprint(Path(model_id))
-    if revision and _COMMIT_RE.match(revision):
+        return local_fingerprint(model_id)
+    if revision and COMMIT_RE.fullmatch(revision):
         return revision
     from transformers.utils.hub import cached_file, extract_commit_hash
 

@@ -1,13 +1,14 @@
-"""Small helpers shared by the evaluation reports: tables, mean ± standard error, JSON output."""
+"""Small helpers shared by the evaluation reports: tables and mean ± standard error.
+
+Reports are written with :func:`conceptforge.files.write_json` (re-exported here).
+"""
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from conceptforge.store import atomic_write_bytes
+from conceptforge.files import write_json  # noqa: F401  (the one JSON writer, in core)
 
 
 def mean_se(values: Sequence[float]) -> tuple[float, float]:
@@ -43,21 +44,3 @@ def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str
     ]
     lines += ["| " + " | ".join(c.ljust(w) for c, w in zip(row, widths)) + " |" for row in rows]
     return "\n".join(lines)
-
-
-def write_json(path: str | Path, payload: Any) -> Path:
-    """Atomically write ``payload`` as indented JSON (NaN written as null)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-
-    def clean(value: Any) -> Any:
-        if isinstance(value, float) and math.isnan(value):
-            return None
-        if isinstance(value, dict):
-            return {str(k): clean(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [clean(v) for v in value]
-        return value
-
-    atomic_write_bytes(path, (json.dumps(clean(payload), indent=2, sort_keys=False) + "\n").encode("utf-8"))
-    return path

@@ -20,10 +20,10 @@ from datasets import Features, Value
 from huggingface_hub import DatasetCard
 from PIL import Image
 
-from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, make_sample_grid, render_card
-from conceptforge.cards.grid import png_bytes
+from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
+from conceptforge.cards.grid import grid_png
 from conceptforge.cards.lineage import inherited_column_docs, read_upstream_metadata, upstream_provenance
-from conceptforge.filters.annotation.dataset import available_splits, split_files
+from conceptforge.filters.annotation.dataset import available_splits, split_files, split_tables
 from conceptforge.filters.annotation.results import HUMAN_COLUMNS, row_decision, row_human_values, summary_for_card
 from conceptforge.errors import ConceptforgeError
 
@@ -92,21 +92,19 @@ def apply_results(
     columns = list(features)
 
     def rows_of(split: str) -> Iterator[dict[str, Any]]:
-        for path in split_files(root, split):
-            parquet = pq.ParquetFile(path)
-            for group in range(parquet.num_row_groups):
-                for row in parquet.read_row_group(group).to_pylist():
-                    if split == studied_split:
-                        keep, reason = row_decision(results, row)
-                        if not keep:
-                            dropped_reasons[reason] += 1
-                            continue
-                        row.update(row_human_values(results, row))
-                    else:
-                        row.update({name: (0 if name.endswith("_n") else None) for name in HUMAN_COLUMNS[study]
-                                    if name not in row})
-                    kept_counts[split] += 1
-                    yield {name: row.get(name) for name in columns}
+        for table in split_tables(root, split):
+            for row in table.to_pylist():
+                if split == studied_split:
+                    keep, reason = row_decision(results, row)
+                    if not keep:
+                        dropped_reasons[reason] += 1
+                        continue
+                    row.update(row_human_values(results, row))
+                else:
+                    row.update({name: (0 if name.endswith("_n") else None) for name in HUMAN_COLUMNS[study]
+                                if name not in row})
+                kept_counts[split] += 1
+                yield {name: row.get(name) for name in columns}
 
     statistics: dict[str, Any] = {}
     upstream = read_upstream_metadata(root)
@@ -154,13 +152,11 @@ def _caption(row: Mapping[str, Any]) -> str:
 
 def _grid_png(results: Mapping[str, Any], root: Path, split: str) -> bytes | None:
     """A sample grid of the first kept rows (read before assembly: the card names the grid)."""
-    grid: list[tuple[Image.Image, str]] = []
-    for path in split_files(root, split):
-        parquet = pq.ParquetFile(path)
-        for group in range(parquet.num_row_groups):
-            for row in parquet.read_row_group(group).to_pylist():
+
+    def kept() -> Iterator[tuple[Image.Image, str]]:
+        for table in split_tables(root, split):
+            for row in table.to_pylist():
                 if row_decision(results, row)[0] and (row.get("image") or {}).get("bytes"):
-                    grid.append((Image.open(io.BytesIO(row["image"]["bytes"])).convert("RGB"), _caption(row)))
-                    if len(grid) >= GRID_SAMPLES:
-                        return png_bytes(make_sample_grid(grid, columns=4))
-    return png_bytes(make_sample_grid(grid, columns=4)) if grid else None
+                    yield Image.open(io.BytesIO(row["image"]["bytes"])).convert("RGB"), _caption(row)
+
+    return grid_png(kept(), limit=GRID_SAMPLES)

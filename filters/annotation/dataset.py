@@ -26,6 +26,8 @@ from typing import Any, Iterator
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from conceptforge.cards import dataset_dir
+from conceptforge.cards.grid import png_bytes
 from conceptforge.errors import ConceptforgeError
 from conceptforge.store import atomic_write_bytes
 
@@ -52,17 +54,20 @@ def image_mime(data: bytes) -> str | None:
 
 
 def split_files(root: Path, split: str) -> list[Path]:
-    return sorted((root / "data").glob(f"{split}-*.parquet"))
+    return dataset_dir.split_files(Path(root) / dataset_dir.DATA_DIR, split)
 
 
 def available_splits(root: Path) -> list[str]:
-    names = set()
-    for path in (root / "data").glob("*.parquet"):
-        stem = path.name[: -len(".parquet")]
-        parts = stem.rsplit("-", 3)  # <split>-NNNNN-of-NNNNN
-        if len(parts) == 4 and parts[2] == "of":
-            names.add(parts[0])
-    return sorted(names)
+    return dataset_dir.split_names(Path(root) / dataset_dir.DATA_DIR)
+
+
+def split_tables(root: Path, split: str) -> Iterator[Any]:
+    """Pyarrow tables (one per row group) of a split with all columns, in file order: one row
+    group in memory at a time, however large the split."""
+    for path in split_files(root, split):
+        parquet = pq.ParquetFile(path)
+        for group in range(parquet.num_row_groups):
+            yield parquet.read_row_group(group)
 
 
 @dataclass(frozen=True)
@@ -208,14 +213,9 @@ class AnnotationDataset:
         if mime is None:  # e.g. TIFF or BMP: re-encode for the browser
             from PIL import Image
 
-            buffer = io.BytesIO()
-            Image.open(io.BytesIO(data)).convert("RGB").save(buffer, format="PNG")
-            data, mime = buffer.getvalue(), "image/png"
+            data, mime = png_bytes(Image.open(io.BytesIO(data)).convert("RGB")), "image/png"
         return data, mime
 
     def iter_split_tables(self, split: str | None = None) -> Iterator[Any]:
         """Yield pyarrow tables (one per row group) of a split with all columns, in file order."""
-        for path in split_files(self.root, split or self.split):
-            parquet = pq.ParquetFile(path)
-            for group in range(parquet.num_row_groups):
-                yield parquet.read_row_group(group)
+        yield from split_tables(self.root, split or self.split)

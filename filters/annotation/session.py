@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +16,7 @@ from conceptforge.filters.annotation.sampling import sample_items
 from conceptforge.filters.annotation.server import StudyApp
 from conceptforge.filters.annotation.studies import Study, get_study
 from conceptforge.errors import ConceptforgeError
-from conceptforge.store import atomic_write_bytes
+from conceptforge import files
 
 logger = logging.getLogger(__name__)
 
@@ -102,4 +101,5 @@ def export_results(app: StudyApp, config: dict[str, Any], *, rules: Rules, metri
 
 
 def write_json(path: str | Path, payload: Any) -> None:
-    atomic_write_bytes(Path(path), (json.dumps(payload, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+    """Write an export with sorted keys (so two exports diff cleanly) through the one JSON writer."""
+    files.write_json(path, payload, sort_keys=True)

@@ -19,8 +19,8 @@ from typing import Iterator
 
 from PIL import Image
 
-from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, collect_provenance, make_sample_grid, render_card
-from conceptforge.cards.grid import png_bytes
+from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, collect_provenance, render_card
+from conceptforge.cards.grid import grid_png
 from conceptforge.generators.binding.compositions import SPLITS
 from conceptforge.generators.binding.dataset import COLUMN_DOCS, FEATURES, BindingConfig, make_item_factory, plan_items
 from conceptforge.runner import run_work_items
@@ -122,13 +122,14 @@ def render_items(
     return {"total": len(mine), "skipped": len(mine) - len(todo), "made": len(todo)}
 
 
-def _grid(store: ItemStore, per_split: int = 4) -> bytes:
-    samples = []
-    for split in SPLITS:
-        for record in list(store.records(split))[:per_split]:
-            with Image.open(record.file_path("png")) as image:
-                samples.append((image.convert("RGB"), f"{split}: {record.metadata['label']}"))
-    return png_bytes(make_sample_grid(samples, columns=4, thumb_width=240))
+def _grid(store: ItemStore, per_split: int = 4) -> bytes | None:
+    def samples():
+        for split in SPLITS:
+            for record in list(store.records(split))[:per_split]:
+                with Image.open(record.file_path("png")) as image:
+                    yield image.convert("RGB"), f"{split}: {record.metadata['label']}"
+
+    return grid_png(samples(), thumb_width=240)
 
 
 def _rows(store: ItemStore, split: str):

@@ -26,8 +26,8 @@ import torch
 from datasets import Features, Image as ImageFeature, List, Value
 from PIL import Image
 
-from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, make_sample_grid, render_card
-from conceptforge.cards.grid import png_bytes
+from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
+from conceptforge.cards.grid import grid_png, png_bytes
 from conceptforge.cards.provenance import collect_provenance  # copied unchanged from main (issue 3)
 from conceptforge.generators.conceptbed.composition import (
     Caption,
@@ -49,7 +49,6 @@ from conceptforge.generators.conceptbed.sampling import (
     ensure_class_images,
     generate_image,
     load_pipeline,
-    png,
     reference_thumbnails,
 )
 from conceptforge.generators.conceptbed.spec import Concept, ConceptSpec
@@ -265,7 +264,7 @@ class ConceptBedGenerator:
                     "categories": categories,
                     "questions": list(payload.get("questions", [])),
                 }
-                return ItemResult(files={"png": png(image)}, metadata=metadata)
+                return ItemResult(files={"png": png_bytes(image)}, metadata=metadata)
 
             return run_work_items(items, make, self.store, description=f"{concept.name} images", unit="img", max_items=max_items)
 
@@ -342,7 +341,7 @@ class ConceptBedGenerator:
         for record in chosen:
             with Image.open(io.BytesIO(record.read_file("png"))) as image:
                 samples.append((image.convert("RGB"), record.metadata["prompt"]))
-        return png_bytes(make_sample_grid(samples, columns=4, thumb_width=192)) if samples else None
+        return grid_png(samples, thumb_width=192)
 
     def assemble(self) -> list[Any]:
         config = self.options.config

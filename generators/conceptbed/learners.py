@@ -22,10 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import random
-import shutil
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -37,6 +34,7 @@ from PIL import Image
 
 from conceptforge.generators.conceptbed.spec import Concept
 from conceptforge.errors import ConceptforgeError
+from conceptforge.files import write_directory_atomically
 
 logger = logging.getLogger(__name__)
 
@@ -476,20 +474,9 @@ def artifact_complete(directory: Path) -> bool:
     return (Path(directory) / CONFIG_NAME).is_file()
 
 
-def write_artifact_atomically(directory: Path, write: Callable[[Path], None]) -> Path:
-    """Call ``write(tmpdir)`` and rename the folder into place (a crash leaves no half artifact)."""
-    directory = Path(directory)
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", suffix=".tmp", dir=directory.parent))
-    try:
-        write(tmp)
-        if directory.exists():  # an incomplete leftover (no learner.json): replace it
-            shutil.rmtree(directory)
-        os.replace(tmp, directory)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return directory
+# An artifact folder is written whole or not at all (a crash leaves no half artifact; an
+# incomplete leftover without learner.json is replaced).
+write_artifact_atomically = write_directory_atomically
 
 
 def read_artifact_config(directory: Path) -> dict[str, Any]:

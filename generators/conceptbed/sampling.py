@@ -8,7 +8,6 @@ captions. Every image has its own seed, so an image never depends on which other
 
 from __future__ import annotations
 
-import io
 import logging
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 import torch
 from PIL import Image
 
+from conceptforge.cards.grid import png_bytes
 from conceptforge.generators.conceptbed.concepts import PACS_ENTITIES
 from conceptforge.generators.conceptbed.learners import class_prompt
 from conceptforge.generators.conceptbed.spec import Concept
@@ -66,12 +66,6 @@ def generate_image(pipe: Any, prompt: str, seed: int, *, num_inference_steps: in
     return result.images[0]
 
 
-def png(image: Image.Image) -> bytes:
-    buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
-    return buffer.getvalue()
-
-
 def ensure_class_images(
     pipe: Any,
     concept: Concept,
@@ -94,7 +88,7 @@ def ensure_class_images(
         if not path.exists():
             seed = derive_seed(run_seed, "class-image", prompt, index)
             image = generate_image(pipe, prompt, seed, num_inference_steps=num_inference_steps, guidance_scale=guidance_scale, resolution=resolution)
-            atomic_write_bytes(path, png(image))
+            atomic_write_bytes(path, png_bytes(image))
         paths.append(path)
     if count:
         logger.info("%s: %d class images for %r in %s", concept.name, count, prompt, directory)
@@ -108,6 +102,6 @@ def reference_thumbnails(concept: Concept, count: int = 3, size: int = 256) -> l
         with Image.open(path) as image:
             image = image.convert("RGB")
             image.thumbnail((size, size))
-            out.append({"bytes": png(image), "path": None})
+            out.append({"bytes": png_bytes(image), "path": None})
     return out
 

@@ -18,8 +18,8 @@ from typing import Any, Callable, Sequence
 
 from datasets import Features, Image as ImageFeature, Value
 
-from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, make_sample_grid, render_card
-from conceptforge.cards.grid import png_bytes
+from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
+from conceptforge.cards.grid import grid_png, png_bytes
 from conceptforge.errors import ConceptforgeError
 from conceptforge.runner import run_work_items
 from conceptforge.store import ItemResult, ItemStore
@@ -163,12 +163,6 @@ def build_work_items(plan: PairPlan, *, images_per_pair: int, run_seed: int) -> 
     return items
 
 
-def _png(image) -> bytes:
-    buffer = io.BytesIO()
-    image.save(buffer, format="PNG", optimize=False)
-    return buffer.getvalue()
-
-
 def make_item_function(
     generator: TDGFlux, settings: GenerationSettings, *, save_guidance: bool = False
 ) -> Callable[[WorkItem], ItemResult]:
@@ -192,9 +186,9 @@ def make_item_function(
             guidance_scale=settings.guidance_scale,
             return_guidance=save_guidance and tdg,
         )
-        files = {"png": _png(result.reference)}
+        files = {"png": png_bytes(result.reference)}
         if result.guidance is not None:
-            files["guidance.png"] = _png(result.guidance)
+            files["guidance.png"] = png_bytes(result.guidance)
         nan = float("nan")
         metadata = {
             "bird": p["bird"],
@@ -243,8 +237,6 @@ def _grid(records: Sequence, max_tiles: int = 12) -> bytes | None:
         key = (record.metadata["bird"], record.metadata["attribute"])
         firsts.setdefault(key, record)
     chosen = list(firsts.values())
-    if not chosen:
-        return None
     step = max(1, math.ceil(len(chosen) / max_tiles))
     chosen = chosen[::step][:max_tiles]
     samples = []
@@ -254,7 +246,7 @@ def _grid(records: Sequence, max_tiles: int = 12) -> bytes | None:
         meta = record.metadata
         caption = display_name(meta["bird"]) + (f" + {meta['value'].replace('_', ' ')} {meta['group'][4:].replace('_', ' ')}" if meta["attribute"] else "")
         samples.append((Image.open(io.BytesIO(record.read_file("png"))), caption))
-    return png_bytes(make_sample_grid(samples, columns=4, thumb_width=256))
+    return grid_png(samples, thumb_width=256)
 
 
 def assemble(

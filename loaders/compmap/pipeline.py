@@ -17,7 +17,8 @@ from torch import Tensor
 
 from conceptforge.errors import ConceptforgeError
 from conceptforge.loaders.compmap.activations import ConceptVocabulary, ItmScorer, concept_text_embeddings, dual_encoder_activations, itm_activations
-from conceptforge.loaders.compmap.cub import CubData
+from conceptforge.cub import readable_attribute
+from conceptforge.loaders.compmap.cub import CubPrimitives
 from conceptforge.loaders.compmap.mit_states import MitStatesData, Pair
 from conceptforge.loaders.compmap.prompts import TemplateChoice, cub_attribute_prompts, mit_prompts
 
@@ -26,11 +27,11 @@ logger = logging.getLogger(__name__)
 ITM_TYPES = ("vilt", "blip")
 
 
-def cub_vocabulary(cub: CubData, templates: TemplateChoice) -> ConceptVocabulary:
+def cub_vocabulary(cub: CubPrimitives, templates: TemplateChoice) -> ConceptVocabulary:
     """312 attribute concepts, softmax groups = the 28 attribute groups."""
     return ConceptVocabulary(
-        names=[a.name for a in cub.attributes],
-        prompts=[cub_attribute_prompts(a.group, a.value, templates) for a in cub.attributes],
+        names=list(cub.attributes),
+        prompts=[cub_attribute_prompts(*readable_attribute(name), templates) for name in cub.attributes],
         groups=cub.groups,
     )
 

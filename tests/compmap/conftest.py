@@ -7,7 +7,7 @@ import os
 import pytest
 
 from tests.compmap.synthetic import write_fake_cub, write_fake_mit_states
-from conceptforge.generators.tiny_models import build_tiny_clip
+from conceptforge.testing.tiny_models import build_tiny_clip
 
 
 @pytest.fixture(scope="session")
@@ -28,7 +28,7 @@ def fake_mit(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tiny_blip_dir(tmp_path_factory):
-    from tests.compmap.tiny_models import build_tiny_blip
+    from conceptforge.testing.tiny_compmap import build_tiny_blip
 
     os.environ["HF_HUB_OFFLINE"] = "1"
     return build_tiny_blip(tmp_path_factory.mktemp("compmap-blip") / "tiny-blip")
@@ -36,7 +36,7 @@ def tiny_blip_dir(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tiny_vilt_dir(tmp_path_factory):
-    from tests.compmap.tiny_models import build_tiny_vilt
+    from conceptforge.testing.tiny_compmap import build_tiny_vilt
 
     os.environ["HF_HUB_OFFLINE"] = "1"
     return build_tiny_vilt(tmp_path_factory.mktemp("compmap-vilt") / "tiny-vilt")

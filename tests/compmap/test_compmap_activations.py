@@ -7,7 +7,7 @@ from PIL import Image
 
 from conceptforge.errors import ConceptforgeError
 from conceptforge.loaders.compmap.activations import ConceptVocabulary, ItmScorer, concept_text_embeddings, dual_encoder_activations, group_softmax, itm_activations
-from conceptforge.loaders.compmap.cub import load_cub
+from conceptforge.loaders.compmap.cub import cub_primitives
 from conceptforge.loaders.compmap.pipeline import cub_vocabulary, load_vl_model
 from conceptforge.loaders.compmap.prompts import TABLE_A3_TEMPLATES, cub_attribute_prompts, mit_prompts, parse_templates
 
@@ -39,7 +39,7 @@ def test_group_softmax_sums_to_one_per_group():
 def test_dual_encoder_activations_and_ensembling(tiny_clip_dir, fake_cub, tmp_path):
     model = load_vl_model(str(tiny_clip_dir), cache_dir=str(tmp_path / "emb"), device="cpu")
     assert model.kind == "dual"
-    cub = load_cub(fake_cub)
+    cub = cub_primitives(fake_cub)
     images = [str(p) for p in cub.image_paths[:5]]
     vocab = cub_vocabulary(cub, parse_templates("paper"))
     acts = model.activations(images, vocab, apply_group_softmax=True, batch_size=4)

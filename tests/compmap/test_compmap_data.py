@@ -4,17 +4,18 @@ import numpy as np
 import pytest
 
 from conceptforge.errors import ConceptforgeError
-from conceptforge.loaders.compmap.cub import load_cub, parse_attribute_name
+from conceptforge.cub import readable_attribute
+from conceptforge.loaders.compmap.cub import cub_primitives
 from conceptforge.loaders.compmap.mit_states import load_mit_states
 from tests.compmap.synthetic import GROUPS, MIT_ATTRS, MIT_OBJS, MIT_SPLITS, write_fake_cub
 
 
 def test_cub_layout_groups_and_majority_vote(fake_cub):
-    cub = load_cub(fake_cub)
+    cub = cub_primitives(fake_cub)
     assert len(cub.class_names) == 6 and cub.class_names[0] == "Bird number 1"
     assert len(cub.attributes) == sum(len(v) for v in GROUPS.values())
     assert list(cub.groups) == ["bill shape", "wing color", "size"]
-    assert cub.attributes[6].value == "small (5 - 9 in)"
+    assert readable_attribute(cub.attributes[6]) == ("size", "small (5 - 9 in)")
     assert cub.is_train.sum() == 24 and len(cub.labels) == 48
     class_gt = cub.class_attributes()
     # majority vote over noisy annotations recovers each class's one value per group
@@ -28,17 +29,17 @@ def test_cub_layout_groups_and_majority_vote(fake_cub):
 
 def test_cub_attributes_file_at_root(tmp_path):
     root = write_fake_cub(tmp_path / "CUB_200_2011", num_classes=2, per_class=2, attributes_at_root=True)
-    assert len(load_cub(root).attributes) == 8
+    assert len(cub_primitives(root).attributes) == 8
 
 
 def test_cub_bad_inputs(tmp_path, fake_cub):
     with pytest.raises(ConceptforgeError, match="does not exist"):
-        load_cub(tmp_path / "nope")
+        cub_primitives(tmp_path / "nope")
     (tmp_path / "empty").mkdir()
     with pytest.raises(ConceptforgeError, match="images.txt"):
-        load_cub(tmp_path / "empty")
+        cub_primitives(tmp_path / "empty")
     with pytest.raises(ConceptforgeError, match="has_<group>::<value>"):
-        parse_attribute_name("bill_shape_needle")
+        readable_attribute("bill_shape_needle")
 
 
 def test_mit_states_split_files(fake_mit):

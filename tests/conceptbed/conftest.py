@@ -23,7 +23,7 @@ def _image(seed: int, size: int = 40, tint: tuple[int, int, int] = (0, 0, 0)) ->
 
 @pytest.fixture(scope="session")
 def tiny_sd(tmp_path_factory) -> Path:
-    from conceptforge.generators.conceptbed.tiny import build_tiny_sd
+    from conceptforge.testing.tiny_conceptbed import build_tiny_sd
 
     return build_tiny_sd(tmp_path_factory.mktemp("tiny-sd") / "sd")
 

@@ -16,7 +16,7 @@ from PIL import Image
 from conceptforge.filters.conceptbed_oracle_training import OracleTrainingConfig, finetune_oracle, oracle_loss, outlier_exposure_loss
 from conceptforge.filters.conceptbed_oracles import VQAOracle, load_concept_oracle, score_concepts
 from conceptforge.filters.conceptbed_scoring import oracle_concepts
-from conceptforge.generators.conceptbed.tiny import build_tiny_classifier, build_tiny_vilt
+from conceptforge.testing.tiny_conceptbed import build_tiny_classifier, build_tiny_vilt
 from conceptforge.errors import ConceptforgeError
 
 REPO = Path(__file__).resolve().parents[2]

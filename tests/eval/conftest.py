@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from conceptforge.generators.tiny_models import build_tiny_clip
+from conceptforge.testing.tiny_models import build_tiny_clip
 
 
 @pytest.fixture(autouse=True)
@@ -37,34 +37,34 @@ def embedder(tiny_clip_dir, tmp_path):
 
 @pytest.fixture(scope="session")
 def fake_cub(tmp_path_factory):
-    from tests.eval.synthetic import write_fake_cub
+    from conceptforge.testing.synthetic import write_fake_cub
 
     return write_fake_cub(tmp_path_factory.mktemp("cub"))
 
 
 @pytest.fixture(scope="session")
 def sub_dir(tmp_path_factory):
-    from tests.eval.synthetic import sub_features, sub_rows, write_dataset
+    from conceptforge.testing.synthetic import sub_features, sub_rows, write_dataset
 
     return write_dataset(tmp_path_factory.mktemp("sub") / "sub", {"test": sub_rows()}, sub_features())
 
 
 @pytest.fixture(scope="session")
 def published_sub_dir(tmp_path_factory):
-    from tests.eval.synthetic import sub_rows, write_published_sub
+    from conceptforge.testing.synthetic import sub_rows, write_published_sub
 
     return write_published_sub(tmp_path_factory.mktemp("pub") / "SUB", sub_rows())
 
 
 @pytest.fixture(scope="session")
 def single_object_dir(tmp_path_factory):
-    from tests.eval.synthetic import write_single_object
+    from conceptforge.testing.synthetic import write_single_object
 
     return write_single_object(tmp_path_factory.mktemp("binding") / "single-object", n_per_label=2)
 
 
 @pytest.fixture(scope="session")
 def relational_dir(tmp_path_factory):
-    from tests.eval.synthetic import write_relational
+    from conceptforge.testing.synthetic import write_relational
 
     return write_relational(tmp_path_factory.mktemp("binding") / "relational")

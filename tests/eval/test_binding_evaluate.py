@@ -20,7 +20,7 @@ def test_load_binding_and_schema_errors(single_object_dir, tmp_path):
     assert set(splits) == {"train", "val", "gen"} and splits["val"].setting == "adjective-noun"
     assert all(s.candidates[i][s.label_index[i]] == s.labels[i] for s in splits.values() for i in range(len(s)))
     from datasets import Features, Value
-    from tests.eval.synthetic import binding_features, single_object_rows, write_dataset
+    from conceptforge.testing.synthetic import binding_features, single_object_rows, write_dataset
 
     bad = write_dataset(tmp_path / "bad", {"train": [{"label": "red cube"}]}, Features({"label": Value("string")}))
     with pytest.raises(ConceptforgeError, match="lacks column\\(s\\) image, candidates, label_index, candidate_kinds"):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.eval.synthetic import binding_features, single_object_rows, sub_features, sub_rows, COLOURS, SHAPES
+from conceptforge.testing.synthetic import binding_features, single_object_rows, sub_features, sub_rows, COLOURS, SHAPES
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "scripts"
@@ -79,9 +79,9 @@ def published(tmp_path_factory):
     """Local Hub with a binding and a SUB release (publish.py) and the tiny CLIP as a model repo."""
     from huggingface_hub import HfApi
 
-    from conceptforge.generators.tiny_models import build_tiny_clip
-    from tests.eval.synthetic import write_fake_cub
-    from tests.publish.hub_server import HubServer
+    from conceptforge.testing.tiny_models import build_tiny_clip
+    from conceptforge.testing.synthetic import write_fake_cub
+    from conceptforge.testing.hub_server import HubServer
 
     work = tmp_path_factory.mktemp("evaluate-e2e")
     token = "hf_" + secrets.token_hex(16)

@@ -28,7 +28,7 @@ def test_reads_our_schema_and_the_published_schema_identically(sub_dir, publishe
 
 def test_wrong_columns_and_vocabulary_are_clear_errors(tmp_path, fake_cub):
     from datasets import Features, Value
-    from tests.eval.synthetic import sub_features, sub_rows, write_dataset
+    from conceptforge.testing.synthetic import sub_features, sub_rows, write_dataset
 
     bad = write_dataset(tmp_path / "bad", {"test": [{"x": "1"}]}, Features({"x": Value("string")}))
     with pytest.raises(ConceptforgeError, match="lacks the columns"):

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from filters_fixtures import make_candidates_dir, make_mini_cub  # noqa: E402
-from filters_tiny_models import build_tiny_classifier, build_tiny_llava  # noqa: E402
+from conceptforge.testing.sub_inputs import make_candidates_dir, make_mini_cub
+from conceptforge.testing.tiny_vlms import build_tiny_classifier, build_tiny_llava
 
 # Models are saved to and loaded from local folders, which never touches the network. HF_HUB_OFFLINE
 # is set only for the script subprocesses: setting it here would leak into other areas' tests

@@ -6,7 +6,7 @@ from conceptforge.cub import bird_name as class_short_name
 from conceptforge import ItemResult, ItemStore, WorkItem
 from conceptforge.errors import ConceptforgeError
 
-from filters_fixtures import MINI_ATTRIBUTES
+from conceptforge.testing.sub_inputs import MINI_ATTRIBUTES
 
 
 def test_reads_the_cub_layout(mini_cub):

@@ -19,7 +19,7 @@ from conceptforge.filters.dataset_io import open_split
 from conceptforge.cli import run_cli
 from conceptforge.errors import ConceptforgeError
 
-from filters_fixtures import image_png
+from conceptforge.testing.sub_inputs import image_png
 
 REPO = Path(__file__).resolve().parents[2]
 

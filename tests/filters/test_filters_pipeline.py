@@ -18,7 +18,7 @@ from conceptforge.filters.sub_pipeline import (
 )
 from conceptforge import ItemStore, ShardSpec
 
-from filters_fixtures import candidate_rows
+from conceptforge.testing.sub_inputs import candidate_rows
 
 REPO = Path(__file__).resolve().parents[2]
 

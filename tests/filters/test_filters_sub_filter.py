@@ -1,3 +1,5 @@
+import json
+
 import pytest
 
 from conceptforge.filters.sub_filter import COUNT_KEYS, FilterParams, ScoredCandidate, decide, filter_statistics, share_count
@@ -78,3 +80,22 @@ def test_statistics_account_for_every_candidate():
     assert stats["per_group"]["has_bill_shape"]["kept"] == 2
     assert stats["dropped_pairs"] == [{"bird": "Cardinal", "attribute": ATTR, "reason": "only 1 of 10 images answer S+; 2 needed"}]
     assert stats["params"]["min_survivor_fraction"] == 0.2
+
+
+def test_filter_provenance_is_collected_and_redacted(tmp_path):
+    # the filtered card's provenance goes through the cards' collector: pinned local model,
+    # package versions, and a command line with tokens redacted (it used to be joined raw)
+    from conceptforge.filters.sub_pipeline import FilterRunConfig, provenance_for
+
+    model = tmp_path / "vlm"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    config = FilterRunConfig(vqa_model=str(model), vqa_revision=None, answer_hint="letter", candidates=str(tmp_path / "c"))
+    token = "hf_" + "a" * 34
+    provenance = provenance_for(config, FilterParams(), batch_size=4, argv=["filter_sub.py", "--token", token, "c"])
+    assert token not in json.dumps(provenance)
+    assert provenance["command_line"].endswith("--token *** c")
+    assert provenance["models"] == [{"role": "vqa", "id": str(model), "revision": provenance["models"][0]["revision"]}]
+    assert provenance["models"][0]["revision"].startswith("local-sha256:")
+    assert provenance["parameters"]["vqa"]["candidates"] == str(tmp_path / "c")
+    assert provenance["parameters"]["batch_size"] == 4 and "torch" in provenance["packages"]

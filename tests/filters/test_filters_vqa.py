@@ -8,7 +8,7 @@ from conceptforge.filters.questions import OTHER, QuestionBuilder, build_questio
 from conceptforge.filters.vqa import VQAScorer
 from conceptforge.errors import ConceptforgeError
 
-from filters_fixtures import MINI_ATTRIBUTES, image_png
+from conceptforge.testing.sub_inputs import MINI_ATTRIBUTES, image_png
 from conceptforge.cub import CubAttributes
 
 GROUPS = CubAttributes.from_names(MINI_ATTRIBUTES).groups
@@ -102,7 +102,7 @@ def test_missing_model_is_a_clear_error(tmp_path):
 
 
 def test_native_internvl_loads_without_torchvision_and_batches_exactly(tmp_path):
-    from filters_tiny_models import build_tiny_internvl
+    from conceptforge.testing.tiny_vlms import build_tiny_internvl
 
     scorer = VQAScorer.from_pretrained(str(build_tiny_internvl(tmp_path / "internvl")), device="cpu")
     assert getattr(scorer.processor, "video_processor", None) is None

@@ -25,7 +25,7 @@ def pipeline_cub(pipeline_cub_folder):
 
 @pytest.fixture(scope="session")
 def pipeline_flux(tmp_path_factory):
-    from conceptforge.generators.sub.random_flux import build_random_flux_pipeline
+    from conceptforge.testing.random_flux import build_random_flux_pipeline
 
     path = tmp_path_factory.mktemp("pipeline-flux")
     build_random_flux_pipeline(seed=0).save_pretrained(path)
@@ -34,14 +34,14 @@ def pipeline_flux(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def pipeline_vlm(tmp_path_factory):
-    from tests.filters.filters_tiny_models import build_tiny_llava
+    from conceptforge.testing.tiny_vlms import build_tiny_llava
 
     return build_tiny_llava(tmp_path_factory.mktemp("pipeline-vlm"))
 
 
 @pytest.fixture(scope="session")
 def pipeline_clip(tmp_path_factory):
-    from conceptforge.generators.tiny_models import build_tiny_clip
+    from conceptforge.testing.tiny_models import build_tiny_clip
 
     return build_tiny_clip(tmp_path_factory.mktemp("pipeline-clip") / "tiny-clip", max_length=32)
 
@@ -49,7 +49,7 @@ def pipeline_clip(tmp_path_factory):
 @pytest.fixture(scope="session")
 def hub(tmp_path_factory):
     """The publish area's local Hub-compatible server (commits, tags, resolve, parquet downloads)."""
-    from tests.publish.hub_server import HubServer
+    from conceptforge.testing.hub_server import HubServer
 
     token = "hf_" + secrets.token_hex(16)
     server = HubServer(tmp_path_factory.mktemp("pipeline-hub"), token=token).start()

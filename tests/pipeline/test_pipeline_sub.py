@@ -87,7 +87,7 @@ def test_filter_consumes_generated_candidates_and_keeps_their_lineage(sub_chain)
     assert derived.column_docs["tdg_k"] == generated.column_docs["tdg_k"]
     upstream = derived.provenance["upstream"]
     assert upstream["dataset"] == "sub-candidates" and upstream["provenance"] == generated.provenance
-    assert str(sub_chain["candidates"]) == derived.provenance["vqa"]["candidates"]
+    assert str(sub_chain["candidates"]) == derived.provenance["parameters"]["vqa"]["candidates"]
     assert derived.license == generated.license == "cc-by-nc-4.0"
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from hub_server import HubServer  # noqa: E402
+from conceptforge.testing.hub_server import HubServer  # noqa: E402
 from publish_helpers import REPO_ROOT  # noqa: E402
 
 

@@ -81,7 +81,7 @@ def mini_cub(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_flux_dir(tmp_path_factory) -> Path:
     """A tiny random FluxPipeline saved like a Hub snapshot; loaded back with from_pretrained."""
-    from conceptforge.generators.sub.random_flux import build_random_flux_pipeline
+    from conceptforge.testing.random_flux import build_random_flux_pipeline
 
     path = tmp_path_factory.mktemp("tiny-flux")
     build_random_flux_pipeline(seed=0).save_pretrained(path)

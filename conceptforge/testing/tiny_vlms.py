@@ -13,7 +13,7 @@ from typing import Sequence
 
 import torch
 
-from conceptforge.generators.tiny_models import byte_symbols
+from conceptforge.testing.tiny_models import byte_symbols
 
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"

@@ -2,7 +2,7 @@
 
 Why: tests and benchmarks must exercise the real ``from_pretrained`` code paths without the Hub.
 Several builders (the tiny CLIP of the eval/CompMap/pipeline tests, the FLUX pipeline of
-``generators.sub.random_flux``, the SD-1.5 pipeline of ``generators.conceptbed.tiny``) all need
+``conceptforge.testing.random_flux``, the SD-1.5 pipeline of ``conceptforge.testing.tiny_conceptbed``) all need
 the same byte-level CLIP tokenizer; it lives here once. The tokenizer is built in memory from the
 256 byte-level symbols (and their ``</w>`` word-final forms) with no merges, so every character
 is one token and nothing is downloaded.

@@ -23,7 +23,7 @@ publishing code relies on.
 Failure injection for tests: :meth:`HubServer.fail_next` makes the next N calls of one route
 answer an HTTP error or drop the connection mid-request (a "network error").
 
-Run standalone: ``python tests/publish/hub_server.py --root DIR [--port N] [--token T]``.
+Run standalone: ``python -m conceptforge.testing.hub_server --root DIR [--port N] [--token T]``.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import yaml
 
-logger = logging.getLogger("hub_server")
+logger = logging.getLogger(__name__)
 
 REPO_TYPES = {"models": "model", "datasets": "dataset", "spaces": "space"}
 URL_PREFIX = {"model": "", "dataset": "datasets/", "space": "spaces/"}

@@ -1,6 +1,6 @@
 """Tiny random BLIP and ViLT retrieval models saved in Hub layout for offline CompMap tests.
 
-The tiny CLIP (77 positions hold the CompMap prompts) comes from :mod:`generators.tiny_models`.
+The tiny CLIP (77 positions hold the CompMap prompts) comes from :mod:`conceptforge.testing.tiny_models`.
 """
 
 from __future__ import annotations

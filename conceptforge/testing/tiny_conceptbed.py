@@ -13,7 +13,7 @@ from typing import Sequence
 
 import torch
 
-from conceptforge.generators.tiny_models import clip_byte_tokenizer, clip_byte_vocab, clip_special_ids
+from conceptforge.testing.tiny_models import clip_byte_tokenizer, clip_byte_vocab, clip_special_ids
 
 
 def build_tiny_sd(path: str | Path, *, seed: int = 0, sample_size: int = 16, block_out_channels: tuple[int, int] = (32, 64)) -> Path:

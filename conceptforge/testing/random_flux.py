@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from conceptforge.generators.tiny_models import clip_byte_tokenizer
+from conceptforge.testing.tiny_models import clip_byte_tokenizer
 
 #: The transformer of FLUX.1-dev (19 double-stream + 38 single-stream blocks, ~12B parameters).
 FLUX_DEV_TRANSFORMER: dict[str, Any] = {
@@ -43,7 +43,7 @@ TINY_TRANSFORMER: dict[str, Any] = {
 
 
 def tiny_clip_tokenizer():
-    """The byte-level CLIP tokenizer (no merges, 77 positions) of :mod:`generators.tiny_models`."""
+    """The byte-level CLIP tokenizer (no merges, 77 positions) of :mod:`conceptforge.testing.tiny_models`."""
     return clip_byte_tokenizer(model_max_length=77)
 
 
