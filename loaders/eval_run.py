@@ -28,15 +28,24 @@ RESULTS_FORMAT = "conceptforge-eval-results/1"
 
 # ----------------------------------------------------------------------------------- datasets
 def fingerprint_folder(path: Path, *, whole_suffixes: tuple[str, ...] = (".txt", ".json", ".md", ".yaml")) -> str:
-    """``local-…`` revision of a data folder: names and sizes of all files, content of the small
-    metadata files (a CUB folder's 11,788 JPEGs are not read)."""
+    """``local-sha256:…`` revision of a data folder: names and sizes of all files, content of the
+    small metadata files (a CUB folder's 11,788 JPEGs are not read)."""
     digest = hashlib.sha256()
     for file in sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".")):
         size = file.stat().st_size
         digest.update(f"{file.relative_to(path).as_posix()}\0{size}\0".encode())
         if file.suffix in whole_suffixes and size <= 64 << 20:
             digest.update(file.read_bytes())
-    return "local-" + digest.hexdigest()[:20]
+    return f"local-sha256:{digest.hexdigest()[:16]}"
+
+
+def short_sha(value: str | None, digits: int = 12) -> str:
+    """A commit's first ``digits`` hex digits; ``local:…`` digits for a local fingerprint."""
+    if not value:
+        return ""
+    if value.startswith("local-sha256:"):
+        return "local:" + value.split(":", 1)[1][:digits]
+    return value[:digits]
 
 
 def resolve_dataset(repo: str, revision: str | None, *, config: str | None = None, split: str | None = None,
@@ -45,9 +54,9 @@ def resolve_dataset(repo: str, revision: str | None, *, config: str | None = Non
     content fingerprint (local folder)."""
     if os.path.isdir(repo):
         if data_files:
-            from conceptforge.loaders.embeddings import _local_fingerprint
+            from conceptforge.cards.provenance import local_fingerprint
 
-            sha = _local_fingerprint(Path(repo))
+            sha = local_fingerprint(repo)
         else:
             sha = fingerprint_folder(Path(repo))
         return DatasetRef(str(repo), revision, sha, "local", config, split)
@@ -179,7 +188,7 @@ def _dataset_for(selection: TaskSelection, model: ModelRef, settings: RunSetting
         spec = Path(settings.concepts)
         if not spec.is_file():
             raise ConceptforgeError(f"--concepts {spec} is not a concept spec file")
-        return DatasetRef(str(spec), None, "local-" + hashlib.sha256(spec.read_bytes()).hexdigest()[:20], "local")
+        return DatasetRef(str(spec), None, f"local-sha256:{hashlib.sha256(spec.read_bytes()).hexdigest()[:16]}", "local")
     repo = selection.dataset or task.dataset
     if not repo:
         raise ConceptforgeError(f"task {task.name} has no default dataset: pass --dataset {task.name}=REPO@REVISION")
@@ -205,7 +214,7 @@ def run_tasks(model: ModelRef, selections: Sequence[TaskSelection], settings: Ru
     try:
         for index, (selection, dataset) in enumerate(zip(runnable, datasets), start=1):
             task = selection.task
-            where = f"{dataset.repo}@{dataset.revision or ''}({(dataset.sha or '')[:12]})" if dataset.source == "hub" else dataset.repo
+            where = dataset_label(dataset.to_dict())
             logger.info("[%d/%d] %s on %s", index, len(runnable), task.name, where)
             started = time.perf_counter()
             context = TaskContext(model=model, session=session, dataset=dataset, options=dict(selection.options),
@@ -249,7 +258,7 @@ def format_value(metric: dict[str, Any] | None) -> str:
 def dataset_label(dataset: dict[str, Any], digits: int = 12) -> str:
     """``repo@revision (sha…)``, or ``repo (local-…)`` for a local folder."""
     at = f"@{dataset['revision']}" if dataset.get("revision") else ""
-    return f"{dataset['repo']}{at} ({(dataset.get('sha') or '')[:digits]})"
+    return f"{dataset['repo']}{at} ({short_sha(dataset.get('sha'), digits)})"
 
 
 def results_markdown(payload: dict[str, Any]) -> str:
@@ -258,7 +267,7 @@ def results_markdown(payload: dict[str, Any]) -> str:
 
     model = payload["model"]
     revision = model.get("sha") or model.get("revision") or ""
-    lines = [f"# conceptforge evaluate: {model['id']} ({model['kind']}, {revision[:20]})", "",
+    lines = [f"# conceptforge evaluate: {model['id']} ({model['kind']}, {short_sha(revision, 20)})", "",
              f"conceptforge {payload['conceptforge_version']}, {payload['created']}; values in %, ± standard error "
              "over seeds or episodes where the protocol has them.", ""]
     rows = []

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from conceptforge.errors import ConceptforgeError
-from conceptforge.loaders.eval_run import RESULTS_FORMAT, dataset_label, format_value
+from conceptforge.loaders.eval_run import RESULTS_FORMAT, dataset_label, format_value, short_sha
 
 
 def load_results(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
@@ -60,7 +60,7 @@ def leaderboard(payloads: Sequence[dict[str, Any]], *, metrics: str = "main") ->
     for task, metric, sha, variant in columns:
         label = f"{task} {metric}"
         if len(by_task[(task, metric)]) > 1:
-            label += f" @{sha[:7]}" + (f" [{variant}]" if len({v for _, v in by_task[(task, metric)]}) > 1 else "")
+            label += f" @{short_sha(sha, 7)}" + (f" [{variant}]" if len({v for _, v in by_task[(task, metric)]}) > 1 else "")
         headers.append(label)
     rows = []
     for payload in payloads:
@@ -69,7 +69,7 @@ def leaderboard(payloads: Sequence[dict[str, Any]], *, metrics: str = "main") ->
         for task in payload["tasks"]:
             for name, metric in task["metrics"].items():
                 cells[_column_key(task, name)] = format_value(metric)
-        revision = (model.get("sha") or model.get("revision") or "")[:12]
+        revision = short_sha(model.get("sha") or model.get("revision"), 12)
         rows.append([model["id"], model["kind"], revision] + [cells.get(key, "–") for key in columns])
     notes = []
     seen = set()

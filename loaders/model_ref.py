@@ -86,7 +86,7 @@ def _dataset_columns(path: Path) -> set[str]:
 
 
 def _local(path: Path, revision: str | None) -> ModelRef:
-    from conceptforge.loaders.embeddings import _local_fingerprint
+    from conceptforge.cards.provenance import local_fingerprint
 
     files: dict[str, Any] = {}
     for name in ("model_index.json", "config.json"):
@@ -100,7 +100,7 @@ def _local(path: Path, revision: str | None) -> ModelRef:
         raise ConceptforgeError(
             f"{path} holds no config.json, model_index.json or ConceptBed generated images: pass a model folder or Hub id"
         )
-    return ModelRef(str(path), kind, "local", revision, _local_fingerprint(path), model_type)
+    return ModelRef(str(path), kind, "local", revision, local_fingerprint(path), model_type)
 
 
 def _hub(repo_id: str, revision: str | None) -> ModelRef:

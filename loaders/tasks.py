@@ -241,7 +241,7 @@ def run_binding_cdsm(ctx: TaskContext) -> TaskOutcome:
 def run_compmap_cub(ctx: TaskContext) -> TaskOutcome:
     import torch
 
-    from conceptforge.loaders.compmap.cub import load_cub
+    from conceptforge.loaders.compmap.cub import cub_primitives
     from conceptforge.loaders.compmap.logreg import LogRegConfig
     from conceptforge.loaders.compmap.pipeline import activation_key, cached_tensor, cub_vocabulary
     from conceptforge.loaders.compmap.prompts import parse_templates
@@ -250,7 +250,7 @@ def run_compmap_cub(ctx: TaskContext) -> TaskOutcome:
 
     options = ctx.options
     templates = parse_templates(options["templates"])
-    data = load_cub(ctx.cub_dir)
+    data = cub_primitives(ctx.cub_dir)
     vocab = cub_vocabulary(data, templates)
     model = ctx.session.vl_model()
     images = [str(p) for p in data.image_paths]

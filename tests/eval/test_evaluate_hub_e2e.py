@@ -77,8 +77,6 @@ def _ok(done: subprocess.CompletedProcess, what: str) -> subprocess.CompletedPro
 @pytest.fixture(scope="module")
 def published(tmp_path_factory):
     """Local Hub with a binding and a SUB release (publish.py) and the tiny CLIP as a model repo."""
-    from huggingface_hub import HfApi
-
     from conceptforge.testing.tiny_models import build_tiny_clip
     from conceptforge.testing.synthetic import write_fake_cub
     from conceptforge.testing.hub_server import HubServer
@@ -93,9 +91,11 @@ def published(tmp_path_factory):
         _ok(_run("publish.py", directory, "--repo-id", repo, "--version", "v1.0.0", env=env), f"publish {repo}")
     clip = build_tiny_clip(work / "tiny-clip", max_length=32)
     other = build_tiny_clip(work / "tiny-clip-seed1", seed=1, max_length=32)
-    api = HfApi(endpoint=server.url, token=token)
-    api.create_repo(MODEL_REPO, repo_type="model")
-    api.upload_folder(repo_id=MODEL_REPO, folder_path=str(clip), commit_message="tiny random CLIP")
+    # The model's author uploads it (a separate process: this one may be offline for other tests).
+    upload = ("import sys; from huggingface_hub import HfApi; api = HfApi(); api.create_repo(sys.argv[1]); "
+              "api.upload_folder(repo_id=sys.argv[1], folder_path=sys.argv[2], commit_message='tiny random CLIP')")
+    _ok(subprocess.run([sys.executable, "-c", upload, MODEL_REPO, str(clip)], env=env, capture_output=True, text=True,
+                       timeout=120), "upload the tiny CLIP")
     yield {"work": work, "server": server, "env": env, "token": token, "clip": clip, "other": other,
            "cub": write_fake_cub(work / "cub")}
     server.stop()

@@ -62,7 +62,9 @@ def test_model_kinds_from_the_models_own_files(tmp_path, tiny_clip_dir):
     (diffusers / "model_index.json").write_text(json.dumps({"_class_name": "FluxPipeline"}))
     assert resolve_model(str(diffusers)).kind == "diffusers"
     ref = resolve_model(str(tiny_clip_dir))
-    assert (ref.kind, ref.source, ref.model_type) == ("clip", "local", "clip") and ref.sha.startswith("local-")
+    from conceptforge.cards.provenance import local_fingerprint
+
+    assert (ref.kind, ref.source, ref.model_type, ref.sha) == ("clip", "local", "clip", local_fingerprint(tiny_clip_dir))
     assert resolve_model("mypkg.cbms:independent").kind == "cbm"
     with pytest.raises(ConceptforgeError, match="is a file"):
         resolve_model(str(tiny_clip_dir / "config.json"))
