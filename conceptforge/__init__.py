@@ -10,7 +10,7 @@ repository's top-level folders of the design card and installed under this one n
 from conceptforge.errors import ConceptforgeError
 from conceptforge.workitems import WorkItem, derive_seed, ShardSpec, resolve_shard, select_shard
 from conceptforge.store import ItemStore, ItemResult
-from conceptforge.runner import run_work_items
+from conceptforge.runner import Stage, RunReport, run_stage, run_work_items, assemble_run
 
 __version__ = "0.2.0"
 
@@ -24,4 +24,8 @@ __all__ = [
     "ItemStore",
     "ItemResult",
     "run_work_items",
+    "Stage",
+    "RunReport",
+    "run_stage",
+    "assemble_run",
 ]

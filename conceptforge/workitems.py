@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
@@ -85,36 +84,11 @@ class ShardSpec:
 
 
 def resolve_shard(num_shards: int | None = None, shard_index: int | None = None) -> ShardSpec:
-    """Combine explicit ``--num-shards/--shard-index`` with an ``accelerate launch`` world.
+    """This process's shard from ``--num-shards/--shard-index`` and the launcher (see
+    :mod:`conceptforge.launchers`)."""
+    from conceptforge.launchers import resolve_shard as _resolve
 
-    Under ``accelerate launch`` (or torchrun) each rank takes its own sub-slice of the explicit
-    shard, so ``--num-shards 2`` on two 4-GPU nodes gives 8 disjoint slices.
-    """
-    outer = ShardSpec(num_shards or 1, shard_index or 0)
-    world, rank = _launcher_world()
-    if world <= 1:
-        return outer
-    return ShardSpec(outer.num_shards * world, outer.shard_index * world + rank)
-
-
-def _launcher_world() -> tuple[int, int]:
-    """(world size, rank) set by `accelerate launch`, torchrun or MPI; (1, 0) when not launched."""
-    for size_var, rank_var in (
-        ("WORLD_SIZE", "RANK"),
-        ("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"),
-        ("PMI_SIZE", "PMI_RANK"),
-    ):
-        if os.environ.get(size_var):
-            return int(os.environ[size_var]), int(os.environ.get(rank_var, "0"))
-    try:  # an already initialised accelerate state (e.g. notebook_launcher)
-        from accelerate import PartialState
-
-        if PartialState._shared_state:
-            state = PartialState()
-            return state.num_processes, state.process_index
-    except Exception:  # pragma: no cover
-        logger.debug("no accelerate state")
-    return 1, 0
+    return _resolve(num_shards, shard_index)
 
 
 def select_shard(items: Sequence[WorkItem], shard: ShardSpec) -> list[WorkItem]:

@@ -29,7 +29,8 @@ from conceptforge.cub import CubDataset
 from conceptforge.filters.dataset_io import LocalSplit, decode_image
 from conceptforge.filters.questions import QuestionBuilder
 from conceptforge.filters.vqa import VQAScorer
-from conceptforge import ItemResult, ItemStore, ShardSpec, WorkItem, select_shard
+from conceptforge import ItemResult, ItemStore, ShardSpec, WorkItem
+from conceptforge.runner import Stage, out_of_store, run_stage
 from conceptforge.errors import ConceptforgeError
 
 logger = logging.getLogger(__name__)
@@ -182,49 +183,63 @@ def score_cub_groups(
     shard: ShardSpec = ShardSpec(),
     batch_size: int = 8,
     progress: bool = True,
+    settings: dict[str, Any] | None = None,
+    chunk_size: int = 64,
 ) -> dict[str, int]:
-    """Ask every group question on CUB images, caching the option probabilities per (image, group)."""
+    """Ask every group question on CUB images, caching the option probabilities per (image, group).
+
+    Runs on the run engine: chunks of (image, group) questions, sharded by any launcher, resumed.
+    Returns counts: total (all questions), todo (this shard's, before the run), unreadable.
+    """
     images = _subsample(cub, images_per_class)
     items = [WorkItem(f"{image.image_id:06d}__{group}", 0, "cub") for image in images for group in groups]
     by_id = {image.image_id: image for image in images}
-    todo = [item for item in select_shard(items, shard) if not store.is_complete(item)]
-    counts = {"total": len(items), "todo": len(todo), "unreadable": 0}
-    if not todo:
-        return counts
-    if not isinstance(scorer, VQAScorer):
-        scorer = scorer()
-    for group in groups:
-        scorer.letter_token_ids(len(questions(group).options))
-    loaded: dict[int, Any] = {}
-    with tqdm(total=len(todo), desc="CUB VQA", unit="q", dynamic_ncols=True, disable=not progress) as bar:
-        for start in range(0, len(todo), batch_size):
-            chunk = todo[start : start + batch_size]
-            ready, pics, asked = [], [], []
-            for item in chunk:
-                image_id = int(item.item_id.split("__")[0])
-                group = item.item_id.split("__", 1)[1]
-                if image_id not in loaded:
-                    if len(loaded) > 4 * batch_size:
-                        loaded.clear()
-                    try:
-                        loaded[image_id] = decode_image({"bytes": by_id[image_id].path.read_bytes()})
-                    except (OSError, ValueError) as error:
-                        loaded[image_id] = None
-                        logger.warning("CUB image %s: %s (skipped)", by_id[image_id].path, error)
-                if loaded[image_id] is None:
-                    store.write(item, ItemResult(metadata={"status": "unreadable", "group": group, "image_id": image_id}))
-                    counts["unreadable"] += 1
-                    continue
-                ready.append((item, image_id, group))
-                pics.append(loaded[image_id])
-                asked.append(questions(group))
-            for (item, image_id, group), scores in zip(ready, scorer.score(pics, asked, batch_size=batch_size)):
-                store.write(item, ItemResult(metadata={
+    state: dict[str, Any] = {"unreadable": 0}
+
+    def prepare() -> None:
+        if "scorer" not in state:
+            model = scorer if isinstance(scorer, VQAScorer) else scorer()
+            for group in groups:
+                model.letter_token_ids(len(questions(group).options))
+            state["scorer"] = model
+
+    def process_batch(batch: Sequence[WorkItem]) -> list[ItemResult]:
+        prepare()
+        results: dict[str, ItemResult] = {}
+        loaded: dict[int, Any] = {}
+        ready = []
+        for item in batch:
+            image_id = int(item.item_id.split("__")[0])
+            group = item.item_id.split("__", 1)[1]
+            if image_id not in loaded:
+                try:
+                    loaded[image_id] = decode_image({"bytes": by_id[image_id].path.read_bytes()})
+                except (OSError, ValueError) as error:
+                    loaded[image_id] = None
+                    logger.warning("CUB image %s: %s (skipped)", by_id[image_id].path, error)
+            if loaded[image_id] is None:
+                results[item.item_id] = ItemResult(metadata={"status": "unreadable", "group": group, "image_id": image_id})
+                state["unreadable"] += 1
+                continue
+            ready.append((item, image_id, group, loaded[image_id], questions(group)))
+        for start in range(0, len(ready), batch_size):
+            part = ready[start : start + batch_size]
+            for (item, image_id, group, _pic, _q), scores in zip(
+                part, state["scorer"].score([p[3] for p in part], [p[4] for p in part], batch_size=batch_size)
+            ):
+                results[item.item_id] = ItemResult(metadata={
                     "status": "ok", "group": group, "image_id": image_id, "options": list(scores.options),
                     "probs": list(scores.probs), "raw_mass": scores.raw_mass,
-                }))
-            bar.update(len(chunk))
-    return counts
+                })
+        return [results[item.item_id] for item in batch]
+
+    stage = Stage(
+        name="sub/cub-vqa", items=items, settings=settings or {}, process_batch=process_batch, prepare=prepare,
+        chunk_size=chunk_size, description="CUB VQA", unit="q",
+    )
+    report = run_stage(stage, out_of_store(store), shard=shard, assemble=False, store=store)
+    return {"total": len(items), "todo": report.shard_items - report.skipped, "unreadable": state["unreadable"],
+            "missing": report.missing_items}
 
 
 def _subsample(cub: CubDataset, images_per_class: int | None) -> list:

@@ -8,7 +8,7 @@ exact ``datasets`` features stored in the parquet schema, so the output keeps th
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -20,12 +20,45 @@ from conceptforge.cards.dataset_dir import DATA_DIR, split_files, split_names
 from conceptforge.errors import ConceptforgeError
 
 
+class _CountingFile(io.FileIO):
+    """A file that counts the bytes read through it (what a filter shard really reads)."""
+
+    def __init__(self, path: Path, counter: list[int]) -> None:
+        super().__init__(path, "rb")
+        self.counter = counter
+
+    def read(self, size: int = -1) -> bytes:
+        data = super().read(size)
+        self.counter[0] += len(data)
+        return data
+
+    def readinto(self, buffer) -> int:
+        count = super().readinto(buffer)
+        self.counter[0] += count or 0
+        return count
+
+
 @dataclass
 class LocalSplit:
     root: Path
     split: str
     files: list[Path]
     features: Features
+    bytes_read: list[int] = field(default_factory=lambda: [0])
+
+    def row_groups(self) -> list[tuple[int, int, int]]:
+        """(file index, row group index in that file, rows) of every row group, in order."""
+        groups = []
+        for file_index, path in enumerate(self.files):
+            metadata = pq.ParquetFile(path).metadata
+            groups += [(file_index, rg, metadata.row_group(rg).num_rows) for rg in range(metadata.num_row_groups)]
+        return groups
+
+    def read_row_group(self, file_index: int, row_group: int, columns: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """The rows of one row group, reading only its bytes (counted in ``bytes_read``)."""
+        with _CountingFile(self.files[file_index], self.bytes_read) as handle:
+            table = pq.ParquetFile(handle).read_row_group(row_group, columns=list(columns) if columns else None)
+        return table.to_pylist()
 
     @property
     def columns(self) -> list[str]:

@@ -29,7 +29,8 @@ from conceptforge.filters.dataset_io import LocalSplit, decode_image, open_split
 from conceptforge.filters.questions import MultipleChoiceQuestion, QuestionBuilder
 from conceptforge.filters.sub_filter import FilterParams, ScoredCandidate, decide, filter_statistics
 from conceptforge.filters.vqa import VQAScorer
-from conceptforge import ItemResult, ItemStore, ShardSpec, WorkItem, select_shard
+from conceptforge import ItemResult, ItemStore, ShardSpec, WorkItem
+from conceptforge.runner import ASSEMBLY_ARGS, Stage, out_of_store, run_stage
 from conceptforge.errors import ConceptforgeError
 from conceptforge.generators.sub.generate import CITATION as SUB_CITATION
 from conceptforge.workitems import check_unique_ids
@@ -40,6 +41,7 @@ CANDIDATE_SPLIT = "candidates"
 OUTPUT_SPLIT = "test"
 SCORE_SPLIT = "scores"
 WORK_DIR = ".work"
+DEFAULT_CHUNK_ROWS = 100  # = the row group size of a SUB candidates dataset
 REQUIRED_COLUMNS = ("image", "item_id", "bird", "attribute", "group", "value")
 
 try:  # datasets >= 4 names variable-length lists List; older versions Sequence
@@ -108,6 +110,85 @@ def check_candidate_groups(candidates: LocalSplit, questions: QuestionBuilder) -
             raise ConceptforgeError(f"candidate attribute {attribute!r} disagrees with group {group!r} / value {value!r}")
 
 
+def _score_result(row: dict[str, Any], scores: Any = None, error: str | None = None) -> ItemResult:
+    if error is not None:
+        return ItemResult(metadata={"status": "unreadable", "error": error, "bird": row["bird"],
+                                    "attribute": row["attribute"], "splus": row["value"]})
+    return ItemResult(metadata={
+        "status": "ok", "bird": row["bird"], "attribute": row["attribute"], "splus": row["value"],
+        "options": list(scores.options), "probs": list(scores.probs), "raw_mass": scores.raw_mass,
+        "answer": scores.answer, "splus_prob": scores.prob(row["value"]),
+    })
+
+
+def scoring_stage(
+    candidates: LocalSplit,
+    scorer: VQAScorer | Callable[[], VQAScorer],
+    questions: QuestionBuilder,
+    *,
+    settings: dict[str, Any],
+    batch_size: int = 8,
+    chunk_size: int = DEFAULT_CHUNK_ROWS,
+    assembly_args: dict[str, Any] | None = None,
+) -> Stage:
+    """VQA scoring as an engine stage: one item per candidate, chunks inside parquet row groups.
+
+    A chunk never spans a row group of the candidates, and a batch reads only its own row group:
+    a shard reads about ``1/num_shards`` of the candidate images, not all of them.
+    """
+    groups = candidates.row_groups()
+    ids = candidates.column("item_id")
+    items: list[WorkItem] = []
+    position = 0
+    for number, (_file, _rg, rows) in enumerate(groups):
+        for offset in range(rows):
+            items.append(WorkItem(ids[position], 0, SCORE_SPLIT, {"row_group": number, "row": offset}))
+            position += 1
+    check_unique_ids(items)
+    state: dict[str, Any] = {}
+
+    def prepare() -> None:
+        if "scorer" not in state:
+            model = scorer if isinstance(scorer, VQAScorer) else scorer()
+            widest = max(len(questions(group).options) for group in set(candidates.column("group")))
+            model.letter_token_ids(widest)  # refuse multi-token letters before any image is scored
+            state["scorer"] = model
+
+    def process_batch(batch: list[WorkItem]) -> list[ItemResult]:
+        prepare()
+        file_index, rg, _rows = groups[batch[0].payload["row_group"]]
+        rows = candidates.read_row_group(file_index, rg, ["item_id", "image", "group", "value", "attribute", "bird"])
+        results: dict[str, ItemResult] = {}
+        readable = []
+        for item in batch:
+            row = rows[item.payload["row"]]
+            try:
+                readable.append((item, row, decode_image(row["image"]), questions(row["group"])))
+            except ValueError as error:
+                logger.warning("candidate %s: %s (skipped)", row["item_id"], error)
+                results[item.item_id] = _score_result(row, error=str(error))
+        for start in range(0, len(readable), batch_size):
+            part = readable[start : start + batch_size]
+            scored = state["scorer"].score([p[2] for p in part], [p[3] for p in part], batch_size=batch_size)
+            for (item, row, _image, _question), scores in zip(part, scored):
+                results[item.item_id] = _score_result(row, scores)
+        return [results[item.item_id] for item in batch]
+
+    return Stage(
+        name="sub/vqa-filter",
+        items=items,
+        settings=settings,
+        process_batch=process_batch,
+        prepare=prepare,
+        assembler="conceptforge.filters.sub_pipeline:assemble_from_store" if assembly_args is not None else None,
+        assembly_args=assembly_args or {},
+        chunk_size=chunk_size,
+        group=lambda item: item.payload["row_group"],
+        description="VQA scoring",
+        unit="img",
+    )
+
+
 def score_candidates(
     candidates: LocalSplit,
     store: ItemStore,
@@ -118,73 +199,24 @@ def score_candidates(
     batch_size: int = 8,
     max_images: int | None = None,
     progress: bool = True,
+    chunk_size: int = DEFAULT_CHUNK_ROWS,
+    settings: dict[str, Any] | None = None,
 ) -> dict[str, int]:
-    """Score this shard's unscored candidates; returns counts (total, skipped, scored, unreadable).
+    """Score this shard's unscored candidates into ``store`` (no assembly).
 
+    Returns counts: total (this shard), skipped (already scored), scored, unreadable.
     ``scorer`` may be a factory: the model is then loaded only when something is left to score.
     """
-    ids = candidates.column("item_id")
-    items = [WorkItem(item_id, 0, SCORE_SPLIT) for item_id in ids]
-    check_unique_ids(items)
-    mine = {item.item_id for item in select_shard(items, shard)}
-    todo = {item_id for item_id in mine if not store.is_complete(WorkItem(item_id, 0, SCORE_SPLIT))}
-    skipped = len(mine) - len(todo)
-    if skipped:
-        logger.info("resuming: %d of %d candidates already scored", skipped, len(mine))
-    if max_images is not None:
-        todo = set(sorted(todo)[:max_images])
-    counts = {"total": len(mine), "skipped": skipped, "scored": 0, "unreadable": 0}
-    if not todo:
-        return counts
-    if not isinstance(scorer, VQAScorer):
-        scorer = scorer()
-    widest = max(len(questions(group).options) for group in set(candidates.column("group")))
-    scorer.letter_token_ids(widest)  # refuse multi-token letters before any image is scored
-    columns = ["item_id", "image", "group", "value", "attribute", "bird"]
-    batch: list[tuple[dict[str, Any], Any, MultipleChoiceQuestion]] = []
-
-    def flush() -> None:
-        if not batch:
-            return
-        results = scorer.score([b[1] for b in batch], [b[2] for b in batch], batch_size=batch_size)
-        for (row, _, question), scores in zip(batch, results):
-            splus = scores.prob(row["value"])
-            store.write(
-                WorkItem(row["item_id"], 0, SCORE_SPLIT),
-                ItemResult(metadata={
-                    "status": "ok", "bird": row["bird"], "attribute": row["attribute"], "splus": row["value"],
-                    "options": list(scores.options), "probs": list(scores.probs), "raw_mass": scores.raw_mass,
-                    "answer": scores.answer, "splus_prob": splus,
-                }),
-            )
-        counts["scored"] += len(batch)
-        bar.update(len(batch))
-        batch.clear()
-
-    with tqdm(total=len(todo), desc="VQA scoring", unit="img", dynamic_ncols=True, disable=not progress) as bar:
-        for row in candidates.iter_rows(columns, batch_size=max(16, batch_size)):
-            if row["item_id"] not in todo:
-                continue
-            question = questions(row["group"])
-            try:
-                image = decode_image(row["image"])
-            except ValueError as error:
-                logger.warning("candidate %s: %s (skipped)", row["item_id"], error)
-                store.write(
-                    WorkItem(row["item_id"], 0, SCORE_SPLIT),
-                    ItemResult(metadata={"status": "unreadable", "error": str(error), "bird": row["bird"],
-                                         "attribute": row["attribute"], "splus": row["value"]}),
-                )
-                counts["unreadable"] += 1
-                bar.update(1)
-                continue
-            batch.append((row, image, question))
-            if len(batch) >= batch_size:
-                flush()
-        flush()
-    if counts["unreadable"]:
-        logger.warning("%d unreadable candidate image(s) skipped", counts["unreadable"])
-    return counts
+    stage = scoring_stage(candidates, scorer, questions, settings=settings or {}, batch_size=batch_size, chunk_size=chunk_size)
+    before = {record.item_id for record in store.records(SCORE_SPLIT)} if store.chunk_states() else set()
+    report = run_stage(stage, out_of_store(store), shard=shard, max_items=max_images, assemble=False, store=store)
+    unreadable = sum(
+        1 for record in store.records(SCORE_SPLIT)
+        if record.item_id not in before and record.metadata.get("status") == "unreadable"
+    ) if report.made else 0
+    if unreadable:
+        logger.warning("%d unreadable candidate image(s) skipped", unreadable)
+    return {"total": report.shard_items, "skipped": report.skipped, "scored": report.made - unreadable, "unreadable": unreadable}
 
 
 def stored_scores(store: ItemStore) -> dict[str, dict[str, Any]]:
@@ -280,6 +312,26 @@ def assemble_filtered(
         grid_png=grid_png,
     )
     return stats
+
+
+def assemble_from_store(store: ItemStore, out_dir: Path, args: dict[str, Any]) -> None:
+    """The engine's assembler: decide on the stored scores and write the filtered dataset."""
+    assemble_filtered(
+        open_candidates(Path(args["candidates"])), store, out_dir,
+        params=FilterParams(**args["params"]), license=args["license"], provenance=args["provenance"],
+    )
+
+
+def assemble_stats(store: ItemStore) -> dict[str, Any]:
+    """The filter statistics of the assembled run (recomputed from the stored scores)."""
+    import json
+
+    args = json.loads(store.location.read(ASSEMBLY_ARGS))["args"]
+    candidates = open_candidates(Path(args["candidates"]))
+    params = FilterParams(**args["params"])
+    scores = stored_scores(store)
+    decision = decide(scored_candidates({i: scores[i] for i in candidates.column("item_id")}), params)
+    return filter_statistics(decision, params)
 
 
 def stats_table(stats: dict[str, Any]) -> str:

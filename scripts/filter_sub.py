@@ -52,16 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--license", default=None, help="dataset license (default: the candidates card's license)")
     parser.add_argument("--num-shards", type=int, default=None)
     parser.add_argument("--shard-index", type=int, default=None)
+    parser.add_argument("--chunk-size", type=int, default=100, help="candidates per store chunk, within one parquet row group (default 100)")
     parser.add_argument("--max-images", type=int, default=None, help="score at most this many new images, then stop")
     parser.add_argument("-v", "--verbose", action="store_true")
     return parser
-
-
-def _wait_for_all_ranks() -> None:
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        from accelerate import PartialState
-
-        PartialState().wait_for_everyone()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -70,12 +64,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     from conceptforge.cub import load_attributes
     from conceptforge.filters.questions import DEFAULT_ANSWER_HINT, QuestionBuilder
     from conceptforge.filters.sub_filter import FilterParams
+    from dataclasses import asdict
+
     from conceptforge.filters.sub_pipeline import (
-        WORK_DIR, FilterRunConfig, assemble_filtered, candidates_license, check_candidate_groups,
-        open_candidates, provenance_for, score_candidates,
+        FilterRunConfig, assemble_stats, candidates_license, check_candidate_groups,
+        open_candidates, provenance_for, scoring_stage,
     )
     from conceptforge.filters.vqa import VQAScorer
-    from conceptforge import ItemStore, resolve_shard
+    from conceptforge import resolve_shard
+    from conceptforge.runner import open_store, run_stage
 
     params = FilterParams(args.keep_fraction, args.min_survivor_fraction, args.min_splus_prob)
     if args.batch_size < 1:
@@ -92,32 +89,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not license:
         raise ConceptforgeError("the candidates card names no license; pass --license (e.g. cc-by-nc-4.0)")
 
+    if args.chunk_size < 1:
+        raise ConceptforgeError(f"--chunk-size must be >= 1, got {args.chunk_size}")
     shard = resolve_shard(args.num_shards, args.shard_index)
     config = FilterRunConfig(args.vqa_model, args.vqa_revision, answer_hint, str(args.candidates.resolve()))
-    store = ItemStore(args.out / WORK_DIR)
-    store.bind_config(config.as_store_config())
-
-    total = candidates.num_rows()
+    store = open_store(str(args.out))
 
     def load_scorer() -> VQAScorer:
         return VQAScorer.from_pretrained(
             args.vqa_model, trust_remote_code=args.trust_remote_code, revision=args.vqa_revision, device=args.device
         )
 
-    counts = score_candidates(candidates, store, load_scorer, questions, shard=shard,
-                              batch_size=args.batch_size, max_images=args.max_images)
-    logger.info("shard %d/%d: %s", shard.shard_index, shard.num_shards, counts)
-    _wait_for_all_ranks()
-    scored = store.count("scores")
-    if scored < total:
-        print(f"scored {scored} of {total} candidates; rerun (all shards done: without --num-shards) to assemble {args.out}")
-        return 0
-    if not shard.is_main:
-        return 0
-    stats = assemble_filtered(
-        candidates, store, args.out, params=params, license=license,
-        provenance=provenance_for(config, params, batch_size=args.batch_size, argv=[Path(sys.argv[0]).name, *(argv or sys.argv[1:])]),
+    provenance = provenance_for(config, params, batch_size=args.batch_size, argv=[Path(sys.argv[0]).name, *(argv or sys.argv[1:])])
+    stage = scoring_stage(
+        candidates, load_scorer, questions, settings=config.as_store_config(), batch_size=args.batch_size,
+        chunk_size=args.chunk_size,
+        assembly_args={"candidates": str(args.candidates.resolve()), "params": asdict(params), "license": license, "provenance": provenance},
     )
+    report = run_stage(stage, str(args.out), shard=shard, max_items=args.max_images, store=store)
+    if report.assembly is None or report.assembly.status != "assembled":
+        scored = report.total_items - report.missing_items
+        print(f"scored {scored} of {report.total_items} candidates; {report.message(str(args.out))}")
+        return 0
+    stats = assemble_stats(store)
     totals = stats["totals"]
     print(
         f"kept {totals['kept']} of {totals['candidates']} images in {totals['pairs_kept']} of {totals['pairs']} pairs "

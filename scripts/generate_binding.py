@@ -3,7 +3,9 @@
 
 Writes one dataset directory per dataset under --out (Hub layout: data/*.parquet, README.md card,
 grid.png). Resumable: rerun the same command after an interruption. Shard with
---num-shards/--shard-index or `accelerate launch`; the last shard to finish assembles.
+--num-shards/--shard-index, Slurm (srun, job arrays), torchrun/accelerate or MPI; the last
+shard to finish assembles (or run `conceptforge assemble OUT/<dataset>`). --out may be an fsspec
+URL such as s3://bucket/binding.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ from typing import Sequence
 
 from conceptforge.generators.binding.compositions import DATASETS
 from conceptforge.generators.binding.dataset import PRESETS, BindingConfig
-from conceptforge.generators.binding.generate import generate_binding
+from conceptforge.generators.binding.generate import CHUNK_SIZE, generate_binding
 from conceptforge.cli import run_cli, setup_logging
 from conceptforge.errors import ConceptforgeError
+from conceptforge.runner import check_output
+from conceptforge.store import join
 from conceptforge.workitems import resolve_shard
 
 logger = logging.getLogger("generate_binding")
@@ -36,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", default="all", help=f"one of {', '.join(DATASETS)} or all")
     parser.add_argument("--preset", default="demo", help=f"one of {', '.join(PRESETS)} (paper = Table 1 sizes)")
-    parser.add_argument("--out", required=True, type=Path, help="output folder (one dataset directory per dataset)")
+    parser.add_argument("--out", required=True, help="output folder or fsspec URL such as s3://bucket/binding (one dataset directory per dataset)")
     parser.add_argument("--seed", type=int, default=0, help="run seed; every image's seed derives from it")
     parser.add_argument("--resolution", default="320x240", help="WIDTHxHEIGHT (default 320x240)")
     parser.add_argument("--samples", type=int, default=16, help="Cycles samples per pixel (default 16; CLEVR used 512)")
@@ -44,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--num-workers", type=int, default=1, help="Blender processes on this machine")
     parser.add_argument("--num-shards", type=int, default=None)
     parser.add_argument("--shard-index", type=int, default=None)
+    parser.add_argument("--chunk-size", type=int, default=CHUNK_SIZE, help=f"scenes per store chunk (default {CHUNK_SIZE}; a kill loses at most one chunk)")
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu", help="Cycles device")
     parser.add_argument("--max-items", type=int, default=None, help=argparse.SUPPRESS)  # interrupt simulation
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -60,24 +65,28 @@ def main(argv: Sequence[str] | None = None) -> int:
                       samples=args.samples, min_pixels=args.min_pixels)
         for name in datasets
     ]  # validated up front: a bad --dataset/--preset fails before anything is written
+    if args.chunk_size < 1:
+        raise ConceptforgeError(f"--chunk-size must be >= 1, got {args.chunk_size}")
     if args.num_workers < 1:
         raise ConceptforgeError(f"--num-workers must be >= 1, got {args.num_workers}")
     from conceptforge.generators.binding.render_blender import require_bpy
 
     require_bpy()  # fail early and clearly when Blender is missing
     shard = resolve_shard(args.num_shards, args.shard_index)
-    finished = []
+    check_output(args.out, run_children=DATASETS)  # refuse a foreign --out before anything is rendered
+    waiting = []
     for config in configs:
-        out_dir = generate_binding(
-            config, args.out / config.dataset, shard=shard, num_workers=args.num_workers,
-            device=args.device, max_items=args.max_items,
+        out_dir = join(args.out, config.dataset)
+        report = generate_binding(
+            config, out_dir, shard=shard, num_workers=args.num_workers,
+            device=args.device, max_items=args.max_items, chunk_size=args.chunk_size,
         )
-        if out_dir is not None:
-            finished.append(out_dir)
-    for out_dir in finished:
-        print(f"{out_dir}: card {out_dir / 'README.md'}  grid {out_dir / 'grid.png'}")
-    if len(finished) < len(configs):
-        print("some datasets wait for other shards; rerun the same command to finish them", file=sys.stderr)
+        if report.assembled:
+            print(f"{out_dir}: card {join(out_dir, 'README.md')}  grid {join(out_dir, 'grid.png')}")
+        else:
+            waiting.append(f"{config.dataset}: {report.message(out_dir)}")
+    for line in waiting:
+        print(line, file=sys.stderr)
     return 0
 
 

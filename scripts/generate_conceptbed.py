@@ -101,12 +101,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     summary = ConceptBedGenerator(spec, options).run()
     if summary["assembled"]:
-        rows = ", ".join(f"{s.name}={s.num_examples}" for s in summary["stats"])
+        rows = ", ".join(f"{name}={count}" for name, count in summary["splits"].items())
         print(f"wrote {args.out} ({rows}); card {args.out / 'README.md'}, grid {args.out / 'grid.png'}")
-    elif summary["missing"] is None:
-        print(f"made {summary['made']} image(s); the main process assembles the dataset")
-    else:
-        print(f"made {summary['made']} image(s); {summary['missing']} item(s) missing; rerun to resume or assemble")
+    print(summary["message"])
     return 0
 
 

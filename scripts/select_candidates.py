@@ -145,17 +145,19 @@ def run_attributes(args: argparse.Namespace) -> int:
         questions(group)  # unknown group -> clear error before any model time
     thresholds = threshold_grid(args.threshold_min, args.threshold_max, args.threshold_step)
     store = ItemStore(args.work or args.spec.with_name(args.spec.name + ".work"))
-    store.bind_config({"stage": "cub-vqa", "vqa_model": args.vqa_model, "vqa_revision": args.vqa_revision,
-                       "answer_hint": answer_hint, "cub_dir": str(args.cub_dir.resolve())})
+    settings = {"stage": "cub-vqa", "vqa_model": args.vqa_model, "vqa_revision": args.vqa_revision,
+                "answer_hint": answer_hint, "cub_dir": str(args.cub_dir.resolve())}
     shard = resolve_shard(args.num_shards, args.shard_index)
     counts = score_cub_groups(
         cub,
         lambda: VQAScorer.from_pretrained(args.vqa_model, trust_remote_code=args.trust_remote_code,
                                           revision=args.vqa_revision, device=args.device),
         questions, store, groups=groups, images_per_class=args.images_per_class, shard=shard, batch_size=args.batch_size,
+        settings=settings,
     )
-    if store.count("cub") < counts["total"]:
-        print(f"scored {store.count('cub')} of {counts['total']} questions; rerun without --num-shards once all shards finish")
+    if counts["missing"]:
+        print(f"scored {counts['total'] - counts['missing']} of {counts['total']} questions; the other shards' questions are "
+              "still missing: run every shard, then rerun this command to select")
         return 0
     answers = [a for a in group_answers(cub, store, ground_truth=args.ground_truth) if a.group in set(groups)]
     table = search_thresholds(answers, cub.vocabulary.groups, thresholds=thresholds, metric=args.metric,

@@ -16,9 +16,9 @@ samples concepts whose artifacts it trained; every step skips what already exist
 from __future__ import annotations
 
 import io
+import itertools
 import logging
-import os
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -52,8 +52,9 @@ from conceptforge.generators.conceptbed.sampling import (
     reference_thumbnails,
 )
 from conceptforge.generators.conceptbed.spec import Concept, ConceptSpec
-from conceptforge.runner import run_work_items
-from conceptforge.store import ItemResult, ItemStore, atomic_write_bytes
+from conceptforge.errors import ConceptforgeError
+from conceptforge.runner import Stage, assemble_run, open_store, plan_chunks, run_stage
+from conceptforge.store import ItemResult, ItemStore, atomic_write_bytes, is_url
 from conceptforge.workitems import ShardSpec, WorkItem, derive_seed
 
 logger = logging.getLogger(__name__)
@@ -171,10 +172,13 @@ class ConceptBedGenerator:
         self.spec = spec
         self.options = options
         self.out = Path(options.out)
+        if is_url(str(options.out)):
+            raise ConceptforgeError("ConceptBed needs a local --out (the learned concept weights are kept in OUT/.work)")
         self.work = self.out / ".work"
-        self.store = ItemStore(self.work)
+        self.store = open_store(self.out)
         self.captions = prepare_captions(spec, options.categoriser, options.max_captions)
         self.items = build_items(spec, options.config, self.captions, num_images=options.num_images)
+        self._concept_of = {item.item_id: concept for concept in spec.concepts for item in self.items[concept.name]}
         self._pipe: Any = None
 
     # -- paths ----------------------------------------------------------------------------------
@@ -236,14 +240,15 @@ class ConceptBedGenerator:
             atomic_write_bytes(directory / f"{index}.png", thumb["bytes"])
         atomic_write_bytes(directory / "done", b"")
 
-    def sample(self, concept: Concept, *, max_items: int | None) -> dict[str, int]:
+    def make_concept_items(self, items: list[WorkItem]) -> list[ItemResult]:
+        """The engine's ``process_batch``: one chunk = one concept's items (learned once)."""
         config = self.options.config
-        items = self.items[concept.name]
-        if all(self.store.is_complete(item) for item in items):
-            return {"total": len(items), "skipped": len(items), "made": 0}
+        concept = self._concept_of[items[0].item_id]
+        self.save_references(concept)
+        self.learn(concept)
+        results = []
         with AppliedArtifact(self.pipe, self.artifact_dir(concept)):
-
-            def make(item: WorkItem) -> ItemResult:
+            for item in items:
                 payload = item.payload
                 image = generate_image(
                     self.pipe,
@@ -264,88 +269,55 @@ class ConceptBedGenerator:
                     "categories": categories,
                     "questions": list(payload.get("questions", [])),
                 }
-                return ItemResult(files={"png": png_bytes(image)}, metadata=metadata)
+                results.append(ItemResult(files={"png": png_bytes(image)}, metadata=metadata))
+        return results
 
-            return run_work_items(items, make, self.store, description=f"{concept.name} images", unit="img", max_items=max_items)
+    def stage(self) -> Stage:
+        """ConceptBed as an engine stage: chunks never span concepts (one learned model each)."""
+        ordered = [item for concept in self.spec.concepts for item in self.items[concept.name]]
+        largest = max((len(items) for items in self.items.values()), default=1)
+        return Stage(
+            name="conceptbed",
+            items=ordered,
+            settings=self.run_settings(),
+            process_batch=self.make_concept_items,
+            assembler="conceptforge.generators.conceptbed.generate:assemble_from_store",
+            assembly_args={
+                "metadata": asdict(self.card_metadata()),
+                "references": str(self.work / "references"),
+                "max_shard_size": self.options.max_shard_size,
+            },
+            chunk_size=max(1, largest),  # one concept per chunk: no concept is learned twice
+            group=lambda item: self._concept_of[item.item_id].name,
+            description="ConceptBed images",
+            unit="img",
+        )
 
     def run(self) -> dict[str, Any]:
-        self.store.bind_config(self.run_settings())
-        mine = [c for c in self.spec.concepts]
-        mine = [mine[i] for i in range(self.options.shard.shard_index, len(mine), self.options.shard.num_shards)]
-        budget = self.options.max_items
-        made = 0
-        for concept in mine:
-            self.save_references(concept)
-            self.learn(concept)
-            counts = self.sample(concept, max_items=None if budget is None else max(budget - made, 0))
-            made += counts["made"]
-            if budget is not None and made >= budget:
-                break
-        summary: dict[str, Any] = {"concepts": len(mine), "made": made, "missing": None, "assembled": False}
-        if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-            # under `accelerate launch`: wait for every rank, then only the main one assembles
-            from accelerate import PartialState
-
-            state = PartialState()
-            state.wait_for_everyone()
-            if not state.is_main_process:
-                return summary
-        missing = self.missing_items()
-        summary["missing"] = missing
-        if missing:
-            logger.info("%d item(s) still missing (other shards or an interrupted run); not assembling yet", missing)
-        elif self.options.assemble:
-            summary["stats"] = self.assemble()
-            summary["assembled"] = True
-        return summary
+        report = run_stage(
+            self.stage(), str(self.out), shard=self.options.shard, max_items=self.options.max_items,
+            assemble=self.options.assemble, store=self.store,
+        )
+        self.report = report
+        return {
+            "concepts": len(self.spec.concepts),
+            "made": report.made,
+            "missing": report.missing_items,
+            "assembled": report.assembled,
+            "splits": {split: sum(1 for items in self.items.values() for i in items if i.split == split) for split in SPLITS},
+            "message": report.message(str(self.out)),
+        }
 
     def missing_items(self) -> int:
-        return sum(not self.store.is_complete(item) for items in self.items.values() for item in items)
+        done = self.store.chunk_states()
+        return sum(
+            len(chunk.items) for chunk in plan_chunks(self.stage().items, self.stage().chunk_size, self.stage().group)
+            if chunk.index not in done
+        )
 
-    # -- assembly -------------------------------------------------------------------------------
-    def _references(self, concept: str) -> list[dict[str, Any]]:
-        directory = self.work / "references" / concept
-        return [{"bytes": p.read_bytes(), "path": None} for p in sorted(directory.glob("*.png"))]
-
-    def rows(self, split: str) -> Iterator[dict[str, Any]]:
-        references: dict[str, list[dict[str, Any]]] = {}
-        for record in self.store.records(split):
-            meta = record.metadata
-            if meta["concept"] not in references:
-                references = {meta["concept"]: self._references(meta["concept"])}
-            yield {
-                "image": {"bytes": record.read_file("png"), "path": None},
-                "item_id": record.item_id,
-                "concept": meta["concept"],
-                "concept_kind": meta["concept_kind"],
-                "learner": meta["learner"],
-                "prompt": meta["prompt"],
-                "caption": meta.get("caption", ""),
-                "category": meta.get("category", ""),
-                "categories": meta.get("categories", []),
-                "questions": meta.get("questions", []),
-                "reference_images": references[meta["concept"]],
-                "seed": int(meta["seed"]),
-            }
-
-    def grid_png(self) -> bytes | None:
-        """Up to 8 concept images (first of each concept, then more) and 4 composition images."""
-        concept_records = list(self.store.records("concept"))
-        firsts = {}
-        for record in concept_records:
-            firsts.setdefault(record.metadata["concept"], record)
-        chosen = list(firsts.values())[:8]
-        chosen += [r for r in concept_records if r not in chosen][: 8 - len(chosen)]
-        chosen += list(self.store.records("composition"))[:4]
-        samples = []
-        for record in chosen:
-            with Image.open(io.BytesIO(record.read_file("png"))) as image:
-                samples.append((image.convert("RGB"), record.metadata["prompt"]))
-        return grid_png(samples, thumb_width=192)
-
-    def assemble(self) -> list[Any]:
+    def card_metadata(self) -> DatasetMetadata:
         config = self.options.config
-        metadata = DatasetMetadata(
+        return DatasetMetadata(
             pretty_name=f"ConceptBed generated images ({config.learner})",
             license=self.options.license,
             summary=(
@@ -369,12 +341,64 @@ class ConceptBedGenerator:
                 extra={"concepts": [c.name for c in self.spec.concepts]},
             ),
         )
-        grid = self.grid_png()
-        return assemble_dataset_dir(
-            self.out,
-            splits={split: (lambda s=split: self.rows(s)) for split in SPLITS},
-            features=FEATURES,
-            render_card=lambda stats: render_card(metadata, FEATURES, stats, has_grid=grid is not None),
-            grid_png=grid,
-            max_shard_size=self.options.max_shard_size,
-        )
+
+    def assemble(self) -> Any:
+        """Assemble now (idempotent; exactly once across processes)."""
+        return assemble_run(str(self.out), store=self.store)
+
+
+def _references(directory: Path, concept: str) -> list[dict[str, Any]]:
+    return [{"bytes": p.read_bytes(), "path": None} for p in sorted((directory / concept).glob("*.png"))]
+
+
+def _rows(store: ItemStore, split: str, references_dir: Path) -> Iterator[dict[str, Any]]:
+    references: dict[str, list[dict[str, Any]]] = {}
+    for record in store.records(split):
+        meta = record.metadata
+        if meta["concept"] not in references:
+            references = {meta["concept"]: _references(references_dir, meta["concept"])}
+        yield {
+            "image": {"bytes": record.read_file("png"), "path": None},
+            "item_id": record.item_id,
+            "concept": meta["concept"],
+            "concept_kind": meta["concept_kind"],
+            "learner": meta["learner"],
+            "prompt": meta["prompt"],
+            "caption": meta.get("caption", ""),
+            "category": meta.get("category", ""),
+            "categories": meta.get("categories", []),
+            "questions": meta.get("questions", []),
+            "reference_images": references[meta["concept"]],
+            "seed": int(meta["seed"]),
+        }
+
+
+def _grid_png(store: ItemStore) -> bytes | None:
+    """Up to 8 concept images (first of each concept, then more) and 4 composition images."""
+    concept_records = list(itertools.islice(store.records("concept"), 64))
+    firsts = {}
+    for record in concept_records:
+        firsts.setdefault(record.metadata["concept"], record)
+    chosen = list(firsts.values())[:8]
+    chosen += [r for r in concept_records if all(r is not c for c in chosen)][: 8 - len(chosen)]
+    chosen += list(itertools.islice(store.records("composition"), 4))
+    samples = []
+    for record in chosen:
+        with Image.open(io.BytesIO(record.read_file("png"))) as image:
+            samples.append((image.convert("RGB"), record.metadata["prompt"]))
+    return grid_png(samples, thumb_width=192)
+
+
+def assemble_from_store(store: ItemStore, out_dir: Path, args: dict[str, Any]) -> None:
+    """The engine's assembler: the two splits, card and grid from a complete store."""
+    metadata = DatasetMetadata(**args["metadata"])
+    references = Path(args["references"])
+    grid = _grid_png(store)
+    assemble_dataset_dir(
+        out_dir,
+        splits={split: (lambda s=split: _rows(store, s, references)) for split in SPLITS},
+        features=FEATURES,
+        render_card=lambda stats: render_card(metadata, FEATURES, stats, has_grid=grid is not None),
+        grid_png=grid,
+        max_shard_size=args["max_shard_size"],
+    )

@@ -18,9 +18,10 @@ from conceptforge.generators.sub.flux_tdg import (
     DEFAULT_RESOLUTION,
     DEFAULT_STEPS,
 )
-from conceptforge.generators.sub.generate import FLUX_DEV_DEFAULT_LICENSE, GenerationSettings, generate
+from conceptforge.generators.sub.generate import CHUNK_SIZE, FLUX_DEV_DEFAULT_LICENSE, GenerationSettings, generate
 from conceptforge.generators.sub.spec import PairPlan, load_spec, plan_pairs, plan_reference_selection, read_candidate_spec
 from conceptforge.generators.sub.tdg import TDGParams
+from conceptforge.runner import check_output
 from conceptforge.workitems import resolve_shard
 
 logger = logging.getLogger("conceptforge.sub")
@@ -32,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=DESCRIPTION)
     p.add_argument("--mode", choices=["tdg", "prompt-only"], default="tdg", help="TDG (default) or the prompt-only baseline (Fig. 4)")
     p.add_argument("--cub-dir", required=True, help="local CUB_200_2011 directory (classes, attributes, class-level labels)")
-    p.add_argument("--out", required=True, help="output dataset directory (item store in OUT/.work)")
+    p.add_argument("--out", required=True, help="output dataset directory or fsspec URL (item store in OUT/.work)")
     what = p.add_argument_group("what to generate")
     what.add_argument("--candidate-spec", help="JSON {birds: [...], attributes: [...]}: the full grid birds x attributes")
     what.add_argument("--reference-selection", action="store_true", help="prompt-only images of CUB classes with the plain bird prompt")
@@ -60,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--save-guidance", action="store_true", help="also keep the G image in the item store")
     run = p.add_argument_group("run")
     run.add_argument("--license", default=None, help=f"dataset license (default {FLUX_DEV_DEFAULT_LICENSE} for {DEFAULT_MODEL}; required otherwise)")
+    run.add_argument("--chunk-size", type=int, default=CHUNK_SIZE, help=f"images per store chunk (default {CHUNK_SIZE}; a kill loses at most one chunk)")
     run.add_argument("--num-shards", type=int, default=None)
     run.add_argument("--shard-index", type=int, default=None)
     run.add_argument("--max-items", type=int, default=None, help="stop after this many new images (resume later)")
@@ -187,10 +189,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         seed=args.seed,
         dtype=resolve_dtype_name(args.dtype, args.device),
     )
+    if args.chunk_size < 1:
+        raise ConceptforgeError(f"--chunk-size must be >= 1, got {args.chunk_size}")
     shard = resolve_shard(args.num_shards, args.shard_index)
-    explicit_shards = (args.num_shards or 1) > 1
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    common = dict(
+    check_output(args.out)  # a foreign folder is refused before any model loads
+    summary = generate(
         out=args.out,
         plan=plan,
         images_per_pair=args.images_per_pair,
@@ -198,38 +201,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         license=license,
         reference_selection=args.reference_selection,
         extra_config=plan_info,
-    )
-    # One process writes the dataset: the only one, or rank 0 of an accelerate world after all
-    # ranks are done. Explicit --num-shards processes never do (they finish in any order); a
-    # rerun without them assembles.
-    summary = generate(
-        **common,
         shard=shard,
         device=args.device,
         offload=args.offload,
         save_guidance=args.save_guidance,
         max_items=args.max_items,
-        assemble_when_complete=not explicit_shards and world <= 1,
+        chunk_size=args.chunk_size,
     )
-    if world > 1 and not explicit_shards:
-        _barrier()
-        if shard.shard_index == 0:
-            summary = generate(**common, max_items=0)
-    if summary.assembled:
-        print(f"wrote {summary.items} images ({summary.pairs} pairs) to {Path(args.out)} (card README.md, grid.png)")
+    if summary.report.assembly is not None and summary.report.assembly.status == "assembled":
+        print(f"wrote {summary.items} images ({summary.pairs} pairs) to {args.out} (card README.md, grid.png)")
     else:
-        print(
-            f"shard {shard.shard_index}/{shard.num_shards}: made {summary.made}, already there {summary.skipped}; "
-            f"{Path(args.out)} is written once every item exists (rerun without --num-shards/--shard-index)"
-        )
+        print(summary.report.message(str(args.out)))
     return 0
-
-
-def _barrier() -> None:
-    """Under ``accelerate launch``, wait for every rank before rank 0 assembles."""
-    try:
-        from accelerate import PartialState
-
-        PartialState().wait_for_everyone()
-    except Exception:  # pragma: no cover - no process group: rank 0 assembles only if complete
-        logger.debug("no barrier available", exc_info=True)

@@ -3,7 +3,7 @@
 One work item = (bird, substitution, image index); its seed is derived from exactly that
 identity and the run seed, so the TDG image and its prompt-only baseline of the same item start
 from the same noise, and a rerun, a resume or any sharding gives the same pixels. The heavy part
-(one FLUX generation per item) runs through the foundation's ``run_work_items``; assembly writes
+(one FLUX generation per item) runs through the run engine (:mod:`conceptforge.runner`); assembly writes
 the "SUB candidates" schema (docs/schemas.md) with a card and a sample grid.
 """
 
@@ -21,8 +21,8 @@ from datasets import Features, Image as ImageFeature, Value
 from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
 from conceptforge.cards.grid import grid_png, png_bytes
 from conceptforge.errors import ConceptforgeError
-from conceptforge.runner import run_work_items
-from conceptforge.store import ItemResult, ItemStore
+from conceptforge.runner import WORK_DIR, RunReport, Stage, run_stage
+from conceptforge.store import ItemResult, ItemStore, join
 from conceptforge.cub import display_name
 from conceptforge.generators.sub.flux_tdg import (
     DEFAULT_GUIDANCE,
@@ -40,6 +40,7 @@ logger = logging.getLogger(__name__)
 
 SPLIT = "candidates"
 STORE_DIR = ".work"
+CHUNK_SIZE = 8  # FLUX images per store chunk: a kill loses at most one chunk
 MODES = ("tdg", "prompt-only")
 #: The published SUB's license; the documented default for images made with FLUX.1-dev, whose
 #: weights are under the FLUX.1 [dev] Non-Commercial License (CUB itself is for research use).
@@ -249,27 +250,33 @@ def _grid(records: Sequence, max_tiles: int = 12) -> bytes | None:
     return grid_png(samples, thumb_width=256)
 
 
-def assemble(
-    out_dir: Path,
-    store: ItemStore,
-    items: Sequence[WorkItem],
-    *,
-    metadata: DatasetMetadata,
-) -> int:
-    """Write ``out_dir`` (Hub layout) from the store's records of ``items``, in item-id order."""
-    wanted = {item.item_id for item in items}
-    records = [r for r in store.records(SPLIT) if r.item_id in wanted]
-    missing = len(wanted) - len(records)
-    if missing:
-        raise ConceptforgeError(f"{missing} of {len(wanted)} items are not generated yet; finish all shards first")
+def assemble_from_store(store: ItemStore, out_dir: Path, args: dict[str, Any]) -> None:
+    """Write the dataset directory (Hub layout) into ``out_dir`` from a complete store.
+
+    Called by the engine exactly once per run (or by ``conceptforge assemble OUT``); ``args``
+    holds the card metadata, recorded in the store when the run started.
+    """
+    metadata = DatasetMetadata(**args["metadata"])
+    first = next(store.records(SPLIT), None)
+    if first is not None and first.metadata.get("model_revision"):  # the revision the model resolved to
+        metadata.provenance = {**metadata.provenance, "model_revision": first.metadata["model_revision"]}
     assemble_dataset_dir(
         out_dir,
-        splits={SPLIT: lambda: (_row(r) for r in records)},
+        splits={SPLIT: lambda: (_row(r) for r in store.records(SPLIT))},
         features=FEATURES,
         render_card=lambda stats: render_card(metadata, FEATURES, stats),
-        grid_png=_grid(records),
+        grid_png=_grid(list(_grid_records(store))),
     )
-    return len(records)
+
+
+def _grid_records(store: ItemStore):
+    """The first image of every pair, without keeping every image in memory."""
+    seen = set()
+    for record in store.records(SPLIT):
+        key = (record.metadata["bird"], record.metadata["attribute"])
+        if key not in seen:
+            seen.add(key)
+            yield record
 
 
 def card_metadata(
@@ -330,9 +337,10 @@ class RunSummary:
     made: int
     skipped: int
     assembled: bool
-    out_dir: Path
-    store_dir: Path
+    out_dir: str
+    store_dir: str
     counts: dict[str, int] = field(default_factory=dict)
+    report: RunReport | None = None
 
 
 def generate(
@@ -351,12 +359,14 @@ def generate(
     assemble_when_complete: bool = True,
     reference_selection: bool = False,
     extra_config: dict[str, Any] | None = None,
+    chunk_size: int = CHUNK_SIZE,
 ) -> RunSummary:
-    """Generate this shard's items of ``plan`` into ``out/.work`` and, when every item exists and
-    ``assemble_when_complete``, write ``out`` as a dataset directory.
+    """Generate this shard's items of ``plan`` into ``out/.work`` (a local folder or an fsspec
+    URL); the run engine assembles ``out`` once every item exists.
 
     ``generator`` reuses an already loaded :class:`TDGFlux`; otherwise ``settings.model`` is
-    loaded (on ``device``, with ``offload``) only if this shard has something left to make.
+    loaded (on ``device``, with ``offload``) only when this shard has something left to make, so
+    a failed load leaves nothing that blocks the corrected rerun.
     """
     if not plan.pairs:
         raise ConceptforgeError("the plan has no pairs to generate (all dropped or filtered out)")
@@ -364,51 +374,59 @@ def generate(
         raise ConceptforgeError("--reference-selection generates plain bird prompts: use --mode prompt-only")
     if not license or not license.strip():  # checked before hours of generation, not at assembly
         raise ConceptforgeError("a dataset license is required (--license), e.g. cc-by-nc-4.0")
-    out_dir = Path(out)
-    store = ItemStore(out_dir / STORE_DIR)
-    store.bind_config({**settings.to_config(), **(extra_config or {})})
     items = build_work_items(plan, images_per_pair=images_per_pair, run_seed=settings.seed)
-    mine = items[shard.shard_index :: shard.num_shards]
-    pending = [item for item in mine if not store.is_complete(item)]
-    counts = {"total": len(mine), "skipped": len(mine) - len(pending), "made": 0}
-    revision = generator.model_revision if generator else ""
-    if pending and (max_items is None or max_items > 0):
-        if generator is None:
-            dtype = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}.get(settings.dtype)
-            import torch
+    loaded: dict[str, Any] = {}
 
-            generator = TDGFlux.from_pretrained(
-                settings.model,
-                revision=settings.revision,
-                device=device,
-                dtype=getattr(torch, dtype) if dtype else None,
-                offload=offload,
-                max_sequence_length=settings.max_sequence_length,
-            )
-        revision = generator.model_revision
-        make = make_item_function(generator, settings, save_guidance=save_guidance)
-        counts = run_work_items(items, make, store, shard=shard, description="SUB images", unit="img", max_items=max_items)
-    complete = all(store.is_complete(item) for item in items)
-    assembled = False
-    if complete and assemble_when_complete:
-        records_revision = next((r.metadata.get("model_revision", "") for r in store.records(SPLIT)), revision)
-        metadata = card_metadata(
-            license=license,
-            settings=settings,
-            plan=plan,
-            images_per_pair=images_per_pair,
-            model_revision=records_revision or revision,
-            reference_selection=reference_selection,
-        )
-        assemble(out_dir, store, items, metadata=metadata)
-        assembled = True
+    def prepare() -> None:
+        if "make" not in loaded:
+            model = generator
+            if model is None:
+                dtype = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}.get(settings.dtype)
+                import torch
+
+                model = TDGFlux.from_pretrained(
+                    settings.model,
+                    revision=settings.revision,
+                    device=device,
+                    dtype=getattr(torch, dtype) if dtype else None,
+                    offload=offload,
+                    max_sequence_length=settings.max_sequence_length,
+                )
+            loaded["make"] = make_item_function(model, settings, save_guidance=save_guidance)
+
+    def make(item: WorkItem) -> ItemResult:
+        prepare()
+        return loaded["make"](item)
+
+    metadata = card_metadata(
+        license=license,
+        settings=settings,
+        plan=plan,
+        images_per_pair=images_per_pair,
+        model_revision=settings.revision or "",
+        reference_selection=reference_selection,
+    )
+    stage = Stage(
+        name="sub/candidates",
+        items=items,
+        settings={**settings.to_config(), **(extra_config or {})},
+        make_item=make,
+        prepare=prepare,
+        assembler="conceptforge.generators.sub.generate:assemble_from_store",
+        assembly_args={"metadata": asdict(metadata)},
+        chunk_size=chunk_size,
+        description="SUB images",
+        unit="img",
+    )
+    report = run_stage(stage, str(out), shard=shard, max_items=max_items, assemble=assemble_when_complete)
     return RunSummary(
         pairs=len(plan.pairs),
         items=len(items),
-        made=counts["made"],
-        skipped=counts["skipped"],
-        assembled=assembled,
-        out_dir=out_dir,
-        store_dir=store.root,
-        counts=counts,
+        made=report.made,
+        skipped=report.skipped,
+        assembled=report.assembled,
+        out_dir=str(out),
+        store_dir=join(out, WORK_DIR),
+        counts=report.as_counts(),
+        report=report,
     )

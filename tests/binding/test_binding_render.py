@@ -74,13 +74,13 @@ def test_killed_run_resumes_to_identical_dataset(demo_dir, tmp_path):
         [sys.executable, str(REPO_ROOT / "scripts" / "generate_binding.py"), "--dataset", "two-object", "--out", str(tmp_path), *SMALL],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
-    items = tmp_path / "two-object" / ".work" / "items" / "train"
+    chunks = tmp_path / "two-object" / ".work" / "chunks"
     deadline = time.time() + 300
-    while time.time() < deadline and len(list(items.glob("*.json"))) < 2:
+    while time.time() < deadline and len(list(chunks.glob("*.done"))) < 1:
         time.sleep(0.05)
-    process.send_signal(signal.SIGKILL)
+    process.send_signal(signal.SIGKILL)  # inside the second chunk of 4 scenes
     process.wait()
-    assert 2 <= len(list(items.glob("*.json"))) < 8
+    assert len(list(chunks.glob("*.done"))) == 1
     assert not (tmp_path / "two-object" / "README.md").exists()  # nothing looks complete
     run_script("--dataset", "two-object", "--out", str(tmp_path), *SMALL)
     assert _data_bytes(tmp_path / "two-object") == _data_bytes(demo_dir / "two-object")
@@ -88,7 +88,7 @@ def test_killed_run_resumes_to_identical_dataset(demo_dir, tmp_path):
 
 def test_shards_assemble_the_same_dataset(demo_dir, tmp_path):
     first = run_script("--dataset", "single-object", "--out", str(tmp_path), "--num-shards", "2", "--shard-index", "0", *SMALL)
-    assert "wait for other shards" in first.stderr
+    assert "still missing, in shard(s) 1 of 2" in first.stderr and "conceptforge assemble" in first.stderr
     assert not (tmp_path / "single-object" / "README.md").exists()
     run_script("--dataset", "single-object", "--out", str(tmp_path), "--num-shards", "2", "--shard-index", "1", *SMALL)
     assert _data_bytes(tmp_path / "single-object") == _data_bytes(demo_dir / "single-object")
@@ -113,7 +113,8 @@ def test_worker_processes_give_the_same_dataset(demo_dir, tmp_path):
 
 
 def test_resume_with_other_settings_is_refused(demo_dir, tmp_path):
-    run_script("--dataset", "single-object", "--out", str(tmp_path), "--max-items", "1", *SMALL)
+    # settings are fixed once the first chunk (4 scenes) is written
+    run_script("--dataset", "single-object", "--out", str(tmp_path), "--max-items", "4", *SMALL)
     result = run_script("--dataset", "single-object", "--out", str(tmp_path), "--resolution", "80x60", "--samples", "2", check=False)
     assert result.returncode == 2
     assert "other settings" in result.stderr and "height" in result.stderr
@@ -185,3 +186,69 @@ print(json.dumps(max(errors)))
                             env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert float(result.stdout.strip().splitlines()[-1]) < 0.01
+
+
+def test_s3_output_is_byte_identical_to_local(demo_dir, s3_server):
+    """`--out s3://bucket/x` on a real S3-compatible server (moto, 127.0.0.1): same parquet bytes."""
+    s3_server.make_bucket("binding")
+    result = run_script("--dataset", "single-object", "--out", "s3://binding/demo", *SMALL)
+    assert "s3://binding/demo/single-object: card" in result.stdout
+    fs = s3_server.filesystem()
+    local = sorted((demo_dir / "single-object" / "data").glob("*.parquet"))
+    remote = sorted(f for f in fs.find("binding/demo/single-object/data") if f.endswith(".parquet"))
+    assert [f.rsplit("/", 1)[-1] for f in remote] == [p.name for p in local]
+    assert [fs.cat_file(f) for f in remote] == [p.read_bytes() for p in local]
+    assert fs.cat_file("binding/demo/single-object/README.md") == (demo_dir / "single-object" / "README.md").read_bytes()
+
+
+def test_foreign_out_folder_is_refused_untouched(tmp_path):
+    from tests.foreign_out import assert_refused_untouched, make_foreign_folder
+
+    before = make_foreign_folder(tmp_path)
+    result = run_script("--dataset", "single-object", "--out", str(tmp_path), *SMALL, check=False)
+    assert_refused_untouched(tmp_path, before, result.returncode, result.stderr)
+
+
+def _children(pid: int) -> set[int]:
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.add(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
+def test_worker_processes_die_with_their_parent(tmp_path):
+    """Issue 20.4: kill -9 of the parent leaves no Blender worker running."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    parent = subprocess.Popen(
+        [sys.executable, str(REPO_ROOT / "scripts" / "generate_binding.py"), "--dataset", "two-object", "--out", str(tmp_path),
+         "--num-workers", "2", "--resolution", "64x48", "--samples", "64"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    deadline = time.time() + 120
+    workers: set[int] = set()
+    while time.time() < deadline and len(workers) < 2:
+        workers = _children(parent.pid)
+        time.sleep(0.2)
+    assert len(workers) >= 2, "the pool did not start"
+    time.sleep(2)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.time() + 15
+    while time.time() < deadline and any(_alive(pid) for pid in workers):
+        time.sleep(0.2)
+    assert not [pid for pid in workers if _alive(pid)]

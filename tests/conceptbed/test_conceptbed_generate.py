@@ -145,3 +145,14 @@ def test_cli_bad_input_subprocess(tmp_path, datasets_root, write_spec):
     result = _script("--learner", "dreambooth", "--concepts", str(bad), "--out", str(tmp_path / "x"), cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1].startswith("error: unknown ConceptBed concept 'not_a_concept'")
+
+
+def test_foreign_out_folder_is_refused_untouched(tmp_path, tiny_sd, datasets_root, write_spec):
+    from tests.foreign_out import assert_refused_untouched, make_foreign_folder
+
+    spec = write_spec(tmp_path, datasets_root, ["beagle"])
+    out = tmp_path / "mine"
+    before = make_foreign_folder(out)
+    result = _script("--learner", "textual-inversion", "--concepts", str(spec), "--out", str(out), "--model-id", str(tiny_sd),
+                     "--steps", "1", "--num-images", "1", "--num-inference-steps", "1", "--resolution", "32", cwd=tmp_path)
+    assert_refused_untouched(out, before, result.returncode, result.stderr)

@@ -54,9 +54,9 @@ def _make(item: WorkItem) -> ItemResult:
 def test_run_resumes_without_duplicates(tmp_path):
     items = [WorkItem(f"i{n:03d}", derive_seed(0, n), "train") for n in range(6)]
     store = ItemStore(tmp_path)
-    first = run_work_items(items, _make, store, max_items=2)
+    first = run_work_items(items, _make, store, max_items=2, chunk_size=2)
     assert first["made"] == 2
-    second = run_work_items(items, _make, store)
+    second = run_work_items(items, _make, store, chunk_size=2)
     assert second == {"total": 6, "skipped": 2, "made": 4}
     records = list(store.records("train"))
     assert [r.item_id for r in records] == [i.item_id for i in items]
@@ -66,6 +66,10 @@ def test_run_resumes_without_duplicates(tmp_path):
 def test_bind_config_refuses_other_settings(tmp_path):
     store = ItemStore(tmp_path)
     store.bind_config({"a": 1, "b": [1, 2]})
+    store.bind_config({"a": 2})  # nothing written yet: nothing is fixed
+    store.bind_config({"a": 1, "b": [1, 2]})
+    item = WorkItem("i000", 0, "train")
+    store.write_chunk(0, [(item, _make(item))])  # the first chunk fixes the settings
     store.bind_config({"b": [1, 2], "a": 1})
     with pytest.raises(ConceptforgeError, match="differs in: a"):
         store.bind_config({"a": 2, "b": [1, 2]})

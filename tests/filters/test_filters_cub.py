@@ -37,9 +37,9 @@ def test_group_answers_join_class_level_truth(mini_cub, tmp_path):
     store = ItemStore(tmp_path / "work")
     image = cub.images[0]  # class 1: attribute columns j with j % 3 == 0 are present
     options = ["curved_(up_or_down)", "dagger", "needle", "Other"]
-    store.write(WorkItem(f"{image.image_id:06d}__has_bill_shape", 0, "cub"), ItemResult(metadata={
+    store.write_chunk(0, [(WorkItem(f"{image.image_id:06d}__has_bill_shape", 0, "cub"), ItemResult(metadata={
         "status": "ok", "group": "has_bill_shape", "image_id": image.image_id, "options": options,
-        "probs": [0.7, 0.1, 0.1, 0.1], "raw_mass": 0.9}))
+        "probs": [0.7, 0.1, 0.1, 0.1], "raw_mass": 0.9}))])
     [answer] = group_answers(cub, store, ground_truth="class")
     assert answer.answer == "curved_(up_or_down)" and answer.answer_prob == pytest.approx(0.7)
     assert answer.present == frozenset({"curved_(up_or_down)"})  # column 0 only, within the group

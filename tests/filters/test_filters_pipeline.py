@@ -70,11 +70,12 @@ def test_scores_are_cached_and_resume_does_not_rescore(tiny_scorer, mini_cub, ca
     import conceptforge.filters.sub_pipeline as pipeline
 
     monkeypatch.setattr(pipeline, "VQAScorer", CountingScorer)  # isinstance check in score_candidates
-    first = score_candidates(candidates, store, counting, questions, shard=ShardSpec(2, 0), batch_size=4, progress=False)
+    # chunks of 5 candidates: shard 0 of 2 scores chunks 0, 2, 4
+    first = score_candidates(candidates, store, counting, questions, shard=ShardSpec(2, 0), batch_size=4, progress=False, chunk_size=5)
     assert first == {"total": 15, "skipped": 0, "scored": 14, "unreadable": 1}
-    second = score_candidates(candidates, store, counting, questions, shard=ShardSpec(2, 1), batch_size=4, progress=False)
+    second = score_candidates(candidates, store, counting, questions, shard=ShardSpec(2, 1), batch_size=4, progress=False, chunk_size=5)
     assert second["scored"] == 15 and counting.images == 29
-    again = score_candidates(candidates, store, counting, questions, batch_size=4, progress=False)
+    again = score_candidates(candidates, store, counting, questions, batch_size=4, progress=False, chunk_size=5)
     assert again == {"total": 30, "skipped": 30, "scored": 0, "unreadable": 0} and counting.images == 29
 
     stats = assemble_filtered(candidates, store, tmp_path / "out", params=FilterParams(keep_fraction=0.3),
@@ -105,15 +106,18 @@ def test_script_end_to_end_with_resume(tiny_vlm, tiny_scorer, mini_cub, candidat
     cmd = [sys.executable, str(REPO / "scripts" / "filter_sub.py"), "--candidates", str(cand_dir), "--out", str(out),
            "--cub-dir", str(mini_cub), "--vqa-model", str(tiny_vlm), "--keep-fraction", "0.5", "--batch-size", "3",
            "--device", "cpu"]
+    cmd += ["--chunk-size", "2"]
+    # stopped after 5 images: two chunks of 2 are kept, the third (cut short) is not
     partial = subprocess.run(cmd + ["--max-images", "5"], env=env, capture_output=True, text=True, timeout=300)
     assert partial.returncode == 0, partial.stderr
-    assert "scored 5 of 12 candidates" in partial.stdout and not (out / "README.md").exists()
-    before = {p.name: p.stat().st_mtime_ns for p in (out / WORK_DIR / "items" / "scores").glob("*.json")}
+    assert "scored 4 of 12 candidates" in partial.stdout and not (out / "README.md").exists()
+    chunks = out / WORK_DIR / "chunks"
+    before = {p.name: p.stat().st_mtime_ns for p in chunks.glob("*.parquet")}
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert "resuming: 5 of 12 candidates already scored" in done.stderr
-    after = {p.name: p.stat().st_mtime_ns for p in (out / WORK_DIR / "items" / "scores").glob("*.json")}
-    assert all(after[name] == mtime for name, mtime in before.items()) and len(after) == 12
+    assert "resuming: 4 of 12 items of this shard already done" in done.stderr
+    after = {p.name: p.stat().st_mtime_ns for p in chunks.glob("*.parquet")}
+    assert len(before) == 2 and all(after[name] == mtime for name, mtime in before.items()) and len(after) == 6
     assert "kept 4 of 12 images in 2 of 3 pairs" in done.stdout
     ds = load_dataset(str(out), split="test")
     assert ds.num_rows == 4 and set(ds.column_names) >= {"vqa_probs", "vqa_raw_mass", "rank", "removed_attribute"}
@@ -148,3 +152,41 @@ def test_bad_input_is_one_clear_line(case, mini_cub, candidates_factory, tmp_pat
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and expected in err and "\n" not in err
     assert not (tmp_path / "out" / "README.md").exists()
+
+
+def test_four_filter_shards_each_read_about_a_quarter_of_the_images(tiny_scorer, mini_cub, candidates_factory, monkeypatch, tmp_path):
+    """A shard reads only the parquet row groups of its own chunks (bytes counted at the file)."""
+    import conceptforge.cards.dataset_dir as dataset_dir
+
+    pairs = _pairs_the_model_accepts(tiny_scorer, mini_cub)
+    pairs.append(("Gray_Catbird", pairs[0][1]))
+    monkeypatch.setattr(dataset_dir, "ROW_GROUP_SIZE", 10)  # 40 candidates in 4 row groups
+    cand_dir = candidates_factory(pairs=pairs, per_pair=10)
+    full = open_candidates(cand_dir)
+    assert [rows for *_, rows in full.row_groups()] == [10, 10, 10, 10]
+    for file_index, rg, _ in full.row_groups():
+        full.read_row_group(file_index, rg, ["item_id", "image", "group", "value", "attribute", "bird"])
+    everything = full.bytes_read[0]
+    questions = QuestionBuilder(load_attributes(mini_cub).groups)
+    store = ItemStore(tmp_path / "out" / WORK_DIR)
+    shares = []
+    for index in range(4):
+        candidates = open_candidates(cand_dir)
+        counts = score_candidates(candidates, store, tiny_scorer, questions, shard=ShardSpec(4, index), batch_size=10, progress=False)
+        assert counts["total"] == 10 and counts["scored"] == 10
+        shares.append(candidates.bytes_read[0] / everything)
+    print("filter shard byte shares:", [round(s, 3) for s in shares])
+    assert all(0.2 <= share <= 0.35 for share in shares), shares  # ~1/4 each, never the whole set
+    assert store.count("scores") == 40
+
+
+def test_foreign_out_folder_is_refused_untouched(tiny_vlm, mini_cub, candidates_factory, tmp_path, capsys):
+    from conceptforge.cli import run_cli
+    from tests.foreign_out import assert_refused_untouched, make_foreign_folder
+
+    script = _load_script("filter_sub")
+    out = tmp_path / "mine"
+    before = make_foreign_folder(out)
+    code = run_cli(script.main, ["--candidates", str(candidates_factory(per_pair=1)), "--out", str(out), "--cub-dir", str(mini_cub),
+                                 "--vqa-model", str(tiny_vlm), "--device", "cpu"])
+    assert_refused_untouched(out, before, code, capsys.readouterr().err)

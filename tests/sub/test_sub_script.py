@@ -59,27 +59,34 @@ def test_generate_resume_and_shards_give_identical_datasets(tmp_path, mini_cub, 
     card = (clean / "README.md").read_text()
     assert "license: cc-by-nc-4.0" in card and "SUB candidates" in card and (clean / "grid.png").exists()
 
-    # Interrupted after 3 images, then resumed: byte-identical to the clean run.
+    # Interrupted after 3 images (chunks of 2: one chunk kept, one cut short), then resumed:
+    # byte-identical to the clean run.
     resumed = tmp_path / "resumed"
-    assert main(_args(resumed, mini_cub, tiny_flux_dir, candidate_spec, "--max-items", "3")) == 0
+    assert main(_args(resumed, mini_cub, tiny_flux_dir, candidate_spec, "--max-items", "3", "--chunk-size", "2")) == 0
     assert not (resumed / "README.md").exists()  # incomplete runs never look complete
-    assert main(_args(resumed, mini_cub, tiny_flux_dir, candidate_spec)) == 0
+    assert main(_args(resumed, mini_cub, tiny_flux_dir, candidate_spec, "--chunk-size", "2")) == 0
     assert _data_bytes(resumed) == _data_bytes(clean)
 
-    # Two explicit shards, then a plain rerun assembles: identical again, nothing made twice.
+    # Two explicit shards: the first says what is missing, the last to finish assembles;
+    # a plain rerun finds it assembled. Identical again, nothing made twice.
     sharded = tmp_path / "sharded"
-    for index in ("0", "1"):
-        assert main(_args(sharded, mini_cub, tiny_flux_dir, candidate_spec, "--num-shards", "2", "--shard-index", index)) == 0
-    assert not (sharded / "README.md").exists()
     capsys.readouterr()
-    assert main(_args(sharded, mini_cub, tiny_flux_dir, candidate_spec)) == 0
+    assert main(_args(sharded, mini_cub, tiny_flux_dir, candidate_spec, "--num-shards", "2", "--shard-index", "0", "--chunk-size", "2")) == 0
+    first = capsys.readouterr().out
+    assert "made 4" in first and "4 of 8 items (2 chunks) are still missing, in shard(s) 1 of 2" in first
+    assert "conceptforge assemble" in first and not (sharded / "README.md").exists()
+    assert main(_args(sharded, mini_cub, tiny_flux_dir, candidate_spec, "--num-shards", "2", "--shard-index", "1", "--chunk-size", "2")) == 0
+    assert (sharded / "README.md").exists()
+    capsys.readouterr()
+    assert main(_args(sharded, mini_cub, tiny_flux_dir, candidate_spec, "--chunk-size", "2")) == 0
+    assert "made 0, already done 8; " in (out := capsys.readouterr().out) and "was already assembled" in out
     assert _data_bytes(sharded) == _data_bytes(clean)
 
     # A resume with other settings is refused instead of mixing two datasets.
     from conceptforge.errors import ConceptforgeError
 
     with pytest.raises(ConceptforgeError, match="differs in: steps"):
-        main(_args(resumed, mini_cub, tiny_flux_dir, candidate_spec, "--steps", "3"))
+        main(_args(resumed, mini_cub, tiny_flux_dir, candidate_spec, "--steps", "3", "--chunk-size", "2"))
 
 
 def test_prompt_only_baseline_shares_noise_with_tdg(tmp_path, mini_cub, tiny_flux_dir, candidate_spec):
@@ -152,9 +159,35 @@ def test_python_api_generate_with_loaded_model_and_guidance_images(tmp_path, min
     summary = generate(out=tmp_path / "api", plan=plan, images_per_pair=1, settings=settings,
                        license="cc-by-nc-4.0", generator=tiny_flux, save_guidance=True)
     assert summary.assembled and summary.made == 1
-    item = tmp_path / "api" / ".work" / "items" / "candidates" / "Blue_Jay__has_bill_shape--needle__00000"
-    assert item.with_suffix(".guidance.png").exists() and item.with_suffix(".png").exists()
-    meta = json.loads(item.with_suffix(".json").read_text())
+    from conceptforge.store import ItemStore
+
+    (record,) = ItemStore(tmp_path / "api" / ".work").records("candidates")
+    assert record.item_id == "Blue_Jay__has_bill_shape--needle__00000"
+    assert set(record.files) == {"png", "guidance.png"}
+    meta = record.metadata
     assert meta["etas"][0] == 1.0 and meta["guidance_bird"] == "Hummingbird"
     row = load_dataset(str(tmp_path / "api"))["candidates"][0]
     assert row["prompt_guidance"] == "A photo of a Hummingbird" and row["category"] == "shape"
+
+
+def test_foreign_out_folder_is_refused_untouched(tmp_path, mini_cub, tiny_flux_dir, candidate_spec, capsys):
+    from conceptforge.cli import run_cli
+    from tests.foreign_out import assert_refused_untouched, make_foreign_folder
+
+    out = tmp_path / "mine"
+    before = make_foreign_folder(out)
+    code = run_cli(main, _args(out, mini_cub, tiny_flux_dir, candidate_spec))
+    assert_refused_untouched(out, before, code, capsys.readouterr().err)
+
+
+def test_failed_model_load_does_not_block_the_corrected_rerun(tmp_path, mini_cub, tiny_flux_dir, candidate_spec, capsys):
+    """Issue 20.2: settings are fixed only once the first item is written."""
+    from conceptforge.cli import run_cli
+
+    out = tmp_path / "out"
+    extra = ["--pairs", "Blue_Jay=has_crown_color::black", "--chunk-size", "1"]
+    assert run_cli(main, _args(out, mini_cub, tmp_path / "typo-model", candidate_spec, *extra)) == 2
+    assert not (out / ".work" / "run.json").exists()
+    capsys.readouterr()
+    assert main(_args(out, mini_cub, tiny_flux_dir, candidate_spec, *extra)) == 0
+    assert "wrote 2 images" in capsys.readouterr().out

@@ -1,0 +1,212 @@
+#!/usr/bin/env python
+"""Item store: write + assembly, chunked (the run engine) vs one file per item (the old store).
+
+For N items of ~4 KiB each (a small PNG's size), on local disk and on a local S3-compatible
+server (moto's server mode on 127.0.0.1, started here), two ways to keep finished work:
+
+- **one file per item** (the baseline a user would otherwise write, and this project's first
+  store): ``items/<split>/<id>.png`` plus ``<id>.json``, each written atomically; assembly lists
+  the folder and reads every file back in id order into one parquet file;
+- **chunked** (``conceptforge.runner.run_stage``): chunk files of 64 items with a marker each;
+  assembly reads the chunks in order into one parquet file (exactly-once assembly included).
+
+Repeats are interleaved (baseline, chunked, baseline, ...); printed per target: min and median
+items/s and MB/s of write + assembly, files (objects) created, and the chunked/baseline ratio of
+the medians, with the load average.
+
+    python benchmarks/store.py [--items 20000] [--repeats 3] [--quick] [--no-s3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from conceptforge.runner import Stage, run_stage
+from conceptforge.store import ItemResult, atomic_write_bytes, canonical_json
+from conceptforge.workitems import WorkItem, derive_seed
+
+ITEM_BYTES = 4096
+CHUNK = 64
+
+
+def _payload(seed: int) -> bytes:
+    block = hashlib.sha256(str(seed).encode()).digest()
+    return (block * (ITEM_BYTES // len(block) + 1))[:ITEM_BYTES]
+
+
+def make_items(count: int) -> list[WorkItem]:
+    return [WorkItem(f"item{n:06d}", derive_seed(0, n), "train", {"n": n}) for n in range(count)]
+
+
+def _make(item: WorkItem) -> ItemResult:
+    return ItemResult(files={"png": _payload(item.seed)}, metadata={"n": item.payload["n"], "label": item.seed % 10})
+
+
+def _parquet(rows: list[dict]) -> bytes:
+    buffer = io.BytesIO()
+    pq.write_table(pa.Table.from_pylist(rows), buffer)
+    return buffer.getvalue()
+
+
+def assemble_chunked(store, out_dir: Path, args: dict) -> None:
+    rows = [{"item_id": r.item_id, "label": r.metadata["label"], "png": r.read_file("png")} for r in store.records("train")]
+    (out_dir / "data").mkdir(parents=True, exist_ok=True)
+    (out_dir / "data" / "train.parquet").write_bytes(_parquet(rows))
+
+
+# -- one file per item -------------------------------------------------------------------------
+class PerItemLocal:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def run(self, items) -> int:
+        folder = self.root / ".work" / "items" / "train"
+        for item in items:
+            result = _make(item)
+            atomic_write_bytes(folder / f"{item.item_id}.png", result.files["png"])
+            atomic_write_bytes(folder / f"{item.item_id}.json", canonical_json({"item_id": item.item_id, **result.metadata}))
+        rows = []
+        for meta_path in sorted(folder.glob("*.json"), key=lambda p: p.stem):
+            meta = json.loads(meta_path.read_text())
+            rows.append({"item_id": meta["item_id"], "label": meta["label"], "png": (folder / f"{meta_path.stem}.png").read_bytes()})
+        atomic_write_bytes(self.root / "data" / "train.parquet", _parquet(rows))
+        return sum(1 for p in self.root.rglob("*") if p.is_file())
+
+
+class PerItemS3:
+    def __init__(self, fs, root: str) -> None:
+        self.fs, self.root = fs, root
+
+    def run(self, items) -> int:
+        folder = f"{self.root}/.work/items/train"
+        for item in items:
+            result = _make(item)
+            self.fs.pipe_file(f"{folder}/{item.item_id}.png", result.files["png"])
+            self.fs.pipe_file(f"{folder}/{item.item_id}.json", canonical_json({"item_id": item.item_id, **result.metadata}))
+        self.fs.invalidate_cache()
+        names = sorted(n for n in self.fs.ls(folder, detail=False) if n.endswith(".json"))
+        metas = self.fs.cat(names)
+        pngs = self.fs.cat([n[: -len(".json")] + ".png" for n in names])
+        rows = []
+        for name in names:
+            meta = json.loads(metas[name])
+            rows.append({"item_id": meta["item_id"], "label": meta["label"], "png": pngs[name[: -len(".json")] + ".png"]})
+        self.fs.pipe_file(f"{self.root}/data/train.parquet", _parquet(rows))
+        return len(self.fs.find(self.root))
+
+
+def run_chunked(out: str, items) -> None:
+    stage = Stage(name="bench", items=items, settings={}, make_item=_make,
+                  assembler=f"{__name__}:assemble_chunked",
+                  chunk_size=CHUNK)
+    report = run_stage(stage, out)
+    assert report.assembled, report.message(out)
+
+
+# -- local S3 server ---------------------------------------------------------------------------
+class MotoServer:
+    def __init__(self) -> None:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        command = shutil.which("moto_server", path=str(Path(sys.executable).parent)) or "moto_server"
+        self.process = subprocess.Popen([command, "-H", "127.0.0.1", "-p", str(self.port)],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(300):
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+
+    def filesystem(self):
+        import fsspec.config
+        import s3fs
+
+        fsspec.config.conf.setdefault("s3", {}).update({"endpoint_url": self.endpoint, "key": "bench", "secret": "bench"})
+        return s3fs.S3FileSystem(key="bench", secret="bench", client_kwargs={"endpoint_url": self.endpoint})
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+def _count_files(path: Path) -> int:
+    return sum(1 for p in path.rglob("*") if p.is_file())
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--items", type=int, default=20000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="2,000 items, 2 repeats (a smoke run)")
+    parser.add_argument("--no-s3", action="store_true", help="local disk only")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.items, args.repeats = min(args.items, 2000), min(args.repeats, 2)
+    items = make_items(args.items)
+    megabytes = args.items * ITEM_BYTES / 1e6
+    print(f"{args.items} items of {ITEM_BYTES} B ({megabytes:.1f} MB), chunks of {CHUNK}, {args.repeats} interleaved repeats; "
+          f"load average before: {os.getloadavg()[0]:.2f}")
+    server = None if args.no_s3 else MotoServer()
+    fs = server.filesystem() if server else None
+    results: dict[tuple[str, str], list[float]] = {}
+    files: dict[tuple[str, str], int] = {}
+    try:
+        for repeat in range(args.repeats):
+            for target in ("local", "s3") if server else ("local",):
+                for method in ("one file per item", "chunked"):
+                    with tempfile.TemporaryDirectory(prefix="store-bench-") as tmp:
+                        start = time.perf_counter()
+                        if target == "local":
+                            if method == "chunked":
+                                run_chunked(str(Path(tmp) / "out"), items)
+                                count = _count_files(Path(tmp) / "out")
+                            else:
+                                count = PerItemLocal(Path(tmp) / "out").run(items)
+                        else:
+                            bucket = f"bench-{repeat}-{'c' if method == 'chunked' else 'f'}"
+                            fs.mkdir(bucket)
+                            if method == "chunked":
+                                run_chunked(f"s3://{bucket}/out", items)
+                                fs.invalidate_cache()
+                                count = len(fs.find(f"{bucket}/out"))
+                            else:
+                                count = PerItemS3(fs, f"{bucket}/out").run(items)
+                        elapsed = time.perf_counter() - start
+                    results.setdefault((target, method), []).append(elapsed)
+                    files[(target, method)] = count
+    finally:
+        if server:
+            server.stop()
+    print(f"{'target':6s} {'method':18s} {'items/s best':>11s} {'median':>8s} {'MB/s median':>11s} {'files':>7s}")
+    for (target, method), times in results.items():
+        best, median = min(times), statistics.median(times)
+        print(f"{target:6s} {method:18s} {args.items / best:11.0f} {args.items / median:8.0f} "
+              f"{megabytes / median:11.1f} {files[(target, method)]:7d}")
+    for target in ("local", "s3"):
+        if (target, "chunked") in results:
+            ratio = statistics.median(results[(target, "one file per item")]) / statistics.median(results[(target, "chunked")])
+            print(f"{target}: chunked is {ratio:.1f}x the throughput of one file per item (medians)")
+    print(f"load average after: {os.getloadavg()[0]:.2f} (2 cores shared with other work)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,170 @@
+"""Exactly one assembly of a finished run, on a local disk or an object store.
+
+Why a marker and not a barrier: resumed shards finish hours apart, and a barrier times out;
+a lock such as ``flock`` is not honoured by many Lustre/NFS mounts and does not exist on S3.
+Instead the process that first finds every chunk complete *creates* ``assembly.lock`` with an
+atomic create-if-absent (``O_EXCL`` locally, ``If-None-Match: *`` on S3); the others wait for
+``assembled.json`` and report that the dataset was assembled. The holder refreshes the lock while
+it works; a lock not refreshed for ``stale_after`` seconds belongs to a dead process and is
+taken over. ``conceptforge assemble OUT`` runs the same step explicitly and is idempotent.
+
+The dataset is first written to a staging folder, then published: data files first, the card
+(README.md) last, and only files this project wrote are ever replaced or removed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import socket
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from conceptforge.errors import ConceptforgeError
+from conceptforge.store import ItemStore, Location, canonical_json, io_error
+
+logger = logging.getLogger(__name__)
+
+LOCK_NAME = "assembly.lock"
+DONE_NAME = "assembled.json"
+DEFAULT_STALE_AFTER = 300.0
+HEARTBEAT = 20.0
+#: Published last: a folder without its card never looks complete.
+LAST_FILES = ("README.md",)
+
+
+@dataclass
+class AssemblyOutcome:
+    """``assembled`` (by this process), ``already`` (by another), or ``busy`` (still running elsewhere)."""
+
+    status: str
+    message: str
+    files: list[str] = field(default_factory=list)
+
+
+class _Heartbeat(threading.Thread):
+    def __init__(self, location: Location, payload: bytes) -> None:
+        super().__init__(daemon=True)
+        self.location, self.payload, self.stop = location, payload, threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(HEARTBEAT):
+            try:
+                self.location.write(LOCK_NAME, self.payload)
+            except OSError:  # pragma: no cover - the next beat retries
+                logger.debug("heartbeat failed", exc_info=True)
+
+
+def _take_lock(location: Location, stale_after: float) -> str | None:
+    """Create the lock; take over a stale one. Returns our token, or None if another holds it."""
+    token = uuid.uuid4().hex
+    payload = canonical_json({"token": token, "host": socket.gethostname(), "pid": os.getpid(), "time": time.time()})
+    for _ in range(2):
+        if location.create(LOCK_NAME, payload):
+            try:  # read back: a concurrent stale-lock takeover may have replaced ours
+                if json.loads(location.read(LOCK_NAME)).get("token") == token:
+                    return token
+            except (OSError, ValueError):
+                pass
+            return None
+        modified = location.mtime(LOCK_NAME)
+        if modified is not None and time.time() - modified > stale_after:
+            logger.warning("taking over a stale assembly lock (not refreshed for %.0f s)", time.time() - modified)
+            location.remove(LOCK_NAME)
+            continue
+        return None
+    return None
+
+
+def read_done(location: Location) -> dict | None:
+    try:
+        return json.loads(location.read(DONE_NAME))
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def _publish(staging: Path, out: Location, previous: list[str]) -> list[str]:
+    """Copy the staged dataset into ``out``; remove files of the previous assembly that are gone."""
+    files = sorted(str(p.relative_to(staging)) for p in staging.rglob("*") if p.is_file() and not p.name.startswith("."))
+    ordered = [f for f in files if f not in LAST_FILES] + [f for f in files if f in LAST_FILES]
+    for name in previous:
+        if name not in files and name not in LAST_FILES:
+            out.remove(name)
+    for name in ordered:
+        source = staging / name
+        if out.local:
+            target = Path(out.path(name))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(source, target)
+        else:
+            out.fs.put_file(str(source), out.path(name))
+    return files
+
+
+def assemble_once(
+    out: str,
+    store: ItemStore,
+    build: Callable[[Path], None],
+    *,
+    fingerprint: str,
+    force: bool = False,
+    wait: float = 600.0,
+    stale_after: float = DEFAULT_STALE_AFTER,
+    poll: float = 0.5,
+) -> AssemblyOutcome:
+    """Assemble ``out`` once: ``build(staging_dir)`` writes the dataset folder to publish.
+
+    ``fingerprint`` names the work that was assembled (settings and items); a run already
+    assembled with the same fingerprint is not assembled again unless ``force``.
+    """
+    work = store.location
+    out_location = Location(out)
+    deadline = time.monotonic() + wait
+    while True:
+        done = read_done(work)
+        if done and done.get("fingerprint") == fingerprint and not force:
+            return AssemblyOutcome("already", f"{out} was already assembled ({len(done.get('files', []))} files)", done.get("files", []))
+        token = _take_lock(work, stale_after)
+        if token is not None:
+            break
+        if time.monotonic() > deadline:
+            return AssemblyOutcome(
+                "busy",
+                f"another process is assembling {out}; it finishes there, or run `conceptforge assemble {out}` if that process died",
+            )
+        time.sleep(poll)
+        force = False  # the holder's result is what we wait for
+    beat = _Heartbeat(work, work.read(LOCK_NAME))
+    beat.start()
+    try:
+        done = read_done(work)
+        if done and done.get("fingerprint") == fingerprint and not force:
+            return AssemblyOutcome("already", f"{out} was already assembled ({len(done.get('files', []))} files)", done.get("files", []))
+        if out_location.local:
+            parent = Path(work.path(""))
+            parent.mkdir(parents=True, exist_ok=True)
+            staging = Path(tempfile.mkdtemp(prefix="staging-", dir=parent))
+        else:
+            staging = Path(tempfile.mkdtemp(prefix="conceptforge-staging-"))
+        try:
+            build(staging)
+            previous = (done or {}).get("files", [])
+            work.remove(DONE_NAME)
+            files = _publish(staging, out_location, previous)
+            work.write(DONE_NAME, canonical_json({"fingerprint": fingerprint, "files": files, "time": time.time()}))
+        except OSError as error:
+            raise io_error(error, "assemble the dataset in", out) from None
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return AssemblyOutcome("assembled", f"assembled {out} ({len(files)} files)", files)
+    finally:
+        beat.stop.set()
+        beat.join(timeout=5)
+        work.remove(LOCK_NAME)

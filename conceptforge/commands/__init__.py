@@ -1,0 +1,1 @@
+"""Sub-commands of ``conceptforge``: one module each, with ``add_arguments(parser)`` and ``run(args) -> int``."""

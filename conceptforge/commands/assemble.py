@@ -1,0 +1,41 @@
+"""``conceptforge assemble OUT``: write the dataset of a finished run, exactly once.
+
+Idempotent: a run already assembled with the same settings is reported, not redone (``--force``
+redoes it). Safe to start from several processes at once: one assembles, the others wait for it
+and report that the dataset was assembled. Works for local folders and fsspec URLs.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("out", help="the run's --out folder or URL (s3://..., gs://..., hf://...)")
+    parser.add_argument("--force", action="store_true", help="assemble again even if it was already assembled")
+    parser.add_argument("--wait", type=float, default=600.0, help="seconds to wait for another process that is assembling (default 600)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from conceptforge.runner import assemble_run
+
+    outcome = assemble_run(args.out, force=args.force, wait=args.wait)
+    print(outcome.message)
+    return 0 if outcome.status in {"assembled", "already"} else 1
+
+
+def main(argv=None) -> int:
+    """Stand-alone entry (``python -m conceptforge.commands.assemble OUT``)."""
+    from conceptforge.cli import run_cli, setup_logging
+
+    def _main(argv):
+        parser = argparse.ArgumentParser(prog="conceptforge assemble", description=__doc__.split("\n\n")[0])
+        add_arguments(parser)
+        setup_logging(False)
+        return run(parser.parse_args(argv))
+
+    return run_cli(_main, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
