@@ -274,3 +274,17 @@ def test_tasks_list_and_a_run_where_every_task_is_skipped(published):
     assert not output.exists()
     bad = _run("evaluate.py", "--model", p["clip"], "--tasks", "binding-clip,nope", env=p["env"])
     assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1].startswith("error: unknown task 'nope'")
+
+
+def test_a_hub_dataset_or_a_missing_repo_as_model_is_one_line(published):
+    p = published
+    dataset = _run("evaluate.py", "--model", SUB_REPO, "--tasks", "binding-clip", env=p["env"])
+    assert dataset.returncode == 2
+    assert dataset.stderr.strip().splitlines()[-1] == (
+        f"error: {SUB_REPO} is a dataset, not a model, and not ConceptBed generated images")
+    missing = _run("evaluate.py", "--model", "conceptforge-e2e/nope", "--tasks", "binding-clip", env=p["env"])
+    assert missing.returncode == 2 and "error: no model or dataset 'conceptforge-e2e/nope' on the Hub" in missing.stderr
+    tag = _run("evaluate.py", "--model", MODEL_REPO, "--tasks", f"binding-clip:{BINDING_REPO}@v9.9.9", env=p["env"])
+    assert tag.returncode == 2
+    assert tag.stderr.strip().splitlines()[-1] == (
+        f"error: dataset {BINDING_REPO} has no revision 'v9.9.9': pass an existing tag or commit")
