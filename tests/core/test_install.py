@@ -106,7 +106,8 @@ def test_help_lists_every_sub_command(site, tmp_path):
     done = _isolated("import runpy\nsys.argv = ['conceptforge', '--help']\nrunpy.run_module('conceptforge', run_name='__main__')",
                      site, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    for command in ("generate", "filter", "select-candidates", "train-oracle", "publish", "evaluate", "annotate"):
+    for command in ("generate", "filter", "select-candidates", "train-oracle", "publish", "evaluate", "leaderboard",
+                    "annotate", "assemble", "status"):
         assert f"    {command} " in done.stdout, command
     for group, names in {"generate": ("sub", "conceptbed", "binding"), "filter": ("sub",),
                          "evaluate": ("sub", "binding", "conceptbed", "compmap")}.items():

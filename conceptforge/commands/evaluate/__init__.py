@@ -1,4 +1,5 @@
-"""``conceptforge evaluate {sub,binding,conceptbed,compmap} …``: evaluate models on a benchmark.
+"""``conceptforge evaluate --model M --tasks a,b`` (every benchmark in one run) or
+``conceptforge evaluate {sub,binding,conceptbed,compmap} …`` (one benchmark, its own flags).
 
 Each benchmark's command line is a module beside this one (``add_arguments(parser)`` and
 ``run(args) -> int``); this package only dispatches. Flags that apply to every benchmark go in
@@ -22,8 +23,19 @@ BENCHMARKS: dict[str, Entry] = {
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_subcommands(parser, BENCHMARKS, dest="benchmark", title="benchmarks")
+    from conceptforge.commands.evaluate import tasks
+
+    tasks.add_arguments(parser)  # --model/--tasks: every benchmark in one run, no sub-command
+    add_subcommands(parser, BENCHMARKS, dest="benchmark", title="benchmarks", required=False)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.benchmark is None:
+        from conceptforge.commands.evaluate import tasks
+        from conceptforge.errors import InvalidArgumentError
+
+        if not tasks.wants_tasks(args):
+            raise InvalidArgumentError("pass --model ID_OR_PATH --tasks TASKS (or --tasks list), or a benchmark: "
+                                       f"conceptforge evaluate {{{','.join(BENCHMARKS)}}} ...")
+        return tasks.run(args)
     return run_entry(BENCHMARKS, args.benchmark, args)

@@ -1,0 +1,302 @@
+"""Run a list of tasks on one model and write one results file (JSON) plus its markdown table.
+
+Why one runner: every task resolves its dataset revision to a commit before loading it (so the
+results name the exact data), shares one loaded model and its embedding cache (the second task
+that embeds the same images or prompts reads them back instead of running the encoder), and a
+task the model cannot do is skipped with one line instead of failing the run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Sequence
+
+from conceptforge.errors import DataNotFoundError, HubError, InvalidArgumentError
+from conceptforge.loaders.model_ref import CLIP, ITM, ModelRef
+from conceptforge.loaders.tasks import DatasetRef, TaskContext, TaskSelection
+
+logger = logging.getLogger(__name__)
+
+RESULTS_FORMAT = "conceptforge-eval-results/1"
+
+
+# ----------------------------------------------------------------------------------- datasets
+def fingerprint_folder(path: Path, *, whole_suffixes: tuple[str, ...] = (".txt", ".json", ".md", ".yaml")) -> str:
+    """``local-sha256:…`` revision of a data folder: names and sizes of all files, content of the
+    small metadata files (a CUB folder's 11,788 JPEGs are not read)."""
+    digest = hashlib.sha256()
+    for file in sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".")):
+        size = file.stat().st_size
+        digest.update(f"{file.relative_to(path).as_posix()}\0{size}\0".encode())
+        if file.suffix in whole_suffixes and size <= 64 << 20:
+            digest.update(file.read_bytes())
+    return f"local-sha256:{digest.hexdigest()[:16]}"
+
+
+def short_sha(value: str | None, digits: int = 12) -> str:
+    """A commit's first ``digits`` hex digits; ``local:…`` digits for a local fingerprint."""
+    if not value:
+        return ""
+    if value.startswith("local-sha256:"):
+        return "local:" + value.split(":", 1)[1][:digits]
+    return value[:digits]
+
+
+def resolve_dataset(repo: str, revision: str | None, *, config: str | None = None, split: str | None = None,
+                    data_files: bool = True) -> DatasetRef:
+    """Pin ``repo`` at ``revision`` to a commit sha (Hub, via ``HfApi.dataset_info``) or a
+    content fingerprint (local folder)."""
+    if os.path.isdir(repo):
+        if data_files:
+            from conceptforge.cards.provenance import local_fingerprint
+
+            sha = local_fingerprint(repo)
+        else:
+            sha = fingerprint_folder(Path(repo))
+        return DatasetRef(str(repo), revision, sha, "local", config, split)
+    if os.path.exists(repo):
+        raise InvalidArgumentError(f"dataset {repo} is a file, not a dataset folder or Hub id")
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
+
+    try:
+        info = HfApi().dataset_info(repo, revision=revision)
+    except RevisionNotFoundError:
+        raise DataNotFoundError(f"dataset {repo} has no revision {revision!r}: pass an existing tag or commit") from None
+    except RepositoryNotFoundError:
+        raise DataNotFoundError(f"no dataset {repo!r} on the Hub: pass --dataset TASK=REPO@REVISION or a local folder") from None
+    except HfHubHTTPError as error:
+        raise HubError(f"cannot resolve dataset {repo}@{revision}: {str(error).splitlines()[0]}") from None
+    except OSError as error:  # offline mode, no network
+        raise HubError(f"cannot resolve dataset {repo}@{revision} (offline?): {str(error).splitlines()[0]}") from None
+    return DatasetRef(repo, revision, info.sha, "hub", config, split)
+
+
+# ----------------------------------------------------------------------------------- model
+class ModelSession:
+    """The model under evaluation, loaded once and shared by every task of a run."""
+
+    def __init__(self, model: ModelRef, *, device: str | None, dtype: str | None, cache_dir: str | None) -> None:
+        self.model = model
+        self.device = device
+        self.dtype = dtype
+        self.cache_dir = cache_dir
+        self._embedder = None
+        self._vl_model = None
+
+    def _load_revision(self) -> str | None:
+        return self.model.sha if self.model.source == "hub" else self.model.revision
+
+    def embedder(self):
+        """The CLIP-style dual encoder with its on-disk embedding cache (one per run)."""
+        if self._embedder is None:
+            from conceptforge.loaders.embeddings import EmbeddingModel
+
+            if self.model.kind != CLIP:
+                raise InvalidArgumentError(f"{self.model.id} is not a CLIP-style dual encoder")
+            self._embedder = EmbeddingModel.from_pretrained(self.model.id, revision=self._load_revision(),
+                                                            cache_dir=self.cache_dir, device=self.device, dtype=self.dtype)
+        return self._embedder
+
+    def vl_model(self):
+        """CompMap's view of the model: the shared dual encoder, or an ITM scorer."""
+        if self._vl_model is None:
+            from conceptforge.loaders.compmap.pipeline import VLModel, display_name, load_vl_model
+
+            if self.model.kind == CLIP:
+                embedder = self.embedder()
+                self._vl_model = VLModel(self.model.id, "dual", display_name(self.model.id), embedder.revision, embedder=embedder)
+            elif self.model.kind == ITM:
+                self._vl_model = load_vl_model(self.model.id, kind="itm", revision=self._load_revision(), device=self.device)
+            else:
+                raise InvalidArgumentError(f"{self.model.id} is neither a dual encoder nor an ITM model")
+        return self._vl_model
+
+    def activation_cache_dir(self) -> Path:
+        from conceptforge.loaders.embeddings import default_cache_dir
+
+        return (Path(self.cache_dir) if self.cache_dir else default_cache_dir()) / "compmap-activations"
+
+    def close(self) -> None:
+        if self._embedder is not None:
+            self._embedder.close()
+
+
+# ----------------------------------------------------------------------------------- run
+@dataclass
+class RunSettings:
+    device: str | None = None
+    dtype: str | None = None
+    batch_size: int = 32
+    cache_dir: str | None = None
+    cub_dir: str | None = None
+    concepts: str | None = None
+
+    def inputs(self) -> dict[str, Any]:
+        return {"cub_dir": self.cub_dir, "concepts": self.concepts}
+
+
+@dataclass
+class RunResults:
+    """Everything one ``conceptforge evaluate`` run measured (see :meth:`to_dict`)."""
+
+    model: ModelRef
+    settings: RunSettings
+    tasks: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    created: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        import conceptforge
+
+        return {
+            "format": RESULTS_FORMAT,
+            "conceptforge_version": conceptforge.__version__,
+            "created": self.created,
+            "model": self.model.to_dict(),
+            "settings": {"device": self.settings.device, "dtype": self.settings.dtype, "batch_size": self.settings.batch_size},
+            "tasks": self.tasks,
+            "skipped": self.skipped,
+        }
+
+
+def _check_cub(cub_dir: str, *, images: bool) -> None:
+    """Fail before the first task when the CUB folder lacks what a task reads (one line)."""
+    from conceptforge.cub import ATTRIBUTES, CLASSES, IMAGE_ATTRIBUTE_LABELS, IMAGE_CLASS_LABELS, IMAGES, TRAIN_TEST_SPLIT, CubLayout
+
+    if not Path(cub_dir).is_dir():
+        raise DataNotFoundError(f"--cub-dir {cub_dir} is not a folder: pass the extracted CUB_200_2011 folder")
+    layout = CubLayout.resolve(cub_dir)
+    needed = [ATTRIBUTES, CLASSES] + ([IMAGES, IMAGE_CLASS_LABELS, TRAIN_TEST_SPLIT, IMAGE_ATTRIBUTE_LABELS] if images else [])
+    for relative in needed:
+        layout.find(relative)
+
+
+def _dataset_for(selection: TaskSelection, model: ModelRef, settings: RunSettings) -> DatasetRef:
+    task = selection.task
+    if "cub_dir" in task.needs:
+        _check_cub(settings.cub_dir, images=task.benchmark == "compmap")
+    if task.benchmark == "compmap":
+        return resolve_dataset(settings.cub_dir, None, data_files=False)
+    if task.benchmark == "conceptbed":  # the images under test are the "model"; the real ones come from the spec
+        spec = Path(settings.concepts)
+        if not spec.is_file():
+            raise DataNotFoundError(f"--concepts {spec} is not a concept spec file")
+        return DatasetRef(str(spec), None, f"local-sha256:{hashlib.sha256(spec.read_bytes()).hexdigest()[:16]}", "local")
+    repo = selection.dataset or task.dataset
+    if not repo:
+        raise InvalidArgumentError(f"task {task.name} has no default dataset: pass --dataset {task.name}=REPO@REVISION")
+    return resolve_dataset(repo, selection.revision, config=task.config, split=task.split)
+
+
+def run_tasks(model: ModelRef, selections: Sequence[TaskSelection], settings: RunSettings) -> RunResults:
+    """Run every selected task the model can do, in order; skip the others with one line each."""
+    results = RunResults(model, settings, created=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    runnable = []
+    for selection in selections:
+        reason = selection.task.skip_reason(model, settings.inputs())
+        if reason:
+            logger.warning("skip %s", reason)
+            results.skipped.append({"task": selection.task.name, "reason": reason})
+        else:
+            runnable.append(selection)
+    if not runnable:
+        return results
+    # Resolve every dataset before the first (slow) task: a wrong repo or tag fails in seconds.
+    datasets = [_dataset_for(selection, model, settings) for selection in runnable]
+    session = ModelSession(model, device=settings.device, dtype=settings.dtype, cache_dir=settings.cache_dir)
+    try:
+        for index, (selection, dataset) in enumerate(zip(runnable, datasets), start=1):
+            task = selection.task
+            where = dataset_label(dataset.to_dict())
+            logger.info("[%d/%d] %s on %s", index, len(runnable), task.name, where)
+            started = time.perf_counter()
+            context = TaskContext(model=model, session=session, dataset=dataset, options=dict(selection.options),
+                                  batch_size=settings.batch_size, device=settings.device, cub_dir=settings.cub_dir,
+                                  concepts=settings.concepts)
+            outcome = task.run(context)
+            seconds = time.perf_counter() - started
+            main = outcome.metrics[outcome.main_metric]
+            logger.info("[%d/%d] %s: %s = %.4f (%.1f s)", index, len(runnable), task.name, outcome.main_metric, main.value, seconds)
+            results.tasks.append({
+                "task": task.name,
+                "benchmark": task.benchmark,
+                "protocol": task.protocol,
+                "variant": outcome.variant,
+                "dataset": dataset.to_dict(),
+                "options": {k: list(v) if isinstance(v, tuple) else v for k, v in selection.options.items()},
+                "seeds": outcome.seeds,
+                "main_metric": outcome.main_metric,
+                "metrics": {name: metric.to_dict() for name, metric in outcome.metrics.items()},
+                "details": outcome.details,
+                "table": outcome.table,
+                "seconds": round(seconds, 3),
+            })
+    finally:
+        session.close()
+    return results
+
+
+# ----------------------------------------------------------------------------------- output
+def format_value(metric: dict[str, Any] | None) -> str:
+    """``71.25`` or ``71.25 ± 1.10`` (percent points; signed metrics keep their sign)."""
+    from conceptforge.loaders.reports import pct, pct_se
+
+    if not metric or metric.get("value") is None:
+        return "–"
+    if metric.get("stderr") is not None:
+        return pct_se(metric["value"], metric["stderr"])
+    return pct(metric["value"])
+
+
+def dataset_label(dataset: dict[str, Any], digits: int = 12) -> str:
+    """``repo@revision (sha…)``, or ``repo (local-…)`` for a local folder."""
+    at = f"@{dataset['revision']}" if dataset.get("revision") else ""
+    return f"{dataset['repo']}{at} ({short_sha(dataset.get('sha'), digits)})"
+
+
+def results_markdown(payload: dict[str, Any]) -> str:
+    """The run as markdown: one row per (task, metric), the dataset commit beside it."""
+    from conceptforge.loaders.reports import markdown_table
+
+    model = payload["model"]
+    revision = model.get("sha") or model.get("revision") or ""
+    lines = [f"# conceptforge evaluate: {model['id']} ({model['kind']}, {short_sha(revision, 20)})", "",
+             f"conceptforge {payload['conceptforge_version']}, {payload['created']}; values in %, ± standard error "
+             "over seeds or episodes where the protocol has them.", ""]
+    rows = []
+    for task in payload["tasks"]:
+        dataset = task["dataset"]
+        data = dataset_label(dataset)
+        for name, metric in task["metrics"].items():
+            mark = " *" if name == task["main_metric"] else ""
+            rows.append([task["task"], name + mark, format_value(metric), task["variant"], data])
+    lines.append(markdown_table(["task", "metric", "value", "variant", "dataset"], rows) if rows else "(no task ran)")
+    if payload["skipped"]:
+        lines += ["", "Skipped:", ""] + [f"- {s['reason']}" for s in payload["skipped"]]
+    return "\n".join(lines) + "\n"
+
+
+def write_results(payload: dict[str, Any], path: str | Path) -> tuple[Path, Path]:
+    """Write ``path`` (JSON) and the markdown table beside it (same name, ``.md``)."""
+    from conceptforge.loaders.reports import write_json
+    from conceptforge.store import atomic_write_bytes
+
+    path = Path(path)
+    if path.suffix != ".json":
+        raise InvalidArgumentError(f"--output {path} must end in .json (the markdown table is written beside it)")
+    write_json(path, payload)
+    markdown = path.with_suffix(".md")
+    atomic_write_bytes(markdown, results_markdown(payload).encode("utf-8"))
+    return path, markdown
+
+
+def default_output(model: ModelRef, directory: str | Path = "results") -> Path:
+    name = Path(model.id.rstrip("/")).name if model.source == "local" else model.id.replace("/", "__")
+    return Path(directory) / f"{name}.json"

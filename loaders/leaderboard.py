@@ -1,0 +1,86 @@
+"""Compare models from several ``conceptforge evaluate`` results files in one markdown table.
+
+Why columns carry the dataset commit: two numbers are only comparable when they were measured on
+the same data with the same protocol variant. When the files disagree on a task's dataset commit
+or variant, each combination gets its own column (``task@sha7``) instead of silently sharing one.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+from conceptforge.errors import DataFormatError, DataNotFoundError, InvalidArgumentError
+from conceptforge.loaders.eval_run import RESULTS_FORMAT, dataset_label, format_value, short_sha
+
+
+def load_results(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
+    payloads = []
+    for path in paths:
+        path = Path(path)
+        if not path.is_file():
+            raise DataNotFoundError(f"results file {path} does not exist")
+        try:
+            payload = json.loads(path.read_text())
+        except json.JSONDecodeError as error:
+            raise DataFormatError(f"{path} is not JSON ({error.msg}, line {error.lineno})") from None
+        if not isinstance(payload, dict) or payload.get("format") != RESULTS_FORMAT:
+            raise DataFormatError(f"{path} is not a conceptforge evaluate results file (format {RESULTS_FORMAT})")
+        payload["_path"] = str(path)
+        payloads.append(payload)
+    if not payloads:
+        raise InvalidArgumentError("no results files given")
+    return payloads
+
+
+def _column_key(task: dict[str, Any], metric: str) -> tuple[str, str, str, str]:
+    return task["task"], metric, task["dataset"].get("sha") or "", task.get("variant", "")
+
+
+def leaderboard(payloads: Sequence[dict[str, Any]], *, metrics: str = "main") -> str:
+    """Markdown table, one row per results file (model), one column per task metric.
+
+    ``metrics``: ``main`` (each task's headline metric) or ``all``.
+    """
+    from conceptforge.loaders.reports import markdown_table
+
+    if metrics not in ("main", "all"):
+        raise InvalidArgumentError(f"--metrics must be main or all, got {metrics!r}")
+    columns: dict[tuple[str, str, str, str], None] = {}
+    for payload in payloads:
+        for task in payload["tasks"]:
+            names = [task["main_metric"]] if metrics == "main" else list(task["metrics"])
+            for name in names:
+                columns.setdefault(_column_key(task, name))
+    by_task: dict[tuple[str, str], set[tuple[str, str]]] = {}
+    for task, metric, sha, variant in columns:
+        by_task.setdefault((task, metric), set()).add((sha, variant))
+    headers = ["model", "kind", "revision"]
+    for task, metric, sha, variant in columns:
+        label = f"{task} {metric}"
+        if len(by_task[(task, metric)]) > 1:
+            label += f" @{short_sha(sha, 7)}" + (f" [{variant}]" if len({v for _, v in by_task[(task, metric)]}) > 1 else "")
+        headers.append(label)
+    rows = []
+    for payload in payloads:
+        model = payload["model"]
+        cells = {}
+        for task in payload["tasks"]:
+            for name, metric in task["metrics"].items():
+                cells[_column_key(task, name)] = format_value(metric)
+        revision = short_sha(model.get("sha") or model.get("revision"), 12)
+        rows.append([model["id"], model["kind"], revision] + [cells.get(key, "–") for key in columns])
+    notes = []
+    seen = set()
+    for payload in payloads:
+        for task in payload["tasks"]:
+            dataset = task["dataset"]
+            key = (task["task"], dataset.get("sha"))
+            if key in seen:
+                continue
+            seen.add(key)
+            seeds = f"; seeds {','.join(map(str, task['seeds']))}" if task.get("seeds") else ""
+            notes.append(f"- {task['task']}: {dataset_label(dataset, 40)}; {task['protocol']}, {task['variant']}{seeds}")
+    return (markdown_table(headers, rows) + "\n\nValues in %, ± standard error over seeds/episodes where the protocol "
+            "has them.\n\n" + "\n".join(notes) + "\n")
