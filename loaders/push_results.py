@@ -56,19 +56,24 @@ def supports_eval_results_folder() -> bool:
     return hasattr(huggingface_hub, "EvalResultEntry") and hasattr(huggingface_hub, "eval_result_entries_to_yaml")
 
 
-def hub_entries(payload: dict[str, Any]):
-    """``EvalResultEntry`` per (task, metric) measured on a Hub dataset (values in %)."""
-    from huggingface_hub import EvalResultEntry
-
-    entries = []
+def _hub_metrics(payload: dict[str, Any]):
+    """(task, dataset, metric name, metric) for every measured metric on a Hub dataset: what is pushed."""
     for task in payload["tasks"]:
         dataset = task["dataset"]
         if dataset.get("source") != "hub":
             continue
         for name, metric in task["metrics"].items():
-            if metric.get("value") is None:
-                continue
-            entries.append(EvalResultEntry(dataset_id=dataset["repo"], task_id=task_id(task["task"], name),
+            if metric.get("value") is not None:
+                yield task, dataset, name, metric
+
+
+def hub_entries(payload: dict[str, Any]):
+    """``EvalResultEntry`` per (task, metric) measured on a Hub dataset (values in %)."""
+    from huggingface_hub import EvalResultEntry
+
+    entries = []
+    for task, dataset, name, metric in _hub_metrics(payload):
+        entries.append(EvalResultEntry(dataset_id=dataset["repo"], task_id=task_id(task["task"], name),
                                            value=round(100 * metric["value"], 4), dataset_revision=dataset["sha"],
                                            date=payload.get("created") or None, notes=_notes(task, metric)))
     return entries
@@ -79,22 +84,16 @@ def model_index_results(payload: dict[str, Any]):
     from huggingface_hub import EvalResult
 
     results = []
-    for task in payload["tasks"]:
-        dataset = task["dataset"]
-        if dataset.get("source") != "hub":
-            continue
-        for name, metric in task["metrics"].items():
-            if metric.get("value") is None:
-                continue
-            # model-index groups results by (task type, dataset) and keeps one task name per group,
-            # so the task is named in metric_type (unique), and task_name is the benchmark.
-            results.append(EvalResult(
-                task_type="image-classification", task_name=task["benchmark"], dataset_type=dataset["repo"],
-                dataset_name=dataset["repo"], dataset_revision=dataset["sha"], dataset_config=dataset.get("config"),
-                dataset_split=metric_split(task, name), metric_type=task_id(task["task"], name),
-                metric_name=f"{task['task']} {name} (%)",
-                metric_value=round(100 * metric["value"], 4),
-            ))
+    for task, dataset, name, metric in _hub_metrics(payload):
+        # model-index groups results by (task type, dataset) and keeps one task name per group,
+        # so the task is named in metric_type (unique), and task_name is the benchmark.
+        results.append(EvalResult(
+            task_type="image-classification", task_name=task["benchmark"], dataset_type=dataset["repo"],
+            dataset_name=dataset["repo"], dataset_revision=dataset["sha"], dataset_config=dataset.get("config"),
+            dataset_split=metric_split(task, name), metric_type=task_id(task["task"], name),
+            metric_name=f"{task['task']} {name} (%)",
+            metric_value=round(100 * metric["value"], 4),
+        ))
     return results
 
 

@@ -22,20 +22,3 @@ def run(args: argparse.Namespace) -> int:
     outcome = assemble_run(args.out, force=args.force, wait=args.wait)
     print(outcome.message)
     return 0 if outcome.status in {"assembled", "already"} else 1
-
-
-def main(argv=None) -> int:
-    """Stand-alone entry (``python -m conceptforge.commands.assemble OUT``)."""
-    from conceptforge.cli import run_cli, setup_logging
-
-    def _main(argv):
-        parser = argparse.ArgumentParser(prog="conceptforge assemble", description=__doc__.split("\n\n")[0])
-        add_arguments(parser)
-        setup_logging(False)
-        return run(parser.parse_args(argv))
-
-    return run_cli(_main, argv)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -91,19 +91,3 @@ def run(args: argparse.Namespace) -> int:
     for line in status_lines(args.out, args.num_shards):
         print(line)
     return 0
-
-
-def main(argv=None) -> int:
-    from conceptforge.cli import run_cli, setup_logging
-
-    def _main(argv):
-        parser = argparse.ArgumentParser(prog="conceptforge status", description=__doc__.split("\n\n")[0])
-        add_arguments(parser)
-        setup_logging(False)
-        return run(parser.parse_args(argv))
-
-    return run_cli(_main, argv)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

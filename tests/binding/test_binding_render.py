@@ -396,13 +396,13 @@ def test_assemble_command_finishes_the_repo_and_status_reports_each_config(demo_
     shutil.rmtree(repo / "data" / "relational")
     (repo / "README.md").unlink()
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    result = subprocess.run([sys.executable, "-m", "conceptforge.commands.assemble", str(repo)], env=env,
+    result = subprocess.run([sys.executable, "-m", "conceptforge", "assemble", str(repo)], env=env,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "relational: assembled" in result.stdout and "single-object:" in result.stdout and "already" in result.stdout
     assert (repo / "README.md").read_text() == (demo_dir / "README.md").read_text()
     assert _data_bytes(repo, "relational") == _data_bytes(demo_dir, "relational")
-    status = subprocess.run([sys.executable, "-m", "conceptforge.commands.status", str(repo)], env=env,
+    status = subprocess.run([sys.executable, "-m", "conceptforge", "status", str(repo)], env=env,
                             capture_output=True, text=True, timeout=120)
     assert status.returncode == 0, status.stderr[-2000:]
     for config in ("single-object", "two-object", "relational"):
