@@ -94,8 +94,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"serving {args.study} ({len(app.sample)} items) at {server_url(server)}  (Ctrl+C to stop)", flush=True)
     try:
         server.serve_forever()
-    except KeyboardInterrupt:
-        print("stopped; answers are saved, rerun the same command to resume", file=sys.stderr)
+    except KeyboardInterrupt as stop:  # Ctrl+C or kill -TERM (conceptforge.interrupts): 130 / 143
+        signal_name = getattr(stop, "signal_name", "SIGINT")
+        print(f"stopped by {signal_name}; answers are saved, rerun the same command to resume", file=sys.stderr)
+        return getattr(stop, "exit_code", 130)
     finally:
         server.server_close()
     return 0

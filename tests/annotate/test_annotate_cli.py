@@ -59,7 +59,8 @@ def test_export_before_any_study(sub_dataset, tmp_path):
     assert not (tmp_path / "r.json").exists()
 
 
-def test_serve_then_stop(sub_dataset, tmp_path):
+@pytest.mark.parametrize(("stop", "exit_code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_serve_then_stop(sub_dataset, tmp_path, stop, exit_code):
     process = subprocess.Popen([sys.executable, str(SCRIPT), str(sub_dataset), "--study", "sub-attribute", "--port", "0",
                                 "--db", str(tmp_path / "db.sqlite")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, env=ENV)
@@ -70,10 +71,10 @@ def test_serve_then_stop(sub_dataset, tmp_path):
         study = json.loads(urllib.request.urlopen(url + "api/study", timeout=10).read())
         assert study["name"] == "sub-attribute" and study["total"] == 18  # 6 pairs x 3 (the default per pair)
     finally:
-        process.send_signal(signal.SIGINT)
+        process.send_signal(stop)
         _, err = process.communicate(timeout=30)
-    assert process.returncode == 0
-    assert "answers are saved" in err
+    assert process.returncode == exit_code  # issue 20.3: a stop signal is an interrupted run, not success
+    assert f"stopped by {stop.name}; answers are saved" in err
 
 
 def test_export_and_apply_conceptbed_with_metric(conceptbed_dataset, tmp_path):
