@@ -277,6 +277,7 @@ class BlenderRenderer:
                 bpy.ops.mesh.primitive_uv_sphere_add(radius=1.0, segments=48, ring_count=24, location=obj.location)
                 bpy.context.active_object.scale = (r,) * 3
                 bpy.ops.object.shade_smooth()
+                _set_exact_sphere_normals(bpy.context.active_object.data)
             elif obj.shape == "cylinder":
                 bpy.ops.mesh.primitive_cylinder_add(radius=1.0, depth=2.0, vertices=48, location=obj.location)
                 bpy.context.active_object.scale = (r,) * 3
@@ -396,6 +397,25 @@ def visibility_from_index(index_map: np.ndarray, count: int) -> Visibility:
         else:
             boxes.append((-1, -1, -1, -1))
     return Visibility(pixels, boxes)
+
+
+def _set_exact_sphere_normals(mesh) -> None:
+    """Give a unit UV sphere its exact vertex normals (the normalised positions).
+
+    Blender derives smooth vertex normals by summing the normals of the faces around each
+    vertex, in an order that varies from run to run (its vertex-to-face map is filled in
+    parallel), and float addition of three or more terms depends on the order: the last bit of
+    the sphere's normals, hence of Cycles' shading, changed between runs. Normals stored as a
+    point-domain ``custom_normal`` attribute are used as they are, computed here from the
+    (deterministic) vertex positions.
+    """
+    count = len(mesh.vertices)
+    positions = np.empty(count * 3, dtype=np.float32)
+    mesh.vertices.foreach_get("co", positions)
+    positions = positions.reshape(count, 3).astype(np.float64)
+    normals = positions / np.sqrt((positions * positions).sum(axis=1, keepdims=True))
+    attribute = mesh.attributes.new("custom_normal", "FLOAT_VECTOR", "POINT")
+    attribute.data.foreach_set("vector", normals.astype(np.float32).ravel())
 
 
 def _track_euler(direction) -> tuple[float, float, float]:
