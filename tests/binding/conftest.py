@@ -6,10 +6,9 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-# --no-denoise: these tests check the pipeline's byte-identity (reruns, resume, shards, workers).
-# Cycles' float output itself varies at the last-bit level between runs (even on one thread), and
-# Open Image Denoise can turn that into a 1/255 step on a pixel or two; see docs/binding.md.
-SMALL = ["--resolution", "64x48", "--samples", "2", "--no-denoise"]
+# The default path (Open Image Denoise on): these tests check the pipeline's byte-identity across
+# reruns, resume, shards, workers (other render thread counts); see docs/binding.md.
+SMALL = ["--resolution", "64x48", "--samples", "2"]
 
 
 def run_script(*args: str, check: bool = True, **kwargs) -> subprocess.CompletedProcess:

@@ -18,7 +18,7 @@ import pytest
 pytest.importorskip("bpy", reason="Blender (bpy) is part of the test install: pip install '.[blender]'")
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SMALL = ["--resolution", "64x48", "--samples", "2", "--no-denoise"]  # byte-identity with demo_dir (see conftest)
+SMALL = ["--resolution", "64x48", "--samples", "2"]  # byte-identity with demo_dir (see conftest)
 MESSAGE = "interrupted by {}: finished work is kept; rerun the same command to resume"
 
 
