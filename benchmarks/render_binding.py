@@ -5,8 +5,9 @@ For the same relational scenes, in one process and run, with interleaved repeats
 
 * ``bare bpy``        — build the scene, Cycles 16 spp, write the PNG (what a user would script);
 * ``bare bpy + OIDN`` — the same with Cycles' own OIDN denoiser (sharper, not reproducible);
-* ``conceptforge``    — the project's item loop: sample the layout, flat ID render for the
-  visibility check, Cycles float render + passes, OIDN outside Cycles, PNG (bit-reproducible).
+* ``conceptforge``    — the project's item loop: sample the layout, one Cycles float render with
+  object-index (visibility check) and guide passes, OIDN (fast) outside Cycles, PNG
+  (bit-reproducible across processes and thread counts).
 
 PSNR is against a 512-sample render of the same scene through the project path without the
 denoiser (cached under --cache). Prints images/min (min/median over repeats), the time ratio
@@ -84,7 +85,8 @@ def reference_renders(renderer: BlenderRenderer, scenes: list, cache: Path) -> l
     cache.mkdir(parents=True, exist_ok=True)
     references = []
     for scene in scenes:
-        key = hashlib.sha256(repr(replace(scene, samples=512, denoise=False)).encode()).hexdigest()[:16]
+        # REFERENCE_REVISION: bumped when the renderer's geometry changes (v2: exact sphere normals)
+        key = hashlib.sha256((REFERENCE_REVISION + repr(replace(scene, samples=512, denoise=False))).encode()).hexdigest()[:16]
         path = cache / f"ref-{key}.png"
         if not path.exists():
             png, _ = renderer.render(replace(scene, samples=512, denoise=False), min_pixels=1)
@@ -93,6 +95,7 @@ def reference_renders(renderer: BlenderRenderer, scenes: list, cache: Path) -> l
     return references
 
 
+REFERENCE_REVISION = "v2"
 DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "conceptforge-bench"
 
 
@@ -101,8 +104,9 @@ def run(quick: bool) -> list:
     render of the same scenes, interleaved, with PSNR against 512 samples for both."""
     from benchmarks._harness import Result, Skip, interleave
 
+    threads = int(os.environ.get("OMP_NUM_THREADS", "0")) or os.cpu_count() or 1
     try:
-        renderer = BlenderRenderer(threads=int(os.environ.get("OMP_NUM_THREADS", "0")) or None)
+        renderer = BlenderRenderer(threads=threads)
     except Exception as error:  # bpy missing or unusable
         raise Skip(f"Blender (bpy) unavailable: {error}") from None
     count, repeats = (1, 5) if quick else (3, 9)
@@ -132,9 +136,11 @@ def run(quick: bool) -> list:
     return [Result(
         "binding render", "ours: item loop (layout, Cycles + passes, OIDN outside Cycles, PNG)", ours_t,
         "bare bpy render of the same scene, no denoiser", base_t,
-        work=f"{len(scenes)} relational scenes per round, {config.width}x{config.height}, {config.samples} samples",
+        work=(f"{len(scenes)} relational scenes per round, {config.width}x{config.height}, {config.samples} samples, "
+              f"{threads} render threads (OMP_NUM_THREADS sets it)"),
         ours_cpu=cpu["ours"], baseline_cpu=cpu["baseline"],
-        extra={"ours, median": f"{60 / per_image:.1f} images/min ({per_image:.2f} s/image)",
+        extra={"ours, median": f"{60 / per_image:.1f} images/min ({per_image:.2f} s/image) at {threads} render threads",
+               "bare bpy, median": f"{60 * len(scenes) / statistics.median(base_t):.1f} images/min",
                "PSNR vs 512 spp, ours": quality("ours"), "PSNR vs 512 spp, bare": quality("bare")})]
 
 

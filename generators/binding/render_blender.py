@@ -7,12 +7,12 @@ Image quality at speed: 16 samples alone leave visible grain (~38 dB PSNR agains
 Cycles' own OIDN denoiser fixes that but its output changes with the thread count and between
 runs. So Cycles renders the noisy image plus diffuse/glossy colour and normal passes (the
 denoiser's guides) and the object-index pass into a float EXR, and we run Intel Open Image
-Denoise ourselves (``pyoidn``, CPU device): for identical inputs its float output is
-bit-identical whatever its thread count. The linear result becomes 8-bit sRGB through a fixed
+Denoise ourselves (``pyoidn``, CPU device, fast quality): for identical inputs its float output
+is bit-identical whatever its thread count. The linear result becomes 8-bit sRGB through a fixed
 lookup table (Blender's "Standard" view transform, no dither), and Pillow writes the PNG without
-metadata. Without the denoiser the same description gives the same bytes in any process and at
-any thread count; with it, Cycles' last-bit float variation between runs (present even on one
-core) can move 0-2 pixels of an image by 1/255 (BENCHMARKS.md).
+metadata. Every float Cycles writes is the same bits in any process at any thread count once
+spheres get exact normals (:func:`_set_exact_sphere_normals`), so the PNG bytes are too, with
+or without the denoiser.
 """
 
 from __future__ import annotations
