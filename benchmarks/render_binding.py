@@ -85,7 +85,8 @@ def reference_renders(renderer: BlenderRenderer, scenes: list, cache: Path) -> l
     cache.mkdir(parents=True, exist_ok=True)
     references = []
     for scene in scenes:
-        # REFERENCE_REVISION: bumped when the renderer's geometry changes (v2: exact sphere normals)
+        # REFERENCE_REVISION: bumped when the renderer's scene changes (v2: exact sphere normals,
+        # v3: no light tree)
         key = hashlib.sha256((REFERENCE_REVISION + repr(replace(scene, samples=512, denoise=False))).encode()).hexdigest()[:16]
         path = cache / f"ref-{key}.png"
         if not path.exists():
@@ -95,7 +96,7 @@ def reference_renders(renderer: BlenderRenderer, scenes: list, cache: Path) -> l
     return references
 
 
-REFERENCE_REVISION = "v2"
+REFERENCE_REVISION = "v3"
 DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "conceptforge-bench"
 
 
