@@ -75,6 +75,8 @@ class StudyApp:
         self.sample = [item_id for item_id, _ in self.db.sample()]
         self.position = {item_id: i for i, item_id in enumerate(self.sample)}
         self._orders: dict[str, list[str]] = {}
+        self._sampled = frozenset(self.sample)
+        self._payloads: dict[str, dict[str, Any]] = {}  # an item's payload never changes during a study
         self._lock = threading.Lock()
         self._assets = {name: resources.files("conceptforge.filters.annotation").joinpath(name).read_bytes()
                         for name, _ in STATIC.values()}
@@ -91,6 +93,12 @@ class StudyApp:
             return self._orders[annotator]
 
     def item_payload(self, item_id: str) -> dict[str, Any]:
+        payload = self._payloads.get(item_id)
+        if payload is None:
+            payload = self._payloads[item_id] = self._item_payload(item_id)
+        return payload
+
+    def _item_payload(self, item_id: str) -> dict[str, Any]:
         row = self.dataset.rows[item_id]
         position = self.position[item_id]
         fields = display_fields(self.study, row)
@@ -109,7 +117,7 @@ class StudyApp:
         }
 
     def next_payload(self, annotator: str) -> dict[str, Any]:
-        done = self.db.answered_by(annotator) & set(self.position)
+        done = self.db.answered_by(annotator) & self._sampled
         remaining = [i for i in self._order(annotator) if i not in done]
         progress = {"done": len(done), "total": len(self.sample), "remaining": len(remaining)}
         if not remaining:
@@ -164,7 +172,8 @@ class Handler(BaseHTTPRequestHandler):
 
     # -- plumbing -------------------------------------------------------------------------------
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        logger.debug("%s %s", self.address_string(), format % args)
+        if logger.isEnabledFor(logging.DEBUG):  # called for every request: format only when shown
+            logger.debug("%s %s", self.address_string(), format % args)
 
     def handle(self) -> None:
         try:
@@ -179,9 +188,16 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", cache)
         for name, value in SECURITY_HEADERS.items():
             self.send_header(name, value)
-        self.end_headers()
+        if self.request_version == "HTTP/0.9":  # no headers at all (stdlib behaviour)
+            self.end_headers()
+            self.wfile.write(body if self.command != "HEAD" else b"")
+            return
+        # Headers and body in one write, not two: each socket write releases and retakes the
+        # GIL, and with 8 busy handler threads retaking it is what a request waits for.
+        self._headers_buffer.append(b"\r\n")
         if self.command != "HEAD":
-            self.wfile.write(body)
+            self._headers_buffer.append(body)
+        self.flush_headers()
 
     def _json(self, status: HTTPStatus, payload: Any) -> None:
         self._send(status, json.dumps(payload).encode("utf-8"), "application/json")
