@@ -192,16 +192,20 @@ def run_sub_cbm(ctx: TaskContext) -> TaskOutcome:
                        table=report.format())
 
 
-def _binding_splits(ctx: TaskContext):
-    from conceptforge.loaders.binding.data import load_binding
+def _binding_splits(ctx: TaskContext, task: str):
+    from conceptforge.loaders.binding.data import load_binding, resolve_config
 
-    return load_binding(ctx.dataset.repo, revision=ctx.dataset.load_revision)
+    try:
+        config = resolve_config(ctx.dataset.repo, ctx.options["config"], revision=ctx.dataset.load_revision)
+    except DataNotFoundError as error:
+        raise DataNotFoundError(f"{error} with --task-option {task}.config=NAME") from None
+    return load_binding(ctx.dataset.repo, revision=ctx.dataset.load_revision, config=config)
 
 
 def run_binding_clip(ctx: TaskContext) -> TaskOutcome:
     from conceptforge.loaders.binding.evaluate import BindingReport, evaluate_clip_zero_shot
 
-    splits = _binding_splits(ctx)
+    splits = _binding_splits(ctx, "binding-clip")
     embedder = ctx.session.embedder()
     summary = evaluate_clip_zero_shot(embedder, splits, template=ctx.options["template"])
     metrics = {f"{split}_accuracy": _pct_metric(value, 1) for split, value in summary.accuracy.items()}
@@ -224,7 +228,7 @@ def run_binding_cdsm(ctx: TaskContext) -> TaskOutcome:
     if not seeds:
         raise InvalidArgumentError("binding-cdsm.seeds needs at least one seed")
     config = TrainConfig(epochs=ctx.options["epochs"], batch_size=ctx.batch_size, cdsm_score=ctx.options["cdsm_score"])
-    report = evaluate_binding(_binding_splits(ctx), models=models, embedding_model=ctx.session.embedder(), seeds=seeds,
+    report = evaluate_binding(_binding_splits(ctx, "binding-cdsm"), models=models, embedding_model=ctx.session.embedder(), seeds=seeds,
                               config=config)
     metrics: dict[str, Metric] = {}
     for summary in report.models:
@@ -342,6 +346,11 @@ def _sub_vlm_options() -> tuple[Option, ...]:
             Option("none_prompt", NONE_TEMPLATE, str, "prompt of the 'none' option"), *_s_minus_options())
 
 
+def _binding_config_option() -> Option:
+    return Option("config", "single-object", str,
+                  "config of the binding repo: single-object | two-object | relational (a one-config repo: its config)")
+
+
 def _cdsm_score_option() -> Option:
     from conceptforge.loaders.binding.models import CDSM_SCORES
 
@@ -376,12 +385,12 @@ def _registry() -> dict[str, Task]:
                       Option("concept_names", "", str, "file with the CBM's output attributes, one per line"),
                       *_s_minus_options())),
         Task("binding-clip", "binding", "concept binding: frozen CLIP zero-shot accuracy over the 5 candidates (paper 004 Table 1)",
-             (CLIP,), "binding/zero-shot", run_binding_clip, dataset=f"{DEFAULT_ORG}/binding-single-object", revision="v1.0.0",
-             split="train,val,gen", options=(Option("template", "a photo of {label}", str, "prompt with {label}"),)),
+             (CLIP,), "binding/zero-shot", run_binding_clip, dataset=f"{DEFAULT_ORG}/binding", revision="v1.0.0",
+             split="train,val,gen", options=(Option("template", "a photo of {label}", str, "prompt with {label}"), _binding_config_option())),
         Task("binding-cdsm", "binding", "concept binding: CDSMs trained on frozen CLIP image embeddings, mean ± s.e. over seeds "
              "(paper 004 Tables 1-3)", (CLIP,), "binding/cdsm-frozen", run_binding_cdsm,
-             dataset=f"{DEFAULT_ORG}/binding-single-object", revision="v1.0.0", split="train,val,gen", seeded=True,
-             options=(Option("models", ("csp", "add", "mult", "conv", "tl", "rf"), str_list, "trained models"),
+             dataset=f"{DEFAULT_ORG}/binding", revision="v1.0.0", split="train,val,gen", seeded=True,
+             options=(_binding_config_option(), Option("models", ("csp", "add", "mult", "conv", "tl", "rf"), str_list, "trained models"),
                       Option("seeds", (0, 1, 2, 3, 4), int_list, "training seeds"),
                       Option("epochs", 20, int, "training epochs (best epoch chosen on val)"), _cdsm_score_option())),
         Task("compmap-cub", "compmap", "CompMap on CUB: n-way k-shot usefulness of concept activations and the "
