@@ -374,27 +374,27 @@ def _flag(text: str) -> bool:
 
 def _registry() -> dict[str, Task]:
     tasks = [
-        Task("sub-vlm", "sub", "SUB S+/S- accuracy of a VLM over CUB's within-group attribute prompts + none (paper 001 Table 1)",
+        Task("sub-vlm", "sub", "SUB S+/S- accuracy of a VLM over CUB's within-group attribute prompts + none (SUB paper Table 1)",
              (CLIP,), "sub/vlm-within-group", run_sub_vlm, dataset="Jessica-bader/SUB", revision="main", split="test",
              needs=("cub_dir",), options=_sub_vlm_options()),
-        Task("sub-cbm", "sub", "SUB S+/S- accuracy of a concept-bottleneck model (paper 001 Table 2)",
+        Task("sub-cbm", "sub", "SUB S+/S- accuracy of a concept-bottleneck model (SUB paper Table 2)",
              (CBM,), "sub/cbm-threshold", run_sub_cbm, dataset="Jessica-bader/SUB", revision="main", split="test",
              needs=("cub_dir",),
              options=(Option("threshold", 0.5, float, "present when sigmoid(logit) >= threshold"),
                       Option("outputs", "logits", str, "logits | probabilities"),
                       Option("concept_names", "", str, "file with the CBM's output attributes, one per line"),
                       *_s_minus_options())),
-        Task("binding-clip", "binding", "concept binding: frozen CLIP zero-shot accuracy over the 5 candidates (paper 004 Table 1)",
+        Task("binding-clip", "binding", "concept binding: frozen CLIP zero-shot accuracy over the 5 candidates (Binding paper Table 1)",
              (CLIP,), "binding/zero-shot", run_binding_clip, dataset=f"{DEFAULT_ORG}/binding", revision="v1.0.0",
              split="train,val,gen", options=(Option("template", "a photo of {label}", str, "prompt with {label}"), _binding_config_option())),
         Task("binding-cdsm", "binding", "concept binding: CDSMs trained on frozen CLIP image embeddings, mean ± s.e. over seeds "
-             "(paper 004 Tables 1-3)", (CLIP,), "binding/cdsm-frozen", run_binding_cdsm,
+             "(Binding paper Tables 1-3)", (CLIP,), "binding/cdsm-frozen", run_binding_cdsm,
              dataset=f"{DEFAULT_ORG}/binding", revision="v1.0.0", split="train,val,gen", seeded=True,
              options=(_binding_config_option(), Option("models", ("csp", "add", "mult", "conv", "tl", "rf"), str_list, "trained models"),
                       Option("seeds", (0, 1, 2, 3, 4), int_list, "training seeds"),
                       Option("epochs", 20, int, "training epochs (best epoch chosen on val)"), _cdsm_score_option())),
         Task("compmap-cub", "compmap", "CompMap on CUB: n-way k-shot usefulness of concept activations and the "
-             "interpretability gap (paper 002 Tables 2-4)", (CLIP, ITM), "compmap/cub-episodes", run_compmap_cub,
+             "interpretability gap (CompMap paper Tables 2-4)", (CLIP, ITM), "compmap/cub-episodes", run_compmap_cub,
              needs=("cub_dir",), seeded=True,
              options=(Option("ways", (5, 10, 100, 200), int_list, "n of n-way"), Option("shots", (1, 5), int_list, "k of k-shot"),
                       Option("episodes", 600, int, "episodes per setting"), Option("queries", 15, int, "query images per class (episodic protocol)"),
@@ -403,7 +403,7 @@ def _registry() -> dict[str, Task]:
                       Option("templates", "paper", str, "paper | a3 | a3:<ids>"),
                       Option("group_softmax", True, _flag, "softmax over each attribute group"), _cub_protocol_option())),
         Task("conceptbed-ccd", "conceptbed", "ConceptBed: concept confidence deviation, accuracy of a concept learner's "
-             "generated images by oracles (paper 000 Tables 1, 7)", (GENERATED,), "conceptbed/ccd", run_conceptbed_ccd,
+             "generated images by oracles (ConceptBed paper Tables 1, 7)", (GENERATED,), "conceptbed/ccd", run_conceptbed_ccd,
              needs=("concepts",), options=_conceptbed_options()),
     ]
     return {task.name: task for task in tasks}

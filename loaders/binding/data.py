@@ -1,4 +1,4 @@
-"""Binding datasets (paper 004 §3) in our schema: splits ``train``/``val``/``gen`` with 5 shuffled
+"""Binding datasets (Binding paper §3) in our schema: splits ``train``/``val``/``gen`` with 5 shuffled
 candidates per image (``docs/schemas.md``)."""
 
 from __future__ import annotations
