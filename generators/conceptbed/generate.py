@@ -122,7 +122,7 @@ CARD_SECTIONS = {
         "Measuring how well a concept learner (Textual Inversion, DreamBooth, Custom Diffusion) captured a "
         "concept and keeps it composable: score the `concept` split with the concept oracles and the "
         "`composition` split with the VQA oracle, and report CCD against the real images "
-        "(`scripts/evaluate.py conceptbed`, ConceptBed Sec. 3)."
+        "(`conceptforge evaluate conceptbed`, ConceptBed Sec. 3)."
     ),
     "out_of_scope_use": (
         "Not real photographs and not a training set for recognising these concepts; not a measure of image "

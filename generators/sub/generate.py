@@ -137,7 +137,7 @@ CARD_SECTIONS = {
     "uses": (
         "Testing whether concept-bottleneck models (CBMs) and vision-language models detect a substituted "
         "attribute S+ and stop detecting the bird's own attribute S- (SUB paper, Sec. 5): score each image's "
-        "concepts and report S+/S- accuracy per attribute and per bird (`scripts/evaluate.py sub`). The "
+        "concepts and report S+/S- accuracy per attribute and per bird (`conceptforge evaluate sub`). The "
         "`bird_label`/`attr_label` ClassLabels match the published `Jessica-bader/SUB`, so code written for it "
         "reads these rows unchanged."
     ),
