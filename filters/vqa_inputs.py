@@ -61,8 +61,9 @@ class ClipStylePixels:
     def from_image_processor(cls, processor: Any) -> "ClipStylePixels | None":
         if processor is None or not getattr(processor, "do_resize", False):
             return None
-        if getattr(processor, "do_pad", False) or getattr(processor, "do_convert_grayscale", False):
-            return None
+        if any(getattr(processor, flag, False) for flag in
+               ("do_pad", "do_convert_grayscale", "crop_to_patches", "do_image_splitting", "image_grid_pinpoints")):
+            return None  # tiles, padding or other steps this class does not reproduce
         size = {key: _get(processor.size, key) for key in ("shortest_edge", "longest_edge", "height", "width")}
         if size["shortest_edge"] and not size["longest_edge"] and not size["height"]:
             size = {"shortest_edge": int(size["shortest_edge"])}
