@@ -79,7 +79,7 @@ class StudyApp:
         self.sample = [item_id for item_id, _ in self.db.sample()]
         self.position = {item_id: i for i, item_id in enumerate(self.sample)}
         self._orders: dict[str, list[str]] = {}
-        self._sampled = frozenset(self.sample)
+        self._cursors: dict[str, int] = {}  # per annotator: no item before this position is unanswered
         self._payloads: dict[str, dict[str, Any]] = {}  # an item's payload never changes during a study
         self._lock = threading.Lock()
         self._assets = {name: resources.files("conceptforge.filters.annotation").joinpath(name).read_bytes()
@@ -121,9 +121,21 @@ class StudyApp:
         }
 
     def next_payload(self, annotator: str) -> dict[str, Any]:
-        done = self.db.answered_by(annotator) & self._sampled
-        remaining = [i for i in self._order(annotator) if i not in done]
-        progress = {"done": len(done), "total": len(self.sample), "remaining": len(remaining)}
+        # Answers are only ever added (and only for sampled items: a foreign key), so the first
+        # unanswered position in the annotator's order never moves back: each request resumes the
+        # scan where the last one stopped instead of walking the whole sample.
+        answered = self.db.answered_live(annotator)
+        order = self._order(annotator)
+        first = self._cursors.get(annotator, 0)
+        while first < len(order) and order[first] in answered:
+            first += 1
+        self._cursors[annotator] = first
+        following = first + 1
+        while following < len(order) and order[following] in answered:
+            following += 1
+        remaining = order[first : first + 1] + order[following : following + 1]  # the next two
+        done = len(answered)
+        progress = {"done": done, "total": len(self.sample), "remaining": len(self.sample) - done}
         if not remaining:
             return {"done": True, "progress": progress}
         payload = {"done": False, "progress": progress, "item": self.item_payload(remaining[0])}
