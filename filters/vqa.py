@@ -30,7 +30,7 @@ from conceptforge.errors import ConceptforgeError, DependencyMissingError, Inval
 
 logger = logging.getLogger(__name__)
 
-#: The paper's VQA model (paper 001, §4.2). Published as remote code (InternLM2 backbone).
+#: The paper's VQA model (SUB paper, §4.2). Published as remote code (InternLM2 backbone).
 DEFAULT_VQA_MODEL = "OpenGVLab/InternVL2_5-8B"
 
 
