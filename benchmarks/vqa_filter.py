@@ -4,8 +4,11 @@ Ours: ``filters.vqa.VQAScorer.score(batch_size=16)``; baseline: the same scorer 
 time (``batch_size=1``), what a plain ``model(**processor(...))`` loop does. Same images (320x240)
 and CUB multiple-choice questions. Model: a random LLaVA (CLIP vision + Llama) built from a
 config with a real VLM's token layout (224 px, 196 image tokens; 4+4 layers of width 256).
-"Outside forward" is the share of wall time not spent in the model forward (preprocessing the
-prefetch thread does not hide, softmax, letter sums), from the scorer's own forward timer.
+"Outside forward" is the share of each ``score`` call's wall time not spent in the model forward
+call (the first batch's preprocessing, which nothing can overlap, preprocessing the prefetch
+thread does not hide, softmax, letter sums, thread start/stop), from the scorer's own forward timer.
+The warm-up call has already seen the question texts and image size, as a filter run has after
+its first batch, so the timed calls use the checked fast input path (``filters/vqa_inputs.py``).
 """
 
 from __future__ import annotations

@@ -77,7 +77,14 @@ def init_worker(parent_pid: int) -> None:
 
 
 def stop_pool(pool: concurrent.futures.ProcessPoolExecutor, *, timeout: float = 5.0) -> None:
-    """Cancel queued work and kill the running workers now (the parent was interrupted or failed)."""
+    """Cancel queued work and kill the running workers now (the parent was interrupted or failed).
+
+    Python 3.14 has ``ProcessPoolExecutor.kill_workers``; before it the executor's worker table
+    (``_processes``, unchanged since 3.2) is the only handle on its processes.
+    """
+    if callable(getattr(pool, "kill_workers", None)):
+        pool.kill_workers()
+        return
     processes = list((getattr(pool, "_processes", None) or {}).values())
     pool.shutdown(wait=False, cancel_futures=True)
     for process in processes:

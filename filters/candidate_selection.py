@@ -1,4 +1,4 @@
-"""Candidate selection for SUB (paper 001 §4.2): which reference birds and attributes to use.
+"""Candidate selection for SUB (SUB paper §4.2): which reference birds and attributes to use.
 
 * **Reference birds**: images generated per CUB class from the class name alone are classified
   by a CUB classifier; classes recognised at >= ``min_accuracy`` (paper: 100% of 20) are kept.

@@ -32,7 +32,7 @@ from conceptforge.errors import InvalidArgumentError, WeightsUnavailableError, o
 
 logger = logging.getLogger(__name__)
 
-#: The paper's CUB oracle (SUB, paper 001 §4.2: 88% CUB test accuracy).
+#: The paper's CUB oracle (SUB, SUB paper §4.2: 88% CUB test accuracy).
 DEFAULT_CUB_CLASSIFIER = "Emiel/cub-200-bird-classifier-swin"
 
 

@@ -1,4 +1,4 @@
-"""The paper's multiple-choice question about one CUB attribute group (paper 001, §4.2).
+"""The paper's multiple-choice question about one CUB attribute group (SUB paper, §4.2).
 
 "What type of {group} does this bird have? Please pick between A) {a1} B) {a2} … X) Other",
 listing every manifestation of the group in CUB's order plus "Other". The option *values* stay

@@ -1,4 +1,4 @@
-"""Filter a SUB candidates dataset into the published SUB layout (paper 001 §4.2).
+"""Filter a SUB candidates dataset into the published SUB layout (SUB paper §4.2).
 
 Two stages, both resumable:
 

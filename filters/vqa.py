@@ -25,11 +25,12 @@ import torch
 from PIL import Image
 
 from conceptforge.filters.questions import LETTERS, MultipleChoiceQuestion
+from conceptforge.filters.vqa_inputs import BatchEncoder
 from conceptforge.errors import ConceptforgeError, DependencyMissingError, InvalidArgumentError, WeightsUnavailableError, one_line
 
 logger = logging.getLogger(__name__)
 
-#: The paper's VQA model (paper 001, §4.2). Published as remote code (InternLM2 backbone).
+#: The paper's VQA model (SUB paper, §4.2). Published as remote code (InternLM2 backbone).
 DEFAULT_VQA_MODEL = "OpenGVLab/InternVL2_5-8B"
 
 
@@ -179,6 +180,7 @@ class VQAScorer:
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
         self.tokenizer = tokenizer
+        self._encoder = BatchEncoder(processor, tokenizer)
         self._letter_ids: dict[int, list[list[int]]] = {}
         self._prompts: dict[str, str] = {}
         self.forward_seconds = 0.0  # time inside the model forward (for the benchmark)
@@ -272,12 +274,9 @@ class VQAScorer:
         logits = self.model(**inputs).logits
         return logits[rows, last].float()
 
-    def _encode(self, images: Sequence[Image.Image], questions: Sequence[MultipleChoiceQuestion]) -> dict[str, torch.Tensor]:
-        texts = [self.prompt(q) for q in questions]
-        inputs = self.processor(
-            text=texts, images=[image if image.mode == "RGB" else image.convert("RGB") for image in images], return_tensors="pt", padding=True,
-            padding_side="right",  # some processors default to left padding (InternVL)
-        )
+    def _encode(self, images: Sequence[Image.Image], questions: Sequence[MultipleChoiceQuestion], *,
+                pool: ThreadPoolExecutor | None = None) -> dict[str, torch.Tensor]:
+        inputs = self._encoder(images, [self.prompt(q) for q in questions], pool=pool)
         out = {}
         for key, value in inputs.items():
             if isinstance(value, torch.Tensor):
@@ -305,7 +304,9 @@ class VQAScorer:
         """Option distributions for ``images[i]`` answering ``questions[i]``, ``batch_size`` at a time.
 
         With ``prefetch`` the next batch is preprocessed (image resizing, tokenisation) in a
-        background thread while the model runs on the current one.
+        background thread while the model runs on the current one, and that thread helps with
+        the first batch. Preprocessing reuses token ids and skips the processor's per-image
+        NumPy path once it has checked it gives the same tensors (see ``vqa_inputs``).
         """
         if len(images) != len(questions):
             raise ValueError("one question per image")
@@ -317,12 +318,15 @@ class VQAScorer:
         starts = list(range(0, len(images), batch_size))
         results: list[OptionScores] = []
         with ThreadPoolExecutor(max_workers=1) as pool:
-            def encode(start: int):
-                return self._encode(images[start : start + batch_size], questions[start : start + batch_size])
+            pending = None
 
-            pending = pool.submit(encode, starts[0]) if starts else None
+            def encode(start: int, helper: ThreadPoolExecutor | None = None):
+                return self._encode(images[start : start + batch_size], questions[start : start + batch_size], pool=helper)
+
             for number, start in enumerate(starts):
-                inputs = pending.result() if prefetch else encode(start)
+                # The first batch has nothing to overlap with: it is encoded here, with the idle
+                # prefetch thread resizing half of its images; later ones were prefetched.
+                inputs = pending.result() if prefetch and number else encode(start, pool if prefetch else None)
                 if number + 1 < len(starts):
                     pending = pool.submit(encode, starts[number + 1]) if prefetch else None
                 if self.device.type == "cuda":

@@ -1,6 +1,6 @@
 """ConceptBed evaluation: oracle scores -> CCD, accuracy, mean max-softmax (MSP) and ECE.
 
-CCD (paper 000, Eq. 3) over a set of concepts C, with oracle f and concept label y_c::
+CCD (ConceptBed paper, Eq. 3) over a set of concepts C, with oracle f and concept label y_c::
 
     CCD = -E_{c in C} [ E_{x_gen} f(y_c | x_gen) - E_{x_real} f(y_c | x_real) ]
 

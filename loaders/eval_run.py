@@ -137,9 +137,10 @@ class RunSettings:
     cache_dir: str | None = None
     cub_dir: str | None = None
     concepts: str | None = None
+    mit_states_dir: str | None = None
 
     def inputs(self) -> dict[str, Any]:
-        return {"cub_dir": self.cub_dir, "concepts": self.concepts}
+        return {"cub_dir": self.cub_dir, "concepts": self.concepts, "mit_states_dir": self.mit_states_dir}
 
 
 @dataclass
@@ -182,6 +183,11 @@ def _dataset_for(selection: TaskSelection, model: ModelRef, settings: RunSetting
     task = selection.task
     if "cub_dir" in task.needs:
         _check_cub(settings.cub_dir, images=task.benchmark == "compmap")
+    if "mit_states_dir" in task.needs:
+        if not Path(settings.mit_states_dir).is_dir():
+            raise DataNotFoundError(f"--mit-states-dir {settings.mit_states_dir} is not a folder: pass the MIT-States folder "
+                                    "holding images/ and compositional-split-natural/")
+        return resolve_dataset(settings.mit_states_dir, None, data_files=False)
     if task.benchmark == "compmap":
         return resolve_dataset(settings.cub_dir, None, data_files=False)
     if task.benchmark == "conceptbed":  # the images under test are the "model"; the real ones come from the spec
@@ -219,7 +225,7 @@ def run_tasks(model: ModelRef, selections: Sequence[TaskSelection], settings: Ru
             started = time.perf_counter()
             context = TaskContext(model=model, session=session, dataset=dataset, options=dict(selection.options),
                                   batch_size=settings.batch_size, device=settings.device, cub_dir=settings.cub_dir,
-                                  concepts=settings.concepts)
+                                  concepts=settings.concepts, mit_states_dir=settings.mit_states_dir)
             outcome = task.run(context)
             seconds = time.perf_counter() - started
             main = outcome.metrics[outcome.main_metric]

@@ -80,8 +80,10 @@ def _kind_of_files(files: dict[str, Any]) -> tuple[str, str | None]:
 def _dataset_columns(path: Path) -> set[str]:
     import pyarrow.parquet as pq
 
+    # Hidden folders hold work files, not the dataset (a generator's OUT/.work chunks have other columns).
     for parquet in sorted(path.rglob("*.parquet")):
-        return set(pq.read_schema(parquet).names)
+        if not any(part.startswith(".") for part in parquet.relative_to(path).parts):
+            return set(pq.read_schema(parquet).names)
     return set()
 
 

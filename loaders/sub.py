@@ -1,4 +1,4 @@
-"""SUB evaluation (paper 001 §5.4–5.6, Appendix F): S+ and S− accuracy of VLMs and CBMs.
+"""SUB evaluation (SUB paper §5.4–5.6, Appendix F): S+ and S− accuracy of VLMs and CBMs.
 
 * **S+**: the model detects the substituted attribute. **S−** (``s_minus="paper"``, the default,
   Appendix F and §5.6): scored only on the images whose bird's class-wise *CBM* labels (majority

@@ -101,6 +101,7 @@ class TaskContext:
     device: str | None
     cub_dir: str | None = None
     concepts: str | None = None
+    mit_states_dir: str | None = None
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,7 @@ class Task:
     revision: str | None = None
     config: str | None = None
     split: str | None = None
-    needs: tuple[str, ...] = ()  # run-level inputs: "cub_dir", "concepts"
+    needs: tuple[str, ...] = ()  # run-level inputs: "cub_dir", "mit_states_dir", "concepts"
     options: tuple[Option, ...] = ()
     seeded: bool = False  # metrics carry standard errors over seeds/episodes
 
@@ -192,16 +193,20 @@ def run_sub_cbm(ctx: TaskContext) -> TaskOutcome:
                        table=report.format())
 
 
-def _binding_splits(ctx: TaskContext):
-    from conceptforge.loaders.binding.data import load_binding
+def _binding_splits(ctx: TaskContext, task: str):
+    from conceptforge.loaders.binding.data import load_binding, resolve_config
 
-    return load_binding(ctx.dataset.repo, revision=ctx.dataset.load_revision)
+    try:
+        config = resolve_config(ctx.dataset.repo, ctx.options["config"], revision=ctx.dataset.load_revision)
+    except DataNotFoundError as error:
+        raise DataNotFoundError(f"{error} with --task-option {task}.config=NAME") from None
+    return load_binding(ctx.dataset.repo, revision=ctx.dataset.load_revision, config=config)
 
 
 def run_binding_clip(ctx: TaskContext) -> TaskOutcome:
     from conceptforge.loaders.binding.evaluate import BindingReport, evaluate_clip_zero_shot
 
-    splits = _binding_splits(ctx)
+    splits = _binding_splits(ctx, "binding-clip")
     embedder = ctx.session.embedder()
     summary = evaluate_clip_zero_shot(embedder, splits, template=ctx.options["template"])
     metrics = {f"{split}_accuracy": _pct_metric(value, 1) for split, value in summary.accuracy.items()}
@@ -224,7 +229,7 @@ def run_binding_cdsm(ctx: TaskContext) -> TaskOutcome:
     if not seeds:
         raise InvalidArgumentError("binding-cdsm.seeds needs at least one seed")
     config = TrainConfig(epochs=ctx.options["epochs"], batch_size=ctx.batch_size, cdsm_score=ctx.options["cdsm_score"])
-    report = evaluate_binding(_binding_splits(ctx), models=models, embedding_model=ctx.session.embedder(), seeds=seeds,
+    report = evaluate_binding(_binding_splits(ctx, "binding-cdsm"), models=models, embedding_model=ctx.session.embedder(), seeds=seeds,
                               config=config)
     metrics: dict[str, Metric] = {}
     for summary in report.models:
@@ -275,6 +280,56 @@ def run_compmap_cub(ctx: TaskContext) -> TaskOutcome:
                        variant=f"{options['protocol']} protocol, templates={templates.name}, "
                                f"group softmax={'on' if group_softmax else 'off'}",
                        details={"results": results}, table=cub_tables(results, model.name))
+
+
+def run_compmap_mit_states(ctx: TaskContext) -> TaskOutcome:
+    import torch
+
+    from conceptforge.loaders.compmap.contrastive import ContrastiveConfig
+    from conceptforge.loaders.compmap.mit_states import SPLITS, load_mit_states
+    from conceptforge.loaders.compmap.pipeline import activation_key, cached_tensor, mit_vocabulary, text_targets
+    from conceptforge.loaders.compmap.prompts import parse_templates
+    from conceptforge.loaders.compmap.protocols import MitProtocol, evaluate_mit_states
+    from conceptforge.loaders.compmap.report import mit_tables
+
+    options = ctx.options
+    templates = parse_templates(options["templates"])
+    data = load_mit_states(ctx.mit_states_dir, split_dir=options["split_dir"], metadata=options["metadata"] or None)
+    vocab = mit_vocabulary(data, templates)
+    model = ctx.session.vl_model()
+    group_softmax = bool(options["group_softmax"])
+    pred = {}
+    for split in SPLITS:
+        images = [str(sample.path) for sample in data.samples[split]]
+        pred[split] = cached_tensor(
+            ctx.session.activation_cache_dir(), activation_key(model, vocab, images, apply_group_softmax=group_softmax),
+            lambda images=images: model.activations(images, vocab, apply_group_softmax=group_softmax, batch_size=ctx.batch_size))
+    if options["targets"] == "primitives":
+        def pair_targets(pairs):
+            return torch.as_tensor(data.pair_primitives(list(pairs)))
+    else:
+        embedder = model.embedder
+        if embedder is None:  # an ITM model: pair texts are embedded by a dual encoder
+            from conceptforge.loaders.embeddings import EmbeddingModel
+
+            embedder = EmbeddingModel.from_pretrained(options["target_model"], cache_dir=ctx.session.cache_dir, device=ctx.device)
+        pair_targets = text_targets(embedder, templates)
+    worlds = ("closed", "open") if options["world"] == "both" else (options["world"],)
+    protocol = MitProtocol(worlds, (1,), ContrastiveConfig(dim=options["dim"], epochs=options["epochs"], lr=options["lr"],
+                                                           seed=options["seed"]), czsl_curve=options["czsl_curve"])
+    results = evaluate_mit_states(data, pred, pair_targets, protocol)
+    metrics: dict[str, Metric] = {}
+    n_test = len(data.samples["test"])
+    for world in worlds:
+        for row, cell in results["worlds"][world]["test"].items():
+            for key in ("auc", "best_seen", "best_unseen", "best_hm", "best_gm"):
+                metrics[f"{world}.{row}.{key}"] = Metric(cell["top1"][key] / 100, None, n_test)
+        for key, delta in results["interpretability"][world].items():
+            metrics[f"{world}.delta.{key}"] = Metric(delta / 100)
+    return TaskOutcome(metrics, f"{worlds[0]}.prim.auc", seeds=[options["seed"]],
+                       variant=f"test split, top-1, {options['czsl_curve']} CZSL curve, targets={options['targets']}, "
+                               f"templates={templates.name}, group softmax={'on' if group_softmax else 'off'}",
+                       details={"results": results}, table=mit_tables(results, model.name))
 
 
 def run_conceptbed_ccd(ctx: TaskContext) -> TaskOutcome:
@@ -342,6 +397,11 @@ def _sub_vlm_options() -> tuple[Option, ...]:
             Option("none_prompt", NONE_TEMPLATE, str, "prompt of the 'none' option"), *_s_minus_options())
 
 
+def _binding_config_option() -> Option:
+    return Option("config", "single-object", str,
+                  "config of the binding repo: single-object | two-object | relational (a one-config repo: its config)")
+
+
 def _cdsm_score_option() -> Option:
     from conceptforge.loaders.binding.models import CDSM_SCORES
 
@@ -365,27 +425,27 @@ def _flag(text: str) -> bool:
 
 def _registry() -> dict[str, Task]:
     tasks = [
-        Task("sub-vlm", "sub", "SUB S+/S- accuracy of a VLM over CUB's within-group attribute prompts + none (paper 001 Table 1)",
+        Task("sub-vlm", "sub", "SUB S+/S- accuracy of a VLM over CUB's within-group attribute prompts + none (SUB paper Table 1)",
              (CLIP,), "sub/vlm-within-group", run_sub_vlm, dataset="Jessica-bader/SUB", revision="main", split="test",
              needs=("cub_dir",), options=_sub_vlm_options()),
-        Task("sub-cbm", "sub", "SUB S+/S- accuracy of a concept-bottleneck model (paper 001 Table 2)",
+        Task("sub-cbm", "sub", "SUB S+/S- accuracy of a concept-bottleneck model (SUB paper Table 2)",
              (CBM,), "sub/cbm-threshold", run_sub_cbm, dataset="Jessica-bader/SUB", revision="main", split="test",
              needs=("cub_dir",),
              options=(Option("threshold", 0.5, float, "present when sigmoid(logit) >= threshold"),
                       Option("outputs", "logits", str, "logits | probabilities"),
                       Option("concept_names", "", str, "file with the CBM's output attributes, one per line"),
                       *_s_minus_options())),
-        Task("binding-clip", "binding", "concept binding: frozen CLIP zero-shot accuracy over the 5 candidates (paper 004 Table 1)",
-             (CLIP,), "binding/zero-shot", run_binding_clip, dataset=f"{DEFAULT_ORG}/binding-single-object", revision="v1.0.0",
-             split="train,val,gen", options=(Option("template", "a photo of {label}", str, "prompt with {label}"),)),
+        Task("binding-clip", "binding", "concept binding: frozen CLIP zero-shot accuracy over the 5 candidates (Binding paper Table 1)",
+             (CLIP,), "binding/zero-shot", run_binding_clip, dataset=f"{DEFAULT_ORG}/binding", revision="v1.0.0",
+             split="train,val,gen", options=(Option("template", "a photo of {label}", str, "prompt with {label}"), _binding_config_option())),
         Task("binding-cdsm", "binding", "concept binding: CDSMs trained on frozen CLIP image embeddings, mean ± s.e. over seeds "
-             "(paper 004 Tables 1-3)", (CLIP,), "binding/cdsm-frozen", run_binding_cdsm,
-             dataset=f"{DEFAULT_ORG}/binding-single-object", revision="v1.0.0", split="train,val,gen", seeded=True,
-             options=(Option("models", ("csp", "add", "mult", "conv", "tl", "rf"), str_list, "trained models"),
+             "(Binding paper Tables 1-3)", (CLIP,), "binding/cdsm-frozen", run_binding_cdsm,
+             dataset=f"{DEFAULT_ORG}/binding", revision="v1.0.0", split="train,val,gen", seeded=True,
+             options=(_binding_config_option(), Option("models", ("csp", "add", "mult", "conv", "tl", "rf"), str_list, "trained models"),
                       Option("seeds", (0, 1, 2, 3, 4), int_list, "training seeds"),
                       Option("epochs", 20, int, "training epochs (best epoch chosen on val)"), _cdsm_score_option())),
         Task("compmap-cub", "compmap", "CompMap on CUB: n-way k-shot usefulness of concept activations and the "
-             "interpretability gap (paper 002 Tables 2-4)", (CLIP, ITM), "compmap/cub-episodes", run_compmap_cub,
+             "interpretability gap (CompMap paper Tables 2-4)", (CLIP, ITM), "compmap/cub-episodes", run_compmap_cub,
              needs=("cub_dir",), seeded=True,
              options=(Option("ways", (5, 10, 100, 200), int_list, "n of n-way"), Option("shots", (1, 5), int_list, "k of k-shot"),
                       Option("episodes", 600, int, "episodes per setting"), Option("queries", 15, int, "query images per class (episodic protocol)"),
@@ -393,8 +453,22 @@ def _registry() -> dict[str, Task]:
                       Option("C", 1.0, float, "inverse L2 strength of the logistic regression"),
                       Option("templates", "paper", str, "paper | a3 | a3:<ids>"),
                       Option("group_softmax", True, _flag, "softmax over each attribute group"), _cub_protocol_option())),
+        Task("compmap-mit-states", "compmap", "CompMap on MIT-States: generalized CZSL (AUC, best seen/unseen/HM) of "
+             "composition models over concept activations (CompMap paper Tables 1, 3, 4)", (CLIP, ITM), "compmap/mit-states-czsl",
+             run_compmap_mit_states, needs=("mit_states_dir",), seeded=True,
+             options=(Option("world", "closed", _choice(("closed", "open", "both")), "closed | open | both"),
+                      Option("czsl_curve", "paper", _choice(("paper", "authors")),
+                             "paper: 20 biases from unseen gaps (A.6.2) | authors: their released curve, closed at bias 1e3"),
+                      Option("targets", "text", _choice(("text", "primitives")), "composite-concept features of the contrastive model"),
+                      Option("target_model", "openai/clip-vit-base-patch32", str, "dual encoder for pair texts when the model is ITM"),
+                      Option("split_dir", "compositional-split-natural", str, "split folder under --mit-states-dir"),
+                      Option("metadata", "", str, "metadata file (default metadata_<split_dir>.t7)"),
+                      Option("epochs", 20, int, "contrastive model epochs"), Option("dim", 256, int, "contrastive model width"),
+                      Option("lr", 1e-3, float, "contrastive model learning rate"), Option("seed", 0, int, "training seed"),
+                      Option("templates", "paper", str, "paper | a3 | a3:<ids>"),
+                      Option("group_softmax", True, _flag, "softmax over each attribute group"))),
         Task("conceptbed-ccd", "conceptbed", "ConceptBed: concept confidence deviation, accuracy of a concept learner's "
-             "generated images by oracles (paper 000 Tables 1, 7)", (GENERATED,), "conceptbed/ccd", run_conceptbed_ccd,
+             "generated images by oracles (ConceptBed paper Tables 1, 7)", (GENERATED,), "conceptbed/ccd", run_conceptbed_ccd,
              needs=("concepts",), options=_conceptbed_options()),
     ]
     return {task.name: task for task in tasks}
@@ -517,7 +591,9 @@ def format_task_list() -> str:
 
     rows = []
     for task in all_tasks().values():
-        dataset = f"{task.dataset}@{task.revision}" if task.dataset else "(local folder: --cub-dir)" if "cub_dir" in task.needs else "(the model: generated images)"
+        folder = next((need for need in task.needs if need.endswith("_dir")), None)
+        dataset = (f"{task.dataset}@{task.revision}" if task.dataset else f"(local folder: --{folder.replace('_', '-')})" if folder
+                   else "(the model: generated images)")
         needs = ", ".join("--" + n.replace("_", "-") for n in task.needs) or "–"
         rows.append([task.name, ", ".join(task.model_kinds), dataset, task.protocol, needs])
     options = []

@@ -47,6 +47,20 @@ class Annotation:
     elapsed_ms: int | None
 
 
+_INSERT = ("INSERT INTO annotations (annotator, item_id, answers, answered_at, elapsed_ms) VALUES (?, ?, ?, ?, ?)"
+           " ON CONFLICT (annotator, item_id) DO NOTHING")
+
+
+@dataclass
+class _Write:
+    """One answer waiting for a group commit, and what came of it."""
+
+    row: tuple[Any, ...]
+    done: bool = False
+    inserted: bool = False
+    error: StoreError | None = None
+
+
 class AlreadyAnswered(StoreError):
     """The annotator already gave a different answer to this item (stored answers never change)."""
 
@@ -67,6 +81,14 @@ class AnnotationDB:
         # Held only around one INSERT, never across a request; other processes on the same file
         # still wait through busy_timeout.
         self._write_lock = threading.Lock()
+        # Every request asks which items an annotator answered. Answers are only ever added, and
+        # this process adds an id here only after its INSERT committed, so a cached set is a
+        # subset of the stored one: equal sizes mean equal sets. A COUNT(*) on the primary-key
+        # index checks that (answers written by another server on the same file are seen).
+        self._answered: dict[str, set[str]] = {}
+        self._queue: list[_Write] = []  # answers waiting for the next group commit
+        self._queue_lock = threading.Lock()
+        self._cache_lock = threading.Lock()
 
     def connect(self) -> sqlite3.Connection:
         """One connection per thread (sqlite3 connections must not be shared across threads)."""
@@ -138,13 +160,18 @@ class AnnotationDB:
         """
         blob = json.dumps(dict(answers), sort_keys=True)
         conn = self.connect()
+        write = _Write((annotator, item_id, blob, time.time(), elapsed_ms))
+        with self._queue_lock:
+            self._queue.append(write)
         with self._write_lock:
-            cursor = conn.execute(
-                "INSERT INTO annotations (annotator, item_id, answers, answered_at, elapsed_ms) VALUES (?, ?, ?, ?, ?)"
-                " ON CONFLICT (annotator, item_id) DO NOTHING",
-                (annotator, item_id, blob, time.time(), elapsed_ms),
-            )
-        if cursor.rowcount == 1:
+            if not write.done:  # nobody committed it while we waited: commit everything queued
+                self._commit_queued(conn)
+        if write.error is not None:
+            raise write.error
+        if write.inserted:
+            with self._cache_lock:
+                if annotator in self._answered:
+                    self._answered[annotator].add(item_id)
             return True
         row = conn.execute("SELECT answers FROM annotations WHERE annotator = ? AND item_id = ?",
                            (annotator, item_id)).fetchone()
@@ -152,8 +179,67 @@ class AnnotationDB:
             return False
         raise AlreadyAnswered(item_id)
 
+    def _commit_queued(self, conn: sqlite3.Connection) -> None:
+        """Group commit: every queued answer in one transaction (called with the write lock).
+
+        Each answer's request waits for this commit before it is acknowledged, so nothing
+        acknowledged is lost; one transaction per batch instead of one per answer is what lets
+        concurrent annotators store more answers per second than one. A batch that fails (it
+        should not: answers are validated first) is retried one answer per transaction, so one
+        bad answer cannot fail the others.
+        """
+        with self._queue_lock:
+            batch, self._queue = self._queue, []
+        if not batch:
+            return
+        try:
+            if len(batch) == 1:
+                batch[0].inserted = conn.execute(_INSERT, batch[0].row).rowcount == 1
+            else:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    for write in batch:
+                        write.inserted = conn.execute(_INSERT, write.row).rowcount == 1
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+        except sqlite3.Error as error:
+            if len(batch) == 1:
+                batch[0].error = StoreError(f"cannot store the answer in {self.path}: {error}")
+            else:
+                for write in batch:
+                    try:
+                        write.inserted = conn.execute(_INSERT, write.row).rowcount == 1
+                    except sqlite3.Error as single:
+                        write.error = StoreError(f"cannot store the answer in {self.path}: {single}")
+        except BaseException:  # interrupted: the transaction was rolled back, nothing of the batch is stored
+            for write in batch:
+                write.inserted, write.error = False, StoreError("interrupted before the answer was stored")
+            raise
+        finally:
+            for write in batch:
+                write.done = True
+
     def answered_by(self, annotator: str) -> set[str]:
-        return {r[0] for r in self.connect().execute("SELECT item_id FROM annotations WHERE annotator = ?", (annotator,))}
+        """The item ids ``annotator`` answered (a new set; see ``__init__`` for the cache)."""
+        return set(self.answered_live(annotator))
+
+    def answered_live(self, annotator: str) -> set[str]:
+        """Like :meth:`answered_by` without the copy (O(1) per request): a set this object keeps
+        up to date; callers only test membership and must not change it."""
+        conn = self.connect()
+        (count,) = conn.execute("SELECT COUNT(*) FROM annotations WHERE annotator = ?", (annotator,)).fetchone()
+        with self._cache_lock:
+            cached = self._answered.get(annotator)
+            if cached is not None and len(cached) == count:
+                return cached
+        stored = {r[0] for r in conn.execute("SELECT item_id FROM annotations WHERE annotator = ?", (annotator,))}
+        with self._cache_lock:
+            known = self._answered.setdefault(annotator, set())
+            known |= stored
+            return known
 
     def annotations(self) -> Iterator[Annotation]:
         query = "SELECT annotator, item_id, answers, answered_at, elapsed_ms FROM annotations ORDER BY item_id, annotator"

@@ -1,4 +1,4 @@
-"""The ConceptBed concept library as data (paper 000, Table 9): 4 PACS styles, 80 ImageNet
+"""The ConceptBed concept library as data (ConceptBed paper, Table 9): 4 PACS styles, 80 ImageNet
 objects and the 200 CUB classes.
 
 Why data and not code: the lists are the benchmark's definition; keeping them in one place,

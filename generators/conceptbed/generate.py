@@ -2,12 +2,14 @@
 
 Work is organised per concept (the unit that owns a learned artifact):
 
-    OUT/.work/run.json                         settings; a resume with other settings is refused
-    OUT/.work/class-images/<concept>/NNNN.png  prior-preservation images (DreamBooth, CD)
-    OUT/.work/artifacts/<concept>/             learned artifact (learner.json written last)
+    OUT/.work/                                 the run's item store (chunks, markers, settings)
     OUT/.work/references/<concept>/N.png       up to 3 reference thumbnails for the dataset rows
-    OUT/.work/items/<split>/<id>.{png,json}    generated images (item store)
+    WORK/class-images/<concept>/NNNN.png       prior-preservation images (DreamBooth, CD)
+    WORK/artifacts/<concept>/                  learned artifact (learner.json written last)
     OUT/{data/,README.md,grid.png}             the assembled dataset (once every item exists)
+
+OUT is a local folder or an fsspec URL (``s3://bucket/conceptbed``); WORK is a local folder
+(``--work-dir``; default ``OUT/.work`` for a local OUT, see :func:`default_work_dir`).
 
 Concepts are split round-robin over ``--num-shards``/accelerate ranks, so a process only ever
 samples concepts whose artifacts it trained; every step skips what already exists.
@@ -15,9 +17,11 @@ samples concepts whose artifacts it trained; every step skips what already exist
 
 from __future__ import annotations
 
+import hashlib
 import io
 import itertools
 import logging
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -53,15 +57,15 @@ from conceptforge.generators.conceptbed.sampling import (
 )
 from conceptforge.generators.conceptbed.concepts import library
 from conceptforge.generators.conceptbed.spec import Concept, ConceptSpec
-from conceptforge.errors import InvalidArgumentError
 from conceptforge.runner import Stage, assemble_run, open_store, plan_chunks, run_stage
-from conceptforge.store import ItemResult, ItemStore, atomic_write_bytes, is_url
+from conceptforge.store import ItemResult, ItemStore, is_url
 from conceptforge.workitems import ShardSpec, WorkItem, derive_seed
 
 logger = logging.getLogger(__name__)
 
 SPLITS = ("concept", "composition")
 REFERENCE_COUNT = 3
+REFERENCES_DIR = "references"  # in the store (OUT/.work), beside the chunks
 REFERENCES_NOTE = (
     "The license covers the generated images. The concepts' reference images (ImageNet, CUB-200-2011, PACS) are "
     "not included: `reference_ids` names them by folder and file in your own copies, which keep their own terms."
@@ -118,7 +122,7 @@ CARD_SECTIONS = {
         "Measuring how well a concept learner (Textual Inversion, DreamBooth, Custom Diffusion) captured a "
         "concept and keeps it composable: score the `concept` split with the concept oracles and the "
         "`composition` split with the VQA oracle, and report CCD against the real images "
-        "(`scripts/evaluate.py conceptbed`, ConceptBed Sec. 3)."
+        "(`conceptforge evaluate conceptbed`, ConceptBed Sec. 3)."
     ),
     "out_of_scope_use": (
         "Not real photographs and not a training set for recognising these concepts; not a measure of image "
@@ -161,6 +165,19 @@ class GenerateOptions:
     max_shard_size: str = "500MB"
     max_items: int | None = None  # stop after this many new images (tests, smoke runs)
     assemble: bool = True
+    # Local folder for learned weights and class images (default OUT/.work, or a cache folder
+    # when OUT is a URL): they are large, read back by the process that learned them, and never
+    # part of the dataset, so they need not live in object storage.
+    work_dir: Path | None = None
+
+
+def default_work_dir(out: str) -> Path:
+    """Where learned concept weights go: ``OUT/.work`` for a local OUT; for a URL, a folder per
+    OUT under ``$CONCEPTFORGE_WORK_DIR`` or ``$XDG_CACHE_HOME/conceptforge/conceptbed-work``."""
+    if not is_url(out) or out.startswith("file://"):
+        return Path(out.removeprefix("file://")) / ".work"
+    base = os.environ.get("CONCEPTFORGE_WORK_DIR") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"), "conceptforge", "conceptbed-work")
+    return Path(base) / hashlib.sha256(out.rstrip("/").encode()).hexdigest()[:16]
 
 
 def _item_id(concept: str, kind: str, index: int) -> str:
@@ -222,10 +239,8 @@ class ConceptBedGenerator:
     def __init__(self, spec: ConceptSpec, options: GenerateOptions) -> None:
         self.spec = spec
         self.options = options
-        self.out = Path(options.out)
-        if is_url(str(options.out)):
-            raise InvalidArgumentError("ConceptBed needs a local --out (the learned concept weights are kept in OUT/.work)")
-        self.work = self.out / ".work"
+        self.out = str(options.out)
+        self.work = Path(options.work_dir) if options.work_dir else default_work_dir(self.out)
         self.store = open_store(self.out)
         self.captions = prepare_captions(spec, options.categoriser, options.max_captions)
         self.items = build_items(spec, options.config, self.captions, num_images=options.num_images)
@@ -239,8 +254,6 @@ class ConceptBedGenerator:
     def class_image_dir(self, concept: Concept) -> Path:
         return self.work / "class-images" / concept.name
 
-    def reference_dir(self, concept: Concept) -> Path:
-        return self.work / "references" / concept.name
 
     def run_settings(self) -> dict[str, Any]:
         return {
@@ -284,12 +297,15 @@ class ConceptBedGenerator:
                 torch.cuda.empty_cache()  # the next concept loads fresh weights
 
     def save_references(self, concept: Concept) -> None:
-        directory = self.reference_dir(concept)
-        if (directory / "done").exists():
+        """Thumbnails go to the store (OUT/.work/references/<concept>/), local or a URL: the
+        assembler, possibly another machine, embeds them from there."""
+        location = self.store.location
+        folder = f"{REFERENCES_DIR}/{concept.name}"
+        if location.exists(f"{folder}/done"):
             return
         for index, thumb in enumerate(reference_thumbnails(concept, count=REFERENCE_COUNT)):
-            atomic_write_bytes(directory / f"{index}.png", thumb["bytes"])
-        atomic_write_bytes(directory / "done", b"")
+            location.write(f"{folder}/{index}.png", thumb["bytes"])
+        location.write(f"{folder}/done", b"")
 
     def make_concept_items(self, items: list[WorkItem]) -> list[ItemResult]:
         """The engine's ``process_batch``: one chunk = one concept's items (learned once)."""
@@ -335,7 +351,6 @@ class ConceptBedGenerator:
             assembler="conceptforge.generators.conceptbed.generate:assemble_from_store",
             assembly_args={
                 "metadata": asdict(self.card_metadata()),
-                "references": str(self.work / "references"),
                 "reference_ids": {
                     c.name: [f"{p.parent.name}/{p.name}" for p in c.reference_images[:REFERENCE_COUNT]] for c in self.spec.concepts
                 },
@@ -350,7 +365,7 @@ class ConceptBedGenerator:
 
     def run(self) -> dict[str, Any]:
         report = run_stage(
-            self.stage(), str(self.out), shard=self.options.shard, max_items=self.options.max_items,
+            self.stage(), self.out, shard=self.options.shard, max_items=self.options.max_items,
             assemble=self.options.assemble, store=self.store,
         )
         self.report = report
@@ -360,7 +375,7 @@ class ConceptBedGenerator:
             "missing": report.missing_items,
             "assembled": report.assembled,
             "splits": {split: sum(1 for items in self.items.values() for i in items if i.split == split) for split in SPLITS},
-            "message": report.message(str(self.out)),
+            "message": report.message(self.out),
         }
 
     def missing_items(self) -> int:
@@ -401,23 +416,23 @@ class ConceptBedGenerator:
 
     def assemble(self) -> Any:
         """Assemble now (idempotent; exactly once across processes)."""
-        return assemble_run(str(self.out), store=self.store)
+        return assemble_run(self.out, store=self.store)
 
 
-def _references(directory: Path, concept: str) -> list[dict[str, Any]]:
-    return [{"bytes": p.read_bytes(), "path": None} for p in sorted((directory / concept).glob("*.png"))]
+def _references(store: ItemStore, concept: str) -> list[dict[str, Any]]:
+    folder = f"{REFERENCES_DIR}/{concept}"
+    names = sorted((n for n in store.location.listdir(folder) if n.endswith(".png")), key=lambda n: int(n.split(".")[0]))
+    return [{"bytes": store.location.read(f"{folder}/{name}"), "path": None} for name in names]
 
 
-def _rows(
-    store: ItemStore, split: str, references_dir: Path, reference_ids: dict[str, list[str]], embed: bool
-) -> Iterator[dict[str, Any]]:
+def _rows(store: ItemStore, split: str, reference_ids: dict[str, list[str]], embed: bool) -> Iterator[dict[str, Any]]:
     embedded: set[str] = set()  # concepts whose thumbnails this split already holds (one copy each)
     for record in store.records(split):
         meta = record.metadata
         concept = meta["concept"]
         thumbnails: list[dict[str, Any]] = []
         if embed and concept not in embedded:
-            thumbnails = _references(references_dir, concept)
+            thumbnails = _references(store, concept)
             embedded.add(concept)
         yield {
             "image": {"bytes": record.read_file("png"), "path": None},
@@ -456,12 +471,11 @@ def _grid_png(store: ItemStore) -> bytes | None:
 def assemble_from_store(store: ItemStore, out_dir: Path, args: dict[str, Any]) -> None:
     """The engine's assembler: the two splits, card and grid from a complete store."""
     metadata = DatasetMetadata(**args["metadata"])
-    references = Path(args["references"])
     grid = _grid_png(store)
     assemble_dataset_dir(
         out_dir,
         splits={
-            split: (lambda s=split: _rows(store, s, references, args.get("reference_ids", {}), bool(args.get("embed_references"))))
+            split: (lambda s=split: _rows(store, s, args.get("reference_ids", {}), bool(args.get("embed_references"))))
             for split in SPLITS
         },
         features=FEATURES,

@@ -1,4 +1,4 @@
-"""SUB (paper 001): Tied Diffusion Guidance over FLUX and the SUB candidate generator.
+"""SUB (SUB paper): Tied Diffusion Guidance over FLUX and the SUB candidate generator.
 
 Python API (see docs/sub.md)::
 

@@ -1,4 +1,4 @@
-"""The TDG denoising loop over FluxPipeline's own components (paper 001, Fig. 2).
+"""The TDG denoising loop over FluxPipeline's own components (SUB paper, Fig. 2).
 
 Why a loop of our own: FluxPipeline's ``callback_on_step_end`` sees the latents only after the
 scheduler step, so it cannot change the model prediction that TDG ties. The loop below reuses

@@ -136,8 +136,8 @@ CARD_SECTIONS = {
     "source_datasets": ["extended|cub-200-2011"],
     "uses": (
         "Testing whether concept-bottleneck models (CBMs) and vision-language models detect a substituted "
-        "attribute S+ and stop detecting the bird's own attribute S- (paper 001, Sec. 5): score each image's "
-        "concepts and report S+/S- accuracy per attribute and per bird (`scripts/evaluate.py sub`). The "
+        "attribute S+ and stop detecting the bird's own attribute S- (SUB paper, Sec. 5): score each image's "
+        "concepts and report S+/S- accuracy per attribute and per bird (`conceptforge evaluate sub`). The "
         "`bird_label`/`attr_label` ClassLabels match the published `Jessica-bader/SUB`, so code written for it "
         "reads these rows unchanged."
     ),

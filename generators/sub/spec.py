@@ -1,4 +1,4 @@
-"""The SUB specification (paper 001) as data, and the bird x substitution plan built from it.
+"""The SUB specification (SUB paper) as data, and the bird x substitution plan built from it.
 
 Everything the paper fixes — the 33 reference birds (App. A), the guidance birds (App. B,
 Table 3), the 32 substitutions (App. C), the per-category prompt templates (Sec. 4.1, App. D)

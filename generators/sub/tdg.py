@@ -1,4 +1,4 @@
-"""Tied Diffusion Guidance (paper 001, Section 3): the tie and its eta schedule, as pure functions.
+"""Tied Diffusion Guidance (SUB paper, Section 3): the tie and its eta schedule, as pure functions.
 
 The tie compares two noise predictions element-wise. Where they differ by no more than the
 eta-th percentile of their absolute differences (computed per pair), both get the mean; elsewhere

@@ -1,4 +1,4 @@
-"""Concept-binding evaluation (paper 004): CLIP zero-shot, CSP, CDSMs, calibrated stacking."""
+"""Concept-binding evaluation (Binding paper): CLIP zero-shot, CSP, CDSMs, calibrated stacking."""
 
 from conceptforge.loaders.binding.data import BindingSplit, load_binding, parse_label
 from conceptforge.loaders.binding.evaluate import BindingReport, ModelSummary, evaluate_binding, evaluate_clip_zero_shot, zero_shot_scores

@@ -1,4 +1,4 @@
-"""Calibrated stacking (paper 004 Appendix C; Chao et al. 2016) for the single-object setting.
+"""Calibrated stacking (Binding paper Appendix C; Chao et al. 2016) for the single-object setting.
 
 Trained models favour the label compositions seen in training. A coefficient ``c`` is subtracted
 from the cosine score of every candidate whose label is a seen (training) class. ``c`` is chosen

@@ -1,13 +1,14 @@
-"""Binding datasets (paper 004 §3) in our schema: splits ``train``/``val``/``gen`` with 5 shuffled
+"""Binding datasets (Binding paper §3) in our schema: splits ``train``/``val``/``gen`` with 5 shuffled
 candidates per image (``docs/schemas.md``)."""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Sequence
 
-from conceptforge.errors import DataFormatError
+from conceptforge.errors import DataFormatError, DataNotFoundError
 from conceptforge.loaders.data import image_column_raw, load_split, require_columns
 
 logger = logging.getLogger(__name__)
@@ -88,6 +89,26 @@ def validate_split(split: BindingSplit) -> None:
         for candidate in candidates:
             if len(parse_label(candidate)) != len(parse_label(label)):
                 raise DataFormatError(f"split {split.name} row {row}: candidate {candidate!r} does not match the label form")
+
+
+def resolve_config(source: str, wanted: str, *, revision: str | None = None) -> str | None:
+    """The config to load from ``source``: ``wanted`` where the repo has it (our one-repo layout
+    with single-object / two-object / relational), None for a repo with a single config whatever
+    its name (a release of one dataset), else an error naming the configs there."""
+    import datasets
+
+    local = Path(str(source)).exists()
+    try:
+        names = datasets.get_dataset_config_names(str(source), revision=None if local else revision)
+    except Exception as error:  # noqa: BLE001 - unreachable or malformed: load_split reports it in one line
+        logger.debug("config names of %s unavailable (%s); loading %r", source, error, wanted)
+        return wanted
+    if wanted in names:
+        return wanted
+    if len(names) == 1:
+        logger.info("%s has one config (%s); using it", source, names[0])
+        return None
+    raise DataNotFoundError(f"dataset {source} has no config {wanted!r} (configs: {', '.join(names)}); choose one of them")
 
 
 def load_binding(source: str, *, revision: str | None = None, splits: Sequence[str] = SPLITS,

@@ -1,4 +1,4 @@
-"""Phrase encoders of paper 004 §2: CSP, the CDSMs (Add, Mult, Conv, TL, RF) and CLIP-FT.
+"""Phrase encoders of Binding paper §2: CSP, the CDSMs (Add, Mult, Conv, TL, RF) and CLIP-FT.
 
 Every model maps phrases (``"red cube"``, ``"cube left sphere"``) to vectors in CLIP's joint
 image–text space. Scores (``CDSM_SCORES``):

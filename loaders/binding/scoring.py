@@ -47,7 +47,7 @@ def adj_noun_error(label: str, candidate: str) -> str:
 
 
 def error_breakdown(scores: torch.Tensor, split: BindingSplit) -> dict[str, float]:
-    """Share of the error mass per error type (paper 004 Tables 3, 5, 7; sums to 1 if any error).
+    """Share of the error mass per error type (Binding paper Tables 3, 5, 7; sums to 1 if any error).
 
     Adjective–noun: Adj (adjective wrong, noun right), Noun, Both. Relational: the kind of the
     chosen distractor (bRa, aSb, aRc, cRb) as stored in ``candidate_kinds``.

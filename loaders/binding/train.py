@@ -1,4 +1,4 @@
-"""Algorithm 1 of paper 004 (Appendix B): train a phrase model against frozen CLIP image
+"""Algorithm 1 of Binding paper (Appendix B): train a phrase model against frozen CLIP image
 embeddings with cross-entropy over each image's true label and its distractors.
 
 Each step: for a batch of images, encode the phrases among their candidates, score every

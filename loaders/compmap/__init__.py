@@ -1,4 +1,4 @@
-"""CompMap (paper 002): concept activations, composition models, usefulness and interpretability."""
+"""CompMap (CompMap paper): concept activations, composition models, usefulness and interpretability."""
 
 from conceptforge.loaders.compmap.logreg import LogRegConfig, LogRegModel, fit_logreg
 from conceptforge.loaders.compmap.metrics import (

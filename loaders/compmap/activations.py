@@ -1,6 +1,6 @@
 """Concept prompting: primitive-concept activations of images from a vision-language model.
 
-Two paths (Appendix A.2 of paper 002):
+Two paths (Appendix A.2 of CompMap paper):
 
 - dual encoders (CLIP, SigLIP) through :class:`loaders.embeddings.EmbeddingModel`: image and
   text embeddings are computed once and cached on disk, and an activation is

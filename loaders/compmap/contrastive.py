@@ -1,6 +1,6 @@
 """The MIT-States composition model: two linear projections trained contrastively.
 
-Section 4.2 of paper 002: primitive activations ``e`` (attributes then objects) and the text
+Section 4.2 of CompMap paper: primitive activations ``e`` (attributes then objects) and the text
 embedding ``t_q`` of each composite concept are projected into one space by linear maps ``A`` and
 ``B``; the score is their dot product, trained with softmax cross-entropy over the *seen* pairs
 only. Because ``score(e, q) = e^T (A^T B t_q)``, the model is a linear composition model with

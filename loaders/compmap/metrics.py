@@ -1,6 +1,6 @@
 """CompMap metrics: usefulness (accuracy, generalized CZSL), interpretability, weight analysis.
 
-Generalized CZSL (paper 002 §4.1 and Appendix A.6.2, after Purushwalkam et al. 2019). A
+Generalized CZSL (CompMap paper §4.1 and Appendix A.6.2, after Purushwalkam et al. 2019). A
 calibration bias b is added to the score of every unseen pair; a sample is correct when fewer than
 k other pairs score strictly higher than its ground truth. Two bias curves are implemented:
 
@@ -10,7 +10,7 @@ k other pairs score strictly higher than its ground truth. Two bias curves are i
   sample sits exactly on a tie, as the 20 biases. The curve has exactly these 20 points. Sample
   i becomes correct once b > Δ_i, so the largest bias leaves the last chunk wrong: best unseen
   can stay below 100% by up to one chunk (1/20 of the unseen samples).
-* ``curve="authors"``: the released code of paper 002 (``get_overall_metrics`` in
+* ``curve="authors"``: the released code of CompMap paper (``get_overall_metrics`` in
   vlm_primitive_concepts' ``train_retrieval_model.py``): first evaluate at a closing bias of
   ``1e3`` (unseen always wins, seen accuracy ≈ 0); keep only the unseen samples that are correct
   at that bias, take their Δ − 1e-4, sort, and use every ``max(len // 20, 1)``-th one as a bias

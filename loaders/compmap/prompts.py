@@ -1,4 +1,4 @@
-"""Prompt templates for concept prompting (Section 4.2 and Table A3 of paper 002).
+"""Prompt templates for concept prompting (Section 4.2 and Table A3 of CompMap paper).
 
 A concept is embedded from one prompt per template; with several templates the normalised text
 embeddings are averaged and renormalised ("embedding ensembling", as CLIP does for ImageNet).

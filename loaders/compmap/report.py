@@ -1,4 +1,4 @@
-"""Paper-style text tables (Tables 1–4 of paper 002) from the protocol results."""
+"""Paper-style text tables (Tables 1–4 of CompMap paper) from the protocol results."""
 
 from __future__ import annotations
 

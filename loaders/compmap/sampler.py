@@ -1,8 +1,8 @@
-"""Seeded n-way k-shot episode samplers (the CUB protocol of paper 002, after Snell et al.).
+"""Seeded n-way k-shot episode samplers (the CUB protocol of CompMap paper, after Snell et al.).
 
 Two protocols (``CUB_PROTOCOLS``):
 
-* ``"authors"`` (the CUB default): the released code of paper 002 (``nway_kshot_cub_clip.py``):
+* ``"authors"`` (the CUB default): the released code of CompMap paper (``nway_kshot_cub_clip.py``):
   n classes at random, k support images per class from CUB's *train* split, and *every* test-split
   image of those n classes as a query (:func:`sample_split_episodes`; ragged query lists are
   padded with ``-1``).

@@ -204,3 +204,76 @@ def test_sampled_images_are_copied_once_and_match_the_dataset(conceptbed_dataset
     (cache / "0-image").unlink()
     open_study(settings)
     assert (cache / "0-image").exists() and (cache / "complete.json").exists()
+
+
+def test_a_stalled_client_is_dropped_after_the_idle_timeout(sub_dataset, serve_study):
+    running = serve_study(sub_dataset, "sub-faithfulness", per_group=1)
+    running.server.RequestHandlerClass.idle_timeout = 1
+    host, port = running.server.server_address[:2]
+    body = json.dumps({"annotator": "eve", "item_id": running.app.sample[0],
+                       "answers": {"attribute": "yes", "bird": "yes"}}).encode()
+    stalled = [b"",  # connected, then silent
+               b"POST /api/answer HTTP/1.1\r\nHost: x\r\nContent-Ty",  # stops inside the headers
+               (f"POST /api/answer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n").encode() + body[:10]]  # stops inside the body
+    for sent in stalled:
+        with socket.create_connection((host, port)) as sock:
+            sock.sendall(sent)
+            sock.settimeout(10)
+            start = time.monotonic()
+            assert sock.recv(1024) == b""  # the server closed it without answering
+            assert 0.5 < time.monotonic() - start < 8
+    assert list(running.app.db.annotations()) == []
+    assert post_answer(running.url, json.loads(body))[0] == 200  # still serving
+
+
+def test_group_commit_keeps_every_acknowledged_answer(sub_dataset, tmp_path):
+    """Many threads writing at once (batched into shared transactions), retries and conflicts included."""
+    from conceptforge.filters.annotation.db import AlreadyAnswered
+
+    app, _ = open_study(StudySettings(dataset_dir=sub_dataset, study="sub-faithfulness", per_group=4,
+                                      db=tmp_path / "g.sqlite"))
+    db, items = app.db, app.sample
+    outcomes: dict[tuple[str, str], list] = {}
+    lock = threading.Lock()
+    start = threading.Barrier(8)
+
+    def work(number: int) -> None:
+        start.wait()
+        for item in items:
+            for annotator, answer in ((f"a{number}", "yes"), ("shared", "yes" if number % 2 else "no")):
+                try:
+                    result = db.add(annotator, item, {"attribute": answer, "bird": "no"})
+                except AlreadyAnswered:
+                    result = "conflict"
+                with lock:
+                    outcomes.setdefault((annotator, item), []).append((answer, result))
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    stored = {(a.annotator, a.item_id): a.answers["attribute"] for a in AnnotationDB(tmp_path / "g.sqlite").annotations()}
+    for n in range(8):
+        for item in items:
+            assert outcomes[(f"a{n}", item)] == [("yes", True)] and stored[(f"a{n}", item)] == "yes"
+    for item in items:  # "shared": exactly one writer won; identical retries are no-ops, the others conflict
+        results = outcomes[("shared", item)]
+        winner = stored[("shared", item)]
+        assert [r for _, r in results].count(True) == 1
+        assert all(r in (True, False) if answer == winner else r == "conflict" for answer, r in results)
+    assert db.answered_by("a3") == set(items)
+
+
+def test_answers_from_another_server_on_the_same_file_are_seen(sub_dataset, tmp_path):
+    app, _ = open_study(StudySettings(dataset_dir=sub_dataset, study="sub-faithfulness", per_group=4,
+                                      db=tmp_path / "s.sqlite"))
+    other = AnnotationDB(tmp_path / "s.sqlite")
+    first = app.next_payload("bob")["item"]["item_id"]
+    app.submit({"annotator": "bob", "item_id": first, "answers": {"attribute": "yes", "bird": "no"}})
+    assert app.db.answered_by("bob") == {first}  # cached now
+    second = next(i for i in app.sample if i != first)
+    other.add("bob", second, {"attribute": "no", "bird": "no"})  # another process's write
+    assert app.db.answered_by("bob") == {first, second}
+    assert app.next_payload("bob")["progress"]["done"] == 2

@@ -1,4 +1,4 @@
-"""Splits and distractors of the binding datasets, exactly as paper 004 §3 (no Blender needed)."""
+"""Splits and distractors of the binding datasets, exactly as Binding paper §3 (no Blender needed)."""
 
 import random
 from collections import Counter

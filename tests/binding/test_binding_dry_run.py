@@ -19,7 +19,7 @@ def test_paper_preset_dry_run_counts_the_renders_and_estimates_time(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     lines = result.stdout.splitlines()
     assert "  two-object: 60000 images (train 20000, val 20000, gen 20000)" in lines
-    total = 5598 + 799 + 3195 + 3 * 20000 + 40000 + 2 * 20000  # paper 004, Table 1
+    total = 5598 + 799 + 3195 + 3 * 20000 + 40000 + 2 * 20000  # Binding paper, Table 1
     assert f"total: {total} images" in lines
     hours = total * 2 / 3600
     assert any(line.startswith(f"estimated render time: {hours:.1f} hours for one Blender worker at 2 s/image") for line in lines)

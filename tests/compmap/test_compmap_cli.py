@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conceptforge.commands import main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -99,3 +101,31 @@ def test_bad_inputs_are_one_line_errors(tiny_clip_dir, tmp_path, capsys, monkeyp
     assert _in_process("--benchmark", "mit-states", "--data-dir", tmp_path) == 2
     assert "train_pairs.txt does not exist" in capsys.readouterr().err
     assert not list(tmp_path.glob("*.json"))
+
+
+def test_mit_states_task_matches_the_compmap_command(tiny_clip_dir, fake_mit, tmp_path, capsys):
+    """`conceptforge evaluate --tasks compmap-mit-states --mit-states-dir DIR` reports the numbers of
+    `conceptforge evaluate compmap --benchmark mit-states` for the same settings (as fractions)."""
+    settings = ["--epochs", 30, "--dim", 8, "--lr", 0.05, "--templates", "a3:1,4,7", "--targets", "primitives"]
+    own_out, task_out = tmp_path / "own.json", tmp_path / "task.json"
+    assert _in_process("--benchmark", "mit-states", "--model", tiny_clip_dir, "--data-dir", fake_mit, "--output", own_out,
+                       "--cache-dir", tmp_path / "cache", *settings) == 0
+    options = [f"compmap-mit-states.{name}={value}" for name, value in
+               (("epochs", 30), ("dim", 8), ("lr", 0.05), ("templates", "a3:1,4,7"), ("targets", "primitives"))]
+    argv = ["evaluate", "--model", str(tiny_clip_dir), "--tasks", "compmap-mit-states", "--mit-states-dir", str(fake_mit),
+            "--cache-dir", str(tmp_path / "cache2"), "--output", str(task_out)]
+    for option in options:
+        argv += ["--task-option", option]
+    assert main(argv) == 0
+    assert "Table 1 (MIT-States, closed world)" in capsys.readouterr().out
+    own = json.loads(own_out.read_text())["results"]
+    (task,) = json.loads(task_out.read_text())["tasks"]
+    assert task["main_metric"] == "closed.prim.auc" and task["dataset"]["repo"] == str(fake_mit)
+    for row in ("oracle", "prim", "interv_full"):
+        for key in ("auc", "best_seen", "best_unseen", "best_hm"):
+            expected = own["worlds"]["closed"]["test"][row]["top1"][key] / 100
+            assert task["metrics"][f"closed.{row}.{key}"]["value"] == pytest.approx(expected, abs=1e-9)
+    assert task["metrics"]["closed.delta.auc"]["value"] == pytest.approx(own["interpretability"]["closed"]["auc"] / 100)
+    # without the folder the task is skipped with one line naming the flag
+    assert main(["evaluate", "--model", str(tiny_clip_dir), "--tasks", "compmap-mit-states", "--output", str(task_out)]) == 2
+    assert "compmap-mit-states needs --mit-states-dir" in capsys.readouterr().err

@@ -172,6 +172,37 @@ def test_embedded_references_are_an_opt_in_with_one_copy_per_concept(tmp_path, t
     assert "embedded on request (`--embed-references`)" in license_section and "not this license" in license_section
 
 
+def test_s3_output_is_byte_identical_to_local(tmp_path, tiny_sd, datasets_root, write_spec, s3_server):
+    """`--out s3://bucket/x` on a real S3-compatible server (moto, 127.0.0.1): the store, the
+    reference thumbnails and the assembled dataset live there, the learned weights in a local
+    work folder; data bytes equal a local run's (embedded references included)."""
+    spec = load_spec(write_spec(tmp_path, datasets_root, ["beagle"]))
+    local = tmp_path / "local"
+    ConceptBedGenerator(spec, _options(tiny_sd, local, embed_references=True)).run()
+    s3_server.make_bucket("conceptbed")
+    work = tmp_path / "work"
+    summary = ConceptBedGenerator(spec, _options(tiny_sd, "s3://conceptbed/ti", embed_references=True, work_dir=work)).run()
+    assert summary["assembled"], summary["message"]
+    assert (work / "artifacts" / "beagle" / "learned_embeds.safetensors").exists()  # weights stay local
+    fs = s3_server.filesystem()
+    assert not fs.find("conceptbed/ti/.work/artifacts")  # ... and never go to the bucket
+    assert len([f for f in fs.find("conceptbed/ti/.work/references/beagle") if f.endswith(".png")]) == 3
+    remote = {f.removeprefix("conceptbed/ti/"): fs.cat_file(f) for f in fs.find("conceptbed/ti/data")}
+    expected = {str(p.relative_to(local)): p.read_bytes() for p in (local / "data").rglob("*") if p.is_file()}
+    assert remote == expected and remote
+    assert fs.exists("conceptbed/ti/README.md") and fs.exists("conceptbed/ti/grid.png")
+
+
+def test_default_work_dir_is_local_for_a_url_out(tmp_path, monkeypatch):
+    from conceptforge.generators.conceptbed.generate import default_work_dir
+
+    assert default_work_dir(str(tmp_path / "out")) == tmp_path / "out" / ".work"
+    monkeypatch.setenv("CONCEPTFORGE_WORK_DIR", str(tmp_path / "cache"))
+    first, second = default_work_dir("s3://a/run1"), default_work_dir("s3://a/run2/")
+    assert first.parent == tmp_path / "cache" and second.parent == first.parent and first != second
+    assert default_work_dir("s3://a/run1/") == first  # a trailing slash names the same output
+
+
 def test_a_missing_model_is_one_line_without_library_noise(tmp_path, datasets_root, write_spec):
     """Before: torchvision warnings, "Couldn't connect to the Hub… local cache" and "see the stacktrace above"."""
     spec = write_spec(tmp_path, datasets_root, ["beagle"])

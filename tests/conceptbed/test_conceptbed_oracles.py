@@ -134,6 +134,19 @@ def test_evaluate_cli_end_to_end(tmp_path, tiny_sd, datasets_root, captions_file
     assert set(payload["ccd_aggregations"]) == {"ccd", "ccd_pooled", "ccd_category_mean"}
     vqa = next(r for r in payload["results"] if r["source"] == "textual-inversion" and r["task"] == "vqa" and r["category"] is None)
     assert {"ccd", "ccd_pooled", "ccd_category_mean"} <= set(vqa)
+    # The same through the one evaluate command: task conceptbed-ccd, the generated dataset as the model.
+    results = tmp_path / "task.json"
+    code, text, err = run_script(
+        "evaluate.py", "--model", str(out), "--tasks", "conceptbed-ccd", "--concepts", str(spec_path), "--device", "cpu",
+        "--task-option", f"conceptbed-ccd.style_oracle={oracles['style']}", "--task-option", f"conceptbed-ccd.object_oracle={object_oracle}",
+        "--task-option", f"conceptbed-ccd.cub_oracle={oracles['cub']}", "--task-option", f"conceptbed-ccd.vqa_model={oracles['vqa']}",
+        "--output", str(results),
+    )
+    assert code == 0, err[-3000:]
+    (task,) = json.loads(results.read_text())["tasks"]
+    assert task["task"] == "conceptbed-ccd" and task["main_metric"].endswith(".ccd")
+    expected = {f"{r['task']}.ccd": r["ccd"] for r in payload["results"] if r["source"] == "textual-inversion" and r["category"] is None}
+    assert expected and {name: task["metrics"][name]["value"] for name in expected} == pytest.approx(expected, abs=1e-6)  # float32 batches differ
 
 
 def test_evaluate_cli_bad_input_subprocess(tmp_path):

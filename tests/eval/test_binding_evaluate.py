@@ -1,5 +1,6 @@
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -126,3 +127,45 @@ def test_cli_bad_input_is_one_line(tiny_clip_dir, relational_dir, tmp_path, caps
         assert err[-1].startswith(expected), err
     assert run_cli(main, ["binding", "--dataset", str(tmp_path / "missing"), "--clip-model", str(tiny_clip_dir)]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith("error: no dataset at")
+
+
+def _multi_config_repo(tmp_path: Path, sources: dict[str, Path]) -> Path:
+    """The layout `conceptforge generate binding --dataset all` publishes: data/<config>/ + configs YAML."""
+    repo = tmp_path / "binding-repo"
+    lines = ["---", "configs:"]
+    for config, source in sources.items():
+        target = repo / "data" / config
+        target.mkdir(parents=True)
+        splits = []
+        for parquet in sorted((source / "data").glob("*.parquet")):
+            shutil.copy(parquet, target / parquet.name)
+            splits.append(parquet.name.split("-")[0])
+        lines += [f"- config_name: {config}", "  data_files:"]
+        lines += [f"  - split: {split}\n    path: data/{config}/{split}-*" for split in dict.fromkeys(splits)]
+    (repo / "README.md").write_text("\n".join(lines + ["---", "# binding", ""]))
+    return repo
+
+
+def test_evaluate_binding_tasks_pick_a_config_of_a_multi_config_repo(tiny_clip_dir, single_object_dir, relational_dir,
+                                                                    tmp_path, capsys, monkeypatch):
+    from conceptforge.cli import run_cli
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    repo = _multi_config_repo(tmp_path, {"single-object": single_object_dir, "relational": relational_dir})
+    main = _evaluate_main()
+    base = ["--model", str(tiny_clip_dir), "--cache-dir", str(tmp_path / "cache")]
+    settings = {}
+    for option, expected in ((None, "adjective-noun"), ("relational", "relational")):
+        out = tmp_path / f"{option}.json"
+        extra = ["--task-option", f"binding-clip.config={option}"] if option else []
+        assert run_cli(main, [*base, "--tasks", f"binding-clip:{repo}", *extra, "--output", str(out)]) == 0
+        (task,) = json.loads(out.read_text())["tasks"]
+        settings[option] = task["details"]["setting"]
+        assert settings[option] == expected
+    capsys.readouterr()
+    code = run_cli(main, [*base, "--tasks", f"binding-clip:{repo}", "--task-option", "binding-clip.config=two-object",
+                          "--output", str(tmp_path / "bad.json")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and not (tmp_path / "bad.json").exists()
+    assert err[-1].startswith("error: ") and "no config 'two-object' (configs: single-object, relational)" in err[-1]
+    assert "--task-option binding-clip.config=NAME" in err[-1]

@@ -168,3 +168,48 @@ def test_model_card_merge_keeps_other_results():
     values = sorted((r.dataset_type, r.metric_type, r.metric_value) for r in merged.data.eval_results)
     assert values == [("imagenet-1k", "accuracy", 80.0), ("o/b", "binding-clip.gen_accuracy", 42.0)]
     assert merged.data.license == "mit" and "# my model" in merged.text
+
+
+CBM_MODULE = '''
+import torch
+
+PRESENT = {present!r}
+
+
+class ConstantCBM(torch.nn.Module):
+    """Logit +5 for the listed attributes and -5 for the others, whatever the image."""
+
+    def __init__(self, names):
+        super().__init__()
+        self.register_buffer("logits", torch.tensor([5.0 if n in PRESENT else -5.0 for n in names]))
+
+    def forward(self, images):
+        return self.logits.expand(images.shape[0], -1)
+
+
+def make():
+    return ConstantCBM({names!r}), lambda image: torch.zeros(3, 8, 8)
+'''
+
+
+def test_sub_cbm_task_runs_a_users_cbm_factory(tmp_path, sub_dir, fake_cub, monkeypatch):
+    """sub-cbm through the task path: the CBM comes from ``package.module:function``. By hand over
+    sub_rows' 8 items (2 per pair), with crown red, bill needle and crown blue present:
+    S+ right for crown red and bill needle, wrong for tail spotted and crown yellow -> 4/8;
+    S- (any-original: the removed attribute must be absent) right for black, dagger and
+    multi-coloured, wrong for blue (present) -> 6/8."""
+    from conceptforge.cub import load_cub
+
+    names = list(load_cub(fake_cub, need="votes").attributes)
+    present = ["has_crown_color::red", "has_bill_shape::needle", "has_crown_color::blue"]
+    assert set(present) <= set(names)
+    (tmp_path / "my_cbms.py").write_text(CBM_MODULE.format(present=present, names=names))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    model = resolve_model("my_cbms:make")
+    assert model.kind == "cbm"
+    selections = select_tasks(f"sub-cbm:{sub_dir}", options=["sub-cbm.s_minus=any-original"])
+    results = run_tasks(model, selections, RunSettings(device="cpu", batch_size=3, cub_dir=str(fake_cub)))
+    (task,) = results.tasks
+    assert task["metrics"]["s_plus"]["value"] == pytest.approx(0.5) and task["metrics"]["s_plus"]["n"] == 8
+    assert task["metrics"]["s_minus"]["value"] == pytest.approx(0.75) and task["metrics"]["s_minus"]["n"] == 8
+    assert "S- rule any-original" in task["variant"]

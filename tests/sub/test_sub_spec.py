@@ -1,4 +1,4 @@
-"""The SUB specification (paper 001 appendices), CUB metadata and pair planning."""
+"""The SUB specification (SUB paper appendices), CUB metadata and pair planning."""
 
 import json
 

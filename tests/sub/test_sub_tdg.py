@@ -1,4 +1,4 @@
-"""The TDG tie and eta schedule against a float64 reference (paper 001, Eqs. 3-6)."""
+"""The TDG tie and eta schedule against a float64 reference (SUB paper, Eqs. 3-6)."""
 
 import math
 

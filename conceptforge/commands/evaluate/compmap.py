@@ -38,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     cub.add_argument("--shots", type=int, nargs="+", default=[1, 5])
     cub.add_argument("--episodes", type=int, default=600)
     cub.add_argument("--protocol", choices=("authors", "episodic"), default="authors",
-                     help="authors: k support from the train split, every test image of the n classes as a query (paper 002's code); "
+                     help="authors: k support from the train split, every test image of the n classes as a query (CompMap paper's code); "
                           "episodic: k support + --queries per class drawn from all of CUB")
     cub.add_argument("--queries", type=int, default=15, help="query images per class and episode (--protocol episodic)")
     cub.add_argument("--no-full-shot", action="store_true")

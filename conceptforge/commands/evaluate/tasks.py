@@ -31,6 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--task-option", dest="eval_options", action="append", default=[], metavar="TASK.NAME=VALUE",
                        help="protocol setting of a task, e.g. binding-cdsm.seeds=0,1,2 (see --tasks list)")
     group.add_argument("--cub-dir", dest="eval_cub_dir", default=None, help="CUB_200_2011 folder (sub-*, compmap-cub)")
+    group.add_argument("--mit-states-dir", dest="eval_mit_states_dir", default=None,
+                       help="MIT-States folder with images/ and compositional-split-natural/ (compmap-mit-states)")
     group.add_argument("--concepts", dest="eval_concepts", default=None, help="ConceptBed concept spec (conceptbed-ccd)")
     group.add_argument("--device", dest="eval_device", default=None, help="cpu, cuda, cuda:1 … (default: cuda if available)")
     group.add_argument("--dtype", dest="eval_dtype", default=None, choices=("float32", "float16", "bfloat16"))
@@ -72,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(f"--push-results: {model.id} is not a Hub model; pass --results-repo ORG/NAME")
     logger.info("model %s: %s (%s)", model.id, model.kind, model.sha)
     settings = RunSettings(device=args.eval_device, dtype=args.eval_dtype, batch_size=args.eval_batch_size,
-                           cache_dir=args.eval_cache_dir, cub_dir=args.eval_cub_dir, concepts=args.eval_concepts)
+                           cache_dir=args.eval_cache_dir, cub_dir=args.eval_cub_dir, concepts=args.eval_concepts,
+                           mit_states_dir=args.eval_mit_states_dir)
     results = run_tasks(model, selections, settings)
     for skipped in results.skipped:
         print(f"skipped: {skipped['reason']}", file=sys.stderr)

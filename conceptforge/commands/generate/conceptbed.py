@@ -17,7 +17,10 @@ from conceptforge.workitems import resolve_shard
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--learner", required=True, choices=LEARNERS)
     parser.add_argument("--concepts", required=True, type=Path, help="concept spec JSON (see docs/conceptbed.md)")
-    parser.add_argument("--out", required=True, type=Path, help="output dataset directory")
+    parser.add_argument("--out", required=True, help="output dataset folder or fsspec URL such as s3://bucket/conceptbed")
+    parser.add_argument("--work-dir", type=Path, default=None,
+                        help="local folder for learned concept weights and class images (default OUT/.work; "
+                             "for a URL OUT, $CONCEPTFORGE_WORK_DIR or ~/.cache/conceptforge/conceptbed-work/<hash of OUT>)")
     parser.add_argument("--model-id", default=DEFAULT_MODEL_ID, help="SD-1.x diffusers model id or local folder")
     parser.add_argument("--revision", default=None)
     parser.add_argument("--num-images", type=int, default=100, help="concept-split images per concept (paper: 100)")
@@ -93,11 +96,13 @@ def run(args: argparse.Namespace) -> int:
         max_items=args.max_items,
         assemble=not args.no_assemble,
         embed_references=args.embed_references,
+        work_dir=args.work_dir,
     )
     summary = ConceptBedGenerator(spec, options).run()
     if summary["assembled"]:
         rows = ", ".join(f"{name}={count}" for name, count in summary["splits"].items())
-        print(f"wrote {args.out} ({rows}); card {args.out / 'README.md'}, grid {args.out / 'grid.png'}")
+        out = str(args.out).rstrip("/")
+        print(f"wrote {out} ({rows}); card {out}/README.md, grid {out}/grid.png")
     print(summary["message"])
     return 0
 
