@@ -89,6 +89,6 @@ def run(quick: bool) -> list[Result]:
         extra={
             "images/min (median), 2 processes | 1 process": f"{count * 60 / statistics.median(ours):.1f} | {count * 60 / statistics.median(baseline):.1f}",
             "assembled parquet bytes equal (every run, both sides)": "yes" if same else
-            f"no ({len(digests[1] | digests[2])} distinct digests: see BENCHMARKS.md on denoised rerun bytes)",
+            f"no ({len(digests[1] | digests[2])} distinct digests: a determinism regression, see docs/binding.md)",
         },
     )]
