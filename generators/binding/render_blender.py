@@ -5,8 +5,8 @@ nothing leaks between scenes and memory stays flat.
 
 Image quality at speed: 16 samples alone leave visible grain (~38 dB PSNR against 512 samples).
 Cycles' own OIDN denoiser fixes that but its output changes with the thread count and between
-runs. So Cycles renders the noisy image plus diffuse/glossy colour and normal passes (the
-denoiser's guides) and the object-index pass into a float EXR, and we run Intel Open Image
+runs. So Cycles renders the noisy image plus diffuse/glossy colour passes (the
+denoiser's albedo guide) and the object-index pass into a float EXR, and we run Intel Open Image
 Denoise ourselves (``pyoidn``, CPU device, fast quality): for identical inputs its float output
 is bit-identical whatever its thread count. The linear result becomes 8-bit sRGB through a fixed
 lookup table (Blender's "Standard" view transform, no dither), and Pillow writes the PNG without
@@ -128,11 +128,12 @@ def import_oidn():
 
 
 class OidnDenoiser:
-    """Intel Open Image Denoise's RT filter on the CPU (albedo + normal guides, HDR input).
+    """Intel Open Image Denoise's RT filter on the CPU (albedo guide, HDR input).
 
     One device and filter per renderer, reused for every image (the weights stay loaded). Quality
     ``fast``: at 16 samples it scores ~48 dB PSNR against 512 samples (balanced ~49 dB) in about
-    half the time (BENCHMARKS.md). OIDN's float output is bit-identical for identical inputs
+    half the time. No normal guide: Cycles' normal pass cost ~5% of the render for ~0.05 dB.
+    OIDN's float output is bit-identical for identical inputs
     whatever its thread count, so ``threads`` only changes the speed.
     """
 
@@ -144,12 +145,12 @@ class OidnDenoiser:
         self._device.commit()
         self._filter = pyoidn.Filter(self._device, pyoidn.OIDN_FILTER_TYPE_RT)
 
-    def __call__(self, color: np.ndarray, albedo: np.ndarray, normal: np.ndarray) -> np.ndarray:
+    def __call__(self, color: np.ndarray, albedo: np.ndarray) -> np.ndarray:
         pyoidn = self._oidn
-        arrays = [np.ascontiguousarray(a[..., :3], dtype=np.float32) for a in (color, albedo, normal)]
+        arrays = [np.ascontiguousarray(a[..., :3], dtype=np.float32) for a in (color, albedo)]
         output = np.zeros_like(arrays[0])
         flt = self._filter
-        for name, array in zip((pyoidn.OIDN_IMAGE_COLOR, pyoidn.OIDN_IMAGE_ALBEDO, pyoidn.OIDN_IMAGE_NORMAL), arrays):
+        for name, array in zip((pyoidn.OIDN_IMAGE_COLOR, pyoidn.OIDN_IMAGE_ALBEDO), arrays):
             flt.set_image(name, array, pyoidn.OIDN_FORMAT_FLOAT3)
         flt.set_image(pyoidn.OIDN_IMAGE_OUTPUT, output, pyoidn.OIDN_FORMAT_FLOAT3)
         flt.set_bool("hdr", True)
@@ -212,10 +213,10 @@ class BlenderRenderer:
         self._tmp = Path(tempfile.mkdtemp(prefix="conceptforge-blender-"))
         self._denoiser: OidnDenoiser | None = None
 
-    def _denoise(self, color: np.ndarray, albedo: np.ndarray, normal: np.ndarray) -> np.ndarray:
+    def _denoise(self, color: np.ndarray, albedo: np.ndarray) -> np.ndarray:
         if self._denoiser is None:  # created on first use: --no-denoise runs never need pyoidn
             self._denoiser = OidnDenoiser(threads=self.threads or os.cpu_count() or 1)
-        return self._denoiser(color, albedo, normal)
+        return self._denoiser(color, albedo)
 
     # -- scene construction -----------------------------------------------------------------
     def _reset(self, scene: SceneDescription) -> None:
@@ -364,7 +365,6 @@ class BlenderRenderer:
         layer = s.view_layers[0]
         layer.use_pass_diffuse_color = denoise
         layer.use_pass_glossy_color = denoise
-        layer.use_pass_normal = denoise
         settings = s.render.image_settings
         settings.media_type = "MULTI_LAYER_IMAGE"
         settings.file_format = "OPEN_EXR_MULTILAYER"
@@ -383,7 +383,7 @@ class BlenderRenderer:
             settings.color_depth = "8"
         passes.setdefault("index", np.zeros(passes["combined"].shape[:2], np.float32))
         if denoise:
-            passes["denoised"] = self._denoise(passes["combined"], passes["albedo"], passes["normal"])
+            passes["denoised"] = self._denoise(passes["combined"], passes["albedo"])
         return passes
 
     def describe_device(self) -> str:
@@ -394,7 +394,7 @@ class BlenderRenderer:
     # -- public API ---------------------------------------------------------------------------
     def float_passes(self, scene: SceneDescription) -> dict[str, np.ndarray]:
         """The linear float images behind :meth:`render` (``combined``, ``index``, and with the
-        denoiser ``albedo``, ``normal``, ``denoised``): for determinism checks and benchmarks."""
+        denoiser ``albedo``, ``denoised``): for determinism checks and benchmarks."""
         with deferred_interrupts():
             self._build(scene)
             self.bpy.context.scene.view_layers[0].use_pass_object_index = True

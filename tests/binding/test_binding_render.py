@@ -185,7 +185,7 @@ print(json.dumps(out))
         runs.append(__import__("json").loads(result.stdout.strip().splitlines()[-1]))
     assert "sphere" in runs[0]["shapes"]
     keys = sorted(k for k in runs[0] if k.startswith("1-"))
-    assert any(k.endswith("-denoised") for k in keys) and any(k.endswith("-normal") for k in keys)
+    assert any(k.endswith("-denoised") for k in keys) and any(k.endswith("-albedo") for k in keys)
     differing = [k for k in keys for run in runs for other in ("1", "2")
                  if run[other + k[1:]] != runs[0][k]]
     assert not differing
