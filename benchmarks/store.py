@@ -152,43 +152,52 @@ def _count_files(path: Path) -> int:
     return sum(1 for p in path.rglob("*") if p.is_file())
 
 
-def _write_and_assemble(target: str, method: str, items: list[WorkItem], fs, tag: str) -> int:
-    """One repeat of one method on one target, in a fresh folder (bucket); returns files created."""
-    if target == "local":
-        with tempfile.TemporaryDirectory(prefix="store-bench-") as tmp:
-            out = Path(tmp) / "out"
-            if method == "chunked":
-                run_chunked(str(out), items)
-                return _count_files(out)
-            return PerItemLocal(out).run(items)
+def _write_and_assemble(target: str, method: str, items: list[WorkItem], fs, tag: str, scratch: dict[str, Path]) -> int:
+    """One repeat of one method on one target, in a fresh folder (bucket); returns files created.
+
+    Nothing is deleted here: deleting 40,000 files (or objects) is not part of writing them, and
+    on a disk mounted with ``discard`` it slows the rounds after it. The caller deletes
+    everything once the timed rounds are over.
+    """
+    if target != "s3":
+        out = scratch[target] / f"{tag}-{'c' if method == 'chunked' else 'f'}"
+        if method == "chunked":
+            run_chunked(str(out), items)
+            return _count_files(out)
+        return PerItemLocal(out).run(items)
     bucket = f"bench-{tag}-{'c' if method == 'chunked' else 'f'}"
     fs.mkdir(bucket)
-    try:
-        if method == "chunked":
-            run_chunked(f"s3://{bucket}/out", items)
-            fs.invalidate_cache()
-            return len(fs.find(f"{bucket}/out"))
-        return PerItemS3(fs, f"{bucket}/out").run(items)
-    finally:
-        fs.rm(bucket, recursive=True)  # keep the server's memory flat across repeats
+    if method == "chunked":
+        run_chunked(f"s3://{bucket}/out", items)
+        fs.invalidate_cache()
+        return len(fs.find(f"{bucket}/out"))
+    return PerItemS3(fs, f"{bucket}/out").run(items)
 
 
 def run(quick: bool):
     """Runner entry: write + assembly of N items, chunked (ours) vs one file per item, local and S3.
 
-    Full: 20,000 items, 3 interleaved repeats on local disk and 2 on S3 (the S3 baseline alone is
-    ~6 min a repeat on 2 quiet cores); quick: 2,000 items x 5 local, 1,000 x 2 on S3. Both sides
-    warm up on 100 items first.
+    Targets: a local file system in memory (tmpfs, ``/dev/shm``: what the store itself costs),
+    the local disk (the temp folder: small-file timings on this VM's disk drift between runs,
+    see BENCHMARKS.md) and S3. Full: 20,000 items, 3 interleaved repeats locally and 2 on S3
+    (the S3 baseline alone is ~6 min a repeat on 2 quiet cores); quick: 2,000 items x 5
+    locally, 1,000 x 2 on S3. Both sides warm up on 100 items first.
     """
     from benchmarks._harness import Result, interleave
 
     # (items, repeats) per target: local runs are short, so more repeats steady their median.
-    sizes = {"local": (2000, 5), "s3": (1000, 2)} if quick else {"local": (20000, 3), "s3": (20000, 2)}
+    local, s3 = ((2000, 5), (1000, 2)) if quick else ((20000, 3), (20000, 2))
+    scratch = {"disk": Path(tempfile.mkdtemp(prefix="store-bench-"))}
+    if Path("/dev/shm").is_dir():
+        scratch["tmpfs"] = Path(tempfile.mkdtemp(prefix="store-bench-", dir="/dev/shm"))
+    sizes = {**{name: local for name in scratch}, "s3": s3}
+    titles = {"tmpfs": "a local file system in memory (tmpfs)", "disk": "the local disk (temp folder)",
+              "s3": "a local S3 server (moto, 127.0.0.1)"}
     server = MotoServer()
     results = []
     try:
         fs = server.filesystem()
-        for target in ("local", "s3"):
+        for target in sorted(scratch, reverse=True) + ["s3"]:
             count, repeats = sizes[target]
             items = make_items(count)
             megabytes = count * ITEM_BYTES / 1e6
@@ -196,21 +205,21 @@ def run(quick: bool):
 
             def side(method: str):
                 def call(round_: int) -> None:
-                    files[method] = _write_and_assemble(target, method, items, fs, f"{target}{round_}")
+                    files[method] = _write_and_assemble(target, method, items, fs, f"{target}{round_}", scratch)
                 return call
 
             for method in ("chunked", "one file per item"):
-                _write_and_assemble(target, method, items[:100], fs, f"warm{target}")
+                _write_and_assemble(target, method, items[:100], fs, f"warm{target}", scratch)
             cpu: dict[str, list[float]] = {}
             ours, baseline = interleave(side("chunked"), side("one file per item"), repeats, cpu=cpu)
             results.append(Result(
-                name=f"item store on {'local disk' if target == 'local' else 'a local S3 server (moto, 127.0.0.1)'}",
+                name=f"item store on {titles[target]}",
                 ours_label="ours: chunked (64 items/chunk + marker, one assembly)", ours=ours,
                 baseline_label="one .png + one .json per item, assembly reads them back", baseline=baseline,
                 work=f"{count} items of {ITEM_BYTES} B written + assembled into parquet",
                 # CPU of this process only: on S3 the server's own work is outside it, so none there.
-                ours_cpu=cpu["ours"] if target == "local" else None,
-                baseline_cpu=cpu["baseline"] if target == "local" else None,
+                ours_cpu=cpu["ours"] if target != "s3" else None,
+                baseline_cpu=cpu["baseline"] if target != "s3" else None,
                 extra={
                     "items/s (median), ours | baseline": f"{count / statistics.median(ours):.0f} | {count / statistics.median(baseline):.0f}",
                     "MB/s (median), ours | baseline": f"{megabytes / statistics.median(ours):.2f} | {megabytes / statistics.median(baseline):.2f}",
@@ -219,7 +228,9 @@ def run(quick: bool):
                 },
             ))
     finally:
-        server.stop()
+        server.stop()  # its buckets live in its memory
+        for folder in scratch.values():
+            shutil.rmtree(folder, ignore_errors=True)
     return results
 
 
