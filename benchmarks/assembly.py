@@ -17,7 +17,7 @@ from benchmarks._rows import run_worker, worker_env
 
 
 def run(quick: bool) -> list[Result]:
-    n, repeats = (8000, 15) if quick else (20000, 9)  # quick rounds are short: more of them steady the median
+    n, repeats = (8000, 21) if quick else (20000, 9)  # quick rounds are short: more of them steady the median
     with tempfile.TemporaryDirectory(prefix="assembly-bench-") as tmp:
         work = Path(tmp)
         env = worker_env(work)
