@@ -1,5 +1,6 @@
 """End to end with real Blender: the script, the dataset format, determinism, resume, shards."""
 
+import json
 import os
 import signal
 import subprocess
@@ -10,6 +11,8 @@ from pathlib import Path
 import pytest
 from datasets import ClassLabel, Image as ImageFeature, load_dataset
 from PIL import Image
+
+from tests.proc import alive, children
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SMALL = ["--resolution", "64x48", "--samples", "2"]  # see conftest
@@ -125,6 +128,14 @@ def test_worker_processes_give_the_same_dataset(demo_dir, tmp_path):
     assert _data_bytes(tmp_path, "single-object") == _data_bytes(demo_dir, "single-object")
 
 
+def _json_from_a_fresh_process(code: str) -> dict:
+    """Run ``code`` in a new interpreter (its own Blender) and parse the JSON it prints last."""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
 def test_thread_counts_and_reruns_give_identical_png_bytes(tmp_path):
     """Renders are byte-identical across fresh processes and 1 vs 2 render threads, with the
     denoiser on and off. Spheres are in the scenes on purpose: Blender's own smooth vertex
@@ -144,12 +155,7 @@ for threads in (1, 2):
         out[f"{threads}-{denoise}"] = [renderer.render(replace(s, denoise=denoise), min_pixels=1)[0].hex() for s in scenes]
 print(json.dumps(out))
 """
-    runs = []
-    for _ in range(2):
-        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                                env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, timeout=600)
-        assert result.returncode == 0, result.stderr[-2000:]
-        runs.append(__import__("json").loads(result.stdout.strip().splitlines()[-1]))
+    runs = [_json_from_a_fresh_process(code) for _ in range(2)]
     first = runs[0]
     assert "sphere" in first["shapes"]
     for denoise in (True, False):
@@ -177,12 +183,7 @@ for threads in (1, 2):
         out.update({f"{threads}-{n}-{k}": hashlib.sha256(v.tobytes()).hexdigest() for k, v in passes.items()})
 print(json.dumps(out))
 """
-    runs = []
-    for _ in range(2):
-        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                                env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, timeout=600)
-        assert result.returncode == 0, result.stderr[-2000:]
-        runs.append(__import__("json").loads(result.stdout.strip().splitlines()[-1]))
+    runs = [_json_from_a_fresh_process(code) for _ in range(2)]
     assert "sphere" in runs[0]["shapes"]
     keys = sorted(k for k in runs[0] if k.startswith("1-"))
     assert any(k.endswith("-denoised") for k in keys) and any(k.endswith("-albedo") for k in keys)
@@ -194,8 +195,6 @@ print(json.dumps(out))
 def test_clevr_scene_files_have_clevr_types(demo_dir):
     """Read back as CLEVR's tools do: ints for pixel x/y, floats for 3d_coords, relationships
     as lists (per object) of lists of object indices, directions as 3-vectors."""
-    import json
-
     for name in ("single-object", "two-object", "relational"):
         ds = load_dataset(str(demo_dir), name)
         for split in ("train", "val", "gen"):
@@ -327,27 +326,6 @@ def test_foreign_out_folder_is_refused_untouched(tmp_path):
     assert_refused_untouched(tmp_path, before, result.returncode, result.stderr)
 
 
-def _children(pid: int) -> set[int]:
-    found = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid:
-                found.add(int(entry.name))
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
 def test_worker_processes_die_with_their_parent(tmp_path):
     """Issue 20.4: kill -9 of the parent leaves no Blender worker running."""
@@ -358,18 +336,18 @@ def test_worker_processes_die_with_their_parent(tmp_path):
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     deadline = time.time() + 120
-    workers: set[int] = set()
+    workers: list[int] = []
     while time.time() < deadline and len(workers) < 2:
-        workers = _children(parent.pid)
+        workers = children(parent.pid)
         time.sleep(0.2)
     assert len(workers) >= 2, "the pool did not start"
     time.sleep(2)
     parent.send_signal(signal.SIGKILL)
     parent.wait()
     deadline = time.time() + 15
-    while time.time() < deadline and any(_alive(pid) for pid in workers):
+    while time.time() < deadline and any(alive(pid) for pid in workers):
         time.sleep(0.2)
-    assert not [pid for pid in workers if _alive(pid)]
+    assert not [pid for pid in workers if alive(pid)]
 
 
 _FINISH_CONFIG = """

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.proc import alive, children
+
 pytest.importorskip("bpy", reason="Blender (bpy) is part of the test install: pip install '.[blender]'")
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -43,32 +45,11 @@ def _wait_for_first_item(process: subprocess.Popen, out: Path) -> None:
         time.sleep(0.02)
 
 
-def _children(pid: int) -> list[int]:
-    """Live processes whose parent is ``pid`` (from /proc)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid and fields[0] != "Z":
-                found.append(int(entry.name))
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def _wait_gone(pids: list[int], seconds: float) -> list[int]:
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
+    while time.monotonic() < deadline and any(alive(pid) for pid in pids):
         time.sleep(0.05)
-    return [pid for pid in pids if _alive(pid)]
+    return [pid for pid in pids if alive(pid)]
 
 
 def _data_bytes(repo: Path) -> dict[str, bytes]:
@@ -107,35 +88,35 @@ def test_ctrl_c_stops_single_worker_rendering_and_the_run_resumes(demo_dir, tmp_
 def test_sigterm_to_the_parent_stops_its_workers(tmp_path):
     process = _start(tmp_path, "--num-workers", "2")
     _wait_for_first_item(process, tmp_path)
-    children = _children(process.pid)  # two Blender workers and multiprocessing's resource tracker
+    workers = children(process.pid)  # two Blender workers and multiprocessing's resource tracker
     try:
-        assert len(children) >= 2
+        assert len(workers) >= 2
         sent = time.monotonic()
         process.send_signal(signal.SIGTERM)
         _, stderr = process.communicate(timeout=60)
         assert process.returncode == 143, stderr[-3000:]
         assert time.monotonic() - sent < 15
         assert stderr.strip().splitlines()[-1] == MESSAGE.format("SIGTERM")
-        assert _wait_gone(children, 10) == []
+        assert _wait_gone(workers, 10) == []
         written = _items(tmp_path)
         time.sleep(1.5)
         assert _items(tmp_path) == written  # nobody goes on writing into .work
     finally:
-        _kill_leftovers(children)
+        _kill_leftovers(workers)
 
 
 def test_workers_die_with_a_parent_killed_by_sigkill(tmp_path):
     """Before: the workers rendered on (each item ~1 s here) and went on writing into .work."""
     process = _start(tmp_path, "--num-workers", "2", size=["--resolution", "320x240", "--samples", "16"])
     _wait_for_first_item(process, tmp_path)
-    children = _children(process.pid)
+    workers = children(process.pid)
     try:
-        assert len(children) >= 2
+        assert len(workers) >= 2
         process.send_signal(signal.SIGKILL)
         process.communicate(timeout=60)
         written = _items(tmp_path)
-        assert _wait_gone(children, 3) == []
+        assert _wait_gone(workers, 3) == []
         time.sleep(1.5)
         assert _items(tmp_path) == written
     finally:
-        _kill_leftovers(children)
+        _kill_leftovers(workers)

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.proc import alive
+
 from conceptforge.interrupts import Interrupted, deferred_interrupts, handle_stop_signals
 
 SLEEPER = textwrap.dedent("""
@@ -74,27 +76,20 @@ PARENT = textwrap.dedent("""
 """)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_a_worker_dies_with_its_parent_killed_by_sigkill():
     parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True)
     child = int(parent.stdout.readline())
     try:
-        assert _alive(child)
+        assert alive(child)
         parent.kill()
         parent.wait(timeout=10)
         deadline = time.monotonic() + 5
-        while _alive(child) and time.monotonic() < deadline:
+        while alive(child) and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert not _alive(child)
+        assert not alive(child)
     finally:
-        if _alive(child):
+        if alive(child):
             os.kill(child, signal.SIGKILL)
 
 
