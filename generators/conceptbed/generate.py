@@ -57,6 +57,7 @@ from conceptforge.generators.conceptbed.sampling import (
 )
 from conceptforge.generators.conceptbed.concepts import library
 from conceptforge.generators.conceptbed.spec import Concept, ConceptSpec
+from conceptforge.errors import InvalidArgumentError
 from conceptforge.runner import Stage, assemble_run, open_store, plan_chunks, run_stage
 from conceptforge.store import ItemResult, ItemStore, is_url
 from conceptforge.workitems import ShardSpec, WorkItem, derive_seed
@@ -241,6 +242,8 @@ class ConceptBedGenerator:
         self.options = options
         self.out = str(options.out)
         self.work = Path(options.work_dir) if options.work_dir else default_work_dir(self.out)
+        if self.work.exists() and not self.work.is_dir():
+            raise InvalidArgumentError(f"--work-dir {self.work} is a file: pass a folder for the learned concept weights")
         self.store = open_store(self.out)
         self.captions = prepare_captions(spec, options.categoriser, options.max_captions)
         self.items = build_items(spec, options.config, self.captions, num_images=options.num_images)

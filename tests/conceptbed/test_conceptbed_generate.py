@@ -203,6 +203,17 @@ def test_default_work_dir_is_local_for_a_url_out(tmp_path, monkeypatch):
     assert default_work_dir("s3://a/run1/") == first  # a trailing slash names the same output
 
 
+def test_a_work_dir_that_is_a_file_is_one_line(tmp_path, datasets_root, write_spec):
+    spec = write_spec(tmp_path, datasets_root, ["beagle"])
+    (tmp_path / "weights").write_text("not a folder")
+    result = subprocess.run([sys.executable, "-m", "conceptforge", "generate", "conceptbed", "--learner", "textual-inversion",
+                             "--concepts", str(spec), "--out", str(tmp_path / "out"), "--work-dir", str(tmp_path / "weights")],
+                            capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == f"error: --work-dir {tmp_path / 'weights'} is a file: pass a folder for the learned concept weights"
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_missing_model_is_one_line_without_library_noise(tmp_path, datasets_root, write_spec):
     """Before: torchvision warnings, "Couldn't connect to the Hub… local cache" and "see the stacktrace above"."""
     spec = write_spec(tmp_path, datasets_root, ["beagle"])
