@@ -180,8 +180,10 @@ def _clevr_scenes(config: BindingConfig, store: ItemStore, split: str) -> bytes:
 
 def render_device(device: str, denoise: bool) -> str:
     """What rendered the images, for the card (the denoiser always runs on the CPU, outside Cycles)."""
+    from conceptforge.generators.binding.render_blender import DENOISE_QUALITY  # no bpy import
+
     cycles = "Cycles GPU (bpy)" if device == "gpu" else "Cycles CPU (bpy)"
-    return f"{cycles}, Open Image Denoise on CPU (pyoidn)" if denoise else cycles
+    return f"{cycles}, Open Image Denoise quality {DENOISE_QUALITY} on CPU (pyoidn)" if denoise else cycles
 
 
 def provenance(configs: list[BindingConfig], command_line: list[str], devices: list[str] | None = None) -> dict:

@@ -41,6 +41,7 @@ def test_demo_datasets_load_with_typed_columns(demo_dir):
     for section in ("## Uses", "### Out-of-scope use", "## Bias, Risks and Limitations", "## Annotations"):
         assert section in card
     assert f'load_dataset("path/to/this/folder", "relational")' in card
+    assert "Open Image Denoise quality fast on CPU (pyoidn)" in card  # the denoiser setting that made the pixels
     for name in ("single-object", "two-object", "relational"):
         ds = load_dataset(str(demo_dir), name)
         label = ds["train"].features["label"]
