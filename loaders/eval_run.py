@@ -19,7 +19,8 @@ from typing import Any, Sequence
 
 from conceptforge.errors import DataNotFoundError, HubError, InvalidArgumentError
 from conceptforge.loaders.model_ref import CLIP, ITM, ModelRef
-from conceptforge.loaders.tasks import DatasetRef, TaskContext, TaskSelection
+from conceptforge.loaders.task_spec import DatasetRef, Metric, Task, TaskContext, TaskOutcome, options_digest
+from conceptforge.loaders.tasks import TaskSelection
 
 logger = logging.getLogger(__name__)
 
@@ -138,6 +139,7 @@ class RunSettings:
     cub_dir: str | None = None
     concepts: str | None = None
     mit_states_dir: str | None = None
+    sample_cache: bool = True  # resume from the per-sample cache (loaders/sample_cache.py)
 
     def inputs(self) -> dict[str, Any]:
         return {"cub_dir": self.cub_dir, "concepts": self.concepts, "mit_states_dir": self.mit_states_dir}
@@ -152,6 +154,8 @@ class RunResults:
     tasks: list[dict[str, Any]] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
     created: str = ""
+    samples: dict[str, tuple[list[dict[str, Any]], tuple[tuple[str, str], ...]]] = field(default_factory=dict)
+    scored: dict[str, int] = field(default_factory=dict)  # items each task had to score (not from the cache)
 
     def to_dict(self) -> dict[str, Any]:
         import conceptforge
@@ -217,36 +221,81 @@ def run_tasks(model: ModelRef, selections: Sequence[TaskSelection], settings: Ru
     # Resolve every dataset before the first (slow) task: a wrong repo or tag fails in seconds.
     datasets = [_dataset_for(selection, model, settings) for selection in runnable]
     session = ModelSession(model, device=settings.device, dtype=settings.dtype, cache_dir=settings.cache_dir)
+    cache = None
+    if settings.sample_cache and model.sha:  # no revision (a CBM factory): nothing safe to key rows on
+        from conceptforge.loaders.sample_cache import open_cache
+
+        cache = open_cache(settings.cache_dir)
     try:
         for index, (selection, dataset) in enumerate(zip(runnable, datasets), start=1):
             task = selection.task
             where = dataset_label(dataset.to_dict())
             logger.info("[%d/%d] %s on %s", index, len(runnable), task.name, where)
             started = time.perf_counter()
+            from conceptforge.loaders.sample_cache import TaskSamples
+
+            samples = TaskSamples(cache, task=task.name, options_digest=options_digest(selection.options),
+                                  model_revision=model.sha or "", dataset_revision=dataset.sha or "")
             context = TaskContext(model=model, session=session, dataset=dataset, options=dict(selection.options),
                                   batch_size=settings.batch_size, device=settings.device, cub_dir=settings.cub_dir,
-                                  concepts=settings.concepts, mit_states_dir=settings.mit_states_dir)
+                                  concepts=settings.concepts, mit_states_dir=settings.mit_states_dir, samples=samples)
             outcome = task.run(context)
+            metrics = checked_metrics(task, outcome, selection.options)
             seconds = time.perf_counter() - started
-            main = outcome.metrics[outcome.main_metric]
+            main = metrics[outcome.main_metric]
             logger.info("[%d/%d] %s: %s = %.4f (%.1f s)", index, len(runnable), task.name, outcome.main_metric, main.value, seconds)
-            results.tasks.append({
-                "task": task.name,
-                "benchmark": task.benchmark,
-                "protocol": task.protocol,
-                "variant": outcome.variant,
-                "dataset": dataset.to_dict(),
-                "options": {k: list(v) if isinstance(v, tuple) else v for k, v in selection.options.items()},
-                "seeds": outcome.seeds,
-                "main_metric": outcome.main_metric,
-                "metrics": {name: metric.to_dict() for name, metric in outcome.metrics.items()},
-                "details": outcome.details,
-                "table": outcome.table,
-                "seconds": round(seconds, 3),
-            })
+            results.tasks.append(task_record(task, outcome, dataset, selection.options, metrics, seconds))
+            results.samples[task.name] = (outcome.samples, task.columns)
+            results.scored[task.name] = samples.scored
     finally:
         session.close()
+        if cache is not None:
+            cache.close()
     return results
+
+
+def task_record(task: Task, outcome: TaskOutcome, dataset: DatasetRef, options: dict[str, Any], metrics: dict[str, Metric],
+                seconds: float) -> dict[str, Any]:
+    """One entry of the results file's ``tasks`` (docs/evaluation.md, "Results file")."""
+    return {
+        "task": task.name,
+        "benchmark": task.benchmark,
+        "protocol": task.protocol,
+        "variant": outcome.variant,
+        "dataset": dataset.to_dict(),
+        "options": {k: list(v) if isinstance(v, tuple) else v for k, v in options.items()},
+        "seeds": outcome.seeds,
+        "main_metric": outcome.main_metric,
+        "metrics": {name: metric.to_dict() for name, metric in metrics.items()},
+        "details": outcome.details,
+        "table": outcome.table,
+        "seconds": round(seconds, 3),
+    }
+
+
+def _same(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    if a != a or b != b:  # NaN
+        return a != a and b != b
+    return abs(a - b) <= 1e-9 + 1e-6 * abs(b)  # float32 means in some protocol code
+
+
+def checked_metrics(task: Task, outcome: TaskOutcome, options: dict[str, Any]) -> dict[str, Metric]:
+    """The metrics recomputed from the per-sample rows (what ``--from-predictions`` computes),
+    after checking they are the protocol code's own numbers: a disagreement is a bug, not noise."""
+    rescored = task.score(outcome.samples, options)
+    if outcome.metrics:
+        differ = [name for name in set(rescored) | set(outcome.metrics)
+                  if name not in rescored or name not in outcome.metrics
+                  or not _same(rescored[name].value, outcome.metrics[name].value)
+                  or not _same(rescored[name].stderr, outcome.metrics[name].stderr)
+                  or rescored[name].n != outcome.metrics[name].n]
+        if differ:
+            name = sorted(differ)[0]
+            raise RuntimeError(f"{task.name}: metric {name} from the per-sample rows ({rescored.get(name)}) differs from the "
+                               f"protocol's ({outcome.metrics.get(name)})")
+    return rescored
 
 
 # ----------------------------------------------------------------------------------- output

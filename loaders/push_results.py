@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml  # PyYAML: a dependency of huggingface_hub
@@ -23,6 +24,7 @@ from conceptforge.errors import HubError, InvalidArgumentError
 logger = logging.getLogger(__name__)
 
 RESULTS_PATH = ".eval_results/conceptforge.yaml"
+SAMPLES_PATH = ".eval_results/samples"  # per-task parquet files (--push-samples)
 DATASET_EVAL_PATH = "eval.yaml"
 FRAMEWORK = "conceptforge"
 CARD_SPEC_MARKER = "conceptforge-card-spec"
@@ -131,8 +133,11 @@ def _merged_card(existing: str | None, model_id: str, results) -> str:
     return str(card)
 
 
-def push_model_results(payload: dict[str, Any], repo_id: str, *, api=None, create_pr: bool = False) -> str:
-    """One commit to model repo ``repo_id``: ``.eval_results/conceptforge.yaml`` + model-index."""
+def push_model_results(payload: dict[str, Any], repo_id: str, *, api=None, create_pr: bool = False,
+                       samples: list[Path] = ()) -> str:  # type: ignore[assignment]
+    """One commit to model repo ``repo_id``: ``.eval_results/conceptforge.yaml`` + model-index, and
+    the per-task samples files under ``.eval_results/samples/`` when ``samples`` names them
+    (``--push-samples``: they can be large, so only on request)."""
     from huggingface_hub import CommitOperationAdd, HfApi
     from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 
@@ -144,6 +149,7 @@ def push_model_results(payload: dict[str, Any], repo_id: str, *, api=None, creat
         api.repo_info(repo_id, repo_type="model")
         card = _merged_card(_download_text(api, repo_id, "README.md", repo_type="model"), repo_id, model_index)
         operations = [CommitOperationAdd("README.md", io.BytesIO(card.encode("utf-8")))]
+        operations += [CommitOperationAdd(f"{SAMPLES_PATH}/{Path(file).name}", str(file)) for file in samples]
         if supports_eval_results_folder():
             from huggingface_hub import eval_result_entries_to_yaml
 
@@ -221,11 +227,13 @@ def declare_dataset_tasks(payload: dict[str, Any], *, api=None) -> tuple[dict[st
     return commits, not_ours
 
 
-def push_results(payload: dict[str, Any], *, repo_id: str, create_pr: bool = False) -> PushReport:
-    """Model results (one commit), then each of our datasets' task declarations (one commit each)."""
+def push_results(payload: dict[str, Any], *, repo_id: str, create_pr: bool = False,
+                 samples: list[Path] = ()) -> PushReport:  # type: ignore[assignment]
+    """Model results (one commit, with ``samples`` files when given), then each of our datasets'
+    task declarations (one commit each)."""
     from huggingface_hub import HfApi
 
     api = HfApi()
-    model_commit = push_model_results(payload, repo_id, api=api, create_pr=create_pr)
+    model_commit = push_model_results(payload, repo_id, api=api, create_pr=create_pr, samples=samples)
     commits, not_ours = declare_dataset_tasks(payload, api=api)
     return PushReport(repo_id, model_commit, commits, not_ours)

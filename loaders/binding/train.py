@@ -206,6 +206,10 @@ def train_run(
                 "gen_accuracy": accuracy(adjusted, splits["gen"].label_index),
             }
             result.accuracy["gen-calibrated"] = result.calibration["gen_accuracy"]
+            scores = {**scores, "gen-calibrated": adjusted}
+        # The best epoch's score rows and the splits they belong to, for the per-sample
+        # predictions (a plain attribute, not a field: reports never serialise tensors or images).
+        result.scored = ({name: splits["gen" if name == "gen-calibrated" else name] for name in scores}, scores)
         return result
 
 

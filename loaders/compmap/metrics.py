@@ -97,10 +97,14 @@ class CzslRowStats:
     unseen_top: Tensor
     gt: Tensor
     gt_seen: Tensor
+    seen_index: Tensor | None = None  # [M, K] candidate-pair index of each kept score (per-sample rows)
+    unseen_index: Tensor | None = None
 
     @staticmethod
     def cat(parts: list["CzslRowStats"]) -> "CzslRowStats":
-        return CzslRowStats(*(torch.cat([getattr(p, f) for p in parts]) for f in ("seen_top", "unseen_top", "gt", "gt_seen")))
+        fields = ("seen_top", "unseen_top", "gt", "gt_seen", "seen_index", "unseen_index")
+        return CzslRowStats(*(torch.cat([getattr(p, f) for p in parts]) if all(getattr(p, f) is not None for p in parts)
+                              else None for f in fields))
 
 
 def czsl_row_stats(scores: Tensor, labels: Tensor, seen_pairs: Tensor, *, max_k: int = 3) -> CzslRowStats:
@@ -109,18 +113,25 @@ def czsl_row_stats(scores: Tensor, labels: Tensor, seen_pairs: Tensor, *, max_k:
     labels = torch.as_tensor(labels).long()
     seen_pairs = torch.as_tensor(seen_pairs).bool()
 
-    def top(cols: Tensor) -> Tensor:
+    def top(mask: Tensor) -> tuple[Tensor, Tensor]:
+        cols = scores[:, mask]
         k = min(max_k, cols.shape[1])
         out = torch.full((scores.shape[0], max_k), -torch.inf, dtype=torch.float64)
+        where = torch.full((scores.shape[0], max_k), -1, dtype=torch.long)
         if k:
-            out[:, :k] = cols.topk(k, dim=1).values.double()
-        return out
+            best = cols.topk(k, dim=1)
+            out[:, :k] = best.values.double()
+            where[:, :k] = torch.nonzero(mask).squeeze(1)[best.indices]
+        return out, where
 
+    (seen_top, seen_index), (unseen_top, unseen_index) = top(seen_pairs), top(~seen_pairs)
     return CzslRowStats(
-        seen_top=top(scores[:, seen_pairs]),
-        unseen_top=top(scores[:, ~seen_pairs]),
+        seen_top=seen_top,
+        unseen_top=unseen_top,
         gt=scores.gather(1, labels[:, None]).squeeze(1).double(),
         gt_seen=seen_pairs[labels],
+        seen_index=seen_index,
+        unseen_index=unseen_index,
     )
 
 

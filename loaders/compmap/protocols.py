@@ -64,12 +64,13 @@ def _variants(pred: Tensor, gt: Tensor) -> dict[str, Tensor]:
 
 def run_episodes(
     pred: Tensor, gt: Tensor, labels: np.ndarray, spec: EpisodeSpec, logreg: LogRegConfig, *,
-    protocol: str = "episodic", is_train: np.ndarray | None = None,
+    protocol: str = "episodic", is_train: np.ndarray | None = None, keep: dict | None = None,
 ) -> dict[str, dict]:
     """Mean per-sample accuracy (and its standard deviation over episodes) of every row.
 
     Each episode's accuracy is the share of its queries classified right; the reported number is
     the mean over episodes (both protocols; padded queries of the authors' protocol not counted).
+    ``keep``, when given, receives each row's per-episode shares [E] and the episodes' classes.
     """
     if protocol == "authors":
         if is_train is None:
@@ -99,21 +100,28 @@ def run_episodes(
         for row, feats in _variants(pred[qry], gt[qry]).items():
             per_episode[row].append(share(model.predict(feats)))
     out = {}
+    if keep is not None:
+        keep.update({"classes": episodes.classes, "shares": {row: torch.cat(parts) for row, parts in per_episode.items()}})
     for row, parts in per_episode.items():
         acc = 100.0 * torch.cat(parts)
         out[row] = {"accuracy": float(acc.mean()), "std": float(acc.std()) if len(acc) > 1 else 0.0, "episodes": len(acc)}
     return out
 
 
-def run_full_shot(pred: Tensor, gt: Tensor, labels: np.ndarray, is_train: np.ndarray, num_classes: int, logreg: LogRegConfig) -> tuple[dict, LogRegModel, LogRegModel]:
-    """200-way full-shot: train on CUB's training images, test on its test images."""
+def run_full_shot(pred: Tensor, gt: Tensor, labels: np.ndarray, is_train: np.ndarray, num_classes: int, logreg: LogRegConfig,
+                  keep: dict | None = None) -> tuple[dict, LogRegModel, LogRegModel]:
+    """200-way full-shot: train on CUB's training images, test on its test images (``keep``
+    receives the test images' indices and each row's predicted classes)."""
     train, test = torch.as_tensor(np.flatnonzero(is_train)), torch.as_tensor(np.flatnonzero(~is_train))
     y = torch.as_tensor(labels)
     oracle = fit_logreg(gt[train], y[train], num_classes, config=logreg)
     model = fit_logreg(pred[train], y[train], num_classes, config=logreg)
-    out = {"oracle": {"accuracy": accuracy(oracle.predict(gt[test])[0], y[test])}}
+    predicted = {"oracle": oracle.predict(gt[test])[0]}
     for row, feats in _variants(pred[test], gt[test]).items():
-        out[row] = {"accuracy": accuracy(model.predict(feats)[0], y[test])}
+        predicted[row] = model.predict(feats)[0]
+    if keep is not None:
+        keep.update({"test": test, "predicted": predicted})
+    out = {row: {"accuracy": accuracy(p, y[test])} for row, p in predicted.items()}
     return out, oracle, model
 
 
@@ -126,8 +134,10 @@ def evaluate_cub(
     protocol: CubProtocol,
     *,
     groups: dict[str, np.ndarray] | None = None,
+    keep: dict | None = None,
 ) -> dict:
-    """All CUB settings; returns a JSON-ready dict (Tables 2, 3 and 4)."""
+    """All CUB settings; returns a JSON-ready dict (Tables 2, 3 and 4). ``keep``, when given,
+    receives per setting what :func:`run_episodes` / :func:`run_full_shot` keep."""
     pred, gt = pred.float(), gt.float()
     results: dict = {"protocol": protocol.protocol, "settings": {}, "interpretability": {}, "weights": {}}
     if protocol.protocol == "episodic":
@@ -138,11 +148,13 @@ def evaluate_cub(
             logger.info("CUB %d-way %d-shot, %d episodes (%s protocol)", n, k, protocol.n_episodes, protocol.protocol)
             results["settings"][f"{n}-way-{k}-shot"] = {
                 "n_way": n, "k_shot": k, "protocol": protocol.protocol,
-                **run_episodes(pred, gt, labels, spec, protocol.logreg, protocol=protocol.protocol, is_train=is_train),
+                **run_episodes(pred, gt, labels, spec, protocol.logreg, protocol=protocol.protocol, is_train=is_train,
+                               keep=None if keep is None else keep.setdefault(f"{n}-way-{k}-shot", {})),
             }
     if protocol.full_shot:
         logger.info("CUB full shot")
-        full, oracle, model = run_full_shot(pred, gt, labels, is_train, len(class_gt), protocol.logreg)
+        full, oracle, model = run_full_shot(pred, gt, labels, is_train, len(class_gt), protocol.logreg,
+                                            keep=None if keep is None else keep.setdefault("full-shot", {}))
         results["settings"]["full-shot"] = {"n_way": len(class_gt), "k_shot": None, "protocol": "train/test split", **full}
         results["weights"] = {
             "oracle": weight_analysis(oracle.coef[0], torch.as_tensor(class_gt), groups=groups).to_dict(),
@@ -169,12 +181,14 @@ def evaluate_mit_states(
     pred: dict[str, Tensor],
     pair_targets,
     protocol: MitProtocol,
+    keep: dict | None = None,
 ) -> dict:
     """Generalized CZSL for every row, split and world (Tables 1, 3 and 4).
 
     ``pred[split]`` are the activations of ``data.samples[split]``; ``pair_targets(pairs)``
     returns the [len(pairs), T] target features of composite concepts (text embeddings of
-    "this is {attr} {obj}", or the pairs' primitive vectors).
+    "this is {attr} {obj}", or the pairs' primitive vectors). ``keep``, when given, receives
+    the test split's per-sample :class:`CzslRowStats` per (world, row) and the candidate pairs.
     """
     seen = data.seen_pairs
     gt = {s: torch.as_tensor(data.gt_primitives(s)) for s in pred}
@@ -199,6 +213,8 @@ def evaluate_mit_states(
                 stats = CzslRowStats.cat(
                     [czsl_row_stats(block, labels[rows], seen_mask, max_k=max(protocol.topk)) for rows, block in net.iter_scores(x, targets)]
                 )
+                if keep is not None and split == "test":
+                    keep[(world, row)] = {"stats": stats, "candidates": candidates, "labels": labels}
                 split_out[row] = {f"top{k}": generalized_czsl_from_stats(stats, topk=k, curve=protocol.czsl_curve).to_dict() for k in protocol.topk}
             world_out[split] = split_out
         results["worlds"][world] = world_out

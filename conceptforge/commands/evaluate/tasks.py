@@ -46,19 +46,60 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--results-repo", dest="eval_results_repo", default=None,
                        help="model repo to push to (default: --model when it is a Hub id)")
     group.add_argument("--results-pr", dest="eval_results_pr", action="store_true", help="push as a pull request")
+    group.add_argument("--no-samples", dest="eval_no_samples", action="store_true",
+                       help="do not write the per-sample predictions (<output stem>.samples/<task>.parquet)")
+    group.add_argument("--push-samples", dest="eval_push_samples", action="store_true",
+                       help="with --push-results: also push the per-sample parquet files (.eval_results/samples/)")
+    group.add_argument("--no-sample-cache", dest="eval_no_sample_cache", action="store_true",
+                       help="score every item again instead of resuming from the per-sample cache in --cache-dir")
+    group.add_argument("--from-predictions", dest="eval_from_predictions", default=None, metavar="DIR",
+                       help="recompute every metric from a samples folder of an earlier run (no model loaded); "
+                            "--task-option may pick a variant computed from the rows (e.g. compmap-mit-states.czsl_curve)")
 
 
 def wants_tasks(args: argparse.Namespace) -> bool:
-    return bool(getattr(args, "eval_tasks", None) or getattr(args, "eval_model", None))
+    return bool(getattr(args, "eval_tasks", None) or getattr(args, "eval_model", None)
+                or getattr(args, "eval_from_predictions", None))
+
+
+def report(written, *, push: bool = False, results_repo: str | None = None, create_pr: bool = False,
+           push_samples: bool = False) -> None:
+    """Print the table and where everything went; push when asked (one path for every form)."""
+    from conceptforge.loaders.eval_run import results_markdown
+
+    print(results_markdown(written.payload))
+    print(f"results: {written.results} (table: {written.markdown})")
+    if written.samples_dir is not None:
+        print(f"samples: {written.samples_dir}/ ({', '.join(p.name for p in written.samples)})")
+    if push:
+        from conceptforge.loaders.push_results import push_results
+
+        pushed = push_results(written.payload, repo_id=results_repo, create_pr=create_pr,
+                              samples=written.samples if push_samples else [])
+        print(f"pushed results to {pushed.model_repo} (commit {pushed.model_commit})")
+        for repo, commit in pushed.dataset_commits.items():
+            print(f"declared tasks in {repo}/eval.yaml" + (f" (commit {commit})" if commit else " (already declared)"))
 
 
 def run(args: argparse.Namespace) -> int:
-    from conceptforge.loaders.eval_run import RunSettings, default_output, results_markdown, run_tasks, write_results
+    from conceptforge.loaders.eval_run import RunSettings, default_output
+    from conceptforge.loaders.evaluation import evaluate, evaluate_from_predictions
     from conceptforge.loaders.model_ref import resolve_model
     from conceptforge.loaders.tasks import format_task_list, select_tasks
 
     if args.eval_tasks == "list":
         print(format_task_list())
+        return 0
+    if args.eval_push_samples and not args.eval_push:
+        raise InvalidArgumentError("--push-samples goes with --push-results")
+    if args.eval_from_predictions:
+        if args.eval_model or args.eval_tasks:
+            raise InvalidArgumentError("--from-predictions rescores a samples folder: it takes no --model or --tasks")
+        if args.eval_push:
+            raise InvalidArgumentError("--from-predictions does not push: push the run it came from")
+        output = args.eval_output or str(args.eval_from_predictions).rstrip("/").removesuffix(".samples") + ".json"
+        written = evaluate_from_predictions(args.eval_from_predictions, output, options=args.eval_options)
+        report(written)
         return 0
     if not args.eval_tasks:
         raise InvalidArgumentError("--model needs --tasks (e.g. --tasks sub-vlm,binding-clip; --tasks list shows them)")
@@ -75,21 +116,9 @@ def run(args: argparse.Namespace) -> int:
     logger.info("model %s: %s (%s)", model.id, model.kind, model.sha)
     settings = RunSettings(device=args.eval_device, dtype=args.eval_dtype, batch_size=args.eval_batch_size,
                            cache_dir=args.eval_cache_dir, cub_dir=args.eval_cub_dir, concepts=args.eval_concepts,
-                           mit_states_dir=args.eval_mit_states_dir)
-    results = run_tasks(model, selections, settings)
-    for skipped in results.skipped:
-        print(f"skipped: {skipped['reason']}", file=sys.stderr)
-    if not results.tasks:
-        raise InvalidArgumentError(f"no task of --tasks can run with {model.id} (a {model.kind} model): see the skipped lines")
-    payload = results.to_dict()
-    path, markdown = write_results(payload, args.eval_output or default_output(model))
-    print(results_markdown(payload))
-    print(f"results: {path} (table: {markdown})")
-    if args.eval_push:
-        from conceptforge.loaders.push_results import push_results
-
-        report = push_results(payload, repo_id=results_repo, create_pr=args.eval_results_pr)
-        print(f"pushed results to {report.model_repo} (commit {report.model_commit})")
-        for repo, commit in report.dataset_commits.items():
-            print(f"declared tasks in {repo}/eval.yaml" + (f" (commit {commit})" if commit else " (already declared)"))
+                           mit_states_dir=args.eval_mit_states_dir, sample_cache=not args.eval_no_sample_cache)
+    written = evaluate(model, selections, settings, args.eval_output or default_output(model), samples=not args.eval_no_samples,
+                       on_skip=lambda reason: print(f"skipped: {reason}", file=sys.stderr))
+    report(written, push=args.eval_push, results_repo=results_repo, create_pr=args.eval_results_pr,
+           push_samples=args.eval_push_samples)
     return 0

@@ -1,0 +1,97 @@
+"""The one evaluation path: run tasks (or rescore their samples), write the results, hand off.
+
+Every way of invoking ``conceptforge evaluate`` — ``--model M --tasks …``, the per-benchmark
+aliases (``evaluate binding …`` turns its flags into task options) and ``--from-predictions`` —
+ends here, so they all write the same results JSON (``conceptforge-eval-results/1``), its
+markdown table, the per-task samples folder, and call the analyses hook once.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from conceptforge.errors import InvalidArgumentError
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Written:
+    """What one evaluation wrote: the results JSON, its markdown, the samples folder and files."""
+
+    payload: dict[str, Any]
+    results: Path
+    markdown: Path
+    samples_dir: Path | None = None
+    samples: list[Path] = field(default_factory=list)
+    analyses: list[Path] = field(default_factory=list)
+    scored: dict[str, int] = field(default_factory=dict)
+
+
+def check_output(path: str | Path, *, samples: bool) -> None:
+    """Fail before any work when the outputs cannot be written where asked."""
+    from conceptforge.loaders.samples import check_samples_target, samples_dir
+
+    if Path(path).suffix != ".json":
+        raise InvalidArgumentError(f"--output {path} must end in .json (the markdown table is written beside it)")
+    if samples:
+        check_samples_target(samples_dir(path))
+
+
+def write_outputs(payload: dict[str, Any], path: str | Path, *, samples: dict[str, Any] | None) -> Written:
+    """Samples first (a results file never points at a half-written folder), then the JSON and
+    markdown, then the analyses hook."""
+    from conceptforge.loaders.analysis import write_breakdowns_and_charts
+    from conceptforge.loaders.eval_run import write_results
+    from conceptforge.loaders.samples import samples_dir, write_run_samples
+
+    folder = samples_dir(path) if samples is not None else None
+    files = write_run_samples(folder, payload, samples) if folder is not None else []
+    results, markdown = write_results(payload, path)
+    analyses = write_breakdowns_and_charts(results, folder)
+    return Written(payload, results, markdown, folder, files, analyses)
+
+
+def evaluate(model: Any, selections: Sequence[Any], settings: Any, output: str | Path, *, samples: bool = True,
+             on_skip: Callable[[str], None] | None = None) -> Written:
+    """Run ``selections`` on ``model`` and write everything (``samples=False``: no samples folder).
+    ``on_skip`` hears each skipped task's one-line reason (the command prints it)."""
+    from conceptforge.loaders.eval_run import run_tasks
+
+    check_output(output, samples=samples)
+    results = run_tasks(model, selections, settings)
+    for skipped in results.skipped:
+        (on_skip or logger.info)(skipped["reason"])
+    if not results.tasks:
+        raise InvalidArgumentError(f"no task of --tasks can run with {model.id} (a {model.kind} model): see the skipped lines")
+    written = write_outputs(results.to_dict(), output, samples=results.samples if samples else None)
+    written.scored = dict(results.scored)
+    return written
+
+
+def evaluate_from_predictions(directory: str | Path, output: str | Path, *, options: Sequence[str] = ()) -> Written:
+    """Rescore a samples folder (no model) and write the results beside ``output``."""
+    from conceptforge.loaders.rescore import rescore
+    from conceptforge.loaders.samples import list_sample_files, read_samples, samples_dir
+
+    payload = rescore(directory, options=options)
+    same_folder = samples_dir(output).resolve() == Path(directory).resolve()
+    check_output(output, samples=not same_folder)
+    if same_folder:  # rescoring in place: the rows are already there
+        from conceptforge.loaders.analysis import write_breakdowns_and_charts
+        from conceptforge.loaders.eval_run import write_results
+
+        results, markdown = write_results(payload, output)
+        return Written(payload, results, markdown, Path(directory), list_sample_files(directory),
+                       write_breakdowns_and_charts(results, directory))
+    copied: dict[str, Any] = {}
+    for file in list_sample_files(directory):
+        rows, _ = read_samples(file)
+        from conceptforge.loaders.tasks import get_task
+
+        name = file.stem
+        copied[name] = (rows, get_task(name).columns)
+    return write_outputs(payload, output, samples=copied)
