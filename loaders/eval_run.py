@@ -63,6 +63,8 @@ def resolve_dataset(repo: str, revision: str | None, *, config: str | None = Non
         return DatasetRef(str(repo), revision, sha, "local", config, split)
     if os.path.exists(repo):
         raise InvalidArgumentError(f"dataset {repo} is a file, not a dataset folder or Hub id")
+    if os.path.isabs(repo) or repo.startswith(".") or repo.count("/") > 1:  # a path, not a Hub id
+        raise DataNotFoundError(f"no dataset at {repo!r}: no such folder")
     from huggingface_hub import HfApi
     from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
 
@@ -202,7 +204,7 @@ def _dataset_for(selection: TaskSelection, model: ModelRef, settings: RunSetting
     repo = selection.dataset or task.dataset
     if not repo:
         raise InvalidArgumentError(f"task {task.name} has no default dataset: pass --dataset {task.name}=REPO@REVISION")
-    return resolve_dataset(repo, selection.revision, config=task.config, split=task.split)
+    return resolve_dataset(repo, selection.revision, config=task.config, split=selection.split or task.split)
 
 
 def run_tasks(model: ModelRef, selections: Sequence[TaskSelection], settings: RunSettings) -> RunResults:

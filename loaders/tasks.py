@@ -73,6 +73,7 @@ class TaskSelection:
     dataset: str | None
     revision: str | None
     options: dict[str, Any]
+    split: str | None = None  # None: the task's own split(s)
 
 
 def parse_dataset_override(text: str) -> tuple[str, str | None, str | None]:

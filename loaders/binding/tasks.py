@@ -200,7 +200,7 @@ def run_binding_cdsm(ctx: TaskContext) -> TaskOutcome:
                                f"{options['cdsm_score']}, epoch chosen on val",
                        details={"setting": setting, "settings": report.settings,
                                 "error_breakdown": {m.model: m.breakdown for m in report.models},
-                                "runs": {m.model: [{k: v for k, v in asdict(r).items() if k in ("seed", "best_epoch", "calibration")}
+                                "runs": {m.model: [{k: v for k, v in asdict(r).items() if k in ("seed", "best_epoch", "losses", "val_history", "calibration")}
                                                    for r in m.runs] for m in report.models}},
                        table=report.format())
 

@@ -30,6 +30,13 @@ CZSL_KEYS = ("auc", "best_seen", "best_unseen", "best_hm", "best_gm")
 METRIC_ROWS = ("prim", "oracle", "interv_full")
 
 
+def _named(model: Any, name: str) -> Any:
+    """The model under the display name its tables should use (``name`` option; "" keeps it)."""
+    import dataclasses
+
+    return dataclasses.replace(model, name=name) if name else model
+
+
 # ----------------------------------------------------------------------------------- compmap-cub
 def cub_rows(keep: dict, results: dict, class_names: list[str], labels: Any) -> list[dict[str, Any]]:
     rows = []
@@ -86,7 +93,7 @@ def run_compmap_cub(ctx: TaskContext) -> TaskOutcome:
     templates = parse_templates(options["templates"])
     data = cub_primitives(ctx.cub_dir)
     vocab = cub_vocabulary(data, templates)
-    model = ctx.session.vl_model()
+    model = _named(ctx.session.vl_model(), options["name"])
     images = [str(p) for p in data.image_paths]
     group_softmax = bool(options["group_softmax"])
     pred = cached_tensor(ctx.session.activation_cache_dir(), activation_key(model, vocab, images, apply_group_softmax=group_softmax),
@@ -174,7 +181,7 @@ def run_compmap_mit_states(ctx: TaskContext) -> TaskOutcome:
     templates = parse_templates(options["templates"])
     data = load_mit_states(ctx.mit_states_dir, split_dir=options["split_dir"], metadata=options["metadata"] or None)
     vocab = mit_vocabulary(data, templates)
-    model = ctx.session.vl_model()
+    model = _named(ctx.session.vl_model(), options["name"])
     group_softmax = bool(options["group_softmax"])
     pred = {}
     for split in SPLITS:
@@ -228,7 +235,8 @@ def tasks() -> list[Task]:
                       Option("templates", "paper", str, "paper | a3 | a3:<ids>"),
                       Option("group_softmax", True, flag, "softmax over each attribute group"),
                       Option("protocol", CUB_PROTOCOLS[0], choice(CUB_PROTOCOLS),
-                             f"{' | '.join(CUB_PROTOCOLS)} (authors: every test image of the n classes is a query)"))),
+                             f"{' | '.join(CUB_PROTOCOLS)} (authors: every test image of the n classes is a query)"),
+                      Option("name", "", str, "model name in the tables (default: derived from the model id)"))),
         Task("compmap-mit-states", "compmap", "CompMap on MIT-States: generalized CZSL (AUC, best seen/unseen/HM) of "
              "composition models over concept activations (CompMap paper Tables 1, 3, 4)", (CLIP, ITM), "compmap/mit-states-czsl",
              run_compmap_mit_states, score_compmap_mit_states, columns=MIT_COLUMNS, needs=("mit_states_dir",), seeded=True,
@@ -244,5 +252,6 @@ def tasks() -> list[Task]:
                       Option("lr", 1e-3, float, "contrastive model learning rate"), Option("seed", 0, int, "training seed"),
                       Option("templates", "paper", str, "paper | a3 | a3:<ids>"),
                       Option("group_softmax", True, flag, "softmax over each attribute group"),
-                      Option("topk", (1,), int_list, "top-k CZSL in the tables and details (metrics are top-1)"))),
+                      Option("topk", (1,), int_list, "top-k CZSL in the tables and details (metrics are top-1)"),
+                      Option("name", "", str, "model name in the tables (default: derived from the model id)"))),
     ]

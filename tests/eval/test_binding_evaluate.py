@@ -93,14 +93,18 @@ def test_cli_binding_writes_tables_and_json(tiny_clip_dir, relational_dir, tmp_p
                             env=env, capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "bRa" in result.stdout and "| MULT" in result.stdout
-    data = json.loads(out.read_text())
-    assert data["setting"] == "relational" and [m["model"] for m in data["models"]] == ["clip", "mult"]
-    assert len(data["models"][1]["runs"]) == 2
-    assert data["settings"]["cdsm_score"] == "dot" and "paper Algorithm 1" in result.stdout
+    data = json.loads(out.read_text())  # the one results format: zero-shot CLIP and the CDSMs are two tasks
+    clip, cdsm = data["tasks"]
+    assert (clip["task"], cdsm["task"]) == ("binding-clip", "binding-cdsm") and cdsm["options"]["models"] == ["mult"]
+    assert clip["details"]["setting"] == cdsm["details"]["setting"] == "relational"
+    assert len(cdsm["details"]["runs"]["mult"]) == 2 and cdsm["metrics"]["mult.gen_accuracy"]["n"] == 2
+    assert cdsm["details"]["settings"]["cdsm_score"] == "dot" and "paper Algorithm 1" in result.stdout
+    assert (out.parent / "binding.samples" / "binding-cdsm.parquet").is_file()
     variant = subprocess.run(base + ["--models", "mult", "--seeds", "0", "--epochs", "1", "--cdsm-score", "scaled-cosine",
                                      "--output", str(out)], env=env, capture_output=True, text=True, timeout=240)
     assert variant.returncode == 0, variant.stderr[-2000:]
-    assert json.loads(out.read_text())["settings"]["cdsm_score"] == "scaled-cosine" and "logit_scale × cosine" in variant.stdout
+    (cdsm,) = json.loads(out.read_text())["tasks"]
+    assert cdsm["details"]["settings"]["cdsm_score"] == "scaled-cosine" and "logit_scale × cosine" in variant.stdout
 
 
 def _evaluate_main():
@@ -118,7 +122,7 @@ def test_cli_bad_input_is_one_line(tiny_clip_dir, relational_dir, tmp_path, caps
     cases = [
         (["--models", "clip,bert", "--clip-model", str(tiny_clip_dir)],
          "error: unknown binding model(s) bert (choose from clip, csp, add, mult, conv, tl, rf, clip-ft)"),
-        (["--models", "clip", "--clip-model", str(tmp_path / "nope")], "error: cannot load embedding model"),
+        (["--models", "clip", "--clip-model", str(tmp_path / "nope")], f"error: --clip-model {tmp_path / 'nope'} is no local folder"),
         (["--models", "clip", "--clip-model", str(tiny_clip_dir), "--epochs", "0"], "error: --epochs must be at least 1"),
     ]
     for extra, expected in cases:

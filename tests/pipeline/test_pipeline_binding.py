@@ -35,17 +35,21 @@ def test_relational_generate_publish_evaluate(tmp_path, hub, hub_env, pipeline_c
                             "--seeds", 0, "--epochs", 1, "--clip-model", pipeline_clip, "--cache-dir", tmp_path / "emb",
                             "--device", "cpu", "--output", report_path, env=hub_env), "evaluate.py binding")
     assert "relational" in done.stdout and "ADD" in done.stdout
-    report = json.loads(report_path.read_text())
-    assert (report["dataset"], report["revision"], report["setting"]) == (REPO_ID, "v1.0.0", "relational")
-    assert report["embedding_revision"].startswith("local-")  # the tiny CLIP folder, fingerprinted
-    assert [m["model"] for m in report["models"]] == ["clip", "add"]
-    for model in report["models"]:
+    report = json.loads(report_path.read_text())  # the one results format: binding-clip and binding-cdsm entries
+    clip, cdsm = report["tasks"]
+    for task in (clip, cdsm):
+        assert (task["dataset"]["repo"], task["dataset"]["revision"], task["details"]["setting"]) == (REPO_ID, "v1.0.0", "relational")
+    assert report["model"]["sha"].startswith("local-")  # the tiny CLIP folder, fingerprinted
+    assert (clip["task"], cdsm["task"], cdsm["options"]["models"]) == ("binding-clip", "binding-cdsm", ["add"])
+    breakdowns = {"clip": clip["details"]["error_breakdown"], "add": cdsm["details"]["error_breakdown"]["add"]}
+    for model, task in (("clip", clip), ("add", cdsm)):
+        prefix = "" if model == "clip" else "add."
         for split in ("train", "val", "gen"):
-            mean, _stderr = model["accuracy"][split]
-            assert 0.0 <= mean <= 1.0, (model["model"], split, mean)
+            mean = task["metrics"][f"{prefix}{split}_accuracy"]["value"]
+            assert 0.0 <= mean <= 1.0, (model, split, mean)
         # gen errors are split over the relational distractor kinds the generator stored
-        if model["accuracy"]["gen"][0] < 1.0:
-            assert set(model["breakdown"]) == {"bRa", "aSb", "aRc", "cRb"}
-            assert sum(share for share, _ in model["breakdown"].values()) == pytest.approx(1.0)
-    (run,) = report["models"][1]["runs"]
+        if task["metrics"][f"{prefix}gen_accuracy"]["value"] < 1.0:
+            assert set(breakdowns[model]) == {"bRa", "aSb", "aRc", "cRb"}
+            assert sum(share for share, _ in breakdowns[model].values()) == pytest.approx(1.0)
+    (run,) = cdsm["details"]["runs"]["add"]
     assert run["seed"] == 0 and len(run["losses"]) == 1  # one seed, one epoch, really trained

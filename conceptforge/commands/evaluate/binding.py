@@ -1,4 +1,8 @@
-"""``conceptforge evaluate binding``: CLIP zero-shot, CSP and CDSMs on a binding dataset (Does CLIP Bind Concepts?, Tables 2–7)."""
+"""``conceptforge evaluate binding``: CLIP zero-shot, CSP and CDSMs on a binding dataset (Does CLIP Bind Concepts?, Tables 2–7).
+
+An alias of ``conceptforge evaluate --model CLIP --tasks binding-clip,binding-cdsm``: its flags
+become task options and the one runner does the work (same results file, samples and tables).
+"""
 
 from __future__ import annotations
 
@@ -40,28 +44,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--template", default="a photo of {label}", help="zero-shot prompt")
     parser.add_argument("--cache-dir", default=None, help="embedding cache (default ~/.cache/conceptforge/embeddings)")
     parser.add_argument("--device", default=None)
-    parser.add_argument("--output", default=None, help="write the report as JSON here")
+    parser.add_argument("--output", default=None, help="write the results JSON here (samples beside it)")
 
 
 def run(args: argparse.Namespace) -> int:
-    from conceptforge.loaders.binding.evaluate import evaluate_binding
-    from conceptforge.loaders.binding.train import TrainConfig
-    from conceptforge.loaders.reports import write_json
+    from conceptforge.commands.evaluate.tasks import run_alias
+    from conceptforge.loaders.binding.evaluate import ALL_MODELS
+    from conceptforge.loaders.eval_run import RunSettings
 
     models = [m.strip() for m in args.models.split(",") if m.strip()]
+    unknown = [m for m in models if m not in ALL_MODELS]
+    if unknown or not models:
+        raise InvalidArgumentError(f"unknown binding model(s) {', '.join(unknown) or '(none)'} (choose from {', '.join(ALL_MODELS)})")
     if args.epochs < 1:
         raise InvalidArgumentError("--epochs must be at least 1")
     if not args.seeds:
         raise InvalidArgumentError("--seeds needs at least one seed")
     if "{label}" not in args.template:
         raise InvalidArgumentError("--template must contain {label}")
-    config = TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, weight_decay=args.weight_decay,
-                         calibrate=args.calibrate, cdsm_score=args.cdsm_score)
-    report = evaluate_binding(args.dataset, models=models, embedding_model=args.clip_model, revision=args.clip_revision,
-                              dataset_revision=args.revision, dataset_config=args.config, seeds=args.seeds, config=config, cache_dir=args.cache_dir,
-                              device=args.device, template=args.template)
-    print(report.format())
-    if args.output:
-        path = write_json(args.output, {"benchmark": "binding", "revision": args.revision, **report.to_dict()})
-        logger.info("wrote %s", path)
-    return 0
+    trained = [m for m in models if m != "clip"]
+    tasks = (["binding-clip"] if "clip" in models else []) + (["binding-cdsm"] if trained else [])
+    at = f"@{args.revision}" if args.revision else ""
+    options = [f"binding-clip.template={args.template}"] if "clip" in models else []
+    if trained:
+        options += [f"binding-cdsm.models={','.join(trained)}", f"binding-cdsm.seeds={','.join(map(str, args.seeds))}",
+                    f"binding-cdsm.epochs={args.epochs}", f"binding-cdsm.lr={args.lr}", f"binding-cdsm.weight_decay={args.weight_decay}",
+                    f"binding-cdsm.calibrate={args.calibrate}", f"binding-cdsm.cdsm_score={args.cdsm_score}"]
+    if args.config:
+        options += [f"{task}.config={args.config}" for task in tasks]
+    settings = RunSettings(device=args.device, batch_size=args.batch_size, cache_dir=args.cache_dir)
+    return run_alias(model=args.clip_model, revision=args.clip_revision, tasks=",".join(tasks),
+                     datasets=[f"{task}={args.dataset}{at}" for task in tasks], options=options, settings=settings,
+                     output=args.output, model_flag="--clip-model")

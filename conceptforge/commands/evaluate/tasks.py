@@ -12,7 +12,7 @@ import argparse
 import logging
 import sys
 
-from conceptforge.errors import InvalidArgumentError
+from conceptforge.errors import ConceptforgeError, InvalidArgumentError
 
 logger = logging.getLogger(__name__)
 
@@ -122,3 +122,52 @@ def run(args: argparse.Namespace) -> int:
     report(written, push=args.eval_push, results_repo=results_repo, create_pr=args.eval_results_pr,
            push_samples=args.eval_push_samples)
     return 0
+
+
+def run_alias(*, model: str, revision: str | None, tasks: str, datasets: list[str] = (), options: list[str] = (),  # type: ignore[assignment]
+              settings, output: str | None, split: str | None = None, brief: bool = False, model_flag: str = "--model") -> int:
+    """What every ``conceptforge evaluate <benchmark>`` alias does with the task options its flags
+    became: the one runner, the one results format (written when ``output`` is given), and the
+    benchmark's own tables printed (``brief``: only each table's first block)."""
+    from conceptforge.loaders.evaluation import evaluate
+    from conceptforge.loaders.eval_run import run_tasks
+    from conceptforge.loaders.model_ref import resolve_model
+    from conceptforge.loaders.tasks import select_tasks
+
+    selections = select_tasks(tasks, datasets=list(datasets), options=list(options))
+    for selection in selections:
+        selection.split = split or selection.split
+    try:
+        ref = resolve_model(model, revision=revision)
+    except ConceptforgeError as error:  # name the alias's own flag (--clip-model), not --model
+        raise type(error)(str(error).replace("--model", model_flag, 1)) from None
+    if output:
+        written = evaluate(ref, selections, settings, output, samples=True,
+                           on_skip=lambda reason: print(f"skipped: {reason}", file=sys.stderr))
+        entries = written.payload["tasks"]
+    else:
+        results = run_tasks(ref, selections, settings)
+        if not results.tasks:
+            raise InvalidArgumentError(f"{ref.id} (a {ref.kind} model) can run none of {tasks}: "
+                                       + "; ".join(s["reason"] for s in results.skipped))
+        written, entries = None, results.tasks
+    for entry in entries:
+        print(entry["table"].split("\n\n")[0] if brief else entry["table"])
+        print()
+    if written is not None:
+        print(f"results: {written.results} (table: {written.markdown})")
+        if written.samples_dir is not None:
+            print(f"samples: {written.samples_dir}/")
+    return 0
+
+
+def alias_output(output: str | None, model: str, several: bool) -> str | None:
+    """``--output`` of an alias evaluating several models: one results file per model
+    (``x.json`` -> ``x.<model name>.json``); one model writes ``--output`` itself."""
+    if not output or not several:
+        return output
+    from pathlib import Path
+
+    path = Path(output)
+    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(model.rstrip("/")).name.replace(":", "_"))
+    return str(path.with_name(f"{path.stem}.{name}{path.suffix}"))
