@@ -88,11 +88,15 @@ def test_cli_vlm_and_cbm_writes_json(tiny_clip_dir, sub_dir, fake_cub, tmp_path)
     result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "Random chance" in result.stdout and "Per attribute" in result.stdout
-    data = json.loads(out.read_text())
-    assert [r["kind"] for r in data["reports"]] == ["vlm", "cbm"]
-    assert data["reports"][1]["summary"]["s_plus"] == 1.0 and data["reports"][1]["summary"]["s_minus"] == 0.0
-    assert data["s_minus"] == "paper" and all(r["settings"]["s_minus"] == "paper" for r in data["reports"])
-    assert data["reports"][1]["summary"]["n_s_minus"] == 8
+    # two models: one results file each (the one results format), named after the model
+    vlm = json.loads((tmp_path / f"sub.{tiny_clip_dir.name}.json").read_text())
+    cbm = json.loads((tmp_path / "sub.my_cbm_make.json").read_text())
+    (vlm_task,), (cbm_task,) = vlm["tasks"], cbm["tasks"]
+    assert (vlm_task["task"], cbm_task["task"]) == ("sub-vlm", "sub-cbm")
+    assert cbm_task["metrics"]["s_plus"]["value"] == 1.0 and cbm_task["metrics"]["s_minus"]["value"] == 0.0
+    assert all(t["options"]["s_minus"] == "paper" and t["details"]["settings"]["s_minus"] == "paper" for t in (vlm_task, cbm_task))
+    assert cbm_task["metrics"]["s_minus"]["n"] == 8
+    assert (tmp_path / "sub.my_cbm_make.samples" / "sub-cbm.parquet").is_file()
 
 
 def test_cli_sub_bad_input_is_one_line(sub_dir, fake_cub, tmp_path, capsys):

@@ -1,4 +1,9 @@
-"""``conceptforge evaluate sub``: S+/S− accuracy of VLMs and CBMs on a SUB split (SUB, Tables 1–2)."""
+"""``conceptforge evaluate sub``: S+/S− accuracy of VLMs and CBMs on a SUB split (SUB, Tables 1–2).
+
+An alias of ``conceptforge evaluate --model M --tasks sub-vlm`` (``--cbm``: ``sub-cbm``): its flags
+become task options; each model is one run of the one runner, written to ``--output`` (several
+models: ``<stem>.<model name>.json`` each), per-sample predictions beside it.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from conceptforge.errors import DataFormatError, DataNotFoundError, InvalidArgumentError
+from conceptforge.errors import DataNotFoundError, InvalidArgumentError
 
 logger = logging.getLogger(__name__)
 
@@ -34,53 +39,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cbm-min-classes", type=int, default=10,
                         help="CBM label subset for S-: attributes present (class level) in >= N classes (10 = Koh et al.'s 112)")
     parser.add_argument("--no-breakdowns", action="store_true", help="print only the summary table")
-    parser.add_argument("--output", default=None, help="write all reports as JSON here")
+    parser.add_argument("--output", default=None, help="results JSON (several models: one file each, <stem>.<model>.json)")
 
 
 def run(args: argparse.Namespace) -> int:
-    from conceptforge.loaders import sub
-    from conceptforge.cub import load_cub
-    from conceptforge.loaders.reports import write_json
+    """Each --model (task sub-vlm) and --cbm (task sub-cbm) is one run of the one runner."""
+    from conceptforge.commands.evaluate.tasks import alias_output, run_alias
+    from conceptforge.loaders.eval_run import RunSettings
 
     if not args.model and not args.cbm:
         raise InvalidArgumentError("nothing to evaluate: pass --model (VLM) and/or --cbm (concept bottleneck model)")
-    cub = load_cub(args.cub_dir, need="votes")
-    items = sub.load_sub(args.dataset, split=args.split, revision=args.revision, cub=cub)
-    if not items:
-        raise DataFormatError(f"split {args.split!r} of {args.dataset} is empty")
-    reports = []
     if args.cbm_min_classes < 1:
         raise InvalidArgumentError("--cbm-min-classes must be >= 1")
-    options = {}
-    scoring = {"s_minus": args.s_minus, "cbm_min_classes": args.cbm_min_classes}
-    if args.template:
-        options["template"] = args.template
-    if args.none_prompt:
-        options["none_prompt"] = args.none_prompt
-    for model_id in args.model:
-        reports.append(
-            sub.evaluate_vlm(model_id, items, cub=cub, revision=args.model_revision, cache_dir=args.cache_dir,
-                             device=args.device, batch_size=args.batch_size, **options, **scoring)
-        )
-    concept_names = None
-    if args.concept_names:
-        path = Path(args.concept_names)
-        if not path.is_file():
-            raise DataNotFoundError(f"--concept-names file {path} does not exist")
-        concept_names = [line.strip() for line in path.read_text().splitlines() if line.strip()]
-    for spec in args.cbm:
-        made = sub.load_cbm_factory(spec)
-        model, transform = made if isinstance(made, tuple) else (made, getattr(made, "transform", None))
-        reports.append(
-            sub.evaluate_cbm(model, items, cub=cub, concept_names=concept_names, transform=transform, outputs=args.outputs,
-                             threshold=args.threshold, name=spec, batch_size=args.batch_size, device=args.device or "cpu", **scoring)
-        )
-    for report in reports:
-        text = report.format()
-        print(text if not args.no_breakdowns else text.split("\n\n")[0])
-        print()
-    if args.output:
-        path = write_json(args.output, {"benchmark": "sub", "dataset": args.dataset, "revision": args.revision,
-                                        "split": args.split, "s_minus": args.s_minus, "reports": [r.to_dict() for r in reports]})
-        logger.info("wrote %s", path)
+    if args.concept_names and not Path(args.concept_names).is_file():
+        raise DataNotFoundError(f"--concept-names file {args.concept_names} does not exist")
+    at = f"@{args.revision}" if args.revision else ""
+    settings = RunSettings(device=args.device, batch_size=args.batch_size, cache_dir=args.cache_dir, cub_dir=args.cub_dir)
+    runs = [("sub-vlm", model, args.model_revision) for model in args.model] + [("sub-cbm", spec, None) for spec in args.cbm]
+    for task, model, revision in runs:
+        options = [f"{task}.s_minus={args.s_minus}", f"{task}.cbm_min_classes={args.cbm_min_classes}"]
+        if task == "sub-vlm":
+            options += [f"sub-vlm.{name}={value}" for name, value in (("template", args.template), ("none_prompt", args.none_prompt))
+                        if value]
+        else:
+            options += [f"sub-cbm.threshold={args.threshold}", f"sub-cbm.outputs={args.outputs}",
+                        f"sub-cbm.concept_names={args.concept_names or ''}"]
+        run_alias(model=model, revision=revision, tasks=task, datasets=[f"{task}={args.dataset}{at}"], options=options,
+                  settings=settings, output=alias_output(args.output, model, len(runs) > 1), split=args.split,
+                  brief=args.no_breakdowns)
     return 0
