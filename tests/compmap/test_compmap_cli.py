@@ -34,14 +34,15 @@ def test_cub_end_to_end(tiny_clip_dir, fake_cub, tmp_path):
         assert title in proc.stdout
     assert "CLIP-Interv(Partial)" in proc.stdout and "Oracle-Prim" in proc.stdout
     assert "authors' protocol: k support images per class from the train split" in proc.stdout
-    payload = json.loads(out.read_text())
-    assert payload["protocol"] == payload["results"]["protocol"] == "authors"
-    assert payload["results"]["settings"]["2-way-1-shot"]["protocol"] == "authors"
-    settings = payload["results"]["settings"]
+    (task,) = json.loads(out.read_text())["tasks"]  # the one results format; the protocol's own dict in details
+    results = task["details"]["results"]
+    assert task["options"]["protocol"] == results["protocol"] == "authors"
+    assert results["settings"]["2-way-1-shot"]["protocol"] == "authors"
+    settings = results["settings"]
     assert set(settings) == {"2-way-1-shot", "2-way-2-shot", "3-way-1-shot", "3-way-2-shot", "full-shot"}
     assert settings["3-way-2-shot"]["prim"]["episodes"] == 6
     assert settings["full-shot"]["oracle"]["accuracy"] == 100.0  # class-level primitives are distinct
-    assert payload["results"]["weights"]["oracle"]["acc_instance"] > 0
+    assert results["weights"]["oracle"]["acc_instance"] > 0
     print(proc.stdout)
 
 
@@ -50,13 +51,13 @@ def test_cub_rerun_uses_cached_activations(tiny_clip_dir, fake_cub, tmp_path, ca
     args = ["--benchmark", "cub", "--model", tiny_clip_dir, "--data-dir", fake_cub, "--output", out, "--cache-dir", tmp_path / "cache",
             "--ways", 3, "--shots", 1, "--episodes", 4, "--queries", 2, "--no-full-shot", "--protocol", "episodic"]
     assert _in_process(*args) == 0
-    first = json.loads(out.read_text())["results"]
+    first = json.loads(out.read_text())["tasks"][0]["details"]["results"]
     assert first["protocol"] == "episodic" and first["n_query"] == 2
     assert "episodic protocol: k support + 2 query images per class" in capsys.readouterr().out
     caplog.set_level("INFO")
     assert _in_process(*args) == 0
     assert "activations from cache" in caplog.text
-    assert json.loads(out.read_text())["results"] == first
+    assert json.loads(out.read_text())["tasks"][0]["details"]["results"] == first
 
 
 def test_mit_states_end_to_end(tiny_clip_dir, fake_mit, tmp_path, capsys):
@@ -69,9 +70,9 @@ def test_mit_states_end_to_end(tiny_clip_dir, fake_mit, tmp_path, capsys):
     assert "Table 1 (MIT-States, closed world)" in stdout and "Table 1 (MIT-States, open world)" in stdout
     assert "GM" in stdout and "Acc-Attribute" in stdout
     assert "paper A.6.2 curve" in stdout  # every table names the curve that produced it
-    payload = json.loads(out.read_text())
-    results = payload["results"]
-    assert payload["czsl_curve"] == results["czsl_curve"] == "paper"
+    (task,) = json.loads(out.read_text())["tasks"]
+    results = task["details"]["results"]
+    assert task["options"]["czsl_curve"] == results["czsl_curve"] == "paper"
     top1 = results["worlds"]["open"]["test"]["prim"]["top1"]
     assert top1["curve"] == "paper" and len(top1["biases"]) <= 20 and len(top1["seen_curve"]) == len(top1["biases"])
     assert set(results["interpretability"]) == {"closed", "open"}
@@ -85,9 +86,9 @@ def test_mit_states_end_to_end(tiny_clip_dir, fake_mit, tmp_path, capsys):
                        "--cache-dir", tmp_path / "cache", "--world", "closed", "--epochs", 150, "--dim", 8, "--lr", 0.05,
                        "--templates", "a3:1,4,7", "--targets", "primitives", "--czsl-curve", "authors")
     assert code == 0 and "authors' curve" in capsys.readouterr().out
-    payload = json.loads(out.read_text())
-    assert payload["czsl_curve"] == "authors"
-    oracle = payload["results"]["worlds"]["closed"]["test"]["oracle"]["top1"]
+    (task,) = json.loads(out.read_text())["tasks"]
+    assert task["options"]["czsl_curve"] == "authors"
+    oracle = task["details"]["results"]["worlds"]["closed"]["test"]["oracle"]["top1"]
     assert oracle["curve"] == "authors" and oracle["biases"][-1] == 1e3
     assert oracle["best_seen"] == 100.0 and oracle["best_unseen"] == 100.0 and oracle["auc"] > 50.0
 
@@ -118,7 +119,7 @@ def test_mit_states_task_matches_the_compmap_command(tiny_clip_dir, fake_mit, tm
         argv += ["--task-option", option]
     assert main(argv) == 0
     assert "Table 1 (MIT-States, closed world)" in capsys.readouterr().out
-    own = json.loads(own_out.read_text())["results"]
+    own = json.loads(own_out.read_text())["tasks"][0]["details"]["results"]
     (task,) = json.loads(task_out.read_text())["tasks"]
     assert task["main_metric"] == "closed.prim.auc" and task["dataset"]["repo"] == str(fake_mit)
     for row in ("oracle", "prim", "interv_full"):

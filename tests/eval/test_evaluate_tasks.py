@@ -120,7 +120,7 @@ def test_compmap_cub_task_matches_the_compmap_command(tmp_path, tiny_clip_dir):
                               "--shots", "1", "--episodes", "4", "--queries", "2", "--no-full-shot", "--device", "cpu",
                               "--cache-dir", str(tmp_path / "emb2"), "--output", str(out)])
     compmap_cli.run(args)
-    own = json.loads(out.read_text())["results"]
+    own = json.loads(out.read_text())["tasks"][0]["details"]["results"]
     for setting in ("2-way-1-shot", "3-way-1-shot"):
         cell = own["settings"][setting]["prim"]
         metric = task["metrics"][f"{setting}.prim"]

@@ -124,16 +124,16 @@ def test_evaluate_sub_on_the_published_revision(sub_chain, pipeline_cub, pipelin
                             pipeline_cub, "--model", pipeline_clip, "--output", out, "--cbm-min-classes", "1", env=hub_env),
                  "evaluate.py sub")
     assert "S+" in done.stdout
-    report = json.loads(out.read_text())
-    assert (report["dataset"], report["revision"], report["split"]) == (REPO_ID, "v1.0.0", "test")
-    (vlm,) = report["reports"]
-    assert vlm["kind"] == "vlm" and vlm["summary"]["n_s_plus"] == 4
+    report = json.loads(out.read_text())  # the one results format
+    (vlm,) = report["tasks"]
+    assert (vlm["dataset"]["repo"], vlm["dataset"]["revision"], vlm["dataset"]["split"]) == (REPO_ID, "v1.0.0", "test")
+    assert vlm["task"] == "sub-vlm" and vlm["metrics"]["s_plus"]["n"] == 4
     # S− (paper rule) is the bird's class-wise label of the group in CUB's per-image majority vote
     # (the mini CUB has too few classes for the 112-attribute subset: --cbm-min-classes 1).
-    assert report["s_minus"] == "paper"
-    assert vlm["per_attribute"]["has_crown_color::yellow"]["n_s_minus"] == 2
-    assert vlm["per_attribute"]["has_tail_pattern::solid"]["n_s_minus"] == 0
-    assert set(vlm["per_bird"]) == {"Blue_Jay"}
+    assert vlm["options"]["s_minus"] == "paper"
+    assert vlm["details"]["per_attribute"]["has_crown_color::yellow"]["n_s_minus"] == 2
+    assert vlm["details"]["per_attribute"]["has_tail_pattern::solid"]["n_s_minus"] == 0
+    assert set(vlm["details"]["per_bird"]) == {"Blue_Jay"}
 
 
 def _annotate_over_http(dataset: Path, cub: Path, env: dict, answer, *, study: str = "sub-faithfulness") -> int:

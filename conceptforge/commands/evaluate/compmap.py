@@ -1,17 +1,16 @@
 """``conceptforge evaluate compmap``: CompMap usefulness and interpretability on CUB or MIT-States.
 
 Prints paper-style tables (Tables 1–4 of "Do Vision-Language Pretrained Models Learn Composable
-Primitive Concepts?") and writes every number to a JSON file.
+Primitive Concepts?") and writes every number to a JSON file. An alias of ``conceptforge evaluate
+--model M --tasks compmap-cub`` (``--cub-dir``) or ``compmap-mit-states`` (``--mit-states-dir``):
+its flags become task options and the one runner writes the one results format.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-from pathlib import Path
-
 from conceptforge.errors import InvalidArgumentError
-from conceptforge.files import write_json
 
 logger = logging.getLogger(__name__)
 
@@ -57,85 +56,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     mit.add_argument("--lr", type=float, default=1e-3)
 
 
-def _cache_dirs(args) -> tuple[str | None, Path | None]:
-    if args.cache_dir:
-        return args.cache_dir, Path(args.cache_dir) / "activations"
-    from conceptforge.loaders.embeddings import default_cache_dir
-
-    return None, default_cache_dir() / "compmap-activations"
-
-
 def run(args: argparse.Namespace) -> int:
-    import torch
-
-    from conceptforge.loaders.compmap.pipeline import activation_key, cached_tensor, load_vl_model
+    """Flags -> options of task compmap-cub or compmap-mit-states, then the one runner."""
+    from conceptforge.commands.evaluate.tasks import run_alias
     from conceptforge.loaders.compmap.prompts import parse_templates
+    from conceptforge.loaders.eval_run import RunSettings
 
-    templates = parse_templates(args.templates)
-    output = Path(args.output or f"compmap-{args.dataset}.json")
+    parse_templates(args.templates)  # a bad --templates fails before any model or data is read
     if args.batch_size < 1:
         raise InvalidArgumentError("--batch-size must be >= 1")
-    emb_cache, act_cache = _cache_dirs(args)
-    group_softmax = not args.no_group_softmax
+    output = args.output or f"compmap-{args.dataset}.json"
+    common = [("templates", args.templates), ("group_softmax", not args.no_group_softmax), ("seed", args.seed),
+              ("name", args.name or "")]
     if args.dataset == "cub":
         from conceptforge.loaders.compmap.cub import cub_primitives
-        from conceptforge.loaders.compmap.logreg import LogRegConfig
-        from conceptforge.loaders.compmap.pipeline import cub_vocabulary
-        from conceptforge.loaders.compmap.protocols import CubProtocol, evaluate_cub
-        from conceptforge.loaders.compmap.report import cub_tables
 
-        data = cub_primitives(args.data_dir)
-        vocab = cub_vocabulary(data, templates)
-        model = load_vl_model(args.model, kind=args.model_kind, revision=args.revision, device=args.device, cache_dir=emb_cache, name=args.name)
-        images = [str(p) for p in data.image_paths]
-        pred = cached_tensor(act_cache, activation_key(model, vocab, images, apply_group_softmax=group_softmax),
-                             lambda: model.activations(images, vocab, apply_group_softmax=group_softmax, batch_size=args.batch_size))
-        protocol = CubProtocol(tuple(args.ways), tuple(args.shots), args.queries, args.episodes, args.seed, not args.no_full_shot, LogRegConfig(C=args.C),
-                               protocol=args.protocol)
-        results = evaluate_cub(pred, torch.as_tensor(data.gt_primitives()), data.labels, data.is_train, data.class_attributes(), protocol, groups=data.groups)
-        tables = cub_tables(results, model.name)
+        cub_primitives(args.data_dir)  # the folder's files are checked before the model loads
+        task = "compmap-cub"
+        values = [("ways", ",".join(map(str, args.ways))), ("shots", ",".join(map(str, args.shots))), ("episodes", args.episodes),
+                  ("queries", args.queries), ("full_shot", not args.no_full_shot), ("C", args.C), ("protocol", args.protocol)]
+        settings = RunSettings(device=args.device, batch_size=args.batch_size, cache_dir=args.cache_dir, cub_dir=args.data_dir)
     else:
-        from conceptforge.loaders.compmap.contrastive import ContrastiveConfig
-        from conceptforge.loaders.compmap.mit_states import SPLITS, load_mit_states
-        from conceptforge.loaders.compmap.pipeline import mit_vocabulary, text_targets
-        from conceptforge.loaders.compmap.protocols import MitProtocol, evaluate_mit_states
-        from conceptforge.loaders.compmap.report import mit_tables
+        from conceptforge.loaders.compmap.mit_states import load_mit_states
 
-        data = load_mit_states(args.data_dir, split_dir=args.split_dir, metadata=args.metadata)
-        vocab = mit_vocabulary(data, templates)
-        model = load_vl_model(args.model, kind=args.model_kind, revision=args.revision, device=args.device, cache_dir=emb_cache, name=args.name)
-        pred = {}
-        for split in SPLITS:
-            images = [str(s.path) for s in data.samples[split]]
-            pred[split] = cached_tensor(act_cache, activation_key(model, vocab, images, apply_group_softmax=group_softmax),
-                                        lambda images=images: model.activations(images, vocab, apply_group_softmax=group_softmax, batch_size=args.batch_size))
-        if args.targets == "primitives":
-            def pair_targets(pairs):
-                return torch.as_tensor(data.pair_primitives(list(pairs)))
-        else:
-            embedder = model.embedder
-            if embedder is None:
-                from conceptforge.loaders.embeddings import EmbeddingModel
+        load_mit_states(args.data_dir, split_dir=args.split_dir, metadata=args.metadata)  # same: data first
+        task = "compmap-mit-states"
+        values = [("split_dir", args.split_dir), ("metadata", args.metadata or ""), ("world", args.world), ("targets", args.targets),
+                  ("target_model", args.target_model), ("topk", ",".join(map(str, args.topk))), ("czsl_curve", args.czsl_curve),
+                  ("epochs", args.epochs), ("dim", args.dim), ("lr", args.lr)]
+        settings = RunSettings(device=args.device, batch_size=args.batch_size, cache_dir=args.cache_dir, mit_states_dir=args.data_dir)
+    if args.model_kind != "auto":
+        from conceptforge.loaders.model_ref import resolve_model
 
-                embedder = EmbeddingModel.from_pretrained(args.target_model, cache_dir=emb_cache, device=args.device)
-            pair_targets = text_targets(embedder, templates)
-        worlds = ("closed", "open") if args.world == "both" else (args.world,)
-        protocol = MitProtocol(worlds, tuple(args.topk), ContrastiveConfig(dim=args.dim, epochs=args.epochs, lr=args.lr, seed=args.seed),
-                               czsl_curve=args.czsl_curve)
-        results = evaluate_mit_states(data, pred, pair_targets, protocol)
-        tables = mit_tables(results, model.name)
-    payload = {
-        "benchmark": args.dataset,
-        "model": args.model,
-        "model_revision": model.revision,
-        "model_kind": model.kind,
-        "templates": templates.name,
-        "group_softmax": group_softmax,
-        "seed": args.seed,
-        **({"protocol": results["protocol"]} if args.dataset == "cub" else {"czsl_curve": results["czsl_curve"]}),
-        "results": results,
-    }
-    write_json(output, payload, sort_keys=True)
-    print(tables)
-    print(f"\nresults written to {output}")
-    return 0
+        kind = resolve_model(args.model, revision=args.revision).kind
+        if kind != {"dual": "clip", "itm": "itm"}[args.model_kind]:
+            raise InvalidArgumentError(f"--model-kind {args.model_kind}: {args.model} is a {kind} model")
+    return run_alias(model=args.model, revision=args.revision, tasks=task,
+                     options=[f"{task}.{name}={value}" for name, value in common + values], settings=settings, output=output)
