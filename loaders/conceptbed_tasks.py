@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Sequence
 
-from conceptforge.errors import DataFormatError
+from conceptforge.errors import DataFormatError, DataNotFoundError, one_line
 from conceptforge.loaders.model_ref import GENERATED
-from conceptforge.loaders.task_spec import Metric, Option, Task, TaskContext, TaskOutcome
+from conceptforge.loaders.task_spec import Metric, Option, Task, TaskContext, TaskOutcome, flag
 
 COLUMNS = (("concept", "string"), ("concept_category", "string"), ("source", "string"), ("oracle_task", "string"),
            ("categories", "list<string>"), ("question", "string"), ("record_id", "string"), ("max_prob", "float64"),
@@ -96,7 +96,13 @@ def run_conceptbed_ccd(ctx: TaskContext) -> TaskOutcome:
                         vqa_model=vqa, vqa_probability=options["vqa_probability"], device=ctx.device)
     use_vqa = vqa is not None
     revision = ctx.model.sha if ctx.model.source == "hub" else None
-    generated = load_dataset(ctx.model.id, revision=revision)
+    try:
+        generated = load_dataset(ctx.model.id, revision=revision)
+    except (FileNotFoundError, ValueError) as error:
+        raise DataNotFoundError(f"cannot load generated dataset {ctx.model.id}: {one_line(error)}") from None
+    missing = {"concept_kind", "concept", "learner", "image"} - set(next(iter(generated.values())).column_names)
+    if missing:
+        raise DataFormatError(f"{ctx.model.id} is not a ConceptBed generated dataset (missing {', '.join(sorted(missing))})")
     kinds = {k for split in generated.values() for k in split.unique("concept_kind")}
     records = score_generated(generated, oracles, batch_size=ctx.batch_size, use_vqa=use_vqa)
     spec = load_spec(ctx.concepts)
@@ -108,7 +114,7 @@ def run_conceptbed_ccd(ctx: TaskContext) -> TaskOutcome:
     main = next(name for name in metrics if name.endswith(".ccd"))
     return TaskOutcome(record_rows(records), main, metrics=metrics,
                        variant=f"oracles={options['style_oracle']},{options['object_oracle']},{options['cub_oracle']}",
-                       table=report(records, n_bins=options["ece_bins"]))
+                       table=report(records, per_concept=options["per_concept"], n_bins=options["ece_bins"]))
 
 
 def tasks() -> list[Task]:
@@ -132,5 +138,6 @@ def tasks() -> list[Task]:
                       Option("vqa_probability", "softmax", str, "softmax | sigmoid: the VQA model's probability of 'yes'"),
                       Option("categoriser", "rules", str, "'rules' or module:function, for the real captions"),
                       Option("max_real_images", 0, int, "real images per concept (0: all in the spec)"),
-                      Option("ece_bins", 15, int, "bins of the expected calibration error"))),
+                      Option("ece_bins", 15, int, "bins of the expected calibration error"),
+                      Option("per_concept", False, flag, "also tabulate CCD per concept"))),
     ]

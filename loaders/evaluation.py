@@ -29,6 +29,7 @@ class Written:
     samples: list[Path] = field(default_factory=list)
     analyses: list[Path] = field(default_factory=list)
     scored: dict[str, int] = field(default_factory=dict)
+    rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # each task's per-sample rows
 
 
 def check_output(path: str | Path, *, samples: bool) -> None:
@@ -69,6 +70,7 @@ def evaluate(model: Any, selections: Sequence[Any], settings: Any, output: str |
         raise InvalidArgumentError(f"no task of --tasks can run with {model.id} (a {model.kind} model): see the skipped lines")
     written = write_outputs(results.to_dict(), output, samples=results.samples if samples else None)
     written.scored = dict(results.scored)
+    written.rows = {name: rows for name, (rows, _) in results.samples.items()}
     return written
 
 

@@ -127,13 +127,12 @@ def test_evaluate_cli_end_to_end(tmp_path, tiny_sd, datasets_root, captions_file
             ("textual-inversion", "composition"), ("textual-inversion", "vqa"), ("original", "vqa"), ("original", "style")} <= tasks
     n_vqa_real = sum(1 for r in records if r["source"] == "original" and r["task"] == "vqa")
     assert n_vqa_real == 2  # one caption with a real image, two questions
-    again = run_script("evaluate.py", "conceptbed", "--from-scores", str(scores), "--per-concept", "--output", str(tmp_path / "ccd.json"))
+    again = run_script("evaluate.py", "conceptbed", "--from-scores", str(scores), "--per-concept")
     assert again[0] == 0 and again[1] == text
     assert "CCD aggregations" in text
-    payload = json.loads((tmp_path / "ccd.json").read_text())
-    assert set(payload["ccd_aggregations"]) == {"ccd", "ccd_pooled", "ccd_category_mean"}
-    vqa = next(r for r in payload["results"] if r["source"] == "textual-inversion" and r["task"] == "vqa" and r["category"] is None)
-    assert {"ccd", "ccd_pooled", "ccd_category_mean"} <= set(vqa)
+    from conceptforge.loaders.conceptbed import evaluate, load_records
+
+    saved = evaluate(load_records(scores))  # the metric code on the saved oracle scores, no model
     # The same through the one evaluate command: task conceptbed-ccd, the generated dataset as the model.
     results = tmp_path / "task.json"
     code, text, err = run_script(
@@ -145,8 +144,13 @@ def test_evaluate_cli_end_to_end(tmp_path, tiny_sd, datasets_root, captions_file
     assert code == 0, err[-3000:]
     (task,) = json.loads(results.read_text())["tasks"]
     assert task["task"] == "conceptbed-ccd" and task["main_metric"].endswith(".ccd")
-    expected = {f"{r['task']}.ccd": r["ccd"] for r in payload["results"] if r["source"] == "textual-inversion" and r["category"] is None}
+    assert {"vqa.ccd", "vqa.ccd_pooled", "vqa.ccd_category_mean"} <= set(task["metrics"])  # each CCD aggregation named
+    expected = {f"{t}.ccd": m.ccd for (source, t, category), m in saved.items() if source == "textual-inversion" and not category}
     assert expected and {name: task["metrics"][name]["value"] for name in expected} == pytest.approx(expected, abs=1e-6)  # float32 batches differ
+    # every metric again from the run's per-sample predictions, no model: the same results file
+    rescored = run_script("evaluate.py", "--from-predictions", str(tmp_path / "task.samples"), "--output", str(tmp_path / "again.json"))
+    assert rescored[0] == 0, rescored[2][-3000:]
+    assert (tmp_path / "again.json").read_text() == results.read_text()
 
 
 def test_evaluate_cli_bad_input_subprocess(tmp_path):

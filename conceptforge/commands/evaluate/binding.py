@@ -73,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
     if args.config:
         options += [f"{task}.config={args.config}" for task in tasks]
     settings = RunSettings(device=args.device, batch_size=args.batch_size, cache_dir=args.cache_dir)
-    return run_alias(model=args.clip_model, revision=args.clip_revision, tasks=",".join(tasks),
-                     datasets=[f"{task}={args.dataset}{at}" for task in tasks], options=options, settings=settings,
-                     output=args.output, model_flag="--clip-model")
+    run_alias(model=args.clip_model, revision=args.clip_revision, tasks=",".join(tasks),
+              datasets=[f"{task}={args.dataset}{at}" for task in tasks], options=options, settings=settings,
+              output=args.output, model_flag="--clip-model")
+    return 0

@@ -91,5 +91,6 @@ def run(args: argparse.Namespace) -> int:
         kind = resolve_model(args.model, revision=args.revision).kind
         if kind != {"dual": "clip", "itm": "itm"}[args.model_kind]:
             raise InvalidArgumentError(f"--model-kind {args.model_kind}: {args.model} is a {kind} model")
-    return run_alias(model=args.model, revision=args.revision, tasks=task,
-                     options=[f"{task}.{name}={value}" for name, value in common + values], settings=settings, output=output)
+    run_alias(model=args.model, revision=args.revision, tasks=task,
+              options=[f"{task}.{name}={value}" for name, value in common + values], settings=settings, output=output)
+    return 0

@@ -9,6 +9,10 @@ Prints the paper's Table 1 (concept alignment CCD per task), Table 2 (VQA accura
 composition category) and Table 7 (accuracy, MSP, ECE, CCD) with one row per learner and an
 "original" row for the real images. ``--save-scores`` keeps the per-image oracle scores;
 ``--from-scores`` re-reports them without loading any model.
+
+An alias of ``conceptforge evaluate --model GENERATED --tasks conceptbed-ccd --concepts SPEC``:
+its flags become task options; each ``--generated`` dataset is one run of the one runner
+(``--output``: one results file per dataset when there are several), samples beside it.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from conceptforge.errors import DataFormatError, DataNotFoundError, InvalidArgumentError, one_line
+from conceptforge.errors import InvalidArgumentError
 
 logger = logging.getLogger(__name__)
 
@@ -41,61 +45,50 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ece-bins", type=int, default=15)
     parser.add_argument("--per-concept", action="store_true", help="also print per-concept CCD")
     parser.add_argument("--save-scores", type=Path, default=None, help="write per-image scores (JSONL)")
-    parser.add_argument("--output", type=Path, default=None, help="write every metric as JSON (each CCD aggregation named)")
+    parser.add_argument("--output", type=Path, default=None, help="results JSON (every metric, each CCD aggregation named)")
     parser.add_argument("--from-scores", type=Path, nargs="+", default=[], help="report saved scores; no models loaded")
 
 
 def run(args: argparse.Namespace) -> int:
-    from conceptforge.loaders.conceptbed import evaluate, load_records, report, results_to_json, save_records
+    """Each --generated dataset is one run of task conceptbed-ccd (the dataset is the "model");
+    --from-scores re-prints the tables of saved oracle scores (no model, no results file)."""
+    from conceptforge.commands.evaluate.tasks import alias_output, run_alias
+    from conceptforge.loaders.eval_run import RunSettings
 
-    records = [r for path in args.from_scores for r in load_records(path)]
-    if args.generated:
-        records += _score(args)
-    if not records:
+    if args.from_scores:
+        return _from_scores(args)
+    if not args.generated:
         raise InvalidArgumentError("nothing to evaluate: pass --generated DIR ... or --from-scores FILE")
-    if args.save_scores:
-        save_records(args.save_scores, records)
-        logger.info("wrote %d scores to %s", len(records), args.save_scores)
-    results = evaluate(records, n_bins=args.ece_bins)
-    print(report(records, per_concept=args.per_concept, n_bins=args.ece_bins, results=results))
-    if args.output:
-        from conceptforge.loaders.reports import write_json
+    if args.concepts is None:
+        raise InvalidArgumentError("--generated needs --concepts SPEC: CCD compares the generated images with the spec's real ones")
+    options = [("style_oracle", args.style_oracle), ("object_oracle", args.object_oracle), ("cub_oracle", args.cub_oracle),
+               ("vqa_model", "none" if args.no_vqa else args.vqa_model), ("vqa_probability", args.vqa_probability),
+               ("categoriser", args.categoriser), ("max_real_images", args.max_real_images or 0), ("ece_bins", args.ece_bins),
+               ("per_concept", args.per_concept)]
+    settings = RunSettings(device=args.device, batch_size=args.batch_size, concepts=str(args.concepts))
+    for source in args.generated:
+        output = alias_output(str(args.output) if args.output else None, str(source), len(args.generated) > 1)
+        samples = run_alias(model=str(source), revision=args.revision, tasks="conceptbed-ccd",
+                            options=[f"conceptbed-ccd.{name}={value}" for name, value in options], settings=settings,
+                            output=output, model_flag="--generated")
+        if args.save_scores:
+            from conceptforge.loaders.conceptbed import save_records
+            from conceptforge.loaders.conceptbed_tasks import rows_to_records
 
-        path = write_json(args.output, {"benchmark": "conceptbed", **results_to_json(results)})
-        logger.info("wrote %s", path)
+            path = args.save_scores if len(args.generated) == 1 else Path(alias_output(str(args.save_scores), str(source), True))
+            save_records(path, rows_to_records(samples["conceptbed-ccd"]))
+            logger.info("wrote the oracle scores to %s", path)
     return 0
 
 
-def _score(args: argparse.Namespace) -> list:
-    from datasets import load_dataset
+def _from_scores(args: argparse.Namespace) -> int:
+    from conceptforge.loaders.conceptbed import evaluate, load_records, report
 
-    from conceptforge.filters.conceptbed_scoring import OracleSet, score_generated, score_real
-    from conceptforge.generators.conceptbed.generate import prepare_captions
-    from conceptforge.generators.conceptbed.spec import load_spec
-
-    oracles = OracleSet(
-        {"style": args.style_oracle, "object": args.object_oracle, "cub": args.cub_oracle},
-        vqa_model=None if args.no_vqa else args.vqa_model,
-        vqa_probability=args.vqa_probability,
-        device=args.device,
-    )
-    records = []
-    kinds: set[str] = set()
-    for source in args.generated:
-        try:
-            dataset = load_dataset(str(source), revision=args.revision)
-        except (FileNotFoundError, ValueError) as error:
-            raise DataNotFoundError(f"cannot load generated dataset {source}: {one_line(error)}") from None
-        missing = {"concept_kind", "concept", "learner", "image"} - set(next(iter(dataset.values())).column_names)
-        if missing:
-            raise DataFormatError(f"{source} is not a ConceptBed generated dataset (missing {', '.join(sorted(missing))})")
-        for split in dataset.values():
-            kinds.update(split.unique("concept_kind"))
-        records += score_generated(dataset, oracles, batch_size=args.batch_size, use_vqa=not args.no_vqa)
-    if args.concepts is None:
-        logger.warning("no --concepts spec: no real images, so no CCD (accuracy, MSP and ECE only)")
-        return records
-    spec = load_spec(args.concepts)
-    captions = prepare_captions(spec, args.categoriser, None)
-    records += score_real(spec, captions, oracles, batch_size=args.batch_size, max_images=args.max_real_images, kinds=kinds, use_vqa=not args.no_vqa)
-    return records
+    if args.generated or args.output:
+        raise InvalidArgumentError("--from-scores re-prints saved scores' tables; for a results file rescore a run's samples "
+                                   "folder: conceptforge evaluate --from-predictions DIR")
+    records = [r for path in args.from_scores for r in load_records(path)]
+    if not records:
+        raise InvalidArgumentError("no scores in --from-scores")
+    print(report(records, per_concept=args.per_concept, n_bins=args.ece_bins, results=evaluate(records, n_bins=args.ece_bins)))
+    return 0

@@ -125,10 +125,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_alias(*, model: str, revision: str | None, tasks: str, datasets: list[str] = (), options: list[str] = (),  # type: ignore[assignment]
-              settings, output: str | None, split: str | None = None, brief: bool = False, model_flag: str = "--model") -> int:
+              settings, output: str | None, split: str | None = None, brief: bool = False,
+              model_flag: str = "--model") -> dict[str, list[dict]]:
     """What every ``conceptforge evaluate <benchmark>`` alias does with the task options its flags
     became: the one runner, the one results format (written when ``output`` is given), and the
-    benchmark's own tables printed (``brief``: only each table's first block)."""
+    benchmark's own tables printed (``brief``: only each table's first block). Returns each
+    task's per-sample rows."""
     from conceptforge.loaders.evaluation import evaluate
     from conceptforge.loaders.eval_run import run_tasks
     from conceptforge.loaders.model_ref import resolve_model
@@ -144,21 +146,21 @@ def run_alias(*, model: str, revision: str | None, tasks: str, datasets: list[st
     if output:
         written = evaluate(ref, selections, settings, output, samples=True,
                            on_skip=lambda reason: print(f"skipped: {reason}", file=sys.stderr))
-        entries = written.payload["tasks"]
+        entries, rows = written.payload["tasks"], written.rows
     else:
         results = run_tasks(ref, selections, settings)
         if not results.tasks:
             raise InvalidArgumentError(f"{ref.id} (a {ref.kind} model) can run none of {tasks}: "
                                        + "; ".join(s["reason"] for s in results.skipped))
         written, entries = None, results.tasks
-    for entry in entries:
-        print(entry["table"].split("\n\n")[0] if brief else entry["table"])
-        print()
+        rows = {name: part for name, (part, _) in results.samples.items()}
+    for position, entry in enumerate(entries):
+        print(("\n" if position else "") + (entry["table"].split("\n\n")[0] if brief else entry["table"]))
     if written is not None:
         print(f"results: {written.results} (table: {written.markdown})")
         if written.samples_dir is not None:
             print(f"samples: {written.samples_dir}/")
-    return 0
+    return rows
 
 
 def alias_output(output: str | None, model: str, several: bool) -> str | None:
