@@ -86,7 +86,7 @@ def run_sub_vlm(ctx: TaskContext) -> TaskOutcome:
                         "prediction": predicted})
         return out
 
-    done = ctx.samples.collect([str(i) for i in range(len(items))], score)
+    done = ctx.samples.collect([str(i) for i in range(len(items))], score, chunk=ctx.batch_size)
     results = score_vlm_predictions(items, [d["prediction"] for d in done], cub, s_minus=o["s_minus"],
                                     cbm_min_classes=o["cbm_min_classes"])
     report = build_report("vlm", embedder.model_id, embedder.revision, results,
@@ -143,7 +143,7 @@ def run_sub_cbm(ctx: TaskContext) -> TaskOutcome:
                             "present": [concepts[j] for j in np.flatnonzero(row)]})
         return out
 
-    done = ctx.samples.collect([str(i) for i in range(len(items))], score)
+    done = ctx.samples.collect([str(i) for i in range(len(items))], score, chunk=ctx.batch_size)
     concepts = state.get("names") or cbm_concept_names(len(names) if names else len(cub.attributes), cub, names)
     index = {c: j for j, c in enumerate(concepts)}
     present = np.zeros((len(items), len(concepts)), dtype=bool)

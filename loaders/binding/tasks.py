@@ -115,7 +115,7 @@ def run_binding_clip(ctx: TaskContext) -> TaskOutcome:
                 rows[position] = row
         return [rows[p] for p in positions]
 
-    rows = ctx.samples.collect(ids, score)
+    rows = ctx.samples.collect(ids, score, chunk=ctx.batch_size)
     by_split = {name: [r for r in rows if r["split"] == name] for name in splits}
     accuracy = {name: float(sum(r["value"] for r in part) / len(part)) for name, part in by_split.items()}
     gen = rows_as_split(by_split["gen"], "gen") if by_split.get("gen") else None
