@@ -163,19 +163,20 @@ def test_task_numbers_match_the_benchmarks_own_commands(published, evaluated):
     _ok(_run("evaluate binding", "--dataset", BINDING_REPO, "--revision", "v1.0.0", "--models", "clip,add",
              "--seeds", "0,1", "--epochs", 2, "--batch-size", 8, "--clip-model", MODEL_REPO, "--clip-revision", model_sha,
              "--cache-dir", p["work"] / "emb-own", "--device", "cpu", "--output", out, env=p["env"]), "evaluate binding")
-    own = {m["model"]: m for m in json.loads(out.read_text())["models"]}
+    own = {t["task"]: t for t in json.loads(out.read_text())["tasks"]}  # the alias writes the one results format
     for split in ("train", "val", "gen"):
-        assert tasks["binding-clip"]["metrics"][f"{split}_accuracy"]["value"] == pytest.approx(own["clip"]["accuracy"][split][0])
-        mean, se = own["add"]["accuracy"][split]
+        assert tasks["binding-clip"]["metrics"][f"{split}_accuracy"]["value"] == pytest.approx(
+            own["binding-clip"]["metrics"][f"{split}_accuracy"]["value"])
+        mean, se = (own["binding-cdsm"]["metrics"][f"add.{split}_accuracy"][key] for key in ("value", "stderr"))
         assert tasks["binding-cdsm"]["metrics"][f"add.{split}_accuracy"]["value"] == pytest.approx(mean)
         assert tasks["binding-cdsm"]["metrics"][f"add.{split}_accuracy"]["stderr"] == pytest.approx(se)
     out = p["work"] / "sub-own.json"
     _ok(_run("evaluate sub", "--dataset", SUB_REPO, "--revision", "v1.0.0", "--cub-dir", p["cub"], "--cbm-min-classes", 1, "--model",
              MODEL_REPO, "--model-revision", model_sha, "--cache-dir", p["work"] / "emb-own", "--output", out,
              env=p["env"]), "evaluate sub")
-    (vlm,) = json.loads(out.read_text())["reports"]
+    (vlm,) = json.loads(out.read_text())["tasks"]
     for metric in ("s_plus", "s_minus", "chance_s_plus", "chance_s_minus"):
-        assert tasks["sub-vlm"]["metrics"][metric]["value"] == pytest.approx(vlm["summary"][metric])
+        assert tasks["sub-vlm"]["metrics"][metric]["value"] == pytest.approx(vlm["metrics"][metric]["value"])
 
 
 READ_BACK = r"""
@@ -189,6 +190,7 @@ out = {"entries": [[e.dataset_id, e.task_id, e.value, e.dataset_revision, e.note
        "model_index": [[r.dataset_type, r.task_name, r.metric_type, r.metric_value, r.dataset_revision, r.dataset_split]
                        for r in card.data.eval_results],
        "model_commits": [c.title for c in api.list_repo_commits(model)],
+       "model_files": sorted(api.list_repo_files(model)),
        "eval_yaml": {d: yaml.safe_load(open(hf_hub_download(d, "eval.yaml", repo_type="dataset"))) for d in datasets},
        "dataset_commits": {d: [c.title for c in api.list_repo_commits(d, repo_type="dataset")] for d in datasets}}
 assert not any(m.split(".")[0] == "conceptforge" for m in sys.modules)
@@ -230,14 +232,17 @@ def test_push_results_one_commit_each_read_back_with_huggingface_hub(published, 
     assert {t["id"] for t in declared["tasks"]} == {f"{t['task']}.{n}" for t in results["tasks"][1:] for n in t["metrics"]}
     assert {t["id"] for t in back["eval_yaml"][SUB_REPO]["tasks"]} == {f"sub-vlm.{n}" for n in results["tasks"][0]["metrics"]}
     assert back["dataset_commits"][SUB_REPO][0] == "Declare 4 conceptforge evaluation task(s)"
+    assert not [f for f in back["model_files"] if f.startswith(".eval_results/samples/")]  # samples only when asked
 
     # Again: the model gets one more commit (results replace, not duplicate); eval.yaml is already complete.
-    again = _ok(_run("evaluate", "--model", MODEL_REPO, *_evaluate_args(p, p["work"] / "again.json", "--push-results"),
-                     env=p["env"]), "second push")
+    again = _ok(_run("evaluate", "--model", MODEL_REPO, *_evaluate_args(p, p["work"] / "again.json", "--push-results",
+                                                                        "--push-samples"), env=p["env"]), "second push")
     assert f"declared tasks in {BINDING_REPO}/eval.yaml (already declared)" in again.stdout
     assert len(server.history(BINDING_REPO)) == evaluated["before"][BINDING_REPO] + 1
     back = _read_back(p)
     assert len(back["model_index"]) == len(expected) and len(back["entries"]) == len(expected)
+    assert [f for f in back["model_files"] if f.startswith(".eval_results/samples/")] == [
+        f".eval_results/samples/{t['task']}.parquet" for t in sorted(results["tasks"], key=lambda t: t["task"])]
 
 
 def test_leaderboard_compares_two_tiny_models(published, evaluated):

@@ -196,3 +196,28 @@ def test_samples_folder_is_never_a_users_folder(tiny_clip_dir, single_object_dir
     assert (mine / "notes.txt").read_text() == "mine" and not (tmp_path / "run.json").exists()
     assert main(argv + ["--no-samples"]) == 0 and (tmp_path / "run.json").is_file()
     assert main(["evaluate", "--from-predictions", str(tmp_path / "none"), "--output", str(tmp_path / "x.json")]) == 2
+
+
+def test_a_users_cbm_samples_and_rescoring(tmp_path, sub_dir, fake_cub, monkeypatch):
+    """sub-cbm rows: the CBM's probabilities for the S+ group's attributes, what it detected, and
+    S+/S- verdicts (by hand in test_evaluate_tasks: S+ 4/8, S- 6/8 under any-original)."""
+    from conceptforge.cub import load_cub
+    from tests.eval.test_evaluate_tasks import CBM_MODULE
+
+    names = list(load_cub(fake_cub, need="votes").attributes)
+    present = ["has_crown_color::red", "has_bill_shape::needle", "has_crown_color::blue"]
+    (tmp_path / "my_cbms.py").write_text(CBM_MODULE.format(present=present, names=names))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "cbm.json"
+    assert main(["evaluate", "--model", "my_cbms:make", "--tasks", f"sub-cbm:{sub_dir}", "--cub-dir", str(fake_cub),
+                 "--task-option", "sub-cbm.s_minus=any-original", "--batch-size", "3", "--device", "cpu",
+                 "--output", str(out)]) == 0
+    (task,) = json.loads(out.read_text())["tasks"]
+    assert (task["metrics"]["s_plus"]["value"], task["metrics"]["s_minus"]["value"]) == (0.5, 0.75)
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(tmp_path / "cbm.samples" / "sub-cbm.parquet").to_pylist()
+    crown = next(r for r in rows if r["side"] == "S+" and r["attribute"] == "has_crown_color::red")
+    assert crown["correct"] and set(crown["prediction"].split(";")) == {"has_crown_color::red", "has_crown_color::blue"}
+    assert len(crown["candidates"]) == len(crown["scores"]) and all(s in (0.0, 1.0) or 0 < s < 1 for s in crown["scores"])
+    _rescore_equals(out, tmp_path)
