@@ -107,7 +107,8 @@ def run_sub_cbm(ctx: TaskContext) -> TaskOutcome:
     import torch
 
     from conceptforge.loaders.embeddings import load_pil
-    from conceptforge.loaders.sub import as_concept_predictor, build_report, cbm_concept_names, load_cbm_factory, score_cbm_predictions
+    from conceptforge.loaders.sub import build_report, score_cbm_predictions
+    from conceptforge.loaders.sub_cbm import as_concept_predictor, cbm_concept_names, load_cbm_factory
 
     cub, items = _load(ctx)
     o = ctx.options

@@ -10,7 +10,8 @@ import torch
 
 from conceptforge.errors import ConceptforgeError
 from conceptforge.cub import load_cub
-from conceptforge.loaders.sub import evaluate_cbm, evaluate_vlm, load_sub
+from conceptforge.loaders.sub import evaluate_vlm, load_sub
+from conceptforge.loaders.sub_cbm import evaluate_cbm
 
 REPO = Path(__file__).resolve().parents[2]
 

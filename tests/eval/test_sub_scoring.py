@@ -3,7 +3,8 @@ import pytest
 
 from conceptforge.errors import ConceptforgeError
 from conceptforge.cub import load_cub, to_cub_attribute
-from conceptforge.loaders.sub import SubItem, build_report, cbm_concept_names, score_cbm_predictions, score_vlm_predictions
+from conceptforge.loaders.sub import SubItem, build_report, score_cbm_predictions, score_vlm_predictions
+from conceptforge.loaders.sub_cbm import cbm_concept_names
 
 
 @pytest.fixture(scope="module")
