@@ -97,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
             raise InvalidArgumentError("--from-predictions rescores a samples folder: it takes no --model or --tasks")
         if args.eval_push:
             raise InvalidArgumentError("--from-predictions does not push: push the run it came from")
-        output = args.eval_output or str(args.eval_from_predictions).rstrip("/").removesuffix(".samples") + ".json"
+        # default beside the folder, never over the run's own results file: x.samples -> x.rescored.json
+        output = args.eval_output or str(args.eval_from_predictions).rstrip("/").removesuffix(".samples") + ".rescored.json"
         written = evaluate_from_predictions(args.eval_from_predictions, output, options=args.eval_options)
         report(written)
         return 0
