@@ -19,7 +19,7 @@ from conceptforge.errors import ConceptforgeError, InvalidArgumentError
 from conceptforge.loaders import sub_tasks, conceptbed_tasks
 from conceptforge.loaders.binding import tasks as binding_tasks
 from conceptforge.loaders.compmap import tasks as compmap_tasks
-from conceptforge.loaders.task_spec import (  # noqa: F401  (the registry's types, importable from here)
+from conceptforge.loaders.task_spec import (
     DatasetRef,
     Metric,
     Option,
@@ -29,6 +29,11 @@ from conceptforge.loaders.task_spec import (  # noqa: F401  (the registry's type
     int_list,
     str_list,
 )
+
+# The registry's types live in task_spec (the benchmarks' tables import them without importing
+# this module back); they are importable from here too.
+__all__ = ["DatasetRef", "Metric", "Option", "Task", "TaskContext", "TaskOutcome", "TaskSelection", "TASK_TABLES", "all_tasks",
+           "get_task", "int_list", "str_list", "parse_dataset_override", "select_tasks", "format_task_list"]
 
 logger = logging.getLogger(__name__)
 
