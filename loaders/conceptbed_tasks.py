@@ -104,7 +104,9 @@ def run_conceptbed_ccd(ctx: TaskContext) -> TaskOutcome:
     if missing:
         raise DataFormatError(f"{ctx.model.id} is not a ConceptBed generated dataset (missing {', '.join(sorted(missing))})")
     kinds = {k for split in generated.values() for k in split.unique("concept_kind")}
-    records = score_generated(generated, oracles, batch_size=ctx.batch_size, use_vqa=use_vqa)
+    ctx.samples.extend_key(_oracles_key([options["style_oracle"], options["object_oracle"], options["cub_oracle"], vqa or ""]))
+    records = _score_generated_resumably(ctx, generated, lambda subset: score_generated(subset, oracles, batch_size=ctx.batch_size,
+                                                                                          use_vqa=use_vqa))
     spec = load_spec(ctx.concepts)
     records += score_real(spec, prepare_captions(spec, options["categoriser"], None), oracles, batch_size=ctx.batch_size,
                           kinds=kinds, max_images=options["max_real_images"] or None, use_vqa=use_vqa)
@@ -115,6 +117,44 @@ def run_conceptbed_ccd(ctx: TaskContext) -> TaskOutcome:
     return TaskOutcome(record_rows(records), main, metrics=metrics,
                        variant=f"oracles={options['style_oracle']},{options['object_oracle']},{options['cub_oracle']}",
                        table=report(records, per_concept=options["per_concept"], n_bins=options["ece_bins"]))
+
+
+def _oracles_key(oracles: list[str]) -> str | None:
+    """The oracles' content fingerprints (they are part of the metric): local folders only, since
+    a Hub id names no fixed weights here; None (no caching) when one is not a local folder."""
+    import os
+
+    from conceptforge.cards.provenance import local_fingerprint
+
+    if not all(not name or os.path.isdir(name) for name in oracles):
+        return None
+    return ",".join(local_fingerprint(name) if name else "" for name in oracles)
+
+
+def _score_generated_resumably(ctx: TaskContext, generated: Any, score: Any) -> list[Any]:
+    """The generated images' oracle records, one cached unit per dataset row (its image's records,
+    several for VQA questions), so a rerun after a crash scores only the rows the cache lacks.
+    The real images (the reference set) are scored again on every run."""
+    from dataclasses import asdict
+
+    from conceptforge.loaders.conceptbed import ScoreRecord
+
+    records: list[Any] = []
+    for split in ("concept", "composition"):
+        if split not in generated:
+            continue
+        data = generated[split]
+        keys = [(str(learner), str(item)) for learner, item in zip(data["learner"], data["item_id"])]
+
+        def unit(positions: list[int], data=data, keys=keys, split=split) -> list[dict[str, Any]]:
+            found: dict[tuple[str, str], list[dict[str, Any]]] = {keys[p]: [] for p in positions}
+            for record in score({split: data.select(positions)}):
+                found[(record.source, str(record.item_id))].append({**asdict(record), "categories": list(record.categories)})
+            return [{"records": found[keys[p]]} for p in positions]
+
+        for done in ctx.samples.collect([f"{split}/{i}" for i in range(len(keys))], unit, chunk=ctx.batch_size):
+            records += [ScoreRecord(**{**r, "categories": tuple(r["categories"])}) for r in done["records"]]
+    return records
 
 
 def tasks() -> list[Task]:

@@ -66,6 +66,14 @@ class TaskSamples:
         self.scored = 0
         self.reused = 0
 
+    def extend_key(self, extra: str | None) -> None:
+        """Key the rows on something else they depend on (e.g. the oracles' fingerprints);
+        ``None``: that dependency has no revision to key on, so this task is not cached."""
+        if extra is None:
+            self.cache = None
+        else:
+            self.prefix += "\0" + extra
+
     def _key(self, item_id: str) -> str:
         return hashlib.sha256(f"{self.prefix}\0{item_id}".encode()).hexdigest()
 
