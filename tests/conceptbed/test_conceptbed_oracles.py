@@ -151,6 +151,18 @@ def test_evaluate_cli_end_to_end(tmp_path, tiny_sd, datasets_root, captions_file
     rescored = run_script("evaluate.py", "--from-predictions", str(tmp_path / "task.samples"), "--output", str(tmp_path / "again.json"))
     assert rescored[0] == 0, rescored[2][-3000:]
     assert (tmp_path / "again.json").read_text() == results.read_text()
+    # a rerun scores no generated image again: each row's oracle records come from the per-sample cache
+    from conceptforge.loaders.eval_run import RunSettings, run_tasks
+    from conceptforge.loaders.model_ref import resolve_model
+    from conceptforge.loaders.tasks import select_tasks
+
+    options = [f"conceptbed-ccd.{name}={oracles[key]}" for name, key in
+               (("style_oracle", "style"), ("object_oracle", "object"), ("cub_oracle", "cub"), ("vqa_model", "vqa"))]
+    rerun = run_tasks(resolve_model(str(out)), select_tasks("conceptbed-ccd", options=options),
+                      RunSettings(device="cpu", concepts=str(spec_path)))
+    assert rerun.scored["conceptbed-ccd"] == 0
+    assert {name: m["value"] for name, m in rerun.tasks[0]["metrics"].items()} == pytest.approx(
+        {name: m["value"] for name, m in task["metrics"].items()}, abs=1e-6)  # the real images are scored again
 
 
 def test_evaluate_cli_bad_input_subprocess(tmp_path):
