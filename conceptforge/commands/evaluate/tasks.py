@@ -3,7 +3,9 @@
 The options live on the ``evaluate`` parser itself, before the per-benchmark sub-commands
 (``sub``, ``binding``, ``conceptbed``, ``compmap`` keep their own); their ``dest`` names start with
 ``eval_`` so they never collide with a sub-command's ``--model``. The work is done by
-``conceptforge.loaders.tasks`` (registry), ``eval_run`` (runner, results) and ``push_results``.
+``conceptforge.loaders.evaluation`` (the one path: run or rescore, write results + samples, the
+analyses hook), ``tasks`` (registry), ``eval_run`` (runner) and ``push_results``. The
+per-benchmark aliases call :func:`run_alias` with the task options their flags became.
 """
 
 from __future__ import annotations
