@@ -1,0 +1,101 @@
+"""After a run: breakdowns with intervals, their charts, and links to both in the markdown report.
+
+Why one entry point: the evaluation runner calls :func:`write_breakdowns_and_charts` once the
+results file and the per-sample files are on disk; everything it writes sits beside the results
+(``<stem>.breakdowns.json``, ``<stem>.charts/<task>.png``) and the report ``<stem>.md`` gets a
+breakdowns section (replaced, not duplicated, when run again).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+from conceptforge.errors import DataFormatError, DataNotFoundError
+from conceptforge.loaders.bootstrap import BootstrapConfig
+from conceptforge.loaders.breakdowns import (TaskBreakdowns, breakdowns_payload, compute_breakdowns, markdown,
+                                             read_samples, spec_for)
+
+logger = logging.getLogger(__name__)
+
+SECTION_START = "<!-- conceptforge breakdowns: start -->"
+SECTION_END = "<!-- conceptforge breakdowns: end -->"
+
+
+def _main_metrics(results_path: Path) -> dict[str, str]:
+    try:
+        payload = json.loads(results_path.read_text())
+    except json.JSONDecodeError as error:
+        raise DataFormatError(f"{results_path} is not JSON ({error.msg}, line {error.lineno})") from None
+    return {task["task"]: task.get("main_metric", "") for task in payload.get("tasks", []) if isinstance(task, dict)}
+
+
+def samples_dir_for(results_path: str | Path) -> Path:
+    """Where a results file's per-sample files live: ``<stem>.samples/`` beside it."""
+    results_path = Path(results_path)
+    return results_path.with_name(results_path.stem + ".samples")
+
+
+def compute_all(samples_dir: Path, main_metrics: dict[str, str], *, config: BootstrapConfig) -> list[TaskBreakdowns]:
+    """The breakdowns of every ``<task>.parquet`` in ``samples_dir`` that has a spec, task order
+    as in the results file (then by name)."""
+    order = list(main_metrics)
+    files = sorted(samples_dir.glob("*.parquet"), key=lambda p: (order.index(p.stem) if p.stem in order else len(order), p.stem))
+    results = []
+    for path in files:
+        if spec_for(path.stem) is None:
+            logger.info("no breakdowns for %s", path.name)
+            continue
+        computed = compute_breakdowns(read_samples(path), config=config, main_metric=main_metrics.get(path.stem))
+        if computed is not None:
+            results.append(computed)
+    return results
+
+
+def _replace_section(text: str, section: str) -> str:
+    block = f"{SECTION_START}\n{section.rstrip()}\n{SECTION_END}\n"
+    if SECTION_START in text and SECTION_END in text:
+        head, _, rest = text.partition(SECTION_START)
+        _, _, tail = rest.partition(SECTION_END)
+        return head + block + tail.lstrip("\n")
+    return text.rstrip("\n") + "\n\n" + block
+
+
+def write_breakdowns_and_charts(results_path: str | Path, samples_dir: str | Path, *,
+                                config: BootstrapConfig = BootstrapConfig()) -> list[Path]:
+    """Write ``<stem>.breakdowns.json``, one PNG per task under ``<stem>.charts/`` and the
+    breakdowns section of ``<stem>.md``; return the paths written (none when no sample file has
+    breakdowns)."""
+    from conceptforge.files import write_json
+    from conceptforge.loaders.charts import task_chart
+    from conceptforge.store import atomic_write_bytes
+
+    results_path = Path(results_path)
+    samples_dir = Path(samples_dir)
+    if not results_path.is_file():
+        raise DataNotFoundError(f"results file {results_path} does not exist")
+    if not samples_dir.is_dir():
+        raise DataNotFoundError(f"per-sample folder {samples_dir} does not exist")
+    results = compute_all(samples_dir, _main_metrics(results_path), config=config)
+    if not results:
+        logger.info("no per-sample file in %s has breakdowns", samples_dir)
+        return []
+    stem = results_path.stem
+    written = [write_json(results_path.with_name(f"{stem}.breakdowns.json"),
+                          breakdowns_payload(results, config=config, source=results_path.name))]
+    charts_dir = results_path.with_name(f"{stem}.charts")
+    charts_dir.mkdir(parents=True, exist_ok=True)
+    report = results_path.with_suffix(".md")
+    links = {}
+    for result in results:
+        png = charts_dir / f"{result.task}.png"
+        atomic_write_bytes(png, task_chart([(result.model or stem, result)], config=config))
+        written.append(png)
+        links[result.task] = Path(os.path.relpath(png, report.parent)).as_posix()
+    text = report.read_text() if report.is_file() else ""
+    atomic_write_bytes(report, _replace_section(text, "## Breakdowns\n\n" + markdown(results, config=config, charts=links)).encode())
+    written.append(report)
+    logger.info("breakdowns of %d task(s) written beside %s", len(results), results_path)
+    return written

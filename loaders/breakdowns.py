@@ -1,0 +1,428 @@
+"""Per-task breakdowns of the per-sample predictions, each group with a 95% bootstrap interval.
+
+Why: one headline number hides *which* compositions a model fails. Each task's breakdowns group
+the per-sample rows (``<results-stem>.samples/<task>.parquet``, schema below) by what the paper
+varies, and every group's statistic is the headline metric restricted to that group, so the
+groups of a breakdown and the headline agree:
+
+* binding-* (binding-clip, binding-csp, binding-cdsm): accuracy; per split, and on the headline
+  split (gen) per dataset, relation and swap kind. An item scored under several training seeds is
+  one unit (its mean), so the statistic is the mean over seeds of the accuracy.
+* sub-vlm, sub-cbm: S+ and S− accuracy; per attribute group and per bird, S+ and S− apart.
+* compmap-cub: the mean over episodes of each episode's accuracy (what ``run_episodes`` reports,
+  not the pooled query accuracy: episodes of the authors' protocol differ in size), per n-way
+  k-shot setting; episodes are resampled. The full-shot setting is one pass: its queries are.
+* compmap-mit-states: top-1 accuracy (``value``) of seen and unseen pairs.
+* conceptbed-ccd: CCD of Eq. 3, the per-concept mean of ``value`` (``mean(real_c) − p(image)``)
+  averaged over concepts; per concept category and per concept. Images are resampled within
+  their concept (the concept list is fixed by the benchmark, not a sample).
+
+Sample schema (one parquet per task): ``task``, ``item_id``, ``candidates``, ``scores``,
+``prediction``, ``label``, ``correct``, ``value`` (float, the per-sample quantity the headline
+averages; null rows are not counted) plus each family's grouping columns (``SPECS``); the schema
+metadata holds ``model``, ``model_revision`` and ``dataset_revision``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from conceptforge.errors import DataFormatError, DataNotFoundError
+from conceptforge.loaders.bootstrap import BootstrapConfig, Difference, Estimate, Units, estimate, paired_difference
+
+logger = logging.getLogger(__name__)
+
+BREAKDOWNS_FORMAT = "conceptforge-eval-breakdowns/1"
+REQUIRED_COLUMNS = ("item_id", "value")
+NONE_LABEL = "(none)"
+
+
+# ----------------------------------------------------------------------------------- specs
+@dataclass(frozen=True)
+class Dimension:
+    """One breakdown: group the rows matching ``where`` by ``columns``. ``headline``: only the
+    rows of the headline (e.g. binding's gen split). ``skip_null``: rows whose group is null are
+    left out (binding's relation is null when not relational) instead of labelled ``(none)``."""
+
+    name: str
+    title: str
+    columns: tuple[str, ...]
+    where: tuple[tuple[str, Any], ...] = ()
+    headline: bool = False
+    skip_null: bool = True
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """How one task family's samples are grouped and summarised."""
+
+    family: str
+    statistic: str
+    columns: tuple[str, ...]  # the grouping columns of the contract
+    dimensions: tuple[Dimension, ...]
+    headline: tuple[tuple[str, Any], ...] = ()  # rows the headline metric is computed on
+    episodes: bool = False  # units are episodes (compmap-cub), items otherwise
+    stratum: str | None = None  # per-stratum mean, averaged over strata (conceptbed)
+    axis: str = "accuracy (%)"  # what a chart's value axis shows
+
+
+def _sub_dimensions() -> tuple[Dimension, ...]:
+    dims = [Dimension("side", "S+ and S−", ("side",))]
+    for side in ("S+", "S-"):
+        slug = "splus" if side == "S+" else "sminus"
+        dims += [Dimension(f"{slug}-attribute-group", f"{side} by attribute group", ("attribute_group",), (("side", side),)),
+                 Dimension(f"{slug}-bird", f"{side} by bird", ("bird",), (("side", side),))]
+    return tuple(dims)
+
+
+BINDING = TaskSpec(
+    "binding", "accuracy (tie-aware expected accuracy over the candidates)", ("dataset", "split", "relation", "swap_kind"),
+    (Dimension("split", "by split", ("split",)),
+     Dimension("dataset", "by dataset (gen split)", ("dataset",), headline=True),
+     Dimension("relation", "by relation (gen split)", ("relation",), headline=True),
+     Dimension("swap-kind", "by swap kind (gen split)", ("swap_kind",), headline=True)),
+    headline=(("split", "gen"),))
+SUB = TaskSpec("sub", "S+ accuracy (headline); S− accuracy in the S− groups", ("attribute_group", "bird", "attribute", "side"),
+               _sub_dimensions(), headline=(("side", "S+"),))
+COMPMAP_CUB = TaskSpec(
+    "compmap-cub", "mean over episodes of the episode's accuracy", ("n_way", "k_shot", "episode"),
+    (Dimension("setting", "by n-way k-shot setting", ("n_way", "k_shot"), skip_null=False),), episodes=True,
+    axis="accuracy, mean over episodes (%)")
+COMPMAP_MIT = TaskSpec("compmap-mit-states", "top-1 accuracy of the test images (value)", ("pair", "attr", "obj", "seen"),
+                       (Dimension("seen", "seen vs unseen pairs", ("seen",)),), axis="top-1 accuracy (%)")
+CONCEPTBED = TaskSpec(
+    "conceptbed-ccd", "CCD (Eq. 3): per-concept mean of value, averaged over concepts", ("concept", "concept_category"),
+    (Dimension("category", "by concept category", ("concept_category",), skip_null=False),
+     Dimension("concept", "by concept", ("concept",))), stratum="concept",
+    axis="CCD (real − generated; 0 = as confident as on real images)")
+
+SPECS = {"sub-vlm": SUB, "sub-cbm": SUB, "compmap-cub": COMPMAP_CUB, "compmap-mit-states": COMPMAP_MIT,
+         "conceptbed-ccd": CONCEPTBED}
+
+
+def spec_for(task: str) -> TaskSpec | None:
+    """The spec of ``task`` (every ``binding-*`` task shares one); ``None`` for an unknown task."""
+    if task.startswith("binding-"):
+        return BINDING
+    return SPECS.get(task)
+
+
+# ----------------------------------------------------------------------------------- samples
+@dataclass
+class Samples:
+    """One task's per-sample table as numpy columns, with the parquet's schema metadata."""
+
+    task: str
+    columns: dict[str, np.ndarray]
+    metadata: dict[str, str] = field(default_factory=dict)
+    path: str = ""
+
+    def __len__(self) -> int:
+        return len(self.columns["value"])
+
+    @property
+    def model(self) -> str:
+        return self.metadata.get("model", "")
+
+    @classmethod
+    def from_rows(cls, task: str, rows: Sequence[dict[str, Any]], metadata: dict[str, str] | None = None) -> "Samples":
+        names = {name for row in rows for name in row}
+        columns = {name: _column([row.get(name) for row in rows], name == "value") for name in names}
+        if not rows:
+            columns = {name: np.array([], dtype=object) for name in REQUIRED_COLUMNS}
+        return cls(task, columns, dict(metadata or {}))
+
+
+def _column(values: list, numeric: bool) -> np.ndarray:
+    if numeric:
+        return np.array([np.nan if v is None else float(v) for v in values], dtype=np.float64)
+    array = np.empty(len(values), dtype=object)
+    array[:] = values
+    return array
+
+
+def read_samples(path: str | Path) -> Samples:
+    """Read ``<task>.parquet`` (the contract above); the task name is the file's stem."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    if not path.is_file():
+        raise DataNotFoundError(f"per-sample file {path} does not exist")
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowInvalid, OSError) as error:
+        raise DataFormatError(f"{path} is not a parquet file ({str(error).splitlines()[0]})") from None
+    missing = [name for name in REQUIRED_COLUMNS if name not in table.column_names]
+    if missing:
+        raise DataFormatError(f"{path} lacks column(s) {', '.join(missing)} of the per-sample schema "
+                              f"(it has {', '.join(table.column_names)})")
+    wanted = set(REQUIRED_COLUMNS) | {"task", "split"}
+    spec = spec_for(path.stem)
+    if spec:
+        wanted |= set(spec.columns) | ({spec.stratum} if spec.stratum else set()) | {"seed"}
+    columns: dict[str, np.ndarray] = {}
+    for name in table.column_names:
+        if name not in wanted:
+            continue
+        chunked = table.column(name)
+        if name == "value":
+            if not (pa.types.is_floating(chunked.type) or pa.types.is_integer(chunked.type) or pa.types.is_boolean(chunked.type)):
+                raise DataFormatError(f"{path}: column value must be numeric, it is {chunked.type}")
+            columns[name] = chunked.cast(pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64)
+        else:
+            columns[name] = _column(chunked.to_pylist(), False)
+    metadata = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items() if not k.startswith(b"ARROW")}
+    return Samples(path.stem, columns, {k: v for k, v in metadata.items() if k != "huggingface"}, str(path))
+
+
+# ----------------------------------------------------------------------------------- units
+def _labels(samples: Samples, columns: Sequence[str]) -> np.ndarray | None:
+    """Each row's group label over ``columns`` (None entries where any part is null)."""
+    if any(c not in samples.columns for c in columns):
+        return None
+    parts = [samples.columns[c] for c in columns]
+    labels = np.empty(len(samples), dtype=object)
+    for i in range(len(samples)):
+        values = [p[i] for p in parts]
+        labels[i] = None if all(v is None for v in values) else tuple(values)
+    return labels
+
+
+def _mask(samples: Samples, where: Sequence[tuple[str, Any]]) -> np.ndarray:
+    mask = ~np.isnan(samples.columns["value"])
+    for column, wanted in where:
+        if column in samples.columns:
+            mask &= samples.columns[column] == wanted
+    return mask
+
+
+def headline_filter(samples: Samples, spec: TaskSpec) -> tuple[tuple[str, Any], ...]:
+    """The headline's row filter, kept only where the samples have such rows (a binding file
+    without a gen split: every row)."""
+    kept = []
+    for column, wanted in spec.headline:
+        if column in samples.columns and np.any(samples.columns[column] == wanted):
+            kept.append((column, wanted))
+    return tuple(kept)
+
+
+def make_units(samples: Samples, mask: np.ndarray, spec: TaskSpec) -> tuple[Units, str]:
+    """The resampling units of the rows in ``mask``: items (a unit's value is the mean of its
+    rows), episodes (compmap-cub, when the rows span more than one), strata by ``spec.stratum``."""
+    rows = np.flatnonzero(mask)
+    unit = "item"
+    key_columns: tuple[str, ...] = ("item_id",)
+    if spec.episodes:
+        for column in ("episode", "n_way", "k_shot"):
+            if column not in samples.columns:
+                raise DataFormatError(f"{samples.path or samples.task}: compmap-cub samples need column {column}")
+        if len({samples.columns["episode"][i] for i in rows}) > 1:
+            key_columns, unit = ("n_way", "k_shot", "episode"), "episode"
+    if spec.stratum and spec.stratum not in samples.columns:
+        raise DataFormatError(f"{samples.path or samples.task}: {samples.task} samples need column {spec.stratum}")
+    sums: dict[tuple, list] = {}
+    values = samples.columns["value"]
+    for i in rows:
+        stratum = str(samples.columns[spec.stratum][i]) if spec.stratum else ""
+        key = (stratum,) + tuple(samples.columns[c][i] for c in key_columns)
+        entry = sums.setdefault(key, [0.0, 0])
+        entry[0] += values[i]
+        entry[1] += 1
+    keys = sorted(sums, key=lambda k: tuple(_sort_key(v) for v in k))
+    unit_values = np.array([sums[k][0] / sums[k][1] for k in keys], dtype=np.float64)
+    strata = np.array([k[0] for k in keys], dtype=object)
+    return Units(tuple(keys), unit_values, strata, int(len(rows))), unit
+
+
+def _sort_key(value: Any) -> tuple:
+    if isinstance(value, (bool, np.bool_)):
+        return (0, -int(value), "")  # seen before unseen
+    return (0, value, "") if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) \
+        else (1, 0, str(value))
+
+
+def format_label(columns: Sequence[str], parts: tuple | None) -> str:
+    """A group's label: ``5-way 1-shot``, ``seen``/``unseen``, or the joined values."""
+    if parts is None:
+        return NONE_LABEL
+    if tuple(columns) == ("n_way", "k_shot"):
+        n, k = parts
+        return f"{n}-way full shot" if k is None or k == 0 else f"{n}-way {k}-shot"
+    if tuple(columns) == ("seen",):
+        return "seen" if parts[0] else "unseen"
+    return " / ".join(NONE_LABEL if p is None or p == "" else str(p) for p in parts)
+
+
+# ----------------------------------------------------------------------------------- results
+@dataclass
+class Group:
+    label: str
+    estimate: Estimate
+    key: tuple | None = None
+
+    def to_dict(self) -> dict:
+        return {"group": self.label, **self.estimate.to_dict()}
+
+
+@dataclass
+class Breakdown:
+    name: str
+    title: str
+    columns: tuple[str, ...]
+    where: dict[str, Any]
+    groups: list[Group]
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "title": self.title, "columns": list(self.columns), "where": self.where,
+                "groups": [g.to_dict() for g in self.groups]}
+
+
+@dataclass
+class TaskBreakdowns:
+    """Every breakdown of one task of one model."""
+
+    task: str
+    family: str
+    statistic: str
+    headline: dict[str, Any]
+    overall: Estimate
+    breakdowns: list[Breakdown]
+    model: str = ""
+    axis: str = ""
+    metadata: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"task": self.task, "family": self.family, "statistic": self.statistic, "headline_rows": self.headline,
+                "overall": self.overall.to_dict(), "metadata": self.metadata,
+                "breakdowns": [b.to_dict() for b in self.breakdowns]}
+
+
+def _setting_filter(main_metric: str | None, samples: Samples) -> tuple[tuple[str, Any], ...]:
+    """compmap-cub's headline setting (``5-way-1-shot.prim`` -> n_way 5, k_shot 1); without a
+    main metric the first setting in (n, k) order."""
+    if main_metric:
+        match = re.match(r"(\d+)-way-(\d+)-shot", main_metric)
+        if match:
+            return (("n_way", int(match.group(1))), ("k_shot", int(match.group(2))))
+        if main_metric.startswith("full-shot"):
+            return (("k_shot", None),)
+    settings = {(n, k) for n, k in zip(samples.columns.get("n_way", []), samples.columns.get("k_shot", [])) if k is not None}
+    if not settings:
+        return ()
+    n, k = min(settings)
+    return (("n_way", n), ("k_shot", k))
+
+
+def _group_rows(samples: Samples, mask: np.ndarray, labels: np.ndarray, skip_null: bool) -> dict[tuple | None, np.ndarray]:
+    groups: dict[tuple | None, list[int]] = {}
+    for i in np.flatnonzero(mask):
+        label = labels[i]
+        if label is not None and all(p is None or p == "" for p in label):
+            label = None
+        if label is None and skip_null:
+            continue
+        groups.setdefault(label, []).append(i)
+    out = {}
+    for key in sorted(groups, key=lambda k: (k is None, tuple(_sort_key(v) for v in (k or ())))):
+        member = np.zeros(len(samples), dtype=bool)
+        member[groups[key]] = True
+        out[key] = member
+    return out
+
+
+def compute_breakdowns(samples: Samples, *, config: BootstrapConfig = BootstrapConfig(),
+                       main_metric: str | None = None) -> TaskBreakdowns | None:
+    """Every breakdown of ``samples``' task with its intervals; ``None`` for a task without a spec."""
+    spec = spec_for(samples.task)
+    if spec is None:
+        logger.info("no breakdowns defined for task %s", samples.task)
+        return None
+    headline = _setting_filter(main_metric, samples) if spec.episodes else headline_filter(samples, spec)
+    units, unit = make_units(samples, _mask(samples, headline), spec)
+    overall = estimate(units, config, unit=unit)
+    breakdowns = []
+    for dim in spec.dimensions:
+        labels = _labels(samples, dim.columns)
+        if labels is None:
+            logger.info("%s: no column %s, breakdown %s skipped", samples.task, "/".join(dim.columns), dim.name)
+            continue
+        where = dim.where + (headline if dim.headline else ())
+        groups = []
+        for key, member in _group_rows(samples, _mask(samples, where), labels, dim.skip_null).items():
+            group_units, group_unit = make_units(samples, member, spec)
+            groups.append(Group(format_label(dim.columns, key), estimate(group_units, config, unit=group_unit), key))
+        if groups:
+            breakdowns.append(Breakdown(dim.name, dim.title, dim.columns, dict(where), groups))
+    return TaskBreakdowns(samples.task, spec.family, spec.statistic, dict(headline), overall, breakdowns,
+                          samples.model, spec.axis, samples.metadata)
+
+
+def group_units(samples: Samples, breakdown: Breakdown, group: Group) -> tuple[Units, str]:
+    """The units behind one group of a computed breakdown (for paired differences)."""
+    spec = spec_for(samples.task)
+    labels = _labels(samples, breakdown.columns)
+    mask = _mask(samples, tuple(breakdown.where.items()))
+    member = _group_rows(samples, mask, labels, skip_null=False).get(group.key)
+    if member is None:
+        member = np.zeros(len(samples), dtype=bool)
+    return make_units(samples, member, spec)
+
+
+def compare(a: Samples, b: Samples, breakdowns_a: TaskBreakdowns, *, config: BootstrapConfig = BootstrapConfig()
+            ) -> dict[tuple[str, str], Difference]:
+    """Paired differences a − b for the overall headline and every group of ``breakdowns_a``,
+    over the items (episodes) both share; groups with nothing shared are left out."""
+    spec = spec_for(a.task)
+    out: dict[tuple[str, str], Difference] = {}
+    mask_a, mask_b = _mask(a, tuple(breakdowns_a.headline.items())), _mask(b, tuple(breakdowns_a.headline.items()))
+    (units_a, unit), (units_b, _) = make_units(a, mask_a, spec), make_units(b, mask_b, spec)
+    diff = paired_difference(units_a, units_b, config, unit=unit)
+    if diff:
+        out[("overall", "")] = diff
+    for breakdown in breakdowns_a.breakdowns:
+        for group in breakdown.groups:
+            (ua, unit), (ub, _) = group_units(a, breakdown, group), group_units(b, breakdown, group)
+            diff = paired_difference(ua, ub, config, unit=unit)
+            if diff:
+                out[(breakdown.name, group.label)] = diff
+    return out
+
+
+def breakdowns_payload(results: Sequence[TaskBreakdowns], *, config: BootstrapConfig, source: str = "") -> dict:
+    """The ``<stem>.breakdowns.json`` payload."""
+    return {"format": BREAKDOWNS_FORMAT, "results": source, "bootstrap": config.to_dict(),
+            "tasks": [r.to_dict() for r in results]}
+
+
+def _cell(e: Estimate, signed: bool) -> str:
+    scale, digits = (1.0, 3) if signed else (100.0, 1)
+    return f"{scale * e.value:.{digits}f} [{scale * e.low:.{digits}f}, {scale * e.high:.{digits}f}]"
+
+
+def markdown(results: Sequence[TaskBreakdowns], *, config: BootstrapConfig, charts: dict[str, str] | None = None) -> str:
+    """Markdown tables of every breakdown (values in %, CCD as is), linking ``charts[task]``."""
+    from conceptforge.loaders.reports import markdown_table
+
+    lines = [f"Breakdowns: each group's statistic with its {100 * config.confidence:g}% percentile bootstrap interval "
+             f"({config.resamples} resamples, numpy PCG64 seed {config.seed}); n = samples, units = what was resampled.", ""]
+    for result in results:
+        signed = result.family == "conceptbed-ccd"
+        unit_word = "CCD" if signed else "%"
+        where = ", ".join(f"{k}={v}" for k, v in result.headline.items())
+        lines += [f"### {result.task}", "", f"{result.statistic}; overall{f' ({where})' if where else ''}: "
+                  f"{_cell(result.overall, signed)} {unit_word}, n={result.overall.n}, {result.overall.n_units} "
+                  f"{result.overall.unit}s", ""]
+        if charts and result.task in charts:
+            lines += [f"![{result.task} breakdowns]({charts[result.task]})", ""]
+        for breakdown in result.breakdowns:
+            rows = [[g.label, _cell(g.estimate, signed), g.estimate.n, f"{g.estimate.n_units} {g.estimate.unit}s"] for g in breakdown.groups]
+            lines += [f"**{result.task} {breakdown.title}**", "",
+                      markdown_table(["group", f"{unit_word} [95% CI]" if config.confidence == 0.95 else f"{unit_word} [CI]", "n", "units"], rows), ""]
+    return "\n".join(lines)
