@@ -32,12 +32,6 @@ def _main_metrics(results_path: Path) -> dict[str, str]:
     return {task["task"]: task.get("main_metric", "") for task in payload.get("tasks", []) if isinstance(task, dict)}
 
 
-def samples_dir_for(results_path: str | Path) -> Path:
-    """Where a results file's per-sample files live: ``<stem>.samples/`` beside it."""
-    results_path = Path(results_path)
-    return results_path.with_name(results_path.stem + ".samples")
-
-
 def compute_all(samples_dir: Path, main_metrics: dict[str, str], *, config: BootstrapConfig) -> list[TaskBreakdowns]:
     """The breakdowns of every ``<task>.parquet`` in ``samples_dir`` that has a spec, task order
     as in the results file (then by name)."""

@@ -106,6 +106,12 @@ SPECS = {"sub-vlm": SUB, "sub-cbm": SUB, "compmap-cub": COMPMAP_CUB, "compmap-mi
          "conceptbed-ccd": CONCEPTBED}
 
 
+def samples_dir_for(results_path: str | Path) -> Path:
+    """Where a results file's per-sample files live: ``<stem>.samples/`` beside it."""
+    results_path = Path(results_path)
+    return results_path.with_name(results_path.stem + ".samples")
+
+
 def spec_for(task: str) -> TaskSpec | None:
     """The spec of ``task`` (every ``binding-*`` task shares one); ``None`` for an unknown task."""
     if task.startswith("binding-"):
@@ -115,16 +121,48 @@ def spec_for(task: str) -> TaskSpec | None:
 
 # ----------------------------------------------------------------------------------- samples
 @dataclass
+class Column:
+    """A grouping column, dictionary-encoded: ``codes`` (−1 = null) into ``values``. Why: the
+    grouping runs in numpy over millions of CompMap query rows, not row by row in Python."""
+
+    codes: np.ndarray
+    values: list
+
+    @classmethod
+    def from_values(cls, values: Sequence[Any]) -> "Column":
+        mapping: dict[Any, int] = {}
+        codes = np.fromiter((-1 if v is None else mapping.setdefault(v, len(mapping)) for v in values), dtype=np.int64,
+                            count=len(values))
+        return cls(codes, list(mapping))
+
+    @classmethod
+    def from_arrow(cls, chunked: Any) -> "Column":
+        encoded = chunked.combine_chunks().dictionary_encode()
+        codes = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+        return cls(codes, encoded.dictionary.to_pylist())
+
+    def equals(self, wanted: Any) -> np.ndarray:
+        if wanted is None:
+            return self.codes == -1
+        return np.isin(self.codes, [i for i, v in enumerate(self.values) if v == wanted and type(v) is type(wanted)])
+
+    def value(self, code: int) -> Any:
+        return None if code < 0 else self.values[code]
+
+
+@dataclass
 class Samples:
-    """One task's per-sample table as numpy columns, with the parquet's schema metadata."""
+    """One task's per-sample rows: ``value`` as floats (NaN = not counted), the grouping columns
+    dictionary-encoded, and the parquet's schema metadata (``model``, revisions)."""
 
     task: str
-    columns: dict[str, np.ndarray]
+    value: np.ndarray
+    columns: dict[str, Column]
     metadata: dict[str, str] = field(default_factory=dict)
     path: str = ""
 
     def __len__(self) -> int:
-        return len(self.columns["value"])
+        return len(self.value)
 
     @property
     def model(self) -> str:
@@ -132,19 +170,10 @@ class Samples:
 
     @classmethod
     def from_rows(cls, task: str, rows: Sequence[dict[str, Any]], metadata: dict[str, str] | None = None) -> "Samples":
-        names = {name for row in rows for name in row}
-        columns = {name: _column([row.get(name) for row in rows], name == "value") for name in names}
-        if not rows:
-            columns = {name: np.array([], dtype=object) for name in REQUIRED_COLUMNS}
-        return cls(task, columns, dict(metadata or {}))
-
-
-def _column(values: list, numeric: bool) -> np.ndarray:
-    if numeric:
-        return np.array([np.nan if v is None else float(v) for v in values], dtype=np.float64)
-    array = np.empty(len(values), dtype=object)
-    array[:] = values
-    return array
+        names = {name for row in rows for name in row} - {"value"}
+        value = np.array([np.nan if row.get("value") is None else float(row["value"]) for row in rows], dtype=np.float64)
+        return cls(task, value, {name: Column.from_values([row.get(name) for row in rows]) for name in names},
+                   dict(metadata or {}))
 
 
 def read_samples(path: str | Path) -> Samples:
@@ -163,89 +192,77 @@ def read_samples(path: str | Path) -> Samples:
     if missing:
         raise DataFormatError(f"{path} lacks column(s) {', '.join(missing)} of the per-sample schema "
                               f"(it has {', '.join(table.column_names)})")
-    wanted = set(REQUIRED_COLUMNS) | {"task", "split"}
+    kind = table.schema.field("value").type
+    if not (pa.types.is_floating(kind) or pa.types.is_integer(kind) or pa.types.is_boolean(kind)):
+        raise DataFormatError(f"{path}: column value must be numeric, it is {kind}")
+    value = table.column("value").cast(pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64)
     spec = spec_for(path.stem)
-    if spec:
-        wanted |= set(spec.columns) | ({spec.stratum} if spec.stratum else set()) | {"seed"}
-    columns: dict[str, np.ndarray] = {}
-    for name in table.column_names:
-        if name not in wanted:
-            continue
-        chunked = table.column(name)
-        if name == "value":
-            if not (pa.types.is_floating(chunked.type) or pa.types.is_integer(chunked.type) or pa.types.is_boolean(chunked.type)):
-                raise DataFormatError(f"{path}: column value must be numeric, it is {chunked.type}")
-            columns[name] = chunked.cast(pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64)
-        else:
-            columns[name] = _column(chunked.to_pylist(), False)
-    metadata = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items() if not k.startswith(b"ARROW")}
-    return Samples(path.stem, columns, {k: v for k, v in metadata.items() if k != "huggingface"}, str(path))
+    wanted = {"item_id", "task"} | (set(spec.columns) | ({spec.stratum} if spec.stratum else set()) if spec else set())
+    columns = {name: Column.from_arrow(table.column(name)) for name in table.column_names if name in wanted}
+    metadata = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()
+                if not k.startswith(b"ARROW") and k != b"huggingface"}
+    return Samples(path.stem, value, columns, metadata, str(path))
 
 
 # ----------------------------------------------------------------------------------- units
-def _labels(samples: Samples, columns: Sequence[str]) -> np.ndarray | None:
-    """Each row's group label over ``columns`` (None entries where any part is null)."""
-    if any(c not in samples.columns for c in columns):
-        return None
-    parts = [samples.columns[c] for c in columns]
-    labels = np.empty(len(samples), dtype=object)
-    for i in range(len(samples)):
-        values = [p[i] for p in parts]
-        labels[i] = None if all(v is None for v in values) else tuple(values)
-    return labels
+def _combined(samples: Samples, columns: Sequence[str], rows: np.ndarray) -> tuple[np.ndarray, list[tuple]]:
+    """For ``rows``: each row's index into the distinct tuples of ``columns``, and those tuples."""
+    if len(rows) == 0:
+        return np.zeros(0, dtype=np.int64), []
+    codes = np.stack([samples.columns[c].codes[rows] for c in columns], axis=1)
+    distinct, inverse = np.unique(codes, axis=0, return_inverse=True)
+    keys = [tuple(samples.columns[c].value(int(code)) for c, code in zip(columns, row)) for row in distinct]
+    return inverse.reshape(-1), keys
 
 
 def _mask(samples: Samples, where: Sequence[tuple[str, Any]]) -> np.ndarray:
-    mask = ~np.isnan(samples.columns["value"])
+    mask = ~np.isnan(samples.value)
     for column, wanted in where:
         if column in samples.columns:
-            mask &= samples.columns[column] == wanted
+            mask &= samples.columns[column].equals(wanted)
     return mask
 
 
 def headline_filter(samples: Samples, spec: TaskSpec) -> tuple[tuple[str, Any], ...]:
     """The headline's row filter, kept only where the samples have such rows (a binding file
     without a gen split: every row)."""
-    kept = []
-    for column, wanted in spec.headline:
-        if column in samples.columns and np.any(samples.columns[column] == wanted):
-            kept.append((column, wanted))
-    return tuple(kept)
+    return tuple((column, wanted) for column, wanted in spec.headline
+                 if column in samples.columns and samples.columns[column].equals(wanted).any())
 
 
 def make_units(samples: Samples, mask: np.ndarray, spec: TaskSpec) -> tuple[Units, str]:
-    """The resampling units of the rows in ``mask``: items (a unit's value is the mean of its
-    rows), episodes (compmap-cub, when the rows span more than one), strata by ``spec.stratum``."""
+    """The resampling units of the rows in ``mask``, sorted by key: items (a unit's value is the
+    mean of its rows), or episodes for compmap-cub when the rows span more than one; with
+    ``spec.stratum`` each key starts with the unit's stratum (its concept)."""
     rows = np.flatnonzero(mask)
-    unit = "item"
-    key_columns: tuple[str, ...] = ("item_id",)
+    unit, key_columns = "item", ["item_id"]
     if spec.episodes:
         for column in ("episode", "n_way", "k_shot"):
             if column not in samples.columns:
                 raise DataFormatError(f"{samples.path or samples.task}: compmap-cub samples need column {column}")
-        if len({samples.columns["episode"][i] for i in rows}) > 1:
-            key_columns, unit = ("n_way", "k_shot", "episode"), "episode"
-    if spec.stratum and spec.stratum not in samples.columns:
-        raise DataFormatError(f"{samples.path or samples.task}: {samples.task} samples need column {spec.stratum}")
-    sums: dict[tuple, list] = {}
-    values = samples.columns["value"]
-    for i in rows:
-        stratum = str(samples.columns[spec.stratum][i]) if spec.stratum else ""
-        key = (stratum,) + tuple(samples.columns[c][i] for c in key_columns)
-        entry = sums.setdefault(key, [0.0, 0])
-        entry[0] += values[i]
-        entry[1] += 1
-    keys = sorted(sums, key=lambda k: tuple(_sort_key(v) for v in k))
-    unit_values = np.array([sums[k][0] / sums[k][1] for k in keys], dtype=np.float64)
-    strata = np.array([k[0] for k in keys], dtype=object)
-    return Units(tuple(keys), unit_values, strata, int(len(rows))), unit
+        if len(np.unique(samples.columns["episode"].codes[rows])) > 1:
+            unit, key_columns = "episode", ["n_way", "k_shot", "episode"]
+    if spec.stratum:
+        if spec.stratum not in samples.columns:
+            raise DataFormatError(f"{samples.path or samples.task}: {samples.task} samples need column {spec.stratum}")
+        key_columns.insert(0, spec.stratum)
+    inverse, keys = _combined(samples, key_columns, rows)
+    sums = np.bincount(inverse, weights=samples.value[rows], minlength=len(keys))
+    counts = np.bincount(inverse, minlength=len(keys))
+    if spec.stratum:
+        keys = [(str(k[0]),) + k[1:] for k in keys]
+    order = sorted(range(len(keys)), key=lambda i: tuple(_sort_key(v) for v in keys[i]))
+    values = np.array([sums[i] / counts[i] for i in order], dtype=np.float64)
+    strata = np.array([keys[i][0] if spec.stratum else "" for i in order], dtype=object)
+    return Units(tuple(keys[i] for i in order), values, strata, int(len(rows))), unit
 
 
 def _sort_key(value: Any) -> tuple:
     if isinstance(value, (bool, np.bool_)):
         return (0, -int(value), "")  # seen before unseen
-    return (0, value, "") if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) \
-        else (1, 0, str(value))
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        return (0, value, "")
+    return (1, 0, "" if value is None else str(value))
 
 
 def format_label(columns: Sequence[str], parts: tuple | None) -> str:
@@ -258,6 +275,26 @@ def format_label(columns: Sequence[str], parts: tuple | None) -> str:
     if tuple(columns) == ("seen",):
         return "seen" if parts[0] else "unseen"
     return " / ".join(NONE_LABEL if p is None or p == "" else str(p) for p in parts)
+
+
+def group_masks(samples: Samples, columns: Sequence[str], mask: np.ndarray, *, skip_null: bool) -> dict[tuple | None, np.ndarray]:
+    """The rows of each group of ``columns`` within ``mask``, groups in sorted order; a group
+    whose parts are all null (or empty) is ``None`` (left out with ``skip_null``)."""
+    rows = np.flatnonzero(mask)
+    inverse, keys = _combined(samples, columns, rows)
+    merged: dict[tuple | None, list[int]] = {}
+    for index, key in enumerate(keys):
+        if all(p is None or p == "" for p in key):
+            if skip_null:
+                continue
+            key = None
+        merged.setdefault(key, []).append(index)
+    out = {}
+    for key in sorted(merged, key=lambda k: (k is None, tuple(_sort_key(v) for v in (k or ())))):
+        member = np.zeros(len(samples), dtype=bool)
+        member[rows[np.isin(inverse, merged[key])]] = True
+        out[key] = member
+    return out
 
 
 # ----------------------------------------------------------------------------------- results
@@ -313,28 +350,14 @@ def _setting_filter(main_metric: str | None, samples: Samples) -> tuple[tuple[st
             return (("n_way", int(match.group(1))), ("k_shot", int(match.group(2))))
         if main_metric.startswith("full-shot"):
             return (("k_shot", None),)
-    settings = {(n, k) for n, k in zip(samples.columns.get("n_way", []), samples.columns.get("k_shot", [])) if k is not None}
+    if "n_way" not in samples.columns or "k_shot" not in samples.columns:
+        return ()
+    _, keys = _combined(samples, ("n_way", "k_shot"), np.flatnonzero(~np.isnan(samples.value)))
+    settings = {(n, k) for n, k in keys if n is not None and k is not None}
     if not settings:
         return ()
     n, k = min(settings)
     return (("n_way", n), ("k_shot", k))
-
-
-def _group_rows(samples: Samples, mask: np.ndarray, labels: np.ndarray, skip_null: bool) -> dict[tuple | None, np.ndarray]:
-    groups: dict[tuple | None, list[int]] = {}
-    for i in np.flatnonzero(mask):
-        label = labels[i]
-        if label is not None and all(p is None or p == "" for p in label):
-            label = None
-        if label is None and skip_null:
-            continue
-        groups.setdefault(label, []).append(i)
-    out = {}
-    for key in sorted(groups, key=lambda k: (k is None, tuple(_sort_key(v) for v in (k or ())))):
-        member = np.zeros(len(samples), dtype=bool)
-        member[groups[key]] = True
-        out[key] = member
-    return out
 
 
 def compute_breakdowns(samples: Samples, *, config: BootstrapConfig = BootstrapConfig(),
@@ -349,13 +372,12 @@ def compute_breakdowns(samples: Samples, *, config: BootstrapConfig = BootstrapC
     overall = estimate(units, config, unit=unit)
     breakdowns = []
     for dim in spec.dimensions:
-        labels = _labels(samples, dim.columns)
-        if labels is None:
+        if any(c not in samples.columns for c in dim.columns):
             logger.info("%s: no column %s, breakdown %s skipped", samples.task, "/".join(dim.columns), dim.name)
             continue
         where = dim.where + (headline if dim.headline else ())
         groups = []
-        for key, member in _group_rows(samples, _mask(samples, where), labels, dim.skip_null).items():
+        for key, member in group_masks(samples, dim.columns, _mask(samples, where), skip_null=dim.skip_null).items():
             group_units, group_unit = make_units(samples, member, spec)
             groups.append(Group(format_label(dim.columns, key), estimate(group_units, config, unit=group_unit), key))
         if groups:
@@ -364,31 +386,27 @@ def compute_breakdowns(samples: Samples, *, config: BootstrapConfig = BootstrapC
                           samples.model, spec.axis, samples.metadata)
 
 
-def group_units(samples: Samples, breakdown: Breakdown, group: Group) -> tuple[Units, str]:
-    """The units behind one group of a computed breakdown (for paired differences)."""
-    spec = spec_for(samples.task)
-    labels = _labels(samples, breakdown.columns)
-    mask = _mask(samples, tuple(breakdown.where.items()))
-    member = _group_rows(samples, mask, labels, skip_null=False).get(group.key)
-    if member is None:
-        member = np.zeros(len(samples), dtype=bool)
-    return make_units(samples, member, spec)
-
-
 def compare(a: Samples, b: Samples, breakdowns_a: TaskBreakdowns, *, config: BootstrapConfig = BootstrapConfig()
             ) -> dict[tuple[str, str], Difference]:
     """Paired differences a − b for the overall headline and every group of ``breakdowns_a``,
     over the items (episodes) both share; groups with nothing shared are left out."""
     spec = spec_for(a.task)
     out: dict[tuple[str, str], Difference] = {}
-    mask_a, mask_b = _mask(a, tuple(breakdowns_a.headline.items())), _mask(b, tuple(breakdowns_a.headline.items()))
-    (units_a, unit), (units_b, _) = make_units(a, mask_a, spec), make_units(b, mask_b, spec)
+    headline = tuple(breakdowns_a.headline.items())
+    (units_a, unit), (units_b, _) = make_units(a, _mask(a, headline), spec), make_units(b, _mask(b, headline), spec)
     diff = paired_difference(units_a, units_b, config, unit=unit)
     if diff:
         out[("overall", "")] = diff
     for breakdown in breakdowns_a.breakdowns:
+        if any(c not in b.columns for c in breakdown.columns):
+            continue
+        where = tuple(breakdown.where.items())
+        masks_a = group_masks(a, breakdown.columns, _mask(a, where), skip_null=False)
+        masks_b = group_masks(b, breakdown.columns, _mask(b, where), skip_null=False)
         for group in breakdown.groups:
-            (ua, unit), (ub, _) = group_units(a, breakdown, group), group_units(b, breakdown, group)
+            if group.key not in masks_a or group.key not in masks_b:
+                continue
+            (ua, unit), (ub, _) = make_units(a, masks_a[group.key], spec), make_units(b, masks_b[group.key], spec)
             diff = paired_difference(ua, ub, config, unit=unit)
             if diff:
                 out[(breakdown.name, group.label)] = diff

@@ -29,8 +29,8 @@ def _pyplot():
     return plt
 
 
-def _short(label: str) -> str:
-    return label if len(label) <= MAX_LABEL else label[: MAX_LABEL - 1] + "…"
+def _short(label: str, limit: int = MAX_LABEL) -> str:
+    return label if len(label) <= limit else label[: limit - 1] + "…"
 
 
 def _png(fig) -> bytes:
@@ -124,7 +124,7 @@ def difference_chart(task: str, model_a: str, model_b: str, rows: Sequence[tuple
         ax.errorbar([scale * d.value], [i], xerr=[[scale * (d.value - d.low)], [scale * (d.high - d.value)]], fmt="o",
                     color=colour, ecolor=colour, capsize=3, markersize=5)
     ax.axvline(0, color="#555555", linewidth=0.8)
-    ax.set_yticks(range(len(rows)), [f"{_short(label)}  (n={d.n_shared})" for label, d in rows], fontsize=9)
+    ax.set_yticks(range(len(rows)), [f"{_short(label, 44)}  (n={d.n_shared})" for label, d in rows], fontsize=9)
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.grid(axis="x", color="#dddddd")
     for side in ("top", "right"):
