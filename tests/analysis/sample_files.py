@@ -36,7 +36,7 @@ def write_samples(samples_dir: Path, task: str, rows: Sequence[dict[str, Any]], 
     full = []
     for row in rows:
         value = row["value"]
-        correct = row.get("correct", None if family(task) == "conceptbed-ccd" else bool(value >= 0.5))
+        correct = row.get("correct", None if family(task) == "conceptbed-ccd" or value is None else bool(value >= 0.5))
         label = row.get("label", "a red cube")
         filled = {"task": task, "candidates": [label, "a blue cube"], "scores": [0.9, 0.1] if correct else [0.1, 0.9],
                   "prediction": label if correct else "a blue cube", "label": label, "correct": correct, **row}
