@@ -132,6 +132,7 @@ def difference_chart(task: str, model_a: str, model_b: str, rows: Sequence[tuple
     span = max([abs(scale * v) for _, d in rows for v in (d.low, d.high) if math.isfinite(v)] + [1e-3])
     ax.set_xlim(-1.08 * span, 1.08 * span)
     ax.set_xlabel(f"{model_a} − {model_b} ({'CCD' if signed else 'percentage points'})", fontsize=9)
-    ax.set_title(f"{task}: paired difference over shared items, {100 * config.confidence:g}% bootstrap interval",
+    unit = rows[0][1].unit if rows else "item"
+    ax.set_title(f"{task}: paired difference over shared {unit}s, {100 * config.confidence:g}% bootstrap interval",
                  loc="left", fontsize=10)
     return _png(fig)

@@ -84,11 +84,12 @@ def _png(data: bytes, alt: str) -> str:
     return f'<img class="chart" alt="{html.escape(alt)}" src="data:image/png;base64,{base64.b64encode(data).decode()}">'
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], numeric_from: int = 1) -> str:
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], numeric_from: int = 1, *, table_id: str = "") -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f'<td class="num">{c}</td>' if i >= numeric_from else f"<td>{c}</td>"
                                     for i, c in enumerate(row)) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    ident = f' id="{table_id}"' if table_id else ""
+    return f"<table{ident}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def _fmt(e: Estimate | None, signed: bool) -> str:
@@ -173,7 +174,8 @@ def leaderboard_html(payloads: Sequence[dict[str, Any]], *, metrics: str = "main
     """The whole page (see the module docstring); ``payloads`` from :func:`load_results`."""
     headers, rows, notes = leaderboard_table(payloads, metrics=metrics)
     tasks, missing = collect(payloads, config=config)
-    body = ["<h1>conceptforge leaderboard</h1>", _table(headers, [[html.escape(c) for c in row] for row in rows], numeric_from=3),
+    body = ["<h1>conceptforge leaderboard</h1>", _table(headers, [[html.escape(c) for c in row] for row in rows], numeric_from=3,
+                                                           table_id="headline"),
             f'<p class="note">{html.escape(VALUES_NOTE)}</p>',
             "<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>",
             f'<p class="note">Breakdowns: {100 * config.confidence:g}% percentile bootstrap intervals, {config.resamples} '
