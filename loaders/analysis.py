@@ -15,8 +15,8 @@ from pathlib import Path
 
 from conceptforge.errors import DataFormatError, DataNotFoundError
 from conceptforge.loaders.bootstrap import BootstrapConfig
-from conceptforge.loaders.breakdowns import (TaskBreakdowns, breakdowns_payload, compute_breakdowns, markdown,
-                                             read_samples, spec_for)
+from conceptforge.loaders.breakdowns import TaskBreakdowns, breakdowns_payload, compute_breakdowns, markdown, spec_for
+from conceptforge.loaders.samples import read_samples
 
 logger = logging.getLogger(__name__)
 

@@ -17,10 +17,7 @@ groups of a breakdown and the headline agree:
   averaged over concepts; per concept category and per concept. Images are resampled within
   their concept (the concept list is fixed by the benchmark, not a sample).
 
-Sample schema (one parquet per task): ``task``, ``item_id``, ``candidates``, ``scores``,
-``prediction``, ``label``, ``correct``, ``value`` (float, the per-sample quantity the headline
-averages; null rows are not counted) plus each family's grouping columns (``SPECS``); the schema
-metadata holds ``model``, ``model_revision`` and ``dataset_revision``.
+The per-sample schema is in ``loaders/samples.py``.
 """
 
 from __future__ import annotations
@@ -29,19 +26,17 @@ import logging
 import math
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-from conceptforge.errors import DataFormatError, DataNotFoundError
+from conceptforge.errors import DataFormatError
 from conceptforge.loaders.bootstrap import BootstrapConfig, Difference, Estimate, Units, estimate, paired_difference
+from conceptforge.loaders.samples import ANY_LABEL, NONE_LABEL, Samples
 
 logger = logging.getLogger(__name__)
 
 BREAKDOWNS_FORMAT = "conceptforge-eval-breakdowns/1"
-REQUIRED_COLUMNS = ("item_id", "value")
-NONE_LABEL = "(none)"
 
 
 # ----------------------------------------------------------------------------------- specs
@@ -107,102 +102,11 @@ SPECS = {"sub-vlm": SUB, "sub-cbm": SUB, "compmap-cub": COMPMAP_CUB, "compmap-mi
          "conceptbed-ccd": CONCEPTBED}
 
 
-def samples_dir_for(results_path: str | Path) -> Path:
-    """Where a results file's per-sample files live: ``<stem>.samples/`` beside it."""
-    results_path = Path(results_path)
-    return results_path.with_name(results_path.stem + ".samples")
-
-
 def spec_for(task: str) -> TaskSpec | None:
     """The spec of ``task`` (every ``binding-*`` task shares one); ``None`` for an unknown task."""
     if task.startswith("binding-"):
         return BINDING
     return SPECS.get(task)
-
-
-# ----------------------------------------------------------------------------------- samples
-@dataclass
-class Column:
-    """A grouping column, dictionary-encoded: ``codes`` (−1 = null) into ``values``. Why: the
-    grouping runs in numpy over millions of CompMap query rows, not row by row in Python."""
-
-    codes: np.ndarray
-    values: list
-
-    @classmethod
-    def from_values(cls, values: Sequence[Any]) -> "Column":
-        mapping: dict[Any, int] = {}
-        codes = np.fromiter((-1 if v is None else mapping.setdefault(v, len(mapping)) for v in values), dtype=np.int64,
-                            count=len(values))
-        return cls(codes, list(mapping))
-
-    @classmethod
-    def from_arrow(cls, chunked: Any) -> "Column":
-        encoded = chunked.combine_chunks().dictionary_encode()
-        codes = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-        return cls(codes, encoded.dictionary.to_pylist())
-
-    def equals(self, wanted: Any) -> np.ndarray:
-        if wanted is None:
-            return self.codes == -1
-        return np.isin(self.codes, [i for i, v in enumerate(self.values) if v == wanted and type(v) is type(wanted)])
-
-    def value(self, code: int) -> Any:
-        return None if code < 0 else self.values[code]
-
-
-@dataclass
-class Samples:
-    """One task's per-sample rows: ``value`` as floats (NaN = not counted), the grouping columns
-    dictionary-encoded, and the parquet's schema metadata (``model``, revisions)."""
-
-    task: str
-    value: np.ndarray
-    columns: dict[str, Column]
-    metadata: dict[str, str] = field(default_factory=dict)
-    path: str = ""
-
-    def __len__(self) -> int:
-        return len(self.value)
-
-    @property
-    def model(self) -> str:
-        return self.metadata.get("model", "")
-
-    @classmethod
-    def from_rows(cls, task: str, rows: Sequence[dict[str, Any]], metadata: dict[str, str] | None = None) -> "Samples":
-        names = {name for row in rows for name in row} - {"value"}
-        value = np.array([np.nan if row.get("value") is None else float(row["value"]) for row in rows], dtype=np.float64)
-        return cls(task, value, {name: Column.from_values([row.get(name) for row in rows]) for name in names},
-                   dict(metadata or {}))
-
-
-def read_samples(path: str | Path) -> Samples:
-    """Read ``<task>.parquet`` (the contract above); the task name is the file's stem."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    path = Path(path)
-    if not path.is_file():
-        raise DataNotFoundError(f"per-sample file {path} does not exist")
-    try:
-        table = pq.read_table(path)
-    except (pa.ArrowInvalid, OSError) as error:
-        raise DataFormatError(f"{path} is not a parquet file ({str(error).splitlines()[0]})") from None
-    missing = [name for name in REQUIRED_COLUMNS if name not in table.column_names]
-    if missing:
-        raise DataFormatError(f"{path} lacks column(s) {', '.join(missing)} of the per-sample schema "
-                              f"(it has {', '.join(table.column_names)})")
-    kind = table.schema.field("value").type
-    if not (pa.types.is_floating(kind) or pa.types.is_integer(kind) or pa.types.is_boolean(kind)):
-        raise DataFormatError(f"{path}: column value must be numeric, it is {kind}")
-    value = table.column("value").cast(pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64)
-    spec = spec_for(path.stem)
-    wanted = {"item_id", "task"} | (set(spec.columns) | ({spec.stratum} if spec.stratum else set()) if spec else set())
-    columns = {name: Column.from_arrow(table.column(name)) for name in table.column_names if name in wanted}
-    metadata = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()
-                if not k.startswith(b"ARROW") and k != b"huggingface"}
-    return Samples(path.stem, value, columns, metadata, str(path))
 
 
 # ----------------------------------------------------------------------------------- units
@@ -373,6 +277,19 @@ def _setting_filter(main_metric: str | None, samples: Samples) -> tuple[tuple[st
     return (("n_way", n), ("k_shot", k))
 
 
+def _ccd_filter(main_metric: str | None, samples: Samples) -> tuple[tuple[str, Any], ...]:
+    """ConceptBed's headline is one task's CCD (``composition.ccd``: images with a composition
+    category; ``concept.ccd``: concept-learning images, which have none); kept only when the
+    samples hold both kinds of row."""
+    parts = (main_metric or "").split(".")
+    if len(parts) < 2 or parts[-2] not in ("composition", "concept") or "concept_category" not in samples.columns:
+        return ()
+    column = samples.columns["concept_category"]
+    if not (column.equals(NONE_LABEL).any() and column.equals(ANY_LABEL).any()):
+        return ()
+    return (("concept_category", ANY_LABEL if parts[-2] == "composition" else NONE_LABEL),)
+
+
 def compute_breakdowns(samples: Samples, *, config: BootstrapConfig = BootstrapConfig(),
                        main_metric: str | None = None) -> TaskBreakdowns | None:
     """Every breakdown of ``samples``' task with its intervals; ``None`` for a task without a spec."""
@@ -380,7 +297,12 @@ def compute_breakdowns(samples: Samples, *, config: BootstrapConfig = BootstrapC
     if spec is None:
         logger.info("no breakdowns defined for task %s", samples.task)
         return None
-    headline = _setting_filter(main_metric, samples) if spec.episodes else headline_filter(samples, spec)
+    if spec.episodes:
+        headline = _setting_filter(main_metric, samples)
+    elif spec.stratum:
+        headline = _ccd_filter(main_metric, samples)
+    else:
+        headline = headline_filter(samples, spec)
     units, unit = make_units(samples, _mask(samples, headline), spec)
     overall = estimate(units, config, unit=unit)
     breakdowns = []

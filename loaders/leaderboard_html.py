@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from conceptforge.loaders.bootstrap import BootstrapConfig, Difference, Estimate
-from conceptforge.loaders.breakdowns import (Samples, TaskBreakdowns, compare, compute_breakdowns, read_samples, samples_dir_for,
-                                             spec_for)
+from conceptforge.loaders.breakdowns import TaskBreakdowns, compare, compute_breakdowns, spec_for
+from conceptforge.loaders.samples import Samples, read_samples, samples_dir_for
 from conceptforge.loaders.leaderboard import VALUES_NOTE, leaderboard_table
 
 logger = logging.getLogger(__name__)

@@ -11,7 +11,8 @@ from PIL import Image
 from conceptforge.commands import main
 from conceptforge.errors import DataNotFoundError
 from conceptforge.loaders.analysis import SECTION_START, write_breakdowns_and_charts
-from conceptforge.loaders.breakdowns import compute_breakdowns, read_samples
+from conceptforge.loaders.breakdowns import compute_breakdowns
+from conceptforge.loaders.samples import read_samples
 from tests.analysis.sample_files import write_results, write_samples
 
 SUB_ROWS = [{"item_id": f"i{k}", "attribute_group": g, "bird": b, "attribute": "has_crown_color::black", "side": side,

@@ -15,7 +15,8 @@ import pytest
 
 from conceptforge.errors import DataFormatError
 from conceptforge.loaders.bootstrap import BootstrapConfig
-from conceptforge.loaders.breakdowns import compare, compute_breakdowns, read_samples
+from conceptforge.loaders.breakdowns import compare, compute_breakdowns
+from conceptforge.loaders.samples import read_samples
 from tests.analysis.sample_files import write_samples
 
 CONFIG = BootstrapConfig(resamples=200, seed=7)
@@ -195,3 +196,15 @@ def test_null_values_are_not_counted(tmp_path):
             {"item_id": "i2", "pair": "p", "attr": "a", "obj": "o", "seen": True, "value": None}]
     result = compute_breakdowns(read_samples(write_samples(tmp_path, "compmap-mit-states", rows)), config=CONFIG)
     assert (result.overall.value, result.overall.n) == (1.0, 1)
+
+
+def test_conceptbed_headline_is_the_main_metric_task(tmp_path):
+    rows = [{"item_id": i, "concept": c, "concept_category": cat, "value": v} for c, cat, i, v in [
+        ("fish", "action", "f1", 0.4), ("fish", "counting", "f2", 0.2), ("style", "action", "s1", 0.0),
+        ("fish", None, "c1", -0.5), ("style", None, "c2", -0.3)]]  # concept-learning images: no category
+    samples = read_samples(write_samples(tmp_path, "conceptbed-ccd", rows))
+    composition = compute_breakdowns(samples, config=CONFIG, main_metric="composition.ccd")
+    check(composition.overall, ((0.4 + 0.2) / 2 + 0.0) / 2, [[0.4, 0.2], [0.0]], n=3)
+    concept = compute_breakdowns(samples, config=CONFIG, main_metric="textual-inversion.concept.ccd")
+    check(concept.overall, (-0.5 + -0.3) / 2, [[-0.5], [-0.3]], n=2)
+    assert [g.label for g in composition.breakdowns[0].groups] == ["action", "counting", "(none)"]
