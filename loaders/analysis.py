@@ -54,7 +54,7 @@ def _replace_section(text: str, section: str) -> str:
         head, _, rest = text.partition(SECTION_START)
         _, _, tail = rest.partition(SECTION_END)
         return head + block + tail.lstrip("\n")
-    return text.rstrip("\n") + "\n\n" + block
+    return text.rstrip("\n") + "\n\n" + block if text.strip() else block
 
 
 def write_breakdowns_and_charts(results_path: str | Path, samples_dir: str | Path, *,
@@ -80,12 +80,15 @@ def write_breakdowns_and_charts(results_path: str | Path, samples_dir: str | Pat
     written = [write_json(results_path.with_name(f"{stem}.breakdowns.json"),
                           breakdowns_payload(results, config=config, source=results_path.name))]
     charts_dir = results_path.with_name(f"{stem}.charts")
-    charts_dir.mkdir(parents=True, exist_ok=True)
     report = results_path.with_suffix(".md")
     links = {}
     for result in results:
+        chart = task_chart([(result.model or stem, result)], config=config)
+        if chart is None:  # no countable sample
+            continue
         png = charts_dir / f"{result.task}.png"
-        atomic_write_bytes(png, task_chart([(result.model or stem, result)], config=config))
+        charts_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(png, chart)
         written.append(png)
         links[result.task] = Path(os.path.relpath(png, report.parent)).as_posix()
     text = report.read_text() if report.is_file() else ""

@@ -355,6 +355,8 @@ def breakdowns_payload(results: Sequence[TaskBreakdowns], *, config: BootstrapCo
 
 
 def _cell(e: Estimate, signed: bool) -> str:
+    if e.value != e.value:
+        return "–"
     scale, digits = (1.0, 3) if signed else (100.0, 1)
     return f"{scale * e.value:.{digits}f} [{scale * e.low:.{digits}f}, {scale * e.high:.{digits}f}]"
 

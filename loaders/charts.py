@@ -44,9 +44,9 @@ def _signed(result: TaskBreakdowns) -> bool:
     return result.family == "conceptbed-ccd"
 
 
-def task_chart(models: Sequence[tuple[str, TaskBreakdowns]], *, config: BootstrapConfig) -> bytes:
+def task_chart(models: Sequence[tuple[str, TaskBreakdowns]], *, config: BootstrapConfig) -> bytes | None:
     """One PNG for one task: a panel per breakdown, bars = each model's group statistic, whiskers =
-    its interval; values in % (CCD as is, with its zero line)."""
+    its interval; values in % (CCD as is, with its zero line). ``None`` when no breakdown has a group."""
     plt = _pyplot()
     first = models[0][1]
     signed = _signed(first)
@@ -66,6 +66,9 @@ def task_chart(models: Sequence[tuple[str, TaskBreakdowns]], *, config: Bootstra
             labels += [label for label in groups if label not in labels]
             per_model.append(groups)
         panels.append((title, labels, per_model))
+    panels = [panel for panel in panels if panel[1]]
+    if not panels:
+        return None
     heights = [max(1.2, 0.32 * len(labels) * (1 + 0.45 * (len(models) - 1)) + 0.9) for _, labels, _ in panels]
     fig, axes = plt.subplots(len(panels), 1, figsize=(8.2, sum(heights) + 0.9), squeeze=False, sharex=True,
                              gridspec_kw={"height_ratios": heights}, layout="constrained")

@@ -129,7 +129,10 @@ def _task_section(task: str, models: list[ModelTask], *, config: BootstrapConfig
     parts = [f'<section class="task" id="task-{html.escape(task)}"><h2>{html.escape(task)}</h2>',
              f"<p>{html.escape(first.statistic)}; values in {unit} with their {100 * config.confidence:g}% bootstrap interval "
              f"and sample count.</p>",
-             _png(task_chart([(m.label, m.breakdowns) for m in models], config=config), f"{task} breakdowns")]
+             ]
+    chart = task_chart([(m.label, m.breakdowns) for m in models], config=config)
+    if chart is not None:
+        parts.append(_png(chart, f"{task} breakdowns"))
     rows = [["overall" + (f" ({html.escape(where)})" if where else "")] + [_fmt(m.breakdowns.overall, signed) for m in models]]
     for breakdown in first.breakdowns:
         labels = [g.label for g in breakdown.groups]

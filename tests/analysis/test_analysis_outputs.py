@@ -82,3 +82,14 @@ def test_leaderboard_html_notes_a_run_without_samples(tmp_path, capsys):
     assert "50 resamples" in text and 'id="task-sub-vlm"' in text
     assert "http://" not in text and "https://" not in text  # self-contained
     assert "| model-a" in capsys.readouterr().out  # the markdown table is still printed
+
+
+def test_a_task_without_countable_samples_gets_no_chart(tmp_path):
+    results = write_results(tmp_path / "m.json", "m", {"compmap-mit-states": "closed.prim.auc"})
+    write_samples(tmp_path / "m.samples", "compmap-mit-states",
+                  [{"item_id": "i", "pair": "p", "attr": "a", "obj": "o", "seen": True, "value": None}])
+    written = write_breakdowns_and_charts(results, tmp_path / "m.samples")
+    assert [p.name for p in written] == ["m.breakdowns.json", "m.md"]
+    overall = json.loads(written[0].read_text())["tasks"][0]["overall"]
+    assert (overall["value"], overall["n"]) == (None, 0)
+    assert "overall: – %, n=0, 0 items" in written[1].read_text()
