@@ -16,7 +16,7 @@ from pathlib import Path
 from conceptforge.errors import DataFormatError, DataNotFoundError
 from conceptforge.loaders.bootstrap import BootstrapConfig
 from conceptforge.loaders.breakdowns import TaskBreakdowns, breakdowns_payload, compute_breakdowns, markdown, spec_for
-from conceptforge.loaders.samples import read_samples
+from conceptforge.loaders.sample_columns import read_samples
 
 logger = logging.getLogger(__name__)
 
@@ -57,22 +57,23 @@ def _replace_section(text: str, section: str) -> str:
     return text.rstrip("\n") + "\n\n" + block if text.strip() else block
 
 
-def write_breakdowns_and_charts(results_path: str | Path, samples_dir: str | Path, *,
+def write_breakdowns_and_charts(results_path: str | Path, samples_dir: str | Path | None, *,
                                 config: BootstrapConfig = BootstrapConfig()) -> list[Path]:
     """Write ``<stem>.breakdowns.json``, one PNG per task under ``<stem>.charts/`` and the
-    breakdowns section of ``<stem>.md``; return the paths written (none when no sample file has
-    breakdowns)."""
+    breakdowns section of ``<stem>.md``; return the paths written. Nothing is written (``[]``)
+    when the run kept no samples (``samples_dir`` None or not a folder) or no sample file has
+    breakdowns."""
     from conceptforge.files import write_json
     from conceptforge.loaders.charts import task_chart
     from conceptforge.store import atomic_write_bytes
 
     results_path = Path(results_path)
-    samples_dir = Path(samples_dir)
     if not results_path.is_file():
         raise DataNotFoundError(f"results file {results_path} does not exist")
-    if not samples_dir.is_dir():
-        raise DataNotFoundError(f"per-sample folder {samples_dir} does not exist")
-    results = compute_all(samples_dir, _main_metrics(results_path), config=config)
+    if samples_dir is None or not Path(samples_dir).is_dir():
+        logger.debug("no per-sample folder for %s: no breakdowns", results_path)
+        return []
+    results = compute_all(Path(samples_dir), _main_metrics(results_path), config=config)
     if not results:
         logger.info("no per-sample file in %s has breakdowns", samples_dir)
         return []

@@ -133,7 +133,7 @@ def difference_chart(task: str, model_a: str, model_b: str, rows: Sequence[tuple
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     span = max([abs(scale * v) for _, d in rows for v in (d.low, d.high) if math.isfinite(v)] + [1e-3])
-    ax.set_xlim(-1.08 * span, 1.08 * span)
+    ax.set_xlim(-1.15 * span, 1.15 * span)
     ax.set_xlabel(f"{model_a} − {model_b} ({'CCD' if signed else 'percentage points'})", fontsize=9)
     unit = rows[0][1].unit if rows else "item"
     ax.set_title(f"{task}: paired difference over shared {unit}s, {100 * config.confidence:g}% bootstrap interval",

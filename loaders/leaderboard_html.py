@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from conceptforge.loaders.bootstrap import BootstrapConfig, Difference, Estimate
-from conceptforge.loaders.breakdowns import TaskBreakdowns, compare, compute_breakdowns, spec_for
-from conceptforge.loaders.samples import Samples, read_samples, samples_dir_for
+from conceptforge.loaders.breakdowns import TaskBreakdowns, compare, compute_breakdowns, describe, spec_for
+from conceptforge.loaders.sample_columns import Samples, read_samples, samples_dir_for
 from conceptforge.loaders.leaderboard import VALUES_NOTE, leaderboard_table
 
 logger = logging.getLogger(__name__)
@@ -125,7 +125,7 @@ def _task_section(task: str, models: list[ModelTask], *, config: BootstrapConfig
     first = models[0].breakdowns
     signed = first.family == "conceptbed-ccd"
     unit = "CCD" if signed else "%"
-    where = ", ".join(f"{k}={v}" for k, v in first.headline.items())
+    where = ", ".join(f"{k}={v}" for k, v in describe(first.headline).items())
     parts = [f'<section class="task" id="task-{html.escape(task)}"><h2>{html.escape(task)}</h2>',
              f"<p>{html.escape(first.statistic)}; values in {unit} with their {100 * config.confidence:g}% bootstrap interval "
              f"and sample count.</p>",

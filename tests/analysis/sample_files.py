@@ -14,12 +14,14 @@ import pyarrow.parquet as pq
 
 BASE = {"task": pa.string(), "item_id": pa.string(), "candidates": pa.list_(pa.string()), "scores": pa.list_(pa.float64()),
         "prediction": pa.string(), "label": pa.string(), "correct": pa.bool_(), "value": pa.float64()}
-GROUPING = {
-    "binding": {"dataset": pa.string(), "split": pa.string(), "relation": pa.string(), "swap_kind": pa.string()},
+GROUPING = {  # the task columns `conceptforge evaluate` writes (a row that does not name one leaves it null)
+    "binding": {"dataset": pa.string(), "split": pa.string(), "relation": pa.string(), "swap_kind": pa.string(),
+                "binding_model": pa.string(), "seed": pa.int64()},
     "sub": {"attribute_group": pa.string(), "bird": pa.string(), "attribute": pa.string(), "side": pa.string()},
-    "compmap-cub": {"n_way": pa.int64(), "k_shot": pa.int64(), "episode": pa.int64()},
-    "compmap-mit-states": {"pair": pa.string(), "attr": pa.string(), "obj": pa.string(), "seen": pa.bool_()},
-    "conceptbed-ccd": {"concept": pa.string(), "concept_category": pa.string()},
+    "compmap-cub": {"n_way": pa.int64(), "k_shot": pa.int64(), "episode": pa.int64(), "setting": pa.string(), "row": pa.string()},
+    "compmap-mit-states": {"pair": pa.string(), "attr": pa.string(), "obj": pa.string(), "seen": pa.bool_(),
+                           "world": pa.string(), "row": pa.string()},
+    "conceptbed-ccd": {"concept": pa.string(), "concept_category": pa.string(), "source": pa.string(), "oracle_task": pa.string()},
 }
 
 

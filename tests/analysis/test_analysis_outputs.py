@@ -12,7 +12,7 @@ from conceptforge.commands import main
 from conceptforge.errors import DataNotFoundError
 from conceptforge.loaders.analysis import SECTION_START, write_breakdowns_and_charts
 from conceptforge.loaders.breakdowns import compute_breakdowns
-from conceptforge.loaders.samples import read_samples
+from conceptforge.loaders.sample_columns import read_samples
 from tests.analysis.sample_files import write_results, write_samples
 
 SUB_ROWS = [{"item_id": f"i{k}", "attribute_group": g, "bird": b, "attribute": "has_crown_color::black", "side": side,
@@ -55,10 +55,14 @@ def test_breakdowns_json_charts_and_report_section(tmp_path):
     assert report.read_text() == text and text.count(SECTION_START) == 1
 
 
-def test_missing_samples_folder_is_one_error(tmp_path):
+def test_a_run_without_samples_writes_nothing(tmp_path):
     results, _ = make_run(tmp_path)
-    with pytest.raises(DataNotFoundError, match="per-sample folder .* does not exist"):
-        write_breakdowns_and_charts(results, tmp_path / "nowhere")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert write_breakdowns_and_charts(results, None) == []
+    assert write_breakdowns_and_charts(results, tmp_path / "nowhere") == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    with pytest.raises(DataNotFoundError, match="results file .* does not exist"):
+        write_breakdowns_and_charts(tmp_path / "missing.json", tmp_path / "model-a.samples")
 
 
 def test_leaderboard_html_bad_samples_is_one_error_line_and_nothing_written(tmp_path, capsys):

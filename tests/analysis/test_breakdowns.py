@@ -15,8 +15,8 @@ import pytest
 
 from conceptforge.errors import DataFormatError
 from conceptforge.loaders.bootstrap import BootstrapConfig
-from conceptforge.loaders.breakdowns import compare, compute_breakdowns
-from conceptforge.loaders.samples import read_samples
+from conceptforge.loaders.breakdowns import compare, compute_breakdowns, describe
+from conceptforge.loaders.sample_columns import read_samples
 from tests.analysis.sample_files import write_samples
 
 CONFIG = BootstrapConfig(resamples=200, seed=7)
@@ -60,24 +60,38 @@ def check(estimate, value: float, pools: list[list[float]], n: int) -> None:
 # ----------------------------------------------------------------------------------- binding
 @pytest.mark.parametrize("task", ["binding-clip", "binding-csp", "binding-cdsm"])
 def test_binding_relation_group_on_gen_split_by_hand(tmp_path, task):
-    rows = [  # item g1 is scored twice (two CDSM training seeds): one unit, the mean of its rows
-        {"item_id": "g1", "split": "gen", "dataset": "relational", "relation": "left of", "swap_kind": "hard-swap", "value": 1.0},
-        {"item_id": "g1", "split": "gen", "dataset": "relational", "relation": "left of", "swap_kind": "hard-swap", "value": 0.0},
-        {"item_id": "g2", "split": "gen", "dataset": "relational", "relation": "left of", "swap_kind": "random", "value": 1.0},
-        {"item_id": "g3", "split": "gen", "dataset": "relational", "relation": "left of", "swap_kind": "random", "value": 0.5},
-        {"item_id": "g4", "split": "gen", "dataset": "relational", "relation": "above", "swap_kind": "random", "value": 0.0},
-        {"item_id": "g5", "split": "gen", "dataset": "single-object", "relation": None, "swap_kind": "hard-swap", "value": 1.0},
-        {"item_id": "t1", "split": "train", "dataset": "relational", "relation": "left of", "swap_kind": "random", "value": 0.0},
+    rows = [
+        {"item_id": "gen/g1", "split": "gen", "dataset": "relational", "relation": "left of", "swap_kind": "hard-swap", "value": 0.5},
+        {"item_id": "gen/g2", "split": "gen", "dataset": "relational", "relation": "left of", "swap_kind": "random", "value": 1.0},
+        {"item_id": "gen/g3", "split": "gen", "dataset": "relational", "relation": "left of", "swap_kind": "random", "value": 0.0},
+        {"item_id": "gen/g4", "split": "gen", "dataset": "relational", "relation": "above", "swap_kind": "random", "value": 0.0},
+        {"item_id": "gen/g5", "split": "gen", "dataset": "single-object", "relation": None, "swap_kind": "hard-swap", "value": 1.0},
+        {"item_id": "train/t1", "split": "train", "dataset": "relational", "relation": "left of", "swap_kind": "random", "value": 0.0},
     ]
-    result = compute_breakdowns(read_samples(write_samples(tmp_path, task, rows)), config=CONFIG)
-    assert result.headline == {"split": "gen"}  # the headline metric is gen accuracy: train rows are not in it
-    # left of, gen only: units g1 (mean of 1 and 0), g2, g3 in item order
-    check(group(result, "relation", "left of"), (0.5 + 1.0 + 0.5) / 3, [[0.5, 1.0, 0.5]], n=4)
-    check(result.overall, (0.5 + 1.0 + 0.5 + 0.0 + 1.0) / 5, [[0.5, 1.0, 0.5, 0.0, 1.0]], n=6)
+    result = compute_breakdowns(read_samples(write_samples(tmp_path, task, rows)), config=CONFIG, main_metric="gen_accuracy")
+    assert describe(result.headline) == {"split": "gen"}  # the headline metric is gen accuracy: train rows are not in it
+    check(group(result, "relation", "left of"), (0.5 + 1.0 + 0.0) / 3, [[0.5, 1.0, 0.0]], n=3)  # g1, g2, g3
+    check(result.overall, (0.5 + 1.0 + 0.0 + 0.0 + 1.0) / 5, [[0.5, 1.0, 0.0, 0.0, 1.0]], n=5)
     # relation is null when not relational: no "(none)" group; every split is its own group
     assert [g.label for g in next(b for b in result.breakdowns if b.name == "relation").groups] == ["above", "left of"]
     check(group(result, "split", "train"), 0.0, [[0.0]], n=1)
     assert group(result, "swap-kind", "hard-swap").value == pytest.approx((0.5 + 1.0) / 2)
+
+
+def test_binding_cdsm_headline_model_and_an_image_over_seeds_is_one_unit(tmp_path):
+    values = {("csp", 0): {"a": 1.0, "b": 0.0, "c": 1.0}, ("csp", 1): {"a": 0.0, "b": 0.0, "c": 1.0},
+              ("add", 0): {"a": 1.0, "b": 1.0, "c": 1.0}}
+    rows = [{"item_id": f"{model}/seed{seed}/gen/{image}", "split": "gen", "dataset": "two-object", "relation": None,
+             "swap_kind": "random", "binding_model": model, "seed": seed, "value": v}
+            for (model, seed), by_image in values.items() for image, v in by_image.items()]
+    samples = read_samples(write_samples(tmp_path, "binding-cdsm", rows))
+    result = compute_breakdowns(samples, config=CONFIG, main_metric="csp.gen_accuracy")
+    assert describe(result.headline) == {"binding_model": "csp", "split": "gen"}
+    images = [(1.0 + 0.0) / 2, (0.0 + 0.0) / 2, (1.0 + 1.0) / 2]  # a, b, c: each the mean over the two seeds
+    check(result.overall, sum(images) / 3, [images], n=6)  # = mean over seeds of the gen accuracy (2/3 and 1/3)
+    assert (result.overall.n_units, result.overall.unit) == (3, "item")
+    other = compute_breakdowns(samples, config=CONFIG, main_metric="add.gen_accuracy")
+    assert (other.overall.value, other.overall.n) == (1.0, 3)
 
 
 def test_paired_difference_over_shared_items_by_hand(tmp_path):
@@ -106,17 +120,19 @@ def sub_rows() -> list[dict]:
         ("a1", "crown color", "Blue_Jay", "S-", 1.0), ("a2", "crown color", "Cardinal", "S-", 1.0),
         ("a4", "bill shape", "Blue_Jay", "S-", 0.0), ("a5", "bill shape", "Blue_Jay", "S-", 1.0),
     ]
-    return [{"item_id": i, "attribute_group": g, "bird": b, "attribute": f"has_{g.replace(' ', '_')}::x", "side": s, "value": v}
+    return [{"item_id": f"{i}/{s}", "attribute_group": g, "bird": b, "attribute": f"has_{g.replace(' ', '_')}::x", "side": s, "value": v}
             for i, g, b, s, v in spec]
 
 
 def test_sub_vlm_splus_per_attribute_group_and_sminus_per_bird_by_hand(tmp_path):
-    result = compute_breakdowns(read_samples(write_samples(tmp_path, "sub-vlm", sub_rows())), config=CONFIG)
-    assert result.headline == {"side": "S+"}
+    samples = read_samples(write_samples(tmp_path, "sub-vlm", sub_rows()))
+    result = compute_breakdowns(samples, config=CONFIG, main_metric="s_plus")
+    assert describe(result.headline) == {"side": "S+"}
     check(result.overall, 2 / 4, [[1.0, 0.0, 1.0, 0.0]], n=4)  # S+ only, items a1..a4
     check(group(result, "splus-attribute-group", "crown color"), 2 / 3, [[1.0, 0.0, 1.0]], n=3)
     check(group(result, "sminus-bird", "Blue_Jay"), 2 / 3, [[1.0, 0.0, 1.0]], n=3)  # a1, a4, a5: S− rows only
     check(group(result, "side", "S-"), 3 / 4, [[1.0, 1.0, 0.0, 1.0]], n=4)
+    check(compute_breakdowns(samples, config=CONFIG, main_metric="s_minus").overall, 3 / 4, [[1.0, 1.0, 0.0, 1.0]], n=4)
 
 
 def test_sub_cbm_all_equal_group_has_a_point_interval(tmp_path):
@@ -149,13 +165,33 @@ def test_compmap_cub_mean_over_episodes_resamples_episodes_by_hand(tmp_path):
     assert full.unit == "item"
     assert [g.label for g in result.breakdowns[0].groups] == ["5-way 1-shot", "10-way 1-shot", "200-way full shot"]
     # without a main metric the headline is the first (n, k) setting
-    assert compute_breakdowns(samples, config=CONFIG).headline == {"n_way": 5, "k_shot": 1}
+    assert describe(compute_breakdowns(samples, config=CONFIG).headline) == {"n_way": 5, "k_shot": 1}
+
+
+def test_compmap_cub_rows_as_the_evaluation_writes_them(tmp_path):
+    """One row per (setting, row, episode) holding the episode's accuracy; full shot: one per image."""
+    shares = {"prim": [0.2, 0.6, 0.4, 1.0], "oracle": [0.9, 0.9, 0.9, 0.9]}
+    rows = [{"item_id": f"5-way-1-shot/{row}/{e}", "n_way": 5, "k_shot": 1, "episode": e, "setting": "5-way-1-shot",
+             "row": row, "value": v} for row, values in shares.items() for e, v in enumerate(values)]
+    rows += [{"item_id": f"full-shot/prim/{i}", "n_way": 200, "k_shot": None, "episode": 0, "setting": "full-shot",
+              "row": "prim", "value": v} for i, v in enumerate([1.0, 1.0, 0.0, 1.0])]
+    result = compute_breakdowns(read_samples(write_samples(tmp_path, "compmap-cub", rows)), config=CONFIG,
+                                main_metric="5-way-1-shot.prim")
+    assert describe(result.headline) == {"row": "prim", "setting": "5-way-1-shot"}
+    check(result.overall, sum(shares["prim"]) / 4, [shares["prim"]], n=4)  # oracle rows are another metric
+    check(group(result, "setting", "200-way full shot"), 3 / 4, [[1.0, 1.0, 0.0, 1.0]], n=4)
+    oracle = compute_breakdowns(read_samples(tmp_path / "compmap-cub.parquet"), config=CONFIG, main_metric="5-way-1-shot.oracle")
+    assert oracle.overall.value == pytest.approx(0.9)
 
 
 def test_compmap_mit_states_seen_and_unseen_by_hand(tmp_path):
     spec = [("i1", True, 1.0), ("i2", True, 0.0), ("i3", True, 1.0), ("i4", False, 0.0), ("i5", False, 1.0), ("i6", False, 0.0)]
-    rows = [{"item_id": i, "pair": f"p{i}", "attr": "old", "obj": "car", "seen": s, "value": v} for i, s, v in spec]
-    result = compute_breakdowns(read_samples(write_samples(tmp_path, "compmap-mit-states", rows)), config=CONFIG)
+    rows = [{"item_id": f"closed/prim/{i}", "pair": f"p{i}", "attr": "old", "obj": "car", "seen": s, "world": "closed",
+             "row": "prim", "value": v} for i, s, v in spec]
+    rows += [{**row, "item_id": row["item_id"].replace("closed", "open"), "world": "open", "value": 1.0} for row in rows]
+    result = compute_breakdowns(read_samples(write_samples(tmp_path, "compmap-mit-states", rows)), config=CONFIG,
+                                main_metric="closed.prim.auc")
+    assert describe(result.headline) == {"world": "closed", "row": "prim"}  # the open world's rows are another metric
     assert [g.label for g in result.breakdowns[0].groups] == ["seen", "unseen"]
     check(group(result, "seen", "unseen"), 1 / 3, [[0.0, 1.0, 0.0]], n=3)
     check(group(result, "seen", "seen"), 2 / 3, [[1.0, 0.0, 1.0]], n=3)
@@ -163,21 +199,42 @@ def test_compmap_mit_states_seen_and_unseen_by_hand(tmp_path):
 
 
 # ----------------------------------------------------------------------------------- ConceptBed
+def ccd_row(source: str, task: str, concept: str, category: str, item: str, value: float) -> dict:
+    return {"item_id": f"{source}/{task}/{item}", "source": source, "oracle_task": task, "concept": concept,
+            "concept_category": category, "value": value}
+
+
 def test_conceptbed_ccd_per_category_is_a_per_concept_mean_resampled_within_concepts(tmp_path):
-    spec = [  # concept, category, item, value (= mean real confidence − this image's confidence)
-        ("fish", "action", "f1", 0.3), ("fish", "action", "f2", 0.1), ("fish", "action", "f3", 0.2),
-        ("style", "action", "s1", -0.1), ("style", "action", "s2", 0.0),
-        ("fish", "counting", "f4", 0.4), ("style", "counting", "s3", 0.2),
+    rows = [  # value = mean real confidence − this image's confidence
+        ccd_row("ti", "composition", "fish", "action", "f1", 0.3), ccd_row("ti", "composition", "fish", "action", "f2", 0.1),
+        ccd_row("ti", "composition", "fish", "action", "f3", 0.2), ccd_row("ti", "composition", "fish", "action", "f5", 0.0),
+        ccd_row("ti", "composition", "style", "action", "s1", -0.1),
+        ccd_row("ti", "composition", "style", "action", "s2", 0.0), ccd_row("ti", "composition", "fish", "counting", "f4", 0.4),
+        ccd_row("ti", "composition", "style", "action;counting", "s3", 0.2),  # in both categories
+        ccd_row("ti", "concept", "fish", "concept", "c1", -0.5),  # the other oracle task: not the headline's
+        ccd_row("original", "composition", "fish", "action", "r1", 0.05),  # a real image: not generated
     ]
-    rows = [{"item_id": i, "concept": c, "concept_category": cat, "value": v} for c, cat, i, v in spec]
-    result = compute_breakdowns(read_samples(write_samples(tmp_path, "conceptbed-ccd", rows)), config=CONFIG)
-    fish, style = [0.3, 0.1, 0.2], [-0.1, 0.0]
-    # Eq. 3 within "action": mean over concepts of each concept's mean, not the pooled 0.1
-    check(group(result, "category", "action"), (0.2 + (-0.05)) / 2, [fish, style], n=5)
-    assert group(result, "category", "action").value != pytest.approx(sum(fish + style) / 5)
+    result = compute_breakdowns(read_samples(write_samples(tmp_path, "conceptbed-ccd", rows)), config=CONFIG,
+                                main_metric="composition.ccd")
+    assert describe(result.headline) == {"source": "not original", "oracle_task": "composition"}
+    fish, style = [0.3, 0.1, 0.2, 0.0], [-0.1, 0.0, 0.2]  # action: f1 f2 f3 f5 | s1 s2 s3
+    # Eq. 3 within "action": the mean over concepts of each concept's mean, not the pooled mean
+    check(group(result, "category", "action"), (0.6 / 4 + 0.1 / 3) / 2, [fish, style], n=7)
+    assert group(result, "category", "action").value != pytest.approx(sum(fish + style) / 7)
+    check(group(result, "category", "counting"), (0.4 + 0.2) / 2, [[0.4], [0.2]], n=2)
     check(group(result, "concept", "style"), (-0.1 + 0.0 + 0.2) / 3, [[-0.1, 0.0, 0.2]], n=3)
-    check(result.overall, ((0.3 + 0.1 + 0.2 + 0.4) / 4 + (-0.1 + 0.0 + 0.2) / 3) / 2,
-          [[0.3, 0.1, 0.2, 0.4], [-0.1, 0.0, 0.2]], n=7)
+    check(result.overall, ((0.3 + 0.1 + 0.2 + 0.4 + 0.0) / 5 + (-0.1 + 0.0 + 0.2) / 3) / 2,
+          [[0.3, 0.1, 0.2, 0.4, 0.0], [-0.1, 0.0, 0.2]], n=8)
+    assert [g.label for g in result.breakdowns[0].groups] == ["action", "counting"]
+
+
+def test_conceptbed_headline_source_and_task_come_from_the_main_metric(tmp_path):
+    rows = [ccd_row("ti", "composition", "fish", "action", "a", 0.4), ccd_row("db", "composition", "fish", "action", "b", 0.1),
+            ccd_row("ti", "concept", "fish", "concept", "c", -0.5), ccd_row("ti", "concept", "style", "concept", "d", -0.3)]
+    samples = read_samples(write_samples(tmp_path, "conceptbed-ccd", rows))
+    check(compute_breakdowns(samples, config=CONFIG, main_metric="db.composition.ccd").overall, 0.1, [[0.1]], n=1)
+    concept = compute_breakdowns(samples, config=CONFIG, main_metric="ti.concept.ccd")
+    check(concept.overall, (-0.5 + -0.3) / 2, [[-0.5], [-0.3]], n=2)
 
 
 # ----------------------------------------------------------------------------------- input
@@ -197,14 +254,3 @@ def test_null_values_are_not_counted(tmp_path):
     result = compute_breakdowns(read_samples(write_samples(tmp_path, "compmap-mit-states", rows)), config=CONFIG)
     assert (result.overall.value, result.overall.n) == (1.0, 1)
 
-
-def test_conceptbed_headline_is_the_main_metric_task(tmp_path):
-    rows = [{"item_id": i, "concept": c, "concept_category": cat, "value": v} for c, cat, i, v in [
-        ("fish", "action", "f1", 0.4), ("fish", "counting", "f2", 0.2), ("style", "action", "s1", 0.0),
-        ("fish", None, "c1", -0.5), ("style", None, "c2", -0.3)]]  # concept-learning images: no category
-    samples = read_samples(write_samples(tmp_path, "conceptbed-ccd", rows))
-    composition = compute_breakdowns(samples, config=CONFIG, main_metric="composition.ccd")
-    check(composition.overall, ((0.4 + 0.2) / 2 + 0.0) / 2, [[0.4, 0.2], [0.0]], n=3)
-    concept = compute_breakdowns(samples, config=CONFIG, main_metric="textual-inversion.concept.ccd")
-    check(concept.overall, (-0.5 + -0.3) / 2, [[-0.5], [-0.3]], n=2)
-    assert [g.label for g in composition.breakdowns[0].groups] == ["action", "counting", "(none)"]

@@ -31,11 +31,13 @@ def write_run(folder: Path, model: str, skill: float) -> Path:
                 "swap_kind": ["hard-swap", "random"][k // 2 % 2], "value": float((k * 7 + int(10 * skill)) % 10 < 10 * skill)}
                for split in ("train", "gen") for k in range(12)]
     write_samples(samples, "binding-clip", binding, model=model)
-    cub = [{"item_id": f"{n}-{e}-{q}", "n_way": n, "k_shot": 1, "episode": e, "value": float((q + e) % 4 < 4 * skill - n / 10)}
-           for n in (5, 10) for e in range(6) for q in range(n)]
+    cub = [{"item_id": f"{n}-way-1-shot/{row}/{e}", "n_way": n, "k_shot": 1, "episode": e, "setting": f"{n}-way-1-shot",
+            "row": row, "value": min(1.0, skill - n / 40 + e / 50 + (0.2 if row == "oracle" else 0))}
+           for n in (5, 10) for row in ("prim", "oracle") for e in range(8)]
     write_samples(samples, "compmap-cub", cub, model=model)
-    ccd = [{"item_id": f"{c}-{cat}-{k}", "concept": c, "concept_category": cat, "value": (k % 3) / 10 - skill / 5}
-           for c in ("fish", "painting") for cat in ("action", "counting") for k in range(4)]
+    ccd = [{"item_id": f"learner/composition/{c}-{k}", "source": "learner", "oracle_task": "composition", "concept": c,
+            "concept_category": ["action", "counting", "action;counting"][k % 3], "value": (k % 3) / 10 - skill / 5}
+           for c in ("fish", "painting") for k in range(6)]
     write_samples(samples, "conceptbed-ccd", ccd, model=model)
     return write_results(folder / f"{model}.json", model, TASKS)
 

@@ -20,8 +20,17 @@ import numpy as np
 from conceptforge.errors import DataFormatError, DataNotFoundError
 
 REQUIRED_COLUMNS = ("item_id", "value")
-NONE_LABEL = "(none)"  # a row filter value: the column is null or empty
-ANY_LABEL = "(any)"  # a row filter value: the column is set (not null, not empty)
+NONE_LABEL = "(none)"  # a group label: the column is null or empty
+
+
+@dataclass(frozen=True)
+class Not:
+    """A row filter value: every row whose value is not ``value`` (ConceptBed: not the real images)."""
+
+    value: Any
+
+    def __str__(self) -> str:
+        return f"not {self.value}"
 
 
 def samples_dir_for(results_path: str | Path) -> Path:
@@ -52,13 +61,16 @@ class Column:
         return cls(codes, encoded.dictionary.to_pylist())
 
     def equals(self, wanted: Any) -> np.ndarray:
-        """Rows whose value is ``wanted``; ``NONE_LABEL``: null or empty, ``ANY_LABEL``: neither."""
-        if wanted in (NONE_LABEL, ANY_LABEL):
-            empty = np.isin(self.codes, [-1] + [i for i, v in enumerate(self.values) if v == ""])
-            return empty if wanted == NONE_LABEL else ~empty
+        """Rows whose value is ``wanted`` (``Not(v)``: every row but those equal to ``v``)."""
+        if isinstance(wanted, Not):
+            return ~self.equals(wanted.value)
         if wanted is None:
             return self.codes == -1
         return np.isin(self.codes, [i for i, v in enumerate(self.values) if v == wanted and type(v) is type(wanted)])
+
+    def first(self) -> Any:
+        """The first value in file order (a run writes its first model, world, … first)."""
+        return self.values[0] if self.values else None
 
     def value(self, code: int) -> Any:
         return None if code < 0 else self.values[code]
