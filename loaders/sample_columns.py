@@ -21,6 +21,7 @@ from conceptforge.errors import DataFormatError, DataNotFoundError
 
 REQUIRED_COLUMNS = ("item_id", "value")
 NONE_LABEL = "(none)"  # a group label: the column is null or empty
+METADATA_KEYS = ("model", "model_revision", "dataset_revision")  # what the breakdowns keep of the file's metadata
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,5 @@ def read_samples(path: str | Path) -> Samples:
     value = table.column("value").cast(pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64)
     columns = {name: Column.from_arrow(table.column(name)) for name in table.column_names
                if name != "value" and not pa.types.is_nested(table.schema.field(name).type)}  # not candidates, scores
-    metadata = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()
-                if not k.startswith(b"ARROW") and k != b"huggingface"}
+    metadata = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items() if k.decode() in METADATA_KEYS}
     return Samples(path.stem, value, columns, metadata, str(path))

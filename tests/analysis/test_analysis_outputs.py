@@ -97,3 +97,12 @@ def test_a_task_without_countable_samples_gets_no_chart(tmp_path):
     overall = json.loads(written[0].read_text())["tasks"][0]["overall"]
     assert (overall["value"], overall["n"]) == (None, 0)
     assert "overall: – %, n=0, 0 items" in written[1].read_text()
+
+
+def test_metadata_kept_is_the_model_and_revisions(tmp_path):
+    import pyarrow.parquet as pq
+
+    path = write_samples(tmp_path, "sub-vlm", SUB_ROWS, model="m", model_revision="abc", dataset_revision="def")
+    table = pq.read_table(path)
+    pq.write_table(table.replace_schema_metadata({**table.schema.metadata, b"conceptforge.run": b"{\"big\": 1}"}), path)
+    assert read_samples(path).metadata == {"model": "m", "model_revision": "abc", "dataset_revision": "def"}
