@@ -16,8 +16,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also write a static HTML page: the table, each task's breakdowns with bootstrap intervals "
                              "(charts embedded) and paired differences between models that share items; reads the "
                              "per-sample files <stem>.samples/ beside each results file")
-    parser.add_argument("--bootstrap-resamples", type=int, default=1000, help="bootstrap resamples per interval (--html)")
-    parser.add_argument("--bootstrap-seed", type=int, default=0, help="seed of the bootstrap's PCG64 generator (--html)")
+    parser.add_argument("--bootstrap-resamples", type=int, default=1000, metavar="N", help="bootstrap resamples per interval (--html)")
+    parser.add_argument("--bootstrap-seed", type=int, default=0, metavar="SEED", help="seed of the bootstrap's PCG64 generator (--html)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -106,3 +106,11 @@ def test_metadata_kept_is_the_model_and_revisions(tmp_path):
     table = pq.read_table(path)
     pq.write_table(table.replace_schema_metadata({**table.schema.metadata, b"conceptforge.run": b"{\"big\": 1}"}), path)
     assert read_samples(path).metadata == {"model": "m", "model_revision": "abc", "dataset_revision": "def"}
+
+
+def test_leaderboard_html_zero_resamples_is_one_error_line(tmp_path, capsys):
+    a, _ = make_run(tmp_path, "model-a")
+    page = tmp_path / "board.html"
+    assert main(["leaderboard", str(a), "--html", str(page), "--bootstrap-resamples", "0"]) == 2
+    assert capsys.readouterr().err.strip() == "error: bootstrap resamples must be at least 1, got 0"
+    assert not page.exists()
