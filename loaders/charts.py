@@ -31,8 +31,9 @@ def _pyplot():
 
 def _short(label: str, limit: int = MAX_LABEL) -> str:
     """A tick label: a local dataset path by its folder name (the tables keep the whole path)."""
-    if label.startswith(("/", "./", "../", "~")):
-        label = label.rstrip("/").rsplit("/", 1)[-1]
+    head, sep, tail = label.rpartition(": ")  # forest plots: "dataset: /data/binding/two-object"
+    if tail.startswith(("/", "./", "../", "~")):
+        label = head + sep + tail.rstrip("/").rsplit("/", 1)[-1]
     return label if len(label) <= limit else label[: limit - 1] + "…"
 
 
