@@ -12,10 +12,11 @@ import json
 import logging
 import os
 from pathlib import Path
+from typing import Sequence
 
 from conceptforge.errors import DataFormatError, DataNotFoundError
-from conceptforge.loaders.bootstrap import BootstrapConfig
-from conceptforge.loaders.breakdowns import TaskBreakdowns, breakdowns_payload, compute_breakdowns, markdown, spec_for
+from conceptforge.loaders.bootstrap import BootstrapConfig, Estimate
+from conceptforge.loaders.breakdowns import TaskBreakdowns, breakdowns_payload, compute_breakdowns, describe, spec_for
 from conceptforge.loaders.sample_columns import read_samples
 
 logger = logging.getLogger(__name__)
@@ -46,6 +47,35 @@ def compute_all(samples_dir: Path, main_metrics: dict[str, str], *, config: Boot
         if computed is not None:
             results.append(computed)
     return results
+
+
+def _cell(e: Estimate, signed: bool) -> str:
+    if e.value != e.value:
+        return "–"
+    scale, digits = (1.0, 3) if signed else (100.0, 1)
+    return f"{scale * e.value:.{digits}f} [{scale * e.low:.{digits}f}, {scale * e.high:.{digits}f}]"
+
+
+def markdown(results: Sequence[TaskBreakdowns], *, config: BootstrapConfig, charts: dict[str, str] | None = None) -> str:
+    """Markdown tables of every breakdown (values in %, CCD as is), linking ``charts[task]``."""
+    from conceptforge.loaders.reports import markdown_table
+
+    lines = [f"Breakdowns: each group's statistic with its {100 * config.confidence:g}% percentile bootstrap interval "
+             f"({config.resamples} resamples, numpy PCG64 seed {config.seed}); n = samples, units = what was resampled.", ""]
+    for result in results:
+        signed = result.family == "conceptbed-ccd"
+        unit_word = "CCD" if signed else "%"
+        where = ", ".join(f"{k}={v}" for k, v in describe(result.headline).items())
+        lines += [f"### {result.task}", "", f"{result.statistic}; overall{f' ({where})' if where else ''}: "
+                  f"{_cell(result.overall, signed)} {unit_word}, n={result.overall.n}, {result.overall.n_units} "
+                  f"{result.overall.unit}s", ""]
+        if charts and result.task in charts:
+            lines += [f"![{result.task} breakdowns]({charts[result.task]})", ""]
+        for breakdown in result.breakdowns:
+            rows = [[g.label, _cell(g.estimate, signed), g.estimate.n, f"{g.estimate.n_units} {g.estimate.unit}s"] for g in breakdown.groups]
+            lines += [f"**{result.task} {breakdown.title}**", "",
+                      markdown_table(["group", f"{unit_word} [95% CI]" if config.confidence == 0.95 else f"{unit_word} [CI]", "n", "units"], rows), ""]
+    return "\n".join(lines)
 
 
 def _replace_section(text: str, section: str) -> str:
