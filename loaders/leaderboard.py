@@ -38,13 +38,10 @@ def _column_key(task: dict[str, Any], metric: str) -> tuple[str, str, str, str]:
     return task["task"], metric, task["dataset"].get("sha") or "", task.get("variant", "")
 
 
-def leaderboard(payloads: Sequence[dict[str, Any]], *, metrics: str = "main") -> str:
-    """Markdown table, one row per results file (model), one column per task metric.
-
-    ``metrics``: ``main`` (each task's headline metric) or ``all``.
-    """
-    from conceptforge.loaders.reports import markdown_table
-
+def leaderboard_table(payloads: Sequence[dict[str, Any]], *, metrics: str = "main") -> tuple[list[str], list[list[str]], list[str]]:
+    """The comparison as ``(headers, rows, notes)``: one row per results file (model), one
+    column per task metric; notes name each task's dataset and protocol. ``metrics``: ``main``
+    (each task's headline metric) or ``all``."""
     if metrics not in ("main", "all"):
         raise InvalidArgumentError(f"--metrics must be main or all, got {metrics!r}")
     columns: dict[tuple[str, str, str, str], None] = {}
@@ -81,6 +78,19 @@ def leaderboard(payloads: Sequence[dict[str, Any]], *, metrics: str = "main") ->
                 continue
             seen.add(key)
             seeds = f"; seeds {','.join(map(str, task['seeds']))}" if task.get("seeds") else ""
-            notes.append(f"- {task['task']}: {dataset_label(dataset, 40)}; {task['protocol']}, {task['variant']}{seeds}")
-    return (markdown_table(headers, rows) + "\n\nValues in %, ± standard error over seeds/episodes where the protocol "
-            "has them.\n\n" + "\n".join(notes) + "\n")
+            notes.append(f"{task['task']}: {dataset_label(dataset, 40)}; {task['protocol']}, {task['variant']}{seeds}")
+    return headers, rows, notes
+
+
+def leaderboard(payloads: Sequence[dict[str, Any]], *, metrics: str = "main") -> str:
+    """Markdown table, one row per results file (model), one column per task metric.
+
+    ``metrics``: ``main`` (each task's headline metric) or ``all``.
+    """
+    from conceptforge.loaders.reports import markdown_table
+
+    headers, rows, notes = leaderboard_table(payloads, metrics=metrics)
+    return (markdown_table(headers, rows) + "\n\n" + VALUES_NOTE + "\n\n" + "\n".join(f"- {n}" for n in notes) + "\n")
+
+
+VALUES_NOTE = "Values in %, ± standard error over seeds/episodes where the protocol has them."

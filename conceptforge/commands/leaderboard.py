@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-HELP = "compare models: one markdown table from several `conceptforge evaluate` results files"
+HELP = "compare models: one markdown table from several `conceptforge evaluate` results files (and an HTML page)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -12,14 +12,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics", choices=("main", "all"), default="main",
                         help="each task's headline metric (main) or every metric (all)")
     parser.add_argument("--output", default=None, help="also write the table to this markdown file")
+    parser.add_argument("--html", default=None, metavar="PATH",
+                        help="also write a static HTML page: the table, each task's breakdowns with bootstrap intervals "
+                             "(charts embedded) and paired differences between models that share items; reads the "
+                             "per-sample files <stem>.samples/ beside each results file")
+    parser.add_argument("--bootstrap-resamples", type=int, default=1000, metavar="N", help="bootstrap resamples per interval (--html)")
+    parser.add_argument("--bootstrap-seed", type=int, default=0, metavar="SEED", help="seed of the bootstrap's PCG64 generator (--html)")
 
 
 def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from conceptforge.errors import InvalidArgumentError
     from conceptforge.loaders.leaderboard import leaderboard, load_results
     from conceptforge.store import atomic_write_bytes
 
-    table = leaderboard(load_results(args.results), metrics=args.metrics)
+    payloads = load_results(args.results)
+    table = leaderboard(payloads, metrics=args.metrics)
+    page = None
+    if args.html:
+        from conceptforge.loaders.bootstrap import BootstrapConfig
+        from conceptforge.loaders.leaderboard_html import leaderboard_html
+
+        if Path(args.html).is_dir():
+            raise InvalidArgumentError(f"--html {args.html} is a folder: name the page to write, e.g. leaderboard.html")
+        config = BootstrapConfig(resamples=args.bootstrap_resamples, seed=args.bootstrap_seed)
+        page = leaderboard_html(payloads, metrics=args.metrics, config=config)  # everything computed before any write
     if args.output:
         atomic_write_bytes(args.output, table.encode("utf-8"))
+    if page is not None:
+        atomic_write_bytes(args.html, page.encode("utf-8"))
     print(table, end="")
     return 0
