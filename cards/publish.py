@@ -38,6 +38,7 @@ from conceptforge.cards.card import DatasetMetadata, load_line, read_card_spec, 
 from conceptforge.cards.dataset_dir import CARD_NAME, DATA_DIR, GRID_NAME, SCENES_DIR, SplitStats, shard_split
 from conceptforge.cards.filter_stats import FilterStats
 from conceptforge.cards.provenance import redact_secrets
+from conceptforge.cards.run_record import RECORD_NAME
 from conceptforge.cards.validate import dataset_dir_problems, ensure_valid, parse_card_yaml
 from conceptforge.cards.versions import Version, parse_version, previous_version, published_versions
 from conceptforge.errors import ConceptforgeError, DataNotFoundError, HubError, InvalidArgumentError, PublishError
@@ -67,7 +68,8 @@ class LocalDataset:
         """Parquet shards plus side files the release carries (CLEVR scene files under scenes/)."""
         extra = sorted(p.relative_to(self.directory).as_posix() for p in (self.directory / SCENES_DIR).rglob("*")
                        if p.is_file() and not p.name.startswith("."))
-        return sorted(f for split in self.splits for f in split.files) + extra
+        record = [RECORD_NAME] if (self.directory / RECORD_NAME).is_file() else []
+        return sorted(f for split in self.splits for f in split.files) + extra + record
 
 
 @dataclass
@@ -171,13 +173,18 @@ def read_dataset_dir(directory: str | Path) -> LocalDataset:
     return LocalDataset(directory, metadata, merged, splits, (directory / GRID_NAME).is_file())
 
 
-def render_release_card(local: LocalDataset, *, repo_id: str, version: Version, previous: Version | None) -> str:
-    """The card as published: the directory's own spec plus repo id, version and previous version."""
+def render_release_card(local: LocalDataset, *, repo_id: str, version: Version, previous: Version | None,
+                        changes: list[str] | None = None) -> str:
+    """The card as published: the directory's own spec plus repo id, version and previous version,
+    and, when ``changes`` is given, the "Changes since <previous>" lines (:mod:`cards.release_diff`)."""
     metadata = DatasetMetadata.from_dict({
         **local.metadata.to_dict(),
         "repo_id": repo_id,
         "version": str(version),
         "previous_version": str(previous) if previous else None,
+        "reproducible": local.metadata.reproducible or (local.directory / RECORD_NAME).is_file(),
+        "changes_since": str(previous) if previous and changes is not None else None,
+        "changes": list(changes or []),
     })
     return render_card(metadata, local.features, local.splits, has_grid=local.has_grid)
 
@@ -215,7 +222,7 @@ def local_files(local: LocalDataset, card_text: str) -> list[LocalFile]:
 
 def _managed(path: str) -> bool:
     """Paths a release owns; anything else in the repo (LICENSE, .gitattributes) is left alone."""
-    return path in (CARD_NAME, GRID_NAME) or path.startswith((f"{DATA_DIR}/", f"{SCENES_DIR}/"))
+    return path in (CARD_NAME, GRID_NAME, RECORD_NAME) or path.startswith((f"{DATA_DIR}/", f"{SCENES_DIR}/"))
 
 
 # -- remote side ------------------------------------------------------------------------------
@@ -288,6 +295,16 @@ def _network_errors() -> tuple[type[BaseException], ...]:
     except ImportError:  # older huggingface_hub uses httpx or requests: both raise OSError subclasses
         pass
     return tuple(kinds)
+
+
+def release_changes(directory: Path, repo_id: str, previous: Version, *, endpoint: str | None, token: str | None) -> list[str]:
+    """The card's "Changes since" lines: rows, features and card settings of ``directory`` against the
+    published ``previous`` release (downloaded into the Hub cache; :mod:`cards.release_diff`)."""
+    from conceptforge.cards.release_diff import changes_lines, diff_dirs
+    from conceptforge.cards.release_source import download_release
+
+    before = download_release(repo_id, str(previous), endpoint=endpoint, token=token)
+    return changes_lines(diff_dirs(before, directory, old_label=str(previous), new_label="this release"))
 
 
 def hub_validate_card(card_text: str, *, endpoint: str | None = None) -> None:
@@ -401,8 +418,12 @@ def publish_dataset(
     previous = previous_version(wanted, versions)
 
     # 2. The release as it would be published, validated before anything is sent.
-    if previous is not None:  # the card names the previous version: render and check it again
-        card_text = render_release_card(local, repo_id=repo_id, version=wanted, previous=previous)
+    if previous is not None:  # the card names the previous version and what changed since: render and check it again
+        try:
+            changes = release_changes(local.directory, repo_id, previous, endpoint=endpoint, token=token)
+        except network_errors as error:
+            raise fail(f"reading the previous release {previous} to list the changes", error) from None
+        card_text = render_release_card(local, repo_id=repo_id, version=wanted, previous=previous, changes=changes)
         ensure_valid(dataset_dir_problems(local.directory, card_text, secrets=secrets), "the dataset card")
         card = card_text.encode("utf-8")
         files[0] = LocalFile(CARD_NAME, len(card), *_hash_stream(iter([card]), len(card)), content=card)
