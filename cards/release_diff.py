@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 import pyarrow.parquet as pq
+from datasets import Features
 
 from conceptforge.cards.card import feature_type
 
@@ -103,7 +104,7 @@ def snapshot(directory: str | Path, *, label: str | None = None) -> Snapshot:
         for index, row in enumerate(iter_rows([local.directory / f for f in split.files])):
             hashes[row_key(row, index)] = row_hash(row)
         rows[split_key(split.config, split.name)] = hashes
-    features = local.features if isinstance(local.features, dict) else {"default": local.features}
+    features = {"default": local.features} if isinstance(local.features, Features) else local.features
     schema = {config: {name: feature_type(feature) for name, feature in f.items()} for config, f in features.items()}
     return Snapshot(label or str(directory), rows, schema, local.metadata.to_dict())
 

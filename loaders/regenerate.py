@@ -86,7 +86,7 @@ def weight_location(role: str, recorded: Mapping[str, Any], weights: Mapping[str
 
 
 # -- binding ----------------------------------------------------------------------------------------
-def _binding(entry: Mapping[str, Any], weights: Mapping[str, str], device: str | None) -> Rebuilt:
+def _binding(entry: Mapping[str, Any], weights: Mapping[str, str], device: str | None, out: Path) -> Rebuilt:
     from conceptforge.generators.binding import generate as binding
     from conceptforge.generators.binding.dataset import BindingConfig, make_item_factory
 
@@ -100,11 +100,13 @@ def _binding(entry: Mapping[str, Any], weights: Mapping[str, str], device: str |
 
 
 # -- SUB --------------------------------------------------------------------------------------------
-def _sub(entry: Mapping[str, Any], weights: Mapping[str, str], device: str | None) -> Rebuilt:
-    from conceptforge.generators.sub import generate as sub
+def _sub(entry: Mapping[str, Any], weights: Mapping[str, str], device: str | None, out: Path) -> Rebuilt:
+    import importlib
+
     from conceptforge.generators.sub.spec import Pair, PairPlan
     from conceptforge.generators.sub.tdg import TDGParams
 
+    sub = importlib.import_module("conceptforge.generators.sub.generate")  # the package re-exports a function of that name
     rebuild = entry["rebuild"]
     settings = sub.GenerationSettings(**rebuild["settings"])
     location = weight_location("diffusion", rebuild["model"], weights)
@@ -140,14 +142,68 @@ def _sub(entry: Mapping[str, Any], weights: Mapping[str, str], device: str | Non
                    path_columns=("model_id",))
 
 
-ADAPTERS: dict[str, Callable[[Mapping[str, Any], Mapping[str, str], str | None], Rebuilt]] = {
+# -- ConceptBed -------------------------------------------------------------------------------------
+def _learners(rebuild: Mapping[str, Any], weights: Mapping[str, str]) -> Path:
+    """The folder holding ``artifacts/<concept>/`` with the learned weights the record fingerprints."""
+    from conceptforge.cards.provenance import local_fingerprint
+
+    recorded = rebuild.get("learners") or {}
+    learner = rebuild["learner"]["learner"]
+    given = weights.get("learners")
+    if given is None:
+        raise WeightsUnavailableError(
+            f"missing weights: the learned {learner} artifacts of {', '.join(sorted(recorded)) or 'the concepts'} are not "
+            "part of the release; pass --weights learners=WORK_DIR (the folder holding artifacts/<concept>/)"
+        )
+    folder = Path(given).expanduser()
+    wrong = [name for name, fingerprint in recorded.items()
+             if not (folder / "artifacts" / name).is_dir() or local_fingerprint(folder / "artifacts" / name) != fingerprint]
+    if wrong:
+        raise WeightsUnavailableError(
+            f"--weights learners={given}: the learned artifacts of {', '.join(wrong)} are missing or not the ones the "
+            "release records (artifacts/<concept>/ fingerprints differ)"
+        )
+    return folder
+
+
+def _conceptbed(entry: Mapping[str, Any], weights: Mapping[str, str], device: str | None, out: Path) -> Rebuilt:
+    from conceptforge.generators.conceptbed import generate as conceptbed
+    from conceptforge.generators.conceptbed.composition import Caption
+    from conceptforge.generators.conceptbed.learners import LearnerConfig
+    from conceptforge.generators.conceptbed.spec import Concept, ConceptSpec
+
+    rebuild = entry["rebuild"]
+    model = weight_location("diffusion", rebuild["model"], weights)
+    learners = _learners(rebuild, weights)
+    config = LearnerConfig(**{**rebuild["learner"], "model_id": model})
+    spec = ConceptSpec(concepts=tuple(Concept(c["name"], c["kind"], c["parent"]) for c in rebuild["concepts"]))
+    options = conceptbed.GenerateOptions(config=config, out=out, num_images=int(rebuild["num_images"]), work_dir=learners,
+                                         embed_references=bool(rebuild.get("embed_references")))
+    generator = conceptbed.ConceptBedGenerator(spec, options)
+    generator.captions = {name: [Caption(**{**c, "categories": tuple(c["categories"]), "questions": tuple(c["questions"])})
+                                 for c in captions] for name, captions in rebuild["captions"].items()}
+    generator.items = conceptbed.build_items(spec, config, generator.captions, num_images=options.num_images)
+    generator._concept_of = {item.item_id: c for c in spec.concepts for item in generator.items[c.name]}
+    reference_ids = rebuild.get("reference_ids") or {}  # the rows name the references as the release did
+    embed = bool(rebuild.get("embed_references"))
+
+    def rows(store: ItemStore, split: str) -> Iterator[dict[str, Any]]:
+        return conceptbed._rows(store, split, reference_ids, embed)
+
+    return Rebuilt(generator.stage(), rows, tolerance("diffusion sampling with learned concept weights: the bytes depend on the device"))
+
+
+ADAPTERS: dict[str, Callable[[Mapping[str, Any], Mapping[str, str], str | None, Path], Rebuilt]] = {
     "binding": _binding,
     "sub": _sub,
+    "conceptbed": _conceptbed,
 }
 
 
-def rebuild_config(generator: str, entry: Mapping[str, Any], *, weights: Mapping[str, str], device: str | None = None) -> Rebuilt:
-    """The stage of one config of a release (see module docstring)."""
+def rebuild_config(generator: str, entry: Mapping[str, Any], *, weights: Mapping[str, str], out: Path,
+                   device: str | None = None) -> Rebuilt:
+    """The stage of one config of a release (see module docstring); ``out`` is the temporary run
+    folder the stage will write its store to (``out/.work``)."""
     adapter = ADAPTERS.get(generator)
     if adapter is None:
         raise InvalidArgumentError(
@@ -155,7 +211,7 @@ def rebuild_config(generator: str, entry: Mapping[str, Any], *, weights: Mapping
         )
     if "rebuild" not in entry:
         raise InvalidArgumentError("the provenance record has no rebuild section for this config")
-    return adapter(entry, weights, device)
+    return adapter(entry, weights, device, out)
 
 
 def elide(value: Any) -> Any:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import pyarrow.parquet as pq
+from datasets import Features
 
 from conceptforge.cards.dataset_dir import shard_split, write_parquet_split
 from conceptforge.cards.publish import read_dataset_dir
@@ -31,7 +32,7 @@ from conceptforge.cards.release_source import ReleaseSource
 from conceptforge.cards.run_record import RECORD_NAME, read_run_record, version_differences
 from conceptforge.errors import DataFormatError, InvalidArgumentError
 from conceptforge.loaders.regenerate import Rebuilt, Rule, elide, rebuild_config
-from conceptforge.runner import run_stage
+from conceptforge.runner import WORK_DIR, run_stage
 from conceptforge.store import ItemStore, join
 
 logger = logging.getLogger(__name__)
@@ -222,7 +223,7 @@ def regenerate(rebuilt: Rebuilt, keys: Sequence[Key], features: Any, work: Path)
     items = [item for item in rebuilt.stage.items if (item.split, item.item_id) in wanted]
     stage = dataclasses.replace(rebuilt.stage, items=items, assembler=None)
     out = work / "regenerated"
-    store = ItemStore(join(str(out), ".work"))
+    store = ItemStore(join(str(out), WORK_DIR))
     run_stage(stage, str(out), store=store, assemble=False)
     rows: dict[Key, dict[str, Any]] = {}
     config = keys[0].config if keys else "default"
@@ -256,7 +257,7 @@ def verify_release(
     if changed:
         report.warnings.append("installed versions differ from the release's: " + "; ".join(changed))
     local = read_dataset_dir(source.directory)
-    features = local.features if isinstance(local.features, dict) else {"default": local.features}
+    features = {"default": local.features} if isinstance(local.features, Features) else local.features
     located = released_keys(source.directory)
     chosen = choose(list(located), sample=sample, items=items, config=config)
     report.checked = len(chosen)
@@ -266,17 +267,18 @@ def verify_release(
         if entry is None:
             raise DataFormatError(f"{source.label}: {RECORD_NAME} has no entry for config {name!r}")
         keys = [k for k in chosen if k.config == name]
-        rebuilt = rebuild_config(record["generator"], entry, weights=weights or {}, device=device)
-        report.rules[name] = rebuilt.rule.describe()
-        try:
-            _verify_config(rebuilt, entry, keys, located, features[name], report)
-        finally:
-            rebuilt.close()
+        with tempfile.TemporaryDirectory(prefix="conceptforge-verify-") as work:
+            rebuilt = rebuild_config(record["generator"], entry, weights=weights or {}, device=device, out=Path(work) / "regenerated")
+            report.rules[name] = rebuilt.rule.describe()
+            try:
+                _verify_config(rebuilt, entry, keys, located, features[name], report, Path(work))
+            finally:
+                rebuilt.close()
     return report
 
 
 def _verify_config(rebuilt: Rebuilt, entry: Mapping[str, Any], keys: list[Key], located: Mapping[Key, tuple[Path, int]],
-                   features: Any, report: VerifyReport) -> None:
+                   features: Any, report: VerifyReport, work: Path) -> None:
     from conceptforge.runner import items_fingerprint
 
     recorded = (entry.get("plan") or {}).get("fingerprint")
@@ -292,14 +294,13 @@ def _verify_config(rebuilt: Rebuilt, entry: Mapping[str, Any], keys: list[Key], 
     keys = [k for k in keys if (k.split, k.item_id) in planned]
     if not keys:
         return
-    with tempfile.TemporaryDirectory(prefix="conceptforge-verify-") as work:
-        regenerated = regenerate(rebuilt, keys, features, Path(work))
-        released = _read_rows([located[k] for k in keys])
-        for key, row in zip(keys, released):
-            again = regenerated.get(key)
-            if again is None:
-                report.differences.append(Difference(key, "item_id", "item_id: the stage made no row for this item"))
-                continue
-            found = compare_rows(key, row, again, rebuilt)
-            report.differences += found
-            report.matched += not found
+    regenerated = regenerate(rebuilt, keys, features, work)
+    released = _read_rows([located[k] for k in keys])
+    for key, row in zip(keys, released):
+        again = regenerated.get(key)
+        if again is None:
+            report.differences.append(Difference(key, "item_id", "item_id: the stage made no row for this item"))
+            continue
+        found = compare_rows(key, row, again, rebuilt)
+        report.differences += found
+        report.matched += not found
