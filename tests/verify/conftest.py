@@ -64,3 +64,36 @@ def sub_release(tmp_path_factory, tiny_flux) -> Path:
                      "--images-per-pair", 2, "--resolution", 32, "--steps", 2, "--max-sequence-length", 16,
                      "--device", "cpu", "--license", "cc-by-nc-4.0"), "generate_sub.py")
     return out
+
+
+@pytest.fixture(scope="session")
+def conceptbed_release(tmp_path_factory) -> dict[str, Path]:
+    """A textual-inversion ConceptBed release from the tiny SD: one concept, 2 concept + 1 composition images."""
+    import numpy as np
+    import torch
+    from PIL import Image
+
+    from conceptforge.generators.conceptbed.generate import ConceptBedGenerator, GenerateOptions
+    from conceptforge.generators.conceptbed.learners import LearnerConfig
+    from conceptforge.generators.conceptbed.spec import load_spec
+    from conceptforge.testing.tiny_conceptbed import build_tiny_sd
+
+    torch.set_num_threads(1)
+    root = tmp_path_factory.mktemp("verify-conceptbed")
+    sd = build_tiny_sd(root / "tiny-sd")
+    images = root / "imagenet" / "train" / "n02088364"
+    images.mkdir(parents=True)
+    for k in range(3):
+        pixels = np.random.default_rng(k).integers(0, 160, size=(40, 40, 3)).astype(np.uint8)
+        Image.fromarray(pixels).save(images / f"n02088364_{k}.JPEG")
+    (root / "imagenet" / "LOC_synset_mapping.txt").write_text("n02088364 beagle\n")
+    captions = root / "captions.jsonl"
+    captions.write_text(json.dumps({"concept": "beagle", "caption": "the dog has a black nose"}) + "\n")
+    spec = root / "spec.json"
+    spec.write_text(json.dumps({"imagenet_root": str(root / "imagenet" / "train"), "concepts": ["beagle"],
+                                "captions": str(captions)}))
+    config = LearnerConfig(learner="textual-inversion", model_id=str(sd), steps=2, num_inference_steps=2, resolution=32)
+    out = root / "out"
+    summary = ConceptBedGenerator(load_spec(spec), GenerateOptions(config=config, out=out, num_images=2)).run()
+    assert summary["assembled"], summary
+    return {"out": out, "sd": sd, "learners": out / ".work"}
