@@ -70,7 +70,9 @@ def test_tiny_sub_release_verifies_with_the_psnr_rule(sub_release, tiny_flux, tm
 
     edit_rows(changed / SUB_SHARD, edit)
     assert main(["verify", str(changed), "--all", "--weights", f"diffusion={tiny_flux}"]) == 1
-    lines = differing_lines(capsys.readouterr().out)
+    printed = capsys.readouterr().out
+    assert "FAILED: 3 of 4 item(s)" in printed and "(1 within the PSNR tolerance, not byte-identical); 1 differ" in printed
+    lines = differing_lines(printed)
     assert len(lines) == 1 and "split=candidates: image: image bytes differ (PSNR" in lines[0]
     rows = pq.read_table(changed / SUB_SHARD).to_pylist()
     assert lines[0].startswith(f"differs: {rows[1]['item_id']} ")
