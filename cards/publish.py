@@ -133,27 +133,39 @@ def read_dataset_dir(directory: str | Path) -> LocalDataset:
 
     A repo with several configs (subsets) gives ``features`` as a mapping config -> Features.
     """
-    import fnmatch
-
-    from conceptforge.cards.validate import _dataset_infos
-
     directory = Path(directory)
     card_path = directory / CARD_NAME
     if not directory.is_dir():
         raise DataNotFoundError(f"{directory} is not a directory")
     if not card_path.is_file() or not any((directory / DATA_DIR).rglob("*.parquet")):
         raise PublishError(f"{directory} is not a complete dataset directory (needs {CARD_NAME} and {DATA_DIR}/*.parquet)")
-    text = card_path.read_text(encoding="utf-8")
+    all_files = sorted(p.relative_to(directory).as_posix() for p in (directory / DATA_DIR).rglob("*.parquet"))
+    metadata, features, splits = dataset_layout(card_path.read_text(encoding="utf-8"), all_files,
+                                                lambda name: pq.read_schema(directory / name), where=str(directory))
+    return LocalDataset(directory, metadata, features, splits, (directory / GRID_NAME).is_file())
+
+
+def dataset_layout(
+    text: str, all_files: list[str], read_schema: Any, *, where: str,
+) -> tuple[DatasetMetadata, Features | dict[str, Features], list[SplitStats]]:
+    """Card spec, features and splits from a card's text and the repo's parquet paths.
+
+    ``read_schema(path)`` gives a shard's Arrow schema: a local file here, a range read on the Hub
+    for ``conceptforge verify`` (which reads a release without downloading all of it).
+    """
+    import fnmatch
+
+    from conceptforge.cards.validate import _dataset_infos
+
     metadata = read_card_spec(text)
     data = parse_card_yaml(text)
     infos = _dataset_infos(data.get("dataset_info"))
     if not infos or any("splits" not in info for info in infos.values()):
-        raise PublishError(f"{card_path} has no dataset_info splits")
+        raise PublishError(f"the card of {where} has no dataset_info splits")
     patterns = {
         (config.get("config_name", "default"), entry["split"]): entry["path"]
         for config in data.get("configs") or [] for entry in config.get("data_files") or []
     }
-    all_files = sorted(p.relative_to(directory).as_posix() for p in (directory / DATA_DIR).rglob("*.parquet"))
     features: dict[str, Features] = {}
     splits = []
     for config, info in infos.items():
@@ -163,14 +175,14 @@ def read_dataset_dir(directory: str | Path) -> LocalDataset:
             # the pattern, and the shard name's own split (split names may contain dashes)
             split_files = [f for f in all_files if fnmatch.fnmatch(f, pattern) and shard_split(f.rsplit("/", 1)[-1]) == name]
             if split_files and config not in features:
-                features[config] = Features.from_arrow_schema(pq.read_schema(directory / split_files[0]))
+                features[config] = Features.from_arrow_schema(read_schema(split_files[0]))
             splits.append(SplitStats(name, int(split_info.get("num_examples", 0)), int(split_info.get("num_bytes", 0)), split_files, config))
     if isinstance(metadata.filter_stats, FilterStats):
         metadata.filter_stats.check()  # counts that do not add up are a filter bug, not a release
     if not features:
-        raise ConceptforgeError(f"{directory}: no parquet file matches the card's configs")
+        raise ConceptforgeError(f"{where}: no parquet file matches the card's configs")
     merged: Features | dict[str, Features] = features["default"] if list(features) == ["default"] else features
-    return LocalDataset(directory, metadata, merged, splits, (directory / GRID_NAME).is_file())
+    return metadata, merged, splits
 
 
 def render_release_card(local: LocalDataset, *, repo_id: str, version: Version, previous: Version | None,

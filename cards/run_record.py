@@ -74,14 +74,17 @@ def write_run_record(directory: str | Path, record: Mapping[str, Any]) -> Path:
 def read_run_record(directory: str | Path) -> dict[str, Any] | None:
     """The record of a dataset directory; None when it has none (made before records existed)."""
     path = Path(directory) / RECORD_NAME
-    if not path.is_file():
-        return None
+    return parse_run_record(path.read_text(encoding="utf-8"), where=str(path)) if path.is_file() else None
+
+
+def parse_run_record(text: str, *, where: str) -> dict[str, Any]:
+    """The record in ``text`` (the contents of ``where``), checked for its format."""
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
+        record = json.loads(text)
     except ValueError as error:
-        raise DataFormatError(f"{path} is not valid JSON ({error})") from None
+        raise DataFormatError(f"{where} is not valid JSON ({error})") from None
     if not isinstance(record, dict) or record.get("format") != RECORD_FORMAT or not isinstance(record.get("configs"), dict):
-        raise DataFormatError(f"{path} is not a conceptforge provenance record of format {RECORD_FORMAT}")
+        raise DataFormatError(f"{where} is not a conceptforge provenance record of format {RECORD_FORMAT}")
     return record
 
 

@@ -20,16 +20,16 @@ import math
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import pyarrow.parquet as pq
 from datasets import Features
 
-from conceptforge.cards.dataset_dir import shard_split, write_parquet_split
-from conceptforge.cards.publish import read_dataset_dir
+from conceptforge.cards.dataset_dir import CARD_NAME, DATA_DIR, SplitStats, shard_split, write_parquet_split
+from conceptforge.cards.publish import dataset_layout
 from conceptforge.cards.release_diff import ID_COLUMN
-from conceptforge.cards.release_source import ReleaseSource
-from conceptforge.cards.run_record import RECORD_NAME, read_run_record, version_differences
+from conceptforge.cards.release_source import ReleaseFiles
+from conceptforge.cards.run_record import RECORD_NAME, parse_run_record, version_differences
 from conceptforge.errors import DataFormatError, InvalidArgumentError
 from conceptforge.loaders.regenerate import Rebuilt, Rule, elide, rebuild_config
 from conceptforge.runner import WORK_DIR, run_stage
@@ -87,16 +87,15 @@ class VerifyReport:
 
 
 # -- choosing items ---------------------------------------------------------------------------------
-def released_keys(directory: Path) -> dict[Key, tuple[Path, int]]:
+def released_keys(files: ReleaseFiles, splits: Sequence[SplitStats]) -> dict[Key, tuple[str, int]]:
     """Every released row's key -> (shard, row index), reading only the ``item_id`` column."""
-    local = read_dataset_dir(directory)
-    found: dict[Key, tuple[Path, int]] = {}
-    for split in local.splits:
+    found: dict[Key, tuple[str, int]] = {}
+    for split in splits:
         for name in split.files:
-            path = local.directory / name
-            ids = pq.read_table(path, columns=[ID_COLUMN]).column(ID_COLUMN).to_pylist()
+            with files.open(name) as handle:
+                ids = pq.read_table(handle, columns=[ID_COLUMN]).column(ID_COLUMN).to_pylist()
             for index, item_id in enumerate(ids):
-                found[Key(split.config, split.name, str(item_id))] = (path, index)
+                found[Key(split.config, split.name, str(item_id))] = (name, index)
     return found
 
 
@@ -199,23 +198,24 @@ def compare_rows(key: Key, released: Mapping[str, Any], regenerated: Mapping[str
 
 
 # -- regenerating -----------------------------------------------------------------------------------
-def _read_rows(locations: Iterable[tuple[Path, int]]) -> list[dict[str, Any]]:
+def _read_rows(files: ReleaseFiles, locations: Sequence[tuple[str, int]]) -> list[dict[str, Any]]:
     """The rows at (shard, index), reading only the row groups that hold them."""
-    by_file: dict[Path, list[int]] = {}
-    for path, index in locations:
-        by_file.setdefault(path, []).append(index)
-    rows: dict[tuple[Path, int], dict[str, Any]] = {}
-    for path, indices in by_file.items():
-        parquet = pq.ParquetFile(path)
-        start = 0
-        for group in range(parquet.num_row_groups):
-            size = parquet.metadata.row_group(group).num_rows
-            wanted = [i for i in indices if start <= i < start + size]
-            if wanted:
-                table = parquet.read_row_group(group)
-                for i in wanted:
-                    rows[(path, i)] = table.slice(i - start, 1).to_pylist()[0]
-            start += size
+    by_file: dict[str, list[int]] = {}
+    for name, index in locations:
+        by_file.setdefault(name, []).append(index)
+    rows: dict[tuple[str, int], dict[str, Any]] = {}
+    for name, indices in by_file.items():
+        with files.open(name) as handle:
+            parquet = pq.ParquetFile(handle)
+            start = 0
+            for group in range(parquet.num_row_groups):
+                size = parquet.metadata.row_group(group).num_rows
+                wanted = [i for i in indices if start <= i < start + size]
+                if wanted:
+                    table = parquet.read_row_group(group)
+                    for i in wanted:
+                        rows[(name, i)] = table.slice(i - start, 1).to_pylist()[0]
+                start += size
     return [rows[location] for location in locations]
 
 
@@ -239,7 +239,7 @@ def regenerate(rebuilt: Rebuilt, keys: Sequence[Key], features: Any, work: Path)
 
 
 def verify_release(
-    source: ReleaseSource,
+    source: ReleaseFiles,
     *,
     sample: int | None = None,
     items: Sequence[str] | None = None,
@@ -248,7 +248,8 @@ def verify_release(
     device: str | None = None,
 ) -> VerifyReport:
     """Regenerate the chosen items of ``source`` and compare them with its rows (module docstring)."""
-    record = read_run_record(source.directory)
+    text = source.read_text(RECORD_NAME)
+    record = parse_run_record(text, where=f"{source.label}/{RECORD_NAME}") if text is not None else None
     if record is None:
         raise DataFormatError(
             f"{source.label} has no {RECORD_NAME}: it was made before releases recorded how to regenerate them "
@@ -258,9 +259,20 @@ def verify_release(
     changed = version_differences(record.get("packages", {}))
     if changed:
         report.warnings.append("installed versions differ from the release's: " + "; ".join(changed))
-    local = read_dataset_dir(source.directory)
-    features = {"default": local.features} if isinstance(local.features, Features) else local.features
-    located = released_keys(source.directory)
+    card = source.read_text(CARD_NAME)
+    if card is None:
+        raise DataFormatError(f"{source.label} has no {CARD_NAME}: not a dataset release")
+    parquet_files = source.parquet_files()
+    if not parquet_files:
+        raise DataFormatError(f"{source.label} has no {DATA_DIR}/*.parquet: not a dataset release")
+
+    def schema(name: str) -> Any:
+        with source.open(name) as handle:
+            return pq.read_schema(handle)
+
+    _, merged, splits = dataset_layout(card, parquet_files, schema, where=source.label)
+    features = {"default": merged} if isinstance(merged, Features) else merged
+    located = released_keys(source, splits)
     chosen = choose(list(located), sample=sample, items=items, config=config)
     report.checked = len(chosen)
     order = list(record["configs"])
@@ -273,14 +285,14 @@ def verify_release(
             rebuilt = rebuild_config(record["generator"], entry, weights=weights or {}, device=device, out=Path(work) / "regenerated")
             report.rules[name] = rebuilt.rule.describe()
             try:
-                _verify_config(rebuilt, entry, keys, located, features[name], report, Path(work))
+                _verify_config(rebuilt, entry, keys, located, features[name], report, Path(work), source)
             finally:
                 rebuilt.close()
     return report
 
 
-def _verify_config(rebuilt: Rebuilt, entry: Mapping[str, Any], keys: list[Key], located: Mapping[Key, tuple[Path, int]],
-                   features: Any, report: VerifyReport, work: Path) -> None:
+def _verify_config(rebuilt: Rebuilt, entry: Mapping[str, Any], keys: list[Key], located: Mapping[Key, tuple[str, int]],
+                   features: Any, report: VerifyReport, work: Path, source: ReleaseFiles) -> None:
     from conceptforge.runner import items_fingerprint
 
     recorded = (entry.get("plan") or {}).get("fingerprint")
@@ -297,7 +309,7 @@ def _verify_config(rebuilt: Rebuilt, entry: Mapping[str, Any], keys: list[Key], 
     if not keys:
         return
     regenerated = regenerate(rebuilt, keys, features, work)
-    released = _read_rows([located[k] for k in keys])
+    released = _read_rows(source, [located[k] for k in keys])
     for key, row in zip(keys, released):
         again = regenerated.get(key)
         if again is None:

@@ -45,14 +45,14 @@ def _weights(values: list[str]) -> dict[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     logging.getLogger("httpx2").setLevel(logging.WARNING)
-    from conceptforge.cards.release_source import resolve_release
+    from conceptforge.cards.release_source import open_release
     from conceptforge.loaders.verify import verify_release
 
     items = [i.strip() for i in args.items.split(",") if i.strip()] if args.items is not None else None
     if items is not None and not items:
         raise InvalidArgumentError("--items needs at least one item id")
     weights = _weights(args.weights)
-    source = resolve_release(args.dataset, revision=args.revision)
+    source = open_release(args.dataset, revision=args.revision)
     report = verify_release(source, sample=args.sample, items=items, config=args.config, weights=weights, device=args.device)
     print("\n".join(report.lines()))
     return 0 if report.ok else 1

@@ -105,5 +105,11 @@ def test_published_tags_verify_and_a_changed_pixel_fails_on_the_hub(binding_rele
     assert "## Changes since v1.0.0\n\n- split `single-object/train`: changed 1 (`train-000003`)\n" in card
     assert f"`conceptforge verify {repo}@v1.1.0 --sample 20`" in card
     assert "## Changes since" not in hub.files(repo, "v1.0.0")["README.md"].decode()
+    before = len(hub.requests)
+    sampled = check(run_script("verify.py", f"{repo}@v1.1.0", "--items", "train-000001,val-000000", env=hub_env), "verify --items")
+    assert "verified: 2 of 2 item(s)" in sampled.stdout
+    # only the rows asked for are read: range requests on the shards, never a whole download of the release
+    reads = [r for r in hub.requests[before:] if r[0] == "GET" and "/resolve/" in r[1] and r[1].endswith(".parquet")]
+    assert reads and all(r[2] == 206 for r in reads)
     missing = run_script("verify.py", f"{repo}@v9.9.9", "--all", env=hub_env)
     assert missing.returncode == 2 and "has no revision 'v9.9.9'" in missing.stderr
