@@ -61,7 +61,11 @@ def test_changes_since_section_and_diff_on_releases_pushed_to_the_hub(binding_re
     repo = "verify-test/binding-diff"
     second = _second_release(binding_release, tmp_path / "second")
     check(run_script("publish.py", binding_release, "--repo-id", repo, "--version", "v1.0.0", env=hub_env), "publish v1.0.0")
+    before = len(hub.requests)
     check(run_script("publish.py", second, "--repo-id", repo, "--version", "v1.1.0", env=hub_env), "publish v1.1.0")
+    # the previous release is read from the Hub only where this one differs: its card and the train shard
+    fetched = sorted(r[1].rsplit("/", 1)[-1] for r in hub.requests[before:] if r[0] == "GET" and "/resolve/" in r[1])
+    assert fetched == ["README.md", "train-00000-of-00001.parquet"]
     card = hub.files(repo, "v1.1.0")["README.md"].decode()
     assert f"## Changes since v1.0.0\n\n- {EXPECTED}\n\n## How to load" in card
     assert "## Changes since" not in hub.files(repo, "v1.0.0")["README.md"].decode()
