@@ -309,31 +309,6 @@ def _network_errors() -> tuple[type[BaseException], ...]:
     return tuple(kinds)
 
 
-def release_changes(directory: Path, repo_id: str, previous: Version, *, api: Any, local: dict[str, Path]) -> list[str]:
-    """The card's "Changes since" lines: rows, features and card settings of ``directory`` against the
-    published ``previous`` release (:mod:`cards.release_diff`).
-
-    Only the previous card and the shards whose content this release does not hold are downloaded
-    (into the Hub cache): a shard with the same sha256 as a local one (``local``: sha256 -> path)
-    is read from disk, so a new version that changes a few rows fetches a few shards.
-    """
-    import tempfile
-
-    from conceptforge.cards.release_diff import changes_lines, diff_dirs
-
-    remote = _remote_files(api, repo_id, str(previous))
-    with tempfile.TemporaryDirectory(prefix="conceptforge-previous-") as folder:
-        for path, entry in remote.items():
-            if path != CARD_NAME and not path.startswith(f"{DATA_DIR}/"):
-                continue
-            target = Path(folder) / path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            same = local.get(entry.lfs.sha256) if entry.lfs is not None else None
-            source = same or api.hf_hub_download(repo_id, path, repo_type=REPO_TYPE, revision=str(previous))
-            target.symlink_to(Path(source).resolve())
-        return changes_lines(diff_dirs(folder, directory, old_label=str(previous), new_label="this release"))
-
-
 def hub_validate_card(card_text: str, *, endpoint: str | None = None) -> None:
     """Ask the Hub to validate the card's metadata (``POST /api/validate-yaml``), before upload.
 
@@ -447,6 +422,8 @@ def publish_dataset(
     # 2. The release as it would be published, validated before anything is sent.
     if previous is not None:  # the card names the previous version and what changed since: render and check it again
         try:
+            from conceptforge.cards.release_diff import release_changes  # late: release_diff reads dataset dirs through this module
+
             changes = release_changes(local.directory, repo_id, previous, api=api,
                                       local={f.sha256: f.source for f in files if f.source is not None})
         except network_errors as error:

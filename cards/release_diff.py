@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import math
 import struct
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
@@ -22,6 +23,7 @@ import pyarrow.parquet as pq
 from datasets import Features
 
 from conceptforge.cards.card import feature_type
+from conceptforge.cards.dataset_dir import CARD_NAME, DATA_DIR
 
 ID_COLUMN = "item_id"
 #: Card fields that change with every release and say nothing about the data.
@@ -203,3 +205,26 @@ def diff_dirs(old: str | Path, new: str | Path, *, old_label: str | None = None,
 def changes_lines(diff: ReleaseDiff, *, max_ids: int = MAX_IDS_SHOWN) -> list[str]:
     """The card's "Changes since" bullet lines: counts per split, then schema and card changes."""
     return diff.summary_lines(max_ids=max_ids)
+
+
+def release_changes(directory: Path, repo_id: str, previous: Any, *, api: Any, local: dict[str, Path]) -> list[str]:
+    """The card's "Changes since" lines: rows, features and card settings of ``directory`` against the
+    published ``previous`` release, for ``publish``.
+
+    Only the previous card and the shards whose content this release does not hold are downloaded
+    (into the Hub cache): a shard with the same sha256 as a local one (``local``: sha256 -> path)
+    is read from disk, so a new version that changes a few rows fetches a few shards.
+    """
+    from conceptforge.cards.publish import REPO_TYPE, _remote_files  # late: publish imports this module
+
+    remote = _remote_files(api, repo_id, str(previous))
+    with tempfile.TemporaryDirectory(prefix="conceptforge-previous-") as folder:
+        for path, entry in remote.items():
+            if path != CARD_NAME and not path.startswith(f"{DATA_DIR}/"):
+                continue
+            target = Path(folder) / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            same = local.get(entry.lfs.sha256) if entry.lfs is not None else None
+            source = same or api.hf_hub_download(repo_id, path, repo_type=REPO_TYPE, revision=str(previous))
+            target.symlink_to(Path(source).resolve())
+        return changes_lines(diff_dirs(folder, directory, old_label=str(previous), new_label="this release"))
