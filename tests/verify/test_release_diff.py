@@ -74,3 +74,10 @@ def test_changes_since_section_and_diff_on_releases_pushed_to_the_hub(binding_re
     # republishing the same version renders the same section: the release is unchanged, not refused
     again = check(run_script("publish.py", second, "--repo-id", repo, "--version", "v1.1.0", env=hub_env), "publish again")
     assert "already published with identical files" in again.stdout
+
+
+def test_diff_bad_input_is_one_error_line(binding_release, tmp_path):
+    done = run_script("diff.py", binding_release, tmp_path / "nowhere")
+    errors = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and len(errors) == 1
+    assert errors[0] == f"error: {tmp_path / 'nowhere'} is neither a local dataset directory nor a Hub id ORG/NAME[@REVISION]"

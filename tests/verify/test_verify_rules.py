@@ -4,6 +4,7 @@ sampling pieces against values worked out by hand."""
 from __future__ import annotations
 
 import io
+import json
 import math
 import shutil
 
@@ -50,6 +51,11 @@ def test_sample_is_deterministic_and_spread_over_splits_and_configs():
 
 
 def test_tiny_sub_release_verifies_with_the_psnr_rule(sub_release, tiny_flux, tmp_path, capsys, hub_offline):
+    record = json.loads((sub_release / "provenance.json").read_text())
+    rebuild = record["configs"]["default"]["rebuild"]
+    assert record["generator"] == "sub" and rebuild["images_per_pair"] == 2 and len(rebuild["pairs"]) == 2
+    assert rebuild["model"]["id"] == f".../{tiny_flux.name}" and rebuild["model"]["revision"].startswith("local-sha256:")
+    assert str(tiny_flux.parent) not in (sub_release / "provenance.json").read_text()  # published: no local folders
     assert main(["verify", str(sub_release), "--all"]) == 2  # the card names a local folder: say which weights
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and error[0].startswith(f"error: missing weights: diffusion model .../{tiny_flux.name} (local-sha256:")
@@ -86,6 +92,10 @@ def test_tiny_sub_release_verifies_with_the_psnr_rule(sub_release, tiny_flux, tm
 
 def test_tiny_conceptbed_release_verifies_with_the_psnr_rule(conceptbed_release, capsys, hub_offline):
     out, sd, learners = conceptbed_release["out"], conceptbed_release["sd"], conceptbed_release["learners"]
+    rebuild = json.loads((out / "provenance.json").read_text())["configs"]["default"]["rebuild"]
+    assert "work_dir" not in rebuild and rebuild["model"]["id"] == f".../{sd.name}"
+    assert list(rebuild["learners"]) == ["beagle"] and rebuild["learners"]["beagle"].startswith("local-sha256:")
+    assert rebuild["captions"]["beagle"][0]["questions"] == ["is there the dog?", "is there a black nose?"]
     assert main(["verify", str(out), "--all", "--weights", f"diffusion={sd}"]) == 2
     assert "missing weights: the learned textual-inversion artifacts of beagle" in capsys.readouterr().err
     assert main(["verify", str(out), "--all", "--weights", f"diffusion={sd}", "--weights", f"learners={learners}"]) == 0
