@@ -91,6 +91,11 @@ class DatasetMetadata:
     bias_risks_limitations: str = ""
     annotations: str = ""
     config_summaries: dict[str, str] = field(default_factory=dict)  # multi-config repos: one line each
+    # The dataset ships a provenance.json (cards.run_record): the card says how to verify it.
+    reproducible: bool = False
+    # Filled in by the publish step (cards.release_diff): what changed since the previous release.
+    changes_since: str | None = None
+    changes: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.license or not self.license.strip():
@@ -358,6 +363,14 @@ def render_card(
         ]
     else:
         lines += ["Not published yet: the publish step records the version here.", ""]
+    if metadata.reproducible:
+        target = f"{metadata.repo_id}@{metadata.version}" if metadata.repo_id and metadata.version else "path/to/this/folder"
+        lines += [f"Check that these files regenerate from their recorded inputs (`provenance.json`): "
+                  f"`conceptforge verify {target} --sample 20` (exit 0: every checked item matches).", ""]
+    if metadata.changes_since:
+        lines += [f"## Changes since {metadata.changes_since}", ""]
+        lines += [f"- {line}" for line in metadata.changes] or ["- No change in rows, features or card settings."]
+        lines.append("")
 
     groups = group_by_config(splits)
     configs = [c for c in groups if c != "default"]

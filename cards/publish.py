@@ -38,6 +38,7 @@ from conceptforge.cards.card import DatasetMetadata, load_line, read_card_spec, 
 from conceptforge.cards.dataset_dir import CARD_NAME, DATA_DIR, GRID_NAME, SCENES_DIR, SplitStats, shard_split
 from conceptforge.cards.filter_stats import FilterStats
 from conceptforge.cards.provenance import redact_secrets
+from conceptforge.cards.run_record import RECORD_NAME
 from conceptforge.cards.validate import dataset_dir_problems, ensure_valid, parse_card_yaml
 from conceptforge.cards.versions import Version, parse_version, previous_version, published_versions
 from conceptforge.errors import ConceptforgeError, DataNotFoundError, HubError, InvalidArgumentError, PublishError
@@ -67,7 +68,8 @@ class LocalDataset:
         """Parquet shards plus side files the release carries (CLEVR scene files under scenes/)."""
         extra = sorted(p.relative_to(self.directory).as_posix() for p in (self.directory / SCENES_DIR).rglob("*")
                        if p.is_file() and not p.name.startswith("."))
-        return sorted(f for split in self.splits for f in split.files) + extra
+        record = [RECORD_NAME] if (self.directory / RECORD_NAME).is_file() else []
+        return sorted(f for split in self.splits for f in split.files) + extra + record
 
 
 @dataclass
@@ -131,27 +133,39 @@ def read_dataset_dir(directory: str | Path) -> LocalDataset:
 
     A repo with several configs (subsets) gives ``features`` as a mapping config -> Features.
     """
-    import fnmatch
-
-    from conceptforge.cards.validate import _dataset_infos
-
     directory = Path(directory)
     card_path = directory / CARD_NAME
     if not directory.is_dir():
         raise DataNotFoundError(f"{directory} is not a directory")
     if not card_path.is_file() or not any((directory / DATA_DIR).rglob("*.parquet")):
         raise PublishError(f"{directory} is not a complete dataset directory (needs {CARD_NAME} and {DATA_DIR}/*.parquet)")
-    text = card_path.read_text(encoding="utf-8")
+    all_files = sorted(p.relative_to(directory).as_posix() for p in (directory / DATA_DIR).rglob("*.parquet"))
+    metadata, features, splits = dataset_layout(card_path.read_text(encoding="utf-8"), all_files,
+                                                lambda name: pq.read_schema(directory / name), where=str(directory))
+    return LocalDataset(directory, metadata, features, splits, (directory / GRID_NAME).is_file())
+
+
+def dataset_layout(
+    text: str, all_files: list[str], read_schema: Any, *, where: str,
+) -> tuple[DatasetMetadata, Features | dict[str, Features], list[SplitStats]]:
+    """Card spec, features and splits from a card's text and the repo's parquet paths.
+
+    ``read_schema(path)`` gives a shard's Arrow schema: a local file here, a range read on the Hub
+    for ``conceptforge verify`` (which reads a release without downloading all of it).
+    """
+    import fnmatch
+
+    from conceptforge.cards.validate import _dataset_infos
+
     metadata = read_card_spec(text)
     data = parse_card_yaml(text)
     infos = _dataset_infos(data.get("dataset_info"))
     if not infos or any("splits" not in info for info in infos.values()):
-        raise PublishError(f"{card_path} has no dataset_info splits")
+        raise PublishError(f"the card of {where} has no dataset_info splits")
     patterns = {
         (config.get("config_name", "default"), entry["split"]): entry["path"]
         for config in data.get("configs") or [] for entry in config.get("data_files") or []
     }
-    all_files = sorted(p.relative_to(directory).as_posix() for p in (directory / DATA_DIR).rglob("*.parquet"))
     features: dict[str, Features] = {}
     splits = []
     for config, info in infos.items():
@@ -161,23 +175,28 @@ def read_dataset_dir(directory: str | Path) -> LocalDataset:
             # the pattern, and the shard name's own split (split names may contain dashes)
             split_files = [f for f in all_files if fnmatch.fnmatch(f, pattern) and shard_split(f.rsplit("/", 1)[-1]) == name]
             if split_files and config not in features:
-                features[config] = Features.from_arrow_schema(pq.read_schema(directory / split_files[0]))
+                features[config] = Features.from_arrow_schema(read_schema(split_files[0]))
             splits.append(SplitStats(name, int(split_info.get("num_examples", 0)), int(split_info.get("num_bytes", 0)), split_files, config))
     if isinstance(metadata.filter_stats, FilterStats):
         metadata.filter_stats.check()  # counts that do not add up are a filter bug, not a release
     if not features:
-        raise ConceptforgeError(f"{directory}: no parquet file matches the card's configs")
+        raise ConceptforgeError(f"{where}: no parquet file matches the card's configs")
     merged: Features | dict[str, Features] = features["default"] if list(features) == ["default"] else features
-    return LocalDataset(directory, metadata, merged, splits, (directory / GRID_NAME).is_file())
+    return metadata, merged, splits
 
 
-def render_release_card(local: LocalDataset, *, repo_id: str, version: Version, previous: Version | None) -> str:
-    """The card as published: the directory's own spec plus repo id, version and previous version."""
+def render_release_card(local: LocalDataset, *, repo_id: str, version: Version, previous: Version | None,
+                        changes: list[str] | None = None) -> str:
+    """The card as published: the directory's own spec plus repo id, version and previous version,
+    and, when ``changes`` is given, the "Changes since <previous>" lines (:mod:`cards.release_diff`)."""
     metadata = DatasetMetadata.from_dict({
         **local.metadata.to_dict(),
         "repo_id": repo_id,
         "version": str(version),
         "previous_version": str(previous) if previous else None,
+        "reproducible": local.metadata.reproducible or (local.directory / RECORD_NAME).is_file(),
+        "changes_since": str(previous) if previous and changes is not None else None,
+        "changes": list(changes or []),
     })
     return render_card(metadata, local.features, local.splits, has_grid=local.has_grid)
 
@@ -215,7 +234,7 @@ def local_files(local: LocalDataset, card_text: str) -> list[LocalFile]:
 
 def _managed(path: str) -> bool:
     """Paths a release owns; anything else in the repo (LICENSE, .gitattributes) is left alone."""
-    return path in (CARD_NAME, GRID_NAME) or path.startswith((f"{DATA_DIR}/", f"{SCENES_DIR}/"))
+    return path in (CARD_NAME, GRID_NAME, RECORD_NAME) or path.startswith((f"{DATA_DIR}/", f"{SCENES_DIR}/"))
 
 
 # -- remote side ------------------------------------------------------------------------------
@@ -401,8 +420,15 @@ def publish_dataset(
     previous = previous_version(wanted, versions)
 
     # 2. The release as it would be published, validated before anything is sent.
-    if previous is not None:  # the card names the previous version: render and check it again
-        card_text = render_release_card(local, repo_id=repo_id, version=wanted, previous=previous)
+    if previous is not None:  # the card names the previous version and what changed since: render and check it again
+        try:
+            from conceptforge.cards.release_diff import release_changes  # late: release_diff reads dataset dirs through this module
+
+            changes = release_changes(local.directory, repo_id, previous, api=api,
+                                      local={f.sha256: f.source for f in files if f.source is not None})
+        except network_errors as error:
+            raise fail(f"reading the previous release {previous} to list the changes", error) from None
+        card_text = render_release_card(local, repo_id=repo_id, version=wanted, previous=previous, changes=changes)
         ensure_valid(dataset_dir_problems(local.directory, card_text, secrets=secrets), "the dataset card")
         card = card_text.encode("utf-8")
         files[0] = LocalFile(CARD_NAME, len(card), *_hash_stream(iter([card]), len(card)), content=card)

@@ -21,6 +21,8 @@ COMMANDS: dict[str, Entry] = {
     "select-candidates": Entry("conceptforge.commands.select_candidates", "SUB: select reference birds and attribute candidates"),
     "train-oracle": Entry("conceptforge.commands.train_oracle", "ConceptBed: fine-tune a concept oracle on reference images"),
     "publish": Entry("conceptforge.commands.publish", "publish a dataset directory to the Hugging Face Hub as a versioned release"),
+    "verify": Entry("conceptforge.commands.verify", "check that a release regenerates from its recorded provenance (local folder or Hub tag)"),
+    "diff": Entry("conceptforge.commands.diff", "what changed between two releases: rows added/removed/changed per split, features, card"),
     "evaluate": Entry("conceptforge.commands.evaluate", "evaluate a model on every task (--model/--tasks) or on one benchmark: sub, binding, conceptbed, compmap"),
     "leaderboard": Entry("conceptforge.commands.leaderboard", "compare models: one table from several `conceptforge evaluate` results files"),
     "annotate": Entry("conceptforge.commands.annotate", "human validation studies: serve, export, apply"),

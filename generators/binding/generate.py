@@ -36,6 +36,7 @@ from conceptforge.assembly import AssemblyOutcome, assemble_once, read_done
 from conceptforge.cards import DatasetMetadata, collect_provenance, render_card
 from conceptforge.cards.dataset_dir import CARD_NAME, GRID_NAME, SplitStats, assemble_config_dir
 from conceptforge.cards.grid import grid_png
+from conceptforge.cards.run_record import config_entry, run_record, write_run_record
 from conceptforge.errors import ConceptforgeError
 from conceptforge.generators.binding.clevr import clevr_scene, clevr_scene_file
 from conceptforge.generators.binding.compositions import DATASETS, SPLITS
@@ -307,12 +308,17 @@ def _card_files(out: str, staging: Path) -> None:
         annotations=ANNOTATIONS,
         config_summaries={name: SUMMARIES[name] for name in names},
         grid_caption="One row per config: rendered samples with their true labels",
+        reproducible=True,
     )
     splits = [s for _, _, stats, *_ in assembled for s in stats]
     features = {config.dataset: binding_features(config.dataset) for config in configs}
     grid = _grid({config.dataset: store for config, *_, store in assembled})
     if grid is not None:
         (staging / GRID_NAME).write_bytes(grid)
+    write_run_record(staging, run_record("binding", {
+        config.dataset: config_entry(store.stored_config(), rebuild={"config": config.to_dict()}, device=device)
+        for config, device, *_, store in assembled
+    }))
     (staging / CARD_NAME).write_text(render_card(metadata, features, splits, has_grid=grid is not None), encoding="utf-8")
 
 

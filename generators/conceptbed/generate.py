@@ -32,7 +32,8 @@ from PIL import Image
 
 from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
 from conceptforge.cards.grid import grid_png, png_bytes
-from conceptforge.cards.provenance import collect_provenance  # copied unchanged from main (issue 3)
+from conceptforge.cards.provenance import collect_provenance, local_fingerprint, resolve_model_revision
+from conceptforge.cards.run_record import config_entry, run_record, write_run_record
 from conceptforge.generators.conceptbed.composition import (
     Caption,
     load_captions,
@@ -359,12 +360,30 @@ class ConceptBedGenerator:
                 },
                 "embed_references": self.options.embed_references,
                 "max_shard_size": self.options.max_shard_size,
+                "rebuild": self.rebuild_record(),
             },
             chunk_size=max(1, largest),  # one concept per chunk: no concept is learned twice
             group=lambda item: self._concept_of[item.item_id].name,
             description="ConceptBed images",
             unit="img",
         )
+
+    def rebuild_record(self) -> dict[str, Any]:
+        """What ``conceptforge verify`` needs to plan and sample these items again (cards.run_record):
+        the learner settings, the concepts and their processed captions (no reference images)."""
+        config = self.options.config
+        return {
+            "learner": config.to_json(),
+            "model": {"id": config.model_id, "revision": resolve_model_revision(config.model_id, config.revision)},
+            "num_images": self.options.num_images,
+            "embed_references": self.options.embed_references,
+            "concepts": [{"name": c.name, "kind": c.kind, "parent": c.parent} for c in self.spec.concepts],
+            "reference_ids": {c.name: [f"{p.parent.name}/{p.name}" for p in c.reference_images[:REFERENCE_COUNT]] for c in self.spec.concepts},
+            "captions": {name: [{"concept": c.concept, "caption": c.caption, "categories": list(c.categories),
+                                 "subject": c.subject, "questions": list(c.questions)} for c in captions]
+                         for name, captions in self.captions.items()},
+            "work_dir": str(self.work),  # read at assembly for the artifacts' fingerprints; not published
+        }
 
     def run(self) -> dict[str, Any]:
         report = run_stage(
@@ -474,6 +493,7 @@ def _grid_png(store: ItemStore) -> bytes | None:
 def assemble_from_store(store: ItemStore, out_dir: Path, args: dict[str, Any]) -> None:
     """The engine's assembler: the two splits, card and grid from a complete store."""
     metadata = DatasetMetadata(**args["metadata"])
+    metadata.reproducible = "rebuild" in args
     grid = _grid_png(store)
     assemble_dataset_dir(
         out_dir,
@@ -486,3 +506,9 @@ def assemble_from_store(store: ItemStore, out_dir: Path, args: dict[str, Any]) -
         grid_png=grid,
         max_shard_size=args["max_shard_size"],
     )
+    if "rebuild" in args:  # what `conceptforge verify` samples the rows again from (cards.run_record)
+        rebuild = {key: value for key, value in args["rebuild"].items() if key != "work_dir"}
+        artifacts = Path(args["rebuild"]["work_dir"]) / "artifacts"
+        rebuild["learners"] = {c["name"]: local_fingerprint(artifacts / c["name"]) if (artifacts / c["name"]).is_dir() else None
+                               for c in rebuild["concepts"]}
+        write_run_record(out_dir, run_record("conceptbed", {"default": config_entry(store.stored_config(), rebuild=rebuild, device="auto")}))

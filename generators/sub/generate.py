@@ -22,7 +22,8 @@ from datasets import ClassLabel, Features, Image as ImageFeature, Value
 from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
 from conceptforge.cards.grid import grid_png, png_bytes
 from conceptforge.errors import ConceptforgeError, InvalidArgumentError
-from conceptforge.cards.provenance import command_line, package_versions
+from conceptforge.cards.provenance import command_line, package_versions, resolve_model_revision
+from conceptforge.cards.run_record import config_entry, run_record, write_run_record
 from conceptforge.runner import WORK_DIR, RunReport, Stage, run_stage
 from conceptforge.store import ItemResult, ItemStore, join
 from conceptforge.cub import display_name
@@ -316,6 +317,7 @@ def assemble_from_store(store: ItemStore, out_dir: Path, args: dict[str, Any]) -
     holds the card metadata, recorded in the store when the run started.
     """
     metadata = DatasetMetadata(**args["metadata"])
+    metadata.reproducible = "rebuild" in args
     first = next(store.records(SPLIT), None)
     if first is not None and first.metadata.get("model_revision"):  # the revision the model resolved to
         metadata.provenance = {**metadata.provenance, "model_revision": first.metadata["model_revision"]}
@@ -326,6 +328,9 @@ def assemble_from_store(store: ItemStore, out_dir: Path, args: dict[str, Any]) -
         render_card=lambda stats: render_card(metadata, FEATURES, stats),
         grid_png=_grid(list(_grid_records(store))),
     )
+    if "rebuild" in args:  # what `conceptforge verify` regenerates the rows from (cards.run_record)
+        entry = config_entry(store.stored_config(), rebuild=args["rebuild"], device=args["rebuild"]["device"])
+        write_run_record(out_dir, run_record("sub", {"default": entry}))
 
 
 def _grid_records(store: ItemStore):
@@ -488,7 +493,11 @@ def generate(
         make_item=make,
         prepare=prepare,
         assembler="conceptforge.generators.sub.generate:assemble_from_store",
-        assembly_args={"metadata": asdict(metadata)},
+        assembly_args={"metadata": asdict(metadata), "rebuild": {
+            "settings": settings.to_config(), "pairs": [asdict(pair) for pair in plan.pairs],
+            "images_per_pair": images_per_pair, "device": device,
+            "model": {"id": settings.model, "revision": resolve_model_revision(settings.model, settings.revision)},
+        }},
         chunk_size=chunk_size,
         description="SUB images",
         unit="img",

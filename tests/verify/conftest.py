@@ -1,0 +1,99 @@
+"""Fixtures for the verify/diff tests: a small binding release, a tiny-model SUB release, and the
+local Hub-compatible server with a client environment."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from pathlib import Path
+
+import pytest
+
+from tests.verify.verify_helpers import SMALL, check, run_script, script_env
+
+
+@pytest.fixture(scope="session")
+def binding_release(tmp_path_factory) -> Path:
+    """One binding config (single-object, demo preset: 4/2/2 scenes) at 64x48, 2 samples."""
+    out = tmp_path_factory.mktemp("verify-binding") / "binding"
+    check(run_script("generate_binding.py", "--dataset", "single-object", "--preset", "demo", "--out", out, *SMALL),
+          "generate_binding.py")
+    return out
+
+
+@pytest.fixture(scope="session")
+def hub(tmp_path_factory):
+    from conceptforge.testing.hub_server import HubServer
+
+    token = "hf_" + secrets.token_hex(16)
+    server = HubServer(tmp_path_factory.mktemp("verify-hub"), token=token).start()
+    server.token = token
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def hub_env(hub, tmp_path_factory) -> dict[str, str]:
+    """A user's environment whose Hub client talks to the local server (online, token set)."""
+    env = script_env(HF_ENDPOINT=hub.url, HF_TOKEN=hub.token, HF_HUB_DISABLE_XET="1",
+                     HF_HOME=str(tmp_path_factory.mktemp("verify-hf-home")))
+    env.pop("HF_HUB_OFFLINE")
+    return env
+
+
+@pytest.fixture(scope="session")
+def tiny_flux(tmp_path_factory) -> Path:
+    from conceptforge.testing.random_flux import build_random_flux_pipeline
+
+    path = tmp_path_factory.mktemp("verify-flux") / "tiny-flux"
+    build_random_flux_pipeline(seed=0).save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def sub_release(tmp_path_factory, tiny_flux) -> Path:
+    """SUB candidates from the tiny FLUX: one bird, two substitutions, two images each."""
+    from tests.pipeline.pipeline_helpers import write_full_mini_cub
+
+    work = tmp_path_factory.mktemp("verify-sub")
+    cub = write_full_mini_cub(work / "cub")
+    spec = work / "candidates.json"
+    spec.write_text(json.dumps({"birds": ["Blue_Jay"], "attributes": ["has_crown_color::yellow", "has_tail_pattern::solid"]}))
+    out = work / "sub-candidates"
+    check(run_script("generate_sub.py", "--cub-dir", cub, "--out", out, "--model", tiny_flux, "--candidate-spec", spec,
+                     "--images-per-pair", 2, "--resolution", 32, "--steps", 2, "--max-sequence-length", 16,
+                     "--device", "cpu", "--license", "cc-by-nc-4.0"), "generate_sub.py")
+    return out
+
+
+@pytest.fixture(scope="session")
+def conceptbed_release(tmp_path_factory) -> dict[str, Path]:
+    """A textual-inversion ConceptBed release from the tiny SD: one concept, 2 concept + 1 composition images."""
+    import numpy as np
+    import torch
+    from PIL import Image
+
+    from conceptforge.generators.conceptbed.generate import ConceptBedGenerator, GenerateOptions
+    from conceptforge.generators.conceptbed.learners import LearnerConfig
+    from conceptforge.generators.conceptbed.spec import load_spec
+    from conceptforge.testing.tiny_conceptbed import build_tiny_sd
+
+    torch.set_num_threads(1)
+    root = tmp_path_factory.mktemp("verify-conceptbed")
+    sd = build_tiny_sd(root / "tiny-sd")
+    images = root / "imagenet" / "train" / "n02088364"
+    images.mkdir(parents=True)
+    for k in range(3):
+        pixels = np.random.default_rng(k).integers(0, 160, size=(40, 40, 3)).astype(np.uint8)
+        Image.fromarray(pixels).save(images / f"n02088364_{k}.JPEG")
+    (root / "imagenet" / "LOC_synset_mapping.txt").write_text("n02088364 beagle\n")
+    captions = root / "captions.jsonl"
+    captions.write_text(json.dumps({"concept": "beagle", "caption": "the dog has a black nose"}) + "\n")
+    spec = root / "spec.json"
+    spec.write_text(json.dumps({"imagenet_root": str(root / "imagenet" / "train"), "concepts": ["beagle"],
+                                "captions": str(captions)}))
+    config = LearnerConfig(learner="textual-inversion", model_id=str(sd), steps=2, num_inference_steps=2, resolution=32)
+    out = root / "out"
+    summary = ConceptBedGenerator(load_spec(spec), GenerateOptions(config=config, out=out, num_images=2)).run()
+    assert summary["assembled"], summary
+    return {"out": out, "sd": sd, "learners": out / ".work"}
