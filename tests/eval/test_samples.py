@@ -50,7 +50,9 @@ def _rescore_equals(out: Path, tmp_path: Path) -> None:
     again = tmp_path / "again.json"
     assert main(["evaluate", "--from-predictions", str(out.with_name(out.stem + ".samples")), "--output", str(again)]) == 0
     assert again.read_text() == out.read_text()  # byte for byte: every metric recomputed from the rows
-    assert again.with_suffix(".md").read_text() == out.with_suffix(".md").read_text()
+    # The reports differ only in where each links its own charts folder.
+    again_md = again.with_suffix(".md").read_text().replace("again.charts", f"{out.stem}.charts")
+    assert again_md == out.with_suffix(".md").read_text()
 
 
 def test_binding_and_sub_samples_and_rescoring(tiny_clip_dir, single_object_dir, sub_dir, fake_cub, tmp_path, capsys):
