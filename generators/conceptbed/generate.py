@@ -58,7 +58,7 @@ from conceptforge.generators.conceptbed.sampling import (
 from conceptforge.generators.conceptbed.concepts import library
 from conceptforge.generators.conceptbed.spec import Concept, ConceptSpec
 from conceptforge.errors import InvalidArgumentError
-from conceptforge.runner import Stage, assemble_run, open_store, plan_chunks, run_stage
+from conceptforge.runner import Stage, assemble_run, check_output, plan_chunks, run_stage
 from conceptforge.store import ItemResult, ItemStore, is_url
 from conceptforge.workitems import ShardSpec, WorkItem, derive_seed
 
@@ -244,11 +244,15 @@ class ConceptBedGenerator:
         self.work = Path(options.work_dir) if options.work_dir else default_work_dir(self.out)
         if self.work.exists() and not self.work.is_dir():
             raise InvalidArgumentError(f"--work-dir {self.work} is a file: pass a folder for the learned concept weights")
-        self.store = open_store(self.out)
+        self.run_dir = check_output(self.out, stage="conceptbed")  # read only: the store is made with the first work
         self.captions = prepare_captions(spec, options.categoriser, options.max_captions)
         self.items = build_items(spec, options.config, self.captions, num_images=options.num_images)
         self._concept_of = {item.item_id: concept for concept in spec.concepts for item in self.items[concept.name]}
         self._pipe: Any = None
+
+    @property
+    def store(self) -> ItemStore:
+        return self.run_dir.store()
 
     # -- paths ----------------------------------------------------------------------------------
     def artifact_dir(self, concept: Concept) -> Path:
@@ -368,8 +372,8 @@ class ConceptBedGenerator:
 
     def run(self) -> dict[str, Any]:
         report = run_stage(
-            self.stage(), self.out, shard=self.options.shard, max_items=self.options.max_items,
-            assemble=self.options.assemble, store=self.store,
+            self.stage(), self.run_dir, shard=self.options.shard, max_items=self.options.max_items,
+            assemble=self.options.assemble,
         )
         self.report = report
         return {
@@ -419,7 +423,7 @@ class ConceptBedGenerator:
 
     def assemble(self) -> Any:
         """Assemble now (idempotent; exactly once across processes)."""
-        return assemble_run(self.out, store=self.store)
+        return assemble_run(self.run_dir, store=self.store)
 
 
 def _references(store: ItemStore, concept: str) -> list[dict[str, Any]]:

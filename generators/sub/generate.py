@@ -23,7 +23,7 @@ from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_car
 from conceptforge.cards.grid import grid_png, png_bytes
 from conceptforge.errors import ConceptforgeError, InvalidArgumentError
 from conceptforge.cards.provenance import command_line, package_versions
-from conceptforge.runner import WORK_DIR, RunReport, Stage, run_stage
+from conceptforge.runner import WORK_DIR, RunDir, RunReport, Stage, run_stage
 from conceptforge.store import ItemResult, ItemStore, join
 from conceptforge.cub import display_name
 from conceptforge.generators.sub.flux_tdg import (
@@ -416,7 +416,7 @@ class RunSummary:
 
 def generate(
     *,
-    out: str | Path,
+    out: str | Path | RunDir,
     plan: PairPlan,
     images_per_pair: int,
     settings: GenerationSettings,
@@ -493,7 +493,8 @@ def generate(
         description="SUB images",
         unit="img",
     )
-    report = run_stage(stage, str(out), shard=shard, max_items=max_items, assemble=assemble_when_complete)
+    report = run_stage(stage, out if isinstance(out, RunDir) else str(out), shard=shard, max_items=max_items,
+                       assemble=assemble_when_complete)
     return RunSummary(
         pairs=len(plan.pairs),
         items=len(items),
