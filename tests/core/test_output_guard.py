@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -198,10 +197,3 @@ def test_a_store_folder_flag_is_named_in_messages(tmp_path):
     with pytest.raises(StoreError, match=r"use a new --work$"):
         run_stage(other, RunDir.open(work, flag="--work", work=str(work)))
 
-
-def test_files_of_the_guard_have_normal_modes(tmp_path):
-    result = subprocess.run(["/bin/sh", "-c", f"umask 022 && exec {sys.executable} {SCRIPT} {tmp_path / 'o'} --count 8"],
-                            env=ENV, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
-    modes = {str(p): stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "o").rglob("*") if p.is_file()}
-    assert set(modes.values()) == {0o644}, modes
