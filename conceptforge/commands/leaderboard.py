@@ -18,6 +18,11 @@ def run(args: argparse.Namespace) -> int:
     from conceptforge.loaders.leaderboard import leaderboard, load_results
     from conceptforge.store import atomic_write_bytes
 
+    if args.output:  # a user's file of that name is never replaced: only a table we wrote
+        from conceptforge.output import claim_files
+
+        claim_files([args.output], ours=lambda _path, head:
+                    [cell.strip() for cell in head.split(b"\n", 1)[0].split(b"|")[1:4]] == [b"model", b"kind", b"revision"])
     table = leaderboard(load_results(args.results), metrics=args.metrics)
     if args.output:
         atomic_write_bytes(args.output, table.encode("utf-8"))

@@ -53,7 +53,8 @@ def wants_tasks(args: argparse.Namespace) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    from conceptforge.loaders.eval_run import RunSettings, default_output, results_markdown, run_tasks, write_results
+    from conceptforge.loaders.eval_run import (RunSettings, claim_results_output, default_output, results_markdown,
+                                               run_tasks, write_results)
     from conceptforge.loaders.model_ref import resolve_model
     from conceptforge.loaders.tasks import format_task_list, select_tasks
 
@@ -66,6 +67,8 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgumentError("--tasks needs --model ID_OR_PATH")
     if args.eval_batch_size < 1:
         raise InvalidArgumentError("--batch-size must be at least 1")
+    if args.eval_output:  # a user's file there (or beside it): refused before the evaluation
+        claim_results_output(args.eval_output)
     selections = select_tasks(args.eval_tasks, datasets=args.eval_datasets, revisions=args.eval_revisions,
                               options=args.eval_options)
     model = resolve_model(args.eval_model, revision=args.eval_model_revision)
