@@ -41,7 +41,7 @@ from conceptforge.generators.binding.clevr import clevr_scene, clevr_scene_file
 from conceptforge.generators.binding.compositions import DATASETS, SPLITS
 from conceptforge.generators.binding.dataset import COLUMN_DOCS, BindingConfig, binding_features, make_item_factory, plan_items
 from conceptforge.processes import init_worker, stop_pool
-from conceptforge.runner import ASSEMBLY_ARGS, WORK_DIR, RunReport, Stage, assemble_run, check_output, run_stage
+from conceptforge.runner import ASSEMBLY_ARGS, WORK_DIR, RunDir, RunReport, Stage, assemble_run, check_output, run_stage
 from conceptforge.store import ItemResult, ItemStore, canonical_json, io_error, is_store, join
 from conceptforge.workitems import ShardSpec
 
@@ -377,7 +377,7 @@ def canonical_command(config: BindingConfig) -> list[str]:
 
 def generate_binding(
     config: BindingConfig,
-    out_dir: str | Path,
+    out_dir: str | Path | RunDir,
     *,
     shard: ShardSpec = ShardSpec(),
     num_workers: int = 1,
