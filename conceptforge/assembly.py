@@ -38,8 +38,9 @@ logger = logging.getLogger(__name__)
 
 LOCK_NAME = "assembly.lock"
 DONE_NAME = "assembled.json"
-#: Written before publishing: the files an interrupted assembly may have left (ours to replace).
-PUBLISHING_NAME = "publishing.json"
+#: Every file the assemblies of this store published (kept apart from ``assembled.json``, which is
+#: removed while an assembly publishes): what a later assembly may replace or remove.
+PUBLISHED_NAME = "published.json"
 DEFAULT_STALE_AFTER = 300.0
 HEARTBEAT = 20.0
 #: Published last: a folder without its card never looks complete.
@@ -142,7 +143,7 @@ def _publish(staging: Path, out: Location, work: Location, owned: set[str]) -> t
     Returns the files and their manifest (size and sha256 of each, hashed from the staging copy).
     """
     files = sorted(str(p.relative_to(staging)) for p in staging.rglob("*") if p.is_file() and not p.name.startswith("."))
-    foreign = [name for name in files if name not in owned and file_digest(out, name) is not None]
+    foreign = [name for name in files if name not in owned and out.exists(name)]
     if foreign:
         raise StoreError(
             f"{out} holds {', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}, which conceptforge did not write; "
@@ -153,7 +154,7 @@ def _publish(staging: Path, out: Location, work: Location, owned: set[str]) -> t
         size, digest = file_digest(Location(str(staging)), name) or (0, "")
         manifest[name] = {"size": size, "sha256": digest}
     # what this assembly may leave behind if it dies half-way: all of it is ours next time
-    work.write(PUBLISHING_NAME, canonical_json({"files": sorted(owned | set(files))}))
+    work.write(PUBLISHED_NAME, canonical_json({"files": sorted(owned | set(files))}))
     ordered = [f for f in files if f not in LAST_FILES] + [f for f in files if f in LAST_FILES]
     for name in sorted(owned):
         if name not in files and name not in LAST_FILES:
@@ -166,13 +167,14 @@ def _publish(staging: Path, out: Location, work: Location, owned: set[str]) -> t
             os.replace(source, target)
         else:
             out.fs.put_file(str(source), out.path(name))
+    work.write(PUBLISHED_NAME, canonical_json({"files": files}))
     return files, manifest
 
 
 def _owned(work: Location, done: dict | None) -> set[str]:
     owned = set((done or {}).get("files", []))
     try:
-        owned |= set(json.loads(work.read(PUBLISHING_NAME)).get("files", []))
+        owned |= set(json.loads(work.read(PUBLISHED_NAME)).get("files", []))
     except (FileNotFoundError, ValueError, AttributeError):
         pass
     return owned
@@ -238,7 +240,6 @@ def assemble_once(
             files, manifest = _publish(staging, out_location, work, owned)
             work.write(DONE_NAME, canonical_json({"fingerprint": fingerprint, "files": files, "manifest": manifest,
                                                   "time": time.time()}))
-            work.remove(PUBLISHING_NAME)
         except OSError as error:
             raise io_error(error, "assemble the dataset in", out) from None
         finally:

@@ -71,8 +71,8 @@ def recorded_stage(work: Location) -> str | None:
     for name, key in ((MADE_BY, "stage"), (RUN_CONFIG_NAME, "stage")):
         try:
             value = json.loads(work.read(name)).get(key)
-        except (FileNotFoundError, ValueError, AttributeError):
-            continue
+        except (FileNotFoundError, NotADirectoryError, ValueError, AttributeError):
+            continue  # nothing there (a path through a file is refused later, when writing)
         except OSError as error:
             raise io_error(error, "read", str(work)) from None
         if value:
@@ -80,7 +80,7 @@ def recorded_stage(work: Location) -> str | None:
     try:
         if json.loads(work.read(_ASSEMBLY_ARGS)).get("repo_assembler"):
             return "binding"
-    except (FileNotFoundError, ValueError, AttributeError):
+    except (FileNotFoundError, NotADirectoryError, ValueError, AttributeError):
         pass
     except OSError as error:
         raise io_error(error, "read", str(work)) from None
