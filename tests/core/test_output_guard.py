@@ -197,3 +197,29 @@ def test_a_store_folder_flag_is_named_in_messages(tmp_path):
     with pytest.raises(StoreError, match=r"use a new --work$"):
         run_stage(other, RunDir.open(work, flag="--work", work=str(work)))
 
+
+
+def test_the_guard_on_an_object_store(s3_server):
+    """The same rules on S3: stage record, create-if-absent settings, manifest check, force."""
+    from conceptforge.commands.status import status_lines
+
+    s3_server.make_bucket("guard-test")
+    url = "s3://guard-test/run"
+    assert run_stage(_stage(16, "sub/candidates"), url).assembled
+    with pytest.raises(StoreError, match="another stage"):
+        check_output(url, stage="binding")
+    fs = s3_server.filesystem()
+    fs.rm_file("guard-test/run/data/test.parquet")
+    with pytest.raises(StoreError, match="data/test.parquet is missing"):
+        run_stage(_stage(16, "sub/candidates"), url)
+    assert "data/test.parquet is missing" in status_lines(url)[-1]
+    assert assemble_run(url, force=True).status == "assembled"
+    assert "sizes and sha256 checked" in status_lines(url)[-1]
+    a, b = ItemStore("s3://guard-test/race/.work"), ItemStore("s3://guard-test/race/.work")
+    a.bind_config({"settings": {"n": 1}})
+    b.bind_config({"settings": {"n": 2}})
+    make = engine_stage.make_factory(None, 0)
+    pairs = [(item, make(item)) for item in engine_stage.items(2)]
+    a.write_chunk(0, pairs)
+    with pytest.raises(StoreError, match="other settings"):
+        b.write_chunk(1, pairs)
