@@ -1,4 +1,4 @@
-"""Issue 24: select-candidates' score cache (--work) is guarded and named by its own flag."""
+"""Issue 24: the SUB filter's --out and select-candidates' score cache (--work) are guarded and named by their flag."""
 
 from __future__ import annotations
 
@@ -34,3 +34,23 @@ def test_other_settings_in_work_are_named_with_work(mini_cub, tiny_vlm, tmp_path
     assert main(_args(mini_cub, tiny_vlm, tmp_path, "--images-per-class", "2", "--work", str(work))) == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert "other settings" in last and last.endswith("use a new --work"), last
+
+
+def test_a_finished_run_of_another_stage_is_refused_as_filter_out(tiny_vlm, mini_cub, candidates_factory, tmp_path, capsys):
+    """Issue 24: a binding repo given as the SUB filter's --out lost its parquet and card (exit 0)."""
+    from conceptforge.runner import check_output, run_stage
+    from tests.core import engine_stage
+
+    repo = tmp_path / "binding"
+    run = check_output(repo, stage="binding")
+    run.record_stage("binding")
+    stage = engine_stage.stage(8)
+    stage.name = "binding/single-object"
+    run_stage(stage, run.child("single-object"))
+    (repo / "README.md").write_text("# binding card\n")  # what the repo assembler would write last
+    before = snapshot(repo)
+    code = main(["filter", "sub", "--candidates", str(candidates_factory(per_pair=1)), "--out", str(repo),
+                 "--cub-dir", str(mini_cub), "--vqa-model", str(tiny_vlm), "--device", "cpu"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err[-1].startswith(f"error: --out {repo} holds a conceptforge run of another stage (binding)"), err
+    assert snapshot(repo) == before
