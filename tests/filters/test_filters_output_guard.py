@@ -38,15 +38,16 @@ def test_other_settings_in_work_are_named_with_work(mini_cub, tiny_vlm, tmp_path
 
 def test_a_finished_run_of_another_stage_is_refused_as_filter_out(tiny_vlm, mini_cub, candidates_factory, tmp_path, capsys):
     """Issue 24: a binding repo given as the SUB filter's --out lost its parquet and card (exit 0)."""
-    from conceptforge.runner import check_output, run_stage
+    from conceptforge.runner import run_stage
+    from conceptforge.store import ItemStore, canonical_json
     from tests.core import engine_stage
 
-    repo = tmp_path / "binding"
-    run = check_output(repo, stage="binding")
-    run.record_stage("binding")
+    repo = tmp_path / "binding"  # laid out as generate binding lays out its repo (as 0.2.0 did too)
+    ItemStore(repo / ".work").location.write(
+        "assembly.json", canonical_json({"repo_assembler": "conceptforge.generators.binding.generate:assemble_repo"}))
     stage = engine_stage.stage(8)
     stage.name = "binding/single-object"
-    run_stage(stage, run.child("single-object"))
+    run_stage(stage, str(repo), store=ItemStore(repo / ".work" / "single-object"))
     (repo / "README.md").write_text("# binding card\n")  # what the repo assembler would write last
     before = snapshot(repo)
     code = main(["filter", "sub", "--candidates", str(candidates_factory(per_pair=1)), "--out", str(repo),
