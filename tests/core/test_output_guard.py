@@ -223,3 +223,15 @@ def test_the_guard_on_an_object_store(s3_server):
     a.write_chunk(0, pairs)
     with pytest.raises(StoreError, match="other settings"):
         b.write_chunk(1, pairs)
+
+
+def test_assemble_of_a_run_with_a_damaged_record_is_one_line(tmp_path):
+    """Issue 24: `conceptforge assemble` on a folder mixed by two stages ended in a KeyError traceback."""
+    import json
+
+    out = tmp_path / "out"
+    run_stage(_stage(8), out, assemble=False)
+    record = out / ".work" / "run.json"
+    record.write_text(json.dumps({k: v for k, v in json.loads(record.read_text()).items() if k != "plan"}))
+    with pytest.raises(StoreError, match="missing or damaged"):
+        assemble_run(out)
