@@ -2,7 +2,8 @@
 
 Reads only (never writes: a read-only folder or bucket works): the store's listing, small JSON
 files and, for an assembled run, the published files, whose sizes and sha256 are checked against
-the assembly's manifest (what is missing or changed is named). The shard count is the one the last processes ran with (``--num-shards`` to ask about another).
+the assembly's manifest (what is missing or changed is named). The shard count is the one the
+last processes ran with (``--num-shards`` to ask about another).
 """
 
 from __future__ import annotations
@@ -40,10 +41,10 @@ def status_lines(out: str, num_shards: int | None = None, *, work: str | None = 
     ``label`` names a run inside a repo of runs in the lines (``OUT [config]``); hints always
     name ``out`` itself, so they run as printed.
     """
-    from conceptforge.assembly import Location, damage_message, read_done, verify_assembled
+    from conceptforge.assembly import damage_message, read_done, verify_assembled
     from conceptforge.errors import DataNotFoundError, InvalidArgumentError
     from conceptforge.output import WORK_DIR
-    from conceptforge.store import ItemStore, is_store, join
+    from conceptforge.store import ItemStore, Location, is_store, join
 
     label = label or out
     work = work or join(out, WORK_DIR)
