@@ -25,7 +25,6 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from conceptforge.progress import tqdm
@@ -33,7 +32,7 @@ from conceptforge.progress import tqdm
 from conceptforge.assembly import AssemblyOutcome, assemble_once
 from conceptforge.errors import DataNotFoundError, InvalidArgumentError, StoreError
 from conceptforge.output import WORK_DIR, RunDir
-from conceptforge.store import ItemResult, ItemStore, canonical_json, io_error, is_store, join
+from conceptforge.store import ItemResult, ItemStore, canonical_json, io_error, join
 from conceptforge.workitems import ShardSpec, WorkItem, check_unique_ids
 
 logger = logging.getLogger(__name__)
