@@ -232,11 +232,18 @@ def run_stage(
     store = run.store()
     chunks = plan_chunks(stage.items, stage.chunk_size, stage.group)
     store.bind_config(run_config(stage, chunks))
-    if stage.assembler:
-        try:
-            store.location.write(ASSEMBLY_ARGS, canonical_json({"assembler": stage.assembler, "args": dict(stage.assembly_args)}))
-        except OSError as error:
-            raise io_error(error, "write to", str(store)) from None
+    # How to assemble is written once the settings are fixed (here, or with this process's first
+    # chunk): a run refused for other settings must not leave its card metadata behind.
+    pending = [canonical_json({"assembler": stage.assembler, "args": dict(stage.assembly_args)})] if stage.assembler else []
+
+    def write_assembly_args() -> None:
+        if pending and store.settings_fixed:
+            try:
+                store.location.write(ASSEMBLY_ARGS, pending.pop())
+            except OSError as error:
+                raise io_error(error, "write to", str(store)) from None
+
+    write_assembly_args()
     damaged = [index for index in store.damaged_chunks() if index < len(chunks)]
     for index in damaged:
         store.drop_chunk(index)
@@ -266,6 +273,7 @@ def run_stage(
             if results is None:  # stopped inside this chunk: nothing of it is kept
                 break
             store.write_chunk(chunk.index, list(zip(chunk.items, results)))
+            write_assembly_args()
             made += len(chunk.items)
     elapsed = time.perf_counter() - start
     if made:

@@ -337,6 +337,11 @@ class ItemStore:
         self._pending_config = wanted
         self._config_written = existing is not None
 
+    @property
+    def settings_fixed(self) -> bool:
+        """Whether this run's settings are recorded (by this process or an earlier one)."""
+        return self._config_written
+
     def stored_config(self) -> dict[str, Any] | None:
         try:
             data = self.location.read(RUN_CONFIG_NAME)

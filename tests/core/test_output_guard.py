@@ -235,3 +235,25 @@ def test_assemble_of_a_run_with_a_damaged_record_is_one_line(tmp_path):
     record.write_text(json.dumps({k: v for k, v in json.loads(record.read_text()).items() if k != "plan"}))
     with pytest.raises(StoreError, match="missing or damaged"):
         assemble_run(out)
+
+
+def test_a_run_refused_for_other_settings_leaves_no_assembly_args(tmp_path):
+    """Of two runs racing, the loser must not replace the winner's card metadata (assembly.json)."""
+    import json
+
+    out = tmp_path / "out"
+    winner, loser = _stage(16), _stage(16)
+    loser.settings = {"count": 16, "steps": 2}
+    loser.assembly_args = {"license": "not the winner's"}
+    store = ItemStore(out / ".work")
+    # the loser checks the settings before the winner fixed them, then the winner writes first
+    original = store.bind_config
+
+    def bind_then_lose(config):
+        original(config)
+        run_stage(winner, out, assemble=False, max_items=8)
+
+    store.bind_config = bind_then_lose
+    with pytest.raises(StoreError, match="other settings"):
+        run_stage(loser, out, store=store, assemble=False)
+    assert json.loads((out / ".work" / "assembly.json").read_text())["args"] == dict(winner.assembly_args)
