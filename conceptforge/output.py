@@ -87,6 +87,16 @@ def recorded_stage(work: Location) -> str | None:
     return None
 
 
+def _store_being_created(work: Location) -> bool:
+    """A ``.work`` folder holding nothing yet but hidden temp/probe files: a store being opened."""
+    try:
+        if work.local:
+            return all(name.startswith(".") for name in os.listdir(work.root))
+        return not work.listdir("")
+    except OSError:
+        return False
+
+
 @dataclass
 class RunDir:
     """One engine run's output location (see the module docstring).
@@ -151,6 +161,8 @@ class RunDir:
         work = Location(join(self.out, WORK_DIR))
         if WORK_DIR in entries and work.exists(OWNER_NAME):
             return
+        if entries == [WORK_DIR] and _store_being_created(work):
+            return  # another process of this run is creating the store right now (shards start together)
         if WORK_DIR in entries and work.exists(RUN_CONFIG_NAME):
             raise StoreError(
                 f"{self.flag} {self.out} holds a run of conceptforge's first store format (one file per item), which this "

@@ -257,3 +257,14 @@ def test_a_run_refused_for_other_settings_leaves_no_assembly_args(tmp_path):
     with pytest.raises(StoreError, match="other settings"):
         run_stage(loser, out, store=store, assemble=False)
     assert json.loads((out / ".work" / "assembly.json").read_text())["args"] == dict(winner.assembly_args)
+
+
+def test_a_store_being_created_by_another_shard_is_not_foreign(tmp_path):
+    """Shards start together: one may list OUT while another has made .work but not owner.json yet."""
+    out = tmp_path / "out"
+    (out / ".work").mkdir(parents=True)
+    (out / ".work" / ".write-probe-1-2").write_bytes(b"")
+    check_output(out)
+    (out / ".work" / "notes.txt").write_text("someone's")
+    with pytest.raises(StoreError, match="not a conceptforge run"):
+        check_output(out)
