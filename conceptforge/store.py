@@ -3,11 +3,14 @@
 Layout under the store root (``OUT/.work``)::
 
     owner.json                      "this folder is a conceptforge run" (written on creation)
-    run.json                        the run's settings and chunk plan; written with the first chunk
+    made_by.json                    the stage that made the run (:mod:`conceptforge.output`)
+    run.json                        the run's settings and chunk plan; created (only if absent)
+                                    with the first chunk
     chunks/c000042.parquet          the items of chunk 42 (id, split, seed, metadata, files)
     chunks/c000042.<size>.<sha>.done   completion marker: the chunk's byte size and sha256
     shards/<n>-<i>.json             what shard i of n did last (for ``conceptforge status``)
-    assembly.lock / assembled.json  see :mod:`conceptforge.assembly`
+    assembly.lock / assembled.json  see :mod:`conceptforge.assembly` (assembled.json: each
+    published.json                  published file's size and sha256; published.json: ours to replace)
 
 Why chunks: 526,000 SUB images as one file per item is a million files in one folder; object
 stores charge per request. A chunk holds many items and is written once, whole; its marker goes
