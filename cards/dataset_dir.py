@@ -19,6 +19,7 @@ import itertools
 import logging
 import re
 import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping
@@ -28,7 +29,8 @@ import pyarrow.parquet as pq
 from datasets import Features, Image as ImageFeature, LargeList, List, Value
 from datasets.features.features import encode_nested_example
 
-from conceptforge.errors import StoreError
+from conceptforge.errors import ConceptforgeError, StoreError
+from conceptforge.output import FOLDER_MARKER, claim_folder, marker_bytes, owned_files
 from conceptforge.store import atomic_write_bytes
 
 logger = logging.getLogger(__name__)
@@ -253,36 +255,69 @@ def assemble_dataset_dir(
     render_card: Callable[[list[SplitStats]], str],
     grid_png: bytes | None = None,
     max_shard_size: int | str = DEFAULT_MAX_SHARD_SIZE,
+    made_by: str | None = None,
+    flag: str = "--out",
 ) -> list[SplitStats]:
     """Write ``out_dir`` as a complete dataset directory.
 
     ``splits`` maps split names (in card order) to callables yielding rows; ``render_card``
-    receives the split statistics and returns the README text. Data is staged in
-    ``out_dir/.staging`` and swapped in; the README goes last.
+    receives the split statistics and returns the README text. Data is staged in a hidden
+    folder beside the data and swapped in; the README goes last.
+
+    ``made_by`` (a user's folder, e.g. ``annotate --apply``): the folder must be absent, empty or
+    marked as written by ``made_by`` (:func:`conceptforge.output.claim_folder`); only the files its
+    marker lists are replaced or removed, and the marker is rewritten last. Without it the folder
+    is a fresh staging folder of the engine (which publishes it with the same rule).
     """
     out_dir = Path(out_dir)
-    staging = out_dir / STAGING_DIR
+    owned = None
+    if made_by is not None:
+        claim_folder(out_dir, made_by=made_by, flag=flag)
+        owned = set(owned_files(out_dir))
     try:
-        if staging.exists():
-            shutil.rmtree(staging)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=STAGING_DIR + "-", dir=out_dir))
         (staging / DATA_DIR).mkdir(parents=True)
     except OSError as error:
         raise StoreError(f"cannot write dataset to {out_dir}: {error.strerror or error}") from None
+    try:
+        return _stage_and_swap(out_dir, staging, splits, features, render_card, grid_png, max_shard_size, owned, made_by)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _stage_and_swap(out_dir: Path, staging: Path, splits, features, render_card, grid_png, max_shard_size,
+                    owned: set[str] | None, made_by: str | None) -> list[SplitStats]:
     all_stats = []
     for split, make_rows in splits.items():
         stats = write_parquet_split(staging / DATA_DIR, split, make_rows(), features, max_shard_size=max_shard_size)
         logger.info("split %s: %d rows in %d shard(s)", split, stats.num_examples, len(stats.files))
         all_stats.append(stats)
     card_text = render_card(all_stats)
+    new_files = [f"{DATA_DIR}/{p.name}" for p in sorted((staging / DATA_DIR).iterdir())] + [CARD_NAME]
+    new_files += [GRID_NAME] if grid_png is not None else []
+    if owned is not None:
+        foreign = [name for name in new_files if name not in owned and (out_dir / name).exists()]
+        if foreign:
+            raise StoreError(f"{out_dir} holds {', '.join(foreign[:3])}, which conceptforge did not write; move it away "
+                             "and rerun (nothing was replaced)")
     # Swap in: first make the directory look incomplete, then replace the data, then finish.
     (out_dir / CARD_NAME).unlink(missing_ok=True)
-    if (out_dir / DATA_DIR).exists():
-        shutil.rmtree(out_dir / DATA_DIR)
-    (staging / DATA_DIR).replace(out_dir / DATA_DIR)
-    shutil.rmtree(staging, ignore_errors=True)
+    if owned is None:
+        if (out_dir / DATA_DIR).exists():
+            shutil.rmtree(out_dir / DATA_DIR)
+        (staging / DATA_DIR).replace(out_dir / DATA_DIR)
+    else:  # only our own files go; a user's file beside them stays
+        for name in sorted(owned - set(new_files)):
+            (out_dir / name).unlink(missing_ok=True)
+        (out_dir / DATA_DIR).mkdir(exist_ok=True)
+        for path in sorted((staging / DATA_DIR).iterdir()):
+            path.replace(out_dir / DATA_DIR / path.name)
     if grid_png is not None:
         atomic_write_bytes(out_dir / GRID_NAME, grid_png)
     atomic_write_bytes(out_dir / CARD_NAME, card_text.encode("utf-8"))
+    if made_by is not None:
+        atomic_write_bytes(out_dir / FOLDER_MARKER, marker_bytes(made_by, new_files))
     return all_stats
 
 

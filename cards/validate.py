@@ -169,7 +169,16 @@ def card_problems(text: str, *, secrets: Iterable[str] = ()) -> list[str]:
     if any(secret in text for secret in secret_list) or _TOKEN_RE.search(text):
         problems.append("the card contains an access token; it must never be published")
     problems += _bibtex_problems(text)
+    local = _LOCAL_PATH_RE.search(text)
+    if local:
+        problems.append(f"the card holds a local path ({local.group(1)}): it names a user's folders and means nothing "
+                        "on the Hub; write the folder's name instead (conceptforge's own cards elide paths to .../NAME)")
     return problems
+
+
+#: An absolute path of this machine in a card's text (/home/me/x, /tmp/y/z): a "/" not preceded by
+#: a word character, a dot or ":" (relative paths, URLs, ".../name" and "yes/no" do not match).
+_LOCAL_PATH_RE = re.compile(r"(?<![\w.:/~-])(/(?:[\w.+@-]+/)+[\w.+@-]+)")
 
 
 def _dataset_infos(info: Any) -> dict[str, Any]:

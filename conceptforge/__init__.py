@@ -1,7 +1,7 @@
 """conceptforge: generate, filter, publish and evaluate concept-learning benchmarks.
 
 This package holds the core every stage shares (errors by kind, logging and the progress switch,
-work items, the item store, the run engine, the CUB reader, the command line ``conceptforge``).
+work items, the item store, the output guard, the run engine, the CUB reader, the command line ``conceptforge``).
 Every logger hangs under the one root ``conceptforge``. The stages are its sub-packages, kept in the
 repository's top-level folders of the design card and installed under this one namespace:
 ``conceptforge.generators``, ``conceptforge.filters``, ``conceptforge.cards`` and
@@ -12,6 +12,7 @@ from conceptforge.errors import ConceptforgeError
 from conceptforge.progress import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
 from conceptforge.workitems import WorkItem, derive_seed, ShardSpec, resolve_shard, select_shard
 from conceptforge.store import ItemStore, ItemResult
+from conceptforge.output import RunDir
 from conceptforge.runner import Stage, RunReport, run_stage, run_work_items, assemble_run
 
 __version__ = "0.2.0"
@@ -28,6 +29,7 @@ __all__ = [
     "select_shard",
     "ItemStore",
     "ItemResult",
+    "RunDir",
     "run_work_items",
     "Stage",
     "RunReport",

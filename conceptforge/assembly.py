@@ -9,11 +9,15 @@ it works; a lock not refreshed for ``stale_after`` seconds belongs to a dead pro
 taken over. ``conceptforge assemble OUT`` runs the same step explicitly and is idempotent.
 
 The dataset is first written to a staging folder, then published: data files first, the card
-(README.md) last, and only files this project wrote are ever replaced or removed.
+(README.md) last, and only files this project wrote are ever replaced or removed. ``assembled.json``
+records each published file's size and sha256 (its manifest): a rerun, ``conceptforge assemble``
+and ``conceptforge status`` check them and name what is missing or changed; ``assemble --force``
+rebuilds the files from the store.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -27,13 +31,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import StoreError
 from conceptforge.store import ItemStore, Location, canonical_json, io_error
 
 logger = logging.getLogger(__name__)
 
 LOCK_NAME = "assembly.lock"
 DONE_NAME = "assembled.json"
+#: Every file the assemblies of this store published (kept apart from ``assembled.json``, which is
+#: removed while an assembly publishes): what a later assembly may replace or remove.
+PUBLISHED_NAME = "published.json"
 DEFAULT_STALE_AFTER = 300.0
 HEARTBEAT = 20.0
 #: Published last: a folder without its card never looks complete.
@@ -90,11 +97,66 @@ def read_done(location: Location) -> dict | None:
         return None
 
 
-def _publish(staging: Path, out: Location, previous: list[str]) -> list[str]:
-    """Copy the staged dataset into ``out``; remove files of the previous assembly that are gone."""
+def file_digest(location: Location, name: str) -> tuple[int, str] | None:
+    """Size and sha256 of ``name`` in ``location`` (streamed), or None if it is absent."""
+    digest, size = hashlib.sha256(), 0
+    try:
+        if location.local:
+            handle = open(location.path(name), "rb")
+        else:
+            handle = location.fs.open(location.path(name), "rb")
+        with handle:
+            while block := handle.read(1 << 20):
+                digest.update(block)
+                size += len(block)
+    except (FileNotFoundError, IsADirectoryError):
+        return None
+    return size, digest.hexdigest()
+
+
+def verify_assembled(out: Location, done: dict) -> list[str]:
+    """What is missing or changed among the files an assembly published (its manifest).
+
+    An assembly made before manifests were recorded has none: nothing to check, nothing said.
+    """
+    problems = []
+    for name, entry in sorted((done.get("manifest") or {}).items()):
+        found = file_digest(out, name)
+        if found is None:
+            problems.append(f"{name} is missing")
+        elif found != (entry.get("size"), entry.get("sha256")):
+            problems.append(f"{name} was changed")
+    return problems
+
+
+def damage_message(out: str, problems: list[str]) -> str:
+    shown = "; ".join(problems[:4]) + (f"; and {len(problems) - 4} more" if len(problems) > 4 else "")
+    return (f"{out} was assembled, but {len(problems)} of its files no longer match: {shown}; "
+            f"`conceptforge assemble {out} --force` rebuilds it from the store")
+
+
+def _publish(staging: Path, out: Location, work: Location, owned: set[str]) -> tuple[list[str], dict[str, dict]]:
+    """Copy the staged dataset into ``out``; remove files of the previous assembly that are gone.
+
+    ``owned`` are the files earlier assemblies published: only those may be replaced or removed.
+    A file of the same name that someone else put there is refused before anything is written.
+    Returns the files and their manifest (size and sha256 of each, hashed from the staging copy).
+    """
     files = sorted(str(p.relative_to(staging)) for p in staging.rglob("*") if p.is_file() and not p.name.startswith("."))
+    foreign = [name for name in files if name not in owned and out.exists(name)]
+    if foreign:
+        raise StoreError(
+            f"{out} holds {', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}, which conceptforge did not write; "
+            "move it away, then rerun `conceptforge assemble` (nothing was replaced)"
+        )
+    manifest = {}
+    for name in files:
+        size, digest = file_digest(Location(str(staging)), name) or (0, "")
+        manifest[name] = {"size": size, "sha256": digest}
+    # what this assembly may leave behind if it dies half-way: all of it is ours next time
+    work.write(PUBLISHED_NAME, canonical_json({"files": sorted(owned | set(files))}))
     ordered = [f for f in files if f not in LAST_FILES] + [f for f in files if f in LAST_FILES]
-    for name in previous:
+    for name in sorted(owned):
         if name not in files and name not in LAST_FILES:
             out.remove(name)
     for name in ordered:
@@ -105,7 +167,25 @@ def _publish(staging: Path, out: Location, previous: list[str]) -> list[str]:
             os.replace(source, target)
         else:
             out.fs.put_file(str(source), out.path(name))
-    return files
+    work.write(PUBLISHED_NAME, canonical_json({"files": files}))
+    return files, manifest
+
+
+def _owned(work: Location, done: dict | None) -> set[str]:
+    owned = set((done or {}).get("files", []))
+    try:
+        owned |= set(json.loads(work.read(PUBLISHED_NAME)).get("files", []))
+    except (FileNotFoundError, ValueError, AttributeError):
+        pass
+    return owned
+
+
+def _already(out: str, out_location: Location, done: dict) -> AssemblyOutcome:
+    """An earlier assembly of the same work: reported if its files are intact, refused if not."""
+    problems = verify_assembled(out_location, done)
+    if problems:
+        raise StoreError(damage_message(out, problems))
+    return AssemblyOutcome("already", f"{out} was already assembled ({len(done.get('files', []))} files)", done.get("files", []))
 
 
 def assemble_once(
@@ -130,7 +210,7 @@ def assemble_once(
     while True:
         done = read_done(work)
         if done and done.get("fingerprint") == fingerprint and not force:
-            return AssemblyOutcome("already", f"{out} was already assembled ({len(done.get('files', []))} files)", done.get("files", []))
+            return _already(out, out_location, done)
         token = _take_lock(work, stale_after)
         if token is not None:
             break
@@ -146,7 +226,7 @@ def assemble_once(
     try:
         done = read_done(work)
         if done and done.get("fingerprint") == fingerprint and not force:
-            return AssemblyOutcome("already", f"{out} was already assembled ({len(done.get('files', []))} files)", done.get("files", []))
+            return _already(out, out_location, done)
         if out_location.local:
             parent = Path(work.path(""))
             parent.mkdir(parents=True, exist_ok=True)
@@ -155,10 +235,11 @@ def assemble_once(
             staging = Path(tempfile.mkdtemp(prefix="conceptforge-staging-"))
         try:
             build(staging)
-            previous = (done or {}).get("files", [])
+            owned = _owned(work, done)
             work.remove(DONE_NAME)
-            files = _publish(staging, out_location, previous)
-            work.write(DONE_NAME, canonical_json({"fingerprint": fingerprint, "files": files, "time": time.time()}))
+            files, manifest = _publish(staging, out_location, work, owned)
+            work.write(DONE_NAME, canonical_json({"fingerprint": fingerprint, "files": files, "manifest": manifest,
+                                                  "time": time.time()}))
         except OSError as error:
             raise io_error(error, "assemble the dataset in", out) from None
         finally:

@@ -3,7 +3,8 @@
 Why one: reports (evaluation tables, annotation exports, CompMap results) are read by people and
 by later runs, so they must all be whole files (written atomically, never half-written by a
 killed run), valid JSON (NaN, which ``json`` would write as a bare ``NaN``, becomes ``null``) and
-laid out the same way. Bytes go through :func:`conceptforge.store.atomic_write_bytes`.
+laid out the same way. Bytes go through :func:`conceptforge.store.atomic_write_bytes`. Folders
+are replaced only when the output guard (:mod:`conceptforge.output`) says they are ours.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from conceptforge.store import atomic_write_bytes
+from conceptforge.output import FOLDER_MARKER, claim_folder, marker_bytes, normal_mode
+from conceptforge.store import atomic_write_bytes, io_error
 
 
 def _json_safe(value: Any) -> Any:
@@ -42,21 +44,41 @@ def write_json(path: str | Path, payload: Any, *, sort_keys: bool = False) -> Pa
     return path
 
 
-def write_directory_atomically(directory: str | Path, write: Callable[[Path], None]) -> Path:
-    """Call ``write(tmpdir)`` on a fresh folder beside ``directory``, then rename it into place.
+def write_directory_atomically(directory: str | Path, write: Callable[[Path], None], *, made_by: str,
+                               flag: str = "--out") -> Path:
+    """Call ``write(tmpdir)`` on a fresh folder beside ``directory``, then swap it into place.
 
     For saved models and artifacts (``save_pretrained`` writes many files): a killed run leaves
-    either the previous folder or the complete new one, never a mix; a leftover is replaced.
+    either the previous folder or the complete new one, never a mix. Only a folder that is
+    absent, empty or marked as written by ``made_by`` (:func:`conceptforge.output.claim_folder`)
+    is replaced; anything else is refused before ``write`` runs, so no training is wasted and no
+    file of the user's is lost. The folder and its files get the modes a plain ``mkdir``/``open``
+    would give (``mkdtemp`` makes 0700).
     """
-    directory = Path(directory)
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", suffix=".tmp", dir=directory.parent))
+    directory = claim_folder(directory, made_by=made_by, flag=flag)
+    try:
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", suffix=".tmp", dir=directory.parent))
+    except OSError as error:
+        raise io_error(error, "write to", str(directory), flag=flag) from None
+    old = None
     try:
         write(tmp)
+        files = sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file())
+        (tmp / FOLDER_MARKER).write_bytes(marker_bytes(made_by, files))
+        for path in [tmp, *tmp.rglob("*")]:
+            normal_mode(path, directory=path.is_dir())
+        claim_folder(directory, made_by=made_by, flag=flag)  # still ours after the work
         if directory.exists():
-            shutil.rmtree(directory)
+            old = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", suffix=".old", dir=directory.parent))
+            os.replace(directory, old / "previous")
         os.replace(tmp, directory)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        if old is not None and (old / "previous").exists() and not directory.exists():
+            os.replace(old / "previous", directory)  # put the previous folder back
         raise
+    finally:
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
     return directory

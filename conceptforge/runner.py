@@ -25,19 +25,18 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from conceptforge.progress import tqdm
 
 from conceptforge.assembly import AssemblyOutcome, assemble_once
-from conceptforge.errors import InvalidArgumentError, StoreError
-from conceptforge.store import ItemResult, ItemStore, Location, canonical_json, io_error, is_url, join
+from conceptforge.errors import DataNotFoundError, InvalidArgumentError, StoreError
+from conceptforge.output import WORK_DIR, RunDir
+from conceptforge.store import ItemResult, ItemStore, canonical_json, io_error, join
 from conceptforge.workitems import ShardSpec, WorkItem, check_unique_ids
 
 logger = logging.getLogger(__name__)
 
-WORK_DIR = ".work"
 ASSEMBLY_ARGS = "assembly.json"
 DEFAULT_CHUNK_SIZE = 16
 
@@ -125,53 +124,16 @@ def run_config(stage: Stage, chunks: Sequence[Chunk] | None = None) -> dict[str,
     }
 
 
-# -- the output folder ---------------------------------------------------------------------------
-def check_output(out: str | os.PathLike[str], *, run_children: Sequence[str] = ()) -> None:
-    """Refuse an existing, non-empty output that is not one of our runs (never touch its files).
-
-    ``run_children`` names sub-folders that may each hold one of our runs (the binding command
-    writes one dataset per sub-folder of its ``--out``).
-    """
-    out_text = str(out)
-    location = Location(out_text)
-    try:
-        if location.local:
-            path = Path(location.root)
-            if path.exists() and not path.is_dir():
-                raise InvalidArgumentError(f"--out {out_text} is a file; choose a folder")
-            entries = [p.name for p in path.iterdir()] if path.is_dir() else []
-        else:
-            entries = list(location.listdir(""))
-            location.refresh()
-            try:
-                entries += [e.rstrip("/").rsplit("/", 1)[-1] for e in location.fs.ls(location.root, detail=False)]
-            except FileNotFoundError:
-                pass
-    except OSError as error:
-        raise io_error(error, "read", out_text) from None
-    if not entries:
-        return
-    if WORK_DIR in entries and Location(join(out_text, WORK_DIR)).exists("owner.json"):
-        return
-    if WORK_DIR in entries and Location(join(out_text, WORK_DIR)).exists("run.json"):
-        raise StoreError(
-            f"--out {out_text} holds a run of conceptforge's first store format (one file per item), which this version "
-            "cannot resume; choose a new --out"
-        )
-    if run_children and all(entry in run_children for entry in entries):
-        for entry in entries:
-            check_output(join(out_text, entry))
-        return
-    shown = ", ".join(sorted(entries)[:3]) + (", ..." if len(entries) > 3 else "")
-    raise StoreError(
-        f"--out {out_text} already holds files that are not a conceptforge run ({shown}); choose an empty or new folder"
-    )
+# -- the output folder ----------------------------------------------------------------------------
+def check_output(out: str | os.PathLike[str] | RunDir, *, stage: str | None = None, flag: str = "--out") -> RunDir:
+    """Refuse an existing, non-empty output that is not one of our runs (never touch its files),
+    or, with ``stage``, a run of another stage; returns the :class:`RunDir` to pass on."""
+    return RunDir.open(out, stage=stage, flag=flag)
 
 
-def open_store(out: str | os.PathLike[str]) -> ItemStore:
+def open_store(out: str | os.PathLike[str] | RunDir) -> ItemStore:
     """The store of the run in ``out`` (``out/.work``), after checking ``out`` is ours or empty."""
-    check_output(out)
-    return ItemStore(join(out, WORK_DIR))
+    return RunDir.open(out).store()
 
 
 # -- running ------------------------------------------------------------------------------------
@@ -254,23 +216,39 @@ def run_stage(
     ``max_items`` stops after that many new items; a chunk it cuts short is not written (the
     way a killed process leaves it), which is how tests and benchmarks interrupt a run.
     """
-    out = str(out)
+    if isinstance(out, RunDir):
+        run = out
+    elif store is not None:  # the caller opened (and vouches for) the store
+        run = RunDir(str(out), store.location.url)
+    else:
+        run = RunDir.open(out)
+    if store is not None:
+        run._store = store
+    out = str(run)
     check_unique_ids(stage.items)
-    store = store or open_store(out)
+    if not stage.items:  # refused before anything is written: an empty run would fix settings for nothing
+        raise InvalidArgumentError(f"{stage.name}: the plan has no items to make (check the counts you asked for)")
+    run.record_stage(stage.name)
+    store = run.store()
     chunks = plan_chunks(stage.items, stage.chunk_size, stage.group)
     store.bind_config(run_config(stage, chunks))
-    if stage.assembler:
-        try:
-            store.location.write(ASSEMBLY_ARGS, canonical_json({"assembler": stage.assembler, "args": dict(stage.assembly_args)}))
-        except OSError as error:
-            raise io_error(error, "write to", str(store)) from None
+    # How to assemble is written once the settings are fixed (here, or with this process's first
+    # chunk): a run refused for other settings must not leave its card metadata behind.
+    pending = [canonical_json({"assembler": stage.assembler, "args": dict(stage.assembly_args)})] if stage.assembler else []
+
+    def write_assembly_args() -> None:
+        if pending and store.settings_fixed:
+            try:
+                store.location.write(ASSEMBLY_ARGS, pending.pop())
+            except OSError as error:
+                raise io_error(error, "write to", str(store)) from None
+
+    write_assembly_args()
     damaged = [index for index in store.damaged_chunks() if index < len(chunks)]
     for index in damaged:
         store.drop_chunk(index)
     if damaged:
         logger.warning("%d damaged chunk(s) (%d items) found in %s: making them again", len(damaged), sum(len(chunks[i].items) for i in damaged), store)
-    if not chunks:  # nothing to make: the (empty) run is complete, its settings fixed now
-        store._ensure_config_written()
     done = store.chunk_states()
     mine = shard_chunks(chunks, shard)
     todo = [chunk for chunk in mine if chunk.index not in done]
@@ -295,6 +273,7 @@ def run_stage(
             if results is None:  # stopped inside this chunk: nothing of it is kept
                 break
             store.write_chunk(chunk.index, list(zip(chunk.items, results)))
+            write_assembly_args()
             made += len(chunk.items)
     elapsed = time.perf_counter() - start
     if made:
@@ -341,9 +320,9 @@ def run_work_items(
     return report.as_counts()
 
 
-def out_of_store(store: ItemStore) -> str:
-    url = store.location.url.rstrip("/")
-    return url.rsplit("/", 1)[0] if is_url(url) else str(Path(url).parent)
+def out_of_store(store: ItemStore) -> RunDir:
+    """The run around a store the caller opened (kept for callers; prefer passing a RunDir)."""
+    return RunDir.of_store(store)
 
 
 # -- assembly from the store alone ---------------------------------------------------------------
@@ -355,31 +334,36 @@ def resolve_assembler(dotted: str) -> Callable[..., None]:
         raise InvalidArgumentError(f"cannot load the assembler {dotted!r} of this run: {error}") from None
 
 
-def assemble_run(out: str | os.PathLike[str], *, store: ItemStore | None = None, force: bool = False, wait: float = 600.0) -> AssemblyOutcome:
+def assemble_run(out: str | os.PathLike[str] | RunDir, *, store: ItemStore | None = None, force: bool = False,
+                 wait: float = 600.0) -> AssemblyOutcome:
     """Assemble the run in ``out`` from its store, once (see :func:`assemble_once`)."""
-    out = str(out)
     if store is None:
-        store = ItemStore(join(out, WORK_DIR))
+        run = out if isinstance(out, RunDir) else RunDir(str(out), join(str(out), WORK_DIR))
+        if run.existing_store() is None:  # never create a store in a mistyped folder
+            raise DataNotFoundError(f"{run} is not a conceptforge run (no {WORK_DIR}/owner.json); check the path")
+        store = run.store()
         repo = _repo_assembler(store)
         if repo is not None:  # a folder of several runs (e.g. one Hub repo with a config per run)
-            return resolve_assembler(repo)(out, force=force, wait=wait)
+            return resolve_assembler(repo)(str(run), force=force, wait=wait)
+    out = str(out)
     config = store.stored_config()
     if config is None:
         raise StoreError(f"{out} has no finished work yet: run the stage first")
     try:
         spec = json.loads(store.location.read(ASSEMBLY_ARGS))
-    except (FileNotFoundError, ValueError):
-        raise StoreError(f"{out} does not say how to assemble it (no {WORK_DIR}/{ASSEMBLY_ARGS}); rerun the stage") from None
-    plan = config["plan"]
+        assembler, args = spec["assembler"], spec["args"]
+        expected = len(plan_chunks_count(config))
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        raise StoreError(f"{out} does not say how to assemble it ({WORK_DIR}/{ASSEMBLY_ARGS} or run.json is missing or "
+                         "damaged); rerun the stage") from None
     done = store.chunk_states()
-    expected = len(plan_chunks_count(config))
     if len(done) < expected:
         raise StoreError(
             f"{out}: {expected - len(done)} of {expected} chunks are still missing; finish every shard first (`conceptforge status {out}`)"
         )
-    function = resolve_assembler(spec["assembler"])
+    function = resolve_assembler(assembler)
     fingerprint = hashlib.sha256(canonical_json({"config": config, "assembly": spec})).hexdigest()
-    return assemble_once(out, store, lambda staging: function(store, staging, spec["args"]), fingerprint=fingerprint, force=force, wait=wait)
+    return assemble_once(out, store, lambda staging: function(store, staging, args), fingerprint=fingerprint, force=force, wait=wait)
 
 
 def _repo_assembler(store: ItemStore) -> str | None:

@@ -3,11 +3,14 @@
 Layout under the store root (``OUT/.work``)::
 
     owner.json                      "this folder is a conceptforge run" (written on creation)
-    run.json                        the run's settings and chunk plan; written with the first chunk
+    made_by.json                    the stage that made the run (:mod:`conceptforge.output`)
+    run.json                        the run's settings and chunk plan; created (only if absent)
+                                    with the first chunk
     chunks/c000042.parquet          the items of chunk 42 (id, split, seed, metadata, files)
     chunks/c000042.<size>.<sha>.done   completion marker: the chunk's byte size and sha256
     shards/<n>-<i>.json             what shard i of n did last (for ``conceptforge status``)
-    assembly.lock / assembled.json  see :mod:`conceptforge.assembly`
+    assembly.lock / assembled.json  see :mod:`conceptforge.assembly` (assembled.json: each
+    published.json                  published file's size and sha256; published.json: ours to replace)
 
 Why chunks: 526,000 SUB images as one file per item is a million files in one folder; object
 stores charge per request. A chunk holds many items and is written once, whole; its marker goes
@@ -88,15 +91,15 @@ def canonical_json(value: Any) -> bytes:
     return (json.dumps(value, sort_keys=True, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
 
 
-def io_error(error: OSError, action: str, where: str) -> ConceptforgeError:
+def io_error(error: OSError, action: str, where: str, *, flag: str = "--out") -> ConceptforgeError:
     """One line for an I/O failure (full disk, permissions, network), with what to do."""
     reason = error.strerror or str(error) or type(error).__name__
     hint = {
-        errno.ENOSPC: "free some space or choose another --out, then rerun the same command to resume",
-        errno.EDQUOT: "free some quota or choose another --out, then rerun the same command to resume",
-        errno.EFBIG: "the file system refused the file size; choose another --out",
-        errno.EACCES: "choose a writable --out",
-        errno.EROFS: "choose a writable --out",
+        errno.ENOSPC: f"free some space or choose another {flag}, then rerun the same command to resume",
+        errno.EDQUOT: f"free some quota or choose another {flag}, then rerun the same command to resume",
+        errno.EFBIG: f"the file system refused the file size; choose another {flag}",
+        errno.EACCES: f"choose a writable {flag}",
+        errno.EROFS: f"choose a writable {flag}",
     }.get(error.errno or -1, "check the output location, then rerun the same command to resume")
     return StoreError(f"cannot {action} {where}: {reason}; {hint}")
 
@@ -156,15 +159,31 @@ class Location:
     def create(self, name: str, data: bytes) -> bool:
         """Write ``name`` only if it does not exist yet; True if this call created it."""
         if self.local:
+            # Whole, then linked: a reader never sees the file half-written, and link() fails if
+            # the name exists (atomic create-if-absent); O_EXCL where hard links are not supported.
             target = Path(self.path(name))
             target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
             try:
-                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-            except FileExistsError:
-                return False
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-            return True
+                os.fchmod(fd, 0o666 & ~_umask())
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
+                try:
+                    os.link(tmp, target)
+                except FileExistsError:
+                    return False
+                except OSError as error:
+                    if error.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
+                        raise
+                    try:
+                        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+                    except FileExistsError:
+                        return False
+                    with os.fdopen(fd, "wb") as handle:
+                        handle.write(data)
+                return True
+            finally:
+                Path(tmp).unlink(missing_ok=True)
         try:
             self.fs.pipe_file(self.path(name), data, mode="create")
         except FileExistsError:
@@ -278,11 +297,16 @@ def decode_chunk(data: bytes) -> Iterator[StoredItem]:
 class ItemStore:
     """Chunks of completed work items under one root (see the module docstring)."""
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, create: bool = True, flag: str = "--out") -> None:
+        """``create=False`` opens an existing store read only (``conceptforge status``): nothing
+        is created or probed, so a read-only folder or bucket can be inspected."""
         self.location = Location(root)
         self.root = Path(self.location.root) if self.location.local else self.location.url
         self._pending_config: dict[str, Any] | None = None
         self._config_written = False
+        self.flag = flag  # the option that named this location, for messages (--out, --work)
+        if not create:
+            return
         try:
             if self.location.local:
                 Path(self.location.root).mkdir(parents=True, exist_ok=True)
@@ -293,7 +317,7 @@ class ItemStore:
             if not self.location.exists(OWNER_NAME):
                 self.location.write(OWNER_NAME, canonical_json({"kind": "conceptforge item store", "format": 2}))
         except OSError as error:
-            raise io_error(error, "write to output location", str(root)) from None
+            raise io_error(error, "write to output location", str(root), flag=flag) from None
 
     def __str__(self) -> str:
         return self.location.url
@@ -311,10 +335,15 @@ class ItemStore:
             differences = _readable(_differences(existing, wanted))
             raise StoreError(
                 f"{self.location} holds a run made with other settings (differs in: {', '.join(differences)}); "
-                "resume with the same settings or use a new --out"
+                f"resume with the same settings or use a new {self.flag}"
             )
         self._pending_config = wanted
         self._config_written = existing is not None
+
+    @property
+    def settings_fixed(self) -> bool:
+        """Whether this run's settings are recorded (by this process or an earlier one)."""
+        return self._config_written
 
     def stored_config(self) -> dict[str, Any] | None:
         try:
@@ -324,7 +353,7 @@ class ItemStore:
         try:
             return json.loads(data)
         except ValueError:
-            raise StoreError(f"{self.location}/{RUN_CONFIG_NAME} is damaged; use a new --out") from None
+            raise StoreError(f"{self.location}/{RUN_CONFIG_NAME} is damaged; use a new {self.flag}") from None
 
     def read_config(self) -> dict[str, Any]:
         config = self.stored_config()
@@ -333,9 +362,14 @@ class ItemStore:
         return config
 
     def _ensure_config_written(self) -> None:
-        if not self._config_written and self._pending_config is not None:
-            self.location.write(RUN_CONFIG_NAME, canonical_json(self._pending_config))
-            self._config_written = True
+        """Fix the settings: create ``run.json`` only if absent (``O_EXCL`` locally, a conditional
+        put on object stores), so of two runs started together with different settings exactly
+        one proceeds; the other finds the winner's record here and stops before writing a chunk."""
+        if self._config_written or self._pending_config is None:
+            return
+        if not self.location.create(RUN_CONFIG_NAME, canonical_json(self._pending_config)):
+            self.bind_config(self._pending_config)  # another run fixed them first: same settings, or refused
+        self._config_written = True
 
     # -- chunks -------------------------------------------------------------------------------
     def chunk_states(self) -> dict[int, ChunkState]:
@@ -378,7 +412,7 @@ class ItemStore:
             self.location.write(f"{CHUNK_DIR}/{name}.parquet", data)
             self.location.write(f"{CHUNK_DIR}/{name}.{len(data)}.{digest}.done", b"")
         except OSError as error:
-            raise io_error(error, "write a chunk to", str(self.location)) from None
+            raise io_error(error, "write a chunk to", str(self.location), flag=self.flag) from None
         return ChunkState(index, len(data), digest)
 
     def read_chunk(self, state: ChunkState) -> list[StoredItem]:
@@ -417,7 +451,7 @@ class ItemStore:
         try:
             self.location.write(f"{SHARD_DIR}/{num_shards}-{shard_index}.json", canonical_json(dict(report)))
         except OSError as error:
-            raise io_error(error, "write to", str(self.location)) from None
+            raise io_error(error, "write to", str(self.location), flag=self.flag) from None
 
     def shard_reports(self) -> dict[tuple[int, int], dict[str, Any]]:
         reports = {}

@@ -30,7 +30,7 @@ from conceptforge.filters.dataset_io import LocalSplit, decode_image
 from conceptforge.filters.questions import QuestionBuilder
 from conceptforge.filters.vqa import VQAScorer
 from conceptforge import ItemResult, ItemStore, ShardSpec, WorkItem
-from conceptforge.runner import Stage, out_of_store, run_stage
+from conceptforge.runner import RunDir, Stage, out_of_store, run_stage
 from conceptforge.errors import InvalidArgumentError
 
 logger = logging.getLogger(__name__)
@@ -176,7 +176,7 @@ def score_cub_groups(
     cub: CubDataset,
     scorer: VQAScorer | Callable[[], VQAScorer],
     questions: QuestionBuilder,
-    store: ItemStore,
+    store: ItemStore | RunDir,
     *,
     groups: Sequence[str],
     images_per_class: int | None = None,
@@ -237,7 +237,8 @@ def score_cub_groups(
         name="sub/cub-vqa", items=items, settings=settings or {}, process_batch=process_batch, prepare=prepare,
         chunk_size=chunk_size, description="CUB VQA", unit="q",
     )
-    report = run_stage(stage, out_of_store(store), shard=shard, assemble=False, store=store)
+    run = store if isinstance(store, RunDir) else out_of_store(store)
+    report = run_stage(stage, run, shard=shard, assemble=False)
     return {"total": len(items), "todo": report.shard_items - report.skipped, "unreadable": state["unreadable"],
             "missing": report.missing_items}
 

@@ -24,8 +24,11 @@ from PIL import Image
 
 from conceptforge.errors import DataNotFoundError, InvalidArgumentError, WeightsUnavailableError, one_line
 from conceptforge.files import write_directory_atomically
+from conceptforge.output import claim_folder
 
 logger = logging.getLogger(__name__)
+#: Who wrote an oracle folder (its marker): ``train-oracle`` replaces only its own folders.
+ORACLE_MADE_BY = "train-oracle"
 
 
 @dataclass
@@ -90,6 +93,7 @@ def finetune_oracle(
     from accelerate import Accelerator
     from transformers import AutoModelForImageClassification
 
+    claim_folder(out_dir, made_by=ORACLE_MADE_BY)  # a file or someone's folder: refused before any training
     if not samples:
         raise DataNotFoundError("no training images for the oracle")
     labels = sorted({label for _, label in samples})
@@ -161,5 +165,5 @@ def finetune_oracle(
         accelerator.unwrap_model(model).to(torch.float32).save_pretrained(folder)
         processor.save_pretrained(folder)
 
-    result.output_dir = write_directory_atomically(out_dir, save)
+    result.output_dir = write_directory_atomically(out_dir, save, made_by=ORACLE_MADE_BY)
     return result

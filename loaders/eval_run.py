@@ -345,13 +345,30 @@ def write_results(payload: dict[str, Any], path: str | Path) -> tuple[Path, Path
     from conceptforge.loaders.reports import write_json
     from conceptforge.store import atomic_write_bytes
 
-    path = Path(path)
-    if path.suffix != ".json":
-        raise InvalidArgumentError(f"--output {path} must end in .json (the markdown table is written beside it)")
+    path = claim_results_output(path)
     write_json(path, payload)
     markdown = path.with_suffix(".md")
     atomic_write_bytes(markdown, results_markdown(payload).encode("utf-8"))
     return path, markdown
+
+
+def claim_results_output(path: str | Path) -> Path:
+    """Check (before any work) that ``path`` and the ``.md`` beside it may be written: each is
+    absent or one we wrote (a results file of our format; our table's title line). A user's
+    ``x.md`` next to ``--output x.json`` is never replaced."""
+    from conceptforge.output import claim_files
+
+    path = Path(path)
+    if path.suffix != ".json":
+        raise InvalidArgumentError(f"--output {path} must end in .json (the markdown table is written beside it)")
+
+    def ours(file: Path, head: bytes) -> bool:
+        if file.suffix == ".json":
+            return head.lstrip().startswith(b"{") and f'"format": "{RESULTS_FORMAT}"'.encode() in head
+        return head.startswith(b"# conceptforge evaluate: ")
+
+    claim_files([path, path.with_suffix(".md")], ours=ours)
+    return path
 
 
 def default_output(model: ModelRef, directory: str | Path = "results") -> Path:

@@ -34,10 +34,10 @@ class Written:
 
 def check_output(path: str | Path, *, samples: bool) -> None:
     """Fail before any work when the outputs cannot be written where asked."""
+    from conceptforge.loaders.eval_run import claim_results_output
     from conceptforge.loaders.samples import check_samples_target, samples_dir
 
-    if Path(path).suffix != ".json":
-        raise InvalidArgumentError(f"--output {path} must end in .json (the markdown table is written beside it)")
+    claim_results_output(path)  # a .json path; a user's file there (or their .md beside it) is refused
     if samples:
         check_samples_target(samples_dir(path))
 

@@ -66,6 +66,11 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgumentError("--metric correlations apply to the conceptbed studies only")
     settings = StudySettings(dataset_dir=args.dataset_dir, study=args.study, per_group=args.per_group, seed=args.seed,
                              split=args.split, db=args.db, cub_dir=args.cub_dir, metrics=args.metric)
+    if args.apply:  # someone's folder: refused before any file (the export included) is written
+        from conceptforge.filters.annotation.apply import APPLY_MADE_BY
+        from conceptforge.output import claim_folder
+
+        claim_folder(args.apply, made_by=APPLY_MADE_BY, flag="--apply")
     if args.export or args.apply:
         app, config = open_study(settings, create=False)
         rules = Rules(min_attribute_yes=args.min_attribute_yes, min_pair_attribute=args.min_pair_attribute,

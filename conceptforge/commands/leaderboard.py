@@ -27,6 +27,11 @@ def run(args: argparse.Namespace) -> int:
     from conceptforge.loaders.leaderboard import leaderboard, load_results
     from conceptforge.store import atomic_write_bytes
 
+    if args.output:  # a user's file of that name is never replaced: only a table we wrote
+        from conceptforge.output import claim_files
+
+        claim_files([args.output], ours=lambda _path, head:
+                    [cell.strip() for cell in head.split(b"\n", 1)[0].split(b"|")[1:4]] == [b"model", b"kind", b"revision"])
     payloads = load_results(args.results)
     table = leaderboard(payloads, metrics=args.metrics)
     page = None
@@ -34,8 +39,12 @@ def run(args: argparse.Namespace) -> int:
         from conceptforge.loaders.bootstrap import BootstrapConfig
         from conceptforge.loaders.leaderboard_html import leaderboard_html
 
+        from conceptforge.output import claim_files
+
         if Path(args.html).is_dir():
             raise InvalidArgumentError(f"--html {args.html} is a folder: name the page to write, e.g. leaderboard.html")
+        claim_files([args.html], flag="--html",  # a user's page of that name is never replaced
+                    ours=lambda _path, head: b"<title>conceptforge leaderboard</title>" in head)
         config = BootstrapConfig(resamples=args.bootstrap_resamples, seed=args.bootstrap_seed)
         page = leaderboard_html(payloads, metrics=args.metrics, config=config)  # everything computed before any write
     if args.output:

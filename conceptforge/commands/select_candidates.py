@@ -121,7 +121,8 @@ def run_attributes(args: argparse.Namespace) -> int:
     from conceptforge.cub import CubDataset
     from conceptforge.filters.questions import DEFAULT_ANSWER_HINT, QuestionBuilder
     from conceptforge.filters.vqa import VQAScorer
-    from conceptforge import ItemStore, resolve_shard
+    from conceptforge import resolve_shard
+    from conceptforge.output import RunDir
 
     if args.cub_dir is None:
         raise InvalidArgumentError("--cub-dir is required (the CUB_200_2011 directory)")
@@ -132,7 +133,8 @@ def run_attributes(args: argparse.Namespace) -> int:
     for group in groups:
         questions(group)  # unknown group -> clear error before any model time
     thresholds = threshold_grid(args.threshold_min, args.threshold_max, args.threshold_step)
-    store = ItemStore(args.work or args.spec.with_name(args.spec.name + ".work"))
+    work = str(args.work or args.spec.with_name(args.spec.name + ".work"))
+    store = RunDir.open(work, flag="--work", work=work, stage="sub/cub-vqa")  # the store lives in --work itself
     settings = {"stage": "cub-vqa", "vqa_model": args.vqa_model, "vqa_revision": args.vqa_revision,
                 "answer_hint": answer_hint, "cub_dir": str(args.cub_dir.resolve())}
     shard = resolve_shard(args.num_shards, args.shard_index)
@@ -147,7 +149,7 @@ def run_attributes(args: argparse.Namespace) -> int:
         print(f"scored {counts['total'] - counts['missing']} of {counts['total']} questions; the other shards' questions are "
               "still missing: run every shard, then rerun this command to select")
         return 0
-    answers = [a for a in group_answers(cub, store, ground_truth=args.ground_truth) if a.group in set(groups)]
+    answers = [a for a in group_answers(cub, store.store(), ground_truth=args.ground_truth) if a.group in set(groups)]
     table = search_thresholds(answers, cub.vocabulary.groups, thresholds=thresholds, metric=args.metric,
                               min_support=args.min_support, min_accuracy=args.min_accuracy)
     chosen = [row.attribute for row in table if row.selected]

@@ -1,7 +1,9 @@
 """``conceptforge status OUT``: per shard, which chunks and items are done and which are left.
 
-Reads only the store's listing and small JSON files, so it is cheap on object stores too. The
-shard count is the one the last processes ran with (``--num-shards`` to ask about another).
+Reads only (never writes: a read-only folder or bucket works): the store's listing, small JSON
+files and, for an assembled run, the published files, whose sizes and sha256 are checked against
+the assembly's manifest (what is missing or changed is named). The shard count is the one the
+last processes ran with (``--num-shards`` to ask about another).
 """
 
 from __future__ import annotations
@@ -33,27 +35,35 @@ def _sub_runs(store) -> list[str]:
     return [name for name in names if is_store(join(location.url, name))]
 
 
-def status_lines(out: str, num_shards: int | None = None, *, work: str | None = None) -> list[str]:
-    from conceptforge.assembly import read_done
-    from conceptforge.errors import DataNotFoundError, InvalidArgumentError
-    from conceptforge.runner import WORK_DIR
-    from conceptforge.store import ItemStore, is_store, join
+def status_lines(out: str, num_shards: int | None = None, *, work: str | None = None, label: str | None = None) -> list[str]:
+    """What ``conceptforge status`` prints. Reads only: works on a read-only folder or bucket.
 
+    ``label`` names a run inside a repo of runs in the lines (``OUT [config]``); hints always
+    name ``out`` itself, so they run as printed.
+    """
+    from conceptforge.assembly import damage_message, read_done, verify_assembled
+    from conceptforge.errors import DataNotFoundError, InvalidArgumentError
+    from conceptforge.output import WORK_DIR
+    from conceptforge.store import ItemStore, Location, is_store, join
+
+    label = label or out
     work = work or join(out, WORK_DIR)
     if not is_store(work):
         raise DataNotFoundError(f"{out} is not a conceptforge run (no {WORK_DIR}/owner.json); check the path")
-    store = ItemStore(work)
+    store = ItemStore(work, create=False)
     config = store.stored_config()
     if config is None:
         subs = _sub_runs(store)
         if subs:  # e.g. a binding repo: one run per config, then the shared card
             lines = []
             for name in subs:
-                lines += status_lines(f"{out} [{name}]", num_shards, work=join(work, name))
+                lines += status_lines(out, num_shards, work=join(work, name), label=f"{out} [{name}]")
             card = read_done(store.location)
             lines.append(f"{out}: card {'written' if card else 'not written yet'}")
+            if card and (problems := verify_assembled(Location(out), card)):
+                lines.append(f"damaged: {damage_message(out, problems)}")
             return lines
-        return [f"{out}: started, nothing finished yet (settings are fixed with the first chunk)"]
+        return [f"{label}: started, nothing finished yet (settings are fixed with the first chunk)"]
     plan = config["plan"]
     sizes = plan.get("chunk_items") or [plan["chunk_size"]] * plan["chunks"]
     done = store.chunk_states()
@@ -65,7 +75,7 @@ def status_lines(out: str, num_shards: int | None = None, *, work: str | None = 
         num_shards = max((key[0] for key in reports), default=1) if reports else 1
     done_items = sum(sizes[i] for i in done if i < len(sizes))
     lines = [
-        f"{out}: stage {config.get('stage')}, {done_items} of {plan['items']} items done "
+        f"{label}: stage {config.get('stage')}, {done_items} of {plan['items']} items done "
         f"({len(done)} of {plan['chunks']} chunks){', ' + str(len(damaged)) + ' damaged (redone on rerun)' if damaged else ''}"
     ]
     for index in range(num_shards):
@@ -79,7 +89,12 @@ def status_lines(out: str, num_shards: int | None = None, *, work: str | None = 
         )
     finished = read_done(store.location)
     if finished:
-        lines.append(f"assembled: yes ({len(finished.get('files', []))} files)")
+        problems = verify_assembled(Location(out), finished)
+        if problems:
+            lines.append(f"assembled: damaged — {damage_message(out, problems)}")
+        else:
+            checked = " (sizes and sha256 checked)" if finished.get("manifest") else ""
+            lines.append(f"assembled: yes ({len(finished.get('files', []))} files{checked})")
     elif len(done) == plan["chunks"]:
         lines.append(f"assembled: no — every chunk is done: run `conceptforge assemble {out}`")
     else:

@@ -26,11 +26,14 @@ from conceptforge.cards.lineage import inherited_column_docs, read_upstream_meta
 from conceptforge.filters.annotation.dataset import available_splits, split_files, split_tables
 from conceptforge.filters.annotation.results import HUMAN_COLUMNS, row_decision, row_human_values, summary_for_card
 from conceptforge.errors import DataFormatError, InvalidArgumentError
+from conceptforge.output import claim_folder
 
 import pyarrow.parquet as pq
 
 logger = logging.getLogger(__name__)
 GRID_SAMPLES = 8
+#: The marker an --apply folder carries: a rerun replaces only a folder made by --apply.
+APPLY_MADE_BY = "annotate --apply"
 
 HUMAN_COLUMN_DOCS = {
     "human_faithfulness_attribute": "mean human score (yes 1 / somewhat 0.5 / no 0): is the target attribute applied",
@@ -72,6 +75,7 @@ def apply_results(
     root, out = Path(dataset_dir).resolve(), Path(out_dir).resolve()
     if out == root or root in out.parents:
         raise InvalidArgumentError(f"--apply output {out} must be outside the dataset directory {root}")
+    claim_folder(out, made_by=APPLY_MADE_BY, flag="--apply")  # someone's folder: refused before any work
     study = results["study"]
     studied_split = results["config"]["split"]
     splits = available_splits(root)
@@ -132,14 +136,27 @@ def apply_results(
             citation=upstream.citation if upstream else "",
             paper_title=upstream.paper_title if upstream else "",
             paper_url=upstream.paper_url if upstream else "",
+            # the input card's own sections pass through (they were dropped before)
+            uses=upstream.uses if upstream else "",
+            out_of_scope_use=upstream.out_of_scope_use if upstream else "",
+            bias_risks_limitations=upstream.bias_risks_limitations if upstream else "",
+            annotations=_annotations(upstream.annotations if upstream else "", study, summary),
         )
         return render_card(metadata, features, split_stats, has_grid=grid_bytes is not None)
 
     grid_bytes = _grid_png(results, root, studied_split)
     assemble_dataset_dir(out, splits={s: (lambda s=s: rows_of(s)) for s in splits}, features=features,
-                         render_card=card, grid_png=grid_bytes)
+                         render_card=card, grid_png=grid_bytes, made_by=APPLY_MADE_BY, flag="--apply")
     logger.info("wrote %s: kept %s, dropped %d", out, dict(kept_counts), sum(dropped_reasons.values()))
     return statistics
+
+
+def _annotations(upstream: str, study: str, summary: Mapping[str, Any]) -> str:
+    """The input card's Annotations section plus one paragraph on this human study."""
+    progress = summary.get("progress", {})
+    own = (f"Human validation (`{study}` study, conceptforge's annotation app): {progress.get('answers', 0)} answers "
+           f"from {len(progress.get('annotators', []))} annotator(s); the `human_*` columns hold the results.")
+    return f"{upstream.strip()}\n\n{own}" if upstream.strip() else own
 
 
 def _caption(row: Mapping[str, Any]) -> str:

@@ -42,7 +42,7 @@ from conceptforge.generators.binding.clevr import clevr_scene, clevr_scene_file
 from conceptforge.generators.binding.compositions import DATASETS, SPLITS
 from conceptforge.generators.binding.dataset import COLUMN_DOCS, BindingConfig, binding_features, make_item_factory, plan_items
 from conceptforge.processes import init_worker, stop_pool
-from conceptforge.runner import ASSEMBLY_ARGS, WORK_DIR, RunReport, Stage, assemble_run, check_output, run_stage
+from conceptforge.runner import ASSEMBLY_ARGS, WORK_DIR, RunDir, RunReport, Stage, assemble_run, check_output, run_stage
 from conceptforge.store import ItemResult, ItemStore, canonical_json, io_error, is_store, join
 from conceptforge.workitems import ShardSpec
 
@@ -383,7 +383,7 @@ def canonical_command(config: BindingConfig) -> list[str]:
 
 def generate_binding(
     config: BindingConfig,
-    out_dir: str | Path,
+    out_dir: str | Path | RunDir,
     *,
     shard: ShardSpec = ShardSpec(),
     num_workers: int = 1,
@@ -396,14 +396,15 @@ def generate_binding(
     engine assembles the config into the repo at ``out_dir`` and the card is rewritten over
     every assembled config. ``out_dir`` is a local folder or an fsspec URL (``s3://bucket/binding``).
     """
-    out = str(out_dir)
-    check_output(out)  # refuse a foreign folder before anything is written
-    repo = ItemStore(join(out, WORK_DIR))
+    run = check_output(out_dir, stage="binding")  # refuse a foreign folder or another stage's run before anything is written
+    out = str(run)
+    run.record_stage("binding")
+    repo = run.store()
     try:
         repo.location.write(ASSEMBLY_ARGS, canonical_json({"repo_assembler": REPO_ASSEMBLER}))
     except OSError as error:
         raise io_error(error, "write to", str(repo)) from None
-    store = _config_store(out, config.dataset)
+    config_run = run.child(config.dataset)
     batches = None
     if num_workers <= 1:
         _RENDER_OPTIONS.update({"device": device})
@@ -413,7 +414,7 @@ def generate_binding(
         batches = _PoolBatches(config, num_workers, device)
         stage = binding_stage(config, process_batch=batches, command_line=command_line, chunk_size=chunk_size, device=device)
     try:
-        report = run_stage(stage, out, shard=shard, max_items=max_items, store=store)
+        report = run_stage(stage, config_run, shard=shard, max_items=max_items)
     except BaseException:
         if batches is not None:
             batches.stop()  # interrupted or failed: kill the workers now, do not wait for their items

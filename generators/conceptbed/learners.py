@@ -19,6 +19,8 @@ sync), which is why only the optimizer goes through ``accelerator.prepare``.
 
 from __future__ import annotations
 
+import functools
+
 import json
 import logging
 import math
@@ -476,7 +478,7 @@ def artifact_complete(directory: Path) -> bool:
 
 # An artifact folder is written whole or not at all (a crash leaves no half artifact; an
 # incomplete leftover without learner.json is replaced).
-write_artifact_atomically = write_directory_atomically
+write_artifact_atomically = functools.partial(write_directory_atomically, made_by="generate conceptbed", flag="--work-dir")
 
 
 def read_artifact_config(directory: Path) -> dict[str, Any]:

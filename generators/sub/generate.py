@@ -24,7 +24,7 @@ from conceptforge.cards.grid import grid_png, png_bytes
 from conceptforge.errors import ConceptforgeError, InvalidArgumentError
 from conceptforge.cards.provenance import command_line, package_versions, resolve_model_revision
 from conceptforge.cards.run_record import config_entry, run_record, write_run_record
-from conceptforge.runner import WORK_DIR, RunReport, Stage, run_stage
+from conceptforge.runner import WORK_DIR, RunDir, RunReport, Stage, run_stage
 from conceptforge.store import ItemResult, ItemStore, join
 from conceptforge.cub import display_name
 from conceptforge.generators.sub.flux_tdg import (
@@ -421,7 +421,7 @@ class RunSummary:
 
 def generate(
     *,
-    out: str | Path,
+    out: str | Path | RunDir,
     plan: PairPlan,
     images_per_pair: int,
     settings: GenerationSettings,
@@ -502,7 +502,8 @@ def generate(
         description="SUB images",
         unit="img",
     )
-    report = run_stage(stage, str(out), shard=shard, max_items=max_items, assemble=assemble_when_complete)
+    report = run_stage(stage, out if isinstance(out, RunDir) else str(out), shard=shard, max_items=max_items,
+                       assemble=assemble_when_complete)
     return RunSummary(
         pairs=len(plan.pairs),
         items=len(items),

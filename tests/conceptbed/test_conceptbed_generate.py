@@ -101,9 +101,10 @@ def test_resume_with_other_settings_is_refused(tmp_path, tiny_sd, datasets_root,
 
     spec = load_spec(write_spec(tmp_path, datasets_root, ["beagle"]))
     out = tmp_path / "out"
-    ConceptBedGenerator(spec, _options(tiny_sd, out, num_images=0)).run()
+    # (a run of 0 images is refused now, issue 24: it fixed the settings for nothing)
+    ConceptBedGenerator(spec, _options(tiny_sd, out, num_images=1)).run()
     with pytest.raises(ConceptforgeError, match="other settings"):
-        ConceptBedGenerator(spec, _options(tiny_sd, out, num_images=1)).run()
+        ConceptBedGenerator(spec, _options(tiny_sd, out, num_images=2)).run()
 
 
 def _script(*args, cwd):

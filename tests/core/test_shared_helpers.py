@@ -26,7 +26,7 @@ def test_write_json_nan_order_and_parents(tmp_path):
 
 def test_write_directory_atomically_keeps_old_folder_on_failure(tmp_path):
     target = tmp_path / "model"
-    write_directory_atomically(target, lambda d: (d / "config.json").write_text("1"))
+    write_directory_atomically(target, lambda d: (d / "config.json").write_text("1"), made_by="test")
     assert (target / "config.json").read_text() == "1"
 
     def broken(folder):
@@ -34,11 +34,11 @@ def test_write_directory_atomically_keeps_old_folder_on_failure(tmp_path):
         raise RuntimeError("killed half way")
 
     with pytest.raises(RuntimeError):
-        write_directory_atomically(target, broken)
+        write_directory_atomically(target, broken, made_by="test")
     assert (target / "config.json").read_text() == "1"  # the complete old folder, not a mix
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # the temp folder is gone
-    write_directory_atomically(target, lambda d: (d / "other.json").write_text("3"))
-    assert sorted(p.name for p in target.iterdir()) == ["other.json"]  # replaced whole
+    write_directory_atomically(target, lambda d: (d / "other.json").write_text("3"), made_by="test")
+    assert sorted(p.name for p in target.iterdir()) == [".conceptforge.json", "other.json"]  # replaced whole
 
 
 def test_shard_names_round_trip_and_dashed_splits(tmp_path):
@@ -80,3 +80,39 @@ def test_local_fingerprint_sees_weight_changes_but_not_hidden_files(tmp_path):
     assert local_fingerprint(tmp_path) == first
     weights.write_bytes(b"\0" * ((3 << 20) - 1) + b"\1")  # last byte of a large file
     assert local_fingerprint(tmp_path) != first
+
+
+def test_write_directory_atomically_never_empties_someone_elses_folder(tmp_path):
+    """Issue 24: train-oracle --out DIR emptied any DIR (a finished dataset included)."""
+    from conceptforge.errors import ConceptforgeError
+    from tests.foreign_out import make_foreign_folder, snapshot
+
+    target = tmp_path / "mine"
+    target.mkdir()
+    before = make_foreign_folder(target)
+    calls = []
+    with pytest.raises(ConceptforgeError, match="not a conceptforge run"):
+        write_directory_atomically(target, calls.append, made_by="train-oracle")
+    assert snapshot(target) == before and calls == []  # refused before any work
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ConceptforgeError, match="is a file"):
+        write_directory_atomically(tmp_path / "file", calls.append, made_by="train-oracle")
+    ours = tmp_path / "ours"
+    write_directory_atomically(ours, lambda d: (d / "a").write_text("1"), made_by="train-oracle")
+    with pytest.raises(ConceptforgeError, match="holds output of `conceptforge train-oracle`"):
+        write_directory_atomically(ours, calls.append, made_by="generate conceptbed")
+
+
+def test_write_directory_atomically_gives_normal_modes(tmp_path):
+    """Issue 24: oracles and ConceptBed artifacts were left 0700 (mkdtemp)."""
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        target = write_directory_atomically(tmp_path / "model", lambda d: ((d / "sub").mkdir(), (d / "sub" / "w").write_text("1")),
+                                            made_by="test")
+    finally:
+        os.umask(old)
+    modes = {str(p.relative_to(tmp_path)): stat.S_IMODE(p.stat().st_mode) for p in [target, *target.rglob("*")]}
+    assert modes == {"model": 0o755, "model/sub": 0o755, "model/sub/w": 0o644, "model/.conceptforge.json": 0o644}

@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     )
     from conceptforge.filters.vqa import VQAScorer
     from conceptforge import resolve_shard
-    from conceptforge.runner import open_store, run_stage
+    from conceptforge.runner import check_output, run_stage
 
     params = FilterParams(args.keep_fraction, args.min_survivor_fraction, args.min_splus_prob)
     if args.batch_size < 1:
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(f"--chunk-size must be >= 1, got {args.chunk_size}")
     shard = resolve_shard(args.num_shards, args.shard_index)
     config = FilterRunConfig(args.vqa_model, args.vqa_revision, answer_hint, str(args.candidates.resolve()))
-    store = open_store(str(args.out))
+    run = check_output(str(args.out), stage="sub/vqa-filter")  # one location object from here on
 
     def load_scorer() -> VQAScorer:
         return VQAScorer.from_pretrained(
@@ -94,12 +94,12 @@ def run(args: argparse.Namespace) -> int:
         chunk_size=args.chunk_size,
         assembly_args={"candidates": str(args.candidates.resolve()), "params": asdict(params), "license": license, "provenance": provenance},
     )
-    report = run_stage(stage, str(args.out), shard=shard, max_items=args.max_images, store=store)
+    report = run_stage(stage, run, shard=shard, max_items=args.max_images)
     if report.assembly is None or report.assembly.status != "assembled":
         scored = report.total_items - report.missing_items
         print(f"scored {scored} of {report.total_items} candidates; {report.message(str(args.out))}")
         return 0
-    stats = assemble_stats(store)
+    stats = assemble_stats(run.store())
     totals = stats["totals"]
     print(
         f"kept {totals['kept']} of {totals['candidates']} images in {totals['pairs_kept']} of {totals['pairs']} pairs "

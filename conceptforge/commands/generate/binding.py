@@ -121,11 +121,11 @@ def run(args: argparse.Namespace) -> int:
 
     require_bpy()  # fail early and clearly when Blender is missing
     shard = resolve_shard(args.num_shards, args.shard_index)
-    check_output(args.out)  # refuse a foreign --out before anything is rendered
+    run = check_output(args.out, stage="binding")  # refuse a foreign --out or another stage's run before anything is rendered
     waiting, finished = [], []
     for config in configs:
         report = generate_binding(
-            config, args.out, shard=shard, num_workers=args.num_workers,
+            config, run, shard=shard, num_workers=args.num_workers,
             device=args.device, max_items=args.max_items, chunk_size=args.chunk_size,
         )
         if report.assembled:

@@ -242,9 +242,9 @@ def run(args: argparse.Namespace) -> int:
     if args.chunk_size < 1:
         raise InvalidArgumentError(f"--chunk-size must be >= 1, got {args.chunk_size}")
     shard = resolve_shard(args.num_shards, args.shard_index)
-    check_output(args.out)  # a foreign folder is refused before any model loads
+    out = check_output(args.out, stage="sub/candidates")  # a foreign folder or another stage's run: refused before any model loads
     summary = generate(
-        out=args.out,
+        out=out,
         plan=plan,
         images_per_pair=args.images_per_pair,
         settings=settings,

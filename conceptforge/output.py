@@ -1,0 +1,308 @@
+"""The one output guard: where a command writes, parsed once, and what it may touch there.
+
+Why one: every command that writes (generate, filter, select-candidates, train-oracle,
+annotate --apply, evaluate --output, leaderboard --output, publish staging) must keep the same
+promise: **a file this project did not write is never deleted or replaced**. Three shapes of
+output share the rules below.
+
+- :class:`RunDir` — an engine run (``OUT`` with its item store in ``OUT/.work``). Made once at
+  the command boundary from ``--out`` (or ``--work``); it carries the :class:`Location`, the item
+  store and the flag name for messages, and flows through the engine (no re-parsing). A folder
+  holding anything but one of our runs is refused, and so is a run of *another stage*: the store
+  records the stage that made it (``made_by.json``, created atomically) and a binding run is not
+  a SUB filter's ``--out``, nor the other way round.
+- :func:`claim_folder` — a plain output folder we write whole (a trained oracle, an annotated
+  dataset). We own it when it carries our marker (``.conceptforge.json``, naming the command that
+  wrote it); an empty or absent folder is free; anything else is refused.
+- :func:`claim_files` — single report files (``x.json`` and the ``x.md`` beside it). A file is ours
+  when it is absent or when its first bytes carry our signature.
+
+Every refusal is one line (a :class:`~conceptforge.errors.ConceptforgeError`, exit 2), raised
+before anything is written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+from conceptforge.errors import InvalidArgumentError, StoreError
+from conceptforge.store import OWNER_NAME, RUN_CONFIG_NAME, ItemStore, Location, canonical_json, io_error, is_url, join
+
+WORK_DIR = ".work"
+#: In a store root: the stage that made the run (``{"stage": "sub/candidates"}``), created once.
+MADE_BY = "made_by.json"
+#: In a plain output folder (train-oracle, annotate --apply): which command wrote it.
+FOLDER_MARKER = ".conceptforge.json"
+_ASSEMBLY_ARGS = "assembly.json"  # runner.ASSEMBLY_ARGS (the runner imports us, not the other way)
+
+
+def _shown(entries: Iterable[str]) -> str:
+    entries = sorted(entries)
+    return ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
+
+
+def _entries(location: Location, flag: str, text: str) -> list[str]:
+    """Names in ``location``'s root (files and folders); [] if it does not exist."""
+    try:
+        if location.local:
+            path = Path(location.root)
+            if path.exists() and not path.is_dir():
+                raise InvalidArgumentError(f"{flag} {text} is a file; choose a folder")
+            return [p.name for p in path.iterdir()] if path.is_dir() else []
+        location.refresh()
+        try:
+            return [e.rstrip("/").rsplit("/", 1)[-1] for e in location.fs.ls(location.root, detail=False)]
+        except FileNotFoundError:
+            return []
+    except OSError as error:
+        raise io_error(error, "read", text) from None
+
+
+def recorded_stage(work: Location) -> str | None:
+    """The stage that made the run in ``work`` (a store root), or None for a new one.
+
+    Runs made before ``made_by.json`` existed are recognised by their settings record (which
+    names the stage) or by a repo of several runs (binding's ``repo_assembler``).
+    """
+    for name, key in ((MADE_BY, "stage"), (RUN_CONFIG_NAME, "stage")):
+        try:
+            value = json.loads(work.read(name)).get(key)
+        except (FileNotFoundError, NotADirectoryError, ValueError, AttributeError):
+            continue  # nothing there (a path through a file is refused later, when writing)
+        except OSError as error:
+            raise io_error(error, "read", str(work)) from None
+        if value:
+            return str(value)
+    try:
+        if json.loads(work.read(_ASSEMBLY_ARGS)).get("repo_assembler"):
+            return "binding"
+    except (FileNotFoundError, NotADirectoryError, ValueError, AttributeError):
+        pass
+    except OSError as error:
+        raise io_error(error, "read", str(work)) from None
+    return None
+
+
+def _store_being_created(work: Location) -> bool:
+    """A ``.work`` folder holding nothing yet but hidden temp/probe files: a store being opened."""
+    try:
+        if work.local:
+            return all(name.startswith(".") for name in os.listdir(work.root))
+        return not work.listdir("")
+    except OSError:
+        return False
+
+
+@dataclass
+class RunDir:
+    """One engine run's output location (see the module docstring).
+
+    ``out`` is what the user gave (messages and card paths); ``work`` the item store's root,
+    ``OUT/.work`` unless a stage keeps several runs (binding: ``OUT/.work/<config>``).
+    """
+
+    out: str
+    work: str
+    flag: str = "--out"
+    _store: ItemStore | None = field(default=None, repr=False, compare=False)
+    _stages: set[str] = field(default_factory=set, repr=False, compare=False)
+
+    # -- making one --------------------------------------------------------------------------
+    @classmethod
+    def open(cls, out: str | os.PathLike[str] | "RunDir", *, flag: str = "--out", work: str | None = None,
+             stage: str | None = None) -> "RunDir":
+        """Check ``out`` (read only) and return its RunDir; a RunDir given is returned as it is.
+
+        Refused, before anything is written: a file; a folder with files that are not one of our
+        runs; a run of conceptforge's first store format; with ``stage``, a run of another stage.
+        """
+        if isinstance(out, RunDir):
+            if stage is not None:
+                out.check_stage(stage)
+            return out
+        text = str(out)
+        run = cls(text, work or join(text, WORK_DIR), flag)
+        run._check_folder()
+        if stage is not None:
+            run.check_stage(stage)
+        return run
+
+    @classmethod
+    def of_store(cls, store: ItemStore) -> "RunDir":
+        """The RunDir of a store opened by the caller (who vouches for the folder around it)."""
+        url = store.location.url.rstrip("/")
+        out = url.rsplit("/", 1)[0] if is_url(url) else str(Path(url).parent)
+        return cls(out, store.location.url, "--out", _store=store)
+
+    def child(self, name: str) -> "RunDir":
+        """The run kept in ``.work/<name>/`` of this folder (one per config of a repo)."""
+        return RunDir(self.out, join(self.work, name), self.flag)
+
+    def __str__(self) -> str:
+        return self.out
+
+    # -- checks ------------------------------------------------------------------------------
+    def _check_folder(self) -> None:
+        location = Location(self.out)
+        entries = _entries(location, self.flag, self.out)
+        if not entries:
+            return
+        if self.work == self.out:  # the folder is the store itself (select-candidates --work)
+            if OWNER_NAME in entries:
+                return
+            raise StoreError(
+                f"{self.flag} {self.out} already holds files that are not a conceptforge run ({_shown(entries)}); "
+                "choose an empty or new folder"
+            )
+        work = Location(join(self.out, WORK_DIR))
+        if WORK_DIR in entries and work.exists(OWNER_NAME):
+            return
+        if entries == [WORK_DIR] and _store_being_created(work):
+            return  # another process of this run is creating the store right now (shards start together)
+        if WORK_DIR in entries and work.exists(RUN_CONFIG_NAME):
+            raise StoreError(
+                f"{self.flag} {self.out} holds a run of conceptforge's first store format (one file per item), which this "
+                f"version cannot resume; choose a new {self.flag}"
+            )
+        raise StoreError(
+            f"{self.flag} {self.out} already holds files that are not a conceptforge run ({_shown(entries)}); "
+            "choose an empty or new folder"
+        )
+
+    def check_stage(self, stage: str) -> None:
+        """Refuse a run made by another stage (read only; :meth:`record_stage` writes)."""
+        if stage in self._stages:
+            return
+        repo = join(self.out, WORK_DIR)
+        # a run of a repo (binding: OUT/.work/<config>) is checked against the repo's stage too
+        inside_repo = self.work != repo and self.work.startswith(repo)
+        checks = [(self.work, stage)] + ([(repo, stage.split("/", 1)[0])] if inside_repo else [])
+        for where, wanted in checks:
+            recorded = recorded_stage(Location(where))
+            if recorded is not None and recorded != wanted:
+                raise StoreError(
+                    f"{self.flag} {self.out} holds a conceptforge run of another stage ({recorded}), not {stage}; "
+                    f"choose a new {self.flag}"
+                )
+
+    def record_stage(self, stage: str) -> None:
+        """Record ``stage`` as this run's maker, atomically (two first runs: one record wins)."""
+        if stage in self._stages:
+            return
+        self.check_stage(stage)
+        store = self.store()
+        payload = canonical_json({"stage": stage})
+        try:
+            created = store.location.create(MADE_BY, payload)
+        except OSError as error:
+            raise io_error(error, "write to", str(store)) from None
+        if not created:
+            self.check_stage(stage)  # another process recorded a stage first: it must be ours
+        repo_root = join(self.out, WORK_DIR)
+        if self.work != repo_root and self.work.startswith(repo_root):  # a repo of runs: the repo says which stage too
+            repo = Location(repo_root)
+            try:
+                repo.create(MADE_BY, canonical_json({"stage": stage.split("/", 1)[0]}))
+            except OSError as error:
+                raise io_error(error, "write to", str(repo)) from None
+        self._stages.add(stage)
+
+    # -- the store ---------------------------------------------------------------------------
+    def store(self) -> ItemStore:
+        """The run's item store, created (``owner.json``) on first use."""
+        if self._store is None:
+            self._store = ItemStore(self.work, flag=self.flag)
+        return self._store
+
+    def existing_store(self) -> ItemStore | None:
+        """The store if one exists, opened read only (nothing is created); None otherwise."""
+        if self._store is not None:
+            return self._store
+        try:
+            if not Location(self.work).exists(OWNER_NAME):
+                return None
+        except OSError as error:
+            raise io_error(error, "read", self.out) from None
+        return ItemStore(self.work, create=False, flag=self.flag)
+
+
+# -- plain output folders ------------------------------------------------------------------------
+def claim_folder(path: str | os.PathLike[str], *, made_by: str, flag: str = "--out",
+                 allow: Sequence[str] = ()) -> Path:
+    """Check that ``path`` may be written whole by ``made_by`` (read only); return it as a Path.
+
+    Free: absent, empty, or carrying our marker from the same command. ``allow`` names entries
+    that may be there besides (none of them is touched). Anything else is refused.
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise InvalidArgumentError(f"{flag} {path} is a file; choose a folder")
+    try:
+        entries = [p.name for p in path.iterdir()] if path.is_dir() else []
+    except OSError as error:
+        raise io_error(error, "read", str(path)) from None
+    entries = [e for e in entries if e not in allow]
+    if not entries:
+        return path
+    marker = _read_marker(path)
+    if marker is None:
+        raise StoreError(
+            f"{flag} {path} already holds files that are not a conceptforge run ({_shown(entries)}); "
+            "choose an empty or new folder"
+        )
+    if marker.get("made_by") != made_by:
+        raise StoreError(
+            f"{flag} {path} holds output of `conceptforge {marker.get('made_by')}`, not of `conceptforge {made_by}`; "
+            "choose an empty or new folder"
+        )
+    return path
+
+
+def _read_marker(path: Path) -> dict | None:
+    try:
+        marker = json.loads((path / FOLDER_MARKER).read_bytes())
+    except (OSError, ValueError):
+        return None
+    return marker if isinstance(marker, dict) else None
+
+
+def owned_files(path: str | os.PathLike[str]) -> list[str]:
+    """Files our marker in ``path`` says we wrote ([] without a marker)."""
+    marker = _read_marker(Path(path)) or {}
+    return [str(name) for name in marker.get("files", [])]
+
+
+def marker_bytes(made_by: str, files: Iterable[str]) -> bytes:
+    return canonical_json({"made_by": made_by, "files": sorted(files)})
+
+
+def normal_mode(path: Path, *, directory: bool) -> None:
+    """The mode a plain ``open()``/``mkdir()`` gives (``mkdtemp``/``mkstemp`` give 0700/0600)."""
+    current = os.umask(0)
+    os.umask(current)
+    os.chmod(path, (0o777 if directory else 0o666) & ~current)
+
+
+# -- single report files -------------------------------------------------------------------------
+def claim_files(paths: Sequence[str | os.PathLike[str]], *, ours: Callable[[Path, bytes], bool], flag: str = "--output") -> None:
+    """Refuse (before any work) if one of ``paths`` exists and is not ours, or cannot be written.
+
+    ``ours(path, head)`` tells from a file's first KiB whether this project wrote it.
+    """
+    for path in map(Path, paths):
+        if path.is_dir():
+            raise InvalidArgumentError(f"{flag} {path} is a folder; give a file name")
+        if path.exists():
+            try:
+                with path.open("rb") as handle:
+                    head = handle.read(1024)
+            except OSError as error:
+                raise io_error(error, "read", str(path)) from None
+            if not ours(path, head):
+                raise StoreError(
+                    f"{flag}: {path} already exists and was not written by conceptforge; move it away or choose another name"
+                )
