@@ -112,6 +112,7 @@ def list_sample_files(directory: str | Path) -> list[Path]:
 
 
 MARKER = ".conceptforge-samples"  # marks a samples folder as ours: a rerun may replace it
+SAMPLES_MADE_BY = "evaluate"  # the output guard's owner record of a samples folder
 
 
 def check_samples_target(directory: str | Path) -> None:
@@ -125,6 +126,9 @@ def check_samples_target(directory: str | Path) -> None:
     if directory.is_dir() and any(directory.iterdir()) and not (directory / MARKER).is_file():
         raise InvalidArgumentError(f"{directory} exists and was not written by conceptforge evaluate: the per-sample "
                                    "predictions would replace it (move it, pass another --output, or --no-samples)")
+    from conceptforge.output import claim_folder
+
+    claim_folder(directory, made_by=SAMPLES_MADE_BY, flag="--output")  # the same rule the final write applies
 
 
 def write_run_samples(directory: str | Path, payload: dict[str, Any],
@@ -146,5 +150,5 @@ def write_run_samples(directory: str | Path, payload: dict[str, Any],
             write_samples(tmp / f"{record['task']}.parquet", rows, columns, metadata=meta)
             written.append(Path(directory) / f"{record['task']}.parquet")
 
-    write_directory_atomically(directory, write)
+    write_directory_atomically(directory, write, made_by=SAMPLES_MADE_BY, flag="--output")
     return written
