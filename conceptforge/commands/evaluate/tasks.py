@@ -85,7 +85,7 @@ def report(written, *, push: bool = False, results_repo: str | None = None, crea
 
 def run(args: argparse.Namespace) -> int:
     from conceptforge.loaders.eval_run import RunSettings, default_output
-    from conceptforge.loaders.evaluation import evaluate, evaluate_from_predictions
+    from conceptforge.loaders.evaluation import check_output, evaluate, evaluate_from_predictions
     from conceptforge.loaders.model_ref import resolve_model
     from conceptforge.loaders.tasks import format_task_list, select_tasks
 
@@ -110,6 +110,8 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgumentError("--tasks needs --model ID_OR_PATH")
     if args.eval_batch_size < 1:
         raise InvalidArgumentError("--batch-size must be at least 1")
+    if args.eval_output:  # a user's file there (or beside it): refused before anything loads
+        check_output(args.eval_output, samples=not args.eval_no_samples)
     selections = select_tasks(args.eval_tasks, datasets=args.eval_datasets, revisions=args.eval_revisions,
                               options=args.eval_options)
     model = resolve_model(args.eval_model, revision=args.eval_model_revision)
