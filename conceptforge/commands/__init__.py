@@ -13,7 +13,7 @@ import argparse
 import sys
 from typing import Sequence
 
-from conceptforge.commands.base import Entry, add_subcommands, add_verbose, run_entry
+from conceptforge.commands.base import Entry, OneLineArgumentParser, add_subcommands, add_verbose, run_entry
 
 COMMANDS: dict[str, Entry] = {
     "generate": Entry("conceptforge.commands.generate", "generate a dataset: SUB candidates, ConceptBed images, binding scenes"),
@@ -34,7 +34,7 @@ DESCRIPTION = "Generate, filter, publish and evaluate concept-learning benchmark
 def build_parser() -> argparse.ArgumentParser:
     from conceptforge import __version__
 
-    parser = argparse.ArgumentParser(prog="conceptforge", description=DESCRIPTION)
+    parser = OneLineArgumentParser(prog="conceptforge", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"conceptforge {__version__}")
     add_verbose(parser)
     add_subcommands(parser, COMMANDS, dest="command")

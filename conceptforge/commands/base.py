@@ -26,6 +26,21 @@ class Entry:
         return importlib.import_module(self.module)
 
 
+class OneLineArgumentParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one ``error: …`` line, like every other bad input.
+
+    argparse prints the usage block and then ``prog: error: …``; a bad flag is bad input like any
+    other, so it raises :class:`~conceptforge.errors.InvalidArgumentError` instead, which the
+    command line prints as one line with exit 2 (``--help`` still shows the usage). Sub-parsers
+    inherit the class.
+    """
+
+    def error(self, message: str):  # noqa: D102 - argparse hook
+        from conceptforge.errors import InvalidArgumentError
+
+        raise InvalidArgumentError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
 class LazySubParsersAction(argparse._SubParsersAction):
     """A sub-parsers action whose sub-parsers are filled in only when chosen."""
 

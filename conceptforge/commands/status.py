@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 
+from conceptforge import argtypes as at
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("out", help="the run's --out folder or URL")
-    parser.add_argument("--num-shards", type=int, default=None, help="report for this many shards (default: as last run)")
+    parser.add_argument("out", type=at.existing_location, help="the run's --out folder or URL")
+    parser.add_argument("--num-shards", type=at.positive_int, default=None, help="report for this many shards (default: as last run)")
 
 
 def _sub_runs(store) -> list[str]:

@@ -12,6 +12,8 @@ import argparse
 import logging
 import sys
 
+from conceptforge import argtypes as at
+
 from conceptforge.errors import InvalidArgumentError
 
 logger = logging.getLogger(__name__)
@@ -30,15 +32,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="dataset revision of a task (repeatable)")
     group.add_argument("--task-option", dest="eval_options", action="append", default=[], metavar="TASK.NAME=VALUE",
                        help="protocol setting of a task, e.g. binding-cdsm.seeds=0,1,2 (see --tasks list)")
-    group.add_argument("--cub-dir", dest="eval_cub_dir", default=None, help="CUB_200_2011 folder (sub-*, compmap-cub)")
-    group.add_argument("--mit-states-dir", dest="eval_mit_states_dir", default=None,
+    group.add_argument("--cub-dir", dest="eval_cub_dir", type=at.existing_dir.as_text(), default=None, help="CUB_200_2011 folder (sub-*, compmap-cub)")
+    group.add_argument("--mit-states-dir", dest="eval_mit_states_dir", type=at.existing_dir.as_text(), default=None,
                        help="MIT-States folder with images/ and compositional-split-natural/ (compmap-mit-states)")
-    group.add_argument("--concepts", dest="eval_concepts", default=None, help="ConceptBed concept spec (conceptbed-ccd)")
-    group.add_argument("--device", dest="eval_device", default=None, help="cpu, cuda, cuda:1 … (default: cuda if available)")
+    group.add_argument("--concepts", dest="eval_concepts", type=at.existing_file.as_text(), default=None, help="ConceptBed concept spec (conceptbed-ccd)")
+    group.add_argument("--device", dest="eval_device", type=at.device, default=None, help="cpu, cuda, cuda:1 … (default: cuda if available)")
     group.add_argument("--dtype", dest="eval_dtype", default=None, choices=("float32", "float16", "bfloat16"))
-    group.add_argument("--batch-size", dest="eval_batch_size", type=int, default=32)
-    group.add_argument("--cache-dir", dest="eval_cache_dir", default=None, help="embedding cache (shared by all tasks)")
-    group.add_argument("--output", dest="eval_output", default=None,
+    group.add_argument("--batch-size", dest="eval_batch_size", type=at.positive_int, default=32)
+    group.add_argument("--cache-dir", dest="eval_cache_dir", type=at.output_dir.as_text(), default=None, help="embedding cache (shared by all tasks)")
+    group.add_argument("--output", dest="eval_output", type=at.output_file.as_text(), default=None,
                        help="results JSON (markdown table written beside it; default results/<model>.json)")
     group.add_argument("--push-results", dest="eval_push", action="store_true",
                        help="publish the results to the model repo (.eval_results + model-index, one commit) and "

@@ -16,6 +16,8 @@ import logging
 import sys
 from typing import Sequence
 
+from conceptforge import argtypes as at
+
 from conceptforge.generators.binding.compositions import DATASETS
 from conceptforge.generators.binding.dataset import PRESETS, BindingConfig
 from conceptforge.generators.binding.generate import CHUNK_SIZE, generate_binding
@@ -44,24 +46,24 @@ def parse_resolution(text: str) -> tuple[int, int]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", default="all", help=f"one of {', '.join(DATASETS)}, a comma-separated list, or all")
     parser.add_argument("--preset", default="demo", help=f"one of {', '.join(PRESETS)} (paper = Table 1 sizes)")
-    parser.add_argument("--out", required=True, help="output repo folder or fsspec URL such as s3://bucket/binding (one config per dataset)")
-    parser.add_argument("--seed", type=int, default=0, help="run seed; every image's seed derives from it")
+    parser.add_argument("--out", required=True, type=at.output_location, help="output repo folder or fsspec URL such as s3://bucket/binding (one config per dataset)")
+    parser.add_argument("--seed", type=at.seed, default=0, help="run seed; every image's seed derives from it")
     parser.add_argument("--resolution", default="320x240", help="WIDTHxHEIGHT (default 320x240)")
-    parser.add_argument("--samples", type=int, default=16, help="Cycles samples per pixel (default 16; CLEVR used 512)")
-    parser.add_argument("--min-pixels", type=int, default=None, help="visible pixels required per object (default: 200 at 320x240, scaled)")
-    parser.add_argument("--num-workers", type=int, default=1, help="Blender processes on this machine")
-    parser.add_argument("--num-shards", type=int, default=None)
-    parser.add_argument("--shard-index", type=int, default=None)
+    parser.add_argument("--samples", type=at.positive_int, default=16, help="Cycles samples per pixel (default 16; CLEVR used 512)")
+    parser.add_argument("--min-pixels", type=at.non_negative_int, default=None, help="visible pixels required per object (default: 200 at 320x240, scaled)")
+    parser.add_argument("--num-workers", type=at.positive_int, default=1, help="Blender processes on this machine")
+    parser.add_argument("--num-shards", type=at.positive_int, default=None)
+    parser.add_argument("--shard-index", type=at.non_negative_int, default=None)
     parser.add_argument("--no-denoise", action="store_true",
                         help="skip Open Image Denoise (grainy at 16 samples: ~38 dB vs ~48 dB PSNR against 512 samples)")
-    parser.add_argument("--chunk-size", type=int, default=CHUNK_SIZE, help=f"scenes per store chunk (default {CHUNK_SIZE}; a kill loses at most one chunk)")
+    parser.add_argument("--chunk-size", type=at.positive_int, default=CHUNK_SIZE, help=f"scenes per store chunk (default {CHUNK_SIZE}; a kill loses at most one chunk)")
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu", help="Cycles device")
     parser.add_argument("--dry-run", action="store_true", help="print the images to render and a time estimate; render nothing")
     parser.add_argument(
-        "--seconds-per-image", type=float, default=None,
+        "--seconds-per-image", type=at.positive_float, default=None,
         help="your measured render time per image (e.g. from a --preset demo run), for --dry-run's estimate",
     )
-    parser.add_argument("--max-items", type=int, default=None, help=argparse.SUPPRESS)  # interrupt simulation
+    parser.add_argument("--max-items", type=at.non_negative_int, default=None, help=argparse.SUPPRESS)  # interrupt simulation
 
 
 def plan_lines(configs: Sequence[BindingConfig], *, seconds_per_image: float | None, num_workers: int = 1) -> list[str]:
