@@ -34,7 +34,7 @@ __all__ = [
     "fraction_below_one", "fraction_above_zero",
     "existing_dir", "existing_file", "existing_path", "output_file", "output_dir", "output_location",
     "existing_location", "rating",
-    "device", "device_name", "check_device", "check_writable",
+    "device", "device_name", "check_device", "check_writable", "ListOf", "Resolution",
 ]
 
 
@@ -316,14 +316,54 @@ device = DeviceType()
 device_name = DeviceType(check=False)  # checked when the model loads (a --dry-run needs no GPU)
 
 
-def comma_list(item: Callable[[str], Any], *, name: str = "list") -> Callable[[str], list]:
-    """Comma-separated values of ``item`` (at least one)."""
+class ListOf(ArgType):
+    """Comma-separated values of one :class:`ArgType` (at least one): ``--seeds 0,1,2``."""
 
-    def parse(text: str) -> list:
-        values = [item(part.strip()) for part in str(text).split(",") if part.strip()]
-        if not values:
-            raise argparse.ArgumentTypeError(f"expected a comma-separated {name}, got {text!r}")
+    def __init__(self, item: ArgType, *, name: str = "list") -> None:
+        self.item, self.__name__ = item, name
+
+    def __call__(self, text: str) -> list:
+        parts = [part.strip() for part in str(text).split(",") if part.strip()]
+        if not parts:
+            raise argparse.ArgumentTypeError(f"expected comma-separated values, got {text!r}")
+        values = []
+        for part in parts:
+            try:
+                values.append(self.item(part))
+            except argparse.ArgumentTypeError as error:
+                raise argparse.ArgumentTypeError(f"{part!r} in {text!r}: {error}") from None
         return values
 
-    parse.__name__ = name
-    return parse
+    def good_example(self, paths: Examples) -> str:
+        return self.item.good_example(paths)
+
+    def bad_examples(self, paths: Examples) -> list[str]:
+        good = self.item.good_example(paths)
+        return [f"{good},{bad}" for bad in self.item.bad_examples(paths) if bad and "," not in bad] + ["", ","]
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+
+class Resolution(ArgType):
+    """``WIDTHxHEIGHT``, each at least ``minimum`` pixels; the value stays the text given."""
+
+    def __init__(self, minimum: int = 16) -> None:
+        self.minimum, self.__name__ = minimum, "resolution"
+
+    def __call__(self, text: str) -> str:
+        match = re.fullmatch(r"\s*(\d+)\s*[xX]\s*(\d+)\s*", str(text))
+        if not match:
+            raise argparse.ArgumentTypeError(f"expected WIDTHxHEIGHT such as 320x240, got {text!r}")
+        if min(int(match.group(1)), int(match.group(2))) < self.minimum:
+            raise argparse.ArgumentTypeError(f"width and height must be >= {self.minimum}, got {text!r}")
+        return str(text).strip()
+
+    def good_example(self, paths: Examples) -> str:
+        return "320x240"
+
+    def bad_examples(self, paths: Examples) -> list[str]:
+        return ["abc", "320", "0x240", "-320x240", f"{self.minimum - 1}x240", ""]
+
+    def __repr__(self) -> str:
+        return self.__name__

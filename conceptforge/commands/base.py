@@ -12,7 +12,7 @@ import argparse
 import importlib
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Callable
+from typing import Callable, Iterator
 
 
 @dataclass(frozen=True)
@@ -86,6 +86,23 @@ def add_subcommands(parser: argparse.ArgumentParser, entries: dict[str, Entry], 
     for name, entry in entries.items():
         action.add_lazy_parser(name, help=entry.help, fill=filler(entry))
     return action
+
+
+def walk_parsers(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    """Every parser of the tree under ``parser`` with the sub-command names that reach it.
+
+    Lazy sub-parsers are filled on the way (this imports every sub-command's module): for tools
+    and tests that look at all flags at once, e.g. the test that walks every flag.
+    """
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            pending = getattr(action, "_fill", {})
+            for name, sub in action._name_parser_map.items():
+                fill = pending.pop(name, None)
+                if fill is not None:
+                    fill(sub)
+                yield from walk_parsers(sub, (*path, name))
 
 
 def run_entry(entries: dict[str, Entry], name: str, args: argparse.Namespace) -> int:

@@ -12,13 +12,6 @@ from conceptforge.errors import InvalidArgumentError
 logger = logging.getLogger(__name__)
 
 
-def _seeds(text: str) -> list[int]:
-    try:
-        return [at.seed(s) for s in text.split(",") if s.strip()]
-    except (ValueError, argparse.ArgumentTypeError):
-        raise argparse.ArgumentTypeError(f"--seeds must be comma-separated integers, got {text!r}") from None
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from conceptforge.loaders.binding.evaluate import ALL_MODELS, DEFAULT_CLIP
 
@@ -30,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"comma-separated, from: {', '.join(ALL_MODELS)} (clip-ft = full fine-tuning, slow)")
     parser.add_argument("--clip-model", default=DEFAULT_CLIP, help="CLIP id or local dir (frozen image embeddings)")
     parser.add_argument("--clip-revision", default=None)
-    parser.add_argument("--seeds", type=_seeds, default=[0, 1, 2, 3, 4])
+    parser.add_argument("--seeds", type=at.ListOf(at.seed, name="seeds"), default=[0, 1, 2, 3, 4])
     parser.add_argument("--epochs", type=at.positive_int, default=20)
     parser.add_argument("--batch-size", type=at.positive_int, default=32)
     parser.add_argument("--lr", type=at.positive_float, default=None, help="override Appendix A's per-model learning rate")

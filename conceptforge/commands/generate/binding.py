@@ -48,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--preset", default="demo", help=f"one of {', '.join(PRESETS)} (paper = Table 1 sizes)")
     parser.add_argument("--out", required=True, type=at.output_location, help="output repo folder or fsspec URL such as s3://bucket/binding (one config per dataset)")
     parser.add_argument("--seed", type=at.seed, default=0, help="run seed; every image's seed derives from it")
-    parser.add_argument("--resolution", default="320x240", help="WIDTHxHEIGHT (default 320x240)")
+    parser.add_argument("--resolution", type=at.Resolution(), default="320x240", help="WIDTHxHEIGHT (default 320x240)")
     parser.add_argument("--samples", type=at.positive_int, default=16, help="Cycles samples per pixel (default 16; CLEVR used 512)")
     parser.add_argument("--min-pixels", type=at.non_negative_int, default=None, help="visible pixels required per object (default: 200 at 320x240, scaled)")
     parser.add_argument("--num-workers", type=at.positive_int, default=1, help="Blender processes on this machine")
