@@ -41,7 +41,9 @@ def test_dataset_lacking_columns(tmp_path, sub_dataset, conceptbed_dataset):
     assert_one_line_error(run(conceptbed_dataset, "--study", "sub-faithfulness", "--split", "concept"),
                           "lacks the columns bird, attribute, group, value, removed_attribute")
     assert_one_line_error(run(sub_dataset, "--study", "conceptbed-alignment"), "needs one of ['concept']")
-    assert_one_line_error(run(tmp_path / "missing", "--study", "sub-attribute"), "is not a dataset directory")
+    assert_one_line_error(run(tmp_path / "missing", "--study", "sub-attribute"), "argument DATASET_DIR: ")
+    (tmp_path / "empty").mkdir()
+    assert_one_line_error(run(tmp_path / "empty", "--study", "sub-attribute"), "is not a dataset directory")
 
 
 def test_port_in_use(sub_dataset, tmp_path):

@@ -35,4 +35,4 @@ def test_default_estimate_says_where_its_figure_comes_from(tmp_path):
     # 6.7 s at 320x240 with 16 samples; 4x the pixels and 2x the samples: 53.6 s per image.
     assert "at 54 s/image" in text and "estimated render time: 7 min" in text
     bad = _run("--out", str(tmp_path / "out"), "--dry-run", "--seconds-per-image", "0")
-    assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1] == "error: --seconds-per-image must be > 0, got 0.0"
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == ["error: conceptforge generate binding: argument --seconds-per-image: must be > 0, got 0 (see conceptforge generate binding --help)"]

@@ -95,7 +95,7 @@ def test_mit_states_end_to_end(tiny_clip_dir, fake_mit, tmp_path, capsys):
 def test_bad_inputs_are_one_line_errors(tiny_clip_dir, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert _in_process("--benchmark", "cub", "--model", tiny_clip_dir, "--data-dir", tmp_path / "missing") == 2
-    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("error: CUB directory")
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith(f"error: conceptforge evaluate compmap: argument --data-dir: {tmp_path / 'missing'} does not exist")
     assert _in_process("--benchmark", "mit-states", "--data-dir", tmp_path, "--templates", "a3:9") == 2
     assert capsys.readouterr().err.strip().startswith("error: --templates")
     assert _in_process("--benchmark", "mit-states", "--data-dir", tmp_path) == 2
