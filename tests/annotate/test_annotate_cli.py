@@ -138,3 +138,16 @@ def test_cub_dir_offers_every_group_value(sub_dataset, tmp_path):
     (cub / "attributes.txt").write_text("1 has_bill_shape::cone\n")
     assert_one_line_error(run(sub_dataset, "--study", "sub-attribute", "--db", tmp_path / "d.sqlite", "--cub-dir", cub,
                               "--port", "0"), "is not in CUB's attributes.txt")
+
+
+def test_alignment_study_refuses_a_dataset_without_reference_images(tmp_path):
+    """A ConceptBed dataset made without --embed-references (the default) has no reference images:
+    the alignment study used to serve "same concept as the references?" with none on the page."""
+    from tests.annotate.conftest import CONCEPTBED_FEATURES, conceptbed_rows, write_dataset
+
+    rows = [{**row, "reference_images": []} for row in conceptbed_rows("concept")]
+    dataset = write_dataset(tmp_path / "default", CONCEPTBED_FEATURES, {"concept": rows})
+    db = tmp_path / "alignment.sqlite"
+    result = run(dataset, "--study", "conceptbed-alignment", "--port", "0", "--db", db)
+    assert_one_line_error(result, "has no reference images for 2 concept(s) (art_painting, n01440764)")
+    assert "--embed-references" in result.stderr and not db.exists()

@@ -129,6 +129,12 @@ def test_worker_processes_give_the_same_dataset(demo_dir, tmp_path):
     assert _data_bytes(tmp_path, "single-object") == _data_bytes(demo_dir, "single-object")
 
 
+def test_workers_restarted_every_item_give_the_same_dataset(demo_dir, tmp_path):
+    """--restart-workers-every: fresh Blender processes part-way through change no byte."""
+    run_script("--dataset", "single-object", "--out", str(tmp_path), "--num-workers", "1", "--restart-workers-every", "1", *SMALL)
+    assert _data_bytes(tmp_path, "single-object") == _data_bytes(demo_dir, "single-object")
+
+
 def _json_from_a_fresh_process(code: str) -> dict:
     """Run ``code`` in a new interpreter (its own Blender) and parse the JSON it prints last."""
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

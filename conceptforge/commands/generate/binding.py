@@ -52,6 +52,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--samples", type=at.positive_int, default=16, help="Cycles samples per pixel (default 16; CLEVR used 512)")
     parser.add_argument("--min-pixels", type=at.non_negative_int, default=None, help="visible pixels required per object (default: 200 at 320x240, scaled)")
     parser.add_argument("--num-workers", type=at.positive_int, default=1, help="Blender processes on this machine")
+    parser.add_argument("--restart-workers-every", type=at.positive_int, default=None, metavar="N",
+                        help="replace each Blender process with a fresh one after N images (bounds leaked memory)")
     parser.add_argument("--num-shards", type=at.positive_int, default=None)
     parser.add_argument("--shard-index", type=at.non_negative_int, default=None)
     parser.add_argument("--no-denoise", action="store_true",
@@ -129,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
         report = generate_binding(
             config, args.out, shard=shard, num_workers=args.num_workers,
             device=args.device, max_items=args.max_items, chunk_size=args.chunk_size,
+            restart_workers_every=args.restart_workers_every,
         )
         if report.assembled:
             finished.append(config.dataset)
