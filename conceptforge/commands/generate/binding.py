@@ -28,10 +28,12 @@ from conceptforge.workitems import resolve_shard
 
 logger = logging.getLogger(__name__)
 
-# Measured with `--dataset all --preset demo` at the defaults (320x240, 16 samples, Cycles on the
-# CPU, one worker): 24 images in 160 s on 2 CPU cores shared with other jobs (load average ~10).
-# A rough default for --dry-run; scaled by pixels x samples for other settings.
-MEASURED_SECONDS_PER_IMAGE = 6.7
+# The whole item loop (layout, Cycles + passes, OIDN, PNG) at the defaults (320x240, 16 samples,
+# Cycles on the CPU with 2 render threads): median 0.96 s per image in BENCHMARKS.md's full
+# render_binding run (0.89 s in the quick one). The earlier 6.7 s came from a demo run timed on
+# 2 cores shared with other jobs (load average ~10), with Blender's start-up in it: ~7x too high.
+# A default for --dry-run; scaled by pixels x samples for other settings.
+MEASURED_SECONDS_PER_IMAGE = 0.96
 MEASURED_AT = (320 * 240, 16)
 
 
@@ -83,7 +85,7 @@ def plan_lines(configs: Sequence[BindingConfig], *, seconds_per_image: float | N
         scale = (first.width * first.height / MEASURED_AT[0]) * (first.samples / MEASURED_AT[1])
         seconds_per_image = MEASURED_SECONDS_PER_IMAGE * scale
         source = (
-            f"default: {MEASURED_SECONDS_PER_IMAGE:g} s measured at 320x240, 16 samples on 2 shared CPU cores"
+            f"default: {MEASURED_SECONDS_PER_IMAGE:g} s measured at 320x240, 16 samples with 2 render threads (BENCHMARKS.md)"
             + (", scaled by pixels x samples" if abs(scale - 1) > 1e-9 else "")
             + "; pass --seconds-per-image from a --preset demo run on your machine"
         )
