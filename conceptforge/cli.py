@@ -8,7 +8,7 @@ import sys
 from typing import Callable, Sequence
 
 from conceptforge.errors import ConceptforgeError
-from conceptforge.progress import are_progress_bars_disabled
+from conceptforge.progress import are_progress_bars_disabled, quiet_model_library_bars
 from conceptforge.interrupts import Interrupted, handle_stop_signals
 
 logger = logging.getLogger("conceptforge")
@@ -68,6 +68,7 @@ def quiet_library_progress() -> None:
         import datasets
 
         datasets.disable_progress_bars()
+    quiet_model_library_bars()  # diffusers' and transformers' own loading bars, when imported
 
 
 INTERRUPTED_MESSAGE = "interrupted by {signal}: finished work is kept; rerun the same command to resume"

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from conceptforge.errors import DeviceUnavailableError, InvalidArgumentError, WeightsUnavailableError
+from conceptforge.progress import quiet_model_library_bars
 from conceptforge.generators.sub.tdg import TDGParams, eta_schedule, tie_pair
 
 logger = logging.getLogger(__name__)
@@ -353,8 +354,11 @@ def _load_pipeline(model: str, *, revision: str | None, dtype: torch.dtype):
     looks_local = local.is_absolute() or model.startswith(".") or local.exists()
     if looks_local and not (local / "model_index.json").is_file():
         raise WeightsUnavailableError(f"--model {model} is not a FLUX pipeline folder (no model_index.json)")
+    quiet_model_library_bars()  # "Loading pipeline components..." writes \r frames into logs otherwise
     try:
-        return FluxPipeline.from_pretrained(model, revision=revision, **_dtype_kwarg(dtype))
+        pipeline = FluxPipeline.from_pretrained(model, revision=revision, **_dtype_kwarg(dtype))
+        quiet_model_library_bars(pipeline)
+        return pipeline
     except (OSError, ValueError) as error:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         if looks_local:
