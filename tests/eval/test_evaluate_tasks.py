@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 
 import pytest
 
@@ -213,3 +214,26 @@ def test_sub_cbm_task_runs_a_users_cbm_factory(tmp_path, sub_dir, fake_cub, monk
     assert task["metrics"]["s_plus"]["value"] == pytest.approx(0.5) and task["metrics"]["s_plus"]["n"] == 8
     assert task["metrics"]["s_minus"]["value"] == pytest.approx(0.75) and task["metrics"]["s_minus"]["n"] == 8
     assert "S- rule any-original" in task["variant"]
+
+
+@pytest.mark.parametrize("break_it, problem", [
+    (lambda p: p.pop("model"), "its 'model' is not an object"),
+    (lambda p: p.update(tasks={"a": 1}), "its 'tasks' is not a list"),
+    (lambda p: p["tasks"][0].pop("metrics"), "tasks[0] has no dict 'metrics'"),
+    (lambda p: p["tasks"][0].update(dataset="o/b"), "tasks[0] has no dict 'dataset'"),
+    (lambda p: p["tasks"][0]["metrics"].update({"x": 0.5}), "tasks[0].metrics.x is not an object"),
+])
+def test_leaderboard_file_with_the_format_tag_but_a_wrong_structure_is_one_line(tmp_path, break_it, problem):
+    """The format tag alone used to pass: a wrong structure then ended in a KeyError traceback."""
+    from conceptforge.commands import main
+
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good.write_text(json.dumps(_payload("a", "1" * 40, 0.7, 0.01)))
+    payload = _payload("b", "1" * 40, 0.6, 0.01)
+    break_it(payload)
+    bad.write_text(json.dumps(payload))
+    with pytest.raises(ConceptforgeError, match=re.escape(f"{bad} says format conceptforge-eval-results/1 but {problem}")):
+        from conceptforge.loaders.leaderboard import load_results
+
+        load_results([good, bad])
+    assert main(["leaderboard", str(good), str(bad)]) == 2
