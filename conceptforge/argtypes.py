@@ -34,7 +34,7 @@ __all__ = [
     "fraction_below_one", "fraction_above_zero",
     "existing_dir", "existing_file", "existing_path", "output_file", "output_dir", "output_location",
     "existing_location", "rating",
-    "device", "device_name", "check_device", "check_writable", "ListOf", "Resolution",
+    "device", "device_name", "check_device", "check_writable", "ListOf", "Resolution", "Template",
 ]
 
 
@@ -340,6 +340,46 @@ class ListOf(ArgType):
     def bad_examples(self, paths: Examples) -> list[str]:
         good = self.item.good_example(paths)
         return [f"{good},{bad}" for bad in self.item.bad_examples(paths) if bad and "," not in bad] + ["", ","]
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+
+class Template(ArgType):
+    """A ``str.format`` prompt template: only the ``allowed`` fields, each ``required`` one present.
+
+    Why: an unknown field (``{colour}`` for ``{value}``) used to end in a KeyError traceback once
+    the model was loaded; a missing one silently gave every option the same prompt.
+    """
+
+    def __init__(self, *, allowed: set[str], required: set[str]) -> None:
+        self.allowed, self.required, self.__name__ = set(allowed), set(required), "template"
+
+    def __call__(self, text: str) -> str:
+        import string
+
+        try:
+            fields = {name for _, name, _, _ in string.Formatter().parse(str(text)) if name is not None}
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(f"not a valid template ({error}): {text!r}") from None
+        unknown = sorted(fields - self.allowed)
+        if unknown:
+            raise argparse.ArgumentTypeError(
+                f"unknown field(s) {', '.join('{' + f + '}' for f in unknown)} in {text!r}; the fields are "
+                f"{', '.join('{' + f + '}' for f in sorted(self.allowed))}")
+        missing = sorted(self.required - fields)
+        if missing:
+            raise argparse.ArgumentTypeError(f"{text!r} lacks {', '.join('{' + f + '}' for f in missing)}")
+        return str(text)
+
+    def good_example(self, paths: Examples) -> str:
+        return " ".join("{" + f + "}" for f in sorted(self.allowed))
+
+    def bad_examples(self, paths: Examples) -> list[str]:
+        bad = ["{no_such_field} " + self.good_example(paths), "{unclosed"]
+        if self.required:
+            bad.append("no fields at all")
+        return bad
 
     def __repr__(self) -> str:
         return self.__name__

@@ -373,6 +373,23 @@ def run_conceptbed_ccd(ctx: TaskContext) -> TaskOutcome:
 
 
 # ----------------------------------------------------------------------------------- registry
+def _template(*, allowed: set[str], required: set[str]) -> Callable[[str], str]:
+    """A prompt template checked like the command line's ``--template`` (known fields only)."""
+    import argparse
+
+    from conceptforge.argtypes import Template
+
+    check = Template(allowed=allowed, required=required)
+
+    def parse(text: str) -> str:
+        try:
+            return check(text)
+        except argparse.ArgumentTypeError as error:
+            raise InvalidArgumentError(str(error)) from None
+
+    return parse
+
+
 def _choice(choices: tuple[str, ...]) -> Callable[[str], str]:
     def parse(text: str) -> str:
         if text not in choices:
@@ -393,7 +410,8 @@ def _s_minus_options() -> tuple[Option, ...]:
 def _sub_vlm_options() -> tuple[Option, ...]:
     from conceptforge.loaders.sub import ATTRIBUTE_TEMPLATE, NONE_TEMPLATE
 
-    return (Option("template", ATTRIBUTE_TEMPLATE, str, "attribute prompt with {group} and {value}"),
+    return (Option("template", ATTRIBUTE_TEMPLATE, _template(allowed={"group", "value"}, required={"value"}),
+                   "attribute prompt with {group} and {value}"),
             Option("none_prompt", NONE_TEMPLATE, str, "prompt of the 'none' option"), *_s_minus_options())
 
 
@@ -437,7 +455,8 @@ def _registry() -> dict[str, Task]:
                       *_s_minus_options())),
         Task("binding-clip", "binding", "concept binding: frozen CLIP zero-shot accuracy over the 5 candidates (Binding paper Table 1)",
              (CLIP,), "binding/zero-shot", run_binding_clip, dataset=f"{DEFAULT_ORG}/binding", revision="v1.0.0",
-             split="train,val,gen", options=(Option("template", "a photo of {label}", str, "prompt with {label}"), _binding_config_option())),
+             split="train,val,gen", options=(Option("template", "a photo of {label}", _template(allowed={"label"}, required={"label"}), "prompt with {label}"),
+                      _binding_config_option())),
         Task("binding-cdsm", "binding", "concept binding: CDSMs trained on frozen CLIP image embeddings, mean ± s.e. over seeds "
              "(Binding paper Tables 1-3)", (CLIP,), "binding/cdsm-frozen", run_binding_cdsm,
              dataset=f"{DEFAULT_ORG}/binding", revision="v1.0.0", split="train,val,gen", seeded=True,

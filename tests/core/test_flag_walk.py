@@ -20,6 +20,7 @@ import contextlib
 import hashlib
 import io
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -275,3 +276,13 @@ def test_types_by_hand():
     assert argtypes.ListOf(argtypes.seed)("0, 1,2") == [0, 1, 2]
     assert argtypes.Resolution()("320x240") == "320x240"
     assert argtypes.output_location("s3://bucket/run") == "s3://bucket/run"
+
+
+def test_template_fields_are_checked():
+    """An unknown field ended in a KeyError traceback after the model loaded; a missing one gave equal prompts."""
+    template = argtypes.Template(allowed={"group", "value"}, required={"value"})
+    assert template("the bird's {group} is {value}") == "the bird's {group} is {value}"
+    for text, message in [("a {colour} bird", "unknown field(s) {colour}"), ("a bird", "lacks {value}"),
+                          ("a {value", "not a valid template")]:
+        with pytest.raises(argparse.ArgumentTypeError, match=re.escape(message)):
+            template(text)

@@ -40,6 +40,10 @@ def test_selection_overrides_and_options():
     ({"names": "binding-clip", "options": ["binding-cdsm.seeds=1"]}, "names task 'binding-cdsm', which is not in --tasks"),
     ({"names": "binding-cdsm", "options": ["binding-cdsm.seeds=a,b"]}, "expected comma-separated integers"),
     ({"names": "binding-cdsm", "revisions": ["binding-cdsm"]}, "--revision wants TASK=REVISION"),
+    # an unknown template field used to surface as a KeyError traceback after the model loaded
+    ({"names": "binding-clip", "options": ["binding-clip.template=a photo of {lable}"]},
+     "--task-option binding-clip.template: unknown field(s) {lable}"),
+    ({"names": "sub-vlm", "options": ["sub-vlm.template=a {colour} bird"]}, "unknown field(s) {colour}"),
 ])
 def test_selection_errors_are_one_line(kwargs, message):
     names = kwargs.pop("names")

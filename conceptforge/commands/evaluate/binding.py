@@ -32,7 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="CDSM scores: dot = paper Algorithm 1 (raw dot product, N(0,1) init, no scale); "
                              "scaled-cosine = CLIP's logit_scale x cosine, N(0,1/d) init")
     parser.add_argument("--calibrate", action="store_true", help="calibrated stacking (Appendix C; single-object only)")
-    parser.add_argument("--template", default="a photo of {label}", help="zero-shot prompt")
+    parser.add_argument("--template", type=at.Template(allowed={"label"}, required={"label"}), default="a photo of {label}",
+                        help="zero-shot prompt, with {label}")
     parser.add_argument("--cache-dir", type=at.output_dir.as_text(), default=None, help="embedding cache (default ~/.cache/conceptforge/embeddings)")
     parser.add_argument("--device", type=at.device, default=None)
     parser.add_argument("--output", type=at.output_file.as_text(), default=None, help="write the report as JSON here")

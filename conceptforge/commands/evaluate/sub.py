@@ -25,7 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--concept-names", type=at.existing_file.as_text(), default=None, help="file with one CUB attribute per line: the CBM's output order")
     parser.add_argument("--outputs", choices=["logits", "probabilities"], default="logits")
     parser.add_argument("--threshold", type=at.finite_float, default=0.5)
-    parser.add_argument("--template", default=None, help="VLM attribute prompt, with {group} and {value}")
+    parser.add_argument("--template", type=at.Template(allowed={"group", "value"}, required={"value"}), default=None,
+                        help="VLM attribute prompt, with {value} (and {group})")
     parser.add_argument("--none-prompt", default=None, help="VLM prompt of the 'none' option")
     parser.add_argument("--cache-dir", type=at.output_dir.as_text(), default=None, help="embedding cache (default ~/.cache/conceptforge/embeddings)")
     parser.add_argument("--device", type=at.device, default=None)
