@@ -129,3 +129,12 @@ def test_mit_states_task_matches_the_compmap_command(tiny_clip_dir, fake_mit, tm
     # without the folder the task is skipped with one line naming the flag
     assert main(["evaluate", "--model", str(tiny_clip_dir), "--tasks", "compmap-mit-states", "--output", str(task_out)]) == 2
     assert "compmap-mit-states needs --mit-states-dir" in capsys.readouterr().err
+
+
+def test_unwritable_default_output_is_refused_before_the_work(tmp_path, capsys, monkeypatch):
+    """The default compmap-<benchmark>.json in the working folder used to fail after the whole evaluation."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "compmap-cub.json").mkdir()  # in the way of the default output
+    assert _in_process("--benchmark", "cub", "--model", tmp_path / "no-model", "--data-dir", tmp_path) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "error: --output compmap-cub.json is a folder, not a file"

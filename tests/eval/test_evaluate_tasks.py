@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -241,3 +242,14 @@ def test_leaderboard_file_with_the_format_tag_but_a_wrong_structure_is_one_line(
 
         load_results([good, bad])
     assert main(["leaderboard", str(good), str(bad)]) == 2
+
+
+def test_unwritable_results_file_is_refused_before_any_task_runs(tmp_path, tiny_clip_dir, monkeypatch, capsys):
+    """The results were written after every task ran: an unwritable path lost the whole evaluation."""
+    from conceptforge.commands import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "results" / f"{tiny_clip_dir.name}.json").mkdir(parents=True)  # the default output, taken by a folder
+    assert main(["evaluate", "--model", str(tiny_clip_dir), "--tasks", "binding-clip", "--device", "cpu"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == \
+        f"error: --output {Path('results') / tiny_clip_dir.name}.json is a folder, not a file"

@@ -75,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
 
     templates = parse_templates(args.templates)
     output = Path(args.output or f"compmap-{args.dataset}.json")
+    at.check_writable(output, what="--output")  # the default lands in the working folder: check it before the work
     if args.batch_size < 1:
         raise InvalidArgumentError("--batch-size must be >= 1")
     emb_cache, act_cache = _cache_dirs(args)

@@ -71,6 +71,8 @@ def run(args: argparse.Namespace) -> int:
     selections = select_tasks(args.eval_tasks, datasets=args.eval_datasets, revisions=args.eval_revisions,
                               options=args.eval_options)
     model = resolve_model(args.eval_model, revision=args.eval_model_revision)
+    output = args.eval_output or default_output(model)
+    at.check_writable(output, what="--output")  # results are written after every task ran: check first
     results_repo = args.eval_results_repo or (model.id if model.source == "hub" else None)
     if args.eval_push and not results_repo:
         raise InvalidArgumentError(f"--push-results: {model.id} is not a Hub model; pass --results-repo ORG/NAME")
@@ -84,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     if not results.tasks:
         raise InvalidArgumentError(f"no task of --tasks can run with {model.id} (a {model.kind} model): see the skipped lines")
     payload = results.to_dict()
-    path, markdown = write_results(payload, args.eval_output or default_output(model))
+    path, markdown = write_results(payload, output)
     print(results_markdown(payload))
     print(f"results: {path} (table: {markdown})")
     if args.eval_push:
