@@ -264,12 +264,14 @@ _DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 def check_device(name: str | None, *, flag: str = "--device") -> str | None:
     """Refuse a device this machine does not have: one :class:`DeviceUnavailableError` line.
 
-    ``None`` and ``auto`` mean "CUDA when there is one" and always pass. Why here: every model
-    loader (VQA, oracles, CLIP, FLUX) used to fail on its own, most with a torch traceback.
+    ``None`` and ``auto`` mean "CUDA when there is one" and always pass; other torch device types
+    (``xpu`` …) are left to torch. Why here: every model loader (VQA, oracles, CLIP, FLUX) used to
+    fail on its own, most with a torch traceback; the command line's ``--device`` type and the
+    loaders all call this.
     """
     if name is None:
         return None
-    if not _DEVICE.match(name):
+    if re.match(r"^cuda(:|$)", name) and not _DEVICE.match(name):
         raise InvalidArgumentError(f"{flag}: unknown device {name!r}: use cpu, cuda, cuda:N, mps or auto")
     if name.startswith("cuda"):
         import torch

@@ -286,3 +286,19 @@ def test_template_fields_are_checked():
                           ("a {value", "not a valid template")]:
         with pytest.raises(argparse.ArgumentTypeError, match=re.escape(message)):
             template(text)
+
+
+def test_library_loaders_share_the_device_check(monkeypatch, tmp_path):
+    """A library caller asking for CUDA on a machine without it gets the same one line, before any weights load."""
+    import torch
+
+    from conceptforge.errors import DeviceUnavailableError
+    from conceptforge.filters.vqa import VQAScorer
+    from conceptforge.loaders.embeddings import EmbeddingModel
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for load in (lambda: VQAScorer.from_pretrained(str(tmp_path / "no-model"), device="cuda"),
+                 lambda: EmbeddingModel.from_pretrained(str(tmp_path / "no-model"), device="cuda:1")):
+        with pytest.raises(DeviceUnavailableError, match="no CUDA GPU is visible"):
+            load()
+    assert argtypes.check_device("xpu") == "xpu" and argtypes.check_device(None) is None
