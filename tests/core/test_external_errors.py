@@ -38,14 +38,14 @@ def _raised(make):
 
 
 def test_known_environment_errors_become_one_line_kinds():
-    import botocore.exceptions
+    botocore_errors = pytest.importorskip("botocore.exceptions", reason="s3fs (the test extra) brings botocore")
     import huggingface_hub.errors
     import pyarrow as pa
     from huggingface_hub.utils import validate_repo_id
 
     cases = [
-        (botocore.exceptions.NoCredentialsError(), StoreError, "no credentials for the object store (Unable to locate credentials)"),
-        (botocore.exceptions.EndpointConnectionError(endpoint_url="http://127.0.0.1:9/b"), StoreError,
+        (botocore_errors.NoCredentialsError(), StoreError, "no credentials for the object store (Unable to locate credentials)"),
+        (botocore_errors.EndpointConnectionError(endpoint_url="http://127.0.0.1:9/b"), StoreError,
          'cannot reach the object store (Could not connect to the endpoint URL: "http://127.0.0.1:9/b")'),
         (huggingface_hub.errors.LocalEntryNotFoundError("no cached model.safetensors"), WeightsUnavailableError,
          "not in the local cache and the Hub cannot be asked (no cached model.safetensors)"),
@@ -63,11 +63,11 @@ def test_known_environment_errors_become_one_line_kinds():
 
 
 def test_the_cause_chain_is_searched_and_bugs_stay_bugs():
-    import botocore.exceptions
+    botocore_errors = pytest.importorskip("botocore.exceptions", reason="s3fs (the test extra) brings botocore")
 
     def wrapped():
         try:
-            raise botocore.exceptions.NoCredentialsError()
+            raise botocore_errors.NoCredentialsError()
         except Exception as error:
             raise RuntimeError("listing failed") from error
 
