@@ -92,7 +92,9 @@ def _one(error: BaseException) -> ConceptforgeError | None:
         return WeightsUnavailableError(f"neither an existing local folder nor a valid Hub id ({text}): check the path")
     if names & _HUB:
         return HubError(f"the Hugging Face Hub refused the request ({text}): check the id, the revision and HF_TOKEN")
-    if names & _NETWORK:
+    if names & _NETWORK or isinstance(error, ConnectionError):
+        if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}:
+            return HubError(f"{text}; offline mode (HF_HUB_OFFLINE=1): pass a local folder, or fill the cache where there is network")
         return HubError(f"cannot connect to {os.environ.get('HF_ENDPOINT') or 'the network'} ({text}); {OFFLINE_HINT}")
     if names & _PARQUET and "parquet" in text.lower():
         return DataFormatError(f"a parquet file is damaged or not parquet ({text}): regenerate or reassemble it")

@@ -152,3 +152,12 @@ def test_evaluate_offline_without_hf_hub_offline_is_quick_and_says_why(tmp_path)
     assert len(lines) == len(set(lines)) == 2 and took < 30
     assert "cannot be reached: working offline" in lines[0] and lines[1].startswith("error: ")
     assert "GPU" not in lines[1] and "offline" in lines[1]
+
+
+def test_a_builtin_connection_error_offline_says_what_to_do(monkeypatch):
+    """``datasets`` raises the builtin ConnectionError for a mistyped local folder while offline."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    known = translate(ConnectionError("Couldn't reach './typo' on the Hub (OfflineModeIsEnabled)"))
+    assert isinstance(known, HubError) and str(known) == (
+        "Couldn't reach './typo' on the Hub (OfflineModeIsEnabled); offline mode (HF_HUB_OFFLINE=1): pass a local "
+        "folder, or fill the cache where there is network")

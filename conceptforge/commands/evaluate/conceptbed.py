@@ -85,7 +85,7 @@ def _score(args: argparse.Namespace) -> list:
     for source in args.generated:
         try:
             dataset = load_dataset(str(source), revision=args.revision)
-        except (FileNotFoundError, ValueError) as error:
+        except (FileNotFoundError, ValueError, ConnectionError) as error:  # ConnectionError: no such folder, Hub offline
             raise DataNotFoundError(f"cannot load generated dataset {source}: {one_line(error)}") from None
         missing = {"concept_kind", "concept", "learner", "image"} - set(next(iter(dataset.values())).column_names)
         if missing:
