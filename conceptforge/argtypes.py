@@ -34,7 +34,7 @@ __all__ = [
     "fraction_below_one", "fraction_above_zero",
     "existing_dir", "existing_file", "existing_path", "output_file", "output_dir", "output_location",
     "existing_location", "rating",
-    "device", "device_name", "check_device", "check_writable", "ListOf", "Resolution", "Template",
+    "device", "device_name", "check_device", "check_writable", "ListOf", "Resolution", "Template", "ByteSize",
 ]
 
 
@@ -382,6 +382,39 @@ class Template(ArgType):
         if self.required:
             bad.append("no fields at all")
         return bad
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+
+class ByteSize(ArgType):
+    """A positive size such as ``500MB``, ``2GiB`` or ``1000000`` (the Hub's units); the value stays the text.
+
+    Why: ``--max-shard-size`` is read when the dataset is assembled, hours after the start.
+    """
+
+    UNITS = {"KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "KB": 10**3, "MB": 10**6, "GB": 10**9, "B": 1}
+
+    def __init__(self) -> None:
+        self.__name__ = "size"
+
+    def __call__(self, text: str) -> str:
+        upper = str(text).strip().upper()
+        factor = next((f for unit, f in self.UNITS.items() if upper.endswith(unit)), 1)
+        number = next((upper[: -len(unit)] for unit in self.UNITS if upper.endswith(unit)), upper)
+        try:
+            size = float(number) * factor
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a size such as 500MB or 2GiB, got {text!r}") from None
+        if not math.isfinite(size) or size < 1:
+            raise argparse.ArgumentTypeError(f"must be a positive size, got {text!r}")
+        return str(text).strip()
+
+    def good_example(self, paths: Examples) -> str:
+        return "500MB"
+
+    def bad_examples(self, paths: Examples) -> list[str]:
+        return ["abc", "0MB", "-5MB", "MB", "nanGB", ""]
 
     def __repr__(self) -> str:
         return self.__name__

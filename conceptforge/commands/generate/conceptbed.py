@@ -50,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="embed 3 reference thumbnails per concept (your ImageNet/CUB/PACS images, under their terms; "
         "default: rows name them by id)",
     )
-    parser.add_argument("--max-shard-size", default="500MB")
+    parser.add_argument("--max-shard-size", type=at.ByteSize(), default="500MB", help="parquet shard size (500MB, 2GiB, bytes)")
     parser.add_argument("--num-shards", type=at.positive_int, default=None)
     parser.add_argument("--shard-index", type=at.non_negative_int, default=None)
     parser.add_argument("--max-items", type=at.non_negative_int, default=None, help="stop after this many new images")
