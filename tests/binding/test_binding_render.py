@@ -245,7 +245,7 @@ def test_resume_with_other_settings_is_refused(demo_dir, tmp_path):
     [
         (["--dataset", "three-object"], "unknown dataset"),
         (["--preset", "huge"], "unknown preset"),
-        (["--resolution", "big"], "--resolution must look like"),
+        (["--resolution", "big"], "argument --resolution: expected WIDTHxHEIGHT"),
         (["--min-pixels", "100000"], "--min-pixels"),
         (["--num-shards", "2", "--shard-index", "5"], "--shard-index"),
     ],
@@ -263,7 +263,7 @@ def test_unwritable_output(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     result = run_script("--dataset", "single-object", "--out", str(blocker / "out"), *SMALL, check=False)
-    assert result.returncode == 2 and "cannot write" in result.stderr
+    assert result.returncode == 2 and f"argument --out: {blocker / 'out'}: {blocker} is a file, not a folder" in result.stderr
 
 
 def test_missing_blender_is_one_clear_line(tmp_path):
