@@ -107,6 +107,7 @@ def cli(monkeypatch, canary, tmp_path):
 
     monkeypatch.setattr(commands, "run_entry", ran)
     monkeypatch.chdir(tmp_path)  # a default output in the working folder would land here
+    monkeypatch.delenv("CUB_DIR", raising=False)  # a default read from the caller's environment
 
     def call(argv: list[str]) -> tuple[int | str, str, str]:
         out, err = io.StringIO(), io.StringIO()
