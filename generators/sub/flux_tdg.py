@@ -335,7 +335,13 @@ def resolve_device(device: str, *, model: str, revision: str | None = None, offl
         config = _read_transformer_config(model, revision)
         too_big = model == DEFAULT_MODEL if config is None else _estimate_transformer_parameters(config) > CPU_PARAMETER_LIMIT
         if too_big:
-            raise DeviceUnavailableError(f"no CUDA GPU found for {model}: {GPU_HELP}")
+            import huggingface_hub.constants
+
+            uncached = ""
+            if config is None and huggingface_hub.constants.HF_HUB_OFFLINE:  # the weights are the other half of the story
+                uncached = (f"; also, offline (HF_HUB_OFFLINE=1) and {model} is not in the local cache: download it where "
+                            "there is network, or pass a local folder")
+            raise DeviceUnavailableError(f"no CUDA GPU found for {model}: {GPU_HELP}{uncached}")
         return torch.device("cpu")
     return torch.device(device)
 
