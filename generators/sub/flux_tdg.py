@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from conceptforge.errors import DeviceUnavailableError, InvalidArgumentError, WeightsUnavailableError
+from conceptforge.errors import DeviceUnavailableError, InvalidArgumentError, ItemError, WeightsUnavailableError
 from conceptforge.progress import quiet_model_library_bars
 from conceptforge.generators.sub.tdg import TDGParams, eta_schedule, tie_pair
 
@@ -201,6 +201,8 @@ class TDGFlux:
         latents = (latents / pipe.vae.config.scaling_factor) + pipe.vae.config.shift_factor
         latents = latents.to(_execution_device(pipe.vae))
         image = pipe.vae.decode(latents, return_dict=False)[0]
+        if not bool(torch.isfinite(image).all()):  # post-processing would turn it into a black image, silently
+            raise ItemError("the generated image came out NaN or infinite (an fp16 overflow?): try --dtype bf16 or fp32")
         return pipe.image_processor.postprocess(image, output_type=output_type)
 
     # -- the two generation modes -----------------------------------------------------------------

@@ -73,6 +73,11 @@ def test_generate_modes(tiny_flux):
         tiny_flux.generate(prompt_reference="x", prompt_guidance="y", seed=0, height=30, width=32, num_inference_steps=1)
     with pytest.raises(ValueError, match="unknown mode"):
         tiny_flux.generate(prompt_reference="x", prompt_guidance="y", seed=0, mode="nope", **SIZE)
+    # A NaN image is an error of the item (the engine retries, then records it), not a black picture.
+    from conceptforge.errors import ItemError
+
+    with pytest.raises(ItemError, match="came out NaN"):
+        tiny_flux.decode(torch.full_like(alone.latents, float("nan")), 32, 32)
 
 
 def test_loading_errors_are_one_line(tmp_path, monkeypatch, hub_offline):
