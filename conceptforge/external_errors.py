@@ -121,13 +121,19 @@ def _endpoint() -> tuple[str, int]:
     return url.hostname or "huggingface.co", url.port or (443 if url.scheme == "https" else 80)
 
 
+_PROBED: dict[tuple[str, int], bool] = {}
+
+
 def probe_hub(timeout: float = 2.0) -> bool:
     """Whether a TCP connection to the Hub endpoint opens within ``timeout`` seconds.
 
-    Run in a thread so that a hanging name lookup is bounded too. True when the answer is not
-    known in time: only a clear failure counts as offline.
+    Run in a thread so that a hanging name lookup is bounded too; a lookup or connection that
+    does not finish in time counts as unreachable. The answer is kept per endpoint for the life
+    of the process (a library caller running many commands probes once).
     """
     host, port = _endpoint()
+    if (host, port) in _PROBED:
+        return _PROBED[(host, port)]
     result: dict[str, bool] = {}
 
     def connect() -> None:
@@ -140,7 +146,9 @@ def probe_hub(timeout: float = 2.0) -> bool:
     thread = threading.Thread(target=connect, daemon=True, name="hub-probe")
     thread.start()
     thread.join(timeout + 0.5)
-    return result.get("ok", False) if not thread.is_alive() else False
+    reachable = result.get("ok", False) if not thread.is_alive() else False
+    _PROBED[(host, port)] = reachable
+    return reachable
 
 
 def go_offline_if_unreachable(*, timeout: float = 2.0) -> bool:
