@@ -407,7 +407,7 @@ def assemble_run(out: str | os.PathLike[str], *, store: ItemStore | None = None,
         store = ItemStore(join(out, WORK_DIR))
         repo = _repo_assembler(store)
         if repo is not None:  # a folder of several runs (e.g. one Hub repo with a config per run)
-            return resolve_assembler(repo)(out, force=force, wait=wait)
+            return resolve_assembler(repo)(out, force=force, wait=wait, **({"allow_failed": True} if allow_failed else {}))
     config = store.stored_config()
     if config is None:
         raise StoreError(f"{out} has no finished work yet: run the stage first")

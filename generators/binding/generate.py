@@ -340,8 +340,13 @@ def assemble_card(out: str | os.PathLike[str], *, force: bool = False, wait: flo
     return assemble_once(out, repo, lambda staging: _card_files(out, staging), fingerprint=fingerprint, force=force, wait=wait)
 
 
-def assemble_repo(out: str | os.PathLike[str], *, force: bool = False, wait: float = 600.0) -> AssemblyOutcome:
-    """``conceptforge assemble OUT`` on a binding repo: assemble every finished config, then the card."""
+def assemble_repo(out: str | os.PathLike[str], *, force: bool = False, wait: float = 600.0,
+                  allow_failed: bool = False) -> AssemblyOutcome:
+    """``conceptforge assemble OUT`` on a binding repo: assemble every finished config, then the card.
+
+    ``allow_failed``: configs with items that failed every attempt are assembled without them
+    (the repo card does not list them yet; ``conceptforge status OUT`` does).
+    """
     out = str(out)
     lines, waiting = [], []
     for dataset in DATASETS:
@@ -349,7 +354,7 @@ def assemble_repo(out: str | os.PathLike[str], *, force: bool = False, wait: flo
         if not is_store(work):
             continue
         try:
-            outcome = assemble_run(out, store=ItemStore(work), force=force, wait=wait)
+            outcome = assemble_run(out, store=ItemStore(work), force=force, wait=wait, allow_failed=allow_failed)
         except ConceptforgeError as error:
             waiting.append(f"{dataset}: {error}")
             continue
