@@ -41,7 +41,7 @@ from conceptforge.cards.provenance import redact_secrets
 from conceptforge.cards.run_record import RECORD_NAME
 from conceptforge.cards.validate import dataset_dir_problems, ensure_valid, parse_card_yaml
 from conceptforge.cards.versions import Version, parse_version, previous_version, published_versions
-from conceptforge.errors import ConceptforgeError, DataNotFoundError, HubError, InvalidArgumentError, PublishError
+from conceptforge.errors import ConceptforgeError, DataFormatError, DataNotFoundError, HubError, InvalidArgumentError, PublishError, one_line
 
 logger = logging.getLogger(__name__)
 
@@ -175,7 +175,12 @@ def dataset_layout(
             # the pattern, and the shard name's own split (split names may contain dashes)
             split_files = [f for f in all_files if fnmatch.fnmatch(f, pattern) and shard_split(f.rsplit("/", 1)[-1]) == name]
             if split_files and config not in features:
-                features[config] = Features.from_arrow_schema(read_schema(split_files[0]))
+                try:
+                    schema = read_schema(split_files[0])
+                except (OSError, ValueError) as error:  # pyarrow's ArrowInvalid is a ValueError: truncated or not parquet
+                    raise DataFormatError(f"{where}/{split_files[0]} is not a readable parquet file ({one_line(error)}): "
+                                          "reassemble the dataset (`conceptforge assemble OUT --force`)") from None
+                features[config] = Features.from_arrow_schema(schema)
             splits.append(SplitStats(name, int(split_info.get("num_examples", 0)), int(split_info.get("num_bytes", 0)), split_files, config))
     if isinstance(metadata.filter_stats, FilterStats):
         metadata.filter_stats.check()  # counts that do not add up are a filter bug, not a release

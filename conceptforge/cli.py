@@ -8,7 +8,7 @@ import sys
 from typing import Callable, Sequence
 
 from conceptforge.errors import ConceptforgeError
-from conceptforge.progress import are_progress_bars_disabled
+from conceptforge.progress import are_progress_bars_disabled, quiet_model_library_bars
 from conceptforge.interrupts import Interrupted, handle_stop_signals
 
 logger = logging.getLogger("conceptforge")
@@ -33,6 +33,27 @@ def _quiet_libraries() -> None:
                 module.set_verbosity_error()  # already imported: its level was set from the env then
 
 
+class OnceFilter(logging.Filter):
+    """Let each distinct warning through once per process.
+
+    Why: retrying clients (the Hub, s3fs) and libraries loaded twice (a model, then its processor)
+    repeat the same warning many times, which buries the one error line that follows.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: set[tuple[str, int, str]] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING or record.levelno >= logging.ERROR:
+            return True
+        key = (record.name, record.levelno, record.getMessage())
+        if key in self.seen:
+            return False
+        self.seen.add(key)
+        return True
+
+
 def setup_logging(verbose: bool = False) -> None:
     """Log to stderr under the one root ``conceptforge`` (``-v``: debug); quiet chatty clients."""
     if not verbose:
@@ -42,8 +63,11 @@ def setup_logging(verbose: bool = False) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         datefmt="%H:%M:%S",
     )
-    for noisy in ("httpx", "httpx2", "urllib3", "filelock", "fsspec"):
+    for noisy in ("httpx", "httpx2", "urllib3", "filelock", "fsspec", "botocore", "aiobotocore", "s3fs"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, OnceFilter) for f in handler.filters):
+            handler.addFilter(OnceFilter())
     quiet_library_progress()
 
 
@@ -68,6 +92,7 @@ def quiet_library_progress() -> None:
         import datasets
 
         datasets.disable_progress_bars()
+    quiet_model_library_bars()  # diffusers' and transformers' own loading bars, when imported
 
 
 INTERRUPTED_MESSAGE = "interrupted by {signal}: finished work is kept; rerun the same command to resume"
@@ -85,6 +110,15 @@ def run_cli(main: Callable[[Sequence[str] | None], int | None], argv: Sequence[s
             except ConceptforgeError as error:
                 print(f"error: {error}", file=sys.stderr)
                 return error.exit_code
+            except Exception as error:
+                from conceptforge.external_errors import translate
+
+                known = translate(error)  # no network, no credentials, a damaged file: one line, not a traceback
+                if known is None:
+                    raise  # a bug: keep the traceback
+                logger.debug("%s", error, exc_info=error)
+                print(f"error: {known}", file=sys.stderr)
+                return known.exit_code
     except Interrupted as stop:
         print(INTERRUPTED_MESSAGE.format(signal=stop.signal_name), file=sys.stderr)
         return stop.exit_code

@@ -22,7 +22,8 @@ knowing this module: a missing ``--cub-dir`` is a ``FileNotFoundError``, a bad s
     │   └── PublishError                       a release cannot be made as asked (version taken …)
     ├── StoreError (RuntimeError)              an output folder or item store conflicts with the run
     │   └── AlreadyAnswered (annotation db)    an annotator answered this item before
-    └── PlacementError (RuntimeError)          a binding scene found no valid object placement
+    └── ItemError (RuntimeError)               one work item cannot be made (retried, then recorded as failed)
+        └── PlacementError                     a binding scene found no valid object placement
 
 ``BadRequest``, ``AlreadyAnswered``, ``OracleError`` and ``PlacementError`` live beside the code
 that raises them and subclass the kinds above.
@@ -42,6 +43,7 @@ __all__ = [
     "HubError",
     "PublishError",
     "StoreError",
+    "ItemError",
     "one_line",
 ]
 import re
@@ -135,6 +137,15 @@ class StoreError(ConceptforgeError, RuntimeError):
 
     Why a kind: the fix is a new ``--out`` or the original settings; nothing is overwritten.
     """
+
+class ItemError(ConceptforgeError, RuntimeError):
+    """One work item cannot be made: a scene with no valid placement, an image that came out NaN.
+
+    Why a kind: the run engine retries such an item a few times and then records it as failed
+    with this line, without stopping the shard (``conceptforge status`` lists it); other kinds of
+    :class:`ConceptforgeError` are about the run itself and stop it.
+    """
+
 
 _STACKTRACE_HINT = re.compile(r"\s*(Please check out the root cause in the stacktrace above|see the stack ?trace above)[^.]*\.?", re.IGNORECASE)
 

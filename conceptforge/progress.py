@@ -24,7 +24,7 @@ from typing import Any
 
 from tqdm.auto import tqdm as _tqdm
 
-__all__ = ["ENV_VAR", "are_progress_bars_disabled", "disable_progress_bars", "enable_progress_bars", "tqdm"]
+__all__ = ["ENV_VAR", "are_progress_bars_disabled", "disable_progress_bars", "enable_progress_bars", "quiet_model_library_bars", "tqdm"]
 
 logger = logging.getLogger(__name__)
 
@@ -118,3 +118,22 @@ class tqdm(_tqdm):  # noqa: N801 - the name users know
         logger.info("%s: %s%g%s %s%s, %.1f %s/s", self._log_desc, "done, " if done else "", count, of_total,
                     self._log_unit, share, count / elapsed, self._log_unit)
         self._log_emitted = True
+
+
+def quiet_model_library_bars(pipeline: Any = None) -> None:
+    """Route diffusers' and transformers' own bars through this switch.
+
+    Why: diffusers draws "Loading pipeline components..." and transformers "Loading checkpoint
+    shards" with their own tqdm, which ignores ``HF_HUB_DISABLE_PROGRESS_BARS``; with bars off
+    their carriage-return frames still filled log files. Call it before loading a model (the
+    libraries must be imported by then) and pass a diffusers ``pipeline`` to switch its sampling
+    bar too. Bars that are on stay as the libraries have them.
+    """
+    if not are_progress_bars_disabled():
+        return
+    for name in ("diffusers.utils.logging", "transformers.utils.logging"):
+        module = sys.modules.get(name)
+        if module is not None and hasattr(module, "disable_progress_bar"):
+            module.disable_progress_bar()
+    if pipeline is not None and hasattr(pipeline, "set_progress_bar_config"):
+        pipeline.set_progress_bar_config(disable=True)

@@ -25,12 +25,14 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
 
 from conceptforge.progress import tqdm
 
 from conceptforge.assembly import AssemblyOutcome, assemble_once
 from conceptforge.errors import DataNotFoundError, InvalidArgumentError, StoreError
+from conceptforge.failures import FailedItem, FailureCounter, failed_chunks, failed_items, failures_section, is_item_failure, make_with_retries, record_failures
 from conceptforge.output import WORK_DIR, RunDir
 from conceptforge.store import ItemResult, ItemStore, canonical_json, io_error, join
 from conceptforge.workitems import ShardSpec, WorkItem, check_unique_ids
@@ -151,6 +153,8 @@ class RunReport:
     missing_items: int
     missing_shards: list[int]
     assembly: AssemblyOutcome | None = None
+    #: Items of the whole run that failed every attempt (see :mod:`conceptforge.failures`).
+    failed: list[FailedItem] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -169,6 +173,10 @@ class RunReport:
         head += f"made {self.made}, already done {self.skipped}"
         if self.redone_damaged:
             head += f", redid {self.redone_damaged} damaged"
+        if self.failed and self.assembly is None:
+            return (f"{head}; {len(self.failed)} item(s) failed every attempt (`conceptforge status {out}` lists them): "
+                    f"rerun the same command to retry them, or `conceptforge assemble {out} --allow-failed` to assemble "
+                    "without them (the card lists them)")
         if self.assembly is not None:
             return f"{head}; {self.assembly.message}"
         if not self.complete:
@@ -182,23 +190,43 @@ class RunReport:
         return f"{head}; every item is done (not assembled)"
 
 
-def _batches(stage: Stage, chunk: Chunk, budget: int | None, bar: tqdm) -> list[ItemResult] | None:
-    """Results of a chunk, or None when ``budget`` runs out inside it (like a killed process)."""
+def _batches(stage: Stage, chunk: Chunk, budget: int | None, bar: tqdm,
+             counter: FailureCounter | None = None) -> list[ItemResult | FailedItem] | None:
+    """Results of a chunk, or None when ``budget`` runs out inside it (like a killed process).
+
+    An item that raises is retried, then given as a :class:`FailedItem` (:mod:`conceptforge.failures`);
+    a batch that raises is made again one item at a time, so only its bad items fail.
+    """
+    counter = counter or FailureCounter()
     if stage.make_item is not None:
-        results = []
+        results: list[ItemResult | FailedItem] = []
         for item in chunk.items:
             if budget is not None and len(results) >= budget:
                 return None
-            results.append(stage.make_item(item))
+            results.append(make_with_retries(lambda item=item: stage.make_item(item), item, counter=counter, unit=stage.unit))
             bar.update(1)
         return results
     if budget is not None and budget < len(chunk.items):
         return None
-    results = list(stage.process_batch(list(chunk.items)))
+    try:
+        results = list(stage.process_batch(list(chunk.items)))
+    except Exception as error:
+        if not is_item_failure(error):
+            raise
+        logger.warning("%s: a batch of %d failed (%s); making its items one at a time", stage.name, len(chunk.items), error)
+        results = [make_with_retries(lambda item=item: _single(stage, item), item, counter=counter, unit=stage.unit)
+                   for item in chunk.items]
     if len(results) != len(chunk.items):
         raise RuntimeError(f"{stage.name}: process_batch returned {len(results)} results for {len(chunk.items)} items")
     bar.update(len(results))
     return results
+
+
+def _single(stage: Stage, item: WorkItem) -> ItemResult:
+    results = list(stage.process_batch([item]))
+    if len(results) != 1:
+        raise RuntimeError(f"{stage.name}: process_batch returned {len(results)} results for 1 item")
+    return results[0]
 
 
 def run_stage(
@@ -251,14 +279,18 @@ def run_stage(
         logger.warning("%d damaged chunk(s) (%d items) found in %s: making them again", len(damaged), sum(len(chunks[i].items) for i in damaged), store)
     done = store.chunk_states()
     mine = shard_chunks(chunks, shard)
-    todo = [chunk for chunk in mine if chunk.index not in done]
+    retry = failed_chunks(store) & set(done)  # chunks with failed items: made again, the failures retried
+    todo = [chunk for chunk in mine if chunk.index not in done or chunk.index in retry]
     shard_items = sum(len(c.items) for c in mine)
     skipped = shard_items - sum(len(c.items) for c in todo)
     redone = sum(len(chunks[i].items) for i in damaged if chunks[i] in todo)
     if skipped:
         logger.info("resuming: %d of %d items of this shard already done (%s)", skipped, shard_items, stage.description)
+    if any(chunk.index in retry for chunk in todo):
+        logger.info("retrying the failed items of %d chunk(s)", sum(chunk.index in retry for chunk in todo))
     report_base = {"num_shards": shard.num_shards, "shard_index": shard.shard_index, "chunks": [c.index for c in mine]}
-    made = 0
+    made = attempted = 0
+    counter = FailureCounter()
     start = time.perf_counter()
     store.write_shard_report(shard.num_shards, shard.shard_index, {**report_base, "state": "running", "host": os.uname().nodename, "pid": os.getpid()})
     if todo and stage.prepare is not None and (max_items is None or max_items > 0):
@@ -266,15 +298,21 @@ def run_stage(
     # disable=None: no bar when stderr is not a terminal (log files get no carriage returns)
     with tqdm(total=sum(len(c.items) for c in todo), desc=stage.description, unit=stage.unit) as bar:
         for chunk in todo:
-            budget = None if max_items is None else max_items - made
+            budget = None if max_items is None else max_items - attempted
             if budget is not None and budget <= 0:
                 break
-            results = _batches(stage, chunk, budget, bar)
+            results = _batches(stage, chunk, budget, bar, counter)
             if results is None:  # stopped inside this chunk: nothing of it is kept
                 break
-            store.write_chunk(chunk.index, list(zip(chunk.items, results)))
+            failures = [result for result in results if isinstance(result, FailedItem)]
+            pairs = [(item, result) for item, result in zip(chunk.items, results) if not isinstance(result, FailedItem)]
+            if chunk.index in done:  # a chunk with failures, made again: its old marker goes first
+                store.drop_chunk(chunk.index)
+            record_failures(store, chunk.index, failures)  # before the chunk: a done chunk's failures are known
+            store.write_chunk(chunk.index, pairs)
             write_assembly_args()
-            made += len(chunk.items)
+            made += len(pairs)
+            attempted += len(chunk.items)
     elapsed = time.perf_counter() - start
     if made:
         logger.info("made %d %s in %.1f s (%.2f %s/s)", made, stage.description, elapsed, made / max(elapsed, 1e-9), stage.unit)
@@ -292,8 +330,11 @@ def run_stage(
         missing_chunks=len(missing),
         missing_items=sum(len(c.items) for c in missing),
         missing_shards=sorted({c.index % shard.num_shards for c in missing}),
+        failed=failed_items(store),
     )
-    if not missing and assemble and stage.assembler:
+    if report.failed:
+        logger.warning("%d item(s) failed every attempt; not assembling (`conceptforge status %s` lists them)", len(report.failed), out)
+    if not missing and assemble and stage.assembler and not report.failed:
         report.assembly = assemble_run(out, store=store, wait=assembly_wait)
     return report
 
@@ -335,8 +376,12 @@ def resolve_assembler(dotted: str) -> Callable[..., None]:
 
 
 def assemble_run(out: str | os.PathLike[str] | RunDir, *, store: ItemStore | None = None, force: bool = False,
-                 wait: float = 600.0) -> AssemblyOutcome:
-    """Assemble the run in ``out`` from its store, once (see :func:`assemble_once`)."""
+                 wait: float = 600.0, allow_failed: bool = False) -> AssemblyOutcome:
+    """Assemble the run in ``out`` from its store, once (see :func:`assemble_once`).
+
+    Items that failed every attempt make it refuse, unless ``allow_failed``: then the dataset is
+    assembled without them and its card lists them.
+    """
     if store is None:
         run = out if isinstance(out, RunDir) else RunDir(str(out), join(str(out), WORK_DIR))
         if run.existing_store() is None:  # never create a store in a mistyped folder
@@ -344,7 +389,7 @@ def assemble_run(out: str | os.PathLike[str] | RunDir, *, store: ItemStore | Non
         store = run.store()
         repo = _repo_assembler(store)
         if repo is not None:  # a folder of several runs (e.g. one Hub repo with a config per run)
-            return resolve_assembler(repo)(str(run), force=force, wait=wait)
+            return resolve_assembler(repo)(str(run), force=force, wait=wait, **({"allow_failed": True} if allow_failed else {}))
     out = str(out)
     config = store.stored_config()
     if config is None:
@@ -361,9 +406,21 @@ def assemble_run(out: str | os.PathLike[str] | RunDir, *, store: ItemStore | Non
         raise StoreError(
             f"{out}: {expected - len(done)} of {expected} chunks are still missing; finish every shard first (`conceptforge status {out}`)"
         )
+    failures = failed_items(store)
+    if failures and not allow_failed:
+        raise StoreError(f"{out}: {len(failures)} item(s) failed every attempt (`conceptforge status {out}` lists them): rerun "
+                         f"the stage to retry them, or assemble without them: conceptforge assemble {out} --allow-failed")
     function = resolve_assembler(assembler)
-    fingerprint = hashlib.sha256(canonical_json({"config": config, "assembly": spec})).hexdigest()
-    return assemble_once(out, store, lambda staging: function(store, staging, args), fingerprint=fingerprint, force=force, wait=wait)
+    record = {"config": config, "assembly": spec, **({"failed": [f.item_id for f in failures]} if failures else {})}
+    fingerprint = hashlib.sha256(canonical_json(record)).hexdigest()
+
+    def build(staging: Path) -> None:
+        function(store, staging, args)
+        card = Path(staging) / "README.md"
+        if failures and card.exists():  # the card says which items the dataset leaves out
+            card.write_text(card.read_text(encoding="utf-8").rstrip("\n") + "\n\n" + failures_section(failures), encoding="utf-8")
+
+    return assemble_once(out, store, build, fingerprint=fingerprint, force=force, wait=wait)
 
 
 def _repo_assembler(store: ItemStore) -> str | None:

@@ -29,6 +29,7 @@ import torch
 from PIL import Image
 
 from conceptforge.errors import InvalidArgumentError, WeightsUnavailableError, one_line
+from conceptforge.argtypes import check_device
 
 logger = logging.getLogger(__name__)
 
@@ -187,7 +188,7 @@ class ClassifierOracle:
     ) -> "ClassifierOracle":
         from transformers import AutoModelForImageClassification
 
-        device = torch.device(device) if device is not None else (
+        device = torch.device(check_device(str(device))) if device is not None else (
             torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
         )
         dtype = dtype or (torch.bfloat16 if device.type == "cuda" else torch.float32)

@@ -22,6 +22,7 @@ from PIL import Image
 
 from conceptforge.filters.classifier_oracle import ClassifierOracle, OracleError
 from conceptforge.errors import ConceptforgeError, InvalidArgumentError, WeightsUnavailableError, one_line
+from conceptforge.argtypes import check_device
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ class VQAOracle:
     def from_pretrained(cls, model_id: str = DEFAULT_VQA_ORACLE, *, device: str | None = None, probability: str = "softmax", revision: str | None = None) -> "VQAOracle":
         from transformers import AutoProcessor, ViltForQuestionAnswering
 
-        target = torch.device(device) if device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        target = torch.device(check_device(str(device))) if device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
         try:
             try:
                 processor = AutoProcessor.from_pretrained(model_id, revision=revision, backend="pil")

@@ -27,6 +27,7 @@ from PIL import Image
 from conceptforge.filters.questions import LETTERS, MultipleChoiceQuestion
 from conceptforge.filters.vqa_inputs import BatchEncoder
 from conceptforge.errors import ConceptforgeError, DependencyMissingError, InvalidArgumentError, WeightsUnavailableError, one_line
+from conceptforge.argtypes import check_device
 
 logger = logging.getLogger(__name__)
 
@@ -195,9 +196,9 @@ class VQAScorer:
         device: str | torch.device | None = None,
         dtype: torch.dtype | None = None,
     ) -> "VQAScorer":
+        device = torch.device(check_device(str(device))) if device is not None else default_device()  # before any import
         from transformers import AutoModelForImageTextToText
 
-        device = torch.device(device) if device is not None else default_device()
         dtype = dtype or default_dtype(device)
         _check_remote_code(model_id, trust_remote_code, revision)
         processor = _load_processor(model_id, revision=revision, trust_remote_code=trust_remote_code)

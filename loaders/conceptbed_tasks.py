@@ -98,7 +98,7 @@ def run_conceptbed_ccd(ctx: TaskContext) -> TaskOutcome:
     revision = ctx.model.sha if ctx.model.source == "hub" else None
     try:
         generated = load_dataset(ctx.model.id, revision=revision)
-    except (FileNotFoundError, ValueError) as error:
+    except (FileNotFoundError, ValueError, ConnectionError) as error:  # ConnectionError: no such folder, Hub offline
         raise DataNotFoundError(f"cannot load generated dataset {ctx.model.id}: {one_line(error)}") from None
     missing = {"concept_kind", "concept", "learner", "image"} - set(next(iter(generated.values())).column_names)
     if missing:

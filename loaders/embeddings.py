@@ -27,6 +27,7 @@ import torch
 
 from conceptforge.cards.provenance import COMMIT_RE, local_fingerprint
 from conceptforge.errors import DataFormatError, DataNotFoundError, InvalidArgumentError, WeightsUnavailableError
+from conceptforge.argtypes import check_device
 
 logger = logging.getLogger(__name__)
 
@@ -212,10 +213,11 @@ class EmbeddingModel:
         dtype: torch.dtype | str | None = None,
     ) -> "EmbeddingModel":
         """Load a Hub id (at ``revision``) or a local directory; ``cache_dir`` holds the embedding cache."""
-        from transformers import AutoModel, AutoProcessor
-
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"
+        check_device(str(device))  # a missing GPU is one line, not a torch traceback at .to(device)
+        from transformers import AutoModel, AutoProcessor
+
         if isinstance(dtype, str):
             dtype = getattr(torch, dtype)
         dtype = dtype or torch.float32

@@ -34,10 +34,12 @@ class Written:
 
 def check_output(path: str | Path, *, samples: bool) -> None:
     """Fail before any work when the outputs cannot be written where asked."""
+    from conceptforge.argtypes import check_writable
     from conceptforge.loaders.eval_run import claim_results_output
     from conceptforge.loaders.samples import check_samples_target, samples_dir
 
     claim_results_output(path)  # a .json path; a user's file there (or their .md beside it) is refused
+    check_writable(path, what="--output")  # results are written after every task ran: check first
     if samples:
         check_samples_target(samples_dir(path))
 

@@ -27,11 +27,39 @@ def load_results(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
             raise DataFormatError(f"{path} is not JSON ({error.msg}, line {error.lineno})") from None
         if not isinstance(payload, dict) or payload.get("format") != RESULTS_FORMAT:
             raise DataFormatError(f"{path} is not a conceptforge evaluate results file (format {RESULTS_FORMAT})")
+        problem = structure_problem(payload)
+        if problem:
+            raise DataFormatError(f"{path} says format {RESULTS_FORMAT} but {problem}; rewrite it with `conceptforge evaluate --output`")
         payload["_path"] = str(path)
         payloads.append(payload)
     if not payloads:
         raise InvalidArgumentError("no results files given")
     return payloads
+
+
+def structure_problem(payload: dict[str, Any]) -> str | None:
+    """What a results file lacks that the table reads, or None (the format tag alone proves nothing)."""
+    model = payload.get("model")
+    if not isinstance(model, dict) or not isinstance(model.get("id"), str) or not isinstance(model.get("kind"), str):
+        return "its 'model' is not an object with an 'id' and a 'kind'"
+    tasks = payload.get("tasks")
+    if not isinstance(tasks, list):
+        return "its 'tasks' is not a list"
+    for index, task in enumerate(tasks):
+        where = f"tasks[{index}]"
+        if not isinstance(task, dict):
+            return f"{where} is not an object"
+        for key, kind in (("task", str), ("main_metric", str), ("metrics", dict), ("dataset", dict)):
+            if not isinstance(task.get(key), kind):
+                return f"{where} has no {kind.__name__} '{key}'"
+        if not isinstance(task["dataset"].get("repo"), str):
+            return f"{where}.dataset has no 'repo'"
+        for name, metric in task["metrics"].items():
+            if metric is not None and not (isinstance(metric, dict) and isinstance(metric.get("value", 0), (int, float, type(None)))):
+                return f"{where}.metrics.{name} is not an object with a numeric 'value'"
+        if task.get("seeds") is not None and not isinstance(task["seeds"], list):
+            return f"{where}.seeds is not a list"
+    return None
 
 
 def _column_key(task: dict[str, Any], metric: str) -> tuple[str, str, str, str]:

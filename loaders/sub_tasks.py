@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 from conceptforge.errors import DataFormatError, DataNotFoundError
 from conceptforge.loaders.model_ref import CBM, CLIP
-from conceptforge.loaders.task_spec import Metric, Option, Task, TaskContext, TaskOutcome, choice
+from conceptforge.loaders.task_spec import Metric, Option, Task, TaskContext, TaskOutcome, choice, template
 
 COLUMNS = (("attribute_group", "string"), ("bird", "string"), ("attribute", "string"), ("side", "string"), ("chance", "float64"))
 
@@ -183,7 +183,8 @@ def tasks() -> list[Task]:
         Task("sub-vlm", "sub", "SUB S+/S- accuracy of a VLM over CUB's within-group attribute prompts + none (SUB paper Table 1)",
              (CLIP,), "sub/vlm-within-group", run_sub_vlm, score_sub, columns=COLUMNS, dataset="Jessica-bader/SUB",
              revision="main", split="test", needs=("cub_dir",),
-             options=(Option("template", ATTRIBUTE_TEMPLATE, str, "attribute prompt with {group} and {value}"),
+             options=(Option("template", ATTRIBUTE_TEMPLATE, template(allowed={"group", "value"}, required={"value"}),
+                             "attribute prompt with {group} and {value}"),
                       Option("none_prompt", NONE_TEMPLATE, str, "prompt of the 'none' option"), *_s_minus_options())),
         Task("sub-cbm", "sub", "SUB S+/S- accuracy of a concept-bottleneck model (SUB paper Table 2)",
              (CBM,), "sub/cbm-threshold", run_sub_cbm, score_sub_cbm, columns=COLUMNS, dataset="Jessica-bader/SUB",

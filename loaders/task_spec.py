@@ -51,6 +51,23 @@ def choice(choices: tuple[str, ...]) -> Callable[[str], str]:
     return parse
 
 
+def template(*, allowed: set[str], required: set[str]) -> Callable[[str], str]:
+    """A prompt template checked like the command line's ``--template`` (known fields only)."""
+    import argparse
+
+    from conceptforge.argtypes import Template
+
+    check = Template(allowed=allowed, required=required)
+
+    def parse(text: str) -> str:
+        try:
+            return check(text)
+        except argparse.ArgumentTypeError as error:
+            raise InvalidArgumentError(str(error)) from None
+
+    return parse
+
+
 def flag(text: str) -> bool:
     if str(text).lower() in ("1", "true", "yes", "on"):
         return True

@@ -13,7 +13,7 @@ import argparse
 import sys
 from typing import Sequence
 
-from conceptforge.commands.base import Entry, add_subcommands, add_verbose, run_entry
+from conceptforge.commands.base import Entry, OneLineArgumentParser, add_subcommands, add_verbose, run_entry
 
 COMMANDS: dict[str, Entry] = {
     "generate": Entry("conceptforge.commands.generate", "generate a dataset: SUB candidates, ConceptBed images, binding scenes"),
@@ -30,13 +30,17 @@ COMMANDS: dict[str, Entry] = {
     "status": Entry("conceptforge.commands.status", "how far a run is: items done per stage and shard"),
 }
 
+#: Commands that may download models or datasets: the Hub is probed once before they start.
+#: ``publish`` is left out: it reports an unreachable Hub itself (a dry run says what it could not check).
+HUB_COMMANDS = {"generate", "filter", "select-candidates", "train-oracle", "evaluate"}
+
 DESCRIPTION = "Generate, filter, publish and evaluate concept-learning benchmarks (SUB, ConceptBed, CompMap, binding)."
 
 
 def build_parser() -> argparse.ArgumentParser:
     from conceptforge import __version__
 
-    parser = argparse.ArgumentParser(prog="conceptforge", description=DESCRIPTION)
+    parser = OneLineArgumentParser(prog="conceptforge", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"conceptforge {__version__}")
     add_verbose(parser)
     add_subcommands(parser, COMMANDS, dest="command")
@@ -56,6 +60,10 @@ def invoke(argv: Sequence[str]) -> int:
     # The invocation as `conceptforge ...`, whichever wrapper started it (provenance records it).
     args.argv = ["conceptforge", *argv]
     setup_logging(getattr(args, "verbose", False))
+    if args.command in HUB_COMMANDS and not getattr(args, "dry_run", False) and getattr(args, "generator", None) != "binding":
+        from conceptforge.external_errors import go_offline_if_unreachable
+
+        go_offline_if_unreachable()  # seconds, not minutes of retries, when there is no network
     return run_entry(COMMANDS, args.command, args)
 
 

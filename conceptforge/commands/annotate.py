@@ -13,6 +13,8 @@ import argparse
 import logging
 import sys
 
+from conceptforge import argtypes as at
+
 from conceptforge.filters.annotation.results import Rules
 from conceptforge.filters.annotation.studies import STUDIES
 
@@ -22,35 +24,35 @@ logger = logging.getLogger(__name__)
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = __doc__.split("\n", 2)[2]
-    parser.add_argument("dataset_dir", metavar="DATASET_DIR", help="SUB filtered/candidates or ConceptBed generated dataset")
+    parser.add_argument("dataset_dir", metavar="DATASET_DIR", type=at.existing_dir.as_text(), help="SUB filtered/candidates or ConceptBed generated dataset")
     parser.add_argument("--study", required=True, help=f"one of: {', '.join(STUDIES)}")
-    parser.add_argument("--per-group", type=int, default=None,
+    parser.add_argument("--per-group", type=at.positive_int, default=None,
                         help="items sampled per group (default: 40 per attribute for sub-faithfulness, 3 per "
                              "bird-attribute pair for sub-attribute, 10 per learner-concept, 25 per learner-category)")
-    parser.add_argument("--seed", type=int, default=None, help="sampling seed (default 0; fixed once the study exists)")
+    parser.add_argument("--seed", type=at.seed, default=None, help="sampling seed (default 0; fixed once the study exists)")
     parser.add_argument("--split", default=None, help="split to study (default: test/candidates, concept or composition)")
-    parser.add_argument("--db", default=None, help="SQLite file (default: DATASET_DIR/../<name>.annotations/<study>.sqlite)")
-    parser.add_argument("--cub-dir", default=None,
+    parser.add_argument("--db", type=at.output_file.as_text(), default=None, help="SQLite file (default: DATASET_DIR/../<name>.annotations/<study>.sqlite)")
+    parser.add_argument("--cub-dir", type=at.existing_dir.as_text(), default=None,
                         help="CUB dir with attributes.txt: sub-attribute offers every value of the group "
                              "(default: only the values present in the dataset)")
     serve = parser.add_argument_group("serving")
     serve.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1; 0.0.0.0 only if you mean it)")
-    serve.add_argument("--port", type=int, default=8080, help="port (0: any free port)")
+    serve.add_argument("--port", type=at.port, default=8080, help="port (0: any free port)")
     out = parser.add_argument_group("results")
-    out.add_argument("--export", metavar="JSON", help="write the results (scores, agreement, decisions, answers) and exit")
-    out.add_argument("--apply", metavar="OUT_DIR", help="write the filtered dataset directory (card shows the statistics)")
+    out.add_argument("--export", metavar="JSON", type=at.output_file.as_text(), help="write the results (scores, agreement, decisions, answers) and exit")
+    out.add_argument("--apply", metavar="OUT_DIR", type=at.output_dir.as_text(), help="write the filtered dataset directory (card shows the statistics)")
     out.add_argument("--license", default=None, help="license for --apply when the input card has none")
     out.add_argument("--metric", action="append", default=[], metavar="NAME=FILE.json|COLUMN",
                      help="ConceptBed: correlate a metric with the human scores (JSON object key -> number; keys are "
                           "item ids, learners, concepts, learner|concept, …) or a numeric dataset column; repeatable")
     rules = parser.add_argument_group("rules (see docs/annotation.md)")
     defaults = Rules()
-    rules.add_argument("--min-attribute-yes", type=float, default=defaults.min_attribute_yes)
-    rules.add_argument("--min-pair-attribute", type=float, default=defaults.min_pair_attribute)
-    rules.add_argument("--min-pair-bird", type=float, default=defaults.min_pair_bird)
+    rules.add_argument("--min-attribute-yes", type=at.unit_interval, default=defaults.min_attribute_yes)
+    rules.add_argument("--min-pair-attribute", type=at.unit_interval, default=defaults.min_pair_attribute)
+    rules.add_argument("--min-pair-bird", type=at.unit_interval, default=defaults.min_pair_bird)
     rules.add_argument("--keep-unvalidated", action="store_true", help="sub-faithfulness: keep attributes nobody annotated")
-    rules.add_argument("--min-pair-accuracy", type=float, default=None, help="sub-attribute: drop pairs below this S+ accuracy")
-    rules.add_argument("--min-item-score", type=float, default=None, help="conceptbed: drop items below this mean rating")
+    rules.add_argument("--min-pair-accuracy", type=at.unit_interval, default=None, help="sub-attribute: drop pairs below this S+ accuracy")
+    rules.add_argument("--min-item-score", type=at.rating, default=None, help="conceptbed: drop items below this mean rating")
     rules.add_argument("--annotated-only", action="store_true", help="keep only annotated rows")
 
 

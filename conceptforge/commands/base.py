@@ -12,7 +12,7 @@ import argparse
 import importlib
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Callable
+from typing import Callable, Iterator
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,21 @@ class Entry:
 
     def load(self) -> ModuleType:
         return importlib.import_module(self.module)
+
+
+class OneLineArgumentParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one ``error: …`` line, like every other bad input.
+
+    argparse prints the usage block and then ``prog: error: …``; a bad flag is bad input like any
+    other, so it raises :class:`~conceptforge.errors.InvalidArgumentError` instead, which the
+    command line prints as one line with exit 2 (``--help`` still shows the usage). Sub-parsers
+    inherit the class.
+    """
+
+    def error(self, message: str):  # noqa: D102 - argparse hook
+        from conceptforge.errors import InvalidArgumentError
+
+        raise InvalidArgumentError(f"{self.prog}: {message} (see {self.prog} --help)")
 
 
 class LazySubParsersAction(argparse._SubParsersAction):
@@ -71,6 +86,23 @@ def add_subcommands(parser: argparse.ArgumentParser, entries: dict[str, Entry], 
     for name, entry in entries.items():
         action.add_lazy_parser(name, help=entry.help, fill=filler(entry))
     return action
+
+
+def walk_parsers(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    """Every parser of the tree under ``parser`` with the sub-command names that reach it.
+
+    Lazy sub-parsers are filled on the way (this imports every sub-command's module): for tools
+    and tests that look at all flags at once, e.g. the test that walks every flag.
+    """
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            pending = getattr(action, "_fill", {})
+            for name, sub in action._name_parser_map.items():
+                fill = pending.pop(name, None)
+                if fill is not None:
+                    fill(sub)
+                yield from walk_parsers(sub, (*path, name))
 
 
 def run_entry(entries: dict[str, Entry], name: str, args: argparse.Namespace) -> int:

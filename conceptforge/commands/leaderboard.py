@@ -4,20 +4,22 @@ from __future__ import annotations
 
 import argparse
 
+from conceptforge import argtypes as at
+
 HELP = "compare models: one markdown table from several `conceptforge evaluate` results files (and an HTML page)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("results", nargs="+", help="results JSON files written by `conceptforge evaluate --output`")
+    parser.add_argument("results", nargs="+", type=at.existing_file.as_text(), help="results JSON files written by `conceptforge evaluate --output`")
     parser.add_argument("--metrics", choices=("main", "all"), default="main",
                         help="each task's headline metric (main) or every metric (all)")
-    parser.add_argument("--output", default=None, help="also write the table to this markdown file")
-    parser.add_argument("--html", default=None, metavar="PATH",
+    parser.add_argument("--output", type=at.output_file.as_text(), default=None, help="also write the table to this markdown file")
+    parser.add_argument("--html", type=at.output_file.as_text(), default=None, metavar="PATH",
                         help="also write a static HTML page: the table, each task's breakdowns with bootstrap intervals "
                              "(charts embedded) and paired differences between models that share items; reads the "
                              "per-sample files <stem>.samples/ beside each results file")
-    parser.add_argument("--bootstrap-resamples", type=int, default=1000, metavar="N", help="bootstrap resamples per interval (--html)")
-    parser.add_argument("--bootstrap-seed", type=int, default=0, metavar="SEED", help="seed of the bootstrap's PCG64 generator (--html)")
+    parser.add_argument("--bootstrap-resamples", type=at.positive_int, default=1000, metavar="N", help="bootstrap resamples per interval (--html)")
+    parser.add_argument("--bootstrap-seed", type=at.seed, default=0, metavar="SEED", help="seed of the bootstrap's PCG64 generator (--html)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -18,6 +18,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from conceptforge import argtypes as at
+
 from conceptforge.errors import InvalidArgumentError, SpecError
 
 logger = logging.getLogger(__name__)
@@ -30,40 +32,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="selection", required=True, metavar="{birds,attributes}")
 
     birds = sub.add_parser("birds", help="reference birds: per-class accuracy of a CUB classifier on generated images")
-    birds.add_argument("--references", required=True, type=Path,
+    birds.add_argument("--references", required=True, type=at.existing_dir,
                        help="dataset dir with columns image, bird (generate_sub.py --mode prompt-only --reference-selection)")
     birds.add_argument("--split", default=None, help="split to read (default: the only split in the directory)")
     birds.add_argument("--classifier", default=DEFAULT_CUB_CLASSIFIER, help=f"image classifier (default {DEFAULT_CUB_CLASSIFIER})")
-    birds.add_argument("--min-accuracy", type=float, default=1.0, help="keep classes at or above this accuracy (paper: 1.0)")
-    birds.add_argument("--batch-size", type=int, default=32)
-    birds.add_argument("--device", default=None)
+    birds.add_argument("--min-accuracy", type=at.unit_interval, default=1.0, help="keep classes at or above this accuracy (paper: 1.0)")
+    birds.add_argument("--batch-size", type=at.positive_int, default=32)
+    birds.add_argument("--device", type=at.device, default=None)
     birds.add_argument("--trust-remote-code", action="store_true")
 
     attrs = sub.add_parser("attributes", help="attribute candidates: VQA accuracy on real CUB images")
-    attrs.add_argument("--cub-dir", type=Path, default=os.environ.get("CUB_DIR"), help="CUB_200_2011 directory [env CUB_DIR]")
+    attrs.add_argument("--cub-dir", type=at.existing_dir, default=os.environ.get("CUB_DIR"), help="CUB_200_2011 directory [env CUB_DIR]")
     attrs.add_argument("--vqa-model", default=DEFAULT_VQA_MODEL)
     attrs.add_argument("--vqa-revision", default=None)
     attrs.add_argument("--trust-remote-code", action="store_true",
                        help="allow a checkpoint that ships its own Python code to run it (never implied)")
     attrs.add_argument("--groups", nargs="*", default=None, help="attribute groups to ask (default: all 28)")
-    attrs.add_argument("--images-per-class", type=int, default=None, help="subsample CUB (default: all images, as the paper)")
+    attrs.add_argument("--images-per-class", type=at.positive_int, default=None, help="subsample CUB (default: all images, as the paper)")
     attrs.add_argument("--ground-truth", choices=("image", "class"), default="image",
                        help="CUB per-image annotations or class-level majority labels")
     attrs.add_argument("--metric", choices=("precision", "accuracy"), default="precision")
-    attrs.add_argument("--threshold-min", type=float, default=0.60)
-    attrs.add_argument("--threshold-max", type=float, default=0.95)
-    attrs.add_argument("--threshold-step", type=float, default=0.01)
-    attrs.add_argument("--min-support", type=int, default=10, help="images needed at a threshold for it to count")
-    attrs.add_argument("--min-accuracy", type=float, default=0.9, help="keep attributes at or above this (paper: 0.9)")
-    attrs.add_argument("--work", type=Path, default=None, help="score cache (default: <spec>.work/)")
-    attrs.add_argument("--batch-size", type=int, default=8)
-    attrs.add_argument("--device", default=None)
+    attrs.add_argument("--threshold-min", type=at.unit_interval, default=0.60)
+    attrs.add_argument("--threshold-max", type=at.unit_interval, default=0.95)
+    attrs.add_argument("--threshold-step", type=at.fraction_above_zero, default=0.01)
+    attrs.add_argument("--min-support", type=at.positive_int, default=10, help="images needed at a threshold for it to count")
+    attrs.add_argument("--min-accuracy", type=at.unit_interval, default=0.9, help="keep attributes at or above this (paper: 0.9)")
+    attrs.add_argument("--work", type=at.output_dir, default=None, help="score cache (default: <spec>.work/)")
+    attrs.add_argument("--batch-size", type=at.positive_int, default=8)
+    attrs.add_argument("--device", type=at.device, default=None)
     attrs.add_argument("--no-answer-hint", action="store_true")
-    attrs.add_argument("--num-shards", type=int, default=None)
-    attrs.add_argument("--shard-index", type=int, default=None)
+    attrs.add_argument("--num-shards", type=at.positive_int, default=None)
+    attrs.add_argument("--shard-index", type=at.non_negative_int, default=None)
 
     for command in (birds, attrs):
-        command.add_argument("--spec", required=True, type=Path, help="candidate spec JSON to write/update")
+        command.add_argument("--spec", required=True, type=at.output_file, help="candidate spec JSON to write/update")
 
 
 def _update_spec(path: Path, updates: dict[str, Any]) -> None:

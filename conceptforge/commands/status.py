@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import argparse
 
+from conceptforge import argtypes as at
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("out", help="the run's --out folder or URL")
-    parser.add_argument("--num-shards", type=int, default=None, help="report for this many shards (default: as last run)")
+    parser.add_argument("out", type=at.existing_location, help="the run's --out folder or URL")
+    parser.add_argument("--num-shards", type=at.positive_int, default=None, help="report for this many shards (default: as last run)")
 
 
 def _sub_runs(store) -> list[str]:
@@ -87,6 +89,7 @@ def status_lines(out: str, num_shards: int | None = None, *, work: str | None = 
             f"  shard {index} of {num_shards}: {len(mine) - len(left)}/{len(mine)} chunks done, "
             f"{items_left} items left, last state: {state if left or state != 'running' else 'finished'}"
         )
+    lines += failed_lines(store, out)
     finished = read_done(store.location)
     if finished:
         problems = verify_assembled(Location(out), finished)
@@ -99,6 +102,21 @@ def status_lines(out: str, num_shards: int | None = None, *, work: str | None = 
         lines.append(f"assembled: no — every chunk is done: run `conceptforge assemble {out}`")
     else:
         lines.append("assembled: no — the last shard to finish assembles (or `conceptforge assemble` afterwards)")
+    return lines
+
+
+def failed_lines(store, out: str, *, limit: int = 20) -> list[str]:
+    """The items that failed every attempt, one line each (see conceptforge.failures)."""
+    from conceptforge.failures import failed_items
+
+    failures = failed_items(store)
+    if not failures:
+        return []
+    lines = [f"failed: {len(failures)} item(s) failed every attempt: rerun the same command to retry them, or "
+             f"`conceptforge assemble {out} --allow-failed` to assemble without them"]
+    lines += [f"  {f.item_id} ({f.split}, {f.attempts} attempts): {f.error}" for f in failures[:limit]]
+    if len(failures) > limit:
+        lines.append(f"  ... {len(failures) - limit} more")
     return lines
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from conceptforge import argtypes as at
+
 DEFAULT_MODELS = {
     "style": "microsoft/resnet-18",
     "object": "facebook/convnext-base-224",
@@ -21,16 +23,16 @@ DEFAULT_MODELS = {
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", required=True, choices=sorted(DEFAULT_MODELS), help="which concepts: styles, ImageNet objects or CUB")
-    parser.add_argument("--concepts", required=True, type=Path, help="concept spec JSON; its images of this kind are the training data")
-    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--concepts", required=True, type=at.existing_file, help="concept spec JSON; its images of this kind are the training data")
+    parser.add_argument("--out", required=True, type=at.output_dir)
     parser.add_argument("--model-id", default=None, help="pre-trained classifier (default: ResNet-18 / ConvNeXt-base / CUB Swin)")
-    parser.add_argument("--outliers", type=Path, default=None, help="folder of outlier images (outlier exposure)")
-    parser.add_argument("--outlier-weight", type=float, default=0.5)
-    parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--learning-rate", type=float, default=1e-4)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--validation-fraction", type=float, default=0.1)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--outliers", type=at.existing_dir, default=None, help="folder of outlier images (outlier exposure)")
+    parser.add_argument("--outlier-weight", type=at.non_negative_float, default=0.5)
+    parser.add_argument("--epochs", type=at.positive_int, default=3)
+    parser.add_argument("--learning-rate", type=at.positive_float, default=1e-4)
+    parser.add_argument("--batch-size", type=at.positive_int, default=32)
+    parser.add_argument("--validation-fraction", type=at.fraction_below_one, default=0.1)
+    parser.add_argument("--seed", type=at.seed, default=0)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -14,7 +14,7 @@ from conceptforge.filters.annotation.groups import resolve_group_values
 from conceptforge.filters.annotation.results import Rules, compute_results, load_metric
 from conceptforge.filters.annotation.sampling import sample_items
 from conceptforge.filters.annotation.server import StudyApp
-from conceptforge.filters.annotation.studies import Study, get_study
+from conceptforge.filters.annotation.studies import Study, check_references, get_study
 from conceptforge.errors import ConceptforgeError, DataNotFoundError, StoreError
 from conceptforge import files
 
@@ -62,6 +62,8 @@ def open_study(settings: StudySettings, *, create: bool = True) -> tuple[StudyAp
     split = settings.split or (stored or {}).get("split")
     dataset = AnnotationDataset(settings.dataset_dir, splits=study.splits, required_columns=study.required_columns,
                                 split=split, extra_columns=_metric_columns(settings.metrics), study_name=study.name)
+    if create:
+        check_references(study, dataset.rows, settings.dataset_dir)  # before the study database is written
     group_values: dict[str, list[str]] = {}
     source = None
     if study.name == "sub-attribute":

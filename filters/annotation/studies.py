@@ -47,6 +47,8 @@ class Study:
     group_of: Callable[[Mapping[str, Any]], str]
     group_doc: str
     image_slots: Callable[[Mapping[str, Any]], list[str]] = field(default=lambda row: ["image"])
+    #: The question compares each image with its concept's reference images: every row needs some.
+    needs_references: bool = False
 
     def question(self, question_id: str) -> Question:
         for question in self.questions:
@@ -132,6 +134,7 @@ STUDIES: dict[str, Study] = {
         group_of=lambda row: f"{row['learner']}|{row['concept']}",
         group_doc="learner–concept pair",
         image_slots=lambda row: ["image"] + [f"ref{k}" for k in range(len(row.get("reference_images") or []))],
+        needs_references=True,
     ),
     "conceptbed-composition": Study(
         name="conceptbed-composition",
@@ -148,6 +151,23 @@ STUDIES: dict[str, Study] = {
         group_doc="learner–composition category pair",
     ),
 }
+
+
+def check_references(study: Study, rows: Mapping[str, Mapping[str, Any]], root: Any) -> None:
+    """Refuse to serve a study that shows references for a dataset that has none.
+
+    Why: a ConceptBed dataset made without ``--embed-references`` (the default) names its
+    references by id only, so the alignment study served "same concept as the references?" with
+    no reference on the page, and the ratings meant nothing.
+    """
+    if not study.needs_references:
+        return
+    bare = sorted({str(row.get("concept")) for row in rows.values() if not row.get("reference_images")})
+    if bare:
+        shown = ", ".join(bare[:3]) + (", ..." if len(bare) > 3 else "")
+        raise DataFormatError(
+            f"{root} has no reference images for {len(bare)} concept(s) ({shown}): study {study.name} rates each image "
+            "against its concept's references; generate the dataset with --embed-references")
 
 
 def get_study(name: str) -> Study:

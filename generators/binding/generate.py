@@ -98,10 +98,16 @@ def _worker_make(args: tuple[BindingConfig, object]) -> ItemResult:
 
 
 class _PoolBatches:
-    """``process_batch`` over a pool of Blender processes (spawned once, reused for every chunk)."""
+    """``process_batch`` over a pool of Blender processes (spawned once, reused for every chunk).
 
-    def __init__(self, config: BindingConfig, num_workers: int, device: str) -> None:
+    ``restart_every``: each worker is replaced by a fresh process after that many items (Blender
+    leaks memory over thousands of renders). A pool broken by a dead worker is dropped, so the
+    engine's retry of the batch's items starts a fresh one.
+    """
+
+    def __init__(self, config: BindingConfig, num_workers: int, device: str, restart_every: int | None = None) -> None:
         self.config, self.num_workers, self.device = config, num_workers, device
+        self.restart_every = restart_every
         self.pool: concurrent.futures.ProcessPoolExecutor | None = None
 
     def __call__(self, items):
@@ -113,8 +119,13 @@ class _PoolBatches:
                 mp_context=multiprocessing.get_context("spawn"),
                 initializer=_init_worker,
                 initargs=(options, os.getpid()),
+                max_tasks_per_child=self.restart_every,
             )
-        return list(self.pool.map(_worker_make, [(self.config, item) for item in items]))
+        try:
+            return list(self.pool.map(_worker_make, [(self.config, item) for item in items]))
+        except concurrent.futures.BrokenExecutor:
+            self.stop()  # a worker died (killed, out of memory): the next call starts a fresh pool
+            raise
 
     def stop(self) -> None:
         if self.pool is not None:
@@ -335,8 +346,13 @@ def assemble_card(out: str | os.PathLike[str], *, force: bool = False, wait: flo
     return assemble_once(out, repo, lambda staging: _card_files(out, staging), fingerprint=fingerprint, force=force, wait=wait)
 
 
-def assemble_repo(out: str | os.PathLike[str], *, force: bool = False, wait: float = 600.0) -> AssemblyOutcome:
-    """``conceptforge assemble OUT`` on a binding repo: assemble every finished config, then the card."""
+def assemble_repo(out: str | os.PathLike[str], *, force: bool = False, wait: float = 600.0,
+                  allow_failed: bool = False) -> AssemblyOutcome:
+    """``conceptforge assemble OUT`` on a binding repo: assemble every finished config, then the card.
+
+    ``allow_failed``: configs with items that failed every attempt are assembled without them
+    (the repo card does not list them yet; ``conceptforge status OUT`` does).
+    """
     out = str(out)
     lines, waiting = [], []
     for dataset in DATASETS:
@@ -344,7 +360,7 @@ def assemble_repo(out: str | os.PathLike[str], *, force: bool = False, wait: flo
         if not is_store(work):
             continue
         try:
-            outcome = assemble_run(out, store=ItemStore(work), force=force, wait=wait)
+            outcome = assemble_run(out, store=ItemStore(work), force=force, wait=wait, allow_failed=allow_failed)
         except ConceptforgeError as error:
             waiting.append(f"{dataset}: {error}")
             continue
@@ -391,6 +407,7 @@ def generate_binding(
     max_items: int | None = None,
     command_line: list[str] | None = None,
     chunk_size: int = CHUNK_SIZE,
+    restart_workers_every: int | None = None,
 ) -> RunReport:
     """Render this shard's missing chunks of one config (resuming); once every chunk exists the
     engine assembles the config into the repo at ``out_dir`` and the card is rewritten over
@@ -406,12 +423,12 @@ def generate_binding(
         raise io_error(error, "write to", str(repo)) from None
     config_run = run.child(config.dataset)
     batches = None
-    if num_workers <= 1:
+    if num_workers <= 1 and restart_workers_every is None:
         _RENDER_OPTIONS.update({"device": device})
         stage = binding_stage(config, make_item=make_item_factory(config, _get_renderer), command_line=command_line,
                               chunk_size=chunk_size, device=device)
     else:
-        batches = _PoolBatches(config, num_workers, device)
+        batches = _PoolBatches(config, max(1, num_workers), device, restart_every=restart_workers_every)
         stage = binding_stage(config, process_batch=batches, command_line=command_line, chunk_size=chunk_size, device=device)
     try:
         report = run_stage(stage, config_run, shard=shard, max_items=max_items)

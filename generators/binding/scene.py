@@ -15,7 +15,7 @@ import random
 from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
-from conceptforge.errors import ConceptforgeError
+from conceptforge.errors import ItemError
 from conceptforge.generators.binding.vocab import SIZE_RADIUS
 
 Vec3 = tuple[float, float, float]
@@ -130,10 +130,12 @@ class PlacementRules:
     max_restarts: int = 200
 
 
-class PlacementError(ConceptforgeError, RuntimeError):
+class PlacementError(ItemError):
     """The constraints cannot be met (e.g. too many/too large objects for the area).
 
-    A user error (the preset or resolution asks for the impossible), so it prints one line.
+    A user error (the preset or resolution asks for the impossible), so it prints one line. An
+    :class:`~conceptforge.errors.ItemError`: one unlucky scene is retried and then recorded as
+    failed by the run engine; a request that no scene can meet fails every item and stops the run.
     """
 
 

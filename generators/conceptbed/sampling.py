@@ -20,6 +20,7 @@ from conceptforge.generators.conceptbed.concepts import PACS_ENTITIES
 from conceptforge.generators.conceptbed.learners import class_prompt
 from conceptforge.generators.conceptbed.spec import Concept
 from conceptforge.errors import ConceptforgeError, WeightsUnavailableError, one_line
+from conceptforge.progress import quiet_model_library_bars
 from conceptforge.store import atomic_write_bytes
 from conceptforge.workitems import derive_seed
 
@@ -46,6 +47,7 @@ def load_pipeline(model_id: str, revision: str | None = None, *, device: str | N
 
         device = str(PartialState().device)
     torch_dtype = torch.float16 if (dtype == "auto" and device.startswith("cuda")) or dtype == "fp16" else torch.float32
+    quiet_model_library_bars()  # diffusers' loading bar follows conceptforge's switch
     try:
         pipe = StableDiffusionPipeline.from_pretrained(
             model_id, revision=revision, dtype=torch_dtype, safety_checker=None, requires_safety_checker=False

@@ -22,7 +22,8 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from conceptforge.errors import DeviceUnavailableError, InvalidArgumentError, WeightsUnavailableError
+from conceptforge.errors import DeviceUnavailableError, InvalidArgumentError, ItemError, WeightsUnavailableError
+from conceptforge.progress import quiet_model_library_bars
 from conceptforge.generators.sub.tdg import TDGParams, eta_schedule, tie_pair
 
 logger = logging.getLogger(__name__)
@@ -200,6 +201,8 @@ class TDGFlux:
         latents = (latents / pipe.vae.config.scaling_factor) + pipe.vae.config.shift_factor
         latents = latents.to(_execution_device(pipe.vae))
         image = pipe.vae.decode(latents, return_dict=False)[0]
+        if not bool(torch.isfinite(image).all()):  # post-processing would turn it into a black image, silently
+            raise ItemError("the generated image came out NaN or infinite (an fp16 overflow?): try --dtype bf16 or fp32")
         return pipe.image_processor.postprocess(image, output_type=output_type)
 
     # -- the two generation modes -----------------------------------------------------------------
@@ -334,7 +337,13 @@ def resolve_device(device: str, *, model: str, revision: str | None = None, offl
         config = _read_transformer_config(model, revision)
         too_big = model == DEFAULT_MODEL if config is None else _estimate_transformer_parameters(config) > CPU_PARAMETER_LIMIT
         if too_big:
-            raise DeviceUnavailableError(f"no CUDA GPU found for {model}: {GPU_HELP}")
+            import huggingface_hub.constants
+
+            uncached = ""
+            if config is None and huggingface_hub.constants.HF_HUB_OFFLINE:  # the weights are the other half of the story
+                uncached = (f"; also, offline (HF_HUB_OFFLINE=1) and {model} is not in the local cache: download it where "
+                            "there is network, or pass a local folder")
+            raise DeviceUnavailableError(f"no CUDA GPU found for {model}: {GPU_HELP}{uncached}")
         return torch.device("cpu")
     return torch.device(device)
 
@@ -353,8 +362,11 @@ def _load_pipeline(model: str, *, revision: str | None, dtype: torch.dtype):
     looks_local = local.is_absolute() or model.startswith(".") or local.exists()
     if looks_local and not (local / "model_index.json").is_file():
         raise WeightsUnavailableError(f"--model {model} is not a FLUX pipeline folder (no model_index.json)")
+    quiet_model_library_bars()  # "Loading pipeline components..." writes \r frames into logs otherwise
     try:
-        return FluxPipeline.from_pretrained(model, revision=revision, **_dtype_kwarg(dtype))
+        pipeline = FluxPipeline.from_pretrained(model, revision=revision, **_dtype_kwarg(dtype))
+        quiet_model_library_bars(pipeline)
+        return pipeline
     except (OSError, ValueError) as error:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         if looks_local:

@@ -23,6 +23,7 @@ from conceptforge.loaders.task_spec import (
     TaskContext,
     TaskOutcome,
     choice,
+    template,
     flag,
     int_list,
     mean_metric,
@@ -232,7 +233,7 @@ def tasks() -> list[Task]:
         Task("binding-clip", "binding", "concept binding: frozen CLIP zero-shot accuracy over the 5 candidates (Binding paper Table 1)",
              (CLIP,), "binding/zero-shot", run_binding_clip, score_binding_clip, columns=COLUMNS,
              dataset=f"{DEFAULT_ORG}/binding", revision="v1.0.0", split="train,val,gen",
-             options=(Option("template", "a photo of {label}", str, "prompt with {label}"), _config_option())),
+             options=(Option("template", "a photo of {label}", template(allowed={"label"}, required={"label"}), "prompt with {label}"), _config_option())),
         Task("binding-cdsm", "binding", "concept binding: CDSMs trained on frozen CLIP image embeddings, mean ± s.e. over seeds "
              "(Binding paper Tables 1-3)", (CLIP,), "binding/cdsm-frozen", run_binding_cdsm, score_binding_cdsm, columns=CDSM_COLUMNS,
              dataset=f"{DEFAULT_ORG}/binding", revision="v1.0.0", split="train,val,gen", seeded=True,

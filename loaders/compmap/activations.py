@@ -26,6 +26,7 @@ from torch import Tensor
 from conceptforge.progress import tqdm
 
 from conceptforge.errors import ConceptforgeError, InvalidArgumentError, WeightsUnavailableError
+from conceptforge.argtypes import check_device
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +106,7 @@ class ItmScorer:
     def from_pretrained(cls, model_id: str, *, revision: str | None = None, device: str | None = None) -> "ItmScorer":
         from transformers import AutoConfig, AutoProcessor
 
-        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        device = check_device(device) or ("cuda" if torch.cuda.is_available() else "cpu")
         try:
             config = AutoConfig.from_pretrained(model_id, revision=revision)
             kind = config.model_type

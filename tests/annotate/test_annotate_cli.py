@@ -41,7 +41,9 @@ def test_dataset_lacking_columns(tmp_path, sub_dataset, conceptbed_dataset):
     assert_one_line_error(run(conceptbed_dataset, "--study", "sub-faithfulness", "--split", "concept"),
                           "lacks the columns bird, attribute, group, value, removed_attribute")
     assert_one_line_error(run(sub_dataset, "--study", "conceptbed-alignment"), "needs one of ['concept']")
-    assert_one_line_error(run(tmp_path / "missing", "--study", "sub-attribute"), "is not a dataset directory")
+    assert_one_line_error(run(tmp_path / "missing", "--study", "sub-attribute"), "argument DATASET_DIR: ")
+    (tmp_path / "empty").mkdir()
+    assert_one_line_error(run(tmp_path / "empty", "--study", "sub-attribute"), "is not a dataset directory")
 
 
 def test_port_in_use(sub_dataset, tmp_path):
@@ -136,3 +138,16 @@ def test_cub_dir_offers_every_group_value(sub_dataset, tmp_path):
     (cub / "attributes.txt").write_text("1 has_bill_shape::cone\n")
     assert_one_line_error(run(sub_dataset, "--study", "sub-attribute", "--db", tmp_path / "d.sqlite", "--cub-dir", cub,
                               "--port", "0"), "is not in CUB's attributes.txt")
+
+
+def test_alignment_study_refuses_a_dataset_without_reference_images(tmp_path):
+    """A ConceptBed dataset made without --embed-references (the default) has no reference images:
+    the alignment study used to serve "same concept as the references?" with none on the page."""
+    from tests.annotate.conftest import CONCEPTBED_FEATURES, conceptbed_rows, write_dataset
+
+    rows = [{**row, "reference_images": []} for row in conceptbed_rows("concept")]
+    dataset = write_dataset(tmp_path / "default", CONCEPTBED_FEATURES, {"concept": rows})
+    db = tmp_path / "alignment.sqlite"
+    result = run(dataset, "--study", "conceptbed-alignment", "--port", "0", "--db", db)
+    assert_one_line_error(result, "has no reference images for 2 concept(s) (art_painting, n01440764)")
+    assert "--embed-references" in result.stderr and not db.exists()

@@ -129,6 +129,12 @@ def test_worker_processes_give_the_same_dataset(demo_dir, tmp_path):
     assert _data_bytes(tmp_path, "single-object") == _data_bytes(demo_dir, "single-object")
 
 
+def test_workers_restarted_every_item_give_the_same_dataset(demo_dir, tmp_path):
+    """--restart-workers-every: fresh Blender processes part-way through change no byte."""
+    run_script("--dataset", "single-object", "--out", str(tmp_path), "--num-workers", "1", "--restart-workers-every", "1", *SMALL)
+    assert _data_bytes(tmp_path, "single-object") == _data_bytes(demo_dir, "single-object")
+
+
 def _json_from_a_fresh_process(code: str) -> dict:
     """Run ``code`` in a new interpreter (its own Blender) and parse the JSON it prints last."""
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -239,7 +245,7 @@ def test_resume_with_other_settings_is_refused(demo_dir, tmp_path):
     [
         (["--dataset", "three-object"], "unknown dataset"),
         (["--preset", "huge"], "unknown preset"),
-        (["--resolution", "big"], "--resolution must look like"),
+        (["--resolution", "big"], "argument --resolution: expected WIDTHxHEIGHT"),
         (["--min-pixels", "100000"], "--min-pixels"),
         (["--num-shards", "2", "--shard-index", "5"], "--shard-index"),
     ],
@@ -257,7 +263,7 @@ def test_unwritable_output(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     result = run_script("--dataset", "single-object", "--out", str(blocker / "out"), *SMALL, check=False)
-    assert result.returncode == 2 and "cannot write" in result.stderr
+    assert result.returncode == 2 and f"argument --out: {blocker / 'out'}: {blocker} is a file, not a folder" in result.stderr
 
 
 def test_missing_blender_is_one_clear_line(tmp_path):

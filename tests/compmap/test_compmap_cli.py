@@ -96,7 +96,7 @@ def test_mit_states_end_to_end(tiny_clip_dir, fake_mit, tmp_path, capsys):
 def test_bad_inputs_are_one_line_errors(tiny_clip_dir, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert _in_process("--benchmark", "cub", "--model", tiny_clip_dir, "--data-dir", tmp_path / "missing") == 2
-    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("error: CUB directory")
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith(f"error: conceptforge evaluate compmap: argument --data-dir: {tmp_path / 'missing'} does not exist")
     assert _in_process("--benchmark", "mit-states", "--data-dir", tmp_path, "--templates", "a3:9") == 2
     assert capsys.readouterr().err.strip().startswith("error: --templates")
     assert _in_process("--benchmark", "mit-states", "--data-dir", tmp_path) == 2
@@ -130,3 +130,12 @@ def test_mit_states_task_matches_the_compmap_command(tiny_clip_dir, fake_mit, tm
     # without the folder the task is skipped with one line naming the flag
     assert main(["evaluate", "--model", str(tiny_clip_dir), "--tasks", "compmap-mit-states", "--output", str(task_out)]) == 2
     assert "compmap-mit-states needs --mit-states-dir" in capsys.readouterr().err
+
+
+def test_unwritable_default_output_is_refused_before_the_work(tmp_path, capsys, monkeypatch):
+    """The default compmap-<benchmark>.json in the working folder used to fail after the whole evaluation."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "compmap-cub.json").mkdir()  # in the way of the default output
+    assert _in_process("--benchmark", "cub", "--model", tmp_path / "no-model", "--data-dir", tmp_path) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == "error: --output compmap-cub.json is a folder, not a file"

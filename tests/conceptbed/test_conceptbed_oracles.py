@@ -168,7 +168,7 @@ def test_evaluate_cli_end_to_end(tmp_path, tiny_sd, datasets_root, captions_file
 def test_evaluate_cli_bad_input_subprocess(tmp_path):
     bad = _run("evaluate.py", "conceptbed", "--from-scores", str(tmp_path / "missing.jsonl"), cwd=tmp_path)
     assert bad.returncode == 2
-    assert bad.stderr.strip().splitlines()[-1] == f"error: scores file {tmp_path / 'missing.jsonl'} does not exist"
+    assert bad.stderr.strip().splitlines()[-1].startswith(f"error: conceptforge evaluate conceptbed: argument --from-scores: {tmp_path / 'missing.jsonl'} does not exist")
 
 
 def test_train_oracle_script(tmp_path, datasets_root, write_spec, oracles, run_script):

@@ -138,4 +138,4 @@ def test_console_script_of_this_environment():
     bad = subprocess.run([str(script), "annotate", "/nonexistent-dataset", "--study", "sub-faithfulness"],
                          capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
-        "error: /nonexistent-dataset is not a dataset directory (no data/ folder with parquet shards)"]
+        "error: conceptforge annotate: argument DATASET_DIR: /nonexistent-dataset does not exist (see conceptforge annotate --help)"]

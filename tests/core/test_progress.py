@@ -99,3 +99,25 @@ def test_library_loop_obeys_the_switch(tmp_path, capsys):
     conceptforge.disable_progress_bars()
     run_work_items(items, make, ItemStore(tmp_path / "b"), description="things")
     assert "\r" not in capsys.readouterr().err
+
+
+def test_diffusers_loading_bar_follows_the_switch(tmp_path, capsys, monkeypatch):
+    """diffusers' "Loading pipeline components..." bar wrote \\r frames into logs with bars off."""
+    diffusers = pytest.importorskip("diffusers")
+    from diffusers.utils import logging as diffusers_logging
+
+    from conceptforge.testing.tiny_conceptbed import build_tiny_sd
+
+    folder = build_tiny_sd(tmp_path / "sd")
+    monkeypatch.setenv(ENV_VAR, "1")
+    capsys.readouterr()
+    try:
+        progress.quiet_model_library_bars()
+        pipeline = diffusers.StableDiffusionPipeline.from_pretrained(folder, safety_checker=None, requires_safety_checker=False)
+        progress.quiet_model_library_bars(pipeline)
+        err = capsys.readouterr().err
+        assert "Loading pipeline components" not in err and "\r" not in err
+        assert not diffusers_logging.is_progress_bar_enabled()
+        assert pipeline._progress_bar_config == {"disable": True}
+    finally:
+        diffusers_logging.enable_progress_bar()

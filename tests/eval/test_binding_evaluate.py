@@ -123,7 +123,7 @@ def test_cli_bad_input_is_one_line(tiny_clip_dir, relational_dir, tmp_path, caps
         (["--models", "clip,bert", "--clip-model", str(tiny_clip_dir)],
          "error: unknown binding model(s) bert (choose from clip, csp, add, mult, conv, tl, rf, clip-ft)"),
         (["--models", "clip", "--clip-model", str(tmp_path / "nope")], f"error: --clip-model {tmp_path / 'nope'} is no local folder"),
-        (["--models", "clip", "--clip-model", str(tiny_clip_dir), "--epochs", "0"], "error: --epochs must be at least 1"),
+        (["--models", "clip", "--clip-model", str(tiny_clip_dir), "--epochs", "0"], "error: conceptforge evaluate binding: argument --epochs: must be >= 1, got 0"),
     ]
     for extra, expected in cases:
         assert run_cli(main, base + extra) == 2

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -39,6 +41,10 @@ def test_selection_overrides_and_options():
     ({"names": "binding-clip", "options": ["binding-cdsm.seeds=1"]}, "names task 'binding-cdsm', which is not in --tasks"),
     ({"names": "binding-cdsm", "options": ["binding-cdsm.seeds=a,b"]}, "expected comma-separated integers"),
     ({"names": "binding-cdsm", "revisions": ["binding-cdsm"]}, "--revision wants TASK=REVISION"),
+    # an unknown template field used to surface as a KeyError traceback after the model loaded
+    ({"names": "binding-clip", "options": ["binding-clip.template=a photo of {lable}"]},
+     "--task-option binding-clip.template: unknown field(s) {lable}"),
+    ({"names": "sub-vlm", "options": ["sub-vlm.template=a {colour} bird"]}, "unknown field(s) {colour}"),
 ])
 def test_selection_errors_are_one_line(kwargs, message):
     names = kwargs.pop("names")
@@ -213,3 +219,37 @@ def test_sub_cbm_task_runs_a_users_cbm_factory(tmp_path, sub_dir, fake_cub, monk
     assert task["metrics"]["s_plus"]["value"] == pytest.approx(0.5) and task["metrics"]["s_plus"]["n"] == 8
     assert task["metrics"]["s_minus"]["value"] == pytest.approx(0.75) and task["metrics"]["s_minus"]["n"] == 8
     assert "S- rule any-original" in task["variant"]
+
+
+@pytest.mark.parametrize("break_it, problem", [
+    (lambda p: p.pop("model"), "its 'model' is not an object"),
+    (lambda p: p.update(tasks={"a": 1}), "its 'tasks' is not a list"),
+    (lambda p: p["tasks"][0].pop("metrics"), "tasks[0] has no dict 'metrics'"),
+    (lambda p: p["tasks"][0].update(dataset="o/b"), "tasks[0] has no dict 'dataset'"),
+    (lambda p: p["tasks"][0]["metrics"].update({"x": 0.5}), "tasks[0].metrics.x is not an object"),
+])
+def test_leaderboard_file_with_the_format_tag_but_a_wrong_structure_is_one_line(tmp_path, break_it, problem):
+    """The format tag alone used to pass: a wrong structure then ended in a KeyError traceback."""
+    from conceptforge.commands import main
+
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good.write_text(json.dumps(_payload("a", "1" * 40, 0.7, 0.01)))
+    payload = _payload("b", "1" * 40, 0.6, 0.01)
+    break_it(payload)
+    bad.write_text(json.dumps(payload))
+    with pytest.raises(ConceptforgeError, match=re.escape(f"{bad} says format conceptforge-eval-results/1 but {problem}")):
+        from conceptforge.loaders.leaderboard import load_results
+
+        load_results([good, bad])
+    assert main(["leaderboard", str(good), str(bad)]) == 2
+
+
+def test_unwritable_results_file_is_refused_before_any_task_runs(tmp_path, tiny_clip_dir, monkeypatch, capsys):
+    """The results were written after every task ran: an unwritable path lost the whole evaluation."""
+    from conceptforge.commands import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "results" / f"{tiny_clip_dir.name}.json").mkdir(parents=True)  # the default output, taken by a folder
+    assert main(["evaluate", "--model", str(tiny_clip_dir), "--tasks", "binding-clip", "--device", "cpu"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == \
+        f"error: --output {Path('results') / tiny_clip_dir.name}.json is a folder, not a file"

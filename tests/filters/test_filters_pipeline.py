@@ -134,6 +134,7 @@ def test_bad_input_is_one_clear_line(case, mini_cub, candidates_factory, tmp_pat
         args += ["--candidates", str(candidates_factory(pairs=[("Blue_Jay", "has_fin_color::red")], per_pair=1))]
         expected = "unknown attribute group 'has_fin_color'"
     else:
+        (tmp_path / "no-cub").mkdir()  # a folder without CUB's files (a missing one is argparse's error)
         args = ["--out", str(tmp_path / "out"), "--cub-dir", str(tmp_path / "no-cub"),
                 "--candidates", str(candidates_factory(per_pair=1))]
         expected = "is not a CUB_200_2011 directory"

@@ -84,3 +84,14 @@ def test_suite_passes_whatever_hf_variables_the_caller_set():
     )
     assert result.returncode == 0, result.stdout[-3000:]
     assert "2 passed" in result.stdout
+
+
+def test_dry_run_of_a_truncated_parquet_is_one_line(tmp_path):
+    """Before: the first shard of a split, cut short, ended the dry run in an ArrowInvalid traceback."""
+    directory = make_dataset(tmp_path / "v1")
+    shard = sorted((directory / "data").glob("train-*.parquet"))[0]
+    shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
+    result = run_publish({**os.environ, "HF_HUB_OFFLINE": "1"}, directory, REPO, "v1.0.0", "--dry-run")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == [result.stderr.strip()]
+    assert result.stderr.startswith(f"error: {shard} is not a readable parquet file (Parquet magic bytes not found")

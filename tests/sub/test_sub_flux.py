@@ -73,14 +73,21 @@ def test_generate_modes(tiny_flux):
         tiny_flux.generate(prompt_reference="x", prompt_guidance="y", seed=0, height=30, width=32, num_inference_steps=1)
     with pytest.raises(ValueError, match="unknown mode"):
         tiny_flux.generate(prompt_reference="x", prompt_guidance="y", seed=0, mode="nope", **SIZE)
+    # A NaN image is an error of the item (the engine retries, then records it), not a black picture.
+    from conceptforge.errors import ItemError
+
+    with pytest.raises(ItemError, match="came out NaN"):
+        tiny_flux.decode(torch.full_like(alone.latents, float("nan")), 32, 32)
 
 
 def test_loading_errors_are_one_line(tmp_path, monkeypatch, hub_offline):
     with pytest.raises(ConceptforgeError, match="not a FLUX pipeline folder"):
         TDGFlux.from_pretrained(str(tmp_path), device="cpu")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    with pytest.raises(ConceptforgeError, match="needs a CUDA GPU"):
+    with pytest.raises(ConceptforgeError, match="needs a CUDA GPU") as offline:
         resolve_device("auto", model=DEFAULT_MODEL)
+    # offline, the GPU is not the only thing missing: the weights are not cached either
+    assert "offline (HF_HUB_OFFLINE=1) and black-forest-labs/FLUX.1-dev is not in the local cache" in str(offline.value)
     with pytest.raises(ConceptforgeError, match="no CUDA GPU is visible"):
         resolve_device("cpu", model=DEFAULT_MODEL, offload=True)
     with pytest.raises(ConceptforgeError, match="hf auth login"):

@@ -9,16 +9,11 @@ from __future__ import annotations
 import argparse
 import logging
 
+from conceptforge import argtypes as at
+
 from conceptforge.errors import InvalidArgumentError
 
 logger = logging.getLogger(__name__)
-
-
-def _seeds(text: str) -> list[int]:
-    try:
-        return [int(s) for s in text.split(",") if s.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--seeds must be comma-separated integers, got {text!r}") from None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,19 +27,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"comma-separated, from: {', '.join(ALL_MODELS)} (clip-ft = full fine-tuning, slow)")
     parser.add_argument("--clip-model", default=DEFAULT_CLIP, help="CLIP id or local dir (frozen image embeddings)")
     parser.add_argument("--clip-revision", default=None)
-    parser.add_argument("--seeds", type=_seeds, default=[0, 1, 2, 3, 4])
-    parser.add_argument("--epochs", type=int, default=20)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--lr", type=float, default=None, help="override Appendix A's per-model learning rate")
-    parser.add_argument("--weight-decay", type=float, default=1e-5)
+    parser.add_argument("--seeds", type=at.ListOf(at.seed, name="seeds"), default=[0, 1, 2, 3, 4])
+    parser.add_argument("--epochs", type=at.positive_int, default=20)
+    parser.add_argument("--batch-size", type=at.positive_int, default=32)
+    parser.add_argument("--lr", type=at.positive_float, default=None, help="override Appendix A's per-model learning rate")
+    parser.add_argument("--weight-decay", type=at.non_negative_float, default=1e-5)
     parser.add_argument("--cdsm-score", choices=("dot", "scaled-cosine"), default="dot",
                         help="CDSM scores: dot = paper Algorithm 1 (raw dot product, N(0,1) init, no scale); "
                              "scaled-cosine = CLIP's logit_scale x cosine, N(0,1/d) init")
     parser.add_argument("--calibrate", action="store_true", help="calibrated stacking (Appendix C; single-object only)")
-    parser.add_argument("--template", default="a photo of {label}", help="zero-shot prompt")
-    parser.add_argument("--cache-dir", default=None, help="embedding cache (default ~/.cache/conceptforge/embeddings)")
-    parser.add_argument("--device", default=None)
-    parser.add_argument("--output", default=None, help="write the results JSON here (samples beside it)")
+    parser.add_argument("--template", type=at.Template(allowed={"label"}, required={"label"}), default="a photo of {label}",
+                        help="zero-shot prompt, with {label}")
+    parser.add_argument("--cache-dir", type=at.output_dir.as_text(), default=None, help="embedding cache (default ~/.cache/conceptforge/embeddings)")
+    parser.add_argument("--device", type=at.device, default=None)
+    parser.add_argument("--output", type=at.output_file.as_text(), default=None, help="write the results JSON here (samples beside it)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -18,8 +18,10 @@ its flags become task options; each ``--generated`` dataset is one run of the on
 from __future__ import annotations
 
 import argparse
-import logging
 from pathlib import Path
+import logging
+
+from conceptforge import argtypes as at
 
 from conceptforge.errors import InvalidArgumentError
 
@@ -31,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("--generated", nargs="+", default=[], help="generated dataset folders or Hub ids (one per learner)")
     parser.add_argument("--revision", default=None, help="revision of Hub datasets")
-    parser.add_argument("--concepts", type=Path, default=None, help="concept spec: real images (and captions) for the original row")
+    parser.add_argument("--concepts", type=at.existing_file, default=None, help="concept spec: real images (and captions) for the original row")
     parser.add_argument("--style-oracle", default=DEFAULT_STYLE_ORACLE, help="classifier over the PACS styles (fine-tuned)")
     parser.add_argument("--object-oracle", default=DEFAULT_OBJECT_ORACLE, help="classifier over the ImageNet concepts (fine-tuned)")
     parser.add_argument("--cub-oracle", default=DEFAULT_CUB_ORACLE, help="classifier over the 200 CUB classes")
@@ -39,14 +41,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-vqa", action="store_true", help="skip the VQA composition oracle")
     parser.add_argument("--vqa-probability", choices=("softmax", "sigmoid"), default="softmax")
     parser.add_argument("--categoriser", default="rules", help="'rules' or module:function, for the real captions")
-    parser.add_argument("--max-real-images", type=int, default=None, help="real images per concept (default: all in the spec)")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--device", default=None)
-    parser.add_argument("--ece-bins", type=int, default=15)
+    parser.add_argument("--max-real-images", type=at.positive_int, default=None, help="real images per concept (default: all in the spec)")
+    parser.add_argument("--batch-size", type=at.positive_int, default=32)
+    parser.add_argument("--device", type=at.device, default=None)
+    parser.add_argument("--ece-bins", type=at.positive_int, default=15)
     parser.add_argument("--per-concept", action="store_true", help="also print per-concept CCD")
-    parser.add_argument("--save-scores", type=Path, default=None, help="write per-image scores (JSONL)")
-    parser.add_argument("--output", type=Path, default=None, help="results JSON (every metric, each CCD aggregation named)")
-    parser.add_argument("--from-scores", type=Path, nargs="+", default=[], help="report saved scores; no models loaded")
+    parser.add_argument("--save-scores", type=at.output_file, default=None, help="write per-image scores (JSONL)")
+    parser.add_argument("--output", type=at.output_file, default=None, help="results JSON (every metric, each CCD aggregation named)")
+    parser.add_argument("--from-scores", type=at.existing_file, nargs="+", default=[], help="report saved scores; no models loaded")
 
 
 def run(args: argparse.Namespace) -> int:

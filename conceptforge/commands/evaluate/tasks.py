@@ -14,6 +14,8 @@ import argparse
 import logging
 import sys
 
+from conceptforge import argtypes as at
+
 from conceptforge.errors import ConceptforgeError, InvalidArgumentError
 
 logger = logging.getLogger(__name__)
@@ -32,15 +34,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="dataset revision of a task (repeatable)")
     group.add_argument("--task-option", dest="eval_options", action="append", default=[], metavar="TASK.NAME=VALUE",
                        help="protocol setting of a task, e.g. binding-cdsm.seeds=0,1,2 (see --tasks list)")
-    group.add_argument("--cub-dir", dest="eval_cub_dir", default=None, help="CUB_200_2011 folder (sub-*, compmap-cub)")
-    group.add_argument("--mit-states-dir", dest="eval_mit_states_dir", default=None,
+    group.add_argument("--cub-dir", dest="eval_cub_dir", type=at.existing_dir.as_text(), default=None, help="CUB_200_2011 folder (sub-*, compmap-cub)")
+    group.add_argument("--mit-states-dir", dest="eval_mit_states_dir", type=at.existing_dir.as_text(), default=None,
                        help="MIT-States folder with images/ and compositional-split-natural/ (compmap-mit-states)")
-    group.add_argument("--concepts", dest="eval_concepts", default=None, help="ConceptBed concept spec (conceptbed-ccd)")
-    group.add_argument("--device", dest="eval_device", default=None, help="cpu, cuda, cuda:1 … (default: cuda if available)")
+    group.add_argument("--concepts", dest="eval_concepts", type=at.existing_file.as_text(), default=None, help="ConceptBed concept spec (conceptbed-ccd)")
+    group.add_argument("--device", dest="eval_device", type=at.device, default=None, help="cpu, cuda, cuda:1 … (default: cuda if available)")
     group.add_argument("--dtype", dest="eval_dtype", default=None, choices=("float32", "float16", "bfloat16"))
-    group.add_argument("--batch-size", dest="eval_batch_size", type=int, default=32)
-    group.add_argument("--cache-dir", dest="eval_cache_dir", default=None, help="embedding cache (shared by all tasks)")
-    group.add_argument("--output", dest="eval_output", default=None,
+    group.add_argument("--batch-size", dest="eval_batch_size", type=at.positive_int, default=32)
+    group.add_argument("--cache-dir", dest="eval_cache_dir", type=at.output_dir.as_text(), default=None, help="embedding cache (shared by all tasks)")
+    group.add_argument("--output", dest="eval_output", type=at.output_file.as_text(), default=None,
                        help="results JSON (markdown table written beside it; default results/<model>.json)")
     group.add_argument("--push-results", dest="eval_push", action="store_true",
                        help="publish the results to the model repo (.eval_results + model-index, one commit) and "
@@ -108,13 +110,13 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgumentError("--model needs --tasks (e.g. --tasks sub-vlm,binding-clip; --tasks list shows them)")
     if not args.eval_model:
         raise InvalidArgumentError("--tasks needs --model ID_OR_PATH")
-    if args.eval_batch_size < 1:
-        raise InvalidArgumentError("--batch-size must be at least 1")
     if args.eval_output:  # a user's file there (or beside it): refused before anything loads
         check_output(args.eval_output, samples=not args.eval_no_samples)
     selections = select_tasks(args.eval_tasks, datasets=args.eval_datasets, revisions=args.eval_revisions,
                               options=args.eval_options)
     model = resolve_model(args.eval_model, revision=args.eval_model_revision)
+    output = args.eval_output or default_output(model)
+    check_output(output, samples=not args.eval_no_samples)  # the default too: results come after every task ran
     results_repo = args.eval_results_repo or (model.id if model.source == "hub" else None)
     if args.eval_push and not results_repo:
         raise InvalidArgumentError(f"--push-results: {model.id} is not a Hub model; pass --results-repo ORG/NAME")
@@ -122,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     settings = RunSettings(device=args.eval_device, dtype=args.eval_dtype, batch_size=args.eval_batch_size,
                            cache_dir=args.eval_cache_dir, cub_dir=args.eval_cub_dir, concepts=args.eval_concepts,
                            mit_states_dir=args.eval_mit_states_dir, sample_cache=not args.eval_no_sample_cache)
-    written = evaluate(model, selections, settings, args.eval_output or default_output(model), samples=not args.eval_no_samples,
+    written = evaluate(model, selections, settings, output, samples=not args.eval_no_samples,
                        on_skip=lambda reason: print(f"skipped: {reason}", file=sys.stderr))
     report(written, push=args.eval_push, results_repo=results_repo, create_pr=args.eval_results_pr,
            push_samples=args.eval_push_samples)

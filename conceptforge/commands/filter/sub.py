@@ -13,7 +13,8 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-from pathlib import Path
+
+from conceptforge import argtypes as at
 
 from conceptforge.errors import InvalidArgumentError
 
@@ -24,28 +25,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from conceptforge.filters.questions import DEFAULT_ANSWER_HINT
     from conceptforge.filters.vqa import DEFAULT_VQA_MODEL
 
-    parser.add_argument("--candidates", required=True, type=Path, help="SUB candidates dataset directory (generate_sub.py --out)")
-    parser.add_argument("--out", required=True, type=Path, help="output dataset directory (split `test`)")
-    parser.add_argument("--cub-dir", type=Path, default=os.environ.get("CUB_DIR"),
+    parser.add_argument("--candidates", required=True, type=at.existing_dir, help="SUB candidates dataset directory (generate_sub.py --out)")
+    parser.add_argument("--out", required=True, type=at.output_dir, help="output dataset directory (split `test`)")
+    parser.add_argument("--cub-dir", type=at.existing_path, default=os.environ.get("CUB_DIR"),
                         help="CUB_200_2011 directory (or its attributes.txt): the options of each attribute group "
                              "[env CUB_DIR]")
     parser.add_argument("--vqa-model", default=DEFAULT_VQA_MODEL, help=f"image-text-to-text model id or path (default {DEFAULT_VQA_MODEL})")
     parser.add_argument("--vqa-revision", default=None, help="model revision (branch, tag or commit)")
     parser.add_argument("--trust-remote-code", action="store_true",
                         help="allow a checkpoint that ships its own Python code to run it (never implied)")
-    parser.add_argument("--keep-fraction", type=float, default=0.1, help="share of each pair's candidates kept (0.1 = 50 of 500)")
-    parser.add_argument("--min-survivor-fraction", type=float, default=None,
+    parser.add_argument("--keep-fraction", type=at.fraction_above_zero, default=0.1, help="share of each pair's candidates kept (0.1 = 50 of 500)")
+    parser.add_argument("--min-survivor-fraction", type=at.unit_interval, default=None,
                         help="drop a pair when fewer than this share answer S+ (default: --keep-fraction)")
-    parser.add_argument("--min-splus-prob", type=float, default=0.0, help="extra floor on the S+ probability (default 0: none)")
-    parser.add_argument("--batch-size", type=int, default=8, help="images per VQA forward")
-    parser.add_argument("--device", default=None, help="torch device (default: cuda when available)")
+    parser.add_argument("--min-splus-prob", type=at.unit_interval, default=0.0, help="extra floor on the S+ probability (default 0: none)")
+    parser.add_argument("--batch-size", type=at.positive_int, default=8, help="images per VQA forward")
+    parser.add_argument("--device", type=at.device, default=None, help="torch device (default: cuda when available)")
     parser.add_argument("--no-answer-hint", action="store_true",
                         help=f"ask the paper's question verbatim, without the line {DEFAULT_ANSWER_HINT!r}")
     parser.add_argument("--license", default=None, help="dataset license (default: the candidates card's license)")
-    parser.add_argument("--num-shards", type=int, default=None)
-    parser.add_argument("--shard-index", type=int, default=None)
-    parser.add_argument("--chunk-size", type=int, default=100, help="candidates per store chunk, within one parquet row group (default 100)")
-    parser.add_argument("--max-images", type=int, default=None, help="score at most this many new images, then stop")
+    parser.add_argument("--num-shards", type=at.positive_int, default=None)
+    parser.add_argument("--shard-index", type=at.non_negative_int, default=None)
+    parser.add_argument("--chunk-size", type=at.positive_int, default=100, help="candidates per store chunk, within one parquet row group (default 100)")
+    parser.add_argument("--max-images", type=at.non_negative_int, default=None, help="score at most this many new images, then stop")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -16,6 +16,8 @@ import logging
 import sys
 from typing import Sequence
 
+from conceptforge import argtypes as at
+
 from conceptforge.generators.binding.compositions import DATASETS
 from conceptforge.generators.binding.dataset import PRESETS, BindingConfig
 from conceptforge.generators.binding.generate import CHUNK_SIZE, generate_binding
@@ -26,10 +28,12 @@ from conceptforge.workitems import resolve_shard
 
 logger = logging.getLogger(__name__)
 
-# Measured with `--dataset all --preset demo` at the defaults (320x240, 16 samples, Cycles on the
-# CPU, one worker): 24 images in 160 s on 2 CPU cores shared with other jobs (load average ~10).
-# A rough default for --dry-run; scaled by pixels x samples for other settings.
-MEASURED_SECONDS_PER_IMAGE = 6.7
+# The whole item loop (layout, Cycles + passes, OIDN, PNG) at the defaults (320x240, 16 samples,
+# Cycles on the CPU with 2 render threads): median 0.96 s per image in BENCHMARKS.md's full
+# render_binding run (0.89 s in the quick one). The earlier 6.7 s came from a demo run timed on
+# 2 cores shared with other jobs (load average ~10), with Blender's start-up in it: ~7x too high.
+# A default for --dry-run; scaled by pixels x samples for other settings.
+MEASURED_SECONDS_PER_IMAGE = 0.96
 MEASURED_AT = (320 * 240, 16)
 
 
@@ -44,24 +48,26 @@ def parse_resolution(text: str) -> tuple[int, int]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", default="all", help=f"one of {', '.join(DATASETS)}, a comma-separated list, or all")
     parser.add_argument("--preset", default="demo", help=f"one of {', '.join(PRESETS)} (paper = Table 1 sizes)")
-    parser.add_argument("--out", required=True, help="output repo folder or fsspec URL such as s3://bucket/binding (one config per dataset)")
-    parser.add_argument("--seed", type=int, default=0, help="run seed; every image's seed derives from it")
-    parser.add_argument("--resolution", default="320x240", help="WIDTHxHEIGHT (default 320x240)")
-    parser.add_argument("--samples", type=int, default=16, help="Cycles samples per pixel (default 16; CLEVR used 512)")
-    parser.add_argument("--min-pixels", type=int, default=None, help="visible pixels required per object (default: 200 at 320x240, scaled)")
-    parser.add_argument("--num-workers", type=int, default=1, help="Blender processes on this machine")
-    parser.add_argument("--num-shards", type=int, default=None)
-    parser.add_argument("--shard-index", type=int, default=None)
+    parser.add_argument("--out", required=True, type=at.output_location, help="output repo folder or fsspec URL such as s3://bucket/binding (one config per dataset)")
+    parser.add_argument("--seed", type=at.seed, default=0, help="run seed; every image's seed derives from it")
+    parser.add_argument("--resolution", type=at.Resolution(), default="320x240", help="WIDTHxHEIGHT (default 320x240)")
+    parser.add_argument("--samples", type=at.positive_int, default=16, help="Cycles samples per pixel (default 16; CLEVR used 512)")
+    parser.add_argument("--min-pixels", type=at.non_negative_int, default=None, help="visible pixels required per object (default: 200 at 320x240, scaled)")
+    parser.add_argument("--num-workers", type=at.positive_int, default=1, help="Blender processes on this machine")
+    parser.add_argument("--restart-workers-every", type=at.positive_int, default=None, metavar="N",
+                        help="replace each Blender process with a fresh one after N images (bounds leaked memory)")
+    parser.add_argument("--num-shards", type=at.positive_int, default=None)
+    parser.add_argument("--shard-index", type=at.non_negative_int, default=None)
     parser.add_argument("--no-denoise", action="store_true",
                         help="skip Open Image Denoise (grainy at 16 samples: ~38 dB vs ~48 dB PSNR against 512 samples)")
-    parser.add_argument("--chunk-size", type=int, default=CHUNK_SIZE, help=f"scenes per store chunk (default {CHUNK_SIZE}; a kill loses at most one chunk)")
+    parser.add_argument("--chunk-size", type=at.positive_int, default=CHUNK_SIZE, help=f"scenes per store chunk (default {CHUNK_SIZE}; a kill loses at most one chunk)")
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu", help="Cycles device")
     parser.add_argument("--dry-run", action="store_true", help="print the images to render and a time estimate; render nothing")
     parser.add_argument(
-        "--seconds-per-image", type=float, default=None,
+        "--seconds-per-image", type=at.positive_float, default=None,
         help="your measured render time per image (e.g. from a --preset demo run), for --dry-run's estimate",
     )
-    parser.add_argument("--max-items", type=int, default=None, help=argparse.SUPPRESS)  # interrupt simulation
+    parser.add_argument("--max-items", type=at.non_negative_int, default=None, help=argparse.SUPPRESS)  # interrupt simulation
 
 
 def plan_lines(configs: Sequence[BindingConfig], *, seconds_per_image: float | None, num_workers: int = 1) -> list[str]:
@@ -79,7 +85,7 @@ def plan_lines(configs: Sequence[BindingConfig], *, seconds_per_image: float | N
         scale = (first.width * first.height / MEASURED_AT[0]) * (first.samples / MEASURED_AT[1])
         seconds_per_image = MEASURED_SECONDS_PER_IMAGE * scale
         source = (
-            f"default: {MEASURED_SECONDS_PER_IMAGE:g} s measured at 320x240, 16 samples on 2 shared CPU cores"
+            f"default: {MEASURED_SECONDS_PER_IMAGE:g} s measured at 320x240, 16 samples with 2 render threads (BENCHMARKS.md)"
             + (", scaled by pixels x samples" if abs(scale - 1) > 1e-9 else "")
             + "; pass --seconds-per-image from a --preset demo run on your machine"
         )
@@ -127,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
         report = generate_binding(
             config, run, shard=shard, num_workers=args.num_workers,
             device=args.device, max_items=args.max_items, chunk_size=args.chunk_size,
+            restart_workers_every=args.restart_workers_every,
         )
         if report.assembled:
             finished.append(config.dataset)

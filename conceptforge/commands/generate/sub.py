@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from conceptforge import argtypes as at
+
 from conceptforge.errors import InvalidArgumentError
 from conceptforge.cub import load_cub
 from conceptforge.generators.sub.flux_tdg import (
@@ -43,16 +45,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.description = DESCRIPTION
     p.add_argument("--mode", choices=["tdg", "prompt-only"], default="tdg", help="TDG (default) or the prompt-only baseline (Fig. 4)")
     p.add_argument(
-        "--cub-dir",
+        "--cub-dir", type=at.existing_dir.as_text(),
         help="local CUB_200_2011 directory (classes, attributes, class-level labels); required except for --dry-run",
     )
-    p.add_argument("--out", required=True, help="output dataset directory or fsspec URL (item store in OUT/.work)")
+    p.add_argument("--out", required=True, type=at.output_location, help="output dataset directory or fsspec URL (item store in OUT/.work)")
     what = p.add_argument_group("what to generate")
-    what.add_argument("--candidate-spec", help="JSON {birds: [...], attributes: [...]}: the full grid birds x attributes")
+    what.add_argument("--candidate-spec", type=at.existing_file.as_text(), help="JSON {birds: [...], attributes: [...]}: the full grid birds x attributes")
     what.add_argument("--reference-selection", action="store_true", help="prompt-only images of CUB classes with the plain bird prompt")
     what.add_argument("--classes", nargs="+", help="with --reference-selection: these CUB classes instead of all 200")
     what.add_argument("--pairs", nargs="+", metavar="SEL", help="subset: BIRD=ATTRIBUTE pairs, BIRD names or ATTRIBUTEs (union)")
-    what.add_argument("--images-per-pair", type=int, default=500, help="images per pair (paper: 500 candidates)")
+    what.add_argument("--images-per-pair", type=at.positive_int, default=500, help="images per pair (paper: 500 candidates)")
     what.add_argument(
         "--drop-present",
         action=argparse.BooleanOptionalAction,
@@ -63,23 +65,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     gen = p.add_argument_group("model and sampling")
     gen.add_argument("--model", default=DEFAULT_MODEL, help="FLUX pipeline: Hub id or local folder")
     gen.add_argument("--revision", default=None, help="model revision (branch, tag or commit)")
-    gen.add_argument("--resolution", type=int, default=DEFAULT_RESOLUTION)
-    gen.add_argument("--steps", type=int, default=DEFAULT_STEPS)
-    gen.add_argument("--guidance", type=float, default=DEFAULT_GUIDANCE)
-    gen.add_argument("--max-sequence-length", type=int, default=DEFAULT_MAX_SEQUENCE_LENGTH)
-    gen.add_argument("--seed", type=int, default=0, help="run seed; item seeds derive from it")
-    gen.add_argument("--device", default="auto", help="auto, cuda, cuda:N or cpu")
+    gen.add_argument("--resolution", type=at.IntRange(16, name="resolution (>= 16)"), default=DEFAULT_RESOLUTION)
+    gen.add_argument("--steps", type=at.positive_int, default=DEFAULT_STEPS)
+    gen.add_argument("--guidance", type=at.non_negative_float, default=DEFAULT_GUIDANCE)
+    gen.add_argument("--max-sequence-length", type=at.IntRange(1, 512, name="max sequence length (1-512)"), default=DEFAULT_MAX_SEQUENCE_LENGTH)
+    gen.add_argument("--seed", type=at.seed, default=0, help="run seed; item seeds derive from it")
+    gen.add_argument("--device", type=at.device_name, default="auto", help="auto, cuda, cuda:N or cpu")
     gen.add_argument("--dtype", choices=["auto", "bf16", "fp16", "fp32"], default="auto", help="auto: bf16 on CUDA, fp32 on CPU")
     gen.add_argument("--offload", action="store_true", help="model CPU offload for GPUs with less memory")
     gen.add_argument("--save-guidance", action="store_true", help="also keep the G image in the item store")
     run = p.add_argument_group("run")
     run.add_argument("--license", default=None, help=f"dataset license (default {FLUX_DEV_DEFAULT_LICENSE} for {DEFAULT_MODEL}; required otherwise)")
-    run.add_argument("--chunk-size", type=int, default=CHUNK_SIZE, help=f"images per store chunk (default {CHUNK_SIZE}; a kill loses at most one chunk)")
-    run.add_argument("--num-shards", type=int, default=None)
-    run.add_argument("--shard-index", type=int, default=None)
-    run.add_argument("--max-items", type=int, default=None, help="stop after this many new images (resume later)")
+    run.add_argument("--chunk-size", type=at.positive_int, default=CHUNK_SIZE, help=f"images per store chunk (default {CHUNK_SIZE}; a kill loses at most one chunk)")
+    run.add_argument("--num-shards", type=at.positive_int, default=None)
+    run.add_argument("--shard-index", type=at.non_negative_int, default=None)
+    run.add_argument("--max-items", type=at.non_negative_int, default=None, help="stop after this many new images (resume later)")
     run.add_argument("--dry-run", action="store_true", help="print the plan and exit")
-    run.add_argument("--seconds-per-image", type=float, default=None, help="measured time per image, for --dry-run's GPU-hour estimate")
+    run.add_argument("--seconds-per-image", type=at.positive_float, default=None, help="measured time per image, for --dry-run's GPU-hour estimate")
 
 
 def parse_tdg_overrides(values: Sequence[str]) -> dict[str, TDGParams]:

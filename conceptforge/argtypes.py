@@ -1,0 +1,444 @@
+"""Argument types that check a flag's value before any work starts.
+
+Why: a value outside its domain (``--epochs 0``, ``--validation-fraction 1.5``, ``--ece-bins 0``)
+used to be accepted and then trained on NaN, printed every ECE as 0, or failed after hours. Each
+type here is what ``add_argument(type=...)`` takes: it converts the text, checks the domain and
+otherwise raises :class:`argparse.ArgumentTypeError`, which the command line prints as one
+``error: …`` line (exit 2) before anything is loaded or written.
+
+Each type also knows a few values outside its domain (:meth:`ArgType.bad_examples`) and one inside
+(:meth:`ArgType.good_example`), so the test that walks every flag of every sub-command
+(tests/core/test_flag_walk.py) exercises a new flag without anyone listing it.
+
+The device check (:func:`check_device`) is shared with library code: a ``--device cuda`` on a
+machine without CUDA is one :class:`~conceptforge.errors.DeviceUnavailableError` line whether the
+command line or a library caller asked for it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from conceptforge.errors import DeviceUnavailableError, InvalidArgumentError
+
+__all__ = [
+    "ArgType", "IntRange", "FloatRange", "PathType", "DeviceType", "Examples",
+    "positive_int", "non_negative_int", "port", "seed",
+    "positive_float", "non_negative_float", "finite_float", "unit_interval", "open_unit_interval",
+    "fraction_below_one", "fraction_above_zero",
+    "existing_dir", "existing_file", "existing_path", "output_file", "output_dir", "output_location",
+    "existing_location", "rating",
+    "device", "device_name", "check_device", "check_writable", "ListOf", "Resolution", "Template", "ByteSize",
+]
+
+
+@dataclass(frozen=True)
+class Examples:
+    """Paths the flag walker offers the path types: a missing path, a file, a folder, …"""
+
+    missing: str
+    file: str
+    folder: str
+    under_file: str  # a path whose parent is a file: never creatable
+
+
+class ArgType:
+    """An ``add_argument(type=...)`` callable that can name values inside and outside its domain."""
+
+    __name__ = "value"  # argparse names the type in some messages
+
+    def __call__(self, text: str) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def good_example(self, paths: Examples) -> str:
+        raise NotImplementedError
+
+    def bad_examples(self, paths: Examples) -> list[str]:
+        raise NotImplementedError
+
+
+def _parse_number(kind: type, text: str) -> int | float:
+    try:
+        value = kind(text)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, got {text!r}") from None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+class IntRange(ArgType):
+    """An integer in ``[minimum, maximum]`` (either end open when None)."""
+
+    def __init__(self, minimum: int | None = None, maximum: int | None = None, *, name: str = "integer") -> None:
+        self.minimum, self.maximum, self.__name__ = minimum, maximum, name
+
+    def __call__(self, text: str) -> int:
+        value = _parse_number(int, str(text).strip())
+        if self.minimum is not None and value < self.minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {self.minimum}, got {value}")
+        if self.maximum is not None and value > self.maximum:
+            raise argparse.ArgumentTypeError(f"must be <= {self.maximum}, got {value}")
+        return value
+
+    def good_example(self, paths: Examples) -> str:
+        return str(self.minimum if self.minimum is not None and self.minimum > 0 else 1 if self.maximum is None or self.maximum >= 1 else self.maximum)
+
+    def bad_examples(self, paths: Examples) -> list[str]:
+        bad = ["abc", "1.5", ""]
+        if self.minimum is not None:
+            bad.append(str(self.minimum - 1))
+        if self.maximum is not None:
+            bad.append(str(self.maximum + 1))
+        return bad
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+
+class FloatRange(ArgType):
+    """A finite float within bounds; each bound is inclusive or exclusive."""
+
+    def __init__(self, minimum: float | None = None, maximum: float | None = None, *, min_inclusive: bool = True,
+                 max_inclusive: bool = True, name: str = "number") -> None:
+        self.minimum, self.maximum, self.__name__ = minimum, maximum, name
+        self.min_inclusive, self.max_inclusive = min_inclusive, max_inclusive
+
+    def __call__(self, text: str) -> float:
+        value = float(_parse_number(float, str(text).strip()))
+        if self.minimum is not None and (value < self.minimum or (value == self.minimum and not self.min_inclusive)):
+            raise argparse.ArgumentTypeError(f"must be {'>=' if self.min_inclusive else '>'} {self.minimum:g}, got {value:g}")
+        if self.maximum is not None and (value > self.maximum or (value == self.maximum and not self.max_inclusive)):
+            raise argparse.ArgumentTypeError(f"must be {'<=' if self.max_inclusive else '<'} {self.maximum:g}, got {value:g}")
+        return value
+
+    def good_example(self, paths: Examples) -> str:
+        low = self.minimum if self.minimum is not None else 0.0
+        high = self.maximum if self.maximum is not None else low + 2.0
+        return f"{(low + high) / 2:g}"
+
+    def bad_examples(self, paths: Examples) -> list[str]:
+        bad = ["abc", "nan", "inf", ""]
+        if self.minimum is not None:
+            bad.append(f"{self.minimum:g}" if not self.min_inclusive else f"{self.minimum - 0.5:g}")
+        if self.maximum is not None:
+            bad.append(f"{self.maximum:g}" if not self.max_inclusive else f"{self.maximum + 0.5:g}")
+        return bad
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+
+positive_int = IntRange(1, name="positive_int")
+non_negative_int = IntRange(0, name="non_negative_int")
+port = IntRange(0, 65535, name="port")
+seed = IntRange(0, 2**32 - 1, name="seed")  # numpy's seed range; torch takes the same
+positive_float = FloatRange(0.0, min_inclusive=False, name="positive_float")
+non_negative_float = FloatRange(0.0, name="non_negative_float")
+finite_float = FloatRange(name="finite_float")
+unit_interval = FloatRange(0.0, 1.0, name="fraction in [0, 1]")
+open_unit_interval = FloatRange(0.0, 1.0, min_inclusive=False, max_inclusive=False, name="fraction in (0, 1)")
+fraction_below_one = FloatRange(0.0, 1.0, max_inclusive=False, name="fraction in [0, 1)")
+fraction_above_zero = FloatRange(0.0, 1.0, min_inclusive=False, name="fraction in (0, 1]")
+
+
+def _is_url(text: str) -> bool:
+    return bool(re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", text))
+
+
+def _nearest_existing(path: Path) -> Path:
+    path = Path(os.path.abspath(path))
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def check_writable(path: str | os.PathLike, *, what: str = "output", folder: bool = False) -> Path:
+    """Refuse an output path that cannot be written, before the work that would fill it.
+
+    Writes nothing: the nearest existing folder above ``path`` must be a folder we may write to on
+    a writable file system; ``path`` itself must not be a folder (``folder=False``) or a file
+    (``folder=True``). Raises :class:`InvalidArgumentError` (one line).
+    """
+    target = Path(path).expanduser()
+    if target.exists():
+        if folder and not target.is_dir():
+            raise InvalidArgumentError(f"{what} {target} is a file, not a folder")
+        if not folder and target.is_dir():
+            raise InvalidArgumentError(f"{what} {target} is a folder, not a file")
+        if not os.access(target, os.W_OK):
+            raise InvalidArgumentError(f"{what} {target} is not writable")
+        base = target if folder else target.parent
+    else:
+        base = target.parent
+    base = _nearest_existing(base)
+    if not base.is_dir():
+        raise InvalidArgumentError(f"{what} {target}: {base} is a file, not a folder")
+    try:
+        read_only = bool(os.statvfs(base).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    if read_only or not os.access(base, os.W_OK | os.X_OK):
+        raise InvalidArgumentError(f"{what} {target}: cannot write in {base}")
+    return target
+
+
+class PathType(ArgType):
+    """A local path checked for what the flag needs (an existing file/folder, or a writable output).
+
+    ``kind``: ``file``, ``dir``, ``any`` (must exist), ``output-file``, ``output-dir`` (checked
+    writable, see :func:`check_writable`). ``urls=True`` passes ``s3://…``-style URLs through as text
+    (they are checked when the store opens). The value is a :class:`~pathlib.Path` unless
+    ``as_str``.
+    """
+
+    def __init__(self, kind: str, *, urls: bool = False, as_str: bool = False) -> None:
+        if kind not in {"file", "dir", "any", "output-file", "output-dir"}:
+            raise ValueError(kind)
+        self.kind, self.urls, self.as_str = kind, urls, as_str
+        self.__name__ = {"file": "existing_file", "dir": "existing_dir", "any": "existing_path",
+                         "output-file": "output_file", "output-dir": "output_dir"}[kind]
+
+    def __call__(self, text: str) -> Path | str:
+        text = str(text)
+        if not text.strip():
+            raise argparse.ArgumentTypeError("expected a path, got an empty string")
+        if self.urls and _is_url(text):
+            return text
+        path = Path(text).expanduser()
+        if self.kind in {"file", "dir", "any"}:
+            if not path.exists():
+                raise argparse.ArgumentTypeError(f"{text} does not exist")
+            if self.kind == "file" and not path.is_file():
+                raise argparse.ArgumentTypeError(f"{text} is a folder, not a file")
+            if self.kind == "dir" and not path.is_dir():
+                raise argparse.ArgumentTypeError(f"{text} is a file, not a folder")
+        else:
+            try:
+                check_writable(path, what="", folder=self.kind == "output-dir")
+            except InvalidArgumentError as error:
+                raise argparse.ArgumentTypeError(str(error).strip()) from None
+        return str(path) if self.as_str else path
+
+    def as_text(self) -> "PathType":
+        """The same check, the value kept as the text given (for code that expects a string)."""
+        return PathType(self.kind, urls=self.urls, as_str=True)
+
+    def good_example(self, paths: Examples) -> str:
+        return {"file": paths.file, "dir": paths.folder, "any": paths.folder,
+                "output-file": paths.missing, "output-dir": paths.missing}[self.kind]
+
+    def bad_examples(self, paths: Examples) -> list[str]:
+        if self.kind == "file":
+            return [paths.missing, paths.folder, ""]
+        if self.kind == "dir":
+            return [paths.missing, paths.file, ""]
+        if self.kind == "any":
+            return [paths.missing, ""]
+        if self.kind == "output-file":
+            return [paths.folder, paths.under_file, ""]
+        return [paths.file, paths.under_file, ""]
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+
+existing_file = PathType("file")
+existing_dir = PathType("dir")
+existing_path = PathType("any")
+output_file = PathType("output-file")
+output_dir = PathType("output-dir")
+output_location = PathType("output-dir", urls=True, as_str=True)  # a folder or an fsspec URL
+existing_location = PathType("dir", urls=True, as_str=True)  # a run folder or an fsspec URL
+rating = FloatRange(1.0, 5.0, name="rating in [1, 5]")
+
+_DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+
+
+def check_device(name: str | None, *, flag: str = "--device") -> str | None:
+    """Refuse a device this machine does not have: one :class:`DeviceUnavailableError` line.
+
+    ``None`` and ``auto`` mean "CUDA when there is one" and always pass; other torch device types
+    (``xpu`` …) are left to torch. Why here: every model loader (VQA, oracles, CLIP, FLUX) used to
+    fail on its own, most with a torch traceback; the command line's ``--device`` type and the
+    loaders all call this.
+    """
+    if name is None:
+        return None
+    if re.match(r"^cuda(:|$)", name) and not _DEVICE.match(name):
+        raise InvalidArgumentError(f"{flag}: unknown device {name!r}: use cpu, cuda, cuda:N, mps or auto")
+    if name.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise DeviceUnavailableError(f"{flag} {name}: no CUDA GPU is visible on this machine "
+                                         "(check nvidia-smi and CUDA_VISIBLE_DEVICES, or pass --device cpu)")
+        index = int(name.split(":", 1)[1]) if ":" in name else 0
+        if index >= torch.cuda.device_count():
+            raise DeviceUnavailableError(f"{flag} {name}: only {torch.cuda.device_count()} CUDA GPU(s) are visible")
+    elif name == "mps":
+        import torch
+
+        if not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+            raise DeviceUnavailableError(f"{flag} mps: Apple's Metal backend is not available here")
+    return name
+
+
+class DeviceType(ArgType):
+    """``--device``: cpu, cuda, cuda:N, mps or auto; with ``check=True`` the machine must have it."""
+
+    def __init__(self, *, check: bool = True) -> None:
+        self.check = check
+        self.__name__ = "device"
+
+    def __call__(self, text: str) -> str:
+        text = str(text).strip()
+        if not _DEVICE.match(text):
+            raise argparse.ArgumentTypeError(f"unknown device {text!r}: use cpu, cuda, cuda:N, mps or auto")
+        # DeviceUnavailableError is no ValueError: argparse lets it through as our own one line.
+        return check_device(text) if self.check else text
+
+    def good_example(self, paths: Examples) -> str:
+        return "cpu"
+
+    def bad_examples(self, paths: Examples) -> list[str]:
+        return ["tpu", "cuda:x", ""]
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+
+device = DeviceType()
+device_name = DeviceType(check=False)  # checked when the model loads (a --dry-run needs no GPU)
+
+
+class ListOf(ArgType):
+    """Comma-separated values of one :class:`ArgType` (at least one): ``--seeds 0,1,2``."""
+
+    def __init__(self, item: ArgType, *, name: str = "list") -> None:
+        self.item, self.__name__ = item, name
+
+    def __call__(self, text: str) -> list:
+        parts = [part.strip() for part in str(text).split(",") if part.strip()]
+        if not parts:
+            raise argparse.ArgumentTypeError(f"expected comma-separated values, got {text!r}")
+        values = []
+        for part in parts:
+            try:
+                values.append(self.item(part))
+            except argparse.ArgumentTypeError as error:
+                raise argparse.ArgumentTypeError(f"{part!r} in {text!r}: {error}") from None
+        return values
+
+    def good_example(self, paths: Examples) -> str:
+        return self.item.good_example(paths)
+
+    def bad_examples(self, paths: Examples) -> list[str]:
+        good = self.item.good_example(paths)
+        return [f"{good},{bad}" for bad in self.item.bad_examples(paths) if bad and "," not in bad] + ["", ","]
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+
+class Template(ArgType):
+    """A ``str.format`` prompt template: only the ``allowed`` fields, each ``required`` one present.
+
+    Why: an unknown field (``{colour}`` for ``{value}``) used to end in a KeyError traceback once
+    the model was loaded; a missing one silently gave every option the same prompt.
+    """
+
+    def __init__(self, *, allowed: set[str], required: set[str]) -> None:
+        self.allowed, self.required, self.__name__ = set(allowed), set(required), "template"
+
+    def __call__(self, text: str) -> str:
+        import string
+
+        try:
+            fields = {name for _, name, _, _ in string.Formatter().parse(str(text)) if name is not None}
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(f"not a valid template ({error}): {text!r}") from None
+        unknown = sorted(fields - self.allowed)
+        if unknown:
+            raise argparse.ArgumentTypeError(
+                f"unknown field(s) {', '.join('{' + f + '}' for f in unknown)} in {text!r}; the fields are "
+                f"{', '.join('{' + f + '}' for f in sorted(self.allowed))}")
+        missing = sorted(self.required - fields)
+        if missing:
+            raise argparse.ArgumentTypeError(f"{text!r} lacks {', '.join('{' + f + '}' for f in missing)}")
+        return str(text)
+
+    def good_example(self, paths: Examples) -> str:
+        return " ".join("{" + f + "}" for f in sorted(self.allowed))
+
+    def bad_examples(self, paths: Examples) -> list[str]:
+        bad = ["{no_such_field} " + self.good_example(paths), "{unclosed"]
+        if self.required:
+            bad.append("no fields at all")
+        return bad
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+
+class ByteSize(ArgType):
+    """A positive size such as ``500MB``, ``2GiB`` or ``1000000`` (the Hub's units); the value stays the text.
+
+    Why: ``--max-shard-size`` is read when the dataset is assembled, hours after the start.
+    """
+
+    UNITS = {"KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "KB": 10**3, "MB": 10**6, "GB": 10**9, "B": 1}
+
+    def __init__(self) -> None:
+        self.__name__ = "size"
+
+    def __call__(self, text: str) -> str:
+        upper = str(text).strip().upper()
+        factor = next((f for unit, f in self.UNITS.items() if upper.endswith(unit)), 1)
+        number = next((upper[: -len(unit)] for unit in self.UNITS if upper.endswith(unit)), upper)
+        try:
+            size = float(number) * factor
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a size such as 500MB or 2GiB, got {text!r}") from None
+        if not math.isfinite(size) or size < 1:
+            raise argparse.ArgumentTypeError(f"must be a positive size, got {text!r}")
+        return str(text).strip()
+
+    def good_example(self, paths: Examples) -> str:
+        return "500MB"
+
+    def bad_examples(self, paths: Examples) -> list[str]:
+        return ["abc", "0MB", "-5MB", "MB", "nanGB", ""]
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+
+class Resolution(ArgType):
+    """``WIDTHxHEIGHT``, each at least ``minimum`` pixels; the value stays the text given."""
+
+    def __init__(self, minimum: int = 16) -> None:
+        self.minimum, self.__name__ = minimum, "resolution"
+
+    def __call__(self, text: str) -> str:
+        match = re.fullmatch(r"\s*(\d+)\s*[xX]\s*(\d+)\s*", str(text))
+        if not match:
+            raise argparse.ArgumentTypeError(f"expected WIDTHxHEIGHT such as 320x240, got {text!r}")
+        if min(int(match.group(1)), int(match.group(2))) < self.minimum:
+            raise argparse.ArgumentTypeError(f"width and height must be >= {self.minimum}, got {text!r}")
+        return str(text).strip()
+
+    def good_example(self, paths: Examples) -> str:
+        return "320x240"
+
+    def bad_examples(self, paths: Examples) -> list[str]:
+        return ["abc", "320", "0x240", "-320x240", f"{self.minimum - 1}x240", ""]
+
+    def __repr__(self) -> str:
+        return self.__name__

@@ -1,0 +1,192 @@
+"""One mapping of other libraries' environment errors to our one-line kinds.
+
+Why one place: the Hub client, ``transformers``, fsspec/s3fs (botocore, aiohttp) and pyarrow each
+raise their own classes for what is the user's environment, not a bug: no network, no
+credentials, a dead endpoint, a model id that is neither a folder nor a Hub id, a damaged parquet
+file. Every command used to end in their traceback. :func:`translate` turns such an error (or
+one in its ``__cause__``/``__context__`` chain) into a :class:`~conceptforge.errors.ConceptforgeError`,
+which the command line prints as one ``error: …`` line with exit 2; anything it does not know
+stays a traceback (a bug). Classes are recognised by module and name, so none of these libraries
+is imported here.
+
+:func:`probe_hub` is the fast offline check: one TCP connection to ``HF_ENDPOINT`` with a short
+timeout, instead of minutes of the Hub client's retries before the same failure.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from typing import Iterator
+from urllib.parse import urlparse
+
+from conceptforge.errors import (
+    ConceptforgeError,
+    DataFormatError,
+    DataNotFoundError,
+    HubError,
+    StoreError,
+    WeightsUnavailableError,
+    one_line,
+)
+
+logger = logging.getLogger(__name__)
+
+OFFLINE_HINT = "no network? set HF_HUB_OFFLINE=1 to use the local cache only (see README, Working offline)"
+CREDENTIALS_HINT = ("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE, ~/.aws/credentials) for the "
+                    "object store")
+ENDPOINT_HINT = "check the endpoint (FSSPEC_S3_ENDPOINT_URL or AWS_ENDPOINT_URL) and the network"
+
+_CREDENTIALS = {"botocore.NoCredentialsError", "botocore.PartialCredentialsError", "botocore.CredentialRetrievalError",
+                "botocore.NoAuthTokenError", "botocore.UnauthorizedSSOTokenError"}
+_ENDPOINT = {"botocore.EndpointConnectionError", "botocore.ConnectTimeoutError", "botocore.ReadTimeoutError",
+             "botocore.ConnectionClosedError", "botocore.ProxyConnectionError", "aiohttp.ClientConnectorError",
+             "aiohttp.ServerDisconnectedError", "aiohttp.ServerTimeoutError", "botocore.InvalidEndpointConfigurationError"}
+_STORE_REFUSED = {"botocore.ClientError", "botocore.ParamValidationError"}
+_HUB_NOT_CACHED = {"huggingface_hub.LocalEntryNotFoundError", "huggingface_hub.OfflineModeIsEnabled"}
+_HUB = {"huggingface_hub.RepositoryNotFoundError", "huggingface_hub.GatedRepoError", "huggingface_hub.RevisionNotFoundError",
+        "huggingface_hub.EntryNotFoundError", "huggingface_hub.RemoteEntryNotFoundError", "huggingface_hub.HfHubHTTPError",
+        "huggingface_hub.BadRequestError", "datasets.DatasetNotFoundError"}
+_HUB_ID = {"huggingface_hub.HFValidationError"}
+_NETWORK = {"requests.ConnectionError", "requests.Timeout", "httpx.ConnectError", "httpx.ConnectTimeout", "httpx.ReadTimeout",
+            "httpx.TimeoutException", "httpx2.ConnectError", "httpx2.ConnectTimeout", "httpx2.TimeoutException", "httpx.NetworkError", "httpx2.NetworkError",
+            "urllib3.MaxRetryError", "urllib3.NewConnectionError", "socket.gaierror", "_socket.gaierror"}
+_PARQUET = {"pyarrow.ArrowInvalid"}
+#: transformers and diffusers report a model they cannot find or read as a bare OSError.
+_WEIGHTS_PHRASES = ("is not a local folder and is not a valid model identifier", "We couldn't connect to",
+                    "Can't load", "does not appear to have a file named", "Incorrect path_or_model_id",
+                    "is not a valid model identifier", "Error no file named")
+
+
+def _names(error: BaseException) -> set[str]:
+    """``package.ClassName`` of the error's class and its bases (package = first module part)."""
+    return {f"{cls.__module__.split('.')[0]}.{cls.__name__}" for cls in type(error).__mro__}
+
+
+def _chain(error: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def _one(error: BaseException) -> ConceptforgeError | None:
+    if isinstance(error, ConceptforgeError):
+        return error
+    names = _names(error)
+    text = one_line(error)
+    if names & _CREDENTIALS:
+        return StoreError(f"no credentials for the object store ({text}): {CREDENTIALS_HINT}")
+    if names & _ENDPOINT:
+        return StoreError(f"cannot reach the object store ({text}): {ENDPOINT_HINT}")
+    if names & _STORE_REFUSED:
+        return StoreError(f"the object store refused the request ({text}): check the bucket, the path and the credentials")
+    if names & _HUB_NOT_CACHED:
+        return WeightsUnavailableError(f"not in the local cache and the Hub cannot be asked ({text}): download it where "
+                                       "there is network (or unset HF_HUB_OFFLINE), or pass a local folder")
+    if names & _HUB_ID:
+        return WeightsUnavailableError(f"neither an existing local folder nor a valid Hub id ({text}): check the path")
+    if names & _HUB:
+        return HubError(f"the Hugging Face Hub refused the request ({text}): check the id, the revision and HF_TOKEN")
+    if names & _NETWORK or isinstance(error, ConnectionError):
+        if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}:
+            return HubError(f"{text}; offline mode (HF_HUB_OFFLINE=1): pass a local folder, or fill the cache where there is network")
+        return HubError(f"cannot connect to {os.environ.get('HF_ENDPOINT') or 'the network'} ({text}); {OFFLINE_HINT}")
+    if names & _PARQUET and "parquet" in text.lower():
+        return DataFormatError(f"a parquet file is damaged or not parquet ({text}): regenerate or reassemble it")
+    if isinstance(error, FileNotFoundError) and error.filename:
+        return DataNotFoundError(f"{error.filename} does not exist")
+    if isinstance(error, OSError) and any(phrase in str(error) for phrase in _WEIGHTS_PHRASES):
+        return WeightsUnavailableError(f"cannot load the model: {text}")
+    return None
+
+
+def translate(error: BaseException) -> ConceptforgeError | None:
+    """Our one-line error for a known environment error in ``error``'s chain, else None (a bug)."""
+    if not isinstance(error, Exception):
+        return None
+    for link in _chain(error):
+        translated = _one(link)
+        if translated is not None:
+            return translated
+    return None
+
+
+def _endpoint() -> tuple[str, int]:
+    url = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    return url.hostname or "huggingface.co", url.port or (443 if url.scheme == "https" else 80)
+
+
+_PROBED: dict[tuple[str, int], bool] = {}
+
+
+def probe_hub(timeout: float = 2.0) -> bool:
+    """Whether a TCP connection to the Hub endpoint opens within ``timeout`` seconds.
+
+    Run in a thread so that a hanging name lookup is bounded too; a lookup or connection that
+    does not finish in time counts as unreachable. The answer is kept per endpoint for the life
+    of the process (a library caller running many commands probes once).
+    """
+    host, port = _endpoint()
+    if (host, port) in _PROBED:
+        return _PROBED[(host, port)]
+    result: dict[str, bool] = {}
+
+    def connect() -> None:
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                result["ok"] = True
+        except OSError:
+            result["ok"] = False
+
+    thread = threading.Thread(target=connect, daemon=True, name="hub-probe")
+    thread.start()
+    thread.join(timeout + 0.5)
+    reachable = result.get("ok", False) if not thread.is_alive() else False
+    _PROBED[(host, port)] = reachable
+    return reachable
+
+
+def go_offline_if_unreachable(*, timeout: float = 2.0) -> bool:
+    """Switch this process to offline mode (cache only) when the Hub endpoint is unreachable.
+
+    Does nothing when ``HF_HUB_OFFLINE`` is set either way. Returns True when it switched. Why:
+    without it, the Hub client retries every request (25 s to 5 minutes, each warning printed
+    twice) before failing with a message about something else.
+    """
+    if "HF_HUB_OFFLINE" in os.environ:
+        return False
+    if probe_hub(timeout):
+        return False
+    host, port = _endpoint()
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    _set_library_offline()
+    logger.warning("the Hugging Face Hub (%s:%d) cannot be reached: working offline, from the local cache only "
+                   "(set HF_HUB_OFFLINE=1 to skip this check)", host, port)
+    return True
+
+
+def _set_library_offline() -> None:
+    """Libraries read HF_HUB_OFFLINE at import: tell the ones already imported too."""
+    import sys
+
+    if "huggingface_hub" in sys.modules:
+        import huggingface_hub.constants
+
+        huggingface_hub.constants.HF_HUB_OFFLINE = True
+    if "datasets" in sys.modules:
+        import datasets.config
+
+        datasets.config.HF_HUB_OFFLINE = True
+        datasets.config.HF_DATASETS_OFFLINE = True
+    if "transformers" in sys.modules:
+        try:
+            import transformers.utils.hub as transformers_hub
+
+            transformers_hub._is_offline_mode = True  # transformers < 4.45 cached the flag here
+        except (ImportError, AttributeError):
+            pass

@@ -1,0 +1,163 @@
+"""Other libraries' environment errors as one line; the offline probe; each warning once.
+
+Before: no credentials or a dead endpoint for ``s3://`` (generate, status, assemble), an
+unreachable Hub or a mistyped model path (evaluate) ended in tracebacks, and without
+``HF_HUB_OFFLINE=1`` an offline run spent 25 s to 5 minutes in doubled retry warnings first.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conceptforge.errors import DataFormatError, HubError, StoreError, WeightsUnavailableError
+from conceptforge.external_errors import go_offline_if_unreachable, probe_hub, translate
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _raised(make):
+    try:
+        make()
+    except Exception as error:  # with its real __cause__/__context__
+        return error
+    raise AssertionError("nothing raised")
+
+
+def test_known_environment_errors_become_one_line_kinds():
+    botocore_errors = pytest.importorskip("botocore.exceptions", reason="s3fs (the test extra) brings botocore")
+    import huggingface_hub.errors
+    import pyarrow as pa
+    from huggingface_hub.utils import validate_repo_id
+
+    cases = [
+        (botocore_errors.NoCredentialsError(), StoreError, "no credentials for the object store (Unable to locate credentials)"),
+        (botocore_errors.EndpointConnectionError(endpoint_url="http://127.0.0.1:9/b"), StoreError,
+         'cannot reach the object store (Could not connect to the endpoint URL: "http://127.0.0.1:9/b")'),
+        (huggingface_hub.errors.LocalEntryNotFoundError("no cached model.safetensors"), WeightsUnavailableError,
+         "not in the local cache and the Hub cannot be asked (no cached model.safetensors)"),
+        (_raised(lambda: validate_repo_id("./typo-model")), WeightsUnavailableError,
+         "neither an existing local folder nor a valid Hub id"),
+        (pa.ArrowInvalid("Parquet magic bytes not found in footer."), DataFormatError,
+         "a parquet file is damaged or not parquet (Parquet magic bytes not found in footer.)"),
+        (OSError("typo/model is not a local folder and is not a valid model identifier listed on the Hub"),
+         WeightsUnavailableError, "cannot load the model: typo/model is not a local folder"),
+    ]
+    for error, kind, start in cases:
+        known = translate(error)
+        assert isinstance(known, kind) and str(known).startswith(start), (error, known)
+        assert "\n" not in str(known)
+
+
+def test_the_cause_chain_is_searched_and_bugs_stay_bugs():
+    botocore_errors = pytest.importorskip("botocore.exceptions", reason="s3fs (the test extra) brings botocore")
+
+    def wrapped():
+        try:
+            raise botocore_errors.NoCredentialsError()
+        except Exception as error:
+            raise RuntimeError("listing failed") from error
+
+    assert isinstance(translate(_raised(wrapped)), StoreError)
+    assert translate(KeyError("model")) is None and translate(ZeroDivisionError()) is None
+    assert translate(KeyboardInterrupt()) is None
+
+
+def test_network_errors_name_the_endpoint_and_the_offline_switch(monkeypatch):
+    import httpx2
+
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    known = translate(httpx2.ConnectError("[Errno 111] Connection refused"))
+    assert isinstance(known, HubError)
+    assert str(known) == ("cannot connect to http://127.0.0.1:9 ([Errno 111] Connection refused); no network? set "
+                          "HF_HUB_OFFLINE=1 to use the local cache only (see README, Working offline)")
+
+
+def test_probe_goes_offline_fast_only_when_the_endpoint_is_unreachable(monkeypatch):
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.getsockname()[1]}")
+        assert probe_hub() and not go_offline_if_unreachable()
+        assert "HF_HUB_OFFLINE" not in os.environ
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
+    start = time.monotonic()
+    assert go_offline_if_unreachable()
+    assert time.monotonic() - start < 3 and os.environ["HF_HUB_OFFLINE"] == "1"
+    import huggingface_hub.constants
+
+    assert huggingface_hub.constants.HF_HUB_OFFLINE
+    assert not go_offline_if_unreachable()  # set now: the user's (or our) choice is kept
+
+
+def test_each_warning_is_printed_once(capsys):
+    from conceptforge.cli import OnceFilter
+
+    logger = logging.getLogger("test.once")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(OnceFilter())
+    logger.addHandler(handler)
+    try:
+        for _ in range(3):
+            logger.warning("Couldn't connect to the Hub: %s", "retrying")
+            logger.error("an error is never hidden")
+        logger.warning("another warning")
+    finally:
+        logger.removeHandler(handler)
+    assert capsys.readouterr().err.splitlines() == [
+        "Couldn't connect to the Hub: retrying", "an error is never hidden", "an error is never hidden",
+        "an error is never hidden", "another warning"]
+
+
+def _cli(*args, env):
+    return subprocess.run([sys.executable, "-m", "conceptforge", *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO), **env}, cwd=REPO)
+
+
+def test_s3_without_credentials_or_with_a_dead_endpoint_is_one_line(tmp_path):
+    pytest.importorskip("s3fs")
+    no_credentials = {"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_CONFIG_FILE": str(tmp_path / "none"),
+                      "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"), "AWS_EC2_METADATA_DISABLED": "true",
+                      "FSSPEC_S3_ENDPOINT_URL": f"http://127.0.0.1:{_closed_port()}"}
+    dead = {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y", "AWS_EC2_METADATA_DISABLED": "true", "AWS_MAX_ATTEMPTS": "1",
+            "FSSPEC_S3_ENDPOINT_URL": f"http://127.0.0.1:{_closed_port()}"}
+    for env, command, start in [(no_credentials, "status", "error: no credentials for the object store"),
+                                (dead, "assemble", "error: cannot reach the object store")]:
+        result = _cli(command, "s3://bucket/run", env=env)
+        assert result.returncode == 2, result.stderr[-2000:]
+        assert "Traceback" not in result.stderr
+        assert result.stderr.strip().splitlines() == [result.stderr.strip()] and result.stderr.startswith(start), result.stderr
+
+
+def test_evaluate_offline_without_hf_hub_offline_is_quick_and_says_why(tmp_path):
+    env = {"HF_ENDPOINT": f"http://127.0.0.1:{_closed_port()}"}
+    start = time.monotonic()
+    result = _cli("evaluate", "--model", "org/some-model", "--tasks", "binding-clip", env=env)
+    took = time.monotonic() - start
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == len(set(lines)) == 2 and took < 30
+    assert "cannot be reached: working offline" in lines[0] and lines[1].startswith("error: ")
+    assert "GPU" not in lines[1] and "offline" in lines[1]
+
+
+def test_a_builtin_connection_error_offline_says_what_to_do(monkeypatch):
+    """``datasets`` raises the builtin ConnectionError for a mistyped local folder while offline."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    known = translate(ConnectionError("Couldn't reach './typo' on the Hub (OfflineModeIsEnabled)"))
+    assert isinstance(known, HubError) and str(known) == (
+        "Couldn't reach './typo' on the Hub (OfflineModeIsEnabled); offline mode (HF_HUB_OFFLINE=1): pass a local "
+        "folder, or fill the cache where there is network")
