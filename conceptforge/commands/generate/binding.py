@@ -22,7 +22,7 @@ from conceptforge.generators.binding.generate import CHUNK_SIZE, generate_bindin
 from conceptforge.errors import InvalidArgumentError
 from conceptforge.runner import check_output
 from conceptforge.store import join
-from conceptforge.workitems import resolve_shard
+from conceptforge.launchers import resolve_shard
 
 logger = logging.getLogger(__name__)
 

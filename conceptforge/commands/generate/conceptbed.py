@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 
 from conceptforge.generators.conceptbed.learners import DEFAULT_MODEL_ID, LEARNERS, LearnerConfig
-from conceptforge.workitems import resolve_shard
+from conceptforge.launchers import resolve_shard
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -32,7 +32,7 @@ from conceptforge.generators.sub.generate import CHUNK_SIZE, FLUX_DEV_DEFAULT_LI
 from conceptforge.generators.sub.spec import PairPlan, load_spec, plan_pairs, plan_reference_selection, read_candidate_spec
 from conceptforge.generators.sub.tdg import TDGParams
 from conceptforge.runner import check_output
-from conceptforge.workitems import resolve_shard
+from conceptforge.launchers import resolve_shard
 
 logger = logging.getLogger(__name__)
 
