@@ -38,7 +38,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from conceptforge.runner import Stage, run_stage
-from conceptforge.store import ItemResult, atomic_write_bytes, canonical_json
+from conceptforge.store import ItemResult
+from conceptforge.serialization import atomic_write_bytes, canonical_json
 from conceptforge.workitems import WorkItem, derive_seed
 
 ITEM_BYTES = 4096

@@ -29,7 +29,7 @@ from datasets import Features, Image as ImageFeature, LargeList, List, Value
 from datasets.features.features import encode_nested_example
 
 from conceptforge.errors import StoreError
-from conceptforge.store import atomic_write_bytes
+from conceptforge.serialization import atomic_write_bytes
 
 logger = logging.getLogger(__name__)
 

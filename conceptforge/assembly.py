@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Callable
 
 from conceptforge.errors import ConceptforgeError
-from conceptforge.store import ItemStore, Location, canonical_json, io_error
+from conceptforge.store import ItemStore, Location, io_error
+from conceptforge.serialization import canonical_json
 
 logger = logging.getLogger(__name__)
 

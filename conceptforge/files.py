@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from conceptforge.store import atomic_write_bytes
+from conceptforge.serialization import atomic_write_bytes
 
 
 def _json_safe(value: Any) -> Any:

@@ -32,7 +32,8 @@ from conceptforge.progress import tqdm
 
 from conceptforge.assembly import AssemblyOutcome, assemble_once
 from conceptforge.errors import InvalidArgumentError, StoreError
-from conceptforge.store import ItemResult, ItemStore, Location, canonical_json, io_error, is_url, join
+from conceptforge.store import ItemResult, ItemStore, Location, io_error, is_url, join
+from conceptforge.serialization import canonical_json
 from conceptforge.workitems import ShardSpec, WorkItem, check_unique_ids
 
 logger = logging.getLogger(__name__)

@@ -292,7 +292,7 @@ def results_markdown(payload: dict[str, Any]) -> str:
 def write_results(payload: dict[str, Any], path: str | Path) -> tuple[Path, Path]:
     """Write ``path`` (JSON) and the markdown table beside it (same name, ``.md``)."""
     from conceptforge.loaders.reports import write_json
-    from conceptforge.store import atomic_write_bytes
+    from conceptforge.serialization import atomic_write_bytes
 
     path = Path(path)
     if path.suffix != ".json":

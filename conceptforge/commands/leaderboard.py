@@ -16,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from conceptforge.loaders.leaderboard import leaderboard, load_results
-    from conceptforge.store import atomic_write_bytes
+    from conceptforge.serialization import atomic_write_bytes
 
     table = leaderboard(load_results(args.results), metrics=args.metrics)
     if args.output:

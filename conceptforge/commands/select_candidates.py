@@ -67,7 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _update_spec(path: Path, updates: dict[str, Any]) -> None:
-    from conceptforge.store import atomic_write_bytes
+    from conceptforge.serialization import atomic_write_bytes
 
     spec: dict[str, Any] = {}
     if path.exists():

@@ -42,7 +42,8 @@ from conceptforge.generators.binding.compositions import DATASETS, SPLITS
 from conceptforge.generators.binding.dataset import COLUMN_DOCS, BindingConfig, binding_features, make_item_factory, plan_items
 from conceptforge.processes import init_worker, stop_pool
 from conceptforge.runner import ASSEMBLY_ARGS, WORK_DIR, RunReport, Stage, assemble_run, check_output, run_stage
-from conceptforge.store import ItemResult, ItemStore, canonical_json, io_error, is_store, join
+from conceptforge.store import ItemResult, ItemStore, io_error, is_store, join
+from conceptforge.serialization import canonical_json
 from conceptforge.workitems import ShardSpec
 
 logger = logging.getLogger(__name__)
