@@ -80,3 +80,19 @@ def test_local_fingerprint_sees_weight_changes_but_not_hidden_files(tmp_path):
     assert local_fingerprint(tmp_path) == first
     weights.write_bytes(b"\0" * ((3 << 20) - 1) + b"\1")  # last byte of a large file
     assert local_fingerprint(tmp_path) != first
+
+
+def test_data_folder_fingerprint_reads_metadata_but_only_sizes_of_images(tmp_path):
+    # the one folder fingerprint, in its data-folder mode: a metadata change shows, an image whose
+    # bytes change at the same size does not (11,788 CUB JPEGs are never read), a size change does
+    (tmp_path / "images.txt").write_text("1 a.jpg\n")
+    (tmp_path / "a.jpg").write_bytes(b"\0" * 100)
+    data = local_fingerprint(tmp_path, whole_suffixes=(".txt",))
+    assert data.startswith("local-sha256:") and data != local_fingerprint(tmp_path)
+    (tmp_path / "a.jpg").write_bytes(b"\1" * 100)
+    assert local_fingerprint(tmp_path, whole_suffixes=(".txt",)) == data
+    (tmp_path / "a.jpg").write_bytes(b"\1" * 101)
+    resized = local_fingerprint(tmp_path, whole_suffixes=(".txt",))
+    assert resized != data
+    (tmp_path / "images.txt").write_text("1 b.jpg\n")
+    assert local_fingerprint(tmp_path, whole_suffixes=(".txt",)) != resized
