@@ -15,6 +15,7 @@ from conceptforge.launchers import resolve_shard
 from conceptforge.store import ItemStore, ItemResult
 from conceptforge.runner import Stage, RunReport, run_stage, run_work_items, assemble_run
 
+#: The one place the version is written: pyproject reads it (``[tool.setuptools.dynamic]``).
 __version__ = "0.2.0"
 
 __all__ = [
