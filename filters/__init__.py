@@ -8,5 +8,6 @@ Modules (each with one job):
 * ``sub_pipeline``: candidates dir -> cached scores -> filtered dataset dir (``scripts/filter_sub.py``).
 * ``classifier_oracle``: class probabilities of any image classifier mapped onto target class names.
 * ``candidate_selection``: reference-bird and attribute-candidate selection (``scripts/select_candidates.py``).
-* ``dataset_io``: reader for Hub-layout dataset dirs (a local CUB_200_2011 dir is read by ``generators.cub``).
+* ``dataset_io``: reader for Hub-layout dataset dirs (a local CUB_200_2011 dir is read by
+  ``conceptforge.cub``, the core's CUB reader).
 """

@@ -8,7 +8,8 @@ Python API (see docs/sub.md)::
     pair = flux.generate(prompt_reference=..., prompt_guidance=..., seed=0, params=TDGParams(tmax=0.6))
     pair.reference.save("r.png")
 
-Heavy imports (torch, diffusers) happen on first use of the generation classes.
+Importing this package imports torch (the TDG maths in ``tdg`` and ``flux_tdg`` are tensor code);
+diffusers and the FLUX weights are loaded only by ``TDGFlux.from_pretrained``.
 """
 
 from conceptforge.cub import CubMetadata, load_cub
