@@ -19,7 +19,6 @@ item's seed is derived from its identity.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import logging
 import os
@@ -30,6 +29,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from conceptforge.progress import tqdm
 
+from conceptforge.assemblers import Assembler, RepoAssembler, find_assembler
 from conceptforge.assembly import AssemblyOutcome, assemble_once
 from conceptforge.errors import InvalidArgumentError, StoreError
 from conceptforge.store import ItemResult, ItemStore, Location, io_error, is_url, join
@@ -48,9 +48,10 @@ class Stage:
     """What a stage tells the engine.
 
     ``process_batch`` turns a list of items into their results (same order); stages that make
-    one item at a time pass ``make_item`` instead. ``assembler`` is ``"module:function"``,
-    called as ``function(store, staging_dir, args)`` with the JSON ``assembly_args``; naming it
-    by path lets ``conceptforge assemble OUT`` finish any stage's run from the store alone.
+    one item at a time pass ``make_item`` instead. ``assembler`` (:class:`~conceptforge.assemblers.Assembler`)
+    is called as ``assemble(store, staging_dir, args)`` with the JSON ``assembly_args``; the store
+    keeps its stable name, so ``conceptforge assemble OUT`` finishes any stage's run from the
+    store alone. Every generator and filter builds its stage the same way: ``build_stage(config)``.
     """
 
     name: str
@@ -58,7 +59,7 @@ class Stage:
     settings: Mapping[str, Any]
     make_item: Callable[[WorkItem], ItemResult] | None = None
     process_batch: Callable[[Sequence[WorkItem]], Sequence[ItemResult]] | None = None
-    assembler: str | None = None
+    assembler: Assembler | None = None
     assembly_args: Mapping[str, Any] = field(default_factory=dict)
     chunk_size: int = DEFAULT_CHUNK_SIZE
     group: Callable[[WorkItem], Any] | None = None
@@ -115,7 +116,7 @@ def run_config(stage: Stage, chunks: Sequence[Chunk] | None = None) -> dict[str,
     return {
         "stage": stage.name,
         "settings": json.loads(canonical_json(dict(stage.settings))),
-        "assembler": stage.assembler,
+        "assembler": stage.assembler.name if stage.assembler else None,
         "plan": {
             "items": len(stage.items),
             "chunk_size": stage.chunk_size,
@@ -262,7 +263,7 @@ def run_stage(
     store.bind_config(run_config(stage, chunks))
     if stage.assembler:
         try:
-            store.location.write(ASSEMBLY_ARGS, canonical_json({"assembler": stage.assembler, "args": dict(stage.assembly_args)}))
+            store.location.write(ASSEMBLY_ARGS, canonical_json({"assembler": stage.assembler.name, "args": dict(stage.assembly_args)}))
         except OSError as error:
             raise io_error(error, "write to", str(store)) from None
     damaged = [index for index in store.damaged_chunks() if index < len(chunks)]
@@ -348,22 +349,14 @@ def out_of_store(store: ItemStore) -> str:
 
 
 # -- assembly from the store alone ---------------------------------------------------------------
-def resolve_assembler(dotted: str) -> Callable[..., None]:
-    module_name, _, function = dotted.partition(":")
-    try:
-        return getattr(importlib.import_module(module_name), function)
-    except (ImportError, AttributeError) as error:
-        raise InvalidArgumentError(f"cannot load the assembler {dotted!r} of this run: {error}") from None
-
-
 def assemble_run(out: str | os.PathLike[str], *, store: ItemStore | None = None, force: bool = False, wait: float = 600.0) -> AssemblyOutcome:
     """Assemble the run in ``out`` from its store, once (see :func:`assemble_once`)."""
     out = str(out)
     if store is None:
         store = ItemStore(join(out, WORK_DIR))
-        repo = _repo_assembler(store)
+        repo = repo_assembler_of(store)
         if repo is not None:  # a folder of several runs (e.g. one Hub repo with a config per run)
-            return resolve_assembler(repo)(out, force=force, wait=wait)
+            return repo.assemble(out, force=force, wait=wait)
     config = store.stored_config()
     if config is None:
         raise StoreError(f"{out} has no finished work yet: run the stage first")
@@ -378,22 +371,39 @@ def assemble_run(out: str | os.PathLike[str], *, store: ItemStore | None = None,
         raise StoreError(
             f"{out}: {expected - len(done)} of {expected} chunks are still missing; finish every shard first (`conceptforge status {out}`)"
         )
-    function = resolve_assembler(spec["assembler"])
+    assembler = find_assembler(spec["assembler"])
+    if not isinstance(assembler, Assembler):
+        raise InvalidArgumentError(f"{out}: {spec['assembler']!r} assembles a folder of runs, not one run")
+    function = assembler.assemble
     fingerprint = hashlib.sha256(canonical_json({"config": config, "assembly": spec})).hexdigest()
     return assemble_once(out, store, lambda staging: function(store, staging, spec["args"]), fingerprint=fingerprint, force=force, wait=wait)
 
 
-def _repo_assembler(store: ItemStore) -> str | None:
-    """A folder whose runs live in ``.work/<name>/`` names, in ``.work/assembly.json``, the
-    function (``"module:function"``, called as ``function(out, force=, wait=)``) that assembles
-    them all and whatever they share, each with :func:`assemble_once`."""
+def mark_repo(store: ItemStore, assembler: RepoAssembler) -> None:
+    """Record in a folder's own store (``OUT/.work``) that it holds several runs
+    (``.work/<name>/``) and which :class:`~conceptforge.assemblers.RepoAssembler` finishes them."""
+    try:
+        store.location.write(ASSEMBLY_ARGS, canonical_json({"repo_assembler": assembler.name}))
+    except OSError as error:
+        raise io_error(error, "write to", str(store)) from None
+
+
+def repo_assembler_of(store: ItemStore) -> RepoAssembler | None:
+    """The repo assembler a folder of several runs names (see :func:`mark_repo`); None for a
+    folder of one run."""
     if store.stored_config() is not None:
         return None
     try:
         spec = json.loads(store.location.read(ASSEMBLY_ARGS))
     except (FileNotFoundError, ValueError):
         return None
-    return spec.get("repo_assembler")
+    name = spec.get("repo_assembler")
+    if name is None:
+        return None
+    assembler = find_assembler(name)
+    if not isinstance(assembler, RepoAssembler):
+        raise InvalidArgumentError(f"{name!r} assembles one run, not a folder of runs")
+    return assembler
 
 
 def plan_chunks_count(config: Mapping[str, Any]) -> range:

@@ -58,6 +58,7 @@ from conceptforge.generators.conceptbed.sampling import (
 from conceptforge.generators.conceptbed.concepts import library
 from conceptforge.generators.conceptbed.spec import Concept, ConceptSpec
 from conceptforge.errors import InvalidArgumentError
+from conceptforge.assemblers import register_assembler
 from conceptforge.runner import Stage, assemble_run, open_store, plan_chunks, run_stage
 from conceptforge.store import ItemResult, ItemStore, is_url
 from conceptforge.workitems import ShardSpec, WorkItem, derive_seed
@@ -351,7 +352,7 @@ class ConceptBedGenerator:
             items=ordered,
             settings=self.run_settings(),
             process_batch=self.make_concept_items,
-            assembler="conceptforge.generators.conceptbed.generate:assemble_from_store",
+            assembler=ASSEMBLER,
             assembly_args={
                 "metadata": asdict(self.card_metadata()),
                 "reference_ids": {
@@ -486,3 +487,7 @@ def assemble_from_store(store: ItemStore, out_dir: Path, args: dict[str, Any]) -
         grid_png=grid,
         max_shard_size=args["max_shard_size"],
     )
+
+
+#: Stored in every ConceptBed run (the name is the one first stored: old runs stay valid).
+ASSEMBLER = register_assembler("conceptforge.generators.conceptbed.generate:assemble_from_store", assemble_from_store)

@@ -23,6 +23,7 @@ from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_car
 from conceptforge.cards.grid import grid_png, png_bytes
 from conceptforge.errors import ConceptforgeError, InvalidArgumentError
 from conceptforge.cards.provenance import command_line, package_versions
+from conceptforge.assemblers import register_assembler
 from conceptforge.runner import WORK_DIR, RunReport, Stage, run_stage
 from conceptforge.store import ItemResult, ItemStore, join
 from conceptforge.cub import display_name
@@ -328,6 +329,10 @@ def assemble_from_store(store: ItemStore, out_dir: Path, args: dict[str, Any]) -
     )
 
 
+#: Stored in every SUB run (the name is the one first stored: old runs stay valid).
+ASSEMBLER = register_assembler("conceptforge.generators.sub.generate:assemble_from_store", assemble_from_store)
+
+
 def _grid_records(store: ItemStore):
     """The first image of every pair, without keeping every image in memory."""
     seen = set()
@@ -487,7 +492,7 @@ def generate(
         settings={**settings.to_config(), **(extra_config or {})},
         make_item=make,
         prepare=prepare,
-        assembler="conceptforge.generators.sub.generate:assemble_from_store",
+        assembler=ASSEMBLER,
         assembly_args={"metadata": asdict(metadata)},
         chunk_size=chunk_size,
         description="SUB images",
