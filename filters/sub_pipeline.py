@@ -33,8 +33,8 @@ from conceptforge import ItemResult, ItemStore, ShardSpec, WorkItem
 from conceptforge.assemblers import register_assembler
 from conceptforge.runner import ASSEMBLY_ARGS, Stage, out_of_store, run_stage
 from conceptforge.errors import ConceptforgeError, DataFormatError, StoreError
-from conceptforge.generators.sub.generate import CARD_SECTIONS as SUB_CARD_SECTIONS
-from conceptforge.generators.sub.generate import CITATION as SUB_CITATION
+from conceptforge.generators.sub.card import CARD_SECTIONS as SUB_CARD_SECTIONS
+from conceptforge.generators.sub.card import CITATION as SUB_CITATION
 from conceptforge.workitems import check_unique_ids
 
 logger = logging.getLogger(__name__)
