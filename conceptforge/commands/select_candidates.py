@@ -16,6 +16,7 @@ import logging
 import os
 from pathlib import Path
 
+from conceptforge.commands.base import add_run_options, shard_of
 from conceptforge.errors import InvalidArgumentError
 
 logger = logging.getLogger(__name__)
@@ -57,8 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     attrs.add_argument("--batch-size", type=int, default=8)
     attrs.add_argument("--device", default=None)
     attrs.add_argument("--no-answer-hint", action="store_true")
-    attrs.add_argument("--num-shards", type=int, default=None)
-    attrs.add_argument("--shard-index", type=int, default=None)
+    add_run_options(attrs)
 
     for command in (birds, attrs):
         command.add_argument("--spec", required=True, type=Path, help="candidate spec JSON to write/update")
@@ -82,7 +82,6 @@ def run_birds(args: argparse.Namespace) -> int:
 
 
 def run_attributes(args: argparse.Namespace) -> int:
-    from conceptforge import resolve_shard
     from conceptforge.filters.candidate_spec import AttributeSelectionConfig, select_attributes, update_spec
 
     config = AttributeSelectionConfig(
@@ -93,7 +92,7 @@ def run_attributes(args: argparse.Namespace) -> int:
         min_accuracy=args.min_accuracy, work=args.work, batch_size=args.batch_size, device=args.device,
         answer_hint="" if args.no_answer_hint else None,
     )
-    result = select_attributes(config, shard=lambda: resolve_shard(args.num_shards, args.shard_index))
+    result = select_attributes(config, shard=lambda: shard_of(args))
     counts = result.counts
     if result.table is None:
         print(f"scored {counts['total'] - counts['missing']} of {counts['total']} questions; the other shards' questions are "

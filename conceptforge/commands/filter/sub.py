@@ -15,6 +15,8 @@ import logging
 import os
 from pathlib import Path
 
+from conceptforge.commands.base import add_run_options, shard_of
+
 logger = logging.getLogger(__name__)
 
 
@@ -40,14 +42,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-answer-hint", action="store_true",
                         help=f"ask the paper's question verbatim, without the line {DEFAULT_ANSWER_HINT!r}")
     parser.add_argument("--license", default=None, help="dataset license (default: the candidates card's license)")
-    parser.add_argument("--num-shards", type=int, default=None)
-    parser.add_argument("--shard-index", type=int, default=None)
-    parser.add_argument("--chunk-size", type=int, default=100, help="candidates per store chunk, within one parquet row group (default 100)")
-    parser.add_argument("--max-images", type=int, default=None, help="score at most this many new images, then stop")
+    add_run_options(parser, chunk_size=100, chunk_help="candidates per store chunk, within one parquet row group (default 100)",
+                    max_items_flag="--max-images", max_items_help="score at most this many new images, then stop")
 
 
 def run(args: argparse.Namespace) -> int:
-    from conceptforge import resolve_shard
     from conceptforge.filters.questions import DEFAULT_ANSWER_HINT
     from conceptforge.filters.sub_filter import FilterParams
     from conceptforge.filters.sub_filter_run import SubFilterConfig, filter_sub
@@ -59,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         answer_hint="" if args.no_answer_hint else DEFAULT_ANSWER_HINT, license=args.license,
         batch_size=args.batch_size, chunk_size=args.chunk_size, device=args.device, argv=getattr(args, "argv", None),
     )
-    report, stats = filter_sub(config, args.out, shard=lambda: resolve_shard(args.num_shards, args.shard_index),
+    report, stats = filter_sub(config, args.out, shard=lambda: shard_of(args),
                                max_images=args.max_images)
     if stats is None:
         scored = report.total_items - report.missing_items

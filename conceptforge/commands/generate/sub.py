@@ -30,7 +30,7 @@ from conceptforge.generators.sub.generate import CHUNK_SIZE, FLUX_DEV_DEFAULT_LI
 from conceptforge.generators.sub.plan import PlanRequest, build_plan, resolve_dtype_name, strip_run_only_options
 from conceptforge.generators.sub.spec import PairPlan
 from conceptforge.runner import check_output
-from conceptforge.launchers import resolve_shard
+from conceptforge.commands.base import add_run_options, check_chunk_size, shard_of
 
 logger = logging.getLogger(__name__)
 
@@ -72,10 +72,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     gen.add_argument("--save-guidance", action="store_true", help="also keep the G image in the item store")
     run = p.add_argument_group("run")
     run.add_argument("--license", default=None, help=f"dataset license (default {FLUX_DEV_DEFAULT_LICENSE} for {DEFAULT_MODEL}; required otherwise)")
-    run.add_argument("--chunk-size", type=int, default=CHUNK_SIZE, help=f"images per store chunk (default {CHUNK_SIZE}; a kill loses at most one chunk)")
-    run.add_argument("--num-shards", type=int, default=None)
-    run.add_argument("--shard-index", type=int, default=None)
-    run.add_argument("--max-items", type=int, default=None, help="stop after this many new images (resume later)")
+    add_run_options(run, chunk_size=CHUNK_SIZE, chunk_help=f"images per store chunk (default {CHUNK_SIZE}; a kill loses at most one chunk)",
+                    max_items_flag="--max-items", max_items_help="stop after this many new images (resume later)")
     run.add_argument("--dry-run", action="store_true", help="print the plan and exit")
     run.add_argument("--seconds-per-image", type=float, default=None, help="measured time per image, for --dry-run's GPU-hour estimate")
 
@@ -140,9 +138,8 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         dtype=resolve_dtype_name(args.dtype, args.device),
     )
-    if args.chunk_size < 1:
-        raise InvalidArgumentError(f"--chunk-size must be >= 1, got {args.chunk_size}")
-    shard = resolve_shard(args.num_shards, args.shard_index)
+    check_chunk_size(args)
+    shard = shard_of(args)
     check_output(args.out)  # a foreign folder is refused before any model loads
     summary = generate(
         out=args.out,
