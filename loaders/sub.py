@@ -141,7 +141,7 @@ def load_sub(source: str, *, split: str = "test", revision: str | None = None, c
 
 # ----------------------------------------------------------------------------------- scoring
 @dataclass
-class ItemResult:
+class SubItemScore:
     bird: str
     attribute: str
     removed: list[str]
@@ -161,7 +161,7 @@ class Tally:
     chance_plus_sum: float = 0.0
     chance_minus_sum: float = 0.0
 
-    def add(self, result: ItemResult) -> None:
+    def add(self, result: SubItemScore) -> None:
         if result.s_plus is not None:
             self.plus_total += 1
             self.plus_correct += int(result.s_plus)
@@ -196,7 +196,7 @@ class SubReport:
     summary: dict[str, float | int]
     per_attribute: dict[str, dict[str, float | int]]
     per_bird: dict[str, dict[str, float | int]]
-    items: list[ItemResult] = field(default_factory=list)
+    items: list[SubItemScore] = field(default_factory=list)
     settings: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -233,7 +233,7 @@ class SubReport:
         return "\n\n".join([head, breakdown("Per attribute", self.per_attribute), breakdown("Per bird", self.per_bird)])
 
 
-def build_report(kind: str, model: str, revision: str, results: Sequence[ItemResult], settings: dict | None = None) -> SubReport:
+def build_report(kind: str, model: str, revision: str, results: Sequence[SubItemScore], settings: dict | None = None) -> SubReport:
     total, per_attribute, per_bird = Tally(), defaultdict(Tally), defaultdict(Tally)
     for result in results:
         total.add(result)
@@ -278,7 +278,7 @@ def s_minus_targets(
 def score_vlm_predictions(
     items: Sequence[SubItem], predictions: Sequence[str | None], cub: CubMetadata, *,
     s_minus: str = "paper", cbm_min_classes: int = CBM_MIN_CLASS_COUNT,
-) -> list[ItemResult]:
+) -> list[SubItemScore]:
     """Score one within-group choice per image (``None`` = the "none" option), Appendix F chance."""
     if len(items) != len(predictions):
         raise ValueError("one prediction per item")
@@ -287,7 +287,7 @@ def score_vlm_predictions(
     for item, predicted, removed in zip(items, predictions, targets):
         options = len(cub.groups[item.group]) + 1  # + "none"
         results.append(
-            ItemResult(
+            SubItemScore(
                 bird=item.bird,
                 attribute=item.attribute,
                 removed=removed,
@@ -304,7 +304,7 @@ def score_vlm_predictions(
 def score_cbm_predictions(
     items: Sequence[SubItem], present: np.ndarray, concept_names: Sequence[str], *,
     cub: CubMetadata | None = None, s_minus: str = "paper", cbm_min_classes: int = CBM_MIN_CLASS_COUNT,
-) -> list[ItemResult]:
+) -> list[SubItemScore]:
     """Score binary concept predictions ``present`` [N, C] over ``concept_names``; chance is 50%.
 
     S− needs ``cub`` under the paper rule; an S− attribute outside the CBM's outputs is not scored.
@@ -320,7 +320,7 @@ def score_cbm_predictions(
         plus = bool(row[index[item.attribute]]) if item.attribute in index else None
         minus = (not any(row[index[r]] for r in removed)) if removed else None
         results.append(
-            ItemResult(
+            SubItemScore(
                 bird=item.bird,
                 attribute=item.attribute,
                 removed=removed,

@@ -246,7 +246,7 @@ def run_binding_cdsm(ctx: TaskContext) -> TaskOutcome:
 def run_compmap_cub(ctx: TaskContext) -> TaskOutcome:
     import torch
 
-    from conceptforge.loaders.compmap.cub import cub_primitives
+    from conceptforge.loaders.compmap.cub_arrays import cub_primitives
     from conceptforge.loaders.compmap.logreg import LogRegConfig
     from conceptforge.loaders.compmap.pipeline import activation_key, cached_tensor, cub_vocabulary
     from conceptforge.loaders.compmap.prompts import parse_templates

@@ -66,7 +66,7 @@ from conceptforge.generators.conceptbed.card import (
 from conceptforge.generators.conceptbed.spec import Concept, ConceptSpec
 from conceptforge.errors import InvalidArgumentError
 from conceptforge.runner import Stage, assemble_run, open_store, plan_chunks, run_stage
-from conceptforge.store import ItemResult, ItemStore, is_url
+from conceptforge.store import ItemResult, is_url
 from conceptforge.workitems import ShardSpec, WorkItem, derive_seed
 
 logger = logging.getLogger(__name__)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import io
 import math
 import platform
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
 

@@ -114,7 +114,7 @@ def test_package_modules_found():
     # the check is only as good as its view of the package: every mapped folder is read
     for package in package_dirs():
         assert package in modules or any(m.startswith(package + ".") for m in modules), package
-    assert "conceptforge.loaders.compmap.cub" in modules and "conceptforge.cub" in modules
+    assert "conceptforge.loaders.compmap.cub_arrays" in modules and "conceptforge.cub" in modules
     assert not any(m.startswith(("conceptforge.generators.generators", "conceptforge.conceptforge")) for m in modules)
 
 

@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     emb_cache, act_cache = _cache_dirs(args)
     group_softmax = not args.no_group_softmax
     if args.dataset == "cub":
-        from conceptforge.loaders.compmap.cub import cub_primitives
+        from conceptforge.loaders.compmap.cub_arrays import cub_primitives
         from conceptforge.loaders.compmap.logreg import LogRegConfig
         from conceptforge.loaders.compmap.pipeline import cub_vocabulary
         from conceptforge.loaders.compmap.protocols import CubProtocol, evaluate_cub

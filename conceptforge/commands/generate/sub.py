@@ -16,7 +16,6 @@ import argparse
 import logging
 import os
 import sys
-from pathlib import Path
 
 from conceptforge.errors import InvalidArgumentError
 from conceptforge.generators.sub.flux_tdg import (
