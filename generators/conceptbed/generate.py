@@ -36,14 +36,8 @@ from conceptforge.generators.conceptbed.composition import (
     substitute_subject,
     with_questions_and_categories,
 )
-from conceptforge.generators.conceptbed.learners import (
-    AppliedArtifact,
-    LearnerConfig,
-    artifact_complete,
-    concept_phrase,
-    load_components,
-    train_and_save,
-)
+from conceptforge.generators.conceptbed.artifacts import AppliedArtifact, artifact_complete, train_and_save
+from conceptforge.generators.conceptbed.learners import LearnerConfig, concept_phrase, load_components
 from conceptforge.generators.conceptbed.sampling import (
     concept_prompts,
     ensure_class_images,
