@@ -74,6 +74,11 @@ class Stage:
             raise ValueError("a Stage needs exactly one of make_item or process_batch")
         if self.chunk_size < 1:
             raise ValueError("chunk_size must be >= 1")
+        if self.assembler is not None and not isinstance(self.assembler, Assembler):
+            raise TypeError(
+                f"Stage.assembler must be a conceptforge.assemblers.Assembler, got {self.assembler!r} "
+                "(a 'module:function' string: wrap it, Assembler(name, function), or register_assembler(name, function))"
+            )
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@ rebuilt from the run's stored settings, and no render option kept in module stat
 
 from __future__ import annotations
 
+import subprocess
 import sys
 
 from conceptforge.generators.binding import generate
@@ -17,7 +18,11 @@ def test_build_stage_from_stored_settings_makes_the_same_stage():
     assert [i.item_id for i in stage.items] == [i.item_id for i in plan_items(config)] and len(stage.items) == 9
     assert stage.assembler is generate.ASSEMBLER and stage.assembly_args["command_line"] == binding_command(config)
     assert stage.make_item is not None and stage.process_batch is None
-    assert "bpy" not in sys.modules  # building a stage renders nothing and loads no Blender
+    # building a stage renders nothing and loads no Blender (checked in a fresh interpreter)
+    code = ("import sys; from conceptforge.generators.binding.generate import build_stage; "
+            "from conceptforge.generators.binding.dataset import BindingConfig; "
+            "build_stage(BindingConfig(dataset='relational', split_sizes={'train': 2})); print('bpy' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300).stdout.split() == ["False"]
 
 
 def test_several_workers_render_in_a_pool_with_the_options_passed_along():
