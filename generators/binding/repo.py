@@ -74,7 +74,7 @@ def _grid(stores: dict[str, ItemStore], per_config: int = 4) -> bytes | None:
 
 def render_device(device: str, denoise: bool) -> str:
     """What rendered the images, for the card (the denoiser always runs on the CPU, outside Cycles)."""
-    from conceptforge.generators.binding.render_blender import DENOISE_QUALITY  # no bpy import
+    from conceptforge.generators.binding.pixels import DENOISE_QUALITY  # no bpy import
 
     cycles = "Cycles GPU (bpy)" if device == "gpu" else "Cycles CPU (bpy)"
     return f"{cycles}, Open Image Denoise quality {DENOISE_QUALITY} on CPU (pyoidn)" if denoise else cycles
