@@ -12,7 +12,9 @@ OUT is a local folder or an fsspec URL (``s3://bucket/conceptbed``); WORK is a l
 (``--work-dir``; default ``OUT/.work`` for a local OUT, see :func:`default_work_dir`).
 
 Concepts are split round-robin over ``--num-shards``/accelerate ranks, so a process only ever
-samples concepts whose artifacts it trained; every step skips what already exists.
+samples concepts whose artifacts it trained; every step skips what already exists. The stage is
+:func:`build_stage` of a :class:`ConceptBedStageConfig`; the dataset's schema, card text and
+assembly are :mod:`conceptforge.generators.conceptbed.card`.
 """
 
 from __future__ import annotations

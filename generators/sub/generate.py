@@ -3,8 +3,10 @@
 One work item = (bird, substitution, image index); its seed is derived from exactly that
 identity and the run seed, so the TDG image and its prompt-only baseline of the same item start
 from the same noise, and a rerun, a resume or any sharding gives the same pixels. The heavy part
-(one FLUX generation per item) runs through the run engine (:mod:`conceptforge.runner`); assembly writes
-the "SUB candidates" schema (docs/schemas.md) with a card and a sample grid.
+(one FLUX generation per item) runs through the run engine (:mod:`conceptforge.runner`) as the stage
+:func:`build_stage` makes from a :class:`SubStageConfig`; assembly
+(:mod:`conceptforge.generators.sub.card`) writes the "SUB candidates" schema (docs/schemas.md) with
+a card and a sample grid.
 """
 
 from __future__ import annotations
