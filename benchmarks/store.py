@@ -37,8 +37,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from conceptforge.assemblers import Assembler
 from conceptforge.runner import Stage, run_stage
-from conceptforge.store import ItemResult, atomic_write_bytes, canonical_json
+from conceptforge.store import ItemResult
+from conceptforge.serialization import atomic_write_bytes, canonical_json
 from conceptforge.workitems import WorkItem, derive_seed
 
 ITEM_BYTES = 4096
@@ -113,7 +115,7 @@ class PerItemS3:
 
 def run_chunked(out: str, items) -> None:
     stage = Stage(name="bench", items=items, settings={}, make_item=_make,
-                  assembler=f"{__name__}:assemble_chunked",
+                  assembler=Assembler(f"{__name__}:assemble_chunked", assemble_chunked),
                   chunk_size=CHUNK)
     report = run_stage(stage, out)
     assert report.assembled, report.message(out)

@@ -25,6 +25,7 @@ from huggingface_hub import DatasetCard, DatasetCardData
 from conceptforge.cards.dataset_dir import DATA_DIR, GRID_NAME, SplitStats
 from conceptforge.cards.filter_stats import FilterStats
 from conceptforge.cards.provenance import strip_local_paths
+from conceptforge.cards.validate import card_problems, missing_sections, size_category
 from conceptforge.errors import ConceptforgeError, DataFormatError, InvalidArgumentError
 
 logger = logging.getLogger(__name__)
@@ -32,23 +33,6 @@ logger = logging.getLogger(__name__)
 SPEC_MARKER = "conceptforge-card-spec"
 _SPEC_RE = re.compile(r"<!-- " + SPEC_MARKER + r"\n(.*?)\n-->", re.DOTALL)
 SPEC_FORMAT = 1
-
-
-def size_category(num_examples: int) -> str:
-    """The Hub's ``size_categories`` bucket for a row count."""
-    bounds = [
-        (1_000, "n<1K"),
-        (10_000, "1K<n<10K"),
-        (100_000, "10K<n<100K"),
-        (1_000_000, "100K<n<1M"),
-        (10_000_000, "1M<n<10M"),
-        (100_000_000, "10M<n<100M"),
-        (1_000_000_000, "100M<n<1B"),
-    ]
-    for bound, name in bounds:
-        if num_examples < bound:
-            return name
-    return "n>1T" if num_examples >= 10**12 else "1B<n<10B"
 
 
 @dataclass
@@ -436,8 +420,6 @@ def render_card(
     header = card_data(metadata, features, splits).to_yaml()
     card = DatasetCard(f"---\n{header}\n---\n\n" + "\n".join(lines))
     text = str(card)
-    from conceptforge.cards.validate import card_problems, missing_sections  # late: validate imports this module
-
     for problem in card_problems(text):  # publishing refuses these; say so early
         logger.warning("dataset card: %s", problem)
     missing = missing_sections(text)

@@ -31,7 +31,7 @@ from datasets.features.features import encode_nested_example
 
 from conceptforge.errors import ConceptforgeError, StoreError
 from conceptforge.output import FOLDER_MARKER, claim_folder, marker_bytes, owned_files
-from conceptforge.store import atomic_write_bytes
+from conceptforge.serialization import atomic_write_bytes
 
 logger = logging.getLogger(__name__)
 

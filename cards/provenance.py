@@ -167,18 +167,26 @@ def package_versions(names: Iterable[str] = DEFAULT_PACKAGES) -> dict[str, str]:
     return versions
 
 
-def local_fingerprint(path: str | os.PathLike[str]) -> str:
-    """``local-sha256:<16 hex>``: the revision of a local model folder, for cards and cache keys.
+def local_fingerprint(path: str | os.PathLike[str], *, whole_suffixes: tuple[str, ...] | None = None) -> str:
+    """``local-sha256:<16 hex>``: the revision of a local model or data folder, for cards, results
+    and cache keys (the one folder fingerprint of the package).
 
-    File names, sizes and contents are hashed; files up to 2 MiB whole, larger ones (weights) by
-    their size plus their first and last MiB, which changes whenever the weights do without
-    reading gigabytes on every load. Hidden files (``.cache`` of a download) do not count.
+    File names and sizes are always hashed; hidden files (``.cache`` of a download) do not count.
+    Contents: by default files up to 2 MiB whole, larger ones (weights) by their size plus their
+    first and last MiB, which changes whenever the weights do without reading gigabytes on every
+    load. A data folder passes ``whole_suffixes`` (its metadata files, e.g. ``.txt``/``.json``):
+    only those files (up to 64 MiB) are read, so a CUB folder's 11,788 JPEGs are named and sized
+    but not read.
     """
     path = Path(path)
     digest = hashlib.sha256()
     for file in sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".")):
         size = file.stat().st_size
         digest.update(f"{file.relative_to(path).as_posix()}\0{size}\0".encode())
+        if whole_suffixes is not None:
+            if file.suffix in whole_suffixes and size <= 64 << 20:
+                digest.update(file.read_bytes())
+            continue
         with open(file, "rb") as handle:
             if size <= 2 * _HEAD_TAIL:
                 digest.update(handle.read())

@@ -30,46 +30,34 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-import pyarrow.parquet as pq
-from datasets import Features
 from conceptforge.progress import tqdm
 
-from conceptforge.cards.card import DatasetMetadata, load_line, read_card_spec, render_card
-from conceptforge.cards.dataset_dir import CARD_NAME, DATA_DIR, GRID_NAME, SCENES_DIR, SplitStats, shard_split
-from conceptforge.cards.filter_stats import FilterStats
-from conceptforge.cards.provenance import redact_secrets
+from conceptforge.cards.card import DatasetMetadata, load_line, render_card
+from conceptforge.cards.dataset_dir import CARD_NAME, GRID_NAME
+from conceptforge.cards.hub_remote import (
+    REPO_TYPE,
+    _diff,
+    _network_errors,
+    _offline_mode,
+    _reason,
+    _remote_files,
+    _status,
+    hub_validate_card,
+)
+from conceptforge.cards.local_dataset import LocalDataset, read_dataset_dir
 from conceptforge.cards.run_record import RECORD_NAME
-from conceptforge.cards.validate import dataset_dir_problems, ensure_valid, parse_card_yaml
+from conceptforge.cards.validate import dataset_dir_problems, ensure_valid
 from conceptforge.cards.versions import Version, parse_version, previous_version, published_versions
-from conceptforge.errors import ConceptforgeError, DataFormatError, DataNotFoundError, HubError, InvalidArgumentError, PublishError, one_line
+from conceptforge.errors import ConceptforgeError, HubError, InvalidArgumentError, PublishError
 
 logger = logging.getLogger(__name__)
 
-REPO_TYPE = "dataset"
 UNCHECKED_OFFLINE = (
     "whether the version is new and above the latest published one, which files the Hub already "
     "holds, and the previous version the card names"
 )
 HASH_CHUNK = 4 * 1024 * 1024
 _REPO_ID_RE = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
-
-
-@dataclass
-class LocalDataset:
-    """A dataset directory as the publish step sees it."""
-
-    directory: Path
-    metadata: DatasetMetadata
-    features: Features | dict[str, Features]
-    splits: list[SplitStats]
-    has_grid: bool
-
-    def data_paths(self) -> list[str]:
-        """Parquet shards plus side files the release carries (CLEVR scene files under scenes/)."""
-        extra = sorted(p.relative_to(self.directory).as_posix() for p in (self.directory / SCENES_DIR).rglob("*")
-                       if p.is_file() and not p.name.startswith("."))
-        record = [RECORD_NAME] if (self.directory / RECORD_NAME).is_file() else []
-        return sorted(f for split in self.splits for f in split.files) + extra + record
 
 
 @dataclass
@@ -127,69 +115,7 @@ class PublishResult:
         return f"{head}\nfrom datasets import load_dataset; ds = {self.load_line}"
 
 
-# -- local side -------------------------------------------------------------------------------
-def read_dataset_dir(directory: str | Path) -> LocalDataset:
-    """Read a dataset directory's card spec, features (from parquet) and splits (from the card).
-
-    A repo with several configs (subsets) gives ``features`` as a mapping config -> Features.
-    """
-    directory = Path(directory)
-    card_path = directory / CARD_NAME
-    if not directory.is_dir():
-        raise DataNotFoundError(f"{directory} is not a directory")
-    if not card_path.is_file() or not any((directory / DATA_DIR).rglob("*.parquet")):
-        raise PublishError(f"{directory} is not a complete dataset directory (needs {CARD_NAME} and {DATA_DIR}/*.parquet)")
-    all_files = sorted(p.relative_to(directory).as_posix() for p in (directory / DATA_DIR).rglob("*.parquet"))
-    metadata, features, splits = dataset_layout(card_path.read_text(encoding="utf-8"), all_files,
-                                                lambda name: pq.read_schema(directory / name), where=str(directory))
-    return LocalDataset(directory, metadata, features, splits, (directory / GRID_NAME).is_file())
-
-
-def dataset_layout(
-    text: str, all_files: list[str], read_schema: Any, *, where: str,
-) -> tuple[DatasetMetadata, Features | dict[str, Features], list[SplitStats]]:
-    """Card spec, features and splits from a card's text and the repo's parquet paths.
-
-    ``read_schema(path)`` gives a shard's Arrow schema: a local file here, a range read on the Hub
-    for ``conceptforge verify`` (which reads a release without downloading all of it).
-    """
-    import fnmatch
-
-    from conceptforge.cards.validate import _dataset_infos
-
-    metadata = read_card_spec(text)
-    data = parse_card_yaml(text)
-    infos = _dataset_infos(data.get("dataset_info"))
-    if not infos or any("splits" not in info for info in infos.values()):
-        raise PublishError(f"the card of {where} has no dataset_info splits")
-    patterns = {
-        (config.get("config_name", "default"), entry["split"]): entry["path"]
-        for config in data.get("configs") or [] for entry in config.get("data_files") or []
-    }
-    features: dict[str, Features] = {}
-    splits = []
-    for config, info in infos.items():
-        for split_info in info["splits"]:
-            name = split_info["name"]
-            pattern = patterns.get((config, name), f"{DATA_DIR}/{name}-*")
-            # the pattern, and the shard name's own split (split names may contain dashes)
-            split_files = [f for f in all_files if fnmatch.fnmatch(f, pattern) and shard_split(f.rsplit("/", 1)[-1]) == name]
-            if split_files and config not in features:
-                try:
-                    schema = read_schema(split_files[0])
-                except (OSError, ValueError) as error:  # pyarrow's ArrowInvalid is a ValueError: truncated or not parquet
-                    raise DataFormatError(f"{where}/{split_files[0]} is not a readable parquet file ({one_line(error)}): "
-                                          "reassemble the dataset (`conceptforge assemble OUT --force`)") from None
-                features[config] = Features.from_arrow_schema(schema)
-            splits.append(SplitStats(name, int(split_info.get("num_examples", 0)), int(split_info.get("num_bytes", 0)), split_files, config))
-    if isinstance(metadata.filter_stats, FilterStats):
-        metadata.filter_stats.check()  # counts that do not add up are a filter bug, not a release
-    if not features:
-        raise ConceptforgeError(f"{where}: no parquet file matches the card's configs")
-    merged: Features | dict[str, Features] = features["default"] if list(features) == ["default"] else features
-    return metadata, merged, splits
-
-
+# -- local side (reading the directory: cards.local_dataset) ----------------------------------
 def render_release_card(local: LocalDataset, *, repo_id: str, version: Version, previous: Version | None,
                         changes: list[str] | None = None) -> str:
     """The card as published: the directory's own spec plus repo id, version and previous version,
@@ -237,158 +163,30 @@ def local_files(local: LocalDataset, card_text: str) -> list[LocalFile]:
     return files
 
 
-def _managed(path: str) -> bool:
-    """Paths a release owns; anything else in the repo (LICENSE, .gitattributes) is left alone."""
-    return path in (CARD_NAME, GRID_NAME, RECORD_NAME) or path.startswith((f"{DATA_DIR}/", f"{SCENES_DIR}/"))
+@dataclass
+class _Release:
+    """One release in progress: what every step of :func:`publish_dataset` shares."""
 
+    repo_id: str
+    wanted: Version
+    secrets: list[str]
+    local: LocalDataset
+    api: Any
+    network_errors: tuple[type[BaseException], ...]
+    dry_run: bool
+    files: list[LocalFile] = field(default_factory=list)
 
-# -- remote side ------------------------------------------------------------------------------
-def _remote_files(api: Any, repo_id: str, revision: str) -> dict[str, Any]:
-    from huggingface_hub.hf_api import RepoFile
-
-    entries = api.list_repo_tree(repo_id, recursive=True, revision=revision, repo_type=REPO_TYPE)
-    return {e.path: e for e in entries if isinstance(e, RepoFile) and _managed(e.path)}
-
-
-def _same(local: LocalFile, remote: Any) -> bool:
-    if remote.lfs is not None:
-        return remote.lfs.sha256 == local.sha256
-    return remote.blob_id == local.git_oid
-
-
-def _diff(files: list[LocalFile], remote: dict[str, Any]) -> tuple[list[LocalFile], list[str]]:
-    changed = [f for f in files if f.path_in_repo not in remote or not _same(f, remote[f.path_in_repo])]
-    local_paths = {f.path_in_repo for f in files}
-    return changed, sorted(p for p in remote if p not in local_paths)
-
-
-def _root_cause(error: BaseException) -> BaseException:
-    seen = set()
-    while error.__cause__ is not None and id(error) not in seen:
-        seen.add(id(error))
-        error = error.__cause__
-    return error
-
-
-def _reason(error: BaseException, secrets: list[str]) -> str:
-    cause = _root_cause(error)
-    response = getattr(cause, "response", None) or getattr(error, "response", None)
-    status = getattr(response, "status_code", None)
-    detail = " ".join(str(cause).split())[:200]
-    if status is not None:
-        try:
-            server = response.json().get("error")
-        except Exception:
-            server = None
-        detail = f"HTTP {status}" + (f": {' '.join(str(server).split())[:160]}" if server else "")
-    else:
-        detail = f"{type(cause).__name__}: {detail}" if detail else type(cause).__name__
-    return redact_secrets(detail, secrets)
-
-
-def _status(error: BaseException) -> int | None:
-    for candidate in (error, _root_cause(error)):
-        status = getattr(getattr(candidate, "response", None), "status_code", None)
-        if status is not None:
-            return status
-    return None
-
-
-def _offline_mode() -> bool:
-    """Whether the Hub client is in offline mode (HF_HUB_OFFLINE=1, read when it was imported)."""
-    from huggingface_hub import constants
-
-    return bool(getattr(constants, "HF_HUB_OFFLINE", False))
-
-
-def _network_errors() -> tuple[type[BaseException], ...]:
-    from huggingface_hub.errors import HfHubHTTPError
-
-    kinds: list[type[BaseException]] = [HfHubHTTPError, OSError, RuntimeError, ValueError]
-    try:
-        import httpx2
-
-        kinds.append(httpx2.HTTPError)
-    except ImportError:  # older huggingface_hub uses httpx or requests: both raise OSError subclasses
-        pass
-    return tuple(kinds)
-
-
-def hub_validate_card(card_text: str, *, endpoint: str | None = None) -> None:
-    """Ask the Hub to validate the card's metadata (``POST /api/validate-yaml``), before upload.
-
-    Uses ``huggingface_hub.DatasetCard.validate``; that method always talks to the client's
-    configured endpoint (``HF_ENDPOINT``), so an explicit other ``endpoint`` gets the same request
-    through the client's session.
-    """
-    from huggingface_hub import DatasetCard, constants
-    from huggingface_hub.utils import get_session, hf_raise_for_status
-
-    card = DatasetCard(card_text)
-    try:
-        if endpoint is None or endpoint.rstrip("/") == constants.ENDPOINT.rstrip("/"):
-            card.validate(repo_type=REPO_TYPE)
-        else:
-            response = get_session().post(
-                f"{endpoint.rstrip('/')}/api/validate-yaml",
-                json={"repoType": REPO_TYPE, "content": str(card)},
-                headers={"Accept": "text/plain"},
-            )
-            if response.status_code == 400:
-                raise ValueError(response.text)
-            hf_raise_for_status(response)
-    except ValueError as error:  # the Hub's 400: the metadata is invalid
-        raise ConceptforgeError(f"the Hub rejects the dataset card: {' '.join(str(error).split())[:300]}") from None
-
-
-def publish_dataset(
-    dataset_dir: str | Path,
-    *,
-    repo_id: str,
-    version: str,
-    private: bool = False,
-    dry_run: bool = False,
-    token: str | None = None,
-    endpoint: str | None = None,
-    num_threads: int = 4,
-) -> PublishResult:
-    """Publish ``dataset_dir`` as ``repo_id`` at ``version`` (see module docstring)."""
-    from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi, get_token
-    from huggingface_hub.errors import RepositoryNotFoundError
-
-    if not _REPO_ID_RE.fullmatch(repo_id):
-        raise InvalidArgumentError(f"repo id {repo_id!r} is not of the form ORG/NAME")
-    wanted = parse_version(version)
-    token = token if token is not None else get_token()
-    secrets = [token] if token else []
-    local = read_dataset_dir(dataset_dir)
-    api = HfApi(endpoint=endpoint, token=token, library_name="conceptforge")
-    network_errors = _network_errors()
-
-    # 0. Everything that needs no Hub, first: a dry run offline still validates the whole release.
-    card_text = render_release_card(local, repo_id=repo_id, version=wanted, previous=None)
-    ensure_valid(dataset_dir_problems(local.directory, card_text, secrets=secrets), "the dataset card")
-    offline = _offline_mode()
-    if offline and not dry_run:
-        raise PublishError(
-            "offline mode (HF_HUB_OFFLINE=1) blocks publishing; the release is valid locally — "
-            "unset HF_HUB_OFFLINE to publish, or pass --dry-run to check it without the Hub"
-        )
-    files = local_files(local, card_text)
-
-    def local_only(why: str) -> PublishResult:
+    def local_only(self, why: str) -> PublishResult:
         logger.info("dry run without the Hub (%s): local checks only", why)
         return PublishResult(
-            repo_id, str(wanted), None, "dry-run", None, uploaded=[f.path_in_repo for f in files],
-            uploaded_bytes=sum(f.size for f in files), total_files=len(files), unchecked=why,
+            self.repo_id, str(self.wanted), None, "dry-run", None, uploaded=[f.path_in_repo for f in self.files],
+            uploaded_bytes=sum(f.size for f in self.files), total_files=len(self.files), unchecked=why,
         )
 
-    if dry_run and offline:
-        return local_only("offline mode (HF_HUB_OFFLINE=1)")
-
-    def fail(stage: str, error: BaseException, *, committed: str | None = None) -> HubError:
+    def fail(self, stage: str, error: BaseException, *, committed: str | None = None) -> HubError:
+        repo_id, wanted = self.repo_id, self.wanted
         logger.debug("publish failed while %s", stage, exc_info=True)
-        reason = _reason(error, secrets)
+        reason = _reason(error, self.secrets)
         status = _status(error)
         if status in (401, 403):
             return HubError(
@@ -410,39 +208,100 @@ def publish_dataset(
             "rerun the same command to complete the release"
         )
 
+
+def publish_dataset(
+    dataset_dir: str | Path,
+    *,
+    repo_id: str,
+    version: str,
+    private: bool = False,
+    dry_run: bool = False,
+    token: str | None = None,
+    endpoint: str | None = None,
+    num_threads: int = 4,
+) -> PublishResult:
+    """Publish ``dataset_dir`` as ``repo_id`` at ``version`` (see module docstring): checks, reads
+    of the remote, the diff against it, one commit, the tag."""
+    from huggingface_hub import HfApi, get_token
+    from huggingface_hub.errors import RepositoryNotFoundError
+
+    if not _REPO_ID_RE.fullmatch(repo_id):
+        raise InvalidArgumentError(f"repo id {repo_id!r} is not of the form ORG/NAME")
+    wanted = parse_version(version)
+    token = token if token is not None else get_token()
+    secrets = [token] if token else []
+    local = read_dataset_dir(dataset_dir)
+    api = HfApi(endpoint=endpoint, token=token, library_name="conceptforge")
+    release = _Release(repo_id, wanted, secrets, local, api, _network_errors(), dry_run)
+
+    # 0. Everything that needs no Hub, first: a dry run offline still validates the whole release.
+    card_text = render_release_card(local, repo_id=repo_id, version=wanted, previous=None)
+    ensure_valid(dataset_dir_problems(local.directory, card_text, secrets=secrets), "the dataset card")
+    offline = _offline_mode()
+    if offline and not dry_run:
+        raise PublishError(
+            "offline mode (HF_HUB_OFFLINE=1) blocks publishing; the release is valid locally — "
+            "unset HF_HUB_OFFLINE to publish, or pass --dry-run to check it without the Hub"
+        )
+    release.files = local_files(local, card_text)
+    if dry_run and offline:
+        return release.local_only("offline mode (HF_HUB_OFFLINE=1)")
+
     # 1. What the remote holds.
     repo_exists = True
     try:
         refs = api.list_repo_refs(repo_id, repo_type=REPO_TYPE)
     except RepositoryNotFoundError:
         repo_exists, refs = False, None
-    except network_errors as error:
+    except release.network_errors as error:
         if dry_run and _status(error) not in (401, 403):
-            return local_only(f"the Hub could not be read ({_reason(error, secrets)})")
-        raise fail("reading the repository's tags", error) from None
+            return release.local_only(f"the Hub could not be read ({_reason(error, secrets)})")
+        raise release.fail("reading the repository's tags", error) from None
     tags = {t.name: t.target_commit for t in refs.tags} if refs else {}
     versions = published_versions(tags)
     previous = previous_version(wanted, versions)
 
     # 2. The release as it would be published, validated before anything is sent.
+    _final_card(release, card_text, previous, endpoint=endpoint)
+
+    # 3. The diff against the remote (an identical tagged release is a no-op).
+    result = _compare(release, refs, tags, versions, previous)
+    if dry_run or result.action == "unchanged":
+        return result
+
+    # 4. One commit with every changed file (skipped when main already holds them), then the tag.
+    _commit(release, result, repo_exists=repo_exists, private=private, previous=previous, num_threads=num_threads)
+    return _tag(release, result)
+
+
+def _final_card(release: _Release, card_text: str, previous: Version | None, *, endpoint: str | None) -> None:
+    """The card as published (naming the previous version), checked locally and by the Hub."""
+    local, secrets = release.local, release.secrets
     if previous is not None:  # the card names the previous version and what changed since: render and check it again
         try:
-            from conceptforge.cards.release_diff import release_changes  # late: release_diff reads dataset dirs through this module
+            from conceptforge.cards.release_diff import release_changes  # late: it reads parquet rows, needed only for a new version
 
-            changes = release_changes(local.directory, repo_id, previous, api=api,
-                                      local={f.sha256: f.source for f in files if f.source is not None})
-        except network_errors as error:
-            raise fail(f"reading the previous release {previous} to list the changes", error) from None
-        card_text = render_release_card(local, repo_id=repo_id, version=wanted, previous=previous, changes=changes)
+            changes = release_changes(local.directory, release.repo_id, previous, api=release.api,
+                                      local={f.sha256: f.source for f in release.files if f.source is not None})
+        except release.network_errors as error:
+            raise release.fail(f"reading the previous release {previous} to list the changes", error) from None
+        card_text = render_release_card(local, repo_id=release.repo_id, version=release.wanted, previous=previous,
+                                        changes=changes)
         ensure_valid(dataset_dir_problems(local.directory, card_text, secrets=secrets), "the dataset card")
         card = card_text.encode("utf-8")
-        files[0] = LocalFile(CARD_NAME, len(card), *_hash_stream(iter([card]), len(card)), content=card)
+        release.files[0] = LocalFile(CARD_NAME, len(card), *_hash_stream(iter([card]), len(card)), content=card)
     try:  # the Hub's own check of the card's metadata (DatasetCard.validate), before any upload
         hub_validate_card(card_text, endpoint=endpoint)
-    except network_errors as error:
-        raise fail("validating the card with the Hub", error) from None
-    first_config = next((s.config for s in local.splits if s.config != "default"), None)
+    except release.network_errors as error:
+        raise release.fail("validating the card with the Hub", error) from None
 
+
+def _compare(release: _Release, refs: Any, tags: dict[str, str], versions: list[Version],
+             previous: Version | None) -> PublishResult:
+    """What would change: ``unchanged`` for an identical tagged release, else the files to
+    upload and delete on ``main`` (a ``dry-run`` result until committed)."""
+    api, repo_id, wanted, files = release.api, release.repo_id, release.wanted, release.files
+    first_config = next((s.config for s in release.local.splits if s.config != "default"), None)
     try:
         if str(wanted) in tags:
             tagged = tags[str(wanted)]
@@ -465,18 +324,25 @@ def publish_dataset(
         remote = _remote_files(api, repo_id, main_head) if main_head else {}
     except ConceptforgeError:
         raise  # our own refusal (a PublishError is an OSError too): not a network failure
-    except network_errors as error:
-        raise fail("comparing with the published files", error) from None
+    except release.network_errors as error:
+        raise release.fail("comparing with the published files", error) from None
     changed, deleted = _diff(files, remote)
-    result = PublishResult(
+    return PublishResult(
         repo_id, str(wanted), str(previous) if previous else None, "dry-run", main_head,
         uploaded=[f.path_in_repo for f in changed], uploaded_bytes=sum(f.size for f in changed),
         deleted=deleted, total_files=len(files), config=first_config,
     )
-    if dry_run:
-        return result
 
-    # 3. One commit with every changed file (skipped when main already holds them).
+
+def _commit(release: _Release, result: PublishResult, *, repo_exists: bool, private: bool, previous: Version | None,
+            num_threads: int) -> None:
+    """One commit on ``main`` with every changed file (none when ``main`` already holds them)."""
+    from huggingface_hub import CommitOperationAdd, CommitOperationDelete
+
+    api, repo_id, wanted, files, local = release.api, release.repo_id, release.wanted, release.files, release.local
+    main_head = result.commit_id
+    by_path = {f.path_in_repo: f for f in files}
+    changed, deleted = [by_path[p] for p in result.uploaded], list(result.deleted)
     try:
         if not repo_exists:
             api.create_repo(repo_id, repo_type=REPO_TYPE, private=private, exist_ok=True)
@@ -485,8 +351,8 @@ def publish_dataset(
             changed, deleted = _diff(files, _remote_files(api, repo_id, main_head) if main_head else {})
         elif private and not api.repo_info(repo_id, repo_type=REPO_TYPE).private:
             logger.warning("%s exists and is public: --private does not change an existing repo's visibility", repo_id)
-    except network_errors as error:
-        raise fail("creating the repository", error) from None
+    except release.network_errors as error:
+        raise release.fail("creating the repository", error) from None
 
     commit_id = main_head
     if changed or deleted:
@@ -511,8 +377,8 @@ def publish_dataset(
                 parent_commit=main_head,
                 num_threads=num_threads,
             )
-        except network_errors as error:
-            raise fail("uploading and committing the files", error) from None
+        except release.network_errors as error:
+            raise release.fail("uploading and committing the files", error) from None
         commit_id = info.oid
         result.action = "published"
     else:
@@ -520,13 +386,16 @@ def publish_dataset(
         result.action = "tagged"
     result.commit_id = commit_id
 
-    # 4. The tag.
+
+def _tag(release: _Release, result: PublishResult) -> PublishResult:
+    """The version tag on the release's commit (a tag that already points there is fine)."""
+    api, repo_id, wanted, commit_id = release.api, release.repo_id, release.wanted, result.commit_id
     try:
-        api.create_tag(repo_id, tag=str(wanted), revision=commit_id, tag_message=f"{local.metadata.pretty_name} {wanted}", repo_type=REPO_TYPE)
-    except network_errors as error:
+        api.create_tag(repo_id, tag=str(wanted), revision=commit_id, tag_message=f"{release.local.metadata.pretty_name} {wanted}", repo_type=REPO_TYPE)
+    except release.network_errors as error:
         if _status(error) == 409:  # someone (a lost response of ours?) created it: fine if it is ours
             target = {t.name: t.target_commit for t in api.list_repo_refs(repo_id, repo_type=REPO_TYPE).tags}.get(str(wanted))
             if target == commit_id:
                 return result
-        raise fail(f"creating the tag {wanted}", error, committed=commit_id) from None
+        raise release.fail(f"creating the tag {wanted}", error, committed=commit_id) from None
     return result

@@ -97,7 +97,7 @@ def split_key(config: str, split: str) -> str:
 
 def snapshot(directory: str | Path, *, label: str | None = None) -> Snapshot:
     """Hash every row of the dataset directory ``directory`` (see :func:`row_hash`)."""
-    from conceptforge.cards.publish import read_dataset_dir  # late: publish imports this module
+    from conceptforge.cards.local_dataset import read_dataset_dir
 
     local = read_dataset_dir(directory)
     rows: dict[str, dict[str, str]] = {}
@@ -215,7 +215,7 @@ def release_changes(directory: Path, repo_id: str, previous: Any, *, api: Any, l
     (into the Hub cache): a shard with the same sha256 as a local one (``local``: sha256 -> path)
     is read from disk, so a new version that changes a few rows fetches a few shards.
     """
-    from conceptforge.cards.publish import REPO_TYPE, _remote_files  # late: publish imports this module
+    from conceptforge.cards.hub_remote import REPO_TYPE, _remote_files
 
     remote = _remote_files(api, repo_id, str(previous))
     with tempfile.TemporaryDirectory(prefix="conceptforge-previous-") as folder:

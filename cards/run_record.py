@@ -28,7 +28,7 @@ from typing import Any, Mapping
 
 from conceptforge.cards.provenance import package_versions, strip_local_paths
 from conceptforge.errors import DataFormatError
-from conceptforge.store import atomic_write_bytes, canonical_json
+from conceptforge.serialization import atomic_write_bytes, canonical_json
 
 logger = logging.getLogger(__name__)
 

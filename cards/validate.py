@@ -22,6 +22,24 @@ from datasets import Features
 from conceptforge.cards.dataset_dir import CARD_NAME, DATA_DIR, GRID_NAME
 from conceptforge.errors import ConceptforgeError, DataFormatError
 
+
+def size_category(num_examples: int) -> str:
+    """The Hub's ``size_categories`` bucket for a row count."""
+    bounds = [
+        (1_000, "n<1K"),
+        (10_000, "1K<n<10K"),
+        (100_000, "10K<n<100K"),
+        (1_000_000, "100K<n<1M"),
+        (10_000_000, "1M<n<10M"),
+        (100_000_000, "10M<n<100M"),
+        (1_000_000_000, "100M<n<1B"),
+    ]
+    for bound, name in bounds:
+        if num_examples < bound:
+            return name
+    return "n>1T" if num_examples >= 10**12 else "1B<n<10B"
+
+
 # https://huggingface.co/docs/hub/repositories-licenses
 HUB_LICENSES = frozenset("""
 apache-2.0 mit openrail bigscience-openrail-m creativeml-openrail-m bigscience-bloom-rail-1.0
@@ -256,7 +274,6 @@ def dataset_dir_problems(directory: str | Path, card_text: str | None = None, *,
             problems.append(f"split {split[1]!r}: card says {info.get('num_examples')} rows, parquet files hold {rows[split]}")
     if set(card_splits) != {(config, entry["split"]) for config, entry in data_files}:
         problems.append("dataset_info splits and configs data_files name different splits")
-    from conceptforge.cards.card import size_category
 
     total = sum(rows.values())
     if rows and data.get("size_categories") != [size_category(total)]:

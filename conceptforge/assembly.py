@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Callable
 
 from conceptforge.errors import StoreError
-from conceptforge.store import ItemStore, Location, canonical_json, io_error
+from conceptforge.store import ItemStore, Location, io_error
+from conceptforge.serialization import canonical_json
 
 logger = logging.getLogger(__name__)
 

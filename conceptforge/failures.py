@@ -25,7 +25,8 @@ from dataclasses import asdict, dataclass
 from typing import Callable, Sequence, TypeVar
 
 from conceptforge.errors import ConceptforgeError, ItemError, StoreError, one_line
-from conceptforge.store import ItemStore, canonical_json, chunk_name, io_error
+from conceptforge.serialization import canonical_json
+from conceptforge.store import ItemStore, chunk_name, io_error
 from conceptforge.workitems import WorkItem
 
 logger = logging.getLogger(__name__)

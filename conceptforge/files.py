@@ -3,7 +3,7 @@
 Why one: reports (evaluation tables, annotation exports, CompMap results) are read by people and
 by later runs, so they must all be whole files (written atomically, never half-written by a
 killed run), valid JSON (NaN, which ``json`` would write as a bare ``NaN``, becomes ``null``) and
-laid out the same way. Bytes go through :func:`conceptforge.store.atomic_write_bytes`. Folders
+laid out the same way. Bytes go through :func:`conceptforge.serialization.atomic_write_bytes`. Folders
 are replaced only when the output guard (:mod:`conceptforge.output`) says they are ours.
 """
 
@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from conceptforge.output import FOLDER_MARKER, claim_folder, marker_bytes, normal_mode
-from conceptforge.store import atomic_write_bytes, io_error
+from conceptforge.serialization import atomic_write_bytes
+from conceptforge.store import io_error
 
 
 def _json_safe(value: Any) -> Any:

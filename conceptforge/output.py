@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 from conceptforge.errors import InvalidArgumentError, StoreError
-from conceptforge.store import OWNER_NAME, RUN_CONFIG_NAME, ItemStore, Location, canonical_json, io_error, is_url, join
+from conceptforge.serialization import canonical_json
+from conceptforge.store import OWNER_NAME, RUN_CONFIG_NAME, ItemStore, Location, io_error, is_url, join
 
 WORK_DIR = ".work"
 #: In a store root: the stage that made the run (``{"stage": "sub/candidates"}``), created once.

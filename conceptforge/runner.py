@@ -19,7 +19,6 @@ item's seed is derived from its identity.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import logging
 import os
@@ -30,11 +29,13 @@ from typing import Any, Callable, Mapping, Sequence
 
 from conceptforge.progress import tqdm
 
+from conceptforge.assemblers import Assembler, RepoAssembler, find_assembler
 from conceptforge.assembly import AssemblyOutcome, assemble_once
 from conceptforge.errors import DataNotFoundError, InvalidArgumentError, StoreError
 from conceptforge.failures import FailedItem, FailureCounter, failed_chunks, failed_items, failures_section, is_item_failure, make_with_retries, record_failures
 from conceptforge.output import WORK_DIR, RunDir
-from conceptforge.store import ItemResult, ItemStore, canonical_json, io_error, join
+from conceptforge.serialization import canonical_json
+from conceptforge.store import ItemResult, ItemStore, io_error, join
 from conceptforge.workitems import ShardSpec, WorkItem, check_unique_ids
 
 logger = logging.getLogger(__name__)
@@ -48,9 +49,10 @@ class Stage:
     """What a stage tells the engine.
 
     ``process_batch`` turns a list of items into their results (same order); stages that make
-    one item at a time pass ``make_item`` instead. ``assembler`` is ``"module:function"``,
-    called as ``function(store, staging_dir, args)`` with the JSON ``assembly_args``; naming it
-    by path lets ``conceptforge assemble OUT`` finish any stage's run from the store alone.
+    one item at a time pass ``make_item`` instead. ``assembler`` (:class:`~conceptforge.assemblers.Assembler`)
+    is called as ``assemble(store, staging_dir, args)`` with the JSON ``assembly_args``; the store
+    keeps its stable name, so ``conceptforge assemble OUT`` finishes any stage's run from the
+    store alone. Every generator and filter builds its stage the same way: ``build_stage(config)``.
     """
 
     name: str
@@ -58,7 +60,7 @@ class Stage:
     settings: Mapping[str, Any]
     make_item: Callable[[WorkItem], ItemResult] | None = None
     process_batch: Callable[[Sequence[WorkItem]], Sequence[ItemResult]] | None = None
-    assembler: str | None = None
+    assembler: Assembler | None = None
     assembly_args: Mapping[str, Any] = field(default_factory=dict)
     chunk_size: int = DEFAULT_CHUNK_SIZE
     group: Callable[[WorkItem], Any] | None = None
@@ -73,6 +75,11 @@ class Stage:
             raise ValueError("a Stage needs exactly one of make_item or process_batch")
         if self.chunk_size < 1:
             raise ValueError("chunk_size must be >= 1")
+        if self.assembler is not None and not isinstance(self.assembler, Assembler):
+            raise TypeError(
+                f"Stage.assembler must be a conceptforge.assemblers.Assembler, got {self.assembler!r} "
+                "(a 'module:function' string: wrap it, Assembler(name, function), or register_assembler(name, function))"
+            )
 
 
 @dataclass(frozen=True)
@@ -115,7 +122,7 @@ def run_config(stage: Stage, chunks: Sequence[Chunk] | None = None) -> dict[str,
     return {
         "stage": stage.name,
         "settings": json.loads(canonical_json(dict(stage.settings))),
-        "assembler": stage.assembler,
+        "assembler": stage.assembler.name if stage.assembler else None,
         "plan": {
             "items": len(stage.items),
             "chunk_size": stage.chunk_size,
@@ -262,7 +269,7 @@ def run_stage(
     store.bind_config(run_config(stage, chunks))
     # How to assemble is written once the settings are fixed (here, or with this process's first
     # chunk): a run refused for other settings must not leave its card metadata behind.
-    pending = [canonical_json({"assembler": stage.assembler, "args": dict(stage.assembly_args)})] if stage.assembler else []
+    pending = [canonical_json({"assembler": stage.assembler.name, "args": dict(stage.assembly_args)})] if stage.assembler else []
 
     def write_assembly_args() -> None:
         if pending and store.settings_fixed:
@@ -367,14 +374,6 @@ def out_of_store(store: ItemStore) -> RunDir:
 
 
 # -- assembly from the store alone ---------------------------------------------------------------
-def resolve_assembler(dotted: str) -> Callable[..., None]:
-    module_name, _, function = dotted.partition(":")
-    try:
-        return getattr(importlib.import_module(module_name), function)
-    except (ImportError, AttributeError) as error:
-        raise InvalidArgumentError(f"cannot load the assembler {dotted!r} of this run: {error}") from None
-
-
 def assemble_run(out: str | os.PathLike[str] | RunDir, *, store: ItemStore | None = None, force: bool = False,
                  wait: float = 600.0, allow_failed: bool = False) -> AssemblyOutcome:
     """Assemble the run in ``out`` from its store, once (see :func:`assemble_once`).
@@ -387,9 +386,9 @@ def assemble_run(out: str | os.PathLike[str] | RunDir, *, store: ItemStore | Non
         if run.existing_store() is None:  # never create a store in a mistyped folder
             raise DataNotFoundError(f"{run} is not a conceptforge run (no {WORK_DIR}/owner.json); check the path")
         store = run.store()
-        repo = _repo_assembler(store)
+        repo = repo_assembler_of(store)
         if repo is not None:  # a folder of several runs (e.g. one Hub repo with a config per run)
-            return resolve_assembler(repo)(str(run), force=force, wait=wait, **({"allow_failed": True} if allow_failed else {}))
+            return repo.assemble(str(run), force=force, wait=wait, **({"allow_failed": True} if allow_failed else {}))
     out = str(out)
     config = store.stored_config()
     if config is None:
@@ -410,7 +409,10 @@ def assemble_run(out: str | os.PathLike[str] | RunDir, *, store: ItemStore | Non
     if failures and not allow_failed:
         raise StoreError(f"{out}: {len(failures)} item(s) failed every attempt (`conceptforge status {out}` lists them): rerun "
                          f"the stage to retry them, or assemble without them: conceptforge assemble {out} --allow-failed")
-    function = resolve_assembler(assembler)
+    found = find_assembler(assembler)
+    if not isinstance(found, Assembler):
+        raise InvalidArgumentError(f"{out}: {assembler!r} assembles a folder of runs, not one run")
+    function = found.assemble
     record = {"config": config, "assembly": spec, **({"failed": [f.item_id for f in failures]} if failures else {})}
     fingerprint = hashlib.sha256(canonical_json(record)).hexdigest()
 
@@ -423,17 +425,31 @@ def assemble_run(out: str | os.PathLike[str] | RunDir, *, store: ItemStore | Non
     return assemble_once(out, store, build, fingerprint=fingerprint, force=force, wait=wait)
 
 
-def _repo_assembler(store: ItemStore) -> str | None:
-    """A folder whose runs live in ``.work/<name>/`` names, in ``.work/assembly.json``, the
-    function (``"module:function"``, called as ``function(out, force=, wait=)``) that assembles
-    them all and whatever they share, each with :func:`assemble_once`."""
+def mark_repo(store: ItemStore, assembler: RepoAssembler) -> None:
+    """Record in a folder's own store (``OUT/.work``) that it holds several runs
+    (``.work/<name>/``) and which :class:`~conceptforge.assemblers.RepoAssembler` finishes them."""
+    try:
+        store.location.write(ASSEMBLY_ARGS, canonical_json({"repo_assembler": assembler.name}))
+    except OSError as error:
+        raise io_error(error, "write to", str(store)) from None
+
+
+def repo_assembler_of(store: ItemStore) -> RepoAssembler | None:
+    """The repo assembler a folder of several runs names (see :func:`mark_repo`); None for a
+    folder of one run."""
     if store.stored_config() is not None:
         return None
     try:
         spec = json.loads(store.location.read(ASSEMBLY_ARGS))
     except (FileNotFoundError, ValueError):
         return None
-    return spec.get("repo_assembler")
+    name = spec.get("repo_assembler")
+    if name is None:
+        return None
+    assembler = find_assembler(name)
+    if not isinstance(assembler, RepoAssembler):
+        raise InvalidArgumentError(f"{name!r} assembles one run, not a folder of runs")
+    return assembler
 
 
 def plan_chunks_count(config: Mapping[str, Any]) -> range:

@@ -39,6 +39,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from conceptforge.errors import ConceptforgeError, StoreError
+from conceptforge.serialization import _umask, atomic_write_bytes, canonical_json
 from conceptforge.workitems import WorkItem
 
 logger = logging.getLogger(__name__)
@@ -58,37 +59,6 @@ _CHUNK_SCHEMA = pa.schema(
         ("file_data", pa.list_(pa.large_binary())),
     ]
 )
-
-
-# -- writing bytes ------------------------------------------------------------------------------
-def _umask() -> int:
-    current = os.umask(0)
-    os.umask(current)
-    return current
-
-
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to a local ``path`` via a temp file in the same folder and ``os.replace``.
-
-    The file gets the mode a plain ``open()`` would give (0666 minus the umask), not
-    ``mkstemp``'s 0600: collaborators on shared storage must be able to read and resume a run.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def canonical_json(value: Any) -> bytes:
-    """JSON with sorted keys and fixed separators: identical values give identical bytes."""
-    return (json.dumps(value, sort_keys=True, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
 
 
 def io_error(error: OSError, action: str, where: str, *, flag: str = "--out") -> ConceptforgeError:

@@ -83,14 +83,6 @@ class ShardSpec:
         return self.shard_index == 0
 
 
-def resolve_shard(num_shards: int | None = None, shard_index: int | None = None) -> ShardSpec:
-    """This process's shard from ``--num-shards/--shard-index`` and the launcher (see
-    :mod:`conceptforge.launchers`)."""
-    from conceptforge.launchers import resolve_shard as _resolve
-
-    return _resolve(num_shards, shard_index)
-
-
 def select_shard(items: Sequence[WorkItem], shard: ShardSpec) -> list[WorkItem]:
     """Round-robin over the spec order: balanced, and a pure function of the spec."""
     return list(items[shard.shard_index :: shard.num_shards])

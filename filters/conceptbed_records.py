@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Iterable
 
 from conceptforge.errors import DataFormatError, DataNotFoundError
-from conceptforge.store import atomic_write_bytes
+from conceptforge.serialization import atomic_write_bytes
 
 ORIGINAL = "original"  # the ``source`` of real (not generated) images
 

@@ -30,10 +30,11 @@ from conceptforge.filters.questions import MultipleChoiceQuestion, QuestionBuild
 from conceptforge.filters.sub_filter import FilterParams, ScoredCandidate, decide, filter_statistics
 from conceptforge.filters.vqa import VQAScorer
 from conceptforge import ItemResult, ItemStore, ShardSpec, WorkItem
+from conceptforge.assemblers import register_assembler
 from conceptforge.runner import ASSEMBLY_ARGS, Stage, out_of_store, run_stage
 from conceptforge.errors import ConceptforgeError, DataFormatError, StoreError
-from conceptforge.generators.sub.generate import CARD_SECTIONS as SUB_CARD_SECTIONS
-from conceptforge.generators.sub.generate import CITATION as SUB_CITATION
+from conceptforge.generators.sub.card import CARD_SECTIONS as SUB_CARD_SECTIONS
+from conceptforge.generators.sub.card import CITATION as SUB_CITATION
 from conceptforge.workitems import check_unique_ids
 
 logger = logging.getLogger(__name__)
@@ -181,7 +182,7 @@ def scoring_stage(
         settings=settings,
         process_batch=process_batch,
         prepare=prepare,
-        assembler="conceptforge.filters.sub_pipeline:assemble_from_store" if assembly_args is not None else None,
+        assembler=ASSEMBLER if assembly_args is not None else None,
         assembly_args=assembly_args or {},
         chunk_size=chunk_size,
         group=lambda item: item.payload["row_group"],
@@ -322,6 +323,10 @@ def assemble_from_store(store: ItemStore, out_dir: Path, args: dict[str, Any]) -
         open_candidates(Path(args["candidates"])), store, out_dir,
         params=FilterParams(**args["params"]), license=args["license"], provenance=args["provenance"],
     )
+
+
+#: Stored in every SUB filter run (the name is the one first stored: old runs stay valid).
+ASSEMBLER = register_assembler("conceptforge.filters.sub_pipeline:assemble_from_store", assemble_from_store)
 
 
 def assemble_stats(store: ItemStore) -> dict[str, Any]:

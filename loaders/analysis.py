@@ -95,7 +95,7 @@ def write_breakdowns_and_charts(results_path: str | Path, samples_dir: str | Pat
     breakdowns."""
     from conceptforge.files import write_json
     from conceptforge.loaders.charts import task_chart
-    from conceptforge.store import atomic_write_bytes
+    from conceptforge.serialization import atomic_write_bytes
 
     results_path = Path(results_path)
     if not results_path.is_file():

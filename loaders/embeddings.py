@@ -43,7 +43,7 @@ def default_cache_dir() -> Path:
     return base / "conceptforge" / "embeddings"
 
 
-def resolve_model_revision(model_id: str, revision: str | None) -> str:
+def embedding_revision(model_id: str, revision: str | None) -> str:
     """The immutable revision embeddings are keyed by: a commit hash or a local fingerprint."""
     if os.path.isdir(model_id):
         return local_fingerprint(model_id)
@@ -227,7 +227,7 @@ class EmbeddingModel:
         except (OSError, ValueError, KeyError) as error:
             first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise WeightsUnavailableError(f"cannot load embedding model {model_id!r}: {first}") from None
-        resolved = resolve_model_revision(model_id, revision)
+        resolved = embedding_revision(model_id, revision)
         logger.info("embedding model %s @ %s on %s (%s)", model_id, resolved, device, dtype)
         return cls(
             model.to(device),

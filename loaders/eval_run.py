@@ -28,16 +28,8 @@ RESULTS_FORMAT = "conceptforge-eval-results/1"
 
 
 # ----------------------------------------------------------------------------------- datasets
-def fingerprint_folder(path: Path, *, whole_suffixes: tuple[str, ...] = (".txt", ".json", ".md", ".yaml")) -> str:
-    """``local-sha256:…`` revision of a data folder: names and sizes of all files, content of the
-    small metadata files (a CUB folder's 11,788 JPEGs are not read)."""
-    digest = hashlib.sha256()
-    for file in sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".")):
-        size = file.stat().st_size
-        digest.update(f"{file.relative_to(path).as_posix()}\0{size}\0".encode())
-        if file.suffix in whole_suffixes and size <= 64 << 20:
-            digest.update(file.read_bytes())
-    return f"local-sha256:{digest.hexdigest()[:16]}"
+#: Metadata files a data folder's fingerprint reads whole (the images are named and sized only).
+DATA_METADATA_SUFFIXES = (".txt", ".json", ".md", ".yaml")
 
 
 def short_sha(value: str | None, digits: int = 12) -> str:
@@ -54,12 +46,9 @@ def resolve_dataset(repo: str, revision: str | None, *, config: str | None = Non
     """Pin ``repo`` at ``revision`` to a commit sha (Hub, via ``HfApi.dataset_info``) or a
     content fingerprint (local folder)."""
     if os.path.isdir(repo):
-        if data_files:
-            from conceptforge.cards.provenance import local_fingerprint
+        from conceptforge.cards.provenance import local_fingerprint
 
-            sha = local_fingerprint(repo)
-        else:
-            sha = fingerprint_folder(Path(repo))
+        sha = local_fingerprint(repo) if data_files else local_fingerprint(repo, whole_suffixes=DATA_METADATA_SUFFIXES)
         return DatasetRef(str(repo), revision, sha, "local", config, split)
     if os.path.exists(repo):
         raise InvalidArgumentError(f"dataset {repo} is a file, not a dataset folder or Hub id")
@@ -343,7 +332,7 @@ def results_markdown(payload: dict[str, Any]) -> str:
 def write_results(payload: dict[str, Any], path: str | Path) -> tuple[Path, Path]:
     """Write ``path`` (JSON) and the markdown table beside it (same name, ``.md``)."""
     from conceptforge.loaders.reports import write_json
-    from conceptforge.store import atomic_write_bytes
+    from conceptforge.serialization import atomic_write_bytes
 
     path = claim_results_output(path)
     write_json(path, payload)

@@ -88,13 +88,12 @@ def weight_location(role: str, recorded: Mapping[str, Any], weights: Mapping[str
 # -- binding ----------------------------------------------------------------------------------------
 def _binding(entry: Mapping[str, Any], weights: Mapping[str, str], device: str | None, out: Path) -> Rebuilt:
     from conceptforge.generators.binding import generate as binding
-    from conceptforge.generators.binding.dataset import BindingConfig, make_item_factory
+    from conceptforge.generators.binding.dataset import BindingConfig
 
     config = BindingConfig(**entry["rebuild"]["config"])
     recorded = entry.get("device", "cpu")
     device = device or recorded
-    binding._RENDER_OPTIONS.update({"device": device})
-    stage = binding.binding_stage(config, make_item=make_item_factory(config, binding._get_renderer), device=device)
+    stage = binding.build_stage(config, device=device)  # one worker, in this process
     rule = EXACT if device == recorded == "cpu" else tolerance(f"Cycles renders on {device}, recorded on {recorded}: the bytes depend on the GPU")
     return Rebuilt(stage, binding._rows, rule)
 
@@ -103,6 +102,7 @@ def _binding(entry: Mapping[str, Any], weights: Mapping[str, str], device: str |
 def _sub(entry: Mapping[str, Any], weights: Mapping[str, str], device: str | None, out: Path) -> Rebuilt:
     import importlib
 
+    from conceptforge.generators.sub.card import _row
     from conceptforge.generators.sub.spec import Pair, PairPlan
     from conceptforge.generators.sub.tdg import TDGParams
 
@@ -136,7 +136,7 @@ def _sub(entry: Mapping[str, Any], weights: Mapping[str, str], device: str | Non
                   chunk_size=sub.CHUNK_SIZE, description="SUB images", unit="img")
 
     def rows(store: ItemStore, split: str) -> Iterator[dict[str, Any]]:
-        return (sub._row(record) for record in store.records(split))
+        return (_row(record) for record in store.records(split))
 
     return Rebuilt(stage, rows, tolerance("FLUX sampling: floating-point results depend on the device and kernels"),
                    path_columns=("model_id",))
@@ -168,6 +168,7 @@ def _learners(rebuild: Mapping[str, Any], weights: Mapping[str, str]) -> Path:
 
 def _conceptbed(entry: Mapping[str, Any], weights: Mapping[str, str], device: str | None, out: Path) -> Rebuilt:
     from conceptforge.generators.conceptbed import generate as conceptbed
+    from conceptforge.generators.conceptbed.card import _rows
     from conceptforge.generators.conceptbed.composition import Caption
     from conceptforge.generators.conceptbed.learners import LearnerConfig
     from conceptforge.generators.conceptbed.spec import Concept, ConceptSpec
@@ -188,7 +189,7 @@ def _conceptbed(entry: Mapping[str, Any], weights: Mapping[str, str], device: st
     embed = bool(rebuild.get("embed_references"))
 
     def rows(store: ItemStore, split: str) -> Iterator[dict[str, Any]]:
-        return conceptbed._rows(store, split, reference_ids, embed)
+        return _rows(store, split, reference_ids, embed)
 
     return Rebuilt(generator.stage(), rows, tolerance("diffusion sampling with learned concept weights: the bytes depend on the device"))
 

@@ -64,7 +64,7 @@ def write_samples(path: str | Path, rows: Sequence[dict[str, Any]], columns: Seq
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from conceptforge.store import atomic_write_bytes
+    from conceptforge.serialization import atomic_write_bytes
 
     schema = schema_for(columns, metadata)
     missing = [f.name for f in schema if rows and f.name not in rows[0]]

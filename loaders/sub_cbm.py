@@ -15,7 +15,8 @@ import torch
 
 from conceptforge.cub import CBM_MIN_CLASS_COUNT, CubMetadata, to_cub_attribute
 from conceptforge.errors import InvalidArgumentError
-from conceptforge.loaders.sub import SubReport, _resolve_items, build_report, score_cbm_predictions
+from conceptforge.loaders.sub import _resolve_items
+from conceptforge.loaders.sub_scoring import SubReport, build_report, score_cbm_predictions
 
 logger = logging.getLogger(__name__)
 

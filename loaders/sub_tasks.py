@@ -21,7 +21,7 @@ COLUMNS = (("attribute_group", "string"), ("bird", "string"), ("attribute", "str
 
 def _rows(task: str, index: int, item: Any, candidates: list[str], scores: list[float], detected: list[str],
           result: Any) -> list[dict[str, Any]]:
-    """The S+ row and (if scored) the S− row of one image, from the protocol's ``ItemResult``."""
+    """The S+ row and (if scored) the S− row of one image, from the protocol's ``SubItemScore``."""
     base = {"task": task, "candidates": candidates, "scores": scores, "prediction": ";".join(detected) or "none",
             "attribute_group": item.group, "bird": item.bird, "attribute": item.attribute}
     rows = []
@@ -63,7 +63,8 @@ def _load(ctx: TaskContext):
 def run_sub_vlm(ctx: TaskContext) -> TaskOutcome:
     import torch
 
-    from conceptforge.loaders.sub import attribute_prompt, build_report, score_vlm_predictions
+    from conceptforge.loaders.sub import attribute_prompt
+    from conceptforge.loaders.sub_scoring import build_report, score_vlm_predictions
 
     cub, items = _load(ctx)
     o = ctx.options
@@ -107,7 +108,7 @@ def run_sub_cbm(ctx: TaskContext) -> TaskOutcome:
     import torch
 
     from conceptforge.loaders.embeddings import load_pil
-    from conceptforge.loaders.sub import build_report, score_cbm_predictions
+    from conceptforge.loaders.sub_scoring import build_report, score_cbm_predictions
     from conceptforge.loaders.sub_cbm import as_concept_predictor, cbm_concept_names, load_cbm_factory
 
     cub, items = _load(ctx)
@@ -169,7 +170,7 @@ def score_sub_cbm(rows: Sequence[dict[str, Any]], options: dict[str, Any]) -> di
 # ----------------------------------------------------------------------------------- table
 def _s_minus_options() -> tuple[Option, ...]:
     from conceptforge.cub import CBM_MIN_CLASS_COUNT
-    from conceptforge.loaders.sub import S_MINUS_RULES
+    from conceptforge.loaders.sub_scoring import S_MINUS_RULES
 
     return (Option("s_minus", S_MINUS_RULES[0], choice(S_MINUS_RULES), f"S- rule: {' | '.join(S_MINUS_RULES)}"),
             Option("cbm_min_classes", CBM_MIN_CLASS_COUNT, int, "classes an attribute needs to be in the CBM subset (paper rule)"))

@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 from datasets import Features
 
 from conceptforge.cards.dataset_dir import CARD_NAME, DATA_DIR, SplitStats, shard_split, write_parquet_split
-from conceptforge.cards.publish import dataset_layout
+from conceptforge.cards.local_dataset import dataset_layout
 from conceptforge.cards.release_diff import ID_COLUMN
 from conceptforge.cards.release_source import ReleaseFiles
 from conceptforge.cards.run_record import RECORD_NAME, parse_run_record, version_differences

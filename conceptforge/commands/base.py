@@ -108,3 +108,35 @@ def walk_parsers(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) ->
 def run_entry(entries: dict[str, Entry], name: str, args: argparse.Namespace) -> int:
     """Run the chosen sub-command's module."""
     return int(entries[name].load().run(args) or 0)
+
+
+def add_run_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, chunk_size: int | None = None,
+                    chunk_help: str | None = None, max_items_flag: str | None = None,
+                    max_items_help: str | None = None) -> None:
+    """The run options every stage command shares: ``--num-shards``/``--shard-index`` (see
+    :mod:`conceptforge.launchers`), and where the command has them ``--chunk-size`` (default
+    ``chunk_size``) and a stop-after flag (``--max-items``/``--max-images``). They say how this
+    process runs, never what the data is. Their values are checked by :mod:`conceptforge.argtypes`."""
+    from conceptforge import argtypes as at
+
+    parser.add_argument("--num-shards", type=at.positive_int, default=None)
+    parser.add_argument("--shard-index", type=at.non_negative_int, default=None)
+    if chunk_size is not None:
+        parser.add_argument("--chunk-size", type=at.positive_int, default=chunk_size, help=chunk_help)
+    if max_items_flag is not None:
+        parser.add_argument(max_items_flag, type=at.non_negative_int, default=None, help=max_items_help)
+
+
+def check_chunk_size(args: argparse.Namespace) -> None:
+    """``--chunk-size`` must be >= 1 (one error line, before anything is written)."""
+    from conceptforge.errors import InvalidArgumentError
+
+    if args.chunk_size < 1:
+        raise InvalidArgumentError(f"--chunk-size must be >= 1, got {args.chunk_size}")
+
+
+def shard_of(args: argparse.Namespace):
+    """This process's :class:`~conceptforge.workitems.ShardSpec` from the run options and the launcher."""
+    from conceptforge.launchers import resolve_shard
+
+    return resolve_shard(args.num_shards, args.shard_index)

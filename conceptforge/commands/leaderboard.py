@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
 
     from conceptforge.errors import InvalidArgumentError
     from conceptforge.loaders.leaderboard import leaderboard, load_results
-    from conceptforge.store import atomic_write_bytes
+    from conceptforge.serialization import atomic_write_bytes
 
     if args.output:  # a user's file of that name is never replaced: only a table we wrote
         from conceptforge.output import claim_files

@@ -12,15 +12,12 @@ The spec (`{"birds": [...], "attributes": [...], ...report}`) is what `conceptfo
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
-from pathlib import Path
-from typing import Any
 
 from conceptforge import argtypes as at
-
-from conceptforge.errors import InvalidArgumentError, SpecError
+from conceptforge.commands.base import add_run_options, shard_of
+from conceptforge.errors import InvalidArgumentError
 
 logger = logging.getLogger(__name__)
 
@@ -61,100 +58,47 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     attrs.add_argument("--batch-size", type=at.positive_int, default=8)
     attrs.add_argument("--device", type=at.device, default=None)
     attrs.add_argument("--no-answer-hint", action="store_true")
-    attrs.add_argument("--num-shards", type=at.positive_int, default=None)
-    attrs.add_argument("--shard-index", type=at.non_negative_int, default=None)
+    add_run_options(attrs)
 
     for command in (birds, attrs):
         command.add_argument("--spec", required=True, type=at.output_file, help="candidate spec JSON to write/update")
 
 
-def _update_spec(path: Path, updates: dict[str, Any]) -> None:
-    from conceptforge.store import atomic_write_bytes
-
-    spec: dict[str, Any] = {}
-    if path.exists():
-        try:
-            spec = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as error:
-            raise SpecError(f"{path} is not a JSON candidate spec: {error}") from None
-        if not isinstance(spec, dict):
-            raise SpecError(f"{path} is not a JSON object")
-    spec.update(updates)
-    atomic_write_bytes(path, (json.dumps(spec, indent=1, sort_keys=True) + "\n").encode("utf-8"))
-
-
 def run_birds(args: argparse.Namespace) -> int:
-    from conceptforge.filters.candidate_selection import reference_bird_accuracy, select_birds
-    from conceptforge.filters.classifier_oracle import ClassifierOracle
-    from conceptforge.filters.dataset_io import open_split
+    from conceptforge.filters.candidate_spec import BirdSelectionConfig, select_reference_birds, update_spec
 
-    split = args.split
-    if split is None:
-        data = args.references / "data"
-        names = sorted({p.name.split("-")[0] for p in data.glob("*.parquet")}) if data.is_dir() else []
-        if len(names) > 1:
-            raise InvalidArgumentError(f"{args.references} has splits {', '.join(names)}; pick one with --split")
-        split = names[0] if names else "train"
-    references = open_split(args.references, split, required=("image", "bird"), kind="reference-selection dataset")
-    oracle = ClassifierOracle.from_pretrained(args.classifier, device=args.device, trust_remote_code=args.trust_remote_code)
-    table = reference_bird_accuracy(references, oracle, batch_size=args.batch_size)
-    birds = select_birds(table, min_accuracy=args.min_accuracy)
+    result = select_reference_birds(BirdSelectionConfig(
+        references=args.references, classifier=args.classifier, split=args.split, min_accuracy=args.min_accuracy,
+        batch_size=args.batch_size, device=args.device, trust_remote_code=args.trust_remote_code,
+    ))
+    table, birds = result.table, result.birds
     print(f"{'bird':40s} {'images':>6s} {'correct':>7s} {'accuracy':>8s}")
     for row in table:
         mark = "  kept" if row.bird in birds else ""
         print(f"{row.bird:40s} {row.images:6d} {row.correct:7d} {row.accuracy:8.1%}{mark}")
     print(f"{len(birds)} of {len(table)} classes at >= {args.min_accuracy:.0%} -> {args.spec}")
-    _update_spec(args.spec, {
-        "birds": birds,
-        "reference_selection": {
-            "classifier": args.classifier,
-            "classifier_revision": getattr(oracle.model.config, "_commit_hash", None),
-            "references": str(args.references),
-            "min_accuracy": args.min_accuracy,
-            "per_class": [{"bird": r.bird, "images": r.images, "correct": r.correct, "accuracy": r.accuracy,
-                           "unreadable": r.unreadable} for r in table],
-        },
-    })
+    update_spec(args.spec, result.spec_updates)
     return 0
 
 
 def run_attributes(args: argparse.Namespace) -> int:
-    from conceptforge.filters.candidate_selection import group_answers, score_cub_groups, search_thresholds, threshold_grid
-    from conceptforge.cub import CubDataset
-    from conceptforge.filters.questions import DEFAULT_ANSWER_HINT, QuestionBuilder
-    from conceptforge.filters.vqa import VQAScorer
-    from conceptforge import resolve_shard
-    from conceptforge.output import RunDir
+    from conceptforge.filters.candidate_spec import AttributeSelectionConfig, select_attributes, update_spec
 
-    if args.cub_dir is None:
-        raise InvalidArgumentError("--cub-dir is required (the CUB_200_2011 directory)")
-    cub = CubDataset.load(args.cub_dir)
-    answer_hint = "" if args.no_answer_hint else DEFAULT_ANSWER_HINT
-    questions = QuestionBuilder(cub.vocabulary.groups, answer_hint=answer_hint)
-    groups = args.groups or sorted(cub.vocabulary.groups)
-    for group in groups:
-        questions(group)  # unknown group -> clear error before any model time
-    thresholds = threshold_grid(args.threshold_min, args.threshold_max, args.threshold_step)
-    work = str(args.work or args.spec.with_name(args.spec.name + ".work"))
-    store = RunDir.open(work, flag="--work", work=work, stage="sub/cub-vqa")  # the store lives in --work itself
-    settings = {"stage": "cub-vqa", "vqa_model": args.vqa_model, "vqa_revision": args.vqa_revision,
-                "answer_hint": answer_hint, "cub_dir": str(args.cub_dir.resolve())}
-    shard = resolve_shard(args.num_shards, args.shard_index)
-    counts = score_cub_groups(
-        cub,
-        lambda: VQAScorer.from_pretrained(args.vqa_model, trust_remote_code=args.trust_remote_code,
-                                          revision=args.vqa_revision, device=args.device),
-        questions, store, groups=groups, images_per_class=args.images_per_class, shard=shard, batch_size=args.batch_size,
-        settings=settings,
+    config = AttributeSelectionConfig(
+        cub_dir=args.cub_dir, spec=args.spec, vqa_model=args.vqa_model, vqa_revision=args.vqa_revision,
+        trust_remote_code=args.trust_remote_code, groups=args.groups, images_per_class=args.images_per_class,
+        ground_truth=args.ground_truth, metric=args.metric, threshold_min=args.threshold_min,
+        threshold_max=args.threshold_max, threshold_step=args.threshold_step, min_support=args.min_support,
+        min_accuracy=args.min_accuracy, work=args.work, batch_size=args.batch_size, device=args.device,
+        answer_hint="" if args.no_answer_hint else None,
     )
-    if counts["missing"]:
+    result = select_attributes(config, shard=lambda: shard_of(args))
+    counts = result.counts
+    if result.table is None:
         print(f"scored {counts['total'] - counts['missing']} of {counts['total']} questions; the other shards' questions are "
               "still missing: run every shard, then rerun this command to select")
         return 0
-    answers = [a for a in group_answers(cub, store.store(), ground_truth=args.ground_truth) if a.group in set(groups)]
-    table = search_thresholds(answers, cub.vocabulary.groups, thresholds=thresholds, metric=args.metric,
-                              min_support=args.min_support, min_accuracy=args.min_accuracy)
-    chosen = [row.attribute for row in table if row.selected]
+    table, chosen = result.table, result.chosen
     print(f"{'attribute':45s} {'threshold':>9s} {args.metric:>9s} {'support':>7s} {'answered':>8s}")
     for row in table:
         threshold = f"{row.threshold:.2f}" if row.threshold is not None else "-"
@@ -166,20 +110,7 @@ def run_attributes(args: argparse.Namespace) -> int:
         f"{len(chosen)} of {len(table)} attributes kept ({args.metric} >= {args.min_accuracy:.0%} on at least "
         f"{args.min_support} images{support_note}) -> {args.spec}"
     )
-    _update_spec(args.spec, {
-        "attributes": chosen,
-        "attribute_selection": {
-            "vqa_model": args.vqa_model,
-            "ground_truth": args.ground_truth,
-            "metric": args.metric,
-            "thresholds": [thresholds[0], thresholds[-1], args.threshold_step],
-            "min_support": args.min_support,
-            "min_accuracy": args.min_accuracy,
-            "images_per_class": args.images_per_class,
-            "table": [{"attribute": r.attribute, "threshold": r.threshold, "accuracy": r.accuracy,
-                       "support": r.support, "answered": r.answered, "selected": r.selected} for r in table],
-        },
-    })
+    update_spec(args.spec, result.spec_updates)
     return 0
 
 

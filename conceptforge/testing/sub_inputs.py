@@ -10,7 +10,7 @@ from PIL import Image
 
 from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
 from conceptforge.cards.grid import png_bytes
-from conceptforge.generators.sub.generate import SCHEMA_FEATURES
+from conceptforge.generators.sub.card import SCHEMA_FEATURES
 
 MINI_ATTRIBUTES = [
     "has_bill_shape::curved_(up_or_down)",

@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 from conceptforge.cards import dataset_dir
 from conceptforge.cards.grid import png_bytes
 from conceptforge.errors import DataFormatError, DataNotFoundError, InvalidArgumentError
-from conceptforge.store import atomic_write_bytes
+from conceptforge.serialization import atomic_write_bytes
 
 logger = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ OPTION_LETTERS = "".join(letter for letter in OPTION_LETTERS if letter not in "n
 
 
 @dataclass(frozen=True)
-class Option:
+class AnswerOption:
     value: str | int
     label: str
     key: str  # the keyboard shortcut
@@ -32,7 +32,7 @@ class Option:
 class Question:
     id: str
     text: str  # may contain {placeholders} filled from the item's display fields
-    options: tuple[Option, ...] = ()  # empty: options come with each item (sub-attribute)
+    options: tuple[AnswerOption, ...] = ()  # empty: options come with each item (sub-attribute)
 
 
 @dataclass(frozen=True)
@@ -75,11 +75,11 @@ def split_attribute(attribute: str) -> tuple[str, str]:
 
 def _rating_question(question_id: str, text: str, low: str, high: str) -> Question:
     labels = {1: f"1 – {low}", 2: "2", 3: "3", 4: "4", 5: f"5 – {high}"}
-    return Question(question_id, text, tuple(Option(k, labels[k], str(k)) for k in range(1, 6)))
+    return Question(question_id, text, tuple(AnswerOption(k, labels[k], str(k)) for k in range(1, 6)))
 
 
 def _ysn(question_id: str, text: str) -> Question:
-    return Question(question_id, text, tuple(Option(v, v, v[0]) for v in YES_SOMEWHAT_NO))
+    return Question(question_id, text, tuple(AnswerOption(v, v, v[0]) for v in YES_SOMEWHAT_NO))
 
 
 SUB_COLUMNS = ("image", "item_id", "bird", "attribute", "group", "value", "removed_attribute")
@@ -197,19 +197,19 @@ def display_fields(study: Study, row: Mapping[str, Any]) -> dict[str, str]:
     return {}
 
 
-def item_options(study: Study, row: Mapping[str, Any], group_values: Mapping[str, list[str]]) -> list[Option] | None:
+def item_options(study: Study, row: Mapping[str, Any], group_values: Mapping[str, list[str]]) -> list[AnswerOption] | None:
     """Per-item options (sub-attribute: every value of the group, then none)."""
     if study.name != "sub-attribute":
         return None
     values = group_values.get(str(row["group"]), [])
     if len(values) > len(OPTION_LETTERS):
         raise DataFormatError(f"group {row['group']} has {len(values)} values; at most {len(OPTION_LETTERS)} fit the keyboard")
-    options = [Option(v, v.replace("_", " "), OPTION_LETTERS[i]) for i, v in enumerate(values)]
-    return options + [Option(NONE_VALUE, "none of these", "0")]
+    options = [AnswerOption(v, v.replace("_", " "), OPTION_LETTERS[i]) for i, v in enumerate(values)]
+    return options + [AnswerOption(NONE_VALUE, "none of these", "0")]
 
 
 def question_options(study: Study, question: Question, row: Mapping[str, Any],
-                     group_values: Mapping[str, list[str]]) -> list[Option]:
+                     group_values: Mapping[str, list[str]]) -> list[AnswerOption]:
     if question.options:
         return list(question.options)
     return item_options(study, row, group_values) or []

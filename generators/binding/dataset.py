@@ -305,3 +305,16 @@ COLUMN_DOCS = {
     "camera": "camera location, rotation (degrees, XYZ) and lens (mm)",
     "seed": "the work item's seed",
 }
+
+
+def binding_command(config: BindingConfig) -> list[str]:
+    """The command that reproduces the data (shard/worker options do not change the bytes)."""
+    command = [
+        "conceptforge", "generate", "binding", "--dataset", config.dataset, "--preset", config.preset,
+        "--seed", str(config.seed), "--resolution", f"{config.width}x{config.height}", "--samples", str(config.samples),
+    ]
+    if not config.denoise:
+        command.append("--no-denoise")
+    if config.min_pixels is not None:
+        command += ["--min-pixels", str(config.min_pixels)]
+    return command

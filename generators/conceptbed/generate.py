@@ -12,28 +12,25 @@ OUT is a local folder or an fsspec URL (``s3://bucket/conceptbed``); WORK is a l
 (``--work-dir``; default ``OUT/.work`` for a local OUT, see :func:`default_work_dir`).
 
 Concepts are split round-robin over ``--num-shards``/accelerate ranks, so a process only ever
-samples concepts whose artifacts it trained; every step skips what already exists.
+samples concepts whose artifacts it trained; every step skips what already exists. The stage is
+:func:`build_stage` of a :class:`ConceptBedStageConfig`; the dataset's schema, card text and
+assembly are :mod:`conceptforge.generators.conceptbed.card`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
-import itertools
 import logging
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import torch
-from datasets import ClassLabel, Features, Image as ImageFeature, List, Value
-from PIL import Image
 
-from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
-from conceptforge.cards.grid import grid_png, png_bytes
-from conceptforge.cards.provenance import collect_provenance, local_fingerprint, resolve_model_revision, strip_local_path
-from conceptforge.cards.run_record import config_entry, run_record, write_run_record
+from conceptforge.cards import DatasetMetadata
+from conceptforge.cards.grid import png_bytes
+from conceptforge.cards.provenance import collect_provenance, resolve_model_revision, strip_local_path
 from conceptforge.generators.conceptbed.composition import (
     Caption,
     load_captions,
@@ -41,14 +38,8 @@ from conceptforge.generators.conceptbed.composition import (
     substitute_subject,
     with_questions_and_categories,
 )
-from conceptforge.generators.conceptbed.learners import (
-    AppliedArtifact,
-    LearnerConfig,
-    artifact_complete,
-    concept_phrase,
-    load_components,
-    train_and_save,
-)
+from conceptforge.generators.conceptbed.artifacts import AppliedArtifact, artifact_complete, train_and_save
+from conceptforge.generators.conceptbed.learners import LearnerConfig, concept_phrase, load_components
 from conceptforge.generators.conceptbed.sampling import (
     concept_prompts,
     ensure_class_images,
@@ -56,7 +47,18 @@ from conceptforge.generators.conceptbed.sampling import (
     load_pipeline,
     reference_thumbnails,
 )
-from conceptforge.generators.conceptbed.concepts import library
+# the assembler's stored name points here: importing this module registers it
+from conceptforge.generators.conceptbed.card import (
+    ASSEMBLER,
+    CARD_SECTIONS,
+    CITATION,
+    COLUMN_DOCS,
+    EMBEDDED_REFERENCES_NOTE,
+    REFERENCE_COUNT,
+    REFERENCES_DIR,
+    REFERENCES_NOTE,
+    SPLITS,
+)
 from conceptforge.generators.conceptbed.spec import Concept, ConceptSpec
 from conceptforge.errors import InvalidArgumentError
 from conceptforge.runner import Stage, assemble_run, check_output, plan_chunks, run_stage
@@ -64,93 +66,6 @@ from conceptforge.store import ItemResult, ItemStore, is_url
 from conceptforge.workitems import ShardSpec, WorkItem, derive_seed
 
 logger = logging.getLogger(__name__)
-
-SPLITS = ("concept", "composition")
-REFERENCE_COUNT = 3
-REFERENCES_DIR = "references"  # in the store (OUT/.work), beside the chunks
-REFERENCES_NOTE = (
-    "The license covers the generated images. The concepts' reference images (ImageNet, CUB-200-2011, PACS) are "
-    "not included: `reference_ids` names them by folder and file in your own copies, which keep their own terms."
-)
-EMBEDDED_REFERENCES_NOTE = (
-    "The license covers the generated images only. `reference_images` holds downsized copies of the concepts' "
-    "reference images, embedded on request (`--embed-references`) once per concept and split: they come from "
-    "ImageNet, CUB-200-2011 or PACS and stay under those datasets' terms (non-commercial research use), not this "
-    "license. Share or publish this dataset only where those terms allow it."
-)
-FEATURES = Features(
-    {
-        "image": ImageFeature(),
-        "item_id": Value("string"),
-        "concept": Value("string"),
-        "concept_kind": Value("string"),
-        "learner": Value("string"),
-        "prompt": Value("string"),
-        "caption": Value("string"),
-        "category": Value("string"),
-        "categories": List(Value("string")),
-        "questions": List(Value("string")),
-        "reference_ids": List(Value("string")),
-        "reference_images": List(ImageFeature()),
-        "seed": Value("int64"),
-        # ``concept`` as a ClassLabel over ConceptBed's whole library (Table 9: 4 PACS styles, 80
-        # ImageNet objects, 200 CUB classes), so label ids mean the same concept in every run
-        "concept_label": ClassLabel(names=list(library())),
-    }
-)
-COLUMN_DOCS = {
-    "image": "generated image",
-    "item_id": "stable work-item id `<concept>__c<index>` (concept) or `<concept>__p<index>` (composition)",
-    "concept": "concept name from ConceptBed Table 9",
-    "concept_kind": "`style`, `object` or `cub`",
-    "learner": "`textual-inversion`, `dreambooth` or `custom-diffusion`",
-    "prompt": "prompt with the learned placeholder (V*)",
-    "caption": "composite caption with the ground-truth subject (composition split)",
-    "category": "first composition category (composition split)",
-    "categories": "every composition category of the caption (a caption may have several)",
-    "questions": "yes/no existence questions, all answered `yes` (composition split)",
-    "reference_ids": "the concept's reference images as `<folder>/<file>` in the ImageNet/CUB/PACS copy the "
-    "concept spec names (the images themselves are not part of the dataset)",
-    "reference_images": "empty unless generated with `--embed-references`: then up to 3 reference thumbnails on the "
-    "first row of each concept in each split (one copy per concept; see the license section)",
-    "seed": "the image's seed",
-    "concept_label": "`concept` as a ClassLabel over ConceptBed's 284 concepts (names through the features)",
-}
-
-#: The Hub card sections (cards.render_card fields).
-CARD_SECTIONS = {
-    "language": ["en"],
-    "uses": (
-        "Measuring how well a concept learner (Textual Inversion, DreamBooth, Custom Diffusion) captured a "
-        "concept and keeps it composable: score the `concept` split with the concept oracles and the "
-        "`composition` split with the VQA oracle, and report CCD against the real images "
-        "(`conceptforge evaluate conceptbed`, ConceptBed Sec. 3)."
-    ),
-    "out_of_scope_use": (
-        "Not real photographs and not a training set for recognising these concepts; not a measure of image "
-        "quality or of a model's safety. The images follow the license of the diffusion model that made them."
-    ),
-    "bias_risks_limitations": (
-        "Images come from a text-to-image diffusion model fine-tuned on a few reference images per concept: they "
-        "inherit that model's biases and can copy details of the references (memorisation). Concepts and "
-        "composition captions are the paper's (PACS styles, ImageNet objects, CUB birds), a narrow, "
-        "English-only, western-centred vocabulary. The concept oracles are classifiers with their own errors, so "
-        "CCD measures agreement with them, not ground truth."
-    ),
-    "annotations": (
-        "No human annotation in this dataset. `concept`, `concept_kind`, `prompt` and `caption` are the "
-        "generation inputs; the yes/no `questions` are derived from the composite caption's nouns and are all "
-        "answered `yes` by construction. Human ratings (ConceptBed Sec. 4.2) can be added with "
-        "`scripts/annotate.py` (docs/annotation.md)."
-    ),
-}
-CITATION = """@inproceedings{patel2024conceptbed,
-  title={ConceptBed: Evaluating Concept Learning Abilities of Text-to-Image Diffusion Models},
-  author={Patel, Maitreya and Gokhale, Tejas and Baral, Chitta and Yang, Yezhou},
-  booktitle={AAAI},
-  year={2024}
-}"""
-
 
 @dataclass
 class GenerateOptions:
@@ -356,7 +271,7 @@ class ConceptBedGenerator:
             items=ordered,
             settings=self.run_settings(),
             process_batch=self.make_concept_items,
-            assembler="conceptforge.generators.conceptbed.generate:assemble_from_store",
+            assembler=ASSEMBLER,
             assembly_args={
                 "metadata": asdict(self.card_metadata()),
                 "reference_ids": {
@@ -445,74 +360,17 @@ class ConceptBedGenerator:
         return assemble_run(self.run_dir, store=self.store)
 
 
-def _references(store: ItemStore, concept: str) -> list[dict[str, Any]]:
-    folder = f"{REFERENCES_DIR}/{concept}"
-    names = sorted((n for n in store.location.listdir(folder) if n.endswith(".png")), key=lambda n: int(n.split(".")[0]))
-    return [{"bytes": store.location.read(f"{folder}/{name}"), "path": None} for name in names]
+@dataclass
+class ConceptBedStageConfig:
+    """One ConceptBed run: the concepts and how to learn and sample them (``options.config`` is the
+    learner, ``options`` also says where the output and the learned weights go)."""
+
+    spec: ConceptSpec
+    options: GenerateOptions
 
 
-def _rows(store: ItemStore, split: str, reference_ids: dict[str, list[str]], embed: bool) -> Iterator[dict[str, Any]]:
-    embedded: set[str] = set()  # concepts whose thumbnails this split already holds (one copy each)
-    for record in store.records(split):
-        meta = record.metadata
-        concept = meta["concept"]
-        thumbnails: list[dict[str, Any]] = []
-        if embed and concept not in embedded:
-            thumbnails = _references(store, concept)
-            embedded.add(concept)
-        yield {
-            "image": {"bytes": record.read_file("png"), "path": None},
-            "item_id": record.item_id,
-            "concept": meta["concept"],
-            "concept_kind": meta["concept_kind"],
-            "learner": meta["learner"],
-            "prompt": meta["prompt"],
-            "caption": meta.get("caption", ""),
-            "category": meta.get("category", ""),
-            "categories": meta.get("categories", []),
-            "questions": meta.get("questions", []),
-            "reference_ids": list(reference_ids.get(concept, [])),
-            "reference_images": thumbnails,
-            "seed": int(meta["seed"]),
-            "concept_label": meta["concept"],  # ClassLabel encodes the name
-        }
-
-
-def _grid_png(store: ItemStore) -> bytes | None:
-    """Up to 8 concept images (first of each concept, then more) and 4 composition images."""
-    concept_records = list(itertools.islice(store.records("concept"), 64))
-    firsts = {}
-    for record in concept_records:
-        firsts.setdefault(record.metadata["concept"], record)
-    chosen = list(firsts.values())[:8]
-    chosen += [r for r in concept_records if all(r is not c for c in chosen)][: 8 - len(chosen)]
-    chosen += list(itertools.islice(store.records("composition"), 4))
-    samples = []
-    for record in chosen:
-        with Image.open(io.BytesIO(record.read_file("png"))) as image:
-            samples.append((image.convert("RGB"), record.metadata["prompt"]))
-    return grid_png(samples, thumb_width=192)
-
-
-def assemble_from_store(store: ItemStore, out_dir: Path, args: dict[str, Any]) -> None:
-    """The engine's assembler: the two splits, card and grid from a complete store."""
-    metadata = DatasetMetadata(**args["metadata"])
-    metadata.reproducible = "rebuild" in args
-    grid = _grid_png(store)
-    assemble_dataset_dir(
-        out_dir,
-        splits={
-            split: (lambda s=split: _rows(store, s, args.get("reference_ids", {}), bool(args.get("embed_references"))))
-            for split in SPLITS
-        },
-        features=FEATURES,
-        render_card=lambda stats: render_card(metadata, FEATURES, stats, has_grid=grid is not None),
-        grid_png=grid,
-        max_shard_size=args["max_shard_size"],
-    )
-    if "rebuild" in args:  # what `conceptforge verify` samples the rows again from (cards.run_record)
-        rebuild = {key: value for key, value in args["rebuild"].items() if key != "work_dir"}
-        artifacts = Path(args["rebuild"]["work_dir"]) / "artifacts"
-        rebuild["learners"] = {c["name"]: local_fingerprint(artifacts / c["name"]) if (artifacts / c["name"]).is_dir() else None
-                               for c in rebuild["concepts"]}
-        write_run_record(out_dir, run_record("conceptbed", {"default": config_entry(store.stored_config(), rebuild=rebuild, device="auto")}))
+def build_stage(config: ConceptBedStageConfig) -> Stage:
+    """ConceptBed as an engine stage, like every generator's (``ConceptBedGenerator.stage``):
+    one chunk per concept; its ``process_batch`` learns the concept once, then samples it.
+    Opens (and so checks) the output's store; no model is loaded until a batch runs."""
+    return ConceptBedGenerator(config.spec, config.options).stage()

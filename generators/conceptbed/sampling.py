@@ -21,7 +21,7 @@ from conceptforge.generators.conceptbed.learners import class_prompt
 from conceptforge.generators.conceptbed.spec import Concept
 from conceptforge.errors import ConceptforgeError, WeightsUnavailableError, one_line
 from conceptforge.progress import quiet_model_library_bars
-from conceptforge.store import atomic_write_bytes
+from conceptforge.serialization import atomic_write_bytes
 from conceptforge.workitems import derive_seed
 
 logger = logging.getLogger(__name__)

@@ -8,12 +8,14 @@ Python API (see docs/sub.md)::
     pair = flux.generate(prompt_reference=..., prompt_guidance=..., seed=0, params=TDGParams(tmax=0.6))
     pair.reference.save("r.png")
 
-Heavy imports (torch, diffusers) happen on first use of the generation classes.
+Importing this package imports torch (the TDG maths in ``tdg`` and ``flux_tdg`` are tensor code);
+diffusers and the FLUX weights are loaded only by ``TDGFlux.from_pretrained``.
 """
 
 from conceptforge.cub import CubMetadata, load_cub
 from conceptforge.generators.sub.flux_tdg import DEFAULT_MODEL, GeneratedPair, TDGFlux
-from conceptforge.generators.sub.generate import FEATURES, GenerationSettings, RunSummary, build_work_items, generate
+from conceptforge.generators.sub.card import FEATURES
+from conceptforge.generators.sub.generate import GenerationSettings, RunSummary, SubStageConfig, build_stage, build_work_items, generate
 from conceptforge.generators.sub.spec import (
     CandidateSpec,
     Pair,
@@ -35,6 +37,8 @@ __all__ = [
     "GeneratedPair",
     "TDGFlux",
     "FEATURES",
+    "SubStageConfig",
+    "build_stage",
     "GenerationSettings",
     "RunSummary",
     "build_work_items",

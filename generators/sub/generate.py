@@ -3,30 +3,24 @@
 One work item = (bird, substitution, image index); its seed is derived from exactly that
 identity and the run seed, so the TDG image and its prompt-only baseline of the same item start
 from the same noise, and a rerun, a resume or any sharding gives the same pixels. The heavy part
-(one FLUX generation per item) runs through the run engine (:mod:`conceptforge.runner`); assembly writes
-the "SUB candidates" schema (docs/schemas.md) with a card and a sample grid.
+(one FLUX generation per item) runs through the run engine (:mod:`conceptforge.runner`) as the stage
+:func:`build_stage` makes from a :class:`SubStageConfig`; assembly
+(:mod:`conceptforge.generators.sub.card`) writes the "SUB candidates" schema (docs/schemas.md) with
+a card and a sample grid.
 """
 
 from __future__ import annotations
 
-import io
 import logging
-import math
-import platform
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from datasets import ClassLabel, Features, Image as ImageFeature, Value
-
-from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
-from conceptforge.cards.grid import grid_png, png_bytes
-from conceptforge.errors import ConceptforgeError, InvalidArgumentError
-from conceptforge.cards.provenance import command_line, package_versions, resolve_model_revision
-from conceptforge.cards.run_record import config_entry, run_record, write_run_record
-from conceptforge.runner import WORK_DIR, RunDir, RunReport, Stage, run_stage
-from conceptforge.store import ItemResult, ItemStore, join
-from conceptforge.cub import display_name
+from conceptforge.cards.grid import png_bytes
+from conceptforge.cards.provenance import resolve_model_revision
+from conceptforge.errors import InvalidArgumentError
+# the assembler's stored name points here: importing this module registers it
+from conceptforge.generators.sub.card import ASSEMBLER, SPLIT, card_metadata
 from conceptforge.generators.sub.flux_tdg import (
     DEFAULT_GUIDANCE,
     DEFAULT_MAX_SEQUENCE_LENGTH,
@@ -35,140 +29,19 @@ from conceptforge.generators.sub.flux_tdg import (
     DEFAULT_STEPS,
     TDGFlux,
 )
-from conceptforge.generators.sub.spec import NEEDS_CUB, Pair, PairPlan, load_spec, published_attribute
+from conceptforge.generators.sub.spec import NEEDS_CUB, Pair, PairPlan
 from conceptforge.generators.sub.tdg import TDGParams
+from conceptforge.runner import WORK_DIR, RunDir, RunReport, Stage, run_stage
+from conceptforge.store import ItemResult, join
 from conceptforge.workitems import ShardSpec, WorkItem, derive_seed
 
 logger = logging.getLogger(__name__)
 
-SPLIT = "candidates"
-STORE_DIR = ".work"
 CHUNK_SIZE = 8  # FLUX images per store chunk: a kill loses at most one chunk
 MODES = ("tdg", "prompt-only")
 #: The published SUB's license; the documented default for images made with FLUX.1-dev, whose
 #: weights are under the FLUX.1 [dev] Non-Commercial License (CUB itself is for research use).
 FLUX_DEV_DEFAULT_LICENSE = "cc-by-nc-4.0"
-CARD_PACKAGES = (
-    "conceptforge", "torch", "diffusers", "transformers", "accelerate", "datasets", "huggingface_hub", "pyarrow",
-    "numpy", "pillow",
-)
-
-#: The SUB-candidates columns of docs/schemas.md (test fixtures build datasets in exactly these).
-SCHEMA_FEATURES = Features(
-    {
-        "image": ImageFeature(),
-        "item_id": Value("string"),
-        "bird": Value("string"),
-        "attribute": Value("string"),
-        "group": Value("string"),
-        "value": Value("string"),
-        "category": Value("string"),
-        "removed_attribute": Value("string"),
-        "prompt_reference": Value("string"),
-        "prompt_guidance": Value("string"),
-        "image_index": Value("int32"),
-        "seed": Value("int64"),
-        "tdg_k": Value("float32"),
-        "tdg_tmin": Value("float32"),
-        "tdg_tmax": Value("float32"),
-        "guidance_scale": Value("float32"),
-        "num_inference_steps": Value("int32"),
-        "model_id": Value("string"),
-        "model_revision": Value("string"),
-    }
-)
-_SPEC = load_spec()
-#: ``bird_label`` names: SUB's 33 reference birds (CUB class names without number, paper App. A).
-BIRD_LABELS = ClassLabel(names=list(_SPEC.reference_birds))
-#: ``attr_label`` names: SUB's substitutions written as the published SUB writes them, ``has_<group>--<value>``.
-ATTRIBUTE_LABELS = ClassLabel(names=[published_attribute(a) for a in _SPEC.substitutions])
-#: The closed-set label columns of the published ``Jessica-bader/SUB``, beside our string columns
-#: (-1 where the row has none: a bird outside SUB's 33, or reference-bird selection without S+).
-LABEL_FEATURES = {"bird_label": BIRD_LABELS, "attr_label": ATTRIBUTE_LABELS}
-FEATURES = Features(
-    {
-        **SCHEMA_FEATURES,
-        # Additions to the schema (docs/sub.md):
-        "generation_mode": Value("string"),
-        "guidance_bird": Value("string"),
-        **LABEL_FEATURES,
-    }
-)
-
-
-def label_columns(bird: str, attribute: str) -> dict[str, int]:
-    """``bird_label``/``attr_label`` of a row (ClassLabel indices; -1 when not one of SUB's names)."""
-    birds, attributes = BIRD_LABELS.names, ATTRIBUTE_LABELS.names
-    published = published_attribute(attribute) if attribute else ""
-    return {
-        "bird_label": birds.index(bird) if bird in birds else -1,
-        "attr_label": attributes.index(published) if published in attributes else -1,
-    }
-
-COLUMN_DOCS = {
-    "image": "the R image (the G image of TDG is discarded)",
-    "item_id": "`<bird>__<attribute-slug>__<index>`",
-    "bird": "reference bird R, CUB class name without number",
-    "attribute": "S+, `has_<group>::<value>` (empty for reference-bird selection)",
-    "group": "attribute group of S+",
-    "value": "S+ value",
-    "category": "`colour`, `shape` or `pattern`",
-    "removed_attribute": "S-: the bird's class-level (majority-vote) attribute of the group; empty if none",
-    "prompt_reference": "c_R",
-    "prompt_guidance": "c_G (empty in prompt-only mode)",
-    "image_index": "index of the image within its pair",
-    "seed": "work-item seed (noise drawn on the CPU from it)",
-    "tdg_k": "TDG schedule exponent (NaN in prompt-only mode)",
-    "tdg_tmin": "TDG: no tying below this diffusion time (NaN in prompt-only mode)",
-    "tdg_tmax": "TDG: full tying above this diffusion time (NaN in prompt-only mode)",
-    "guidance_scale": "FLUX distilled guidance scale",
-    "num_inference_steps": "denoising steps",
-    "model_id": "FLUX pipeline (Hub id or local folder)",
-    "model_revision": "resolved commit of the model (`local` for a folder)",
-    "generation_mode": "`tdg` or `prompt-only`",
-    "guidance_bird": "G (`bird` for colour substitutions; empty in prompt-only mode)",
-    "bird_label": "`bird` as a ClassLabel over SUB's 33 reference birds (the published SUB's `bird_label`; -1 if not one of them)",
-    "attr_label": "S+ as a ClassLabel named `has_<group>--<value>` (the published SUB's `attr_label`; -1 if none)",
-}
-
-#: Card sections shared by the SUB candidates and the filtered SUB (cards.render_card fields).
-CARD_SECTIONS = {
-    "language": ["en"],
-    "source_datasets": ["extended|cub-200-2011"],
-    "uses": (
-        "Testing whether concept-bottleneck models (CBMs) and vision-language models detect a substituted "
-        "attribute S+ and stop detecting the bird's own attribute S- (SUB paper, Sec. 5): score each image's "
-        "concepts and report S+/S- accuracy per attribute and per bird (`conceptforge evaluate sub`). The "
-        "`bird_label`/`attr_label` ClassLabels match the published `Jessica-bader/SUB`, so code written for it "
-        "reads these rows unchanged."
-    ),
-    "out_of_scope_use": (
-        "Not a training set for bird classifiers or for real-world species identification: images are generated "
-        "and one attribute is deliberately wrong for the species. Not for commercial use: FLUX.1-dev outputs and "
-        "CUB-200-2011 carry non-commercial / research-only terms."
-    ),
-    "bias_risks_limitations": (
-        "Generated by FLUX.1 [dev] from text prompts: images inherit that model's biases and artefacts (plumage "
-        "that drifts toward the guidance bird, extra or missing body parts, painterly backgrounds). The 33 birds "
-        "and 32 substitutions follow the paper and cover a small, North-American-heavy slice of CUB-200-2011. "
-        "S- is the class-level (majority-vote) CUB attribute, which individual real birds may lack. No people "
-        "or personal data are depicted."
-    ),
-    "annotations": (
-        "No human annotation. `bird` and `attribute` (S+) are the prompt's intent, taken from the paper's plan "
-        "(App. A/C); `removed_attribute` (S-) comes from CUB-200-2011's class-level attribute labels. Candidates "
-        "are unchecked; the filtered SUB keeps only images whose VQA answer is S+ and ranks them by the S+ "
-        "probability (the `vqa_*` columns record the check), as in Sec. 4.2 of the paper."
-    ),
-}
-
-CITATION = """@article{bader2025sub,
-  title   = {SUB: Benchmarking CBM Generalization via Synthetic Attribute Substitutions},
-  author  = {Bader, Jessica and Girrbach, Leander and Alaniz, Stephan and Akata, Zeynep},
-  journal = {arXiv preprint},
-  year    = {2025}
-}"""
-
 
 @dataclass(frozen=True)
 class GenerationSettings:
@@ -276,136 +149,6 @@ def make_item_function(
     return make
 
 
-def _row(record) -> dict[str, Any]:
-    meta = record.metadata
-    row = {name: meta.get(name) for name in FEATURES if name not in {"image", "item_id", "seed"}}
-    row.update(
-        image={"bytes": record.read_file("png"), "path": f"{record.item_id}.png"},
-        item_id=record.item_id,
-        seed=meta["seed"],
-        **label_columns(meta.get("bird") or "", meta.get("attribute") or ""),
-    )
-    for name in ("tdg_k", "tdg_tmin", "tdg_tmax"):
-        if row[name] is None:  # JSON has no NaN in canonical form -> None
-            row[name] = float("nan")
-    return row
-
-
-def _grid(records: Sequence, max_tiles: int = 12) -> bytes | None:
-    """First image of up to ``max_tiles`` pairs spread over the pair list."""
-    firsts = {}
-    for record in records:
-        key = (record.metadata["bird"], record.metadata["attribute"])
-        firsts.setdefault(key, record)
-    chosen = list(firsts.values())
-    step = max(1, math.ceil(len(chosen) / max_tiles))
-    chosen = chosen[::step][:max_tiles]
-    samples = []
-    from PIL import Image
-
-    for record in chosen:
-        meta = record.metadata
-        caption = display_name(meta["bird"]) + (f" + {meta['value'].replace('_', ' ')} {meta['group'][4:].replace('_', ' ')}" if meta["attribute"] else "")
-        samples.append((Image.open(io.BytesIO(record.read_file("png"))), caption))
-    return grid_png(samples, thumb_width=256)
-
-
-def assemble_from_store(store: ItemStore, out_dir: Path, args: dict[str, Any]) -> None:
-    """Write the dataset directory (Hub layout) into ``out_dir`` from a complete store.
-
-    Called by the engine exactly once per run (or by ``conceptforge assemble OUT``); ``args``
-    holds the card metadata, recorded in the store when the run started.
-    """
-    metadata = DatasetMetadata(**args["metadata"])
-    metadata.reproducible = "rebuild" in args
-    first = next(store.records(SPLIT), None)
-    if first is not None and first.metadata.get("model_revision"):  # the revision the model resolved to
-        metadata.provenance = {**metadata.provenance, "model_revision": first.metadata["model_revision"]}
-    assemble_dataset_dir(
-        out_dir,
-        splits={SPLIT: lambda: (_row(r) for r in store.records(SPLIT))},
-        features=FEATURES,
-        render_card=lambda stats: render_card(metadata, FEATURES, stats),
-        grid_png=_grid(list(_grid_records(store))),
-    )
-    if "rebuild" in args:  # what `conceptforge verify` regenerates the rows from (cards.run_record)
-        entry = config_entry(store.stored_config(), rebuild=args["rebuild"], device=args["rebuild"]["device"])
-        write_run_record(out_dir, run_record("sub", {"default": entry}))
-
-
-def _grid_records(store: ItemStore):
-    """The first image of every pair, without keeping every image in memory."""
-    seen = set()
-    for record in store.records(SPLIT):
-        key = (record.metadata["bird"], record.metadata["attribute"])
-        if key not in seen:
-            seen.add(key)
-            yield record
-
-
-def card_metadata(
-    *,
-    license: str,
-    settings: GenerationSettings,
-    plan: PairPlan,
-    images_per_pair: int,
-    model_revision: str,
-    reference_selection: bool,
-    command: Sequence[str] | None = None,
-) -> DatasetMetadata:
-    """The candidates card. ``command`` is the command line of the run (default: sys.argv)."""
-    if reference_selection:
-        summary = (
-            "Reference-bird selection candidates for SUB (the SUB paper, Sec. 4.2): images of CUB classes "
-            "generated with the plain prompt, to be scored by a CUB classifier."
-        )
-    elif settings.mode == "tdg":
-        summary = (
-            "SUB candidates: CUB birds with one attribute substituted, generated with Tied Diffusion "
-            "Guidance (TDG) over FLUX (the SUB paper). Unfiltered: run the VQA filter to build SUB."
-        )
-    else:
-        summary = (
-            "Prompt-only baseline for SUB (the SUB paper, Fig. 4): the reference prompt c_R alone, from the "
-            "same initial noise as the TDG candidates of the same item."
-        )
-    summary += " CUB-200-2011 metadata (Wah et al.) is used under its research-only terms."
-    categories = sorted({p.category for p in plan.pairs if p.category})
-    return DatasetMetadata(
-        pretty_name="SUB candidates" if not reference_selection else "SUB reference-bird selection",
-        license=license,
-        summary=summary,
-        task_categories=["image-classification"],
-        tags=["synthetic", "cub-200-2011", "concept-bottleneck-models", "flux", "tied-diffusion-guidance"],
-        citation=CITATION,
-        column_docs=COLUMN_DOCS,
-        **CARD_SECTIONS,
-        provenance={
-            "generator": "conceptforge generators.sub",
-            "mode": "reference-selection" if reference_selection else settings.mode,
-            "model_id": settings.model,
-            "model_revision": model_revision,
-            "resolution": settings.resolution,
-            "num_inference_steps": settings.steps,
-            "guidance_scale": settings.guidance_scale,
-            "max_sequence_length": settings.max_sequence_length,
-            "run_seed": settings.seed,
-            "dtype": settings.dtype,
-            "images_per_pair": images_per_pair,
-            "pairs": len(plan.pairs),
-            "birds": len({p.bird for p in plan.pairs}),
-            "attributes": len({p.attribute for p in plan.pairs if p.attribute}),
-            "dropped_pairs_already_present": len(plan.dropped),
-            "tdg_params": {c: next(p.tdg.to_dict() for p in plan.pairs if p.category == c and p.tdg) for c in categories}
-            if settings.mode == "tdg"
-            else {},
-            "packages": package_versions(CARD_PACKAGES),
-            "python": platform.python_version(),
-            "command_line": command_line(command),
-        },
-    )
-
-
 @dataclass
 class RunSummary:
     pairs: int
@@ -419,32 +162,36 @@ class RunSummary:
     report: RunReport | None = None
 
 
-def generate(
-    *,
-    out: str | Path | RunDir,
-    plan: PairPlan,
-    images_per_pair: int,
-    settings: GenerationSettings,
-    license: str,
-    generator: TDGFlux | None = None,
-    shard: ShardSpec = ShardSpec(),
-    device: str = "auto",
-    offload: bool = False,
-    save_guidance: bool = False,
-    max_items: int | None = None,
-    assemble_when_complete: bool = True,
-    reference_selection: bool = False,
-    extra_config: dict[str, Any] | None = None,
-    chunk_size: int = CHUNK_SIZE,
-    command: Sequence[str] | None = None,
-) -> RunSummary:
-    """Generate this shard's items of ``plan`` into ``out/.work`` (a local folder or an fsspec
-    URL); the run engine assembles ``out`` once every item exists.
+@dataclass
+class SubStageConfig:
+    """Everything one SUB run needs: what to make (``plan``, ``images_per_pair``, ``settings``,
+    ``license``) and how this process makes it (``generator``, ``device``, ``offload``)."""
 
-    ``generator`` reuses an already loaded :class:`TDGFlux`; otherwise ``settings.model`` is
-    loaded (on ``device``, with ``offload``) only when this shard has something left to make, so
-    a failed load leaves nothing that blocks the corrected rerun.
+    plan: PairPlan
+    images_per_pair: int
+    settings: GenerationSettings
+    license: str
+    generator: TDGFlux | None = None
+    device: str = "auto"
+    offload: bool = False
+    save_guidance: bool = False
+    reference_selection: bool = False
+    extra_config: dict[str, Any] | None = None
+    chunk_size: int = CHUNK_SIZE
+    command: Sequence[str] | None = None
+
+
+def build_stage(config: SubStageConfig) -> Stage:
+    """SUB candidates as an engine stage (checks the plan first; the model loads lazily).
+
+    ``config.generator`` reuses an already loaded :class:`TDGFlux`; otherwise
+    ``settings.model`` is loaded (on ``device``, with ``offload``) only when this shard has
+    something left to make, so a failed load leaves nothing that blocks the corrected rerun.
     """
+    plan, settings, generator = config.plan, config.settings, config.generator
+    images_per_pair, license, reference_selection = config.images_per_pair, config.license, config.reference_selection
+    device, offload, save_guidance = config.device, config.offload, config.save_guidance
+    extra_config, chunk_size, command = config.extra_config, config.chunk_size, config.command
     if not plan.pairs:
         raise InvalidArgumentError("the plan has no pairs to generate (all dropped or filtered out)")
     if any(pair.guidance_bird == NEEDS_CUB for pair in plan.pairs):
@@ -486,13 +233,13 @@ def generate(
         command=command,
         reference_selection=reference_selection,
     )
-    stage = Stage(
+    return Stage(
         name="sub/candidates",
         items=items,
         settings={**settings.to_config(), **(extra_config or {})},
         make_item=make,
         prepare=prepare,
-        assembler="conceptforge.generators.sub.generate:assemble_from_store",
+        assembler=ASSEMBLER,
         assembly_args={"metadata": asdict(metadata), "rebuild": {
             "settings": settings.to_config(), "pairs": [asdict(pair) for pair in plan.pairs],
             "images_per_pair": images_per_pair, "device": device,
@@ -502,11 +249,39 @@ def generate(
         description="SUB images",
         unit="img",
     )
+
+
+def generate(
+    *,
+    out: str | Path | RunDir,
+    plan: PairPlan,
+    images_per_pair: int,
+    settings: GenerationSettings,
+    license: str,
+    generator: TDGFlux | None = None,
+    shard: ShardSpec = ShardSpec(),
+    device: str = "auto",
+    offload: bool = False,
+    save_guidance: bool = False,
+    max_items: int | None = None,
+    assemble_when_complete: bool = True,
+    reference_selection: bool = False,
+    extra_config: dict[str, Any] | None = None,
+    chunk_size: int = CHUNK_SIZE,
+    command: Sequence[str] | None = None,
+) -> RunSummary:
+    """Generate this shard's items of ``plan`` into ``out/.work`` (a local folder or an fsspec
+    URL); the run engine assembles ``out`` once every item exists (see :func:`build_stage`)."""
+    stage = build_stage(SubStageConfig(
+        plan=plan, images_per_pair=images_per_pair, settings=settings, license=license, generator=generator,
+        device=device, offload=offload, save_guidance=save_guidance, reference_selection=reference_selection,
+        extra_config=extra_config, chunk_size=chunk_size, command=command,
+    ))
     report = run_stage(stage, out if isinstance(out, RunDir) else str(out), shard=shard, max_items=max_items,
                        assemble=assemble_when_complete)
     return RunSummary(
         pairs=len(plan.pairs),
-        items=len(items),
+        items=len(stage.items),
         made=report.made,
         skipped=report.skipped,
         assembled=report.assembled,

@@ -243,7 +243,7 @@ def plan_reference_selection(cub: CubMetadata | None, classes: Iterable[str] | N
     """One plain-prompt "pair" per CUB class (all 200, or ``classes``) for reference-bird selection."""
     spec = spec or load_spec()
     if cub is None and not classes:
-        raise ConceptforgeError("reference selection over all CUB classes needs --cub-dir (or name --classes)")
+        raise InvalidArgumentError("reference selection over all CUB classes needs --cub-dir (or name --classes)")
     names = [bird_name(c) for c in classes] if classes else list(cub.classes)  # "017.Cardinal" works too
     plan = PairPlan()
     for bird in names:

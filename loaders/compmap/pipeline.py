@@ -18,7 +18,7 @@ from torch import Tensor
 from conceptforge.errors import InvalidArgumentError, WeightsUnavailableError
 from conceptforge.loaders.compmap.activations import ConceptVocabulary, ItmScorer, concept_text_embeddings, dual_encoder_activations, itm_activations
 from conceptforge.cub import readable_attribute
-from conceptforge.loaders.compmap.cub import CubPrimitives
+from conceptforge.loaders.compmap.cub_arrays import CubPrimitives
 from conceptforge.loaders.compmap.mit_states import MitStatesData, Pair
 from conceptforge.loaders.compmap.prompts import TemplateChoice, cub_attribute_prompts, mit_prompts
 
@@ -77,7 +77,7 @@ def display_name(model_id: str) -> str:
 
 def load_vl_model(model_id: str, *, kind: str = "auto", revision: str | None = None, device: str | None = None, cache_dir: str | None = None, name: str | None = None) -> VLModel:
     """Load ``model_id`` as a dual encoder or ITM model (``kind='auto'`` reads its config)."""
-    from conceptforge.loaders.embeddings import EmbeddingModel, resolve_model_revision
+    from conceptforge.loaders.embeddings import EmbeddingModel, embedding_revision
 
     if kind == "auto":
         from transformers import AutoConfig
@@ -94,7 +94,7 @@ def load_vl_model(model_id: str, *, kind: str = "auto", revision: str | None = N
         return VLModel(model_id, "dual", label, embedder.revision, embedder=embedder)
     if kind == "itm":
         scorer = ItmScorer.from_pretrained(model_id, revision=revision, device=device)
-        return VLModel(model_id, "itm", label, resolve_model_revision(model_id, revision), scorer=scorer)
+        return VLModel(model_id, "itm", label, embedding_revision(model_id, revision), scorer=scorer)
     raise InvalidArgumentError(f"--model-kind must be auto, dual or itm, got {kind!r}")
 
 

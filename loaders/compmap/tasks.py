@@ -82,7 +82,7 @@ def score_compmap_cub(rows: Sequence[dict[str, Any]], options: dict[str, Any]) -
 def run_compmap_cub(ctx: TaskContext) -> TaskOutcome:
     import torch
 
-    from conceptforge.loaders.compmap.cub import cub_primitives
+    from conceptforge.loaders.compmap.cub_arrays import cub_primitives
     from conceptforge.loaders.compmap.logreg import LogRegConfig
     from conceptforge.loaders.compmap.pipeline import activation_key, cached_tensor, cub_vocabulary
     from conceptforge.loaders.compmap.prompts import parse_templates

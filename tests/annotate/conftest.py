@@ -13,8 +13,8 @@ from PIL import Image, ImageDraw
 
 from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
 from conceptforge.filters.sub_pipeline import VQA_FEATURES
-from conceptforge.generators.conceptbed.generate import FEATURES as CONCEPTBED_GENERATED_FEATURES
-from conceptforge.generators.sub.generate import SCHEMA_FEATURES as SUB_SCHEMA_FEATURES
+from conceptforge.generators.conceptbed.card import FEATURES as CONCEPTBED_GENERATED_FEATURES
+from conceptforge.generators.sub.card import SCHEMA_FEATURES as SUB_SCHEMA_FEATURES
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

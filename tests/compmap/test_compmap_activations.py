@@ -7,7 +7,7 @@ from PIL import Image
 
 from conceptforge.errors import ConceptforgeError
 from conceptforge.loaders.compmap.activations import ConceptVocabulary, ItmScorer, concept_text_embeddings, dual_encoder_activations, group_softmax, itm_activations
-from conceptforge.loaders.compmap.cub import cub_primitives
+from conceptforge.loaders.compmap.cub_arrays import cub_primitives
 from conceptforge.loaders.compmap.pipeline import cub_vocabulary, load_vl_model
 from conceptforge.loaders.compmap.prompts import TABLE_A3_TEMPLATES, cub_attribute_prompts, mit_prompts, parse_templates
 

@@ -6,15 +6,13 @@ import numpy as np
 import pytest
 import torch
 
+from conceptforge.generators.conceptbed.artifacts import AppliedArtifact, save_artifact, write_artifact_atomically
 from conceptforge.generators.conceptbed.learners import (
-    AppliedArtifact,
     ConceptTrainer,
     LearnerConfig,
     TABLE5,
     load_components,
     prior_preservation_loss,
-    save_artifact,
-    write_artifact_atomically,
 )
 from conceptforge.generators.conceptbed.sampling import generate_image, load_pipeline
 from conceptforge.generators.conceptbed.spec import Concept

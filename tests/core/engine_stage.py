@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 from conceptforge.runner import Stage, run_stage
 from conceptforge.store import ItemResult
 from conceptforge.workitems import WorkItem, derive_seed
+from conceptforge.assemblers import Assembler
 from conceptforge.launchers import resolve_shard
 
 
@@ -68,7 +69,7 @@ def stage(count: int, *, log: str | None = None, delay: float = 0.0, chunk_size:
         items=items(count),
         settings={"count": count},
         make_item=make_factory(log, delay),
-        assembler="tests.core.engine_stage:assemble",
+        assembler=Assembler("tests.core.engine_stage:assemble", assemble),
         assembly_args={"log": assembly_log, "delay": assembly_delay},
         chunk_size=chunk_size,
     )

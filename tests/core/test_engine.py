@@ -81,7 +81,7 @@ def test_bad_shards_are_one_line(explicit, env, message):
 
 
 def test_no_torch_import_to_learn_there_is_no_launcher():
-    code = "import sys; from conceptforge.workitems import resolve_shard; resolve_shard(); print('torch' in sys.modules, 'accelerate' in sys.modules)"
+    code = "import sys; from conceptforge.launchers import resolve_shard; resolve_shard(); print('torch' in sys.modules, 'accelerate' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True, text=True, timeout=120)
     assert result.stdout.split() == ["False", "False"], result.stderr
 

@@ -116,3 +116,19 @@ def test_write_directory_atomically_gives_normal_modes(tmp_path):
         os.umask(old)
     modes = {str(p.relative_to(tmp_path)): stat.S_IMODE(p.stat().st_mode) for p in [target, *target.rglob("*")]}
     assert modes == {"model": 0o755, "model/sub": 0o755, "model/sub/w": 0o644, "model/.conceptforge.json": 0o644}
+
+
+def test_data_folder_fingerprint_reads_metadata_but_only_sizes_of_images(tmp_path):
+    # the one folder fingerprint, in its data-folder mode: a metadata change shows, an image whose
+    # bytes change at the same size does not (11,788 CUB JPEGs are never read), a size change does
+    (tmp_path / "images.txt").write_text("1 a.jpg\n")
+    (tmp_path / "a.jpg").write_bytes(b"\0" * 100)
+    data = local_fingerprint(tmp_path, whole_suffixes=(".txt",))
+    assert data.startswith("local-sha256:") and data != local_fingerprint(tmp_path)
+    (tmp_path / "a.jpg").write_bytes(b"\1" * 100)
+    assert local_fingerprint(tmp_path, whole_suffixes=(".txt",)) == data
+    (tmp_path / "a.jpg").write_bytes(b"\1" * 101)
+    resized = local_fingerprint(tmp_path, whole_suffixes=(".txt",))
+    assert resized != data
+    (tmp_path / "images.txt").write_text("1 b.jpg\n")
+    assert local_fingerprint(tmp_path, whole_suffixes=(".txt",)) != resized

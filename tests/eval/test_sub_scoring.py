@@ -3,7 +3,7 @@ import pytest
 
 from conceptforge.errors import ConceptforgeError
 from conceptforge.cub import load_cub, to_cub_attribute
-from conceptforge.loaders.sub import SubItem, build_report, score_cbm_predictions, score_vlm_predictions
+from conceptforge.loaders.sub_scoring import SubItem, build_report, score_cbm_predictions, score_vlm_predictions
 from conceptforge.loaders.sub_cbm import cbm_concept_names
 
 
@@ -98,7 +98,7 @@ PAPER_ITEMS = [
 
 
 def test_paper_s_minus_targets_come_from_the_cbm_class_labels(cub):
-    from conceptforge.loaders.sub import s_minus_targets
+    from conceptforge.loaders.sub_scoring import s_minus_targets
 
     assert s_minus_targets(PAPER_ITEMS, cub, cbm_min_classes=2) == [
         ["has_bill_shape::dagger"], [], ["has_crown_color::black"], ["has_crown_color::blue"], []]

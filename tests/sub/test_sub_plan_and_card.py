@@ -15,7 +15,8 @@ from conceptforge.errors import ConceptforgeError
 import argparse
 
 from conceptforge.commands import invoke
-from conceptforge.commands.generate.sub import add_arguments, build_plan
+from conceptforge.commands.generate.sub import add_arguments, plan_request
+from conceptforge.generators.sub.plan import build_plan
 
 
 def main(argv):
@@ -60,7 +61,7 @@ def test_without_cub_only_the_dry_run_works(tmp_path):
 def test_dropped_pairs_count_only_the_selected_pairs(mini_cub):
     def plan(*selectors):
         args = build_parser().parse_args(["--cub-dir", str(mini_cub), "--out", "unused", *(["--pairs", *selectors] if selectors else [])])
-        return build_plan(args)[0]
+        return build_plan(plan_request(args))[0]
 
     assert len(plan().dropped) == 4  # the whole paper spec
     assert plan("Western_Grebe").dropped == []

@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     common = [("templates", args.templates), ("group_softmax", not args.no_group_softmax), ("seed", args.seed),
               ("name", args.name or "")]
     if args.dataset == "cub":
-        from conceptforge.loaders.compmap.cub import cub_primitives
+        from conceptforge.loaders.compmap.cub_arrays import cub_primitives
 
         cub_primitives(args.data_dir)  # the folder's files are checked before the model loads
         task = "compmap-cub"

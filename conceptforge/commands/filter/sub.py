@@ -15,8 +15,7 @@ import logging
 import os
 
 from conceptforge import argtypes as at
-
-from conceptforge.errors import InvalidArgumentError
+from conceptforge.commands.base import add_run_options, shard_of
 
 logger = logging.getLogger(__name__)
 
@@ -43,64 +42,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-answer-hint", action="store_true",
                         help=f"ask the paper's question verbatim, without the line {DEFAULT_ANSWER_HINT!r}")
     parser.add_argument("--license", default=None, help="dataset license (default: the candidates card's license)")
-    parser.add_argument("--num-shards", type=at.positive_int, default=None)
-    parser.add_argument("--shard-index", type=at.non_negative_int, default=None)
-    parser.add_argument("--chunk-size", type=at.positive_int, default=100, help="candidates per store chunk, within one parquet row group (default 100)")
-    parser.add_argument("--max-images", type=at.non_negative_int, default=None, help="score at most this many new images, then stop")
+    add_run_options(parser, chunk_size=100, chunk_help="candidates per store chunk, within one parquet row group (default 100)",
+                    max_items_flag="--max-images", max_items_help="score at most this many new images, then stop")
 
 
 def run(args: argparse.Namespace) -> int:
-    from conceptforge.cub import load_attributes
-    from conceptforge.filters.questions import DEFAULT_ANSWER_HINT, QuestionBuilder
+    from conceptforge.filters.questions import DEFAULT_ANSWER_HINT
     from conceptforge.filters.sub_filter import FilterParams
-    from dataclasses import asdict
+    from conceptforge.filters.sub_filter_run import SubFilterConfig, filter_sub
 
-    from conceptforge.filters.sub_pipeline import (
-        FilterRunConfig, assemble_stats, candidates_license, check_candidate_groups,
-        open_candidates, provenance_for, scoring_stage,
+    config = SubFilterConfig(
+        candidates=args.candidates, cub_dir=args.cub_dir,
+        params=FilterParams(args.keep_fraction, args.min_survivor_fraction, args.min_splus_prob),
+        vqa_model=args.vqa_model, vqa_revision=args.vqa_revision, trust_remote_code=args.trust_remote_code,
+        answer_hint="" if args.no_answer_hint else DEFAULT_ANSWER_HINT, license=args.license,
+        batch_size=args.batch_size, chunk_size=args.chunk_size, device=args.device, argv=getattr(args, "argv", None),
     )
-    from conceptforge.filters.vqa import VQAScorer
-    from conceptforge import resolve_shard
-    from conceptforge.runner import check_output, run_stage
-
-    params = FilterParams(args.keep_fraction, args.min_survivor_fraction, args.min_splus_prob)
-    if args.batch_size < 1:
-        raise InvalidArgumentError(f"--batch-size must be >= 1, got {args.batch_size}")
-    if args.cub_dir is None:
-        raise InvalidArgumentError("--cub-dir is required (the CUB_200_2011 directory, for the options of each attribute group)")
-    candidates = open_candidates(args.candidates)
-    if args.out.resolve() == args.candidates.resolve():
-        raise InvalidArgumentError("--out must differ from --candidates")
-    answer_hint = "" if args.no_answer_hint else DEFAULT_ANSWER_HINT
-    questions = QuestionBuilder(load_attributes(args.cub_dir).groups, answer_hint=answer_hint)
-    check_candidate_groups(candidates, questions)
-    license = args.license or candidates_license(args.candidates)
-    if not license:
-        raise InvalidArgumentError("the candidates card names no license; pass --license (e.g. cc-by-nc-4.0)")
-
-    if args.chunk_size < 1:
-        raise InvalidArgumentError(f"--chunk-size must be >= 1, got {args.chunk_size}")
-    shard = resolve_shard(args.num_shards, args.shard_index)
-    config = FilterRunConfig(args.vqa_model, args.vqa_revision, answer_hint, str(args.candidates.resolve()))
-    run = check_output(str(args.out), stage="sub/vqa-filter")  # one location object from here on
-
-    def load_scorer() -> VQAScorer:
-        return VQAScorer.from_pretrained(
-            args.vqa_model, trust_remote_code=args.trust_remote_code, revision=args.vqa_revision, device=args.device
-        )
-
-    provenance = provenance_for(config, params, batch_size=args.batch_size, argv=getattr(args, "argv", None))
-    stage = scoring_stage(
-        candidates, load_scorer, questions, settings=config.as_store_config(), batch_size=args.batch_size,
-        chunk_size=args.chunk_size,
-        assembly_args={"candidates": str(args.candidates.resolve()), "params": asdict(params), "license": license, "provenance": provenance},
-    )
-    report = run_stage(stage, run, shard=shard, max_items=args.max_images)
-    if report.assembly is None or report.assembly.status != "assembled":
+    report, stats = filter_sub(config, args.out, shard=lambda: shard_of(args),
+                               max_images=args.max_images)
+    if stats is None:
         scored = report.total_items - report.missing_items
         print(f"scored {scored} of {report.total_items} candidates; {report.message(str(args.out))}")
         return 0
-    stats = assemble_stats(run.store())
     totals = stats["totals"]
     print(
         f"kept {totals['kept']} of {totals['candidates']} images in {totals['pairs_kept']} of {totals['pairs']} pairs "
@@ -109,4 +72,3 @@ def run(args: argparse.Namespace) -> int:
     )
     print(f"card: {args.out / 'README.md'}   grid: {args.out / 'grid.png'}")
     return 0
-

@@ -24,7 +24,7 @@ from conceptforge.generators.binding.generate import CHUNK_SIZE, generate_bindin
 from conceptforge.errors import InvalidArgumentError
 from conceptforge.runner import check_output
 from conceptforge.store import join
-from conceptforge.workitems import resolve_shard
+from conceptforge.commands.base import add_run_options, check_chunk_size, shard_of
 
 logger = logging.getLogger(__name__)
 
@@ -56,18 +56,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-workers", type=at.positive_int, default=1, help="Blender processes on this machine")
     parser.add_argument("--restart-workers-every", type=at.positive_int, default=None, metavar="N",
                         help="replace each Blender process with a fresh one after N images (bounds leaked memory)")
-    parser.add_argument("--num-shards", type=at.positive_int, default=None)
-    parser.add_argument("--shard-index", type=at.non_negative_int, default=None)
     parser.add_argument("--no-denoise", action="store_true",
                         help="skip Open Image Denoise (grainy at 16 samples: ~38 dB vs ~48 dB PSNR against 512 samples)")
-    parser.add_argument("--chunk-size", type=at.positive_int, default=CHUNK_SIZE, help=f"scenes per store chunk (default {CHUNK_SIZE}; a kill loses at most one chunk)")
+    add_run_options(parser, chunk_size=CHUNK_SIZE, chunk_help=f"scenes per store chunk (default {CHUNK_SIZE}; a kill loses at most one chunk)",
+                    max_items_flag="--max-items", max_items_help=argparse.SUPPRESS)  # --max-items: interrupt simulation
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu", help="Cycles device")
     parser.add_argument("--dry-run", action="store_true", help="print the images to render and a time estimate; render nothing")
     parser.add_argument(
         "--seconds-per-image", type=at.positive_float, default=None,
         help="your measured render time per image (e.g. from a --preset demo run), for --dry-run's estimate",
     )
-    parser.add_argument("--max-items", type=at.non_negative_int, default=None, help=argparse.SUPPRESS)  # interrupt simulation
 
 
 def plan_lines(configs: Sequence[BindingConfig], *, seconds_per_image: float | None, num_workers: int = 1) -> list[str]:
@@ -114,8 +112,7 @@ def run(args: argparse.Namespace) -> int:
                       samples=args.samples, denoise=not args.no_denoise, min_pixels=args.min_pixels)
         for name in datasets
     ]  # validated up front: a bad --dataset/--preset fails before anything is written
-    if args.chunk_size < 1:
-        raise InvalidArgumentError(f"--chunk-size must be >= 1, got {args.chunk_size}")
+    check_chunk_size(args)
     if args.num_workers < 1:
         raise InvalidArgumentError(f"--num-workers must be >= 1, got {args.num_workers}")
     if args.seconds_per_image is not None and args.seconds_per_image <= 0:
@@ -126,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
     from conceptforge.generators.binding.render_blender import require_bpy
 
     require_bpy()  # fail early and clearly when Blender is missing
-    shard = resolve_shard(args.num_shards, args.shard_index)
+    shard = shard_of(args)
     run = check_output(args.out, stage="binding")  # refuse a foreign --out or another stage's run before anything is rendered
     waiting, finished = [], []
     for config in configs:

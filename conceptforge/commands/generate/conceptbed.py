@@ -12,7 +12,7 @@ import argparse
 from conceptforge import argtypes as at
 
 from conceptforge.generators.conceptbed.learners import DEFAULT_MODEL_ID, LEARNERS, LearnerConfig
-from conceptforge.workitems import resolve_shard
+from conceptforge.commands.base import add_run_options, shard_of
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,9 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "default: rows name them by id)",
     )
     parser.add_argument("--max-shard-size", type=at.ByteSize(), default="500MB", help="parquet shard size (500MB, 2GiB, bytes)")
-    parser.add_argument("--num-shards", type=at.positive_int, default=None)
-    parser.add_argument("--shard-index", type=at.non_negative_int, default=None)
-    parser.add_argument("--max-items", type=at.non_negative_int, default=None, help="stop after this many new images")
+    add_run_options(parser, max_items_flag="--max-items", max_items_help="stop after this many new images")
     parser.add_argument("--no-assemble", action="store_true", help="only learn and sample")
 
 
@@ -91,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         num_images=args.num_images,
         categoriser=args.categoriser,
         max_captions=args.max_captions,
-        shard=resolve_shard(args.num_shards, args.shard_index),
+        shard=shard_of(args),
         license=args.license,
         max_shard_size=args.max_shard_size,
         max_items=args.max_items,

@@ -14,15 +14,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
-from pathlib import Path
-from typing import Sequence
 
 from conceptforge import argtypes as at
 
 from conceptforge.errors import InvalidArgumentError
-from conceptforge.cub import load_cub
 from conceptforge.generators.sub.flux_tdg import (
     DEFAULT_GUIDANCE,
     DEFAULT_MAX_SEQUENCE_LENGTH,
@@ -31,10 +27,10 @@ from conceptforge.generators.sub.flux_tdg import (
     DEFAULT_STEPS,
 )
 from conceptforge.generators.sub.generate import CHUNK_SIZE, FLUX_DEV_DEFAULT_LICENSE, GenerationSettings, generate
-from conceptforge.generators.sub.spec import PairPlan, load_spec, plan_pairs, plan_reference_selection, read_candidate_spec
-from conceptforge.generators.sub.tdg import TDGParams
+from conceptforge.generators.sub.plan import PlanRequest, build_plan, resolve_dtype_name, strip_run_only_options
+from conceptforge.generators.sub.spec import PairPlan
 from conceptforge.runner import check_output
-from conceptforge.workitems import resolve_shard
+from conceptforge.commands.base import add_run_options, check_chunk_size, shard_of
 
 logger = logging.getLogger(__name__)
 
@@ -76,117 +72,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     gen.add_argument("--save-guidance", action="store_true", help="also keep the G image in the item store")
     run = p.add_argument_group("run")
     run.add_argument("--license", default=None, help=f"dataset license (default {FLUX_DEV_DEFAULT_LICENSE} for {DEFAULT_MODEL}; required otherwise)")
-    run.add_argument("--chunk-size", type=at.positive_int, default=CHUNK_SIZE, help=f"images per store chunk (default {CHUNK_SIZE}; a kill loses at most one chunk)")
-    run.add_argument("--num-shards", type=at.positive_int, default=None)
-    run.add_argument("--shard-index", type=at.non_negative_int, default=None)
-    run.add_argument("--max-items", type=at.non_negative_int, default=None, help="stop after this many new images (resume later)")
+    add_run_options(run, chunk_size=CHUNK_SIZE, chunk_help=f"images per store chunk (default {CHUNK_SIZE}; a kill loses at most one chunk)",
+                    max_items_flag="--max-items", max_items_help="stop after this many new images (resume later)")
     run.add_argument("--dry-run", action="store_true", help="print the plan and exit")
     run.add_argument("--seconds-per-image", type=at.positive_float, default=None, help="measured time per image, for --dry-run's GPU-hour estimate")
-
-
-def parse_tdg_overrides(values: Sequence[str]) -> dict[str, TDGParams]:
-    overrides = {}
-    for value in values:
-        category, _, numbers = value.partition("=")
-        parts = numbers.split(",")
-        if category not in {"colour", "shape", "pattern"} or len(parts) != 3:
-            raise InvalidArgumentError(f"--tdg {value!r}: expected CATEGORY=K,TMIN,TMAX with CATEGORY colour, shape or pattern")
-        try:
-            k, tmin, tmax = (float(x) for x in parts)
-        except ValueError:
-            raise InvalidArgumentError(f"--tdg {value!r}: K, TMIN and TMAX must be numbers") from None
-        overrides[category] = TDGParams(k=k, tmin=tmin, tmax=tmax)
-    return overrides
-
-
-def _matches(selector: str, bird: str, attribute: str) -> bool:
-    wanted_bird, eq, wanted_attribute = selector.partition("=")
-    if eq:
-        return bird == wanted_bird and attribute == wanted_attribute
-    return selector in (bird, attribute)
-
-
-def select_pairs(plan: PairPlan, selectors: Sequence[str] | None) -> PairPlan:
-    """Keep pairs matching any selector: ``BIRD=ATTRIBUTE``, a bird name, or an attribute."""
-    if not selectors:
-        return plan
-    unused = [s for s in selectors if not any(_matches(s, p.bird, p.attribute) for p in plan.pairs)]
-    if unused:
-        dropped = set(plan.dropped)
-        notes = [
-            f"{s} (dropped: the bird already has S+ in CUB; use --no-drop-present)"
-            if "=" in s and tuple(s.split("=", 1)) in dropped
-            else s
-            for s in unused
-        ]
-        raise InvalidArgumentError(f"--pairs selects nothing for: {', '.join(notes)}")
-    return PairPlan(
-        pairs=[p for p in plan.pairs if any(_matches(s, p.bird, p.attribute) for s in selectors)],
-        # Only the dropped pairs the selection would have held: the card counts what was asked for.
-        dropped=[d for d in plan.dropped if any(_matches(s, *d) for s in selectors)],
-    )
-
-
-def build_plan(args: argparse.Namespace) -> tuple[PairPlan, dict]:
-    """The pairs to generate. Without ``--cub-dir`` (dry runs only) nothing is dropped or checked."""
-    cub = load_cub(args.cub_dir) if args.cub_dir else None
-    spec = load_spec()
-    if args.reference_selection:
-        if args.candidate_spec:
-            raise InvalidArgumentError("--reference-selection and --candidate-spec exclude each other")
-        if cub is None and not args.classes:
-            raise InvalidArgumentError("--reference-selection without --classes lists CUB's 200 classes: pass --cub-dir or --classes")
-        plan = plan_reference_selection(cub, args.classes, spec=spec)
-        # Which classes is not bound to the store: a later run may add classes to the same folder.
-        return select_pairs(plan, args.pairs), {"plan": "reference-selection"}
-    if args.classes:
-        raise InvalidArgumentError("--classes only applies to --reference-selection")
-    overrides = parse_tdg_overrides(args.tdg)
-    if args.candidate_spec:
-        candidate = read_candidate_spec(args.candidate_spec)
-        drop = False if args.drop_present is None else args.drop_present
-        plan = plan_pairs(
-            candidate.birds, candidate.attributes, cub=cub, drop_present=drop,
-            guidance_birds=candidate.guidance_birds, tdg_overrides=overrides, spec=spec,
-        )
-        info = {"plan": "candidate-grid", "guidance_birds": dict(candidate.guidance_birds)}
-    else:
-        drop = True if args.drop_present is None else args.drop_present
-        plan = plan_pairs(spec.reference_birds, spec.substitutions, cub=cub, drop_present=drop, tdg_overrides=overrides, spec=spec)
-        info = {"plan": "paper"}
-    info["tdg_overrides"] = {k: v.to_dict() for k, v in overrides.items()}
-    return select_pairs(plan, args.pairs), info
-
-
-# Options that say how this process runs, not what the data is: left out of the card's command line,
-# so every shard and rerun records (and assembles) the same card.
-_RUN_ONLY = {"--num-shards": 1, "--shard-index": 1, "--max-items": 1, "--chunk-size": 1, "--device": 1,
-             "--offload": 0, "-v": 0, "--verbose": 0}
-
-
-def canonical_command(argv: Sequence[str]) -> list[str]:
-    """``argv`` without the run-only options (shards, chunking, device, verbosity)."""
-    out: list[str] = []
-    skip = 0
-    for arg in argv:
-        if skip:
-            skip -= 1
-            continue
-        name = arg.split("=", 1)[0]
-        if name in _RUN_ONLY:
-            skip = 0 if "=" in arg else _RUN_ONLY[name]
-            continue
-        out.append(arg)
-    return out
-
-
-def resolve_dtype_name(dtype: str, device: str) -> str:
-    if dtype != "auto":
-        return dtype
-    import torch
-
-    on_cuda = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
-    return "bf16" if on_cuda else "fp32"
 
 
 def print_plan(plan: PairPlan, args: argparse.Namespace) -> None:
@@ -220,10 +109,18 @@ def print_plan(plan: PairPlan, args: argparse.Namespace) -> None:
         print("without --cub-dir: bird and attribute names are not checked against CUB")
 
 
+def plan_request(args: argparse.Namespace) -> PlanRequest:
+    """The flags that decide the plan."""
+    return PlanRequest(
+        cub_dir=args.cub_dir, reference_selection=args.reference_selection, candidate_spec=args.candidate_spec,
+        classes=args.classes, tdg=args.tdg, drop_present=args.drop_present, pairs=args.pairs,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     if not args.cub_dir and not args.dry_run:
         raise InvalidArgumentError("--cub-dir is required to generate (CUB_200_2011's class-level labels set S+ and S-); --dry-run works without it")
-    plan, plan_info = build_plan(args)
+    plan, plan_info = build_plan(plan_request(args))
     if args.dry_run:
         print_plan(plan, args)
         return 0
@@ -241,9 +138,8 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         dtype=resolve_dtype_name(args.dtype, args.device),
     )
-    if args.chunk_size < 1:
-        raise InvalidArgumentError(f"--chunk-size must be >= 1, got {args.chunk_size}")
-    shard = resolve_shard(args.num_shards, args.shard_index)
+    check_chunk_size(args)
+    shard = shard_of(args)
     out = check_output(args.out, stage="sub/candidates")  # a foreign folder or another stage's run: refused before any model loads
     summary = generate(
         out=out,
@@ -253,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
         license=license,
         reference_selection=args.reference_selection,
         extra_config=plan_info,
-        command=canonical_command(getattr(args, "argv", None) or list(sys.argv)),
+        command=strip_run_only_options(getattr(args, "argv", None) or list(sys.argv)),
         shard=shard,
         device=args.device,
         offload=args.offload,
