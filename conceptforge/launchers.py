@@ -67,27 +67,35 @@ def process_world(env: Mapping[str, str] | None = None) -> tuple[int, int, str |
 def array_task(env: Mapping[str, str] | None = None, num_shards: int | None = None) -> tuple[int, int] | None:
     """(num shards, index) from a Slurm job array, or None when this is not an array task.
 
-    The count is ``num_shards`` when given (``--array=0-99%10 ... --num-shards 100``), else the
-    array's own bounds; task ids are taken relative to the array's first id.
+    With ``num_shards`` (``--num-shards``) the shard index is the task id itself, so any subset
+    of tasks can be resubmitted and runs exactly those shards: ``sbatch --array=3,17,42`` runs
+    shards 3, 17 and 42 (Slurm then sets SLURM_ARRAY_TASK_MIN=3 and COUNT=3, which say nothing
+    about the shards). Without it only a whole array ``--array=0-(N-1)`` is understood (N shards
+    from its bounds); anything else asks for ``--num-shards``.
     """
     env = os.environ if env is None else env
     if not env.get("SLURM_ARRAY_TASK_ID"):
         return None
     task = _int(env, "SLURM_ARRAY_TASK_ID")
+    if num_shards is not None:
+        if not 0 <= task < num_shards:
+            raise InvalidArgumentError(
+                f"Slurm array task {task} is outside --num-shards {num_shards}: task ids are shard indices, "
+                f"use ids in 0-{num_shards - 1}"
+            )
+        return num_shards, task
     low = _int(env, "SLURM_ARRAY_TASK_MIN") if env.get("SLURM_ARRAY_TASK_MIN") else 0
-    if num_shards is None:
-        if env.get("SLURM_ARRAY_TASK_COUNT"):
-            num_shards = _int(env, "SLURM_ARRAY_TASK_COUNT")
-        elif env.get("SLURM_ARRAY_TASK_MAX"):
-            num_shards = _int(env, "SLURM_ARRAY_TASK_MAX") - low + 1
-        else:
-            raise InvalidArgumentError("SLURM_ARRAY_TASK_ID is set without the array bounds: pass --num-shards")
-    index = task - low
-    if not 0 <= index < num_shards:
+    high = _int(env, "SLURM_ARRAY_TASK_MAX") if env.get("SLURM_ARRAY_TASK_MAX") else None
+    count = _int(env, "SLURM_ARRAY_TASK_COUNT") if env.get("SLURM_ARRAY_TASK_COUNT") else None
+    if high is not None and count is None:
+        count = high - low + 1
+    if low != 0 or count is None or (high is not None and high != count - 1):
+        ids = f"{low}-{high}" if high is not None else f"from {low}"
         raise InvalidArgumentError(
-            f"Slurm array task {task} is outside --num-shards {num_shards}: use --array=0-{num_shards - 1}"
+            f"Slurm array task {task} (ids {ids}{f', {count} tasks' if count is not None else ''}) is not part of "
+            "a whole array --array=0-(N-1): pass --num-shards N (task ids are shard indices)"
         )
-    return num_shards, index
+    return count, task
 
 
 def resolve_launch(
