@@ -12,10 +12,13 @@ tasks). ``sbatch --array=0-3`` with ``srun -n 8`` in each task gives 32 disjoint
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
+import re
+import subprocess
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from conceptforge.errors import InvalidArgumentError
 from conceptforge.workitems import ShardSpec
@@ -135,3 +138,58 @@ def resolve_shard(num_shards: int | None = None, shard_index: int | None = None)
     if launch.sources:
         logger.info("this process is %s", launch.describe())
     return launch.shard
+
+
+# -- what a scheduler needs to be told to redo some shards ---------------------------------------
+def array_spec(indices: Sequence[int]) -> str:
+    """``sbatch --array`` syntax for these task ids: ``[1, 3, 4, 5, 9]`` -> ``"1,3-5,9"``."""
+    ids = sorted(set(indices))
+    parts: list[str] = []
+    start = previous = None
+    for index in ids + [None]:
+        if start is not None and (index is None or index != previous + 1):
+            parts.append(str(start) if start == previous else f"{start}-{previous}")
+            start = None
+        if index is not None and start is None:
+            start = index
+        previous = index
+    return ",".join(parts)
+
+
+@functools.lru_cache(maxsize=4)
+def _job_script(job_id: str) -> str | None:
+    """The batch script a Slurm job was submitted with (``scontrol show job``), or None."""
+    try:
+        result = subprocess.run(["scontrol", "-o", "show", "job", job_id], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    match = re.search(r"\bCommand=(\S+)", result.stdout)
+    return match.group(1) if match and match.group(1) not in {"(null)", ""} else None
+
+
+def scheduler_record(env: Mapping[str, str] | None = None) -> dict[str, object]:
+    """What a shard report keeps about the Slurm array task that ran it ({} outside an array).
+
+    ``world`` is the inner process world (srun tasks, MPI ranks) that cut the array task again,
+    so ``conceptforge status`` can turn missing shards back into array task ids.
+    """
+    env = os.environ if env is None else env
+    if not env.get("SLURM_ARRAY_TASK_ID") or not env.get("SLURM_ARRAY_JOB_ID"):
+        return {}
+    record: dict[str, object] = {
+        "job": f"{env['SLURM_ARRAY_JOB_ID']}_{env['SLURM_ARRAY_TASK_ID']}",
+        "array_task": _int(env, "SLURM_ARRAY_TASK_ID"),
+        "world": process_world(env)[0],
+    }
+    script = _job_script(env.get("SLURM_JOB_ID") or env["SLURM_ARRAY_JOB_ID"])
+    if script:
+        record["script"] = script
+    return {"slurm": record}
+
+
+def resubmit_hint(env: Mapping[str, str] | None = None) -> str | None:
+    """For a Slurm array task: the command that reruns this task alone (None otherwise)."""
+    record = scheduler_record(env).get("slurm")
+    if not record:
+        return None
+    return f"sbatch --array={record['array_task']} {record.get('script', 'YOUR_JOB_SCRIPT')}"

@@ -24,14 +24,17 @@ import json
 import logging
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from conceptforge.progress import tqdm
 
 from conceptforge.assembly import AssemblyOutcome, assemble_once
 from conceptforge.errors import InvalidArgumentError, StoreError
+from conceptforge.interrupts import Interrupted
+from conceptforge.launchers import scheduler_record
 from conceptforge.store import ItemResult, ItemStore, Location, canonical_json, io_error, is_url, join
 from conceptforge.workitems import ShardSpec, WorkItem, check_unique_ids
 
@@ -239,6 +242,21 @@ def _batches(stage: Stage, chunk: Chunk, budget: int | None, bar: tqdm) -> list[
     return results
 
 
+@contextmanager
+def _stop_recorded(store: ItemStore, shard: ShardSpec, report_base: Mapping[str, Any]) -> Iterator[None]:
+    """Record in the shard report that this shard stopped (a signal, an error) before re-raising,
+    so ``conceptforge status`` does not show a cancelled Slurm task as "running" forever."""
+    try:
+        yield
+    except BaseException as error:
+        state = f"interrupted by {error.signal_name}" if isinstance(error, Interrupted) else f"failed ({type(error).__name__})"
+        try:
+            store.write_shard_report(shard.num_shards, shard.shard_index, {**report_base, "state": state, "host": os.uname().nodename})
+        except Exception:  # the store itself may be what failed; the original error matters more
+            logger.debug("could not record the stop in the shard report", exc_info=True)
+        raise
+
+
 def run_stage(
     stage: Stage,
     out: str | os.PathLike[str],
@@ -279,23 +297,25 @@ def run_stage(
     redone = sum(len(chunks[i].items) for i in damaged if chunks[i] in todo)
     if skipped:
         logger.info("resuming: %d of %d items of this shard already done (%s)", skipped, shard_items, stage.description)
-    report_base = {"num_shards": shard.num_shards, "shard_index": shard.shard_index, "chunks": [c.index for c in mine]}
+    report_base = {"num_shards": shard.num_shards, "shard_index": shard.shard_index, "chunks": [c.index for c in mine],
+                   **scheduler_record()}
     made = 0
     start = time.perf_counter()
     store.write_shard_report(shard.num_shards, shard.shard_index, {**report_base, "state": "running", "host": os.uname().nodename, "pid": os.getpid()})
-    if todo and stage.prepare is not None and (max_items is None or max_items > 0):
-        stage.prepare()
-    # disable=None: no bar when stderr is not a terminal (log files get no carriage returns)
-    with tqdm(total=sum(len(c.items) for c in todo), desc=stage.description, unit=stage.unit) as bar:
-        for chunk in todo:
-            budget = None if max_items is None else max_items - made
-            if budget is not None and budget <= 0:
-                break
-            results = _batches(stage, chunk, budget, bar)
-            if results is None:  # stopped inside this chunk: nothing of it is kept
-                break
-            store.write_chunk(chunk.index, list(zip(chunk.items, results)))
-            made += len(chunk.items)
+    with _stop_recorded(store, shard, report_base):
+        if todo and stage.prepare is not None and (max_items is None or max_items > 0):
+            stage.prepare()
+        # disable=None: no bar when stderr is not a terminal (log files get no carriage returns)
+        with tqdm(total=sum(len(c.items) for c in todo), desc=stage.description, unit=stage.unit) as bar:
+            for chunk in todo:
+                budget = None if max_items is None else max_items - made
+                if budget is not None and budget <= 0:
+                    break
+                results = _batches(stage, chunk, budget, bar)
+                if results is None:  # stopped inside this chunk: nothing of it is kept
+                    break
+                store.write_chunk(chunk.index, list(zip(chunk.items, results)))
+                made += len(chunk.items)
     elapsed = time.perf_counter() - start
     if made:
         logger.info("made %d %s in %.1f s (%.2f %s/s)", made, stage.description, elapsed, made / max(elapsed, 1e-9), stage.unit)

@@ -68,15 +68,22 @@ def status_lines(out: str, num_shards: int | None = None, *, work: str | None = 
         f"{out}: stage {config.get('stage')}, {done_items} of {plan['items']} items done "
         f"({len(done)} of {plan['chunks']} chunks){', ' + str(len(damaged)) + ' damaged (redone on rerun)' if damaged else ''}"
     ]
+    gone = _gone_shards(reports)
+    missing_shards = []
     for index in range(num_shards):
         mine = [c for c in range(plan["chunks"]) if c % num_shards == index]
         left = [c for c in mine if c not in done]
         state = reports.get((num_shards, index), {}).get("state", "not started")
+        if left:
+            missing_shards.append(index)
+            if state == "running" and (num_shards, index) in gone:
+                state = gone[(num_shards, index)]
         items_left = sum(sizes[c] for c in left)
         lines.append(
             f"  shard {index} of {num_shards}: {len(mine) - len(left)}/{len(mine)} chunks done, "
             f"{items_left} items left, last state: {state if left or state != 'running' else 'finished'}"
         )
+    lines += resubmission_lines(out, num_shards, missing_shards, reports)
     finished = read_done(store.location)
     if finished:
         lines.append(f"assembled: yes ({len(finished.get('files', []))} files)")
@@ -85,6 +92,67 @@ def status_lines(out: str, num_shards: int | None = None, *, work: str | None = 
     else:
         lines.append("assembled: no — the last shard to finish assembles (or `conceptforge assemble` afterwards)")
     return lines
+
+
+# -- dead shards and what to resubmit (Slurm arrays) ----------------------------------------------
+def _gone_shards(reports: dict) -> dict[tuple[int, int], str]:
+    """Shards whose report says "running" but whose process is gone: the pid on this host is
+    not alive, or its Slurm job is no longer known to ``squeue`` (killed with SIGKILL, node lost)."""
+    import os
+    import shutil
+    import socket
+    import subprocess
+
+    gone: dict[tuple[int, int], str] = {}
+    host = os.uname().nodename
+    jobs: dict[str, tuple[int, int]] = {}
+    for key, report in reports.items():
+        if report.get("state") != "running":
+            continue
+        job = (report.get("slurm") or {}).get("job")
+        if job:
+            jobs[str(job)] = key
+        elif report.get("host") in {host, socket.gethostname()} and isinstance(report.get("pid"), int):
+            try:
+                os.kill(report["pid"], 0)
+            except ProcessLookupError:
+                gone[key] = f"stopped (process {report['pid']} on {report.get('host')} is gone)"
+            except PermissionError:
+                pass
+    if jobs and shutil.which("squeue"):
+        try:
+            result = subprocess.run(["squeue", "-h", "-o", "%i %T", "-j", ",".join(jobs)], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            return gone
+        alive = {line.split()[0] for line in result.stdout.splitlines() if line.strip()}
+        if result.returncode == 0 or "Invalid job id" in result.stderr:
+            for job, key in jobs.items():
+                if job not in alive:
+                    gone[key] = f"stopped (Slurm job {job} is no longer queued or running)"
+    return gone
+
+
+def resubmission_lines(out: str, num_shards: int, missing: list[int], reports: dict) -> list[str]:
+    """The shards still missing as an ``sbatch --array=`` list and a command to run (Slurm), or
+    as ``--shard-index`` values. Shards run by an array x srun/MPI composition map back to their
+    array task (shard // world)."""
+    from conceptforge.launchers import array_spec
+
+    if not missing or num_shards < 2:
+        return []
+    slurm = [r["slurm"] for r in reports.values() if r.get("num_shards") == num_shards and r.get("slurm")]
+    if not slurm:
+        return [f"missing shards: {array_spec(missing)} of {num_shards}: rerun your command with --num-shards {num_shards} "
+                f"--shard-index I for each (or as a Slurm array: sbatch --array={array_spec(missing)} with --num-shards {num_shards})"]
+    world = int(slurm[0].get("world") or 1)
+    tasks = sorted({index // world for index in missing})
+    scripts = sorted({str(r["script"]) for r in slurm if r.get("script")})
+    script = scripts[0] if len(scripts) == 1 else "YOUR_JOB_SCRIPT"
+    return [
+        f"missing array tasks: --array={array_spec(tasks)} (of {num_shards // world} shards"
+        + (f", {world} processes each" if world > 1 else "") + ")",
+        f"resubmit them: sbatch --array={array_spec(tasks)} {script}",
+    ]
 
 
 def run(args: argparse.Namespace) -> int:
