@@ -1,0 +1,198 @@
+"""The docs' Slurm scripts, submitted to a real single-node Slurm: arrays, srun, array x srun,
+scancel + resubmission of exactly the missing tasks, requeue on preemption, a dependency chain.
+
+Every run must give the bytes of one uninterrupted single process, assembled once.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.cluster.conftest import JOB_ENV, REPO, SMALL_JOB, adapt, doc_script
+
+BINDING_SMALL = "--resolution 64x48 --samples 2 --chunk-size 2"
+ENGINE_STAGE = REPO / "tests" / "core" / "engine_stage.py"
+
+
+def dataset_bytes(out: Path) -> dict[str, bytes]:
+    """Every published file of a dataset folder (the store under .work is not the dataset)."""
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*"))
+            if p.is_file() and ".work" not in p.relative_to(out).parts}
+
+
+def assemblies(text: str) -> list[str]:
+    """The 'assembled OUT (N files)' log lines (one per assembly actually done)."""
+    return re.findall(r"conceptforge\.assembly: assembled (\S+) \(", text)
+
+
+def run_local(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")} | JOB_ENV
+    result = subprocess.run(list(args), env=env, capture_output=True, text=True, timeout=600, cwd=cwd)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def outputs(folder: Path) -> str:
+    return "\n".join(p.read_text(errors="replace") for p in sorted(folder.glob("*.out")))
+
+
+@pytest.fixture(scope="module")
+def binding_reference(tmp_path_factory):
+    """The binding demo at a tiny size, one process: (dataset bytes, assembly log lines)."""
+    out = tmp_path_factory.mktemp("binding-ref") / "out"
+    result = run_local(f"{JOB_ENV['PATH'].split(':')[0]}/conceptforge", "generate", "binding", "--dataset", "all",
+                       "--preset", "demo", "--out", str(out), *BINDING_SMALL.split())
+    return dataset_bytes(out), assemblies(result.stderr)
+
+
+def submit_and_wait(slurm, script_text: str, folder: Path, *options: str) -> tuple[str, dict[str, str]]:
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "job.sh"
+    script.write_text(script_text)
+    job = slurm.sbatch(script, f"--output={folder}/%A_%a.out", *options, env=JOB_ENV, cwd=str(folder))
+    states = slurm.wait(job, timeout=300)
+    return job, states
+
+
+# -- job arrays, srun, array x srun, from docs/cluster.md -----------------------------------------
+def test_slurm_binding_docs_array_gives_one_dataset(slurm, tmp_path, binding_reference):
+    out = tmp_path / "binding"
+    script = adapt(doc_script("--job-name=binding\n"), {
+        "--array=0-31": "--array=0-3", "--preset paper": "--preset demo", "s3://my-bucket/binding": str(out),
+        "--num-shards 32": "--num-shards 4", "--num-workers 4": "--num-workers 1",
+    }, append=BINDING_SMALL)
+    job, states = submit_and_wait(slurm, script, tmp_path / "jobs", *SMALL_JOB)
+    log = outputs(tmp_path / "jobs")
+    assert sorted(states) == [f"{job}_{i}" for i in range(4)] and set(states.values()) == {"COMPLETED"}, log
+    reference, reference_assemblies = binding_reference
+    assert dataset_bytes(out) == reference
+    # as many assemblies as one process does (each config, the card): none twice
+    assert len(assemblies(log)) == len(reference_assemblies), log
+    shards = sorted(p.name for p in (out / ".work" / "relational" / "shards").iterdir())
+    assert shards == ["4-0.json", "4-1.json", "4-2.json", "4-3.json"]
+
+
+def test_slurm_srun_inside_a_batch_job(slurm, tmp_path, binding_reference):
+    out = tmp_path / "binding"
+    script = adapt(doc_script("--job-name=binding-srun\n"), {
+        "--nodes=4 --ntasks-per-node=4 --cpus-per-task=8 --mem-per-cpu=1G --time=04:00:00": "--ntasks=2 --cpus-per-task=1 --mem-per-cpu=150M --time=10",
+        "--preset paper": "--preset demo", "/shared/binding": str(out),
+    }, append=BINDING_SMALL)
+    job, states = submit_and_wait(slurm, script, tmp_path / "jobs")
+    log = outputs(tmp_path / "jobs")
+    assert set(states.values()) == {"COMPLETED"}, log
+    assert dataset_bytes(out) == binding_reference[0]
+    reports = [json.loads(p.read_text()) for p in sorted((out / ".work" / "two-object" / "shards").iterdir())]
+    assert [(r["num_shards"], r["shard_index"], r["state"]) for r in reports] == [(2, 0, "finished"), (2, 1, "finished")]
+
+
+def test_slurm_array_times_srun(slurm, tmp_path, binding_reference):
+    out = tmp_path / "binding"
+    script = adapt(doc_script("--job-name=binding-array-srun\n"), {
+        "--array=0-7": "--array=0-1",
+        "--ntasks=4 --cpus-per-task=8 --mem-per-cpu=1G --time=04:00:00": "--ntasks=2 --cpus-per-task=1 --mem-per-cpu=150M --time=10",
+        "--preset paper": "--preset demo", "/shared/binding": str(out), "--num-shards 8": "--num-shards 2",
+    }, append=BINDING_SMALL)
+    job, states = submit_and_wait(slurm, script, tmp_path / "jobs")
+    log = outputs(tmp_path / "jobs")
+    assert sorted(states) == [f"{job}_0", f"{job}_1"] and set(states.values()) == {"COMPLETED"}, log
+    assert dataset_bytes(out) == binding_reference[0]
+    # 2 array tasks x 2 srun tasks = 4 disjoint shards; array task 1 ran shards 2 and 3
+    reports = {p.name: json.loads(p.read_text()) for p in (out / ".work" / "relational" / "shards").iterdir()}
+    assert sorted(reports) == ["4-0.json", "4-1.json", "4-2.json", "4-3.json"]
+    assert {name: r["slurm"]["array_task"] for name, r in reports.items()} == {"4-0.json": 0, "4-1.json": 0, "4-2.json": 1, "4-3.json": 1}
+    assert all(r["slurm"]["world"] == 2 for r in reports.values())
+
+
+# -- scancel, status, resubmission of exactly the missing tasks ---------------------------------
+@pytest.fixture(scope="module")
+def engine_reference(tmp_path_factory) -> dict[str, bytes]:
+    out = tmp_path_factory.mktemp("engine-ref") / "out"
+    run_local(sys.executable, str(ENGINE_STAGE), str(out), "--count", "40", "--chunk-size", "4")
+    return dataset_bytes(out)
+
+
+def engine_script(out: Path, log: Path, num_shards: int) -> str:
+    """A batch script like the docs' (exec, --num-shards); DELAY slows each item (seconds)."""
+    return (f"#!/bin/bash\nexec python {ENGINE_STAGE} {out} --count 40 --chunk-size 4 --log {log} "
+            f"--delay ${{DELAY:-0}} --num-shards {num_shards}\n")
+
+
+def wait_for_chunks(out: Path, chunks: list[int], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not all(list((out / ".work" / "chunks").glob(f"c{c:06d}.*.done")) for c in chunks):
+        assert time.monotonic() < deadline, f"chunks {chunks} not written in {timeout} s"
+        time.sleep(0.1)
+
+
+def status(out: Path) -> str:
+    return run_local(f"{JOB_ENV['PATH'].split(':')[0]}/conceptforge", "status", str(out)).stdout
+
+
+def test_slurm_scancel_then_status_resubmits_exactly_the_missing_tasks(slurm, tmp_path, engine_reference):
+    out, log, jobs = tmp_path / "out", tmp_path / "made.log", tmp_path / "jobs"
+    jobs.mkdir()
+    script = jobs / "job.sh"
+    script.write_text(engine_script(out, log, 4))
+    # 10 chunks of 4 items; task t owns chunks t, t+4, t+8. Tasks 1 and 3 are cancelled mid-run.
+    job = slurm.sbatch(script, "--array=0-3", f"--output={jobs}/%A_%a.out", *SMALL_JOB, env={**JOB_ENV, "DELAY": "0.4"})
+    wait_for_chunks(out, [1, 3])
+    slurm.run("scancel", f"{job}_1", f"{job}_3")
+    states = slurm.wait(job, timeout=300)
+    assert states[f"{job}_0"] == "COMPLETED" and states[f"{job}_2"] == "COMPLETED", states
+    assert states[f"{job}_1"] == "CANCELLED" and states[f"{job}_3"] == "CANCELLED", states
+    cancelled = (jobs / f"{job}_1.out").read_text()
+    assert f"interrupted by SIGTERM" in cancelled and f"sbatch --array=1 {script}" in cancelled, cancelled
+    assert "rerun the same command" not in cancelled
+    text = status(out)
+    lines = {line.split(":")[0].strip(): line for line in text.splitlines() if line.strip().startswith("shard ")}
+    for task in (1, 3):
+        assert "last state: interrupted by SIGTERM" in lines[f"shard {task} of 4"], text
+        assert "last state: running" not in lines[f"shard {task} of 4"], text
+    assert "chunks done, 0 items left, last state: finished" in lines["shard 0 of 4"], text
+    assert "missing array tasks: --array=1,3 (of 4 shards)" in text, text
+    command = next(line for line in text.splitlines() if line.startswith("resubmit them: "))[len("resubmit them: "):]
+    assert command == f"sbatch --array=1,3 {script}"
+    # the printed command, as a user would paste it (plus where its log goes)
+    argv = command.split()
+    again = slurm.sbatch(argv[-1], *argv[1:-1], f"--output={jobs}/%A_%a.out", *SMALL_JOB, env=JOB_ENV)
+    states = slurm.wait(again, timeout=300)
+    assert sorted(states) == [f"{again}_1", f"{again}_3"] and set(states.values()) == {"COMPLETED"}, outputs(jobs)
+    assert dataset_bytes(out) == engine_reference
+    made = collections.Counter(log.read_text().split())
+    assert len(made) == 40 and max(made.values()) <= 2  # only items of the cut-short chunks were made twice
+    assert len(re.findall(r"; assembled \S+ \(", outputs(jobs))) == 1  # the engine stage's own report line
+    assert "assembled: yes" in status(out)
+
+
+def test_slurm_requeue_on_preemption_resumes(slurm, tmp_path, engine_reference):
+    out, log, jobs = tmp_path / "out", tmp_path / "made.log", tmp_path / "jobs"
+    preemptible = doc_script("--job-name=binding-preemptible\n")
+    options = re.search(r"#SBATCH (--array=\S+ --requeue --signal=\S+ --open-mode=append)", preemptible).group(1).split()
+    options = [o for o in options if not o.startswith("--array")] + ["--array=0"]
+    jobs.mkdir()
+    script = jobs / "job.sh"
+    script.write_text(engine_script(out, log, 1))
+    job = slurm.sbatch(script, *options, f"--output={jobs}/%A_%a.out", *SMALL_JOB, env={**JOB_ENV, "DELAY": "0.1"})
+    wait_for_chunks(out, [1])
+    slurm.run("scontrol", "requeue", f"{job}_0")
+    deadline = time.monotonic() + 240
+    while "already done" not in (text := outputs(jobs)) or slurm.states(job).get(f"{job}_0") != "COMPLETED":
+        assert time.monotonic() < deadline, f"requeued task did not finish: {slurm.states(job)}\n{text}"
+        time.sleep(0.5)
+    assert "interrupted by SIGTERM" in text, text
+    done_before = int(re.search(r"made 0, already done (\d+)|made \d+, already done (\d+)", text.split("interrupted by SIGTERM")[1]).group(0).split()[-1])
+    assert 8 <= done_before < 40, text
+    assert dataset_bytes(out) == engine_reference
+    made = collections.Counter(log.read_text().split())
+    assert len(made) == 40 and sum(made.values()) < 40 + 8, made  # resumed, not started over
