@@ -186,6 +186,9 @@ def test_slurm_requeue_on_preemption_resumes(slurm, tmp_path, engine_reference):
     job = slurm.sbatch(script, *options, f"--output={jobs}/%A_%a.out", *SMALL_JOB, env={**JOB_ENV, "DELAY": "0.1"})
     wait_for_chunks(out, [1])
     slurm.run("scontrol", "requeue", f"{job}_0")
+    # Slurm holds a requeued batch job back ~2 minutes (its begin time); a test need not wait
+    slurm.wait_for(job, ["PENDING"], timeout=60)
+    slurm.run("scontrol", "update", f"JobId={job}_0", "StartTime=now")
     deadline = time.monotonic() + 240
     while "already done" not in (text := outputs(jobs)) or slurm.states(job).get(f"{job}_0") != "COMPLETED":
         assert time.monotonic() < deadline, f"requeued task did not finish: {slurm.states(job)}\n{text}"
