@@ -25,9 +25,10 @@ import logging
 import os
 import time
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from conceptforge.progress import tqdm
 
@@ -257,6 +258,38 @@ def _stop_recorded(store: ItemStore, shard: ShardSpec, report_base: Mapping[str,
         raise
 
 
+# -- executors: where the chunks' work runs (the store and assembly stay with run_stage) ---------
+class Executor(Protocol):
+    """Runs chunks somewhere else (e.g. :class:`conceptforge.ray_executor.RayExecutor`) and writes
+    each finished chunk to ``store``; returns the number of items made. None = this process."""
+
+    def run_chunks(self, stage: Stage, chunks: Sequence[Chunk], store: ItemStore, *, max_items: int | None = None) -> int: ...
+
+
+#: The executor run_stage uses when none is passed (set by ``--executor``, see :func:`use_executor`).
+_EXECUTOR: ContextVar[Executor | None] = ContextVar("conceptforge_executor", default=None)
+
+
+@contextmanager
+def use_executor(executor: Executor | None) -> Iterator[None]:
+    """Within the block, every run_stage without an explicit executor uses ``executor``."""
+    token = _EXECUTOR.set(executor)
+    try:
+        yield
+    finally:
+        _EXECUTOR.reset(token)
+
+
+class _NoBar:
+    def update(self, n: int = 1) -> None:
+        pass
+
+
+def run_chunk(stage: Stage, chunk: Chunk) -> list[ItemResult]:
+    """The results of one whole chunk, in whatever process an executor runs it."""
+    return _batches(stage, chunk, None, _NoBar())
+
+
 def run_stage(
     stage: Stage,
     out: str | os.PathLike[str],
@@ -266,6 +299,7 @@ def run_stage(
     assemble: bool = True,
     store: ItemStore | None = None,
     assembly_wait: float = 600.0,
+    executor: Executor | None = None,
 ) -> RunReport:
     """Process this shard's missing chunks of ``stage`` into ``out`` and assemble when all exist.
 
@@ -302,7 +336,10 @@ def run_stage(
     made = 0
     start = time.perf_counter()
     store.write_shard_report(shard.num_shards, shard.shard_index, {**report_base, "state": "running", "host": os.uname().nodename, "pid": os.getpid()})
+    executor = executor or _EXECUTOR.get()
     with _stop_recorded(store, shard, report_base):
+        if executor is not None and todo:  # made elsewhere (Ray), written here: nothing left for the loop below
+            made, todo = executor.run_chunks(stage, todo, store, max_items=max_items), []
         if todo and stage.prepare is not None and (max_items is None or max_items > 0):
             stage.prepare()
         # disable=None: no bar when stderr is not a terminal (log files get no carriage returns)

@@ -19,6 +19,7 @@ from typing import Sequence
 from conceptforge.generators.binding.compositions import DATASETS
 from conceptforge.generators.binding.dataset import PRESETS, BindingConfig
 from conceptforge.generators.binding.generate import CHUNK_SIZE, generate_binding
+from conceptforge.commands.base import add_executor_arguments, executor_for
 from conceptforge.errors import InvalidArgumentError
 from conceptforge.runner import check_output
 from conceptforge.store import join
@@ -62,6 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="your measured render time per image (e.g. from a --preset demo run), for --dry-run's estimate",
     )
     parser.add_argument("--max-items", type=int, default=None, help=argparse.SUPPRESS)  # interrupt simulation
+    add_executor_arguments(parser)
 
 
 def plan_lines(configs: Sequence[BindingConfig], *, seconds_per_image: float | None, num_workers: int = 1) -> list[str]:
@@ -122,12 +124,15 @@ def run(args: argparse.Namespace) -> int:
     require_bpy()  # fail early and clearly when Blender is missing
     shard = resolve_shard(args.num_shards, args.shard_index)
     check_output(args.out)  # refuse a foreign --out before anything is rendered
+    if args.executor != "local" and args.num_workers > 1:
+        raise InvalidArgumentError("--num-workers is for the local executor; a Ray cluster's workers are its own")
     waiting, finished = [], []
     for config in configs:
-        report = generate_binding(
-            config, args.out, shard=shard, num_workers=args.num_workers,
-            device=args.device, max_items=args.max_items, chunk_size=args.chunk_size,
-        )
+        with executor_for(args):
+            report = generate_binding(
+                config, args.out, shard=shard, num_workers=args.num_workers,
+                device=args.device, max_items=args.max_items, chunk_size=args.chunk_size,
+            )
         if report.assembled:
             finished.append(config.dataset)
             print(f'{args.out}: config {config.dataset}: load_dataset("{args.out}", "{config.dataset}")')
