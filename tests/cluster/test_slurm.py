@@ -199,3 +199,61 @@ def test_slurm_requeue_on_preemption_resumes(slurm, tmp_path, engine_reference):
     assert dataset_bytes(out) == engine_reference
     made = collections.Counter(log.read_text().split())
     assert len(made) == 40 and sum(made.values()) < 40 + 8, made  # resumed, not started over
+
+
+# -- tiny-model SUB: the docs' array, then generate -> filter -> assemble with afterok ---------------
+SUB_TINY = "--images-per-pair 2 --resolution 32 --steps 2 --max-sequence-length 16 --device cpu --license cc-by-nc-4.0 --chunk-size 2"
+
+
+def test_slurm_sub_docs_array_and_dependency_chain(slurm, tmp_path):
+    from conceptforge.testing.random_flux import build_random_flux_pipeline
+    from conceptforge.testing.tiny_vlms import build_tiny_llava
+    from tests.sub.conftest import write_mini_cub
+
+    model = tmp_path / "flux"
+    build_random_flux_pipeline(seed=0).save_pretrained(model)
+    vlm = build_tiny_llava(tmp_path / "llava")
+    cub = write_mini_cub(tmp_path / "cub")
+    spec = json.dumps({"birds": ["Blue_Jay", "Cardinal"], "attributes": ["has_crown_color::black", "has_tail_pattern::solid"]})
+    env = {**JOB_ENV, "CUB_DIR": str(cub)}
+    generate = adapt(doc_script("--job-name=sub-candidates\n"), {
+        "--array=0-63": "--array=0-3", "/shared/sub-candidates": "sub-candidates", "--num-shards 64": "--num-shards 4",
+    }, append=f"--model {model} {SUB_TINY}")
+    filter_ = adapt(doc_script("--job-name=sub-filter\n"), {
+        "--array=0-15": "--array=0-1", "/shared/sub-candidates": "sub-candidates", "--out /shared/sub ": "--out sub ",
+        "--vqa-model OpenGVLab/InternVL2_5-8B --trust-remote-code": f"--vqa-model {vlm}", "--num-shards 16": "--num-shards 2",
+    }, append="--device cpu --keep-fraction 0.5 --chunk-size 2")
+    chain = adapt(doc_script("--dependency=afterok:$gen"), {"conceptforge assemble /shared/sub": "conceptforge assemble sub"})
+    jobs, single = tmp_path / "jobs", tmp_path / "single"
+    for folder in (jobs, single):  # the same relative paths: cards record the command line
+        folder.mkdir()
+        (folder / "spec.json").write_text(spec)
+    (jobs / "sub-candidates.sh").write_text(generate)
+    (jobs / "sub-filter.sh").write_text(filter_)
+    submitted = subprocess.run(["bash", "-c", chain + 'echo "jobs $gen $filter"\n'], cwd=jobs, env=slurm.client_env(env),
+                               capture_output=True, text=True, timeout=60)
+    assert submitted.returncode == 0, submitted.stderr
+    assemble_job = submitted.stdout.split()[0]
+    gen, filt = submitted.stdout.split("jobs ")[1].split()
+    # the filter and the assembly wait for every generation task (afterok on the array)
+    assert set(slurm.states(filt).values()) <= {"PENDING", "RUNNING", "COMPLETED"}
+    for job in (gen, filt, assemble_job):
+        states = slurm.wait(job, timeout=600)
+        assert set(states.values()) == {"COMPLETED"}, (job, states, outputs_of(jobs)[-6000:], slurm.log_tail())
+    log = outputs_of(jobs)
+    # one process, same relative paths, for the bytes to compare with
+    script = f"{JOB_ENV['PATH'].split(':')[0]}/conceptforge"
+    run_local(script, "generate", "sub", "--cub-dir", str(cub), "--candidate-spec", "spec.json", "--out", "sub-candidates",
+              "--model", str(model), *SUB_TINY.split(), cwd=single)
+    assert dataset_bytes(jobs / "sub-candidates") == dataset_bytes(single / "sub-candidates")
+    run_local(script, "filter", "sub", "--candidates", "sub-candidates", "--cub-dir", str(cub), "--out", "sub",
+              "--vqa-model", str(vlm), "--device", "cpu", "--keep-fraction", "0.5", "--chunk-size", "2", cwd=single)
+    # the filtered rows are the same; the card names the candidates folder by its absolute path
+    data = lambda out: {k: v for k, v in dataset_bytes(out).items() if k.startswith("data/")}  # noqa: E731
+    assert data(jobs / "sub") and data(jobs / "sub") == data(single / "sub")
+    assert len(re.findall(r"^wrote 8 images", log, flags=re.M)) == 1, log  # the candidates assembled once
+    assert "was already assembled" in (jobs / f"slurm-{assemble_job}.out").read_text()
+
+
+def outputs_of(folder: Path) -> str:
+    return "\n".join(p.read_text(errors="replace") for p in sorted(folder.glob("slurm-*.out")))
