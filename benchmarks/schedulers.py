@@ -8,13 +8,14 @@ What a user pays for scaling out on one 2-core machine, timed end to end from th
   command as one process (what a user runs without a scheduler);
 - **Ray** (ours): the same command with ``--executor ray`` (a local Ray cluster started by
   ``ray.init()`` in the command, 2 CPUs: two workers); baseline: one process;
-- **scheduling overhead per chunk**: the engine's test stage with items that do no work, so all
-  that is timed is the scheduler. Slurm: 8 array tasks (quick: 4), one chunk each, vs the same
-  processes started here 2 at a time (the difference / tasks is Slurm's cost per task); Ray: 200
-  (quick: 100) one-item chunks through :class:`conceptforge.ray_executor.RayExecutor` on a warm local cluster vs the
-  engine's own loop in this process (the difference / 200 is Ray's cost per chunk).
+- **scheduling overhead per chunk**: a stage of one-item chunks that do no work
+  (``benchmarks/_empty_stage.py``), so all that is timed is the scheduler. Slurm: 8 array tasks
+  (quick: 4), one chunk each, vs the same processes started here 2 at a time (the difference /
+  tasks is Slurm's cost per task); Ray: 200 (quick: 100) chunks through
+  :class:`conceptforge.ray_executor.RayExecutor` on a warm local cluster vs the engine's own
+  loop in this process (the difference / chunks is Ray's cost per chunk).
 
-Both sides make the same dataset (checked: identical bytes). Needs root with Debian's
+Both sides of the binding comparisons make the same dataset (checked: identical bytes). Needs root with Debian's
 ``slurm-wlm`` and ``munge`` for the Slurm parts, ``ray`` for the Ray parts; otherwise skipped.
 
     python -m benchmarks schedulers [--quick]
@@ -47,7 +48,7 @@ def _binding_args(quick: bool) -> list[str]:
 
 def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "OMPI_", "PMI_"))}
-    return env | {"PATH": f"{BIN}:{env.get('PATH', '/usr/bin:/bin')}", "PYTHONPATH": str(REPO)}
+    return env | {"PATH": f"{BIN}:{env.get('PATH', '/usr/bin:/bin')}"}
 
 
 def _digest(out: Path) -> str:
@@ -100,13 +101,13 @@ def _slurm_results(quick: bool, repeats: int, workdir: Path) -> list[Result]:
 
         # scheduling overhead: 8 tasks of a stage that does no work
         tasks = 4 if quick else 8
-        stage = [sys.executable, str(REPO / "tests" / "core" / "engine_stage.py")]
+        stage = [sys.executable, "-m", "benchmarks._empty_stage"]  # run from the repository root
 
         def trivial_array(round_: int) -> None:
             script = workdir / "trivial.sh"
-            script.write_text(f"#!/bin/bash\nexec {' '.join(stage)} \"$OUT\" --count {tasks} --chunk-size 1 --num-shards {tasks}\n")
+            script.write_text(f"#!/bin/bash\nexec {' '.join(stage)} \"$OUT\" {tasks} --num-shards {tasks}\n")
             job = cluster.sbatch(script, f"--array=0-{tasks - 1}", "--cpus-per-task=1", "--output=/dev/null",
-                                 env={**_env(), "OUT": str(workdir / f"trivial-array-{round_}")})
+                                 env={**_env(), "OUT": str(workdir / f"trivial-array-{round_}")}, cwd=str(REPO))
             cluster.wait(job, timeout=600, poll=0.1)
 
         def trivial_local(round_: int) -> None:
@@ -116,9 +117,8 @@ def _slurm_results(quick: bool, repeats: int, workdir: Path) -> list[Result]:
             while pending or running:
                 while pending and len(running) < 2:
                     index = pending.pop(0)
-                    running.append(subprocess.Popen([*stage, str(out), "--count", str(tasks), "--chunk-size", "1",
-                                                     "--num-shards", str(tasks), "--shard-index", str(index)],
-                                                    env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                    running.append(subprocess.Popen([*stage, str(out), str(tasks), "--num-shards", str(tasks), "--shard-index", str(index)],
+                                                    env=_env(), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
                 running[0].wait()
                 running.pop(0)
 
@@ -135,21 +135,6 @@ def _slurm_results(quick: bool, repeats: int, workdir: Path) -> list[Result]:
         return [binding, overhead]
     finally:
         cluster.stop()
-
-
-def _empty_item(item):
-    from conceptforge.store import ItemResult
-
-    return ItemResult(files={"bin": b"x" * 64}, metadata={"n": item.payload["n"]})
-
-
-def _empty_stage(count: int):
-    """One-item chunks that do no work: all that is timed is the executor (no assembly)."""
-    from conceptforge.runner import Stage
-    from conceptforge.workitems import WorkItem, derive_seed
-
-    items = [WorkItem(f"item{n:05d}", derive_seed(7, n), "train", {"n": n}) for n in range(count)]
-    return Stage(name="bench/empty", items=items, settings={"count": count}, make_item=_empty_item, chunk_size=1)
 
 
 def _ray_results(quick: bool, repeats: int, workdir: Path) -> list[Result]:
@@ -175,18 +160,20 @@ def _ray_results(quick: bool, repeats: int, workdir: Path) -> list[Result]:
         extra={"same dataset bytes": str(same), "note": "each run starts its own local Ray cluster (ray.init in the command)"},
     )
 
+    from benchmarks import _empty_stage
     from conceptforge.ray_executor import RayExecutor
     from conceptforge.runner import run_stage
 
+    ray.cloudpickle.register_pickle_by_value(_empty_stage)  # Ray workers need not import benchmarks/
+    _empty = _empty_stage.empty_stage
     chunks = 100 if quick else 200
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}})
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         def ray_chunks(round_: int) -> None:
-            run_stage(_empty_stage(chunks), workdir / f"ray-chunks-{round_}", executor=RayExecutor())
+            run_stage(_empty(chunks), workdir / f"ray-chunks-{round_}", executor=RayExecutor())
 
         def local_chunks(round_: int) -> None:
-            run_stage(_empty_stage(chunks), workdir / f"local-chunks-{round_}")
+            run_stage(_empty(chunks), workdir / f"local-chunks-{round_}")
 
         ray_chunks(-1)
         local_chunks(-1)

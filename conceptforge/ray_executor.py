@@ -122,9 +122,10 @@ class RayExecutor:
                     store.write_chunk(chunk.index, list(zip(chunk.items, results)))
                     made += len(chunk.items)
                     bar.update(len(chunk.items))
-        finally:
-            for ref in pending:
-                ray.cancel(ref, force=True) if not actors else None
+        finally:  # stopped or failed: nothing keeps running for a run that is over
+            if not actors:
+                for ref in pending:
+                    ray.cancel(ref, force=True)
             for actor in actors:
                 ray.kill(actor)
         logger.info("Ray: %d chunk(s) in %.1f s", len(chunks), time.perf_counter() - start)
