@@ -2,6 +2,9 @@
 
 Reads only the store's listing and small JSON files, so it is cheap on object stores too. The
 shard count is the one the last processes ran with (``--num-shards`` to ask about another).
+For a run made by a Slurm job array it also prints the ``sbatch --array=...`` line that
+resubmits exactly the missing tasks, and it tells a shard whose process is gone from one that
+is still running.
 """
 
 from __future__ import annotations
