@@ -263,3 +263,18 @@ def test_slurm_sub_docs_array_and_dependency_chain(slurm, tmp_path):
 
 def outputs_of(folder: Path) -> str:
     return "\n".join(p.read_text(errors="replace") for p in sorted(folder.glob("slurm-*.out")))
+
+
+def test_slurm_subset_without_num_shards_is_one_error_line(slurm, tmp_path):
+    """`sbatch --array=1` of a script without --num-shards cannot know the shard count: one line, exit 2."""
+    out, jobs = tmp_path / "out", tmp_path / "jobs"
+    jobs.mkdir()
+    script = jobs / "job.sh"
+    script.write_text(f"#!/bin/bash\nexec python {ENGINE_STAGE} {out} --count 8 --chunk-size 4\n")
+    job = slurm.sbatch(script, "--array=1", f"--output={jobs}/%A_%a.out", *SMALL_JOB, env=JOB_ENV)
+    assert slurm.wait(job, timeout=120) == {f"{job}_1": "FAILED"}
+    text = (jobs / f"{job}_1.out").read_text()
+    assert text.splitlines() == [
+        "error: Slurm array task 1 (ids 1-1, 1 tasks) is not part of a whole array --array=0-(N-1): "
+        "pass --num-shards N (task ids are shard indices)"], text
+    assert not out.exists()  # nothing written
