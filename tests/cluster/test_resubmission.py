@@ -93,3 +93,15 @@ def test_executor_options_are_checked(argv, message):
 
     with pytest.raises(ConceptforgeError, match=message):
         executor_from_args(argv[1], argv[3])
+
+
+def test_private_slurm_says_why_it_cannot_start(monkeypatch):
+    from conceptforge.testing import slurm
+
+    monkeypatch.setattr(slurm, "_find", lambda name: None if name == "slurmd" else f"/usr/sbin/{name}")
+    assert slurm.unavailable_reason().startswith("Slurm is not installed (slurmd missing): `make test` installs slurm-wlm munge")
+    monkeypatch.setattr(slurm, "_find", lambda name: f"/usr/sbin/{name}")
+    monkeypatch.setattr(slurm.os, "geteuid", lambda: 1000)
+    assert slurm.unavailable_reason() == "a private Slurm needs root (slurmd runs jobs as their user); run the Slurm tests as root"
+    with pytest.raises(RuntimeError, match="needs root"):
+        slurm.start_cluster()
