@@ -254,7 +254,7 @@ def test_slurm_sub_docs_array_and_dependency_chain(slurm, tmp_path):
     assert dataset_bytes(jobs / "sub-candidates") == dataset_bytes(single / "sub-candidates")
     run_local(script, "filter", "sub", "--candidates", "sub-candidates", "--cub-dir", str(cub), "--out", "sub",
               "--vqa-model", str(vlm), "--device", "cpu", "--keep-fraction", "0.5", "--chunk-size", "2", cwd=single)
-    # the filtered rows are the same; the card names the candidates folder by its absolute path
+    # the filtered rows are the same; the filter's card records the assembling process's command line
     data = lambda out: {k: v for k, v in dataset_bytes(out).items() if k.startswith("data/")}  # noqa: E731
     assert data(jobs / "sub") and data(jobs / "sub") == data(single / "sub")
     assert len(re.findall(r"^wrote 8 images", log, flags=re.M)) == 1, log  # the candidates assembled once
