@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pwd
 import re
 import shutil
 import signal
@@ -142,7 +143,17 @@ class SlurmCluster:
         return "\n".join(parts)
 
     def stop(self, *, remove: bool = True) -> None:
-        """Stop the daemons (slurmd, slurmctld, munged; each by its own pid) and remove the folder."""
+        """Cancel what still runs here, stop the daemons (slurmd, slurmctld, munged; each by its own
+        pid) and remove the folder. Jobs are cancelled first: their slurmstepd would outlive slurmd."""
+        if self.processes.get("slurmctld") is not None and self.processes["slurmctld"].poll() is None:
+            try:
+                user = pwd.getpwuid(os.geteuid()).pw_name
+                self.run("scancel", "--user", user, check=False, timeout=20)
+                deadline = time.monotonic() + 20
+                while self.run("squeue", "-h", "-o", "%i", check=False, timeout=20).stdout.strip() and time.monotonic() < deadline:
+                    time.sleep(0.3)
+            except (OSError, subprocess.SubprocessError):
+                logger.debug("could not cancel the remaining jobs", exc_info=True)
         for name in reversed(DAEMONS):
             process = self.processes.pop(name, None)
             if process is None or process.poll() is not None:
