@@ -99,39 +99,38 @@ def status_lines(out: str, num_shards: int | None = None, *, work: str | None = 
 
 # -- dead shards and what to resubmit (Slurm arrays) ----------------------------------------------
 def _gone_shards(reports: dict) -> dict[tuple[int, int], str]:
-    """Shards whose report says "running" but whose process is gone: the pid on this host is
-    not alive, or its Slurm job is no longer known to ``squeue`` (killed with SIGKILL, node lost)."""
+    """Shards whose report says "running" but whose process is gone (SIGKILL, OOM, a lost node):
+    their Slurm job is no longer known to ``squeue``, or else their pid on this host is not alive."""
     import os
     import shutil
     import socket
     import subprocess
 
+    running = {key: report for key, report in reports.items() if report.get("state") == "running"}
     gone: dict[tuple[int, int], str] = {}
-    host = os.uname().nodename
-    jobs: dict[str, tuple[int, int]] = {}
-    for key, report in reports.items():
-        if report.get("state") != "running":
-            continue
-        job = (report.get("slurm") or {}).get("job")
-        if job:
-            jobs[str(job)] = key
-        elif report.get("host") in {host, socket.gethostname()} and isinstance(report.get("pid"), int):
-            try:
-                os.kill(report["pid"], 0)
-            except ProcessLookupError:
-                gone[key] = f"stopped (process {report['pid']} on {report.get('host')} is gone)"
-            except PermissionError:
-                pass
+    decided: set[tuple[int, int]] = set()
+    jobs = {str(r["slurm"]["job"]): key for key, r in running.items() if (r.get("slurm") or {}).get("job")}
     if jobs and shutil.which("squeue"):
         try:
-            result = subprocess.run(["squeue", "-h", "-o", "%i %T", "-j", ",".join(jobs)], capture_output=True, text=True, timeout=30)
+            result = subprocess.run(["squeue", "-h", "-o", "%i", "-j", ",".join(jobs)], capture_output=True, text=True, timeout=30)
         except (OSError, subprocess.SubprocessError):
-            return gone
-        alive = {line.split()[0] for line in result.stdout.splitlines() if line.strip()}
-        if result.returncode == 0 or "Invalid job id" in result.stderr:
+            result = None
+        if result is not None and (result.returncode == 0 or "Invalid job id" in result.stderr):
+            alive = {line.strip() for line in result.stdout.splitlines() if line.strip()}
             for job, key in jobs.items():
+                decided.add(key)
                 if job not in alive:
                     gone[key] = f"stopped (Slurm job {job} is no longer queued or running)"
+    host = {os.uname().nodename, socket.gethostname()}
+    for key, report in running.items():
+        if key in decided or report.get("host") not in host or not isinstance(report.get("pid"), int):
+            continue
+        try:
+            os.kill(report["pid"], 0)
+        except ProcessLookupError:
+            gone[key] = f"stopped (process {report['pid']} on {report.get('host')} is gone)"
+        except PermissionError:  # alive, another user's
+            pass
     return gone
 
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -34,8 +36,6 @@ def assemblies(text: str) -> list[str]:
 
 
 def run_local(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    import os
-
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")} | JOB_ENV
     result = subprocess.run(list(args), env=env, capture_output=True, text=True, timeout=600, cwd=cwd)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -135,8 +135,13 @@ def wait_for_chunks(out: Path, chunks: list[int], timeout: float = 120) -> None:
         time.sleep(0.1)
 
 
-def status(out: Path) -> str:
-    return run_local(f"{JOB_ENV['PATH'].split(':')[0]}/conceptforge", "status", str(out)).stdout
+def status(out: Path, slurm=None) -> str:
+    """`conceptforge status OUT`, in a shell that knows the cluster (SLURM_CONF) when given."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")} | JOB_ENV | (slurm.env if slurm else {})
+    result = subprocess.run([f"{JOB_ENV['PATH'].split(':')[0]}/conceptforge", "status", str(out)], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
 
 
 def test_slurm_scancel_then_status_resubmits_exactly_the_missing_tasks(slurm, tmp_path, engine_reference):
@@ -144,21 +149,25 @@ def test_slurm_scancel_then_status_resubmits_exactly_the_missing_tasks(slurm, tm
     jobs.mkdir()
     script = jobs / "job.sh"
     script.write_text(engine_script(out, log, 4))
-    # 10 chunks of 4 items; task t owns chunks t, t+4, t+8. Tasks 1 and 3 are cancelled mid-run.
+    # 10 chunks of 4 items; task t owns chunks t, t+4, t+8. Tasks 1 and 3 are stopped mid-run:
+    # task 1 by scancel (SIGTERM, it records its stop), task 3 by SIGKILL (it cannot record anything)
     job = slurm.sbatch(script, "--array=0-3", f"--output={jobs}/%A_%a.out", *SMALL_JOB, env={**JOB_ENV, "DELAY": "0.4"})
     wait_for_chunks(out, [1, 3])
-    slurm.run("scancel", f"{job}_1", f"{job}_3")
+    slurm.run("scancel", f"{job}_1")
+    # what the OOM killer does: SIGKILL to the process (its pid is in its shard report)
+    os.kill(json.loads((out / ".work" / "shards" / "4-3.json").read_text())["pid"], signal.SIGKILL)
     states = slurm.wait(job, timeout=300)
     assert states[f"{job}_0"] == "COMPLETED" and states[f"{job}_2"] == "COMPLETED", states
-    assert states[f"{job}_1"] == "CANCELLED" and states[f"{job}_3"] == "CANCELLED", states
+    assert states[f"{job}_1"] == "CANCELLED" and states[f"{job}_3"] == "FAILED", states
     cancelled = (jobs / f"{job}_1.out").read_text()
     assert f"interrupted by SIGTERM" in cancelled and f"sbatch --array=1 {script}" in cancelled, cancelled
     assert "rerun the same command" not in cancelled
-    text = status(out)
+    text = status(out, slurm)
     lines = {line.split(":")[0].strip(): line for line in text.splitlines() if line.strip().startswith("shard ")}
-    for task in (1, 3):
-        assert "last state: interrupted by SIGTERM" in lines[f"shard {task} of 4"], text
-        assert "last state: running" not in lines[f"shard {task} of 4"], text
+    assert "last state: interrupted by SIGTERM" in lines["shard 1 of 4"], text
+    assert f"last state: stopped (Slurm job {job}_3 is no longer queued or running)" in lines["shard 3 of 4"], text
+    # a shell that cannot reach the scheduler still tells a dead process on this host
+    assert "last state: stopped (process " in next(line for line in status(out).splitlines() if "shard 3 of 4" in line)
     assert "chunks done, 0 items left, last state: finished" in lines["shard 0 of 4"], text
     assert "missing array tasks: --array=1,3 (of 4 shards)" in text, text
     command = next(line for line in text.splitlines() if line.startswith("resubmit them: "))[len("resubmit them: "):]
