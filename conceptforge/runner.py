@@ -155,7 +155,7 @@ def check_output(out: str | os.PathLike[str], *, run_children: Sequence[str] = (
         raise io_error(error, "read", out_text) from None
     if not entries:
         return
-    if WORK_DIR in entries and Location(join(out_text, WORK_DIR)).exists("owner.json"):
+    if WORK_DIR in entries and _owned_work_dir(out_text):
         return
     if WORK_DIR in entries and Location(join(out_text, WORK_DIR)).exists("run.json"):
         raise StoreError(
@@ -170,6 +170,20 @@ def check_output(out: str | os.PathLike[str], *, run_children: Sequence[str] = (
     raise StoreError(
         f"--out {out_text} already holds files that are not a conceptforge run ({shown}); choose an empty or new folder"
     )
+
+
+def _owned_work_dir(out: str, wait: float = 3.0) -> bool:
+    """Whether ``out/.work`` is one of our stores. A process that is creating it right now (srun
+    tasks that all start on an empty --out) has made the folder but not yet ``owner.json``:
+    give it a few seconds before calling the folder foreign."""
+    work = Location(join(out, WORK_DIR))
+    deadline = time.monotonic() + wait
+    while not work.exists("owner.json"):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+        work.refresh()
+    return True
 
 
 def open_store(out: str | os.PathLike[str]) -> ItemStore:

@@ -105,3 +105,23 @@ def test_private_slurm_says_why_it_cannot_start(monkeypatch):
     assert slurm.unavailable_reason() == "a private Slurm needs root (slurmd runs jobs as their user); run the Slurm tests as root"
     with pytest.raises(RuntimeError, match="needs root"):
         slurm.start_cluster()
+
+
+def test_tasks_starting_together_see_the_store_being_created(tmp_path):
+    """srun tasks that start together on an empty --out: one has made .work but not yet
+    owner.json when another checks --out (seen on real Slurm); that is ours, not a foreign folder."""
+    import threading
+
+    from conceptforge.runner import check_output
+    from conceptforge.store import ItemStore
+
+    out = tmp_path / "out"
+    (out / ".work").mkdir(parents=True)
+    timer = threading.Timer(0.5, lambda: ItemStore(str(out / ".work")))
+    timer.start()
+    check_output(out)  # waits for owner.json instead of refusing
+    timer.join()
+    foreign = tmp_path / "foreign"
+    (foreign / ".work").mkdir(parents=True)
+    with pytest.raises(ConceptforgeError, match="not a conceptforge run"):
+        check_output(foreign)
