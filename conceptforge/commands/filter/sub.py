@@ -47,6 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shard-index", type=at.non_negative_int, default=None)
     parser.add_argument("--chunk-size", type=at.positive_int, default=100, help="candidates per store chunk, within one parquet row group (default 100)")
     parser.add_argument("--max-images", type=at.non_negative_int, default=None, help="score at most this many new images, then stop")
+    from conceptforge.commands.base import add_executor_arguments
+
+    add_executor_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -95,7 +98,10 @@ def run(args: argparse.Namespace) -> int:
         chunk_size=args.chunk_size,
         assembly_args={"candidates": str(args.candidates.resolve()), "params": asdict(params), "license": license, "provenance": provenance},
     )
-    report = run_stage(stage, run, shard=shard, max_items=args.max_images)
+    from conceptforge.commands.base import executor_for
+
+    with executor_for(args):
+        report = run_stage(stage, run, shard=shard, max_items=args.max_images)
     if report.assembly is None or report.assembly.status != "assembled":
         scored = report.total_items - report.missing_items
         print(f"scored {scored} of {report.total_items} candidates; {report.message(str(args.out))}")

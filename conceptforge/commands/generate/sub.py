@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Sequence
 
 from conceptforge import argtypes as at
+from conceptforge.commands.base import add_executor_arguments, executor_for
 
 from conceptforge.errors import InvalidArgumentError
 from conceptforge.cub import load_cub
@@ -80,6 +81,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     run.add_argument("--num-shards", type=at.positive_int, default=None)
     run.add_argument("--shard-index", type=at.non_negative_int, default=None)
     run.add_argument("--max-items", type=at.non_negative_int, default=None, help="stop after this many new images (resume later)")
+    add_executor_arguments(p)
     run.add_argument("--dry-run", action="store_true", help="print the plan and exit")
     run.add_argument("--seconds-per-image", type=at.positive_float, default=None, help="measured time per image, for --dry-run's GPU-hour estimate")
 
@@ -161,7 +163,7 @@ def build_plan(args: argparse.Namespace) -> tuple[PairPlan, dict]:
 # Options that say how this process runs, not what the data is: left out of the card's command line,
 # so every shard and rerun records (and assembles) the same card.
 _RUN_ONLY = {"--num-shards": 1, "--shard-index": 1, "--max-items": 1, "--chunk-size": 1, "--device": 1,
-             "--offload": 0, "-v": 0, "--verbose": 0}
+             "--offload": 0, "-v": 0, "--verbose": 0, "--executor": 1, "--ray-address": 1}
 
 
 def canonical_command(argv: Sequence[str]) -> list[str]:
@@ -245,22 +247,23 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(f"--chunk-size must be >= 1, got {args.chunk_size}")
     shard = resolve_shard(args.num_shards, args.shard_index)
     out = check_output(args.out, stage="sub/candidates")  # a foreign folder or another stage's run: refused before any model loads
-    summary = generate(
-        out=out,
-        plan=plan,
-        images_per_pair=args.images_per_pair,
-        settings=settings,
-        license=license,
-        reference_selection=args.reference_selection,
-        extra_config=plan_info,
-        command=canonical_command(getattr(args, "argv", None) or list(sys.argv)),
-        shard=shard,
-        device=args.device,
-        offload=args.offload,
-        save_guidance=args.save_guidance,
-        max_items=args.max_items,
-        chunk_size=args.chunk_size,
-    )
+    with executor_for(args):
+        summary = generate(
+            out=out,
+            plan=plan,
+            images_per_pair=args.images_per_pair,
+            settings=settings,
+            license=license,
+            reference_selection=args.reference_selection,
+            extra_config=plan_info,
+            command=canonical_command(getattr(args, "argv", None) or list(sys.argv)),
+            shard=shard,
+            device=args.device,
+            offload=args.offload,
+            save_guidance=args.save_guidance,
+            max_items=args.max_items,
+            chunk_size=args.chunk_size,
+        )
     if summary.report.assembly is not None and summary.report.assembly.status == "assembled":
         print(f"wrote {summary.items} images ({summary.pairs} pairs) to {args.out} (card README.md, grid.png)")
     else:
