@@ -123,5 +123,6 @@ def test_tasks_starting_together_see_the_store_being_created(tmp_path):
     timer.join()
     foreign = tmp_path / "foreign"
     (foreign / ".work").mkdir(parents=True)
+    (foreign / ".work" / "notes.txt").write_text("someone's file")  # an empty .work is a store being made; this is not
     with pytest.raises(ConceptforgeError, match="not a conceptforge run"):
         check_output(foreign)

@@ -123,8 +123,10 @@ def test_each_warning_is_printed_once(capsys):
 
 
 def _cli(*args, env):
+    # The suite's S3 fixture exports its credentials to os.environ: a case without credentials drops them.
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith(("FSSPEC_S3_", "AWS_"))}
     return subprocess.run([sys.executable, "-m", "conceptforge", *args], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(REPO), **env}, cwd=REPO)
+                          env={**inherited, "PYTHONPATH": str(REPO), **env}, cwd=REPO)
 
 
 def test_s3_without_credentials_or_with_a_dead_endpoint_is_one_line(tmp_path):
