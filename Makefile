@@ -22,11 +22,18 @@ install: $(VENV)/.installed
 
 # Debian's Chromium for the annotation app's browser tests (Playwright drives it; its own
 # browser download cannot work offline). Installed only where missing and we may use apt.
+# Debian's Slurm 22.05, munge and Open MPI for the cluster tests (tests/cluster: a private
+# single-node Slurm, mpirun): the same rule; without them those tests skip with one reason.
 system-deps:
-	@command -v chromium >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
-	  elif sudo -n true 2>/dev/null; then sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
-	  else echo "warning: chromium missing and apt unavailable; browser tests will be skipped"; fi; }
+	@missing=""; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	{ command -v sbatch && test -x /usr/sbin/slurmctld && test -x /usr/sbin/slurmd; } >/dev/null 2>&1 || missing="$$missing slurm-wlm"; \
+	test -x /usr/sbin/munged || missing="$$missing munge"; \
+	command -v mpirun >/dev/null 2>&1 || missing="$$missing openmpi-bin"; \
+	[ -z "$$missing" ] || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  elif sudo -n true 2>/dev/null; then sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else echo "warning:$$missing missing and apt unavailable; browser, Slurm and MPI tests will be skipped"; fi; }
 
 demo: $(VENV)/.installed
 	$(VENV)/bin/conceptforge generate binding --dataset all --preset demo --out $(DEMO_OUT)

@@ -245,6 +245,7 @@ def assemble_once(
             raise io_error(error, "assemble the dataset in", out) from None
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+        logger.info("assembled %s (%d files) in process %d", out, len(files), os.getpid())  # counted by the cluster tests
         return AssemblyOutcome("assembled", f"assembled {out} ({len(files)} files)", files)
     finally:
         beat.stop.set()

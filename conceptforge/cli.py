@@ -96,6 +96,24 @@ def quiet_library_progress() -> None:
 
 
 INTERRUPTED_MESSAGE = "interrupted by {signal}: finished work is kept; rerun the same command to resume"
+#: In a Slurm array task "the same command" would be the whole array: name this task alone.
+INTERRUPTED_ARRAY_MESSAGE = (
+    "interrupted by {signal}: finished work is kept; to resume this array task alone (unless Slurm requeues it): "
+    "{hint}  (`conceptforge status OUT` lists every task still missing)"
+)
+
+
+def interrupted_message(signal_name: str) -> str:
+    """The one line a stopped command prints: how to resume, for a Slurm array task that task only."""
+    from conceptforge.launchers import resubmit_hint
+
+    try:
+        hint = resubmit_hint()
+    except ConceptforgeError:
+        hint = None
+    if hint:
+        return INTERRUPTED_ARRAY_MESSAGE.format(signal=signal_name, hint=hint)
+    return INTERRUPTED_MESSAGE.format(signal=signal_name)
 
 
 def run_cli(main: Callable[[Sequence[str] | None], int | None], argv: Sequence[str] | None = None) -> int:
@@ -120,8 +138,8 @@ def run_cli(main: Callable[[Sequence[str] | None], int | None], argv: Sequence[s
                 print(f"error: {known}", file=sys.stderr)
                 return known.exit_code
     except Interrupted as stop:
-        print(INTERRUPTED_MESSAGE.format(signal=stop.signal_name), file=sys.stderr)
+        print(interrupted_message(stop.signal_name), file=sys.stderr)
         return stop.exit_code
     except KeyboardInterrupt:
-        print(INTERRUPTED_MESSAGE.format(signal="SIGINT"), file=sys.stderr)
+        print(interrupted_message("SIGINT"), file=sys.stderr)
         return 130

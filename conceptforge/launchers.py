@@ -12,10 +12,13 @@ tasks). ``sbatch --array=0-3`` with ``srun -n 8`` in each task gives 32 disjoint
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
+import re
+import subprocess
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from conceptforge.errors import InvalidArgumentError
 from conceptforge.workitems import ShardSpec
@@ -67,27 +70,35 @@ def process_world(env: Mapping[str, str] | None = None) -> tuple[int, int, str |
 def array_task(env: Mapping[str, str] | None = None, num_shards: int | None = None) -> tuple[int, int] | None:
     """(num shards, index) from a Slurm job array, or None when this is not an array task.
 
-    The count is ``num_shards`` when given (``--array=0-99%10 ... --num-shards 100``), else the
-    array's own bounds; task ids are taken relative to the array's first id.
+    With ``num_shards`` (``--num-shards``) the shard index is the task id itself, so any subset
+    of tasks can be resubmitted and runs exactly those shards: ``sbatch --array=3,17,42`` runs
+    shards 3, 17 and 42 (Slurm then sets SLURM_ARRAY_TASK_MIN=3 and COUNT=3, which say nothing
+    about the shards). Without it only a whole array ``--array=0-(N-1)`` is understood (N shards
+    from its bounds); anything else asks for ``--num-shards``.
     """
     env = os.environ if env is None else env
     if not env.get("SLURM_ARRAY_TASK_ID"):
         return None
     task = _int(env, "SLURM_ARRAY_TASK_ID")
+    if num_shards is not None:
+        if not 0 <= task < num_shards:
+            raise InvalidArgumentError(
+                f"Slurm array task {task} is outside --num-shards {num_shards}: task ids are shard indices, "
+                f"use ids in 0-{num_shards - 1}"
+            )
+        return num_shards, task
     low = _int(env, "SLURM_ARRAY_TASK_MIN") if env.get("SLURM_ARRAY_TASK_MIN") else 0
-    if num_shards is None:
-        if env.get("SLURM_ARRAY_TASK_COUNT"):
-            num_shards = _int(env, "SLURM_ARRAY_TASK_COUNT")
-        elif env.get("SLURM_ARRAY_TASK_MAX"):
-            num_shards = _int(env, "SLURM_ARRAY_TASK_MAX") - low + 1
-        else:
-            raise InvalidArgumentError("SLURM_ARRAY_TASK_ID is set without the array bounds: pass --num-shards")
-    index = task - low
-    if not 0 <= index < num_shards:
+    high = _int(env, "SLURM_ARRAY_TASK_MAX") if env.get("SLURM_ARRAY_TASK_MAX") else None
+    count = _int(env, "SLURM_ARRAY_TASK_COUNT") if env.get("SLURM_ARRAY_TASK_COUNT") else None
+    if high is not None and count is None:
+        count = high - low + 1
+    if low != 0 or count is None or (high is not None and high != count - 1):
+        ids = f"{low}-{high}" if high is not None else f"from {low}"
         raise InvalidArgumentError(
-            f"Slurm array task {task} is outside --num-shards {num_shards}: use --array=0-{num_shards - 1}"
+            f"Slurm array task {task} (ids {ids}{f', {count} tasks' if count is not None else ''}) is not part of "
+            "a whole array --array=0-(N-1): pass --num-shards N (task ids are shard indices)"
         )
-    return num_shards, index
+    return count, task
 
 
 def resolve_launch(
@@ -127,3 +138,58 @@ def resolve_shard(num_shards: int | None = None, shard_index: int | None = None)
     if launch.sources:
         logger.info("this process is %s", launch.describe())
     return launch.shard
+
+
+# -- what a scheduler needs to be told to redo some shards ---------------------------------------
+def array_spec(indices: Sequence[int]) -> str:
+    """``sbatch --array`` syntax for these task ids: ``[1, 3, 4, 5, 9]`` -> ``"1,3-5,9"``."""
+    ids = sorted(set(indices))
+    parts: list[str] = []
+    start = previous = None
+    for index in ids + [None]:
+        if start is not None and (index is None or index != previous + 1):
+            parts.append(str(start) if start == previous else f"{start}-{previous}")
+            start = None
+        if index is not None and start is None:
+            start = index
+        previous = index
+    return ",".join(parts)
+
+
+@functools.lru_cache(maxsize=4)
+def _job_script(job_id: str) -> str | None:
+    """The batch script a Slurm job was submitted with (``scontrol show job``), or None."""
+    try:
+        result = subprocess.run(["scontrol", "-o", "show", "job", job_id], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    match = re.search(r"\bCommand=(\S+)", result.stdout)
+    return match.group(1) if match and match.group(1) not in {"(null)", ""} else None
+
+
+def scheduler_record(env: Mapping[str, str] | None = None) -> dict[str, object]:
+    """What a shard report keeps about the Slurm array task that ran it ({} outside an array).
+
+    ``world`` is the inner process world (srun tasks, MPI ranks) that cut the array task again,
+    so ``conceptforge status`` can turn missing shards back into array task ids.
+    """
+    env = os.environ if env is None else env
+    if not env.get("SLURM_ARRAY_TASK_ID") or not env.get("SLURM_ARRAY_JOB_ID"):
+        return {}
+    record: dict[str, object] = {
+        "job": f"{env['SLURM_ARRAY_JOB_ID']}_{env['SLURM_ARRAY_TASK_ID']}",
+        "array_task": _int(env, "SLURM_ARRAY_TASK_ID"),
+        "world": process_world(env)[0],
+    }
+    script = _job_script(env.get("SLURM_JOB_ID") or env["SLURM_ARRAY_JOB_ID"])
+    if script:
+        record["script"] = script
+    return {"slurm": record}
+
+
+def resubmit_hint(env: Mapping[str, str] | None = None) -> str | None:
+    """For a Slurm array task: the command that reruns this task alone (None otherwise)."""
+    record = scheduler_record(env).get("slurm")
+    if not record:
+        return None
+    return f"sbatch --array={record['array_task']} {record.get('script', 'YOUR_JOB_SCRIPT')}"

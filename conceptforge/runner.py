@@ -23,9 +23,11 @@ import json
 import logging
 import os
 import time
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
 
 from conceptforge.progress import tqdm
 
@@ -33,6 +35,8 @@ from conceptforge.assemblers import Assembler, RepoAssembler, find_assembler
 from conceptforge.assembly import AssemblyOutcome, assemble_once
 from conceptforge.errors import DataNotFoundError, InvalidArgumentError, StoreError
 from conceptforge.failures import FailedItem, FailureCounter, failed_chunks, failed_items, failures_section, is_item_failure, make_with_retries, record_failures
+from conceptforge.interrupts import Interrupted
+from conceptforge.launchers import scheduler_record
 from conceptforge.output import WORK_DIR, RunDir
 from conceptforge.serialization import canonical_json
 from conceptforge.store import ItemResult, ItemStore, io_error, join
@@ -236,6 +240,68 @@ def _single(stage: Stage, item: WorkItem) -> ItemResult:
     return results[0]
 
 
+@contextmanager
+def _stop_recorded(store: ItemStore, shard: ShardSpec, report_base: Mapping[str, Any]) -> Iterator[None]:
+    """Record in the shard report that this shard stopped (a signal, an error) before re-raising,
+    so ``conceptforge status`` does not show a cancelled Slurm task as "running" forever."""
+    try:
+        yield
+    except BaseException as error:
+        state = f"interrupted by {error.signal_name}" if isinstance(error, Interrupted) else f"failed ({type(error).__name__})"
+        try:
+            store.write_shard_report(shard.num_shards, shard.shard_index, {**report_base, "state": state, "host": os.uname().nodename})
+        except Exception:  # the store itself may be what failed; the original error matters more
+            logger.debug("could not record the stop in the shard report", exc_info=True)
+        raise
+
+
+# -- executors: where the chunks' work runs (the store and assembly stay with run_stage) ---------
+class Executor(Protocol):
+    """Runs chunks somewhere else (e.g. :class:`conceptforge.ray_executor.RayExecutor`) and writes
+    each finished chunk to ``store``; returns the number of items made. None = this process."""
+
+    def run_chunks(self, stage: Stage, chunks: Sequence[Chunk], store: ItemStore, *, max_items: int | None = None,
+                   redo: set[int] = frozenset()) -> int: ...
+
+
+#: The executor run_stage uses when none is passed (set by ``--executor``, see :func:`use_executor`).
+_EXECUTOR: ContextVar[Executor | None] = ContextVar("conceptforge_executor", default=None)
+
+
+@contextmanager
+def use_executor(executor: Executor | None) -> Iterator[None]:
+    """Within the block, every run_stage without an explicit executor uses ``executor``."""
+    token = _EXECUTOR.set(executor)
+    try:
+        yield
+    finally:
+        _EXECUTOR.reset(token)
+
+
+class _NoBar:
+    def update(self, n: int = 1) -> None:
+        pass
+
+
+def run_chunk(stage: Stage, chunk: Chunk) -> list[ItemResult | FailedItem]:
+    """The results of one whole chunk, in whatever process an executor runs it (items that failed
+    every attempt come back as :class:`FailedItem`)."""
+    return _batches(stage, chunk, None, _NoBar())
+
+
+def write_chunk_results(store: ItemStore, chunk: Chunk, results: Sequence[ItemResult | FailedItem], *, redo: bool) -> int:
+    """Write one finished chunk: its failed items first (so a done chunk's failures are known),
+    then the chunk of the others; ``redo``: the chunk was done before (with failures) and is
+    replaced. Returns the number of items made."""
+    failures = [result for result in results if isinstance(result, FailedItem)]
+    pairs = [(item, result) for item, result in zip(chunk.items, results) if not isinstance(result, FailedItem)]
+    if redo:  # a chunk with failures, made again: its old marker goes first
+        store.drop_chunk(chunk.index)
+    record_failures(store, chunk.index, failures)
+    store.write_chunk(chunk.index, pairs)
+    return len(pairs)
+
+
 def run_stage(
     stage: Stage,
     out: str | os.PathLike[str],
@@ -245,6 +311,7 @@ def run_stage(
     assemble: bool = True,
     store: ItemStore | None = None,
     assembly_wait: float = 600.0,
+    executor: Executor | None = None,
 ) -> RunReport:
     """Process this shard's missing chunks of ``stage`` into ``out`` and assemble when all exist.
 
@@ -295,31 +362,31 @@ def run_stage(
         logger.info("resuming: %d of %d items of this shard already done (%s)", skipped, shard_items, stage.description)
     if any(chunk.index in retry for chunk in todo):
         logger.info("retrying the failed items of %d chunk(s)", sum(chunk.index in retry for chunk in todo))
-    report_base = {"num_shards": shard.num_shards, "shard_index": shard.shard_index, "chunks": [c.index for c in mine]}
+    report_base = {"num_shards": shard.num_shards, "shard_index": shard.shard_index, "chunks": [c.index for c in mine],
+                   **scheduler_record()}
     made = attempted = 0
     counter = FailureCounter()
     start = time.perf_counter()
     store.write_shard_report(shard.num_shards, shard.shard_index, {**report_base, "state": "running", "host": os.uname().nodename, "pid": os.getpid()})
-    if todo and stage.prepare is not None and (max_items is None or max_items > 0):
-        stage.prepare()
-    # disable=None: no bar when stderr is not a terminal (log files get no carriage returns)
-    with tqdm(total=sum(len(c.items) for c in todo), desc=stage.description, unit=stage.unit) as bar:
-        for chunk in todo:
-            budget = None if max_items is None else max_items - attempted
-            if budget is not None and budget <= 0:
-                break
-            results = _batches(stage, chunk, budget, bar, counter)
-            if results is None:  # stopped inside this chunk: nothing of it is kept
-                break
-            failures = [result for result in results if isinstance(result, FailedItem)]
-            pairs = [(item, result) for item, result in zip(chunk.items, results) if not isinstance(result, FailedItem)]
-            if chunk.index in done:  # a chunk with failures, made again: its old marker goes first
-                store.drop_chunk(chunk.index)
-            record_failures(store, chunk.index, failures)  # before the chunk: a done chunk's failures are known
-            store.write_chunk(chunk.index, pairs)
+    executor = executor or _EXECUTOR.get()
+    with _stop_recorded(store, shard, report_base):
+        if executor is not None and todo:  # made elsewhere (Ray), written here: nothing left for the loop below
+            made, todo = executor.run_chunks(stage, todo, store, max_items=max_items, redo=set(done)), []
             write_assembly_args()
-            made += len(pairs)
-            attempted += len(chunk.items)
+        if todo and stage.prepare is not None and (max_items is None or max_items > 0):
+            stage.prepare()
+        # disable=None: no bar when stderr is not a terminal (log files get no carriage returns)
+        with tqdm(total=sum(len(c.items) for c in todo), desc=stage.description, unit=stage.unit) as bar:
+            for chunk in todo:
+                budget = None if max_items is None else max_items - attempted
+                if budget is not None and budget <= 0:
+                    break
+                results = _batches(stage, chunk, budget, bar, counter)
+                if results is None:  # stopped inside this chunk: nothing of it is kept
+                    break
+                made += write_chunk_results(store, chunk, results, redo=chunk.index in done)
+                write_assembly_args()
+                attempted += len(chunk.items)
     elapsed = time.perf_counter() - start
     if made:
         logger.info("made %d %s in %.1f s (%.2f %s/s)", made, stage.description, elapsed, made / max(elapsed, 1e-9), stage.unit)

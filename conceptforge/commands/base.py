@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+from contextlib import contextmanager
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Callable, Iterator
@@ -140,3 +141,22 @@ def shard_of(args: argparse.Namespace):
     from conceptforge.launchers import resolve_shard
 
     return resolve_shard(args.num_shards, args.shard_index)
+
+
+def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--executor`` / ``--ray-address`` for the stage commands (docs/cluster.md, "Ray")."""
+    group = parser.add_argument_group("executor")
+    group.add_argument("--executor", choices=("local", "ray"), default="local",
+                       help="where chunks are made: this process (default) or a Ray cluster (pip install 'conceptforge[ray]')")
+    group.add_argument("--ray-address", default=None,
+                       help="with --executor ray: the cluster to join (auto, ray://HOST:10001); default a local one via ray.init()")
+
+
+@contextmanager
+def executor_for(args: argparse.Namespace) -> Iterator[None]:
+    """Within the block, the stage runs chunks on the executor the command line chose."""
+    from conceptforge.ray_executor import executor_from_args
+    from conceptforge.runner import use_executor
+
+    with use_executor(executor_from_args(getattr(args, "executor", "local"), getattr(args, "ray_address", None))):
+        yield

@@ -3,7 +3,9 @@
 Reads only (never writes: a read-only folder or bucket works): the store's listing, small JSON
 files and, for an assembled run, the published files, whose sizes and sha256 are checked against
 the assembly's manifest (what is missing or changed is named). The shard count is the one the
-last processes ran with (``--num-shards`` to ask about another).
+last processes ran with (``--num-shards`` to ask about another). For a run made by a Slurm job
+array it also prints the ``sbatch --array=...`` line that resubmits exactly the missing tasks,
+and it tells a shard whose process is gone from one that is still running.
 """
 
 from __future__ import annotations
@@ -80,16 +82,23 @@ def status_lines(out: str, num_shards: int | None = None, *, work: str | None = 
         f"{label}: stage {config.get('stage')}, {done_items} of {plan['items']} items done "
         f"({len(done)} of {plan['chunks']} chunks){', ' + str(len(damaged)) + ' damaged (redone on rerun)' if damaged else ''}"
     ]
+    gone = _gone_shards(reports)
+    missing_shards = []
     for index in range(num_shards):
         mine = [c for c in range(plan["chunks"]) if c % num_shards == index]
         left = [c for c in mine if c not in done]
         state = reports.get((num_shards, index), {}).get("state", "not started")
+        if left:
+            missing_shards.append(index)
+            if state == "running" and (num_shards, index) in gone:
+                state = gone[(num_shards, index)]
         items_left = sum(sizes[c] for c in left)
         lines.append(
             f"  shard {index} of {num_shards}: {len(mine) - len(left)}/{len(mine)} chunks done, "
             f"{items_left} items left, last state: {state if left or state != 'running' else 'finished'}"
         )
     lines += failed_lines(store, out)
+    lines += resubmission_lines(out, num_shards, missing_shards, reports)
     finished = read_done(store.location)
     if finished:
         problems = verify_assembled(Location(out), finished)
@@ -105,6 +114,8 @@ def status_lines(out: str, num_shards: int | None = None, *, work: str | None = 
     return lines
 
 
+
+
 def failed_lines(store, out: str, *, limit: int = 20) -> list[str]:
     """The items that failed every attempt, one line each (see conceptforge.failures)."""
     from conceptforge.failures import failed_items
@@ -118,6 +129,66 @@ def failed_lines(store, out: str, *, limit: int = 20) -> list[str]:
     if len(failures) > limit:
         lines.append(f"  ... {len(failures) - limit} more")
     return lines
+
+
+# -- dead shards and what to resubmit (Slurm arrays) ----------------------------------------------
+def _gone_shards(reports: dict) -> dict[tuple[int, int], str]:
+    """Shards whose report says "running" but whose process is gone (SIGKILL, OOM, a lost node):
+    their Slurm job is no longer known to ``squeue``, or else their pid on this host is not alive."""
+    import os
+    import shutil
+    import socket
+    import subprocess
+
+    running = {key: report for key, report in reports.items() if report.get("state") == "running"}
+    gone: dict[tuple[int, int], str] = {}
+    decided: set[tuple[int, int]] = set()
+    jobs = {str(r["slurm"]["job"]): key for key, r in running.items() if (r.get("slurm") or {}).get("job")}
+    if jobs and shutil.which("squeue"):
+        try:
+            result = subprocess.run(["squeue", "-h", "-o", "%i", "-j", ",".join(jobs)], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            result = None
+        if result is not None and (result.returncode == 0 or "Invalid job id" in result.stderr):
+            alive = {line.strip() for line in result.stdout.splitlines() if line.strip()}
+            for job, key in jobs.items():
+                decided.add(key)
+                if job not in alive:
+                    gone[key] = f"stopped (Slurm job {job} is no longer queued or running)"
+    host = {os.uname().nodename, socket.gethostname()}
+    for key, report in running.items():
+        if key in decided or report.get("host") not in host or not isinstance(report.get("pid"), int):
+            continue
+        try:
+            os.kill(report["pid"], 0)
+        except ProcessLookupError:
+            gone[key] = f"stopped (process {report['pid']} on {report.get('host')} is gone)"
+        except PermissionError:  # alive, another user's
+            pass
+    return gone
+
+
+def resubmission_lines(out: str, num_shards: int, missing: list[int], reports: dict) -> list[str]:
+    """The shards still missing as an ``sbatch --array=`` list and a command to run (Slurm), or
+    as ``--shard-index`` values. Shards run by an array x srun/MPI composition map back to their
+    array task (shard // world)."""
+    from conceptforge.launchers import array_spec
+
+    if not missing or num_shards < 2:
+        return []
+    slurm = [r["slurm"] for r in reports.values() if r.get("num_shards") == num_shards and r.get("slurm")]
+    if not slurm:
+        return [f"missing shards: {array_spec(missing)} of {num_shards}: rerun your command with --num-shards {num_shards} "
+                f"--shard-index I for each (or as a Slurm array: sbatch --array={array_spec(missing)} with --num-shards {num_shards})"]
+    world = int(slurm[0].get("world") or 1)
+    tasks = sorted({index // world for index in missing})
+    scripts = sorted({str(r["script"]) for r in slurm if r.get("script")})
+    script = scripts[0] if len(scripts) == 1 else "YOUR_JOB_SCRIPT"
+    return [
+        f"missing array tasks: --array={array_spec(tasks)} (of {num_shards // world} shards"
+        + (f", {world} processes each" if world > 1 else "") + ")",
+        f"resubmit them: sbatch --array={array_spec(tasks)} {script}",
+    ]
 
 
 def run(args: argparse.Namespace) -> int:

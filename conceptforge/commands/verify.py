@@ -14,9 +14,10 @@ docs/publishing.md.
 from __future__ import annotations
 
 import argparse
-import logging
 
 from conceptforge import argtypes as at
+import logging
+
 from conceptforge.errors import InvalidArgumentError
 
 
@@ -31,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     which.add_argument("--all", action="store_true", help="every item (the default when nothing is chosen)")
     parser.add_argument("--weights", action="append", default=[], metavar="ROLE=PATH",
                         help="a model the card names as a local folder (e.g. diffusion=/models/FLUX.1-dev)")
-    parser.add_argument("--device", default=None, help="device to regenerate on (default: the recorded one)")
+    parser.add_argument("--device", type=at.device, default=None, help="device to regenerate on (default: the recorded one)")
 
 
 def _weights(values: list[str]) -> dict[str, str]:

@@ -10,5 +10,6 @@ Modules: :mod:`.tiny_models` (byte-level CLIP tokenizer, tiny CLIP), :mod:`.rand
 FLUX pipeline), :mod:`.tiny_conceptbed` (tiny SD-1.5, ViLT-VQA, image classifiers),
 :mod:`.tiny_vlms` (tiny LLaVA / InternVL / Swin for the VQA filter), :mod:`.tiny_compmap` (tiny
 BLIP and ViLT retrieval models), :mod:`.synthetic` (small datasets in our schemas and a fake CUB
-directory), :mod:`.hub_server` (the local Hub-compatible server).
+directory), :mod:`.hub_server` (the local Hub-compatible server), :mod:`.slurm` (a private
+single-node Slurm: munged, slurmctld, slurmd from Debian's ``slurm-wlm``).
 """

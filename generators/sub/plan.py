@@ -106,7 +106,7 @@ def build_plan(args: PlanRequest) -> tuple[PairPlan, dict]:
 # Options that say how this process runs, not what the data is: left out of the card's command line,
 # so every shard and rerun records (and assembles) the same card.
 _RUN_ONLY = {"--num-shards": 1, "--shard-index": 1, "--max-items": 1, "--chunk-size": 1, "--device": 1,
-             "--offload": 0, "-v": 0, "--verbose": 0}
+             "--offload": 0, "-v": 0, "--verbose": 0, "--executor": 1, "--ray-address": 1}
 
 
 def strip_run_only_options(argv: Sequence[str]) -> list[str]:

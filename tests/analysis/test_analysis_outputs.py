@@ -112,5 +112,5 @@ def test_leaderboard_html_zero_resamples_is_one_error_line(tmp_path, capsys):
     a, _ = make_run(tmp_path, "model-a")
     page = tmp_path / "board.html"
     assert main(["leaderboard", str(a), "--html", str(page), "--bootstrap-resamples", "0"]) == 2
-    assert capsys.readouterr().err.strip() == "error: bootstrap resamples must be at least 1, got 0"
+    assert capsys.readouterr().err.strip() == "error: conceptforge leaderboard: argument --bootstrap-resamples: must be >= 1, got 0 (see conceptforge leaderboard --help)"
     assert not page.exists()

@@ -53,7 +53,7 @@ def _distributions(modules: set[str]) -> dict[str, set[str]]:
 
 def test_every_library_import_is_declared():
     project = _project()
-    declared = _names(project["dependencies"]) | _names(project["optional-dependencies"]["blender"])
+    declared = _names(project["dependencies"]) | _names(project["optional-dependencies"]["blender"]) | _names(project["optional-dependencies"]["ray"])
     undeclared = {
         module: dists
         for module, dists in _distributions(_third_party_imports(LIBRARY) - OPTIONAL_IMPORTS).items()

@@ -54,8 +54,13 @@ def reference(tmp_path_factory) -> dict[str, bytes]:
     ({"SLURM_NTASKS": "4", "SLURM_PROCID": "3"}, (None, None), ShardSpec(4, 3)),
     ({"SLURM_NTASKS": "1", "SLURM_PROCID": "0"}, (None, None), ShardSpec(1, 0)),
     ({"SLURM_ARRAY_TASK_ID": "5", "SLURM_ARRAY_TASK_COUNT": "8", "SLURM_ARRAY_TASK_MIN": "0"}, (None, None), ShardSpec(8, 5)),
-    ({"SLURM_ARRAY_TASK_ID": "5", "SLURM_ARRAY_TASK_MIN": "1", "SLURM_ARRAY_TASK_MAX": "8"}, (None, None), ShardSpec(8, 4)),
+    ({"SLURM_ARRAY_TASK_ID": "5", "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_MAX": "7"}, (None, None), ShardSpec(8, 5)),
     ({"SLURM_ARRAY_TASK_ID": "7", "SLURM_ARRAY_TASK_MIN": "0"}, (10, None), ShardSpec(10, 7)),
+    # a resubmission of some tasks (`sbatch --array=1` / `--array=3,17,42`): the task id IS the shard
+    ({"SLURM_ARRAY_TASK_ID": "1", "SLURM_ARRAY_TASK_MIN": "1", "SLURM_ARRAY_TASK_MAX": "1", "SLURM_ARRAY_TASK_COUNT": "1"},
+     (2, None), ShardSpec(2, 1)),
+    ({"SLURM_ARRAY_TASK_ID": "17", "SLURM_ARRAY_TASK_MIN": "3", "SLURM_ARRAY_TASK_MAX": "42", "SLURM_ARRAY_TASK_COUNT": "3"},
+     (64, None), ShardSpec(64, 17)),
     # array x srun tasks: 3 array tasks of 2 srun tasks each = 6 slices
     ({"SLURM_ARRAY_TASK_ID": "2", "SLURM_ARRAY_TASK_COUNT": "3", "SLURM_NTASKS": "2", "SLURM_PROCID": "1"}, (None, None), ShardSpec(6, 5)),
     # srun torchrun: RANK/WORLD_SIZE are the global ones and win over SLURM_PROCID
@@ -74,6 +79,11 @@ def test_launchers_compose(env, explicit, expected):
     ((2, 2), {}, "--shard-index must be in [0, 2)"),
     ((4, None), {}, "needs --shard-index"),
     ((4, None), {"SLURM_ARRAY_TASK_ID": "5", "SLURM_ARRAY_TASK_MIN": "0"}, "outside --num-shards 4"),
+    # without --num-shards only a whole 0-based array says how many shards there are
+    ((None, None), {"SLURM_ARRAY_TASK_ID": "1", "SLURM_ARRAY_TASK_MIN": "1", "SLURM_ARRAY_TASK_MAX": "1",
+                    "SLURM_ARRAY_TASK_COUNT": "1"}, "pass --num-shards N"),
+    ((None, None), {"SLURM_ARRAY_TASK_ID": "4", "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_MAX": "6",
+                    "SLURM_ARRAY_TASK_COUNT": "4"}, "pass --num-shards N"),
 ])
 def test_bad_shards_are_one_line(explicit, env, message):
     with pytest.raises(ConceptforgeError, match=message.replace("[", r"\[").replace(")", r"\)")):

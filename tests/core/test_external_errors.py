@@ -123,23 +123,32 @@ def test_each_warning_is_printed_once(capsys):
 
 
 def _cli(*args, env):
+    # The suite's S3 fixture exports its credentials to os.environ: a case without credentials drops them.
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith(("FSSPEC_S3_", "AWS_"))}
     return subprocess.run([sys.executable, "-m", "conceptforge", *args], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(REPO), **env}, cwd=REPO)
+                          env={**inherited, "PYTHONPATH": str(REPO), **env}, cwd=REPO)
 
 
 def test_s3_without_credentials_or_with_a_dead_endpoint_is_one_line(tmp_path):
     pytest.importorskip("s3fs")
+    from tests.core.s3_server import S3Server
+
+    # A live server: status only reads, and a read of a dead endpoint fails on the connection first.
+    server = S3Server()
     no_credentials = {"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_CONFIG_FILE": str(tmp_path / "none"),
                       "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"), "AWS_EC2_METADATA_DISABLED": "true",
-                      "FSSPEC_S3_ENDPOINT_URL": f"http://127.0.0.1:{_closed_port()}"}
+                      "FSSPEC_S3_ENDPOINT_URL": server.endpoint}
     dead = {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y", "AWS_EC2_METADATA_DISABLED": "true", "AWS_MAX_ATTEMPTS": "1",
             "FSSPEC_S3_ENDPOINT_URL": f"http://127.0.0.1:{_closed_port()}"}
-    for env, command, start in [(no_credentials, "status", "error: no credentials for the object store"),
-                                (dead, "assemble", "error: cannot reach the object store")]:
-        result = _cli(command, "s3://bucket/run", env=env)
-        assert result.returncode == 2, result.stderr[-2000:]
-        assert "Traceback" not in result.stderr
-        assert result.stderr.strip().splitlines() == [result.stderr.strip()] and result.stderr.startswith(start), result.stderr
+    try:
+        for env, command, start in [(no_credentials, "status", "error: no credentials for the object store"),
+                                    (dead, "assemble", "error: cannot reach the object store")]:
+            result = _cli(command, "s3://bucket/run", env=env)
+            assert result.returncode == 2, result.stderr[-2000:]
+            assert "Traceback" not in result.stderr
+            assert result.stderr.strip().splitlines() == [result.stderr.strip()] and result.stderr.startswith(start), result.stderr
+    finally:
+        server.stop()
 
 
 def test_evaluate_offline_without_hf_hub_offline_is_quick_and_says_why(tmp_path):

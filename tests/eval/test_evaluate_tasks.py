@@ -252,4 +252,4 @@ def test_unwritable_results_file_is_refused_before_any_task_runs(tmp_path, tiny_
     (tmp_path / "results" / f"{tiny_clip_dir.name}.json").mkdir(parents=True)  # the default output, taken by a folder
     assert main(["evaluate", "--model", str(tiny_clip_dir), "--tasks", "binding-clip", "--device", "cpu"]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == \
-        f"error: --output {Path('results') / tiny_clip_dir.name}.json is a folder, not a file"
+        f"error: --output {Path('results') / tiny_clip_dir.name}.json is a folder; give a file name"

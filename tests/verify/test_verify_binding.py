@@ -71,7 +71,7 @@ def test_bad_input_is_one_error_line_and_exit_2(binding_release, tmp_path):
     cases = [
         ((without, "--all"), "has no provenance.json"),
         ((binding_release, "--items", "train-999999"), "--items: no released row has item id train-999999"),
-        ((binding_release, "--sample", "0"), "--sample must be >= 1"),
+        ((binding_release, "--sample", "0"), "argument --sample: must be >= 1"),
         ((binding_release, "--config", "relational"), "--config 'relational' is not in this release; it has single-object"),
         ((tmp_path / "nowhere", "--all"), "is neither a local dataset directory nor a Hub id"),
         ((binding_release, "--revision", "v1.0.0"), "--revision applies to a Hub dataset"),

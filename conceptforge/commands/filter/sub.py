@@ -15,7 +15,7 @@ import logging
 import os
 
 from conceptforge import argtypes as at
-from conceptforge.commands.base import add_run_options, shard_of
+from conceptforge.commands.base import add_executor_arguments, add_run_options, executor_for, shard_of
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--license", default=None, help="dataset license (default: the candidates card's license)")
     add_run_options(parser, chunk_size=100, chunk_help="candidates per store chunk, within one parquet row group (default 100)",
                     max_items_flag="--max-images", max_items_help="score at most this many new images, then stop")
+    add_executor_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,8 +59,9 @@ def run(args: argparse.Namespace) -> int:
         answer_hint="" if args.no_answer_hint else DEFAULT_ANSWER_HINT, license=args.license,
         batch_size=args.batch_size, chunk_size=args.chunk_size, device=args.device, argv=getattr(args, "argv", None),
     )
-    report, stats = filter_sub(config, args.out, shard=lambda: shard_of(args),
-                               max_images=args.max_images)
+    with executor_for(args):
+        report, stats = filter_sub(config, args.out, shard=lambda: shard_of(args),
+                                   max_images=args.max_images)
     if stats is None:
         scored = report.total_items - report.missing_items
         print(f"scored {scored} of {report.total_items} candidates; {report.message(str(args.out))}")

@@ -21,6 +21,7 @@ from conceptforge import argtypes as at
 from conceptforge.generators.binding.compositions import DATASETS
 from conceptforge.generators.binding.dataset import PRESETS, BindingConfig
 from conceptforge.generators.binding.generate import CHUNK_SIZE, generate_binding
+from conceptforge.commands.base import add_executor_arguments, executor_for
 from conceptforge.errors import InvalidArgumentError
 from conceptforge.runner import check_output
 from conceptforge.store import join
@@ -66,6 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--seconds-per-image", type=at.positive_float, default=None,
         help="your measured render time per image (e.g. from a --preset demo run), for --dry-run's estimate",
     )
+    add_executor_arguments(parser)
 
 
 def plan_lines(configs: Sequence[BindingConfig], *, seconds_per_image: float | None, num_workers: int = 1) -> list[str]:
@@ -125,13 +127,16 @@ def run(args: argparse.Namespace) -> int:
     require_bpy()  # fail early and clearly when Blender is missing
     shard = shard_of(args)
     run = check_output(args.out, stage="binding")  # refuse a foreign --out or another stage's run before anything is rendered
+    if args.executor != "local" and args.num_workers > 1:
+        raise InvalidArgumentError("--num-workers is for the local executor; a Ray cluster's workers are its own")
     waiting, finished = [], []
     for config in configs:
-        report = generate_binding(
-            config, run, shard=shard, num_workers=args.num_workers,
-            device=args.device, max_items=args.max_items, chunk_size=args.chunk_size,
-            restart_workers_every=args.restart_workers_every,
-        )
+        with executor_for(args):
+            report = generate_binding(
+                config, run, shard=shard, num_workers=args.num_workers,
+                device=args.device, max_items=args.max_items, chunk_size=args.chunk_size,
+                restart_workers_every=args.restart_workers_every,
+            )
         if report.assembled:
             finished.append(config.dataset)
             print(f'{args.out}: config {config.dataset}: load_dataset("{args.out}", "{config.dataset}")')

@@ -17,6 +17,7 @@ import logging
 import sys
 
 from conceptforge import argtypes as at
+from conceptforge.commands.base import add_executor_arguments, executor_for
 
 from conceptforge.errors import InvalidArgumentError
 from conceptforge.generators.sub.flux_tdg import (
@@ -74,6 +75,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     run.add_argument("--license", default=None, help=f"dataset license (default {FLUX_DEV_DEFAULT_LICENSE} for {DEFAULT_MODEL}; required otherwise)")
     add_run_options(run, chunk_size=CHUNK_SIZE, chunk_help=f"images per store chunk (default {CHUNK_SIZE}; a kill loses at most one chunk)",
                     max_items_flag="--max-items", max_items_help="stop after this many new images (resume later)")
+    add_executor_arguments(p)
     run.add_argument("--dry-run", action="store_true", help="print the plan and exit")
     run.add_argument("--seconds-per-image", type=at.positive_float, default=None, help="measured time per image, for --dry-run's GPU-hour estimate")
 
@@ -141,22 +143,23 @@ def run(args: argparse.Namespace) -> int:
     check_chunk_size(args)
     shard = shard_of(args)
     out = check_output(args.out, stage="sub/candidates")  # a foreign folder or another stage's run: refused before any model loads
-    summary = generate(
-        out=out,
-        plan=plan,
-        images_per_pair=args.images_per_pair,
-        settings=settings,
-        license=license,
-        reference_selection=args.reference_selection,
-        extra_config=plan_info,
-        command=strip_run_only_options(getattr(args, "argv", None) or list(sys.argv)),
-        shard=shard,
-        device=args.device,
-        offload=args.offload,
-        save_guidance=args.save_guidance,
-        max_items=args.max_items,
-        chunk_size=args.chunk_size,
-    )
+    with executor_for(args):
+        summary = generate(
+            out=out,
+            plan=plan,
+            images_per_pair=args.images_per_pair,
+            settings=settings,
+            license=license,
+            reference_selection=args.reference_selection,
+            extra_config=plan_info,
+            command=strip_run_only_options(getattr(args, "argv", None) or list(sys.argv)),
+            shard=shard,
+            device=args.device,
+            offload=args.offload,
+            save_guidance=args.save_guidance,
+            max_items=args.max_items,
+            chunk_size=args.chunk_size,
+        )
     if summary.report.assembly is not None and summary.report.assembly.status == "assembled":
         print(f"wrote {summary.items} images ({summary.pairs} pairs) to {args.out} (card README.md, grid.png)")
     else:

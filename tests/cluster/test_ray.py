@@ -1,0 +1,109 @@
+"""The Ray executor on a local Ray cluster (2 CPUs): same bytes as one process, one assembly,
+a killed worker's chunk redone, model stages on actors that load once, the CLI's --executor ray."""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conceptforge.runner import run_stage
+from tests.cluster.conftest import BIN, JOB_ENV, REPO
+from tests.core import engine_stage
+
+ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'conceptforge[ray]' (the test extra has it)")
+
+
+def _bytes(out: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*"))
+            if p.is_file() and ".work" not in p.relative_to(out).parts}
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A local Ray cluster whose workers can import tests.* (like a user's own stage module)."""
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}})
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ray-ref") / "out"
+    run_stage(engine_stage.stage(40, chunk_size=4), out)
+    return _bytes(out)
+
+
+def test_ray_tasks_give_the_bytes_of_one_process(ray_cluster, reference, tmp_path):
+    from conceptforge.ray_executor import RayExecutor
+
+    out, log, assembly_log = tmp_path / "out", tmp_path / "made.log", tmp_path / "assembled.log"
+    stage = engine_stage.stage(40, log=str(log), chunk_size=4, assembly_log=str(assembly_log))
+    report = run_stage(stage, out, executor=RayExecutor())
+    assert report.made == 40 and report.assembly.status == "assembled"
+    assert _bytes(out) == reference
+    assert sorted(collections.Counter(log.read_text().split()).values()) == [1] * 40
+    assert len(assembly_log.read_text().splitlines()) == 1
+    # a rerun finds everything done: nothing goes to Ray, nothing is assembled again
+    again = run_stage(stage, out, executor=RayExecutor())
+    assert again.made == 0 and again.skipped == 40 and again.assembly.status == "already"
+
+
+def test_ray_killed_worker_chunk_is_redone(ray_cluster, reference, tmp_path):
+    from conceptforge.ray_executor import RayExecutor
+    from tests.cluster.ray_stage import killer_stage
+
+    out, log, marker = tmp_path / "out", tmp_path / "made.log", tmp_path / "killed"
+    stage = killer_stage(40, marker=str(marker), victim="item00013", log=str(log))
+    report = run_stage(stage, out, executor=RayExecutor(max_retries=2))
+    assert marker.exists() and int(marker.read_text()) != os.getpid()  # a worker died, not the driver
+    assert report.made == 40 and report.assembly.status == "assembled"
+    assert _bytes(out) == reference
+    made = collections.Counter(log.read_text().split())
+    # the victim's chunk (items 12-15) ran twice up to the kill; every item is in the dataset once
+    assert len(made) == 40 and made["item00013"] == 1 and made["item00012"] in (1, 2)
+
+
+def test_ray_model_stage_runs_on_actors_that_load_once(ray_cluster, reference, tmp_path):
+    from conceptforge.ray_executor import RayExecutor
+    from tests.cluster.ray_stage import killer_stage
+
+    out, log, marker, loads = tmp_path / "out", tmp_path / "made.log", tmp_path / "killed", tmp_path / "loads.log"
+    stage = killer_stage(40, marker=str(marker), victim="item00021", log=str(log), load_log=str(loads))
+    report = run_stage(stage, out, executor=RayExecutor(num_workers=2, max_retries=2))
+    assert report.made == 40 and _bytes(out) == reference
+    pids = loads.read_text().split()
+    # two actors loaded once each for 10 chunks; the killed one was restarted and loaded once more
+    assert len(pids) == 3 and len(set(pids)) == 3 and marker.read_text().strip() in pids[:2]
+
+
+def test_ray_cli_generate_sub_is_byte_identical(tmp_path):
+    """`conceptforge generate sub --executor ray` (a local cluster from ray.init()) on tiny FLUX."""
+    from conceptforge.testing.random_flux import build_random_flux_pipeline
+    from tests.sub.conftest import write_mini_cub
+
+    model = tmp_path / "flux"
+    build_random_flux_pipeline(seed=0).save_pretrained(model)
+    cub = write_mini_cub(tmp_path / "cub")
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"birds": ["Blue_Jay", "Cardinal"], "attributes": ["has_crown_color::black", "has_tail_pattern::solid"]}))
+    common = ["generate", "sub", "--cub-dir", str(cub), "--model", str(model), "--candidate-spec", str(spec),
+              "--images-per-pair", "2", "--resolution", "32", "--steps", "2", "--max-sequence-length", "16",
+              "--device", "cpu", "--license", "cc-by-nc-4.0", "--chunk-size", "2"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "RAY_"))} | JOB_ENV | {"RAY_NUM_CPUS": "2"}
+    for name in ("local", "ray"):  # the same relative --out: the card records the command line
+        (tmp_path / name).mkdir()
+    local = subprocess.run([f"{BIN}/conceptforge", *common, "--out", "out"], env=env, cwd=tmp_path / "local",
+                           capture_output=True, text=True, timeout=600)
+    assert local.returncode == 0, local.stderr[-3000:]
+    on_ray = subprocess.run([f"{BIN}/conceptforge", *common, "--out", "out", "--executor", "ray"],
+                            env=env, cwd=tmp_path / "ray", capture_output=True, text=True, timeout=600)
+    assert on_ray.returncode == 0, on_ray.stderr[-3000:]
+    assert "Ray: 2 actor(s) hold the model" in on_ray.stderr, on_ray.stderr[-3000:]
+    assert _bytes(tmp_path / "ray" / "out") == _bytes(tmp_path / "local" / "out")
