@@ -4,7 +4,9 @@ Why one place: ``verify`` must regenerate items through the *same* stage code th
 (``make_item``/``process_batch`` and the assembler's row function). Each adapter turns one config
 entry of the record (:mod:`cards.run_record`) back into that stage, says which comparison rule
 applies (bytes, or a PSNR tolerance where the bytes depend on the hardware) and which weights it
-needs. When the generators expose ``build_stage(config)``, only these adapters change.
+needs. Binding's adapter is the generator's own ``build_stage(config)``; SUB's and ConceptBed's
+rebuild the stage from the record by hand, because the record gives what their stage configs do
+not take (a weights folder in place of the recorded model id; ConceptBed's processed captions).
 """
 
 from __future__ import annotations

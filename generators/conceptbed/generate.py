@@ -372,5 +372,5 @@ class ConceptBedStageConfig:
 def build_stage(config: ConceptBedStageConfig) -> Stage:
     """ConceptBed as an engine stage, like every generator's (``ConceptBedGenerator.stage``):
     one chunk per concept; its ``process_batch`` learns the concept once, then samples it.
-    Opens (and so checks) the output's store; no model is loaded until a batch runs."""
+    Checks the output (read only: the store is made with the first work); no model is loaded until a batch runs."""
     return ConceptBedGenerator(config.spec, config.options).stage()

@@ -138,4 +138,4 @@ def test_unwritable_default_output_is_refused_before_the_work(tmp_path, capsys, 
     (tmp_path / "compmap-cub.json").mkdir()  # in the way of the default output
     assert _in_process("--benchmark", "cub", "--model", tmp_path / "no-model", "--data-dir", tmp_path) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1] == "error: --output compmap-cub.json is a folder, not a file"
+    assert err[-1] == "error: --output compmap-cub.json is a folder; give a file name"

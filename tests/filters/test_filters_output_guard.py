@@ -23,7 +23,7 @@ def test_a_foreign_work_folder_is_refused_naming_work(mini_cub, tiny_vlm, tmp_pa
 def test_zero_images_per_class_is_refused_before_anything_is_written(mini_cub, tiny_vlm, tmp_path, capsys):
     work = tmp_path / "work"
     assert main(_args(mini_cub, tiny_vlm, tmp_path, "--images-per-class", "0", "--work", str(work))) == 2
-    assert "no items" in capsys.readouterr().err
+    assert "argument --images-per-class: must be >= 1, got 0" in capsys.readouterr().err  # the flag's checked type
     assert not work.exists()
 
 

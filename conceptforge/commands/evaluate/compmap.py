@@ -69,6 +69,9 @@ def run(args: argparse.Namespace) -> int:
     if args.batch_size < 1:
         raise InvalidArgumentError("--batch-size must be >= 1")
     output = args.output or f"compmap-{args.dataset}.json"
+    from conceptforge.loaders.evaluation import check_output
+
+    check_output(output, samples=True)  # the results file is refused before the data and the model are read
     common = [("templates", args.templates), ("group_softmax", not args.no_group_softmax), ("seed", args.seed),
               ("name", args.name or "")]
     if args.dataset == "cub":
