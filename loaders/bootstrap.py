@@ -76,9 +76,14 @@ def interval(values: np.ndarray, strata: np.ndarray, config: BootstrapConfig) ->
     pools = [values[strata == s] for s in np.unique(strata)]
     rng = np.random.Generator(np.random.PCG64(config.seed))
     stats = np.empty(config.resamples)
-    for b in range(config.resamples):
-        means = [pool[rng.integers(0, len(pool), size=len(pool))].mean() for pool in pools]
-        stats[b] = np.mean(means)
+    if len(pools) == 1:  # one stratum: its resampled mean is the statistic (no per-resample list and np.mean)
+        pool, size = pools[0], len(pools[0])
+        for b in range(config.resamples):
+            stats[b] = pool[rng.integers(0, size, size=size)].mean()
+    else:
+        for b in range(config.resamples):
+            means = [pool[rng.integers(0, len(pool), size=len(pool))].mean() for pool in pools]
+            stats[b] = np.mean(means)
     tail = 100 * (1 - config.confidence) / 2
     low, high = np.percentile(stats, [tail, 100 - tail])
     return float(low), float(high)
