@@ -45,13 +45,12 @@ def _metrics(path: Path) -> list:
 
 def run(quick: bool) -> list[Result]:
     import torch
-
     from conceptforge.loaders.binding import evaluate as binding_evaluate
     from conceptforge.loaders.binding.data import load_binding
+    from huggingface_hub.utils import logging as hub_logging
+
     from conceptforge.testing import synthetic
     from conceptforge.testing.tiny_models import build_tiny_clip
-
-    from huggingface_hub.utils import logging as hub_logging
 
     torch.set_num_threads(1)
     hub_logging.set_verbosity_error()  # "Repo card metadata block was not found" once per dataset load
@@ -146,6 +145,8 @@ def _resume(work: Path, clip: Path, single: Path, n_binding: int, repeats: int, 
             ours_s, base_s = interleave(ours, baseline, repeats, cpu)
             if _metrics(outputs[f"ours-{name}"]) != _metrics(outputs[name]):
                 raise AssertionError("the resumed run's metrics differ from the rerun's")
+            if set(counts[f"ours-{name}"]) != {n_binding - first_half} or set(counts[name]) != {n_binding}:
+                raise AssertionError(f"items scored: resumed {counts[f'ours-{name}']}, rerun {counts[name]} of {n_binding}")
             results.append(Result(f"resume after a crash vs rerun, {name} cache", "ours: resume (sample cache)", ours_s, label,
                                   base_s, work=f"binding-clip, {n_binding} images, crashed after {first_half}",
                                   ours_cpu=cpu["ours"], baseline_cpu=cpu["baseline"],
