@@ -1,12 +1,12 @@
-"""Breakdowns with bootstrap intervals (``compute_breakdowns``) vs a per-resample pandas/numpy loop over groups.
+"""Breakdowns with bootstrap intervals (``compute_breakdowns``) vs a plain per-resample loop over groups.
 
 Ours: ``conceptforge.loaders.breakdowns.compute_breakdowns`` on a synthetic ``sub-vlm`` samples
 table (S+ / S− rows, one row per item, 200 birds, 28 attribute groups): the overall S+ accuracy
 and every group of every breakdown (side, per attribute group and per bird for S+ and S−), each
 with a seeded percentile bootstrap interval (``loaders/bootstrap.py``).
 
-Baseline, what a researcher would otherwise write: pandas ``groupby`` for the groups, then a
-plain loop over resamples, and in it over groups, drawing ``rng.integers(0, n, size=n)`` item
+Baseline, what a researcher would otherwise write: the groups (and each group's items) gathered
+with Python dicts in one pass per breakdown, then a plain loop over resamples, and in it over groups, drawing ``rng.integers(0, n, size=n)`` item
 indices from one ``PCG64(seed)`` generator per group (the draws the library documents) and
 taking the mean; ``numpy.percentile`` at the end. Both sides therefore use the same index draws:
 the benchmark raises unless every point estimate and interval agrees within 1e-12.
@@ -60,25 +60,37 @@ def _ours(table, resamples: int) -> dict[tuple[str, str], tuple[float, float, fl
     return out
 
 
+def _pools(table) -> dict[tuple[str, str], np.ndarray]:
+    """The researcher's grouping: one pass of Python dicts per breakdown; a group's units are its
+    items' mean values, sorted by item id (the documented unit order)."""
+    ids, values = table["item_id"], table["value"]
+
+    def items(rows) -> np.ndarray:
+        per_item: dict[str, list[float]] = {}
+        for i in rows:
+            per_item.setdefault(ids[i], []).append(values[i])
+        return np.array([sum(v) / len(v) for _, v in sorted(per_item.items())])
+
+    def by(column: str, rows) -> dict:
+        groups: dict[str, list[int]] = {}
+        for i in rows:
+            groups.setdefault(table[column][i], []).append(i)
+        return dict(sorted(groups.items()))
+
+    everything = range(len(values))
+    sides = by("side", everything)
+    pools = {("overall", ""): items(sides["S+"])}
+    pools.update({("side", key): items(rows) for key, rows in sides.items()})
+    for name in SIDES:
+        slug = "splus" if name == "S+" else "sminus"
+        for column, dimension in (("attribute_group", f"{slug}-attribute-group"), ("bird", f"{slug}-bird")):
+            pools.update({(dimension, key): items(rows) for key, rows in by(column, sides[name]).items()})
+    return pools
+
+
 def _baseline(table, resamples: int) -> dict[tuple[str, str], tuple[float, float, float]]:
-    """The researcher's version: groups from pandas, a loop over resamples, in it over groups."""
-    import pandas as pd
-
-    df = pd.DataFrame(table)
-    pools: dict[tuple[str, str], np.ndarray] = {}
-
-    def items(frame) -> np.ndarray:  # one unit per item, sorted by id (the documented unit order)
-        return frame.groupby("item_id", sort=True)["value"].mean().to_numpy()
-
-    pools[("overall", "")] = items(df[df.side == "S+"])
-    for side, frame in df.groupby("side", sort=True):
-        pools[("side", side)] = items(frame)
-    for side in SIDES:
-        slug = "splus" if side == "S+" else "sminus"
-        part = df[df.side == side]
-        for column, name in (("attribute_group", f"{slug}-attribute-group"), ("bird", f"{slug}-bird")):
-            for key, frame in part.groupby(column, sort=True):
-                pools[(name, key)] = items(frame)
+    """The researcher's version: groups from dicts, a loop over resamples, in it over groups."""
+    pools = _pools(table)
     names = list(pools)
     rngs = [np.random.Generator(np.random.PCG64(0)) for _ in names]
     stats = np.empty((len(names), resamples))
@@ -95,19 +107,8 @@ def _baseline(table, resamples: int) -> dict[tuple[str, str], tuple[float, float
 
 def _vectorised(table, resamples: int) -> dict[tuple[str, str], tuple[float, float, float]]:
     """The same groups as the baseline, one ``(B, n)`` draw per group (what a vectorised bootstrap would do)."""
-    import pandas as pd
-
-    df = pd.DataFrame(table)
     out = {}
-    frames = [(("overall", ""), df[df.side == "S+"])]
-    frames += [(("side", s), f) for s, f in df.groupby("side", sort=True)]
-    for side in SIDES:
-        slug = "splus" if side == "S+" else "sminus"
-        part = df[df.side == side]
-        for column, name in (("attribute_group", f"{slug}-attribute-group"), ("bird", f"{slug}-bird")):
-            frames += [((name, k), f) for k, f in part.groupby(column, sort=True)]
-    for name, frame in frames:
-        pool = frame.groupby("item_id", sort=True)["value"].mean().to_numpy()
+    for name, pool in _pools(table).items():
         rng = np.random.Generator(np.random.PCG64(0))
         stats = pool[rng.integers(0, len(pool), size=(resamples, len(pool)))].mean(axis=1)
         low, high = np.percentile(stats, [2.5, 97.5])
@@ -140,7 +141,7 @@ def run(quick: bool) -> list[Result]:
         vectorised = _vectorised(table, resamples)
         vector_s.append(time.perf_counter() - start)
     vector_difference = _max_difference(vectorised, baseline_result)
-    return [Result("breakdowns bootstrap", "ours: compute_breakdowns", ours_s, "pandas groupby + per-resample loop", base_s,
+    return [Result("breakdowns bootstrap", "ours: compute_breakdowns", ours_s, "dict grouping + per-resample loop", base_s,
                    work=f"{n_rows} rows, {len(ours_result)} groups (incl. overall), {resamples} resamples each",
                    ours_cpu=cpu["ours"], baseline_cpu=cpu["baseline"],
                    extra={"largest |ours - baseline| over value/low/high": f"{difference:.3g}",
