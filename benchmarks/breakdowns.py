@@ -11,11 +11,10 @@ indices from one ``PCG64(seed)`` generator per group (the draws the library docu
 taking the mean; ``numpy.percentile`` at the end. Both sides therefore use the same index draws:
 the benchmark raises unless every point estimate and interval agrees within 1e-12.
 
-Note (measured, not assumed): the library's bootstrap is itself a per-resample loop (one
-``rng.integers`` call per resample and stratum), not a vectorised ``(B, n)`` draw, so the
-ratio shows what the grouping code costs or saves around the same loop. ``extra`` also times a
-vectorised draw (``rng.integers(0, n, size=(B, n))``, one call per group, not in the library) and
-says whether it reproduces the documented per-resample draws.
+The library draws a single stratum's resamples as ``(rows, n)`` blocks of one ``rng.integers``
+call each (the same draws as one call per resample) and keeps a per-resample loop for several
+strata. ``extra`` also times one whole ``(B, n)`` draw per group and says whether it
+reproduces the documented per-resample draws.
 """
 
 from __future__ import annotations
