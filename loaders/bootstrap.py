@@ -67,6 +67,9 @@ def statistic(values: np.ndarray, strata: np.ndarray) -> float:
     return float(np.mean([values[strata == s].mean() for s in np.unique(strata)]))
 
 
+_BLOCK_DRAWS = 1 << 21  # indices drawn at once (16 MiB of int64): bounded memory at any group size
+
+
 def interval(values: np.ndarray, strata: np.ndarray, config: BootstrapConfig) -> tuple[float, float]:
     """The percentile bootstrap interval of :func:`statistic` (see the module docstring)."""
     values = np.asarray(values, dtype=np.float64)
@@ -76,9 +79,16 @@ def interval(values: np.ndarray, strata: np.ndarray, config: BootstrapConfig) ->
     pools = [values[strata == s] for s in np.unique(strata)]
     rng = np.random.Generator(np.random.PCG64(config.seed))
     stats = np.empty(config.resamples)
-    for b in range(config.resamples):
-        means = [pool[rng.integers(0, len(pool), size=len(pool))].mean() for pool in pools]
-        stats[b] = np.mean(means)
+    if len(pools) == 1:  # one stratum: the same draws as one call per resample, taken in blocks of (rows, n)
+        pool, size = pools[0], len(pools[0])
+        block = max(1, _BLOCK_DRAWS // size)
+        for first in range(0, config.resamples, block):
+            rows = min(block, config.resamples - first)
+            stats[first:first + rows] = pool[rng.integers(0, size, size=(rows, size))].mean(axis=1)
+    else:
+        for b in range(config.resamples):
+            means = [pool[rng.integers(0, len(pool), size=len(pool))].mean() for pool in pools]
+            stats[b] = np.mean(means)
     tail = 100 * (1 - config.confidence) / 2
     low, high = np.percentile(stats, [tail, 100 - tail])
     return float(low), float(high)
