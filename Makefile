@@ -39,6 +39,8 @@ demo: $(VENV)/.installed
 	$(VENV)/bin/conceptforge generate binding --dataset all --preset demo --out $(DEMO_OUT)
 
 test: $(VENV)/.installed system-deps
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 clean:

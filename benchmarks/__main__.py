@@ -27,8 +27,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help=f"benchmarks to run (default: all of {', '.join(discover())})")
     parser.add_argument("--quick", action="store_true", help="small work sizes and few repeats (< 60 s each)")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch intra-op threads and OMP/MKL/OpenBLAS threads for every benchmark (default 1: on a shared machine extra threads mostly wait for each other)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch intra-op threads and OMP/MKL/OpenBLAS threads for every benchmark "
+        "(default 1: on a shared machine extra threads mostly wait for each other)",
+    )
     parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
     args = parser.parse_args(argv)
     names = args.names or discover()
@@ -62,15 +67,19 @@ def main(argv: list[str] | None = None) -> int:
 
     command = "python -m benchmarks " + " ".join(argv if argv is not None else sys.argv[1:])
     print(f"$ {command.strip()}")
-    print(f"python {platform.python_version()}, torch {torch.__version__}, {platform.machine()}, "
-          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    print(
+        f"python {platform.python_version()}, torch {torch.__version__}, {platform.machine()}, "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+    )
     for key, value in machine_state().items():
         print(f"{key} (before): {value}")
     ratios = {}
     for name in names:
         module = importlib.import_module(f"benchmarks.{name}")
         if not callable(getattr(module, "run", None)):
-            print(f"\n# {name}: skipped, no run(quick) yet (its own command line still works; see benchmarks/README.md)")
+            print(
+                f"\n# {name}: skipped, no run(quick) yet (its own command line still works; see benchmarks/README.md)"
+            )
             continue
         print(f"\n# {name}{' (quick)' if args.quick else ''}: {module.__doc__.strip().splitlines()[0]}", flush=True)
         start = time.perf_counter()
@@ -82,7 +91,9 @@ def main(argv: list[str] | None = None) -> int:
         for result in results:
             print("\n".join(result.lines()))
             ratios[f"{name}: {result.name}"] = (result.ratio, result.cpu_ratio)
-        print(f"({name} took {time.perf_counter() - start:.0f} s; load average now {os.getloadavg()[0]:.2f})", flush=True)
+        print(
+            f"({name} took {time.perf_counter() - start:.0f} s; load average now {os.getloadavg()[0]:.2f})", flush=True
+        )
     print()
     for key, value in machine_state().items():
         print(f"{key} (after): {value}")

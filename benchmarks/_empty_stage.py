@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from conceptforge.launchers import resolve_shard
 from conceptforge.runner import Stage, run_stage
 from conceptforge.store import ItemResult
-from conceptforge.launchers import resolve_shard
 from conceptforge.workitems import WorkItem, derive_seed
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 
 class Skip(Exception):
@@ -60,14 +60,20 @@ class Result:
             for label, values in ((self.ours_label, self.ours_cpu), (self.baseline_label, self.baseline_cpu)):
                 out.append(f"  CPU s, {label}: min {min(values):.3f}, median {statistics.median(values):.3f}")
             per_round = ", ".join(f"{a / b:.3g}" for a, b in zip(self.ours_cpu, self.baseline_cpu))
-            out.append(f"  ratio ours/baseline (CPU time, median of rounds): {self.cpu_ratio:.3g}x   [rounds: {per_round}]")
+            out.append(
+                f"  ratio ours/baseline (CPU time, median of rounds): {self.cpu_ratio:.3g}x   [rounds: {per_round}]"
+            )
         for key, value in self.extra.items():
             out.append(f"  {key}: {value}")
         return out
 
 
-def interleave(ours: Callable[[int], object], baseline: Callable[[int], object], repeats: int,
-               cpu: dict[str, list[float]] | None = None) -> tuple[list[float], list[float]]:
+def interleave(
+    ours: Callable[[int], object],
+    baseline: Callable[[int], object],
+    repeats: int,
+    cpu: dict[str, list[float]] | None = None,
+) -> tuple[list[float], list[float]]:
     """Time ``ours(round)`` and ``baseline(round)`` alternately, swapping which goes first each round.
 
     Swapping the order (A B, B A, ...) keeps "runs first after the other" from favouring one side.
@@ -97,5 +103,8 @@ def machine_state() -> dict[str, str]:
     return {
         "load average (1/5/15 min)": f"{one:.2f} / {five:.2f} / {fifteen:.2f} on {os.cpu_count()} CPUs",
         "torch threads": f"{torch.get_num_threads()} intra-op, {torch.get_num_interop_threads()} inter-op",
-        "env": ", ".join(f"{k}={os.environ.get(k, '(unset)')}" for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")),
+        "env": ", ".join(
+            f"{k}={os.environ.get(k, '(unset)')}"
+            for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+        ),
     }

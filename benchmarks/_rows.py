@@ -12,7 +12,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]  # the worker runs as `python -m benchmarks._rows_worker` from here
 
 
-
 def run_worker(mode: str, n: int, side: str, out: Path, env: dict[str, str], repo: str | None = None) -> dict:
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
@@ -26,6 +25,14 @@ def run_worker(mode: str, n: int, side: str, out: Path, env: dict[str, str], rep
 
 def worker_env(work: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
-    env.update({"HF_HOME": str(work / "hf-home"), "HF_HUB_DISABLE_TELEMETRY": "1", "TQDM_DISABLE": "1",
-                "HF_DATASETS_DISABLE_PROGRESS_BARS": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", **extra})
+    env.update(
+        {
+            "HF_HOME": str(work / "hf-home"),
+            "HF_HUB_DISABLE_TELEMETRY": "1",
+            "TQDM_DISABLE": "1",
+            "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
+            "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+            **extra,
+        }
+    )
     return env

@@ -15,11 +15,18 @@ import time
 from pathlib import Path
 
 import numpy as np
-from datasets import ClassLabel, Dataset, Features, Image as ImageFeature, Value
+from datasets import ClassLabel, Dataset, Features, Value
+from datasets import Image as ImageFeature
 from PIL import Image
 
-FEATURES = Features({"image": ImageFeature(), "label": ClassLabel(names=[f"class{i}" for i in range(10)]),
-                     "item_id": Value("string"), "seed": Value("int64")})
+FEATURES = Features(
+    {
+        "image": ImageFeature(),
+        "label": ClassLabel(names=[f"class{i}" for i in range(10)]),
+        "item_id": Value("string"),
+        "seed": Value("int64"),
+    }
+)
 SHARD = "8MB"
 
 
@@ -31,7 +38,12 @@ def rows(n: int):
         Image.fromarray(rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)).save(buffer, format="PNG")
         pool.append(buffer.getvalue())
     for i in range(n):
-        yield {"image": {"bytes": pool[i % 64], "path": f"{i:06d}.png"}, "label": i % 10, "item_id": f"item{i:06d}", "seed": i}
+        yield {
+            "image": {"bytes": pool[i % 64], "path": f"{i:06d}.png"},
+            "label": i % 10,
+            "item_id": f"item{i:06d}",
+            "seed": i,
+        }
 
 
 def status_mb(key: str) -> float:
@@ -52,8 +64,13 @@ def main() -> None:
     start = time.perf_counter()
     if side == "ours":
         metadata = DatasetMetadata(pretty_name="Rows benchmark", license="cc-by-4.0", summary="Random small images.")
-        assemble_dataset_dir(out, splits={"train": lambda: rows(n)}, features=FEATURES,
-                             render_card=lambda stats: render_card(metadata, FEATURES, stats, has_grid=False), max_shard_size=SHARD)
+        assemble_dataset_dir(
+            out,
+            splits={"train": lambda: rows(n)},
+            features=FEATURES,
+            render_card=lambda stats: render_card(metadata, FEATURES, stats, has_grid=False),
+            max_shard_size=SHARD,
+        )
         if mode == "publish":
             assert publish_dataset(out, repo_id=repo, version="v1.0.0").action == "published"
     else:
@@ -63,7 +80,11 @@ def main() -> None:
         else:
             dataset.to_parquet(str(out / "train.parquet"))
     seconds = time.perf_counter() - start
-    print(json.dumps({"seconds": seconds, "cpu": time.process_time() - cpu_start, "peak_mb": status_mb("VmHWM"), "base_mb": base}))
+    print(
+        json.dumps(
+            {"seconds": seconds, "cpu": time.process_time() - cpu_start, "peak_mb": status_mb("VmHWM"), "base_mb": base}
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -21,14 +21,17 @@ import threading
 import time
 from pathlib import Path
 
-from datasets import Features, Image as ImageFeature, Value
+from datasets import Features, Value
+from datasets import Image as ImageFeature
 from PIL import Image
 
 from benchmarks._harness import Result, interleave
 from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
 
-FEATURES = Features({name: Value("string") for name in ("item_id", "bird", "attribute", "group", "value", "removed_attribute")}
-                    | {"image": ImageFeature()})
+FEATURES = Features(
+    {name: Value("string") for name in ("item_id", "bird", "attribute", "group", "value", "removed_attribute")}
+    | {"image": ImageFeature()}
+)
 ANNOTATORS = 8
 REPO = Path(__file__).resolve().parents[1]  # scripts/annotate.py: the command a user runs
 
@@ -42,13 +45,25 @@ def build_dataset(root: Path, per_attribute: int) -> Path:
             buffer = io.BytesIO()
             Image.new("RGB", (64, 64), (40 * a, 3 * index % 256, 120)).save(buffer, format="PNG")
             bird = ("Blue_Jay", "Cardinal")[index % 2]
-            rows.append({"item_id": f"{bird}__{value}__{index:04d}", "bird": bird, "attribute": attribute,
-                         "group": group, "value": value, "removed_attribute": f"{group}::brown",
-                         "image": {"bytes": buffer.getvalue(), "path": None}})
+            rows.append(
+                {
+                    "item_id": f"{bird}__{value}__{index:04d}",
+                    "bird": bird,
+                    "attribute": attribute,
+                    "group": group,
+                    "value": value,
+                    "removed_attribute": f"{group}::brown",
+                    "image": {"bytes": buffer.getvalue(), "path": None},
+                }
+            )
     rows.sort(key=lambda r: r["item_id"])
     metadata = DatasetMetadata(pretty_name="benchmark", license="cc-by-4.0", summary="synthetic")
-    assemble_dataset_dir(root, splits={"test": lambda: iter(rows)}, features=FEATURES,
-                         render_card=lambda stats: render_card(metadata, FEATURES, stats, has_grid=False))
+    assemble_dataset_dir(
+        root,
+        splits={"test": lambda: iter(rows)},
+        features=FEATURES,
+        render_card=lambda stats: render_card(metadata, FEATURES, stats, has_grid=False),
+    )
     return root
 
 
@@ -58,8 +73,14 @@ def annotate_all(port: int, annotator: str, latencies: list[float], limit: int) 
     payload = json.loads(conn.getresponse().read())
     answered = 0
     while not payload["done"] and answered < limit:
-        body = json.dumps({"annotator": annotator, "item_id": payload["item"]["item_id"],
-                           "answers": {"attribute": "yes", "bird": "somewhat"}, "elapsed_ms": 1000})
+        body = json.dumps(
+            {
+                "annotator": annotator,
+                "item_id": payload["item"]["item_id"],
+                "answers": {"attribute": "yes", "bird": "somewhat"},
+                "elapsed_ms": 1000,
+            }
+        )
         start = time.perf_counter()
         conn.request("POST", "/api/answer", body=body, headers={"Content-Type": "application/json"})
         response = conn.getresponse()
@@ -81,9 +102,23 @@ def run(quick: bool) -> list[Result]:
     with tempfile.TemporaryDirectory(prefix="annotate-bench-") as tmp:
         dataset = build_dataset(Path(tmp) / "sub", per_attribute)
         server = subprocess.Popen(
-            [sys.executable, str(REPO / "scripts" / "annotate.py"), str(dataset), "--study", "sub-faithfulness",
-             "--per-group", str(per_attribute), "--port", "0", "--db", str(Path(tmp) / "bench.sqlite")],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            [
+                sys.executable,
+                str(REPO / "scripts" / "annotate.py"),
+                str(dataset),
+                "--study",
+                "sub-faithfulness",
+                "--per-group",
+                str(per_attribute),
+                "--port",
+                "0",
+                "--db",
+                str(Path(tmp) / "bench.sqlite"),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
         try:
             line = server.stdout.readline()
             if "http://127.0.0.1:" not in line:
@@ -92,13 +127,18 @@ def run(quick: bool) -> list[Result]:
             annotate_all(port, "warmup", [], items)
 
             def sequential(round_: int) -> None:
-                counts["baseline"].append(sum(annotate_all(port, f"s{round_}-{i}", latencies["baseline"], items)
-                                              for i in range(ANNOTATORS)))
+                counts["baseline"].append(
+                    sum(annotate_all(port, f"s{round_}-{i}", latencies["baseline"], items) for i in range(ANNOTATORS))
+                )
 
             def concurrent(round_: int) -> None:
                 done: list[int] = []
-                threads = [threading.Thread(target=lambda i=i: done.append(annotate_all(port, f"c{round_}-{i}", latencies["ours"], items)))
-                           for i in range(ANNOTATORS)]
+                threads = [
+                    threading.Thread(
+                        target=lambda i=i: done.append(annotate_all(port, f"c{round_}-{i}", latencies["ours"], items))
+                    )
+                    for i in range(ANNOTATORS)
+                ]
                 for thread in threads:
                     thread.start()
                 for thread in threads:
@@ -116,12 +156,20 @@ def run(quick: bool) -> list[Result]:
     def ms(values: list[float], q: int) -> str:
         return f"{1000 * statistics.quantiles(values, n=100)[q - 1]:.1f}"
 
-    return [Result(
-        "annotation server", f"ours: {ANNOTATORS} annotators at once", ours_t, f"{ANNOTATORS} annotators one after another", base_t,
-        work=f"{expected} answers per round: {ANNOTATORS} annotators x {items} items, sub-faithfulness study",
-        extra={
-            "answers/s (median round) at once / one after another":
-                f"{expected / statistics.median(ours_t):.0f} / {expected / statistics.median(base_t):.0f}",
-            "latency per answer p50 / p95, at once": f"{ms(latencies['ours'], 50)} / {ms(latencies['ours'], 95)} ms",
-            "latency per answer p50 / p95, one after another": f"{ms(latencies['baseline'], 50)} / {ms(latencies['baseline'], 95)} ms",
-        })]
+    return [
+        Result(
+            "annotation server",
+            f"ours: {ANNOTATORS} annotators at once",
+            ours_t,
+            f"{ANNOTATORS} annotators one after another",
+            base_t,
+            work=f"{expected} answers per round: {ANNOTATORS} annotators x {items} items, sub-faithfulness study",
+            extra={
+                "answers/s (median round) at once / one after another": (
+                    f"{expected / statistics.median(ours_t):.0f} / {expected / statistics.median(base_t):.0f}"
+                ),
+                "latency per answer p50 / p95, at once": f"{ms(latencies['ours'], 50)} / {ms(latencies['ours'], 95)} ms",
+                "latency per answer p50 / p95, one after another": f"{ms(latencies['baseline'], 50)} / {ms(latencies['baseline'], 95)} ms",
+            },
+        )
+    ]

@@ -26,19 +26,32 @@ def run(quick: bool) -> list[Result]:
         def side(name: str):
             def fn(_round: int) -> None:
                 runs[name].append(run_worker("assemble", n, name, work / name, env))
+
             return fn
 
         ours_t, base_t = interleave(side("ours"), side("datasets"), repeats)
         half = run_worker("assemble", n // 2, "ours", work / "half", env)
 
     def peak(name: str) -> str:
-        return f"{statistics.median(r['peak_mb'] for r in runs[name]):.0f} MB (after imports {statistics.median(r['base_mb'] for r in runs[name]):.0f} MB)"
+        peak = statistics.median(r["peak_mb"] for r in runs[name])
+        return f"{peak:.0f} MB (after imports {statistics.median(r['base_mb'] for r in runs[name]):.0f} MB)"
 
     ours_t = [r["seconds"] for r in runs["ours"]]
     base_t = [r["seconds"] for r in runs["datasets"]]
-    return [Result(
-        "assembly", "ours: assemble_dataset_dir", ours_t, "Dataset.from_generator + to_parquet", base_t,
-        work=f"{n} rows of 64x64 PNG + label + id, fresh process each",
-        ours_cpu=[r["cpu"] for r in runs["ours"]], baseline_cpu=[r["cpu"] for r in runs["datasets"]],
-        extra={"peak RSS ours": peak("ours"), "peak RSS datasets": peak("datasets"),
-               f"peak RSS ours at {n // 2} rows (flat memory check)": f"{half['peak_mb']:.0f} MB"})]
+    return [
+        Result(
+            "assembly",
+            "ours: assemble_dataset_dir",
+            ours_t,
+            "Dataset.from_generator + to_parquet",
+            base_t,
+            work=f"{n} rows of 64x64 PNG + label + id, fresh process each",
+            ours_cpu=[r["cpu"] for r in runs["ours"]],
+            baseline_cpu=[r["cpu"] for r in runs["datasets"]],
+            extra={
+                "peak RSS ours": peak("ours"),
+                "peak RSS datasets": peak("datasets"),
+                f"peak RSS ours at {n // 2} rows (flat memory check)": f"{half['peak_mb']:.0f} MB",
+            },
+        )
+    ]

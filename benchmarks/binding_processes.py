@@ -65,30 +65,47 @@ def run(quick: bool) -> list[Result]:
     def side(workers: int):
         def call(round_: int) -> None:
             out = workdir / f"w{workers}-r{round_}"
-            subprocess.run(_command(out, workers=workers, quick=quick), check=True, env=env,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            subprocess.run(
+                _command(out, workers=workers, quick=quick),
+                check=True,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
             digests[workers].add(_rows_digest(out))
             images[workers] = _images(out)
             shutil.rmtree(out)
+
         return call
 
     try:
         ours, baseline = interleave(side(2), side(1), repeats)
     except subprocess.CalledProcessError as error:
-        raise RuntimeError(f"conceptforge generate binding failed: {error.stderr.decode(errors='replace')[-2000:]}") from None
+        raise RuntimeError(
+            f"conceptforge generate binding failed: {error.stderr.decode(errors='replace')[-2000:]}"
+        ) from None
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     count = images[1]
     same = digests[1] == digests[2] and len(digests[1]) == 1
-    return [Result(
-        name="binding end to end (processes)",
-        ours_label="ours: --num-workers 2 (2 Blender processes, 1 render thread each)", ours=ours,
-        baseline_label="one process (Cycles threads on every core)", baseline=baseline,
-        work=(f"`conceptforge generate binding --preset demo` {'single-object, 160x120' if quick else 'all configs, 320x240'}: "
-              f"{count} images, cold start, on {os.cpu_count()} CPUs"),
-        extra={
-            "images/min (median), 2 processes | 1 process": f"{count * 60 / statistics.median(ours):.1f} | {count * 60 / statistics.median(baseline):.1f}",
-            "assembled parquet bytes equal (every run, both sides)": "yes" if same else
-            f"no ({len(digests[1] | digests[2])} distinct digests: a determinism regression, see docs/binding.md)",
-        },
-    )]
+    return [
+        Result(
+            name="binding end to end (processes)",
+            ours_label="ours: --num-workers 2 (2 Blender processes, 1 render thread each)",
+            ours=ours,
+            baseline_label="one process (Cycles threads on every core)",
+            baseline=baseline,
+            work=(
+                f"`conceptforge generate binding --preset demo` {'single-object, 160x120' if quick else 'all configs, 320x240'}: "
+                f"{count} images, cold start, on {os.cpu_count()} CPUs"
+            ),
+            extra={
+                "images/min (median), 2 processes | 1 process": (
+                    f"{count * 60 / statistics.median(ours):.1f} | {count * 60 / statistics.median(baseline):.1f}"
+                ),
+                "assembled parquet bytes equal (every run, both sides)": "yes"
+                if same
+                else f"no ({len(digests[1] | digests[2])} distinct digests: a determinism regression, see docs/binding.md)",
+            },
+        )
+    ]

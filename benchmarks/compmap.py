@@ -52,8 +52,10 @@ def run(quick: bool) -> list[Result]:
         predictions["ours"] = out
 
     def sklearn(_round: int) -> None:
-        predictions["sklearn"] = [LogisticRegression(C=1.0, max_iter=100).fit(acts_np[sup[e]], ys_np[e]).predict(acts_np[qry[e]])
-                                  for e in range(episodes_n)]
+        predictions["sklearn"] = [
+            LogisticRegression(C=1.0, max_iter=100).fit(acts_np[sup[e]], ys_np[e]).predict(acts_np[qry[e]])
+            for e in range(episodes_n)
+        ]
 
     ours(0)  # warm-up
     LogisticRegression(C=1.0, max_iter=100).fit(acts_np[sup[0]], ys_np[0])
@@ -61,12 +63,21 @@ def run(quick: bool) -> list[Result]:
     ours_t, base_t = interleave(ours, sklearn, repeats, cpu)
     ours_pred = torch.cat(predictions["ours"])
     sk_pred = torch.as_tensor(np.stack(predictions["sklearn"]))
-    return [Result(
-        "CompMap logistic regression", "ours: batched torch L-BFGS", ours_t, "scikit-learn LogisticRegression per episode", base_t,
-        work=f"{episodes_n} episodes of 200-way 5-shot, 15 queries/class", ours_cpu=cpu["ours"], baseline_cpu=cpu["baseline"],
-        extra={
-            "query accuracy ours / scikit-learn": f"{100 * float((ours_pred == yq).double().mean()):.2f}% / "
-                                                  f"{100 * float((sk_pred == yq).double().mean()):.2f}%",
-            "query predictions identical to scikit-learn's": f"{100 * float((ours_pred == sk_pred).double().mean()):.2f}%",
-            "600 episodes (the paper's count) at ours' median": f"{600 / episodes_n * sorted(ours_t)[len(ours_t) // 2]:.1f} s",
-        })]
+    return [
+        Result(
+            "CompMap logistic regression",
+            "ours: batched torch L-BFGS",
+            ours_t,
+            "scikit-learn LogisticRegression per episode",
+            base_t,
+            work=f"{episodes_n} episodes of 200-way 5-shot, 15 queries/class",
+            ours_cpu=cpu["ours"],
+            baseline_cpu=cpu["baseline"],
+            extra={
+                "query accuracy ours / scikit-learn": f"{100 * float((ours_pred == yq).double().mean()):.2f}% / "
+                f"{100 * float((sk_pred == yq).double().mean()):.2f}%",
+                "query predictions identical to scikit-learn's": f"{100 * float((ours_pred == sk_pred).double().mean()):.2f}%",
+                "600 episodes (the paper's count) at ours' median": f"{600 / episodes_n * sorted(ours_t)[len(ours_t) // 2]:.1f} s",
+            },
+        )
+    ]

@@ -18,11 +18,11 @@ from benchmarks._harness import Result
 
 def run(quick: bool) -> list[Result]:
     from conceptforge.cub import load_cub
-    from conceptforge.testing import synthetic
-    from conceptforge.testing.tiny_models import build_tiny_clip
     from conceptforge.loaders.binding import evaluate_binding, load_binding
     from conceptforge.loaders.embeddings import EmbeddingModel
     from conceptforge.loaders.sub import evaluate_vlm, load_sub
+    from conceptforge.testing import synthetic
+    from conceptforge.testing.tiny_models import build_tiny_clip
 
     n_sub, n_binding, repeats = (64, 960, 7) if quick else (32, 96, 5)
     with tempfile.TemporaryDirectory(prefix="eval-bench-") as tmp:
@@ -30,12 +30,26 @@ def run(quick: bool) -> list[Result]:
         if quick:
             clip_dir = build_tiny_clip(work / "clip", hidden=64, projection=32, image_size=64, max_length=32)
         else:
-            clip_dir = build_tiny_clip(work / "clip", hidden=512, heads=8, layers=12, mlp_ratio=4, vision_hidden=768,
-                                       vision_heads=12, image_size=224, patch_size=32, projection=512)
+            clip_dir = build_tiny_clip(
+                work / "clip",
+                hidden=512,
+                heads=8,
+                layers=12,
+                mlp_ratio=4,
+                vision_hidden=768,
+                vision_heads=12,
+                image_size=224,
+                patch_size=32,
+                projection=512,
+            )
         cub = load_cub(synthetic.write_fake_cub(work / "cub"), need="votes")
-        sub_dir = synthetic.write_dataset(work / "sub", {"test": synthetic.sub_rows(max(1, n_sub // 4))}, synthetic.sub_features())
+        sub_dir = synthetic.write_dataset(
+            work / "sub", {"test": synthetic.sub_rows(max(1, n_sub // 4))}, synthetic.sub_features()
+        )
         items = load_sub(str(sub_dir), cub=cub)
-        splits = load_binding(str(synthetic.write_single_object(work / "single-object", n_per_label=max(1, n_binding // 24))))
+        splits = load_binding(
+            str(synthetic.write_single_object(work / "single-object", n_per_label=max(1, n_binding // 24)))
+        )
         n_images = len(items) + sum(len(s) for s in splits.values())
         models = {}
 
@@ -64,6 +78,15 @@ def run(quick: bool) -> list[Result]:
                 evaluate(round_)
                 times[name].append(time.perf_counter() - start)
                 cpu[name].append(time.process_time() - cpu_start)
-    return [Result("embedding cache", "ours: warm cache", times["ours"], "no cache (encode everything)", times["baseline"],
-                   work=f"SUB VLM + binding zero-shot over {n_images} images, {'tiny' if quick else 'ViT-B/32-shaped'} random CLIP",
-                   ours_cpu=cpu["ours"], baseline_cpu=cpu["baseline"])]
+    return [
+        Result(
+            "embedding cache",
+            "ours: warm cache",
+            times["ours"],
+            "no cache (encode everything)",
+            times["baseline"],
+            work=f"SUB VLM + binding zero-shot over {n_images} images, {'tiny' if quick else 'ViT-B/32-shaped'} random CLIP",
+            ours_cpu=cpu["ours"],
+            baseline_cpu=cpu["baseline"],
+        )
+    ]

@@ -51,9 +51,18 @@ def _tensor_bytes(tensors) -> int:
     return sum(seen.values())
 
 
-def measure(model_id: str, learner: str, mode: str, images: list[Path], class_images: list[Path], steps: int, resolution: int) -> dict:
+def measure(
+    model_id: str, learner: str, mode: str, images: list[Path], class_images: list[Path], steps: int, resolution: int
+) -> dict:
     comps = load_components(model_id)
-    config = LearnerConfig(learner=learner, model_id=model_id, steps=steps, resolution=resolution, dreambooth_mode=mode, num_class_images=len(class_images))
+    config = LearnerConfig(
+        learner=learner,
+        model_id=model_id,
+        steps=steps,
+        resolution=resolution,
+        dreambooth_mode=mode,
+        num_class_images=len(class_images),
+    )
     trainer = ConceptTrainer(config, comps)
     concept = Concept(name="beagle", kind="object", parent="dog", reference_images=tuple(images))
     saved = SavedActivations()
@@ -61,7 +70,9 @@ def measure(model_id: str, learner: str, mode: str, images: list[Path], class_im
     last = [time.perf_counter()]
 
     def on_step(step: int, loss: float) -> None:
-        saved.exclude = {p.untyped_storage().data_ptr() for m in (comps.unet, comps.vae, comps.text_encoder) for p in m.parameters()}
+        saved.exclude = {
+            p.untyped_storage().data_ptr() for m in (comps.unet, comps.vae, comps.text_encoder) for p in m.parameters()
+        }
         now = time.perf_counter()
         times.append(now - last[0])
         last[0] = now
@@ -81,13 +92,19 @@ def measure(model_id: str, learner: str, mode: str, images: list[Path], class_im
     try:
         with torch.autograd.graph.saved_tensors_hooks(saved.pack, lambda t: t):
             last[0] = time.perf_counter()
-            state = trainer.train(concept, class_images=class_images if config.uses_prior else (), step_callback=on_step)
+            state = trainer.train(
+                concept, class_images=class_images if config.uses_prior else (), step_callback=on_step
+            )
     finally:
         torch.optim.AdamW = original_adamw
     modules = (comps.unet, comps.vae, comps.text_encoder)
     weights = _tensor_bytes(p for m in modules for p in m.parameters())
     grads_and_state = _tensor_bytes(p.grad for p in state.parameters) + _tensor_bytes(
-        v for opt in optimizers for s in opt.state.values() for v in s.values() if isinstance(v, torch.Tensor) and v.dim() > 0
+        v
+        for opt in optimizers
+        for s in opt.state.values()
+        for v in s.values()
+        if isinstance(v, torch.Tensor) and v.dim() > 0
     )
     trainable = sum(p.numel() for p in state.parameters if p.requires_grad)
     result = {
@@ -122,14 +139,24 @@ def run(quick: bool) -> list[Result]:
         def side(mode: str):
             def fn(_round: int) -> None:
                 rows[mode].append(measure(model_id, "dreambooth", mode, images, class_images, steps, 32))
+
             return fn
 
         interleave(side("lora"), side("full"), repeats)
     lora, full = rows["lora"][-1], rows["full"][-1]
-    return [Result(
-        "ConceptBed DreamBooth step", "ours: DreamBooth-LoRA", [r["s_per_step"] for r in rows["lora"]],
-        "full DreamBooth (whole UNet)", [r["s_per_step"] for r in rows["full"]],
-        work=f"seconds per training step, tiny SD with UNet widths {width}/{2 * width}, batch 1 + 1 class image, 32 px",
-        extra={"training memory LoRA / full (weights + grads + Adam + saved activations)":
-                   f"{lora['total_mb']:.1f} / {full['total_mb']:.1f} MiB = {lora['total_mb'] / full['total_mb']:.2f}x",
-               "trainable parameters LoRA / full": f"{lora['trainable']:,} / {full['trainable']:,}"})]
+    return [
+        Result(
+            "ConceptBed DreamBooth step",
+            "ours: DreamBooth-LoRA",
+            [r["s_per_step"] for r in rows["lora"]],
+            "full DreamBooth (whole UNet)",
+            [r["s_per_step"] for r in rows["full"]],
+            work=f"seconds per training step, tiny SD with UNet widths {width}/{2 * width}, batch 1 + 1 class image, 32 px",
+            extra={
+                "training memory LoRA / full (weights + grads + Adam + saved activations)": (
+                    f"{lora['total_mb']:.1f} / {full['total_mb']:.1f} MiB = {lora['total_mb'] / full['total_mb']:.2f}x"
+                ),
+                "trainable parameters LoRA / full": f"{lora['trainable']:,} / {full['trainable']:,}",
+            },
+        )
+    ]

@@ -32,6 +32,7 @@ def run(quick: bool) -> list[Result]:
             def side(name: str):
                 def fn(round_: int) -> None:
                     runs[name].append(run_worker("publish", n, name, work / name, env, repo=f"bench/{name}-{round_}"))
+
                 return fn
 
             interleave(side("ours"), side("datasets"), repeats)
@@ -41,9 +42,16 @@ def run(quick: bool) -> list[Result]:
     def peak(name: str) -> str:
         return f"{statistics.median(r['peak_mb'] for r in runs[name]):.0f} MB"
 
-    return [Result(
-        "rows -> release", "ours: assemble_dataset_dir + publish_dataset", [r["seconds"] for r in runs["ours"]],
-        "Dataset.from_generator + push_to_hub", [r["seconds"] for r in runs["datasets"]],
-        work=f"{n} rows of 64x64 PNG + label + id, shards of 8 MB, local Hub server, fresh process each",
-        ours_cpu=[r["cpu"] for r in runs["ours"]], baseline_cpu=[r["cpu"] for r in runs["datasets"]],
-        extra={"peak RSS ours / datasets": f"{peak('ours')} / {peak('datasets')}"})]
+    return [
+        Result(
+            "rows -> release",
+            "ours: assemble_dataset_dir + publish_dataset",
+            [r["seconds"] for r in runs["ours"]],
+            "Dataset.from_generator + push_to_hub",
+            [r["seconds"] for r in runs["datasets"]],
+            work=f"{n} rows of 64x64 PNG + label + id, shards of 8 MB, local Hub server, fresh process each",
+            ours_cpu=[r["cpu"] for r in runs["ours"]],
+            baseline_cpu=[r["cpu"] for r in runs["datasets"]],
+            extra={"peak RSS ours / datasets": f"{peak('ours')} / {peak('datasets')}"},
+        )
+    ]

@@ -87,7 +87,9 @@ def reference_renders(renderer: BlenderRenderer, scenes: list, cache: Path) -> l
     for scene in scenes:
         # REFERENCE_REVISION: bumped when the renderer's scene changes (v2: exact sphere normals,
         # v3: no light tree)
-        key = hashlib.sha256((REFERENCE_REVISION + repr(replace(scene, samples=512, denoise=False))).encode()).hexdigest()[:16]
+        key = hashlib.sha256(
+            (REFERENCE_REVISION + repr(replace(scene, samples=512, denoise=False))).encode()
+        ).hexdigest()[:16]
         path = cache / f"ref-{key}.png"
         if not path.exists():
             png, _ = renderer.render(replace(scene, samples=512, denoise=False), min_pixels=1)
@@ -136,15 +138,27 @@ def run(quick: bool) -> list:
         scores = [psnr(decode(png), ref) for png, ref in zip(outputs[name], references)]
         return f"{np.mean(scores):.2f} dB mean, {min(scores):.2f} dB min"
 
-    return [Result(
-        "binding render", "ours: item loop (layout, Cycles + passes, OIDN outside Cycles, PNG)", ours_t,
-        "bare bpy render of the same scene, no denoiser", base_t,
-        work=(f"{len(scenes)} relational scenes per round, {config.width}x{config.height}, {config.samples} samples, "
-              f"{threads} render threads (CONCEPTFORGE_RENDER_THREADS sets it)"),
-        ours_cpu=cpu["ours"], baseline_cpu=cpu["baseline"],
-        extra={"ours, median": f"{60 / per_image:.1f} images/min ({per_image:.2f} s/image) at {threads} render threads",
-               "bare bpy, median": f"{60 * len(scenes) / statistics.median(base_t):.1f} images/min",
-               "PSNR vs 512 spp, ours": quality("ours"), "PSNR vs 512 spp, bare": quality("bare")})]
+    return [
+        Result(
+            "binding render",
+            "ours: item loop (layout, Cycles + passes, OIDN outside Cycles, PNG)",
+            ours_t,
+            "bare bpy render of the same scene, no denoiser",
+            base_t,
+            work=(
+                f"{len(scenes)} relational scenes per round, {config.width}x{config.height}, {config.samples} samples, "
+                f"{threads} render threads (CONCEPTFORGE_RENDER_THREADS sets it)"
+            ),
+            ours_cpu=cpu["ours"],
+            baseline_cpu=cpu["baseline"],
+            extra={
+                "ours, median": f"{60 / per_image:.1f} images/min ({per_image:.2f} s/image) at {threads} render threads",
+                "bare bpy, median": f"{60 * len(scenes) / statistics.median(base_t):.1f} images/min",
+                "PSNR vs 512 spp, ours": quality("ours"),
+                "PSNR vs 512 spp, bare": quality("bare"),
+            },
+        )
+    ]
 
 
 def main() -> None:
@@ -161,8 +175,9 @@ def main() -> None:
     if args.quick:
         args.scenes, args.repeats, args.resolution = 2, 1, "160x120"
     width, height = (int(v) for v in args.resolution.split("x"))
-    config = BindingConfig(dataset="relational", width=width, height=height, samples=args.samples,
-                           split_sizes={"train": args.scenes})
+    config = BindingConfig(
+        dataset="relational", width=width, height=height, samples=args.samples, split_sizes={"train": args.scenes}
+    )
     items = plan_items(config)
     renderer = BlenderRenderer(threads=args.threads)
     make_item = make_item_factory(config, lambda: renderer)
@@ -187,21 +202,31 @@ def main() -> None:
             times[name].append(time.perf_counter() - start)
         loads.append(os.getloadavg()[0])
 
-    print(f"binding renders: {len(scenes)} relational scenes at {width}x{height}, {args.samples} spp, "
-          f"{args.threads} render threads, {args.repeats} interleaved repeat(s); "
-          f"load average {min(loads):.2f}-{max(loads):.2f} on {os.cpu_count()} CPUs")
+    print(
+        f"binding renders: {len(scenes)} relational scenes at {width}x{height}, {args.samples} spp, "
+        f"{args.threads} render threads, {args.repeats} interleaved repeat(s); "
+        f"load average {min(loads):.2f}-{max(loads):.2f} on {os.cpu_count()} CPUs"
+    )
     bare_median = statistics.median(times["bare bpy"])
-    print(f"{'method':26s} {'img/min best':>12s} {'img/min median':>14s} {'x bare (median)':>15s} "
-          f"{'PSNR mean':>9s} {'PSNR min':>8s} {'bytes stable':>12s}")
+    print(
+        f"{'method':26s} {'img/min best':>12s} {'img/min median':>14s} {'x bare (median)':>15s} "
+        f"{'PSNR mean':>9s} {'PSNR min':>8s} {'bytes stable':>12s}"
+    )
     for name in methods:
         best, median = min(times[name]), statistics.median(times[name])
         scores = [psnr(decode(png), ref) for png, ref in zip(outputs[name][0], references)]
         stable = all(run == outputs[name][0] for run in outputs[name])
-        print(f"{name:26s} {len(scenes) / best * 60:12.1f} {len(scenes) / median * 60:14.1f} {median / bare_median:15.2f} "
-              f"{np.mean(scores):9.2f} {min(scores):8.2f} {str(stable) if args.repeats > 1 else 'n/a':>12s}")
+        print(
+            f"{name:26s} {len(scenes) / best * 60:12.1f} {len(scenes) / median * 60:14.1f} {median / bare_median:15.2f} "
+            f"{np.mean(scores):9.2f} {min(scores):8.2f} {str(stable) if args.repeats > 1 else 'n/a':>12s}"
+        )
     if args.save_grid:
-        rows = [np.concatenate([ref, decode(outputs["bare bpy"][0][i]), decode(outputs["conceptforge (item loop)"][0][i])], axis=1)
-                for i, ref in enumerate(references)]
+        rows = [
+            np.concatenate(
+                [ref, decode(outputs["bare bpy"][0][i]), decode(outputs["conceptforge (item loop)"][0][i])], axis=1
+            )
+            for i, ref in enumerate(references)
+        ]
         Image.fromarray(np.concatenate(rows, axis=0)).save(args.save_grid)
         print(f"grid (512 spp | bare 16 spp | conceptforge) written to {args.save_grid}")
 

@@ -45,10 +45,10 @@ def _metrics(path: Path) -> list:
 
 def run(quick: bool) -> list[Result]:
     import torch
-    from conceptforge.loaders.binding import evaluate as binding_evaluate
-    from conceptforge.loaders.binding.data import load_binding
     from huggingface_hub.utils import logging as hub_logging
 
+    from conceptforge.loaders.binding import evaluate as binding_evaluate
+    from conceptforge.loaders.binding.data import load_binding
     from conceptforge.testing import synthetic
     from conceptforge.testing.tiny_models import build_tiny_clip
 
@@ -60,17 +60,41 @@ def run(quick: bool) -> list[Result]:
         if quick:
             clip = build_tiny_clip(work / "clip", hidden=64, projection=32, image_size=64, max_length=32)
         else:
-            clip = build_tiny_clip(work / "clip", hidden=512, heads=8, layers=12, mlp_ratio=4, vision_hidden=768,
-                                   vision_heads=12, image_size=224, patch_size=32, projection=512, max_length=32)
+            clip = build_tiny_clip(
+                work / "clip",
+                hidden=512,
+                heads=8,
+                layers=12,
+                mlp_ratio=4,
+                vision_hidden=768,
+                vision_heads=12,
+                image_size=224,
+                patch_size=32,
+                projection=512,
+                max_length=32,
+            )
         cub = synthetic.write_fake_cub(work / "cub")
         sub = synthetic.write_dataset(work / "sub", {"test": synthetic.sub_rows()}, synthetic.sub_features())
         single = synthetic.write_single_object(work / "single-object", n_per_label=n_per_label)
         n_binding = sum(len(split) for split in load_binding(str(single)).values())
         cache = work / "cache"
         out = work / "run.json"
-        model_args = ["--model", str(clip), "--device", "cpu", "--cub-dir", str(cub),
-                      "--task-option", "binding-cdsm.models=add,mult", "--task-option", "binding-cdsm.seeds=0,1",
-                      "--task-option", "binding-cdsm.epochs=2", "--task-option", "sub-vlm.cbm_min_classes=1"]
+        model_args = [
+            "--model",
+            str(clip),
+            "--device",
+            "cpu",
+            "--cub-dir",
+            str(cub),
+            "--task-option",
+            "binding-cdsm.models=add,mult",
+            "--task-option",
+            "binding-cdsm.seeds=0,1",
+            "--task-option",
+            "binding-cdsm.epochs=2",
+            "--task-option",
+            "sub-vlm.cbm_min_classes=1",
+        ]
         tasks = ["--tasks", f"binding-clip:{single},binding-cdsm:{single},sub-vlm:{sub}"]
         _main(["evaluate", *model_args, *tasks, "--cache-dir", str(cache), "--output", str(out)])
         original = out.read_text()
@@ -83,18 +107,38 @@ def run(quick: bool) -> list[Result]:
 
         def rerun(round_: int) -> None:
             again = work / f"rerun-{round_}.json"
-            _main(["evaluate", *model_args, *tasks, "--cache-dir", str(cache), "--no-sample-cache", "--output", str(again)])
+            _main(
+                [
+                    "evaluate",
+                    *model_args,
+                    *tasks,
+                    "--cache-dir",
+                    str(cache),
+                    "--no-sample-cache",
+                    "--output",
+                    str(again),
+                ]
+            )
             if _metrics(again) != _metrics(out):
                 raise AssertionError("the rerun's metrics differ from the first run's")
 
         rescore(-1), rerun(-1)
         cpu: dict[str, list[float]] = {}
         ours_s, base_s = interleave(rescore, rerun, repeats, cpu)
-        results = [Result("rescore vs rerun", "ours: --from-predictions", ours_s, "rerun with the model (--no-sample-cache)",
-                          base_s, work=f"binding-clip + binding-cdsm (2 models x 2 seeds) + sub-vlm, {n_binding} binding images, "
-                          f"{'tiny' if quick else 'ViT-B/32-shaped'} random CLIP",
-                          ours_cpu=cpu["ours"], baseline_cpu=cpu["baseline"],
-                          extra={"rescored results JSON equals the original": "yes, byte for byte, every round"})]
+        results = [
+            Result(
+                "rescore vs rerun",
+                "ours: --from-predictions",
+                ours_s,
+                "rerun with the model (--no-sample-cache)",
+                base_s,
+                work=f"binding-clip + binding-cdsm (2 models x 2 seeds) + sub-vlm, {n_binding} binding images, "
+                f"{'tiny' if quick else 'ViT-B/32-shaped'} random CLIP",
+                ours_cpu=cpu["ours"],
+                baseline_cpu=cpu["baseline"],
+                extra={"rescored results JSON equals the original": "yes, byte for byte, every round"},
+            )
+        ]
         results.extend(_resume(work, clip, single, n_binding, repeats, binding_evaluate))
     return results
 
@@ -112,7 +156,17 @@ def _resume(work: Path, clip: Path, single: Path, n_binding: int, repeats: int, 
         scored["n"] += len(split)
         return original(embedder, split, **kwargs)
 
-    args = ["evaluate", "--model", str(clip), "--device", "cpu", "--tasks", f"binding-clip:{single}", "--batch-size", "4"]
+    args = [
+        "evaluate",
+        "--model",
+        str(clip),
+        "--device",
+        "cpu",
+        "--tasks",
+        f"binding-clip:{single}",
+        "--batch-size",
+        "4",
+    ]
     binding_evaluate.zero_shot_scores = counting
     results = []
     try:
@@ -125,20 +179,25 @@ def _resume(work: Path, clip: Path, single: Path, n_binding: int, repeats: int, 
 
         def side(name: str, extra: list[str], *, empty: bool = False):
             """A call that reruns from its own copy of the crashed run's cache (made here, untimed)."""
-            caches = {r: (work / f"cache-{name}-{r}") if empty else shutil.copytree(crashed, work / f"cache-{name}-{r}")
-                      for r in range(-1, repeats)}
+            caches = {
+                r: (work / f"cache-{name}-{r}") if empty else shutil.copytree(crashed, work / f"cache-{name}-{r}")
+                for r in range(-1, repeats)
+            }
 
             def call(round_: int) -> None:
                 scored["n"] = 0
                 outputs[name] = work / f"{name}-{round_}.json"
                 _main([*args, "--cache-dir", str(caches[round_]), *extra, "--output", str(outputs[name])])
                 counts.setdefault(name, []).append(scored["n"])
+
             return call
 
         outputs: dict[str, Path] = {}
         counts: dict[str, list[int]] = {}
-        for label, name, empty in (("--no-sample-cache, same --cache-dir (embeddings of the first half cached)", "kept", False),
-                                   ("--no-sample-cache, empty --cache-dir (nothing cached)", "empty", True)):
+        for label, name, empty in (
+            ("--no-sample-cache, same --cache-dir (embeddings of the first half cached)", "kept", False),
+            ("--no-sample-cache, empty --cache-dir (nothing cached)", "empty", True),
+        ):
             ours, baseline = side(f"ours-{name}", []), side(name, ["--no-sample-cache"], empty=empty)
             ours(-1), baseline(-1)
             cpu: dict[str, list[float]] = {}
@@ -146,13 +205,27 @@ def _resume(work: Path, clip: Path, single: Path, n_binding: int, repeats: int, 
             if _metrics(outputs[f"ours-{name}"]) != _metrics(outputs[name]):
                 raise AssertionError("the resumed run's metrics differ from the rerun's")
             if set(counts[f"ours-{name}"]) != {n_binding - first_half} or set(counts[name]) != {n_binding}:
-                raise AssertionError(f"items scored: resumed {counts[f'ours-{name}']}, rerun {counts[name]} of {n_binding}")
-            results.append(Result(f"resume after a crash vs rerun, {name} cache", "ours: resume (sample cache)", ours_s, label,
-                                  base_s, work=f"binding-clip, {n_binding} images, crashed after {first_half}",
-                                  ours_cpu=cpu["ours"], baseline_cpu=cpu["baseline"],
-                                  extra={"items given to the scorer per round (ours / baseline)":
-                                         f"{sorted(set(counts[f'ours-{name}']))} / {sorted(set(counts[name]))}",
-                                         "metrics equal": "yes"}))
+                raise AssertionError(
+                    f"items scored: resumed {counts[f'ours-{name}']}, rerun {counts[name]} of {n_binding}"
+                )
+            results.append(
+                Result(
+                    f"resume after a crash vs rerun, {name} cache",
+                    "ours: resume (sample cache)",
+                    ours_s,
+                    label,
+                    base_s,
+                    work=f"binding-clip, {n_binding} images, crashed after {first_half}",
+                    ours_cpu=cpu["ours"],
+                    baseline_cpu=cpu["baseline"],
+                    extra={
+                        "items given to the scorer per round (ours / baseline)": (
+                            f"{sorted(set(counts[f'ours-{name}']))} / {sorted(set(counts[name]))}"
+                        ),
+                        "metrics equal": "yes",
+                    },
+                )
+            )
     finally:
         binding_evaluate.zero_shot_scores = original
     return results

@@ -42,7 +42,11 @@ BIN = str(Path(sys.executable).parent)
 
 
 def _binding_args(quick: bool) -> list[str]:
-    size = ["--dataset", "single-object", "--resolution", "96x72"] if quick else ["--dataset", "all", "--resolution", "160x120"]
+    size = (
+        ["--dataset", "single-object", "--resolution", "96x72"]
+        if quick
+        else ["--dataset", "all", "--resolution", "160x120"]
+    )
     return ["generate", "binding", "--preset", "demo", "--samples", "4", "--chunk-size", "2", *size]
 
 
@@ -60,8 +64,13 @@ def _digest(out: Path) -> str:
 
 
 def _one_process(args: list[str], out: Path, *extra: str) -> None:
-    result = subprocess.run([f"{BIN}/conceptforge", *args, "--out", str(out), *extra], env=_env(),
-                            capture_output=True, text=True, timeout=1800)
+    result = subprocess.run(
+        [f"{BIN}/conceptforge", *args, "--out", str(out), *extra],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     if result.returncode != 0:
         raise RuntimeError(result.stderr[-2000:])
 
@@ -75,12 +84,18 @@ def _slurm_results(quick: bool, repeats: int, workdir: Path) -> list[Result]:
     args = _binding_args(quick)
     cluster = start_cluster(cpus=2)
     try:
+
         def array(round_: int, tag: str = "array") -> Path:
             out = workdir / f"{tag}-{round_}"
             script = workdir / "binding.sh"
-            script.write_text(f"#!/bin/bash\nexec conceptforge {' '.join(args)} --out \"$OUT\" --num-shards 2\n")
-            job = cluster.sbatch(script, "--array=0-1", "--cpus-per-task=1", f"--output={workdir}/%A_%a.out",
-                                 env={**_env(), "OUT": str(out)})
+            script.write_text(f'#!/bin/bash\nexec conceptforge {" ".join(args)} --out "$OUT" --num-shards 2\n')
+            job = cluster.sbatch(
+                script,
+                "--array=0-1",
+                "--cpus-per-task=1",
+                f"--output={workdir}/%A_%a.out",
+                env={**_env(), "OUT": str(out)},
+            )
             states = cluster.wait(job, timeout=3600, poll=0.1)
             if set(states.values()) != {"COMPLETED"}:
                 raise RuntimeError(f"Slurm array {job}: {states}")
@@ -94,9 +109,16 @@ def _slurm_results(quick: bool, repeats: int, workdir: Path) -> list[Result]:
         same = _digest(warm_array) == _digest(warm_single)
         ours, base = interleave(array, single, repeats)
         binding = Result(
-            name="binding demo: 2-task Slurm array vs one process", ours_label="sbatch --array=0-1",
-            ours=ours, baseline_label="one process", baseline=base, work=" ".join(args[2:]),
-            extra={"same dataset bytes": str(same), "note": "submission to last task finished; tasks share the 2 cores"},
+            name="binding demo: 2-task Slurm array vs one process",
+            ours_label="sbatch --array=0-1",
+            ours=ours,
+            baseline_label="one process",
+            baseline=base,
+            work=" ".join(args[2:]),
+            extra={
+                "same dataset bytes": str(same),
+                "note": "submission to last task finished; tasks share the 2 cores",
+            },
         )
 
         # scheduling overhead: 8 tasks of a stage that does no work
@@ -105,9 +127,15 @@ def _slurm_results(quick: bool, repeats: int, workdir: Path) -> list[Result]:
 
         def trivial_array(round_: int) -> None:
             script = workdir / "trivial.sh"
-            script.write_text(f"#!/bin/bash\nexec {' '.join(stage)} \"$OUT\" {tasks} --num-shards {tasks}\n")
-            job = cluster.sbatch(script, f"--array=0-{tasks - 1}", "--cpus-per-task=1", "--output=/dev/null",
-                                 env={**_env(), "OUT": str(workdir / f"trivial-array-{round_}")}, cwd=str(REPO))
+            script.write_text(f'#!/bin/bash\nexec {" ".join(stage)} "$OUT" {tasks} --num-shards {tasks}\n')
+            job = cluster.sbatch(
+                script,
+                f"--array=0-{tasks - 1}",
+                "--cpus-per-task=1",
+                "--output=/dev/null",
+                env={**_env(), "OUT": str(workdir / f"trivial-array-{round_}")},
+                cwd=str(REPO),
+            )
             cluster.wait(job, timeout=600, poll=0.1)
 
         def trivial_local(round_: int) -> None:
@@ -117,8 +145,15 @@ def _slurm_results(quick: bool, repeats: int, workdir: Path) -> list[Result]:
             while pending or running:
                 while pending and len(running) < 2:
                     index = pending.pop(0)
-                    running.append(subprocess.Popen([*stage, str(out), str(tasks), "--num-shards", str(tasks), "--shard-index", str(index)],
-                                                    env=_env(), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                    running.append(
+                        subprocess.Popen(
+                            [*stage, str(out), str(tasks), "--num-shards", str(tasks), "--shard-index", str(index)],
+                            env=_env(),
+                            cwd=REPO,
+                            stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL,
+                        )
+                    )
                 running[0].wait()
                 running.pop(0)
 
@@ -128,7 +163,10 @@ def _slurm_results(quick: bool, repeats: int, workdir: Path) -> list[Result]:
         per_task = [(a - b) / tasks for a, b in zip(ours, base)]
         overhead = Result(
             name=f"Slurm scheduling overhead: {tasks} one-chunk array tasks vs the same processes started here, 2 at a time",
-            ours_label=f"sbatch --array=0-{tasks - 1}", ours=ours, baseline_label="local processes", baseline=base,
+            ours_label=f"sbatch --array=0-{tasks - 1}",
+            ours=ours,
+            baseline_label="local processes",
+            baseline=base,
             work=f"{tasks} tasks x 1 chunk of 1 empty item",
             extra={"overhead per task (= per chunk here), s": ", ".join(f"{v:.3f}" for v in per_task)},
         )
@@ -155,9 +193,16 @@ def _ray_results(quick: bool, repeats: int, workdir: Path) -> list[Result]:
     same = _digest(workdir / "ray--1") == _digest(workdir / "ray-single--1")
     ours, base = interleave(on_ray, single, repeats)
     binding = Result(
-        name="binding demo: --executor ray (local cluster, 2 workers) vs one process", ours_label="--executor ray",
-        ours=ours, baseline_label="one process", baseline=base, work=" ".join(args[2:]),
-        extra={"same dataset bytes": str(same), "note": "each run starts its own local Ray cluster (ray.init in the command)"},
+        name="binding demo: --executor ray (local cluster, 2 workers) vs one process",
+        ours_label="--executor ray",
+        ours=ours,
+        baseline_label="one process",
+        baseline=base,
+        work=" ".join(args[2:]),
+        extra={
+            "same dataset bytes": str(same),
+            "note": "each run starts its own local Ray cluster (ray.init in the command)",
+        },
     )
 
     from benchmarks import _empty_stage
@@ -169,6 +214,7 @@ def _ray_results(quick: bool, repeats: int, workdir: Path) -> list[Result]:
     chunks = 100 if quick else 200
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
+
         def ray_chunks(round_: int) -> None:
             run_stage(_empty(chunks), workdir / f"ray-chunks-{round_}", executor=RayExecutor())
 
@@ -183,7 +229,10 @@ def _ray_results(quick: bool, repeats: int, workdir: Path) -> list[Result]:
     per_chunk = [(a - b) / chunks * 1000 for a, b in zip(ours, base)]
     overhead = Result(
         name=f"Ray scheduling overhead: {chunks} one-item chunks as Ray tasks vs the engine's loop here",
-        ours_label="RayExecutor", ours=ours, baseline_label="local loop", baseline=base,
+        ours_label="RayExecutor",
+        ours=ours,
+        baseline_label="local loop",
+        baseline=base,
         work=f"{chunks} chunks of 1 empty item (warm cluster, 2 CPUs)",
         extra={"overhead per chunk, ms": ", ".join(f"{v:.2f}" for v in per_chunk)},
     )
@@ -199,6 +248,7 @@ def run(quick: bool) -> list[Result]:
 
     try:
         import ray  # noqa: F401
+
         ray_missing = None
     except ImportError:
         ray_missing = "ray is not installed"

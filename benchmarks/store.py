@@ -39,8 +39,8 @@ import pyarrow.parquet as pq
 
 from conceptforge.assemblers import Assembler
 from conceptforge.runner import Stage, run_stage
-from conceptforge.store import ItemResult
 from conceptforge.serialization import atomic_write_bytes, canonical_json
+from conceptforge.store import ItemResult
 from conceptforge.workitems import WorkItem, derive_seed
 
 ITEM_BYTES = 4096
@@ -67,7 +67,9 @@ def _parquet(rows: list[dict]) -> bytes:
 
 
 def assemble_chunked(store, out_dir: Path, args: dict) -> None:
-    rows = [{"item_id": r.item_id, "label": r.metadata["label"], "png": r.read_file("png")} for r in store.records("train")]
+    rows = [
+        {"item_id": r.item_id, "label": r.metadata["label"], "png": r.read_file("png")} for r in store.records("train")
+    ]
     (out_dir / "data").mkdir(parents=True, exist_ok=True)
     (out_dir / "data" / "train.parquet").write_bytes(_parquet(rows))
 
@@ -82,11 +84,19 @@ class PerItemLocal:
         for item in items:
             result = _make(item)
             atomic_write_bytes(folder / f"{item.item_id}.png", result.files["png"])
-            atomic_write_bytes(folder / f"{item.item_id}.json", canonical_json({"item_id": item.item_id, **result.metadata}))
+            atomic_write_bytes(
+                folder / f"{item.item_id}.json", canonical_json({"item_id": item.item_id, **result.metadata})
+            )
         rows = []
         for meta_path in sorted(folder.glob("*.json"), key=lambda p: p.stem):
             meta = json.loads(meta_path.read_text())
-            rows.append({"item_id": meta["item_id"], "label": meta["label"], "png": (folder / f"{meta_path.stem}.png").read_bytes()})
+            rows.append(
+                {
+                    "item_id": meta["item_id"],
+                    "label": meta["label"],
+                    "png": (folder / f"{meta_path.stem}.png").read_bytes(),
+                }
+            )
         atomic_write_bytes(self.root / "data" / "train.parquet", _parquet(rows))
         return sum(1 for p in self.root.rglob("*") if p.is_file())
 
@@ -100,7 +110,9 @@ class PerItemS3:
         for item in items:
             result = _make(item)
             self.fs.pipe_file(f"{folder}/{item.item_id}.png", result.files["png"])
-            self.fs.pipe_file(f"{folder}/{item.item_id}.json", canonical_json({"item_id": item.item_id, **result.metadata}))
+            self.fs.pipe_file(
+                f"{folder}/{item.item_id}.json", canonical_json({"item_id": item.item_id, **result.metadata})
+            )
         self.fs.invalidate_cache()
         names = sorted(n for n in self.fs.ls(folder, detail=False) if n.endswith(".json"))
         metas = self.fs.cat(names)
@@ -108,15 +120,22 @@ class PerItemS3:
         rows = []
         for name in names:
             meta = json.loads(metas[name])
-            rows.append({"item_id": meta["item_id"], "label": meta["label"], "png": pngs[name[: -len(".json")] + ".png"]})
+            rows.append(
+                {"item_id": meta["item_id"], "label": meta["label"], "png": pngs[name[: -len(".json")] + ".png"]}
+            )
         self.fs.pipe_file(f"{self.root}/data/train.parquet", _parquet(rows))
         return len(self.fs.find(self.root))
 
 
 def run_chunked(out: str, items) -> None:
-    stage = Stage(name="bench", items=items, settings={}, make_item=_make,
-                  assembler=Assembler(f"{__name__}:assemble_chunked", assemble_chunked),
-                  chunk_size=CHUNK)
+    stage = Stage(
+        name="bench",
+        items=items,
+        settings={},
+        make_item=_make,
+        assembler=Assembler(f"{__name__}:assemble_chunked", assemble_chunked),
+        chunk_size=CHUNK,
+    )
     report = run_stage(stage, out)
     assert report.assembled, report.message(out)
 
@@ -128,8 +147,9 @@ class MotoServer:
             sock.bind(("127.0.0.1", 0))
             self.port = sock.getsockname()[1]
         command = shutil.which("moto_server", path=str(Path(sys.executable).parent)) or "moto_server"
-        self.process = subprocess.Popen([command, "-H", "127.0.0.1", "-p", str(self.port)],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.process = subprocess.Popen(
+            [command, "-H", "127.0.0.1", "-p", str(self.port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         for _ in range(300):
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
@@ -142,7 +162,9 @@ class MotoServer:
         import fsspec.config
         import s3fs
 
-        fsspec.config.conf.setdefault("s3", {}).update({"endpoint_url": self.endpoint, "key": "bench", "secret": "bench"})
+        fsspec.config.conf.setdefault("s3", {}).update(
+            {"endpoint_url": self.endpoint, "key": "bench", "secret": "bench"}
+        )
         return s3fs.S3FileSystem(key="bench", secret="bench", client_kwargs={"endpoint_url": self.endpoint})
 
     def stop(self) -> None:
@@ -193,10 +215,17 @@ def run(quick: bool):
     # between runs (its discards), so a disk ratio would not reproduce; `python
     # benchmarks/store.py` (its own command line) measures the disk.
     memory = Path("/dev/shm")
-    scratch = {"tmpfs" if memory.is_dir() else "disk": Path(tempfile.mkdtemp(prefix="store-bench-", dir=memory if memory.is_dir() else None))}
+    scratch = {
+        "tmpfs" if memory.is_dir() else "disk": Path(
+            tempfile.mkdtemp(prefix="store-bench-", dir=memory if memory.is_dir() else None)
+        )
+    }
     sizes = {**{name: local for name in scratch}, "s3": s3}
-    titles = {"tmpfs": "a local file system in memory (tmpfs)", "disk": "the local disk (temp folder)",
-              "s3": "a local S3 server (moto, 127.0.0.1)"}
+    titles = {
+        "tmpfs": "a local file system in memory (tmpfs)",
+        "disk": "the local disk (temp folder)",
+        "s3": "a local S3 server (moto, 127.0.0.1)",
+    }
     server = MotoServer()
     results = []
     try:
@@ -207,30 +236,37 @@ def run(quick: bool):
             megabytes = count * ITEM_BYTES / 1e6
             files: dict[str, int] = {}
 
-            def side(method: str):
+            def side(method: str, target=target, items=items, files=files):
                 def call(round_: int) -> None:
                     files[method] = _write_and_assemble(target, method, items, fs, f"{target}{round_}", scratch)
+
                 return call
 
             for method in ("chunked", "one file per item"):
                 _write_and_assemble(target, method, items[:100], fs, f"warm{target}", scratch)
             cpu: dict[str, list[float]] = {}
             ours, baseline = interleave(side("chunked"), side("one file per item"), repeats, cpu=cpu)
-            results.append(Result(
-                name=f"item store on {titles[target]}",
-                ours_label="ours: chunked (64 items/chunk + marker, one assembly)", ours=ours,
-                baseline_label="one .png + one .json per item, assembly reads them back", baseline=baseline,
-                work=f"{count} items of {ITEM_BYTES} B written + assembled into parquet",
-                # CPU of this process only: on S3 the server's own work is outside it, so none there.
-                ours_cpu=cpu["ours"] if target != "s3" else None,
-                baseline_cpu=cpu["baseline"] if target != "s3" else None,
-                extra={
-                    "items/s (median), ours | baseline": f"{count / statistics.median(ours):.0f} | {count / statistics.median(baseline):.0f}",
-                    "MB/s (median), ours | baseline": f"{megabytes / statistics.median(ours):.2f} | {megabytes / statistics.median(baseline):.2f}",
-                    "files (objects) created, ours | baseline": f"{files['chunked']} | {files['one file per item']}",
-                    "throughput ours / baseline (median)": f"{statistics.median(baseline) / statistics.median(ours):.1f}x",
-                },
-            ))
+            results.append(
+                Result(
+                    name=f"item store on {titles[target]}",
+                    ours_label="ours: chunked (64 items/chunk + marker, one assembly)",
+                    ours=ours,
+                    baseline_label="one .png + one .json per item, assembly reads them back",
+                    baseline=baseline,
+                    work=f"{count} items of {ITEM_BYTES} B written + assembled into parquet",
+                    # CPU of this process only: on S3 the server's own work is outside it, so none there.
+                    ours_cpu=cpu["ours"] if target != "s3" else None,
+                    baseline_cpu=cpu["baseline"] if target != "s3" else None,
+                    extra={
+                        "items/s (median), ours | baseline": f"{count / statistics.median(ours):.0f} | {count / statistics.median(baseline):.0f}",
+                        "MB/s (median), ours | baseline": (
+                            f"{megabytes / statistics.median(ours):.2f} | {megabytes / statistics.median(baseline):.2f}"
+                        ),
+                        "files (objects) created, ours | baseline": f"{files['chunked']} | {files['one file per item']}",
+                        "throughput ours / baseline (median)": f"{statistics.median(baseline) / statistics.median(ours):.1f}x",
+                    },
+                )
+            )
     finally:
         server.stop()  # its buckets live in its memory
         for folder in scratch.values():
@@ -249,8 +285,10 @@ def main(argv=None) -> int:
         args.items, args.repeats = min(args.items, 2000), min(args.repeats, 2)
     items = make_items(args.items)
     megabytes = args.items * ITEM_BYTES / 1e6
-    print(f"{args.items} items of {ITEM_BYTES} B ({megabytes:.1f} MB), chunks of {CHUNK}, {args.repeats} interleaved repeats; "
-          f"load average before: {os.getloadavg()[0]:.2f}")
+    print(
+        f"{args.items} items of {ITEM_BYTES} B ({megabytes:.1f} MB), chunks of {CHUNK}, {args.repeats} interleaved repeats; "
+        f"load average before: {os.getloadavg()[0]:.2f}"
+    )
     server = None if args.no_s3 else MotoServer()
     fs = server.filesystem() if server else None
     results: dict[tuple[str, str], list[float]] = {}
@@ -285,11 +323,15 @@ def main(argv=None) -> int:
     print(f"{'target':6s} {'method':18s} {'items/s best':>11s} {'median':>8s} {'MB/s median':>11s} {'files':>7s}")
     for (target, method), times in results.items():
         best, median = min(times), statistics.median(times)
-        print(f"{target:6s} {method:18s} {args.items / best:11.0f} {args.items / median:8.0f} "
-              f"{megabytes / median:11.1f} {files[(target, method)]:7d}")
+        print(
+            f"{target:6s} {method:18s} {args.items / best:11.0f} {args.items / median:8.0f} "
+            f"{megabytes / median:11.1f} {files[(target, method)]:7d}"
+        )
     for target in ("local", "s3"):
         if (target, "chunked") in results:
-            ratio = statistics.median(results[(target, "one file per item")]) / statistics.median(results[(target, "chunked")])
+            ratio = statistics.median(results[(target, "one file per item")]) / statistics.median(
+                results[(target, "chunked")]
+            )
             print(f"{target}: chunked is {ratio:.1f}x the throughput of one file per item (medians)")
     print(f"load average after: {os.getloadavg()[0]:.2f} (2 cores shared with other work)")
     return 0

@@ -13,23 +13,37 @@ import torch
 
 from benchmarks._harness import Result, interleave
 from conceptforge.generators.sub.flux_tdg import TDGFlux
-from conceptforge.testing.random_flux import build_random_flux_pipeline
 from conceptforge.generators.sub.tdg import TDGParams
+from conceptforge.testing.random_flux import build_random_flux_pipeline
 
 C_R = "A photo of a Blue Jay with black colored feathers on the crown of its head"
 C_G = "A photo of a bird with black colored feathers on the crown of its head"
 SIZES = {
     # name: (transformer overrides, resolution, steps, max_sequence_length)
     "tiny": ({}, 64, 8, 64),
-    "latent4096": ({"in_channels": 64, "num_layers": 1, "num_single_layers": 2, "attention_head_dim": 64,
-                    "num_attention_heads": 4, "joint_attention_dim": 64, "pooled_projection_dim": 64,
-                    "axes_dims_rope": [16, 24, 24]}, 256, 4, 512),
+    "latent4096": (
+        {
+            "in_channels": 64,
+            "num_layers": 1,
+            "num_single_layers": 2,
+            "attention_head_dim": 64,
+            "num_attention_heads": 4,
+            "joint_attention_dim": 64,
+            "pooled_projection_dim": 64,
+            "axes_dims_rope": [16, 24, 24],
+        },
+        256,
+        4,
+        512,
+    ),
 }
 
 
 def bench(name: str, repeats: int, pairs: int) -> Result:
     overrides, resolution, steps, max_len = SIZES[name]
-    pipe = build_random_flux_pipeline(transformer_config=overrides, vae_blocks=(8, 8), dtype=torch.float32, device=torch.device("cpu"))
+    pipe = build_random_flux_pipeline(
+        transformer_config=overrides, vae_blocks=(8, 8), dtype=torch.float32, device=torch.device("cpu")
+    )
     pipe.set_progress_bar_config(disable=True)
     flux = TDGFlux(pipe, max_sequence_length=max_len)
     params = TDGParams(k=10.0, tmin=0.2, tmax=0.9)
@@ -42,15 +56,28 @@ def bench(name: str, repeats: int, pairs: int) -> Result:
 
     def tdg(round_: int) -> None:
         for seed in range(pairs):
-            flux.generate(prompt_reference=C_R, prompt_guidance=C_G, seed=round_ * pairs + seed, params=params,
-                          return_guidance=True, **size)
+            flux.generate(
+                prompt_reference=C_R,
+                prompt_guidance=C_G,
+                seed=round_ * pairs + seed,
+                params=params,
+                return_guidance=True,
+                **size,
+            )
 
     plain(0), tdg(0)  # warm-up
     cpu: dict[str, list[float]] = {}
     ours_t, base_t = interleave(tdg, plain, repeats, cpu)
-    return Result(f"TDG pair ({name})", "ours: TDG pair", ours_t, "FluxPipeline batch of 2", base_t,
-                  work=f"{pairs} pair(s) per round, {(resolution // 16) ** 2} image tokens, {steps} steps, fp32 CPU",
-                  ours_cpu=cpu["ours"], baseline_cpu=cpu["baseline"])
+    return Result(
+        f"TDG pair ({name})",
+        "ours: TDG pair",
+        ours_t,
+        "FluxPipeline batch of 2",
+        base_t,
+        work=f"{pairs} pair(s) per round, {(resolution // 16) ** 2} image tokens, {steps} steps, fp32 CPU",
+        ours_cpu=cpu["ours"],
+        baseline_cpu=cpu["baseline"],
+    )
 
 
 def run(quick: bool) -> list[Result]:

@@ -27,7 +27,9 @@ def _main(argv: list[str]) -> str:
     with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(io.StringIO()) as err:
         code = main(argv)
     if code != 0:
-        raise RuntimeError(f"conceptforge {' '.join(argv[:2])} exited {code}: {out.getvalue()[-500:]} {err.getvalue()[-500:]}")
+        raise RuntimeError(
+            f"conceptforge {' '.join(argv[:2])} exited {code}: {out.getvalue()[-500:]} {err.getvalue()[-500:]}"
+        )
     return out.getvalue()
 
 
@@ -41,9 +43,21 @@ def run(quick: bool) -> list[Result]:
     except ImportError as error:
         raise Skip(f"bpy is not installed ({error})") from None
 
-    dataset, size, samples, sample_n, repeats = (("single-object", "64x48", "2", 2, 5) if quick
-                                                 else ("all", "128x96", "8", 4, 3))
-    generate = ["generate", "binding", "--dataset", dataset, "--preset", "demo", "--resolution", size, "--samples", samples]
+    dataset, size, samples, sample_n, repeats = (
+        ("single-object", "64x48", "2", 2, 5) if quick else ("all", "128x96", "8", 4, 3)
+    )
+    generate = [
+        "generate",
+        "binding",
+        "--dataset",
+        dataset,
+        "--preset",
+        "demo",
+        "--resolution",
+        size,
+        "--samples",
+        samples,
+    ]
     with tempfile.TemporaryDirectory(prefix="verify-bench-") as tmp:
         work = Path(tmp)
         release = work / "release"
@@ -56,11 +70,12 @@ def run(quick: bool) -> list[Result]:
             def call(round_: int) -> None:
                 nonlocal n_items
                 out = _main(["verify", str(release), *choice])
-                line = next((l for l in out.splitlines() if l.startswith("verified: ")), None)
+                line = next((text for text in out.splitlines() if text.startswith("verified: ")), None)
                 if line is None:
                     raise AssertionError(f"verify did not report success: {out[-500:]}")
                 if choice == ("--all",):
                     n_items = int(line.split(" of ")[1].split()[0])
+
             return call
 
         def regenerate(round_: int) -> None:
@@ -76,8 +91,17 @@ def run(quick: bool) -> list[Result]:
         for label, ours in ((f"verify --sample {sample_n}", sample), ("verify --all", every)):
             cpu: dict[str, list[float]] = {}
             ours_s, base_s = interleave(ours, regenerate, repeats, cpu)
-            results.append(Result(label, f"ours: {label}", ours_s, "regenerate + compare parquet bytes", base_s,
-                                  work=f"binding {dataset} demo preset, {n_items} items at {size}, {samples} samples",
-                                  ours_cpu=cpu["ours"], baseline_cpu=cpu["baseline"],
-                                  extra={"outcome": "verify passed and the regenerated shards equalled the release's, every round"}))
+            results.append(
+                Result(
+                    label,
+                    f"ours: {label}",
+                    ours_s,
+                    "regenerate + compare parquet bytes",
+                    base_s,
+                    work=f"binding {dataset} demo preset, {n_items} items at {size}, {samples} samples",
+                    ours_cpu=cpu["ours"],
+                    baseline_cpu=cpu["baseline"],
+                    extra={"outcome": "verify passed and the regenerated shards equalled the release's, every round"},
+                )
+            )
     return results

@@ -26,9 +26,18 @@ from conceptforge.filters.questions import QuestionBuilder
 from conceptforge.filters.vqa import VQAScorer
 from conceptforge.testing.tiny_vlms import build_tiny_llava
 
-ATTRIBUTES = ["has_bill_shape::dagger", "has_bill_shape::needle", "has_bill_shape::cone",
-              "has_crown_color::blue", "has_crown_color::brown", "has_crown_color::grey", "has_crown_color::black",
-              "has_tail_pattern::solid", "has_tail_pattern::spotted", "has_tail_pattern::multi-colored"]
+ATTRIBUTES = [
+    "has_bill_shape::dagger",
+    "has_bill_shape::needle",
+    "has_bill_shape::cone",
+    "has_crown_color::blue",
+    "has_crown_color::brown",
+    "has_crown_color::grey",
+    "has_crown_color::black",
+    "has_tail_pattern::solid",
+    "has_tail_pattern::spotted",
+    "has_tail_pattern::multi-colored",
+]
 SMALL = {"image_size": 224, "patch": 16, "hidden": 256, "layers": 4, "heads": 4}
 
 
@@ -54,6 +63,7 @@ def run(quick: bool) -> list[Result]:
             start = time.perf_counter()
             scores[name] = scorer.score(images, questions, batch_size=batch_size)
             shares[name].append(1 - scorer.forward_seconds / (time.perf_counter() - start))
+
         return fn
 
     ours, one = timed("ours", batch), timed("baseline", 1)
@@ -61,12 +71,20 @@ def run(quick: bool) -> list[Result]:
     cpu: dict[str, list[float]] = {}
     ours_t, base_t = interleave(ours, one, repeats, cpu)
     diff = max(abs(a - b) for x, y in zip(scores["ours"], scores["baseline"]) for a, b in zip(x.probs, y.probs))
-    return [Result(
-        "VQA scorer", f"ours: batches of {batch}", ours_t, "one image at a time", base_t,
-        work=f"{n} images 320x240, random LLaVA 224 px / 196 image tokens, 4+4 layers of width 256",
-        ours_cpu=cpu["ours"], baseline_cpu=cpu["baseline"],
-        extra={
-            f"time outside the model forward, batches of {batch} (median)": f"{100 * float(np.median(shares['ours'])):.1f}%",
-            "time outside the model forward, one at a time (median)": f"{100 * float(np.median(shares['baseline'])):.1f}%",
-            "largest difference in option probabilities, batched vs one at a time": f"{diff:.1e}",
-        })]
+    return [
+        Result(
+            "VQA scorer",
+            f"ours: batches of {batch}",
+            ours_t,
+            "one image at a time",
+            base_t,
+            work=f"{n} images 320x240, random LLaVA 224 px / 196 image tokens, 4+4 layers of width 256",
+            ours_cpu=cpu["ours"],
+            baseline_cpu=cpu["baseline"],
+            extra={
+                f"time outside the model forward, batches of {batch} (median)": f"{100 * float(np.median(shares['ours'])):.1f}%",
+                "time outside the model forward, one at a time (median)": f"{100 * float(np.median(shares['baseline'])):.1f}%",
+                "largest difference in option probabilities, batched vs one at a time": f"{diff:.1e}",
+            },
+        )
+    ]

@@ -1,7 +1,7 @@
 """conceptforge cards: dataset directories in Hub layout, dataset cards, sample grids, publishing."""
 
-from conceptforge.cards.dataset_dir import SplitStats, assemble_dataset_dir, write_parquet_split
 from conceptforge.cards.card import DatasetMetadata, read_card_spec, render_card, size_category
+from conceptforge.cards.dataset_dir import SplitStats, assemble_dataset_dir, write_parquet_split
 from conceptforge.cards.filter_stats import FilterStats
 from conceptforge.cards.grid import make_sample_grid
 from conceptforge.cards.provenance import collect_provenance, package_versions, redact_secrets, resolve_model_revision

@@ -16,8 +16,9 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from datasets import ClassLabel, DatasetInfo, Features, Image, LargeList, List, SplitDict, SplitInfo, Value
 from huggingface_hub import DatasetCard, DatasetCardData
@@ -96,7 +97,7 @@ class DatasetMetadata:
         return json.loads(json.dumps(data))  # plain JSON types only (copies nested values)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "DatasetMetadata":
+    def from_dict(cls, data: Mapping[str, Any]) -> DatasetMetadata:
         known = {f.name for f in fields(cls)}
         return cls(**{key: value for key, value in data.items() if key in known})
 
@@ -259,7 +260,9 @@ def provenance_markdown(provenance: Mapping[str, Any]) -> list[str]:
     if models:
         lines += ["| role | model | revision |", "| --- | --- | --- |"]
         for model in models:
-            lines.append(f"| {_cell(model.get('role', ''))} | `{_cell(model.get('id', ''))}` | `{_cell(model.get('revision', ''))}` |")
+            lines.append(
+                f"| {_cell(model.get('role', ''))} | `{_cell(model.get('id', ''))}` | `{_cell(model.get('revision', ''))}` |"
+            )
         lines.append("")
     for key, title in (("parameters", "Generation parameters"), ("filters", "Filter parameters"), ("seeds", "Seeds")):
         value = provenance.pop(key, None)
@@ -339,7 +342,9 @@ def render_card(
 
     lines += ["## Version", ""]
     if metadata.version:
-        previous = f"; previous version: `{metadata.previous_version}`" if metadata.previous_version else "; first release"
+        previous = (
+            f"; previous version: `{metadata.previous_version}`" if metadata.previous_version else "; first release"
+        )
         lines += [
             f"This is version `{metadata.version}`{previous}. Versions are immutable git tags on the Hub: "
             "pin one with `revision=` to get exactly these files.",
@@ -348,9 +353,14 @@ def render_card(
     else:
         lines += ["Not published yet: the publish step records the version here.", ""]
     if metadata.reproducible:
-        target = f"{metadata.repo_id}@{metadata.version}" if metadata.repo_id and metadata.version else "path/to/this/folder"
-        lines += [f"Check that these files regenerate from their recorded inputs (`provenance.json`): "
-                  f"`conceptforge verify {target} --sample 20` (exit 0: every checked item matches).", ""]
+        target = (
+            f"{metadata.repo_id}@{metadata.version}" if metadata.repo_id and metadata.version else "path/to/this/folder"
+        )
+        lines += [
+            f"Check that these files regenerate from their recorded inputs (`provenance.json`): "
+            f"`conceptforge verify {target} --sample 20` (exit 0: every checked item matches).",
+            "",
+        ]
     if metadata.changes_since:
         lines += [f"## Changes since {metadata.changes_since}", ""]
         lines += [f"- {line}" for line in metadata.changes] or ["- No change in rows, features or card settings."]
@@ -366,7 +376,10 @@ def render_card(
     lines += ["```", ""]
     if not metadata.repo_id:
         example = f', "{configs[-1]}"' if configs else ""
-        lines += [f"Before publishing, the same call loads this folder: `load_dataset(\"path/to/this/folder\"{example})`.", ""]
+        lines += [
+            f'Before publishing, the same call loads this folder: `load_dataset("path/to/this/folder"{example})`.',
+            "",
+        ]
     if configs:
         lines += ["## Configs", "", "| config | meaning |", "| --- | --- |"]
         lines += [f"| `{c}` | {_cell(metadata.config_summaries.get(c, ''))} |" for c in configs]
@@ -391,8 +404,11 @@ def render_card(
         lines.append("")
     closed = _class_label_names(features, groups)
     if closed:
-        lines += ["ClassLabel columns load as integers; `ds.features[column].int2str(i)` (or "
-                  "`.feature[...]` inside lists) gives the names.", ""]
+        lines += [
+            "ClassLabel columns load as integers; `ds.features[column].int2str(i)` (or "
+            "`.feature[...]` inside lists) gives the names.",
+            "",
+        ]
 
     lines += ["## Uses", "", metadata.uses.strip() or MISSING_SECTION, ""]
     lines += ["### Out-of-scope use", "", metadata.out_of_scope_use.strip() or MISSING_SECTION, ""]
@@ -408,8 +424,15 @@ def render_card(
     if metadata.provenance:
         lines += ["## Provenance", ""] + provenance_markdown(metadata.provenance)
 
-    lines += ["## License", "", f"`{metadata.license}`" + (f" ({metadata.license_name})" if metadata.license_name else "")
-              + (f", see {metadata.license_link}" if metadata.license_link else "") + ".", ""]
+    lines += [
+        "## License",
+        "",
+        f"`{metadata.license}`"
+        + (f" ({metadata.license_name})" if metadata.license_name else "")
+        + (f", see {metadata.license_link}" if metadata.license_link else "")
+        + ".",
+        "",
+    ]
     if metadata.license_note:
         lines += [metadata.license_note.strip(), ""]
     if metadata.citation:

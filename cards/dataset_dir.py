@@ -20,13 +20,14 @@ import logging
 import re
 import shutil
 import tempfile
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Mapping
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from datasets import Features, Image as ImageFeature, LargeList, List, Value
+from datasets import Features, LargeList, List, Value
+from datasets import Image as ImageFeature
 from datasets.features.features import encode_nested_example
 
 from conceptforge.errors import ConceptforgeError, StoreError
@@ -137,10 +138,15 @@ def _column_encoder(feature: object) -> Callable[[list], list] | None:
     if _is_plain(feature):
         return None
     if isinstance(feature, ImageFeature):
+
         def encode_images(values: list) -> list:
-            return [{"bytes": v["bytes"], "path": v.get("path")}
-                    if isinstance(v, dict) and isinstance(v.get("bytes"), (bytes, bytearray)) else feature.encode_example(v)
-                    for v in values]
+            return [
+                {"bytes": v["bytes"], "path": v.get("path")}
+                if isinstance(v, dict) and isinstance(v.get("bytes"), (bytes, bytearray))
+                else feature.encode_example(v)
+                for v in values
+            ]
+
         return encode_images
     return lambda values: [encode_nested_example(feature, v) for v in values]
 
@@ -155,7 +161,9 @@ def _is_plain(feature: object) -> bool:
     return False
 
 
-def _encode_batch(rows: list[Mapping[str, object]], features: Features, encoders: dict, schema: pa.Schema) -> tuple[pa.Table, list[int]]:
+def _encode_batch(
+    rows: list[Mapping[str, object]], features: Features, encoders: dict, schema: pa.Schema
+) -> tuple[pa.Table, list[int]]:
     """Encode a batch of rows column by column; returns the Arrow table and each row's size.
 
     Why by column: ``Features.encode_example`` walks every value of every row through Python
@@ -281,13 +289,24 @@ def assemble_dataset_dir(
     except OSError as error:
         raise StoreError(f"cannot write dataset to {out_dir}: {error.strerror or error}") from None
     try:
-        return _stage_and_swap(out_dir, staging, splits, features, render_card, grid_png, max_shard_size, owned, made_by)
+        return _stage_and_swap(
+            out_dir, staging, splits, features, render_card, grid_png, max_shard_size, owned, made_by
+        )
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _stage_and_swap(out_dir: Path, staging: Path, splits, features, render_card, grid_png, max_shard_size,
-                    owned: set[str] | None, made_by: str | None) -> list[SplitStats]:
+def _stage_and_swap(
+    out_dir: Path,
+    staging: Path,
+    splits,
+    features,
+    render_card,
+    grid_png,
+    max_shard_size,
+    owned: set[str] | None,
+    made_by: str | None,
+) -> list[SplitStats]:
     all_stats = []
     for split, make_rows in splits.items():
         stats = write_parquet_split(staging / DATA_DIR, split, make_rows(), features, max_shard_size=max_shard_size)
@@ -299,8 +318,10 @@ def _stage_and_swap(out_dir: Path, staging: Path, splits, features, render_card,
     if owned is not None:
         foreign = [name for name in new_files if name not in owned and (out_dir / name).exists()]
         if foreign:
-            raise StoreError(f"{out_dir} holds {', '.join(foreign[:3])}, which conceptforge did not write; move it away "
-                             "and rerun (nothing was replaced)")
+            raise StoreError(
+                f"{out_dir} holds {', '.join(foreign[:3])}, which conceptforge did not write; move it away "
+                "and rerun (nothing was replaced)"
+            )
     # Swap in: first make the directory look incomplete, then replace the data, then finish.
     (out_dir / CARD_NAME).unlink(missing_ok=True)
     if owned is None:
@@ -349,8 +370,15 @@ def assemble_config_dir(
     prefix = f"{DATA_DIR}/{config}"
     all_stats = []
     for split, make_rows in splits.items():
-        stats = write_parquet_split(staging / DATA_DIR, split, make_rows(), features, max_shard_size=max_shard_size,
-                                    config=config, path_prefix=prefix)
+        stats = write_parquet_split(
+            staging / DATA_DIR,
+            split,
+            make_rows(),
+            features,
+            max_shard_size=max_shard_size,
+            config=config,
+            path_prefix=prefix,
+        )
         logger.info("config %s split %s: %d rows in %d shard(s)", config, split, stats.num_examples, len(stats.files))
         all_stats.append(stats)
     (out_dir / CARD_NAME).unlink(missing_ok=True)  # the repo looks incomplete until the card is rewritten

@@ -7,8 +7,9 @@ was thinned out and why.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from conceptforge.errors import DataFormatError
 
@@ -20,7 +21,7 @@ class FilterStats:
     candidates: int = 0
     kept: int = 0
     dropped: dict[str, int] = field(default_factory=dict)
-    groups: dict[str, "FilterStats"] = field(default_factory=dict)
+    groups: dict[str, FilterStats] = field(default_factory=dict)
     group_label: str = "group"
 
     def add(self, *, kept: bool, reason: str | None = None, group: str | None = None, count: int = 1) -> None:
@@ -65,7 +66,7 @@ class FilterStats:
         return out
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "FilterStats":
+    def from_dict(cls, data: Mapping[str, Any]) -> FilterStats:
         return cls(
             candidates=int(data.get("candidates", 0)),
             kept=int(data.get("kept", 0)),
@@ -77,6 +78,8 @@ class FilterStats:
     @staticmethod
     def looks_like(data: Any) -> bool:
         """Whether a plain dict has this shape (older callers pass dicts)."""
-        return isinstance(data, Mapping) and {"candidates", "kept"} <= set(data) and set(data) <= {
-            "candidates", "kept", "dropped", "groups", "group_label"
-        }
+        return (
+            isinstance(data, Mapping)
+            and {"candidates", "kept"} <= set(data)
+            and set(data) <= {"candidates", "kept", "dropped", "groups", "group_label"}
+        )

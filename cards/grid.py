@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Iterable, Sequence
 from itertools import islice
-from typing import Iterable, Sequence
 
 from PIL import Image, ImageDraw, ImageFont
 

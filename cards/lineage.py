@@ -12,8 +12,9 @@ provenance under ``upstream`` and inherits the meanings of the columns it passes
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from conceptforge.cards.card import DatasetMetadata, read_card_spec
 from conceptforge.errors import ConceptforgeError
@@ -33,7 +34,9 @@ def read_upstream_metadata(directory: str | Path) -> DatasetMetadata | None:
         return None
 
 
-def inherited_column_docs(upstream: DatasetMetadata | None, own: Mapping[str, str], columns: Iterable[str]) -> dict[str, str]:
+def inherited_column_docs(
+    upstream: DatasetMetadata | None, own: Mapping[str, str], columns: Iterable[str]
+) -> dict[str, str]:
     """Per column: this stage's meaning when it has one, else the upstream card's."""
     before = upstream.column_docs if upstream is not None else {}
     return {name: own.get(name) or before.get(name, "") for name in columns}

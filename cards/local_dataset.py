@@ -35,11 +35,13 @@ class LocalDataset:
 
     def data_paths(self) -> list[str]:
         """Parquet shards plus side files the release carries (CLEVR scene files under scenes/)."""
-        extra = sorted(p.relative_to(self.directory).as_posix() for p in (self.directory / SCENES_DIR).rglob("*")
-                       if p.is_file() and not p.name.startswith("."))
+        extra = sorted(
+            p.relative_to(self.directory).as_posix()
+            for p in (self.directory / SCENES_DIR).rglob("*")
+            if p.is_file() and not p.name.startswith(".")
+        )
         record = [RECORD_NAME] if (self.directory / RECORD_NAME).is_file() else []
         return sorted(f for split in self.splits for f in split.files) + extra + record
-
 
 
 def read_dataset_dir(directory: str | Path) -> LocalDataset:
@@ -52,15 +54,25 @@ def read_dataset_dir(directory: str | Path) -> LocalDataset:
     if not directory.is_dir():
         raise DataNotFoundError(f"{directory} is not a directory")
     if not card_path.is_file() or not any((directory / DATA_DIR).rglob("*.parquet")):
-        raise PublishError(f"{directory} is not a complete dataset directory (needs {CARD_NAME} and {DATA_DIR}/*.parquet)")
+        raise PublishError(
+            f"{directory} is not a complete dataset directory (needs {CARD_NAME} and {DATA_DIR}/*.parquet)"
+        )
     all_files = sorted(p.relative_to(directory).as_posix() for p in (directory / DATA_DIR).rglob("*.parquet"))
-    metadata, features, splits = dataset_layout(card_path.read_text(encoding="utf-8"), all_files,
-                                                lambda name: pq.read_schema(directory / name), where=str(directory))
+    metadata, features, splits = dataset_layout(
+        card_path.read_text(encoding="utf-8"),
+        all_files,
+        lambda name: pq.read_schema(directory / name),
+        where=str(directory),
+    )
     return LocalDataset(directory, metadata, features, splits, (directory / GRID_NAME).is_file())
 
 
 def dataset_layout(
-    text: str, all_files: list[str], read_schema: Any, *, where: str,
+    text: str,
+    all_files: list[str],
+    read_schema: Any,
+    *,
+    where: str,
 ) -> tuple[DatasetMetadata, Features | dict[str, Features], list[SplitStats]]:
     """Card spec, features and splits from a card's text and the repo's parquet paths.
 
@@ -78,7 +90,8 @@ def dataset_layout(
         raise PublishError(f"the card of {where} has no dataset_info splits")
     patterns = {
         (config.get("config_name", "default"), entry["split"]): entry["path"]
-        for config in data.get("configs") or [] for entry in config.get("data_files") or []
+        for config in data.get("configs") or []
+        for entry in config.get("data_files") or []
     }
     features: dict[str, Features] = {}
     splits = []
@@ -87,15 +100,30 @@ def dataset_layout(
             name = split_info["name"]
             pattern = patterns.get((config, name), f"{DATA_DIR}/{name}-*")
             # the pattern, and the shard name's own split (split names may contain dashes)
-            split_files = [f for f in all_files if fnmatch.fnmatch(f, pattern) and shard_split(f.rsplit("/", 1)[-1]) == name]
+            split_files = [
+                f for f in all_files if fnmatch.fnmatch(f, pattern) and shard_split(f.rsplit("/", 1)[-1]) == name
+            ]
             if split_files and config not in features:
                 try:
                     schema = read_schema(split_files[0])
-                except (OSError, ValueError) as error:  # pyarrow's ArrowInvalid is a ValueError: truncated or not parquet
-                    raise DataFormatError(f"{where}/{split_files[0]} is not a readable parquet file ({one_line(error)}): "
-                                          "reassemble the dataset (`conceptforge assemble OUT --force`)") from None
+                except (
+                    OSError,
+                    ValueError,
+                ) as error:  # pyarrow's ArrowInvalid is a ValueError: truncated or not parquet
+                    raise DataFormatError(
+                        f"{where}/{split_files[0]} is not a readable parquet file ({one_line(error)}): "
+                        "reassemble the dataset (`conceptforge assemble OUT --force`)"
+                    ) from None
                 features[config] = Features.from_arrow_schema(schema)
-            splits.append(SplitStats(name, int(split_info.get("num_examples", 0)), int(split_info.get("num_bytes", 0)), split_files, config))
+            splits.append(
+                SplitStats(
+                    name,
+                    int(split_info.get("num_examples", 0)),
+                    int(split_info.get("num_bytes", 0)),
+                    split_files,
+                    config,
+                )
+            )
     if isinstance(metadata.filter_stats, FilterStats):
         metadata.filter_stats.check()  # counts that do not add up are a filter bug, not a release
     if not features:

@@ -15,9 +15,10 @@ import platform
 import re
 import shlex
 import sys
+from collections.abc import Iterable, Mapping, Sequence
 from importlib import metadata as importlib_metadata
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -134,7 +135,9 @@ def redact_value(value: Any, secrets: Iterable[str] = ()) -> Any:
 def command_line(argv: Sequence[str] | None = None, *, secrets: Iterable[str] = ()) -> str:
     """The command that is running (or ``argv``), shell-quoted, secrets redacted."""
     argv = list(sys.argv if argv is None else argv)
-    if argv and (os.path.basename(argv[0]) == "conceptforge" or argv[0].endswith(os.path.join("conceptforge", "__main__.py"))):
+    if argv and (
+        os.path.basename(argv[0]) == "conceptforge" or argv[0].endswith(os.path.join("conceptforge", "__main__.py"))
+    ):
         argv = ["conceptforge", *argv[1:]]  # the console script or `python -m conceptforge`: no install paths
     elif argv and argv[0].endswith(".py"):
         argv = ["python", _short_path(argv[0]), *argv[1:]]
@@ -243,7 +246,9 @@ def resolve_model_revision(
     return f"{wanted} (unresolved)"
 
 
-def _model_entries(models: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None, cache_dir: Any) -> list[dict[str, str]]:
+def _model_entries(
+    models: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None, cache_dir: Any
+) -> list[dict[str, str]]:
     entries = []
     if models is None:
         return entries
@@ -256,11 +261,13 @@ def _model_entries(models: Mapping[str, Any] | Sequence[Mapping[str, Any]] | Non
         items = [dict(item) for item in models]
     for item in items:
         model_id = str(item["id"])
-        entries.append({
-            "role": str(item.get("role", "")),
-            "id": model_id,
-            "revision": resolve_model_revision(model_id, item.get("revision"), cache_dir=cache_dir),
-        })
+        entries.append(
+            {
+                "role": str(item.get("role", "")),
+                "id": model_id,
+                "revision": resolve_model_revision(model_id, item.get("revision"), cache_dir=cache_dir),
+            }
+        )
     return entries
 
 

@@ -26,11 +26,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
-
-from conceptforge.progress import tqdm
+from typing import Any
 
 from conceptforge.cards.card import DatasetMetadata, load_line, render_card
 from conceptforge.cards.dataset_dir import CARD_NAME, GRID_NAME
@@ -49,6 +48,7 @@ from conceptforge.cards.run_record import RECORD_NAME
 from conceptforge.cards.validate import dataset_dir_problems, ensure_valid
 from conceptforge.cards.versions import Version, parse_version, previous_version, published_versions
 from conceptforge.errors import ConceptforgeError, HubError, InvalidArgumentError, PublishError
+from conceptforge.progress import tqdm
 
 logger = logging.getLogger(__name__)
 
@@ -116,19 +116,22 @@ class PublishResult:
 
 
 # -- local side (reading the directory: cards.local_dataset) ----------------------------------
-def render_release_card(local: LocalDataset, *, repo_id: str, version: Version, previous: Version | None,
-                        changes: list[str] | None = None) -> str:
+def render_release_card(
+    local: LocalDataset, *, repo_id: str, version: Version, previous: Version | None, changes: list[str] | None = None
+) -> str:
     """The card as published: the directory's own spec plus repo id, version and previous version,
     and, when ``changes`` is given, the "Changes since <previous>" lines (:mod:`cards.release_diff`)."""
-    metadata = DatasetMetadata.from_dict({
-        **local.metadata.to_dict(),
-        "repo_id": repo_id,
-        "version": str(version),
-        "previous_version": str(previous) if previous else None,
-        "reproducible": local.metadata.reproducible or (local.directory / RECORD_NAME).is_file(),
-        "changes_since": str(previous) if previous and changes is not None else None,
-        "changes": list(changes or []),
-    })
+    metadata = DatasetMetadata.from_dict(
+        {
+            **local.metadata.to_dict(),
+            "repo_id": repo_id,
+            "version": str(version),
+            "previous_version": str(previous) if previous else None,
+            "reproducible": local.metadata.reproducible or (local.directory / RECORD_NAME).is_file(),
+            "changes_since": str(previous) if previous and changes is not None else None,
+            "changes": list(changes or []),
+        }
+    )
     return render_card(metadata, local.features, local.splits, has_grid=local.has_grid)
 
 
@@ -179,8 +182,15 @@ class _Release:
     def local_only(self, why: str) -> PublishResult:
         logger.info("dry run without the Hub (%s): local checks only", why)
         return PublishResult(
-            self.repo_id, str(self.wanted), None, "dry-run", None, uploaded=[f.path_in_repo for f in self.files],
-            uploaded_bytes=sum(f.size for f in self.files), total_files=len(self.files), unchecked=why,
+            self.repo_id,
+            str(self.wanted),
+            None,
+            "dry-run",
+            None,
+            uploaded=[f.path_in_repo for f in self.files],
+            uploaded_bytes=sum(f.size for f in self.files),
+            total_files=len(self.files),
+            unchecked=why,
         )
 
     def fail(self, stage: str, error: BaseException, *, committed: str | None = None) -> HubError:
@@ -279,14 +289,22 @@ def _final_card(release: _Release, card_text: str, previous: Version | None, *, 
     local, secrets = release.local, release.secrets
     if previous is not None:  # the card names the previous version and what changed since: render and check it again
         try:
-            from conceptforge.cards.release_diff import release_changes  # late: it reads parquet rows, needed only for a new version
+            from conceptforge.cards.release_diff import (
+                release_changes,
+            )  # late: it reads parquet rows, needed only for a new version
 
-            changes = release_changes(local.directory, release.repo_id, previous, api=release.api,
-                                      local={f.sha256: f.source for f in release.files if f.source is not None})
+            changes = release_changes(
+                local.directory,
+                release.repo_id,
+                previous,
+                api=release.api,
+                local={f.sha256: f.source for f in release.files if f.source is not None},
+            )
         except release.network_errors as error:
             raise release.fail(f"reading the previous release {previous} to list the changes", error) from None
-        card_text = render_release_card(local, repo_id=release.repo_id, version=release.wanted, previous=previous,
-                                        changes=changes)
+        card_text = render_release_card(
+            local, repo_id=release.repo_id, version=release.wanted, previous=previous, changes=changes
+        )
         ensure_valid(dataset_dir_problems(local.directory, card_text, secrets=secrets), "the dataset card")
         card = card_text.encode("utf-8")
         release.files[0] = LocalFile(CARD_NAME, len(card), *_hash_stream(iter([card]), len(card)), content=card)
@@ -296,8 +314,9 @@ def _final_card(release: _Release, card_text: str, previous: Version | None, *, 
         raise release.fail("validating the card with the Hub", error) from None
 
 
-def _compare(release: _Release, refs: Any, tags: dict[str, str], versions: list[Version],
-             previous: Version | None) -> PublishResult:
+def _compare(
+    release: _Release, refs: Any, tags: dict[str, str], versions: list[Version], previous: Version | None
+) -> PublishResult:
     """What would change: ``unchanged`` for an identical tagged release, else the files to
     upload and delete on ``main`` (a ``dry-run`` result until committed)."""
     api, repo_id, wanted, files = release.api, release.repo_id, release.wanted, release.files
@@ -308,12 +327,20 @@ def _compare(release: _Release, refs: Any, tags: dict[str, str], versions: list[
             changed, deleted = _diff(files, _remote_files(api, repo_id, tagged))
             if not changed and not deleted:
                 logger.info("%s %s already published at %s", repo_id, wanted, tagged)
-                return PublishResult(repo_id, str(wanted), str(previous) if previous else None, "unchanged", tagged,
-                                     total_files=len(files), config=first_config)
+                return PublishResult(
+                    repo_id,
+                    str(wanted),
+                    str(previous) if previous else None,
+                    "unchanged",
+                    tagged,
+                    total_files=len(files),
+                    config=first_config,
+                )
             differing = ", ".join([f.path_in_repo for f in changed][:3] + deleted[:2])
             raise PublishError(
                 f"{wanted} already exists on {repo_id} (commit {tagged[:12]}) with other files ({differing}); "
-                f"published versions are immutable — publish the change as a new version, e.g. {wanted.bump_patch() if not versions else max(versions).bump_patch()}"
+                "published versions are immutable — publish the change as a new version, e.g. "
+                f"{wanted.bump_patch() if not versions else max(versions).bump_patch()}"
             )
         if versions and wanted < max(versions):
             raise PublishError(
@@ -328,14 +355,28 @@ def _compare(release: _Release, refs: Any, tags: dict[str, str], versions: list[
         raise release.fail("comparing with the published files", error) from None
     changed, deleted = _diff(files, remote)
     return PublishResult(
-        repo_id, str(wanted), str(previous) if previous else None, "dry-run", main_head,
-        uploaded=[f.path_in_repo for f in changed], uploaded_bytes=sum(f.size for f in changed),
-        deleted=deleted, total_files=len(files), config=first_config,
+        repo_id,
+        str(wanted),
+        str(previous) if previous else None,
+        "dry-run",
+        main_head,
+        uploaded=[f.path_in_repo for f in changed],
+        uploaded_bytes=sum(f.size for f in changed),
+        deleted=deleted,
+        total_files=len(files),
+        config=first_config,
     )
 
 
-def _commit(release: _Release, result: PublishResult, *, repo_exists: bool, private: bool, previous: Version | None,
-            num_threads: int) -> None:
+def _commit(
+    release: _Release,
+    result: PublishResult,
+    *,
+    repo_exists: bool,
+    private: bool,
+    previous: Version | None,
+    num_threads: int,
+) -> None:
     """One commit on ``main`` with every changed file (none when ``main`` already holds them)."""
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 
@@ -358,20 +399,29 @@ def _commit(release: _Release, result: PublishResult, *, repo_exists: bool, priv
     if changed or deleted:
         operations: list[Any] = []
         for item in changed:
-            operation = CommitOperationAdd(path_in_repo=item.path_in_repo, path_or_fileobj=item.content if item.content is not None else str(item.source))
+            operation = CommitOperationAdd(
+                path_in_repo=item.path_in_repo,
+                path_or_fileobj=item.content if item.content is not None else str(item.source),
+            )
             try:  # we hashed the file already; spare the client a second pass over it
                 operation.upload_info.sha256 = bytes.fromhex(item.sha256)
             except AttributeError:
                 pass
             operations.append(operation)
         operations += [CommitOperationDelete(path_in_repo=path) for path in deleted]
-        logger.info("uploading %d file(s) (%.1f MB) and deleting %d in one commit", len(changed), result.uploaded_bytes / 1e6, len(deleted))
+        logger.info(
+            "uploading %d file(s) (%.1f MB) and deleting %d in one commit",
+            len(changed),
+            result.uploaded_bytes / 1e6,
+            len(deleted),
+        )
         try:
             info = api.create_commit(
                 repo_id,
                 operations,
                 commit_message=f"Release {wanted}",
-                commit_description=f"{local.metadata.pretty_name} {wanted}" + (f" (previous: {previous})" if previous else ""),
+                commit_description=f"{local.metadata.pretty_name} {wanted}"
+                + (f" (previous: {previous})" if previous else ""),
                 repo_type=REPO_TYPE,
                 revision="main",
                 parent_commit=main_head,
@@ -391,10 +441,18 @@ def _tag(release: _Release, result: PublishResult) -> PublishResult:
     """The version tag on the release's commit (a tag that already points there is fine)."""
     api, repo_id, wanted, commit_id = release.api, release.repo_id, release.wanted, result.commit_id
     try:
-        api.create_tag(repo_id, tag=str(wanted), revision=commit_id, tag_message=f"{release.local.metadata.pretty_name} {wanted}", repo_type=REPO_TYPE)
+        api.create_tag(
+            repo_id,
+            tag=str(wanted),
+            revision=commit_id,
+            tag_message=f"{release.local.metadata.pretty_name} {wanted}",
+            repo_type=REPO_TYPE,
+        )
     except release.network_errors as error:
         if _status(error) == 409:  # someone (a lost response of ours?) created it: fine if it is ours
-            target = {t.name: t.target_commit for t in api.list_repo_refs(repo_id, repo_type=REPO_TYPE).tags}.get(str(wanted))
+            target = {t.name: t.target_commit for t in api.list_repo_refs(repo_id, repo_type=REPO_TYPE).tags}.get(
+                str(wanted)
+            )
             if target == commit_id:
                 return result
         raise release.fail(f"creating the tag {wanted}", error, committed=commit_id) from None

@@ -15,9 +15,10 @@ import hashlib
 import math
 import struct
 import tempfile
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 import pyarrow.parquet as pq
 from datasets import Features
@@ -138,6 +139,7 @@ class ReleaseDiff:
 
     def summary_lines(self, *, max_ids: int | None = MAX_IDS_SHOWN) -> list[str]:
         """One line per split with a change, then schema and card lines (ids shown up to ``max_ids``)."""
+
         def ids(values: list[str]) -> str:
             shown = values if max_ids is None else values[:max_ids]
             more = "" if len(shown) == len(values) else f", … ({len(values) - len(shown)} more)"
@@ -145,8 +147,11 @@ class ReleaseDiff:
 
         lines = []
         for name, change in self.splits.items():
-            parts = [f"{kind} {len(values)} ({ids(values)})" for kind, values in
-                     (("added", change.added), ("removed", change.removed), ("changed", change.changed)) if values]
+            parts = [
+                f"{kind} {len(values)} ({ids(values)})"
+                for kind, values in (("added", change.added), ("removed", change.removed), ("changed", change.changed))
+                if values
+            ]
             if parts:
                 lines.append(f"split `{name}`: " + "; ".join(parts))
         lines += [f"features: {line}" for line in self.features]
@@ -197,7 +202,9 @@ def diff_snapshots(old: Snapshot, new: Snapshot) -> ReleaseDiff:
     return ReleaseDiff(old.label, new.label, splits, features, _dict_changes(card_old, card_new))
 
 
-def diff_dirs(old: str | Path, new: str | Path, *, old_label: str | None = None, new_label: str | None = None) -> ReleaseDiff:
+def diff_dirs(
+    old: str | Path, new: str | Path, *, old_label: str | None = None, new_label: str | None = None
+) -> ReleaseDiff:
     """:func:`diff_snapshots` of two dataset directories."""
     return diff_snapshots(snapshot(old, label=old_label), snapshot(new, label=new_label))
 

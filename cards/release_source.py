@@ -58,14 +58,20 @@ def resolve_release(text: str, *, revision: str | None = None) -> ReleaseSource:
     return ReleaseSource(download_release(repo_id, revision), f"{repo_id}@{revision or 'main'}", repo_id, revision)
 
 
-def download_release(repo_id: str, revision: str | None, *, endpoint: str | None = None, token: str | None = None) -> Path:
+def download_release(
+    repo_id: str, revision: str | None, *, endpoint: str | None = None, token: str | None = None
+) -> Path:
     """The release's card, record and data files in the Hub cache; one-line errors for the usual failures."""
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
 
     try:
         folder = snapshot_download(
-            repo_id, repo_type="dataset", revision=revision, endpoint=endpoint, token=token,
+            repo_id,
+            repo_type="dataset",
+            revision=revision,
+            endpoint=endpoint,
+            token=token,
             allow_patterns=[CARD_NAME, RECORD_NAME, f"{DATA_DIR}/**", f"{SCENES_DIR}/**"],
         )
     except RevisionNotFoundError:
@@ -86,7 +92,9 @@ class ReleaseFiles:
     chosen items. Local: the directory. Hub: range reads through ``HfFileSystem`` at the commit
     the revision resolved to (so every read sees the same release)."""
 
-    def __init__(self, label: str, *, directory: Path | None = None, repo_id: str | None = None, commit: str | None = None) -> None:
+    def __init__(
+        self, label: str, *, directory: Path | None = None, repo_id: str | None = None, commit: str | None = None
+    ) -> None:
         self.label, self.directory, self.repo_id, self.commit = label, directory, repo_id, commit
         self._fs = None
 
@@ -121,10 +129,14 @@ class ReleaseFiles:
     def parquet_files(self) -> list[str]:
         """Every ``data/**.parquet`` path of the release, sorted."""
         if self.directory is not None:
-            return sorted(p.relative_to(self.directory).as_posix() for p in (self.directory / DATA_DIR).rglob("*.parquet"))
+            return sorted(
+                p.relative_to(self.directory).as_posix() for p in (self.directory / DATA_DIR).rglob("*.parquet")
+            )
         prefix = self._remote("")
-        found = self.fs.glob(self._remote(f"{DATA_DIR}/**/*.parquet")) + self.fs.glob(self._remote(f"{DATA_DIR}/*.parquet"))
-        return sorted({path[len(prefix):] for path in found})
+        found = self.fs.glob(self._remote(f"{DATA_DIR}/**/*.parquet")) + self.fs.glob(
+            self._remote(f"{DATA_DIR}/*.parquet")
+        )
+        return sorted({path[len(prefix) :] for path in found})
 
 
 def open_release(text: str, *, revision: str | None = None) -> ReleaseFiles:
@@ -151,5 +163,7 @@ def open_release(text: str, *, revision: str | None = None) -> ReleaseFiles:
         raise DataNotFoundError(f"dataset {repo_id} is not on the Hub (or is private: set HF_TOKEN)") from None
     except Exception as error:  # offline, connection refused, 5xx: one line
         reason = " ".join(str(error).split())[:200]
-        raise HubError(f"cannot read {repo_id}@{revision or 'main'} on the Hub: {type(error).__name__}: {reason}") from None
+        raise HubError(
+            f"cannot read {repo_id}@{revision or 'main'} on the Hub: {type(error).__name__}: {reason}"
+        ) from None
     return ReleaseFiles(f"{repo_id}@{revision or 'main'}", repo_id=repo_id, commit=commit)

@@ -23,8 +23,9 @@ from __future__ import annotations
 import json
 import logging
 import platform
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from conceptforge.cards.provenance import package_versions, strip_local_paths
 from conceptforge.errors import DataFormatError
@@ -83,7 +84,11 @@ def parse_run_record(text: str, *, where: str) -> dict[str, Any]:
         record = json.loads(text)
     except ValueError as error:
         raise DataFormatError(f"{where} is not valid JSON ({error})") from None
-    if not isinstance(record, dict) or record.get("format") != RECORD_FORMAT or not isinstance(record.get("configs"), dict):
+    if (
+        not isinstance(record, dict)
+        or record.get("format") != RECORD_FORMAT
+        or not isinstance(record.get("configs"), dict)
+    ):
         raise DataFormatError(f"{where} is not a conceptforge provenance record of format {RECORD_FORMAT}")
     return record
 

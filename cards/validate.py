@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import pyarrow.parquet as pq
 import yaml
@@ -41,7 +42,8 @@ def size_category(num_examples: int) -> str:
 
 
 # https://huggingface.co/docs/hub/repositories-licenses
-HUB_LICENSES = frozenset("""
+HUB_LICENSES = frozenset(
+    """
 apache-2.0 mit openrail bigscience-openrail-m creativeml-openrail-m bigscience-bloom-rail-1.0
 bigcode-openrail-m afl-3.0 artistic-2.0 bsl-1.0 bsd bsd-2-clause bsd-3-clause bsd-3-clause-clear
 c-uda cc cc0-1.0 cc-by-2.0 cc-by-2.5 cc-by-3.0 cc-by-4.0 cc-by-sa-3.0 cc-by-sa-4.0 cc-by-nc-2.0
@@ -52,10 +54,12 @@ lgpl-3.0 isc h-research intel-research lppl-1.3c ms-pl apple-ascl apple-amlr mpl
 openmdw-1.0 openrail++ osl-3.0 postgresql ofl-1.1 ncsa unlicense zlib pddl lgpl-lr
 deepfloyd-if-license fair-noncommercial-research-license llama2 llama3 llama3.1 llama3.2 llama3.3
 llama4 grok2-community gemma unknown other
-""".split())
+""".split()
+)
 
 # https://github.com/huggingface/huggingface.js/blob/main/packages/tasks/src/pipelines.ts
-HUB_TASK_CATEGORIES = frozenset("""
+HUB_TASK_CATEGORIES = frozenset(
+    """
 text-classification token-classification table-question-answering question-answering
 zero-shot-classification translation summarization feature-extraction text-generation
 text2text-generation fill-mask sentence-similarity text-to-speech text-to-audio
@@ -68,20 +72,35 @@ text-to-video image-text-to-text visual-question-answering document-question-ans
 zero-shot-image-classification graph-ml mask-generation zero-shot-object-detection text-to-3d
 image-to-3d image-feature-extraction video-text-to-text keypoint-detection visual-document-retrieval
 any-to-any other
-""".split())
+""".split()
+)
 
 SIZE_CATEGORIES = frozenset(
-    ["n<1K", "1K<n<10K", "10K<n<100K", "100K<n<1M", "1M<n<10M", "10M<n<100M", "100M<n<1B", "1B<n<10B", "10B<n<100B", "100B<n<1T", "n>1T"]
+    [
+        "n<1K",
+        "1K<n<10K",
+        "10K<n<100K",
+        "100K<n<1M",
+        "1M<n<10M",
+        "10M<n<100M",
+        "100M<n<1B",
+        "1B<n<10B",
+        "10B<n<100B",
+        "100B<n<1T",
+        "n>1T",
+    ]
 )
 
 # https://github.com/huggingface/hub-docs/blob/main/datasetcard.md
-KNOWN_DATASET_KEYS = frozenset("""
+KNOWN_DATASET_KEYS = frozenset(
+    """
 language language_details license license_name license_link license_details tags
 annotations_creators language_creators multilinguality pretty_name size_categories source_datasets
 task_categories task_ids paperswithcode_id configs dataset_info extra_gated_fields
 extra_gated_prompt extra_gated_heading extra_gated_description extra_gated_button_content
 train-eval-index viewer thumbnail
-""".split())
+""".split()
+)
 
 MAX_HUB_FILE_SIZE = 50 * 10**9  # the Hub refuses single files above 50 GB
 MAX_FILES_PER_COMMIT = 25_000  # LFS files per commit accepted by the Hub
@@ -168,7 +187,9 @@ def card_problems(text: str, *, secrets: Iterable[str] = ()) -> list[str]:
     else:
         for config in configs:
             files = config.get("data_files") if isinstance(config, dict) else None
-            if not isinstance(files, list) or not all(isinstance(f, dict) and {"split", "path"} <= set(f) for f in files):
+            if not isinstance(files, list) or not all(
+                isinstance(f, dict) and {"split", "path"} <= set(f) for f in files
+            ):
                 problems.append(f"config {config!r} has no data_files list of {{split, path}}")
     infos = _dataset_infos(data.get("dataset_info"))
     if not infos or any(not isinstance(i, dict) or "features" not in i or "splits" not in i for i in infos.values()):
@@ -189,8 +210,10 @@ def card_problems(text: str, *, secrets: Iterable[str] = ()) -> list[str]:
     problems += _bibtex_problems(text)
     local = _LOCAL_PATH_RE.search(text)
     if local:
-        problems.append(f"the card holds a local path ({local.group(1)}): it names a user's folders and means nothing "
-                        "on the Hub; write the folder's name instead (conceptforge's own cards elide paths to .../NAME)")
+        problems.append(
+            f"the card holds a local path ({local.group(1)}): it names a user's folders and means nothing "
+            "on the Hub; write the folder's name instead (conceptforge's own cards elide paths to .../NAME)"
+        )
     return problems
 
 
@@ -221,7 +244,9 @@ def missing_sections(text: str) -> list[str]:
     return missing
 
 
-def dataset_dir_problems(directory: str | Path, card_text: str | None = None, *, secrets: Iterable[str] = ()) -> list[str]:
+def dataset_dir_problems(
+    directory: str | Path, card_text: str | None = None, *, secrets: Iterable[str] = ()
+) -> list[str]:
     """Card problems plus mismatches between the card and the files in ``directory``."""
     directory = Path(directory)
     if card_text is None:
@@ -235,15 +260,23 @@ def dataset_dir_problems(directory: str | Path, card_text: str | None = None, *,
         infos = _dataset_infos(data["dataset_info"])
         features = {name: Features._from_yaml_list(info["features"]) for name, info in infos.items()}
         card_splits = {(name, s["name"]): s for name, info in infos.items() for s in info["splits"]}
-        data_files = [(config.get("config_name", "default"), f) for config in data["configs"] for f in config["data_files"]]
+        data_files = [
+            (config.get("config_name", "default"), f) for config in data["configs"] for f in config["data_files"]
+        ]
     except Exception:
         return problems or ["the card metadata lacks configs/dataset_info"]
 
-    files = sorted(p.relative_to(directory).as_posix() for p in (directory / DATA_DIR).rglob("*") if p.is_file() and not p.name.startswith("."))
+    files = sorted(
+        p.relative_to(directory).as_posix()
+        for p in (directory / DATA_DIR).rglob("*")
+        if p.is_file() and not p.name.startswith(".")
+    )
     if not files:
         problems.append(f"{directory}/{DATA_DIR} holds no data files")
     if len(files) + 2 > MAX_FILES_PER_COMMIT:
-        problems.append(f"{len(files)} data files exceed what one Hub commit takes; assemble with a larger max_shard_size")
+        problems.append(
+            f"{len(files)} data files exceed what one Hub commit takes; assemble with a larger max_shard_size"
+        )
     matched: set[str] = set()
     rows: dict[tuple[str, str], int] = {}
     for config, entry in data_files:
@@ -271,7 +304,9 @@ def dataset_dir_problems(directory: str | Path, card_text: str | None = None, *,
         problems.append(f"data files not in any split of the card: {', '.join(unmatched[:5])}")
     for split, info in card_splits.items():
         if split in rows and rows[split] != info.get("num_examples"):
-            problems.append(f"split {split[1]!r}: card says {info.get('num_examples')} rows, parquet files hold {rows[split]}")
+            problems.append(
+                f"split {split[1]!r}: card says {info.get('num_examples')} rows, parquet files hold {rows[split]}"
+            )
     if set(card_splits) != {(config, entry["split"]) for config, entry in data_files}:
         problems.append("dataset_info splits and configs data_files name different splits")
 

@@ -7,8 +7,8 @@ published, names one set of files forever, and versions only go up.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from conceptforge.errors import InvalidArgumentError
 
@@ -24,7 +24,7 @@ class Version:
     def __str__(self) -> str:
         return f"v{self.major}.{self.minor}.{self.patch}"
 
-    def bump_patch(self) -> "Version":
+    def bump_patch(self) -> Version:
         return Version(self.major, self.minor, self.patch + 1)
 
 

@@ -9,12 +9,12 @@ repository's top-level folders of the design card and installed under this one n
 """
 
 from conceptforge.errors import ConceptforgeError
-from conceptforge.progress import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
-from conceptforge.workitems import WorkItem, derive_seed, ShardSpec, select_shard
 from conceptforge.launchers import resolve_shard
-from conceptforge.store import ItemStore, ItemResult
 from conceptforge.output import RunDir
-from conceptforge.runner import Stage, RunReport, run_stage, run_work_items, assemble_run
+from conceptforge.progress import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+from conceptforge.runner import RunReport, Stage, assemble_run, run_stage, run_work_items
+from conceptforge.store import ItemResult, ItemStore
+from conceptforge.workitems import ShardSpec, WorkItem, derive_seed, select_shard
 
 #: The one place the version is written: pyproject reads it (``[tool.setuptools.dynamic]``).
 __version__ = "0.2.0"

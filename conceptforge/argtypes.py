@@ -23,18 +23,44 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from conceptforge.errors import DeviceUnavailableError, InvalidArgumentError
 
 __all__ = [
-    "ArgType", "IntRange", "FloatRange", "PathType", "DeviceType", "Examples",
-    "positive_int", "non_negative_int", "port", "seed",
-    "positive_float", "non_negative_float", "finite_float", "unit_interval", "open_unit_interval",
-    "fraction_below_one", "fraction_above_zero",
-    "existing_dir", "existing_file", "existing_path", "output_file", "output_dir", "output_location",
-    "existing_location", "rating",
-    "device", "device_name", "check_device", "check_writable", "ListOf", "Resolution", "Template", "ByteSize",
+    "ArgType",
+    "IntRange",
+    "FloatRange",
+    "PathType",
+    "DeviceType",
+    "Examples",
+    "positive_int",
+    "non_negative_int",
+    "port",
+    "seed",
+    "positive_float",
+    "non_negative_float",
+    "finite_float",
+    "unit_interval",
+    "open_unit_interval",
+    "fraction_below_one",
+    "fraction_above_zero",
+    "existing_dir",
+    "existing_file",
+    "existing_path",
+    "output_file",
+    "output_dir",
+    "output_location",
+    "existing_location",
+    "rating",
+    "device",
+    "device_name",
+    "check_device",
+    "check_writable",
+    "ListOf",
+    "Resolution",
+    "Template",
+    "ByteSize",
 ]
 
 
@@ -67,7 +93,9 @@ def _parse_number(kind: type, text: str) -> int | float:
     try:
         value = kind(text)
     except (TypeError, ValueError):
-        raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected {'an integer' if kind is int else 'a number'}, got {text!r}"
+        ) from None
     if isinstance(value, float) and not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
     return value
@@ -88,7 +116,13 @@ class IntRange(ArgType):
         return value
 
     def good_example(self, paths: Examples) -> str:
-        return str(self.minimum if self.minimum is not None and self.minimum > 0 else 1 if self.maximum is None or self.maximum >= 1 else self.maximum)
+        return str(
+            self.minimum
+            if self.minimum is not None and self.minimum > 0
+            else 1
+            if self.maximum is None or self.maximum >= 1
+            else self.maximum
+        )
 
     def bad_examples(self, paths: Examples) -> list[str]:
         bad = ["abc", "1.5", ""]
@@ -105,17 +139,28 @@ class IntRange(ArgType):
 class FloatRange(ArgType):
     """A finite float within bounds; each bound is inclusive or exclusive."""
 
-    def __init__(self, minimum: float | None = None, maximum: float | None = None, *, min_inclusive: bool = True,
-                 max_inclusive: bool = True, name: str = "number") -> None:
+    def __init__(
+        self,
+        minimum: float | None = None,
+        maximum: float | None = None,
+        *,
+        min_inclusive: bool = True,
+        max_inclusive: bool = True,
+        name: str = "number",
+    ) -> None:
         self.minimum, self.maximum, self.__name__ = minimum, maximum, name
         self.min_inclusive, self.max_inclusive = min_inclusive, max_inclusive
 
     def __call__(self, text: str) -> float:
         value = float(_parse_number(float, str(text).strip()))
         if self.minimum is not None and (value < self.minimum or (value == self.minimum and not self.min_inclusive)):
-            raise argparse.ArgumentTypeError(f"must be {'>=' if self.min_inclusive else '>'} {self.minimum:g}, got {value:g}")
+            raise argparse.ArgumentTypeError(
+                f"must be {'>=' if self.min_inclusive else '>'} {self.minimum:g}, got {value:g}"
+            )
         if self.maximum is not None and (value > self.maximum or (value == self.maximum and not self.max_inclusive)):
-            raise argparse.ArgumentTypeError(f"must be {'<=' if self.max_inclusive else '<'} {self.maximum:g}, got {value:g}")
+            raise argparse.ArgumentTypeError(
+                f"must be {'<=' if self.max_inclusive else '<'} {self.maximum:g}, got {value:g}"
+            )
         return value
 
     def good_example(self, paths: Examples) -> str:
@@ -202,8 +247,13 @@ class PathType(ArgType):
         if kind not in {"file", "dir", "any", "output-file", "output-dir"}:
             raise ValueError(kind)
         self.kind, self.urls, self.as_str = kind, urls, as_str
-        self.__name__ = {"file": "existing_file", "dir": "existing_dir", "any": "existing_path",
-                         "output-file": "output_file", "output-dir": "output_dir"}[kind]
+        self.__name__ = {
+            "file": "existing_file",
+            "dir": "existing_dir",
+            "any": "existing_path",
+            "output-file": "output_file",
+            "output-dir": "output_dir",
+        }[kind]
 
     def __call__(self, text: str) -> Path | str:
         text = str(text)
@@ -226,13 +276,18 @@ class PathType(ArgType):
                 raise argparse.ArgumentTypeError(str(error).strip()) from None
         return str(path) if self.as_str else path
 
-    def as_text(self) -> "PathType":
+    def as_text(self) -> PathType:
         """The same check, the value kept as the text given (for code that expects a string)."""
         return PathType(self.kind, urls=self.urls, as_str=True)
 
     def good_example(self, paths: Examples) -> str:
-        return {"file": paths.file, "dir": paths.folder, "any": paths.folder,
-                "output-file": paths.missing, "output-dir": paths.missing}[self.kind]
+        return {
+            "file": paths.file,
+            "dir": paths.folder,
+            "any": paths.folder,
+            "output-file": paths.missing,
+            "output-dir": paths.missing,
+        }[self.kind]
 
     def bad_examples(self, paths: Examples) -> list[str]:
         if self.kind == "file":
@@ -277,8 +332,10 @@ def check_device(name: str | None, *, flag: str = "--device") -> str | None:
         import torch
 
         if not torch.cuda.is_available():
-            raise DeviceUnavailableError(f"{flag} {name}: no CUDA GPU is visible on this machine "
-                                         "(check nvidia-smi and CUDA_VISIBLE_DEVICES, or pass --device cpu)")
+            raise DeviceUnavailableError(
+                f"{flag} {name}: no CUDA GPU is visible on this machine "
+                "(check nvidia-smi and CUDA_VISIBLE_DEVICES, or pass --device cpu)"
+            )
         index = int(name.split(":", 1)[1]) if ":" in name else 0
         if index >= torch.cuda.device_count():
             raise DeviceUnavailableError(f"{flag} {name}: only {torch.cuda.device_count()} CUDA GPU(s) are visible")
@@ -368,7 +425,8 @@ class Template(ArgType):
         if unknown:
             raise argparse.ArgumentTypeError(
                 f"unknown field(s) {', '.join('{' + f + '}' for f in unknown)} in {text!r}; the fields are "
-                f"{', '.join('{' + f + '}' for f in sorted(self.allowed))}")
+                f"{', '.join('{' + f + '}' for f in sorted(self.allowed))}"
+            )
         missing = sorted(self.required - fields)
         if missing:
             raise argparse.ArgumentTypeError(f"{text!r} lacks {', '.join('{' + f + '}' for f in missing)}")

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from conceptforge.errors import InvalidArgumentError
 
@@ -34,8 +35,9 @@ class AssembleFunction(Protocol):
 
 
 class AssembleRepoFunction(Protocol):
-    def __call__(self, out: str | os.PathLike[str], *, force: bool = False, wait: float = 600.0,
-                 allow_failed: bool = False) -> AssemblyOutcome: ...
+    def __call__(
+        self, out: str | os.PathLike[str], *, force: bool = False, wait: float = 600.0, allow_failed: bool = False
+    ) -> AssemblyOutcome: ...
 
 
 @dataclass(frozen=True)

@@ -27,13 +27,13 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from conceptforge.errors import StoreError
-from conceptforge.store import ItemStore, Location, io_error
 from conceptforge.serialization import canonical_json
+from conceptforge.store import ItemStore, Location, io_error
 
 logger = logging.getLogger(__name__)
 
@@ -132,8 +132,10 @@ def verify_assembled(out: Location, done: dict) -> list[str]:
 
 def damage_message(out: str, problems: list[str]) -> str:
     shown = "; ".join(problems[:4]) + (f"; and {len(problems) - 4} more" if len(problems) > 4 else "")
-    return (f"{out} was assembled, but {len(problems)} of its files no longer match: {shown}; "
-            f"`conceptforge assemble {out} --force` rebuilds it from the store")
+    return (
+        f"{out} was assembled, but {len(problems)} of its files no longer match: {shown}; "
+        f"`conceptforge assemble {out} --force` rebuilds it from the store"
+    )
 
 
 def _publish(staging: Path, out: Location, work: Location, owned: set[str]) -> tuple[list[str], dict[str, dict]]:
@@ -143,7 +145,9 @@ def _publish(staging: Path, out: Location, work: Location, owned: set[str]) -> t
     A file of the same name that someone else put there is refused before anything is written.
     Returns the files and their manifest (size and sha256 of each, hashed from the staging copy).
     """
-    files = sorted(str(p.relative_to(staging)) for p in staging.rglob("*") if p.is_file() and not p.name.startswith("."))
+    files = sorted(
+        str(p.relative_to(staging)) for p in staging.rglob("*") if p.is_file() and not p.name.startswith(".")
+    )
     foreign = [name for name in files if name not in owned and out.exists(name)]
     if foreign:
         raise StoreError(
@@ -186,7 +190,9 @@ def _already(out: str, out_location: Location, done: dict) -> AssemblyOutcome:
     problems = verify_assembled(out_location, done)
     if problems:
         raise StoreError(damage_message(out, problems))
-    return AssemblyOutcome("already", f"{out} was already assembled ({len(done.get('files', []))} files)", done.get("files", []))
+    return AssemblyOutcome(
+        "already", f"{out} was already assembled ({len(done.get('files', []))} files)", done.get("files", [])
+    )
 
 
 def assemble_once(
@@ -239,13 +245,17 @@ def assemble_once(
             owned = _owned(work, done)
             work.remove(DONE_NAME)
             files, manifest = _publish(staging, out_location, work, owned)
-            work.write(DONE_NAME, canonical_json({"fingerprint": fingerprint, "files": files, "manifest": manifest,
-                                                  "time": time.time()}))
+            work.write(
+                DONE_NAME,
+                canonical_json({"fingerprint": fingerprint, "files": files, "manifest": manifest, "time": time.time()}),
+            )
         except OSError as error:
             raise io_error(error, "assemble the dataset in", out) from None
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-        logger.info("assembled %s (%d files) in process %d", out, len(files), os.getpid())  # counted by the cluster tests
+        logger.info(
+            "assembled %s (%d files) in process %d", out, len(files), os.getpid()
+        )  # counted by the cluster tests
         return AssemblyOutcome("assembled", f"assembled {out} ({len(files)} files)", files)
     finally:
         beat.stop.set()

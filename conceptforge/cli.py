@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from conceptforge.errors import ConceptforgeError
-from conceptforge.progress import are_progress_bars_disabled, quiet_model_library_bars
 from conceptforge.interrupts import Interrupted, handle_stop_signals
+from conceptforge.progress import are_progress_bars_disabled, quiet_model_library_bars
 
 logger = logging.getLogger("conceptforge")
 

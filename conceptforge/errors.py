@@ -138,6 +138,7 @@ class StoreError(ConceptforgeError, RuntimeError):
     Why a kind: the fix is a new ``--out`` or the original settings; nothing is overwritten.
     """
 
+
 class ItemError(ConceptforgeError, RuntimeError):
     """One work item cannot be made: a scene with no valid placement, an image that came out NaN.
 
@@ -147,7 +148,9 @@ class ItemError(ConceptforgeError, RuntimeError):
     """
 
 
-_STACKTRACE_HINT = re.compile(r"\s*(Please check out the root cause in the stacktrace above|see the stack ?trace above)[^.]*\.?", re.IGNORECASE)
+_STACKTRACE_HINT = re.compile(
+    r"\s*(Please check out the root cause in the stacktrace above|see the stack ?trace above)[^.]*\.?", re.IGNORECASE
+)
 
 
 def one_line(error: BaseException, *, limit: int = 500) -> str:
@@ -162,6 +165,8 @@ def one_line(error: BaseException, *, limit: int = 500) -> str:
     cause = error.__cause__ or error.__context__
     if stripped != text and cause is not None:
         cause_lines = str(cause).strip().splitlines()
-        stripped = f"{stripped.rstrip('.')} ({type(cause).__name__}: {cause_lines[0] if cause_lines else ''})".replace(": )", ")")
+        stripped = f"{stripped.rstrip('.')} ({type(cause).__name__}: {cause_lines[0] if cause_lines else ''})".replace(
+            ": )", ")"
+        )
     stripped = " ".join(stripped.split())
     return stripped if len(stripped) <= limit else stripped[: limit - 1] + "…"

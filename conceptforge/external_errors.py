@@ -19,7 +19,7 @@ import logging
 import os
 import socket
 import threading
-from typing import Iterator
+from collections.abc import Iterator
 from urllib.parse import urlparse
 
 from conceptforge.errors import (
@@ -35,29 +35,70 @@ from conceptforge.errors import (
 logger = logging.getLogger(__name__)
 
 OFFLINE_HINT = "no network? set HF_HUB_OFFLINE=1 to use the local cache only (see README, Working offline)"
-CREDENTIALS_HINT = ("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE, ~/.aws/credentials) for the "
-                    "object store")
+CREDENTIALS_HINT = (
+    "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE, ~/.aws/credentials) for the object store"
+)
 ENDPOINT_HINT = "check the endpoint (FSSPEC_S3_ENDPOINT_URL or AWS_ENDPOINT_URL) and the network"
 
-_CREDENTIALS = {"botocore.NoCredentialsError", "botocore.PartialCredentialsError", "botocore.CredentialRetrievalError",
-                "botocore.NoAuthTokenError", "botocore.UnauthorizedSSOTokenError"}
-_ENDPOINT = {"botocore.EndpointConnectionError", "botocore.ConnectTimeoutError", "botocore.ReadTimeoutError",
-             "botocore.ConnectionClosedError", "botocore.ProxyConnectionError", "aiohttp.ClientConnectorError",
-             "aiohttp.ServerDisconnectedError", "aiohttp.ServerTimeoutError", "botocore.InvalidEndpointConfigurationError"}
+_CREDENTIALS = {
+    "botocore.NoCredentialsError",
+    "botocore.PartialCredentialsError",
+    "botocore.CredentialRetrievalError",
+    "botocore.NoAuthTokenError",
+    "botocore.UnauthorizedSSOTokenError",
+}
+_ENDPOINT = {
+    "botocore.EndpointConnectionError",
+    "botocore.ConnectTimeoutError",
+    "botocore.ReadTimeoutError",
+    "botocore.ConnectionClosedError",
+    "botocore.ProxyConnectionError",
+    "aiohttp.ClientConnectorError",
+    "aiohttp.ServerDisconnectedError",
+    "aiohttp.ServerTimeoutError",
+    "botocore.InvalidEndpointConfigurationError",
+}
 _STORE_REFUSED = {"botocore.ClientError", "botocore.ParamValidationError"}
 _HUB_NOT_CACHED = {"huggingface_hub.LocalEntryNotFoundError", "huggingface_hub.OfflineModeIsEnabled"}
-_HUB = {"huggingface_hub.RepositoryNotFoundError", "huggingface_hub.GatedRepoError", "huggingface_hub.RevisionNotFoundError",
-        "huggingface_hub.EntryNotFoundError", "huggingface_hub.RemoteEntryNotFoundError", "huggingface_hub.HfHubHTTPError",
-        "huggingface_hub.BadRequestError", "datasets.DatasetNotFoundError"}
+_HUB = {
+    "huggingface_hub.RepositoryNotFoundError",
+    "huggingface_hub.GatedRepoError",
+    "huggingface_hub.RevisionNotFoundError",
+    "huggingface_hub.EntryNotFoundError",
+    "huggingface_hub.RemoteEntryNotFoundError",
+    "huggingface_hub.HfHubHTTPError",
+    "huggingface_hub.BadRequestError",
+    "datasets.DatasetNotFoundError",
+}
 _HUB_ID = {"huggingface_hub.HFValidationError"}
-_NETWORK = {"requests.ConnectionError", "requests.Timeout", "httpx.ConnectError", "httpx.ConnectTimeout", "httpx.ReadTimeout",
-            "httpx.TimeoutException", "httpx2.ConnectError", "httpx2.ConnectTimeout", "httpx2.TimeoutException", "httpx.NetworkError", "httpx2.NetworkError",
-            "urllib3.MaxRetryError", "urllib3.NewConnectionError", "socket.gaierror", "_socket.gaierror"}
+_NETWORK = {
+    "requests.ConnectionError",
+    "requests.Timeout",
+    "httpx.ConnectError",
+    "httpx.ConnectTimeout",
+    "httpx.ReadTimeout",
+    "httpx.TimeoutException",
+    "httpx2.ConnectError",
+    "httpx2.ConnectTimeout",
+    "httpx2.TimeoutException",
+    "httpx.NetworkError",
+    "httpx2.NetworkError",
+    "urllib3.MaxRetryError",
+    "urllib3.NewConnectionError",
+    "socket.gaierror",
+    "_socket.gaierror",
+}
 _PARQUET = {"pyarrow.ArrowInvalid"}
 #: transformers and diffusers report a model they cannot find or read as a bare OSError.
-_WEIGHTS_PHRASES = ("is not a local folder and is not a valid model identifier", "We couldn't connect to",
-                    "Can't load", "does not appear to have a file named", "Incorrect path_or_model_id",
-                    "is not a valid model identifier", "Error no file named")
+_WEIGHTS_PHRASES = (
+    "is not a local folder and is not a valid model identifier",
+    "We couldn't connect to",
+    "Can't load",
+    "does not appear to have a file named",
+    "Incorrect path_or_model_id",
+    "is not a valid model identifier",
+    "Error no file named",
+)
 
 
 def _names(error: BaseException) -> set[str]:
@@ -84,17 +125,23 @@ def _one(error: BaseException) -> ConceptforgeError | None:
     if names & _ENDPOINT:
         return StoreError(f"cannot reach the object store ({text}): {ENDPOINT_HINT}")
     if names & _STORE_REFUSED:
-        return StoreError(f"the object store refused the request ({text}): check the bucket, the path and the credentials")
+        return StoreError(
+            f"the object store refused the request ({text}): check the bucket, the path and the credentials"
+        )
     if names & _HUB_NOT_CACHED:
-        return WeightsUnavailableError(f"not in the local cache and the Hub cannot be asked ({text}): download it where "
-                                       "there is network (or unset HF_HUB_OFFLINE), or pass a local folder")
+        return WeightsUnavailableError(
+            f"not in the local cache and the Hub cannot be asked ({text}): download it where "
+            "there is network (or unset HF_HUB_OFFLINE), or pass a local folder"
+        )
     if names & _HUB_ID:
         return WeightsUnavailableError(f"neither an existing local folder nor a valid Hub id ({text}): check the path")
     if names & _HUB:
         return HubError(f"the Hugging Face Hub refused the request ({text}): check the id, the revision and HF_TOKEN")
     if names & _NETWORK or isinstance(error, ConnectionError):
         if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}:
-            return HubError(f"{text}; offline mode (HF_HUB_OFFLINE=1): pass a local folder, or fill the cache where there is network")
+            return HubError(
+                f"{text}; offline mode (HF_HUB_OFFLINE=1): pass a local folder, or fill the cache where there is network"
+            )
         return HubError(f"cannot connect to {os.environ.get('HF_ENDPOINT') or 'the network'} ({text}); {OFFLINE_HINT}")
     if names & _PARQUET and "parquet" in text.lower():
         return DataFormatError(f"a parquet file is damaged or not parquet ({text}): regenerate or reassemble it")
@@ -165,8 +212,12 @@ def go_offline_if_unreachable(*, timeout: float = 2.0) -> bool:
     host, port = _endpoint()
     os.environ["HF_HUB_OFFLINE"] = "1"
     _set_library_offline()
-    logger.warning("the Hugging Face Hub (%s:%d) cannot be reached: working offline, from the local cache only "
-                   "(set HF_HUB_OFFLINE=1 to skip this check)", host, port)
+    logger.warning(
+        "the Hugging Face Hub (%s:%d) cannot be reached: working offline, from the local cache only "
+        "(set HF_HUB_OFFLINE=1 to skip this check)",
+        host,
+        port,
+    )
     return True
 
 

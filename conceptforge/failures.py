@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Callable, Sequence, TypeVar
+from typing import TypeVar
 
 from conceptforge.errors import ConceptforgeError, ItemError, StoreError, one_line
 from conceptforge.serialization import canonical_json
@@ -73,8 +74,14 @@ class FailureCounter:
             raise error
 
 
-def make_with_retries(make: Callable[[], T], item: WorkItem, *, attempts: int = ITEM_ATTEMPTS,
-                      counter: FailureCounter | None = None, unit: str = "item") -> T | FailedItem:
+def make_with_retries(
+    make: Callable[[], T],
+    item: WorkItem,
+    *,
+    attempts: int = ITEM_ATTEMPTS,
+    counter: FailureCounter | None = None,
+    unit: str = "item",
+) -> T | FailedItem:
     """``make()`` for one item, tried up to ``attempts`` times; a :class:`FailedItem` if all fail."""
     last: BaseException | None = None
     for attempt in range(1, attempts + 1):
@@ -84,8 +91,15 @@ def make_with_retries(make: Callable[[], T], item: WorkItem, *, attempts: int = 
             if not is_item_failure(error):
                 raise
             last = error
-            logger.warning("%s %s failed (attempt %d of %d): %s: %s", unit, item.item_id, attempt, attempts,
-                           type(error).__name__, one_line(error))
+            logger.warning(
+                "%s %s failed (attempt %d of %d): %s: %s",
+                unit,
+                item.item_id,
+                attempt,
+                attempts,
+                type(error).__name__,
+                one_line(error),
+            )
             continue
         if counter is not None:
             counter.succeeded()
@@ -133,16 +147,23 @@ def failed_items(store: ItemStore) -> list[FailedItem]:
         except FileNotFoundError:
             continue
         except (OSError, ValueError) as error:
-            raise StoreError(f"cannot read the failed items of chunk {index} in {store.location}: {one_line(error)}") from None
+            raise StoreError(
+                f"cannot read the failed items of chunk {index} in {store.location}: {one_line(error)}"
+            ) from None
         items += [FailedItem(**row) for row in rows]
     return items
 
 
 def failures_section(failures: Sequence[FailedItem], *, limit: int = 50) -> str:
     """The card's note on items left out of an assembly made with ``--allow-failed``."""
-    lines = ["## Failed items", "",
-             f"{len(failures)} item(s) failed every attempt and are not in this dataset (assembled with "
-             "`--allow-failed`):", "", "| item | split | attempts | last error |", "| --- | --- | ---: | --- |"]
+    lines = [
+        "## Failed items",
+        "",
+        f"{len(failures)} item(s) failed every attempt and are not in this dataset (assembled with `--allow-failed`):",
+        "",
+        "| item | split | attempts | last error |",
+        "| --- | --- | ---: | --- |",
+    ]
     for failure in failures[:limit]:
         error = failure.error.replace("|", "\\|")
         lines.append(f"| `{failure.item_id}` | {failure.split} | {failure.attempts} | {error} |")

@@ -14,8 +14,9 @@ import math
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from conceptforge.output import FOLDER_MARKER, claim_folder, marker_bytes, normal_mode
 from conceptforge.serialization import atomic_write_bytes
@@ -45,8 +46,9 @@ def write_json(path: str | Path, payload: Any, *, sort_keys: bool = False) -> Pa
     return path
 
 
-def write_directory_atomically(directory: str | Path, write: Callable[[Path], None], *, made_by: str,
-                               flag: str = "--out") -> Path:
+def write_directory_atomically(
+    directory: str | Path, write: Callable[[Path], None], *, made_by: str, flag: str = "--out"
+) -> Path:
     """Call ``write(tmpdir)`` on a fresh folder beside ``directory``, then swap it into place.
 
     For saved models and artifacts (``save_pretrained`` writes many files): a killed run leaves

@@ -17,8 +17,8 @@ import logging
 import os
 import re
 import subprocess
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 from conceptforge.errors import InvalidArgumentError
 from conceptforge.workitems import ShardSpec

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
 
 from conceptforge.errors import InvalidArgumentError, StoreError
 from conceptforge.serialization import canonical_json
@@ -114,8 +114,14 @@ class RunDir:
 
     # -- making one --------------------------------------------------------------------------
     @classmethod
-    def open(cls, out: str | os.PathLike[str] | "RunDir", *, flag: str = "--out", work: str | None = None,
-             stage: str | None = None) -> "RunDir":
+    def open(
+        cls,
+        out: str | os.PathLike[str] | RunDir,
+        *,
+        flag: str = "--out",
+        work: str | None = None,
+        stage: str | None = None,
+    ) -> RunDir:
         """Check ``out`` (read only) and return its RunDir; a RunDir given is returned as it is.
 
         Refused, before anything is written: a file; a folder with files that are not one of our
@@ -133,13 +139,13 @@ class RunDir:
         return run
 
     @classmethod
-    def of_store(cls, store: ItemStore) -> "RunDir":
+    def of_store(cls, store: ItemStore) -> RunDir:
         """The RunDir of a store opened by the caller (who vouches for the folder around it)."""
         url = store.location.url.rstrip("/")
         out = url.rsplit("/", 1)[0] if is_url(url) else str(Path(url).parent)
         return cls(out, store.location.url, "--out", _store=store)
 
-    def child(self, name: str) -> "RunDir":
+    def child(self, name: str) -> RunDir:
         """The run kept in ``.work/<name>/`` of this folder (one per config of a repo)."""
         return RunDir(self.out, join(self.work, name), self.flag)
 
@@ -232,8 +238,7 @@ class RunDir:
 
 
 # -- plain output folders ------------------------------------------------------------------------
-def claim_folder(path: str | os.PathLike[str], *, made_by: str, flag: str = "--out",
-                 allow: Sequence[str] = ()) -> Path:
+def claim_folder(path: str | os.PathLike[str], *, made_by: str, flag: str = "--out", allow: Sequence[str] = ()) -> Path:
     """Check that ``path`` may be written whole by ``made_by`` (read only); return it as a Path.
 
     Free: absent, empty, or carrying our marker from the same command. ``allow`` names entries
@@ -289,7 +294,9 @@ def normal_mode(path: Path, *, directory: bool) -> None:
 
 
 # -- single report files -------------------------------------------------------------------------
-def claim_files(paths: Sequence[str | os.PathLike[str]], *, ours: Callable[[Path, bytes], bool], flag: str = "--output") -> None:
+def claim_files(
+    paths: Sequence[str | os.PathLike[str]], *, ours: Callable[[Path, bytes], bool], flag: str = "--output"
+) -> None:
     """Refuse (before any work) if one of ``paths`` exists and is not ours, or cannot be written.
 
     ``ours(path, head)`` tells from a file's first KiB whether this project wrote it.

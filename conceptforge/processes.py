@@ -61,7 +61,9 @@ def die_with_parent(parent_pid: int, *, poll_interval: float = 1.0) -> None:
     whose parent is already gone has been re-parented and could not tell otherwise.
     """
     if not _set_parent_death_signal(signal.SIGKILL):
-        threading.Thread(target=_watch_parent, args=(parent_pid, poll_interval), daemon=True, name="parent-watch").start()
+        threading.Thread(
+            target=_watch_parent, args=(parent_pid, poll_interval), daemon=True, name="parent-watch"
+        ).start()
     if os.getppid() != parent_pid:  # the parent died before the death signal was armed
         os._exit(1)
 

@@ -24,7 +24,14 @@ from typing import Any
 
 from tqdm.auto import tqdm as _tqdm
 
-__all__ = ["ENV_VAR", "are_progress_bars_disabled", "disable_progress_bars", "enable_progress_bars", "quiet_model_library_bars", "tqdm"]
+__all__ = [
+    "ENV_VAR",
+    "are_progress_bars_disabled",
+    "disable_progress_bars",
+    "enable_progress_bars",
+    "quiet_model_library_bars",
+    "tqdm",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -115,8 +122,17 @@ class tqdm(_tqdm):  # noqa: N801 - the name users know
         total = self.total
         share = f" ({100 * count / total:.0f}%)" if total else ""
         of_total = f"/{total:g}" if total else ""
-        logger.info("%s: %s%g%s %s%s, %.1f %s/s", self._log_desc, "done, " if done else "", count, of_total,
-                    self._log_unit, share, count / elapsed, self._log_unit)
+        logger.info(
+            "%s: %s%g%s %s%s, %.1f %s/s",
+            self._log_desc,
+            "done, " if done else "",
+            count,
+            of_total,
+            self._log_unit,
+            share,
+            count / elapsed,
+            self._log_unit,
+        )
         self._log_emitted = True
 
 

@@ -22,7 +22,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from conceptforge.errors import InvalidArgumentError
 from conceptforge.progress import tqdm
@@ -85,8 +86,15 @@ class RayExecutor:
         wanted = self.num_workers or (gpus or int(resources.get("CPU", 1)))
         return max(1, min(wanted, chunks)), ({"num_gpus": 1} if gpus else {"num_cpus": 1})
 
-    def run_chunks(self, stage: Stage, chunks: Sequence[Chunk], store: ItemStore, *, max_items: int | None = None,
-                   redo: set[int] = frozenset()) -> int:
+    def run_chunks(
+        self,
+        stage: Stage,
+        chunks: Sequence[Chunk],
+        store: ItemStore,
+        *,
+        max_items: int | None = None,
+        redo: set[int] = frozenset(),
+    ) -> int:
         """Make ``chunks`` on Ray and write each to ``store`` as it arrives; returns items made."""
         if max_items is not None:  # whole chunks only, like a local run stopped by --max-items
             kept, total = [], 0
@@ -107,7 +115,9 @@ class RayExecutor:
             actors: list[Any] = []
         else:
             count, resources = self._workers(ray, len(chunks))
-            actor_class = ray.remote(max_restarts=self.max_retries, max_task_retries=self.max_retries, **resources)(_StageActor)
+            actor_class = ray.remote(max_restarts=self.max_retries, max_task_retries=self.max_retries, **resources)(
+                _StageActor
+            )
             actors = [actor_class.remote(shipped) for _ in range(count)]
             pending = {actors[i % count].run.remote(chunk): chunk for i, chunk in enumerate(chunks)}
             logger.info("Ray: %d actor(s) hold the model of %s", count, stage.name)
@@ -119,7 +129,9 @@ class RayExecutor:
                     chunk = pending.pop(ready[0])
                     results = ray.get(ready[0])
                     if len(results) != len(chunk.items):
-                        raise RuntimeError(f"{stage.name}: chunk {chunk.index} came back with {len(results)} results for {len(chunk.items)} items")
+                        raise RuntimeError(
+                            f"{stage.name}: chunk {chunk.index} came back with {len(results)} results for {len(chunk.items)} items"
+                        )
                     made += write_chunk_results(store, chunk, results, redo=chunk.index in redo)
                     bar.update(len(chunk.items))
         finally:  # stopped or failed: nothing keeps running for a run that is over
@@ -132,7 +144,9 @@ class RayExecutor:
         return made
 
 
-def executor_from_args(executor: str, ray_address: str | None = None, num_workers: int | None = None) -> RayExecutor | None:
+def executor_from_args(
+    executor: str, ray_address: str | None = None, num_workers: int | None = None
+) -> RayExecutor | None:
     """The executor a command line asked for: None for ``local`` (the engine's own loop)."""
     if executor == "local":
         if ray_address:

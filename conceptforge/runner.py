@@ -23,21 +23,30 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
-
-from conceptforge.progress import tqdm
+from typing import Any, Protocol
 
 from conceptforge.assemblers import Assembler, RepoAssembler, find_assembler
 from conceptforge.assembly import AssemblyOutcome, assemble_once
 from conceptforge.errors import DataNotFoundError, InvalidArgumentError, StoreError
-from conceptforge.failures import FailedItem, FailureCounter, failed_chunks, failed_items, failures_section, is_item_failure, make_with_retries, record_failures
+from conceptforge.failures import (
+    FailedItem,
+    FailureCounter,
+    failed_chunks,
+    failed_items,
+    failures_section,
+    is_item_failure,
+    make_with_retries,
+    record_failures,
+)
 from conceptforge.interrupts import Interrupted
 from conceptforge.launchers import scheduler_record
 from conceptforge.output import WORK_DIR, RunDir
+from conceptforge.progress import tqdm
 from conceptforge.serialization import canonical_json
 from conceptforge.store import ItemResult, ItemStore, io_error, join
 from conceptforge.workitems import ShardSpec, WorkItem, check_unique_ids
@@ -92,7 +101,9 @@ class Chunk:
     items: tuple[WorkItem, ...]
 
 
-def plan_chunks(items: Sequence[WorkItem], chunk_size: int, group: Callable[[WorkItem], Any] | None = None) -> list[Chunk]:
+def plan_chunks(
+    items: Sequence[WorkItem], chunk_size: int, group: Callable[[WorkItem], Any] | None = None
+) -> list[Chunk]:
     """Cut ``items`` (spec order) into chunks of at most ``chunk_size`` that never span groups."""
     chunks: list[Chunk] = []
     current: list[WorkItem] = []
@@ -185,9 +196,11 @@ class RunReport:
         if self.redone_damaged:
             head += f", redid {self.redone_damaged} damaged"
         if self.failed and self.assembly is None:
-            return (f"{head}; {len(self.failed)} item(s) failed every attempt (`conceptforge status {out}` lists them): "
-                    f"rerun the same command to retry them, or `conceptforge assemble {out} --allow-failed` to assemble "
-                    "without them (the card lists them)")
+            return (
+                f"{head}; {len(self.failed)} item(s) failed every attempt (`conceptforge status {out}` lists them): "
+                f"rerun the same command to retry them, or `conceptforge assemble {out} --allow-failed` to assemble "
+                "without them (the card lists them)"
+            )
         if self.assembly is not None:
             return f"{head}; {self.assembly.message}"
         if not self.complete:
@@ -196,13 +209,18 @@ class RunReport:
                 f"{head}; {self.missing_items} of {self.total_items} items ({self.missing_chunks} chunks) are still missing"
                 + (f", in shard(s) {shards} of {self.shard.num_shards}" if self.shard.num_shards > 1 else "")
                 + f"; the dataset is assembled when the last shard finishes, or run `conceptforge assemble {out}`"
-                + (" after rerunning the missing shards" if self.shard.num_shards > 1 else " after rerunning this command")
+                + (
+                    " after rerunning the missing shards"
+                    if self.shard.num_shards > 1
+                    else " after rerunning this command"
+                )
             )
         return f"{head}; every item is done (not assembled)"
 
 
-def _batches(stage: Stage, chunk: Chunk, budget: int | None, bar: tqdm,
-             counter: FailureCounter | None = None) -> list[ItemResult | FailedItem] | None:
+def _batches(
+    stage: Stage, chunk: Chunk, budget: int | None, bar: tqdm, counter: FailureCounter | None = None
+) -> list[ItemResult | FailedItem] | None:
     """Results of a chunk, or None when ``budget`` runs out inside it (like a killed process).
 
     An item that raises is retried, then given as a :class:`FailedItem` (:mod:`conceptforge.failures`);
@@ -214,7 +232,9 @@ def _batches(stage: Stage, chunk: Chunk, budget: int | None, bar: tqdm,
         for item in chunk.items:
             if budget is not None and len(results) >= budget:
                 return None
-            results.append(make_with_retries(lambda item=item: stage.make_item(item), item, counter=counter, unit=stage.unit))
+            results.append(
+                make_with_retries(lambda item=item: stage.make_item(item), item, counter=counter, unit=stage.unit)
+            )
             bar.update(1)
         return results
     if budget is not None and budget < len(chunk.items):
@@ -224,9 +244,13 @@ def _batches(stage: Stage, chunk: Chunk, budget: int | None, bar: tqdm,
     except Exception as error:
         if not is_item_failure(error):
             raise
-        logger.warning("%s: a batch of %d failed (%s); making its items one at a time", stage.name, len(chunk.items), error)
-        results = [make_with_retries(lambda item=item: _single(stage, item), item, counter=counter, unit=stage.unit)
-                   for item in chunk.items]
+        logger.warning(
+            "%s: a batch of %d failed (%s); making its items one at a time", stage.name, len(chunk.items), error
+        )
+        results = [
+            make_with_retries(lambda item=item: _single(stage, item), item, counter=counter, unit=stage.unit)
+            for item in chunk.items
+        ]
     if len(results) != len(chunk.items):
         raise RuntimeError(f"{stage.name}: process_batch returned {len(results)} results for {len(chunk.items)} items")
     bar.update(len(results))
@@ -247,9 +271,15 @@ def _stop_recorded(store: ItemStore, shard: ShardSpec, report_base: Mapping[str,
     try:
         yield
     except BaseException as error:
-        state = f"interrupted by {error.signal_name}" if isinstance(error, Interrupted) else f"failed ({type(error).__name__})"
+        state = (
+            f"interrupted by {error.signal_name}"
+            if isinstance(error, Interrupted)
+            else f"failed ({type(error).__name__})"
+        )
         try:
-            store.write_shard_report(shard.num_shards, shard.shard_index, {**report_base, "state": state, "host": os.uname().nodename})
+            store.write_shard_report(
+                shard.num_shards, shard.shard_index, {**report_base, "state": state, "host": os.uname().nodename}
+            )
         except Exception:  # the store itself may be what failed; the original error matters more
             logger.debug("could not record the stop in the shard report", exc_info=True)
         raise
@@ -260,8 +290,15 @@ class Executor(Protocol):
     """Runs chunks somewhere else (e.g. :class:`conceptforge.ray_executor.RayExecutor`) and writes
     each finished chunk to ``store``; returns the number of items made. None = this process."""
 
-    def run_chunks(self, stage: Stage, chunks: Sequence[Chunk], store: ItemStore, *, max_items: int | None = None,
-                   redo: set[int] = frozenset()) -> int: ...
+    def run_chunks(
+        self,
+        stage: Stage,
+        chunks: Sequence[Chunk],
+        store: ItemStore,
+        *,
+        max_items: int | None = None,
+        redo: set[int] = frozenset(),
+    ) -> int: ...
 
 
 #: The executor run_stage uses when none is passed (set by ``--executor``, see :func:`use_executor`).
@@ -289,7 +326,9 @@ def run_chunk(stage: Stage, chunk: Chunk) -> list[ItemResult | FailedItem]:
     return _batches(stage, chunk, None, _NoBar())
 
 
-def write_chunk_results(store: ItemStore, chunk: Chunk, results: Sequence[ItemResult | FailedItem], *, redo: bool) -> int:
+def write_chunk_results(
+    store: ItemStore, chunk: Chunk, results: Sequence[ItemResult | FailedItem], *, redo: bool
+) -> int:
     """Write one finished chunk: its failed items first (so a done chunk's failures are known),
     then the chunk of the others; ``redo``: the chunk was done before (with failures) and is
     replaced. Returns the number of items made."""
@@ -336,7 +375,11 @@ def run_stage(
     store.bind_config(run_config(stage, chunks))
     # How to assemble is written once the settings are fixed (here, or with this process's first
     # chunk): a run refused for other settings must not leave its card metadata behind.
-    pending = [canonical_json({"assembler": stage.assembler.name, "args": dict(stage.assembly_args)})] if stage.assembler else []
+    pending = (
+        [canonical_json({"assembler": stage.assembler.name, "args": dict(stage.assembly_args)})]
+        if stage.assembler
+        else []
+    )
 
     def write_assembly_args() -> None:
         if pending and store.settings_fixed:
@@ -350,7 +393,12 @@ def run_stage(
     for index in damaged:
         store.drop_chunk(index)
     if damaged:
-        logger.warning("%d damaged chunk(s) (%d items) found in %s: making them again", len(damaged), sum(len(chunks[i].items) for i in damaged), store)
+        logger.warning(
+            "%d damaged chunk(s) (%d items) found in %s: making them again",
+            len(damaged),
+            sum(len(chunks[i].items) for i in damaged),
+            store,
+        )
     done = store.chunk_states()
     mine = shard_chunks(chunks, shard)
     retry = failed_chunks(store) & set(done)  # chunks with failed items: made again, the failures retried
@@ -362,12 +410,20 @@ def run_stage(
         logger.info("resuming: %d of %d items of this shard already done (%s)", skipped, shard_items, stage.description)
     if any(chunk.index in retry for chunk in todo):
         logger.info("retrying the failed items of %d chunk(s)", sum(chunk.index in retry for chunk in todo))
-    report_base = {"num_shards": shard.num_shards, "shard_index": shard.shard_index, "chunks": [c.index for c in mine],
-                   **scheduler_record()}
+    report_base = {
+        "num_shards": shard.num_shards,
+        "shard_index": shard.shard_index,
+        "chunks": [c.index for c in mine],
+        **scheduler_record(),
+    }
     made = attempted = 0
     counter = FailureCounter()
     start = time.perf_counter()
-    store.write_shard_report(shard.num_shards, shard.shard_index, {**report_base, "state": "running", "host": os.uname().nodename, "pid": os.getpid()})
+    store.write_shard_report(
+        shard.num_shards,
+        shard.shard_index,
+        {**report_base, "state": "running", "host": os.uname().nodename, "pid": os.getpid()},
+    )
     executor = executor or _EXECUTOR.get()
     with _stop_recorded(store, shard, report_base):
         if executor is not None and todo:  # made elsewhere (Ray), written here: nothing left for the loop below
@@ -389,11 +445,15 @@ def run_stage(
                 attempted += len(chunk.items)
     elapsed = time.perf_counter() - start
     if made:
-        logger.info("made %d %s in %.1f s (%.2f %s/s)", made, stage.description, elapsed, made / max(elapsed, 1e-9), stage.unit)
+        logger.info(
+            "made %d %s in %.1f s (%.2f %s/s)", made, stage.description, elapsed, made / max(elapsed, 1e-9), stage.unit
+        )
     done = store.chunk_states()
     missing = [chunk for chunk in chunks if chunk.index not in done]
     finished_mine = all(chunk.index in done for chunk in mine)
-    store.write_shard_report(shard.num_shards, shard.shard_index, {**report_base, "state": "finished" if finished_mine else "stopped"})
+    store.write_shard_report(
+        shard.num_shards, shard.shard_index, {**report_base, "state": "finished" if finished_mine else "stopped"}
+    )
     report = RunReport(
         shard=shard,
         total_items=len(stage.items),
@@ -407,7 +467,11 @@ def run_stage(
         failed=failed_items(store),
     )
     if report.failed:
-        logger.warning("%d item(s) failed every attempt; not assembling (`conceptforge status %s` lists them)", len(report.failed), out)
+        logger.warning(
+            "%d item(s) failed every attempt; not assembling (`conceptforge status %s` lists them)",
+            len(report.failed),
+            out,
+        )
     if not missing and assemble and stage.assembler and not report.failed:
         report.assembly = assemble_run(out, store=store, wait=assembly_wait)
     return report
@@ -428,8 +492,13 @@ def run_work_items(
 ) -> dict[str, int]:
     """Make this shard's missing items into ``store`` (no assembly); returns shard counts."""
     stage = Stage(
-        name=name, items=items, settings=settings or {}, make_item=make_item, chunk_size=chunk_size,
-        description=description, unit=unit,
+        name=name,
+        items=items,
+        settings=settings or {},
+        make_item=make_item,
+        chunk_size=chunk_size,
+        description=description,
+        unit=unit,
     )
     report = run_stage(stage, out_of_store(store), shard=shard, max_items=max_items, assemble=False, store=store)
     return report.as_counts()
@@ -441,8 +510,14 @@ def out_of_store(store: ItemStore) -> RunDir:
 
 
 # -- assembly from the store alone ---------------------------------------------------------------
-def assemble_run(out: str | os.PathLike[str] | RunDir, *, store: ItemStore | None = None, force: bool = False,
-                 wait: float = 600.0, allow_failed: bool = False) -> AssemblyOutcome:
+def assemble_run(
+    out: str | os.PathLike[str] | RunDir,
+    *,
+    store: ItemStore | None = None,
+    force: bool = False,
+    wait: float = 600.0,
+    allow_failed: bool = False,
+) -> AssemblyOutcome:
     """Assemble the run in ``out`` from its store, once (see :func:`assemble_once`).
 
     Items that failed every attempt make it refuse, unless ``allow_failed``: then the dataset is
@@ -465,8 +540,10 @@ def assemble_run(out: str | os.PathLike[str] | RunDir, *, store: ItemStore | Non
         assembler, args = spec["assembler"], spec["args"]
         expected = len(plan_chunks_count(config))
     except (FileNotFoundError, ValueError, KeyError, TypeError):
-        raise StoreError(f"{out} does not say how to assemble it ({WORK_DIR}/{ASSEMBLY_ARGS} or run.json is missing or "
-                         "damaged); rerun the stage") from None
+        raise StoreError(
+            f"{out} does not say how to assemble it ({WORK_DIR}/{ASSEMBLY_ARGS} or run.json is missing or "
+            "damaged); rerun the stage"
+        ) from None
     done = store.chunk_states()
     if len(done) < expected:
         raise StoreError(
@@ -474,8 +551,10 @@ def assemble_run(out: str | os.PathLike[str] | RunDir, *, store: ItemStore | Non
         )
     failures = failed_items(store)
     if failures and not allow_failed:
-        raise StoreError(f"{out}: {len(failures)} item(s) failed every attempt (`conceptforge status {out}` lists them): rerun "
-                         f"the stage to retry them, or assemble without them: conceptforge assemble {out} --allow-failed")
+        raise StoreError(
+            f"{out}: {len(failures)} item(s) failed every attempt (`conceptforge status {out}` lists them): rerun "
+            f"the stage to retry them, or assemble without them: conceptforge assemble {out} --allow-failed"
+        )
     found = find_assembler(assembler)
     if not isinstance(found, Assembler):
         raise InvalidArgumentError(f"{out}: {assembler!r} assembles a folder of runs, not one run")
@@ -487,7 +566,9 @@ def assemble_run(out: str | os.PathLike[str] | RunDir, *, store: ItemStore | Non
         function(store, staging, args)
         card = Path(staging) / "README.md"
         if failures and card.exists():  # the card says which items the dataset leaves out
-            card.write_text(card.read_text(encoding="utf-8").rstrip("\n") + "\n\n" + failures_section(failures), encoding="utf-8")
+            card.write_text(
+                card.read_text(encoding="utf-8").rstrip("\n") + "\n\n" + failures_section(failures), encoding="utf-8"
+            )
 
     return assemble_once(out, store, build, fingerprint=fingerprint, force=force, wait=wait)
 

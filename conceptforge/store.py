@@ -31,9 +31,10 @@ import os
 import re
 import tempfile
 import threading
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -192,7 +193,11 @@ class Location:
             entries = self.fs.ls(self.path(name), detail=True)
         except FileNotFoundError:
             return {}
-        return {entry["name"].rstrip("/").rsplit("/", 1)[-1]: int(entry.get("size") or 0) for entry in entries if entry.get("type") == "file"}
+        return {
+            entry["name"].rstrip("/").rsplit("/", 1)[-1]: int(entry.get("size") or 0)
+            for entry in entries
+            if entry.get("type") == "file"
+        }
 
     def mtime(self, name: str) -> float | None:
         try:
@@ -242,7 +247,13 @@ def encode_chunk(pairs: Sequence[tuple[WorkItem, ItemResult]]) -> bytes:
     """The parquet bytes of one chunk: a pure function of the items and their results."""
     rows = {name: [] for name in _CHUNK_SCHEMA.names}
     for item, result in pairs:
-        metadata = {"item_id": item.item_id, "split": item.split, "seed": item.seed, "files": sorted(result.files), **result.metadata}
+        metadata = {
+            "item_id": item.item_id,
+            "split": item.split,
+            "seed": item.seed,
+            "files": sorted(result.files),
+            **result.metadata,
+        }
         rows["item_id"].append(item.item_id)
         rows["split"].append(item.split)
         rows["seed"].append(int(item.seed))
@@ -429,7 +440,9 @@ class ItemStore:
             match = re.match(r"^(\d+)-(\d+)\.json$", name)
             if match:
                 try:
-                    reports[(int(match.group(1)), int(match.group(2)))] = json.loads(self.location.read(f"{SHARD_DIR}/{name}"))
+                    reports[(int(match.group(1)), int(match.group(2)))] = json.loads(
+                        self.location.read(f"{SHARD_DIR}/{name}")
+                    )
                 except (OSError, ValueError):
                     continue
         return reports

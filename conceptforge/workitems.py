@@ -12,8 +12,9 @@ import hashlib
 import json
 import logging
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from conceptforge.errors import InvalidArgumentError
 
@@ -74,9 +75,7 @@ class ShardSpec:
         if self.num_shards < 1:
             raise InvalidArgumentError(f"--num-shards must be >= 1, got {self.num_shards}")
         if not 0 <= self.shard_index < self.num_shards:
-            raise InvalidArgumentError(
-                f"--shard-index must be in [0, {self.num_shards}), got {self.shard_index}"
-            )
+            raise InvalidArgumentError(f"--shard-index must be in [0, {self.num_shards}), got {self.shard_index}")
 
     @property
     def is_main(self) -> bool:

@@ -19,19 +19,19 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
-from conceptforge.progress import tqdm
-
-from conceptforge.filters.classifier_oracle import ClassifierOracle, normalize_label
+from conceptforge import ItemResult, ItemStore, ShardSpec, WorkItem
 from conceptforge.cub import CubDataset
+from conceptforge.errors import InvalidArgumentError
+from conceptforge.filters.classifier_oracle import ClassifierOracle, normalize_label
 from conceptforge.filters.dataset_io import LocalSplit, decode_image
 from conceptforge.filters.questions import QuestionBuilder
 from conceptforge.filters.vqa import VQAScorer
-from conceptforge import ItemResult, ItemStore, ShardSpec, WorkItem
+from conceptforge.progress import tqdm
 from conceptforge.runner import RunDir, Stage, out_of_store, run_stage
-from conceptforge.errors import InvalidArgumentError
 
 logger = logging.getLogger(__name__)
 
@@ -82,8 +82,13 @@ def reference_bird_accuracy(
         images.clear()
         birds.clear()
 
-    for row in tqdm(references.iter_rows(["image", "bird"]), total=references.num_rows(), desc="classifying",
-                    unit="img", disable=not progress):
+    for row in tqdm(
+        references.iter_rows(["image", "bird"]),
+        total=references.num_rows(),
+        desc="classifying",
+        unit="img",
+        disable=not progress,
+    ):
         totals[row["bird"]][0] += 1
         try:
             images.append(decode_image(row["image"]))
@@ -168,7 +173,9 @@ def search_thresholds(
             if best is None:
                 table.append(AttributeSelection(name, None, 0.0, 0, answered, False))
             else:
-                table.append(AttributeSelection(name, best[1], best[0], best[2], answered, best[0] >= min_accuracy - 1e-12))
+                table.append(
+                    AttributeSelection(name, best[1], best[0], best[2], answered, best[0] >= min_accuracy - 1e-12)
+                )
     return table
 
 
@@ -218,7 +225,9 @@ def score_cub_groups(
                     loaded[image_id] = None
                     logger.warning("CUB image %s: %s (skipped)", by_id[image_id].path, error)
             if loaded[image_id] is None:
-                results[item.item_id] = ItemResult(metadata={"status": "unreadable", "group": group, "image_id": image_id})
+                results[item.item_id] = ItemResult(
+                    metadata={"status": "unreadable", "group": group, "image_id": image_id}
+                )
                 state["unreadable"] += 1
                 continue
             ready.append((item, image_id, group, loaded[image_id], questions(group)))
@@ -227,20 +236,36 @@ def score_cub_groups(
             for (item, image_id, group, _pic, _q), scores in zip(
                 part, state["scorer"].score([p[3] for p in part], [p[4] for p in part], batch_size=batch_size)
             ):
-                results[item.item_id] = ItemResult(metadata={
-                    "status": "ok", "group": group, "image_id": image_id, "options": list(scores.options),
-                    "probs": list(scores.probs), "raw_mass": scores.raw_mass,
-                })
+                results[item.item_id] = ItemResult(
+                    metadata={
+                        "status": "ok",
+                        "group": group,
+                        "image_id": image_id,
+                        "options": list(scores.options),
+                        "probs": list(scores.probs),
+                        "raw_mass": scores.raw_mass,
+                    }
+                )
         return [results[item.item_id] for item in batch]
 
     stage = Stage(
-        name="sub/cub-vqa", items=items, settings=settings or {}, process_batch=process_batch, prepare=prepare,
-        chunk_size=chunk_size, description="CUB VQA", unit="q",
+        name="sub/cub-vqa",
+        items=items,
+        settings=settings or {},
+        process_batch=process_batch,
+        prepare=prepare,
+        chunk_size=chunk_size,
+        description="CUB VQA",
+        unit="q",
     )
     run = store if isinstance(store, RunDir) else out_of_store(store)
     report = run_stage(stage, run, shard=shard, assemble=False)
-    return {"total": len(items), "todo": report.shard_items - report.skipped, "unreadable": state["unreadable"],
-            "missing": report.missing_items}
+    return {
+        "total": len(items),
+        "todo": report.shard_items - report.skipped,
+        "unreadable": state["unreadable"],
+        "missing": report.missing_items,
+    }
 
 
 def _subsample(cub: CubDataset, images_per_class: int | None) -> list:
@@ -274,7 +299,9 @@ def group_answers(cub: CubDataset, store: ItemStore, *, ground_truth: str = "ima
             continue
         group = meta["group"]
         present = frozenset(
-            names[j].partition("::")[2] for j in present_of(images[meta["image_id"]]) if names[j].startswith(group + "::")
+            names[j].partition("::")[2]
+            for j in present_of(images[meta["image_id"]])
+            if names[j].startswith(group + "::")
         )
         probs = meta["probs"]
         best = max(range(len(probs)), key=lambda i: (probs[i], -i))

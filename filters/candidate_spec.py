@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from conceptforge.errors import InvalidArgumentError, SpecError
 from conceptforge.workitems import ShardSpec
@@ -69,7 +70,9 @@ def select_reference_birds(config: BirdSelectionConfig) -> BirdSelection:
             raise InvalidArgumentError(f"{config.references} has splits {', '.join(names)}; pick one with --split")
         split = names[0] if names else "train"
     references = open_split(config.references, split, required=("image", "bird"), kind="reference-selection dataset")
-    oracle = ClassifierOracle.from_pretrained(config.classifier, device=config.device, trust_remote_code=config.trust_remote_code)
+    oracle = ClassifierOracle.from_pretrained(
+        config.classifier, device=config.device, trust_remote_code=config.trust_remote_code
+    )
     table = reference_bird_accuracy(references, oracle, batch_size=config.batch_size)
     birds = select_birds(table, min_accuracy=config.min_accuracy)
     updates = {
@@ -79,8 +82,16 @@ def select_reference_birds(config: BirdSelectionConfig) -> BirdSelection:
             "classifier_revision": getattr(oracle.model.config, "_commit_hash", None),
             "references": str(config.references),
             "min_accuracy": config.min_accuracy,
-            "per_class": [{"bird": r.bird, "images": r.images, "correct": r.correct, "accuracy": r.accuracy,
-                           "unreadable": r.unreadable} for r in table],
+            "per_class": [
+                {
+                    "bird": r.bird,
+                    "images": r.images,
+                    "correct": r.correct,
+                    "accuracy": r.accuracy,
+                    "unreadable": r.unreadable,
+                }
+                for r in table
+            ],
         },
     }
     return BirdSelection(table, birds, updates)
@@ -118,14 +129,21 @@ class AttributeSelection:
 
 
 def select_attributes(
-    config: AttributeSelectionConfig, *, shard: ShardSpec | Callable[[], ShardSpec] = ShardSpec(),
+    config: AttributeSelectionConfig,
+    *,
+    shard: ShardSpec | Callable[[], ShardSpec] = ShardSpec(),
 ) -> AttributeSelection:
     """Score this shard's CUB questions into the cache; once all are scored, search thresholds.
 
     ``shard`` may be a zero-argument callable, resolved after the inputs are checked.
     """
     from conceptforge.cub import CubDataset
-    from conceptforge.filters.candidate_selection import group_answers, score_cub_groups, search_thresholds, threshold_grid
+    from conceptforge.filters.candidate_selection import (
+        group_answers,
+        score_cub_groups,
+        search_thresholds,
+        threshold_grid,
+    )
     from conceptforge.filters.questions import DEFAULT_ANSWER_HINT, QuestionBuilder
     from conceptforge.filters.vqa import VQAScorer
     from conceptforge.output import RunDir
@@ -141,21 +159,41 @@ def select_attributes(
     thresholds = threshold_grid(config.threshold_min, config.threshold_max, config.threshold_step)
     work = str(config.work or config.spec.with_name(config.spec.name + ".work"))
     store = RunDir.open(work, flag="--work", work=work, stage="sub/cub-vqa")  # the store lives in --work itself
-    settings = {"stage": "cub-vqa", "vqa_model": config.vqa_model, "vqa_revision": config.vqa_revision,
-                "answer_hint": answer_hint, "cub_dir": str(Path(config.cub_dir).resolve())}
+    settings = {
+        "stage": "cub-vqa",
+        "vqa_model": config.vqa_model,
+        "vqa_revision": config.vqa_revision,
+        "answer_hint": answer_hint,
+        "cub_dir": str(Path(config.cub_dir).resolve()),
+    }
     shard = shard() if callable(shard) else shard
     counts = score_cub_groups(
         cub,
-        lambda: VQAScorer.from_pretrained(config.vqa_model, trust_remote_code=config.trust_remote_code,
-                                          revision=config.vqa_revision, device=config.device),
-        questions, store, groups=groups, images_per_class=config.images_per_class, shard=shard, batch_size=config.batch_size,
+        lambda: VQAScorer.from_pretrained(
+            config.vqa_model,
+            trust_remote_code=config.trust_remote_code,
+            revision=config.vqa_revision,
+            device=config.device,
+        ),
+        questions,
+        store,
+        groups=groups,
+        images_per_class=config.images_per_class,
+        shard=shard,
+        batch_size=config.batch_size,
         settings=settings,
     )
     if counts["missing"]:
         return AttributeSelection(counts)
     answers = [a for a in group_answers(cub, store.store(), ground_truth=config.ground_truth) if a.group in set(groups)]
-    table = search_thresholds(answers, cub.vocabulary.groups, thresholds=thresholds, metric=config.metric,
-                              min_support=config.min_support, min_accuracy=config.min_accuracy)
+    table = search_thresholds(
+        answers,
+        cub.vocabulary.groups,
+        thresholds=thresholds,
+        metric=config.metric,
+        min_support=config.min_support,
+        min_accuracy=config.min_accuracy,
+    )
     chosen = [row.attribute for row in table if row.selected]
     updates = {
         "attributes": chosen,
@@ -167,8 +205,17 @@ def select_attributes(
             "min_support": config.min_support,
             "min_accuracy": config.min_accuracy,
             "images_per_class": config.images_per_class,
-            "table": [{"attribute": r.attribute, "threshold": r.threshold, "accuracy": r.accuracy,
-                       "support": r.support, "answered": r.answered, "selected": r.selected} for r in table],
+            "table": [
+                {
+                    "attribute": r.attribute,
+                    "threshold": r.threshold,
+                    "accuracy": r.accuracy,
+                    "support": r.support,
+                    "answered": r.answered,
+                    "selected": r.selected,
+                }
+                for r in table
+            ],
         },
     }
     return AttributeSelection(counts, table, chosen, updates)

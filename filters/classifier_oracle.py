@@ -21,15 +21,16 @@ from __future__ import annotations
 import importlib.util
 import logging
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 from PIL import Image
 
-from conceptforge.errors import InvalidArgumentError, WeightsUnavailableError, one_line
 from conceptforge.argtypes import check_device
+from conceptforge.errors import InvalidArgumentError, WeightsUnavailableError, one_line
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +106,9 @@ def map_labels(
             f"{len(unmapped_targets)} target class(es) match no label of the classifier ({shown}"
             f"{', ...' if len(unmapped_targets) > 5 else ''}); pass label overrides or check the class names"
         )
-    return LabelMapping(tuple(targets), tuple(tuple(s) for s in sources), tuple(unmapped_targets), tuple(unmapped_labels))
+    return LabelMapping(
+        tuple(targets), tuple(tuple(s) for s in sources), tuple(unmapped_targets), tuple(unmapped_labels)
+    )
 
 
 @dataclass
@@ -159,8 +162,11 @@ class ClassifierOracle:
         self.mapping = map_labels(id2label, target_classes, overrides=label_overrides, require_all=require_all)
         self.id2label = id2label
         if self.mapping.unmapped_labels:
-            logger.info("%d classifier labels map to no target class (their mass is %s)",
-                        len(self.mapping.unmapped_labels), "renormalised away" if renormalize else "kept out")
+            logger.info(
+                "%d classifier labels map to no target class (their mass is %s)",
+                len(self.mapping.unmapped_labels),
+                "renormalised away" if renormalize else "kept out",
+            )
         num_labels = len(id2label)
         matrix = torch.zeros(num_labels, len(self.mapping.target_classes), dtype=torch.float64)
         for target, src in enumerate(self.mapping.sources):
@@ -185,11 +191,13 @@ class ClassifierOracle:
         dtype: torch.dtype | None = None,
         revision: str | None = None,
         trust_remote_code: bool = False,
-    ) -> "ClassifierOracle":
+    ) -> ClassifierOracle:
         from transformers import AutoModelForImageClassification
 
-        device = torch.device(check_device(str(device))) if device is not None else (
-            torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+        device = (
+            torch.device(check_device(str(device)))
+            if device is not None
+            else (torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu"))
         )
         dtype = dtype or (torch.bfloat16 if device.type == "cuda" else torch.float32)
         kwargs = {"revision": revision, "trust_remote_code": trust_remote_code}
@@ -200,8 +208,15 @@ class ClassifierOracle:
             raise WeightsUnavailableError(f"cannot load classifier {model_id}: {one_line(error)}") from None
         model.to(device)
         return cls(
-            model, processor, target_classes=target_classes, label_overrides=label_overrides,
-            require_all=require_all, renormalize=renormalize, model_id=model_id, device=device, dtype=dtype,
+            model,
+            processor,
+            target_classes=target_classes,
+            label_overrides=label_overrides,
+            require_all=require_all,
+            renormalize=renormalize,
+            model_id=model_id,
+            device=device,
+            dtype=dtype,
         )
 
     @torch.inference_mode()

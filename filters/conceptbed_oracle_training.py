@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -56,7 +56,9 @@ def outlier_exposure_loss(logits: torch.Tensor) -> torch.Tensor:
     return -(torch.log_softmax(logits.float(), dim=-1).mean(dim=-1)).mean()
 
 
-def oracle_loss(logits: torch.Tensor, labels: torch.Tensor, outlier_logits: torch.Tensor | None, outlier_weight: float) -> torch.Tensor:
+def oracle_loss(
+    logits: torch.Tensor, labels: torch.Tensor, outlier_logits: torch.Tensor | None, outlier_weight: float
+) -> torch.Tensor:
     loss = F.nll_loss(torch.log_softmax(logits.float(), dim=-1), labels)
     if outlier_logits is not None and outlier_logits.shape[0]:
         loss = loss + outlier_weight * outlier_exposure_loss(outlier_logits)
@@ -149,7 +151,12 @@ def finetune_oracle(
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             result.losses.append(float(loss.detach()))
-        logger.info("oracle epoch %d/%d: loss %.4f", epoch + 1, config.epochs, result.losses[-1] if result.losses else float("nan"))
+        logger.info(
+            "oracle epoch %d/%d: loss %.4f",
+            epoch + 1,
+            config.epochs,
+            result.losses[-1] if result.losses else float("nan"),
+        )
     model.eval()
     if validation:
         correct = 0

@@ -13,16 +13,17 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 from PIL import Image
 
-from conceptforge.filters.classifier_oracle import ClassifierOracle, OracleError
-from conceptforge.errors import ConceptforgeError, InvalidArgumentError, WeightsUnavailableError, one_line
 from conceptforge.argtypes import check_device
+from conceptforge.errors import InvalidArgumentError, WeightsUnavailableError, one_line
+from conceptforge.filters.classifier_oracle import ClassifierOracle, OracleError
 
 logger = logging.getLogger(__name__)
 
@@ -41,15 +42,21 @@ class ConceptScores:
     correct: np.ndarray
 
 
-def load_concept_oracle(model_id: str, concepts: Sequence[str], *, device: str | None = None, revision: str | None = None) -> ClassifierOracle:
+def load_concept_oracle(
+    model_id: str, concepts: Sequence[str], *, device: str | None = None, revision: str | None = None
+) -> ClassifierOracle:
     """A classifier oracle whose classes are ``concepts`` (each must match one model label)."""
     try:
-        return ClassifierOracle.from_pretrained(model_id, target_classes=list(concepts), device=device, revision=revision)
+        return ClassifierOracle.from_pretrained(
+            model_id, target_classes=list(concepts), device=device, revision=revision
+        )
     except (OracleError, WeightsUnavailableError) as error:
         raise type(error)(f"oracle {model_id}: {error}") from None  # same kind, says which oracle
 
 
-def score_concepts(oracle: ClassifierOracle, images: Sequence[Image.Image], concepts: Sequence[str], *, batch_size: int = 32) -> ConceptScores:
+def score_concepts(
+    oracle: ClassifierOracle, images: Sequence[Image.Image], concepts: Sequence[str], *, batch_size: int = 32
+) -> ConceptScores:
     """f(y_c | x) for each image and its own concept ``c``."""
     if len(images) != len(concepts):
         raise ValueError("one concept per image")
@@ -75,7 +82,9 @@ class VQAOracle:
     (it was trained with binary cross-entropy over answers).
     """
 
-    def __init__(self, model: Any, processor: Any, *, probability: str = "softmax", device: torch.device | None = None) -> None:
+    def __init__(
+        self, model: Any, processor: Any, *, probability: str = "softmax", device: torch.device | None = None
+    ) -> None:
         if probability not in ("softmax", "sigmoid"):
             raise InvalidArgumentError(f"VQA probability must be softmax or sigmoid, got {probability!r}")
         self.model = model.eval()
@@ -89,10 +98,21 @@ class VQAOracle:
         self.max_text = int(getattr(model.config, "max_position_embeddings", 40))
 
     @classmethod
-    def from_pretrained(cls, model_id: str = DEFAULT_VQA_ORACLE, *, device: str | None = None, probability: str = "softmax", revision: str | None = None) -> "VQAOracle":
+    def from_pretrained(
+        cls,
+        model_id: str = DEFAULT_VQA_ORACLE,
+        *,
+        device: str | None = None,
+        probability: str = "softmax",
+        revision: str | None = None,
+    ) -> VQAOracle:
         from transformers import AutoProcessor, ViltForQuestionAnswering
 
-        target = torch.device(check_device(str(device))) if device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        target = (
+            torch.device(check_device(str(device)))
+            if device
+            else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        )
         try:
             try:
                 processor = AutoProcessor.from_pretrained(model_id, revision=revision, backend="pil")
@@ -113,8 +133,12 @@ class VQAOracle:
             chunk_images = [im.convert("RGB") for im in images[start : start + batch_size]]
             chunk_questions = list(questions[start : start + batch_size])
             inputs = self.processor(
-                images=chunk_images, text=chunk_questions, return_tensors="pt", padding=True,
-                truncation=True, max_length=self.max_text,
+                images=chunk_images,
+                text=chunk_questions,
+                return_tensors="pt",
+                padding=True,
+                truncation=True,
+                max_length=self.max_text,
             )
             inputs = {k: v.to(self.device) for k, v in inputs.items()}
             logits = self.model(**inputs).logits.float()
@@ -125,4 +149,6 @@ class VQAOracle:
         if not yes:
             empty = np.zeros(0)
             return ConceptScores(empty, empty, empty.astype(bool))
-        return ConceptScores(np.concatenate(yes).astype(np.float64), np.concatenate(top).astype(np.float64), np.concatenate(correct))
+        return ConceptScores(
+            np.concatenate(yes).astype(np.float64), np.concatenate(top).astype(np.float64), np.concatenate(correct)
+        )

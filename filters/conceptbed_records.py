@@ -9,9 +9,9 @@ without depending on each other.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterable
 
 from conceptforge.errors import DataFormatError, DataNotFoundError
 from conceptforge.serialization import atomic_write_bytes

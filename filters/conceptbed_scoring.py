@@ -8,19 +8,25 @@ works, and a generated concept the oracle cannot name is a clear error.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 from PIL import Image
-from conceptforge.progress import tqdm
 
-from conceptforge.filters.conceptbed_records import ORIGINAL, ScoreRecord
+from conceptforge.errors import (
+    DataNotFoundError,
+    InvalidArgumentError,
+    WeightsUnavailableError,
+    one_line,
+)
 from conceptforge.filters.classifier_oracle import ClassifierOracle, normalize_label
 from conceptforge.filters.conceptbed_oracles import VQAOracle, load_concept_oracle, score_concepts
+from conceptforge.filters.conceptbed_records import ORIGINAL, ScoreRecord
 from conceptforge.generators.conceptbed.composition import Caption
 from conceptforge.generators.conceptbed.concepts import library
 from conceptforge.generators.conceptbed.spec import ConceptSpec
-from conceptforge.errors import ConceptforgeError, DataNotFoundError, InvalidArgumentError, WeightsUnavailableError, one_line
+from conceptforge.progress import tqdm
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +52,15 @@ def oracle_concepts(model_id: str, kind: str, *, revision: str | None = None) ->
 class OracleSet:
     """Loads each concept oracle (and the VQA oracle) once, on first use."""
 
-    def __init__(self, models: Mapping[str, str | None], *, vqa_model: str | None, vqa_probability: str = "softmax", device: str | None = None, revision: str | None = None) -> None:
+    def __init__(
+        self,
+        models: Mapping[str, str | None],
+        *,
+        vqa_model: str | None,
+        vqa_probability: str = "softmax",
+        device: str | None = None,
+        revision: str | None = None,
+    ) -> None:
         self.models = dict(models)
         self.vqa_model = vqa_model
         self.vqa_probability = vqa_probability
@@ -89,7 +103,9 @@ def _batches(rows: Iterable[dict[str, Any]], size: int) -> Iterator[list[dict[st
         yield batch
 
 
-def score_generated(dataset: Mapping[str, Any], oracles: OracleSet, *, batch_size: int = 32, use_vqa: bool = True) -> list[ScoreRecord]:
+def score_generated(
+    dataset: Mapping[str, Any], oracles: OracleSet, *, batch_size: int = 32, use_vqa: bool = True
+) -> list[ScoreRecord]:
     """Score every row of a generated dataset (``DatasetDict`` with ``concept``/``composition``)."""
     records: list[ScoreRecord] = []
     for split in ("concept", "composition"):
@@ -97,20 +113,52 @@ def score_generated(dataset: Mapping[str, Any], oracles: OracleSet, *, batch_siz
             continue
         data = dataset[split].remove_columns([c for c in ("reference_images",) if c in dataset[split].column_names])
         task_of = (lambda kind: kind) if split == "concept" else (lambda kind: "composition")
-        for batch in tqdm(_batches(iter(data), batch_size), total=(len(data) + batch_size - 1) // batch_size, desc=f"scoring {split}", unit="batch"):
+        for batch in tqdm(
+            _batches(iter(data), batch_size),
+            total=(len(data) + batch_size - 1) // batch_size,
+            desc=f"scoring {split}",
+            unit="batch",
+        ):
             for kind in sorted({row["concept_kind"] for row in batch}):
                 rows = [row for row in batch if row["concept_kind"] == kind]
                 oracle = oracles.concept_oracle(kind)
                 _check_concepts(oracle, (r["concept"] for r in rows), kind)
-                scores = score_concepts(oracle, [r["image"] for r in rows], [r["concept"] for r in rows], batch_size=batch_size)
+                scores = score_concepts(
+                    oracle, [r["image"] for r in rows], [r["concept"] for r in rows], batch_size=batch_size
+                )
                 for row, p, m, ok in zip(rows, scores.target_prob, scores.max_prob, scores.correct):
-                    records.append(ScoreRecord(row["learner"], task_of(kind), row["concept"], float(p), float(m), bool(ok), tuple(row.get("categories") or ()), row["item_id"]))
+                    records.append(
+                        ScoreRecord(
+                            row["learner"],
+                            task_of(kind),
+                            row["concept"],
+                            float(p),
+                            float(m),
+                            bool(ok),
+                            tuple(row.get("categories") or ()),
+                            row["item_id"],
+                        )
+                    )
             if split == "composition" and use_vqa and oracles.vqa is not None:
                 pairs = [(row, q) for row in batch for q in row["questions"]]
                 if pairs:
-                    scores = oracles.vqa.score([r["image"] for r, _ in pairs], [q for _, q in pairs], batch_size=batch_size)
+                    scores = oracles.vqa.score(
+                        [r["image"] for r, _ in pairs], [q for _, q in pairs], batch_size=batch_size
+                    )
                     for (row, question), p, m, ok in zip(pairs, scores.target_prob, scores.max_prob, scores.correct):
-                        records.append(ScoreRecord(row["learner"], "vqa", row["concept"], float(p), float(m), bool(ok), tuple(row.get("categories") or ()), row["item_id"], question))
+                        records.append(
+                            ScoreRecord(
+                                row["learner"],
+                                "vqa",
+                                row["concept"],
+                                float(p),
+                                float(m),
+                                bool(ok),
+                                tuple(row.get("categories") or ()),
+                                row["item_id"],
+                                question,
+                            )
+                        )
     return records
 
 
@@ -119,7 +167,16 @@ def _open(path: Path) -> Image.Image:
         return image.convert("RGB")
 
 
-def score_real(spec: ConceptSpec, captions: Mapping[str, Sequence[Caption]], oracles: OracleSet, *, batch_size: int = 32, max_images: int | None = None, kinds: Iterable[str] | None = None, use_vqa: bool = True) -> list[ScoreRecord]:
+def score_real(
+    spec: ConceptSpec,
+    captions: Mapping[str, Sequence[Caption]],
+    oracles: OracleSet,
+    *,
+    batch_size: int = 32,
+    max_images: int | None = None,
+    kinds: Iterable[str] | None = None,
+    use_vqa: bool = True,
+) -> list[ScoreRecord]:
     """The "Original" rows: oracles on the concepts' real images and the captions' real images."""
     wanted = set(kinds) if kinds is not None else None
     records: list[ScoreRecord] = []
@@ -131,9 +188,13 @@ def score_real(spec: ConceptSpec, captions: Mapping[str, Sequence[Caption]], ora
         paths = list(concept.reference_images[:max_images] if max_images else concept.reference_images)
         for start in range(0, len(paths), batch_size):
             chunk = paths[start : start + batch_size]
-            scores = score_concepts(oracle, [_open(p) for p in chunk], [concept.name] * len(chunk), batch_size=batch_size)
+            scores = score_concepts(
+                oracle, [_open(p) for p in chunk], [concept.name] * len(chunk), batch_size=batch_size
+            )
             for path, p, m, ok in zip(chunk, scores.target_prob, scores.max_prob, scores.correct):
-                records.append(ScoreRecord(ORIGINAL, concept.kind, concept.name, float(p), float(m), bool(ok), (), path.name))
+                records.append(
+                    ScoreRecord(ORIGINAL, concept.kind, concept.name, float(p), float(m), bool(ok), (), path.name)
+                )
     if use_vqa and oracles.vqa is not None:
         pairs = [(c, q) for items in captions.values() for c in items if c.image is not None for q in c.questions]
         for start in range(0, len(pairs), batch_size):
@@ -143,5 +204,17 @@ def score_real(spec: ConceptSpec, captions: Mapping[str, Sequence[Caption]], ora
                 raise DataNotFoundError(f"caption image {missing[0]} does not exist")
             scores = oracles.vqa.score([_open(c.image) for c, _ in chunk], [q for _, q in chunk], batch_size=batch_size)
             for (caption, question), p, m, ok in zip(chunk, scores.target_prob, scores.max_prob, scores.correct):
-                records.append(ScoreRecord(ORIGINAL, "vqa", caption.concept, float(p), float(m), bool(ok), caption.categories, caption.image.name, question))
+                records.append(
+                    ScoreRecord(
+                        ORIGINAL,
+                        "vqa",
+                        caption.concept,
+                        float(p),
+                        float(m),
+                        bool(ok),
+                        caption.categories,
+                        caption.image.name,
+                        question,
+                    )
+                )
     return records

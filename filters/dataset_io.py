@@ -8,9 +8,10 @@ exact ``datasets`` features stored in the parquet schema, so the output keeps th
 from __future__ import annotations
 
 import io
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import pyarrow.parquet as pq
 from datasets import Features
@@ -54,7 +55,9 @@ class LocalSplit:
             groups += [(file_index, rg, metadata.row_group(rg).num_rows) for rg in range(metadata.num_row_groups)]
         return groups
 
-    def read_row_group(self, file_index: int, row_group: int, columns: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    def read_row_group(
+        self, file_index: int, row_group: int, columns: Sequence[str] | None = None
+    ) -> list[dict[str, Any]]:
         """The rows of one row group, reading only its bytes (counted in ``bytes_read``)."""
         with _CountingFile(self.files[file_index], self.bytes_read) as handle:
             table = pq.ParquetFile(handle).read_row_group(row_group, columns=list(columns) if columns else None)

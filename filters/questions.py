@@ -8,8 +8,8 @@ in CUB's spelling (``curved_(up_or_down)``); only the question text is humanised
 from __future__ import annotations
 
 import string
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 from conceptforge.errors import DataFormatError, InvalidArgumentError
 
@@ -64,9 +64,7 @@ def build_question(
     if len(set(options)) != len(options):
         raise DataFormatError(f"attribute group {group!r} lists an option twice")
     if len(options) > len(LETTERS):
-        raise DataFormatError(
-            f"attribute group {group!r} has {len(values)} values: more options than letters A-Z"
-        )
+        raise DataFormatError(f"attribute group {group!r} has {len(values)} values: more options than letters A-Z")
     choices = " ".join(f"{LETTERS[i]}) {humanize_value(option)}" for i, option in enumerate(options))
     text = f"What type of {humanize_group(group)} does this bird have? Please pick between {choices}"
     if answer_hint:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Iterable
 
 from conceptforge.errors import InvalidArgumentError
 
@@ -120,10 +120,7 @@ def decide(candidates: Iterable[ScoredCandidate], params: FilterParams = FilterP
         if len(survivors) < outcome.required or not survivors:
             outcome.dropped = True
             outcome.in_dropped_pair = len(survivors)
-            outcome.reason = (
-                f"only {len(survivors)} of {len(members)} images answer S+; "
-                f"{outcome.required} needed"
-            )
+            outcome.reason = f"only {len(survivors)} of {len(members)} images answer S+; {outcome.required} needed"
         else:
             chosen = survivors[: outcome.target]
             outcome.kept = len(chosen)

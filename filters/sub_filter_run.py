@@ -9,9 +9,10 @@ checks run in the order the command always ran them, before any model time is sp
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from conceptforge.errors import InvalidArgumentError
 from conceptforge.filters.questions import DEFAULT_ANSWER_HINT
@@ -49,7 +50,12 @@ def build_stage(config: SubFilterConfig, *, out: str | Path | None = None) -> St
     from conceptforge.cub import load_attributes
     from conceptforge.filters.questions import QuestionBuilder
     from conceptforge.filters.sub_pipeline import (
-        FilterRunConfig, candidates_license, check_candidate_groups, open_candidates, provenance_for, scoring_stage,
+        FilterRunConfig,
+        candidates_license,
+        check_candidate_groups,
+        open_candidates,
+        provenance_for,
+        scoring_stage,
     )
     from conceptforge.filters.vqa import VQAScorer
 
@@ -57,7 +63,9 @@ def build_stage(config: SubFilterConfig, *, out: str | Path | None = None) -> St
     if config.batch_size < 1:
         raise InvalidArgumentError(f"--batch-size must be >= 1, got {config.batch_size}")
     if config.cub_dir is None:
-        raise InvalidArgumentError("--cub-dir is required (the CUB_200_2011 directory, for the options of each attribute group)")
+        raise InvalidArgumentError(
+            "--cub-dir is required (the CUB_200_2011 directory, for the options of each attribute group)"
+        )
     candidates_dir = Path(config.candidates)
     candidates = open_candidates(candidates_dir)
     if out is not None and Path(out).resolve() == candidates_dir.resolve():
@@ -75,19 +83,34 @@ def build_stage(config: SubFilterConfig, *, out: str | Path | None = None) -> St
 
     def load_scorer() -> VQAScorer:
         return VQAScorer.from_pretrained(
-            config.vqa_model, trust_remote_code=config.trust_remote_code, revision=config.vqa_revision, device=config.device
+            config.vqa_model,
+            trust_remote_code=config.trust_remote_code,
+            revision=config.vqa_revision,
+            device=config.device,
         )
 
     provenance = provenance_for(run_config, params, batch_size=config.batch_size, argv=config.argv)
     return scoring_stage(
-        candidates, load_scorer, questions, settings=run_config.as_store_config(), batch_size=config.batch_size,
+        candidates,
+        load_scorer,
+        questions,
+        settings=run_config.as_store_config(),
+        batch_size=config.batch_size,
         chunk_size=config.chunk_size,
-        assembly_args={"candidates": str(candidates_dir.resolve()), "params": asdict(params), "license": license, "provenance": provenance},
+        assembly_args={
+            "candidates": str(candidates_dir.resolve()),
+            "params": asdict(params),
+            "license": license,
+            "provenance": provenance,
+        },
     )
 
 
 def filter_sub(
-    config: SubFilterConfig, out: str | Path, *, shard: ShardSpec | Callable[[], ShardSpec] = ShardSpec(),
+    config: SubFilterConfig,
+    out: str | Path,
+    *,
+    shard: ShardSpec | Callable[[], ShardSpec] = ShardSpec(),
     max_images: int | None = None,
 ) -> tuple[RunReport, dict[str, Any] | None]:
     """Score this shard's missing candidates into ``out`` and assemble once all are scored.

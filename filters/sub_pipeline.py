@@ -15,26 +15,27 @@ Two stages, both resumable:
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from datasets import Features, Value
-from conceptforge.progress import tqdm
 
+from conceptforge import ItemResult, ItemStore, ShardSpec, WorkItem
+from conceptforge.assemblers import register_assembler
 from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, collect_provenance, render_card
 from conceptforge.cards.grid import grid_png
 from conceptforge.cards.lineage import inherited_column_docs, read_upstream_metadata, upstream_provenance
+from conceptforge.errors import DataFormatError, StoreError
 from conceptforge.filters.dataset_io import LocalSplit, decode_image, open_split
-from conceptforge.filters.questions import MultipleChoiceQuestion, QuestionBuilder
+from conceptforge.filters.questions import QuestionBuilder
 from conceptforge.filters.sub_filter import FilterParams, ScoredCandidate, decide, filter_statistics
 from conceptforge.filters.vqa import VQAScorer
-from conceptforge import ItemResult, ItemStore, ShardSpec, WorkItem
-from conceptforge.assemblers import register_assembler
-from conceptforge.runner import ASSEMBLY_ARGS, Stage, out_of_store, run_stage
-from conceptforge.errors import ConceptforgeError, DataFormatError, StoreError
 from conceptforge.generators.sub.card import CARD_SECTIONS as SUB_CARD_SECTIONS
 from conceptforge.generators.sub.card import CITATION as SUB_CITATION
+from conceptforge.progress import tqdm
+from conceptforge.runner import ASSEMBLY_ARGS, Stage, out_of_store, run_stage
 from conceptforge.workitems import check_unique_ids
 
 logger = logging.getLogger(__name__)
@@ -104,7 +105,10 @@ def open_candidates(path: str | Path) -> LocalSplit:
 
 def check_candidate_groups(candidates: LocalSplit, questions: QuestionBuilder) -> None:
     """Every S+ must be an option of a known group: fail before any model time is spent."""
-    pairs = {(row["group"], row["value"], row["attribute"]) for row in candidates.iter_rows(["group", "value", "attribute"], batch_size=4096)}
+    pairs = {
+        (row["group"], row["value"], row["attribute"])
+        for row in candidates.iter_rows(["group", "value", "attribute"], batch_size=4096)
+    }
     for group, value, attribute in sorted(pairs):
         question = questions(group)
         question.option_index(value)
@@ -114,13 +118,28 @@ def check_candidate_groups(candidates: LocalSplit, questions: QuestionBuilder) -
 
 def _score_result(row: dict[str, Any], scores: Any = None, error: str | None = None) -> ItemResult:
     if error is not None:
-        return ItemResult(metadata={"status": "unreadable", "error": error, "bird": row["bird"],
-                                    "attribute": row["attribute"], "splus": row["value"]})
-    return ItemResult(metadata={
-        "status": "ok", "bird": row["bird"], "attribute": row["attribute"], "splus": row["value"],
-        "options": list(scores.options), "probs": list(scores.probs), "raw_mass": scores.raw_mass,
-        "answer": scores.answer, "splus_prob": scores.prob(row["value"]),
-    })
+        return ItemResult(
+            metadata={
+                "status": "unreadable",
+                "error": error,
+                "bird": row["bird"],
+                "attribute": row["attribute"],
+                "splus": row["value"],
+            }
+        )
+    return ItemResult(
+        metadata={
+            "status": "ok",
+            "bird": row["bird"],
+            "attribute": row["attribute"],
+            "splus": row["value"],
+            "options": list(scores.options),
+            "probs": list(scores.probs),
+            "raw_mass": scores.raw_mass,
+            "answer": scores.answer,
+            "splus_prob": scores.prob(row["value"]),
+        }
+    )
 
 
 def scoring_stage(
@@ -209,16 +228,28 @@ def score_candidates(
     Returns counts: total (this shard), skipped (already scored), scored, unreadable.
     ``scorer`` may be a factory: the model is then loaded only when something is left to score.
     """
-    stage = scoring_stage(candidates, scorer, questions, settings=settings or {}, batch_size=batch_size, chunk_size=chunk_size)
+    stage = scoring_stage(
+        candidates, scorer, questions, settings=settings or {}, batch_size=batch_size, chunk_size=chunk_size
+    )
     before = {record.item_id for record in store.records(SCORE_SPLIT)} if store.chunk_states() else set()
     report = run_stage(stage, out_of_store(store), shard=shard, max_items=max_images, assemble=False, store=store)
-    unreadable = sum(
-        1 for record in store.records(SCORE_SPLIT)
-        if record.item_id not in before and record.metadata.get("status") == "unreadable"
-    ) if report.made else 0
+    unreadable = (
+        sum(
+            1
+            for record in store.records(SCORE_SPLIT)
+            if record.item_id not in before and record.metadata.get("status") == "unreadable"
+        )
+        if report.made
+        else 0
+    )
     if unreadable:
         logger.warning("%d unreadable candidate image(s) skipped", unreadable)
-    return {"total": report.shard_items, "skipped": report.skipped, "scored": report.made - unreadable, "unreadable": unreadable}
+    return {
+        "total": report.shard_items,
+        "skipped": report.skipped,
+        "scored": report.made - unreadable,
+        "unreadable": unreadable,
+    }
 
 
 def stored_scores(store: ItemStore) -> dict[str, dict[str, Any]]:
@@ -229,10 +260,16 @@ def scored_candidates(scores: dict[str, dict[str, Any]]) -> list[ScoredCandidate
     out = []
     for item_id, meta in scores.items():
         ok = meta.get("status") == "ok"
-        out.append(ScoredCandidate(
-            item_id, meta["bird"], meta["attribute"], meta["splus"],
-            meta["answer"] if ok else None, float(meta.get("splus_prob", 0.0)) if ok else 0.0,
-        ))
+        out.append(
+            ScoredCandidate(
+                item_id,
+                meta["bird"],
+                meta["attribute"],
+                meta["splus"],
+                meta["answer"] if ok else None,
+                float(meta.get("splus_prob", 0.0)) if ok else 0.0,
+            )
+        )
     return out
 
 
@@ -280,8 +317,12 @@ def assemble_filtered(
                 continue
             meta = scores[row["item_id"]]
             row.update(
-                vqa_options=meta["options"], vqa_probs=meta["probs"], vqa_answer=meta["answer"],
-                vqa_splus_prob=meta["splus_prob"], vqa_raw_mass=meta["raw_mass"], rank=rank,
+                vqa_options=meta["options"],
+                vqa_probs=meta["probs"],
+                vqa_answer=meta["answer"],
+                vqa_splus_prob=meta["splus_prob"],
+                vqa_raw_mass=meta["raw_mass"],
+                rank=rank,
             )
             yield row
 
@@ -320,8 +361,12 @@ def assemble_filtered(
 def assemble_from_store(store: ItemStore, out_dir: Path, args: dict[str, Any]) -> None:
     """The engine's assembler: decide on the stored scores and write the filtered dataset."""
     assemble_filtered(
-        open_candidates(Path(args["candidates"])), store, out_dir,
-        params=FilterParams(**args["params"]), license=args["license"], provenance=args["provenance"],
+        open_candidates(Path(args["candidates"])),
+        store,
+        out_dir,
+        params=FilterParams(**args["params"]),
+        license=args["license"],
+        provenance=args["provenance"],
     )
 
 
@@ -343,17 +388,41 @@ def assemble_stats(store: ItemStore) -> dict[str, Any]:
 
 def stats_table(stats: dict[str, Any]) -> str:
     """Per-attribute filter counts as a markdown table (the full JSON follows in the card)."""
-    head = ["attribute", "pairs kept", "pairs dropped", "candidates", "wrong answer", "below rank",
-            "in dropped pair", "unreadable", "kept"]
-    keys = ["pairs_kept", "pairs_dropped", "candidates", "wrong_answer", "below_rank", "in_dropped_pair", "unreadable", "kept"]
+    head = [
+        "attribute",
+        "pairs kept",
+        "pairs dropped",
+        "candidates",
+        "wrong answer",
+        "below rank",
+        "in dropped pair",
+        "unreadable",
+        "kept",
+    ]
+    keys = [
+        "pairs_kept",
+        "pairs_dropped",
+        "candidates",
+        "wrong_answer",
+        "below_rank",
+        "in_dropped_pair",
+        "unreadable",
+        "kept",
+    ]
     lines = ["### Filter summary", "", "| " + " | ".join(head) + " |", "| --- |" + " ---: |" * len(keys)]
     rows = list(stats["per_attribute"].items()) + [("**all**", stats["totals"])]
     for name, counts in rows:
-        lines.append(f"| {name if name.startswith('**') else '`' + name + '`'} | " + " | ".join(str(counts.get(k, 0)) for k in keys) + " |")
+        lines.append(
+            f"| {name if name.startswith('**') else '`' + name + '`'} | "
+            + " | ".join(str(counts.get(k, 0)) for k in keys)
+            + " |"
+        )
     return "\n".join(lines)
 
 
-def _grid_png(candidates: LocalSplit, ranks: dict[str, int], scores: dict[str, dict[str, Any]], size: int) -> bytes | None:
+def _grid_png(
+    candidates: LocalSplit, ranks: dict[str, int], scores: dict[str, dict[str, Any]], size: int
+) -> bytes | None:
     """The best image (rank 0) of the first ``size`` kept pairs, captioned with bird, S+ and p."""
     wanted = sorted(item_id for item_id, rank in ranks.items() if rank == 0)[:size]
     if not wanted:
@@ -372,7 +441,9 @@ def _grid_png(candidates: LocalSplit, ranks: dict[str, int], scores: dict[str, d
     return grid_png(samples)
 
 
-def provenance_for(config: FilterRunConfig, params: FilterParams, *, batch_size: int, argv: list[str] | None = None) -> dict[str, Any]:
+def provenance_for(
+    config: FilterRunConfig, params: FilterParams, *, batch_size: int, argv: list[str] | None = None
+) -> dict[str, Any]:
     """The filtered card's provenance, through the cards' collector (pinned VQA model, package
     versions, and the command line with tokens and secrets redacted)."""
     return collect_provenance(
@@ -382,5 +453,7 @@ def provenance_for(config: FilterRunConfig, params: FilterParams, *, batch_size:
         filters=asdict(params),
         argv=argv,
         packages=("conceptforge", "torch", "transformers", "datasets", "huggingface_hub", "pillow"),
-        extra={"paper": "SUB: Benchmarking CBM Generalization via Synthetic Attribute Substitutions, Sec. 4.2 VQA filtering"},
+        extra={
+            "paper": "SUB: Benchmarking CBM Generalization via Synthetic Attribute Substitutions, Sec. 4.2 VQA filtering"
+        },
     )

@@ -16,18 +16,24 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 from PIL import Image
 
+from conceptforge.argtypes import check_device
+from conceptforge.errors import (
+    DependencyMissingError,
+    InvalidArgumentError,
+    WeightsUnavailableError,
+    one_line,
+)
 from conceptforge.filters.questions import LETTERS, MultipleChoiceQuestion
 from conceptforge.filters.vqa_inputs import BatchEncoder
-from conceptforge.errors import ConceptforgeError, DependencyMissingError, InvalidArgumentError, WeightsUnavailableError, one_line
-from conceptforge.argtypes import check_device
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +102,11 @@ def without_video_processor(processor_class: type) -> type:
             return None
         return processor_class.check_argument_for_proper_class(self, argument_name, argument)
 
-    return type(processor_class.__name__, (processor_class,), {"check_argument_for_proper_class": check_argument_for_proper_class})
+    return type(
+        processor_class.__name__,
+        (processor_class,),
+        {"check_argument_for_proper_class": check_argument_for_proper_class},
+    )
 
 
 def _load_processor(model_id: str, *, revision: str | None, trust_remote_code: bool) -> Any:
@@ -126,8 +136,11 @@ def _processor_without_video(model_id: str, kwargs: dict[str, Any], error: Excep
     from transformers import AutoImageProcessor, AutoTokenizer
 
     try:
-        config_path = hf_hub_download(model_id, "processor_config.json", revision=kwargs["revision"]) \
-            if not (Path(model_id) / "processor_config.json").is_file() else str(Path(model_id) / "processor_config.json")
+        config_path = (
+            hf_hub_download(model_id, "processor_config.json", revision=kwargs["revision"])
+            if not (Path(model_id) / "processor_config.json").is_file()
+            else str(Path(model_id) / "processor_config.json")
+        )
         processor_config = json.loads(Path(config_path).read_text(encoding="utf-8"))
     except Exception:
         processor_config = {}
@@ -140,9 +153,12 @@ def _processor_without_video(model_id: str, kwargs: dict[str, Any], error: Excep
         image_processor = AutoImageProcessor.from_pretrained(model_id, backend="pil", **kwargs)
     except TypeError:  # older transformers: no backend argument
         image_processor = AutoImageProcessor.from_pretrained(model_id, **kwargs)
-    extra = {k: v for k, v in processor_config.items()
-             if k not in {"processor_class", "image_processor", "video_processor", "tokenizer", "auto_map"}
-             and not isinstance(v, dict)}
+    extra = {
+        k: v
+        for k, v in processor_config.items()
+        if k not in {"processor_class", "image_processor", "video_processor", "tokenizer", "auto_map"}
+        and not isinstance(v, dict)
+    }
     chat_template = getattr(tokenizer, "chat_template", None)
     for template_name in ("chat_template.jinja", "chat_template.json"):
         path = Path(model_id) / template_name
@@ -176,7 +192,9 @@ class VQAScorer:
         if tokenizer is None:
             raise WeightsUnavailableError(f"the processor of {model_id or 'the model'} has no tokenizer")
         if getattr(processor, "chat_template", None) is None and getattr(tokenizer, "chat_template", None) is None:
-            raise WeightsUnavailableError(f"{model_id or 'the model'} has no chat template; use a chat/instruct checkpoint")
+            raise WeightsUnavailableError(
+                f"{model_id or 'the model'} has no chat template; use a chat/instruct checkpoint"
+            )
         tokenizer.padding_side = "right"  # see module docstring
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
@@ -195,8 +213,10 @@ class VQAScorer:
         revision: str | None = None,
         device: str | torch.device | None = None,
         dtype: torch.dtype | None = None,
-    ) -> "VQAScorer":
-        device = torch.device(check_device(str(device))) if device is not None else default_device()  # before any import
+    ) -> VQAScorer:
+        device = (
+            torch.device(check_device(str(device))) if device is not None else default_device()
+        )  # before any import
         from transformers import AutoModelForImageTextToText
 
         dtype = dtype or default_dtype(device)
@@ -275,8 +295,13 @@ class VQAScorer:
         logits = self.model(**inputs).logits
         return logits[rows, last].float()
 
-    def _encode(self, images: Sequence[Image.Image], questions: Sequence[MultipleChoiceQuestion], *,
-                pool: ThreadPoolExecutor | None = None) -> dict[str, torch.Tensor]:
+    def _encode(
+        self,
+        images: Sequence[Image.Image],
+        questions: Sequence[MultipleChoiceQuestion],
+        *,
+        pool: ThreadPoolExecutor | None = None,
+    ) -> dict[str, torch.Tensor]:
         inputs = self._encoder(images, [self.prompt(q) for q in questions], pool=pool)
         out = {}
         for key, value in inputs.items():
@@ -322,7 +347,9 @@ class VQAScorer:
             pending = None
 
             def encode(start: int, helper: ThreadPoolExecutor | None = None):
-                return self._encode(images[start : start + batch_size], questions[start : start + batch_size], pool=helper)
+                return self._encode(
+                    images[start : start + batch_size], questions[start : start + batch_size], pool=helper
+                )
 
             for number, start in enumerate(starts):
                 # The first batch has nothing to overlap with: it is encoded here, with the idle

@@ -20,8 +20,9 @@ nothing else; after one mismatch every batch goes through the processor.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from concurrent.futures import Executor
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -48,8 +49,16 @@ class ClipStylePixels:
     ``from_image_processor`` returns None for any other kind of image processor.
     """
 
-    def __init__(self, *, size: dict[str, int], crop: tuple[int, int] | None, resample: int,
-                 scale: float | None, mean: Sequence[float] | None, std: Sequence[float] | None) -> None:
+    def __init__(
+        self,
+        *,
+        size: dict[str, int],
+        crop: tuple[int, int] | None,
+        resample: int,
+        scale: float | None,
+        mean: Sequence[float] | None,
+        std: Sequence[float] | None,
+    ) -> None:
         self.size = size
         self.crop = crop
         self.resample = resample
@@ -58,11 +67,19 @@ class ClipStylePixels:
         self.std = torch.tensor(std, dtype=torch.float32).view(1, 3, 1, 1) if std is not None else None
 
     @classmethod
-    def from_image_processor(cls, processor: Any) -> "ClipStylePixels | None":
+    def from_image_processor(cls, processor: Any) -> ClipStylePixels | None:
         if processor is None or not getattr(processor, "do_resize", False):
             return None
-        if any(getattr(processor, flag, False) for flag in
-               ("do_pad", "do_convert_grayscale", "crop_to_patches", "do_image_splitting", "image_grid_pinpoints")):
+        if any(
+            getattr(processor, flag, False)
+            for flag in (
+                "do_pad",
+                "do_convert_grayscale",
+                "crop_to_patches",
+                "do_image_splitting",
+                "image_grid_pinpoints",
+            )
+        ):
             return None  # tiles, padding or other steps this class does not reproduce
         size = {key: _get(processor.size, key) for key in ("shortest_edge", "longest_edge", "height", "width")}
         if size["shortest_edge"] and not size["longest_edge"] and not size["height"]:
@@ -88,8 +105,14 @@ class ClipStylePixels:
             std = [std] * 3 if isinstance(std, (int, float)) else std
             if mean is None or std is None or len(mean) != 3 or len(std) != 3:
                 return None
-        return cls(size=size, crop=crop, resample=int(resample), scale=scale,
-                   mean=mean if normalise else None, std=std if normalise else None)
+        return cls(
+            size=size,
+            crop=crop,
+            resample=int(resample),
+            scale=scale,
+            mean=mean if normalise else None,
+            std=std if normalise else None,
+        )
 
     def resized_size(self, width: int, height: int) -> tuple[int, int]:
         """(height, width) after the resize, by transformers' own rule (shortest edge, int rounding)."""
@@ -99,7 +122,8 @@ class ClipStylePixels:
 
         shape_only = np.broadcast_to(np.zeros((1, 1, 1), np.uint8), (3, height, width))
         new_height, new_width = get_resize_output_image_size(
-            shape_only, size=self.size["shortest_edge"], default_to_square=False, input_data_format="channels_first")
+            shape_only, size=self.size["shortest_edge"], default_to_square=False, input_data_format="channels_first"
+        )
         return int(new_height), int(new_width)
 
     def _one(self, image: Image.Image) -> np.ndarray | None:
@@ -163,8 +187,9 @@ class BatchEncoder:
         self._ids: dict[tuple[str, tuple[int, int]], list[int]] = {}
         self._sizes: set[tuple[int, int]] = set()  # image sizes whose fast pixels matched the processor
 
-    def __call__(self, images: Sequence[Image.Image], texts: Sequence[str], *,
-                 pool: Executor | None = None) -> dict[str, torch.Tensor]:
+    def __call__(
+        self, images: Sequence[Image.Image], texts: Sequence[str], *, pool: Executor | None = None
+    ) -> dict[str, torch.Tensor]:
         """The processor's tensors for right-padded ``texts`` with ``images``; ``pool`` see :class:`ClipStylePixels`."""
         images = [image if image.mode == "RGB" else image.convert("RGB") for image in images]
         keys = [(text, image.size) for text, image in zip(texts, images)]
@@ -184,10 +209,12 @@ class BatchEncoder:
             mask[number, : len(row)] = 1
         return input_ids, mask
 
-    def _processor_batch(self, images: list[Image.Image], texts: Sequence[str],
-                         keys: list[tuple[str, tuple[int, int]]]) -> dict[str, torch.Tensor]:
-        inputs = self.processor(text=list(texts), images=images, return_tensors="pt", padding=True,
-                                padding_side="right")  # some processors default to left padding (InternVL)
+    def _processor_batch(
+        self, images: list[Image.Image], texts: Sequence[str], keys: list[tuple[str, tuple[int, int]]]
+    ) -> dict[str, torch.Tensor]:
+        inputs = self.processor(
+            text=list(texts), images=images, return_tensors="pt", padding=True, padding_side="right"
+        )  # some processors default to left padding (InternVL)
         out = {key: value for key, value in inputs.items() if isinstance(value, torch.Tensor)}
         if self.verified is False or set(out) != _FAST_KEYS:
             self.verified = False
@@ -208,8 +235,13 @@ class BatchEncoder:
         self._ids.update(rows)
         return out
 
-    def _check(self, images: list[Image.Image], keys: list[tuple[str, tuple[int, int]]],
-               rows: dict[tuple[str, tuple[int, int]], list[int]], out: dict[str, torch.Tensor]) -> bool:
+    def _check(
+        self,
+        images: list[Image.Image],
+        keys: list[tuple[str, tuple[int, int]]],
+        rows: dict[tuple[str, tuple[int, int]], list[int]],
+        out: dict[str, torch.Tensor],
+    ) -> bool:
         """Collation always; pixels of images whose size was not checked yet (once per size)."""
         input_ids, mask = self._collate([rows[key] for key in keys])
         if not (torch.equal(input_ids, out["input_ids"].long()) and torch.equal(mask, out["attention_mask"].long())):

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from conceptforge.errors import DataFormatError, DataNotFoundError
 from conceptforge.loaders.bootstrap import BootstrapConfig, Estimate
@@ -37,7 +37,9 @@ def compute_all(samples_dir: Path, main_metrics: dict[str, str], *, config: Boot
     """The breakdowns of every ``<task>.parquet`` in ``samples_dir`` that has a spec, task order
     as in the results file (then by name)."""
     order = list(main_metrics)
-    files = sorted(samples_dir.glob("*.parquet"), key=lambda p: (order.index(p.stem) if p.stem in order else len(order), p.stem))
+    files = sorted(
+        samples_dir.glob("*.parquet"), key=lambda p: (order.index(p.stem) if p.stem in order else len(order), p.stem)
+    )
     results = []
     for path in files:
         if spec_for(path.stem) is None:
@@ -56,25 +58,50 @@ def _cell(e: Estimate, signed: bool) -> str:
     return f"{scale * e.value:.{digits}f} [{scale * e.low:.{digits}f}, {scale * e.high:.{digits}f}]"
 
 
-def markdown(results: Sequence[TaskBreakdowns], *, config: BootstrapConfig, charts: dict[str, str] | None = None) -> str:
+def markdown(
+    results: Sequence[TaskBreakdowns], *, config: BootstrapConfig, charts: dict[str, str] | None = None
+) -> str:
     """Markdown tables of every breakdown (values in %, CCD as is), linking ``charts[task]``."""
     from conceptforge.loaders.reports import markdown_table
 
-    lines = [f"Breakdowns: each group's statistic with its {100 * config.confidence:g}% percentile bootstrap interval "
-             f"({config.resamples} resamples, numpy PCG64 seed {config.seed}); n = samples, units = what was resampled.", ""]
+    lines = [
+        f"Breakdowns: each group's statistic with its {100 * config.confidence:g}% percentile bootstrap interval "
+        f"({config.resamples} resamples, numpy PCG64 seed {config.seed}); n = samples, units = what was resampled.",
+        "",
+    ]
     for result in results:
         signed = result.family == "conceptbed-ccd"
         unit_word = "CCD" if signed else "%"
         where = ", ".join(f"{k}={v}" for k, v in describe(result.headline).items())
-        lines += [f"### {result.task}", "", f"{result.statistic}; overall{f' ({where})' if where else ''}: "
-                  f"{_cell(result.overall, signed)} {unit_word}, n={result.overall.n}, {result.overall.n_units} "
-                  f"{result.overall.unit}s", ""]
+        lines += [
+            f"### {result.task}",
+            "",
+            f"{result.statistic}; overall{f' ({where})' if where else ''}: "
+            f"{_cell(result.overall, signed)} {unit_word}, n={result.overall.n}, {result.overall.n_units} "
+            f"{result.overall.unit}s",
+            "",
+        ]
         if charts and result.task in charts:
             lines += [f"![{result.task} breakdowns]({charts[result.task]})", ""]
         for breakdown in result.breakdowns:
-            rows = [[g.label, _cell(g.estimate, signed), g.estimate.n, f"{g.estimate.n_units} {g.estimate.unit}s"] for g in breakdown.groups]
-            lines += [f"**{result.task} {breakdown.title}**", "",
-                      markdown_table(["group", f"{unit_word} [95% CI]" if config.confidence == 0.95 else f"{unit_word} [CI]", "n", "units"], rows), ""]
+            rows = [
+                [g.label, _cell(g.estimate, signed), g.estimate.n, f"{g.estimate.n_units} {g.estimate.unit}s"]
+                for g in breakdown.groups
+            ]
+            lines += [
+                f"**{result.task} {breakdown.title}**",
+                "",
+                markdown_table(
+                    [
+                        "group",
+                        f"{unit_word} [95% CI]" if config.confidence == 0.95 else f"{unit_word} [CI]",
+                        "n",
+                        "units",
+                    ],
+                    rows,
+                ),
+                "",
+            ]
     return "\n".join(lines)
 
 
@@ -87,8 +114,9 @@ def _replace_section(text: str, section: str) -> str:
     return text.rstrip("\n") + "\n\n" + block if text.strip() else block
 
 
-def write_breakdowns_and_charts(results_path: str | Path, samples_dir: str | Path | None, *,
-                                config: BootstrapConfig = BootstrapConfig()) -> list[Path]:
+def write_breakdowns_and_charts(
+    results_path: str | Path, samples_dir: str | Path | None, *, config: BootstrapConfig = BootstrapConfig()
+) -> list[Path]:
     """Write ``<stem>.breakdowns.json``, one PNG per task under ``<stem>.charts/`` and the
     breakdowns section of ``<stem>.md``; return the paths written. Nothing is written (``[]``)
     when the run kept no samples (``samples_dir`` None or not a folder) or no sample file has
@@ -108,8 +136,12 @@ def write_breakdowns_and_charts(results_path: str | Path, samples_dir: str | Pat
         logger.info("no per-sample file in %s has breakdowns", samples_dir)
         return []
     stem = results_path.stem
-    written = [write_json(results_path.with_name(f"{stem}.breakdowns.json"),
-                          breakdowns_payload(results, config=config, source=results_path.name))]
+    written = [
+        write_json(
+            results_path.with_name(f"{stem}.breakdowns.json"),
+            breakdowns_payload(results, config=config, source=results_path.name),
+        )
+    ]
     charts_dir = results_path.with_name(f"{stem}.charts")
     report = results_path.with_suffix(".md")
     links = {}
@@ -123,7 +155,9 @@ def write_breakdowns_and_charts(results_path: str | Path, samples_dir: str | Pat
         written.append(png)
         links[result.task] = Path(os.path.relpath(png, report.parent)).as_posix()
     text = report.read_text() if report.is_file() else ""
-    atomic_write_bytes(report, _replace_section(text, "## Breakdowns\n\n" + markdown(results, config=config, charts=links)).encode())
+    atomic_write_bytes(
+        report, _replace_section(text, "## Breakdowns\n\n" + markdown(results, config=config, charts=links)).encode()
+    )
     written.append(report)
     logger.info("breakdowns of %d task(s) written beside %s", len(results), results_path)
     return written

@@ -41,9 +41,12 @@ class BootstrapConfig:
             raise InvalidArgumentError(f"bootstrap confidence must be in (0, 1), got {self.confidence}")
 
     def to_dict(self) -> dict:
-        return {"method": "percentile", **asdict(self),
-                "generator": "numpy.random.Generator(PCG64(seed)), a fresh one per interval",
-                "draws": "per resample, per stratum in ascending order: rng.integers(0, n, size=n)"}
+        return {
+            "method": "percentile",
+            **asdict(self),
+            "generator": "numpy.random.Generator(PCG64(seed)), a fresh one per interval",
+            "draws": "per resample, per stratum in ascending order: rng.integers(0, n, size=n)",
+        }
 
 
 @dataclass(frozen=True)
@@ -84,7 +87,7 @@ def interval(values: np.ndarray, strata: np.ndarray, config: BootstrapConfig) ->
         block = max(1, _BLOCK_DRAWS // size)
         for first in range(0, config.resamples, block):
             rows = min(block, config.resamples - first)
-            stats[first:first + rows] = pool[rng.integers(0, size, size=(rows, size))].mean(axis=1)
+            stats[first : first + rows] = pool[rng.integers(0, size, size=(rows, size))].mean(axis=1)
     else:
         for b in range(config.resamples):
             means = [pool[rng.integers(0, len(pool), size=len(pool))].mean() for pool in pools]
@@ -143,5 +146,12 @@ def paired_difference(a: Units, b: Units, config: BootstrapConfig, *, unit: str 
     strata = a.strata[ia]
     diff = a.values[ia] - b.values[ib]
     low, high = interval(diff, strata, config)
-    return Difference(statistic(diff, strata), low, high, len(shared), statistic(a.values[ia], strata),
-                      statistic(b.values[ib], strata), unit)
+    return Difference(
+        statistic(diff, strata),
+        low,
+        high,
+        len(shared),
+        statistic(a.values[ia], strata),
+        statistic(b.values[ib], strata),
+        unit,
+    )

@@ -28,9 +28,9 @@ from __future__ import annotations
 import logging
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -89,10 +89,14 @@ def _first(samples: Samples, column: str) -> Any:
 
 def _select_binding(samples: Samples, main: str | None) -> tuple[tuple[Filter, ...], tuple[Filter, ...]]:
     parts = (main or "").split(".")
-    model = parts[0] if len(parts) == 2 and _has(samples, "binding_model", parts[0]) else _first(samples, "binding_model")
+    model = (
+        parts[0] if len(parts) == 2 and _has(samples, "binding_model", parts[0]) else _first(samples, "binding_model")
+    )
     split = parts[-1].removesuffix("_accuracy") if parts[-1].endswith("_accuracy") else "gen"
-    return ((("binding_model", model),) if model is not None else (),
-            (("split", split),) if _has(samples, "split", split) else ())
+    return (
+        (("binding_model", model),) if model is not None else (),
+        (("split", split),) if _has(samples, "split", split) else (),
+    )
 
 
 def _select_sub(samples: Samples, main: str | None) -> tuple[tuple[Filter, ...], tuple[Filter, ...]]:
@@ -135,8 +139,13 @@ def _select_ccd(samples: Samples, main: str | None) -> tuple[tuple[Filter, ...],
     scope: list[Filter] = [("source", Not(REAL_IMAGES))]
     if len(parts) == 3 and _has(samples, "source", parts[0]):
         scope.append(("source", parts[0]))
-    task = parts[-2] if len(parts) >= 2 and _has(samples, "oracle_task", parts[-2]) else \
-        "composition" if _has(samples, "oracle_task", "composition") else _first(samples, "oracle_task")
+    task = (
+        parts[-2]
+        if len(parts) >= 2 and _has(samples, "oracle_task", parts[-2])
+        else "composition"
+        if _has(samples, "oracle_task", "composition")
+        else _first(samples, "oracle_task")
+    )
     if task is not None:
         scope.append(("oracle_task", task))
     return tuple(scope), ()
@@ -146,33 +155,69 @@ def _sub_dimensions() -> tuple[Dimension, ...]:
     dims = [Dimension("side", "S+ and S−", ("side",))]
     for side in ("S+", "S-"):
         slug = "splus" if side == "S+" else "sminus"
-        dims += [Dimension(f"{slug}-attribute-group", f"{side} by attribute group", ("attribute_group",), (("side", side),)),
-                 Dimension(f"{slug}-bird", f"{side} by bird", ("bird",), (("side", side),))]
+        dims += [
+            Dimension(f"{slug}-attribute-group", f"{side} by attribute group", ("attribute_group",), (("side", side),)),
+            Dimension(f"{slug}-bird", f"{side} by bird", ("bird",), (("side", side),)),
+        ]
     return tuple(dims)
 
 
 BINDING = TaskSpec(
-    "binding", "accuracy (tie-aware expected accuracy over the candidates)", ("dataset", "split", "relation", "swap_kind"),
-    (Dimension("split", "by split", ("split",)),
-     Dimension("dataset", "by dataset (gen split)", ("dataset",), headline=True),
-     Dimension("relation", "by relation (gen split)", ("relation",), headline=True),
-     Dimension("swap-kind", "by swap kind (gen split)", ("swap_kind",), headline=True)), _select_binding)
-SUB = TaskSpec("sub", "S+ accuracy (headline); S− accuracy in the S− groups", ("attribute_group", "bird", "attribute", "side"),
-               _sub_dimensions(), _select_sub)
+    "binding",
+    "accuracy (tie-aware expected accuracy over the candidates)",
+    ("dataset", "split", "relation", "swap_kind"),
+    (
+        Dimension("split", "by split", ("split",)),
+        Dimension("dataset", "by dataset (gen split)", ("dataset",), headline=True),
+        Dimension("relation", "by relation (gen split)", ("relation",), headline=True),
+        Dimension("swap-kind", "by swap kind (gen split)", ("swap_kind",), headline=True),
+    ),
+    _select_binding,
+)
+SUB = TaskSpec(
+    "sub",
+    "S+ accuracy (headline); S− accuracy in the S− groups",
+    ("attribute_group", "bird", "attribute", "side"),
+    _sub_dimensions(),
+    _select_sub,
+)
 COMPMAP_CUB = TaskSpec(
-    "compmap-cub", "mean over episodes of the episode's accuracy", ("n_way", "k_shot", "episode"),
-    (Dimension("setting", "by n-way k-shot setting", ("n_way", "k_shot"), skip_null=False),), _select_cub, episodes=True,
-    axis="accuracy, mean over episodes (%)")
-COMPMAP_MIT = TaskSpec("compmap-mit-states", "top-1 accuracy of the test images (value)", ("pair", "attr", "obj", "seen"),
-                       (Dimension("seen", "seen vs unseen pairs", ("seen",)),), _select_mit, axis="top-1 accuracy (%)")
+    "compmap-cub",
+    "mean over episodes of the episode's accuracy",
+    ("n_way", "k_shot", "episode"),
+    (Dimension("setting", "by n-way k-shot setting", ("n_way", "k_shot"), skip_null=False),),
+    _select_cub,
+    episodes=True,
+    axis="accuracy, mean over episodes (%)",
+)
+COMPMAP_MIT = TaskSpec(
+    "compmap-mit-states",
+    "top-1 accuracy of the test images (value)",
+    ("pair", "attr", "obj", "seen"),
+    (Dimension("seen", "seen vs unseen pairs", ("seen",)),),
+    _select_mit,
+    axis="top-1 accuracy (%)",
+)
 CONCEPTBED = TaskSpec(
-    "conceptbed-ccd", "CCD (Eq. 3): per-concept mean of value, averaged over concepts", ("concept", "concept_category"),
-    (Dimension("category", "by concept category", ("concept_category",), skip_null=False, separator=";"),
-     Dimension("concept", "by concept", ("concept",))), _select_ccd, stratum="concept",
-    axis="CCD (real − generated; 0 = as confident as on real images)")
+    "conceptbed-ccd",
+    "CCD (Eq. 3): per-concept mean of value, averaged over concepts",
+    ("concept", "concept_category"),
+    (
+        Dimension("category", "by concept category", ("concept_category",), skip_null=False, separator=";"),
+        Dimension("concept", "by concept", ("concept",)),
+    ),
+    _select_ccd,
+    stratum="concept",
+    axis="CCD (real − generated; 0 = as confident as on real images)",
+)
 
-SPECS = {"sub-vlm": SUB, "sub-cbm": SUB, "compmap-cub": COMPMAP_CUB, "compmap-mit-states": COMPMAP_MIT,
-         "conceptbed-ccd": CONCEPTBED}
+SPECS = {
+    "sub-vlm": SUB,
+    "sub-cbm": SUB,
+    "compmap-cub": COMPMAP_CUB,
+    "compmap-mit-states": COMPMAP_MIT,
+    "conceptbed-ccd": CONCEPTBED,
+}
 
 
 def spec_for(task: str) -> TaskSpec | None:
@@ -199,8 +244,9 @@ def _combined(samples: Samples, columns: Sequence[str], rows: np.ndarray) -> tup
             distinct[:, j] = rest % radices[j] - 1
             rest //= radices[j]
     else:
-        distinct, inverse = np.unique(np.stack([samples.columns[c].codes[rows] for c in columns], axis=1), axis=0,
-                                      return_inverse=True)
+        distinct, inverse = np.unique(
+            np.stack([samples.columns[c].codes[rows] for c in columns], axis=1), axis=0, return_inverse=True
+        )
     keys = [tuple(samples.columns[c].value(int(code)) for c, code in zip(columns, row)) for row in distinct]
     return inverse.reshape(-1), keys
 
@@ -251,8 +297,11 @@ def add_image_column(samples: Samples) -> None:
     ids, models, seeds = (samples.columns[c] for c in ("item_id", "binding_model", "seed"))
     images = []
     for i in range(len(samples)):
-        item, prefix = ids.value(int(ids.codes[i])), f"{models.value(int(models.codes[i]))}/seed{seeds.value(int(seeds.codes[i]))}/"
-        images.append(item[len(prefix):] if item is not None and item.startswith(prefix) else item)
+        item, prefix = (
+            ids.value(int(ids.codes[i])),
+            f"{models.value(int(models.codes[i]))}/seed{seeds.value(int(seeds.codes[i]))}/",
+        )
+        images.append(item[len(prefix) :] if item is not None and item.startswith(prefix) else item)
     samples.columns[IMAGE_COLUMN] = Column.from_values(images)
 
 
@@ -276,8 +325,9 @@ def format_label(columns: Sequence[str], parts: tuple | None) -> str:
     return " / ".join(NONE_LABEL if p is None or p == "" else str(p) for p in parts)
 
 
-def group_masks(samples: Samples, columns: Sequence[str], mask: np.ndarray, *, skip_null: bool,
-                separator: str | None = None) -> dict[tuple | None, np.ndarray]:
+def group_masks(
+    samples: Samples, columns: Sequence[str], mask: np.ndarray, *, skip_null: bool, separator: str | None = None
+) -> dict[tuple | None, np.ndarray]:
     """The rows of each group of ``columns`` within ``mask``, groups in sorted order; a group
     whose parts are all null (or empty) is ``None`` (left out with ``skip_null``). With
     ``separator`` (one column) a value ``a;b`` puts its rows in groups ``a`` and ``b``."""
@@ -321,8 +371,13 @@ class Breakdown:
     groups: list[Group]
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "title": self.title, "columns": list(self.columns), "where": describe(self.where),
-                "groups": [g.to_dict() for g in self.groups]}
+        return {
+            "name": self.name,
+            "title": self.title,
+            "columns": list(self.columns),
+            "where": describe(self.where),
+            "groups": [g.to_dict() for g in self.groups],
+        }
 
 
 @dataclass
@@ -340,9 +395,15 @@ class TaskBreakdowns:
     metadata: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return {"task": self.task, "family": self.family, "statistic": self.statistic, "headline_rows": describe(self.headline),
-                "overall": self.overall.to_dict(), "metadata": self.metadata,
-                "breakdowns": [b.to_dict() for b in self.breakdowns]}
+        return {
+            "task": self.task,
+            "family": self.family,
+            "statistic": self.statistic,
+            "headline_rows": describe(self.headline),
+            "overall": self.overall.to_dict(),
+            "metadata": self.metadata,
+            "breakdowns": [b.to_dict() for b in self.breakdowns],
+        }
 
 
 def describe(filters: Sequence[Filter]) -> dict[str, Any]:
@@ -357,8 +418,9 @@ def describe(filters: Sequence[Filter]) -> dict[str, Any]:
     return out
 
 
-def compute_breakdowns(samples: Samples, *, config: BootstrapConfig = BootstrapConfig(),
-                       main_metric: str | None = None) -> TaskBreakdowns | None:
+def compute_breakdowns(
+    samples: Samples, *, config: BootstrapConfig = BootstrapConfig(), main_metric: str | None = None
+) -> TaskBreakdowns | None:
     """Every breakdown of ``samples``' task with its intervals; ``None`` for a task without a spec.
     ``main_metric`` (the results file's) picks the rows the headline reads."""
     spec = spec_for(samples.task)
@@ -376,18 +438,29 @@ def compute_breakdowns(samples: Samples, *, config: BootstrapConfig = BootstrapC
             continue
         where = scope + dim.where + (headline if dim.headline else ())
         groups = []
-        for key, member in group_masks(samples, dim.columns, _mask(samples, where), skip_null=dim.skip_null,
-                                       separator=dim.separator).items():
+        for key, member in group_masks(
+            samples, dim.columns, _mask(samples, where), skip_null=dim.skip_null, separator=dim.separator
+        ).items():
             group_units, group_unit = make_units(samples, member, spec)
             groups.append(Group(format_label(dim.columns, key), estimate(group_units, config, unit=group_unit), key))
         if groups:
             breakdowns.append(Breakdown(dim.name, dim.title, dim.columns, where, groups))
-    return TaskBreakdowns(samples.task, spec.family, spec.statistic, scope + headline, overall, breakdowns,
-                          samples.model, spec.axis, samples.metadata)
+    return TaskBreakdowns(
+        samples.task,
+        spec.family,
+        spec.statistic,
+        scope + headline,
+        overall,
+        breakdowns,
+        samples.model,
+        spec.axis,
+        samples.metadata,
+    )
 
 
-def compare(a: Samples, b: Samples, breakdowns_a: TaskBreakdowns, *, config: BootstrapConfig = BootstrapConfig()
-            ) -> dict[tuple[str, str], Difference]:
+def compare(
+    a: Samples, b: Samples, breakdowns_a: TaskBreakdowns, *, config: BootstrapConfig = BootstrapConfig()
+) -> dict[tuple[str, str], Difference]:
     """Paired differences a − b for the overall headline and every group of ``breakdowns_a``,
     over the items (episodes) both share; groups with nothing shared are left out."""
     spec = spec_for(a.task)
@@ -418,5 +491,9 @@ def compare(a: Samples, b: Samples, breakdowns_a: TaskBreakdowns, *, config: Boo
 
 def breakdowns_payload(results: Sequence[TaskBreakdowns], *, config: BootstrapConfig, source: str = "") -> dict:
     """The ``<stem>.breakdowns.json`` payload."""
-    return {"format": BREAKDOWNS_FORMAT, "results": source, "bootstrap": config.to_dict(),
-            "tasks": [r.to_dict() for r in results]}
+    return {
+        "format": BREAKDOWNS_FORMAT,
+        "results": source,
+        "bootstrap": config.to_dict(),
+        "tasks": [r.to_dict() for r in results],
+    }

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 from conceptforge.loaders.bootstrap import BootstrapConfig, Difference
 from conceptforge.loaders.breakdowns import TaskBreakdowns
@@ -74,8 +74,15 @@ def task_chart(models: Sequence[tuple[str, TaskBreakdowns]], *, config: Bootstra
     if not panels:
         return None
     heights = [max(1.2, 0.32 * len(labels) * (1 + 0.45 * (len(models) - 1)) + 0.9) for _, labels, _ in panels]
-    fig, axes = plt.subplots(len(panels), 1, figsize=(8.2, sum(heights) + 0.9), squeeze=False, sharex=True,
-                             gridspec_kw={"height_ratios": heights}, layout="constrained")
+    fig, axes = plt.subplots(
+        len(panels),
+        1,
+        figsize=(8.2, sum(heights) + 0.9),
+        squeeze=False,
+        sharex=True,
+        gridspec_kw={"height_ratios": heights},
+        layout="constrained",
+    )
     bar = 0.8 / len(models)
     for ax, (title, labels, per_model) in zip(axes[:, 0], panels):
         for m, ((model, _), groups) in enumerate(zip(models, per_model)):
@@ -92,8 +99,15 @@ def task_chart(models: Sequence[tuple[str, TaskBreakdowns]], *, config: Bootstra
             ax.errorbar(xs, ys, xerr=[lows, highs], fmt="none", ecolor="#222222", elinewidth=1.1, capsize=3, zorder=3)
             if len(models) == 1:  # the number itself, right of the whisker
                 for x, y, high in zip(xs, ys, highs):
-                    ax.annotate(f"{x:.3f}" if signed else f"{x:.1f}", (x + high, y), xytext=(4, 0), textcoords="offset points",
-                                va="center", fontsize=8, color="#333333")
+                    ax.annotate(
+                        f"{x:.3f}" if signed else f"{x:.1f}",
+                        (x + high, y),
+                        xytext=(4, 0),
+                        textcoords="offset points",
+                        va="center",
+                        fontsize=8,
+                        color="#333333",
+                    )
         if len(models) == 1:
             counts = [per_model[0].get(label) for label in labels]
             ticks = [f"{_short(label)}  (n={e.n})" if e else _short(label) for label, e in zip(labels, counts)]
@@ -113,23 +127,45 @@ def task_chart(models: Sequence[tuple[str, TaskBreakdowns]], *, config: Bootstra
             ax.set_xlim(0, 100)
     axes[-1, 0].set_xlabel(first.axis, fontsize=9)
     level = f"{100 * config.confidence:g}%"
-    fig.suptitle(f"{first.task}: {first.statistic}\nbars: {level} percentile bootstrap interval "
-                 f"({config.resamples} resamples, seed {config.seed})", x=0.01, ha="left", fontsize=10)
+    fig.suptitle(
+        f"{first.task}: {first.statistic}\nbars: {level} percentile bootstrap interval "
+        f"({config.resamples} resamples, seed {config.seed})",
+        x=0.01,
+        ha="left",
+        fontsize=10,
+    )
     if len(models) > 1:
-        fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="outside upper right", fontsize=8, ncols=min(4, len(models)))
+        fig.legend(
+            *axes[0, 0].get_legend_handles_labels(), loc="outside upper right", fontsize=8, ncols=min(4, len(models))
+        )
     return _png(fig)
 
 
-def difference_chart(task: str, model_a: str, model_b: str, rows: Sequence[tuple[str, Difference]], *,
-                     signed: bool, config: BootstrapConfig) -> bytes:
+def difference_chart(
+    task: str,
+    model_a: str,
+    model_b: str,
+    rows: Sequence[tuple[str, Difference]],
+    *,
+    signed: bool,
+    config: BootstrapConfig,
+) -> bytes:
     """Forest plot of ``model_a − model_b`` per group (paired, shared items), zero line marked."""
     plt = _pyplot()
     scale = 1.0 if signed else 100.0
     fig, ax = plt.subplots(figsize=(8.2, 0.3 * len(rows) + 1.5), layout="constrained")
-    for i, (label, d) in enumerate(rows):
+    for i, (_label, d) in enumerate(rows):
         colour = PALETTE[0] if d.low > 0 else PALETTE[5] if d.high < 0 else "#777777"
-        ax.errorbar([scale * d.value], [i], xerr=[[scale * (d.value - d.low)], [scale * (d.high - d.value)]], fmt="o",
-                    color=colour, ecolor=colour, capsize=3, markersize=5)
+        ax.errorbar(
+            [scale * d.value],
+            [i],
+            xerr=[[scale * (d.value - d.low)], [scale * (d.high - d.value)]],
+            fmt="o",
+            color=colour,
+            ecolor=colour,
+            capsize=3,
+            markersize=5,
+        )
     ax.axvline(0, color="#555555", linewidth=0.8)
     ax.set_yticks(range(len(rows)), [f"{_short(label, 44)}  (n={d.n_shared})" for label, d in rows], fontsize=9)
     ax.set_ylim(len(rows) - 0.5, -0.5)
@@ -140,6 +176,9 @@ def difference_chart(task: str, model_a: str, model_b: str, rows: Sequence[tuple
     ax.set_xlim(-1.15 * span, 1.15 * span)
     ax.set_xlabel(f"{model_a} − {model_b} ({'CCD' if signed else 'percentage points'})", fontsize=9)
     unit = rows[0][1].unit if rows else "item"
-    ax.set_title(f"{task}: paired difference over shared {unit}s, {100 * config.confidence:g}% bootstrap interval",
-                 loc="left", fontsize=10)
+    ax.set_title(
+        f"{task}: paired difference over shared {unit}s, {100 * config.confidence:g}% bootstrap interval",
+        loc="left",
+        fontsize=10,
+    )
     return _png(fig)

@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
 from conceptforge.errors import DataFormatError, InvalidArgumentError
+
 # The record format lives with the oracles that write it; re-exported so reports read one module.
 from conceptforge.filters.conceptbed_records import ORIGINAL, ScoreRecord, load_records, save_records  # noqa: F401
 
@@ -60,7 +61,9 @@ CCD_AGGREGATIONS = {
 # Metrics
 
 
-def expected_calibration_error(confidence: Sequence[float], correct: Sequence[bool], *, n_bins: int = DEFAULT_ECE_BINS) -> float:
+def expected_calibration_error(
+    confidence: Sequence[float], correct: Sequence[bool], *, n_bins: int = DEFAULT_ECE_BINS
+) -> float:
     """ECE (Naeini et al. 2015): sum over equal-width confidence bins of |B|/n * |acc(B) - conf(B)|.
 
     Bins are (k/n_bins, (k+1)/n_bins], the first one also holding 0.
@@ -80,7 +83,9 @@ def expected_calibration_error(confidence: Sequence[float], correct: Sequence[bo
     return float(total)
 
 
-def concept_confidence_deviation(generated: Mapping[str, Sequence[float]], real: Mapping[str, Sequence[float]]) -> float:
+def concept_confidence_deviation(
+    generated: Mapping[str, Sequence[float]], real: Mapping[str, Sequence[float]]
+) -> float:
     """CCD = -mean_c( mean(generated[c]) - mean(real[c]) ) over the concepts in ``generated``.
 
     ``generated``/``real`` map a concept to the oracle's target-class probabilities f(y_c | x).
@@ -127,7 +132,9 @@ def _by_concept(records: Iterable[ScoreRecord]) -> dict[str, list[float]]:
     return grouped
 
 
-def compute_metrics(generated: Sequence[ScoreRecord], real: Sequence[ScoreRecord], *, n_bins: int = DEFAULT_ECE_BINS) -> Metrics:
+def compute_metrics(
+    generated: Sequence[ScoreRecord], real: Sequence[ScoreRecord], *, n_bins: int = DEFAULT_ECE_BINS
+) -> Metrics:
     """Accuracy, MSP, ECE of ``generated`` and its CCD against ``real`` (NaN CCD without real)."""
     if not generated:
         nan = float("nan")
@@ -150,7 +157,13 @@ def compute_metrics(generated: Sequence[ScoreRecord], real: Sequence[ScoreRecord
     )
 
 
-def select(records: Iterable[ScoreRecord], *, source: str | None = None, tasks: Sequence[str] | None = None, category: str | None = None) -> list[ScoreRecord]:
+def select(
+    records: Iterable[ScoreRecord],
+    *,
+    source: str | None = None,
+    tasks: Sequence[str] | None = None,
+    category: str | None = None,
+) -> list[ScoreRecord]:
     return [
         r
         for r in records
@@ -221,8 +234,13 @@ def _sources(results: Mapping[tuple[str, str, str], Metrics]) -> list[str]:
 def table1(results: Mapping[tuple[str, str, str], Metrics]) -> str:
     """Concept alignment CCD per task (paper Table 1)."""
     tasks = [t for t in ("style", "object", "cub", "composition") if any(k[1] == t for k in results)]
-    rows = [[source] + [_fmt(results[(source, t, "")].ccd) if (source, t, "") in results else "-" for t in tasks] for source in _sources(results)]
-    return "Table 1: concept alignment, CCD (paper Eq. 3, per-concept mean; lower is better)\n\n" + _markdown(["model"] + [TASK_TITLES[t] for t in tasks], rows)
+    rows = [
+        [source] + [_fmt(results[(source, t, "")].ccd) if (source, t, "") in results else "-" for t in tasks]
+        for source in _sources(results)
+    ]
+    return "Table 1: concept alignment, CCD (paper Eq. 3, per-concept mean; lower is better)\n\n" + _markdown(
+        ["model"] + [TASK_TITLES[t] for t in tasks], rows
+    )
 
 
 def table2(results: Mapping[tuple[str, str, str], Metrics]) -> str:
@@ -246,8 +264,16 @@ def table2_concept(results: Mapping[tuple[str, str, str], Metrics]) -> str:
     for source in _sources(results):
         if source == ORIGINAL:
             continue
-        rows.append([source] + [_fmt(results[(source, "composition", c)].ccd) if (source, "composition", c) in results else "-" for c in categories])
-    return "Concept alignment on composite prompts per category, CCD\n\n" + _markdown(["model"] + list(categories), rows)
+        rows.append(
+            [source]
+            + [
+                _fmt(results[(source, "composition", c)].ccd) if (source, "composition", c) in results else "-"
+                for c in categories
+            ]
+        )
+    return "Concept alignment on composite prompts per category, CCD\n\n" + _markdown(
+        ["model"] + list(categories), rows
+    )
 
 
 def ccd_aggregation_table(results: Mapping[tuple[str, str, str], Metrics]) -> str:
@@ -260,7 +286,10 @@ def ccd_aggregation_table(results: Mapping[tuple[str, str, str], Metrics]) -> st
             m = results.get((source, t, ""))
             if m:
                 rows.append([source, t, _fmt(m.ccd), _fmt(m.ccd_pooled), _fmt(m.ccd_category_mean)])
-    return "CCD aggregations (paper sign: real − generated; 'ccd' is the paper's and the one in Tables 1, 2, 7)\n\n" + _markdown(header, rows)
+    return (
+        "CCD aggregations (paper sign: real − generated; 'ccd' is the paper's and the one in Tables 1, 2, 7)\n\n"
+        + _markdown(header, rows)
+    )
 
 
 def results_to_json(results: Mapping[tuple[str, str, str], Metrics]) -> dict:
@@ -278,18 +307,27 @@ def table7(results: Mapping[tuple[str, str, str], Metrics], task: str) -> str:
         m = results.get((source, task, ""))
         if m:
             rows.append([source, _fmt(m.accuracy, percent=True), _fmt(m.msp), _fmt(m.ece), _fmt(m.ccd), str(m.n)])
-    return f"Table 7 ({TASK_TITLES[task]}): confidence measures\n\n" + _markdown(["model", "Accuracy", "MSP", "ECE", "CCD (Eq. 3)", "n"], rows)
+    return f"Table 7 ({TASK_TITLES[task]}): confidence measures\n\n" + _markdown(
+        ["model", "Accuracy", "MSP", "ECE", "CCD (Eq. 3)", "n"], rows
+    )
 
 
 def per_concept_table(results: Mapping[tuple[str, str, str], Metrics], task: str) -> str:
     sources = [s for s in _sources(results) if (s, task, "") in results and s != ORIGINAL]
     concepts = sorted({c for s in sources for c in results[(s, task, "")].per_concept_ccd})
-    rows = [[c] + [_fmt(results[(s, task, "")].per_concept_ccd.get(c, float("nan"))) for s in sources] for c in concepts]
+    rows = [
+        [c] + [_fmt(results[(s, task, "")].per_concept_ccd.get(c, float("nan"))) for s in sources] for c in concepts
+    ]
     return f"Per-concept CCD ({TASK_TITLES[task]})\n\n" + _markdown(["concept"] + sources, rows)
 
 
-def report(records: Sequence[ScoreRecord], *, per_concept: bool = False, n_bins: int = DEFAULT_ECE_BINS,
-           results: Mapping[tuple[str, str, str], Metrics] | None = None) -> str:
+def report(
+    records: Sequence[ScoreRecord],
+    *,
+    per_concept: bool = False,
+    n_bins: int = DEFAULT_ECE_BINS,
+    results: Mapping[tuple[str, str, str], Metrics] | None = None,
+) -> str:
     results = evaluate(records, n_bins=n_bins) if results is None else results
     if not results:
         raise InvalidArgumentError("no scores to report")

@@ -13,15 +13,24 @@ from them by the same ``loaders.conceptbed.evaluate``.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from conceptforge.errors import DataFormatError, DataNotFoundError, one_line
 from conceptforge.loaders.model_ref import GENERATED
 from conceptforge.loaders.task_spec import Metric, Option, Task, TaskContext, TaskOutcome, flag
 
-COLUMNS = (("concept", "string"), ("concept_category", "string"), ("source", "string"), ("oracle_task", "string"),
-           ("categories", "list<string>"), ("question", "string"), ("record_id", "string"), ("max_prob", "float64"),
-           ("oracle_correct", "bool"))
+COLUMNS = (
+    ("concept", "string"),
+    ("concept_category", "string"),
+    ("source", "string"),
+    ("oracle_task", "string"),
+    ("categories", "list<string>"),
+    ("question", "string"),
+    ("record_id", "string"),
+    ("max_prob", "float64"),
+    ("oracle_correct", "bool"),
+)
 
 
 def record_rows(records: Sequence[Any]) -> list[dict[str, Any]]:
@@ -41,21 +50,47 @@ def record_rows(records: Sequence[Any]) -> list[dict[str, Any]]:
         base = f"{r.source}/{r.task}/{r.item_id}" + (f"/{r.question}" if r.question else "")
         seen[base] += 1
         reference = real_mean(r.task, r.concept)
-        rows.append({"task": "conceptbed-ccd", "item_id": base if seen[base] == 1 else f"{base}#{seen[base]}",
-                     "candidates": [r.concept], "scores": [r.target_prob], "prediction": r.concept if r.correct else "",
-                     "label": r.concept, "correct": None,
-                     "value": reference - r.target_prob if reference is not None else None,
-                     "concept": r.concept, "concept_category": ";".join(r.categories) or r.task, "source": r.source,
-                     "oracle_task": r.task, "categories": list(r.categories), "question": r.question, "record_id": r.item_id,
-                     "max_prob": r.max_prob, "oracle_correct": bool(r.correct)})
+        rows.append(
+            {
+                "task": "conceptbed-ccd",
+                "item_id": base if seen[base] == 1 else f"{base}#{seen[base]}",
+                "candidates": [r.concept],
+                "scores": [r.target_prob],
+                "prediction": r.concept if r.correct else "",
+                "label": r.concept,
+                "correct": None,
+                "value": reference - r.target_prob if reference is not None else None,
+                "concept": r.concept,
+                "concept_category": ";".join(r.categories) or r.task,
+                "source": r.source,
+                "oracle_task": r.task,
+                "categories": list(r.categories),
+                "question": r.question,
+                "record_id": r.item_id,
+                "max_prob": r.max_prob,
+                "oracle_correct": bool(r.correct),
+            }
+        )
     return rows
 
 
 def rows_to_records(rows: Sequence[dict[str, Any]]) -> list[Any]:
     from conceptforge.loaders.conceptbed import ScoreRecord
 
-    return [ScoreRecord(r["source"], r["oracle_task"], r["concept"], r["scores"][0], r["max_prob"], bool(r["oracle_correct"]),
-                        tuple(r["categories"] or ()), r["record_id"], r["question"] or "") for r in rows]
+    return [
+        ScoreRecord(
+            r["source"],
+            r["oracle_task"],
+            r["concept"],
+            r["scores"][0],
+            r["max_prob"],
+            bool(r["oracle_correct"]),
+            tuple(r["categories"] or ()),
+            r["record_id"],
+            r["question"] or "",
+        )
+        for r in rows
+    ]
 
 
 def metrics_of(results: dict) -> dict[str, Metric]:
@@ -92,8 +127,12 @@ def run_conceptbed_ccd(ctx: TaskContext) -> TaskOutcome:
 
     options = ctx.options
     vqa = options["vqa_model"] if options["vqa_model"] not in ("", "none") else None
-    oracles = OracleSet({"style": options["style_oracle"], "object": options["object_oracle"], "cub": options["cub_oracle"]},
-                        vqa_model=vqa, vqa_probability=options["vqa_probability"], device=ctx.device)
+    oracles = OracleSet(
+        {"style": options["style_oracle"], "object": options["object_oracle"], "cub": options["cub_oracle"]},
+        vqa_model=vqa,
+        vqa_probability=options["vqa_probability"],
+        device=ctx.device,
+    )
     use_vqa = vqa is not None
     revision = ctx.model.sha if ctx.model.source == "hub" else None
     try:
@@ -102,21 +141,37 @@ def run_conceptbed_ccd(ctx: TaskContext) -> TaskOutcome:
         raise DataNotFoundError(f"cannot load generated dataset {ctx.model.id}: {one_line(error)}") from None
     missing = {"concept_kind", "concept", "learner", "image"} - set(next(iter(generated.values())).column_names)
     if missing:
-        raise DataFormatError(f"{ctx.model.id} is not a ConceptBed generated dataset (missing {', '.join(sorted(missing))})")
+        raise DataFormatError(
+            f"{ctx.model.id} is not a ConceptBed generated dataset (missing {', '.join(sorted(missing))})"
+        )
     kinds = {k for split in generated.values() for k in split.unique("concept_kind")}
-    ctx.samples.extend_key(_oracles_key([options["style_oracle"], options["object_oracle"], options["cub_oracle"], vqa or ""]))
-    records = _score_generated_resumably(ctx, generated, lambda subset: score_generated(subset, oracles, batch_size=ctx.batch_size,
-                                                                                          use_vqa=use_vqa))
+    ctx.samples.extend_key(
+        _oracles_key([options["style_oracle"], options["object_oracle"], options["cub_oracle"], vqa or ""])
+    )
+    records = _score_generated_resumably(
+        ctx, generated, lambda subset: score_generated(subset, oracles, batch_size=ctx.batch_size, use_vqa=use_vqa)
+    )
     spec = load_spec(ctx.concepts)
-    records += score_real(spec, prepare_captions(spec, options["categoriser"], None), oracles, batch_size=ctx.batch_size,
-                          kinds=kinds, max_images=options["max_real_images"] or None, use_vqa=use_vqa)
+    records += score_real(
+        spec,
+        prepare_captions(spec, options["categoriser"], None),
+        oracles,
+        batch_size=ctx.batch_size,
+        kinds=kinds,
+        max_images=options["max_real_images"] or None,
+        use_vqa=use_vqa,
+    )
     metrics = metrics_of(evaluate(records, n_bins=options["ece_bins"]))
     if not metrics:
         raise DataFormatError(f"{ctx.model.id} holds no generated images the oracles could score")
     main = next(name for name in metrics if name.endswith(".ccd"))
-    return TaskOutcome(record_rows(records), main, metrics=metrics,
-                       variant=f"oracles={options['style_oracle']},{options['object_oracle']},{options['cub_oracle']}",
-                       table=report(records, per_concept=options["per_concept"], n_bins=options["ece_bins"]))
+    return TaskOutcome(
+        record_rows(records),
+        main,
+        metrics=metrics,
+        variant=f"oracles={options['style_oracle']},{options['object_oracle']},{options['cub_oracle']}",
+        table=report(records, per_concept=options["per_concept"], n_bins=options["ece_bins"]),
+    )
 
 
 def _oracles_key(oracles: list[str]) -> str | None:
@@ -149,7 +204,9 @@ def _score_generated_resumably(ctx: TaskContext, generated: Any, score: Any) -> 
         def unit(positions: list[int], data=data, keys=keys, split=split) -> list[dict[str, Any]]:
             found: dict[tuple[str, str], list[dict[str, Any]]] = {keys[p]: [] for p in positions}
             for record in score({split: data.select(positions)}):
-                found[(record.source, str(record.item_id))].append({**asdict(record), "categories": list(record.categories)})
+                found[(record.source, str(record.item_id))].append(
+                    {**asdict(record), "categories": list(record.categories)}
+                )
             return [{"records": found[keys[p]]} for p in positions]
 
         for done in ctx.samples.collect([f"{split}/{i}" for i in range(len(keys))], unit, chunk=ctx.batch_size):
@@ -168,16 +225,32 @@ def tasks() -> list[Task]:
         return getattr(oracles, name, "") if oracles else ""
 
     return [
-        Task("conceptbed-ccd", "conceptbed", "ConceptBed: concept confidence deviation, accuracy of a concept learner's "
-             "generated images by oracles (ConceptBed paper Tables 1, 7)", (GENERATED,), "conceptbed/ccd", run_conceptbed_ccd,
-             score_conceptbed, columns=COLUMNS, needs=("concepts",),
-             options=(Option("style_oracle", default("DEFAULT_STYLE_ORACLE"), str, "PACS style classifier"),
-                      Option("object_oracle", default("DEFAULT_OBJECT_ORACLE"), str, "ImageNet concept classifier"),
-                      Option("cub_oracle", default("DEFAULT_CUB_ORACLE"), str, "CUB 200-class classifier"),
-                      Option("vqa_model", default("DEFAULT_VQA_ORACLE"), str, "ViLT VQA model for compositions ('' or none: no VQA)"),
-                      Option("vqa_probability", "softmax", str, "softmax | sigmoid: the VQA model's probability of 'yes'"),
-                      Option("categoriser", "rules", str, "'rules' or module:function, for the real captions"),
-                      Option("max_real_images", 0, int, "real images per concept (0: all in the spec)"),
-                      Option("ece_bins", 15, int, "bins of the expected calibration error"),
-                      Option("per_concept", False, flag, "also tabulate CCD per concept"))),
+        Task(
+            "conceptbed-ccd",
+            "conceptbed",
+            "ConceptBed: concept confidence deviation, accuracy of a concept learner's "
+            "generated images by oracles (ConceptBed paper Tables 1, 7)",
+            (GENERATED,),
+            "conceptbed/ccd",
+            run_conceptbed_ccd,
+            score_conceptbed,
+            columns=COLUMNS,
+            needs=("concepts",),
+            options=(
+                Option("style_oracle", default("DEFAULT_STYLE_ORACLE"), str, "PACS style classifier"),
+                Option("object_oracle", default("DEFAULT_OBJECT_ORACLE"), str, "ImageNet concept classifier"),
+                Option("cub_oracle", default("DEFAULT_CUB_ORACLE"), str, "CUB 200-class classifier"),
+                Option(
+                    "vqa_model",
+                    default("DEFAULT_VQA_ORACLE"),
+                    str,
+                    "ViLT VQA model for compositions ('' or none: no VQA)",
+                ),
+                Option("vqa_probability", "softmax", str, "softmax | sigmoid: the VQA model's probability of 'yes'"),
+                Option("categoriser", "rules", str, "'rules' or module:function, for the real captions"),
+                Option("max_real_images", 0, int, "real images per concept (0: all in the spec)"),
+                Option("ece_bins", 15, int, "bins of the expected calibration error"),
+                Option("per_concept", False, flag, "also tabulate CCD per concept"),
+            ),
+        ),
     ]

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from conceptforge.errors import DataFormatError, DataNotFoundError
 
@@ -28,7 +28,9 @@ def load_split(source: str | os.PathLike, split: str, *, revision: str | None = 
     try:
         dataset_dict = datasets.load_dataset(path, config, revision=None if local else revision)
     except FileNotFoundError as error:
-        raise DataNotFoundError(f"no dataset at {path!r}: {str(error).splitlines()[0] if str(error) else 'not found'}") from None
+        raise DataNotFoundError(
+            f"no dataset at {path!r}: {str(error).splitlines()[0] if str(error) else 'not found'}"
+        ) from None
     except (ValueError, OSError, datasets.exceptions.DatasetNotFoundError) as error:  # type: ignore[attr-defined]
         message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise DataFormatError(f"cannot load dataset {path!r}: {message}") from None

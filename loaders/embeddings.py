@@ -19,15 +19,16 @@ import os
 import re
 import sqlite3
 import threading
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
+from conceptforge.argtypes import check_device
 from conceptforge.cards.provenance import COMMIT_RE, local_fingerprint
 from conceptforge.errors import DataFormatError, DataNotFoundError, InvalidArgumentError, WeightsUnavailableError
-from conceptforge.argtypes import check_device
 
 logger = logging.getLogger(__name__)
 
@@ -211,7 +212,7 @@ class EmbeddingModel:
         cache_dir: str | os.PathLike | None = None,
         device: str | torch.device | None = None,
         dtype: torch.dtype | str | None = None,
-    ) -> "EmbeddingModel":
+    ) -> EmbeddingModel:
         """Load a Hub id (at ``revision``) or a local directory; ``cache_dir`` holds the embedding cache."""
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -288,14 +289,18 @@ class EmbeddingModel:
         """Unnormalised text features, no cache (for callers that need gradients, use the model)."""
         tokenizer = getattr(self.processor, "tokenizer", self.processor)
         inputs = tokenizer(list(texts), padding=self._text_padding, truncation=True, return_tensors="pt")
-        inputs = {k: v.to(self.device) for k, v in inputs.items() if k in ("input_ids", "attention_mask", "position_ids")}
+        inputs = {
+            k: v.to(self.device) for k, v in inputs.items() if k in ("input_ids", "attention_mask", "position_ids")
+        }
         if self._text_padding == "max_length":
             inputs.pop("attention_mask", None)  # SigLIP's text tower ignores padding masks
         return _features(self.model.get_text_features(**inputs))
 
     def encode_images_uncached(self, images: list[Any]) -> torch.Tensor:
         image_processor = getattr(self.processor, "image_processor", self.processor)
-        pixel_values = image_processor(images=[load_pil(image) for image in images], return_tensors="pt")["pixel_values"]
+        pixel_values = image_processor(images=[load_pil(image) for image in images], return_tensors="pt")[
+            "pixel_values"
+        ]
         return _features(self.model.get_image_features(pixel_values=pixel_values.to(self.device, self.dtype)))
 
     def embed_texts(self, texts: Sequence[str], *, batch_size: int = 64) -> torch.Tensor:

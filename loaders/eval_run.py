@@ -12,10 +12,11 @@ import hashlib
 import logging
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from conceptforge.errors import DataNotFoundError, HubError, InvalidArgumentError
 from conceptforge.loaders.model_ref import CLIP, ITM, ModelRef
@@ -41,8 +42,9 @@ def short_sha(value: str | None, digits: int = 12) -> str:
     return value[:digits]
 
 
-def resolve_dataset(repo: str, revision: str | None, *, config: str | None = None, split: str | None = None,
-                    data_files: bool = True) -> DatasetRef:
+def resolve_dataset(
+    repo: str, revision: str | None, *, config: str | None = None, split: str | None = None, data_files: bool = True
+) -> DatasetRef:
     """Pin ``repo`` at ``revision`` to a commit sha (Hub, via ``HfApi.dataset_info``) or a
     content fingerprint (local folder)."""
     if os.path.isdir(repo):
@@ -60,9 +62,13 @@ def resolve_dataset(repo: str, revision: str | None, *, config: str | None = Non
     try:
         info = HfApi().dataset_info(repo, revision=revision)
     except RevisionNotFoundError:
-        raise DataNotFoundError(f"dataset {repo} has no revision {revision!r}: pass an existing tag or commit") from None
+        raise DataNotFoundError(
+            f"dataset {repo} has no revision {revision!r}: pass an existing tag or commit"
+        ) from None
     except RepositoryNotFoundError:
-        raise DataNotFoundError(f"no dataset {repo!r} on the Hub: pass --dataset TASK=REPO@REVISION or a local folder") from None
+        raise DataNotFoundError(
+            f"no dataset {repo!r} on the Hub: pass --dataset TASK=REPO@REVISION or a local folder"
+        ) from None
     except HfHubHTTPError as error:
         raise HubError(f"cannot resolve dataset {repo}@{revision}: {str(error).splitlines()[0]}") from None
     except OSError as error:  # offline mode, no network
@@ -92,8 +98,13 @@ class ModelSession:
 
             if self.model.kind != CLIP:
                 raise InvalidArgumentError(f"{self.model.id} is not a CLIP-style dual encoder")
-            self._embedder = EmbeddingModel.from_pretrained(self.model.id, revision=self._load_revision(),
-                                                            cache_dir=self.cache_dir, device=self.device, dtype=self.dtype)
+            self._embedder = EmbeddingModel.from_pretrained(
+                self.model.id,
+                revision=self._load_revision(),
+                cache_dir=self.cache_dir,
+                device=self.device,
+                dtype=self.dtype,
+            )
         return self._embedder
 
     def vl_model(self):
@@ -103,9 +114,13 @@ class ModelSession:
 
             if self.model.kind == CLIP:
                 embedder = self.embedder()
-                self._vl_model = VLModel(self.model.id, "dual", display_name(self.model.id), embedder.revision, embedder=embedder)
+                self._vl_model = VLModel(
+                    self.model.id, "dual", display_name(self.model.id), embedder.revision, embedder=embedder
+                )
             elif self.model.kind == ITM:
-                self._vl_model = load_vl_model(self.model.id, kind="itm", revision=self._load_revision(), device=self.device)
+                self._vl_model = load_vl_model(
+                    self.model.id, kind="itm", revision=self._load_revision(), device=self.device
+                )
             else:
                 raise InvalidArgumentError(f"{self.model.id} is neither a dual encoder nor an ITM model")
         return self._vl_model
@@ -156,7 +171,11 @@ class RunResults:
             "conceptforge_version": conceptforge.__version__,
             "created": self.created,
             "model": self.model.to_dict(),
-            "settings": {"device": self.settings.device, "dtype": self.settings.dtype, "batch_size": self.settings.batch_size},
+            "settings": {
+                "device": self.settings.device,
+                "dtype": self.settings.dtype,
+                "batch_size": self.settings.batch_size,
+            },
             "tasks": self.tasks,
             "skipped": self.skipped,
         }
@@ -164,12 +183,22 @@ class RunResults:
 
 def _check_cub(cub_dir: str, *, images: bool) -> None:
     """Fail before the first task when the CUB folder lacks what a task reads (one line)."""
-    from conceptforge.cub import ATTRIBUTES, CLASSES, IMAGE_ATTRIBUTE_LABELS, IMAGE_CLASS_LABELS, IMAGES, TRAIN_TEST_SPLIT, CubLayout
+    from conceptforge.cub import (
+        ATTRIBUTES,
+        CLASSES,
+        IMAGE_ATTRIBUTE_LABELS,
+        IMAGE_CLASS_LABELS,
+        IMAGES,
+        TRAIN_TEST_SPLIT,
+        CubLayout,
+    )
 
     if not Path(cub_dir).is_dir():
         raise DataNotFoundError(f"--cub-dir {cub_dir} is not a folder: pass the extracted CUB_200_2011 folder")
     layout = CubLayout.resolve(cub_dir)
-    needed = [ATTRIBUTES, CLASSES] + ([IMAGES, IMAGE_CLASS_LABELS, TRAIN_TEST_SPLIT, IMAGE_ATTRIBUTE_LABELS] if images else [])
+    needed = [ATTRIBUTES, CLASSES] + (
+        [IMAGES, IMAGE_CLASS_LABELS, TRAIN_TEST_SPLIT, IMAGE_ATTRIBUTE_LABELS] if images else []
+    )
     for relative in needed:
         layout.find(relative)
 
@@ -180,8 +209,10 @@ def _dataset_for(selection: TaskSelection, model: ModelRef, settings: RunSetting
         _check_cub(settings.cub_dir, images=task.benchmark == "compmap")
     if "mit_states_dir" in task.needs:
         if not Path(settings.mit_states_dir).is_dir():
-            raise DataNotFoundError(f"--mit-states-dir {settings.mit_states_dir} is not a folder: pass the MIT-States folder "
-                                    "holding images/ and compositional-split-natural/")
+            raise DataNotFoundError(
+                f"--mit-states-dir {settings.mit_states_dir} is not a folder: pass the MIT-States folder "
+                "holding images/ and compositional-split-natural/"
+            )
         return resolve_dataset(settings.mit_states_dir, None, data_files=False)
     if task.benchmark == "compmap":
         return resolve_dataset(settings.cub_dir, None, data_files=False)
@@ -189,7 +220,9 @@ def _dataset_for(selection: TaskSelection, model: ModelRef, settings: RunSetting
         spec = Path(settings.concepts)
         if not spec.is_file():
             raise DataNotFoundError(f"--concepts {spec} is not a concept spec file")
-        return DatasetRef(str(spec), None, f"local-sha256:{hashlib.sha256(spec.read_bytes()).hexdigest()[:16]}", "local")
+        return DatasetRef(
+            str(spec), None, f"local-sha256:{hashlib.sha256(spec.read_bytes()).hexdigest()[:16]}", "local"
+        )
     repo = selection.dataset or task.dataset
     if not repo:
         raise InvalidArgumentError(f"task {task.name} has no default dataset: pass --dataset {task.name}=REPO@REVISION")
@@ -198,7 +231,7 @@ def _dataset_for(selection: TaskSelection, model: ModelRef, settings: RunSetting
 
 def run_tasks(model: ModelRef, selections: Sequence[TaskSelection], settings: RunSettings) -> RunResults:
     """Run every selected task the model can do, in order; skip the others with one line each."""
-    results = RunResults(model, settings, created=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    results = RunResults(model, settings, created=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
     runnable = []
     for selection in selections:
         reason = selection.task.skip_reason(model, settings.inputs())
@@ -225,16 +258,38 @@ def run_tasks(model: ModelRef, selections: Sequence[TaskSelection], settings: Ru
             started = time.perf_counter()
             from conceptforge.loaders.sample_cache import TaskSamples
 
-            samples = TaskSamples(cache, task=task.name, options_digest=options_digest(selection.options),
-                                  model_revision=model.sha or "", dataset_revision=dataset.sha or "")
-            context = TaskContext(model=model, session=session, dataset=dataset, options=dict(selection.options),
-                                  batch_size=settings.batch_size, device=settings.device, cub_dir=settings.cub_dir,
-                                  concepts=settings.concepts, mit_states_dir=settings.mit_states_dir, samples=samples)
+            samples = TaskSamples(
+                cache,
+                task=task.name,
+                options_digest=options_digest(selection.options),
+                model_revision=model.sha or "",
+                dataset_revision=dataset.sha or "",
+            )
+            context = TaskContext(
+                model=model,
+                session=session,
+                dataset=dataset,
+                options=dict(selection.options),
+                batch_size=settings.batch_size,
+                device=settings.device,
+                cub_dir=settings.cub_dir,
+                concepts=settings.concepts,
+                mit_states_dir=settings.mit_states_dir,
+                samples=samples,
+            )
             outcome = task.run(context)
             metrics = checked_metrics(task, outcome, selection.options)
             seconds = time.perf_counter() - started
             main = metrics[outcome.main_metric]
-            logger.info("[%d/%d] %s: %s = %.4f (%.1f s)", index, len(runnable), task.name, outcome.main_metric, main.value, seconds)
+            logger.info(
+                "[%d/%d] %s: %s = %.4f (%.1f s)",
+                index,
+                len(runnable),
+                task.name,
+                outcome.main_metric,
+                main.value,
+                seconds,
+            )
             results.tasks.append(task_record(task, outcome, dataset, selection.options, metrics, seconds))
             results.samples[task.name] = (outcome.samples, task.columns)
             results.scored[task.name] = samples.scored
@@ -245,8 +300,14 @@ def run_tasks(model: ModelRef, selections: Sequence[TaskSelection], settings: Ru
     return results
 
 
-def task_record(task: Task, outcome: TaskOutcome, dataset: DatasetRef, options: dict[str, Any], metrics: dict[str, Metric],
-                seconds: float) -> dict[str, Any]:
+def task_record(
+    task: Task,
+    outcome: TaskOutcome,
+    dataset: DatasetRef,
+    options: dict[str, Any],
+    metrics: dict[str, Metric],
+    seconds: float,
+) -> dict[str, Any]:
     """One entry of the results file's ``tasks`` (docs/evaluation.md, "Results file")."""
     return {
         "task": task.name,
@@ -277,15 +338,21 @@ def checked_metrics(task: Task, outcome: TaskOutcome, options: dict[str, Any]) -
     after checking they are the protocol code's own numbers: a disagreement is a bug, not noise."""
     rescored = task.score(outcome.samples, options)
     if outcome.metrics:
-        differ = [name for name in set(rescored) | set(outcome.metrics)
-                  if name not in rescored or name not in outcome.metrics
-                  or not _same(rescored[name].value, outcome.metrics[name].value)
-                  or not _same(rescored[name].stderr, outcome.metrics[name].stderr)
-                  or rescored[name].n != outcome.metrics[name].n]
+        differ = [
+            name
+            for name in set(rescored) | set(outcome.metrics)
+            if name not in rescored
+            or name not in outcome.metrics
+            or not _same(rescored[name].value, outcome.metrics[name].value)
+            or not _same(rescored[name].stderr, outcome.metrics[name].stderr)
+            or rescored[name].n != outcome.metrics[name].n
+        ]
         if differ:
             name = sorted(differ)[0]
-            raise RuntimeError(f"{task.name}: metric {name} from the per-sample rows ({rescored.get(name)}) differs from the "
-                               f"protocol's ({outcome.metrics.get(name)})")
+            raise RuntimeError(
+                f"{task.name}: metric {name} from the per-sample rows ({rescored.get(name)}) differs from the "
+                f"protocol's ({outcome.metrics.get(name)})"
+            )
     return rescored
 
 
@@ -313,9 +380,13 @@ def results_markdown(payload: dict[str, Any]) -> str:
 
     model = payload["model"]
     revision = model.get("sha") or model.get("revision") or ""
-    lines = [f"# conceptforge evaluate: {model['id']} ({model['kind']}, {short_sha(revision, 20)})", "",
-             f"conceptforge {payload['conceptforge_version']}, {payload['created']}; values in %, ± standard error "
-             "over seeds or episodes where the protocol has them.", ""]
+    lines = [
+        f"# conceptforge evaluate: {model['id']} ({model['kind']}, {short_sha(revision, 20)})",
+        "",
+        f"conceptforge {payload['conceptforge_version']}, {payload['created']}; values in %, ± standard error "
+        "over seeds or episodes where the protocol has them.",
+        "",
+    ]
     rows = []
     for task in payload["tasks"]:
         dataset = task["dataset"]

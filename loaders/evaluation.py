@@ -9,9 +9,10 @@ markdown table, the per-task samples folder, and call the analyses hook once.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from conceptforge.errors import InvalidArgumentError
 
@@ -58,8 +59,15 @@ def write_outputs(payload: dict[str, Any], path: str | Path, *, samples: dict[st
     return Written(payload, results, markdown, folder, files, analyses)
 
 
-def evaluate(model: Any, selections: Sequence[Any], settings: Any, output: str | Path, *, samples: bool = True,
-             on_skip: Callable[[str], None] | None = None) -> Written:
+def evaluate(
+    model: Any,
+    selections: Sequence[Any],
+    settings: Any,
+    output: str | Path,
+    *,
+    samples: bool = True,
+    on_skip: Callable[[str], None] | None = None,
+) -> Written:
     """Run ``selections`` on ``model`` and write everything (``samples=False``: no samples folder).
     ``on_skip`` hears each skipped task's one-line reason (the command prints it)."""
     from conceptforge.loaders.eval_run import run_tasks
@@ -69,7 +77,9 @@ def evaluate(model: Any, selections: Sequence[Any], settings: Any, output: str |
     for skipped in results.skipped:
         (on_skip or logger.info)(skipped["reason"])
     if not results.tasks:
-        raise InvalidArgumentError(f"no task of --tasks can run with {model.id} (a {model.kind} model): see the skipped lines")
+        raise InvalidArgumentError(
+            f"no task of --tasks can run with {model.id} (a {model.kind} model): see the skipped lines"
+        )
     written = write_outputs(results.to_dict(), output, samples=results.samples if samples else None)
     written.scored = dict(results.scored)
     written.rows = {name: rows for name, (rows, _) in results.samples.items()}
@@ -89,8 +99,14 @@ def evaluate_from_predictions(directory: str | Path, output: str | Path, *, opti
         from conceptforge.loaders.eval_run import write_results
 
         results, markdown = write_results(payload, output)
-        return Written(payload, results, markdown, Path(directory), list_sample_files(directory),
-                       write_breakdowns_and_charts(results, directory))
+        return Written(
+            payload,
+            results,
+            markdown,
+            Path(directory),
+            list_sample_files(directory),
+            write_breakdowns_and_charts(results, directory),
+        )
     copied: dict[str, Any] = {}
     for file in list_sample_files(directory):
         rows, _ = read_samples(file)

@@ -8,8 +8,9 @@ or variant, each combination gets its own column (``task@sha7``) instead of sile
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from conceptforge.errors import DataFormatError, DataNotFoundError, InvalidArgumentError
 from conceptforge.loaders.eval_run import RESULTS_FORMAT, dataset_label, format_value, short_sha
@@ -29,7 +30,9 @@ def load_results(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
             raise DataFormatError(f"{path} is not a conceptforge evaluate results file (format {RESULTS_FORMAT})")
         problem = structure_problem(payload)
         if problem:
-            raise DataFormatError(f"{path} says format {RESULTS_FORMAT} but {problem}; rewrite it with `conceptforge evaluate --output`")
+            raise DataFormatError(
+                f"{path} says format {RESULTS_FORMAT} but {problem}; rewrite it with `conceptforge evaluate --output`"
+            )
         payload["_path"] = str(path)
         payloads.append(payload)
     if not payloads:
@@ -55,7 +58,9 @@ def structure_problem(payload: dict[str, Any]) -> str | None:
         if not isinstance(task["dataset"].get("repo"), str):
             return f"{where}.dataset has no 'repo'"
         for name, metric in task["metrics"].items():
-            if metric is not None and not (isinstance(metric, dict) and isinstance(metric.get("value", 0), (int, float, type(None)))):
+            if metric is not None and not (
+                isinstance(metric, dict) and isinstance(metric.get("value", 0), (int, float, type(None)))
+            ):
                 return f"{where}.metrics.{name} is not an object with a numeric 'value'"
         if task.get("seeds") is not None and not isinstance(task["seeds"], list):
             return f"{where}.seeds is not a list"
@@ -66,7 +71,9 @@ def _column_key(task: dict[str, Any], metric: str) -> tuple[str, str, str, str]:
     return task["task"], metric, task["dataset"].get("sha") or "", task.get("variant", "")
 
 
-def leaderboard_table(payloads: Sequence[dict[str, Any]], *, metrics: str = "main") -> tuple[list[str], list[list[str]], list[str]]:
+def leaderboard_table(
+    payloads: Sequence[dict[str, Any]], *, metrics: str = "main"
+) -> tuple[list[str], list[list[str]], list[str]]:
     """The comparison as ``(headers, rows, notes)``: one row per results file (model), one
     column per task metric; notes name each task's dataset and protocol. ``metrics``: ``main``
     (each task's headline metric) or ``all``."""
@@ -85,7 +92,9 @@ def leaderboard_table(payloads: Sequence[dict[str, Any]], *, metrics: str = "mai
     for task, metric, sha, variant in columns:
         label = f"{task} {metric}"
         if len(by_task[(task, metric)]) > 1:
-            label += f" @{short_sha(sha, 7)}" + (f" [{variant}]" if len({v for _, v in by_task[(task, metric)]}) > 1 else "")
+            label += f" @{short_sha(sha, 7)}" + (
+                f" [{variant}]" if len({v for _, v in by_task[(task, metric)]}) > 1 else ""
+            )
         headers.append(label)
     rows = []
     for payload in payloads:
@@ -118,7 +127,7 @@ def leaderboard(payloads: Sequence[dict[str, Any]], *, metrics: str = "main") ->
     from conceptforge.loaders.reports import markdown_table
 
     headers, rows, notes = leaderboard_table(payloads, metrics=metrics)
-    return (markdown_table(headers, rows) + "\n\n" + VALUES_NOTE + "\n\n" + "\n".join(f"- {n}" for n in notes) + "\n")
+    return markdown_table(headers, rows) + "\n\n" + VALUES_NOTE + "\n\n" + "\n".join(f"- {n}" for n in notes) + "\n"
 
 
 VALUES_NOTE = "Values in %, ± standard error over seeds/episodes where the protocol has them."

@@ -13,14 +13,15 @@ import base64
 import html
 import itertools
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from conceptforge.loaders.bootstrap import BootstrapConfig, Difference, Estimate
 from conceptforge.loaders.breakdowns import TaskBreakdowns, compare, compute_breakdowns, describe, spec_for
-from conceptforge.loaders.sample_columns import Samples, read_samples, samples_dir_for
 from conceptforge.loaders.leaderboard import VALUES_NOTE, leaderboard_table
+from conceptforge.loaders.sample_columns import Samples, read_samples, samples_dir_for
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +57,9 @@ def _labels(payloads: Sequence[dict[str, Any]]) -> list[str]:
     return [i if ids.count(i) == 1 else f"{i} ({Path(p['_path']).stem})" for i, p in zip(ids, payloads)]
 
 
-def collect(payloads: Sequence[dict[str, Any]], *, config: BootstrapConfig) -> tuple[dict[str, list[ModelTask]], list[str]]:
+def collect(
+    payloads: Sequence[dict[str, Any]], *, config: BootstrapConfig
+) -> tuple[dict[str, list[ModelTask]], list[str]]:
     """Per task, each model's breakdowns (from ``<stem>.samples/``); notes on what is missing."""
     tasks: dict[str, list[ModelTask]] = {}
     notes = []
@@ -86,8 +89,12 @@ def _png(data: bytes, alt: str) -> str:
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], numeric_from: int = 1, *, table_id: str = "") -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f'<td class="num">{c}</td>' if i >= numeric_from else f"<td>{c}</td>"
-                                    for i, c in enumerate(row)) + "</tr>" for row in rows)
+    body = "".join(
+        "<tr>"
+        + "".join(f'<td class="num">{c}</td>' if i >= numeric_from else f"<td>{c}</td>" for i, c in enumerate(row))
+        + "</tr>"
+        for row in rows
+    )
     ident = f' id="{table_id}"' if table_id else ""
     return f"<table{ident}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
@@ -96,16 +103,20 @@ def _fmt(e: Estimate | None, signed: bool) -> str:
     if e is None or e.value != e.value:
         return "–"
     scale, digits = (1.0, 3) if signed else (100.0, 1)
-    return (f"{scale * e.value:.{digits}f} <span class=\"note\">[{scale * e.low:.{digits}f}, {scale * e.high:.{digits}f}]"
-            f" n={e.n}</span>")
+    return (
+        f'{scale * e.value:.{digits}f} <span class="note">[{scale * e.low:.{digits}f}, {scale * e.high:.{digits}f}]'
+        f" n={e.n}</span>"
+    )
 
 
 def _fmt_diff(d: Difference, signed: bool) -> str:
     scale, digits = (1.0, 3) if signed else (100.0, 1)
     css = "pos" if d.low > 0 else "neg" if d.high < 0 else ""
     value = f"{scale * d.value:+.{digits}f}"
-    return (f'<span class="{css}">{value}</span> <span class="note">[{scale * d.low:+.{digits}f}, {scale * d.high:+.{digits}f}]'
-            f" n={d.n_shared}</span>")
+    return (
+        f'<span class="{css}">{value}</span> <span class="note">[{scale * d.low:+.{digits}f}, {scale * d.high:+.{digits}f}]'
+        f" n={d.n_shared}</span>"
+    )
 
 
 def _short_title(title: str) -> str:
@@ -126,14 +137,18 @@ def _task_section(task: str, models: list[ModelTask], *, config: BootstrapConfig
     signed = first.family == "conceptbed-ccd"
     unit = "CCD" if signed else "%"
     where = ", ".join(f"{k}={v}" for k, v in describe(first.headline).items())
-    parts = [f'<section class="task" id="task-{html.escape(task)}"><h2>{html.escape(task)}</h2>',
-             f"<p>{html.escape(first.statistic)}; values in {unit} with their {100 * config.confidence:g}% bootstrap interval "
-             f"and sample count.</p>",
-             ]
+    parts = [
+        f'<section class="task" id="task-{html.escape(task)}"><h2>{html.escape(task)}</h2>',
+        f"<p>{html.escape(first.statistic)}; values in {unit} with their {100 * config.confidence:g}% bootstrap interval "
+        f"and sample count.</p>",
+    ]
     chart = task_chart([(m.label, m.breakdowns) for m in models], config=config)
     if chart is not None:
         parts.append(_png(chart, f"{task} breakdowns"))
-    rows = [["overall" + (f" ({html.escape(where)})" if where else "")] + [_fmt(m.breakdowns.overall, signed) for m in models]]
+    rows = [
+        ["overall" + (f" ({html.escape(where)})" if where else "")]
+        + [_fmt(m.breakdowns.overall, signed) for m in models]
+    ]
     for breakdown in first.breakdowns:
         labels = [g.label for g in breakdown.groups]
         for m in models[1:]:
@@ -151,44 +166,68 @@ def _task_section(task: str, models: list[ModelTask], *, config: BootstrapConfig
         rev_a, rev_b = a.samples.metadata.get("dataset_revision"), b.samples.metadata.get("dataset_revision")
         title = f"<h3>{html.escape(a.label)} − {html.escape(b.label)}</h3>"
         if rev_a and rev_b and rev_a != rev_b:
-            parts.append(title + f'<p class="note">Not paired: different dataset revisions ({html.escape(rev_a)} vs '
-                         f"{html.escape(rev_b)}).</p>")
+            parts.append(
+                title + f'<p class="note">Not paired: different dataset revisions ({html.escape(rev_a)} vs '
+                f"{html.escape(rev_b)}).</p>"
+            )
             continue
         diffs = compare(a.samples, b.samples, a.breakdowns, config=config)
         if not diffs:
             parts.append(title + '<p class="note">Not paired: the two runs share no item.</p>')
             continue
         titles = {bd.name: bd.title for bd in a.breakdowns.breakdowns}
-        labelled = [("overall" if name == "overall" else f"{titles.get(name, name)}: {group}", d) for (name, group), d in diffs.items()]
-        short = [("overall" if name == "overall" else f"{_short_title(titles.get(name, name))}: {group}", d)
-                 for (name, group), d in diffs.items()]
-        parts.append(title + f'<p class="note">Paired bootstrap over the {diffs[next(iter(diffs))].unit}s both runs share '
-                     f"(same resampled units for both models); blue: the first model higher, orange: lower, where the interval excludes 0.</p>")
-        parts.append(_png(difference_chart(task, a.label, b.label, short, signed=signed, config=config),
-                          f"{task}: {a.label} minus {b.label}"))
-        parts.append(_table(["group", f"{html.escape(a.label)} − {html.escape(b.label)}"],
-                            [[html.escape(label), _fmt_diff(d, signed)] for label, d in labelled]))
+        labelled = [
+            ("overall" if name == "overall" else f"{titles.get(name, name)}: {group}", d)
+            for (name, group), d in diffs.items()
+        ]
+        short = [
+            ("overall" if name == "overall" else f"{_short_title(titles.get(name, name))}: {group}", d)
+            for (name, group), d in diffs.items()
+        ]
+        parts.append(
+            title + f'<p class="note">Paired bootstrap over the {diffs[next(iter(diffs))].unit}s both runs share '
+            f"(same resampled units for both models); blue: the first model higher, orange: lower, where the interval excludes 0.</p>"
+        )
+        parts.append(
+            _png(
+                difference_chart(task, a.label, b.label, short, signed=signed, config=config),
+                f"{task}: {a.label} minus {b.label}",
+            )
+        )
+        parts.append(
+            _table(
+                ["group", f"{html.escape(a.label)} − {html.escape(b.label)}"],
+                [[html.escape(label), _fmt_diff(d, signed)] for label, d in labelled],
+            )
+        )
     parts.append("</section>")
     return "\n".join(parts)
 
 
-def leaderboard_html(payloads: Sequence[dict[str, Any]], *, metrics: str = "main",
-                     config: BootstrapConfig = BootstrapConfig()) -> str:
+def leaderboard_html(
+    payloads: Sequence[dict[str, Any]], *, metrics: str = "main", config: BootstrapConfig = BootstrapConfig()
+) -> str:
     """The whole page (see the module docstring); ``payloads`` from :func:`load_results`."""
     headers, rows, notes = leaderboard_table(payloads, metrics=metrics)
     tasks, missing = collect(payloads, config=config)
-    body = ["<h1>conceptforge leaderboard</h1>", _table(headers, [[html.escape(c) for c in row] for row in rows], numeric_from=3,
-                                                           table_id="headline"),
-            f'<p class="note">{html.escape(VALUES_NOTE)}</p>',
-            "<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>",
-            f'<p class="note">Breakdowns: {100 * config.confidence:g}% percentile bootstrap intervals, {config.resamples} '
-            f"resamples, numpy <code>Generator(PCG64({config.seed}))</code> fresh for each interval; items are resampled "
-            "(CompMap CUB: episodes; ConceptBed: images within their concept).</p>"]
+    body = [
+        "<h1>conceptforge leaderboard</h1>",
+        _table(headers, [[html.escape(c) for c in row] for row in rows], numeric_from=3, table_id="headline"),
+        f'<p class="note">{html.escape(VALUES_NOTE)}</p>',
+        "<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>",
+        f'<p class="note">Breakdowns: {100 * config.confidence:g}% percentile bootstrap intervals, {config.resamples} '
+        f"resamples, numpy <code>Generator(PCG64({config.seed}))</code> fresh for each interval; items are resampled "
+        "(CompMap CUB: episodes; ConceptBed: images within their concept).</p>",
+    ]
     if missing:
-        body.append("<ul class=\"note\">" + "".join(f"<li>{html.escape(n)}</li>" for n in missing) + "</ul>")
+        body.append('<ul class="note">' + "".join(f"<li>{html.escape(n)}</li>" for n in missing) + "</ul>")
     if tasks:
-        body.append("<p>Tasks: " + ", ".join(f'<a href="#task-{html.escape(t)}">{html.escape(t)}</a>' for t in tasks) + "</p>")
+        body.append(
+            "<p>Tasks: " + ", ".join(f'<a href="#task-{html.escape(t)}">{html.escape(t)}</a>' for t in tasks) + "</p>"
+        )
     for task, models in tasks.items():
         body.append(_task_section(task, models, config=config))
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>conceptforge leaderboard</title>"
-            f"<style>{STYLE}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>conceptforge leaderboard</title>'
+        f"<style>{STYLE}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
+    )

@@ -107,7 +107,12 @@ def _local(path: Path, revision: str | None) -> ModelRef:
 
 def _hub(repo_id: str, revision: str | None) -> ModelRef:
     from huggingface_hub import HfApi, hf_hub_download
-    from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        HfHubHTTPError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
 
     api = HfApi()
     try:
@@ -118,14 +123,18 @@ def _hub(repo_id: str, revision: str | None) -> ModelRef:
         try:
             info = api.dataset_info(repo_id, revision=revision)
         except (RepositoryNotFoundError, RevisionNotFoundError):
-            raise DataNotFoundError(f"no model or dataset {repo_id!r} on the Hub ({api.endpoint}); check the id or pass a local folder") from None
+            raise DataNotFoundError(
+                f"no model or dataset {repo_id!r} on the Hub ({api.endpoint}); check the id or pass a local folder"
+            ) from None
         card = info.card_data.to_dict() if getattr(info, "card_data", None) is not None else {}
         dataset_info = card.get("dataset_info") or {}
         if isinstance(dataset_info, list):  # one entry per config
             dataset_info = dataset_info[0] if dataset_info else {}
         names = {f.get("name") for f in dataset_info.get("features", []) if isinstance(f, dict)}
         if not GENERATED_COLUMNS <= names:
-            raise InvalidArgumentError(f"{repo_id} is a dataset, not a model, and not ConceptBed generated images")
+            raise InvalidArgumentError(
+                f"{repo_id} is a dataset, not a model, and not ConceptBed generated images"
+            ) from None
         return ModelRef(repo_id, GENERATED, "hub", revision, info.sha, None)
     except HfHubHTTPError as error:
         raise HubError(f"cannot reach the Hub for model {repo_id}: {str(error).splitlines()[0]}") from None
@@ -146,7 +155,9 @@ def resolve_model(spec: str, *, revision: str | None = None) -> ModelRef:
     if os.path.isdir(spec):
         return _local(Path(spec), revision)
     if os.path.exists(spec):
-        raise InvalidArgumentError(f"--model {spec} is a file: pass a model folder, a Hub id or a CBM factory module:function")
+        raise InvalidArgumentError(
+            f"--model {spec} is a file: pass a model folder, a Hub id or a CBM factory module:function"
+        )
     if _FACTORY.match(spec):
         return ModelRef(spec, CBM, "python", None, None, None)
     if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):

@@ -75,9 +75,16 @@ def hub_entries(payload: dict[str, Any]):
 
     entries = []
     for task, dataset, name, metric in _hub_metrics(payload):
-        entries.append(EvalResultEntry(dataset_id=dataset["repo"], task_id=task_id(task["task"], name),
-                                           value=round(100 * metric["value"], 4), dataset_revision=dataset["sha"],
-                                           date=payload.get("created") or None, notes=_notes(task, metric)))
+        entries.append(
+            EvalResultEntry(
+                dataset_id=dataset["repo"],
+                task_id=task_id(task["task"], name),
+                value=round(100 * metric["value"], 4),
+                dataset_revision=dataset["sha"],
+                date=payload.get("created") or None,
+                notes=_notes(task, metric),
+            )
+        )
     return entries
 
 
@@ -89,13 +96,20 @@ def model_index_results(payload: dict[str, Any]):
     for task, dataset, name, metric in _hub_metrics(payload):
         # model-index groups results by (task type, dataset) and keeps one task name per group,
         # so the task is named in metric_type (unique), and task_name is the benchmark.
-        results.append(EvalResult(
-            task_type="image-classification", task_name=task["benchmark"], dataset_type=dataset["repo"],
-            dataset_name=dataset["repo"], dataset_revision=dataset["sha"], dataset_config=dataset.get("config"),
-            dataset_split=metric_split(task, name), metric_type=task_id(task["task"], name),
-            metric_name=f"{task['task']} {name} (%)",
-            metric_value=round(100 * metric["value"], 4),
-        ))
+        results.append(
+            EvalResult(
+                task_type="image-classification",
+                task_name=task["benchmark"],
+                dataset_type=dataset["repo"],
+                dataset_name=dataset["repo"],
+                dataset_revision=dataset["sha"],
+                dataset_config=dataset.get("config"),
+                dataset_split=metric_split(task, name),
+                metric_type=task_id(task["task"], name),
+                metric_name=f"{task['task']} {name} (%)",
+                metric_value=round(100 * metric["value"], 4),
+            )
+        )
     return results
 
 
@@ -112,8 +126,12 @@ def _download_text(api, repo_id: str, path: str, *, repo_type: str, revision: st
     from huggingface_hub.errors import EntryNotFoundError, RemoteEntryNotFoundError
 
     try:
-        with open(hf_hub_download(repo_id, path, repo_type=repo_type, revision=revision, endpoint=api.endpoint, token=api.token),
-                  encoding="utf-8") as handle:
+        with open(
+            hf_hub_download(
+                repo_id, path, repo_type=repo_type, revision=revision, endpoint=api.endpoint, token=api.token
+            ),
+            encoding="utf-8",
+        ) as handle:
             return handle.read()
     except (EntryNotFoundError, RemoteEntryNotFoundError):
         return None
@@ -133,8 +151,9 @@ def _merged_card(existing: str | None, model_id: str, results) -> str:
     return str(card)
 
 
-def push_model_results(payload: dict[str, Any], repo_id: str, *, api=None, create_pr: bool = False,
-                       samples: list[Path] = ()) -> str:  # type: ignore[assignment]
+def push_model_results(
+    payload: dict[str, Any], repo_id: str, *, api=None, create_pr: bool = False, samples: list[Path] = ()
+) -> str:  # type: ignore[assignment]
     """One commit to model repo ``repo_id``: ``.eval_results/conceptforge.yaml`` + model-index, and
     the per-task samples files under ``.eval_results/samples/`` when ``samples`` names them
     (``--push-samples``: they can be large, so only on request)."""
@@ -144,7 +163,9 @@ def push_model_results(payload: dict[str, Any], repo_id: str, *, api=None, creat
     api = api or HfApi()
     model_index = model_index_results(payload)
     if not model_index:
-        raise InvalidArgumentError("no result was measured on a Hub dataset: nothing the Hub can list (results stay in the JSON file)")
+        raise InvalidArgumentError(
+            "no result was measured on a Hub dataset: nothing the Hub can list (results stay in the JSON file)"
+        )
     try:
         api.repo_info(repo_id, repo_type="model")
         card = _merged_card(_download_text(api, repo_id, "README.md", repo_type="model"), repo_id, model_index)
@@ -153,21 +174,37 @@ def push_model_results(payload: dict[str, Any], repo_id: str, *, api=None, creat
         if supports_eval_results_folder():
             from huggingface_hub import eval_result_entries_to_yaml
 
-            results_yaml = yaml.safe_dump(eval_result_entries_to_yaml(hub_entries(payload)), sort_keys=False, allow_unicode=True)
+            results_yaml = yaml.safe_dump(
+                eval_result_entries_to_yaml(hub_entries(payload)), sort_keys=False, allow_unicode=True
+            )
             operations.insert(0, CommitOperationAdd(RESULTS_PATH, io.BytesIO(results_yaml.encode("utf-8"))))
         else:
-            logger.warning("huggingface_hub %s has no EvalResultEntry: results go to the model card's model-index only",
-                           __import__("huggingface_hub").__version__)
+            logger.warning(
+                "huggingface_hub %s has no EvalResultEntry: results go to the model card's model-index only",
+                __import__("huggingface_hub").__version__,
+            )
         summary = f"conceptforge evaluate: {', '.join(t['task'] for t in payload['tasks'])}"
         info = api.create_commit(
-            repo_id, repo_type="model", commit_message=summary, create_pr=create_pr,
+            repo_id,
+            repo_type="model",
+            commit_message=summary,
+            create_pr=create_pr,
             commit_description=f"conceptforge {payload['conceptforge_version']}; datasets: "
-                               + ", ".join(sorted({f"{t['dataset']['repo']}@{t['dataset']['sha']}" for t in payload["tasks"]
-                                                  if t["dataset"].get("source") == "hub"})),
+            + ", ".join(
+                sorted(
+                    {
+                        f"{t['dataset']['repo']}@{t['dataset']['sha']}"
+                        for t in payload["tasks"]
+                        if t["dataset"].get("source") == "hub"
+                    }
+                )
+            ),
             operations=operations,
         )
     except RepositoryNotFoundError:
-        raise HubError(f"no model repo {repo_id} on the Hub (or no access): pass --results-repo with a repo you can write") from None
+        raise HubError(
+            f"no model repo {repo_id} on the Hub (or no access): pass --results-repo with a repo you can write"
+        ) from None
     except HfHubHTTPError as error:
         raise HubError(f"cannot push results to {repo_id}: {str(error).splitlines()[0]}") from None
     logger.info("pushed %d results to %s (%s)", len(model_index), repo_id, info.oid)
@@ -190,8 +227,13 @@ def declare_dataset_tasks(payload: dict[str, Any], *, api=None) -> tuple[dict[st
         for name, metric in task["metrics"].items():
             if metric.get("value") is None:  # not measured (e.g. no S- images): nothing to list
                 continue
-            declared.append({"id": task_id(task["task"], name), "config": dataset.get("config") or "default",
-                             "split": metric_split(task, name)})
+            declared.append(
+                {
+                    "id": task_id(task["task"], name),
+                    "config": dataset.get("config") or "default",
+                    "split": metric_split(task, name),
+                }
+            )
     commits: dict[str, str | None] = {}
     not_ours: list[str] = []
     for repo, tasks in by_repo.items():
@@ -211,15 +253,22 @@ def declare_dataset_tasks(payload: dict[str, Any], *, api=None) -> tuple[dict[st
         from huggingface_hub import DatasetCard
 
         pretty = DatasetCard(card).data.to_dict().get("pretty_name") or repo
-        document = {"name": existing.get("name") or pretty,
-                    "description": existing.get("description") or f"{pretty}: tasks evaluated by conceptforge (`conceptforge evaluate --tasks list`).",
-                    "evaluation_framework": existing.get("evaluation_framework") or FRAMEWORK,
-                    **{k: v for k, v in existing.items() if k not in ("name", "description", "evaluation_framework", "tasks")},
-                    "tasks": list(existing.get("tasks", [])) + new}
+        document = {
+            "name": existing.get("name") or pretty,
+            "description": existing.get("description")
+            or f"{pretty}: tasks evaluated by conceptforge (`conceptforge evaluate --tasks list`).",
+            "evaluation_framework": existing.get("evaluation_framework") or FRAMEWORK,
+            **{k: v for k, v in existing.items() if k not in ("name", "description", "evaluation_framework", "tasks")},
+            "tasks": list(existing.get("tasks", [])) + new,
+        }
         text = yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
         try:
-            info = api.create_commit(repo, repo_type="dataset", commit_message=f"Declare {len(new)} conceptforge evaluation task(s)",
-                                     operations=[CommitOperationAdd(DATASET_EVAL_PATH, io.BytesIO(text.encode("utf-8")))])
+            info = api.create_commit(
+                repo,
+                repo_type="dataset",
+                commit_message=f"Declare {len(new)} conceptforge evaluation task(s)",
+                operations=[CommitOperationAdd(DATASET_EVAL_PATH, io.BytesIO(text.encode("utf-8")))],
+            )
         except HfHubHTTPError as error:
             raise HubError(f"cannot declare tasks in dataset {repo}: {str(error).splitlines()[0]}") from None
         commits[repo] = info.oid
@@ -227,8 +276,9 @@ def declare_dataset_tasks(payload: dict[str, Any], *, api=None) -> tuple[dict[st
     return commits, not_ours
 
 
-def push_results(payload: dict[str, Any], *, repo_id: str, create_pr: bool = False,
-                 samples: list[Path] = ()) -> PushReport:  # type: ignore[assignment]
+def push_results(
+    payload: dict[str, Any], *, repo_id: str, create_pr: bool = False, samples: list[Path] = ()
+) -> PushReport:  # type: ignore[assignment]
     """Model results (one commit, with ``samples`` files when given), then each of our datasets'
     task declarations (one commit each)."""
     from huggingface_hub import HfApi

@@ -12,9 +12,10 @@ not take (a weights folder in place of the recorded model id; ConceptBed's proce
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
 from conceptforge.cards.provenance import local_fingerprint, strip_local_path
 from conceptforge.errors import InvalidArgumentError, WeightsUnavailableError
@@ -96,7 +97,11 @@ def _binding(entry: Mapping[str, Any], weights: Mapping[str, str], device: str |
     recorded = entry.get("device", "cpu")
     device = device or recorded
     stage = binding.build_stage(config, device=device)  # one worker, in this process
-    rule = EXACT if device == recorded == "cpu" else tolerance(f"Cycles renders on {device}, recorded on {recorded}: the bytes depend on the GPU")
+    rule = (
+        EXACT
+        if device == recorded == "cpu"
+        else tolerance(f"Cycles renders on {device}, recorded on {recorded}: the bytes depend on the GPU")
+    )
     return Rebuilt(stage, binding._rows, rule)
 
 
@@ -108,12 +113,16 @@ def _sub(entry: Mapping[str, Any], weights: Mapping[str, str], device: str | Non
     from conceptforge.generators.sub.spec import Pair, PairPlan
     from conceptforge.generators.sub.tdg import TDGParams
 
-    sub = importlib.import_module("conceptforge.generators.sub.generate")  # the package re-exports a function of that name
+    sub = importlib.import_module(
+        "conceptforge.generators.sub.generate"
+    )  # the package re-exports a function of that name
     rebuild = entry["rebuild"]
     settings = sub.GenerationSettings(**rebuild["settings"])
     location = weight_location("diffusion", rebuild["model"], weights)
     pairs = [Pair(**{**p, "tdg": TDGParams(**p["tdg"]) if p.get("tdg") else None}) for p in rebuild["pairs"]]
-    items = sub.build_work_items(PairPlan(pairs=pairs), images_per_pair=int(rebuild["images_per_pair"]), run_seed=settings.seed)
+    items = sub.build_work_items(
+        PairPlan(pairs=pairs), images_per_pair=int(rebuild["images_per_pair"]), run_seed=settings.seed
+    )
     loaded: dict[str, Any] = {}
 
     def prepare() -> None:
@@ -124,9 +133,13 @@ def _sub(entry: Mapping[str, Any], weights: Mapping[str, str], device: str | Non
         from conceptforge.generators.sub.flux_tdg import TDGFlux
 
         dtype = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}.get(settings.dtype)
-        model = TDGFlux.from_pretrained(location, revision=settings.revision, device=device or rebuild.get("device", "auto"),
-                                        dtype=getattr(torch, dtype) if dtype else None,
-                                        max_sequence_length=settings.max_sequence_length)
+        model = TDGFlux.from_pretrained(
+            location,
+            revision=settings.revision,
+            device=device or rebuild.get("device", "auto"),
+            dtype=getattr(torch, dtype) if dtype else None,
+            max_sequence_length=settings.max_sequence_length,
+        )
         model.model_id = settings.model  # the row names the model as the run did
         loaded["make"] = sub.make_item_function(model, settings)
 
@@ -134,14 +147,26 @@ def _sub(entry: Mapping[str, Any], weights: Mapping[str, str], device: str | Non
         prepare()
         return loaded["make"](item)
 
-    stage = Stage(name="sub/candidates", items=items, settings=entry.get("settings", {}), make_item=make, prepare=prepare,
-                  chunk_size=sub.CHUNK_SIZE, description="SUB images", unit="img")
+    stage = Stage(
+        name="sub/candidates",
+        items=items,
+        settings=entry.get("settings", {}),
+        make_item=make,
+        prepare=prepare,
+        chunk_size=sub.CHUNK_SIZE,
+        description="SUB images",
+        unit="img",
+    )
 
     def rows(store: ItemStore, split: str) -> Iterator[dict[str, Any]]:
         return (_row(record) for record in store.records(split))
 
-    return Rebuilt(stage, rows, tolerance("FLUX sampling: floating-point results depend on the device and kernels"),
-                   path_columns=("model_id",))
+    return Rebuilt(
+        stage,
+        rows,
+        tolerance("FLUX sampling: floating-point results depend on the device and kernels"),
+        path_columns=("model_id",),
+    )
 
 
 # -- ConceptBed -------------------------------------------------------------------------------------
@@ -158,8 +183,11 @@ def _learners(rebuild: Mapping[str, Any], weights: Mapping[str, str]) -> Path:
             "part of the release; pass --weights learners=WORK_DIR (the folder holding artifacts/<concept>/)"
         )
     folder = Path(given).expanduser()
-    wrong = [name for name, fingerprint in recorded.items()
-             if not (folder / "artifacts" / name).is_dir() or local_fingerprint(folder / "artifacts" / name) != fingerprint]
+    wrong = [
+        name
+        for name, fingerprint in recorded.items()
+        if not (folder / "artifacts" / name).is_dir() or local_fingerprint(folder / "artifacts" / name) != fingerprint
+    ]
     if wrong:
         raise WeightsUnavailableError(
             f"--weights learners={given}: the learned artifacts of {', '.join(wrong)} are missing or not the ones the "
@@ -180,11 +208,20 @@ def _conceptbed(entry: Mapping[str, Any], weights: Mapping[str, str], device: st
     learners = _learners(rebuild, weights)
     config = LearnerConfig(**{**rebuild["learner"], "model_id": model})
     spec = ConceptSpec(concepts=tuple(Concept(c["name"], c["kind"], c["parent"]) for c in rebuild["concepts"]))
-    options = conceptbed.GenerateOptions(config=config, out=out, num_images=int(rebuild["num_images"]), work_dir=learners,
-                                         embed_references=bool(rebuild.get("embed_references")))
+    options = conceptbed.GenerateOptions(
+        config=config,
+        out=out,
+        num_images=int(rebuild["num_images"]),
+        work_dir=learners,
+        embed_references=bool(rebuild.get("embed_references")),
+    )
     generator = conceptbed.ConceptBedGenerator(spec, options)
-    generator.captions = {name: [Caption(**{**c, "categories": tuple(c["categories"]), "questions": tuple(c["questions"])})
-                                 for c in captions] for name, captions in rebuild["captions"].items()}
+    generator.captions = {
+        name: [
+            Caption(**{**c, "categories": tuple(c["categories"]), "questions": tuple(c["questions"])}) for c in captions
+        ]
+        for name, captions in rebuild["captions"].items()
+    }
     generator.items = conceptbed.build_items(spec, config, generator.captions, num_images=options.num_images)
     generator._concept_of = {item.item_id: c for c in spec.concepts for item in generator.items[c.name]}
     reference_ids = rebuild.get("reference_ids") or {}  # the rows name the references as the release did
@@ -193,7 +230,11 @@ def _conceptbed(entry: Mapping[str, Any], weights: Mapping[str, str], device: st
     def rows(store: ItemStore, split: str) -> Iterator[dict[str, Any]]:
         return _rows(store, split, reference_ids, embed)
 
-    return Rebuilt(generator.stage(), rows, tolerance("diffusion sampling with learned concept weights: the bytes depend on the device"))
+    return Rebuilt(
+        generator.stage(),
+        rows,
+        tolerance("diffusion sampling with learned concept weights: the bytes depend on the device"),
+    )
 
 
 ADAPTERS: dict[str, Callable[[Mapping[str, Any], Mapping[str, str], str | None, Path], Rebuilt]] = {
@@ -203,8 +244,9 @@ ADAPTERS: dict[str, Callable[[Mapping[str, Any], Mapping[str, str], str | None, 
 }
 
 
-def rebuild_config(generator: str, entry: Mapping[str, Any], *, weights: Mapping[str, str], out: Path,
-                   device: str | None = None) -> Rebuilt:
+def rebuild_config(
+    generator: str, entry: Mapping[str, Any], *, weights: Mapping[str, str], out: Path, device: str | None = None
+) -> Rebuilt:
     """The stage of one config of a release (see module docstring); ``out`` is the temporary run
     folder the stage will write its store to (``out/.work``)."""
     adapter = ADAPTERS.get(generator)

@@ -6,7 +6,8 @@ Reports are written with :func:`conceptforge.files.write_json` (re-exported here
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from conceptforge.files import write_json  # noqa: F401  (the one JSON writer, in core)
 

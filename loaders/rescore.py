@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from conceptforge.errors import DataFormatError, InvalidArgumentError
 
@@ -55,8 +56,10 @@ def rescore(directory: str | Path, *, options: Sequence[str] = ()) -> dict[str, 
         task_options = {**task.option_defaults(), **record["options"]}
         for name, value in wanted.pop(task.name, {}).items():
             if name not in task.rescore_options:
-                raise InvalidArgumentError(f"--from-predictions: {task.name}.{name} changes what the model computed; "
-                                           f"only {', '.join(task.rescore_options) or 'no option'} can be changed here")
+                raise InvalidArgumentError(
+                    f"--from-predictions: {task.name}.{name} changes what the model computed; "
+                    f"only {', '.join(task.rescore_options) or 'no option'} can be changed here"
+                )
             known = {o.name: o for o in task.options}[name]
             task_options[name] = known.parse(value)
             record["options"][name] = task_options[name]
@@ -66,6 +69,8 @@ def rescore(directory: str | Path, *, options: Sequence[str] = ()) -> dict[str, 
         record["metrics"] = {name: metric.to_dict() for name, metric in metrics.items()}
         entries.append((position, record))
     if wanted:
-        raise InvalidArgumentError(f"--task-option names task(s) {', '.join(wanted)} with no samples file in {directory}")
+        raise InvalidArgumentError(
+            f"--task-option names task(s) {', '.join(wanted)} with no samples file in {directory}"
+        )
     assert run is not None
     return {**run, "tasks": [record for _, record in sorted(entries, key=lambda e: e[0])]}  # "tasks" keeps its place

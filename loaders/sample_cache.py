@@ -16,8 +16,9 @@ import hashlib
 import json
 import logging
 import sqlite3
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -45,8 +46,10 @@ class SampleCache:
         return found
 
     def put_many(self, items: Sequence[tuple[str, dict[str, Any]]]) -> None:
-        self._db.executemany("INSERT OR REPLACE INTO samples (key, row) VALUES (?, ?)",
-                             [(key, json.dumps(row, allow_nan=True)) for key, row in items])
+        self._db.executemany(
+            "INSERT OR REPLACE INTO samples (key, row) VALUES (?, ?)",
+            [(key, json.dumps(row, allow_nan=True)) for key, row in items],
+        )
         self._db.commit()
 
     def close(self) -> None:
@@ -57,12 +60,15 @@ class TaskSamples:
     """The cache as one task of one run sees it: keys are (version, task, options, model
     revision, dataset revision, item id). ``scored`` counts the items this run had to score."""
 
-    def __init__(self, cache: SampleCache | None, *, task: str, options_digest: str, model_revision: str,
-                 dataset_revision: str) -> None:
+    def __init__(
+        self, cache: SampleCache | None, *, task: str, options_digest: str, model_revision: str, dataset_revision: str
+    ) -> None:
         import conceptforge
 
         self.cache = cache
-        self.prefix = "\0".join([conceptforge.__version__, task, options_digest, model_revision or "", dataset_revision or ""])
+        self.prefix = "\0".join(
+            [conceptforge.__version__, task, options_digest, model_revision or "", dataset_revision or ""]
+        )
         self.scored = 0
         self.reused = 0
 
@@ -77,8 +83,9 @@ class TaskSamples:
     def _key(self, item_id: str) -> str:
         return hashlib.sha256(f"{self.prefix}\0{item_id}".encode()).hexdigest()
 
-    def collect(self, item_ids: Sequence[str], score: Callable[[list[int]], list[dict[str, Any]]], *,
-                chunk: int = 256) -> list[dict[str, Any]]:
+    def collect(
+        self, item_ids: Sequence[str], score: Callable[[list[int]], list[dict[str, Any]]], *, chunk: int = 256
+    ) -> list[dict[str, Any]]:
         """The rows of ``item_ids`` (in that order): cached ones read back, the others scored by
         ``score(positions)`` ``chunk`` at a time and committed after each chunk."""
         keys = [self._key(i) for i in item_ids]

@@ -11,9 +11,10 @@ of CompMap query rows in numpy, not row by row in Python.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -49,14 +50,17 @@ class Column:
     values: list
 
     @classmethod
-    def from_values(cls, values: Sequence[Any]) -> "Column":
+    def from_values(cls, values: Sequence[Any]) -> Column:
         mapping: dict[Any, int] = {}
-        codes = np.fromiter((-1 if v is None else mapping.setdefault(v, len(mapping)) for v in values), dtype=np.int64,
-                            count=len(values))
+        codes = np.fromiter(
+            (-1 if v is None else mapping.setdefault(v, len(mapping)) for v in values),
+            dtype=np.int64,
+            count=len(values),
+        )
         return cls(codes, list(mapping))
 
     @classmethod
-    def from_arrow(cls, chunked: Any) -> "Column":
+    def from_arrow(cls, chunked: Any) -> Column:
         encoded = chunked.combine_chunks().dictionary_encode()
         codes = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
         return cls(codes, encoded.dictionary.to_pylist())
@@ -96,11 +100,17 @@ class Samples:
         return self.metadata.get("model", "")
 
     @classmethod
-    def from_rows(cls, task: str, rows: Sequence[dict[str, Any]], metadata: dict[str, str] | None = None) -> "Samples":
+    def from_rows(cls, task: str, rows: Sequence[dict[str, Any]], metadata: dict[str, str] | None = None) -> Samples:
         names = {name for row in rows for name in row} - {"value"}
-        value = np.array([np.nan if row.get("value") is None else float(row["value"]) for row in rows], dtype=np.float64)
-        return cls(task, value, {name: Column.from_values([row.get(name) for row in rows]) for name in names},
-                   dict(metadata or {}))
+        value = np.array(
+            [np.nan if row.get("value") is None else float(row["value"]) for row in rows], dtype=np.float64
+        )
+        return cls(
+            task,
+            value,
+            {name: Column.from_values([row.get(name) for row in rows]) for name in names},
+            dict(metadata or {}),
+        )
 
 
 def read_samples(path: str | Path) -> Samples:
@@ -117,13 +127,18 @@ def read_samples(path: str | Path) -> Samples:
         raise DataFormatError(f"{path} is not a parquet file ({str(error).splitlines()[0]})") from None
     missing = [name for name in REQUIRED_COLUMNS if name not in table.column_names]
     if missing:
-        raise DataFormatError(f"{path} lacks column(s) {', '.join(missing)} of the per-sample schema "
-                              f"(it has {', '.join(table.column_names)})")
+        raise DataFormatError(
+            f"{path} lacks column(s) {', '.join(missing)} of the per-sample schema "
+            f"(it has {', '.join(table.column_names)})"
+        )
     kind = table.schema.field("value").type
     if not (pa.types.is_floating(kind) or pa.types.is_integer(kind) or pa.types.is_boolean(kind)):
         raise DataFormatError(f"{path}: column value must be numeric, it is {kind}")
     value = table.column("value").cast(pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64)
-    columns = {name: Column.from_arrow(table.column(name)) for name in table.column_names
-               if name != "value" and not pa.types.is_nested(table.schema.field(name).type)}  # not candidates, scores
+    columns = {
+        name: Column.from_arrow(table.column(name))
+        for name in table.column_names
+        if name != "value" and not pa.types.is_nested(table.schema.field(name).type)
+    }  # not candidates, scores
     metadata = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items() if k.decode() in METADATA_KEYS}
     return Samples(path.stem, value, columns, metadata, str(path))

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from conceptforge.errors import DataFormatError, DataNotFoundError
 
@@ -44,8 +45,14 @@ def samples_dir(results_path: str | Path) -> Path:
 def _arrow_type(name: str):
     import pyarrow as pa
 
-    types = {"string": pa.string(), "float64": pa.float64(), "int64": pa.int64(), "bool": pa.bool_(),
-             "list<string>": pa.list_(pa.string()), "list<float64>": pa.list_(pa.float64())}
+    types = {
+        "string": pa.string(),
+        "float64": pa.float64(),
+        "int64": pa.int64(),
+        "bool": pa.bool_(),
+        "list<string>": pa.list_(pa.string()),
+        "list<float64>": pa.list_(pa.float64()),
+    }
     if name not in types:
         raise ValueError(f"unknown sample column type {name!r}")
     return types[name]
@@ -54,12 +61,15 @@ def _arrow_type(name: str):
 def schema_for(columns: Sequence[tuple[str, str]], metadata: dict[str, str] | None = None):
     import pyarrow as pa
 
-    return pa.schema([pa.field(name, _arrow_type(kind)) for name, kind in (*COMMON_COLUMNS, *columns)],
-                     metadata={k.encode(): v.encode() for k, v in (metadata or {}).items()})
+    return pa.schema(
+        [pa.field(name, _arrow_type(kind)) for name, kind in (*COMMON_COLUMNS, *columns)],
+        metadata={k.encode(): v.encode() for k, v in (metadata or {}).items()},
+    )
 
 
-def write_samples(path: str | Path, rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]], *,
-                  metadata: dict[str, str]) -> Path:
+def write_samples(
+    path: str | Path, rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]], *, metadata: dict[str, str]
+) -> Path:
     """Write ``rows`` (dicts holding every column) as one parquet file, atomically."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -91,7 +101,9 @@ def read_samples(path: str | Path) -> tuple[list[dict[str, Any]], dict[str, str]
     return table.to_pylist(), metadata
 
 
-def samples_metadata(*, model: dict[str, Any], dataset: dict[str, Any], record: dict[str, Any], run: dict[str, Any]) -> dict[str, str]:
+def samples_metadata(
+    *, model: dict[str, Any], dataset: dict[str, Any], record: dict[str, Any], run: dict[str, Any]
+) -> dict[str, str]:
     return {
         "model": str(model.get("id") or ""),
         "model_revision": str(model.get("sha") or model.get("revision") or ""),
@@ -121,18 +133,25 @@ def check_samples_target(directory: str | Path) -> None:
 
     directory = Path(directory)
     if directory.exists() and not directory.is_dir():
-        raise InvalidArgumentError(f"{directory} is a file; the per-sample predictions go to a folder of that name "
-                                   "(move it, pass another --output, or --no-samples)")
+        raise InvalidArgumentError(
+            f"{directory} is a file; the per-sample predictions go to a folder of that name "
+            "(move it, pass another --output, or --no-samples)"
+        )
     if directory.is_dir() and any(directory.iterdir()) and not (directory / MARKER).is_file():
-        raise InvalidArgumentError(f"{directory} exists and was not written by conceptforge evaluate: the per-sample "
-                                   "predictions would replace it (move it, pass another --output, or --no-samples)")
+        raise InvalidArgumentError(
+            f"{directory} exists and was not written by conceptforge evaluate: the per-sample "
+            "predictions would replace it (move it, pass another --output, or --no-samples)"
+        )
     from conceptforge.output import claim_folder
 
     claim_folder(directory, made_by=SAMPLES_MADE_BY, flag="--output")  # the same rule the final write applies
 
 
-def write_run_samples(directory: str | Path, payload: dict[str, Any],
-                      samples: dict[str, tuple[list[dict[str, Any]], tuple[tuple[str, str], ...]]]) -> list[Path]:
+def write_run_samples(
+    directory: str | Path,
+    payload: dict[str, Any],
+    samples: dict[str, tuple[list[dict[str, Any]], tuple[tuple[str, str], ...]]],
+) -> list[Path]:
     """One ``<task>.parquet`` per task of ``payload`` into ``directory`` (replaced as a whole, so
     a folder never mixes two runs); each file's metadata carries its results entry and the run."""
     from conceptforge.files import write_directory_atomically
@@ -145,8 +164,12 @@ def write_run_samples(directory: str | Path, payload: dict[str, Any],
         (tmp / MARKER).write_text("per-task sample predictions of one conceptforge evaluate run\n")
         for position, record in enumerate(payload["tasks"]):
             rows, columns = samples[record["task"]]
-            meta = samples_metadata(model=payload["model"], dataset=record["dataset"],
-                                    record={**record, "metrics": None, "position": position}, run=run)
+            meta = samples_metadata(
+                model=payload["model"],
+                dataset=record["dataset"],
+                record={**record, "metrics": None, "position": position},
+                run=run,
+            )
             write_samples(tmp / f"{record['task']}.parquet", rows, columns, metadata=meta)
             written.append(Path(directory) / f"{record['task']}.parquet")
 

@@ -37,11 +37,20 @@ from typing import Any
 import numpy as np
 import torch
 
+from conceptforge.cub import (
+    CBM_MIN_CLASS_COUNT,
+    CubMetadata,
+    attribute_group,
+    attribute_value,
+    bird_name,
+    to_cub_attribute,
+)
 from conceptforge.errors import DataFormatError, InvalidArgumentError
-from conceptforge.cub import CBM_MIN_CLASS_COUNT, CubMetadata, attribute_group, attribute_value, bird_name, to_cub_attribute
 from conceptforge.loaders.data import image_column_raw, load_split, require_columns
 from conceptforge.loaders.sub_scoring import (
     S_MINUS_RULES as S_MINUS_RULES,  # re-exported: the task table reads the rules here
+)
+from conceptforge.loaders.sub_scoring import (
     SubItem,
     SubReport,
     build_report,
@@ -87,8 +96,12 @@ def items_from_dataset(dataset, *, cub: CubMetadata | None = None) -> tuple[list
         require_columns(dataset, PUBLISHED_COLUMNS, what="published SUB")
         images = image_column_raw(dataset)
         attr_names, bird_names = _label_names(dataset, "attr_label"), _label_names(dataset, "bird_label")
-        attrs = [attr_names[a] if attr_names and isinstance(a, (int, np.integer)) else str(a) for a in dataset["attr_label"]]
-        birds = [bird_names[b] if bird_names and isinstance(b, (int, np.integer)) else str(b) for b in dataset["bird_label"]]
+        attrs = [
+            attr_names[a] if attr_names and isinstance(a, (int, np.integer)) else str(a) for a in dataset["attr_label"]
+        ]
+        birds = [
+            bird_names[b] if bird_names and isinstance(b, (int, np.integer)) else str(b) for b in dataset["bird_label"]
+        ]
         items = []
         has_class_labels = cub is not None and cub.class_labels is not None
         if not has_class_labels:
@@ -117,7 +130,9 @@ def items_from_dataset(dataset, *, cub: CubMetadata | None = None) -> tuple[list
     return items, schema
 
 
-def load_sub(source: str, *, split: str = "test", revision: str | None = None, cub: CubMetadata | None = None) -> list[SubItem]:
+def load_sub(
+    source: str, *, split: str = "test", revision: str | None = None, cub: CubMetadata | None = None
+) -> list[SubItem]:
     """Load SUB items from a local dataset directory or a Hub repo id (at ``revision``)."""
     items, schema = items_from_dataset(load_split(source, split, revision=revision), cub=cub)
     logger.info("SUB %s (%s schema): %d images", source, schema, len(items))
@@ -175,8 +190,10 @@ def evaluate_vlm(
 
     if dataset is None:
         raise InvalidArgumentError("evaluate_vlm needs a dataset (local dir, Hub id, datasets.Dataset or SubItems)")
-    embedder = model if isinstance(model, EmbeddingModel) else EmbeddingModel.from_pretrained(
-        model, revision=revision, cache_dir=cache_dir, device=device
+    embedder = (
+        model
+        if isinstance(model, EmbeddingModel)
+        else EmbeddingModel.from_pretrained(model, revision=revision, cache_dir=cache_dir, device=device)
     )
     items = _resolve_items(dataset, cub, dataset_revision, split)
     groups = sorted({item.group for item in items})
@@ -194,7 +211,11 @@ def evaluate_vlm(
         embedder.model_id,
         embedder.revision,
         results,
-        {"template": template, "none_prompt": none_prompt, "label_set": "CUB 312 attributes, within group, + none",
-         "s_minus": s_minus, "cbm_min_classes": cbm_min_classes},
+        {
+            "template": template,
+            "none_prompt": none_prompt,
+            "label_set": "CUB 312 attributes, within group, + none",
+            "s_minus": s_minus,
+            "cbm_min_classes": cbm_min_classes,
+        },
     )
-

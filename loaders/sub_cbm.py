@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import importlib
 import logging
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -25,7 +26,9 @@ logger = logging.getLogger(__name__)
 ConceptPredictor = Callable[[list[Any]], Any]
 
 
-def as_concept_predictor(model: Any, *, transform: Callable[[Any], torch.Tensor] | None = None, device: str = "cpu") -> ConceptPredictor:
+def as_concept_predictor(
+    model: Any, *, transform: Callable[[Any], torch.Tensor] | None = None, device: str = "cpu"
+) -> ConceptPredictor:
     """Wrap a callable on PIL images, or a torch module plus a per-image ``transform``, as
     ``predict(list_of_PIL) -> logits [B, C]``."""
     if isinstance(model, torch.nn.Module):
@@ -99,9 +102,8 @@ def evaluate_cbm(
 ) -> SubReport:
     """Evaluate a concept-bottleneck model; present = sigmoid(logit) ≥ ``threshold`` (or
     probability ≥ ``threshold`` with ``outputs="probabilities"``)."""
-    from conceptforge.progress import tqdm
-
     from conceptforge.loaders.embeddings import load_pil
+    from conceptforge.progress import tqdm
 
     if outputs not in ("logits", "probabilities"):
         raise InvalidArgumentError(f"outputs must be 'logits' or 'probabilities', got {outputs!r}")
@@ -111,11 +113,27 @@ def evaluate_cbm(
     for start in tqdm(range(0, len(items), batch_size), desc="CBM", leave=False):
         batch = [load_pil(item.image) for item in items[start : start + batch_size]]
         output = predict(batch)
-        chunks.append(torch.as_tensor(np.asarray(output.detach().cpu() if isinstance(output, torch.Tensor) else output), dtype=torch.float32))
+        chunks.append(
+            torch.as_tensor(
+                np.asarray(output.detach().cpu() if isinstance(output, torch.Tensor) else output), dtype=torch.float32
+            )
+        )
     scores = torch.cat(chunks) if chunks else torch.zeros((0, len(cub.attributes)))
     probabilities = torch.sigmoid(scores) if outputs == "logits" else scores
     names = cbm_concept_names(scores.shape[1], cub, concept_names)
-    results = score_cbm_predictions(items, (probabilities >= threshold).numpy(), names, cub=cub, s_minus=s_minus,
-                                    cbm_min_classes=cbm_min_classes)
-    return build_report("cbm", name, "", results, {"threshold": threshold, "outputs": outputs, "num_concepts": len(names),
-                                                   "s_minus": s_minus, "cbm_min_classes": cbm_min_classes})
+    results = score_cbm_predictions(
+        items, (probabilities >= threshold).numpy(), names, cub=cub, s_minus=s_minus, cbm_min_classes=cbm_min_classes
+    )
+    return build_report(
+        "cbm",
+        name,
+        "",
+        results,
+        {
+            "threshold": threshold,
+            "outputs": outputs,
+            "num_concepts": len(names),
+            "s_minus": s_minus,
+            "cbm_min_classes": cbm_min_classes,
+        },
+    )

@@ -8,13 +8,14 @@ against numbers worked out by hand; running the models is :mod:`conceptforge.loa
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
-from conceptforge.errors import DataNotFoundError, InvalidArgumentError
 from conceptforge.cub import CBM_MIN_CLASS_COUNT, CubMetadata, attribute_group
+from conceptforge.errors import DataNotFoundError, InvalidArgumentError
 from conceptforge.loaders.reports import markdown_table, pct
 
 S_MINUS_RULES = ("paper", "any-original")
@@ -123,7 +124,14 @@ class SubReport:
 
         def breakdown(title: str, table: dict[str, dict[str, float | int]]) -> str:
             rows = [
-                [key, pct(v["s_plus"]), pct(v["chance_s_plus"]), pct(v["s_minus"]), pct(v["chance_s_minus"]), v["n_s_plus"]]
+                [
+                    key,
+                    pct(v["s_plus"]),
+                    pct(v["chance_s_plus"]),
+                    pct(v["s_minus"]),
+                    pct(v["chance_s_minus"]),
+                    v["n_s_plus"],
+                ]
                 for key, v in sorted(table.items())
             ]
             return f"{title}\n\n" + markdown_table([title.split()[1], "S+", "chance", "S−", "chance", "n"], rows)
@@ -131,7 +139,9 @@ class SubReport:
         return "\n\n".join([head, breakdown("Per attribute", self.per_attribute), breakdown("Per bird", self.per_bird)])
 
 
-def build_report(kind: str, model: str, revision: str, results: Sequence[SubItemScore], settings: dict | None = None) -> SubReport:
+def build_report(
+    kind: str, model: str, revision: str, results: Sequence[SubItemScore], settings: dict | None = None
+) -> SubReport:
     total, per_attribute, per_bird = Tally(), defaultdict(Tally), defaultdict(Tally)
     for result in results:
         total.add(result)
@@ -150,7 +160,11 @@ def build_report(kind: str, model: str, revision: str, results: Sequence[SubItem
 
 
 def s_minus_targets(
-    items: Sequence[SubItem], cub: CubMetadata | None, *, rule: str = "paper", cbm_min_classes: int = CBM_MIN_CLASS_COUNT
+    items: Sequence[SubItem],
+    cub: CubMetadata | None,
+    *,
+    rule: str = "paper",
+    cbm_min_classes: int = CBM_MIN_CLASS_COUNT,
 ) -> list[list[str]]:
     """The attribute(s) each item's S− checks (empty: S− not scored for that item).
 
@@ -163,7 +177,9 @@ def s_minus_targets(
     if rule == "any-original":
         return [[r for r in item.removed if attribute_group(r) == item.group and r != item.attribute] for item in items]
     if cub is None or cub.class_labels is None:
-        raise DataNotFoundError("S- (paper rule) needs CUB's class-level labels: pass a CUB directory with image attribute labels")
+        raise DataNotFoundError(
+            "S- (paper rule) needs CUB's class-level labels: pass a CUB directory with image attribute labels"
+        )
     subset = set(cub.cbm_attributes(cbm_min_classes))
     targets = []
     for item in items:
@@ -174,8 +190,12 @@ def s_minus_targets(
 
 
 def score_vlm_predictions(
-    items: Sequence[SubItem], predictions: Sequence[str | None], cub: CubMetadata, *,
-    s_minus: str = "paper", cbm_min_classes: int = CBM_MIN_CLASS_COUNT,
+    items: Sequence[SubItem],
+    predictions: Sequence[str | None],
+    cub: CubMetadata,
+    *,
+    s_minus: str = "paper",
+    cbm_min_classes: int = CBM_MIN_CLASS_COUNT,
 ) -> list[SubItemScore]:
     """Score one within-group choice per image (``None`` = the "none" option), Appendix F chance."""
     if len(items) != len(predictions):
@@ -200,8 +220,13 @@ def score_vlm_predictions(
 
 
 def score_cbm_predictions(
-    items: Sequence[SubItem], present: np.ndarray, concept_names: Sequence[str], *,
-    cub: CubMetadata | None = None, s_minus: str = "paper", cbm_min_classes: int = CBM_MIN_CLASS_COUNT,
+    items: Sequence[SubItem],
+    present: np.ndarray,
+    concept_names: Sequence[str],
+    *,
+    cub: CubMetadata | None = None,
+    s_minus: str = "paper",
+    cbm_min_classes: int = CBM_MIN_CLASS_COUNT,
 ) -> list[SubItemScore]:
     """Score binary concept predictions ``present`` [N, C] over ``concept_names``; chance is 50%.
 
@@ -210,7 +235,9 @@ def score_cbm_predictions(
     present = np.asarray(present, dtype=bool)
     index = {name: i for i, name in enumerate(concept_names)}
     if present.shape != (len(items), len(concept_names)):
-        raise InvalidArgumentError(f"CBM predictions have shape {present.shape}, expected {(len(items), len(concept_names))}")
+        raise InvalidArgumentError(
+            f"CBM predictions have shape {present.shape}, expected {(len(items), len(concept_names))}"
+        )
     targets = s_minus_targets(items, cub, rule=s_minus, cbm_min_classes=cbm_min_classes)
     results = []
     for row, item, wanted in zip(present, items, targets):
@@ -222,7 +249,9 @@ def score_cbm_predictions(
                 bird=item.bird,
                 attribute=item.attribute,
                 removed=removed,
-                prediction=[concept_names[j] for j in np.flatnonzero(row) if attribute_group(concept_names[j]) == item.group],
+                prediction=[
+                    concept_names[j] for j in np.flatnonzero(row) if attribute_group(concept_names[j]) == item.group
+                ],
                 s_plus=plus,
                 s_minus=minus,
                 chance_plus=0.5 if plus is not None else None,

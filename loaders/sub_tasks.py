@@ -9,28 +9,61 @@ chance levels and every breakdown are means over rows. Grouping columns: ``attri
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from conceptforge.errors import DataFormatError, DataNotFoundError
 from conceptforge.loaders.model_ref import CBM, CLIP
 from conceptforge.loaders.task_spec import Metric, Option, Task, TaskContext, TaskOutcome, choice, template
 
-COLUMNS = (("attribute_group", "string"), ("bird", "string"), ("attribute", "string"), ("side", "string"), ("chance", "float64"))
+COLUMNS = (
+    ("attribute_group", "string"),
+    ("bird", "string"),
+    ("attribute", "string"),
+    ("side", "string"),
+    ("chance", "float64"),
+)
 
 
-def _rows(task: str, index: int, item: Any, candidates: list[str], scores: list[float], detected: list[str],
-          result: Any) -> list[dict[str, Any]]:
+def _rows(
+    task: str, index: int, item: Any, candidates: list[str], scores: list[float], detected: list[str], result: Any
+) -> list[dict[str, Any]]:
     """The S+ row and (if scored) the S− row of one image, from the protocol's ``SubItemScore``."""
-    base = {"task": task, "candidates": candidates, "scores": scores, "prediction": ";".join(detected) or "none",
-            "attribute_group": item.group, "bird": item.bird, "attribute": item.attribute}
+    base = {
+        "task": task,
+        "candidates": candidates,
+        "scores": scores,
+        "prediction": ";".join(detected) or "none",
+        "attribute_group": item.group,
+        "bird": item.bird,
+        "attribute": item.attribute,
+    }
     rows = []
     if result.s_plus is not None:
-        rows.append({**base, "item_id": f"{index}/S+", "label": item.attribute, "correct": bool(result.s_plus),
-                     "value": float(result.s_plus), "side": "S+", "chance": result.chance_plus})
+        rows.append(
+            {
+                **base,
+                "item_id": f"{index}/S+",
+                "label": item.attribute,
+                "correct": bool(result.s_plus),
+                "value": float(result.s_plus),
+                "side": "S+",
+                "chance": result.chance_plus,
+            }
+        )
     if result.s_minus is not None:
-        rows.append({**base, "item_id": f"{index}/S-", "label": ";".join(result.removed), "correct": bool(result.s_minus),
-                     "value": float(result.s_minus), "side": "S-", "chance": result.chance_minus})
+        rows.append(
+            {
+                **base,
+                "item_id": f"{index}/S-",
+                "label": ";".join(result.removed),
+                "correct": bool(result.s_minus),
+                "value": float(result.s_minus),
+                "side": "S-",
+                "chance": result.chance_minus,
+            }
+        )
     return rows
 
 
@@ -41,8 +74,10 @@ def score_sub(rows: Sequence[dict[str, Any]], options: dict[str, Any]) -> dict[s
     def mean(values: list[float]) -> float:
         return sum(values) / len(values) if values else float("nan")
 
-    metrics = {"s_plus": Metric(mean([r["value"] for r in plus]), None, len(plus)),
-               "s_minus": Metric(mean([r["value"] for r in minus]), None, len(minus))}
+    metrics = {
+        "s_plus": Metric(mean([r["value"] for r in plus]), None, len(plus)),
+        "s_minus": Metric(mean([r["value"] for r in minus]), None, len(minus)),
+    }
     if options.get("kind", "vlm") == "vlm":
         metrics["chance_s_plus"] = Metric(mean([r["chance"] for r in plus]), None, len(plus))
         metrics["chance_s_minus"] = Metric(mean([r["chance"] for r in minus]), None, len(minus))
@@ -71,8 +106,10 @@ def run_sub_vlm(ctx: TaskContext) -> TaskOutcome:
     embedder = ctx.session.embedder()
     groups = sorted({item.group for item in items})
     choices: dict[str, list[str | None]] = {g: [*cub.groups[g], None] for g in groups}
-    text = {g: embedder.embed_texts([attribute_prompt(a, o["template"]) if a else o["none_prompt"] for a in choices[g]])
-            for g in groups}
+    text = {
+        g: embedder.embed_texts([attribute_prompt(a, o["template"]) if a else o["none_prompt"] for a in choices[g]])
+        for g in groups
+    }
 
     def score(positions: list[int]) -> list[dict[str, Any]]:
         chosen = [items[p] for p in positions]
@@ -81,26 +118,55 @@ def run_sub_vlm(ctx: TaskContext) -> TaskOutcome:
         for position, item, vector in zip(positions, chosen, vectors):
             scores = text[item.group] @ vector
             predicted = choices[item.group][int(torch.argmax(scores))]
-            (result,) = score_vlm_predictions([item], [predicted], cub, s_minus=o["s_minus"], cbm_min_classes=o["cbm_min_classes"])
-            out.append({"rows": _rows("sub-vlm", position, item, [a or "none" for a in choices[item.group]],
-                                      [float(s) for s in scores.double()], [predicted] if predicted else [], result),
-                        "prediction": predicted})
+            (result,) = score_vlm_predictions(
+                [item], [predicted], cub, s_minus=o["s_minus"], cbm_min_classes=o["cbm_min_classes"]
+            )
+            out.append(
+                {
+                    "rows": _rows(
+                        "sub-vlm",
+                        position,
+                        item,
+                        [a or "none" for a in choices[item.group]],
+                        [float(s) for s in scores.double()],
+                        [predicted] if predicted else [],
+                        result,
+                    ),
+                    "prediction": predicted,
+                }
+            )
         return out
 
     done = ctx.samples.collect([str(i) for i in range(len(items))], score, chunk=ctx.batch_size)
-    results = score_vlm_predictions(items, [d["prediction"] for d in done], cub, s_minus=o["s_minus"],
-                                    cbm_min_classes=o["cbm_min_classes"])
-    report = build_report("vlm", embedder.model_id, embedder.revision, results,
-                          {"template": o["template"], "none_prompt": o["none_prompt"],
-                           "label_set": "CUB 312 attributes, within group, + none", "s_minus": o["s_minus"],
-                           "cbm_min_classes": o["cbm_min_classes"]})
+    results = score_vlm_predictions(
+        items, [d["prediction"] for d in done], cub, s_minus=o["s_minus"], cbm_min_classes=o["cbm_min_classes"]
+    )
+    report = build_report(
+        "vlm",
+        embedder.model_id,
+        embedder.revision,
+        results,
+        {
+            "template": o["template"],
+            "none_prompt": o["none_prompt"],
+            "label_set": "CUB 312 attributes, within group, + none",
+            "s_minus": o["s_minus"],
+            "cbm_min_classes": o["cbm_min_classes"],
+        },
+    )
     s = report.summary
-    metrics = {name: Metric(float(s[name]), None, int(s["n_s_minus" if "minus" in name else "n_s_plus"]))
-               for name in ("s_plus", "s_minus", "chance_s_plus", "chance_s_minus")}
-    return TaskOutcome([row for d in done for row in d["rows"]], "s_plus", metrics=metrics,
-                       variant=f"within-group + none; S- rule {o['s_minus']}",
-                       details={"per_attribute": report.per_attribute, "per_bird": report.per_bird, "settings": report.settings},
-                       table=report.format())
+    metrics = {
+        name: Metric(float(s[name]), None, int(s["n_s_minus" if "minus" in name else "n_s_plus"]))
+        for name in ("s_plus", "s_minus", "chance_s_plus", "chance_s_minus")
+    }
+    return TaskOutcome(
+        [row for d in done for row in d["rows"]],
+        "s_plus",
+        metrics=metrics,
+        variant=f"within-group + none; S- rule {o['s_minus']}",
+        details={"per_attribute": report.per_attribute, "per_bird": report.per_bird, "settings": report.settings},
+        table=report.format(),
+    )
 
 
 def run_sub_cbm(ctx: TaskContext) -> TaskOutcome:
@@ -108,8 +174,8 @@ def run_sub_cbm(ctx: TaskContext) -> TaskOutcome:
     import torch
 
     from conceptforge.loaders.embeddings import load_pil
-    from conceptforge.loaders.sub_scoring import build_report, score_cbm_predictions
     from conceptforge.loaders.sub_cbm import as_concept_predictor, cbm_concept_names, load_cbm_factory
+    from conceptforge.loaders.sub_scoring import build_report, score_cbm_predictions
 
     cub, items = _load(ctx)
     o = ctx.options
@@ -131,18 +197,37 @@ def run_sub_cbm(ctx: TaskContext) -> TaskOutcome:
         for start in range(0, len(positions), ctx.batch_size):
             chunk = positions[start : start + ctx.batch_size]
             output = predict([load_pil(items[p].image) for p in chunk])
-            logits = torch.as_tensor(np.asarray(output.detach().cpu() if isinstance(output, torch.Tensor) else output), dtype=torch.float32)
+            logits = torch.as_tensor(
+                np.asarray(output.detach().cpu() if isinstance(output, torch.Tensor) else output), dtype=torch.float32
+            )
             probabilities = torch.sigmoid(logits) if o["outputs"] == "logits" else logits
             concepts = state.setdefault("names", cbm_concept_names(logits.shape[1], cub, names))
             present = (probabilities >= o["threshold"]).numpy()
-            results = score_cbm_predictions([items[p] for p in chunk], present, concepts, cub=cub, s_minus=o["s_minus"],
-                                            cbm_min_classes=o["cbm_min_classes"])
+            results = score_cbm_predictions(
+                [items[p] for p in chunk],
+                present,
+                concepts,
+                cub=cub,
+                s_minus=o["s_minus"],
+                cbm_min_classes=o["cbm_min_classes"],
+            )
             for position, row, probs, result in zip(chunk, present, probabilities, results):
                 item = items[position]
                 in_group = [j for j, c in enumerate(concepts) if c.startswith(item.group + "::")]
-                out.append({"rows": _rows("sub-cbm", position, item, [concepts[j] for j in in_group],
-                                          [float(probs[j]) for j in in_group], result.prediction, result),
-                            "present": [concepts[j] for j in np.flatnonzero(row)]})
+                out.append(
+                    {
+                        "rows": _rows(
+                            "sub-cbm",
+                            position,
+                            item,
+                            [concepts[j] for j in in_group],
+                            [float(probs[j]) for j in in_group],
+                            result.prediction,
+                            result,
+                        ),
+                        "present": [concepts[j] for j in np.flatnonzero(row)],
+                    }
+                )
         return out
 
     done = ctx.samples.collect([str(i) for i in range(len(items))], score, chunk=ctx.batch_size)
@@ -151,16 +236,35 @@ def run_sub_cbm(ctx: TaskContext) -> TaskOutcome:
     present = np.zeros((len(items), len(concepts)), dtype=bool)
     for i, d in enumerate(done):
         present[i, [index[c] for c in d["present"]]] = True
-    results = score_cbm_predictions(items, present, concepts, cub=cub, s_minus=o["s_minus"], cbm_min_classes=o["cbm_min_classes"])
-    report = build_report("cbm", ctx.model.id, "", results, {"threshold": o["threshold"], "outputs": o["outputs"],
-                                                             "num_concepts": len(concepts), "s_minus": o["s_minus"],
-                                                             "cbm_min_classes": o["cbm_min_classes"]})
+    results = score_cbm_predictions(
+        items, present, concepts, cub=cub, s_minus=o["s_minus"], cbm_min_classes=o["cbm_min_classes"]
+    )
+    report = build_report(
+        "cbm",
+        ctx.model.id,
+        "",
+        results,
+        {
+            "threshold": o["threshold"],
+            "outputs": o["outputs"],
+            "num_concepts": len(concepts),
+            "s_minus": o["s_minus"],
+            "cbm_min_classes": o["cbm_min_classes"],
+        },
+    )
     s = report.summary
-    metrics = {"s_plus": Metric(float(s["s_plus"]), None, int(s["n_s_plus"])),
-               "s_minus": Metric(float(s["s_minus"]), None, int(s["n_s_minus"]))}
-    return TaskOutcome([row for d in done for row in d["rows"]], "s_plus", metrics=metrics,
-                       variant=f"{o['outputs']} >= {o['threshold']}; S- rule {o['s_minus']}",
-                       details={"per_attribute": report.per_attribute, "settings": report.settings}, table=report.format())
+    metrics = {
+        "s_plus": Metric(float(s["s_plus"]), None, int(s["n_s_plus"])),
+        "s_minus": Metric(float(s["s_minus"]), None, int(s["n_s_minus"])),
+    }
+    return TaskOutcome(
+        [row for d in done for row in d["rows"]],
+        "s_plus",
+        metrics=metrics,
+        variant=f"{o['outputs']} >= {o['threshold']}; S- rule {o['s_minus']}",
+        details={"per_attribute": report.per_attribute, "settings": report.settings},
+        table=report.format(),
+    )
 
 
 def score_sub_cbm(rows: Sequence[dict[str, Any]], options: dict[str, Any]) -> dict[str, Metric]:
@@ -172,8 +276,15 @@ def _s_minus_options() -> tuple[Option, ...]:
     from conceptforge.cub import CBM_MIN_CLASS_COUNT
     from conceptforge.loaders.sub_scoring import S_MINUS_RULES
 
-    return (Option("s_minus", S_MINUS_RULES[0], choice(S_MINUS_RULES), f"S- rule: {' | '.join(S_MINUS_RULES)}"),
-            Option("cbm_min_classes", CBM_MIN_CLASS_COUNT, int, "classes an attribute needs to be in the CBM subset (paper rule)"))
+    return (
+        Option("s_minus", S_MINUS_RULES[0], choice(S_MINUS_RULES), f"S- rule: {' | '.join(S_MINUS_RULES)}"),
+        Option(
+            "cbm_min_classes",
+            CBM_MIN_CLASS_COUNT,
+            int,
+            "classes an attribute needs to be in the CBM subset (paper rule)",
+        ),
+    )
 
 
 def tasks() -> list[Task]:
@@ -181,17 +292,48 @@ def tasks() -> list[Task]:
     from conceptforge.loaders.sub import ATTRIBUTE_TEMPLATE, NONE_TEMPLATE
 
     return [
-        Task("sub-vlm", "sub", "SUB S+/S- accuracy of a VLM over CUB's within-group attribute prompts + none (SUB paper Table 1)",
-             (CLIP,), "sub/vlm-within-group", run_sub_vlm, score_sub, columns=COLUMNS, dataset="Jessica-bader/SUB",
-             revision="main", split="test", needs=("cub_dir",),
-             options=(Option("template", ATTRIBUTE_TEMPLATE, template(allowed={"group", "value"}, required={"value"}),
-                             "attribute prompt with {group} and {value}"),
-                      Option("none_prompt", NONE_TEMPLATE, str, "prompt of the 'none' option"), *_s_minus_options())),
-        Task("sub-cbm", "sub", "SUB S+/S- accuracy of a concept-bottleneck model (SUB paper Table 2)",
-             (CBM,), "sub/cbm-threshold", run_sub_cbm, score_sub_cbm, columns=COLUMNS, dataset="Jessica-bader/SUB",
-             revision="main", split="test", needs=("cub_dir",),
-             options=(Option("threshold", 0.5, float, "present when sigmoid(logit) >= threshold"),
-                      Option("outputs", "logits", str, "logits | probabilities"),
-                      Option("concept_names", "", str, "file with the CBM's output attributes, one per line"),
-                      *_s_minus_options())),
+        Task(
+            "sub-vlm",
+            "sub",
+            "SUB S+/S- accuracy of a VLM over CUB's within-group attribute prompts + none (SUB paper Table 1)",
+            (CLIP,),
+            "sub/vlm-within-group",
+            run_sub_vlm,
+            score_sub,
+            columns=COLUMNS,
+            dataset="Jessica-bader/SUB",
+            revision="main",
+            split="test",
+            needs=("cub_dir",),
+            options=(
+                Option(
+                    "template",
+                    ATTRIBUTE_TEMPLATE,
+                    template(allowed={"group", "value"}, required={"value"}),
+                    "attribute prompt with {group} and {value}",
+                ),
+                Option("none_prompt", NONE_TEMPLATE, str, "prompt of the 'none' option"),
+                *_s_minus_options(),
+            ),
+        ),
+        Task(
+            "sub-cbm",
+            "sub",
+            "SUB S+/S- accuracy of a concept-bottleneck model (SUB paper Table 2)",
+            (CBM,),
+            "sub/cbm-threshold",
+            run_sub_cbm,
+            score_sub_cbm,
+            columns=COLUMNS,
+            dataset="Jessica-bader/SUB",
+            revision="main",
+            split="test",
+            needs=("cub_dir",),
+            options=(
+                Option("threshold", 0.5, float, "present when sigmoid(logit) >= threshold"),
+                Option("outputs", "logits", str, "logits | probabilities"),
+                Option("concept_names", "", str, "file with the CBM's output attributes, one per line"),
+                *_s_minus_options(),
+            ),
+        ),
     ]

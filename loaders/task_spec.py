@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from conceptforge.errors import InvalidArgumentError
 
@@ -186,7 +187,9 @@ class Task:
 
 def options_digest(options: dict[str, Any]) -> str:
     """A stable digest of a task's options (tuples and lists alike), for cache keys."""
-    text = json.dumps({k: list(v) if isinstance(v, tuple) else v for k, v in sorted(options.items())}, sort_keys=True, default=str)
+    text = json.dumps(
+        {k: list(v) if isinstance(v, tuple) else v for k, v in sorted(options.items())}, sort_keys=True, default=str
+    )
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

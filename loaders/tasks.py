@@ -12,11 +12,12 @@ in its benchmark's ``tasks()`` (docs/evaluation.md, "Adding a task").
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from conceptforge.errors import ConceptforgeError, InvalidArgumentError
-from conceptforge.loaders import sub_tasks, conceptbed_tasks
+from conceptforge.loaders import conceptbed_tasks, sub_tasks
 from conceptforge.loaders.binding import tasks as binding_tasks
 from conceptforge.loaders.compmap import tasks as compmap_tasks
 from conceptforge.loaders.task_spec import (
@@ -32,14 +33,33 @@ from conceptforge.loaders.task_spec import (
 
 # The registry's types live in task_spec (the benchmarks' tables import them without importing
 # this module back); they are importable from here too.
-__all__ = ["DatasetRef", "Metric", "Option", "Task", "TaskContext", "TaskOutcome", "TaskSelection", "TASK_TABLES", "all_tasks",
-           "get_task", "int_list", "str_list", "parse_dataset_override", "select_tasks", "format_task_list"]
+__all__ = [
+    "DatasetRef",
+    "Metric",
+    "Option",
+    "Task",
+    "TaskContext",
+    "TaskOutcome",
+    "TaskSelection",
+    "TASK_TABLES",
+    "all_tasks",
+    "get_task",
+    "int_list",
+    "str_list",
+    "parse_dataset_override",
+    "select_tasks",
+    "format_task_list",
+]
 
 logger = logging.getLogger(__name__)
 
 # The benchmarks' task tables, in the order `--tasks list` prints them.
-TASK_TABLES: tuple[Callable[[], list[Task]], ...] = (sub_tasks.tasks, binding_tasks.tasks, compmap_tasks.tasks,
-                                                     conceptbed_tasks.tasks)
+TASK_TABLES: tuple[Callable[[], list[Task]], ...] = (
+    sub_tasks.tasks,
+    binding_tasks.tasks,
+    compmap_tasks.tasks,
+    conceptbed_tasks.tasks,
+)
 
 
 def _registry() -> dict[str, Task]:
@@ -159,8 +179,13 @@ def format_task_list() -> str:
     rows = []
     for task in all_tasks().values():
         folder = next((need for need in task.needs if need.endswith("_dir")), None)
-        dataset = (f"{task.dataset}@{task.revision}" if task.dataset else f"(local folder: --{folder.replace('_', '-')})" if folder
-                   else "(the model: generated images)")
+        dataset = (
+            f"{task.dataset}@{task.revision}"
+            if task.dataset
+            else f"(local folder: --{folder.replace('_', '-')})"
+            if folder
+            else "(the model: generated images)"
+        )
         needs = ", ".join("--" + n.replace("_", "-") for n in task.needs) or "–"
         rows.append([task.name, ", ".join(task.model_kinds), dataset, task.protocol, needs])
     options = []
@@ -168,5 +193,8 @@ def format_task_list() -> str:
         for option in task.options:
             default = ",".join(map(str, option.default)) if isinstance(option.default, tuple) else option.default
             options.append(f"  {task.name}.{option.name} (default {default!s}): {option.help}")
-    return (markdown_table(["task", "model kinds", "dataset@revision", "protocol", "needs"], rows)
-            + "\n\ntask options (--task-option TASK.NAME=VALUE):\n" + "\n".join(options))
+    return (
+        markdown_table(["task", "model kinds", "dataset@revision", "protocol", "needs"], rows)
+        + "\n\ntask options (--task-option TASK.NAME=VALUE):\n"
+        + "\n".join(options)
+    )

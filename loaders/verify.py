@@ -18,9 +18,10 @@ import io
 import logging
 import math
 import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import pyarrow.parquet as pq
 from datasets import Features
@@ -56,8 +57,11 @@ class Difference:
     detail: str
 
     def line(self) -> str:
-        return f"differs: {self.key.item_id} split={self.key.split}" + (
-            f" config={self.key.config}" if self.key.config != "default" else "") + f": {self.detail}"
+        return (
+            f"differs: {self.key.item_id} split={self.key.split}"
+            + (f" config={self.key.config}" if self.key.config != "default" else "")
+            + f": {self.detail}"
+        )
 
 
 @dataclass
@@ -81,8 +85,10 @@ class VerifyReport:
             out.append(f"rule{'' if config == 'default' else f' ({config})'}: {rule}")
         differing = len({d.key for d in self.differences})
         tolerated = f" ({self.tolerated} within the PSNR tolerance, not byte-identical)" if self.tolerated else ""
-        out.append(f"{'verified' if self.ok else 'FAILED'}: {self.matched} of {self.checked} item(s) of {self.source} "
-                   f"match{tolerated}{'' if self.ok else f'; {differing} differ'}")
+        out.append(
+            f"{'verified' if self.ok else 'FAILED'}: {self.matched} of {self.checked} item(s) of {self.source} "
+            f"match{tolerated}{'' if self.ok else f'; {differing} differ'}"
+        )
         return out
 
 
@@ -154,7 +160,11 @@ def compare_values(released: Any, regenerated: Any, path: str, rule: Rule) -> st
     if _is_image(released) and _is_image(regenerated):
         a, b = released["bytes"], regenerated["bytes"]
         if a == b:
-            return None if released["path"] == regenerated["path"] else f"{path}.path {released['path']!r} != {regenerated['path']!r}"
+            return (
+                None
+                if released["path"] == regenerated["path"]
+                else f"{path}.path {released['path']!r} != {regenerated['path']!r}"
+            )
         if a is None or b is None:
             return f"{path}: image missing on one side"
         psnr, pixels, peak = image_distance(a, b)
@@ -184,7 +194,9 @@ def compare_values(released: Any, regenerated: Any, path: str, rule: Rule) -> st
     return f"{path}: released {released!r}, regenerated {regenerated!r}{far}"
 
 
-def compare_rows(key: Key, released: Mapping[str, Any], regenerated: Mapping[str, Any], rebuilt: Rebuilt) -> list[Difference]:
+def compare_rows(
+    key: Key, released: Mapping[str, Any], regenerated: Mapping[str, Any], rebuilt: Rebuilt
+) -> list[Difference]:
     """One :class:`Difference` per differing column (the first difference inside it)."""
     found = []
     for column in list(released) + [c for c in regenerated if c not in released]:
@@ -282,7 +294,9 @@ def verify_release(
             raise DataFormatError(f"{source.label}: {RECORD_NAME} has no entry for config {name!r}")
         keys = [k for k in chosen if k.config == name]
         with tempfile.TemporaryDirectory(prefix="conceptforge-verify-") as work:
-            rebuilt = rebuild_config(record["generator"], entry, weights=weights or {}, device=device, out=Path(work) / "regenerated")
+            rebuilt = rebuild_config(
+                record["generator"], entry, weights=weights or {}, device=device, out=Path(work) / "regenerated"
+            )
             report.rules[name] = rebuilt.rule.describe()
             try:
                 _verify_config(rebuilt, entry, keys, located, features[name], report, Path(work), source)
@@ -291,8 +305,16 @@ def verify_release(
     return report
 
 
-def _verify_config(rebuilt: Rebuilt, entry: Mapping[str, Any], keys: list[Key], located: Mapping[Key, tuple[str, int]],
-                   features: Any, report: VerifyReport, work: Path, source: ReleaseFiles) -> None:
+def _verify_config(
+    rebuilt: Rebuilt,
+    entry: Mapping[str, Any],
+    keys: list[Key],
+    located: Mapping[Key, tuple[str, int]],
+    features: Any,
+    report: VerifyReport,
+    work: Path,
+    source: ReleaseFiles,
+) -> None:
     from conceptforge.runner import items_fingerprint
 
     recorded = (entry.get("plan") or {}).get("fingerprint")
@@ -304,7 +326,9 @@ def _verify_config(rebuilt: Rebuilt, entry: Mapping[str, Any], keys: list[Key], 
     planned = {(item.split, item.item_id) for item in rebuilt.stage.items}
     unplanned = [k for k in keys if (k.split, k.item_id) not in planned]
     for key in unplanned:
-        report.differences.append(Difference(key, "item_id", "item_id: released, but the rebuilt plan has no such item"))
+        report.differences.append(
+            Difference(key, "item_id", "item_id: released, but the rebuilt plan has no such item")
+        )
     keys = [k for k in keys if (k.split, k.item_id) in planned]
     if not keys:
         return
@@ -320,4 +344,5 @@ def _verify_config(rebuilt: Rebuilt, entry: Mapping[str, Any], keys: list[Key], 
         report.matched += not found
         report.tolerated += not found and any(
             _is_image(value) and _is_image(again.get(column)) and value["bytes"] != again[column]["bytes"]
-            for column, value in row.items())
+            for column, value in row.items()
+        )

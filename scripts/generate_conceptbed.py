@@ -1,5 +1,8 @@
 #!/usr/bin/env python
-"""``python scripts/generate_conceptbed.py …`` is ``conceptforge generate conceptbed …``: learn ConceptBed concepts and sample them (docs/conceptbed.md)."""
+"""``python scripts/generate_conceptbed.py …`` is ``conceptforge generate conceptbed …``.
+
+Learns ConceptBed concepts and samples them (docs/conceptbed.md).
+"""
 
 import sys
 

@@ -78,7 +78,9 @@ def s3_server():
     os.environ.update(server.env)
     import fsspec.config
 
-    fsspec.config.conf.setdefault("s3", {}).update({"endpoint_url": server.endpoint, "key": "testing", "secret": "testing"})
+    fsspec.config.conf.setdefault("s3", {}).update(
+        {"endpoint_url": server.endpoint, "key": "testing", "secret": "testing"}
+    )
     try:
         yield server
     finally:

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-FILES = {"README.md": b"# my project\n", "grid.png": b"\x89PNG not ours", "data/notes.txt": b"keep me\n", "train.py": b"print('mine')\n"}
+FILES = {
+    "README.md": b"# my project\n",
+    "grid.png": b"\x89PNG not ours",
+    "data/notes.txt": b"keep me\n",
+    "train.py": b"print('mine')\n",
+}
 
 
 def make_foreign_folder(path: Path) -> dict:
@@ -15,7 +20,10 @@ def make_foreign_folder(path: Path) -> dict:
 
 
 def snapshot(path: Path) -> dict:
-    return {str(p.relative_to(path)): (p.read_bytes(), p.stat().st_mtime_ns) if p.is_file() else "dir" for p in sorted(path.rglob("*"))}
+    return {
+        str(p.relative_to(path)): (p.read_bytes(), p.stat().st_mtime_ns) if p.is_file() else "dir"
+        for p in sorted(path.rglob("*"))
+    }
 
 
 def assert_refused_untouched(path: Path, before: dict, code: int, stderr: str) -> None:

@@ -11,20 +11,40 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from conceptforge.commands.base import Entry, OneLineArgumentParser, add_subcommands, add_verbose, run_entry
 
 COMMANDS: dict[str, Entry] = {
-    "generate": Entry("conceptforge.commands.generate", "generate a dataset: SUB candidates, ConceptBed images, binding scenes"),
+    "generate": Entry(
+        "conceptforge.commands.generate", "generate a dataset: SUB candidates, ConceptBed images, binding scenes"
+    ),
     "filter": Entry("conceptforge.commands.filter", "filter generated candidates into a dataset (SUB: VQA ranking)"),
-    "select-candidates": Entry("conceptforge.commands.select_candidates", "SUB: select reference birds and attribute candidates"),
-    "train-oracle": Entry("conceptforge.commands.train_oracle", "ConceptBed: fine-tune a concept oracle on reference images"),
-    "publish": Entry("conceptforge.commands.publish", "publish a dataset directory to the Hugging Face Hub as a versioned release"),
-    "verify": Entry("conceptforge.commands.verify", "check that a release regenerates from its recorded provenance (local folder or Hub tag)"),
-    "diff": Entry("conceptforge.commands.diff", "what changed between two releases: rows added/removed/changed per split, features, card"),
-    "evaluate": Entry("conceptforge.commands.evaluate", "evaluate a model on every task (--model/--tasks) or on one benchmark: sub, binding, conceptbed, compmap"),
-    "leaderboard": Entry("conceptforge.commands.leaderboard", "compare models: one table from several `conceptforge evaluate` results files"),
+    "select-candidates": Entry(
+        "conceptforge.commands.select_candidates", "SUB: select reference birds and attribute candidates"
+    ),
+    "train-oracle": Entry(
+        "conceptforge.commands.train_oracle", "ConceptBed: fine-tune a concept oracle on reference images"
+    ),
+    "publish": Entry(
+        "conceptforge.commands.publish", "publish a dataset directory to the Hugging Face Hub as a versioned release"
+    ),
+    "verify": Entry(
+        "conceptforge.commands.verify",
+        "check that a release regenerates from its recorded provenance (local folder or Hub tag)",
+    ),
+    "diff": Entry(
+        "conceptforge.commands.diff",
+        "what changed between two releases: rows added/removed/changed per split, features, card",
+    ),
+    "evaluate": Entry(
+        "conceptforge.commands.evaluate",
+        "evaluate a model on every task (--model/--tasks) or on one benchmark: sub, binding, conceptbed, compmap",
+    ),
+    "leaderboard": Entry(
+        "conceptforge.commands.leaderboard",
+        "compare models: one table from several `conceptforge evaluate` results files",
+    ),
     "annotate": Entry("conceptforge.commands.annotate", "human validation studies: serve, export, apply"),
     "assemble": Entry("conceptforge.commands.assemble", "write the dataset of a finished (sharded) run, exactly once"),
     "status": Entry("conceptforge.commands.status", "how far a run is: items done per stage and shard"),
@@ -60,7 +80,11 @@ def invoke(argv: Sequence[str]) -> int:
     # The invocation as `conceptforge ...`, whichever wrapper started it (provenance records it).
     args.argv = ["conceptforge", *argv]
     setup_logging(getattr(args, "verbose", False))
-    if args.command in HUB_COMMANDS and not getattr(args, "dry_run", False) and getattr(args, "generator", None) != "binding":
+    if (
+        args.command in HUB_COMMANDS
+        and not getattr(args, "dry_run", False)
+        and getattr(args, "generator", None) != "binding"
+    ):
         from conceptforge.external_errors import go_offline_if_unreachable
 
         go_offline_if_unreachable()  # seconds, not minutes of retries, when there is no network

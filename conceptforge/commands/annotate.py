@@ -14,7 +14,6 @@ import logging
 import sys
 
 from conceptforge import argtypes as at
-
 from conceptforge.filters.annotation.results import Rules
 from conceptforge.filters.annotation.studies import STUDIES
 
@@ -24,50 +23,104 @@ logger = logging.getLogger(__name__)
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = __doc__.split("\n", 2)[2]
-    parser.add_argument("dataset_dir", metavar="DATASET_DIR", type=at.existing_dir.as_text(), help="SUB filtered/candidates or ConceptBed generated dataset")
+    parser.add_argument(
+        "dataset_dir",
+        metavar="DATASET_DIR",
+        type=at.existing_dir.as_text(),
+        help="SUB filtered/candidates or ConceptBed generated dataset",
+    )
     parser.add_argument("--study", required=True, help=f"one of: {', '.join(STUDIES)}")
-    parser.add_argument("--per-group", type=at.positive_int, default=None,
-                        help="items sampled per group (default: 40 per attribute for sub-faithfulness, 3 per "
-                             "bird-attribute pair for sub-attribute, 10 per learner-concept, 25 per learner-category)")
-    parser.add_argument("--seed", type=at.seed, default=None, help="sampling seed (default 0; fixed once the study exists)")
-    parser.add_argument("--split", default=None, help="split to study (default: test/candidates, concept or composition)")
-    parser.add_argument("--db", type=at.output_file.as_text(), default=None, help="SQLite file (default: DATASET_DIR/../<name>.annotations/<study>.sqlite)")
-    parser.add_argument("--cub-dir", type=at.existing_dir.as_text(), default=None,
-                        help="CUB dir with attributes.txt: sub-attribute offers every value of the group "
-                             "(default: only the values present in the dataset)")
+    parser.add_argument(
+        "--per-group",
+        type=at.positive_int,
+        default=None,
+        help="items sampled per group (default: 40 per attribute for sub-faithfulness, 3 per "
+        "bird-attribute pair for sub-attribute, 10 per learner-concept, 25 per learner-category)",
+    )
+    parser.add_argument(
+        "--seed", type=at.seed, default=None, help="sampling seed (default 0; fixed once the study exists)"
+    )
+    parser.add_argument(
+        "--split", default=None, help="split to study (default: test/candidates, concept or composition)"
+    )
+    parser.add_argument(
+        "--db",
+        type=at.output_file.as_text(),
+        default=None,
+        help="SQLite file (default: DATASET_DIR/../<name>.annotations/<study>.sqlite)",
+    )
+    parser.add_argument(
+        "--cub-dir",
+        type=at.existing_dir.as_text(),
+        default=None,
+        help="CUB dir with attributes.txt: sub-attribute offers every value of the group "
+        "(default: only the values present in the dataset)",
+    )
     serve = parser.add_argument_group("serving")
     serve.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1; 0.0.0.0 only if you mean it)")
     serve.add_argument("--port", type=at.port, default=8080, help="port (0: any free port)")
     out = parser.add_argument_group("results")
-    out.add_argument("--export", metavar="JSON", type=at.output_file.as_text(), help="write the results (scores, agreement, decisions, answers) and exit")
-    out.add_argument("--apply", metavar="OUT_DIR", type=at.output_dir.as_text(), help="write the filtered dataset directory (card shows the statistics)")
+    out.add_argument(
+        "--export",
+        metavar="JSON",
+        type=at.output_file.as_text(),
+        help="write the results (scores, agreement, decisions, answers) and exit",
+    )
+    out.add_argument(
+        "--apply",
+        metavar="OUT_DIR",
+        type=at.output_dir.as_text(),
+        help="write the filtered dataset directory (card shows the statistics)",
+    )
     out.add_argument("--license", default=None, help="license for --apply when the input card has none")
-    out.add_argument("--metric", action="append", default=[], metavar="NAME=FILE.json|COLUMN",
-                     help="ConceptBed: correlate a metric with the human scores (JSON object key -> number; keys are "
-                          "item ids, learners, concepts, learner|concept, …) or a numeric dataset column; repeatable")
+    out.add_argument(
+        "--metric",
+        action="append",
+        default=[],
+        metavar="NAME=FILE.json|COLUMN",
+        help="ConceptBed: correlate a metric with the human scores (JSON object key -> number; keys are "
+        "item ids, learners, concepts, learner|concept, …) or a numeric dataset column; repeatable",
+    )
     rules = parser.add_argument_group("rules (see docs/annotation.md)")
     defaults = Rules()
     rules.add_argument("--min-attribute-yes", type=at.unit_interval, default=defaults.min_attribute_yes)
     rules.add_argument("--min-pair-attribute", type=at.unit_interval, default=defaults.min_pair_attribute)
     rules.add_argument("--min-pair-bird", type=at.unit_interval, default=defaults.min_pair_bird)
-    rules.add_argument("--keep-unvalidated", action="store_true", help="sub-faithfulness: keep attributes nobody annotated")
-    rules.add_argument("--min-pair-accuracy", type=at.unit_interval, default=None, help="sub-attribute: drop pairs below this S+ accuracy")
-    rules.add_argument("--min-item-score", type=at.rating, default=None, help="conceptbed: drop items below this mean rating")
+    rules.add_argument(
+        "--keep-unvalidated", action="store_true", help="sub-faithfulness: keep attributes nobody annotated"
+    )
+    rules.add_argument(
+        "--min-pair-accuracy",
+        type=at.unit_interval,
+        default=None,
+        help="sub-attribute: drop pairs below this S+ accuracy",
+    )
+    rules.add_argument(
+        "--min-item-score", type=at.rating, default=None, help="conceptbed: drop items below this mean rating"
+    )
     rules.add_argument("--annotated-only", action="store_true", help="keep only annotated rows")
 
 
 def run(args: argparse.Namespace) -> int:
+    from conceptforge.errors import InvalidArgumentError
     from conceptforge.filters.annotation.session import StudySettings, export_results, open_study, write_json
     from conceptforge.filters.annotation.studies import get_study
-    from conceptforge.errors import InvalidArgumentError
 
     get_study(args.study)  # unknown study: fail before touching anything
     if args.per_group is not None and args.per_group < 1:
         raise InvalidArgumentError("--per-group must be at least 1")
     if args.metric and not args.study.startswith("conceptbed"):
         raise InvalidArgumentError("--metric correlations apply to the conceptbed studies only")
-    settings = StudySettings(dataset_dir=args.dataset_dir, study=args.study, per_group=args.per_group, seed=args.seed,
-                             split=args.split, db=args.db, cub_dir=args.cub_dir, metrics=args.metric)
+    settings = StudySettings(
+        dataset_dir=args.dataset_dir,
+        study=args.study,
+        per_group=args.per_group,
+        seed=args.seed,
+        split=args.split,
+        db=args.db,
+        cub_dir=args.cub_dir,
+        metrics=args.metric,
+    )
     if args.apply:  # someone's folder: refused before any file (the export included) is written
         from conceptforge.filters.annotation.apply import APPLY_MADE_BY
         from conceptforge.output import claim_folder
@@ -75,10 +128,15 @@ def run(args: argparse.Namespace) -> int:
         claim_folder(args.apply, made_by=APPLY_MADE_BY, flag="--apply")
     if args.export or args.apply:
         app, config = open_study(settings, create=False)
-        rules = Rules(min_attribute_yes=args.min_attribute_yes, min_pair_attribute=args.min_pair_attribute,
-                      min_pair_bird=args.min_pair_bird, keep_unvalidated=args.keep_unvalidated,
-                      min_pair_accuracy=args.min_pair_accuracy, min_item_score=args.min_item_score,
-                      annotated_only=args.annotated_only)
+        rules = Rules(
+            min_attribute_yes=args.min_attribute_yes,
+            min_pair_attribute=args.min_pair_attribute,
+            min_pair_bird=args.min_pair_bird,
+            keep_unvalidated=args.keep_unvalidated,
+            min_pair_accuracy=args.min_pair_accuracy,
+            min_item_score=args.min_item_score,
+            annotated_only=args.annotated_only,
+        )
         results = export_results(app, config, rules=rules, metric_specs=args.metric)
         if args.export:
             write_json(args.export, results)
@@ -118,16 +176,25 @@ def results_table(results: dict) -> str:
     """The headline table of the study as markdown (the full numbers are in the JSON)."""
     study = results["study"]
     if study == "sub-faithfulness":
-        lines = ["| attribute | answers | attribute score % | 'yes' % | bird score % | kept |", "| --- | ---: | ---: | ---: | ---: | --- |"]
+        lines = [
+            "| attribute | answers | attribute score % | 'yes' % | bird score % | kept |",
+            "| --- | ---: | ---: | ---: | ---: | --- |",
+        ]
         for name, row in results["attributes"].items():
-            lines.append(f"| {name} | {row['answers']} | {_pct(row['attribute_score'])} | {_pct(row['attribute_yes'])} | "
-                         f"{_pct(row['bird_score'])} | {'yes' if row['kept'] else 'no: ' + row['reason']} |")
+            lines.append(
+                f"| {name} | {row['answers']} | {_pct(row['attribute_score'])} | {_pct(row['attribute_yes'])} | "
+                f"{_pct(row['bird_score'])} | {'yes' if row['kept'] else 'no: ' + row['reason']} |"
+            )
     elif study == "sub-attribute":
         lines = ["| attribute | answers | S+ accuracy % | S- accuracy % |", "| --- | ---: | ---: | ---: |"]
         for name, row in results["attributes"].items():
-            lines.append(f"| {name} | {row['answers']} | {_pct(row['splus_accuracy'])} | {_pct(row['sminus_accuracy'])} |")
+            lines.append(
+                f"| {name} | {row['answers']} | {_pct(row['splus_accuracy'])} | {_pct(row['sminus_accuracy'])} |"
+            )
         overall = results["overall"]
-        lines.append(f"| **Human (all)** | {overall['answers']} | {_pct(overall['splus_accuracy'])} | {_pct(overall['sminus_accuracy'])} |")
+        lines.append(
+            f"| **Human (all)** | {overall['answers']} | {_pct(overall['splus_accuracy'])} | {_pct(overall['sminus_accuracy'])} |"
+        )
     else:
         lines = ["| learner | answers | human score (1-5) |", "| --- | ---: | ---: |"]
         for name, row in results["learners"].items():
@@ -135,17 +202,21 @@ def results_table(results: dict) -> str:
             lines.append(f"| {name} | {row['answers']} | {score} |")
     for question, report in results["agreement"].items():
         alpha = report["krippendorff_alpha"]
-        lines.append(f"agreement ({question}): Krippendorff's alpha ({report['metric']}) = "
-                     f"{'n/a' if alpha is None else f'{alpha:.3f}'}, percent agreement "
-                     f"{'n/a' if report['percent_agreement'] is None else _pct(report['percent_agreement']) + '%'}"
-                     f" over {report['items_with_2plus_annotators']} items with 2+ annotators")
+        lines.append(
+            f"agreement ({question}): Krippendorff's alpha ({report['metric']}) = "
+            f"{'n/a' if alpha is None else f'{alpha:.3f}'}, percent agreement "
+            f"{'n/a' if report['percent_agreement'] is None else _pct(report['percent_agreement']) + '%'}"
+            f" over {report['items_with_2plus_annotators']} items with 2+ annotators"
+        )
     return "\n".join(lines)
 
 
 def summary_line(results: dict) -> str:
     progress = results["progress"]
-    head = (f"{results['study']}: {progress['answers']} answers from {len(progress['annotators'])} annotator(s), "
-            f"{progress['annotated_items']}/{progress['sample_items']} items annotated")
+    head = (
+        f"{results['study']}: {progress['answers']} answers from {len(progress['annotators'])} annotator(s), "
+        f"{progress['annotated_items']}/{progress['sample_items']} items annotated"
+    )
     if "human" in results:
         human = results["human"]
         fmt = lambda v: "n/a" if v is None else f"{v:.1f}%"  # noqa: E731
@@ -156,4 +227,3 @@ def summary_line(results: dict) -> str:
         r = "n/a" if corr["pearson"] is None else f"{corr['pearson']:.4f}"
         head += f"; pearson({corr['metric']}, human) = {r} over {corr['n']} {corr['level']}(s)"
     return head
-

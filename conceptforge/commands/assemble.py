@@ -13,11 +13,21 @@ from conceptforge import argtypes as at
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("out", type=at.existing_location, help="the run's --out folder or URL (s3://..., gs://..., hf://...)")
+    parser.add_argument(
+        "out", type=at.existing_location, help="the run's --out folder or URL (s3://..., gs://..., hf://...)"
+    )
     parser.add_argument("--force", action="store_true", help="assemble again even if it was already assembled")
-    parser.add_argument("--allow-failed", action="store_true",
-                        help="assemble without the items that failed every attempt (the card lists them)")
-    parser.add_argument("--wait", type=at.non_negative_float, default=600.0, help="seconds to wait for another process that is assembling (default 600)")
+    parser.add_argument(
+        "--allow-failed",
+        action="store_true",
+        help="assemble without the items that failed every attempt (the card lists them)",
+    )
+    parser.add_argument(
+        "--wait",
+        type=at.non_negative_float,
+        default=600.0,
+        help="seconds to wait for another process that is assembling (default 600)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Callable, Iterator
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,9 @@ class LazySubParsersAction(argparse._SubParsersAction):
         super().__init__(*args, **kwargs)
         self._fill: dict[str, Callable[[argparse.ArgumentParser], None]] = {}
 
-    def add_lazy_parser(self, name: str, *, help: str, fill: Callable[[argparse.ArgumentParser], None]) -> argparse.ArgumentParser:
+    def add_lazy_parser(
+        self, name: str, *, help: str, fill: Callable[[argparse.ArgumentParser], None]
+    ) -> argparse.ArgumentParser:
         parser = self.add_parser(name, help=help, description=help)
         self._fill[name] = fill
         return parser
@@ -67,21 +69,29 @@ def add_verbose(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="debug logging")
 
 
-def add_subcommands(parser: argparse.ArgumentParser, entries: dict[str, Entry], *, dest: str,
-                    title: str = "commands", required: bool = True) -> LazySubParsersAction:
+def add_subcommands(
+    parser: argparse.ArgumentParser,
+    entries: dict[str, Entry],
+    *,
+    dest: str,
+    title: str = "commands",
+    required: bool = True,
+) -> LazySubParsersAction:
     """Sub-parsers for ``entries``: each module's ``add_arguments`` runs only when it is chosen.
 
     ``required=False`` lets a command also run without a sub-command (``args.<dest>`` is None),
     e.g. ``evaluate`` driven by flags of its own.
     """
-    action = parser.add_subparsers(dest=dest, required=required, metavar=f"{{{','.join(entries)}}}", title=title,
-                                   action=LazySubParsersAction)
+    action = parser.add_subparsers(
+        dest=dest, required=required, metavar=f"{{{','.join(entries)}}}", title=title, action=LazySubParsersAction
+    )
 
     def filler(entry: Entry) -> Callable[[argparse.ArgumentParser], None]:
         def fill(sub: argparse.ArgumentParser) -> None:
             entry.load().add_arguments(sub)
             if not any("--verbose" in a.option_strings for a in sub._actions):
                 add_verbose(sub)
+
         return fill
 
     for name, entry in entries.items():
@@ -89,7 +99,9 @@ def add_subcommands(parser: argparse.ArgumentParser, entries: dict[str, Entry], 
     return action
 
 
-def walk_parsers(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+def walk_parsers(
+    parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
     """Every parser of the tree under ``parser`` with the sub-command names that reach it.
 
     Lazy sub-parsers are filled on the way (this imports every sub-command's module): for tools
@@ -111,9 +123,14 @@ def run_entry(entries: dict[str, Entry], name: str, args: argparse.Namespace) ->
     return int(entries[name].load().run(args) or 0)
 
 
-def add_run_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, chunk_size: int | None = None,
-                    chunk_help: str | None = None, max_items_flag: str | None = None,
-                    max_items_help: str | None = None) -> None:
+def add_run_options(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    *,
+    chunk_size: int | None = None,
+    chunk_help: str | None = None,
+    max_items_flag: str | None = None,
+    max_items_help: str | None = None,
+) -> None:
     """The run options every stage command shares: ``--num-shards``/``--shard-index`` (see
     :mod:`conceptforge.launchers`), and where the command has them ``--chunk-size`` (default
     ``chunk_size``) and a stop-after flag (``--max-items``/``--max-images``). They say how this
@@ -146,10 +163,17 @@ def shard_of(args: argparse.Namespace):
 def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
     """``--executor`` / ``--ray-address`` for the stage commands (docs/cluster.md, "Ray")."""
     group = parser.add_argument_group("executor")
-    group.add_argument("--executor", choices=("local", "ray"), default="local",
-                       help="where chunks are made: this process (default) or a Ray cluster (pip install 'conceptforge[ray]')")
-    group.add_argument("--ray-address", default=None,
-                       help="with --executor ray: the cluster to join (auto, ray://HOST:10001); default a local one via ray.init()")
+    group.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="where chunks are made: this process (default) or a Ray cluster (pip install 'conceptforge[ray]')",
+    )
+    group.add_argument(
+        "--ray-address",
+        default=None,
+        help="with --executor ray: the cluster to join (auto, ray://HOST:10001); default a local one via ray.init()",
+    )
 
 
 @contextmanager

@@ -10,16 +10,44 @@ HELP = "compare models: one markdown table from several `conceptforge evaluate` 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("results", nargs="+", type=at.existing_file.as_text(), help="results JSON files written by `conceptforge evaluate --output`")
-    parser.add_argument("--metrics", choices=("main", "all"), default="main",
-                        help="each task's headline metric (main) or every metric (all)")
-    parser.add_argument("--output", type=at.output_file.as_text(), default=None, help="also write the table to this markdown file")
-    parser.add_argument("--html", type=at.output_file.as_text(), default=None, metavar="PATH",
-                        help="also write a static HTML page: the table, each task's breakdowns with bootstrap intervals "
-                             "(charts embedded) and paired differences between models that share items; reads the "
-                             "per-sample files <stem>.samples/ beside each results file")
-    parser.add_argument("--bootstrap-resamples", type=at.positive_int, default=1000, metavar="N", help="bootstrap resamples per interval (--html)")
-    parser.add_argument("--bootstrap-seed", type=at.seed, default=0, metavar="SEED", help="seed of the bootstrap's PCG64 generator (--html)")
+    parser.add_argument(
+        "results",
+        nargs="+",
+        type=at.existing_file.as_text(),
+        help="results JSON files written by `conceptforge evaluate --output`",
+    )
+    parser.add_argument(
+        "--metrics",
+        choices=("main", "all"),
+        default="main",
+        help="each task's headline metric (main) or every metric (all)",
+    )
+    parser.add_argument(
+        "--output", type=at.output_file.as_text(), default=None, help="also write the table to this markdown file"
+    )
+    parser.add_argument(
+        "--html",
+        type=at.output_file.as_text(),
+        default=None,
+        metavar="PATH",
+        help="also write a static HTML page: the table, each task's breakdowns with bootstrap intervals "
+        "(charts embedded) and paired differences between models that share items; reads the "
+        "per-sample files <stem>.samples/ beside each results file",
+    )
+    parser.add_argument(
+        "--bootstrap-resamples",
+        type=at.positive_int,
+        default=1000,
+        metavar="N",
+        help="bootstrap resamples per interval (--html)",
+    )
+    parser.add_argument(
+        "--bootstrap-seed",
+        type=at.seed,
+        default=0,
+        metavar="SEED",
+        help="seed of the bootstrap's PCG64 generator (--html)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -32,21 +60,27 @@ def run(args: argparse.Namespace) -> int:
     if args.output:  # a user's file of that name is never replaced: only a table we wrote
         from conceptforge.output import claim_files
 
-        claim_files([args.output], ours=lambda _path, head:
-                    [cell.strip() for cell in head.split(b"\n", 1)[0].split(b"|")[1:4]] == [b"model", b"kind", b"revision"])
+        claim_files(
+            [args.output],
+            ours=lambda _path, head: (
+                [cell.strip() for cell in head.split(b"\n", 1)[0].split(b"|")[1:4]] == [b"model", b"kind", b"revision"]
+            ),
+        )
     payloads = load_results(args.results)
     table = leaderboard(payloads, metrics=args.metrics)
     page = None
     if args.html:
         from conceptforge.loaders.bootstrap import BootstrapConfig
         from conceptforge.loaders.leaderboard_html import leaderboard_html
-
         from conceptforge.output import claim_files
 
         if Path(args.html).is_dir():
             raise InvalidArgumentError(f"--html {args.html} is a folder: name the page to write, e.g. leaderboard.html")
-        claim_files([args.html], flag="--html",  # a user's page of that name is never replaced
-                    ours=lambda _path, head: b"<title>conceptforge leaderboard</title>" in head)
+        claim_files(
+            [args.html],
+            flag="--html",  # a user's page of that name is never replaced
+            ours=lambda _path, head: b"<title>conceptforge leaderboard</title>" in head,
+        )
         config = BootstrapConfig(resamples=args.bootstrap_resamples, seed=args.bootstrap_seed)
         page = leaderboard_html(payloads, metrics=args.metrics, config=config)  # everything computed before any write
     if args.output:

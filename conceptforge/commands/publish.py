@@ -17,11 +17,20 @@ from conceptforge import argtypes as at
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("directory", metavar="DIR", type=at.existing_dir.as_text(), help="dataset directory (README.md, grid.png, data/*.parquet)")
+    parser.add_argument(
+        "directory",
+        metavar="DIR",
+        type=at.existing_dir.as_text(),
+        help="dataset directory (README.md, grid.png, data/*.parquet)",
+    )
     parser.add_argument("--repo-id", required=True, help="ORG/NAME of the dataset repository")
     parser.add_argument("--version", required=True, help="release version, vMAJOR.MINOR.PATCH (never reused)")
-    parser.add_argument("--private", action="store_true", help="create the repository as private (new repositories only)")
-    parser.add_argument("--dry-run", action="store_true", help="validate and show what would be uploaded; change nothing")
+    parser.add_argument(
+        "--private", action="store_true", help="create the repository as private (new repositories only)"
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="validate and show what would be uploaded; change nothing"
+    )
     parser.add_argument("--num-threads", type=at.positive_int, default=4, help="parallel file uploads (default 4)")
 
 
@@ -39,4 +48,3 @@ def run(args: argparse.Namespace) -> int:
     )
     print(result.summary())
     return 0
-

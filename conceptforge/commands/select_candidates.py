@@ -29,31 +29,60 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="selection", required=True, metavar="{birds,attributes}")
 
     birds = sub.add_parser("birds", help="reference birds: per-class accuracy of a CUB classifier on generated images")
-    birds.add_argument("--references", required=True, type=at.existing_dir,
-                       help="dataset dir with columns image, bird (generate_sub.py --mode prompt-only --reference-selection)")
+    birds.add_argument(
+        "--references",
+        required=True,
+        type=at.existing_dir,
+        help="dataset dir with columns image, bird (generate_sub.py --mode prompt-only --reference-selection)",
+    )
     birds.add_argument("--split", default=None, help="split to read (default: the only split in the directory)")
-    birds.add_argument("--classifier", default=DEFAULT_CUB_CLASSIFIER, help=f"image classifier (default {DEFAULT_CUB_CLASSIFIER})")
-    birds.add_argument("--min-accuracy", type=at.unit_interval, default=1.0, help="keep classes at or above this accuracy (paper: 1.0)")
+    birds.add_argument(
+        "--classifier", default=DEFAULT_CUB_CLASSIFIER, help=f"image classifier (default {DEFAULT_CUB_CLASSIFIER})"
+    )
+    birds.add_argument(
+        "--min-accuracy", type=at.unit_interval, default=1.0, help="keep classes at or above this accuracy (paper: 1.0)"
+    )
     birds.add_argument("--batch-size", type=at.positive_int, default=32)
     birds.add_argument("--device", type=at.device, default=None)
     birds.add_argument("--trust-remote-code", action="store_true")
 
     attrs = sub.add_parser("attributes", help="attribute candidates: VQA accuracy on real CUB images")
-    attrs.add_argument("--cub-dir", type=at.existing_dir, default=os.environ.get("CUB_DIR"), help="CUB_200_2011 directory [env CUB_DIR]")
+    attrs.add_argument(
+        "--cub-dir",
+        type=at.existing_dir,
+        default=os.environ.get("CUB_DIR"),
+        help="CUB_200_2011 directory [env CUB_DIR]",
+    )
     attrs.add_argument("--vqa-model", default=DEFAULT_VQA_MODEL)
     attrs.add_argument("--vqa-revision", default=None)
-    attrs.add_argument("--trust-remote-code", action="store_true",
-                       help="allow a checkpoint that ships its own Python code to run it (never implied)")
+    attrs.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="allow a checkpoint that ships its own Python code to run it (never implied)",
+    )
     attrs.add_argument("--groups", nargs="*", default=None, help="attribute groups to ask (default: all 28)")
-    attrs.add_argument("--images-per-class", type=at.positive_int, default=None, help="subsample CUB (default: all images, as the paper)")
-    attrs.add_argument("--ground-truth", choices=("image", "class"), default="image",
-                       help="CUB per-image annotations or class-level majority labels")
+    attrs.add_argument(
+        "--images-per-class",
+        type=at.positive_int,
+        default=None,
+        help="subsample CUB (default: all images, as the paper)",
+    )
+    attrs.add_argument(
+        "--ground-truth",
+        choices=("image", "class"),
+        default="image",
+        help="CUB per-image annotations or class-level majority labels",
+    )
     attrs.add_argument("--metric", choices=("precision", "accuracy"), default="precision")
     attrs.add_argument("--threshold-min", type=at.unit_interval, default=0.60)
     attrs.add_argument("--threshold-max", type=at.unit_interval, default=0.95)
     attrs.add_argument("--threshold-step", type=at.fraction_above_zero, default=0.01)
-    attrs.add_argument("--min-support", type=at.positive_int, default=10, help="images needed at a threshold for it to count")
-    attrs.add_argument("--min-accuracy", type=at.unit_interval, default=0.9, help="keep attributes at or above this (paper: 0.9)")
+    attrs.add_argument(
+        "--min-support", type=at.positive_int, default=10, help="images needed at a threshold for it to count"
+    )
+    attrs.add_argument(
+        "--min-accuracy", type=at.unit_interval, default=0.9, help="keep attributes at or above this (paper: 0.9)"
+    )
     attrs.add_argument("--work", type=at.output_dir, default=None, help="score cache (default: <spec>.work/)")
     attrs.add_argument("--batch-size", type=at.positive_int, default=8)
     attrs.add_argument("--device", type=at.device, default=None)
@@ -67,10 +96,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run_birds(args: argparse.Namespace) -> int:
     from conceptforge.filters.candidate_spec import BirdSelectionConfig, select_reference_birds, update_spec
 
-    result = select_reference_birds(BirdSelectionConfig(
-        references=args.references, classifier=args.classifier, split=args.split, min_accuracy=args.min_accuracy,
-        batch_size=args.batch_size, device=args.device, trust_remote_code=args.trust_remote_code,
-    ))
+    result = select_reference_birds(
+        BirdSelectionConfig(
+            references=args.references,
+            classifier=args.classifier,
+            split=args.split,
+            min_accuracy=args.min_accuracy,
+            batch_size=args.batch_size,
+            device=args.device,
+            trust_remote_code=args.trust_remote_code,
+        )
+    )
     table, birds = result.table, result.birds
     print(f"{'bird':40s} {'images':>6s} {'correct':>7s} {'accuracy':>8s}")
     for row in table:
@@ -85,25 +121,41 @@ def run_attributes(args: argparse.Namespace) -> int:
     from conceptforge.filters.candidate_spec import AttributeSelectionConfig, select_attributes, update_spec
 
     config = AttributeSelectionConfig(
-        cub_dir=args.cub_dir, spec=args.spec, vqa_model=args.vqa_model, vqa_revision=args.vqa_revision,
-        trust_remote_code=args.trust_remote_code, groups=args.groups, images_per_class=args.images_per_class,
-        ground_truth=args.ground_truth, metric=args.metric, threshold_min=args.threshold_min,
-        threshold_max=args.threshold_max, threshold_step=args.threshold_step, min_support=args.min_support,
-        min_accuracy=args.min_accuracy, work=args.work, batch_size=args.batch_size, device=args.device,
+        cub_dir=args.cub_dir,
+        spec=args.spec,
+        vqa_model=args.vqa_model,
+        vqa_revision=args.vqa_revision,
+        trust_remote_code=args.trust_remote_code,
+        groups=args.groups,
+        images_per_class=args.images_per_class,
+        ground_truth=args.ground_truth,
+        metric=args.metric,
+        threshold_min=args.threshold_min,
+        threshold_max=args.threshold_max,
+        threshold_step=args.threshold_step,
+        min_support=args.min_support,
+        min_accuracy=args.min_accuracy,
+        work=args.work,
+        batch_size=args.batch_size,
+        device=args.device,
         answer_hint="" if args.no_answer_hint else None,
     )
     result = select_attributes(config, shard=lambda: shard_of(args))
     counts = result.counts
     if result.table is None:
-        print(f"scored {counts['total'] - counts['missing']} of {counts['total']} questions; the other shards' questions are "
-              "still missing: run every shard, then rerun this command to select")
+        print(
+            f"scored {counts['total'] - counts['missing']} of {counts['total']} questions; the other shards' questions are "
+            "still missing: run every shard, then rerun this command to select"
+        )
         return 0
     table, chosen = result.table, result.chosen
     print(f"{'attribute':45s} {'threshold':>9s} {args.metric:>9s} {'support':>7s} {'answered':>8s}")
     for row in table:
         threshold = f"{row.threshold:.2f}" if row.threshold is not None else "-"
-        print(f"{row.attribute:45s} {threshold:>9s} {row.accuracy:9.1%} {row.support:7d} {row.answered:8d}"
-              f"{'  kept' if row.selected else ''}")
+        print(
+            f"{row.attribute:45s} {threshold:>9s} {row.accuracy:9.1%} {row.support:7d} {row.answered:8d}"
+            f"{'  kept' if row.selected else ''}"
+        )
     unsupported = sum(row.threshold is None for row in table)
     support_note = f"; {unsupported} never reach --min-support {args.min_support}" if unsupported else ""
     print(
@@ -118,4 +170,3 @@ def run(args: argparse.Namespace) -> int:
     if args.batch_size < 1:
         raise InvalidArgumentError(f"--batch-size must be >= 1, got {args.batch_size}")
     return run_birds(args) if args.selection == "birds" else run_attributes(args)
-

@@ -17,7 +17,9 @@ from conceptforge import argtypes as at
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("out", type=at.existing_location, help="the run's --out folder or URL")
-    parser.add_argument("--num-shards", type=at.positive_int, default=None, help="report for this many shards (default: as last run)")
+    parser.add_argument(
+        "--num-shards", type=at.positive_int, default=None, help="report for this many shards (default: as last run)"
+    )
 
 
 def _sub_runs(store) -> list[str]:
@@ -32,14 +34,19 @@ def _sub_runs(store) -> list[str]:
             names = sorted(entry.name for entry in os.scandir(location.path("")) if entry.is_dir())
         else:
             location.refresh()
-            names = sorted(e["name"].rstrip("/").rsplit("/", 1)[-1] for e in location.fs.ls(location.path(""), detail=True)
-                           if e.get("type") == "directory")
+            names = sorted(
+                e["name"].rstrip("/").rsplit("/", 1)[-1]
+                for e in location.fs.ls(location.path(""), detail=True)
+                if e.get("type") == "directory"
+            )
     except FileNotFoundError:
         return []
     return [name for name in names if is_store(join(location.url, name))]
 
 
-def status_lines(out: str, num_shards: int | None = None, *, work: str | None = None, label: str | None = None) -> list[str]:
+def status_lines(
+    out: str, num_shards: int | None = None, *, work: str | None = None, label: str | None = None
+) -> list[str]:
     """What ``conceptforge status`` prints. Reads only: works on a read-only folder or bucket.
 
     ``label`` names a run inside a repo of runs in the lines (``OUT [config]``); hints always
@@ -114,8 +121,6 @@ def status_lines(out: str, num_shards: int | None = None, *, work: str | None = 
     return lines
 
 
-
-
 def failed_lines(store, out: str, *, limit: int = 20) -> list[str]:
     """The items that failed every attempt, one line each (see conceptforge.failures)."""
     from conceptforge.failures import failed_items
@@ -123,8 +128,10 @@ def failed_lines(store, out: str, *, limit: int = 20) -> list[str]:
     failures = failed_items(store)
     if not failures:
         return []
-    lines = [f"failed: {len(failures)} item(s) failed every attempt: rerun the same command to retry them, or "
-             f"`conceptforge assemble {out} --allow-failed` to assemble without them"]
+    lines = [
+        f"failed: {len(failures)} item(s) failed every attempt: rerun the same command to retry them, or "
+        f"`conceptforge assemble {out} --allow-failed` to assemble without them"
+    ]
     lines += [f"  {f.item_id} ({f.split}, {f.attempts} attempts): {f.error}" for f in failures[:limit]]
     if len(failures) > limit:
         lines.append(f"  ... {len(failures) - limit} more")
@@ -146,7 +153,9 @@ def _gone_shards(reports: dict) -> dict[tuple[int, int], str]:
     jobs = {str(r["slurm"]["job"]): key for key, r in running.items() if (r.get("slurm") or {}).get("job")}
     if jobs and shutil.which("squeue"):
         try:
-            result = subprocess.run(["squeue", "-h", "-o", "%i", "-j", ",".join(jobs)], capture_output=True, text=True, timeout=30)
+            result = subprocess.run(
+                ["squeue", "-h", "-o", "%i", "-j", ",".join(jobs)], capture_output=True, text=True, timeout=30
+            )
         except (OSError, subprocess.SubprocessError):
             result = None
         if result is not None and (result.returncode == 0 or "Invalid job id" in result.stderr):
@@ -178,15 +187,18 @@ def resubmission_lines(out: str, num_shards: int, missing: list[int], reports: d
         return []
     slurm = [r["slurm"] for r in reports.values() if r.get("num_shards") == num_shards and r.get("slurm")]
     if not slurm:
-        return [f"missing shards: {array_spec(missing)} of {num_shards}: rerun your command with --num-shards {num_shards} "
-                f"--shard-index I for each (or as a Slurm array: sbatch --array={array_spec(missing)} with --num-shards {num_shards})"]
+        return [
+            f"missing shards: {array_spec(missing)} of {num_shards}: rerun your command with --num-shards {num_shards} "
+            f"--shard-index I for each (or as a Slurm array: sbatch --array={array_spec(missing)} with --num-shards {num_shards})"
+        ]
     world = int(slurm[0].get("world") or 1)
     tasks = sorted({index // world for index in missing})
     scripts = sorted({str(r["script"]) for r in slurm if r.get("script")})
     script = scripts[0] if len(scripts) == 1 else "YOUR_JOB_SCRIPT"
     return [
         f"missing array tasks: --array={array_spec(tasks)} (of {num_shards // world} shards"
-        + (f", {world} processes each" if world > 1 else "") + ")",
+        + (f", {world} processes each" if world > 1 else "")
+        + ")",
         f"resubmit them: sbatch --array={array_spec(tasks)} {script}",
     ]
 

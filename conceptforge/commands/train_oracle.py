@@ -22,11 +22,22 @@ DEFAULT_MODELS = {
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--task", required=True, choices=sorted(DEFAULT_MODELS), help="which concepts: styles, ImageNet objects or CUB")
-    parser.add_argument("--concepts", required=True, type=at.existing_file, help="concept spec JSON; its images of this kind are the training data")
+    parser.add_argument(
+        "--task", required=True, choices=sorted(DEFAULT_MODELS), help="which concepts: styles, ImageNet objects or CUB"
+    )
+    parser.add_argument(
+        "--concepts",
+        required=True,
+        type=at.existing_file,
+        help="concept spec JSON; its images of this kind are the training data",
+    )
     parser.add_argument("--out", required=True, type=at.output_dir)
-    parser.add_argument("--model-id", default=None, help="pre-trained classifier (default: ResNet-18 / ConvNeXt-base / CUB Swin)")
-    parser.add_argument("--outliers", type=at.existing_dir, default=None, help="folder of outlier images (outlier exposure)")
+    parser.add_argument(
+        "--model-id", default=None, help="pre-trained classifier (default: ResNet-18 / ConvNeXt-base / CUB Swin)"
+    )
+    parser.add_argument(
+        "--outliers", type=at.existing_dir, default=None, help="folder of outlier images (outlier exposure)"
+    )
     parser.add_argument("--outlier-weight", type=at.non_negative_float, default=0.5)
     parser.add_argument("--epochs", type=at.positive_int, default=3)
     parser.add_argument("--learning-rate", type=at.positive_float, default=1e-4)
@@ -36,9 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from conceptforge.errors import DataNotFoundError, SpecError
     from conceptforge.filters.conceptbed_oracle_training import OracleTrainingConfig, finetune_oracle
     from conceptforge.generators.conceptbed.spec import IMAGE_SUFFIXES, load_spec
-    from conceptforge.errors import DataNotFoundError, SpecError
 
     spec = load_spec(args.concepts)
     samples = [(path, c.name) for c in spec.concepts if c.kind == args.task for path in c.reference_images]
@@ -64,4 +75,3 @@ def run(args: argparse.Namespace) -> int:
     accuracy = "n/a" if result.validation_accuracy is None else f"{result.validation_accuracy:.3f}"
     print(f"oracle with {len(result.labels)} concepts saved to {args.out} (validation accuracy {accuracy})")
     return 0
-

@@ -14,10 +14,9 @@ docs/publishing.md.
 from __future__ import annotations
 
 import argparse
-
-from conceptforge import argtypes as at
 import logging
 
+from conceptforge import argtypes as at
 from conceptforge.errors import InvalidArgumentError
 
 
@@ -26,13 +25,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", default=None, help="only this config of a multi-config release")
     parser.add_argument("--revision", default=None, help="Hub revision (tag such as v1.0.0, branch or commit)")
     which = parser.add_mutually_exclusive_group()
-    which.add_argument("--sample", type=at.positive_int, default=None, metavar="N",
-                       help="N items picked deterministically across every split and config")
+    which.add_argument(
+        "--sample",
+        type=at.positive_int,
+        default=None,
+        metavar="N",
+        help="N items picked deterministically across every split and config",
+    )
     which.add_argument("--items", default=None, metavar="ID,...", help="these item ids (comma-separated)")
     which.add_argument("--all", action="store_true", help="every item (the default when nothing is chosen)")
-    parser.add_argument("--weights", action="append", default=[], metavar="ROLE=PATH",
-                        help="a model the card names as a local folder (e.g. diffusion=/models/FLUX.1-dev)")
-    parser.add_argument("--device", type=at.device, default=None, help="device to regenerate on (default: the recorded one)")
+    parser.add_argument(
+        "--weights",
+        action="append",
+        default=[],
+        metavar="ROLE=PATH",
+        help="a model the card names as a local folder (e.g. diffusion=/models/FLUX.1-dev)",
+    )
+    parser.add_argument(
+        "--device", type=at.device, default=None, help="device to regenerate on (default: the recorded one)"
+    )
 
 
 def _weights(values: list[str]) -> dict[str, str]:
@@ -55,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgumentError("--items needs at least one item id")
     weights = _weights(args.weights)
     source = open_release(args.dataset, revision=args.revision)
-    report = verify_release(source, sample=args.sample, items=items, config=args.config, weights=weights, device=args.device)
+    report = verify_release(
+        source, sample=args.sample, items=items, config=args.config, weights=weights, device=args.device
+    )
     print("\n".join(report.lines()))
     return 0 if report.ok else 1

@@ -27,37 +27,37 @@ from here.
 """
 
 from conceptforge.cub.files import (
-    ROOT_NAME,
     ATTRIBUTES,
-    CLASSES,
-    IMAGES,
-    IMAGE_CLASS_LABELS,
-    TRAIN_TEST_SPLIT,
-    IMAGE_ATTRIBUTE_LABELS,
-    CLASS_ATTRIBUTE_PERCENT,
-    SEP,
-    PUBLISHED_SEP,
-    MAJORITY_PERCENT,
     CBM_MIN_CLASS_COUNT,
-    split_attribute,
-    readable_attribute,
-    to_cub_attribute,
+    CLASS_ATTRIBUTE_PERCENT,
+    CLASSES,
+    IMAGE_ATTRIBUTE_LABELS,
+    IMAGE_CLASS_LABELS,
+    IMAGES,
+    MAJORITY_PERCENT,
+    PUBLISHED_SEP,
+    ROOT_NAME,
+    SEP,
+    TRAIN_TEST_SPLIT,
+    CubLayout,
     attribute_group,
     attribute_value,
-    bird_name,
     bird_key,
-    display_name,
-    CubLayout,
+    bird_name,
     class_image_dir,
-    read_rows,
-    read_numbered,
-    read_int_pairs,
+    display_name,
     iter_image_attribute_labels,
     read_class_percent,
+    read_int_pairs,
+    read_numbered,
+    read_rows,
+    readable_attribute,
+    split_attribute,
+    to_cub_attribute,
     vote_class_labels,
 )
-from conceptforge.cub.images import CubImage, CubDataset
-from conceptforge.cub.metadata import CubAttributes, load_attributes, CubMetadata, load_cub
+from conceptforge.cub.images import CubDataset, CubImage
+from conceptforge.cub.metadata import CubAttributes, CubMetadata, load_attributes, load_cub
 
 __all__ = [
     "ROOT_NAME",

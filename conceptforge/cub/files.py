@@ -13,7 +13,6 @@ import numpy as np
 
 from conceptforge.errors import DataFormatError, DataNotFoundError, InvalidArgumentError
 
-
 ROOT_NAME = "CUB_200_2011"
 ATTRIBUTES = "attributes.txt"
 CLASSES = "classes.txt"
@@ -34,7 +33,9 @@ def split_attribute(name: str) -> tuple[str, str]:
     """``has_crown_color::black`` -> (``has_crown_color``, ``black``); anything else is a user error."""
     group, sep, value = name.partition(SEP)
     if not sep or not group.startswith("has_") or not value:
-        raise InvalidArgumentError(f"attribute {name!r} is not in CUB's form has_<group>::<value> (e.g. has_crown_color::black)")
+        raise InvalidArgumentError(
+            f"attribute {name!r} is not in CUB's form has_<group>::<value> (e.g. has_crown_color::black)"
+        )
     return group, value
 
 
@@ -42,7 +43,7 @@ def readable_attribute(name: str) -> tuple[str, str]:
     """``has_bill_shape::curved_(up_or_down)`` -> (``bill shape``, ``curved (up or down)``): the
     words prompts and tables use."""
     group, value = split_attribute(name)
-    return group[len("has_"):].replace("_", " ").strip(), value.replace("_", " ").strip()
+    return group[len("has_") :].replace("_", " ").strip(), value.replace("_", " ").strip()
 
 
 def to_cub_attribute(name: str) -> str:
@@ -95,7 +96,7 @@ class CubLayout:
     root: Path
 
     @classmethod
-    def resolve(cls, cub_dir: str | Path) -> "CubLayout":
+    def resolve(cls, cub_dir: str | Path) -> CubLayout:
         """``cub_dir`` is the CUB_200_2011 folder or the folder holding it (as extracted)."""
         root = Path(cub_dir).expanduser()
         if not root.is_dir():
@@ -190,7 +191,9 @@ def read_class_percent(path: Path, num_classes: int, num_attributes: int) -> np.
     return percent
 
 
-def vote_class_labels(image_class_labels: Path, image_attribute_labels: Path, num_classes: int, num_attributes: int) -> np.ndarray:
+def vote_class_labels(
+    image_class_labels: Path, image_attribute_labels: Path, num_classes: int, num_attributes: int
+) -> np.ndarray:
     """Class-level labels voted over per-image labels: present where at least half the class's
     images say so (ties count as present, as in the ConceptBottleneck preprocessing)."""
     image_class = {image: label - 1 for image, label in read_int_pairs(image_class_labels).items()}

@@ -9,7 +9,23 @@ from pathlib import Path
 
 import numpy as np
 
-from conceptforge.cub.files import ATTRIBUTES, CLASSES, IMAGES, IMAGE_CLASS_LABELS, TRAIN_TEST_SPLIT, IMAGE_ATTRIBUTE_LABELS, CLASS_ATTRIBUTE_PERCENT, MAJORITY_PERCENT, bird_name, CubLayout, read_rows, read_numbered, read_int_pairs, iter_image_attribute_labels, read_class_percent
+from conceptforge.cub.files import (
+    ATTRIBUTES,
+    CLASS_ATTRIBUTE_PERCENT,
+    CLASSES,
+    IMAGE_ATTRIBUTE_LABELS,
+    IMAGE_CLASS_LABELS,
+    IMAGES,
+    MAJORITY_PERCENT,
+    TRAIN_TEST_SPLIT,
+    CubLayout,
+    bird_name,
+    iter_image_attribute_labels,
+    read_class_percent,
+    read_int_pairs,
+    read_numbered,
+    read_rows,
+)
 from conceptforge.cub.metadata import CubAttributes, load_attributes
 
 
@@ -32,7 +48,7 @@ class CubDataset:
     images: list[CubImage]
 
     @classmethod
-    def load(cls, cub_dir: str | Path) -> "CubDataset":
+    def load(cls, cub_dir: str | Path) -> CubDataset:
         layout = CubLayout.resolve(cub_dir)
         root = layout.root
         for name in (CLASSES, IMAGES, IMAGE_CLASS_LABELS):
@@ -72,4 +88,7 @@ class CubDataset:
         """Per class id, attribute columns present by majority vote (CBM-style class labels)."""
         path = CubLayout(self.root).find(CLASS_ATTRIBUTE_PERCENT)
         percent = read_class_percent(path, len(self.classes), len(self.vocabulary.names))
-        return {class_id: set(np.flatnonzero(row >= min_percent).tolist()) for class_id, row in zip(sorted(self.classes), percent)}
+        return {
+            class_id: set(np.flatnonzero(row >= min_percent).tolist())
+            for class_id, row in zip(sorted(self.classes), percent)
+        }

@@ -11,8 +11,24 @@ from typing import Literal
 
 import numpy as np
 
+from conceptforge.cub.files import (
+    ATTRIBUTES,
+    CBM_MIN_CLASS_COUNT,
+    CLASS_ATTRIBUTE_PERCENT,
+    CLASSES,
+    IMAGE_ATTRIBUTE_LABELS,
+    IMAGE_CLASS_LABELS,
+    MAJORITY_PERCENT,
+    SEP,
+    CubLayout,
+    bird_key,
+    bird_name,
+    read_class_percent,
+    read_numbered,
+    split_attribute,
+    vote_class_labels,
+)
 from conceptforge.errors import DataFormatError, DataNotFoundError, InvalidArgumentError
-from conceptforge.cub.files import ATTRIBUTES, CLASSES, IMAGE_CLASS_LABELS, IMAGE_ATTRIBUTE_LABELS, CLASS_ATTRIBUTE_PERCENT, SEP, MAJORITY_PERCENT, CBM_MIN_CLASS_COUNT, split_attribute, bird_name, bird_key, CubLayout, read_numbered, read_class_percent, vote_class_labels
 
 
 @dataclass
@@ -23,7 +39,7 @@ class CubAttributes:
     groups: dict[str, list[str]] = field(default_factory=dict)  # group -> values (``black``)
 
     @classmethod
-    def from_names(cls, names: list[str]) -> "CubAttributes":
+    def from_names(cls, names: list[str]) -> CubAttributes:
         groups: dict[str, list[str]] = {}
         for name in names:
             group, value = split_attribute(name)
@@ -33,7 +49,9 @@ class CubAttributes:
     def values(self, group: str) -> list[str]:
         if group not in self.groups:
             known = ", ".join(sorted(self.groups)[:6])
-            raise InvalidArgumentError(f"unknown attribute group {group!r}: CUB has {len(self.groups)} groups ({known}, ...)")
+            raise InvalidArgumentError(
+                f"unknown attribute group {group!r}: CUB has {len(self.groups)} groups ({known}, ...)"
+            )
         return list(self.groups[group])
 
     def group_attributes(self, group: str) -> list[str]:
@@ -206,4 +224,6 @@ def load_cub(cub_dir: str | Path, *, need: Literal["percent", "votes"] = "percen
         image_labels = layout.find(IMAGE_ATTRIBUTE_LABELS, required=False)
         if image_classes is not None and image_labels is not None:
             labels = vote_class_labels(image_classes, image_labels, len(classes), len(vocabulary.names))
-    return CubMetadata(root=layout.root, vocabulary=vocabulary, classes=classes, class_percent=percent, class_labels=labels)
+    return CubMetadata(
+        root=layout.root, vocabulary=vocabulary, classes=classes, class_percent=percent, class_labels=labels
+    )

@@ -40,7 +40,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -52,7 +52,20 @@ logger = logging.getLogger(__name__)
 
 REPO_TYPES = {"models": "model", "datasets": "dataset", "spaces": "space"}
 URL_PREFIX = {"model": "", "dataset": "datasets/", "space": "spaces/"}
-LFS_SUFFIXES = (".parquet", ".arrow", ".png", ".jpg", ".jpeg", ".webp", ".bin", ".safetensors", ".pt", ".zip", ".gz", ".tar")
+LFS_SUFFIXES = (
+    ".parquet",
+    ".arrow",
+    ".png",
+    ".jpg",
+    ".jpeg",
+    ".webp",
+    ".bin",
+    ".safetensors",
+    ".pt",
+    ".zip",
+    ".gz",
+    ".tar",
+)
 LFS_SIZE_THRESHOLD = 10 * 1024 * 1024
 DEFAULT_GITATTRIBUTES = (
     "*.parquet filter=lfs diff=lfs merge=lfs -text\n"
@@ -73,7 +86,7 @@ def lfs_pointer(sha256: str, size: int) -> bytes:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
 
 
 class HubError(Exception):
@@ -157,10 +170,13 @@ class HubStore:
             data = DEFAULT_GITATTRIBUTES.encode()
             files = {".gitattributes": self._file_record(self.put_bytes(data), len(data), lfs=False)}
             oid = self.write_commit(
-                repo_type, repo_id,
+                repo_type,
+                repo_id,
                 {"parents": [], "title": "initial commit", "message": "", "date": _now(), "files": files},
             )
-            self.save_state(repo_type, repo_id, {"private": private, "branches": {"main": oid}, "tags": {}, "created": _now()})
+            self.save_state(
+                repo_type, repo_id, {"private": private, "branches": {"main": oid}, "tags": {}, "created": _now()}
+            )
             return True
 
     def _file_record(self, sha256: str, size: int, *, lfs: bool) -> dict[str, Any]:
@@ -174,8 +190,8 @@ class HubStore:
         state = self.load_state(repo_type, repo_id)
         revision = unquote(revision)
         for prefix, table in (("refs/heads/", "branches"), ("refs/tags/", "tags")):
-            if revision.startswith(prefix) and revision[len(prefix):] in state[table]:
-                revision = revision[len(prefix):]
+            if revision.startswith(prefix) and revision[len(prefix) :] in state[table]:
+                revision = revision[len(prefix) :]
         if revision in state["branches"]:
             return state["branches"][revision]
         if revision in state["tags"]:
@@ -209,7 +225,11 @@ class HubStore:
             for key, value in operations:
                 path = value["path"]
                 if key == "file":
-                    data = base64.b64decode(value["content"]) if value.get("encoding") == "base64" else value["content"].encode()
+                    data = (
+                        base64.b64decode(value["content"])
+                        if value.get("encoding") == "base64"
+                        else value["content"].encode()
+                    )
                     files[path] = self._file_record(self.put_bytes(data), len(data), lfs=False)
                 elif key == "lfsFile":
                     sha = value["oid"]
@@ -227,7 +247,8 @@ class HubStore:
                 else:
                     raise HubError(400, f"unknown commit operation {key!r}")
             oid = self.write_commit(
-                repo_type, repo_id,
+                repo_type,
+                repo_id,
                 {
                     "parents": [head],
                     "title": header.get("summary", ""),
@@ -271,7 +292,12 @@ def _entry(path: str, record: dict[str, Any], commit: dict[str, Any] | None) -> 
 
 
 def _folder(path: str, commit: dict[str, Any] | None) -> dict[str, Any]:
-    entry: dict[str, Any] = {"type": "directory", "oid": hashlib.sha1(path.encode()).hexdigest(), "size": 0, "path": path}
+    entry: dict[str, Any] = {
+        "type": "directory",
+        "oid": hashlib.sha1(path.encode()).hexdigest(),
+        "size": 0,
+        "path": path,
+    }
     if commit is not None:
         entry["lastCommit"] = {"id": commit["id"], "title": commit["title"], "date": commit["date"]}
     return entry
@@ -310,7 +336,9 @@ def _metadata_errors(data: dict[str, Any], repo_type: str) -> list[str]:
             errors.append(f'"license" must be one of the Hub license ids, got {license_id!r}')
     for key in ("tags", "task_categories", "size_categories", "source_datasets", "language", "task_ids"):
         value = data.get(key)
-        if value is not None and not (isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))):
+        if value is not None and not (
+            isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))
+        ):
             errors.append(f'"{key}" must be a string or a list of strings')
     if repo_type == "dataset":
         configs = data.get("configs")
@@ -340,7 +368,7 @@ def _metadata_errors(data: dict[str, Any], repo_type: str) -> list[str]:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: "_Server"
+    server: _Server
 
     def log_message(self, fmt: str, *args: Any) -> None:  # route through logging, quietly
         logger.debug("%s " + fmt, self.address_string(), *args)
@@ -381,7 +409,9 @@ class _Handler(BaseHTTPRequestHandler):
             return {key: (value if key == "paths" else value[-1]) for key, value in parse_qs(body.decode()).items()}
         return json.loads(body or b"{}")
 
-    def _send(self, status: int, payload: Any = None, *, headers: dict[str, str] | None = None, body: bytes | None = None) -> None:
+    def _send(
+        self, status: int, payload: Any = None, *, headers: dict[str, str] | None = None, body: bytes | None = None
+    ) -> None:
         if body is None:
             body = b"" if payload is None else json.dumps(payload).encode()
         if getattr(self, "_lose_response", False):
@@ -566,30 +596,42 @@ class _Handler(BaseHTTPRequestHandler):
             card_data = None
             if "README.md" in commit["files"]:
                 card_data, _ = _split_card_yaml(store.object_path(commit["files"]["README.md"]["sha256"]).read_text())
-            self._send(200, {
-                "_id": hashlib.sha1(repo_id.encode()).hexdigest()[:24],
-                "id": repo_id,
-                "author": repo_id.split("/")[0],
-                "sha": oid,
-                "lastModified": commit["date"],
-                "createdAt": state["created"],
-                "private": state["private"],
-                "gated": False,
-                "disabled": False,
-                "tags": [],
-                "cardData": card_data or None,
-                "siblings": [{"rfilename": path} for path in sorted(commit["files"])],
-            })
+            self._send(
+                200,
+                {
+                    "_id": hashlib.sha1(repo_id.encode()).hexdigest()[:24],
+                    "id": repo_id,
+                    "author": repo_id.split("/")[0],
+                    "sha": oid,
+                    "lastModified": commit["date"],
+                    "createdAt": state["created"],
+                    "private": state["private"],
+                    "gated": False,
+                    "disabled": False,
+                    "tags": [],
+                    "cardData": card_data or None,
+                    "siblings": [{"rfilename": path} for path in sorted(commit["files"])],
+                },
+            )
             return True
         action = rest[0]
         if action == "refs" and method == "GET":
             state = self._check_read(repo_type, repo_id)
-            self._send(200, {
-                "branches": [{"name": n, "ref": f"refs/heads/{n}", "targetCommit": o} for n, o in sorted(state["branches"].items())],
-                "tags": [{"name": n, "ref": f"refs/tags/{n}", "targetCommit": t["oid"]} for n, t in sorted(state["tags"].items())],
-                "converts": [],
-                "pullRequests": [],
-            })
+            self._send(
+                200,
+                {
+                    "branches": [
+                        {"name": n, "ref": f"refs/heads/{n}", "targetCommit": o}
+                        for n, o in sorted(state["branches"].items())
+                    ],
+                    "tags": [
+                        {"name": n, "ref": f"refs/tags/{n}", "targetCommit": t["oid"]}
+                        for n, t in sorted(state["tags"].items())
+                    ],
+                    "converts": [],
+                    "pullRequests": [],
+                },
+            )
             return True
         if action == "tree" and method == "GET" and len(rest) >= 2:
             if self._maybe_fail("tree"):
@@ -625,10 +667,15 @@ class _Handler(BaseHTTPRequestHandler):
             history = []
             while oid:
                 commit = store.load_commit(repo_type, repo_id, oid)
-                history.append({
-                    "id": commit["id"], "title": commit["title"], "message": commit["message"],
-                    "date": commit["date"], "authors": [{"user": "conceptforge-test"}],
-                })
+                history.append(
+                    {
+                        "id": commit["id"],
+                        "title": commit["title"],
+                        "message": commit["message"],
+                        "date": commit["date"],
+                        "authors": [{"user": "conceptforge-test"}],
+                    }
+                )
                 oid = commit["parents"][0] if commit["parents"] else None
             self._send(200, history)
             return True
@@ -651,7 +698,14 @@ class _Handler(BaseHTTPRequestHandler):
                 remote = None
                 if existing is not None:
                     remote = existing["sha256"] if existing["lfs"] else existing["oid"]
-                answer.append({"path": item["path"], "uploadMode": "lfs" if lfs else "regular", "shouldIgnore": False, "oid": remote})
+                answer.append(
+                    {
+                        "path": item["path"],
+                        "uploadMode": "lfs" if lfs else "regular",
+                        "shouldIgnore": False,
+                        "oid": remote,
+                    }
+                )
             self._send(200, {"files": answer, "commitOid": oid})
             return True
         if action == "commit" and method == "POST" and len(rest) >= 2:
@@ -665,7 +719,9 @@ class _Handler(BaseHTTPRequestHandler):
             oid = store.commit(repo_type, repo_id, unquote(rest[1]), header=header, operations=operations)
             self.server.commits_made += 1
             url = f"{self.server.base_url}/{URL_PREFIX[repo_type]}{repo_id}/commit/{oid}"
-            self._send(200, {"success": True, "commitOid": oid, "commitUrl": url, "hookOutput": "", "pullRequestUrl": None})
+            self._send(
+                200, {"success": True, "commitOid": oid, "commitUrl": url, "hookOutput": "", "pullRequestUrl": None}
+            )
             return True
         if action == "tag" and len(rest) >= 2:
             if method == "POST":
@@ -696,7 +752,7 @@ class _Handler(BaseHTTPRequestHandler):
         folders: set[str] = set()
         last = commit if expand else None
         for name in names:
-            parts = name[len(prefix):].split("/")
+            parts = name[len(prefix) :].split("/")
             for depth in range(1, len(parts)):
                 folder = prefix + "/".join(parts[:depth])
                 if folder not in folders and (recursive or depth == 1):
@@ -714,7 +770,10 @@ class _Handler(BaseHTTPRequestHandler):
             entry = {"oid": obj["oid"], "size": obj["size"], "authenticated": True}
             if not self.server.store.has_object(obj["oid"], obj["size"]):
                 entry["actions"] = {
-                    "upload": {"href": f"{self.server.base_url}/_lfs/{obj['oid']}?sig={self.server.upload_secret}", "header": {}},
+                    "upload": {
+                        "href": f"{self.server.base_url}/_lfs/{obj['oid']}?sig={self.server.upload_secret}",
+                        "header": {},
+                    },
                     "verify": {"href": f"{self.server.base_url}/_lfs/verify", "header": {}},
                 }
             objects.append(entry)
@@ -818,7 +877,9 @@ class _Server(ThreadingHTTPServer):
 class HubServer:
     """Start/stop the server in a background thread; see :meth:`fail_next` for failure injection."""
 
-    def __init__(self, root: str | os.PathLike[str], *, host: str = "127.0.0.1", port: int = 0, token: str | None = None) -> None:
+    def __init__(
+        self, root: str | os.PathLike[str], *, host: str = "127.0.0.1", port: int = 0, token: str | None = None
+    ) -> None:
         self.store = HubStore(Path(root))
         self._server = _Server((host, port), self.store, token)
         self._thread: threading.Thread | None = None
@@ -835,7 +896,7 @@ class HubServer:
     def commits_made(self) -> int:
         return self._server.commits_made
 
-    def start(self) -> "HubServer":
+    def start(self) -> HubServer:
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
         self._thread.start()
         return self
@@ -846,7 +907,7 @@ class HubServer:
         if self._thread is not None:
             self._thread.join(timeout=5)
 
-    def __enter__(self) -> "HubServer":
+    def __enter__(self) -> HubServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -95,7 +95,9 @@ def build_random_flux_pipeline(
     )
     if clip.config.hidden_size != config["pooled_projection_dim"]:
         # FLUX pools CLIP's final hidden state (not the projection): widths must agree.
-        clip = CLIPTextModel(clip.config.__class__(**{**clip.config.to_dict(), "hidden_size": config["pooled_projection_dim"]}))
+        clip = CLIPTextModel(
+            clip.config.__class__(**{**clip.config.to_dict(), "hidden_size": config["pooled_projection_dim"]})
+        )
     t5 = T5EncoderModel(
         T5Config(
             vocab_size=len(t5_tokenizer),
@@ -129,7 +131,12 @@ def build_random_flux_pipeline(
         scaling_factor=1.5035,
     )
     scheduler = FlowMatchEulerDiscreteScheduler(
-        base_image_seq_len=256, max_image_seq_len=4096, base_shift=0.5, max_shift=1.15, use_dynamic_shifting=True, shift=3.0
+        base_image_seq_len=256,
+        max_image_seq_len=4096,
+        base_shift=0.5,
+        max_shift=1.15,
+        use_dynamic_shifting=True,
+        shift=3.0,
     )
     for module in (clip, t5, transformer, vae):
         module.eval()  # from_pretrained would do this; dropout in train mode breaks determinism

@@ -24,9 +24,9 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
 
 logger = logging.getLogger(__name__)
 
@@ -34,18 +34,32 @@ DAEMONS = ("munged", "slurmctld", "slurmd")
 CLIENTS = ("sbatch", "squeue", "scontrol", "scancel", "srun")
 PACKAGES = "slurm-wlm munge"
 #: Job states after which a job never runs again (squeue forgets them after MinJobAge).
-FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
+FINAL_STATES = {
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "BOOT_FAIL",
+    "DEADLINE",
+    "PREEMPTED",
+}
 
 
 def _find(name: str) -> str | None:
-    return shutil.which(name) or next((str(p) for p in (Path("/usr/sbin") / name, Path("/sbin") / name) if p.exists()), None)
+    return shutil.which(name) or next(
+        (str(p) for p in (Path("/usr/sbin") / name, Path("/sbin") / name) if p.exists()), None
+    )
 
 
 def unavailable_reason() -> str | None:
     """Why a private Slurm cannot start here (one line), or None when it can."""
     missing = [name for name in (*DAEMONS, *CLIENTS) if _find(name) is None]
     if missing:
-        return f"Slurm is not installed ({', '.join(missing)} missing): `make test` installs {PACKAGES} as root with apt"
+        return (
+            f"Slurm is not installed ({', '.join(missing)} missing): `make test` installs {PACKAGES} as root with apt"
+        )
     if os.geteuid() != 0:
         return "a private Slurm needs root (slurmd runs jobs as their user); run the Slurm tests as root"
     return None
@@ -85,13 +99,23 @@ class SlurmCluster:
         base = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SRUN_", "SALLOC_"))}
         return {**base, **self.env, **(extra or {})}
 
-    def run(self, *command: str, env: Mapping[str, str] | None = None, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
-        result = subprocess.run(list(command), env=self.client_env(env), capture_output=True, text=True, timeout=timeout)
+    def run(
+        self, *command: str, env: Mapping[str, str] | None = None, check: bool = True, timeout: float = 60
+    ) -> subprocess.CompletedProcess:
+        result = subprocess.run(
+            list(command), env=self.client_env(env), capture_output=True, text=True, timeout=timeout
+        )
         if check and result.returncode != 0:
             raise RuntimeError(f"{' '.join(command)} exited {result.returncode}: {result.stderr.strip()}")
         return result
 
-    def sbatch(self, script: str | os.PathLike[str], *options: str, env: Mapping[str, str] | None = None, cwd: str | None = None) -> str:
+    def sbatch(
+        self,
+        script: str | os.PathLike[str],
+        *options: str,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> str:
         """Submit ``script`` (a path) with extra sbatch options; returns the job id."""
         command = ["sbatch", "--parsable", *options, str(script)]
         result = subprocess.run(command, env=self.client_env(env), capture_output=True, text=True, timeout=60, cwd=cwd)
@@ -150,7 +174,10 @@ class SlurmCluster:
                 user = pwd.getpwuid(os.geteuid()).pw_name
                 self.run("scancel", "--user", user, check=False, timeout=20)
                 deadline = time.monotonic() + 20
-                while self.run("squeue", "-h", "-o", "%i", check=False, timeout=20).stdout.strip() and time.monotonic() < deadline:
+                while (
+                    self.run("squeue", "-h", "-o", "%i", check=False, timeout=20).stdout.strip()
+                    and time.monotonic() < deadline
+                ):
                     time.sleep(0.3)
             except (OSError, subprocess.SubprocessError):
                 logger.debug("could not cancel the remaining jobs", exc_info=True)
@@ -167,7 +194,7 @@ class SlurmCluster:
         if remove:
             shutil.rmtree(self.root, ignore_errors=True)
 
-    def __enter__(self) -> "SlurmCluster":
+    def __enter__(self) -> SlurmCluster:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -226,8 +253,14 @@ PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP OverSubsc
 def _start(name: str, command: list[str], root: Path, env: Mapping[str, str]) -> subprocess.Popen:
     log = open(root / "log" / f"{name}.out", "ab")
     try:
-        return subprocess.Popen(command, env=dict(env), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+        return subprocess.Popen(
+            command,
+            env=dict(env),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     finally:
         log.close()
 
@@ -238,7 +271,9 @@ def _wait_until(check, what: str, timeout: float, cluster: SlurmCluster) -> None
         for name, process in cluster.processes.items():
             if process.poll() is not None:
                 out = (cluster.root / "log" / f"{name}.out").read_text(errors="replace")[-2000:]
-                raise RuntimeError(f"{name} exited {process.returncode} while waiting for {what}:\n{out}\n{cluster.log_tail()}")
+                raise RuntimeError(
+                    f"{name} exited {process.returncode} while waiting for {what}:\n{out}\n{cluster.log_tail()}"
+                )
         if time.monotonic() > deadline:
             raise TimeoutError(f"private Slurm: {what} not ready after {timeout:.0f} s\n{cluster.log_tail()}")
         time.sleep(0.2)
@@ -263,15 +298,32 @@ def start_cluster(*, cpus: int = 8, root: str | os.PathLike[str] | None = None, 
     cluster = SlurmCluster(root=root, node=node, cpus=cpus)
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")} | cluster.env
     try:
-        cluster.processes["munged"] = _start("munged", [
-            _find("munged"), "--foreground", "--force", f"--socket={munge_socket}", f"--key-file={key}",
-            f"--pid-file={root / 'run' / 'munged.pid'}", f"--log-file={root / 'log' / 'munged.log'}",
-            f"--seed-file={root / 'run' / 'munged.seed'}", "--num-threads=2",
-        ], root, env)
+        cluster.processes["munged"] = _start(
+            "munged",
+            [
+                _find("munged"),
+                "--foreground",
+                "--force",
+                f"--socket={munge_socket}",
+                f"--key-file={key}",
+                f"--pid-file={root / 'run' / 'munged.pid'}",
+                f"--log-file={root / 'log' / 'munged.log'}",
+                f"--seed-file={root / 'run' / 'munged.seed'}",
+                "--num-threads=2",
+            ],
+            root,
+            env,
+        )
         _wait_until(munge_socket.exists, "munged socket", timeout, cluster)
-        cluster.processes["slurmctld"] = _start("slurmctld", [_find("slurmctld"), "-D", "-i", "-f", str(cluster.conf)], root, env)
-        _wait_until(lambda: cluster.run("scontrol", "ping", check=False).stdout.count("UP") > 0, "slurmctld", timeout, cluster)
-        cluster.processes["slurmd"] = _start("slurmd", [_find("slurmd"), "-D", "-N", node, "-f", str(cluster.conf)], root, env)
+        cluster.processes["slurmctld"] = _start(
+            "slurmctld", [_find("slurmctld"), "-D", "-i", "-f", str(cluster.conf)], root, env
+        )
+        _wait_until(
+            lambda: cluster.run("scontrol", "ping", check=False).stdout.count("UP") > 0, "slurmctld", timeout, cluster
+        )
+        cluster.processes["slurmd"] = _start(
+            "slurmd", [_find("slurmd"), "-D", "-N", node, "-f", str(cluster.conf)], root, env
+        )
 
         def node_idle() -> bool:
             state = cluster.run("sinfo", "-h", "-N", "-o", "%T", check=False).stdout.strip().lower()

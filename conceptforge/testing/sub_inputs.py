@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from PIL import Image
 
@@ -73,8 +73,10 @@ def make_mini_cub(root: Path, *, images_per_class: int = 3) -> Path:
     (root / "image_class_labels.txt").write_text("".join(labels))
     (root / "attributes" / "image_attribute_labels.txt").write_text("".join(attr_lines))
     # Class-level percentages: class c has attribute j at 100% when (c + j) % 3 == 0, else 20%.
-    continuous = [" ".join("100.0" if (c + j) % 3 == 0 else "20.0" for j in range(len(MINI_ATTRIBUTES)))
-                  for c in range(len(MINI_CLASSES))]
+    continuous = [
+        " ".join("100.0" if (c + j) % 3 == 0 else "20.0" for j in range(len(MINI_ATTRIBUTES)))
+        for c in range(len(MINI_CLASSES))
+    ]
     (root / "attributes" / "class_attribute_labels_continuous.txt").write_text("\n".join(continuous) + "\n")
     return root
 
@@ -88,22 +90,29 @@ def candidate_rows(pairs: Iterable[tuple[str, str]], per_pair: int, *, corrupt: 
             item_id = f"{bird}__{slug}__{index:04d}"
             seed = index * 7919 + len(bird) * 31 + len(value)
             data = b"not a png" if item_id in corrupt else image_png(seed)
-            rows.append({
-                "image": {"bytes": data, "path": f"{item_id}.png"},
-                "item_id": item_id,
-                "bird": bird,
-                "attribute": attribute,
-                "group": group,
-                "value": value,
-                "category": "shape" if "shape" in group else ("pattern" if "pattern" in group else "colour"),
-                "removed_attribute": f"{group}::other",
-                "prompt_reference": f"A photo of a {bird.replace('_', ' ')} with {value} {group}",
-                "prompt_guidance": f"A photo of a bird with {value} {group}",
-                "image_index": index,
-                "seed": seed,
-                "tdg_k": 10.0, "tdg_tmin": 0.2, "tdg_tmax": 0.9, "guidance_scale": 3.5,
-                "num_inference_steps": 4, "model_id": "tiny-flux", "model_revision": "",
-            })
+            rows.append(
+                {
+                    "image": {"bytes": data, "path": f"{item_id}.png"},
+                    "item_id": item_id,
+                    "bird": bird,
+                    "attribute": attribute,
+                    "group": group,
+                    "value": value,
+                    "category": "shape" if "shape" in group else ("pattern" if "pattern" in group else "colour"),
+                    "removed_attribute": f"{group}::other",
+                    "prompt_reference": f"A photo of a {bird.replace('_', ' ')} with {value} {group}",
+                    "prompt_guidance": f"A photo of a bird with {value} {group}",
+                    "image_index": index,
+                    "seed": seed,
+                    "tdg_k": 10.0,
+                    "tdg_tmin": 0.2,
+                    "tdg_tmax": 0.9,
+                    "guidance_scale": 3.5,
+                    "num_inference_steps": 4,
+                    "model_id": "tiny-flux",
+                    "model_revision": "",
+                }
+            )
     rows.sort(key=lambda r: r["item_id"])
     return rows
 

@@ -15,9 +15,16 @@ RELATIONS = ["left", "right", "front", "behind"]
 
 # A miniature CUB: 3 groups, 4 classes.
 CUB_ATTRIBUTES = [
-    "has_bill_shape::curved_(up_or_down)", "has_bill_shape::dagger", "has_bill_shape::needle",
-    "has_crown_color::blue", "has_crown_color::black", "has_crown_color::red", "has_crown_color::yellow",
-    "has_tail_pattern::solid", "has_tail_pattern::spotted", "has_tail_pattern::multi-colored",
+    "has_bill_shape::curved_(up_or_down)",
+    "has_bill_shape::dagger",
+    "has_bill_shape::needle",
+    "has_crown_color::blue",
+    "has_crown_color::black",
+    "has_crown_color::red",
+    "has_crown_color::yellow",
+    "has_tail_pattern::solid",
+    "has_tail_pattern::spotted",
+    "has_tail_pattern::multi-colored",
 ]
 CUB_CLASSES = ["001.Black_footed_Albatross", "073.Blue_Jay", "010.Red_winged_Blackbird", "094.White_breasted_Nuthatch"]
 # class -> attributes present in most of its images
@@ -73,23 +80,39 @@ def sub_rows(n_per_pair: int = 2):
     for p, (bird, attribute, removed) in enumerate(pairs):
         group, value = attribute.split("::")
         for i in range(n_per_pair):
-            rows.append({
-                "image": {"bytes": png_bytes(100 * p + i), "path": None},
-                "item_id": f"{bird}__{value}__{i}",
-                "bird": bird, "attribute": attribute, "group": group, "value": value,
-                "category": "colour", "removed_attribute": removed, "rank": i,
-            })
+            rows.append(
+                {
+                    "image": {"bytes": png_bytes(100 * p + i), "path": None},
+                    "item_id": f"{bird}__{value}__{i}",
+                    "bird": bird,
+                    "attribute": attribute,
+                    "group": group,
+                    "value": value,
+                    "category": "colour",
+                    "removed_attribute": removed,
+                    "rank": i,
+                }
+            )
     return rows
 
 
 def sub_features():
-    from datasets import Features, Image as ImageFeature, Value
+    from datasets import Features, Value
+    from datasets import Image as ImageFeature
 
-    return Features({
-        "image": ImageFeature(), "item_id": Value("string"), "bird": Value("string"), "attribute": Value("string"),
-        "group": Value("string"), "value": Value("string"), "category": Value("string"),
-        "removed_attribute": Value("string"), "rank": Value("int32"),
-    })
+    return Features(
+        {
+            "image": ImageFeature(),
+            "item_id": Value("string"),
+            "bird": Value("string"),
+            "attribute": Value("string"),
+            "group": Value("string"),
+            "value": Value("string"),
+            "category": Value("string"),
+            "removed_attribute": Value("string"),
+            "rank": Value("int32"),
+        }
+    )
 
 
 def write_dataset(out_dir: Path, splits: dict[str, list[dict]], features) -> Path:
@@ -106,13 +129,24 @@ def write_dataset(out_dir: Path, splits: dict[str, list[dict]], features) -> Pat
 
 def write_published_sub(out_dir: Path, rows: list[dict]) -> Path:
     """The published Jessica-bader/SUB layout: image, attr_label / bird_label ClassLabels with '--'."""
-    from datasets import ClassLabel, Features, Image as ImageFeature
+    from datasets import ClassLabel, Features
+    from datasets import Image as ImageFeature
 
     attr_names = sorted({r["attribute"].replace("::", "--") for r in rows})
     bird_names = sorted({r["bird"] for r in rows})
-    features = Features({"image": ImageFeature(), "attr_label": ClassLabel(names=attr_names), "bird_label": ClassLabel(names=bird_names)})
+    features = Features(
+        {
+            "image": ImageFeature(),
+            "attr_label": ClassLabel(names=attr_names),
+            "bird_label": ClassLabel(names=bird_names),
+        }
+    )
     published = [
-        {"image": r["image"], "attr_label": attr_names.index(r["attribute"].replace("::", "--")), "bird_label": bird_names.index(r["bird"])}
+        {
+            "image": r["image"],
+            "attr_label": attr_names.index(r["attribute"].replace("::", "--")),
+            "bird_label": bird_names.index(r["bird"]),
+        }
         for r in rows
     ]
     return write_dataset(out_dir, {"test": published}, features)
@@ -120,29 +154,65 @@ def write_published_sub(out_dir: Path, rows: list[dict]) -> Path:
 
 # ------------------------------------------------------------------ binding
 def _colour_rgb(colour: str):
-    table = {"gray": (87, 87, 87), "red": (173, 35, 35), "blue": (42, 75, 215), "green": (29, 105, 20),
-             "brown": (129, 74, 25), "purple": (129, 38, 192), "cyan": (41, 208, 208), "yellow": (255, 238, 51)}
+    table = {
+        "gray": (87, 87, 87),
+        "red": (173, 35, 35),
+        "blue": (42, 75, 215),
+        "green": (29, 105, 20),
+        "brown": (129, 74, 25),
+        "purple": (129, 38, 192),
+        "cyan": (41, 208, 208),
+        "yellow": (255, 238, 51),
+    }
     return table[colour]
 
 
 def binding_features():
-    from datasets import Features, Image as ImageFeature, Sequence, Value
+    from datasets import Features, Sequence, Value
+    from datasets import Image as ImageFeature
 
-    objects = {"shape": Value("string"), "color": Value("string"), "material": Value("string"), "size": Value("string"),
-               "x": Value("float32"), "y": Value("float32"), "z": Value("float32"), "rotation": Value("float32"),
-               "bbox": Sequence(Value("float32")), "center": Sequence(Value("float32")), "pixels": Value("int64")}
-    return Features({
-        "image": ImageFeature(), "item_id": Value("string"), "label": Value("string"),
-        "candidates": Sequence(Value("string")), "label_index": Value("int32"),
-        "candidate_kinds": Sequence(Value("string")), "objects": [objects],
-        "relation": {"subject": Value("string"), "relation": Value("string"), "object": Value("string")},
-        "seed": Value("int64"),
-    })
+    objects = {
+        "shape": Value("string"),
+        "color": Value("string"),
+        "material": Value("string"),
+        "size": Value("string"),
+        "x": Value("float32"),
+        "y": Value("float32"),
+        "z": Value("float32"),
+        "rotation": Value("float32"),
+        "bbox": Sequence(Value("float32")),
+        "center": Sequence(Value("float32")),
+        "pixels": Value("int64"),
+    }
+    return Features(
+        {
+            "image": ImageFeature(),
+            "item_id": Value("string"),
+            "label": Value("string"),
+            "candidates": Sequence(Value("string")),
+            "label_index": Value("int32"),
+            "candidate_kinds": Sequence(Value("string")),
+            "objects": [objects],
+            "relation": {"subject": Value("string"), "relation": Value("string"), "object": Value("string")},
+            "seed": Value("int64"),
+        }
+    )
 
 
 def _object(shape, colour):
-    return {"shape": shape, "color": colour, "material": "rubber", "size": "large", "x": 0.0, "y": 0.0, "z": 0.35,
-            "rotation": 0.0, "bbox": [0.0, 0.0, 10.0, 10.0], "center": [5.0, 5.0], "pixels": 100}
+    return {
+        "shape": shape,
+        "color": colour,
+        "material": "rubber",
+        "size": "large",
+        "x": 0.0,
+        "y": 0.0,
+        "z": 0.35,
+        "rotation": 0.0,
+        "bbox": [0.0, 0.0, 10.0, 10.0],
+        "center": [5.0, 5.0],
+        "pixels": 100,
+    }
 
 
 def single_object_rows(labels, n_per_label, seed, all_labels):
@@ -156,14 +226,20 @@ def single_object_rows(labels, n_per_label, seed, all_labels):
             kinds = ["true"] + ["random"] * 4
             order = list(range(5))
             rng.shuffle(order)
-            rows.append({
-                # the image colour encodes the adjective, a per-shape patch the noun
-                "image": {"bytes": _shape_png(shape, colour, rng.randint(0, 10**6)), "path": None},
-                "item_id": f"{label.replace(' ', '-')}-{seed}-{i}", "label": label,
-                "candidates": [candidates[j] for j in order], "label_index": order.index(0),
-                "candidate_kinds": [kinds[j] for j in order], "objects": [_object(shape, colour)],
-                "relation": {"subject": "", "relation": "", "object": ""}, "seed": rng.randint(0, 2**31),
-            })
+            rows.append(
+                {
+                    # the image colour encodes the adjective, a per-shape patch the noun
+                    "image": {"bytes": _shape_png(shape, colour, rng.randint(0, 10**6)), "path": None},
+                    "item_id": f"{label.replace(' ', '-')}-{seed}-{i}",
+                    "label": label,
+                    "candidates": [candidates[j] for j in order],
+                    "label_index": order.index(0),
+                    "candidate_kinds": [kinds[j] for j in order],
+                    "objects": [_object(shape, colour)],
+                    "relation": {"subject": "", "relation": "", "object": ""},
+                    "seed": rng.randint(0, 2**31),
+                }
+            )
     return rows
 
 
@@ -189,20 +265,25 @@ def relational_rows(triples, n_per_triple, seed):
         for i in range(n_per_triple):
             order = list(range(5))
             rng.shuffle(order)
-            rows.append({
-                "image": {"bytes": png_bytes(rng.randint(0, 10**6)), "path": None},
-                "item_id": f"{s}-{r}-{o}-{seed}-{i}", "label": candidates[0],
-                "candidates": [candidates[j] for j in order], "label_index": order.index(0),
-                "candidate_kinds": [kinds[j] for j in order],
-                "objects": [_object(s, "red"), _object(o, "blue")],
-                "relation": {"subject": s, "relation": r, "object": o}, "seed": rng.randint(0, 2**31),
-            })
+            rows.append(
+                {
+                    "image": {"bytes": png_bytes(rng.randint(0, 10**6)), "path": None},
+                    "item_id": f"{s}-{r}-{o}-{seed}-{i}",
+                    "label": candidates[0],
+                    "candidates": [candidates[j] for j in order],
+                    "label_index": order.index(0),
+                    "candidate_kinds": [kinds[j] for j in order],
+                    "objects": [_object(s, "red"), _object(o, "blue")],
+                    "relation": {"subject": s, "relation": r, "object": o},
+                    "seed": rng.randint(0, 2**31),
+                }
+            )
     return rows
 
 
 def write_single_object(out_dir: Path, n_per_label: int = 3) -> Path:
     all_labels = [f"{c} {s}" for c in COLOURS for s in SHAPES]
-    train = [l for l in all_labels if l not in ("red cube", "blue sphere", "green cylinder", "cyan cube")]
+    train = [label for label in all_labels if label not in ("red cube", "blue sphere", "green cylinder", "cyan cube")]
     splits = {
         "train": single_object_rows(train, n_per_label, 1, all_labels),
         "val": single_object_rows(["red cube", "blue sphere"], n_per_label, 2, all_labels),
@@ -213,7 +294,11 @@ def write_single_object(out_dir: Path, n_per_label: int = 3) -> Path:
 
 def write_relational(out_dir: Path, n_per_triple: int = 2) -> Path:
     splits = {
-        "train": relational_rows([("cube", "left", "sphere"), ("sphere", "front", "cylinder"), ("cylinder", "right", "cube")], n_per_triple, 1),
+        "train": relational_rows(
+            [("cube", "left", "sphere"), ("sphere", "front", "cylinder"), ("cylinder", "right", "cube")],
+            n_per_triple,
+            1,
+        ),
         "val": relational_rows([("sphere", "behind", "cube")], n_per_triple, 2),
         "gen": relational_rows([("cube", "behind", "cylinder")], n_per_triple, 3),
     }

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-_WORDPIECES = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list("abcdefghijklmnopqrstuvwxyz0123456789()-,.") + [
-    "##" + c for c in "abcdefghijklmnopqrstuvwxyz0123456789"
-] + ["this", "is", "a", "photo", "of", "bird", "whose", "the"]
+_WORDPIECES = (
+    ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    + list("abcdefghijklmnopqrstuvwxyz0123456789()-,.")
+    + ["##" + c for c in "abcdefghijklmnopqrstuvwxyz0123456789"]
+    + ["this", "is", "a", "photo", "of", "bird", "whose", "the"]
+)
 
 
 def _bert_tokenizer(out_dir: Path):
@@ -29,14 +32,33 @@ def build_tiny_blip(out_dir: str | Path, *, seed: int = 0) -> Path:
     out_dir = Path(out_dir)
     tokenizer, vocab_size = _bert_tokenizer(out_dir.with_name(out_dir.name + "-tok"))
     config = BlipConfig(
-        text_config=dict(vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-                         max_position_embeddings=64, encoder_hidden_size=32, bos_token_id=2, sep_token_id=3, pad_token_id=0),
-        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, image_size=32, patch_size=8),
+        text_config=dict(
+            vocab_size=vocab_size,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            max_position_embeddings=64,
+            encoder_hidden_size=32,
+            bos_token_id=2,
+            sep_token_id=3,
+            pad_token_id=0,
+        ),
+        vision_config=dict(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            image_size=32,
+            patch_size=8,
+        ),
         projection_dim=16,
     )
     torch.manual_seed(seed)
     BlipForImageTextRetrieval(config).save_pretrained(out_dir)
-    BlipProcessor(image_processor=BlipImageProcessorPil(size={"height": 32, "width": 32}), tokenizer=tokenizer).save_pretrained(out_dir)
+    BlipProcessor(
+        image_processor=BlipImageProcessorPil(size={"height": 32, "width": 32}), tokenizer=tokenizer
+    ).save_pretrained(out_dir)
     return out_dir
 
 
@@ -47,9 +69,20 @@ def build_tiny_vilt(out_dir: str | Path, *, seed: int = 0) -> Path:
 
     out_dir = Path(out_dir)
     tokenizer, vocab_size = _bert_tokenizer(out_dir.with_name(out_dir.name + "-tok"))
-    config = ViltConfig(vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-                        image_size=32, patch_size=8, max_position_embeddings=64, max_image_length=-1)
+    config = ViltConfig(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        image_size=32,
+        patch_size=8,
+        max_position_embeddings=64,
+        max_image_length=-1,
+    )
     torch.manual_seed(seed)
     ViltForImageAndTextRetrieval(config).save_pretrained(out_dir)
-    ViltProcessor(image_processor=ViltImageProcessorPil(size={"shortest_edge": 32}, size_divisor=8), tokenizer=tokenizer).save_pretrained(out_dir)
+    ViltProcessor(
+        image_processor=ViltImageProcessorPil(size={"shortest_edge": 32}, size_divisor=8), tokenizer=tokenizer
+    ).save_pretrained(out_dir)
     return out_dir

@@ -8,15 +8,17 @@ classifiers, only a few hundred kilobytes large, and save them to a local direct
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import torch
 
 from conceptforge.testing.tiny_models import clip_byte_tokenizer, clip_byte_vocab, clip_special_ids
 
 
-def build_tiny_sd(path: str | Path, *, seed: int = 0, sample_size: int = 16, block_out_channels: tuple[int, int] = (32, 64)) -> Path:
+def build_tiny_sd(
+    path: str | Path, *, seed: int = 0, sample_size: int = 16, block_out_channels: tuple[int, int] = (32, 64)
+) -> Path:
     """Save a tiny SD-1.5-layout pipeline (UNet, VAE, CLIP text encoder, tokenizer, PNDM) to ``path``.
 
     ``sample_size`` is the latent size; images are ``8 * sample_size / 2`` pixels (one VAE
@@ -88,7 +90,9 @@ def build_tiny_sd(path: str | Path, *, seed: int = 0, sample_size: int = 16, blo
     return path
 
 
-def build_tiny_classifier(path: str | Path, labels: Sequence[str], *, arch: str = "resnet", seed: int = 0, image_size: int = 32) -> Path:
+def build_tiny_classifier(
+    path: str | Path, labels: Sequence[str], *, arch: str = "resnet", seed: int = 0, image_size: int = 32
+) -> Path:
     """Save a tiny ResNet or ConvNeXt image classifier (+ its image processor) with ``labels``."""
     from transformers import ConvNextConfig, ConvNextForImageClassification, ResNetConfig, ResNetForImageClassification
     from transformers.models.convnext import ConvNextImageProcessorPil
@@ -98,13 +102,23 @@ def build_tiny_classifier(path: str | Path, labels: Sequence[str], *, arch: str 
     label2id = {name: i for i, name in id2label.items()}
     if arch == "resnet":
         config = ResNetConfig(
-            embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], layer_type="basic", num_labels=len(labels),
-            id2label=id2label, label2id=label2id,
+            embedding_size=8,
+            hidden_sizes=[8, 16],
+            depths=[1, 1],
+            layer_type="basic",
+            num_labels=len(labels),
+            id2label=id2label,
+            label2id=label2id,
         )
         model = ResNetForImageClassification(config)
     elif arch == "convnext":
         config = ConvNextConfig(
-            hidden_sizes=[8, 16], depths=[1, 1], num_stages=2, num_labels=len(labels), id2label=id2label, label2id=label2id,
+            hidden_sizes=[8, 16],
+            depths=[1, 1],
+            num_stages=2,
+            num_labels=len(labels),
+            id2label=id2label,
+            label2id=label2id,
         )
         model = ConvNextForImageClassification(config)
     else:
@@ -130,12 +144,22 @@ def build_tiny_vilt(path: str | Path, *, seed: int = 0, image_size: int = 32) ->
     torch.manual_seed(seed)
     vocab = {word: index for index, word in enumerate(VILT_WORDS)}
     tokenizer = BertTokenizer(vocab=vocab)
-    processor = ViltProcessor(image_processor=ViltImageProcessorPil(size={"shortest_edge": image_size}, size_divisor=16), tokenizer=tokenizer)
+    processor = ViltProcessor(
+        image_processor=ViltImageProcessorPil(size={"shortest_edge": image_size}, size_divisor=16), tokenizer=tokenizer
+    )
     answers = ["yes", "no", "2"]
     config = ViltConfig(
-        vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-        image_size=image_size, patch_size=16, max_position_embeddings=40, max_image_length=-1,
-        id2label=dict(enumerate(answers)), label2id={a: i for i, a in enumerate(answers)},
+        vocab_size=len(vocab),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        image_size=image_size,
+        patch_size=16,
+        max_position_embeddings=40,
+        max_image_length=-1,
+        id2label=dict(enumerate(answers)),
+        label2id={a: i for i, a in enumerate(answers)},
     )
     model = ViltForQuestionAnswering(config)
     path = Path(path)

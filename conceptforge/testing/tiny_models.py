@@ -46,7 +46,9 @@ def clip_byte_tokenizer(*, vocab: dict[str, int] | None = None, model_max_length
     """A merge-free ``CLIPTokenizer`` over :func:`clip_byte_vocab` (or the given ``vocab``)."""
     from transformers import CLIPTokenizer
 
-    return CLIPTokenizer(vocab=vocab if vocab is not None else clip_byte_vocab(), merges=[], model_max_length=model_max_length)
+    return CLIPTokenizer(
+        vocab=vocab if vocab is not None else clip_byte_vocab(), merges=[], model_max_length=model_max_length
+    )
 
 
 def build_tiny_clip(
@@ -79,12 +81,21 @@ def build_tiny_clip(
     vision_hidden = vision_hidden or hidden
     config = CLIPConfig(
         text_config=dict(
-            vocab_size=len(vocab), hidden_size=hidden, intermediate_size=mlp_ratio * hidden, num_hidden_layers=layers,
-            num_attention_heads=heads, max_position_embeddings=max_length, **clip_special_ids(vocab),
+            vocab_size=len(vocab),
+            hidden_size=hidden,
+            intermediate_size=mlp_ratio * hidden,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            max_position_embeddings=max_length,
+            **clip_special_ids(vocab),
         ),
         vision_config=dict(
-            hidden_size=vision_hidden, intermediate_size=mlp_ratio * vision_hidden, num_hidden_layers=vision_layers or layers,
-            num_attention_heads=vision_heads or heads, image_size=image_size, patch_size=patch_size,
+            hidden_size=vision_hidden,
+            intermediate_size=mlp_ratio * vision_hidden,
+            num_hidden_layers=vision_layers or layers,
+            num_attention_heads=vision_heads or heads,
+            image_size=image_size,
+            patch_size=patch_size,
         ),
         projection_dim=projection,
     )

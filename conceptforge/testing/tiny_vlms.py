@@ -8,8 +8,8 @@ logits, label mapping) are the same for a model with a handful of random weights
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import torch
 
@@ -55,29 +55,46 @@ def build_tiny_llava(
     tokenizer = Qwen2Tokenizer(vocab=vocab, merges=[], unk_token="<|endoftext|>")
     tokenizer.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>", "<image>"]})
     vision = CLIPVisionConfig(
-        hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers, num_attention_heads=heads,
-        image_size=image_size, patch_size=patch, projection_dim=hidden,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        image_size=image_size,
+        patch_size=patch,
+        projection_dim=hidden,
     )
     text = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-        num_attention_heads=heads, num_key_value_heads=max(1, heads // 2), max_position_embeddings=1024,
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=max(1, heads // 2),
+        max_position_embeddings=1024,
         pad_token_id=tokenizer.pad_token_id,
     )
     config = LlavaConfig(
-        vision_config=vision, text_config=text,
+        vision_config=vision,
+        text_config=text,
         image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
-        vision_feature_layer=-1, vision_feature_select_strategy="full",
+        vision_feature_layer=-1,
+        vision_feature_select_strategy="full",
     )
     from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
 
     torch.manual_seed(seed)
     model = LlavaForConditionalGeneration(config).eval()
     image_processor = CLIPImageProcessorPil(
-        size={"shortest_edge": image_size}, crop_size={"height": image_size, "width": image_size},
+        size={"shortest_edge": image_size},
+        crop_size={"height": image_size, "width": image_size},
     )
     processor = LlavaProcessor(
-        image_processor=image_processor, tokenizer=tokenizer, patch_size=patch,
-        vision_feature_select_strategy="full", chat_template=CHAT_TEMPLATE, image_token="<image>",
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        patch_size=patch,
+        vision_feature_select_strategy="full",
+        chat_template=CHAT_TEMPLATE,
+        image_token="<image>",
         num_additional_image_tokens=1,
     )
     model.save_pretrained(path)
@@ -91,9 +108,16 @@ def build_tiny_classifier(path: Path, labels: Sequence[str], *, seed: int = 0) -
     from transformers.models.vit.image_processing_pil_vit import ViTImageProcessorPil
 
     config = SwinConfig(
-        image_size=32, patch_size=4, num_channels=3, embed_dim=8, depths=[1, 1], num_heads=[1, 2],
-        window_size=4, num_labels=len(labels),
-        id2label=dict(enumerate(labels)), label2id={name: i for i, name in enumerate(labels)},
+        image_size=32,
+        patch_size=4,
+        num_channels=3,
+        embed_dim=8,
+        depths=[1, 1],
+        num_heads=[1, 2],
+        window_size=4,
+        num_labels=len(labels),
+        id2label=dict(enumerate(labels)),
+        label2id={name: i for i, name in enumerate(labels)},
     )
     torch.manual_seed(seed)
     model = SwinForImageClassification(config).eval()
@@ -113,21 +137,36 @@ def build_tiny_internvl(path: Path, *, seed: int = 0) -> Path:
 
     from conceptforge.filters.vqa import without_video_processor
 
-    specials = {"start_image_token": "<img>", "end_image_token": "</img>",
-                "context_image_token": "<IMG_CONTEXT>", "video_token": "<video>"}
+    specials = {
+        "start_image_token": "<img>",
+        "end_image_token": "</img>",
+        "context_image_token": "<IMG_CONTEXT>",
+        "video_token": "<video>",
+    }
     vocab = byte_level_vocab()
     for token in specials.values():
         vocab[token] = len(vocab)
-    tokenizer = Qwen2Tokenizer(vocab=vocab, merges=[], unk_token="<|endoftext|>", model_specific_special_tokens=specials)
+    tokenizer = Qwen2Tokenizer(
+        vocab=vocab, merges=[], unk_token="<|endoftext|>", model_specific_special_tokens=specials
+    )
     tokenizer.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>", *specials.values()]})
     config = InternVLConfig(
         vision_config={
-            "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4,
-            "image_size": [32, 32], "patch_size": [8, 8],
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 4,
+            "image_size": [32, 32],
+            "patch_size": [8, 8],
         },
         text_config={
-            "model_type": "qwen2", "vocab_size": len(tokenizer), "hidden_size": 32, "intermediate_size": 64,
-            "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2,
+            "model_type": "qwen2",
+            "vocab_size": len(tokenizer),
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
         },
         image_token_id=tokenizer.convert_tokens_to_ids("<IMG_CONTEXT>"),
         downsample_ratio=0.5,
@@ -139,8 +178,11 @@ def build_tiny_internvl(path: Path, *, seed: int = 0) -> Path:
     # The processor cannot save itself without a video processor: save its parts and its config
     # in the layout of a real checkpoint.
     without_video_processor(InternVLProcessor)(
-        image_processor=image_processor, tokenizer=tokenizer, video_processor=None,
-        chat_template=template, image_seq_length=4,
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        video_processor=None,
+        chat_template=template,
+        image_seq_length=4,
     )
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)

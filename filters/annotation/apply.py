@@ -13,9 +13,11 @@ from __future__ import annotations
 import io
 import logging
 from collections import Counter
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
+import pyarrow.parquet as pq
 from datasets import Features, Value
 from huggingface_hub import DatasetCard
 from PIL import Image
@@ -23,12 +25,10 @@ from PIL import Image
 from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
 from conceptforge.cards.grid import grid_png
 from conceptforge.cards.lineage import inherited_column_docs, read_upstream_metadata, upstream_provenance
+from conceptforge.errors import DataFormatError, InvalidArgumentError
 from conceptforge.filters.annotation.dataset import available_splits, split_files, split_tables
 from conceptforge.filters.annotation.results import HUMAN_COLUMNS, row_decision, row_human_values, summary_for_card
-from conceptforge.errors import DataFormatError, InvalidArgumentError
 from conceptforge.output import claim_folder
-
-import pyarrow.parquet as pq
 
 logger = logging.getLogger(__name__)
 GRID_SAMPLES = 8
@@ -105,8 +105,9 @@ def apply_results(
                         continue
                     row.update(row_human_values(results, row))
                 else:
-                    row.update({name: (0 if name.endswith("_n") else None) for name in HUMAN_COLUMNS[study]
-                                if name not in row})
+                    row.update(
+                        {name: (0 if name.endswith("_n") else None) for name in HUMAN_COLUMNS[study] if name not in row}
+                    )
                 kept_counts[split] += 1
                 yield {name: row.get(name) for name in columns}
 
@@ -115,22 +116,31 @@ def apply_results(
 
     def card(split_stats) -> str:
         summary = summary_for_card(results)
-        summary["rows"] = {"kept": dict(kept_counts), "dropped": sum(dropped_reasons.values()),
-                           "dropped_by_reason": dict(sorted(dropped_reasons.items()))}
+        summary["rows"] = {
+            "kept": dict(kept_counts),
+            "dropped": sum(dropped_reasons.values()),
+            "dropped_by_reason": dict(sorted(dropped_reasons.items())),
+        }
         statistics.update(summary)
         metadata = DatasetMetadata(
             pretty_name=f"{pretty_name or root.name} (human-validated: {study})",
             license=license,
-            summary=(f"`{root.name}` after the `{study}` human study of conceptforge's annotation app: "
-                     f"{summary['progress']['answers']} answers from {len(summary['progress']['annotators'])} "
-                     f"annotator(s) on {summary['progress']['annotated_items']} sampled items; split "
-                     f"`{studied_split}` keeps {kept_counts[studied_split]} rows and drops "
-                     f"{sum(dropped_reasons.values())}."),
+            summary=(
+                f"`{root.name}` after the `{study}` human study of conceptforge's annotation app: "
+                f"{summary['progress']['answers']} answers from {len(summary['progress']['annotators'])} "
+                f"annotator(s) on {summary['progress']['annotated_items']} sampled items; split "
+                f"`{studied_split}` keeps {kept_counts[studied_split]} rows and drops "
+                f"{sum(dropped_reasons.values())}."
+            ),
             tags=sorted(set(tags) | {"conceptforge", "human-validation"}),
             # Columns, paper and provenance of the input pass through (cards.lineage says why).
             column_docs=inherited_column_docs(upstream, HUMAN_COLUMN_DOCS, features),
-            provenance={"source_dataset": root.name, "study": study, "sample": results["config"],
-                        "upstream": upstream_provenance(upstream, root)},
+            provenance={
+                "source_dataset": root.name,
+                "study": study,
+                "sample": results["config"],
+                "upstream": upstream_provenance(upstream, root),
+            },
             filter_stats=summary,
             task_categories=list(upstream.task_categories) if upstream else [],
             citation=upstream.citation if upstream else "",
@@ -145,8 +155,15 @@ def apply_results(
         return render_card(metadata, features, split_stats, has_grid=grid_bytes is not None)
 
     grid_bytes = _grid_png(results, root, studied_split)
-    assemble_dataset_dir(out, splits={s: (lambda s=s: rows_of(s)) for s in splits}, features=features,
-                         render_card=card, grid_png=grid_bytes, made_by=APPLY_MADE_BY, flag="--apply")
+    assemble_dataset_dir(
+        out,
+        splits={s: (lambda s=s: rows_of(s)) for s in splits},
+        features=features,
+        render_card=card,
+        grid_png=grid_bytes,
+        made_by=APPLY_MADE_BY,
+        flag="--apply",
+    )
     logger.info("wrote %s: kept %s, dropped %d", out, dict(kept_counts), sum(dropped_reasons.values()))
     return statistics
 
@@ -154,8 +171,10 @@ def apply_results(
 def _annotations(upstream: str, study: str, summary: Mapping[str, Any]) -> str:
     """The input card's Annotations section plus one paragraph on this human study."""
     progress = summary.get("progress", {})
-    own = (f"Human validation (`{study}` study, conceptforge's annotation app): {progress.get('answers', 0)} answers "
-           f"from {len(progress.get('annotators', []))} annotator(s); the `human_*` columns hold the results.")
+    own = (
+        f"Human validation (`{study}` study, conceptforge's annotation app): {progress.get('answers', 0)} answers "
+        f"from {len(progress.get('annotators', []))} annotator(s); the `human_*` columns hold the results."
+    )
     return f"{upstream.strip()}\n\n{own}" if upstream.strip() else own
 
 

@@ -19,9 +19,10 @@ import logging
 import re
 import threading
 from collections import OrderedDict, defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -80,8 +81,16 @@ class RowLocation:
 class AnnotationDataset:
     """One split of a dataset directory: metadata rows by item id, images by (item id, slot)."""
 
-    def __init__(self, root: str | Path, *, splits: tuple[str, ...], required_columns: tuple[str, ...],
-                 split: str | None = None, extra_columns: tuple[str, ...] = (), study_name: str = "") -> None:
+    def __init__(
+        self,
+        root: str | Path,
+        *,
+        splits: tuple[str, ...],
+        required_columns: tuple[str, ...],
+        split: str | None = None,
+        extra_columns: tuple[str, ...] = (),
+        study_name: str = "",
+    ) -> None:
         self.root = Path(root)
         if not (self.root / "data").is_dir():
             raise DataNotFoundError(f"{self.root} is not a dataset directory (no data/ folder with parquet shards)")
@@ -90,7 +99,8 @@ class AnnotationDataset:
             split = next((s for s in splits if s in present), None)
             if split is None:
                 raise InvalidArgumentError(
-                    f"{self.root} has splits {present or 'none'}; study {study_name} needs one of {list(splits)} (or pass --split)")
+                    f"{self.root} has splits {present or 'none'}; study {study_name} needs one of {list(splits)} (or pass --split)"
+                )
         elif split not in present:
             raise DataNotFoundError(f"{self.root} has no split {split!r} (it has {present or 'none'})")
         self.split = split
@@ -100,9 +110,14 @@ class AnnotationDataset:
         missing = [c for c in required_columns if c not in schema_names]
         if missing:
             raise DataFormatError(
-                f"{self.root} split {split} lacks the columns {', '.join(missing)} that study {study_name} needs (see docs/schemas.md)")
+                f"{self.root} split {split} lacks the columns {', '.join(missing)} that study {study_name} needs (see docs/schemas.md)"
+            )
         self.columns = list(schema_names)
-        meta_columns = [c for c in dict.fromkeys((*required_columns, *extra_columns)) if c in schema_names and c not in IMAGE_COLUMNS]
+        meta_columns = [
+            c
+            for c in dict.fromkeys((*required_columns, *extra_columns))
+            if c in schema_names and c not in IMAGE_COLUMNS
+        ]
         self.rows: dict[str, dict[str, Any]] = {}
         self.locations: dict[str, RowLocation] = {}
         self.ref_counts: dict[str, int] = {}
@@ -165,8 +180,9 @@ class AnnotationDataset:
                 location = self.locations[item_id]
                 members[(location.file_index, location.row_group)].append((location.offset, index))
             columns = [c for c in IMAGE_COLUMNS if c in self.columns]
-            for (file_index, group), rows in tqdm(sorted(members.items()), desc="copying sampled images", unit="row group",
-                                                  disable=len(members) < 20):
+            for (file_index, group), rows in tqdm(
+                sorted(members.items()), desc="copying sampled images", unit="row group", disable=len(members) < 20
+            ):
                 table = self._parquet[file_index].read_row_group(group, columns=columns)
                 for offset, index in rows:
                     image = table.column("image")[offset].as_py() or {}
@@ -193,7 +209,12 @@ class AnnotationDataset:
             if key in self._cache:
                 self._cache.move_to_end(key)
                 return self._cache[key]
-        values = self._parquet[location.file_index].read_row_group(location.row_group, columns=[column]).column(0).to_pylist()
+        values = (
+            self._parquet[location.file_index]
+            .read_row_group(location.row_group, columns=[column])
+            .column(0)
+            .to_pylist()
+        )
         with self._lock:
             self._cache[key] = values
             while len(self._cache) > 8:

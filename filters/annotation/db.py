@@ -14,9 +14,10 @@ import json
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 from conceptforge.errors import StoreError
 
@@ -47,8 +48,10 @@ class Annotation:
     elapsed_ms: int | None
 
 
-_INSERT = ("INSERT INTO annotations (annotator, item_id, answers, answered_at, elapsed_ms) VALUES (?, ?, ?, ?, ?)"
-           " ON CONFLICT (annotator, item_id) DO NOTHING")
+_INSERT = (
+    "INSERT INTO annotations (annotator, item_id, answers, answered_at, elapsed_ms) VALUES (?, ?, ?, ?, ?)"
+    " ON CONFLICT (annotator, item_id) DO NOTHING"
+)
 
 
 @dataclass
@@ -126,17 +129,23 @@ class AnnotationDB:
             if stored:
                 old = json.loads(stored["config"])
                 if old != dict(config):
-                    diff = ", ".join(f"{k}: {old.get(k)!r} -> {config.get(k)!r}" for k in sorted(set(old) | set(config))
-                                     if old.get(k) != config.get(k))
+                    diff = ", ".join(
+                        f"{k}: {old.get(k)!r} -> {config.get(k)!r}"
+                        for k in sorted(set(old) | set(config))
+                        if old.get(k) != config.get(k)
+                    )
                     raise StoreError(
                         f"{self.path} belongs to a study with other settings ({diff}); rerun with the original "
-                        "settings to resume, or pass --db NEW_PATH to start another study")
+                        "settings to resume, or pass --db NEW_PATH to start another study"
+                    )
                 conn.execute("COMMIT")
                 return False
             conn.execute("INSERT INTO meta VALUES ('config', ?)", (json.dumps(dict(config), sort_keys=True),))
             conn.execute("INSERT INTO meta VALUES ('created_at', ?)", (repr(time.time()),))
-            conn.executemany("INSERT INTO items (position, item_id, group_key) VALUES (?, ?, ?)",
-                             [(i, item_id, key) for i, (item_id, key) in enumerate(sample)])
+            conn.executemany(
+                "INSERT INTO items (position, item_id, group_key) VALUES (?, ?, ?)",
+                [(i, item_id, key) for i, (item_id, key) in enumerate(sample)],
+            )
             conn.execute("COMMIT")
             return True
         except BaseException:
@@ -173,8 +182,9 @@ class AnnotationDB:
                 if annotator in self._answered:
                     self._answered[annotator].add(item_id)
             return True
-        row = conn.execute("SELECT answers FROM annotations WHERE annotator = ? AND item_id = ?",
-                           (annotator, item_id)).fetchone()
+        row = conn.execute(
+            "SELECT answers FROM annotations WHERE annotator = ? AND item_id = ?", (annotator, item_id)
+        ).fetchone()
         if row is not None and row[0] == blob:
             return False
         raise AlreadyAnswered(item_id)
@@ -242,9 +252,13 @@ class AnnotationDB:
             return known
 
     def annotations(self) -> Iterator[Annotation]:
-        query = "SELECT annotator, item_id, answers, answered_at, elapsed_ms FROM annotations ORDER BY item_id, annotator"
+        query = (
+            "SELECT annotator, item_id, answers, answered_at, elapsed_ms FROM annotations ORDER BY item_id, annotator"
+        )
         for annotator, item_id, answers, answered_at, elapsed in self.connect().execute(query):
             yield Annotation(annotator, item_id, json.loads(answers), answered_at, elapsed)
 
     def annotators(self) -> dict[str, int]:
-        return dict(self.connect().execute("SELECT annotator, COUNT(*) FROM annotations GROUP BY annotator ORDER BY annotator"))
+        return dict(
+            self.connect().execute("SELECT annotator, COUNT(*) FROM annotations GROUP BY annotator ORDER BY annotator")
+        )

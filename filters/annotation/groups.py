@@ -9,12 +9,13 @@ record (``group_values_source``) so a reader knows which one was used.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
-from conceptforge.filters.annotation.studies import split_attribute
 from conceptforge.cub import load_attributes
 from conceptforge.errors import DataFormatError
+from conceptforge.filters.annotation.studies import split_attribute
 
 
 def group_values_from_rows(rows: Iterable[Mapping[str, Any]]) -> dict[str, list[str]]:
@@ -28,7 +29,9 @@ def group_values_from_rows(rows: Iterable[Mapping[str, Any]]) -> dict[str, list[
     return {group: sorted(values) for group, values in groups.items()}
 
 
-def resolve_group_values(rows: Mapping[str, Mapping[str, Any]], cub_dir: str | Path | None) -> tuple[dict[str, list[str]], str]:
+def resolve_group_values(
+    rows: Mapping[str, Mapping[str, Any]], cub_dir: str | Path | None
+) -> tuple[dict[str, list[str]], str]:
     """Return (values per group, source) where source is ``cub`` or ``dataset``."""
     if cub_dir is None:
         return group_values_from_rows(rows.values()), "dataset"

@@ -20,14 +20,15 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
+from conceptforge.errors import DataFormatError, DataNotFoundError, InvalidArgumentError
 from conceptforge.filters.annotation.db import Annotation
 from conceptforge.filters.annotation.stats import agreement_report, pearson
 from conceptforge.filters.annotation.studies import ANSWER_SCORES, Study, split_attribute
-from conceptforge.errors import DataFormatError, DataNotFoundError, InvalidArgumentError
 
 
 @dataclass(frozen=True)
@@ -106,9 +107,15 @@ def _sub_faithfulness(rows, annotations, rules: Rules) -> dict[str, Any]:
         elif row["attribute"] == row["removed_attribute"]:
             kept, reason = False, "reference bird already shows the target attribute (S+ = S-)"
         elif summary["answers"] and summary["attribute_score"] < rules.min_pair_attribute:
-            kept, reason = False, f"low attribute accuracy {summary['attribute_score']:.3f} < {rules.min_pair_attribute}"
+            kept, reason = (
+                False,
+                f"low attribute accuracy {summary['attribute_score']:.3f} < {rules.min_pair_attribute}",
+            )
         elif summary["answers"] and summary["bird_score"] < rules.min_pair_bird:
-            kept, reason = False, f"excessive modification: bird score {summary['bird_score']:.3f} < {rules.min_pair_bird}"
+            kept, reason = (
+                False,
+                f"excessive modification: bird score {summary['bird_score']:.3f} < {rules.min_pair_bird}",
+            )
         pairs[key] = {"bird": row["bird"], "attribute": row["attribute"], **summary, "kept": kept, "reason": reason}
 
     birds = {bird: _faithfulness_summary(by["bird"][bird], items["bird"][bird]) for bird in sorted(by["bird"])}
@@ -132,7 +139,9 @@ def _sub_faithfulness(rows, annotations, rules: Rules) -> dict[str, Any]:
         "kept_pairs": [p for p, v in pairs.items() if v["kept"]],
         "dropped_pairs": {p: v["reason"] for p, v in pairs.items() if not v["kept"]},
         "agreement": {
-            q: agreement_report({i: [ANSWER_SCORES[a[q]] for a in answers] for i, answers in per_item.items()}, metric="ordinal")
+            q: agreement_report(
+                {i: [ANSWER_SCORES[a[q]] for a in answers] for i, answers in per_item.items()}, metric="ordinal"
+            )
             for q in ("attribute", "bird")
         },
     }
@@ -173,7 +182,12 @@ def _sub_attribute(rows, annotations, rules: Rules) -> dict[str, Any]:
         chosen = ann.answers["value"]
         judgement = _attribute_judgement(row, chosen)
         all_judgements.append(judgement)
-        for level, key in (("attribute", row["attribute"]), ("pair", pair_key(row)), ("bird", row["bird"]), ("item", ann.item_id)):
+        for level, key in (
+            ("attribute", row["attribute"]),
+            ("pair", pair_key(row)),
+            ("bird", row["bird"]),
+            ("item", ann.item_id),
+        ):
             judged[level][key].append(judgement)
             items[level][key].add(ann.item_id)
         chosen_by_attribute[row["attribute"]][chosen] += 1
@@ -202,7 +216,12 @@ def _sub_attribute(rows, annotations, rules: Rules) -> dict[str, Any]:
         # Table 1 / Table 2 "Human" row, in percent
         "human": {"splus": percent(overall["splus_accuracy"]), "sminus": percent(overall["sminus_accuracy"])},
         "overall": overall,
-        "attributes": {**{k: {**v, "answer_counts": dict(sorted(chosen_by_attribute[k].items()))} for k, v in table("attribute").items()}},
+        "attributes": {
+            **{
+                k: {**v, "answer_counts": dict(sorted(chosen_by_attribute[k].items()))}
+                for k, v in table("attribute").items()
+            }
+        },
         "pairs": pairs,
         "birds": table("bird"),
         "items": table("item"),
@@ -240,7 +259,8 @@ def _correlate(name: str, metric: Mapping[str, float], tables: Mapping[str, Mapp
     if len(best_keys) < 2:
         raise DataFormatError(
             f"metric {name}: its keys match fewer than two annotated items, learners, concepts or categories "
-            f"(levels: {', '.join(tables)}); keys look like {sorted(metric)[:3]}")
+            f"(levels: {', '.join(tables)}); keys look like {sorted(metric)[:3]}"
+        )
     xs = [float(metric[k]) for k in best_keys]
     ys = [tables[best_level][k]["mean_rating"] for k in best_keys]
     return {
@@ -253,7 +273,9 @@ def _correlate(name: str, metric: Mapping[str, float], tables: Mapping[str, Mapp
     }
 
 
-def _conceptbed(study: Study, rows, annotations, rules: Rules, metrics: Mapping[str, Mapping[str, float]]) -> dict[str, Any]:
+def _conceptbed(
+    study: Study, rows, annotations, rules: Rules, metrics: Mapping[str, Mapping[str, float]]
+) -> dict[str, Any]:
     levels = _levels(study)
     ratings = {level: defaultdict(list) for level in ["item", *levels]}
     items = {level: defaultdict(set) for level in ["item", *levels]}
@@ -264,8 +286,10 @@ def _conceptbed(study: Study, rows, annotations, rules: Rules, metrics: Mapping[
         for level, key_of in levels.items():
             ratings[level][key_of(row)].append(ann.answers["rating"])
             items[level][key_of(row)].add(ann.item_id)
-    tables = {level: {k: _rating_summary(ratings[level][k], items[level][k]) for k in sorted(ratings[level])}
-              for level in ratings}
+    tables = {
+        level: {k: _rating_summary(ratings[level][k], items[level][k]) for k in sorted(ratings[level])}
+        for level in ratings
+    }
     dropped = {}
     for item_id, summary in tables["item"].items():
         if rules.min_item_score is not None and summary["mean_rating"] < rules.min_item_score:
@@ -276,7 +300,11 @@ def _conceptbed(study: Study, rows, annotations, rules: Rules, metrics: Mapping[
         "learners": tables["learner"],
         "concepts": tables["concept"],
         "learner_concepts": tables["learner|concept"],
-        **({"categories": tables["category"], "learner_categories": tables["learner|category"]} if "category" in tables else {}),
+        **(
+            {"categories": tables["category"], "learner_categories": tables["learner|category"]}
+            if "category" in tables
+            else {}
+        ),
         "items": tables["item"],
         "dropped_items": dropped,
         "correlations": [_correlate(name, metric, tables) for name, metric in metrics.items()],
@@ -321,8 +349,13 @@ def compute_results(
         },
         **body,
         "annotations": [
-            {"annotator": a.annotator, "item_id": a.item_id, "answers": a.answers,
-             "answered_at": a.answered_at, "elapsed_ms": a.elapsed_ms}
+            {
+                "annotator": a.annotator,
+                "item_id": a.item_id,
+                "answers": a.answers,
+                "answered_at": a.answered_at,
+                "elapsed_ms": a.elapsed_ms,
+            }
             for a in annotations
         ],
     }
@@ -336,7 +369,9 @@ def load_metric(spec: str, rows: Mapping[str, Mapping[str, Any]]) -> tuple[str, 
             data = json.loads(Path(path).read_text(encoding="utf-8"))
         except (OSError, ValueError) as error:
             raise DataNotFoundError(f"cannot read metric file {path}: {error}") from None
-        if not isinstance(data, dict) or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in data.values()):
+        if not isinstance(data, dict) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in data.values()
+        ):
             raise DataFormatError(f"metric file {path} must be a JSON object mapping keys to numbers")
         return name, {str(k): float(v) for k, v in data.items()}
     values = {}
@@ -353,8 +388,11 @@ def load_metric(spec: str, rows: Mapping[str, Mapping[str, Any]]) -> tuple[str, 
 # Row decisions and per-row human columns (used by apply)
 # --------------------------------------------------------------------------------------------
 HUMAN_COLUMNS = {
-    "sub-faithfulness": {"human_faithfulness_attribute": "float32", "human_faithfulness_bird": "float32",
-                         "human_faithfulness_n": "int32"},
+    "sub-faithfulness": {
+        "human_faithfulness_attribute": "float32",
+        "human_faithfulness_bird": "float32",
+        "human_faithfulness_n": "int32",
+    },
     "sub-attribute": {"human_attribute_splus": "float32", "human_attribute_n": "int32"},
     "conceptbed-alignment": {"human_alignment": "float32", "human_alignment_n": "int32"},
     "conceptbed-composition": {"human_composition": "float32", "human_composition_n": "int32"},
@@ -387,27 +425,49 @@ def row_human_values(results: Mapping[str, Any], row: Mapping[str, Any]) -> dict
     study = results["study"]
     item = results["items"].get(row["item_id"])
     if study == "sub-faithfulness":
-        return {"human_faithfulness_attribute": item and item["attribute_score"],
-                "human_faithfulness_bird": item and item["bird_score"],
-                "human_faithfulness_n": item["answers"] if item else 0}
+        return {
+            "human_faithfulness_attribute": item and item["attribute_score"],
+            "human_faithfulness_bird": item and item["bird_score"],
+            "human_faithfulness_n": item["answers"] if item else 0,
+        }
     if study == "sub-attribute":
-        return {"human_attribute_splus": item and item["splus_accuracy"], "human_attribute_n": item["answers"] if item else 0}
+        return {
+            "human_attribute_splus": item and item["splus_accuracy"],
+            "human_attribute_n": item["answers"] if item else 0,
+        }
     name = "human_alignment" if study == "conceptbed-alignment" else "human_composition"
     return {name: item and item["mean_rating"], f"{name}_n": item["answers"] if item else 0}
 
 
 def summary_for_card(results: Mapping[str, Any]) -> dict[str, Any]:
     """The compact statistics the card shows (the full document is what --export writes)."""
-    keep = ("study", "config", "rules", "progress", "overall", "human", "agreement", "group_values_source",
-            "dropped_attributes", "dropped_pairs", "dropped_items")
+    keep = (
+        "study",
+        "config",
+        "rules",
+        "progress",
+        "overall",
+        "human",
+        "agreement",
+        "group_values_source",
+        "dropped_attributes",
+        "dropped_pairs",
+        "dropped_items",
+    )
     summary = {k: results[k] for k in keep if k in results}
     if results["study"] == "sub-faithfulness":
-        summary["attributes"] = {k: {f: v[f] for f in ("answers", "attribute_score", "attribute_yes", "bird_score", "kept")}
-                                 for k, v in results["attributes"].items()}
+        summary["attributes"] = {
+            k: {f: v[f] for f in ("answers", "attribute_score", "attribute_yes", "bird_score", "kept")}
+            for k, v in results["attributes"].items()
+        }
     if results["study"] == "sub-attribute":
-        summary["attributes"] = {k: {f: v[f] for f in ("answers", "splus_accuracy", "sminus_accuracy")}
-                                 for k, v in results["attributes"].items()}
+        summary["attributes"] = {
+            k: {f: v[f] for f in ("answers", "splus_accuracy", "sminus_accuracy")}
+            for k, v in results["attributes"].items()
+        }
     if "learners" in results:
         summary["learners"] = results["learners"]
-        summary["correlations"] = [{k: c[k] for k in ("metric", "level", "n", "pearson")} for c in results["correlations"]]
+        summary["correlations"] = [
+            {k: c[k] for k in ("metric", "level", "n", "pearson")} for c in results["correlations"]
+        ]
     return summary

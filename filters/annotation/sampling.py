@@ -9,7 +9,8 @@ their own seeded order, which spreads order effects without losing reproducibili
 from __future__ import annotations
 
 import random
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from conceptforge.workitems import derive_seed
 

@@ -27,18 +27,19 @@ import struct
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
-from typing import Any, Mapping
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from conceptforge.errors import ConceptforgeError, InvalidArgumentError
 from conceptforge.filters.annotation.dataset import AnnotationDataset
 from conceptforge.filters.annotation.db import AlreadyAnswered, AnnotationDB
 from conceptforge.filters.annotation.sampling import annotator_order
 from conceptforge.filters.annotation.studies import Study, display_fields, question_options, validate_answers
-from conceptforge.errors import ConceptforgeError, InvalidArgumentError
 
 logger = logging.getLogger(__name__)
 
@@ -82,13 +83,19 @@ class StudyApp:
         self._cursors: dict[str, int] = {}  # per annotator: no item before this position is unanswered
         self._payloads: dict[str, dict[str, Any]] = {}  # an item's payload never changes during a study
         self._lock = threading.Lock()
-        self._assets = {name: resources.files("conceptforge.filters.annotation").joinpath(name).read_bytes()
-                        for name, _ in STATIC.values()}
+        self._assets = {
+            name: resources.files("conceptforge.filters.annotation").joinpath(name).read_bytes()
+            for name, _ in STATIC.values()
+        }
 
     # -- payloads -------------------------------------------------------------------------------
     def study_payload(self) -> dict[str, Any]:
-        return {"name": self.study.name, "title": self.study.title, "instructions": self.study.instructions,
-                "total": len(self.sample)}
+        return {
+            "name": self.study.name,
+            "title": self.study.title,
+            "instructions": self.study.instructions,
+            "total": len(self.sample),
+        }
 
     def _order(self, annotator: str) -> list[str]:
         with self._lock:
@@ -110,8 +117,13 @@ class StudyApp:
         questions = []
         for question in self.study.questions:
             options = question_options(self.study, question, row, self.group_values)
-            questions.append({"id": question.id, "text": question.text.format(**fields),
-                              "options": [{"value": o.value, "label": o.label, "key": o.key} for o in options]})
+            questions.append(
+                {
+                    "id": question.id,
+                    "text": question.text.format(**fields),
+                    "options": [{"value": o.value, "label": o.label, "key": o.key} for o in options],
+                }
+            )
         return {
             "item_id": item_id,
             "image": f"/api/image/{position}/image",
@@ -172,8 +184,9 @@ class StudyApp:
 
 def check_annotator(value: Any) -> str:
     if not isinstance(value, str) or not ANNOTATOR_PATTERN.match(value):
-        raise BadRequest(HTTPStatus.BAD_REQUEST,
-                         "annotator must be 1-64 letters, digits or _.@- (starting with a letter or digit)")
+        raise BadRequest(
+            HTTPStatus.BAD_REQUEST, "annotator must be 1-64 letters, digits or _.@- (starting with a letter or digit)"
+        )
     return value
 
 

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from conceptforge import files
+from conceptforge.errors import ConceptforgeError, DataNotFoundError, StoreError
 from conceptforge.filters.annotation.dataset import AnnotationDataset
 from conceptforge.filters.annotation.db import AnnotationDB, default_db_path
 from conceptforge.filters.annotation.groups import resolve_group_values
@@ -15,8 +17,6 @@ from conceptforge.filters.annotation.results import Rules, compute_results, load
 from conceptforge.filters.annotation.sampling import sample_items
 from conceptforge.filters.annotation.server import StudyApp
 from conceptforge.filters.annotation.studies import Study, check_references, get_study
-from conceptforge.errors import ConceptforgeError, DataNotFoundError, StoreError
-from conceptforge import files
 
 logger = logging.getLogger(__name__)
 
@@ -60,8 +60,14 @@ def open_study(settings: StudySettings, *, create: bool = True) -> tuple[StudyAp
     if stored is None and not create:
         raise DataNotFoundError(f"no annotations yet for study {study.name} at {db_path}; serve the study first")
     split = settings.split or (stored or {}).get("split")
-    dataset = AnnotationDataset(settings.dataset_dir, splits=study.splits, required_columns=study.required_columns,
-                                split=split, extra_columns=_metric_columns(settings.metrics), study_name=study.name)
+    dataset = AnnotationDataset(
+        settings.dataset_dir,
+        splits=study.splits,
+        required_columns=study.required_columns,
+        split=split,
+        extra_columns=_metric_columns(settings.metrics),
+        study_name=study.name,
+    )
     if create:
         check_references(study, dataset.rows, settings.dataset_dir)  # before the study database is written
     group_values: dict[str, list[str]] = {}
@@ -82,11 +88,20 @@ def open_study(settings: StudySettings, *, create: bool = True) -> tuple[StudyAp
     if source is not None:
         config["group_values_source"] = source
         config["group_values"] = group_values
-    sample = sample_items(dataset.rows, group_of=study.group_of, per_group=config["per_group"],
-                          seed=config["seed"], study=study.name)
+    sample = sample_items(
+        dataset.rows, group_of=study.group_of, per_group=config["per_group"], seed=config["seed"], study=study.name
+    )
     created = db.initialise(config, sample)
-    logger.info("%s study %s at %s: %d items sampled (%d per %s, seed %d)", "created" if created else "resuming",
-                study.name, db_path, len(sample), config["per_group"], study.group_doc, config["seed"])
+    logger.info(
+        "%s study %s at %s: %d items sampled (%d per %s, seed %d)",
+        "created" if created else "resuming",
+        study.name,
+        db_path,
+        len(sample),
+        config["per_group"],
+        study.group_doc,
+        config["seed"],
+    )
     if create:  # serving: copy the sampled images out of the shards once (see dataset.py)
         dataset.materialise_images([item_id for item_id, _ in db.sample()], db_path.with_suffix(".images"))
     app = StudyApp(study=study, dataset=dataset, db=db, seed=config["seed"], group_values=group_values)
@@ -98,8 +113,16 @@ def export_results(app: StudyApp, config: dict[str, Any], *, rules: Rules, metri
     extra = {"dataset": str(Path(app.dataset.root).name), "annotation_db": str(app.db.path)}
     if "group_values_source" in config:
         extra["group_values_source"] = config["group_values_source"]
-    return compute_results(app.study, app.dataset.rows, app.db.annotations(), config=config,
-                           sample=app.db.sample(), rules=rules, metrics=metrics, extra=extra)
+    return compute_results(
+        app.study,
+        app.dataset.rows,
+        app.db.annotations(),
+        config=config,
+        sample=app.db.sample(),
+        rules=rules,
+        metrics=metrics,
+        extra=extra,
+    )
 
 
 def write_json(path: str | Path, payload: Any) -> None:

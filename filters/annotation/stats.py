@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from itertools import permutations
-from typing import Hashable, Iterable, Mapping, Sequence
 
 METRICS = ("nominal", "ordinal", "interval")
 
@@ -60,9 +60,11 @@ def krippendorff_alpha(units: Iterable[Sequence[Hashable]], *, metric: str = "no
     categories = sorted(marginals)
 
     if metric == "nominal":
+
         def delta(a, b):
             return 0.0 if a == b else 1.0
     elif metric == "interval":
+
         def delta(a, b):
             return (float(a) - float(b)) ** 2
     else:  # ordinal: squared rank distance through the marginal frequencies

@@ -7,8 +7,9 @@ interfaces (SUB Appendix E Figs. 7–8, ConceptBed Appendix G Figs. 8–10).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from conceptforge import cub
 from conceptforge.errors import DataFormatError, InvalidArgumentError
@@ -127,8 +128,9 @@ STUDIES: dict[str, Study] = {
         splits=("concept",),
         required_columns=("image", "item_id", "concept", "learner", "reference_images"),
         questions=(
-            _rating_question("rating", "How likely is this image the same concept as the references?",
-                             "not at all", "exact match"),
+            _rating_question(
+                "rating", "How likely is this image the same concept as the references?", "not at all", "exact match"
+            ),
         ),
         default_per_group=10,
         group_of=lambda row: f"{row['learner']}|{row['concept']}",
@@ -140,12 +142,13 @@ STUDIES: dict[str, Study] = {
         name="conceptbed-composition",
         title="ConceptBed: does the image match its caption?",
         instructions=(
-            "Rate how well the image matches the caption (1 = not at all, 5 = exact match). "
-            "Keys: 1–5, Enter submits."
+            "Rate how well the image matches the caption (1 = not at all, 5 = exact match). Keys: 1–5, Enter submits."
         ),
         splits=("composition",),
         required_columns=("image", "item_id", "concept", "learner", "caption", "category"),
-        questions=(_rating_question("rating", "How well does the image match the caption?", "not at all", "exact match"),),
+        questions=(
+            _rating_question("rating", "How well does the image match the caption?", "not at all", "exact match"),
+        ),
         default_per_group=25,
         group_of=lambda row: f"{row['learner']}|{row['category']}",
         group_doc="learner–composition category pair",
@@ -167,7 +170,8 @@ def check_references(study: Study, rows: Mapping[str, Mapping[str, Any]], root: 
         shown = ", ".join(bare[:3]) + (", ..." if len(bare) > 3 else "")
         raise DataFormatError(
             f"{root} has no reference images for {len(bare)} concept(s) ({shown}): study {study.name} rates each image "
-            "against its concept's references; generate the dataset with --embed-references")
+            "against its concept's references; generate the dataset with --embed-references"
+        )
 
 
 def get_study(name: str) -> Study:
@@ -188,8 +192,10 @@ def display_fields(study: Study, row: Mapping[str, Any]) -> dict[str, str]:
     """What the page shows beside the image (never the answer for sub-attribute)."""
     if study.name == "sub-faithfulness":
         group, value = split_attribute(str(row["attribute"]))
-        return {"attribute_text": with_article(f"{value.replace('_', ' ')} {pretty_group(group)}".strip()),
-                "bird_text": pretty_bird(str(row["bird"]))}
+        return {
+            "attribute_text": with_article(f"{value.replace('_', ' ')} {pretty_group(group)}".strip()),
+            "bird_text": pretty_bird(str(row["bird"])),
+        }
     if study.name == "sub-attribute":
         return {"group_text": pretty_group(str(row["group"]))}
     if study.name == "conceptbed-composition":
@@ -197,26 +203,32 @@ def display_fields(study: Study, row: Mapping[str, Any]) -> dict[str, str]:
     return {}
 
 
-def item_options(study: Study, row: Mapping[str, Any], group_values: Mapping[str, list[str]]) -> list[AnswerOption] | None:
+def item_options(
+    study: Study, row: Mapping[str, Any], group_values: Mapping[str, list[str]]
+) -> list[AnswerOption] | None:
     """Per-item options (sub-attribute: every value of the group, then none)."""
     if study.name != "sub-attribute":
         return None
     values = group_values.get(str(row["group"]), [])
     if len(values) > len(OPTION_LETTERS):
-        raise DataFormatError(f"group {row['group']} has {len(values)} values; at most {len(OPTION_LETTERS)} fit the keyboard")
+        raise DataFormatError(
+            f"group {row['group']} has {len(values)} values; at most {len(OPTION_LETTERS)} fit the keyboard"
+        )
     options = [AnswerOption(v, v.replace("_", " "), OPTION_LETTERS[i]) for i, v in enumerate(values)]
     return options + [AnswerOption(NONE_VALUE, "none of these", "0")]
 
 
-def question_options(study: Study, question: Question, row: Mapping[str, Any],
-                     group_values: Mapping[str, list[str]]) -> list[AnswerOption]:
+def question_options(
+    study: Study, question: Question, row: Mapping[str, Any], group_values: Mapping[str, list[str]]
+) -> list[AnswerOption]:
     if question.options:
         return list(question.options)
     return item_options(study, row, group_values) or []
 
 
-def validate_answers(study: Study, answers: Any, row: Mapping[str, Any],
-                     group_values: Mapping[str, list[str]]) -> dict[str, Any]:
+def validate_answers(
+    study: Study, answers: Any, row: Mapping[str, Any], group_values: Mapping[str, list[str]]
+) -> dict[str, Any]:
     """Return the answers normalised, or raise ValueError saying what is wrong."""
     if not isinstance(answers, dict):
         raise ValueError("answers must be an object")

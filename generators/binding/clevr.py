@@ -12,7 +12,8 @@ scene-graph readers index these fields directly, so the types matter as much as 
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from conceptforge.generators.binding.scene import Camera, _dot, _sub
 
@@ -32,8 +33,9 @@ def clevr_directions(camera: Camera) -> dict[str, list[float]]:
     return directions
 
 
-def clevr_scene(row: Mapping[str, Any], *, split: str, image_index: int, image_filename: str,
-                width: int, height: int) -> dict[str, Any]:
+def clevr_scene(
+    row: Mapping[str, Any], *, split: str, image_index: int, image_filename: str, width: int, height: int
+) -> dict[str, Any]:
     """One CLEVR scene from a binding row's metadata (string-valued objects, camera dict)."""
     camera = _camera(row["camera"])
     _, _, forward = camera.basis()
@@ -42,15 +44,17 @@ def clevr_scene(row: Mapping[str, Any], *, split: str, image_index: int, image_f
         coords = (float(obj["x"]), float(obj["y"]), float(obj["z"]))
         px, py = camera.project(coords, width, height)
         depth = _dot(_sub(coords, camera.location), forward)
-        objects.append({
-            "shape": obj["shape"],
-            "color": obj["color"],
-            "material": obj["material"],
-            "size": obj["size"],
-            "3d_coords": [round(c, 6) for c in coords],
-            "rotation": float(obj["rotation"]),
-            "pixel_coords": [int(round(px)), int(round(py)), round(depth, 6)],
-        })
+        objects.append(
+            {
+                "shape": obj["shape"],
+                "color": obj["color"],
+                "material": obj["material"],
+                "size": obj["size"],
+                "3d_coords": [round(c, 6) for c in coords],
+                "rotation": float(obj["rotation"]),
+                "pixel_coords": [int(round(px)), int(round(py)), round(depth, 6)],
+            }
+        )
     directions = clevr_directions(camera)
     relationships: dict[str, list[list[int]]] = {}
     for name in CLEVR_RELATIONS:
@@ -58,8 +62,11 @@ def clevr_scene(row: Mapping[str, Any], *, split: str, image_index: int, image_f
         per_object = []
         for i, a in enumerate(objects):
             related = [
-                j for j, b in enumerate(objects)
-                if j != i and (b["3d_coords"][0] - a["3d_coords"][0]) * dx + (b["3d_coords"][1] - a["3d_coords"][1]) * dy > RELATION_EPS
+                j
+                for j, b in enumerate(objects)
+                if j != i
+                and (b["3d_coords"][0] - a["3d_coords"][0]) * dx + (b["3d_coords"][1] - a["3d_coords"][1]) * dy
+                > RELATION_EPS
             ]
             per_object.append(related)
         relationships[name] = per_object
@@ -75,6 +82,8 @@ def clevr_scene(row: Mapping[str, Any], *, split: str, image_index: int, image_f
 
 def clevr_scene_file(scenes: Iterable[dict[str, Any]], *, split: str, version: str, license: str) -> bytes:
     """The bytes of ``CLEVR_<split>_scenes.json`` (sorted keys: identical on every rerun)."""
-    payload = {"info": {"split": split, "version": version, "license": license, "date": "", "generator": "conceptforge"},
-               "scenes": list(scenes)}
+    payload = {
+        "info": {"split": split, "version": version, "license": license, "date": "", "generator": "conceptforge"},
+        "scenes": list(scenes),
+    }
     return json.dumps(payload, sort_keys=True, separators=(",", ":")).encode("utf-8")

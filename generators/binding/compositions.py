@@ -9,8 +9,8 @@ second object or as the relation along the other axis, so "held out" means unsee
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from conceptforge.generators.binding.vocab import (
     COLORS,
@@ -48,9 +48,7 @@ RELATION_HELD_OUT: dict[str, tuple[Fact, ...]] = {
 }
 
 ALL_ADJ_NOUN: tuple[AdjNoun, ...] = tuple((c, s) for s in SHAPES for c in COLORS)
-ALL_FACTS: tuple[Fact, ...] = tuple(
-    (a, r, b) for a in SHAPES for r in RELATIONS for b in SHAPES if a != b
-)
+ALL_FACTS: tuple[Fact, ...] = tuple((a, r, b) for a in SHAPES for r in RELATIONS for b in SHAPES if a != b)
 
 
 def adj_noun_split(composition: AdjNoun) -> str:

@@ -10,11 +10,14 @@ deterministic too.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-from datasets import ClassLabel, Features, Image as ImageFeature, List, Value
+from datasets import ClassLabel, Features, List, Value
+from datasets import Image as ImageFeature
 
+from conceptforge.errors import InvalidArgumentError
 from conceptforge.generators.binding.compositions import (
     DATASETS,
     SPLITS,
@@ -29,7 +32,6 @@ from conceptforge.generators.binding.compositions import (
     two_object_candidates,
 )
 from conceptforge.generators.binding.scene import (
-    Camera,
     ObjectRequest,
     PlacementError,
     PlacementRules,
@@ -42,7 +44,6 @@ from conceptforge.generators.binding.scene import (
     relations_between,
 )
 from conceptforge.generators.binding.vocab import COLORS, MATERIALS, SHAPES, SIZE_RADIUS
-from conceptforge.errors import InvalidArgumentError
 from conceptforge.store import ItemResult
 from conceptforge.workitems import WorkItem, derive_seed
 
@@ -154,13 +155,19 @@ def sample_scene(item: WorkItem, config: BindingConfig, rng: random.Random) -> S
             if s != shape and c != color and allowed_in_picture(adj_noun_split((c, s)), item.split)
         ]
         other = rng.choice(others)
-        requests = [ObjectRequest(shape, color, *_random_look(rng)), ObjectRequest(other[1], other[0], *_random_look(rng))]
+        requests = [
+            ObjectRequest(shape, color, *_random_look(rng)),
+            ObjectRequest(other[1], other[0], *_random_look(rng)),
+        ]
         objects = place_objects(requests, camera, rng, rules)
         candidates = two_object_candidates((color, shape), other, rng)
     else:
         subject, rel, obj = target
         color_a, color_b = rng.sample(COLORS, 2)
-        requests = [ObjectRequest(subject, color_a, *_random_look(rng)), ObjectRequest(obj, color_b, *_random_look(rng))]
+        requests = [
+            ObjectRequest(subject, color_a, *_random_look(rng)),
+            ObjectRequest(obj, color_b, *_random_look(rng)),
+        ]
 
         def accept(placed: tuple[SceneObject, ...]) -> bool:
             a, b = placed
@@ -285,7 +292,11 @@ def binding_features(dataset: str) -> Features:
                 }
             ),
             "relation": {"subject": Value("string"), "relation": Value("string"), "object": Value("string")},
-            "camera": {"location": List(Value("float32")), "rotation": List(Value("float32")), "lens": Value("float32")},
+            "camera": {
+                "location": List(Value("float32")),
+                "rotation": List(Value("float32")),
+                "lens": Value("float32"),
+            },
             "seed": Value("int64"),
         }
     )
@@ -310,8 +321,19 @@ COLUMN_DOCS = {
 def binding_command(config: BindingConfig) -> list[str]:
     """The command that reproduces the data (shard/worker options do not change the bytes)."""
     command = [
-        "conceptforge", "generate", "binding", "--dataset", config.dataset, "--preset", config.preset,
-        "--seed", str(config.seed), "--resolution", f"{config.width}x{config.height}", "--samples", str(config.samples),
+        "conceptforge",
+        "generate",
+        "binding",
+        "--dataset",
+        config.dataset,
+        "--preset",
+        config.preset,
+        "--seed",
+        str(config.seed),
+        "--resolution",
+        f"{config.width}x{config.height}",
+        "--samples",
+        str(config.samples),
     ]
     if not config.denoise:
         command.append("--no-denoise")

@@ -30,7 +30,13 @@ from conceptforge.assemblers import register_assembler
 from conceptforge.cards.dataset_dir import assemble_config_dir
 from conceptforge.generators.binding.clevr import clevr_scene, clevr_scene_file
 from conceptforge.generators.binding.compositions import SPLITS
-from conceptforge.generators.binding.dataset import BindingConfig, binding_command, binding_features, make_item_factory, plan_items
+from conceptforge.generators.binding.dataset import (
+    BindingConfig,
+    binding_command,
+    binding_features,
+    make_item_factory,
+    plan_items,
+)
 from conceptforge.generators.binding.repo import CONFIG_RECORD, REPO_ASSEMBLER, assemble_card
 from conceptforge.processes import init_worker, stop_pool
 from conceptforge.runner import RunDir, RunReport, Stage, check_output, mark_repo, run_stage
@@ -104,8 +110,13 @@ class _PoolBatches:
 
 
 def build_stage(
-    config: BindingConfig, *, device: str = "cpu", num_workers: int = 1, chunk_size: int = CHUNK_SIZE,
-    command_line: list[str] | None = None, restart_workers_every: int | None = None,
+    config: BindingConfig,
+    *,
+    device: str = "cpu",
+    num_workers: int = 1,
+    chunk_size: int = CHUNK_SIZE,
+    command_line: list[str] | None = None,
+    restart_workers_every: int | None = None,
 ) -> Stage:
     """One binding config as an engine stage; assembly is :data:`ASSEMBLER`.
 
@@ -125,7 +136,11 @@ def build_stage(
         settings=config.to_dict(),
         **work,
         assembler=ASSEMBLER,
-        assembly_args={"config": config.to_dict(), "command_line": command_line or binding_command(config), "device": device},
+        assembly_args={
+            "config": config.to_dict(),
+            "command_line": command_line or binding_command(config),
+            "device": device,
+        },
         chunk_size=chunk_size,
         description=f"{config.dataset} scenes",
         unit="img",
@@ -138,14 +153,32 @@ def _rows(store: ItemStore, split: str):
         yield {
             "image": {"bytes": record.read_file("png"), "path": f"{record.item_id}.png"},
             "item_id": record.item_id,
-            **{key: meta[key] for key in ("label", "candidates", "label_index", "candidate_kinds", "objects", "relation", "camera", "seed")},
+            **{
+                key: meta[key]
+                for key in (
+                    "label",
+                    "candidates",
+                    "label_index",
+                    "candidate_kinds",
+                    "objects",
+                    "relation",
+                    "camera",
+                    "seed",
+                )
+            },
         }
 
 
 def _clevr_scenes(config: BindingConfig, store: ItemStore, split: str) -> bytes:
     scenes = (
-        clevr_scene(record.metadata, split=split, image_index=index, image_filename=f"{record.item_id}.png",
-                    width=config.width, height=config.height)
+        clevr_scene(
+            record.metadata,
+            split=split,
+            image_index=index,
+            image_filename=f"{record.item_id}.png",
+            width=config.width,
+            height=config.height,
+        )
         for index, record in enumerate(store.records(split))
     )
     return clevr_scene_file(scenes, split=split, version="1.0", license="Creative Commons Attribution (CC BY 4.0)")
@@ -158,8 +191,9 @@ def assemble_from_store(store: ItemStore, staging: Path, args: dict) -> None:
     config = BindingConfig(**args["config"])
     splits = {split: (lambda split=split: _rows(store, split)) for split in SPLITS if config.split_sizes.get(split, 0)}
     scenes = {f"{split}.json": _clevr_scenes(config, store, split) for split in splits}
-    stats = assemble_config_dir(staging, config=config.dataset, splits=splits, features=binding_features(config.dataset),
-                                side_files=scenes)
+    stats = assemble_config_dir(
+        staging, config=config.dataset, splits=splits, features=binding_features(config.dataset), side_files=scenes
+    )
     record = {"config": config.to_dict(), "device": args.get("device", "cpu"), "splits": [asdict(s) for s in stats]}
     try:
         store.location.write(CONFIG_RECORD, canonical_json(record))
@@ -187,13 +221,21 @@ def generate_binding(
     engine assembles the config into the repo at ``out_dir`` and the card is rewritten over
     every assembled config. ``out_dir`` is a local folder or an fsspec URL (``s3://bucket/binding``).
     """
-    run = check_output(out_dir, stage="binding")  # refuse a foreign folder or another stage's run before anything is written
+    run = check_output(
+        out_dir, stage="binding"
+    )  # refuse a foreign folder or another stage's run before anything is written
     out = str(run)
     run.record_stage("binding")
     mark_repo(run.store(), REPO_ASSEMBLER)
     config_run = run.child(config.dataset)
-    stage = build_stage(config, device=device, num_workers=num_workers, chunk_size=chunk_size, command_line=command_line,
-                        restart_workers_every=restart_workers_every)
+    stage = build_stage(
+        config,
+        device=device,
+        num_workers=num_workers,
+        chunk_size=chunk_size,
+        command_line=command_line,
+        restart_workers_every=restart_workers_every,
+    )
     batches = stage.process_batch if isinstance(stage.process_batch, _PoolBatches) else None
     try:
         report = run_stage(stage, config_run, shard=shard, max_items=max_items)

@@ -48,7 +48,9 @@ def linear_to_srgb8(linear: np.ndarray) -> np.ndarray:
     global _LUT
     if _LUT is None:
         _LUT = _srgb_lut()
-    scaled = np.clip(np.nan_to_num(linear.astype(np.float32), nan=0.0), 0.0, 1.0) * np.float32((1 << _SRGB_LUT_BITS) - 1)
+    scaled = np.clip(np.nan_to_num(linear.astype(np.float32), nan=0.0), 0.0, 1.0) * np.float32(
+        (1 << _SRGB_LUT_BITS) - 1
+    )
     return _LUT[np.rint(scaled).astype(np.int32)]
 
 

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from conceptforge.errors import DependencyMissingError, DeviceUnavailableError
 from conceptforge.generators.binding.pixels import (
     DENOISE_QUALITY,
     OidnDenoiser,
@@ -40,7 +41,6 @@ from conceptforge.generators.binding.pixels import (
 )
 from conceptforge.generators.binding.scene import SceneDescription
 from conceptforge.generators.binding.vocab import COLOR_RGB
-from conceptforge.errors import DependencyMissingError, DeviceUnavailableError
 from conceptforge.interrupts import deferred_interrupts
 
 logger = logging.getLogger(__name__)

@@ -61,6 +61,7 @@ SUMMARIES = {
 
 def _grid(stores: dict[str, ItemStore], per_config: int = 4) -> bytes | None:
     """One row of samples per config (train/val/gen mixed), labels under each image."""
+
     def samples():
         for dataset, store in stores.items():
             picked = []
@@ -192,11 +193,19 @@ def _card_files(out: str, staging: Path) -> None:
     grid = _grid({config.dataset: store for config, *_, store in assembled})
     if grid is not None:
         (staging / GRID_NAME).write_bytes(grid)
-    write_run_record(staging, run_record("binding", {
-        config.dataset: config_entry(store.stored_config(), rebuild={"config": config.to_dict()}, device=device)
-        for config, device, *_, store in assembled
-    }))
-    (staging / CARD_NAME).write_text(render_card(metadata, features, splits, has_grid=grid is not None), encoding="utf-8")
+    write_run_record(
+        staging,
+        run_record(
+            "binding",
+            {
+                config.dataset: config_entry(store.stored_config(), rebuild={"config": config.to_dict()}, device=device)
+                for config, device, *_, store in assembled
+            },
+        ),
+    )
+    (staging / CARD_NAME).write_text(
+        render_card(metadata, features, splits, has_grid=grid is not None), encoding="utf-8"
+    )
 
 
 def assemble_card(out: str | os.PathLike[str], *, force: bool = False, wait: float = 600.0) -> AssemblyOutcome:
@@ -209,11 +218,14 @@ def assemble_card(out: str | os.PathLike[str], *, force: bool = False, wait: flo
     out = str(out)
     repo = ItemStore(join(out, WORK_DIR))
     fingerprint = hashlib.sha256(canonical_json([[c.dataset, fp] for c, _, _, fp, _ in _assembled(out)])).hexdigest()
-    return assemble_once(out, repo, lambda staging: _card_files(out, staging), fingerprint=fingerprint, force=force, wait=wait)
+    return assemble_once(
+        out, repo, lambda staging: _card_files(out, staging), fingerprint=fingerprint, force=force, wait=wait
+    )
 
 
-def assemble_repo(out: str | os.PathLike[str], *, force: bool = False, wait: float = 600.0,
-                  allow_failed: bool = False) -> AssemblyOutcome:
+def assemble_repo(
+    out: str | os.PathLike[str], *, force: bool = False, wait: float = 600.0, allow_failed: bool = False
+) -> AssemblyOutcome:
     """``conceptforge assemble OUT`` on a binding repo: assemble every finished config, then the card.
 
     ``allow_failed``: configs with items that failed every attempt are assembled without them
@@ -234,7 +246,9 @@ def assemble_repo(out: str | os.PathLike[str], *, force: bool = False, wait: flo
         if outcome.status == "busy":
             waiting.append(dataset)
     if not lines:
-        raise ConceptforgeError(f"{out}: no binding config is finished yet; " + ("; ".join(waiting) or "run the stage first"))
+        raise ConceptforgeError(
+            f"{out}: no binding config is finished yet; " + ("; ".join(waiting) or "run the stage first")
+        )
     card = assemble_card(out, force=force, wait=wait)
     status = "busy" if waiting or card.status == "busy" else card.status
     message = "; ".join(lines + [f"card: {card.message}"] + [f"not assembled: {w}" for w in waiting])

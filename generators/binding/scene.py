@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import asdict, dataclass, field
-from typing import Sequence
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 
 from conceptforge.errors import ItemError
 from conceptforge.generators.binding.vocab import SIZE_RADIUS
@@ -150,9 +150,7 @@ def check_feasible(radii: Sequence[float], rules: PlacementRules) -> None:
         )
 
 
-def relation_holds(
-    subject: SceneObject, obj: SceneObject, relation: str, camera: Camera, threshold: float
-) -> bool:
+def relation_holds(subject: SceneObject, obj: SceneObject, relation: str, camera: Camera, threshold: float) -> bool:
     """CLEVR's rule: ``subject relation obj`` when (subject − obj)·direction > threshold."""
     dx, dy = camera.ground_directions()[relation]
     return (subject.x - obj.x) * dx + (subject.y - obj.y) * dy > threshold
@@ -203,7 +201,7 @@ def place_objects(
     camera: Camera,
     rng: random.Random,
     rules: PlacementRules = PlacementRules(),
-    accept: "callable | None" = None,
+    accept: callable | None = None,
 ) -> tuple[SceneObject, ...]:
     """Place objects one by one with retries; restart all after too many failures.
 

@@ -11,33 +11,36 @@ from __future__ import annotations
 import functools
 import json
 import logging
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 
 from conceptforge.errors import DataNotFoundError, WeightsUnavailableError
 from conceptforge.files import write_directory_atomically
 from conceptforge.generators.conceptbed.learners import (
-    LearnerConfig,
-    Components,
-    TrainState,
-    ConceptTrainer,
-    load_components,
     CONFIG_NAME,
+    CUSTOM_DIFFUSION_NAME,
     EMBEDS_NAME,
     LORA_NAME,
-    CUSTOM_DIFFUSION_NAME,
-    cross_attention_kv,
-    concept_phrase,
+    Components,
+    ConceptTrainer,
+    LearnerConfig,
+    TrainState,
     add_placeholder_token,
+    concept_phrase,
+    cross_attention_kv,
+    load_components,
 )
 from conceptforge.generators.conceptbed.spec import Concept
 
 logger = logging.getLogger(__name__)
 
 
-def save_artifact(directory: Path, config: LearnerConfig, components: Components, state: TrainState, concept: Concept) -> None:
+def save_artifact(
+    directory: Path, config: LearnerConfig, components: Components, state: TrainState, concept: Concept
+) -> None:
     """Write the learned weights and ``learner.json`` into ``directory`` (which must be new)."""
     from safetensors.torch import save_file
 
@@ -80,7 +83,9 @@ def artifact_complete(directory: Path) -> bool:
 
 # An artifact folder is written whole or not at all (a crash leaves no half artifact; an
 # incomplete leftover without learner.json is replaced).
-write_artifact_atomically = functools.partial(write_directory_atomically, made_by="generate conceptbed", flag="--work-dir")
+write_artifact_atomically = functools.partial(
+    write_directory_atomically, made_by="generate conceptbed", flag="--work-dir"
+)
 
 
 def read_artifact_config(directory: Path) -> dict[str, Any]:
@@ -150,7 +155,7 @@ class AppliedArtifact:
             undo()
         self._undo.clear()
 
-    def __enter__(self) -> "AppliedArtifact":
+    def __enter__(self) -> AppliedArtifact:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -173,5 +178,10 @@ def train_and_save(
     trainer = ConceptTrainer(config, comps)
     state = trainer.train(concept, class_images=class_images)
     write_artifact_atomically(artifact_dir, lambda tmp: save_artifact(tmp, config, comps, state, concept))
-    logger.info("%s: learned in %d steps (final loss %.4f)", concept.name, len(state.history), state.history[-1] if state.history else float("nan"))
+    logger.info(
+        "%s: learned in %d steps (final loss %.4f)",
+        concept.name,
+        len(state.history),
+        state.history[-1] if state.history else float("nan"),
+    )
     return artifact_dir

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import io
 import itertools
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from datasets import ClassLabel, Features, Image as ImageFeature, List, Value
+from datasets import ClassLabel, Features, List, Value
+from datasets import Image as ImageFeature
 from PIL import Image
 
 from conceptforge.assemblers import register_assembler
@@ -113,7 +115,9 @@ CITATION = """@inproceedings{patel2024conceptbed,
 
 def _references(store: ItemStore, concept: str) -> list[dict[str, Any]]:
     folder = f"{REFERENCES_DIR}/{concept}"
-    names = sorted((n for n in store.location.listdir(folder) if n.endswith(".png")), key=lambda n: int(n.split(".")[0]))
+    names = sorted(
+        (n for n in store.location.listdir(folder) if n.endswith(".png")), key=lambda n: int(n.split(".")[0])
+    )
     return [{"bytes": store.location.read(f"{folder}/{name}"), "path": None} for name in names]
 
 
@@ -179,9 +183,14 @@ def assemble_from_store(store: ItemStore, out_dir: Path, args: dict[str, Any]) -
     if "rebuild" in args:  # what `conceptforge verify` samples the rows again from (cards.run_record)
         rebuild = {key: value for key, value in args["rebuild"].items() if key != "work_dir"}
         artifacts = Path(args["rebuild"]["work_dir"]) / "artifacts"
-        rebuild["learners"] = {c["name"]: local_fingerprint(artifacts / c["name"]) if (artifacts / c["name"]).is_dir() else None
-                               for c in rebuild["concepts"]}
-        write_run_record(out_dir, run_record("conceptbed", {"default": config_entry(store.stored_config(), rebuild=rebuild, device="auto")}))
+        rebuild["learners"] = {
+            c["name"]: local_fingerprint(artifacts / c["name"]) if (artifacts / c["name"]).is_dir() else None
+            for c in rebuild["concepts"]
+        }
+        write_run_record(
+            out_dir,
+            run_record("conceptbed", {"default": config_entry(store.stored_config(), rebuild=rebuild, device="auto")}),
+        )
 
 
 #: Stored in every ConceptBed run (the name is the one first stored: old runs stay valid).

@@ -31,22 +31,9 @@ import torch
 from conceptforge.cards import DatasetMetadata
 from conceptforge.cards.grid import png_bytes
 from conceptforge.cards.provenance import collect_provenance, resolve_model_revision, strip_local_path
-from conceptforge.generators.conceptbed.composition import (
-    Caption,
-    load_captions,
-    load_categoriser,
-    substitute_subject,
-    with_questions_and_categories,
-)
+from conceptforge.errors import InvalidArgumentError
 from conceptforge.generators.conceptbed.artifacts import AppliedArtifact, artifact_complete, train_and_save
-from conceptforge.generators.conceptbed.learners import LearnerConfig, concept_phrase, load_components
-from conceptforge.generators.conceptbed.sampling import (
-    concept_prompts,
-    ensure_class_images,
-    generate_image,
-    load_pipeline,
-    reference_thumbnails,
-)
+
 # the assembler's stored name points here: importing this module registers it
 from conceptforge.generators.conceptbed.card import (
     ASSEMBLER,
@@ -59,13 +46,28 @@ from conceptforge.generators.conceptbed.card import (
     REFERENCES_NOTE,
     SPLITS,
 )
+from conceptforge.generators.conceptbed.composition import (
+    Caption,
+    load_captions,
+    load_categoriser,
+    substitute_subject,
+    with_questions_and_categories,
+)
+from conceptforge.generators.conceptbed.learners import LearnerConfig, concept_phrase, load_components
+from conceptforge.generators.conceptbed.sampling import (
+    concept_prompts,
+    ensure_class_images,
+    generate_image,
+    load_pipeline,
+    reference_thumbnails,
+)
 from conceptforge.generators.conceptbed.spec import Concept, ConceptSpec
-from conceptforge.errors import InvalidArgumentError
 from conceptforge.runner import Stage, assemble_run, check_output, plan_chunks, run_stage
 from conceptforge.store import ItemResult, ItemStore, is_url
 from conceptforge.workitems import ShardSpec, WorkItem, derive_seed
 
 logger = logging.getLogger(__name__)
+
 
 @dataclass
 class GenerateOptions:
@@ -93,7 +95,9 @@ def default_work_dir(out: str) -> Path:
     OUT under ``$CONCEPTFORGE_WORK_DIR`` or ``$XDG_CACHE_HOME/conceptforge/conceptbed-work``."""
     if not is_url(out) or out.startswith("file://"):
         return Path(out.removeprefix("file://")) / ".work"
-    base = os.environ.get("CONCEPTFORGE_WORK_DIR") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"), "conceptforge", "conceptbed-work")
+    base = os.environ.get("CONCEPTFORGE_WORK_DIR") or Path(
+        os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"), "conceptforge", "conceptbed-work"
+    )
     return Path(base) / hashlib.sha256(out.rstrip("/").encode()).hexdigest()[:16]
 
 
@@ -120,7 +124,11 @@ def build_items(
         items = []
         for index, prompt in enumerate(concept_prompts(concept, phrase, num_images)):
             seed = derive_seed(config.seed, config.learner, concept.name, "concept", index)
-            items.append(WorkItem(_item_id(concept.name, "c", index), seed, "concept", {"concept": concept.name, "prompt": prompt}))
+            items.append(
+                WorkItem(
+                    _item_id(concept.name, "c", index), seed, "concept", {"concept": concept.name, "prompt": prompt}
+                )
+            )
         skipped = 0
         for index, caption in enumerate(captions.get(concept.name, [])):
             prompt = composite_prompt(caption, concept, phrase)
@@ -137,7 +145,9 @@ def build_items(
             }
             items.append(WorkItem(_item_id(concept.name, "p", index), seed, "composition", payload))
         if skipped:
-            logger.warning("%s: %d caption(s) do not mention %r and were skipped", concept.name, skipped, concept.parent)
+            logger.warning(
+                "%s: %d caption(s) do not mention %r and were skipped", concept.name, skipped, concept.parent
+            )
         out[concept.name] = items
     return out
 
@@ -147,7 +157,10 @@ def prepare_captions(spec: ConceptSpec, categoriser: str | None, max_captions: i
         return {}
     raw = load_captions(spec.captions, [c.name for c in spec.concepts])
     function = load_categoriser(categoriser)
-    return {name: with_questions_and_categories(items[:max_captions] if max_captions else items, function) for name, items in raw.items()}
+    return {
+        name: with_questions_and_categories(items[:max_captions] if max_captions else items, function)
+        for name, items in raw.items()
+    }
 
 
 class ConceptBedGenerator:
@@ -159,7 +172,9 @@ class ConceptBedGenerator:
         self.out = str(options.out)
         self.work = Path(options.work_dir) if options.work_dir else default_work_dir(self.out)
         if self.work.exists() and not self.work.is_dir():
-            raise InvalidArgumentError(f"--work-dir {self.work} is a file: pass a folder for the learned concept weights")
+            raise InvalidArgumentError(
+                f"--work-dir {self.work} is a file: pass a folder for the learned concept weights"
+            )
         self.run_dir = check_output(self.out, stage="conceptbed")  # read only: the store is made with the first work
         self.captions = prepare_captions(spec, options.categoriser, options.max_captions)
         self.items = build_items(spec, options.config, self.captions, num_images=options.num_images)
@@ -176,7 +191,6 @@ class ConceptBedGenerator:
 
     def class_image_dir(self, concept: Concept) -> Path:
         return self.work / "class-images" / concept.name
-
 
     def run_settings(self) -> dict[str, Any]:
         return {
@@ -275,7 +289,8 @@ class ConceptBedGenerator:
             assembly_args={
                 "metadata": asdict(self.card_metadata()),
                 "reference_ids": {
-                    c.name: [f"{p.parent.name}/{p.name}" for p in c.reference_images[:REFERENCE_COUNT]] for c in self.spec.concepts
+                    c.name: [f"{p.parent.name}/{p.name}" for p in c.reference_images[:REFERENCE_COUNT]]
+                    for c in self.spec.concepts
                 },
                 "embed_references": self.options.embed_references,
                 "max_shard_size": self.options.max_shard_size,
@@ -297,16 +312,32 @@ class ConceptBedGenerator:
             "num_images": self.options.num_images,
             "embed_references": self.options.embed_references,
             "concepts": [{"name": c.name, "kind": c.kind, "parent": c.parent} for c in self.spec.concepts],
-            "reference_ids": {c.name: [f"{p.parent.name}/{p.name}" for p in c.reference_images[:REFERENCE_COUNT]] for c in self.spec.concepts},
-            "captions": {name: [{"concept": c.concept, "caption": c.caption, "categories": list(c.categories),
-                                 "subject": c.subject, "questions": list(c.questions)} for c in captions]
-                         for name, captions in self.captions.items()},
+            "reference_ids": {
+                c.name: [f"{p.parent.name}/{p.name}" for p in c.reference_images[:REFERENCE_COUNT]]
+                for c in self.spec.concepts
+            },
+            "captions": {
+                name: [
+                    {
+                        "concept": c.concept,
+                        "caption": c.caption,
+                        "categories": list(c.categories),
+                        "subject": c.subject,
+                        "questions": list(c.questions),
+                    }
+                    for c in captions
+                ]
+                for name, captions in self.captions.items()
+            },
             "work_dir": str(self.work),  # read at assembly for the artifacts' fingerprints; not published
         }
 
     def run(self) -> dict[str, Any]:
         report = run_stage(
-            self.stage(), self.run_dir, shard=self.options.shard, max_items=self.options.max_items,
+            self.stage(),
+            self.run_dir,
+            shard=self.options.shard,
+            max_items=self.options.max_items,
             assemble=self.options.assemble,
         )
         self.report = report
@@ -315,14 +346,17 @@ class ConceptBedGenerator:
             "made": report.made,
             "missing": report.missing_items,
             "assembled": report.assembled,
-            "splits": {split: sum(1 for items in self.items.values() for i in items if i.split == split) for split in SPLITS},
+            "splits": {
+                split: sum(1 for items in self.items.values() for i in items if i.split == split) for split in SPLITS
+            },
             "message": report.message(self.out),
         }
 
     def missing_items(self) -> int:
         done = self.store.chunk_states()
         return sum(
-            len(chunk.items) for chunk in plan_chunks(self.stage().items, self.stage().chunk_size, self.stage().group)
+            len(chunk.items)
+            for chunk in plan_chunks(self.stage().items, self.stage().chunk_size, self.stage().group)
             if chunk.index not in done
         )
 
@@ -334,8 +368,12 @@ class ConceptBedGenerator:
             summary=(
                 f"Images generated by {config.learner} concept learners trained per concept on "
                 f"{strip_local_path(config.model_id)} (ConceptBed, Patel et al.) with the `{config.preset}` preset"
-                + (f" (DreamBooth {'full UNet fine-tuning' if config.dreambooth_mode == 'full' else f'LoRA rank {config.lora_rank}'}"
-                   f", lr {config.learning_rate:g}, {config.steps} steps)" if config.learner == "dreambooth" else "")
+                + (
+                    f" (DreamBooth {'full UNet fine-tuning' if config.dreambooth_mode == 'full' else f'LoRA rank {config.lora_rank}'}"
+                    f", lr {config.learning_rate:g}, {config.steps} steps)"
+                    if config.learner == "dreambooth"
+                    else ""
+                )
                 + ". Split `concept` holds 'A photo of V*' "
                 "(styles: 'A photo of a <entity> in the style of V*') images; split `composition` "
                 "holds one image per composite caption with its yes/no questions."

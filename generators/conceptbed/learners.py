@@ -23,17 +23,24 @@ from __future__ import annotations
 import logging
 import math
 import random
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from PIL import Image
 
+from conceptforge.errors import (
+    ConceptforgeError,
+    DataNotFoundError,
+    InvalidArgumentError,
+    WeightsUnavailableError,
+    one_line,
+)
 from conceptforge.generators.conceptbed.spec import Concept
-from conceptforge.errors import ConceptforgeError, DataNotFoundError, InvalidArgumentError, WeightsUnavailableError, one_line
 
 logger = logging.getLogger(__name__)
 
@@ -56,8 +63,19 @@ DREAMBOOTH_LORA_LEARNING_RATE = 1e-4
 PRESETS = ("paper", "lora")
 PRESET_DREAMBOOTH_MODE = {"paper": "full", "lora": "lora"}
 
-OBJECT_TEMPLATES = ("a photo of a {}", "a rendering of a {}", "a cropped photo of the {}", "a close-up photo of a {}", "a good photo of a {}")
-STYLE_TEMPLATES = ("a painting in the style of {}", "a rendering in the style of {}", "a picture in the style of {}", "a good painting in the style of {}")
+OBJECT_TEMPLATES = (
+    "a photo of a {}",
+    "a rendering of a {}",
+    "a cropped photo of the {}",
+    "a close-up photo of a {}",
+    "a good photo of a {}",
+)
+STYLE_TEMPLATES = (
+    "a painting in the style of {}",
+    "a rendering in the style of {}",
+    "a picture in the style of {}",
+    "a good painting in the style of {}",
+)
 
 
 @dataclass
@@ -321,7 +339,11 @@ class ConceptTrainer:
     def _encode_prompts(self, prompts: Sequence[str]) -> torch.Tensor:
         tokenizer = self.components.tokenizer
         ids = tokenizer(
-            list(prompts), padding="max_length", truncation=True, max_length=tokenizer.model_max_length, return_tensors="pt"
+            list(prompts),
+            padding="max_length",
+            truncation=True,
+            max_length=tokenizer.model_max_length,
+            return_tensors="pt",
         ).input_ids.to(self.accelerator.device)
         return self.components.text_encoder(ids)[0]
 

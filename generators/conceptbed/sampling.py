@@ -16,10 +16,10 @@ import torch
 from PIL import Image
 
 from conceptforge.cards.grid import png_bytes
+from conceptforge.errors import WeightsUnavailableError, one_line
 from conceptforge.generators.conceptbed.concepts import PACS_ENTITIES
 from conceptforge.generators.conceptbed.learners import class_prompt
 from conceptforge.generators.conceptbed.spec import Concept
-from conceptforge.errors import ConceptforgeError, WeightsUnavailableError, one_line
 from conceptforge.progress import quiet_model_library_bars
 from conceptforge.serialization import atomic_write_bytes
 from conceptforge.workitems import derive_seed
@@ -53,18 +53,24 @@ def load_pipeline(model_id: str, revision: str | None = None, *, device: str | N
             model_id, revision=revision, dtype=torch_dtype, safety_checker=None, requires_safety_checker=False
         )
     except (OSError, ValueError) as error:
-        raise WeightsUnavailableError(f"cannot load a Stable-Diffusion pipeline from {model_id!r}: {one_line(error)}") from None
+        raise WeightsUnavailableError(
+            f"cannot load a Stable-Diffusion pipeline from {model_id!r}: {one_line(error)}"
+        ) from None
     pipe.scheduler = PNDMScheduler.from_config(pipe.scheduler.config)
     pipe.set_progress_bar_config(disable=True)
     return pipe.to(device)
 
 
-def generate_image(pipe: Any, prompt: str, seed: int, *, num_inference_steps: int, guidance_scale: float, resolution: int | None = None) -> Image.Image:
+def generate_image(
+    pipe: Any, prompt: str, seed: int, *, num_inference_steps: int, guidance_scale: float, resolution: int | None = None
+) -> Image.Image:
     generator = torch.Generator(device="cpu").manual_seed(int(seed))
     kwargs = {}
     if resolution:
         kwargs = {"height": resolution, "width": resolution}
-    result = pipe(prompt, num_inference_steps=num_inference_steps, guidance_scale=guidance_scale, generator=generator, **kwargs)
+    result = pipe(
+        prompt, num_inference_steps=num_inference_steps, guidance_scale=guidance_scale, generator=generator, **kwargs
+    )
     return result.images[0]
 
 
@@ -89,7 +95,14 @@ def ensure_class_images(
         path = Path(directory) / f"{index:04d}.png"
         if not path.exists():
             seed = derive_seed(run_seed, "class-image", prompt, index)
-            image = generate_image(pipe, prompt, seed, num_inference_steps=num_inference_steps, guidance_scale=guidance_scale, resolution=resolution)
+            image = generate_image(
+                pipe,
+                prompt,
+                seed,
+                num_inference_steps=num_inference_steps,
+                guidance_scale=guidance_scale,
+                resolution=resolution,
+            )
             atomic_write_bytes(path, png_bytes(image))
         paths.append(path)
     if count:
@@ -106,4 +119,3 @@ def reference_thumbnails(concept: Concept, count: int = 3, size: int = 256) -> l
             image.thumbnail((size, size))
             out.append({"bytes": png_bytes(image), "path": None})
     return out
-

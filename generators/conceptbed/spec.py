@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
-from conceptforge.generators.conceptbed.concepts import CONCEPT_KINDS, PACS_ENTITIES, library, readable
 from conceptforge.cub import class_image_dir
 from conceptforge.errors import DataNotFoundError, SpecError
+from conceptforge.generators.conceptbed.concepts import CONCEPT_KINDS, PACS_ENTITIES, library, readable
 
 logger = logging.getLogger(__name__)
 

@@ -13,9 +13,16 @@ diffusers and the FLUX weights are loaded only by ``TDGFlux.from_pretrained``.
 """
 
 from conceptforge.cub import CubMetadata, load_cub
-from conceptforge.generators.sub.flux_tdg import DEFAULT_MODEL, GeneratedPair, TDGFlux
 from conceptforge.generators.sub.card import FEATURES
-from conceptforge.generators.sub.generate import GenerationSettings, RunSummary, SubStageConfig, build_stage, build_work_items, generate
+from conceptforge.generators.sub.flux_tdg import DEFAULT_MODEL, GeneratedPair, TDGFlux
+from conceptforge.generators.sub.generate import (
+    GenerationSettings,
+    RunSummary,
+    SubStageConfig,
+    build_stage,
+    build_work_items,
+    generate,
+)
 from conceptforge.generators.sub.spec import (
     CandidateSpec,
     Pair,

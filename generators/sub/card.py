@@ -11,10 +11,12 @@ from __future__ import annotations
 import io
 import math
 import platform
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from datasets import ClassLabel, Features, Image as ImageFeature, Value
+from datasets import ClassLabel, Features, Value
+from datasets import Image as ImageFeature
 
 from conceptforge.assemblers import register_assembler
 from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
@@ -27,8 +29,16 @@ from conceptforge.store import ItemStore
 
 SPLIT = "candidates"
 CARD_PACKAGES = (
-    "conceptforge", "torch", "diffusers", "transformers", "accelerate", "datasets", "huggingface_hub", "pyarrow",
-    "numpy", "pillow",
+    "conceptforge",
+    "torch",
+    "diffusers",
+    "transformers",
+    "accelerate",
+    "datasets",
+    "huggingface_hub",
+    "pyarrow",
+    "numpy",
+    "pillow",
 )
 
 #: The SUB-candidates columns of docs/schemas.md (test fixtures build datasets in exactly these).
@@ -82,6 +92,7 @@ def label_columns(bird: str, attribute: str) -> dict[str, int]:
         "bird_label": birds.index(bird) if bird in birds else -1,
         "attr_label": attributes.index(published) if published in attributes else -1,
     }
+
 
 COLUMN_DOCS = {
     "image": "the R image (the G image of TDG is discarded)",
@@ -177,7 +188,9 @@ def _grid(records: Sequence, max_tiles: int = 12) -> bytes | None:
 
     for record in chosen:
         meta = record.metadata
-        caption = display_name(meta["bird"]) + (f" + {meta['value'].replace('_', ' ')} {meta['group'][4:].replace('_', ' ')}" if meta["attribute"] else "")
+        caption = display_name(meta["bird"]) + (
+            f" + {meta['value'].replace('_', ' ')} {meta['group'][4:].replace('_', ' ')}" if meta["attribute"] else ""
+        )
         samples.append((Image.open(io.BytesIO(record.read_file("png"))), caption))
     return grid_png(samples, thumb_width=256)
 
@@ -272,7 +285,9 @@ def card_metadata(
             "birds": len({p.bird for p in plan.pairs}),
             "attributes": len({p.attribute for p in plan.pairs if p.attribute}),
             "dropped_pairs_already_present": len(plan.dropped),
-            "tdg_params": {c: next(p.tdg.to_dict() for p in plan.pairs if p.category == c and p.tdg) for c in categories}
+            "tdg_params": {
+                c: next(p.tdg.to_dict() for p in plan.pairs if p.category == c and p.tdg) for c in categories
+            }
             if settings.mode == "tdg"
             else {},
             "packages": package_versions(CARD_PACKAGES),

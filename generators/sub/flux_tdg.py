@@ -15,16 +15,16 @@ import json
 import logging
 import os
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 import torch
 
 from conceptforge.errors import DeviceUnavailableError, InvalidArgumentError, ItemError, WeightsUnavailableError
-from conceptforge.progress import quiet_model_library_bars
 from conceptforge.generators.sub.tdg import TDGParams, eta_schedule, tie_pair
+from conceptforge.progress import quiet_model_library_bars
 
 logger = logging.getLogger(__name__)
 
@@ -63,8 +63,8 @@ class DenoiseResult:
 class GeneratedPair:
     """What :meth:`TDGFlux.generate` returns: the R image (kept) and, when asked, the G image."""
 
-    reference: "PIL.Image.Image"  # noqa: F821
-    guidance: "PIL.Image.Image | None" = None  # noqa: F821
+    reference: PIL.Image.Image  # noqa: F821
+    guidance: PIL.Image.Image | None = None  # noqa: F821
     times: list[float] = field(default_factory=list)
     etas: list[float] = field(default_factory=list)
 
@@ -102,9 +102,13 @@ class TDGFlux:
     def check_size(self, height: int, width: int) -> None:
         multiple = self.pipe.vae_scale_factor * 2
         if height % multiple or width % multiple or height <= 0 or width <= 0:
-            raise InvalidArgumentError(f"resolution {width}x{height} must be a positive multiple of {multiple} for this model")
+            raise InvalidArgumentError(
+                f"resolution {width}x{height} must be a positive multiple of {multiple} for this model"
+            )
 
-    def initial_noise(self, seed: int, height: int, width: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    def initial_noise(
+        self, seed: int, height: int, width: int, dtype: torch.dtype
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """One packed noise sample (batch 1) drawn on the CPU from ``seed``: device-independent."""
         pipe = self.pipe
         generator = torch.Generator(device="cpu").manual_seed(int(seed))
@@ -202,7 +206,9 @@ class TDGFlux:
         latents = latents.to(_execution_device(pipe.vae))
         image = pipe.vae.decode(latents, return_dict=False)[0]
         if not bool(torch.isfinite(image).all()):  # post-processing would turn it into a black image, silently
-            raise ItemError("the generated image came out NaN or infinite (an fp16 overflow?): try --dtype bf16 or fp32")
+            raise ItemError(
+                "the generated image came out NaN or infinite (an fp16 overflow?): try --dtype bf16 or fp32"
+            )
         return pipe.image_processor.postprocess(image, output_type=output_type)
 
     # -- the two generation modes -----------------------------------------------------------------
@@ -275,7 +281,7 @@ class TDGFlux:
         dtype: torch.dtype | None = None,
         offload: bool = False,
         max_sequence_length: int = DEFAULT_MAX_SEQUENCE_LENGTH,
-    ) -> "TDGFlux":
+    ) -> TDGFlux:
         """Load a FluxPipeline (HF id or local folder) with clear errors instead of stack traces.
 
         ``device="auto"`` uses CUDA when present; bf16 on CUDA and fp32 on CPU unless ``dtype``
@@ -335,14 +341,20 @@ def resolve_device(device: str, *, model: str, revision: str | None = None, offl
         return torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}")
     if device == "auto":
         config = _read_transformer_config(model, revision)
-        too_big = model == DEFAULT_MODEL if config is None else _estimate_transformer_parameters(config) > CPU_PARAMETER_LIMIT
+        too_big = (
+            model == DEFAULT_MODEL if config is None else _estimate_transformer_parameters(config) > CPU_PARAMETER_LIMIT
+        )
         if too_big:
             import huggingface_hub.constants
 
             uncached = ""
-            if config is None and huggingface_hub.constants.HF_HUB_OFFLINE:  # the weights are the other half of the story
-                uncached = (f"; also, offline (HF_HUB_OFFLINE=1) and {model} is not in the local cache: download it where "
-                            "there is network, or pass a local folder")
+            if (
+                config is None and huggingface_hub.constants.HF_HUB_OFFLINE
+            ):  # the weights are the other half of the story
+                uncached = (
+                    f"; also, offline (HF_HUB_OFFLINE=1) and {model} is not in the local cache: download it where "
+                    "there is network, or pass a local folder"
+                )
             raise DeviceUnavailableError(f"no CUDA GPU found for {model}: {GPU_HELP}{uncached}")
         return torch.device("cpu")
     return torch.device(device)

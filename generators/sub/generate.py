@@ -12,13 +12,15 @@ a card and a sample grid.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from conceptforge.cards.grid import png_bytes
 from conceptforge.cards.provenance import resolve_model_revision
 from conceptforge.errors import InvalidArgumentError
+
 # the assembler's stored name points here: importing this module registers it
 from conceptforge.generators.sub.card import ASSEMBLER, SPLIT, card_metadata
 from conceptforge.generators.sub.flux_tdg import (
@@ -42,6 +44,7 @@ MODES = ("tdg", "prompt-only")
 #: The published SUB's license; the documented default for images made with FLUX.1-dev, whose
 #: weights are under the FLUX.1 [dev] Non-Commercial License (CUB itself is for research use).
 FLUX_DEV_DEFAULT_LICENSE = "cc-by-nc-4.0"
+
 
 @dataclass(frozen=True)
 class GenerationSettings:
@@ -92,7 +95,9 @@ def build_work_items(plan: PairPlan, *, images_per_pair: int, run_seed: int) -> 
         }
         for index in range(images_per_pair):
             seed = derive_seed(run_seed, pair.bird, pair.attribute, index)
-            items.append(WorkItem(item_id(pair, index, images_per_pair), seed, SPLIT, {**payload, "image_index": index}))
+            items.append(
+                WorkItem(item_id(pair, index, images_per_pair), seed, SPLIT, {**payload, "image_index": index})
+            )
     return items
 
 
@@ -240,11 +245,16 @@ def build_stage(config: SubStageConfig) -> Stage:
         make_item=make,
         prepare=prepare,
         assembler=ASSEMBLER,
-        assembly_args={"metadata": asdict(metadata), "rebuild": {
-            "settings": settings.to_config(), "pairs": [asdict(pair) for pair in plan.pairs],
-            "images_per_pair": images_per_pair, "device": device,
-            "model": {"id": settings.model, "revision": resolve_model_revision(settings.model, settings.revision)},
-        }},
+        assembly_args={
+            "metadata": asdict(metadata),
+            "rebuild": {
+                "settings": settings.to_config(),
+                "pairs": [asdict(pair) for pair in plan.pairs],
+                "images_per_pair": images_per_pair,
+                "device": device,
+                "model": {"id": settings.model, "revision": resolve_model_revision(settings.model, settings.revision)},
+            },
+        },
         chunk_size=chunk_size,
         description="SUB images",
         unit="img",
@@ -272,13 +282,29 @@ def generate(
 ) -> RunSummary:
     """Generate this shard's items of ``plan`` into ``out/.work`` (a local folder or an fsspec
     URL); the run engine assembles ``out`` once every item exists (see :func:`build_stage`)."""
-    stage = build_stage(SubStageConfig(
-        plan=plan, images_per_pair=images_per_pair, settings=settings, license=license, generator=generator,
-        device=device, offload=offload, save_guidance=save_guidance, reference_selection=reference_selection,
-        extra_config=extra_config, chunk_size=chunk_size, command=command,
-    ))
-    report = run_stage(stage, out if isinstance(out, RunDir) else str(out), shard=shard, max_items=max_items,
-                       assemble=assemble_when_complete)
+    stage = build_stage(
+        SubStageConfig(
+            plan=plan,
+            images_per_pair=images_per_pair,
+            settings=settings,
+            license=license,
+            generator=generator,
+            device=device,
+            offload=offload,
+            save_guidance=save_guidance,
+            reference_selection=reference_selection,
+            extra_config=extra_config,
+            chunk_size=chunk_size,
+            command=command,
+        )
+    )
+    report = run_stage(
+        stage,
+        out if isinstance(out, RunDir) else str(out),
+        shard=shard,
+        max_items=max_items,
+        assemble=assemble_when_complete,
+    )
     return RunSummary(
         pairs=len(plan.pairs),
         items=len(stage.items),

@@ -7,12 +7,18 @@ the same whoever asks for it (the command, a script, a helper that regenerates s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from conceptforge.cub import load_cub
 from conceptforge.errors import InvalidArgumentError
-from conceptforge.generators.sub.spec import PairPlan, load_spec, plan_pairs, plan_reference_selection, read_candidate_spec
+from conceptforge.generators.sub.spec import (
+    PairPlan,
+    load_spec,
+    plan_pairs,
+    plan_reference_selection,
+    read_candidate_spec,
+)
 from conceptforge.generators.sub.tdg import TDGParams
 
 
@@ -35,7 +41,9 @@ def parse_tdg_overrides(values: Sequence[str]) -> dict[str, TDGParams]:
         category, _, numbers = value.partition("=")
         parts = numbers.split(",")
         if category not in {"colour", "shape", "pattern"} or len(parts) != 3:
-            raise InvalidArgumentError(f"--tdg {value!r}: expected CATEGORY=K,TMIN,TMAX with CATEGORY colour, shape or pattern")
+            raise InvalidArgumentError(
+                f"--tdg {value!r}: expected CATEGORY=K,TMIN,TMAX with CATEGORY colour, shape or pattern"
+            )
         try:
             k, tmin, tmax = (float(x) for x in parts)
         except ValueError:
@@ -80,7 +88,9 @@ def build_plan(args: PlanRequest) -> tuple[PairPlan, dict]:
         if args.candidate_spec:
             raise InvalidArgumentError("--reference-selection and --candidate-spec exclude each other")
         if cub is None and not args.classes:
-            raise InvalidArgumentError("--reference-selection without --classes lists CUB's 200 classes: pass --cub-dir or --classes")
+            raise InvalidArgumentError(
+                "--reference-selection without --classes lists CUB's 200 classes: pass --cub-dir or --classes"
+            )
         plan = plan_reference_selection(cub, args.classes, spec=spec)
         # Which classes is not bound to the store: a later run may add classes to the same folder.
         return select_pairs(plan, args.pairs), {"plan": "reference-selection"}
@@ -91,13 +101,20 @@ def build_plan(args: PlanRequest) -> tuple[PairPlan, dict]:
         candidate = read_candidate_spec(args.candidate_spec)
         drop = False if args.drop_present is None else args.drop_present
         plan = plan_pairs(
-            candidate.birds, candidate.attributes, cub=cub, drop_present=drop,
-            guidance_birds=candidate.guidance_birds, tdg_overrides=overrides, spec=spec,
+            candidate.birds,
+            candidate.attributes,
+            cub=cub,
+            drop_present=drop,
+            guidance_birds=candidate.guidance_birds,
+            tdg_overrides=overrides,
+            spec=spec,
         )
         info = {"plan": "candidate-grid", "guidance_birds": dict(candidate.guidance_birds)}
     else:
         drop = True if args.drop_present is None else args.drop_present
-        plan = plan_pairs(spec.reference_birds, spec.substitutions, cub=cub, drop_present=drop, tdg_overrides=overrides, spec=spec)
+        plan = plan_pairs(
+            spec.reference_birds, spec.substitutions, cub=cub, drop_present=drop, tdg_overrides=overrides, spec=spec
+        )
         info = {"plan": "paper"}
     info["tdg_overrides"] = {k: v.to_dict() for k, v in overrides.items()}
     return select_pairs(plan, args.pairs), info
@@ -105,8 +122,18 @@ def build_plan(args: PlanRequest) -> tuple[PairPlan, dict]:
 
 # Options that say how this process runs, not what the data is: left out of the card's command line,
 # so every shard and rerun records (and assembles) the same card.
-_RUN_ONLY = {"--num-shards": 1, "--shard-index": 1, "--max-items": 1, "--chunk-size": 1, "--device": 1,
-             "--offload": 0, "-v": 0, "--verbose": 0, "--executor": 1, "--ray-address": 1}
+_RUN_ONLY = {
+    "--num-shards": 1,
+    "--shard-index": 1,
+    "--max-items": 1,
+    "--chunk-size": 1,
+    "--device": 1,
+    "--offload": 0,
+    "-v": 0,
+    "--verbose": 0,
+    "--executor": 1,
+    "--ray-address": 1,
+}
 
 
 def strip_run_only_options(argv: Sequence[str]) -> list[str]:

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
-from conceptforge.errors import DataNotFoundError, InvalidArgumentError, SpecError
 from conceptforge.cub import CubMetadata, bird_name, display_name, split_attribute
+from conceptforge.errors import DataNotFoundError, InvalidArgumentError, SpecError
 from conceptforge.generators.sub.tdg import TDGParams
 
 CATEGORIES = ("colour", "shape", "pattern")
@@ -49,13 +49,17 @@ class SubSpec:
 
     def group(self, group: str) -> GroupSpec:
         if group not in self.groups:
-            raise InvalidArgumentError(f"no prompt template for CUB attribute group {group!r}; known groups: {', '.join(sorted(self.groups))}")
+            raise InvalidArgumentError(
+                f"no prompt template for CUB attribute group {group!r}; known groups: {', '.join(sorted(self.groups))}"
+            )
         return self.groups[group]
 
 
 @lru_cache(maxsize=1)
 def load_spec() -> SubSpec:
-    raw = json.loads(resources.files("conceptforge.generators.sub").joinpath("sub_spec.json").read_text(encoding="utf-8"))
+    raw = json.loads(
+        resources.files("conceptforge.generators.sub").joinpath("sub_spec.json").read_text(encoding="utf-8")
+    )
     groups = {
         name: GroupSpec(g["category"], g["phrase"], g.get("reference"), bool(g.get("from_paper", False)))
         for name, g in raw["groups"].items()
@@ -152,7 +156,9 @@ def make_substitution(
     elif cub is not None:
         guide = cub.most_typical_class(attribute)
     else:
-        raise InvalidArgumentError(f"no guidance bird for {attribute}: pass one in the candidate spec or give --cub-dir")
+        raise InvalidArgumentError(
+            f"no guidance bird for {attribute}: pass one in the candidate spec or give --cub-dir"
+        )
     return Substitution(attribute, group, value, category, guide, spec.tdg_params[category])
 
 
@@ -213,7 +219,9 @@ def plan_pairs(
                 guidance_bird = NEEDS_CUB
         sub = make_substitution(attribute, spec=spec, cub=cub, guidance_bird=guidance_bird)
         if tdg_overrides and sub.category in tdg_overrides:
-            sub = Substitution(sub.attribute, sub.group, sub.value, sub.category, sub.guidance_bird, tdg_overrides[sub.category])
+            sub = Substitution(
+                sub.attribute, sub.group, sub.value, sub.category, sub.guidance_bird, tdg_overrides[sub.category]
+            )
         substitutions.append(sub)
     plan = PairPlan()
     for bird in birds:
@@ -239,7 +247,9 @@ def plan_pairs(
     return plan
 
 
-def plan_reference_selection(cub: CubMetadata | None, classes: Iterable[str] | None = None, *, spec: SubSpec | None = None) -> PairPlan:
+def plan_reference_selection(
+    cub: CubMetadata | None, classes: Iterable[str] | None = None, *, spec: SubSpec | None = None
+) -> PairPlan:
     """One plain-prompt "pair" per CUB class (all 200, or ``classes``) for reference-bird selection."""
     spec = spec or load_spec()
     if cub is None and not classes:

@@ -10,7 +10,7 @@ applied to the generalisation split.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import torch
 

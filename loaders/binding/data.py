@@ -4,9 +4,10 @@ candidates per image (``docs/schemas.md``)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from conceptforge.errors import DataFormatError, DataNotFoundError
 from conceptforge.loaders.data import image_column_raw, load_split, require_columns
@@ -40,10 +41,17 @@ class BindingSplit:
     def __len__(self) -> int:
         return len(self.labels)
 
-    def subset(self, indices: Sequence[int], name: str | None = None) -> "BindingSplit":
+    def subset(self, indices: Sequence[int], name: str | None = None) -> BindingSplit:
         pick = lambda values: [values[i] for i in indices] if values else []  # noqa: E731
-        return BindingSplit(name or self.name, pick(self.images), pick(self.labels), pick(self.candidates),
-                            pick(self.label_index), pick(self.kinds), pick(self.item_ids))
+        return BindingSplit(
+            name or self.name,
+            pick(self.images),
+            pick(self.labels),
+            pick(self.candidates),
+            pick(self.label_index),
+            pick(self.kinds),
+            pick(self.item_ids),
+        )
 
     @property
     def setting(self) -> str:
@@ -81,14 +89,20 @@ def validate_split(split: BindingSplit) -> None:
     arity = {len(parse_label(label)) for label in split.labels}
     if len(arity) > 1:
         raise DataFormatError(f"split {split.name}: mixes adjective-noun and relational labels")
-    for row, (label, candidates, index, kinds) in enumerate(zip(split.labels, split.candidates, split.label_index, split.kinds)):
+    for row, (label, candidates, index, kinds) in enumerate(
+        zip(split.labels, split.candidates, split.label_index, split.kinds)
+    ):
         if not 0 <= index < len(candidates) or candidates[index] != label:
-            raise DataFormatError(f"split {split.name} row {row}: label_index {index} does not point at label {label!r}")
+            raise DataFormatError(
+                f"split {split.name} row {row}: label_index {index} does not point at label {label!r}"
+            )
         if len(kinds) != len(candidates):
             raise DataFormatError(f"split {split.name} row {row}: candidate_kinds and candidates differ in length")
         for candidate in candidates:
             if len(parse_label(candidate)) != len(parse_label(label)):
-                raise DataFormatError(f"split {split.name} row {row}: candidate {candidate!r} does not match the label form")
+                raise DataFormatError(
+                    f"split {split.name} row {row}: candidate {candidate!r} does not match the label form"
+                )
 
 
 def resolve_config(source: str, wanted: str, *, revision: str | None = None) -> str | None:
@@ -108,14 +122,19 @@ def resolve_config(source: str, wanted: str, *, revision: str | None = None) -> 
     if len(names) == 1:
         logger.info("%s has one config (%s); using it", source, names[0])
         return None
-    raise DataNotFoundError(f"dataset {source} has no config {wanted!r} (configs: {', '.join(names)}); choose one of them")
+    raise DataNotFoundError(
+        f"dataset {source} has no config {wanted!r} (configs: {', '.join(names)}); choose one of them"
+    )
 
 
-def load_binding(source: str, *, revision: str | None = None, splits: Sequence[str] = SPLITS,
-                 config: str | None = None) -> dict[str, BindingSplit]:
+def load_binding(
+    source: str, *, revision: str | None = None, splits: Sequence[str] = SPLITS, config: str | None = None
+) -> dict[str, BindingSplit]:
     """Load the splits of one binding dataset: ``config`` names it (single-object, two-object or
     relational) in the one-repo layout; None loads the repo's only config."""
-    loaded = {name: split_from_dataset(load_split(source, name, revision=revision, config=config), name) for name in splits}
+    loaded = {
+        name: split_from_dataset(load_split(source, name, revision=revision, config=config), name) for name in splits
+    }
     settings = {s.setting for s in loaded.values() if len(s)}
     if len(settings) > 1:
         raise DataFormatError(f"dataset {source} mixes adjective-noun and relational splits")

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
 from conceptforge.errors import DataNotFoundError, InvalidArgumentError
 from conceptforge.loaders.binding.data import ADJ_NOUN, SPLITS, BindingSplit, load_binding
 from conceptforge.loaders.binding.models import CDSM_KINDS, MODEL_KINDS, PROMPT, Vocabulary
-from conceptforge.loaders.binding.scoring import ADJ_NOUN_ERRORS, RELATION_ERRORS, accuracy, error_breakdown, kind_breakdown
+from conceptforge.loaders.binding.scoring import (
+    ADJ_NOUN_ERRORS,
+    RELATION_ERRORS,
+    accuracy,
+    error_breakdown,
+    kind_breakdown,
+)
 from conceptforge.loaders.binding.train import RunResult, TrainConfig, train_run
 from conceptforge.loaders.reports import markdown_table, mean_se, pct, pct_se
 
@@ -37,12 +44,18 @@ class ModelSummary:
     runs: list[RunResult] = field(default_factory=list)
 
     @classmethod
-    def from_runs(cls, model: str, runs: Sequence[RunResult]) -> "ModelSummary":
+    def from_runs(cls, model: str, runs: Sequence[RunResult]) -> ModelSummary:
         def agg(dicts: list[dict[str, float]]) -> dict[str, tuple[float, float]]:
             keys = list(dict.fromkeys(k for d in dicts for k in d))
             return {k: mean_se([d[k] for d in dicts if k in d]) for k in keys}
 
-        return cls(model, agg([r.accuracy for r in runs]), agg([r.breakdown for r in runs]), agg([r.kinds for r in runs]), list(runs))
+        return cls(
+            model,
+            agg([r.accuracy for r in runs]),
+            agg([r.breakdown for r in runs]),
+            agg([r.kinds for r in runs]),
+            list(runs),
+        )
 
 
 @dataclass
@@ -70,8 +83,12 @@ class BindingReport:
             mean, se = m.accuracy[key]
             return pct(mean) if len(m.runs) <= 1 else pct_se(mean, se)
 
-        rows = [[m.model.upper() if m.model != "clip-ft" else "CLIP-FT"] + [cell(m, k) for k in ("train", "val", "gen")]
-                + ([cell(m, "gen-calibrated")] if calibrated else []) for m in self.models]
+        rows = [
+            [m.model.upper() if m.model != "clip-ft" else "CLIP-FT"]
+            + [cell(m, k) for k in ("train", "val", "gen")]
+            + ([cell(m, "gen-calibrated")] if calibrated else [])
+            for m in self.models
+        ]
         errors = ADJ_NOUN_ERRORS if self.setting == ADJ_NOUN else RELATION_ERRORS
         error_rows = []
         for m in self.models:
@@ -81,7 +98,11 @@ class BindingReport:
                 row.append(pct(mean) if len(m.runs) <= 1 else pct_se(mean, se))
             error_rows.append(row)
         score = self.settings.get("cdsm_score")
-        scoring = f"; CDSM score: {CDSM_SCORE_TEXT.get(score, score)}" if score and any(m.model in CDSM_KINDS for m in self.models) else ""
+        scoring = (
+            f"; CDSM score: {CDSM_SCORE_TEXT.get(score, score)}"
+            if score and any(m.model in CDSM_KINDS for m in self.models)
+            else ""
+        )
         return (
             f"Accuracy (%) — {self.dataset} ({self.setting}), epoch selected on val, mean ± s.e. over seeds{scoring}\n\n"
             + markdown_table(headers, rows)
@@ -102,7 +123,9 @@ def zero_shot_scores(embedder: Any, split: BindingSplit, *, template: str = PROM
 
 
 def evaluate_clip_zero_shot(embedder: Any, splits: dict[str, BindingSplit], *, template: str = PROMPT) -> ModelSummary:
-    scores = {name: zero_shot_scores(embedder, split, template=template) for name, split in splits.items() if len(split)}
+    scores = {
+        name: zero_shot_scores(embedder, split, template=template) for name, split in splits.items() if len(split)
+    }
     run = RunResult(
         model="clip",
         seed=0,
@@ -133,17 +156,27 @@ def evaluate_binding(
 
     unknown = [m for m in models if m not in ALL_MODELS]
     if unknown:
-        raise InvalidArgumentError(f"unknown binding model(s) {', '.join(unknown)} (choose from {', '.join(ALL_MODELS)})")
+        raise InvalidArgumentError(
+            f"unknown binding model(s) {', '.join(unknown)} (choose from {', '.join(ALL_MODELS)})"
+        )
     config = config or TrainConfig()
-    splits = dataset if isinstance(dataset, dict) else load_binding(str(dataset), revision=dataset_revision, config=dataset_config)
+    splits = (
+        dataset
+        if isinstance(dataset, dict)
+        else load_binding(str(dataset), revision=dataset_revision, config=dataset_config)
+    )
     missing = [s for s in SPLITS if s not in splits]
     if missing:
         raise DataNotFoundError(f"binding dataset lacks split(s) {', '.join(missing)}")
     setting = splits["train"].setting
     if config.calibrate and setting != ADJ_NOUN:
-        raise InvalidArgumentError("calibrated stacking applies to the single-object (adjective-noun) setting only (Appendix C)")
-    embedder = embedding_model if isinstance(embedding_model, EmbeddingModel) else EmbeddingModel.from_pretrained(
-        embedding_model, revision=revision, cache_dir=cache_dir, device=device
+        raise InvalidArgumentError(
+            "calibrated stacking applies to the single-object (adjective-noun) setting only (Appendix C)"
+        )
+    embedder = (
+        embedding_model
+        if isinstance(embedding_model, EmbeddingModel)
+        else EmbeddingModel.from_pretrained(embedding_model, revision=revision, cache_dir=cache_dir, device=device)
     )
     vocab = Vocabulary.from_splits(list(splits.values()))
     summaries = []
@@ -159,15 +192,35 @@ def evaluate_binding(
             for seed in seeds:
                 logger.info("training %s seed %d", kind, seed)
                 runs.append(
-                    train_run(kind, splits, raw if kind == "clip-ft" else frozen, vocab=vocab, embedder=embedder, dim=dim,
-                              logit_scale=embedder.logit_scale, seed=seed, config=config, device=str(embedder.device))
+                    train_run(
+                        kind,
+                        splits,
+                        raw if kind == "clip-ft" else frozen,
+                        vocab=vocab,
+                        embedder=embedder,
+                        dim=dim,
+                        logit_scale=embedder.logit_scale,
+                        seed=seed,
+                        config=config,
+                        device=str(embedder.device),
+                    )
                 )
             summaries.append(ModelSummary.from_runs(kind, runs))
     name = dataset if isinstance(dataset, str) else "<splits>"
     return BindingReport(
-        dataset=name, setting=setting, embedding_model=embedder.model_id, embedding_revision=embedder.revision,
+        dataset=name,
+        setting=setting,
+        embedding_model=embedder.model_id,
+        embedding_revision=embedder.revision,
         models=summaries,
-        settings={"seeds": list(seeds), "epochs": config.epochs, "batch_size": config.batch_size, "lr": config.lr,
-                  "weight_decay": config.weight_decay, "calibrate": config.calibrate, "template": template,
-                  "cdsm_score": config.cdsm_score},
+        settings={
+            "seeds": list(seeds),
+            "epochs": config.epochs,
+            "batch_size": config.batch_size,
+            "lr": config.lr,
+            "weight_decay": config.weight_decay,
+            "calibrate": config.calibrate,
+            "template": template,
+            "cdsm_score": config.cdsm_score,
+        },
     )

@@ -24,8 +24,9 @@ Compositions (adjective–noun / subject–relation–object):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -64,7 +65,7 @@ class Vocabulary:
     relations: list[str]
 
     @classmethod
-    def from_splits(cls, splits: Sequence[BindingSplit]) -> "Vocabulary":
+    def from_splits(cls, splits: Sequence[BindingSplit]) -> Vocabulary:
         phrases = {p for split in splits for row in split.candidates for p in row} | {
             label for split in splits for label in split.labels
         }
@@ -108,14 +109,16 @@ class CDSM(PhraseModel):
     convention, vectors of norm ~1) for ``"scaled-cosine"``.
     """
 
-    def __init__(self, kind: str, vocab: Vocabulary, dim: int, *, generator: torch.Generator | None = None, score: str = "dot") -> None:
+    def __init__(
+        self, kind: str, vocab: Vocabulary, dim: int, *, generator: torch.Generator | None = None, score: str = "dot"
+    ) -> None:
         super().__init__()
         if kind not in CDSM_KINDS:
             raise InvalidArgumentError(f"unknown CDSM {kind!r} (choose from {', '.join(CDSM_KINDS)})")
         if score not in CDSM_SCORES:
             raise InvalidArgumentError(f"unknown CDSM score {score!r} (choose from {', '.join(CDSM_SCORES)})")
         self.kind, self.vocab, self.dim, self.score = kind, vocab, dim, score
-        scale = 1.0 if score == "dot" else dim ** -0.5
+        scale = 1.0 if score == "dot" else dim**-0.5
 
         def randn(*shape: int) -> nn.Parameter:
             return nn.Parameter(torch.randn(*shape, generator=generator) * scale)
@@ -204,7 +207,9 @@ class CSP(_FrozenClipText):
     def encode(self, phrases: Sequence[str]) -> torch.Tensor:
         idx = self.vocab.indices(phrases).to(self.soft.device)
         arity = idx.shape[1]
-        input_ids = torch.tensor([self.prefix_ids + [self.filler_id] * arity + [self.eos_id]] * len(phrases), device=self.device_)
+        input_ids = torch.tensor(
+            [self.prefix_ids + [self.filler_id] * arity + [self.eos_id]] * len(phrases), device=self.device_
+        )
         self._pending = self.soft[idx]
         try:
             from conceptforge.loaders.embeddings import _features
@@ -234,7 +239,9 @@ class ClipFT(_FrozenClipText):
     def encode(self, phrases: Sequence[str]) -> torch.Tensor:
         from conceptforge.loaders.embeddings import _features
 
-        inputs = self.tokenizer([PROMPT.format(label=p) for p in phrases], padding=True, truncation=True, return_tensors="pt")
+        inputs = self.tokenizer(
+            [PROMPT.format(label=p) for p in phrases], padding=True, truncation=True, return_tensors="pt"
+        )
         inputs = {k: v.to(self.device_) for k, v in inputs.items() if k in ("input_ids", "attention_mask")}
         return _features(self.clip.get_text_features(**inputs)).float()
 
@@ -245,7 +252,9 @@ class ClipFT(_FrozenClipText):
         return _features(self.clip.get_image_features(pixel_values=pixels.to(self.device_))).float()
 
 
-def build_model(kind: str, vocab: Vocabulary, *, embedder: Any, dim: int, seed: int, cdsm_score: str = "dot") -> PhraseModel:
+def build_model(
+    kind: str, vocab: Vocabulary, *, embedder: Any, dim: int, seed: int, cdsm_score: str = "dot"
+) -> PhraseModel:
     generator = torch.Generator().manual_seed(seed)
     if kind in CDSM_KINDS:
         return CDSM(kind, vocab, dim, generator=generator, score=cdsm_score)

@@ -11,7 +11,7 @@ shuffled: ties looked correct).
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 

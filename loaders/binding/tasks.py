@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import asdict
-from typing import Any, Sequence
+from typing import Any
 
 from conceptforge.errors import DataNotFoundError, InvalidArgumentError
 from conceptforge.loaders.model_ref import CLIP
@@ -23,25 +24,39 @@ from conceptforge.loaders.task_spec import (
     TaskContext,
     TaskOutcome,
     choice,
-    template,
     flag,
     int_list,
     mean_metric,
     optional_float,
     over_runs,
     str_list,
+    template,
 )
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_ORG = "conceptforge"  # where our releases are published (publish.py --repo-id)
-COLUMNS = (("dataset", "string"), ("split", "string"), ("relation", "string"), ("swap_kind", "string"),
-           ("label_index", "int64"), ("candidate_kinds", "list<string>"))
+COLUMNS = (
+    ("dataset", "string"),
+    ("split", "string"),
+    ("relation", "string"),
+    ("swap_kind", "string"),
+    ("label_index", "int64"),
+    ("candidate_kinds", "list<string>"),
+)
 CDSM_COLUMNS = (*COLUMNS, ("binding_model", "string"), ("seed", "int64"))
 
 
-def sample_rows(task: str, dataset: str, split: Any, scores: Any, *, prefix: str = "", split_name: str | None = None,
-                extra: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+def sample_rows(
+    task: str,
+    dataset: str,
+    split: Any,
+    scores: Any,
+    *,
+    prefix: str = "",
+    split_name: str | None = None,
+    extra: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:
     """One row per image of ``split`` from its [N, K] score rows (stored candidate order)."""
     import torch
 
@@ -57,15 +72,25 @@ def sample_rows(task: str, dataset: str, split: Any, scores: Any, *, prefix: str
         words = parse_label(split.labels[i])
         value = float(mass[i, label_index])
         kinds = list(split.kinds[i])
-        rows.append({
-            "task": task, "item_id": f"{prefix}{name}/{split.item_ids[i] if split.item_ids else i}",
-            "candidates": list(split.candidates[i]), "scores": [float(x) for x in scores[i].double()],
-            "prediction": split.candidates[i][int(torch.argmax(scores[i]))], "label": split.labels[i],
-            "correct": value == 1.0, "value": value, "dataset": dataset, "split": name,
-            "relation": words[1] if len(words) == 3 else None,
-            "swap_kind": "+".join(sorted({k for j, k in enumerate(kinds) if j != label_index})),
-            "label_index": label_index, "candidate_kinds": kinds, **(extra or {}),
-        })
+        rows.append(
+            {
+                "task": task,
+                "item_id": f"{prefix}{name}/{split.item_ids[i] if split.item_ids else i}",
+                "candidates": list(split.candidates[i]),
+                "scores": [float(x) for x in scores[i].double()],
+                "prediction": split.candidates[i][int(torch.argmax(scores[i]))],
+                "label": split.labels[i],
+                "correct": value == 1.0,
+                "value": value,
+                "dataset": dataset,
+                "split": name,
+                "relation": words[1] if len(words) == 3 else None,
+                "swap_kind": "+".join(sorted({k for j, k in enumerate(kinds) if j != label_index})),
+                "label_index": label_index,
+                "candidate_kinds": kinds,
+                **(extra or {}),
+            }
+        )
     return rows
 
 
@@ -75,8 +100,14 @@ def rows_as_split(rows: Sequence[dict[str, Any]], name: str):
 
     from conceptforge.loaders.binding.data import BindingSplit
 
-    split = BindingSplit(name, [None] * len(rows), [r["label"] for r in rows], [list(r["candidates"]) for r in rows],
-                         [int(r["label_index"]) for r in rows], [list(r["candidate_kinds"]) for r in rows])
+    split = BindingSplit(
+        name,
+        [None] * len(rows),
+        [r["label"] for r in rows],
+        [list(r["candidates"]) for r in rows],
+        [int(r["label_index"]) for r in rows],
+        [list(r["candidate_kinds"]) for r in rows],
+    )
     return split, torch.tensor([list(r["scores"]) for r in rows], dtype=torch.float64)
 
 
@@ -111,8 +142,12 @@ def run_binding_clip(ctx: TaskContext) -> TaskOutcome:
         rows: dict[int, dict[str, Any]] = {}
         for name, chosen in by_split.items():
             part = splits[name].subset([where[p][1] for p in chosen])
-            for position, row in zip(chosen, sample_rows("binding-clip", ctx.dataset.repo, part,
-                                                         zero_shot_scores(embedder, part, template=template))):
+            for position, row in zip(
+                chosen,
+                sample_rows(
+                    "binding-clip", ctx.dataset.repo, part, zero_shot_scores(embedder, part, template=template)
+                ),
+            ):
                 rows[position] = row
         return [rows[p] for p in positions]
 
@@ -120,16 +155,30 @@ def run_binding_clip(ctx: TaskContext) -> TaskOutcome:
     by_split = {name: [r for r in rows if r["split"] == name] for name in splits}
     accuracy = {name: float(sum(r["value"] for r in part) / len(part)) for name, part in by_split.items()}
     gen = rows_as_split(by_split["gen"], "gen") if by_split.get("gen") else None
-    run = RunResult("clip", 0, 0, accuracy, error_breakdown(gen[1], gen[0]) if gen else {},
-                    kind_breakdown(gen[1], gen[0]) if gen else {})
+    run = RunResult(
+        "clip",
+        0,
+        0,
+        accuracy,
+        error_breakdown(gen[1], gen[0]) if gen else {},
+        kind_breakdown(gen[1], gen[0]) if gen else {},
+    )
     summary = ModelSummary.from_runs("clip", [run])
     setting = next(iter(splits.values())).setting
     report = BindingReport(ctx.dataset.repo, setting, embedder.model_id, embedder.revision, [summary])
-    return TaskOutcome(rows, "gen_accuracy", variant=f"zero-shot, {setting}",
-                       metrics={f"{name}_accuracy": Metric(value) for name, value in accuracy.items()},
-                       details={"setting": setting, "error_breakdown": summary.breakdown, "kinds": summary.kinds,
-                                "template": template},
-                       table=report.format())
+    return TaskOutcome(
+        rows,
+        "gen_accuracy",
+        variant=f"zero-shot, {setting}",
+        metrics={f"{name}_accuracy": Metric(value) for name, value in accuracy.items()},
+        details={
+            "setting": setting,
+            "error_breakdown": summary.breakdown,
+            "kinds": summary.kinds,
+            "template": template,
+        },
+        table=report.format(),
+    )
 
 
 def score_binding_clip(rows: Sequence[dict[str, Any]], options: dict[str, Any]) -> dict[str, Metric]:
@@ -148,18 +197,28 @@ def run_binding_cdsm(ctx: TaskContext) -> TaskOutcome:
     options = ctx.options
     models, seeds = list(options["models"]), list(options["seeds"])
     if not models or "clip" in models:
-        raise InvalidArgumentError("binding-cdsm.models: list trained models (csp, add, mult, conv, tl, rf, clip-ft); "
-                                   "zero-shot CLIP is task binding-clip")
+        raise InvalidArgumentError(
+            "binding-cdsm.models: list trained models (csp, add, mult, conv, tl, rf, clip-ft); "
+            "zero-shot CLIP is task binding-clip"
+        )
     if not seeds:
         raise InvalidArgumentError("binding-cdsm.seeds needs at least one seed")
     if options["epochs"] < 1:
         raise InvalidArgumentError("binding-cdsm.epochs must be at least 1")
-    config = TrainConfig(epochs=options["epochs"], batch_size=ctx.batch_size, lr=options["lr"], weight_decay=options["weight_decay"],
-                         calibrate=options["calibrate"], cdsm_score=options["cdsm_score"])
+    config = TrainConfig(
+        epochs=options["epochs"],
+        batch_size=ctx.batch_size,
+        lr=options["lr"],
+        weight_decay=options["weight_decay"],
+        calibrate=options["calibrate"],
+        cdsm_score=options["cdsm_score"],
+    )
     splits = _splits(ctx, "binding-cdsm")
     setting = splits["train"].setting
     if config.calibrate and setting != "adjective-noun":
-        raise InvalidArgumentError("calibrated stacking applies to the single-object (adjective-noun) setting only (Appendix C)")
+        raise InvalidArgumentError(
+            "calibrated stacking applies to the single-object (adjective-noun) setting only (Appendix C)"
+        )
     embedder = ctx.session.embedder()
     units = [(kind, seed) for kind in models for seed in seeds]
     prepared: dict[str, Any] = {}
@@ -174,13 +233,33 @@ def run_binding_cdsm(ctx: TaskContext) -> TaskOutcome:
             kind, seed = units[position]
             logger.info("training %s seed %d", kind, seed)
             images = {name: split.images for name, split in splits.items()} if kind == "clip-ft" else frozen
-            result = train_run(kind, splits, images, vocab=prepared["vocab"], embedder=embedder,
-                               dim=int(next(iter(frozen.values())).shape[1]), logit_scale=embedder.logit_scale, seed=seed,
-                               config=config, device=str(embedder.device))
+            result = train_run(
+                kind,
+                splits,
+                images,
+                vocab=prepared["vocab"],
+                embedder=embedder,
+                dim=int(next(iter(frozen.values())).shape[1]),
+                logit_scale=embedder.logit_scale,
+                seed=seed,
+                config=config,
+                device=str(embedder.device),
+            )
             used, scores = result.scored
-            rows = [row for name, s in scores.items() if name in ("train", "val", "gen", "gen-calibrated")
-                    for row in sample_rows("binding-cdsm", ctx.dataset.repo, used[name], s, prefix=f"{kind}/seed{seed}/",
-                                           split_name=name, extra={"binding_model": kind, "seed": seed})]
+            rows = [
+                row
+                for name, s in scores.items()
+                if name in ("train", "val", "gen", "gen-calibrated")
+                for row in sample_rows(
+                    "binding-cdsm",
+                    ctx.dataset.repo,
+                    used[name],
+                    s,
+                    prefix=f"{kind}/seed{seed}/",
+                    split_name=name,
+                    extra={"binding_model": kind, "seed": seed},
+                )
+            ]
             out.append({"rows": rows, "run": asdict(result)})
         return out
 
@@ -189,21 +268,53 @@ def run_binding_cdsm(ctx: TaskContext) -> TaskOutcome:
     runs: dict[str, list[RunResult]] = defaultdict(list)
     for (kind, _), unit in zip(units, done):
         runs[kind].append(RunResult(**unit["run"]))
-    report = BindingReport(ctx.dataset.repo, setting, embedder.model_id, embedder.revision,
-                           [ModelSummary.from_runs(kind, runs[kind]) for kind in models],
-                           settings={"seeds": seeds, "epochs": config.epochs, "batch_size": config.batch_size, "lr": config.lr,
-                                     "weight_decay": config.weight_decay, "calibrate": config.calibrate,
-                                     "template": "a photo of {label}", "cdsm_score": config.cdsm_score})
-    metrics = {f"{m.model}.{split}_accuracy": over_runs([r.accuracy[split] for r in m.runs])
-               for m in report.models for split in m.accuracy}
-    return TaskOutcome(rows, f"{models[0]}.gen_accuracy", metrics=metrics, seeds=seeds,
-                       variant=f"{','.join(models)} on frozen image embeddings, {setting}, CDSM score "
-                               f"{options['cdsm_score']}, epoch chosen on val",
-                       details={"setting": setting, "settings": report.settings,
-                                "error_breakdown": {m.model: m.breakdown for m in report.models},
-                                "runs": {m.model: [{k: v for k, v in asdict(r).items() if k in ("seed", "best_epoch", "losses", "val_history", "calibration")}
-                                                   for r in m.runs] for m in report.models}},
-                       table=report.format())
+    report = BindingReport(
+        ctx.dataset.repo,
+        setting,
+        embedder.model_id,
+        embedder.revision,
+        [ModelSummary.from_runs(kind, runs[kind]) for kind in models],
+        settings={
+            "seeds": seeds,
+            "epochs": config.epochs,
+            "batch_size": config.batch_size,
+            "lr": config.lr,
+            "weight_decay": config.weight_decay,
+            "calibrate": config.calibrate,
+            "template": "a photo of {label}",
+            "cdsm_score": config.cdsm_score,
+        },
+    )
+    metrics = {
+        f"{m.model}.{split}_accuracy": over_runs([r.accuracy[split] for r in m.runs])
+        for m in report.models
+        for split in m.accuracy
+    }
+    return TaskOutcome(
+        rows,
+        f"{models[0]}.gen_accuracy",
+        metrics=metrics,
+        seeds=seeds,
+        variant=f"{','.join(models)} on frozen image embeddings, {setting}, CDSM score "
+        f"{options['cdsm_score']}, epoch chosen on val",
+        details={
+            "setting": setting,
+            "settings": report.settings,
+            "error_breakdown": {m.model: m.breakdown for m in report.models},
+            "runs": {
+                m.model: [
+                    {
+                        k: v
+                        for k, v in asdict(r).items()
+                        if k in ("seed", "best_epoch", "losses", "val_history", "calibration")
+                    }
+                    for r in m.runs
+                ]
+                for m in report.models
+            },
+        },
+        table=report.format(),
+    )
 
 
 def score_binding_cdsm(rows: Sequence[dict[str, Any]], options: dict[str, Any]) -> dict[str, Metric]:
@@ -211,14 +322,20 @@ def score_binding_cdsm(rows: Sequence[dict[str, Any]], options: dict[str, Any]) 
     per_run: dict[tuple[str, str], dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     for row in rows:
         per_run[(row["binding_model"], row["split"])][row["seed"]].append(row["value"])
-    return {f"{model}.{split}_accuracy": over_runs([mean_metric(v).value for _, v in sorted(seeds.items())])
-            for (model, split), seeds in per_run.items()}
+    return {
+        f"{model}.{split}_accuracy": over_runs([mean_metric(v).value for _, v in sorted(seeds.items())])
+        for (model, split), seeds in per_run.items()
+    }
 
 
 # ----------------------------------------------------------------------------------- table
 def _config_option() -> Option:
-    return Option("config", "single-object", str,
-                  "config of the binding repo: single-object | two-object | relational (a one-config repo: its config)")
+    return Option(
+        "config",
+        "single-object",
+        str,
+        "config of the binding repo: single-object | two-object | relational (a one-config repo: its config)",
+    )
 
 
 def _cdsm_score_option() -> Option:
@@ -230,17 +347,51 @@ def _cdsm_score_option() -> Option:
 def tasks() -> list[Task]:
     """The binding rows of the task table."""
     return [
-        Task("binding-clip", "binding", "concept binding: frozen CLIP zero-shot accuracy over the 5 candidates (Binding paper Table 1)",
-             (CLIP,), "binding/zero-shot", run_binding_clip, score_binding_clip, columns=COLUMNS,
-             dataset=f"{DEFAULT_ORG}/binding", revision="v1.0.0", split="train,val,gen",
-             options=(Option("template", "a photo of {label}", template(allowed={"label"}, required={"label"}), "prompt with {label}"), _config_option())),
-        Task("binding-cdsm", "binding", "concept binding: CDSMs trained on frozen CLIP image embeddings, mean ± s.e. over seeds "
-             "(Binding paper Tables 1-3)", (CLIP,), "binding/cdsm-frozen", run_binding_cdsm, score_binding_cdsm, columns=CDSM_COLUMNS,
-             dataset=f"{DEFAULT_ORG}/binding", revision="v1.0.0", split="train,val,gen", seeded=True,
-             options=(_config_option(), Option("models", ("csp", "add", "mult", "conv", "tl", "rf"), str_list, "trained models"),
-                      Option("seeds", (0, 1, 2, 3, 4), int_list, "training seeds"),
-                      Option("epochs", 20, int, "training epochs (best epoch chosen on val)"), _cdsm_score_option(),
-                      Option("lr", None, optional_float, "learning rate (default: Appendix A's rate per model)"),
-                      Option("weight_decay", 1e-5, float, "Adam weight decay"),
-                      Option("calibrate", False, flag, "calibrated stacking (Appendix C; single-object only)"))),
+        Task(
+            "binding-clip",
+            "binding",
+            "concept binding: frozen CLIP zero-shot accuracy over the 5 candidates (Binding paper Table 1)",
+            (CLIP,),
+            "binding/zero-shot",
+            run_binding_clip,
+            score_binding_clip,
+            columns=COLUMNS,
+            dataset=f"{DEFAULT_ORG}/binding",
+            revision="v1.0.0",
+            split="train,val,gen",
+            options=(
+                Option(
+                    "template",
+                    "a photo of {label}",
+                    template(allowed={"label"}, required={"label"}),
+                    "prompt with {label}",
+                ),
+                _config_option(),
+            ),
+        ),
+        Task(
+            "binding-cdsm",
+            "binding",
+            "concept binding: CDSMs trained on frozen CLIP image embeddings, mean ± s.e. over seeds "
+            "(Binding paper Tables 1-3)",
+            (CLIP,),
+            "binding/cdsm-frozen",
+            run_binding_cdsm,
+            score_binding_cdsm,
+            columns=CDSM_COLUMNS,
+            dataset=f"{DEFAULT_ORG}/binding",
+            revision="v1.0.0",
+            split="train,val,gen",
+            seeded=True,
+            options=(
+                _config_option(),
+                Option("models", ("csp", "add", "mult", "conv", "tl", "rf"), str_list, "trained models"),
+                Option("seeds", (0, 1, 2, 3, 4), int_list, "training seeds"),
+                Option("epochs", 20, int, "training epochs (best epoch chosen on val)"),
+                _cdsm_score_option(),
+                Option("lr", None, optional_float, "learning rate (default: Appendix A's rate per model)"),
+                Option("weight_decay", 1e-5, float, "Adam weight decay"),
+                Option("calibrate", False, flag, "calibrated stacking (Appendix C; single-object only)"),
+            ),
+        ),
     ]

@@ -18,15 +18,23 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 from conceptforge.loaders.binding.calibration import calibrate, seen_mask
 from conceptforge.loaders.binding.data import BindingSplit
-from conceptforge.loaders.binding.models import CDSM_KINDS, CDSM_SCORES, DEFAULT_LR, PhraseModel, Vocabulary, build_model
+from conceptforge.loaders.binding.models import (
+    CDSM_KINDS,
+    CDSM_SCORES,
+    DEFAULT_LR,
+    PhraseModel,
+    Vocabulary,
+    build_model,
+)
 from conceptforge.loaders.binding.scoring import accuracy, error_breakdown, kind_breakdown
 
 logger = logging.getLogger(__name__)
@@ -68,7 +76,11 @@ class RunResult:
 
 
 def candidate_scores(
-    model: PhraseModel, images: torch.Tensor, candidates: Sequence[Sequence[str]], *, text: tuple[list[str], torch.Tensor] | None = None
+    model: PhraseModel,
+    images: torch.Tensor,
+    candidates: Sequence[Sequence[str]],
+    *,
+    text: tuple[list[str], torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """[N, K] scores of each image with its own K candidates: the cosine similarity, or for a
     CDSM with ``score="dot"`` the dot product of the unit image vector with the raw phrase vector.

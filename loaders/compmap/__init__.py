@@ -12,7 +12,13 @@ from conceptforge.loaders.compmap.metrics import (
     intervene_partial,
     weight_analysis,
 )
-from conceptforge.loaders.compmap.sampler import CUB_PROTOCOLS, EpisodeSpec, Episodes, sample_episodes, sample_split_episodes
+from conceptforge.loaders.compmap.sampler import (
+    CUB_PROTOCOLS,
+    Episodes,
+    EpisodeSpec,
+    sample_episodes,
+    sample_split_episodes,
+)
 
 __all__ = [
     "CUB_PROTOCOLS",

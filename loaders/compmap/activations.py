@@ -17,16 +17,17 @@ Optionally activations are softmax-normalised within groups of mutually exclusiv
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 from torch import Tensor
-from conceptforge.progress import tqdm
 
-from conceptforge.errors import ConceptforgeError, InvalidArgumentError, WeightsUnavailableError
 from conceptforge.argtypes import check_device
+from conceptforge.errors import ConceptforgeError, InvalidArgumentError, WeightsUnavailableError
+from conceptforge.progress import tqdm
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +96,9 @@ class ItmScorer:
     """Image–text matching scores from ViLT (``ViltForImageAndTextRetrieval``) or BLIP
     (``BlipForImageTextRetrieval``, ITM head). BLIP's image tower runs once per image."""
 
-    def __init__(self, model: Any, processor: Any, *, kind: str, model_id: str, device: str | torch.device = "cpu") -> None:
+    def __init__(
+        self, model: Any, processor: Any, *, kind: str, model_id: str, device: str | torch.device = "cpu"
+    ) -> None:
         self.model = model.eval()
         self.processor = processor
         self.kind = kind
@@ -103,7 +106,7 @@ class ItmScorer:
         self.device = torch.device(device)
 
     @classmethod
-    def from_pretrained(cls, model_id: str, *, revision: str | None = None, device: str | None = None) -> "ItmScorer":
+    def from_pretrained(cls, model_id: str, *, revision: str | None = None, device: str | None = None) -> ItmScorer:
         from transformers import AutoConfig, AutoProcessor
 
         device = check_device(device) or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -137,7 +140,9 @@ class ItmScorer:
             image_embeds = self.model.vision_model(pixel_values=pixels).last_hidden_state
             for start in range(0, len(texts), batch_size):
                 chunk = texts[start : start + batch_size]
-                tok = self.processor.tokenizer(chunk, padding=True, truncation=True, return_tensors="pt").to(self.device)
+                tok = self.processor.tokenizer(chunk, padding=True, truncation=True, return_tensors="pt").to(
+                    self.device
+                )
                 embeds = image_embeds.expand(len(chunk), -1, -1)
                 hidden = self.model.text_encoder(
                     input_ids=tok["input_ids"],
@@ -150,7 +155,9 @@ class ItmScorer:
         else:
             for start in range(0, len(texts), batch_size):
                 chunk = texts[start : start + batch_size]
-                inputs = self.processor(images=[pil] * len(chunk), text=chunk, padding=True, truncation=True, return_tensors="pt")
+                inputs = self.processor(
+                    images=[pil] * len(chunk), text=chunk, padding=True, truncation=True, return_tensors="pt"
+                )
                 inputs = {k: v.to(self.device) for k, v in inputs.items()}
                 out.append(self.model(**inputs).logits[:, 0].float())
         return torch.cat(out).cpu()

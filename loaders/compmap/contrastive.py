@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
-from conceptforge.progress import tqdm
 
 from conceptforge.loaders.compmap._threads import single_thread_if
+from conceptforge.progress import tqdm
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +75,6 @@ def train_contrastive(
     torch.manual_seed(config.seed)
     model = TwoProjectionModel(activations.shape[1], targets.shape[1], config.dim)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    n = len(activations)
     small = config.batch_size * (activations.shape[1] + targets.shape[1]) * config.dim < 2_000_000
     with single_thread_if(small):
         _train_loop(model, optimizer, activations, labels, targets, config, generator)

@@ -99,7 +99,9 @@ def cub_primitives(root: str | Path, *, require_images: bool = True) -> CubPrimi
     if any(image.is_train is None for image in images):
         raise DataFormatError(f"{layout.find(TRAIN_TEST_SPLIT)} has no entry for some images")
     class_index = {class_id: i for i, class_id in enumerate(sorted(dataset.classes))}
-    logger.info("CUB: %d images, %d classes, %d attributes", len(images), len(class_index), len(dataset.vocabulary.names))
+    logger.info(
+        "CUB: %d images, %d classes, %d attributes", len(images), len(class_index), len(dataset.vocabulary.names)
+    )
     return CubPrimitives(
         dataset=dataset,
         labels=np.array([class_index[image.class_id] for image in images]),

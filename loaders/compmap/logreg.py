@@ -227,7 +227,9 @@ def fit_logreg(
     work = min(X.shape[0], config.chunk_size) * X.shape[1] * X.shape[2] * num_classes
     with single_thread_if(work < _SMALL_WORK):
         for start in range(0, X.shape[0], config.chunk_size):
-            problem = _Problem(X[start : start + config.chunk_size], y[start : start + config.chunk_size], num_classes, config)
+            problem = _Problem(
+                X[start : start + config.chunk_size], y[start : start + config.chunk_size], num_classes, config
+            )
             theta, n_iter = _lbfgs(problem, config)
             logger.debug("chunk of %d episodes: %d evaluations", len(n_iter), problem.evaluations)
             coef, intercept = problem.to_model(theta)

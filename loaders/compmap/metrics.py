@@ -101,10 +101,14 @@ class CzslRowStats:
     unseen_index: Tensor | None = None
 
     @staticmethod
-    def cat(parts: list["CzslRowStats"]) -> "CzslRowStats":
+    def cat(parts: list[CzslRowStats]) -> CzslRowStats:
         fields = ("seen_top", "unseen_top", "gt", "gt_seen", "seen_index", "unseen_index")
-        return CzslRowStats(*(torch.cat([getattr(p, f) for p in parts]) if all(getattr(p, f) is not None for p in parts)
-                              else None for f in fields))
+        return CzslRowStats(
+            *(
+                torch.cat([getattr(p, f) for p in parts]) if all(getattr(p, f) is not None for p in parts) else None
+                for f in fields
+            )
+        )
 
 
 def czsl_row_stats(scores: Tensor, labels: Tensor, seen_pairs: Tensor, *, max_k: int = 3) -> CzslRowStats:
@@ -165,7 +169,9 @@ def unseen_score_gaps(scores: Tensor, labels: Tensor, seen_pairs: Tensor, *, top
     return unseen_gaps_from_stats(czsl_row_stats(scores, labels, seen_pairs, max_k=topk), topk=topk)
 
 
-def calibration_biases(scores: Tensor, labels: Tensor, seen_pairs: Tensor, *, topk: int = 1, num_biases: int = NUM_BIASES) -> Tensor:
+def calibration_biases(
+    scores: Tensor, labels: Tensor, seen_pairs: Tensor, *, topk: int = 1, num_biases: int = NUM_BIASES
+) -> Tensor:
     """The ``num_biases`` calibration biases of Appendix A.6.2.
 
     Sorted Δ (:func:`unseen_score_gaps`) is split into ``num_biases`` contiguous chunks; each
@@ -209,7 +215,9 @@ def authors_biases(stats: CzslRowStats, *, topk: int = 1, num_biases: int = NUM_
     return gaps[::skip]
 
 
-def generalized_czsl_from_stats(stats: CzslRowStats, *, topk: int = 1, num_biases: int = NUM_BIASES, curve: str = "paper") -> CzslResult:
+def generalized_czsl_from_stats(
+    stats: CzslRowStats, *, topk: int = 1, num_biases: int = NUM_BIASES, curve: str = "paper"
+) -> CzslResult:
     """:func:`generalized_czsl` on precomputed :class:`CzslRowStats` (``topk`` <= their K)."""
     if topk > stats.seen_top.shape[1]:
         raise ValueError(f"topk {topk} exceeds the {stats.seen_top.shape[1]} scores kept per row")
@@ -226,7 +234,9 @@ def generalized_czsl_from_stats(stats: CzslRowStats, *, topk: int = 1, num_biase
     for b in points:
         hits = _hits(stats, b, topk)
         seen_curve.append(100.0 * float(hits[seen_samples].double().mean()) if seen_samples.any() else float("nan"))
-        unseen_curve.append(100.0 * float(hits[~seen_samples].double().mean()) if (~seen_samples).any() else float("nan"))
+        unseen_curve.append(
+            100.0 * float(hits[~seen_samples].double().mean()) if (~seen_samples).any() else float("nan")
+        )
     seen_arr, unseen_arr = np.array(seen_curve), np.array(unseen_curve)
     # paper: the area under seen(unseen), points ordered by unseen accuracy; authors: np.trapz
     # over the points in bias order (the same unless unseen accuracy ever drops along the sweep)
@@ -269,7 +279,9 @@ class WeightAnalysis:
         return asdict(self)
 
 
-def weight_analysis(weights: Tensor, gt_primitives: Tensor, *, groups: dict[str, np.ndarray] | None = None) -> WeightAnalysis:
+def weight_analysis(
+    weights: Tensor, gt_primitives: Tensor, *, groups: dict[str, np.ndarray] | None = None
+) -> WeightAnalysis:
     """Acc-Instance / Acc-Class of composition weights [Q, P] against binary ground truth [Q, P]."""
     weights = torch.as_tensor(weights).double()
     gt = torch.as_tensor(gt_primitives).bool()

@@ -110,7 +110,9 @@ def _read_metadata(path: Path) -> list[dict]:
         rows = json.loads(path.read_text(encoding="utf-8"))
     else:
         raise DataFormatError(f"unsupported MIT-States metadata format {path.suffix!r} (use .t7, .pt, .json or .jsonl)")
-    if not isinstance(rows, list) or not all(isinstance(r, dict) and {"image", "attr", "obj", "set"} <= set(r) for r in rows):
+    if not isinstance(rows, list) or not all(
+        isinstance(r, dict) and {"image", "attr", "obj", "set"} <= set(r) for r in rows
+    ):
         raise DataFormatError(f"MIT-States metadata {path} must be a list of {{image, attr, obj, set}} records")
     return rows
 
@@ -163,6 +165,9 @@ def load_mit_states(
             raise DataFormatError(f"MIT-States split {split!r} has no images in {meta_path}")
     logger.info(
         "MIT-States: %d attrs, %d objs; pairs train/val/test %d/%d/%d; images %d/%d/%d",
-        len(attrs), len(objs), *(len(pairs[s]) for s in SPLITS), *(len(samples[s]) for s in SPLITS),
+        len(attrs),
+        len(objs),
+        *(len(pairs[s]) for s in SPLITS),
+        *(len(samples[s]) for s in SPLITS),
     )
     return MitStatesData(root=root, attrs=attrs, objs=objs, pairs=pairs, samples=samples)

@@ -7,17 +7,24 @@ import hashlib
 import json
 import logging
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from conceptforge.errors import InvalidArgumentError, WeightsUnavailableError
-from conceptforge.loaders.compmap.activations import ConceptVocabulary, ItmScorer, concept_text_embeddings, dual_encoder_activations, itm_activations
 from conceptforge.cub import readable_attribute
+from conceptforge.errors import InvalidArgumentError, WeightsUnavailableError
+from conceptforge.loaders.compmap.activations import (
+    ConceptVocabulary,
+    ItmScorer,
+    concept_text_embeddings,
+    dual_encoder_activations,
+    itm_activations,
+)
 from conceptforge.loaders.compmap.cub_arrays import CubPrimitives
 from conceptforge.loaders.compmap.mit_states import MitStatesData, Pair
 from conceptforge.loaders.compmap.prompts import TemplateChoice, cub_attribute_prompts, mit_prompts
@@ -61,10 +68,16 @@ class VLModel:
     embedder: Any = None
     scorer: ItmScorer | None = None
 
-    def activations(self, images: Sequence[Any], vocabulary: ConceptVocabulary, *, apply_group_softmax: bool, batch_size: int) -> Tensor:
+    def activations(
+        self, images: Sequence[Any], vocabulary: ConceptVocabulary, *, apply_group_softmax: bool, batch_size: int
+    ) -> Tensor:
         if self.embedder is not None:
-            return dual_encoder_activations(self.embedder, images, vocabulary, apply_group_softmax=apply_group_softmax, batch_size=batch_size)
-        return itm_activations(self.scorer, images, vocabulary, apply_group_softmax=apply_group_softmax, batch_size=batch_size)
+            return dual_encoder_activations(
+                self.embedder, images, vocabulary, apply_group_softmax=apply_group_softmax, batch_size=batch_size
+            )
+        return itm_activations(
+            self.scorer, images, vocabulary, apply_group_softmax=apply_group_softmax, batch_size=batch_size
+        )
 
 
 def display_name(model_id: str) -> str:
@@ -75,7 +88,15 @@ def display_name(model_id: str) -> str:
     return Path(model_id.rstrip("/")).name
 
 
-def load_vl_model(model_id: str, *, kind: str = "auto", revision: str | None = None, device: str | None = None, cache_dir: str | None = None, name: str | None = None) -> VLModel:
+def load_vl_model(
+    model_id: str,
+    *,
+    kind: str = "auto",
+    revision: str | None = None,
+    device: str | None = None,
+    cache_dir: str | None = None,
+    name: str | None = None,
+) -> VLModel:
     """Load ``model_id`` as a dual encoder or ITM model (``kind='auto'`` reads its config)."""
     from conceptforge.loaders.embeddings import EmbeddingModel, embedding_revision
 
@@ -115,10 +136,19 @@ def cached_tensor(cache_dir: Path | None, key_parts: dict, compute: Callable[[],
     return value
 
 
-def activation_key(model: VLModel, vocabulary: ConceptVocabulary, images: Sequence[Any], *, apply_group_softmax: bool) -> dict:
+def activation_key(
+    model: VLModel, vocabulary: ConceptVocabulary, images: Sequence[Any], *, apply_group_softmax: bool
+) -> dict:
     image_digest = hashlib.sha256("\n".join(map(str, images)).encode()).hexdigest()
     prompt_digest = hashlib.sha256(json.dumps(vocabulary.prompts).encode()).hexdigest()
-    return {"model": model.model_id, "revision": model.revision, "kind": model.kind, "images": image_digest, "prompts": prompt_digest, "group_softmax": apply_group_softmax}
+    return {
+        "model": model.model_id,
+        "revision": model.revision,
+        "kind": model.kind,
+        "images": image_digest,
+        "prompts": prompt_digest,
+        "group_softmax": apply_group_softmax,
+    }
 
 
 def text_targets(embedder: Any, templates: TemplateChoice) -> Callable[[Sequence[Pair]], Tensor]:

@@ -67,7 +67,9 @@ def parse_templates(text: str) -> TemplateChoice:
         except ValueError:
             ids = []
         if not ids or any(not 1 <= i <= len(TABLE_A3_TEMPLATES) for i in ids):
-            raise InvalidArgumentError(f"--templates {text!r}: list Table A3 ids 1..{len(TABLE_A3_TEMPLATES)}, e.g. a3:1,4,7")
+            raise InvalidArgumentError(
+                f"--templates {text!r}: list Table A3 ids 1..{len(TABLE_A3_TEMPLATES)}, e.g. a3:1,4,7"
+            )
         return TemplateChoice(text, tuple(TABLE_A3_TEMPLATES[i - 1] for i in ids))
     raise InvalidArgumentError(f"--templates must be 'paper', 'a3' or 'a3:<ids>', got {text!r}")
 

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from torch import Tensor
-from conceptforge.progress import tqdm
 
 from conceptforge.loaders.compmap.contrastive import ContrastiveConfig, train_contrastive
 from conceptforge.loaders.compmap.logreg import LogRegConfig, LogRegModel, fit_logreg
@@ -31,6 +30,7 @@ from conceptforge.loaders.compmap.metrics import (
 )
 from conceptforge.loaders.compmap.mit_states import MitStatesData
 from conceptforge.loaders.compmap.sampler import CUB_PROTOCOLS, EpisodeSpec, sample_episodes, sample_split_episodes
+from conceptforge.progress import tqdm
 
 logger = logging.getLogger(__name__)
 
@@ -63,8 +63,15 @@ def _variants(pred: Tensor, gt: Tensor) -> dict[str, Tensor]:
 
 
 def run_episodes(
-    pred: Tensor, gt: Tensor, labels: np.ndarray, spec: EpisodeSpec, logreg: LogRegConfig, *,
-    protocol: str = "episodic", is_train: np.ndarray | None = None, keep: dict | None = None,
+    pred: Tensor,
+    gt: Tensor,
+    labels: np.ndarray,
+    spec: EpisodeSpec,
+    logreg: LogRegConfig,
+    *,
+    protocol: str = "episodic",
+    is_train: np.ndarray | None = None,
+    keep: dict | None = None,
 ) -> dict[str, dict]:
     """Mean per-sample accuracy (and its standard deviation over episodes) of every row.
 
@@ -82,7 +89,9 @@ def run_episodes(
     D = pred.shape[1]
     per_query = episodes.query.shape[1]
     chunk = int(max(1, min(logreg.chunk_size, _EVAL_BYTES // ((spec.n_way * spec.k_shot + 4 * per_query) * D * 4))))
-    for start in tqdm(range(0, spec.n_episodes, chunk), desc=f"{spec.n_way}-way {spec.k_shot}-shot", unit="chunk", leave=False):
+    for start in tqdm(
+        range(0, spec.n_episodes, chunk), desc=f"{spec.n_way}-way {spec.k_shot}-shot", unit="chunk", leave=False
+    ):
         sup = torch.as_tensor(episodes.support[start : start + chunk])
         qry = torch.as_tensor(episodes.query[start : start + chunk])
         ys = torch.as_tensor(episodes.support_labels[start : start + chunk])
@@ -91,7 +100,7 @@ def run_episodes(
         count = valid.sum(1).double()
         qry = torch.where(valid, qry, torch.zeros_like(qry))  # padding: any image, not counted
 
-        def share(predicted: Tensor) -> Tensor:
+        def share(predicted: Tensor, yq: Tensor = yq, valid: Tensor = valid, count: Tensor = count) -> Tensor:
             return ((predicted == yq) & valid).sum(1).double() / count
 
         oracle = fit_logreg(gt[sup], ys, spec.n_way, config=logreg)
@@ -101,15 +110,28 @@ def run_episodes(
             per_episode[row].append(share(model.predict(feats)))
     out = {}
     if keep is not None:
-        keep.update({"classes": episodes.classes, "shares": {row: torch.cat(parts) for row, parts in per_episode.items()}})
+        keep.update(
+            {"classes": episodes.classes, "shares": {row: torch.cat(parts) for row, parts in per_episode.items()}}
+        )
     for row, parts in per_episode.items():
         acc = 100.0 * torch.cat(parts)
-        out[row] = {"accuracy": float(acc.mean()), "std": float(acc.std()) if len(acc) > 1 else 0.0, "episodes": len(acc)}
+        out[row] = {
+            "accuracy": float(acc.mean()),
+            "std": float(acc.std()) if len(acc) > 1 else 0.0,
+            "episodes": len(acc),
+        }
     return out
 
 
-def run_full_shot(pred: Tensor, gt: Tensor, labels: np.ndarray, is_train: np.ndarray, num_classes: int, logreg: LogRegConfig,
-                  keep: dict | None = None) -> tuple[dict, LogRegModel, LogRegModel]:
+def run_full_shot(
+    pred: Tensor,
+    gt: Tensor,
+    labels: np.ndarray,
+    is_train: np.ndarray,
+    num_classes: int,
+    logreg: LogRegConfig,
+    keep: dict | None = None,
+) -> tuple[dict, LogRegModel, LogRegModel]:
     """200-way full-shot: train on CUB's training images, test on its test images (``keep``
     receives the test images' indices and each row's predicted classes)."""
     train, test = torch.as_tensor(np.flatnonzero(is_train)), torch.as_tensor(np.flatnonzero(~is_train))
@@ -147,15 +169,37 @@ def evaluate_cub(
             spec = EpisodeSpec(n, k, protocol.n_query, protocol.n_episodes, protocol.seed)
             logger.info("CUB %d-way %d-shot, %d episodes (%s protocol)", n, k, protocol.n_episodes, protocol.protocol)
             results["settings"][f"{n}-way-{k}-shot"] = {
-                "n_way": n, "k_shot": k, "protocol": protocol.protocol,
-                **run_episodes(pred, gt, labels, spec, protocol.logreg, protocol=protocol.protocol, is_train=is_train,
-                               keep=None if keep is None else keep.setdefault(f"{n}-way-{k}-shot", {})),
+                "n_way": n,
+                "k_shot": k,
+                "protocol": protocol.protocol,
+                **run_episodes(
+                    pred,
+                    gt,
+                    labels,
+                    spec,
+                    protocol.logreg,
+                    protocol=protocol.protocol,
+                    is_train=is_train,
+                    keep=None if keep is None else keep.setdefault(f"{n}-way-{k}-shot", {}),
+                ),
             }
     if protocol.full_shot:
         logger.info("CUB full shot")
-        full, oracle, model = run_full_shot(pred, gt, labels, is_train, len(class_gt), protocol.logreg,
-                                            keep=None if keep is None else keep.setdefault("full-shot", {}))
-        results["settings"]["full-shot"] = {"n_way": len(class_gt), "k_shot": None, "protocol": "train/test split", **full}
+        full, oracle, model = run_full_shot(
+            pred,
+            gt,
+            labels,
+            is_train,
+            len(class_gt),
+            protocol.logreg,
+            keep=None if keep is None else keep.setdefault("full-shot", {}),
+        )
+        results["settings"]["full-shot"] = {
+            "n_way": len(class_gt),
+            "k_shot": None,
+            "protocol": "train/test split",
+            **full,
+        }
         results["weights"] = {
             "oracle": weight_analysis(oracle.coef[0], torch.as_tensor(class_gt), groups=groups).to_dict(),
             "prim": weight_analysis(model.coef[0], torch.as_tensor(class_gt), groups=groups).to_dict(),
@@ -163,7 +207,9 @@ def evaluate_cub(
     for name, setting in results["settings"].items():
         results["interpretability"][name] = {
             "delta": interpretability_delta(setting["interv_full"]["accuracy"], setting["oracle"]["accuracy"]),
-            "delta_partial": interpretability_delta(setting["interv_partial"]["accuracy"], setting["oracle"]["accuracy"]),
+            "delta_partial": interpretability_delta(
+                setting["interv_partial"]["accuracy"], setting["oracle"]["accuracy"]
+            ),
         }
     return results
 
@@ -211,11 +257,17 @@ def evaluate_mit_states(
             for row, x in feats.items():
                 net = oracle if row == "oracle" else model
                 stats = CzslRowStats.cat(
-                    [czsl_row_stats(block, labels[rows], seen_mask, max_k=max(protocol.topk)) for rows, block in net.iter_scores(x, targets)]
+                    [
+                        czsl_row_stats(block, labels[rows], seen_mask, max_k=max(protocol.topk))
+                        for rows, block in net.iter_scores(x, targets)
+                    ]
                 )
                 if keep is not None and split == "test":
                     keep[(world, row)] = {"stats": stats, "candidates": candidates, "labels": labels}
-                split_out[row] = {f"top{k}": generalized_czsl_from_stats(stats, topk=k, curve=protocol.czsl_curve).to_dict() for k in protocol.topk}
+                split_out[row] = {
+                    f"top{k}": generalized_czsl_from_stats(stats, topk=k, curve=protocol.czsl_curve).to_dict()
+                    for k in protocol.topk
+                }
             world_out[split] = split_out
         results["worlds"][world] = world_out
         test = world_out["test"]

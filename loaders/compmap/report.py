@@ -11,7 +11,12 @@ CURVE_TEXT = {
     "authors": "authors' curve: biases from the unseen samples right at bias 1e3, closed with bias 1e3",
 }
 
-ROW_LABELS = {"oracle": "Oracle-Prim", "prim": "{m}-Prim", "interv_full": "{m}-Interv(Full)", "interv_partial": "{m}-Interv(Partial)"}
+ROW_LABELS = {
+    "oracle": "Oracle-Prim",
+    "prim": "{m}-Prim",
+    "interv_full": "{m}-Interv(Full)",
+    "interv_partial": "{m}-Interv(Partial)",
+}
 
 
 def _fmt(value) -> str:
@@ -34,19 +39,36 @@ def _table(title: str, header: list[str], rows: list[list[str]]) -> str:
 def cub_tables(results: dict, model_name: str) -> str:
     settings = results["settings"]
     names = list(settings)
-    header = ["Method", *[("FS" if name == "full-shot" else f"n={settings[name]['n_way']} k={settings[name]['k_shot']}") for name in names]]
-    rows = [[ROW_LABELS[r].format(m=model_name), *[_fmt(settings[n][r]["accuracy"]) for n in names]] for r in ROW_LABELS]
+    header = [
+        "Method",
+        *[
+            ("FS" if name == "full-shot" else f"n={settings[name]['n_way']} k={settings[name]['k_shot']}")
+            for name in names
+        ],
+    ]
+    rows = [
+        [ROW_LABELS[r].format(m=model_name), *[_fmt(settings[n][r]["accuracy"]) for n in names]] for r in ROW_LABELS
+    ]
     episodes = sorted({s["prim"]["episodes"] for s in settings.values() if "episodes" in s["prim"]})
     per = f"mean over {'/'.join(map(str, episodes))} episodes for n-way k-shot" if episodes else "full shot"
     protocol = results.get("protocol", "episodic")
     how = PROTOCOL_TEXT.get(protocol, protocol).format(q=results.get("n_query", "?"))
-    out = [_table(f"Table 2 (CUB): mean per-sample accuracy (%), {per} ({how}); FS = full shot (all classes, official train/test split)", header, rows)]
+    out = [
+        _table(
+            f"Table 2 (CUB): mean per-sample accuracy (%), {per} ({how}); FS = full shot (all classes, official train/test split)",
+            header,
+            rows,
+        )
+    ]
     interp = results["interpretability"]
     out.append(
         _table(
             "Table 3 (CUB): interpretability Δ = Interv(Full) − Oracle-Prim (paper prints −Δ; 0 is ideal)",
             ["Model", *header[1:]],
-            [[f"{model_name} Δ(Full)", *[_fmt(interp[n]["delta"]) for n in names]], [f"{model_name} Δ(Partial)", *[_fmt(interp[n]["delta_partial"]) for n in names]]],
+            [
+                [f"{model_name} Δ(Full)", *[_fmt(interp[n]["delta"]) for n in names]],
+                [f"{model_name} Δ(Partial)", *[_fmt(interp[n]["delta_partial"]) for n in names]],
+            ],
         )
     )
     if results.get("weights"):
@@ -55,7 +77,10 @@ def cub_tables(results: dict, model_name: str) -> str:
             _table(
                 "Table 4 (CUB, full-shot weights): top-k weights vs class-level ground-truth primitives",
                 ["Method", "Acc-Instance", "Acc-Class"],
-                [[ROW_LABELS[r].format(m=model_name), _fmt(w[r]["acc_instance"]), _fmt(w[r]["acc_class"])] for r in ("oracle", "prim")],
+                [
+                    [ROW_LABELS[r].format(m=model_name), _fmt(w[r]["acc_instance"]), _fmt(w[r]["acc_class"])]
+                    for r in ("oracle", "prim")
+                ],
             )
         )
     return "\n\n".join(out)
@@ -66,16 +91,38 @@ def mit_tables(results: dict, model_name: str) -> str:
     curve = CURVE_TEXT.get(results.get("czsl_curve", "paper"), results.get("czsl_curve"))
     for world, splits in results["worlds"].items():
         ks = sorted(int(k[3:]) for k in splits["test"]["oracle"])
-        header = ["Method", *[f"Val AUC k={k}" for k in ks], *[f"Test AUC k={k}" for k in ks], "Seen", "Unseen", "HM", "GM"]
+        header = [
+            "Method",
+            *[f"Val AUC k={k}" for k in ks],
+            *[f"Test AUC k={k}" for k in ks],
+            "Seen",
+            "Unseen",
+            "HM",
+            "GM",
+        ]
         rows = []
         for r in ROW_LABELS:
             val, test = splits["val"][r], splits["test"][r]
             t1 = test[f"top{ks[0]}"]
             rows.append(
-                [ROW_LABELS[r].format(m=model_name), *[_fmt(val[f"top{k}"]["auc"]) for k in ks], *[_fmt(test[f"top{k}"]["auc"]) for k in ks],
-                 _fmt(t1["best_seen"]), _fmt(t1["best_unseen"]), _fmt(t1["best_hm"]), _fmt(t1["best_gm"])]
+                [
+                    ROW_LABELS[r].format(m=model_name),
+                    *[_fmt(val[f"top{k}"]["auc"]) for k in ks],
+                    *[_fmt(test[f"top{k}"]["auc"]) for k in ks],
+                    _fmt(t1["best_seen"]),
+                    _fmt(t1["best_unseen"]),
+                    _fmt(t1["best_hm"]),
+                    _fmt(t1["best_gm"]),
+                ]
             )
-        out.append(_table(f"Table 1 (MIT-States, {world} world): generalized CZSL ({curve}); HM = harmonic mean, GM = geometric mean sqrt(seen·unseen) (the paper's 'HM', Eq. 1)", header, rows))
+        out.append(
+            _table(
+                f"Table 1 (MIT-States, {world} world): generalized CZSL ({curve}); HM = harmonic mean, "
+                "GM = geometric mean sqrt(seen·unseen) (the paper's 'HM', Eq. 1)",
+                header,
+                rows,
+            )
+        )
         d = results["interpretability"][world]
         out.append(
             _table(
@@ -89,8 +136,16 @@ def mit_tables(results: dict, model_name: str) -> str:
         _table(
             "Table 4 (MIT-States, closed-world pairs): top-2 weights vs ground-truth attribute and object",
             ["Method", "Acc-Instance", "Acc-Attribute", "Acc-Object", "Acc-Class"],
-            [[ROW_LABELS[r].format(m=model_name), _fmt(w[r]["acc_instance"]), _fmt(w[r]["per_group"].get("attribute")),
-              _fmt(w[r]["per_group"].get("object")), _fmt(w[r]["acc_class"])] for r in ("oracle", "prim")],
+            [
+                [
+                    ROW_LABELS[r].format(m=model_name),
+                    _fmt(w[r]["acc_instance"]),
+                    _fmt(w[r]["per_group"].get("attribute")),
+                    _fmt(w[r]["per_group"].get("object")),
+                    _fmt(w[r]["acc_class"]),
+                ]
+                for r in ("oracle", "prim")
+            ],
         )
     )
     return "\n\n".join(out)

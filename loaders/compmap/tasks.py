@@ -17,15 +17,31 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from conceptforge.loaders.model_ref import CLIP, ITM
 from conceptforge.loaders.task_spec import Metric, Option, Task, TaskContext, TaskOutcome, choice, flag, int_list
 
-CUB_COLUMNS = (("n_way", "int64"), ("k_shot", "int64"), ("episode", "int64"), ("setting", "string"), ("row", "string"),
-               ("classes", "list<string>"))
-MIT_COLUMNS = (("pair", "string"), ("attr", "string"), ("obj", "string"), ("seen", "bool"), ("world", "string"),
-               ("row", "string"), ("seen_top", "list<float64>"), ("unseen_top", "list<float64>"), ("gt_score", "float64"))
+CUB_COLUMNS = (
+    ("n_way", "int64"),
+    ("k_shot", "int64"),
+    ("episode", "int64"),
+    ("setting", "string"),
+    ("row", "string"),
+    ("classes", "list<string>"),
+)
+MIT_COLUMNS = (
+    ("pair", "string"),
+    ("attr", "string"),
+    ("obj", "string"),
+    ("seen", "bool"),
+    ("world", "string"),
+    ("row", "string"),
+    ("seen_top", "list<float64>"),
+    ("unseen_top", "list<float64>"),
+    ("gt_score", "float64"),
+)
 CZSL_KEYS = ("auc", "best_seen", "best_unseen", "best_hm", "best_gm")
 METRIC_ROWS = ("prim", "oracle", "interv_full")
 
@@ -46,17 +62,45 @@ def cub_rows(keep: dict, results: dict, class_names: list[str], labels: Any) -> 
             for row, predicted in kept["predicted"].items():
                 for image, guess in zip(kept["test"].tolist(), predicted.tolist()):
                     truth = int(labels[image])
-                    rows.append({"task": "compmap-cub", "item_id": f"{name}/{row}/{image}", "candidates": [], "scores": [],
-                                 "prediction": class_names[guess], "label": class_names[truth], "correct": guess == truth,
-                                 "value": float(guess == truth), "n_way": setting["n_way"], "k_shot": None, "episode": 0,
-                                 "setting": name, "row": row, "classes": []})
+                    rows.append(
+                        {
+                            "task": "compmap-cub",
+                            "item_id": f"{name}/{row}/{image}",
+                            "candidates": [],
+                            "scores": [],
+                            "prediction": class_names[guess],
+                            "label": class_names[truth],
+                            "correct": guess == truth,
+                            "value": float(guess == truth),
+                            "n_way": setting["n_way"],
+                            "k_shot": None,
+                            "episode": 0,
+                            "setting": name,
+                            "row": row,
+                            "classes": [],
+                        }
+                    )
             continue
         for row, shares in kept["shares"].items():
             for episode, share in enumerate(shares.tolist()):
-                rows.append({"task": "compmap-cub", "item_id": f"{name}/{row}/{episode}", "candidates": [], "scores": [],
-                             "prediction": "", "label": "", "correct": None, "value": float(share),
-                             "n_way": setting["n_way"], "k_shot": setting["k_shot"], "episode": episode, "setting": name,
-                             "row": row, "classes": [class_names[c] for c in kept["classes"][episode]]})
+                rows.append(
+                    {
+                        "task": "compmap-cub",
+                        "item_id": f"{name}/{row}/{episode}",
+                        "candidates": [],
+                        "scores": [],
+                        "prediction": "",
+                        "label": "",
+                        "correct": None,
+                        "value": float(share),
+                        "n_way": setting["n_way"],
+                        "k_shot": setting["k_shot"],
+                        "episode": episode,
+                        "setting": name,
+                        "row": row,
+                        "classes": [class_names[c] for c in kept["classes"][episode]],
+                    }
+                )
     return rows
 
 
@@ -75,7 +119,9 @@ def score_compmap_cub(rows: Sequence[dict[str, Any]], options: dict[str, Any]) -
             else:
                 std = math.sqrt(sum((x - mean) ** 2 for x in v) / (len(v) - 1)) if len(v) > 1 else 0.0
                 metrics[f"{setting}.{row}"] = Metric(mean, std / len(v) ** 0.5 if len(v) > 1 else None, len(v))
-        metrics[f"{setting}.delta"] = Metric(metrics[f"{setting}.interv_full"].value - metrics[f"{setting}.oracle"].value)
+        metrics[f"{setting}.delta"] = Metric(
+            metrics[f"{setting}.interv_full"].value - metrics[f"{setting}.oracle"].value
+        )
     return metrics
 
 
@@ -96,28 +142,51 @@ def run_compmap_cub(ctx: TaskContext) -> TaskOutcome:
     model = _named(ctx.session.vl_model(), options["name"])
     images = [str(p) for p in data.image_paths]
     group_softmax = bool(options["group_softmax"])
-    pred = cached_tensor(ctx.session.activation_cache_dir(), activation_key(model, vocab, images, apply_group_softmax=group_softmax),
-                         lambda: model.activations(images, vocab, apply_group_softmax=group_softmax, batch_size=ctx.batch_size))
-    protocol = CubProtocol(ways=tuple(options["ways"]), shots=tuple(options["shots"]), n_query=options["queries"],
-                           n_episodes=options["episodes"], seed=options["seed"], full_shot=bool(options["full_shot"]),
-                           logreg=LogRegConfig(C=options["C"]), protocol=options["protocol"])
+    pred = cached_tensor(
+        ctx.session.activation_cache_dir(),
+        activation_key(model, vocab, images, apply_group_softmax=group_softmax),
+        lambda: model.activations(images, vocab, apply_group_softmax=group_softmax, batch_size=ctx.batch_size),
+    )
+    protocol = CubProtocol(
+        ways=tuple(options["ways"]),
+        shots=tuple(options["shots"]),
+        n_query=options["queries"],
+        n_episodes=options["episodes"],
+        seed=options["seed"],
+        full_shot=bool(options["full_shot"]),
+        logreg=LogRegConfig(C=options["C"]),
+        protocol=options["protocol"],
+    )
     keep: dict = {}
-    results = evaluate_cub(pred, torch.as_tensor(data.gt_primitives()), data.labels, data.is_train, data.class_attributes(),
-                           protocol, groups=data.groups, keep=keep)
+    results = evaluate_cub(
+        pred,
+        torch.as_tensor(data.gt_primitives()),
+        data.labels,
+        data.is_train,
+        data.class_attributes(),
+        protocol,
+        groups=data.groups,
+        keep=keep,
+    )
     metrics: dict[str, Metric] = {}
     for name, setting in results["settings"].items():
         for row in METRIC_ROWS:
             cell = setting[row]
             episodes = cell.get("episodes")
-            stderr = cell["std"] / episodes ** 0.5 / 100 if episodes and episodes > 1 else None
+            stderr = cell["std"] / episodes**0.5 / 100 if episodes and episodes > 1 else None
             metrics[f"{name}.{row}"] = Metric(cell["accuracy"] / 100, stderr, episodes)
         metrics[f"{name}.delta"] = Metric(results["interpretability"][name]["delta"] / 100)
     first = next(iter(results["settings"]))
-    return TaskOutcome(cub_rows(keep, results, data.class_names, data.labels), f"{first}.prim", metrics=metrics,
-                       seeds=[options["seed"]],
-                       variant=f"{options['protocol']} protocol, templates={templates.name}, "
-                               f"group softmax={'on' if group_softmax else 'off'}",
-                       details={"results": results}, table=cub_tables(results, model.name))
+    return TaskOutcome(
+        cub_rows(keep, results, data.class_names, data.labels),
+        f"{first}.prim",
+        metrics=metrics,
+        seeds=[options["seed"]],
+        variant=f"{options['protocol']} protocol, templates={templates.name}, "
+        f"group softmax={'on' if group_softmax else 'off'}",
+        details={"results": results},
+        table=cub_tables(results, model.name),
+    )
 
 
 # ----------------------------------------------------------------------------------- compmap-mit-states
@@ -128,15 +197,34 @@ def mit_rows(keep: dict, samples: list[Any]) -> list[dict[str, Any]]:
         names = [f"{a} {o}" for a, o in pairs]
         for i, sample in enumerate(samples):
             seen_top, unseen_top = stats.seen_top[i].tolist(), stats.unseen_top[i].tolist()
-            kept_at = [(names[j], s) for j, s in zip(stats.seen_index[i].tolist() + stats.unseen_index[i].tolist(),
-                                                      seen_top + unseen_top) if j >= 0]
+            kept_at = [
+                (names[j], s)
+                for j, s in zip(stats.seen_index[i].tolist() + stats.unseen_index[i].tolist(), seen_top + unseen_top)
+                if j >= 0
+            ]
             best = max(kept_at, key=lambda pair: pair[1])[0] if kept_at else ""
             label = names[labels[i]]
-            rows.append({"task": "compmap-mit-states", "item_id": f"{world}/{row}/{i}", "candidates": [n for n, _ in kept_at],
-                         "scores": [s for _, s in kept_at], "prediction": best, "label": label, "correct": best == label,
-                         "value": float(best == label), "pair": label, "attr": sample.attr, "obj": sample.obj,
-                         "seen": bool(stats.gt_seen[i]), "world": world, "row": row, "seen_top": seen_top,
-                         "unseen_top": unseen_top, "gt_score": float(stats.gt[i])})
+            rows.append(
+                {
+                    "task": "compmap-mit-states",
+                    "item_id": f"{world}/{row}/{i}",
+                    "candidates": [n for n, _ in kept_at],
+                    "scores": [s for _, s in kept_at],
+                    "prediction": best,
+                    "label": label,
+                    "correct": best == label,
+                    "value": float(best == label),
+                    "pair": label,
+                    "attr": sample.attr,
+                    "obj": sample.obj,
+                    "seen": bool(stats.gt_seen[i]),
+                    "world": world,
+                    "row": row,
+                    "seen_top": seen_top,
+                    "unseen_top": unseen_top,
+                    "gt_score": float(stats.gt[i]),
+                }
+            )
     return rows
 
 
@@ -155,15 +243,19 @@ def score_compmap_mit_states(rows: Sequence[dict[str, Any]], options: dict[str, 
         for (w, name), part in grouped.items():
             if w != world:
                 continue
-            stats = CzslRowStats(torch.tensor([r["seen_top"] for r in part], dtype=torch.float64),
-                                 torch.tensor([r["unseen_top"] for r in part], dtype=torch.float64),
-                                 torch.tensor([r["gt_score"] for r in part], dtype=torch.float64),
-                                 torch.tensor([bool(r["seen"]) for r in part]))
+            stats = CzslRowStats(
+                torch.tensor([r["seen_top"] for r in part], dtype=torch.float64),
+                torch.tensor([r["unseen_top"] for r in part], dtype=torch.float64),
+                torch.tensor([r["gt_score"] for r in part], dtype=torch.float64),
+                torch.tensor([bool(r["seen"]) for r in part]),
+            )
             top1[name] = generalized_czsl_from_stats(stats, topk=1, curve=options["czsl_curve"]).to_dict()
             for key in CZSL_KEYS:
                 metrics[f"{world}.{name}.{key}"] = Metric(top1[name][key] / 100, None, len(part))
         for key in CZSL_KEYS:
-            metrics[f"{world}.delta.{key}"] = Metric((float(top1["interv_full"][key]) - float(top1["oracle"][key])) / 100)
+            metrics[f"{world}.delta.{key}"] = Metric(
+                (float(top1["interv_full"][key]) - float(top1["oracle"][key])) / 100
+            )
     return metrics
 
 
@@ -187,9 +279,14 @@ def run_compmap_mit_states(ctx: TaskContext) -> TaskOutcome:
     for split in SPLITS:
         images = [str(sample.path) for sample in data.samples[split]]
         pred[split] = cached_tensor(
-            ctx.session.activation_cache_dir(), activation_key(model, vocab, images, apply_group_softmax=group_softmax),
-            lambda images=images: model.activations(images, vocab, apply_group_softmax=group_softmax, batch_size=ctx.batch_size))
+            ctx.session.activation_cache_dir(),
+            activation_key(model, vocab, images, apply_group_softmax=group_softmax),
+            lambda images=images: model.activations(
+                images, vocab, apply_group_softmax=group_softmax, batch_size=ctx.batch_size
+            ),
+        )
     if options["targets"] == "primitives":
+
         def pair_targets(pairs):
             return torch.as_tensor(data.pair_primitives(list(pairs)))
     else:
@@ -197,12 +294,18 @@ def run_compmap_mit_states(ctx: TaskContext) -> TaskOutcome:
         if embedder is None:  # an ITM model: pair texts are embedded by a dual encoder
             from conceptforge.loaders.embeddings import EmbeddingModel
 
-            embedder = EmbeddingModel.from_pretrained(options["target_model"], cache_dir=ctx.session.cache_dir, device=ctx.device)
+            embedder = EmbeddingModel.from_pretrained(
+                options["target_model"], cache_dir=ctx.session.cache_dir, device=ctx.device
+            )
         pair_targets = text_targets(embedder, templates)
     worlds = ("closed", "open") if options["world"] == "both" else (options["world"],)
     topk = tuple(sorted({1, *options["topk"]}))
-    protocol = MitProtocol(worlds, topk, ContrastiveConfig(dim=options["dim"], epochs=options["epochs"], lr=options["lr"],
-                                                           seed=options["seed"]), czsl_curve=options["czsl_curve"])
+    protocol = MitProtocol(
+        worlds,
+        topk,
+        ContrastiveConfig(dim=options["dim"], epochs=options["epochs"], lr=options["lr"], seed=options["seed"]),
+        czsl_curve=options["czsl_curve"],
+    )
     keep: dict = {}
     results = evaluate_mit_states(data, pred, pair_targets, protocol, keep=keep)
     metrics: dict[str, Metric] = {}
@@ -213,10 +316,16 @@ def run_compmap_mit_states(ctx: TaskContext) -> TaskOutcome:
                 metrics[f"{world}.{row}.{key}"] = Metric(cell["top1"][key] / 100, None, n_test)
         for key, delta in results["interpretability"][world].items():
             metrics[f"{world}.delta.{key}"] = Metric(delta / 100)
-    return TaskOutcome(mit_rows(keep, data.samples["test"]), f"{worlds[0]}.prim.auc", metrics=metrics, seeds=[options["seed"]],
-                       variant=f"test split, top-1, {options['czsl_curve']} CZSL curve, targets={options['targets']}, "
-                               f"templates={templates.name}, group softmax={'on' if group_softmax else 'off'}",
-                       details={"results": results}, table=mit_tables(results, model.name))
+    return TaskOutcome(
+        mit_rows(keep, data.samples["test"]),
+        f"{worlds[0]}.prim.auc",
+        metrics=metrics,
+        seeds=[options["seed"]],
+        variant=f"test split, top-1, {options['czsl_curve']} CZSL curve, targets={options['targets']}, "
+        f"templates={templates.name}, group softmax={'on' if group_softmax else 'off'}",
+        details={"results": results},
+        table=mit_tables(results, model.name),
+    )
 
 
 # ----------------------------------------------------------------------------------- table
@@ -225,33 +334,80 @@ def tasks() -> list[Task]:
     from conceptforge.loaders.compmap.protocols import CUB_PROTOCOLS
 
     return [
-        Task("compmap-cub", "compmap", "CompMap on CUB: n-way k-shot usefulness of concept activations and the "
-             "interpretability gap (CompMap paper Tables 2-4)", (CLIP, ITM), "compmap/cub-episodes", run_compmap_cub,
-             score_compmap_cub, columns=CUB_COLUMNS, needs=("cub_dir",), seeded=True,
-             options=(Option("ways", (5, 10, 100, 200), int_list, "n of n-way"), Option("shots", (1, 5), int_list, "k of k-shot"),
-                      Option("episodes", 600, int, "episodes per setting"), Option("queries", 15, int, "query images per class (episodic protocol)"),
-                      Option("seed", 0, int, "episode sampling seed"), Option("full_shot", True, flag, "also 200-way full shot"),
-                      Option("C", 1.0, float, "inverse L2 strength of the logistic regression"),
-                      Option("templates", "paper", str, "paper | a3 | a3:<ids>"),
-                      Option("group_softmax", True, flag, "softmax over each attribute group"),
-                      Option("protocol", CUB_PROTOCOLS[0], choice(CUB_PROTOCOLS),
-                             f"{' | '.join(CUB_PROTOCOLS)} (authors: every test image of the n classes is a query)"),
-                      Option("name", "", str, "model name in the tables (default: derived from the model id)"))),
-        Task("compmap-mit-states", "compmap", "CompMap on MIT-States: generalized CZSL (AUC, best seen/unseen/HM) of "
-             "composition models over concept activations (CompMap paper Tables 1, 3, 4)", (CLIP, ITM), "compmap/mit-states-czsl",
-             run_compmap_mit_states, score_compmap_mit_states, columns=MIT_COLUMNS, needs=("mit_states_dir",), seeded=True,
-             rescore_options=("czsl_curve",),
-             options=(Option("world", "closed", choice(("closed", "open", "both")), "closed | open | both"),
-                      Option("czsl_curve", "paper", choice(("paper", "authors")),
-                             "paper: 20 biases from unseen gaps (A.6.2) | authors: their released curve, closed at bias 1e3"),
-                      Option("targets", "text", choice(("text", "primitives")), "composite-concept features of the contrastive model"),
-                      Option("target_model", "openai/clip-vit-base-patch32", str, "dual encoder for pair texts when the model is ITM"),
-                      Option("split_dir", "compositional-split-natural", str, "split folder under --mit-states-dir"),
-                      Option("metadata", "", str, "metadata file (default metadata_<split_dir>.t7)"),
-                      Option("epochs", 20, int, "contrastive model epochs"), Option("dim", 256, int, "contrastive model width"),
-                      Option("lr", 1e-3, float, "contrastive model learning rate"), Option("seed", 0, int, "training seed"),
-                      Option("templates", "paper", str, "paper | a3 | a3:<ids>"),
-                      Option("group_softmax", True, flag, "softmax over each attribute group"),
-                      Option("topk", (1,), int_list, "top-k CZSL in the tables and details (metrics are top-1)"),
-                      Option("name", "", str, "model name in the tables (default: derived from the model id)"))),
+        Task(
+            "compmap-cub",
+            "compmap",
+            "CompMap on CUB: n-way k-shot usefulness of concept activations and the "
+            "interpretability gap (CompMap paper Tables 2-4)",
+            (CLIP, ITM),
+            "compmap/cub-episodes",
+            run_compmap_cub,
+            score_compmap_cub,
+            columns=CUB_COLUMNS,
+            needs=("cub_dir",),
+            seeded=True,
+            options=(
+                Option("ways", (5, 10, 100, 200), int_list, "n of n-way"),
+                Option("shots", (1, 5), int_list, "k of k-shot"),
+                Option("episodes", 600, int, "episodes per setting"),
+                Option("queries", 15, int, "query images per class (episodic protocol)"),
+                Option("seed", 0, int, "episode sampling seed"),
+                Option("full_shot", True, flag, "also 200-way full shot"),
+                Option("C", 1.0, float, "inverse L2 strength of the logistic regression"),
+                Option("templates", "paper", str, "paper | a3 | a3:<ids>"),
+                Option("group_softmax", True, flag, "softmax over each attribute group"),
+                Option(
+                    "protocol",
+                    CUB_PROTOCOLS[0],
+                    choice(CUB_PROTOCOLS),
+                    f"{' | '.join(CUB_PROTOCOLS)} (authors: every test image of the n classes is a query)",
+                ),
+                Option("name", "", str, "model name in the tables (default: derived from the model id)"),
+            ),
+        ),
+        Task(
+            "compmap-mit-states",
+            "compmap",
+            "CompMap on MIT-States: generalized CZSL (AUC, best seen/unseen/HM) of "
+            "composition models over concept activations (CompMap paper Tables 1, 3, 4)",
+            (CLIP, ITM),
+            "compmap/mit-states-czsl",
+            run_compmap_mit_states,
+            score_compmap_mit_states,
+            columns=MIT_COLUMNS,
+            needs=("mit_states_dir",),
+            seeded=True,
+            rescore_options=("czsl_curve",),
+            options=(
+                Option("world", "closed", choice(("closed", "open", "both")), "closed | open | both"),
+                Option(
+                    "czsl_curve",
+                    "paper",
+                    choice(("paper", "authors")),
+                    "paper: 20 biases from unseen gaps (A.6.2) | authors: their released curve, closed at bias 1e3",
+                ),
+                Option(
+                    "targets",
+                    "text",
+                    choice(("text", "primitives")),
+                    "composite-concept features of the contrastive model",
+                ),
+                Option(
+                    "target_model",
+                    "openai/clip-vit-base-patch32",
+                    str,
+                    "dual encoder for pair texts when the model is ITM",
+                ),
+                Option("split_dir", "compositional-split-natural", str, "split folder under --mit-states-dir"),
+                Option("metadata", "", str, "metadata file (default metadata_<split_dir>.t7)"),
+                Option("epochs", 20, int, "contrastive model epochs"),
+                Option("dim", 256, int, "contrastive model width"),
+                Option("lr", 1e-3, float, "contrastive model learning rate"),
+                Option("seed", 0, int, "training seed"),
+                Option("templates", "paper", str, "paper | a3 | a3:<ids>"),
+                Option("group_softmax", True, flag, "softmax over each attribute group"),
+                Option("topk", (1,), int_list, "top-k CZSL in the tables and details (metrics are top-1)"),
+                Option("name", "", str, "model name in the tables (default: derived from the model id)"),
+            ),
+        ),
     ]

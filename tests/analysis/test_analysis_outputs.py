@@ -15,15 +15,28 @@ from conceptforge.loaders.breakdowns import compute_breakdowns
 from conceptforge.loaders.sample_columns import read_samples
 from tests.analysis.sample_files import write_results, write_samples
 
-SUB_ROWS = [{"item_id": f"i{k}", "attribute_group": g, "bird": b, "attribute": "has_crown_color::black", "side": side,
-             "value": float((k + len(g)) % 3 != 0)}
-            for k, (g, b) in enumerate([("crown color", "Blue_Jay"), ("bill shape", "Cardinal")] * 3) for side in ("S+", "S-")]
-MIT_ROWS = [{"item_id": f"m{k}", "pair": "old car", "attr": "old", "obj": "car", "seen": k % 2 == 0, "value": float(k % 3 == 0)}
-            for k in range(8)]
+SUB_ROWS = [
+    {
+        "item_id": f"i{k}",
+        "attribute_group": g,
+        "bird": b,
+        "attribute": "has_crown_color::black",
+        "side": side,
+        "value": float((k + len(g)) % 3 != 0),
+    }
+    for k, (g, b) in enumerate([("crown color", "Blue_Jay"), ("bill shape", "Cardinal")] * 3)
+    for side in ("S+", "S-")
+]
+MIT_ROWS = [
+    {"item_id": f"m{k}", "pair": "old car", "attr": "old", "obj": "car", "seen": k % 2 == 0, "value": float(k % 3 == 0)}
+    for k in range(8)
+]
 
 
 def make_run(folder, model="model-a"):
-    results = write_results(folder / f"{model}.json", model, {"sub-vlm": "s_plus", "compmap-mit-states": "closed.prim.auc"})
+    results = write_results(
+        folder / f"{model}.json", model, {"sub-vlm": "s_plus", "compmap-mit-states": "closed.prim.auc"}
+    )
     samples = folder / f"{model}.samples"
     write_samples(samples, "sub-vlm", SUB_ROWS, model=model)
     write_samples(samples, "compmap-mit-states", MIT_ROWS, model=model)
@@ -36,9 +49,20 @@ def test_breakdowns_json_charts_and_report_section(tmp_path):
     report.write_text("# conceptforge evaluate: model-a\n\n| task | metric |\n")
     written = write_breakdowns_and_charts(results, samples)
     names = sorted(p.relative_to(tmp_path).as_posix() for p in written)
-    assert names == ["model-a.breakdowns.json", "model-a.charts/compmap-mit-states.png", "model-a.charts/sub-vlm.png", "model-a.md"]
+    assert names == [
+        "model-a.breakdowns.json",
+        "model-a.charts/compmap-mit-states.png",
+        "model-a.charts/sub-vlm.png",
+        "model-a.md",
+    ]
     payload = json.loads((tmp_path / "model-a.breakdowns.json").read_text())
-    assert payload["bootstrap"] == {**payload["bootstrap"], "method": "percentile", "resamples": 1000, "seed": 0, "confidence": 0.95}
+    assert payload["bootstrap"] == {
+        **payload["bootstrap"],
+        "method": "percentile",
+        "resamples": 1000,
+        "seed": 0,
+        "confidence": 0.95,
+    }
     assert [t["task"] for t in payload["tasks"]] == ["sub-vlm", "compmap-mit-states"]  # the results file's order
     expected = compute_breakdowns(read_samples(samples / "sub-vlm.parquet"))
     assert payload["tasks"][0]["overall"] == expected.overall.to_dict()
@@ -90,8 +114,11 @@ def test_leaderboard_html_notes_a_run_without_samples(tmp_path, capsys):
 
 def test_a_task_without_countable_samples_gets_no_chart(tmp_path):
     results = write_results(tmp_path / "m.json", "m", {"compmap-mit-states": "closed.prim.auc"})
-    write_samples(tmp_path / "m.samples", "compmap-mit-states",
-                  [{"item_id": "i", "pair": "p", "attr": "a", "obj": "o", "seen": True, "value": None}])
+    write_samples(
+        tmp_path / "m.samples",
+        "compmap-mit-states",
+        [{"item_id": "i", "pair": "p", "attr": "a", "obj": "o", "seen": True, "value": None}],
+    )
     written = write_breakdowns_and_charts(results, tmp_path / "m.samples")
     assert [p.name for p in written] == ["m.breakdowns.json", "m.md"]
     overall = json.loads(written[0].read_text())["tasks"][0]["overall"]
@@ -104,7 +131,7 @@ def test_metadata_kept_is_the_model_and_revisions(tmp_path):
 
     path = write_samples(tmp_path, "sub-vlm", SUB_ROWS, model="m", model_revision="abc", dataset_revision="def")
     table = pq.read_table(path)
-    pq.write_table(table.replace_schema_metadata({**table.schema.metadata, b"conceptforge.run": b"{\"big\": 1}"}), path)
+    pq.write_table(table.replace_schema_metadata({**table.schema.metadata, b"conceptforge.run": b'{"big": 1}'}), path)
     assert read_samples(path).metadata == {"model": "m", "model_revision": "abc", "dataset_revision": "def"}
 
 
@@ -112,5 +139,8 @@ def test_leaderboard_html_zero_resamples_is_one_error_line(tmp_path, capsys):
     a, _ = make_run(tmp_path, "model-a")
     page = tmp_path / "board.html"
     assert main(["leaderboard", str(a), "--html", str(page), "--bootstrap-resamples", "0"]) == 2
-    assert capsys.readouterr().err.strip() == "error: conceptforge leaderboard: argument --bootstrap-resamples: must be >= 1, got 0 (see conceptforge leaderboard --help)"
+    assert (
+        capsys.readouterr().err.strip()
+        == "error: conceptforge leaderboard: argument --bootstrap-resamples: must be >= 1, got 0 (see conceptforge leaderboard --help)"
+    )
     assert not page.exists()

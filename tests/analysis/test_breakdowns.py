@@ -30,7 +30,9 @@ def percentile(sorted_stats: list[float], q: float) -> float:
     return sorted_stats[below] + (position - below) * (sorted_stats[above] - sorted_stats[below])
 
 
-def hand_interval(pools: list[list[float]], *, resamples: int = CONFIG.resamples, seed: int = CONFIG.seed) -> tuple[float, float]:
+def hand_interval(
+    pools: list[list[float]], *, resamples: int = CONFIG.resamples, seed: int = CONFIG.seed
+) -> tuple[float, float]:
     """``pools``: the units' values per stratum, strata and units in sorted key order."""
     rng = np.random.Generator(np.random.PCG64(seed))
     stats = []
@@ -61,15 +63,61 @@ def check(estimate, value: float, pools: list[list[float]], n: int) -> None:
 @pytest.mark.parametrize("task", ["binding-clip", "binding-csp", "binding-cdsm"])
 def test_binding_relation_group_on_gen_split_by_hand(tmp_path, task):
     rows = [
-        {"item_id": "gen/g1", "split": "gen", "dataset": "relational", "relation": "left of", "swap_kind": "hard-swap", "value": 0.5},
-        {"item_id": "gen/g2", "split": "gen", "dataset": "relational", "relation": "left of", "swap_kind": "random", "value": 1.0},
-        {"item_id": "gen/g3", "split": "gen", "dataset": "relational", "relation": "left of", "swap_kind": "random", "value": 0.0},
-        {"item_id": "gen/g4", "split": "gen", "dataset": "relational", "relation": "above", "swap_kind": "random", "value": 0.0},
-        {"item_id": "gen/g5", "split": "gen", "dataset": "single-object", "relation": None, "swap_kind": "hard-swap", "value": 1.0},
-        {"item_id": "train/t1", "split": "train", "dataset": "relational", "relation": "left of", "swap_kind": "random", "value": 0.0},
+        {
+            "item_id": "gen/g1",
+            "split": "gen",
+            "dataset": "relational",
+            "relation": "left of",
+            "swap_kind": "hard-swap",
+            "value": 0.5,
+        },
+        {
+            "item_id": "gen/g2",
+            "split": "gen",
+            "dataset": "relational",
+            "relation": "left of",
+            "swap_kind": "random",
+            "value": 1.0,
+        },
+        {
+            "item_id": "gen/g3",
+            "split": "gen",
+            "dataset": "relational",
+            "relation": "left of",
+            "swap_kind": "random",
+            "value": 0.0,
+        },
+        {
+            "item_id": "gen/g4",
+            "split": "gen",
+            "dataset": "relational",
+            "relation": "above",
+            "swap_kind": "random",
+            "value": 0.0,
+        },
+        {
+            "item_id": "gen/g5",
+            "split": "gen",
+            "dataset": "single-object",
+            "relation": None,
+            "swap_kind": "hard-swap",
+            "value": 1.0,
+        },
+        {
+            "item_id": "train/t1",
+            "split": "train",
+            "dataset": "relational",
+            "relation": "left of",
+            "swap_kind": "random",
+            "value": 0.0,
+        },
     ]
-    result = compute_breakdowns(read_samples(write_samples(tmp_path, task, rows)), config=CONFIG, main_metric="gen_accuracy")
-    assert describe(result.headline) == {"split": "gen"}  # the headline metric is gen accuracy: train rows are not in it
+    result = compute_breakdowns(
+        read_samples(write_samples(tmp_path, task, rows)), config=CONFIG, main_metric="gen_accuracy"
+    )
+    assert describe(result.headline) == {
+        "split": "gen"
+    }  # the headline metric is gen accuracy: train rows are not in it
     check(group(result, "relation", "left of"), (0.5 + 1.0 + 0.0) / 3, [[0.5, 1.0, 0.0]], n=3)  # g1, g2, g3
     check(result.overall, (0.5 + 1.0 + 0.0 + 0.0 + 1.0) / 5, [[0.5, 1.0, 0.0, 0.0, 1.0]], n=5)
     # relation is null when not relational: no "(none)" group; every split is its own group
@@ -79,11 +127,25 @@ def test_binding_relation_group_on_gen_split_by_hand(tmp_path, task):
 
 
 def test_binding_cdsm_headline_model_and_an_image_over_seeds_is_one_unit(tmp_path):
-    values = {("csp", 0): {"a": 1.0, "b": 0.0, "c": 1.0}, ("csp", 1): {"a": 0.0, "b": 0.0, "c": 1.0},
-              ("add", 0): {"a": 1.0, "b": 1.0, "c": 1.0}}
-    rows = [{"item_id": f"{model}/seed{seed}/gen/{image}", "split": "gen", "dataset": "two-object", "relation": None,
-             "swap_kind": "random", "binding_model": model, "seed": seed, "value": v}
-            for (model, seed), by_image in values.items() for image, v in by_image.items()]
+    values = {
+        ("csp", 0): {"a": 1.0, "b": 0.0, "c": 1.0},
+        ("csp", 1): {"a": 0.0, "b": 0.0, "c": 1.0},
+        ("add", 0): {"a": 1.0, "b": 1.0, "c": 1.0},
+    }
+    rows = [
+        {
+            "item_id": f"{model}/seed{seed}/gen/{image}",
+            "split": "gen",
+            "dataset": "two-object",
+            "relation": None,
+            "swap_kind": "random",
+            "binding_model": model,
+            "seed": seed,
+            "value": v,
+        }
+        for (model, seed), by_image in values.items()
+        for image, v in by_image.items()
+    ]
     samples = read_samples(write_samples(tmp_path, "binding-cdsm", rows))
     result = compute_breakdowns(samples, config=CONFIG, main_metric="csp.gen_accuracy")
     assert describe(result.headline) == {"binding_model": "csp", "split": "gen"}
@@ -95,11 +157,14 @@ def test_binding_cdsm_headline_model_and_an_image_over_seeds_is_one_unit(tmp_pat
 
 
 def test_paired_difference_over_shared_items_by_hand(tmp_path):
-    a_rows = [{"item_id": f"g{i}", "split": "gen", "dataset": "d", "relation": None, "swap_kind": "random", "value": v}
-              for i, v in enumerate([1.0, 1.0, 0.0, 1.0, 0.0])]
-    b_rows = [{"item_id": f"g{i}", "split": "gen", "dataset": "d", "relation": None, "swap_kind": "random", "value": v}
-              for i, v in enumerate([0.0, 1.0, 1.0, 0.0])] + [
-             {"item_id": "only-b", "split": "gen", "dataset": "d", "relation": None, "swap_kind": "random", "value": 1.0}]
+    a_rows = [
+        {"item_id": f"g{i}", "split": "gen", "dataset": "d", "relation": None, "swap_kind": "random", "value": v}
+        for i, v in enumerate([1.0, 1.0, 0.0, 1.0, 0.0])
+    ]
+    b_rows = [
+        {"item_id": f"g{i}", "split": "gen", "dataset": "d", "relation": None, "swap_kind": "random", "value": v}
+        for i, v in enumerate([0.0, 1.0, 1.0, 0.0])
+    ] + [{"item_id": "only-b", "split": "gen", "dataset": "d", "relation": None, "swap_kind": "random", "value": 1.0}]
     a = read_samples(write_samples(tmp_path / "a", "binding-clip", a_rows))
     b = read_samples(write_samples(tmp_path / "b", "binding-clip", b_rows, model="model-b"))
     diffs = compare(a, b, compute_breakdowns(a, config=CONFIG), config=CONFIG)
@@ -115,13 +180,26 @@ def test_paired_difference_over_shared_items_by_hand(tmp_path):
 # ----------------------------------------------------------------------------------- SUB
 def sub_rows() -> list[dict]:
     spec = [  # item, group, bird, side, value
-        ("a1", "crown color", "Blue_Jay", "S+", 1.0), ("a2", "crown color", "Cardinal", "S+", 0.0),
-        ("a3", "crown color", "Cardinal", "S+", 1.0), ("a4", "bill shape", "Blue_Jay", "S+", 0.0),
-        ("a1", "crown color", "Blue_Jay", "S-", 1.0), ("a2", "crown color", "Cardinal", "S-", 1.0),
-        ("a4", "bill shape", "Blue_Jay", "S-", 0.0), ("a5", "bill shape", "Blue_Jay", "S-", 1.0),
+        ("a1", "crown color", "Blue_Jay", "S+", 1.0),
+        ("a2", "crown color", "Cardinal", "S+", 0.0),
+        ("a3", "crown color", "Cardinal", "S+", 1.0),
+        ("a4", "bill shape", "Blue_Jay", "S+", 0.0),
+        ("a1", "crown color", "Blue_Jay", "S-", 1.0),
+        ("a2", "crown color", "Cardinal", "S-", 1.0),
+        ("a4", "bill shape", "Blue_Jay", "S-", 0.0),
+        ("a5", "bill shape", "Blue_Jay", "S-", 1.0),
     ]
-    return [{"item_id": f"{i}/{s}", "attribute_group": g, "bird": b, "attribute": f"has_{g.replace(' ', '_')}::x", "side": s, "value": v}
-            for i, g, b, s, v in spec]
+    return [
+        {
+            "item_id": f"{i}/{s}",
+            "attribute_group": g,
+            "bird": b,
+            "attribute": f"has_{g.replace(' ', '_')}::x",
+            "side": s,
+            "value": v,
+        }
+        for i, g, b, s, v in spec
+    ]
 
 
 def test_sub_vlm_splus_per_attribute_group_and_sminus_per_bird_by_hand(tmp_path):
@@ -149,10 +227,15 @@ def test_compmap_cub_mean_over_episodes_resamples_episodes_by_hand(tmp_path):
     rows = []
     queries = {0: [1, 0], 1: [1, 1, 1, 0], 2: [0, 0, 0, 0, 1, 1]}  # 5-way 1-shot episodes of unequal size
     for episode, values in queries.items():
-        rows += [{"item_id": f"e{episode}q{q}", "n_way": 5, "k_shot": 1, "episode": episode, "value": float(v)}
-                 for q, v in enumerate(values)]
+        rows += [
+            {"item_id": f"e{episode}q{q}", "n_way": 5, "k_shot": 1, "episode": episode, "value": float(v)}
+            for q, v in enumerate(values)
+        ]
     rows += [{"item_id": f"x{q}", "n_way": 10, "k_shot": 1, "episode": 0, "value": 1.0} for q in range(3)]
-    rows += [{"item_id": f"full{q}", "n_way": 200, "k_shot": None, "episode": 0, "value": v} for q, v in enumerate([1.0, 0.0, 0.0])]
+    rows += [
+        {"item_id": f"full{q}", "n_way": 200, "k_shot": None, "episode": 0, "value": v}
+        for q, v in enumerate([1.0, 0.0, 0.0])
+    ]
     samples = read_samples(write_samples(tmp_path, "compmap-cub", rows))
     result = compute_breakdowns(samples, config=CONFIG, main_metric="5-way-1-shot.prim")
     per_episode = [1 / 2, 3 / 4, 2 / 6]
@@ -171,26 +254,71 @@ def test_compmap_cub_mean_over_episodes_resamples_episodes_by_hand(tmp_path):
 def test_compmap_cub_rows_as_the_evaluation_writes_them(tmp_path):
     """One row per (setting, row, episode) holding the episode's accuracy; full shot: one per image."""
     shares = {"prim": [0.2, 0.6, 0.4, 1.0], "oracle": [0.9, 0.9, 0.9, 0.9]}
-    rows = [{"item_id": f"5-way-1-shot/{row}/{e}", "n_way": 5, "k_shot": 1, "episode": e, "setting": "5-way-1-shot",
-             "row": row, "value": v} for row, values in shares.items() for e, v in enumerate(values)]
-    rows += [{"item_id": f"full-shot/prim/{i}", "n_way": 200, "k_shot": None, "episode": 0, "setting": "full-shot",
-              "row": "prim", "value": v} for i, v in enumerate([1.0, 1.0, 0.0, 1.0])]
-    result = compute_breakdowns(read_samples(write_samples(tmp_path, "compmap-cub", rows)), config=CONFIG,
-                                main_metric="5-way-1-shot.prim")
+    rows = [
+        {
+            "item_id": f"5-way-1-shot/{row}/{e}",
+            "n_way": 5,
+            "k_shot": 1,
+            "episode": e,
+            "setting": "5-way-1-shot",
+            "row": row,
+            "value": v,
+        }
+        for row, values in shares.items()
+        for e, v in enumerate(values)
+    ]
+    rows += [
+        {
+            "item_id": f"full-shot/prim/{i}",
+            "n_way": 200,
+            "k_shot": None,
+            "episode": 0,
+            "setting": "full-shot",
+            "row": "prim",
+            "value": v,
+        }
+        for i, v in enumerate([1.0, 1.0, 0.0, 1.0])
+    ]
+    result = compute_breakdowns(
+        read_samples(write_samples(tmp_path, "compmap-cub", rows)), config=CONFIG, main_metric="5-way-1-shot.prim"
+    )
     assert describe(result.headline) == {"row": "prim", "setting": "5-way-1-shot"}
     check(result.overall, sum(shares["prim"]) / 4, [shares["prim"]], n=4)  # oracle rows are another metric
     check(group(result, "setting", "200-way full shot"), 3 / 4, [[1.0, 1.0, 0.0, 1.0]], n=4)
-    oracle = compute_breakdowns(read_samples(tmp_path / "compmap-cub.parquet"), config=CONFIG, main_metric="5-way-1-shot.oracle")
+    oracle = compute_breakdowns(
+        read_samples(tmp_path / "compmap-cub.parquet"), config=CONFIG, main_metric="5-way-1-shot.oracle"
+    )
     assert oracle.overall.value == pytest.approx(0.9)
 
 
 def test_compmap_mit_states_seen_and_unseen_by_hand(tmp_path):
-    spec = [("i1", True, 1.0), ("i2", True, 0.0), ("i3", True, 1.0), ("i4", False, 0.0), ("i5", False, 1.0), ("i6", False, 0.0)]
-    rows = [{"item_id": f"closed/prim/{i}", "pair": f"p{i}", "attr": "old", "obj": "car", "seen": s, "world": "closed",
-             "row": "prim", "value": v} for i, s, v in spec]
-    rows += [{**row, "item_id": row["item_id"].replace("closed", "open"), "world": "open", "value": 1.0} for row in rows]
-    result = compute_breakdowns(read_samples(write_samples(tmp_path, "compmap-mit-states", rows)), config=CONFIG,
-                                main_metric="closed.prim.auc")
+    spec = [
+        ("i1", True, 1.0),
+        ("i2", True, 0.0),
+        ("i3", True, 1.0),
+        ("i4", False, 0.0),
+        ("i5", False, 1.0),
+        ("i6", False, 0.0),
+    ]
+    rows = [
+        {
+            "item_id": f"closed/prim/{i}",
+            "pair": f"p{i}",
+            "attr": "old",
+            "obj": "car",
+            "seen": s,
+            "world": "closed",
+            "row": "prim",
+            "value": v,
+        }
+        for i, s, v in spec
+    ]
+    rows += [
+        {**row, "item_id": row["item_id"].replace("closed", "open"), "world": "open", "value": 1.0} for row in rows
+    ]
+    result = compute_breakdowns(
+        read_samples(write_samples(tmp_path, "compmap-mit-states", rows)), config=CONFIG, main_metric="closed.prim.auc"
+    )
     assert describe(result.headline) == {"world": "closed", "row": "prim"}  # the open world's rows are another metric
     assert [g.label for g in result.breakdowns[0].groups] == ["seen", "unseen"]
     check(group(result, "seen", "unseen"), 1 / 3, [[0.0, 1.0, 0.0]], n=3)
@@ -200,22 +328,32 @@ def test_compmap_mit_states_seen_and_unseen_by_hand(tmp_path):
 
 # ----------------------------------------------------------------------------------- ConceptBed
 def ccd_row(source: str, task: str, concept: str, category: str, item: str, value: float) -> dict:
-    return {"item_id": f"{source}/{task}/{item}", "source": source, "oracle_task": task, "concept": concept,
-            "concept_category": category, "value": value}
+    return {
+        "item_id": f"{source}/{task}/{item}",
+        "source": source,
+        "oracle_task": task,
+        "concept": concept,
+        "concept_category": category,
+        "value": value,
+    }
 
 
 def test_conceptbed_ccd_per_category_is_a_per_concept_mean_resampled_within_concepts(tmp_path):
     rows = [  # value = mean real confidence − this image's confidence
-        ccd_row("ti", "composition", "fish", "action", "f1", 0.3), ccd_row("ti", "composition", "fish", "action", "f2", 0.1),
-        ccd_row("ti", "composition", "fish", "action", "f3", 0.2), ccd_row("ti", "composition", "fish", "action", "f5", 0.0),
+        ccd_row("ti", "composition", "fish", "action", "f1", 0.3),
+        ccd_row("ti", "composition", "fish", "action", "f2", 0.1),
+        ccd_row("ti", "composition", "fish", "action", "f3", 0.2),
+        ccd_row("ti", "composition", "fish", "action", "f5", 0.0),
         ccd_row("ti", "composition", "style", "action", "s1", -0.1),
-        ccd_row("ti", "composition", "style", "action", "s2", 0.0), ccd_row("ti", "composition", "fish", "counting", "f4", 0.4),
+        ccd_row("ti", "composition", "style", "action", "s2", 0.0),
+        ccd_row("ti", "composition", "fish", "counting", "f4", 0.4),
         ccd_row("ti", "composition", "style", "action;counting", "s3", 0.2),  # in both categories
         ccd_row("ti", "concept", "fish", "concept", "c1", -0.5),  # the other oracle task: not the headline's
         ccd_row("original", "composition", "fish", "action", "r1", 0.05),  # a real image: not generated
     ]
-    result = compute_breakdowns(read_samples(write_samples(tmp_path, "conceptbed-ccd", rows)), config=CONFIG,
-                                main_metric="composition.ccd")
+    result = compute_breakdowns(
+        read_samples(write_samples(tmp_path, "conceptbed-ccd", rows)), config=CONFIG, main_metric="composition.ccd"
+    )
     assert describe(result.headline) == {"source": "not original", "oracle_task": "composition"}
     fish, style = [0.3, 0.1, 0.2, 0.0], [-0.1, 0.0, 0.2]  # action: f1 f2 f3 f5 | s1 s2 s3
     # Eq. 3 within "action": the mean over concepts of each concept's mean, not the pooled mean
@@ -223,14 +361,22 @@ def test_conceptbed_ccd_per_category_is_a_per_concept_mean_resampled_within_conc
     assert group(result, "category", "action").value != pytest.approx(sum(fish + style) / 7)
     check(group(result, "category", "counting"), (0.4 + 0.2) / 2, [[0.4], [0.2]], n=2)
     check(group(result, "concept", "style"), (-0.1 + 0.0 + 0.2) / 3, [[-0.1, 0.0, 0.2]], n=3)
-    check(result.overall, ((0.3 + 0.1 + 0.2 + 0.4 + 0.0) / 5 + (-0.1 + 0.0 + 0.2) / 3) / 2,
-          [[0.3, 0.1, 0.2, 0.4, 0.0], [-0.1, 0.0, 0.2]], n=8)
+    check(
+        result.overall,
+        ((0.3 + 0.1 + 0.2 + 0.4 + 0.0) / 5 + (-0.1 + 0.0 + 0.2) / 3) / 2,
+        [[0.3, 0.1, 0.2, 0.4, 0.0], [-0.1, 0.0, 0.2]],
+        n=8,
+    )
     assert [g.label for g in result.breakdowns[0].groups] == ["action", "counting"]
 
 
 def test_conceptbed_headline_source_and_task_come_from_the_main_metric(tmp_path):
-    rows = [ccd_row("ti", "composition", "fish", "action", "a", 0.4), ccd_row("db", "composition", "fish", "action", "b", 0.1),
-            ccd_row("ti", "concept", "fish", "concept", "c", -0.5), ccd_row("ti", "concept", "style", "concept", "d", -0.3)]
+    rows = [
+        ccd_row("ti", "composition", "fish", "action", "a", 0.4),
+        ccd_row("db", "composition", "fish", "action", "b", 0.1),
+        ccd_row("ti", "concept", "fish", "concept", "c", -0.5),
+        ccd_row("ti", "concept", "style", "concept", "d", -0.3),
+    ]
     samples = read_samples(write_samples(tmp_path, "conceptbed-ccd", rows))
     check(compute_breakdowns(samples, config=CONFIG, main_metric="db.composition.ccd").overall, 0.1, [[0.1]], n=1)
     concept = compute_breakdowns(samples, config=CONFIG, main_metric="ti.concept.ccd")
@@ -249,8 +395,9 @@ def test_a_file_without_the_value_column_is_one_error(tmp_path):
 
 
 def test_null_values_are_not_counted(tmp_path):
-    rows = [{"item_id": "i1", "pair": "p", "attr": "a", "obj": "o", "seen": True, "value": 1.0},
-            {"item_id": "i2", "pair": "p", "attr": "a", "obj": "o", "seen": True, "value": None}]
+    rows = [
+        {"item_id": "i1", "pair": "p", "attr": "a", "obj": "o", "seen": True, "value": 1.0},
+        {"item_id": "i2", "pair": "p", "attr": "a", "obj": "o", "seen": True, "value": None},
+    ]
     result = compute_breakdowns(read_samples(write_samples(tmp_path, "compmap-mit-states", rows)), config=CONFIG)
     assert (result.overall.value, result.overall.n) == (1.0, 1)
-

@@ -17,27 +17,64 @@ from conceptforge.commands import main
 from tests.analysis.sample_files import write_results, write_samples
 
 CHROMIUM = Path("/usr/bin/chromium")
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(),
-                                reason="Debian chromium is not installed at /usr/bin/chromium (make system-deps installs it)")
-LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-               "--disable-sync", "--no-first-run", "--disable-quic"]
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(), reason="Debian chromium is not installed at /usr/bin/chromium (make system-deps installs it)"
+)
+LAUNCH_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
 TASKS = {"binding-clip": "gen_accuracy", "compmap-cub": "5-way-1-shot.prim", "conceptbed-ccd": "composition.ccd"}
 
 
 def write_run(folder: Path, model: str, skill: float) -> Path:
     """A results file and its per-sample files; both models score the same items (so they pair)."""
     samples = folder / f"{model}.samples"
-    binding = [{"item_id": f"{split}{k}", "split": split, "dataset": "relational", "relation": ["left of", "above"][k % 2],
-                "swap_kind": ["hard-swap", "random"][k // 2 % 2], "value": float((k * 7 + int(10 * skill)) % 10 < 10 * skill)}
-               for split in ("train", "gen") for k in range(12)]
+    binding = [
+        {
+            "item_id": f"{split}{k}",
+            "split": split,
+            "dataset": "relational",
+            "relation": ["left of", "above"][k % 2],
+            "swap_kind": ["hard-swap", "random"][k // 2 % 2],
+            "value": float((k * 7 + int(10 * skill)) % 10 < 10 * skill),
+        }
+        for split in ("train", "gen")
+        for k in range(12)
+    ]
     write_samples(samples, "binding-clip", binding, model=model)
-    cub = [{"item_id": f"{n}-way-1-shot/{row}/{e}", "n_way": n, "k_shot": 1, "episode": e, "setting": f"{n}-way-1-shot",
-            "row": row, "value": min(1.0, skill - n / 40 + e / 50 + (0.2 if row == "oracle" else 0))}
-           for n in (5, 10) for row in ("prim", "oracle") for e in range(8)]
+    cub = [
+        {
+            "item_id": f"{n}-way-1-shot/{row}/{e}",
+            "n_way": n,
+            "k_shot": 1,
+            "episode": e,
+            "setting": f"{n}-way-1-shot",
+            "row": row,
+            "value": min(1.0, skill - n / 40 + e / 50 + (0.2 if row == "oracle" else 0)),
+        }
+        for n in (5, 10)
+        for row in ("prim", "oracle")
+        for e in range(8)
+    ]
     write_samples(samples, "compmap-cub", cub, model=model)
-    ccd = [{"item_id": f"learner/composition/{c}-{k}", "source": "learner", "oracle_task": "composition", "concept": c,
-            "concept_category": ["action", "counting", "action;counting"][k % 3], "value": (k % 3) / 10 - skill / 5}
-           for c in ("fish", "painting") for k in range(6)]
+    ccd = [
+        {
+            "item_id": f"learner/composition/{c}-{k}",
+            "source": "learner",
+            "oracle_task": "composition",
+            "concept": c,
+            "concept_category": ["action", "counting", "action;counting"][k % 3],
+            "value": (k % 3) / 10 - skill / 5,
+        }
+        for c in ("fish", "painting")
+        for k in range(6)
+    ]
     write_samples(samples, "conceptbed-ccd", ccd, model=model)
     return write_results(folder / f"{model}.json", model, TASKS)
 
@@ -62,13 +99,20 @@ def test_leaderboard_page_renders_tables_charts_and_paired_differences(tmp_path,
     page = context.new_page()
     problems: list[str] = []
     page.on("pageerror", lambda error: problems.append(str(error)))
-    page.on("request", lambda request: None if request.url.startswith(("file://", "data:")) else problems.append(request.url))
+    page.on(
+        "request",
+        lambda request: None if request.url.startswith(("file://", "data:")) else problems.append(request.url),
+    )
     page.goto(page_path.as_uri())
     page.wait_for_load_state("load")
 
-    images = page.evaluate("() => Array.from(document.images).map(i => [i.alt, i.complete, i.naturalWidth, i.naturalHeight])")
+    images = page.evaluate(
+        "() => Array.from(document.images).map(i => [i.alt, i.complete, i.naturalWidth, i.naturalHeight])"
+    )
     # per task: the breakdown chart and one paired-difference chart (two models share every item)
-    assert [alt for alt, *_ in images] == [alt for task in TASKS for alt in (f"{task} breakdowns", f"{task}: tiny-clip-a minus tiny-clip-b")]
+    assert [alt for alt, *_ in images] == [
+        alt for task in TASKS for alt in (f"{task} breakdowns", f"{task}: tiny-clip-a minus tiny-clip-b")
+    ]
     assert all(complete and width > 400 and height > 100 for _, complete, width, height in images), images
     sections = page.eval_on_selector_all("section.task h2", "nodes => nodes.map(n => n.textContent)")
     assert sections == list(TASKS)

@@ -30,8 +30,11 @@ SUB_BIRDS = {
     "Blue_Jay": {"has_crown_color": "has_crown_color::blue", "has_bill_shape": "has_bill_shape::cone"},
     "Cardinal": {"has_crown_color": "has_crown_color::red", "has_bill_shape": "has_bill_shape::cone"},
 }
-SUB_ATTRIBUTES = [("has_crown_color::black", "colour"), ("has_bill_shape::needle", "shape"),
-                  ("has_crown_color::red", "colour")]
+SUB_ATTRIBUTES = [
+    ("has_crown_color::black", "colour"),
+    ("has_bill_shape::needle", "shape"),
+    ("has_crown_color::red", "colour"),
+]
 
 
 def _encode(image: Image.Image) -> bytes:
@@ -98,26 +101,48 @@ def sub_rows(per_pair: int) -> list[dict]:
             group, value = attribute.split("::")
             for index in range(per_pair):
                 slug = attribute.removeprefix("has_").replace("::", "-")
-                rows.append({
-                    "image": {"bytes": bird_png(bird, attribute, index), "path": None},
-                    "item_id": f"{bird}__{slug}__{index:03d}",
-                    "bird": bird, "attribute": attribute, "group": group, "value": value, "category": category,
-                    "removed_attribute": removed[group],
-                    "prompt_reference": f"a photo of a {bird} with a {value} {group}",
-                    "prompt_guidance": f"a photo of a bird with a {value} {group}",
-                    "image_index": index, "seed": 1000 * b + 10 * a + index,
-                    "tdg_k": 10.0, "tdg_tmin": 0.2, "tdg_tmax": 0.9, "guidance_scale": 3.5, "num_inference_steps": 4,
-                    "model_id": "black-forest-labs/FLUX.1-dev", "model_revision": "main",
-                    "vqa_options": ["black", "blue", "red", "Other"], "vqa_probs": [0.7, 0.1, 0.1, 0.1],
-                    "vqa_answer": value, "vqa_splus_prob": 0.7, "vqa_raw_mass": 0.9, "rank": index,
-                })
+                rows.append(
+                    {
+                        "image": {"bytes": bird_png(bird, attribute, index), "path": None},
+                        "item_id": f"{bird}__{slug}__{index:03d}",
+                        "bird": bird,
+                        "attribute": attribute,
+                        "group": group,
+                        "value": value,
+                        "category": category,
+                        "removed_attribute": removed[group],
+                        "prompt_reference": f"a photo of a {bird} with a {value} {group}",
+                        "prompt_guidance": f"a photo of a bird with a {value} {group}",
+                        "image_index": index,
+                        "seed": 1000 * b + 10 * a + index,
+                        "tdg_k": 10.0,
+                        "tdg_tmin": 0.2,
+                        "tdg_tmax": 0.9,
+                        "guidance_scale": 3.5,
+                        "num_inference_steps": 4,
+                        "model_id": "black-forest-labs/FLUX.1-dev",
+                        "model_revision": "main",
+                        "vqa_options": ["black", "blue", "red", "Other"],
+                        "vqa_probs": [0.7, 0.1, 0.1, 0.1],
+                        "vqa_answer": value,
+                        "vqa_splus_prob": 0.7,
+                        "vqa_raw_mass": 0.9,
+                        "rank": index,
+                    }
+                )
     return sorted(rows, key=lambda r: r["item_id"])
 
 
-def write_dataset(path: Path, features: Features, splits: dict[str, list[dict]], *, license: str = "cc-by-nc-4.0") -> Path:
+def write_dataset(
+    path: Path, features: Features, splits: dict[str, list[dict]], *, license: str = "cc-by-nc-4.0"
+) -> Path:
     metadata = DatasetMetadata(pretty_name=f"synthetic {path.name}", license=license, summary="synthetic test data")
-    assemble_dataset_dir(path, splits={name: (lambda rows=rows: iter(rows)) for name, rows in splits.items()},
-                         features=features, render_card=lambda stats: render_card(metadata, features, stats, has_grid=False))
+    assemble_dataset_dir(
+        path,
+        splits={name: (lambda rows=rows: iter(rows)) for name, rows in splits.items()},
+        features=features,
+        render_card=lambda stats: render_card(metadata, features, stats, has_grid=False),
+    )
     return path
 
 
@@ -138,28 +163,35 @@ def conceptbed_rows(split: str, per_group: int = 3) -> list[dict]:
     learners = ["textual-inversion", "dreambooth"]
     concepts = ["art_painting", "n01440764"]
     categories = ["action", "counting"]
-    for l, learner in enumerate(learners):
+    for li, learner in enumerate(learners):
         for c, concept in enumerate(concepts):
             refs = [{"bytes": concept_png(concept, 2 * c + k, (128, 128)), "path": None} for k in range(3)]
             for index in range(per_group):
                 category = categories[index % 2] if split == "composition" else ""
-                rows.append({
-                    "image": {"bytes": concept_png(concept, 2 * c + l + index), "path": None},
-                    "item_id": f"{split}__{learner}__{concept}__{index:03d}",
-                    "concept": concept, "concept_kind": "style" if c == 0 else "object", "learner": learner,
-                    "prompt": "a photo of <V*>" if split == "concept" else "a photo of two <V*> on a table",
-                    "caption": "" if split == "concept" else CAPTIONS[(concept, category)].format(index=index + 1),
-                    "category": category,
-                    "questions": [] if split == "concept" else [f"Is there a {concept}?"],
-                    "reference_images": refs,
-                    "seed": 100 * l + 10 * c + index,
-                })
+                rows.append(
+                    {
+                        "image": {"bytes": concept_png(concept, 2 * c + li + index), "path": None},
+                        "item_id": f"{split}__{learner}__{concept}__{index:03d}",
+                        "concept": concept,
+                        "concept_kind": "style" if c == 0 else "object",
+                        "learner": learner,
+                        "prompt": "a photo of <V*>" if split == "concept" else "a photo of two <V*> on a table",
+                        "caption": "" if split == "concept" else CAPTIONS[(concept, category)].format(index=index + 1),
+                        "category": category,
+                        "questions": [] if split == "concept" else [f"Is there a {concept}?"],
+                        "reference_images": refs,
+                        "seed": 100 * li + 10 * c + index,
+                    }
+                )
     return sorted(rows, key=lambda r: r["item_id"])
 
 
 def make_conceptbed_dataset(path: Path, *, per_group: int = 3) -> Path:
-    return write_dataset(path, CONCEPTBED_FEATURES, {"concept": conceptbed_rows("concept", per_group),
-                                                     "composition": conceptbed_rows("composition", per_group)})
+    return write_dataset(
+        path,
+        CONCEPTBED_FEATURES,
+        {"concept": conceptbed_rows("concept", per_group), "composition": conceptbed_rows("composition", per_group)},
+    )
 
 
 @pytest.fixture(scope="session")

@@ -6,13 +6,17 @@ import pytest
 
 from conceptforge.errors import ConceptforgeError
 from conceptforge.filters.annotation.apply import apply_results
-from conceptforge.filters.annotation.session import StudySettings, export_results, open_study
 from conceptforge.filters.annotation.results import Rules
+from conceptforge.filters.annotation.session import StudySettings, export_results, open_study
 from tests.annotate.conftest import CONCEPTBED_FEATURES, conceptbed_rows
 from tests.foreign_out import make_foreign_folder, snapshot
 
-SECTIONS = {"uses": "Benchmarking concept learners.", "out_of_scope_use": "Judging people.",
-            "bias_risks_limitations": "Synthetic images only.", "annotations": "No human labels upstream."}
+SECTIONS = {
+    "uses": "Benchmarking concept learners.",
+    "out_of_scope_use": "Judging people.",
+    "bias_risks_limitations": "Synthetic images only.",
+    "annotations": "No human labels upstream.",
+}
 
 
 @pytest.fixture(scope="module")
@@ -22,15 +26,22 @@ def documented_dataset(tmp_path_factory):
     path = tmp_path_factory.mktemp("cbdoc") / "conceptbed"
     metadata = DatasetMetadata(pretty_name="documented", license="cc-by-nc-4.0", summary="synthetic", **SECTIONS)
     splits = {name: (lambda name=name: iter(conceptbed_rows(name))) for name in ("concept", "composition")}
-    assemble_dataset_dir(path, splits=splits, features=CONCEPTBED_FEATURES,
-                         render_card=lambda stats: render_card(metadata, CONCEPTBED_FEATURES, stats, has_grid=False))
+    assemble_dataset_dir(
+        path,
+        splits=splits,
+        features=CONCEPTBED_FEATURES,
+        render_card=lambda stats: render_card(metadata, CONCEPTBED_FEATURES, stats, has_grid=False),
+    )
     return path
 
 
 @pytest.fixture
 def results(documented_dataset, tmp_path):
-    app, config = open_study(StudySettings(dataset_dir=documented_dataset, study="conceptbed-alignment",
-                                           db=tmp_path / "db.sqlite", per_group=2))
+    app, config = open_study(
+        StudySettings(
+            dataset_dir=documented_dataset, study="conceptbed-alignment", db=tmp_path / "db.sqlite", per_group=2
+        )
+    )
     for item_id in app.sample:
         app.db.add("a", item_id, {"rating": 4})
     return export_results(app, config, rules=Rules(), metric_specs=[])

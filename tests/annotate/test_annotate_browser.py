@@ -20,10 +20,18 @@ from conceptforge.filters.annotation.session import export_results
 from conceptforge.filters.annotation.studies import ANSWER_SCORES
 
 CHROMIUM = Path("/usr/bin/chromium")
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(),
-                                reason="Debian chromium is not installed at /usr/bin/chromium (make system-deps installs it)")
-LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-               "--disable-sync", "--no-first-run", "--disable-quic"]
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(), reason="Debian chromium is not installed at /usr/bin/chromium (make system-deps installs it)"
+)
+LAUNCH_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
 
 
 @pytest.fixture(scope="module")
@@ -48,10 +56,14 @@ def new_page(browser, url: str):
 
 
 def current_item(page) -> str | None:
-    page.wait_for_function("() => !document.getElementById('task').hidden || !document.getElementById('finished').hidden")
+    page.wait_for_function(
+        "() => !document.getElementById('task').hidden || !document.getElementById('finished').hidden"
+    )
     if not page.locator("#finished").is_hidden():
         return None
-    page.wait_for_function("() => document.getElementById('image').complete && document.getElementById('image').naturalWidth > 0")
+    page.wait_for_function(
+        "() => document.getElementById('image').complete && document.getElementById('image').naturalWidth > 0"
+    )
     return page.get_attribute("#task", "data-item-id")
 
 
@@ -63,7 +75,8 @@ def answer(page, keys: list[str]) -> None:
     page.keyboard.press("Enter")
     page.wait_for_function(
         "(before) => document.getElementById('task').dataset.itemId !== before || !document.getElementById('finished').hidden",
-        arg=before)
+        arg=before,
+    )
 
 
 def progress_text(page) -> str:
@@ -84,7 +97,9 @@ def save_screenshot(page, tmp_path: Path, study: str) -> Path:
 # --------------------------------------------------------------------------------------------
 def faithfulness_answers(annotator: str, row: dict) -> tuple[str, str]:
     """The answers our two simulated annotators give (designed to trigger every SUB rule)."""
-    attribute = "no" if (row["value"] == "needle" and annotator == "alice" and row["item_id"].endswith("__000")) else "yes"
+    attribute = (
+        "no" if (row["value"] == "needle" and annotator == "alice" and row["item_id"].endswith("__000")) else "yes"
+    )
     bird = "yes"
     if row["bird"] == "Blue_Jay" and row["value"] == "black":
         bird = "somewhat" if annotator == "alice" else "no"
@@ -128,13 +143,15 @@ def test_sub_faithfulness_keyboard_resume_two_annotators(browser, serve_study, m
     assert not alice._annotate_errors and not bob._annotate_errors
 
     # Stored answers are exactly the ones given.
-    stored = {(a.annotator, a.item_id): (a.answers["attribute"], a.answers["bird"]) for a in running.app.db.annotations()}
+    stored = {
+        (a.annotator, a.item_id): (a.answers["attribute"], a.answers["bird"]) for a in running.app.db.annotations()
+    }
     assert stored == {(name, item): value for name, items in given.items() for item, value in items.items()}
 
     # Scores recomputed here by hand from the answers given.
     results = export_results(running.app, running.app.db.config(), rules=Rules(), metric_specs=[])
     by_attribute = defaultdict(list)
-    for name, items in given.items():
+    for items in given.values():
         for item_id, (attribute, bird) in items.items():
             by_attribute[rows[item_id]["attribute"]].append((attribute, bird))
     for attribute, answers in by_attribute.items():
@@ -142,7 +159,9 @@ def test_sub_faithfulness_keyboard_resume_two_annotators(browser, serve_study, m
         assert got["attribute_score"] == pytest.approx(sum(ANSWER_SCORES[a] for a, _ in answers) / len(answers))
         assert got["attribute_yes"] == pytest.approx(sum(a == "yes" for a, _ in answers) / len(answers))
         assert got["bird_score"] == pytest.approx(sum(ANSWER_SCORES[b] for _, b in answers) / len(answers))
-    assert results["attributes"]["has_bill_shape::needle"]["attribute_yes"] == pytest.approx(6 / 8)  # alice: "no" on image 000 of both birds
+    assert results["attributes"]["has_bill_shape::needle"]["attribute_yes"] == pytest.approx(
+        6 / 8
+    )  # alice: "no" on image 000 of both birds
     assert set(results["dropped_attributes"]) == {"has_bill_shape::needle"}
     assert results["pairs"]["Blue_Jay|has_crown_color::black"]["bird_score"] == pytest.approx(0.25)
     assert results["dropped_pairs"]["Blue_Jay|has_crown_color::black"].startswith("excessive modification")
@@ -179,7 +198,9 @@ def test_login_form_then_annotate(browser, sub_dataset, serve_study):
     assert running.app.db.annotators() == {"carol": 1}
 
 
-@pytest.mark.parametrize("study", ["sub-faithfulness", "sub-attribute", "conceptbed-alignment", "conceptbed-composition"])
+@pytest.mark.parametrize(
+    "study", ["sub-faithfulness", "sub-attribute", "conceptbed-alignment", "conceptbed-composition"]
+)
 def test_study_page_keyboard_and_screenshot(browser, study, sub_dataset, conceptbed_dataset, serve_study, tmp_path):
     dataset = conceptbed_dataset if study.startswith("conceptbed") else sub_dataset
     running = serve_study(dataset, study, per_group=1)
@@ -198,7 +219,9 @@ def test_study_page_keyboard_and_screenshot(browser, study, sub_dataset, concept
         keys, expected = [correct], {"value": row["value"]}
     elif study == "conceptbed-alignment":
         assert page.locator("#references img").count() == 3
-        page.wait_for_function("() => [...document.querySelectorAll('#references img')].every(i => i.complete && i.naturalWidth > 0)")
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('#references img')].every(i => i.complete && i.naturalWidth > 0)"
+        )
         keys, expected = ["4"], {"rating": 4}
     else:
         assert page.inner_text("#caption").strip("“”") == row["caption"]

@@ -22,8 +22,9 @@ ENV = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
 
 
 def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True,
-                          env=ENV, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True, env=ENV, timeout=timeout
+    )
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess, needle: str) -> None:
@@ -38,8 +39,10 @@ def test_unknown_study(sub_dataset):
 
 
 def test_dataset_lacking_columns(tmp_path, sub_dataset, conceptbed_dataset):
-    assert_one_line_error(run(conceptbed_dataset, "--study", "sub-faithfulness", "--split", "concept"),
-                          "lacks the columns bird, attribute, group, value, removed_attribute")
+    assert_one_line_error(
+        run(conceptbed_dataset, "--study", "sub-faithfulness", "--split", "concept"),
+        "lacks the columns bird, attribute, group, value, removed_attribute",
+    )
     assert_one_line_error(run(sub_dataset, "--study", "conceptbed-alignment"), "needs one of ['concept']")
     assert_one_line_error(run(tmp_path / "missing", "--study", "sub-attribute"), "argument DATASET_DIR: ")
     (tmp_path / "empty").mkdir()
@@ -56,16 +59,40 @@ def test_port_in_use(sub_dataset, tmp_path):
 
 
 def test_export_before_any_study(sub_dataset, tmp_path):
-    assert_one_line_error(run(sub_dataset, "--study", "sub-faithfulness", "--db", tmp_path / "none.sqlite",
-                              "--export", tmp_path / "r.json"), "no annotations yet")
+    assert_one_line_error(
+        run(
+            sub_dataset,
+            "--study",
+            "sub-faithfulness",
+            "--db",
+            tmp_path / "none.sqlite",
+            "--export",
+            tmp_path / "r.json",
+        ),
+        "no annotations yet",
+    )
     assert not (tmp_path / "r.json").exists()
 
 
 @pytest.mark.parametrize(("stop", "exit_code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_serve_then_stop(sub_dataset, tmp_path, stop, exit_code):
-    process = subprocess.Popen([sys.executable, str(SCRIPT), str(sub_dataset), "--study", "sub-attribute", "--port", "0",
-                                "--db", str(tmp_path / "db.sqlite")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, env=ENV)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            str(SCRIPT),
+            str(sub_dataset),
+            "--study",
+            "sub-attribute",
+            "--port",
+            "0",
+            "--db",
+            str(tmp_path / "db.sqlite"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
     try:
         line = process.stdout.readline()
         assert line.startswith("serving sub-attribute (18 items) at http://127.0.0.1:"), line
@@ -92,8 +119,22 @@ def test_export_and_apply_conceptbed_with_metric(conceptbed_dataset, tmp_path):
     values = {item_id: float(i) for i, item_id in enumerate(app.sample)}
     per_item.write_text(json.dumps(values))
     out = tmp_path / "validated"
-    result = run(conceptbed_dataset, "--study", "conceptbed-alignment", "--db", db, "--export", tmp_path / "r.json",
-                 "--apply", out, "--metric", f"ccd={metric}", "--metric", f"dino={per_item}", "--annotated-only")
+    result = run(
+        conceptbed_dataset,
+        "--study",
+        "conceptbed-alignment",
+        "--db",
+        db,
+        "--export",
+        tmp_path / "r.json",
+        "--apply",
+        out,
+        "--metric",
+        f"ccd={metric}",
+        "--metric",
+        f"dino={per_item}",
+        "--annotated-only",
+    )
     assert result.returncode == 0, result.stderr
     assert "pearson(ccd, human) = -1.0000 over 2 learner(s)" in result.stdout
     assert "| textual-inversion | 8 | 4.500 |" in result.stdout
@@ -103,7 +144,9 @@ def test_export_and_apply_conceptbed_with_metric(conceptbed_dataset, tmp_path):
     assert results["learners"]["dreambooth"]["mean_rating"] == pytest.approx(1.5)
     dino = results["correlations"][1]
     human = [results["items"][i]["mean_rating"] for i in sorted(values)]
-    assert dino["level"] == "item" and dino["pearson"] == pytest.approx(np.corrcoef([values[i] for i in sorted(values)], human)[0, 1])
+    assert dino["level"] == "item" and dino["pearson"] == pytest.approx(
+        np.corrcoef([values[i] for i in sorted(values)], human)[0, 1]
+    )
     assert len(results["annotations"]) == 2 * len(app.sample)
 
     import datasets
@@ -111,18 +154,34 @@ def test_export_and_apply_conceptbed_with_metric(conceptbed_dataset, tmp_path):
     validated = datasets.load_dataset(str(out))
     assert len(validated["concept"]) == len(app.sample)  # --annotated-only
     assert len(validated["composition"]) == 12  # other split copied unchanged
-    assert all(n == 0 and v is None for n, v in zip(validated["composition"]["human_alignment_n"],
-                                                    validated["composition"]["human_alignment"]))
+    assert all(
+        n == 0 and v is None
+        for n, v in zip(validated["composition"]["human_alignment_n"], validated["composition"]["human_alignment"])
+    )
     for row in validated["concept"]:
         assert row["human_alignment"] == pytest.approx(results["items"][row["item_id"]]["mean_rating"])
         assert len(row["reference_images"]) == 3
     card = (out / "README.md").read_text()
     assert "license: cc-by-nc-4.0" in card and '"pearson": -1.0' in card and (out / "grid.png").exists()
     # Applying into the dataset itself is refused.
-    assert_one_line_error(run(conceptbed_dataset, "--study", "conceptbed-alignment", "--db", db,
-                              "--apply", conceptbed_dataset / "out"), "must be outside the dataset directory")
-    assert_one_line_error(run(conceptbed_dataset, "--study", "conceptbed-alignment", "--db", db,
-                              "--export", tmp_path / "x.json", "--metric", "ccd=/nonexistent.json"), "cannot read metric file")
+    assert_one_line_error(
+        run(conceptbed_dataset, "--study", "conceptbed-alignment", "--db", db, "--apply", conceptbed_dataset / "out"),
+        "must be outside the dataset directory",
+    )
+    assert_one_line_error(
+        run(
+            conceptbed_dataset,
+            "--study",
+            "conceptbed-alignment",
+            "--db",
+            db,
+            "--export",
+            tmp_path / "x.json",
+            "--metric",
+            "ccd=/nonexistent.json",
+        ),
+        "cannot read metric file",
+    )
 
 
 def test_cub_dir_offers_every_group_value(sub_dataset, tmp_path):
@@ -130,14 +189,19 @@ def test_cub_dir_offers_every_group_value(sub_dataset, tmp_path):
     cub.mkdir()
     (cub / "attributes.txt").write_text(
         "1 has_bill_shape::curved_(up_or_down)\n2 has_bill_shape::cone\n3 has_bill_shape::needle\n"
-        "4 has_crown_color::blue\n5 has_crown_color::brown\n6 has_crown_color::red\n7 has_crown_color::black\n")
-    app, config = open_study(StudySettings(dataset_dir=sub_dataset, study="sub-attribute", db=tmp_path / "c.sqlite", cub_dir=cub))
+        "4 has_crown_color::blue\n5 has_crown_color::brown\n6 has_crown_color::red\n7 has_crown_color::black\n"
+    )
+    app, config = open_study(
+        StudySettings(dataset_dir=sub_dataset, study="sub-attribute", db=tmp_path / "c.sqlite", cub_dir=cub)
+    )
     assert config["group_values_source"] == "cub"
     item = app.item_payload(next(i for i in app.sample if app.dataset.rows[i]["group"] == "has_crown_color"))
     assert [o["value"] for o in item["questions"][0]["options"]] == ["blue", "brown", "red", "black", "none"]
     (cub / "attributes.txt").write_text("1 has_bill_shape::cone\n")
-    assert_one_line_error(run(sub_dataset, "--study", "sub-attribute", "--db", tmp_path / "d.sqlite", "--cub-dir", cub,
-                              "--port", "0"), "is not in CUB's attributes.txt")
+    assert_one_line_error(
+        run(sub_dataset, "--study", "sub-attribute", "--db", tmp_path / "d.sqlite", "--cub-dir", cub, "--port", "0"),
+        "is not in CUB's attributes.txt",
+    )
 
 
 def test_alignment_study_refuses_a_dataset_without_reference_images(tmp_path):

@@ -5,21 +5,36 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from conceptforge.errors import ConceptforgeError
 from conceptforge.filters.annotation.db import Annotation
 from conceptforge.filters.annotation.results import Rules, compute_results, row_decision
 from conceptforge.filters.annotation.sampling import annotator_order, sample_items
 from conceptforge.filters.annotation.stats import krippendorff_alpha, pearson, percent_agreement
 from conceptforge.filters.annotation.studies import get_study, validate_answers
-from conceptforge.errors import ConceptforgeError
 
 # ConceptBed Table 3 (rows: TI-LDM, TI-SD, DreamBooth, Custom Diffusion).
 TABLE3 = {
-    "pacs": {"dino": [0.5073, 0.4104, 0.3925, 0.3956], "ccd": [0.0549, 0.2853, 0.6849, 0.6319],
-             "human": [4.028, 4.084, 3.083, 3.164], "r_dino": 0.6557, "r_ccd": -0.9345},
-    "imagenet": {"dino": [0.4708, 0.4457, 0.4525, 0.4450], "ccd": [0.1196, 0.0662, 0.0880, 0.2309],
-                 "human": [4.069, 4.159, 4.075, 3.803], "r_dino": 0.2787, "r_ccd": -0.9868},
-    "composition": {"dino": [0.6611, 0.6309, 0.6919, 0.6968], "ccd": [0.1711, 0.1436, 0.0360, 0.0204],
-                    "human": [2.851, 3.694, 3.556, 4.178], "r_dino": 0.3486, "r_ccd": -0.7488},
+    "pacs": {
+        "dino": [0.5073, 0.4104, 0.3925, 0.3956],
+        "ccd": [0.0549, 0.2853, 0.6849, 0.6319],
+        "human": [4.028, 4.084, 3.083, 3.164],
+        "r_dino": 0.6557,
+        "r_ccd": -0.9345,
+    },
+    "imagenet": {
+        "dino": [0.4708, 0.4457, 0.4525, 0.4450],
+        "ccd": [0.1196, 0.0662, 0.0880, 0.2309],
+        "human": [4.069, 4.159, 4.075, 3.803],
+        "r_dino": 0.2787,
+        "r_ccd": -0.9868,
+    },
+    "composition": {
+        "dino": [0.6611, 0.6309, 0.6919, 0.6968],
+        "ccd": [0.1711, 0.1436, 0.0360, 0.0204],
+        "human": [2.851, 3.694, 3.556, 4.178],
+        "r_dino": 0.3486,
+        "r_ccd": -0.7488,
+    },
 }
 
 
@@ -45,8 +60,18 @@ def test_pearson_matches_numpy_and_handles_degenerate_input():
 
 # Krippendorff (2011), "Computing Krippendorff's alpha-reliability": 4 observers, 12 units, missing data.
 KRIPPENDORFF_EXAMPLE = [
-    [1, 1, None, 1], [2, 2, 3, 2], [3, 3, 3, 3], [3, 3, 3, 3], [2, 2, 2, 2], [1, 2, 3, 4],
-    [4, 4, 4, 4], [1, 1, 2, 1], [2, 2, 2, 2], [None, 5, 5, 5], [None, None, 1, 1], [None, 3, None, None],
+    [1, 1, None, 1],
+    [2, 2, 3, 2],
+    [3, 3, 3, 3],
+    [3, 3, 3, 3],
+    [2, 2, 2, 2],
+    [1, 2, 3, 4],
+    [4, 4, 4, 4],
+    [1, 1, 2, 1],
+    [2, 2, 2, 2],
+    [None, 5, 5, 5],
+    [None, None, 1, 1],
+    [None, 3, None, None],
 ]
 
 
@@ -72,8 +97,14 @@ def test_agreement_edge_cases():
 # --------------------------------------------------------------------------------------------
 def sub_row(bird: str, attribute: str, index: int, removed: str | None = None) -> dict:
     group, value = attribute.split("::")
-    return {"item_id": f"{bird}__{value}__{index}", "bird": bird, "attribute": attribute, "group": group,
-            "value": value, "removed_attribute": f"{group}::brown" if removed is None else removed}
+    return {
+        "item_id": f"{bird}__{value}__{index}",
+        "bird": bird,
+        "attribute": attribute,
+        "group": group,
+        "value": value,
+        "removed_attribute": f"{group}::brown" if removed is None else removed,
+    }
 
 
 def ann(annotator: str, item_id: str, **answers) -> Annotation:
@@ -93,8 +124,9 @@ def test_sub_faithfulness_scores_and_rule():
     # black: 9 yes + 1 somewhat -> yes share exactly 0.9 -> kept; Wren's birds drift ("no" twice).
     for i in range(5):
         answers.append(ann("a", f"Jay__black__{i}", attribute="yes", bird="yes"))
-        answers.append(ann("a", f"Wren__black__{i}", attribute="somewhat" if i == 0 else "yes",
-                           bird="no" if i < 3 else "somewhat"))
+        answers.append(
+            ann("a", f"Wren__black__{i}", attribute="somewhat" if i == 0 else "yes", bird="no" if i < 3 else "somewhat")
+        )
     # spotted: 8 yes, 1 somewhat, 1 no -> 0.8 < 0.9 -> dropped with all its pairs.
     for i in range(5):
         answers.append(ann("a", f"Jay__spotted__{i}", attribute="yes", bird="yes"))
@@ -110,8 +142,9 @@ def test_sub_faithfulness_scores_and_rule():
     assert black["attribute_yes"] == pytest.approx(9 / 11)  # b's "no" counts: 9/11 < 0.9
     assert not black["kept"]
     # Without b's answer the share is exactly 0.9: kept (the rule is "< 90%" drops).
-    results = compute_results(get_study("sub-faithfulness"), rows, answers[:-2] + answers[-1:],
-                              config={"split": "test"}, sample=sample)
+    results = compute_results(
+        get_study("sub-faithfulness"), rows, answers[:-2] + answers[-1:], config={"split": "test"}, sample=sample
+    )
     black = results["attributes"]["has_crown_color::black"]
     assert black["attribute_yes"] == pytest.approx(0.9) and black["kept"]
     assert black["attribute_score"] == pytest.approx((9 + 0.5) / 10)
@@ -131,18 +164,32 @@ def test_sub_faithfulness_scores_and_rule():
     assert row_decision(results, rows["Jay__black__3"]) == (True, "")
     assert row_decision(results, rows["Jay__needle__0"])[0] is False
     # keep_unvalidated keeps attributes nobody looked at; their pairs are not judged.
-    lenient = compute_results(get_study("sub-faithfulness"), rows, answers, config={"split": "test"}, sample=sample,
-                              rules=Rules(keep_unvalidated=True, min_attribute_yes=0.8))
+    lenient = compute_results(
+        get_study("sub-faithfulness"),
+        rows,
+        answers,
+        config={"split": "test"},
+        sample=sample,
+        rules=Rules(keep_unvalidated=True, min_attribute_yes=0.8),
+    )
     assert lenient["pairs"]["Jay|has_bill_shape::needle"]["kept"]
     assert lenient["attributes"]["has_crown_color::black"]["kept"]  # 9/11 >= 0.8
 
 
 def test_sub_faithfulness_low_attribute_pair():
-    rows = {r["item_id"]: r for r in [sub_row(b, "has_crown_color::black", i) for b in ("Jay", "Wren") for i in range(10)]}
+    rows = {
+        r["item_id"]: r for r in [sub_row(b, "has_crown_color::black", i) for b in ("Jay", "Wren") for i in range(10)]
+    }
     answers = [ann("a", f"Jay__black__{i}", attribute="yes", bird="yes") for i in range(10)]
     answers += [ann("a", f"Wren__black__{i}", attribute="yes" if i < 9 else "no", bird="yes") for i in range(10)]
-    results = compute_results(get_study("sub-faithfulness"), rows, answers, config={"split": "test"}, sample=[],
-                              rules=Rules(min_pair_attribute=0.95))
+    results = compute_results(
+        get_study("sub-faithfulness"),
+        rows,
+        answers,
+        config={"split": "test"},
+        sample=[],
+        rules=Rules(min_pair_attribute=0.95),
+    )
     assert results["attributes"]["has_crown_color::black"]["kept"]  # 19/20 yes
     assert results["pairs"]["Wren|has_crown_color::black"]["reason"].startswith("low attribute accuracy")
 
@@ -155,14 +202,21 @@ def test_sub_attribute_human_accuracy():
     other = sub_row("Wren", "has_bill_shape::needle", 0, removed="")  # no S- for this bird and group
     rows[other["item_id"]] = other
     answers = [
-        ann("a", "Jay__black__0", value="black"), ann("b", "Jay__black__0", value="black"),
+        ann("a", "Jay__black__0", value="black"),
+        ann("b", "Jay__black__0", value="black"),
         ann("a", "Jay__black__1", value="blue"),  # picked the removed attribute: S+ and S- both wrong
         ann("a", "Jay__black__2", value="none"),  # S+ wrong, S- right
         ann("a", "Jay__black__3", value="black"),
         ann("a", "Wren__needle__0", value="cone"),
     ]
-    results = compute_results(get_study("sub-attribute"), rows, answers, config={"split": "test"}, sample=[],
-                              rules=Rules(min_pair_accuracy=0.5))
+    results = compute_results(
+        get_study("sub-attribute"),
+        rows,
+        answers,
+        config={"split": "test"},
+        sample=[],
+        rules=Rules(min_pair_accuracy=0.5),
+    )
     assert results["human"]["splus"] == pytest.approx(100 * 3 / 6)
     assert results["human"]["sminus"] == pytest.approx(100 * 4 / 5)  # Wren's answer has no S-
     attribute = results["attributes"]["has_crown_color::black"]
@@ -180,8 +234,13 @@ def cb_rows():
         for concept in ("cat", "dog"):
             for index in range(2):
                 item_id = f"{learner}-{concept}-{index}"
-                rows[item_id] = {"item_id": item_id, "learner": learner, "concept": concept, "caption": "x",
-                                 "category": "action" if index == 0 else "counting"}
+                rows[item_id] = {
+                    "item_id": item_id,
+                    "learner": learner,
+                    "concept": concept,
+                    "caption": "x",
+                    "category": "action" if index == 0 else "counting",
+                }
     return rows
 
 
@@ -195,10 +254,16 @@ def test_conceptbed_ratings_and_metric_correlation():
             answers.append(ann("b", item_id, rating=min(5, rating + 1)))
     learner_metric = {"ti": 0.05, "db": 0.30, "cd": 0.62, "unknown": 1.0}
     item_metric = {item: float(i) for i, item in enumerate(sorted(rows))}
-    results = compute_results(get_study("conceptbed-composition"), rows, answers, config={"split": "composition"},
-                              sample=[], metrics={"ccd": learner_metric, "clip": item_metric},
-                              rules=Rules(min_item_score=2.0))
-    means = {l: np.mean(v + [min(5, r + 1) for r in v]) for l, v in ratings.items()}
+    results = compute_results(
+        get_study("conceptbed-composition"),
+        rows,
+        answers,
+        config={"split": "composition"},
+        sample=[],
+        metrics={"ccd": learner_metric, "clip": item_metric},
+        rules=Rules(min_item_score=2.0),
+    )
+    means = {name: np.mean(v + [min(5, r + 1) for r in v]) for name, v in ratings.items()}
     for learner, mean in means.items():
         assert results["learners"][learner]["mean_rating"] == pytest.approx(mean)
     ccd = results["correlations"][0]
@@ -213,8 +278,14 @@ def test_conceptbed_ratings_and_metric_correlation():
     assert row_decision(results, rows["cd-cat-1"]) == (True, "")
     assert results["agreement"]["rating"]["krippendorff_alpha"] > 0.5
     with pytest.raises(ConceptforgeError, match="fewer than two"):
-        compute_results(get_study("conceptbed-composition"), rows, answers, config={}, sample=[],
-                        metrics={"bad": {"nope": 1.0, "none": 2.0}})
+        compute_results(
+            get_study("conceptbed-composition"),
+            rows,
+            answers,
+            config={},
+            sample=[],
+            metrics={"bad": {"nope": 1.0, "none": 2.0}},
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -238,12 +309,23 @@ def test_sampling_is_seeded_and_per_group():
 
 
 def test_validate_answers_rejects_malformed():
-    faithfulness, attribute, rating = (get_study(n) for n in ("sub-faithfulness", "sub-attribute", "conceptbed-alignment"))
+    faithfulness, attribute, rating = (
+        get_study(n) for n in ("sub-faithfulness", "sub-attribute", "conceptbed-alignment")
+    )
     row = sub_row("Jay", "has_crown_color::black", 0)
     groups = {"has_crown_color": ["black", "blue"]}
-    assert validate_answers(faithfulness, {"attribute": "yes", "bird": "no"}, row, groups) == {"attribute": "yes", "bird": "no"}
-    for bad in (None, [], {"attribute": "yes"}, {"attribute": "yes", "bird": "maybe"},
-                {"attribute": "yes", "bird": "no", "extra": 1}, {"attribute": 1, "bird": "no"}):
+    assert validate_answers(faithfulness, {"attribute": "yes", "bird": "no"}, row, groups) == {
+        "attribute": "yes",
+        "bird": "no",
+    }
+    for bad in (
+        None,
+        [],
+        {"attribute": "yes"},
+        {"attribute": "yes", "bird": "maybe"},
+        {"attribute": "yes", "bird": "no", "extra": 1},
+        {"attribute": 1, "bird": "no"},
+    ):
         with pytest.raises(ValueError):
             validate_answers(faithfulness, bad, row, groups)
     assert validate_answers(attribute, {"value": "none"}, row, groups) == {"value": "none"}

@@ -44,11 +44,23 @@ def test_page_assets_and_headers(sub_dataset, serve_study):
     assert running.server.server_address[0] == "127.0.0.1"
 
 
-@pytest.mark.parametrize("path", [
-    "/api/image/../../../etc/passwd", "/../../etc/passwd", "/static/../server.py", "/static/app.py",
-    "/api/image/99/image", "/api/image/-1/image", "/api/image/0/ref0", "/api/image/0/../image",
-    "/api/image/0/%2e%2e%2fimage", "/api/image/0/image/extra", "/filters/annotation/server.py", "/api/image/0x0/image",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/image/../../../etc/passwd",
+        "/../../etc/passwd",
+        "/static/../server.py",
+        "/static/app.py",
+        "/api/image/99/image",
+        "/api/image/-1/image",
+        "/api/image/0/ref0",
+        "/api/image/0/../image",
+        "/api/image/0/%2e%2e%2fimage",
+        "/api/image/0/image/extra",
+        "/filters/annotation/server.py",
+        "/api/image/0x0/image",
+    ],
+)
 def test_only_the_datasets_own_images_are_served(sub_dataset, serve_study, path):
     running = serve_study(sub_dataset, "sub-faithfulness", per_group=1)
     status, _, body = request(running.url, "GET", "/api/image/0/image")
@@ -107,10 +119,12 @@ def test_malformed_submissions_are_rejected(sub_dataset, serve_study):
 def test_browser_disconnecting_mid_answer(sub_dataset, serve_study):
     running = serve_study(sub_dataset, "sub-faithfulness", per_group=1)
     host, port = running.server.server_address[:2]
-    body = json.dumps({"annotator": "eve", "item_id": running.app.sample[0],
-                       "answers": {"attribute": "yes", "bird": "yes"}}).encode()
-    head = (f"POST /api/answer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n").encode()
+    body = json.dumps(
+        {"annotator": "eve", "item_id": running.app.sample[0], "answers": {"attribute": "yes", "bird": "yes"}}
+    ).encode()
+    head = (
+        f"POST /api/answer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode()
     # 1. gone half-way through the body: nothing is stored
     with socket.create_connection((host, port)) as sock:
         sock.sendall(head + body[: len(body) // 2])
@@ -133,8 +147,9 @@ def test_browser_disconnecting_mid_answer(sub_dataset, serve_study):
 def test_concurrent_annotators_lose_no_writes(sub_dataset, serve_study, tmp_path):
     """8 annotators through one server plus 2 through a second app on the same SQLite file."""
     running = serve_study(sub_dataset, "sub-faithfulness", per_group=4, db=tmp_path / "shared.sqlite")
-    second = StudyApp(study=running.app.study, dataset=running.app.dataset,
-                      db=AnnotationDB(tmp_path / "shared.sqlite"), seed=0)
+    second = StudyApp(
+        study=running.app.study, dataset=running.app.dataset, db=AnnotationDB(tmp_path / "shared.sqlite"), seed=0
+    )
     errors: list[str] = []
 
     def work(name: str, via_http: bool) -> None:
@@ -147,8 +162,11 @@ def test_concurrent_annotators_lose_no_writes(sub_dataset, serve_study, tmp_path
                     payload = second.next_payload(name)
                 if payload["done"]:
                     return
-                answer = {"annotator": name, "item_id": payload["item"]["item_id"],
-                          "answers": {"attribute": "yes", "bird": "somewhat"}}
+                answer = {
+                    "annotator": name,
+                    "item_id": payload["item"]["item_id"],
+                    "answers": {"attribute": "yes", "bird": "somewhat"},
+                }
                 if via_http:
                     status, body = post_answer(running.url, answer)
                     if status != 200:
@@ -176,7 +194,9 @@ def test_resume_keeps_the_sample_and_refuses_other_settings(sub_dataset, tmp_pat
     settings = StudySettings(dataset_dir=sub_dataset, study="sub-attribute", db=tmp_path / "s.sqlite", per_group=2)
     app, config = open_study(settings)
     app.db.add("zed", app.sample[0], {"value": "none"})
-    again, config_again = open_study(StudySettings(dataset_dir=sub_dataset, study="sub-attribute", db=tmp_path / "s.sqlite"))
+    again, config_again = open_study(
+        StudySettings(dataset_dir=sub_dataset, study="sub-attribute", db=tmp_path / "s.sqlite")
+    )
     assert again.sample == app.sample and config_again == config  # per-group read back from the study
     assert again.next_payload("zed")["progress"]["done"] == 1
     with pytest.raises(ConceptforgeError, match="per_group: 2 -> 3"):
@@ -186,11 +206,15 @@ def test_resume_keeps_the_sample_and_refuses_other_settings(sub_dataset, tmp_pat
 def test_sampled_images_are_copied_once_and_match_the_dataset(conceptbed_dataset, tmp_path):
     import pyarrow.parquet as pq
 
-    settings = StudySettings(dataset_dir=conceptbed_dataset, study="conceptbed-alignment", db=tmp_path / "c.sqlite", per_group=1)
+    settings = StudySettings(
+        dataset_dir=conceptbed_dataset, study="conceptbed-alignment", db=tmp_path / "c.sqlite", per_group=1
+    )
     app, _ = open_study(settings)
     cache = tmp_path / "c.images"
     assert (cache / "complete.json").exists()
-    assert len(list(cache.glob("*-image"))) == len(app.sample) and len(list(cache.glob("*-ref*"))) == 3 * len(app.sample)
+    assert len(list(cache.glob("*-image"))) == len(app.sample) and len(list(cache.glob("*-ref*"))) == 3 * len(
+        app.sample
+    )
     table = pq.read_table(next((conceptbed_dataset / "data").glob("concept-*.parquet"))).to_pylist()
     by_id = {row["item_id"]: row for row in table}
     for item_id in app.sample:
@@ -210,12 +234,18 @@ def test_a_stalled_client_is_dropped_after_the_idle_timeout(sub_dataset, serve_s
     running = serve_study(sub_dataset, "sub-faithfulness", per_group=1)
     running.server.RequestHandlerClass.idle_timeout = 1
     host, port = running.server.server_address[:2]
-    body = json.dumps({"annotator": "eve", "item_id": running.app.sample[0],
-                       "answers": {"attribute": "yes", "bird": "yes"}}).encode()
-    stalled = [b"",  # connected, then silent
-               b"POST /api/answer HTTP/1.1\r\nHost: x\r\nContent-Ty",  # stops inside the headers
-               (f"POST /api/answer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                f"Content-Length: {len(body)}\r\n\r\n").encode() + body[:10]]  # stops inside the body
+    body = json.dumps(
+        {"annotator": "eve", "item_id": running.app.sample[0], "answers": {"attribute": "yes", "bird": "yes"}}
+    ).encode()
+    stalled = [
+        b"",  # connected, then silent
+        b"POST /api/answer HTTP/1.1\r\nHost: x\r\nContent-Ty",  # stops inside the headers
+        (
+            f"POST /api/answer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        ).encode()
+        + body[:10],
+    ]  # stops inside the body
     for sent in stalled:
         with socket.create_connection((host, port)) as sock:
             sock.sendall(sent)
@@ -231,8 +261,9 @@ def test_group_commit_keeps_every_acknowledged_answer(sub_dataset, tmp_path):
     """Many threads writing at once (batched into shared transactions), retries and conflicts included."""
     from conceptforge.filters.annotation.db import AlreadyAnswered
 
-    app, _ = open_study(StudySettings(dataset_dir=sub_dataset, study="sub-faithfulness", per_group=4,
-                                      db=tmp_path / "g.sqlite"))
+    app, _ = open_study(
+        StudySettings(dataset_dir=sub_dataset, study="sub-faithfulness", per_group=4, db=tmp_path / "g.sqlite")
+    )
     db, items = app.db, app.sample
     outcomes: dict[tuple[str, str], list] = {}
     lock = threading.Lock()
@@ -254,7 +285,9 @@ def test_group_commit_keeps_every_acknowledged_answer(sub_dataset, tmp_path):
         thread.start()
     for thread in threads:
         thread.join(timeout=60)
-    stored = {(a.annotator, a.item_id): a.answers["attribute"] for a in AnnotationDB(tmp_path / "g.sqlite").annotations()}
+    stored = {
+        (a.annotator, a.item_id): a.answers["attribute"] for a in AnnotationDB(tmp_path / "g.sqlite").annotations()
+    }
     for n in range(8):
         for item in items:
             assert outcomes[(f"a{n}", item)] == [("yes", True)] and stored[(f"a{n}", item)] == "yes"
@@ -267,8 +300,9 @@ def test_group_commit_keeps_every_acknowledged_answer(sub_dataset, tmp_path):
 
 
 def test_answers_from_another_server_on_the_same_file_are_seen(sub_dataset, tmp_path):
-    app, _ = open_study(StudySettings(dataset_dir=sub_dataset, study="sub-faithfulness", per_group=4,
-                                      db=tmp_path / "s.sqlite"))
+    app, _ = open_study(
+        StudySettings(dataset_dir=sub_dataset, study="sub-faithfulness", per_group=4, db=tmp_path / "s.sqlite")
+    )
     other = AnnotationDB(tmp_path / "s.sqlite")
     first = app.next_payload("bob")["item"]["item_id"]
     app.submit({"annotator": "bob", "item_id": first, "answers": {"attribute": "yes", "bird": "no"}})

@@ -15,7 +15,11 @@ def run_script(*args: str, check: bool = True, **kwargs) -> subprocess.Completed
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     result = subprocess.run(
         [sys.executable, str(REPO_ROOT / "scripts" / "generate_binding.py"), *args],
-        capture_output=True, text=True, env=env, timeout=600, **kwargs,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        **kwargs,
     )
     if check and result.returncode != 0:
         raise AssertionError(f"exit {result.returncode}\n{result.stderr[-3000:]}")

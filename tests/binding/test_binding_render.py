@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
-from datasets import ClassLabel, Image as ImageFeature, load_dataset
+from datasets import ClassLabel, load_dataset
+from datasets import Image as ImageFeature
 from PIL import Image
 
 from tests.proc import alive, children
@@ -22,6 +23,7 @@ SMALL = ["--resolution", "64x48", "--samples", "2"]  # see conftest
 def _bind_runner(run_binding):
     global run_script
     run_script = run_binding
+
 
 pytest.importorskip("bpy", reason="Blender (bpy) is part of the test install: pip install '.[blender]'")
 
@@ -40,12 +42,14 @@ def test_demo_datasets_load_with_typed_columns(demo_dir):
     card = (demo_dir / "README.md").read_text()
     for section in ("## Uses", "### Out-of-scope use", "## Bias, Risks and Limitations", "## Annotations"):
         assert section in card
-    assert f'load_dataset("path/to/this/folder", "relational")' in card
+    assert 'load_dataset("path/to/this/folder", "relational")' in card
     assert "Open Image Denoise quality fast on CPU (pyoidn)" in card  # the denoiser setting that made the pixels
     for name in ("single-object", "two-object", "relational"):
         ds = load_dataset(str(demo_dir), name)
         label = ds["train"].features["label"]
-        assert isinstance(label, ClassLabel) and len(label.names) == 24  # 8 colours x 3 shapes; 6 ordered shape pairs x 4 relations
+        assert (
+            isinstance(label, ClassLabel) and len(label.names) == 24
+        )  # 8 colours x 3 shapes; 6 ordered shape pairs x 4 relations
         shape = ds["train"].features["objects"].feature["shape"]
         assert isinstance(shape, ClassLabel) and shape.names == ["cube", "sphere", "cylinder"]
         assert {split: ds[split].num_rows for split in ds} == {"train": 4, "val": 2, "gen": 2}
@@ -88,8 +92,18 @@ def test_same_seed_gives_identical_bytes(demo_dir, tmp_path):
 def test_killed_run_resumes_to_identical_dataset(demo_dir, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     process = subprocess.Popen(
-        [sys.executable, str(REPO_ROOT / "scripts" / "generate_binding.py"), "--dataset", "two-object", "--out", str(tmp_path), *SMALL],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            str(REPO_ROOT / "scripts" / "generate_binding.py"),
+            "--dataset",
+            "two-object",
+            "--out",
+            str(tmp_path),
+            *SMALL,
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     chunks = tmp_path / ".work" / "two-object" / "chunks"
     deadline = time.time() + 300
@@ -104,7 +118,9 @@ def test_killed_run_resumes_to_identical_dataset(demo_dir, tmp_path):
 
 
 def test_shards_assemble_the_same_dataset(demo_dir, tmp_path):
-    first = run_script("--dataset", "single-object", "--out", str(tmp_path), "--num-shards", "2", "--shard-index", "0", *SMALL)
+    first = run_script(
+        "--dataset", "single-object", "--out", str(tmp_path), "--num-shards", "2", "--shard-index", "0", *SMALL
+    )
     assert "still missing, in shard(s) 1 of 2" in first.stderr and "conceptforge assemble" in first.stderr
     assert not (tmp_path / "README.md").exists()
     run_script("--dataset", "single-object", "--out", str(tmp_path), "--num-shards", "2", "--shard-index", "1", *SMALL)
@@ -115,9 +131,25 @@ def test_torchrun_ranks_split_the_work(demo_dir, tmp_path, repo_root):
     """`accelerate launch`/torchrun: each rank renders its slice; the last one assembles."""
     env = {**os.environ, "PYTHONPATH": str(repo_root), "OMP_NUM_THREADS": "1"}
     result = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "0",
-         str(repo_root / "scripts" / "generate_binding.py"), "--dataset", "single-object", "--out", str(tmp_path), *SMALL],
-        capture_output=True, text=True, env=env, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            "2",
+            "--master_port",
+            "0",
+            str(repo_root / "scripts" / "generate_binding.py"),
+            "--dataset",
+            "single-object",
+            "--out",
+            str(tmp_path),
+            *SMALL,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stderr.count("made 4 single-object scenes") == 2  # 8 items, 4 per rank, none twice
@@ -131,14 +163,29 @@ def test_worker_processes_give_the_same_dataset(demo_dir, tmp_path):
 
 def test_workers_restarted_every_item_give_the_same_dataset(demo_dir, tmp_path):
     """--restart-workers-every: fresh Blender processes part-way through change no byte."""
-    run_script("--dataset", "single-object", "--out", str(tmp_path), "--num-workers", "1", "--restart-workers-every", "1", *SMALL)
+    run_script(
+        "--dataset",
+        "single-object",
+        "--out",
+        str(tmp_path),
+        "--num-workers",
+        "1",
+        "--restart-workers-every",
+        "1",
+        *SMALL,
+    )
     assert _data_bytes(tmp_path, "single-object") == _data_bytes(demo_dir, "single-object")
 
 
 def _json_from_a_fresh_process(code: str) -> dict:
     """Run ``code`` in a new interpreter (its own Blender) and parse the JSON it prints last."""
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -194,8 +241,7 @@ print(json.dumps(out))
     assert "sphere" in runs[0]["shapes"]
     keys = sorted(k for k in runs[0] if k.startswith("1-"))
     assert any(k.endswith("-denoised") for k in keys) and any(k.endswith("-albedo") for k in keys)
-    differing = [k for k in keys for run in runs for other in ("1", "2")
-                 if run[other + k[1:]] != runs[0][k]]
+    differing = [k for k in keys for run in runs for other in ("1", "2") if run[other + k[1:]] != runs[0][k]]
     assert not differing
 
 
@@ -235,7 +281,9 @@ def test_clevr_scene_files_have_clevr_types(demo_dir):
 def test_resume_with_other_settings_is_refused(demo_dir, tmp_path):
     # settings are fixed once the first chunk (4 scenes) is written
     run_script("--dataset", "single-object", "--out", str(tmp_path), "--max-items", "4", *SMALL)
-    result = run_script("--dataset", "single-object", "--out", str(tmp_path), "--resolution", "80x60", "--samples", "2", check=False)
+    result = run_script(
+        "--dataset", "single-object", "--out", str(tmp_path), "--resolution", "80x60", "--samples", "2", check=False
+    )
     assert result.returncode == 2
     assert "other settings" in result.stderr and "height" in result.stderr
 
@@ -263,7 +311,10 @@ def test_unwritable_output(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     result = run_script("--dataset", "single-object", "--out", str(blocker / "out"), *SMALL, check=False)
-    assert result.returncode == 2 and f"argument --out: {blocker / 'out'}: {blocker} is a file, not a folder" in result.stderr
+    assert (
+        result.returncode == 2
+        and f"argument --out: {blocker / 'out'}: {blocker} is a file, not a folder" in result.stderr
+    )
 
 
 def test_missing_blender_is_one_clear_line(tmp_path):
@@ -272,8 +323,13 @@ def test_missing_blender_is_one_clear_line(tmp_path):
         f"sys.argv = ['generate_binding.py', '--dataset', 'single-object', '--out', {str(tmp_path / 'o')!r}]; "
         f"runpy.run_path({str(REPO_ROOT / 'scripts' / 'generate_binding.py')!r}, run_name='__main__')"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        timeout=120,
+    )
     assert result.returncode == 2
     assert "error: Blender's Python module 'bpy' is not installed" in result.stderr
     assert not (tmp_path / "o").exists()
@@ -302,8 +358,13 @@ for _ in range(3):
         errors.append(max(abs(v.x * 320 - x), abs((1 - v.y) * 240 - y)))
 print(json.dumps(max(errors)))
 """
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert float(result.stdout.strip().splitlines()[-1]) < 0.01
 
@@ -313,12 +374,17 @@ def test_s3_output_is_byte_identical_to_local(demo_dir, s3_server):
     scene bytes as the local repo; the card there describes the one config assembled."""
     s3_server.make_bucket("binding")
     result = run_script("--dataset", "single-object", "--out", "s3://binding/demo", *SMALL)
-    assert 's3://binding/demo: config single-object: load_dataset("s3://binding/demo", "single-object")' in result.stdout
+    assert (
+        's3://binding/demo: config single-object: load_dataset("s3://binding/demo", "single-object")' in result.stdout
+    )
     assert "card s3://binding/demo/README.md" in result.stdout
     fs = s3_server.filesystem()
     local = _data_bytes(demo_dir, "single-object")
-    remote = {f.removeprefix("binding/demo/"): fs.cat_file(f) for f in fs.find("binding/demo")
-              if f.startswith(("binding/demo/data/", "binding/demo/scenes/"))}
+    remote = {
+        f.removeprefix("binding/demo/"): fs.cat_file(f)
+        for f in fs.find("binding/demo")
+        if f.startswith(("binding/demo/data/", "binding/demo/scenes/"))
+    }
     assert remote == local
     card = fs.cat_file("binding/demo/README.md").decode()
     assert "config_name: single-object" in card and "config_name: relational" not in card
@@ -338,9 +404,23 @@ def test_worker_processes_die_with_their_parent(tmp_path):
     """Issue 20.4: kill -9 of the parent leaves no Blender worker running."""
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     parent = subprocess.Popen(
-        [sys.executable, str(REPO_ROOT / "scripts" / "generate_binding.py"), "--dataset", "two-object", "--out", str(tmp_path),
-         "--num-workers", "2", "--resolution", "64x48", "--samples", "64"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            str(REPO_ROOT / "scripts" / "generate_binding.py"),
+            "--dataset",
+            "two-object",
+            "--out",
+            str(tmp_path),
+            "--num-workers",
+            "2",
+            "--resolution",
+            "64x48",
+            "--samples",
+            "64",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     deadline = time.time() + 120
     workers: list[int] = []
@@ -381,9 +461,16 @@ def test_two_configs_assembling_together_leave_one_card_over_both(demo_dir, tmp_
     (repo / ".work" / "assembled.json").unlink()
     (repo / "README.md").unlink()
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    workers = [subprocess.Popen([sys.executable, "-c", _FINISH_CONFIG, str(repo), config], env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-               for config in ("two-object", "relational")]
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", _FINISH_CONFIG, str(repo), config],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for config in ("two-object", "relational")
+    ]
     results = [worker.communicate(timeout=300) for worker in workers]
     assert all(worker.returncode == 0 for worker in workers), [err[-2000:] for _, err in results]
     assert [out.split()[0] for out, _ in results] == ["assembled", "assembled"]
@@ -405,14 +492,24 @@ def test_assemble_command_finishes_the_repo_and_status_reports_each_config(demo_
     shutil.rmtree(repo / "data" / "relational")
     (repo / "README.md").unlink()
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    result = subprocess.run([sys.executable, "-m", "conceptforge", "assemble", str(repo)], env=env,
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "conceptforge", "assemble", str(repo)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "relational: assembled" in result.stdout and "single-object:" in result.stdout and "already" in result.stdout
     assert (repo / "README.md").read_text() == (demo_dir / "README.md").read_text()
     assert _data_bytes(repo, "relational") == _data_bytes(demo_dir, "relational")
-    status = subprocess.run([sys.executable, "-m", "conceptforge", "status", str(repo)], env=env,
-                            capture_output=True, text=True, timeout=120)
+    status = subprocess.run(
+        [sys.executable, "-m", "conceptforge", "status", str(repo)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert status.returncode == 0, status.stderr[-2000:]
     for config in ("single-object", "two-object", "relational"):
         assert f"[{config}]: stage binding/{config}" in status.stdout

@@ -5,7 +5,8 @@ import random
 
 import pytest
 
-from conceptforge.generators.binding.compositions import SPLITS, allowed_in_picture, adj_noun_split, fact_split
+from conceptforge.errors import ConceptforgeError
+from conceptforge.generators.binding.compositions import adj_noun_split, allowed_in_picture, fact_split
 from conceptforge.generators.binding.dataset import BindingConfig, plan_items, sample_scene
 from conceptforge.generators.binding.scene import (
     Camera,
@@ -17,7 +18,6 @@ from conceptforge.generators.binding.scene import (
     relation_holds,
     relations_between,
 )
-from conceptforge.errors import ConceptforgeError
 
 
 def test_placement_respects_gaps_and_margins():
@@ -25,7 +25,10 @@ def test_placement_respects_gaps_and_margins():
     rng = random.Random(3)
     for _ in range(20):
         camera = jittered_camera(rng)
-        requests = [ObjectRequest(s, "red", "rubber", size) for s, size in (("cube", "large"), ("sphere", "small"), ("cylinder", "large"))]
+        requests = [
+            ObjectRequest(s, "red", "rubber", size)
+            for s, size in (("cube", "large"), ("sphere", "small"), ("cylinder", "large"))
+        ]
         objects = place_objects(requests, camera, rng, rules)
         directions = camera.ground_directions().values()
         for i, a in enumerate(objects):

@@ -27,8 +27,21 @@ MESSAGE = "interrupted by {}: finished work is kept; rerun the same command to r
 def _start(out: Path, *extra: str, size: list[str] = SMALL) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     return subprocess.Popen(
-        [sys.executable, str(REPO_ROOT / "scripts" / "generate_binding.py"), "--dataset", "all", "--out", str(out), *size, *extra],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        [
+            sys.executable,
+            str(REPO_ROOT / "scripts" / "generate_binding.py"),
+            "--dataset",
+            "all",
+            "--out",
+            str(out),
+            *size,
+            *extra,
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
 
 

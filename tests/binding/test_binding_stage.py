@@ -19,10 +19,14 @@ def test_build_stage_from_stored_settings_makes_the_same_stage():
     assert stage.assembler is generate.ASSEMBLER and stage.assembly_args["command_line"] == binding_command(config)
     assert stage.make_item is not None and stage.process_batch is None
     # building a stage renders nothing and loads no Blender (checked in a fresh interpreter)
-    code = ("import sys; from conceptforge.generators.binding.generate import build_stage; "
-            "from conceptforge.generators.binding.dataset import BindingConfig; "
-            "build_stage(BindingConfig(dataset='relational', split_sizes={'train': 2})); print('bpy' in sys.modules)")
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300).stdout.split() == ["False"]
+    code = (
+        "import sys; from conceptforge.generators.binding.generate import build_stage; "
+        "from conceptforge.generators.binding.dataset import BindingConfig; "
+        "build_stage(BindingConfig(dataset='relational', split_sizes={'train': 2})); print('bpy' in sys.modules)"
+    )
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300).stdout.split() == [
+        "False"
+    ]
 
 
 def test_several_workers_render_in_a_pool_with_the_options_passed_along():

@@ -43,7 +43,12 @@ class LoadLog:
 def killer_stage(count: int, *, marker: str, victim: str, log: str, load_log: str | None = None) -> Stage:
     base = engine_stage.stage(count, chunk_size=4)
     return Stage(
-        name=base.name, items=base.items, settings=base.settings, make_item=KillOnce(marker, victim, log),
-        assembler=base.assembler, assembly_args=base.assembly_args, chunk_size=base.chunk_size,
+        name=base.name,
+        items=base.items,
+        settings=base.settings,
+        make_item=KillOnce(marker, victim, log),
+        assembler=base.assembler,
+        assembly_args=base.assembly_args,
+        chunk_size=base.chunk_size,
         prepare=LoadLog(load_log) if load_log else None,
     )

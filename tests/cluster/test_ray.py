@@ -7,7 +7,6 @@ import collections
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,15 +19,22 @@ ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'conc
 
 
 def _bytes(out: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*"))
-            if p.is_file() and ".work" not in p.relative_to(out).parts}
+    return {
+        str(p.relative_to(out)): p.read_bytes()
+        for p in sorted(out.rglob("*"))
+        if p.is_file() and ".work" not in p.relative_to(out).parts
+    }
 
 
 @pytest.fixture(scope="module")
 def ray_cluster():
     """A local Ray cluster whose workers can import tests.* (like a user's own stage module)."""
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}})
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}},
+    )
     yield
     ray.shutdown()
 
@@ -92,18 +98,57 @@ def test_ray_cli_generate_sub_is_byte_identical(tmp_path):
     build_random_flux_pipeline(seed=0).save_pretrained(model)
     cub = write_mini_cub(tmp_path / "cub")
     spec = tmp_path / "spec.json"
-    spec.write_text(json.dumps({"birds": ["Blue_Jay", "Cardinal"], "attributes": ["has_crown_color::black", "has_tail_pattern::solid"]}))
-    common = ["generate", "sub", "--cub-dir", str(cub), "--model", str(model), "--candidate-spec", str(spec),
-              "--images-per-pair", "2", "--resolution", "32", "--steps", "2", "--max-sequence-length", "16",
-              "--device", "cpu", "--license", "cc-by-nc-4.0", "--chunk-size", "2"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "RAY_"))} | JOB_ENV | {"RAY_NUM_CPUS": "2"}
+    spec.write_text(
+        json.dumps(
+            {"birds": ["Blue_Jay", "Cardinal"], "attributes": ["has_crown_color::black", "has_tail_pattern::solid"]}
+        )
+    )
+    common = [
+        "generate",
+        "sub",
+        "--cub-dir",
+        str(cub),
+        "--model",
+        str(model),
+        "--candidate-spec",
+        str(spec),
+        "--images-per-pair",
+        "2",
+        "--resolution",
+        "32",
+        "--steps",
+        "2",
+        "--max-sequence-length",
+        "16",
+        "--device",
+        "cpu",
+        "--license",
+        "cc-by-nc-4.0",
+        "--chunk-size",
+        "2",
+    ]
+    env = (
+        {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "RAY_"))} | JOB_ENV | {"RAY_NUM_CPUS": "2"}
+    )
     for name in ("local", "ray"):  # the same relative --out: the card records the command line
         (tmp_path / name).mkdir()
-    local = subprocess.run([f"{BIN}/conceptforge", *common, "--out", "out"], env=env, cwd=tmp_path / "local",
-                           capture_output=True, text=True, timeout=600)
+    local = subprocess.run(
+        [f"{BIN}/conceptforge", *common, "--out", "out"],
+        env=env,
+        cwd=tmp_path / "local",
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert local.returncode == 0, local.stderr[-3000:]
-    on_ray = subprocess.run([f"{BIN}/conceptforge", *common, "--out", "out", "--executor", "ray"],
-                            env=env, cwd=tmp_path / "ray", capture_output=True, text=True, timeout=600)
+    on_ray = subprocess.run(
+        [f"{BIN}/conceptforge", *common, "--out", "out", "--executor", "ray"],
+        env=env,
+        cwd=tmp_path / "ray",
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert on_ray.returncode == 0, on_ray.stderr[-3000:]
     assert "Ray: 2 actor(s) hold the model" in on_ray.stderr, on_ray.stderr[-3000:]
     assert _bytes(tmp_path / "ray" / "out") == _bytes(tmp_path / "local" / "out")

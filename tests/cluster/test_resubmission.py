@@ -22,14 +22,20 @@ def test_array_spec_is_sbatch_syntax(ids, spec):
 
 
 def _report(index, num_shards, *, world=1, script="/home/me/job.sh", state="finished"):
-    return {"num_shards": num_shards, "shard_index": index, "state": state,
-            "slurm": {"job": f"7_{index // world}", "array_task": index // world, "world": world, "script": script}}
+    return {
+        "num_shards": num_shards,
+        "shard_index": index,
+        "state": state,
+        "slurm": {"job": f"7_{index // world}", "array_task": index // world, "world": world, "script": script},
+    }
 
 
 def test_missing_shards_become_array_task_ids():
     reports = {(4, i): _report(i, 4) for i in (0, 2)}
     assert resubmission_lines("OUT", 4, [1, 3], reports) == [
-        "missing array tasks: --array=1,3 (of 4 shards)", "resubmit them: sbatch --array=1,3 /home/me/job.sh"]
+        "missing array tasks: --array=1,3 (of 4 shards)",
+        "resubmit them: sbatch --array=1,3 /home/me/job.sh",
+    ]
     # array x srun (2 tasks each): shards 2 and 3 are array task 1, shard 7 is task 3
     reports = {(8, i): _report(i, 8, world=2) for i in (0, 1)}
     assert resubmission_lines("OUT", 8, [2, 3, 7], reports)[1] == "resubmit them: sbatch --array=1,3 /home/me/job.sh"
@@ -42,8 +48,14 @@ def test_missing_shards_become_array_task_ids():
 
 def test_scheduler_record_and_hint_only_in_an_array_task():
     assert scheduler_record({}) == {} and resubmit_hint({}) is None
-    env = {"SLURM_ARRAY_JOB_ID": "12", "SLURM_ARRAY_TASK_ID": "3", "SLURM_JOB_ID": "15", "SLURM_NTASKS": "2", "SLURM_PROCID": "1",
-           "PATH": "/nonexistent"}  # no scontrol: the script is unknown
+    env = {
+        "SLURM_ARRAY_JOB_ID": "12",
+        "SLURM_ARRAY_TASK_ID": "3",
+        "SLURM_JOB_ID": "15",
+        "SLURM_NTASKS": "2",
+        "SLURM_PROCID": "1",
+        "PATH": "/nonexistent",
+    }  # no scontrol: the script is unknown
     record = scheduler_record(env)["slurm"]
     assert record == {"job": "12_3", "array_task": 3, "world": 2}
     assert resubmit_hint(env) == "sbatch --array=3 YOUR_JOB_SCRIPT"
@@ -52,12 +64,24 @@ def test_scheduler_record_and_hint_only_in_an_array_task():
 def test_status_says_a_dead_running_shard_is_stopped(tmp_path):
     out = tmp_path / "out"
     run_stage(engine_stage.stage(16, chunk_size=4), out, shard=engine_stage.resolve_shard(2, 0))
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout.strip()
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    ).stdout.strip()
     from conceptforge.store import ItemStore
 
     store = ItemStore(str(out / ".work"))
-    store.write_shard_report(2, 1, {"num_shards": 2, "shard_index": 1, "chunks": [1, 3], "state": "running",
-                                    "host": os.uname().nodename, "pid": int(dead)})
+    store.write_shard_report(
+        2,
+        1,
+        {
+            "num_shards": 2,
+            "shard_index": 1,
+            "chunks": [1, 3],
+            "state": "running",
+            "host": os.uname().nodename,
+            "pid": int(dead),
+        },
+    )
     lines = status_lines(str(out))
     shard1 = next(line for line in lines if line.strip().startswith("shard 1 of 2"))
     assert f"last state: stopped (process {dead} on {os.uname().nodename} is gone)" in shard1
@@ -65,9 +89,10 @@ def test_status_says_a_dead_running_shard_is_stopped(tmp_path):
 
 
 def test_a_stopped_shard_records_its_stop(tmp_path):
+    import signal
+
     from conceptforge.interrupts import Interrupted
     from conceptforge.store import ItemStore
-    import signal
 
     stage = engine_stage.stage(8, chunk_size=4)
     calls = []
@@ -85,9 +110,12 @@ def test_a_stopped_shard_records_its_stop(tmp_path):
     assert report["state"] == "interrupted by SIGTERM"
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--executor", "local", "--ray-address", "auto"], "--ray-address needs --executor ray"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--executor", "local", "--ray-address", "auto"], "--ray-address needs --executor ray"),
+    ],
+)
 def test_executor_options_are_checked(argv, message):
     from conceptforge.ray_executor import executor_from_args
 
@@ -99,10 +127,15 @@ def test_private_slurm_says_why_it_cannot_start(monkeypatch):
     from conceptforge.testing import slurm
 
     monkeypatch.setattr(slurm, "_find", lambda name: None if name == "slurmd" else f"/usr/sbin/{name}")
-    assert slurm.unavailable_reason().startswith("Slurm is not installed (slurmd missing): `make test` installs slurm-wlm munge")
+    assert slurm.unavailable_reason().startswith(
+        "Slurm is not installed (slurmd missing): `make test` installs slurm-wlm munge"
+    )
     monkeypatch.setattr(slurm, "_find", lambda name: f"/usr/sbin/{name}")
     monkeypatch.setattr(slurm.os, "geteuid", lambda: 1000)
-    assert slurm.unavailable_reason() == "a private Slurm needs root (slurmd runs jobs as their user); run the Slurm tests as root"
+    assert (
+        slurm.unavailable_reason()
+        == "a private Slurm needs root (slurmd runs jobs as their user); run the Slurm tests as root"
+    )
     with pytest.raises(RuntimeError, match="needs root"):
         slurm.start_cluster()
 

@@ -26,8 +26,11 @@ ENGINE_STAGE = REPO / "tests" / "core" / "engine_stage.py"
 
 def dataset_bytes(out: Path) -> dict[str, bytes]:
     """Every published file of a dataset folder (the store under .work is not the dataset)."""
-    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*"))
-            if p.is_file() and ".work" not in p.relative_to(out).parts}
+    return {
+        str(p.relative_to(out)): p.read_bytes()
+        for p in sorted(out.rglob("*"))
+        if p.is_file() and ".work" not in p.relative_to(out).parts
+    }
 
 
 def assemblies(text: str) -> list[str]:
@@ -50,8 +53,18 @@ def outputs(folder: Path) -> str:
 def binding_reference(tmp_path_factory):
     """The binding demo at a tiny size, one process: (dataset bytes, assembly log lines)."""
     out = tmp_path_factory.mktemp("binding-ref") / "out"
-    result = run_local(f"{JOB_ENV['PATH'].split(':')[0]}/conceptforge", "generate", "binding", "--dataset", "all",
-                       "--preset", "demo", "--out", str(out), *BINDING_SMALL.split())
+    result = run_local(
+        f"{JOB_ENV['PATH'].split(':')[0]}/conceptforge",
+        "generate",
+        "binding",
+        "--dataset",
+        "all",
+        "--preset",
+        "demo",
+        "--out",
+        str(out),
+        *BINDING_SMALL.split(),
+    )
     return dataset_bytes(out), assemblies(result.stderr)
 
 
@@ -67,10 +80,17 @@ def submit_and_wait(slurm, script_text: str, folder: Path, *options: str) -> tup
 # -- job arrays, srun, array x srun, from docs/cluster.md -----------------------------------------
 def test_slurm_binding_docs_array_gives_one_dataset(slurm, tmp_path, binding_reference):
     out = tmp_path / "binding"
-    script = adapt(doc_script("--job-name=binding\n"), {
-        "--array=0-31": "--array=0-3", "--preset paper": "--preset demo", "s3://my-bucket/binding": str(out),
-        "--num-shards 32": "--num-shards 4", "--num-workers 4": "--num-workers 1",
-    }, append=BINDING_SMALL)
+    script = adapt(
+        doc_script("--job-name=binding\n"),
+        {
+            "--array=0-31": "--array=0-3",
+            "--preset paper": "--preset demo",
+            "s3://my-bucket/binding": str(out),
+            "--num-shards 32": "--num-shards 4",
+            "--num-workers 4": "--num-workers 1",
+        },
+        append=BINDING_SMALL,
+    )
     job, states = submit_and_wait(slurm, script, tmp_path / "jobs", *SMALL_JOB)
     log = outputs(tmp_path / "jobs")
     assert sorted(states) == [f"{job}_{i}" for i in range(4)] and set(states.values()) == {"COMPLETED"}, log
@@ -84,25 +104,41 @@ def test_slurm_binding_docs_array_gives_one_dataset(slurm, tmp_path, binding_ref
 
 def test_slurm_srun_inside_a_batch_job(slurm, tmp_path, binding_reference):
     out = tmp_path / "binding"
-    script = adapt(doc_script("--job-name=binding-srun\n"), {
-        "--nodes=4 --ntasks-per-node=4 --cpus-per-task=8 --mem-per-cpu=1G --time=04:00:00": "--ntasks=2 --cpus-per-task=1 --mem-per-cpu=150M --time=10",
-        "--preset paper": "--preset demo", "/shared/binding": str(out),
-    }, append=BINDING_SMALL)
+    script = adapt(
+        doc_script("--job-name=binding-srun\n"),
+        {
+            "--nodes=4 --ntasks-per-node=4 --cpus-per-task=8 --mem-per-cpu=1G --time=04:00:00": (
+                "--ntasks=2 --cpus-per-task=1 --mem-per-cpu=150M --time=10"
+            ),
+            "--preset paper": "--preset demo",
+            "/shared/binding": str(out),
+        },
+        append=BINDING_SMALL,
+    )
     job, states = submit_and_wait(slurm, script, tmp_path / "jobs")
     log = outputs(tmp_path / "jobs")
     assert set(states.values()) == {"COMPLETED"}, log
     assert dataset_bytes(out) == binding_reference[0]
     reports = [json.loads(p.read_text()) for p in sorted((out / ".work" / "two-object" / "shards").iterdir())]
-    assert [(r["num_shards"], r["shard_index"], r["state"]) for r in reports] == [(2, 0, "finished"), (2, 1, "finished")]
+    assert [(r["num_shards"], r["shard_index"], r["state"]) for r in reports] == [
+        (2, 0, "finished"),
+        (2, 1, "finished"),
+    ]
 
 
 def test_slurm_array_times_srun(slurm, tmp_path, binding_reference):
     out = tmp_path / "binding"
-    script = adapt(doc_script("--job-name=binding-array-srun\n"), {
-        "--array=0-7": "--array=0-1",
-        "--ntasks=4 --cpus-per-task=8 --mem-per-cpu=1G --time=04:00:00": "--ntasks=2 --cpus-per-task=1 --mem-per-cpu=150M --time=10",
-        "--preset paper": "--preset demo", "/shared/binding": str(out), "--num-shards 8": "--num-shards 2",
-    }, append=BINDING_SMALL)
+    script = adapt(
+        doc_script("--job-name=binding-array-srun\n"),
+        {
+            "--array=0-7": "--array=0-1",
+            "--ntasks=4 --cpus-per-task=8 --mem-per-cpu=1G --time=04:00:00": "--ntasks=2 --cpus-per-task=1 --mem-per-cpu=150M --time=10",
+            "--preset paper": "--preset demo",
+            "/shared/binding": str(out),
+            "--num-shards 8": "--num-shards 2",
+        },
+        append=BINDING_SMALL,
+    )
     job, states = submit_and_wait(slurm, script, tmp_path / "jobs")
     log = outputs(tmp_path / "jobs")
     assert sorted(states) == [f"{job}_0", f"{job}_1"] and set(states.values()) == {"COMPLETED"}, log
@@ -110,7 +146,12 @@ def test_slurm_array_times_srun(slurm, tmp_path, binding_reference):
     # 2 array tasks x 2 srun tasks = 4 disjoint shards; array task 1 ran shards 2 and 3
     reports = {p.name: json.loads(p.read_text()) for p in (out / ".work" / "relational" / "shards").iterdir()}
     assert sorted(reports) == ["4-0.json", "4-1.json", "4-2.json", "4-3.json"]
-    assert {name: r["slurm"]["array_task"] for name, r in reports.items()} == {"4-0.json": 0, "4-1.json": 0, "4-2.json": 1, "4-3.json": 1}
+    assert {name: r["slurm"]["array_task"] for name, r in reports.items()} == {
+        "4-0.json": 0,
+        "4-1.json": 0,
+        "4-2.json": 1,
+        "4-3.json": 1,
+    }
     assert all(r["slurm"]["world"] == 2 for r in reports.values())
 
 
@@ -124,8 +165,10 @@ def engine_reference(tmp_path_factory) -> dict[str, bytes]:
 
 def engine_script(out: Path, log: Path, num_shards: int) -> str:
     """A batch script like the docs' (exec, --num-shards); DELAY slows each item (seconds)."""
-    return (f"#!/bin/bash\nexec python {ENGINE_STAGE} {out} --count 40 --chunk-size 4 --log {log} "
-            f"--delay ${{DELAY:-0}} --num-shards {num_shards}\n")
+    return (
+        f"#!/bin/bash\nexec python {ENGINE_STAGE} {out} --count 40 --chunk-size 4 --log {log} "
+        f"--delay ${{DELAY:-0}} --num-shards {num_shards}\n"
+    )
 
 
 def wait_for_chunks(out: Path, chunks: list[int], timeout: float = 120) -> None:
@@ -138,8 +181,13 @@ def wait_for_chunks(out: Path, chunks: list[int], timeout: float = 120) -> None:
 def status(out: Path, slurm=None) -> str:
     """`conceptforge status OUT`, in a shell that knows the cluster (SLURM_CONF) when given."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")} | JOB_ENV | (slurm.env if slurm else {})
-    result = subprocess.run([f"{JOB_ENV['PATH'].split(':')[0]}/conceptforge", "status", str(out)], env=env,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [f"{JOB_ENV['PATH'].split(':')[0]}/conceptforge", "status", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout
 
@@ -160,7 +208,7 @@ def test_slurm_scancel_then_status_resubmits_exactly_the_missing_tasks(slurm, tm
     assert states[f"{job}_0"] == "COMPLETED" and states[f"{job}_2"] == "COMPLETED", states
     assert states[f"{job}_1"] == "CANCELLED" and states[f"{job}_3"] == "FAILED", states
     cancelled = (jobs / f"{job}_1.out").read_text()
-    assert f"interrupted by SIGTERM" in cancelled and f"sbatch --array=1 {script}" in cancelled, cancelled
+    assert "interrupted by SIGTERM" in cancelled and f"sbatch --array=1 {script}" in cancelled, cancelled
     assert "rerun the same command" not in cancelled
     text = status(out, slurm)
     lines = {line.split(":")[0].strip(): line for line in text.splitlines() if line.strip().startswith("shard ")}
@@ -170,7 +218,7 @@ def test_slurm_scancel_then_status_resubmits_exactly_the_missing_tasks(slurm, tm
     assert "last state: stopped (process " in next(line for line in status(out).splitlines() if "shard 3 of 4" in line)
     assert "chunks done, 0 items left, last state: finished" in lines["shard 0 of 4"], text
     assert "missing array tasks: --array=1,3 (of 4 shards)" in text, text
-    command = next(line for line in text.splitlines() if line.startswith("resubmit them: "))[len("resubmit them: "):]
+    command = next(line for line in text.splitlines() if line.startswith("resubmit them: "))[len("resubmit them: ") :]
     assert command == f"sbatch --array=1,3 {script}"
     # the printed command, as a user would paste it (plus where its log goes)
     argv = command.split()
@@ -187,7 +235,9 @@ def test_slurm_scancel_then_status_resubmits_exactly_the_missing_tasks(slurm, tm
 def test_slurm_requeue_on_preemption_resumes(slurm, tmp_path, engine_reference):
     out, log, jobs = tmp_path / "out", tmp_path / "made.log", tmp_path / "jobs"
     preemptible = doc_script("--job-name=binding-preemptible\n")
-    options = re.search(r"#SBATCH (--array=\S+ --requeue --signal=\S+ --open-mode=append)", preemptible).group(1).split()
+    options = (
+        re.search(r"#SBATCH (--array=\S+ --requeue --signal=\S+ --open-mode=append)", preemptible).group(1).split()
+    )
     options = [o for o in options if not o.startswith("--array")] + ["--array=0"]
     jobs.mkdir()
     script = jobs / "job.sh"
@@ -229,24 +279,47 @@ def test_slurm_sub_docs_array_and_dependency_chain(slurm, tmp_path):
     build_random_flux_pipeline(seed=0).save_pretrained(model)
     vlm = build_tiny_llava(tmp_path / "llava")
     cub = write_mini_cub(tmp_path / "cub")
-    spec = json.dumps({"birds": ["Blue_Jay", "Cardinal"], "attributes": ["has_crown_color::black", "has_tail_pattern::solid"]})
+    spec = json.dumps(
+        {"birds": ["Blue_Jay", "Cardinal"], "attributes": ["has_crown_color::black", "has_tail_pattern::solid"]}
+    )
     env = {**JOB_ENV, "CUB_DIR": str(cub)}
-    generate = adapt(doc_script("--job-name=sub-candidates\n"), {
-        "--array=0-63": "--array=0-3", "/shared/sub-candidates": "sub-candidates", "--num-shards 64": "--num-shards 4",
-    }, append=f"--model {model} {SUB_TINY}")
-    filter_ = adapt(doc_script("--job-name=sub-filter\n"), {
-        "--array=0-15": "--array=0-1", "/shared/sub-candidates": "sub-candidates", "--out /shared/sub ": "--out sub ",
-        "--vqa-model OpenGVLab/InternVL2_5-8B --trust-remote-code": f"--vqa-model {vlm}", "--num-shards 16": "--num-shards 2",
-    }, append="--device cpu --keep-fraction 0.5 --chunk-size 2")
-    chain = adapt(doc_script("--dependency=afterok:$gen"), {"conceptforge assemble /shared/sub": "conceptforge assemble sub"})
+    generate = adapt(
+        doc_script("--job-name=sub-candidates\n"),
+        {
+            "--array=0-63": "--array=0-3",
+            "/shared/sub-candidates": "sub-candidates",
+            "--num-shards 64": "--num-shards 4",
+        },
+        append=f"--model {model} {SUB_TINY}",
+    )
+    filter_ = adapt(
+        doc_script("--job-name=sub-filter\n"),
+        {
+            "--array=0-15": "--array=0-1",
+            "/shared/sub-candidates": "sub-candidates",
+            "--out /shared/sub ": "--out sub ",
+            "--vqa-model OpenGVLab/InternVL2_5-8B --trust-remote-code": f"--vqa-model {vlm}",
+            "--num-shards 16": "--num-shards 2",
+        },
+        append="--device cpu --keep-fraction 0.5 --chunk-size 2",
+    )
+    chain = adapt(
+        doc_script("--dependency=afterok:$gen"), {"conceptforge assemble /shared/sub": "conceptforge assemble sub"}
+    )
     jobs, single = tmp_path / "jobs", tmp_path / "single"
     for folder in (jobs, single):  # the same relative paths: cards record the command line
         folder.mkdir()
         (folder / "spec.json").write_text(spec)
     (jobs / "sub-candidates.sh").write_text(generate)
     (jobs / "sub-filter.sh").write_text(filter_)
-    submitted = subprocess.run(["bash", "-c", chain + 'echo "jobs $gen $filter"\n'], cwd=jobs, env=slurm.client_env(env),
-                               capture_output=True, text=True, timeout=60)
+    submitted = subprocess.run(
+        ["bash", "-c", chain + 'echo "jobs $gen $filter"\n'],
+        cwd=jobs,
+        env=slurm.client_env(env),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert submitted.returncode == 0, submitted.stderr
     assemble_job = submitted.stdout.split()[0]
     gen, filt = submitted.stdout.split("jobs ")[1].split()
@@ -258,11 +331,42 @@ def test_slurm_sub_docs_array_and_dependency_chain(slurm, tmp_path):
     log = outputs_of(jobs)
     # one process, same relative paths, for the bytes to compare with
     script = f"{JOB_ENV['PATH'].split(':')[0]}/conceptforge"
-    run_local(script, "generate", "sub", "--cub-dir", str(cub), "--candidate-spec", "spec.json", "--out", "sub-candidates",
-              "--model", str(model), *SUB_TINY.split(), cwd=single)
+    run_local(
+        script,
+        "generate",
+        "sub",
+        "--cub-dir",
+        str(cub),
+        "--candidate-spec",
+        "spec.json",
+        "--out",
+        "sub-candidates",
+        "--model",
+        str(model),
+        *SUB_TINY.split(),
+        cwd=single,
+    )
     assert dataset_bytes(jobs / "sub-candidates") == dataset_bytes(single / "sub-candidates")
-    run_local(script, "filter", "sub", "--candidates", "sub-candidates", "--cub-dir", str(cub), "--out", "sub",
-              "--vqa-model", str(vlm), "--device", "cpu", "--keep-fraction", "0.5", "--chunk-size", "2", cwd=single)
+    run_local(
+        script,
+        "filter",
+        "sub",
+        "--candidates",
+        "sub-candidates",
+        "--cub-dir",
+        str(cub),
+        "--out",
+        "sub",
+        "--vqa-model",
+        str(vlm),
+        "--device",
+        "cpu",
+        "--keep-fraction",
+        "0.5",
+        "--chunk-size",
+        "2",
+        cwd=single,
+    )
     # the filtered rows are the same; the filter's card records the assembling process's command line
     data = lambda out: {k: v for k, v in dataset_bytes(out).items() if k.startswith("data/")}  # noqa: E731
     assert data(jobs / "sub") and data(jobs / "sub") == data(single / "sub")
@@ -285,5 +389,6 @@ def test_slurm_subset_without_num_shards_is_one_error_line(slurm, tmp_path):
     text = (jobs / f"{job}_1.out").read_text()
     assert text.splitlines() == [
         "error: Slurm array task 1 (ids 1-1, 1 tasks) is not part of a whole array --array=0-(N-1): "
-        "pass --num-shards N (task ids are shard indices)"], text
+        "pass --num-shards N (task ids are shard indices)"
+    ], text
     assert not out.exists()  # nothing written

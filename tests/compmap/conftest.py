@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.compmap.synthetic import write_fake_cub, write_fake_mit_states
 from conceptforge.testing.tiny_models import build_tiny_clip
+from tests.compmap.synthetic import write_fake_cub, write_fake_mit_states
 
 
 @pytest.fixture(autouse=True)

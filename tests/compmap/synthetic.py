@@ -6,10 +6,16 @@ from pathlib import Path
 
 import numpy as np
 
-GROUPS = {"bill_shape": ["needle", "hooked", "cone"], "wing_color": ["red", "black", "white"], "size": ["small_(5_-_9_in)", "large"]}
+GROUPS = {
+    "bill_shape": ["needle", "hooked", "cone"],
+    "wing_color": ["red", "black", "white"],
+    "size": ["small_(5_-_9_in)", "large"],
+}
 
 
-def write_fake_cub(root: Path, *, num_classes: int = 6, per_class: int = 8, attributes_at_root: bool = False, seed: int = 0) -> Path:
+def write_fake_cub(
+    root: Path, *, num_classes: int = 6, per_class: int = 8, attributes_at_root: bool = False, seed: int = 0
+) -> Path:
     """A CUB_200_2011 directory: 8 px images, 3 attribute groups, noisy per-image annotations."""
     from PIL import Image
 
@@ -19,7 +25,9 @@ def write_fake_cub(root: Path, *, num_classes: int = 6, per_class: int = 8, attr
     (root / "attributes").mkdir(exist_ok=True)
     attributes = [f"has_{g}::{v}" for g, values in GROUPS.items() for v in values]
     attr_text = "".join(f"{i + 1} {a}\n" for i, a in enumerate(attributes))
-    ((root / "attributes.txt") if attributes_at_root else (root / "attributes" / "attributes.txt")).write_text(attr_text)
+    ((root / "attributes.txt") if attributes_at_root else (root / "attributes" / "attributes.txt")).write_text(
+        attr_text
+    )
     classes, images, labels, split, attr_lines = [], [], [], [], []
     offsets = np.cumsum([0] + [len(v) for v in GROUPS.values()])
     image_id = 0
@@ -51,7 +59,14 @@ def write_fake_cub(root: Path, *, num_classes: int = 6, per_class: int = 8, attr
 MIT_ATTRS = ["ancient", "broken", "wet"]
 MIT_OBJS = ["apple", "chair", "dog"]
 MIT_SPLITS = {
-    "train": [("ancient", "apple"), ("broken", "chair"), ("wet", "dog"), ("ancient", "chair"), ("broken", "dog"), ("wet", "apple")],
+    "train": [
+        ("ancient", "apple"),
+        ("broken", "chair"),
+        ("wet", "dog"),
+        ("ancient", "chair"),
+        ("broken", "dog"),
+        ("wet", "apple"),
+    ],
     "val": [("ancient", "apple"), ("broken", "chair"), ("ancient", "dog")],
     "test": [("wet", "dog"), ("ancient", "chair"), ("broken", "apple"), ("wet", "chair")],
 }

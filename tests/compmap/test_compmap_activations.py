@@ -6,7 +6,14 @@ import torch
 from PIL import Image
 
 from conceptforge.errors import ConceptforgeError
-from conceptforge.loaders.compmap.activations import ConceptVocabulary, ItmScorer, concept_text_embeddings, dual_encoder_activations, group_softmax, itm_activations
+from conceptforge.loaders.compmap.activations import (
+    ConceptVocabulary,
+    ItmScorer,
+    concept_text_embeddings,
+    dual_encoder_activations,
+    group_softmax,
+    itm_activations,
+)
 from conceptforge.loaders.compmap.cub_arrays import cub_primitives
 from conceptforge.loaders.compmap.pipeline import cub_vocabulary, load_vl_model
 from conceptforge.loaders.compmap.prompts import TABLE_A3_TEMPLATES, cub_attribute_prompts, mit_prompts, parse_templates
@@ -20,7 +27,9 @@ def test_templates():
     assert len(a3.a3_templates) == 7 and mit_prompts("ripe", a3)[0] == "itap of a ripe"
     sub = parse_templates("a3:1,4,7")
     assert mit_prompts("apple", sub) == ["itap of a apple", "a photo of the large apple", "a photo of the small apple"]
-    assert cub_attribute_prompts("wing color", "red", parse_templates("a3:6")) == ["art of the bird whose wing color is red"]
+    assert cub_attribute_prompts("wing color", "red", parse_templates("a3:6")) == [
+        "art of the bird whose wing color is red"
+    ]
     assert TABLE_A3_TEMPLATES[4] == "a {} in a video game"
     for bad in ("a3:0", "a3:8", "a3:x", "imagenet"):
         with pytest.raises(ConceptforgeError):
@@ -73,7 +82,9 @@ def test_vilt_itm_activations_average_prompts(tiny_vilt_dir):
     model = load_vl_model(str(tiny_vilt_dir), device="cpu")
     assert model.kind == "itm" and model.name == "ViLT"
     images = [Image.new("RGB", (32, 32), c) for c in [(255, 0, 0), (0, 0, 255)]]
-    vocab = ConceptVocabulary(names=["red", "blue"], prompts=[["this is red", "the red"], ["this is blue"]], groups={"g": np.array([0, 1])})
+    vocab = ConceptVocabulary(
+        names=["red", "blue"], prompts=[["this is red", "the red"], ["this is blue"]], groups={"g": np.array([0, 1])}
+    )
     acts = itm_activations(model.scorer, images, vocab, apply_group_softmax=False)
     s = model.scorer.score_image(images[1], ["this is red", "the red", "this is blue"])
     torch.testing.assert_close(acts[1], torch.stack([(s[0] + s[1]) / 2, s[2]]))

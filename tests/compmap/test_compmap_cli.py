@@ -20,14 +20,40 @@ def _in_process(*args):
 
 def _run(*args, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, str(REPO / "scripts" / "evaluate.py"), "compmap", *map(str, args)],
-                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    return subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "evaluate.py"), "compmap", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
 
 
 def test_cub_end_to_end(tiny_clip_dir, fake_cub, tmp_path):
     out = tmp_path / "cub.json"
-    args = ["--benchmark", "cub", "--model", tiny_clip_dir, "--data-dir", fake_cub, "--output", out, "--cache-dir", tmp_path / "cache",
-            "--ways", 2, 3, "--shots", 1, 2, "--episodes", 6, "--queries", 2]
+    args = [
+        "--benchmark",
+        "cub",
+        "--model",
+        tiny_clip_dir,
+        "--data-dir",
+        fake_cub,
+        "--output",
+        out,
+        "--cache-dir",
+        tmp_path / "cache",
+        "--ways",
+        2,
+        3,
+        "--shots",
+        1,
+        2,
+        "--episodes",
+        6,
+        "--queries",
+        2,
+    ]
     proc = _run(*args, tmp_path=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     for title in ("Table 2 (CUB)", "Table 3 (CUB)", "Table 4 (CUB"):
@@ -48,8 +74,29 @@ def test_cub_end_to_end(tiny_clip_dir, fake_cub, tmp_path):
 
 def test_cub_rerun_uses_cached_activations(tiny_clip_dir, fake_cub, tmp_path, caplog, capsys):
     out = tmp_path / "cub.json"
-    args = ["--benchmark", "cub", "--model", tiny_clip_dir, "--data-dir", fake_cub, "--output", out, "--cache-dir", tmp_path / "cache",
-            "--ways", 3, "--shots", 1, "--episodes", 4, "--queries", 2, "--no-full-shot", "--protocol", "episodic"]
+    args = [
+        "--benchmark",
+        "cub",
+        "--model",
+        tiny_clip_dir,
+        "--data-dir",
+        fake_cub,
+        "--output",
+        out,
+        "--cache-dir",
+        tmp_path / "cache",
+        "--ways",
+        3,
+        "--shots",
+        1,
+        "--episodes",
+        4,
+        "--queries",
+        2,
+        "--no-full-shot",
+        "--protocol",
+        "episodic",
+    ]
     assert _in_process(*args) == 0
     first = json.loads(out.read_text())["tasks"][0]["details"]["results"]
     assert first["protocol"] == "episodic" and first["n_query"] == 2
@@ -62,9 +109,30 @@ def test_cub_rerun_uses_cached_activations(tiny_clip_dir, fake_cub, tmp_path, ca
 
 def test_mit_states_end_to_end(tiny_clip_dir, fake_mit, tmp_path, capsys):
     out = tmp_path / "mit.json"
-    code = _in_process("--benchmark", "mit-states", "--model", tiny_clip_dir, "--data-dir", fake_mit, "--output", out,
-                       "--cache-dir", tmp_path / "cache", "--world", "both", "--epochs", 150, "--dim", 8, "--lr", 0.05,
-                       "--templates", "a3:1,4,7", "--targets", "primitives")
+    code = _in_process(
+        "--benchmark",
+        "mit-states",
+        "--model",
+        tiny_clip_dir,
+        "--data-dir",
+        fake_mit,
+        "--output",
+        out,
+        "--cache-dir",
+        tmp_path / "cache",
+        "--world",
+        "both",
+        "--epochs",
+        150,
+        "--dim",
+        8,
+        "--lr",
+        0.05,
+        "--templates",
+        "a3:1,4,7",
+        "--targets",
+        "primitives",
+    )
     stdout = capsys.readouterr().out
     assert code == 0
     assert "Table 1 (MIT-States, closed world)" in stdout and "Table 1 (MIT-States, open world)" in stdout
@@ -82,9 +150,32 @@ def test_mit_states_end_to_end(tiny_clip_dir, fake_mit, tmp_path, capsys):
     for world in ("closed", "open"):
         oracle = results["worlds"][world]["test"]["oracle"]["top1"]
         assert oracle["best_seen"] == 100.0 and 0.0 < oracle["best_unseen"] < 100.0
-    code = _in_process("--benchmark", "mit-states", "--model", tiny_clip_dir, "--data-dir", fake_mit, "--output", out,
-                       "--cache-dir", tmp_path / "cache", "--world", "closed", "--epochs", 150, "--dim", 8, "--lr", 0.05,
-                       "--templates", "a3:1,4,7", "--targets", "primitives", "--czsl-curve", "authors")
+    code = _in_process(
+        "--benchmark",
+        "mit-states",
+        "--model",
+        tiny_clip_dir,
+        "--data-dir",
+        fake_mit,
+        "--output",
+        out,
+        "--cache-dir",
+        tmp_path / "cache",
+        "--world",
+        "closed",
+        "--epochs",
+        150,
+        "--dim",
+        8,
+        "--lr",
+        0.05,
+        "--templates",
+        "a3:1,4,7",
+        "--targets",
+        "primitives",
+        "--czsl-curve",
+        "authors",
+    )
     assert code == 0 and "authors' curve" in capsys.readouterr().out
     (task,) = json.loads(out.read_text())["tasks"]
     assert task["options"]["czsl_curve"] == "authors"
@@ -96,7 +187,12 @@ def test_mit_states_end_to_end(tiny_clip_dir, fake_mit, tmp_path, capsys):
 def test_bad_inputs_are_one_line_errors(tiny_clip_dir, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert _in_process("--benchmark", "cub", "--model", tiny_clip_dir, "--data-dir", tmp_path / "missing") == 2
-    assert capsys.readouterr().err.strip().splitlines()[-1].startswith(f"error: conceptforge evaluate compmap: argument --data-dir: {tmp_path / 'missing'} does not exist")
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .splitlines()[-1]
+        .startswith(f"error: conceptforge evaluate compmap: argument --data-dir: {tmp_path / 'missing'} does not exist")
+    )
     assert _in_process("--benchmark", "mit-states", "--data-dir", tmp_path, "--templates", "a3:9") == 2
     assert capsys.readouterr().err.strip().startswith("error: --templates")
     assert _in_process("--benchmark", "mit-states", "--data-dir", tmp_path) == 2
@@ -109,12 +205,45 @@ def test_mit_states_task_matches_the_compmap_command(tiny_clip_dir, fake_mit, tm
     `conceptforge evaluate compmap --benchmark mit-states` for the same settings (as fractions)."""
     settings = ["--epochs", 30, "--dim", 8, "--lr", 0.05, "--templates", "a3:1,4,7", "--targets", "primitives"]
     own_out, task_out = tmp_path / "own.json", tmp_path / "task.json"
-    assert _in_process("--benchmark", "mit-states", "--model", tiny_clip_dir, "--data-dir", fake_mit, "--output", own_out,
-                       "--cache-dir", tmp_path / "cache", *settings) == 0
-    options = [f"compmap-mit-states.{name}={value}" for name, value in
-               (("epochs", 30), ("dim", 8), ("lr", 0.05), ("templates", "a3:1,4,7"), ("targets", "primitives"))]
-    argv = ["evaluate", "--model", str(tiny_clip_dir), "--tasks", "compmap-mit-states", "--mit-states-dir", str(fake_mit),
-            "--cache-dir", str(tmp_path / "cache2"), "--output", str(task_out)]
+    assert (
+        _in_process(
+            "--benchmark",
+            "mit-states",
+            "--model",
+            tiny_clip_dir,
+            "--data-dir",
+            fake_mit,
+            "--output",
+            own_out,
+            "--cache-dir",
+            tmp_path / "cache",
+            *settings,
+        )
+        == 0
+    )
+    options = [
+        f"compmap-mit-states.{name}={value}"
+        for name, value in (
+            ("epochs", 30),
+            ("dim", 8),
+            ("lr", 0.05),
+            ("templates", "a3:1,4,7"),
+            ("targets", "primitives"),
+        )
+    ]
+    argv = [
+        "evaluate",
+        "--model",
+        str(tiny_clip_dir),
+        "--tasks",
+        "compmap-mit-states",
+        "--mit-states-dir",
+        str(fake_mit),
+        "--cache-dir",
+        str(tmp_path / "cache2"),
+        "--output",
+        str(task_out),
+    ]
     for option in options:
         argv += ["--task-option", option]
     assert main(argv) == 0
@@ -128,7 +257,10 @@ def test_mit_states_task_matches_the_compmap_command(tiny_clip_dir, fake_mit, tm
             assert task["metrics"][f"closed.{row}.{key}"]["value"] == pytest.approx(expected, abs=1e-9)
     assert task["metrics"]["closed.delta.auc"]["value"] == pytest.approx(own["interpretability"]["closed"]["auc"] / 100)
     # without the folder the task is skipped with one line naming the flag
-    assert main(["evaluate", "--model", str(tiny_clip_dir), "--tasks", "compmap-mit-states", "--output", str(task_out)]) == 2
+    assert (
+        main(["evaluate", "--model", str(tiny_clip_dir), "--tasks", "compmap-mit-states", "--output", str(task_out)])
+        == 2
+    )
     assert "compmap-mit-states needs --mit-states-dir" in capsys.readouterr().err
 
 

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from conceptforge.errors import ConceptforgeError
 from conceptforge.cub import readable_attribute
+from conceptforge.errors import ConceptforgeError
 from conceptforge.loaders.compmap.cub_arrays import cub_primitives
 from conceptforge.loaders.compmap.mit_states import load_mit_states
 from tests.compmap.synthetic import GROUPS, MIT_ATTRS, MIT_OBJS, MIT_SPLITS, write_fake_cub

@@ -155,7 +155,9 @@ def test_row_blocks_give_the_same_sweep_as_the_whole_matrix():
     stats = CzslRowStats.cat([czsl_row_stats(scores[i : i + 64], labels[i : i + 64], seen) for i in range(0, 300, 64)])
     for k in (1, 2, 3):
         for curve in ("paper", "authors"):
-            assert generalized_czsl_from_stats(stats, topk=k, curve=curve) == generalized_czsl(scores, labels, seen, topk=k, curve=curve)
+            assert generalized_czsl_from_stats(stats, topk=k, curve=curve) == generalized_czsl(
+                scores, labels, seen, topk=k, curve=curve
+            )
         # top-k hits agree with torch.topk on tie-free scores at bias 0
         hits = (scores.topk(k, dim=1).indices == labels[:, None]).any(1)
         from conceptforge.loaders.compmap.metrics import _hits

@@ -52,7 +52,9 @@ def test_spurious_correlation_drops_interv_full_but_not_prim():
     num_classes = len(class_gt)
     shifted = np.roll(np.arange(num_classes), 1)
     gt = torch.as_tensor(class_gt[labels])
-    pred = torch.as_tensor(class_gt[shifted][labels]) + 0.05 * torch.as_tensor(rng.standard_normal(gt.shape), dtype=torch.float32)
+    pred = torch.as_tensor(class_gt[shifted][labels]) + 0.05 * torch.as_tensor(
+        rng.standard_normal(gt.shape), dtype=torch.float32
+    )
     r = evaluate_cub(pred, gt, labels, is_train, class_gt, PROTOCOL)
     for name, setting in r["settings"].items():
         assert setting["oracle"]["accuracy"] >= 99.0, name
@@ -80,7 +82,9 @@ def test_contrastive_oracle_generalises_to_unseen_pairs():
     seen_idx = np.flatnonzero(seen)
     train_labels = torch.as_tensor(np.repeat(np.arange(len(seen_idx)), 10))
     x_train = prim[seen_idx][train_labels]
-    model = train_contrastive(x_train, train_labels, prim[seen_idx], config=ContrastiveConfig(dim=16, epochs=60, batch_size=32, lr=1e-2))
+    model = train_contrastive(
+        x_train, train_labels, prim[seen_idx], config=ContrastiveConfig(dim=16, epochs=60, batch_size=32, lr=1e-2)
+    )
     test_labels = torch.arange(len(pairs)).repeat(3)
     scores = model.score_batched(prim[test_labels], prim)
     # the authors' curve (closed at bias 1e3) reaches 100% unseen; the paper's 20-bias curve
@@ -115,8 +119,14 @@ def test_nway_kshot_accuracy_by_hand_under_both_protocols():
         for row in ("oracle", "prim"):
             assert s[row]["accuracy"] == pytest.approx(100 * 11 / 12), (name, row)
             assert s[row]["std"] == pytest.approx(0.0)
-    episodic = evaluate_cub(pred, pred.clone(), labels, is_train, class_gt,
-                            CubProtocol(ways=(3,), shots=(1,), n_query=4, n_episodes=20, seed=0, full_shot=False, protocol="episodic"))
+    episodic = evaluate_cub(
+        pred,
+        pred.clone(),
+        labels,
+        is_train,
+        class_gt,
+        CubProtocol(ways=(3,), shots=(1,), n_query=4, n_episodes=20, seed=0, full_shot=False, protocol="episodic"),
+    )
     assert episodic["protocol"] == "episodic"
     with pytest.raises(ValueError, match="unknown CUB protocol"):
         CubProtocol(protocol="snell")

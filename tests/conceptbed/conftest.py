@@ -63,7 +63,11 @@ def captions_file(tmp_path, datasets_root) -> Path:
     path = tmp_path / "captions.jsonl"
     lines = [
         {"concept": "beagle", "caption": "the dog has a black nose"},
-        {"concept": "beagle", "caption": "two dogs standing on grass", "image": str(datasets_root / "imagenet" / "train" / "n02088364" / "n02088364_0.JPEG")},
+        {
+            "concept": "beagle",
+            "caption": "two dogs standing on grass",
+            "image": str(datasets_root / "imagenet" / "train" / "n02088364" / "n02088364_0.JPEG"),
+        },
         {"concept": "beagle", "caption": "a cat on a sofa"},  # no 'dog': skipped
         {"concept": "tabby", "caption": "cat is licking herself", "categories": ["action"]},
     ]
@@ -101,8 +105,11 @@ def run_script(capsys):
     """
     from conceptforge.commands import main
 
-    commands = {"generate_conceptbed.py": ["generate", "conceptbed"], "evaluate.py": ["evaluate"],
-                "train_oracle.py": ["train-oracle"]}
+    commands = {
+        "generate_conceptbed.py": ["generate", "conceptbed"],
+        "evaluate.py": ["evaluate"],
+        "train_oracle.py": ["train-oracle"],
+    }
 
     def run(name: str, *args: str):
         capsys.readouterr()

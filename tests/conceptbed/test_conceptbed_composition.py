@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from conceptforge.errors import ConceptforgeError
 from conceptforge.generators.conceptbed.composition import (
     generate_questions,
     load_captions,
@@ -14,7 +15,6 @@ from conceptforge.generators.conceptbed.composition import (
     substitute_subject,
     with_questions_and_categories,
 )
-from conceptforge.errors import ConceptforgeError
 
 TABLE4 = [
     ("two birds standing on branches", ["are there two birds?", "are there branches?"]),
@@ -57,9 +57,12 @@ def test_subject_substitution():
 def test_load_captions_jsonl_and_folder(tmp_path):
     path = tmp_path / "c.jsonl"
     path.write_text(
-        json.dumps({"concept": "beagle", "caption": "the  dog has a black nose", "categories": "attribute, relation"}) + "\n"
-        + json.dumps({"concept": "other", "caption": "x"}) + "\n\n"
-        + json.dumps({"concept": "beagle", "caption": "dog on a sofa", "image": "img/1.jpg"}) + "\n"
+        json.dumps({"concept": "beagle", "caption": "the  dog has a black nose", "categories": "attribute, relation"})
+        + "\n"
+        + json.dumps({"concept": "other", "caption": "x"})
+        + "\n\n"
+        + json.dumps({"concept": "beagle", "caption": "dog on a sofa", "image": "img/1.jpg"})
+        + "\n"
     )
     loaded = load_captions(path, ["beagle"])
     assert [c.caption for c in loaded["beagle"]] == ["the dog has a black nose", "dog on a sofa"]

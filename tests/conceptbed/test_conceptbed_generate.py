@@ -16,13 +16,17 @@ from conceptforge.generators.conceptbed.learners import LearnerConfig
 from conceptforge.generators.conceptbed.spec import load_spec
 from conceptforge.workitems import ShardSpec
 
-
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _options(tiny_sd, out, learner="textual-inversion", **kw):
     config = LearnerConfig(
-        learner=learner, model_id=str(tiny_sd), steps=2, num_inference_steps=2, resolution=32, num_class_images=2,
+        learner=learner,
+        model_id=str(tiny_sd),
+        steps=2,
+        num_inference_steps=2,
+        resolution=32,
+        num_class_images=2,
         **kw.pop("config", {}),
     )
     return GenerateOptions(config=config, out=out, num_images=kw.pop("num_images", 2), **kw)
@@ -109,16 +113,40 @@ def test_resume_with_other_settings_is_refused(tmp_path, tiny_sd, datasets_root,
 
 def _script(*args, cwd):
     env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, str(REPO / "scripts" / "generate_conceptbed.py"), *args], capture_output=True, text=True, env=env, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "generate_conceptbed.py"), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+    )
 
 
 def test_cli_dreambooth_end_to_end(tmp_path, tiny_sd, datasets_root, write_spec, run_script):
     spec = write_spec(tmp_path, datasets_root, ["001.Black_footed_Albatross"])
     out = tmp_path / "db"
-    code, stdout, err = run_script("generate_conceptbed.py",
-        "--learner", "dreambooth", "--concepts", str(spec), "--out", str(out), "--model-id", str(tiny_sd),
-        "--steps", "2", "--num-images", "1", "--num-inference-steps", "2", "--resolution", "32",
-        "--num-class-images", "2", "--preset", "lora",
+    code, stdout, err = run_script(
+        "generate_conceptbed.py",
+        "--learner",
+        "dreambooth",
+        "--concepts",
+        str(spec),
+        "--out",
+        str(out),
+        "--model-id",
+        str(tiny_sd),
+        "--steps",
+        "2",
+        "--num-images",
+        "1",
+        "--num-inference-steps",
+        "2",
+        "--resolution",
+        "32",
+        "--num-class-images",
+        "2",
+        "--preset",
+        "lora",
     )
     assert code == 0, err[-2000:]
     assert "wrote" in stdout
@@ -136,9 +164,26 @@ def test_cli_dreambooth_paper_preset_is_the_default(tmp_path, tiny_sd, datasets_
     """Table 5: full UNet fine-tuning at 5e-6; the card and the artifact record it."""
     spec = write_spec(tmp_path, datasets_root, ["001.Black_footed_Albatross"])
     out = tmp_path / "db-paper"
-    code, stdout, err = run_script("generate_conceptbed.py",
-        "--learner", "dreambooth", "--concepts", str(spec), "--out", str(out), "--model-id", str(tiny_sd),
-        "--steps", "2", "--num-images", "1", "--num-inference-steps", "2", "--resolution", "32", "--num-class-images", "2",
+    code, stdout, err = run_script(
+        "generate_conceptbed.py",
+        "--learner",
+        "dreambooth",
+        "--concepts",
+        str(spec),
+        "--out",
+        str(out),
+        "--model-id",
+        str(tiny_sd),
+        "--steps",
+        "2",
+        "--num-images",
+        "1",
+        "--num-inference-steps",
+        "2",
+        "--resolution",
+        "32",
+        "--num-class-images",
+        "2",
     )
     assert code == 0, err[-2000:]
     artifact = out / ".work" / "artifacts" / "001.Black_footed_Albatross"
@@ -157,7 +202,9 @@ def test_cli_bad_input_subprocess(tmp_path, datasets_root, write_spec):
     assert result.stderr.strip().splitlines()[-1].startswith("error: unknown ConceptBed concept 'not_a_concept'")
 
 
-def test_embedded_references_are_an_opt_in_with_one_copy_per_concept(tmp_path, tiny_sd, datasets_root, write_spec, captions_file):
+def test_embedded_references_are_an_opt_in_with_one_copy_per_concept(
+    tmp_path, tiny_sd, datasets_root, write_spec, captions_file
+):
     """Before: every row embedded the concept's reference thumbnails under the model licence."""
     spec = load_spec(write_spec(tmp_path, datasets_root, ["art_painting", "beagle"], captions_file))
     out = tmp_path / "embedded"  # another name than the other tests' "out": datasets caches by it
@@ -182,7 +229,9 @@ def test_s3_output_is_byte_identical_to_local(tmp_path, tiny_sd, datasets_root, 
     ConceptBedGenerator(spec, _options(tiny_sd, local, embed_references=True)).run()
     s3_server.make_bucket("conceptbed")
     work = tmp_path / "work"
-    summary = ConceptBedGenerator(spec, _options(tiny_sd, "s3://conceptbed/ti", embed_references=True, work_dir=work)).run()
+    summary = ConceptBedGenerator(
+        spec, _options(tiny_sd, "s3://conceptbed/ti", embed_references=True, work_dir=work)
+    ).run()
     assert summary["assembled"], summary["message"]
     assert (work / "artifacts" / "beagle" / "learned_embeds.safetensors").exists()  # weights stay local
     fs = s3_server.filesystem()
@@ -207,24 +256,59 @@ def test_default_work_dir_is_local_for_a_url_out(tmp_path, monkeypatch):
 def test_a_work_dir_that_is_a_file_is_one_line(tmp_path, datasets_root, write_spec):
     spec = write_spec(tmp_path, datasets_root, ["beagle"])
     (tmp_path / "weights").write_text("not a folder")
-    result = subprocess.run([sys.executable, "-m", "conceptforge", "generate", "conceptbed", "--learner", "textual-inversion",
-                             "--concepts", str(spec), "--out", str(tmp_path / "out"), "--work-dir", str(tmp_path / "weights")],
-                            capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "conceptforge",
+            "generate",
+            "conceptbed",
+            "--learner",
+            "textual-inversion",
+            "--concepts",
+            str(spec),
+            "--out",
+            str(tmp_path / "out"),
+            "--work-dir",
+            str(tmp_path / "weights"),
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        timeout=300,
+    )
     assert result.returncode == 2
-    assert result.stderr.strip().splitlines()[-1].startswith(f"error: conceptforge generate conceptbed: argument --work-dir: {tmp_path / 'weights'} is a file, not a folder")
+    assert (
+        result.stderr.strip()
+        .splitlines()[-1]
+        .startswith(
+            f"error: conceptforge generate conceptbed: argument --work-dir: {tmp_path / 'weights'} is a file, not a folder"
+        )
+    )
     assert not (tmp_path / "out").exists()
 
 
 def test_a_missing_model_is_one_line_without_library_noise(tmp_path, datasets_root, write_spec):
     """Before: torchvision warnings, "Couldn't connect to the Hub… local cache" and "see the stacktrace above"."""
     spec = write_spec(tmp_path, datasets_root, ["beagle"])
-    result = _script("--learner", "textual-inversion", "--concepts", str(spec), "--out", str(tmp_path / "x"),
-                     "--model-id", "org/not-a-model", cwd=tmp_path)
+    result = _script(
+        "--learner",
+        "textual-inversion",
+        "--concepts",
+        str(spec),
+        "--out",
+        str(tmp_path / "x"),
+        "--model-id",
+        "org/not-a-model",
+        cwd=tmp_path,
+    )
     assert result.returncode == 2
     lines = [line for line in result.stderr.strip().splitlines() if " INFO conceptforge." not in line]  # our own log
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("error: cannot load a Stable-Diffusion pipeline from 'org/not-a-model': ")
-    assert not any(noise in result.stderr for noise in ("stacktrace", "torchvision", "Will try to load from local cache"))
+    assert not any(
+        noise in result.stderr for noise in ("stacktrace", "torchvision", "Will try to load from local cache")
+    )
 
 
 def test_foreign_out_folder_is_refused_untouched(tmp_path, tiny_sd, datasets_root, write_spec):
@@ -233,6 +317,23 @@ def test_foreign_out_folder_is_refused_untouched(tmp_path, tiny_sd, datasets_roo
     spec = write_spec(tmp_path, datasets_root, ["beagle"])
     out = tmp_path / "mine"
     before = make_foreign_folder(out)
-    result = _script("--learner", "textual-inversion", "--concepts", str(spec), "--out", str(out), "--model-id", str(tiny_sd),
-                     "--steps", "1", "--num-images", "1", "--num-inference-steps", "1", "--resolution", "32", cwd=tmp_path)
+    result = _script(
+        "--learner",
+        "textual-inversion",
+        "--concepts",
+        str(spec),
+        "--out",
+        str(out),
+        "--model-id",
+        str(tiny_sd),
+        "--steps",
+        "1",
+        "--num-images",
+        "1",
+        "--num-inference-steps",
+        "1",
+        "--resolution",
+        "32",
+        cwd=tmp_path,
+    )
     assert_refused_untouched(out, before, result.returncode, result.stderr)

@@ -6,17 +6,17 @@ import numpy as np
 import pytest
 import torch
 
+from conceptforge.errors import ConceptforgeError
 from conceptforge.generators.conceptbed.artifacts import AppliedArtifact, save_artifact, write_artifact_atomically
 from conceptforge.generators.conceptbed.learners import (
+    TABLE5,
     ConceptTrainer,
     LearnerConfig,
-    TABLE5,
     load_components,
     prior_preservation_loss,
 )
 from conceptforge.generators.conceptbed.sampling import generate_image, load_pipeline
 from conceptforge.generators.conceptbed.spec import Concept
-from conceptforge.errors import ConceptforgeError
 
 
 def _concept(datasets_root, name="beagle", kind="object", parent="dog"):
@@ -33,10 +33,16 @@ def _changed(before, module):
 
 
 def test_table5_defaults():
-    ti, db, cd = (LearnerConfig(learner=l) for l in ("textual-inversion", "dreambooth", "custom-diffusion"))
+    ti, db, cd = (LearnerConfig(learner=name) for name in ("textual-inversion", "dreambooth", "custom-diffusion"))
     assert (ti.steps, ti.learning_rate, ti.placeholder_token) == (3000, 5e-4, "<object>")
     # the paper preset (default): Table 5's DreamBooth column, full UNet fine-tuning at 5e-6
-    assert (db.preset, db.steps, db.placeholder_token, db.num_class_images, db.dreambooth_mode) == ("paper", 400, "sks", 200, "full")
+    assert (db.preset, db.steps, db.placeholder_token, db.num_class_images, db.dreambooth_mode) == (
+        "paper",
+        400,
+        "sks",
+        200,
+        "full",
+    )
     assert db.learning_rate == TABLE5["dreambooth"]["learning_rate"] == 5e-6
     # the documented cheaper option: LoRA at 1e-4; it changes DreamBooth only
     lora = LearnerConfig(learner="dreambooth", preset="lora")
@@ -55,7 +61,9 @@ def test_table5_defaults():
 
 def test_one_textual_inversion_step_changes_only_the_new_row(tiny_sd, datasets_root):
     comps = load_components(str(tiny_sd))
-    config = LearnerConfig(learner="textual-inversion", model_id=str(tiny_sd), steps=1, resolution=32, learning_rate=1e-2)
+    config = LearnerConfig(
+        learner="textual-inversion", model_id=str(tiny_sd), steps=1, resolution=32, learning_rate=1e-2
+    )
     unet_before = _snapshot(comps.unet)
     trainer = ConceptTrainer(config, comps)
     concept = _concept(datasets_root)
@@ -88,7 +96,14 @@ def test_prior_preservation_loss_has_both_terms():
 
 def test_custom_diffusion_trains_only_token_row_and_attn2_kv(tiny_sd, datasets_root, tmp_path):
     comps = load_components(str(tiny_sd))
-    config = LearnerConfig(learner="custom-diffusion", model_id=str(tiny_sd), steps=1, resolution=32, learning_rate=1e-2, num_class_images=1)
+    config = LearnerConfig(
+        learner="custom-diffusion",
+        model_id=str(tiny_sd),
+        steps=1,
+        resolution=32,
+        learning_rate=1e-2,
+        num_class_images=1,
+    )
     unet_before = _snapshot(comps.unet)
     rows_before = comps.text_encoder.get_input_embeddings().weight.detach().clone()
     text_before = {n: p for n, p in _snapshot(comps.text_encoder).items() if "token_embedding" not in n}
@@ -121,8 +136,13 @@ def test_custom_diffusion_without_class_images_is_an_error(tiny_sd, datasets_roo
 def test_artifacts_reload_and_change_generation(tiny_sd, datasets_root, tmp_path, learner, mode, files):
     comps = load_components(str(tiny_sd))
     config = LearnerConfig(
-        learner=learner, model_id=str(tiny_sd), steps=2, resolution=32, learning_rate=5e-2,
-        dreambooth_mode=mode, num_class_images=1,
+        learner=learner,
+        model_id=str(tiny_sd),
+        steps=2,
+        resolution=32,
+        learning_rate=5e-2,
+        dreambooth_mode=mode,
+        num_class_images=1,
     )
     concept = _concept(datasets_root)
     class_images = sorted((datasets_root / "imagenet" / "train" / "n02123045").glob("*.JPEG"))[:1]
@@ -130,7 +150,9 @@ def test_artifacts_reload_and_change_generation(tiny_sd, datasets_root, tmp_path
     state = ConceptTrainer(config, comps).train(concept, class_images=class_images)
     if dreambooth_lora_before is not None:  # LoRA leaves the base weights alone
         assert state.lora and all("lora" in n for n in _changed(dreambooth_lora_before, comps.unet))
-    artifact = write_artifact_atomically(tmp_path / "artifact", lambda d: save_artifact(d, config, comps, state, concept))
+    artifact = write_artifact_atomically(
+        tmp_path / "artifact", lambda d: save_artifact(d, config, comps, state, concept)
+    )
     for name in files:
         assert (artifact / name).exists()
     pipe = load_pipeline(str(tiny_sd), device="cpu")
@@ -164,12 +186,16 @@ def test_dreambooth_step_uses_instance_and_class_images(tiny_sd, datasets_root, 
 
     def recording(prediction, target, prior_weight):
         total, instance, prior = real(prediction, target, prior_weight)
-        calls.append((prediction.shape[0], float(instance.detach()), float(prior.detach()), float(total.detach()), prior_weight))
+        calls.append(
+            (prediction.shape[0], float(instance.detach()), float(prior.detach()), float(total.detach()), prior_weight)
+        )
         return total, instance, prior
 
     monkeypatch.setattr(learners, "prior_preservation_loss", recording)
     comps = load_components(str(tiny_sd))
-    config = LearnerConfig(learner="dreambooth", model_id=str(tiny_sd), steps=2, resolution=32, num_class_images=1, prior_loss_weight=0.3)
+    config = LearnerConfig(
+        learner="dreambooth", model_id=str(tiny_sd), steps=2, resolution=32, num_class_images=1, prior_loss_weight=0.3
+    )
     class_image = sorted((datasets_root / "imagenet" / "train" / "n02123045").glob("*.JPEG"))[:1]
     state = ConceptTrainer(config, comps).train(_concept(datasets_root), class_images=class_image)
     assert len(calls) == 2

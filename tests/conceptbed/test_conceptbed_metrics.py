@@ -94,9 +94,9 @@ def test_report_prints_paper_tables(tmp_path):
     text = report(_records(), per_concept=True)
     assert "Table 1" in text and "Table 2" in text and "Table 7 (Objects (ImageNet))" in text
     assert "Concept alignment on composite prompts per category" in text
-    line = next(l for l in text.splitlines() if l.startswith("| textual-inversion") and "0.1000" in l)
+    line = next(row for row in text.splitlines() if row.startswith("| textual-inversion") and "0.1000" in row)
     assert "0.5000" in line and "0.4000" in line  # object, style, composition columns of Table 1
-    original = next(l for l in text.splitlines() if l.startswith("| original"))
+    original = next(row for row in text.splitlines() if row.startswith("| original"))
     assert set(original.strip("| ").split(" | ")[1:]) <= {"0.0000", "-"}
     path = tmp_path / "scores.jsonl"
     save_records(path, _records())
@@ -120,10 +120,15 @@ def test_ccd_aggregations_by_hand():
     Their scripts print gen − real; with the paper's sign all three are positive here.
     """
     records = [
-        _vqa("ti", "A", "relation", 0.2), _vqa("ti", "A", "relation", 0.4), _vqa("ti", "B", "relation", 0.9),
-        _vqa("ti", "B", "action", 0.7), _vqa("ti", "C", "action", 0.5),
-        _vqa(ORIGINAL, "A", "relation", 0.8), _vqa(ORIGINAL, "B", "relation", 0.6),
-        _vqa(ORIGINAL, "B", "action", 0.9), _vqa(ORIGINAL, "C", "action", 0.7),
+        _vqa("ti", "A", "relation", 0.2),
+        _vqa("ti", "A", "relation", 0.4),
+        _vqa("ti", "B", "relation", 0.9),
+        _vqa("ti", "B", "action", 0.7),
+        _vqa("ti", "C", "action", 0.5),
+        _vqa(ORIGINAL, "A", "relation", 0.8),
+        _vqa(ORIGINAL, "B", "relation", 0.6),
+        _vqa(ORIGINAL, "B", "action", 0.9),
+        _vqa(ORIGINAL, "C", "action", 0.7),
     ]
     results = evaluate(records)
     m = results[("ti", "vqa", "")]
@@ -133,7 +138,7 @@ def test_ccd_aggregations_by_hand():
     assert results[("ti", "vqa", "relation")].ccd_pooled == pytest.approx(0.2)
     assert results[("ti", "vqa", "action")].ccd_pooled == pytest.approx(0.2)
     text = report(records)
-    row = next(l for l in text.splitlines() if l.startswith("| ti | vqa"))
+    row = next(line for line in text.splitlines() if line.startswith("| ti | vqa"))
     assert row.split(" | ")[2:] == ["0.2167", "0.2100", "0.2000 |"]
     assert "authors' objects script" in text and "authors' composition script" in text
 
@@ -142,8 +147,12 @@ def test_pooled_ccd_for_objects_by_hand():
     """Objects: concept a gen [.2], real [.6, .8]; concept b gen [.5, .7, .9], real [.7].
     Eq. 3: a .7 − .2 = .5, b .7 − .7 = 0 -> .25. Pooled: real (.6+.8+.7)/3 = .7, gen
     (.2+.5+.7+.9)/4 = .575 -> .125. No categories: the composition aggregation is undefined."""
-    gen = [ScoreRecord("db", "object", "a", 0.2, 0.2, False)] + [ScoreRecord("db", "object", "b", p, p, True) for p in (0.5, 0.7, 0.9)]
-    real = [ScoreRecord(ORIGINAL, "object", "a", p, p, True) for p in (0.6, 0.8)] + [ScoreRecord(ORIGINAL, "object", "b", 0.7, 0.7, True)]
+    gen = [ScoreRecord("db", "object", "a", 0.2, 0.2, False)] + [
+        ScoreRecord("db", "object", "b", p, p, True) for p in (0.5, 0.7, 0.9)
+    ]
+    real = [ScoreRecord(ORIGINAL, "object", "a", p, p, True) for p in (0.6, 0.8)] + [
+        ScoreRecord(ORIGINAL, "object", "b", 0.7, 0.7, True)
+    ]
     m = compute_metrics(gen, real)
     assert m.ccd == pytest.approx(0.25) and m.ccd_pooled == pytest.approx(0.125)
     assert math.isnan(evaluate(gen + real)[("db", "object", "")].ccd_category_mean)

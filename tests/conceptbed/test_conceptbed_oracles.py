@@ -13,11 +13,16 @@ import pytest
 import torch
 from PIL import Image
 
-from conceptforge.filters.conceptbed_oracle_training import OracleTrainingConfig, finetune_oracle, oracle_loss, outlier_exposure_loss
+from conceptforge.errors import ConceptforgeError
+from conceptforge.filters.conceptbed_oracle_training import (
+    OracleTrainingConfig,
+    finetune_oracle,
+    oracle_loss,
+    outlier_exposure_loss,
+)
 from conceptforge.filters.conceptbed_oracles import VQAOracle, load_concept_oracle, score_concepts
 from conceptforge.filters.conceptbed_scoring import oracle_concepts
 from conceptforge.testing.tiny_conceptbed import build_tiny_classifier, build_tiny_vilt
-from conceptforge.errors import ConceptforgeError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -28,7 +33,9 @@ def oracles(tmp_path_factory):
     return {
         "style": build_tiny_classifier(root / "style", ["art_painting", "sketch", "unrelated"], arch="resnet"),
         "object": build_tiny_classifier(root / "object", ["beagle", "Tabby", "not-a-concept"], arch="convnext"),
-        "cub": build_tiny_classifier(root / "cub", ["001.Black_footed_Albatross", "002.Laysan_Albatross"], arch="resnet"),
+        "cub": build_tiny_classifier(
+            root / "cub", ["001.Black_footed_Albatross", "002.Laysan_Albatross"], arch="resnet"
+        ),
         "vqa": build_tiny_vilt(root / "vilt"),
     }
 
@@ -79,14 +86,16 @@ def test_finetune_oracle_learns_and_reloads(tmp_path, datasets_root):
     red = [tmp_path / f"r{i}.png" for i in range(6)]
     blue = [tmp_path / f"b{i}.png" for i in range(6)]
     rng = np.random.default_rng(0)
-    for i, p in enumerate(red):
+    for p in red:
         Image.fromarray((rng.random((32, 32, 3)) * [255, 40, 40]).astype(np.uint8)).save(p)
-    for i, p in enumerate(blue):
+    for p in blue:
         Image.fromarray((rng.random((32, 32, 3)) * [40, 40, 255]).astype(np.uint8)).save(p)
     base = build_tiny_classifier(tmp_path / "base", ["x", "y", "z"], arch="resnet")
     samples = [(p, "beagle") for p in red] + [(p, "tabby") for p in blue]
     outliers = sorted((datasets_root / "CUB" / "images").rglob("*.jpg"))
-    config = OracleTrainingConfig(model_id=str(base), epochs=15, learning_rate=1e-2, batch_size=4, validation_fraction=0.0)
+    config = OracleTrainingConfig(
+        model_id=str(base), epochs=15, learning_rate=1e-2, batch_size=4, validation_fraction=0.0
+    )
     result = finetune_oracle(samples, tmp_path / "oracle", config, outliers=outliers)
     assert result.labels == ["beagle", "tabby"]
     assert np.mean(result.losses[-3:]) < np.mean(result.losses[:3])
@@ -98,7 +107,9 @@ def test_finetune_oracle_learns_and_reloads(tmp_path, datasets_root):
 
 def _run(script, *args, cwd):
     env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, str(REPO / "scripts" / script), *args], capture_output=True, text=True, env=env, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, str(REPO / "scripts" / script), *args], capture_output=True, text=True, env=env, cwd=cwd
+    )
 
 
 def test_evaluate_cli_end_to_end(tmp_path, tiny_sd, datasets_root, captions_file, write_spec, oracles, run_script):
@@ -106,25 +117,62 @@ def test_evaluate_cli_end_to_end(tmp_path, tiny_sd, datasets_root, captions_file
     from conceptforge.generators.conceptbed.learners import LearnerConfig
     from conceptforge.generators.conceptbed.spec import load_spec
 
-    spec_path = write_spec(tmp_path, datasets_root, ["art_painting", "sketch", "beagle", "001.Black_footed_Albatross", "002.Laysan_Albatross"], captions_file)
+    spec_path = write_spec(
+        tmp_path,
+        datasets_root,
+        ["art_painting", "sketch", "beagle", "001.Black_footed_Albatross", "002.Laysan_Albatross"],
+        captions_file,
+    )
     object_oracle = oracles["object"]
     out = tmp_path / "ti"
-    config = LearnerConfig(learner="textual-inversion", model_id=str(tiny_sd), steps=1, num_inference_steps=2, resolution=32)
+    config = LearnerConfig(
+        learner="textual-inversion", model_id=str(tiny_sd), steps=1, num_inference_steps=2, resolution=32
+    )
     ConceptBedGenerator(load_spec(spec_path), GenerateOptions(config=config, out=out, num_images=2)).run()
     scores = tmp_path / "scores.jsonl"
     code, text, err = run_script(
-        "evaluate.py", "conceptbed", "--generated", str(out), "--concepts", str(spec_path),
-        "--style-oracle", str(oracles["style"]), "--object-oracle", str(object_oracle), "--cub-oracle", str(oracles["cub"]),
-        "--vqa-model", str(oracles["vqa"]), "--device", "cpu", "--save-scores", str(scores), "--per-concept",
+        "evaluate.py",
+        "conceptbed",
+        "--generated",
+        str(out),
+        "--concepts",
+        str(spec_path),
+        "--style-oracle",
+        str(oracles["style"]),
+        "--object-oracle",
+        str(object_oracle),
+        "--cub-oracle",
+        str(oracles["cub"]),
+        "--vqa-model",
+        str(oracles["vqa"]),
+        "--device",
+        "cpu",
+        "--save-scores",
+        str(scores),
+        "--per-concept",
     )
     assert code == 0, err[-3000:]
-    for title in ("Table 1", "Table 2", "Domain (PACS)", "Objects (ImageNet)", "Fine-grained (CUB, object-level)", "Composition (VQA)"):
+    for title in (
+        "Table 1",
+        "Table 2",
+        "Domain (PACS)",
+        "Objects (ImageNet)",
+        "Fine-grained (CUB, object-level)",
+        "Composition (VQA)",
+    ):
         assert title in text, text
     assert "| textual-inversion |" in text and "| original |" in text
-    records = [json.loads(l) for l in scores.read_text().splitlines()]
+    records = [json.loads(line) for line in scores.read_text().splitlines()]
     tasks = {(r["source"], r["task"]) for r in records}
-    assert {("textual-inversion", "style"), ("textual-inversion", "object"), ("textual-inversion", "cub"),
-            ("textual-inversion", "composition"), ("textual-inversion", "vqa"), ("original", "vqa"), ("original", "style")} <= tasks
+    assert {
+        ("textual-inversion", "style"),
+        ("textual-inversion", "object"),
+        ("textual-inversion", "cub"),
+        ("textual-inversion", "composition"),
+        ("textual-inversion", "vqa"),
+        ("original", "vqa"),
+        ("original", "style"),
+    } <= tasks
     n_vqa_real = sum(1 for r in records if r["source"] == "original" and r["task"] == "vqa")
     assert n_vqa_real == 2  # one caption with a real image, two questions
     again = run_script("evaluate.py", "conceptbed", "--from-scores", str(scores), "--per-concept")
@@ -136,19 +184,42 @@ def test_evaluate_cli_end_to_end(tmp_path, tiny_sd, datasets_root, captions_file
     # The same through the one evaluate command: task conceptbed-ccd, the generated dataset as the model.
     results = tmp_path / "task.json"
     code, text, err = run_script(
-        "evaluate.py", "--model", str(out), "--tasks", "conceptbed-ccd", "--concepts", str(spec_path), "--device", "cpu",
-        "--task-option", f"conceptbed-ccd.style_oracle={oracles['style']}", "--task-option", f"conceptbed-ccd.object_oracle={object_oracle}",
-        "--task-option", f"conceptbed-ccd.cub_oracle={oracles['cub']}", "--task-option", f"conceptbed-ccd.vqa_model={oracles['vqa']}",
-        "--output", str(results),
+        "evaluate.py",
+        "--model",
+        str(out),
+        "--tasks",
+        "conceptbed-ccd",
+        "--concepts",
+        str(spec_path),
+        "--device",
+        "cpu",
+        "--task-option",
+        f"conceptbed-ccd.style_oracle={oracles['style']}",
+        "--task-option",
+        f"conceptbed-ccd.object_oracle={object_oracle}",
+        "--task-option",
+        f"conceptbed-ccd.cub_oracle={oracles['cub']}",
+        "--task-option",
+        f"conceptbed-ccd.vqa_model={oracles['vqa']}",
+        "--output",
+        str(results),
     )
     assert code == 0, err[-3000:]
     (task,) = json.loads(results.read_text())["tasks"]
     assert task["task"] == "conceptbed-ccd" and task["main_metric"].endswith(".ccd")
     assert {"vqa.ccd", "vqa.ccd_pooled", "vqa.ccd_category_mean"} <= set(task["metrics"])  # each CCD aggregation named
-    expected = {f"{t}.ccd": m.ccd for (source, t, category), m in saved.items() if source == "textual-inversion" and not category}
-    assert expected and {name: task["metrics"][name]["value"] for name in expected} == pytest.approx(expected, abs=1e-6)  # float32 batches differ
+    expected = {
+        f"{t}.ccd": m.ccd
+        for (source, t, category), m in saved.items()
+        if source == "textual-inversion" and not category
+    }
+    assert expected and {name: task["metrics"][name]["value"] for name in expected} == pytest.approx(
+        expected, abs=1e-6
+    )  # float32 batches differ
     # every metric again from the run's per-sample predictions, no model: the same results file
-    rescored = run_script("evaluate.py", "--from-predictions", str(tmp_path / "task.samples"), "--output", str(tmp_path / "again.json"))
+    rescored = run_script(
+        "evaluate.py", "--from-predictions", str(tmp_path / "task.samples"), "--output", str(tmp_path / "again.json")
+    )
     assert rescored[0] == 0, rescored[2][-3000:]
     assert (tmp_path / "again.json").read_text() == results.read_text()
     # a rerun scores no generated image again: each row's oracle records come from the per-sample cache
@@ -156,27 +227,60 @@ def test_evaluate_cli_end_to_end(tmp_path, tiny_sd, datasets_root, captions_file
     from conceptforge.loaders.model_ref import resolve_model
     from conceptforge.loaders.tasks import select_tasks
 
-    options = [f"conceptbed-ccd.{name}={oracles[key]}" for name, key in
-               (("style_oracle", "style"), ("object_oracle", "object"), ("cub_oracle", "cub"), ("vqa_model", "vqa"))]
-    rerun = run_tasks(resolve_model(str(out)), select_tasks("conceptbed-ccd", options=options),
-                      RunSettings(device="cpu", concepts=str(spec_path)))
+    options = [
+        f"conceptbed-ccd.{name}={oracles[key]}"
+        for name, key in (
+            ("style_oracle", "style"),
+            ("object_oracle", "object"),
+            ("cub_oracle", "cub"),
+            ("vqa_model", "vqa"),
+        )
+    ]
+    rerun = run_tasks(
+        resolve_model(str(out)),
+        select_tasks("conceptbed-ccd", options=options),
+        RunSettings(device="cpu", concepts=str(spec_path)),
+    )
     assert rerun.scored["conceptbed-ccd"] == 0
     assert {name: m["value"] for name, m in rerun.tasks[0]["metrics"].items()} == pytest.approx(
-        {name: m["value"] for name, m in task["metrics"].items()}, abs=1e-6)  # the real images are scored again
+        {name: m["value"] for name, m in task["metrics"].items()}, abs=1e-6
+    )  # the real images are scored again
 
 
 def test_evaluate_cli_bad_input_subprocess(tmp_path):
     bad = _run("evaluate.py", "conceptbed", "--from-scores", str(tmp_path / "missing.jsonl"), cwd=tmp_path)
     assert bad.returncode == 2
-    assert bad.stderr.strip().splitlines()[-1].startswith(f"error: conceptforge evaluate conceptbed: argument --from-scores: {tmp_path / 'missing.jsonl'} does not exist")
+    assert (
+        bad.stderr.strip()
+        .splitlines()[-1]
+        .startswith(
+            f"error: conceptforge evaluate conceptbed: argument --from-scores: {tmp_path / 'missing.jsonl'} does not exist"
+        )
+    )
 
 
 def test_train_oracle_script(tmp_path, datasets_root, write_spec, oracles, run_script):
     spec = write_spec(tmp_path, datasets_root, ["art_painting", "sketch"])
-    code, out, err = run_script("train_oracle.py", "--task", "style", "--concepts", str(spec), "--out", str(tmp_path / "pacs"),
-                                "--model-id", str(oracles["style"]), "--epochs", "1", "--batch-size", "8")
+    code, out, err = run_script(
+        "train_oracle.py",
+        "--task",
+        "style",
+        "--concepts",
+        str(spec),
+        "--out",
+        str(tmp_path / "pacs"),
+        "--model-id",
+        str(oracles["style"]),
+        "--epochs",
+        "1",
+        "--batch-size",
+        "8",
+    )
     assert code == 0, err[-2000:]
     assert "2 concepts" in out
-    assert json.loads((tmp_path / "pacs" / "config.json").read_text())["id2label"] == {"0": "art_painting", "1": "sketch"}
+    assert json.loads((tmp_path / "pacs" / "config.json").read_text())["id2label"] == {
+        "0": "art_painting",
+        "1": "sketch",
+    }
     code, _, err = run_script("train_oracle.py", "--task", "cub", "--concepts", str(spec), "--out", str(tmp_path / "x"))
     assert code == 2 and err.strip() == "error: the spec selects no cub concepts"

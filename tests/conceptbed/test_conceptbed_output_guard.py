@@ -7,7 +7,9 @@ import json
 from tests.foreign_out import assert_refused_untouched, make_foreign_folder
 
 
-def test_train_oracle_refuses_a_foreign_folder_and_a_file_before_training(tmp_path, datasets_root, write_spec, run_script):
+def test_train_oracle_refuses_a_foreign_folder_and_a_file_before_training(
+    tmp_path, datasets_root, write_spec, run_script
+):
     spec = write_spec(tmp_path, datasets_root, ["art_painting", "sketch"])
     mine = tmp_path / "mine"
     mine.mkdir()
@@ -18,7 +20,11 @@ def test_train_oracle_refuses_a_foreign_folder_and_a_file_before_training(tmp_pa
     assert_refused_untouched(mine, before, code, err)
     (tmp_path / "file").write_text("keep")
     code, _, err = run_script("train_oracle.py", *args, "--out", str(tmp_path / "file"))
-    assert code == 2 and err.strip().startswith("error: ") and f"argument --out: {tmp_path / 'file'} is a file, not a folder" in err
+    assert (
+        code == 2
+        and err.strip().startswith("error: ")
+        and f"argument --out: {tmp_path / 'file'} is a file, not a folder" in err
+    )
     assert (tmp_path / "file").read_text() == "keep"
 
 
@@ -27,15 +33,29 @@ def test_train_oracle_replaces_its_own_folder(tmp_path, datasets_root, write_spe
 
     spec = write_spec(tmp_path, datasets_root, ["art_painting", "sketch"])
     model = build_tiny_classifier(tmp_path / "tiny", ["art_painting", "sketch", "unrelated"], arch="resnet")
-    args = ("--task", "style", "--concepts", str(spec), "--model-id", str(model), "--epochs", "1",
-            "--batch-size", "8", "--out", str(tmp_path / "pacs"))
+    args = (
+        "--task",
+        "style",
+        "--concepts",
+        str(spec),
+        "--model-id",
+        str(model),
+        "--epochs",
+        "1",
+        "--batch-size",
+        "8",
+        "--out",
+        str(tmp_path / "pacs"),
+    )
     assert run_script("train_oracle.py", *args)[0] == 0
     code, _, err = run_script("train_oracle.py", *args)  # a rerun into its own folder
     assert code == 0, err[-2000:]
     assert json.loads((tmp_path / "pacs" / ".conceptforge.json").read_text())["made_by"] == "train-oracle"
 
 
-def test_the_card_summary_names_no_local_model_path_and_publish_refuses_one(tmp_path, tiny_sd, datasets_root, write_spec):
+def test_the_card_summary_names_no_local_model_path_and_publish_refuses_one(
+    tmp_path, tiny_sd, datasets_root, write_spec
+):
     from conceptforge.cards.validate import card_problems
     from conceptforge.generators.conceptbed.generate import ConceptBedGenerator
     from conceptforge.generators.conceptbed.spec import load_spec
@@ -49,12 +69,12 @@ def test_the_card_summary_names_no_local_model_path_and_publish_refuses_one(tmp_
 
 
 def test_a_plan_with_no_images_is_refused_before_anything_is_written(tmp_path, tiny_sd, datasets_root, write_spec):
+    import pytest
+
     from conceptforge.errors import InvalidArgumentError
     from conceptforge.generators.conceptbed.generate import ConceptBedGenerator
     from conceptforge.generators.conceptbed.spec import load_spec
     from tests.conceptbed.test_conceptbed_generate import _options
-
-    import pytest
 
     spec = load_spec(write_spec(tmp_path, datasets_root, ["beagle"]))
     out = tmp_path / "out"

@@ -7,9 +7,9 @@ from collections import Counter
 
 import pytest
 
+from conceptforge.errors import ConceptforgeError
 from conceptforge.generators.conceptbed.concepts import CUB_CLASSES, IMAGENET_CONCEPTS, PACS_STYLES, library
 from conceptforge.generators.conceptbed.spec import expand_concept_names, load_spec
-from conceptforge.errors import ConceptforgeError
 
 
 def test_library_matches_table9():
@@ -34,12 +34,22 @@ def test_expand_names():
 
 
 def test_spec_resolves_each_layout(tmp_path, datasets_root, write_spec):
-    path = write_spec(tmp_path, datasets_root, ["art_painting", "beagle", "tabby", "002.Laysan_Albatross"], max_reference_images=9)
+    path = write_spec(
+        tmp_path, datasets_root, ["art_painting", "beagle", "tabby", "002.Laysan_Albatross"], max_reference_images=9
+    )
     spec = load_spec(path)
     by = spec.by_name()
     style = by["art_painting"]
     assert style.kind == "style" and len(style.reference_images) == 9
-    assert [p.parent.name for p in style.reference_images[:7]] == ["dog", "elephant", "giraffe", "guitar", "horse", "house", "person"]
+    assert [p.parent.name for p in style.reference_images[:7]] == [
+        "dog",
+        "elephant",
+        "giraffe",
+        "guitar",
+        "horse",
+        "house",
+        "person",
+    ]
     assert by["beagle"].reference_images[0].parent.name == "n02088364" and by["beagle"].parent == "dog"
     assert by["tabby"].reference_images[0].parent.name == "n02123045"  # "tabby, tabby cat"
     assert by["002.Laysan_Albatross"].kind == "cub" and len(by["002.Laysan_Albatross"].reference_images) == 2

@@ -17,11 +17,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from conceptforge.assemblers import Assembler
+from conceptforge.launchers import resolve_shard
 from conceptforge.runner import Stage, run_stage
 from conceptforge.store import ItemResult
 from conceptforge.workitems import WorkItem, derive_seed
-from conceptforge.assemblers import Assembler
-from conceptforge.launchers import resolve_shard
 
 
 def items(count: int) -> list[WorkItem]:
@@ -54,16 +54,25 @@ def assemble(store, out_dir: Path, args: dict) -> None:
     time.sleep(float(args.get("delay", 0)))
     (out_dir / "data").mkdir(parents=True, exist_ok=True)
     for split in ("test", "train"):
-        rows = [{"item_id": r.item_id, "seed": r.metadata["seed"], "value": r.metadata["value"], "bin": r.read_file("bin")}
-                for r in store.records(split)]
+        rows = [
+            {"item_id": r.item_id, "seed": r.metadata["seed"], "value": r.metadata["value"], "bin": r.read_file("bin")}
+            for r in store.records(split)
+        ]
         buffer = io.BytesIO()
         pq.write_table(pa.Table.from_pylist(rows), buffer)
         (out_dir / "data" / f"{split}.parquet").write_bytes(buffer.getvalue())
     (out_dir / "README.md").write_text(f"# test dataset\n{len(store.chunk_states())} chunks\n")
 
 
-def stage(count: int, *, log: str | None = None, delay: float = 0.0, chunk_size: int = 8,
-          assembly_log: str | None = None, assembly_delay: float = 0.0) -> Stage:
+def stage(
+    count: int,
+    *,
+    log: str | None = None,
+    delay: float = 0.0,
+    chunk_size: int = 8,
+    assembly_log: str | None = None,
+    assembly_delay: float = 0.0,
+) -> Stage:
     return Stage(
         name="test/engine",
         items=items(count),
@@ -92,9 +101,17 @@ def main(argv=None) -> int:
 
     def _main(_argv):
         report = run_stage(
-            stage(args.count, log=args.log, delay=args.delay, chunk_size=args.chunk_size,
-                  assembly_log=args.assembly_log, assembly_delay=args.assembly_delay),
-            args.out, shard=resolve_shard(args.num_shards, args.shard_index), max_items=args.max_items,
+            stage(
+                args.count,
+                log=args.log,
+                delay=args.delay,
+                chunk_size=args.chunk_size,
+                assembly_log=args.assembly_log,
+                assembly_delay=args.assembly_delay,
+            ),
+            args.out,
+            shard=resolve_shard(args.num_shards, args.shard_index),
+            max_items=args.max_items,
         )
         print(report.message(args.out))
         return 0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import subprocess
@@ -24,8 +23,9 @@ class S3Server:
         command = shutil.which("moto_server", path=str(Path(sys.executable).parent)) or shutil.which("moto_server")
         if command is None:
             raise RuntimeError("moto_server is not installed: pip install 'moto[server]' s3fs (the test extra)")
-        self.process = subprocess.Popen([command, "-H", "127.0.0.1", "-p", str(self.port)],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.process = subprocess.Popen(
+            [command, "-H", "127.0.0.1", "-p", str(self.port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         deadline = time.time() + 30
         while time.time() < deadline:
             try:
@@ -52,8 +52,9 @@ class S3Server:
     def filesystem(self):
         import s3fs
 
-        return s3fs.S3FileSystem(key="testing", secret="testing", client_kwargs={"endpoint_url": self.endpoint},
-                                 use_listings_cache=False)
+        return s3fs.S3FileSystem(
+            key="testing", secret="testing", client_kwargs={"endpoint_url": self.endpoint}, use_listings_cache=False
+        )
 
     def make_bucket(self, name: str) -> None:
         self.filesystem().mkdir(name)

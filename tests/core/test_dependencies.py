@@ -38,7 +38,15 @@ def _third_party_imports(folders: list[str]) -> set[str]:
                     found |= {alias.name.split(".")[0] for alias in node.names}
                 elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                     found.add(node.module.split(".")[0])
-    local = {"conceptforge", "tests", "benchmarks", "filters_fixtures", "filters_tiny_models", "publish_helpers", "hub_server"}
+    local = {
+        "conceptforge",
+        "tests",
+        "benchmarks",
+        "filters_fixtures",
+        "filters_tiny_models",
+        "publish_helpers",
+        "hub_server",
+    }
     return {name for name in found - local - set(sys.stdlib_module_names) if not name.startswith("_")}
 
 
@@ -46,14 +54,19 @@ def _distributions(modules: set[str]) -> dict[str, set[str]]:
     mapping = packages_distributions()
     return {
         # not installed here (an optional extra): the distribution is named like the module
-        module: {d.lower().replace("_", "-") for d in mapping.get(module, [module])} | ({PROVIDED_BY[module]} if module in PROVIDED_BY else set())
+        module: {d.lower().replace("_", "-") for d in mapping.get(module, [module])}
+        | ({PROVIDED_BY[module]} if module in PROVIDED_BY else set())
         for module in modules
     }
 
 
 def test_every_library_import_is_declared():
     project = _project()
-    declared = _names(project["dependencies"]) | _names(project["optional-dependencies"]["blender"]) | _names(project["optional-dependencies"]["ray"])
+    declared = (
+        _names(project["dependencies"])
+        | _names(project["optional-dependencies"]["blender"])
+        | _names(project["optional-dependencies"]["ray"])
+    )
     undeclared = {
         module: dists
         for module, dists in _distributions(_third_party_imports(LIBRARY) - OPTIONAL_IMPORTS).items()
@@ -74,7 +87,11 @@ def test_test_extra_holds_what_tests_import_and_nothing_else():
 
 
 def _caps(requirements: list[str], name: str, environment: dict) -> list[Requirement]:
-    return [r for r in map(Requirement, requirements) if r.name.lower() == name and (r.marker is None or r.marker.evaluate(environment))]
+    return [
+        r
+        for r in map(Requirement, requirements)
+        if r.name.lower() == name and (r.marker is None or r.marker.evaluate(environment))
+    ]
 
 
 @pytest.mark.parametrize("python", ["3.11", "3.12"])
@@ -83,12 +100,22 @@ def test_numpy_and_pyarrow_are_capped_only_with_blender(python):
     environment = {**default_environment(), "python_version": python, "python_full_version": f"{python}.0"}
     for name, newest in (("numpy", "2.4.6"), ("pyarrow", "26.0.1")):
         for requirement in _caps(project["dependencies"], name, environment):
-            assert requirement.specifier.contains(Version(newest)), f"{requirement} keeps users without Blender off {name} {newest}"
+            assert requirement.specifier.contains(Version(newest)), (
+                f"{requirement} keeps users without Blender off {name} {newest}"
+            )
     blender = project["optional-dependencies"]["blender"]
     with_bpy = bool(_caps(blender, "bpy", environment))
     assert with_bpy == (python == "3.11")  # the last bpy wheel is for 3.11
-    assert not any(r.specifier.contains(Version("26.0.1")) for r in _caps(blender, "pyarrow", environment)) if with_bpy else True
-    assert not any(r.specifier.contains(Version("2.0")) for r in _caps(blender, "numpy", environment)) if with_bpy else True
+    assert (
+        not any(r.specifier.contains(Version("26.0.1")) for r in _caps(blender, "pyarrow", environment))
+        if with_bpy
+        else True
+    )
+    assert (
+        not any(r.specifier.contains(Version("2.0")) for r in _caps(blender, "numpy", environment))
+        if with_bpy
+        else True
+    )
     if not with_bpy:
         assert _caps(blender, "pyarrow", environment) == _caps(blender, "numpy", environment) == []
 
@@ -96,15 +123,34 @@ def test_numpy_and_pyarrow_are_capped_only_with_blender(python):
 def _resolve(tmp_path: Path, target: str) -> dict[str, Version]:
     report = tmp_path / f"report-{len(list(tmp_path.iterdir()))}.json"
     result = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet", "--report", str(report), target],
-        cwd=REPO, capture_output=True, text=True, timeout=900,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--ignore-installed",
+            "--quiet",
+            "--report",
+            str(report),
+            target,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    return {item["metadata"]["name"].lower(): Version(item["metadata"]["version"]) for item in json.loads(report.read_text())["install"]}
+    return {
+        item["metadata"]["name"].lower(): Version(item["metadata"]["version"])
+        for item in json.loads(report.read_text())["install"]
+    }
 
 
 def _newest(name: str) -> Version:
-    result = subprocess.run([sys.executable, "-m", "pip", "index", "versions", name], capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "index", "versions", name], capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     return Version(result.stdout.split("(", 1)[1].split(")", 1)[0])
 

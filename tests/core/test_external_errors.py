@@ -44,17 +44,36 @@ def test_known_environment_errors_become_one_line_kinds():
     from huggingface_hub.utils import validate_repo_id
 
     cases = [
-        (botocore_errors.NoCredentialsError(), StoreError, "no credentials for the object store (Unable to locate credentials)"),
-        (botocore_errors.EndpointConnectionError(endpoint_url="http://127.0.0.1:9/b"), StoreError,
-         'cannot reach the object store (Could not connect to the endpoint URL: "http://127.0.0.1:9/b")'),
-        (huggingface_hub.errors.LocalEntryNotFoundError("no cached model.safetensors"), WeightsUnavailableError,
-         "not in the local cache and the Hub cannot be asked (no cached model.safetensors)"),
-        (_raised(lambda: validate_repo_id("./typo-model")), WeightsUnavailableError,
-         "neither an existing local folder nor a valid Hub id"),
-        (pa.ArrowInvalid("Parquet magic bytes not found in footer."), DataFormatError,
-         "a parquet file is damaged or not parquet (Parquet magic bytes not found in footer.)"),
-        (OSError("typo/model is not a local folder and is not a valid model identifier listed on the Hub"),
-         WeightsUnavailableError, "cannot load the model: typo/model is not a local folder"),
+        (
+            botocore_errors.NoCredentialsError(),
+            StoreError,
+            "no credentials for the object store (Unable to locate credentials)",
+        ),
+        (
+            botocore_errors.EndpointConnectionError(endpoint_url="http://127.0.0.1:9/b"),
+            StoreError,
+            'cannot reach the object store (Could not connect to the endpoint URL: "http://127.0.0.1:9/b")',
+        ),
+        (
+            huggingface_hub.errors.LocalEntryNotFoundError("no cached model.safetensors"),
+            WeightsUnavailableError,
+            "not in the local cache and the Hub cannot be asked (no cached model.safetensors)",
+        ),
+        (
+            _raised(lambda: validate_repo_id("./typo-model")),
+            WeightsUnavailableError,
+            "neither an existing local folder nor a valid Hub id",
+        ),
+        (
+            pa.ArrowInvalid("Parquet magic bytes not found in footer."),
+            DataFormatError,
+            "a parquet file is damaged or not parquet (Parquet magic bytes not found in footer.)",
+        ),
+        (
+            OSError("typo/model is not a local folder and is not a valid model identifier listed on the Hub"),
+            WeightsUnavailableError,
+            "cannot load the model: typo/model is not a local folder",
+        ),
     ]
     for error, kind, start in cases:
         known = translate(error)
@@ -82,8 +101,10 @@ def test_network_errors_name_the_endpoint_and_the_offline_switch(monkeypatch):
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
     known = translate(httpx2.ConnectError("[Errno 111] Connection refused"))
     assert isinstance(known, HubError)
-    assert str(known) == ("cannot connect to http://127.0.0.1:9 ([Errno 111] Connection refused); no network? set "
-                          "HF_HUB_OFFLINE=1 to use the local cache only (see README, Working offline)")
+    assert str(known) == (
+        "cannot connect to http://127.0.0.1:9 ([Errno 111] Connection refused); no network? set "
+        "HF_HUB_OFFLINE=1 to use the local cache only (see README, Working offline)"
+    )
 
 
 def test_probe_goes_offline_fast_only_when_the_endpoint_is_unreachable(monkeypatch):
@@ -118,15 +139,25 @@ def test_each_warning_is_printed_once(capsys):
     finally:
         logger.removeHandler(handler)
     assert capsys.readouterr().err.splitlines() == [
-        "Couldn't connect to the Hub: retrying", "an error is never hidden", "an error is never hidden",
-        "an error is never hidden", "another warning"]
+        "Couldn't connect to the Hub: retrying",
+        "an error is never hidden",
+        "an error is never hidden",
+        "an error is never hidden",
+        "another warning",
+    ]
 
 
 def _cli(*args, env):
     # The suite's S3 fixture exports its credentials to os.environ: a case without credentials drops them.
     inherited = {k: v for k, v in os.environ.items() if not k.startswith(("FSSPEC_S3_", "AWS_"))}
-    return subprocess.run([sys.executable, "-m", "conceptforge", *args], capture_output=True, text=True, timeout=120,
-                          env={**inherited, "PYTHONPATH": str(REPO), **env}, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "conceptforge", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**inherited, "PYTHONPATH": str(REPO), **env},
+        cwd=REPO,
+    )
 
 
 def test_s3_without_credentials_or_with_a_dead_endpoint_is_one_line(tmp_path):
@@ -135,18 +166,32 @@ def test_s3_without_credentials_or_with_a_dead_endpoint_is_one_line(tmp_path):
 
     # A live server: status only reads, and a read of a dead endpoint fails on the connection first.
     server = S3Server()
-    no_credentials = {"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_CONFIG_FILE": str(tmp_path / "none"),
-                      "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"), "AWS_EC2_METADATA_DISABLED": "true",
-                      "FSSPEC_S3_ENDPOINT_URL": server.endpoint}
-    dead = {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y", "AWS_EC2_METADATA_DISABLED": "true", "AWS_MAX_ATTEMPTS": "1",
-            "FSSPEC_S3_ENDPOINT_URL": f"http://127.0.0.1:{_closed_port()}"}
+    no_credentials = {
+        "AWS_ACCESS_KEY_ID": "",
+        "AWS_SECRET_ACCESS_KEY": "",
+        "AWS_CONFIG_FILE": str(tmp_path / "none"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "FSSPEC_S3_ENDPOINT_URL": server.endpoint,
+    }
+    dead = {
+        "AWS_ACCESS_KEY_ID": "x",
+        "AWS_SECRET_ACCESS_KEY": "y",
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "AWS_MAX_ATTEMPTS": "1",
+        "FSSPEC_S3_ENDPOINT_URL": f"http://127.0.0.1:{_closed_port()}",
+    }
     try:
-        for env, command, start in [(no_credentials, "status", "error: no credentials for the object store"),
-                                    (dead, "assemble", "error: cannot reach the object store")]:
+        for env, command, start in [
+            (no_credentials, "status", "error: no credentials for the object store"),
+            (dead, "assemble", "error: cannot reach the object store"),
+        ]:
             result = _cli(command, "s3://bucket/run", env=env)
             assert result.returncode == 2, result.stderr[-2000:]
             assert "Traceback" not in result.stderr
-            assert result.stderr.strip().splitlines() == [result.stderr.strip()] and result.stderr.startswith(start), result.stderr
+            assert result.stderr.strip().splitlines() == [result.stderr.strip()] and result.stderr.startswith(start), (
+                result.stderr
+            )
     finally:
         server.stop()
 
@@ -169,4 +214,5 @@ def test_a_builtin_connection_error_offline_says_what_to_do(monkeypatch):
     known = translate(ConnectionError("Couldn't reach './typo' on the Hub (OfflineModeIsEnabled)"))
     assert isinstance(known, HubError) and str(known) == (
         "Couldn't reach './typo' on the Hub (OfflineModeIsEnabled); offline mode (HF_HUB_OFFLINE=1): pass a local "
-        "folder, or fill the cache where there is network")
+        "folder, or fill the cache where there is network"
+    )

@@ -30,10 +30,31 @@ from conceptforge.argtypes import ArgType, DeviceType, Examples
 from conceptforge.commands import build_parser
 from conceptforge.commands.base import walk_parsers
 
-VALUELESS = (argparse._HelpAction, argparse._VersionAction, argparse._StoreConstAction, argparse._CountAction,
-             argparse._AppendConstAction, argparse.BooleanOptionalAction, argparse._SubParsersAction)
-PATH_LIKE = ("-dir", "--out", "--output", "--spec", "--concepts", "--references", "--candidates", "--export",
-             "--apply", "--db", "--outliers", "--work", "--from-scores", "--save-scores")
+VALUELESS = (
+    argparse._HelpAction,
+    argparse._VersionAction,
+    argparse._StoreConstAction,
+    argparse._CountAction,
+    argparse._AppendConstAction,
+    argparse.BooleanOptionalAction,
+    argparse._SubParsersAction,
+)
+PATH_LIKE = (
+    "-dir",
+    "--out",
+    "--output",
+    "--spec",
+    "--concepts",
+    "--references",
+    "--candidates",
+    "--export",
+    "--apply",
+    "--db",
+    "--outliers",
+    "--work",
+    "--from-scores",
+    "--save-scores",
+)
 #: Flags whose value is a path inside another flag's folder, or a name: checked by the command.
 RELATIVE_PATHS = {"--split-dir", "--metadata"}
 
@@ -59,8 +80,12 @@ def canary(tmp_path_factory) -> tuple[Path, Examples]:
     folder.mkdir()
     (folder / "README.md").write_text("# not ours\n")
     (folder / "data.bin").write_bytes(os.urandom(64))
-    examples = Examples(missing=str(root / "missing" / "thing"), file=str(root / "user.txt"), folder=str(folder),
-                        under_file=str(root / "user.txt" / "out.json"))
+    examples = Examples(
+        missing=str(root / "missing" / "thing"),
+        file=str(root / "user.txt"),
+        folder=str(folder),
+        under_file=str(root / "user.txt" / "out.json"),
+    )
     return root, examples
 
 
@@ -68,7 +93,10 @@ def snapshot(root: Path) -> dict[str, tuple[int, str]]:
     state = {}
     for path in sorted(root.rglob("*")):
         mode = path.stat().st_mode
-        state[str(path.relative_to(root))] = (mode, hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "dir")
+        state[str(path.relative_to(root))] = (
+            mode,
+            hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "dir",
+        )
     return state
 
 
@@ -80,7 +108,9 @@ def good_value(action: argparse.Action, examples: Examples) -> str:
     return "x"
 
 
-def base_argv(path: tuple[str, ...], parser: argparse.ArgumentParser, examples: Examples, *, skip: argparse.Action | None = None) -> list[str]:
+def base_argv(
+    path: tuple[str, ...], parser: argparse.ArgumentParser, examples: Examples, *, skip: argparse.Action | None = None
+) -> list[str]:
     """The command with every required argument given a good value (``skip`` left out)."""
     argv = list(path)
     for action in value_actions(parser):
@@ -174,10 +204,18 @@ def test_every_value_flag_has_a_checked_type():
         for action in value_actions(parser):
             name = action.option_strings[-1] if action.option_strings else action.dest
             where = f"conceptforge {' '.join(path)} {name}"
-            if action.type in (int, float, Path) or (action.type not in (None, str) and not isinstance(action.type, ArgType)):
-                unchecked.append(f"{where}: type {getattr(action.type, '__name__', action.type)} (use conceptforge.argtypes)")
-            elif (action.type in (None, str) and not action.choices and any(name.endswith(s) for s in PATH_LIKE)
-                  and name not in RELATIVE_PATHS):
+            if action.type in (int, float, Path) or (
+                action.type not in (None, str) and not isinstance(action.type, ArgType)
+            ):
+                unchecked.append(
+                    f"{where}: type {getattr(action.type, '__name__', action.type)} (use conceptforge.argtypes)"
+                )
+            elif (
+                action.type in (None, str)
+                and not action.choices
+                and any(name.endswith(s) for s in PATH_LIKE)
+                and name not in RELATIVE_PATHS
+            ):
                 unchecked.append(f"{where}: a path flag without a path type")
     assert not unchecked, "\n".join(unchecked)
 
@@ -185,10 +223,25 @@ def test_every_value_flag_has_a_checked_type():
 def test_the_walk_covers_every_command(canary):
     """The tree holds every sub-command the help lists, and the walk reaches each flag."""
     paths = {" ".join(path) for path, _ in commands()}
-    for expected in ("generate sub", "generate binding", "generate conceptbed", "filter sub", "select-candidates birds",
-                     "select-candidates attributes", "train-oracle", "publish", "evaluate", "evaluate sub",
-                     "evaluate binding", "evaluate conceptbed", "evaluate compmap", "leaderboard", "annotate",
-                     "assemble", "status"):
+    for expected in (
+        "generate sub",
+        "generate binding",
+        "generate conceptbed",
+        "filter sub",
+        "select-candidates birds",
+        "select-candidates attributes",
+        "train-oracle",
+        "publish",
+        "evaluate",
+        "evaluate sub",
+        "evaluate binding",
+        "evaluate conceptbed",
+        "evaluate compmap",
+        "leaderboard",
+        "annotate",
+        "assemble",
+        "status",
+    ):
         assert expected in paths
     cases = bad_cases(canary[1])
     walked = {what.split("=")[0] for _, _, what in cases}
@@ -234,14 +287,36 @@ def test_device_without_cuda_is_one_line_in_every_command(cli, canary, monkeypat
     assert not problems, "\n".join(problems)
 
 
-@pytest.mark.parametrize("argv, flag", [
-    (["evaluate", "conceptbed", "--from-scores", "{file}", "--ece-bins", "0"], "--ece-bins"),
-    (["train-oracle", "--task", "style", "--concepts", "{file}", "--out", "{missing}", "--validation-fraction", "1.5"], "--validation-fraction"),
-    (["train-oracle", "--task", "style", "--concepts", "{file}", "--out", "{missing}", "--epochs", "0"], "--epochs"),
-    (["select-candidates", "birds", "--references", "{folder}", "--spec", "{missing}", "--min-accuracy", "1.5"], "--min-accuracy"),
-    (["select-candidates", "attributes", "--spec", "{missing}", "--batch-size", "0"], "--batch-size"),
-    (["evaluate", "conceptbed", "--from-scores", "{file}", "--output", "{under_file}"], "--output"),
-])
+@pytest.mark.parametrize(
+    "argv, flag",
+    [
+        (["evaluate", "conceptbed", "--from-scores", "{file}", "--ece-bins", "0"], "--ece-bins"),
+        (
+            [
+                "train-oracle",
+                "--task",
+                "style",
+                "--concepts",
+                "{file}",
+                "--out",
+                "{missing}",
+                "--validation-fraction",
+                "1.5",
+            ],
+            "--validation-fraction",
+        ),
+        (
+            ["train-oracle", "--task", "style", "--concepts", "{file}", "--out", "{missing}", "--epochs", "0"],
+            "--epochs",
+        ),
+        (
+            ["select-candidates", "birds", "--references", "{folder}", "--spec", "{missing}", "--min-accuracy", "1.5"],
+            "--min-accuracy",
+        ),
+        (["select-candidates", "attributes", "--spec", "{missing}", "--batch-size", "0"], "--batch-size"),
+        (["evaluate", "conceptbed", "--from-scores", "{file}", "--output", "{under_file}"], "--output"),
+    ],
+)
 def test_the_reported_bad_values_are_refused(cli, canary, argv, flag):
     """The cases from issue 24, by name: each used to run (and train on NaN, or print ECE 0)."""
     examples = canary[1]
@@ -255,8 +330,12 @@ def test_parser_errors_are_one_line_from_the_console_script(tmp_path):
     import subprocess
     import sys
 
-    result = subprocess.run([sys.executable, "-m", "conceptforge", "train-oracle", "--epochs", "0"],
-                            capture_output=True, text=True, cwd=tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-m", "conceptforge", "train-oracle", "--epochs", "0"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert result.returncode == 2
     assert result.stderr.splitlines() == [result.stderr.strip()]
     assert result.stderr.startswith("error: conceptforge train-oracle: argument --epochs: must be >= 1, got 0")
@@ -269,9 +348,17 @@ def test_types_by_hand():
     assert argtypes.fraction_below_one("0") == 0.0
     assert argtypes.fraction_above_zero("1") == 1.0
     assert argtypes.unit_interval("1") == 1.0
-    for parse, text in [(argtypes.positive_int, "0"), (argtypes.non_negative_int, "-1"), (argtypes.fraction_below_one, "1"),
-                        (argtypes.fraction_above_zero, "0"), (argtypes.positive_float, "0"), (argtypes.finite_float, "nan"),
-                        (argtypes.rating, "5.5"), (argtypes.port, "65536"), (argtypes.seed, "-1")]:
+    for parse, text in [
+        (argtypes.positive_int, "0"),
+        (argtypes.non_negative_int, "-1"),
+        (argtypes.fraction_below_one, "1"),
+        (argtypes.fraction_above_zero, "0"),
+        (argtypes.positive_float, "0"),
+        (argtypes.finite_float, "nan"),
+        (argtypes.rating, "5.5"),
+        (argtypes.port, "65536"),
+        (argtypes.seed, "-1"),
+    ]:
         with pytest.raises(argparse.ArgumentTypeError):
             parse(text)
     assert argtypes.ListOf(argtypes.seed)("0, 1,2") == [0, 1, 2]
@@ -283,8 +370,11 @@ def test_template_fields_are_checked():
     """An unknown field ended in a KeyError traceback after the model loaded; a missing one gave equal prompts."""
     template = argtypes.Template(allowed={"group", "value"}, required={"value"})
     assert template("the bird's {group} is {value}") == "the bird's {group} is {value}"
-    for text, message in [("a {colour} bird", "unknown field(s) {colour}"), ("a bird", "lacks {value}"),
-                          ("a {value", "not a valid template")]:
+    for text, message in [
+        ("a {colour} bird", "unknown field(s) {colour}"),
+        ("a bird", "lacks {value}"),
+        ("a {value", "not a valid template"),
+    ]:
         with pytest.raises(argparse.ArgumentTypeError, match=re.escape(message)):
             template(text)
 
@@ -298,8 +388,10 @@ def test_library_loaders_share_the_device_check(monkeypatch, tmp_path):
     from conceptforge.loaders.embeddings import EmbeddingModel
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    for load in (lambda: VQAScorer.from_pretrained(str(tmp_path / "no-model"), device="cuda"),
-                 lambda: EmbeddingModel.from_pretrained(str(tmp_path / "no-model"), device="cuda:1")):
+    for load in (
+        lambda: VQAScorer.from_pretrained(str(tmp_path / "no-model"), device="cuda"),
+        lambda: EmbeddingModel.from_pretrained(str(tmp_path / "no-model"), device="cuda:1"),
+    ):
         with pytest.raises(DeviceUnavailableError, match="no CUDA GPU is visible"):
             load()
     assert argtypes.check_device("xpu") == "xpu" and argtypes.check_device(None) is None

@@ -21,8 +21,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 STAGE_FOLDERS = ("generators", "filters", "cards", "loaders")
-COPY_IGNORE = shutil.ignore_patterns(".git", ".venv", "build", "dist", "outputs", "*.egg-info", "__pycache__",
-                                     ".pytest_cache", "*.pyc", ".whl", ".gl")
+COPY_IGNORE = shutil.ignore_patterns(
+    ".git", ".venv", "build", "dist", "outputs", "*.egg-info", "__pycache__", ".pytest_cache", "*.pyc", ".whl", ".gl"
+)
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +32,22 @@ def wheel(tmp_path_factory) -> Path:
     shutil.copytree(REPO, source, ignore=COPY_IGNORE)
     out = tmp_path_factory.mktemp("wheel")
     done = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q", "-w", str(out), str(source)],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-q",
+            "-w",
+            str(out),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     (path,) = out.glob("conceptforge-*.whl")
@@ -55,8 +70,14 @@ def _isolated(code: str, site: Path, *, cwd: Path, block_bpy: bool = False) -> s
         prelude += "sys.modules['bpy'] = None  # as if Blender's module were not installed\n"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     env.pop("PYTHONPATH", None)
-    return subprocess.run([sys.executable, "-I", "-c", prelude + textwrap.dedent(code)], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-I", "-c", prelude + textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=300,
+    )
 
 
 def test_wheel_installs_one_namespace(wheel):
@@ -93,7 +114,9 @@ def test_every_module_imports_from_the_installed_package(wheel, site, tmp_path):
         leaked = sorted(m for m in sys.modules if m.split(".")[0] in ("generators", "filters", "cards", "loaders", "tests"))
         print(json.dumps({{"files": files, "leaked": leaked, "bpy": sys.modules.get("bpy") is not None}}))
         """,
-        site, cwd=tmp_path, block_bpy=True,
+        site,
+        cwd=tmp_path,
+        block_bpy=True,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
@@ -103,14 +126,30 @@ def test_every_module_imports_from_the_installed_package(wheel, site, tmp_path):
 
 
 def test_help_lists_every_sub_command(site, tmp_path):
-    done = _isolated("import runpy\nsys.argv = ['conceptforge', '--help']\nrunpy.run_module('conceptforge', run_name='__main__')",
-                     site, cwd=tmp_path)
+    done = _isolated(
+        "import runpy\nsys.argv = ['conceptforge', '--help']\nrunpy.run_module('conceptforge', run_name='__main__')",
+        site,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
-    for command in ("generate", "filter", "select-candidates", "train-oracle", "publish", "evaluate", "leaderboard",
-                    "annotate", "assemble", "status"):
+    for command in (
+        "generate",
+        "filter",
+        "select-candidates",
+        "train-oracle",
+        "publish",
+        "evaluate",
+        "leaderboard",
+        "annotate",
+        "assemble",
+        "status",
+    ):
         assert f"    {command} " in done.stdout, command
-    for group, names in {"generate": ("sub", "conceptbed", "binding"), "filter": ("sub",),
-                         "evaluate": ("sub", "binding", "conceptbed", "compmap")}.items():
+    for group, names in {
+        "generate": ("sub", "conceptbed", "binding"),
+        "filter": ("sub",),
+        "evaluate": ("sub", "binding", "conceptbed", "compmap"),
+    }.items():
         code = f"from conceptforge.commands import main\nsys.exit(main([{group!r}, '--help']))"
         listed = _isolated(code, site, cwd=tmp_path)
         assert listed.returncode == 0, listed.stderr
@@ -122,8 +161,14 @@ def test_user_modules_named_like_our_folders_do_not_shadow(site, tmp_path):
     for name in (*STAGE_FOLDERS, "scripts"):
         (tmp_path / f"{name}.py").write_text("raise SystemExit('imported the user\\'s own module')\n")
     env = {**os.environ, "PYTHONPATH": str(site), "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run([sys.executable, "-m", "conceptforge", "evaluate", "binding", "--help"],
-                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "conceptforge", "evaluate", "binding", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert "--dataset" in done.stdout and "--clip-model" in done.stdout
 
@@ -135,7 +180,12 @@ def test_console_script_of_this_environment():
         pytest.skip("the project is not installed in this interpreter's environment")
     done = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "select-candidates" in done.stdout
-    bad = subprocess.run([str(script), "annotate", "/nonexistent-dataset", "--study", "sub-faithfulness"],
-                         capture_output=True, text=True, timeout=300)
+    bad = subprocess.run(
+        [str(script), "annotate", "/nonexistent-dataset", "--study", "sub-faithfulness"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
-        "error: conceptforge annotate: argument DATASET_DIR: /nonexistent-dataset does not exist (see conceptforge annotate --help)"]
+        "error: conceptforge annotate: argument DATASET_DIR: /nonexistent-dataset does not exist (see conceptforge annotate --help)"
+    ]

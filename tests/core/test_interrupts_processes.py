@@ -8,13 +8,11 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
 
-from tests.proc import alive
-
 from conceptforge.interrupts import Interrupted, deferred_interrupts, handle_stop_signals
+from tests.proc import alive
 
 SLEEPER = textwrap.dedent("""
     import sys, time
@@ -31,7 +29,9 @@ SLEEPER = textwrap.dedent("""
 
 @pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_command_stops_at_once_with_one_line(signum, code):
-    process = subprocess.Popen([sys.executable, "-c", SLEEPER], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-c", SLEEPER], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     assert process.stdout.readline().strip() == "ready"
     sent = time.monotonic()
     process.send_signal(signum)
@@ -39,7 +39,9 @@ def test_a_command_stops_at_once_with_one_line(signum, code):
     assert time.monotonic() - sent < 5
     assert process.returncode == code
     name = signal.Signals(signum).name
-    assert stderr.strip().splitlines() == [f"interrupted by {name}: finished work is kept; rerun the same command to resume"]
+    assert stderr.strip().splitlines() == [
+        f"interrupted by {name}: finished work is kept; rerun the same command to resume"
+    ]
 
 
 def test_a_deferred_signal_is_delivered_when_the_block_ends():

@@ -18,8 +18,15 @@ from conceptforge.store import ItemStore
 from tests.core import engine_stage
 
 
-def failing_stage(count: int, *, bad: dict[str, BaseException], flaky: set[str] = frozenset(), calls=None,
-                  chunk_size: int = 4, batches: bool = False) -> Stage:
+def failing_stage(
+    count: int,
+    *,
+    bad: dict[str, BaseException],
+    flaky: set[str] = frozenset(),
+    calls=None,
+    chunk_size: int = 4,
+    batches: bool = False,
+) -> Stage:
     """``bad`` items raise their error on every try; ``flaky`` ones only on the first."""
     make = engine_stage.make_factory(None, 0.0)
     calls = calls if calls is not None else {}
@@ -45,7 +52,9 @@ def test_a_bad_item_is_retried_then_recorded_and_the_shard_goes_on(tmp_path):
     report = run_stage(stage, out)
     assert calls["item00005"] == ITEM_ATTEMPTS and calls["item00009"] == 2 and calls["item00011"] == 1
     assert report.made == 11 and report.complete and not report.assembled
-    assert [(f.item_id, f.split, f.error, f.attempts) for f in report.failed] == [("item00005", "test", "ValueError: image is NaN", 3)]
+    assert [(f.item_id, f.split, f.error, f.attempts) for f in report.failed] == [
+        ("item00005", "test", "ValueError: image is NaN", 3)
+    ]
     assert "1 item(s) failed every attempt" in report.message(str(out)) and "--allow-failed" in report.message(str(out))
     store = ItemStore(out / ".work")
     assert sorted(r.item_id for r in store.records()) == [f"item{n:05d}" for n in range(12) if n != 5]
@@ -65,7 +74,10 @@ def test_status_lists_failed_items_and_assembly_refuses_unless_allowed(tmp_path)
     outcome = assemble_run(out, allow_failed=True)
     assert outcome.status == "assembled"
     card = (out / "README.md").read_text()
-    assert "## Failed items" in card and "| `item00002` | train | 3 | ItemError: no valid placement after 200 restarts |" in card
+    assert (
+        "## Failed items" in card
+        and "| `item00002` | train | 3 | ItemError: no valid placement after 200 restarts |" in card
+    )
     train = pq.read_table(out / "data" / "train.parquet").column("item_id").to_pylist()
     assert "item00002" not in train and len(train) == 5  # items 1, 3, 4, 6, 7 (0 and 5 are test)
 
@@ -83,7 +95,9 @@ def test_a_rerun_retries_the_failed_items_and_then_assembles(tmp_path):
 
 def test_an_error_of_the_run_stops_at_once(tmp_path):
     calls: dict[str, int] = {}
-    stage = failing_stage(8, bad={"item00001": DeviceUnavailableError("--device cuda: no CUDA GPU is visible")}, calls=calls)
+    stage = failing_stage(
+        8, bad={"item00001": DeviceUnavailableError("--device cuda: no CUDA GPU is visible")}, calls=calls
+    )
     with pytest.raises(DeviceUnavailableError):
         run_stage(stage, tmp_path / "out")
     assert calls["item00001"] == 1  # not retried: no item can fix a missing GPU
@@ -99,7 +113,9 @@ def test_a_stage_whose_items_all_fail_is_a_bug_not_bad_luck(tmp_path):
 
 def test_a_failing_batch_is_made_one_item_at_a_time(tmp_path):
     calls: dict[str, int] = {}
-    report = run_stage(failing_stage(8, bad={"item00003": ValueError("NaN")}, calls=calls, batches=True), tmp_path / "out")
+    report = run_stage(
+        failing_stage(8, bad={"item00003": ValueError("NaN")}, calls=calls, batches=True), tmp_path / "out"
+    )
     assert [f.item_id for f in report.failed] == ["item00003"] and report.made == 7
     assert calls["item00003"] == 1 + ITEM_ATTEMPTS  # the whole batch once, then alone three times
     assert calls["item00000"] == 2 and calls["item00004"] == 1  # its batch mates once more; the next batch once

@@ -127,7 +127,9 @@ def test_no_upward_imports():
         if destination == "testing" and source != "testing":
             problems.append(f"{where} (the library must not import the testing package)")
         elif source in RANK and destination in RANK and RANK[destination] > RANK[source]:
-            problems.append(f"{where} ({source} may not import {destination}: order is {' -> '.join(reversed(LAYERS))})")
+            problems.append(
+                f"{where} ({source} may not import {destination}: order is {' -> '.join(reversed(LAYERS))})"
+            )
     assert not problems, "upward imports:\n" + "\n".join(problems)
 
 
@@ -205,10 +207,21 @@ def test_benchmarks_use_only_the_installed_package(path: Path):
     problems = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            problems += [f"line {node.lineno}: import {a.name}" for a in node.names if a.name.split(".")[0] in ("tests", "generators", "filters", "cards", "loaders")]
-        elif isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").split(".")[0] in ("tests", "generators", "filters", "cards", "loaders")):
+            problems += [
+                f"line {node.lineno}: import {a.name}"
+                for a in node.names
+                if a.name.split(".")[0] in ("tests", "generators", "filters", "cards", "loaders")
+            ]
+        elif isinstance(node, ast.ImportFrom) and (
+            node.level or (node.module or "").split(".")[0] in ("tests", "generators", "filters", "cards", "loaders")
+        ):
             problems.append(f"line {node.lineno}: from {'.' * node.level}{node.module or ''} import ...")
-        elif isinstance(node, ast.Attribute) and node.attr == "path" and isinstance(node.value, ast.Name) and node.value.id == "sys":
+        elif (
+            isinstance(node, ast.Attribute)
+            and node.attr == "path"
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "sys"
+        ):
             problems.append(f"line {node.lineno}: uses sys.path")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "PYTHONPATH" in node.value:
             problems.append(f"line {node.lineno}: sets PYTHONPATH")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conceptforge.errors import ConceptforgeError, DataNotFoundError, InvalidArgumentError, StoreError
+from conceptforge.errors import DataNotFoundError, InvalidArgumentError, StoreError
 from conceptforge.runner import assemble_run, check_output, run_stage
 from conceptforge.store import ItemStore
 from tests.core import engine_stage
@@ -17,8 +17,14 @@ from tests.foreign_out import make_foreign_folder, snapshot
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = str(REPO / "tests" / "core" / "engine_stage.py")
-ENV = {**{k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "OMPI_", "PMI_"))
-          and k not in {"WORLD_SIZE", "RANK", "LOCAL_RANK"}}, "PYTHONPATH": str(REPO)}
+ENV = {
+    **{
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SLURM_", "OMPI_", "PMI_")) and k not in {"WORLD_SIZE", "RANK", "LOCAL_RANK"}
+    },
+    "PYTHONPATH": str(REPO),
+}
 
 
 def _stage(count: int = 16, name: str = "test/engine"):
@@ -38,7 +44,10 @@ def _finished(tmp_path: Path, name: str = "sub/candidates") -> Path:
 def test_a_finished_run_of_another_stage_is_refused_untouched(tmp_path):
     out = _finished(tmp_path, "binding/clevr-like")
     before = snapshot(out)
-    with pytest.raises(StoreError, match=r"^--out .* holds a conceptforge run of another stage \(binding/clevr-like\), not sub/vqa-filter"):
+    with pytest.raises(
+        StoreError,
+        match=r"^--out .* holds a conceptforge run of another stage \(binding/clevr-like\), not sub/vqa-filter",
+    ):
         run_stage(_stage(16, "sub/vqa-filter"), out)
     with pytest.raises(StoreError, match="another stage"):
         check_output(out, stage="binding")  # the binding command's check, before anything is rendered
@@ -91,8 +100,16 @@ def test_two_runs_with_other_settings_racing_on_one_out_exactly_one_proceeds(tmp
 
 def test_two_processes_with_other_settings_one_exits_2(tmp_path):
     out = tmp_path / "out"
-    procs = [subprocess.Popen([sys.executable, SCRIPT, str(out), "--count", str(count), "--delay", "0.05"], env=ENV,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for count in (16, 24)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, SCRIPT, str(out), "--count", str(count), "--delay", "0.05"],
+            env=ENV,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for count in (16, 24)
+    ]
     results = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
     codes = sorted(code for code, _ in results)
     assert codes == [0, 2], results
@@ -117,7 +134,9 @@ def test_a_deleted_or_changed_file_of_an_assembled_run_is_named_and_force_rebuil
     reference = {name: (out / name).read_bytes() for name in ("README.md", "data/test.parquet", "data/train.parquet")}
     (out / "data" / "test.parquet").unlink()
     (out / "README.md").write_text("# edited\n")
-    with pytest.raises(StoreError, match=r"2 of its files no longer match: README.md was changed; data/test.parquet is missing"):
+    with pytest.raises(
+        StoreError, match=r"2 of its files no longer match: README.md was changed; data/test.parquet is missing"
+    ):
         run_stage(_stage(16, "sub/candidates"), out)  # the rerun
     with pytest.raises(StoreError, match="conceptforge assemble .* --force"):
         assemble_run(out)
@@ -196,7 +215,6 @@ def test_a_store_folder_flag_is_named_in_messages(tmp_path):
     other.settings = {"count": 9}
     with pytest.raises(StoreError, match=r"use a new --work$"):
         run_stage(other, RunDir.open(work, flag="--work", work=str(work)))
-
 
 
 def test_the_guard_on_an_object_store(s3_server):

@@ -41,7 +41,9 @@ def test_functions_override_the_terminal_check(monkeypatch):
     assert conceptforge.are_progress_bars_disabled()
 
 
-@pytest.mark.parametrize("value, disabled", [("1", True), ("true", True), ("YES", True), ("0", False), ("false", False)])
+@pytest.mark.parametrize(
+    "value, disabled", [("1", True), ("true", True), ("YES", True), ("0", False), ("false", False)]
+)
 def test_environment_variable_wins_over_code(monkeypatch, value, disabled):
     monkeypatch.setattr("sys.stderr", _Stream(tty=not disabled))
     monkeypatch.setenv(ENV_VAR, value)
@@ -113,7 +115,9 @@ def test_diffusers_loading_bar_follows_the_switch(tmp_path, capsys, monkeypatch)
     capsys.readouterr()
     try:
         progress.quiet_model_library_bars()
-        pipeline = diffusers.StableDiffusionPipeline.from_pretrained(folder, safety_checker=None, requires_safety_checker=False)
+        pipeline = diffusers.StableDiffusionPipeline.from_pretrained(
+            folder, safety_checker=None, requires_safety_checker=False
+        )
         progress.quiet_model_library_bars(pipeline)
         err = capsys.readouterr().err
         assert "Loading pipeline components" not in err and "\r" not in err

@@ -47,7 +47,10 @@ def test_shard_names_round_trip_and_dashed_splits(tmp_path):
     assert shard_split("train-0-of-1.parquet") is None and shard_split("README.md") is None
     for name in ("test-00000-of-00002.parquet", "test-00001-of-00002.parquet", "test-hard-00000-of-00001.parquet"):
         (tmp_path / name).write_bytes(b"")
-    assert [p.name for p in split_files(tmp_path, "test")] == ["test-00000-of-00002.parquet", "test-00001-of-00002.parquet"]
+    assert [p.name for p in split_files(tmp_path, "test")] == [
+        "test-00000-of-00002.parquet",
+        "test-00001-of-00002.parquet",
+    ]
     assert split_names(tmp_path) == ["test", "test-hard"]
     assert split_names(tmp_path / "missing") == []
 
@@ -110,8 +113,9 @@ def test_write_directory_atomically_gives_normal_modes(tmp_path):
 
     old = os.umask(0o022)
     try:
-        target = write_directory_atomically(tmp_path / "model", lambda d: ((d / "sub").mkdir(), (d / "sub" / "w").write_text("1")),
-                                            made_by="test")
+        target = write_directory_atomically(
+            tmp_path / "model", lambda d: ((d / "sub").mkdir(), (d / "sub" / "w").write_text("1")), made_by="test"
+        )
     finally:
         os.umask(old)
     modes = {str(p.relative_to(tmp_path)): stat.S_IMODE(p.stat().st_mode) for p in [target, *target.rglob("*")]}

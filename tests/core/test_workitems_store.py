@@ -1,12 +1,8 @@
-import json
-
 import pytest
-from datasets import ClassLabel, Features, Image as ImageFeature, Value, load_dataset
+from datasets import ClassLabel, Features, Value, load_dataset
+from datasets import Image as ImageFeature
 from PIL import Image
 
-from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
-from conceptforge.cards.dataset_dir import is_complete_dataset_dir
-from conceptforge.cards.grid import png_bytes
 from conceptforge import (
     ConceptforgeError,
     ItemResult,
@@ -18,6 +14,9 @@ from conceptforge import (
     run_work_items,
     select_shard,
 )
+from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
+from conceptforge.cards.dataset_dir import is_complete_dataset_dir
+from conceptforge.cards.grid import png_bytes
 
 
 def test_derive_seed_is_stable_and_identity_sensitive():
@@ -85,7 +84,11 @@ def test_unwritable_output_is_a_clear_error(tmp_path):
 def _rows(n):
     for i in range(n):
         image = Image.new("RGB", (8, 6), (i * 20 % 256, 10, 200))
-        yield {"image": {"bytes": png_bytes(image), "path": f"{i}.png"}, "label": "cube" if i % 2 else "sphere", "idx": i}
+        yield {
+            "image": {"bytes": png_bytes(image), "path": f"{i}.png"},
+            "label": "cube" if i % 2 else "sphere",
+            "idx": i,
+        }
 
 
 FEATURES = Features({"image": ImageFeature(), "label": ClassLabel(names=["cube", "sphere"]), "idx": Value("int32")})

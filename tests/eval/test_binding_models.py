@@ -30,7 +30,9 @@ def test_commutative_models_score_aRb_and_bRa_identically(kind):
     backward = model.encode([f"{o} {r} {s}" for s, r, o in pairs])
     assert torch.allclose(forward, backward, rtol=1e-5, atol=1e-4)  # N(0, 1) vectors: values of ~10-60
     # so an image never prefers aRb over bRa: each gets half the credit at best
-    split = BindingSplit("gen", [], ["cube left sphere"], [["sphere left cube", "cube left sphere"]], [1], [["bRa", "true"]])
+    split = BindingSplit(
+        "gen", [], ["cube left sphere"], [["sphere left cube", "cube left sphere"]], [1], [["bRa", "true"]]
+    )
     image = torch.randn(1, 24, generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
         scores = candidate_scores(model, image, split.candidates)
@@ -44,7 +46,12 @@ def test_order_sensitive_models_distinguish_aRb_from_bRa(kind):
 
 
 def test_table8_parameter_counts():
-    single = Vocabulary(ADJ_NOUN, nouns=SHAPES, adjectives=["blue", "gray", "yellow", "brown", "green", "purple", "red", "cyan"], relations=[])
+    single = Vocabulary(
+        ADJ_NOUN,
+        nouns=SHAPES,
+        adjectives=["blue", "gray", "yellow", "brown", "green", "purple", "red", "cyan"],
+        relations=[],
+    )
     count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
     assert count(CDSM("add", single, 768)) == 8448 and count(CDSM("rf", single, 768)) == 9984
     assert count(CDSM("conv", REL_VOCAB, 768)) == 5376 and count(CDSM("rf", REL_VOCAB, 768)) == 7680
@@ -62,13 +69,25 @@ def test_constant_scorer_cannot_be_inflated_by_candidate_order():
 
 
 def test_error_breakdowns_on_hand_made_scores():
-    adj = BindingSplit("gen", [], ["red cube"] * 3,
-                       [["red cube", "blue cube", "red sphere", "blue sphere", "gray cylinder"]] * 3, [0] * 3, [["true"] + ["random"] * 4] * 3)
+    adj = BindingSplit(
+        "gen",
+        [],
+        ["red cube"] * 3,
+        [["red cube", "blue cube", "red sphere", "blue sphere", "gray cylinder"]] * 3,
+        [0] * 3,
+        [["true"] + ["random"] * 4] * 3,
+    )
     scores = torch.tensor([[0.0, 1, 0, 0, 0], [0.0, 0, 1, 0, 0], [0.0, 0, 0, 1, 1]])
     assert error_breakdown(scores, adj) == pytest.approx({"Adj": 1 / 3, "Noun": 1 / 3, "Both": 1 / 3})
-    rel = BindingSplit("gen", [], ["cube left sphere"] * 2,
-                       [["sphere left cube", "cube left sphere", "cube right sphere", "cube left cylinder", "cylinder left sphere"]] * 2,
-                       [1, 1], [["bRa", "true", "aSb", "aRc", "cRb"]] * 2)
+    rel = BindingSplit(
+        "gen",
+        [],
+        ["cube left sphere"] * 2,
+        [["sphere left cube", "cube left sphere", "cube right sphere", "cube left cylinder", "cylinder left sphere"]]
+        * 2,
+        [1, 1],
+        [["bRa", "true", "aSb", "aRc", "cRb"]] * 2,
+    )
     scores = torch.tensor([[1.0, 1.0, 0, 0, 0], [0.0, 0, 1, 0, 0]])  # tie with true -> half an error
     assert error_breakdown(scores, rel) == pytest.approx({"bRa": 1 / 3, "aSb": 2 / 3, "aRc": 0.0, "cRb": 0.0})
 
@@ -90,7 +109,9 @@ def _toy_problem(n_per_label=6, dim=16, seed=0):
                 pick = torch.randperm(len(others), generator=g)[:4].tolist()
                 row = [label] + [others[p] for p in pick]
                 perm = torch.randperm(5, generator=g).tolist()
-                cands.append([row[p] for p in perm]); idx.append(perm.index(0)); rows.append(label)
+                cands.append([row[p] for p in perm])
+                idx.append(perm.index(0))
+                rows.append(label)
         return BindingSplit(name, [], rows, cands, idx, [["true"] * 5] * len(rows)), torch.stack(images)
 
     train, val, gen = split("train", labels[:-3]), split("val", labels[-3:-1]), split("gen", labels[-1:])
@@ -102,8 +123,17 @@ def _toy_problem(n_per_label=6, dim=16, seed=0):
 @pytest.mark.parametrize("kind", ["add", "rf"])
 def test_training_reduces_loss_on_a_learnable_toy_problem(kind):
     splits, images, vocab = _toy_problem()
-    result = train_run(kind, splits, images, vocab=vocab, embedder=None, dim=16, logit_scale=10.0, seed=0,
-                       config=TrainConfig(epochs=15, batch_size=8, lr=5e-2))
+    result = train_run(
+        kind,
+        splits,
+        images,
+        vocab=vocab,
+        embedder=None,
+        dim=16,
+        logit_scale=10.0,
+        seed=0,
+        config=TrainConfig(epochs=15, batch_size=8, lr=5e-2),
+    )
     assert result.losses[-1] < 0.5 * result.losses[0]
     assert result.accuracy["train"] > 0.9
     assert 1 <= result.best_epoch <= 15 and result.val_history[result.best_epoch - 1] == max(result.val_history)
@@ -150,7 +180,9 @@ def test_tl_and_rf_follow_the_paper_formulas():
     assert torch.allclose(tl.encode(["red cube"])[0], expected, atol=1e-6)
     rel = CDSM("tl", REL_VOCAB, 8, generator=torch.Generator().manual_seed(0))
     w = REL_VOCAB.words
-    expected = rel.vectors[w.index("cube")] * (rel.matrices[rel.operator_index["left"]] @ rel.vectors[w.index("sphere")])
+    expected = rel.vectors[w.index("cube")] * (
+        rel.matrices[rel.operator_index["left"]] @ rel.vectors[w.index("sphere")]
+    )
     assert torch.allclose(rel.encode(["cube left sphere"])[0], expected, atol=1e-6)
     rf = CDSM("rf", REL_VOCAB, 8, generator=torch.Generator().manual_seed(0))
     s, r, o = (rf.vectors[w.index(x)] for x in ("cube", "left", "sphere"))

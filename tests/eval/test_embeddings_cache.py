@@ -11,7 +11,10 @@ from conceptforge.loaders.embeddings import EmbeddingModel, image_key
 
 
 def _images(n, size=(40, 30)):
-    return [Image.fromarray(np.random.RandomState(i).randint(0, 255, (size[1], size[0], 3), dtype=np.uint8)) for i in range(n)]
+    return [
+        Image.fromarray(np.random.RandomState(i).randint(0, 255, (size[1], size[0], 3), dtype=np.uint8))
+        for i in range(n)
+    ]
 
 
 def _png(image):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conceptforge.testing.synthetic import binding_features, single_object_rows, sub_features, sub_rows, COLOURS, SHAPES
+from conceptforge.testing.synthetic import COLOURS, SHAPES, binding_features, single_object_rows, sub_features, sub_rows
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL_REPO = "conceptforge-e2e/tiny-clip"
@@ -26,14 +26,19 @@ BINDING_REPO = "conceptforge-e2e/binding-single-object"
 SUB_REPO = "conceptforge-e2e/sub"
 
 
-def _metadata(name: str, columns) -> "object":
+def _metadata(name: str, columns) -> object:
     from conceptforge.cards import DatasetMetadata, collect_provenance
 
     return DatasetMetadata(
-        pretty_name=name, license="cc-by-4.0", summary=f"Tiny synthetic {name} for the evaluate tests.",
-        task_categories=["zero-shot-image-classification"], tags=["synthetic", "conceptforge"],
+        pretty_name=name,
+        license="cc-by-4.0",
+        summary=f"Tiny synthetic {name} for the evaluate tests.",
+        task_categories=["zero-shot-image-classification"],
+        tags=["synthetic", "conceptforge"],
         column_docs={column: column.replace("_", " ") for column in columns},
-        provenance=collect_provenance(generator="tests.eval", parameters={"name": name}, seeds={"run": 0}, argv=["test"]),
+        provenance=collect_provenance(
+            generator="tests.eval", parameters={"name": name}, seeds={"run": 0}, argv=["test"]
+        ),
     )
 
 
@@ -41,32 +46,53 @@ def _write_release(out: Path, name: str, splits: dict[str, list[dict]], features
     from conceptforge.cards import assemble_dataset_dir, render_card
 
     metadata = _metadata(name, list(features))
-    assemble_dataset_dir(out, splits={split: (lambda rows=rows: iter(rows)) for split, rows in splits.items()},
-                         features=features, render_card=lambda stats: render_card(metadata, features, stats))
+    assemble_dataset_dir(
+        out,
+        splits={split: (lambda rows=rows: iter(rows)) for split, rows in splits.items()},
+        features=features,
+        render_card=lambda stats: render_card(metadata, features, stats),
+    )
     return out
 
 
 def _binding_splits() -> dict[str, list[dict]]:
     labels = [f"{c} {s}" for c in COLOURS for s in SHAPES]
     train = [label for label in labels if label not in ("red cube", "blue sphere", "green cylinder", "cyan cube")]
-    return {"train": single_object_rows(train[:8], 1, 1, labels), "val": single_object_rows(["red cube", "blue sphere"], 2, 2, labels),
-            "gen": single_object_rows(["green cylinder", "cyan cube"], 2, 3, labels)}
+    return {
+        "train": single_object_rows(train[:8], 1, 1, labels),
+        "val": single_object_rows(["red cube", "blue sphere"], 2, 2, labels),
+        "gen": single_object_rows(["green cylinder", "cyan cube"], 2, 3, labels),
+    }
 
 
 def _env(**extra: str) -> dict[str, str]:
     import os
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING"))}
-    env.update({"PYTHONPATH": str(REPO), "CUDA_VISIBLE_DEVICES": "", "TQDM_DISABLE": "1", "OMP_NUM_THREADS": "1",
-                "TOKENIZERS_PARALLELISM": "false", "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_DISABLE_XET": "1"})
+    env.update(
+        {
+            "PYTHONPATH": str(REPO),
+            "CUDA_VISIBLE_DEVICES": "",
+            "TQDM_DISABLE": "1",
+            "OMP_NUM_THREADS": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+            "HF_HUB_DISABLE_TELEMETRY": "1",
+            "HF_HUB_DISABLE_XET": "1",
+        }
+    )
     env.update(extra)
     return env
 
 
 def _run(command: str, *args, env, timeout: int = 300) -> subprocess.CompletedProcess:
     """``conceptforge COMMAND ARGS`` as a user runs it (``python -m conceptforge``)."""
-    return subprocess.run([sys.executable, "-m", "conceptforge", *command.split(), *map(str, args)], env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "conceptforge", *command.split(), *map(str, args)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _ok(done: subprocess.CompletedProcess, what: str) -> subprocess.CompletedProcess:
@@ -77,9 +103,9 @@ def _ok(done: subprocess.CompletedProcess, what: str) -> subprocess.CompletedPro
 @pytest.fixture(scope="module")
 def published(tmp_path_factory):
     """Local Hub with a binding and a SUB release (publish.py) and the tiny CLIP as a model repo."""
-    from conceptforge.testing.tiny_models import build_tiny_clip
-    from conceptforge.testing.synthetic import write_fake_cub
     from conceptforge.testing.hub_server import HubServer
+    from conceptforge.testing.synthetic import write_fake_cub
+    from conceptforge.testing.tiny_models import build_tiny_clip
 
     work = tmp_path_factory.mktemp("evaluate-e2e")
     token = "hf_" + secrets.token_hex(16)
@@ -92,22 +118,60 @@ def published(tmp_path_factory):
     clip = build_tiny_clip(work / "tiny-clip", max_length=32)
     other = build_tiny_clip(work / "tiny-clip-seed1", seed=1, max_length=32)
     # The model's author uploads it (a separate process: this one may be offline for other tests).
-    upload = ("import sys; from huggingface_hub import HfApi; api = HfApi(); api.create_repo(sys.argv[1]); "
-              "api.upload_folder(repo_id=sys.argv[1], folder_path=sys.argv[2], commit_message='tiny random CLIP')")
-    _ok(subprocess.run([sys.executable, "-c", upload, MODEL_REPO, str(clip)], env=env, capture_output=True, text=True,
-                       timeout=120), "upload the tiny CLIP")
-    yield {"work": work, "server": server, "env": env, "token": token, "clip": clip, "other": other,
-           "cub": write_fake_cub(work / "cub")}
+    upload = (
+        "import sys; from huggingface_hub import HfApi; api = HfApi(); api.create_repo(sys.argv[1]); "
+        "api.upload_folder(repo_id=sys.argv[1], folder_path=sys.argv[2], commit_message='tiny random CLIP')"
+    )
+    _ok(
+        subprocess.run(
+            [sys.executable, "-c", upload, MODEL_REPO, str(clip)], env=env, capture_output=True, text=True, timeout=120
+        ),
+        "upload the tiny CLIP",
+    )
+    yield {
+        "work": work,
+        "server": server,
+        "env": env,
+        "token": token,
+        "clip": clip,
+        "other": other,
+        "cub": write_fake_cub(work / "cub"),
+    }
     server.stop()
 
 
 def _evaluate_args(p, output: Path, *extra) -> list:
-    return ["--tasks", f"sub-vlm:{SUB_REPO}@v1.0.0,binding-clip,binding-cdsm,conceptbed-ccd",
-            "--dataset", f"binding-clip={BINDING_REPO}@v1.0.0", "--dataset", f"binding-cdsm={BINDING_REPO}",
-            "--revision", "binding-cdsm=v1.0.0",
-            "--task-option", "binding-cdsm.models=add", "--task-option", "binding-cdsm.seeds=0,1",
-            "--task-option", "binding-cdsm.epochs=2", "--task-option", "sub-vlm.cbm_min_classes=1", "--cub-dir", p["cub"], "--cache-dir", p["work"] / "emb",
-            "--device", "cpu", "--dtype", "float32", "--batch-size", 8, "--output", output, *extra]
+    return [
+        "--tasks",
+        f"sub-vlm:{SUB_REPO}@v1.0.0,binding-clip,binding-cdsm,conceptbed-ccd",
+        "--dataset",
+        f"binding-clip={BINDING_REPO}@v1.0.0",
+        "--dataset",
+        f"binding-cdsm={BINDING_REPO}",
+        "--revision",
+        "binding-cdsm=v1.0.0",
+        "--task-option",
+        "binding-cdsm.models=add",
+        "--task-option",
+        "binding-cdsm.seeds=0,1",
+        "--task-option",
+        "binding-cdsm.epochs=2",
+        "--task-option",
+        "sub-vlm.cbm_min_classes=1",
+        "--cub-dir",
+        p["cub"],
+        "--cache-dir",
+        p["work"] / "emb",
+        "--device",
+        "cpu",
+        "--dtype",
+        "float32",
+        "--batch-size",
+        8,
+        "--output",
+        output,
+        *extra,
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -118,10 +182,18 @@ def evaluated(published):
     model_before = len(server.history(MODEL_REPO, repo_type="model"))
     model_sha = server.refs(MODEL_REPO, "model")["branches"]["main"]  # what is evaluated (the push comes after)
     output = p["work"] / "results" / "tiny-clip.json"
-    done = _ok(_run("evaluate", "--model", MODEL_REPO, *_evaluate_args(p, output, "--push-results"), env=p["env"]),
-               "evaluate --push-results")
-    return {"done": done, "output": output, "results": json.loads(output.read_text()), "before": before,
-            "model_before": model_before, "model_sha": model_sha}
+    done = _ok(
+        _run("evaluate", "--model", MODEL_REPO, *_evaluate_args(p, output, "--push-results"), env=p["env"]),
+        "evaluate --push-results",
+    )
+    return {
+        "done": done,
+        "output": output,
+        "results": json.loads(output.read_text()),
+        "before": before,
+        "model_before": model_before,
+        "model_sha": model_sha,
+    }
 
 
 def test_results_file_names_versions_revisions_and_commits(published, evaluated):
@@ -130,16 +202,31 @@ def test_results_file_names_versions_revisions_and_commits(published, evaluated)
     results, server = evaluated["results"], published["server"]
     assert results["conceptforge_version"] == conceptforge.__version__
     model_sha = evaluated["model_sha"]
-    assert results["model"] == {"id": MODEL_REPO, "kind": "clip", "source": "hub", "revision": None, "sha": model_sha,
-                                "model_type": "clip"}
+    assert results["model"] == {
+        "id": MODEL_REPO,
+        "kind": "clip",
+        "source": "hub",
+        "revision": None,
+        "sha": model_sha,
+        "model_type": "clip",
+    }
     tasks = {t["task"]: t for t in results["tasks"]}
     assert list(tasks) == ["sub-vlm", "binding-clip", "binding-cdsm"]
     tag = {repo: server.refs(repo)["tags"]["v1.0.0"] for repo in (BINDING_REPO, SUB_REPO)}
-    assert tasks["sub-vlm"]["dataset"] == {"repo": SUB_REPO, "revision": "v1.0.0", "sha": tag[SUB_REPO], "source": "hub",
-                                           "config": None, "split": "test"}
+    assert tasks["sub-vlm"]["dataset"] == {
+        "repo": SUB_REPO,
+        "revision": "v1.0.0",
+        "sha": tag[SUB_REPO],
+        "source": "hub",
+        "config": None,
+        "split": "test",
+    }
     for name in ("binding-clip", "binding-cdsm"):
         assert (tasks[name]["dataset"]["repo"], tasks[name]["dataset"]["revision"], tasks[name]["dataset"]["sha"]) == (
-            BINDING_REPO, "v1.0.0", tag[BINDING_REPO])
+            BINDING_REPO,
+            "v1.0.0",
+            tag[BINDING_REPO],
+        )
     assert tasks["sub-vlm"]["protocol"] == "sub/vlm-within-group" and tasks["sub-vlm"]["variant"]
     assert tasks["binding-cdsm"]["seeds"] == [0, 1] and tasks["binding-cdsm"]["main_metric"] == "add.gen_accuracy"
     cdsm = tasks["binding-cdsm"]["metrics"]["add.gen_accuracy"]
@@ -148,9 +235,16 @@ def test_results_file_names_versions_revisions_and_commits(published, evaluated)
     assert tasks["sub-vlm"]["metrics"]["s_plus"]["n"] == len(sub_rows())
     assert tasks["sub-vlm"]["metrics"]["s_minus"]["n"] > 0 and tasks["sub-vlm"]["variant"].endswith("S- rule paper")
     # the skipped task: one line on stderr and in the file
-    assert results["skipped"] == [{"task": "conceptbed-ccd", "reason": (
-        f"conceptbed-ccd needs a generated-images model; {MODEL_REPO} is a clip model (clip)")}]
-    assert f"skipped: conceptbed-ccd needs a generated-images model; {MODEL_REPO} is a clip model" in evaluated["done"].stderr
+    assert results["skipped"] == [
+        {
+            "task": "conceptbed-ccd",
+            "reason": (f"conceptbed-ccd needs a generated-images model; {MODEL_REPO} is a clip model (clip)"),
+        }
+    ]
+    assert (
+        f"skipped: conceptbed-ccd needs a generated-images model; {MODEL_REPO} is a clip model"
+        in evaluated["done"].stderr
+    )
     markdown = evaluated["output"].with_suffix(".md").read_text()
     assert "| binding-cdsm | add.gen_accuracy *" in markdown and tag[BINDING_REPO][:12] in markdown
 
@@ -160,20 +254,67 @@ def test_task_numbers_match_the_benchmarks_own_commands(published, evaluated):
     p, tasks = published, {t["task"]: t for t in evaluated["results"]["tasks"]}
     model_sha = evaluated["results"]["model"]["sha"]
     out = p["work"] / "binding-own.json"
-    _ok(_run("evaluate binding", "--dataset", BINDING_REPO, "--revision", "v1.0.0", "--models", "clip,add",
-             "--seeds", "0,1", "--epochs", 2, "--batch-size", 8, "--clip-model", MODEL_REPO, "--clip-revision", model_sha,
-             "--cache-dir", p["work"] / "emb-own", "--device", "cpu", "--output", out, env=p["env"]), "evaluate binding")
+    _ok(
+        _run(
+            "evaluate binding",
+            "--dataset",
+            BINDING_REPO,
+            "--revision",
+            "v1.0.0",
+            "--models",
+            "clip,add",
+            "--seeds",
+            "0,1",
+            "--epochs",
+            2,
+            "--batch-size",
+            8,
+            "--clip-model",
+            MODEL_REPO,
+            "--clip-revision",
+            model_sha,
+            "--cache-dir",
+            p["work"] / "emb-own",
+            "--device",
+            "cpu",
+            "--output",
+            out,
+            env=p["env"],
+        ),
+        "evaluate binding",
+    )
     own = {t["task"]: t for t in json.loads(out.read_text())["tasks"]}  # the alias writes the one results format
     for split in ("train", "val", "gen"):
         assert tasks["binding-clip"]["metrics"][f"{split}_accuracy"]["value"] == pytest.approx(
-            own["binding-clip"]["metrics"][f"{split}_accuracy"]["value"])
+            own["binding-clip"]["metrics"][f"{split}_accuracy"]["value"]
+        )
         mean, se = (own["binding-cdsm"]["metrics"][f"add.{split}_accuracy"][key] for key in ("value", "stderr"))
         assert tasks["binding-cdsm"]["metrics"][f"add.{split}_accuracy"]["value"] == pytest.approx(mean)
         assert tasks["binding-cdsm"]["metrics"][f"add.{split}_accuracy"]["stderr"] == pytest.approx(se)
     out = p["work"] / "sub-own.json"
-    _ok(_run("evaluate sub", "--dataset", SUB_REPO, "--revision", "v1.0.0", "--cub-dir", p["cub"], "--cbm-min-classes", 1, "--model",
-             MODEL_REPO, "--model-revision", model_sha, "--cache-dir", p["work"] / "emb-own", "--output", out,
-             env=p["env"]), "evaluate sub")
+    _ok(
+        _run(
+            "evaluate sub",
+            "--dataset",
+            SUB_REPO,
+            "--revision",
+            "v1.0.0",
+            "--cub-dir",
+            p["cub"],
+            "--cbm-min-classes",
+            1,
+            "--model",
+            MODEL_REPO,
+            "--model-revision",
+            model_sha,
+            "--cache-dir",
+            p["work"] / "emb-own",
+            "--output",
+            out,
+            env=p["env"],
+        ),
+        "evaluate sub",
+    )
     (vlm,) = json.loads(out.read_text())["tasks"]
     for metric in ("s_plus", "s_minus", "chance_s_plus", "chance_s_minus"):
         assert tasks["sub-vlm"]["metrics"][metric]["value"] == pytest.approx(vlm["metrics"][metric]["value"])
@@ -200,8 +341,14 @@ print(json.dumps(out))
 
 def _read_back(p) -> dict:
     env = {k: v for k, v in p["env"].items() if k != "PYTHONPATH"}
-    done = subprocess.run([sys.executable, "-c", READ_BACK, MODEL_REPO, BINDING_REPO, SUB_REPO], env=env,
-                          capture_output=True, text=True, timeout=120, cwd="/")
+    done = subprocess.run(
+        [sys.executable, "-c", READ_BACK, MODEL_REPO, BINDING_REPO, SUB_REPO],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd="/",
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -212,11 +359,14 @@ def test_push_results_one_commit_each_read_back_with_huggingface_hub(published, 
     assert len(server.history(MODEL_REPO, repo_type="model")) == evaluated["model_before"] + 1
     for repo, count in evaluated["before"].items():
         assert len(server.history(repo)) == count + 1, repo  # eval.yaml declared in one commit
-    assert server.refs(BINDING_REPO)["tags"]["v1.0.0"] == results["tasks"][1]["dataset"]["sha"]  # the release is untouched
+    assert (
+        server.refs(BINDING_REPO)["tags"]["v1.0.0"] == results["tasks"][1]["dataset"]["sha"]
+    )  # the release is untouched
     back = _read_back(p)
     expected = sorted(
         [t["dataset"]["repo"], f"{t['task']}.{name}", round(100 * m["value"], 4), t["dataset"]["sha"]]
-        for t in results["tasks"] for name, m in t["metrics"].items()
+        for t in results["tasks"]
+        for name, m in t["metrics"].items()
     )
     assert sorted(e[:4] for e in back["entries"]) == expected
     notes = {e[1]: e[4] for e in back["entries"]}
@@ -225,37 +375,62 @@ def test_push_results_one_commit_each_read_back_with_huggingface_hub(published, 
     model_index = {(r[0], r[1], r[2]): r for r in back["model_index"]}
     assert len(model_index) == len(expected)
     assert model_index[(BINDING_REPO, "binding", "binding-clip.gen_accuracy")][3:] == [
-        round(100 * results["tasks"][1]["metrics"]["gen_accuracy"]["value"], 4), results["tasks"][1]["dataset"]["sha"], "gen"]
+        round(100 * results["tasks"][1]["metrics"]["gen_accuracy"]["value"], 4),
+        results["tasks"][1]["dataset"]["sha"],
+        "gen",
+    ]
     assert back["model_commits"][0].startswith("conceptforge evaluate: sub-vlm, binding-clip, binding-cdsm")
     declared = back["eval_yaml"][BINDING_REPO]
     assert declared["evaluation_framework"] == "conceptforge"
-    assert {t["id"] for t in declared["tasks"]} == {f"{t['task']}.{n}" for t in results["tasks"][1:] for n in t["metrics"]}
-    assert {t["id"] for t in back["eval_yaml"][SUB_REPO]["tasks"]} == {f"sub-vlm.{n}" for n in results["tasks"][0]["metrics"]}
+    assert {t["id"] for t in declared["tasks"]} == {
+        f"{t['task']}.{n}" for t in results["tasks"][1:] for n in t["metrics"]
+    }
+    assert {t["id"] for t in back["eval_yaml"][SUB_REPO]["tasks"]} == {
+        f"sub-vlm.{n}" for n in results["tasks"][0]["metrics"]
+    }
     assert back["dataset_commits"][SUB_REPO][0] == "Declare 4 conceptforge evaluation task(s)"
     assert not [f for f in back["model_files"] if f.startswith(".eval_results/samples/")]  # samples only when asked
 
     # Again: the model gets one more commit (results replace, not duplicate); eval.yaml is already complete.
-    again = _ok(_run("evaluate", "--model", MODEL_REPO, *_evaluate_args(p, p["work"] / "again.json", "--push-results",
-                                                                        "--push-samples"), env=p["env"]), "second push")
+    again = _ok(
+        _run(
+            "evaluate",
+            "--model",
+            MODEL_REPO,
+            *_evaluate_args(p, p["work"] / "again.json", "--push-results", "--push-samples"),
+            env=p["env"],
+        ),
+        "second push",
+    )
     assert f"declared tasks in {BINDING_REPO}/eval.yaml (already declared)" in again.stdout
     assert len(server.history(BINDING_REPO)) == evaluated["before"][BINDING_REPO] + 1
     back = _read_back(p)
     assert len(back["model_index"]) == len(expected) and len(back["entries"]) == len(expected)
     assert [f for f in back["model_files"] if f.startswith(".eval_results/samples/")] == [
-        f".eval_results/samples/{t['task']}.parquet" for t in sorted(results["tasks"], key=lambda t: t["task"])]
+        f".eval_results/samples/{t['task']}.parquet" for t in sorted(results["tasks"], key=lambda t: t["task"])
+    ]
 
 
 def test_leaderboard_compares_two_tiny_models(published, evaluated):
     p = published
     other = p["work"] / "results" / "tiny-clip-seed1.json"
-    _ok(_run("evaluate", "--model", p["other"], *_evaluate_args(p, other)[:-2], "--output", other, env=p["env"]),
-        "evaluate local model")
+    _ok(
+        _run("evaluate", "--model", p["other"], *_evaluate_args(p, other)[:-2], "--output", other, env=p["env"]),
+        "evaluate local model",
+    )
     local = json.loads(other.read_text())
     assert local["model"]["source"] == "local" and local["model"]["sha"].startswith("local-")
     done = _ok(_run("leaderboard", evaluated["output"], other, env=p["env"]), "leaderboard")
     lines = done.stdout.splitlines()
     header = [c.strip() for c in lines[0].strip("|").split("|")]
-    assert header == ["model", "kind", "revision", "sub-vlm s_plus", "binding-clip gen_accuracy", "binding-cdsm add.gen_accuracy"]
+    assert header == [
+        "model",
+        "kind",
+        "revision",
+        "sub-vlm s_plus",
+        "binding-clip gen_accuracy",
+        "binding-cdsm add.gen_accuracy",
+    ]
     rows = {cells[0]: cells for cells in ([c.strip() for c in line.strip("|").split("|")] for line in lines[2:4])}
     for payload, name in ((evaluated["results"], MODEL_REPO), (local, str(p["other"]))):
         tasks = {t["task"]: t for t in payload["tasks"]}
@@ -267,8 +442,13 @@ def test_leaderboard_compares_two_tiny_models(published, evaluated):
 def test_tasks_list_and_a_run_where_every_task_is_skipped(published):
     p = published
     listed = _ok(_run("evaluate", "--tasks", "list", env=p["env"]), "--tasks list")
-    for name, kinds in (("sub-vlm", "clip"), ("binding-cdsm", "clip"), ("compmap-cub", "clip, itm"),
-                        ("conceptbed-ccd", "generated-images"), ("sub-cbm", "cbm")):
+    for name, kinds in (
+        ("sub-vlm", "clip"),
+        ("binding-cdsm", "clip"),
+        ("compmap-cub", "clip, itm"),
+        ("conceptbed-ccd", "generated-images"),
+        ("sub-cbm", "cbm"),
+    ):
         assert any(line.startswith(f"| {name} ") and f"| {kinds} " in line for line in listed.stdout.splitlines()), name
     output = p["work"] / "skipped.json"
     done = _run("evaluate", "--model", p["clip"], "--tasks", "conceptbed-ccd,sub-cbm", "--output", output, env=p["env"])
@@ -286,10 +466,12 @@ def test_a_hub_dataset_or_a_missing_repo_as_model_is_one_line(published):
     dataset = _run("evaluate", "--model", SUB_REPO, "--tasks", "binding-clip", env=p["env"])
     assert dataset.returncode == 2
     assert dataset.stderr.strip().splitlines()[-1] == (
-        f"error: {SUB_REPO} is a dataset, not a model, and not ConceptBed generated images")
+        f"error: {SUB_REPO} is a dataset, not a model, and not ConceptBed generated images"
+    )
     missing = _run("evaluate", "--model", "conceptforge-e2e/nope", "--tasks", "binding-clip", env=p["env"])
     assert missing.returncode == 2 and "error: no model or dataset 'conceptforge-e2e/nope' on the Hub" in missing.stderr
     tag = _run("evaluate", "--model", MODEL_REPO, "--tasks", f"binding-clip:{BINDING_REPO}@v9.9.9", env=p["env"])
     assert tag.returncode == 2
     assert tag.stderr.strip().splitlines()[-1] == (
-        f"error: dataset {BINDING_REPO} has no revision 'v9.9.9': pass an existing tag or commit")
+        f"error: dataset {BINDING_REPO} has no revision 'v9.9.9': pass an existing tag or commit"
+    )

@@ -16,9 +16,23 @@ def test_evaluate_never_replaces_a_users_markdown_beside_its_json(tmp_path, caps
     notes = tmp_path / "x.md"
     notes.write_text("# my notes\n")
     # refused before the model is even looked up (it does not exist): no evaluation is lost
-    code = main(["evaluate", "--tasks", "binding-clip", "--model", str(tmp_path / "no-model"), "--output", str(tmp_path / "x.json")])
+    code = main(
+        [
+            "evaluate",
+            "--tasks",
+            "binding-clip",
+            "--model",
+            str(tmp_path / "no-model"),
+            "--output",
+            str(tmp_path / "x.json"),
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and err[-1] == f"error: --output: {notes} already exists and was not written by conceptforge; move it away or choose another name"
+    assert (
+        code == 2
+        and err[-1]
+        == f"error: --output: {notes} already exists and was not written by conceptforge; move it away or choose another name"
+    )
     assert notes.read_text() == "# my notes\n" and not (tmp_path / "x.json").exists()
     with pytest.raises(ConceptforgeError, match="not written by conceptforge"):
         write_results(_payload("a", "1" * 40, 0.5, None), tmp_path / "x.json")

@@ -14,8 +14,16 @@ import pytest
 
 from conceptforge.commands import main
 
-COMMON = {"task": "string", "item_id": "string", "candidates": "list<element: string>", "scores": "list<element: double>",
-          "prediction": "string", "label": "string", "correct": "bool", "value": "double"}
+COMMON = {
+    "task": "string",
+    "item_id": "string",
+    "candidates": "list<element: string>",
+    "scores": "list<element: double>",
+    "prediction": "string",
+    "label": "string",
+    "correct": "bool",
+    "value": "double",
+}
 GROUPS = {
     "binding-clip": ("dataset", "split", "relation", "swap_kind"),
     "binding-cdsm": ("dataset", "split", "relation", "swap_kind"),
@@ -48,7 +56,9 @@ def _check_samples(folder: Path, results: dict) -> dict[str, list[dict]]:
 
 def _rescore_equals(out: Path, tmp_path: Path) -> None:
     again = tmp_path / "again.json"
-    assert main(["evaluate", "--from-predictions", str(out.with_name(out.stem + ".samples")), "--output", str(again)]) == 0
+    assert (
+        main(["evaluate", "--from-predictions", str(out.with_name(out.stem + ".samples")), "--output", str(again)]) == 0
+    )
     assert again.read_text() == out.read_text()  # byte for byte: every metric recomputed from the rows
     # The reports differ only in where each links its own charts folder.
     again_md = again.with_suffix(".md").read_text().replace("again.charts", f"{out.stem}.charts")
@@ -57,11 +67,29 @@ def _rescore_equals(out: Path, tmp_path: Path) -> None:
 
 def test_binding_and_sub_samples_and_rescoring(tiny_clip_dir, single_object_dir, sub_dir, fake_cub, tmp_path, capsys):
     out = tmp_path / "run.json"
-    argv = ["evaluate", "--model", str(tiny_clip_dir), "--tasks", f"binding-clip:{single_object_dir},binding-cdsm:{single_object_dir},"
-            f"sub-vlm:{sub_dir}", "--cub-dir", str(fake_cub), "--task-option", "binding-cdsm.models=add,mult",
-            "--task-option", "binding-cdsm.seeds=0,1", "--task-option", "binding-cdsm.epochs=2",
-            "--task-option", "sub-vlm.cbm_min_classes=1", "--device", "cpu", "--cache-dir", str(tmp_path / "cache"),
-            "--output", str(out)]
+    argv = [
+        "evaluate",
+        "--model",
+        str(tiny_clip_dir),
+        "--tasks",
+        f"binding-clip:{single_object_dir},binding-cdsm:{single_object_dir},sub-vlm:{sub_dir}",
+        "--cub-dir",
+        str(fake_cub),
+        "--task-option",
+        "binding-cdsm.models=add,mult",
+        "--task-option",
+        "binding-cdsm.seeds=0,1",
+        "--task-option",
+        "binding-cdsm.epochs=2",
+        "--task-option",
+        "sub-vlm.cbm_min_classes=1",
+        "--device",
+        "cpu",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--output",
+        str(out),
+    ]
     assert main(argv) == 0
     assert f"samples: {tmp_path / 'run.samples'}/" in capsys.readouterr().out
     results = json.loads(out.read_text())
@@ -77,8 +105,15 @@ def test_binding_and_sub_samples_and_rescoring(tiny_clip_dir, single_object_dir,
         assert r["value"] == pytest.approx(1 / len(tied) if r["label"] in tied else 0.0)
         assert r["relation"] is None and r["label"] == r["candidates"][r["label_index"]]
     # CDSMs: one row per image, model and seed; mean ± s.e. over the seeds' accuracies
-    per_seed = [sum(r["value"] for r in rows["binding-cdsm"] if (r["binding_model"], r["seed"], r["split"]) == ("mult", s, "val"))
-                / len(single_object_rows_of(single_object_dir, "val")) for s in (0, 1)]
+    per_seed = [
+        sum(
+            r["value"]
+            for r in rows["binding-cdsm"]
+            if (r["binding_model"], r["seed"], r["split"]) == ("mult", s, "val")
+        )
+        / len(single_object_rows_of(single_object_dir, "val"))
+        for s in (0, 1)
+    ]
     mean = sum(per_seed) / 2
     assert cdsm["metrics"]["mult.val_accuracy"]["value"] == pytest.approx(mean)
     assert cdsm["metrics"]["mult.val_accuracy"]["stderr"] == pytest.approx(abs(per_seed[0] - per_seed[1]) / 2)
@@ -86,7 +121,9 @@ def test_binding_and_sub_samples_and_rescoring(tiny_clip_dir, single_object_dir,
     plus = [r for r in rows["sub-vlm"] if r["side"] == "S+"]
     assert sub["metrics"]["s_plus"]["n"] == len(plus) == 8
     assert sub["metrics"]["s_plus"]["value"] == sum(r["value"] for r in plus) / 8
-    assert all(r["correct"] == (r["prediction"] == r["label"]) and r["chance"] == 1 / len(r["candidates"]) for r in plus)
+    assert all(
+        r["correct"] == (r["prediction"] == r["label"]) and r["chance"] == 1 / len(r["candidates"]) for r in plus
+    )
     _rescore_equals(out, tmp_path)
 
 
@@ -101,11 +138,34 @@ def test_compmap_samples_and_rescoring_with_the_authors_curve(tiny_clip_dir, tmp
 
     cub, mit = write_fake_cub(tmp_path / "CUB_200_2011"), write_fake_mit_states(tmp_path / "mit")
     out = tmp_path / "compmap.json"
-    argv = ["evaluate", "--model", str(tiny_clip_dir), "--tasks", "compmap-cub,compmap-mit-states", "--cub-dir", str(cub),
-            "--mit-states-dir", str(mit), "--cache-dir", str(tmp_path / "cache"), "--device", "cpu", "--output", str(out)]
-    for option in ("compmap-cub.ways=2,3", "compmap-cub.shots=1", "compmap-cub.episodes=5", "compmap-cub.queries=2",
-                   "compmap-mit-states.epochs=30", "compmap-mit-states.dim=8", "compmap-mit-states.lr=0.05",
-                   "compmap-mit-states.targets=primitives", "compmap-mit-states.world=both"):
+    argv = [
+        "evaluate",
+        "--model",
+        str(tiny_clip_dir),
+        "--tasks",
+        "compmap-cub,compmap-mit-states",
+        "--cub-dir",
+        str(cub),
+        "--mit-states-dir",
+        str(mit),
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--device",
+        "cpu",
+        "--output",
+        str(out),
+    ]
+    for option in (
+        "compmap-cub.ways=2,3",
+        "compmap-cub.shots=1",
+        "compmap-cub.episodes=5",
+        "compmap-cub.queries=2",
+        "compmap-mit-states.epochs=30",
+        "compmap-mit-states.dim=8",
+        "compmap-mit-states.lr=0.05",
+        "compmap-mit-states.targets=primitives",
+        "compmap-mit-states.world=both",
+    ):
         argv += ["--task-option", option]
     assert main(argv) == 0
     results = json.loads(out.read_text())
@@ -116,25 +176,78 @@ def test_compmap_samples_and_rescoring_with_the_authors_curve(tiny_clip_dir, tmp
     full = [r for r in rows["compmap-cub"] if (r["setting"], r["row"]) == ("full-shot", "oracle")]
     assert cub_task["metrics"]["full-shot.oracle"]["value"] == sum(r["correct"] for r in full) / len(full)
     assert cub_task["details"]["results"]["settings"]["full-shot"]["oracle"]["accuracy"] == pytest.approx(
-        100 * cub_task["metrics"]["full-shot.oracle"]["value"])
+        100 * cub_task["metrics"]["full-shot.oracle"]["value"]
+    )
     assert {r["world"] for r in rows["compmap-mit-states"]} == {"closed", "open"}
     assert all(r["seen"] == (r["pair"] in seen_pairs(mit)) for r in rows["compmap-mit-states"])
     _rescore_equals(out, tmp_path)
     # the CZSL curve is a variant of the rows: rescored under the authors' curve without the model
     authors = tmp_path / "authors.json"
-    assert main(["evaluate", "--from-predictions", str(tmp_path / "compmap.samples"), "--output", str(authors),
-                 "--task-option", "compmap-mit-states.czsl_curve=authors"]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--from-predictions",
+                str(tmp_path / "compmap.samples"),
+                "--output",
+                str(authors),
+                "--task-option",
+                "compmap-mit-states.czsl_curve=authors",
+            ]
+        )
+        == 0
+    )
     (_, rescored) = json.loads(authors.read_text())["tasks"]
     assert rescored["options"]["czsl_curve"] == "authors" and "rescored with czsl_curve=authors" in rescored["variant"]
     own = tmp_path / "own.json"  # the compmap command under the authors' curve, same settings
-    assert main(["evaluate", "compmap", "--benchmark", "mit-states", "--model", str(tiny_clip_dir), "--data-dir", str(mit),
-                 "--cache-dir", str(tmp_path / "cache"), "--epochs", "30", "--dim", "8", "--lr", "0.05", "--targets", "primitives",
-                 "--world", "both", "--czsl-curve", "authors", "--output", str(own)]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "compmap",
+                "--benchmark",
+                "mit-states",
+                "--model",
+                str(tiny_clip_dir),
+                "--data-dir",
+                str(mit),
+                "--cache-dir",
+                str(tmp_path / "cache"),
+                "--epochs",
+                "30",
+                "--dim",
+                "8",
+                "--lr",
+                "0.05",
+                "--targets",
+                "primitives",
+                "--world",
+                "both",
+                "--czsl-curve",
+                "authors",
+                "--output",
+                str(own),
+            ]
+        )
+        == 0
+    )
     (direct,) = json.loads(own.read_text())["tasks"]
     assert rescored["metrics"] == direct["metrics"]
     # a variant that changes what the model computed needs a new run
-    assert main(["evaluate", "--from-predictions", str(tmp_path / "compmap.samples"), "--output", str(tmp_path / "x.json"),
-                 "--task-option", "compmap-cub.protocol=episodic"]) == 2
+    assert (
+        main(
+            [
+                "evaluate",
+                "--from-predictions",
+                str(tmp_path / "compmap.samples"),
+                "--output",
+                str(tmp_path / "x.json"),
+                "--task-option",
+                "compmap-cub.protocol=episodic",
+            ]
+        )
+        == 2
+    )
 
 
 def seen_pairs(mit: Path) -> set[str]:
@@ -151,7 +264,9 @@ def test_a_crashed_run_resumes_scoring_only_what_is_missing(tiny_clip_dir, singl
     from conceptforge.loaders.model_ref import resolve_model
     from conceptforge.loaders.tasks import select_tasks
 
-    total = sum(len(labels) for labels in (single_object_rows_of(single_object_dir, s) for s in ("train", "val", "gen")))
+    total = sum(
+        len(labels) for labels in (single_object_rows_of(single_object_dir, s) for s in ("train", "val", "gen"))
+    )
     assert total > 8
     model = resolve_model(str(tiny_clip_dir))
     calls = []
@@ -166,24 +281,44 @@ def test_a_crashed_run_resumes_scoring_only_what_is_missing(tiny_clip_dir, singl
     monkeypatch.setattr(binding_evaluate, "zero_shot_scores", dies_on_the_third_chunk)
     cache = str(tmp_path / "cache")
     with pytest.raises(KeyboardInterrupt):
-        run_tasks(model, select_tasks(f"binding-clip:{single_object_dir}"), RunSettings(device="cpu", batch_size=4, cache_dir=cache))
+        run_tasks(
+            model,
+            select_tasks(f"binding-clip:{single_object_dir}"),
+            RunSettings(device="cpu", batch_size=4, cache_dir=cache),
+        )
     assert sum(calls[:2]) == 8
     monkeypatch.setattr(binding_evaluate, "zero_shot_scores", original)
-    resumed = run_tasks(model, select_tasks(f"binding-clip:{single_object_dir}"), RunSettings(device="cpu", batch_size=16, cache_dir=cache))
+    resumed = run_tasks(
+        model,
+        select_tasks(f"binding-clip:{single_object_dir}"),
+        RunSettings(device="cpu", batch_size=16, cache_dir=cache),
+    )
     assert resumed.scored["binding-clip"] == total - 8
-    again = run_tasks(model, select_tasks(f"binding-clip:{single_object_dir}"), RunSettings(device="cpu", batch_size=3, cache_dir=cache))
+    again = run_tasks(
+        model,
+        select_tasks(f"binding-clip:{single_object_dir}"),
+        RunSettings(device="cpu", batch_size=3, cache_dir=cache),
+    )
     assert again.scored["binding-clip"] == 0  # everything from the cache
-    clean = run_tasks(model, select_tasks(f"binding-clip:{single_object_dir}"),
-                      RunSettings(device="cpu", batch_size=5, cache_dir=str(tmp_path / "fresh")))
+    clean = run_tasks(
+        model,
+        select_tasks(f"binding-clip:{single_object_dir}"),
+        RunSettings(device="cpu", batch_size=5, cache_dir=str(tmp_path / "fresh")),
+    )
     assert clean.scored["binding-clip"] == total
     assert resumed.tasks[0]["metrics"] == clean.tasks[0]["metrics"] == again.tasks[0]["metrics"]
     resumed_rows, clean_rows = resumed.samples["binding-clip"][0], clean.samples["binding-clip"][0]
-    assert [(r["item_id"], r["prediction"], r["value"]) for r in resumed_rows] == [(r["item_id"], r["prediction"], r["value"]) for r in clean_rows]
+    assert [(r["item_id"], r["prediction"], r["value"]) for r in resumed_rows] == [
+        (r["item_id"], r["prediction"], r["value"]) for r in clean_rows
+    ]
     for a, b in zip(resumed_rows, clean_rows):  # image batches of another size round differently in the last bits
         assert a["scores"] == pytest.approx(b["scores"], abs=1e-5)
     # another option (prompt) is another key: nothing reused
-    other = run_tasks(model, select_tasks(f"binding-clip:{single_object_dir}", options=["binding-clip.template=a {label}"]),
-                      RunSettings(device="cpu", batch_size=4, cache_dir=cache))
+    other = run_tasks(
+        model,
+        select_tasks(f"binding-clip:{single_object_dir}", options=["binding-clip.template=a {label}"]),
+        RunSettings(device="cpu", batch_size=4, cache_dir=cache),
+    )
     assert other.scored["binding-clip"] == total
 
 
@@ -191,8 +326,19 @@ def test_samples_folder_is_never_a_users_folder(tiny_clip_dir, single_object_dir
     mine = tmp_path / "run.samples"
     mine.mkdir()
     (mine / "notes.txt").write_text("mine")
-    argv = ["evaluate", "--model", str(tiny_clip_dir), "--tasks", f"binding-clip:{single_object_dir}", "--device", "cpu",
-            "--cache-dir", str(tmp_path / "cache"), "--output", str(tmp_path / "run.json")]
+    argv = [
+        "evaluate",
+        "--model",
+        str(tiny_clip_dir),
+        "--tasks",
+        f"binding-clip:{single_object_dir}",
+        "--device",
+        "cpu",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--output",
+        str(tmp_path / "run.json"),
+    ]
     assert main(argv) == 2
     assert "was not written by conceptforge evaluate" in capsys.readouterr().err
     assert (mine / "notes.txt").read_text() == "mine" and not (tmp_path / "run.json").exists()
@@ -211,9 +357,28 @@ def test_a_users_cbm_samples_and_rescoring(tmp_path, sub_dir, fake_cub, monkeypa
     (tmp_path / "my_cbms.py").write_text(CBM_MODULE.format(present=present, names=names))
     monkeypatch.syspath_prepend(str(tmp_path))
     out = tmp_path / "cbm.json"
-    assert main(["evaluate", "--model", "my_cbms:make", "--tasks", f"sub-cbm:{sub_dir}", "--cub-dir", str(fake_cub),
-                 "--task-option", "sub-cbm.s_minus=any-original", "--batch-size", "3", "--device", "cpu",
-                 "--output", str(out)]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--model",
+                "my_cbms:make",
+                "--tasks",
+                f"sub-cbm:{sub_dir}",
+                "--cub-dir",
+                str(fake_cub),
+                "--task-option",
+                "sub-cbm.s_minus=any-original",
+                "--batch-size",
+                "3",
+                "--device",
+                "cpu",
+                "--output",
+                str(out),
+            ]
+        )
+        == 0
+    )
     (task,) = json.loads(out.read_text())["tasks"]
     assert (task["metrics"]["s_plus"]["value"], task["metrics"]["s_minus"]["value"]) == (0.5, 0.75)
     import pyarrow.parquet as pq
@@ -221,5 +386,7 @@ def test_a_users_cbm_samples_and_rescoring(tmp_path, sub_dir, fake_cub, monkeypa
     rows = pq.read_table(tmp_path / "cbm.samples" / "sub-cbm.parquet").to_pylist()
     crown = next(r for r in rows if r["side"] == "S+" and r["attribute"] == "has_crown_color::red")
     assert crown["correct"] and set(crown["prediction"].split(";")) == {"has_crown_color::red", "has_crown_color::blue"}
-    assert len(crown["candidates"]) == len(crown["scores"]) and all(s in (0.0, 1.0) or 0 < s < 1 for s in crown["scores"])
+    assert len(crown["candidates"]) == len(crown["scores"]) and all(
+        s in (0.0, 1.0) or 0 < s < 1 for s in crown["scores"]
+    )
     _rescore_equals(out, tmp_path)

@@ -4,12 +4,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
-from conceptforge.errors import ConceptforgeError
 from conceptforge.cub import load_cub
+from conceptforge.errors import ConceptforgeError
 from conceptforge.loaders.sub import evaluate_vlm, load_sub
 from conceptforge.loaders.sub_cbm import evaluate_cbm
 
@@ -29,6 +28,7 @@ def test_reads_our_schema_and_the_published_schema_identically(sub_dir, publishe
 
 def test_wrong_columns_and_vocabulary_are_clear_errors(tmp_path, fake_cub):
     from datasets import Features, Value
+
     from conceptforge.testing.synthetic import sub_features, sub_rows, write_dataset
 
     bad = write_dataset(tmp_path / "bad", {"test": [{"x": "1"}]}, Features({"x": Value("string")}))
@@ -56,7 +56,9 @@ def test_evaluate_vlm_with_tiny_clip(embedder, sub_dir, fake_cub):
     options = cub.groups[items[0].group] + [None]
     text = embedder.embed_texts([attribute_prompt(a) if a else "a photo of a bird" for a in options])
     image = embedder.embed_images([items[0].image])[0]
-    assert report.items[0].prediction == ([options[int(torch.argmax(text @ image))]] if options[int(torch.argmax(text @ image))] else [])
+    assert report.items[0].prediction == (
+        [options[int(torch.argmax(text @ image))]] if options[int(torch.argmax(text @ image))] else []
+    )
 
 
 def test_evaluate_cbm_callable(sub_dir, fake_cub):
@@ -83,9 +85,25 @@ def test_cli_vlm_and_cbm_writes_json(tiny_clip_dir, sub_dir, fake_cub, tmp_path)
     )
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{tmp_path}", "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     out = tmp_path / "sub.json"
-    cmd = [sys.executable, str(REPO / "scripts" / "evaluate.py"), "sub", "--dataset", str(sub_dir), "--cub-dir", str(fake_cub),
-           "--model", str(tiny_clip_dir), "--cbm", "my_cbm:make", "--cache-dir", str(tmp_path / "cache"), "--output", str(out),
-           "--cbm-min-classes", "1"]
+    cmd = [
+        sys.executable,
+        str(REPO / "scripts" / "evaluate.py"),
+        "sub",
+        "--dataset",
+        str(sub_dir),
+        "--cub-dir",
+        str(fake_cub),
+        "--model",
+        str(tiny_clip_dir),
+        "--cbm",
+        "my_cbm:make",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--output",
+        str(out),
+        "--cbm-min-classes",
+        "1",
+    ]
     result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "Random chance" in result.stdout and "Per attribute" in result.stdout
@@ -95,7 +113,10 @@ def test_cli_vlm_and_cbm_writes_json(tiny_clip_dir, sub_dir, fake_cub, tmp_path)
     (vlm_task,), (cbm_task,) = vlm["tasks"], cbm["tasks"]
     assert (vlm_task["task"], cbm_task["task"]) == ("sub-vlm", "sub-cbm")
     assert cbm_task["metrics"]["s_plus"]["value"] == 1.0 and cbm_task["metrics"]["s_minus"]["value"] == 0.0
-    assert all(t["options"]["s_minus"] == "paper" and t["details"]["settings"]["s_minus"] == "paper" for t in (vlm_task, cbm_task))
+    assert all(
+        t["options"]["s_minus"] == "paper" and t["details"]["settings"]["s_minus"] == "paper"
+        for t in (vlm_task, cbm_task)
+    )
     assert cbm_task["metrics"]["s_minus"]["n"] == 8
     assert (tmp_path / "sub.my_cbm_make.samples" / "sub-cbm.parquet").is_file()
 
@@ -107,7 +128,10 @@ def test_cli_sub_bad_input_is_one_line(sub_dir, fake_cub, tmp_path, capsys):
         (["--dataset", str(tmp_path / "missing"), "--cub-dir", str(fake_cub), "--cbm", "x:y"], "error: no dataset at"),
         (["--dataset", str(sub_dir), "--cub-dir", str(tmp_path)], "error: nothing to evaluate"),
         (["--dataset", str(sub_dir), "--cub-dir", str(tmp_path), "--cbm", "x:y"], "error: no attributes.txt under"),
-        (["--dataset", str(sub_dir), "--cub-dir", str(fake_cub), "--cbm", "no_such_module:make"], "error: cannot import CBM factory"),
+        (
+            ["--dataset", str(sub_dir), "--cub-dir", str(fake_cub), "--cbm", "no_such_module:make"],
+            "error: cannot import CBM factory",
+        ),
     ]
     for extra, expected in cases:
         assert main(["evaluate", "sub", *extra]) == 2

@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
 
-from conceptforge.errors import ConceptforgeError
 from conceptforge.cub import load_cub, to_cub_attribute
-from conceptforge.loaders.sub_scoring import SubItem, build_report, score_cbm_predictions, score_vlm_predictions
+from conceptforge.errors import ConceptforgeError
 from conceptforge.loaders.sub_cbm import cbm_concept_names
+from conceptforge.loaders.sub_scoring import SubItem, build_report, score_cbm_predictions, score_vlm_predictions
 
 
 @pytest.fixture(scope="module")
@@ -15,14 +15,23 @@ def cub(fake_cub):
 def test_cub_metadata_majority_vote_and_groups(cub):
     assert len(cub.attributes) == 10 and set(cub.groups) == {"has_bill_shape", "has_crown_color", "has_tail_pattern"}
     # the first image of each class disagrees; the vote recovers the class attributes
-    assert cub.class_attributes("073.Blue_Jay") == {"has_bill_shape::dagger", "has_crown_color::blue", "has_tail_pattern::multi-colored"}
+    assert cub.class_attributes("073.Blue_Jay") == {
+        "has_bill_shape::dagger",
+        "has_crown_color::blue",
+        "has_tail_pattern::multi-colored",
+    }
     assert cub.class_attributes("Blue Jay") == cub.class_attributes("Blue_Jay")
     assert cub.class_attributes("Black-footed Albatross") == cub.class_attributes("001.Black_footed_Albatross")
     with pytest.raises(ConceptforgeError, match="not a CUB class"):
         cub.class_attributes("Dodo")
     # present in >= 2 classes (the real subset uses 10 of 200)
     assert cub.cbm_attributes(min_class_count=2) == [
-        "has_bill_shape::dagger", "has_bill_shape::needle", "has_crown_color::blue", "has_crown_color::black", "has_tail_pattern::solid"]
+        "has_bill_shape::dagger",
+        "has_bill_shape::needle",
+        "has_crown_color::blue",
+        "has_crown_color::black",
+        "has_tail_pattern::solid",
+    ]
 
 
 def test_published_separator_is_converted():
@@ -38,7 +47,9 @@ def test_appendix_f_chance_on_a_constructed_example(cub):
         SubItem(None, "Blue_Jay", "has_crown_color::red", ("has_crown_color::blue",)),  # |A| = 4 -> 1/5
         SubItem(None, "Blue_Jay", "has_crown_color::yellow", ()),  # no S- label: only in S+
     ]
-    report = build_report("vlm", "m", "r", score_vlm_predictions(items, [None, None, None], cub, s_minus="any-original"))
+    report = build_report(
+        "vlm", "m", "r", score_vlm_predictions(items, [None, None, None], cub, s_minus="any-original")
+    )
     assert report.summary["chance_s_plus"] == pytest.approx((1 / 4 + 1 / 5 + 1 / 5) / 3)
     assert report.summary["chance_s_minus"] == pytest.approx(((1 - 1 / 4) + (1 - 1 / 5)) / 2)
     assert report.summary["n_s_plus"] == 3 and report.summary["n_s_minus"] == 2
@@ -90,7 +101,9 @@ def test_cbm_vocabulary_mismatch_is_one_line(cub):
 # solid (multi-coloured and spotted are in one class each, so they are not CBM labels).
 PAPER_ITEMS = [
     SubItem(None, "Blue_Jay", "has_bill_shape::needle", ("has_bill_shape::dagger",)),  # S- = dagger
-    SubItem(None, "Blue_Jay", "has_tail_pattern::spotted", ("has_tail_pattern::multi-colored",)),  # no CBM label: S- unscored
+    SubItem(
+        None, "Blue_Jay", "has_tail_pattern::spotted", ("has_tail_pattern::multi-colored",)
+    ),  # no CBM label: S- unscored
     SubItem(None, "Black_footed_Albatross", "has_crown_color::red", ("has_crown_color::black",)),  # S- = black
     SubItem(None, "White_breasted_Nuthatch", "has_crown_color::yellow", ("has_crown_color::blue",)),  # S- = blue
     SubItem(None, "Blue_Jay", "has_crown_color::blue", ()),  # S+ is the bird's own value: no other, S- unscored
@@ -101,7 +114,12 @@ def test_paper_s_minus_targets_come_from_the_cbm_class_labels(cub):
     from conceptforge.loaders.sub_scoring import s_minus_targets
 
     assert s_minus_targets(PAPER_ITEMS, cub, cbm_min_classes=2) == [
-        ["has_bill_shape::dagger"], [], ["has_crown_color::black"], ["has_crown_color::blue"], []]
+        ["has_bill_shape::dagger"],
+        [],
+        ["has_crown_color::black"],
+        ["has_crown_color::blue"],
+        [],
+    ]
     # with every class-level label in the subset, the Blue Jay's multi-coloured tail counts too
     assert s_minus_targets(PAPER_ITEMS, cub, cbm_min_classes=1)[1] == ["has_tail_pattern::multi-colored"]
     assert s_minus_targets(PAPER_ITEMS, None, rule="any-original")[1] == ["has_tail_pattern::multi-colored"]
@@ -116,7 +134,13 @@ def test_vlm_s_minus_paper_rule_by_hand(cub):
     values, crown 4; + "none"); S- = mean(1 − 1/4, 1 − 1/5, 1 − 1/5) = 2.35/3 = 0.783333.
     The v1 variant ("any-original", removed = the dataset's column) also scores item 2 (spotted ≠
     multi-coloured: right): S- = 2/4 = 0.5 over items 1-4."""
-    predictions = ["has_bill_shape::dagger", "has_tail_pattern::spotted", None, "has_crown_color::blue", "has_crown_color::blue"]
+    predictions = [
+        "has_bill_shape::dagger",
+        "has_tail_pattern::spotted",
+        None,
+        "has_crown_color::blue",
+        "has_crown_color::blue",
+    ]
     report = build_report("vlm", "m", "r", score_vlm_predictions(PAPER_ITEMS, predictions, cub, cbm_min_classes=2))
     assert report.s_plus == pytest.approx(0.4) and report.s_minus == pytest.approx(1 / 3)
     assert report.summary["n_s_minus"] == 3
@@ -135,19 +159,27 @@ def test_cbm_s_minus_paper_rule_by_hand(cub):
     black and blue, blue predicted) is wrong under v1 although black itself is absent."""
     names = cub.attributes
     on = lambda *attrs: [a in attrs for a in names]  # noqa: E731
-    present = np.array([
-        on("has_bill_shape::needle", "has_bill_shape::dagger"),
-        on("has_tail_pattern::spotted", "has_tail_pattern::multi-colored"),
-        on("has_crown_color::red"),
-        on(),
-        on("has_crown_color::blue"),
-    ])
-    report = build_report("cbm", "m", "", score_cbm_predictions(PAPER_ITEMS, present, names, cub=cub, cbm_min_classes=2))
+    present = np.array(
+        [
+            on("has_bill_shape::needle", "has_bill_shape::dagger"),
+            on("has_tail_pattern::spotted", "has_tail_pattern::multi-colored"),
+            on("has_crown_color::red"),
+            on(),
+            on("has_crown_color::blue"),
+        ]
+    )
+    report = build_report(
+        "cbm", "m", "", score_cbm_predictions(PAPER_ITEMS, present, names, cub=cub, cbm_min_classes=2)
+    )
     assert report.s_plus == pytest.approx(0.8) and report.s_minus == pytest.approx(2 / 3)
     assert report.summary["chance_s_minus"] == pytest.approx(0.5)
     v1 = build_report("cbm", "m", "", score_cbm_predictions(PAPER_ITEMS, present, names, s_minus="any-original"))
     assert v1.s_minus == pytest.approx(0.5) and v1.summary["n_s_minus"] == 4
-    multi = [SubItem(None, "Black_footed_Albatross", "has_crown_color::red", ("has_crown_color::black", "has_crown_color::blue"))]
+    multi = [
+        SubItem(
+            None, "Black_footed_Albatross", "has_crown_color::red", ("has_crown_color::black", "has_crown_color::blue")
+        )
+    ]
     row = np.array([on("has_crown_color::red", "has_crown_color::blue")])
     assert score_cbm_predictions(multi, row, names, s_minus="any-original")[0].s_minus is False
     assert score_cbm_predictions(multi, row, names, cub=cub, cbm_min_classes=2)[0].s_minus is True

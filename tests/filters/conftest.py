@@ -49,4 +49,3 @@ def candidates_factory(tmp_path):
         return make_candidates_dir(tmp_path / name, **kwargs)
 
     return build
-

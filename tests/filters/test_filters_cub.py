@@ -1,11 +1,10 @@
 import pytest
 
-from conceptforge.filters.candidate_selection import group_answers
+from conceptforge import ItemResult, ItemStore, WorkItem
 from conceptforge.cub import CubDataset, load_attributes, split_attribute
 from conceptforge.cub import bird_name as class_short_name
-from conceptforge import ItemResult, ItemStore, WorkItem
 from conceptforge.errors import ConceptforgeError
-
+from conceptforge.filters.candidate_selection import group_answers
 from conceptforge.testing.sub_inputs import MINI_ATTRIBUTES
 
 
@@ -37,9 +36,24 @@ def test_group_answers_join_class_level_truth(mini_cub, tmp_path):
     store = ItemStore(tmp_path / "work")
     image = cub.images[0]  # class 1: attribute columns j with j % 3 == 0 are present
     options = ["curved_(up_or_down)", "dagger", "needle", "Other"]
-    store.write_chunk(0, [(WorkItem(f"{image.image_id:06d}__has_bill_shape", 0, "cub"), ItemResult(metadata={
-        "status": "ok", "group": "has_bill_shape", "image_id": image.image_id, "options": options,
-        "probs": [0.7, 0.1, 0.1, 0.1], "raw_mass": 0.9}))])
+    store.write_chunk(
+        0,
+        [
+            (
+                WorkItem(f"{image.image_id:06d}__has_bill_shape", 0, "cub"),
+                ItemResult(
+                    metadata={
+                        "status": "ok",
+                        "group": "has_bill_shape",
+                        "image_id": image.image_id,
+                        "options": options,
+                        "probs": [0.7, 0.1, 0.1, 0.1],
+                        "raw_mass": 0.9,
+                    }
+                ),
+            )
+        ],
+    )
     [answer] = group_answers(cub, store, ground_truth="class")
     assert answer.answer == "curved_(up_or_down)" and answer.answer_prob == pytest.approx(0.7)
     assert answer.present == frozenset({"curved_(up_or_down)"})  # column 0 only, within the group

@@ -6,18 +6,23 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from datasets import Features, Image as ImageFeature, Value
+from datasets import Features, Value
+from datasets import Image as ImageFeature
 from PIL import Image
 
 from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
+from conceptforge.commands import main as conceptforge
+from conceptforge.errors import ConceptforgeError
 from conceptforge.filters.candidate_selection import (
-    BirdAccuracy, GroupAnswer, reference_bird_accuracy, search_thresholds, select_birds, threshold_grid,
+    BirdAccuracy,
+    GroupAnswer,
+    reference_bird_accuracy,
+    search_thresholds,
+    select_birds,
+    threshold_grid,
 )
 from conceptforge.filters.classifier_oracle import ClassifierOracle, OracleError, map_labels, normalize_label
 from conceptforge.filters.dataset_io import open_split
-from conceptforge.commands import main as conceptforge
-from conceptforge.errors import ConceptforgeError
-
 from conceptforge.testing.sub_inputs import image_png
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,7 +33,11 @@ def _images(n):
 
 
 def test_normalize_label_matches_cub_spellings():
-    assert normalize_label("001.Black_footed_Albatross") == normalize_label("Black-footed Albatross") == "blackfootedalbatross"
+    assert (
+        normalize_label("001.Black_footed_Albatross")
+        == normalize_label("Black-footed Albatross")
+        == "blackfootedalbatross"
+    )
     assert normalize_label("017.Cardinal") == normalize_label("cardinal")
 
 
@@ -57,17 +66,26 @@ def test_oracle_probabilities(tiny_classifier):
     expected_mass = out_full.probs[:, 1] + out_full.probs[:, 2]
     np.testing.assert_allclose(out.mapped_mass, expected_mass, rtol=1e-6)
     np.testing.assert_allclose(out.probs[:, 0], out_full.probs[:, 2] / expected_mass, rtol=1e-6)
-    raw = ClassifierOracle.from_pretrained(str(tiny_classifier), device="cpu", target_classes=["Blue_Jay"], renormalize=False)
+    raw = ClassifierOracle.from_pretrained(
+        str(tiny_classifier), device="cpu", target_classes=["Blue_Jay"], renormalize=False
+    )
     np.testing.assert_allclose(raw.score(images).probs[:, 0], out_full.probs[:, 2], rtol=1e-6)
 
 
 def _reference_dir(path, birds, per_bird):
     features = Features({"image": ImageFeature(), "bird": Value("string"), "item_id": Value("string")})
-    rows = [{"image": {"bytes": image_png(7 * i + len(b)), "path": None}, "bird": b, "item_id": f"{b}__{i:03d}"}
-            for b in birds for i in range(per_bird)]
+    rows = [
+        {"image": {"bytes": image_png(7 * i + len(b)), "path": None}, "bird": b, "item_id": f"{b}__{i:03d}"}
+        for b in birds
+        for i in range(per_bird)
+    ]
     meta = DatasetMetadata(pretty_name="refs", license="cc-by-nc-4.0", summary="reference selection")
-    assemble_dataset_dir(path, splits={"train": lambda: iter(rows)}, features=features,
-                         render_card=lambda s: render_card(meta, features, s, has_grid=False))
+    assemble_dataset_dir(
+        path,
+        splits={"train": lambda: iter(rows)},
+        features=features,
+        render_card=lambda s: render_card(meta, features, s, has_grid=False),
+    )
     return path
 
 
@@ -78,7 +96,9 @@ def test_reference_bird_accuracy_matches_the_oracle(tiny_classifier, tmp_path):
     rows = list(refs.iter_rows())
     predicted = oracle.predict([Image.open(io.BytesIO(r["image"]["bytes"])) for r in rows])
     for entry in table:
-        mine = [normalize_label(p) == normalize_label(r["bird"]) for p, r in zip(predicted, rows) if r["bird"] == entry.bird]
+        mine = [
+            normalize_label(p) == normalize_label(r["bird"]) for p, r in zip(predicted, rows) if r["bird"] == entry.bird
+        ]
         assert entry.images == 3 and entry.correct == sum(mine)
     assert select_birds([BirdAccuracy("a", 20, 20), BirdAccuracy("b", 20, 19), BirdAccuracy("c", 0, 0)]) == ["a"]
     assert select_birds([BirdAccuracy("a", 20, 20), BirdAccuracy("b", 20, 19)], min_accuracy=0.95) == ["a", "b"]
@@ -86,9 +106,19 @@ def test_reference_bird_accuracy_matches_the_oracle(tiny_classifier, tmp_path):
 
 def test_threshold_search_picks_the_known_optimum():
     groups = {"has_bill_shape": ["dagger", "needle", "cone"]}
-    answers = [GroupAnswer("has_bill_shape", "dagger", p, frozenset({"dagger"} if ok else {"needle"}))
-               for p, ok in [(0.62, False), (0.72, False), (0.78, True), (0.81, True), (0.86, True),
-                             (0.90, True), (0.93, True), (0.99, False)]]
+    answers = [
+        GroupAnswer("has_bill_shape", "dagger", p, frozenset({"dagger"} if ok else {"needle"}))
+        for p, ok in [
+            (0.62, False),
+            (0.72, False),
+            (0.78, True),
+            (0.81, True),
+            (0.86, True),
+            (0.90, True),
+            (0.93, True),
+            (0.99, False),
+        ]
+    ]
     answers += [GroupAnswer("has_bill_shape", "needle", 0.99, frozenset({"needle"}))] * 2
     table = {row.attribute: row for row in search_thresholds(answers, groups, min_support=3, min_accuracy=0.8)}
     dagger = table["has_bill_shape::dagger"]
@@ -103,7 +133,10 @@ def test_threshold_search_picks_the_known_optimum():
     # Binary accuracy over all 10 images: 7/10 at 0.60, 9/10 from 0.73 to 0.78 (lowest wins), 8/10 at 0.79.
     binary = {r.attribute: r for r in search_thresholds(answers, groups, metric="accuracy", min_support=1)}
     assert binary["has_bill_shape::dagger"].threshold == pytest.approx(0.73)
-    assert binary["has_bill_shape::dagger"].accuracy == pytest.approx(0.9) and binary["has_bill_shape::dagger"].support == 10
+    assert (
+        binary["has_bill_shape::dagger"].accuracy == pytest.approx(0.9)
+        and binary["has_bill_shape::dagger"].support == 10
+    )
     assert threshold_grid()[0] == 0.6 and threshold_grid()[-1] == 0.95 and len(threshold_grid()) == 36
     with pytest.raises(ConceptforgeError, match="unknown metric"):
         search_thresholds(answers, groups, metric="f1")
@@ -112,19 +145,58 @@ def test_threshold_search_picks_the_known_optimum():
 def test_select_candidates_writes_a_spec_for_both_steps(tiny_classifier, tiny_vlm, mini_cub, tmp_path, capsys):
     spec = tmp_path / "spec.json"
     refs = _reference_dir(tmp_path / "refs", ["Blue_Jay", "Cardinal"], 2)
-    assert conceptforge(["select-candidates", "birds", "--references", str(refs), "--classifier", str(tiny_classifier),
-                                 "--min-accuracy", "0.0", "--device", "cpu", "--spec", str(spec)]) == 0
+    assert (
+        conceptforge(
+            [
+                "select-candidates",
+                "birds",
+                "--references",
+                str(refs),
+                "--classifier",
+                str(tiny_classifier),
+                "--min-accuracy",
+                "0.0",
+                "--device",
+                "cpu",
+                "--spec",
+                str(spec),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "Blue_Jay" in printed and "2 of 2 classes" in printed
-    args = ["attributes", "--cub-dir", str(mini_cub), "--vqa-model", str(tiny_vlm), "--groups", "has_bill_shape",
-            "--images-per-class", "1", "--min-support", "1", "--min-accuracy", "0.0", "--threshold-min", "0.0",
-            "--device", "cpu", "--spec", str(spec)]
+    args = [
+        "attributes",
+        "--cub-dir",
+        str(mini_cub),
+        "--vqa-model",
+        str(tiny_vlm),
+        "--groups",
+        "has_bill_shape",
+        "--images-per-class",
+        "1",
+        "--min-support",
+        "1",
+        "--min-accuracy",
+        "0.0",
+        "--threshold-min",
+        "0.0",
+        "--device",
+        "cpu",
+        "--spec",
+        str(spec),
+    ]
     assert conceptforge(["select-candidates", *args]) == 0
     data = json.loads(spec.read_text())
     assert data["birds"] == ["Blue_Jay", "Cardinal"]  # kept from the first step
     assert data["reference_selection"]["per_class"][0]["images"] == 2
     table = data["attribute_selection"]["table"]
-    assert [r["attribute"] for r in table] == ["has_bill_shape::curved_(up_or_down)", "has_bill_shape::dagger", "has_bill_shape::needle"]
+    assert [r["attribute"] for r in table] == [
+        "has_bill_shape::curved_(up_or_down)",
+        "has_bill_shape::dagger",
+        "has_bill_shape::needle",
+    ]
     assert sum(r["answered"] for r in table) <= 4  # 4 images, one answer each (or Other)
     assert set(data["attributes"]) == {r["attribute"] for r in table if r["selected"]}
     from conceptforge.store import ItemStore
@@ -137,4 +209,7 @@ def test_select_candidates_writes_a_spec_for_both_steps(tiny_classifier, tiny_vl
     capsys.readouterr()
     strict = [("10" if a == "1" and args[i - 1] == "--min-support" else a) for i, a in enumerate(args)]
     assert conceptforge(["select-candidates", *strict]) == 0
-    assert "0 of 3 attributes kept (precision >= 0% on at least 10 images; 3 never reach --min-support 10)" in capsys.readouterr().out
+    assert (
+        "0 of 3 attributes kept (precision >= 0% on at least 10 images; 3 never reach --min-support 10)"
+        in capsys.readouterr().out
+    )

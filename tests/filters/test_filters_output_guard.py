@@ -7,8 +7,23 @@ from tests.foreign_out import make_foreign_folder, snapshot
 
 
 def _args(mini_cub, tiny_vlm, tmp_path, *extra):
-    return ["select-candidates", "attributes", "--cub-dir", str(mini_cub), "--vqa-model", str(tiny_vlm), "--groups",
-            "has_bill_shape", "--min-support", "1", "--device", "cpu", "--spec", str(tmp_path / "spec.json"), *extra]
+    return [
+        "select-candidates",
+        "attributes",
+        "--cub-dir",
+        str(mini_cub),
+        "--vqa-model",
+        str(tiny_vlm),
+        "--groups",
+        "has_bill_shape",
+        "--min-support",
+        "1",
+        "--device",
+        "cpu",
+        "--spec",
+        str(tmp_path / "spec.json"),
+        *extra,
+    ]
 
 
 def test_a_foreign_work_folder_is_refused_naming_work(mini_cub, tiny_vlm, tmp_path, capsys):
@@ -36,7 +51,9 @@ def test_other_settings_in_work_are_named_with_work(mini_cub, tiny_vlm, tmp_path
     assert "other settings" in last and last.endswith("use a new --work"), last
 
 
-def test_a_finished_run_of_another_stage_is_refused_as_filter_out(tiny_vlm, mini_cub, candidates_factory, tmp_path, capsys):
+def test_a_finished_run_of_another_stage_is_refused_as_filter_out(
+    tiny_vlm, mini_cub, candidates_factory, tmp_path, capsys
+):
     """Issue 24: a binding repo given as the SUB filter's --out lost its parquet and card (exit 0)."""
     from conceptforge.runner import run_stage
     from conceptforge.store import ItemStore, canonical_json
@@ -44,14 +61,31 @@ def test_a_finished_run_of_another_stage_is_refused_as_filter_out(tiny_vlm, mini
 
     repo = tmp_path / "binding"  # laid out as generate binding lays out its repo (as 0.2.0 did too)
     ItemStore(repo / ".work").location.write(
-        "assembly.json", canonical_json({"repo_assembler": "conceptforge.generators.binding.generate:assemble_repo"}))
+        "assembly.json", canonical_json({"repo_assembler": "conceptforge.generators.binding.generate:assemble_repo"})
+    )
     stage = engine_stage.stage(8)
     stage.name = "binding/single-object"
     run_stage(stage, str(repo), store=ItemStore(repo / ".work" / "single-object"))
     (repo / "README.md").write_text("# binding card\n")  # what the repo assembler would write last
     before = snapshot(repo)
-    code = main(["filter", "sub", "--candidates", str(candidates_factory(per_pair=1)), "--out", str(repo),
-                 "--cub-dir", str(mini_cub), "--vqa-model", str(tiny_vlm), "--device", "cpu"])
+    code = main(
+        [
+            "filter",
+            "sub",
+            "--candidates",
+            str(candidates_factory(per_pair=1)),
+            "--out",
+            str(repo),
+            "--cub-dir",
+            str(mini_cub),
+            "--vqa-model",
+            str(tiny_vlm),
+            "--device",
+            "cpu",
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and err[-1].startswith(f"error: --out {repo} holds a conceptforge run of another stage (binding)"), err
+    assert code == 2 and err[-1].startswith(
+        f"error: --out {repo} holds a conceptforge run of another stage (binding)"
+    ), err
     assert snapshot(repo) == before

@@ -8,15 +8,17 @@ from pathlib import Path
 import pytest
 from datasets import load_dataset
 
+from conceptforge import ItemStore, ShardSpec
 from conceptforge.cub import load_attributes
 from conceptforge.filters.dataset_io import decode_image
 from conceptforge.filters.questions import OTHER, QuestionBuilder
 from conceptforge.filters.sub_filter import FilterParams
 from conceptforge.filters.sub_pipeline import (
-    WORK_DIR, assemble_filtered, open_candidates, score_candidates,
+    WORK_DIR,
+    assemble_filtered,
+    open_candidates,
+    score_candidates,
 )
-from conceptforge import ItemStore, ShardSpec
-
 from conceptforge.testing.sub_inputs import candidate_rows
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,7 +31,10 @@ def _pairs_the_model_accepts(scorer, mini_cub):
     """
     questions = QuestionBuilder(load_attributes(mini_cub).groups)
     probe = [decode_image(r["image"]) for r in candidate_rows([("Probe", "has_crown_color::black")], 1)]
-    answers = {g: scorer.score(probe, [questions(g)])[0].answer for g in ("has_crown_color", "has_tail_pattern", "has_bill_shape")}
+    answers = {
+        g: scorer.score(probe, [questions(g)])[0].answer
+        for g in ("has_crown_color", "has_tail_pattern", "has_bill_shape")
+    }
     assert OTHER not in (answers["has_crown_color"], answers["has_tail_pattern"])
     wrong = next(v for v in questions("has_bill_shape").options[:-1] if v != answers["has_bill_shape"])
     return [
@@ -51,7 +56,9 @@ class CountingScorer:
         return self.scorer.score(images, questions, **kwargs)
 
 
-def test_scores_are_cached_and_resume_does_not_rescore(tiny_scorer, mini_cub, candidates_factory, tmp_path, monkeypatch):
+def test_scores_are_cached_and_resume_does_not_rescore(
+    tiny_scorer, mini_cub, candidates_factory, tmp_path, monkeypatch
+):
     pairs = _pairs_the_model_accepts(tiny_scorer, mini_cub)
     corrupt = ["Blue_Jay__crown_color-" + pairs[0][1].split("::")[1] + "__0002"]
     cand_dir = candidates_factory(pairs=pairs, per_pair=10, corrupt=corrupt)
@@ -63,15 +70,25 @@ def test_scores_are_cached_and_resume_does_not_rescore(tiny_scorer, mini_cub, ca
 
     monkeypatch.setattr(pipeline, "VQAScorer", CountingScorer)  # isinstance check in score_candidates
     # chunks of 5 candidates: shard 0 of 2 scores chunks 0, 2, 4
-    first = score_candidates(candidates, store, counting, questions, shard=ShardSpec(2, 0), batch_size=4, progress=False, chunk_size=5)
+    first = score_candidates(
+        candidates, store, counting, questions, shard=ShardSpec(2, 0), batch_size=4, progress=False, chunk_size=5
+    )
     assert first == {"total": 15, "skipped": 0, "scored": 14, "unreadable": 1}
-    second = score_candidates(candidates, store, counting, questions, shard=ShardSpec(2, 1), batch_size=4, progress=False, chunk_size=5)
+    second = score_candidates(
+        candidates, store, counting, questions, shard=ShardSpec(2, 1), batch_size=4, progress=False, chunk_size=5
+    )
     assert second["scored"] == 15 and counting.images == 29
     again = score_candidates(candidates, store, counting, questions, batch_size=4, progress=False, chunk_size=5)
     assert again == {"total": 30, "skipped": 30, "scored": 0, "unreadable": 0} and counting.images == 29
 
-    stats = assemble_filtered(candidates, store, tmp_path / "out", params=FilterParams(keep_fraction=0.3),
-                              license="cc-by-nc-4.0", provenance={"test": True})
+    stats = assemble_filtered(
+        candidates,
+        store,
+        tmp_path / "out",
+        params=FilterParams(keep_fraction=0.3),
+        license="cc-by-nc-4.0",
+        provenance={"test": True},
+    )
     assert stats["totals"]["unreadable"] == 1
     assert stats["totals"]["pairs_dropped"] >= 1  # the pair whose S+ the model never answers
     ds = load_dataset(str(tmp_path / "out"), split="test")
@@ -82,7 +99,7 @@ def test_scores_are_cached_and_resume_does_not_rescore(tiny_scorer, mini_cub, ca
     assert sum(row["vqa_probs"]) == pytest.approx(1.0, abs=1e-5)
     assert row["vqa_splus_prob"] == pytest.approx(row["vqa_probs"][row["vqa_options"].index(row["value"])], rel=1e-6)
     for bird, attribute in [pairs[0], pairs[2]]:
-        kept = ds.filter(lambda r: r["bird"] == bird and r["attribute"] == attribute)
+        kept = ds.filter(lambda r, bird=bird, attribute=attribute: r["bird"] == bird and r["attribute"] == attribute)
         assert sorted(kept["rank"]) == [0, 1, 2]
         ordered = sorted(zip(kept["rank"], kept["vqa_splus_prob"]))
         assert [p for _, p in ordered] == sorted((p for _, p in ordered), reverse=True)
@@ -95,9 +112,24 @@ def test_script_end_to_end_with_resume(tiny_vlm, tiny_scorer, mini_cub, candidat
     cand_dir = candidates_factory(pairs=_pairs_the_model_accepts(tiny_scorer, mini_cub), per_pair=4)
     out = tmp_path / "sub"
     env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
-    cmd = [sys.executable, str(REPO / "scripts" / "filter_sub.py"), "--candidates", str(cand_dir), "--out", str(out),
-           "--cub-dir", str(mini_cub), "--vqa-model", str(tiny_vlm), "--keep-fraction", "0.5", "--batch-size", "3",
-           "--device", "cpu"]
+    cmd = [
+        sys.executable,
+        str(REPO / "scripts" / "filter_sub.py"),
+        "--candidates",
+        str(cand_dir),
+        "--out",
+        str(out),
+        "--cub-dir",
+        str(mini_cub),
+        "--vqa-model",
+        str(tiny_vlm),
+        "--keep-fraction",
+        "0.5",
+        "--batch-size",
+        "3",
+        "--device",
+        "cpu",
+    ]
     cmd += ["--chunk-size", "2"]
     # stopped after 5 images: two chunks of 2 are kept, the third (cut short) is not
     partial = subprocess.run(cmd + ["--max-images", "5"], env=env, capture_output=True, text=True, timeout=300)
@@ -114,8 +146,13 @@ def test_script_end_to_end_with_resume(tiny_vlm, tiny_scorer, mini_cub, candidat
     ds = load_dataset(str(out), split="test")
     assert ds.num_rows == 4 and set(ds.column_names) >= {"vqa_probs", "vqa_raw_mass", "rank", "removed_attribute"}
     # Resuming with another model is refused instead of mixing scores.
-    other = subprocess.run([c if c != str(tiny_vlm) else str(tmp_path / "other") for c in cmd], env=env,
-                           capture_output=True, text=True, timeout=300)
+    other = subprocess.run(
+        [c if c != str(tiny_vlm) else str(tmp_path / "other") for c in cmd],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert other.returncode == 2 and "differs in: vqa_model" in other.stderr
 
 
@@ -135,8 +172,14 @@ def test_bad_input_is_one_clear_line(case, mini_cub, candidates_factory, tmp_pat
         expected = "unknown attribute group 'has_fin_color'"
     else:
         (tmp_path / "no-cub").mkdir()  # a folder without CUB's files (a missing one is argparse's error)
-        args = ["--out", str(tmp_path / "out"), "--cub-dir", str(tmp_path / "no-cub"),
-                "--candidates", str(candidates_factory(per_pair=1))]
+        args = [
+            "--out",
+            str(tmp_path / "out"),
+            "--cub-dir",
+            str(tmp_path / "no-cub"),
+            "--candidates",
+            str(candidates_factory(per_pair=1)),
+        ]
         expected = "is not a CUB_200_2011 directory"
     from conceptforge.commands import main
 
@@ -146,7 +189,9 @@ def test_bad_input_is_one_clear_line(case, mini_cub, candidates_factory, tmp_pat
     assert not (tmp_path / "out" / "README.md").exists()
 
 
-def test_four_filter_shards_each_read_about_a_quarter_of_the_images(tiny_scorer, mini_cub, candidates_factory, monkeypatch, tmp_path):
+def test_four_filter_shards_each_read_about_a_quarter_of_the_images(
+    tiny_scorer, mini_cub, candidates_factory, monkeypatch, tmp_path
+):
     """A shard reads only the parquet row groups of its own chunks (bytes counted at the file)."""
     import conceptforge.cards.dataset_dir as dataset_dir
 
@@ -164,7 +209,9 @@ def test_four_filter_shards_each_read_about_a_quarter_of_the_images(tiny_scorer,
     shares = []
     for index in range(4):
         candidates = open_candidates(cand_dir)
-        counts = score_candidates(candidates, store, tiny_scorer, questions, shard=ShardSpec(4, index), batch_size=10, progress=False)
+        counts = score_candidates(
+            candidates, store, tiny_scorer, questions, shard=ShardSpec(4, index), batch_size=10, progress=False
+        )
         assert counts["total"] == 10 and counts["scored"] == 10
         shares.append(candidates.bytes_read[0] / everything)
     print("filter shard byte shares:", [round(s, 3) for s in shares])
@@ -178,6 +225,20 @@ def test_foreign_out_folder_is_refused_untouched(tiny_vlm, mini_cub, candidates_
 
     out = tmp_path / "mine"
     before = make_foreign_folder(out)
-    code = main(["filter", "sub", "--candidates", str(candidates_factory(per_pair=1)), "--out", str(out), "--cub-dir", str(mini_cub),
-                                 "--vqa-model", str(tiny_vlm), "--device", "cpu"])
+    code = main(
+        [
+            "filter",
+            "sub",
+            "--candidates",
+            str(candidates_factory(per_pair=1)),
+            "--out",
+            str(out),
+            "--cub-dir",
+            str(mini_cub),
+            "--vqa-model",
+            str(tiny_vlm),
+            "--device",
+            "cpu",
+        ]
+    )
     assert_refused_untouched(out, before, code, capsys.readouterr().err)

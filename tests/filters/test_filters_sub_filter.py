@@ -2,8 +2,15 @@ import json
 
 import pytest
 
-from conceptforge.filters.sub_filter import COUNT_KEYS, FilterParams, ScoredCandidate, decide, filter_statistics, share_count
 from conceptforge.errors import ConceptforgeError
+from conceptforge.filters.sub_filter import (
+    COUNT_KEYS,
+    FilterParams,
+    ScoredCandidate,
+    decide,
+    filter_statistics,
+    share_count,
+)
 
 ATTR = "has_crown_color::black"
 
@@ -67,7 +74,9 @@ def test_edge_fractions():
 def test_statistics_account_for_every_candidate():
     cands = [cand(f"a{k}", k / 10) for k in range(10)]
     cands += [cand(f"b{k}", 0.5, bird="Cardinal", answer="red" if k else "black") for k in range(10)]
-    cands += [cand(f"c{k}", 0.5, bird="Cardinal", attribute="has_bill_shape::needle", answer="needle") for k in range(10)]
+    cands += [
+        cand(f"c{k}", 0.5, bird="Cardinal", attribute="has_bill_shape::needle", answer="needle") for k in range(10)
+    ]
     params = FilterParams(keep_fraction=0.2)
     decision = decide(cands, params)
     stats = filter_statistics(decision, params)
@@ -78,7 +87,9 @@ def test_statistics_account_for_every_candidate():
     assert stats["per_attribute"][ATTR]["pairs_dropped"] == 1
     assert stats["per_attribute"][ATTR]["wrong_answer"] == 9
     assert stats["per_group"]["has_bill_shape"]["kept"] == 2
-    assert stats["dropped_pairs"] == [{"bird": "Cardinal", "attribute": ATTR, "reason": "only 1 of 10 images answer S+; 2 needed"}]
+    assert stats["dropped_pairs"] == [
+        {"bird": "Cardinal", "attribute": ATTR, "reason": "only 1 of 10 images answer S+; 2 needed"}
+    ]
     assert stats["params"]["min_survivor_fraction"] == 0.2
 
 
@@ -90,7 +101,9 @@ def test_filter_provenance_is_collected_and_redacted(tmp_path):
     model = tmp_path / "vlm"
     model.mkdir()
     (model / "config.json").write_text("{}")
-    config = FilterRunConfig(vqa_model=str(model), vqa_revision=None, answer_hint="letter", candidates=str(tmp_path / "c"))
+    config = FilterRunConfig(
+        vqa_model=str(model), vqa_revision=None, answer_hint="letter", candidates=str(tmp_path / "c")
+    )
     token = "hf_" + "a" * 34
     provenance = provenance_for(config, FilterParams(), batch_size=4, argv=["filter_sub.py", "--token", token, "c"])
     assert token not in json.dumps(provenance)

@@ -4,12 +4,11 @@ import pytest
 import torch
 from PIL import Image
 
+from conceptforge.cub import CubAttributes
+from conceptforge.errors import ConceptforgeError
 from conceptforge.filters.questions import OTHER, QuestionBuilder, build_question, humanize_group
 from conceptforge.filters.vqa import VQAScorer
-from conceptforge.errors import ConceptforgeError
-
 from conceptforge.testing.sub_inputs import MINI_ATTRIBUTES, image_png
-from conceptforge.cub import CubAttributes
 
 GROUPS = CubAttributes.from_names(MINI_ATTRIBUTES).groups
 
@@ -17,7 +16,9 @@ GROUPS = CubAttributes.from_names(MINI_ATTRIBUTES).groups
 def _images(n, offset=0):
     import io
 
-    return [Image.open(io.BytesIO(image_png(offset + i, size=(40 + 3 * i, 30 + 2 * i)))).convert("RGB") for i in range(n)]
+    return [
+        Image.open(io.BytesIO(image_png(offset + i, size=(40 + 3 * i, 30 + 2 * i)))).convert("RGB") for i in range(n)
+    ]
 
 
 def test_question_text_follows_the_paper():
@@ -67,7 +68,10 @@ def test_probabilities_sum_to_one_and_match_a_hand_forward(tiny_scorer):
 def test_batching_gives_the_same_numbers_as_one_by_one(tiny_scorer):
     builder = QuestionBuilder(GROUPS)
     images = _images(5)
-    questions = [builder(g) for g in ("has_crown_color", "has_bill_shape", "has_tail_pattern", "has_crown_color", "has_bill_shape")]
+    questions = [
+        builder(g)
+        for g in ("has_crown_color", "has_bill_shape", "has_tail_pattern", "has_crown_color", "has_bill_shape")
+    ]
     batched = tiny_scorer.score(images, questions, batch_size=5)
     single = [tiny_scorer.score([im], [q], batch_size=1)[0] for im, q in zip(images, questions)]
     for b, s in zip(batched, single):
@@ -87,10 +91,14 @@ def test_multi_token_option_letters_are_refused(tiny_vlm_no_k):
 
 
 def test_remote_code_needs_the_explicit_flag(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({
-        "model_type": "conceptforge_remote_vlm",
-        "auto_map": {"AutoConfig": "configuration_remote.RemoteConfig"},
-    }))
+    (tmp_path / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "conceptforge_remote_vlm",
+                "auto_map": {"AutoConfig": "configuration_remote.RemoteConfig"},
+            }
+        )
+    )
     (tmp_path / "configuration_remote.py").write_text("raise RuntimeError('remote code must not run')\n")
     with pytest.raises(ConceptforgeError, match="explicit --trust-remote-code"):
         VQAScorer.from_pretrained(str(tmp_path), device="cpu")

@@ -61,8 +61,9 @@ def test_encoder_reuses_ids_only_after_checking_and_matches_the_processor(clip22
     assert encoder.verified is True
     second = _random_images([(320, 240)] * 3, seed=2)
     fast = encoder(second, texts[::-1])
-    expected = clip224_scorer.processor(text=texts[::-1], images=second, return_tensors="pt", padding=True,
-                                        padding_side="right")
+    expected = clip224_scorer.processor(
+        text=texts[::-1], images=second, return_tensors="pt", padding=True, padding_side="right"
+    )
     assert set(fast) == set(expected)
     assert torch.equal(fast["input_ids"], expected["input_ids"])
     assert torch.equal(fast["attention_mask"], expected["attention_mask"])

@@ -63,8 +63,11 @@ def hub_env(hub, tmp_path_factory):
     """A user's environment whose Hub client talks to the local server (online, token set)."""
     from tests.pipeline.pipeline_helpers import script_env
 
-    env = script_env(HF_ENDPOINT=hub.url, HF_TOKEN=hub.token, HF_HUB_DISABLE_XET="1",
-                     HF_HOME=str(tmp_path_factory.mktemp("pipeline-hf-home")))
+    env = script_env(
+        HF_ENDPOINT=hub.url,
+        HF_TOKEN=hub.token,
+        HF_HUB_DISABLE_XET="1",
+        HF_HOME=str(tmp_path_factory.mktemp("pipeline-hf-home")),
+    )
     env.pop("HF_HUB_OFFLINE")  # the published revision is fetched from the (local) Hub
     return env
-

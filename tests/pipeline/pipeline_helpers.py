@@ -70,19 +70,31 @@ def write_full_mini_cub(root: Path, *, images_per_class: int = 2) -> Path:
 def script_env(**extra: str) -> dict[str, str]:
     """A user's shell: the checkout on PYTHONPATH, offline, CPU only, one thread (2 shared cores)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_ENDPOINT", "HF_TOKEN"))}
-    env.update({"PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": "", "TQDM_DISABLE": "1",
-                "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_DISABLE_TELEMETRY": "1"})
+    env.update(
+        {
+            "PYTHONPATH": str(REPO),
+            "HF_HUB_OFFLINE": "1",
+            "CUDA_VISIBLE_DEVICES": "",
+            "TQDM_DISABLE": "1",
+            "OMP_NUM_THREADS": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+            "HF_HUB_DISABLE_TELEMETRY": "1",
+        }
+    )
     env.update(extra)
     return env
 
 
 def run_script(name: str, *args, env: dict[str, str], timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPTS / name), *map(str, args)], env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, str(SCRIPTS / name), *map(str, args)], env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def check(done: subprocess.CompletedProcess, what: str) -> subprocess.CompletedProcess:
-    assert done.returncode == 0, f"{what} failed (exit {done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, (
+        f"{what} failed (exit {done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    )
     return done
 
 
@@ -101,7 +113,13 @@ print(json.dumps(out))
 def load_with_plain_datasets(env: dict[str, str], repo_id: str, revision: str) -> dict:
     """``datasets.load_dataset(repo, revision=…)`` in a process that cannot import conceptforge."""
     plain = {k: v for k, v in env.items() if k not in ("PYTHONPATH", "HF_TOKEN", "HF_HUB_OFFLINE")}
-    done = subprocess.run([sys.executable, "-c", PLAIN_LOADER, repo_id, revision], env=plain, capture_output=True,
-                          text=True, timeout=300, cwd="/")
+    done = subprocess.run(
+        [sys.executable, "-c", PLAIN_LOADER, repo_id, revision],
+        env=plain,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd="/",
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -12,8 +12,8 @@ import pytest
 
 
 def _readers():
-    from conceptforge.filters.annotation.groups import resolve_group_values
     from conceptforge.cub import CubDataset, load_attributes, load_cub
+    from conceptforge.filters.annotation.groups import resolve_group_values
 
     return {
         "generate_sub / filter_sub (load_cub percent)": lambda d: load_cub(d, need="percent"),

@@ -25,9 +25,27 @@ REPO_ID = "conceptforge-e2e/sub"
 # S−, so the evaluation scores S−), its tail pattern has none (S− empty, not scored).
 SPEC = {"birds": ["Blue_Jay"], "attributes": ["has_crown_color::yellow", "has_tail_pattern::solid"]}
 IMAGES_PER_PAIR = 4
-CANDIDATE_COLUMNS = {"image", "item_id", "bird", "attribute", "group", "value", "category", "removed_attribute",
-                     "prompt_reference", "prompt_guidance", "image_index", "seed", "tdg_k", "tdg_tmin", "tdg_tmax",
-                     "guidance_scale", "num_inference_steps", "model_id", "model_revision"}
+CANDIDATE_COLUMNS = {
+    "image",
+    "item_id",
+    "bird",
+    "attribute",
+    "group",
+    "value",
+    "category",
+    "removed_attribute",
+    "prompt_reference",
+    "prompt_guidance",
+    "image_index",
+    "seed",
+    "tdg_k",
+    "tdg_tmin",
+    "tdg_tmax",
+    "guidance_scale",
+    "num_inference_steps",
+    "model_id",
+    "model_revision",
+}
 FILTER_COLUMNS = {"vqa_options", "vqa_probs", "vqa_answer", "vqa_splus_prob", "vqa_raw_mass", "rank"}
 
 
@@ -52,18 +70,65 @@ def sub_chain(tmp_path_factory, pipeline_cub, pipeline_flux, pipeline_vlm, hub_e
     spec.write_text(json.dumps(SPEC))
     env = script_env()
     candidates, filtered = work / "sub-candidates", work / "sub-filtered"
-    generated = check(run_script(
-        "generate_sub.py", "--cub-dir", pipeline_cub, "--out", candidates, "--model", pipeline_flux,
-        "--candidate-spec", spec, "--images-per-pair", IMAGES_PER_PAIR, "--resolution", 32, "--steps", 2,
-        "--max-sequence-length", 16, "--device", "cpu", "--license", "cc-by-nc-4.0", env=env), "generate_sub.py")
-    filtered_run = check(run_script(
-        "filter_sub.py", "--candidates", candidates, "--out", filtered, "--cub-dir", pipeline_cub,
-        "--vqa-model", pipeline_vlm, "--keep-fraction", 0.5, "--min-survivor-fraction", 0, "--device", "cpu",
-        env=env), "filter_sub.py")
-    published = check(run_script("publish.py", filtered, "--repo-id", REPO_ID, "--version", "v1.0.0", env=hub_env),
-                      "publish.py")
-    return {"work": work, "candidates": candidates, "filtered": filtered, "generated": generated,
-            "filtered_run": filtered_run, "published": published}
+    generated = check(
+        run_script(
+            "generate_sub.py",
+            "--cub-dir",
+            pipeline_cub,
+            "--out",
+            candidates,
+            "--model",
+            pipeline_flux,
+            "--candidate-spec",
+            spec,
+            "--images-per-pair",
+            IMAGES_PER_PAIR,
+            "--resolution",
+            32,
+            "--steps",
+            2,
+            "--max-sequence-length",
+            16,
+            "--device",
+            "cpu",
+            "--license",
+            "cc-by-nc-4.0",
+            env=env,
+        ),
+        "generate_sub.py",
+    )
+    filtered_run = check(
+        run_script(
+            "filter_sub.py",
+            "--candidates",
+            candidates,
+            "--out",
+            filtered,
+            "--cub-dir",
+            pipeline_cub,
+            "--vqa-model",
+            pipeline_vlm,
+            "--keep-fraction",
+            0.5,
+            "--min-survivor-fraction",
+            0,
+            "--device",
+            "cpu",
+            env=env,
+        ),
+        "filter_sub.py",
+    )
+    published = check(
+        run_script("publish.py", filtered, "--repo-id", REPO_ID, "--version", "v1.0.0", env=hub_env), "publish.py"
+    )
+    return {
+        "work": work,
+        "candidates": candidates,
+        "filtered": filtered,
+        "generated": generated,
+        "filtered_run": filtered_run,
+        "published": published,
+    }
 
 
 def test_filter_consumes_generated_candidates_and_keeps_their_lineage(sub_chain):
@@ -115,14 +180,33 @@ def test_published_revision_loads_with_plain_datasets(sub_chain, hub, hub_env):
     names = filtered.features["attr_label"].names
     for value, attribute in zip(filtered["attr_label"], filtered["attribute"]):
         # -1: an S+ outside the paper's 32 substitutions (this test's candidate spec has some)
-        assert (names[value] if value >= 0 else None) == (attribute.replace("::", "--") if attribute.replace("::", "--") in names else None)
+        assert (names[value] if value >= 0 else None) == (
+            attribute.replace("::", "--") if attribute.replace("::", "--") in names else None
+        )
 
 
 def test_evaluate_sub_on_the_published_revision(sub_chain, pipeline_cub, pipeline_clip, hub_env):
     out = sub_chain["work"] / "sub-eval.json"
-    done = check(run_script("evaluate.py", "sub", "--dataset", REPO_ID, "--revision", "v1.0.0", "--cub-dir",
-                            pipeline_cub, "--model", pipeline_clip, "--output", out, "--cbm-min-classes", "1", env=hub_env),
-                 "evaluate.py sub")
+    done = check(
+        run_script(
+            "evaluate.py",
+            "sub",
+            "--dataset",
+            REPO_ID,
+            "--revision",
+            "v1.0.0",
+            "--cub-dir",
+            pipeline_cub,
+            "--model",
+            pipeline_clip,
+            "--output",
+            out,
+            "--cbm-min-classes",
+            "1",
+            env=hub_env,
+        ),
+        "evaluate.py sub",
+    )
     assert "S+" in done.stdout
     report = json.loads(out.read_text())  # the one results format
     (vlm,) = report["tasks"]
@@ -138,9 +222,23 @@ def test_evaluate_sub_on_the_published_revision(sub_chain, pipeline_cub, pipelin
 
 def _annotate_over_http(dataset: Path, cub: Path, env: dict, answer, *, study: str = "sub-faithfulness") -> int:
     """Serve the study as a user would and answer every item through the app's JSON API."""
-    process = subprocess.Popen([sys.executable, str(SCRIPTS / "annotate.py"), str(dataset), "--study",
-                                study, "--port", "0", "--cub-dir", str(cub)],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            str(SCRIPTS / "annotate.py"),
+            str(dataset),
+            "--study",
+            study,
+            "--port",
+            "0",
+            "--cub-dir",
+            str(cub),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     stored = 0
     try:
         line = process.stdout.readline()
@@ -154,10 +252,15 @@ def _annotate_over_http(dataset: Path, cub: Path, env: dict, answer, *, study: s
                 item = step["item"]
                 image = urllib.request.urlopen(url + item["image"].lstrip("/"), timeout=30)
                 assert image.headers["Content-Type"].startswith("image/") and image.read()
-                body = {"annotator": annotator, "item_id": item["item_id"],
-                        "answers": answer(annotator, item), "elapsed_ms": 1200}
-                request = urllib.request.Request(url + "api/answer", data=json.dumps(body).encode(),
-                                                 headers={"Content-Type": "application/json"})
+                body = {
+                    "annotator": annotator,
+                    "item_id": item["item_id"],
+                    "answers": answer(annotator, item),
+                    "elapsed_ms": 1200,
+                }
+                request = urllib.request.Request(
+                    url + "api/answer", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+                )
                 assert urllib.request.urlopen(request, timeout=30).status == 200
                 stored += 1
     finally:
@@ -179,8 +282,22 @@ def test_annotate_export_apply_and_republish(sub_chain, pipeline_cub, pipeline_c
 
     assert _annotate_over_http(filtered, pipeline_cub, env, answer) == 8
     results, validated = sub_chain["work"] / "faithfulness.json", sub_chain["work"] / "sub-validated"
-    check(run_script("annotate.py", filtered, "--study", "sub-faithfulness", "--cub-dir", pipeline_cub,
-                     "--export", results, "--apply", validated, env=env), "annotate.py --export/--apply")
+    check(
+        run_script(
+            "annotate.py",
+            filtered,
+            "--study",
+            "sub-faithfulness",
+            "--cub-dir",
+            pipeline_cub,
+            "--export",
+            results,
+            "--apply",
+            validated,
+            env=env,
+        ),
+        "annotate.py --export/--apply",
+    )
     exported = json.loads(results.read_text())
     assert exported["attributes"]["has_crown_color::yellow"]["attribute_yes"] == pytest.approx(0.5)
     assert not exported["attributes"]["has_crown_color::yellow"]["kept"]
@@ -192,13 +309,17 @@ def test_annotate_export_apply_and_republish(sub_chain, pipeline_cub, pipeline_c
     assert all(row["human_faithfulness_attribute"] == 1.0 and row["human_faithfulness_n"] == 2 for row in rows)
     # Regression: the validated card used to drop every input column meaning, the paper and lineage.
     source, derived = _card_spec(filtered), _card_spec(validated)
-    assert all(derived.column_docs.get(name) for name in rows[0]), [n for n in rows[0] if not derived.column_docs.get(n)]
+    assert all(derived.column_docs.get(name) for name in rows[0]), [
+        n for n in rows[0] if not derived.column_docs.get(n)
+    ]
     assert derived.citation == source.citation and derived.paper_title == source.paper_title
     assert derived.provenance["upstream"]["provenance"] == source.provenance
     assert derived.provenance["upstream"]["provenance"]["upstream"]["dataset"] == "sub-candidates"
 
     # The human-validated set is the next release of the same repository.
-    check(run_script("publish.py", validated, "--repo-id", REPO_ID, "--version", "v1.1.0", env=hub_env), "publish v1.1.0")
+    check(
+        run_script("publish.py", validated, "--repo-id", REPO_ID, "--version", "v1.1.0", env=hub_env), "publish v1.1.0"
+    )
     assert set(hub.refs(REPO_ID)["tags"]) == {"v1.0.0", "v1.1.0"}
     loaded = load_with_plain_datasets(hub_env, REPO_ID, "v1.1.0")
     assert loaded["test"]["item_ids"] == [row["item_id"] for row in rows]
@@ -223,8 +344,20 @@ def test_annotate_sub_attribute_offers_cub_values_for_generated_pairs(sub_chain,
     assert len(crown) == 16 and {"yellow", "blue"} <= set(crown)  # CUB's 15 crown colours + none
     assert {"solid", "spotted", "striped", "multi-colored"} <= set(tail)
     results = sub_chain["work"] / "attribute.json"
-    check(run_script("annotate.py", sub_chain["filtered"], "--study", "sub-attribute", "--cub-dir", pipeline_cub,
-                     "--export", results, env=script_env()), "annotate.py sub-attribute --export")
+    check(
+        run_script(
+            "annotate.py",
+            sub_chain["filtered"],
+            "--study",
+            "sub-attribute",
+            "--cub-dir",
+            pipeline_cub,
+            "--export",
+            results,
+            env=script_env(),
+        ),
+        "annotate.py sub-attribute --export",
+    )
     exported = json.loads(results.read_text())
     assert exported["config"]["group_values_source"] == "cub"
     assert exported["human"]["splus"] == pytest.approx(100.0)

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from conceptforge.testing.hub_server import HubServer  # noqa: E402
 from publish_helpers import REPO_ROOT  # noqa: E402
+
+from conceptforge.testing.hub_server import HubServer  # noqa: E402
 
 
 @pytest.fixture
@@ -30,15 +31,15 @@ def hub(tmp_path, hub_token):
 def client_env(hub, hub_token, tmp_path):
     """Environment of a fresh process whose Hub client talks to the local server."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING"))}
-    env.update({
-        "HF_ENDPOINT": hub.url,
-        "HF_TOKEN": hub_token,
-        "HF_HUB_DISABLE_XET": "1",
-        "HF_HUB_DISABLE_TELEMETRY": "1",
-        "HF_HOME": str(tmp_path / "client-hf-home"),
-        "PYTHONPATH": str(REPO_ROOT),
-        "TQDM_DISABLE": "1",
-    })
+    env.update(
+        {
+            "HF_ENDPOINT": hub.url,
+            "HF_TOKEN": hub_token,
+            "HF_HUB_DISABLE_XET": "1",
+            "HF_HUB_DISABLE_TELEMETRY": "1",
+            "HF_HOME": str(tmp_path / "client-hf-home"),
+            "PYTHONPATH": str(REPO_ROOT),
+            "TQDM_DISABLE": "1",
+        }
+    )
     return env
-
-

@@ -9,19 +9,22 @@ import subprocess
 import sys
 from pathlib import Path
 
-from datasets import ClassLabel, Features, Image as ImageFeature, List, Value
+from datasets import ClassLabel, Features, List, Value
+from datasets import Image as ImageFeature
 from PIL import Image
 
 from conceptforge.cards import DatasetMetadata, FilterStats, assemble_dataset_dir, collect_provenance, render_card
 from conceptforge.cards.grid import make_sample_grid, png_bytes
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-FEATURES = Features({
-    "image": ImageFeature(),
-    "label": ClassLabel(names=["cube", "sphere", "cylinder"]),
-    "idx": Value("int32"),
-    "candidates": List(Value("string")),
-})
+FEATURES = Features(
+    {
+        "image": ImageFeature(),
+        "label": ClassLabel(names=["cube", "sphere", "cylinder"]),
+        "idx": Value("int32"),
+        "candidates": List(Value("string")),
+    }
+)
 BIBTEX = """@inproceedings{bader2025sub,
   title = {{SUB}: Benchmarking {CBM} Generalization via Synthetic Attribute Substitutions},
   author = {Bader, Jessica and others},
@@ -40,7 +43,9 @@ def make_rows(n: int, variant: int):
         }
 
 
-def make_dataset(out: Path, *, n_train: int = 30, n_test: int = 4, variant: int = 0, shard: int = 10**6, token: str | None = None) -> Path:
+def make_dataset(
+    out: Path, *, n_train: int = 30, n_test: int = 4, variant: int = 0, shard: int = 10**6, token: str | None = None
+) -> Path:
     """A small dataset directory in Hub layout with a full card (provenance, stats, BibTeX, grid)."""
     stats = FilterStats(group_label="pair")
     for i in range(n_train + n_test):
@@ -64,12 +69,17 @@ def make_dataset(out: Path, *, n_train: int = 30, n_test: int = 4, variant: int 
         bias_risks_limitations="Three shapes in flat colours; no people.",
         annotations="Labels come from the generating loop; nobody checked them.",
         provenance=collect_provenance(
-            generator="tests.publish", models={"renderer": ("org/tiny-model", "a" * 40)},
-            parameters={"variant": variant, "n_train": n_train}, seeds={"run": 3}, argv=argv,
+            generator="tests.publish",
+            models={"renderer": ("org/tiny-model", "a" * 40)},
+            parameters={"variant": variant, "n_train": n_train},
+            seeds={"run": 3},
+            argv=argv,
         ),
         filter_stats=stats,
     )
-    grid = make_sample_grid([(Image.open(io.BytesIO(r["image"]["bytes"])), r["label"]) for r in make_rows(4, variant)], thumb_width=64)
+    grid = make_sample_grid(
+        [(Image.open(io.BytesIO(r["image"]["bytes"])), r["label"]) for r in make_rows(4, variant)], thumb_width=64
+    )
     assemble_dataset_dir(
         out,
         splits={"train": lambda: make_rows(n_train, variant), "test": lambda: make_rows(n_test, variant + 7)},
@@ -89,18 +99,33 @@ def expected_rows(directory: Path) -> dict[str, list[dict]]:
     for path in sorted((directory / "data").glob("*.parquet")):
         split = path.name.split("-")[0]
         for row in pq.read_table(path).to_pylist():
-            out.setdefault(split, []).append({
-                "image": hashlib.sha256(row["image"]["bytes"]).hexdigest(),
-                "label": row["label"], "idx": row["idx"], "candidates": row["candidates"],
-            })
+            out.setdefault(split, []).append(
+                {
+                    "image": hashlib.sha256(row["image"]["bytes"]).hexdigest(),
+                    "label": row["label"],
+                    "idx": row["idx"],
+                    "candidates": row["candidates"],
+                }
+            )
     return out
-
 
 
 def run_publish(env: dict, directory: Path, repo_id: str, version: str, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, str(REPO_ROOT / "scripts" / "publish.py"), str(directory), "--repo-id", repo_id, "--version", version, *extra],
-        env=env, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            str(REPO_ROOT / "scripts" / "publish.py"),
+            str(directory),
+            "--repo-id",
+            repo_id,
+            "--version",
+            version,
+            *extra,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
@@ -137,6 +162,13 @@ print(json.dumps(out))
 def load_with_plain_datasets(env: dict, repo_id: str, *revisions: str) -> dict:
     """``datasets.load_dataset(repo, revision=…)`` in a process that cannot import conceptforge."""
     plain = {k: v for k, v in env.items() if k not in ("PYTHONPATH", "HF_TOKEN")}
-    result = subprocess.run([sys.executable, "-c", LOADER, repo_id, *revisions], env=plain, capture_output=True, text=True, timeout=300, cwd="/")
+    result = subprocess.run(
+        [sys.executable, "-c", LOADER, repo_id, *revisions],
+        env=plain,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd="/",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])

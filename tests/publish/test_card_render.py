@@ -4,22 +4,32 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from datasets import ClassLabel, Features, Image as ImageFeature, List, Value
+from datasets import ClassLabel, Features, List, Value
+from datasets import Image as ImageFeature
 from huggingface_hub import DatasetCard
+from publish_helpers import BIBTEX, make_dataset
 
-from conceptforge.cards import DatasetMetadata, FilterStats, SplitStats, card_problems, dataset_dir_problems, read_card_spec, render_card
+from conceptforge.cards import (
+    DatasetMetadata,
+    FilterStats,
+    SplitStats,
+    card_problems,
+    dataset_dir_problems,
+    read_card_spec,
+    render_card,
+)
 from conceptforge.cards.card import feature_type
 from conceptforge.errors import ConceptforgeError
 
-from publish_helpers import BIBTEX, make_dataset
-
-FEATURES = Features({
-    "image": ImageFeature(),
-    "attr_label": ClassLabel(names=[f"has_crown_color::c{i}" for i in range(6)]),
-    "vqa_probs": List(Value("float32")),
-    "objects": List({"shape": Value("string"), "bbox": List(Value("int32"), length=4)}),
-    "seed": Value("int64"),
-})
+FEATURES = Features(
+    {
+        "image": ImageFeature(),
+        "attr_label": ClassLabel(names=[f"has_crown_color::c{i}" for i in range(6)]),
+        "vqa_probs": List(Value("float32")),
+        "objects": List({"shape": Value("string"), "bbox": List(Value("int32"), length=4)}),
+        "seed": Value("int64"),
+    }
+)
 SPLITS = [SplitStats("test", 1500, 123_456, ["data/test-00000-of-00001.parquet"])]
 
 
@@ -41,7 +51,13 @@ def _metadata(**overrides) -> DatasetMetadata:
         column_docs={"attr_label": "S+", "seed": "work-item seed"},
         provenance={
             "generator": "conceptforge.generators.sub",
-            "models": [{"role": "diffusion", "id": "black-forest-labs/FLUX.1-dev", "revision": "0ef5fff789c832c5c7f4e127f94c8b54bbcced44"}],
+            "models": [
+                {
+                    "role": "diffusion",
+                    "id": "black-forest-labs/FLUX.1-dev",
+                    "revision": "0ef5fff789c832c5c7f4e127f94c8b54bbcced44",
+                }
+            ],
             "parameters": {"tdg_k": 10, "tdg_tmin": 0.2, "tdg_tmax": 0.9, "guidance_scale": 3.5},
             "seeds": {"run": 0},
             "packages": {"diffusers": "0.42.1"},
@@ -79,7 +95,10 @@ def test_card_markdown_sections():
     assert "![Sample grid](grid.png)" in body
     assert "This is version `v1.1.0`; previous version: `v1.0.0`" in body
     assert 'ds = load_dataset("org/sub", revision="v1.1.0")' in body
-    assert "| `attr_label` | ClassLabel (6: `has_crown_color::c0`, `has_crown_color::c1`, `has_crown_color::c2`, `has_crown_color::c3`, …) | S+ |" in body
+    assert (
+        "| `attr_label` | ClassLabel (6: `has_crown_color::c0`, `has_crown_color::c1`, `has_crown_color::c2`, `has_crown_color::c3`, …) | S+ |"
+        in body
+    )
     assert "| `objects` | list[struct{shape: string, bbox: list[int32] (4)}] |  |" in body
     # filter statistics: totals and per-group counts
     assert "| candidates | 1000 | 100.0% |" in body and "| kept | 50 | 5.0% |" in body
@@ -159,8 +178,12 @@ def test_card_problems_are_found(overrides, problem):
 
 def test_card_problems_in_yaml():
     good = render_card(_metadata(), FEATURES, SPLITS)
-    assert any("unknown to the Hub: my_field" in p for p in card_problems(good.replace("---\n", "---\nmy_field: 1\n", 1)))
-    assert any("does not parse" in p for p in card_problems(good.replace("license: cc-by-nc-4.0", "license: [unclosed", 1)))
+    assert any(
+        "unknown to the Hub: my_field" in p for p in card_problems(good.replace("---\n", "---\nmy_field: 1\n", 1))
+    )
+    assert any(
+        "does not parse" in p for p in card_problems(good.replace("license: cc-by-nc-4.0", "license: [unclosed", 1))
+    )
     assert card_problems("# no header") == ["the dataset card has no YAML header (--- … ---)"]
     assert any("contains an access token" in p for p in card_problems(good, secrets=["Synthetic birds"]))
     assert render_card(_metadata(license="other", license_name="flux-1-dev-non-commercial-license"), FEATURES, SPLITS)
@@ -170,7 +193,10 @@ def test_directory_problems(tmp_path):
     directory = make_dataset(tmp_path / "d", shard=2500)
     assert dataset_dir_problems(directory) == []
     card = (directory / "README.md").read_text()
-    assert any("parquet features differ" in p for p in dataset_dir_problems(directory, card.replace("dtype: int32", "dtype: int64")))
+    assert any(
+        "parquet features differ" in p
+        for p in dataset_dir_problems(directory, card.replace("dtype: int32", "dtype: int64"))
+    )
     (directory / "grid.png").write_bytes(b"GIF89a")
     assert any("grid.png is not a PNG" in p for p in dataset_dir_problems(directory))
     (directory / "grid.png").unlink()

@@ -7,13 +7,22 @@ import io
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from datasets import ClassLabel, Features, Image as ImageFeature, List, Value
+from datasets import ClassLabel, Features, List, Value
+from datasets import Image as ImageFeature
 from PIL import Image
 
 from conceptforge.cards.dataset_dir import write_parquet_split
 
-FEATURES = Features({"image": ImageFeature(), "item_id": Value("string"), "label": ClassLabel(names=["a", "b", "c"]),
-                     "tags": List(Value("string")), "score": Value("float32"), "meta": {"seed": Value("int64")}})
+FEATURES = Features(
+    {
+        "image": ImageFeature(),
+        "item_id": Value("string"),
+        "label": ClassLabel(names=["a", "b", "c"]),
+        "tags": List(Value("string")),
+        "score": Value("float32"),
+        "meta": {"seed": Value("int64")},
+    }
+)
 
 
 def _png(i: int) -> bytes:
@@ -23,8 +32,17 @@ def _png(i: int) -> bytes:
 
 
 def _rows(n: int, label=lambda i: i % 3):
-    return [{"image": {"bytes": _png(i), "path": f"{i}.png"}, "item_id": f"id{i:04d}", "label": label(i),
-             "tags": ["x"] * (i % 3), "score": i / 7, "meta": {"seed": i}} for i in range(n)]
+    return [
+        {
+            "image": {"bytes": _png(i), "path": f"{i}.png"},
+            "item_id": f"id{i:04d}",
+            "label": label(i),
+            "tags": ["x"] * (i % 3),
+            "score": i / 7,
+            "meta": {"seed": i},
+        }
+        for i in range(n)
+    ]
 
 
 def _read(tmp_path, stats) -> pa.Table:
@@ -42,7 +60,9 @@ def test_same_table_as_datasets_encoder(tmp_path, label):
 
 def test_shard_boundaries_follow_row_sizes(tmp_path):
     rows = _rows(230)
-    sizes = [len(r["image"]["bytes"]) + len(r["item_id"]) + 8 + 8 + 8 + 8 for r in rows]  # tags list, score, label, meta: 8 each
+    sizes = [
+        len(r["image"]["bytes"]) + len(r["item_id"]) + 8 + 8 + 8 + 8 for r in rows
+    ]  # tags list, score, label, meta: 8 each
     limit = sum(sizes[:70])  # a shard closes once it holds >= limit bytes: rows 0-69, 70-139, ...
     stats = write_parquet_split(tmp_path, "train", iter(rows), FEATURES, max_shard_size=limit)
     counts = [pq.read_metadata(tmp_path / f.split("/")[1]).num_rows for f in stats.files]

@@ -11,9 +11,11 @@ import subprocess
 import sys
 
 import pytest
-from datasets import ClassLabel, Features, Image as ImageFeature, List, Value
+from datasets import ClassLabel, Features, List, Value
+from datasets import Image as ImageFeature
 from huggingface_hub import DatasetCard
 from PIL import Image
+from publish_helpers import run_publish
 
 from conceptforge.cards import DatasetMetadata, render_card
 from conceptforge.cards.dataset_dir import assemble_config_dir, write_card_and_grid
@@ -22,15 +24,21 @@ from conceptforge.cards.publish import hub_validate_card
 from conceptforge.cards.validate import dataset_dir_problems, missing_sections
 from conceptforge.errors import ConceptforgeError
 
-from publish_helpers import run_publish
-
 REPO = "conceptforge-test/binding-like"
-CONFIGS = {"single": ["red cube", "blue sphere"], "pairs": ["cube left sphere", "sphere left cube", "cube front sphere"]}
+CONFIGS = {
+    "single": ["red cube", "blue sphere"],
+    "pairs": ["cube left sphere", "sphere left cube", "cube front sphere"],
+}
 
 
 def _features(names: list[str]) -> Features:
-    return Features({"image": ImageFeature(), "label": ClassLabel(names=names),
-                     "objects": List({"shape": ClassLabel(names=["cube", "sphere"]), "x": Value("float32")})})
+    return Features(
+        {
+            "image": ImageFeature(),
+            "label": ClassLabel(names=names),
+            "objects": List({"shape": ClassLabel(names=["cube", "sphere"]), "x": Value("float32")}),
+        }
+    )
 
 
 def _png(value: int) -> bytes:
@@ -42,15 +50,36 @@ def _png(value: int) -> bytes:
 def make_repo(out, *, license: str = "cc-by-4.0"):
     splits = []
     for config, names in CONFIGS.items():
-        rows = {split: [{"image": {"bytes": _png(i + 10 * k), "path": f"{split}-{i}.png"}, "label": names[i % len(names)],
-                         "objects": [{"shape": "cube", "x": 0.5}, {"shape": "sphere", "x": -1.0}]} for i in range(n)]
-                for k, (split, n) in enumerate((("train", 5), ("test", 3)))}
-        splits += assemble_config_dir(out, config=config, splits={s: (lambda r=r: iter(r)) for s, r in rows.items()},
-                                      features=_features(names), side_files={f"{s}.json": json.dumps({"scenes": []}).encode() for s in rows})
-    metadata = DatasetMetadata(pretty_name="Binding-like", license=license, summary="Two configs.", language=["en"],
-                               source_datasets=["original"], uses="Tests.", out_of_scope_use="Anything else.",
-                               bias_risks_limitations="Tiny.", annotations="Computed from the generator.",
-                               config_summaries={"single": "one object", "pairs": "two objects"})
+        rows = {
+            split: [
+                {
+                    "image": {"bytes": _png(i + 10 * k), "path": f"{split}-{i}.png"},
+                    "label": names[i % len(names)],
+                    "objects": [{"shape": "cube", "x": 0.5}, {"shape": "sphere", "x": -1.0}],
+                }
+                for i in range(n)
+            ]
+            for k, (split, n) in enumerate((("train", 5), ("test", 3)))
+        }
+        splits += assemble_config_dir(
+            out,
+            config=config,
+            splits={s: (lambda r=r: iter(r)) for s, r in rows.items()},
+            features=_features(names),
+            side_files={f"{s}.json": json.dumps({"scenes": []}).encode() for s in rows},
+        )
+    metadata = DatasetMetadata(
+        pretty_name="Binding-like",
+        license=license,
+        summary="Two configs.",
+        language=["en"],
+        source_datasets=["original"],
+        uses="Tests.",
+        out_of_scope_use="Anything else.",
+        bias_risks_limitations="Tiny.",
+        annotations="Computed from the generator.",
+        config_summaries={"single": "one object", "pairs": "two objects"},
+    )
     features = {config: _features(names) for config, names in CONFIGS.items()}
     grid = png_bytes(Image.new("RGB", (40, 30)))
     write_card_and_grid(out, render_card(metadata, features, splits), grid)
@@ -79,12 +108,18 @@ def test_multi_config_repo_publishes_and_loads_by_config_and_revision(tmp_path, 
     result = run_publish(client_env, repo_dir, REPO, "v1.0.0")
     assert result.returncode == 0, result.stderr[-2000:]
     assert f'load_dataset("{REPO}", "single", revision="v1.0.0")' in result.stdout
-    assert any(r[:2] == ("POST", "/api/validate-yaml") and r[2] == 200 for r in hub.requests)  # card validated by the Hub
+    assert any(
+        r[:2] == ("POST", "/api/validate-yaml") and r[2] == 200 for r in hub.requests
+    )  # card validated by the Hub
     files = hub.files(REPO, "v1.0.0")
-    assert {"scenes/single/train.json", "scenes/pairs/test.json", "data/pairs/train-00000-of-00001.parquet"} <= set(files)
+    assert {"scenes/single/train.json", "scenes/pairs/test.json", "data/pairs/train-00000-of-00001.parquet"} <= set(
+        files
+    )
 
     plain = {k: v for k, v in client_env.items() if k not in ("PYTHONPATH", "HF_TOKEN")}
-    loaded = subprocess.run([sys.executable, "-c", LOADER, REPO, "v1.0.0"], env=plain, capture_output=True, text=True, timeout=300, cwd="/")
+    loaded = subprocess.run(
+        [sys.executable, "-c", LOADER, REPO, "v1.0.0"], env=plain, capture_output=True, text=True, timeout=300, cwd="/"
+    )
     assert loaded.returncode == 0, loaded.stderr[-3000:]
     out = json.loads(loaded.stdout.strip().splitlines()[-1])
     assert out["single"]["train"]["rows"] == 5 and out["pairs"]["test"]["rows"] == 3

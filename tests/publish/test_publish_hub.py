@@ -12,18 +12,21 @@ import hashlib
 
 import pytest
 from huggingface_hub import HfApi
-from huggingface_hub.errors import RepositoryNotFoundError
+from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
+from publish_helpers import expected_rows, load_with_plain_datasets, make_dataset, run_publish
 
 from conceptforge.cards.publish import publish_dataset
 from conceptforge.errors import ConceptforgeError
-
-from publish_helpers import expected_rows, load_with_plain_datasets, make_dataset, run_publish
 
 REPO = "conceptforge-test/shapes"
 
 
 def _local_release_files(directory):
-    return {p.relative_to(directory).as_posix(): p.read_bytes() for p in directory.rglob("*") if p.is_file() and p.name != "README.md"}
+    return {
+        p.relative_to(directory).as_posix(): p.read_bytes()
+        for p in directory.rglob("*")
+        if p.is_file() and p.name != "README.md"
+    }
 
 
 def _puts(hub):
@@ -63,7 +66,9 @@ def test_publish_two_versions_and_load_each_with_plain_datasets(tmp_path, hub, c
         assert got["splits"] == expected_rows(directory)
         assert got["features"] == {"image": "Image", "label": "ClassLabel", "idx": "Value", "candidates": "List"}
         assert got["label_names"] == ["cube", "sphere", "cylinder"]
-        assert got["grid_png"] and got["grid_sha256"] == hashlib.sha256((directory / "grid.png").read_bytes()).hexdigest()
+        assert (
+            got["grid_png"] and got["grid_sha256"] == hashlib.sha256((directory / "grid.png").read_bytes()).hexdigest()
+        )
         assert "![Sample grid](grid.png)" in got["card_text"]
         assert got["card_data"]["license"] == "cc-by-nc-4.0"
     assert loaded["v1.0.0"]["first_image_size"]["train"] == [10, 8]
@@ -106,10 +111,15 @@ def test_commit_failure_then_rerun_completes(tmp_path, hub, hub_token, client_en
     failed = run_publish(client_env, v2, REPO, "v1.1.0")
     assert failed.returncode == 2
     last = failed.stderr.strip().splitlines()[-1]
-    assert last.startswith("error: publishing conceptforge-test/shapes v1.1.0 failed while uploading and committing the files (HTTP 500")
+    assert last.startswith(
+        "error: publishing conceptforge-test/shapes v1.1.0 failed while uploading and committing the files (HTTP 500"
+    )
     assert "rerun the same command" in last and hub_token not in failed.stderr + failed.stdout
     assert hub.refs(REPO) == before  # previous version and main untouched
-    assert hub.files(REPO, "v1.0.0")["data/train-00000-of-00001.parquet"] == (v1 / "data/train-00000-of-00001.parquet").read_bytes()
+    assert (
+        hub.files(REPO, "v1.0.0")["data/train-00000-of-00001.parquet"]
+        == (v1 / "data/train-00000-of-00001.parquet").read_bytes()
+    )
     uploaded = len(_puts(hub))
 
     rerun = run_publish(client_env, v2, REPO, "v1.1.0")
@@ -117,7 +127,10 @@ def test_commit_failure_then_rerun_completes(tmp_path, hub, hub_token, client_en
     assert "published conceptforge-test/shapes v1.1.0 (previous: v1.0.0)" in rerun.stdout
     assert len(_puts(hub)) == uploaded  # objects uploaded before the failure were reused
     assert set(hub.refs(REPO)["tags"]) == {"v1.0.0", "v1.1.0"}
-    assert hub.files(REPO, "v1.1.0")["data/train-00000-of-00001.parquet"] == (v2 / "data/train-00000-of-00001.parquet").read_bytes()
+    assert (
+        hub.files(REPO, "v1.1.0")["data/train-00000-of-00001.parquet"]
+        == (v2 / "data/train-00000-of-00001.parquet").read_bytes()
+    )
 
 
 @pytest.mark.parametrize(
@@ -157,8 +170,14 @@ def test_dry_run_changes_nothing_and_reports_the_plan(tmp_path, hub, hub_token):
     v2 = make_dataset(tmp_path / "v2", variant=1, shard=10**6)
     plan = publish_dataset(v1, repo_id=REPO, version="v1.0.0", endpoint=hub.url, token=hub_token, dry_run=True)
     assert plan.action == "dry-run" and plan.previous_version is None
-    assert set(plan.uploaded) == {"README.md", "grid.png", "data/train-00000-of-00002.parquet", "data/train-00001-of-00002.parquet", "data/test-00000-of-00001.parquet"}
-    with pytest.raises(Exception):
+    assert set(plan.uploaded) == {
+        "README.md",
+        "grid.png",
+        "data/train-00000-of-00002.parquet",
+        "data/train-00001-of-00002.parquet",
+        "data/test-00000-of-00001.parquet",
+    }
+    with pytest.raises(HfHubHTTPError):
         hub.refs(REPO)  # the repository was not even created
     publish_dataset(v1, repo_id=REPO, version="v1.0.0", endpoint=hub.url, token=hub_token)
     before = hub.refs(REPO)
@@ -193,7 +212,10 @@ def test_bad_input_is_refused_before_any_request(tmp_path, hub, hub_token):
         (dict(dataset_dir=tmp_path), "not a complete dataset directory"),
     ]
     for overrides, message in cases:
-        kwargs = {**dict(dataset_dir=directory, repo_id=REPO, version="v1.0.0", endpoint=hub.url, token=hub_token), **overrides}
+        kwargs = {
+            **dict(dataset_dir=directory, repo_id=REPO, version="v1.0.0", endpoint=hub.url, token=hub_token),
+            **overrides,
+        }
         with pytest.raises(ConceptforgeError, match=message):
             publish_dataset(**kwargs)
     assert hub.requests == []

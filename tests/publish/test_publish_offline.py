@@ -69,8 +69,11 @@ def test_suite_passes_whatever_hf_variables_the_caller_set():
     """Before: HF_HUB_OFFLINE=1 in the caller's shell made the in-process publish tests fail."""
     caller = {
         **{k: v for k, v in os.environ.items() if not k.startswith("HF_")},
-        "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-        "HF_ENDPOINT": f"http://127.0.0.1:{_closed_port()}", "HF_TOKEN": "hf_notavalidtoken",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "HF_ENDPOINT": f"http://127.0.0.1:{_closed_port()}",
+        "HF_TOKEN": "hf_notavalidtoken",
         "HF_HUB_DISABLE_XET": "0",
     }
     caller.pop("HF_HUB_DISABLE_XET")  # unset, as on a fresh machine
@@ -80,7 +83,11 @@ def test_suite_passes_whatever_hf_variables_the_caller_set():
     ]
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
-        cwd=REPO_ROOT, env=caller, capture_output=True, text=True, timeout=300,
+        cwd=REPO_ROOT,
+        env=caller,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stdout[-3000:]
     assert "2 passed" in result.stdout

@@ -7,8 +7,10 @@ from conceptforge.errors import ConceptforgeError
 from conceptforge.generators.sub.flux_tdg import DEFAULT_MODEL, TDGFlux, resolve_device
 from conceptforge.generators.sub.tdg import TDGParams
 
-PROMPTS = ["A photo of a Blue Jay with black colored feathers on the crown of its head",
-           "A photo of a bird with black colored feathers on the crown of its head"]
+PROMPTS = [
+    "A photo of a Blue Jay with black colored feathers on the crown of its head",
+    "A photo of a bird with black colored feathers on the crown of its head",
+]
 SIZE = dict(height=32, width=32, num_inference_steps=4)
 
 
@@ -20,8 +22,12 @@ def test_untied_loop_is_flux_pipeline_call_bit_for_bit(tiny_flux):
     noise, _ = tiny_flux.initial_noise(5, 32, 32, torch.float32)
     pipe = tiny_flux.pipe
     reference = pipe(
-        PROMPTS, latents=noise.repeat(2, 1, 1), output_type="latent", guidance_scale=3.5,
-        max_sequence_length=tiny_flux.max_sequence_length, **SIZE,
+        PROMPTS,
+        latents=noise.repeat(2, 1, 1),
+        output_type="latent",
+        guidance_scale=3.5,
+        max_sequence_length=tiny_flux.max_sequence_length,
+        **SIZE,
     ).images
     assert torch.equal(ours.latents, reference)
     assert torch.equal(untied.latents, reference)
@@ -52,7 +58,15 @@ def test_tdg_schedule_ties_early_and_frees_late(tiny_flux):
     from conceptforge.generators.sub.tdg import eta_schedule
 
     with torch.no_grad():
-        tiny_flux.denoise(PROMPTS, seed=2, eta=lambda t: eta_schedule(t, params.tmin, params.tmax, params.k), on_step=on_step, height=32, width=32, num_inference_steps=8)
+        tiny_flux.denoise(
+            PROMPTS,
+            seed=2,
+            eta=lambda t: eta_schedule(t, params.tmin, params.tmax, params.k),
+            on_step=on_step,
+            height=32,
+            width=32,
+            num_inference_steps=8,
+        )
     assert fractions[0] == (1.0, 1.0)
     for fraction, eta in fractions:
         assert fraction >= eta - 1e-6  # at least the eta share of elements got the shared mean
@@ -60,7 +74,9 @@ def test_tdg_schedule_ties_early_and_frees_late(tiny_flux):
 
 
 def test_generate_modes(tiny_flux):
-    tdg = tiny_flux.generate(prompt_reference=PROMPTS[0], prompt_guidance=PROMPTS[1], seed=3, return_guidance=True, **SIZE)
+    tdg = tiny_flux.generate(
+        prompt_reference=PROMPTS[0], prompt_guidance=PROMPTS[1], seed=3, return_guidance=True, **SIZE
+    )
     again = tiny_flux.generate(prompt_reference=PROMPTS[0], prompt_guidance=PROMPTS[1], seed=3, **SIZE)
     assert tdg.reference.size == (32, 32) and tdg.guidance is not None and again.guidance is None
     assert tdg.reference.tobytes() == again.reference.tobytes()  # deterministic
@@ -70,7 +86,9 @@ def test_generate_modes(tiny_flux):
     assert baseline.reference.tobytes() == tiny_flux.decode(alone.latents, 32, 32)[0].tobytes()
     assert baseline.reference.tobytes() != tdg.reference.tobytes()
     with pytest.raises(ConceptforgeError, match="multiple of 4"):
-        tiny_flux.generate(prompt_reference="x", prompt_guidance="y", seed=0, height=30, width=32, num_inference_steps=1)
+        tiny_flux.generate(
+            prompt_reference="x", prompt_guidance="y", seed=0, height=30, width=32, num_inference_steps=1
+        )
     with pytest.raises(ValueError, match="unknown mode"):
         tiny_flux.generate(prompt_reference="x", prompt_guidance="y", seed=0, mode="nope", **SIZE)
     # A NaN image is an error of the item (the engine retries, then records it), not a black picture.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import subprocess
@@ -11,12 +12,11 @@ from pathlib import Path
 import pytest
 
 from conceptforge.cards.lineage import read_upstream_metadata
-from conceptforge.errors import ConceptforgeError
-import argparse
-
 from conceptforge.commands import invoke
 from conceptforge.commands.generate.sub import add_arguments, plan_request
+from conceptforge.errors import ConceptforgeError
 from conceptforge.generators.sub.plan import build_plan
+from conceptforge.generators.sub.spec import load_spec
 
 
 def main(argv):
@@ -27,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     return parser
-from conceptforge.generators.sub.spec import load_spec
+
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -47,7 +47,9 @@ def test_dry_run_prints_the_plan_without_cub_and_names_what_needs_it(tmp_path, m
     # With CUB the same command gives the exact numbers (the miniature CUB drops 4 pairs).
     assert main(["--cub-dir", str(mini_cub), "--out", str(tmp_path / "x"), "--dry-run"]) == 0
     exact = capsys.readouterr().out
-    assert f"pairs: {everything - 4} (" in exact and "dropped (bird already has S+): 4" in exact and "at most" not in exact
+    assert (
+        f"pairs: {everything - 4} (" in exact and "dropped (bird already has S+): 4" in exact and "at most" not in exact
+    )
 
 
 def test_without_cub_only_the_dry_run_works(tmp_path):
@@ -60,7 +62,9 @@ def test_without_cub_only_the_dry_run_works(tmp_path):
 
 def test_dropped_pairs_count_only_the_selected_pairs(mini_cub):
     def plan(*selectors):
-        args = build_parser().parse_args(["--cub-dir", str(mini_cub), "--out", "unused", *(["--pairs", *selectors] if selectors else [])])
+        args = build_parser().parse_args(
+            ["--cub-dir", str(mini_cub), "--out", "unused", *(["--pairs", *selectors] if selectors else [])]
+        )
         return build_plan(plan_request(args))[0]
 
     assert len(plan().dropped) == 4  # the whole paper spec
@@ -73,15 +77,41 @@ def test_dropped_pairs_count_only_the_selected_pairs(mini_cub):
 def test_candidates_card_has_versions_and_command_line_but_no_local_paths(tmp_path, mini_cub, tiny_flux_dir):
     out = tmp_path / "run"
     args = [
-        "--cub-dir", str(mini_cub), "--out", str(out), "--model", str(tiny_flux_dir),
-        "--pairs", "Blue_Jay=has_crown_color::black", "European_Goldfinch=has_crown_color::white",
-        "--images-per-pair", "1", "--resolution", "32", "--steps", "2", "--max-sequence-length", "16",
-        "--device", "cpu", "--license", "cc-by-nc-4.0",
+        "--cub-dir",
+        str(mini_cub),
+        "--out",
+        str(out),
+        "--model",
+        str(tiny_flux_dir),
+        "--pairs",
+        "Blue_Jay=has_crown_color::black",
+        "European_Goldfinch=has_crown_color::white",
+        "--images-per-pair",
+        "1",
+        "--resolution",
+        "32",
+        "--steps",
+        "2",
+        "--max-sequence-length",
+        "16",
+        "--device",
+        "cpu",
+        "--license",
+        "cc-by-nc-4.0",
     ]
     result = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "generate_sub.py"), *args], cwd=tmp_path,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": "", "HOME": str(tmp_path)},
-        capture_output=True, text=True, timeout=600,
+        [sys.executable, str(REPO / "scripts" / "generate_sub.py"), *args],
+        cwd=tmp_path,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "PYTHONPATH": str(REPO),
+            "HF_HUB_OFFLINE": "1",
+            "CUDA_VISIBLE_DEVICES": "",
+            "HOME": str(tmp_path),
+        },
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     card = (out / "README.md").read_text()

@@ -23,15 +23,37 @@ def main(argv):
 @pytest.fixture
 def candidate_spec(tmp_path):
     path = tmp_path / "candidates.json"
-    path.write_text(json.dumps({"birds": ["Blue_Jay", "Cardinal"], "attributes": ["has_crown_color::black", "has_tail_pattern::solid"]}))
+    path.write_text(
+        json.dumps(
+            {"birds": ["Blue_Jay", "Cardinal"], "attributes": ["has_crown_color::black", "has_tail_pattern::solid"]}
+        )
+    )
     return path
 
 
 def _args(out, cub, model, spec, *extra):
     return [
-        "--cub-dir", str(cub), "--out", str(out), "--model", str(model), "--candidate-spec", str(spec),
-        "--images-per-pair", "2", "--resolution", "32", "--steps", "2", "--max-sequence-length", "16",
-        "--device", "cpu", "--license", "cc-by-nc-4.0", *extra,
+        "--cub-dir",
+        str(cub),
+        "--out",
+        str(out),
+        "--model",
+        str(model),
+        "--candidate-spec",
+        str(spec),
+        "--images-per-pair",
+        "2",
+        "--resolution",
+        "32",
+        "--steps",
+        "2",
+        "--max-sequence-length",
+        "16",
+        "--device",
+        "cpu",
+        "--license",
+        "cc-by-nc-4.0",
+        *extra,
     ]
 
 
@@ -51,7 +73,12 @@ def test_generate_resume_and_shards_give_identical_datasets(tmp_path, mini_cub, 
     row = rows[0]
     assert row["item_id"] == "Blue_Jay__has_crown_color--black__00000"
     assert (row["bird"], row["attribute"], row["group"], row["value"], row["category"]) == (
-        "Blue_Jay", "has_crown_color::black", "has_crown_color", "black", "colour")
+        "Blue_Jay",
+        "has_crown_color::black",
+        "has_crown_color",
+        "black",
+        "colour",
+    )
     assert row["removed_attribute"] == "has_crown_color::blue"
     assert row["prompt_reference"] == "A photo of a Blue Jay with black colored feathers on the crown of its head"
     assert row["prompt_guidance"] == "A photo of a bird with black colored feathers on the crown of its head"
@@ -63,7 +90,9 @@ def test_generate_resume_and_shards_give_identical_datasets(tmp_path, mini_cub, 
     assert len(set(rows["seed"])) == 8
     # The published SUB's closed-set labels, names readable through the features (33 birds, `--` names)
     bird_label, attr_label = rows.features["bird_label"], rows.features["attr_label"]
-    assert isinstance(bird_label, ClassLabel) and bird_label.num_classes == 33 and bird_label.names[0] == "Western_Grebe"
+    assert (
+        isinstance(bird_label, ClassLabel) and bird_label.num_classes == 33 and bird_label.names[0] == "Western_Grebe"
+    )
     assert isinstance(attr_label, ClassLabel) and attr_label.num_classes == 32
     assert all("--" in name and "::" not in name and name.startswith("has_") for name in attr_label.names)
     for r in rows.select_columns(["bird", "attribute", "bird_label", "attr_label"]):
@@ -88,11 +117,43 @@ def test_generate_resume_and_shards_give_identical_datasets(tmp_path, mini_cub, 
     # a plain rerun finds it assembled. Identical again, nothing made twice.
     sharded = tmp_path / "sharded"
     capsys.readouterr()
-    assert main(_args(sharded, mini_cub, tiny_flux_dir, candidate_spec, "--num-shards", "2", "--shard-index", "0", "--chunk-size", "2")) == 0
+    assert (
+        main(
+            _args(
+                sharded,
+                mini_cub,
+                tiny_flux_dir,
+                candidate_spec,
+                "--num-shards",
+                "2",
+                "--shard-index",
+                "0",
+                "--chunk-size",
+                "2",
+            )
+        )
+        == 0
+    )
     first = capsys.readouterr().out
     assert "made 4" in first and "4 of 8 items (2 chunks) are still missing, in shard(s) 1 of 2" in first
     assert "conceptforge assemble" in first and not (sharded / "README.md").exists()
-    assert main(_args(sharded, mini_cub, tiny_flux_dir, candidate_spec, "--num-shards", "2", "--shard-index", "1", "--chunk-size", "2")) == 0
+    assert (
+        main(
+            _args(
+                sharded,
+                mini_cub,
+                tiny_flux_dir,
+                candidate_spec,
+                "--num-shards",
+                "2",
+                "--shard-index",
+                "1",
+                "--chunk-size",
+                "2",
+            )
+        )
+        == 0
+    )
     assert (sharded / "README.md").exists()
     capsys.readouterr()
     assert main(_args(sharded, mini_cub, tiny_flux_dir, candidate_spec, "--chunk-size", "2")) == 0
@@ -111,7 +172,9 @@ def test_prompt_only_baseline_shares_noise_with_tdg(tmp_path, mini_cub, tiny_flu
     extra = ["--mode", "prompt-only", "--pairs", "Blue_Jay=has_crown_color::black", "--images-per-pair", "1"]
     assert main(_args(out, mini_cub, tiny_flux_dir, candidate_spec, *extra)) == 0
     row = load_dataset(str(out))["candidates"][0]
-    assert row["generation_mode"] == "prompt-only" and row["prompt_guidance"] == "" and row["tdg_k"] != row["tdg_k"]  # NaN
+    assert (
+        row["generation_mode"] == "prompt-only" and row["prompt_guidance"] == "" and row["tdg_k"] != row["tdg_k"]
+    )  # NaN
     from conceptforge.workitems import derive_seed
 
     assert row["seed"] == derive_seed(0, "Blue_Jay", "has_crown_color::black", 0)
@@ -120,31 +183,82 @@ def test_prompt_only_baseline_shares_noise_with_tdg(tmp_path, mini_cub, tiny_flu
 def test_dry_run_and_errors(tmp_path, mini_cub, candidate_spec, capsys):
     from conceptforge.errors import ConceptforgeError
 
-    assert main(["--cub-dir", str(mini_cub), "--out", str(tmp_path / "x"), "--dry-run", "--seconds-per-image", "9"]) == 0
+    assert (
+        main(["--cub-dir", str(mini_cub), "--out", str(tmp_path / "x"), "--dry-run", "--seconds-per-image", "9"]) == 0
+    )
     text = capsys.readouterr().out
     assert "pairs: 1052 (colour 888, pattern 131, shape 33)" in text
     assert "dropped (bird already has S+): 4" in text
     assert "images: 526000 (500 per pair)" in text and "estimated GPU-hours: 1315.0" in text
     assert not (tmp_path / "x").exists()
-    with pytest.raises(ConceptforgeError, match="--pairs selects nothing for: European_Goldfinch=has_crown_color::black \\(dropped"):
-        main(["--cub-dir", str(mini_cub), "--out", str(tmp_path / "x"), "--dry-run", "--pairs", "European_Goldfinch=has_crown_color::black"])
+    with pytest.raises(
+        ConceptforgeError, match="--pairs selects nothing for: European_Goldfinch=has_crown_color::black \\(dropped"
+    ):
+        main(
+            [
+                "--cub-dir",
+                str(mini_cub),
+                "--out",
+                str(tmp_path / "x"),
+                "--dry-run",
+                "--pairs",
+                "European_Goldfinch=has_crown_color::black",
+            ]
+        )
     with pytest.raises(ConceptforgeError, match="--license is required"):
         main(["--cub-dir", str(mini_cub), "--out", str(tmp_path / "x"), "--model", str(tmp_path)])
     with pytest.raises(ConceptforgeError, match="use --mode prompt-only"):
-        main(["--cub-dir", str(mini_cub), "--out", str(tmp_path / "x"), "--reference-selection", "--license", "x", "--model", str(tmp_path)])
+        main(
+            [
+                "--cub-dir",
+                str(mini_cub),
+                "--out",
+                str(tmp_path / "x"),
+                "--reference-selection",
+                "--license",
+                "x",
+                "--model",
+                str(tmp_path),
+            ]
+        )
 
 
 def _run_script(*args, env_extra=None):
-    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": "", **(env_extra or {})}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "HF_HUB_OFFLINE": "1",
+        "CUDA_VISIBLE_DEVICES": "",
+        **(env_extra or {}),
+    }
     return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=300)
 
 
 def test_script_reference_selection_offline_subprocess(tmp_path, mini_cub, tiny_flux_dir):
     out = tmp_path / "refsel"
     done = _run_script(
-        "--mode", "prompt-only", "--reference-selection", "--classes", "Blue_Jay", "Cactus_Wren",
-        "--images-per-pair", "1", "--cub-dir", str(mini_cub), "--out", str(out), "--model", str(tiny_flux_dir),
-        "--resolution", "32", "--steps", "2", "--max-sequence-length", "16", "--license", "cc-by-nc-4.0",
+        "--mode",
+        "prompt-only",
+        "--reference-selection",
+        "--classes",
+        "Blue_Jay",
+        "Cactus_Wren",
+        "--images-per-pair",
+        "1",
+        "--cub-dir",
+        str(mini_cub),
+        "--out",
+        str(out),
+        "--model",
+        str(tiny_flux_dir),
+        "--resolution",
+        "32",
+        "--steps",
+        "2",
+        "--max-sequence-length",
+        "16",
+        "--license",
+        "cc-by-nc-4.0",
     )
     assert done.returncode == 0, done.stderr[-2000:]
     rows = load_dataset(str(out))["candidates"]
@@ -154,7 +268,16 @@ def test_script_reference_selection_offline_subprocess(tmp_path, mini_cub, tiny_
 
 
 def test_script_without_weights_or_gpu_says_what_is_needed(tmp_path, mini_cub):
-    done = _run_script("--cub-dir", str(mini_cub), "--out", str(tmp_path / "o"), "--pairs", "Blue_Jay=has_crown_color::black", "--images-per-pair", "1")
+    done = _run_script(
+        "--cub-dir",
+        str(mini_cub),
+        "--out",
+        str(tmp_path / "o"),
+        "--pairs",
+        "Blue_Jay=has_crown_color::black",
+        "--images-per-pair",
+        "1",
+    )
     assert done.returncode == 2
     assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1
     assert "needs a CUDA GPU" in done.stderr and "--offload" in done.stderr
@@ -173,9 +296,18 @@ def test_python_api_generate_with_loaded_model_and_guidance_images(tmp_path, min
     from conceptforge.generators.sub import GenerationSettings, generate, load_cub, plan_pairs
 
     plan = plan_pairs(["Blue_Jay"], ["has_bill_shape::needle"], cub=load_cub(mini_cub))
-    settings = GenerationSettings(model=str(tiny_flux_dir), resolution=32, steps=2, max_sequence_length=16, dtype="fp32")
-    summary = generate(out=tmp_path / "api", plan=plan, images_per_pair=1, settings=settings,
-                       license="cc-by-nc-4.0", generator=tiny_flux, save_guidance=True)
+    settings = GenerationSettings(
+        model=str(tiny_flux_dir), resolution=32, steps=2, max_sequence_length=16, dtype="fp32"
+    )
+    summary = generate(
+        out=tmp_path / "api",
+        plan=plan,
+        images_per_pair=1,
+        settings=settings,
+        license="cc-by-nc-4.0",
+        generator=tiny_flux,
+        save_guidance=True,
+    )
     assert summary.assembled and summary.made == 1
     from conceptforge.store import ItemStore
 
@@ -198,7 +330,9 @@ def test_foreign_out_folder_is_refused_untouched(tmp_path, mini_cub, tiny_flux_d
     assert_refused_untouched(out, before, code, capsys.readouterr().err)
 
 
-def test_failed_model_load_does_not_block_the_corrected_rerun(tmp_path, mini_cub, tiny_flux_dir, candidate_spec, capsys):
+def test_failed_model_load_does_not_block_the_corrected_rerun(
+    tmp_path, mini_cub, tiny_flux_dir, candidate_spec, capsys
+):
     """Issue 20.2: settings are fixed only once the first item is written."""
     from conceptforge.cli import run_cli
 

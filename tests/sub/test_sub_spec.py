@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from conceptforge.errors import ConceptforgeError
 from conceptforge.cub import load_cub
+from conceptforge.errors import ConceptforgeError
 from conceptforge.generators.sub.spec import (
     load_spec,
     make_prompts,
@@ -18,21 +18,41 @@ from conceptforge.generators.sub.spec import (
 from .conftest import CLASSES, write_mini_cub
 
 APPENDIX_D = [
-    ("European_Goldfinch", "has_crown_color::black", "bird",
-     "A photo of a European Goldfinch with black colored feathers on the crown of its head",
-     "A photo of a bird with black colored feathers on the crown of its head"),
-    ("Downy_Woodpecker", "has_breast_color::red", "bird",
-     "A photo of a Downy Woodpecker with a red colored breast",
-     "A photo of a bird with a red colored breast"),
-    ("Western_Grebe", "has_tail_pattern::solid", "Gray_Catbird",
-     "A photo of a Western Grebe with a solid tail like a Gray Catbird",
-     "A photo of a Gray Catbird with a solid tail"),
-    ("Cardinal", "has_breast_pattern::spotted", "Brown_Thrasher",
-     "A photo of a Cardinal with a spotted belly like a Brown Thrasher",
-     "A photo of a Brown Thrasher with a spotted belly"),
-    ("Blue_Jay", "has_bill_shape::needle", "Hummingbird",
-     "A photo of a Blue Jay with the body of a Blue Jay and a beak like a Hummingbird",
-     "A photo of a Hummingbird"),
+    (
+        "European_Goldfinch",
+        "has_crown_color::black",
+        "bird",
+        "A photo of a European Goldfinch with black colored feathers on the crown of its head",
+        "A photo of a bird with black colored feathers on the crown of its head",
+    ),
+    (
+        "Downy_Woodpecker",
+        "has_breast_color::red",
+        "bird",
+        "A photo of a Downy Woodpecker with a red colored breast",
+        "A photo of a bird with a red colored breast",
+    ),
+    (
+        "Western_Grebe",
+        "has_tail_pattern::solid",
+        "Gray_Catbird",
+        "A photo of a Western Grebe with a solid tail like a Gray Catbird",
+        "A photo of a Gray Catbird with a solid tail",
+    ),
+    (
+        "Cardinal",
+        "has_breast_pattern::spotted",
+        "Brown_Thrasher",
+        "A photo of a Cardinal with a spotted belly like a Brown Thrasher",
+        "A photo of a Brown Thrasher with a spotted belly",
+    ),
+    (
+        "Blue_Jay",
+        "has_bill_shape::needle",
+        "Hummingbird",
+        "A photo of a Blue Jay with the body of a Blue Jay and a beak like a Hummingbird",
+        "A photo of a Hummingbird",
+    ),
 ]
 
 
@@ -74,7 +94,10 @@ def test_every_cub_group_has_a_template_and_articles_are_fixed(mini_cub):
     assert make_prompts("Blue_Jay", sub)[0] == "A photo of a Blue Jay with an orange colored breast"
     # Outside Table 3, the guidance bird is the class that most often shows the attribute.
     assert make_substitution("has_wing_pattern::striped", cub=cub).guidance_bird == "Cactus_Wren"
-    assert make_substitution("has_wing_pattern::striped", cub=cub, guidance_bird="Brown_Thrasher").guidance_bird == "Brown_Thrasher"
+    assert (
+        make_substitution("has_wing_pattern::striped", cub=cub, guidance_bird="Brown_Thrasher").guidance_bird
+        == "Brown_Thrasher"
+    )
 
 
 def test_cub_metadata_and_removed_attribute(mini_cub):
@@ -107,13 +130,22 @@ def test_plan_drops_pairs_whose_bird_already_has_s_plus(mini_cub):
 def test_candidate_spec_and_reference_selection(mini_cub, tmp_path):
     cub = load_cub(mini_cub)
     path = tmp_path / "candidates.json"
-    path.write_text(json.dumps({"birds": ["Blue_Jay", "Cardinal", "Blue_Jay"], "attributes": ["has_wing_pattern::striped", "has_crown_color::black"]}))
+    path.write_text(
+        json.dumps(
+            {
+                "birds": ["Blue_Jay", "Cardinal", "Blue_Jay"],
+                "attributes": ["has_wing_pattern::striped", "has_crown_color::black"],
+            }
+        )
+    )
     candidate = read_candidate_spec(path)
     assert candidate.birds == ("Blue_Jay", "Cardinal")
     plan = plan_pairs(candidate.birds, candidate.attributes, cub=cub, drop_present=False)
     assert [(p.bird, p.attribute) for p in plan.pairs] == [
-        ("Blue_Jay", "has_wing_pattern::striped"), ("Blue_Jay", "has_crown_color::black"),
-        ("Cardinal", "has_wing_pattern::striped"), ("Cardinal", "has_crown_color::black"),
+        ("Blue_Jay", "has_wing_pattern::striped"),
+        ("Blue_Jay", "has_crown_color::black"),
+        ("Cardinal", "has_wing_pattern::striped"),
+        ("Cardinal", "has_crown_color::black"),
     ]
     assert plan.pairs[0].prompt_reference == "A photo of a Blue Jay with striped wings like a Cactus Wren"
     selection = plan_reference_selection(cub)

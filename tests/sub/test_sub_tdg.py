@@ -24,7 +24,7 @@ def reference_tie(e1: np.ndarray, e2: np.ndarray, eta: float) -> tuple[np.ndarra
         if k == 0:
             continue
         threshold = np.sort(diff)[k - 1]
-        mask = (np.abs(a[i] - b[i]) <= threshold)
+        mask = np.abs(a[i] - b[i]) <= threshold
         masks[i] = mask
         out[i] = np.where(mask, (a[i] + b[i]) / 2, a[i])
     return out, masks
@@ -37,7 +37,7 @@ def test_tie_matches_float64_reference(shape, dtype):
     e1 = torch.randn(shape, generator=gen, dtype=torch.float64).to(dtype)
     e2 = torch.randn(shape, generator=gen, dtype=torch.float64).to(dtype)
     a, b = e1.double().numpy(), e2.double().numpy()
-    tol = {torch.float64: 0.0, torch.float32: 1e-7, torch.bfloat16: 2 ** -8}[dtype]
+    tol = {torch.float64: 0.0, torch.float32: 1e-7, torch.bfloat16: 2**-8}[dtype]
     for eta in ETAS:
         expected, expected_mask = reference_tie(a, b, eta)
         mask = tie_mask(e1, e2, eta)

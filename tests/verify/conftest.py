@@ -16,8 +16,10 @@ from tests.verify.verify_helpers import SMALL, check, run_script, script_env
 def binding_release(tmp_path_factory) -> Path:
     """One binding config (single-object, demo preset: 4/2/2 scenes) at 64x48, 2 samples."""
     out = tmp_path_factory.mktemp("verify-binding") / "binding"
-    check(run_script("generate_binding.py", "--dataset", "single-object", "--preset", "demo", "--out", out, *SMALL),
-          "generate_binding.py")
+    check(
+        run_script("generate_binding.py", "--dataset", "single-object", "--preset", "demo", "--out", out, *SMALL),
+        "generate_binding.py",
+    )
     return out
 
 
@@ -35,8 +37,12 @@ def hub(tmp_path_factory):
 @pytest.fixture(scope="session")
 def hub_env(hub, tmp_path_factory) -> dict[str, str]:
     """A user's environment whose Hub client talks to the local server (online, token set)."""
-    env = script_env(HF_ENDPOINT=hub.url, HF_TOKEN=hub.token, HF_HUB_DISABLE_XET="1",
-                     HF_HOME=str(tmp_path_factory.mktemp("verify-hf-home")))
+    env = script_env(
+        HF_ENDPOINT=hub.url,
+        HF_TOKEN=hub.token,
+        HF_HUB_DISABLE_XET="1",
+        HF_HOME=str(tmp_path_factory.mktemp("verify-hf-home")),
+    )
     env.pop("HF_HUB_OFFLINE")
     return env
 
@@ -58,11 +64,36 @@ def sub_release(tmp_path_factory, tiny_flux) -> Path:
     work = tmp_path_factory.mktemp("verify-sub")
     cub = write_full_mini_cub(work / "cub")
     spec = work / "candidates.json"
-    spec.write_text(json.dumps({"birds": ["Blue_Jay"], "attributes": ["has_crown_color::yellow", "has_tail_pattern::solid"]}))
+    spec.write_text(
+        json.dumps({"birds": ["Blue_Jay"], "attributes": ["has_crown_color::yellow", "has_tail_pattern::solid"]})
+    )
     out = work / "sub-candidates"
-    check(run_script("generate_sub.py", "--cub-dir", cub, "--out", out, "--model", tiny_flux, "--candidate-spec", spec,
-                     "--images-per-pair", 2, "--resolution", 32, "--steps", 2, "--max-sequence-length", 16,
-                     "--device", "cpu", "--license", "cc-by-nc-4.0"), "generate_sub.py")
+    check(
+        run_script(
+            "generate_sub.py",
+            "--cub-dir",
+            cub,
+            "--out",
+            out,
+            "--model",
+            tiny_flux,
+            "--candidate-spec",
+            spec,
+            "--images-per-pair",
+            2,
+            "--resolution",
+            32,
+            "--steps",
+            2,
+            "--max-sequence-length",
+            16,
+            "--device",
+            "cpu",
+            "--license",
+            "cc-by-nc-4.0",
+        ),
+        "generate_sub.py",
+    )
     return out
 
 
@@ -90,8 +121,11 @@ def conceptbed_release(tmp_path_factory) -> dict[str, Path]:
     captions = root / "captions.jsonl"
     captions.write_text(json.dumps({"concept": "beagle", "caption": "the dog has a black nose"}) + "\n")
     spec = root / "spec.json"
-    spec.write_text(json.dumps({"imagenet_root": str(root / "imagenet" / "train"), "concepts": ["beagle"],
-                                "captions": str(captions)}))
+    spec.write_text(
+        json.dumps(
+            {"imagenet_root": str(root / "imagenet" / "train"), "concepts": ["beagle"], "captions": str(captions)}
+        )
+    )
     config = LearnerConfig(learner="textual-inversion", model_id=str(sd), steps=2, num_inference_steps=2, resolution=32)
     out = root / "out"
     summary = ConceptBedGenerator(load_spec(spec), GenerateOptions(config=config, out=out, num_images=2)).run()

@@ -16,8 +16,16 @@ EXPECTED = "split `single-object/train`: added 1 (`train-000004`); changed 1 (`t
 def test_row_hash_tells_types_and_values_apart():
     base = {"a": 1, "b": [1.5, "x"], "image": {"bytes": b"\x89PNG", "path": "p.png"}}
     assert row_hash(base) == row_hash({"image": {"path": "p.png", "bytes": b"\x89PNG"}, "b": [1.5, "x"], "a": 1})
-    variants = [{**base, "a": 1.0}, {**base, "a": "1"}, {**base, "a": [1]}, {**base, "a": True}, {**base, "a": None},
-                {**base, "b": [1.5, "y"]}, {**base, "image": {"bytes": b"\x89PNH", "path": "p.png"}}, {**base, "c": None}]
+    variants = [
+        {**base, "a": 1.0},
+        {**base, "a": "1"},
+        {**base, "a": [1]},
+        {**base, "a": True},
+        {**base, "a": None},
+        {**base, "b": [1.5, "y"]},
+        {**base, "image": {"bytes": b"\x89PNH", "path": "p.png"}},
+        {**base, "c": None},
+    ]
     hashes = {row_hash(v) for v in variants}
     assert len(hashes) == len(variants) and row_hash(base) not in hashes
     assert row_hash({"x": math.nan}) == row_hash({"x": float("nan")})  # NaN rows do not all look changed
@@ -25,10 +33,18 @@ def test_row_hash_tells_types_and_values_apart():
 
 
 def test_features_and_card_changes_are_listed():
-    old = Snapshot("a", {"train": {}}, {"default": {"x": "int64", "y": "string"}},
-                   {"license": "cc-by-4.0", "version": "v1.0.0", "provenance": {"seeds": {"run": 0}}})
-    new = Snapshot("b", {"train": {}}, {"default": {"x": "float32", "z": "Image"}},
-                   {"license": "cc-by-4.0", "version": "v1.1.0", "provenance": {"seeds": {"run": 1}}})
+    old = Snapshot(
+        "a",
+        {"train": {}},
+        {"default": {"x": "int64", "y": "string"}},
+        {"license": "cc-by-4.0", "version": "v1.0.0", "provenance": {"seeds": {"run": 0}}},
+    )
+    new = Snapshot(
+        "b",
+        {"train": {}},
+        {"default": {"x": "float32", "z": "Image"}},
+        {"license": "cc-by-4.0", "version": "v1.1.0", "provenance": {"seeds": {"run": 1}}},
+    )
     diff = diff_snapshots(old, new)
     assert diff.features == ["column `z` added (Image)", "column `y` removed", "column `x`: int64 -> float32"]
     assert diff.card == ["provenance.seeds.run changed"]  # the version itself is not a change
@@ -60,7 +76,10 @@ def test_diff_of_two_directories_reports_exactly_the_changed_and_added_row(bindi
 def test_changes_since_section_and_diff_on_releases_pushed_to_the_hub(binding_release, tmp_path, hub, hub_env):
     repo = "verify-test/binding-diff"
     second = _second_release(binding_release, tmp_path / "second")
-    check(run_script("publish.py", binding_release, "--repo-id", repo, "--version", "v1.0.0", env=hub_env), "publish v1.0.0")
+    check(
+        run_script("publish.py", binding_release, "--repo-id", repo, "--version", "v1.0.0", env=hub_env),
+        "publish v1.0.0",
+    )
     before = len(hub.requests)
     check(run_script("publish.py", second, "--repo-id", repo, "--version", "v1.1.0", env=hub_env), "publish v1.1.0")
     # the previous release is read from the Hub only where this one differs: its card and the train shard
@@ -72,7 +91,9 @@ def test_changes_since_section_and_diff_on_releases_pushed_to_the_hub(binding_re
     done = check(run_script("diff.py", f"{repo}@v1.0.0", f"{repo}@v1.1.0", env=hub_env), "diff.py on the Hub")
     assert done.stdout.splitlines() == [f"{repo}@v1.0.0 -> {repo}@v1.1.0: 1 change line(s)", EXPECTED]
     # republishing the same version renders the same section: the release is unchanged, not refused
-    again = check(run_script("publish.py", second, "--repo-id", repo, "--version", "v1.1.0", env=hub_env), "publish again")
+    again = check(
+        run_script("publish.py", second, "--repo-id", repo, "--version", "v1.1.0", env=hub_env), "publish again"
+    )
     assert "already published with identical files" in again.stdout
 
 
@@ -80,4 +101,7 @@ def test_diff_bad_input_is_one_error_line(binding_release, tmp_path):
     done = run_script("diff.py", binding_release, tmp_path / "nowhere")
     errors = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 2 and len(errors) == 1
-    assert errors[0] == f"error: {tmp_path / 'nowhere'} is neither a local dataset directory nor a Hub id ORG/NAME[@REVISION]"
+    assert (
+        errors[0]
+        == f"error: {tmp_path / 'nowhere'} is neither a local dataset directory nor a Hub id ORG/NAME[@REVISION]"
+    )

@@ -8,7 +8,12 @@ import json
 import pyarrow.parquet as pq
 
 from tests.verify.verify_helpers import (
-    change_pixel, check, copy_release, differing_lines, edit_rows, run_script, script_env,
+    change_pixel,
+    check,
+    copy_release,
+    differing_lines,
+    edit_rows,
+    run_script,
 )
 
 TRAIN = "data/single-object/train-00000-of-00001.parquet"
@@ -37,7 +42,9 @@ def test_one_changed_pixel_fails_naming_that_item(binding_release, tmp_path):
     assert "1 pixel value(s) differ, max |diff| 1" in lines[0]
     assert "FAILED: 7 of 8 item(s)" in done.stdout and "; 1 differ" in done.stdout
     # the other items still verify: the failure is that row's, not the release's
-    others = check(run_script("verify.py", changed, "--items", "train-000001,gen-000000,val-000001"), "verify.py --items")
+    others = check(
+        run_script("verify.py", changed, "--items", "train-000001,gen-000000,val-000001"), "verify.py --items"
+    )
     assert "verified: 3 of 3 item(s)" in others.stdout
 
 
@@ -72,7 +79,10 @@ def test_bad_input_is_one_error_line_and_exit_2(binding_release, tmp_path):
         ((without, "--all"), "has no provenance.json"),
         ((binding_release, "--items", "train-999999"), "--items: no released row has item id train-999999"),
         ((binding_release, "--sample", "0"), "argument --sample: must be >= 1"),
-        ((binding_release, "--config", "relational"), "--config 'relational' is not in this release; it has single-object"),
+        (
+            (binding_release, "--config", "relational"),
+            "--config 'relational' is not in this release; it has single-object",
+        ),
         ((tmp_path / "nowhere", "--all"), "is neither a local dataset directory nor a Hub id"),
         ((binding_release, "--revision", "v1.0.0"), "--revision applies to a Hub dataset"),
         ((binding_release, "--weights", "diffusion"), "is not ROLE=PATH"),
@@ -87,7 +97,10 @@ def test_bad_input_is_one_error_line_and_exit_2(binding_release, tmp_path):
 
 def test_published_tags_verify_and_a_changed_pixel_fails_on_the_hub(binding_release, tmp_path, hub, hub_env):
     repo = "verify-test/binding"
-    check(run_script("publish.py", binding_release, "--repo-id", repo, "--version", "v1.0.0", env=hub_env), "publish v1.0.0")
+    check(
+        run_script("publish.py", binding_release, "--repo-id", repo, "--version", "v1.0.0", env=hub_env),
+        "publish v1.0.0",
+    )
     changed = copy_release(binding_release, tmp_path / "changed")
     edit_rows(changed / TRAIN, lambda rows: rows[3].update(image=change_pixel(rows[3]["image"], delta=7)))
     check(run_script("publish.py", changed, "--repo-id", repo, "--version", "v1.1.0", env=hub_env), "publish v1.1.0")
@@ -106,7 +119,9 @@ def test_published_tags_verify_and_a_changed_pixel_fails_on_the_hub(binding_rele
     assert f"`conceptforge verify {repo}@v1.1.0 --sample 20`" in card
     assert "## Changes since" not in hub.files(repo, "v1.0.0")["README.md"].decode()
     before = len(hub.requests)
-    sampled = check(run_script("verify.py", f"{repo}@v1.1.0", "--items", "train-000001,val-000000", env=hub_env), "verify --items")
+    sampled = check(
+        run_script("verify.py", f"{repo}@v1.1.0", "--items", "train-000001,val-000000", env=hub_env), "verify --items"
+    )
     assert "verified: 2 of 2 item(s)" in sampled.stdout
     # only the rows asked for are read: range requests on the shards, never a whole download of the release
     reads = [r for r in hub.requests[before:] if r[0] == "GET" and "/resolve/" in r[1] and r[1].endswith(".parquet")]

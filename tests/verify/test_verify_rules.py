@@ -36,9 +36,14 @@ def test_image_distance_by_hand():
     assert image_distance(a, a)[0] == math.inf
     image = {"bytes": b, "path": "x.png"}
     assert compare_values({"bytes": a, "path": "x.png"}, image, "image", tolerance("test")) is None  # 49.9 >= 40
-    assert compare_values({"bytes": a, "path": "x.png"}, image, "image", EXACT).startswith("image: image bytes differ (PSNR 49.9 dB")
+    assert compare_values({"bytes": a, "path": "x.png"}, image, "image", EXACT).startswith(
+        "image: image bytes differ (PSNR 49.9 dB"
+    )
     assert compare_values({"x": [1.0, math.nan]}, {"x": [1.0, math.nan]}, "m", EXACT) is None
-    assert compare_values({"x": [1.0, 2.0]}, {"x": [1.0, 2.5]}, "m", EXACT) == "m.x[1]: released 2.0, regenerated 2.5 (|diff| 0.5)"
+    assert (
+        compare_values({"x": [1.0, 2.0]}, {"x": [1.0, 2.5]}, "m", EXACT)
+        == "m.x[1]: released 2.0, regenerated 2.5 (|diff| 0.5)"
+    )
 
 
 def test_sample_is_deterministic_and_spread_over_splits_and_configs():
@@ -54,11 +59,15 @@ def test_tiny_sub_release_verifies_with_the_psnr_rule(sub_release, tiny_flux, tm
     record = json.loads((sub_release / "provenance.json").read_text())
     rebuild = record["configs"]["default"]["rebuild"]
     assert record["generator"] == "sub" and rebuild["images_per_pair"] == 2 and len(rebuild["pairs"]) == 2
-    assert rebuild["model"]["id"] == f".../{tiny_flux.name}" and rebuild["model"]["revision"].startswith("local-sha256:")
+    assert rebuild["model"]["id"] == f".../{tiny_flux.name}" and rebuild["model"]["revision"].startswith(
+        "local-sha256:"
+    )
     assert str(tiny_flux.parent) not in (sub_release / "provenance.json").read_text()  # published: no local folders
     assert main(["verify", str(sub_release), "--all"]) == 2  # the card names a local folder: say which weights
     error = capsys.readouterr().err.strip().splitlines()
-    assert len(error) == 1 and error[0].startswith(f"error: missing weights: diffusion model .../{tiny_flux.name} (local-sha256:")
+    assert len(error) == 1 and error[0].startswith(
+        f"error: missing weights: diffusion model .../{tiny_flux.name} (local-sha256:"
+    )
     assert error[0].endswith("was a local folder; pass --weights diffusion=PATH")
 
     assert main(["verify", str(sub_release), "--all", "--weights", f"diffusion={tiny_flux}"]) == 0
@@ -77,7 +86,9 @@ def test_tiny_sub_release_verifies_with_the_psnr_rule(sub_release, tiny_flux, tm
     edit_rows(changed / SUB_SHARD, edit)
     assert main(["verify", str(changed), "--all", "--weights", f"diffusion={tiny_flux}"]) == 1
     printed = capsys.readouterr().out
-    assert "FAILED: 3 of 4 item(s)" in printed and "(1 within the PSNR tolerance, not byte-identical); 1 differ" in printed
+    assert (
+        "FAILED: 3 of 4 item(s)" in printed and "(1 within the PSNR tolerance, not byte-identical); 1 differ" in printed
+    )
     lines = differing_lines(printed)
     assert len(lines) == 1 and "split=candidates: image: image bytes differ (PSNR" in lines[0]
     rows = pq.read_table(changed / SUB_SHARD).to_pylist()

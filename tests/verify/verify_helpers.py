@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import json
 import os
 import shutil
 import subprocess
@@ -21,19 +20,34 @@ SMALL = ["--resolution", "64x48", "--samples", "2"]
 def script_env(**extra: str) -> dict[str, str]:
     """A user's shell: the checkout on PYTHONPATH, offline, CPU only, one thread."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING"))}
-    env.update({"PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": "", "TQDM_DISABLE": "1",
-                "OMP_NUM_THREADS": "1", "HF_HUB_DISABLE_TELEMETRY": "1"})
+    env.update(
+        {
+            "PYTHONPATH": str(REPO),
+            "HF_HUB_OFFLINE": "1",
+            "CUDA_VISIBLE_DEVICES": "",
+            "TQDM_DISABLE": "1",
+            "OMP_NUM_THREADS": "1",
+            "HF_HUB_DISABLE_TELEMETRY": "1",
+        }
+    )
     env.update(extra)
     return env
 
 
 def run_script(name: str, *args, env: dict[str, str] | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPTS / name), *map(str, args)], env=env or script_env(),
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, str(SCRIPTS / name), *map(str, args)],
+        env=env or script_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def check(done: subprocess.CompletedProcess, what: str) -> subprocess.CompletedProcess:
-    assert done.returncode == 0, f"{what} failed (exit {done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, (
+        f"{what} failed (exit {done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    )
     return done
 
 
@@ -64,8 +78,6 @@ def copy_release(source: Path, target: Path) -> Path:
     return target
 
 
-
-
 def rerender_card(directory: Path) -> None:
     """Re-render the card of an edited dataset directory with the row counts its shards now hold."""
     from dataclasses import replace
@@ -74,8 +86,13 @@ def rerender_card(directory: Path) -> None:
     from conceptforge.cards.publish import read_dataset_dir
 
     local = read_dataset_dir(directory)
-    splits = [replace(s, num_examples=sum(pq.ParquetFile(directory / f).metadata.num_rows for f in s.files)) for s in local.splits]
-    (directory / "README.md").write_text(render_card(local.metadata, local.features, splits, has_grid=local.has_grid), encoding="utf-8")
+    splits = [
+        replace(s, num_examples=sum(pq.ParquetFile(directory / f).metadata.num_rows for f in s.files))
+        for s in local.splits
+    ]
+    (directory / "README.md").write_text(
+        render_card(local.metadata, local.features, splits, has_grid=local.has_grid), encoding="utf-8"
+    )
 
 
 def differing_lines(output: str) -> list[str]:

@@ -35,7 +35,9 @@ def run(args: argparse.Namespace) -> int:
         from conceptforge.errors import InvalidArgumentError
 
         if not tasks.wants_tasks(args):
-            raise InvalidArgumentError("pass --model ID_OR_PATH --tasks TASKS (or --tasks list), or a benchmark: "
-                                       f"conceptforge evaluate {{{','.join(BENCHMARKS)}}} ...")
+            raise InvalidArgumentError(
+                "pass --model ID_OR_PATH --tasks TASKS (or --tasks list), or a benchmark: "
+                f"conceptforge evaluate {{{','.join(BENCHMARKS)}}} ..."
+            )
         return tasks.run(args)
     return run_entry(BENCHMARKS, args.benchmark, args)

@@ -15,7 +15,6 @@ import logging
 import sys
 
 from conceptforge import argtypes as at
-
 from conceptforge.errors import ConceptforgeError, InvalidArgumentError
 
 logger = logging.getLogger(__name__)
@@ -23,51 +22,145 @@ logger = logging.getLogger(__name__)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("all benchmarks in one run (--model/--tasks)")
-    group.add_argument("--model", dest="eval_model", default=None,
-                       help="model to evaluate: Hub id, local folder, or CBM factory package.module:function")
-    group.add_argument("--model-revision", dest="eval_model_revision", default=None, help="model revision on the Hub (tag/branch/commit)")
-    group.add_argument("--tasks", dest="eval_tasks", default=None,
-                       help="comma-separated tasks, each optionally TASK:REPO@REVISION; 'list' prints the registry")
-    group.add_argument("--dataset", dest="eval_datasets", action="append", default=[], metavar="TASK=REPO[@REV]",
-                       help="dataset of a task: Hub id or local folder, optionally @revision (repeatable)")
-    group.add_argument("--revision", dest="eval_revisions", action="append", default=[], metavar="TASK=REV",
-                       help="dataset revision of a task (repeatable)")
-    group.add_argument("--task-option", dest="eval_options", action="append", default=[], metavar="TASK.NAME=VALUE",
-                       help="protocol setting of a task, e.g. binding-cdsm.seeds=0,1,2 (see --tasks list)")
-    group.add_argument("--cub-dir", dest="eval_cub_dir", type=at.existing_dir.as_text(), default=None, help="CUB_200_2011 folder (sub-*, compmap-cub)")
-    group.add_argument("--mit-states-dir", dest="eval_mit_states_dir", type=at.existing_dir.as_text(), default=None,
-                       help="MIT-States folder with images/ and compositional-split-natural/ (compmap-mit-states)")
-    group.add_argument("--concepts", dest="eval_concepts", type=at.existing_file.as_text(), default=None, help="ConceptBed concept spec (conceptbed-ccd)")
-    group.add_argument("--device", dest="eval_device", type=at.device, default=None, help="cpu, cuda, cuda:1 … (default: cuda if available)")
+    group.add_argument(
+        "--model",
+        dest="eval_model",
+        default=None,
+        help="model to evaluate: Hub id, local folder, or CBM factory package.module:function",
+    )
+    group.add_argument(
+        "--model-revision",
+        dest="eval_model_revision",
+        default=None,
+        help="model revision on the Hub (tag/branch/commit)",
+    )
+    group.add_argument(
+        "--tasks",
+        dest="eval_tasks",
+        default=None,
+        help="comma-separated tasks, each optionally TASK:REPO@REVISION; 'list' prints the registry",
+    )
+    group.add_argument(
+        "--dataset",
+        dest="eval_datasets",
+        action="append",
+        default=[],
+        metavar="TASK=REPO[@REV]",
+        help="dataset of a task: Hub id or local folder, optionally @revision (repeatable)",
+    )
+    group.add_argument(
+        "--revision",
+        dest="eval_revisions",
+        action="append",
+        default=[],
+        metavar="TASK=REV",
+        help="dataset revision of a task (repeatable)",
+    )
+    group.add_argument(
+        "--task-option",
+        dest="eval_options",
+        action="append",
+        default=[],
+        metavar="TASK.NAME=VALUE",
+        help="protocol setting of a task, e.g. binding-cdsm.seeds=0,1,2 (see --tasks list)",
+    )
+    group.add_argument(
+        "--cub-dir",
+        dest="eval_cub_dir",
+        type=at.existing_dir.as_text(),
+        default=None,
+        help="CUB_200_2011 folder (sub-*, compmap-cub)",
+    )
+    group.add_argument(
+        "--mit-states-dir",
+        dest="eval_mit_states_dir",
+        type=at.existing_dir.as_text(),
+        default=None,
+        help="MIT-States folder with images/ and compositional-split-natural/ (compmap-mit-states)",
+    )
+    group.add_argument(
+        "--concepts",
+        dest="eval_concepts",
+        type=at.existing_file.as_text(),
+        default=None,
+        help="ConceptBed concept spec (conceptbed-ccd)",
+    )
+    group.add_argument(
+        "--device",
+        dest="eval_device",
+        type=at.device,
+        default=None,
+        help="cpu, cuda, cuda:1 … (default: cuda if available)",
+    )
     group.add_argument("--dtype", dest="eval_dtype", default=None, choices=("float32", "float16", "bfloat16"))
     group.add_argument("--batch-size", dest="eval_batch_size", type=at.positive_int, default=32)
-    group.add_argument("--cache-dir", dest="eval_cache_dir", type=at.output_dir.as_text(), default=None, help="embedding cache (shared by all tasks)")
-    group.add_argument("--output", dest="eval_output", type=at.output_file.as_text(), default=None,
-                       help="results JSON (markdown table written beside it; default results/<model>.json)")
-    group.add_argument("--push-results", dest="eval_push", action="store_true",
-                       help="publish the results to the model repo (.eval_results + model-index, one commit) and "
-                            "declare the tasks in our datasets' eval.yaml")
-    group.add_argument("--results-repo", dest="eval_results_repo", default=None,
-                       help="model repo to push to (default: --model when it is a Hub id)")
+    group.add_argument(
+        "--cache-dir",
+        dest="eval_cache_dir",
+        type=at.output_dir.as_text(),
+        default=None,
+        help="embedding cache (shared by all tasks)",
+    )
+    group.add_argument(
+        "--output",
+        dest="eval_output",
+        type=at.output_file.as_text(),
+        default=None,
+        help="results JSON (markdown table written beside it; default results/<model>.json)",
+    )
+    group.add_argument(
+        "--push-results",
+        dest="eval_push",
+        action="store_true",
+        help="publish the results to the model repo (.eval_results + model-index, one commit) and "
+        "declare the tasks in our datasets' eval.yaml",
+    )
+    group.add_argument(
+        "--results-repo",
+        dest="eval_results_repo",
+        default=None,
+        help="model repo to push to (default: --model when it is a Hub id)",
+    )
     group.add_argument("--results-pr", dest="eval_results_pr", action="store_true", help="push as a pull request")
-    group.add_argument("--no-samples", dest="eval_no_samples", action="store_true",
-                       help="do not write the per-sample predictions (<output stem>.samples/<task>.parquet)")
-    group.add_argument("--push-samples", dest="eval_push_samples", action="store_true",
-                       help="with --push-results: also push the per-sample parquet files (.eval_results/samples/)")
-    group.add_argument("--no-sample-cache", dest="eval_no_sample_cache", action="store_true",
-                       help="score every item again instead of resuming from the per-sample cache in --cache-dir")
-    group.add_argument("--from-predictions", dest="eval_from_predictions", default=None, metavar="DIR",
-                       help="recompute every metric from a samples folder of an earlier run (no model loaded); "
-                            "--task-option may pick a variant computed from the rows (e.g. compmap-mit-states.czsl_curve)")
+    group.add_argument(
+        "--no-samples",
+        dest="eval_no_samples",
+        action="store_true",
+        help="do not write the per-sample predictions (<output stem>.samples/<task>.parquet)",
+    )
+    group.add_argument(
+        "--push-samples",
+        dest="eval_push_samples",
+        action="store_true",
+        help="with --push-results: also push the per-sample parquet files (.eval_results/samples/)",
+    )
+    group.add_argument(
+        "--no-sample-cache",
+        dest="eval_no_sample_cache",
+        action="store_true",
+        help="score every item again instead of resuming from the per-sample cache in --cache-dir",
+    )
+    group.add_argument(
+        "--from-predictions",
+        dest="eval_from_predictions",
+        default=None,
+        metavar="DIR",
+        help="recompute every metric from a samples folder of an earlier run (no model loaded); "
+        "--task-option may pick a variant computed from the rows (e.g. compmap-mit-states.czsl_curve)",
+    )
 
 
 def wants_tasks(args: argparse.Namespace) -> bool:
-    return bool(getattr(args, "eval_tasks", None) or getattr(args, "eval_model", None)
-                or getattr(args, "eval_from_predictions", None))
+    return bool(
+        getattr(args, "eval_tasks", None)
+        or getattr(args, "eval_model", None)
+        or getattr(args, "eval_from_predictions", None)
+    )
 
 
-def report(written, *, push: bool = False, results_repo: str | None = None, create_pr: bool = False,
-           push_samples: bool = False) -> None:
+def report(
+    written, *, push: bool = False, results_repo: str | None = None, create_pr: bool = False, push_samples: bool = False
+) -> None:
     """Print the table and where everything went; push when asked (one path for every form)."""
     from conceptforge.loaders.eval_run import results_markdown
 
@@ -78,8 +171,9 @@ def report(written, *, push: bool = False, results_repo: str | None = None, crea
     if push:
         from conceptforge.loaders.push_results import push_results
 
-        pushed = push_results(written.payload, repo_id=results_repo, create_pr=create_pr,
-                              samples=written.samples if push_samples else [])
+        pushed = push_results(
+            written.payload, repo_id=results_repo, create_pr=create_pr, samples=written.samples if push_samples else []
+        )
         print(f"pushed results to {pushed.model_repo} (commit {pushed.model_commit})")
         for repo, commit in pushed.dataset_commits.items():
             print(f"declared tasks in {repo}/eval.yaml" + (f" (commit {commit})" if commit else " (already declared)"))
@@ -102,7 +196,9 @@ def run(args: argparse.Namespace) -> int:
         if args.eval_push:
             raise InvalidArgumentError("--from-predictions does not push: push the run it came from")
         # default beside the folder, never over the run's own results file: x.samples -> x.rescored.json
-        output = args.eval_output or str(args.eval_from_predictions).rstrip("/").removesuffix(".samples") + ".rescored.json"
+        output = (
+            args.eval_output or str(args.eval_from_predictions).rstrip("/").removesuffix(".samples") + ".rescored.json"
+        )
         written = evaluate_from_predictions(args.eval_from_predictions, output, options=args.eval_options)
         report(written)
         return 0
@@ -112,8 +208,9 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgumentError("--tasks needs --model ID_OR_PATH")
     if args.eval_output:  # a user's file there (or beside it): refused before anything loads
         check_output(args.eval_output, samples=not args.eval_no_samples)
-    selections = select_tasks(args.eval_tasks, datasets=args.eval_datasets, revisions=args.eval_revisions,
-                              options=args.eval_options)
+    selections = select_tasks(
+        args.eval_tasks, datasets=args.eval_datasets, revisions=args.eval_revisions, options=args.eval_options
+    )
     model = resolve_model(args.eval_model, revision=args.eval_model_revision)
     output = args.eval_output or default_output(model)
     check_output(output, samples=not args.eval_no_samples)  # the default too: results come after every task ran
@@ -121,25 +218,53 @@ def run(args: argparse.Namespace) -> int:
     if args.eval_push and not results_repo:
         raise InvalidArgumentError(f"--push-results: {model.id} is not a Hub model; pass --results-repo ORG/NAME")
     logger.info("model %s: %s (%s)", model.id, model.kind, model.sha)
-    settings = RunSettings(device=args.eval_device, dtype=args.eval_dtype, batch_size=args.eval_batch_size,
-                           cache_dir=args.eval_cache_dir, cub_dir=args.eval_cub_dir, concepts=args.eval_concepts,
-                           mit_states_dir=args.eval_mit_states_dir, sample_cache=not args.eval_no_sample_cache)
-    written = evaluate(model, selections, settings, output, samples=not args.eval_no_samples,
-                       on_skip=lambda reason: print(f"skipped: {reason}", file=sys.stderr))
-    report(written, push=args.eval_push, results_repo=results_repo, create_pr=args.eval_results_pr,
-           push_samples=args.eval_push_samples)
+    settings = RunSettings(
+        device=args.eval_device,
+        dtype=args.eval_dtype,
+        batch_size=args.eval_batch_size,
+        cache_dir=args.eval_cache_dir,
+        cub_dir=args.eval_cub_dir,
+        concepts=args.eval_concepts,
+        mit_states_dir=args.eval_mit_states_dir,
+        sample_cache=not args.eval_no_sample_cache,
+    )
+    written = evaluate(
+        model,
+        selections,
+        settings,
+        output,
+        samples=not args.eval_no_samples,
+        on_skip=lambda reason: print(f"skipped: {reason}", file=sys.stderr),
+    )
+    report(
+        written,
+        push=args.eval_push,
+        results_repo=results_repo,
+        create_pr=args.eval_results_pr,
+        push_samples=args.eval_push_samples,
+    )
     return 0
 
 
-def run_alias(*, model: str, revision: str | None, tasks: str, datasets: list[str] = (), options: list[str] = (),  # type: ignore[assignment]
-              settings, output: str | None, split: str | None = None, brief: bool = False,
-              model_flag: str = "--model") -> dict[str, list[dict]]:
+def run_alias(
+    *,
+    model: str,
+    revision: str | None,
+    tasks: str,
+    datasets: list[str] = (),
+    options: list[str] = (),  # type: ignore[assignment]
+    settings,
+    output: str | None,
+    split: str | None = None,
+    brief: bool = False,
+    model_flag: str = "--model",
+) -> dict[str, list[dict]]:
     """What every ``conceptforge evaluate <benchmark>`` alias does with the task options its flags
     became: the one runner, the one results format (written when ``output`` is given), and the
     benchmark's own tables printed (``brief``: only each table's first block). Returns each
     task's per-sample rows."""
-    from conceptforge.loaders.evaluation import evaluate
     from conceptforge.loaders.eval_run import run_tasks
+    from conceptforge.loaders.evaluation import evaluate
     from conceptforge.loaders.model_ref import resolve_model
     from conceptforge.loaders.tasks import select_tasks
 
@@ -151,14 +276,22 @@ def run_alias(*, model: str, revision: str | None, tasks: str, datasets: list[st
     except ConceptforgeError as error:  # name the alias's own flag (--clip-model), not --model
         raise type(error)(str(error).replace("--model", model_flag, 1)) from None
     if output:
-        written = evaluate(ref, selections, settings, output, samples=True,
-                           on_skip=lambda reason: print(f"skipped: {reason}", file=sys.stderr))
+        written = evaluate(
+            ref,
+            selections,
+            settings,
+            output,
+            samples=True,
+            on_skip=lambda reason: print(f"skipped: {reason}", file=sys.stderr),
+        )
         entries, rows = written.payload["tasks"], written.rows
     else:
         results = run_tasks(ref, selections, settings)
         if not results.tasks:
-            raise InvalidArgumentError(f"{ref.id} (a {ref.kind} model) can run none of {tasks}: "
-                                       + "; ".join(s["reason"] for s in results.skipped))
+            raise InvalidArgumentError(
+                f"{ref.id} (a {ref.kind} model) can run none of {tasks}: "
+                + "; ".join(s["reason"] for s in results.skipped)
+            )
         written, entries = None, results.tasks
         rows = {name: part for name, (part, _) in results.samples.items()}
     for position, entry in enumerate(entries):

@@ -24,26 +24,63 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from conceptforge.filters.questions import DEFAULT_ANSWER_HINT
     from conceptforge.filters.vqa import DEFAULT_VQA_MODEL
 
-    parser.add_argument("--candidates", required=True, type=at.existing_dir, help="SUB candidates dataset directory (generate_sub.py --out)")
+    parser.add_argument(
+        "--candidates",
+        required=True,
+        type=at.existing_dir,
+        help="SUB candidates dataset directory (generate_sub.py --out)",
+    )
     parser.add_argument("--out", required=True, type=at.output_dir, help="output dataset directory (split `test`)")
-    parser.add_argument("--cub-dir", type=at.existing_path, default=os.environ.get("CUB_DIR"),
-                        help="CUB_200_2011 directory (or its attributes.txt): the options of each attribute group "
-                             "[env CUB_DIR]")
-    parser.add_argument("--vqa-model", default=DEFAULT_VQA_MODEL, help=f"image-text-to-text model id or path (default {DEFAULT_VQA_MODEL})")
+    parser.add_argument(
+        "--cub-dir",
+        type=at.existing_path,
+        default=os.environ.get("CUB_DIR"),
+        help="CUB_200_2011 directory (or its attributes.txt): the options of each attribute group [env CUB_DIR]",
+    )
+    parser.add_argument(
+        "--vqa-model",
+        default=DEFAULT_VQA_MODEL,
+        help=f"image-text-to-text model id or path (default {DEFAULT_VQA_MODEL})",
+    )
     parser.add_argument("--vqa-revision", default=None, help="model revision (branch, tag or commit)")
-    parser.add_argument("--trust-remote-code", action="store_true",
-                        help="allow a checkpoint that ships its own Python code to run it (never implied)")
-    parser.add_argument("--keep-fraction", type=at.fraction_above_zero, default=0.1, help="share of each pair's candidates kept (0.1 = 50 of 500)")
-    parser.add_argument("--min-survivor-fraction", type=at.unit_interval, default=None,
-                        help="drop a pair when fewer than this share answer S+ (default: --keep-fraction)")
-    parser.add_argument("--min-splus-prob", type=at.unit_interval, default=0.0, help="extra floor on the S+ probability (default 0: none)")
+    parser.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="allow a checkpoint that ships its own Python code to run it (never implied)",
+    )
+    parser.add_argument(
+        "--keep-fraction",
+        type=at.fraction_above_zero,
+        default=0.1,
+        help="share of each pair's candidates kept (0.1 = 50 of 500)",
+    )
+    parser.add_argument(
+        "--min-survivor-fraction",
+        type=at.unit_interval,
+        default=None,
+        help="drop a pair when fewer than this share answer S+ (default: --keep-fraction)",
+    )
+    parser.add_argument(
+        "--min-splus-prob",
+        type=at.unit_interval,
+        default=0.0,
+        help="extra floor on the S+ probability (default 0: none)",
+    )
     parser.add_argument("--batch-size", type=at.positive_int, default=8, help="images per VQA forward")
     parser.add_argument("--device", type=at.device, default=None, help="torch device (default: cuda when available)")
-    parser.add_argument("--no-answer-hint", action="store_true",
-                        help=f"ask the paper's question verbatim, without the line {DEFAULT_ANSWER_HINT!r}")
+    parser.add_argument(
+        "--no-answer-hint",
+        action="store_true",
+        help=f"ask the paper's question verbatim, without the line {DEFAULT_ANSWER_HINT!r}",
+    )
     parser.add_argument("--license", default=None, help="dataset license (default: the candidates card's license)")
-    add_run_options(parser, chunk_size=100, chunk_help="candidates per store chunk, within one parquet row group (default 100)",
-                    max_items_flag="--max-images", max_items_help="score at most this many new images, then stop")
+    add_run_options(
+        parser,
+        chunk_size=100,
+        chunk_help="candidates per store chunk, within one parquet row group (default 100)",
+        max_items_flag="--max-images",
+        max_items_help="score at most this many new images, then stop",
+    )
     add_executor_arguments(parser)
 
 
@@ -53,15 +90,21 @@ def run(args: argparse.Namespace) -> int:
     from conceptforge.filters.sub_filter_run import SubFilterConfig, filter_sub
 
     config = SubFilterConfig(
-        candidates=args.candidates, cub_dir=args.cub_dir,
+        candidates=args.candidates,
+        cub_dir=args.cub_dir,
         params=FilterParams(args.keep_fraction, args.min_survivor_fraction, args.min_splus_prob),
-        vqa_model=args.vqa_model, vqa_revision=args.vqa_revision, trust_remote_code=args.trust_remote_code,
-        answer_hint="" if args.no_answer_hint else DEFAULT_ANSWER_HINT, license=args.license,
-        batch_size=args.batch_size, chunk_size=args.chunk_size, device=args.device, argv=getattr(args, "argv", None),
+        vqa_model=args.vqa_model,
+        vqa_revision=args.vqa_revision,
+        trust_remote_code=args.trust_remote_code,
+        answer_hint="" if args.no_answer_hint else DEFAULT_ANSWER_HINT,
+        license=args.license,
+        batch_size=args.batch_size,
+        chunk_size=args.chunk_size,
+        device=args.device,
+        argv=getattr(args, "argv", None),
     )
     with executor_for(args):
-        report, stats = filter_sub(config, args.out, shard=lambda: shard_of(args),
-                                   max_images=args.max_images)
+        report, stats = filter_sub(config, args.out, shard=lambda: shard_of(args), max_images=args.max_images)
     if stats is None:
         scored = report.total_items - report.missing_items
         print(f"scored {scored} of {report.total_items} candidates; {report.message(str(args.out))}")

@@ -8,8 +8,12 @@ from conceptforge.commands.base import Entry, add_subcommands, run_entry
 
 GENERATORS: dict[str, Entry] = {
     "sub": Entry("conceptforge.commands.generate.sub", "SUB candidates with Tied Diffusion Guidance over FLUX"),
-    "conceptbed": Entry("conceptforge.commands.generate.conceptbed", "ConceptBed: learn concepts with one learner and sample them"),
-    "binding": Entry("conceptforge.commands.generate.binding", "concept binding: render CLEVR-style scenes with Blender"),
+    "conceptbed": Entry(
+        "conceptforge.commands.generate.conceptbed", "ConceptBed: learn concepts with one learner and sample them"
+    ),
+    "binding": Entry(
+        "conceptforge.commands.generate.binding", "concept binding: render CLEVR-style scenes with Blender"
+    ),
 }
 
 

@@ -14,18 +14,16 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from conceptforge import argtypes as at
-
+from conceptforge.commands.base import add_executor_arguments, add_run_options, check_chunk_size, executor_for, shard_of
+from conceptforge.errors import InvalidArgumentError
 from conceptforge.generators.binding.compositions import DATASETS
 from conceptforge.generators.binding.dataset import PRESETS, BindingConfig
 from conceptforge.generators.binding.generate import CHUNK_SIZE, generate_binding
-from conceptforge.commands.base import add_executor_arguments, executor_for
-from conceptforge.errors import InvalidArgumentError
 from conceptforge.runner import check_output
 from conceptforge.store import join
-from conceptforge.commands.base import add_run_options, check_chunk_size, shard_of
 
 logger = logging.getLogger(__name__)
 
@@ -47,24 +45,55 @@ def parse_resolution(text: str) -> tuple[int, int]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dataset", default="all", help=f"one of {', '.join(DATASETS)}, a comma-separated list, or all")
+    parser.add_argument(
+        "--dataset", default="all", help=f"one of {', '.join(DATASETS)}, a comma-separated list, or all"
+    )
     parser.add_argument("--preset", default="demo", help=f"one of {', '.join(PRESETS)} (paper = Table 1 sizes)")
-    parser.add_argument("--out", required=True, type=at.output_location, help="output repo folder or fsspec URL such as s3://bucket/binding (one config per dataset)")
+    parser.add_argument(
+        "--out",
+        required=True,
+        type=at.output_location,
+        help="output repo folder or fsspec URL such as s3://bucket/binding (one config per dataset)",
+    )
     parser.add_argument("--seed", type=at.seed, default=0, help="run seed; every image's seed derives from it")
     parser.add_argument("--resolution", type=at.Resolution(), default="320x240", help="WIDTHxHEIGHT (default 320x240)")
-    parser.add_argument("--samples", type=at.positive_int, default=16, help="Cycles samples per pixel (default 16; CLEVR used 512)")
-    parser.add_argument("--min-pixels", type=at.non_negative_int, default=None, help="visible pixels required per object (default: 200 at 320x240, scaled)")
-    parser.add_argument("--num-workers", type=at.positive_int, default=1, help="Blender processes on this machine")
-    parser.add_argument("--restart-workers-every", type=at.positive_int, default=None, metavar="N",
-                        help="replace each Blender process with a fresh one after N images (bounds leaked memory)")
-    parser.add_argument("--no-denoise", action="store_true",
-                        help="skip Open Image Denoise (grainy at 16 samples: ~38 dB vs ~48 dB PSNR against 512 samples)")
-    add_run_options(parser, chunk_size=CHUNK_SIZE, chunk_help=f"scenes per store chunk (default {CHUNK_SIZE}; a kill loses at most one chunk)",
-                    max_items_flag="--max-items", max_items_help=argparse.SUPPRESS)  # --max-items: interrupt simulation
-    parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu", help="Cycles device")
-    parser.add_argument("--dry-run", action="store_true", help="print the images to render and a time estimate; render nothing")
     parser.add_argument(
-        "--seconds-per-image", type=at.positive_float, default=None,
+        "--samples", type=at.positive_int, default=16, help="Cycles samples per pixel (default 16; CLEVR used 512)"
+    )
+    parser.add_argument(
+        "--min-pixels",
+        type=at.non_negative_int,
+        default=None,
+        help="visible pixels required per object (default: 200 at 320x240, scaled)",
+    )
+    parser.add_argument("--num-workers", type=at.positive_int, default=1, help="Blender processes on this machine")
+    parser.add_argument(
+        "--restart-workers-every",
+        type=at.positive_int,
+        default=None,
+        metavar="N",
+        help="replace each Blender process with a fresh one after N images (bounds leaked memory)",
+    )
+    parser.add_argument(
+        "--no-denoise",
+        action="store_true",
+        help="skip Open Image Denoise (grainy at 16 samples: ~38 dB vs ~48 dB PSNR against 512 samples)",
+    )
+    add_run_options(
+        parser,
+        chunk_size=CHUNK_SIZE,
+        chunk_help=f"scenes per store chunk (default {CHUNK_SIZE}; a kill loses at most one chunk)",
+        max_items_flag="--max-items",
+        max_items_help=argparse.SUPPRESS,
+    )  # --max-items: interrupt simulation
+    parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu", help="Cycles device")
+    parser.add_argument(
+        "--dry-run", action="store_true", help="print the images to render and a time estimate; render nothing"
+    )
+    parser.add_argument(
+        "--seconds-per-image",
+        type=at.positive_float,
+        default=None,
         help="your measured render time per image (e.g. from a --preset demo run), for --dry-run's estimate",
     )
     add_executor_arguments(parser)
@@ -92,9 +121,13 @@ def plan_lines(configs: Sequence[BindingConfig], *, seconds_per_image: float | N
     else:
         source = "--seconds-per-image"
     seconds = total * seconds_per_image
-    lines.append(f"estimated render time: {_duration(seconds)} for one Blender worker at {seconds_per_image:.2g} s/image ({source})")
+    lines.append(
+        f"estimated render time: {_duration(seconds)} for one Blender worker at {seconds_per_image:.2g} s/image ({source})"
+    )
     if num_workers > 1:
-        lines.append(f"  with --num-workers {num_workers}, given a core or GPU per worker: about {_duration(seconds / num_workers)}")
+        lines.append(
+            f"  with --num-workers {num_workers}, given a core or GPU per worker: about {_duration(seconds / num_workers)}"
+        )
     return lines
 
 
@@ -107,11 +140,21 @@ def _duration(seconds: float) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    datasets = list(DATASETS) if args.dataset == "all" else [name.strip() for name in args.dataset.split(",") if name.strip()]
+    datasets = (
+        list(DATASETS) if args.dataset == "all" else [name.strip() for name in args.dataset.split(",") if name.strip()]
+    )
     width, height = parse_resolution(args.resolution)
     configs = [
-        BindingConfig(dataset=name, preset=args.preset, seed=args.seed, width=width, height=height,
-                      samples=args.samples, denoise=not args.no_denoise, min_pixels=args.min_pixels)
+        BindingConfig(
+            dataset=name,
+            preset=args.preset,
+            seed=args.seed,
+            width=width,
+            height=height,
+            samples=args.samples,
+            denoise=not args.no_denoise,
+            min_pixels=args.min_pixels,
+        )
         for name in datasets
     ]  # validated up front: a bad --dataset/--preset fails before anything is written
     check_chunk_size(args)
@@ -126,15 +169,22 @@ def run(args: argparse.Namespace) -> int:
 
     require_bpy()  # fail early and clearly when Blender is missing
     shard = shard_of(args)
-    run = check_output(args.out, stage="binding")  # refuse a foreign --out or another stage's run before anything is rendered
+    run = check_output(
+        args.out, stage="binding"
+    )  # refuse a foreign --out or another stage's run before anything is rendered
     if args.executor != "local" and args.num_workers > 1:
         raise InvalidArgumentError("--num-workers is for the local executor; a Ray cluster's workers are its own")
     waiting, finished = [], []
     for config in configs:
         with executor_for(args):
             report = generate_binding(
-                config, run, shard=shard, num_workers=args.num_workers,
-                device=args.device, max_items=args.max_items, chunk_size=args.chunk_size,
+                config,
+                run,
+                shard=shard,
+                num_workers=args.num_workers,
+                device=args.device,
+                max_items=args.max_items,
+                chunk_size=args.chunk_size,
                 restart_workers_every=args.restart_workers_every,
             )
         if report.assembled:

@@ -10,55 +10,85 @@ from __future__ import annotations
 import argparse
 
 from conceptforge import argtypes as at
-
-from conceptforge.generators.conceptbed.learners import DEFAULT_MODEL_ID, LEARNERS, LearnerConfig
 from conceptforge.commands.base import add_run_options, shard_of
+from conceptforge.generators.conceptbed.learners import DEFAULT_MODEL_ID, LEARNERS, LearnerConfig
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--learner", required=True, choices=LEARNERS)
-    parser.add_argument("--concepts", required=True, type=at.existing_file, help="concept spec JSON (see docs/conceptbed.md)")
-    parser.add_argument("--out", required=True, type=at.output_location, help="output dataset folder or fsspec URL such as s3://bucket/conceptbed")
-    parser.add_argument("--work-dir", type=at.output_dir, default=None,
-                        help="local folder for learned concept weights and class images (default OUT/.work; "
-                             "for a URL OUT, $CONCEPTFORGE_WORK_DIR or ~/.cache/conceptforge/conceptbed-work/<hash of OUT>)")
+    parser.add_argument(
+        "--concepts", required=True, type=at.existing_file, help="concept spec JSON (see docs/conceptbed.md)"
+    )
+    parser.add_argument(
+        "--out",
+        required=True,
+        type=at.output_location,
+        help="output dataset folder or fsspec URL such as s3://bucket/conceptbed",
+    )
+    parser.add_argument(
+        "--work-dir",
+        type=at.output_dir,
+        default=None,
+        help="local folder for learned concept weights and class images (default OUT/.work; "
+        "for a URL OUT, $CONCEPTFORGE_WORK_DIR or ~/.cache/conceptforge/conceptbed-work/<hash of OUT>)",
+    )
     parser.add_argument("--model-id", default=DEFAULT_MODEL_ID, help="SD-1.x diffusers model id or local folder")
     parser.add_argument("--revision", default=None)
-    parser.add_argument("--num-images", type=at.non_negative_int, default=100, help="concept-split images per concept (paper: 100)")
+    parser.add_argument(
+        "--num-images", type=at.non_negative_int, default=100, help="concept-split images per concept (paper: 100)"
+    )
     parser.add_argument("--steps", type=at.positive_int, default=None, help="training steps (default: Table 5)")
     parser.add_argument("--learning-rate", type=at.positive_float, default=None, help="default: Table 5")
     parser.add_argument("--placeholder-token", default=None, help="default: Table 5 (<object>, sks, <new1>)")
     parser.add_argument("--initializer-token", default=None, help="default: the concept's parent word")
-    parser.add_argument("--preset", choices=("paper", "lora"), default="paper",
-                        help="paper: Table 5 (DreamBooth fine-tunes the whole UNet at lr 5e-6, 400 steps, 200 class images); "
-                             "lora: the cheaper DreamBooth option, rank-4 LoRA at lr 1e-4 (other learners: Table 5 either way)")
-    parser.add_argument("--dreambooth-mode", choices=("lora", "full"), default=None, help="override the preset's DreamBooth mode")
+    parser.add_argument(
+        "--preset",
+        choices=("paper", "lora"),
+        default="paper",
+        help="paper: Table 5 (DreamBooth fine-tunes the whole UNet at lr 5e-6, 400 steps, 200 class images); "
+        "lora: the cheaper DreamBooth option, rank-4 LoRA at lr 1e-4 (other learners: Table 5 either way)",
+    )
+    parser.add_argument(
+        "--dreambooth-mode", choices=("lora", "full"), default=None, help="override the preset's DreamBooth mode"
+    )
     parser.add_argument("--lora-rank", type=at.positive_int, default=4)
-    parser.add_argument("--num-class-images", type=at.non_negative_int, default=None, help="regularisation images (default 200)")
+    parser.add_argument(
+        "--num-class-images", type=at.non_negative_int, default=None, help="regularisation images (default 200)"
+    )
     parser.add_argument("--prior-loss-weight", type=at.non_negative_float, default=1.0)
-    parser.add_argument("--resolution", type=at.IntRange(8, name="resolution (>= 8)"), default=None, help="train/sample size (default: the model's)")
+    parser.add_argument(
+        "--resolution",
+        type=at.IntRange(8, name="resolution (>= 8)"),
+        default=None,
+        help="train/sample size (default: the model's)",
+    )
     parser.add_argument("--train-batch-size", type=at.positive_int, default=1)
     parser.add_argument("--num-inference-steps", type=at.positive_int, default=50)
     parser.add_argument("--guidance-scale", type=at.non_negative_float, default=7.5)
     parser.add_argument("--mixed-precision", choices=("auto", "no", "fp16", "bf16"), default="auto")
     parser.add_argument("--seed", type=at.seed, default=0)
     parser.add_argument("--categoriser", default="rules", help="'rules' or module:function (caption -> categories)")
-    parser.add_argument("--max-captions", type=at.non_negative_int, default=None, help="composite captions per concept (default all)")
+    parser.add_argument(
+        "--max-captions", type=at.non_negative_int, default=None, help="composite captions per concept (default all)"
+    )
     parser.add_argument("--license", default="creativeml-openrail-m", help="dataset card license")
     parser.add_argument(
-        "--embed-references", action="store_true",
+        "--embed-references",
+        action="store_true",
         help="embed 3 reference thumbnails per concept (your ImageNet/CUB/PACS images, under their terms; "
         "default: rows name them by id)",
     )
-    parser.add_argument("--max-shard-size", type=at.ByteSize(), default="500MB", help="parquet shard size (500MB, 2GiB, bytes)")
+    parser.add_argument(
+        "--max-shard-size", type=at.ByteSize(), default="500MB", help="parquet shard size (500MB, 2GiB, bytes)"
+    )
     add_run_options(parser, max_items_flag="--max-items", max_items_help="stop after this many new images")
     parser.add_argument("--no-assemble", action="store_true", help="only learn and sample")
 
 
 def run(args: argparse.Namespace) -> int:
+    from conceptforge.errors import InvalidArgumentError
     from conceptforge.generators.conceptbed.generate import ConceptBedGenerator, GenerateOptions
     from conceptforge.generators.conceptbed.spec import load_spec
-    from conceptforge.errors import InvalidArgumentError
 
     if args.num_images < 0:
         raise InvalidArgumentError("--num-images must be >= 0")
@@ -104,4 +134,3 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {out} ({rows}); card {out}/README.md, grid {out}/grid.png")
     print(summary["message"])
     return 0
-

@@ -17,8 +17,7 @@ import logging
 import sys
 
 from conceptforge import argtypes as at
-from conceptforge.commands.base import add_executor_arguments, executor_for
-
+from conceptforge.commands.base import add_executor_arguments, add_run_options, check_chunk_size, executor_for, shard_of
 from conceptforge.errors import InvalidArgumentError
 from conceptforge.generators.sub.flux_tdg import (
     DEFAULT_GUIDANCE,
@@ -31,72 +30,127 @@ from conceptforge.generators.sub.generate import CHUNK_SIZE, FLUX_DEV_DEFAULT_LI
 from conceptforge.generators.sub.plan import PlanRequest, build_plan, resolve_dtype_name, strip_run_only_options
 from conceptforge.generators.sub.spec import PairPlan
 from conceptforge.runner import check_output
-from conceptforge.commands.base import add_run_options, check_chunk_size, shard_of
 
 logger = logging.getLogger(__name__)
 
-DESCRIPTION = "Generate SUB candidates with Tied Diffusion Guidance over FLUX (SUB: Benchmarking CBM Generalization via Synthetic Attribute Substitutions)."
+DESCRIPTION = (
+    "Generate SUB candidates with Tied Diffusion Guidance over FLUX "
+    "(SUB: Benchmarking CBM Generalization via Synthetic Attribute Substitutions)."
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.description = DESCRIPTION
-    p.add_argument("--mode", choices=["tdg", "prompt-only"], default="tdg", help="TDG (default) or the prompt-only baseline (Fig. 4)")
     p.add_argument(
-        "--cub-dir", type=at.existing_dir.as_text(),
+        "--mode",
+        choices=["tdg", "prompt-only"],
+        default="tdg",
+        help="TDG (default) or the prompt-only baseline (Fig. 4)",
+    )
+    p.add_argument(
+        "--cub-dir",
+        type=at.existing_dir.as_text(),
         help="local CUB_200_2011 directory (classes, attributes, class-level labels); required except for --dry-run",
     )
-    p.add_argument("--out", required=True, type=at.output_location, help="output dataset directory or fsspec URL (item store in OUT/.work)")
+    p.add_argument(
+        "--out",
+        required=True,
+        type=at.output_location,
+        help="output dataset directory or fsspec URL (item store in OUT/.work)",
+    )
     what = p.add_argument_group("what to generate")
-    what.add_argument("--candidate-spec", type=at.existing_file.as_text(), help="JSON {birds: [...], attributes: [...]}: the full grid birds x attributes")
-    what.add_argument("--reference-selection", action="store_true", help="prompt-only images of CUB classes with the plain bird prompt")
+    what.add_argument(
+        "--candidate-spec",
+        type=at.existing_file.as_text(),
+        help="JSON {birds: [...], attributes: [...]}: the full grid birds x attributes",
+    )
+    what.add_argument(
+        "--reference-selection",
+        action="store_true",
+        help="prompt-only images of CUB classes with the plain bird prompt",
+    )
     what.add_argument("--classes", nargs="+", help="with --reference-selection: these CUB classes instead of all 200")
-    what.add_argument("--pairs", nargs="+", metavar="SEL", help="subset: BIRD=ATTRIBUTE pairs, BIRD names or ATTRIBUTEs (union)")
-    what.add_argument("--images-per-pair", type=at.positive_int, default=500, help="images per pair (paper: 500 candidates)")
+    what.add_argument(
+        "--pairs", nargs="+", metavar="SEL", help="subset: BIRD=ATTRIBUTE pairs, BIRD names or ATTRIBUTEs (union)"
+    )
+    what.add_argument(
+        "--images-per-pair", type=at.positive_int, default=500, help="images per pair (paper: 500 candidates)"
+    )
     what.add_argument(
         "--drop-present",
         action=argparse.BooleanOptionalAction,
         default=None,
         help="drop pairs whose bird already has S+ (default: on for the paper spec, off for --candidate-spec)",
     )
-    what.add_argument("--tdg", action="append", default=[], metavar="CAT=K,TMIN,TMAX", help="override a category's schedule")
+    what.add_argument(
+        "--tdg", action="append", default=[], metavar="CAT=K,TMIN,TMAX", help="override a category's schedule"
+    )
     gen = p.add_argument_group("model and sampling")
     gen.add_argument("--model", default=DEFAULT_MODEL, help="FLUX pipeline: Hub id or local folder")
     gen.add_argument("--revision", default=None, help="model revision (branch, tag or commit)")
     gen.add_argument("--resolution", type=at.IntRange(16, name="resolution (>= 16)"), default=DEFAULT_RESOLUTION)
     gen.add_argument("--steps", type=at.positive_int, default=DEFAULT_STEPS)
     gen.add_argument("--guidance", type=at.non_negative_float, default=DEFAULT_GUIDANCE)
-    gen.add_argument("--max-sequence-length", type=at.IntRange(1, 512, name="max sequence length (1-512)"), default=DEFAULT_MAX_SEQUENCE_LENGTH)
+    gen.add_argument(
+        "--max-sequence-length",
+        type=at.IntRange(1, 512, name="max sequence length (1-512)"),
+        default=DEFAULT_MAX_SEQUENCE_LENGTH,
+    )
     gen.add_argument("--seed", type=at.seed, default=0, help="run seed; item seeds derive from it")
     gen.add_argument("--device", type=at.device_name, default="auto", help="auto, cuda, cuda:N or cpu")
-    gen.add_argument("--dtype", choices=["auto", "bf16", "fp16", "fp32"], default="auto", help="auto: bf16 on CUDA, fp32 on CPU")
+    gen.add_argument(
+        "--dtype", choices=["auto", "bf16", "fp16", "fp32"], default="auto", help="auto: bf16 on CUDA, fp32 on CPU"
+    )
     gen.add_argument("--offload", action="store_true", help="model CPU offload for GPUs with less memory")
     gen.add_argument("--save-guidance", action="store_true", help="also keep the G image in the item store")
     run = p.add_argument_group("run")
-    run.add_argument("--license", default=None, help=f"dataset license (default {FLUX_DEV_DEFAULT_LICENSE} for {DEFAULT_MODEL}; required otherwise)")
-    add_run_options(run, chunk_size=CHUNK_SIZE, chunk_help=f"images per store chunk (default {CHUNK_SIZE}; a kill loses at most one chunk)",
-                    max_items_flag="--max-items", max_items_help="stop after this many new images (resume later)")
+    run.add_argument(
+        "--license",
+        default=None,
+        help=f"dataset license (default {FLUX_DEV_DEFAULT_LICENSE} for {DEFAULT_MODEL}; required otherwise)",
+    )
+    add_run_options(
+        run,
+        chunk_size=CHUNK_SIZE,
+        chunk_help=f"images per store chunk (default {CHUNK_SIZE}; a kill loses at most one chunk)",
+        max_items_flag="--max-items",
+        max_items_help="stop after this many new images (resume later)",
+    )
     add_executor_arguments(p)
     run.add_argument("--dry-run", action="store_true", help="print the plan and exit")
-    run.add_argument("--seconds-per-image", type=at.positive_float, default=None, help="measured time per image, for --dry-run's GPU-hour estimate")
+    run.add_argument(
+        "--seconds-per-image",
+        type=at.positive_float,
+        default=None,
+        help="measured time per image, for --dry-run's GPU-hour estimate",
+    )
 
 
 def print_plan(plan: PairPlan, args: argparse.Namespace) -> None:
     """The plan as numbers. Without ``--cub-dir`` the numbers CUB decides are marked as such."""
     images = len(plan.pairs) * args.images_per_pair
     no_cub = not args.cub_dir
-    upper = " (at most: pairs whose bird already has S+ are dropped with --cub-dir)" if no_cub and not args.reference_selection else ""
+    upper = (
+        " (at most: pairs whose bird already has S+ are dropped with --cub-dir)"
+        if no_cub and not args.reference_selection
+        else ""
+    )
     by_category: dict[str, int] = {}
     for pair in plan.pairs:
         by_category[pair.category or "plain"] = by_category.get(pair.category or "plain", 0) + 1
     print(f"mode: {args.mode}{' (reference selection)' if args.reference_selection else ''}")
     print(f"pairs: {len(plan.pairs)}{upper} ({', '.join(f'{k} {v}' for k, v in sorted(by_category.items()))})")
-    print(f"birds: {len({p.bird for p in plan.pairs})}, attributes: {len({p.attribute for p in plan.pairs if p.attribute})}")
+    print(
+        f"birds: {len({p.bird for p in plan.pairs})}, attributes: {len({p.attribute for p in plan.pairs if p.attribute})}"
+    )
     if no_cub:
         if not args.reference_selection:
             print("dropped (bird already has S+): needs --cub-dir (CUB's class-level labels)")
     else:
         print(f"dropped (bird already has S+): {len(plan.dropped)}")
-    print(f"images: {images}{' (at most)' if upper else ''} ({args.images_per_pair} per pair) at {args.resolution}px, {args.steps} steps")
+    print(
+        f"images: {images}{' (at most)' if upper else ''} ({args.images_per_pair} per pair) at {args.resolution}px, {args.steps} steps"
+    )
     if args.seconds_per_image:
         hours = images * args.seconds_per_image / 3600
         print(f"estimated GPU-hours: {hours:.1f}{' (at most)' if upper else ''} at {args.seconds_per_image:g} s/image")
@@ -104,7 +158,9 @@ def print_plan(plan: PairPlan, args: argparse.Namespace) -> None:
         print("estimated GPU-hours: pass --seconds-per-image (measured) for an estimate")
     for pair in plan.pairs[:5]:
         removed = pair.removed_attribute or ("needs --cub-dir" if no_cub and pair.attribute else "-")
-        print(f"  {pair.bird} | {pair.attribute or '-'} | S-={removed} | {pair.prompt_reference!r} | {pair.prompt_guidance!r}")
+        print(
+            f"  {pair.bird} | {pair.attribute or '-'} | S-={removed} | {pair.prompt_reference!r} | {pair.prompt_guidance!r}"
+        )
     if len(plan.pairs) > 5:
         print(f"  ... {len(plan.pairs) - 5} more")
     if no_cub:
@@ -114,21 +170,30 @@ def print_plan(plan: PairPlan, args: argparse.Namespace) -> None:
 def plan_request(args: argparse.Namespace) -> PlanRequest:
     """The flags that decide the plan."""
     return PlanRequest(
-        cub_dir=args.cub_dir, reference_selection=args.reference_selection, candidate_spec=args.candidate_spec,
-        classes=args.classes, tdg=args.tdg, drop_present=args.drop_present, pairs=args.pairs,
+        cub_dir=args.cub_dir,
+        reference_selection=args.reference_selection,
+        candidate_spec=args.candidate_spec,
+        classes=args.classes,
+        tdg=args.tdg,
+        drop_present=args.drop_present,
+        pairs=args.pairs,
     )
 
 
 def run(args: argparse.Namespace) -> int:
     if not args.cub_dir and not args.dry_run:
-        raise InvalidArgumentError("--cub-dir is required to generate (CUB_200_2011's class-level labels set S+ and S-); --dry-run works without it")
+        raise InvalidArgumentError(
+            "--cub-dir is required to generate (CUB_200_2011's class-level labels set S+ and S-); --dry-run works without it"
+        )
     plan, plan_info = build_plan(plan_request(args))
     if args.dry_run:
         print_plan(plan, args)
         return 0
     license = args.license or (FLUX_DEV_DEFAULT_LICENSE if args.model == DEFAULT_MODEL else None)
     if not license:
-        raise InvalidArgumentError(f"--license is required for models other than {DEFAULT_MODEL} (e.g. --license cc-by-nc-4.0)")
+        raise InvalidArgumentError(
+            f"--license is required for models other than {DEFAULT_MODEL} (e.g. --license cc-by-nc-4.0)"
+        )
     settings = GenerationSettings(
         mode=args.mode,
         model=args.model,
@@ -142,7 +207,9 @@ def run(args: argparse.Namespace) -> int:
     )
     check_chunk_size(args)
     shard = shard_of(args)
-    out = check_output(args.out, stage="sub/candidates")  # a foreign folder or another stage's run: refused before any model loads
+    out = check_output(
+        args.out, stage="sub/candidates"
+    )  # a foreign folder or another stage's run: refused before any model loads
     with executor_for(args):
         summary = generate(
             out=out,
