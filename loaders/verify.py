@@ -33,7 +33,8 @@ from conceptforge.cards.release_source import ReleaseFiles
 from conceptforge.cards.run_record import RECORD_NAME, parse_run_record, version_differences
 from conceptforge.errors import DataFormatError, InvalidArgumentError
 from conceptforge.loaders.regenerate import Rebuilt, Rule, elide, rebuild_config
-from conceptforge.runner import WORK_DIR, run_stage
+from conceptforge.output import WORK_DIR
+from conceptforge.runner import run_stage
 from conceptforge.store import ItemStore, join
 
 logger = logging.getLogger(__name__)

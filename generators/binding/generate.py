@@ -39,7 +39,8 @@ from conceptforge.generators.binding.dataset import (
 )
 from conceptforge.generators.binding.repo import CONFIG_RECORD, REPO_ASSEMBLER, assemble_card
 from conceptforge.processes import init_worker, stop_pool
-from conceptforge.runner import RunDir, RunReport, Stage, check_output, mark_repo, run_stage
+from conceptforge.run_assembly import mark_repo
+from conceptforge.runner import RunDir, RunReport, Stage, check_output, run_stage
 from conceptforge.serialization import canonical_json
 from conceptforge.store import ItemResult, ItemStore, io_error
 from conceptforge.workitems import ShardSpec

@@ -31,7 +31,8 @@ from conceptforge.cards.run_record import config_entry, run_record, write_run_re
 from conceptforge.errors import ConceptforgeError
 from conceptforge.generators.binding.compositions import DATASETS, SPLITS
 from conceptforge.generators.binding.dataset import COLUMN_DOCS, BindingConfig, binding_command, binding_features
-from conceptforge.runner import WORK_DIR, assemble_run
+from conceptforge.output import WORK_DIR
+from conceptforge.runner import assemble_run
 from conceptforge.serialization import canonical_json
 from conceptforge.store import ItemStore, is_store, join
 

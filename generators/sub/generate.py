@@ -33,7 +33,8 @@ from conceptforge.generators.sub.flux_tdg import (
 )
 from conceptforge.generators.sub.spec import NEEDS_CUB, Pair, PairPlan
 from conceptforge.generators.sub.tdg import TDGParams
-from conceptforge.runner import WORK_DIR, RunDir, RunReport, Stage, run_stage
+from conceptforge.output import WORK_DIR
+from conceptforge.runner import RunDir, RunReport, Stage, run_stage
 from conceptforge.store import ItemResult, join
 from conceptforge.workitems import ShardSpec, WorkItem, derive_seed
 
