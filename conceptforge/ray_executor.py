@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import signal
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -71,14 +72,28 @@ class RayExecutor:
     max_retries: int = DEFAULT_RETRIES
     init_options: dict[str, Any] = dataclasses.field(default_factory=dict)
     name: str = "ray"
+    #: The signal handlers ray.init replaced, when this executor started Ray (see :meth:`close`).
+    _replaced_handlers: dict[int, Any] | None = dataclasses.field(default=None, repr=False)
 
     def _ray(self):
         ray = _import_ray()
         if not ray.is_initialized():
             options = {"include_dashboard": False, "log_to_driver": True, **self.init_options}
+            handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
             ray.init(address=self.address, **options)
+            self._replaced_handlers = handlers
             logger.info("Ray: %s", "connected to " + self.address if self.address else "started a local cluster")
         return ray
+
+    def close(self) -> None:
+        """Shut down the Ray this executor started and give back the SIGINT/SIGTERM handlers
+        ``ray.init`` replaced (ours stop a stage cleanly; a library caller's process keeps its own)."""
+        if self._replaced_handlers is None:
+            return
+        _import_ray().shutdown()
+        for sig, handler in self._replaced_handlers.items():
+            signal.signal(sig, handler)
+        self._replaced_handlers = None
 
     def _workers(self, ray, chunks: int) -> tuple[int, dict[str, float]]:
         resources = ray.cluster_resources()

@@ -100,7 +100,9 @@ def released_keys(files: ReleaseFiles, splits: Sequence[SplitStats]) -> dict[Key
     for split in splits:
         for name in split.files:
             with files.open(name) as handle:
-                ids = pq.read_table(handle, columns=[ID_COLUMN]).column(ID_COLUMN).to_pylist()
+                # ParquetFile, not read_table: read_table on a Python file object can abort the
+                # process at exit (pyarrow 25; see conceptforge.store.decode_chunk)
+                ids = pq.ParquetFile(handle).read(columns=[ID_COLUMN]).column(ID_COLUMN).to_pylist()
             for index, item_id in enumerate(ids):
                 found[Key(split.config, split.name, str(item_id))] = (name, index)
     return found

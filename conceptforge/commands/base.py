@@ -182,5 +182,10 @@ def executor_for(args: argparse.Namespace) -> Iterator[None]:
     from conceptforge.ray_executor import executor_from_args
     from conceptforge.runner import use_executor
 
-    with use_executor(executor_from_args(getattr(args, "executor", "local"), getattr(args, "ray_address", None))):
-        yield
+    executor = executor_from_args(getattr(args, "executor", "local"), getattr(args, "ray_address", None))
+    try:
+        with use_executor(executor):
+            yield
+    finally:
+        if executor is not None and hasattr(executor, "close"):
+            executor.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -29,6 +30,7 @@ def _bytes(out: Path) -> dict[str, bytes]:
 @pytest.fixture(scope="module")
 def ray_cluster():
     """A local Ray cluster whose workers can import tests.* (like a user's own stage module)."""
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}  # ray.init replaces them
     ray.init(
         num_cpus=2,
         include_dashboard=False,
@@ -37,6 +39,8 @@ def ray_cluster():
     )
     yield
     ray.shutdown()
+    for sig, handler in handlers.items():  # later tests expect the interpreter's own handlers
+        signal.signal(sig, handler)
 
 
 @pytest.fixture(scope="module")

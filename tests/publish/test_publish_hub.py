@@ -12,11 +12,12 @@ import hashlib
 
 import pytest
 from huggingface_hub import HfApi
-from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
+from huggingface_hub.errors import RepositoryNotFoundError
 from publish_helpers import expected_rows, load_with_plain_datasets, make_dataset, run_publish
 
 from conceptforge.cards.publish import publish_dataset
 from conceptforge.errors import ConceptforgeError
+from conceptforge.testing.hub_server import HubError
 
 REPO = "conceptforge-test/shapes"
 
@@ -177,7 +178,7 @@ def test_dry_run_changes_nothing_and_reports_the_plan(tmp_path, hub, hub_token):
         "data/train-00001-of-00002.parquet",
         "data/test-00000-of-00001.parquet",
     }
-    with pytest.raises(HfHubHTTPError):
+    with pytest.raises(HubError):
         hub.refs(REPO)  # the repository was not even created
     publish_dataset(v1, repo_id=REPO, version="v1.0.0", endpoint=hub.url, token=hub_token)
     before = hub.refs(REPO)

@@ -175,8 +175,8 @@ def run(args: argparse.Namespace) -> int:
     if args.executor != "local" and args.num_workers > 1:
         raise InvalidArgumentError("--num-workers is for the local executor; a Ray cluster's workers are its own")
     waiting, finished = [], []
-    for config in configs:
-        with executor_for(args):
+    with executor_for(args):  # one executor (one Ray cluster) for every config
+        for config in configs:
             report = generate_binding(
                 config,
                 run,
@@ -187,11 +187,11 @@ def run(args: argparse.Namespace) -> int:
                 chunk_size=args.chunk_size,
                 restart_workers_every=args.restart_workers_every,
             )
-        if report.assembled:
-            finished.append(config.dataset)
-            print(f'{args.out}: config {config.dataset}: load_dataset("{args.out}", "{config.dataset}")')
-        else:
-            waiting.append(f"{config.dataset}: {report.message(args.out)}")
+            if report.assembled:
+                finished.append(config.dataset)
+                print(f'{args.out}: config {config.dataset}: load_dataset("{args.out}", "{config.dataset}")')
+            else:
+                waiting.append(f"{config.dataset}: {report.message(args.out)}")
     if finished:
         print(f"card {join(args.out, 'README.md')}  grid {join(args.out, 'grid.png')}")
     for line in waiting:
