@@ -154,17 +154,9 @@ def write_published_sub(out_dir: Path, rows: list[dict]) -> Path:
 
 # ------------------------------------------------------------------ binding
 def _colour_rgb(colour: str):
-    table = {
-        "gray": (87, 87, 87),
-        "red": (173, 35, 35),
-        "blue": (42, 75, 215),
-        "green": (29, 105, 20),
-        "brown": (129, 74, 25),
-        "purple": (129, 38, 192),
-        "cyan": (41, 208, 208),
-        "yellow": (255, 238, 51),
-    }
-    return table[colour]
+    from conceptforge.generators.binding.vocab import COLOR_RGB  # CLEVR's colours, one table
+
+    return COLOR_RGB[colour]
 
 
 def binding_features():
