@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from conceptforge.errors import DataFormatError, DataNotFoundError, one_line
-from conceptforge.loaders.model_ref import GENERATED
-from conceptforge.loaders.task_spec import Metric, Option, Task, TaskContext, TaskOutcome, flag
+from conceptforge.loaders.model_ref import GENERATED, VLM
+from conceptforge.loaders.task_spec import IMAGES, MATCH, Metric, Option, Task, TaskContext, TaskOutcome, flag
 
 COLUMNS = (
     ("concept", "string"),
@@ -126,27 +126,39 @@ def run_conceptbed_ccd(ctx: TaskContext) -> TaskOutcome:
     from conceptforge.loaders.conceptbed import evaluate, report
 
     options = ctx.options
+    by_match = ctx.capability == MATCH  # the model is the composition oracle (VQAScore), the images are --dataset
     vqa = options["vqa_model"] if options["vqa_model"] not in ("", "none") else None
+    vlm_oracle = None
+    if by_match:
+        from conceptforge.loaders.harness.adapters.generative_vlm import VQAOracleView
+
+        vqa, vlm_oracle = ctx.model.id, VQAOracleView(ctx.session.matcher())
     oracles = OracleSet(
         {"style": options["style_oracle"], "object": options["object_oracle"], "cub": options["cub_oracle"]},
         vqa_model=vqa,
         vqa_probability=options["vqa_probability"],
         device=ctx.device,
+        vqa_oracle=vlm_oracle,
     )
     use_vqa = vqa is not None
-    revision = ctx.model.sha if ctx.model.source == "hub" else None
+    if by_match:
+        images_id, revision = ctx.dataset.repo, ctx.dataset.load_revision
+    else:
+        images_id, revision = ctx.model.id, (ctx.model.sha if ctx.model.source == "hub" else None)
     try:
-        generated = load_dataset(ctx.model.id, revision=revision)
+        generated = load_dataset(images_id, revision=revision)
     except (FileNotFoundError, ValueError, ConnectionError) as error:  # ConnectionError: no such folder, Hub offline
-        raise DataNotFoundError(f"cannot load generated dataset {ctx.model.id}: {one_line(error)}") from None
+        raise DataNotFoundError(f"cannot load generated dataset {images_id}: {one_line(error)}") from None
     missing = {"concept_kind", "concept", "learner", "image"} - set(next(iter(generated.values())).column_names)
     if missing:
         raise DataFormatError(
-            f"{ctx.model.id} is not a ConceptBed generated dataset (missing {', '.join(sorted(missing))})"
+            f"{images_id} is not a ConceptBed generated dataset (missing {', '.join(sorted(missing))})"
         )
     kinds = {k for split in generated.values() for k in split.unique("concept_kind")}
-    ctx.samples.extend_key(
-        _oracles_key([options["style_oracle"], options["object_oracle"], options["cub_oracle"], vqa or ""])
+    ctx.samples.extend_key(  # (a VLM oracle's weights are in the key already: it is the model)
+        _oracles_key(
+            [options["style_oracle"], options["object_oracle"], options["cub_oracle"], "" if by_match else vqa or ""]
+        )
     )
     records = _score_generated_resumably(
         ctx, generated, lambda subset: score_generated(subset, oracles, batch_size=ctx.batch_size, use_vqa=use_vqa)
@@ -169,7 +181,9 @@ def run_conceptbed_ccd(ctx: TaskContext) -> TaskOutcome:
         record_rows(records),
         main,
         metrics=metrics,
-        variant=f"oracles={options['style_oracle']},{options['object_oracle']},{options['cub_oracle']}",
+        protocol="conceptbed/ccd-vqascore" if by_match else "conceptbed/ccd",
+        variant=f"oracles={options['style_oracle']},{options['object_oracle']},{options['cub_oracle']}"
+        + (f"; composition oracle {ctx.model.id} by VQAScore (P('Yes') to each question)" if by_match else ""),
         table=report(records, per_concept=options["per_concept"], n_bins=options["ece_bins"]),
     )
 
@@ -229,13 +243,19 @@ def tasks() -> list[Task]:
             "conceptbed-ccd",
             "conceptbed",
             "ConceptBed: concept confidence deviation, accuracy of a concept learner's "
-            "generated images by oracles (ConceptBed paper Tables 1, 7)",
-            (GENERATED,),
+            "generated images by oracles (ConceptBed paper Tables 1, 7); with a generative VLM as --model, "
+            "the VLM answers the composition questions (VQAScore) on the images given by --dataset",
+            (IMAGES, MATCH),
             "conceptbed/ccd",
             run_conceptbed_ccd,
             score_conceptbed,
             columns=COLUMNS,
             needs=("concepts",),
+            families=(GENERATED, VLM),
+            protocols=(
+                (IMAGES, "conceptbed/ccd: --model is the generated images; ViLT VQA answers compositions (paper)"),
+                (MATCH, "conceptbed/ccd-vqascore: --model (a generative VLM) answers them by P('Yes') (ours)"),
+            ),
             options=(
                 Option("style_oracle", default("DEFAULT_STYLE_ORACLE"), str, "PACS style classifier"),
                 Option("object_oracle", default("DEFAULT_OBJECT_ORACLE"), str, "ImageNet concept classifier"),
