@@ -203,10 +203,8 @@ class Task:
         """One line saying why this task cannot run with ``model`` (None: it can)."""
         if self.capability_for(model.kind) is None:
             what = f"a {model.kind} model" + (f" ({model.model_type})" if model.model_type else "")
-            return (
-                f"{self.name} needs a model that can {' or '.join(self.capabilities)} "
-                f"({', '.join(self.providers())}); {model.id} is {what}"
-            )
+            needs = " or ".join("generated images" if c == IMAGES else c for c in self.capabilities)
+            return f"{self.name} runs with {', '.join(self.providers())} ({needs}); {model.id} is {what}"
         missing = [need for need in self.needs if not provided.get(need)]
         if missing:
             return f"{self.name} needs --{missing[0].replace('_', '-')}"

@@ -80,7 +80,7 @@ def test_each_task_runs_with_the_families_providing_its_capabilities():
     assert tasks["conceptbed-ccd"].capability_for("vlm") == "match"
     assert tasks["conceptbed-ccd"].capability_for("itm") is None  # ITM heads score captions, not questions
     assert tasks["binding-cdsm"].skip_reason(blip, {}) == (
-        "binding-cdsm needs a model that can embed (clip, open_clip); org/blip is a itm model (blip)"
+        "binding-cdsm runs with clip, open_clip (embed); org/blip is a itm model (blip)"
     )
     assert tasks["binding-clip"].skip_reason(llava, {}) is None and tasks["sub-vlm"].skip_reason(eva, {}) == (
         "sub-vlm needs --cub-dir"
@@ -184,7 +184,13 @@ def test_tiny_generative_vlm_runs_binding_sub_and_compmap(
 
     compmap_cub = write_fake_cub(tmp_path / "compmap-cub" / "CUB_200_2011", num_classes=4, per_class=4)
     out = tmp_path / "llava.json"
-    argv = ["evaluate", "--model", str(tiny_llava_dir), "--tasks", f"binding-clip:{single_object_dir},sub-vlm:{sub_dir}"]
+    argv = [
+        "evaluate",
+        "--model",
+        str(tiny_llava_dir),
+        "--tasks",
+        f"binding-clip:{single_object_dir},sub-vlm:{sub_dir}",
+    ]
     argv += ["--cub-dir", str(fake_cub), "--task-option", "sub-vlm.cbm_min_classes=1", "--batch-size", "8"]
     argv += ["--device", "cpu", "--cache-dir", str(tmp_path / "cache"), "--output", str(out)]
     assert main(argv) == 0
