@@ -120,7 +120,12 @@ def _load_processor(model_id: str, *, revision: str | None, trust_remote_code: b
 
     kwargs = {"revision": revision, "trust_remote_code": trust_remote_code}
     try:
-        return AutoProcessor.from_pretrained(model_id, **kwargs)
+        # The PIL image processor whether or not torchvision is installed (open_clip installs it):
+        # the same pixels everywhere, and the ones the fast input path (vqa_inputs) reproduces.
+        try:
+            return AutoProcessor.from_pretrained(model_id, backend="pil", **kwargs)
+        except TypeError:  # older transformers: no backend argument
+            return AutoProcessor.from_pretrained(model_id, **kwargs)
     except (ImportError, ValueError, TypeError, AttributeError) as error:
         if "torchvision" not in str(error).lower() and "video" not in str(error).lower():
             raise WeightsUnavailableError(f"cannot load the processor of {model_id}: {error}") from None

@@ -28,7 +28,7 @@ def _hand_next_token(model_dir: Path, image, text: str):
     import torch
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
-    processor = AutoProcessor.from_pretrained(model_dir)
+    processor = AutoProcessor.from_pretrained(model_dir, backend="pil")  # as the adapters load it
     model = AutoModelForImageTextToText.from_pretrained(model_dir).eval()
     messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}]
     prompt = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
@@ -149,7 +149,7 @@ def test_blip_itm_log_odds_by_hand(tiny_blip_dir, tmp_path):
     image, texts = _image(3), ["a photo of bird", "this is a bird"]
     (got,) = adapter.match([image], [texts])
     model = BlipForImageTextRetrieval.from_pretrained(tiny_blip_dir).eval()
-    processor = AutoProcessor.from_pretrained(tiny_blip_dir)
+    processor = AutoProcessor.from_pretrained(tiny_blip_dir, backend="pil")
     for text, value in zip(texts, got):
         inputs = processor(images=image, text=text, return_tensors="pt")
         with torch.no_grad():
