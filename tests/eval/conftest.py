@@ -85,3 +85,10 @@ def tiny_blip_dir(tmp_path_factory):
     from conceptforge.testing.tiny_compmap import build_tiny_blip
 
     return build_tiny_blip(tmp_path_factory.mktemp("models") / "tiny-blip")
+
+
+@pytest.fixture(scope="session")
+def tiny_open_clip_dir(tmp_path_factory):
+    from conceptforge.testing.tiny_open_clip import build_tiny_open_clip
+
+    return build_tiny_open_clip(tmp_path_factory.mktemp("models") / "tiny-open-clip")

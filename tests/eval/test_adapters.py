@@ -266,3 +266,53 @@ def test_conceptbed_with_a_vlm_needs_the_generated_images(tiny_llava_dir, tmp_pa
     err = capsys.readouterr().err
     assert "judges generated images: pass them with --dataset conceptbed-ccd=FOLDER_OR_REPO" in err
     assert not (tmp_path / "r.json").exists()
+
+
+def test_open_clip_vectors_by_hand(tiny_open_clip_dir, tmp_path):
+    import open_clip
+    import torch
+
+    from conceptforge.loaders.harness.adapters.base import load_adapter
+
+    adapter = load_adapter(resolve_model(str(tiny_open_clip_dir)), device="cpu", dtype=None, cache_dir=str(tmp_path))
+    image, texts = _image(4), ["a photo of red cube", "a photo of blue sphere"]
+    (got,) = adapter.match([image], [texts])
+    model, preprocess = open_clip.create_model_from_pretrained(f"local-dir:{tiny_open_clip_dir}")
+    tokenizer = open_clip.get_tokenizer(f"local-dir:{tiny_open_clip_dir}")
+    with torch.no_grad():
+        i = torch.nn.functional.normalize(model.encode_image(preprocess(image)[None]), dim=-1)
+        t = torch.nn.functional.normalize(model.encode_text(tokenizer(texts)), dim=-1)
+    expected = (model.logit_scale.exp() * i @ t.T)[0]
+    assert got == pytest.approx(expected.tolist(), rel=1e-5)
+    assert adapter.embedder.logit_scale == pytest.approx(float(model.logit_scale.detach().exp()))
+    adapter.close()
+
+
+def test_tiny_open_clip_runs_sub_and_binding(
+    tiny_open_clip_dir, single_object_dir, sub_dir, fake_cub, tmp_path, capsys
+):
+    out = tmp_path / "oc.json"
+    tasks = f"binding-clip:{single_object_dir},binding-cdsm:{single_object_dir},sub-vlm:{sub_dir}"
+    argv = ["evaluate", "--model", str(tiny_open_clip_dir), "--tasks", tasks, "--cub-dir", str(fake_cub)]
+    for option in (
+        "binding-cdsm.models=add",
+        "binding-cdsm.seeds=0",
+        "binding-cdsm.epochs=1",
+        "sub-vlm.cbm_min_classes=1",
+    ):
+        argv += ["--task-option", option]
+    argv += ["--device", "cpu", "--cache-dir", str(tmp_path / "cache"), "--output", str(out)]
+    assert main(argv) == 0
+    results = json.loads(out.read_text())
+    assert results["model"]["kind"] == "open_clip"
+    assert [(t["task"], t["protocol"], t["adapter"]) for t in results["tasks"]] == [
+        ("binding-clip", "binding/zero-shot", "open_clip"),
+        ("binding-cdsm", "binding/cdsm-frozen", "open_clip"),
+        ("sub-vlm", "sub/vlm-within-group", "open_clip"),
+    ]
+    _rescore_equals(out, tmp_path)
+    capsys.readouterr()
+    csp = ["evaluate", "--model", str(tiny_open_clip_dir), "--tasks", f"binding-cdsm:{single_object_dir}"]
+    csp += ["--task-option", "binding-cdsm.models=csp", "--output", str(tmp_path / "csp.json")]
+    assert main(csp) == 2  # CSP tunes a transformers CLIP's own text encoder: one line, not a traceback
+    assert "csp and clip-ft fine-tune a transformers CLIP's own encoders" in capsys.readouterr().err
