@@ -112,9 +112,16 @@ def metrics_of(results: dict) -> dict[str, Metric]:
 
 
 def score_conceptbed(rows: Sequence[dict[str, Any]], options: dict[str, Any]) -> dict[str, Metric]:
+    """CCD and the oracles' accuracies from the oracle rows; CLIPScore and DINO similarity (when the
+    run computed them) from theirs."""
     from conceptforge.loaders.conceptbed import evaluate
+    from conceptforge.loaders.conceptbed_similarity import SIMILARITY_TASKS, similarity_metrics
 
-    return metrics_of(evaluate(rows_to_records(rows), n_bins=options["ece_bins"]))
+    oracle = [r for r in rows if r["oracle_task"] not in SIMILARITY_TASKS]
+    metrics = metrics_of(evaluate(rows_to_records(oracle), n_bins=options["ece_bins"]))
+    similar = [r for r in rows if r["oracle_task"] in SIMILARITY_TASKS]
+    metrics.update({name: Metric(value, None, n) for name, (value, n) in similarity_metrics(similar).items()})
+    return metrics
 
 
 def run_conceptbed_ccd(ctx: TaskContext) -> TaskOutcome:
@@ -124,6 +131,7 @@ def run_conceptbed_ccd(ctx: TaskContext) -> TaskOutcome:
     from conceptforge.generators.conceptbed.generate import prepare_captions
     from conceptforge.generators.conceptbed.spec import load_spec
     from conceptforge.loaders.conceptbed import evaluate, report
+    from conceptforge.loaders.conceptbed_similarity import similarity_metrics
 
     options = ctx.options
     by_match = ctx.capability == MATCH  # the model is the composition oracle (VQAScore), the images are --dataset
@@ -176,9 +184,11 @@ def run_conceptbed_ccd(ctx: TaskContext) -> TaskOutcome:
     metrics = metrics_of(evaluate(records, n_bins=options["ece_bins"]))
     if not metrics:
         raise DataFormatError(f"{ctx.model.id} holds no generated images the oracles could score")
+    similar = _similarity_rows(ctx, generated, spec)
+    metrics.update({name: Metric(value, None, n) for name, (value, n) in similarity_metrics(similar).items()})
     main = next(name for name in metrics if name.endswith(".ccd"))
     return TaskOutcome(
-        record_rows(records),
+        record_rows(records) + similar,
         main,
         metrics=metrics,
         protocol="conceptbed/ccd-vqascore" if by_match else "conceptbed/ccd",
@@ -186,6 +196,26 @@ def run_conceptbed_ccd(ctx: TaskContext) -> TaskOutcome:
         + (f"; composition oracle {ctx.model.id} by VQAScore (P('Yes') to each question)" if by_match else ""),
         table=report(records, per_concept=options["per_concept"], n_bins=options["ece_bins"]),
     )
+
+
+def _similarity_rows(ctx: TaskContext, generated: Any, spec: Any) -> list[dict[str, Any]]:
+    """CLIPScore (``clip_model``) and DINO similarity (``dino_model``) rows; none when both are ''."""
+    from conceptforge.loaders.conceptbed_similarity import DinoEmbedder, score_similarities
+
+    options = ctx.options
+    if not options["clip_model"] and not options["dino_model"]:
+        return []
+    clip = None
+    if options["clip_model"]:
+        from conceptforge.loaders.embeddings import EmbeddingModel
+
+        clip = EmbeddingModel.from_pretrained(options["clip_model"], cache_dir=ctx.session.cache_dir, device=ctx.device)
+    dino = DinoEmbedder.from_pretrained(options["dino_model"], device=ctx.device) if options["dino_model"] else None
+    try:
+        return score_similarities(generated, spec, clip=clip, dino=dino, batch_size=ctx.batch_size)
+    finally:
+        if clip is not None:
+            clip.close()
 
 
 def _oracles_key(oracles: list[str]) -> str | None:
@@ -271,6 +301,18 @@ def tasks() -> list[Task]:
                 Option("max_real_images", 0, int, "real images per concept (0: all in the spec)"),
                 Option("ece_bins", 15, int, "bins of the expected calibration error"),
                 Option("per_concept", False, flag, "also tabulate CCD per concept"),
+                Option(
+                    "clip_model",
+                    "",
+                    str,
+                    "dual encoder for CLIPScore of the compositions (paper Table 2: CLIP ViT-B/32); '' = off",
+                ),
+                Option(
+                    "dino_model",
+                    "",
+                    str,
+                    "DINO ViT for pairwise similarity to the real images (paper Table 3: facebook/dino-vits16); '' = off",
+                ),
             ),
         ),
     ]
