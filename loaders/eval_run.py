@@ -119,6 +119,10 @@ class ModelSession:
         """``choose``: ``choose(images, questions) -> option distributions``."""
         return self._capable("choose")
 
+    def concept_predictor(self):
+        """``concepts``: the CBM's ``concepts(images) -> [B, C]``."""
+        return self._capable("concepts").concepts
+
     def vl_model(self):
         """CompMap's view of the model: the shared dual encoder, or a matcher scoring each pair."""
         if self._vl_model is None:

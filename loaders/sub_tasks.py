@@ -227,22 +227,20 @@ def run_sub_cbm(ctx: TaskContext) -> TaskOutcome:
     import torch
 
     from conceptforge.loaders.embeddings import load_pil
-    from conceptforge.loaders.sub_cbm import as_concept_predictor, cbm_concept_names, load_cbm_factory
+    from conceptforge.loaders.sub_cbm import cbm_concept_names
     from conceptforge.loaders.sub_scoring import build_report, score_cbm_predictions
 
     cub, items = _load(ctx)
     o = ctx.options
     if o["outputs"] not in ("logits", "probabilities"):
         raise DataFormatError(f"sub-cbm.outputs must be logits or probabilities, got {o['outputs']!r}")
-    made = load_cbm_factory(ctx.model.id)
-    model, transform = made if isinstance(made, tuple) else (made, getattr(made, "transform", None))
     names = None
     if o["concept_names"]:
         path = Path(o["concept_names"])
         if not path.is_file():
             raise DataNotFoundError(f"concept_names file {path} does not exist")
         names = [line.strip() for line in path.read_text().splitlines() if line.strip()]
-    predict = as_concept_predictor(model, transform=transform, device=ctx.device or "cpu")
+    predict = ctx.session.concept_predictor()  # the cbm adapter: concepts(images) -> [B, C]
     state: dict[str, Any] = {}
 
     def score(positions: list[int]) -> list[dict[str, Any]]:
