@@ -366,7 +366,7 @@ class ConceptTrainer:
         step_callback: Callable[[int, float], None] | None = None,
     ) -> TrainState:
         """Optimise the learner's parameters for ``config.steps`` steps; returns the train state."""
-        from conceptforge.workitems import derive_seed
+        from conceptforge.engine.workitems import derive_seed
 
         config, comps, accelerator = self.config, self.components, self.accelerator
         if not concept.reference_images:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from conceptforge.errors import DataFormatError, DataNotFoundError
-from conceptforge.loaders.data import image_column_raw, load_split, require_columns
+from conceptforge.loaders.harness.data import image_column_raw, load_split, require_columns
 
 logger = logging.getLogger(__name__)
 

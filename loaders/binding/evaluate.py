@@ -20,7 +20,7 @@ from conceptforge.loaders.binding.scoring import (
     kind_breakdown,
 )
 from conceptforge.loaders.binding.train import RunResult, TrainConfig, train_run
-from conceptforge.loaders.reports import markdown_table, mean_se, pct, pct_se
+from conceptforge.loaders.harness.reports import markdown_table, mean_se, pct, pct_se
 
 logger = logging.getLogger(__name__)
 
@@ -152,7 +152,7 @@ def evaluate_binding(
     template: str = PROMPT,
 ) -> BindingReport:
     """Evaluate ``models`` on one binding dataset (local dir / Hub id, or loaded splits)."""
-    from conceptforge.loaders.embeddings import EmbeddingModel
+    from conceptforge.loaders.harness.embeddings import EmbeddingModel
 
     unknown = [m for m in models if m not in ALL_MODELS]
     if unknown:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 import signal
 
-from conceptforge.runner import Stage
-from conceptforge.workitems import WorkItem
+from conceptforge.engine.runner import Stage
+from conceptforge.engine.workitems import WorkItem
 from tests.core import engine_stage
 
 

@@ -17,11 +17,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from conceptforge.assemblers import Assembler
-from conceptforge.launchers import resolve_shard
-from conceptforge.runner import Stage, run_stage
-from conceptforge.store import ItemResult
-from conceptforge.workitems import WorkItem, derive_seed
+from conceptforge.engine.assembly import Assembler
+from conceptforge.engine.launchers import resolve_shard
+from conceptforge.engine.runner import Stage, run_stage
+from conceptforge.engine.store import ItemResult
+from conceptforge.engine.workitems import WorkItem, derive_seed
 
 
 def items(count: int) -> list[WorkItem]:

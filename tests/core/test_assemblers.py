@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conceptforge.assemblers import Assembler, RepoAssembler, find_assembler, register_assembler
+from conceptforge.engine.assembly import Assembler, RepoAssembler, find_assembler, register_assembler
 from conceptforge.errors import InvalidArgumentError
 
 # the names every stored run of these stages carries (run.json "assembler", .work/assembly.json)
@@ -25,7 +25,7 @@ STORED = {
 def test_a_stored_name_finds_its_assembler_in_a_fresh_process(name):
     # a fresh interpreter knows no registration: the name alone must lead to the object
     code = (
-        "import sys; from conceptforge.assemblers import find_assembler; "
+        "import sys; from conceptforge.engine.assembly import find_assembler; "
         f"a = find_assembler({name!r}); print(type(a).__name__, a.name, callable(a.assemble))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
@@ -34,9 +34,9 @@ def test_a_stored_name_finds_its_assembler_in_a_fresh_process(name):
 
 
 def test_stages_hand_the_engine_the_registered_objects():
-    from conceptforge.generators.binding.generate import ASSEMBLER as binding
     from conceptforge.generators.binding.repo import REPO_ASSEMBLER
-    from conceptforge.generators.sub.generate import ASSEMBLER as sub
+    from conceptforge.generators.binding.stage import ASSEMBLER as binding
+    from conceptforge.generators.sub.stage import ASSEMBLER as sub
 
     assert find_assembler(sub.name) is sub and find_assembler(binding.name) is binding
     assert find_assembler(REPO_ASSEMBLER.name) is REPO_ASSEMBLER and isinstance(REPO_ASSEMBLER, RepoAssembler)

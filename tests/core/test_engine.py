@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from conceptforge.engine.launchers import resolve_launch
+from conceptforge.engine.runner import check_output, plan_chunks, run_stage
+from conceptforge.engine.store import ItemStore
+from conceptforge.engine.workitems import ShardSpec
 from conceptforge.errors import ConceptforgeError
-from conceptforge.launchers import resolve_launch
-from conceptforge.runner import check_output, plan_chunks, run_stage
-from conceptforge.store import ItemStore
-from conceptforge.workitems import ShardSpec
 from tests.core import engine_stage
 
 REPO = Path(__file__).resolve().parents[2]
@@ -151,7 +151,10 @@ def test_bad_shards_are_one_line(explicit, env, message):
 
 
 def test_no_torch_import_to_learn_there_is_no_launcher():
-    code = "import sys; from conceptforge.launchers import resolve_shard; resolve_shard(); print('torch' in sys.modules, 'accelerate' in sys.modules)"
+    code = (
+        "import sys; from conceptforge.engine.launchers import resolve_shard; resolve_shard(); "
+        "print('torch' in sys.modules, 'accelerate' in sys.modules)"
+    )
     result = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True, text=True, timeout=120)
     assert result.stdout.split() == ["False", "False"], result.stderr
 

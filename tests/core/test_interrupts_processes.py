@@ -69,7 +69,7 @@ def test_deferred_ctrl_c_reaches_pythons_default_handler():
 PARENT = textwrap.dedent("""
     import subprocess, sys, time, os
     child = subprocess.Popen([sys.executable, "-c",
-        "import os, sys, time; from conceptforge.processes import die_with_parent; "
+        "import os, sys, time; from conceptforge.engine.processes import die_with_parent; "
         "die_with_parent(int(sys.argv[1])); print('armed', flush=True); time.sleep(60)", str(os.getpid())],
         stdout=subprocess.PIPE, text=True)
     assert child.stdout.readline().strip() == "armed"
@@ -96,6 +96,9 @@ def test_a_worker_dies_with_its_parent_killed_by_sigkill():
 
 
 def test_a_worker_whose_parent_is_already_gone_exits():
-    code = "from conceptforge.processes import die_with_parent; die_with_parent(1 if __import__('os').getppid() != 1 else 2); print('survived')"
+    code = (
+        "from conceptforge.engine.processes import die_with_parent; "
+        "die_with_parent(1 if __import__('os').getppid() != 1 else 2); print('survived')"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     assert result.returncode == 1 and "survived" not in result.stdout

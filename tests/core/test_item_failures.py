@@ -11,10 +11,10 @@ import dataclasses
 import pyarrow.parquet as pq
 import pytest
 
+from conceptforge.engine.failures import ITEM_ATTEMPTS, MAX_FAILURES_IN_A_ROW, failed_items
+from conceptforge.engine.runner import Stage, assemble_run, run_stage
+from conceptforge.engine.store import ItemStore
 from conceptforge.errors import DeviceUnavailableError, ItemError, StoreError
-from conceptforge.failures import ITEM_ATTEMPTS, MAX_FAILURES_IN_A_ROW, failed_items
-from conceptforge.runner import Stage, assemble_run, run_stage
-from conceptforge.store import ItemStore
 from tests.core import engine_stage
 
 

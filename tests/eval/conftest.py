@@ -30,7 +30,7 @@ def tiny_clip_dir(tmp_path_factory):
 
 @pytest.fixture()
 def embedder(tiny_clip_dir, tmp_path):
-    from conceptforge.loaders.embeddings import EmbeddingModel
+    from conceptforge.loaders.harness.embeddings import EmbeddingModel
 
     model = EmbeddingModel.from_pretrained(str(tiny_clip_dir), cache_dir=tmp_path / "emb-cache", device="cpu")
     yield model

@@ -7,7 +7,7 @@ import torch
 from PIL import Image
 
 from conceptforge.errors import ConceptforgeError
-from conceptforge.loaders.embeddings import EmbeddingModel, image_key
+from conceptforge.loaders.harness.embeddings import EmbeddingModel, image_key
 
 
 def _images(n, size=(40, 30)):

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from conceptforge.errors import ConceptforgeError
-from conceptforge.loaders.eval_run import RunSettings, results_markdown, run_tasks
-from conceptforge.loaders.leaderboard import leaderboard
-from conceptforge.loaders.model_ref import ModelRef, resolve_model
-from conceptforge.loaders.tasks import all_tasks, parse_dataset_override, select_tasks
+from conceptforge.loaders.analysis.leaderboard import leaderboard
+from conceptforge.loaders.harness.model_ref import ModelRef, resolve_model
+from conceptforge.loaders.harness.registry import all_tasks, parse_dataset_override, select_tasks
+from conceptforge.loaders.harness.runner import RunSettings, results_markdown, run_tasks
 
 
 def test_selection_overrides_and_options():
@@ -100,7 +100,7 @@ def test_model_kinds_from_the_models_own_files(tmp_path, tiny_clip_dir):
 
 def test_one_run_shares_the_model_and_its_embedding_cache(tiny_clip_dir, single_object_dir, tmp_path, monkeypatch):
     """binding-cdsm embeds the same images binding-clip did: the encoder runs only for the first."""
-    from conceptforge.loaders.embeddings import EmbeddingModel
+    from conceptforge.loaders.harness.embeddings import EmbeddingModel
 
     calls = []
     original = EmbeddingModel.encode_images_uncached
@@ -243,7 +243,7 @@ def test_leaderboard_values_and_separate_columns_for_other_data():
 def test_model_card_merge_keeps_other_results():
     from huggingface_hub import EvalResult, ModelCard
 
-    from conceptforge.loaders.push_results import _merged_card
+    from conceptforge.loaders.harness.push_results import _merged_card
 
     existing = ModelCard("---\nlicense: mit\n---\n# my model\n")
     existing.data.model_name = "me/m"
@@ -345,7 +345,7 @@ def test_leaderboard_file_with_the_format_tag_but_a_wrong_structure_is_one_line(
     with pytest.raises(
         ConceptforgeError, match=re.escape(f"{bad} says format conceptforge-eval-results/1 but {problem}")
     ):
-        from conceptforge.loaders.leaderboard import load_results
+        from conceptforge.loaders.analysis.leaderboard import load_results
 
         load_results([good, bad])
     assert main(["leaderboard", str(good), str(bad)]) == 2

@@ -8,7 +8,7 @@ import pytest
 
 from conceptforge.commands import main
 from conceptforge.errors import ConceptforgeError
-from conceptforge.loaders.eval_run import write_results
+from conceptforge.loaders.harness.runner import write_results
 from tests.eval.test_evaluate_tasks import _payload
 
 

@@ -260,9 +260,9 @@ def test_a_crashed_run_resumes_scoring_only_what_is_missing(tiny_clip_dir, singl
     """binding-clip dies after two chunks of 4 items; the rerun (another batch size) scores only
     the rest, and reports what a clean run reports."""
     from conceptforge.loaders.binding import evaluate as binding_evaluate
-    from conceptforge.loaders.eval_run import RunSettings, run_tasks
-    from conceptforge.loaders.model_ref import resolve_model
-    from conceptforge.loaders.tasks import select_tasks
+    from conceptforge.loaders.harness.model_ref import resolve_model
+    from conceptforge.loaders.harness.registry import select_tasks
+    from conceptforge.loaders.harness.runner import RunSettings, run_tasks
 
     total = sum(
         len(labels) for labels in (single_object_rows_of(single_object_dir, s) for s in ("train", "val", "gen"))

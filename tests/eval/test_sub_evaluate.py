@@ -9,8 +9,8 @@ import torch
 
 from conceptforge.cub import load_cub
 from conceptforge.errors import ConceptforgeError
-from conceptforge.loaders.sub import evaluate_vlm, load_sub
-from conceptforge.loaders.sub_cbm import evaluate_cbm
+from conceptforge.loaders.sub.cbm import evaluate_cbm
+from conceptforge.loaders.sub.protocol import evaluate_vlm, load_sub
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -51,7 +51,7 @@ def test_evaluate_vlm_with_tiny_clip(embedder, sub_dir, fake_cub):
     assert 0 <= report.s_plus <= 1 and 0 <= report.s_minus <= 1
     # the report agrees with a direct argmax over the same prompts
     items = load_sub(str(sub_dir), cub=cub)
-    from conceptforge.loaders.sub import attribute_prompt
+    from conceptforge.loaders.sub.protocol import attribute_prompt
 
     options = cub.groups[items[0].group] + [None]
     text = embedder.embed_texts([attribute_prompt(a) if a else "a photo of a bird" for a in options])

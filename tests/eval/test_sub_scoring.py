@@ -3,8 +3,8 @@ import pytest
 
 from conceptforge.cub import load_cub, to_cub_attribute
 from conceptforge.errors import ConceptforgeError
-from conceptforge.loaders.sub_cbm import cbm_concept_names
-from conceptforge.loaders.sub_scoring import SubItem, build_report, score_cbm_predictions, score_vlm_predictions
+from conceptforge.loaders.sub.cbm import cbm_concept_names
+from conceptforge.loaders.sub.scoring import SubItem, build_report, score_cbm_predictions, score_vlm_predictions
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +111,7 @@ PAPER_ITEMS = [
 
 
 def test_paper_s_minus_targets_come_from_the_cbm_class_labels(cub):
-    from conceptforge.loaders.sub_scoring import s_minus_targets
+    from conceptforge.loaders.sub.scoring import s_minus_targets
 
     assert s_minus_targets(PAPER_ITEMS, cub, cbm_min_classes=2) == [
         ["has_bill_shape::dagger"],

@@ -68,7 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from conceptforge.commands.evaluate.tasks import run_alias
     from conceptforge.loaders.binding.evaluate import ALL_MODELS
-    from conceptforge.loaders.eval_run import RunSettings
+    from conceptforge.loaders.harness.runner import RunSettings
 
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     unknown = [m for m in models if m not in ALL_MODELS]

@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
     """Flags -> options of task compmap-cub or compmap-mit-states, then the one runner."""
     from conceptforge.commands.evaluate.tasks import run_alias
     from conceptforge.loaders.compmap.prompts import parse_templates
-    from conceptforge.loaders.eval_run import RunSettings
+    from conceptforge.loaders.harness.runner import RunSettings
 
     parse_templates(args.templates)  # a bad --templates fails before any model or data is read
     if args.batch_size < 1:
@@ -161,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
             device=args.device, batch_size=args.batch_size, cache_dir=args.cache_dir, mit_states_dir=args.data_dir
         )
     if args.model_kind != "auto":
-        from conceptforge.loaders.model_ref import resolve_model
+        from conceptforge.loaders.harness.model_ref import resolve_model
 
         kind = resolve_model(args.model, revision=args.revision).kind
         if kind != {"dual": "clip", "itm": "itm"}[args.model_kind]:
