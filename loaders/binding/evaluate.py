@@ -24,7 +24,7 @@ from conceptforge.loaders.harness.reports import markdown_table, mean_se, pct, p
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_CLIP = "openai/clip-vit-large-patch14"  # the paper's ViT-L/14
+PAPER_CLIP = "openai/clip-vit-large-patch14"  # the binding paper's ViT-L/14 (the `evaluate binding` default)
 DEFAULT_SEEDS = (0, 1, 2, 3, 4)
 ALL_MODELS = ("clip", *MODEL_KINDS)
 CDSM_SCORE_TEXT = {
@@ -141,7 +141,7 @@ def evaluate_binding(
     dataset: str | dict[str, BindingSplit],
     *,
     models: Sequence[str] = ("clip", "csp", "add", "mult", "conv", "tl", "rf"),
-    embedding_model: str | Any = DEFAULT_CLIP,
+    embedding_model: str | Any = PAPER_CLIP,
     revision: str | None = None,
     dataset_revision: str | None = None,
     dataset_config: str | None = None,

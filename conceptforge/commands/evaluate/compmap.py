@@ -13,10 +13,9 @@ import logging
 
 from conceptforge import argtypes as at
 from conceptforge.errors import InvalidArgumentError
+from conceptforge.loaders.harness.model_ref import DEFAULT_CLIP
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_MODEL = "openai/clip-vit-base-patch32"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--model",
-        default=DEFAULT_MODEL,
+        default=DEFAULT_CLIP,
         help="dual encoder (CLIP, SigLIP) or ITM model (ViLT, BLIP); Hub id or local dir",
     )
     parser.add_argument("--model-kind", choices=("auto", "dual", "itm"), default="auto")
@@ -89,7 +88,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     mit.add_argument(
         "--target-model",
-        default=DEFAULT_MODEL,
+        default=DEFAULT_CLIP,
         help="dual encoder for pair text embeddings when --model is an ITM model",
     )
     mit.add_argument("--topk", type=at.positive_int, nargs="+", default=[1, 2, 3])

@@ -13,6 +13,8 @@ from conceptforge.loaders.binding import TrainConfig, evaluate_binding, load_bin
 from conceptforge.loaders.binding.calibration import calibrate
 from conceptforge.loaders.binding.data import BindingSplit
 
+pytestmark = pytest.mark.usefixtures("offline_single_thread")
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -12,6 +12,8 @@ from conceptforge.errors import ConceptforgeError
 from conceptforge.loaders.sub.cbm import evaluate_cbm
 from conceptforge.loaders.sub.protocol import evaluate_vlm, load_sub
 
+pytestmark = pytest.mark.usefixtures("offline_single_thread")
+
 REPO = Path(__file__).resolve().parents[2]
 
 
