@@ -22,8 +22,8 @@ import torch
 from PIL import Image
 
 from benchmarks._harness import Result, interleave
-from conceptforge.filters.questions import build_question
-from conceptforge.filters.vqa import VQAScorer
+from conceptforge.filters.vqa.questions import build_question
+from conceptforge.filters.vqa.scorer import VQAScorer
 from conceptforge.loaders.harness.adapters.generative_vlm import VQASCORE_QUESTION, GenerativeVLMAdapter
 from conceptforge.testing.tiny_vlms import build_tiny_llava
 

@@ -16,7 +16,8 @@ from dataclasses import asdict
 from typing import Any
 
 from conceptforge.errors import DataNotFoundError, InvalidArgumentError
-from conceptforge.loaders.task_spec import (
+from conceptforge.loaders.binding import breakdowns
+from conceptforge.loaders.harness.task import (
     EMBED,
     MATCH,
     Metric,
@@ -396,6 +397,7 @@ def tasks() -> list[Task]:
                 ),
                 _config_option(),
             ),
+            breakdowns=breakdowns.BINDING,
         ),
         Task(
             "binding-cdsm",
@@ -421,5 +423,6 @@ def tasks() -> list[Task]:
                 Option("weight_decay", 1e-5, float, "Adam weight decay"),
                 Option("calibrate", False, flag, "calibrated stacking (Appendix C; single-object only)"),
             ),
+            breakdowns=breakdowns.BINDING,
         ),
     ]

@@ -120,7 +120,7 @@ class ItmScorer:
             else:
                 raise WeightsUnavailableError(f"{model_id} is a {kind!r} model; the ITM path supports vilt and blip")
             model = model_cls.from_pretrained(model_id, revision=revision)
-            from conceptforge.loaders.embeddings import pil_processor
+            from conceptforge.loaders.harness.embeddings import pil_processor
 
             processor = pil_processor(model_id, revision=revision)
         except ConceptforgeError:
@@ -133,7 +133,7 @@ class ItmScorer:
     @torch.no_grad()
     def score_image(self, image: Any, texts: list[str], *, batch_size: int = 64) -> Tensor:
         """[T] match scores of one image against ``texts``."""
-        from conceptforge.loaders.embeddings import load_pil
+        from conceptforge.loaders.harness.embeddings import load_pil
 
         pil = load_pil(image)
         out = []

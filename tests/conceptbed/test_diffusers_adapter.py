@@ -10,7 +10,7 @@ def test_generate_is_seeded_per_prompt_and_equals_the_pipeline(tiny_sd):
     from diffusers import DiffusionPipeline
 
     from conceptforge.loaders.harness.adapters.base import load_adapter
-    from conceptforge.loaders.model_ref import resolve_model
+    from conceptforge.loaders.harness.model_ref import resolve_model
 
     model = resolve_model(str(tiny_sd))
     assert model.kind == "diffusers"

@@ -5,9 +5,10 @@ import torch
 from PIL import Image
 
 from conceptforge.cub import CubAttributes
+from conceptforge.cub import group_words as humanize_group
 from conceptforge.errors import ConceptforgeError
-from conceptforge.filters.questions import OTHER, QuestionBuilder, build_question, humanize_group
-from conceptforge.filters.vqa import VQAScorer
+from conceptforge.filters.vqa.questions import OTHER, QuestionBuilder, build_question
+from conceptforge.filters.vqa.scorer import VQAScorer
 from conceptforge.testing.sub_inputs import MINI_ATTRIBUTES, image_png
 
 GROUPS = CubAttributes.from_names(MINI_ATTRIBUTES).groups
@@ -110,7 +111,7 @@ def test_missing_model_is_a_clear_error(tmp_path):
 
 
 def test_native_internvl_loads_without_torchvision_and_batches_exactly(tmp_path):
-    from conceptforge.filters.vqa import _processor_without_video
+    from conceptforge.filters.vqa.scorer import _processor_without_video
     from conceptforge.testing.tiny_vlms import build_tiny_internvl
 
     path = str(build_tiny_internvl(tmp_path / "internvl"))

@@ -1,7 +1,7 @@
 """Concept-bottleneck models given as a Python factory ``package.module:function``: ``concepts``.
 
 The factory returns a callable on PIL images, a torch module (with its ``transform`` attribute),
-or a ``(module, transform)`` pair (``loaders/sub_cbm.py``); the adapter turns any of them into
+or a ``(module, transform)`` pair (``loaders/sub/cbm.py``); the adapter turns any of them into
 ``concepts(images) -> [B, C]`` attribute logits (or probabilities, as the CBM outputs them).
 """
 
@@ -28,7 +28,7 @@ class CBMAdapter:
 
 
 def load(model: Any, *, device: str | None, dtype: str | None, cache_dir: str | None) -> CBMAdapter:
-    from conceptforge.loaders.sub_cbm import as_concept_predictor, load_cbm_factory
+    from conceptforge.loaders.sub.cbm import as_concept_predictor, load_cbm_factory
 
     made = load_cbm_factory(model.id)
     module, transform = made if isinstance(made, tuple) else (made, getattr(made, "transform", None))

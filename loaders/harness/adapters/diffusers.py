@@ -47,7 +47,7 @@ def load(model: Any, *, device: str | None, dtype: str | None, cache_dir: str | 
     import torch
     from diffusers import DiffusionPipeline
 
-    from conceptforge.loaders.embeddings import embedding_revision
+    from conceptforge.loaders.harness.embeddings import embedding_revision
 
     revision = load_revision(model)
     try:

@@ -4,11 +4,11 @@
   the chat prompt "<image> Does this figure show "{text}"? Please answer yes or no." — the whole
   vocabulary's softmax, not renormalised over yes/no (ConceptBed's ViLT oracle reads P("yes") the
   same way). "Yes" and " Yes" are both counted when each is one token.
-* ``choose`` is the SUB filter's rule (``filters/vqa.py``, shared, not copied): the options are
+* ``choose`` is the SUB filter's rule (``filters/vqa/scorer.py``, shared, not copied): the options are
   lettered A, B, … in the question, and each option's probability is its letter's next-token
   probability, normalised over the options.
 
-Both run through the filter's :class:`~conceptforge.filters.vqa.VQAScorer`: batches of
+Both run through the filter's :class:`~conceptforge.filters.vqa.scorer.VQAScorer`: batches of
 (image, prompt) pairs in one forward, right-padded and read at each row's last token, with the
 next batch preprocessed while the model runs. Every number is cached on disk per (model
 revision, dtype, image content, prompt), like the embedding cache, so a second task or a rerun
@@ -53,7 +53,7 @@ class GenerativeVLMAdapter:
     kind = "vlm"  # CompMap's activation key and progress label
 
     def __init__(self, scorer: Any, *, revision: str, cache_dir: str | Path | None) -> None:
-        from conceptforge.loaders.embeddings import default_cache_dir
+        from conceptforge.loaders.harness.embeddings import default_cache_dir
 
         self.scorer = scorer
         self.model_id = scorer.model_id
@@ -67,7 +67,7 @@ class GenerativeVLMAdapter:
 
     # ----------------------------------------------------------------------------- cache
     def _cache(self, name: str):
-        from conceptforge.loaders.embeddings import EmbeddingCache
+        from conceptforge.loaders.harness.embeddings import EmbeddingCache
 
         if name not in self._caches:
             self._caches[name] = EmbeddingCache(self.cache_namespace / f"{name}.sqlite")
@@ -80,7 +80,7 @@ class GenerativeVLMAdapter:
     def _cached(self, name: str, images: Sequence[Any], prompts: Sequence[str], compute) -> list[np.ndarray]:
         """One float32 vector per (image, prompt); ``compute(pils, prompts)`` runs the missing
         ones (each distinct pair once) and returns their vectors."""
-        from conceptforge.loaders.embeddings import image_key, load_pil
+        from conceptforge.loaders.harness.embeddings import image_key, load_pil
 
         image_keys = [image_key(image) for image in images]
         keys = [self._key(k, p) for k, p in zip(image_keys, prompts)]
@@ -147,7 +147,7 @@ class GenerativeVLMAdapter:
     def choose(self, images: Sequence[Any], questions: Sequence[Any], *, batch_size: int = 8) -> list[Any]:
         """The option distribution (``filters.vqa.OptionScores``) of each image's multiple-choice
         question (``filters.questions.MultipleChoiceQuestion``)."""
-        from conceptforge.filters.vqa import OptionScores
+        from conceptforge.filters.vqa.scorer import OptionScores
 
         if len(images) != len(questions):
             raise ValueError("one question per image")
@@ -188,7 +188,7 @@ class VQAOracleView:
         self.suffix = suffix
 
     def score(self, images: Sequence[Any], questions: Sequence[str], *, batch_size: int = 8):
-        from conceptforge.filters.conceptbed_oracles import ConceptScores
+        from conceptforge.filters.conceptbed.oracles import ConceptScores
 
         values = self.adapter.answer(
             list(images), [_capitalised(q) + self.suffix for q in questions], batch_size=batch_size
@@ -204,8 +204,8 @@ def _capitalised(question: str) -> str:
 def load(model: Any, *, device: str | None, dtype: str | None, cache_dir: str | None) -> GenerativeVLMAdapter:
     import torch
 
-    from conceptforge.filters.vqa import VQAScorer
-    from conceptforge.loaders.embeddings import embedding_revision
+    from conceptforge.filters.vqa.scorer import VQAScorer
+    from conceptforge.loaders.harness.embeddings import embedding_revision
 
     revision = load_revision(model)
     scorer = VQAScorer.from_pretrained(

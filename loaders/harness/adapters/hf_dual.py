@@ -1,6 +1,6 @@
 """Dual encoders from transformers (CLIP, SigLIP, …): ``embed`` and ``match``.
 
-``embed`` is the shared :class:`~conceptforge.loaders.embeddings.EmbeddingModel` (its on-disk
+``embed`` is the shared :class:`~conceptforge.loaders.harness.embeddings.EmbeddingModel` (its on-disk
 cache is keyed by model revision and input content). ``match`` is the model's own image–text
 logit, ``logit_scale · cos + logit_bias``, from those cached vectors: a dual encoder never needs
 a forward pass per pair.
@@ -49,7 +49,7 @@ class DualEncoderAdapter:
 
 
 def load(model: Any, *, device: str | None, dtype: str | None, cache_dir: str | None) -> DualEncoderAdapter:
-    from conceptforge.loaders.embeddings import EmbeddingModel
+    from conceptforge.loaders.harness.embeddings import EmbeddingModel
 
     embedder = EmbeddingModel.from_pretrained(
         model.id, revision=load_revision(model), cache_dir=cache_dir, device=device, dtype=dtype

@@ -42,7 +42,7 @@ class ItmAdapter:
 
 def load(model: Any, *, device: str | None, dtype: str | None, cache_dir: str | None) -> ItmAdapter:
     from conceptforge.loaders.compmap.activations import ItmScorer
-    from conceptforge.loaders.embeddings import embedding_revision
+    from conceptforge.loaders.harness.embeddings import embedding_revision
 
     revision = load_revision(model)
     scorer = ItmScorer.from_pretrained(model.id, revision=revision, device=device)

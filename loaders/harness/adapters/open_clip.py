@@ -4,7 +4,7 @@ A model folder or Hub repo holding ``open_clip_config.json`` (what open_clip's `
 point at) is built by open_clip from that config and its weights; a Hub repo is first fetched at
 the resolved commit (open_clip's own ``hf-hub:`` loader takes no revision), so the weights are the
 ones the results name. The encoders are wrapped as an
-:class:`~conceptforge.loaders.embeddings.EmbeddingModel`, so every task that embeds (SUB, binding
+:class:`~conceptforge.loaders.harness.embeddings.EmbeddingModel`, so every task that embeds (SUB, binding
 zero-shot and CDSMs, CompMap) shares the same on-disk embedding cache with them. open_clip and
 torchvision are the ``open_clip`` extra.
 """
@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from conceptforge.errors import DependencyMissingError, WeightsUnavailableError, one_line
-from conceptforge.loaders.embeddings import EmbeddingModel, embedding_revision, load_pil
+from conceptforge.loaders.harness.embeddings import EmbeddingModel, embedding_revision, load_pil
 from conceptforge.loaders.harness.adapters.base import OPEN_CLIP, load_revision
 from conceptforge.loaders.harness.adapters.hf_dual import DualEncoderAdapter
 
@@ -45,7 +45,7 @@ class OpenClipEmbedder(EmbeddingModel):
         dtype: torch.dtype = torch.float32,
     ) -> None:
         # Not EmbeddingModel.__init__: it requires transformers' get_*_features.
-        from conceptforge.loaders.embeddings import default_cache_dir
+        from conceptforge.loaders.harness.embeddings import default_cache_dir
 
         self.model = model.eval()
         self.processor = None  # csp and clip-ft (binding-cdsm) need a transformers CLIP
