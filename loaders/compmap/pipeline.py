@@ -163,11 +163,11 @@ def session_vl_model(session: Any) -> VLModel:
     """CompMap's view of a run's model (one per run): the session's dual encoder (``embed``), or
     its ``match`` adapter scoring every (image, prompt) pair (an ITM head; a generative VLM's
     VQAScore, as log-odds)."""
-    from conceptforge.loaders.harness.adapters.base import EMBED, ITM, provides
+    from conceptforge.loaders.harness.model_ref import ITM
 
     def build() -> VLModel:
         model = session.model
-        if provides(model.kind, EMBED):
+        if session.provides("embed"):
             embedder = session.embedder()
             return VLModel(model.id, "dual", display_name(model.id), embedder.revision, embedder=embedder)
         matcher = session.matcher()  # one line when the model cannot match either

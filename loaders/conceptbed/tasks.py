@@ -17,9 +17,18 @@ from collections.abc import Sequence
 from typing import Any
 
 from conceptforge.errors import DataFormatError, DataNotFoundError, one_line
-from conceptforge.loaders.conceptbed.metrics import breakdowns
+from conceptforge.loaders.conceptbed import breakdowns
 from conceptforge.loaders.harness.model_ref import GENERATED, VLM
-from conceptforge.loaders.harness.task import IMAGES, MATCH, Metric, Option, Task, TaskContext, TaskOutcome, flag
+from conceptforge.loaders.harness.task import (
+    IMAGES_TO_JUDGE,
+    MATCH,
+    Metric,
+    Option,
+    Task,
+    TaskContext,
+    TaskOutcome,
+    flag,
+)
 
 COLUMNS = (
     ("concept", "string"),
@@ -276,7 +285,7 @@ def tasks() -> list[Task]:
             "ConceptBed: concept confidence deviation, accuracy of a concept learner's "
             "generated images by oracles (ConceptBed paper Tables 1, 7); with a generative VLM as --model, "
             "the VLM answers the composition questions (VQAScore) on the images given by --dataset",
-            (IMAGES, MATCH),
+            (IMAGES_TO_JUDGE, MATCH),
             "conceptbed/ccd",
             run_conceptbed_ccd,
             score_conceptbed,
@@ -284,7 +293,10 @@ def tasks() -> list[Task]:
             needs=("concepts",),
             families=(GENERATED, VLM),
             protocols=(
-                (IMAGES, "conceptbed/ccd: --model is the generated images; ViLT VQA answers compositions (paper)"),
+                (
+                    IMAGES_TO_JUDGE,
+                    "conceptbed/ccd: --model is the generated images; ViLT VQA answers compositions (paper)",
+                ),
                 (MATCH, "conceptbed/ccd-vqascore: --model (a generative VLM) answers them by P('Yes') (ours)"),
             ),
             options=(

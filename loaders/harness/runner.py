@@ -100,10 +100,14 @@ class ModelSession:
             self._adapter = load_adapter(self.model, device=self.device, dtype=self.dtype, cache_dir=self.cache_dir)
         return self._adapter
 
-    def _capable(self, capability: str):
+    def provides(self, capability: str) -> bool:
+        """Whether the model's family provides ``capability`` (``embed``, ``match``, …)."""
         from conceptforge.loaders.harness.adapters.base import provides
 
-        if not provides(self.model.kind, capability):
+        return provides(self.model.kind, capability)
+
+    def _capable(self, capability: str):
+        if not self.provides(capability):
             raise InvalidArgumentError(f"{self.model.id} (a {self.model.kind} model) cannot {capability}")
         return self.adapter()
 

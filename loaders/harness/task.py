@@ -25,7 +25,7 @@ from conceptforge.loaders.harness.adapters.base import CHOOSE as CHOOSE  # the c
 from conceptforge.loaders.harness.adapters.base import CONCEPTS as CONCEPTS
 from conceptforge.loaders.harness.adapters.base import EMBED as EMBED
 from conceptforge.loaders.harness.adapters.base import GENERATE as GENERATE
-from conceptforge.loaders.harness.adapters.base import IMAGES as IMAGES
+from conceptforge.loaders.harness.adapters.base import IMAGES_TO_JUDGE as IMAGES_TO_JUDGE
 from conceptforge.loaders.harness.adapters.base import MATCH as MATCH
 
 
@@ -206,7 +206,7 @@ class Task:
         """One line saying why this task cannot run with ``model`` (None: it can)."""
         if self.capability_for(model.kind) is None:
             what = f"a {model.kind} model" + (f" ({model.model_type})" if model.model_type else "")
-            needs = " or ".join("generated images" if c == IMAGES else c for c in self.capabilities)
+            needs = " or ".join("generated images" if c == IMAGES_TO_JUDGE else c for c in self.capabilities)
             return f"{self.name} runs with {', '.join(self.providers())} ({needs}); {model.id} is {what}"
         missing = [need for need in self.needs if not provided.get(need)]
         if missing:

@@ -27,7 +27,7 @@ from conceptforge.loaders.harness.task import (
     choice,
     template,
 )
-from conceptforge.loaders.sub.protocol import breakdowns
+from conceptforge.loaders.sub import breakdowns
 
 COLUMNS = (
     ("attribute_group", "string"),

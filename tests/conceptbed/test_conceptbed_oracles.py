@@ -296,9 +296,9 @@ def test_a_generative_vlm_answers_the_composition_questions(
     from datasets import load_dataset
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
-    from conceptforge.generators.conceptbed.stage import ConceptBedGenerator, GenerateOptions
     from conceptforge.generators.conceptbed.learners import LearnerConfig
     from conceptforge.generators.conceptbed.spec import load_spec
+    from conceptforge.generators.conceptbed.stage import ConceptBedGenerator, GenerateOptions
     from conceptforge.testing.tiny_vlms import build_tiny_llava
 
     spec_path = write_spec(tmp_path, datasets_root, ["beagle", "tabby"], captions_file)

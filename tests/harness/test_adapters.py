@@ -237,8 +237,8 @@ def test_tiny_generative_vlm_runs_binding_sub_and_compmap(
 
 
 def test_a_rerun_without_the_sample_cache_reads_every_vlm_score_back(tiny_llava_dir, single_object_dir, tmp_path):
-    from conceptforge.loaders.harness.runner import RunSettings, run_tasks
     from conceptforge.loaders.harness.registry import select_tasks
+    from conceptforge.loaders.harness.runner import RunSettings, run_tasks
 
     model = resolve_model(str(tiny_llava_dir))
     settings = RunSettings(device="cpu", batch_size=8, cache_dir=str(tmp_path / "cache"), sample_cache=False)

@@ -27,14 +27,14 @@ MATCH = "match"
 CHOOSE = "choose"
 CONCEPTS = "concepts"
 GENERATE = "generate"
-IMAGES = "images"  # not a model: a dataset of images a concept learner generated (ConceptBed)
+IMAGES_TO_JUDGE = "images"  # not a model: a dataset of images a concept learner generated (ConceptBed)
 CAPABILITIES = {
     EMBED: "image and text vectors (cosine similarity)",
     MATCH: "a score for an (image, text) pair",
     CHOOSE: "a probability over options for an image and a question",
     CONCEPTS: "concept-bottleneck attribute logits",
     GENERATE: "images from prompts",
-    IMAGES: "generated images to be judged (a dataset, not a model)",
+    IMAGES_TO_JUDGE: "generated images to be judged (a dataset, not a model)",
 }
 
 # Family ids are what ModelRef.kind holds (the first five were the model kinds before adapters).
@@ -77,7 +77,7 @@ FAMILIES: dict[str, Family] = {
         ),
         Family(CBM, "concept-bottleneck model, a factory package.module:function", (CONCEPTS,), "cbm"),
         Family(DIFFUSERS, "diffusers pipeline", (GENERATE,), "diffusers"),
-        Family(GENERATED, "ConceptBed generated images (a dataset)", (IMAGES,), None),
+        Family(GENERATED, "ConceptBed generated images (a dataset)", (IMAGES_TO_JUDGE,), None),
     )
 }
 

@@ -35,7 +35,7 @@ VQASCORE_QUESTION = 'Does this figure show "{text}"? Please answer yes or no.'
 VQASCORE_ANSWER = "Yes"
 #: ConceptBed's composition questions are already yes/no questions ("is there a dog?").
 YES_NO_SUFFIX = " Please answer yes or no."
-MATCH_PROTOCOL = f"VQAScore: P({VQASCORE_ANSWER!r}) as the next token after {VQASCORE_QUESTION!r}"
+VQASCORE_PROTOCOL = f"VQAScore: P({VQASCORE_ANSWER!r}) as the next token after {VQASCORE_QUESTION!r}"
 CHOOSE_PROTOCOL = "option letters: next-token probability of each option's letter, normalised over the options"
 
 
@@ -49,7 +49,7 @@ class GenerativeVLMAdapter:
     """VQAScore ``match``, option-letter ``choose``, yes/no ``answer`` — cached."""
 
     family = VLM
-    protocol = MATCH_PROTOCOL
+    protocol = VQASCORE_PROTOCOL
     kind = "vlm"  # CompMap's activation key and progress label
 
     def __init__(self, scorer: Any, *, revision: str, cache_dir: str | Path | None) -> None:

@@ -13,13 +13,13 @@ from typing import Any
 
 from conceptforge.loaders.harness.adapters.base import HF_DUAL, load_revision
 
-MATCH_PROTOCOL = "dual encoder: logit_scale·cos(image, text) + logit_bias"
+DUAL_MATCH_PROTOCOL = "dual encoder: logit_scale·cos(image, text) + logit_bias"
 
 
 class DualEncoderAdapter:
     """``embedder`` (the ``embed`` capability) and :meth:`match` over it."""
 
-    protocol = MATCH_PROTOCOL
+    protocol = DUAL_MATCH_PROTOCOL
 
     def __init__(self, embedder: Any, *, family: str = HF_DUAL) -> None:
         self.embedder = embedder

@@ -18,9 +18,9 @@ from typing import Any
 import torch
 
 from conceptforge.errors import DependencyMissingError, WeightsUnavailableError, one_line
-from conceptforge.loaders.harness.embeddings import EmbeddingModel, embedding_revision, load_pil
 from conceptforge.loaders.harness.adapters.base import OPEN_CLIP, load_revision
 from conceptforge.loaders.harness.adapters.hf_dual import DualEncoderAdapter
+from conceptforge.loaders.harness.embeddings import EmbeddingModel, embedding_revision, load_pil
 
 logger = logging.getLogger(__name__)
 
