@@ -10,8 +10,7 @@
   (generated, real) pairs of a concept, pooled over concepts).
 
 Both are per-sample rows of the ``conceptbed-ccd`` samples file (``oracle_task`` ``clipscore`` /
-``dino``, ``value`` the image's score), so ``--from-predictions`` recomputes them. Where this
-module lives is temporary: with the package layout it belongs under ``loaders/conceptbed/``.
+``dino``, ``value`` the image's score), so ``--from-predictions`` recomputes them.
 """
 
 from __future__ import annotations

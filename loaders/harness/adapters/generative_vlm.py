@@ -93,7 +93,10 @@ class GenerativeVLMAdapter:
         if missing:
             decoded: dict[str, Any] = {}
             positions = list(missing.values())
-            pils = [decoded.setdefault(image_keys[p], load_pil(images[p])) for p in positions]
+            for p in positions:  # each distinct image decoded once, however many prompts it has
+                if image_keys[p] not in decoded:
+                    decoded[image_keys[p]] = load_pil(images[p])
+            pils = [decoded[image_keys[p]] for p in positions]
             vectors = compute(pils, [prompts[p] for p in positions])
             rows = [(key, np.asarray(vector, dtype=np.float32)) for key, vector in zip(missing, vectors)]
             cache.put_many(rows)
