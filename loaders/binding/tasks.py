@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
+from conceptforge import argtypes
 from conceptforge.errors import DataNotFoundError, InvalidArgumentError
 from conceptforge.loaders.binding import breakdowns
 from conceptforge.loaders.harness.model_ref import CLIP
@@ -26,9 +27,7 @@ from conceptforge.loaders.harness.task import (
     TaskOutcome,
     choice,
     flag,
-    int_list,
     mean_metric,
-    optional_float,
     over_runs,
     str_list,
     template,
@@ -191,9 +190,9 @@ def score_binding_clip(rows: Sequence[dict[str, Any]], options: dict[str, Any]) 
 
 # ----------------------------------------------------------------------------------- binding-cdsm
 def run_binding_cdsm(ctx: TaskContext) -> TaskOutcome:
-    from conceptforge.loaders.binding.evaluate import BindingReport, ModelSummary
+    from conceptforge.loaders.binding.evaluate import BindingReport, ModelSummary, train_on_frozen
     from conceptforge.loaders.binding.models import Vocabulary
-    from conceptforge.loaders.binding.train import RunResult, TrainConfig, train_run
+    from conceptforge.loaders.binding.train import RunResult, TrainConfig
 
     options = ctx.options
     models, seeds = list(options["models"]), list(options["seeds"])
@@ -228,29 +227,17 @@ def run_binding_cdsm(ctx: TaskContext) -> TaskOutcome:
         if not prepared:
             prepared["frozen"] = {name: embedder.embed_images(split.images) for name, split in splits.items()}
             prepared["vocab"] = Vocabulary.from_splits(list(splits.values()))
-        frozen = prepared["frozen"]
         out = []
         for position in positions:
             kind, seed = units[position]
             logger.info("training %s seed %d", kind, seed)
-            images = {name: split.images for name, split in splits.items()} if kind == "clip-ft" else frozen
-            result = train_run(
-                kind,
-                splits,
-                images,
-                vocab=prepared["vocab"],
-                embedder=embedder,
-                dim=int(next(iter(frozen.values())).shape[1]),
-                logit_scale=embedder.logit_scale,
-                seed=seed,
-                config=config,
-                device=str(embedder.device),
+            result = train_on_frozen(
+                kind, splits, prepared["frozen"], vocab=prepared["vocab"], embedder=embedder, seed=seed, config=config
             )
             used, scores = result.scored
-            rows = [
+            rows = [  # every scored split, so every metric comes from rows (calibration: seen-val too)
                 row
                 for name, s in scores.items()
-                if name in ("train", "val", "gen", "gen-calibrated")
                 for row in sample_rows(
                     "binding-cdsm",
                     ctx.dataset.repo,
@@ -342,7 +329,13 @@ def _config_option() -> Option:
 def _cdsm_score_option() -> Option:
     from conceptforge.loaders.binding.models import CDSM_SCORES
 
-    return Option("cdsm_score", CDSM_SCORES[0], choice(CDSM_SCORES), f"CDSM scoring: {' | '.join(CDSM_SCORES)}")
+    return Option(
+        "cdsm_score",
+        CDSM_SCORES[0],
+        choice(CDSM_SCORES),
+        "CDSM scores: dot = paper Algorithm 1 (raw dot product, N(0,1) init, no scale); "
+        "scaled-cosine = CLIP's logit_scale x cosine, N(0,1/d) init",
+    )
 
 
 def tasks() -> list[Task]:
@@ -387,12 +380,22 @@ def tasks() -> list[Task]:
             seeded=True,
             options=(
                 _config_option(),
-                Option("models", ("csp", "add", "mult", "conv", "tl", "rf"), str_list, "trained models"),
-                Option("seeds", (0, 1, 2, 3, 4), int_list, "training seeds"),
-                Option("epochs", 20, int, "training epochs (best epoch chosen on val)"),
+                Option(
+                    "models",
+                    ("csp", "add", "mult", "conv", "tl", "rf"),
+                    str_list,
+                    "trained models: csp, add, mult, conv, tl, rf, clip-ft (full fine-tuning, slow)",
+                ),
+                Option("seeds", (0, 1, 2, 3, 4), argtypes.IntList(0, 2**32 - 1, name="seeds"), "training seeds"),
+                Option("epochs", 20, argtypes.positive_int, "training epochs (best epoch chosen on val)"),
                 _cdsm_score_option(),
-                Option("lr", None, optional_float, "learning rate (default: Appendix A's rate per model)"),
-                Option("weight_decay", 1e-5, float, "Adam weight decay"),
+                Option(
+                    "lr",
+                    None,
+                    argtypes.Optional(argtypes.positive_float),
+                    "learning rate (default: Appendix A's rate per model)",
+                ),
+                Option("weight_decay", 1e-5, argtypes.non_negative_float, "Adam weight decay"),
                 Option("calibrate", False, flag, "calibrated stacking (Appendix C; single-object only)"),
             ),
             breakdowns=breakdowns.BINDING,

@@ -39,6 +39,7 @@ def rescore(directory: str | Path, *, options: Sequence[str] = ()) -> dict[str, 
     """The results payload rebuilt from ``directory``'s ``<task>.parquet`` files."""
     from conceptforge.loaders.harness.registry import get_task
     from conceptforge.loaders.harness.samples import list_sample_files, read_samples
+    from conceptforge.loaders.harness.task import parse_option
 
     wanted = _overrides(options)
     entries: list[tuple[int, dict[str, Any]]] = []
@@ -61,7 +62,7 @@ def rescore(directory: str | Path, *, options: Sequence[str] = ()) -> dict[str, 
                     f"only {', '.join(task.rescore_options) or 'no option'} can be changed here"
                 )
             known = {o.name: o for o in task.options}[name]
-            task_options[name] = known.parse(value)
+            task_options[name] = parse_option(known, value, where=f"--task-option {task.name}.{name}")
             record["options"][name] = task_options[name]
             record["variant"] = f"{record['variant']}; rescored with {name}={value}"
         metrics = task.score(rows, task_options)

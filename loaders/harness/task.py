@@ -19,12 +19,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from conceptforge.errors import InvalidArgumentError
+from conceptforge import argtypes
+from conceptforge.errors import ConceptforgeError, InvalidArgumentError
 
 
 @dataclass(frozen=True)
 class Option:
-    """A protocol setting a user may change with ``--task-option TASK.NAME=VALUE``."""
+    """A protocol setting a user may change with ``--task-option TASK.NAME=VALUE``.
+
+    ``parse`` turns the text into the value and refuses one outside the setting's domain: an
+    :class:`conceptforge.argtypes.ArgType` (or ``str``), because the per-benchmark commands
+    (``conceptforge evaluate binding …``) build their flags from these options with ``parse`` as
+    the flag's type, so a bad value is the same one line either way. A ``bool`` default makes an
+    on/off flag (``--calibrate/--no-calibrate``), a tuple default a list (``--seeds 0 1`` or
+    ``0,1``). ``help`` says what it does; where it mentions "default", the flag's help adds none."""
 
     name: str
     default: Any
@@ -32,44 +40,21 @@ class Option:
     help: str
 
 
-def int_list(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(v) for v in str(text).split(",") if v.strip())
-    except ValueError:
-        raise InvalidArgumentError(f"expected comma-separated integers, got {text!r}") from None
+int_list = argtypes.IntList()  # comma-separated integers -> tuple
+str_list = argtypes.StrList()  # comma-separated names -> tuple
 
 
-def str_list(text: str) -> tuple[str, ...]:
-    return tuple(v.strip() for v in str(text).split(",") if v.strip())
+def choice(choices: tuple[str, ...]) -> argtypes.Choice:
+    return argtypes.Choice(choices)
 
 
-def choice(choices: tuple[str, ...]) -> Callable[[str], str]:
-    def parse(text: str) -> str:
-        if text not in choices:
-            raise InvalidArgumentError(f"expected one of {', '.join(choices)}, got {text!r}")
-        return text
-
-    return parse
-
-
-def template(*, allowed: set[str], required: set[str]) -> Callable[[str], str]:
+def template(*, allowed: set[str], required: set[str]) -> argtypes.Template:
     """A prompt template checked like the command line's ``--template`` (known fields only)."""
-    import argparse
-
-    from conceptforge.argtypes import Template
-
-    check = Template(allowed=allowed, required=required)
-
-    def parse(text: str) -> str:
-        try:
-            return check(text)
-        except argparse.ArgumentTypeError as error:
-            raise InvalidArgumentError(str(error)) from None
-
-    return parse
+    return argtypes.Template(allowed=allowed, required=required)
 
 
 def flag(text: str) -> bool:
+    """An on/off option's text (the flags built from it are ``--name/--no-name``)."""
     if str(text).lower() in ("1", "true", "yes", "on"):
         return True
     if str(text).lower() in ("0", "false", "no", "off"):
@@ -77,8 +62,22 @@ def flag(text: str) -> bool:
     raise InvalidArgumentError(f"expected true/false, got {text!r}")
 
 
-def optional_float(text: str) -> float | None:
-    return None if str(text).lower() in ("", "none", "default") else float(text)
+def option_text(value: Any) -> str:
+    """A value as ``--task-option`` text (lists comma-joined): what :func:`parse_option` reads."""
+    return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+
+
+def parse_option(option: Option, value: Any, *, where: str) -> Any:
+    """``value`` (text, or a value a caller or a flag already holds) checked by the option's own
+    ``parse``; a refusal is one :class:`InvalidArgumentError` line starting ``where``."""
+    import argparse
+
+    try:
+        return option.parse(option_text(value))
+    except (argparse.ArgumentTypeError, ConceptforgeError) as error:
+        raise InvalidArgumentError(f"{where}: {error}") from None
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(f"{where}: cannot read {value!r} ({option.help})") from None
 
 
 @dataclass(frozen=True)
