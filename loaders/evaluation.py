@@ -89,7 +89,7 @@ def evaluate(
 def evaluate_from_predictions(directory: str | Path, output: str | Path, *, options: Sequence[str] = ()) -> Written:
     """Rescore a samples folder (no model) and write the results beside ``output``."""
     from conceptforge.loaders.harness.rescore import rescore
-    from conceptforge.loaders.harness.samples import list_sample_files, read_samples, samples_dir
+    from conceptforge.loaders.harness.samples import list_sample_files, read_sample_rows, samples_dir
 
     payload = rescore(directory, options=options)
     same_folder = samples_dir(output).resolve() == Path(directory).resolve()
@@ -109,7 +109,7 @@ def evaluate_from_predictions(directory: str | Path, output: str | Path, *, opti
         )
     copied: dict[str, Any] = {}
     for file in list_sample_files(directory):
-        rows, _ = read_samples(file)
+        rows, _ = read_sample_rows(file)
         from conceptforge.loaders.harness.registry import get_task
 
         name = file.stem

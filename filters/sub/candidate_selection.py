@@ -35,7 +35,7 @@ from conceptforge.progress import tqdm
 
 logger = logging.getLogger(__name__)
 
-METRICS = ("precision", "accuracy")
+SELECTION_METRICS = ("precision", "accuracy")
 
 
 def threshold_grid(low: float = 0.60, high: float = 0.95, step: float = 0.01) -> tuple[float, ...]:
@@ -152,8 +152,8 @@ def search_thresholds(
     Ties go to the lowest threshold (it keeps the most images). Thresholds whose support is
     below ``min_support`` are not eligible.
     """
-    if metric not in METRICS:
-        raise InvalidArgumentError(f"unknown metric {metric!r}; choose one of {', '.join(METRICS)}")
+    if metric not in SELECTION_METRICS:
+        raise InvalidArgumentError(f"unknown metric {metric!r}; choose one of {', '.join(SELECTION_METRICS)}")
     by_group: dict[str, list[GroupAnswer]] = defaultdict(list)
     for answer in answers:
         by_group[answer.group].append(answer)

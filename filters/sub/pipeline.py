@@ -43,9 +43,8 @@ logger = logging.getLogger(__name__)
 CANDIDATE_SPLIT = "candidates"
 OUTPUT_SPLIT = "test"
 SCORE_SPLIT = "scores"
-WORK_DIR = ".work"
 DEFAULT_CHUNK_ROWS = 100  # = the row group size of a SUB candidates dataset
-REQUIRED_COLUMNS = ("image", "item_id", "bird", "attribute", "group", "value")
+CANDIDATE_COLUMNS = ("image", "item_id", "bird", "attribute", "group", "value")
 
 try:  # datasets >= 4 names variable-length lists List; older versions Sequence
     from datasets import List as _ListFeature
@@ -100,7 +99,7 @@ class FilterRunConfig:
 
 
 def open_candidates(path: str | Path) -> LocalSplit:
-    return open_split(path, CANDIDATE_SPLIT, required=REQUIRED_COLUMNS, kind="SUB candidates dataset")
+    return open_split(path, CANDIDATE_SPLIT, required=CANDIDATE_COLUMNS, kind="SUB candidates dataset")
 
 
 def check_candidate_groups(candidates: LocalSplit, questions: QuestionBuilder) -> None:

@@ -11,6 +11,7 @@ import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from conceptforge.cub import group_words, value_words
 from conceptforge.errors import DataFormatError, InvalidArgumentError
 
 OTHER = "Other"
@@ -19,17 +20,6 @@ LETTERS = string.ascii_uppercase
 #: instruction InternVL's own multiple-choice evaluation uses). Set ``answer_hint=""`` for the
 #: paper's text verbatim.
 DEFAULT_ANSWER_HINT = "Answer with the option's letter from the given choices directly."
-
-
-def humanize_group(group: str) -> str:
-    """``has_upperparts_color`` -> ``upperparts color``."""
-    name = group[4:] if group.startswith("has_") else group
-    return name.replace("_", " ").strip()
-
-
-def humanize_value(value: str) -> str:
-    """``curved_(up_or_down)`` -> ``curved (up or down)``."""
-    return " ".join(value.replace("_", " ").split())
 
 
 @dataclass(frozen=True)
@@ -65,8 +55,8 @@ def build_question(
         raise DataFormatError(f"attribute group {group!r} lists an option twice")
     if len(options) > len(LETTERS):
         raise DataFormatError(f"attribute group {group!r} has {len(values)} values: more options than letters A-Z")
-    choices = " ".join(f"{LETTERS[i]}) {humanize_value(option)}" for i, option in enumerate(options))
-    text = f"What type of {humanize_group(group)} does this bird have? Please pick between {choices}"
+    choices = " ".join(f"{LETTERS[i]}) {value_words(option)}" for i, option in enumerate(options))
+    text = f"What type of {group_words(group)} does this bird have? Please pick between {choices}"
     if answer_hint:
         text = f"{text}\n{answer_hint}"
     return MultipleChoiceQuestion(group, options, text)

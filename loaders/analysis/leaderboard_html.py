@@ -21,7 +21,8 @@ from typing import Any
 from conceptforge.loaders.analysis.bootstrap import BootstrapConfig, Difference, Estimate
 from conceptforge.loaders.analysis.breakdowns import TaskBreakdowns, compare, compute_breakdowns, describe, spec_for
 from conceptforge.loaders.analysis.leaderboard import VALUES_NOTE, leaderboard_table
-from conceptforge.loaders.harness.sample_columns import Samples, read_samples, samples_dir_for
+from conceptforge.loaders.harness.sample_columns import Samples, read_samples
+from conceptforge.loaders.harness.samples import samples_dir
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ def collect(
     tasks: dict[str, list[ModelTask]] = {}
     notes = []
     for label, payload in zip(_labels(payloads), payloads):
-        folder = samples_dir_for(payload["_path"])
+        folder = samples_dir(payload["_path"])
         if not folder.is_dir():
             notes.append(f"{label}: no per-sample predictions beside {payload['_path']} (expected {folder.name}/)")
             continue

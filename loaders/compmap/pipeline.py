@@ -28,10 +28,9 @@ from conceptforge.loaders.compmap.activations import (
 from conceptforge.loaders.compmap.cub_arrays import CubPrimitives
 from conceptforge.loaders.compmap.mit_states import MitStatesData, Pair
 from conceptforge.loaders.compmap.prompts import TemplateChoice, cub_attribute_prompts, mit_prompts
+from conceptforge.loaders.harness.model_ref import ITM_TYPES
 
 logger = logging.getLogger(__name__)
-
-ITM_TYPES = ("vilt", "blip")
 
 
 def cub_vocabulary(cub: CubPrimitives, templates: TemplateChoice) -> ConceptVocabulary:

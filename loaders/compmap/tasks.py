@@ -22,7 +22,7 @@ from typing import Any
 
 from conceptforge import argtypes
 from conceptforge.loaders.compmap import breakdowns
-from conceptforge.loaders.harness.model_ref import CLIP, ITM
+from conceptforge.loaders.harness.model_ref import CLIP, DEFAULT_CLIP, ITM
 from conceptforge.loaders.harness.task import Metric, Option, Task, TaskContext, TaskOutcome, choice, flag
 
 CUB_COLUMNS = (
@@ -409,7 +409,7 @@ def tasks() -> list[Task]:
                 ),
                 Option(
                     "target_model",
-                    "openai/clip-vit-base-patch32",
+                    DEFAULT_CLIP,
                     str,
                     "dual encoder for pair texts when the model is ITM",
                 ),

@@ -37,6 +37,7 @@ from conceptforge.errors import DataFormatError, InvalidArgumentError
 
 # The record format lives with the oracles that write it; re-exported so reports read one module.
 from conceptforge.filters.conceptbed.records import ORIGINAL, ScoreRecord, load_records, save_records  # noqa: F401
+from conceptforge.generators.conceptbed.composition import CATEGORIES
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +49,8 @@ TASK_TITLES = {
     "composition": "Composition (concept oracle)",
     "vqa": "Composition (VQA)",
 }
-CATEGORIES = ("relation", "action", "attribute", "counting")  # Table 2's column order
+TABLE2_ORDER = ("relation", "action", "attribute", "counting")  # Table 2's column order of CATEGORIES
+assert set(TABLE2_ORDER) == set(CATEGORIES)
 DEFAULT_ECE_BINS = 15
 CCD_AGGREGATIONS = {
     "ccd": "per-concept mean, paper Eq. 3",
@@ -200,7 +202,7 @@ def evaluate(records: Sequence[ScoreRecord], *, n_bins: int = DEFAULT_ECE_BINS) 
             if task not in ("composition", "vqa"):
                 continue
             per_category = {}
-            for category in CATEGORIES:
+            for category in TABLE2_ORDER:
                 in_category = select(generated, category=category)
                 if in_category:
                     reference = select(real, category=category) if task == "vqa" else real
@@ -245,7 +247,7 @@ def table1(results: Mapping[tuple[str, str, str], Metrics]) -> str:
 
 def table2(results: Mapping[tuple[str, str, str], Metrics]) -> str:
     """Compositional reasoning per category: VQA accuracy and CCD (paper Table 2, without CLIP)."""
-    categories = [c for c in CATEGORIES if any(k[1] == "vqa" and k[2] == c for k in results)]
+    categories = [c for c in TABLE2_ORDER if any(k[1] == "vqa" and k[2] == c for k in results)]
     header = ["model"] + [f"{c} {m}" for c in categories for m in ("Acc.", "CCD")]
     rows = []
     for source in _sources(results):
@@ -259,7 +261,7 @@ def table2(results: Mapping[tuple[str, str, str], Metrics]) -> str:
 
 def table2_concept(results: Mapping[tuple[str, str, str], Metrics]) -> str:
     """Concept alignment of composition images per category (the concept oracle's CCD)."""
-    categories = [c for c in CATEGORIES if any(k[1] == "composition" and k[2] == c for k in results)]
+    categories = [c for c in TABLE2_ORDER if any(k[1] == "composition" and k[2] == c for k in results)]
     rows = []
     for source in _sources(results):
         if source == ORIGINAL:

@@ -29,10 +29,10 @@ import torch
 from conceptforge.argtypes import check_device
 from conceptforge.cards.provenance import COMMIT_RE, local_fingerprint
 from conceptforge.errors import DataFormatError, DataNotFoundError, InvalidArgumentError, WeightsUnavailableError
+from conceptforge.loaders.harness.model_ref import DEFAULT_CLIP
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_CLIP = "openai/clip-vit-base-patch32"
 CACHE_ENV = "CONCEPTFORGE_EMBEDDING_CACHE"
 
 

@@ -38,6 +38,8 @@ KINDS = {
 }
 DUAL_TYPES = ("clip", "siglip", "siglip2", "chinese_clip", "altclip", "metaclip_2")
 ITM_TYPES = ("vilt", "blip")
+#: The dual encoder used where a command needs one and none is named (evaluate binding/compmap, CompMap targets).
+DEFAULT_CLIP = "openai/clip-vit-base-patch32"
 GENERATED_COLUMNS = {"concept_kind", "concept", "learner", "image"}
 _FACTORY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 

@@ -38,14 +38,14 @@ def _overrides(options: Sequence[str]) -> dict[str, dict[str, str]]:
 def rescore(directory: str | Path, *, options: Sequence[str] = ()) -> dict[str, Any]:
     """The results payload rebuilt from ``directory``'s ``<task>.parquet`` files."""
     from conceptforge.loaders.harness.registry import get_task
-    from conceptforge.loaders.harness.samples import list_sample_files, read_samples
+    from conceptforge.loaders.harness.samples import list_sample_files, read_sample_rows
     from conceptforge.loaders.harness.task import parse_option
 
     wanted = _overrides(options)
     entries: list[tuple[int, dict[str, Any]]] = []
     run: dict[str, Any] | None = None
     for file in list_sample_files(directory):
-        rows, metadata = read_samples(file)
+        rows, metadata = read_sample_rows(file)
         if "conceptforge.task" not in metadata or "conceptforge.run" not in metadata:
             raise DataFormatError(f"{file} is not a samples file written by conceptforge evaluate (no task record)")
         record = json.loads(metadata["conceptforge.task"])

@@ -4,9 +4,9 @@ Schema contract (one parquet per task, ``<results-stem>.samples/<task>.parquet``
 ``item_id``, ``candidates`` (list<string>), ``scores`` (list<float64>), ``prediction``, ``label``,
 ``correct`` (bool, null where not a correctness), ``value`` (float64: the per-sample quantity the
 headline metric averages; a null row is not counted) and each task's grouping columns (its
-``Task.columns``, grouped by its ``breakdowns=`` spec); the schema metadata holds ``model``, ``model_revision`` and
-``dataset_revision``. Grouping columns are kept dictionary-encoded: the breakdowns group millions
-of CompMap query rows in numpy, not row by row in Python.
+``Task.columns``, grouped by its ``breakdowns=`` spec); the schema metadata holds ``model``,
+``model_revision`` and ``dataset_revision``. Grouping columns are kept dictionary-encoded: the
+breakdowns group millions of CompMap query rows in numpy, not row by row in Python.
 """
 
 from __future__ import annotations
@@ -18,9 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from conceptforge.errors import DataFormatError, DataNotFoundError
-
-REQUIRED_COLUMNS = ("item_id", "value")
+SAMPLE_COLUMNS_REQUIRED = ("item_id", "value")
 NONE_LABEL = "(none)"  # a group label: the column is null or empty
 METADATA_KEYS = ("model", "model_revision", "dataset_revision")  # what the breakdowns keep of the file's metadata
 
@@ -33,12 +31,6 @@ class Not:
 
     def __str__(self) -> str:
         return f"not {self.value}"
-
-
-def samples_dir_for(results_path: str | Path) -> Path:
-    """Where a results file's per-sample files live: ``<stem>.samples/`` beside it."""
-    results_path = Path(results_path)
-    return results_path.with_name(results_path.stem + ".samples")
 
 
 @dataclass
@@ -114,31 +106,18 @@ class Samples:
 
 
 def read_samples(path: str | Path) -> Samples:
-    """Read ``<task>.parquet`` (the contract above); the task name is the file's stem."""
+    """Read ``<task>.parquet`` (the contract above) column-wise; the task name is the file's stem."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
+
+    from conceptforge.loaders.harness.samples import open_sample_table, table_metadata
 
     path = Path(path)
-    if not path.is_file():
-        raise DataNotFoundError(f"per-sample file {path} does not exist")
-    try:
-        table = pq.read_table(path)
-    except (pa.ArrowInvalid, OSError) as error:
-        raise DataFormatError(f"{path} is not a parquet file ({str(error).splitlines()[0]})") from None
-    missing = [name for name in REQUIRED_COLUMNS if name not in table.column_names]
-    if missing:
-        raise DataFormatError(
-            f"{path} lacks column(s) {', '.join(missing)} of the per-sample schema "
-            f"(it has {', '.join(table.column_names)})"
-        )
-    kind = table.schema.field("value").type
-    if not (pa.types.is_floating(kind) or pa.types.is_integer(kind) or pa.types.is_boolean(kind)):
-        raise DataFormatError(f"{path}: column value must be numeric, it is {kind}")
+    table = open_sample_table(path, required=SAMPLE_COLUMNS_REQUIRED)
     value = table.column("value").cast(pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64)
     columns = {
         name: Column.from_arrow(table.column(name))
         for name in table.column_names
         if name != "value" and not pa.types.is_nested(table.schema.field(name).type)
     }  # not candidates, scores
-    metadata = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items() if k.decode() in METADATA_KEYS}
+    metadata = {k: v for k, v in table_metadata(table).items() if k in METADATA_KEYS}
     return Samples(path.stem, value, columns, metadata, str(path))

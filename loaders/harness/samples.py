@@ -89,16 +89,41 @@ def write_samples(
     return path
 
 
-def read_samples(path: str | Path) -> tuple[list[dict[str, Any]], dict[str, str]]:
-    """The rows (as dicts) and the schema metadata of one samples file."""
+def open_sample_table(path: str | Path, *, required: Sequence[str] = ("item_id", "value")):
+    """The arrow table of one ``<task>.parquet``, checked: it exists, is parquet, has the
+    ``required`` columns and a numeric ``value``. Both readers (rows here, columns for the
+    breakdowns in :mod:`sample_columns`) start from it, so they refuse the same files."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
+    path = Path(path)
+    if not path.is_file():
+        raise DataNotFoundError(f"per-sample file {path} does not exist")
     try:
-        table = pq.read_table(str(path))
-    except (OSError, ValueError) as error:
+        table = pq.read_table(path)
+    except (pa.ArrowInvalid, OSError, ValueError) as error:
         raise DataFormatError(f"{path} is not a samples parquet file ({str(error).splitlines()[0]})") from None
-    metadata = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
-    return table.to_pylist(), metadata
+    missing = [name for name in required if name not in table.column_names]
+    if missing:
+        raise DataFormatError(
+            f"{path} lacks column(s) {', '.join(missing)} of the per-sample schema "
+            f"(it has {', '.join(table.column_names)})"
+        )
+    if "value" in table.column_names:
+        kind = table.schema.field("value").type
+        if not (pa.types.is_floating(kind) or pa.types.is_integer(kind) or pa.types.is_boolean(kind)):
+            raise DataFormatError(f"{path}: column value must be numeric, it is {kind}")
+    return table
+
+
+def table_metadata(table) -> dict[str, str]:
+    return {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
+
+
+def read_sample_rows(path: str | Path) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The rows (as dicts) and the schema metadata of one samples file."""
+    table = open_sample_table(path)
+    return table.to_pylist(), table_metadata(table)
 
 
 def samples_metadata(

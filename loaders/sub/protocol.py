@@ -45,7 +45,9 @@ from conceptforge.cub import (
     attribute_group,
     attribute_value,
     bird_name,
+    group_words,
     to_cub_attribute,
+    value_words,
 )
 from conceptforge.errors import DataFormatError
 from conceptforge.loaders.harness.data import image_column_raw, load_split, require_columns
@@ -136,14 +138,6 @@ def load_sub(
 
 
 # ----------------------------------------------------------------------------------- VLMs
-def group_words(group: str) -> str:
-    """``has_upper_tail_color`` -> ``upper tail color``."""
-    return group.removeprefix("has_").replace("_", " ")
-
-
-def value_words(value: str) -> str:
-    """``curved_(up_or_down)`` -> ``curved (up or down)``."""
-    return value.replace("_", " ")
 
 
 def attribute_prompt(attribute: str, template: str = ATTRIBUTE_TEMPLATE) -> str:

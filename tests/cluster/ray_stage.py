@@ -12,7 +12,7 @@ import signal
 
 from conceptforge.engine.runner import Stage
 from conceptforge.engine.workitems import WorkItem
-from tests.core import engine_stage
+from tests.engine import engine_stage
 
 
 def _append(path: str, line: str) -> None:

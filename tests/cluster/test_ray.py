@@ -14,7 +14,7 @@ import pytest
 
 from conceptforge.engine.runner import run_stage
 from tests.cluster.conftest import BIN, JOB_ENV, REPO
-from tests.core import engine_stage
+from tests.engine import engine_stage
 
 ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'conceptforge[ray]' (the test extra has it)")
 

@@ -13,7 +13,7 @@ from conceptforge.commands.status import resubmission_lines, status_lines
 from conceptforge.engine.launchers import array_spec, resubmit_hint, scheduler_record
 from conceptforge.engine.runner import run_stage
 from conceptforge.errors import ConceptforgeError
-from tests.core import engine_stage
+from tests.engine import engine_stage
 
 
 @pytest.mark.parametrize("ids, spec", [([1, 3, 4, 5, 9], "1,3-5,9"), ([0], "0"), ([7, 2, 3, 2], "2-3,7"), ([], "")])

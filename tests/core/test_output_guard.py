@@ -12,11 +12,11 @@ import pytest
 from conceptforge.engine.runner import assemble_run, check_output, run_stage
 from conceptforge.engine.store import ItemStore
 from conceptforge.errors import DataNotFoundError, InvalidArgumentError, StoreError
-from tests.core import engine_stage
+from tests.engine import engine_stage
 from tests.foreign_out import make_foreign_folder, snapshot
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = str(REPO / "tests" / "core" / "engine_stage.py")
+SCRIPT = str(REPO / "tests" / "engine" / "engine_stage.py")
 ENV = {
     **{
         k: v

@@ -13,12 +13,12 @@ from conceptforge.cub import load_attributes
 from conceptforge.filters.dataset_io import decode_image
 from conceptforge.filters.sub.decision import FilterParams
 from conceptforge.filters.sub.pipeline import (
-    WORK_DIR,
     assemble_filtered,
     open_candidates,
     score_candidates,
 )
 from conceptforge.filters.vqa.questions import OTHER, QuestionBuilder
+from conceptforge.output import WORK_DIR
 from conceptforge.testing.sub_inputs import candidate_rows
 
 REPO = Path(__file__).resolve().parents[2]

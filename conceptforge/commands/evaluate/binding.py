@@ -23,7 +23,7 @@ TASKS = ("binding-clip", "binding-cdsm")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from conceptforge.commands.evaluate.options import add_task_options
     from conceptforge.loaders.binding.evaluate import ALL_MODELS
-    from conceptforge.loaders.harness.embeddings import DEFAULT_CLIP
+    from conceptforge.loaders.harness.model_ref import DEFAULT_CLIP
 
     parser.add_argument("--dataset", required=True, help="binding dataset dir (e.g. OUT/single-object) or Hub id")
     parser.add_argument("--revision", default=None, help="dataset revision on the Hub")

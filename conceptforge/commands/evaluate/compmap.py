@@ -23,7 +23,7 @@ TASKS = {"cub": "compmap-cub", "mit-states": "compmap-mit-states"}
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from conceptforge.commands.evaluate.options import add_task_options
-    from conceptforge.loaders.harness.embeddings import DEFAULT_CLIP
+    from conceptforge.loaders.harness.model_ref import DEFAULT_CLIP
 
     # Stored as ``args.dataset`` (``args.benchmark`` is the sub-command name, ``compmap``).
     parser.add_argument(

@@ -78,7 +78,7 @@ def stage(
         items=items(count),
         settings={"count": count},
         make_item=make_factory(log, delay),
-        assembler=Assembler("tests.core.engine_stage:assemble", assemble),
+        assembler=Assembler("tests.engine.engine_stage:assemble", assemble),
         assembly_args={"log": assembly_log, "delay": assembly_delay},
         chunk_size=chunk_size,
     )

@@ -1,6 +1,6 @@
 """Long runs survive bad items: retried, recorded as failed, listed by status, refused by assembly.
 
-Uses the engine test stage (tests/core/engine_stage.py) with a ``make_item`` that fails for chosen
+Uses the engine test stage (tests/engine/engine_stage.py) with a ``make_item`` that fails for chosen
 items: a "NaN image" (ValueError) every time, or a flaky error only on the first try.
 """
 
@@ -15,7 +15,7 @@ from conceptforge.engine.failures import ITEM_ATTEMPTS, MAX_FAILURES_IN_A_ROW, f
 from conceptforge.engine.runner import Stage, assemble_run, run_stage
 from conceptforge.engine.store import ItemStore
 from conceptforge.errors import DeviceUnavailableError, ItemError, StoreError
-from tests.core import engine_stage
+from tests.engine import engine_stage
 
 
 def failing_stage(

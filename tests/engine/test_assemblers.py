@@ -62,3 +62,22 @@ def test_an_unknown_name_is_one_clear_error():
         find_assembler("no.such.module:f")
     with pytest.raises(InvalidArgumentError, match="cannot load the assembler 'conceptforge.store:no_such_function'"):
         find_assembler("conceptforge.store:no_such_function")
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        "conceptforge.generators.binding.generate:assemble_from_store",
+        "conceptforge.generators.binding.generate:assemble_repo",
+        "conceptforge.generators.sub.generate:assemble_from_store",
+        "conceptforge.generators.conceptbed.generate:assemble_from_store",
+        "conceptforge.filters.sub_pipeline:assemble_from_store",
+    ],
+)
+def test_names_stored_before_the_move_still_find_their_assembler(stored):
+    """Runs stored by 12e3ff3 name modules that moved (issue #31); the alias table finds them."""
+    from conceptforge.engine.assembly import MOVED_MODULES, Assembler, RepoAssembler, find_assembler
+
+    found = find_assembler(stored)
+    assert isinstance(found, (Assembler, RepoAssembler)) and found.name == stored
+    assert stored.partition(":")[0] in MOVED_MODULES

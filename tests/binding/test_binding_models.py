@@ -8,6 +8,8 @@ from conceptforge.loaders.binding.models import CDSM, CSP, Vocabulary, circular_
 from conceptforge.loaders.binding.scoring import accuracy, error_breakdown, prediction_mass
 from conceptforge.loaders.binding.train import TrainConfig, candidate_scores, train_run
 
+pytestmark = pytest.mark.usefixtures("offline_single_thread")
+
 SHAPES = ["cube", "sphere", "cylinder"]
 REL_VOCAB = Vocabulary(RELATIONAL, nouns=SHAPES, adjectives=[], relations=["behind", "front", "left", "right"])
 

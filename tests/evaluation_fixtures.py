@@ -1,4 +1,6 @@
-"""Fixtures for the eval tests: a tiny offline CLIP and small synthetic datasets."""
+"""Fixtures of the evaluation tests (tests/harness, and each benchmark's evaluation tests in
+tests/binding and tests/sub): a tiny offline CLIP and small synthetic datasets. A conftest imports
+them; the evaluation test modules use ``offline_single_thread``."""
 
 from __future__ import annotations
 
@@ -7,14 +9,10 @@ import pytest
 from conceptforge.testing.tiny_models import build_tiny_clip
 
 
-@pytest.fixture(autouse=True)
-def _offline(hub_offline):
-    """Tiny models load from local folders; offline mode makes a wrong path fail without a request."""
-
-
-@pytest.fixture(autouse=True)
-def _single_thread_torch():
-    """Tiny tensors on a shared 2-core machine: intra-op threads cost 30x more than they save."""
+@pytest.fixture
+def offline_single_thread(hub_offline):
+    """Tiny models load from local folders; offline mode makes a wrong path fail without a request.
+    Tiny tensors on a shared 2-core machine: intra-op threads cost 30x more than they save."""
     import torch
 
     before = torch.get_num_threads()

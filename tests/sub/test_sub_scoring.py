@@ -6,6 +6,8 @@ from conceptforge.errors import ConceptforgeError
 from conceptforge.loaders.sub.cbm import cbm_concept_names
 from conceptforge.loaders.sub.scoring import SubItem, build_report, score_cbm_predictions, score_vlm_predictions
 
+pytestmark = pytest.mark.usefixtures("offline_single_thread")
+
 
 @pytest.fixture(scope="module")
 def cub(fake_cub):
@@ -95,7 +97,7 @@ def test_cbm_vocabulary_mismatch_is_one_line(cub):
         cbm_concept_names(1, cub, ["has_wing_color::pink"])
 
 
-# Fake CUB class-level labels (tests/eval/synthetic.py): Blue_Jay bill dagger, crown blue, tail
+# Fake CUB class-level labels (conceptforge/testing/synthetic.py): Blue_Jay bill dagger, crown blue, tail
 # multi-coloured; Albatross crown black; Nuthatch crown blue. With cbm_min_classes=2 the "CBM
 # subset" holds the attributes present in >= 2 of the 4 classes: dagger, needle, black, blue,
 # solid (multi-coloured and spotted are in one class each, so they are not CBM labels).

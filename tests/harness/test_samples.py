@@ -350,7 +350,7 @@ def test_a_users_cbm_samples_and_rescoring(tmp_path, sub_dir, fake_cub, monkeypa
     """sub-cbm rows: the CBM's probabilities for the S+ group's attributes, what it detected, and
     S+/S- verdicts (by hand in test_evaluate_tasks: S+ 4/8, S- 6/8 under any-original)."""
     from conceptforge.cub import load_cub
-    from tests.eval.test_evaluate_tasks import CBM_MODULE
+    from tests.harness.test_evaluate_tasks import CBM_MODULE
 
     names = list(load_cub(fake_cub, need="votes").attributes)
     present = ["has_crown_color::red", "has_bill_shape::needle", "has_crown_color::blue"]

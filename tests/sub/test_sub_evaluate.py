@@ -12,6 +12,8 @@ from conceptforge.errors import ConceptforgeError
 from conceptforge.loaders.harness.runner import run_task
 from conceptforge.loaders.sub.protocol import load_sub
 
+pytestmark = pytest.mark.usefixtures("offline_single_thread")
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -19,10 +19,10 @@ from conceptforge.engine.runner import check_output, plan_chunks, run_stage
 from conceptforge.engine.store import ItemStore
 from conceptforge.engine.workitems import ShardSpec
 from conceptforge.errors import ConceptforgeError
-from tests.core import engine_stage
+from tests.engine import engine_stage
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = str(REPO / "tests" / "core" / "engine_stage.py")
+SCRIPT = str(REPO / "tests" / "engine" / "engine_stage.py")
 CLEAN_ENV = {
     k: v
     for k, v in os.environ.items()

@@ -9,7 +9,7 @@ import pytest
 from conceptforge.commands import main
 from conceptforge.errors import ConceptforgeError
 from conceptforge.loaders.harness.runner import write_results
-from tests.eval.test_evaluate_tasks import _payload
+from tests.harness.test_evaluate_tasks import _payload
 
 
 def test_evaluate_never_replaces_a_users_markdown_beside_its_json(tmp_path, capsys):

@@ -14,6 +14,8 @@ from conceptforge.loaders.binding.calibration import calibrate
 from conceptforge.loaders.binding.data import BindingSplit
 from conceptforge.loaders.harness.runner import ModelSession, run_task
 
+pytestmark = pytest.mark.usefixtures("offline_single_thread")
+
 REPO = Path(__file__).resolve().parents[2]
 
 
