@@ -17,7 +17,7 @@ from conceptforge.errors import InvalidArgumentError
 logger = logging.getLogger(__name__)
 
 
-TASKS = ("binding-clip", "binding-cdsm")
+BINDING_TASKS = ("binding-clip", "binding-cdsm")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--output", type=at.output_file.as_text(), default=None, help="write the results JSON here (samples beside it)"
     )
-    add_task_options(parser, TASKS, skip=("models",))  # --models above picks the tasks and binding-cdsm.models
+    add_task_options(parser, BINDING_TASKS, skip=("models",))  # --models above picks the tasks and binding-cdsm.models
 
 
 def run(args: argparse.Namespace) -> int:
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         tasks=",".join(tasks),
         datasets=[f"{task}={args.dataset}{at}" for task in tasks],
         options=[f"binding-cdsm.models={','.join(trained)}"] if trained else [],
-        values=given_options(args, TASKS, skip=("models",)),
+        values=given_options(args, BINDING_TASKS, skip=("models",)),
         settings=settings,
         output=args.output,
         model_flag="--clip-model",

@@ -18,7 +18,7 @@ from conceptforge.errors import InvalidArgumentError
 
 logger = logging.getLogger(__name__)
 
-TASKS = {"cub": "compmap-cub", "mit-states": "compmap-mit-states"}
+COMPMAP_TASKS = {"cub": "compmap-cub", "mit-states": "compmap-mit-states"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--benchmark",
         dest="dataset",
-        choices=tuple(TASKS),
+        choices=tuple(COMPMAP_TASKS),
         required=True,
         help="cub: task compmap-cub (n-way k-shot); mit-states: task compmap-mit-states (generalized CZSL)",
     )
@@ -60,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--device", type=at.device, default=None)
     parser.add_argument("--batch-size", type=at.positive_int, default=32)
-    add_task_options(parser, tuple(TASKS.values()))
+    add_task_options(parser, tuple(COMPMAP_TASKS.values()))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     from conceptforge.loaders.compmap.prompts import parse_templates
     from conceptforge.loaders.harness.runner import RunSettings
 
-    task = TASKS[args.dataset]
+    task = COMPMAP_TASKS[args.dataset]
     options = task_values(args, (task,))
     parse_templates(options["templates"])  # a bad --templates fails before any model or data is read
     output = args.output or f"compmap-{args.dataset}.json"

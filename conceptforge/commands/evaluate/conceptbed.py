@@ -28,7 +28,7 @@ from conceptforge.errors import InvalidArgumentError
 logger = logging.getLogger(__name__)
 
 
-TASK = "conceptbed-ccd"
+CONCEPTBED_TASK = "conceptbed-ccd"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--from-scores", type=at.existing_file, nargs="+", default=[], help="report saved scores; no models loaded"
     )
-    add_task_options(parser, (TASK,))
+    add_task_options(parser, (CONCEPTBED_TASK,))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(
             "--generated needs --concepts SPEC: CCD compares the generated images with the spec's real ones"
         )
-    values = given_options(args, (TASK,))
+    values = given_options(args, (CONCEPTBED_TASK,))
     if args.no_vqa:
         values["vqa_model"] = "none"
     settings = RunSettings(device=args.device, batch_size=args.batch_size, concepts=str(args.concepts))
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         samples = run_alias(
             model=str(source),
             revision=args.revision,
-            tasks=TASK,
+            tasks=CONCEPTBED_TASK,
             values=values,
             settings=settings,
             output=output,
@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
                 if len(args.generated) == 1
                 else Path(alias_output(str(args.save_scores), str(source), True))
             )
-            save_records(path, rows_to_records(samples[TASK]))
+            save_records(path, rows_to_records(samples[CONCEPTBED_TASK]))
             logger.info("wrote the oracle scores to %s", path)
     return 0
 
@@ -113,7 +113,7 @@ def _from_scores(args: argparse.Namespace) -> int:
     records = [r for path in args.from_scores for r in load_records(path)]
     if not records:
         raise InvalidArgumentError("no scores in --from-scores")
-    options = task_values(args, (TASK,))
+    options = task_values(args, (CONCEPTBED_TASK,))
     bins = options["ece_bins"]
     print(report(records, per_concept=options["per_concept"], n_bins=bins, results=evaluate(records, n_bins=bins)))
     return 0

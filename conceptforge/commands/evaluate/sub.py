@@ -17,7 +17,7 @@ from conceptforge.errors import InvalidArgumentError
 logger = logging.getLogger(__name__)
 
 
-TASKS = ("sub-vlm", "sub-cbm")
+SUB_TASKS = ("sub-vlm", "sub-cbm")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -61,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="results JSON (several models: one file each, <stem>.<model>.json)",
     )
-    add_task_options(parser, TASKS)
+    add_task_options(parser, SUB_TASKS)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     settings = RunSettings(
         device=args.device, batch_size=args.batch_size, cache_dir=args.cache_dir, cub_dir=args.cub_dir
     )
-    values = given_options(args, TASKS)
+    values = given_options(args, SUB_TASKS)
     runs = [("sub-vlm", model, args.model_revision) for model in args.model] + [
         ("sub-cbm", spec, None) for spec in args.cbm
     ]
