@@ -276,6 +276,7 @@ def run_tasks(model: ModelRef, selections: Sequence[TaskSelection], settings: Ru
                 concepts=settings.concepts,
                 mit_states_dir=settings.mit_states_dir,
                 samples=samples,
+                given=frozenset(selection.given),
             )
             outcome = task.run(context)
             metrics = checked_metrics(task, outcome, selection.options)
@@ -314,7 +315,7 @@ def task_record(
         "benchmark": task.benchmark,
         "protocol": task.protocol,
         "variant": outcome.variant,
-        "dataset": dataset.to_dict(),
+        "dataset": {**dataset.to_dict(), **({"config": outcome.dataset_config} if outcome.dataset_config else {})},
         "options": {k: list(v) if isinstance(v, tuple) else v for k, v in options.items()},
         "seeds": outcome.seeds,
         "main_metric": outcome.main_metric,

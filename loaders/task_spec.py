@@ -128,6 +128,9 @@ class TaskOutcome:
     variant: str = ""
     details: dict[str, Any] = field(default_factory=dict)
     table: str = ""
+    #: the dataset config the task read where the run chose it (binding's ``config`` option, or a
+    #: one-config repo's own config): recorded as the result's ``dataset.config``
+    dataset_config: str | None = None
 
 
 @dataclass
@@ -145,6 +148,7 @@ class TaskContext:
     concepts: str | None = None
     mit_states_dir: str | None = None
     samples: Any = None  # conceptforge.loaders.sample_cache.TaskSamples (None: no cache)
+    given: frozenset[str] = frozenset()  # the options the user set (--task-option), not defaults
 
 
 ScoreFunction = Callable[[Sequence[dict[str, Any]], dict[str, Any]], dict[str, Metric]]

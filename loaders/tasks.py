@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from conceptforge.errors import ConceptforgeError, InvalidArgumentError
@@ -99,6 +99,7 @@ class TaskSelection:
     revision: str | None
     options: dict[str, Any]
     split: str | None = None  # None: the task's own split(s)
+    given: set[str] = field(default_factory=set)  # options set by --task-option (the rest are defaults)
 
 
 def parse_dataset_override(text: str) -> tuple[str, str | None, str | None]:
@@ -165,6 +166,7 @@ def select_tasks(
             raise InvalidArgumentError(f"task {name} has no option {option!r} (options: {', '.join(known) or 'none'})")
         try:
             chosen.options[option] = known[option].parse(value)
+            chosen.given.add(option)
         except ConceptforgeError as error:
             raise InvalidArgumentError(f"--task-option {key}: {error}") from None
         except (TypeError, ValueError):

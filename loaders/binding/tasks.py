@@ -112,13 +112,26 @@ def rows_as_split(rows: Sequence[dict[str, Any]], name: str):
 
 
 def _splits(ctx: TaskContext, task: str):
-    from conceptforge.loaders.binding.data import load_binding, resolve_config
+    """The splits of the config the task reads, and that config's name (for the results).
 
+    A repo with one config is read whatever the ``config`` option says, unless the user set the
+    option: then the rows must be that dataset (a one-config folder of single-object data asked
+    for ``relational`` is refused, not scored and recorded as relational)."""
+    from conceptforge.loaders.binding.data import dataset_kind, load_binding, resolve_config
+
+    wanted = ctx.options["config"]
     try:
-        config = resolve_config(ctx.dataset.repo, ctx.options["config"], revision=ctx.dataset.load_revision)
+        choice = resolve_config(ctx.dataset.repo, wanted, revision=ctx.dataset.load_revision)
     except DataNotFoundError as error:
         raise DataNotFoundError(f"{error} with --task-option {task}.config=NAME") from None
-    return load_binding(ctx.dataset.repo, revision=ctx.dataset.load_revision, config=config)
+    splits = load_binding(ctx.dataset.repo, revision=ctx.dataset.load_revision, config=choice.load)
+    kind = dataset_kind(splits)
+    if choice.only and "config" in ctx.given and kind is not None and kind != wanted:
+        raise InvalidArgumentError(
+            f"--task-option {task}.config={wanted}: dataset {ctx.dataset.repo} has one config ({choice.name}) and "
+            f"its rows are {kind} data, not {wanted}; drop the option or pass a {wanted} dataset"
+        )
+    return splits, choice.name
 
 
 # ----------------------------------------------------------------------------------- binding-clip
@@ -130,7 +143,8 @@ def run_binding_clip(ctx: TaskContext) -> TaskOutcome:
     template = ctx.options["template"]
     if "{label}" not in template:
         raise InvalidArgumentError("binding-clip.template must contain {label}")
-    splits = {name: split for name, split in _splits(ctx, "binding-clip").items() if len(split)}
+    loaded, config = _splits(ctx, "binding-clip")
+    splits = {name: split for name, split in loaded.items() if len(split)}
     embedder = ctx.session.embedder()
     where = [(name, i) for name, split in splits.items() for i in range(len(split))]
     ids = [f"{name}/{splits[name].item_ids[i] if splits[name].item_ids else i}" for name, i in where]
@@ -178,6 +192,7 @@ def run_binding_clip(ctx: TaskContext) -> TaskOutcome:
             "template": template,
         },
         table=report.format(),
+        dataset_config=config,
     )
 
 
@@ -213,7 +228,7 @@ def run_binding_cdsm(ctx: TaskContext) -> TaskOutcome:
         calibrate=options["calibrate"],
         cdsm_score=options["cdsm_score"],
     )
-    splits = _splits(ctx, "binding-cdsm")
+    splits, config_name = _splits(ctx, "binding-cdsm")
     setting = splits["train"].setting
     if config.calibrate and setting != "adjective-noun":
         raise InvalidArgumentError(
@@ -314,6 +329,7 @@ def run_binding_cdsm(ctx: TaskContext) -> TaskOutcome:
             },
         },
         table=report.format(),
+        dataset_config=config_name,
     )
 
 
