@@ -11,10 +11,12 @@ n (63% for a nominal 95% at n = 20, p = 0.05) and shows 0/20 as [0, 0]. So:
   per-concept mean of strata): the BCa bootstrap (bias-corrected and accelerated; Efron 1987),
   whose coverage error shrinks like 1/n instead of the percentile method's 1/√n. Below
   ``min_units`` units an interval carries a warning: no bootstrap holds its level there.
-* **Paired differences** ``a − b`` over the units two models share: the BCa interval of the mean
-  difference (same resampled units for both models) and an exact two-sided sign test on the
-  units whose values differ, which for 0/1 outcomes is the exact McNemar test:
-  ``p = min(1, 2·P(X ≤ min(n₊, n₋)))``, X ~ Binomial(n₊ + n₋, ½).
+* **Paired differences** ``a − b`` over the units two models share: for 0/1 outcomes (one
+  stratum) Newcombe's hybrid score interval for paired proportions (Newcombe 1998, method 10:
+  Wilson intervals of both margins combined with the phi correlation of the 2×2 table), else the
+  BCa interval of the mean difference (same resampled units for both models); and an exact
+  two-sided sign test on the units whose values differ, which for 0/1 outcomes is the exact
+  McNemar test: ``p = min(1, 2·P(X ≤ min(n₊, n₋)))``, X ~ Binomial(n₊ + n₋, ½).
 
 The resampling is written out so that a reader (and a test) can redo an interval by hand, for
 ``resamples`` B and ``seed`` s:
@@ -83,8 +85,9 @@ class BootstrapConfig:
             ),
             "generator": "numpy.random.Generator(PCG64(seed)), a fresh one per interval",
             "draws": "per resample, per stratum in ascending order: rng.integers(0, n, size=n)",
-            "paired_test": "exact two-sided sign test on the shared units whose values differ "
-            "(the exact McNemar test for 0/1 outcomes)",
+            "paired": "difference a − b over shared units: newcombe (1998, method 10) interval for 0/1 outcomes, "
+            "bca otherwise; exact two-sided sign test on the units whose values differ (the exact McNemar test "
+            "for 0/1 outcomes)",
         }
 
 
@@ -119,7 +122,10 @@ def _betacf(a: float, b: float, x: float) -> float:
     h = d
     for m in range(1, 10_000):
         m2 = 2 * m
-        for numerator in (m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
+        for numerator in (
+            m * (b - m) * x / ((qam + m2) * (a + m2)),
+            -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2)),
+        ):
             d = 1.0 + numerator * d
             d = 1.0 / (d if abs(d) > tiny else tiny)
             c = 1.0 + numerator / c
@@ -175,6 +181,28 @@ def wilson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
     centre = (p + z2 / (2 * n)) / (1 + z2 / n)
     half = z / (1 + z2 / n) * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def newcombe_paired(a: np.ndarray, b: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
+    """Newcombe's (1998) method 10 interval of p_a − p_b for paired 0/1 outcomes ``a`` and ``b``.
+
+    With the 2×2 table (both right e, only a f, only b g, neither h; n units), p_a = (e+f)/n,
+    p_b = (e+g)/n, Wilson intervals (l_a, u_a), (l_b, u_b) and φ = (eh − fg)/√((e+f)(g+h)(e+g)(f+h))
+    (0 when a margin is empty): the interval is δ − √((p_a−l_a)² − 2φ(p_a−l_a)(u_b−p_b) + (u_b−p_b)²)
+    to δ + √((u_a−p_a)² − 2φ(u_a−p_a)(p_b−l_b) + (p_b−l_b)²)."""
+    a, b = np.asarray(a) == 1.0, np.asarray(b) == 1.0
+    e, f, g, h = (int(np.sum(x)) for x in (a & b, a & ~b, ~a & b, ~a & ~b))
+    n = e + f + g + h
+    if n == 0:
+        return float("nan"), float("nan")
+    pa, pb = (e + f) / n, (e + g) / n
+    la, ua = wilson(e + f, n, confidence)
+    lb, ub = wilson(e + g, n, confidence)
+    margins = (e + f) * (g + h) * (e + g) * (f + h)
+    phi = (e * h - f * g) / math.sqrt(margins) if margins > 0 else 0.0
+    below = math.sqrt(max(0.0, (pa - la) ** 2 - 2 * phi * (pa - la) * (ub - pb) + (ub - pb) ** 2))
+    above = math.sqrt(max(0.0, (ua - pa) ** 2 - 2 * phi * (ua - pa) * (pb - lb) + (pb - lb) ** 2))
+    return max(-1.0, pa - pb - below), min(1.0, pa - pb + above)
 
 
 def binomial_cdf_half(k: int, m: int) -> float:
@@ -327,9 +355,9 @@ def estimate(units: Units, config: BootstrapConfig, *, unit: str = "item") -> Es
 
 @dataclass(frozen=True)
 class Difference:
-    """``a − b`` over the units both models have: its paired BCa interval and exact sign test
-    (McNemar's for 0/1 outcomes): ``p_value``, with ``n_plus``/``n_minus`` the units where a is
-    above / below b."""
+    """``a − b`` over the units both models have: its paired interval (``method``: newcombe for
+    0/1 outcomes, bca otherwise) and exact sign test (McNemar's for 0/1 outcomes): ``p_value``,
+    with ``n_plus``/``n_minus`` the units where a is above / below b."""
 
     value: float
     low: float
@@ -350,9 +378,10 @@ class Difference:
 
 
 def paired_difference(a: Units, b: Units, config: BootstrapConfig, *, unit: str = "item") -> Difference | None:
-    """Resample the units ``a`` and ``b`` share (same key; strata must agree) with one set of
-    indices: the BCa interval of the mean difference, and the exact sign test of the
-    differences. ``None`` when they share no unit."""
+    """The units ``a`` and ``b`` share (same key; strata must agree): the interval of the mean
+    difference (Newcombe's for 0/1 outcomes; else BCa, resampling the shared units with one set
+    of indices for both) and the exact sign test of the differences. ``None`` when they share no
+    unit."""
     index_a = {key: i for i, key in enumerate(a.keys)}
     shared = [(index_a[key], j) for j, key in enumerate(b.keys) if key in index_a]
     if not shared:
@@ -363,9 +392,12 @@ def paired_difference(a: Units, b: Units, config: BootstrapConfig, *, unit: str 
     strata = a.strata[ia]
     left, right = a.values[ia], b.values[ib]
     diff = left - right
-    low, high = bca_interval(diff, strata, config)
-    p_value, plus, minus = sign_test(diff)
     binary = is_proportion(left, strata) and is_proportion(right, strata)
+    if binary:
+        (low, high), method = newcombe_paired(left, right, config.confidence), "newcombe"
+    else:
+        (low, high), method = bca_interval(diff, strata, config), "bca"
+    p_value, plus, minus = sign_test(diff)
     return Difference(
         statistic(diff, strata),
         low,
@@ -374,10 +406,10 @@ def paired_difference(a: Units, b: Units, config: BootstrapConfig, *, unit: str 
         statistic(left, strata),
         statistic(right, strata),
         unit,
-        "bca",
+        method,
         "exact McNemar" if binary else "exact sign test",
         p_value,
         plus,
         minus,
-        small_n_warning(len(shared), "bca", config),
+        small_n_warning(len(shared), method, config),
     )

@@ -336,7 +336,8 @@ def _same(a: float | None, b: float | None) -> bool:
 
 def checked_metrics(task: Task, outcome: TaskOutcome, options: dict[str, Any]) -> dict[str, Metric]:
     """The metrics recomputed from the per-sample rows (what ``--from-predictions`` computes),
-    after checking they are the protocol code's own numbers: a disagreement is a bug, not noise."""
+    after checking they are the protocol code's own numbers: a disagreement is a bug, not noise.
+    The rows give every metric its ``n``; a protocol that reports none is not contradicted."""
     rescored = task.score(outcome.samples, options)
     if outcome.metrics:
         differ = [
@@ -346,7 +347,7 @@ def checked_metrics(task: Task, outcome: TaskOutcome, options: dict[str, Any]) -
             or name not in outcome.metrics
             or not _same(rescored[name].value, outcome.metrics[name].value)
             or not _same(rescored[name].stderr, outcome.metrics[name].stderr)
-            or rescored[name].n != outcome.metrics[name].n
+            or (outcome.metrics[name].n is not None and rescored[name].n != outcome.metrics[name].n)
         ]
         if differ:
             name = sorted(differ)[0]

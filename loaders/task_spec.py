@@ -174,6 +174,10 @@ class Task:
     options: tuple[Option, ...] = ()
     seeded: bool = False  # metrics carry standard errors over seeds/episodes
     rescore_options: tuple[str, ...] = ()  # options --from-predictions may change (variants computed from the rows)
+    #: ``--from-predictions``: a row whose ``value`` its own scores contradict -> one line (None: all agree)
+    check_rows: Callable[[Sequence[dict[str, Any]]], str | None] | None = None
+    #: ``--from-predictions``: the entry's ``details`` that are functions of the rows, recomputed
+    rescore_details: Callable[[Sequence[dict[str, Any]], dict[str, Any], dict[str, Any]], dict[str, Any]] | None = None
 
     def option_defaults(self) -> dict[str, Any]:
         return {o.name: o.default for o in self.options}
@@ -204,9 +208,9 @@ def mean_metric(values: Sequence[float], n: int | None = None) -> Metric:
 
 
 def over_runs(per_run: Sequence[float]) -> Metric:
-    """Mean ± standard error over seeds or episodes (sample std / sqrt(n)); ``stderr``/``n``
-    are ``None`` for a single run, as the protocols report them."""
+    """Mean ± standard error over seeds or episodes (sample std / sqrt(n)), ``n`` the runs;
+    ``stderr`` is ``None`` for a single run, as the protocols report it."""
     from conceptforge.loaders.reports import mean_se
 
     mean, se = mean_se(per_run)
-    return Metric(float(mean), float(se) if len(per_run) > 1 else None, len(per_run) if len(per_run) > 1 else None)
+    return Metric(float(mean), float(se) if len(per_run) > 1 else None, len(per_run))

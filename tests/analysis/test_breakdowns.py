@@ -217,8 +217,23 @@ def test_paired_difference_over_shared_items_by_hand(tmp_path):
     assert overall.n_shared == 4
     assert overall.value == pytest.approx(sum(d) / 4)
     assert (overall.a, overall.b) == (pytest.approx(0.75), pytest.approx(0.5))
-    low, high = hand_bca([d])  # a difference of 0/1 outcomes is not a proportion: BCa
-    assert (overall.low, overall.high) == (pytest.approx(low), pytest.approx(high))
+    # right/wrong outcomes: Newcombe's method 10. Shared table: both right g1 (e=1), only a g0, g3
+    # (f=2), only b g2 (g=1), neither 0 (h=0): p_a = 3/4, p_b = 2/4, phi = (1*0 - 2*1)/sqrt(3*1*2*2)
+    z = NORMAL.inv_cdf(0.975)
+
+    def wilson(k, n):
+        p = k / n
+        centre, half = (
+            (p + z * z / (2 * n)) / (1 + z * z / n),
+            z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)),
+        )
+        return centre - half, centre + half
+
+    (la, ua), (lb, ub), phi = wilson(3, 4), wilson(2, 4), -2 / math.sqrt(12)
+    low = 0.25 - math.sqrt((0.75 - la) ** 2 - 2 * phi * (0.75 - la) * (ub - 0.5) + (ub - 0.5) ** 2)
+    high = 0.25 + math.sqrt((ua - 0.75) ** 2 - 2 * phi * (ua - 0.75) * (0.5 - lb) + (0.5 - lb) ** 2)
+    assert overall.method == "newcombe"
+    assert (overall.low, overall.high) == (pytest.approx(low, abs=1e-12), pytest.approx(high, abs=1e-12))
     # exact McNemar: a right and b wrong on g0 and g3 (n+ = 2), the reverse on g2 (n- = 1);
     # p = 2 * P(X <= 1), X ~ Bin(3, 1/2) = 2 * (1 + 3) / 8 = 1.0
     assert (overall.test, overall.n_plus, overall.n_minus, overall.p_value) == ("exact McNemar", 2, 1, 1.0)

@@ -19,6 +19,7 @@ from conceptforge.loaders.bootstrap import (
     binomial_cdf_half,
     clopper_pearson,
     estimate,
+    newcombe_paired,
     paired_difference,
     resample,
     sign_test,
@@ -69,12 +70,16 @@ def test_exact_mcnemar_by_hand_on_a_tiny_table():
     diff = paired_difference(units(a), units(b), BootstrapConfig(resamples=200))
     assert (diff.test, diff.p_value, diff.n_plus, diff.n_minus) == ("exact McNemar", pytest.approx(0.125), 6, 1)
     assert diff.value == pytest.approx(5 / 9) and diff.n_shared == 9
-    assert diff.warning and "9 unit(s)" in diff.warning  # below the stated n
+    # its interval is Newcombe's (both right 1, only a 6, only b 1, neither 1); a score interval, no
+    # small-n warning (its coverage is simulated below)
+    assert diff.method == "newcombe" and (diff.low, diff.high) == newcombe_paired(a, b)
+    assert diff.low < diff.value < diff.high and diff.warning is None
     # no discordant pair: nothing to test, p = 1
     assert sign_test(np.zeros(4)) == (1.0, 0, 0)
     # non-binary values: the same exact test on the signs, named for what it is
     other = paired_difference(units(a * 0.5), units(b), BootstrapConfig(resamples=200))
-    assert other.test == "exact sign test"
+    assert (other.test, other.method) == ("exact sign test", "bca")
+    assert other.warning and "9 unit(s)" in other.warning  # a bootstrap below the stated n
     # large m: the incomplete-beta route agrees with the exact sum
     assert binomial_cdf_half(1480, 3001) == pytest.approx(scipy_stats.binom.cdf(1480, 3001, 0.5), abs=1e-10)
 
@@ -130,3 +135,26 @@ def test_bca_covers_the_mean_of_skewed_data_by_simulation():
         low, high = bca_interval(values, np.zeros(200), BootstrapConfig(resamples=1000, seed=r))
         held += low <= 1.0 <= high
     assert held / replicates >= 0.92
+
+
+@pytest.mark.parametrize(
+    "n,cells,floor",
+    [
+        (20, (0.3, 0.15, 0.05, 0.5), 0.92),
+        (20, (0.25, 0.25, 0.25, 0.25), 0.92),
+        (200, (0.3, 0.15, 0.05, 0.5), 0.94),
+        (200, (0.8, 0.1, 0.05, 0.05), 0.94),
+    ],
+)
+def test_paired_difference_intervals_cover_by_simulation(n, cells, floor):
+    """Right/wrong outcomes of two models on n shared items, cells = P(both right, only a, only b,
+    neither): Newcombe's interval holds p(only a) − p(only b)."""
+    tables = np.random.Generator(np.random.PCG64(7)).multinomial(n, cells, size=3000)
+    truth = cells[1] - cells[2]
+    held = 0
+    for both, only_a, only_b, neither in tables:
+        a = np.array([1.0] * (both + only_a) + [0.0] * (only_b + neither))
+        b = np.array([1.0] * both + [0.0] * only_a + [1.0] * only_b + [0.0] * neither)
+        low, high = newcombe_paired(a, b)
+        held += low <= truth <= high
+    assert held / len(tables) >= floor
