@@ -109,8 +109,8 @@ def task_chart(
             ax.barh(ys, xs, height=bar * 0.9, color=colour, label=model, zorder=2)
             ax.errorbar(xs, ys, xerr=[lows, highs], fmt="none", ecolor="#222222", elinewidth=1.1, capsize=3, zorder=3)
             for x, y, high in zip(xs, ys, highs):  # the number itself, right of the whisker
-                if x == 0:  # a bar of no length: a tick in the model's colour shows it is there
-                    ax.plot([0, 0], [y - bar * 0.45, y + bar * 0.45], color=colour, linewidth=2.5, zorder=4)
+                if x == 0:  # a bar of no length: a marker in the model's colour shows it is there
+                    ax.plot([0], [y], marker="D", markersize=5, color=colour, clip_on=False, zorder=5)
                 ax.annotate(
                     f"{x:.3f}" if signed else f"{x:.1f}",
                     (x + high, y),
