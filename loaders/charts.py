@@ -196,7 +196,7 @@ def difference_chart(
     method = "Newcombe" if rows and rows[0][1].method == "newcombe" else "BCa bootstrap"
     ax.set_title(
         f"{task}: paired difference over shared {unit}s, {100 * config.confidence:g}% {method} interval; "
-        f"coloured where the exact {rows[0][1].test if rows else 'sign test'} gives p < {1 - config.confidence:.2g}",
+        f"coloured where the {rows[0][1].test if rows else 'exact sign test'} gives p < {1 - config.confidence:.2g}",
         loc="left",
         fontsize=9,
     )
