@@ -75,7 +75,7 @@ def row_ids(directory: str | Path, splits: Iterable[Any], *, config: str | None 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from conceptforge.store import is_url, join
+    from conceptforge.engine.store import is_url, join
 
     found: dict[str, list[str]] = {}
     for split in splits:

@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from conceptforge.errors import InvalidArgumentError
-    from conceptforge.loaders.leaderboard import leaderboard, load_results
+    from conceptforge.loaders.analysis.leaderboard import leaderboard, load_results
     from conceptforge.serialization import atomic_write_bytes
 
     if args.output:  # a user's file of that name is never replaced: only a table we wrote
@@ -79,8 +79,8 @@ def run(args: argparse.Namespace) -> int:
     table = leaderboard(payloads, metrics=args.metrics)
     page = numbers = None
     if args.html or args.json:
-        from conceptforge.loaders.bootstrap import BootstrapConfig
-        from conceptforge.loaders.leaderboard_html import (
+        from conceptforge.loaders.analysis.bootstrap import BootstrapConfig
+        from conceptforge.loaders.analysis.leaderboard_html import (
             LEADERBOARD_FORMAT,
             analyse,
             leaderboard_html,

@@ -1,6 +1,6 @@
 """Breakdown numbers and their intervals, worked out by hand on tiny fixed inputs.
 
-Every interval is recomputed here from the documented methods (``loaders/bootstrap.py``):
+Every interval is recomputed here from the documented methods (``loaders/analysis/bootstrap.py``):
 proportions (every unit 0 or 1, one stratum) by the exact Clopper–Pearson interval, from
 ``scipy.stats.beta``; everything else by the BCa bootstrap written out below: a fresh
 ``Generator(PCG64(seed))``, per resample and per stratum ``rng.integers(0, n, size=n)`` over the
@@ -19,9 +19,9 @@ import pytest
 from scipy import stats as scipy_stats
 
 from conceptforge.errors import DataFormatError
-from conceptforge.loaders.bootstrap import BootstrapConfig
-from conceptforge.loaders.breakdowns import compare, compute_breakdowns, describe
-from conceptforge.loaders.sample_columns import read_samples
+from conceptforge.loaders.analysis.bootstrap import BootstrapConfig
+from conceptforge.loaders.analysis.breakdowns import compare, compute_breakdowns, describe
+from conceptforge.loaders.harness.sample_columns import read_samples
 from tests.analysis.sample_files import write_samples
 
 CONFIG = BootstrapConfig(resamples=200, seed=7)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from conceptforge.loaders.bootstrap import (
+from conceptforge.loaders.analysis.bootstrap import (
     BootstrapConfig,
     Units,
     bca_interval,

@@ -14,8 +14,8 @@ import pytest
 from PIL import Image
 
 from conceptforge.commands import main
-from conceptforge.loaders.regenerate import EXACT, tolerance
-from conceptforge.loaders.verify import Key, choose, compare_values, image_distance
+from conceptforge.generators.rebuild import EXACT, tolerance
+from conceptforge.generators.verify import Key, choose, compare_values, image_distance
 from tests.verify.verify_helpers import change_pixel, copy_release, differing_lines, edit_rows
 
 SUB_SHARD = "data/candidates-00000-of-00001.parquet"
@@ -188,7 +188,7 @@ def test_sample_at_paper_size_reaches_every_config_and_split():
 
 
 def test_image_comparison_window_by_hand():
-    from conceptforge.loaders.verify import image_comparison
+    from conceptforge.generators.verify import image_comparison
 
     base = np.full((32, 32, 3), 100, dtype=np.uint8)
     edited = base.copy()
