@@ -112,13 +112,26 @@ def rows_as_split(rows: Sequence[dict[str, Any]], name: str):
 
 
 def _splits(ctx: TaskContext, task: str):
-    from conceptforge.loaders.binding.data import load_binding, resolve_config
+    """The splits of the config the task reads, and that config's name (for the results).
 
+    A repo with one config is read whatever the ``config`` option says, unless the user set the
+    option: then the rows must be that dataset (a one-config folder of single-object data asked
+    for ``relational`` is refused, not scored and recorded as relational)."""
+    from conceptforge.loaders.binding.data import dataset_kind, load_binding, resolve_config
+
+    wanted = ctx.options["config"]
     try:
-        config = resolve_config(ctx.dataset.repo, ctx.options["config"], revision=ctx.dataset.load_revision)
+        choice = resolve_config(ctx.dataset.repo, wanted, revision=ctx.dataset.load_revision)
     except DataNotFoundError as error:
         raise DataNotFoundError(f"{error} with --task-option {task}.config=NAME") from None
-    return load_binding(ctx.dataset.repo, revision=ctx.dataset.load_revision, config=config)
+    splits = load_binding(ctx.dataset.repo, revision=ctx.dataset.load_revision, config=choice.load)
+    kind = dataset_kind(splits)
+    if choice.only and "config" in ctx.given and kind is not None and kind != wanted:
+        raise InvalidArgumentError(
+            f"--task-option {task}.config={wanted}: dataset {ctx.dataset.repo} has one config ({choice.name}) and "
+            f"its rows are {kind} data, not {wanted}; drop the option or pass a {wanted} dataset"
+        )
+    return splits, choice.name
 
 
 # ----------------------------------------------------------------------------------- binding-clip
@@ -130,7 +143,8 @@ def run_binding_clip(ctx: TaskContext) -> TaskOutcome:
     template = ctx.options["template"]
     if "{label}" not in template:
         raise InvalidArgumentError("binding-clip.template must contain {label}")
-    splits = {name: split for name, split in _splits(ctx, "binding-clip").items() if len(split)}
+    loaded, config = _splits(ctx, "binding-clip")
+    splits = {name: split for name, split in loaded.items() if len(split)}
     embedder = ctx.session.embedder()
     where = [(name, i) for name, split in splits.items() for i in range(len(split))]
     ids = [f"{name}/{splits[name].item_ids[i] if splits[name].item_ids else i}" for name, i in where]
@@ -170,7 +184,7 @@ def run_binding_clip(ctx: TaskContext) -> TaskOutcome:
         rows,
         "gen_accuracy",
         variant=f"zero-shot, {setting}",
-        metrics={f"{name}_accuracy": Metric(value) for name, value in accuracy.items()},
+        metrics={f"{name}_accuracy": Metric(value, None, len(by_split[name])) for name, value in accuracy.items()},
         details={
             "setting": setting,
             "error_breakdown": summary.breakdown,
@@ -178,6 +192,7 @@ def run_binding_clip(ctx: TaskContext) -> TaskOutcome:
             "template": template,
         },
         table=report.format(),
+        dataset_config=config,
     )
 
 
@@ -185,7 +200,7 @@ def score_binding_clip(rows: Sequence[dict[str, Any]], options: dict[str, Any]) 
     by_split: dict[str, list[float]] = defaultdict(list)
     for row in rows:
         by_split[row["split"]].append(row["value"])
-    return {f"{split}_accuracy": Metric(mean_metric(values).value) for split, values in by_split.items()}
+    return {f"{split}_accuracy": mean_metric(values) for split, values in by_split.items()}
 
 
 # ----------------------------------------------------------------------------------- binding-cdsm
@@ -213,7 +228,7 @@ def run_binding_cdsm(ctx: TaskContext) -> TaskOutcome:
         calibrate=options["calibrate"],
         cdsm_score=options["cdsm_score"],
     )
-    splits = _splits(ctx, "binding-cdsm")
+    splits, config_name = _splits(ctx, "binding-cdsm")
     setting = splits["train"].setting
     if config.calibrate and setting != "adjective-noun":
         raise InvalidArgumentError(
@@ -302,6 +317,7 @@ def run_binding_cdsm(ctx: TaskContext) -> TaskOutcome:
             },
         },
         table=report.format(),
+        dataset_config=config_name,
     )
 
 
@@ -314,6 +330,73 @@ def score_binding_cdsm(rows: Sequence[dict[str, Any]], options: dict[str, Any]) 
         f"{model}.{split}_accuracy": over_runs([mean_metric(v).value for _, v in sorted(seeds.items())])
         for (model, split), seeds in per_run.items()
     }
+
+
+# ----------------------------------------------------------------------------------- rescoring
+def check_binding_rows(rows: Sequence[dict[str, Any]]) -> str | None:
+    """Each row's ``value`` must be the tie-aware credit its ``scores`` give the true label, and
+    its ``prediction`` the top-scoring candidate: a row edited by hand (or written by other code)
+    would otherwise be rescored as if the model had said so."""
+    import torch
+
+    from conceptforge.loaders.binding.scoring import prediction_mass
+
+    for row in rows:
+        scores = torch.tensor([list(row["scores"])], dtype=torch.float64)
+        credit = float(prediction_mass(scores)[0, int(row["label_index"])])
+        if row["value"] is None or abs(credit - float(row["value"])) > 1e-9:
+            return (
+                f"row {row['item_id']}: value {row['value']} but its scores give the true label a credit of {credit:g} "
+                "(the per-sample file was edited or not written by conceptforge evaluate)"
+            )
+        top = list(row["candidates"])[int(torch.argmax(scores[0]))]
+        if row["prediction"] != top:
+            return f"row {row['item_id']}: prediction {row['prediction']!r} but its scores rank {top!r} first"
+    return None
+
+
+def _breakdowns_of(rows: Sequence[dict[str, Any]], model: str, seeds: Sequence[int | None]) -> tuple[dict, dict]:
+    """``ModelSummary``'s error and kind breakdowns (mean ± s.e. over seeds) from the gen rows."""
+    from conceptforge.loaders.binding.evaluate import ModelSummary
+    from conceptforge.loaders.binding.scoring import error_breakdown, kind_breakdown
+    from conceptforge.loaders.binding.train import RunResult
+
+    runs = []
+    for seed in seeds:
+        gen = [r for r in rows if r["split"] == "gen" and (seed is None or r.get("seed") == seed)]
+        split, scores = rows_as_split(gen, "gen") if gen else (None, None)
+        runs.append(
+            RunResult(
+                model,
+                seed or 0,
+                0,
+                {},
+                error_breakdown(scores, split) if gen else {},
+                kind_breakdown(scores, split) if gen else {},
+            )
+        )
+    summary = ModelSummary.from_runs(model, runs)
+    return summary.breakdown, summary.kinds
+
+
+def _json(value: Any) -> Any:
+    import json
+
+    return json.loads(json.dumps(value))
+
+
+def binding_clip_details(rows: Sequence[dict[str, Any]], options: dict[str, Any], details: dict[str, Any]) -> dict:
+    breakdown, kinds = _breakdowns_of(rows, "clip", [None])
+    return {**details, "error_breakdown": _json(breakdown), "kinds": _json(kinds)}
+
+
+def binding_cdsm_details(rows: Sequence[dict[str, Any]], options: dict[str, Any], details: dict[str, Any]) -> dict:
+    models = list(dict.fromkeys(r["binding_model"] for r in rows))
+    found = {}
+    for model in models:
+        seeds = sorted({r["seed"] for r in rows if r["binding_model"] == model})
+        found[model] = _breakdowns_of([r for r in rows if r["binding_model"] == model], model, seeds)[0]
+    return {**details, "error_breakdown": _json(found)}
 
 
 # ----------------------------------------------------------------------------------- table
@@ -350,6 +433,8 @@ def tasks() -> list[Task]:
             run_binding_clip,
             score_binding_clip,
             columns=COLUMNS,
+            check_rows=check_binding_rows,
+            rescore_details=binding_clip_details,
             dataset=f"{DEFAULT_ORG}/binding",
             revision="v1.0.0",
             split="train,val,gen",
@@ -374,6 +459,8 @@ def tasks() -> list[Task]:
             run_binding_cdsm,
             score_binding_cdsm,
             columns=CDSM_COLUMNS,
+            check_rows=check_binding_rows,
+            rescore_details=binding_cdsm_details,
             dataset=f"{DEFAULT_ORG}/binding",
             revision="v1.0.0",
             split="train,val,gen",

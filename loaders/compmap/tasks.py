@@ -117,12 +117,14 @@ def score_compmap_cub(rows: Sequence[dict[str, Any]], options: dict[str, Any]) -
             v = by_row[row]
             mean = sum(v) / len(v)
             if setting == "full-shot":
-                metrics[f"{setting}.{row}"] = Metric(mean, None, None)
+                metrics[f"{setting}.{row}"] = Metric(mean, None, len(v))
             else:
                 std = math.sqrt(sum((x - mean) ** 2 for x in v) / (len(v) - 1)) if len(v) > 1 else 0.0
                 metrics[f"{setting}.{row}"] = Metric(mean, std / len(v) ** 0.5 if len(v) > 1 else None, len(v))
         metrics[f"{setting}.delta"] = Metric(
-            metrics[f"{setting}.interv_full"].value - metrics[f"{setting}.oracle"].value
+            metrics[f"{setting}.interv_full"].value - metrics[f"{setting}.oracle"].value,
+            None,
+            metrics[f"{setting}.oracle"].n,
         )
     return metrics
 
@@ -256,7 +258,9 @@ def score_compmap_mit_states(rows: Sequence[dict[str, Any]], options: dict[str, 
                 metrics[f"{world}.{name}.{key}"] = Metric(top1[name][key] / 100, None, len(part))
         for key in CZSL_KEYS:
             metrics[f"{world}.delta.{key}"] = Metric(
-                (float(top1["interv_full"][key]) - float(top1["oracle"][key])) / 100
+                (float(top1["interv_full"][key]) - float(top1["oracle"][key])) / 100,
+                None,
+                len(grouped[(world, "oracle")]),
             )
     return metrics
 

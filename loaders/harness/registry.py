@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from conceptforge.errors import InvalidArgumentError
@@ -102,6 +102,7 @@ class TaskSelection:
     revision: str | None
     options: dict[str, Any]
     split: str | None = None  # None: the task's own split(s)
+    given: set[str] = field(default_factory=set)  # options set by --task-option (the rest are defaults)
 
 
 def parse_dataset_override(text: str) -> tuple[str, str | None, str | None]:
@@ -174,6 +175,7 @@ def set_option(selection: TaskSelection, name: str, value: Any, *, where: str) -
             f"task {selection.task.name} has no option {name!r} (options: {', '.join(known) or 'none'})"
         )
     selection.options[name] = parse_option(known[name], value, where=where)
+    selection.given.add(name)
 
 
 def select_task(

@@ -294,6 +294,7 @@ def run_tasks(
                 concepts=settings.concepts,
                 mit_states_dir=settings.mit_states_dir,
                 samples=samples,
+                given=frozenset(selection.given),
             )
             outcome = task.run(context)
             metrics = checked_metrics(task, outcome, selection.options)
@@ -393,7 +394,7 @@ def task_record(
         "benchmark": task.benchmark,
         "protocol": task.protocol,
         "variant": outcome.variant,
-        "dataset": dataset.to_dict(),
+        "dataset": {**dataset.to_dict(), **({"config": outcome.dataset_config} if outcome.dataset_config else {})},
         "options": {k: list(v) if isinstance(v, tuple) else v for k, v in options.items()},
         "seeds": outcome.seeds,
         "main_metric": outcome.main_metric,
@@ -414,7 +415,8 @@ def _same(a: float | None, b: float | None) -> bool:
 
 def checked_metrics(task: Task, outcome: TaskOutcome, options: dict[str, Any]) -> dict[str, Metric]:
     """The metrics recomputed from the per-sample rows (what ``--from-predictions`` computes),
-    after checking they are the protocol code's own numbers: a disagreement is a bug, not noise."""
+    after checking they are the protocol code's own numbers: a disagreement is a bug, not noise.
+    The rows give every metric its ``n``; a protocol that reports none is not contradicted."""
     rescored = task.score(outcome.samples, options)
     if outcome.metrics:
         differ = [
@@ -424,7 +426,7 @@ def checked_metrics(task: Task, outcome: TaskOutcome, options: dict[str, Any]) -
             or name not in outcome.metrics
             or not _same(rescored[name].value, outcome.metrics[name].value)
             or not _same(rescored[name].stderr, outcome.metrics[name].stderr)
-            or rescored[name].n != outcome.metrics[name].n
+            or (outcome.metrics[name].n is not None and rescored[name].n != outcome.metrics[name].n)
         ]
         if differ:
             name = sorted(differ)[0]

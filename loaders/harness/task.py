@@ -127,6 +127,9 @@ class TaskOutcome:
     variant: str = ""
     details: dict[str, Any] = field(default_factory=dict)
     table: str = ""
+    #: the dataset config the task read where the run chose it (binding's ``config`` option, or a
+    #: one-config repo's own config): recorded as the result's ``dataset.config``
+    dataset_config: str | None = None
 
 
 @dataclass
@@ -144,6 +147,7 @@ class TaskContext:
     concepts: str | None = None
     mit_states_dir: str | None = None
     samples: Any = None  # conceptforge.loaders.harness.sample_cache.TaskSamples (None: no cache)
+    given: frozenset[str] = frozenset()  # the options the user set (--task-option), not defaults
 
 
 ScoreFunction = Callable[[Sequence[dict[str, Any]], dict[str, Any]], dict[str, Metric]]
@@ -169,6 +173,10 @@ class Task:
     options: tuple[Option, ...] = ()
     seeded: bool = False  # metrics carry standard errors over seeds/episodes
     rescore_options: tuple[str, ...] = ()  # options --from-predictions may change (variants computed from the rows)
+    #: ``--from-predictions``: a row whose ``value`` its own scores contradict -> one line (None: all agree)
+    check_rows: Callable[[Sequence[dict[str, Any]]], str | None] | None = None
+    #: ``--from-predictions``: the entry's ``details`` that are functions of the rows, recomputed
+    rescore_details: Callable[[Sequence[dict[str, Any]], dict[str, Any], dict[str, Any]], dict[str, Any]] | None = None
     # how the per-sample rows break down (a ``loaders.analysis.breakdowns.TaskSpec``, declared by the
     # benchmark beside this table; None: no breakdowns)
     breakdowns: Any = None
@@ -202,9 +210,9 @@ def mean_metric(values: Sequence[float], n: int | None = None) -> Metric:
 
 
 def over_runs(per_run: Sequence[float]) -> Metric:
-    """Mean ± standard error over seeds or episodes (sample std / sqrt(n)); ``stderr``/``n``
-    are ``None`` for a single run, as the protocols report them."""
+    """Mean ± standard error over seeds or episodes (sample std / sqrt(n)), ``n`` the runs;
+    ``stderr`` is ``None`` for a single run, as the protocols report it."""
     from conceptforge.loaders.harness.reports import mean_se
 
     mean, se = mean_se(per_run)
-    return Metric(float(mean), float(se) if len(per_run) > 1 else None, len(per_run) if len(per_run) > 1 else None)
+    return Metric(float(mean), float(se) if len(per_run) > 1 else None, len(per_run))

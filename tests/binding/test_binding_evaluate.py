@@ -237,6 +237,7 @@ def test_evaluate_binding_tasks_pick_a_config_of_a_multi_config_repo(
         (task,) = json.loads(out.read_text())["tasks"]
         settings[option] = task["details"]["setting"]
         assert settings[option] == expected
+        assert task["dataset"]["config"] == (option or "single-object")  # what was measured, not null
     capsys.readouterr()
     code = run_cli(
         main,
@@ -254,3 +255,50 @@ def test_evaluate_binding_tasks_pick_a_config_of_a_multi_config_repo(
     assert code == 2 and not (tmp_path / "bad.json").exists()
     assert err[-1].startswith("error: ") and "no config 'two-object' (configs: single-object, relational)" in err[-1]
     assert "--task-option binding-clip.config=NAME" in err[-1]
+
+
+def test_a_config_option_that_does_not_match_a_one_config_dataset_is_refused(
+    tiny_clip_dir, single_object_dir, tmp_path, capsys, monkeypatch
+):
+    """Before: a one-config folder of single-object data was scored under config=relational and
+    the results said "relational"."""
+    from conceptforge.cli import run_cli
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    main = _evaluate_main()
+    base = ["--model", str(tiny_clip_dir), "--cache-dir", str(tmp_path / "cache"), "--tasks"]
+    out = tmp_path / "bad.json"
+    code = run_cli(
+        main,
+        [
+            *base,
+            f"binding-clip:{single_object_dir}",
+            "--task-option",
+            "binding-clip.config=relational",
+            "--output",
+            str(out),
+        ],
+    )
+    err = [line for line in capsys.readouterr().err.strip().splitlines() if line.startswith("error: ")]
+    assert code == 2 and not out.exists()
+    assert err == [
+        f"error: --task-option binding-clip.config=relational: dataset {single_object_dir} has one config (default) "
+        "and its rows are single-object data, not relational; drop the option or pass a relational dataset"
+    ]
+    good = tmp_path / "good.json"
+    assert (
+        run_cli(
+            main,
+            [
+                *base,
+                f"binding-clip:{single_object_dir}",
+                "--task-option",
+                "binding-clip.config=single-object",
+                "--output",
+                str(good),
+            ],
+        )
+        == 0
+    )
+    (task,) = json.loads(good.read_text())["tasks"]
+    assert task["dataset"]["config"] == "default" and task["options"]["config"] == "single-object"
