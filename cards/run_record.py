@@ -12,7 +12,8 @@ Layout::
     {"format": 1, "generator": "binding",
      "configs": {"<config>": {"stage": …, "settings": …, "plan": {"items": N, "fingerprint": …},
                                "rebuild": {…generator-specific…}, "device": "cpu"}},
-     "packages": {"conceptforge": …, "torch": …}, "python": "3.12.3", "machine": "x86_64"}
+     "packages": {"conceptforge": …, "torch": …}, "python": "3.12.3", "machine": "x86_64",
+     "validity": {…cards.validity report…}}
 
 A plain (one-config) dataset has the single config ``default``. Local paths are elided like the
 card's (``.../tiny-flux``): the file is published.
@@ -53,9 +54,12 @@ def config_entry(run_config: Mapping[str, Any] | None, *, rebuild: Mapping[str, 
     }
 
 
-def run_record(generator: str, configs: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """The whole record: the configs plus this machine's package versions and Python."""
-    return {
+def run_record(
+    generator: str, configs: Mapping[str, Mapping[str, Any]], *, validity: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The whole record: the configs plus this machine's package versions and Python, and the
+    dataset's validity report (:mod:`cards.validity`) when the generator computed one."""
+    record = {
         "format": RECORD_FORMAT,
         "generator": generator,
         "configs": {name: dict(entry) for name, entry in configs.items()},
@@ -63,6 +67,9 @@ def run_record(generator: str, configs: Mapping[str, Mapping[str, Any]]) -> dict
         "python": platform.python_version(),
         "machine": platform.machine(),
     }
+    if validity:
+        record["validity"] = dict(validity)
+    return record
 
 
 def write_run_record(directory: str | Path, record: Mapping[str, Any]) -> Path:
