@@ -239,4 +239,3 @@ def validity_markdown(validity: Mapping[str, Any] | None) -> list[str]:
             lines += [str(part["note"]).strip(), ""]
         lines += RENDERERS[name](part)
     return lines
-

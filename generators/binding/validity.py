@@ -69,7 +69,9 @@ def _shown(dataset: str, meta: Mapping[str, Any]) -> set[tuple[str, ...]]:
         return {(o["color"], o["shape"]) for o in objects}
     camera_meta = meta.get("camera") or {}
     camera = Camera(location=tuple(camera_meta["location"]), lens=camera_meta.get("lens", Camera.lens))
-    placed = [SceneObject(o["shape"], o["color"], o["material"], o["size"], o["x"], o["y"], o["rotation"]) for o in objects]
+    placed = [
+        SceneObject(o["shape"], o["color"], o["material"], o["size"], o["x"], o["y"], o["rotation"]) for o in objects
+    ]
     threshold = PlacementRules().relation_threshold
     facts: set[tuple[str, ...]] = set()
     for a in placed:
@@ -111,7 +113,9 @@ def config_validity(dataset: str, rows: Rows, splits: Iterable[str]) -> dict[str
             ("candidate consensus (no training)", consensus_choice_accuracy(items)),
         ):
             extra = fit_note if "(train)" in name else {}
-            baselines.append(baseline_row(config=dataset, split=split, baseline=name, accuracy=accuracy, n=count, **extra))
+            baselines.append(
+                baseline_row(config=dataset, split=split, baseline=name, accuracy=accuracy, n=count, **extra)
+            )
         for other, compositions in held.items():
             if other != split:
                 checks.append(

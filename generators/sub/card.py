@@ -25,6 +25,7 @@ from conceptforge.cards.provenance import command_line, package_versions
 from conceptforge.cards.run_record import config_entry, run_record, write_run_record
 from conceptforge.cub import display_name
 from conceptforge.generators.sub.spec import PairPlan, load_spec, published_attribute
+from conceptforge.generators.sub.validity import sub_validity
 from conceptforge.store import ItemStore
 
 SPLIT = "candidates"
@@ -149,6 +150,10 @@ CARD_SECTIONS = {
         "are unchecked; the filtered SUB keeps only images whose VQA answer is S+ and ranks them by the S+ "
         "probability (the `vqa_*` columns record the check), as in Sec. 4.2 of the paper."
     ),
+    "personal_data": (
+        "None. The images are generated pictures of birds (CUB-200-2011 species); no person, face, voice, "
+        "location or other personal or sensitive information is depicted or recorded."
+    ),
 }
 
 CITATION = """@article{bader2025sub,
@@ -206,6 +211,7 @@ def assemble_from_store(store: ItemStore, out_dir: Path, args: dict[str, Any]) -
     first = next(store.records(SPLIT), None)
     if first is not None and first.metadata.get("model_revision"):  # the revision the model resolved to
         metadata.provenance = {**metadata.provenance, "model_revision": first.metadata["model_revision"]}
+    metadata.validity = sub_validity({SPLIT: (r.metadata for r in store.records(SPLIT))})
     assemble_dataset_dir(
         out_dir,
         splits={SPLIT: lambda: (_row(r) for r in store.records(SPLIT))},
@@ -215,7 +221,7 @@ def assemble_from_store(store: ItemStore, out_dir: Path, args: dict[str, Any]) -
     )
     if "rebuild" in args:  # what `conceptforge verify` regenerates the rows from (cards.run_record)
         entry = config_entry(store.stored_config(), rebuild=args["rebuild"], device=args["rebuild"]["device"])
-        write_run_record(out_dir, run_record("sub", {"default": entry}))
+        write_run_record(out_dir, run_record("sub", {"default": entry}, validity=metadata.validity))
 
 
 #: Stored in every SUB run (the name is the one first stored: old runs stay valid).

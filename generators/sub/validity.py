@@ -88,7 +88,9 @@ def split_validity(rows: Iterable[Mapping[str, Any]], *, split: str, config: str
         # S- is avoided unless the guess is the bird's removed value
         minus_credit += sum(sum(c for r, c in minus[group].items() if r != v) for v in tied) / len(tied)
     baselines = [
-        baseline_row(config=config, split=split, baseline="label majority", accuracy=majority_accuracy(labels, labels), n=n),
+        baseline_row(
+            config=config, split=split, baseline="label majority", accuracy=majority_accuracy(labels, labels), n=n
+        ),
         baseline_row(
             config=config,
             split=split,
