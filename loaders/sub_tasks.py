@@ -287,6 +287,11 @@ def _s_minus_options() -> tuple[Option, ...]:
     )
 
 
+def _leaderboard(splits, options) -> list[tuple[str, str]]:
+    """S+ and S- accuracy on each evaluated split (SUB ships one: ``test``)."""
+    return [(metric, split) for split in splits for metric in ("s_plus", "s_minus")]
+
+
 def tasks() -> list[Task]:
     """The SUB rows of the task table."""
     from conceptforge.loaders.sub import ATTRIBUTE_TEMPLATE, NONE_TEMPLATE
@@ -305,6 +310,7 @@ def tasks() -> list[Task]:
             revision="main",
             split="test",
             needs=("cub_dir",),
+            leaderboard=_leaderboard,
             options=(
                 Option(
                     "template",
@@ -329,6 +335,7 @@ def tasks() -> list[Task]:
             revision="main",
             split="test",
             needs=("cub_dir",),
+            leaderboard=_leaderboard,
             options=(
                 Option("threshold", 0.5, float, "present when sigmoid(logit) >= threshold"),
                 Option("outputs", "logits", str, "logits | probabilities"),

@@ -170,6 +170,11 @@ class Task:
     options: tuple[Option, ...] = ()
     seeded: bool = False  # metrics carry standard errors over seeds/episodes
     rescore_options: tuple[str, ...] = ()  # options --from-predictions may change (variants computed from the rows)
+    # The (metric, split) pairs that are Hub leaderboards, given the splits the task evaluates and
+    # its options: each becomes a task id of the dataset's eval.yaml (``publish --eval-tasks``) and
+    # of the models' .eval_results (loaders.push_results). None: the task has no Hub dataset
+    # leaderboard (it scores a local folder or the model's own images).
+    leaderboard: Callable[[Sequence[str], dict[str, Any]], list[tuple[str, str]]] | None = None
 
     def option_defaults(self) -> dict[str, Any]:
         return {o.name: o.default for o in self.options}
