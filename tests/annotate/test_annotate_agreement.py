@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import random
 
+import krippendorff
+import numpy as np
 import pytest
 
 from conceptforge.filters.annotation.agreement import agreement_part, annotator_rows, filter_row
@@ -24,8 +26,6 @@ def test_nominal_alpha_by_hand():
 
 
 def test_nominal_alpha_matches_the_krippendorff_package_with_missing_answers():
-    krippendorff = pytest.importorskip("krippendorff")
-    import numpy as np
 
     rng = random.Random(7)
     coders, items = 4, 40

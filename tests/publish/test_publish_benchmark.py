@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-import pytest
+import mlcroissant as mlc
 import yaml
 from publish_helpers import run_publish
 
@@ -93,7 +93,6 @@ def _one_line_error(done) -> str:
 
 
 def test_croissant_in_every_release_and_eval_yaml_only_when_asked(tmp_path, hub, client_env):
-    mlc = pytest.importorskip("mlcroissant")
     binding, splits = _binding_release(tmp_path / "binding")
     sub = _sub_release(tmp_path / "sub")
     done = run_publish(client_env, sub, "org/sub", "v1.0.0")
