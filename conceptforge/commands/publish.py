@@ -82,7 +82,7 @@ def _benchmark(args: argparse.Namespace):
         return None
     from conceptforge.cards.hub_eval import Benchmark, check_framework
     from conceptforge.cards.local_dataset import read_dataset_dir
-    from conceptforge.loaders.push_results import benchmark_tasks
+    from conceptforge.loaders.harness.push_results import benchmark_tasks
 
     check_framework(args.eval_framework)
     names = [n.strip() for n in (args.eval_tasks or "").split(",") if n.strip()]

@@ -30,7 +30,7 @@ from typing import Any
 from conceptforge.cards.validity import not_applicable
 from conceptforge.filters.annotation.stats import bootstrap_interval, krippendorff_alpha, percent_agreement
 from conceptforge.filters.annotation.studies import ANSWER_SCORES, NONE_VALUE
-from conceptforge.filters.questions import OTHER
+from conceptforge.filters.vqa.questions import OTHER
 
 #: (question, level of measurement, answer -> value) per study.
 QUESTIONS: dict[str, tuple[tuple[str, str, Any], ...]] = {

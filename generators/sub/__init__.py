@@ -2,7 +2,8 @@
 
 Python API (see docs/sub.md)::
 
-    from conceptforge.generators.sub import TDGFlux, TDGParams, generate, load_cub, load_spec, plan_pairs
+    from conceptforge.generators.sub import TDGFlux, TDGParams, load_cub, load_spec, plan_pairs
+    from conceptforge.generators.sub import stage as generate
 
     flux = TDGFlux.from_pretrained()                       # black-forest-labs/FLUX.1-dev
     pair = flux.generate(prompt_reference=..., prompt_guidance=..., seed=0, params=TDGParams(tmax=0.6))
@@ -15,14 +16,6 @@ diffusers and the FLUX weights are loaded only by ``TDGFlux.from_pretrained``.
 from conceptforge.cub import CubMetadata, load_cub
 from conceptforge.generators.sub.card import FEATURES
 from conceptforge.generators.sub.flux_tdg import DEFAULT_MODEL, GeneratedPair, TDGFlux
-from conceptforge.generators.sub.generate import (
-    GenerationSettings,
-    RunSummary,
-    SubStageConfig,
-    build_stage,
-    build_work_items,
-    generate,
-)
 from conceptforge.generators.sub.spec import (
     CandidateSpec,
     Pair,
@@ -34,6 +27,14 @@ from conceptforge.generators.sub.spec import (
     plan_pairs,
     plan_reference_selection,
     read_candidate_spec,
+)
+from conceptforge.generators.sub.stage import (
+    GenerationSettings,
+    RunSummary,
+    SubStageConfig,
+    build_stage,
+    build_work_items,
+    generate,
 )
 from conceptforge.generators.sub.tdg import TDGParams, eta_schedule, tie, tie_mask, tie_pair
 

@@ -21,8 +21,8 @@ logger = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from conceptforge.filters.questions import DEFAULT_ANSWER_HINT
-    from conceptforge.filters.vqa import DEFAULT_VQA_MODEL
+    from conceptforge.filters.vqa.questions import DEFAULT_ANSWER_HINT
+    from conceptforge.filters.vqa.scorer import DEFAULT_VQA_MODEL
 
     parser.add_argument(
         "--candidates",
@@ -85,9 +85,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from conceptforge.filters.questions import DEFAULT_ANSWER_HINT
-    from conceptforge.filters.sub_filter import FilterParams
-    from conceptforge.filters.sub_filter_run import SubFilterConfig, filter_sub
+    from conceptforge.filters.sub.decision import FilterParams
+    from conceptforge.filters.sub.stage import SubFilterConfig, filter_sub
+    from conceptforge.filters.vqa.questions import DEFAULT_ANSWER_HINT
 
     config = SubFilterConfig(
         candidates=args.candidates,

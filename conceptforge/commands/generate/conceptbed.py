@@ -87,8 +87,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from conceptforge.errors import InvalidArgumentError
-    from conceptforge.generators.conceptbed.generate import ConceptBedGenerator, GenerateOptions
     from conceptforge.generators.conceptbed.spec import load_spec
+    from conceptforge.generators.conceptbed.stage import ConceptBedGenerator, GenerateOptions
 
     if args.num_images < 0:
         raise InvalidArgumentError("--num-images must be >= 0")
