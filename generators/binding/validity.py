@@ -40,23 +40,23 @@ from conceptforge.generators.binding.scene import Camera, PlacementRules, SceneO
 
 Rows = Callable[[str], Iterable[Mapping[str, Any]]]  # split -> the rows' metadata (callable again and again)
 
-LEGEND = {
+BINDING_LEGEND = {
     "chance": "a uniform guess among the item's candidate captions",
     "position majority (train)": "always the candidate slot that held the true caption most often in train",
     "caption prior (train)": "the candidate that was the true caption most often in train (ties split evenly)",
     "candidate consensus (no training)": "the candidate sharing the most words, position by position, with the "
     "other candidates: distractors made by editing the true caption can give it away",
 }
-BASELINE_NOTE = (
+BINDING_BASELINE_NOTE = (
     "None of these baselines looks at the image. A blind baseline well above chance means the text alone "
     "explains that much of a score; compare a model's accuracy with the best blind row of its split."
 )
-HELD_OUT_NOTE = (
+BINDING_HELD_OUT_NOTE = (
     "Pictures may show train compositions and their own split's only (paper 004 Section 3, and the objects "
     "and relations in the picture, not only the label). `found` counts items whose picture shows a "
     "composition of another held-out split; it should be 0."
 )
-AGREEMENT_REASON = (
+BINDING_AGREEMENT_REASON = (
     "no human annotation: every label is computed from the scene description that produced the image "
     "(no automatic filter to check against people)"
 )
@@ -135,7 +135,7 @@ def binding_validity(per_config: Mapping[str, Mapping[str, Any]]) -> dict[str, A
     baselines = [row for part in per_config.values() for row in part["baselines"]]
     checks = [row for part in per_config.values() for row in part["held_out"]]
     return validity_report(
-        blind_baselines={"rows": baselines, "legend": LEGEND, "note": BASELINE_NOTE},
-        held_out={"rows": checks, "note": HELD_OUT_NOTE},
-        agreement=not_applicable(AGREEMENT_REASON),
+        blind_baselines={"rows": baselines, "legend": BINDING_LEGEND, "note": BINDING_BASELINE_NOTE},
+        held_out={"rows": checks, "note": BINDING_HELD_OUT_NOTE},
+        agreement=not_applicable(BINDING_AGREEMENT_REASON),
     )

@@ -23,21 +23,21 @@ from typing import Any
 
 from conceptforge.cards.validity import baseline_row, majority_accuracy, not_applicable, validity_report
 
-LEGEND = {
+CONCEPTBED_LEGEND = {
     "concept majority": "always the split's most frequent concept (fitted on the split itself; ties split evenly)",
     'always "yes"': "answers every composition question 'yes' without the image; the questions' expected "
     "answer is 'yes' by construction, so this is 100% of them",
 }
-BASELINE_NOTE = (
+CONCEPTBED_BASELINE_NOTE = (
     "None of these looks at the image. Raw VQA accuracy on the composition split is therefore not a measure "
     "of composition: ConceptBed's CCD compares the oracle on generated images with the same oracle on real "
     "images."
 )
-HELD_OUT_REASON = (
+CONCEPTBED_HELD_OUT_REASON = (
     "ConceptBed has no training split: the `concept` and `composition` splits both hold one learner's "
     "generated images, and the learners train on reference images that are not part of this dataset"
 )
-NO_HUMANS = (
+CONCEPTBED_NO_HUMANS = (
     "no human annotation in this dataset and no automatic filter; `conceptforge annotate DIR --study "
     "conceptbed-alignment` (or `conceptbed-composition`) and `--apply` add the agreement between annotators"
 )
@@ -61,7 +61,7 @@ def conceptbed_validity(
         if questions:
             rows_out.append(baseline_row(split=split, baseline='always "yes"', accuracy=1.0, n=questions))
     return validity_report(
-        blind_baselines={"rows": rows_out, "legend": LEGEND, "note": BASELINE_NOTE},
-        held_out=not_applicable(HELD_OUT_REASON),
-        agreement=agreement or not_applicable(NO_HUMANS),
+        blind_baselines={"rows": rows_out, "legend": CONCEPTBED_LEGEND, "note": CONCEPTBED_BASELINE_NOTE},
+        held_out=not_applicable(CONCEPTBED_HELD_OUT_REASON),
+        agreement=agreement or not_applicable(CONCEPTBED_NO_HUMANS),
     )

@@ -27,24 +27,24 @@ from typing import Any
 from conceptforge.cards.validity import baseline_row, held_out_row, majority_accuracy, not_applicable, validity_report
 from conceptforge.cub import split_attribute
 
-LEGEND = {
+SUB_LEGEND = {
     "label majority": "always the split's most frequent S+ attribute (ties split evenly)",
     "group prior": "within the image's attribute group, always the value that is S+ most often in the split; "
     "its S- accuracy is shown beside it",
     'always "none"': "never names an attribute (S+ 0; every S- counts as avoided)",
 }
-BASELINE_NOTE = (
+SUB_BASELINE_NOTE = (
     "None of these looks at the image; the fitted ones are fitted on the split they score (an upper bound for "
     "a blind guesser). S- is counted on rows whose bird has a class-level value in the substituted group. "
     "Chance over each group's CUB options is reported by `conceptforge evaluate sub` (it needs CUB)."
 )
-HELD_OUT_NOTE = (
+SUB_HELD_OUT_NOTE = (
     "SUB ships one evaluation split, so no composition can leak into a training split. Its pairs are new "
     "because S+ differs from the bird's own (class-level) attribute of the group; `found` counts rows where "
     "they are equal (such an image tests nothing: the human-study rule drops S+ = S- pairs); `held-out "
     "compositions` counts the bird–attribute pairs checked."
 )
-NO_HUMANS = (
+SUB_NO_HUMANS = (
     "no human annotation in this dataset; `conceptforge annotate DIR --study sub-faithfulness` (or "
     "`sub-attribute`) and `--apply` add the agreement between the VQA filter and people"
 )
@@ -131,7 +131,7 @@ def sub_validity(
         baselines += part["baselines"]
         checks += part["held_out"]
     return validity_report(
-        blind_baselines={"rows": baselines, "legend": LEGEND, "note": BASELINE_NOTE},
-        held_out={"rows": checks, "note": HELD_OUT_NOTE},
-        agreement=agreement or not_applicable(NO_HUMANS),
+        blind_baselines={"rows": baselines, "legend": SUB_LEGEND, "note": SUB_BASELINE_NOTE},
+        held_out={"rows": checks, "note": SUB_HELD_OUT_NOTE},
+        agreement=agreement or not_applicable(SUB_NO_HUMANS),
     )

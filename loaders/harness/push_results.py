@@ -26,13 +26,13 @@ from typing import Any
 
 import yaml  # PyYAML: a dependency of huggingface_hub
 
+from conceptforge.cards.hub_eval import EVAL_YAML
 from conceptforge.errors import HubError, InvalidArgumentError
 
 logger = logging.getLogger(__name__)
 
 RESULTS_PATH = ".eval_results/conceptforge.yaml"
 SAMPLES_PATH = ".eval_results/samples"  # per-task parquet files (--push-samples)
-DATASET_EVAL_PATH = "eval.yaml"
 
 
 def hub_task_id(task: str, metric: str, config: str | None = None) -> str:
@@ -304,7 +304,7 @@ def undeclared_ids(payload: dict[str, Any], *, api=None) -> dict[str, list[str] 
         pushed.setdefault((entry.dataset_id, entry.dataset_revision), set()).add(entry.task_id)
     report: dict[str, list[str] | None] = {}
     for (repo, revision), ids in sorted(pushed.items()):
-        text = _download_text(api, repo, DATASET_EVAL_PATH, repo_type="dataset", revision=revision)
+        text = _download_text(api, repo, EVAL_YAML, repo_type="dataset", revision=revision)
         if text is None:
             report[repo] = None
             continue

@@ -197,3 +197,36 @@ def test_dry_run_names_the_rai_fields_that_would_be_empty(tmp_path, hub, client_
         in done.stdout
     )
     assert hub.commits_made == 0
+
+
+def test_conceptbed_croissant_validates_with_lists_of_images_and_class_labels(tmp_path):
+    """ConceptBed's schema (a list of reference images, a 284-name ClassLabel, lists of strings)."""
+    from conceptforge.cards import SplitStats
+    from conceptforge.cards.croissant import croissant_bytes, croissant_document, empty_rai_fields
+    from conceptforge.generators.conceptbed.card import CARD_SECTIONS, CITATION, FEATURES
+    from conceptforge.generators.conceptbed.validity import conceptbed_validity
+
+    metadata = DatasetMetadata(
+        pretty_name="ConceptBed (tiny)",
+        license="other",
+        license_name="creativeml-openrail-m outputs",
+        license_link="https://huggingface.co/spaces/CompVis/stable-diffusion-license",
+        summary="Tiny ConceptBed card.",
+        citation=CITATION,
+        validity=conceptbed_validity({"concept": iter([{"concept": "dog"}])}),
+        provenance={
+            "generator": "conceptforge generate conceptbed",
+            "models": [{"role": "diffusion", "id": "x/sd", "revision": "b" * 40}],
+        },
+        **CARD_SECTIONS,
+    )
+    splits = [SplitStats(s, 1, 10, [f"data/{s}-00000-of-00001.parquet"]) for s in ("concept", "composition")]
+    document = croissant_document(metadata, FEATURES, splits, repo_id="org/conceptbed", version="v0.1.0")
+    assert empty_rai_fields(document) == []
+    assert document["license"] == "https://huggingface.co/spaces/CompVis/stable-diffusion-license"
+    fields = {f["name"]: f for f in document["recordSet"][0]["field"]}
+    assert fields["reference_images"]["repeated"] is True and fields["reference_images"]["dataType"] == "sc:ImageObject"
+    assert "284 names" in fields["concept_label"]["description"]
+    path = tmp_path / "croissant.json"
+    path.write_bytes(croissant_bytes(document))
+    assert not mlc.Dataset(jsonld=path).metadata.ctx.issues.errors
