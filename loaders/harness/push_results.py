@@ -37,7 +37,8 @@ SAMPLES_PATH = ".eval_results/samples"  # per-task parquet files (--push-samples
 
 def hub_task_id(task: str, metric: str, config: str | None = None) -> str:
     """The id a value is filed under in the dataset's ``eval.yaml`` and the model's results:
-    ``task.metric``, with the config in between for a repo's non-default config."""
+    ``task.metric``, or ``task.config.metric`` in a repo with several configs (pass ``config``
+    only then: a one-config repo's ids do not depend on its config's name)."""
     return f"{task}.{metric}" if not config or config == "default" else f"{task}.{config}.{metric}"
 
 
@@ -101,11 +102,13 @@ def benchmark_tasks(names: Sequence[str], splits_by_config: Mapping[str, Sequenc
                 "'s data, not a dataset's rows): leave it out of --eval-tasks"
             )
         found = False
+        several = len(splits_by_config) > 1
         for config, available in splits_by_config.items():
             splits = _evaluated_splits(task.split, available)
             for metric, split in task.leaderboard(splits, task.option_defaults()):
                 found = True
-                declared.append({"id": hub_task_id(name, metric, config), "config": config, "split": split})
+                task_id = hub_task_id(name, metric, config if several else None)
+                declared.append({"id": task_id, "config": config, "split": split})
         if not found:
             raise InvalidArgumentError(
                 f"{name} evaluates split(s) {task.split or 'test'}, which this dataset does not have "
@@ -144,18 +147,44 @@ def leaderboard_metrics(task: dict[str, Any]) -> set[str]:
     return {metric for metric, _ in spec.leaderboard(splits, spec.option_defaults())}
 
 
-def hub_entries(payload: dict[str, Any]):
-    """``EvalResultEntry`` per leaderboard metric measured on a Hub dataset (values in %)."""
+def _id_config(task: dict[str, Any], several_configs: bool) -> str | None:
+    """The config part of a task's ids: the config it evaluated, in a repo with several configs."""
+    if not several_configs:
+        return None
+    return task.get("options", {}).get("config") or task["dataset"].get("config")
+
+
+def dataset_configs(api, repo: str, revision: str) -> list[str]:
+    """The configs a dataset's card declares at ``revision`` (``["default"]`` when it declares none)."""
+    from conceptforge.cards.validate import parse_card_yaml
+    from conceptforge.errors import ConceptforgeError
+
+    text = _download_text(api, repo, "README.md", repo_type="dataset", revision=revision)
+    try:
+        configs = parse_card_yaml(text).get("configs") if text else None
+    except ConceptforgeError:
+        configs = None
+    names = [c.get("config_name") for c in configs or [] if isinstance(c, dict)]
+    return names or ["default"]
+
+
+def hub_entries(payload: dict[str, Any], several_configs: Mapping[tuple[str, str], bool] | None = None):
+    """``EvalResultEntry`` per leaderboard metric measured on a Hub dataset (values in %).
+
+    ``several_configs[(repo, sha)]``: whether that dataset has several configs (then the ids name
+    the evaluated config, as ``publish`` declares them); unknown datasets count as one-config.
+    """
     from huggingface_hub import EvalResultEntry
 
     entries = []
     for task, dataset, name, metric in _hub_metrics(payload):
         if name not in leaderboard_metrics(task):
             continue  # chance levels, per-model extras: in the model-index and the results file only
+        several = bool((several_configs or {}).get((dataset["repo"], dataset["sha"])))
         entries.append(
             EvalResultEntry(
                 dataset_id=dataset["repo"],
-                task_id=hub_task_id(task["task"], name, dataset.get("config")),
+                task_id=hub_task_id(task["task"], name, _id_config(task, several)),
                 value=round(100 * metric["value"], 4),
                 dataset_revision=dataset["sha"],
                 date=payload.get("created") or None,
@@ -232,8 +261,14 @@ def _merged_card(existing: str | None, model_id: str, results) -> str:
 
 
 def push_model_results(
-    payload: dict[str, Any], repo_id: str, *, api=None, create_pr: bool = False, samples: list[Path] = ()
-) -> tuple[str, str | None, int]:  # type: ignore[assignment]
+    payload: dict[str, Any],
+    repo_id: str,
+    *,
+    api=None,
+    create_pr: bool = False,
+    samples: list[Path] = (),  # type: ignore[assignment]
+    several_configs: Mapping[tuple[str, str], bool] | None = None,
+) -> tuple[str, str | None, int]:
     """One commit (or pull request) to model repo ``repo_id``: ``.eval_results/conceptforge.yaml``
     + model-index, and the per-task samples files under ``.eval_results/samples/`` when ``samples``
     names them (``--push-samples``: they can be large, so only on request). Returns (commit id,
@@ -247,7 +282,7 @@ def push_model_results(
         raise InvalidArgumentError(
             "no result was measured on a Hub dataset: nothing the Hub can list (results stay in the JSON file)"
         )
-    entries = hub_entries(payload) if supports_eval_results_folder() else []
+    entries = hub_entries(payload, several_configs) if supports_eval_results_folder() else []
     try:
         api.repo_info(repo_id, repo_type="model")
         card = _merged_card(_download_text(api, repo_id, "README.md", repo_type="model"), repo_id, model_index)
@@ -293,14 +328,16 @@ def push_model_results(
     return info.oid, (info.pr_url if create_pr else None), len(entries)
 
 
-def undeclared_ids(payload: dict[str, Any], *, api=None) -> dict[str, list[str] | None]:
+def undeclared_ids(
+    payload: dict[str, Any], *, api=None, several_configs: Mapping[tuple[str, str], bool] | None = None
+) -> dict[str, list[str] | None]:
     """Per Hub dataset of the run: the pushed task ids its ``eval.yaml`` (read at the evaluated
     revision) does not declare, or None when it has no ``eval.yaml``. Reads only."""
     from huggingface_hub import HfApi
 
     api = api or HfApi()
     pushed: dict[tuple[str, str], set[str]] = {}
-    for entry in hub_entries(payload):
+    for entry in hub_entries(payload, several_configs):
         pushed.setdefault((entry.dataset_id, entry.dataset_revision), set()).add(entry.task_id)
     report: dict[str, list[str] | None] = {}
     for (repo, revision), ids in sorted(pushed.items()):

@@ -230,3 +230,32 @@ def test_conceptbed_croissant_validates_with_lists_of_images_and_class_labels(tm
     path = tmp_path / "croissant.json"
     path.write_bytes(croissant_bytes(document))
     assert not mlc.Dataset(jsonld=path).metadata.ctx.issues.errors
+
+
+def test_task_ids_name_the_config_only_in_a_repo_with_several():
+    """publish (eval.yaml) and evaluate (.eval_results) build the same ids, the config in them
+    only where the repo has several (a one-config release loads its config whatever its name)."""
+    from conceptforge.loaders.harness.push_results import benchmark_tasks, hub_entries
+
+    splits = ["train", "val", "gen"]
+    one = benchmark_tasks(["binding-clip"], {"relational": splits})
+    assert [(t["id"], t["config"], t["split"]) for t in one] == [
+        (f"binding-clip.{s}_accuracy", "relational", s) for s in splits
+    ]
+    several = benchmark_tasks(["binding-clip"], {"single-object": splits, "relational": splits})
+    assert {t["id"] for t in several} == {
+        f"binding-clip.{c}.{s}_accuracy" for c in ("single-object", "relational") for s in splits
+    }
+    task = {
+        "task": "binding-clip",
+        "protocol": "binding/zero-shot",
+        "variant": "v",
+        "options": {"config": "relational", "template": "a photo of {label}"},
+        "dataset": {"repo": "org/binding", "sha": "c" * 40, "source": "hub", "config": None, "split": "train,val,gen"},
+        "metrics": {f"{s}_accuracy": {"value": 0.5, "stderr": None, "n": 2} for s in splits},
+    }
+    payload = {"tasks": [task], "created": None}
+    pushed = {e.task_id for e in hub_entries(payload, {("org/binding", "c" * 40): True})}
+    assert pushed == {t["id"] for t in several if t["config"] == "relational"}
+    assert {e.task_id for e in hub_entries(payload)} == {t["id"] for t in one}
+    assert all("non-default options: config=relational" in e.notes for e in hub_entries(payload))
