@@ -2,8 +2,7 @@
 
 Python API (see docs/sub.md)::
 
-    from conceptforge.generators.sub import TDGFlux, TDGParams, load_cub, load_spec, plan_pairs
-    from conceptforge.generators.sub import stage as generate
+    from conceptforge.generators.sub import TDGFlux, TDGParams, generate, load_cub, load_spec, plan_pairs
 
     flux = TDGFlux.from_pretrained()                       # black-forest-labs/FLUX.1-dev
     pair = flux.generate(prompt_reference=..., prompt_guidance=..., seed=0, params=TDGParams(tmax=0.6))

@@ -293,8 +293,7 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
 
 
 def test_python_api_generate_with_loaded_model_and_guidance_images(tmp_path, mini_cub, tiny_flux, tiny_flux_dir):
-    from conceptforge.generators.sub import GenerationSettings, load_cub, plan_pairs
-    from conceptforge.generators.sub import stage as generate
+    from conceptforge.generators.sub import GenerationSettings, generate, load_cub, plan_pairs
 
     plan = plan_pairs(["Blue_Jay"], ["has_bill_shape::needle"], cub=load_cub(mini_cub))
     settings = GenerationSettings(
