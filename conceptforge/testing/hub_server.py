@@ -465,7 +465,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.record(self.command, self.path, status)
 
     def _error(self, error: HubError) -> None:
-        headers = {"X-Error-Message": error.message}
+        # a header is latin-1 and one line: a message quoting a user's text (an eval.yaml value) may be neither
+        header = " ".join(error.message.split()).encode("latin-1", "replace").decode("latin-1")
+        headers = {"X-Error-Message": header}
         if error.code:
             headers["X-Error-Code"] = error.code
         self._send(error.status, {"error": error.message}, headers=headers)
