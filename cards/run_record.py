@@ -13,7 +13,8 @@ Layout::
      "configs": {"<config>": {"stage": …, "settings": …, "plan": {"items": N, "fingerprint": …},
                                "rows": {"<split>": ["<item_id>", …]},
                                "rebuild": {…generator-specific…}, "device": "cpu"}},
-     "packages": {"conceptforge": …, "torch": …}, "python": "3.12.3", "machine": "x86_64"}
+     "packages": {"conceptforge": …, "torch": …}, "python": "3.12.3", "machine": "x86_64",
+     "validity": {…cards.validity report…}}
 
 ``rows`` is the release's row set as assembled: per split, the item ids in shard order. ``verify``
 checks the published rows against it (a dropped, duplicated or reordered row fails); records
@@ -96,9 +97,12 @@ def row_ids(directory: str | Path, splits: Iterable[Any], *, config: str | None 
     return found
 
 
-def run_record(generator: str, configs: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """The whole record: the configs plus this machine's package versions and Python."""
-    return {
+def run_record(
+    generator: str, configs: Mapping[str, Mapping[str, Any]], *, validity: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The whole record: the configs plus this machine's package versions and Python, and the
+    dataset's validity report (:mod:`cards.validity`) when the generator computed one."""
+    record = {
         "format": RECORD_FORMAT,
         "generator": generator,
         "configs": {name: dict(entry) for name, entry in configs.items()},
@@ -106,6 +110,9 @@ def run_record(generator: str, configs: Mapping[str, Mapping[str, Any]]) -> dict
         "python": platform.python_version(),
         "machine": platform.machine(),
     }
+    if validity:
+        record["validity"] = dict(validity)
+    return record
 
 
 def write_run_record(directory: str | Path, record: Mapping[str, Any]) -> Path:

@@ -22,6 +22,7 @@ from datasets import Features
 
 from conceptforge.cards.dataset_dir import CARD_NAME, DATA_DIR, GRID_NAME
 from conceptforge.cards.provenance import TOKEN_PATTERN
+from conceptforge.cards.validity import NOT_COMPUTED
 from conceptforge.errors import ConceptforgeError, DataFormatError
 
 
@@ -258,6 +259,9 @@ def missing_sections(text: str) -> list[str]:
         match = re.search(re.escape(heading) + r"\n\n(.*?)\n", text)
         if not match or match.group(1).strip() in ("", "_Not written yet._"):
             missing.append(heading.lstrip("# "))
+    match = re.search(r"## Validity\n\n(.*?)\n", text)
+    if not match or match.group(1).strip() == NOT_COMPUTED:
+        missing.append("Validity")
     return missing
 
 

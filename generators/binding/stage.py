@@ -42,6 +42,7 @@ from conceptforge.generators.binding.dataset import (
     plan_items,
 )
 from conceptforge.generators.binding.repo import CONFIG_RECORD, REPO_ASSEMBLER, assemble_card
+from conceptforge.generators.binding.validity import config_validity
 from conceptforge.serialization import canonical_json
 
 logger = logging.getLogger(__name__)
@@ -196,7 +197,14 @@ def assemble_from_store(store: ItemStore, staging: Path, args: dict) -> None:
     stats = assemble_config_dir(
         staging, config=config.dataset, splits=splits, features=binding_features(config.dataset), side_files=scenes
     )
-    record = {"config": config.to_dict(), "device": args.get("device", "cpu"), "splits": [asdict(s) for s in stats]}
+    # the blind baselines and held-out checks of this config, for the repo card (cards.validity)
+    validity = config_validity(config.dataset, lambda split: (r.metadata for r in store.records(split)), splits)
+    record = {
+        "config": config.to_dict(),
+        "device": args.get("device", "cpu"),
+        "splits": [asdict(s) for s in stats],
+        "validity": validity,
+    }
     try:
         store.location.write(CONFIG_RECORD, canonical_json(record))
     except OSError as error:

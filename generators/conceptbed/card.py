@@ -25,6 +25,7 @@ from conceptforge.cards.run_record import config_entry, row_ids, run_record, wri
 from conceptforge.engine.assembly import register_assembler
 from conceptforge.engine.store import ItemStore
 from conceptforge.generators.conceptbed.concepts import library
+from conceptforge.generators.conceptbed.validity import conceptbed_validity
 
 SPLITS = ("concept", "composition")
 REFERENCE_COUNT = 3
@@ -104,6 +105,11 @@ CARD_SECTIONS = {
         "answered `yes` by construction. Human ratings (ConceptBed Sec. 4.2) can be added with "
         "`scripts/annotate.py` (docs/annotation.md)."
     ),
+    "personal_data": (
+        "None recorded. The images are generated from concept prompts (PACS styles, ImageNet objects, CUB birds); "
+        "a generated image can show people when a prompt or a reference image does, but no real person's data, "
+        "name or location is collected."
+    ),
 }
 CITATION = """@inproceedings{patel2024conceptbed,
   title={ConceptBed: Evaluating Concept Learning Abilities of Text-to-Image Diffusion Models},
@@ -170,6 +176,7 @@ def assemble_from_store(store: ItemStore, out_dir: Path, args: dict[str, Any]) -
     """The engine's assembler: the two splits, card and grid from a complete store."""
     metadata = DatasetMetadata(**args["metadata"])
     metadata.reproducible = "rebuild" in args
+    metadata.validity = conceptbed_validity({split: (r.metadata for r in store.records(split)) for split in SPLITS})
     grid = _grid_png(store)
     stats = assemble_dataset_dir(
         out_dir,
@@ -200,6 +207,7 @@ def assemble_from_store(store: ItemStore, out_dir: Path, args: dict[str, Any]) -
                         store.stored_config(), rebuild=rebuild, device="auto", rows=row_ids(out_dir, stats)
                     )
                 },
+                validity=metadata.validity,
             ),
         )
 

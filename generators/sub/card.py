@@ -26,6 +26,7 @@ from conceptforge.cub import display_name
 from conceptforge.engine.assembly import register_assembler
 from conceptforge.engine.store import ItemStore
 from conceptforge.generators.sub.spec import PairPlan, load_spec, published_attribute
+from conceptforge.generators.sub.validity import sub_validity
 
 SPLIT = "candidates"
 CARD_PACKAGES = (
@@ -149,6 +150,10 @@ CARD_SECTIONS = {
         "are unchecked; the filtered SUB keeps only images whose VQA answer is S+ and ranks them by the S+ "
         "probability (the `vqa_*` columns record the check), as in Sec. 4.2 of the paper."
     ),
+    "personal_data": (
+        "None. The images are generated pictures of birds (CUB-200-2011 species); no person, face, voice, "
+        "location or other personal or sensitive information is depicted or recorded."
+    ),
 }
 
 CITATION = """@article{bader2025sub,
@@ -208,6 +213,7 @@ def assemble_from_store(store: ItemStore, out_dir: Path, args: dict[str, Any]) -
     first = next(store.records(SPLIT), None)
     if first is not None and first.metadata.get("model_revision"):  # the revision the model resolved to
         metadata.provenance = {**metadata.provenance, "model_revision": first.metadata["model_revision"]}
+    metadata.validity = sub_validity({SPLIT: (r.metadata for r in store.records(SPLIT))})
     stats = assemble_dataset_dir(
         out_dir,
         splits={SPLIT: lambda: (record_row(r) for r in store.records(SPLIT))},
@@ -222,7 +228,7 @@ def assemble_from_store(store: ItemStore, out_dir: Path, args: dict[str, Any]) -
             device=args["rebuild"]["device"],
             rows=row_ids(out_dir, stats),
         )
-        write_run_record(out_dir, run_record("sub", {"default": entry}))
+        write_run_record(out_dir, run_record("sub", {"default": entry}, validity=metadata.validity))
 
 
 #: Stored in every SUB run (the name is the one first stored: old runs stay valid).

@@ -438,6 +438,7 @@ def tasks() -> list[Task]:
             dataset=f"{DEFAULT_ORG}/binding",
             revision="v1.0.0",
             split="train,val,gen",
+            leaderboard=lambda splits, options: [(f"{split}_accuracy", split) for split in splits],
             options=(
                 Option(
                     "template",
@@ -465,6 +466,9 @@ def tasks() -> list[Task]:
             revision="v1.0.0",
             split="train,val,gen",
             seeded=True,
+            leaderboard=lambda splits, options: [
+                (f"{model}.{split}_accuracy", split) for model in options["models"] for split in splits
+            ],
             options=(
                 _config_option(),
                 Option(

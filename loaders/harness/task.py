@@ -180,6 +180,11 @@ class Task:
     # how the per-sample rows break down (a ``loaders.analysis.breakdowns.TaskSpec``, declared by the
     # benchmark beside this table; None: no breakdowns)
     breakdowns: Any = None
+    # The (metric, split) pairs that are Hub leaderboards, given the splits the task evaluates and
+    # its options: each becomes a task id of the dataset's eval.yaml (``publish --eval-tasks``) and
+    # of the models' .eval_results (loaders.harness.push_results). None: the task has no Hub dataset
+    # leaderboard (it scores a local folder or the model's own images).
+    leaderboard: Callable[[Sequence[str], dict[str, Any]], list[tuple[str, str]]] | None = None
 
     def option_defaults(self) -> dict[str, Any]:
         return {o.name: o.default for o in self.options}

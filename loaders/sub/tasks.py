@@ -295,6 +295,11 @@ def _s_minus_options() -> tuple[Option, ...]:
     )
 
 
+def _leaderboard(splits, options) -> list[tuple[str, str]]:
+    """S+ and S- accuracy on each evaluated split (SUB ships one: ``test``)."""
+    return [(metric, split) for split in splits for metric in ("s_plus", "s_minus")]
+
+
 def tasks() -> list[Task]:
     """The SUB rows of the task table."""
     from conceptforge.loaders.sub.protocol import ATTRIBUTE_TEMPLATE, NONE_TEMPLATE
@@ -313,6 +318,7 @@ def tasks() -> list[Task]:
             revision="main",
             split="test",
             needs=("cub_dir",),
+            leaderboard=_leaderboard,
             options=(
                 Option(
                     "template",
@@ -338,6 +344,7 @@ def tasks() -> list[Task]:
             revision="main",
             split="test",
             needs=("cub_dir",),
+            leaderboard=_leaderboard,
             options=(
                 Option("threshold", 0.5, argtypes.finite_float, "present when sigmoid(logit) >= threshold"),
                 Option(

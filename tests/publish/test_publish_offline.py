@@ -40,7 +40,7 @@ def test_offline_dry_run_validates_everything_local(tmp_path, hub, client_env):
     result = run_publish(env, directory, REPO, "v1.0.0", "--dry-run")
     assert result.returncode == 0, result.stderr[-2000:]
     head = result.stdout.splitlines()[0]
-    assert head.startswith(f"dry run: {REPO} v1.0.0 is valid locally (5 files, ")
+    assert head.startswith(f"dry run: {REPO} v1.0.0 is valid locally (6 files, ")
     assert "not checked, offline mode (HF_HUB_OFFLINE=1): whether the version is new and above the latest" in head
     assert hub.requests == []
 
@@ -61,7 +61,7 @@ def test_dry_run_with_an_unreachable_hub_says_what_it_could_not_check(tmp_path, 
     result = run_publish(env, directory, REPO, "v1.0.0", "--dry-run")
     assert result.returncode == 0, result.stderr[-2000:]
     head = result.stdout.splitlines()[0]
-    assert head.startswith(f"dry run: {REPO} v1.0.0 is valid locally (4 files, ")
+    assert head.startswith(f"dry run: {REPO} v1.0.0 is valid locally (5 files, ")
     assert "not checked, the Hub could not be read (" in head
 
 

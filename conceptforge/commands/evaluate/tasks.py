@@ -115,8 +115,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--push-results",
         dest="eval_push",
         action="store_true",
-        help="publish the results to the model repo (.eval_results + model-index, one commit) and "
-        "declare the tasks in our datasets' eval.yaml",
+        help="publish the results to the model repo (.eval_results + model-index, one commit; never to a dataset repo)",
     )
     group.add_argument(
         "--results-repo",
@@ -177,9 +176,16 @@ def report(
         pushed = push_results(
             written.payload, repo_id=results_repo, create_pr=create_pr, samples=written.samples if push_samples else []
         )
-        print(f"pushed results to {pushed.model_repo} (commit {pushed.model_commit})")
-        for repo, commit in pushed.dataset_commits.items():
-            print(f"declared tasks in {repo}/eval.yaml" + (f" (commit {commit})" if commit else " (already declared)"))
+        where = f"pull request {pushed.pull_request}" if pushed.pull_request else f"commit {pushed.model_commit}"
+        print(f"pushed results to {pushed.model_repo} ({where}; {pushed.entries} leaderboard entries)")
+        for repo, missing in pushed.undeclared.items():
+            if missing is None:
+                print(
+                    f"note: {repo} has no eval.yaml at the evaluated revision: the results show on the model page "
+                    "only, until its owner declares the tasks (conceptforge publish --eval-framework ... --eval-tasks ...)"
+                )
+            elif missing:
+                print(f"note: the eval.yaml of {repo} does not declare {', '.join(missing)}: not on its leaderboard")
 
 
 def run(args: argparse.Namespace) -> int:
