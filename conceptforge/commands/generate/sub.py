@@ -17,8 +17,10 @@ import logging
 import sys
 
 from conceptforge import argtypes as at
+from conceptforge import gpu_costs
 from conceptforge.commands.base import add_executor_arguments, add_run_options, check_chunk_size, executor_for, shard_of
 from conceptforge.errors import InvalidArgumentError
+from conceptforge.gpu_costs import VQA_WORKLOAD
 from conceptforge.generators.sub.flux_tdg import (
     DEFAULT_GUIDANCE,
     DEFAULT_MAX_SEQUENCE_LENGTH,
@@ -122,8 +124,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--seconds-per-image",
         type=at.positive_float,
         default=None,
-        help="measured time per image, for --dry-run's GPU-hour estimate",
+        help="your measured GPU time per image: overrides the cost table in --dry-run's GPU-hour estimate",
     )
+    gpu_costs.add_gpu_model_argument(run)
 
 
 def print_plan(plan: PairPlan, args: argparse.Namespace) -> None:
@@ -151,11 +154,8 @@ def print_plan(plan: PairPlan, args: argparse.Namespace) -> None:
     print(
         f"images: {images}{' (at most)' if upper else ''} ({args.images_per_pair} per pair) at {args.resolution}px, {args.steps} steps"
     )
-    if args.seconds_per_image:
-        hours = images * args.seconds_per_image / 3600
-        print(f"estimated GPU-hours: {hours:.1f}{' (at most)' if upper else ''} at {args.seconds_per_image:g} s/image")
-    else:
-        print("estimated GPU-hours: pass --seconds-per-image (measured) for an estimate")
+    for line in gpu_hour_lines(images, args, upper_bound=bool(upper)):
+        print(line)
     for pair in plan.pairs[:5]:
         removed = pair.removed_attribute or ("needs --cub-dir" if no_cub and pair.attribute else "-")
         print(
@@ -165,6 +165,29 @@ def print_plan(plan: PairPlan, args: argparse.Namespace) -> None:
         print(f"  ... {len(plan.pairs) - 5} more")
     if no_cub:
         print("without --cub-dir: bird and attribute names are not checked against CUB")
+
+
+def gpu_hour_lines(images: int, args: argparse.Namespace, *, upper_bound: bool = False) -> list[str]:
+    """The GPU-hours of generating ``images`` (cost table, or ``--seconds-per-image``), then of
+    VQA-filtering them (``conceptforge filter sub``)."""
+    tdg = args.mode == "tdg" and not args.reference_selection
+    unit = "TDG pair (one kept image)" if tdg else "image"
+    if args.seconds_per_image:
+        generation = gpu_costs.given(args.seconds_per_image, unit, "--seconds-per-image")
+    else:
+        generation = gpu_costs.estimate(
+            "sub/tdg-pair" if tdg else "sub/prompt-only-image",
+            gpu=args.gpu_model,
+            resolution=args.resolution,
+            steps=args.steps,
+        )
+    parts = [("generate", images, generation)]
+    if tdg:
+        parts.append(("filter sub (VQA, 1 tile per image)", images, gpu_costs.estimate(VQA_WORKLOAD, gpu=args.gpu_model)))
+    lines = gpu_costs.plan_lines(parts, upper_bound=upper_bound)
+    if not args.seconds_per_image:
+        lines.append("  (--seconds-per-image S overrides the table with your own measured time per image)")
+    return lines
 
 
 def plan_request(args: argparse.Namespace) -> PlanRequest:
