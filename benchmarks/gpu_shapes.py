@@ -365,7 +365,11 @@ def flop_table(shapes: Shapes = REAL) -> dict[str, Any]:
     flux_pass = flux_pass_flops(shapes, ref, flux)
     decode = flux_decode_flops(shapes, ref)
     unet_pass = unet_pass_flops(shapes, sd_ref)
-    flux_scaling = {"tokens": "flux", "text_tokens": shapes.flux_text_tokens, "coefficients": quadratic_fit(flux_points)}
+    flux_scaling = {
+        "tokens": "flux",
+        "text_tokens": shapes.flux_text_tokens,
+        "coefficients": quadratic_fit(flux_points),
+    }
     sd_scaling = {"tokens": "sd-latent", "coefficients": quadratic_fit(unet_points)}
     table: dict[str, Any] = {
         "sub/tdg-pair": {

@@ -157,6 +157,15 @@ def given(seconds: float, unit: str, flag: str) -> Estimate:
     return Estimate("", unit, "", seconds, "given", f"{flag}, as given")
 
 
+def format_hours(hours: float) -> str:
+    """GPU-hours with as many digits as they need (1,234 / 12.3 / 0.0042)."""
+    if hours >= 100:
+        return f"{hours:,.0f}"
+    if hours >= 0.1:
+        return f"{hours:.1f}"
+    return f"{hours:.2g}"
+
+
 def plan_lines(parts: list[tuple[str, float, Estimate]], *, upper_bound: bool = False) -> list[str]:
     """Dry-run lines: total GPU-hours, then per part (``label``, ``units``, estimate) its hours
     and the source of its figure."""
@@ -166,13 +175,13 @@ def plan_lines(parts: list[tuple[str, float, Estimate]], *, upper_bound: bool = 
     on = f" on one {gpu}" if gpu else ""
     note = " (for at most this many images)" if upper_bound else ""
     if kinds == {"flop-floor"}:
-        head = f"estimated GPU-hours: at least {total:,.1f}{note}{on} (a floor from FLOPs: no GPU measurement yet)"
+        head = f"estimated GPU-hours: at least {format_hours(total)}{note}{on} (a floor from FLOPs: no GPU measurement yet)"
     elif "flop-floor" in kinds:
-        head = f"estimated GPU-hours: {total:,.1f}{note}{on} (partly a floor from FLOPs)"
+        head = f"estimated GPU-hours: {format_hours(total)}{note}{on} (partly a floor from FLOPs)"
     else:
-        head = f"estimated GPU-hours: {total:,.1f}{note}{on}"
+        head = f"estimated GPU-hours: {format_hours(total)}{note}{on}"
     lines = [head]
     for label, units, e in parts:
-        lines.append(f"  {label}: {units:,.0f} x {e.seconds:.3g} s per {e.unit} = {e.hours(units):,.1f} h")
+        lines.append(f"  {label}: {units:,.0f} x {e.seconds:.3g} s per {e.unit} = {format_hours(e.hours(units))} h")
         lines.append(f"    source: {e.describe()}")
     return lines

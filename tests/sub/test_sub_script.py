@@ -189,7 +189,7 @@ def test_dry_run_and_errors(tmp_path, mini_cub, candidate_spec, capsys):
     text = capsys.readouterr().out
     assert "pairs: 1052 (colour 888, pattern 131, shape 33)" in text
     assert "dropped (bird already has S+): 4" in text
-    assert "images: 526000 (500 per pair)" in text and "estimated GPU-hours: 1315.0" in text
+    assert "images: 526000 (500 per pair)" in text and "estimated GPU-hours: 1,315\n" in text
     assert not (tmp_path / "x").exists()
     with pytest.raises(
         ConceptforgeError, match="--pairs selects nothing for: European_Goldfinch=has_crown_color::black \\(dropped"

@@ -20,7 +20,6 @@ from conceptforge import argtypes as at
 from conceptforge import gpu_costs
 from conceptforge.commands.base import add_executor_arguments, add_run_options, check_chunk_size, executor_for, shard_of
 from conceptforge.errors import InvalidArgumentError
-from conceptforge.gpu_costs import VQA_WORKLOAD
 from conceptforge.generators.sub.flux_tdg import (
     DEFAULT_GUIDANCE,
     DEFAULT_MAX_SEQUENCE_LENGTH,
@@ -31,6 +30,7 @@ from conceptforge.generators.sub.flux_tdg import (
 from conceptforge.generators.sub.generate import CHUNK_SIZE, FLUX_DEV_DEFAULT_LICENSE, GenerationSettings, generate
 from conceptforge.generators.sub.plan import PlanRequest, build_plan, resolve_dtype_name, strip_run_only_options
 from conceptforge.generators.sub.spec import PairPlan
+from conceptforge.gpu_costs import VQA_WORKLOAD
 from conceptforge.runner import check_output
 
 logger = logging.getLogger(__name__)
@@ -181,12 +181,15 @@ def gpu_hour_lines(images: int, args: argparse.Namespace, *, upper_bound: bool =
             resolution=args.resolution,
             steps=args.steps,
         )
-    parts = [("generate", images, generation)]
-    if tdg:
-        parts.append(("filter sub (VQA, 1 tile per image)", images, gpu_costs.estimate(VQA_WORKLOAD, gpu=args.gpu_model)))
-    lines = gpu_costs.plan_lines(parts, upper_bound=upper_bound)
+    lines = gpu_costs.plan_lines([("generate", images, generation)], upper_bound=upper_bound)
     if not args.seconds_per_image:
         lines.append("  (--seconds-per-image S overrides the table with your own measured time per image)")
+    if tdg:
+        vqa = gpu_costs.estimate(VQA_WORKLOAD, gpu=args.gpu_model)
+        lines.append(
+            f"then filter sub (VQA, 1 tile per image): {gpu_costs.format_hours(vqa.hours(images))} GPU-hours more "
+            f"at {vqa.seconds:.3g} s per image ({vqa.describe()})"
+        )
     return lines
 
 
