@@ -27,7 +27,13 @@ from conceptforge.generators.sub.flux_tdg import (
     DEFAULT_RESOLUTION,
     DEFAULT_STEPS,
 )
-from conceptforge.generators.sub.generate import CHUNK_SIZE, FLUX_DEV_DEFAULT_LICENSE, GenerationSettings, generate
+from conceptforge.generators.sub.generate import (
+    ATTENTION_BACKENDS,
+    CHUNK_SIZE,
+    FLUX_DEV_DEFAULT_LICENSE,
+    GenerationSettings,
+    generate,
+)
 from conceptforge.generators.sub.plan import PlanRequest, build_plan, resolve_dtype_name, strip_run_only_options
 from conceptforge.generators.sub.spec import PairPlan
 from conceptforge.gpu_costs import VQA_WORKLOAD
@@ -104,6 +110,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--dtype", choices=["auto", "bf16", "fp16", "fp32"], default="auto", help="auto: bf16 on CUDA, fp32 on CPU"
     )
     gen.add_argument("--offload", action="store_true", help="model CPU offload for GPUs with less memory")
+    fast = p.add_argument_group("fast paths (off by default; see docs/sub.md and BENCHMARKS.md)")
+    fast.add_argument(
+        "--pairs-per-batch",
+        type=at.positive_int,
+        default=1,
+        help="TDG pairs (or prompt-only images) per transformer batch (default 1); at most --chunk-size",
+    )
+    fast.add_argument("--compile", action="store_true", help="torch.compile the FLUX transformer (minutes of warm-up)")
+    fast.add_argument(
+        "--attention-backend",
+        choices=ATTENTION_BACKENDS,
+        default=None,
+        help="diffusers' attention backend for the transformer (default: PyTorch SDPA's own choice)",
+    )
     gen.add_argument("--save-guidance", action="store_true", help="also keep the G image in the item store")
     run = p.add_argument_group("run")
     run.add_argument(
@@ -230,8 +250,16 @@ def run(args: argparse.Namespace) -> int:
         max_sequence_length=args.max_sequence_length,
         seed=args.seed,
         dtype=resolve_dtype_name(args.dtype, args.device),
+        pairs_per_batch=args.pairs_per_batch,
+        compile=args.compile,
+        attention_backend=args.attention_backend,
     )
     check_chunk_size(args)
+    if args.pairs_per_batch > args.chunk_size:
+        raise InvalidArgumentError(
+            f"--pairs-per-batch {args.pairs_per_batch} exceeds --chunk-size {args.chunk_size}: a batch never spans chunks; "
+            "raise --chunk-size"
+        )
     shard = shard_of(args)
     out = check_output(
         args.out, stage="sub/candidates"
