@@ -88,6 +88,7 @@ class GenerationSettings:
 FAST_PATH_DEFAULTS = {"pairs_per_batch": 1, "compile": False, "attention_backend": None}
 #: diffusers' names of PyTorch's SDPA kernels (``native`` lets PyTorch choose, the default).
 ATTENTION_BACKENDS = ("native", "_native_cudnn", "_native_flash", "_native_efficient", "_native_math")
+CUDA_ATTENTION_BACKENDS = ("_native_cudnn", "_native_flash", "_native_efficient")
 
 
 def item_id(pair: Pair, index: int, images_per_pair: int) -> str:
@@ -213,6 +214,11 @@ def apply_fast_paths(generator: TDGFlux, settings: GenerationSettings) -> None:
     """``--attention-backend`` and ``--compile`` on the loaded transformer (in place)."""
     transformer = generator.pipe.transformer
     if settings.attention_backend:
+        device = next(transformer.parameters()).device
+        if settings.attention_backend in CUDA_ATTENTION_BACKENDS and device.type != "cuda":
+            raise InvalidArgumentError(
+                f"--attention-backend {settings.attention_backend} is a CUDA kernel; the transformer is on {device}"
+            )
         if not hasattr(transformer, "set_attention_backend"):
             raise DependencyMissingError("--attention-backend needs diffusers >= 0.35 (set_attention_backend)")
         try:

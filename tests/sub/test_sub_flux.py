@@ -141,3 +141,28 @@ def test_several_pairs_per_batch_give_the_images_of_one_pair_at_a_time(tiny_flux
                 assert png_bytes(together.guidance) == png_bytes(single.guidance)
     tdg = tiny_flux.generate_batch(requests, mode="tdg", **size)
     assert tdg[0].etas != tdg[1].etas  # the pattern schedule frees the pair earlier: mixed etas were tied apart
+
+
+def test_fast_path_options_reach_the_transformer(tiny_flux_dir):
+    """--compile compiles the transformer in place (run on a GPU by the device check: compiling
+    even the tiny model takes minutes on this CPU); --attention-backend sets diffusers' backend,
+    and one this machine cannot run is a clear error."""
+    from conceptforge.errors import InvalidArgumentError
+    from conceptforge.generators.sub.flux_tdg import TDGFlux
+    from conceptforge.generators.sub.generate import GenerationSettings, apply_fast_paths
+
+    flux = TDGFlux.from_pretrained(str(tiny_flux_dir), device="cpu", max_sequence_length=16)
+    transformer = flux.pipe.transformer
+    assert transformer._compiled_call_impl is None
+    apply_fast_paths(flux, GenerationSettings(compile=True, attention_backend="_native_math"))
+    assert flux.pipe.transformer is transformer and transformer._compiled_call_impl is not None
+    assert str(transformer.transformer_blocks[0].attn.processor._attention_backend) in {
+        "_native_math",
+        "AttentionBackendName._NATIVE_MATH",
+    }
+    settings = GenerationSettings(pairs_per_batch=2, compile=True)
+    assert settings.to_config()["pairs_per_batch"] == 2 and "attention_backend" not in settings.to_config()
+    with pytest.raises(InvalidArgumentError, match="--pairs-per-batch must be >= 1"):
+        GenerationSettings(pairs_per_batch=0)
+    with pytest.raises(InvalidArgumentError, match="--attention-backend _native_flash is a CUDA kernel"):
+        apply_fast_paths(flux, GenerationSettings(attention_backend="_native_flash"))  # needs CUDA
