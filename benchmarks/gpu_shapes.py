@@ -43,8 +43,16 @@ FLUX_VAE: dict[str, Any] = {
     "latent_channels": 16,
     "use_quant_conv": False,
     "use_post_quant_conv": False,
+    "scaling_factor": 0.3611,
+    "shift_factor": 0.1159,
 }
-TINY_VAE: dict[str, Any] = {**FLUX_VAE, "block_out_channels": [8, 8], "layers_per_block": 1, "latent_channels": 4}
+TINY_VAE: dict[str, Any] = {
+    **FLUX_VAE,
+    "block_out_channels": [8, 8],
+    "layers_per_block": 1,
+    "latent_channels": 4,
+    "norm_num_groups": 8,
+}
 TINY_VAE["down_block_types"] = ["DownEncoderBlock2D"] * 2
 TINY_VAE["up_block_types"] = ["UpDecoderBlock2D"] * 2
 
@@ -172,7 +180,7 @@ class Shapes:
 
 
 REAL = Shapes("real", FLUX_DEV_TRANSFORMER, FLUX_VAE, INTERNVL_8B, SD15_UNET, SD15_TEXT, 1024, 512)
-TINY = Shapes("tiny", TINY_TRANSFORMER, TINY_VAE, TINY_INTERNVL, TINY_UNET, TINY_TEXT, 32, 64)
+TINY = Shapes("tiny", TINY_TRANSFORMER, TINY_VAE, TINY_INTERNVL, TINY_UNET, TINY_TEXT, 32, 32)
 
 
 # -- builders (random weights; on the device given by the caller's ``torch.device`` context) -------
