@@ -1,9 +1,9 @@
 """Breakdowns with bootstrap intervals (``compute_breakdowns``) vs a plain per-resample loop over groups.
 
-Ours: ``conceptforge.loaders.breakdowns.compute_breakdowns`` on a synthetic ``sub-vlm`` samples
+Ours: ``conceptforge.loaders.analysis.breakdowns.compute_breakdowns`` on a synthetic ``sub-vlm`` samples
 table (S+ / S− rows, one row per item, 200 birds, 28 attribute groups): the overall S+ accuracy
 and every group of every breakdown (side, per attribute group and per bird for S+ and S−), each
-with a seeded percentile bootstrap interval (``loaders/bootstrap.py``).
+with a seeded percentile bootstrap interval (``loaders/analysis/bootstrap.py``).
 
 Baseline, what a researcher would otherwise write: the groups (and each group's items) gathered
 with Python dicts in one pass per breakdown, then a plain loop over resamples, and in it over groups, drawing ``rng.integers(0, n, size=n)`` item
@@ -40,15 +40,15 @@ def _table(n_rows: int, n_birds: int, n_groups: int, seed: int = 7) -> dict[str,
 
 
 def _samples(table: dict[str, np.ndarray]):
-    from conceptforge.loaders.sample_columns import Column, Samples
+    from conceptforge.loaders.harness.sample_columns import Column, Samples
 
     columns = {name: Column.from_values(list(table[name])) for name in ("item_id", "side", "bird", "attribute_group")}
     return Samples("sub-vlm", table["value"].copy(), columns, {"model": "synthetic"})
 
 
 def _ours(table, resamples: int) -> dict[tuple[str, str], tuple[float, float, float]]:
-    from conceptforge.loaders.bootstrap import BootstrapConfig
-    from conceptforge.loaders.breakdowns import compute_breakdowns
+    from conceptforge.loaders.analysis.bootstrap import BootstrapConfig
+    from conceptforge.loaders.analysis.breakdowns import compute_breakdowns
 
     result = compute_breakdowns(
         _samples(table), config=BootstrapConfig(resamples=resamples, seed=0), main_metric="s_plus"

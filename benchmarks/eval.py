@@ -19,8 +19,8 @@ from benchmarks._harness import Result
 def run(quick: bool) -> list[Result]:
     from conceptforge.cub import load_cub
     from conceptforge.loaders.binding import evaluate_binding, load_binding
-    from conceptforge.loaders.embeddings import EmbeddingModel
-    from conceptforge.loaders.sub import evaluate_vlm, load_sub
+    from conceptforge.loaders.harness.embeddings import EmbeddingModel
+    from conceptforge.loaders.sub.protocol import evaluate_vlm, load_sub
     from conceptforge.testing import synthetic
     from conceptforge.testing.tiny_models import build_tiny_clip
 

@@ -277,7 +277,7 @@ def fast_paths(check: Check, flux: Any, requests: list, size: dict[str, int]) ->
     """Each fast path of ``generate sub`` against the plain TDG path, interleaved: seconds per
     pair and the PSNR of its R images against the plain path's for the same seeds. Each side sets
     the transformer's state it needs before it runs (attention backend, compiled or eager)."""
-    from conceptforge.generators.sub.generate import GenerationSettings, apply_fast_paths
+    from conceptforge.generators.sub.stage import GenerationSettings, apply_fast_paths
 
     settings, device = check.settings, check.settings.device
     results: dict[str, Any] = {}
@@ -383,7 +383,7 @@ def release(device: torch.device) -> None:
 # -- VQA filter -----------------------------------------------------------------------------------------
 def check_vqa(check: Check) -> None:
     from benchmarks.gpu_shapes import build_internvl, vqa_inputs
-    from conceptforge.filters.vqa import next_token_logits
+    from conceptforge.filters.vqa.scorer import next_token_logits
 
     settings, device = check.settings, check.settings.device
     section: dict[str, Any] = {"model": "InternVL-2.5-8B shape" if not settings.tiny else "tiny InternVL"}

@@ -37,8 +37,8 @@ import numpy as np
 from PIL import Image
 
 from conceptforge.generators.binding.dataset import BindingConfig, make_batch_factory, plan_items, sample_scene
-from conceptforge.generators.binding.generate import CHUNK_SIZE
 from conceptforge.generators.binding.render_blender import BlenderRenderer
+from conceptforge.generators.binding.stage import CHUNK_SIZE
 
 
 def psnr(a: np.ndarray, b: np.ndarray) -> float:

@@ -21,6 +21,7 @@ import yaml
 from datasets import Features
 
 from conceptforge.cards.dataset_dir import CARD_NAME, DATA_DIR, GRID_NAME
+from conceptforge.cards.provenance import TOKEN_PATTERN
 from conceptforge.errors import ConceptforgeError, DataFormatError
 
 
@@ -105,7 +106,6 @@ train-eval-index viewer thumbnail
 MAX_HUB_FILE_SIZE = 50 * 10**9  # the Hub refuses single files above 50 GB
 MAX_FILES_PER_COMMIT = 25_000  # LFS files per commit accepted by the Hub
 _YAML_RE = re.compile(r"\A---\s*\n(.*?)\n---\s*(\n|\Z)", re.DOTALL)
-_TOKEN_RE = re.compile(r"\bhf_[A-Za-z0-9]{8,}")
 _GRID_LINK = f"]({GRID_NAME})"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -205,7 +205,7 @@ def card_problems(text: str, *, secrets: Iterable[str] = ()) -> list[str]:
             if names != set(infos):
                 problems.append(f"configs {sorted(names)} and dataset_info configs {sorted(infos)} differ")
     secret_list = [s for s in secrets if s]
-    if any(secret in text for secret in secret_list) or _TOKEN_RE.search(text):
+    if any(secret in text for secret in secret_list) or TOKEN_PATTERN.search(text):
         problems.append("the card contains an access token; it must never be published")
     problems += _bibtex_problems(text)
     local = _LOCAL_PATH_RE.search(text)

@@ -18,9 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from conceptforge.engine.store import io_error
 from conceptforge.output import FOLDER_MARKER, claim_folder, marker_bytes, normal_mode
 from conceptforge.serialization import atomic_write_bytes
-from conceptforge.store import io_error
 
 
 def _json_safe(value: Any) -> Any:

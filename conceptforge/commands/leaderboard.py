@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from conceptforge.errors import InvalidArgumentError
-    from conceptforge.loaders.leaderboard import leaderboard, load_results
+    from conceptforge.loaders.analysis.leaderboard import leaderboard, load_results
     from conceptforge.serialization import atomic_write_bytes
 
     if args.output:  # a user's file of that name is never replaced: only a table we wrote
@@ -70,8 +70,8 @@ def run(args: argparse.Namespace) -> int:
     table = leaderboard(payloads, metrics=args.metrics)
     page = None
     if args.html:
-        from conceptforge.loaders.bootstrap import BootstrapConfig
-        from conceptforge.loaders.leaderboard_html import leaderboard_html
+        from conceptforge.loaders.analysis.bootstrap import BootstrapConfig
+        from conceptforge.loaders.analysis.leaderboard_html import leaderboard_html
         from conceptforge.output import claim_files
 
         if Path(args.html).is_dir():

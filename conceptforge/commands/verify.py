@@ -59,7 +59,7 @@ def _weights(values: list[str]) -> dict[str, str]:
 def run(args: argparse.Namespace) -> int:
     logging.getLogger("httpx2").setLevel(logging.WARNING)
     from conceptforge.cards.release_source import open_release
-    from conceptforge.loaders.verify import verify_release
+    from conceptforge.generators.verify import verify_release
 
     items = [i.strip() for i in args.items.split(",") if i.strip()] if args.items is not None else None
     if items is not None and not items:

@@ -135,7 +135,7 @@ def build_tiny_internvl(path: Path, *, seed: int = 0) -> Path:
     from transformers import InternVLConfig, InternVLForConditionalGeneration, InternVLProcessor, Qwen2Tokenizer
     from transformers.models.got_ocr2.image_processing_pil_got_ocr2 import GotOcr2ImageProcessorPil
 
-    from conceptforge.filters.vqa import without_video_processor
+    from conceptforge.filters.vqa.scorer import without_video_processor
 
     specials = {
         "start_image_token": "<img>",

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from itertools import permutations
 
-METRICS = ("nominal", "ordinal", "interval")
+ALPHA_LEVELS = ("nominal", "ordinal", "interval")
 
 
 def pearson(xs: Sequence[float], ys: Sequence[float]) -> float | None:
@@ -43,8 +43,8 @@ def krippendorff_alpha(units: Iterable[Sequence[Hashable]], *, metric: str = "no
     Items with fewer than two values carry no agreement information and are skipped. Returns
     None when there is nothing to compare or no variation at all (expected disagreement 0).
     """
-    if metric not in METRICS:
-        raise ValueError(f"metric must be one of {METRICS}")
+    if metric not in ALPHA_LEVELS:
+        raise ValueError(f"metric must be one of {ALPHA_LEVELS}")
     pairable = _pairable(units)
     if not pairable:
         return None

@@ -18,6 +18,8 @@ from typing import Any
 from datasets import ClassLabel, Features, List, Value
 from datasets import Image as ImageFeature
 
+from conceptforge.engine.store import ItemResult
+from conceptforge.engine.workitems import WorkItem, derive_seed
 from conceptforge.errors import InvalidArgumentError
 from conceptforge.generators.binding.compositions import (
     DATASETS,
@@ -45,8 +47,6 @@ from conceptforge.generators.binding.scene import (
     relations_between,
 )
 from conceptforge.generators.binding.vocab import COLORS, MATERIALS, SHAPES, SIZE_RADIUS
-from conceptforge.store import ItemResult
-from conceptforge.workitems import WorkItem, derive_seed
 
 # Paper 004 Table 1 (train / val / gen examples per dataset).
 PRESETS: dict[str, dict[str, dict[str, int]]] = {

@@ -1,7 +1,7 @@
 """The binding repo: ONE Hub repo with a config per dataset, and the card over all of them.
 
 Each config is its own run of the engine in ``.work/<config>/`` (see
-:mod:`conceptforge.generators.binding.generate`); this module is everything that belongs to the
+:mod:`conceptforge.generators.binding.stage`); this module is everything that belongs to the
 repo as a whole, in one place: its record in ``.work/`` (which :class:`RepoAssembler` finishes
 it), the per-config statistics the card reads (:data:`CONFIG_RECORD`), the shared card and grid
 (a second one-assembly step with its own lock in ``.work/``: a pure function of the configs
@@ -22,19 +22,18 @@ from pathlib import Path
 
 from PIL import Image
 
-from conceptforge.assemblers import register_assembler
-from conceptforge.assembly import AssemblyOutcome, assemble_once, read_done
 from conceptforge.cards import DatasetMetadata, collect_provenance, render_card
 from conceptforge.cards.dataset_dir import CARD_NAME, GRID_NAME, SplitStats
 from conceptforge.cards.grid import grid_png
 from conceptforge.cards.run_record import config_entry, run_record, write_run_record
+from conceptforge.engine.assembly import AssemblyOutcome, assemble_once, read_done, register_assembler
+from conceptforge.engine.runner import assemble_run
+from conceptforge.engine.store import ItemStore, is_store, join
 from conceptforge.errors import ConceptforgeError
 from conceptforge.generators.binding.compositions import DATASETS, SPLITS
 from conceptforge.generators.binding.dataset import COLUMN_DOCS, BindingConfig, binding_command, binding_features
 from conceptforge.output import WORK_DIR
-from conceptforge.runner import assemble_run
 from conceptforge.serialization import canonical_json
-from conceptforge.store import ItemStore, is_store, join
 
 logger = logging.getLogger(__name__)
 

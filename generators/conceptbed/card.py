@@ -1,6 +1,6 @@
 """The ConceptBed generated-images dataset: its schema, card text and assembly from a complete store.
 
-Why apart from :mod:`conceptforge.generators.conceptbed.generate`: learning and sampling
+Why apart from :mod:`conceptforge.generators.conceptbed.stage`: learning and sampling
 (torch, diffusers) and what the published dataset looks like change for different reasons, and
 the annotation app and test fixtures need the schema without the learners. The assembler keeps
 the name it was first stored under, so runs started before this module existed still assemble.
@@ -18,13 +18,13 @@ from datasets import ClassLabel, Features, List, Value
 from datasets import Image as ImageFeature
 from PIL import Image
 
-from conceptforge.assemblers import register_assembler
 from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
 from conceptforge.cards.grid import grid_png
 from conceptforge.cards.provenance import local_fingerprint
 from conceptforge.cards.run_record import config_entry, run_record, write_run_record
+from conceptforge.engine.assembly import register_assembler
+from conceptforge.engine.store import ItemStore
 from conceptforge.generators.conceptbed.concepts import library
-from conceptforge.store import ItemStore
 
 SPLITS = ("concept", "composition")
 REFERENCE_COUNT = 3
@@ -121,7 +121,9 @@ def _references(store: ItemStore, concept: str) -> list[dict[str, Any]]:
     return [{"bytes": store.location.read(f"{folder}/{name}"), "path": None} for name in names]
 
 
-def _rows(store: ItemStore, split: str, reference_ids: dict[str, list[str]], embed: bool) -> Iterator[dict[str, Any]]:
+def split_rows(
+    store: ItemStore, split: str, reference_ids: dict[str, list[str]], embed: bool
+) -> Iterator[dict[str, Any]]:
     embedded: set[str] = set()  # concepts whose thumbnails this split already holds (one copy each)
     for record in store.records(split):
         meta = record.metadata
@@ -172,7 +174,9 @@ def assemble_from_store(store: ItemStore, out_dir: Path, args: dict[str, Any]) -
     assemble_dataset_dir(
         out_dir,
         splits={
-            split: (lambda s=split: _rows(store, s, args.get("reference_ids", {}), bool(args.get("embed_references"))))
+            split: (
+                lambda s=split: split_rows(store, s, args.get("reference_ids", {}), bool(args.get("embed_references")))
+            )
             for split in SPLITS
         },
         features=FEATURES,

@@ -33,7 +33,7 @@ from conceptforge.generators.sub.tdg import TDGParams, eta_schedule, tie, tie_ma
 # benchmarks/gpu.py) the model code above still imports; these names then say what is missing.
 try:
     from conceptforge.generators.sub.card import FEATURES
-    from conceptforge.generators.sub.generate import (
+    from conceptforge.generators.sub.stage import (
         GenerationSettings,
         RunSummary,
         SubStageConfig,

@@ -1,6 +1,6 @@
 """The SUB candidates dataset: its schema, card and assembly from a complete store.
 
-Why apart from :mod:`conceptforge.generators.sub.generate`: generation (FLUX, work items) and
+Why apart from :mod:`conceptforge.generators.sub.stage`: generation (FLUX, work items) and
 what the published dataset looks like change for different reasons; the filter and the test
 fixtures need the schema and the card text without the generation code. The assembler keeps the
 name it was first stored under, so runs started before this module existed still assemble.
@@ -18,14 +18,14 @@ from typing import Any
 from datasets import ClassLabel, Features, Value
 from datasets import Image as ImageFeature
 
-from conceptforge.assemblers import register_assembler
 from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
 from conceptforge.cards.grid import grid_png
 from conceptforge.cards.provenance import command_line, package_versions
 from conceptforge.cards.run_record import config_entry, run_record, write_run_record
 from conceptforge.cub import display_name
+from conceptforge.engine.assembly import register_assembler
+from conceptforge.engine.store import ItemStore
 from conceptforge.generators.sub.spec import PairPlan, load_spec, published_attribute
-from conceptforge.store import ItemStore
 
 SPLIT = "candidates"
 CARD_PACKAGES = (
@@ -159,7 +159,7 @@ CITATION = """@article{bader2025sub,
 }"""
 
 
-def _row(record) -> dict[str, Any]:
+def record_row(record) -> dict[str, Any]:
     meta = record.metadata
     row = {name: meta.get(name) for name in FEATURES if name not in {"image", "item_id", "seed"}}
     row.update(
@@ -208,7 +208,7 @@ def assemble_from_store(store: ItemStore, out_dir: Path, args: dict[str, Any]) -
         metadata.provenance = {**metadata.provenance, "model_revision": first.metadata["model_revision"]}
     assemble_dataset_dir(
         out_dir,
-        splits={SPLIT: lambda: (_row(r) for r in store.records(SPLIT))},
+        splits={SPLIT: lambda: (record_row(r) for r in store.records(SPLIT))},
         features=FEATURES,
         render_card=lambda stats: render_card(metadata, FEATURES, stats),
         grid_png=_grid(list(_grid_records(store))),

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from conceptforge.errors import DataFormatError, DataNotFoundError
-from conceptforge.loaders.data import image_column_raw, load_split, require_columns
+from conceptforge.generators.binding.compositions import SPLITS
+from conceptforge.loaders.harness.data import image_column_raw, load_split, require_columns
 
 logger = logging.getLogger(__name__)
 
-SPLITS = ("train", "val", "gen")
 COLUMNS = ("image", "label", "candidates", "label_index", "candidate_kinds")
 ADJ_NOUN = "adjective-noun"
 RELATIONAL = "relational"

@@ -20,11 +20,11 @@ from conceptforge.loaders.binding.scoring import (
     kind_breakdown,
 )
 from conceptforge.loaders.binding.train import RunResult, TrainConfig, train_run
-from conceptforge.loaders.reports import markdown_table, mean_se, pct, pct_se
+from conceptforge.loaders.harness.reports import markdown_table, mean_se, pct, pct_se
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_CLIP = "openai/clip-vit-large-patch14"  # the paper's ViT-L/14
+PAPER_CLIP = "openai/clip-vit-large-patch14"  # the binding paper's ViT-L/14 (the `evaluate binding` default)
 DEFAULT_SEEDS = (0, 1, 2, 3, 4)
 ALL_MODELS = ("clip", *MODEL_KINDS)
 CDSM_SCORE_TEXT = {
@@ -141,7 +141,7 @@ def evaluate_binding(
     dataset: str | dict[str, BindingSplit],
     *,
     models: Sequence[str] = ("clip", "csp", "add", "mult", "conv", "tl", "rf"),
-    embedding_model: str | Any = DEFAULT_CLIP,
+    embedding_model: str | Any = PAPER_CLIP,
     revision: str | None = None,
     dataset_revision: str | None = None,
     dataset_config: str | None = None,
@@ -152,7 +152,7 @@ def evaluate_binding(
     template: str = PROMPT,
 ) -> BindingReport:
     """Evaluate ``models`` on one binding dataset (local dir / Hub id, or loaded splits)."""
-    from conceptforge.loaders.embeddings import EmbeddingModel
+    from conceptforge.loaders.harness.embeddings import EmbeddingModel
 
     unknown = [m for m in models if m not in ALL_MODELS]
     if unknown:

@@ -16,8 +16,9 @@ from dataclasses import asdict
 from typing import Any
 
 from conceptforge.errors import DataNotFoundError, InvalidArgumentError
-from conceptforge.loaders.model_ref import CLIP
-from conceptforge.loaders.task_spec import (
+from conceptforge.loaders.binding import breakdowns
+from conceptforge.loaders.harness.model_ref import CLIP
+from conceptforge.loaders.harness.task import (
     Metric,
     Option,
     Task,
@@ -368,6 +369,7 @@ def tasks() -> list[Task]:
                 ),
                 _config_option(),
             ),
+            breakdowns=breakdowns.BINDING,
         ),
         Task(
             "binding-cdsm",
@@ -393,5 +395,6 @@ def tasks() -> list[Task]:
                 Option("weight_decay", 1e-5, float, "Adam weight decay"),
                 Option("calibrate", False, flag, "calibrated stacking (Appendix C; single-object only)"),
             ),
+            breakdowns=breakdowns.BINDING,
         ),
     ]

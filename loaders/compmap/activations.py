@@ -131,7 +131,7 @@ class ItmScorer:
     @torch.no_grad()
     def score_image(self, image: Any, texts: list[str], *, batch_size: int = 64) -> Tensor:
         """[T] match scores of one image against ``texts``."""
-        from conceptforge.loaders.embeddings import load_pil
+        from conceptforge.loaders.harness.embeddings import load_pil
 
         pil = load_pil(image)
         out = []

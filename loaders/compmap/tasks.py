@@ -20,8 +20,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from conceptforge.loaders.model_ref import CLIP, ITM
-from conceptforge.loaders.task_spec import Metric, Option, Task, TaskContext, TaskOutcome, choice, flag, int_list
+from conceptforge.loaders.compmap import breakdowns
+from conceptforge.loaders.harness.model_ref import CLIP, ITM
+from conceptforge.loaders.harness.task import Metric, Option, Task, TaskContext, TaskOutcome, choice, flag, int_list
 
 CUB_COLUMNS = (
     ("n_way", "int64"),
@@ -130,7 +131,7 @@ def run_compmap_cub(ctx: TaskContext) -> TaskOutcome:
 
     from conceptforge.loaders.compmap.cub_arrays import cub_primitives
     from conceptforge.loaders.compmap.logreg import LogRegConfig
-    from conceptforge.loaders.compmap.pipeline import activation_key, cached_tensor, cub_vocabulary
+    from conceptforge.loaders.compmap.pipeline import activation_key, cached_tensor, cub_vocabulary, session_vl_model
     from conceptforge.loaders.compmap.prompts import parse_templates
     from conceptforge.loaders.compmap.protocols import CubProtocol, evaluate_cub
     from conceptforge.loaders.compmap.report import cub_tables
@@ -139,7 +140,7 @@ def run_compmap_cub(ctx: TaskContext) -> TaskOutcome:
     templates = parse_templates(options["templates"])
     data = cub_primitives(ctx.cub_dir)
     vocab = cub_vocabulary(data, templates)
-    model = _named(ctx.session.vl_model(), options["name"])
+    model = _named(session_vl_model(ctx.session), options["name"])
     images = [str(p) for p in data.image_paths]
     group_softmax = bool(options["group_softmax"])
     pred = cached_tensor(
@@ -264,7 +265,13 @@ def run_compmap_mit_states(ctx: TaskContext) -> TaskOutcome:
 
     from conceptforge.loaders.compmap.contrastive import ContrastiveConfig
     from conceptforge.loaders.compmap.mit_states import SPLITS, load_mit_states
-    from conceptforge.loaders.compmap.pipeline import activation_key, cached_tensor, mit_vocabulary, text_targets
+    from conceptforge.loaders.compmap.pipeline import (
+        activation_key,
+        cached_tensor,
+        mit_vocabulary,
+        session_vl_model,
+        text_targets,
+    )
     from conceptforge.loaders.compmap.prompts import parse_templates
     from conceptforge.loaders.compmap.protocols import MitProtocol, evaluate_mit_states
     from conceptforge.loaders.compmap.report import mit_tables
@@ -273,7 +280,7 @@ def run_compmap_mit_states(ctx: TaskContext) -> TaskOutcome:
     templates = parse_templates(options["templates"])
     data = load_mit_states(ctx.mit_states_dir, split_dir=options["split_dir"], metadata=options["metadata"] or None)
     vocab = mit_vocabulary(data, templates)
-    model = _named(ctx.session.vl_model(), options["name"])
+    model = _named(session_vl_model(ctx.session), options["name"])
     group_softmax = bool(options["group_softmax"])
     pred = {}
     for split in SPLITS:
@@ -292,7 +299,7 @@ def run_compmap_mit_states(ctx: TaskContext) -> TaskOutcome:
     else:
         embedder = model.embedder
         if embedder is None:  # an ITM model: pair texts are embedded by a dual encoder
-            from conceptforge.loaders.embeddings import EmbeddingModel
+            from conceptforge.loaders.harness.embeddings import EmbeddingModel
 
             embedder = EmbeddingModel.from_pretrained(
                 options["target_model"], cache_dir=ctx.session.cache_dir, device=ctx.device
@@ -364,6 +371,7 @@ def tasks() -> list[Task]:
                 ),
                 Option("name", "", str, "model name in the tables (default: derived from the model id)"),
             ),
+            breakdowns=breakdowns.COMPMAP_CUB,
         ),
         Task(
             "compmap-mit-states",
@@ -409,5 +417,6 @@ def tasks() -> list[Task]:
                 Option("topk", (1,), int_list, "top-k CZSL in the tables and details (metrics are top-1)"),
                 Option("name", "", str, "model name in the tables (default: derived from the model id)"),
             ),
+            breakdowns=breakdowns.COMPMAP_MIT,
         ),
     ]

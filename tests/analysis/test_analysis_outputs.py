@@ -10,9 +10,9 @@ from PIL import Image
 
 from conceptforge.commands import main
 from conceptforge.errors import DataNotFoundError
-from conceptforge.loaders.analysis import SECTION_START, write_breakdowns_and_charts
-from conceptforge.loaders.breakdowns import compute_breakdowns
-from conceptforge.loaders.sample_columns import read_samples
+from conceptforge.loaders.analysis.breakdowns import compute_breakdowns
+from conceptforge.loaders.analysis.write import SECTION_START, write_breakdowns_and_charts
+from conceptforge.loaders.harness.sample_columns import read_samples
 from tests.analysis.sample_files import write_results, write_samples
 
 SUB_ROWS = [

@@ -1,6 +1,6 @@
 """Breakdown numbers and their bootstrap intervals, worked out by hand on tiny fixed inputs.
 
-Every interval is recomputed here from the documented algorithm (``loaders/bootstrap.py``): a fresh
+Every interval is recomputed here from the documented algorithm (``loaders/analysis/bootstrap.py``): a fresh
 ``Generator(PCG64(seed))``, per resample and per stratum ``rng.integers(0, n, size=n)`` over the
 units in sorted key order, and the 2.5/97.5 percentiles by linear interpolation written out below.
 Inputs go through real parquet files of the per-sample schema (tests/analysis/sample_files.py).
@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from conceptforge.errors import DataFormatError
-from conceptforge.loaders.bootstrap import BootstrapConfig
-from conceptforge.loaders.breakdowns import compare, compute_breakdowns, describe
-from conceptforge.loaders.sample_columns import read_samples
+from conceptforge.loaders.analysis.bootstrap import BootstrapConfig
+from conceptforge.loaders.analysis.breakdowns import compare, compute_breakdowns, describe
+from conceptforge.loaders.harness.sample_columns import read_samples
 from tests.analysis.sample_files import write_samples
 
 CONFIG = BootstrapConfig(resamples=200, seed=7)

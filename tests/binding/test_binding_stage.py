@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from conceptforge.generators.binding import generate
+from conceptforge.generators.binding import stage as generate
 from conceptforge.generators.binding.dataset import BindingConfig, binding_command, plan_items
 
 
@@ -21,7 +21,7 @@ def test_build_stage_from_stored_settings_makes_the_same_stage():
     assert stage.make_item is None and not isinstance(stage.process_batch, generate._PoolBatches)
     # building a stage renders nothing and loads no Blender (checked in a fresh interpreter)
     code = (
-        "import sys; from conceptforge.generators.binding.generate import build_stage; "
+        "import sys; from conceptforge.generators.binding.stage import build_stage; "
         "from conceptforge.generators.binding.dataset import BindingConfig; "
         "build_stage(BindingConfig(dataset='relational', split_sizes={'train': 2})); print('bpy' in sys.modules)"
     )

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from conceptforge.runner import run_stage
+from conceptforge.engine.runner import run_stage
 from tests.cluster.conftest import BIN, JOB_ENV, REPO
-from tests.core import engine_stage
+from tests.engine import engine_stage
 
 ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'conceptforge[ray]' (the test extra has it)")
 
@@ -51,7 +51,7 @@ def reference(tmp_path_factory):
 
 
 def test_ray_tasks_give_the_bytes_of_one_process(ray_cluster, reference, tmp_path):
-    from conceptforge.ray_executor import RayExecutor
+    from conceptforge.engine.ray_executor import RayExecutor
 
     out, log, assembly_log = tmp_path / "out", tmp_path / "made.log", tmp_path / "assembled.log"
     stage = engine_stage.stage(40, log=str(log), chunk_size=4, assembly_log=str(assembly_log))
@@ -66,7 +66,7 @@ def test_ray_tasks_give_the_bytes_of_one_process(ray_cluster, reference, tmp_pat
 
 
 def test_ray_killed_worker_chunk_is_redone(ray_cluster, reference, tmp_path):
-    from conceptforge.ray_executor import RayExecutor
+    from conceptforge.engine.ray_executor import RayExecutor
     from tests.cluster.ray_stage import killer_stage
 
     out, log, marker = tmp_path / "out", tmp_path / "made.log", tmp_path / "killed"
@@ -81,7 +81,7 @@ def test_ray_killed_worker_chunk_is_redone(ray_cluster, reference, tmp_path):
 
 
 def test_ray_model_stage_runs_on_actors_that_load_once(ray_cluster, reference, tmp_path):
-    from conceptforge.ray_executor import RayExecutor
+    from conceptforge.engine.ray_executor import RayExecutor
     from tests.cluster.ray_stage import killer_stage
 
     out, log, marker, loads = tmp_path / "out", tmp_path / "made.log", tmp_path / "killed", tmp_path / "loads.log"

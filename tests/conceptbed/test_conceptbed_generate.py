@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from datasets import ClassLabel, load_dataset
 
-from conceptforge.generators.conceptbed.generate import ConceptBedGenerator, GenerateOptions
+from conceptforge.engine.workitems import ShardSpec
 from conceptforge.generators.conceptbed.learners import LearnerConfig
 from conceptforge.generators.conceptbed.spec import load_spec
-from conceptforge.workitems import ShardSpec
+from conceptforge.generators.conceptbed.stage import ConceptBedGenerator, GenerateOptions
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -244,7 +244,7 @@ def test_s3_output_is_byte_identical_to_local(tmp_path, tiny_sd, datasets_root, 
 
 
 def test_default_work_dir_is_local_for_a_url_out(tmp_path, monkeypatch):
-    from conceptforge.generators.conceptbed.generate import default_work_dir
+    from conceptforge.generators.conceptbed.stage import default_work_dir
 
     assert default_work_dir(str(tmp_path / "out")) == tmp_path / "out" / ".work"
     monkeypatch.setenv("CONCEPTFORGE_WORK_DIR", str(tmp_path / "cache"))

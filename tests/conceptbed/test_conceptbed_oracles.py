@@ -14,14 +14,14 @@ import torch
 from PIL import Image
 
 from conceptforge.errors import ConceptforgeError
-from conceptforge.filters.conceptbed_oracle_training import (
+from conceptforge.filters.conceptbed.oracle_training import (
     OracleTrainingConfig,
     finetune_oracle,
     oracle_loss,
     outlier_exposure_loss,
 )
-from conceptforge.filters.conceptbed_oracles import VQAOracle, load_concept_oracle, score_concepts
-from conceptforge.filters.conceptbed_scoring import oracle_concepts
+from conceptforge.filters.conceptbed.oracles import VQAOracle, load_concept_oracle, score_concepts
+from conceptforge.filters.conceptbed.scoring import oracle_concepts
 from conceptforge.testing.tiny_conceptbed import build_tiny_classifier, build_tiny_vilt
 
 REPO = Path(__file__).resolve().parents[2]
@@ -113,9 +113,9 @@ def _run(script, *args, cwd):
 
 
 def test_evaluate_cli_end_to_end(tmp_path, tiny_sd, datasets_root, captions_file, write_spec, oracles, run_script):
-    from conceptforge.generators.conceptbed.generate import ConceptBedGenerator, GenerateOptions
     from conceptforge.generators.conceptbed.learners import LearnerConfig
     from conceptforge.generators.conceptbed.spec import load_spec
+    from conceptforge.generators.conceptbed.stage import ConceptBedGenerator, GenerateOptions
 
     spec_path = write_spec(
         tmp_path,
@@ -178,7 +178,7 @@ def test_evaluate_cli_end_to_end(tmp_path, tiny_sd, datasets_root, captions_file
     again = run_script("evaluate.py", "conceptbed", "--from-scores", str(scores), "--per-concept")
     assert again[0] == 0 and again[1] == text
     assert "CCD aggregations" in text
-    from conceptforge.loaders.conceptbed import evaluate, load_records
+    from conceptforge.loaders.conceptbed.metrics import evaluate, load_records
 
     saved = evaluate(load_records(scores))  # the metric code on the saved oracle scores, no model
     # The same through the one evaluate command: task conceptbed-ccd, the generated dataset as the model.
@@ -223,9 +223,9 @@ def test_evaluate_cli_end_to_end(tmp_path, tiny_sd, datasets_root, captions_file
     assert rescored[0] == 0, rescored[2][-3000:]
     assert (tmp_path / "again.json").read_text() == results.read_text()
     # a rerun scores no generated image again: each row's oracle records come from the per-sample cache
-    from conceptforge.loaders.eval_run import RunSettings, run_tasks
-    from conceptforge.loaders.model_ref import resolve_model
-    from conceptforge.loaders.tasks import select_tasks
+    from conceptforge.loaders.harness.model_ref import resolve_model
+    from conceptforge.loaders.harness.registry import select_tasks
+    from conceptforge.loaders.harness.runner import RunSettings, run_tasks
 
     options = [
         f"conceptbed-ccd.{name}={oracles[key]}"

@@ -57,8 +57,8 @@ def test_the_card_summary_names_no_local_model_path_and_publish_refuses_one(
     tmp_path, tiny_sd, datasets_root, write_spec
 ):
     from conceptforge.cards.validate import card_problems
-    from conceptforge.generators.conceptbed.generate import ConceptBedGenerator
     from conceptforge.generators.conceptbed.spec import load_spec
+    from conceptforge.generators.conceptbed.stage import ConceptBedGenerator
     from tests.conceptbed.test_conceptbed_generate import _options
 
     spec = load_spec(write_spec(tmp_path, datasets_root, ["beagle"]))
@@ -72,8 +72,8 @@ def test_a_plan_with_no_images_is_refused_before_anything_is_written(tmp_path, t
     import pytest
 
     from conceptforge.errors import InvalidArgumentError
-    from conceptforge.generators.conceptbed.generate import ConceptBedGenerator
     from conceptforge.generators.conceptbed.spec import load_spec
+    from conceptforge.generators.conceptbed.stage import ConceptBedGenerator
     from tests.conceptbed.test_conceptbed_generate import _options
 
     spec = load_spec(write_spec(tmp_path, datasets_root, ["beagle"]))

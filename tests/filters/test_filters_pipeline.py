@@ -11,14 +11,14 @@ from datasets import load_dataset
 from conceptforge import ItemStore, ShardSpec
 from conceptforge.cub import load_attributes
 from conceptforge.filters.dataset_io import decode_image
-from conceptforge.filters.questions import OTHER, QuestionBuilder
-from conceptforge.filters.sub_filter import FilterParams
-from conceptforge.filters.sub_pipeline import (
-    WORK_DIR,
+from conceptforge.filters.sub.decision import FilterParams
+from conceptforge.filters.sub.pipeline import (
     assemble_filtered,
     open_candidates,
     score_candidates,
 )
+from conceptforge.filters.vqa.questions import OTHER, QuestionBuilder
+from conceptforge.output import WORK_DIR
 from conceptforge.testing.sub_inputs import candidate_rows
 
 REPO = Path(__file__).resolve().parents[2]
@@ -66,7 +66,7 @@ def test_scores_are_cached_and_resume_does_not_rescore(
     questions = QuestionBuilder(load_attributes(mini_cub).groups)
     store = ItemStore(tmp_path / "out" / WORK_DIR)
     counting = CountingScorer(tiny_scorer)
-    import conceptforge.filters.sub_pipeline as pipeline
+    import conceptforge.filters.sub.pipeline as pipeline
 
     monkeypatch.setattr(pipeline, "VQAScorer", CountingScorer)  # isinstance check in score_candidates
     # chunks of 5 candidates: shard 0 of 2 scores chunks 0, 2, 4

@@ -5,9 +5,10 @@ import torch
 from PIL import Image
 
 from conceptforge.cub import CubAttributes
+from conceptforge.cub import group_words as humanize_group
 from conceptforge.errors import ConceptforgeError
-from conceptforge.filters.questions import OTHER, QuestionBuilder, build_question, humanize_group
-from conceptforge.filters.vqa import VQAScorer
+from conceptforge.filters.vqa.questions import OTHER, QuestionBuilder, build_question
+from conceptforge.filters.vqa.scorer import VQAScorer
 from conceptforge.testing.sub_inputs import MINI_ATTRIBUTES, image_png
 
 GROUPS = CubAttributes.from_names(MINI_ATTRIBUTES).groups

@@ -149,7 +149,7 @@ def test_fast_path_options_reach_the_transformer(tiny_flux_dir):
     and one this machine cannot run is a clear error."""
     from conceptforge.errors import InvalidArgumentError
     from conceptforge.generators.sub.flux_tdg import TDGFlux
-    from conceptforge.generators.sub.generate import GenerationSettings, apply_fast_paths
+    from conceptforge.generators.sub.stage import GenerationSettings, apply_fast_paths
 
     flux = TDGFlux.from_pretrained(str(tiny_flux_dir), device="cpu", max_sequence_length=16)
     transformer = flux.pipe.transformer

@@ -175,7 +175,7 @@ def test_prompt_only_baseline_shares_noise_with_tdg(tmp_path, mini_cub, tiny_flu
     assert (
         row["generation_mode"] == "prompt-only" and row["prompt_guidance"] == "" and row["tdg_k"] != row["tdg_k"]
     )  # NaN
-    from conceptforge.workitems import derive_seed
+    from conceptforge.engine.workitems import derive_seed
 
     assert row["seed"] == derive_seed(0, "Blue_Jay", "has_crown_color::black", 0)
 
@@ -309,7 +309,7 @@ def test_python_api_generate_with_loaded_model_and_guidance_images(tmp_path, min
         save_guidance=True,
     )
     assert summary.assembled and summary.made == 1
-    from conceptforge.store import ItemStore
+    from conceptforge.engine.store import ItemStore
 
     (record,) = ItemStore(tmp_path / "api" / ".work").records("candidates")
     assert record.item_id == "Blue_Jay__has_bill_shape--needle__00000"

@@ -14,8 +14,8 @@ import pytest
 from PIL import Image
 
 from conceptforge.commands import main
-from conceptforge.loaders.regenerate import EXACT, tolerance
-from conceptforge.loaders.verify import Key, choose, compare_values, image_distance
+from conceptforge.generators.rebuild import EXACT, tolerance
+from conceptforge.generators.verify import Key, choose, compare_values, image_distance
 from tests.verify.verify_helpers import change_pixel, copy_release, differing_lines, edit_rows
 
 SUB_SHARD = "data/candidates-00000-of-00001.parquet"

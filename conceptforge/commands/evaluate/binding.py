@@ -16,7 +16,7 @@ logger = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from conceptforge.loaders.binding.evaluate import ALL_MODELS, DEFAULT_CLIP
+    from conceptforge.loaders.binding.evaluate import ALL_MODELS, PAPER_CLIP
 
     parser.add_argument("--dataset", required=True, help="binding dataset dir (e.g. OUT/single-object) or Hub id")
     parser.add_argument("--revision", default=None, help="dataset revision on the Hub")
@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="clip,csp,add,mult,conv,tl,rf",
         help=f"comma-separated, from: {', '.join(ALL_MODELS)} (clip-ft = full fine-tuning, slow)",
     )
-    parser.add_argument("--clip-model", default=DEFAULT_CLIP, help="CLIP id or local dir (frozen image embeddings)")
+    parser.add_argument("--clip-model", default=PAPER_CLIP, help="CLIP id or local dir (frozen image embeddings)")
     parser.add_argument("--clip-revision", default=None)
     parser.add_argument("--seeds", type=at.ListOf(at.seed, name="seeds"), default=[0, 1, 2, 3, 4])
     parser.add_argument("--epochs", type=at.positive_int, default=20)
@@ -68,7 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from conceptforge.commands.evaluate.tasks import run_alias
     from conceptforge.loaders.binding.evaluate import ALL_MODELS
-    from conceptforge.loaders.eval_run import RunSettings
+    from conceptforge.loaders.harness.runner import RunSettings
 
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     unknown = [m for m in models if m not in ALL_MODELS]

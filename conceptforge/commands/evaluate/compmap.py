@@ -13,10 +13,9 @@ import logging
 
 from conceptforge import argtypes as at
 from conceptforge.errors import InvalidArgumentError
+from conceptforge.loaders.harness.model_ref import DEFAULT_CLIP
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_MODEL = "openai/clip-vit-base-patch32"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--model",
-        default=DEFAULT_MODEL,
+        default=DEFAULT_CLIP,
         help="dual encoder (CLIP, SigLIP) or ITM model (ViLT, BLIP); Hub id or local dir",
     )
     parser.add_argument("--model-kind", choices=("auto", "dual", "itm"), default="auto")
@@ -89,7 +88,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     mit.add_argument(
         "--target-model",
-        default=DEFAULT_MODEL,
+        default=DEFAULT_CLIP,
         help="dual encoder for pair text embeddings when --model is an ITM model",
     )
     mit.add_argument("--topk", type=at.positive_int, nargs="+", default=[1, 2, 3])
@@ -108,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     """Flags -> options of task compmap-cub or compmap-mit-states, then the one runner."""
     from conceptforge.commands.evaluate.tasks import run_alias
     from conceptforge.loaders.compmap.prompts import parse_templates
-    from conceptforge.loaders.eval_run import RunSettings
+    from conceptforge.loaders.harness.runner import RunSettings
 
     parse_templates(args.templates)  # a bad --templates fails before any model or data is read
     if args.batch_size < 1:
@@ -161,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
             device=args.device, batch_size=args.batch_size, cache_dir=args.cache_dir, mit_states_dir=args.data_dir
         )
     if args.model_kind != "auto":
-        from conceptforge.loaders.model_ref import resolve_model
+        from conceptforge.loaders.harness.model_ref import resolve_model
 
         kind = resolve_model(args.model, revision=args.revision).kind
         if kind != {"dual": "clip", "itm": "itm"}[args.model_kind]:

@@ -28,7 +28,7 @@ logger = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from conceptforge.filters.conceptbed_oracles import (
+    from conceptforge.filters.conceptbed.oracles import (
         DEFAULT_CUB_ORACLE,
         DEFAULT_OBJECT_ORACLE,
         DEFAULT_STYLE_ORACLE,
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     """Each --generated dataset is one run of task conceptbed-ccd (the dataset is the "model");
     --from-scores re-prints the tables of saved oracle scores (no model, no results file)."""
     from conceptforge.commands.evaluate.tasks import alias_output, run_alias
-    from conceptforge.loaders.eval_run import RunSettings
+    from conceptforge.loaders.harness.runner import RunSettings
 
     if args.from_scores:
         return _from_scores(args)
@@ -113,8 +113,8 @@ def run(args: argparse.Namespace) -> int:
             model_flag="--generated",
         )
         if args.save_scores:
-            from conceptforge.loaders.conceptbed import save_records
-            from conceptforge.loaders.conceptbed_tasks import rows_to_records
+            from conceptforge.loaders.conceptbed.metrics import save_records
+            from conceptforge.loaders.conceptbed.tasks import rows_to_records
 
             path = (
                 args.save_scores
@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _from_scores(args: argparse.Namespace) -> int:
-    from conceptforge.loaders.conceptbed import evaluate, load_records, report
+    from conceptforge.loaders.conceptbed.metrics import evaluate, load_records, report
 
     if args.generated or args.output:
         raise InvalidArgumentError(

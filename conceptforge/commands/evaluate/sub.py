@@ -89,7 +89,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Each --model (task sub-vlm) and --cbm (task sub-cbm) is one run of the one runner."""
     from conceptforge.commands.evaluate.tasks import alias_output, run_alias
-    from conceptforge.loaders.eval_run import RunSettings
+    from conceptforge.loaders.harness.runner import RunSettings
 
     if not args.model and not args.cbm:
         raise InvalidArgumentError("nothing to evaluate: pass --model (VLM) and/or --cbm (concept bottleneck model)")

@@ -162,14 +162,14 @@ def report(
     written, *, push: bool = False, results_repo: str | None = None, create_pr: bool = False, push_samples: bool = False
 ) -> None:
     """Print the table and where everything went; push when asked (one path for every form)."""
-    from conceptforge.loaders.eval_run import results_markdown
+    from conceptforge.loaders.harness.runner import results_markdown
 
     print(results_markdown(written.payload))
     print(f"results: {written.results} (table: {written.markdown})")
     if written.samples_dir is not None:
         print(f"samples: {written.samples_dir}/ ({', '.join(p.name for p in written.samples)})")
     if push:
-        from conceptforge.loaders.push_results import push_results
+        from conceptforge.loaders.harness.push_results import push_results
 
         pushed = push_results(
             written.payload, repo_id=results_repo, create_pr=create_pr, samples=written.samples if push_samples else []
@@ -180,10 +180,10 @@ def report(
 
 
 def run(args: argparse.Namespace) -> int:
-    from conceptforge.loaders.eval_run import RunSettings, default_output
     from conceptforge.loaders.evaluation import check_output, evaluate, evaluate_from_predictions
-    from conceptforge.loaders.model_ref import resolve_model
-    from conceptforge.loaders.tasks import format_task_list, select_tasks
+    from conceptforge.loaders.harness.model_ref import resolve_model
+    from conceptforge.loaders.harness.registry import format_task_list, select_tasks
+    from conceptforge.loaders.harness.runner import RunSettings, default_output
 
     if args.eval_tasks == "list":
         print(format_task_list())
@@ -263,10 +263,10 @@ def run_alias(
     became: the one runner, the one results format (written when ``output`` is given), and the
     benchmark's own tables printed (``brief``: only each table's first block). Returns each
     task's per-sample rows."""
-    from conceptforge.loaders.eval_run import run_tasks
     from conceptforge.loaders.evaluation import evaluate
-    from conceptforge.loaders.model_ref import resolve_model
-    from conceptforge.loaders.tasks import select_tasks
+    from conceptforge.loaders.harness.model_ref import resolve_model
+    from conceptforge.loaders.harness.registry import select_tasks
+    from conceptforge.loaders.harness.runner import run_tasks
 
     selections = select_tasks(tasks, datasets=list(datasets), options=list(options))
     for selection in selections:

@@ -22,8 +22,8 @@ logger = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from conceptforge.filters.questions import DEFAULT_ANSWER_HINT
-    from conceptforge.filters.vqa import DEFAULT_VQA_MODEL
+    from conceptforge.filters.vqa.questions import DEFAULT_ANSWER_HINT
+    from conceptforge.filters.vqa.scorer import DEFAULT_VQA_MODEL
 
     parser.add_argument(
         "--candidates",
@@ -97,8 +97,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def plan_lines(args: argparse.Namespace) -> list[str]:
     """What --dry-run prints: the candidates and the GPU-hours of scoring them."""
-    from conceptforge.filters.sub_pipeline import open_candidates
-    from conceptforge.filters.vqa import DEFAULT_VQA_MODEL
+    from conceptforge.filters.sub.pipeline import open_candidates
+    from conceptforge.filters.vqa.scorer import DEFAULT_VQA_MODEL
 
     images = open_candidates(args.candidates).num_rows()
     lines = [f"candidates: {images:,} images in {args.candidates}", f"VQA model: {args.vqa_model}"]
@@ -122,9 +122,9 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         print("\n".join(plan_lines(args)))
         return 0
-    from conceptforge.filters.questions import DEFAULT_ANSWER_HINT
-    from conceptforge.filters.sub_filter import FilterParams
-    from conceptforge.filters.sub_filter_run import SubFilterConfig, filter_sub
+    from conceptforge.filters.sub.decision import FilterParams
+    from conceptforge.filters.sub.stage import SubFilterConfig, filter_sub
+    from conceptforge.filters.vqa.questions import DEFAULT_ANSWER_HINT
 
     config = SubFilterConfig(
         candidates=args.candidates,

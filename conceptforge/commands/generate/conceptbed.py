@@ -113,8 +113,8 @@ def _learner_workload(config: LearnerConfig) -> str:
 def plan_lines(args: argparse.Namespace, config: LearnerConfig) -> list[str]:
     """What --dry-run prints: per concept the training steps, class images and sampled images,
     then the GPU-hours (cost table scaled to the resolution and steps, or the flags)."""
-    from conceptforge.generators.conceptbed.generate import build_items, prepare_captions
     from conceptforge.generators.conceptbed.spec import load_spec
+    from conceptforge.generators.conceptbed.stage import build_items, prepare_captions
 
     spec = load_spec(args.concepts)
     items = build_items(
@@ -181,8 +181,8 @@ def learner_config(args: argparse.Namespace) -> LearnerConfig:
 
 def run(args: argparse.Namespace) -> int:
     from conceptforge.errors import InvalidArgumentError
-    from conceptforge.generators.conceptbed.generate import ConceptBedGenerator, GenerateOptions
     from conceptforge.generators.conceptbed.spec import load_spec
+    from conceptforge.generators.conceptbed.stage import ConceptBedGenerator, GenerateOptions
 
     if args.num_images < 0:
         raise InvalidArgumentError("--num-images must be >= 0")

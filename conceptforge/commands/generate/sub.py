@@ -19,6 +19,7 @@ import sys
 from conceptforge import argtypes as at
 from conceptforge import gpu_costs
 from conceptforge.commands.base import add_executor_arguments, add_run_options, check_chunk_size, executor_for, shard_of
+from conceptforge.engine.runner import check_output
 from conceptforge.errors import InvalidArgumentError
 from conceptforge.generators.sub.flux_tdg import (
     DEFAULT_GUIDANCE,
@@ -27,17 +28,16 @@ from conceptforge.generators.sub.flux_tdg import (
     DEFAULT_RESOLUTION,
     DEFAULT_STEPS,
 )
-from conceptforge.generators.sub.generate import (
+from conceptforge.generators.sub.plan import PlanRequest, build_plan, resolve_dtype_name, strip_run_only_options
+from conceptforge.generators.sub.spec import PairPlan
+from conceptforge.generators.sub.stage import (
     ATTENTION_BACKENDS,
     CHUNK_SIZE,
     FLUX_DEV_DEFAULT_LICENSE,
     GenerationSettings,
     generate,
 )
-from conceptforge.generators.sub.plan import PlanRequest, build_plan, resolve_dtype_name, strip_run_only_options
-from conceptforge.generators.sub.spec import PairPlan
 from conceptforge.gpu_costs import VQA_WORKLOAD
-from conceptforge.runner import check_output
 
 logger = logging.getLogger(__name__)
 
