@@ -18,8 +18,9 @@ from typing import Any
 from conceptforge import argtypes
 from conceptforge.errors import DataNotFoundError, InvalidArgumentError
 from conceptforge.loaders.binding import breakdowns
-from conceptforge.loaders.harness.model_ref import CLIP
 from conceptforge.loaders.harness.task import (
+    EMBED,
+    MATCH,
     Metric,
     Option,
     Task,
@@ -145,7 +146,14 @@ def run_binding_clip(ctx: TaskContext) -> TaskOutcome:
         raise InvalidArgumentError("binding-clip.template must contain {label}")
     loaded, config = _splits(ctx, "binding-clip")
     splits = {name: split for name, split in loaded.items() if len(split)}
-    embedder = ctx.session.embedder()
+    by_match = ctx.capability == MATCH
+    scorer = ctx.session.matcher() if by_match else ctx.session.embedder()
+
+    def split_scores(part):
+        if by_match:  # the same zero-shot rule over the model's own pair scores (paper Table 9, BLIP)
+            return match_scores(scorer, part, template=template, batch_size=ctx.batch_size)
+        return zero_shot_scores(scorer, part, template=template)
+
     where = [(name, i) for name, split in splits.items() for i in range(len(split))]
     ids = [f"{name}/{splits[name].item_ids[i] if splits[name].item_ids else i}" for name, i in where]
 
@@ -158,9 +166,7 @@ def run_binding_clip(ctx: TaskContext) -> TaskOutcome:
             part = splits[name].subset([where[p][1] for p in chosen])
             for position, row in zip(
                 chosen,
-                sample_rows(
-                    "binding-clip", ctx.dataset.repo, part, zero_shot_scores(embedder, part, template=template)
-                ),
+                sample_rows("binding-clip", ctx.dataset.repo, part, split_scores(part)),
             ):
                 rows[position] = row
         return [rows[p] for p in positions]
@@ -179,11 +185,14 @@ def run_binding_clip(ctx: TaskContext) -> TaskOutcome:
     )
     summary = ModelSummary.from_runs("clip", [run])
     setting = next(iter(splits.values())).setting
-    report = BindingReport(ctx.dataset.repo, setting, embedder.model_id, embedder.revision, [summary])
+    report = BindingReport(ctx.dataset.repo, setting, scorer.model_id, scorer.revision, [summary])
     return TaskOutcome(
         rows,
         "gen_accuracy",
-        variant=f"zero-shot, {setting}",
+        protocol="binding/zero-shot-match" if by_match else "binding/zero-shot",
+        variant=f"zero-shot by {ctx.capability or EMBED}"
+        + (f" ({scorer.protocol})" if by_match else " (cosine similarity)")
+        + f", {setting}",
         metrics={f"{name}_accuracy": Metric(value, None, len(by_split[name])) for name, value in accuracy.items()},
         details={
             "setting": setting,
@@ -201,6 +210,15 @@ def score_binding_clip(rows: Sequence[dict[str, Any]], options: dict[str, Any]) 
     for row in rows:
         by_split[row["split"]].append(row["value"])
     return {f"{split}_accuracy": mean_metric(values) for split, values in by_split.items()}
+
+
+def match_scores(matcher: Any, split: Any, *, template: str, batch_size: int):
+    """[N, K] scores of each image with ``template`` filled with each of its candidates (stored
+    order), from a ``match`` adapter (ITM head, VQAScore)."""
+    import torch
+
+    texts = [[template.format(label=c) for c in row] for row in split.candidates]
+    return torch.tensor(matcher.match(split.images, texts, batch_size=batch_size), dtype=torch.float64)
 
 
 # ----------------------------------------------------------------------------------- binding-cdsm
@@ -233,6 +251,11 @@ def run_binding_cdsm(ctx: TaskContext) -> TaskOutcome:
     if config.calibrate and setting != "adjective-noun":
         raise InvalidArgumentError(
             "calibrated stacking applies to the single-object (adjective-noun) setting only (Appendix C)"
+        )
+    if ctx.model.kind != "clip" and {"csp", "clip-ft"} & set(models):
+        raise InvalidArgumentError(
+            "binding-cdsm: csp and clip-ft fine-tune a transformers CLIP's own encoders; "
+            f"{ctx.model.id} is a {ctx.model.kind} model (the CDSMs on frozen embeddings run with it)"
         )
     embedder = ctx.session.embedder()
     units = [(kind, seed) for kind in models for seed in seeds]
@@ -427,8 +450,9 @@ def tasks() -> list[Task]:
         Task(
             "binding-clip",
             "binding",
-            "concept binding: frozen CLIP zero-shot accuracy over the 5 candidates (Binding paper Table 1)",
-            (CLIP,),
+            "concept binding: zero-shot accuracy over the 5 candidates, by cosine similarity (CLIP, Binding "
+            "paper Tables 2-7) or the model's pair score (BLIP, Table 9; VQAScore for generative VLMs)",
+            (EMBED, MATCH),
             "binding/zero-shot",
             run_binding_clip,
             score_binding_clip,
@@ -439,6 +463,10 @@ def tasks() -> list[Task]:
             revision="v1.0.0",
             split="train,val,gen",
             leaderboard=lambda splits, options: [(f"{split}_accuracy", split) for split in splits],
+            protocols=(
+                (EMBED, "binding/zero-shot: argmax cosine(image, template(candidate)) (paper, CLIP)"),
+                (MATCH, "binding/zero-shot-match: argmax of the pair score (paper Table 9, BLIP; VQAScore: ours)"),
+            ),
             options=(
                 Option(
                     "template",
@@ -454,8 +482,8 @@ def tasks() -> list[Task]:
             "binding-cdsm",
             "binding",
             "concept binding: CDSMs trained on frozen CLIP image embeddings, mean ± s.e. over seeds "
-            "(Binding paper Tables 1-3)",
-            (CLIP,),
+            "(Binding paper Tables 2-7, 10)",
+            (EMBED,),
             "binding/cdsm-frozen",
             run_binding_cdsm,
             score_binding_cdsm,

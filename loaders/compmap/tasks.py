@@ -22,8 +22,18 @@ from typing import Any
 
 from conceptforge import argtypes
 from conceptforge.loaders.compmap import breakdowns
-from conceptforge.loaders.harness.model_ref import CLIP, DEFAULT_CLIP, ITM
-from conceptforge.loaders.harness.task import Metric, Option, Task, TaskContext, TaskOutcome, choice, flag
+from conceptforge.loaders.harness.model_ref import DEFAULT_CLIP
+from conceptforge.loaders.harness.task import (
+    EMBED,
+    MATCH,
+    Metric,
+    Option,
+    Task,
+    TaskContext,
+    TaskOutcome,
+    choice,
+    flag,
+)
 
 CUB_COLUMNS = (
     ("n_way", "int64"),
@@ -186,7 +196,7 @@ def run_compmap_cub(ctx: TaskContext) -> TaskOutcome:
         f"{first}.prim",
         metrics=metrics,
         seeds=[options["seed"]],
-        variant=f"{options['protocol']} protocol, templates={templates.name}, "
+        variant=f"activations by {ctx.capability or EMBED}, {options['protocol']} protocol, templates={templates.name}, "
         f"group softmax={'on' if group_softmax else 'off'}",
         details={"results": results},
         table=cub_tables(results, model.name),
@@ -333,7 +343,8 @@ def run_compmap_mit_states(ctx: TaskContext) -> TaskOutcome:
         f"{worlds[0]}.prim.auc",
         metrics=metrics,
         seeds=[options["seed"]],
-        variant=f"test split, top-1, {options['czsl_curve']} CZSL curve, targets={options['targets']}, "
+        variant=f"activations by {ctx.capability or EMBED}, test split, top-1, {options['czsl_curve']} CZSL curve, "
+        f"targets={options['targets']}, "
         f"templates={templates.name}, group softmax={'on' if group_softmax else 'off'}",
         details={"results": results},
         table=mit_tables(results, model.name),
@@ -341,6 +352,12 @@ def run_compmap_mit_states(ctx: TaskContext) -> TaskOutcome:
 
 
 # ----------------------------------------------------------------------------------- table
+_PROTOCOLS = (
+    (EMBED, "activations logit_scale·cos(image, concept prompts) (paper, CLIP)"),
+    (MATCH, "activations = pair scores: ITM log-odds (paper's ITM models), VQAScore log-odds (ours)"),
+)
+
+
 def tasks() -> list[Task]:
     """The CompMap rows of the task table."""
     from conceptforge.loaders.compmap.protocols import CUB_PROTOCOLS
@@ -351,13 +368,14 @@ def tasks() -> list[Task]:
             "compmap",
             "CompMap on CUB: n-way k-shot usefulness of concept activations and the "
             "interpretability gap (CompMap paper Tables 2-4)",
-            (CLIP, ITM),
+            (EMBED, MATCH),
             "compmap/cub-episodes",
             run_compmap_cub,
             score_compmap_cub,
             columns=CUB_COLUMNS,
             needs=("cub_dir",),
             seeded=True,
+            protocols=_PROTOCOLS,
             options=(
                 Option("ways", (5, 10, 100, 200), argtypes.IntList(2, name="ways"), "n of n-way (>= 2)"),
                 Option("shots", (1, 5), argtypes.IntList(1, name="shots"), "k of k-shot"),
@@ -389,13 +407,14 @@ def tasks() -> list[Task]:
             "compmap",
             "CompMap on MIT-States: generalized CZSL (AUC, best seen/unseen/HM) of "
             "composition models over concept activations (CompMap paper Tables 1, 3, 4)",
-            (CLIP, ITM),
+            (EMBED, MATCH),
             "compmap/mit-states-czsl",
             run_compmap_mit_states,
             score_compmap_mit_states,
             columns=MIT_COLUMNS,
             needs=("mit_states_dir",),
             seeded=True,
+            protocols=_PROTOCOLS,
             rescore_options=("czsl_curve",),
             options=(
                 Option("world", "closed", choice(("closed", "open", "both")), "closed world, open world, or both"),

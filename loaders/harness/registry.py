@@ -195,28 +195,48 @@ def select_task(
 
 
 def format_task_list() -> str:
-    """The ``--tasks list`` table: name, model kinds, default dataset@revision, protocol, needs."""
+    """The ``--tasks list`` tables: per task, each capability it runs with, the protocol it runs
+    by it and the model families (adapters) that run it so (a family providing several of a
+    task's capabilities runs by the first); then the default data and inputs, the families, and
+    the task options."""
+    from conceptforge.loaders.harness.adapters.base import CAPABILITIES, FAMILIES
     from conceptforge.loaders.harness.reports import markdown_table
 
-    rows = []
+    rows, data = [], []
     for task in all_tasks().values():
+        protocols = dict(task.protocols)
+        for capability in task.capabilities:
+            families = [f.name for f in FAMILIES.values() if task.capability_for(f.name) == capability]
+            if families:
+                rows.append([task.name, capability, ", ".join(families), protocols.get(capability, task.protocol)])
         folder = next((need for need in task.needs if need.endswith("_dir")), None)
         dataset = (
             f"{task.dataset}@{task.revision}"
             if task.dataset
             else f"(local folder: --{folder.replace('_', '-')})"
             if folder
-            else "(the model: generated images)"
+            else "(generated images: the model, or --dataset TASK=FOLDER)"
         )
         needs = ", ".join("--" + n.replace("_", "-") for n in task.needs) or "–"
-        rows.append([task.name, ", ".join(task.model_kinds), dataset, task.protocol, needs])
+        data.append([task.name, dataset, needs])
+    families = [
+        [f.name, f.title, ", ".join(f.capabilities), f"pip install 'conceptforge[{f.extra}]'" if f.extra else "–"]
+        for f in FAMILIES.values()
+    ]
     options = []
     for task in all_tasks().values():
         for option in task.options:
             default = ",".join(map(str, option.default)) if isinstance(option.default, tuple) else option.default
             options.append(f"  {task.name}.{option.name} (default {default!s}): {option.help}")
+    capabilities = "\n".join(f"  {name}: {text}" for name, text in CAPABILITIES.items())
     return (
-        markdown_table(["task", "model kinds", "dataset@revision", "protocol", "needs"], rows)
+        markdown_table(["task", "capability", "model families", "protocol"], rows)
+        + "\n\n"
+        + markdown_table(["task", "dataset@revision", "needs"], data)
+        + "\n\nmodel families (read from the model's own files):\n\n"
+        + markdown_table(["family", "what", "capabilities", "needs"], families)
+        + "\n\ncapabilities:\n"
+        + capabilities
         + "\n\ntask options (--task-option TASK.NAME=VALUE):\n"
         + "\n".join(options)
     )

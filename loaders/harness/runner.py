@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from conceptforge.errors import DataNotFoundError, HubError, InvalidArgumentError
-from conceptforge.loaders.harness.model_ref import CLIP, ModelRef, resolve_model
+from conceptforge.loaders.harness.model_ref import GENERATED, ModelRef, resolve_model
 from conceptforge.loaders.harness.registry import TaskSelection
 from conceptforge.loaders.harness.task import DatasetRef, Metric, Task, TaskContext, TaskOutcome, options_digest
 
@@ -78,14 +78,15 @@ def resolve_dataset(
 
 # ----------------------------------------------------------------------------------- model
 class ModelSession:
-    """The model under evaluation, loaded once and shared by every task of a run."""
+    """The model under evaluation, loaded once (through its family's adapter) and shared by every
+    task of a run."""
 
     def __init__(self, model: ModelRef, *, device: str | None, dtype: str | None, cache_dir: str | None) -> None:
         self.model = model
         self.device = device
         self.dtype = dtype
         self.cache_dir = cache_dir
-        self._embedder = None
+        self._adapter = None
         self._shared: dict[str, Any] = {}
 
     @classmethod
@@ -110,21 +111,40 @@ class ModelSession:
     def _load_revision(self) -> str | None:
         return self.model.sha if self.model.source == "hub" else self.model.revision
 
-    def embedder(self):
-        """The CLIP-style dual encoder with its on-disk embedding cache (one per run)."""
-        if self._embedder is None:
-            from conceptforge.loaders.harness.embeddings import EmbeddingModel
+    def adapter(self):
+        """The model's adapter (loaders/harness/adapters), loaded on first use."""
+        if self._adapter is None:
+            from conceptforge.loaders.harness.adapters.base import load_adapter
 
-            if self.model.kind != CLIP:
-                raise InvalidArgumentError(f"{self.model.id} is not a CLIP-style dual encoder")
-            self._embedder = EmbeddingModel.from_pretrained(
-                self.model.id,
-                revision=self._load_revision(),
-                cache_dir=self.cache_dir,
-                device=self.device,
-                dtype=self.dtype,
-            )
-        return self._embedder
+            self._adapter = load_adapter(self.model, device=self.device, dtype=self.dtype, cache_dir=self.cache_dir)
+        return self._adapter
+
+    def provides(self, capability: str) -> bool:
+        """Whether the model's family provides ``capability`` (``embed``, ``match``, …)."""
+        from conceptforge.loaders.harness.adapters.base import provides
+
+        return provides(self.model.kind, capability)
+
+    def _capable(self, capability: str):
+        if not self.provides(capability):
+            raise InvalidArgumentError(f"{self.model.id} (a {self.model.kind} model) cannot {capability}")
+        return self.adapter()
+
+    def embedder(self):
+        """``embed``: the dual encoder with its on-disk embedding cache (one per run)."""
+        return self._capable("embed").embedder
+
+    def matcher(self):
+        """``match``: ``match(images, texts_per_image) -> scores`` and its ``protocol``."""
+        return self._capable("match")
+
+    def chooser(self):
+        """``choose``: ``choose(images, questions) -> option distributions``."""
+        return self._capable("choose")
+
+    def concept_predictor(self):
+        """``concepts``: the CBM's ``concepts(images) -> [B, C]``."""
+        return self._capable("concepts").concepts
 
     def shared(self, key: str, build: Callable[[], Any]) -> Any:
         """A view of the model that a benchmark builds once per run (e.g. CompMap's VL scorer):
@@ -139,8 +159,8 @@ class ModelSession:
         return (Path(self.cache_dir) if self.cache_dir else default_cache_dir()) / "compmap-activations"
 
     def close(self) -> None:
-        if self._embedder is not None:
-            self._embedder.close()
+        if self._adapter is not None and hasattr(self._adapter, "close"):
+            self._adapter.close()
 
 
 # ----------------------------------------------------------------------------------- run
@@ -229,6 +249,13 @@ def _dataset_for(selection: TaskSelection, model: ModelRef, settings: RunSetting
         spec = Path(settings.concepts)
         if not spec.is_file():
             raise DataNotFoundError(f"--concepts {spec} is not a concept spec file")
+        if model.kind != GENERATED:  # the model judges: the generated images are the task's dataset
+            if not selection.dataset:
+                raise InvalidArgumentError(
+                    f"{task.name} with {model.id} (a {model.kind} model) judges generated images: "
+                    f"pass them with --dataset {task.name}=FOLDER_OR_REPO"
+                )
+            return resolve_dataset(selection.dataset, selection.revision)
         return DatasetRef(
             str(spec), None, f"local-sha256:{hashlib.sha256(spec.read_bytes()).hexdigest()[:16]}", "local"
         )
@@ -295,6 +322,7 @@ def run_tasks(
                 mit_states_dir=settings.mit_states_dir,
                 samples=samples,
                 given=frozenset(selection.given),
+                capability=task.capability_for(model.kind) or "",
             )
             outcome = task.run(context)
             metrics = checked_metrics(task, outcome, selection.options)
@@ -309,7 +337,9 @@ def run_tasks(
                 main.value,
                 seconds,
             )
-            results.tasks.append(task_record(task, outcome, dataset, selection.options, metrics, seconds))
+            results.tasks.append(
+                task_record(task, outcome, dataset, selection.options, metrics, seconds, adapter=model.kind)
+            )
             results.samples[task.name] = (outcome.samples, task.columns)
             results.scored[task.name] = samples.scored
             results.outcomes[task.name] = replace(outcome, metrics=metrics)
@@ -387,12 +417,15 @@ def task_record(
     options: dict[str, Any],
     metrics: dict[str, Metric],
     seconds: float,
+    adapter: str = "",
 ) -> dict[str, Any]:
-    """One entry of the results file's ``tasks`` (docs/evaluation.md, "Results file")."""
+    """One entry of the results file's ``tasks`` (docs/evaluation.md, "Results file"): ``protocol``
+    is the one run (a task may run by several capabilities) and ``adapter`` the family that ran it."""
     return {
         "task": task.name,
         "benchmark": task.benchmark,
-        "protocol": task.protocol,
+        "protocol": outcome.protocol or task.protocol,
+        "adapter": adapter,
         "variant": outcome.variant,
         "dataset": {**dataset.to_dict(), **({"config": outcome.dataset_config} if outcome.dataset_config else {})},
         "options": {k: list(v) if isinstance(v, tuple) else v for k, v in options.items()},

@@ -21,6 +21,13 @@ from typing import Any
 
 from conceptforge import argtypes
 from conceptforge.errors import ConceptforgeError, InvalidArgumentError
+from conceptforge.loaders.harness.adapters import base as adapters
+from conceptforge.loaders.harness.adapters.base import CHOOSE as CHOOSE  # the capabilities, for the task tables
+from conceptforge.loaders.harness.adapters.base import CONCEPTS as CONCEPTS
+from conceptforge.loaders.harness.adapters.base import EMBED as EMBED
+from conceptforge.loaders.harness.adapters.base import GENERATE as GENERATE
+from conceptforge.loaders.harness.adapters.base import IMAGES_TO_JUDGE as IMAGES_TO_JUDGE
+from conceptforge.loaders.harness.adapters.base import MATCH as MATCH
 
 
 @dataclass(frozen=True)
@@ -130,6 +137,7 @@ class TaskOutcome:
     #: the dataset config the task read where the run chose it (binding's ``config`` option, or a
     #: one-config repo's own config): recorded as the result's ``dataset.config``
     dataset_config: str | None = None
+    protocol: str = ""  # the protocol actually run (the task's, per capability); "" = Task.protocol
 
 
 @dataclass
@@ -148,6 +156,7 @@ class TaskContext:
     mit_states_dir: str | None = None
     samples: Any = None  # conceptforge.loaders.harness.sample_cache.TaskSamples (None: no cache)
     given: frozenset[str] = frozenset()  # the options the user set (--task-option), not defaults
+    capability: str = ""  # the capability the task runs with for this model (Task.capability_for)
 
 
 ScoreFunction = Callable[[Sequence[dict[str, Any]], dict[str, Any]], dict[str, Metric]]
@@ -160,7 +169,7 @@ class Task:
     name: str
     benchmark: str
     description: str
-    model_kinds: tuple[str, ...]
+    capabilities: tuple[str, ...]  # what the model must do (adapters.base), preferred first
     protocol: str
     run: Callable[[TaskContext], TaskOutcome]
     score: ScoreFunction  # every metric from the per-sample rows and the options, no model
@@ -185,15 +194,32 @@ class Task:
     # of the models' .eval_results (loaders.harness.push_results). None: the task has no Hub dataset
     # leaderboard (it scores a local folder or the model's own images).
     leaderboard: Callable[[Sequence[str], dict[str, Any]], list[tuple[str, str]]] | None = None
+    families: tuple[str, ...] = ()  # only these families, of those providing a capability (() = all of them)
+    protocols: tuple[tuple[str, str], ...] = ()  # (capability, protocol it runs) for --tasks list and docs
 
     def option_defaults(self) -> dict[str, Any]:
         return {o.name: o.default for o in self.options}
 
+    def capability_for(self, kind: str) -> str | None:
+        """The capability this task runs with for a model of family ``kind`` (None: it cannot)."""
+        if self.families and kind not in self.families:
+            return None
+        return adapters.first_capability(kind, self.capabilities)
+
+    def providers(self) -> list[str]:
+        """The families that can run this task."""
+        return [
+            f.name
+            for f in adapters.FAMILIES.values()
+            if (not self.families or f.name in self.families) and adapters.first_capability(f.name, self.capabilities)
+        ]
+
     def skip_reason(self, model: Any, provided: dict[str, Any]) -> str | None:
         """One line saying why this task cannot run with ``model`` (None: it can)."""
-        if model.kind not in self.model_kinds:
+        if self.capability_for(model.kind) is None:
             what = f"a {model.kind} model" + (f" ({model.model_type})" if model.model_type else "")
-            return f"{self.name} needs a {' or '.join(self.model_kinds)} model; {model.id} is {what}"
+            needs = " or ".join("generated images" if c == IMAGES_TO_JUDGE else c for c in self.capabilities)
+            return f"{self.name} runs with {', '.join(self.providers())} ({needs}); {model.id} is {what}"
         missing = [need for need in self.needs if not provided.get(need)]
         if missing:
             return f"{self.name} needs --{missing[0].replace('_', '-')}"

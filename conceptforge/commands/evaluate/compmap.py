@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
         from conceptforge.loaders.harness.model_ref import resolve_model
 
         kind = resolve_model(args.model, revision=args.revision).kind
-        if kind != {"dual": "clip", "itm": "itm"}[args.model_kind]:
+        if kind not in {"dual": ("clip", "open_clip"), "itm": ("itm",)}[args.model_kind]:
             raise InvalidArgumentError(f"--model-kind {args.model_kind}: {args.model} is a {kind} model")
     run_alias(
         model=args.model,
