@@ -335,10 +335,10 @@ def register_assembler(name: str, function: Callable[..., Any], *, repo: bool = 
 #: (issue #31: one package per benchmark, the engine in ``conceptforge.engine``). The name's module
 #: part is looked up here first, so a run stored before the move still assembles.
 MOVED_MODULES: dict[str, str] = {
-    "conceptforge.generators.binding.stage": "conceptforge.generators.binding.stage",
-    "conceptforge.generators.sub.stage": "conceptforge.generators.sub.card",
-    "conceptforge.generators.conceptbed.stage": "conceptforge.generators.conceptbed.card",
-    "conceptforge.filters.sub.pipeline": "conceptforge.filters.sub.pipeline",
+    "conceptforge.generators.binding.generate": "conceptforge.generators.binding.stage",
+    "conceptforge.generators.sub.generate": "conceptforge.generators.sub.card",
+    "conceptforge.generators.conceptbed.generate": "conceptforge.generators.conceptbed.card",
+    "conceptforge.filters.sub_pipeline": "conceptforge.filters.sub.pipeline",
 }
 
 

@@ -127,7 +127,7 @@ def score_conceptbed(rows: Sequence[dict[str, Any]], options: dict[str, Any]) ->
     """CCD and the oracles' accuracies from the oracle rows; CLIPScore and DINO similarity (when the
     run computed them) from theirs."""
     from conceptforge.loaders.conceptbed.metrics import evaluate
-    from conceptforge.loaders.conceptbed.metrics.similarity import SIMILARITY_TASKS, similarity_metrics
+    from conceptforge.loaders.conceptbed.similarity import SIMILARITY_TASKS, similarity_metrics
 
     oracle = [r for r in rows if r["oracle_task"] not in SIMILARITY_TASKS]
     metrics = metrics_of(evaluate(rows_to_records(oracle), n_bins=options["ece_bins"]))
@@ -143,7 +143,7 @@ def run_conceptbed_ccd(ctx: TaskContext) -> TaskOutcome:
     from conceptforge.generators.conceptbed.spec import load_spec
     from conceptforge.generators.conceptbed.stage import prepare_captions
     from conceptforge.loaders.conceptbed.metrics import evaluate, report
-    from conceptforge.loaders.conceptbed.metrics.similarity import similarity_metrics
+    from conceptforge.loaders.conceptbed.similarity import similarity_metrics
 
     options = ctx.options
     by_match = ctx.capability == MATCH  # the model is the composition oracle (VQAScore), the images are --dataset
