@@ -23,10 +23,9 @@ from typing import Any
 import pyarrow.parquet as pq
 from datasets import Features
 
-from conceptforge.cards.card import feature_type
-from conceptforge.cards.dataset_dir import CARD_NAME, DATA_DIR
+from conceptforge.cards.dataset_dir import CARD_NAME, DATA_DIR, ID_COLUMN
+from conceptforge.cards.validate import feature_type
 
-ID_COLUMN = "item_id"
 #: Card fields that change with every release and say nothing about the data.
 RELEASE_FIELDS = ("version", "previous_version", "repo_id", "changes_since", "changes")
 MAX_IDS_SHOWN = 10

@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from conceptforge.cards.dataset_dir import ID_COLUMN
 from conceptforge.cards.provenance import package_versions, strip_local_paths
 from conceptforge.errors import DataFormatError
 from conceptforge.serialization import atomic_write_bytes, canonical_json
@@ -40,7 +41,6 @@ from conceptforge.serialization import atomic_write_bytes, canonical_json
 logger = logging.getLogger(__name__)
 
 RECORD_NAME = "provenance.json"
-ID_COLUMN = "item_id"
 RECORD_FORMAT = 1
 #: Packages whose version can change a stage's bytes; ``verify`` warns when the installed ones differ.
 VERIFY_PACKAGES = ("conceptforge", "torch", "diffusers", "bpy", "pyoidn")

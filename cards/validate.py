@@ -18,7 +18,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import yaml
-from datasets import Features
+from datasets import ClassLabel, Features, Image, LargeList, List, Value
 
 from conceptforge.cards.dataset_dir import CARD_NAME, DATA_DIR, GRID_NAME
 from conceptforge.cards.provenance import TOKEN_PATTERN
@@ -356,6 +356,27 @@ def dataset_dir_problems(
 MODEL_ID_COLUMNS = ("model_id",)
 
 
+def feature_type(feature: Any) -> str:
+    """A short human-readable type for the schema table."""
+    if isinstance(feature, Value):
+        return feature.dtype
+    if isinstance(feature, ClassLabel):
+        names = feature.names
+        shown = ", ".join(f"`{n}`" for n in names[:4]) + (", …" if len(names) > 4 else "")
+        return f"ClassLabel ({len(names)}: {shown})"
+    if isinstance(feature, Image):
+        return "Image"
+    if isinstance(feature, (List, LargeList)):
+        length = getattr(feature, "length", -1)
+        suffix = f" ({length})" if length and length > 0 else ""
+        return f"list[{feature_type(feature.feature)}]{suffix}"
+    if isinstance(feature, dict):
+        return "struct{" + ", ".join(f"{k}: {feature_type(v)}" for k, v in feature.items()) + "}"
+    if isinstance(feature, (list, tuple)) and feature:
+        return f"list[{feature_type(feature[0])}]"
+    return type(feature).__name__
+
+
 def shard_schema_problem(schema: Any, features: Features | None) -> str | None:
     """What differs between a shard's real columns and the card's features (None: nothing).
 
@@ -365,8 +386,6 @@ def shard_schema_problem(schema: Any, features: Features | None) -> str | None:
     """
     if features is None:
         return "its config has no features in the card's dataset_info"
-    from conceptforge.cards.card import feature_type
-
     expected = features.arrow_schema
     names, wanted = list(schema.names), list(expected.names)
     extra = [n for n in names if n not in wanted]
