@@ -36,6 +36,7 @@ from conceptforge.filters.vqa.questions import QuestionBuilder
 from conceptforge.filters.vqa.scorer import VQAScorer
 from conceptforge.generators.sub.card import CARD_SECTIONS as SUB_CARD_SECTIONS
 from conceptforge.generators.sub.card import CITATION as SUB_CITATION
+from conceptforge.generators.sub.validity import sub_validity
 from conceptforge.progress import tqdm
 
 logger = logging.getLogger(__name__)
@@ -329,6 +330,11 @@ def assemble_filtered(
     # both over (cards.lineage says why), this stage's own meanings and settings taking precedence.
     upstream = read_upstream_metadata(candidates.root)
     provenance = {**provenance, "upstream": upstream_provenance(upstream, candidates.root)}
+    wanted = [
+        c for c in ("item_id", "bird", "attribute", "group", "value", "removed_attribute") if c in candidates.features
+    ]
+    kept_rows = (row for row in candidates.iter_rows(wanted, batch_size=4096) if row["item_id"] in decision.ranks)
+    validity = sub_validity({OUTPUT_SPLIT: kept_rows})
     metadata = DatasetMetadata(
         pretty_name="SUB: synthetic attribute substitutions (VQA-filtered)",
         license=license,
@@ -345,6 +351,7 @@ def assemble_filtered(
         column_docs=inherited_column_docs(upstream, COLUMN_DOCS, features),
         provenance=provenance,
         filter_stats=stats,
+        validity=validity,
         **SUB_CARD_SECTIONS,
     )
     assemble_dataset_dir(

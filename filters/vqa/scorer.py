@@ -175,6 +175,22 @@ def _processor_without_video(model_id: str, kwargs: dict[str, Any], error: Excep
     )
 
 
+@torch.inference_mode()
+def next_token_logits(model: Any, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Logits at each row's last real token, without materialising [B, L, vocab] (the scorer's
+    forward; the GPU device check times it at InternVL-2.5-8B's shape)."""
+    mask = inputs["attention_mask"]
+    last = mask.shape[1] - 1 - mask.flip(1).int().argmax(dim=1)
+    rows = torch.arange(mask.shape[0], device=mask.device)
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    backbone = getattr(model, "model", None)
+    if head is not None and backbone is not None:
+        hidden = backbone(**inputs).last_hidden_state
+        return head(hidden[rows, last]).float()
+    logits = model(**inputs).logits
+    return logits[rows, last].float()
+
+
 class VQAScorer:
     """Option-letter probabilities of a vision-language model for multiple-choice questions."""
 
@@ -296,19 +312,8 @@ class VQAScorer:
         return self._prompts[text]
 
     # -- scoring -------------------------------------------------------------------------------
-    @torch.inference_mode()
     def _next_token_logits(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Logits at each row's last real token, without materialising [B, L, vocab]."""
-        mask = inputs["attention_mask"]
-        last = mask.shape[1] - 1 - mask.flip(1).int().argmax(dim=1)
-        rows = torch.arange(mask.shape[0], device=mask.device)
-        head = self.model.get_output_embeddings() if hasattr(self.model, "get_output_embeddings") else None
-        backbone = getattr(self.model, "model", None)
-        if head is not None and backbone is not None:
-            hidden = backbone(**inputs).last_hidden_state
-            return head(hidden[rows, last]).float()
-        logits = self.model(**inputs).logits
-        return logits[rows, last].float()
+        return next_token_logits(self.model, inputs)
 
     def _encode(
         self,

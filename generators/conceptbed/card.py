@@ -21,10 +21,11 @@ from PIL import Image
 from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
 from conceptforge.cards.grid import grid_png
 from conceptforge.cards.provenance import local_fingerprint
-from conceptforge.cards.run_record import config_entry, run_record, write_run_record
+from conceptforge.cards.run_record import config_entry, row_ids, run_record, write_run_record
 from conceptforge.engine.assembly import register_assembler
 from conceptforge.engine.store import ItemStore
 from conceptforge.generators.conceptbed.concepts import library
+from conceptforge.generators.conceptbed.validity import conceptbed_validity
 
 SPLITS = ("concept", "composition")
 REFERENCE_COUNT = 3
@@ -104,6 +105,11 @@ CARD_SECTIONS = {
         "answered `yes` by construction. Human ratings (ConceptBed Sec. 4.2) can be added with "
         "`scripts/annotate.py` (docs/annotation.md)."
     ),
+    "personal_data": (
+        "None recorded. The images are generated from concept prompts (PACS styles, ImageNet objects, CUB birds); "
+        "a generated image can show people when a prompt or a reference image does, but no real person's data, "
+        "name or location is collected."
+    ),
 }
 CITATION = """@inproceedings{patel2024conceptbed,
   title={ConceptBed: Evaluating Concept Learning Abilities of Text-to-Image Diffusion Models},
@@ -170,8 +176,9 @@ def assemble_from_store(store: ItemStore, out_dir: Path, args: dict[str, Any]) -
     """The engine's assembler: the two splits, card and grid from a complete store."""
     metadata = DatasetMetadata(**args["metadata"])
     metadata.reproducible = "rebuild" in args
+    metadata.validity = conceptbed_validity({split: (r.metadata for r in store.records(split)) for split in SPLITS})
     grid = _grid_png(store)
-    assemble_dataset_dir(
+    stats = assemble_dataset_dir(
         out_dir,
         splits={
             split: (
@@ -193,7 +200,15 @@ def assemble_from_store(store: ItemStore, out_dir: Path, args: dict[str, Any]) -
         }
         write_run_record(
             out_dir,
-            run_record("conceptbed", {"default": config_entry(store.stored_config(), rebuild=rebuild, device="auto")}),
+            run_record(
+                "conceptbed",
+                {
+                    "default": config_entry(
+                        store.stored_config(), rebuild=rebuild, device="auto", rows=row_ids(out_dir, stats)
+                    )
+                },
+                validity=metadata.validity,
+            ),
         )
 
 

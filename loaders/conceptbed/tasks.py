@@ -16,6 +16,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from conceptforge import argtypes
 from conceptforge.errors import DataFormatError, DataNotFoundError, one_line
 from conceptforge.loaders.conceptbed import breakdowns
 from conceptforge.loaders.harness.model_ref import GENERATED, VLM
@@ -27,6 +28,7 @@ from conceptforge.loaders.harness.task import (
     Task,
     TaskContext,
     TaskOutcome,
+    choice,
     flag,
 )
 
@@ -309,10 +311,15 @@ def tasks() -> list[Task]:
                     str,
                     "ViLT VQA model for compositions ('' or none: no VQA)",
                 ),
-                Option("vqa_probability", "softmax", str, "softmax | sigmoid: the VQA model's probability of 'yes'"),
+                Option(
+                    "vqa_probability",
+                    "softmax",
+                    choice(("softmax", "sigmoid")),
+                    "the VQA model's probability of 'yes': softmax | sigmoid",
+                ),
                 Option("categoriser", "rules", str, "'rules' or module:function, for the real captions"),
-                Option("max_real_images", 0, int, "real images per concept (0: all in the spec)"),
-                Option("ece_bins", 15, int, "bins of the expected calibration error"),
+                Option("max_real_images", 0, argtypes.non_negative_int, "real images per concept (0: all in the spec)"),
+                Option("ece_bins", 15, argtypes.positive_int, "bins of the expected calibration error"),
                 Option("per_concept", False, flag, "also tabulate CCD per concept"),
                 Option(
                     "clip_model",

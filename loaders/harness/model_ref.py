@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 # importable from here.
 CLIP = HF_DUAL
 KINDS = {name: family.title for name, family in FAMILIES.items()}
-#: The dual encoder used where a command needs one and none is named (CompMap's default model).
+#: The dual encoder used where a command needs one and none is named (evaluate binding/compmap, CompMap targets).
 DEFAULT_CLIP = "openai/clip-vit-base-patch32"
 GENERATED_COLUMNS = {"concept_kind", "concept", "learner", "image"}
 _FACTORY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")

@@ -1,37 +1,49 @@
-"""Publish a run's results beside the model on the Hub, and declare our datasets' tasks.
+"""Publish a run's results in the model repo, and the task ids a benchmark's ``eval.yaml`` declares.
 
 Why two formats in one commit: the Hub reads evaluation results from ``.eval_results/*.yaml`` in
 the model repo (huggingface_hub's :class:`EvalResultEntry`; they appear on the model page and on
 the benchmark dataset's leaderboard), while older tools read the ``model-index`` of the model
-card (:class:`EvalResult`). Both are written in ONE commit, so the repo never shows one without
-the other. A benchmark dataset lists results once it declares its tasks in ``eval.yaml``; for
-datasets we published (their card carries conceptforge's card spec) that file is written or
-extended, again as one commit per dataset, and not at all when it already declares the tasks.
+card (:class:`EvalResult`). Both are written in ONE commit (or one pull request), so the repo
+never shows one without the other.
+
+Nothing here writes to a dataset repo: an evaluator usually does not own the benchmark, and a
+dataset becomes a Hub benchmark through the root ``eval.yaml`` its owner publishes
+(``conceptforge publish --eval-framework NAME --eval-tasks ...``, :func:`benchmark_tasks`). The
+task ids of both sides come from the same function (:func:`hub_task_id` over each task's
+``leaderboard`` metrics), so the ids in the models' ``.eval_results`` are the ids the dataset
+declares; after pushing, :func:`undeclared_ids` reads each dataset's ``eval.yaml`` and says
+which pushed ids it does not list.
 """
 
 from __future__ import annotations
 
 import io
 import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml  # PyYAML: a dependency of huggingface_hub
 
+from conceptforge.cards.hub_eval import EVAL_YAML
 from conceptforge.errors import HubError, InvalidArgumentError
 
 logger = logging.getLogger(__name__)
 
 RESULTS_PATH = ".eval_results/conceptforge.yaml"
 SAMPLES_PATH = ".eval_results/samples"  # per-task parquet files (--push-samples)
-DATASET_EVAL_PATH = "eval.yaml"
-FRAMEWORK = "conceptforge"
-CARD_SPEC_MARKER = "conceptforge-card-spec"
+
+
+def hub_task_id(task: str, metric: str, config: str | None = None) -> str:
+    """The id a value is filed under in the dataset's ``eval.yaml`` and the model's results:
+    ``task.metric``, or ``task.config.metric`` in a repo with several configs (pass ``config``
+    only then: a one-config repo's ids do not depend on its config's name)."""
+    return f"{task}.{metric}" if not config or config == "default" else f"{task}.{config}.{metric}"
 
 
 def task_id(task: str, metric: str) -> str:
-    """The id a value is filed under in the dataset's ``eval.yaml`` and the model's results."""
+    """The model-index metric type of a value (kept: existing model cards use it)."""
     return f"{task}.{metric}"
 
 
@@ -43,12 +55,66 @@ def metric_split(task: dict[str, Any], metric: str) -> str:
     return split.split(",")[-1]
 
 
+def _changed_options(task: dict[str, Any]) -> list[str]:
+    """``name=value`` for every option the run changed from the task's defaults."""
+    from conceptforge.loaders.harness.registry import all_tasks
+
+    spec = all_tasks().get(task["task"])
+    if spec is None:
+        return []
+    changed = []
+    for name, default in spec.option_defaults().items():
+        value = task.get("options", {}).get(name, default)
+        as_list = list(default) if isinstance(default, tuple) else default
+        if value != as_list and value != default:
+            shown = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else value
+            changed.append(f"{name}={shown}")
+    return changed
+
+
 def _notes(task: dict[str, Any], metric: dict[str, Any]) -> str:
     parts = [f"{task['protocol']}; {task['variant']}"]
     if metric.get("stderr") is not None:
         seeds = f" over seeds {','.join(map(str, task['seeds']))}" if task.get("seeds") else ""
         parts.append(f"± {100 * metric['stderr']:.2f} s.e.{seeds}")
+    changed = _changed_options(task)
+    if changed:
+        parts.append("non-default options: " + " ".join(changed))
     return "; ".join(parts)
+
+
+def _evaluated_splits(task_split: str | None, available: Sequence[str]) -> list[str]:
+    wanted = [s for s in (task_split or "test").split(",") if s]
+    return [s for s in wanted if s in set(available)]
+
+
+def benchmark_tasks(names: Sequence[str], splits_by_config: Mapping[str, Sequence[str]]) -> list[dict[str, str]]:
+    """The ``eval.yaml`` tasks of a dataset for conceptforge tasks ``names`` (default options):
+    one ``{id, config, split}`` per leaderboard metric, config and evaluated split of the dataset."""
+    from conceptforge.loaders.harness.registry import get_task
+
+    declared: list[dict[str, str]] = []
+    for name in names:
+        task = get_task(name)
+        if task.leaderboard is None:
+            raise InvalidArgumentError(
+                f"{name} has no Hub dataset leaderboard (it scores {'a local folder' if task.needs else 'the model'}"
+                "'s data, not a dataset's rows): leave it out of --eval-tasks"
+            )
+        found = False
+        several = len(splits_by_config) > 1
+        for config, available in splits_by_config.items():
+            splits = _evaluated_splits(task.split, available)
+            for metric, split in task.leaderboard(splits, task.option_defaults()):
+                found = True
+                task_id = hub_task_id(name, metric, config if several else None)
+                declared.append({"id": task_id, "config": config, "split": split})
+        if not found:
+            raise InvalidArgumentError(
+                f"{name} evaluates split(s) {task.split or 'test'}, which this dataset does not have "
+                f"({', '.join(sorted({s for v in splits_by_config.values() for s in v}))})"
+            )
+    return declared
 
 
 def supports_eval_results_folder() -> bool:
@@ -69,16 +135,56 @@ def _hub_metrics(payload: dict[str, Any]):
                 yield task, dataset, name, metric
 
 
-def hub_entries(payload: dict[str, Any]):
-    """``EvalResultEntry`` per (task, metric) measured on a Hub dataset (values in %)."""
+def leaderboard_metrics(task: dict[str, Any]) -> set[str]:
+    """The metrics of a results-file task that are Hub leaderboards (what ``eval.yaml`` declares
+    for the task's default options on the splits it evaluated)."""
+    from conceptforge.loaders.harness.registry import all_tasks
+
+    spec = all_tasks().get(task["task"])
+    if spec is None or spec.leaderboard is None:
+        return set()
+    splits = [s for s in (task["dataset"].get("split") or spec.split or "test").split(",") if s]
+    return {metric for metric, _ in spec.leaderboard(splits, spec.option_defaults())}
+
+
+def _id_config(task: dict[str, Any], several_configs: bool) -> str | None:
+    """The config part of a task's ids: the config it evaluated, in a repo with several configs."""
+    if not several_configs:
+        return None
+    return task.get("options", {}).get("config") or task["dataset"].get("config")
+
+
+def dataset_configs(api, repo: str, revision: str) -> list[str]:
+    """The configs a dataset's card declares at ``revision`` (``["default"]`` when it declares none)."""
+    from conceptforge.cards.validate import parse_card_yaml
+    from conceptforge.errors import ConceptforgeError
+
+    text = _download_text(api, repo, "README.md", repo_type="dataset", revision=revision)
+    try:
+        configs = parse_card_yaml(text).get("configs") if text else None
+    except ConceptforgeError:
+        configs = None
+    names = [c.get("config_name") for c in configs or [] if isinstance(c, dict)]
+    return names or ["default"]
+
+
+def hub_entries(payload: dict[str, Any], several_configs: Mapping[tuple[str, str], bool] | None = None):
+    """``EvalResultEntry`` per leaderboard metric measured on a Hub dataset (values in %).
+
+    ``several_configs[(repo, sha)]``: whether that dataset has several configs (then the ids name
+    the evaluated config, as ``publish`` declares them); unknown datasets count as one-config.
+    """
     from huggingface_hub import EvalResultEntry
 
     entries = []
     for task, dataset, name, metric in _hub_metrics(payload):
+        if name not in leaderboard_metrics(task):
+            continue  # chance levels, per-model extras: in the model-index and the results file only
+        several = bool((several_configs or {}).get((dataset["repo"], dataset["sha"])))
         entries.append(
             EvalResultEntry(
                 dataset_id=dataset["repo"],
-                task_id=task_id(task["task"], name),
+                task_id=hub_task_id(task["task"], name, _id_config(task, several)),
                 value=round(100 * metric["value"], 4),
                 dataset_revision=dataset["sha"],
                 date=payload.get("created") or None,
@@ -117,8 +223,11 @@ def model_index_results(payload: dict[str, Any]):
 class PushReport:
     model_repo: str
     model_commit: str | None
-    dataset_commits: dict[str, str | None] = field(default_factory=dict)  # None: already declared
-    datasets_not_ours: list[str] = field(default_factory=list)
+    pull_request: str | None = None  # --results-pr: the pull request's URL
+    entries: int = 0  # .eval_results entries written
+    # per dataset: the pushed task ids its eval.yaml (at the evaluated revision) does not declare;
+    # None when it has no eval.yaml at all
+    undeclared: dict[str, list[str] | None] = field(default_factory=dict)
 
 
 def _download_text(api, repo_id: str, path: str, *, repo_type: str, revision: str | None = None) -> str | None:
@@ -152,11 +261,18 @@ def _merged_card(existing: str | None, model_id: str, results) -> str:
 
 
 def push_model_results(
-    payload: dict[str, Any], repo_id: str, *, api=None, create_pr: bool = False, samples: list[Path] = ()
-) -> str:  # type: ignore[assignment]
-    """One commit to model repo ``repo_id``: ``.eval_results/conceptforge.yaml`` + model-index, and
-    the per-task samples files under ``.eval_results/samples/`` when ``samples`` names them
-    (``--push-samples``: they can be large, so only on request)."""
+    payload: dict[str, Any],
+    repo_id: str,
+    *,
+    api=None,
+    create_pr: bool = False,
+    samples: list[Path] = (),  # type: ignore[assignment]
+    several_configs: Mapping[tuple[str, str], bool] | None = None,
+) -> tuple[str, str | None, int]:
+    """One commit (or pull request) to model repo ``repo_id``: ``.eval_results/conceptforge.yaml``
+    + model-index, and the per-task samples files under ``.eval_results/samples/`` when ``samples``
+    names them (``--push-samples``: they can be large, so only on request). Returns (commit id,
+    pull request URL or None, number of .eval_results entries)."""
     from huggingface_hub import CommitOperationAdd, HfApi
     from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 
@@ -166,23 +282,24 @@ def push_model_results(
         raise InvalidArgumentError(
             "no result was measured on a Hub dataset: nothing the Hub can list (results stay in the JSON file)"
         )
+    entries = hub_entries(payload, several_configs) if supports_eval_results_folder() else []
     try:
         api.repo_info(repo_id, repo_type="model")
         card = _merged_card(_download_text(api, repo_id, "README.md", repo_type="model"), repo_id, model_index)
         operations = [CommitOperationAdd("README.md", io.BytesIO(card.encode("utf-8")))]
         operations += [CommitOperationAdd(f"{SAMPLES_PATH}/{Path(file).name}", str(file)) for file in samples]
-        if supports_eval_results_folder():
+        if entries:
             from huggingface_hub import eval_result_entries_to_yaml
 
-            results_yaml = yaml.safe_dump(
-                eval_result_entries_to_yaml(hub_entries(payload)), sort_keys=False, allow_unicode=True
-            )
+            results_yaml = yaml.safe_dump(eval_result_entries_to_yaml(entries), sort_keys=False, allow_unicode=True)
             operations.insert(0, CommitOperationAdd(RESULTS_PATH, io.BytesIO(results_yaml.encode("utf-8"))))
-        else:
+        elif not supports_eval_results_folder():
             logger.warning(
                 "huggingface_hub %s has no EvalResultEntry: results go to the model card's model-index only",
                 __import__("huggingface_hub").__version__,
             )
+        else:
+            logger.warning("no task of this run has a Hub leaderboard metric: results go to the model-index only")
         summary = f"conceptforge evaluate: {', '.join(t['task'] for t in payload['tasks'])}"
         info = api.create_commit(
             repo_id,
@@ -208,82 +325,45 @@ def push_model_results(
     except HfHubHTTPError as error:
         raise HubError(f"cannot push results to {repo_id}: {str(error).splitlines()[0]}") from None
     logger.info("pushed %d results to %s (%s)", len(model_index), repo_id, info.oid)
-    return info.oid
+    return info.oid, (info.pr_url if create_pr else None), len(entries)
 
 
-def declare_dataset_tasks(payload: dict[str, Any], *, api=None) -> tuple[dict[str, str | None], list[str]]:
-    """Write/extend ``eval.yaml`` in each Hub dataset we published; one commit per dataset that
-    lacks a task. Returns ({repo: commit or None when already declared}, [datasets not ours])."""
-    from huggingface_hub import CommitOperationAdd, HfApi
-    from huggingface_hub.errors import HfHubHTTPError
+def undeclared_ids(
+    payload: dict[str, Any], *, api=None, several_configs: Mapping[tuple[str, str], bool] | None = None
+) -> dict[str, list[str] | None]:
+    """Per Hub dataset of the run: the pushed task ids its ``eval.yaml`` (read at the evaluated
+    revision) does not declare, or None when it has no ``eval.yaml``. Reads only."""
+    from huggingface_hub import HfApi
 
     api = api or HfApi()
-    by_repo: dict[str, list[dict[str, str]]] = {}
-    for task in payload["tasks"]:
-        dataset = task["dataset"]
-        if dataset.get("source") != "hub":
+    pushed: dict[tuple[str, str], set[str]] = {}
+    for entry in hub_entries(payload, several_configs):
+        pushed.setdefault((entry.dataset_id, entry.dataset_revision), set()).add(entry.task_id)
+    report: dict[str, list[str] | None] = {}
+    for (repo, revision), ids in sorted(pushed.items()):
+        text = _download_text(api, repo, EVAL_YAML, repo_type="dataset", revision=revision)
+        if text is None:
+            report[repo] = None
             continue
-        declared = by_repo.setdefault(dataset["repo"], [])
-        for name, metric in task["metrics"].items():
-            if metric.get("value") is None:  # not measured (e.g. no S- images): nothing to list
-                continue
-            declared.append(
-                {
-                    "id": task_id(task["task"], name),
-                    "config": dataset.get("config") or "default",
-                    "split": metric_split(task, name),
-                }
-            )
-    commits: dict[str, str | None] = {}
-    not_ours: list[str] = []
-    for repo, tasks in by_repo.items():
-        card = _download_text(api, repo, "README.md", repo_type="dataset") or ""
-        if CARD_SPEC_MARKER not in card:
-            not_ours.append(repo)
-            logger.info("%s was not published by conceptforge: its eval.yaml is left to its owners", repo)
-            continue
-        existing_text = _download_text(api, repo, DATASET_EVAL_PATH, repo_type="dataset")
-        existing = yaml.safe_load(existing_text) if existing_text else None
-        existing = existing if isinstance(existing, dict) else {}
-        known = {t.get("id") for t in existing.get("tasks", []) if isinstance(t, dict)}
-        new = [t for t in tasks if t["id"] not in known]
-        if not new:
-            commits[repo] = None
-            continue
-        from huggingface_hub import DatasetCard
-
-        pretty = DatasetCard(card).data.to_dict().get("pretty_name") or repo
-        document = {
-            "name": existing.get("name") or pretty,
-            "description": existing.get("description")
-            or f"{pretty}: tasks evaluated by conceptforge (`conceptforge evaluate --tasks list`).",
-            "evaluation_framework": existing.get("evaluation_framework") or FRAMEWORK,
-            **{k: v for k, v in existing.items() if k not in ("name", "description", "evaluation_framework", "tasks")},
-            "tasks": list(existing.get("tasks", [])) + new,
-        }
-        text = yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
-        try:
-            info = api.create_commit(
-                repo,
-                repo_type="dataset",
-                commit_message=f"Declare {len(new)} conceptforge evaluation task(s)",
-                operations=[CommitOperationAdd(DATASET_EVAL_PATH, io.BytesIO(text.encode("utf-8")))],
-            )
-        except HfHubHTTPError as error:
-            raise HubError(f"cannot declare tasks in dataset {repo}: {str(error).splitlines()[0]}") from None
-        commits[repo] = info.oid
-        logger.info("declared %d task(s) in %s/%s (%s)", len(new), repo, DATASET_EVAL_PATH, info.oid)
-    return commits, not_ours
+        data = yaml.safe_load(text)
+        declared = {t.get("id") for t in (data or {}).get("tasks", []) if isinstance(t, dict)}
+        report[repo] = sorted(ids - declared)
+    return report
 
 
 def push_results(
     payload: dict[str, Any], *, repo_id: str, create_pr: bool = False, samples: list[Path] = ()
 ) -> PushReport:  # type: ignore[assignment]
-    """Model results (one commit, with ``samples`` files when given), then each of our datasets'
-    task declarations (one commit each)."""
+    """The model's results (one commit or pull request, with ``samples`` files when given); then,
+    reading only, which pushed task ids each dataset's ``eval.yaml`` does not declare."""
     from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError
 
     api = HfApi()
-    model_commit = push_model_results(payload, repo_id, api=api, create_pr=create_pr, samples=samples)
-    commits, not_ours = declare_dataset_tasks(payload, api=api)
-    return PushReport(repo_id, model_commit, commits, not_ours)
+    commit, pull_request, entries = push_model_results(payload, repo_id, api=api, create_pr=create_pr, samples=samples)
+    try:
+        undeclared = undeclared_ids(payload, api=api)
+    except (HfHubHTTPError, OSError, yaml.YAMLError) as error:  # a read after the push: the push succeeded
+        logger.warning("could not read the datasets' eval.yaml after pushing: %s", str(error).splitlines()[0])
+        undeclared = {}
+    return PushReport(repo_id, commit, pull_request, entries, undeclared)

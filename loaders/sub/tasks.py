@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from conceptforge import argtypes
 from conceptforge.errors import DataFormatError, DataNotFoundError
 from conceptforge.loaders.harness.task import (
     CHOOSE,
@@ -329,14 +330,25 @@ def _s_minus_options() -> tuple[Option, ...]:
     from conceptforge.loaders.sub.scoring import S_MINUS_RULES
 
     return (
-        Option("s_minus", S_MINUS_RULES[0], choice(S_MINUS_RULES), f"S- rule: {' | '.join(S_MINUS_RULES)}"),
+        Option(
+            "s_minus",
+            S_MINUS_RULES[0],
+            choice(S_MINUS_RULES),
+            "S- rule: paper = the bird's class-wise CBM label of the group must not be detected (App. F); "
+            "any-original = right only if none of the bird's original attributes of the group is detected",
+        ),
         Option(
             "cbm_min_classes",
             CBM_MIN_CLASS_COUNT,
-            int,
-            "classes an attribute needs to be in the CBM subset (paper rule)",
+            argtypes.positive_int,
+            "CBM label subset for S-: attributes present (class level) in >= N classes (10: Koh et al.'s 112)",
         ),
     )
+
+
+def _leaderboard(splits, options) -> list[tuple[str, str]]:
+    """S+ and S- accuracy on each evaluated split (SUB ships one: ``test``)."""
+    return [(metric, split) for split in splits for metric in ("s_plus", "s_minus")]
 
 
 def tasks() -> list[Task]:
@@ -359,6 +371,7 @@ def tasks() -> list[Task]:
             revision="main",
             split="test",
             needs=("cub_dir",),
+            leaderboard=_leaderboard,
             protocols=(
                 (EMBED, "sub/vlm-within-group: argmax cosine over the group's prompts + none (paper Appendix F)"),
                 (CHOOSE, "sub/vlm-choose: the paper's question, options A) … Other, option-letter probabilities"),
@@ -369,9 +382,9 @@ def tasks() -> list[Task]:
                     "template",
                     ATTRIBUTE_TEMPLATE,
                     template(allowed={"group", "value"}, required={"value"}),
-                    "attribute prompt with {group} and {value} (embed, match)",
+                    "VLM attribute prompt, with {value} (and {group}) (embed, match)",
                 ),
-                Option("none_prompt", NONE_TEMPLATE, str, "prompt of the 'none' option (embed, match)"),
+                Option("none_prompt", NONE_TEMPLATE, str, "VLM prompt of the 'none' option (embed, match)"),
                 Option(
                     "answer_hint",
                     DEFAULT_ANSWER_HINT,
@@ -395,10 +408,22 @@ def tasks() -> list[Task]:
             revision="main",
             split="test",
             needs=("cub_dir",),
+            leaderboard=_leaderboard,
             options=(
-                Option("threshold", 0.5, float, "present when sigmoid(logit) >= threshold"),
-                Option("outputs", "logits", str, "logits | probabilities"),
-                Option("concept_names", "", str, "file with the CBM's output attributes, one per line"),
+                Option("threshold", 0.5, argtypes.finite_float, "present when sigmoid(logit) >= threshold"),
+                Option(
+                    "outputs",
+                    "logits",
+                    choice(("logits", "probabilities")),
+                    "what the CBM outputs: logits (sigmoid first) or probabilities",
+                ),
+                Option(
+                    "concept_names",
+                    "",
+                    argtypes.Optional(argtypes.existing_file.as_text(), words=("",), empty=""),
+                    "file with one CUB attribute per line, the CBM's output order "
+                    "(default: CUB's 312 or the 112-attribute subset, by output size)",
+                ),
                 *_s_minus_options(),
             ),
             breakdowns=breakdowns.SUB,

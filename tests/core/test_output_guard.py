@@ -16,7 +16,7 @@ from tests.engine import engine_stage
 from tests.foreign_out import make_foreign_folder, snapshot
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = str(REPO / "tests" / "core" / "engine_stage.py")
+SCRIPT = str(REPO / "tests" / "engine" / "engine_stage.py")
 ENV = {
     **{
         k: v

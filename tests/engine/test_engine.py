@@ -22,7 +22,7 @@ from conceptforge.errors import ConceptforgeError
 from tests.engine import engine_stage
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = str(REPO / "tests" / "core" / "engine_stage.py")
+SCRIPT = str(REPO / "tests" / "engine" / "engine_stage.py")
 CLEAN_ENV = {
     k: v
     for k, v in os.environ.items()

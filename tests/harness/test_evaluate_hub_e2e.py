@@ -21,6 +21,7 @@ import pytest
 from conceptforge.testing.synthetic import COLOURS, SHAPES, binding_features, single_object_rows, sub_features, sub_rows
 
 REPO = Path(__file__).resolve().parents[2]
+FRAMEWORK = "nemo-evaluator"  # any framework the Hub lists (conceptforge is not one: docs/publishing.md)
 MODEL_REPO = "conceptforge-e2e/tiny-clip"
 BINDING_REPO = "conceptforge-e2e/binding-single-object"
 SUB_REPO = "conceptforge-e2e/sub"
@@ -113,8 +114,24 @@ def published(tmp_path_factory):
     env = _env(HF_ENDPOINT=server.url, HF_TOKEN=token, HF_HOME=str(work / "hf-home"))
     binding = _write_release(work / "binding", "Binding single-object", _binding_splits(), binding_features())
     sub = _write_release(work / "sub", "SUB", {"test": sub_rows()}, sub_features())
-    for directory, repo in ((binding, BINDING_REPO), (sub, SUB_REPO)):
-        _ok(_run("publish", directory, "--repo-id", repo, "--version", "v1.0.0", env=env), f"publish {repo}")
+    # The datasets' owner declares the benchmarks (eval.yaml) when publishing; evaluators never write there.
+    for directory, repo, tasks in ((binding, BINDING_REPO, "binding-clip,binding-cdsm"), (sub, SUB_REPO, "sub-vlm")):
+        _ok(
+            _run(
+                "publish",
+                directory,
+                "--repo-id",
+                repo,
+                "--version",
+                "v1.0.0",
+                "--eval-framework",
+                FRAMEWORK,
+                "--eval-tasks",
+                tasks,
+                env=env,
+            ),
+            f"publish {repo}",
+        )
     clip = build_tiny_clip(work / "tiny-clip", max_length=32)
     other = build_tiny_clip(work / "tiny-clip-seed1", seed=1, max_length=32)
     # The model's author uploads it (a separate process: this one may be offline for other tests).
@@ -356,62 +373,115 @@ def _read_back(p) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def test_push_results_one_commit_each_read_back_with_huggingface_hub(published, evaluated):
+def test_push_results_writes_the_model_repo_only_with_the_ids_the_datasets_declare(published, evaluated):
     p, results = published, evaluated["results"]
     server = p["server"]
     assert len(server.history(MODEL_REPO, repo_type="model")) == evaluated["model_before"] + 1
     for repo, count in evaluated["before"].items():
-        assert len(server.history(repo)) == count + 1, repo  # eval.yaml declared in one commit
+        assert len(server.history(repo)) == count, repo  # evaluate never commits to a dataset repo
     assert (
         server.refs(BINDING_REPO)["tags"]["v1.0.0"] == results["tasks"][1]["dataset"]["sha"]
     )  # the release is untouched
     back = _read_back(p)
+    # .eval_results: the leaderboard metrics only (no chance levels), under the ids eval.yaml declares
+    leaderboard = {"sub-vlm": {"s_plus", "s_minus"}}
+    leaderboard["binding-clip"] = {f"{s}_accuracy" for s in ("train", "val", "gen")}
+    leaderboard["binding-cdsm"] = {f"add.{s}_accuracy" for s in ("train", "val", "gen")}
     expected = sorted(
         [t["dataset"]["repo"], f"{t['task']}.{name}", round(100 * m["value"], 4), t["dataset"]["sha"]]
         for t in results["tasks"]
         for name, m in t["metrics"].items()
+        if name in leaderboard[t["task"]]
     )
     assert sorted(e[:4] for e in back["entries"]) == expected
+    declared = {repo: {t["id"] for t in doc["tasks"]} for repo, doc in back["eval_yaml"].items()}
+    assert back["eval_yaml"][BINDING_REPO]["evaluation_framework"] == FRAMEWORK
+    pushed = {repo: {e[1] for e in back["entries"] if e[0] == repo} for repo in (BINDING_REPO, SUB_REPO)}
+    assert pushed[SUB_REPO] == declared[SUB_REPO] == {"sub-vlm.s_plus", "sub-vlm.s_minus"}
+    # binding-cdsm ran one of the six default models (models=add): its ids are a subset of the declared ones
+    assert pushed[BINDING_REPO] <= declared[BINDING_REPO]
+    assert {i for i in declared[BINDING_REPO] if i.startswith("binding-clip.")} == {
+        i for i in pushed[BINDING_REPO] if i.startswith("binding-clip.")
+    }
+    assert len([i for i in declared[BINDING_REPO] if i.startswith("binding-cdsm.")]) == 6 * 3
+    assert "does not declare" not in evaluated["done"].stdout and "has no eval.yaml" not in evaluated["done"].stdout
     notes = {e[1]: e[4] for e in back["entries"]}
     se = results["tasks"][2]["metrics"]["add.gen_accuracy"]["stderr"]
     assert f"± {100 * se:.2f} s.e. over seeds 0,1" in notes["binding-cdsm.add.gen_accuracy"]
+    assert "non-default options: " in notes["binding-cdsm.add.gen_accuracy"]
+    assert "models=add" in notes["binding-cdsm.add.gen_accuracy"]
+    # the model-index keeps every metric (chance levels included)
     model_index = {(r[0], r[1], r[2]): r for r in back["model_index"]}
-    assert len(model_index) == len(expected)
+    assert len(model_index) == sum(len(t["metrics"]) for t in results["tasks"])
     assert model_index[(BINDING_REPO, "binding", "binding-clip.gen_accuracy")][3:] == [
         round(100 * results["tasks"][1]["metrics"]["gen_accuracy"]["value"], 4),
         results["tasks"][1]["dataset"]["sha"],
         "gen",
     ]
     assert back["model_commits"][0].startswith("conceptforge evaluate: sub-vlm, binding-clip, binding-cdsm")
-    declared = back["eval_yaml"][BINDING_REPO]
-    assert declared["evaluation_framework"] == "conceptforge"
-    assert {t["id"] for t in declared["tasks"]} == {
-        f"{t['task']}.{n}" for t in results["tasks"][1:] for n in t["metrics"]
-    }
-    assert {t["id"] for t in back["eval_yaml"][SUB_REPO]["tasks"]} == {
-        f"sub-vlm.{n}" for n in results["tasks"][0]["metrics"]
-    }
-    assert back["dataset_commits"][SUB_REPO][0] == "Declare 4 conceptforge evaluation task(s)"
+    assert back["dataset_commits"][SUB_REPO][0] == "Release v1.0.0"
     assert not [f for f in back["model_files"] if f.startswith(".eval_results/samples/")]  # samples only when asked
 
-    # Again: the model gets one more commit (results replace, not duplicate); eval.yaml is already complete.
+    # Again, as a pull request with the samples: main is untouched, the PR branch holds both.
     again = _ok(
         _run(
             "evaluate",
             "--model",
             MODEL_REPO,
-            *_evaluate_args(p, p["work"] / "again.json", "--push-results", "--push-samples"),
+            *_evaluate_args(p, p["work"] / "again.json", "--push-results", "--push-samples", "--results-pr"),
             env=p["env"],
         ),
         "second push",
     )
-    assert f"declared tasks in {BINDING_REPO}/eval.yaml (already declared)" in again.stdout
-    assert len(server.history(BINDING_REPO)) == evaluated["before"][BINDING_REPO] + 1
-    back = _read_back(p)
-    assert len(back["model_index"]) == len(expected) and len(back["entries"]) == len(expected)
-    assert [f for f in back["model_files"] if f.startswith(".eval_results/samples/")] == [
+    assert "pushed results to conceptforge-e2e/tiny-clip (pull request " in again.stdout
+    assert len(server.history(MODEL_REPO, repo_type="model")) == evaluated["model_before"] + 1
+    for repo, count in evaluated["before"].items():
+        assert len(server.history(repo)) == count, repo
+    pr = server.refs(MODEL_REPO, "model")["pullRequests"]
+    assert list(pr) == ["refs/pr/1"]
+    files = server.files(MODEL_REPO, "refs/pr/1", repo_type="model")
+    assert [f for f in sorted(files) if f.startswith(".eval_results/samples/")] == [
         f".eval_results/samples/{t['task']}.parquet" for t in sorted(results["tasks"], key=lambda t: t["task"])
     ]
+    main_files = server.files(MODEL_REPO, "main", repo_type="model")
+    assert not [f for f in main_files if f.startswith(".eval_results/samples/")]
+
+
+def test_the_local_hub_refuses_what_the_hub_flags(published):
+    """eval.yaml with an unlisted framework, and .eval_results entries without a task id, are refused
+    (the real Hub shows "YAML Metadata Error: Invalid content in eval.yaml ... at evaluation_framework")."""
+    p = published
+    script = r"""
+import sys
+from huggingface_hub import HfApi
+from huggingface_hub.errors import HfHubHTTPError
+api = HfApi()
+repo, kind, path, text = sys.argv[1:5]
+try:
+    api.upload_file(path_or_fileobj=text.encode(), path_in_repo=path, repo_id=repo, repo_type=kind)
+except HfHubHTTPError as error:
+    print("REFUSED", error.response.status_code, error.response.json()["error"])
+else:
+    print("ACCEPTED")
+"""
+    env = {k: v for k, v in p["env"].items() if k != "PYTHONPATH"}
+
+    def upload(repo, kind, path, text):
+        done = subprocess.run(
+            [sys.executable, "-c", script, repo, kind, path, text], env=env, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout.strip().splitlines()[-1]
+
+    before = len(p["server"].history(SUB_REPO))
+    bad = "name: SUB\ndescription: d\nevaluation_framework: conceptforge\ntasks:\n- id: sub-vlm.s_plus\n"
+    answer = upload(SUB_REPO, "dataset", "eval.yaml", bad)
+    assert answer.startswith("REFUSED 400 YAML Metadata Error: Invalid content in eval.yaml")
+    assert "at evaluation_framework" in answer
+    assert len(p["server"].history(SUB_REPO)) == before
+    assert upload(MODEL_REPO, "model", ".eval_results/x.yaml", "- dataset: {id: a/b}\n  value: 1\n").startswith(
+        "REFUSED 400 YAML Metadata Error: Invalid content in .eval_results/x.yaml: expected a non-empty string at [0].dataset.task_id"
+    )
 
 
 def test_leaderboard_compares_two_tiny_models(published, evaluated):
