@@ -20,13 +20,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from datasets import ClassLabel, DatasetInfo, Features, Image, LargeList, List, SplitDict, SplitInfo, Value
+from datasets import ClassLabel, DatasetInfo, Features, LargeList, List, SplitDict, SplitInfo
 from huggingface_hub import DatasetCard, DatasetCardData
 
 from conceptforge.cards.dataset_dir import DATA_DIR, GRID_NAME, SplitStats
 from conceptforge.cards.filter_stats import FilterStats
 from conceptforge.cards.provenance import strip_local_paths
-from conceptforge.cards.validate import card_problems, missing_sections, size_category
+from conceptforge.cards.validate import card_problems, feature_type, missing_sections, size_category
 from conceptforge.cards.validity import validity_markdown
 from conceptforge.errors import ConceptforgeError, DataFormatError, InvalidArgumentError
 
@@ -189,27 +189,6 @@ def card_data(metadata: DatasetMetadata, features: FeaturesArg, splits: Sequence
 
 
 # -- markdown helpers -------------------------------------------------------------------------
-def feature_type(feature: Any) -> str:
-    """A short human-readable type for the schema table."""
-    if isinstance(feature, Value):
-        return feature.dtype
-    if isinstance(feature, ClassLabel):
-        names = feature.names
-        shown = ", ".join(f"`{n}`" for n in names[:4]) + (", …" if len(names) > 4 else "")
-        return f"ClassLabel ({len(names)}: {shown})"
-    if isinstance(feature, Image):
-        return "Image"
-    if isinstance(feature, (List, LargeList)):
-        length = getattr(feature, "length", -1)
-        suffix = f" ({length})" if length and length > 0 else ""
-        return f"list[{feature_type(feature.feature)}]{suffix}"
-    if isinstance(feature, dict):
-        return "struct{" + ", ".join(f"{k}: {feature_type(v)}" for k, v in feature.items()) + "}"
-    if isinstance(feature, (list, tuple)) and feature:
-        return f"list[{feature_type(feature[0])}]"
-    return type(feature).__name__
-
-
 def _cell(text: Any) -> str:
     """Markdown table cell: no pipes or newlines."""
     return str(text).replace("|", "\\|").replace("\n", " ")

@@ -34,6 +34,9 @@ from conceptforge.errors import ConceptforgeError, StoreError
 from conceptforge.output import FOLDER_MARKER, claim_folder, marker_bytes, owned_files
 from conceptforge.serialization import atomic_write_bytes
 
+#: Every conceptforge dataset row's stable work-item id (what verify, diff and the row lists key on).
+ID_COLUMN = "item_id"
+
 logger = logging.getLogger(__name__)
 
 ROW_GROUP_SIZE = 100  # what `datasets` uses for image datasets: cheap random access

@@ -68,3 +68,25 @@ def relational_dir(tmp_path_factory):
     from conceptforge.testing.synthetic import write_relational
 
     return write_relational(tmp_path_factory.mktemp("binding") / "relational")
+
+
+@pytest.fixture(scope="session")
+def tiny_llava_dir(tmp_path_factory):
+    """A tiny LLaVA whose tokenizer has "Yes" and "No" as single tokens (VQAScore reads P("Yes"))."""
+    from conceptforge.testing.tiny_vlms import build_tiny_llava
+
+    return build_tiny_llava(tmp_path_factory.mktemp("models") / "tiny-llava", words=("Yes", "No"))
+
+
+@pytest.fixture(scope="session")
+def tiny_blip_dir(tmp_path_factory):
+    from conceptforge.testing.tiny_compmap import build_tiny_blip
+
+    return build_tiny_blip(tmp_path_factory.mktemp("models") / "tiny-blip")
+
+
+@pytest.fixture(scope="session")
+def tiny_open_clip_dir(tmp_path_factory):
+    from conceptforge.testing.tiny_open_clip import build_tiny_open_clip
+
+    return build_tiny_open_clip(tmp_path_factory.mktemp("models") / "tiny-open-clip")

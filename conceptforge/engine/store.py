@@ -23,6 +23,7 @@ chunk it reads.
 from __future__ import annotations
 
 import errno
+import functools
 import hashlib
 import io
 import json
@@ -36,9 +37,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from conceptforge.engine.workitems import WorkItem
 from conceptforge.errors import ConceptforgeError, StoreError
 from conceptforge.serialization import _umask, atomic_write_bytes, canonical_json
@@ -50,16 +48,24 @@ OWNER_NAME = "owner.json"
 CHUNK_DIR = "chunks"
 SHARD_DIR = "shards"
 _MARKER = re.compile(r"^c(\d{6,})\.(\d+)\.([0-9a-f]{64})\.done$")
-_CHUNK_SCHEMA = pa.schema(
-    [
-        ("item_id", pa.string()),
-        ("split", pa.string()),
-        ("seed", pa.int64()),
-        ("metadata", pa.string()),
-        ("file_names", pa.list_(pa.string())),
-        ("file_data", pa.list_(pa.large_binary())),
-    ]
-)
+
+
+@functools.cache
+def _chunk_schema():
+    """The chunk files' Arrow schema. pyarrow is imported on first use, not with the package: code
+    that never touches a store (the GPU device check, ``benchmarks/gpu.py``) runs without it."""
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            ("item_id", pa.string()),
+            ("split", pa.string()),
+            ("seed", pa.int64()),
+            ("metadata", pa.string()),
+            ("file_names", pa.list_(pa.string())),
+            ("file_data", pa.list_(pa.large_binary())),
+        ]
+    )
 
 
 def io_error(error: OSError, action: str, where: str, *, flag: str = "--out") -> ConceptforgeError:
@@ -245,7 +251,7 @@ def chunk_name(index: int) -> str:
 
 def encode_chunk(pairs: Sequence[tuple[WorkItem, ItemResult]]) -> bytes:
     """The parquet bytes of one chunk: a pure function of the items and their results."""
-    rows = {name: [] for name in _CHUNK_SCHEMA.names}
+    rows = {name: [] for name in _chunk_schema().names}
     for item, result in pairs:
         metadata = {
             "item_id": item.item_id,
@@ -261,7 +267,10 @@ def encode_chunk(pairs: Sequence[tuple[WorkItem, ItemResult]]) -> bytes:
         names = sorted(result.files)
         rows["file_names"].append(names)
         rows["file_data"].append([bytes(result.files[name]) for name in names])
-    table = pa.table(rows, schema=_CHUNK_SCHEMA)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table(rows, schema=_chunk_schema())
     buffer = io.BytesIO()
     pq.write_table(table, buffer, compression="none", write_statistics=False)
     return buffer.getvalue()
@@ -271,6 +280,9 @@ def decode_chunk(data: bytes) -> Iterator[StoredItem]:
     # An Arrow buffer, not io.BytesIO: pyarrow 25 reading a Python file object through its dataset
     # API leaves a thread that aborts the process at exit ("terminate called without an active
     # exception", seen in 5 of 8 runs of a plain script).
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     table = pq.read_table(pa.BufferReader(data))
     for row in table.to_pylist():
         yield StoredItem(

@@ -60,14 +60,17 @@ class OracleSet:
         vqa_probability: str = "softmax",
         device: str | None = None,
         revision: str | None = None,
+        vqa_oracle: Any = None,
     ) -> None:
+        """``vqa_oracle``: an already loaded composition oracle (anything with ``VQAOracle.score``),
+        used instead of loading ``vqa_model``."""
         self.models = dict(models)
         self.vqa_model = vqa_model
         self.vqa_probability = vqa_probability
         self.device = device
         self.revision = revision
         self._oracles: dict[str, ClassifierOracle] = {}
-        self._vqa: VQAOracle | None = None
+        self._vqa: VQAOracle | None = vqa_oracle
 
     def concept_oracle(self, kind: str) -> ClassifierOracle:
         if kind not in self._oracles:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,7 +120,12 @@ def _load_processor(model_id: str, *, revision: str | None, trust_remote_code: b
 
     kwargs = {"revision": revision, "trust_remote_code": trust_remote_code}
     try:
-        return AutoProcessor.from_pretrained(model_id, **kwargs)
+        # The PIL image processor whether or not torchvision is installed (open_clip installs it):
+        # the same pixels everywhere, and the ones the fast input path (vqa_inputs) reproduces.
+        try:
+            return AutoProcessor.from_pretrained(model_id, backend="pil", **kwargs)
+        except TypeError:  # older transformers: no backend argument
+            return AutoProcessor.from_pretrained(model_id, **kwargs)
     except (ImportError, ValueError, TypeError, AttributeError) as error:
         if "torchvision" not in str(error).lower() and "video" not in str(error).lower():
             raise WeightsUnavailableError(f"cannot load the processor of {model_id}: {error}") from None
@@ -168,6 +173,22 @@ def _processor_without_video(model_id: str, kwargs: dict[str, Any], error: Excep
     return without_video_processor(processor_class)(
         image_processor=image_processor, tokenizer=tokenizer, video_processor=None, chat_template=chat_template, **extra
     )
+
+
+@torch.inference_mode()
+def next_token_logits(model: Any, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Logits at each row's last real token, without materialising [B, L, vocab] (the scorer's
+    forward; the GPU device check times it at InternVL-2.5-8B's shape)."""
+    mask = inputs["attention_mask"]
+    last = mask.shape[1] - 1 - mask.flip(1).int().argmax(dim=1)
+    rows = torch.arange(mask.shape[0], device=mask.device)
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    backbone = getattr(model, "model", None)
+    if head is not None and backbone is not None:
+        hidden = backbone(**inputs).last_hidden_state
+        return head(hidden[rows, last]).float()
+    logits = model(**inputs).logits
+    return logits[rows, last].float()
 
 
 class VQAScorer:
@@ -236,12 +257,28 @@ class VQAScorer:
         return cls(model, processor, model_id=model_id, device=device, dtype=dtype)
 
     # -- option letters ------------------------------------------------------------------------
-    def letter_token_ids(self, num_options: int) -> list[list[int]]:
-        """Token ids counted for each letter: the bare letter, plus " X" when that is one token.
+    def answer_token_ids(self, answer: str, *, what: str = "answer") -> list[int]:
+        """Token ids counted for a one-token answer: the bare word, plus " word" when that is
+        one token too (a chat model may start its reply with either).
 
-        Refuses a tokenizer that does not encode every letter as one token that decodes back
-        to the letter: reading the logit of a piece of a letter would silently mis-score.
+        Refuses a tokenizer that does not encode ``answer`` as one token that decodes back to it:
+        reading the logit of a piece of the answer would silently mis-score.
         """
+        name = self.model_id or "the VQA model"
+        bare = self.tokenizer.encode(answer, add_special_tokens=False)
+        if len(bare) != 1 or self.tokenizer.decode(bare).strip() != answer:
+            raise WeightsUnavailableError(
+                f"the tokenizer of {name} encodes {what} {answer!r} as {len(bare)} tokens {bare}, not one; "
+                f"scoring it from the next-token probabilities needs a single-token {what}, so this model cannot be used"
+            )
+        variants = [bare[0]]
+        spaced = self.tokenizer.encode(" " + answer, add_special_tokens=False)
+        if len(spaced) == 1 and spaced[0] != bare[0] and self.tokenizer.decode(spaced).strip() == answer:
+            variants.append(spaced[0])
+        return variants
+
+    def letter_token_ids(self, num_options: int) -> list[list[int]]:
+        """Token ids counted for each option letter (:meth:`answer_token_ids` of A, B, …)."""
         if num_options in self._letter_ids:
             return self._letter_ids[num_options]
         if num_options > len(LETTERS):
@@ -250,17 +287,7 @@ class VQAScorer:
         owner: dict[int, str] = {}
         name = self.model_id or "the VQA model"
         for letter in LETTERS[:num_options]:
-            bare = self.tokenizer.encode(letter, add_special_tokens=False)
-            if len(bare) != 1 or self.tokenizer.decode(bare).strip() != letter:
-                raise WeightsUnavailableError(
-                    f"the tokenizer of {name} encodes option letter {letter!r} as {len(bare)} tokens "
-                    f"{bare}, not one; multiple-choice scoring needs single-token letters A-"
-                    f"{LETTERS[num_options - 1]}, so this model cannot be used"
-                )
-            variants = [bare[0]]
-            spaced = self.tokenizer.encode(" " + letter, add_special_tokens=False)
-            if len(spaced) == 1 and spaced[0] != bare[0] and self.tokenizer.decode(spaced).strip() == letter:
-                variants.append(spaced[0])
+            variants = self.answer_token_ids(letter, what="option letter")
             for token in variants:
                 if token in owner:
                     raise WeightsUnavailableError(
@@ -273,36 +300,29 @@ class VQAScorer:
 
     # -- prompts -------------------------------------------------------------------------------
     def prompt(self, question: MultipleChoiceQuestion) -> str:
-        if question.text not in self._prompts:
-            messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": question.text}]}]
-            self._prompts[question.text] = self.processor.apply_chat_template(
+        return self.prompt_text(question.text)
+
+    def prompt_text(self, text: str) -> str:
+        """The chat prompt of one user turn: the image, then ``text``; the assistant's turn opened."""
+        if text not in self._prompts:
+            messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}]
+            self._prompts[text] = self.processor.apply_chat_template(
                 messages, add_generation_prompt=True, tokenize=False
             )
-        return self._prompts[question.text]
+        return self._prompts[text]
 
     # -- scoring -------------------------------------------------------------------------------
-    @torch.inference_mode()
     def _next_token_logits(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Logits at each row's last real token, without materialising [B, L, vocab]."""
-        mask = inputs["attention_mask"]
-        last = mask.shape[1] - 1 - mask.flip(1).int().argmax(dim=1)
-        rows = torch.arange(mask.shape[0], device=mask.device)
-        head = self.model.get_output_embeddings() if hasattr(self.model, "get_output_embeddings") else None
-        backbone = getattr(self.model, "model", None)
-        if head is not None and backbone is not None:
-            hidden = backbone(**inputs).last_hidden_state
-            return head(hidden[rows, last]).float()
-        logits = self.model(**inputs).logits
-        return logits[rows, last].float()
+        return next_token_logits(self.model, inputs)
 
     def _encode(
         self,
         images: Sequence[Image.Image],
-        questions: Sequence[MultipleChoiceQuestion],
+        texts: Sequence[str],
         *,
         pool: ThreadPoolExecutor | None = None,
     ) -> dict[str, torch.Tensor]:
-        inputs = self._encoder(images, [self.prompt(q) for q in questions], pool=pool)
+        inputs = self._encoder(images, [self.prompt_text(t) for t in texts], pool=pool)
         out = {}
         for key, value in inputs.items():
             if isinstance(value, torch.Tensor):
@@ -319,37 +339,32 @@ class VQAScorer:
         owner = [index for index, ids in enumerate(letters) for _ in ids]
         return torch.tensor(flat), torch.tensor(owner)
 
-    def score(
+    def next_token_probabilities(
         self,
         images: Sequence[Image.Image],
-        questions: Sequence[MultipleChoiceQuestion],
+        texts: Sequence[str],
         *,
         batch_size: int = 8,
         prefetch: bool = True,
-    ) -> list[OptionScores]:
-        """Option distributions for ``images[i]`` answering ``questions[i]``, ``batch_size`` at a time.
+    ) -> Iterator[tuple[int, torch.Tensor]]:
+        """``(start, probs)`` per batch: the next-token distribution ([B, vocab], float32, CPU)
+        after the chat prompt of ``images[i]`` with ``texts[i]``, ``batch_size`` pairs at a time.
 
         With ``prefetch`` the next batch is preprocessed (image resizing, tokenisation) in a
         background thread while the model runs on the current one, and that thread helps with
         the first batch. Preprocessing reuses token ids and skips the processor's per-image
         NumPy path once it has checked it gives the same tensors (see ``vqa_inputs``).
         """
-        if len(images) != len(questions):
-            raise ValueError("one question per image")
+        if len(images) != len(texts):
+            raise ValueError("one text per image")
         if batch_size < 1:
             raise InvalidArgumentError(f"--batch-size must be >= 1, got {batch_size}")
-        index = {}
-        for question in {q.text: q for q in questions}.values():
-            index[len(question.options)] = self._letter_index(len(question.options))
         starts = list(range(0, len(images), batch_size))
-        results: list[OptionScores] = []
         with ThreadPoolExecutor(max_workers=1) as pool:
             pending = None
 
             def encode(start: int, helper: ThreadPoolExecutor | None = None):
-                return self._encode(
-                    images[start : start + batch_size], questions[start : start + batch_size], pool=helper
-                )
+                return self._encode(images[start : start + batch_size], texts[start : start + batch_size], pool=helper)
 
             for number, start in enumerate(starts):
                 # The first batch has nothing to overlap with: it is encoded here, with the idle
@@ -364,15 +379,40 @@ class VQAScorer:
                 if self.device.type == "cuda":
                     torch.cuda.synchronize(self.device)
                 self.forward_seconds += time.perf_counter() - begin
-                probs = torch.softmax(logits, dim=-1).cpu()
-                for row, question in enumerate(questions[start : start + batch_size]):
-                    flat, owner = index[len(question.options)]
-                    mass = torch.zeros(len(question.options), dtype=torch.float64)
-                    mass.index_add_(0, owner, probs[row, flat].double())
-                    total = float(mass.sum())
-                    if total <= 0 or not math.isfinite(total):
-                        normalised = tuple(1.0 / len(mass) for _ in range(len(mass)))
-                    else:
-                        normalised = tuple((mass / total).tolist())
-                    results.append(OptionScores(question.options, normalised, total))
+                yield start, torch.softmax(logits, dim=-1).cpu()
+
+    def score(
+        self,
+        images: Sequence[Image.Image],
+        questions: Sequence[MultipleChoiceQuestion],
+        *,
+        batch_size: int = 8,
+        prefetch: bool = True,
+    ) -> list[OptionScores]:
+        """Option distributions for ``images[i]`` answering ``questions[i]``, ``batch_size`` at a time
+        (:meth:`next_token_probabilities`, read at the option letters)."""
+        if len(images) != len(questions):
+            raise ValueError("one question per image")
+        index = {}
+        for question in {q.text: q for q in questions}.values():
+            index[len(question.options)] = self._letter_index(len(question.options))
+        results: list[OptionScores] = []
+        texts = [q.text for q in questions]
+        for start, probs in self.next_token_probabilities(images, texts, batch_size=batch_size, prefetch=prefetch):
+            for row, question in enumerate(questions[start : start + batch_size]):
+                flat, owner = index[len(question.options)]
+                results.append(option_scores(question.options, probs[row], flat, owner))
         return results
+
+
+def option_scores(options: Sequence[str], probs: torch.Tensor, flat: torch.Tensor, owner: torch.Tensor) -> OptionScores:
+    """The SUB filter's option-letter rule: each option's next-token mass (summed over its letter's
+    token variants), normalised over the options; uniform when the letters carry no mass."""
+    mass = torch.zeros(len(options), dtype=torch.float64)
+    mass.index_add_(0, owner, probs[flat].double())
+    total = float(mass.sum())
+    if total <= 0 or not math.isfinite(total):
+        normalised = tuple(1.0 / len(mass) for _ in range(len(mass)))
+    else:
+        normalised = tuple((mass / total).tolist())
+    return OptionScores(tuple(options), normalised, total)

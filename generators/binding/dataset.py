@@ -10,7 +10,8 @@ deterministic too.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -198,24 +199,45 @@ def sample_scene(item: WorkItem, config: BindingConfig, rng: random.Random) -> S
 
 def make_item_factory(config: BindingConfig, get_renderer: Callable[[], Any]) -> Callable[[WorkItem], ItemResult]:
     """Return ``make_item(item) -> ItemResult`` rendering with the renderer from ``get_renderer``."""
+    make_batch = make_batch_factory(config, get_renderer)
 
     def make_item(item: WorkItem) -> ItemResult:
-        rng = random.Random(item.seed)
-        renderer = get_renderer()
-        for _attempt in range(MAX_VISIBILITY_ATTEMPTS):
-            try:
-                plan = sample_scene(item, config, rng)
-            except PlacementError as error:
-                raise PlacementError(f"item {item.item_id}: {error}") from None
-            png, visibility = renderer.render(plan.scene, min_pixels=config.visible_pixels)
-            if png is not None:
-                return ItemResult(files={"png": png}, metadata=_row_metadata(plan, visibility))
-        raise PlacementError(
-            f"item {item.item_id}: no layout with every object visible (>= {config.visible_pixels} px) "
-            f"in {MAX_VISIBILITY_ATTEMPTS} attempts; lower --min-pixels or raise the resolution"
-        )
+        return make_batch([item])[0]
 
     return make_item
+
+
+def make_batch_factory(
+    config: BindingConfig, get_renderer: Callable[[], Any]
+) -> Callable[[Sequence[WorkItem]], list[ItemResult]]:
+    """Return ``make_batch(items) -> [ItemResult]`` (same order), rendering the items one after
+    another while the previous image is denoised and encoded beside it
+    (:meth:`~conceptforge.generators.binding.render_blender.BlenderRenderer.render_async`).
+    Each item's bytes are those :func:`make_item_factory` gives it alone."""
+
+    def make_batch(items: Sequence[WorkItem]) -> list[ItemResult]:
+        renderer = get_renderer()
+        pending = [_render_item(item, config, renderer) for item in items]
+        return [ItemResult(files={"png": png.result()}, metadata=metadata) for png, metadata in pending]
+
+    return make_batch
+
+
+def _render_item(item: WorkItem, config: BindingConfig, renderer: Any) -> tuple[Future, dict[str, Any]]:
+    """The first layout of ``item`` whose objects are all visible, rendered: (PNG future, row metadata)."""
+    rng = random.Random(item.seed)
+    for _attempt in range(MAX_VISIBILITY_ATTEMPTS):
+        try:
+            plan = sample_scene(item, config, rng)
+        except PlacementError as error:
+            raise PlacementError(f"item {item.item_id}: {error}") from None
+        png, visibility = renderer.render_async(plan.scene, min_pixels=config.visible_pixels)
+        if png is not None:
+            return png, _row_metadata(plan, visibility)
+    raise PlacementError(
+        f"item {item.item_id}: no layout with every object visible (>= {config.visible_pixels} px) "
+        f"in {MAX_VISIBILITY_ATTEMPTS} attempts; lower --min-pixels or raise the resolution"
+    )
 
 
 def _row_metadata(plan: ScenePlan, visibility) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from PIL import Image
 from conceptforge.cards import DatasetMetadata, collect_provenance, render_card
 from conceptforge.cards.dataset_dir import CARD_NAME, GRID_NAME, SplitStats
 from conceptforge.cards.grid import grid_png
-from conceptforge.cards.run_record import config_entry, run_record, write_run_record
+from conceptforge.cards.run_record import config_entry, row_ids, run_record, write_run_record
 from conceptforge.engine.assembly import AssemblyOutcome, assemble_once, read_done, register_assembler
 from conceptforge.engine.runner import assemble_run
 from conceptforge.engine.store import ItemStore, is_store, join
@@ -219,8 +219,13 @@ def _card_files(out: str, staging: Path) -> None:
         run_record(
             "binding",
             {
-                config.dataset: config_entry(store.stored_config(), rebuild={"config": config.to_dict()}, device=device)
-                for config, device, *_, store in assembled
+                config.dataset: config_entry(
+                    store.stored_config(),
+                    rebuild={"config": config.to_dict()},
+                    device=device,
+                    rows=row_ids(out, stats, config=config.dataset),
+                )
+                for config, device, stats, _, store in assembled
             },
             validity=validity,
         ),

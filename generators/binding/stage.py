@@ -38,6 +38,7 @@ from conceptforge.generators.binding.dataset import (
     BindingConfig,
     binding_command,
     binding_features,
+    make_batch_factory,
     make_item_factory,
     plan_items,
 )
@@ -123,12 +124,15 @@ def build_stage(
 
     ``config`` is all that fixes the bytes (it is the run's stored ``settings``:
     ``BindingConfig(**settings)`` rebuilds it); ``device`` and ``num_workers`` only say where it
-    renders. One worker renders in this process (``make_item``); more render in a pool of
-    spawned Blender processes (``process_batch``, a ``_PoolBatches`` whose ``stop``/``close``
-    end the pool), as does any ``restart_workers_every`` (workers replaced after that many items).
+    renders. One worker renders in this process, a chunk as one batch: each image is finished
+    (OIDN, PNG) on a thread while the next one renders (:func:`make_batch_factory`). More render
+    in a pool of spawned Blender processes (a ``_PoolBatches`` whose ``stop``/``close`` end the
+    pool; the other workers' renders fill the cores), as does any ``restart_workers_every``
+    (workers replaced after that many items).
     """
     if num_workers <= 1 and restart_workers_every is None:
-        work = {"make_item": make_item_factory(config, functools.partial(_renderer, device=device))}
+        # A chunk at a time: image i is denoised and encoded while image i+1 renders.
+        work = {"process_batch": make_batch_factory(config, functools.partial(_renderer, device=device))}
     else:
         work = {"process_batch": _PoolBatches(config, max(1, num_workers), device, restart_every=restart_workers_every)}
     return Stage(

@@ -21,7 +21,7 @@ from PIL import Image
 from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
 from conceptforge.cards.grid import grid_png
 from conceptforge.cards.provenance import local_fingerprint
-from conceptforge.cards.run_record import config_entry, run_record, write_run_record
+from conceptforge.cards.run_record import config_entry, row_ids, run_record, write_run_record
 from conceptforge.engine.assembly import register_assembler
 from conceptforge.engine.store import ItemStore
 from conceptforge.generators.conceptbed.concepts import library
@@ -178,7 +178,7 @@ def assemble_from_store(store: ItemStore, out_dir: Path, args: dict[str, Any]) -
     metadata.reproducible = "rebuild" in args
     metadata.validity = conceptbed_validity({split: (r.metadata for r in store.records(split)) for split in SPLITS})
     grid = _grid_png(store)
-    assemble_dataset_dir(
+    stats = assemble_dataset_dir(
         out_dir,
         splits={
             split: (
@@ -202,7 +202,11 @@ def assemble_from_store(store: ItemStore, out_dir: Path, args: dict[str, Any]) -
             out_dir,
             run_record(
                 "conceptbed",
-                {"default": config_entry(store.stored_config(), rebuild=rebuild, device="auto")},
+                {
+                    "default": config_entry(
+                        store.stored_config(), rebuild=rebuild, device="auto", rows=row_ids(out_dir, stats)
+                    )
+                },
                 validity=metadata.validity,
             ),
         )

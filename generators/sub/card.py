@@ -20,8 +20,8 @@ from datasets import Image as ImageFeature
 
 from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
 from conceptforge.cards.grid import grid_png
-from conceptforge.cards.provenance import command_line, package_versions
-from conceptforge.cards.run_record import config_entry, run_record, write_run_record
+from conceptforge.cards.provenance import command_line, package_versions, strip_local_path
+from conceptforge.cards.run_record import config_entry, row_ids, run_record, write_run_record
 from conceptforge.cub import display_name
 from conceptforge.engine.assembly import register_assembler
 from conceptforge.engine.store import ItemStore
@@ -113,7 +113,7 @@ COLUMN_DOCS = {
     "tdg_tmax": "TDG: full tying above this diffusion time (NaN in prompt-only mode)",
     "guidance_scale": "FLUX distilled guidance scale",
     "num_inference_steps": "denoising steps",
-    "model_id": "FLUX pipeline (Hub id or local folder)",
+    "model_id": "FLUX pipeline: its Hub id, or `.../<folder name>` for a local folder (no local path is published)",
     "model_revision": "resolved commit of the model (`local` for a folder)",
     "generation_mode": "`tdg` or `prompt-only`",
     "guidance_bird": "G (`bird` for colour substitutions; empty in prompt-only mode)",
@@ -168,6 +168,8 @@ def record_row(record) -> dict[str, Any]:
     meta = record.metadata
     row = {name: meta.get(name) for name in FEATURES if name not in {"image", "item_id", "seed"}}
     row.update(
+        # published data names the model by its Hub id or folder name, never this machine's path
+        model_id=strip_local_path(meta["model_id"]) if isinstance(meta.get("model_id"), str) else meta.get("model_id"),
         image={"bytes": record.read_file("png"), "path": f"{record.item_id}.png"},
         item_id=record.item_id,
         seed=meta["seed"],
@@ -212,7 +214,7 @@ def assemble_from_store(store: ItemStore, out_dir: Path, args: dict[str, Any]) -
     if first is not None and first.metadata.get("model_revision"):  # the revision the model resolved to
         metadata.provenance = {**metadata.provenance, "model_revision": first.metadata["model_revision"]}
     metadata.validity = sub_validity({SPLIT: (r.metadata for r in store.records(SPLIT))})
-    assemble_dataset_dir(
+    stats = assemble_dataset_dir(
         out_dir,
         splits={SPLIT: lambda: (record_row(r) for r in store.records(SPLIT))},
         features=FEATURES,
@@ -220,7 +222,12 @@ def assemble_from_store(store: ItemStore, out_dir: Path, args: dict[str, Any]) -
         grid_png=_grid(list(_grid_records(store))),
     )
     if "rebuild" in args:  # what `conceptforge verify` regenerates the rows from (cards.run_record)
-        entry = config_entry(store.stored_config(), rebuild=args["rebuild"], device=args["rebuild"]["device"])
+        entry = config_entry(
+            store.stored_config(),
+            rebuild=args["rebuild"],
+            device=args["rebuild"]["device"],
+            rows=row_ids(out_dir, stats),
+        )
         write_run_record(out_dir, run_record("sub", {"default": entry}, validity=metadata.validity))
 
 

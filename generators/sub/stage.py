@@ -22,7 +22,7 @@ from conceptforge.cards.provenance import resolve_model_revision
 from conceptforge.engine.runner import RunDir, RunReport, Stage, run_stage
 from conceptforge.engine.store import ItemResult, join
 from conceptforge.engine.workitems import ShardSpec, WorkItem, derive_seed
-from conceptforge.errors import InvalidArgumentError
+from conceptforge.errors import DependencyMissingError, InvalidArgumentError
 
 # the assembler's stored name points here: importing this module registers it
 from conceptforge.generators.sub.card import ASSEMBLER, SPLIT, card_metadata
@@ -32,6 +32,7 @@ from conceptforge.generators.sub.flux_tdg import (
     DEFAULT_MODEL,
     DEFAULT_RESOLUTION,
     DEFAULT_STEPS,
+    PairRequest,
     TDGFlux,
 )
 from conceptforge.generators.sub.spec import NEEDS_CUB, Pair, PairPlan
@@ -60,15 +61,34 @@ class GenerationSettings:
     max_sequence_length: int = DEFAULT_MAX_SEQUENCE_LENGTH
     seed: int = 0
     dtype: str = "auto"
+    # Fast paths (off by default). Bound to the store like the rest: on a GPU they may change the
+    # last bits of an image (fused kernels, other matmul shapes), so a resume must keep them.
+    pairs_per_batch: int = 1  # TDG pairs (or prompt-only images) per transformer batch
+    compile: bool = False  # torch.compile the transformer
+    attention_backend: str | None = None  # diffusers' attention backend, e.g. "_native_cudnn"
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise InvalidArgumentError(f"unknown mode {self.mode!r}; use one of {', '.join(MODES)}")
         if self.resolution <= 0 or self.steps <= 0:
             raise InvalidArgumentError("--resolution and --steps must be positive")
+        if self.pairs_per_batch < 1:
+            raise InvalidArgumentError(f"--pairs-per-batch must be >= 1, got {self.pairs_per_batch}")
 
     def to_config(self) -> dict[str, Any]:
-        return asdict(self)
+        """The settings as stored; the fast paths only when on, so runs made before they existed
+        (and runs that leave them off) keep the same settings and resume."""
+        config = asdict(self)
+        for name, default in FAST_PATH_DEFAULTS.items():
+            if config[name] == default:
+                del config[name]
+        return config
+
+
+FAST_PATH_DEFAULTS = {"pairs_per_batch": 1, "compile": False, "attention_backend": None}
+#: diffusers' names of PyTorch's SDPA kernels (``native`` lets PyTorch choose, the default).
+ATTENTION_BACKENDS = ("native", "_native_cudnn", "_native_flash", "_native_efficient", "_native_math")
+CUDA_ATTENTION_BACKENDS = ("_native_cudnn", "_native_flash", "_native_efficient")
 
 
 def item_id(pair: Pair, index: int, images_per_pair: int) -> str:
@@ -102,57 +122,113 @@ def build_work_items(plan: PairPlan, *, images_per_pair: int, run_seed: int) -> 
     return items
 
 
+def _request(item: WorkItem, settings: GenerationSettings) -> tuple[bool, PairRequest]:
+    """Whether ``item`` is a TDG pair, and what to generate for it."""
+    p = item.payload
+    tdg = settings.mode == "tdg" and bool(p["attribute"])
+    if settings.mode == "tdg" and not tdg:
+        raise InvalidArgumentError("reference-bird selection has no guidance prompt: use --mode prompt-only")
+    params = TDGParams(**p["tdg"]) if tdg else None
+    return tdg, PairRequest(p["prompt_reference"], p["prompt_guidance"] if tdg else None, item.seed, params)
+
+
+def _result(
+    item: WorkItem, tdg: bool, params: TDGParams | None, result: Any, generator: TDGFlux, settings: GenerationSettings
+) -> ItemResult:
+    p = item.payload
+    files = {"png": png_bytes(result.reference)}
+    if result.guidance is not None:
+        files["guidance.png"] = png_bytes(result.guidance)
+    nan = float("nan")
+    metadata = {
+        "bird": p["bird"],
+        "attribute": p["attribute"],
+        "group": p["group"],
+        "value": p["value"],
+        "category": p["category"],
+        "removed_attribute": p["removed_attribute"],
+        "prompt_reference": p["prompt_reference"],
+        "prompt_guidance": p["prompt_guidance"] if tdg else "",
+        "image_index": p["image_index"],
+        "tdg_k": params.k if params else nan,
+        "tdg_tmin": params.tmin if params else nan,
+        "tdg_tmax": params.tmax if params else nan,
+        "guidance_scale": settings.guidance_scale,
+        "num_inference_steps": settings.steps,
+        "model_id": generator.model_id or settings.model,
+        "model_revision": generator.model_revision,
+        "generation_mode": settings.mode,
+        "guidance_bird": p["guidance_bird"] if tdg else "",
+        "etas": result.etas,
+    }
+    return ItemResult(files=files, metadata=metadata)
+
+
+def make_batch_function(
+    generator: TDGFlux, settings: GenerationSettings, *, save_guidance: bool = False
+) -> Callable[[Sequence[WorkItem]], list[ItemResult]]:
+    """``make_batch(items) -> [ItemResult]``: up to ``settings.pairs_per_batch`` consecutive items
+    of the same kind (TDG pair or prompt-only) per transformer batch. Every item's seed, noise and
+    tie are its own: on the CPU a batch gives the bytes of one item at a time (tested)."""
+
+    def make_batch(items: Sequence[WorkItem]) -> list[ItemResult]:
+        planned = [(item, *_request(item, settings)) for item in items]
+        results: list[ItemResult] = []
+        start = 0
+        while start < len(planned):
+            tdg = planned[start][1]
+            end = start + 1
+            while end < len(planned) and end - start < settings.pairs_per_batch and planned[end][1] == tdg:
+                end += 1
+            group = planned[start:end]
+            made = generator.generate_batch(
+                [request for _, _, request in group],
+                mode="tdg" if tdg else "prompt-only",
+                height=settings.resolution,
+                width=settings.resolution,
+                num_inference_steps=settings.steps,
+                guidance_scale=settings.guidance_scale,
+                return_guidance=save_guidance and tdg,
+            )
+            for (item, _, request), pair in zip(group, made):
+                results.append(_result(item, tdg, request.params, pair, generator, settings))
+            start = end
+        return results
+
+    return make_batch
+
+
 def make_item_function(
     generator: TDGFlux, settings: GenerationSettings, *, save_guidance: bool = False
 ) -> Callable[[WorkItem], ItemResult]:
     """The per-item generator for ``run_work_items``: one FLUX run -> R image + metadata row."""
+    make_batch = make_batch_function(generator, settings, save_guidance=save_guidance)
 
     def make(item: WorkItem) -> ItemResult:
-        p = item.payload
-        tdg = settings.mode == "tdg" and bool(p["attribute"])
-        if settings.mode == "tdg" and not tdg:
-            raise InvalidArgumentError("reference-bird selection has no guidance prompt: use --mode prompt-only")
-        params = TDGParams(**p["tdg"]) if tdg else None
-        result = generator.generate(
-            prompt_reference=p["prompt_reference"],
-            prompt_guidance=p["prompt_guidance"] if tdg else None,
-            seed=item.seed,
-            params=params,
-            mode="tdg" if tdg else "prompt-only",
-            height=settings.resolution,
-            width=settings.resolution,
-            num_inference_steps=settings.steps,
-            guidance_scale=settings.guidance_scale,
-            return_guidance=save_guidance and tdg,
-        )
-        files = {"png": png_bytes(result.reference)}
-        if result.guidance is not None:
-            files["guidance.png"] = png_bytes(result.guidance)
-        nan = float("nan")
-        metadata = {
-            "bird": p["bird"],
-            "attribute": p["attribute"],
-            "group": p["group"],
-            "value": p["value"],
-            "category": p["category"],
-            "removed_attribute": p["removed_attribute"],
-            "prompt_reference": p["prompt_reference"],
-            "prompt_guidance": p["prompt_guidance"] if tdg else "",
-            "image_index": p["image_index"],
-            "tdg_k": params.k if params else nan,
-            "tdg_tmin": params.tmin if params else nan,
-            "tdg_tmax": params.tmax if params else nan,
-            "guidance_scale": settings.guidance_scale,
-            "num_inference_steps": settings.steps,
-            "model_id": generator.model_id or settings.model,
-            "model_revision": generator.model_revision,
-            "generation_mode": settings.mode,
-            "guidance_bird": p["guidance_bird"] if tdg else "",
-            "etas": result.etas,
-        }
-        return ItemResult(files=files, metadata=metadata)
+        return make_batch([item])[0]
 
     return make
+
+
+def apply_fast_paths(generator: TDGFlux, settings: GenerationSettings) -> None:
+    """``--attention-backend`` and ``--compile`` on the loaded transformer (in place)."""
+    transformer = generator.pipe.transformer
+    if settings.attention_backend:
+        device = next(transformer.parameters()).device
+        if settings.attention_backend in CUDA_ATTENTION_BACKENDS and device.type != "cuda":
+            raise InvalidArgumentError(
+                f"--attention-backend {settings.attention_backend} is a CUDA kernel; the transformer is on {device}"
+            )
+        if not hasattr(transformer, "set_attention_backend"):
+            raise DependencyMissingError("--attention-backend needs diffusers >= 0.35 (set_attention_backend)")
+        try:
+            transformer.set_attention_backend(settings.attention_backend)
+        except (ValueError, RuntimeError, ImportError) as error:
+            raise InvalidArgumentError(
+                f"--attention-backend {settings.attention_backend}: {str(error).strip().splitlines()[0]}"
+            ) from None
+    if settings.compile:
+        transformer.compile()  # nn.Module.compile: in place, the module keeps its class and config
 
 
 @dataclass
@@ -224,11 +300,16 @@ def build_stage(config: SubStageConfig) -> Stage:
                     offload=offload,
                     max_sequence_length=settings.max_sequence_length,
                 )
-            loaded["make"] = make_item_function(model, settings, save_guidance=save_guidance)
+            apply_fast_paths(model, settings)
+            loaded["make"] = make_batch_function(model, settings, save_guidance=save_guidance)
 
     def make(item: WorkItem) -> ItemResult:
         prepare()
-        return loaded["make"](item)
+        return loaded["make"]([item])[0]
+
+    def make_batch(items: Sequence[WorkItem]) -> list[ItemResult]:
+        prepare()
+        return loaded["make"](items)
 
     metadata = card_metadata(
         license=license,
@@ -243,7 +324,8 @@ def build_stage(config: SubStageConfig) -> Stage:
         name="sub/candidates",
         items=items,
         settings={**settings.to_config(), **(extra_config or {})},
-        make_item=make,
+        # several pairs per transformer batch come from the engine's chunks (chunk >= batch)
+        **({"process_batch": make_batch} if settings.pairs_per_batch > 1 else {"make_item": make}),
         prepare=prepare,
         assembler=ASSEMBLER,
         assembly_args={

@@ -1,9 +1,12 @@
-"""PNG charts of the breakdowns: horizontal bars with their bootstrap intervals, one panel per
-breakdown, one bar per model; and forest plots of paired differences.
+"""PNG charts of the breakdowns: horizontal bars with their intervals, one panel per breakdown,
+one bar per model; and forest plots of paired differences.
 
 Why horizontal bars: group labels (birds, attribute groups, relations) are long and numerous;
-written along the y axis they stay readable at any count. Drawn with matplotlib's Agg backend
-(no display, no GUI toolkit), deterministic for the same input.
+written along the y axis they stay readable at any count. Every bar carries its number (a 0% bar
+has no length: without its label it would look like a missing group). One chart shows one
+dataset: the caller groups runs by (task, dataset) and names the dataset in the title. The
+legend sits below the plots, apart from the title. Drawn with matplotlib's Agg backend (no
+display, no GUI toolkit), deterministic for the same input.
 """
 
 from __future__ import annotations
@@ -48,9 +51,16 @@ def _signed(result: TaskBreakdowns) -> bool:
     return result.family == "conceptbed-ccd"
 
 
-def task_chart(models: Sequence[tuple[str, TaskBreakdowns]], *, config: BootstrapConfig) -> bytes | None:
-    """One PNG for one task: a panel per breakdown, bars = each model's group statistic, whiskers =
-    its interval; values in % (CCD as is, with its zero line). ``None`` when no breakdown has a group."""
+def _interval_words(config: BootstrapConfig) -> str:
+    return f"{100 * config.confidence:g}% interval ({config.proportions} for proportions, BCa otherwise)"
+
+
+def task_chart(
+    models: Sequence[tuple[str, TaskBreakdowns]], *, config: BootstrapConfig, dataset: str | None = None
+) -> bytes | None:
+    """One PNG for one task on one dataset (named in the title): a panel per breakdown, bars =
+    each model's group statistic, whiskers = its interval, every bar labelled with its value;
+    values in % (CCD as is, with its zero line). ``None`` when no breakdown has a group."""
     plt = _pyplot()
     first = models[0][1]
     signed = _signed(first)
@@ -95,19 +105,21 @@ def task_chart(models: Sequence[tuple[str, TaskBreakdowns]], *, config: Bootstra
                 xs.append(scale * e.value)
                 lows.append(scale * (e.value - e.low))
                 highs.append(scale * (e.high - e.value))
-            ax.barh(ys, xs, height=bar * 0.9, color=PALETTE[m % len(PALETTE)], label=model, zorder=2)
+            colour = PALETTE[m % len(PALETTE)]
+            ax.barh(ys, xs, height=bar * 0.9, color=colour, label=model, zorder=2)
             ax.errorbar(xs, ys, xerr=[lows, highs], fmt="none", ecolor="#222222", elinewidth=1.1, capsize=3, zorder=3)
-            if len(models) == 1:  # the number itself, right of the whisker
-                for x, y, high in zip(xs, ys, highs):
-                    ax.annotate(
-                        f"{x:.3f}" if signed else f"{x:.1f}",
-                        (x + high, y),
-                        xytext=(4, 0),
-                        textcoords="offset points",
-                        va="center",
-                        fontsize=8,
-                        color="#333333",
-                    )
+            for x, y, high in zip(xs, ys, highs):  # the number itself, right of the whisker
+                if x == 0:  # a bar of no length: a marker in the model's colour shows it is there
+                    ax.plot([0], [y], marker="D", markersize=5, color=colour, clip_on=False, zorder=5)
+                ax.annotate(
+                    f"{x:.3f}" if signed else f"{x:.1f}",
+                    (x + high, y),
+                    xytext=(4, 0),
+                    textcoords="offset points",
+                    va="center",
+                    fontsize=8 if len(models) == 1 else 7,
+                    color="#333333",
+                )
         if len(models) == 1:
             counts = [per_model[0].get(label) for label in labels]
             ticks = [f"{_short(label)}  (n={e.n})" if e else _short(label) for label, e in zip(labels, counts)]
@@ -126,17 +138,20 @@ def task_chart(models: Sequence[tuple[str, TaskBreakdowns]], *, config: Bootstra
         else:
             ax.set_xlim(0, 100)
     axes[-1, 0].set_xlabel(first.axis, fontsize=9)
-    level = f"{100 * config.confidence:g}%"
     fig.suptitle(
-        f"{first.task}: {first.statistic}\nbars: {level} percentile bootstrap interval "
-        f"({config.resamples} resamples, seed {config.seed})",
+        f"{first.task}" + (f" on {_short(dataset, 60)}" if dataset else "") + f": {first.statistic}\n"
+        f"whiskers: {_interval_words(config)}",
         x=0.01,
         ha="left",
         fontsize=10,
     )
-    if len(models) > 1:
+    if len(models) > 1:  # below the plots: never over the title
         fig.legend(
-            *axes[0, 0].get_legend_handles_labels(), loc="outside upper right", fontsize=8, ncols=min(4, len(models))
+            *axes[0, 0].get_legend_handles_labels(),
+            loc="outside lower center",
+            fontsize=8,
+            ncols=min(4, len(models)),
+            frameon=False,
         )
     return _png(fig)
 
@@ -150,12 +165,14 @@ def difference_chart(
     signed: bool,
     config: BootstrapConfig,
 ) -> bytes:
-    """Forest plot of ``model_a − model_b`` per group (paired, shared items), zero line marked."""
+    """Forest plot of ``model_a − model_b`` per group (paired, shared items), zero line marked;
+    coloured where the exact test rejects at the stated level."""
     plt = _pyplot()
     scale = 1.0 if signed else 100.0
     fig, ax = plt.subplots(figsize=(8.2, 0.3 * len(rows) + 1.5), layout="constrained")
     for i, (_label, d) in enumerate(rows):
-        colour = PALETTE[0] if d.low > 0 else PALETTE[5] if d.high < 0 else "#777777"
+        rejected = d.p_value < 1 - config.confidence
+        colour = (PALETTE[0] if d.value > 0 else PALETTE[5]) if rejected else "#777777"
         ax.errorbar(
             [scale * d.value],
             [i],
@@ -176,9 +193,11 @@ def difference_chart(
     ax.set_xlim(-1.15 * span, 1.15 * span)
     ax.set_xlabel(f"{model_a} − {model_b} ({'CCD' if signed else 'percentage points'})", fontsize=9)
     unit = rows[0][1].unit if rows else "item"
+    method = "Newcombe" if rows and rows[0][1].method == "newcombe" else "BCa bootstrap"
     ax.set_title(
-        f"{task}: paired difference over shared {unit}s, {100 * config.confidence:g}% bootstrap interval",
+        f"{task}: paired difference over shared {unit}s, {100 * config.confidence:g}% {method} interval; "
+        f"coloured where the {rows[0][1].test if rows else 'exact sign test'} gives p < {1 - config.confidence:.2g}",
         loc="left",
-        fontsize=10,
+        fontsize=9,
     )
     return _png(fig)

@@ -1,8 +1,10 @@
 """Compare models from several ``conceptforge evaluate`` results files in one markdown table.
 
-Why columns carry the dataset commit: two numbers are only comparable when they were measured on
-the same data with the same protocol variant. When the files disagree on a task's dataset commit
-or variant, each combination gets its own column (``task@sha7``) instead of silently sharing one.
+Why columns are keyed by what was measured: two numbers are only comparable when they were
+measured on the same data (dataset id, config, commit) with the same protocol variant. Each such
+combination gets its own column (``task [config] @sha7``) instead of silently sharing one: the
+single-object and two-object configs of one binding repo share the repo and its commit, and are
+still two columns.
 """
 
 from __future__ import annotations
@@ -67,8 +69,22 @@ def structure_problem(payload: dict[str, Any]) -> str | None:
     return None
 
 
-def _column_key(task: dict[str, Any], metric: str) -> tuple[str, str, str, str]:
-    return task["task"], metric, task["dataset"].get("sha") or "", task.get("variant", "")
+def dataset_key(task: dict[str, Any]) -> tuple[str, str, str]:
+    """(repo, config, commit) a result was measured on. Files written before results recorded the
+    config (``dataset.config`` null for binding) name it in their ``config`` option."""
+    dataset = task["dataset"]
+    config = dataset.get("config") or (task.get("options") or {}).get("config") or ""
+    return str(dataset.get("repo") or ""), str(config), str(dataset.get("sha") or "")
+
+
+def dataset_title(task: dict[str, Any]) -> str:
+    """``repo [config] @sha7``: the data of a column or panel, for people."""
+    repo, config, sha = dataset_key(task)
+    return f"{repo}" + (f" [{config}]" if config else "") + (f" @{short_sha(sha, 7)}" if sha else "")
+
+
+def _column_key(task: dict[str, Any], metric: str) -> tuple[str, str, tuple[str, str, str], str]:
+    return task["task"], metric, dataset_key(task), task.get("variant", "")
 
 
 def leaderboard_table(
@@ -79,22 +95,28 @@ def leaderboard_table(
     (each task's headline metric) or ``all``."""
     if metrics not in ("main", "all"):
         raise InvalidArgumentError(f"--metrics must be main or all, got {metrics!r}")
-    columns: dict[tuple[str, str, str, str], None] = {}
+    columns: dict[tuple[str, str, tuple[str, str, str], str], None] = {}
     for payload in payloads:
         for task in payload["tasks"]:
             names = [task["main_metric"]] if metrics == "main" else list(task["metrics"])
             for name in names:
                 columns.setdefault(_column_key(task, name))
-    by_task: dict[tuple[str, str], set[tuple[str, str]]] = {}
-    for task, metric, sha, variant in columns:
-        by_task.setdefault((task, metric), set()).add((sha, variant))
+    by_task: dict[tuple[str, str], list[tuple[tuple[str, str, str], str]]] = {}
+    for task, metric, data, variant in columns:
+        by_task.setdefault((task, metric), []).append((data, variant))
     headers = ["model", "kind", "revision"]
-    for task, metric, sha, variant in columns:
+    for task, metric, (repo, config, sha), variant in columns:
         label = f"{task} {metric}"
-        if len(by_task[(task, metric)]) > 1:
-            label += f" @{short_sha(sha, 7)}" + (
-                f" [{variant}]" if len({v for _, v in by_task[(task, metric)]}) > 1 else ""
-            )
+        others = by_task[(task, metric)]
+        if len(others) > 1:  # name what tells this column from the task's others
+            if len({d[0] for d, _ in others}) > 1:
+                label += f" {repo}"
+            if len({d[1] for d, _ in others}) > 1:
+                label += f" [{config or 'default'}]"
+            if len({d[2] for d, _ in others}) > 1:
+                label += f" @{short_sha(sha, 7)}"
+            if len({v for _, v in others}) > 1:
+                label += f" ({variant})"
         headers.append(label)
     rows = []
     for payload in payloads:
@@ -110,12 +132,16 @@ def leaderboard_table(
     for payload in payloads:
         for task in payload["tasks"]:
             dataset = task["dataset"]
-            key = (task["task"], dataset.get("sha"))
+            key = (task["task"], dataset_key(task), task.get("variant", ""))
             if key in seen:
                 continue
             seen.add(key)
             seeds = f"; seeds {','.join(map(str, task['seeds']))}" if task.get("seeds") else ""
-            notes.append(f"{task['task']}: {dataset_label(dataset, 40)}; {task['protocol']}, {task['variant']}{seeds}")
+            config = dataset_key(task)[1]
+            notes.append(
+                f"{task['task']}: {dataset_label(dataset, 40)}{f' config {config}' if config else ''}; "
+                f"{task['protocol']}, {task['variant']}{seeds}"
+            )
     return headers, rows, notes
 
 

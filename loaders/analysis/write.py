@@ -61,7 +61,8 @@ def _cell(e: Estimate, signed: bool) -> str:
     if e.value != e.value:
         return "–"
     scale, digits = (1.0, 3) if signed else (100.0, 1)
-    return f"{scale * e.value:.{digits}f} [{scale * e.low:.{digits}f}, {scale * e.high:.{digits}f}]"
+    mark = " †" if e.warning else ""
+    return f"{scale * e.value:.{digits}f} [{scale * e.low:.{digits}f}, {scale * e.high:.{digits}f}]{mark}"
 
 
 def markdown(
@@ -71,8 +72,10 @@ def markdown(
     from conceptforge.loaders.harness.reports import markdown_table
 
     lines = [
-        f"Breakdowns: each group's statistic with its {100 * config.confidence:g}% percentile bootstrap interval "
-        f"({config.resamples} resamples, numpy PCG64 seed {config.seed}); n = samples, units = what was resampled.",
+        f"Breakdowns: each group's statistic with its {100 * config.confidence:g}% interval: exact "
+        f"{config.proportions} for proportions (every unit right or wrong), BCa bootstrap otherwise "
+        f"({config.resamples} resamples, numpy PCG64 seed {config.seed}); n = samples, units = what was resampled; "
+        f"† = fewer than {config.min_units} units: a bootstrap interval there covers less than it says.",
         "",
     ]
     for result in results:

@@ -160,17 +160,18 @@ def text_targets(embedder: Any, templates: TemplateChoice) -> Callable[[Sequence
 
 
 def session_vl_model(session: Any) -> VLModel:
-    """CompMap's view of a run's model (one per run): the session's dual encoder, or an ITM scorer."""
-    from conceptforge.loaders.harness.model_ref import CLIP, ITM
+    """CompMap's view of a run's model (one per run): the session's dual encoder (``embed``), or
+    its ``match`` adapter scoring every (image, prompt) pair (an ITM head; a generative VLM's
+    VQAScore, as log-odds)."""
+    from conceptforge.loaders.harness.model_ref import ITM
 
     def build() -> VLModel:
         model = session.model
-        if model.kind == CLIP:
+        if session.provides("embed"):
             embedder = session.embedder()
             return VLModel(model.id, "dual", display_name(model.id), embedder.revision, embedder=embedder)
-        if model.kind == ITM:
-            revision = model.sha if model.source == "hub" else model.revision
-            return load_vl_model(model.id, kind="itm", revision=revision, device=session.device)
-        raise InvalidArgumentError(f"{model.id} is neither a dual encoder nor an ITM model")
+        matcher = session.matcher()  # one line when the model cannot match either
+        scorer = matcher.scorer if model.kind == ITM else matcher
+        return VLModel(model.id, model.kind, display_name(model.id), matcher.revision, scorer=scorer)
 
     return session.shared("compmap-vl-model", build)

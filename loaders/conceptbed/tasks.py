@@ -16,10 +16,21 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from conceptforge import argtypes
 from conceptforge.errors import DataFormatError, DataNotFoundError, one_line
 from conceptforge.loaders.conceptbed import breakdowns
-from conceptforge.loaders.harness.model_ref import GENERATED
-from conceptforge.loaders.harness.task import Metric, Option, Task, TaskContext, TaskOutcome, flag
+from conceptforge.loaders.harness.model_ref import GENERATED, VLM
+from conceptforge.loaders.harness.task import (
+    IMAGES_TO_JUDGE,
+    MATCH,
+    Metric,
+    Option,
+    Task,
+    TaskContext,
+    TaskOutcome,
+    choice,
+    flag,
+)
 
 COLUMNS = (
     ("concept", "string"),
@@ -113,9 +124,16 @@ def metrics_of(results: dict) -> dict[str, Metric]:
 
 
 def score_conceptbed(rows: Sequence[dict[str, Any]], options: dict[str, Any]) -> dict[str, Metric]:
+    """CCD and the oracles' accuracies from the oracle rows; CLIPScore and DINO similarity (when the
+    run computed them) from theirs."""
     from conceptforge.loaders.conceptbed.metrics import evaluate
+    from conceptforge.loaders.conceptbed.similarity import SIMILARITY_TASKS, similarity_metrics
 
-    return metrics_of(evaluate(rows_to_records(rows), n_bins=options["ece_bins"]))
+    oracle = [r for r in rows if r["oracle_task"] not in SIMILARITY_TASKS]
+    metrics = metrics_of(evaluate(rows_to_records(oracle), n_bins=options["ece_bins"]))
+    similar = [r for r in rows if r["oracle_task"] in SIMILARITY_TASKS]
+    metrics.update({name: Metric(value, None, n) for name, (value, n) in similarity_metrics(similar).items()})
+    return metrics
 
 
 def run_conceptbed_ccd(ctx: TaskContext) -> TaskOutcome:
@@ -125,29 +143,42 @@ def run_conceptbed_ccd(ctx: TaskContext) -> TaskOutcome:
     from conceptforge.generators.conceptbed.spec import load_spec
     from conceptforge.generators.conceptbed.stage import prepare_captions
     from conceptforge.loaders.conceptbed.metrics import evaluate, report
+    from conceptforge.loaders.conceptbed.similarity import similarity_metrics
 
     options = ctx.options
+    by_match = ctx.capability == MATCH  # the model is the composition oracle (VQAScore), the images are --dataset
     vqa = options["vqa_model"] if options["vqa_model"] not in ("", "none") else None
+    vlm_oracle = None
+    if by_match:
+        from conceptforge.loaders.harness.adapters.generative_vlm import VQAOracleView
+
+        vqa, vlm_oracle = ctx.model.id, VQAOracleView(ctx.session.matcher())
     oracles = OracleSet(
         {"style": options["style_oracle"], "object": options["object_oracle"], "cub": options["cub_oracle"]},
         vqa_model=vqa,
         vqa_probability=options["vqa_probability"],
         device=ctx.device,
+        vqa_oracle=vlm_oracle,
     )
     use_vqa = vqa is not None
-    revision = ctx.model.sha if ctx.model.source == "hub" else None
+    if by_match:
+        images_id, revision = ctx.dataset.repo, ctx.dataset.load_revision
+    else:
+        images_id, revision = ctx.model.id, (ctx.model.sha if ctx.model.source == "hub" else None)
     try:
-        generated = load_dataset(ctx.model.id, revision=revision)
+        generated = load_dataset(images_id, revision=revision)
     except (FileNotFoundError, ValueError, ConnectionError) as error:  # ConnectionError: no such folder, Hub offline
-        raise DataNotFoundError(f"cannot load generated dataset {ctx.model.id}: {one_line(error)}") from None
+        raise DataNotFoundError(f"cannot load generated dataset {images_id}: {one_line(error)}") from None
     missing = {"concept_kind", "concept", "learner", "image"} - set(next(iter(generated.values())).column_names)
     if missing:
         raise DataFormatError(
-            f"{ctx.model.id} is not a ConceptBed generated dataset (missing {', '.join(sorted(missing))})"
+            f"{images_id} is not a ConceptBed generated dataset (missing {', '.join(sorted(missing))})"
         )
     kinds = {k for split in generated.values() for k in split.unique("concept_kind")}
-    ctx.samples.extend_key(
-        _oracles_key([options["style_oracle"], options["object_oracle"], options["cub_oracle"], vqa or ""])
+    ctx.samples.extend_key(  # (a VLM oracle's weights are in the key already: it is the model)
+        _oracles_key(
+            [options["style_oracle"], options["object_oracle"], options["cub_oracle"], "" if by_match else vqa or ""]
+        )
     )
     records = _score_generated_resumably(
         ctx, generated, lambda subset: score_generated(subset, oracles, batch_size=ctx.batch_size, use_vqa=use_vqa)
@@ -165,14 +196,38 @@ def run_conceptbed_ccd(ctx: TaskContext) -> TaskOutcome:
     metrics = metrics_of(evaluate(records, n_bins=options["ece_bins"]))
     if not metrics:
         raise DataFormatError(f"{ctx.model.id} holds no generated images the oracles could score")
+    similar = _similarity_rows(ctx, generated, spec)
+    metrics.update({name: Metric(value, None, n) for name, (value, n) in similarity_metrics(similar).items()})
     main = next(name for name in metrics if name.endswith(".ccd"))
     return TaskOutcome(
-        record_rows(records),
+        record_rows(records) + similar,
         main,
         metrics=metrics,
-        variant=f"oracles={options['style_oracle']},{options['object_oracle']},{options['cub_oracle']}",
+        protocol="conceptbed/ccd-vqascore" if by_match else "conceptbed/ccd",
+        variant=f"oracles={options['style_oracle']},{options['object_oracle']},{options['cub_oracle']}"
+        + (f"; composition oracle {ctx.model.id} by VQAScore (P('Yes') to each question)" if by_match else ""),
         table=report(records, per_concept=options["per_concept"], n_bins=options["ece_bins"]),
     )
+
+
+def _similarity_rows(ctx: TaskContext, generated: Any, spec: Any) -> list[dict[str, Any]]:
+    """CLIPScore (``clip_model``) and DINO similarity (``dino_model``) rows; none when both are ''."""
+    from conceptforge.loaders.conceptbed_similarity import DinoEmbedder, score_similarities
+
+    options = ctx.options
+    if not options["clip_model"] and not options["dino_model"]:
+        return []
+    clip = None
+    if options["clip_model"]:
+        from conceptforge.loaders.harness.embeddings import EmbeddingModel
+
+        clip = EmbeddingModel.from_pretrained(options["clip_model"], cache_dir=ctx.session.cache_dir, device=ctx.device)
+    dino = DinoEmbedder.from_pretrained(options["dino_model"], device=ctx.device) if options["dino_model"] else None
+    try:
+        return score_similarities(generated, spec, clip=clip, dino=dino, batch_size=ctx.batch_size)
+    finally:
+        if clip is not None:
+            clip.close()
 
 
 def _oracles_key(oracles: list[str]) -> str | None:
@@ -230,13 +285,22 @@ def tasks() -> list[Task]:
             "conceptbed-ccd",
             "conceptbed",
             "ConceptBed: concept confidence deviation, accuracy of a concept learner's "
-            "generated images by oracles (ConceptBed paper Tables 1, 7)",
-            (GENERATED,),
+            "generated images by oracles (ConceptBed paper Tables 1, 7); with a generative VLM as --model, "
+            "the VLM answers the composition questions (VQAScore) on the images given by --dataset",
+            (IMAGES_TO_JUDGE, MATCH),
             "conceptbed/ccd",
             run_conceptbed_ccd,
             score_conceptbed,
             columns=COLUMNS,
             needs=("concepts",),
+            families=(GENERATED, VLM),
+            protocols=(
+                (
+                    IMAGES_TO_JUDGE,
+                    "conceptbed/ccd: --model is the generated images; ViLT VQA answers compositions (paper)",
+                ),
+                (MATCH, "conceptbed/ccd-vqascore: --model (a generative VLM) answers them by P('Yes') (ours)"),
+            ),
             options=(
                 Option("style_oracle", default("DEFAULT_STYLE_ORACLE"), str, "PACS style classifier"),
                 Option("object_oracle", default("DEFAULT_OBJECT_ORACLE"), str, "ImageNet concept classifier"),
@@ -247,11 +311,28 @@ def tasks() -> list[Task]:
                     str,
                     "ViLT VQA model for compositions ('' or none: no VQA)",
                 ),
-                Option("vqa_probability", "softmax", str, "softmax | sigmoid: the VQA model's probability of 'yes'"),
+                Option(
+                    "vqa_probability",
+                    "softmax",
+                    choice(("softmax", "sigmoid")),
+                    "the VQA model's probability of 'yes': softmax | sigmoid",
+                ),
                 Option("categoriser", "rules", str, "'rules' or module:function, for the real captions"),
-                Option("max_real_images", 0, int, "real images per concept (0: all in the spec)"),
-                Option("ece_bins", 15, int, "bins of the expected calibration error"),
+                Option("max_real_images", 0, argtypes.non_negative_int, "real images per concept (0: all in the spec)"),
+                Option("ece_bins", 15, argtypes.positive_int, "bins of the expected calibration error"),
                 Option("per_concept", False, flag, "also tabulate CCD per concept"),
+                Option(
+                    "clip_model",
+                    "",
+                    str,
+                    "dual encoder for CLIPScore of the compositions (paper Table 2: CLIP ViT-B/32); '' = off",
+                ),
+                Option(
+                    "dino_model",
+                    "",
+                    str,
+                    "DINO ViT for pairwise similarity to the real images (paper Table 3: facebook/dino-vits16); '' = off",
+                ),
             ),
             breakdowns=breakdowns.CONCEPTBED,
         ),

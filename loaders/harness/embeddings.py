@@ -112,6 +112,18 @@ def load_pil(image: Any):
     return image.convert("RGB")
 
 
+def pil_processor(model_id: str, *, revision: str | None = None) -> Any:
+    """``AutoProcessor`` with its PIL image processor, whether or not torchvision is installed
+    (transformers picks a torchvision one when it can, whose resizing differs by ~1e-2): the same
+    model gives the same vectors everywhere, so cached embeddings never mix the two."""
+    from transformers import AutoProcessor
+
+    try:
+        return AutoProcessor.from_pretrained(model_id, revision=revision, backend="pil")
+    except TypeError:  # older transformers: no backend argument
+        return AutoProcessor.from_pretrained(model_id, revision=revision)
+
+
 class EmbeddingCache:
     """A key -> float32 vector store in one SQLite file (safe to share between processes)."""
 
@@ -217,14 +229,14 @@ class EmbeddingModel:
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"
         check_device(str(device))  # a missing GPU is one line, not a torch traceback at .to(device)
-        from transformers import AutoModel, AutoProcessor
+        from transformers import AutoModel
 
         if isinstance(dtype, str):
             dtype = getattr(torch, dtype)
         dtype = dtype or torch.float32
         try:
             model = AutoModel.from_pretrained(model_id, revision=revision, dtype=dtype)
-            processor = AutoProcessor.from_pretrained(model_id, revision=revision)
+            processor = pil_processor(model_id, revision=revision)
         except (OSError, ValueError, KeyError) as error:
             first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise WeightsUnavailableError(f"cannot load embedding model {model_id!r}: {first}") from None

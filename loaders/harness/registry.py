@@ -13,11 +13,11 @@ a benchmark is one package (docs/evaluation.md, "Adding a task or a benchmark").
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from conceptforge.errors import ConceptforgeError, InvalidArgumentError
+from conceptforge.errors import InvalidArgumentError
 from conceptforge.loaders.harness.task import (
     DatasetRef,
     Metric,
@@ -26,11 +26,12 @@ from conceptforge.loaders.harness.task import (
     TaskContext,
     TaskOutcome,
     int_list,
+    parse_option,
     str_list,
 )
 
-# The registry's types live in task_spec (the benchmarks' tables import them without importing
-# this module back); they are importable from here too.
+# The registry's types live in loaders/harness/task.py (the benchmarks' tables import them
+# without importing this module back); they are importable from here too.
 __all__ = [
     "DatasetRef",
     "Metric",
@@ -46,6 +47,8 @@ __all__ = [
     "str_list",
     "parse_dataset_override",
     "select_tasks",
+    "select_task",
+    "set_option",
     "format_task_list",
 ]
 
@@ -99,6 +102,7 @@ class TaskSelection:
     revision: str | None
     options: dict[str, Any]
     split: str | None = None  # None: the task's own split(s)
+    given: set[str] = field(default_factory=set)  # options set by --task-option (the rest are defaults)
 
 
 def parse_dataset_override(text: str) -> tuple[str, str | None, str | None]:
@@ -159,42 +163,80 @@ def select_tasks(
         name, dot, option = key.partition(".")
         if not sep or not dot:
             raise InvalidArgumentError(f"--task-option wants TASK.NAME=VALUE, got {text!r}")
-        chosen = target(name.strip(), "--task-option")
-        known = {o.name: o for o in chosen.task.options}
-        if option not in known:
-            raise InvalidArgumentError(f"task {name} has no option {option!r} (options: {', '.join(known) or 'none'})")
-        try:
-            chosen.options[option] = known[option].parse(value)
-        except ConceptforgeError as error:
-            raise InvalidArgumentError(f"--task-option {key}: {error}") from None
-        except (TypeError, ValueError):
-            raise InvalidArgumentError(f"--task-option {key}: cannot read {value!r} ({known[option].help})") from None
+        set_option(target(name.strip(), "--task-option"), option, value, where=f"--task-option {key}")
     return list(selections.values())
 
 
+def set_option(selection: TaskSelection, name: str, value: Any, *, where: str) -> None:
+    """Set one option of a selection, checked by the option's own parse (text or a value)."""
+    known = {o.name: o for o in selection.task.options}
+    if name not in known:
+        raise InvalidArgumentError(
+            f"task {selection.task.name} has no option {name!r} (options: {', '.join(known) or 'none'})"
+        )
+    selection.options[name] = parse_option(known[name], value, where=where)
+    selection.given.add(name)
+
+
+def select_task(
+    name: str,
+    *,
+    dataset: str | None = None,
+    revision: str | None = None,
+    split: str | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> TaskSelection:
+    """One task as a library caller asks for it (what ``--tasks NAME --dataset NAME=REPO@REV
+    --task-option NAME.OPTION=VALUE`` selects); option values may be text or values."""
+    selection = TaskSelection(get_task(name), dataset, revision, get_task(name).option_defaults(), split)
+    for option, value in (options or {}).items():
+        set_option(selection, option, value, where=f"option {name}.{option}")
+    return selection
+
+
 def format_task_list() -> str:
-    """The ``--tasks list`` table: name, model kinds, default dataset@revision, protocol, needs."""
+    """The ``--tasks list`` tables: per task, each capability it runs with, the protocol it runs
+    by it and the model families (adapters) that run it so (a family providing several of a
+    task's capabilities runs by the first); then the default data and inputs, the families, and
+    the task options."""
+    from conceptforge.loaders.harness.adapters.base import CAPABILITIES, FAMILIES
     from conceptforge.loaders.harness.reports import markdown_table
 
-    rows = []
+    rows, data = [], []
     for task in all_tasks().values():
+        protocols = dict(task.protocols)
+        for capability in task.capabilities:
+            families = [f.name for f in FAMILIES.values() if task.capability_for(f.name) == capability]
+            if families:
+                rows.append([task.name, capability, ", ".join(families), protocols.get(capability, task.protocol)])
         folder = next((need for need in task.needs if need.endswith("_dir")), None)
         dataset = (
             f"{task.dataset}@{task.revision}"
             if task.dataset
             else f"(local folder: --{folder.replace('_', '-')})"
             if folder
-            else "(the model: generated images)"
+            else "(generated images: the model, or --dataset TASK=FOLDER)"
         )
         needs = ", ".join("--" + n.replace("_", "-") for n in task.needs) or "–"
-        rows.append([task.name, ", ".join(task.model_kinds), dataset, task.protocol, needs])
+        data.append([task.name, dataset, needs])
+    families = [
+        [f.name, f.title, ", ".join(f.capabilities), f"pip install 'conceptforge[{f.extra}]'" if f.extra else "–"]
+        for f in FAMILIES.values()
+    ]
     options = []
     for task in all_tasks().values():
         for option in task.options:
             default = ",".join(map(str, option.default)) if isinstance(option.default, tuple) else option.default
             options.append(f"  {task.name}.{option.name} (default {default!s}): {option.help}")
+    capabilities = "\n".join(f"  {name}: {text}" for name, text in CAPABILITIES.items())
     return (
-        markdown_table(["task", "model kinds", "dataset@revision", "protocol", "needs"], rows)
+        markdown_table(["task", "capability", "model families", "protocol"], rows)
+        + "\n\n"
+        + markdown_table(["task", "dataset@revision", "needs"], data)
+        + "\n\nmodel families (read from the model's own files):\n\n"
+        + markdown_table(["family", "what", "capabilities", "needs"], families)
+        + "\n\ncapabilities:\n"
+        + capabilities
         + "\n\ntask options (--task-option TASK.NAME=VALUE):\n"
         + "\n".join(options)
     )

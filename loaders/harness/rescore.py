@@ -35,10 +35,21 @@ def _overrides(options: Sequence[str]) -> dict[str, dict[str, str]]:
     return out
 
 
+def check_rows(task: Any, rows: Sequence[dict[str, Any]]) -> str | None:
+    """The first row whose numbers contradict each other (None: none): ``correct`` must say
+    whether ``value`` is 1, and the task's own check (binding: ``value`` from ``scores``)."""
+    for row in rows:
+        correct, value = row.get("correct"), row.get("value")
+        if correct is not None and value is not None and bool(correct) != (float(value) == 1.0):
+            return f"row {row.get('item_id')}: correct is {bool(correct)} but value is {value}"
+    return task.check_rows(rows) if task.check_rows is not None else None
+
+
 def rescore(directory: str | Path, *, options: Sequence[str] = ()) -> dict[str, Any]:
     """The results payload rebuilt from ``directory``'s ``<task>.parquet`` files."""
     from conceptforge.loaders.harness.registry import get_task
     from conceptforge.loaders.harness.samples import list_sample_files, read_sample_rows
+    from conceptforge.loaders.harness.task import parse_option
 
     wanted = _overrides(options)
     entries: list[tuple[int, dict[str, Any]]] = []
@@ -61,12 +72,17 @@ def rescore(directory: str | Path, *, options: Sequence[str] = ()) -> dict[str, 
                     f"only {', '.join(task.rescore_options) or 'no option'} can be changed here"
                 )
             known = {o.name: o for o in task.options}[name]
-            task_options[name] = known.parse(value)
+            task_options[name] = parse_option(known, value, where=f"--task-option {task.name}.{name}")
             record["options"][name] = task_options[name]
             record["variant"] = f"{record['variant']}; rescored with {name}={value}"
+        problem = check_rows(task, rows)
+        if problem:
+            raise DataFormatError(f"{file}: {problem}; rescore only files that evaluate wrote")
         metrics = task.score(rows, task_options)
         position = record.pop("position")
         record["metrics"] = {name: metric.to_dict() for name, metric in metrics.items()}
+        if task.rescore_details is not None:  # details that are functions of the rows follow them
+            record["details"] = task.rescore_details(rows, task_options, record.get("details") or {})
         entries.append((position, record))
     if wanted:
         raise InvalidArgumentError(

@@ -12,14 +12,14 @@ import hashlib
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from conceptforge.errors import DataNotFoundError, HubError, InvalidArgumentError
-from conceptforge.loaders.harness.model_ref import CLIP, ModelRef
+from conceptforge.loaders.harness.model_ref import GENERATED, ModelRef, resolve_model
 from conceptforge.loaders.harness.registry import TaskSelection
 from conceptforge.loaders.harness.task import DatasetRef, Metric, Task, TaskContext, TaskOutcome, options_digest
 
@@ -78,34 +78,73 @@ def resolve_dataset(
 
 # ----------------------------------------------------------------------------------- model
 class ModelSession:
-    """The model under evaluation, loaded once and shared by every task of a run."""
+    """The model under evaluation, loaded once (through its family's adapter) and shared by every
+    task of a run."""
 
     def __init__(self, model: ModelRef, *, device: str | None, dtype: str | None, cache_dir: str | None) -> None:
         self.model = model
         self.device = device
         self.dtype = dtype
         self.cache_dir = cache_dir
-        self._embedder = None
+        self._adapter = None
         self._shared: dict[str, Any] = {}
+
+    @classmethod
+    def open(
+        cls,
+        model: str | os.PathLike[str],
+        *,
+        revision: str | None = None,
+        device: str | None = None,
+        dtype: str | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+    ) -> ModelSession:
+        """A session for ``model`` (Hub id, local folder or CBM factory), to share one loaded model
+        between several :func:`run_task` calls; the caller closes it."""
+        return cls(
+            resolve_model(str(model), revision=revision),
+            device=device,
+            dtype=dtype,
+            cache_dir=str(cache_dir) if cache_dir is not None else None,
+        )
 
     def _load_revision(self) -> str | None:
         return self.model.sha if self.model.source == "hub" else self.model.revision
 
-    def embedder(self):
-        """The CLIP-style dual encoder with its on-disk embedding cache (one per run)."""
-        if self._embedder is None:
-            from conceptforge.loaders.harness.embeddings import EmbeddingModel
+    def adapter(self):
+        """The model's adapter (loaders/harness/adapters), loaded on first use."""
+        if self._adapter is None:
+            from conceptforge.loaders.harness.adapters.base import load_adapter
 
-            if self.model.kind != CLIP:
-                raise InvalidArgumentError(f"{self.model.id} is not a CLIP-style dual encoder")
-            self._embedder = EmbeddingModel.from_pretrained(
-                self.model.id,
-                revision=self._load_revision(),
-                cache_dir=self.cache_dir,
-                device=self.device,
-                dtype=self.dtype,
-            )
-        return self._embedder
+            self._adapter = load_adapter(self.model, device=self.device, dtype=self.dtype, cache_dir=self.cache_dir)
+        return self._adapter
+
+    def provides(self, capability: str) -> bool:
+        """Whether the model's family provides ``capability`` (``embed``, ``match``, …)."""
+        from conceptforge.loaders.harness.adapters.base import provides
+
+        return provides(self.model.kind, capability)
+
+    def _capable(self, capability: str):
+        if not self.provides(capability):
+            raise InvalidArgumentError(f"{self.model.id} (a {self.model.kind} model) cannot {capability}")
+        return self.adapter()
+
+    def embedder(self):
+        """``embed``: the dual encoder with its on-disk embedding cache (one per run)."""
+        return self._capable("embed").embedder
+
+    def matcher(self):
+        """``match``: ``match(images, texts_per_image) -> scores`` and its ``protocol``."""
+        return self._capable("match")
+
+    def chooser(self):
+        """``choose``: ``choose(images, questions) -> option distributions``."""
+        return self._capable("choose")
+
+    def concept_predictor(self):
+        """``concepts``: the CBM's ``concepts(images) -> [B, C]``."""
+        return self._capable("concepts").concepts
 
     def shared(self, key: str, build: Callable[[], Any]) -> Any:
         """A view of the model that a benchmark builds once per run (e.g. CompMap's VL scorer):
@@ -120,8 +159,8 @@ class ModelSession:
         return (Path(self.cache_dir) if self.cache_dir else default_cache_dir()) / "compmap-activations"
 
     def close(self) -> None:
-        if self._embedder is not None:
-            self._embedder.close()
+        if self._adapter is not None and hasattr(self._adapter, "close"):
+            self._adapter.close()
 
 
 # ----------------------------------------------------------------------------------- run
@@ -151,6 +190,7 @@ class RunResults:
     created: str = ""
     samples: dict[str, tuple[list[dict[str, Any]], tuple[tuple[str, str], ...]]] = field(default_factory=dict)
     scored: dict[str, int] = field(default_factory=dict)  # items each task had to score (not from the cache)
+    outcomes: dict[str, TaskOutcome] = field(default_factory=dict)  # each task's outcome, metrics as recorded
 
     def to_dict(self) -> dict[str, Any]:
         import conceptforge
@@ -209,6 +249,13 @@ def _dataset_for(selection: TaskSelection, model: ModelRef, settings: RunSetting
         spec = Path(settings.concepts)
         if not spec.is_file():
             raise DataNotFoundError(f"--concepts {spec} is not a concept spec file")
+        if model.kind != GENERATED:  # the model judges: the generated images are the task's dataset
+            if not selection.dataset:
+                raise InvalidArgumentError(
+                    f"{task.name} with {model.id} (a {model.kind} model) judges generated images: "
+                    f"pass them with --dataset {task.name}=FOLDER_OR_REPO"
+                )
+            return resolve_dataset(selection.dataset, selection.revision)
         return DatasetRef(
             str(spec), None, f"local-sha256:{hashlib.sha256(spec.read_bytes()).hexdigest()[:16]}", "local"
         )
@@ -218,8 +265,15 @@ def _dataset_for(selection: TaskSelection, model: ModelRef, settings: RunSetting
     return resolve_dataset(repo, selection.revision, config=task.config, split=selection.split or task.split)
 
 
-def run_tasks(model: ModelRef, selections: Sequence[TaskSelection], settings: RunSettings) -> RunResults:
-    """Run every selected task the model can do, in order; skip the others with one line each."""
+def run_tasks(
+    model: ModelRef,
+    selections: Sequence[TaskSelection],
+    settings: RunSettings,
+    *,
+    session: ModelSession | None = None,
+) -> RunResults:
+    """Run every selected task the model can do, in order; skip the others with one line each.
+    ``session``: an open session of ``model`` to use (and leave open) instead of loading it here."""
     results = RunResults(model, settings, created=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
     runnable = []
     for selection in selections:
@@ -233,7 +287,9 @@ def run_tasks(model: ModelRef, selections: Sequence[TaskSelection], settings: Ru
         return results
     # Resolve every dataset before the first (slow) task: a wrong repo or tag fails in seconds.
     datasets = [_dataset_for(selection, model, settings) for selection in runnable]
-    session = ModelSession(model, device=settings.device, dtype=settings.dtype, cache_dir=settings.cache_dir)
+    own_session = session is None
+    if session is None:
+        session = ModelSession(model, device=settings.device, dtype=settings.dtype, cache_dir=settings.cache_dir)
     cache = None
     if settings.sample_cache and model.sha:  # no revision (a CBM factory): nothing safe to key rows on
         from conceptforge.loaders.harness.sample_cache import open_cache
@@ -265,6 +321,8 @@ def run_tasks(model: ModelRef, selections: Sequence[TaskSelection], settings: Ru
                 concepts=settings.concepts,
                 mit_states_dir=settings.mit_states_dir,
                 samples=samples,
+                given=frozenset(selection.given),
+                capability=task.capability_for(model.kind) or "",
             )
             outcome = task.run(context)
             metrics = checked_metrics(task, outcome, selection.options)
@@ -279,14 +337,77 @@ def run_tasks(model: ModelRef, selections: Sequence[TaskSelection], settings: Ru
                 main.value,
                 seconds,
             )
-            results.tasks.append(task_record(task, outcome, dataset, selection.options, metrics, seconds))
+            results.tasks.append(
+                task_record(task, outcome, dataset, selection.options, metrics, seconds, adapter=model.kind)
+            )
             results.samples[task.name] = (outcome.samples, task.columns)
             results.scored[task.name] = samples.scored
+            results.outcomes[task.name] = replace(outcome, metrics=metrics)
     finally:
-        session.close()
+        if own_session:
+            session.close()
         if cache is not None:
             cache.close()
     return results
+
+
+def run_task(
+    name: str,
+    *,
+    model: str | os.PathLike[str] | ModelSession,
+    dataset: str | os.PathLike[str] | None = None,
+    revision: str | None = None,
+    split: str | None = None,
+    options: Mapping[str, Any] | None = None,
+    model_revision: str | None = None,
+    cub_dir: str | os.PathLike[str] | None = None,
+    concepts: str | os.PathLike[str] | None = None,
+    mit_states_dir: str | os.PathLike[str] | None = None,
+    batch_size: int = 32,
+    device: str | None = None,
+    dtype: str | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    sample_cache: bool = True,
+) -> TaskOutcome:
+    """Run one task from Python exactly as ``conceptforge evaluate --model MODEL --tasks NAME``
+    runs it (same dataset resolution, task code, sample cache and metric check) and return its
+    outcome: the per-sample rows, the metrics recomputed from them, the benchmark's details and
+    table. Nothing is written; :func:`conceptforge.loaders.evaluation.evaluate` writes results.
+
+    Why the only Python entry: the command line, its aliases, the tests and the benchmarks all
+    go through the task's ``run``, so no second wiring of a protocol can drift from what the
+    command line measures. ``model``: a Hub id, local folder or CBM factory ``module:function``,
+    or an open :class:`ModelSession` (several tasks on one loaded model; then ``device``,
+    ``dtype`` and ``cache_dir`` are the session's). ``options``: the task's options by name, as
+    values or ``--task-option`` text, checked by each option's parse. A task the model cannot do
+    raises its one-line skip reason."""
+    from conceptforge.loaders.harness.registry import select_task
+
+    selection = select_task(
+        name, dataset=str(dataset) if dataset is not None else None, revision=revision, split=split, options=options
+    )
+    session = model if isinstance(model, ModelSession) else None
+    if session is not None:
+        given = [flag for flag, value in (("device", device), ("dtype", dtype), ("cache_dir", cache_dir)) if value]
+        if given:
+            raise InvalidArgumentError(f"run_task: {given[0]} is the session's when model is a ModelSession")
+        ref, device, dtype, cache_dir = session.model, session.device, session.dtype, session.cache_dir
+    else:
+        ref = resolve_model(str(model), revision=model_revision)
+    settings = RunSettings(
+        device=device,
+        dtype=dtype,
+        batch_size=batch_size,
+        cache_dir=str(cache_dir) if cache_dir is not None else None,
+        cub_dir=str(cub_dir) if cub_dir is not None else None,
+        concepts=str(concepts) if concepts is not None else None,
+        mit_states_dir=str(mit_states_dir) if mit_states_dir is not None else None,
+        sample_cache=sample_cache,
+    )
+    results = run_tasks(ref, [selection], settings, session=session)
+    if results.skipped:
+        raise InvalidArgumentError(results.skipped[0]["reason"])
+    return results.outcomes[name]
 
 
 def task_record(
@@ -296,14 +417,17 @@ def task_record(
     options: dict[str, Any],
     metrics: dict[str, Metric],
     seconds: float,
+    adapter: str = "",
 ) -> dict[str, Any]:
-    """One entry of the results file's ``tasks`` (docs/evaluation.md, "Results file")."""
+    """One entry of the results file's ``tasks`` (docs/evaluation.md, "Results file"): ``protocol``
+    is the one run (a task may run by several capabilities) and ``adapter`` the family that ran it."""
     return {
         "task": task.name,
         "benchmark": task.benchmark,
-        "protocol": task.protocol,
+        "protocol": outcome.protocol or task.protocol,
+        "adapter": adapter,
         "variant": outcome.variant,
-        "dataset": dataset.to_dict(),
+        "dataset": {**dataset.to_dict(), **({"config": outcome.dataset_config} if outcome.dataset_config else {})},
         "options": {k: list(v) if isinstance(v, tuple) else v for k, v in options.items()},
         "seeds": outcome.seeds,
         "main_metric": outcome.main_metric,
@@ -324,7 +448,8 @@ def _same(a: float | None, b: float | None) -> bool:
 
 def checked_metrics(task: Task, outcome: TaskOutcome, options: dict[str, Any]) -> dict[str, Metric]:
     """The metrics recomputed from the per-sample rows (what ``--from-predictions`` computes),
-    after checking they are the protocol code's own numbers: a disagreement is a bug, not noise."""
+    after checking they are the protocol code's own numbers: a disagreement is a bug, not noise.
+    The rows give every metric its ``n``; a protocol that reports none is not contradicted."""
     rescored = task.score(outcome.samples, options)
     if outcome.metrics:
         differ = [
@@ -334,7 +459,7 @@ def checked_metrics(task: Task, outcome: TaskOutcome, options: dict[str, Any]) -
             or name not in outcome.metrics
             or not _same(rescored[name].value, outcome.metrics[name].value)
             or not _same(rescored[name].stderr, outcome.metrics[name].stderr)
-            or rescored[name].n != outcome.metrics[name].n
+            or (outcome.metrics[name].n is not None and rescored[name].n != outcome.metrics[name].n)
         ]
         if differ:
             name = sorted(differ)[0]

@@ -3,10 +3,10 @@
 Schema contract (one parquet per task, ``<results-stem>.samples/<task>.parquet``): ``task``,
 ``item_id``, ``candidates`` (list<string>), ``scores`` (list<float64>), ``prediction``, ``label``,
 ``correct`` (bool, null where not a correctness), ``value`` (float64: the per-sample quantity the
-headline metric averages; a null row is not counted) and each task family's grouping columns
-(``breakdowns.SPECS``); the schema metadata holds ``model``, ``model_revision`` and
-``dataset_revision``. Grouping columns are kept dictionary-encoded: the breakdowns group millions
-of CompMap query rows in numpy, not row by row in Python.
+headline metric averages; a null row is not counted) and each task's grouping columns (its
+``Task.columns``, grouped by its ``breakdowns=`` spec); the schema metadata holds ``model``,
+``model_revision`` and ``dataset_revision``. Grouping columns are kept dictionary-encoded: the
+breakdowns group millions of CompMap query rows in numpy, not row by row in Python.
 """
 
 from __future__ import annotations

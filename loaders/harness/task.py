@@ -19,12 +19,27 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from conceptforge.errors import InvalidArgumentError
+from conceptforge import argtypes
+from conceptforge.errors import ConceptforgeError, InvalidArgumentError
+from conceptforge.loaders.harness.adapters import base as adapters
+from conceptforge.loaders.harness.adapters.base import CHOOSE as CHOOSE  # the capabilities, for the task tables
+from conceptforge.loaders.harness.adapters.base import CONCEPTS as CONCEPTS
+from conceptforge.loaders.harness.adapters.base import EMBED as EMBED
+from conceptforge.loaders.harness.adapters.base import GENERATE as GENERATE
+from conceptforge.loaders.harness.adapters.base import IMAGES_TO_JUDGE as IMAGES_TO_JUDGE
+from conceptforge.loaders.harness.adapters.base import MATCH as MATCH
 
 
 @dataclass(frozen=True)
 class Option:
-    """A protocol setting a user may change with ``--task-option TASK.NAME=VALUE``."""
+    """A protocol setting a user may change with ``--task-option TASK.NAME=VALUE``.
+
+    ``parse`` turns the text into the value and refuses one outside the setting's domain: an
+    :class:`conceptforge.argtypes.ArgType` (or ``str``), because the per-benchmark commands
+    (``conceptforge evaluate binding …``) build their flags from these options with ``parse`` as
+    the flag's type, so a bad value is the same one line either way. A ``bool`` default makes an
+    on/off flag (``--calibrate/--no-calibrate``), a tuple default a list (``--seeds 0 1`` or
+    ``0,1``). ``help`` says what it does; where it mentions "default", the flag's help adds none."""
 
     name: str
     default: Any
@@ -32,44 +47,21 @@ class Option:
     help: str
 
 
-def int_list(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(v) for v in str(text).split(",") if v.strip())
-    except ValueError:
-        raise InvalidArgumentError(f"expected comma-separated integers, got {text!r}") from None
+int_list = argtypes.IntList()  # comma-separated integers -> tuple
+str_list = argtypes.StrList()  # comma-separated names -> tuple
 
 
-def str_list(text: str) -> tuple[str, ...]:
-    return tuple(v.strip() for v in str(text).split(",") if v.strip())
+def choice(choices: tuple[str, ...]) -> argtypes.Choice:
+    return argtypes.Choice(choices)
 
 
-def choice(choices: tuple[str, ...]) -> Callable[[str], str]:
-    def parse(text: str) -> str:
-        if text not in choices:
-            raise InvalidArgumentError(f"expected one of {', '.join(choices)}, got {text!r}")
-        return text
-
-    return parse
-
-
-def template(*, allowed: set[str], required: set[str]) -> Callable[[str], str]:
+def template(*, allowed: set[str], required: set[str]) -> argtypes.Template:
     """A prompt template checked like the command line's ``--template`` (known fields only)."""
-    import argparse
-
-    from conceptforge.argtypes import Template
-
-    check = Template(allowed=allowed, required=required)
-
-    def parse(text: str) -> str:
-        try:
-            return check(text)
-        except argparse.ArgumentTypeError as error:
-            raise InvalidArgumentError(str(error)) from None
-
-    return parse
+    return argtypes.Template(allowed=allowed, required=required)
 
 
 def flag(text: str) -> bool:
+    """An on/off option's text (the flags built from it are ``--name/--no-name``)."""
     if str(text).lower() in ("1", "true", "yes", "on"):
         return True
     if str(text).lower() in ("0", "false", "no", "off"):
@@ -77,8 +69,22 @@ def flag(text: str) -> bool:
     raise InvalidArgumentError(f"expected true/false, got {text!r}")
 
 
-def optional_float(text: str) -> float | None:
-    return None if str(text).lower() in ("", "none", "default") else float(text)
+def option_text(value: Any) -> str:
+    """A value as ``--task-option`` text (lists comma-joined): what :func:`parse_option` reads."""
+    return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+
+
+def parse_option(option: Option, value: Any, *, where: str) -> Any:
+    """``value`` (text, or a value a caller or a flag already holds) checked by the option's own
+    ``parse``; a refusal is one :class:`InvalidArgumentError` line starting ``where``."""
+    import argparse
+
+    try:
+        return option.parse(option_text(value))
+    except (argparse.ArgumentTypeError, ConceptforgeError) as error:
+        raise InvalidArgumentError(f"{where}: {error}") from None
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(f"{where}: cannot read {value!r} ({option.help})") from None
 
 
 @dataclass(frozen=True)
@@ -128,6 +134,10 @@ class TaskOutcome:
     variant: str = ""
     details: dict[str, Any] = field(default_factory=dict)
     table: str = ""
+    #: the dataset config the task read where the run chose it (binding's ``config`` option, or a
+    #: one-config repo's own config): recorded as the result's ``dataset.config``
+    dataset_config: str | None = None
+    protocol: str = ""  # the protocol actually run (the task's, per capability); "" = Task.protocol
 
 
 @dataclass
@@ -145,6 +155,8 @@ class TaskContext:
     concepts: str | None = None
     mit_states_dir: str | None = None
     samples: Any = None  # conceptforge.loaders.harness.sample_cache.TaskSamples (None: no cache)
+    given: frozenset[str] = frozenset()  # the options the user set (--task-option), not defaults
+    capability: str = ""  # the capability the task runs with for this model (Task.capability_for)
 
 
 ScoreFunction = Callable[[Sequence[dict[str, Any]], dict[str, Any]], dict[str, Metric]]
@@ -157,7 +169,7 @@ class Task:
     name: str
     benchmark: str
     description: str
-    model_kinds: tuple[str, ...]
+    capabilities: tuple[str, ...]  # what the model must do (adapters.base), preferred first
     protocol: str
     run: Callable[[TaskContext], TaskOutcome]
     score: ScoreFunction  # every metric from the per-sample rows and the options, no model
@@ -170,6 +182,10 @@ class Task:
     options: tuple[Option, ...] = ()
     seeded: bool = False  # metrics carry standard errors over seeds/episodes
     rescore_options: tuple[str, ...] = ()  # options --from-predictions may change (variants computed from the rows)
+    #: ``--from-predictions``: a row whose ``value`` its own scores contradict -> one line (None: all agree)
+    check_rows: Callable[[Sequence[dict[str, Any]]], str | None] | None = None
+    #: ``--from-predictions``: the entry's ``details`` that are functions of the rows, recomputed
+    rescore_details: Callable[[Sequence[dict[str, Any]], dict[str, Any], dict[str, Any]], dict[str, Any]] | None = None
     # how the per-sample rows break down (a ``loaders.analysis.breakdowns.TaskSpec``, declared by the
     # benchmark beside this table; None: no breakdowns)
     breakdowns: Any = None
@@ -178,15 +194,32 @@ class Task:
     # of the models' .eval_results (loaders.harness.push_results). None: the task has no Hub dataset
     # leaderboard (it scores a local folder or the model's own images).
     leaderboard: Callable[[Sequence[str], dict[str, Any]], list[tuple[str, str]]] | None = None
+    families: tuple[str, ...] = ()  # only these families, of those providing a capability (() = all of them)
+    protocols: tuple[tuple[str, str], ...] = ()  # (capability, protocol it runs) for --tasks list and docs
 
     def option_defaults(self) -> dict[str, Any]:
         return {o.name: o.default for o in self.options}
 
+    def capability_for(self, kind: str) -> str | None:
+        """The capability this task runs with for a model of family ``kind`` (None: it cannot)."""
+        if self.families and kind not in self.families:
+            return None
+        return adapters.first_capability(kind, self.capabilities)
+
+    def providers(self) -> list[str]:
+        """The families that can run this task."""
+        return [
+            f.name
+            for f in adapters.FAMILIES.values()
+            if (not self.families or f.name in self.families) and adapters.first_capability(f.name, self.capabilities)
+        ]
+
     def skip_reason(self, model: Any, provided: dict[str, Any]) -> str | None:
         """One line saying why this task cannot run with ``model`` (None: it can)."""
-        if model.kind not in self.model_kinds:
+        if self.capability_for(model.kind) is None:
             what = f"a {model.kind} model" + (f" ({model.model_type})" if model.model_type else "")
-            return f"{self.name} needs a {' or '.join(self.model_kinds)} model; {model.id} is {what}"
+            needs = " or ".join("generated images" if c == IMAGES_TO_JUDGE else c for c in self.capabilities)
+            return f"{self.name} runs with {', '.join(self.providers())} ({needs}); {model.id} is {what}"
         missing = [need for need in self.needs if not provided.get(need)]
         if missing:
             return f"{self.name} needs --{missing[0].replace('_', '-')}"
@@ -208,9 +241,9 @@ def mean_metric(values: Sequence[float], n: int | None = None) -> Metric:
 
 
 def over_runs(per_run: Sequence[float]) -> Metric:
-    """Mean ± standard error over seeds or episodes (sample std / sqrt(n)); ``stderr``/``n``
-    are ``None`` for a single run, as the protocols report them."""
+    """Mean ± standard error over seeds or episodes (sample std / sqrt(n)), ``n`` the runs;
+    ``stderr`` is ``None`` for a single run, as the protocols report it."""
     from conceptforge.loaders.harness.reports import mean_se
 
     mean, se = mean_se(per_run)
-    return Metric(float(mean), float(se) if len(per_run) > 1 else None, len(per_run) if len(per_run) > 1 else None)
+    return Metric(float(mean), float(se) if len(per_run) > 1 else None, len(per_run))

@@ -1,7 +1,9 @@
-"""SUB evaluation of concept-bottleneck models (SUB paper Table 2): any callable from PIL images
-to concept logits, or a torch module plus a per-image transform.
+"""Concept-bottleneck models for SUB (SUB paper Table 2): any callable from PIL images to concept
+logits, or a torch module plus a per-image transform, and the order of its outputs.
 
-Split from ``sub.py`` (data, scoring, VLMs) so each stays small; the scoring rules are there.
+The task ``sub-cbm`` (``tasks.py``) runs them, from the command line (``--cbm module:function``)
+or from Python with :func:`conceptforge.loaders.harness.runner.run_task`; the scoring rules are in
+``scoring.py``.
 """
 
 from __future__ import annotations
@@ -11,13 +13,10 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
 import torch
 
-from conceptforge.cub import CBM_MIN_CLASS_COUNT, CubMetadata, to_cub_attribute
+from conceptforge.cub import CubMetadata, to_cub_attribute
 from conceptforge.errors import InvalidArgumentError
-from conceptforge.loaders.sub.protocol import _resolve_items
-from conceptforge.loaders.sub.scoring import SubReport, build_report, score_cbm_predictions
 
 logger = logging.getLogger(__name__)
 
@@ -80,60 +79,4 @@ def cbm_concept_names(num_concepts: int, cub: CubMetadata, concept_names: Sequen
     raise InvalidArgumentError(
         f"the CBM outputs {num_concepts} concepts, matching neither CUB's {len(cub.attributes)} attributes nor the "
         f"{len(subset) or 112}-attribute CBM subset: pass concept names"
-    )
-
-
-def evaluate_cbm(
-    model: Any,
-    dataset: Any,
-    *,
-    cub: CubMetadata,
-    concept_names: Sequence[str] | None = None,
-    transform: Callable[[Any], torch.Tensor] | None = None,
-    outputs: str = "logits",
-    threshold: float = 0.5,
-    name: str = "cbm",
-    dataset_revision: str | None = None,
-    split: str = "test",
-    batch_size: int = 32,
-    device: str = "cpu",
-    s_minus: str = "paper",
-    cbm_min_classes: int = CBM_MIN_CLASS_COUNT,
-) -> SubReport:
-    """Evaluate a concept-bottleneck model; present = sigmoid(logit) ≥ ``threshold`` (or
-    probability ≥ ``threshold`` with ``outputs="probabilities"``)."""
-    from conceptforge.loaders.harness.embeddings import load_pil
-    from conceptforge.progress import tqdm
-
-    if outputs not in ("logits", "probabilities"):
-        raise InvalidArgumentError(f"outputs must be 'logits' or 'probabilities', got {outputs!r}")
-    predict = as_concept_predictor(model, transform=transform, device=device)
-    items = _resolve_items(dataset, cub, dataset_revision, split)
-    chunks = []
-    for start in tqdm(range(0, len(items), batch_size), desc="CBM", leave=False):
-        batch = [load_pil(item.image) for item in items[start : start + batch_size]]
-        output = predict(batch)
-        chunks.append(
-            torch.as_tensor(
-                np.asarray(output.detach().cpu() if isinstance(output, torch.Tensor) else output), dtype=torch.float32
-            )
-        )
-    scores = torch.cat(chunks) if chunks else torch.zeros((0, len(cub.attributes)))
-    probabilities = torch.sigmoid(scores) if outputs == "logits" else scores
-    names = cbm_concept_names(scores.shape[1], cub, concept_names)
-    results = score_cbm_predictions(
-        items, (probabilities >= threshold).numpy(), names, cub=cub, s_minus=s_minus, cbm_min_classes=cbm_min_classes
-    )
-    return build_report(
-        "cbm",
-        name,
-        "",
-        results,
-        {
-            "threshold": threshold,
-            "outputs": outputs,
-            "num_concepts": len(names),
-            "s_minus": s_minus,
-            "cbm_min_classes": cbm_min_classes,
-        },
     )

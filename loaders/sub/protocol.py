@@ -21,7 +21,11 @@
 * **CBMs** output concept logits over CUB's 312 attributes or the 112-attribute CBM subset;
   present = sigmoid ≥ 0.5. S+ is scored on the images whose S+ is in the model's vocabulary (17 of
   SUB's 33 for the 112 subset), S− likewise; chance is 50%. Their scoring rule is in
-  ``sub_scoring.py`` (:func:`score_cbm_predictions`); running a CBM is in ``sub_cbm.py``.
+  ``scoring.py`` (:func:`score_cbm_predictions`); wrapping a CBM is in ``cbm.py``.
+
+Both are run by the tasks ``sub-vlm`` and ``sub-cbm`` (``tasks.py``), from the command line or
+from Python with :func:`conceptforge.loaders.harness.runner.run_task`; this module holds the data
+reading and the prompts they share.
 
 Datasets are read in our schema (``attribute``/``removed_attribute`` with ``::``) or in the
 published ``Jessica-bader/SUB`` schema (ClassLabel ``attr_label`` ``has_<group>--<value>`` and
@@ -35,10 +39,8 @@ import logging
 from typing import Any
 
 import numpy as np
-import torch
 
 from conceptforge.cub import (
-    CBM_MIN_CLASS_COUNT,
     CubMetadata,
     attribute_group,
     attribute_value,
@@ -47,21 +49,15 @@ from conceptforge.cub import (
     to_cub_attribute,
     value_words,
 )
-from conceptforge.errors import DataFormatError, InvalidArgumentError
+from conceptforge.errors import DataFormatError
 from conceptforge.loaders.harness.data import image_column_raw, load_split, require_columns
 from conceptforge.loaders.sub.scoring import (
     S_MINUS_RULES as S_MINUS_RULES,  # re-exported: the task table reads the rules here
 )
-from conceptforge.loaders.sub.scoring import (
-    SubItem,
-    SubReport,
-    build_report,
-    score_vlm_predictions,
-)
+from conceptforge.loaders.sub.scoring import SubItem
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_VLM = "openai/clip-vit-base-patch32"
 ATTRIBUTE_TEMPLATE = "a photo of a bird whose {group} is {value}"
 NONE_TEMPLATE = "a photo of a bird"
 OUR_COLUMNS = ("image", "bird", "attribute", "removed_attribute")
@@ -146,70 +142,3 @@ def load_sub(
 
 def attribute_prompt(attribute: str, template: str = ATTRIBUTE_TEMPLATE) -> str:
     return template.format(group=group_words(attribute_group(attribute)), value=value_words(attribute_value(attribute)))
-
-
-def _resolve_items(dataset, cub: CubMetadata, revision: str | None, split: str) -> list[SubItem]:
-    if isinstance(dataset, (str,)) or hasattr(dataset, "__fspath__"):
-        return load_sub(str(dataset), split=split, revision=revision, cub=cub)
-    if hasattr(dataset, "column_names"):
-        return items_from_dataset(dataset, cub=cub)[0]
-    items = list(dataset)
-    for item in items:
-        cub.check_attribute(item.attribute)
-    return items
-
-
-def evaluate_vlm(
-    model: str | Any = DEFAULT_VLM,
-    dataset: Any = None,
-    *,
-    cub: CubMetadata,
-    revision: str | None = None,
-    dataset_revision: str | None = None,
-    split: str = "test",
-    cache_dir: str | None = None,
-    device: str | None = None,
-    template: str = ATTRIBUTE_TEMPLATE,
-    none_prompt: str = NONE_TEMPLATE,
-    batch_size: int = 32,
-    s_minus: str = "paper",
-    cbm_min_classes: int = CBM_MIN_CLASS_COUNT,
-) -> SubReport:
-    """Evaluate a dual encoder (model id / local dir, or an ``EmbeddingModel``) on SUB.
-
-    ``dataset``: a local dir or Hub id, a ``datasets.Dataset``, or a list of :class:`SubItem`.
-    Options per image: every CUB attribute of the S+ group (prompt ``template``) plus ``none_prompt``.
-    """
-    from conceptforge.loaders.harness.embeddings import EmbeddingModel
-
-    if dataset is None:
-        raise InvalidArgumentError("evaluate_vlm needs a dataset (local dir, Hub id, datasets.Dataset or SubItems)")
-    embedder = (
-        model
-        if isinstance(model, EmbeddingModel)
-        else EmbeddingModel.from_pretrained(model, revision=revision, cache_dir=cache_dir, device=device)
-    )
-    items = _resolve_items(dataset, cub, dataset_revision, split)
-    groups = sorted({item.group for item in items})
-    options: dict[str, list[str | None]] = {g: [*cub.groups[g], None] for g in groups}
-    prompts = {g: [attribute_prompt(a, template) if a else none_prompt for a in options[g]] for g in groups}
-    text = {g: embedder.embed_texts(prompts[g]) for g in groups}
-    images = embedder.embed_images([item.image for item in items], batch_size=batch_size)
-    predictions: list[str | None] = []
-    for item, vector in zip(items, images):
-        scores = text[item.group] @ vector
-        predictions.append(options[item.group][int(torch.argmax(scores))])
-    results = score_vlm_predictions(items, predictions, cub, s_minus=s_minus, cbm_min_classes=cbm_min_classes)
-    return build_report(
-        "vlm",
-        embedder.model_id,
-        embedder.revision,
-        results,
-        {
-            "template": template,
-            "none_prompt": none_prompt,
-            "label_set": "CUB 312 attributes, within group, + none",
-            "s_minus": s_minus,
-            "cbm_min_classes": cbm_min_classes,
-        },
-    )

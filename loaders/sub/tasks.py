@@ -13,9 +13,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from conceptforge import argtypes
 from conceptforge.errors import DataFormatError, DataNotFoundError
-from conceptforge.loaders.harness.model_ref import CBM, CLIP
-from conceptforge.loaders.harness.task import Metric, Option, Task, TaskContext, TaskOutcome, choice, template
+from conceptforge.loaders.harness.task import (
+    CHOOSE,
+    CONCEPTS,
+    EMBED,
+    MATCH,
+    Metric,
+    Option,
+    Task,
+    TaskContext,
+    TaskOutcome,
+    choice,
+    template,
+)
 from conceptforge.loaders.sub import breakdowns
 
 COLUMNS = (
@@ -96,29 +108,64 @@ def _load(ctx: TaskContext):
     return cub, items
 
 
-def run_sub_vlm(ctx: TaskContext) -> TaskOutcome:
-    import torch
-
+def _group_scorer(ctx: TaskContext, cub: Any, groups: list[str], choices: dict[str, list[str | None]]):
+    """(scorer, ``scores(items) -> one score list per item over its group's choices``, protocol)
+    for the capability the model runs sub-vlm with."""
     from conceptforge.loaders.sub.protocol import attribute_prompt
+
+    o = ctx.options
+    prompts = {g: [attribute_prompt(a, o["template"]) if a else o["none_prompt"] for a in choices[g]] for g in groups}
+    if ctx.capability == CHOOSE:  # the paper's multiple-choice question, "Other" as the none-option
+        from conceptforge.cub import attribute_value
+        from conceptforge.filters.vqa.questions import build_question
+
+        chooser = ctx.session.chooser()
+        questions = {
+            g: build_question(g, [attribute_value(a) for a in choices[g] if a], answer_hint=o["answer_hint"])
+            for g in groups
+        }
+
+        def choose(chosen: list[Any]) -> list[list[float]]:
+            answers = chooser.choose(
+                [item.image for item in chosen], [questions[item.group] for item in chosen], batch_size=ctx.batch_size
+            )
+            return [list(a.probs) for a in answers]
+
+        return chooser, choose, "sub/vlm-choose"
+    if ctx.capability == MATCH:
+        matcher = ctx.session.matcher()
+
+        def match(chosen: list[Any]) -> list[list[float]]:
+            return matcher.match(
+                [item.image for item in chosen], [prompts[item.group] for item in chosen], batch_size=ctx.batch_size
+            )
+
+        return matcher, match, "sub/vlm-match"
+    embedder = ctx.session.embedder()
+    text = {g: embedder.embed_texts(prompts[g]) for g in groups}
+
+    def embed(chosen: list[Any]) -> list[list[float]]:
+        vectors = embedder.embed_images([item.image for item in chosen], batch_size=ctx.batch_size)
+        return [[float(s) for s in (text[item.group] @ vector).double()] for item, vector in zip(chosen, vectors)]
+
+    return embedder, embed, "sub/vlm-within-group"
+
+
+def run_sub_vlm(ctx: TaskContext) -> TaskOutcome:
     from conceptforge.loaders.sub.scoring import build_report, score_vlm_predictions
 
     cub, items = _load(ctx)
     o = ctx.options
-    embedder = ctx.session.embedder()
     groups = sorted({item.group for item in items})
     choices: dict[str, list[str | None]] = {g: [*cub.groups[g], None] for g in groups}
-    text = {
-        g: embedder.embed_texts([attribute_prompt(a, o["template"]) if a else o["none_prompt"] for a in choices[g]])
-        for g in groups
-    }
+    scorer, group_scores, protocol = _group_scorer(ctx, cub, groups, choices)
 
     def score(positions: list[int]) -> list[dict[str, Any]]:
         chosen = [items[p] for p in positions]
-        vectors = embedder.embed_images([item.image for item in chosen], batch_size=ctx.batch_size)
         out = []
-        for position, item, vector in zip(positions, chosen, vectors):
-            scores = text[item.group] @ vector
-            predicted = choices[item.group][int(torch.argmax(scores))]
+        for position, item, scores in zip(positions, chosen, group_scores(chosen)):
+            best = max(range(len(scores)), key=lambda i: (scores[i], -i))  # first of tied maxima
+            predicted = choices[item.group][best]
             (result,) = score_vlm_predictions(
                 [item], [predicted], cub, s_minus=o["s_minus"], cbm_min_classes=o["cbm_min_classes"]
             )
@@ -129,7 +176,7 @@ def run_sub_vlm(ctx: TaskContext) -> TaskOutcome:
                         position,
                         item,
                         [a or "none" for a in choices[item.group]],
-                        [float(s) for s in scores.double()],
+                        [float(s) for s in scores],
                         [predicted] if predicted else [],
                         result,
                     ),
@@ -142,15 +189,21 @@ def run_sub_vlm(ctx: TaskContext) -> TaskOutcome:
     results = score_vlm_predictions(
         items, [d["prediction"] for d in done], cub, s_minus=o["s_minus"], cbm_min_classes=o["cbm_min_classes"]
     )
+    by_choice = protocol == "sub/vlm-choose"
     report = build_report(
         "vlm",
-        embedder.model_id,
-        embedder.revision,
+        scorer.model_id,
+        scorer.revision,
         results,
         {
-            "template": o["template"],
-            "none_prompt": o["none_prompt"],
-            "label_set": "CUB 312 attributes, within group, + none",
+            "capability": ctx.capability or EMBED,
+            **(
+                {"question": "SUB paper §4.2, options A) … Other", "answer_hint": o["answer_hint"]}
+                if by_choice
+                else {"template": o["template"], "none_prompt": o["none_prompt"]}
+            ),
+            **({"match": scorer.protocol} if protocol == "sub/vlm-match" else {}),
+            "label_set": "CUB 312 attributes, within group, + none" + (" ('Other')" if by_choice else ""),
             "s_minus": o["s_minus"],
             "cbm_min_classes": o["cbm_min_classes"],
         },
@@ -164,7 +217,8 @@ def run_sub_vlm(ctx: TaskContext) -> TaskOutcome:
         [row for d in done for row in d["rows"]],
         "s_plus",
         metrics=metrics,
-        variant=f"within-group + none; S- rule {o['s_minus']}",
+        protocol=protocol,
+        variant=f"within-group + none by {ctx.capability or EMBED}; S- rule {o['s_minus']}",
         details={"per_attribute": report.per_attribute, "per_bird": report.per_bird, "settings": report.settings},
         table=report.format(),
     )
@@ -175,22 +229,20 @@ def run_sub_cbm(ctx: TaskContext) -> TaskOutcome:
     import torch
 
     from conceptforge.loaders.harness.embeddings import load_pil
-    from conceptforge.loaders.sub.cbm import as_concept_predictor, cbm_concept_names, load_cbm_factory
+    from conceptforge.loaders.sub.cbm import cbm_concept_names
     from conceptforge.loaders.sub.scoring import build_report, score_cbm_predictions
 
     cub, items = _load(ctx)
     o = ctx.options
     if o["outputs"] not in ("logits", "probabilities"):
         raise DataFormatError(f"sub-cbm.outputs must be logits or probabilities, got {o['outputs']!r}")
-    made = load_cbm_factory(ctx.model.id)
-    model, transform = made if isinstance(made, tuple) else (made, getattr(made, "transform", None))
     names = None
     if o["concept_names"]:
         path = Path(o["concept_names"])
         if not path.is_file():
             raise DataNotFoundError(f"concept_names file {path} does not exist")
         names = [line.strip() for line in path.read_text().splitlines() if line.strip()]
-    predict = as_concept_predictor(model, transform=transform, device=ctx.device or "cpu")
+    predict = ctx.session.concept_predictor()  # the cbm adapter: concepts(images) -> [B, C]
     state: dict[str, Any] = {}
 
     def score(positions: list[int]) -> list[dict[str, Any]]:
@@ -278,12 +330,18 @@ def _s_minus_options() -> tuple[Option, ...]:
     from conceptforge.loaders.sub.scoring import S_MINUS_RULES
 
     return (
-        Option("s_minus", S_MINUS_RULES[0], choice(S_MINUS_RULES), f"S- rule: {' | '.join(S_MINUS_RULES)}"),
+        Option(
+            "s_minus",
+            S_MINUS_RULES[0],
+            choice(S_MINUS_RULES),
+            "S- rule: paper = the bird's class-wise CBM label of the group must not be detected (App. F); "
+            "any-original = right only if none of the bird's original attributes of the group is detected",
+        ),
         Option(
             "cbm_min_classes",
             CBM_MIN_CLASS_COUNT,
-            int,
-            "classes an attribute needs to be in the CBM subset (paper rule)",
+            argtypes.positive_int,
+            "CBM label subset for S-: attributes present (class level) in >= N classes (10: Koh et al.'s 112)",
         ),
     )
 
@@ -295,14 +353,16 @@ def _leaderboard(splits, options) -> list[tuple[str, str]]:
 
 def tasks() -> list[Task]:
     """The SUB rows of the task table."""
+    from conceptforge.filters.vqa.questions import DEFAULT_ANSWER_HINT
     from conceptforge.loaders.sub.protocol import ATTRIBUTE_TEMPLATE, NONE_TEMPLATE
 
     return [
         Task(
             "sub-vlm",
             "sub",
-            "SUB S+/S- accuracy of a VLM over CUB's within-group attribute prompts + none (SUB paper Table 1)",
-            (CLIP,),
+            "SUB S+/S- accuracy of a VLM over CUB's within-group attributes + none (SUB paper Table 2): "
+            "prompt similarity, the paper's multiple-choice question (generative VLMs), or pair scores",
+            (EMBED, CHOOSE, MATCH),
             "sub/vlm-within-group",
             run_sub_vlm,
             score_sub,
@@ -312,14 +372,25 @@ def tasks() -> list[Task]:
             split="test",
             needs=("cub_dir",),
             leaderboard=_leaderboard,
+            protocols=(
+                (EMBED, "sub/vlm-within-group: argmax cosine over the group's prompts + none (paper Appendix F)"),
+                (CHOOSE, "sub/vlm-choose: the paper's question, options A) … Other, option-letter probabilities"),
+                (MATCH, "sub/vlm-match: argmax pair score over the group's prompts + none (ours)"),
+            ),
             options=(
                 Option(
                     "template",
                     ATTRIBUTE_TEMPLATE,
                     template(allowed={"group", "value"}, required={"value"}),
-                    "attribute prompt with {group} and {value}",
+                    "VLM attribute prompt, with {value} (and {group}) (embed, match)",
                 ),
-                Option("none_prompt", NONE_TEMPLATE, str, "prompt of the 'none' option"),
+                Option("none_prompt", NONE_TEMPLATE, str, "VLM prompt of the 'none' option (embed, match)"),
+                Option(
+                    "answer_hint",
+                    DEFAULT_ANSWER_HINT,
+                    str,
+                    "line after the multiple-choice question (choose; '' = the paper's text only)",
+                ),
                 *_s_minus_options(),
             ),
             breakdowns=breakdowns.SUB,
@@ -327,8 +398,8 @@ def tasks() -> list[Task]:
         Task(
             "sub-cbm",
             "sub",
-            "SUB S+/S- accuracy of a concept-bottleneck model (SUB paper Table 2)",
-            (CBM,),
+            "SUB S+/S- accuracy of a concept-bottleneck model (SUB paper Table 1)",
+            (CONCEPTS,),
             "sub/cbm-threshold",
             run_sub_cbm,
             score_sub_cbm,
@@ -339,9 +410,20 @@ def tasks() -> list[Task]:
             needs=("cub_dir",),
             leaderboard=_leaderboard,
             options=(
-                Option("threshold", 0.5, float, "present when sigmoid(logit) >= threshold"),
-                Option("outputs", "logits", str, "logits | probabilities"),
-                Option("concept_names", "", str, "file with the CBM's output attributes, one per line"),
+                Option("threshold", 0.5, argtypes.finite_float, "present when sigmoid(logit) >= threshold"),
+                Option(
+                    "outputs",
+                    "logits",
+                    choice(("logits", "probabilities")),
+                    "what the CBM outputs: logits (sigmoid first) or probabilities",
+                ),
+                Option(
+                    "concept_names",
+                    "",
+                    argtypes.Optional(argtypes.existing_file.as_text(), words=("",), empty=""),
+                    "file with one CUB attribute per line, the CBM's output order "
+                    "(default: CUB's 312 or the 112-attribute subset, by output size)",
+                ),
                 *_s_minus_options(),
             ),
             breakdowns=breakdowns.SUB,

@@ -58,7 +58,9 @@ def test_breakdowns_json_charts_and_report_section(tmp_path):
     payload = json.loads((tmp_path / "model-a.breakdowns.json").read_text())
     assert payload["bootstrap"] == {
         **payload["bootstrap"],
-        "method": "percentile",
+        "method": "clopper-pearson for proportions (every unit 0 or 1); bca otherwise",
+        "proportions": "clopper-pearson",
+        "min_units": 30,
         "resamples": 1000,
         "seed": 0,
         "confidence": 0.95,

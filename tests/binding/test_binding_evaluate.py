@@ -9,9 +9,10 @@ import pytest
 import torch
 
 from conceptforge.errors import ConceptforgeError
-from conceptforge.loaders.binding import TrainConfig, evaluate_binding, load_binding
+from conceptforge.loaders.binding import load_binding
 from conceptforge.loaders.binding.calibration import calibrate
 from conceptforge.loaders.binding.data import BindingSplit
+from conceptforge.loaders.harness.runner import ModelSession, run_task
 
 pytestmark = pytest.mark.usefixtures("offline_single_thread")
 
@@ -36,24 +37,36 @@ def test_load_binding_and_schema_errors(single_object_dir, tmp_path):
         load_binding(str(wrong), splits=["train"])
 
 
-def test_zero_shot_and_cdsms_end_to_end(embedder, single_object_dir):
-    report = evaluate_binding(
-        str(single_object_dir),
-        models=["clip", "add", "tl"],
-        embedding_model=embedder,
-        seeds=[0, 1],
-        config=TrainConfig(epochs=2),
-    )
-    clip = report.summary("clip")
-    assert set(clip.accuracy) == {"train", "val", "gen"} and len(clip.runs) == 1
-    add = report.summary("add")
-    assert len(add.runs) == 2 and all(0 <= add.accuracy[s][0] <= 1 for s in ("train", "val", "gen"))
+def test_zero_shot_and_cdsms_end_to_end(tiny_clip_dir, single_object_dir, tmp_path):
+    # the Python entry is the command line's own task runner: one loaded model, two tasks
+    with_session = ModelSession.open(tiny_clip_dir, device="cpu", cache_dir=tmp_path / "cache")
+    try:
+        clip = run_task("binding-clip", model=with_session, dataset=single_object_dir)
+        cdsm = run_task(
+            "binding-cdsm",
+            model=with_session,
+            dataset=single_object_dir,
+            options={"models": ["add", "tl"], "seeds": [0, 1], "epochs": 2},
+        )
+    finally:
+        with_session.close()
+    # frozen CLIP: one deterministic pass over train, val and gen (no standard error)
+    assert set(clip.metrics) == {"train_accuracy", "val_accuracy", "gen_accuracy"}
+    assert clip.seeds == [] and all(m.stderr is None for m in clip.metrics.values())
+    assert all(0 <= m.value <= 1 for m in clip.metrics.values())
+    # add: two seeds, mean ± s.e. over them, accuracies in [0, 1]
+    assert len(cdsm.details["runs"]["add"]) == 2 and cdsm.seeds == [0, 1]
+    for split in ("train", "val", "gen"):
+        metric = cdsm.metrics[f"add.{split}_accuracy"]
+        assert metric.n == 2 and 0 <= metric.value <= 1
+    breakdown = cdsm.details["error_breakdown"]["add"]
     assert (
-        sum(add.breakdown[k][0] for k in ("Adj", "Noun", "Both")) == pytest.approx(1.0, abs=1e-6)
-        or add.accuracy["gen"][0] == 1.0
+        sum(breakdown[k][0] for k in ("Adj", "Noun", "Both")) == pytest.approx(1.0, abs=1e-6)
+        or cdsm.metrics["add.gen_accuracy"].value == 1.0
     )
-    table = report.format()
-    assert "| CLIP" in table and "| ADD" in table and "Adj" in table
+    assert "| CLIP" in clip.table and "| ADD" in cdsm.table and "| TL" in cdsm.table and "Adj" in cdsm.table
+    # the rows are the ones the metrics come from: one per image, model and seed
+    assert {(r["binding_model"], r["seed"]) for r in cdsm.samples} == {(m, s) for m in ("add", "tl") for s in (0, 1)}
 
 
 def test_zero_shot_uses_the_stored_order_and_the_spaced_prompt(embedder, single_object_dir, monkeypatch):
@@ -89,23 +102,27 @@ def test_calibrated_stacking_recovers_unseen_accuracy():
     assert 0.2 < coefficient < 0.3 and harmonic == pytest.approx(1.0)
 
 
-def test_calibrate_flag_reports_calibrated_gen(embedder, single_object_dir):
-    report = evaluate_binding(
-        str(single_object_dir),
-        models=["add"],
-        embedding_model=embedder,
-        seeds=[0],
-        config=TrainConfig(epochs=1, calibrate=True),
+def test_calibrate_flag_reports_calibrated_gen(tiny_clip_dir, single_object_dir, tmp_path):
+    outcome = run_task(
+        "binding-cdsm",
+        model=tiny_clip_dir,
+        dataset=single_object_dir,
+        options={"models": "add", "seeds": "0", "epochs": 1, "calibrate": True},
+        cache_dir=tmp_path / "cache",
     )
-    run = report.summary("add").runs[0]
-    assert run.calibration is not None and "gen-calibrated" in run.accuracy
-    assert "Gen (calib.)" in report.format()
+    (run,) = outcome.details["runs"]["add"]
+    assert run["calibration"] is not None and "add.gen-calibrated_accuracy" in outcome.metrics
+    assert "Gen (calib.)" in outcome.table
 
 
-def test_relational_rejects_calibration(embedder, relational_dir):
+def test_relational_rejects_calibration(tiny_clip_dir, relational_dir, tmp_path):
     with pytest.raises(ConceptforgeError, match="single-object"):
-        evaluate_binding(
-            str(relational_dir), models=["add"], embedding_model=embedder, config=TrainConfig(calibrate=True)
+        run_task(
+            "binding-cdsm",
+            model=tiny_clip_dir,
+            dataset=relational_dir,
+            options={"models": "add", "calibrate": True},
+            cache_dir=tmp_path / "cache",
         )
 
 
@@ -220,6 +237,7 @@ def test_evaluate_binding_tasks_pick_a_config_of_a_multi_config_repo(
         (task,) = json.loads(out.read_text())["tasks"]
         settings[option] = task["details"]["setting"]
         assert settings[option] == expected
+        assert task["dataset"]["config"] == (option or "single-object")  # what was measured, not null
     capsys.readouterr()
     code = run_cli(
         main,
@@ -237,3 +255,50 @@ def test_evaluate_binding_tasks_pick_a_config_of_a_multi_config_repo(
     assert code == 2 and not (tmp_path / "bad.json").exists()
     assert err[-1].startswith("error: ") and "no config 'two-object' (configs: single-object, relational)" in err[-1]
     assert "--task-option binding-clip.config=NAME" in err[-1]
+
+
+def test_a_config_option_that_does_not_match_a_one_config_dataset_is_refused(
+    tiny_clip_dir, single_object_dir, tmp_path, capsys, monkeypatch
+):
+    """Before: a one-config folder of single-object data was scored under config=relational and
+    the results said "relational"."""
+    from conceptforge.cli import run_cli
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    main = _evaluate_main()
+    base = ["--model", str(tiny_clip_dir), "--cache-dir", str(tmp_path / "cache"), "--tasks"]
+    out = tmp_path / "bad.json"
+    code = run_cli(
+        main,
+        [
+            *base,
+            f"binding-clip:{single_object_dir}",
+            "--task-option",
+            "binding-clip.config=relational",
+            "--output",
+            str(out),
+        ],
+    )
+    err = [line for line in capsys.readouterr().err.strip().splitlines() if line.startswith("error: ")]
+    assert code == 2 and not out.exists()
+    assert err == [
+        f"error: --task-option binding-clip.config=relational: dataset {single_object_dir} has one config (default) "
+        "and its rows are single-object data, not relational; drop the option or pass a relational dataset"
+    ]
+    good = tmp_path / "good.json"
+    assert (
+        run_cli(
+            main,
+            [
+                *base,
+                f"binding-clip:{single_object_dir}",
+                "--task-option",
+                "binding-clip.config=single-object",
+                "--output",
+                str(good),
+            ],
+        )
+        == 0
+    )
+    (task,) = json.loads(good.read_text())["tasks"]
+    assert task["dataset"]["config"] == "default" and task["options"]["config"] == "single-object"

@@ -242,3 +242,35 @@ def test_foreign_out_folder_is_refused_untouched(tiny_vlm, mini_cub, candidates_
         ]
     )
     assert_refused_untouched(out, before, code, capsys.readouterr().err)
+
+
+def test_dry_run_counts_the_candidates_and_prints_gpu_hours(candidates_factory, tmp_path, capsys):
+    from conceptforge import gpu_costs
+    from conceptforge.commands import main
+
+    candidates = candidates_factory(per_pair=7)  # 2 pairs
+    out = tmp_path / "out"
+    assert main(["filter", "sub", "--candidates", str(candidates), "--out", str(out), "--dry-run"]) == 0
+    text = capsys.readouterr().out
+    seconds = gpu_costs.load_table()["workloads"]["filter/vqa-image-1-tile"]["flops"] / 790e12
+    assert f"candidates: 14 images in {candidates}" in text
+    assert f"  score: 14 x {seconds:.3g} s per image scored = {gpu_costs.format_hours(14 * seconds / 3600)} h" in text
+    assert "source: floor from FLOPs on H100, not a measurement" in text and "3x3 + thumbnail" in text
+    assert (
+        main(
+            [
+                "filter",
+                "sub",
+                "--candidates",
+                str(candidates),
+                "--out",
+                str(out),
+                "--dry-run",
+                "--seconds-per-image",
+                "0.5",
+            ]
+        )
+        == 0
+    )
+    assert "estimated GPU-hours: 0.0019\n" in capsys.readouterr().out  # 14 x 0.5 s
+    assert not out.exists()

@@ -10,7 +10,10 @@ from tests.evaluation_fixtures import (  # noqa: F401 (fixtures)
     relational_dir,
     single_object_dir,
     sub_dir,
+    tiny_blip_dir,
     tiny_clip_dir,
+    tiny_llava_dir,
+    tiny_open_clip_dir,
 )
 
 

@@ -255,11 +255,14 @@ def test_results_file_names_versions_revisions_and_commits(published, evaluated)
     assert results["skipped"] == [
         {
             "task": "conceptbed-ccd",
-            "reason": (f"conceptbed-ccd needs a generated-images model; {MODEL_REPO} is a clip model (clip)"),
+            "reason": (
+                f"conceptbed-ccd runs with vlm, generated-images (generated images or match); "
+                f"{MODEL_REPO} is a clip model (clip)"
+            ),
         }
     ]
     assert (
-        f"skipped: conceptbed-ccd needs a generated-images model; {MODEL_REPO} is a clip model"
+        f"skipped: conceptbed-ccd runs with vlm, generated-images (generated images or match); {MODEL_REPO} is a clip model"
         in evaluated["done"].stderr
     )
     markdown = evaluated["output"].with_suffix(".md").read_text()
@@ -513,9 +516,9 @@ def test_tasks_list_and_a_run_where_every_task_is_skipped(published):
     p = published
     listed = _ok(_run("evaluate", "--tasks", "list", env=p["env"]), "--tasks list")
     for name, kinds in (
-        ("sub-vlm", "clip"),
-        ("binding-cdsm", "clip"),
-        ("compmap-cub", "clip, itm"),
+        ("sub-vlm", "clip, open_clip"),
+        ("binding-cdsm", "clip, open_clip"),
+        ("compmap-cub", "itm, vlm"),
         ("conceptbed-ccd", "generated-images"),
         ("sub-cbm", "cbm"),
     ):
@@ -523,8 +526,11 @@ def test_tasks_list_and_a_run_where_every_task_is_skipped(published):
     output = p["work"] / "skipped.json"
     done = _run("evaluate", "--model", p["clip"], "--tasks", "conceptbed-ccd,sub-cbm", "--output", output, env=p["env"])
     assert done.returncode == 2
-    assert f"skipped: conceptbed-ccd needs a generated-images model; {p['clip']} is a clip model (clip)" in done.stderr
-    assert f"skipped: sub-cbm needs a cbm model; {p['clip']} is a clip model (clip)" in done.stderr
+    assert (
+        f"skipped: conceptbed-ccd runs with vlm, generated-images (generated images or match); {p['clip']} is a clip "
+        "model (clip)" in done.stderr
+    )
+    assert f"skipped: sub-cbm runs with cbm (concepts); {p['clip']} is a clip model (clip)" in done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith("error: no task of --tasks can run with")
     assert not output.exists()
     bad = _run("evaluate", "--model", p["clip"], "--tasks", "binding-clip,nope", env=p["env"])

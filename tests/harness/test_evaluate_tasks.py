@@ -68,8 +68,10 @@ def test_skip_reasons_name_the_kind_and_the_missing_input():
     vilt = ModelRef("org/vilt", "itm", "hub", None, "b" * 40, "vilt")
     tasks = all_tasks()
     assert tasks["binding-clip"].skip_reason(clip, {}) is None
+    assert tasks["binding-clip"].skip_reason(vilt, {}) is None  # by its ITM head (match)
     assert (
-        tasks["binding-clip"].skip_reason(vilt, {}) == "binding-clip needs a clip model; org/vilt is a itm model (vilt)"
+        tasks["binding-cdsm"].skip_reason(vilt, {})
+        == "binding-cdsm runs with clip, open_clip (embed); org/vilt is a itm model (vilt)"
     )
     assert tasks["compmap-cub"].skip_reason(vilt, {"cub_dir": None}) == "compmap-cub needs --cub-dir"
     assert tasks["compmap-cub"].skip_reason(vilt, {"cub_dir": "/x"}) is None

@@ -124,7 +124,82 @@ def test_binding_and_sub_samples_and_rescoring(tiny_clip_dir, single_object_dir,
     assert all(
         r["correct"] == (r["prediction"] == r["label"]) and r["chance"] == 1 / len(r["candidates"]) for r in plus
     )
+    # every metric says how many samples (or seeds) it is over; binding records the config it read
+    assert [m["n"] for m in clip["metrics"].values()] == [
+        len([r for r in rows["binding-clip"] if r["split"] == split]) for split in ("train", "val", "gen")
+    ]
+    assert {m["n"] for m in cdsm["metrics"].values()} == {2}  # two seeds
+    assert all(m["n"] is not None for task in results["tasks"] for m in task["metrics"].values())
+    assert clip["dataset"]["config"] == cdsm["dataset"]["config"] == "default"  # a one-config folder
     _rescore_equals(out, tmp_path)
+    _rescoring_checks_values_and_recomputes_details(out, tmp_path)
+
+
+def _edit_samples(path: Path, edit) -> None:
+    """Rewrite a samples file after ``edit(rows)`` (schema and metadata kept)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    rows = table.to_pylist()
+    edit(rows)
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), path)
+
+
+def _rescoring_checks_values_and_recomputes_details(out: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from conceptforge.loaders.binding.scoring import error_breakdown
+    from conceptforge.loaders.binding.tasks import rows_as_split
+
+    # a value its own scores contradict: one line, nothing written
+    edited = tmp_path / "edited.samples"
+    shutil.copytree(out.with_name(out.stem + ".samples"), edited)
+    wrong = {}
+
+    def lie(rows):
+        row = next(r for r in rows if r["split"] == "gen" and r["value"] == 0.0)
+        row["value"], row["correct"] = 1.0, True
+        wrong["id"] = row["item_id"]
+
+    _edit_samples(edited / "binding-clip.parquet", lie)
+    target = tmp_path / "lied.json"
+    assert main(["evaluate", "--from-predictions", str(edited), "--output", str(target)]) == 2
+    assert not target.exists()
+    from conceptforge.errors import DataFormatError
+    from conceptforge.loaders.harness.rescore import rescore
+
+    with pytest.raises(DataFormatError) as raised:
+        rescore(edited)
+    assert str(raised.value) == (
+        f"{edited / 'binding-clip.parquet'}: row {wrong['id']}: value 1.0 but its scores give the true label a credit "
+        "of 0 (the per-sample file was edited or not written by conceptforge evaluate); rescore only files that "
+        "evaluate wrote"
+    )
+
+    # scores changed consistently (another candidate now on top): the error breakdown follows the rows
+    moved = tmp_path / "moved.samples"
+    shutil.copytree(out.with_name(out.stem + ".samples"), moved)
+
+    def move(rows):
+        for row in [r for r in rows if r["split"] == "gen" and r["value"] == 1.0]:
+            other = next(j for j in range(len(row["candidates"])) if j != row["label_index"])
+            row["scores"] = [s + (10.0 if j == other else 0.0) for j, s in enumerate(row["scores"])]
+            row["value"], row["correct"], row["prediction"] = 0.0, False, row["candidates"][other]
+
+    _edit_samples(moved / "binding-clip.parquet", move)
+    rescored = tmp_path / "moved.json"
+    assert main(["evaluate", "--from-predictions", str(moved), "--output", str(rescored)]) == 0
+    clip = json.loads(rescored.read_text())["tasks"][0]
+    original = json.loads(out.read_text())["tasks"][0]
+    import pyarrow.parquet as pq
+
+    gen = [r for r in pq.read_table(moved / "binding-clip.parquet").to_pylist() if r["split"] == "gen"]
+    split, scores = rows_as_split(gen, "gen")
+    expected = error_breakdown(scores, split)
+    assert clip["metrics"]["gen_accuracy"]["value"] == 0.0
+    assert {k: v[0] for k, v in clip["details"]["error_breakdown"].items()} == pytest.approx(expected)
+    assert clip["details"]["error_breakdown"] != original["details"]["error_breakdown"]  # not the stale one
 
 
 def single_object_rows_of(dataset: Path, split: str) -> list:

@@ -9,8 +9,8 @@ import torch
 
 from conceptforge.cub import load_cub
 from conceptforge.errors import ConceptforgeError
-from conceptforge.loaders.sub.cbm import evaluate_cbm
-from conceptforge.loaders.sub.protocol import evaluate_vlm, load_sub
+from conceptforge.loaders.harness.runner import run_task
+from conceptforge.loaders.sub.protocol import load_sub
 
 pytestmark = pytest.mark.usefixtures("offline_single_thread")
 
@@ -45,37 +45,54 @@ def test_wrong_columns_and_vocabulary_are_clear_errors(tmp_path, fake_cub):
         load_sub(str(mismatched), split="train")
 
 
-def test_evaluate_vlm_with_tiny_clip(embedder, sub_dir, fake_cub):
+def test_evaluate_vlm_with_tiny_clip(embedder, tiny_clip_dir, sub_dir, fake_cub, tmp_path):
     cub = load_cub(fake_cub, need="votes")
-    report = evaluate_vlm(embedder, str(sub_dir), cub=cub, cbm_min_classes=1)
-    assert report.summary["n_s_plus"] == 8 and report.summary["n_s_minus"] == 8
-    assert report.settings["s_minus"] == "paper" and "class-wise CBM" in report.format()
-    assert 0 <= report.s_plus <= 1 and 0 <= report.s_minus <= 1
-    # the report agrees with a direct argmax over the same prompts
+    outcome = run_task(
+        "sub-vlm",
+        model=tiny_clip_dir,
+        dataset=sub_dir,
+        cub_dir=fake_cub,
+        options={"cbm_min_classes": 1},
+        cache_dir=tmp_path / "cache",
+    )
+    assert outcome.metrics["s_plus"].n == 8 and outcome.metrics["s_minus"].n == 8
+    assert outcome.details["settings"]["s_minus"] == "paper" and "class-wise CBM" in outcome.table
+    assert 0 <= outcome.metrics["s_plus"].value <= 1 and 0 <= outcome.metrics["s_minus"].value <= 1
+    # the sample row agrees with a direct argmax over the same prompts
     items = load_sub(str(sub_dir), cub=cub)
     from conceptforge.loaders.sub.protocol import attribute_prompt
 
     options = cub.groups[items[0].group] + [None]
     text = embedder.embed_texts([attribute_prompt(a) if a else "a photo of a bird" for a in options])
     image = embedder.embed_images([items[0].image])[0]
-    assert report.items[0].prediction == (
-        [options[int(torch.argmax(text @ image))]] if options[int(torch.argmax(text @ image))] else []
-    )
+    (row,) = [r for r in outcome.samples if r["item_id"] == "0/S+"]
+    assert row["prediction"] == (options[int(torch.argmax(text @ image))] or "none")
 
 
-def test_evaluate_cbm_callable(sub_dir, fake_cub):
+def test_evaluate_cbm_callable(sub_dir, fake_cub, tmp_path, monkeypatch):
     cub = load_cub(fake_cub, need="votes")
     target = cub.index["has_crown_color::red"]
-
-    def always_red_crown(images):
-        logits = -torch.ones(len(images), len(cub.attributes))
-        logits[:, target] = 3.0
-        return logits
-
-    report = evaluate_cbm(always_red_crown, str(sub_dir), cub=cub, cbm_min_classes=1)
-    assert report.per_attribute["has_crown_color::red"]["s_plus"] == 1.0
-    assert report.per_attribute["has_bill_shape::needle"]["s_plus"] == 0.0
-    assert report.s_minus == 1.0  # it never predicts a removed attribute
+    (tmp_path / "always_red_crown_cbm.py").write_text(
+        "import torch\n"
+        "def make():\n"
+        "    def always_red_crown(images):\n"
+        f"        logits = -torch.ones(len(images), {len(cub.attributes)})\n"
+        f"        logits[:, {target}] = 3.0\n"
+        "        return logits\n"
+        "    return always_red_crown\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    outcome = run_task(
+        "sub-cbm",
+        model="always_red_crown_cbm:make",
+        dataset=sub_dir,
+        cub_dir=fake_cub,
+        options={"cbm_min_classes": 1},
+        cache_dir=tmp_path / "cache",
+    )
+    assert outcome.details["per_attribute"]["has_crown_color::red"]["s_plus"] == 1.0
+    assert outcome.details["per_attribute"]["has_bill_shape::needle"]["s_plus"] == 0.0
+    assert outcome.metrics["s_minus"].value == 1.0  # it never predicts a removed attribute
 
 
 def test_cli_vlm_and_cbm_writes_json(tiny_clip_dir, sub_dir, fake_cub, tmp_path):

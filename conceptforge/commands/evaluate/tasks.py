@@ -4,8 +4,9 @@ The options live on the ``evaluate`` parser itself, before the per-benchmark sub
 (``sub``, ``binding``, ``conceptbed``, ``compmap`` keep their own); their ``dest`` names start with
 ``eval_`` so they never collide with a sub-command's ``--model``. The work is done by
 ``conceptforge.loaders.evaluation`` (the one path: run or rescore, write results + samples, the
-analyses hook), ``tasks`` (registry), ``eval_run`` (runner) and ``push_results``. The
-per-benchmark aliases call :func:`run_alias` with the task options their flags became.
+analyses hook), ``loaders/harness/registry.py``, ``loaders/harness/runner.py`` and
+``push_results``. The per-benchmark aliases call :func:`run_alias` with the task options their
+flags became (flags built from the tasks' options by ``options.py``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from collections.abc import Mapping
+from typing import Any
 
 from conceptforge import argtypes as at
 from conceptforge.errors import ConceptforgeError, InvalidArgumentError
@@ -259,6 +262,7 @@ def run_alias(
     tasks: str,
     datasets: list[str] = (),
     options: list[str] = (),  # type: ignore[assignment]
+    values: Mapping[str, Any] | None = None,
     settings,
     output: str | None,
     split: str | None = None,
@@ -266,17 +270,23 @@ def run_alias(
     model_flag: str = "--model",
 ) -> dict[str, list[dict]]:
     """What every ``conceptforge evaluate <benchmark>`` alias does with the task options its flags
-    became: the one runner, the one results format (written when ``output`` is given), and the
-    benchmark's own tables printed (``brief``: only each table's first block). Returns each
-    task's per-sample rows."""
+    became (``values``: option name -> value, set in every task declaring it; ``options``:
+    ``TASK.NAME=VALUE`` texts): the one runner, the one results format (written when ``output``
+    is given), and the benchmark's own tables printed (``brief``: only each table's first block).
+    Returns each task's per-sample rows."""
+    from conceptforge.commands.evaluate.options import flag_name
     from conceptforge.loaders.evaluation import evaluate
     from conceptforge.loaders.harness.model_ref import resolve_model
-    from conceptforge.loaders.harness.registry import select_tasks
+    from conceptforge.loaders.harness.registry import select_tasks, set_option
     from conceptforge.loaders.harness.runner import run_tasks
 
     selections = select_tasks(tasks, datasets=list(datasets), options=list(options))
     for selection in selections:
         selection.split = split or selection.split
+        declared = {option.name for option in selection.task.options}
+        for name, value in (values or {}).items():
+            if name in declared:
+                set_option(selection, name, value, where=flag_name(name))
     try:
         ref = resolve_model(model, revision=revision)
     except ConceptforgeError as error:  # name the alias's own flag (--clip-model), not --model
