@@ -32,7 +32,7 @@ def tiny_check(tmp_path_factory) -> Path:
 def test_tiny_check_writes_a_consistent_report(tiny_check):
     report = json.loads((tiny_check / "gpu-check.json").read_text())
     assert report["tiny"] is True and not report.get("errors")
-    assert report["sections"] == ["sub", "vqa", "conceptbed"]
+    assert report["sections"] == ["sub", "vqa", "conceptbed", "sub_fast_paths"]
     assert report["environment"]["gpu_model"] == "cpu-tiny" and report["environment"]["matmul_tflops"] > 0
 
     sub = report["sub"]
