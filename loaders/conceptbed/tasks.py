@@ -212,7 +212,7 @@ def run_conceptbed_ccd(ctx: TaskContext) -> TaskOutcome:
 
 def _similarity_rows(ctx: TaskContext, generated: Any, spec: Any) -> list[dict[str, Any]]:
     """CLIPScore (``clip_model``) and DINO similarity (``dino_model``) rows; none when both are ''."""
-    from conceptforge.loaders.conceptbed_similarity import DinoEmbedder, score_similarities
+    from conceptforge.loaders.conceptbed.similarity import DinoEmbedder, score_similarities
 
     options = ctx.options
     if not options["clip_model"] and not options["dino_model"]:

@@ -158,14 +158,18 @@ def test_blip_itm_log_odds_by_hand(tiny_blip_dir, tmp_path):
 
 
 # ----------------------------------------------------------------------------------- end to end
-def test_tiny_blip_runs_binding_clip_by_its_itm_head(tiny_blip_dir, single_object_dir, tmp_path, capsys):
+@pytest.mark.parametrize("family", ["blip", "vilt"])
+def test_tiny_itm_models_run_binding_clip_by_their_itm_head(family, tiny_blip_dir, single_object_dir, tmp_path):
+    from conceptforge.testing.tiny_compmap import build_tiny_vilt
+
+    model_dir = tiny_blip_dir if family == "blip" else build_tiny_vilt(tmp_path / "tiny-vilt")
     out = tmp_path / "blip.json"
-    argv = ["evaluate", "--model", str(tiny_blip_dir), "--tasks", f"binding-clip:{single_object_dir}"]
+    argv = ["evaluate", "--model", str(model_dir), "--tasks", f"binding-clip:{single_object_dir}"]
     argv += ["--device", "cpu", "--cache-dir", str(tmp_path / "cache"), "--output", str(out)]
     assert main(argv) == 0
     (task,) = json.loads(out.read_text())["tasks"]
     assert (task["protocol"], task["adapter"]) == ("binding/zero-shot-match", "itm")
-    assert "BLIP log-odds of 'match'" in task["variant"]
+    assert ("BLIP log-odds of 'match'" if family == "blip" else "ViLT image-text retrieval logit") in task["variant"]
     import pyarrow.parquet as pq
 
     rows = pq.read_table(tmp_path / "blip.samples" / "binding-clip.parquet").to_pylist()
@@ -316,3 +320,33 @@ def test_tiny_open_clip_runs_sub_and_binding(
     csp += ["--task-option", "binding-cdsm.models=csp", "--output", str(tmp_path / "csp.json")]
     assert main(csp) == 2  # CSP tunes a transformers CLIP's own text encoder: one line, not a traceback
     assert "csp and clip-ft fine-tune a transformers CLIP's own encoders" in capsys.readouterr().err
+
+
+def test_tiny_siglip_match_by_hand_and_binding_end_to_end(single_object_dir, tmp_path):
+    import torch
+    from transformers import AutoProcessor, SiglipModel
+
+    from conceptforge.loaders.harness.adapters.base import load_adapter
+    from conceptforge.testing.tiny_models import build_tiny_siglip
+
+    path = build_tiny_siglip(tmp_path / "tiny-siglip")
+    model = resolve_model(str(path))
+    assert (model.kind, model.model_type) == ("clip", "siglip")
+    adapter = load_adapter(model, device="cpu", dtype=None, cache_dir=str(tmp_path / "cache"))
+    image, texts = _image(5), ["a red cube", "a blue sphere"]
+    (got,) = adapter.match([image], [texts])
+    siglip, processor = SiglipModel.from_pretrained(path).eval(), AutoProcessor.from_pretrained(path, backend="pil")
+    with torch.no_grad():  # SigLIP: texts padded to max_length, unmasked; logit_scale·cos + logit_bias
+        i = siglip.get_image_features(**processor(images=image, return_tensors="pt"))
+        ids = processor.tokenizer(texts, padding="max_length", return_tensors="pt")["input_ids"]
+        t = siglip.get_text_features(input_ids=ids)  # no attention mask: SigLIP attends to its padding
+    i, t = (torch.nn.functional.normalize(getattr(x, "pooler_output", x), dim=-1) for x in (i, t))
+    expected = siglip.logit_scale.exp() * (i @ t.T)[0] + siglip.logit_bias
+    assert got == pytest.approx(expected.tolist(), rel=1e-5)
+    adapter.close()
+    out = tmp_path / "siglip.json"
+    argv = ["evaluate", "--model", str(path), "--tasks", f"binding-clip:{single_object_dir}", "--device", "cpu"]
+    assert main(argv + ["--cache-dir", str(tmp_path / "cache"), "--output", str(out)]) == 0
+    (task,) = json.loads(out.read_text())["tasks"]
+    assert (task["protocol"], task["adapter"]) == ("binding/zero-shot", "clip")
+    _rescore_equals(out, tmp_path)
