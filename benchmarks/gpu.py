@@ -102,6 +102,14 @@ class Check:
 
 
 # -- measuring --------------------------------------------------------------------------------------
+
+
+def significant(value: float, digits: int = 4) -> float:
+    """``value`` to ``digits`` significant digits: timings from 1e-4 s (tiny shapes on a CPU) to
+    minutes (real shapes on a GPU) keep the same relative precision in the report."""
+    return float(f"{value:.{digits}g}")
+
+
 def sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -146,7 +154,7 @@ def psnr(a: Any, b: Any) -> float:
 
 
 def summary(values: list[float]) -> dict[str, float]:
-    return {"min": round(min(values), 4), "median": round(statistics.median(values), 4), "n": len(values)}
+    return {"min": significant(min(values)), "median": significant(statistics.median(values)), "n": len(values)}
 
 
 def matmul_tflops(settings: Settings) -> float:
@@ -333,9 +341,9 @@ def fast_paths(check: Check, flux: Any, requests: list, size: dict[str, int]) ->
         images = last["images"]
         plain_path()
         results[name] = {
-            "s_per_pair": round(statistics.median(times) / pairs, 4),
-            "plain_s_per_pair": round(statistics.median(base) / pairs, 4),
-            "speedup": round(statistics.median(b / a for a, b in zip(times, base)), 4),
+            "s_per_pair": significant(statistics.median(times) / pairs),
+            "plain_s_per_pair": significant(statistics.median(base) / pairs),
+            "speedup": significant(statistics.median(b / a for a, b in zip(times, base))),
             "psnr_db_vs_plain": min(psnr(a, b) for a, b in zip(images, reference)),
             "note": note,
         }
@@ -443,9 +451,9 @@ def check_vqa(check: Check) -> None:
         ours, base = interleaved(batched, one_at_a_time, settings.vqa_rounds, device)
         section[f"tiles_{tiles}"] = {
             "batch": batch,
-            "batched_images_per_s": round(batch / statistics.median(ours), 2),
-            "one_at_a_time_images_per_s": round(batch / statistics.median(base), 2),
-            "speedup": round(statistics.median(b / a for a, b in zip(ours, base)), 3),
+            "batched_images_per_s": significant(batch / statistics.median(ours)),
+            "one_at_a_time_images_per_s": significant(batch / statistics.median(base)),
+            "speedup": significant(statistics.median(b / a for a, b in zip(ours, base))),
             "peak_memory_gib": peak_gib(device),
         }
         check.save()
@@ -554,7 +562,7 @@ def sampling_pass(check: Check, section: dict[str, Any]) -> None:
     passes = [timed(one, device)[0] for _ in range(settings.repeats * 2)]
     section["sampling"] = {
         "cfg_pass_s": summary(passes),
-        "image_s_at_50_steps": round(50 * statistics.median(passes), 3),
+        "image_s_at_50_steps": significant(50 * statistics.median(passes)),
         "note": "50 guided passes x the measured pass; VAE decode not included",
     }
     unet = None
@@ -584,7 +592,7 @@ def cost_figures(report: dict[str, Any]) -> list[dict[str, Any]]:
                     "gpu": gpu,
                     "workload": workload,
                     "kind": "measured",
-                    "seconds": round(seconds, 5),
+                    "seconds": significant(seconds),
                     "source": source + note,
                 }
             )
