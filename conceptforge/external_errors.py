@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from urllib.parse import urlparse
 
 from conceptforge.errors import (
+    ClusterError,
     ConceptforgeError,
     DataFormatError,
     DataNotFoundError,
@@ -96,6 +97,15 @@ _NETWORK = {
 #: An HTTP client's "no answer in time" (after :func:`bound_hub_timeouts`): the endpoint is up but mute.
 _TIMEOUT = {"httpx.TimeoutException", "httpx2.TimeoutException", "requests.Timeout", "urllib3.ReadTimeoutError"}
 _PARQUET = {"pyarrow.ArrowInvalid"}
+#: Ray's own errors about the cluster (not a task's exception, which is a RayTaskError).
+_RAY = {
+    "ray.AuthenticationError",
+    "ray.RpcError",
+    "ray.RaySystemError",
+    "ray.LocalRayletDiedError",
+    "ray.NodeDiedError",
+    "ray.GetTimeoutError",
+}
 #: transformers and diffusers report a model they cannot find or read as a bare OSError.
 _WEIGHTS_PHRASES = (
     "is not a local folder and is not a valid model identifier",
@@ -122,11 +132,24 @@ def _chain(error: BaseException) -> Iterator[BaseException]:
         current = current.__cause__ or current.__context__
 
 
+def _raised_in(error: BaseException, package: str) -> bool:
+    """Whether ``error`` was raised by code of ``package`` (its innermost traceback frame)."""
+    tb = error.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    module = str(tb.tb_frame.f_globals.get("__name__", ""))
+    return module == package or module.startswith(package + ".")
+
+
 def _one(error: BaseException) -> ConceptforgeError | None:
     if isinstance(error, ConceptforgeError):
         return error
     names = _names(error)
     text = one_line(error)
+    if names & _RAY or (isinstance(error, ConnectionError) and _raised_in(error, "ray")):
+        return ClusterError(f"Ray: {text}: check --ray-address, the cluster (`ray status` on its head) and its token")
     if names & _CREDENTIALS:
         return StoreError(f"no credentials for the object store ({text}): {CREDENTIALS_HINT}")
     if names & _ENDPOINT:
@@ -297,7 +320,9 @@ def _bounded(request) -> None:
     current = dict(request.extensions.get("timeout") or {})
     request.extensions = {
         **request.extensions,
-        "timeout": {key: bound if current.get(key) is None else min(current[key], bound) for key, bound in bounds.items()},
+        "timeout": {
+            key: bound if current.get(key) is None else min(current[key], bound) for key, bound in bounds.items()
+        },
     }
 
 

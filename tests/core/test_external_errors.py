@@ -221,11 +221,11 @@ def test_a_builtin_connection_error_offline_says_what_to_do(monkeypatch):
 class MuteServer:
     """A TCP server that accepts every connection and never answers (a stuck proxy or mirror)."""
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1") -> None:
         import threading
 
         self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
+        self.sock.bind((host, 0))
         self.sock.listen(64)
         self.port = self.sock.getsockname()[1]
         self.held: list[socket.socket] = []
@@ -276,3 +276,28 @@ def test_a_hub_that_accepts_and_never_answers_fails_in_one_line(mute_hub, tmp_pa
         assert result.returncode == 2 and "Traceback" not in result.stderr, (args, result.stderr[-2000:])
         assert len(lines) == 1 and lines[0].startswith("error: "), (args, result.stderr[-2000:])
         assert "did not answer within 3 s" in lines[0] or "timed out" in lines[0], (args, lines)
+
+
+def test_ray_connection_failures_are_reported_as_rays(monkeypatch):
+    """A bare ConnectionError from Ray's code (and Ray's own cluster errors) used to read as a Hub error."""
+    from conceptforge.errors import ClusterError
+
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+
+    def from_ray():
+        exec(
+            compile(
+                "raise ConnectionError('Failed to connect to Ray cluster at 10.0.0.1:6379')", "ray/worker.py", "exec"
+            ),
+            {"__name__": "ray._private.worker"},
+        )
+
+    known = translate(_raised(from_ray))
+    assert isinstance(known, ClusterError) and str(known).startswith(
+        "Ray: Failed to connect to Ray cluster at 10.0.0.1:6379: check --ray-address"
+    )
+    assert "HF_HUB_OFFLINE" not in str(known)
+    # the same builtin error raised elsewhere (datasets, the Hub client) is still a network error
+    assert isinstance(translate(ConnectionError("Couldn't reach the Hub")), HubError)
+    AuthenticationError = type("AuthenticationError", (Exception,), {"__module__": "ray.exceptions"})
+    assert isinstance(translate(AuthenticationError("token rejected")), ClusterError)
