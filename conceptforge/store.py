@@ -88,6 +88,26 @@ def join(location: str | os.PathLike[str], *parts: str) -> str:
     return str(Path(text, *parts))
 
 
+#: botocore settings for ``s3://`` unless the user configured their own (fsspec's ``s3`` config,
+#: e.g. ``FSSPEC_S3_CONFIG_KWARGS``): botocore's defaults (60 s per read, 5 attempts) inside
+#: s3fs's own 5 retries made an endpoint that accepts and never answers hang a command for many
+#: minutes. With these a mute endpoint fails in about 30 s; s3fs still retries transient errors.
+S3_CONFIG = {"connect_timeout": 5, "read_timeout": 5, "retries": {"total_max_attempts": 1}}
+
+
+def bound_object_store_timeouts() -> None:
+    """Fill fsspec's ``s3`` defaults with :data:`S3_CONFIG` where the user set nothing."""
+    import fsspec.config
+
+    config = fsspec.config.conf.setdefault("s3", {})
+    kwargs = config.get("config_kwargs")
+    if kwargs is None:
+        config["config_kwargs"] = {key: (dict(v) if isinstance(v, dict) else v) for key, v in S3_CONFIG.items()}
+    elif isinstance(kwargs, dict):
+        for key, value in S3_CONFIG.items():
+            kwargs.setdefault(key, value)
+
+
 class Location:
     """A folder on some fsspec file system, with the few operations the engine needs.
 
@@ -104,6 +124,7 @@ class Location:
         else:
             import fsspec
 
+            bound_object_store_timeouts()
             try:
                 self.fs, self.root = fsspec.core.url_to_fs(self.url)
             except (ImportError, ValueError) as error:
@@ -483,8 +504,17 @@ def _readable(paths: list[str]) -> list[str]:
 
 
 def is_store(location: str | os.PathLike[str]) -> bool:
-    """Whether ``location`` is (the root of) an item store made by this project."""
+    """Whether ``location`` is (the root of) an item store made by this project.
+
+    An object store that cannot be reached (no answer, no credentials) raises: "not a run" would
+    send the user looking for the wrong mistake.
+    """
+    where = Location(location)
     try:
-        return Location(location).exists(OWNER_NAME)
-    except OSError:
+        return where.exists(OWNER_NAME)
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
         return False
+    except OSError:
+        if where.local:
+            return False
+        raise

@@ -301,3 +301,25 @@ def test_ray_connection_failures_are_reported_as_rays(monkeypatch):
     assert isinstance(translate(ConnectionError("Couldn't reach the Hub")), HubError)
     AuthenticationError = type("AuthenticationError", (Exception,), {"__module__": "ray.exceptions"})
     assert isinstance(translate(AuthenticationError("token rejected")), ClusterError)
+
+
+def test_an_object_store_that_accepts_and_never_answers_fails_in_one_line(tmp_path):
+    """botocore's 60 s reads x 5 attempts inside s3fs's 5 retries hung `status s3://…` for many minutes,
+    then said "not a conceptforge run". The user's own read_timeout (1 s here) is kept; the rest is ours."""
+    pytest.importorskip("s3fs")
+    server = MuteServer()
+    try:
+        env = {
+            "FSSPEC_S3": '{"config_kwargs": {"read_timeout": 1}}',
+            "FSSPEC_S3_ENDPOINT_URL": f"http://127.0.0.1:{server.port}",
+            "AWS_ACCESS_KEY_ID": "x",
+            "AWS_SECRET_ACCESS_KEY": "y",
+            "AWS_EC2_METADATA_DISABLED": "true",
+        }
+        for command in ("status", "assemble"):
+            result = _cli(command, "s3://bucket/run", env=env, timeout=600)
+            lines = result.stderr.strip().splitlines()
+            assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+            assert len(lines) == 1 and "Read timeout on endpoint URL" in lines[0], lines
+    finally:
+        server.close()
