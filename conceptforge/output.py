@@ -15,7 +15,8 @@ output share the rules below.
   dataset). We own it when it carries our marker (``.conceptforge.json``, naming the command that
   wrote it); an empty or absent folder is free; anything else is refused.
 - :func:`claim_files` — single report files (``x.json`` and the ``x.md`` beside it). A file is ours
-  when it is absent or when its first bytes carry our signature.
+  when it is absent or when its first bytes carry our signature (:func:`json_with_keys` for the
+  JSON files a command updates: a candidate spec, an annotation export, saved scores).
 
 Every refusal is one line (a :class:`~conceptforge.errors.ConceptforgeError`, exit 2), raised
 before anything is written.
@@ -314,3 +315,82 @@ def claim_files(
                 raise StoreError(
                     f"{flag}: {path} already exists and was not written by conceptforge; move it away or choose another name"
                 )
+
+
+def json_with_keys(*keys: str, lines: bool = False) -> Callable[[Path, bytes], bool]:
+    """An ``ours`` test for :func:`claim_files`: the file is a JSON object holding every one of
+    ``keys`` (with ``lines=True``: JSON lines, the first of them such an object; an empty file
+    counts as ours, it is what a run with no records writes).
+
+    Why whole-file parsing: a user's JSON that merely starts like ours (``{"birds": …}`` written
+    by hand) must not be rewritten.
+    """
+
+    def ours(path: Path, head: bytes) -> bool:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return False
+        if lines:
+            text = next((line for line in text.splitlines() if line.strip()), "")
+            if not text:
+                return True
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return False
+        return isinstance(value, dict) and all(key in value for key in keys)
+
+    return ours
+
+
+def mark_folder(path: str | os.PathLike[str], *, made_by: str) -> None:
+    """Put our marker into ``path`` (created if needed) unless one is there: the folder is ours.
+
+    For a working folder that collects many files over many runs (``generate conceptbed
+    --work-dir``), checked with :func:`claim_folder` before the first write.
+    """
+    path = Path(path)
+    if _read_marker(path) is not None:
+        return
+    path.mkdir(parents=True, exist_ok=True)
+    Location(str(path)).create(FOLDER_MARKER, marker_bytes(made_by, []))
+
+
+def claim_sqlite(path: str | os.PathLike[str], *, tables: Iterable[str], flag: str, what: str) -> Path:
+    """Refuse (read only, before anything is written) an existing ``path`` that is not our SQLite file.
+
+    Ours: absent, empty, or a SQLite database holding every one of ``tables`` and no table of
+    another schema. Why: ``CREATE TABLE IF NOT EXISTS`` on a user's own database (or on any file
+    that happens to have the name) writes our tables into it, and a damaged file ended in a
+    ``sqlite3.DatabaseError`` traceback. ``what`` names the file in the message ("sample cache").
+    """
+    import sqlite3
+
+    path = Path(path)
+    if path.is_dir():
+        raise InvalidArgumentError(f"{flag} {path} is a folder; give a file name")
+    try:
+        if not path.exists() or path.stat().st_size == 0:
+            return path
+    except OSError as error:
+        raise io_error(error, "read", str(path), flag=flag) from None
+    wanted = set(tables)
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=60)
+        try:
+            found = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            conn.close()
+    except sqlite3.Error as error:
+        raise StoreError(
+            f"{flag}: {path} is not conceptforge's {what} ({error}); if it is and got damaged, delete it, "
+            "otherwise choose another path"
+        ) from None
+    found = {name for name in found if not name.startswith("sqlite_")}
+    if found and not (wanted <= found):
+        raise StoreError(
+            f"{flag}: {path} is a SQLite database of something else (tables {_shown(found)}), not conceptforge's "
+            f"{what}; move it away or choose another path"
+        )
+    return path

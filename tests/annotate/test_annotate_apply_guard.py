@@ -67,3 +67,22 @@ def test_apply_keeps_the_cards_sections_and_replaces_only_its_own_files(document
     apply_results(results, dataset_dir=documented_dataset, out_dir=out)  # a rerun replaces our files only
     assert (out / "data" / "notes.txt").read_text() == "mine"
     assert (out / "README.md").read_text() == card
+
+
+def test_export_never_replaces_a_users_file(documented_dataset, results, tmp_path, capsys):
+    """Issue 32: --export replaced whatever file had that name; an export of ours is replaced on a rerun."""
+    from conceptforge.commands import main
+
+    user = tmp_path / "notes.json"
+    user.write_text('{"study": "my own", "todo": []}\n')
+    before = user.read_bytes(), user.stat().st_mtime_ns
+    base = ["annotate", str(documented_dataset), "--study", "conceptbed-alignment", "--db", str(tmp_path / "db.sqlite")]
+    assert main([*base, "--export", str(user)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"error: --export: {user} already exists and was not written by conceptforge; move it away or choose another name"
+    ]
+    assert (user.read_bytes(), user.stat().st_mtime_ns) == before
+    export = tmp_path / "results.json"
+    assert main([*base, "--export", str(export)]) == 0
+    assert main([*base, "--export", str(export), "--annotated-only"]) == 0, capsys.readouterr().err
+    assert '"annotated_only": true' in export.read_text()
