@@ -155,7 +155,8 @@ class ItemError(ConceptforgeError, RuntimeError):
 
     Why a kind: the run engine retries such an item a few times and then records it as failed
     with this line, without stopping the shard (``conceptforge status`` lists it); other kinds of
-    :class:`ConceptforgeError` are about the run itself and stop it.
+    :class:`ConceptforgeError` are about the run itself and stop it. When every item a process
+    tried failed, the run ends with this kind too (exit 2): the stage or a setting is at fault.
     """
 
 

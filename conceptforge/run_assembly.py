@@ -67,6 +67,11 @@ def assemble_run(
             f"{out}: {expected - len(done)} of {expected} chunks are still missing; finish every shard first (`conceptforge status {out}`)"
         )
     failures = failed_items(store)
+    if failures and len(failures) >= int(config["plan"].get("items", 0) or 0):
+        raise StoreError(
+            f"{out}: every one of its {len(failures)} item(s) failed every attempt (e.g. {failures[0].item_id}: "
+            f"{failures[0].error}): there is nothing to assemble; fix the cause and rerun the stage"
+        )
     if failures and not allow_failed:
         raise StoreError(
             f"{out}: {len(failures)} item(s) failed every attempt (`conceptforge status {out}` lists them): rerun "

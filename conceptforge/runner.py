@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 from conceptforge.assemblers import Assembler
 from conceptforge.assembly import AssemblyOutcome
-from conceptforge.errors import InvalidArgumentError
+from conceptforge.errors import InvalidArgumentError, ItemError
 from conceptforge.failures import (
     FailedItem,
     FailureCounter,
@@ -423,6 +423,7 @@ def run_stage(
         {**report_base, "state": "running", "host": os.uname().nodename, "pid": os.getpid()},
     )
     executor = executor or _EXECUTOR.get()
+    planned = list(todo)
     with _stop_recorded(store, shard, report_base):
         if executor is not None and todo:  # made elsewhere (Ray), written here: nothing left for the loop below
             made, todo = executor.run_chunks(stage, todo, store, max_items=max_items, redo=set(done)), []
@@ -464,6 +465,18 @@ def run_stage(
         missing_shards=sorted({c.index % shard.num_shards for c in missing}),
         failed=failed_items(store),
     )
+    # Chunks this process finished: their items were either made or failed every attempt. None
+    # made means every one failed: the stage or a setting is broken (a resolution the model
+    # refuses), not the items; "made 0" with exit 0 would let the next command run on nothing.
+    tried = sum(len(chunk.items) for chunk in planned if chunk.index in done)
+    if tried and not made:
+        first = report.failed[0] if report.failed else None
+        raise ItemError(
+            f"{stage.name}: every one of the {tried} {stage.unit}(s) tried failed every attempt"
+            + (f" (e.g. {first.item_id}: {first.error})" if first else "")
+            + f"; nothing was made: fix the cause and rerun (with other settings: into a new --out; "
+            f"`conceptforge status {out}` lists the items)"
+        )
     if report.failed:
         logger.warning(
             "%d item(s) failed every attempt; not assembling (`conceptforge status %s` lists them)",

@@ -104,7 +104,8 @@ def status_lines(
             f"  shard {index} of {num_shards}: {len(mine) - len(left)}/{len(mine)} chunks done, "
             f"{items_left} items left, last state: {state if left or state != 'running' else 'finished'}"
         )
-    lines += failed_lines(store, out)
+    failures = failed_lines(store, out, total=plan["items"])
+    lines += failures
     lines += resubmission_lines(out, num_shards, missing_shards, reports)
     finished = read_done(store.location)
     if finished:
@@ -114,6 +115,8 @@ def status_lines(
         else:
             checked = " (sizes and sha256 checked)" if finished.get("manifest") else ""
             lines.append(f"assembled: yes ({len(finished.get('files', []))} files{checked})")
+    elif len(done) == plan["chunks"] and failures:
+        lines.append("assembled: no — see the failed items above")
     elif len(done) == plan["chunks"]:
         lines.append(f"assembled: no — every chunk is done: run `conceptforge assemble {out}`")
     else:
@@ -121,17 +124,28 @@ def status_lines(
     return lines
 
 
-def failed_lines(store, out: str, *, limit: int = 20) -> list[str]:
-    """The items that failed every attempt, one line each (see conceptforge.failures)."""
+def failed_lines(store, out: str, *, limit: int = 20, total: int | None = None) -> list[str]:
+    """The items that failed every attempt, one line each (see conceptforge.failures).
+
+    When every item of the run (``total``) failed there is nothing to assemble without them: the
+    advice is to fix the cause (the stage, a setting), not ``assemble --allow-failed``.
+    """
     from conceptforge.failures import failed_items
 
     failures = failed_items(store)
     if not failures:
         return []
-    lines = [
-        f"failed: {len(failures)} item(s) failed every attempt: rerun the same command to retry them, or "
-        f"`conceptforge assemble {out} --allow-failed` to assemble without them"
-    ]
+    if total is not None and len(failures) >= total:
+        head = (
+            f"failed: every one of the {len(failures)} item(s) failed every attempt: the stage or its settings are "
+            "at fault (the errors below); fix that and rerun the same command"
+        )
+    else:
+        head = (
+            f"failed: {len(failures)} item(s) failed every attempt: rerun the same command to retry them, or "
+            f"`conceptforge assemble {out} --allow-failed` to assemble without them"
+        )
+    lines = [head]
     lines += [f"  {f.item_id} ({f.split}, {f.attempts} attempts): {f.error}" for f in failures[:limit]]
     if len(failures) > limit:
         lines.append(f"  ... {len(failures) - limit} more")

@@ -119,3 +119,27 @@ def test_a_failing_batch_is_made_one_item_at_a_time(tmp_path):
     assert [f.item_id for f in report.failed] == ["item00003"] and report.made == 7
     assert calls["item00003"] == 1 + ITEM_ATTEMPTS  # the whole batch once, then alone three times
     assert calls["item00000"] == 2 and calls["item00004"] == 1  # its batch mates once more; the next batch once
+
+
+def test_a_run_whose_items_all_fail_exits_non_zero_and_nothing_suggests_assembling_it(tmp_path):
+    """Issue 32: `generate conceptbed --resolution 31` failed 3 of 3 images, exited 0 with "made 0",
+    and `status` then suggested an assemble that could only give an empty dataset."""
+    from conceptforge.commands.status import status_lines
+
+    out = tmp_path / "out"
+    bad = {f"item{n:05d}": ValueError("height and width have to be divisible by 8") for n in range(3)}
+    with pytest.raises(
+        ItemError,
+        match=r"^test/engine: every one of the 3 item\(s\) tried failed every attempt \(e\.g\. item00000: ValueError: height",
+    ):
+        run_stage(failing_stage(3, bad=bad), out)
+    lines = status_lines(str(out))
+    assert any(line.startswith("failed: every one of the 3 item(s) failed every attempt") for line in lines), lines
+    assert not any("conceptforge assemble" in line for line in lines), lines
+    with pytest.raises(StoreError, match="there is nothing to assemble"):
+        assemble_run(out, allow_failed=True)
+    assert not (out / "README.md").exists() and not (out / "data").exists()
+    with pytest.raises(ItemError):  # the rerun retries them, and says so again
+        run_stage(failing_stage(3, bad=bad), out)
+    report = run_stage(failing_stage(3, bad={}), out)  # the cause fixed: the same run finishes
+    assert report.made == 3 and report.assembled
