@@ -19,7 +19,6 @@ import itertools
 import logging
 import re
 import shutil
-import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +32,8 @@ from datasets.features.features import encode_nested_example
 from conceptforge.errors import ConceptforgeError, StoreError
 from conceptforge.output import FOLDER_MARKER, claim_folder, marker_bytes, owned_files
 from conceptforge.serialization import atomic_write_bytes
+from conceptforge.staging import make_staging, remove_stale
+from conceptforge.store import DISK_ERRNOS, io_error
 
 logger = logging.getLogger(__name__)
 
@@ -284,7 +285,8 @@ def assemble_dataset_dir(
         owned = set(owned_files(out_dir))
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=STAGING_DIR + "-", dir=out_dir))
+        remove_stale(out_dir, STAGING_DIR + "-")  # left by a killed run (kill -9, a full disk)
+        staging = make_staging(out_dir, STAGING_DIR + "-")
         (staging / DATA_DIR).mkdir(parents=True)
     except OSError as error:
         raise StoreError(f"cannot write dataset to {out_dir}: {error.strerror or error}") from None
@@ -292,6 +294,10 @@ def assemble_dataset_dir(
         return _stage_and_swap(
             out_dir, staging, splits, features, render_card, grid_png, max_shard_size, owned, made_by
         )
+    except OSError as error:
+        if error.errno in DISK_ERRNOS:  # a full disk while writing parquet: one line naming the folder
+            raise io_error(error, "write the dataset to", str(out_dir), flag=flag) from None
+        raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
@@ -324,6 +330,10 @@ def _stage_and_swap(
             )
     # Swap in: first make the directory look incomplete, then replace the data, then finish.
     (out_dir / CARD_NAME).unlink(missing_ok=True)
+    if made_by is not None:
+        # Claimed before the first file moves in: a run killed (or out of disk) half-way leaves a
+        # folder the rerun recognises as its own, with every file it may have placed listed.
+        atomic_write_bytes(out_dir / FOLDER_MARKER, marker_bytes(made_by, set(new_files) | (owned or set())))
     if owned is None:
         if (out_dir / DATA_DIR).exists():
             shutil.rmtree(out_dir / DATA_DIR)

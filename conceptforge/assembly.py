@@ -33,6 +33,7 @@ from pathlib import Path
 
 from conceptforge.errors import StoreError
 from conceptforge.serialization import canonical_json
+from conceptforge.staging import make_staging, remove_stale
 from conceptforge.store import ItemStore, Location, io_error
 
 logger = logging.getLogger(__name__)
@@ -237,9 +238,11 @@ def assemble_once(
         if out_location.local:
             parent = Path(work.path(""))
             parent.mkdir(parents=True, exist_ok=True)
-            staging = Path(tempfile.mkdtemp(prefix="staging-", dir=parent))
+            remove_stale(parent, "staging-")  # of assemblies killed half-way: we hold the lock now
+            staging = make_staging(parent, "staging-")
         else:
-            staging = Path(tempfile.mkdtemp(prefix="conceptforge-staging-"))
+            remove_stale(tempfile.gettempdir(), "conceptforge-staging-")
+            staging = make_staging(None, "conceptforge-staging-")
         try:
             build(staging)
             owned = _owned(work, done)

@@ -20,6 +20,7 @@ uses the same client) a bound, so such an endpoint fails in seconds with one lin
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import socket
@@ -132,6 +133,37 @@ def _chain(error: BaseException) -> Iterator[BaseException]:
         current = current.__cause__ or current.__context__
 
 
+#: A write the file system refused for a reason of the machine, not of the program: what to do.
+_DISK_HINTS = {
+    errno.ENOSPC: "free some space or write elsewhere, then rerun the same command",
+    errno.EDQUOT: "free some of your quota or write elsewhere, then rerun the same command",
+    errno.EFBIG: "the file system refused the file size; write elsewhere",
+    errno.EROFS: "the file system is read-only; write elsewhere",
+}
+#: SQLite's own words for the same (it raises sqlite3 errors, not OSError).
+_SQLITE_FULL = ("database or disk is full", "disk i/o error")
+_SQLITE_DAMAGED = ("file is not a database", "database disk image is malformed")
+
+
+def _disk(error: BaseException) -> ConceptforgeError | None:
+    """One line for a full, read-only or over-quota disk, whichever library hit it."""
+    if isinstance(error, OSError) and error.errno in _DISK_HINTS:
+        where = f" {error.filename}" if error.filename else ""
+        return StoreError(
+            f"cannot write{where}: {error.strerror or os.strerror(error.errno)}; {_DISK_HINTS[error.errno]}"
+        )
+    if "sqlite3.Error" in _names(error):
+        text = str(error).lower()
+        if any(phrase in text for phrase in _SQLITE_FULL):
+            return StoreError(f"cannot write a SQLite file ({error}): {_DISK_HINTS[errno.ENOSPC]}")
+        if any(phrase in text for phrase in _SQLITE_DAMAGED):
+            return DataFormatError(
+                f"a SQLite file is damaged or not SQLite ({error}): if it is a conceptforge cache, delete it (it is "
+                "rebuilt); otherwise point the flag elsewhere"
+            )
+    return None
+
+
 def _raised_in(error: BaseException, package: str) -> bool:
     """Whether ``error`` was raised by code of ``package`` (its innermost traceback frame)."""
     tb = error.__traceback__
@@ -148,6 +180,9 @@ def _one(error: BaseException) -> ConceptforgeError | None:
         return error
     names = _names(error)
     text = one_line(error)
+    disk = _disk(error)
+    if disk is not None:
+        return disk
     if names & _RAY or (isinstance(error, ConnectionError) and _raised_in(error, "ray")):
         return ClusterError(f"Ray: {text}: check --ray-address, the cluster (`ray status` on its head) and its token")
     if names & _CREDENTIALS:

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from conceptforge.errors import InvalidArgumentError, StoreError
 from conceptforge.serialization import canonical_json
+from conceptforge.staging import is_staging
 from conceptforge.store import OWNER_NAME, RUN_CONFIG_NAME, ItemStore, Location, io_error, is_url, join
 
 WORK_DIR = ".work"
@@ -249,7 +250,8 @@ def claim_folder(path: str | os.PathLike[str], *, made_by: str, flag: str = "--o
     if path.exists() and not path.is_dir():
         raise InvalidArgumentError(f"{flag} {path} is a file; choose a folder")
     try:
-        entries = [p.name for p in path.iterdir()] if path.is_dir() else []
+        # a staging folder of ours (left by a killed run) is not someone else's file
+        entries = [p.name for p in path.iterdir() if not is_staging(p)] if path.is_dir() else []
     except OSError as error:
         raise io_error(error, "read", str(path)) from None
     entries = [e for e in entries if e not in allow]

@@ -62,9 +62,15 @@ _CHUNK_SCHEMA = pa.schema(
 )
 
 
+#: Errors of the disk (full, over quota, a file too big, read-only), not of the program.
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
+
+
 def io_error(error: OSError, action: str, where: str, *, flag: str = "--out") -> ConceptforgeError:
     """One line for an I/O failure (full disk, permissions, network), with what to do."""
-    reason = error.strerror or str(error) or type(error).__name__
+    # pyarrow words a full disk as "Error writing bytes to file. Detail: [errno 28] …": the kernel's words are plainer
+    reason = os.strerror(error.errno) if error.errno in DISK_ERRNOS else error.strerror
+    reason = reason or str(error) or type(error).__name__
     hint = {
         errno.ENOSPC: f"free some space or choose another {flag}, then rerun the same command to resume",
         errno.EDQUOT: f"free some quota or choose another {flag}, then rerun the same command to resume",

@@ -140,3 +140,20 @@ def test_a_work_dir_of_someone_elses_files_is_never_taken_as_learned(tmp_path, t
     assert json.loads((ours / ".conceptforge.json").read_text())["made_by"] == "generate conceptbed"
     rerun = ConceptBedGenerator(spec, _options(tiny_sd, tmp_path / "out2", work_dir=ours)).run()
     assert rerun["assembled"]
+
+
+def test_train_oracle_on_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, datasets_root, write_spec, run_script):
+    """Issue 32: ENOSPC while saving the oracle ended in a traceback."""
+    from conceptforge.testing.tiny_conceptbed import build_tiny_classifier
+    from tests.full_disk import full_disk
+
+    spec = write_spec(tmp_path, datasets_root, ["art_painting", "sketch"])
+    model = build_tiny_classifier(tmp_path / "tiny", ["art_painting", "sketch", "unrelated"], arch="resnet")
+    args = ("--task", "style", "--concepts", str(spec), "--model-id", str(model), "--epochs", "1", "--batch-size", "8")
+    with full_disk(tmp_path / "disk") as disk:
+        code, _, err = run_script("train_oracle.py", *args, "--out", str(disk / "oracle"))
+        assert code == 2 and err.strip().splitlines()[-1] == (
+            f"error: cannot write to {disk / 'oracle'}: No space left on device; free some space or choose another "
+            "--out, then rerun the same command to resume"
+        ), err[-2000:]
+        assert "Traceback" not in err and sorted(p.name for p in disk.iterdir()) == ["filler"]
