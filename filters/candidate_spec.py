@@ -48,7 +48,7 @@ def update_spec(path: Path, updates: dict[str, Any]) -> None:
     if path.exists():
         try:
             spec = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as error:
+        except ValueError as error:  # not JSON, or not text at all
             raise SpecError(f"{path} is not a JSON candidate spec: {error}") from None
         if not isinstance(spec, dict):
             raise SpecError(f"{path} is not a JSON object")

@@ -242,3 +242,37 @@ def test_foreign_out_folder_is_refused_untouched(tiny_vlm, mini_cub, candidates_
         ]
     )
     assert_refused_untouched(out, before, code, capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("where", ["image-page", "footer"])
+def test_a_damaged_candidates_parquet_is_one_line_without_retries(
+    where, tiny_vlm, mini_cub, candidates_factory, tmp_path, capsys
+):
+    """Issue 32: random bytes inside the candidates' image pages were retried as bad *items*
+    (16 tries) and ended in a 101-line traceback; no retry can mend an input file."""
+    import pyarrow.parquet as pq
+
+    from conceptforge.commands import main
+
+    candidates = candidates_factory(per_pair=2)
+    path = next((candidates / "data").glob("candidates-*.parquet"))
+    data = bytearray(path.read_bytes())
+    if where == "image-page":  # inside the compressed data of the first image page
+        meta = pq.ParquetFile(path).metadata.row_group(0)
+        column = next(
+            meta.column(i) for i in range(meta.num_columns) if meta.column(i).path_in_schema.startswith("image")
+        )
+        start = column.data_page_offset + 32
+    else:  # the footer pyarrow reads to find the row groups
+        start = len(data) - 200
+    data[start : start + 64] = bytes((7 * i + 91) % 256 for i in range(64))
+    path.write_bytes(bytes(data))
+    args = ["filter", "sub", "--candidates", str(candidates), "--out", str(tmp_path / "out")]
+    args += ["--cub-dir", str(mini_cub), "--vqa-model", str(tiny_vlm), "--device", "cpu"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    lines = [line for line in err.strip().splitlines() if not line.startswith(("INFO", "WARNING"))]
+    assert "Traceback" not in err and "attempt" not in err, err[-3000:]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and str(path.name) in lines[0], err[-3000:]
+    assert ("is damaged or unreadable" if where == "image-page" else "cannot read") in lines[0]
+    assert not (tmp_path / "out" / "README.md").exists()
