@@ -31,8 +31,9 @@ from typing import Any, Protocol
 
 from conceptforge.assemblers import Assembler
 from conceptforge.assembly import AssemblyOutcome
-from conceptforge.errors import InvalidArgumentError, ItemError
+from conceptforge.errors import InvalidArgumentError, ItemError, one_line
 from conceptforge.failures import (
+    ITEM_ATTEMPTS,
     FailedItem,
     FailureCounter,
     failed_chunks,
@@ -237,14 +238,27 @@ def _batches(
         return results
     if budget is not None and budget < len(chunk.items):
         return None
-    try:
-        results = list(stage.process_batch(list(chunk.items)))
-    except Exception as error:
-        if not is_item_failure(error):
-            raise
-        logger.warning(
-            "%s: a batch of %d failed (%s); making its items one at a time", stage.name, len(chunk.items), error
-        )
+    results = None
+    for attempt in range(1, ITEM_ATTEMPTS + 1):
+        # The whole chunk again first, grouped as before: a model's float32 results depend on what
+        # shares its batch (padding, kernel choice), so a transient error (an OOM, a hiccup) must
+        # not change the grouping, or the run would differ from an uninterrupted one.
+        try:
+            results = list(stage.process_batch(list(chunk.items)))
+            break
+        except Exception as error:
+            if not is_item_failure(error):
+                raise
+            logger.warning(
+                "%s: a batch of %d failed (attempt %d of %d): %s",
+                stage.name,
+                len(chunk.items),
+                attempt,
+                ITEM_ATTEMPTS,
+                one_line(error),
+            )
+    if results is None:  # it fails every time: find the bad items, one at a time
+        logger.warning("%s: making the %d items of the batch one at a time", stage.name, len(chunk.items))
         results = [
             make_with_retries(lambda item=item: _single(stage, item), item, counter=counter, unit=stage.unit)
             for item in chunk.items

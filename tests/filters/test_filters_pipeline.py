@@ -276,3 +276,97 @@ def test_a_damaged_candidates_parquet_is_one_line_without_retries(
     assert len(lines) == 1 and lines[0].startswith("error: ") and str(path.name) in lines[0], err[-3000:]
     assert ("is damaged or unreadable" if where == "image-page" else "cannot read") in lines[0]
     assert not (tmp_path / "out" / "README.md").exists()
+
+
+# Runs `conceptforge filter sub` with the VQA forward pass wrapped: on call number FAIL_AT it raises
+# once (a transient error), on call number STOP_AT it writes the flag file and waits to be killed.
+_HARNESS = """
+import os, sys, time
+from pathlib import Path
+import conceptforge.filters.vqa as vqa
+
+flag, stop_at, fail_at = Path(os.environ["HARNESS_FLAG"]), int(os.environ["HARNESS_STOP_AT"]), int(os.environ["HARNESS_FAIL_AT"])
+forward, calls = vqa.VQAScorer._next_token_logits, [0]
+
+def wrapped(self, inputs):
+    calls[0] += 1
+    if calls[0] == fail_at:
+        raise RuntimeError("CUDA out of memory (a transient error)")
+    if calls[0] == stop_at:
+        flag.write_text("inside a batch")
+        while True:
+            time.sleep(1)
+    return forward(self, inputs)
+
+vqa.VQAScorer._next_token_logits = wrapped
+from conceptforge.commands import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_kill_inside_a_vqa_batch_or_a_transient_error_resumes_byte_identical(
+    tiny_vlm, tiny_scorer, mini_cub, candidates_factory, tmp_path
+):
+    """Issue 32: the resumed dataset must be the bytes of an uninterrupted run, whatever batch
+    the run was killed in, and whatever batch a transient error hit (batches are a function of
+    the chunk: never spanning chunks, never regrouped)."""
+    import signal
+    import time
+
+    cand_dir = candidates_factory(pairs=_pairs_the_model_accepts(tiny_scorer, mini_cub), per_pair=5)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
+
+    def command(out: Path) -> list[str]:
+        return [
+            "filter", "sub", "--candidates", str(cand_dir), "--out", str(out), "--cub-dir", str(mini_cub),
+            "--vqa-model", str(tiny_vlm), "--keep-fraction", "0.5", "--device", "cpu",
+            "--batch-size", "3", "--chunk-size", "4",
+        ]  # fmt: skip
+
+    def dataset_bytes(out: Path) -> dict[str, bytes]:
+        """The dataset's files, and the exact float64 scores behind its ranks (the parquet keeps
+        float32, which can hide a difference that flips a near tie in a larger run)."""
+        files = {str(p.relative_to(out)): p.read_bytes() for p in sorted((out / "data").glob("*.parquet"))}
+        scores = {r.item_id: r.metadata for r in ItemStore(out / WORK_DIR).records("scores")}
+        return {**files, "scores": repr(sorted(scores.items())).encode()}
+
+    def harness(out: Path, *, stop_at: int = 0, fail_at: int = 0) -> subprocess.Popen:
+        flag = out.parent / f"{out.name}.flag"
+        extra = {"HARNESS_FLAG": str(flag), "HARNESS_STOP_AT": str(stop_at), "HARNESS_FAIL_AT": str(fail_at)}
+        return subprocess.Popen(
+            [sys.executable, "-c", _HARNESS, *command(out)],
+            env={**env, **extra},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    reference = tmp_path / "reference"
+    done = harness(reference)
+    assert done.wait(timeout=600) == 0, done.stderr.read()
+    expected = dataset_bytes(reference)
+    assert expected
+
+    # 15 candidates (3 pairs of 5, in pair order), chunks of 4, batches of 3: forwards 1-2, 3-4, 5-6, 7.
+    # Forward 3 is chunk 2's first batch (one image of pair 1, two of pair 2: two questions, padded),
+    # forward 4 its last (one image): the kills land inside a batch, the transient error on the mixed one.
+    for stop_at in (3, 4):
+        out = tmp_path / f"killed-{stop_at}"
+        run = harness(out, stop_at=stop_at)
+        flag = out.parent / f"{out.name}.flag"
+        while not flag.exists():  # wait for the condition, not for a time
+            assert run.poll() is None, run.stderr.read()[-3000:]
+            time.sleep(0.05)
+        run.send_signal(signal.SIGKILL)
+        run.wait(timeout=600)
+        resumed = subprocess.run(
+            [sys.executable, "-m", "conceptforge", *command(out)], env=env, capture_output=True, text=True, timeout=600
+        )
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+        assert "resuming: 4 of 15 items" in resumed.stderr
+        assert dataset_bytes(out) == expected
+
+    transient = tmp_path / "transient"
+    run = harness(transient, fail_at=3)
+    assert run.wait(timeout=600) == 0, run.stderr.read()[-3000:]
+    assert dataset_bytes(transient) == expected
