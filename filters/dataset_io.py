@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -144,4 +145,7 @@ def decode_image(value: Any) -> Image.Image:
         image.load()
         return image.convert("RGB")
     except Exception as error:  # PIL raises many types for damaged data
-        raise ValueError(f"unreadable image: {type(error).__name__}: {error}") from None
+        # without object addresses ("<_io.BytesIO object at 0x7f…>"): the message is stored, and a
+        # rerun must store the same bytes
+        text = re.sub(r" (object )?at 0x[0-9a-fA-F]+", "", str(error))
+        raise ValueError(f"unreadable image: {type(error).__name__}: {text}") from None

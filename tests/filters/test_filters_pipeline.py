@@ -320,7 +320,7 @@ def test_a_kill_inside_a_vqa_batch_or_a_transient_error_resumes_byte_identical(
         return [
             "filter", "sub", "--candidates", str(cand_dir), "--out", str(out), "--cub-dir", str(mini_cub),
             "--vqa-model", str(tiny_vlm), "--keep-fraction", "0.5", "--device", "cpu",
-            "--batch-size", "3", "--chunk-size", "4",
+            "--batch-size", "2", "--chunk-size", "2",
         ]  # fmt: skip
 
     def dataset_bytes(out: Path) -> dict[str, bytes]:
@@ -347,10 +347,10 @@ def test_a_kill_inside_a_vqa_batch_or_a_transient_error_resumes_byte_identical(
     expected = dataset_bytes(reference)
     assert expected
 
-    # 15 candidates (3 pairs of 5, in pair order), chunks of 4, batches of 3: forwards 1-2, 3-4, 5-6, 7.
-    # Forward 3 is chunk 2's first batch (one image of pair 1, two of pair 2: two questions, padded),
-    # forward 4 its last (one image): the kills land inside a batch, the transient error on the mixed one.
-    for stop_at in (3, 4):
+    # 15 candidates (3 pairs of 5, in pair order), chunks and batches of 2: forward N makes chunk N.
+    # Forwards 2 and 4 score prompts the uninterrupted run had seen in the chunk before (its fast
+    # input path) but the resumed process has not: the kills land inside those batches.
+    for stop_at, done_before in ((2, 2), (4, 6)):
         out = tmp_path / f"killed-{stop_at}"
         run = harness(out, stop_at=stop_at)
         flag = out.parent / f"{out.name}.flag"
@@ -363,10 +363,10 @@ def test_a_kill_inside_a_vqa_batch_or_a_transient_error_resumes_byte_identical(
             [sys.executable, "-m", "conceptforge", *command(out)], env=env, capture_output=True, text=True, timeout=600
         )
         assert resumed.returncode == 0, resumed.stderr[-3000:]
-        assert "resuming: 4 of 15 items" in resumed.stderr
+        assert f"resuming: {done_before} of 15 items" in resumed.stderr
         assert dataset_bytes(out) == expected
 
     transient = tmp_path / "transient"
-    run = harness(transient, fail_at=3)
+    run = harness(transient, fail_at=2)
     assert run.wait(timeout=600) == 0, run.stderr.read()[-3000:]
     assert dataset_bytes(transient) == expected
