@@ -24,6 +24,7 @@ before anything is written.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 from collections.abc import Callable, Iterable, Sequence
@@ -317,6 +318,63 @@ def claim_files(
                 raise StoreError(
                     f"{flag}: {path} already exists and was not written by conceptforge; move it away or choose another name"
                 )
+    for path in map(Path, paths):
+        _lock_output(path, flag)
+
+
+#: Output files this process holds (see :func:`_lock_output`), removed when it exits.
+_HELD: dict[Path, Path] = {}
+
+
+def _lock_output(path: Path, flag: str) -> None:
+    """Hold ``path`` for this process until it exits: a second process claiming it meanwhile is
+    refused in one line (two runs writing one ``--output`` used to both exit 0, one result lost).
+
+    The lock is a hidden file beside the output naming our process; one left by a process that is
+    gone (kill -9) is taken over.
+    """
+    from conceptforge.processes import holder_alive, this_process
+
+    path = Path(os.path.abspath(path))
+    if path in _HELD:
+        return
+    lock = path.with_name(f".{path.name}.conceptforge-lock")
+    record = this_process()
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        for _ in range(2):
+            if Location(str(lock.parent)).create(lock.name, json.dumps(record).encode()):
+                break
+            try:
+                holder = json.loads(lock.read_bytes())
+            except (OSError, ValueError):
+                holder = {}
+            if holder == record:
+                break
+            if holder_alive(holder) is not False and holder:
+                where = f"process {holder.get('pid')} on {holder.get('host')}"
+                raise StoreError(
+                    f"{flag}: {path} is being written by another conceptforge run ({where}); wait for it to "
+                    f"finish or choose another name (if that run is gone, delete {lock})"
+                )
+            lock.unlink(missing_ok=True)  # its process is gone (or the lock is unreadable): take it over
+        else:
+            raise StoreError(f"{flag}: cannot take {lock}; delete it if no conceptforge run is writing {path}")
+    except OSError as error:
+        raise io_error(error, "write to", str(path.parent), flag=flag) from None
+    if not _HELD:
+        atexit.register(release_outputs)
+    _HELD[path] = lock
+
+
+def release_outputs() -> None:
+    """Let go of the outputs this process claimed (a command's end; also at exit)."""
+    for lock in _HELD.values():
+        try:
+            lock.unlink(missing_ok=True)
+        except OSError:
+            pass
+    _HELD.clear()
 
 
 def json_with_keys(*keys: str, lines: bool = False) -> Callable[[Path, bytes], bool]:

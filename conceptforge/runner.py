@@ -130,10 +130,31 @@ def items_fingerprint(items: Sequence[WorkItem]) -> str:
     return digest.hexdigest()
 
 
+#: Keys of a stage's assembly arguments that only record how one process ran (its command line,
+#: device, package versions, batch size): shards and reruns may differ in them. Every other
+#: assembly argument decides the assembled dataset and is fixed with the settings in run.json.
+RECORD_ONLY_KEYS = frozenset({"command_line", "argv", "device", "packages", "python", "work_dir", "batch_size"})
+
+
+def output_arguments(value: Any) -> Any:
+    """``value`` (assembly arguments) without the :data:`RECORD_ONLY_KEYS`, at any depth."""
+    if isinstance(value, Mapping):
+        return {str(k): output_arguments(v) for k, v in value.items() if k not in RECORD_ONLY_KEYS}
+    if isinstance(value, (list, tuple)):
+        return [output_arguments(v) for v in value]
+    return value
+
+
 def run_config(stage: Stage, chunks: Sequence[Chunk] | None = None) -> dict[str, Any]:
-    """What run.json fixes: the settings, the items and their chunking."""
+    """What run.json fixes: the settings, the items and their chunking, and the assembly arguments
+    that decide the dataset.
+
+    Why the assembly arguments too: two runs into one ``--out`` with another ``--keep-fraction``
+    (or license, shard size …) used to both exit 0 with one dataset, made with whichever
+    arguments were written last; now the second is refused like any other setting.
+    """
     chunks = plan_chunks(stage.items, stage.chunk_size, stage.group) if chunks is None else chunks
-    return {
+    config: dict[str, Any] = {
         "stage": stage.name,
         "settings": json.loads(canonical_json(dict(stage.settings))),
         "assembler": stage.assembler.name if stage.assembler else None,
@@ -145,6 +166,9 @@ def run_config(stage: Stage, chunks: Sequence[Chunk] | None = None) -> dict[str,
             "fingerprint": items_fingerprint(stage.items),
         },
     }
+    if stage.assembler:
+        config["assembly"] = json.loads(canonical_json(output_arguments(dict(stage.assembly_args))))
+    return config
 
 
 # -- the output folder ----------------------------------------------------------------------------

@@ -503,7 +503,7 @@ def _readable(paths: list[str]) -> list[str]:
         elif path == "plan.chunk_size":
             name = "--chunk-size"
         else:
-            name = path.removeprefix("settings.")
+            name = path.removeprefix("settings.").removeprefix("assembly.")
         if name not in out:
             out.append(name)
     return out

@@ -91,7 +91,12 @@ def invoke(argv: Sequence[str]) -> int:
         from conceptforge.external_errors import go_offline_if_unreachable
 
         go_offline_if_unreachable()  # seconds, not minutes of retries, when there is no network
-    return run_entry(COMMANDS, args.command, args)
+    from conceptforge.output import release_outputs
+
+    try:
+        return run_entry(COMMANDS, args.command, args)
+    finally:
+        release_outputs()  # the files this command claimed are free for the next one
 
 
 def main(argv: Sequence[str] | None = None) -> int:
