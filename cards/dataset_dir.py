@@ -29,7 +29,7 @@ from datasets import Features, LargeList, List, Value
 from datasets import Image as ImageFeature
 from datasets.features.features import encode_nested_example
 
-from conceptforge.errors import ConceptforgeError, StoreError
+from conceptforge.errors import ConceptforgeError, DataFormatError, StoreError
 from conceptforge.output import FOLDER_MARKER, claim_folder, marker_bytes, owned_files
 from conceptforge.serialization import atomic_write_bytes
 from conceptforge.staging import make_staging, remove_stale
@@ -318,6 +318,7 @@ def _stage_and_swap(
         stats = write_parquet_split(staging / DATA_DIR, split, make_rows(), features, max_shard_size=max_shard_size)
         logger.info("split %s: %d rows in %d shard(s)", split, stats.num_examples, len(stats.files))
         all_stats.append(stats)
+    all_stats = drop_empty_splits(all_stats, staging / DATA_DIR)
     card_text = render_card(all_stats)
     new_files = [f"{DATA_DIR}/{p.name}" for p in sorted((staging / DATA_DIR).iterdir())] + [CARD_NAME]
     new_files += [GRID_NAME] if grid_png is not None else []
@@ -350,6 +351,29 @@ def _stage_and_swap(
     if made_by is not None:
         atomic_write_bytes(out_dir / FOLDER_MARKER, marker_bytes(made_by, new_files))
     return all_stats
+
+
+def drop_empty_splits(stats: list[SplitStats], data_dir: Path, *, config: str | None = None) -> list[SplitStats]:
+    """Leave out splits without rows: ``load_dataset`` refuses a dataset with an empty split (a
+    ConceptBed spec without captions has no compositions), so such a split is neither written nor
+    named by the card. Nothing at all to write is refused in one line.
+    """
+    where = f"config {config}: " if config else ""
+    kept = [split for split in stats if split.num_examples > 0]
+    for split in stats:
+        if split.num_examples == 0:
+            for name in split.files:
+                (data_dir / Path(name).name).unlink(missing_ok=True)
+            logger.warning(
+                "%ssplit %s has no rows: left out of the dataset (load_dataset refuses an empty split)",
+                where,
+                split.name,
+            )
+    if not kept:
+        raise DataFormatError(
+            f"{where}every split is empty ({', '.join(s.name for s in stats) or 'none'}): there is no dataset to write"
+        )
+    return kept
 
 
 def is_complete_dataset_dir(path: str | Path) -> bool:
@@ -391,6 +415,7 @@ def assemble_config_dir(
         )
         logger.info("config %s split %s: %d rows in %d shard(s)", config, split, stats.num_examples, len(stats.files))
         all_stats.append(stats)
+    all_stats = drop_empty_splits(all_stats, staging / DATA_DIR, config=config)
     (out_dir / CARD_NAME).unlink(missing_ok=True)  # the repo looks incomplete until the card is rewritten
     for folder, staged in ((out_dir / DATA_DIR / config, staging / DATA_DIR), (out_dir / SCENES_DIR / config, None)):
         if folder.exists():

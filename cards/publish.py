@@ -45,7 +45,7 @@ from conceptforge.cards.hub_remote import (
 )
 from conceptforge.cards.local_dataset import LocalDataset, read_dataset_dir
 from conceptforge.cards.run_record import RECORD_NAME
-from conceptforge.cards.validate import dataset_dir_problems, ensure_valid
+from conceptforge.cards.validate import dataset_dir_problems, ensure_valid, grid_problems
 from conceptforge.cards.versions import Version, parse_version, previous_version, published_versions
 from conceptforge.errors import ConceptforgeError, HubError, InvalidArgumentError, PublishError
 from conceptforge.progress import tqdm
@@ -246,7 +246,8 @@ def publish_dataset(
 
     # 0. Everything that needs no Hub, first: a dry run offline still validates the whole release.
     card_text = render_release_card(local, repo_id=repo_id, version=wanted, previous=None)
-    ensure_valid(dataset_dir_problems(local.directory, card_text, secrets=secrets), "the dataset card")
+    on_disk = grid_problems(local.directory, (Path(local.directory) / CARD_NAME).read_text(encoding="utf-8"))
+    ensure_valid(on_disk + dataset_dir_problems(local.directory, card_text, secrets=secrets), "the dataset card")
     offline = _offline_mode()
     if offline and not dry_run:
         raise PublishError(

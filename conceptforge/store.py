@@ -495,6 +495,9 @@ def _differences(old: Any, new: Any, prefix: str = "") -> list[str]:
 def _readable(paths: list[str]) -> list[str]:
     """Name settings as the user knows them: ``steps``, ``learner.model_id``, ``--chunk-size``."""
     out: list[str] = []
+    if any(not path.startswith("assembly.") for path in paths):
+        # the settings say it; the assembly arguments derived from them would only repeat it
+        paths = [path for path in paths if not path.startswith("assembly.")]
     for path in paths:
         if path in {"plan.chunks", "plan.chunk_items"} and "plan.chunk_size" in paths:
             continue

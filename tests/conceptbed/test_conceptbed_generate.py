@@ -337,3 +337,15 @@ def test_foreign_out_folder_is_refused_untouched(tmp_path, tiny_sd, datasets_roo
         cwd=tmp_path,
     )
     assert_refused_untouched(out, before, result.returncode, result.stderr)
+
+
+def test_a_spec_without_captions_gives_a_dataset_that_loads(tmp_path, tiny_sd, datasets_root, write_spec):
+    """Issue 32: no captions -> a 0-row composition split, which load_dataset refuses (and publish accepted)."""
+    from conceptforge.cards.validate import dataset_dir_problems
+
+    spec = load_spec(write_spec(tmp_path, datasets_root, ["beagle"]))
+    out = tmp_path / "out"
+    summary = ConceptBedGenerator(spec, _options(tiny_sd, out)).run()
+    assert summary["assembled"]
+    assert set(load_dataset(str(out))) == {"concept"}
+    assert not list((out / "data").glob("composition-*")) and not dataset_dir_problems(out)
