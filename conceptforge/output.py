@@ -92,11 +92,20 @@ def recorded_stage(work: Location) -> str | None:
 
 
 def _store_being_created(work: Location) -> bool:
-    """A ``.work`` folder holding nothing yet but hidden temp/probe files: a store being opened."""
+    """A ``.work`` folder holding nothing yet but hidden temp/probe files: a store being opened.
+
+    On an object store the owner record is the first object written (an atomic put, no temp
+    file), so anything there without it, files or "folders" such as ``chunks/``, is a damaged or
+    foreign store: it used to pass (only files were listed) and a run with other settings took
+    the chunks over as its own.
+    """
     try:
         if work.local:
             return all(name.startswith(".") for name in os.listdir(work.root))
-        return not work.listdir("")
+        work.refresh()
+        return not work.fs.ls(work.root, detail=False)
+    except FileNotFoundError:
+        return True
     except OSError:
         return False
 
