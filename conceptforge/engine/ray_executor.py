@@ -38,7 +38,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_RETRIES = 3
 #: Seconds ``ray.init`` may take to join an existing cluster (``--ray-address``). Ray itself retries
 #: an address that does not answer for minutes, deaf to SIGTERM while it waits in its C++ client.
-CONNECT_TIMEOUT = 30.0
+RAY_CONNECT_TIMEOUT = 30.0
 #: Seconds one TCP connection to the cluster's address may take before it counts as unreachable.
 PROBE_TIMEOUT = 5.0
 
@@ -117,7 +117,7 @@ class _QuietThreadWarning(logging.Filter):
         return "handler is not set because current thread is not the main thread" not in record.getMessage()
 
 
-def connect(ray, address: str, options: dict[str, Any], *, timeout: float = CONNECT_TIMEOUT) -> None:
+def connect(ray, address: str, options: dict[str, Any], *, timeout: float = RAY_CONNECT_TIMEOUT) -> None:
     """``ray.init(address=…)`` bounded: one :class:`ClusterError` line when the cluster cannot be used.
 
     An address nobody listens on is found by one TCP connection; a port that accepts and never
@@ -204,7 +204,7 @@ class RayExecutor:
             options = {"include_dashboard": False, "log_to_driver": True, **self.init_options}
             handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
             if self.address and self.address != "local":
-                connect(ray, self.address, options, timeout=CONNECT_TIMEOUT)  # bounded: one line when unusable
+                connect(ray, self.address, options, timeout=RAY_CONNECT_TIMEOUT)  # bounded: one line when unusable
             else:
                 ray.init(address=self.address, **options)
             self._replaced_handlers = handlers

@@ -163,7 +163,7 @@ import sys
 import conceptforge.engine.ray_executor as ray_executor
 from conceptforge.cli import run_cli
 
-ray_executor.CONNECT_TIMEOUT = float(sys.argv[2])
+ray_executor.RAY_CONNECT_TIMEOUT = float(sys.argv[2])
 
 
 def main(argv):
