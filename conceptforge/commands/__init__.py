@@ -87,6 +87,7 @@ def invoke(argv: Sequence[str]) -> int:
         args.command in HUB_COMMANDS
         and not getattr(args, "dry_run", False)
         and getattr(args, "generator", None) != "binding"
+        and getattr(args, "eval_tasks", None) != "list"  # the task table needs no network
     ):
         from conceptforge.external_errors import go_offline_if_unreachable
 
