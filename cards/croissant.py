@@ -219,18 +219,27 @@ def _models(provenance: Mapping[str, Any]) -> list[str]:
             found.append(f"{model.get('role', 'model')}: {model['id']} @ {model.get('revision', 'unknown revision')}")
     if provenance.get("model_id"):
         found.append(f"diffusion: {provenance['model_id']} @ {provenance.get('model_revision', 'unknown revision')}")
-    upstream = provenance.get("upstream")
-    if isinstance(upstream, Mapping):
+    upstream = _upstream(provenance)
+    if upstream is not None:
         found += [m for m in _models(upstream) if m not in found]
     return found
 
 
-def _generators(provenance: Mapping[str, Any]) -> list[str]:
+def _upstream(provenance: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The input dataset's provenance a derived dataset nests (cards.lineage.upstream_provenance)."""
+    upstream = provenance.get("upstream")
+    if not isinstance(upstream, Mapping):
+        return None
+    nested = upstream.get("provenance")
+    return nested if isinstance(nested, Mapping) else upstream
+
+
+def _generators(provenance: Mapping[str, Any] | None) -> list[str]:
     chain = []
     while isinstance(provenance, Mapping):
         if provenance.get("generator"):
             chain.append(str(provenance["generator"]))
-        provenance = provenance.get("upstream")
+        provenance = _upstream(provenance)
     return chain
 
 

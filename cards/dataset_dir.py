@@ -19,7 +19,6 @@ import itertools
 import logging
 import re
 import shutil
-import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,9 +29,11 @@ from datasets import Features, LargeList, List, Value
 from datasets import Image as ImageFeature
 from datasets.features.features import encode_nested_example
 
-from conceptforge.errors import ConceptforgeError, StoreError
+from conceptforge.engine.store import DISK_ERRNOS, io_error
+from conceptforge.errors import ConceptforgeError, DataFormatError, StoreError
 from conceptforge.output import FOLDER_MARKER, claim_folder, marker_bytes, owned_files
 from conceptforge.serialization import atomic_write_bytes
+from conceptforge.staging import make_staging, remove_stale
 
 #: Every conceptforge dataset row's stable work-item id (what verify, diff and the row lists key on).
 ID_COLUMN = "item_id"
@@ -287,7 +288,8 @@ def assemble_dataset_dir(
         owned = set(owned_files(out_dir))
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=STAGING_DIR + "-", dir=out_dir))
+        remove_stale(out_dir, STAGING_DIR + "-")  # left by a killed run (kill -9, a full disk)
+        staging = make_staging(out_dir, STAGING_DIR + "-")
         (staging / DATA_DIR).mkdir(parents=True)
     except OSError as error:
         raise StoreError(f"cannot write dataset to {out_dir}: {error.strerror or error}") from None
@@ -295,6 +297,10 @@ def assemble_dataset_dir(
         return _stage_and_swap(
             out_dir, staging, splits, features, render_card, grid_png, max_shard_size, owned, made_by
         )
+    except OSError as error:
+        if error.errno in DISK_ERRNOS:  # a full disk while writing parquet: one line naming the folder
+            raise io_error(error, "write the dataset to", str(out_dir), flag=flag) from None
+        raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
@@ -315,6 +321,7 @@ def _stage_and_swap(
         stats = write_parquet_split(staging / DATA_DIR, split, make_rows(), features, max_shard_size=max_shard_size)
         logger.info("split %s: %d rows in %d shard(s)", split, stats.num_examples, len(stats.files))
         all_stats.append(stats)
+    all_stats = drop_empty_splits(all_stats, staging / DATA_DIR)
     card_text = render_card(all_stats)
     new_files = [f"{DATA_DIR}/{p.name}" for p in sorted((staging / DATA_DIR).iterdir())] + [CARD_NAME]
     new_files += [GRID_NAME] if grid_png is not None else []
@@ -327,6 +334,10 @@ def _stage_and_swap(
             )
     # Swap in: first make the directory look incomplete, then replace the data, then finish.
     (out_dir / CARD_NAME).unlink(missing_ok=True)
+    if made_by is not None:
+        # Claimed before the first file moves in: a run killed (or out of disk) half-way leaves a
+        # folder the rerun recognises as its own, with every file it may have placed listed.
+        atomic_write_bytes(out_dir / FOLDER_MARKER, marker_bytes(made_by, set(new_files) | (owned or set())))
     if owned is None:
         if (out_dir / DATA_DIR).exists():
             shutil.rmtree(out_dir / DATA_DIR)
@@ -343,6 +354,29 @@ def _stage_and_swap(
     if made_by is not None:
         atomic_write_bytes(out_dir / FOLDER_MARKER, marker_bytes(made_by, new_files))
     return all_stats
+
+
+def drop_empty_splits(stats: list[SplitStats], data_dir: Path, *, config: str | None = None) -> list[SplitStats]:
+    """Leave out splits without rows: ``load_dataset`` refuses a dataset with an empty split (a
+    ConceptBed spec without captions has no compositions), so such a split is neither written nor
+    named by the card. Nothing at all to write is refused in one line.
+    """
+    where = f"config {config}: " if config else ""
+    kept = [split for split in stats if split.num_examples > 0]
+    for split in stats:
+        if split.num_examples == 0:
+            for name in split.files:
+                (data_dir / Path(name).name).unlink(missing_ok=True)
+            logger.warning(
+                "%ssplit %s has no rows: left out of the dataset (load_dataset refuses an empty split)",
+                where,
+                split.name,
+            )
+    if not kept:
+        raise DataFormatError(
+            f"{where}every split is empty ({', '.join(s.name for s in stats) or 'none'}): there is no dataset to write"
+        )
+    return kept
 
 
 def is_complete_dataset_dir(path: str | Path) -> bool:
@@ -384,6 +418,7 @@ def assemble_config_dir(
         )
         logger.info("config %s split %s: %d rows in %d shard(s)", config, split, stats.num_examples, len(stats.files))
         all_stats.append(stats)
+    all_stats = drop_empty_splits(all_stats, staging / DATA_DIR, config=config)
     (out_dir / CARD_NAME).unlink(missing_ok=True)  # the repo looks incomplete until the card is rewritten
     for folder, staged in ((out_dir / DATA_DIR / config, staging / DATA_DIR), (out_dir / SCENES_DIR / config, None)):
         if folder.exists():

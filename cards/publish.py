@@ -47,7 +47,7 @@ from conceptforge.cards.hub_remote import (
 )
 from conceptforge.cards.local_dataset import LocalDataset, read_dataset_dir
 from conceptforge.cards.run_record import RECORD_NAME, read_run_record
-from conceptforge.cards.validate import dataset_dir_problems, ensure_valid
+from conceptforge.cards.validate import dataset_dir_problems, ensure_valid, grid_problems
 from conceptforge.cards.versions import Version, parse_version, previous_version, published_versions
 from conceptforge.errors import ConceptforgeError, HubError, InvalidArgumentError, PublishError
 from conceptforge.progress import tqdm
@@ -310,7 +310,8 @@ def publish_dataset(
 
     # 0. Everything that needs no Hub, first: a dry run offline still validates the whole release.
     card_text = render_release_card(local, repo_id=repo_id, version=wanted, previous=None)
-    ensure_valid(dataset_dir_problems(local.directory, card_text, secrets=secrets), "the dataset card")
+    on_disk = grid_problems(local.directory, (Path(local.directory) / CARD_NAME).read_text(encoding="utf-8"))
+    ensure_valid(on_disk + dataset_dir_problems(local.directory, card_text, secrets=secrets), "the dataset card")
     extra[CROISSANT_NAME], release.rai_empty = release_croissant(local, repo_id=repo_id, version=wanted, previous=None)
     if release.rai_empty:
         logger.warning("%s: RAI fields that would be empty: %s", CROISSANT_NAME, ", ".join(release.rai_empty))

@@ -16,7 +16,8 @@ from typing import Any
 
 from conceptforge.cards.dataset_dir import CARD_NAME, DATA_DIR, SCENES_DIR
 from conceptforge.cards.run_record import RECORD_NAME
-from conceptforge.errors import ConceptforgeError, DataNotFoundError, HubError, InvalidArgumentError
+from conceptforge.errors import ConceptforgeError, DataNotFoundError, InvalidArgumentError
+from conceptforge.external_errors import hub_failure
 
 logger = logging.getLogger(__name__)
 
@@ -86,9 +87,8 @@ def download_release(
         raise DataNotFoundError(f"dataset {repo_id} is not on the Hub (or is private: set HF_TOKEN)") from None
     except ConceptforgeError:
         raise
-    except Exception as error:  # offline, connection refused, 5xx: one line
-        reason = " ".join(str(error).split())[:200]
-        raise HubError(f"cannot download {repo_id}@{revision or 'main'}: {type(error).__name__}: {reason}") from None
+    except Exception as error:  # offline, connection refused, a mute endpoint, 5xx: one line
+        raise hub_failure(error, f"download {repo_id}@{revision or 'main'}") from None
     return Path(folder)
 
 
@@ -161,9 +161,6 @@ def open_release(text: str, *, revision: str | None = None) -> ReleaseFiles:
         raise DataNotFoundError(f"{repo_id} has no revision {revision!r} on the Hub") from None
     except RepositoryNotFoundError:
         raise DataNotFoundError(f"dataset {repo_id} is not on the Hub (or is private: set HF_TOKEN)") from None
-    except Exception as error:  # offline, connection refused, 5xx: one line
-        reason = " ".join(str(error).split())[:200]
-        raise HubError(
-            f"cannot read {repo_id}@{revision or 'main'} on the Hub: {type(error).__name__}: {reason}"
-        ) from None
+    except Exception as error:  # offline, connection refused, a mute endpoint, 5xx: one line
+        raise hub_failure(error, f"read {repo_id}@{revision or 'main'} on the Hub") from None
     return ReleaseFiles(f"{repo_id}@{revision or 'main'}", repo_id=repo_id, commit=commit)

@@ -337,18 +337,31 @@ def dataset_dir_problems(
     if set(card_splits) != {(config, entry["split"]) for config, entry in data_files}:
         problems.append("dataset_info splits and configs data_files name different splits")
 
+    for split, count in sorted(rows.items()):
+        if count == 0:  # load_dataset refuses a dataset with an empty split
+            problems.append(f"split {split[1]!r} has no rows (load_dataset refuses it); reassemble without it")
     total = sum(rows.values())
     if rows and data.get("size_categories") != [size_category(total)]:
         problems.append(f"size_categories {data.get('size_categories')} does not match {total} rows")
-    if _GRID_LINK in card_text:
-        grid = directory / GRID_NAME
-        if not grid.is_file():
-            problems.append(f"the card shows {GRID_NAME} but the directory has none")
-        else:
-            with open(grid, "rb") as handle:
-                if handle.read(8) != PNG_MAGIC:
-                    problems.append(f"{GRID_NAME} is not a PNG image")
-    return problems
+    return problems + grid_problems(directory, card_text)
+
+
+def grid_problems(directory: str | Path, card_text: str) -> list[str]:
+    """The sample grid a card shows must be there, as a PNG.
+
+    ``publish`` checks the card on disk with this too: the release card is rendered again from the
+    metadata, and rendering it for the files present dropped the grid of a dataset that had lost
+    its ``grid.png`` (it published without one).
+    """
+    if _GRID_LINK not in card_text:
+        return []
+    grid = Path(directory) / GRID_NAME
+    if not grid.is_file():
+        return [f"the card shows {GRID_NAME} but the directory has none (reassemble the dataset to make it again)"]
+    with open(grid, "rb") as handle:
+        if handle.read(8) != PNG_MAGIC:
+            return [f"{GRID_NAME} is not a PNG image"]
+    return []
 
 
 #: String columns that name a model: their values are published, so they must be a Hub id or an

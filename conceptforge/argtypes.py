@@ -108,8 +108,17 @@ def _parse_number(kind: type, text: str) -> int | float:
 class IntRange(ArgType):
     """An integer in ``[minimum, maximum]`` (either end open when None)."""
 
-    def __init__(self, minimum: int | None = None, maximum: int | None = None, *, name: str = "integer") -> None:
+    def __init__(
+        self,
+        minimum: int | None = None,
+        maximum: int | None = None,
+        *,
+        name: str = "integer",
+        multiple_of: int = 1,
+        why: str = "",
+    ) -> None:
         self.minimum, self.maximum, self.__name__ = minimum, maximum, name
+        self.multiple_of, self.why = multiple_of, why
 
     def __call__(self, text: str) -> int:
         value = _parse_number(int, str(text).strip())
@@ -117,16 +126,26 @@ class IntRange(ArgType):
             raise argparse.ArgumentTypeError(f"must be >= {self.minimum}, got {value}")
         if self.maximum is not None and value > self.maximum:
             raise argparse.ArgumentTypeError(f"must be <= {self.maximum}, got {value}")
+        if value % self.multiple_of:
+            lower = value - value % self.multiple_of
+            nearest = (
+                f"{lower} or {lower + self.multiple_of}" if lower >= (self.minimum or 0) else lower + self.multiple_of
+            )
+            raise argparse.ArgumentTypeError(
+                f"must be a multiple of {self.multiple_of}{f' ({self.why})' if self.why else ''}, got {value}; "
+                f"use {nearest}"
+            )
         return value
 
     def good_example(self, paths: Examples) -> str:
-        return str(
+        value = (
             self.minimum
             if self.minimum is not None and self.minimum > 0
             else 1
             if self.maximum is None or self.maximum >= 1
             else self.maximum
         )
+        return str(-(-value // self.multiple_of) * self.multiple_of)
 
     def bad_examples(self, paths: Examples) -> list[str]:
         bad = ["abc", "1.5", ""]
@@ -134,6 +153,8 @@ class IntRange(ArgType):
             bad.append(str(self.minimum - 1))
         if self.maximum is not None:
             bad.append(str(self.maximum + 1))
+        if self.multiple_of > 1:
+            bad.append(str(int(self.good_example(paths)) + 1))
         return bad
 
     def __repr__(self) -> str:

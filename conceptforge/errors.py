@@ -20,6 +20,7 @@ knowing this module: a missing ``--cub-dir`` is a ``FileNotFoundError``, a bad s
     ├── DependencyMissingError (ImportError)   an optional package (bpy, scikit-learn …) is missing
     ├── HubError (OSError)                     a Hugging Face Hub request failed (network, auth, repo)
     │   └── PublishError                       a release cannot be made as asked (version taken …)
+    ├── ClusterError (ConnectionError)         a compute cluster (Ray) cannot be reached or refused us
     ├── StoreError (RuntimeError)              an output folder or item store conflicts with the run
     │   └── AlreadyAnswered (annotation db)    an annotator answered this item before
     └── ItemError (RuntimeError)               one work item cannot be made (retried, then recorded as failed)
@@ -42,6 +43,7 @@ __all__ = [
     "DependencyMissingError",
     "HubError",
     "PublishError",
+    "ClusterError",
     "StoreError",
     "ItemError",
     "one_line",
@@ -131,6 +133,15 @@ class PublishError(HubError):
     """
 
 
+class ClusterError(ConceptforgeError, ConnectionError):
+    """A compute cluster the run was sent to (``--executor ray --ray-address``) cannot be reached,
+    does not answer, or refused the connection (authentication).
+
+    Why a kind: the fix is the address, the cluster or its credentials, not the data or the Hub
+    (Ray raises a bare ``ConnectionError``, which used to read as a Hugging Face network error).
+    """
+
+
 class StoreError(ConceptforgeError, RuntimeError):
     """An output folder or item store conflicts with this run: it was made with other settings
     (resume conflict), is corrupt, or is locked by another run.
@@ -144,7 +155,8 @@ class ItemError(ConceptforgeError, RuntimeError):
 
     Why a kind: the run engine retries such an item a few times and then records it as failed
     with this line, without stopping the shard (``conceptforge status`` lists it); other kinds of
-    :class:`ConceptforgeError` are about the run itself and stop it.
+    :class:`ConceptforgeError` are about the run itself and stop it. When every item a process
+    tried failed, the run ends with this kind too (exit 2): the stage or a setting is at fault.
     """
 
 

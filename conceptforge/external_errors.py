@@ -11,10 +11,16 @@ is imported here.
 
 :func:`probe_hub` is the fast offline check: one TCP connection to ``HF_ENDPOINT`` with a short
 timeout, instead of minutes of the Hub client's retries before the same failure.
+
+:func:`bound_hub_timeouts` is the other half: an endpoint that accepts connections and never
+answers passes the probe, and the Hub client's own calls (``HfApi.dataset_info``,
+``list_repo_refs`` …) wait with no read timeout at all. It gives every Hub request (``datasets``
+uses the same client) a bound, so such an endpoint fails in seconds with one line.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import socket
@@ -23,6 +29,7 @@ from collections.abc import Iterator
 from urllib.parse import urlparse
 
 from conceptforge.errors import (
+    ClusterError,
     ConceptforgeError,
     DataFormatError,
     DataNotFoundError,
@@ -88,7 +95,18 @@ _NETWORK = {
     "socket.gaierror",
     "_socket.gaierror",
 }
+#: An HTTP client's "no answer in time" (after :func:`bound_hub_timeouts`): the endpoint is up but mute.
+_TIMEOUT = {"httpx.TimeoutException", "httpx2.TimeoutException", "requests.Timeout", "urllib3.ReadTimeoutError"}
 _PARQUET = {"pyarrow.ArrowInvalid"}
+#: Ray's own errors about the cluster (not a task's exception, which is a RayTaskError).
+_RAY = {
+    "ray.AuthenticationError",
+    "ray.RpcError",
+    "ray.RaySystemError",
+    "ray.LocalRayletDiedError",
+    "ray.NodeDiedError",
+    "ray.GetTimeoutError",
+}
 #: transformers and diffusers report a model they cannot find or read as a bare OSError.
 _WEIGHTS_PHRASES = (
     "is not a local folder and is not a valid model identifier",
@@ -115,11 +133,58 @@ def _chain(error: BaseException) -> Iterator[BaseException]:
         current = current.__cause__ or current.__context__
 
 
+#: A write the file system refused for a reason of the machine, not of the program: what to do.
+_DISK_HINTS = {
+    errno.ENOSPC: "free some space or write elsewhere, then rerun the same command",
+    errno.EDQUOT: "free some of your quota or write elsewhere, then rerun the same command",
+    errno.EFBIG: "the file system refused the file size; write elsewhere",
+    errno.EROFS: "the file system is read-only; write elsewhere",
+}
+#: SQLite's own words for the same (it raises sqlite3 errors, not OSError).
+_SQLITE_FULL = ("database or disk is full", "disk i/o error")
+_SQLITE_DAMAGED = ("file is not a database", "database disk image is malformed")
+
+
+def _disk(error: BaseException) -> ConceptforgeError | None:
+    """One line for a full, read-only or over-quota disk, whichever library hit it."""
+    if isinstance(error, OSError) and error.errno in _DISK_HINTS:
+        where = f" {error.filename}" if error.filename else ""
+        return StoreError(
+            f"cannot write{where}: {error.strerror or os.strerror(error.errno)}; {_DISK_HINTS[error.errno]}"
+        )
+    if "sqlite3.Error" in _names(error):
+        text = str(error).lower()
+        if any(phrase in text for phrase in _SQLITE_FULL):
+            return StoreError(f"cannot write a SQLite file ({error}): {_DISK_HINTS[errno.ENOSPC]}")
+        if any(phrase in text for phrase in _SQLITE_DAMAGED):
+            return DataFormatError(
+                f"a SQLite file is damaged or not SQLite ({error}): if it is a conceptforge cache, delete it (it is "
+                "rebuilt); otherwise point the flag elsewhere"
+            )
+    return None
+
+
+def _raised_in(error: BaseException, package: str) -> bool:
+    """Whether ``error`` was raised by code of ``package`` (its innermost traceback frame)."""
+    tb = error.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    module = str(tb.tb_frame.f_globals.get("__name__", ""))
+    return module == package or module.startswith(package + ".")
+
+
 def _one(error: BaseException) -> ConceptforgeError | None:
     if isinstance(error, ConceptforgeError):
         return error
     names = _names(error)
     text = one_line(error)
+    disk = _disk(error)
+    if disk is not None:
+        return disk
+    if names & _RAY or (isinstance(error, ConnectionError) and _raised_in(error, "ray")):
+        return ClusterError(f"Ray: {text}: check --ray-address, the cluster (`ray status` on its head) and its token")
     if names & _CREDENTIALS:
         return StoreError(f"no credentials for the object store ({text}): {CREDENTIALS_HINT}")
     if names & _ENDPOINT:
@@ -137,6 +202,11 @@ def _one(error: BaseException) -> ConceptforgeError | None:
         return WeightsUnavailableError(f"neither an existing local folder nor a valid Hub id ({text}): check the path")
     if names & _HUB:
         return HubError(f"the Hugging Face Hub refused the request ({text}): check the id, the revision and HF_TOKEN")
+    if names & _TIMEOUT:
+        return HubError(
+            f"{os.environ.get('HF_ENDPOINT') or 'the Hugging Face Hub'} did not answer within "
+            f"{hub_timeouts()[0]:g} s ({text}): check HF_ENDPOINT and the network; {OFFLINE_HINT}"
+        )
     if names & _NETWORK or isinstance(error, ConnectionError):
         if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}:
             return HubError(
@@ -152,10 +222,23 @@ def _one(error: BaseException) -> ConceptforgeError | None:
     return None
 
 
+def hub_failure(error: Exception, what: str) -> ConceptforgeError:
+    """One line for a failed Hub call made to ``what`` (e.g. "read org/x@v1 on the Hub").
+
+    The known environment reason (:func:`translate`) when there is one, else the error's first line.
+    """
+    known = translate(error)
+    reason = str(known) if known is not None else f"{type(error).__name__}: {one_line(error, limit=200)}"
+    return HubError(f"cannot {what}: {reason}")
+
+
 def translate(error: BaseException) -> ConceptforgeError | None:
     """Our one-line error for a known environment error in ``error``'s chain, else None (a bug)."""
     if not isinstance(error, Exception):
         return None
+    for link in _chain(error):  # a mute endpoint first: the Hub client wraps it in "not in the cache"
+        if _names(link) & _TIMEOUT:
+            return _one(link)
     for link in _chain(error):
         translated = _one(link)
         if translated is not None:
@@ -241,3 +324,81 @@ def _set_library_offline() -> None:
             transformers_hub._is_offline_mode = True  # transformers < 4.45 cached the flag here
         except (ImportError, AttributeError):
             pass
+
+
+#: Seconds a Hub request may wait for the next bytes of an answer. Reads use the Hub client's own
+#: ``HF_HUB_DOWNLOAD_TIMEOUT`` (default 10 s, the value it already uses for file downloads);
+#: writes (a commit the server must process) get at least :data:`WRITE_TIMEOUT`.
+WRITE_TIMEOUT = 60.0
+HUB_CONNECT_TIMEOUT = 10.0
+
+
+def hub_timeouts() -> tuple[float, float]:
+    """(read, write) bounds in seconds for one Hub request, from ``HF_HUB_DOWNLOAD_TIMEOUT``."""
+    try:
+        read = float(os.environ.get("HF_HUB_DOWNLOAD_TIMEOUT") or 10)
+    except ValueError:
+        read = 10.0
+    read = read if read > 0 else 10.0
+    return read, max(read, WRITE_TIMEOUT)
+
+
+def _bounded(request) -> None:
+    """An ``httpx2`` request hook: no timeout left unset, none longer than the bounds.
+
+    The Hub client's API calls pass ``timeout=None`` (wait for ever) and ``datasets`` passes 100 s;
+    the bound is per read (seconds between two pieces of the answer), not per download.
+    """
+    read, write = hub_timeouts()
+    limit = read if request.method in {"GET", "HEAD", "OPTIONS"} else write
+    bounds = {"connect": HUB_CONNECT_TIMEOUT, "read": limit, "write": limit, "pool": limit}
+    current = dict(request.extensions.get("timeout") or {})
+    request.extensions = {
+        **request.extensions,
+        "timeout": {
+            key: bound if current.get(key) is None else min(current[key], bound) for key, bound in bounds.items()
+        },
+    }
+
+
+async def _bounded_async(request) -> None:
+    _bounded(request)
+
+
+_BOUND = False
+
+
+def bound_hub_timeouts() -> None:
+    """Give every request of the Hub client (and of ``datasets``, which shares it) a timeout.
+
+    Why: ``huggingface_hub``'s client is built with ``timeout=None`` and most ``HfApi`` calls
+    pass none, so an endpoint that accepts the connection and never answers (a dead proxy, a
+    stuck mirror) hangs ``publish``, ``verify``, ``diff`` and ``evaluate --dataset`` for ever,
+    silently, and the TCP probe above cannot tell. A client factory the caller installed
+    already is kept as it is. Idempotent; imports ``huggingface_hub`` (~0.1 s).
+    """
+    global _BOUND
+    if _BOUND:
+        return
+    from huggingface_hub.utils import _http
+
+    if getattr(_http, "_GLOBAL_CLIENT_FACTORY", None) is _http.default_client_factory:
+
+        def client_factory():
+            client = _http.default_client_factory()
+            client.event_hooks = {**client.event_hooks, "request": [*client.event_hooks["request"], _bounded]}
+            return client
+
+        _http.set_client_factory(client_factory)
+    if getattr(_http, "_GLOBAL_ASYNC_CLIENT_FACTORY", None) is _http.default_async_client_factory:
+
+        def async_client_factory():
+            client = _http.default_async_client_factory()
+            client.event_hooks = {
+                **client.event_hooks,
+                "request": [*client.event_hooks["request"], _bounded_async],
+            }
+            return client
+
+        _http.set_async_client_factory(async_client_factory)
+    _BOUND = True

@@ -13,14 +13,15 @@ import json
 import math
 import os
 import shutil
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from conceptforge.engine.store import io_error
+from conceptforge.engine.store import DISK_ERRNOS, io_error
 from conceptforge.output import FOLDER_MARKER, claim_folder, marker_bytes, normal_mode
 from conceptforge.serialization import atomic_write_bytes
+from conceptforge.staging import RECORD as STAGING_RECORD
+from conceptforge.staging import make_staging, remove_stale
 
 
 def _json_safe(value: Any) -> Any:
@@ -61,25 +62,29 @@ def write_directory_atomically(
     directory = claim_folder(directory, made_by=made_by, flag=flag)
     try:
         directory.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", suffix=".tmp", dir=directory.parent))
+        remove_stale(directory.parent, f".{directory.name}.")  # left by a killed run of this write
+        tmp = make_staging(directory.parent, f".{directory.name}.", ".tmp")
     except OSError as error:
         raise io_error(error, "write to", str(directory), flag=flag) from None
     old = None
     try:
         write(tmp)
+        (tmp / STAGING_RECORD).unlink(missing_ok=True)  # the folder becomes the output: no longer staging
         files = sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file())
         (tmp / FOLDER_MARKER).write_bytes(marker_bytes(made_by, files))
         for path in [tmp, *tmp.rglob("*")]:
             normal_mode(path, directory=path.is_dir())
         claim_folder(directory, made_by=made_by, flag=flag)  # still ours after the work
         if directory.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", suffix=".old", dir=directory.parent))
+            old = make_staging(directory.parent, f".{directory.name}.", ".old")
             os.replace(directory, old / "previous")
         os.replace(tmp, directory)
-    except BaseException:
+    except BaseException as error:
         shutil.rmtree(tmp, ignore_errors=True)
         if old is not None and (old / "previous").exists() and not directory.exists():
             os.replace(old / "previous", directory)  # put the previous folder back
+        if isinstance(error, OSError) and error.errno in DISK_ERRNOS:  # a full disk: one line naming the folder
+            raise io_error(error, "write", str(directory), flag=flag) from None
         raise
     finally:
         if old is not None:

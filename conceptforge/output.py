@@ -15,7 +15,8 @@ output share the rules below.
   dataset). We own it when it carries our marker (``.conceptforge.json``, naming the command that
   wrote it); an empty or absent folder is free; anything else is refused.
 - :func:`claim_files` — single report files (``x.json`` and the ``x.md`` beside it). A file is ours
-  when it is absent or when its first bytes carry our signature.
+  when it is absent or when its first bytes carry our signature (:func:`json_with_keys` for the
+  JSON files a command updates: a candidate spec, an annotation export, saved scores).
 
 Every refusal is one line (a :class:`~conceptforge.errors.ConceptforgeError`, exit 2), raised
 before anything is written.
@@ -23,6 +24,7 @@ before anything is written.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 from collections.abc import Callable, Iterable, Sequence
@@ -32,6 +34,7 @@ from pathlib import Path
 from conceptforge.engine.store import OWNER_NAME, RUN_CONFIG_NAME, ItemStore, Location, io_error, is_url, join
 from conceptforge.errors import InvalidArgumentError, StoreError
 from conceptforge.serialization import canonical_json
+from conceptforge.staging import is_staging
 
 WORK_DIR = ".work"
 #: In a store root: the stage that made the run (``{"stage": "sub/candidates"}``), created once.
@@ -89,11 +92,20 @@ def recorded_stage(work: Location) -> str | None:
 
 
 def _store_being_created(work: Location) -> bool:
-    """A ``.work`` folder holding nothing yet but hidden temp/probe files: a store being opened."""
+    """A ``.work`` folder holding nothing yet but hidden temp/probe files: a store being opened.
+
+    On an object store the owner record is the first object written (an atomic put, no temp
+    file), so anything there without it, files or "folders" such as ``chunks/``, is a damaged or
+    foreign store: it used to pass (only files were listed) and a run with other settings took
+    the chunks over as its own.
+    """
     try:
         if work.local:
             return all(name.startswith(".") for name in os.listdir(work.root))
-        return not work.listdir("")
+        work.refresh()
+        return not work.fs.ls(work.root, detail=False)
+    except FileNotFoundError:
+        return True
     except OSError:
         return False
 
@@ -248,7 +260,8 @@ def claim_folder(path: str | os.PathLike[str], *, made_by: str, flag: str = "--o
     if path.exists() and not path.is_dir():
         raise InvalidArgumentError(f"{flag} {path} is a file; choose a folder")
     try:
-        entries = [p.name for p in path.iterdir()] if path.is_dir() else []
+        # a staging folder of ours (left by a killed run) is not someone else's file
+        entries = [p.name for p in path.iterdir() if not is_staging(p)] if path.is_dir() else []
     except OSError as error:
         raise io_error(error, "read", str(path)) from None
     entries = [e for e in entries if e not in allow]
@@ -314,3 +327,139 @@ def claim_files(
                 raise StoreError(
                     f"{flag}: {path} already exists and was not written by conceptforge; move it away or choose another name"
                 )
+    for path in map(Path, paths):
+        _lock_output(path, flag)
+
+
+#: Output files this process holds (see :func:`_lock_output`), removed when it exits.
+_HELD: dict[Path, Path] = {}
+
+
+def _lock_output(path: Path, flag: str) -> None:
+    """Hold ``path`` for this process until it exits: a second process claiming it meanwhile is
+    refused in one line (two runs writing one ``--output`` used to both exit 0, one result lost).
+
+    The lock is a hidden file beside the output naming our process; one left by a process that is
+    gone (kill -9) is taken over.
+    """
+    from conceptforge.engine.processes import holder_alive, this_process
+
+    path = Path(os.path.abspath(path))
+    if path in _HELD:
+        return
+    lock = path.with_name(f".{path.name}.conceptforge-lock")
+    record = this_process()
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        for _ in range(2):
+            if Location(str(lock.parent)).create(lock.name, json.dumps(record).encode()):
+                break
+            try:
+                holder = json.loads(lock.read_bytes())
+            except (OSError, ValueError):
+                holder = {}
+            if holder == record:
+                break
+            if holder_alive(holder) is not False and holder:
+                where = f"process {holder.get('pid')} on {holder.get('host')}"
+                raise StoreError(
+                    f"{flag}: {path} is being written by another conceptforge run ({where}); wait for it to "
+                    f"finish or choose another name (if that run is gone, delete {lock})"
+                )
+            lock.unlink(missing_ok=True)  # its process is gone (or the lock is unreadable): take it over
+        else:
+            raise StoreError(f"{flag}: cannot take {lock}; delete it if no conceptforge run is writing {path}")
+    except OSError as error:
+        raise io_error(error, "write to", str(path.parent), flag=flag) from None
+    if not _HELD:
+        atexit.register(release_outputs)
+    _HELD[path] = lock
+
+
+def release_outputs() -> None:
+    """Let go of the outputs this process claimed (a command's end; also at exit)."""
+    for lock in _HELD.values():
+        try:
+            lock.unlink(missing_ok=True)
+        except OSError:
+            pass
+    _HELD.clear()
+
+
+def json_with_keys(*keys: str, lines: bool = False) -> Callable[[Path, bytes], bool]:
+    """An ``ours`` test for :func:`claim_files`: the file is a JSON object holding every one of
+    ``keys`` (with ``lines=True``: JSON lines, the first of them such an object; an empty file
+    counts as ours, it is what a run with no records writes).
+
+    Why whole-file parsing: a user's JSON that merely starts like ours (``{"birds": …}`` written
+    by hand) must not be rewritten.
+    """
+
+    def ours(path: Path, head: bytes) -> bool:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return False
+        if lines:
+            text = next((line for line in text.splitlines() if line.strip()), "")
+            if not text:
+                return True
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return False
+        return isinstance(value, dict) and all(key in value for key in keys)
+
+    return ours
+
+
+def mark_folder(path: str | os.PathLike[str], *, made_by: str) -> None:
+    """Put our marker into ``path`` (created if needed) unless one is there: the folder is ours.
+
+    For a working folder that collects many files over many runs (``generate conceptbed
+    --work-dir``), checked with :func:`claim_folder` before the first write.
+    """
+    path = Path(path)
+    if _read_marker(path) is not None:
+        return
+    path.mkdir(parents=True, exist_ok=True)
+    Location(str(path)).create(FOLDER_MARKER, marker_bytes(made_by, []))
+
+
+def claim_sqlite(path: str | os.PathLike[str], *, tables: Iterable[str], flag: str, what: str) -> Path:
+    """Refuse (read only, before anything is written) an existing ``path`` that is not our SQLite file.
+
+    Ours: absent, empty, or a SQLite database holding every one of ``tables`` and no table of
+    another schema. Why: ``CREATE TABLE IF NOT EXISTS`` on a user's own database (or on any file
+    that happens to have the name) writes our tables into it, and a damaged file ended in a
+    ``sqlite3.DatabaseError`` traceback. ``what`` names the file in the message ("sample cache").
+    """
+    import sqlite3
+
+    path = Path(path)
+    if path.is_dir():
+        raise InvalidArgumentError(f"{flag} {path} is a folder; give a file name")
+    try:
+        if not path.exists() or path.stat().st_size == 0:
+            return path
+    except OSError as error:
+        raise io_error(error, "read", str(path), flag=flag) from None
+    wanted = set(tables)
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=60)
+        try:
+            found = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            conn.close()
+    except sqlite3.Error as error:
+        raise StoreError(
+            f"{flag}: {path} is not conceptforge's {what} ({error}); if it is and got damaged, delete it, "
+            "otherwise choose another path"
+        ) from None
+    found = {name for name in found if not name.startswith("sqlite_")}
+    if found and not (wanted <= found):
+        raise StoreError(
+            f"{flag}: {path} is a SQLite database of something else (tables {_shown(found)}), not conceptforge's "
+            f"{what}; move it away or choose another path"
+        )
+    return path

@@ -27,16 +27,29 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     ``mkstemp``'s 0600: collaborators on shared storage must be able to read and resume a run.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as error:
+        raise _naming(error, path) from None
     try:
         os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as error:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(error, OSError):
+            raise _naming(error, path) from None
         raise
+
+
+def _naming(error: OSError, path: Path) -> OSError:
+    """The same error with the file the caller asked for (a full disk fails on a hidden temp
+    file, or on ``close`` with no file name at all: the one-line message must say where)."""
+    if error.errno is None:
+        return error
+    return type(error)(error.errno, error.strerror or os.strerror(error.errno), str(path))
 
 
 def canonical_json(value: Any) -> bytes:

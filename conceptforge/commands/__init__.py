@@ -80,15 +80,24 @@ def invoke(argv: Sequence[str]) -> int:
     # The invocation as `conceptforge ...`, whichever wrapper started it (provenance records it).
     args.argv = ["conceptforge", *argv]
     setup_logging(getattr(args, "verbose", False))
+    from conceptforge.external_errors import bound_hub_timeouts
+
+    bound_hub_timeouts()  # a Hub endpoint that never answers fails in seconds, not never
     if (
         args.command in HUB_COMMANDS
         and not getattr(args, "dry_run", False)
         and getattr(args, "generator", None) != "binding"
+        and getattr(args, "eval_tasks", None) != "list"  # the task table needs no network
     ):
         from conceptforge.external_errors import go_offline_if_unreachable
 
         go_offline_if_unreachable()  # seconds, not minutes of retries, when there is no network
-    return run_entry(COMMANDS, args.command, args)
+    from conceptforge.output import release_outputs
+
+    try:
+        return run_entry(COMMANDS, args.command, args)
+    finally:
+        release_outputs()  # the files this command claimed are free for the next one
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -121,6 +121,10 @@ def run(args: argparse.Namespace) -> int:
         cub_dir=args.cub_dir,
         metrics=args.metric,
     )
+    if args.export:  # a user's file of that name is never replaced: only an export of ours
+        from conceptforge.filters.annotation.session import claim_export
+
+        claim_export(args.export)
     if args.apply:  # someone's folder: refused before any file (the export included) is written
         from conceptforge.filters.annotation.apply import APPLY_MADE_BY
         from conceptforge.output import claim_folder

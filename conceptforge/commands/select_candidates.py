@@ -167,6 +167,9 @@ def run_attributes(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from conceptforge.filters.sub.candidate_spec import claim_spec
+
     if args.batch_size < 1:
         raise InvalidArgumentError(f"--batch-size must be >= 1, got {args.batch_size}")
+    claim_spec(args.spec)  # a user's JSON of that name: refused before any model loads
     return run_birds(args) if args.selection == "birds" else run_attributes(args)

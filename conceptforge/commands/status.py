@@ -104,8 +104,10 @@ def status_lines(
             f"  shard {index} of {num_shards}: {len(mine) - len(left)}/{len(mine)} chunks done, "
             f"{items_left} items left, last state: {state if left or state != 'running' else 'finished'}"
         )
-    lines += failed_lines(store, out)
+    failures = failed_lines(store, out, total=plan["items"])
+    lines += failures
     lines += resubmission_lines(out, num_shards, missing_shards, reports)
+    lines += lock_lines(store.location, out)
     finished = read_done(store.location)
     if finished:
         problems = verify_assembled(Location(out), finished)
@@ -114,6 +116,8 @@ def status_lines(
         else:
             checked = " (sizes and sha256 checked)" if finished.get("manifest") else ""
             lines.append(f"assembled: yes ({len(finished.get('files', []))} files{checked})")
+    elif len(done) == plan["chunks"] and failures:
+        lines.append("assembled: no — see the failed items above")
     elif len(done) == plan["chunks"]:
         lines.append(f"assembled: no — every chunk is done: run `conceptforge assemble {out}`")
     else:
@@ -121,17 +125,49 @@ def status_lines(
     return lines
 
 
-def failed_lines(store, out: str, *, limit: int = 20) -> list[str]:
-    """The items that failed every attempt, one line each (see conceptforge.engine.failures)."""
+def lock_lines(location, out: str) -> list[str]:
+    """Who holds the assembly lock, and whether that process still runs (a kill -9 leaves it)."""
+    import time
+
+    from conceptforge.engine.assembly import LOCK_NAME, lock_holder
+    from conceptforge.engine.processes import holder_alive
+
+    holder = lock_holder(location)
+    if holder is None:
+        return []
+    who = f"process {holder.get('pid', '?')} on {holder.get('host', '?')}"
+    alive = holder_alive(holder)
+    if alive is False:
+        return [f"assembly lock: left by {who}, which is gone; `conceptforge assemble {out}` takes it over"]
+    if alive:
+        return [f"assembling now: {who}"]
+    modified = location.mtime(LOCK_NAME)
+    age = f", refreshed {time.time() - modified:.0f} s ago" if modified is not None else ""
+    return [f"assembly lock: held by {who} (another host{age}; a lock not refreshed for 300 s is taken over)"]
+
+
+def failed_lines(store, out: str, *, limit: int = 20, total: int | None = None) -> list[str]:
+    """The items that failed every attempt, one line each (see conceptforge.engine.failures).
+
+    When every item of the run (``total``) failed there is nothing to assemble without them: the
+    advice is to fix the cause (the stage, a setting), not ``assemble --allow-failed``.
+    """
     from conceptforge.engine.failures import failed_items
 
     failures = failed_items(store)
     if not failures:
         return []
-    lines = [
-        f"failed: {len(failures)} item(s) failed every attempt: rerun the same command to retry them, or "
-        f"`conceptforge assemble {out} --allow-failed` to assemble without them"
-    ]
+    if total is not None and len(failures) >= total:
+        head = (
+            f"failed: every one of the {len(failures)} item(s) failed every attempt: the stage or its settings are "
+            "at fault (the errors below); fix that and rerun the same command"
+        )
+    else:
+        head = (
+            f"failed: {len(failures)} item(s) failed every attempt: rerun the same command to retry them, or "
+            f"`conceptforge assemble {out} --allow-failed` to assemble without them"
+        )
+    lines = [head]
     lines += [f"  {f.item_id} ({f.split}, {f.attempts} attempts): {f.error}" for f in failures[:limit]]
     if len(failures) > limit:
         lines.append(f"  ... {len(failures) - limit} more")
@@ -195,12 +231,67 @@ def resubmission_lines(out: str, num_shards: int, missing: list[int], reports: d
     tasks = sorted({index // world for index in missing})
     scripts = sorted({str(r["script"]) for r in slurm if r.get("script")})
     script = scripts[0] if len(scripts) == 1 else "YOUR_JOB_SCRIPT"
-    return [
+    lines = [
         f"missing array tasks: --array={array_spec(tasks)} (of {num_shards // world} shards"
         + (f", {world} processes each" if world > 1 else "")
         + ")",
-        f"resubmit them: sbatch --array={array_spec(tasks)} {script}",
     ]
+    # A task Slurm still has (requeued after a preemption, held, pending) runs again by itself:
+    # resubmitting it too would run it twice.
+    queued = _queued_array_tasks({str(r["job"]).split("_", 1)[0] for r in slurm if r.get("job")})
+    waiting = {task: queued[task] for task in tasks if task in queued}
+    if waiting:
+        held = [
+            task
+            for task, (state, reason, _) in sorted(waiting.items())
+            if "held" in f"{state} {reason}".lower() or "hold" in state.lower()
+        ]
+        lines.append(
+            f"still queued in Slurm: --array={array_spec(sorted(waiting))} ("
+            + ", ".join(f"{task}: {state.lower()}" for task, (state, _, _) in sorted(waiting.items()))
+            + "); Slurm runs them, do not resubmit"
+            + (
+                f"; held ones start after `scontrol release {','.join(waiting[task][2] for task in held)}`"
+                if held
+                else ""
+            )
+        )
+    rest = [task for task in tasks if task not in waiting]
+    if rest:
+        lines.append(f"resubmit them: sbatch --array={array_spec(rest)} {script}")
+    return lines
+
+
+#: squeue states of a job that Slurm will still run (or is running).
+_QUEUED_STATES = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED",
+                  "RESIZING", "SUSPENDED", "STAGE_OUT", "SIGNALING"}  # fmt: skip
+
+
+def _queued_array_tasks(array_jobs: set[str]) -> dict[int, tuple[str, str, str]]:
+    """Array task id -> (state, reason, job id) for the tasks of ``array_jobs`` still in Slurm's
+    queue; {} when Slurm cannot be asked (no squeue, another machine)."""
+    import shutil
+    import subprocess
+
+    if not array_jobs or not shutil.which("squeue"):
+        return {}
+    try:
+        result = subprocess.run(
+            ["squeue", "-h", "-r", "-o", "%i|%T|%r", "-j", ",".join(sorted(array_jobs))],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    queued: dict[int, tuple[str, str, str]] = {}
+    for line in result.stdout.splitlines():
+        job, _, rest = line.strip().partition("|")
+        state, _, reason = rest.partition("|")
+        array_job, sep, task = job.partition("_")
+        if sep and task.isdigit() and array_job in array_jobs and state.upper() in _QUEUED_STATES:
+            queued[int(task)] = (state.upper(), reason, job)
+    return queued
 
 
 def run(args: argparse.Namespace) -> int:

@@ -42,7 +42,6 @@ import json
 import logging
 import os
 import shutil
-import socket
 import tempfile
 import threading
 import time
@@ -53,10 +52,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from conceptforge.engine.failures import failed_items, failures_section
+from conceptforge.engine.processes import holder_alive, this_process
 from conceptforge.engine.store import ItemStore, Location, io_error, join
 from conceptforge.errors import DataNotFoundError, InvalidArgumentError, StoreError
 from conceptforge.output import WORK_DIR, RunDir
 from conceptforge.serialization import canonical_json
+from conceptforge.staging import make_staging, remove_stale
 
 logger = logging.getLogger(__name__)
 
@@ -93,25 +94,50 @@ class _Heartbeat(threading.Thread):
                 logger.debug("heartbeat failed", exc_info=True)
 
 
-def _take_lock(location: Location, stale_after: float) -> str | None:
-    """Create the lock; take over a stale one. Returns our token, or None if another holds it."""
+def lock_holder(location: Location) -> dict | None:
+    """The record in ``assembly.lock`` (token, host, pid, start time), or None when there is none."""
+    try:
+        record = json.loads(location.read(LOCK_NAME))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _take_lock(location: Location, stale_after: float) -> tuple[str | None, bool]:
+    """Create the lock; take over a dead holder's at once and a stale one after ``stale_after``.
+
+    Returns (our token or None if a live process holds it, whether we took over another's lock).
+    A holder on this host whose process is gone (kill -9, OOM) is known dead at once; one on
+    another host is dead only when it stopped refreshing the lock.
+    """
     token = uuid.uuid4().hex
-    payload = canonical_json({"token": token, "host": socket.gethostname(), "pid": os.getpid(), "time": time.time()})
+    payload = canonical_json({"token": token, **this_process(), "time": time.time()})
+    took_over = False
     for _ in range(2):
         if location.create(LOCK_NAME, payload):
             try:  # read back: a concurrent stale-lock takeover may have replaced ours
                 if json.loads(location.read(LOCK_NAME)).get("token") == token:
-                    return token
+                    return token, took_over
             except (OSError, ValueError):
                 pass
-            return None
+            return None, False
+        holder = lock_holder(location) or {}
         modified = location.mtime(LOCK_NAME)
-        if modified is not None and time.time() - modified > stale_after:
+        if holder_alive(holder) is False:
+            logger.warning(
+                "taking over the assembly lock of process %s on %s, which is gone",
+                holder.get("pid"),
+                holder.get("host"),
+            )
+        elif modified is not None and time.time() - modified > stale_after:
             logger.warning("taking over a stale assembly lock (not refreshed for %.0f s)", time.time() - modified)
-            location.remove(LOCK_NAME)
-            continue
-        return None
-    return None
+        else:
+            return None, False
+        location.remove(LOCK_NAME)
+        took_over = True
+    return None, False
 
 
 def read_done(location: Location) -> dict | None:
@@ -237,18 +263,31 @@ def assemble_once(
     work = store.location
     out_location = Location(out)
     deadline = time.monotonic() + wait
+    asked_force, said = force, False
     while True:
         done = read_done(work)
         if done and done.get("fingerprint") == fingerprint and not force:
             return _already(out, out_location, done)
-        token = _take_lock(work, stale_after)
+        token, took_over = _take_lock(work, stale_after)
         if token is not None:
+            if took_over:
+                force = asked_force  # its holder died: no result of it to take instead of ours
             break
         if time.monotonic() > deadline:
             return AssemblyOutcome(
                 "busy",
                 f"another process is assembling {out}; it finishes there, or run `conceptforge assemble {out}` if that process died",
             )
+        if not said:  # waiting is never silent
+            holder = lock_holder(work) or {}
+            logger.info(
+                "waiting for process %s on %s, which is assembling %s (`conceptforge status %s` shows it)",
+                holder.get("pid", "?"),
+                holder.get("host", "?"),
+                out,
+                out,
+            )
+            said = True
         time.sleep(poll)
         force = False  # the holder's result is what we wait for
     beat = _Heartbeat(work, work.read(LOCK_NAME))
@@ -260,9 +299,11 @@ def assemble_once(
         if out_location.local:
             parent = Path(work.path(""))
             parent.mkdir(parents=True, exist_ok=True)
-            staging = Path(tempfile.mkdtemp(prefix="staging-", dir=parent))
+            remove_stale(parent, "staging-")  # of assemblies killed half-way: we hold the lock now
+            staging = make_staging(parent, "staging-")
         else:
-            staging = Path(tempfile.mkdtemp(prefix="conceptforge-staging-"))
+            remove_stale(tempfile.gettempdir(), "conceptforge-staging-")
+            staging = make_staging(None, "conceptforge-staging-")
         try:
             build(staging)
             owned = _owned(work, done)
@@ -405,6 +446,11 @@ def assemble_run(
             f"{out}: {expected - len(done)} of {expected} chunks are still missing; finish every shard first (`conceptforge status {out}`)"
         )
     failures = failed_items(store)
+    if failures and len(failures) >= int(config["plan"].get("items", 0) or 0):
+        raise StoreError(
+            f"{out}: every one of its {len(failures)} item(s) failed every attempt (e.g. {failures[0].item_id}: "
+            f"{failures[0].error}): there is nothing to assemble; fix the cause and rerun the stage"
+        )
     if failures and not allow_failed:
         raise StoreError(
             f"{out}: {len(failures)} item(s) failed every attempt (`conceptforge status {out}` lists them): rerun "

@@ -96,3 +96,51 @@ def stop_pool(pool: concurrent.futures.ProcessPoolExecutor, *, timeout: float = 
     for process in processes:
         process.join(max(0.0, deadline - time.monotonic()))
     logger.debug("stopped %d worker process(es)", len(processes))
+
+
+# -- who holds a lock or a staging folder ----------------------------------------------------------
+def _start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (Linux), to tell a reused pid apart."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return int(handle.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def this_process() -> dict[str, object]:
+    """Host, pid and start time of this process: what a lock or a staging folder records."""
+    import socket
+
+    return {"host": socket.gethostname(), "pid": os.getpid(), "start": _start_time(os.getpid())}
+
+
+def holder_alive(record: dict) -> bool | None:
+    """Whether the process a record names (:func:`this_process`) still runs.
+
+    True or False for a process of this host (a reused pid with another start time counts as
+    gone); None when it ran on another host, or the record says too little: nobody here can tell.
+    """
+    import socket
+
+    host, pid = record.get("host"), record.get("pid")
+    if host not in {socket.gethostname(), os.uname().nodename} or not isinstance(pid, int) or pid <= 0:
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    recorded, current = record.get("start"), _start_time(pid)
+    if isinstance(recorded, int) and current is not None and current != recorded:
+        return False
+    if current is None and sys.platform.startswith("linux"):  # a zombie or gone between the two calls
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            if handle.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                return False
+    except OSError:
+        pass
+    return True

@@ -22,18 +22,25 @@ from __future__ import annotations
 import dataclasses
 import logging
 import signal
+import socket
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from conceptforge.engine.runner import Chunk, Stage, run_chunk, write_chunk_results
 from conceptforge.engine.store import ItemResult, ItemStore
-from conceptforge.errors import InvalidArgumentError
+from conceptforge.errors import ClusterError, DependencyMissingError, InvalidArgumentError
 from conceptforge.progress import tqdm
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_RETRIES = 3
+#: Seconds ``ray.init`` may take to join an existing cluster (``--ray-address``). Ray itself retries
+#: an address that does not answer for minutes, deaf to SIGTERM while it waits in its C++ client.
+RAY_CONNECT_TIMEOUT = 30.0
+#: Seconds one TCP connection to the cluster's address may take before it counts as unreachable.
+PROBE_TIMEOUT = 5.0
 
 
 def _import_ray():
@@ -42,6 +49,122 @@ def _import_ray():
     except ImportError:
         raise InvalidArgumentError("--executor ray needs Ray: pip install 'conceptforge[ray]'") from None
     return ray
+
+
+def check_address(address: str | None) -> None:
+    """Refuse, before anything is written, a ``--ray-address`` this installation cannot use.
+
+    ``ray://`` needs the Ray Client extra (``ray[client]``); otherwise the address must be
+    ``auto``, ``local`` or ``HOST:PORT``.
+    """
+    if not address:
+        return
+    if address.startswith("ray://"):
+        from ray._private.utils import get_ray_client_dependency_error
+
+        if get_ray_client_dependency_error() is not None:
+            raise DependencyMissingError(
+                f"--ray-address {address} needs the Ray Client: pip install 'ray[client]' "
+                "(or give the cluster's HOST:PORT from the head node)"
+            )
+        return
+    if address in {"auto", "local"}:
+        return
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or "://" in address:
+        raise InvalidArgumentError(f"--ray-address {address!r}: expected HOST:PORT, ray://HOST:PORT, auto or local")
+
+
+def _reachable(host: str, port: int) -> str | None:
+    """None when a TCP connection to ``host:port`` opens within :data:`PROBE_TIMEOUT`, else why not."""
+    result: dict[str, str | None] = {}
+
+    def connect() -> None:
+        try:
+            with socket.create_connection((host, port), timeout=PROBE_TIMEOUT):
+                result["why"] = None
+        except OSError as error:
+            result["why"] = error.strerror or str(error) or type(error).__name__
+
+    thread = threading.Thread(target=connect, daemon=True, name="ray-probe")
+    thread.start()
+    thread.join(PROBE_TIMEOUT + 1)
+    return "timed out" if thread.is_alive() else result.get("why", "timed out")
+
+
+def _bootstrap_address(ray, address: str) -> tuple[str, int] | None:
+    """``HOST:PORT`` Ray will dial for ``address`` (``auto`` read as Ray reads it); None for ray://."""
+    if address.startswith("ray://"):
+        rest = address.removeprefix("ray://")
+        host, _, port = rest.rpartition(":")
+        return (host, int(port)) if port.isdigit() else (rest, 10001)
+    from ray._private.services import canonicalize_bootstrap_address
+
+    try:
+        canonical = canonicalize_bootstrap_address(address)
+    except (ConnectionError, ValueError) as error:
+        raise ClusterError(f"--ray-address {address}: {' '.join(str(error).split())}") from None
+    if canonical is None:
+        return None
+    host, _, port = canonical.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+class _QuietThreadWarning(logging.Filter):
+    """ray.init off the main thread says it leaves SIGTERM alone: that is why we do it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "handler is not set because current thread is not the main thread" not in record.getMessage()
+
+
+def connect(ray, address: str, options: dict[str, Any], *, timeout: float = RAY_CONNECT_TIMEOUT) -> None:
+    """``ray.init(address=…)`` bounded: one :class:`ClusterError` line when the cluster cannot be used.
+
+    An address nobody listens on is found by one TCP connection; a port that accepts and never
+    answers (or a cluster that refuses us) by the time limit: ``ray.init`` runs in a helper thread
+    that the main thread waits on in short steps, so Ctrl+C and SIGTERM stop the command at once
+    instead of after Ray's minutes of retries.
+    """
+    target = _bootstrap_address(ray, address)
+    if target is not None:
+        why = _reachable(*target)
+        if why is not None:
+            raise ClusterError(
+                f"--ray-address {address}: no Ray cluster answers at {target[0]}:{target[1]} ({why}); "
+                "start one (`ray start --head`) or check the address"
+            )
+    outcome: dict[str, BaseException | None] = {}
+
+    def init() -> None:
+        try:
+            ray.init(address=address, **options)
+            outcome["error"] = None
+        except BaseException as error:  # handed to the main thread
+            outcome["error"] = error
+
+    quiet = _QuietThreadWarning()
+    worker_logger = logging.getLogger("ray._private.worker")
+    worker_logger.addFilter(quiet)
+    try:
+        thread = threading.Thread(target=init, daemon=True, name="ray-init")
+        thread.start()
+        deadline = time.monotonic() + timeout
+        while thread.is_alive() and time.monotonic() < deadline:
+            thread.join(0.2)
+    finally:
+        worker_logger.removeFilter(quiet)
+    if "error" not in outcome:
+        raise ClusterError(
+            f"--ray-address {address}: the Ray cluster did not accept the connection within {timeout:g} s; "
+            "check the address (the head's GCS port, 6379 by default) and `ray status` on the head node"
+        )
+    error = outcome["error"]
+    if error is not None:
+        if isinstance(error, (KeyboardInterrupt, SystemExit)):
+            raise error
+        raise ClusterError(
+            f"--ray-address {address}: Ray refused the connection ({' '.join(str(error).split())[:300]})"
+        )
 
 
 def _run_chunk_task(stage: Stage, chunk: Chunk) -> list[ItemResult]:
@@ -80,7 +203,10 @@ class RayExecutor:
         if not ray.is_initialized():
             options = {"include_dashboard": False, "log_to_driver": True, **self.init_options}
             handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-            ray.init(address=self.address, **options)
+            if self.address and self.address != "local":
+                connect(ray, self.address, options, timeout=RAY_CONNECT_TIMEOUT)  # bounded: one line when unusable
+            else:
+                ray.init(address=self.address, **options)
             self._replaced_handlers = handlers
             logger.info("Ray: %s", "connected to " + self.address if self.address else "started a local cluster")
         return ray
@@ -169,5 +295,6 @@ def executor_from_args(
         return None
     if executor == "ray":
         _import_ray()  # fail before anything is written
+        check_address(ray_address)
         return RayExecutor(address=ray_address, num_workers=num_workers)
     raise InvalidArgumentError(f"unknown --executor {executor!r}; choose local or ray")

@@ -31,6 +31,7 @@ from typing import Any, Protocol
 
 from conceptforge.engine.assembly import ASSEMBLY_ARGS, Assembler, AssemblyOutcome, assemble_run
 from conceptforge.engine.failures import (
+    ITEM_ATTEMPTS,
     FailedItem,
     FailureCounter,
     failed_chunks,
@@ -42,7 +43,7 @@ from conceptforge.engine.failures import (
 from conceptforge.engine.launchers import scheduler_record
 from conceptforge.engine.store import ItemResult, ItemStore, io_error
 from conceptforge.engine.workitems import ShardSpec, WorkItem, check_unique_ids
-from conceptforge.errors import InvalidArgumentError
+from conceptforge.errors import InvalidArgumentError, ItemError, one_line
 from conceptforge.interrupts import Interrupted
 from conceptforge.output import RunDir
 from conceptforge.progress import tqdm
@@ -127,10 +128,31 @@ def items_fingerprint(items: Sequence[WorkItem]) -> str:
     return digest.hexdigest()
 
 
+#: Keys of a stage's assembly arguments that only record how one process ran (its command line,
+#: device, package versions, batch size): shards and reruns may differ in them. Every other
+#: assembly argument decides the assembled dataset and is fixed with the settings in run.json.
+RECORD_ONLY_KEYS = frozenset({"command_line", "argv", "device", "packages", "python", "work_dir", "batch_size"})
+
+
+def output_arguments(value: Any) -> Any:
+    """``value`` (assembly arguments) without the :data:`RECORD_ONLY_KEYS`, at any depth."""
+    if isinstance(value, Mapping):
+        return {str(k): output_arguments(v) for k, v in value.items() if k not in RECORD_ONLY_KEYS}
+    if isinstance(value, (list, tuple)):
+        return [output_arguments(v) for v in value]
+    return value
+
+
 def run_config(stage: Stage, chunks: Sequence[Chunk] | None = None) -> dict[str, Any]:
-    """What run.json fixes: the settings, the items and their chunking."""
+    """What run.json fixes: the settings, the items and their chunking, and the assembly arguments
+    that decide the dataset.
+
+    Why the assembly arguments too: two runs into one ``--out`` with another ``--keep-fraction``
+    (or license, shard size …) used to both exit 0 with one dataset, made with whichever
+    arguments were written last; now the second is refused like any other setting.
+    """
     chunks = plan_chunks(stage.items, stage.chunk_size, stage.group) if chunks is None else chunks
-    return {
+    config: dict[str, Any] = {
         "stage": stage.name,
         "settings": json.loads(canonical_json(dict(stage.settings))),
         "assembler": stage.assembler.name if stage.assembler else None,
@@ -142,6 +164,9 @@ def run_config(stage: Stage, chunks: Sequence[Chunk] | None = None) -> dict[str,
             "fingerprint": items_fingerprint(stage.items),
         },
     }
+    if stage.assembler:
+        config["assembly"] = json.loads(canonical_json(output_arguments(dict(stage.assembly_args))))
+    return config
 
 
 # -- the output folder ----------------------------------------------------------------------------
@@ -235,14 +260,27 @@ def _batches(
         return results
     if budget is not None and budget < len(chunk.items):
         return None
-    try:
-        results = list(stage.process_batch(list(chunk.items)))
-    except Exception as error:
-        if not is_item_failure(error):
-            raise
-        logger.warning(
-            "%s: a batch of %d failed (%s); making its items one at a time", stage.name, len(chunk.items), error
-        )
+    results = None
+    for attempt in range(1, ITEM_ATTEMPTS + 1):
+        # The whole chunk again first, grouped as before: a model's float32 results depend on what
+        # shares its batch (padding, kernel choice), so a transient error (an OOM, a hiccup) must
+        # not change the grouping, or the run would differ from an uninterrupted one.
+        try:
+            results = list(stage.process_batch(list(chunk.items)))
+            break
+        except Exception as error:
+            if not is_item_failure(error):
+                raise
+            logger.warning(
+                "%s: a batch of %d failed (attempt %d of %d): %s",
+                stage.name,
+                len(chunk.items),
+                attempt,
+                ITEM_ATTEMPTS,
+                one_line(error),
+            )
+    if results is None:  # it fails every time: find the bad items, one at a time
+        logger.warning("%s: making the %d items of the batch one at a time", stage.name, len(chunk.items))
         results = [
             make_with_retries(lambda item=item: _single(stage, item), item, counter=counter, unit=stage.unit)
             for item in chunk.items
@@ -421,6 +459,7 @@ def run_stage(
         {**report_base, "state": "running", "host": os.uname().nodename, "pid": os.getpid()},
     )
     executor = executor or _EXECUTOR.get()
+    planned = list(todo)
     with _stop_recorded(store, shard, report_base):
         if executor is not None and todo:  # made elsewhere (Ray), written here: nothing left for the loop below
             made, todo = executor.run_chunks(stage, todo, store, max_items=max_items, redo=set(done)), []
@@ -462,6 +501,18 @@ def run_stage(
         missing_shards=sorted({c.index % shard.num_shards for c in missing}),
         failed=failed_items(store),
     )
+    # Chunks this process finished: their items were either made or failed every attempt. None
+    # made means every one failed: the stage or a setting is broken (a resolution the model
+    # refuses), not the items; "made 0" with exit 0 would let the next command run on nothing.
+    tried = sum(len(chunk.items) for chunk in planned if chunk.index in done)
+    if tried and not made:
+        first = report.failed[0] if report.failed else None
+        raise ItemError(
+            f"{stage.name}: every one of the {tried} {stage.unit}(s) tried failed every attempt"
+            + (f" (e.g. {first.item_id}: {first.error})" if first else "")
+            + f"; nothing was made: fix the cause and rerun (with other settings: into a new --out; "
+            f"`conceptforge status {out}` lists the items)"
+        )
     if report.failed:
         logger.warning(
             "%d item(s) failed every attempt; not assembling (`conceptforge status %s` lists them)",

@@ -68,9 +68,15 @@ def _chunk_schema():
     )
 
 
+#: Errors of the disk (full, over quota, a file too big, read-only), not of the program.
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
+
+
 def io_error(error: OSError, action: str, where: str, *, flag: str = "--out") -> ConceptforgeError:
     """One line for an I/O failure (full disk, permissions, network), with what to do."""
-    reason = error.strerror or str(error) or type(error).__name__
+    # pyarrow words a full disk as "Error writing bytes to file. Detail: [errno 28] …": the kernel's words are plainer
+    reason = os.strerror(error.errno) if error.errno in DISK_ERRNOS else error.strerror
+    reason = reason or str(error) or type(error).__name__
     hint = {
         errno.ENOSPC: f"free some space or choose another {flag}, then rerun the same command to resume",
         errno.EDQUOT: f"free some quota or choose another {flag}, then rerun the same command to resume",
@@ -94,6 +100,26 @@ def join(location: str | os.PathLike[str], *parts: str) -> str:
     return str(Path(text, *parts))
 
 
+#: botocore settings for ``s3://`` unless the user configured their own (fsspec's ``s3`` config,
+#: e.g. ``FSSPEC_S3_CONFIG_KWARGS``): botocore's defaults (60 s per read, 5 attempts) inside
+#: s3fs's own 5 retries made an endpoint that accepts and never answers hang a command for many
+#: minutes. With these a mute endpoint fails in about 30 s; s3fs still retries transient errors.
+S3_CONFIG = {"connect_timeout": 5, "read_timeout": 5, "retries": {"total_max_attempts": 1}}
+
+
+def bound_object_store_timeouts() -> None:
+    """Fill fsspec's ``s3`` defaults with :data:`S3_CONFIG` where the user set nothing."""
+    import fsspec.config
+
+    config = fsspec.config.conf.setdefault("s3", {})
+    kwargs = config.get("config_kwargs")
+    if kwargs is None:
+        config["config_kwargs"] = {key: (dict(v) if isinstance(v, dict) else v) for key, v in S3_CONFIG.items()}
+    elif isinstance(kwargs, dict):
+        for key, value in S3_CONFIG.items():
+            kwargs.setdefault(key, value)
+
+
 class Location:
     """A folder on some fsspec file system, with the few operations the engine needs.
 
@@ -110,6 +136,7 @@ class Location:
         else:
             import fsspec
 
+            bound_object_store_timeouts()
             try:
                 self.fs, self.root = fsspec.core.url_to_fs(self.url)
             except (ImportError, ValueError) as error:
@@ -480,6 +507,9 @@ def _differences(old: Any, new: Any, prefix: str = "") -> list[str]:
 def _readable(paths: list[str]) -> list[str]:
     """Name settings as the user knows them: ``steps``, ``learner.model_id``, ``--chunk-size``."""
     out: list[str] = []
+    if any(not path.startswith("assembly.") for path in paths):
+        # the settings say it; the assembly arguments derived from them would only repeat it
+        paths = [path for path in paths if not path.startswith("assembly.")]
     for path in paths:
         if path in {"plan.chunks", "plan.chunk_items"} and "plan.chunk_size" in paths:
             continue
@@ -488,15 +518,24 @@ def _readable(paths: list[str]) -> list[str]:
         elif path == "plan.chunk_size":
             name = "--chunk-size"
         else:
-            name = path.removeprefix("settings.")
+            name = path.removeprefix("settings.").removeprefix("assembly.")
         if name not in out:
             out.append(name)
     return out
 
 
 def is_store(location: str | os.PathLike[str]) -> bool:
-    """Whether ``location`` is (the root of) an item store made by this project."""
+    """Whether ``location`` is (the root of) an item store made by this project.
+
+    An object store that cannot be reached (no answer, no credentials) raises: "not a run" would
+    send the user looking for the wrong mistake.
+    """
+    where = Location(location)
     try:
-        return Location(location).exists(OWNER_NAME)
-    except OSError:
+        return where.exists(OWNER_NAME)
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
         return False
+    except OSError:
+        if where.local:
+            return False
+        raise

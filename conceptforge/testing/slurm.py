@@ -45,6 +45,9 @@ FINAL_STATES = {
     "DEADLINE",
     "PREEMPTED",
 }
+#: Seconds after which a wait gives up: only a guard against a hung daemon, far beyond what any
+#: test needs even on a loaded machine (the tests wait for conditions, not for times).
+HANG_GUARD = 3600.0
 
 
 def _find(name: str) -> str | None:
@@ -136,8 +139,12 @@ class SlurmCluster:
                 states[key] = state.group(1)
         return states
 
-    def wait(self, job: str, *, timeout: float = 300, poll: float = 0.5) -> dict[str, str]:
-        """Wait until every task of ``job`` is in a final state; returns their states."""
+    def wait(self, job: str, *, timeout: float = HANG_GUARD, poll: float = 0.5) -> dict[str, str]:
+        """Wait until every task of ``job`` is in a final state; returns their states.
+
+        A wait for a condition, not a deadline: a loaded machine only makes it longer. ``timeout``
+        guards against a hung daemon only (:data:`HANG_GUARD`).
+        """
         deadline = time.monotonic() + timeout
         while True:
             states = self.states(job)
@@ -147,13 +154,18 @@ class SlurmCluster:
                 raise TimeoutError(f"Slurm job {job} did not finish in {timeout:.0f} s: {states}\n{self.log_tail()}")
             time.sleep(poll)
 
-    def wait_for(self, job: str, wanted: Sequence[str], *, timeout: float = 120, poll: float = 0.2) -> dict[str, str]:
-        """Wait until some task of ``job`` is in one of the ``wanted`` states."""
+    def wait_for(
+        self, job: str, wanted: Sequence[str], *, timeout: float = HANG_GUARD, poll: float = 0.2
+    ) -> dict[str, str]:
+        """Wait until some task of ``job`` is in one of the ``wanted`` states; fails at once when
+        every task reached a final state without it (the condition can no longer be met)."""
         deadline = time.monotonic() + timeout
         while True:
             states = self.states(job)
             if any(state in wanted for state in states.values()):
                 return states
+            if states and all(state in FINAL_STATES for state in states.values()):
+                raise AssertionError(f"Slurm job {job} finished without reaching {wanted}: {states}")
             if time.monotonic() > deadline:
                 raise TimeoutError(f"Slurm job {job} never reached {wanted}: {states}")
             time.sleep(poll)

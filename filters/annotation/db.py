@@ -117,6 +117,9 @@ class AnnotationDB:
 
         Returns True when the study was created now, False when it is resumed.
         """
+        from conceptforge.output import claim_sqlite
+
+        claim_sqlite(self.path, tables=["meta", "items", "annotations"], flag="--db", what="annotation database")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = self.connect()

@@ -125,6 +125,19 @@ def export_results(app: StudyApp, config: dict[str, Any], *, rules: Rules, metri
     )
 
 
+#: Keys of every results export (:func:`~conceptforge.filters.annotation.results.compute_results`).
+EXPORT_KEYS = ("study", "rules", "progress", "annotations")
+
+
+def claim_export(path: str | Path) -> Path:
+    """Refuse (before any work) an ``--export`` path holding a file that is not an export of ours."""
+    from conceptforge.output import claim_files, json_with_keys
+
+    claim_files([path], flag="--export", ours=json_with_keys(*EXPORT_KEYS))
+    return Path(path)
+
+
 def write_json(path: str | Path, payload: Any) -> None:
     """Write an export with sorted keys (so two exports diff cleanly) through the one JSON writer."""
+    claim_export(path)
     files.write_json(path, payload, sort_keys=True)

@@ -34,7 +34,20 @@ class ScoreRecord:
     question: str = ""
 
 
+#: Fields every saved score line holds: a JSON-lines file whose first line has them is ours to replace.
+RECORD_KEYS = ("source", "task", "concept", "target_prob", "max_prob", "correct")
+
+
+def claim_scores_file(path: str | Path, *, flag: str = "--save-scores") -> Path:
+    """Refuse (before any model loads) a scores file that exists and is not saved scores of ours."""
+    from conceptforge.output import claim_files, json_with_keys
+
+    claim_files([path], flag=flag, ours=json_with_keys(*RECORD_KEYS, lines=True))
+    return Path(path)
+
+
 def save_records(path: str | Path, records: Iterable[ScoreRecord]) -> None:
+    claim_scores_file(path)
     lines = [json.dumps({**asdict(r), "categories": list(r.categories)}, sort_keys=True) for r in records]
     atomic_write_bytes(Path(path), ("\n".join(lines) + "\n").encode("utf-8"))
 

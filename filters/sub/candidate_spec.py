@@ -22,14 +22,33 @@ from conceptforge.errors import InvalidArgumentError, SpecError
 logger = logging.getLogger(__name__)
 
 
+#: Keys only select-candidates writes: a spec holding one of them is ours to update.
+SELECTION_KEYS = ("reference_selection", "attribute_selection")
+
+
+def claim_spec(path: str | Path) -> Path:
+    """Refuse (before any model work) a ``--spec`` that exists and was not written by select-candidates.
+
+    A hand-written candidate spec or any other JSON file of the user's is never rewritten: the
+    selection goes to a new file, which ``generate sub --candidate-spec`` reads the same way.
+    """
+    from conceptforge.output import claim_files, json_with_keys
+
+    path = Path(path)
+    ours = [json_with_keys(key) for key in SELECTION_KEYS]
+    claim_files([path], flag="--spec", ours=lambda file, head: any(test(file, head) for test in ours))
+    return path
+
+
 def update_spec(path: Path, updates: dict[str, Any]) -> None:
     from conceptforge.serialization import atomic_write_bytes
 
+    claim_spec(path)
     spec: dict[str, Any] = {}
     if path.exists():
         try:
             spec = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as error:
+        except ValueError as error:  # not JSON, or not text at all
             raise SpecError(f"{path} is not a JSON candidate spec: {error}") from None
         if not isinstance(spec, dict):
             raise SpecError(f"{path} is not a JSON object")

@@ -11,10 +11,13 @@ thousands of images of a few sizes, so:
   PIL -> NumPy round trips), cropped as views, then rescaled and normalised for the whole batch
   in one float32 torch operation.
 
-Nothing is assumed blindly: a batch with a prompt or image size not seen yet goes through the
-processor, and the fast path is used only while it reproduces those batches (same ids, same
-mask, pixel values within ``PIXEL_ATOL``, checked once per image size) and the processor returns
-nothing else; after one mismatch every batch goes through the processor.
+Nothing is assumed blindly: for each (prompt, image size) the processor is called once on a fixed
+probe image of that size, and the fast path is used only for batches whose every key reproduces
+it (same ids, pixel values within ``PIXEL_ATOL``, checked once per image size) when the processor
+returns nothing else; a size that does not match goes through the processor. The choice depends
+on the batch alone, never on what was encoded before it, so a resumed or sharded run encodes each
+batch exactly as an uninterrupted one (issue 32: the first batch of every process used to take the
+processor's float64 path, the others the fast one, and the scores differed in the last digits).
 """
 
 from __future__ import annotations
@@ -176,7 +179,7 @@ class BatchEncoder:
     """``processor(text=..., images=..., padding=True, padding_side="right")``, reusing what repeats.
 
     Token ids are cached per (prompt, image size); pixels come from :class:`ClipStylePixels`.
-    Both are used only after a processor batch showed they give the processor's output.
+    Both are used only after a processor call on a probe image showed they give its output.
     """
 
     def __init__(self, processor: Any, tokenizer: Any) -> None:
@@ -185,20 +188,31 @@ class BatchEncoder:
         self.pixels = ClipStylePixels.from_image_processor(getattr(processor, "image_processor", None))
         self.verified: bool | None = None if self.pixels is not None else False  # None: not checked yet
         self._ids: dict[tuple[str, tuple[int, int]], list[int]] = {}
-        self._sizes: set[tuple[int, int]] = set()  # image sizes whose fast pixels matched the processor
+        self._sizes: dict[tuple[int, int], bool] = {}  # image size -> fast pixels match the processor
 
     def __call__(
         self, images: Sequence[Image.Image], texts: Sequence[str], *, pool: Executor | None = None
     ) -> dict[str, torch.Tensor]:
-        """The processor's tensors for right-padded ``texts`` with ``images``; ``pool`` see :class:`ClipStylePixels`."""
+        """The processor's tensors for right-padded ``texts`` with ``images``; ``pool`` see :class:`ClipStylePixels`.
+
+        Which path a batch takes depends on the batch alone (its prompts and image sizes), never on
+        what this process encoded before: float32 model outputs differ slightly between the two
+        paths, and a resumed or sharded run must give the bytes of an uninterrupted one.
+        """
         images = [image if image.mode == "RGB" else image.convert("RGB") for image in images]
         keys = [(text, image.size) for text, image in zip(texts, images)]
-        if self.verified and all(key in self._ids for key in keys):
+        if self.verified is not False and all(self._learn(key) for key in dict.fromkeys(keys)):
             pixels = self.pixels(images, pool=pool)
             if pixels is not None:
                 input_ids, mask = self._collate([self._ids[key] for key in keys])
                 return {"input_ids": input_ids, "attention_mask": mask, "pixel_values": pixels}
-        return self._processor_batch(images, texts, keys)
+        return self._processor(images, texts)
+
+    def _processor(self, images: list[Image.Image], texts: Sequence[str]) -> dict[str, torch.Tensor]:
+        inputs = self.processor(
+            text=list(texts), images=images, return_tensors="pt", padding=True, padding_side="right"
+        )  # some processors default to left padding (InternVL)
+        return {key: value for key, value in inputs.items() if isinstance(value, torch.Tensor)}
 
     def _collate(self, rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         length = max(len(row) for row in rows)
@@ -209,50 +223,44 @@ class BatchEncoder:
             mask[number, : len(row)] = 1
         return input_ids, mask
 
-    def _processor_batch(
-        self, images: list[Image.Image], texts: Sequence[str], keys: list[tuple[str, tuple[int, int]]]
-    ) -> dict[str, torch.Tensor]:
-        inputs = self.processor(
-            text=list(texts), images=images, return_tensors="pt", padding=True, padding_side="right"
-        )  # some processors default to left padding (InternVL)
-        out = {key: value for key, value in inputs.items() if isinstance(value, torch.Tensor)}
-        if self.verified is False or set(out) != _FAST_KEYS:
-            self.verified = False
-            return out
-        ids, mask = out["input_ids"], out["attention_mask"]
-        rows = {}
-        for number, key in enumerate(keys):
-            length = int(mask[number].sum())
-            if not bool(mask[number, :length].all()):
-                self.verified = False  # not right-padded: leave it to the processor
-                return out
-            rows[key] = ids[number, :length].tolist()
-        if not self._check(images, keys, rows, out):
-            logger.info("VQA fast inputs differ from the processor's; using the processor for every batch")
-            self.verified = False
-            return out
-        self.verified = True
-        self._ids.update(rows)
-        return out
+    def _learn(self, key: tuple[str, tuple[int, int]]) -> bool:
+        """Whether the fast path reproduces the processor for ``key`` = (prompt, image size).
 
-    def _check(
-        self,
-        images: list[Image.Image],
-        keys: list[tuple[str, tuple[int, int]]],
-        rows: dict[tuple[str, tuple[int, int]], list[int]],
-        out: dict[str, torch.Tensor],
-    ) -> bool:
-        """Collation always; pixels of images whose size was not checked yet (once per size)."""
-        input_ids, mask = self._collate([rows[key] for key in keys])
-        if not (torch.equal(input_ids, out["input_ids"].long()) and torch.equal(mask, out["attention_mask"].long())):
+        Decided once per key from one processor call on a fixed probe image of that size (not on
+        the batch's own images: the answer must not depend on which images came first). The
+        token ids of the key are kept; the pixels are compared once per size.
+        """
+        if key in self._ids:
+            return True
+        text, size = key
+        if self.verified is False or self._sizes.get(size) is False:
             return False
-        new = [number for number, image in enumerate(images) if image.size not in self._sizes]
-        if new:
-            pixels = self.pixels([images[number] for number in new])
+        probe = _probe_image(size)
+        out = self._processor([probe], [text])
+        if set(out) != _FAST_KEYS or not bool(out["attention_mask"].all()):
+            self.verified = False  # other tensors (tiles, image sizes …) or padding: the processor's job
+            return False
+        if size not in self._sizes:
+            pixels = self.pixels([probe])
             expected = out["pixel_values"]
-            if pixels is None or expected.shape[0] != len(images) or pixels.shape[1:] != expected.shape[1:]:
+            self._sizes[size] = bool(
+                pixels is not None
+                and pixels.shape == expected.shape
+                and float((pixels - expected.float()).abs().max()) <= PIXEL_ATOL
+            )
+            if not self._sizes[size]:
+                logger.info("VQA fast inputs differ from the processor's for %dx%d images; using the processor", *size)
                 return False
-            if float((pixels - expected[new].float()).abs().max()) > PIXEL_ATOL:
-                return False
-            self._sizes.update(images[number].size for number in new)
+        self._ids[key] = out["input_ids"][0].tolist()
+        self.verified = True
         return True
+
+
+def _probe_image(size: tuple[int, int]) -> Image.Image:
+    """A fixed image of ``size`` with every pixel value and sharp edges (what resizing rounds)."""
+    width, height = size
+    x = np.arange(width, dtype=np.int64)[None, :, None]
+    y = np.arange(height, dtype=np.int64)[:, None, None]
+    channel = np.arange(3, dtype=np.int64)[None, None, :]
+    values = (x * 37 + y * 101 + channel * 83 + (x // 7 + y // 5) % 2 * 128) % 256
+    return Image.fromarray(values.astype(np.uint8), "RGB")

@@ -34,6 +34,7 @@ from conceptforge.generators.conceptbed.learners import (
     load_components,
 )
 from conceptforge.generators.conceptbed.spec import Concept
+from conceptforge.output import FOLDER_MARKER
 
 logger = logging.getLogger(__name__)
 
@@ -77,15 +78,29 @@ def save_artifact(
     (directory / CONFIG_NAME).write_text(json.dumps(metadata, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
 
+#: The command that writes artifact folders (their marker, and a --work-dir's).
+ARTIFACT_MADE_BY = "generate conceptbed"
+
+
 def artifact_complete(directory: Path) -> bool:
-    return (Path(directory) / CONFIG_NAME).is_file()
+    """A learned concept we wrote: ``learner.json`` inside a folder carrying our marker.
+
+    A folder with a ``learner.json`` of someone else's is not taken as learned (its weights would
+    be applied to every image of the concept).
+    """
+    directory = Path(directory)
+    if not (directory / CONFIG_NAME).is_file():
+        return False
+    try:
+        marker = json.loads((directory / FOLDER_MARKER).read_bytes())
+    except (OSError, ValueError):
+        return False
+    return isinstance(marker, dict) and marker.get("made_by") == ARTIFACT_MADE_BY
 
 
 # An artifact folder is written whole or not at all (a crash leaves no half artifact; an
 # incomplete leftover without learner.json is replaced).
-write_artifact_atomically = functools.partial(
-    write_directory_atomically, made_by="generate conceptbed", flag="--work-dir"
-)
+write_artifact_atomically = functools.partial(write_directory_atomically, made_by=ARTIFACT_MADE_BY, flag="--work-dir")
 
 
 def read_artifact_config(directory: Path) -> dict[str, Any]:

@@ -499,6 +499,14 @@ def _parse_categories(value: object, where: str) -> tuple[str, ...]:
     return tuple(c for c in CATEGORIES if c in parsed)
 
 
+def _text(path: Path) -> str:
+    """A captions file as text; a binary file given by mistake is one line, not a traceback."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise DataFormatError(f"{path} is not a UTF-8 text file of captions") from None
+
+
 def load_captions(path: str | Path, concepts: Iterable[str]) -> dict[str, list[Caption]]:
     """Read captions for ``concepts`` from a JSONL file or a folder of ``<concept>.txt`` files.
 
@@ -514,11 +522,11 @@ def load_captions(path: str | Path, concepts: Iterable[str]) -> dict[str, list[C
             file = path / f"{name}.txt"
             if not file.exists():
                 continue
-            for line in file.read_text(encoding="utf-8").splitlines():
+            for line in _text(file).splitlines():
                 if line.strip():
                     result[name].append(Caption(concept=name, caption=" ".join(line.split())))
     elif path.is_file():
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        for number, line in enumerate(_text(path).splitlines(), start=1):
             if not line.strip():
                 continue
             where = f"{path}:{number}"

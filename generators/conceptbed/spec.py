@@ -166,7 +166,7 @@ def load_spec(path: str | Path, *, resolve_images: bool = True) -> ConceptSpec:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise DataNotFoundError(f"concept spec {path} does not exist") from None
-    except json.JSONDecodeError as error:
+    except ValueError as error:  # not JSON, or not text at all (UnicodeDecodeError)
         raise SpecError(f"concept spec {path} is not valid JSON: {error}") from None
     if not isinstance(raw, dict):
         raise SpecError(f"concept spec {path} must be a JSON object")

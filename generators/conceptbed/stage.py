@@ -35,7 +35,12 @@ from conceptforge.engine.runner import Stage, assemble_run, check_output, plan_c
 from conceptforge.engine.store import ItemResult, ItemStore, is_url
 from conceptforge.engine.workitems import ShardSpec, WorkItem, derive_seed
 from conceptforge.errors import InvalidArgumentError
-from conceptforge.generators.conceptbed.artifacts import AppliedArtifact, artifact_complete, train_and_save
+from conceptforge.generators.conceptbed.artifacts import (
+    ARTIFACT_MADE_BY,
+    AppliedArtifact,
+    artifact_complete,
+    train_and_save,
+)
 
 # the assembler's stored name points here: importing this module registers it
 from conceptforge.generators.conceptbed.card import (
@@ -65,6 +70,7 @@ from conceptforge.generators.conceptbed.sampling import (
     reference_thumbnails,
 )
 from conceptforge.generators.conceptbed.spec import Concept, ConceptSpec
+from conceptforge.output import claim_folder, mark_folder
 
 logger = logging.getLogger(__name__)
 
@@ -175,6 +181,12 @@ class ConceptBedGenerator:
             raise InvalidArgumentError(
                 f"--work-dir {self.work} is a file: pass a folder for the learned concept weights"
             )
+        # A --work-dir of the user's: learned concepts and class images are read back from it, so a
+        # folder of someone else's files (an artifacts/<concept>/learner.json of theirs) would be
+        # taken as learned. Ours carries a marker; the default (OUT/.work) is the run's own store.
+        self._own_work = options.work_dir is not None
+        if self._own_work:
+            claim_folder(self.work, made_by=ARTIFACT_MADE_BY, flag="--work-dir")
         self.run_dir = check_output(self.out, stage="conceptbed")  # read only: the store is made with the first work
         self.captions = prepare_captions(spec, options.categoriser, options.max_captions)
         self.items = build_items(spec, options.config, self.captions, num_images=options.num_images)
@@ -213,6 +225,8 @@ class ConceptBedGenerator:
         directory = self.artifact_dir(concept)
         if artifact_complete(directory):
             return directory
+        if self._own_work:
+            mark_folder(self.work, made_by=ARTIFACT_MADE_BY)  # checked free in __init__: ours from now on
         class_images: list[Path] = []
         if config.uses_prior:
             class_images = ensure_class_images(

@@ -28,6 +28,10 @@ def load_results(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
             payload = json.loads(path.read_text())
         except json.JSONDecodeError as error:
             raise DataFormatError(f"{path} is not JSON ({error.msg}, line {error.lineno})") from None
+        except UnicodeDecodeError:  # a binary file (an image, a parquet file) given by mistake
+            raise DataFormatError(
+                f"{path} is not a text file: give the JSON of `conceptforge evaluate --output`"
+            ) from None
         if not isinstance(payload, dict) or payload.get("format") != RESULTS_FORMAT:
             raise DataFormatError(f"{path} is not a conceptforge evaluate results file (format {RESULTS_FORMAT})")
         problem = structure_problem(payload)

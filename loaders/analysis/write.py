@@ -36,6 +36,8 @@ def _main_metrics(results_path: Path) -> dict[str, str]:
         payload = json.loads(results_path.read_text())
     except json.JSONDecodeError as error:
         raise DataFormatError(f"{results_path} is not JSON ({error.msg}, line {error.lineno})") from None
+    except UnicodeDecodeError:
+        raise DataFormatError(f"{results_path} is not a text file (a JSON results file was expected)") from None
     return {task["task"]: task.get("main_metric", "") for task in payload.get("tasks", []) if isinstance(task, dict)}
 
 

@@ -36,7 +36,13 @@ import numpy as np
 from conceptforge.errors import DataFormatError, InvalidArgumentError
 
 # The record format lives with the oracles that write it; re-exported so reports read one module.
-from conceptforge.filters.conceptbed.records import ORIGINAL, ScoreRecord, load_records, save_records  # noqa: F401
+from conceptforge.filters.conceptbed.records import (  # noqa: F401
+    ORIGINAL,
+    ScoreRecord,
+    claim_scores_file,
+    load_records,
+    save_records,
+)
 from conceptforge.generators.conceptbed.composition import CATEGORIES
 
 logger = logging.getLogger(__name__)

@@ -127,8 +127,10 @@ def pil_processor(model_id: str, *, revision: str | None = None) -> Any:
 class EmbeddingCache:
     """A key -> float32 vector store in one SQLite file (safe to share between processes)."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, path: Path, *, flag: str = "--cache-dir") -> None:
+        from conceptforge.output import claim_sqlite
+
+        self.path = path = claim_sqlite(path, tables=["emb"], flag=flag, what="embedding cache")
         path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(str(path), timeout=60, check_same_thread=False)

@@ -28,8 +28,10 @@ CACHE_FILE = "samples.sqlite"
 class SampleCache:
     """Rows by key; ``put`` commits, so what was scored before a crash survives it."""
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
+    def __init__(self, path: str | Path, *, flag: str = "--cache-dir") -> None:
+        from conceptforge.output import claim_sqlite
+
+        self.path = claim_sqlite(path, tables=["samples"], flag=flag, what="sample cache")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(self.path), timeout=60)
         self._db.execute("PRAGMA journal_mode=WAL")

@@ -156,3 +156,85 @@ def test_ray_cli_generate_sub_is_byte_identical(tmp_path):
     assert on_ray.returncode == 0, on_ray.stderr[-3000:]
     assert "Ray: 2 actor(s) hold the model" in on_ray.stderr, on_ray.stderr[-3000:]
     assert _bytes(tmp_path / "ray" / "out") == _bytes(tmp_path / "local" / "out")
+
+
+_CONNECT = """
+import sys
+import conceptforge.engine.ray_executor as ray_executor
+from conceptforge.cli import run_cli
+
+ray_executor.RAY_CONNECT_TIMEOUT = float(sys.argv[2])
+
+
+def main(argv):
+    print("connecting", flush=True)
+    ray_executor.RayExecutor(address=argv[0])._ray()
+
+
+sys.exit(run_cli(main, [sys.argv[1]]))
+"""
+
+
+def _connect(address: str, *, limit: float = 3.0) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")} | JOB_ENV
+    return subprocess.Popen(
+        [f"{BIN}/python", "-c", _CONNECT, address, str(limit)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _last_error_line(stderr: str) -> str:
+    assert "Traceback" not in stderr, stderr[-3000:]
+    return stderr.strip().splitlines()[-1]
+
+
+def test_an_unusable_ray_address_is_one_line_not_minutes_of_retries(tmp_path):
+    """Issue 32: ray.init retried an unreachable --ray-address for minutes, deaf to SIGTERM."""
+    import threading
+
+    from tests.core.test_external_errors import MuteServer, _closed_port
+
+    closed = _connect(f"127.0.0.1:{_closed_port()}")
+    _, err = closed.communicate(timeout=600)
+    assert closed.returncode == 2 and _last_error_line(err).startswith("error: --ray-address 127.0.0.1:"), err[-3000:]
+    assert "no Ray cluster answers" in err
+
+    # A port that accepts and never speaks Ray's protocol: bounded by the connect limit. Ray dials the
+    # node's own address for 127.0.0.1, so the mute server listens on every interface.
+    mute = MuteServer(host="0.0.0.0")
+    try:
+        stuck = _connect(f"127.0.0.1:{mute.port}")
+        _, err = stuck.communicate(timeout=600)
+        assert stuck.returncode == 2, err[-3000:]
+        assert "did not accept the connection within 3 s" in _last_error_line(err)
+
+        # ... and SIGTERM while Ray waits stops the command at once (one line, 143), not after the retries.
+        waiting = _connect(f"127.0.0.1:{mute.port}", limit=600)
+        assert waiting.stdout.readline().strip() == "connecting"
+        threading.Event().wait(1.0)  # inside ray.init (the signal arrives in either case)
+        waiting.send_signal(signal.SIGTERM)
+        _, err = waiting.communicate(timeout=600)
+        assert waiting.returncode == 143 and _last_error_line(err).startswith("interrupted by SIGTERM"), err[-3000:]
+    finally:
+        mute.close()
+
+
+def test_ray_client_addresses_need_the_client_extra():
+    from ray._private.utils import get_ray_client_dependency_error
+
+    from conceptforge.engine.ray_executor import check_address
+    from conceptforge.errors import DependencyMissingError, InvalidArgumentError
+
+    if get_ray_client_dependency_error() is None:
+        check_address("ray://head:10001")
+    else:
+        with pytest.raises(DependencyMissingError, match=r"pip install 'ray\[client\]'"):
+            check_address("ray://head:10001")
+    for bad in ("http://head:1", "head", "head:port"):
+        with pytest.raises(InvalidArgumentError, match="expected HOST:PORT"):
+            check_address(bad)
+    for good in (None, "auto", "local", "10.0.0.1:6379", "[::1]:6379"):
+        check_address(good)

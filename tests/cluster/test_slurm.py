@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from conceptforge.testing.slurm import FINAL_STATES, HANG_GUARD
 from tests.cluster.conftest import JOB_ENV, REPO, SMALL_JOB, adapt, doc_script
 
 BINDING_SMALL = "--resolution 64x48 --samples 2 --chunk-size 2"
@@ -73,7 +74,7 @@ def submit_and_wait(slurm, script_text: str, folder: Path, *options: str) -> tup
     script = folder / "job.sh"
     script.write_text(script_text)
     job = slurm.sbatch(script, f"--output={folder}/%A_%a.out", *options, env=JOB_ENV, cwd=str(folder))
-    states = slurm.wait(job, timeout=300)
+    states = slurm.wait(job)
     return job, states
 
 
@@ -171,10 +172,14 @@ def engine_script(out: Path, log: Path, num_shards: int) -> str:
     )
 
 
-def wait_for_chunks(out: Path, chunks: list[int], timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
+def wait_for_chunks(out: Path, chunks: list[int], slurm=None, job: str | None = None) -> None:
+    """Wait until ``chunks`` are written; with ``job``, fail as soon as it finished without them."""
+    deadline = time.monotonic() + HANG_GUARD  # a hung daemon only: the wait is for the condition
     while not all(list((out / ".work" / "chunks").glob(f"c{c:06d}.*.done")) for c in chunks):
-        assert time.monotonic() < deadline, f"chunks {chunks} not written in {timeout} s"
+        if job is not None:
+            states = slurm.states(job)
+            assert not (states and all(s in FINAL_STATES for s in states.values())), f"{job} ended first: {states}"
+        assert time.monotonic() < deadline, f"chunks {chunks} not written"
         time.sleep(0.1)
 
 
@@ -186,7 +191,7 @@ def status(out: Path, slurm=None) -> str:
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,
     )
     assert result.returncode == 0, result.stderr
     return result.stdout
@@ -200,11 +205,11 @@ def test_slurm_scancel_then_status_resubmits_exactly_the_missing_tasks(slurm, tm
     # 10 chunks of 4 items; task t owns chunks t, t+4, t+8. Tasks 1 and 3 are stopped mid-run:
     # task 1 by scancel (SIGTERM, it records its stop), task 3 by SIGKILL (it cannot record anything)
     job = slurm.sbatch(script, "--array=0-3", f"--output={jobs}/%A_%a.out", *SMALL_JOB, env={**JOB_ENV, "DELAY": "0.4"})
-    wait_for_chunks(out, [1, 3])
+    wait_for_chunks(out, [1, 3], slurm, job)
     slurm.run("scancel", f"{job}_1")
     # what the OOM killer does: SIGKILL to the process (its pid is in its shard report)
     os.kill(json.loads((out / ".work" / "shards" / "4-3.json").read_text())["pid"], signal.SIGKILL)
-    states = slurm.wait(job, timeout=300)
+    states = slurm.wait(job)
     assert states[f"{job}_0"] == "COMPLETED" and states[f"{job}_2"] == "COMPLETED", states
     assert states[f"{job}_1"] == "CANCELLED" and states[f"{job}_3"] == "FAILED", states
     cancelled = (jobs / f"{job}_1.out").read_text()
@@ -223,7 +228,7 @@ def test_slurm_scancel_then_status_resubmits_exactly_the_missing_tasks(slurm, tm
     # the printed command, as a user would paste it (plus where its log goes)
     argv = command.split()
     again = slurm.sbatch(argv[-1], *argv[1:-1], f"--output={jobs}/%A_%a.out", *SMALL_JOB, env=JOB_ENV)
-    states = slurm.wait(again, timeout=300)
+    states = slurm.wait(again)
     assert sorted(states) == [f"{again}_1", f"{again}_3"] and set(states.values()) == {"COMPLETED"}, outputs(jobs)
     assert dataset_bytes(out) == engine_reference
     made = collections.Counter(log.read_text().split())
@@ -243,27 +248,54 @@ def test_slurm_requeue_on_preemption_resumes(slurm, tmp_path, engine_reference):
     script = jobs / "job.sh"
     script.write_text(engine_script(out, log, 1))
     job = slurm.sbatch(script, *options, f"--output={jobs}/%A_%a.out", *SMALL_JOB, env={**JOB_ENV, "DELAY": "0.1"})
-    wait_for_chunks(out, [1])
+    wait_for_chunks(out, [1], slurm, job)
     # what --signal=B:TERM@120 sends before the time limit: SIGTERM to the batch shell only, which
     # `exec` made conceptforge; it stops (exit 143), then the scheduler requeues the task
     slurm.run("scancel", "--batch", "--signal=TERM", f"{job}_0")
-    stopped = slurm.wait(job, timeout=60)
+    stopped = slurm.wait(job)
     assert stopped[f"{job}_0"] == "FAILED", stopped  # exit 143, not killed
     assert "interrupted by SIGTERM" in outputs(jobs)
     slurm.run("scontrol", "requeue", f"{job}_0")
     # Slurm holds a requeued batch job back ~2 minutes (its begin time); a test need not wait
-    slurm.wait_for(job, ["PENDING"], timeout=60)
+    slurm.wait_for(job, ["PENDING"])
     slurm.run("scontrol", "update", f"JobId={job}_0", "StartTime=now")
-    deadline = time.monotonic() + 240
-    while "already done" not in (text := outputs(jobs)) or slurm.states(job).get(f"{job}_0") != "COMPLETED":
-        assert time.monotonic() < deadline, f"requeued task did not finish: {slurm.states(job)}\n{text}"
-        time.sleep(0.5)
+    # the condition, not a time: the requeued task finished (a loaded machine only makes it later)
+    states = slurm.wait(job)
+    text = outputs(jobs)
+    assert states[f"{job}_0"] == "COMPLETED" and "already done" in text, f"{states}\n{text}"
     assert "interrupted by SIGTERM" in text, text
     done_before = int(re.search(r"already done (\d+)", text.split("interrupted by SIGTERM")[1]).group(1))
     assert 8 <= done_before < 40, text
     assert dataset_bytes(out) == engine_reference
     made = collections.Counter(log.read_text().split())
     assert len(made) == 40 and sum(made.values()) < 40 + 8, made  # resumed, not started over
+
+
+def test_slurm_a_requeued_held_task_is_queued_not_resubmitted(slurm, tmp_path, engine_reference):
+    """Issue 32: a task Slurm requeued (held, pending) was listed under "resubmit them": pasting the
+    line ran it twice. It is listed as still queued, with the release command when held."""
+    out, log, jobs = tmp_path / "out", tmp_path / "made.log", tmp_path / "jobs"
+    jobs.mkdir()
+    script = jobs / "job.sh"
+    script.write_text(engine_script(out, log, 2))
+    job = slurm.sbatch(
+        script, "--array=0-1", "--requeue", f"--output={jobs}/%A_%a.out", *SMALL_JOB, env={**JOB_ENV, "DELAY": "0.3"}
+    )
+    wait_for_chunks(out, [1], slurm, job)  # task 1 has work done and more to do
+    slurm.run("scontrol", "requeuehold", f"{job}_1")
+    slurm.wait_for(job, ["PENDING"])
+    slurm.wait_for(job, ["COMPLETED"])  # task 0 finishes its half
+    text = status(out, slurm)
+    assert "missing array tasks: --array=1 (of 2 shards)" in text, text
+    queued = next(line for line in text.splitlines() if line.startswith("still queued in Slurm: "))
+    assert queued.startswith("still queued in Slurm: --array=1 (1: pending); Slurm runs them, do not resubmit")
+    assert queued.endswith(f"held ones start after `scontrol release {job}_1`"), queued
+    assert "resubmit them" not in text, text
+    slurm.run("scontrol", "release", f"{job}_1")
+    slurm.run("scontrol", "update", f"JobId={job}_1", "StartTime=now")
+    states = slurm.wait(job)
+    assert set(states.values()) == {"COMPLETED"}, f"{states}\n{outputs(jobs)}"
+    assert dataset_bytes(out) == engine_reference
 
 
 # -- tiny-model SUB: the docs' array, then generate -> filter -> assemble with afterok ---------------
@@ -318,7 +350,7 @@ def test_slurm_sub_docs_array_and_dependency_chain(slurm, tmp_path):
         env=slurm.client_env(env),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=600,
     )
     assert submitted.returncode == 0, submitted.stderr
     assemble_job = submitted.stdout.split()[0]
@@ -326,7 +358,7 @@ def test_slurm_sub_docs_array_and_dependency_chain(slurm, tmp_path):
     # the filter and the assembly wait for every generation task (afterok on the array)
     assert set(slurm.states(filt).values()) <= {"PENDING", "RUNNING", "COMPLETED"}
     for job in (gen, filt, assemble_job):
-        states = slurm.wait(job, timeout=600)
+        states = slurm.wait(job)
         assert set(states.values()) == {"COMPLETED"}, (job, states, outputs_of(jobs)[-6000:], slurm.log_tail())
     log = outputs_of(jobs)
     # one process, same relative paths, for the bytes to compare with
@@ -385,7 +417,7 @@ def test_slurm_subset_without_num_shards_is_one_error_line(slurm, tmp_path):
     script = jobs / "job.sh"
     script.write_text(f"#!/bin/bash\nexec python {ENGINE_STAGE} {out} --count 8 --chunk-size 4\n")
     job = slurm.sbatch(script, "--array=1", f"--output={jobs}/%A_%a.out", *SMALL_JOB, env=JOB_ENV)
-    assert slurm.wait(job, timeout=120) == {f"{job}_1": "FAILED"}
+    assert slurm.wait(job) == {f"{job}_1": "FAILED"}
     text = (jobs / f"{job}_1.out").read_text()
     assert text.splitlines() == [
         "error: Slurm array task 1 (ids 1-1, 1 tasks) is not part of a whole array --array=0-(N-1): "

@@ -369,3 +369,15 @@ def test_dry_run_prints_steps_images_and_gpu_hours_from_the_cost_table(
     assert code == 0 and f"estimated GPU-hours: {gpu_costs.format_hours((500 * 0.5 + 422 * 2) / 3600)}\n" in stdout
     assert "source: --seconds-per-step, as given" in stdout and "floor" not in stdout
     assert not out.exists()
+
+
+def test_a_spec_without_captions_gives_a_dataset_that_loads(tmp_path, tiny_sd, datasets_root, write_spec):
+    """Issue 32: no captions -> a 0-row composition split, which load_dataset refuses (and publish accepted)."""
+    from conceptforge.cards.validate import dataset_dir_problems
+
+    spec = load_spec(write_spec(tmp_path, datasets_root, ["beagle"]))
+    out = tmp_path / "out"
+    summary = ConceptBedGenerator(spec, _options(tiny_sd, out)).run()
+    assert summary["assembled"]
+    assert set(load_dataset(str(out))) == {"concept"}
+    assert not list((out / "data").glob("composition-*")) and not dataset_dir_problems(out)

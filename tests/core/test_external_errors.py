@@ -147,14 +147,14 @@ def test_each_warning_is_printed_once(capsys):
     ]
 
 
-def _cli(*args, env):
+def _cli(*args, env, timeout=120):
     # The suite's S3 fixture exports its credentials to os.environ: a case without credentials drops them.
     inherited = {k: v for k, v in os.environ.items() if not k.startswith(("FSSPEC_S3_", "AWS_"))}
     return subprocess.run(
         [sys.executable, "-m", "conceptforge", *args],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
         env={**inherited, "PYTHONPATH": str(REPO), **env},
         cwd=REPO,
     )
@@ -216,3 +216,110 @@ def test_a_builtin_connection_error_offline_says_what_to_do(monkeypatch):
         "Couldn't reach './typo' on the Hub (OfflineModeIsEnabled); offline mode (HF_HUB_OFFLINE=1): pass a local "
         "folder, or fill the cache where there is network"
     )
+
+
+class MuteServer:
+    """A TCP server that accepts every connection and never answers (a stuck proxy or mirror)."""
+
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        import threading
+
+        self.sock = socket.socket()
+        self.sock.bind((host, 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.held: list[socket.socket] = []
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.held.append(conn)
+
+    def close(self) -> None:
+        self.sock.close()
+        for conn in self.held:
+            conn.close()
+
+
+@pytest.fixture
+def mute_hub():
+    server = MuteServer()
+    yield f"http://127.0.0.1:{server.port}"
+    server.close()
+
+
+def test_a_hub_that_accepts_and_never_answers_fails_in_one_line(mute_hub, tmp_path):
+    """Issue 32: publish, verify, diff and evaluate --dataset used to hang for ever, silently.
+
+    The probe sees an open port, so only the per-request bound stops them. The bound is
+    ``HF_HUB_DOWNLOAD_TIMEOUT`` (3 s here to keep the test short); the subprocess limit is generous
+    (the machine may be loaded): what is checked is the outcome, one line and a non-zero exit.
+    """
+    from tests.publish.publish_helpers import make_dataset
+
+    dataset = make_dataset(tmp_path / "release", n_train=4, n_test=2)
+    env = {"HF_ENDPOINT": mute_hub, "HF_HUB_DOWNLOAD_TIMEOUT": "3", "HF_TOKEN": "hf_test"}
+    for args in [
+        ("verify", "org/name@v1.0.0"),
+        ("diff", str(dataset), "org/name@v1.0.0"),
+        ("publish", str(dataset), "--repo-id", "org/name", "--version", "v1.0.0"),
+        ("diff", "org/name@v1.0.0", "org/name@v1.1.0"),
+        ("evaluate", "binding", "--dataset", "org/name", "--models", "clip", "--clip-model", "org/clip"),
+    ]:
+        result = _cli(*args, env=env, timeout=600)
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode == 2 and "Traceback" not in result.stderr, (args, result.stderr[-2000:])
+        assert len(lines) == 1 and lines[0].startswith("error: "), (args, result.stderr[-2000:])
+        assert "did not answer within 3 s" in lines[0] or "timed out" in lines[0], (args, lines)
+
+
+def test_ray_connection_failures_are_reported_as_rays(monkeypatch):
+    """A bare ConnectionError from Ray's code (and Ray's own cluster errors) used to read as a Hub error."""
+    from conceptforge.errors import ClusterError
+
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+
+    def from_ray():
+        exec(
+            compile(
+                "raise ConnectionError('Failed to connect to Ray cluster at 10.0.0.1:6379')", "ray/worker.py", "exec"
+            ),
+            {"__name__": "ray._private.worker"},
+        )
+
+    known = translate(_raised(from_ray))
+    assert isinstance(known, ClusterError) and str(known).startswith(
+        "Ray: Failed to connect to Ray cluster at 10.0.0.1:6379: check --ray-address"
+    )
+    assert "HF_HUB_OFFLINE" not in str(known)
+    # the same builtin error raised elsewhere (datasets, the Hub client) is still a network error
+    assert isinstance(translate(ConnectionError("Couldn't reach the Hub")), HubError)
+    AuthenticationError = type("AuthenticationError", (Exception,), {"__module__": "ray.exceptions"})
+    assert isinstance(translate(AuthenticationError("token rejected")), ClusterError)
+
+
+def test_an_object_store_that_accepts_and_never_answers_fails_in_one_line(tmp_path):
+    """botocore's 60 s reads x 5 attempts inside s3fs's 5 retries hung `status s3://…` for many minutes,
+    then said "not a conceptforge run". The user's own read_timeout (1 s here) is kept; the rest is ours."""
+    pytest.importorskip("s3fs")
+    server = MuteServer()
+    try:
+        env = {
+            "FSSPEC_S3": '{"config_kwargs": {"read_timeout": 1}}',
+            "FSSPEC_S3_ENDPOINT_URL": f"http://127.0.0.1:{server.port}",
+            "AWS_ACCESS_KEY_ID": "x",
+            "AWS_SECRET_ACCESS_KEY": "y",
+            "AWS_EC2_METADATA_DISABLED": "true",
+        }
+        for command in ("status", "assemble"):
+            result = _cli(command, "s3://bucket/run", env=env, timeout=600)
+            lines = result.stderr.strip().splitlines()
+            assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+            assert len(lines) == 1 and "Read timeout on endpoint URL" in lines[0], lines
+    finally:
+        server.close()

@@ -361,6 +361,10 @@ def test_types_by_hand():
     ]:
         with pytest.raises(argparse.ArgumentTypeError):
             parse(text)
+    eights = argtypes.IntRange(8, multiple_of=8)
+    assert eights("32") == 32 and eights.good_example(None) == "8" and "9" in eights.bad_examples(None)
+    with pytest.raises(argparse.ArgumentTypeError, match=r"must be a multiple of 8, got 31; use 24 or 32"):
+        eights("31")  # issue 32: trained, then failed every image, exit 0
     assert argtypes.ListOf(argtypes.seed)("0, 1,2") == [0, 1, 2]
     assert argtypes.Resolution()("320x240") == "320x240"
     assert argtypes.output_location("s3://bucket/run") == "s3://bucket/run"

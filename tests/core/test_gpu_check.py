@@ -32,7 +32,7 @@ def tiny_check(tmp_path_factory) -> Path:
 def test_tiny_check_writes_a_consistent_report(tiny_check):
     report = json.loads((tiny_check / "gpu-check.json").read_text())
     assert report["tiny"] is True and not report.get("errors")
-    assert report["sections"] == ["sub", "vqa", "conceptbed"]
+    assert report["sections"] == ["sub", "vqa", "conceptbed", "sub_fast_paths"]
     assert report["environment"]["gpu_model"] == "cpu-tiny" and report["environment"]["matmul_tflops"] > 0
 
     sub = report["sub"]
@@ -57,7 +57,9 @@ def test_tiny_check_writes_a_consistent_report(tiny_check):
         step = conceptbed[learner]["s_per_step"]
         assert step["n"] == 2 and 0 < step["min"] <= step["median"]  # 3 steps, the first one not timed
     sampling = conceptbed["sampling"]
-    assert sampling["image_s_at_50_steps"] == pytest.approx(50 * sampling["cfg_pass_s"]["median"], abs=1e-3)
+    assert sampling["image_s_at_50_steps"] == pytest.approx(
+        50 * sampling["cfg_pass_s"]["median"], rel=5e-3
+    )  # both rounded to 3 significant digits
 
 
 def test_measured_figures_match_the_report_and_the_cost_table_format(tiny_check):
@@ -76,9 +78,11 @@ def test_measured_figures_match_the_report_and_the_cost_table_format(tiny_check)
         "conceptbed/sample-image",
     }
     assert all(f["kind"] == "measured" and f["gpu"] == "cpu-tiny" and f["seconds"] > 0 for f in figures.values())
-    assert figures["sub/tdg-pair"]["seconds"] == pytest.approx(report["sub"]["tdg_pair_s"]["median"], rel=1e-3)
+    assert figures["sub/tdg-pair"]["seconds"] == pytest.approx(
+        report["sub"]["tdg_pair_s"]["median"], rel=5e-3
+    )  # 3 significant digits
     rate = report["vqa"]["tiles_1"]["batched_images_per_s"]
-    assert figures["filter/vqa-image-1-tile"]["seconds"] == pytest.approx(1 / rate, rel=1e-3)
+    assert figures["filter/vqa-image-1-tile"]["seconds"] == pytest.approx(1 / rate, rel=5e-3)
     # a figure in this format is what the table reads: measured wins over the floor
     table = {**gpu_costs.load_table()}
     table["figures"] = [*table["figures"], {**figures["sub/tdg-pair"], "gpu": "H100"}]

@@ -241,6 +241,15 @@ def test_the_guard_on_an_object_store(s3_server):
     a.write_chunk(0, pairs)
     with pytest.raises(StoreError, match="other settings"):
         b.write_chunk(1, pairs)
+    # Issue 32: chunks without the owner record (a damaged or foreign store) were taken over on S3
+    # by a run with other settings (only files were listed, and chunks/ is a "folder"); refused
+    # as on a local disk.
+    assert run_stage(_stage(8, "sub/candidates"), "s3://guard-test/ownerless", assemble=False).complete
+    for path in fs.find("guard-test/ownerless/.work"):
+        if "/chunks/" not in path:
+            fs.rm_file(path)
+    with pytest.raises(StoreError, match=r"already holds files that are not a conceptforge run \(\.work\)"):
+        run_stage(_stage(8, "other/stage"), "s3://guard-test/ownerless", assemble=False)
 
 
 def test_assemble_of_a_run_with_a_damaged_record_is_one_line(tmp_path):

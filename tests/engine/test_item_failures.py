@@ -117,5 +117,46 @@ def test_a_failing_batch_is_made_one_item_at_a_time(tmp_path):
         failing_stage(8, bad={"item00003": ValueError("NaN")}, calls=calls, batches=True), tmp_path / "out"
     )
     assert [f.item_id for f in report.failed] == ["item00003"] and report.made == 7
-    assert calls["item00003"] == 1 + ITEM_ATTEMPTS  # the whole batch once, then alone three times
-    assert calls["item00000"] == 2 and calls["item00004"] == 1  # its batch mates once more; the next batch once
+    assert calls["item00003"] == 2 * ITEM_ATTEMPTS  # the whole batch three times, then alone three times
+    assert calls["item00000"] == ITEM_ATTEMPTS + 1 and calls["item00004"] == 1  # its batch mates alone once
+
+
+def test_a_batch_that_fails_once_is_made_again_as_the_same_batch(tmp_path):
+    """Issue 32: a transient error made the batch's items one at a time, and a model's float32
+    results depend on their batch mates: the run then differed from an uninterrupted one."""
+    seen: list[tuple[str, ...]] = []
+    stage = failing_stage(8, bad={}, flaky={"item00002"}, batches=True)
+    inner = stage.process_batch
+
+    def recording(items):
+        seen.append(tuple(item.item_id for item in items))
+        return inner(items)
+
+    report = run_stage(dataclasses.replace(stage, process_batch=recording), tmp_path / "out")
+    assert report.made == 8 and not report.failed
+    first = tuple(f"item{n:05d}" for n in range(4))
+    assert seen == [first, first, tuple(f"item{n:05d}" for n in range(4, 8))]  # never one at a time
+
+
+def test_a_run_whose_items_all_fail_exits_non_zero_and_nothing_suggests_assembling_it(tmp_path):
+    """Issue 32: `generate conceptbed --resolution 31` failed 3 of 3 images, exited 0 with "made 0",
+    and `status` then suggested an assemble that could only give an empty dataset."""
+    from conceptforge.commands.status import status_lines
+
+    out = tmp_path / "out"
+    bad = {f"item{n:05d}": ValueError("height and width have to be divisible by 8") for n in range(3)}
+    with pytest.raises(
+        ItemError,
+        match=r"^test/engine: every one of the 3 item\(s\) tried failed every attempt \(e\.g\. item00000: ValueError: height",
+    ):
+        run_stage(failing_stage(3, bad=bad), out)
+    lines = status_lines(str(out))
+    assert any(line.startswith("failed: every one of the 3 item(s) failed every attempt") for line in lines), lines
+    assert not any("conceptforge assemble" in line for line in lines), lines
+    with pytest.raises(StoreError, match="there is nothing to assemble"):
+        assemble_run(out, allow_failed=True)
+    assert not (out / "README.md").exists() and not (out / "data").exists()
+    with pytest.raises(ItemError):  # the rerun retries them, and says so again
+        run_stage(failing_stage(3, bad=bad), out)
+    report = run_stage(failing_stage(3, bad={}), out)  # the cause fixed: the same run finishes
+    assert report.made == 3 and report.assembled

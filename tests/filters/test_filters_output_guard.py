@@ -89,3 +89,27 @@ def test_a_finished_run_of_another_stage_is_refused_as_filter_out(
         f"error: --out {repo} holds a conceptforge run of another stage (binding)"
     ), err
     assert snapshot(repo) == before
+
+
+def test_a_users_json_as_spec_is_refused_untouched_and_our_spec_is_updated(mini_cub, tiny_vlm, tmp_path, capsys):
+    """Issue 32: --spec rewrote any JSON file given to it (sorted, re-indented, keys added)."""
+    import json
+
+    user = tmp_path / "settings.json"
+    user.write_text('{"birds": ["Cardinal"],  "note": "hand-written"}\n')
+    before = user.read_bytes(), user.stat().st_mtime_ns
+    args = _args(mini_cub, tiny_vlm, tmp_path, "--images-per-class", "1", "--work", str(tmp_path / "work"))
+    args[args.index("--spec") + 1] = str(user)
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"error: --spec: {user} already exists and was not written by conceptforge; move it away or choose another name"
+    ]
+    assert (user.read_bytes(), user.stat().st_mtime_ns) == before
+    assert not (tmp_path / "work").exists()  # refused before the score cache was made
+
+    spec = tmp_path / "spec.json"  # ours: written by the first run, updated by the second
+    args = _args(mini_cub, tiny_vlm, tmp_path, "--images-per-class", "1", "--work", str(tmp_path / "work"))
+    assert main(args) == 0
+    assert main(args) == 0, capsys.readouterr().err
+    assert "attribute_selection" in json.loads(spec.read_text())

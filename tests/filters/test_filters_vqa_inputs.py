@@ -77,9 +77,26 @@ def test_a_mismatch_turns_the_fast_path_off(clip224_scorer):
     encoder.pixels.mean = encoder.pixels.mean + 0.01  # a fast path that would be wrong
     images = _random_images([(100, 80)] * 2)
     out = encoder(images, texts)
-    assert encoder.verified is False
+    assert encoder._sizes == {(100, 80): False}  # that size goes through the processor from now on
+    expected = clip224_scorer.processor(
+        text=texts, images=images, return_tensors="pt", padding=True, padding_side="right"
+    )
+    assert torch.equal(out["pixel_values"], expected["pixel_values"])
     again = encoder(images, texts)  # still the processor's numbers
     assert torch.equal(out["pixel_values"], again["pixel_values"])
+
+
+def test_a_batch_is_encoded_the_same_whatever_came_before(clip224_scorer):
+    """Issue 32: the first batch of a process went through the processor (float64), later ones the
+    fast path (float32): a resumed or sharded run scored some images in the last digits differently."""
+    builder = QuestionBuilder(GROUPS)
+    texts = [clip224_scorer.prompt(builder(group)) for group in sorted(GROUPS)[:3]]
+    batch = _random_images([(320, 240), (200, 260), (320, 240)], seed=5)
+    fresh = BatchEncoder(clip224_scorer.processor, clip224_scorer.tokenizer)(batch, texts)
+    used = BatchEncoder(clip224_scorer.processor, clip224_scorer.tokenizer)
+    used(_random_images([(320, 240), (200, 260), (320, 240)], seed=6), texts)  # other images, same keys, first
+    later = used(batch, texts)
+    assert set(fresh) == set(later) and all(torch.equal(fresh[key], later[key]) for key in fresh)
 
 
 def test_scores_with_the_fast_path_equal_the_processor_path(clip224_scorer, tmp_path):

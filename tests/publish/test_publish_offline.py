@@ -152,3 +152,36 @@ def test_a_local_path_in_a_model_id_column_is_refused(tmp_path):
         "data/test-00000-of-00001.parquet: column model_id holds a local path (/home/me/models/tiny-flux): published "
         "data must name a model by its Hub id or its folder name (.../NAME); re-assemble with this version of conceptforge"
     ]
+
+
+def test_a_dataset_that_lost_its_grid_or_has_an_empty_split_is_not_published(tmp_path, hub, client_env):
+    """Issue 32: without grid.png the release card was rendered without the grid and published; a
+    0-row split (a ConceptBed spec without captions) passed the dry run but load_dataset refuses it."""
+    import pyarrow.parquet as pq
+
+    from conceptforge.cards.validate import dataset_dir_problems
+
+    env = {**client_env, "HF_HUB_OFFLINE": "1"}
+    lost = make_dataset(tmp_path / "lost")
+    (lost / "grid.png").unlink()
+    result = run_publish(env, lost, REPO, "v1.0.0", "--dry-run")
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        "error: the dataset card is not valid: the card shows grid.png but the directory has none "
+        "(reassemble the dataset to make it again)"
+    ]
+
+    # assembling an empty split leaves it out: the dataset loads and passes
+    kept = make_dataset(tmp_path / "kept", n_test=0)
+    assert sorted(p.name.split("-")[0] for p in (kept / "data").glob("*.parquet")) == ["train"]
+    assert "split: test" not in (kept / "README.md").read_text() and not dataset_dir_problems(kept)
+    import datasets
+
+    assert set(datasets.load_dataset(str(kept))) == {"train"}
+    # an empty split in a directory made elsewhere (or by an earlier version) is refused
+    empty = make_dataset(tmp_path / "empty", n_test=1)
+    test_file = next((empty / "data").glob("test-*.parquet"))
+    table = pq.read_table(test_file)
+    pq.write_table(table.slice(0, 0), test_file)
+    card = (empty / "README.md").read_text()
+    (empty / "README.md").write_text(card.replace("num_examples: 1\n", "num_examples: 0\n"))
+    assert "split 'test' has no rows (load_dataset refuses it); reassemble without it" in dataset_dir_problems(empty)

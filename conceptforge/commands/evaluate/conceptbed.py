@@ -76,6 +76,11 @@ def run(args: argparse.Namespace) -> int:
     if args.no_vqa:
         values["vqa_model"] = "none"
     settings = RunSettings(device=args.device, batch_size=args.batch_size, concepts=str(args.concepts))
+    if args.save_scores:  # a user's file of that name: refused before any oracle loads
+        from conceptforge.loaders.conceptbed.metrics import claim_scores_file
+
+        for source in args.generated:
+            claim_scores_file(_scores_path(args, source))
     for source in args.generated:
         output = alias_output(str(args.output) if args.output else None, str(source), len(args.generated) > 1)
         samples = run_alias(
@@ -91,14 +96,18 @@ def run(args: argparse.Namespace) -> int:
             from conceptforge.loaders.conceptbed.metrics import save_records
             from conceptforge.loaders.conceptbed.tasks import rows_to_records
 
-            path = (
-                args.save_scores
-                if len(args.generated) == 1
-                else Path(alias_output(str(args.save_scores), str(source), True))
-            )
+            path = _scores_path(args, source)
             save_records(path, rows_to_records(samples[CONCEPTBED_TASK]))
             logger.info("wrote the oracle scores to %s", path)
     return 0
+
+
+def _scores_path(args: argparse.Namespace, source: str) -> Path:
+    from conceptforge.commands.evaluate.tasks import alias_output
+
+    if len(args.generated) == 1:
+        return Path(args.save_scores)
+    return Path(alias_output(str(args.save_scores), str(source), True))
 
 
 def _from_scores(args: argparse.Namespace) -> int:

@@ -59,7 +59,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prior-loss-weight", type=at.non_negative_float, default=1.0)
     parser.add_argument(
         "--resolution",
-        type=at.IntRange(8, name="resolution (>= 8)"),
+        type=at.IntRange(
+            8, name="resolution (>= 8)", multiple_of=8, why="Stable Diffusion's latents are 1/8 of the image"
+        ),
         default=None,
         help="train/sample size (default: the model's)",
     )

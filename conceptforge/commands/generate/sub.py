@@ -96,7 +96,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     gen = p.add_argument_group("model and sampling")
     gen.add_argument("--model", default=DEFAULT_MODEL, help="FLUX pipeline: Hub id or local folder")
     gen.add_argument("--revision", default=None, help="model revision (branch, tag or commit)")
-    gen.add_argument("--resolution", type=at.IntRange(16, name="resolution (>= 16)"), default=DEFAULT_RESOLUTION)
+    gen.add_argument(
+        "--resolution",
+        type=at.IntRange(
+            16, name="resolution (>= 16)", multiple_of=16, why="FLUX packs 2x2 latent patches of 1/8 the image"
+        ),
+        default=DEFAULT_RESOLUTION,
+    )
     gen.add_argument("--steps", type=at.positive_int, default=DEFAULT_STEPS)
     gen.add_argument("--guidance", type=at.non_negative_float, default=DEFAULT_GUIDANCE)
     gen.add_argument(
