@@ -1,7 +1,8 @@
 # Two entry points for a fresh machine (see README): `make demo` and `make test`.
-# Both bootstrap .venv: the CPU torch on disk (torch==2.13.0) is installed only when the venv has
-# no torch, so a CUDA torch you put there first (or inherit with VENV_FLAGS=--system-site-packages)
-# is kept.
+# Both bootstrap .venv: torch==2.14.1 with its torchvision==0.29.1 (open_clip needs torchvision;
+# the CPU torch 2.13.0 on disk breaks every torchvision wheel: README, "open_clip") is installed
+# only when the venv has no torch, so a torch you put there first (or inherit with
+# VENV_FLAGS=--system-site-packages) is kept.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 VENV_FLAGS ?=
@@ -14,7 +15,7 @@ PYTEST_ARGS ?=
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==2.13.0
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==2.14.1 torchvision==0.29.1
 	$(PY) -m pip install -q -e ".[blender,test]"
 	touch $@
 

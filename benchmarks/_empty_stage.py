@@ -9,10 +9,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from conceptforge.launchers import resolve_shard
-from conceptforge.runner import Stage, run_stage
-from conceptforge.store import ItemResult
-from conceptforge.workitems import WorkItem, derive_seed
+from conceptforge.engine.launchers import resolve_shard
+from conceptforge.engine.runner import Stage, run_stage
+from conceptforge.engine.store import ItemResult
+from conceptforge.engine.workitems import WorkItem, derive_seed
 
 
 def empty_item(item: WorkItem) -> ItemResult:

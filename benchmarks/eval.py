@@ -1,10 +1,13 @@
 """Evaluation loaders: SUB VLM + binding zero-shot with a warm embedding cache vs without a cache.
 
-Ours: ``loaders.embeddings.EmbeddingModel`` reading a warm cache directory (image bytes hashed,
-vectors read from SQLite). Baseline, what a user would otherwise run: the same evaluation
-encoding every image and prompt (a fresh, empty cache each round, i.e. no cache). A fresh model
-object each time; model loading is outside the timed region. The model is a random CLIP built
-from a config (quick: 2-layer 64-d; full: ViT-B/32 shapes, the cost of ``openai/clip-vit-base-patch32``).
+Both sides run the tasks ``sub-vlm`` and ``binding-clip`` through ``run_task`` (the command
+line's own runner: dataset resolution, the task code, the metric check), without the per-sample
+cache so every item is scored. Ours: the embedding cache (``loaders/harness/embeddings.py``)
+warm (image bytes hashed, vectors read from SQLite). Baseline, what a user would otherwise run:
+the same evaluation encoding every image and prompt (a fresh, empty cache each round, i.e. no
+cache). A fresh model session each time; loading the model is outside the timed region, reading
+the datasets inside it. The model is a random CLIP built from a config (quick: 2-layer 64-d;
+full: ViT-B/32 shapes, the cost of ``openai/clip-vit-base-patch32``).
 """
 
 from __future__ import annotations
@@ -17,10 +20,7 @@ from benchmarks._harness import Result
 
 
 def run(quick: bool) -> list[Result]:
-    from conceptforge.cub import load_cub
-    from conceptforge.loaders.binding import evaluate_binding, load_binding
-    from conceptforge.loaders.embeddings import EmbeddingModel
-    from conceptforge.loaders.sub import evaluate_vlm, load_sub
+    from conceptforge.loaders.harness.runner import ModelSession, run_task
     from conceptforge.testing import synthetic
     from conceptforge.testing.tiny_models import build_tiny_clip
 
@@ -42,31 +42,30 @@ def run(quick: bool) -> list[Result]:
                 patch_size=32,
                 projection=512,
             )
-        cub = load_cub(synthetic.write_fake_cub(work / "cub"), need="votes")
+        cub_dir = synthetic.write_fake_cub(work / "cub")
         sub_dir = synthetic.write_dataset(
             work / "sub", {"test": synthetic.sub_rows(max(1, n_sub // 4))}, synthetic.sub_features()
         )
-        items = load_sub(str(sub_dir), cub=cub)
-        splits = load_binding(
-            str(synthetic.write_single_object(work / "single-object", n_per_label=max(1, n_binding // 24)))
-        )
-        n_images = len(items) + sum(len(s) for s in splits.values())
-        models = {}
+        binding_dir = synthetic.write_single_object(work / "single-object", n_per_label=max(1, n_binding // 24))
+        sessions = {}
+        n_images = {}
 
         def evaluate(round_: int) -> None:
-            model = models.pop(round_)
-            evaluate_vlm(model, items, cub=cub)
-            evaluate_binding(splits, models=["clip"], embedding_model=model)
-            model.close()
+            session = sessions.pop(round_)
+            sub = run_task("sub-vlm", model=session, dataset=sub_dir, cub_dir=cub_dir, sample_cache=False)
+            binding = run_task("binding-clip", model=session, dataset=binding_dir, sample_cache=False)
+            session.close()
+            n_images["sub"] = sub.metrics["s_plus"].n
+            n_images["binding"] = len(binding.samples)
 
         def load(round_: int, cache: Path) -> None:
-            models[round_] = EmbeddingModel.from_pretrained(str(clip_dir), cache_dir=cache, device="cpu")
+            sessions[round_] = ModelSession.open(clip_dir, device="cpu", cache_dir=cache)
+            sessions[round_].embedder()  # the model loads here, outside the timing
 
         load(-1, work / "warm")
         evaluate(-1)  # fills the warm cache
         # Interleaved by hand (warm first, then cold first ...): each side needs its model loaded
         # outside the timing, the cold side with a fresh cache directory.
-        # Models are loaded before each timed call (outside the timing), a fresh cache for the cold side.
         times: dict[str, list[float]] = {"ours": [], "baseline": []}
         cpu: dict[str, list[float]] = {"ours": [], "baseline": []}
 
@@ -85,7 +84,8 @@ def run(quick: bool) -> list[Result]:
             times["ours"],
             "no cache (encode everything)",
             times["baseline"],
-            work=f"SUB VLM + binding zero-shot over {n_images} images, {'tiny' if quick else 'ViT-B/32-shaped'} random CLIP",
+            work=f"tasks sub-vlm + binding-clip over {n_images['sub'] + n_images['binding']} images, "
+            f"{'tiny' if quick else 'ViT-B/32-shaped'} random CLIP",
             ours_cpu=cpu["ours"],
             baseline_cpu=cpu["baseline"],
         )

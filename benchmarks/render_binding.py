@@ -5,9 +5,10 @@ For the same relational scenes, in one process and run, with interleaved repeats
 
 * ``bare bpy``        — build the scene, Cycles 16 spp, write the PNG (what a user would script);
 * ``bare bpy + OIDN`` — the same with Cycles' own OIDN denoiser (sharper, not reproducible);
-* ``conceptforge``    — the project's item loop: sample the layout, one Cycles float render with
-  object-index (visibility check) and guide passes, OIDN (fast) outside Cycles, PNG
-  (bit-reproducible across processes and thread counts).
+* ``conceptforge``    — the project's item loop over one chunk, as ``generate binding`` runs it in
+  one process: sample the layout, one Cycles float render with object-index (visibility check)
+  and guide passes, then OIDN (fast) outside Cycles and PNG on a worker thread while the next
+  scene renders (bit-reproducible across processes, thread counts and batch sizes).
 
 PSNR is against a 512-sample render of the same scene through the project path without the
 denoiser (cached under --cache). Prints images/min (min/median over repeats), the time ratio
@@ -16,6 +17,7 @@ across repeats.
 
     python benchmarks/render_binding.py            # 6 scenes at 320x240, 3 repeats
     python benchmarks/render_binding.py --quick    # 2 scenes at 160x120, 1 repeat (< 60 s idle)
+    python -m benchmarks render_binding --quick    # one chunk of 4 scenes at 320x240, 5 repeats (~1.5 min idle)
     python -m benchmarks render_binding [--quick]  # the same comparison in the benchmark harness
 """
 
@@ -34,8 +36,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from conceptforge.generators.binding.dataset import BindingConfig, make_item_factory, plan_items, sample_scene
+from conceptforge.generators.binding.dataset import BindingConfig, make_batch_factory, plan_items, sample_scene
 from conceptforge.generators.binding.render_blender import BlenderRenderer
+from conceptforge.generators.binding.stage import CHUNK_SIZE
 
 
 def psnr(a: np.ndarray, b: np.ndarray) -> float:
@@ -99,6 +102,13 @@ def reference_renders(renderer: BlenderRenderer, scenes: list, cache: Path) -> l
 
 
 REFERENCE_REVISION = "v3"
+
+
+def _chunks(items: list) -> list[list]:
+    """The items cut as the engine cuts them for one process (chunks of ``CHUNK_SIZE``)."""
+    return [items[i : i + CHUNK_SIZE] for i in range(0, len(items), CHUNK_SIZE)]
+
+
 DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "conceptforge-bench"
 
 
@@ -114,19 +124,24 @@ def run(quick: bool) -> list:
         renderer = BlenderRenderer(threads=threads)
     except Exception as error:  # bpy missing or unusable
         raise Skip(f"Blender (bpy) unavailable: {error}") from None
-    count, repeats = (1, 5) if quick else (3, 9)
+    # One chunk per round, as a single-process `generate binding` renders it: the finishing of
+    # each image overlaps the next render, so a round needs several images to show it.
+    count, repeats = (CHUNK_SIZE, 5) if quick else (2 * CHUNK_SIZE, 9)
     config = BindingConfig(dataset="relational", split_sizes={"train": count})
     items = plan_items(config)
-    make_item = make_item_factory(config, lambda: renderer)
+    make_batch = make_batch_factory(config, lambda: renderer)
     scenes = kept_scenes(renderer, config, items)
     references = reference_renders(renderer, scenes, DEFAULT_CACHE)
     outputs: dict[str, list[bytes]] = {}
+    rounds: dict[str, set[tuple[bytes, ...]]] = {"ours": set(), "bare": set()}
 
     def ours(_round: int) -> None:
-        outputs["ours"] = [make_item(item).files["png"] for item in items]
+        outputs["ours"] = [r.files["png"] for chunk in _chunks(items) for r in make_batch(chunk)]
+        rounds["ours"].add(tuple(outputs["ours"]))
 
     def bare(_round: int) -> None:
         outputs["bare"] = [bare_bpy(renderer, scene, oidn=False) for scene in scenes]
+        rounds["bare"].add(tuple(outputs["bare"]))
 
     ours(-1)  # warm-up: kernels, OIDN weights
     bare(-1)
@@ -146,8 +161,8 @@ def run(quick: bool) -> list:
             "bare bpy render of the same scene, no denoiser",
             base_t,
             work=(
-                f"{len(scenes)} relational scenes per round, {config.width}x{config.height}, {config.samples} samples, "
-                f"{threads} render threads (CONCEPTFORGE_RENDER_THREADS sets it)"
+                f"{len(scenes)} relational scenes per round in chunks of {CHUNK_SIZE}, {config.width}x{config.height}, "
+                f"{config.samples} samples, {threads} render threads (CONCEPTFORGE_RENDER_THREADS sets it)"
             ),
             ours_cpu=cpu["ours"],
             baseline_cpu=cpu["baseline"],
@@ -156,6 +171,7 @@ def run(quick: bool) -> list:
                 "bare bpy, median": f"{60 * len(scenes) / statistics.median(base_t):.1f} images/min",
                 "PSNR vs 512 spp, ours": quality("ours"),
                 "PSNR vs 512 spp, bare": quality("bare"),
+                "bytes equal across rounds (warm-up included)": f"ours {len(rounds['ours']) == 1}, bare {len(rounds['bare']) == 1}",
             },
         )
     ]
@@ -180,7 +196,7 @@ def main() -> None:
     )
     items = plan_items(config)
     renderer = BlenderRenderer(threads=args.threads)
-    make_item = make_item_factory(config, lambda: renderer)
+    make_batch = make_batch_factory(config, lambda: renderer)
 
     scenes = kept_scenes(renderer, config, items)
     references = reference_renders(renderer, scenes, args.cache)
@@ -188,12 +204,12 @@ def main() -> None:
     methods = {
         "bare bpy": lambda: [bare_bpy(renderer, s, oidn=False) for s in scenes],
         "bare bpy + Cycles OIDN": lambda: [bare_bpy(renderer, s, oidn=True) for s in scenes],
-        "conceptforge (item loop)": lambda: [make_item(item).files["png"] for item in items],
+        "conceptforge (item loop)": lambda: [r.files["png"] for chunk in _chunks(items) for r in make_batch(chunk)],
     }
     times: dict[str, list[float]] = {name: [] for name in methods}
     outputs: dict[str, list[list[bytes]]] = {name: [] for name in methods}
     bare_bpy(renderer, scenes[0], oidn=True)  # warm-up: kernels, OIDN weights
-    make_item(items[0])
+    make_batch(items[:1])
     loads = [os.getloadavg()[0]]
     for _ in range(args.repeats):
         for name, run in methods.items():  # interleaved

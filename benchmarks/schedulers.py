@@ -12,7 +12,7 @@ What a user pays for scaling out on one 2-core machine, timed end to end from th
   (``benchmarks/_empty_stage.py``), so all that is timed is the scheduler. Slurm: 8 array tasks
   (quick: 4), one chunk each, vs the same processes started here 2 at a time (the difference /
   tasks is Slurm's cost per task); Ray: 200 (quick: 100) chunks through
-  :class:`conceptforge.ray_executor.RayExecutor` on a warm local cluster vs the engine's own
+  :class:`conceptforge.engine.ray_executor.RayExecutor` on a warm local cluster vs the engine's own
   loop in this process (the difference / chunks is Ray's cost per chunk).
 
 Both sides of the binding comparisons make the same dataset (checked: identical bytes). Needs root with Debian's
@@ -206,8 +206,8 @@ def _ray_results(quick: bool, repeats: int, workdir: Path) -> list[Result]:
     )
 
     from benchmarks import _empty_stage
-    from conceptforge.ray_executor import RayExecutor
-    from conceptforge.runner import run_stage
+    from conceptforge.engine.ray_executor import RayExecutor
+    from conceptforge.engine.runner import run_stage
 
     ray.cloudpickle.register_pickle_by_value(_empty_stage)  # Ray workers need not import benchmarks/
     _empty = _empty_stage.empty_stage

@@ -7,7 +7,7 @@ server (moto's server mode on 127.0.0.1, started here), two ways to keep finishe
 - **one file per item** (the baseline a user would otherwise write, and this project's first
   store): ``items/<split>/<id>.png`` plus ``<id>.json``, each written atomically; assembly lists
   the folder and reads every file back in id order into one parquet file;
-- **chunked** (``conceptforge.runner.run_stage``): chunk files of 64 items with a marker each;
+- **chunked** (``conceptforge.engine.runner.run_stage``): chunk files of 64 items with a marker each;
   assembly reads the chunks in order into one parquet file (exactly-once assembly included).
 
 Repeats are interleaved (baseline, chunked, baseline, ...); printed per target: min and median
@@ -37,11 +37,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from conceptforge.assemblers import Assembler
-from conceptforge.runner import Stage, run_stage
+from conceptforge.engine.assembly import Assembler
+from conceptforge.engine.runner import Stage, run_stage
+from conceptforge.engine.store import ItemResult
+from conceptforge.engine.workitems import WorkItem, derive_seed
 from conceptforge.serialization import atomic_write_bytes, canonical_json
-from conceptforge.store import ItemResult
-from conceptforge.workitems import WorkItem, derive_seed
 
 ITEM_BYTES = 4096
 CHUNK = 64

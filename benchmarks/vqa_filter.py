@@ -8,7 +8,7 @@ config with a real VLM's token layout (224 px, 196 image tokens; 4+4 layers of w
 call (the first batch's preprocessing, which nothing can overlap, preprocessing the prefetch
 thread does not hide, softmax, letter sums, thread start/stop), from the scorer's own forward timer.
 The warm-up call has already seen the question texts and image size, as a filter run has after
-its first batch, so the timed calls use the checked fast input path (``filters/vqa_inputs.py``).
+its first batch, so the timed calls use the checked fast input path (``filters/vqa/inputs.py``).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from PIL import Image
 
 from benchmarks._harness import Result, interleave
 from conceptforge.cub import CubAttributes
-from conceptforge.filters.questions import QuestionBuilder
-from conceptforge.filters.vqa import VQAScorer
+from conceptforge.filters.vqa.questions import QuestionBuilder
+from conceptforge.filters.vqa.scorer import VQAScorer
 from conceptforge.testing.tiny_vlms import build_tiny_llava
 
 ATTRIBUTES = [

@@ -20,13 +20,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from datasets import ClassLabel, DatasetInfo, Features, Image, LargeList, List, SplitDict, SplitInfo, Value
+from datasets import ClassLabel, DatasetInfo, Features, LargeList, List, SplitDict, SplitInfo
 from huggingface_hub import DatasetCard, DatasetCardData
 
 from conceptforge.cards.dataset_dir import DATA_DIR, GRID_NAME, SplitStats
 from conceptforge.cards.filter_stats import FilterStats
 from conceptforge.cards.provenance import strip_local_paths
-from conceptforge.cards.validate import card_problems, missing_sections, size_category
+from conceptforge.cards.validate import card_problems, feature_type, missing_sections, size_category
+from conceptforge.cards.validity import validity_markdown
 from conceptforge.errors import ConceptforgeError, DataFormatError, InvalidArgumentError
 
 logger = logging.getLogger(__name__)
@@ -34,6 +35,9 @@ logger = logging.getLogger(__name__)
 SPEC_MARKER = "conceptforge-card-spec"
 _SPEC_RE = re.compile(r"<!-- " + SPEC_MARKER + r"\n(.*?)\n-->", re.DOTALL)
 SPEC_FORMAT = 1
+
+
+_OMITTED_WHEN_EMPTY = frozenset({"validity", "personal_data", "maintenance"})
 
 
 @dataclass
@@ -81,6 +85,13 @@ class DatasetMetadata:
     # Filled in by the publish step (cards.release_diff): what changed since the previous release.
     changes_since: str | None = None
     changes: list[str] = field(default_factory=list)
+    # The Validity section (cards.validity): blind baselines, held-out checks, human agreement,
+    # computed from the rows when the dataset is assembled.
+    validity: dict[str, Any] = field(default_factory=dict)
+    # Croissant's Responsible-AI fields that no card section carries (cards.croissant):
+    # rai:personalSensitiveInformation and the owner's part of rai:dataReleaseMaintenancePlan.
+    personal_data: str = ""
+    maintenance: str = ""
 
     def __post_init__(self) -> None:
         if not self.license or not self.license.strip():
@@ -91,7 +102,13 @@ class DatasetMetadata:
             self.filter_stats = FilterStats.from_dict(self.filter_stats)
 
     def to_dict(self) -> dict[str, Any]:
-        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        # Fields added after cards were first published are left out while empty, so the spec of a
+        # card that does not use them is the same JSON as before they existed.
+        data = {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if f.name not in _OMITTED_WHEN_EMPTY or getattr(self, f.name)
+        }
         if isinstance(self.filter_stats, FilterStats):
             data["filter_stats"] = self.filter_stats.to_dict()
         return json.loads(json.dumps(data))  # plain JSON types only (copies nested values)
@@ -172,27 +189,6 @@ def card_data(metadata: DatasetMetadata, features: FeaturesArg, splits: Sequence
 
 
 # -- markdown helpers -------------------------------------------------------------------------
-def feature_type(feature: Any) -> str:
-    """A short human-readable type for the schema table."""
-    if isinstance(feature, Value):
-        return feature.dtype
-    if isinstance(feature, ClassLabel):
-        names = feature.names
-        shown = ", ".join(f"`{n}`" for n in names[:4]) + (", …" if len(names) > 4 else "")
-        return f"ClassLabel ({len(names)}: {shown})"
-    if isinstance(feature, Image):
-        return "Image"
-    if isinstance(feature, (List, LargeList)):
-        length = getattr(feature, "length", -1)
-        suffix = f" ({length})" if length and length > 0 else ""
-        return f"list[{feature_type(feature.feature)}]{suffix}"
-    if isinstance(feature, dict):
-        return "struct{" + ", ".join(f"{k}: {feature_type(v)}" for k, v in feature.items()) + "}"
-    if isinstance(feature, (list, tuple)) and feature:
-        return f"list[{feature_type(feature[0])}]"
-    return type(feature).__name__
-
-
 def _cell(text: Any) -> str:
     """Markdown table cell: no pipes or newlines."""
     return str(text).replace("|", "\\|").replace("\n", " ")
@@ -414,6 +410,7 @@ def render_card(
     lines += ["### Out-of-scope use", "", metadata.out_of_scope_use.strip() or MISSING_SECTION, ""]
     lines += ["## Bias, Risks and Limitations", "", metadata.bias_risks_limitations.strip() or MISSING_SECTION, ""]
     lines += ["## Annotations", "", metadata.annotations.strip() or MISSING_SECTION, ""]
+    lines += ["## Validity", ""] + validity_markdown(metadata.validity)
 
     if metadata.filter_stats:
         lines += ["## Filter statistics", ""]

@@ -29,11 +29,14 @@ from datasets import Features, LargeList, List, Value
 from datasets import Image as ImageFeature
 from datasets.features.features import encode_nested_example
 
+from conceptforge.engine.store import DISK_ERRNOS, io_error
 from conceptforge.errors import ConceptforgeError, DataFormatError, StoreError
 from conceptforge.output import FOLDER_MARKER, claim_folder, marker_bytes, owned_files
 from conceptforge.serialization import atomic_write_bytes
 from conceptforge.staging import make_staging, remove_stale
-from conceptforge.store import DISK_ERRNOS, io_error
+
+#: Every conceptforge dataset row's stable work-item id (what verify, diff and the row lists key on).
+ID_COLUMN = "item_id"
 
 logger = logging.getLogger(__name__)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from conceptforge.cards.croissant import CROISSANT_NAME
 from conceptforge.cards.dataset_dir import CARD_NAME, DATA_DIR, GRID_NAME, SCENES_DIR
 from conceptforge.cards.provenance import redact_secrets
 from conceptforge.cards.run_record import RECORD_NAME
@@ -20,16 +21,22 @@ logger = logging.getLogger(__name__)
 REPO_TYPE = "dataset"
 
 
-def _managed(path: str) -> bool:
-    """Paths a release owns; anything else in the repo (LICENSE, .gitattributes) is left alone."""
-    return path in (CARD_NAME, GRID_NAME, RECORD_NAME) or path.startswith((f"{DATA_DIR}/", f"{SCENES_DIR}/"))
+def _managed(path: str, also: tuple[str, ...] = ()) -> bool:
+    """Paths a release owns; anything else in the repo (LICENSE, .gitattributes) is left alone.
+
+    ``eval.yaml`` is owned only by a release that writes one (``also``): a release published
+    without ``--eval-framework`` leaves the benchmark declaration of an earlier one in place.
+    """
+    return path in (CARD_NAME, GRID_NAME, RECORD_NAME, CROISSANT_NAME, *also) or path.startswith(
+        (f"{DATA_DIR}/", f"{SCENES_DIR}/")
+    )
 
 
-def _remote_files(api: Any, repo_id: str, revision: str) -> dict[str, Any]:
+def _remote_files(api: Any, repo_id: str, revision: str, also: tuple[str, ...] = ()) -> dict[str, Any]:
     from huggingface_hub.hf_api import RepoFile
 
     entries = api.list_repo_tree(repo_id, recursive=True, revision=revision, repo_type=REPO_TYPE)
-    return {e.path: e for e in entries if isinstance(e, RepoFile) and _managed(e.path)}
+    return {e.path: e for e in entries if isinstance(e, RepoFile) and _managed(e.path, also)}
 
 
 def _same(local: Any, remote: Any) -> bool:  # local: publish.LocalFile

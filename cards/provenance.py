@@ -40,7 +40,7 @@ COMMIT_RE = re.compile(r"[0-9a-f]{40}")
 REDACTED = "***"
 # Hugging Face user access tokens start with "hf_"; the flag forms cover any other secret passed
 # on a command line.
-_TOKEN_RE = re.compile(r"\bhf_[A-Za-z0-9]{8,}")
+TOKEN_PATTERN = re.compile(r"\bhf_[A-Za-z0-9]{8,}")
 _SECRET_FLAG_RE = re.compile(r"(--(?:hf[-_])?token|--api[-_]key|--password)(=|\s+)(\S+)", re.IGNORECASE)
 _SECRET_ENV_RE = re.compile(r"\b((?:HF|HUGGING_FACE_HUB|HUGGINGFACE)_?(?:HUB_)?TOKEN)=(\S+)")
 _HEAD_TAIL = 1 << 20  # bytes hashed at each end of a large local weight file
@@ -66,7 +66,7 @@ def redact_secrets(text: str, secrets: Iterable[str] = ()) -> str:
         text = text.replace(secret, REDACTED)
     text = _SECRET_FLAG_RE.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
     text = _SECRET_ENV_RE.sub(lambda m: f"{m.group(1)}={REDACTED}", text)
-    return _TOKEN_RE.sub(f"hf_{REDACTED}", text)
+    return TOKEN_PATTERN.sub(f"hf_{REDACTED}", text)
 
 
 _WINDOWS_ABSOLUTE_RE = re.compile(r"^[A-Za-z]:[\\/]")

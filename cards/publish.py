@@ -32,7 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from conceptforge.cards.card import DatasetMetadata, load_line, render_card
+from conceptforge.cards.croissant import CROISSANT_NAME, croissant_bytes, croissant_document, empty_rai_fields
 from conceptforge.cards.dataset_dir import CARD_NAME, GRID_NAME
+from conceptforge.cards.hub_eval import EVAL_YAML, Benchmark
 from conceptforge.cards.hub_remote import (
     REPO_TYPE,
     _diff,
@@ -44,7 +46,7 @@ from conceptforge.cards.hub_remote import (
     hub_validate_card,
 )
 from conceptforge.cards.local_dataset import LocalDataset, read_dataset_dir
-from conceptforge.cards.run_record import RECORD_NAME
+from conceptforge.cards.run_record import RECORD_NAME, read_run_record
 from conceptforge.cards.validate import dataset_dir_problems, ensure_valid, grid_problems
 from conceptforge.cards.versions import Version, parse_version, previous_version, published_versions
 from conceptforge.errors import ConceptforgeError, HubError, InvalidArgumentError, PublishError
@@ -85,6 +87,8 @@ class PublishResult:
     total_files: int = 0
     config: str | None = None  # a repo with several configs: the one the load line names
     unchecked: str | None = None  # dry run without the Hub: why the remote checks were skipped
+    rai_empty: list[str] = field(default_factory=list)  # croissant.json: required RAI fields left empty
+    benchmark: Benchmark | None = None  # the eval.yaml this release writes (None: none asked for)
 
     @property
     def load_line(self) -> str:
@@ -112,16 +116,25 @@ class PublishResult:
                 f"published {self.repo_id} {self.version}{previous} at commit {self.commit_id}: "
                 f"{len(self.uploaded)} files uploaded ({self.uploaded_bytes / 1e6:.1f} MB), {len(self.deleted)} deleted"
             )
-        return f"{head}\nfrom datasets import load_dataset; ds = {self.load_line}"
+        lines = [head]
+        if self.rai_empty:
+            lines.append(f"{CROISSANT_NAME}: RAI fields that would be empty: {', '.join(self.rai_empty)}")
+        elif self.action != "unchanged":
+            lines.append(f"{CROISSANT_NAME}: core and Responsible-AI fields filled")
+        if self.benchmark is not None and self.action != "unchanged":
+            lines.append(
+                f"{EVAL_YAML}: {len(self.benchmark.tasks)} task(s), evaluation_framework {self.benchmark.framework}"
+            )
+        lines.append(f"from datasets import load_dataset; ds = {self.load_line}")
+        return "\n".join(lines)
 
 
 # -- local side (reading the directory: cards.local_dataset) ----------------------------------
-def render_release_card(
+def release_metadata(
     local: LocalDataset, *, repo_id: str, version: Version, previous: Version | None, changes: list[str] | None = None
-) -> str:
-    """The card as published: the directory's own spec plus repo id, version and previous version,
-    and, when ``changes`` is given, the "Changes since <previous>" lines (:mod:`cards.release_diff`)."""
-    metadata = DatasetMetadata.from_dict(
+) -> DatasetMetadata:
+    """The directory's own card spec plus repo id, version, previous version and changes."""
+    return DatasetMetadata.from_dict(
         {
             **local.metadata.to_dict(),
             "repo_id": repo_id,
@@ -132,7 +145,35 @@ def render_release_card(
             "changes": list(changes or []),
         }
     )
+
+
+def render_release_card(
+    local: LocalDataset, *, repo_id: str, version: Version, previous: Version | None, changes: list[str] | None = None
+) -> str:
+    """The card as published: the directory's own spec plus repo id, version and previous version,
+    and, when ``changes`` is given, the "Changes since <previous>" lines (:mod:`cards.release_diff`)."""
+    metadata = release_metadata(local, repo_id=repo_id, version=version, previous=previous, changes=changes)
     return render_card(metadata, local.features, local.splits, has_grid=local.has_grid)
+
+
+def release_croissant(
+    local: LocalDataset, *, repo_id: str, version: Version, previous: Version | None
+) -> tuple[bytes, list[str]]:
+    """``croissant.json`` of the release (:mod:`cards.croissant`) and its empty required RAI fields."""
+    metadata = release_metadata(local, repo_id=repo_id, version=version, previous=previous)
+    document = croissant_document(
+        metadata,
+        local.features,
+        local.splits,
+        repo_id=repo_id,
+        version=str(version),
+        record=read_run_record(local.directory),
+    )
+    return croissant_bytes(document), empty_rai_fields(document)
+
+
+def in_memory_file(path: str, content: bytes) -> LocalFile:
+    return LocalFile(path, len(content), *_hash_stream(iter([content]), len(content)), content=content)
 
 
 def _hash_stream(chunks: Iterator[bytes], size: int) -> tuple[str, str]:
@@ -151,10 +192,11 @@ def _file_chunks(path: Path, progress: Any) -> Iterator[bytes]:
             yield chunk
 
 
-def local_files(local: LocalDataset, card_text: str) -> list[LocalFile]:
-    """Card (in memory) + grid + data shards, hashed as streams (sha256 for LFS, git oid for blobs)."""
-    card = card_text.encode("utf-8")
-    files = [LocalFile(CARD_NAME, len(card), *_hash_stream(iter([card]), len(card)), content=card)]
+def local_files(local: LocalDataset, card_text: str, extra: dict[str, bytes] | None = None) -> list[LocalFile]:
+    """Card and ``extra`` files (in memory: croissant.json, eval.yaml) + grid + data shards, hashed
+    as streams (sha256 for LFS, git oid for blobs)."""
+    files = [in_memory_file(CARD_NAME, card_text.encode("utf-8"))]
+    files += [in_memory_file(path, content) for path, content in (extra or {}).items()]
     paths = ([GRID_NAME] if local.has_grid else []) + local.data_paths()
     total = sum((local.directory / p).stat().st_size for p in paths)
     with tqdm(total=total, unit="B", unit_scale=True, desc="hashing", leave=False) as progress:
@@ -178,6 +220,18 @@ class _Release:
     network_errors: tuple[type[BaseException], ...]
     dry_run: bool
     files: list[LocalFile] = field(default_factory=list)
+    benchmark: Benchmark | None = None
+    rai_empty: list[str] = field(default_factory=list)
+
+    @property
+    def also_managed(self) -> tuple[str, ...]:
+        """``eval.yaml`` belongs to this release only when it writes one."""
+        return (EVAL_YAML,) if self.benchmark is not None else ()
+
+    def replace_file(self, path: str, content: bytes) -> None:
+        for index, existing in enumerate(self.files):
+            if existing.path_in_repo == path:
+                self.files[index] = in_memory_file(path, content)
 
     def local_only(self, why: str) -> PublishResult:
         logger.info("dry run without the Hub (%s): local checks only", why)
@@ -191,6 +245,8 @@ class _Release:
             uploaded_bytes=sum(f.size for f in self.files),
             total_files=len(self.files),
             unchecked=why,
+            rai_empty=self.rai_empty,
+            benchmark=self.benchmark,
         )
 
     def fail(self, stage: str, error: BaseException, *, committed: str | None = None) -> HubError:
@@ -229,9 +285,14 @@ def publish_dataset(
     token: str | None = None,
     endpoint: str | None = None,
     num_threads: int = 4,
+    benchmark: Benchmark | None = None,
 ) -> PublishResult:
     """Publish ``dataset_dir`` as ``repo_id`` at ``version`` (see module docstring): checks, reads
-    of the remote, the diff against it, one commit, the tag."""
+    of the remote, the diff against it, one commit, the tag.
+
+    Every release carries ``croissant.json`` (:mod:`cards.croissant`); ``benchmark`` (the owner's
+    request, :class:`cards.hub_eval.Benchmark`) adds the root ``eval.yaml`` that makes the dataset
+    a Hub benchmark, its tasks checked against the release's configs and splits first."""
     from huggingface_hub import HfApi, get_token
     from huggingface_hub.errors import RepositoryNotFoundError
 
@@ -242,19 +303,25 @@ def publish_dataset(
     secrets = [token] if token else []
     local = read_dataset_dir(dataset_dir)
     api = HfApi(endpoint=endpoint, token=token, library_name="conceptforge")
-    release = _Release(repo_id, wanted, secrets, local, api, _network_errors(), dry_run)
+    release = _Release(repo_id, wanted, secrets, local, api, _network_errors(), dry_run, benchmark=benchmark)
+    extra: dict[str, bytes] = {}
+    if benchmark is not None:
+        extra[EVAL_YAML] = benchmark.text(local.splits).encode("utf-8")
 
     # 0. Everything that needs no Hub, first: a dry run offline still validates the whole release.
     card_text = render_release_card(local, repo_id=repo_id, version=wanted, previous=None)
     on_disk = grid_problems(local.directory, (Path(local.directory) / CARD_NAME).read_text(encoding="utf-8"))
     ensure_valid(on_disk + dataset_dir_problems(local.directory, card_text, secrets=secrets), "the dataset card")
+    extra[CROISSANT_NAME], release.rai_empty = release_croissant(local, repo_id=repo_id, version=wanted, previous=None)
+    if release.rai_empty:
+        logger.warning("%s: RAI fields that would be empty: %s", CROISSANT_NAME, ", ".join(release.rai_empty))
     offline = _offline_mode()
     if offline and not dry_run:
         raise PublishError(
             "offline mode (HF_HUB_OFFLINE=1) blocks publishing; the release is valid locally — "
             "unset HF_HUB_OFFLINE to publish, or pass --dry-run to check it without the Hub"
         )
-    release.files = local_files(local, card_text)
+    release.files = local_files(local, card_text, extra)
     if dry_run and offline:
         return release.local_only("offline mode (HF_HUB_OFFLINE=1)")
 
@@ -307,8 +374,9 @@ def _final_card(release: _Release, card_text: str, previous: Version | None, *, 
             local, repo_id=release.repo_id, version=release.wanted, previous=previous, changes=changes
         )
         ensure_valid(dataset_dir_problems(local.directory, card_text, secrets=secrets), "the dataset card")
-        card = card_text.encode("utf-8")
-        release.files[0] = LocalFile(CARD_NAME, len(card), *_hash_stream(iter([card]), len(card)), content=card)
+        release.replace_file(CARD_NAME, card_text.encode("utf-8"))
+        croissant, _ = release_croissant(local, repo_id=release.repo_id, version=release.wanted, previous=previous)
+        release.replace_file(CROISSANT_NAME, croissant)
     try:  # the Hub's own check of the card's metadata (DatasetCard.validate), before any upload
         hub_validate_card(card_text, endpoint=endpoint)
     except release.network_errors as error:
@@ -325,7 +393,7 @@ def _compare(
     try:
         if str(wanted) in tags:
             tagged = tags[str(wanted)]
-            changed, deleted = _diff(files, _remote_files(api, repo_id, tagged))
+            changed, deleted = _diff(files, _remote_files(api, repo_id, tagged, release.also_managed))
             if not changed and not deleted:
                 logger.info("%s %s already published at %s", repo_id, wanted, tagged)
                 return PublishResult(
@@ -336,6 +404,8 @@ def _compare(
                     tagged,
                     total_files=len(files),
                     config=first_config,
+                    rai_empty=release.rai_empty,
+                    benchmark=release.benchmark,
                 )
             differing = ", ".join([f.path_in_repo for f in changed][:3] + deleted[:2])
             raise PublishError(
@@ -349,7 +419,7 @@ def _compare(
                 "versions only go up — choose a version above it"
             )
         main_head = next((b.target_commit for b in refs.branches if b.name == "main"), None) if refs else None
-        remote = _remote_files(api, repo_id, main_head) if main_head else {}
+        remote = _remote_files(api, repo_id, main_head, release.also_managed) if main_head else {}
     except ConceptforgeError:
         raise  # our own refusal (a PublishError is an OSError too): not a network failure
     except release.network_errors as error:
@@ -366,6 +436,8 @@ def _compare(
         deleted=deleted,
         total_files=len(files),
         config=first_config,
+        rai_empty=release.rai_empty,
+        benchmark=release.benchmark,
     )
 
 
@@ -390,7 +462,9 @@ def _commit(
             api.create_repo(repo_id, repo_type=REPO_TYPE, private=private, exist_ok=True)
             refs = api.list_repo_refs(repo_id, repo_type=REPO_TYPE)
             main_head = next((b.target_commit for b in refs.branches if b.name == "main"), None)
-            changed, deleted = _diff(files, _remote_files(api, repo_id, main_head) if main_head else {})
+            changed, deleted = _diff(
+                files, _remote_files(api, repo_id, main_head, release.also_managed) if main_head else {}
+            )
         elif private and not api.repo_info(repo_id, repo_type=REPO_TYPE).private:
             logger.warning("%s exists and is public: --private does not change an existing repo's visibility", repo_id)
     except release.network_errors as error:

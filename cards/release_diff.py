@@ -23,10 +23,9 @@ from typing import Any
 import pyarrow.parquet as pq
 from datasets import Features
 
-from conceptforge.cards.card import feature_type
-from conceptforge.cards.dataset_dir import CARD_NAME, DATA_DIR
+from conceptforge.cards.dataset_dir import CARD_NAME, DATA_DIR, ID_COLUMN
+from conceptforge.cards.validate import feature_type
 
-ID_COLUMN = "item_id"
 #: Card fields that change with every release and say nothing about the data.
 RELEASE_FIELDS = ("version", "previous_version", "repo_id", "changes_since", "changes")
 MAX_IDS_SHOWN = 10
@@ -84,12 +83,14 @@ def row_key(row: Mapping[str, Any], index: int) -> str:
 
 @dataclass
 class Snapshot:
-    """One release as the diff sees it: row hashes per ``config/split``, schema and card spec."""
+    """One release as the diff sees it: row hashes per ``config/split``, schema and card spec;
+    ``duplicates``: per ``config/split``, the ids held by more than one row (with their count)."""
 
     label: str
     rows: dict[str, dict[str, str]]
     features: dict[str, dict[str, str]]
     metadata: dict[str, Any]
+    duplicates: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 def split_key(config: str, split: str) -> str:
@@ -102,14 +103,22 @@ def snapshot(directory: str | Path, *, label: str | None = None) -> Snapshot:
 
     local = read_dataset_dir(directory)
     rows: dict[str, dict[str, str]] = {}
+    duplicates: dict[str, dict[str, int]] = {}
     for split in local.splits:
         hashes: dict[str, str] = {}
+        counts: dict[str, int] = {}
         for index, row in enumerate(iter_rows([local.directory / f for f in split.files])):
-            hashes[row_key(row, index)] = row_hash(row)
+            key = row_key(row, index)
+            counts[key] = counts.get(key, 0) + 1
+            if counts[key] == 1:  # a duplicated id is compared by its first row and listed apart
+                hashes[key] = row_hash(row)
         rows[split_key(split.config, split.name)] = hashes
+        repeated = {key: n for key, n in counts.items() if n > 1}
+        if repeated:
+            duplicates[split_key(split.config, split.name)] = repeated
     features = {"default": local.features} if isinstance(local.features, Features) else local.features
     schema = {config: {name: feature_type(feature) for name, feature in f.items()} for config, f in features.items()}
-    return Snapshot(label or str(directory), rows, schema, local.metadata.to_dict())
+    return Snapshot(label or str(directory), rows, schema, local.metadata.to_dict(), duplicates)
 
 
 @dataclass
@@ -117,10 +126,12 @@ class SplitChanges:
     added: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)
+    duplicated: list[str] = field(default_factory=list)  # ids the new release holds in several rows
+    deduplicated: list[str] = field(default_factory=list)  # ids the old release held in several rows, the new once
 
     @property
     def empty(self) -> bool:
-        return not (self.added or self.removed or self.changed)
+        return not (self.added or self.removed or self.changed or self.duplicated or self.deduplicated)
 
 
 @dataclass
@@ -149,7 +160,13 @@ class ReleaseDiff:
         for name, change in self.splits.items():
             parts = [
                 f"{kind} {len(values)} ({ids(values)})"
-                for kind, values in (("added", change.added), ("removed", change.removed), ("changed", change.changed))
+                for kind, values in (
+                    ("added", change.added),
+                    ("removed", change.removed),
+                    ("changed", change.changed),
+                    ("duplicate ids", change.duplicated),
+                    ("no longer duplicated", change.deduplicated),
+                )
                 if values
             ]
             if parts:
@@ -159,30 +176,45 @@ class ReleaseDiff:
         return lines
 
 
+MAX_VALUE_SHOWN = 80  # characters of a card value in a change line
+
+
+def _shown(value: Any) -> str:
+    """A card value in a change line: JSON-like, cut at :data:`MAX_VALUE_SHOWN` characters."""
+    import json
+
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= MAX_VALUE_SHOWN else text[: MAX_VALUE_SHOWN - 1] + "…"
+
+
 def _dict_changes(old: Any, new: Any, prefix: str = "") -> list[str]:
-    """Dotted paths where two JSON values differ (nested mappings are walked)."""
+    """Where two JSON values differ, with the old and new values: ``provenance.seeds.run: 0 -> 1``
+    (nested mappings are walked; added and removed keys show their one value)."""
     if isinstance(old, Mapping) and isinstance(new, Mapping):
         found = []
         for key in sorted(set(old) | set(new), key=str):
             path = f"{prefix}.{key}" if prefix else str(key)
             if key not in old:
-                found.append(f"{path} added")
+                found.append(f"{path} added: {_shown(new[key])}")
             elif key not in new:
-                found.append(f"{path} removed")
+                found.append(f"{path} removed (was {_shown(old[key])})")
             else:
                 found += _dict_changes(old[key], new[key], path)
         return found
-    return [] if old == new else [f"{prefix} changed"]
+    return [] if old == new else [f"{prefix}: {_shown(old)} -> {_shown(new)}"]
 
 
 def diff_snapshots(old: Snapshot, new: Snapshot) -> ReleaseDiff:
     splits: dict[str, SplitChanges] = {}
     for name in list(old.rows) + [n for n in new.rows if n not in old.rows]:
         before, after = old.rows.get(name, {}), new.rows.get(name, {})
+        repeated = new.duplicates.get(name, {})
         splits[name] = SplitChanges(
             added=[key for key in after if key not in before],
             removed=[key for key in before if key not in after],
             changed=[key for key in after if key in before and before[key] != after[key]],
+            duplicated=[f"{key} ×{count}" for key, count in repeated.items()],
+            deduplicated=[key for key in old.duplicates.get(name, {}) if key in after and key not in repeated],
         )
     features = []
     for config in list(old.features) + [c for c in new.features if c not in old.features]:

@@ -40,6 +40,18 @@ def parse_hub_reference(text: str) -> tuple[str, str | None] | None:
     return (match["repo"], match["revision"]) if match else None
 
 
+def hub_target(text: str, revision: str | None) -> tuple[str, str | None]:
+    """``ORG/NAME[@REVISION]`` and ``--revision`` -> (repo id, revision); one line when ``text`` is
+    no Hub id or the two revisions disagree."""
+    reference = parse_hub_reference(text)
+    if reference is None:
+        raise DataNotFoundError(f"{text} is neither a local dataset directory nor a Hub id ORG/NAME[@REVISION]")
+    repo_id, pinned = reference
+    if pinned and revision and pinned != revision:
+        raise InvalidArgumentError(f"{text} names revision {pinned} but --revision says {revision}; give one")
+    return repo_id, pinned or revision
+
+
 def resolve_release(text: str, *, revision: str | None = None) -> ReleaseSource:
     """A local directory (``revision`` must then be None) or a Hub dataset downloaded at ``revision``."""
     path = Path(text).expanduser()
@@ -49,13 +61,7 @@ def resolve_release(text: str, *, revision: str | None = None) -> ReleaseSource:
         if not path.is_dir():
             raise InvalidArgumentError(f"{text} is a file; give a dataset directory or ORG/NAME[@REVISION]")
         return ReleaseSource(path, str(path))
-    reference = parse_hub_reference(text)
-    if reference is None:
-        raise DataNotFoundError(f"{text} is neither a local dataset directory nor a Hub id ORG/NAME[@REVISION]")
-    repo_id, pinned = reference
-    if pinned and revision and pinned != revision:
-        raise InvalidArgumentError(f"{text} names revision {pinned} but --revision says {revision}; give one")
-    revision = pinned or revision
+    repo_id, revision = hub_target(text, revision)
     return ReleaseSource(download_release(repo_id, revision), f"{repo_id}@{revision or 'main'}", repo_id, revision)
 
 
@@ -145,13 +151,7 @@ def open_release(text: str, *, revision: str | None = None) -> ReleaseFiles:
     if path.exists():
         source = resolve_release(text, revision=revision)  # the same checks as a download would get
         return ReleaseFiles(source.label, directory=source.directory)
-    reference = parse_hub_reference(text)
-    if reference is None:
-        raise DataNotFoundError(f"{text} is neither a local dataset directory nor a Hub id ORG/NAME[@REVISION]")
-    repo_id, pinned = reference
-    if pinned and revision and pinned != revision:
-        raise InvalidArgumentError(f"{text} names revision {pinned} but --revision says {revision}; give one")
-    revision = pinned or revision
+    repo_id, revision = hub_target(text, revision)
     from huggingface_hub import HfApi
     from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
 

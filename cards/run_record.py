@@ -11,8 +11,14 @@ Layout::
 
     {"format": 1, "generator": "binding",
      "configs": {"<config>": {"stage": …, "settings": …, "plan": {"items": N, "fingerprint": …},
+                               "rows": {"<split>": ["<item_id>", …]},
                                "rebuild": {…generator-specific…}, "device": "cpu"}},
-     "packages": {"conceptforge": …, "torch": …}, "python": "3.12.3", "machine": "x86_64"}
+     "packages": {"conceptforge": …, "torch": …}, "python": "3.12.3", "machine": "x86_64",
+     "validity": {…cards.validity report…}}
+
+``rows`` is the release's row set as assembled: per split, the item ids in shard order. ``verify``
+checks the published rows against it (a dropped, duplicated or reordered row fails); records
+written before it existed lack it and are checked against the plan's item count only.
 
 A plain (one-config) dataset has the single config ``default``. Local paths are elided like the
 card's (``.../tiny-flux``): the file is published.
@@ -23,10 +29,11 @@ from __future__ import annotations
 import json
 import logging
 import platform
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from conceptforge.cards.dataset_dir import ID_COLUMN
 from conceptforge.cards.provenance import package_versions, strip_local_paths
 from conceptforge.errors import DataFormatError
 from conceptforge.serialization import atomic_write_bytes, canonical_json
@@ -40,22 +47,62 @@ VERIFY_PACKAGES = ("conceptforge", "torch", "diffusers", "bpy", "pyoidn")
 RECORD_PACKAGES = (*VERIFY_PACKAGES, "transformers", "peft", "numpy", "pillow", "pyarrow", "datasets")
 
 
-def config_entry(run_config: Mapping[str, Any] | None, *, rebuild: Mapping[str, Any], device: str) -> dict[str, Any]:
-    """One config's entry from the store's ``run.json`` (``stage``, ``settings``, ``plan``)."""
+def config_entry(
+    run_config: Mapping[str, Any] | None,
+    *,
+    rebuild: Mapping[str, Any],
+    device: str,
+    rows: Mapping[str, Sequence[str]] | None = None,
+) -> dict[str, Any]:
+    """One config's entry from the store's ``run.json`` (``stage``, ``settings``, ``plan``) and the
+    row ids the assembly wrote (``rows``: split -> ids in shard order, :func:`row_ids`)."""
     run_config = dict(run_config or {})
     plan = dict(run_config.get("plan") or {})
-    return {
+    entry = {
         "stage": run_config.get("stage"),
         "settings": run_config.get("settings", {}),
         "plan": {"items": plan.get("items"), "fingerprint": plan.get("fingerprint")},
         "rebuild": json.loads(canonical_json(dict(rebuild))),
         "device": device,
     }
+    if rows is not None:
+        entry["rows"] = {split: [str(i) for i in ids] for split, ids in rows.items()}
+    return entry
 
 
-def run_record(generator: str, configs: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """The whole record: the configs plus this machine's package versions and Python."""
-    return {
+def row_ids(directory: str | Path, splits: Iterable[Any], *, config: str | None = None) -> dict[str, list[str]]:
+    """Split -> the ``item_id`` column of its shards in order, for the splits (``SplitStats``) of
+    ``config`` (all of them when None), read from the written dataset directory ``directory``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from conceptforge.engine.store import is_url, join
+
+    found: dict[str, list[str]] = {}
+    for split in splits:
+        if config is not None and split.config != config:
+            continue
+        ids = found.setdefault(split.name, [])
+        for name in split.files:
+            where = join(str(directory), name)
+            if is_url(where):  # a bucket: the bytes, read by arrow from memory (not a Python file object)
+                import fsspec
+
+                with fsspec.open(where, "rb") as handle:
+                    source: Any = pa.BufferReader(handle.read())
+            else:
+                source = where
+            table = pq.ParquetFile(source).read(columns=[ID_COLUMN])
+            ids += [str(v) for v in table.column(ID_COLUMN).to_pylist()]
+    return found
+
+
+def run_record(
+    generator: str, configs: Mapping[str, Mapping[str, Any]], *, validity: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The whole record: the configs plus this machine's package versions and Python, and the
+    dataset's validity report (:mod:`cards.validity`) when the generator computed one."""
+    record = {
         "format": RECORD_FORMAT,
         "generator": generator,
         "configs": {name: dict(entry) for name, entry in configs.items()},
@@ -63,6 +110,9 @@ def run_record(generator: str, configs: Mapping[str, Mapping[str, Any]]) -> dict
         "python": platform.python_version(),
         "machine": platform.machine(),
     }
+    if validity:
+        record["validity"] = dict(validity)
+    return record
 
 
 def write_run_record(directory: str | Path, record: Mapping[str, Any]) -> Path:

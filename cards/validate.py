@@ -18,9 +18,11 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import yaml
-from datasets import Features
+from datasets import ClassLabel, Features, Image, LargeList, List, Value
 
 from conceptforge.cards.dataset_dir import CARD_NAME, DATA_DIR, GRID_NAME
+from conceptforge.cards.provenance import TOKEN_PATTERN
+from conceptforge.cards.validity import NOT_COMPUTED
 from conceptforge.errors import ConceptforgeError, DataFormatError
 from conceptforge.hub_ids import HUB_LICENSES
 
@@ -90,7 +92,6 @@ train-eval-index viewer thumbnail
 MAX_HUB_FILE_SIZE = 50 * 10**9  # the Hub refuses single files above 50 GB
 MAX_FILES_PER_COMMIT = 25_000  # LFS files per commit accepted by the Hub
 _YAML_RE = re.compile(r"\A---\s*\n(.*?)\n---\s*(\n|\Z)", re.DOTALL)
-_TOKEN_RE = re.compile(r"\bhf_[A-Za-z0-9]{8,}")
 _GRID_LINK = f"]({GRID_NAME})"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -190,7 +191,7 @@ def card_problems(text: str, *, secrets: Iterable[str] = ()) -> list[str]:
             if names != set(infos):
                 problems.append(f"configs {sorted(names)} and dataset_info configs {sorted(infos)} differ")
     secret_list = [s for s in secrets if s]
-    if any(secret in text for secret in secret_list) or _TOKEN_RE.search(text):
+    if any(secret in text for secret in secret_list) or TOKEN_PATTERN.search(text):
         problems.append("the card contains an access token; it must never be published")
     problems += _bibtex_problems(text)
     local = _LOCAL_PATH_RE.search(text)
@@ -205,6 +206,23 @@ def card_problems(text: str, *, secrets: Iterable[str] = ()) -> list[str]:
 #: An absolute path of this machine in a card's text (/home/me/x, /tmp/y/z): a "/" not preceded by
 #: a word character, a dot or ":" (relative paths, URLs, ".../name" and "yes/no" do not match).
 _LOCAL_PATH_RE = re.compile(r"(?<![\w.:/~-])(/(?:[\w.+@-]+/)+[\w.+@-]+)")
+
+
+def _declared_features(directory: Path, card_text: str) -> dict[str, Features] | None:
+    """The features the directory's own card declares, when ``card_text`` is another rendering
+    (publish re-renders the card from the first shard's schema, so a shard with an extra column
+    would otherwise be checked against a card made from itself); None when there is none."""
+    path = directory / CARD_NAME
+    if not path.is_file():
+        return None
+    own = path.read_text(encoding="utf-8")
+    if own == card_text:
+        return None
+    try:
+        infos = _dataset_infos(parse_card_yaml(own)["dataset_info"])
+        return {name: Features._from_yaml_list(info["features"]) for name, info in infos.items()}
+    except Exception:  # an unreadable own card: the rendered one is checked as before
+        return None
 
 
 def _dataset_infos(info: Any) -> dict[str, Any]:
@@ -226,6 +244,9 @@ def missing_sections(text: str) -> list[str]:
         match = re.search(re.escape(heading) + r"\n\n(.*?)\n", text)
         if not match or match.group(1).strip() in ("", "_Not written yet._"):
             missing.append(heading.lstrip("# "))
+    match = re.search(r"## Validity\n\n(.*?)\n", text)
+    if not match or match.group(1).strip() == NOT_COMPUTED:
+        missing.append("Validity")
     return missing
 
 
@@ -250,6 +271,8 @@ def dataset_dir_problems(
         ]
     except Exception:
         return problems or ["the card metadata lacks configs/dataset_info"]
+    # the assembly's own card too: what the shards were written to hold
+    declared = _declared_features(directory, card_text) or {}
 
     files = sorted(
         p.relative_to(directory).as_posix()
@@ -281,8 +304,12 @@ def dataset_dir_problems(
             except Exception as error:
                 problems.append(f"{name} is not a readable parquet file: {' '.join(str(error).split())}")
                 continue
-            if Features.from_arrow_schema(parquet.schema_arrow) != features.get(config):
-                problems.append(f"{name}: parquet features differ from the card's dataset_info features")
+            problem = shard_schema_problem(parquet.schema_arrow, declared.get(config)) if declared else None
+            problem = problem or shard_schema_problem(parquet.schema_arrow, features.get(config))
+            if problem:
+                problems.append(f"{name}: {problem}")
+            else:
+                problems += [f"{name}: {p}" for p in model_id_problems(parquet)]
             rows[split] = rows.get(split, 0) + parquet.metadata.num_rows
     unmatched = sorted(set(files) - matched)
     if unmatched:
@@ -320,6 +347,84 @@ def grid_problems(directory: str | Path, card_text: str) -> list[str]:
         if handle.read(8) != PNG_MAGIC:
             return [f"{GRID_NAME} is not a PNG image"]
     return []
+
+
+#: String columns that name a model: their values are published, so they must be a Hub id or an
+#: elided folder name (``.../tiny-flux``), never a path of the machine that made the data.
+MODEL_ID_COLUMNS = ("model_id",)
+
+
+def feature_type(feature: Any) -> str:
+    """A short human-readable type for the schema table."""
+    if isinstance(feature, Value):
+        return feature.dtype
+    if isinstance(feature, ClassLabel):
+        names = feature.names
+        shown = ", ".join(f"`{n}`" for n in names[:4]) + (", …" if len(names) > 4 else "")
+        return f"ClassLabel ({len(names)}: {shown})"
+    if isinstance(feature, Image):
+        return "Image"
+    if isinstance(feature, (List, LargeList)):
+        length = getattr(feature, "length", -1)
+        suffix = f" ({length})" if length and length > 0 else ""
+        return f"list[{feature_type(feature.feature)}]{suffix}"
+    if isinstance(feature, dict):
+        return "struct{" + ", ".join(f"{k}: {feature_type(v)}" for k, v in feature.items()) + "}"
+    if isinstance(feature, (list, tuple)) and feature:
+        return f"list[{feature_type(feature[0])}]"
+    return type(feature).__name__
+
+
+def shard_schema_problem(schema: Any, features: Features | None) -> str | None:
+    """What differs between a shard's real columns and the card's features (None: nothing).
+
+    The shard's own columns and arrow types are compared, not the ``huggingface`` feature
+    metadata embedded in its schema: that metadata can say what the card says while the file
+    holds another column, and ``load_dataset`` then fails on the Hub.
+    """
+    if features is None:
+        return "its config has no features in the card's dataset_info"
+    expected = features.arrow_schema
+    names, wanted = list(schema.names), list(expected.names)
+    extra = [n for n in names if n not in wanted]
+    missing = [n for n in wanted if n not in names]
+    if extra or missing:
+        parts = ([f"column(s) {', '.join(extra)} not in the card's features"] if extra else []) + (
+            [f"no column {', '.join(missing)}"] if missing else []
+        )
+        return "; ".join(parts) + " (load_dataset would fail: re-assemble the shard)"
+    if names != wanted:
+        return f"columns in another order than the card's features ({', '.join(names)})"
+    for name in wanted:
+        if not schema.field(name).type.equals(expected.field(name).type):
+            said = feature_type(features[name])
+            arrow = str(expected.field(name).type)
+            return f"column {name} holds {schema.field(name).type}, the card's features say {said}" + (
+                f" ({arrow})" if arrow != said else ""
+            )
+    if Features.from_arrow_schema(schema) != features:
+        return "its embedded parquet features differ from the card's dataset_info features"
+    return None
+
+
+def model_id_problems(parquet: Any) -> list[str]:
+    """Local paths in a shard's model-id columns (:data:`MODEL_ID_COLUMNS`), one problem per column."""
+    import pyarrow as pa
+
+    from conceptforge.cards.provenance import _is_local_path
+
+    problems = []
+    for column in MODEL_ID_COLUMNS:
+        if column not in parquet.schema_arrow.names or not pa.types.is_string(parquet.schema_arrow.field(column).type):
+            continue
+        values = {v for v in parquet.read(columns=[column]).column(column).to_pylist() if isinstance(v, str)}
+        local = sorted(v for v in values if _is_local_path(v))
+        if local:
+            problems.append(
+                f"column {column} holds a local path ({local[0]}): published data must name a model by its Hub id "
+                "or its folder name (.../NAME); re-assemble with this version of conceptforge"
+            )
+    return problems
 
 
 def ensure_valid(problems: list[str], what: str) -> None:

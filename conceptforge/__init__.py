@@ -8,13 +8,13 @@ repository's top-level folders of the design card and installed under this one n
 ``conceptforge.loaders``.
 """
 
+from conceptforge.engine.launchers import resolve_shard
+from conceptforge.engine.runner import RunReport, Stage, assemble_run, run_stage, run_work_items
+from conceptforge.engine.store import ItemResult, ItemStore
+from conceptforge.engine.workitems import ShardSpec, WorkItem, derive_seed, select_shard
 from conceptforge.errors import ConceptforgeError
-from conceptforge.launchers import resolve_shard
 from conceptforge.output import RunDir
 from conceptforge.progress import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
-from conceptforge.runner import RunReport, Stage, assemble_run, run_stage, run_work_items
-from conceptforge.store import ItemResult, ItemStore
-from conceptforge.workitems import ShardSpec, WorkItem, derive_seed, select_shard
 
 #: The one place the version is written: pyproject reads it (``[tool.setuptools.dynamic]``).
 __version__ = "0.2.0"

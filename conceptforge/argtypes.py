@@ -65,6 +65,10 @@ __all__ = [
     "HubRepoId",
     "hub_license",
     "hub_repo_id",
+    "Choice",
+    "IntList",
+    "StrList",
+    "Optional",
 ]
 
 
@@ -560,6 +564,29 @@ class HubLicense(ArgType):
         return self.__name__
 
 
+class Choice(ArgType):
+    """One of a fixed set of names. Why a type (not just ``choices=``): the same check serves a
+    task option given as ``--task-option TASK.NAME=VALUE``, where argparse's ``choices`` is not in
+    the loop; a flag built from the option passes ``choices=`` too, for its usage line."""
+
+    def __init__(self, choices: tuple[str, ...] | list[str], *, name: str = "choice") -> None:
+        self.choices, self.__name__ = tuple(choices), name
+
+    def __call__(self, text: str) -> str:
+        if text not in self.choices:
+            raise argparse.ArgumentTypeError(f"expected one of {', '.join(self.choices)}, got {text!r}")
+        return str(text)
+
+    def good_example(self, paths: Examples) -> str:
+        return self.choices[0]
+
+    def bad_examples(self, paths: Examples) -> list[str]:
+        return ["not-a-choice", ""]
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+
 class HubRepoId(ArgType):
     """A Hub repository id ``ORG/NAME``, checked before the work whose results go there."""
 
@@ -580,6 +607,92 @@ class HubRepoId(ArgType):
 
     def bad_examples(self, paths: Examples) -> list[str]:
         return ["not a repo!", "name-only", "org/name/extra", ""]
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+
+class IntList(ArgType):
+    """Comma-separated integers within bounds, as a tuple (a task option's value: ``ways=5,10``).
+
+    A flag built from such an option takes ``nargs="+"`` of it, so ``--ways 5 10`` and
+    ``--ways 5,10`` both work."""
+
+    def __init__(self, minimum: int | None = None, maximum: int | None = None, *, name: str = "integers") -> None:
+        self.item = IntRange(minimum, maximum)
+        self.minimum, self.maximum, self.__name__ = minimum, maximum, name
+
+    def __call__(self, text: str) -> tuple[int, ...]:
+        parts = [part.strip() for part in str(text).split(",") if part.strip()]
+        try:
+            values = tuple(int(part) for part in parts)
+        except ValueError:
+            values = ()
+        if not values:
+            raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
+        for value in values:
+            try:
+                self.item(str(value))
+            except argparse.ArgumentTypeError as error:
+                raise argparse.ArgumentTypeError(f"{error} (in {text!r})") from None
+        return values
+
+    def good_example(self, paths: Examples) -> str:
+        return self.item.good_example(paths)
+
+    def bad_examples(self, paths: Examples) -> list[str]:
+        good = self.item.good_example(paths)
+        bad = ["abc", f"{good},abc", "1.5", "", ","]
+        if self.minimum is not None:
+            bad.append(f"{good},{self.minimum - 1}")
+        if self.maximum is not None:
+            bad.append(f"{good},{self.maximum + 1}")
+        return bad
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+
+class StrList(ArgType):
+    """Comma-separated names (at least one), as a tuple: ``models=csp,add``."""
+
+    def __init__(self, *, name: str = "names") -> None:
+        self.__name__ = name
+
+    def __call__(self, text: str) -> tuple[str, ...]:
+        values = tuple(part.strip() for part in str(text).split(",") if part.strip())
+        if not values:
+            raise argparse.ArgumentTypeError(f"expected comma-separated names, got {text!r}")
+        return values
+
+    def good_example(self, paths: Examples) -> str:
+        return "a,b"
+
+    def bad_examples(self, paths: Examples) -> list[str]:
+        return ["", ","]
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+
+class Optional(ArgType):
+    """``inner``'s value, or ``empty`` for one of ``words`` (compared lower-case): an option whose
+    default means "not set" (``lr``: Appendix A's rate; ``concept_names``: the CBM's own order)."""
+
+    def __init__(self, inner: ArgType, *, words: tuple[str, ...] = ("", "none"), empty: Any = None) -> None:
+        self.inner, self.words, self.empty = inner, tuple(words), empty
+        self.__name__ = f"optional {getattr(inner, '__name__', 'value')}"
+
+    def __call__(self, text: str) -> Any:
+        if str(text).strip().lower() in self.words:
+            return self.empty
+        return self.inner(text)
+
+    def good_example(self, paths: Examples) -> str:
+        return self.inner.good_example(paths)
+
+    def bad_examples(self, paths: Examples) -> list[str]:
+        return [bad for bad in self.inner.bad_examples(paths) if bad.strip().lower() not in self.words]
 
     def __repr__(self) -> str:
         return self.__name__

@@ -105,7 +105,7 @@ INTERRUPTED_ARRAY_MESSAGE = (
 
 def interrupted_message(signal_name: str) -> str:
     """The one line a stopped command prints: how to resume, for a Slurm array task that task only."""
-    from conceptforge.launchers import resubmit_hint
+    from conceptforge.engine.launchers import resubmit_hint
 
     try:
         hint = resubmit_hint()

@@ -366,7 +366,7 @@ def _set_library_offline() -> None:
 #: ``HF_HUB_DOWNLOAD_TIMEOUT`` (default 10 s, the value it already uses for file downloads);
 #: writes (a commit the server must process) get at least :data:`WRITE_TIMEOUT`.
 WRITE_TIMEOUT = 60.0
-CONNECT_TIMEOUT = 10.0
+HUB_CONNECT_TIMEOUT = 10.0
 
 
 def hub_timeouts() -> tuple[float, float]:
@@ -387,7 +387,7 @@ def _bounded(request) -> None:
     """
     read, write = hub_timeouts()
     limit = read if request.method in {"GET", "HEAD", "OPTIONS"} else write
-    bounds = {"connect": CONNECT_TIMEOUT, "read": limit, "write": limit, "pool": limit}
+    bounds = {"connect": HUB_CONNECT_TIMEOUT, "read": limit, "write": limit, "pool": limit}
     current = dict(request.extensions.get("timeout") or {})
     request.extensions = {
         **request.extensions,

@@ -17,11 +17,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from conceptforge.engine.store import DISK_ERRNOS, io_error
 from conceptforge.output import FOLDER_MARKER, claim_folder, marker_bytes, normal_mode
 from conceptforge.serialization import atomic_write_bytes
 from conceptforge.staging import RECORD as STAGING_RECORD
 from conceptforge.staging import make_staging, remove_stale
-from conceptforge.store import DISK_ERRNOS, io_error
 
 
 def _json_safe(value: Any) -> Any:

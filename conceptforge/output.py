@@ -31,10 +31,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from conceptforge.engine.store import OWNER_NAME, RUN_CONFIG_NAME, ItemStore, Location, io_error, is_url, join
 from conceptforge.errors import InvalidArgumentError, StoreError
 from conceptforge.serialization import canonical_json
 from conceptforge.staging import is_staging
-from conceptforge.store import OWNER_NAME, RUN_CONFIG_NAME, ItemStore, Location, io_error, is_url, join
 
 WORK_DIR = ".work"
 #: In a store root: the stage that made the run (``{"stage": "sub/candidates"}``), created once.
@@ -342,7 +342,7 @@ def _lock_output(path: Path, flag: str) -> None:
     The lock is a hidden file beside the output naming our process; one left by a process that is
     gone (kill -9) is taken over.
     """
-    from conceptforge.processes import holder_alive, this_process
+    from conceptforge.engine.processes import holder_alive, this_process
 
     path = Path(os.path.abspath(path))
     if path in _HELD:

@@ -4,7 +4,7 @@ Why: a run killed with ``kill -9``, by the OOM killer or by a full disk leaves i
 behind. Without a record the output guard could not tell it from a user's folder
 (``annotate --apply`` refused its own rerun), and nothing removed it (``.work/staging-*`` piled
 up). Each staging folder now holds a small record of the process that made it (host, pid, start
-time, see :func:`conceptforge.processes.this_process`): a folder whose process is gone from this
+time, see :func:`conceptforge.engine.processes.this_process`): a folder whose process is gone from this
 host is stale, and the next run of the same step removes it; the guard never counts a staging
 folder of ours as a foreign file.
 """
@@ -18,7 +18,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from conceptforge.processes import holder_alive, this_process
+from conceptforge.engine.processes import holder_alive, this_process
 
 logger = logging.getLogger(__name__)
 

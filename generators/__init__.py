@@ -2,5 +2,5 @@
 
 Each generator (TDG over FLUX in ``sub``, per-concept learners in ``conceptbed``, Blender scenes in
 ``binding``) turns its spec into work items and hands them to the core's run engine
-(:mod:`conceptforge.runner`), so ids, seeds, resumption and sharding work the same everywhere.
+(:mod:`conceptforge.engine.runner`), so ids, seeds, resumption and sharding work the same everywhere.
 """

@@ -36,8 +36,8 @@ class Written:
 def check_output(path: str | Path, *, samples: bool) -> None:
     """Fail before any work when the outputs cannot be written where asked."""
     from conceptforge.argtypes import check_writable
-    from conceptforge.loaders.eval_run import claim_results_output
-    from conceptforge.loaders.samples import check_samples_target, samples_dir
+    from conceptforge.loaders.harness.runner import claim_results_output
+    from conceptforge.loaders.harness.samples import check_samples_target, samples_dir
 
     claim_results_output(path)  # a .json path; a user's file there (or their .md beside it) is refused
     check_writable(path, what="--output")  # results are written after every task ran: check first
@@ -48,9 +48,9 @@ def check_output(path: str | Path, *, samples: bool) -> None:
 def write_outputs(payload: dict[str, Any], path: str | Path, *, samples: dict[str, Any] | None) -> Written:
     """Samples first (a results file never points at a half-written folder), then the JSON and
     markdown, then the analyses hook."""
-    from conceptforge.loaders.analysis import write_breakdowns_and_charts
-    from conceptforge.loaders.eval_run import write_results
-    from conceptforge.loaders.samples import samples_dir, write_run_samples
+    from conceptforge.loaders.analysis.write import write_breakdowns_and_charts
+    from conceptforge.loaders.harness.runner import write_results
+    from conceptforge.loaders.harness.samples import samples_dir, write_run_samples
 
     folder = samples_dir(path) if samples is not None else None
     files = write_run_samples(folder, payload, samples) if folder is not None else []
@@ -70,7 +70,7 @@ def evaluate(
 ) -> Written:
     """Run ``selections`` on ``model`` and write everything (``samples=False``: no samples folder).
     ``on_skip`` hears each skipped task's one-line reason (the command prints it)."""
-    from conceptforge.loaders.eval_run import run_tasks
+    from conceptforge.loaders.harness.runner import run_tasks
 
     check_output(output, samples=samples)
     results = run_tasks(model, selections, settings)
@@ -88,15 +88,15 @@ def evaluate(
 
 def evaluate_from_predictions(directory: str | Path, output: str | Path, *, options: Sequence[str] = ()) -> Written:
     """Rescore a samples folder (no model) and write the results beside ``output``."""
-    from conceptforge.loaders.rescore import rescore
-    from conceptforge.loaders.samples import list_sample_files, read_samples, samples_dir
+    from conceptforge.loaders.harness.rescore import rescore
+    from conceptforge.loaders.harness.samples import list_sample_files, read_sample_rows, samples_dir
 
     payload = rescore(directory, options=options)
     same_folder = samples_dir(output).resolve() == Path(directory).resolve()
     check_output(output, samples=not same_folder)
     if same_folder:  # rescoring in place: the rows are already there
-        from conceptforge.loaders.analysis import write_breakdowns_and_charts
-        from conceptforge.loaders.eval_run import write_results
+        from conceptforge.loaders.analysis.write import write_breakdowns_and_charts
+        from conceptforge.loaders.harness.runner import write_results
 
         results, markdown = write_results(payload, output)
         return Written(
@@ -109,8 +109,8 @@ def evaluate_from_predictions(directory: str | Path, output: str | Path, *, opti
         )
     copied: dict[str, Any] = {}
     for file in list_sample_files(directory):
-        rows, _ = read_samples(file)
-        from conceptforge.loaders.tasks import get_task
+        rows, _ = read_sample_rows(file)
+        from conceptforge.loaders.harness.registry import get_task
 
         name = file.stem
         copied[name] = (rows, get_task(name).columns)

@@ -73,7 +73,7 @@ def hub_offline(monkeypatch):
 def s3_server():
     """A real S3-compatible server (moto) on 127.0.0.1; fsspec reaches it through FSSPEC_S3_* variables."""
     pytest.importorskip("s3fs", reason="the store's S3 tests need the test extra: pip install '.[test]'")
-    from tests.core.s3_server import S3Server
+    from tests.engine.s3_server import S3Server
 
     server = S3Server()
     saved = {key: os.environ.get(key) for key in server.env}

@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from conceptforge.runner import assemble_run
+    from conceptforge.engine.runner import assemble_run
 
     outcome = assemble_run(args.out, force=args.force, wait=args.wait, allow_failed=args.allow_failed)
     print(outcome.message)

@@ -132,7 +132,7 @@ def add_run_options(
     max_items_help: str | None = None,
 ) -> None:
     """The run options every stage command shares: ``--num-shards``/``--shard-index`` (see
-    :mod:`conceptforge.launchers`), and where the command has them ``--chunk-size`` (default
+    :mod:`conceptforge.engine.launchers`), and where the command has them ``--chunk-size`` (default
     ``chunk_size``) and a stop-after flag (``--max-items``/``--max-images``). They say how this
     process runs, never what the data is. Their values are checked by :mod:`conceptforge.argtypes`."""
     from conceptforge import argtypes as at
@@ -154,8 +154,8 @@ def check_chunk_size(args: argparse.Namespace) -> None:
 
 
 def shard_of(args: argparse.Namespace):
-    """This process's :class:`~conceptforge.workitems.ShardSpec` from the run options and the launcher."""
-    from conceptforge.launchers import resolve_shard
+    """This process's :class:`~conceptforge.engine.workitems.ShardSpec` from the run options and the launcher."""
+    from conceptforge.engine.launchers import resolve_shard
 
     return resolve_shard(args.num_shards, args.shard_index)
 
@@ -179,8 +179,8 @@ def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
 @contextmanager
 def executor_for(args: argparse.Namespace) -> Iterator[None]:
     """Within the block, the stage runs chunks on the executor the command line chose."""
-    from conceptforge.ray_executor import executor_from_args
-    from conceptforge.runner import use_executor
+    from conceptforge.engine.ray_executor import executor_from_args
+    from conceptforge.engine.runner import use_executor
 
     executor = executor_from_args(getattr(args, "executor", "local"), getattr(args, "ray_address", None))
     try:

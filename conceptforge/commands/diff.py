@@ -3,10 +3,11 @@
     conceptforge diff A B [--all-ids]
 
 A and B are dataset directories or Hub ids ``org/name@REVISION``. Prints, per split, the item ids
-added, removed and changed (rows compared by content hash, images included), then the changes of
-the features and of the card's settings (provenance, column meanings, license…). Exit 0 whether
-or not they differ; 2 for bad input. The same computation writes a release card's "Changes since"
-section (``conceptforge publish``). See docs/publishing.md.
+added, removed and changed (rows compared by content hash, images included) and the ids B holds
+more than once, then the changes of the features and of the card's settings (provenance, column
+meanings, license…) with their old and new values. Exit 0: no difference; 1: they differ (as
+``git diff --exit-code``); 2: bad input. The same computation writes a release card's "Changes
+since" section (``conceptforge publish``). See docs/publishing.md.
 """
 
 from __future__ import annotations
@@ -31,4 +32,4 @@ def run(args: argparse.Namespace) -> int:
     lines = diff.summary_lines(max_ids=None if args.all_ids else 10)
     print(f"{old.label} -> {new.label}: " + ("no change" if diff.empty else f"{len(lines)} change line(s)"))
     print("\n".join(lines))
-    return 0
+    return 0 if diff.empty else 1

@@ -1,9 +1,13 @@
 """``conceptforge publish``: publish a dataset directory to the Hugging Face Hub as an immutable, versioned release.
 
     conceptforge publish DIR --repo-id ORG/NAME --version vMAJOR.MINOR.PATCH [--private] [--dry-run]
+        [--eval-framework NAME --eval-tasks TASK,...]
 
-Uploads the data shards, the card and the sample grid in one commit, then tags it with the
-version; prints the commit id and the exact ``load_dataset`` line. Rerunning after a failure
+Uploads the data shards, the card, the sample grid, ``provenance.json`` and ``croissant.json``
+(Croissant with Responsible-AI fields) in one commit, then tags it with the version; prints the
+commit id and the exact ``load_dataset`` line. ``--eval-framework`` (the dataset owner's request)
+adds the root ``eval.yaml`` that makes the dataset a Hub benchmark, with one task per leaderboard
+metric of ``--eval-tasks`` (the ids ``evaluate --push-results`` files results under). Rerunning after a failure
 completes the release; rerunning after success changes nothing. The token comes from ``HF_TOKEN``
 or ``hf auth login``; the endpoint from ``HF_ENDPOINT``. See docs/publishing.md.
 """
@@ -32,6 +36,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dry-run", action="store_true", help="validate and show what would be uploaded; change nothing"
     )
     parser.add_argument("--num-threads", type=at.positive_int, default=4, help="parallel file uploads (default 4)")
+    parser.add_argument(
+        "--eval-framework",
+        metavar="NAME",
+        default=None,
+        help="write eval.yaml (a Hub benchmark) with this evaluation_framework, one the Hub lists "
+        "(docs/publishing.md, 'Registering a benchmark')",
+    )
+    parser.add_argument(
+        "--eval-tasks",
+        metavar="TASK,...",
+        default=None,
+        help="with --eval-framework: the conceptforge tasks whose results the leaderboard lists (e.g. "
+        "binding-clip,binding-cdsm; `conceptforge evaluate --tasks list`)",
+    )
+    parser.add_argument("--eval-name", default=None, help="eval.yaml name (default: the card's pretty name)")
+    parser.add_argument("--eval-description", default=None, help="eval.yaml description (default: the card's summary)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,6 +65,40 @@ def run(args: argparse.Namespace) -> int:
         private=args.private,
         dry_run=args.dry_run,
         num_threads=max(1, args.num_threads),
+        benchmark=_benchmark(args),
     )
     print(result.summary())
     return 0
+
+
+def _benchmark(args: argparse.Namespace):
+    """The owner's eval.yaml request (None without --eval-framework), checked before anything runs."""
+    from conceptforge.errors import InvalidArgumentError
+
+    if args.eval_framework is None:
+        for flag in ("eval_tasks", "eval_name", "eval_description"):
+            if getattr(args, flag):
+                raise InvalidArgumentError(f"--{flag.replace('_', '-')} goes with --eval-framework NAME")
+        return None
+    from conceptforge.cards.hub_eval import Benchmark, check_framework
+    from conceptforge.cards.local_dataset import read_dataset_dir
+    from conceptforge.loaders.harness.push_results import benchmark_tasks
+
+    check_framework(args.eval_framework)
+    names = [n.strip() for n in (args.eval_tasks or "").split(",") if n.strip()]
+    if not names:
+        raise InvalidArgumentError(
+            "--eval-framework needs --eval-tasks TASK,... (the tasks whose results the leaderboard lists, e.g. "
+            "binding-clip,binding-cdsm; `conceptforge evaluate --tasks list`)"
+        )
+    local = read_dataset_dir(args.directory)
+    splits: dict[str, list[str]] = {}
+    for split in local.splits:
+        splits.setdefault(split.config, []).append(split.name)
+    summary = " ".join(local.metadata.summary.strip().split("\n\n")[0].split())  # the first paragraph
+    return Benchmark(
+        framework=args.eval_framework,
+        tasks=tuple(benchmark_tasks(names, splits)),
+        name=args.eval_name or local.metadata.pretty_name,
+        description=args.eval_description or summary,
+    )

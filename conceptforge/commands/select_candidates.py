@@ -24,7 +24,7 @@ logger = logging.getLogger(__name__)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from conceptforge.filters.classifier_oracle import DEFAULT_CUB_CLASSIFIER
-    from conceptforge.filters.vqa import DEFAULT_VQA_MODEL
+    from conceptforge.filters.vqa.scorer import DEFAULT_VQA_MODEL
 
     sub = parser.add_subparsers(dest="selection", required=True, metavar="{birds,attributes}")
 
@@ -94,7 +94,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_birds(args: argparse.Namespace) -> int:
-    from conceptforge.filters.candidate_spec import BirdSelectionConfig, select_reference_birds, update_spec
+    from conceptforge.filters.sub.candidate_spec import BirdSelectionConfig, select_reference_birds, update_spec
 
     result = select_reference_birds(
         BirdSelectionConfig(
@@ -118,7 +118,7 @@ def run_birds(args: argparse.Namespace) -> int:
 
 
 def run_attributes(args: argparse.Namespace) -> int:
-    from conceptforge.filters.candidate_spec import AttributeSelectionConfig, select_attributes, update_spec
+    from conceptforge.filters.sub.candidate_spec import AttributeSelectionConfig, select_attributes, update_spec
 
     config = AttributeSelectionConfig(
         cub_dir=args.cub_dir,
@@ -167,7 +167,7 @@ def run_attributes(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from conceptforge.filters.candidate_spec import claim_spec
+    from conceptforge.filters.sub.candidate_spec import claim_spec
 
     if args.batch_size < 1:
         raise InvalidArgumentError(f"--batch-size must be >= 1, got {args.batch_size}")

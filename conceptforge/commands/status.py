@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _sub_runs(store) -> list[str]:
     """Names of the runs in ``.work/<name>/`` of a folder that holds several (one repo, a config each)."""
-    from conceptforge.store import is_store, join
+    from conceptforge.engine.store import is_store, join
 
     location = store.location
     try:
@@ -52,10 +52,10 @@ def status_lines(
     ``label`` names a run inside a repo of runs in the lines (``OUT [config]``); hints always
     name ``out`` itself, so they run as printed.
     """
-    from conceptforge.assembly import damage_message, read_done, verify_assembled
+    from conceptforge.engine.assembly import damage_message, read_done, verify_assembled
+    from conceptforge.engine.store import ItemStore, Location, is_store, join
     from conceptforge.errors import DataNotFoundError, InvalidArgumentError
     from conceptforge.output import WORK_DIR
-    from conceptforge.store import ItemStore, Location, is_store, join
 
     label = label or out
     work = work or join(out, WORK_DIR)
@@ -129,8 +129,8 @@ def lock_lines(location, out: str) -> list[str]:
     """Who holds the assembly lock, and whether that process still runs (a kill -9 leaves it)."""
     import time
 
-    from conceptforge.assembly import LOCK_NAME, lock_holder
-    from conceptforge.processes import holder_alive
+    from conceptforge.engine.assembly import LOCK_NAME, lock_holder
+    from conceptforge.engine.processes import holder_alive
 
     holder = lock_holder(location)
     if holder is None:
@@ -147,12 +147,12 @@ def lock_lines(location, out: str) -> list[str]:
 
 
 def failed_lines(store, out: str, *, limit: int = 20, total: int | None = None) -> list[str]:
-    """The items that failed every attempt, one line each (see conceptforge.failures).
+    """The items that failed every attempt, one line each (see conceptforge.engine.failures).
 
     When every item of the run (``total``) failed there is nothing to assemble without them: the
     advice is to fix the cause (the stage, a setting), not ``assemble --allow-failed``.
     """
-    from conceptforge.failures import failed_items
+    from conceptforge.engine.failures import failed_items
 
     failures = failed_items(store)
     if not failures:
@@ -217,7 +217,7 @@ def resubmission_lines(out: str, num_shards: int, missing: list[int], reports: d
     """The shards still missing as an ``sbatch --array=`` list and a command to run (Slurm), or
     as ``--shard-index`` values. Shards run by an array x srun/MPI composition map back to their
     array task (shard // world)."""
-    from conceptforge.launchers import array_spec
+    from conceptforge.engine.launchers import array_spec
 
     if not missing or num_shards < 2:
         return []

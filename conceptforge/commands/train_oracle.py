@@ -48,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from conceptforge.errors import DataNotFoundError, SpecError
-    from conceptforge.filters.conceptbed_oracle_training import OracleTrainingConfig, finetune_oracle
+    from conceptforge.filters.conceptbed.oracle_training import OracleTrainingConfig, finetune_oracle
     from conceptforge.generators.conceptbed.spec import IMAGE_SUFFIXES, load_spec
 
     spec = load_spec(args.concepts)

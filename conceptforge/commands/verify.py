@@ -1,14 +1,17 @@
 """``conceptforge verify``: check that a release regenerates from its recorded inputs.
 
     conceptforge verify DATASET [--config C] [--revision REV] [--sample N | --items ID,... | --all]
-                                [--weights ROLE=PATH] [--device DEV]
+                                [--weights ROLE=PATH] [--device DEV] [--report FILE]
 
-DATASET is a local dataset directory or a Hub id (``org/name`` or ``org/name@v1.0.0``). The
-chosen items are regenerated through the same stage code, in a temporary store, and compared
-with the released rows (images byte for byte, or at the stated PSNR where the bytes depend on the
-hardware; every other column exactly). Prints one line per differing item and column, the rule
-applied and a summary. Exit 0: every checked item matches; 1: some differ; 2: bad input. See
-docs/publishing.md.
+DATASET is a local dataset directory or a Hub id (``org/name`` or ``org/name@v1.0.0``). First the
+release as a whole: every config's and split's rows must be the row list its ``provenance.json``
+records (the same ids, once each, in order). Then the chosen items are regenerated through the
+same stage code, in a temporary store, and compared with the released rows (images byte for byte,
+or at the stated PSNR, whole image and every 8×8 window, where the bytes depend on the hardware;
+every other column exactly). Prints the ids checked, one line per row-set problem, per tolerated
+image (with its PSNR) and per differing item and column, the rule applied and a summary;
+``--report FILE`` writes all of it as JSON. Exit 0: the rows are as recorded and every checked
+item matches; 1: not; 2: bad input. See docs/publishing.md.
 """
 
 from __future__ import annotations
@@ -44,6 +47,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--device", type=at.device, default=None, help="device to regenerate on (default: the recorded one)"
     )
+    parser.add_argument(
+        "--report",
+        type=at.output_file.as_text(),
+        default=None,
+        metavar="FILE",
+        help="also write the outcome as JSON: every checked id with its result, the row-set problems, rules and warnings",
+    )
 
 
 def _weights(values: list[str]) -> dict[str, str]:
@@ -59,15 +69,26 @@ def _weights(values: list[str]) -> dict[str, str]:
 def run(args: argparse.Namespace) -> int:
     logging.getLogger("httpx2").setLevel(logging.WARNING)
     from conceptforge.cards.release_source import open_release
-    from conceptforge.loaders.verify import verify_release
+    from conceptforge.generators.verify import verify_release
 
     items = [i.strip() for i in args.items.split(",") if i.strip()] if args.items is not None else None
     if items is not None and not items:
         raise InvalidArgumentError("--items needs at least one item id")
     weights = _weights(args.weights)
+    if args.report:  # before any work: a file of that name that we did not write is never replaced
+        from conceptforge.generators.verify import REPORT_FORMAT
+        from conceptforge.output import claim_files
+
+        claim_files(
+            [args.report], flag="--report", ours=lambda _path, head: f'"format": "{REPORT_FORMAT}"'.encode() in head
+        )
     source = open_release(args.dataset, revision=args.revision)
     report = verify_release(
         source, sample=args.sample, items=items, config=args.config, weights=weights, device=args.device
     )
+    if args.report:
+        from conceptforge.files import write_json
+
+        write_json(args.report, report.to_dict())
     print("\n".join(report.lines()))
     return 0 if report.ok else 1

@@ -46,6 +46,7 @@ from conceptforge.cub.files import (
     bird_name,
     class_image_dir,
     display_name,
+    group_words,
     iter_image_attribute_labels,
     read_class_percent,
     read_int_pairs,
@@ -54,6 +55,7 @@ from conceptforge.cub.files import (
     readable_attribute,
     split_attribute,
     to_cub_attribute,
+    value_words,
     vote_class_labels,
 )
 from conceptforge.cub.images import CubDataset, CubImage
@@ -73,7 +75,9 @@ __all__ = [
     "MAJORITY_PERCENT",
     "CBM_MIN_CLASS_COUNT",
     "split_attribute",
+    "group_words",
     "readable_attribute",
+    "value_words",
     "to_cub_attribute",
     "attribute_group",
     "attribute_value",

@@ -39,11 +39,22 @@ def split_attribute(name: str) -> tuple[str, str]:
     return group, value
 
 
+def group_words(group: str) -> str:
+    """``has_upper_tail_color`` -> ``upper tail color``: how prompts, questions, studies and tables
+    write an attribute group (one spelling for every benchmark)."""
+    return " ".join(group.removeprefix("has_").replace("_", " ").split())
+
+
+def value_words(value: str) -> str:
+    """``curved_(up_or_down)`` -> ``curved (up or down)``: how they write an attribute value."""
+    return " ".join(value.replace("_", " ").split())
+
+
 def readable_attribute(name: str) -> tuple[str, str]:
     """``has_bill_shape::curved_(up_or_down)`` -> (``bill shape``, ``curved (up or down)``): the
     words prompts and tables use."""
     group, value = split_attribute(name)
-    return group[len("has_") :].replace("_", " ").strip(), value.replace("_", " ").strip()
+    return group_words(group), value_words(value)
 
 
 def to_cub_attribute(name: str) -> str:
@@ -84,8 +95,9 @@ def bird_key(name: str) -> str:
 
 
 def display_name(bird: str) -> str:
-    """``Black_and_white_Warbler`` -> ``Black and white Warbler`` (how the paper writes birds)."""
-    return bird.replace("_", " ")
+    """``Black_and_white_Warbler`` / ``017.Cardinal`` -> ``Black and white Warbler`` / ``Cardinal``
+    (how the paper writes birds)."""
+    return bird_name(bird).replace("_", " ")
 
 
 # -- locating files ------------------------------------------------------------------------------

@@ -8,7 +8,9 @@ writes  ``POST /api/repos/create`` · ``POST /api/validate-yaml`` ·
         ``POST /api/{type}s/{repo}/preupload/{rev}`` · ``POST /{prefix}{repo}.git/info/lfs/objects/batch``
         (basic transfer: the client then ``PUT``\\s each object to ``/_lfs/{oid}`` and ``POST``\\s
         ``/_lfs/verify``) · ``POST /api/{type}s/{repo}/commit/{rev}`` (NDJSON, atomic, ``parentCommit``
-        checked) · ``POST /api/{type}s/{repo}/tag/{rev}`` (409 when the tag exists) ·
+        checked; ``create_pr=1`` commits to a new ``refs/pr/N``; a dataset's ``eval.yaml`` and a
+        model's ``.eval_results/*.yaml`` are validated as the Hub does and refused with 400 where
+        it would flag them) · ``POST /api/{type}s/{repo}/tag/{rev}`` (409 when the tag exists) ·
         ``DELETE /api/{type}s/{repo}/tag/{tag}``
 reads   ``GET /api/{type}s/{repo}[/revision/{rev}]`` · ``GET .../refs`` · ``GET .../tree/{rev}[/{path}]``
         · ``POST .../paths-info/{rev}`` · ``GET .../commits/{rev}`` ·
@@ -211,8 +213,10 @@ class HubStore:
         *,
         header: dict[str, Any],
         operations: list[tuple[str, dict[str, Any]]],
+        pull_request: bool = False,
     ) -> str:
-        """Apply ``operations`` to ``branch`` atomically; returns the new commit id."""
+        """Apply ``operations`` to ``branch`` atomically; returns the new commit id. With
+        ``pull_request`` the commit goes to a new ``refs/pr/N`` branch instead (``create_pr=1``)."""
         with self.lock:
             state = self.load_state(repo_type, repo_id)
             if branch not in state["branches"]:
@@ -230,6 +234,9 @@ class HubStore:
                         if value.get("encoding") == "base64"
                         else value["content"].encode()
                     )
+                    problems = evaluation_file_problems(repo_type, path, data)
+                    if problems:  # the Hub flags these files ("YAML Metadata Error"); we refuse the commit
+                        raise HubError(400, "YAML Metadata Error: " + "; ".join(problems))
                     files[path] = self._file_record(self.put_bytes(data), len(data), lfs=False)
                 elif key == "lfsFile":
                     sha = value["oid"]
@@ -257,6 +264,10 @@ class HubStore:
                     "files": files,
                 },
             )
+            if pull_request:  # a pull request: a new refs/pr/N branch holds the commit, main is untouched
+                number = len(state.setdefault("pulls", {})) + 1
+                branch = f"refs/pr/{number}"
+                state["pulls"][str(number)] = {"branch": branch, "title": header.get("summary", "")}
             state["branches"][branch] = oid  # the swap: readers see the old or the new commit, never half
             self.save_state(repo_type, repo_id, state)
             return oid
@@ -317,6 +328,31 @@ def _split_card_yaml(text: str) -> tuple[dict[str, Any] | None, str | None]:
     if not isinstance(data, dict):
         return None, "README.md metadata must be a YAML mapping"
     return data, None
+
+
+def evaluation_file_problems(repo_type: str, path: str, data: bytes) -> list[str]:
+    """What the Hub flags in a dataset's root ``eval.yaml`` or a model's ``.eval_results/*.yaml``
+    (:mod:`conceptforge.cards.hub_eval`, the documented schema); empty for any other file."""
+    from conceptforge.cards.hub_eval import (
+        EVAL_RESULTS_DIR,
+        EVAL_YAML,
+        eval_results_problems,
+        eval_yaml_problems,
+        parse_yaml,
+    )
+
+    if repo_type == "dataset" and path == EVAL_YAML:
+        check = eval_yaml_problems
+    elif repo_type == "model" and path.startswith(EVAL_RESULTS_DIR + "/") and path.endswith((".yaml", ".yml")):
+        check = lambda parsed: eval_results_problems(parsed, file=path)  # noqa: E731
+    else:
+        return []
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return [f"{path} is not UTF-8 text"]
+    parsed, problems = parse_yaml(text, file=path)
+    return problems or check(parsed)
 
 
 def _metadata_errors(data: dict[str, Any], repo_type: str) -> list[str]:
@@ -429,7 +465,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.record(self.command, self.path, status)
 
     def _error(self, error: HubError) -> None:
-        headers = {"X-Error-Message": error.message}
+        # a header is latin-1 and one line: a message quoting a user's text (an eval.yaml value) may be neither
+        header = " ".join(error.message.split()).encode("latin-1", "replace").decode("latin-1")
+        headers = {"X-Error-Message": header}
         if error.code:
             headers["X-Error-Code"] = error.code
         self._send(error.status, {"error": error.message}, headers=headers)
@@ -623,13 +661,17 @@ class _Handler(BaseHTTPRequestHandler):
                     "branches": [
                         {"name": n, "ref": f"refs/heads/{n}", "targetCommit": o}
                         for n, o in sorted(state["branches"].items())
+                        if not n.startswith("refs/pr/")
                     ],
                     "tags": [
                         {"name": n, "ref": f"refs/tags/{n}", "targetCommit": t["oid"]}
                         for n, t in sorted(state["tags"].items())
                     ],
                     "converts": [],
-                    "pullRequests": [],
+                    "pullRequests": [
+                        {"name": p["branch"], "ref": p["branch"], "targetCommit": state["branches"][p["branch"]]}
+                        for _, p in sorted(state.get("pulls", {}).items(), key=lambda item: int(item[0]))
+                    ],
                 },
             )
             return True
@@ -716,11 +758,18 @@ class _Handler(BaseHTTPRequestHandler):
             lines = [json.loads(line) for line in self._body().splitlines() if line.strip()]
             header = next((line["value"] for line in lines if line["key"] == "header"), {})
             operations = [(line["key"], line["value"]) for line in lines if line["key"] != "header"]
-            oid = store.commit(repo_type, repo_id, unquote(rest[1]), header=header, operations=operations)
+            pull_request = self.query.get("create_pr", ["0"])[0].lower() in ("1", "true")
+            oid = store.commit(
+                repo_type, repo_id, unquote(rest[1]), header=header, operations=operations, pull_request=pull_request
+            )
             self.server.commits_made += 1
             url = f"{self.server.base_url}/{URL_PREFIX[repo_type]}{repo_id}/commit/{oid}"
+            pr_url = None
+            if pull_request:
+                number = len(store.load_state(repo_type, repo_id)["pulls"])
+                pr_url = f"{self.server.base_url}/{URL_PREFIX[repo_type]}{repo_id}/discussions/{number}"
             self._send(
-                200, {"success": True, "commitOid": oid, "commitUrl": url, "hookOutput": "", "pullRequestUrl": None}
+                200, {"success": True, "commitOid": oid, "commitUrl": url, "hookOutput": "", "pullRequestUrl": pr_url}
             )
             return True
         if action == "tag" and len(rest) >= 2:
@@ -925,7 +974,11 @@ class HubServer:
     # -- direct (server-side) views used by tests ---------------------------------------------
     def refs(self, repo_id: str, repo_type: str = "dataset") -> dict[str, Any]:
         state = self.store.load_state(repo_type, repo_id)
-        return {"branches": dict(state["branches"]), "tags": {k: v["oid"] for k, v in state["tags"].items()}}
+        return {
+            "branches": {k: v for k, v in state["branches"].items() if not k.startswith("refs/pr/")},
+            "tags": {k: v["oid"] for k, v in state["tags"].items()},
+            "pullRequests": {p["branch"]: state["branches"][p["branch"]] for p in state.get("pulls", {}).values()},
+        }
 
     def files(self, repo_id: str, revision: str = "main", repo_type: str = "dataset") -> dict[str, bytes]:
         oid = self.store.resolve(repo_type, repo_id, revision)

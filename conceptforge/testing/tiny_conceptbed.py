@@ -166,3 +166,24 @@ def build_tiny_vilt(path: str | Path, *, seed: int = 0, image_size: int = 32) ->
     model.save_pretrained(path)
     processor.save_pretrained(path)
     return path
+
+
+def build_tiny_dino(path: str | Path, *, seed: int = 0, image_size: int = 32) -> Path:
+    """A 1-layer random ``ViTModel`` (DINO's architecture: its CLS token is the image embedding)."""
+    import torch
+    from transformers import ViTConfig, ViTModel
+    from transformers.models.vit.image_processing_pil_vit import ViTImageProcessorPil
+
+    path = Path(path)
+    config = ViTConfig(
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        image_size=image_size,
+        patch_size=8,
+    )
+    torch.manual_seed(seed)
+    ViTModel(config, add_pooling_layer=False).save_pretrained(path)
+    ViTImageProcessorPil(size={"height": image_size, "width": image_size}).save_pretrained(path)
+    return path

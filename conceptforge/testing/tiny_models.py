@@ -107,3 +107,33 @@ def build_tiny_clip(
     model.save_pretrained(out_dir)
     CLIPProcessor(image_processor=image_processor, tokenizer=tokenizer).save_pretrained(out_dir)
     return out_dir
+
+
+def build_tiny_siglip(out_dir: str | Path, *, seed: int = 0, image_size: int = 32, max_length: int = 16) -> Path:
+    """Save a random 2-layer ``SiglipModel`` + ``SiglipProcessor`` (the byte-level CLIP tokenizer:
+    SigLIP's own is a SentencePiece model that cannot be built offline; the model pads to
+    ``max_length`` as SigLIP was trained)."""
+    import torch
+    from transformers import SiglipConfig, SiglipModel, SiglipProcessor
+    from transformers.models.siglip.image_processing_pil_siglip import SiglipImageProcessorPil
+
+    out_dir = Path(out_dir)
+    vocab = clip_byte_vocab()
+    tokenizer = clip_byte_tokenizer(vocab=vocab, model_max_length=max_length)
+    towers = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2)
+    config = SiglipConfig(
+        text_config=dict(
+            vocab_size=len(vocab),
+            max_position_embeddings=max_length,
+            projection_size=32,
+            **towers,
+            **clip_special_ids(vocab),
+        ),
+        vision_config=dict(image_size=image_size, patch_size=8, **towers),
+    )
+    torch.manual_seed(seed)
+    SiglipModel(config).save_pretrained(out_dir)
+    SiglipProcessor(
+        image_processor=SiglipImageProcessorPil(size={"height": image_size, "width": image_size}), tokenizer=tokenizer
+    ).save_pretrained(out_dir)
+    return out_dir

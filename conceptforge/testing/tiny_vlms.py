@@ -34,6 +34,7 @@ def build_tiny_llava(
     path: Path,
     *,
     drop_symbols: Sequence[str] = (),
+    words: Sequence[str] = (),
     seed: int = 0,
     image_size: int = 32,
     patch: int = 8,
@@ -41,7 +42,10 @@ def build_tiny_llava(
     layers: int = 2,
     heads: int = 4,
 ) -> Path:
-    """Save a CLIP-vision + Llama LLaVA (2+2 layers of width 32 by default) with processor and chat template."""
+    """Save a CLIP-vision + Llama LLaVA (2+2 layers of width 32 by default) with processor and chat template.
+
+    ``words`` become single tokens (merges of their characters), e.g. ``("Yes", "No")`` for
+    VQAScore; by default every character is its own token."""
     from transformers import (
         CLIPVisionConfig,
         LlamaConfig,
@@ -52,7 +56,12 @@ def build_tiny_llava(
     )
 
     vocab = byte_level_vocab(drop_symbols)
-    tokenizer = Qwen2Tokenizer(vocab=vocab, merges=[], unk_token="<|endoftext|>")
+    merges: list[tuple[str, str]] = []
+    for word in words:  # left to right: "Y e" -> "Ye", "Ye s" -> "Yes"
+        for end in range(2, len(word) + 1):
+            merges.append((word[: end - 1], word[end - 1]))
+            vocab.setdefault(word[:end], len(vocab))
+    tokenizer = Qwen2Tokenizer(vocab=vocab, merges=merges, unk_token="<|endoftext|>")
     tokenizer.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>", "<image>"]})
     vision = CLIPVisionConfig(
         hidden_size=hidden,
@@ -135,7 +144,7 @@ def build_tiny_internvl(path: Path, *, seed: int = 0) -> Path:
     from transformers import InternVLConfig, InternVLForConditionalGeneration, InternVLProcessor, Qwen2Tokenizer
     from transformers.models.got_ocr2.image_processing_pil_got_ocr2 import GotOcr2ImageProcessorPil
 
-    from conceptforge.filters.vqa import without_video_processor
+    from conceptforge.filters.vqa.scorer import without_video_processor
 
     specials = {
         "start_image_token": "<img>",

@@ -94,6 +94,11 @@ def apply_results(
     dropped_reasons: Counter = Counter()
     kept_counts: Counter = Counter()
     columns = list(features)
+    # What the validity report needs, collected while the rows stream (cards.validity)
+    kind = _validity_kind(features)
+    compact: dict[str, list[dict[str, Any]]] = {split: [] for split in splits}
+    annotated_ids = {str(a["item_id"]) for a in results.get("annotations") or []}
+    annotated_rows: dict[str, dict[str, Any]] = {}
 
     def rows_of(split: str) -> Iterator[dict[str, Any]]:
         for table in split_tables(root, split):
@@ -109,6 +114,10 @@ def apply_results(
                         {name: (0 if name.endswith("_n") else None) for name in HUMAN_COLUMNS[study] if name not in row}
                     )
                 kept_counts[split] += 1
+                if kind is not None:
+                    compact[split].append({key: row.get(key) for key in VALIDITY_COLUMNS[kind]})
+                if split == studied_split and str(row.get("item_id")) in annotated_ids:
+                    annotated_rows[str(row["item_id"])] = {k: row.get(k) for k in ("vqa_answer", "value")}
                 yield {name: row.get(name) for name in columns}
 
     statistics: dict[str, Any] = {}
@@ -151,6 +160,8 @@ def apply_results(
             out_of_scope_use=upstream.out_of_scope_use if upstream else "",
             bias_risks_limitations=upstream.bias_risks_limitations if upstream else "",
             annotations=_annotations(upstream.annotations if upstream else "", study, summary),
+            validity=_validity(kind, compact, results, annotated_rows),
+            personal_data=upstream.personal_data if upstream else "",
         )
         return render_card(metadata, features, split_stats, has_grid=grid_bytes is not None)
 
@@ -166,6 +177,45 @@ def apply_results(
     )
     logger.info("wrote %s: kept %s, dropped %d", out, dict(kept_counts), sum(dropped_reasons.values()))
     return statistics
+
+
+VALIDITY_COLUMNS = {
+    "sub": ("bird", "attribute", "group", "value", "removed_attribute"),
+    "conceptbed": ("concept", "questions"),
+}
+
+
+def _validity_kind(features: Features) -> str | None:
+    """Which benchmark's validity report the rows support (None: neither SUB nor ConceptBed)."""
+    if all(name in features for name in ("attribute", "group", "value")):
+        return "sub"
+    if "concept" in features:
+        return "conceptbed"
+    return None
+
+
+def _validity(
+    kind: str | None,
+    rows: Mapping[str, list[dict[str, Any]]],
+    results: Mapping[str, Any],
+    annotated: Mapping[str, Mapping[str, Any]],
+) -> dict[str, Any]:
+    """The validity report of the human-validated dataset: the benchmark's blind baselines on the
+    kept rows, and the agreement of this study (filters.annotation.agreement)."""
+    from conceptforge.cards.validity import not_applicable, validity_report
+    from conceptforge.filters.annotation.agreement import agreement_part
+
+    agreement = agreement_part(results, annotated)
+    if kind == "sub":
+        from conceptforge.generators.sub.validity import sub_validity
+
+        return sub_validity(rows, agreement=agreement)
+    if kind == "conceptbed":
+        from conceptforge.generators.conceptbed.validity import conceptbed_validity
+
+        return conceptbed_validity(rows, agreement=agreement)
+    reason = "the dataset's columns are neither SUB's nor ConceptBed's: no blind baseline is defined for them"
+    return validity_report(blind_baselines=not_applicable(reason), held_out=not_applicable(reason), agreement=agreement)
 
 
 def _annotations(upstream: str, study: str, summary: Mapping[str, Any]) -> str:

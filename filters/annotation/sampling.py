@@ -12,7 +12,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from conceptforge.workitems import derive_seed
+from conceptforge.engine.workitems import derive_seed
 
 
 def sample_items(

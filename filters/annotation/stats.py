@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from itertools import permutations
 
-METRICS = ("nominal", "ordinal", "interval")
+ALPHA_LEVELS = ("nominal", "ordinal", "interval")
 
 
 def pearson(xs: Sequence[float], ys: Sequence[float]) -> float | None:
@@ -43,8 +43,8 @@ def krippendorff_alpha(units: Iterable[Sequence[Hashable]], *, metric: str = "no
     Items with fewer than two values carry no agreement information and are skipped. Returns
     None when there is nothing to compare or no variation at all (expected disagreement 0).
     """
-    if metric not in METRICS:
-        raise ValueError(f"metric must be one of {METRICS}")
+    if metric not in ALPHA_LEVELS:
+        raise ValueError(f"metric must be one of {ALPHA_LEVELS}")
     pairable = _pairable(units)
     if not pairable:
         return None
@@ -100,3 +100,38 @@ def agreement_report(units_by_item: Mapping[str, Sequence[Hashable]], *, metric:
         "percent_agreement": percent_agreement(units),
         "items_with_2plus_annotators": len(pairable),
     }
+
+
+def bootstrap_interval(
+    units: Sequence[Sequence[Hashable]],
+    statistic,
+    *,
+    resamples: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of ``statistic(units)`` over items (units resampled with replacement).
+
+    Why items: the answers to one item are not independent of each other, the items are (as far
+    as a study can make them), so the item is what is resampled. The seed is fixed, so a card
+    shows the same interval on every rebuild. Resamples where the statistic is undefined (None:
+    no variation at all) are skipped; None when fewer than half of them are defined.
+    """
+    import random
+
+    units = [list(u) for u in units]
+    if not units:
+        return None
+    rng = random.Random(seed)
+    values = []
+    for _ in range(resamples):
+        value = statistic([units[rng.randrange(len(units))] for _ in units])
+        if value is not None:
+            values.append(value)
+    if len(values) < resamples / 2:
+        return None
+    values.sort()
+    tail = (1.0 - level) / 2
+    low = values[int(math.floor(tail * (len(values) - 1)))]
+    high = values[int(math.ceil((1.0 - tail) * (len(values) - 1)))]
+    return low, high

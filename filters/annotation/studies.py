@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conceptforge import cub
+from conceptforge.cub import display_name, group_words, value_words
 from conceptforge.errors import DataFormatError, InvalidArgumentError
 
 YES_SOMEWHAT_NO = ("yes", "somewhat", "no")
@@ -56,17 +57,6 @@ class Study:
             if question.id == question_id:
                 return question
         raise KeyError(question_id)
-
-
-def pretty_bird(bird: str) -> str:
-    """``Blue_Jay`` / ``017.Cardinal`` -> ``Blue Jay`` / ``Cardinal``."""
-    name = bird.split(".", 1)[1] if "." in bird and bird.split(".", 1)[0].isdigit() else bird
-    return name.replace("_", " ")
-
-
-def pretty_group(group: str) -> str:
-    """``has_crown_color`` -> ``crown color``."""
-    return group.removeprefix("has_").replace("_", " ")
 
 
 def split_attribute(attribute: str) -> tuple[str, str]:
@@ -193,11 +183,11 @@ def display_fields(study: Study, row: Mapping[str, Any]) -> dict[str, str]:
     if study.name == "sub-faithfulness":
         group, value = split_attribute(str(row["attribute"]))
         return {
-            "attribute_text": with_article(f"{value.replace('_', ' ')} {pretty_group(group)}".strip()),
-            "bird_text": pretty_bird(str(row["bird"])),
+            "attribute_text": with_article(f"{value_words(value)} {group_words(group)}".strip()),
+            "bird_text": display_name(str(row["bird"])),
         }
     if study.name == "sub-attribute":
-        return {"group_text": pretty_group(str(row["group"]))}
+        return {"group_text": group_words(str(row["group"]))}
     if study.name == "conceptbed-composition":
         return {"caption": str(row["caption"])}
     return {}

@@ -10,13 +10,16 @@ deterministic too.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from datasets import ClassLabel, Features, List, Value
 from datasets import Image as ImageFeature
 
+from conceptforge.engine.store import ItemResult
+from conceptforge.engine.workitems import WorkItem, derive_seed
 from conceptforge.errors import InvalidArgumentError
 from conceptforge.generators.binding.compositions import (
     DATASETS,
@@ -44,8 +47,6 @@ from conceptforge.generators.binding.scene import (
     relations_between,
 )
 from conceptforge.generators.binding.vocab import COLORS, MATERIALS, SHAPES, SIZE_RADIUS
-from conceptforge.store import ItemResult
-from conceptforge.workitems import WorkItem, derive_seed
 
 # Paper 004 Table 1 (train / val / gen examples per dataset).
 PRESETS: dict[str, dict[str, dict[str, int]]] = {
@@ -198,24 +199,45 @@ def sample_scene(item: WorkItem, config: BindingConfig, rng: random.Random) -> S
 
 def make_item_factory(config: BindingConfig, get_renderer: Callable[[], Any]) -> Callable[[WorkItem], ItemResult]:
     """Return ``make_item(item) -> ItemResult`` rendering with the renderer from ``get_renderer``."""
+    make_batch = make_batch_factory(config, get_renderer)
 
     def make_item(item: WorkItem) -> ItemResult:
-        rng = random.Random(item.seed)
-        renderer = get_renderer()
-        for _attempt in range(MAX_VISIBILITY_ATTEMPTS):
-            try:
-                plan = sample_scene(item, config, rng)
-            except PlacementError as error:
-                raise PlacementError(f"item {item.item_id}: {error}") from None
-            png, visibility = renderer.render(plan.scene, min_pixels=config.visible_pixels)
-            if png is not None:
-                return ItemResult(files={"png": png}, metadata=_row_metadata(plan, visibility))
-        raise PlacementError(
-            f"item {item.item_id}: no layout with every object visible (>= {config.visible_pixels} px) "
-            f"in {MAX_VISIBILITY_ATTEMPTS} attempts; lower --min-pixels or raise the resolution"
-        )
+        return make_batch([item])[0]
 
     return make_item
+
+
+def make_batch_factory(
+    config: BindingConfig, get_renderer: Callable[[], Any]
+) -> Callable[[Sequence[WorkItem]], list[ItemResult]]:
+    """Return ``make_batch(items) -> [ItemResult]`` (same order), rendering the items one after
+    another while the previous image is denoised and encoded beside it
+    (:meth:`~conceptforge.generators.binding.render_blender.BlenderRenderer.render_async`).
+    Each item's bytes are those :func:`make_item_factory` gives it alone."""
+
+    def make_batch(items: Sequence[WorkItem]) -> list[ItemResult]:
+        renderer = get_renderer()
+        pending = [_render_item(item, config, renderer) for item in items]
+        return [ItemResult(files={"png": png.result()}, metadata=metadata) for png, metadata in pending]
+
+    return make_batch
+
+
+def _render_item(item: WorkItem, config: BindingConfig, renderer: Any) -> tuple[Future, dict[str, Any]]:
+    """The first layout of ``item`` whose objects are all visible, rendered: (PNG future, row metadata)."""
+    rng = random.Random(item.seed)
+    for _attempt in range(MAX_VISIBILITY_ATTEMPTS):
+        try:
+            plan = sample_scene(item, config, rng)
+        except PlacementError as error:
+            raise PlacementError(f"item {item.item_id}: {error}") from None
+        png, visibility = renderer.render_async(plan.scene, min_pixels=config.visible_pixels)
+        if png is not None:
+            return png, _row_metadata(plan, visibility)
+    raise PlacementError(
+        f"item {item.item_id}: no layout with every object visible (>= {config.visible_pixels} px) "
+        f"in {MAX_VISIBILITY_ATTEMPTS} attempts; lower --min-pixels or raise the resolution"
+    )
 
 
 def _row_metadata(plan: ScenePlan, visibility) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """The binding repo: ONE Hub repo with a config per dataset, and the card over all of them.
 
 Each config is its own run of the engine in ``.work/<config>/`` (see
-:mod:`conceptforge.generators.binding.generate`); this module is everything that belongs to the
+:mod:`conceptforge.generators.binding.stage`); this module is everything that belongs to the
 repo as a whole, in one place: its record in ``.work/`` (which :class:`RepoAssembler` finishes
 it), the per-config statistics the card reads (:data:`CONFIG_RECORD`), the shared card and grid
 (a second one-assembly step with its own lock in ``.work/``: a pure function of the configs
@@ -22,19 +22,19 @@ from pathlib import Path
 
 from PIL import Image
 
-from conceptforge.assemblers import register_assembler
-from conceptforge.assembly import AssemblyOutcome, assemble_once, read_done
 from conceptforge.cards import DatasetMetadata, collect_provenance, render_card
 from conceptforge.cards.dataset_dir import CARD_NAME, GRID_NAME, SplitStats
 from conceptforge.cards.grid import grid_png
-from conceptforge.cards.run_record import config_entry, run_record, write_run_record
+from conceptforge.cards.run_record import config_entry, row_ids, run_record, write_run_record
+from conceptforge.engine.assembly import AssemblyOutcome, assemble_once, read_done, register_assembler
+from conceptforge.engine.runner import assemble_run
+from conceptforge.engine.store import ItemStore, is_store, join
 from conceptforge.errors import ConceptforgeError
 from conceptforge.generators.binding.compositions import DATASETS, SPLITS
 from conceptforge.generators.binding.dataset import COLUMN_DOCS, BindingConfig, binding_command, binding_features
+from conceptforge.generators.binding.validity import binding_validity, config_validity
 from conceptforge.output import WORK_DIR
-from conceptforge.runner import assemble_run
 from conceptforge.serialization import canonical_json
-from conceptforge.store import ItemStore, is_store, join
 
 logger = logging.getLogger(__name__)
 
@@ -129,6 +129,11 @@ ANNOTATIONS = (
     "compositions never appear in other splits' pictures."
 )
 
+PERSONAL_DATA = (
+    "None. The images are synthetic renders of geometric objects (cubes, spheres, cylinders); no person, "
+    "face, voice, location or other personal or sensitive information is depicted or recorded."
+)
+
 
 def _config_store(out: str, dataset: str) -> ItemStore:
     return ItemStore(join(out, WORK_DIR, dataset))
@@ -156,6 +161,18 @@ def _assembled(out: str) -> list[tuple[BindingConfig, str, list[SplitStats], str
     return found
 
 
+def _config_validity(config: BindingConfig, store: ItemStore) -> dict:
+    """The config's validity part from its record (computed now for configs assembled before
+    records carried one)."""
+    try:
+        record = json.loads(store.location.read(CONFIG_RECORD))
+    except (FileNotFoundError, ValueError):
+        record = {}
+    if "validity" in record:
+        return record["validity"]
+    return config_validity(config.dataset, lambda split: (r.metadata for r in store.records(split)), SPLITS)
+
+
 def _card_files(out: str, staging: Path) -> None:
     """README.md and grid.png over every assembled config (called under the repo's assembly lock)."""
     assembled = _assembled(out)
@@ -163,6 +180,7 @@ def _card_files(out: str, staging: Path) -> None:
         raise ConceptforgeError(f"{out}: no config is assembled yet; nothing to describe in a card")
     configs = [config for config, *_ in assembled]
     names = [config.dataset for config in configs]
+    validity = binding_validity({config.dataset: _config_validity(config, store) for config, *_, store in assembled})
     metadata = DatasetMetadata(
         pretty_name="Concept binding (CLEVR-style renders)",
         license="cc-by-4.0",
@@ -188,6 +206,8 @@ def _card_files(out: str, staging: Path) -> None:
         config_summaries={name: SUMMARIES[name] for name in names},
         grid_caption="One row per config: rendered samples with their true labels",
         reproducible=True,
+        validity=validity,
+        personal_data=PERSONAL_DATA,
     )
     splits = [s for _, _, stats, *_ in assembled for s in stats]
     features = {config.dataset: binding_features(config.dataset) for config in configs}
@@ -199,9 +219,15 @@ def _card_files(out: str, staging: Path) -> None:
         run_record(
             "binding",
             {
-                config.dataset: config_entry(store.stored_config(), rebuild={"config": config.to_dict()}, device=device)
-                for config, device, *_, store in assembled
+                config.dataset: config_entry(
+                    store.stored_config(),
+                    rebuild={"config": config.to_dict()},
+                    device=device,
+                    rows=row_ids(out, stats, config=config.dataset),
+                )
+                for config, device, stats, _, store in assembled
             },
+            validity=validity,
         ),
     )
     (staging / CARD_NAME).write_text(

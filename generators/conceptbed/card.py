@@ -1,6 +1,6 @@
 """The ConceptBed generated-images dataset: its schema, card text and assembly from a complete store.
 
-Why apart from :mod:`conceptforge.generators.conceptbed.generate`: learning and sampling
+Why apart from :mod:`conceptforge.generators.conceptbed.stage`: learning and sampling
 (torch, diffusers) and what the published dataset looks like change for different reasons, and
 the annotation app and test fixtures need the schema without the learners. The assembler keeps
 the name it was first stored under, so runs started before this module existed still assemble.
@@ -18,13 +18,14 @@ from datasets import ClassLabel, Features, List, Value
 from datasets import Image as ImageFeature
 from PIL import Image
 
-from conceptforge.assemblers import register_assembler
 from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
 from conceptforge.cards.grid import grid_png
 from conceptforge.cards.provenance import local_fingerprint
-from conceptforge.cards.run_record import config_entry, run_record, write_run_record
+from conceptforge.cards.run_record import config_entry, row_ids, run_record, write_run_record
+from conceptforge.engine.assembly import register_assembler
+from conceptforge.engine.store import ItemStore
 from conceptforge.generators.conceptbed.concepts import library
-from conceptforge.store import ItemStore
+from conceptforge.generators.conceptbed.validity import conceptbed_validity
 
 SPLITS = ("concept", "composition")
 REFERENCE_COUNT = 3
@@ -104,6 +105,11 @@ CARD_SECTIONS = {
         "answered `yes` by construction. Human ratings (ConceptBed Sec. 4.2) can be added with "
         "`scripts/annotate.py` (docs/annotation.md)."
     ),
+    "personal_data": (
+        "None recorded. The images are generated from concept prompts (PACS styles, ImageNet objects, CUB birds); "
+        "a generated image can show people when a prompt or a reference image does, but no real person's data, "
+        "name or location is collected."
+    ),
 }
 CITATION = """@inproceedings{patel2024conceptbed,
   title={ConceptBed: Evaluating Concept Learning Abilities of Text-to-Image Diffusion Models},
@@ -121,7 +127,9 @@ def _references(store: ItemStore, concept: str) -> list[dict[str, Any]]:
     return [{"bytes": store.location.read(f"{folder}/{name}"), "path": None} for name in names]
 
 
-def _rows(store: ItemStore, split: str, reference_ids: dict[str, list[str]], embed: bool) -> Iterator[dict[str, Any]]:
+def split_rows(
+    store: ItemStore, split: str, reference_ids: dict[str, list[str]], embed: bool
+) -> Iterator[dict[str, Any]]:
     embedded: set[str] = set()  # concepts whose thumbnails this split already holds (one copy each)
     for record in store.records(split):
         meta = record.metadata
@@ -168,11 +176,14 @@ def assemble_from_store(store: ItemStore, out_dir: Path, args: dict[str, Any]) -
     """The engine's assembler: the two splits, card and grid from a complete store."""
     metadata = DatasetMetadata(**args["metadata"])
     metadata.reproducible = "rebuild" in args
+    metadata.validity = conceptbed_validity({split: (r.metadata for r in store.records(split)) for split in SPLITS})
     grid = _grid_png(store)
-    assemble_dataset_dir(
+    stats = assemble_dataset_dir(
         out_dir,
         splits={
-            split: (lambda s=split: _rows(store, s, args.get("reference_ids", {}), bool(args.get("embed_references"))))
+            split: (
+                lambda s=split: split_rows(store, s, args.get("reference_ids", {}), bool(args.get("embed_references")))
+            )
             for split in SPLITS
         },
         features=FEATURES,
@@ -189,7 +200,15 @@ def assemble_from_store(store: ItemStore, out_dir: Path, args: dict[str, Any]) -
         }
         write_run_record(
             out_dir,
-            run_record("conceptbed", {"default": config_entry(store.stored_config(), rebuild=rebuild, device="auto")}),
+            run_record(
+                "conceptbed",
+                {
+                    "default": config_entry(
+                        store.stored_config(), rebuild=rebuild, device="auto", rows=row_ids(out_dir, stats)
+                    )
+                },
+                validity=metadata.validity,
+            ),
         )
 
 

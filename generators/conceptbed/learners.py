@@ -60,7 +60,7 @@ TABLE5: dict[str, dict[str, Any]] = {
     "custom-diffusion": {"steps": 250, "learning_rate": 1e-5, "placeholder_token": "<new1>", "num_class_images": 200},
 }
 DREAMBOOTH_LORA_LEARNING_RATE = 1e-4
-PRESETS = ("paper", "lora")
+LEARNER_PRESETS = ("paper", "lora")
 PRESET_DREAMBOOTH_MODE = {"paper": "full", "lora": "lora"}
 
 OBJECT_TEMPLATES = (
@@ -104,8 +104,8 @@ class LearnerConfig:
     def __post_init__(self) -> None:
         if self.learner not in LEARNERS:
             raise InvalidArgumentError(f"unknown learner {self.learner!r}; choose {', '.join(LEARNERS)}")
-        if self.preset not in PRESETS:
-            raise InvalidArgumentError(f"--preset must be one of {', '.join(PRESETS)}, got {self.preset!r}")
+        if self.preset not in LEARNER_PRESETS:
+            raise InvalidArgumentError(f"--preset must be one of {', '.join(LEARNER_PRESETS)}, got {self.preset!r}")
         if self.dreambooth_mode is None:
             self.dreambooth_mode = PRESET_DREAMBOOTH_MODE[self.preset]
         if self.dreambooth_mode not in ("lora", "full"):
@@ -366,7 +366,7 @@ class ConceptTrainer:
         step_callback: Callable[[int, float], None] | None = None,
     ) -> TrainState:
         """Optimise the learner's parameters for ``config.steps`` steps; returns the train state."""
-        from conceptforge.workitems import derive_seed
+        from conceptforge.engine.workitems import derive_seed
 
         config, comps, accelerator = self.config, self.components, self.accelerator
         if not concept.reference_images:

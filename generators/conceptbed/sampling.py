@@ -16,13 +16,13 @@ import torch
 from PIL import Image
 
 from conceptforge.cards.grid import png_bytes
+from conceptforge.engine.workitems import derive_seed
 from conceptforge.errors import WeightsUnavailableError, one_line
 from conceptforge.generators.conceptbed.concepts import PACS_ENTITIES
 from conceptforge.generators.conceptbed.learners import class_prompt
 from conceptforge.generators.conceptbed.spec import Concept
 from conceptforge.progress import quiet_model_library_bars
 from conceptforge.serialization import atomic_write_bytes
-from conceptforge.workitems import derive_seed
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The SUB candidates dataset: its schema, card and assembly from a complete store.
 
-Why apart from :mod:`conceptforge.generators.sub.generate`: generation (FLUX, work items) and
+Why apart from :mod:`conceptforge.generators.sub.stage`: generation (FLUX, work items) and
 what the published dataset looks like change for different reasons; the filter and the test
 fixtures need the schema and the card text without the generation code. The assembler keeps the
 name it was first stored under, so runs started before this module existed still assemble.
@@ -18,14 +18,15 @@ from typing import Any
 from datasets import ClassLabel, Features, Value
 from datasets import Image as ImageFeature
 
-from conceptforge.assemblers import register_assembler
 from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
 from conceptforge.cards.grid import grid_png
-from conceptforge.cards.provenance import command_line, package_versions
-from conceptforge.cards.run_record import config_entry, run_record, write_run_record
+from conceptforge.cards.provenance import command_line, package_versions, strip_local_path
+from conceptforge.cards.run_record import config_entry, row_ids, run_record, write_run_record
 from conceptforge.cub import display_name
+from conceptforge.engine.assembly import register_assembler
+from conceptforge.engine.store import ItemStore
 from conceptforge.generators.sub.spec import PairPlan, load_spec, published_attribute
-from conceptforge.store import ItemStore
+from conceptforge.generators.sub.validity import sub_validity
 
 SPLIT = "candidates"
 CARD_PACKAGES = (
@@ -112,7 +113,7 @@ COLUMN_DOCS = {
     "tdg_tmax": "TDG: full tying above this diffusion time (NaN in prompt-only mode)",
     "guidance_scale": "FLUX distilled guidance scale",
     "num_inference_steps": "denoising steps",
-    "model_id": "FLUX pipeline (Hub id or local folder)",
+    "model_id": "FLUX pipeline: its Hub id, or `.../<folder name>` for a local folder (no local path is published)",
     "model_revision": "resolved commit of the model (`local` for a folder)",
     "generation_mode": "`tdg` or `prompt-only`",
     "guidance_bird": "G (`bird` for colour substitutions; empty in prompt-only mode)",
@@ -149,6 +150,10 @@ CARD_SECTIONS = {
         "are unchecked; the filtered SUB keeps only images whose VQA answer is S+ and ranks them by the S+ "
         "probability (the `vqa_*` columns record the check), as in Sec. 4.2 of the paper."
     ),
+    "personal_data": (
+        "None. The images are generated pictures of birds (CUB-200-2011 species); no person, face, voice, "
+        "location or other personal or sensitive information is depicted or recorded."
+    ),
 }
 
 CITATION = """@article{bader2025sub,
@@ -159,10 +164,12 @@ CITATION = """@article{bader2025sub,
 }"""
 
 
-def _row(record) -> dict[str, Any]:
+def record_row(record) -> dict[str, Any]:
     meta = record.metadata
     row = {name: meta.get(name) for name in FEATURES if name not in {"image", "item_id", "seed"}}
     row.update(
+        # published data names the model by its Hub id or folder name, never this machine's path
+        model_id=strip_local_path(meta["model_id"]) if isinstance(meta.get("model_id"), str) else meta.get("model_id"),
         image={"bytes": record.read_file("png"), "path": f"{record.item_id}.png"},
         item_id=record.item_id,
         seed=meta["seed"],
@@ -206,16 +213,22 @@ def assemble_from_store(store: ItemStore, out_dir: Path, args: dict[str, Any]) -
     first = next(store.records(SPLIT), None)
     if first is not None and first.metadata.get("model_revision"):  # the revision the model resolved to
         metadata.provenance = {**metadata.provenance, "model_revision": first.metadata["model_revision"]}
-    assemble_dataset_dir(
+    metadata.validity = sub_validity({SPLIT: (r.metadata for r in store.records(SPLIT))})
+    stats = assemble_dataset_dir(
         out_dir,
-        splits={SPLIT: lambda: (_row(r) for r in store.records(SPLIT))},
+        splits={SPLIT: lambda: (record_row(r) for r in store.records(SPLIT))},
         features=FEATURES,
         render_card=lambda stats: render_card(metadata, FEATURES, stats),
         grid_png=_grid(list(_grid_records(store))),
     )
     if "rebuild" in args:  # what `conceptforge verify` regenerates the rows from (cards.run_record)
-        entry = config_entry(store.stored_config(), rebuild=args["rebuild"], device=args["rebuild"]["device"])
-        write_run_record(out_dir, run_record("sub", {"default": entry}))
+        entry = config_entry(
+            store.stored_config(),
+            rebuild=args["rebuild"],
+            device=args["rebuild"]["device"],
+            rows=row_ids(out_dir, stats),
+        )
+        write_run_record(out_dir, run_record("sub", {"default": entry}, validity=metadata.validity))
 
 
 #: Stored in every SUB run (the name is the one first stored: old runs stay valid).

@@ -18,11 +18,11 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from conceptforge.cub import CubMetadata, bird_name, display_name, split_attribute
+from conceptforge.cub import CubMetadata, bird_name, display_name, split_attribute, value_words
 from conceptforge.errors import DataNotFoundError, InvalidArgumentError, SpecError
 from conceptforge.generators.sub.tdg import TDGParams
 
-CATEGORIES = ("colour", "shape", "pattern")
+SUBSTITUTION_CATEGORIES = ("colour", "shape", "pattern")
 NEEDS_CUB = "(needs --cub-dir)"  # a guidance bird only CUB can choose, shown by dry runs without it
 
 
@@ -74,11 +74,6 @@ def load_spec() -> SubSpec:
         plain_template=raw["plain_template"],
         groups=groups,
     )
-
-
-def value_words(value: str) -> str:
-    """CUB value -> words: ``curved_(up_or_down)`` -> ``curved (up or down)``."""
-    return value.replace("_", " ")
 
 
 def _fix_article(phrase: str) -> str:

@@ -1,13 +1,10 @@
-"""Concept-binding evaluation (Binding paper): CLIP zero-shot, CSP, CDSMs, calibrated stacking."""
+"""Concept-binding evaluation (Binding paper): CLIP zero-shot, CSP, CDSMs, calibrated stacking.
+
+Run from Python as the command line does: ``run_task("binding-clip" | "binding-cdsm", model=…,
+dataset=…)`` (:func:`conceptforge.loaders.harness.runner.run_task`)."""
 
 from conceptforge.loaders.binding.data import BindingSplit, load_binding, parse_label
-from conceptforge.loaders.binding.evaluate import (
-    BindingReport,
-    ModelSummary,
-    evaluate_binding,
-    evaluate_clip_zero_shot,
-    zero_shot_scores,
-)
+from conceptforge.loaders.binding.evaluate import BindingReport, ModelSummary, train_on_frozen, zero_shot_scores
 from conceptforge.loaders.binding.models import CDSM, CSP, Vocabulary, circular_convolution, circular_convolution_direct
 from conceptforge.loaders.binding.scoring import accuracy, error_breakdown, prediction_mass
 from conceptforge.loaders.binding.train import TrainConfig, train_run
@@ -18,8 +15,7 @@ __all__ = [
     "parse_label",
     "BindingReport",
     "ModelSummary",
-    "evaluate_binding",
-    "evaluate_clip_zero_shot",
+    "train_on_frozen",
     "zero_shot_scores",
     "CDSM",
     "CSP",

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from conceptforge.errors import DataFormatError, DataNotFoundError
-from conceptforge.loaders.data import image_column_raw, load_split, require_columns
+from conceptforge.generators.binding.compositions import SPLITS
+from conceptforge.loaders.harness.data import image_column_raw, load_split, require_columns
 
 logger = logging.getLogger(__name__)
 
-SPLITS = ("train", "val", "gen")
 COLUMNS = ("image", "label", "candidates", "label_index", "candidate_kinds")
 ADJ_NOUN = "adjective-noun"
 RELATIONAL = "relational"
@@ -105,10 +105,20 @@ def validate_split(split: BindingSplit) -> None:
                 )
 
 
-def resolve_config(source: str, wanted: str, *, revision: str | None = None) -> str | None:
+@dataclass(frozen=True)
+class ConfigChoice:
+    """Which config of a binding repo to load: ``load`` (None: the repo's only config) and
+    ``name``, the config as the repo names it (recorded in results as ``dataset.config``)."""
+
+    load: str | None
+    name: str
+    only: bool = False  # the repo has one config, whatever ``wanted`` said
+
+
+def resolve_config(source: str, wanted: str, *, revision: str | None = None) -> ConfigChoice:
     """The config to load from ``source``: ``wanted`` where the repo has it (our one-repo layout
-    with single-object / two-object / relational), None for a repo with a single config whatever
-    its name (a release of one dataset), else an error naming the configs there."""
+    with single-object / two-object / relational), the only config of a repo with one (a release
+    of one dataset), else an error naming the configs there."""
     import datasets
 
     local = Path(str(source)).exists()
@@ -116,15 +126,29 @@ def resolve_config(source: str, wanted: str, *, revision: str | None = None) -> 
         names = datasets.get_dataset_config_names(str(source), revision=None if local else revision)
     except Exception as error:  # noqa: BLE001 - unreachable or malformed: load_split reports it in one line
         logger.debug("config names of %s unavailable (%s); loading %r", source, error, wanted)
-        return wanted
+        return ConfigChoice(wanted, wanted)
     if wanted in names:
-        return wanted
+        return ConfigChoice(wanted, wanted, only=len(names) == 1)
     if len(names) == 1:
         logger.info("%s has one config (%s); using it", source, names[0])
-        return None
+        return ConfigChoice(None, names[0], only=True)
     raise DataNotFoundError(
         f"dataset {source} has no config {wanted!r} (configs: {', '.join(names)}); choose one of them"
     )
+
+
+def dataset_kind(splits: dict[str, BindingSplit]) -> str | None:
+    """Which binding dataset the loaded rows are, from the rows themselves: ``relational`` (labels
+    ``subject relation object``), ``two-object`` (adjective–noun with hard-swap distractors: the
+    second object's attributes) or ``single-object``; None without rows."""
+    loaded = [split for split in splits.values() if len(split)]
+    if not loaded:
+        return None
+    if loaded[0].setting == RELATIONAL:
+        return "relational"
+    if any("hard-swap" in kinds for split in loaded for kinds in split.kinds):
+        return "two-object"
+    return "single-object"
 
 
 def load_binding(

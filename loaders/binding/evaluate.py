@@ -1,4 +1,10 @@
-"""Binding evaluation end to end: frozen CLIP zero-shot and the trained models over seeds."""
+"""The pieces the binding tasks (``loaders/binding/tasks.py``) share: zero-shot scores, one
+trained model and seed, and the paper-style report over seeds.
+
+Why no end-to-end function here: the tasks ``binding-clip`` and ``binding-cdsm`` are the one
+wiring of the protocol; from Python, run them with
+:func:`conceptforge.loaders.harness.runner.run_task` (what ``conceptforge evaluate`` runs).
+"""
 
 from __future__ import annotations
 
@@ -9,23 +15,14 @@ from typing import Any
 
 import torch
 
-from conceptforge.errors import DataNotFoundError, InvalidArgumentError
-from conceptforge.loaders.binding.data import ADJ_NOUN, SPLITS, BindingSplit, load_binding
+from conceptforge.loaders.binding.data import ADJ_NOUN, BindingSplit
 from conceptforge.loaders.binding.models import CDSM_KINDS, MODEL_KINDS, PROMPT, Vocabulary
-from conceptforge.loaders.binding.scoring import (
-    ADJ_NOUN_ERRORS,
-    RELATION_ERRORS,
-    accuracy,
-    error_breakdown,
-    kind_breakdown,
-)
+from conceptforge.loaders.binding.scoring import ADJ_NOUN_ERRORS, RELATION_ERRORS
 from conceptforge.loaders.binding.train import RunResult, TrainConfig, train_run
-from conceptforge.loaders.reports import markdown_table, mean_se, pct, pct_se
+from conceptforge.loaders.harness.reports import markdown_table, mean_se, pct, pct_se
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_CLIP = "openai/clip-vit-large-patch14"  # the paper's ViT-L/14
-DEFAULT_SEEDS = (0, 1, 2, 3, 4)
 ALL_MODELS = ("clip", *MODEL_KINDS)
 CDSM_SCORE_TEXT = {
     "dot": "dot product image·phrase, no scale (paper Algorithm 1)",
@@ -122,105 +119,28 @@ def zero_shot_scores(embedder: Any, split: BindingSplit, *, template: str = PROM
     return torch.einsum("nd,nkd->nk", images, text[index])
 
 
-def evaluate_clip_zero_shot(embedder: Any, splits: dict[str, BindingSplit], *, template: str = PROMPT) -> ModelSummary:
-    scores = {
-        name: zero_shot_scores(embedder, split, template=template) for name, split in splits.items() if len(split)
-    }
-    run = RunResult(
-        model="clip",
-        seed=0,
-        best_epoch=0,
-        accuracy={name: accuracy(s, splits[name].label_index) for name, s in scores.items()},
-        breakdown=error_breakdown(scores["gen"], splits["gen"]) if "gen" in scores else {},
-        kinds=kind_breakdown(scores["gen"], splits["gen"]) if "gen" in scores else {},
-    )
-    return ModelSummary.from_runs("clip", [run])
-
-
-def evaluate_binding(
-    dataset: str | dict[str, BindingSplit],
+def train_on_frozen(
+    kind: str,
+    splits: dict[str, BindingSplit],
+    frozen: dict[str, torch.Tensor],
     *,
-    models: Sequence[str] = ("clip", "csp", "add", "mult", "conv", "tl", "rf"),
-    embedding_model: str | Any = DEFAULT_CLIP,
-    revision: str | None = None,
-    dataset_revision: str | None = None,
-    dataset_config: str | None = None,
-    seeds: Sequence[int] = DEFAULT_SEEDS,
-    config: TrainConfig | None = None,
-    cache_dir: str | None = None,
-    device: str | None = None,
-    template: str = PROMPT,
-) -> BindingReport:
-    """Evaluate ``models`` on one binding dataset (local dir / Hub id, or loaded splits)."""
-    from conceptforge.loaders.embeddings import EmbeddingModel
-
-    unknown = [m for m in models if m not in ALL_MODELS]
-    if unknown:
-        raise InvalidArgumentError(
-            f"unknown binding model(s) {', '.join(unknown)} (choose from {', '.join(ALL_MODELS)})"
-        )
-    config = config or TrainConfig()
-    splits = (
-        dataset
-        if isinstance(dataset, dict)
-        else load_binding(str(dataset), revision=dataset_revision, config=dataset_config)
-    )
-    missing = [s for s in SPLITS if s not in splits]
-    if missing:
-        raise DataNotFoundError(f"binding dataset lacks split(s) {', '.join(missing)}")
-    setting = splits["train"].setting
-    if config.calibrate and setting != ADJ_NOUN:
-        raise InvalidArgumentError(
-            "calibrated stacking applies to the single-object (adjective-noun) setting only (Appendix C)"
-        )
-    embedder = (
-        embedding_model
-        if isinstance(embedding_model, EmbeddingModel)
-        else EmbeddingModel.from_pretrained(embedding_model, revision=revision, cache_dir=cache_dir, device=device)
-    )
-    vocab = Vocabulary.from_splits(list(splits.values()))
-    summaries = []
-    if "clip" in models:
-        summaries.append(evaluate_clip_zero_shot(embedder, splits, template=template))
-    trainable = [m for m in models if m != "clip"]
-    if trainable:
-        frozen = {name: embedder.embed_images(split.images) for name, split in splits.items()}
-        raw = {name: split.images for name, split in splits.items()}
-        dim = int(next(iter(frozen.values())).shape[1])
-        for kind in trainable:
-            runs = []
-            for seed in seeds:
-                logger.info("training %s seed %d", kind, seed)
-                runs.append(
-                    train_run(
-                        kind,
-                        splits,
-                        raw if kind == "clip-ft" else frozen,
-                        vocab=vocab,
-                        embedder=embedder,
-                        dim=dim,
-                        logit_scale=embedder.logit_scale,
-                        seed=seed,
-                        config=config,
-                        device=str(embedder.device),
-                    )
-                )
-            summaries.append(ModelSummary.from_runs(kind, runs))
-    name = dataset if isinstance(dataset, str) else "<splits>"
-    return BindingReport(
-        dataset=name,
-        setting=setting,
-        embedding_model=embedder.model_id,
-        embedding_revision=embedder.revision,
-        models=summaries,
-        settings={
-            "seeds": list(seeds),
-            "epochs": config.epochs,
-            "batch_size": config.batch_size,
-            "lr": config.lr,
-            "weight_decay": config.weight_decay,
-            "calibrate": config.calibrate,
-            "template": template,
-            "cdsm_score": config.cdsm_score,
-        },
+    vocab: Vocabulary,
+    embedder: Any,
+    seed: int,
+    config: TrainConfig,
+) -> RunResult:
+    """One trained model and seed (Algorithm 1) on the frozen image embeddings ``frozen``
+    (CLIP-FT trains the image tower too, so it gets the splits' images)."""
+    images = {name: split.images for name, split in splits.items()} if kind == "clip-ft" else frozen
+    return train_run(
+        kind,
+        splits,
+        images,
+        vocab=vocab,
+        embedder=embedder,
+        dim=int(next(iter(frozen.values())).shape[1]),
+        logit_scale=embedder.logit_scale,
+        seed=seed,
+        config=config,
+        device=str(embedder.device),
     )

@@ -212,7 +212,7 @@ class CSP(_FrozenClipText):
         )
         self._pending = self.soft[idx]
         try:
-            from conceptforge.loaders.embeddings import _features
+            from conceptforge.loaders.harness.embeddings import _features
 
             features = _features(self.clip.get_text_features(input_ids=input_ids))
         finally:
@@ -237,7 +237,7 @@ class ClipFT(_FrozenClipText):
         self.clip.train()
 
     def encode(self, phrases: Sequence[str]) -> torch.Tensor:
-        from conceptforge.loaders.embeddings import _features
+        from conceptforge.loaders.harness.embeddings import _features
 
         inputs = self.tokenizer(
             [PROMPT.format(label=p) for p in phrases], padding=True, truncation=True, return_tensors="pt"
@@ -246,7 +246,7 @@ class ClipFT(_FrozenClipText):
         return _features(self.clip.get_text_features(**inputs)).float()
 
     def encode_images(self, batch: Any) -> torch.Tensor:
-        from conceptforge.loaders.embeddings import _features, load_pil
+        from conceptforge.loaders.harness.embeddings import _features, load_pil
 
         pixels = self.image_processor(images=[load_pil(i) for i in batch], return_tensors="pt")["pixel_values"]
         return _features(self.clip.get_image_features(pixel_values=pixels.to(self.device_))).float()

@@ -15,9 +15,12 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
+from conceptforge import argtypes
 from conceptforge.errors import DataNotFoundError, InvalidArgumentError
-from conceptforge.loaders.model_ref import CLIP
-from conceptforge.loaders.task_spec import (
+from conceptforge.loaders.binding import breakdowns
+from conceptforge.loaders.harness.task import (
+    EMBED,
+    MATCH,
     Metric,
     Option,
     Task,
@@ -25,9 +28,7 @@ from conceptforge.loaders.task_spec import (
     TaskOutcome,
     choice,
     flag,
-    int_list,
     mean_metric,
-    optional_float,
     over_runs,
     str_list,
     template,
@@ -112,13 +113,26 @@ def rows_as_split(rows: Sequence[dict[str, Any]], name: str):
 
 
 def _splits(ctx: TaskContext, task: str):
-    from conceptforge.loaders.binding.data import load_binding, resolve_config
+    """The splits of the config the task reads, and that config's name (for the results).
 
+    A repo with one config is read whatever the ``config`` option says, unless the user set the
+    option: then the rows must be that dataset (a one-config folder of single-object data asked
+    for ``relational`` is refused, not scored and recorded as relational)."""
+    from conceptforge.loaders.binding.data import dataset_kind, load_binding, resolve_config
+
+    wanted = ctx.options["config"]
     try:
-        config = resolve_config(ctx.dataset.repo, ctx.options["config"], revision=ctx.dataset.load_revision)
+        choice = resolve_config(ctx.dataset.repo, wanted, revision=ctx.dataset.load_revision)
     except DataNotFoundError as error:
         raise DataNotFoundError(f"{error} with --task-option {task}.config=NAME") from None
-    return load_binding(ctx.dataset.repo, revision=ctx.dataset.load_revision, config=config)
+    splits = load_binding(ctx.dataset.repo, revision=ctx.dataset.load_revision, config=choice.load)
+    kind = dataset_kind(splits)
+    if choice.only and "config" in ctx.given and kind is not None and kind != wanted:
+        raise InvalidArgumentError(
+            f"--task-option {task}.config={wanted}: dataset {ctx.dataset.repo} has one config ({choice.name}) and "
+            f"its rows are {kind} data, not {wanted}; drop the option or pass a {wanted} dataset"
+        )
+    return splits, choice.name
 
 
 # ----------------------------------------------------------------------------------- binding-clip
@@ -130,8 +144,16 @@ def run_binding_clip(ctx: TaskContext) -> TaskOutcome:
     template = ctx.options["template"]
     if "{label}" not in template:
         raise InvalidArgumentError("binding-clip.template must contain {label}")
-    splits = {name: split for name, split in _splits(ctx, "binding-clip").items() if len(split)}
-    embedder = ctx.session.embedder()
+    loaded, config = _splits(ctx, "binding-clip")
+    splits = {name: split for name, split in loaded.items() if len(split)}
+    by_match = ctx.capability == MATCH
+    scorer = ctx.session.matcher() if by_match else ctx.session.embedder()
+
+    def split_scores(part):
+        if by_match:  # the same zero-shot rule over the model's own pair scores (paper Table 9, BLIP)
+            return match_scores(scorer, part, template=template, batch_size=ctx.batch_size)
+        return zero_shot_scores(scorer, part, template=template)
+
     where = [(name, i) for name, split in splits.items() for i in range(len(split))]
     ids = [f"{name}/{splits[name].item_ids[i] if splits[name].item_ids else i}" for name, i in where]
 
@@ -144,9 +166,7 @@ def run_binding_clip(ctx: TaskContext) -> TaskOutcome:
             part = splits[name].subset([where[p][1] for p in chosen])
             for position, row in zip(
                 chosen,
-                sample_rows(
-                    "binding-clip", ctx.dataset.repo, part, zero_shot_scores(embedder, part, template=template)
-                ),
+                sample_rows("binding-clip", ctx.dataset.repo, part, split_scores(part)),
             ):
                 rows[position] = row
         return [rows[p] for p in positions]
@@ -165,12 +185,15 @@ def run_binding_clip(ctx: TaskContext) -> TaskOutcome:
     )
     summary = ModelSummary.from_runs("clip", [run])
     setting = next(iter(splits.values())).setting
-    report = BindingReport(ctx.dataset.repo, setting, embedder.model_id, embedder.revision, [summary])
+    report = BindingReport(ctx.dataset.repo, setting, scorer.model_id, scorer.revision, [summary])
     return TaskOutcome(
         rows,
         "gen_accuracy",
-        variant=f"zero-shot, {setting}",
-        metrics={f"{name}_accuracy": Metric(value) for name, value in accuracy.items()},
+        protocol="binding/zero-shot-match" if by_match else "binding/zero-shot",
+        variant=f"zero-shot by {ctx.capability or EMBED}"
+        + (f" ({scorer.protocol})" if by_match else " (cosine similarity)")
+        + f", {setting}",
+        metrics={f"{name}_accuracy": Metric(value, None, len(by_split[name])) for name, value in accuracy.items()},
         details={
             "setting": setting,
             "error_breakdown": summary.breakdown,
@@ -178,6 +201,7 @@ def run_binding_clip(ctx: TaskContext) -> TaskOutcome:
             "template": template,
         },
         table=report.format(),
+        dataset_config=config,
     )
 
 
@@ -185,14 +209,23 @@ def score_binding_clip(rows: Sequence[dict[str, Any]], options: dict[str, Any]) 
     by_split: dict[str, list[float]] = defaultdict(list)
     for row in rows:
         by_split[row["split"]].append(row["value"])
-    return {f"{split}_accuracy": Metric(mean_metric(values).value) for split, values in by_split.items()}
+    return {f"{split}_accuracy": mean_metric(values) for split, values in by_split.items()}
+
+
+def match_scores(matcher: Any, split: Any, *, template: str, batch_size: int):
+    """[N, K] scores of each image with ``template`` filled with each of its candidates (stored
+    order), from a ``match`` adapter (ITM head, VQAScore)."""
+    import torch
+
+    texts = [[template.format(label=c) for c in row] for row in split.candidates]
+    return torch.tensor(matcher.match(split.images, texts, batch_size=batch_size), dtype=torch.float64)
 
 
 # ----------------------------------------------------------------------------------- binding-cdsm
 def run_binding_cdsm(ctx: TaskContext) -> TaskOutcome:
-    from conceptforge.loaders.binding.evaluate import BindingReport, ModelSummary
+    from conceptforge.loaders.binding.evaluate import BindingReport, ModelSummary, train_on_frozen
     from conceptforge.loaders.binding.models import Vocabulary
-    from conceptforge.loaders.binding.train import RunResult, TrainConfig, train_run
+    from conceptforge.loaders.binding.train import RunResult, TrainConfig
 
     options = ctx.options
     models, seeds = list(options["models"]), list(options["seeds"])
@@ -213,11 +246,16 @@ def run_binding_cdsm(ctx: TaskContext) -> TaskOutcome:
         calibrate=options["calibrate"],
         cdsm_score=options["cdsm_score"],
     )
-    splits = _splits(ctx, "binding-cdsm")
+    splits, config_name = _splits(ctx, "binding-cdsm")
     setting = splits["train"].setting
     if config.calibrate and setting != "adjective-noun":
         raise InvalidArgumentError(
             "calibrated stacking applies to the single-object (adjective-noun) setting only (Appendix C)"
+        )
+    if ctx.model.kind != "clip" and {"csp", "clip-ft"} & set(models):
+        raise InvalidArgumentError(
+            "binding-cdsm: csp and clip-ft fine-tune a transformers CLIP's own encoders; "
+            f"{ctx.model.id} is a {ctx.model.kind} model (the CDSMs on frozen embeddings run with it)"
         )
     embedder = ctx.session.embedder()
     units = [(kind, seed) for kind in models for seed in seeds]
@@ -227,29 +265,17 @@ def run_binding_cdsm(ctx: TaskContext) -> TaskOutcome:
         if not prepared:
             prepared["frozen"] = {name: embedder.embed_images(split.images) for name, split in splits.items()}
             prepared["vocab"] = Vocabulary.from_splits(list(splits.values()))
-        frozen = prepared["frozen"]
         out = []
         for position in positions:
             kind, seed = units[position]
             logger.info("training %s seed %d", kind, seed)
-            images = {name: split.images for name, split in splits.items()} if kind == "clip-ft" else frozen
-            result = train_run(
-                kind,
-                splits,
-                images,
-                vocab=prepared["vocab"],
-                embedder=embedder,
-                dim=int(next(iter(frozen.values())).shape[1]),
-                logit_scale=embedder.logit_scale,
-                seed=seed,
-                config=config,
-                device=str(embedder.device),
+            result = train_on_frozen(
+                kind, splits, prepared["frozen"], vocab=prepared["vocab"], embedder=embedder, seed=seed, config=config
             )
             used, scores = result.scored
-            rows = [
+            rows = [  # every scored split, so every metric comes from rows (calibration: seen-val too)
                 row
                 for name, s in scores.items()
-                if name in ("train", "val", "gen", "gen-calibrated")
                 for row in sample_rows(
                     "binding-cdsm",
                     ctx.dataset.repo,
@@ -314,6 +340,7 @@ def run_binding_cdsm(ctx: TaskContext) -> TaskOutcome:
             },
         },
         table=report.format(),
+        dataset_config=config_name,
     )
 
 
@@ -326,6 +353,73 @@ def score_binding_cdsm(rows: Sequence[dict[str, Any]], options: dict[str, Any]) 
         f"{model}.{split}_accuracy": over_runs([mean_metric(v).value for _, v in sorted(seeds.items())])
         for (model, split), seeds in per_run.items()
     }
+
+
+# ----------------------------------------------------------------------------------- rescoring
+def check_binding_rows(rows: Sequence[dict[str, Any]]) -> str | None:
+    """Each row's ``value`` must be the tie-aware credit its ``scores`` give the true label, and
+    its ``prediction`` the top-scoring candidate: a row edited by hand (or written by other code)
+    would otherwise be rescored as if the model had said so."""
+    import torch
+
+    from conceptforge.loaders.binding.scoring import prediction_mass
+
+    for row in rows:
+        scores = torch.tensor([list(row["scores"])], dtype=torch.float64)
+        credit = float(prediction_mass(scores)[0, int(row["label_index"])])
+        if row["value"] is None or abs(credit - float(row["value"])) > 1e-9:
+            return (
+                f"row {row['item_id']}: value {row['value']} but its scores give the true label a credit of {credit:g} "
+                "(the per-sample file was edited or not written by conceptforge evaluate)"
+            )
+        top = list(row["candidates"])[int(torch.argmax(scores[0]))]
+        if row["prediction"] != top:
+            return f"row {row['item_id']}: prediction {row['prediction']!r} but its scores rank {top!r} first"
+    return None
+
+
+def _breakdowns_of(rows: Sequence[dict[str, Any]], model: str, seeds: Sequence[int | None]) -> tuple[dict, dict]:
+    """``ModelSummary``'s error and kind breakdowns (mean ± s.e. over seeds) from the gen rows."""
+    from conceptforge.loaders.binding.evaluate import ModelSummary
+    from conceptforge.loaders.binding.scoring import error_breakdown, kind_breakdown
+    from conceptforge.loaders.binding.train import RunResult
+
+    runs = []
+    for seed in seeds:
+        gen = [r for r in rows if r["split"] == "gen" and (seed is None or r.get("seed") == seed)]
+        split, scores = rows_as_split(gen, "gen") if gen else (None, None)
+        runs.append(
+            RunResult(
+                model,
+                seed or 0,
+                0,
+                {},
+                error_breakdown(scores, split) if gen else {},
+                kind_breakdown(scores, split) if gen else {},
+            )
+        )
+    summary = ModelSummary.from_runs(model, runs)
+    return summary.breakdown, summary.kinds
+
+
+def _json(value: Any) -> Any:
+    import json
+
+    return json.loads(json.dumps(value))
+
+
+def binding_clip_details(rows: Sequence[dict[str, Any]], options: dict[str, Any], details: dict[str, Any]) -> dict:
+    breakdown, kinds = _breakdowns_of(rows, "clip", [None])
+    return {**details, "error_breakdown": _json(breakdown), "kinds": _json(kinds)}
+
+
+def binding_cdsm_details(rows: Sequence[dict[str, Any]], options: dict[str, Any], details: dict[str, Any]) -> dict:
+    models = list(dict.fromkeys(r["binding_model"] for r in rows))
+    found = {}
+    for model in models:
+        seeds = sorted({r["seed"] for r in rows if r["binding_model"] == model})
+        found[model] = _breakdowns_of([r for r in rows if r["binding_model"] == model], model, seeds)[0]
+    return {**details, "error_breakdown": _json(found)}
 
 
 # ----------------------------------------------------------------------------------- table
@@ -341,7 +435,13 @@ def _config_option() -> Option:
 def _cdsm_score_option() -> Option:
     from conceptforge.loaders.binding.models import CDSM_SCORES
 
-    return Option("cdsm_score", CDSM_SCORES[0], choice(CDSM_SCORES), f"CDSM scoring: {' | '.join(CDSM_SCORES)}")
+    return Option(
+        "cdsm_score",
+        CDSM_SCORES[0],
+        choice(CDSM_SCORES),
+        "CDSM scores: dot = paper Algorithm 1 (raw dot product, N(0,1) init, no scale); "
+        "scaled-cosine = CLIP's logit_scale x cosine, N(0,1/d) init",
+    )
 
 
 def tasks() -> list[Task]:
@@ -350,15 +450,23 @@ def tasks() -> list[Task]:
         Task(
             "binding-clip",
             "binding",
-            "concept binding: frozen CLIP zero-shot accuracy over the 5 candidates (Binding paper Table 1)",
-            (CLIP,),
+            "concept binding: zero-shot accuracy over the 5 candidates, by cosine similarity (CLIP, Binding "
+            "paper Tables 2-7) or the model's pair score (BLIP, Table 9; VQAScore for generative VLMs)",
+            (EMBED, MATCH),
             "binding/zero-shot",
             run_binding_clip,
             score_binding_clip,
             columns=COLUMNS,
+            check_rows=check_binding_rows,
+            rescore_details=binding_clip_details,
             dataset=f"{DEFAULT_ORG}/binding",
             revision="v1.0.0",
             split="train,val,gen",
+            leaderboard=lambda splits, options: [(f"{split}_accuracy", split) for split in splits],
+            protocols=(
+                (EMBED, "binding/zero-shot: argmax cosine(image, template(candidate)) (paper, CLIP)"),
+                (MATCH, "binding/zero-shot-match: argmax of the pair score (paper Table 9, BLIP; VQAScore: ours)"),
+            ),
             options=(
                 Option(
                     "template",
@@ -368,30 +476,47 @@ def tasks() -> list[Task]:
                 ),
                 _config_option(),
             ),
+            breakdowns=breakdowns.BINDING,
         ),
         Task(
             "binding-cdsm",
             "binding",
             "concept binding: CDSMs trained on frozen CLIP image embeddings, mean ± s.e. over seeds "
-            "(Binding paper Tables 1-3)",
-            (CLIP,),
+            "(Binding paper Tables 2-7, 10)",
+            (EMBED,),
             "binding/cdsm-frozen",
             run_binding_cdsm,
             score_binding_cdsm,
             columns=CDSM_COLUMNS,
+            check_rows=check_binding_rows,
+            rescore_details=binding_cdsm_details,
             dataset=f"{DEFAULT_ORG}/binding",
             revision="v1.0.0",
             split="train,val,gen",
             seeded=True,
+            leaderboard=lambda splits, options: [
+                (f"{model}.{split}_accuracy", split) for model in options["models"] for split in splits
+            ],
             options=(
                 _config_option(),
-                Option("models", ("csp", "add", "mult", "conv", "tl", "rf"), str_list, "trained models"),
-                Option("seeds", (0, 1, 2, 3, 4), int_list, "training seeds"),
-                Option("epochs", 20, int, "training epochs (best epoch chosen on val)"),
+                Option(
+                    "models",
+                    ("csp", "add", "mult", "conv", "tl", "rf"),
+                    str_list,
+                    "trained models: csp, add, mult, conv, tl, rf, clip-ft (full fine-tuning, slow)",
+                ),
+                Option("seeds", (0, 1, 2, 3, 4), argtypes.IntList(0, 2**32 - 1, name="seeds"), "training seeds"),
+                Option("epochs", 20, argtypes.positive_int, "training epochs (best epoch chosen on val)"),
                 _cdsm_score_option(),
-                Option("lr", None, optional_float, "learning rate (default: Appendix A's rate per model)"),
-                Option("weight_decay", 1e-5, float, "Adam weight decay"),
+                Option(
+                    "lr",
+                    None,
+                    argtypes.Optional(argtypes.positive_float),
+                    "learning rate (default: Appendix A's rate per model)",
+                ),
+                Option("weight_decay", 1e-5, argtypes.non_negative_float, "Adam weight decay"),
                 Option("calibrate", False, flag, "calibrated stacking (Appendix C; single-object only)"),
             ),
+            breakdowns=breakdowns.BINDING,
         ),
     ]

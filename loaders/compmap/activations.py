@@ -107,7 +107,7 @@ class ItmScorer:
 
     @classmethod
     def from_pretrained(cls, model_id: str, *, revision: str | None = None, device: str | None = None) -> ItmScorer:
-        from transformers import AutoConfig, AutoProcessor
+        from transformers import AutoConfig
 
         device = check_device(device) or ("cuda" if torch.cuda.is_available() else "cpu")
         try:
@@ -120,7 +120,9 @@ class ItmScorer:
             else:
                 raise WeightsUnavailableError(f"{model_id} is a {kind!r} model; the ITM path supports vilt and blip")
             model = model_cls.from_pretrained(model_id, revision=revision)
-            processor = AutoProcessor.from_pretrained(model_id, revision=revision)
+            from conceptforge.loaders.harness.embeddings import pil_processor
+
+            processor = pil_processor(model_id, revision=revision)
         except ConceptforgeError:
             raise
         except (OSError, ValueError) as error:
@@ -131,7 +133,7 @@ class ItmScorer:
     @torch.no_grad()
     def score_image(self, image: Any, texts: list[str], *, batch_size: int = 64) -> Tensor:
         """[T] match scores of one image against ``texts``."""
-        from conceptforge.loaders.embeddings import load_pil
+        from conceptforge.loaders.harness.embeddings import load_pil
 
         pil = load_pil(image)
         out = []

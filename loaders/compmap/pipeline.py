@@ -28,10 +28,9 @@ from conceptforge.loaders.compmap.activations import (
 from conceptforge.loaders.compmap.cub_arrays import CubPrimitives
 from conceptforge.loaders.compmap.mit_states import MitStatesData, Pair
 from conceptforge.loaders.compmap.prompts import TemplateChoice, cub_attribute_prompts, mit_prompts
+from conceptforge.loaders.harness.model_ref import ITM_TYPES
 
 logger = logging.getLogger(__name__)
-
-ITM_TYPES = ("vilt", "blip")
 
 
 def cub_vocabulary(cub: CubPrimitives, templates: TemplateChoice) -> ConceptVocabulary:
@@ -98,7 +97,7 @@ def load_vl_model(
     name: str | None = None,
 ) -> VLModel:
     """Load ``model_id`` as a dual encoder or ITM model (``kind='auto'`` reads its config)."""
-    from conceptforge.loaders.embeddings import EmbeddingModel, embedding_revision
+    from conceptforge.loaders.harness.embeddings import EmbeddingModel, embedding_revision
 
     if kind == "auto":
         from transformers import AutoConfig
@@ -158,3 +157,21 @@ def text_targets(embedder: Any, templates: TemplateChoice) -> Callable[[Sequence
         return concept_text_embeddings(embedder, pair_prompts(pairs, templates))
 
     return targets
+
+
+def session_vl_model(session: Any) -> VLModel:
+    """CompMap's view of a run's model (one per run): the session's dual encoder (``embed``), or
+    its ``match`` adapter scoring every (image, prompt) pair (an ITM head; a generative VLM's
+    VQAScore, as log-odds)."""
+    from conceptforge.loaders.harness.model_ref import ITM
+
+    def build() -> VLModel:
+        model = session.model
+        if session.provides("embed"):
+            embedder = session.embedder()
+            return VLModel(model.id, "dual", display_name(model.id), embedder.revision, embedder=embedder)
+        matcher = session.matcher()  # one line when the model cannot match either
+        scorer = matcher.scorer if model.kind == ITM else matcher
+        return VLModel(model.id, model.kind, display_name(model.id), matcher.revision, scorer=scorer)
+
+    return session.shared("compmap-vl-model", build)

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from conceptforge.engine.workitems import derive_seed
 from conceptforge.errors import InvalidArgumentError
-from conceptforge.workitems import derive_seed
 
 CUB_PROTOCOLS = ("authors", "episodic")
 PAD = -1  # padding of ragged query lists (authors' protocol)

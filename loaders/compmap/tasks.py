@@ -20,8 +20,20 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from conceptforge.loaders.model_ref import CLIP, ITM
-from conceptforge.loaders.task_spec import Metric, Option, Task, TaskContext, TaskOutcome, choice, flag, int_list
+from conceptforge import argtypes
+from conceptforge.loaders.compmap import breakdowns
+from conceptforge.loaders.harness.model_ref import DEFAULT_CLIP
+from conceptforge.loaders.harness.task import (
+    EMBED,
+    MATCH,
+    Metric,
+    Option,
+    Task,
+    TaskContext,
+    TaskOutcome,
+    choice,
+    flag,
+)
 
 CUB_COLUMNS = (
     ("n_way", "int64"),
@@ -115,12 +127,14 @@ def score_compmap_cub(rows: Sequence[dict[str, Any]], options: dict[str, Any]) -
             v = by_row[row]
             mean = sum(v) / len(v)
             if setting == "full-shot":
-                metrics[f"{setting}.{row}"] = Metric(mean, None, None)
+                metrics[f"{setting}.{row}"] = Metric(mean, None, len(v))
             else:
                 std = math.sqrt(sum((x - mean) ** 2 for x in v) / (len(v) - 1)) if len(v) > 1 else 0.0
                 metrics[f"{setting}.{row}"] = Metric(mean, std / len(v) ** 0.5 if len(v) > 1 else None, len(v))
         metrics[f"{setting}.delta"] = Metric(
-            metrics[f"{setting}.interv_full"].value - metrics[f"{setting}.oracle"].value
+            metrics[f"{setting}.interv_full"].value - metrics[f"{setting}.oracle"].value,
+            None,
+            metrics[f"{setting}.oracle"].n,
         )
     return metrics
 
@@ -130,7 +144,7 @@ def run_compmap_cub(ctx: TaskContext) -> TaskOutcome:
 
     from conceptforge.loaders.compmap.cub_arrays import cub_primitives
     from conceptforge.loaders.compmap.logreg import LogRegConfig
-    from conceptforge.loaders.compmap.pipeline import activation_key, cached_tensor, cub_vocabulary
+    from conceptforge.loaders.compmap.pipeline import activation_key, cached_tensor, cub_vocabulary, session_vl_model
     from conceptforge.loaders.compmap.prompts import parse_templates
     from conceptforge.loaders.compmap.protocols import CubProtocol, evaluate_cub
     from conceptforge.loaders.compmap.report import cub_tables
@@ -139,7 +153,7 @@ def run_compmap_cub(ctx: TaskContext) -> TaskOutcome:
     templates = parse_templates(options["templates"])
     data = cub_primitives(ctx.cub_dir)
     vocab = cub_vocabulary(data, templates)
-    model = _named(ctx.session.vl_model(), options["name"])
+    model = _named(session_vl_model(ctx.session), options["name"])
     images = [str(p) for p in data.image_paths]
     group_softmax = bool(options["group_softmax"])
     pred = cached_tensor(
@@ -182,7 +196,7 @@ def run_compmap_cub(ctx: TaskContext) -> TaskOutcome:
         f"{first}.prim",
         metrics=metrics,
         seeds=[options["seed"]],
-        variant=f"{options['protocol']} protocol, templates={templates.name}, "
+        variant=f"activations by {ctx.capability or EMBED}, {options['protocol']} protocol, templates={templates.name}, "
         f"group softmax={'on' if group_softmax else 'off'}",
         details={"results": results},
         table=cub_tables(results, model.name),
@@ -254,7 +268,9 @@ def score_compmap_mit_states(rows: Sequence[dict[str, Any]], options: dict[str, 
                 metrics[f"{world}.{name}.{key}"] = Metric(top1[name][key] / 100, None, len(part))
         for key in CZSL_KEYS:
             metrics[f"{world}.delta.{key}"] = Metric(
-                (float(top1["interv_full"][key]) - float(top1["oracle"][key])) / 100
+                (float(top1["interv_full"][key]) - float(top1["oracle"][key])) / 100,
+                None,
+                len(grouped[(world, "oracle")]),
             )
     return metrics
 
@@ -264,7 +280,13 @@ def run_compmap_mit_states(ctx: TaskContext) -> TaskOutcome:
 
     from conceptforge.loaders.compmap.contrastive import ContrastiveConfig
     from conceptforge.loaders.compmap.mit_states import SPLITS, load_mit_states
-    from conceptforge.loaders.compmap.pipeline import activation_key, cached_tensor, mit_vocabulary, text_targets
+    from conceptforge.loaders.compmap.pipeline import (
+        activation_key,
+        cached_tensor,
+        mit_vocabulary,
+        session_vl_model,
+        text_targets,
+    )
     from conceptforge.loaders.compmap.prompts import parse_templates
     from conceptforge.loaders.compmap.protocols import MitProtocol, evaluate_mit_states
     from conceptforge.loaders.compmap.report import mit_tables
@@ -273,7 +295,7 @@ def run_compmap_mit_states(ctx: TaskContext) -> TaskOutcome:
     templates = parse_templates(options["templates"])
     data = load_mit_states(ctx.mit_states_dir, split_dir=options["split_dir"], metadata=options["metadata"] or None)
     vocab = mit_vocabulary(data, templates)
-    model = _named(ctx.session.vl_model(), options["name"])
+    model = _named(session_vl_model(ctx.session), options["name"])
     group_softmax = bool(options["group_softmax"])
     pred = {}
     for split in SPLITS:
@@ -292,7 +314,7 @@ def run_compmap_mit_states(ctx: TaskContext) -> TaskOutcome:
     else:
         embedder = model.embedder
         if embedder is None:  # an ITM model: pair texts are embedded by a dual encoder
-            from conceptforge.loaders.embeddings import EmbeddingModel
+            from conceptforge.loaders.harness.embeddings import EmbeddingModel
 
             embedder = EmbeddingModel.from_pretrained(
                 options["target_model"], cache_dir=ctx.session.cache_dir, device=ctx.device
@@ -321,7 +343,8 @@ def run_compmap_mit_states(ctx: TaskContext) -> TaskOutcome:
         f"{worlds[0]}.prim.auc",
         metrics=metrics,
         seeds=[options["seed"]],
-        variant=f"test split, top-1, {options['czsl_curve']} CZSL curve, targets={options['targets']}, "
+        variant=f"activations by {ctx.capability or EMBED}, test split, top-1, {options['czsl_curve']} CZSL curve, "
+        f"targets={options['targets']}, "
         f"templates={templates.name}, group softmax={'on' if group_softmax else 'off'}",
         details={"results": results},
         table=mit_tables(results, model.name),
@@ -329,6 +352,12 @@ def run_compmap_mit_states(ctx: TaskContext) -> TaskOutcome:
 
 
 # ----------------------------------------------------------------------------------- table
+_PROTOCOLS = (
+    (EMBED, "activations logit_scale·cos(image, concept prompts) (paper, CLIP)"),
+    (MATCH, "activations = pair scores: ITM log-odds (paper's ITM models), VQAScore log-odds (ours)"),
+)
+
+
 def tasks() -> list[Task]:
     """The CompMap rows of the task table."""
     from conceptforge.loaders.compmap.protocols import CUB_PROTOCOLS
@@ -339,47 +368,56 @@ def tasks() -> list[Task]:
             "compmap",
             "CompMap on CUB: n-way k-shot usefulness of concept activations and the "
             "interpretability gap (CompMap paper Tables 2-4)",
-            (CLIP, ITM),
+            (EMBED, MATCH),
             "compmap/cub-episodes",
             run_compmap_cub,
             score_compmap_cub,
             columns=CUB_COLUMNS,
             needs=("cub_dir",),
             seeded=True,
+            protocols=_PROTOCOLS,
             options=(
-                Option("ways", (5, 10, 100, 200), int_list, "n of n-way"),
-                Option("shots", (1, 5), int_list, "k of k-shot"),
-                Option("episodes", 600, int, "episodes per setting"),
-                Option("queries", 15, int, "query images per class (episodic protocol)"),
-                Option("seed", 0, int, "episode sampling seed"),
-                Option("full_shot", True, flag, "also 200-way full shot"),
-                Option("C", 1.0, float, "inverse L2 strength of the logistic regression"),
+                Option("ways", (5, 10, 100, 200), argtypes.IntList(2, name="ways"), "n of n-way (>= 2)"),
+                Option("shots", (1, 5), argtypes.IntList(1, name="shots"), "k of k-shot"),
+                Option("episodes", 600, argtypes.positive_int, "episodes per setting"),
+                Option("queries", 15, argtypes.positive_int, "query images per class and episode (protocol episodic)"),
+                Option("seed", 0, argtypes.seed, "episode sampling seed"),
+                Option("full_shot", True, flag, "also the 200-way full-shot setting"),
+                Option(
+                    "C",
+                    1.0,
+                    argtypes.positive_float,
+                    "inverse L2 strength of the logistic regression (scikit-learn's C)",
+                ),
                 Option("templates", "paper", str, "paper | a3 | a3:<ids>"),
                 Option("group_softmax", True, flag, "softmax over each attribute group"),
                 Option(
                     "protocol",
                     CUB_PROTOCOLS[0],
                     choice(CUB_PROTOCOLS),
-                    f"{' | '.join(CUB_PROTOCOLS)} (authors: every test image of the n classes is a query)",
+                    "authors: k support images from the train split, every test image of the n classes a query "
+                    "(the CompMap authors' code); episodic: k support + queries per class drawn from all of CUB",
                 ),
                 Option("name", "", str, "model name in the tables (default: derived from the model id)"),
             ),
+            breakdowns=breakdowns.COMPMAP_CUB,
         ),
         Task(
             "compmap-mit-states",
             "compmap",
             "CompMap on MIT-States: generalized CZSL (AUC, best seen/unseen/HM) of "
             "composition models over concept activations (CompMap paper Tables 1, 3, 4)",
-            (CLIP, ITM),
+            (EMBED, MATCH),
             "compmap/mit-states-czsl",
             run_compmap_mit_states,
             score_compmap_mit_states,
             columns=MIT_COLUMNS,
             needs=("mit_states_dir",),
             seeded=True,
+            protocols=_PROTOCOLS,
             rescore_options=("czsl_curve",),
             options=(
-                Option("world", "closed", choice(("closed", "open", "both")), "closed | open | both"),
+                Option("world", "closed", choice(("closed", "open", "both")), "closed world, open world, or both"),
                 Option(
                     "czsl_curve",
                     "paper",
@@ -394,20 +432,26 @@ def tasks() -> list[Task]:
                 ),
                 Option(
                     "target_model",
-                    "openai/clip-vit-base-patch32",
+                    DEFAULT_CLIP,
                     str,
                     "dual encoder for pair texts when the model is ITM",
                 ),
-                Option("split_dir", "compositional-split-natural", str, "split folder under --mit-states-dir"),
-                Option("metadata", "", str, "metadata file (default metadata_<split_dir>.t7)"),
-                Option("epochs", 20, int, "contrastive model epochs"),
-                Option("dim", 256, int, "contrastive model width"),
-                Option("lr", 1e-3, float, "contrastive model learning rate"),
-                Option("seed", 0, int, "training seed"),
+                Option("split_dir", "compositional-split-natural", str, "split folder under the MIT-States folder"),
+                Option("metadata", "", str, "metadata file in the MIT-States folder (default metadata_<split_dir>.t7)"),
+                Option("epochs", 20, argtypes.positive_int, "contrastive model epochs"),
+                Option("dim", 256, argtypes.positive_int, "contrastive model width"),
+                Option("lr", 1e-3, argtypes.positive_float, "contrastive model learning rate"),
+                Option("seed", 0, argtypes.seed, "contrastive model training seed"),
                 Option("templates", "paper", str, "paper | a3 | a3:<ids>"),
                 Option("group_softmax", True, flag, "softmax over each attribute group"),
-                Option("topk", (1,), int_list, "top-k CZSL in the tables and details (metrics are top-1)"),
+                Option(
+                    "topk",
+                    (1, 2, 3),
+                    argtypes.IntList(1, name="topk"),
+                    "top-k CZSL in the tables and details (metrics are top-1)",
+                ),
                 Option("name", "", str, "model name in the tables (default: derived from the model id)"),
             ),
+            breakdowns=breakdowns.COMPMAP_MIT,
         ),
     ]

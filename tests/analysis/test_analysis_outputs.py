@@ -10,9 +10,9 @@ from PIL import Image
 
 from conceptforge.commands import main
 from conceptforge.errors import DataNotFoundError
-from conceptforge.loaders.analysis import SECTION_START, write_breakdowns_and_charts
-from conceptforge.loaders.breakdowns import compute_breakdowns
-from conceptforge.loaders.sample_columns import read_samples
+from conceptforge.loaders.analysis.breakdowns import compute_breakdowns
+from conceptforge.loaders.analysis.write import SECTION_START, write_breakdowns_and_charts
+from conceptforge.loaders.harness.sample_columns import read_samples
 from tests.analysis.sample_files import write_results, write_samples
 
 SUB_ROWS = [
@@ -58,7 +58,9 @@ def test_breakdowns_json_charts_and_report_section(tmp_path):
     payload = json.loads((tmp_path / "model-a.breakdowns.json").read_text())
     assert payload["bootstrap"] == {
         **payload["bootstrap"],
-        "method": "percentile",
+        "method": "clopper-pearson for proportions (every unit 0 or 1); bca otherwise",
+        "proportions": "clopper-pearson",
+        "min_units": 30,
         "resamples": 1000,
         "seed": 0,
         "confidence": 0.95,

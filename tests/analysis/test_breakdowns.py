@@ -1,25 +1,31 @@
-"""Breakdown numbers and their bootstrap intervals, worked out by hand on tiny fixed inputs.
+"""Breakdown numbers and their intervals, worked out by hand on tiny fixed inputs.
 
-Every interval is recomputed here from the documented algorithm (``loaders/bootstrap.py``): a fresh
+Every interval is recomputed here from the documented methods (``loaders/analysis/bootstrap.py``):
+proportions (every unit 0 or 1, one stratum) by the exact Clopper–Pearson interval, from
+``scipy.stats.beta``; everything else by the BCa bootstrap written out below: a fresh
 ``Generator(PCG64(seed))``, per resample and per stratum ``rng.integers(0, n, size=n)`` over the
-units in sorted key order, and the 2.5/97.5 percentiles by linear interpolation written out below.
+units in sorted key order, the bias correction z0 from the share of resamples below the estimate,
+the acceleration from the jackknife, and the adjusted percentiles by linear interpolation.
 Inputs go through real parquet files of the per-sample schema (tests/analysis/sample_files.py).
 """
 
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 
 import numpy as np
 import pytest
+from scipy import stats as scipy_stats
 
 from conceptforge.errors import DataFormatError
-from conceptforge.loaders.bootstrap import BootstrapConfig
-from conceptforge.loaders.breakdowns import compare, compute_breakdowns, describe
-from conceptforge.loaders.sample_columns import read_samples
+from conceptforge.loaders.analysis.bootstrap import BootstrapConfig
+from conceptforge.loaders.analysis.breakdowns import compare, compute_breakdowns, describe
+from conceptforge.loaders.harness.sample_columns import read_samples
 from tests.analysis.sample_files import write_samples
 
 CONFIG = BootstrapConfig(resamples=200, seed=7)
+NORMAL = NormalDist()
 
 
 def percentile(sorted_stats: list[float], q: float) -> float:
@@ -30,9 +36,13 @@ def percentile(sorted_stats: list[float], q: float) -> float:
     return sorted_stats[below] + (position - below) * (sorted_stats[above] - sorted_stats[below])
 
 
-def hand_interval(
+def stratified_mean(pools: list[list[float]]) -> float:
+    return sum(sum(pool) / len(pool) for pool in pools) / len(pools)
+
+
+def hand_resamples(
     pools: list[list[float]], *, resamples: int = CONFIG.resamples, seed: int = CONFIG.seed
-) -> tuple[float, float]:
+) -> list[float]:
     """``pools``: the units' values per stratum, strata and units in sorted key order."""
     rng = np.random.Generator(np.random.PCG64(seed))
     stats = []
@@ -42,8 +52,42 @@ def hand_interval(
             drawn = rng.integers(0, len(pool), size=len(pool))
             means.append(sum(pool[int(i)] for i in drawn) / len(pool))
         stats.append(sum(means) / len(means))
-    stats.sort()
-    return percentile(stats, 2.5), percentile(stats, 97.5)
+    return stats
+
+
+def hand_bca(pools: list[list[float]]) -> tuple[float, float]:
+    """The BCa interval (Efron 1987), every step written out."""
+    theta = stratified_mean(pools)
+    stats = sorted(hand_resamples(pools))
+    if stats[0] == stats[-1]:
+        return stats[0], stats[0]
+    share = (sum(s < theta for s in stats) + 0.5 * sum(s == theta for s in stats)) / len(stats)
+    z0 = NORMAL.inv_cdf(min(max(share, 0.5 / len(stats)), 1 - 0.5 / len(stats)))
+    jack = []  # the statistic without each unit in turn
+    for p, pool in enumerate(pools):
+        for i in range(len(pool)):
+            rest = [q if k != p else pool[:i] + pool[i + 1 :] for k, q in enumerate(pools)]
+            rest = [q for q in rest if q]
+            if rest:
+                jack.append(stratified_mean(rest))
+    mean = sum(jack) / len(jack)
+    squares = sum((mean - j) ** 2 for j in jack)
+    a = sum((mean - j) ** 3 for j in jack) / (6 * squares**1.5) if squares > 0 else 0.0
+    levels = [NORMAL.cdf(z0 + (z0 + z) / (1 - a * (z0 + z))) for z in (NORMAL.inv_cdf(0.025), NORMAL.inv_cdf(0.975))]
+    return percentile(stats, 100 * levels[0]), percentile(stats, 100 * levels[1])
+
+
+def hand_clopper_pearson(k: int, n: int) -> tuple[float, float]:
+    low = 0.0 if k == 0 else scipy_stats.beta.ppf(0.025, k, n - k + 1)
+    high = 1.0 if k == n else scipy_stats.beta.ppf(0.975, k + 1, n - k)
+    return low, high
+
+
+def hand_interval(pools: list[list[float]]) -> tuple[float, float]:
+    values = [v for pool in pools for v in pool]
+    if len(pools) == 1 and all(v in (0.0, 1.0) for v in values):
+        return hand_clopper_pearson(int(sum(values)), len(values))
+    return hand_bca(pools)
 
 
 def group(result, breakdown: str, label: str):
@@ -173,8 +217,26 @@ def test_paired_difference_over_shared_items_by_hand(tmp_path):
     assert overall.n_shared == 4
     assert overall.value == pytest.approx(sum(d) / 4)
     assert (overall.a, overall.b) == (pytest.approx(0.75), pytest.approx(0.5))
-    low, high = hand_interval([d])
-    assert (overall.low, overall.high) == (pytest.approx(low), pytest.approx(high))
+    # right/wrong outcomes: Newcombe's method 10. Shared table: both right g1 (e=1), only a g0, g3
+    # (f=2), only b g2 (g=1), neither 0 (h=0): p_a = 3/4, p_b = 2/4, phi = (1*0 - 2*1)/sqrt(3*1*2*2)
+    z = NORMAL.inv_cdf(0.975)
+
+    def wilson(k, n):
+        p = k / n
+        centre, half = (
+            (p + z * z / (2 * n)) / (1 + z * z / n),
+            z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)),
+        )
+        return centre - half, centre + half
+
+    (la, ua), (lb, ub), phi = wilson(3, 4), wilson(2, 4), -2 / math.sqrt(12)
+    low = 0.25 - math.sqrt((0.75 - la) ** 2 - 2 * phi * (0.75 - la) * (ub - 0.5) + (ub - 0.5) ** 2)
+    high = 0.25 + math.sqrt((ua - 0.75) ** 2 - 2 * phi * (ua - 0.75) * (0.5 - lb) + (0.5 - lb) ** 2)
+    assert overall.method == "newcombe"
+    assert (overall.low, overall.high) == (pytest.approx(low, abs=1e-12), pytest.approx(high, abs=1e-12))
+    # exact McNemar: a right and b wrong on g0 and g3 (n+ = 2), the reverse on g2 (n- = 1);
+    # p = 2 * P(X <= 1), X ~ Bin(3, 1/2) = 2 * (1 + 3) / 8 = 1.0
+    assert (overall.test, overall.n_plus, overall.n_minus, overall.p_value) == ("exact McNemar", 2, 1, 1.0)
 
 
 # ----------------------------------------------------------------------------------- SUB
@@ -213,12 +275,15 @@ def test_sub_vlm_splus_per_attribute_group_and_sminus_per_bird_by_hand(tmp_path)
     check(compute_breakdowns(samples, config=CONFIG, main_metric="s_minus").overall, 3 / 4, [[1.0, 1.0, 0.0, 1.0]], n=4)
 
 
-def test_sub_cbm_all_equal_group_has_a_point_interval(tmp_path):
+def test_sub_cbm_all_right_group_has_an_exact_interval_not_a_point(tmp_path):
     rows = [r for r in sub_rows() if r["attribute_group"] == "crown color" and r["side"] == "S-"]  # both right
     rows += [r for r in sub_rows() if r["side"] == "S+"]
     result = compute_breakdowns(read_samples(write_samples(tmp_path, "sub-cbm", rows)), config=CONFIG)
     crown = group(result, "sminus-attribute-group", "crown color")
-    assert (crown.value, crown.low, crown.high, crown.n) == (1.0, 1.0, 1.0, 2)  # analytically: every resample is 1
+    # every bootstrap resample of 2/2 is 1: the percentile bootstrap said [1, 1]; Clopper-Pearson's
+    # lower bound for k = n solves p^n = 0.025: sqrt(0.025) = 0.158
+    assert (crown.value, crown.high, crown.n, crown.method) == (1.0, 1.0, 2, "clopper-pearson")
+    assert crown.low == pytest.approx(math.sqrt(0.025), abs=1e-12)
     check(group(result, "splus-bird", "Cardinal"), 1 / 2, [[0.0, 1.0]], n=2)
 
 

@@ -110,12 +110,13 @@ def test_leaderboard_page_renders_tables_charts_and_paired_differences(tmp_path,
         "() => Array.from(document.images).map(i => [i.alt, i.complete, i.naturalWidth, i.naturalHeight])"
     )
     # per task: the breakdown chart and one paired-difference chart (two models share every item)
+    data = "data @local:0123456"  # every section names the dataset it shows (repo, config, commit)
     assert [alt for alt, *_ in images] == [
-        alt for task in TASKS for alt in (f"{task} breakdowns", f"{task}: tiny-clip-a minus tiny-clip-b")
+        alt for task in TASKS for alt in (f"{task} breakdowns on {data}", f"{task}: tiny-clip-a minus tiny-clip-b")
     ]
     assert all(complete and width > 400 and height > 100 for _, complete, width, height in images), images
     sections = page.eval_on_selector_all("section.task h2", "nodes => nodes.map(n => n.textContent)")
-    assert sections == list(TASKS)
+    assert sections == [f"{task} on {data}" for task in TASKS]
     first_row = page.eval_on_selector_all("#headline tbody tr", "rows => rows.map(r => r.cells[0].textContent)")
     assert first_row == ["tiny-clip-a", "tiny-clip-b"]
     assert page.locator("section.task table").count() == 2 * len(TASKS)  # breakdown table + difference table per task

@@ -12,7 +12,7 @@ from datasets import Features
 from PIL import Image, ImageDraw
 
 from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
-from conceptforge.filters.sub_pipeline import VQA_FEATURES
+from conceptforge.filters.sub.pipeline import VQA_FEATURES
 from conceptforge.generators.conceptbed.card import FEATURES as CONCEPTBED_GENERATED_FEATURES
 from conceptforge.generators.sub.card import SCHEMA_FEATURES as SUB_SCHEMA_FEATURES
 

@@ -163,6 +163,13 @@ def test_export_and_apply_conceptbed_with_metric(conceptbed_dataset, tmp_path):
         assert len(row["reference_images"]) == 3
     card = (out / "README.md").read_text()
     assert "license: cc-by-nc-4.0" in card and '"pearson": -1.0' in card and (out / "grid.png").exists()
+    # the Validity section: agreement between the two annotators (the study's own alpha, with its interval),
+    # no filter to compare with people, ConceptBed's blind baselines on the kept rows
+    section = card.split("## Validity", 1)[1].split("## Filter statistics", 1)[0]
+    alpha = results["agreement"]["rating"]["krippendorff_alpha"]
+    assert f"| between annotators: rating | {len(app.sample)} | {alpha:.3f} (" in section
+    assert "No automatic-filter comparison: ConceptBed has no filter" in section
+    assert "| concept | concept majority |" in section and "Not applicable: ConceptBed has no training split" in section
     # Applying into the dataset itself is refused.
     assert_one_line_error(
         run(conceptbed_dataset, "--study", "conceptbed-alignment", "--db", db, "--apply", conceptbed_dataset / "out"),

@@ -440,7 +440,7 @@ def test_worker_processes_die_with_their_parent(tmp_path):
 _FINISH_CONFIG = """
 import sys
 from conceptforge.generators.binding.repo import _config_store, assemble_card
-from conceptforge.runner import assemble_run
+from conceptforge.engine.runner import assemble_run
 out, config = sys.argv[1], sys.argv[2]
 print(assemble_run(out, store=_config_store(out, config)).status, assemble_card(out).status)
 """

@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from conceptforge.generators.binding import generate
+from conceptforge.generators.binding import stage as generate
 from conceptforge.generators.binding.dataset import BindingConfig, binding_command, plan_items
 
 
@@ -17,10 +17,11 @@ def test_build_stage_from_stored_settings_makes_the_same_stage():
     assert [(i.item_id, i.seed) for i in again.items] == [(i.item_id, i.seed) for i in stage.items]
     assert [i.item_id for i in stage.items] == [i.item_id for i in plan_items(config)] and len(stage.items) == 9
     assert stage.assembler is generate.ASSEMBLER and stage.assembly_args["command_line"] == binding_command(config)
-    assert stage.make_item is not None and stage.process_batch is None
+    # one worker: a chunk renders as one batch in this process (finishing overlapped), no pool
+    assert stage.make_item is None and not isinstance(stage.process_batch, generate._PoolBatches)
     # building a stage renders nothing and loads no Blender (checked in a fresh interpreter)
     code = (
-        "import sys; from conceptforge.generators.binding.generate import build_stage; "
+        "import sys; from conceptforge.generators.binding.stage import build_stage; "
         "from conceptforge.generators.binding.dataset import BindingConfig; "
         "build_stage(BindingConfig(dataset='relational', split_sizes={'train': 2})); print('bpy' in sys.modules)"
     )

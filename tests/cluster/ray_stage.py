@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 import signal
 
-from conceptforge.runner import Stage
-from conceptforge.workitems import WorkItem
-from tests.core import engine_stage
+from conceptforge.engine.runner import Stage
+from conceptforge.engine.workitems import WorkItem
+from tests.engine import engine_stage
 
 
 def _append(path: str, line: str) -> None:

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from conceptforge.runner import run_stage
+from conceptforge.engine.runner import run_stage
 from tests.cluster.conftest import BIN, JOB_ENV, REPO
-from tests.core import engine_stage
+from tests.engine import engine_stage
 
 ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'conceptforge[ray]' (the test extra has it)")
 
@@ -51,7 +51,7 @@ def reference(tmp_path_factory):
 
 
 def test_ray_tasks_give_the_bytes_of_one_process(ray_cluster, reference, tmp_path):
-    from conceptforge.ray_executor import RayExecutor
+    from conceptforge.engine.ray_executor import RayExecutor
 
     out, log, assembly_log = tmp_path / "out", tmp_path / "made.log", tmp_path / "assembled.log"
     stage = engine_stage.stage(40, log=str(log), chunk_size=4, assembly_log=str(assembly_log))
@@ -66,7 +66,7 @@ def test_ray_tasks_give_the_bytes_of_one_process(ray_cluster, reference, tmp_pat
 
 
 def test_ray_killed_worker_chunk_is_redone(ray_cluster, reference, tmp_path):
-    from conceptforge.ray_executor import RayExecutor
+    from conceptforge.engine.ray_executor import RayExecutor
     from tests.cluster.ray_stage import killer_stage
 
     out, log, marker = tmp_path / "out", tmp_path / "made.log", tmp_path / "killed"
@@ -81,7 +81,7 @@ def test_ray_killed_worker_chunk_is_redone(ray_cluster, reference, tmp_path):
 
 
 def test_ray_model_stage_runs_on_actors_that_load_once(ray_cluster, reference, tmp_path):
-    from conceptforge.ray_executor import RayExecutor
+    from conceptforge.engine.ray_executor import RayExecutor
     from tests.cluster.ray_stage import killer_stage
 
     out, log, marker, loads = tmp_path / "out", tmp_path / "made.log", tmp_path / "killed", tmp_path / "loads.log"
@@ -160,10 +160,10 @@ def test_ray_cli_generate_sub_is_byte_identical(tmp_path):
 
 _CONNECT = """
 import sys
-import conceptforge.ray_executor as ray_executor
+import conceptforge.engine.ray_executor as ray_executor
 from conceptforge.cli import run_cli
 
-ray_executor.CONNECT_TIMEOUT = float(sys.argv[2])
+ray_executor.RAY_CONNECT_TIMEOUT = float(sys.argv[2])
 
 
 def main(argv):
@@ -225,8 +225,8 @@ def test_an_unusable_ray_address_is_one_line_not_minutes_of_retries(tmp_path):
 def test_ray_client_addresses_need_the_client_extra():
     from ray._private.utils import get_ray_client_dependency_error
 
+    from conceptforge.engine.ray_executor import check_address
     from conceptforge.errors import DependencyMissingError, InvalidArgumentError
-    from conceptforge.ray_executor import check_address
 
     if get_ray_client_dependency_error() is None:
         check_address("ray://head:10001")

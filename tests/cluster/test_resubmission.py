@@ -10,10 +10,10 @@ import sys
 import pytest
 
 from conceptforge.commands.status import resubmission_lines, status_lines
+from conceptforge.engine.launchers import array_spec, resubmit_hint, scheduler_record
+from conceptforge.engine.runner import run_stage
 from conceptforge.errors import ConceptforgeError
-from conceptforge.launchers import array_spec, resubmit_hint, scheduler_record
-from conceptforge.runner import run_stage
-from tests.core import engine_stage
+from tests.engine import engine_stage
 
 
 @pytest.mark.parametrize("ids, spec", [([1, 3, 4, 5, 9], "1,3-5,9"), ([0], "0"), ([7, 2, 3, 2], "2-3,7"), ([], "")])
@@ -67,7 +67,7 @@ def test_status_says_a_dead_running_shard_is_stopped(tmp_path):
     dead = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
     ).stdout.strip()
-    from conceptforge.store import ItemStore
+    from conceptforge.engine.store import ItemStore
 
     store = ItemStore(str(out / ".work"))
     store.write_shard_report(
@@ -91,8 +91,8 @@ def test_status_says_a_dead_running_shard_is_stopped(tmp_path):
 def test_a_stopped_shard_records_its_stop(tmp_path):
     import signal
 
+    from conceptforge.engine.store import ItemStore
     from conceptforge.interrupts import Interrupted
-    from conceptforge.store import ItemStore
 
     stage = engine_stage.stage(8, chunk_size=4)
     calls = []
@@ -117,7 +117,7 @@ def test_a_stopped_shard_records_its_stop(tmp_path):
     ],
 )
 def test_executor_options_are_checked(argv, message):
-    from conceptforge.ray_executor import executor_from_args
+    from conceptforge.engine.ray_executor import executor_from_args
 
     with pytest.raises(ConceptforgeError, match=message):
         executor_from_args(argv[1], argv[3])
@@ -145,8 +145,8 @@ def test_tasks_starting_together_see_the_store_being_created(tmp_path):
     owner.json when another checks --out (seen on real Slurm); that is ours, not a foreign folder."""
     import threading
 
-    from conceptforge.runner import check_output
-    from conceptforge.store import ItemStore
+    from conceptforge.engine.runner import check_output
+    from conceptforge.engine.store import ItemStore
 
     out = tmp_path / "out"
     (out / ".work").mkdir(parents=True)

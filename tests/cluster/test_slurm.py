@@ -22,7 +22,7 @@ from conceptforge.testing.slurm import FINAL_STATES, HANG_GUARD
 from tests.cluster.conftest import JOB_ENV, REPO, SMALL_JOB, adapt, doc_script
 
 BINDING_SMALL = "--resolution 64x48 --samples 2 --chunk-size 2"
-ENGINE_STAGE = REPO / "tests" / "core" / "engine_stage.py"
+ENGINE_STAGE = REPO / "tests" / "engine" / "engine_stage.py"
 
 
 def dataset_bytes(out: Path) -> dict[str, bytes]:

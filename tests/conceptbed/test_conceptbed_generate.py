@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from datasets import ClassLabel, load_dataset
 
-from conceptforge.generators.conceptbed.generate import ConceptBedGenerator, GenerateOptions
+from conceptforge.engine.workitems import ShardSpec
 from conceptforge.generators.conceptbed.learners import LearnerConfig
 from conceptforge.generators.conceptbed.spec import load_spec
-from conceptforge.workitems import ShardSpec
+from conceptforge.generators.conceptbed.stage import ConceptBedGenerator, GenerateOptions
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -244,7 +244,7 @@ def test_s3_output_is_byte_identical_to_local(tmp_path, tiny_sd, datasets_root, 
 
 
 def test_default_work_dir_is_local_for_a_url_out(tmp_path, monkeypatch):
-    from conceptforge.generators.conceptbed.generate import default_work_dir
+    from conceptforge.generators.conceptbed.stage import default_work_dir
 
     assert default_work_dir(str(tmp_path / "out")) == tmp_path / "out" / ".work"
     monkeypatch.setenv("CONCEPTFORGE_WORK_DIR", str(tmp_path / "cache"))
@@ -337,6 +337,38 @@ def test_foreign_out_folder_is_refused_untouched(tmp_path, tiny_sd, datasets_roo
         cwd=tmp_path,
     )
     assert_refused_untouched(out, before, result.returncode, result.stderr)
+
+
+def test_dry_run_prints_steps_images_and_gpu_hours_from_the_cost_table(
+    tmp_path, datasets_root, write_spec, captions_file, run_script
+):
+    from conceptforge import gpu_costs
+
+    spec = write_spec(tmp_path, datasets_root, ["art_painting", "beagle"], captions_file)
+    out = tmp_path / "cb"
+    args = ["--learner", "custom-diffusion", "--concepts", str(spec), "--out", str(out), "--dry-run"]
+    code, stdout, err = run_script("generate_conceptbed.py", *args, "--num-images", "10")
+    assert code == 0, err[-2000:]
+    # Table 5: Custom Diffusion trains 250 steps and samples 200 class images per concept; beagle's
+    # captions give 2 composition prompts (the cat caption is skipped), art_painting has none.
+    assert "concepts: 2" in stdout and "training steps: 500 (250 per concept)" in stdout
+    assert "class (prior) images: 400 (200 per concept)" in stdout
+    assert "sampled images: 22 (20 concept, 2 composition), 50 steps" in stdout
+    table = gpu_costs.load_table()["workloads"]
+    step = table["conceptbed/custom-diffusion-step"]["flops"] / 790e12
+    image = table["conceptbed/sample-image"]["flops"] / 790e12
+    hours = (500 * step + 422 * image) / 3600
+    assert f"estimated GPU-hours: at least {gpu_costs.format_hours(hours)} on one H100" in stdout
+    assert f"  train: 500 x {step:.3g} s per training step" in stdout
+    assert f"  sample: 22 x {image:.3g} s per sampled image" in stdout
+    assert "source: floor from FLOPs on H100, not a measurement" in stdout
+    # measured times given on the command line replace the table
+    code, stdout, _ = run_script(
+        "generate_conceptbed.py", *args, "--num-images", "10", "--seconds-per-step", "0.5", "--seconds-per-image", "2"
+    )
+    assert code == 0 and f"estimated GPU-hours: {gpu_costs.format_hours((500 * 0.5 + 422 * 2) / 3600)}\n" in stdout
+    assert "source: --seconds-per-step, as given" in stdout and "floor" not in stdout
+    assert not out.exists()
 
 
 def test_a_spec_without_captions_gives_a_dataset_that_loads(tmp_path, tiny_sd, datasets_root, write_spec):

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from conceptforge.errors import ConceptforgeError
-from conceptforge.loaders.conceptbed import (
+from conceptforge.loaders.conceptbed.metrics import (
     ORIGINAL,
     ScoreRecord,
     compute_metrics,

@@ -14,14 +14,14 @@ import torch
 from PIL import Image
 
 from conceptforge.errors import ConceptforgeError
-from conceptforge.filters.conceptbed_oracle_training import (
+from conceptforge.filters.conceptbed.oracle_training import (
     OracleTrainingConfig,
     finetune_oracle,
     oracle_loss,
     outlier_exposure_loss,
 )
-from conceptforge.filters.conceptbed_oracles import VQAOracle, load_concept_oracle, score_concepts
-from conceptforge.filters.conceptbed_scoring import oracle_concepts
+from conceptforge.filters.conceptbed.oracles import VQAOracle, load_concept_oracle, score_concepts
+from conceptforge.filters.conceptbed.scoring import oracle_concepts
 from conceptforge.testing.tiny_conceptbed import build_tiny_classifier, build_tiny_vilt
 
 REPO = Path(__file__).resolve().parents[2]
@@ -113,9 +113,9 @@ def _run(script, *args, cwd):
 
 
 def test_evaluate_cli_end_to_end(tmp_path, tiny_sd, datasets_root, captions_file, write_spec, oracles, run_script):
-    from conceptforge.generators.conceptbed.generate import ConceptBedGenerator, GenerateOptions
     from conceptforge.generators.conceptbed.learners import LearnerConfig
     from conceptforge.generators.conceptbed.spec import load_spec
+    from conceptforge.generators.conceptbed.stage import ConceptBedGenerator, GenerateOptions
 
     spec_path = write_spec(
         tmp_path,
@@ -178,7 +178,7 @@ def test_evaluate_cli_end_to_end(tmp_path, tiny_sd, datasets_root, captions_file
     again = run_script("evaluate.py", "conceptbed", "--from-scores", str(scores), "--per-concept")
     assert again[0] == 0 and again[1] == text
     assert "CCD aggregations" in text
-    from conceptforge.loaders.conceptbed import evaluate, load_records
+    from conceptforge.loaders.conceptbed.metrics import evaluate, load_records
 
     saved = evaluate(load_records(scores))  # the metric code on the saved oracle scores, no model
     # The same through the one evaluate command: task conceptbed-ccd, the generated dataset as the model.
@@ -223,9 +223,9 @@ def test_evaluate_cli_end_to_end(tmp_path, tiny_sd, datasets_root, captions_file
     assert rescored[0] == 0, rescored[2][-3000:]
     assert (tmp_path / "again.json").read_text() == results.read_text()
     # a rerun scores no generated image again: each row's oracle records come from the per-sample cache
-    from conceptforge.loaders.eval_run import RunSettings, run_tasks
-    from conceptforge.loaders.model_ref import resolve_model
-    from conceptforge.loaders.tasks import select_tasks
+    from conceptforge.loaders.harness.model_ref import resolve_model
+    from conceptforge.loaders.harness.registry import select_tasks
+    from conceptforge.loaders.harness.runner import RunSettings, run_tasks
 
     options = [
         f"conceptbed-ccd.{name}={oracles[key]}"
@@ -284,3 +284,104 @@ def test_train_oracle_script(tmp_path, datasets_root, write_spec, oracles, run_s
     }
     code, _, err = run_script("train_oracle.py", "--task", "cub", "--concepts", str(spec), "--out", str(tmp_path / "x"))
     assert code == 2 and err.strip() == "error: the spec selects no cub concepts"
+
+
+def test_a_generative_vlm_answers_the_composition_questions(
+    tmp_path, tiny_sd, datasets_root, captions_file, write_spec, oracles, run_script
+):
+    """conceptbed-ccd with a generative VLM as --model: the VLM is the composition oracle (VQAScore:
+    P("Yes") to each question), the learner's images come from --dataset."""
+    import pyarrow.parquet as pq
+    import torch
+    from datasets import load_dataset
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    from conceptforge.generators.conceptbed.learners import LearnerConfig
+    from conceptforge.generators.conceptbed.spec import load_spec
+    from conceptforge.generators.conceptbed.stage import ConceptBedGenerator, GenerateOptions
+    from conceptforge.testing.tiny_vlms import build_tiny_llava
+
+    spec_path = write_spec(tmp_path, datasets_root, ["beagle", "tabby"], captions_file)
+    out = tmp_path / "ti"
+    config = LearnerConfig(
+        learner="textual-inversion", model_id=str(tiny_sd), steps=1, num_inference_steps=2, resolution=32
+    )
+    ConceptBedGenerator(load_spec(spec_path), GenerateOptions(config=config, out=out, num_images=1)).run()
+    from conceptforge.testing.tiny_conceptbed import build_tiny_dino
+    from conceptforge.testing.tiny_models import build_tiny_clip
+
+    llava = build_tiny_llava(tmp_path / "llava", words=("Yes", "No"))
+    clip, dino = build_tiny_clip(tmp_path / "clip"), build_tiny_dino(tmp_path / "dino")
+    results = tmp_path / "vlm.json"
+    args = ["--model", str(llava), "--tasks", "conceptbed-ccd", "--dataset", f"conceptbed-ccd={out}"]
+    args += ["--concepts", str(spec_path), "--device", "cpu", "--output", str(results)]
+    args += ["--task-option", f"conceptbed-ccd.object_oracle={oracles['object']}"]
+    args += ["--task-option", f"conceptbed-ccd.clip_model={clip}", "--task-option", f"conceptbed-ccd.dino_model={dino}"]
+    code, _, err = run_script("evaluate.py", *args)
+    assert code == 0, err[-3000:]
+    (task,) = json.loads(results.read_text())["tasks"]
+    assert (task["protocol"], task["adapter"]) == ("conceptbed/ccd-vqascore", "vlm")
+    assert task["dataset"]["repo"] == str(out) and {"vqa.ccd", "object.ccd"} <= set(task["metrics"])
+    rows = pq.read_table(tmp_path / "vlm.samples" / "conceptbed-ccd.parquet").to_pylist()
+    vqa = [r for r in rows if r["oracle_task"] == "vqa"]
+    assert {r["source"] for r in vqa} == {"textual-inversion", "original"}
+    # one generated image's answer by hand: P("Yes") after the chat prompt, from the logits
+    row = next(r for r in vqa if r["source"] == "textual-inversion")
+    composition = load_dataset(str(out))["composition"]
+    image = composition[[str(i) for i in composition["item_id"]].index(row["record_id"])]["image"]
+    processor = AutoProcessor.from_pretrained(llava, backend="pil")
+    model = AutoModelForImageTextToText.from_pretrained(llava).eval()
+    text = row["question"][:1].upper() + row["question"][1:] + " Please answer yes or no."
+    messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}]
+    prompt = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    with torch.no_grad():
+        logits = model(**processor(images=image.convert("RGB"), text=prompt, return_tensors="pt")).logits[0, -1]
+    probs = torch.softmax(logits.double(), dim=-1)
+    assert row["scores"][0] == pytest.approx(float(probs[processor.tokenizer.convert_tokens_to_ids("Yes")]), rel=1e-5)
+    assert row["max_prob"] == pytest.approx(float(probs.max()), rel=1e-5)
+    # CLIPScore (Table 2) of a composition image and its caption: 2.5 * max(cos, 0), by hand
+    from transformers import CLIPModel, CLIPProcessor, ViTModel
+
+    scored = [r for r in rows if r["oracle_task"] == "clipscore"]
+    assert len(scored) == len(composition) and task["metrics"]["composition.clipscore"]["value"] == pytest.approx(
+        sum(r["value"] for r in scored) / len(scored)
+    )
+    first = scored[0]
+    index = [str(i) for i in composition["item_id"]].index(first["record_id"])
+    caption = composition[index]["caption"] or composition[index]["prompt"]
+    clip_model, clip_processor = (
+        CLIPModel.from_pretrained(clip).eval(),
+        CLIPProcessor.from_pretrained(clip, backend="pil"),
+    )
+    with torch.no_grad():
+        i = clip_model.get_image_features(
+            **clip_processor(images=composition[index]["image"].convert("RGB"), return_tensors="pt")
+        )
+        t = clip_model.get_text_features(**clip_processor.tokenizer([caption], return_tensors="pt", padding=True))
+    i, t = (getattr(x, "pooler_output", x) for x in (i, t))
+    cos = float(torch.nn.functional.cosine_similarity(i, t)[0])
+    assert first["value"] == pytest.approx(2.5 * max(cos, 0.0), rel=1e-5, abs=1e-6) and first["candidates"] == [caption]
+    # DINO (Table 3): a generated concept image's mean CLS cosine with its concept's real images
+    dinos = [r for r in rows if r["oracle_task"] == "dino"]
+    concepts = load_dataset(str(out))["concept"]
+    d = dinos[0]
+    generated_image = concepts[[str(i) for i in concepts["item_id"]].index(d["record_id"])]["image"]
+    real = [p for c in load_spec(spec_path).concepts if c.name == d["concept"] for p in c.reference_images]
+    vit, vit_processor = ViTModel.from_pretrained(dino).eval(), AutoProcessor.from_pretrained(dino, backend="pil")
+    from PIL import Image as PILImage
+
+    with torch.no_grad():
+        pixels = vit_processor(
+            images=[generated_image.convert("RGB")] + [PILImage.open(p).convert("RGB") for p in real],
+            return_tensors="pt",
+        )
+        cls = torch.nn.functional.normalize(vit(**pixels).last_hidden_state[:, 0], dim=-1)
+    assert d["value"] == pytest.approx(float((cls[1:] @ cls[0]).mean()), rel=1e-5)
+    assert task["metrics"][f"{d['concept_category']}.dino"]["n"] == len(
+        [r for r in dinos if r["concept_category"] == d["concept_category"]]
+    )
+    code, _, err = run_script(
+        "evaluate.py", "--from-predictions", str(tmp_path / "vlm.samples"), "--output", str(tmp_path / "again.json")
+    )
+    assert code == 0, err[-3000:]
+    assert (tmp_path / "again.json").read_text() == results.read_text()

@@ -57,8 +57,8 @@ def test_the_card_summary_names_no_local_model_path_and_publish_refuses_one(
     tmp_path, tiny_sd, datasets_root, write_spec
 ):
     from conceptforge.cards.validate import card_problems
-    from conceptforge.generators.conceptbed.generate import ConceptBedGenerator
     from conceptforge.generators.conceptbed.spec import load_spec
+    from conceptforge.generators.conceptbed.stage import ConceptBedGenerator
     from tests.conceptbed.test_conceptbed_generate import _options
 
     spec = load_spec(write_spec(tmp_path, datasets_root, ["beagle"]))
@@ -72,8 +72,8 @@ def test_a_plan_with_no_images_is_refused_before_anything_is_written(tmp_path, t
     import pytest
 
     from conceptforge.errors import InvalidArgumentError
-    from conceptforge.generators.conceptbed.generate import ConceptBedGenerator
     from conceptforge.generators.conceptbed.spec import load_spec
+    from conceptforge.generators.conceptbed.stage import ConceptBedGenerator
     from tests.conceptbed.test_conceptbed_generate import _options
 
     spec = load_spec(write_spec(tmp_path, datasets_root, ["beagle"]))
@@ -102,7 +102,7 @@ def test_save_scores_never_replaces_a_users_file(tmp_path, datasets_root, write_
 
 
 def test_saved_scores_of_ours_are_replaced(tmp_path):
-    from conceptforge.loaders.conceptbed import ScoreRecord, load_records, save_records
+    from conceptforge.loaders.conceptbed.metrics import ScoreRecord, load_records, save_records
 
     path = tmp_path / "scores.jsonl"
     save_records(path, [ScoreRecord("ti", "style", "sketch", 0.5, 0.7, False)])
@@ -119,8 +119,8 @@ def test_a_work_dir_of_someone_elses_files_is_never_taken_as_learned(tmp_path, t
 
     from conceptforge.errors import StoreError
     from conceptforge.generators.conceptbed.artifacts import artifact_complete
-    from conceptforge.generators.conceptbed.generate import ConceptBedGenerator
     from conceptforge.generators.conceptbed.spec import load_spec
+    from conceptforge.generators.conceptbed.stage import ConceptBedGenerator
     from tests.conceptbed.test_conceptbed_generate import _options
 
     spec = load_spec(write_spec(tmp_path, datasets_root, ["beagle"]))

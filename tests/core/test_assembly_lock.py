@@ -8,18 +8,18 @@ import signal
 import subprocess
 import sys
 
-from conceptforge.assembly import LOCK_NAME, lock_holder
 from conceptforge.commands.status import status_lines
-from conceptforge.runner import assemble_run, run_stage
-from conceptforge.store import Location
-from tests.core import engine_stage
+from conceptforge.engine.assembly import LOCK_NAME, lock_holder
+from conceptforge.engine.runner import assemble_run, run_stage
+from conceptforge.engine.store import Location
+from tests.engine import engine_stage
 
 # A process that takes the assembly lock (and a staging folder) the way an assembly does, then dies.
 _DIE_HOLDING = """
 import os, sys
-from conceptforge.assembly import _take_lock
+from conceptforge.engine.assembly import _take_lock
 from conceptforge.staging import make_staging
-from conceptforge.store import Location
+from conceptforge.engine.store import Location
 work = Location(sys.argv[1])
 assert _take_lock(work, 300.0)[0] is not None
 make_staging(sys.argv[1], "staging-")

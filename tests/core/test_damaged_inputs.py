@@ -43,8 +43,8 @@ def test_binary_files_given_as_json_are_one_line(tmp_path, capsys):
 
 @pytest.mark.parametrize("kind", ["random bytes", "someone else's database"])
 def test_a_foreign_or_damaged_sample_cache_is_refused_untouched(kind, tmp_path):
-    from conceptforge.loaders.embeddings import EmbeddingCache
-    from conceptforge.loaders.sample_cache import SampleCache
+    from conceptforge.loaders.harness.embeddings import EmbeddingCache
+    from conceptforge.loaders.harness.sample_cache import SampleCache
 
     for name, opener in (("samples.sqlite", SampleCache), ("text.sqlite", EmbeddingCache)):
         path = tmp_path / name

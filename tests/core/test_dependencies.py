@@ -66,6 +66,7 @@ def test_every_library_import_is_declared():
         _names(project["dependencies"])
         | _names(project["optional-dependencies"]["blender"])
         | _names(project["optional-dependencies"]["ray"])
+        | _names(project["optional-dependencies"]["open_clip"])
     )
     undeclared = {
         module: dists

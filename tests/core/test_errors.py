@@ -47,8 +47,8 @@ def test_missing_cub_dir_is_a_file_not_found_error(tmp_path):
 
 
 def test_bad_values_are_value_errors(tmp_path):
+    from conceptforge.engine.workitems import ShardSpec
     from conceptforge.generators.sub.spec import read_candidate_spec
-    from conceptforge.workitems import ShardSpec
 
     with pytest.raises(ValueError, match="--shard-index must be in"):
         ShardSpec(num_shards=2, shard_index=5)

@@ -162,7 +162,7 @@ def _cli(*args, env, timeout=120):
 
 def test_s3_without_credentials_or_with_a_dead_endpoint_is_one_line(tmp_path):
     pytest.importorskip("s3fs")
-    from tests.core.s3_server import S3Server
+    from tests.engine.s3_server import S3Server
 
     # A live server: status only reads, and a read of a dead endpoint fails on the connection first.
     server = S3Server()

@@ -388,8 +388,8 @@ def test_library_loaders_share_the_device_check(monkeypatch, tmp_path):
     import torch
 
     from conceptforge.errors import DeviceUnavailableError
-    from conceptforge.filters.vqa import VQAScorer
-    from conceptforge.loaders.embeddings import EmbeddingModel
+    from conceptforge.filters.vqa.scorer import VQAScorer
+    from conceptforge.loaders.harness.embeddings import EmbeddingModel
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     for load in (

@@ -196,9 +196,9 @@ def test_cycle_finder_and_layers_catch_what_they_should():
     # the checks above must be able to fail: a loop and an upward edge are reported
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
-    assert layer_of("conceptforge.cards.card") == "cards" and layer_of("conceptforge.store") == "core"
+    assert layer_of("conceptforge.cards.card") == "cards" and layer_of("conceptforge.engine.store") == "core"
     assert layer_of("conceptforge.loaders.sub_cli") == "commands"
-    assert RANK[layer_of("conceptforge.loaders.sub")] > RANK[layer_of("conceptforge.filters.vqa")]
+    assert RANK[layer_of("conceptforge.loaders.sub.protocol")] > RANK[layer_of("conceptforge.filters.vqa.scorer")]
 
 
 @pytest.mark.parametrize("path", sorted((REPO / "benchmarks").glob("*.py")), ids=lambda p: p.name)

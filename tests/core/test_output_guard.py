@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from conceptforge.engine.runner import assemble_run, check_output, run_stage
+from conceptforge.engine.store import ItemStore
 from conceptforge.errors import DataNotFoundError, InvalidArgumentError, StoreError
-from conceptforge.runner import assemble_run, check_output, run_stage
-from conceptforge.store import ItemStore
-from tests.core import engine_stage
+from tests.engine import engine_stage
 from tests.foreign_out import make_foreign_folder, snapshot
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = str(REPO / "tests" / "core" / "engine_stage.py")
+SCRIPT = str(REPO / "tests" / "engine" / "engine_stage.py")
 ENV = {
     **{
         k: v
@@ -160,7 +160,7 @@ def test_assembly_never_replaces_a_file_it_did_not_write(tmp_path):
 
 def test_status_never_writes(tmp_path, monkeypatch):
     from conceptforge.commands.status import status_lines
-    from conceptforge.store import Location
+    from conceptforge.engine.store import Location
 
     out = _finished(tmp_path)
     before = snapshot(out)

@@ -27,7 +27,7 @@ def tiny_vlm_no_k(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_scorer(tiny_vlm):
-    from conceptforge.filters.vqa import VQAScorer
+    from conceptforge.filters.vqa.scorer import VQAScorer
 
     return VQAScorer.from_pretrained(str(tiny_vlm), device="cpu")
 

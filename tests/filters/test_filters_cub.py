@@ -4,7 +4,7 @@ from conceptforge import ItemResult, ItemStore, WorkItem
 from conceptforge.cub import CubDataset, load_attributes, split_attribute
 from conceptforge.cub import bird_name as class_short_name
 from conceptforge.errors import ConceptforgeError
-from conceptforge.filters.candidate_selection import group_answers
+from conceptforge.filters.sub.candidate_selection import group_answers
 from conceptforge.testing.sub_inputs import MINI_ATTRIBUTES
 
 

@@ -13,7 +13,9 @@ from PIL import Image
 from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
 from conceptforge.commands import main as conceptforge
 from conceptforge.errors import ConceptforgeError
-from conceptforge.filters.candidate_selection import (
+from conceptforge.filters.classifier_oracle import ClassifierOracle, OracleError, map_labels, normalize_label
+from conceptforge.filters.dataset_io import open_split
+from conceptforge.filters.sub.candidate_selection import (
     BirdAccuracy,
     GroupAnswer,
     reference_bird_accuracy,
@@ -21,8 +23,6 @@ from conceptforge.filters.candidate_selection import (
     select_birds,
     threshold_grid,
 )
-from conceptforge.filters.classifier_oracle import ClassifierOracle, OracleError, map_labels, normalize_label
-from conceptforge.filters.dataset_io import open_split
 from conceptforge.testing.sub_inputs import image_png
 
 REPO = Path(__file__).resolve().parents[2]
@@ -199,7 +199,7 @@ def test_select_candidates_writes_a_spec_for_both_steps(tiny_classifier, tiny_vl
     ]
     assert sum(r["answered"] for r in table) <= 4  # 4 images, one answer each (or Other)
     assert set(data["attributes"]) == {r["attribute"] for r in table if r["selected"]}
-    from conceptforge.store import ItemStore
+    from conceptforge.engine.store import ItemStore
 
     assert ItemStore(tmp_path / "spec.json.work").count("cub") == 4
     # Unknown group: one clear line.

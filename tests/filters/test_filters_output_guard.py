@@ -55,9 +55,9 @@ def test_a_finished_run_of_another_stage_is_refused_as_filter_out(
     tiny_vlm, mini_cub, candidates_factory, tmp_path, capsys
 ):
     """Issue 24: a binding repo given as the SUB filter's --out lost its parquet and card (exit 0)."""
-    from conceptforge.runner import run_stage
-    from conceptforge.store import ItemStore, canonical_json
-    from tests.core import engine_stage
+    from conceptforge.engine.runner import run_stage
+    from conceptforge.engine.store import ItemStore, canonical_json
+    from tests.engine import engine_stage
 
     repo = tmp_path / "binding"  # laid out as generate binding lays out its repo (as 0.2.0 did too)
     ItemStore(repo / ".work").location.write(

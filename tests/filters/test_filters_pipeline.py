@@ -11,14 +11,14 @@ from datasets import load_dataset
 from conceptforge import ItemStore, ShardSpec
 from conceptforge.cub import load_attributes
 from conceptforge.filters.dataset_io import decode_image
-from conceptforge.filters.questions import OTHER, QuestionBuilder
-from conceptforge.filters.sub_filter import FilterParams
-from conceptforge.filters.sub_pipeline import (
-    WORK_DIR,
+from conceptforge.filters.sub.decision import FilterParams
+from conceptforge.filters.sub.pipeline import (
     assemble_filtered,
     open_candidates,
     score_candidates,
 )
+from conceptforge.filters.vqa.questions import OTHER, QuestionBuilder
+from conceptforge.output import WORK_DIR
 from conceptforge.testing.sub_inputs import candidate_rows
 
 REPO = Path(__file__).resolve().parents[2]
@@ -66,7 +66,7 @@ def test_scores_are_cached_and_resume_does_not_rescore(
     questions = QuestionBuilder(load_attributes(mini_cub).groups)
     store = ItemStore(tmp_path / "out" / WORK_DIR)
     counting = CountingScorer(tiny_scorer)
-    import conceptforge.filters.sub_pipeline as pipeline
+    import conceptforge.filters.sub.pipeline as pipeline
 
     monkeypatch.setattr(pipeline, "VQAScorer", CountingScorer)  # isinstance check in score_candidates
     # chunks of 5 candidates: shard 0 of 2 scores chunks 0, 2, 4
@@ -244,6 +244,38 @@ def test_foreign_out_folder_is_refused_untouched(tiny_vlm, mini_cub, candidates_
     assert_refused_untouched(out, before, code, capsys.readouterr().err)
 
 
+def test_dry_run_counts_the_candidates_and_prints_gpu_hours(candidates_factory, tmp_path, capsys):
+    from conceptforge import gpu_costs
+    from conceptforge.commands import main
+
+    candidates = candidates_factory(per_pair=7)  # 2 pairs
+    out = tmp_path / "out"
+    assert main(["filter", "sub", "--candidates", str(candidates), "--out", str(out), "--dry-run"]) == 0
+    text = capsys.readouterr().out
+    seconds = gpu_costs.load_table()["workloads"]["filter/vqa-image-1-tile"]["flops"] / 790e12
+    assert f"candidates: 14 images in {candidates}" in text
+    assert f"  score: 14 x {seconds:.3g} s per image scored = {gpu_costs.format_hours(14 * seconds / 3600)} h" in text
+    assert "source: floor from FLOPs on H100, not a measurement" in text and "3x3 + thumbnail" in text
+    assert (
+        main(
+            [
+                "filter",
+                "sub",
+                "--candidates",
+                str(candidates),
+                "--out",
+                str(out),
+                "--dry-run",
+                "--seconds-per-image",
+                "0.5",
+            ]
+        )
+        == 0
+    )
+    assert "estimated GPU-hours: 0.0019\n" in capsys.readouterr().out  # 14 x 0.5 s
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("where", ["image-page", "footer"])
 def test_a_damaged_candidates_parquet_is_one_line_without_retries(
     where, tiny_vlm, mini_cub, candidates_factory, tmp_path, capsys
@@ -283,7 +315,7 @@ def test_a_damaged_candidates_parquet_is_one_line_without_retries(
 _HARNESS = """
 import os, sys, time
 from pathlib import Path
-import conceptforge.filters.vqa as vqa
+import conceptforge.filters.vqa.scorer as vqa
 
 flag, stop_at, fail_at = Path(os.environ["HARNESS_FLAG"]), int(os.environ["HARNESS_STOP_AT"]), int(os.environ["HARNESS_FAIL_AT"])
 forward, calls = vqa.VQAScorer._next_token_logits, [0]

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from conceptforge.errors import ConceptforgeError
-from conceptforge.filters.sub_filter import (
+from conceptforge.filters.sub.decision import (
     COUNT_KEYS,
     FilterParams,
     ScoredCandidate,
@@ -96,7 +96,7 @@ def test_statistics_account_for_every_candidate():
 def test_filter_provenance_is_collected_and_redacted(tmp_path):
     # the filtered card's provenance goes through the cards' collector: pinned local model,
     # package versions, and a command line with tokens redacted (it used to be joined raw)
-    from conceptforge.filters.sub_pipeline import FilterRunConfig, provenance_for
+    from conceptforge.filters.sub.pipeline import FilterRunConfig, provenance_for
 
     model = tmp_path / "vlm"
     model.mkdir()

@@ -5,9 +5,10 @@ import torch
 from PIL import Image
 
 from conceptforge.cub import CubAttributes
+from conceptforge.cub import group_words as humanize_group
 from conceptforge.errors import ConceptforgeError
-from conceptforge.filters.questions import OTHER, QuestionBuilder, build_question, humanize_group
-from conceptforge.filters.vqa import VQAScorer
+from conceptforge.filters.vqa.questions import OTHER, QuestionBuilder, build_question
+from conceptforge.filters.vqa.scorer import VQAScorer
 from conceptforge.testing.sub_inputs import MINI_ATTRIBUTES, image_png
 
 GROUPS = CubAttributes.from_names(MINI_ATTRIBUTES).groups
@@ -110,14 +111,22 @@ def test_missing_model_is_a_clear_error(tmp_path):
 
 
 def test_native_internvl_loads_without_torchvision_and_batches_exactly(tmp_path):
+    from conceptforge.filters.vqa.scorer import _processor_without_video
     from conceptforge.testing.tiny_vlms import build_tiny_internvl
 
-    scorer = VQAScorer.from_pretrained(str(build_tiny_internvl(tmp_path / "internvl")), device="cpu")
-    assert getattr(scorer.processor, "video_processor", None) is None
+    path = str(build_tiny_internvl(tmp_path / "internvl"))
+    # Without torchvision the processor is rebuilt without its video processor; with it (open_clip's
+    # extra installs it) AutoProcessor loads as usual: the rebuilt one is checked either way.
+    rebuilt = _processor_without_video(path, {"revision": None, "trust_remote_code": False}, ImportError("torchvision"))
+    assert rebuilt.video_processor is None
+    scorer = VQAScorer.from_pretrained(path, device="cpu")
+    without_video = VQAScorer(scorer.model, rebuilt, model_id=path)
     question = QuestionBuilder(GROUPS)("has_bill_shape")
     images = _images(3)
     batched = scorer.score(images, [question] * 3, batch_size=3)
     for image, b in zip(images, batched):
         [s] = scorer.score([image], [question])
+        [w] = without_video.score([image], [question])
+        assert list(w.probs) == pytest.approx(list(s.probs), rel=1e-6)
         assert sum(b.probs) == pytest.approx(1.0, abs=1e-9)
         assert list(b.probs) == pytest.approx(list(s.probs), rel=1e-4, abs=1e-6)

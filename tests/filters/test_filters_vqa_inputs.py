@@ -6,9 +6,9 @@ import torch
 from PIL import Image
 
 from conceptforge.cub import CubAttributes
-from conceptforge.filters.questions import QuestionBuilder
-from conceptforge.filters.vqa import VQAScorer
-from conceptforge.filters.vqa_inputs import PIXEL_ATOL, BatchEncoder, ClipStylePixels
+from conceptforge.filters.vqa.inputs import PIXEL_ATOL, BatchEncoder, ClipStylePixels
+from conceptforge.filters.vqa.questions import QuestionBuilder
+from conceptforge.filters.vqa.scorer import VQAScorer
 from conceptforge.testing.sub_inputs import MINI_ATTRIBUTES
 from conceptforge.testing.tiny_vlms import build_tiny_llava
 

@@ -167,10 +167,27 @@ def test_published_revision_loads_with_plain_datasets(sub_chain, hub, hub_env):
     assert loaded["test"]["image_sizes"] == [[32, 32]] * len(local)
     files = hub.files(REPO_ID, "v1.0.0")
     # Only the dataset is released: not the filter's resumable item store (OUT/.work) beside it.
-    assert set(files) - {".gitattributes"} == {"README.md", "grid.png", "data/test-00000-of-00001.parquet"}
+    assert set(files) - {".gitattributes"} == {
+        "README.md",
+        "grid.png",
+        "croissant.json",
+        "data/test-00000-of-00001.parquet",
+    }
     card = files["README.md"].decode()
     assert 'revision="v1.0.0"' in card and "guidance_bird" in card
     assert "_Not written yet._" not in card and "extended|cub-200-2011" in card and "## Annotations" in card
+    # the filtered SUB's own Validity section and Croissant (core + RAI, from this card and its upstream)
+    assert "### Blind baselines" in card and "| test | group prior |" in card and "_Not computed" not in card
+    assert "croissant.json: core and Responsible-AI fields filled" in sub_chain["published"].stdout
+    import mlcroissant
+
+    path = sub_chain["work"] / "croissant.json"
+    path.write_bytes(files["croissant.json"])
+    assert not mlcroissant.Dataset(jsonld=path).metadata.ctx.issues.errors
+    document = json.loads(files["croissant.json"])
+    assert document["rai:dataPreprocessingProtocol"][0].startswith("Filter statistics: ")
+    tools = " ".join(document["rai:machineAnnotationTools"])
+    assert "vqa: " in tools and "diffusion: " in tools  # the filter's VQA model and, upstream, the generator's
     # bird_label/attr_label stay ClassLabels through the filter, as in the published Jessica-bader/SUB
     from datasets import ClassLabel, load_dataset
 

@@ -43,6 +43,31 @@ def make_rows(n: int, variant: int):
         }
 
 
+def _validity(n_train: int, n_test: int, variant: int) -> dict:
+    """A label-majority baseline fitted on train (the rows' labels), the rest not applicable."""
+    from collections import Counter
+
+    from conceptforge.cards.validity import baseline_row, majority_accuracy, not_applicable, validity_report
+
+    train = Counter(r["label"] for r in make_rows(n_train, variant))
+    test = Counter(r["label"] for r in make_rows(n_test, variant + 7))
+    return validity_report(
+        blind_baselines={
+            "rows": [
+                baseline_row(
+                    split=split,
+                    baseline="label majority (train)",
+                    accuracy=majority_accuracy(train, c),
+                    n=sum(c.values()),
+                )
+                for split, c in (("train", train), ("test", test))
+            ]
+        },
+        held_out=not_applicable("the test set holds nothing out"),
+        agreement=not_applicable("nobody annotated the test set"),
+    )
+
+
 def make_dataset(
     out: Path, *, n_train: int = 30, n_test: int = 4, variant: int = 0, shard: int = 10**6, token: str | None = None
 ) -> Path:
@@ -76,6 +101,8 @@ def make_dataset(
             argv=argv,
         ),
         filter_stats=stats,
+        validity=_validity(n_train, n_test, variant),
+        personal_data="None: flat-coloured synthetic shapes.",
     )
     grid = make_sample_grid(
         [(Image.open(io.BytesIO(r["image"]["bytes"])), r["label"]) for r in make_rows(4, variant)], thumb_width=64

@@ -58,7 +58,7 @@ def test_collect_provenance(tmp_path, monkeypatch):
     (cache / "models--org--vqa" / "refs").mkdir(parents=True)
     (cache / "models--org--vqa" / "refs" / "main").write_text(SHA)
     provenance = collect_provenance(
-        generator="conceptforge.filters.vqa",
+        generator="conceptforge.filters.vqa.scorer",
         models={"vqa": "org/vqa", "pinned": ("org/flux", "f" * 40)},
         parameters={"top_fraction": 0.1, "auth": "--token hf_secretsecret123"},
         seeds=7,

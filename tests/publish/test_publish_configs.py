@@ -22,6 +22,7 @@ from conceptforge.cards.dataset_dir import assemble_config_dir, write_card_and_g
 from conceptforge.cards.grid import png_bytes
 from conceptforge.cards.publish import hub_validate_card
 from conceptforge.cards.validate import dataset_dir_problems, missing_sections
+from conceptforge.cards.validity import not_applicable, validity_report
 from conceptforge.errors import ConceptforgeError
 
 REPO = "conceptforge-test/binding-like"
@@ -79,6 +80,11 @@ def make_repo(out, *, license: str = "cc-by-4.0"):
         bias_risks_limitations="Tiny.",
         annotations="Computed from the generator.",
         config_summaries={"single": "one object", "pairs": "two objects"},
+        validity=validity_report(
+            blind_baselines=not_applicable("a test repo"),
+            held_out=not_applicable("a test repo"),
+            agreement=not_applicable("a test repo"),
+        ),
     )
     features = {config: _features(names) for config, names in CONFIGS.items()}
     grid = png_bytes(Image.new("RGB", (40, 30)))

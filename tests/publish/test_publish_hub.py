@@ -53,7 +53,7 @@ def test_publish_two_versions_and_load_each_with_plain_datasets(tmp_path, hub, c
     for version, directory in (("v1.0.0", v1), ("v1.1.0", v2)):
         published = hub.files(REPO, version)
         local = _local_release_files(directory)
-        assert set(published) == {".gitattributes", "README.md", *local}
+        assert set(published) == {".gitattributes", "README.md", "croissant.json", *local}
         assert all(published[path] == data for path, data in local.items())
         assert all(hub_token.encode() not in data for data in published.values())
     assert len([f for f in hub.files(REPO, "v1.0.0") if f.startswith("data/train-")]) == 2
@@ -173,6 +173,7 @@ def test_dry_run_changes_nothing_and_reports_the_plan(tmp_path, hub, hub_token):
     assert plan.action == "dry-run" and plan.previous_version is None
     assert set(plan.uploaded) == {
         "README.md",
+        "croissant.json",
         "grid.png",
         "data/train-00000-of-00002.parquet",
         "data/train-00001-of-00002.parquet",

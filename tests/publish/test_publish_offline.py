@@ -40,7 +40,7 @@ def test_offline_dry_run_validates_everything_local(tmp_path, hub, client_env):
     result = run_publish(env, directory, REPO, "v1.0.0", "--dry-run")
     assert result.returncode == 0, result.stderr[-2000:]
     head = result.stdout.splitlines()[0]
-    assert head.startswith(f"dry run: {REPO} v1.0.0 is valid locally (5 files, ")
+    assert head.startswith(f"dry run: {REPO} v1.0.0 is valid locally (6 files, ")
     assert "not checked, offline mode (HF_HUB_OFFLINE=1): whether the version is new and above the latest" in head
     assert hub.requests == []
 
@@ -61,7 +61,7 @@ def test_dry_run_with_an_unreachable_hub_says_what_it_could_not_check(tmp_path, 
     result = run_publish(env, directory, REPO, "v1.0.0", "--dry-run")
     assert result.returncode == 0, result.stderr[-2000:]
     head = result.stdout.splitlines()[0]
-    assert head.startswith(f"dry run: {REPO} v1.0.0 is valid locally (4 files, ")
+    assert head.startswith(f"dry run: {REPO} v1.0.0 is valid locally (5 files, ")
     assert "not checked, the Hub could not be read (" in head
 
 
@@ -102,6 +102,56 @@ def test_dry_run_of_a_truncated_parquet_is_one_line(tmp_path):
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines() == [result.stderr.strip()]
     assert result.stderr.startswith(f"error: {shard} is not a readable parquet file (Parquet magic bytes not found")
+
+
+def test_dry_run_checks_each_shards_real_columns(tmp_path, hub, client_env):
+    """Before: only the feature metadata embedded in the shard was compared with the card, so a
+    shard with an extra column passed and ``load_dataset`` failed on the Hub."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    directory = make_dataset(tmp_path / "v1")
+    shard = next((directory / "data").glob("train-*.parquet"))
+    table = pq.read_table(shard)
+    widened = table.append_column("note", pa.array(["x"] * table.num_rows))
+    assert widened.schema.metadata == table.schema.metadata  # the embedded features still say 4 columns
+    pq.write_table(widened, shard)
+    env = {**client_env, "HF_HUB_OFFLINE": "1"}
+    result = run_publish(env, directory, REPO, "v1.0.0", "--dry-run")
+    errors = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2 and len(errors) == 1, result.stderr
+    assert errors[0].startswith("error: the dataset card is not valid: ")
+    assert f"{shard.relative_to(directory)}: column(s) note not in the card's features" in errors[0]
+
+
+def test_a_local_path_in_a_model_id_column_is_refused(tmp_path):
+    from datasets import Features, Value
+
+    from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
+    from conceptforge.cards.validate import dataset_dir_problems
+
+    features = Features({"item_id": Value("string"), "model_id": Value("string")})
+    metadata = DatasetMetadata(
+        pretty_name="Model ids", license="cc-by-4.0", summary="x", task_categories=["text-to-image"]
+    )
+
+    def build(name: str, model_id: str):
+        return assemble_dataset_dir(
+            tmp_path / name,
+            splits={"test": lambda: iter([{"item_id": "a", "model_id": model_id}])},
+            features=features,
+            render_card=lambda stats: render_card(metadata, features, stats, has_grid=False),
+        )
+
+    build("hub-id", "black-forest-labs/FLUX.1-dev")
+    build("elided", ".../tiny-flux")
+    build("local", "/home/me/models/tiny-flux")
+    assert dataset_dir_problems(tmp_path / "hub-id") == []
+    assert dataset_dir_problems(tmp_path / "elided") == []
+    assert dataset_dir_problems(tmp_path / "local") == [
+        "data/test-00000-of-00001.parquet: column model_id holds a local path (/home/me/models/tiny-flux): published "
+        "data must name a model by its Hub id or its folder name (.../NAME); re-assemble with this version of conceptforge"
+    ]
 
 
 def test_a_dataset_that_lost_its_grid_or_has_an_empty_split_is_not_published(tmp_path, hub, client_env):

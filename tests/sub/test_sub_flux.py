@@ -117,3 +117,54 @@ def test_loading_errors_are_one_line(tmp_path, monkeypatch, hub_offline):
 def test_revision_recorded_for_local_folder(tiny_flux):
     assert tiny_flux.model_revision == "local"
     assert tiny_flux.pipe.transformer.dtype == torch.float32
+
+
+def test_several_pairs_per_batch_give_the_images_of_one_pair_at_a_time(tiny_flux):
+    """--pairs-per-batch: three pairs (two schedules, so their etas differ at some steps) in one
+    transformer batch of 6 give byte-identical images to three batches of 2 on the CPU; so do
+    prompt-only images (batch of 3 vs 1)."""
+    from conceptforge.cards.grid import png_bytes
+    from conceptforge.generators.sub.flux_tdg import PairRequest
+
+    pattern, colour = TDGParams(k=10, tmin=0.2, tmax=0.6), TDGParams(k=10, tmin=0.2, tmax=0.9)
+    requests = [
+        PairRequest("a photo of a Blue Jay with a striped wing", "a photo of a bird with a striped wing", 11, pattern),
+        PairRequest("a photo of a Cardinal with a black crown", "a photo of a bird with a black crown", 12, colour),
+        PairRequest("a photo of a Blue Jay with a black crown", "a photo of a bird with a black crown", 13, colour),
+    ]
+    size = dict(height=32, width=32, num_inference_steps=6)
+    for mode in ("tdg", "prompt-only"):
+        batched = tiny_flux.generate_batch(requests, mode=mode, return_guidance=mode == "tdg", **size)
+        alone = [tiny_flux.generate_batch([r], mode=mode, return_guidance=mode == "tdg", **size)[0] for r in requests]
+        for together, single in zip(batched, alone):
+            assert png_bytes(together.reference) == png_bytes(single.reference)
+            assert together.etas == single.etas
+            if mode == "tdg":
+                assert png_bytes(together.guidance) == png_bytes(single.guidance)
+    tdg = tiny_flux.generate_batch(requests, mode="tdg", **size)
+    assert tdg[0].etas != tdg[1].etas  # the pattern schedule frees the pair earlier: mixed etas were tied apart
+
+
+def test_fast_path_options_reach_the_transformer(tiny_flux_dir):
+    """--compile compiles the transformer in place (run on a GPU by the device check: compiling
+    even the tiny model takes minutes on this CPU); --attention-backend sets diffusers' backend,
+    and one this machine cannot run is a clear error."""
+    from conceptforge.errors import InvalidArgumentError
+    from conceptforge.generators.sub.flux_tdg import TDGFlux
+    from conceptforge.generators.sub.stage import GenerationSettings, apply_fast_paths
+
+    flux = TDGFlux.from_pretrained(str(tiny_flux_dir), device="cpu", max_sequence_length=16)
+    transformer = flux.pipe.transformer
+    assert transformer._compiled_call_impl is None
+    apply_fast_paths(flux, GenerationSettings(compile=True, attention_backend="_native_math"))
+    assert flux.pipe.transformer is transformer and transformer._compiled_call_impl is not None
+    assert str(transformer.transformer_blocks[0].attn.processor._attention_backend) in {
+        "_native_math",
+        "AttentionBackendName._NATIVE_MATH",
+    }
+    settings = GenerationSettings(pairs_per_batch=2, compile=True)
+    assert settings.to_config()["pairs_per_batch"] == 2 and "attention_backend" not in settings.to_config()
+    with pytest.raises(InvalidArgumentError, match="--pairs-per-batch must be >= 1"):
+        GenerationSettings(pairs_per_batch=0)
+    with pytest.raises(InvalidArgumentError, match="--attention-backend _native_flash is a CUDA kernel"):
+        apply_fast_paths(flux, GenerationSettings(attention_backend="_native_flash"))  # needs CUDA

@@ -40,7 +40,8 @@ def test_dry_run_prints_the_plan_without_cub_and_names_what_needs_it(tmp_path, m
     assert f"pairs: {everything} (at most: pairs whose bird already has S+ are dropped with --cub-dir)" in text
     assert "dropped (bird already has S+): needs --cub-dir" in text
     assert f"images: {everything * 500} (at most) (500 per pair)" in text
-    assert f"estimated GPU-hours: {everything * 500 * 9 / 3600:.1f} (at most) at 9 s/image" in text
+    assert f"estimated GPU-hours: {everything * 500 * 9 / 3600:,.0f} (for at most this many images)" in text
+    assert "source: --seconds-per-image, as given" in text
     assert "S-=needs --cub-dir" in text and "not checked against CUB" in text
     assert not (tmp_path / "x").exists()
 

@@ -175,7 +175,7 @@ def test_prompt_only_baseline_shares_noise_with_tdg(tmp_path, mini_cub, tiny_flu
     assert (
         row["generation_mode"] == "prompt-only" and row["prompt_guidance"] == "" and row["tdg_k"] != row["tdg_k"]
     )  # NaN
-    from conceptforge.workitems import derive_seed
+    from conceptforge.engine.workitems import derive_seed
 
     assert row["seed"] == derive_seed(0, "Blue_Jay", "has_crown_color::black", 0)
 
@@ -189,7 +189,7 @@ def test_dry_run_and_errors(tmp_path, mini_cub, candidate_spec, capsys):
     text = capsys.readouterr().out
     assert "pairs: 1052 (colour 888, pattern 131, shape 33)" in text
     assert "dropped (bird already has S+): 4" in text
-    assert "images: 526000 (500 per pair)" in text and "estimated GPU-hours: 1315.0" in text
+    assert "images: 526000 (500 per pair)" in text and "estimated GPU-hours: 1,315\n" in text
     assert not (tmp_path / "x").exists()
     with pytest.raises(
         ConceptforgeError, match="--pairs selects nothing for: European_Goldfinch=has_crown_color::black \\(dropped"
@@ -309,7 +309,7 @@ def test_python_api_generate_with_loaded_model_and_guidance_images(tmp_path, min
         save_guidance=True,
     )
     assert summary.assembled and summary.made == 1
-    from conceptforge.store import ItemStore
+    from conceptforge.engine.store import ItemStore
 
     (record,) = ItemStore(tmp_path / "api" / ".work").records("candidates")
     assert record.item_id == "Blue_Jay__has_bill_shape--needle__00000"
@@ -343,3 +343,30 @@ def test_failed_model_load_does_not_block_the_corrected_rerun(
     capsys.readouterr()
     assert main(_args(out, mini_cub, tiny_flux_dir, candidate_spec, *extra)) == 0
     assert "wrote 2 images" in capsys.readouterr().out
+
+
+def test_pairs_per_batch_gives_the_same_data_and_is_bound_to_the_run(
+    tmp_path, mini_cub, tiny_flux_dir, candidate_spec, capsys
+):
+    """--pairs-per-batch 3 (batches of 6 transformer rows, cut across pairs) writes the same parquet
+    bytes as one pair at a time; it is a stored setting, so a resume with another value is refused."""
+    from conceptforge.errors import ConceptforgeError
+
+    one, three = tmp_path / "one", tmp_path / "three"
+    assert main(_args(one, mini_cub, tiny_flux_dir, candidate_spec)) == 0
+    assert main(_args(three, mini_cub, tiny_flux_dir, candidate_spec, "--pairs-per-batch", "3")) == 0
+    assert _data_bytes(three) == _data_bytes(one) and _data_bytes(one)
+    run = json.loads((three / ".work" / "run.json").read_text())
+    assert (
+        run["settings"]["pairs_per_batch"] == 3
+        and "pairs_per_batch" not in json.loads((one / ".work" / "run.json").read_text())["settings"]
+    )
+    capsys.readouterr()
+    with pytest.raises(ConceptforgeError, match="exceeds --chunk-size 2"):
+        main(
+            _args(
+                tmp_path / "x", mini_cub, tiny_flux_dir, candidate_spec, "--pairs-per-batch", "3", "--chunk-size", "2"
+            )
+        )
+    with pytest.raises(ConceptforgeError, match="other settings"):
+        main(_args(one, mini_cub, tiny_flux_dir, candidate_spec, "--pairs-per-batch", "2", "--max-items", "1"))

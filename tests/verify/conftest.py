@@ -104,9 +104,9 @@ def conceptbed_release(tmp_path_factory) -> dict[str, Path]:
     import torch
     from PIL import Image
 
-    from conceptforge.generators.conceptbed.generate import ConceptBedGenerator, GenerateOptions
     from conceptforge.generators.conceptbed.learners import LearnerConfig
     from conceptforge.generators.conceptbed.spec import load_spec
+    from conceptforge.generators.conceptbed.stage import ConceptBedGenerator, GenerateOptions
     from conceptforge.testing.tiny_conceptbed import build_tiny_sd
 
     torch.set_num_threads(1)

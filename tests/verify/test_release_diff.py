@@ -43,12 +43,24 @@ def test_features_and_card_changes_are_listed():
         "b",
         {"train": {}},
         {"default": {"x": "float32", "z": "Image"}},
-        {"license": "cc-by-4.0", "version": "v1.1.0", "provenance": {"seeds": {"run": 1}}},
+        {"license": "cc-by-4.0", "version": "v1.1.0", "provenance": {"seeds": {"run": 1}}, "tags": ["a", "b"]},
     )
     diff = diff_snapshots(old, new)
     assert diff.features == ["column `z` added (Image)", "column `y` removed", "column `x`: int64 -> float32"]
-    assert diff.card == ["provenance.seeds.run changed"]  # the version itself is not a change
+    # old and new values, not just "changed"; the version itself is not a change
+    assert diff.card == ["provenance.seeds.run: 0 -> 1", 'tags added: ["a", "b"]']
+    assert diff_snapshots(new, old).card == ["provenance.seeds.run: 1 -> 0", 'tags removed (was ["a", "b"])']
     assert diff_snapshots(old, old).empty
+
+
+def test_duplicate_ids_are_a_change_not_no_change():
+    rows = {"train": {"a": "h1", "b": "h2"}}
+    old = Snapshot("a", rows, {"default": {}}, {})
+    new = Snapshot("b", rows, {"default": {}}, {}, duplicates={"train": {"b": 2}})
+    diff = diff_snapshots(old, new)
+    assert not diff.empty
+    assert diff.summary_lines() == ["split `train`: duplicate ids 1 (`b ×2`)"]
+    assert diff_snapshots(new, old).summary_lines() == ["split `train`: no longer duplicated 1 (`b`)"]
 
 
 def _second_release(first, directory):
@@ -67,10 +79,20 @@ def _second_release(first, directory):
 def test_diff_of_two_directories_reports_exactly_the_changed_and_added_row(binding_release, tmp_path):
     second = _second_release(binding_release, tmp_path / "second")
     assert pq.ParquetFile(second / TRAIN).metadata.num_rows == 5
-    done = check(run_script("diff.py", binding_release, second), "diff.py")
+    done = run_script("diff.py", binding_release, second)
+    assert done.returncode == 1, done.stderr[-2000:]  # they differ: exit 1, as `git diff --exit-code`
     assert done.stdout.splitlines() == [f"{binding_release} -> {second}: 1 change line(s)", EXPECTED]
     same = check(run_script("diff.py", binding_release, binding_release), "diff.py same")
     assert same.stdout.splitlines()[0].endswith(": no change")
+
+
+def test_diff_reports_a_duplicated_row(binding_release, tmp_path):
+    doubled = copy_release(binding_release, tmp_path / "doubled")
+    edit_rows(doubled / TRAIN, lambda rows: rows.insert(2, dict(rows[1])))
+    rerender_card(doubled)
+    done = run_script("diff.py", binding_release, doubled)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert done.stdout.splitlines()[1:] == ["split `single-object/train`: duplicate ids 1 (`train-000001 ×2`)"]
 
 
 def test_changes_since_section_and_diff_on_releases_pushed_to_the_hub(binding_release, tmp_path, hub, hub_env):
@@ -88,7 +110,8 @@ def test_changes_since_section_and_diff_on_releases_pushed_to_the_hub(binding_re
     card = hub.files(repo, "v1.1.0")["README.md"].decode()
     assert f"## Changes since v1.0.0\n\n- {EXPECTED}\n\n## How to load" in card
     assert "## Changes since" not in hub.files(repo, "v1.0.0")["README.md"].decode()
-    done = check(run_script("diff.py", f"{repo}@v1.0.0", f"{repo}@v1.1.0", env=hub_env), "diff.py on the Hub")
+    done = run_script("diff.py", f"{repo}@v1.0.0", f"{repo}@v1.1.0", env=hub_env)
+    assert done.returncode == 1, done.stderr[-2000:]
     assert done.stdout.splitlines() == [f"{repo}@v1.0.0 -> {repo}@v1.1.0: 1 change line(s)", EXPECTED]
     # republishing the same version renders the same section: the release is unchanged, not refused
     again = check(

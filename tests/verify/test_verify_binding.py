@@ -13,6 +13,7 @@ from tests.verify.verify_helpers import (
     copy_release,
     differing_lines,
     edit_rows,
+    rerender_card,
     run_script,
 )
 
@@ -128,3 +129,150 @@ def test_published_tags_verify_and_a_changed_pixel_fails_on_the_hub(binding_rele
     assert reads and all(r[2] == 206 for r in reads)
     missing = run_script("verify.py", f"{repo}@v9.9.9", "--all", env=hub_env)
     assert missing.returncode == 2 and "has no revision 'v9.9.9'" in missing.stderr
+
+
+# -- the release as a whole: its row set against the recorded plan ------------------------------------
+def _row_lines(output: str) -> list[str]:
+    return [line for line in output.splitlines() if line.startswith("rows: ")]
+
+
+def test_the_row_list_is_recorded_at_assembly(binding_release):
+    record = json.loads((binding_release / "provenance.json").read_text())
+    rows = record["configs"]["single-object"]["rows"]
+    assert rows == {
+        split: pq.read_table(binding_release / f"data/single-object/{split}-00000-of-00001.parquet")
+        .column("item_id")
+        .to_pylist()
+        for split in ("train", "val", "gen")
+    }
+    assert rows["train"] == [f"train-{i:06d}" for i in range(4)] and rows["gen"] == ["gen-000000", "gen-000001"]
+
+
+def test_a_dropped_row_fails_although_every_remaining_row_regenerates(binding_release, tmp_path):
+    dropped = copy_release(binding_release, tmp_path / "dropped")
+    edit_rows(dropped / TRAIN, lambda rows: rows.pop(2))
+    rerender_card(dropped)  # a consistent card: only the record knows a row is missing
+    done = run_script("verify.py", dropped, "--sample", "3")
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert _row_lines(done.stdout) == [
+        "rows: single-object/train: 3 row(s) released, 4 recorded",
+        "rows: single-object/train: missing train-000002",
+    ]
+    assert differing_lines(done.stdout) == []  # every row that is there regenerates
+    assert done.stdout.splitlines()[-1] == (
+        f"FAILED: 3 of 3 item(s) of {dropped} match; the row set differs from the recorded plan (2 problem(s))"
+    )
+    # the ids checked are printed, one line per config and split (the sample spreads over all three)
+    checked = [line for line in done.stdout.splitlines() if line.startswith("checked ")]
+    assert [line.split(" (")[0] for line in checked] == [
+        "checked single-object/gen",
+        "checked single-object/train",
+        "checked single-object/val",
+    ]
+
+
+def test_a_duplicated_or_reordered_row_fails(binding_release, tmp_path):
+    doubled = copy_release(binding_release, tmp_path / "doubled")
+    edit_rows(doubled / TRAIN, lambda rows: rows.insert(2, dict(rows[1])))
+    rerender_card(doubled)
+    done = run_script("verify.py", doubled, "--items", "val-000000")
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert _row_lines(done.stdout) == [
+        "rows: single-object/train: 5 row(s) released, 4 recorded",
+        "rows: single-object/train: duplicated train-000001 (2 rows)",
+    ]
+
+    swapped = copy_release(binding_release, tmp_path / "swapped")
+    edit_rows(swapped / TRAIN, lambda rows: rows.insert(1, rows.pop(2)))
+    record = json.loads((swapped / "provenance.json").read_text())
+    record["configs"]["single-object"]["plan"]["items"] = 9  # and the record contradicts itself
+    (swapped / "provenance.json").write_text(json.dumps(record))
+    report = tmp_path / "report.json"
+    done = run_script("verify.py", swapped, "--items", "val-000000", "--report", report)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert _row_lines(done.stdout) == [
+        "rows: single-object/train: reordered: row 1 is train-000002, the record has train-000001 there"
+    ]
+    assert (
+        "warning: provenance.json contradicts itself for single-object: its plan has 9 item(s), its row list 8"
+        in done.stdout
+    )
+    written = json.loads(report.read_text())
+    assert written["format"] == "conceptforge-verify-report/1" and written["ok"] is False
+    assert written["rows"]["problems"] == [_row_lines(done.stdout)[0].removeprefix("rows: ")]
+    assert [(i["item_id"], i["outcome"]) for i in written["items"]] == [("val-000000", "identical")]
+
+    # a record from before row lists: the plan's item count and the rebuilt plan's order stand in
+    for name in ("swapped", "dropped-old"):
+        old = copy_release(binding_release if name == "dropped-old" else swapped, tmp_path / f"{name}-old-record")
+        record = json.loads((old / "provenance.json").read_text())
+        del record["configs"]["single-object"]["rows"]
+        record["configs"]["single-object"]["plan"]["items"] = 8
+        (old / "provenance.json").write_text(json.dumps(record))
+        if name == "dropped-old":
+            edit_rows(old / TRAIN, lambda rows: rows.pop(0))
+            rerender_card(old)
+        done = run_script("verify.py", old, "--items", "val-000000")
+        assert done.returncode == 1, done.stderr[-2000:]
+        assert "warning: provenance.json of single-object predates row lists" in done.stdout
+        expected = (
+            ["rows: single-object/train: reordered: row 1 is train-000002, the record has train-000001 there"]
+            if name == "swapped"
+            else [
+                "rows: single-object: 7 row(s) released, the recorded plan has 8 item(s)",
+                "rows: single-object/train: 3 row(s) released, 4 recorded",
+                "rows: single-object/train: missing train-000000",
+            ]
+        )
+        assert _row_lines(done.stdout) == expected
+
+
+def test_report_file_is_written_only_where_allowed(binding_release, tmp_path):
+    theirs = tmp_path / "notes.json"
+    theirs.write_text('{"mine": true}\n')
+    done = run_script("verify.py", binding_release, "--sample", "1", "--report", theirs)
+    errors = [line for line in done.stderr.splitlines() if line.strip()]
+    assert (
+        done.returncode == 2
+        and len(errors) == 1
+        and "--report" in errors[0]
+        and "was not written by conceptforge" in errors[0]
+    )
+    assert theirs.read_text() == '{"mine": true}\n'
+    ours = tmp_path / "verify.json"
+    first = check(run_script("verify.py", binding_release, "--sample", "4", "--report", ours), "verify --report")
+    written = json.loads(ours.read_text())
+    assert written["ok"] is True and written["rows"]["problems"] == []
+    assert written["rows"]["checked"] == {"single-object/train": 4, "single-object/val": 2, "single-object/gen": 2}
+    printed = {
+        item_id
+        for line in first.stdout.splitlines()
+        if line.startswith("checked ")
+        for item_id in line.split(": ", 1)[1].split(", ")
+    }
+    assert printed == {i["item_id"] for i in written["items"]} and len(printed) == 4
+    check(run_script("verify.py", binding_release, "--sample", "1", "--report", ours), "verify --report again")
+
+
+def test_a_release_that_dropped_a_row_fails_on_the_hub(binding_release, tmp_path, hub, hub_env):
+    repo = "verify-test/binding-rows"
+    check(
+        run_script("publish.py", binding_release, "--repo-id", repo, "--version", "v1.0.0", env=hub_env),
+        "publish v1.0.0",
+    )
+    dropped = copy_release(binding_release, tmp_path / "dropped")
+    edit_rows(dropped / TRAIN, lambda rows: rows.pop(1))
+    rerender_card(dropped)
+    check(run_script("publish.py", dropped, "--repo-id", repo, "--version", "v1.1.0", env=hub_env), "publish v1.1.0")
+    card = hub.files(repo, "v1.1.0")["README.md"].decode()
+    assert "- split `single-object/train`: removed 1 (`train-000001`)" in card  # its own card says so
+    done = run_script("verify.py", f"{repo}@v1.1.0", "--items", "gen-000000", env=hub_env)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert _row_lines(done.stdout) == [
+        "rows: single-object/train: 3 row(s) released, 4 recorded",
+        "rows: single-object/train: missing train-000001",
+    ]
+    first = check(run_script("verify.py", f"{repo}@v1.0.0", "--items", "gen-000000", env=hub_env), "verify v1.0.0")
+    assert first.stdout.splitlines()[-1].endswith(
+        "match; rows as recorded in single-object/train, single-object/val, single-object/gen"
+    )

@@ -14,8 +14,8 @@ import pytest
 from PIL import Image
 
 from conceptforge.commands import main
-from conceptforge.loaders.regenerate import EXACT, tolerance
-from conceptforge.loaders.verify import Key, choose, compare_values, image_distance
+from conceptforge.generators.rebuild import EXACT, tolerance
+from conceptforge.generators.verify import Key, choose, compare_values, image_distance
 from tests.verify.verify_helpers import change_pixel, copy_release, differing_lines, edit_rows
 
 SUB_SHARD = "data/candidates-00000-of-00001.parquet"
@@ -72,9 +72,16 @@ def test_tiny_sub_release_verifies_with_the_psnr_rule(sub_release, tiny_flux, tm
 
     assert main(["verify", str(sub_release), "--all", "--weights", f"diffusion={tiny_flux}"]) == 0
     out = capsys.readouterr().out
-    assert "rule: images PSNR >= 40 dB, equal metadata (FLUX sampling" in out and "verified: 4 of 4 item(s)" in out
+    assert (
+        "rule: images PSNR >= 40 dB and >= 30 dB in every 8x8 window, equal metadata (FLUX sampling" in out
+        and "verified: 4 of 4 item(s)" in out
+    )
+    # the published rows name the model by its folder name, never this machine's path
+    assert {r["model_id"] for r in pq.read_table(sub_release / SUB_SHARD).to_pylist()} == {f".../{tiny_flux.name}"}
 
-    # within the tolerance: a pixel off by one still verifies; an inverted image does not
+    # within the tolerance: a pixel off by one still verifies, and is named with its PSNR; an
+    # inverted image does not; a 2x2 block moved by 40 levels keeps the whole 32x32 image at 40.2 dB
+    # (MSE 12*40^2/3072 = 6.25) but its 8x8 window at 28.1 dB (MSE 12*40^2/192 = 100): named, and failed
     changed = copy_release(sub_release, tmp_path / "changed")
 
     def edit(rows):
@@ -82,17 +89,46 @@ def test_tiny_sub_release_verifies_with_the_psnr_rule(sub_release, tiny_flux, tm
         with Image.open(io.BytesIO(rows[1]["image"]["bytes"])) as image:
             inverted = 255 - np.asarray(image.convert("RGB"))
         rows[1]["image"] = {**rows[1]["image"], "bytes": _png(inverted)}
+        with Image.open(io.BytesIO(rows[2]["image"]["bytes"])) as image:
+            pixels = np.asarray(image.convert("RGB")).astype(np.int64)
+        block = pixels[10:12, 20:22]
+        pixels[10:12, 20:22] = np.where(block <= 215, block + 40, block - 40)
+        rows[2]["image"] = {**rows[2]["image"], "bytes": _png(pixels)}
 
     edit_rows(changed / SUB_SHARD, edit)
-    assert main(["verify", str(changed), "--all", "--weights", f"diffusion={tiny_flux}"]) == 1
+    report = tmp_path / "report.json"
+    args = ["verify", str(changed), "--all", "--weights", f"diffusion={tiny_flux}", "--report", str(report)]
+    assert main(args) == 1
     printed = capsys.readouterr().out
     assert (
-        "FAILED: 3 of 4 item(s)" in printed and "(1 within the PSNR tolerance, not byte-identical); 1 differ" in printed
+        "FAILED: 2 of 4 item(s)" in printed and "(1 within the PSNR tolerance, not byte-identical); 2 differ" in printed
     )
-    lines = differing_lines(printed)
-    assert len(lines) == 1 and "split=candidates: image: image bytes differ (PSNR" in lines[0]
     rows = pq.read_table(changed / SUB_SHARD).to_pylist()
-    assert lines[0].startswith(f"differs: {rows[1]['item_id']} ")
+    off_by_one = 10 * math.log10(
+        255**2 * 3072
+    )  # one value of 3072 off by 1: 83.0 dB; its 8x8 window 10*log10(255^2*192) = 71.0 dB
+    tolerated = [line for line in printed.splitlines() if line.startswith("tolerated: ")]
+    assert tolerated == [
+        f"tolerated: {rows[0]['item_id']} split=candidates: image: PSNR {off_by_one:.1f} dB (worst 8x8 window "
+        f"{10 * math.log10(255**2 * 192):.1f} dB at x=0, y=0), 1 pixel value(s) differ, max |diff| 1"
+    ]
+    lines = differing_lines(printed)
+    assert len(lines) == 2
+    assert lines[0].startswith(f"differs: {rows[1]['item_id']} split=candidates: image: image bytes differ (PSNR")
+    assert lines[1] == (
+        f"differs: {rows[2]['item_id']} split=candidates: image: localised change: the whole image reaches "
+        f"{10 * math.log10(255**2 / 6.25):.1f} dB but the 8x8 window at x=14, y=4 only {10 * math.log10(255**2 / 100):.1f} dB "
+        "(rule: >= 30 dB in every window); 12 pixel value(s) differ, max |diff| 40"
+    )
+    written = json.loads(report.read_text())
+    assert [(i["item_id"], i["outcome"]) for i in written["items"]] == [
+        (rows[0]["item_id"], "tolerated"),
+        (rows[1]["item_id"], "differs"),
+        (rows[2]["item_id"], "differs"),
+        (rows[3]["item_id"], "identical"),
+    ]
+    assert written["items"][0]["image"]["psnr"] == pytest.approx(off_by_one, abs=1e-3)
+    assert written["ok"] is False and written["rows"] == {"checked": {"candidates": 4}, "problems": []}
 
     other = tmp_path / "other-flux"
     shutil.copytree(tiny_flux, other)
@@ -111,5 +147,70 @@ def test_tiny_conceptbed_release_verifies_with_the_psnr_rule(conceptbed_release,
     assert "missing weights: the learned textual-inversion artifacts of beagle" in capsys.readouterr().err
     assert main(["verify", str(out), "--all", "--weights", f"diffusion={sd}", "--weights", f"learners={learners}"]) == 0
     printed = capsys.readouterr().out
-    assert "rule: images PSNR >= 40 dB, equal metadata (diffusion sampling with learned concept weights" in printed
+    assert (
+        "rule: images PSNR >= 40 dB and >= 30 dB in every 8x8 window, equal metadata (diffusion sampling with learned "
+        "concept weights" in printed
+    )
     assert "verified: 3 of 3 item(s)" in printed  # 2 concept images + 1 composition image
+
+
+def test_sample_at_paper_size_reaches_every_config_and_split():
+    from conceptforge.generators.binding.dataset import PRESETS
+
+    keys = [
+        Key(config, split, f"{split}-{i:06d}")
+        for config, sizes in PRESETS["paper"].items()
+        for split, n in sizes.items()
+        for i in range(n)
+    ]
+    chosen = choose(keys, sample=20, items=None, config=None)
+    per_stratum = {}
+    for key in chosen:
+        per_stratum[(key.config, key.split)] = per_stratum.get((key.config, key.split), 0) + 1
+    # 9 strata, 20 items: the two first in sorted order get 3, the others 2, however small they are
+    assert per_stratum == {
+        ("relational", "gen"): 3,
+        ("relational", "train"): 3,
+        ("relational", "val"): 2,
+        ("single-object", "gen"): 2,
+        ("single-object", "train"): 2,
+        ("single-object", "val"): 2,
+        ("two-object", "gen"): 2,
+        ("two-object", "train"): 2,
+        ("two-object", "val"): 2,
+    }
+    assert len(set(chosen)) == 20
+    # fewer items than strata: one from each of the first N strata; a small stratum gives what it has
+    assert len({(k.config, k.split) for k in choose(keys, sample=5, items=None, config=None)}) == 5
+    tiny = [Key("default", "a", "a-0")] + [Key("default", "b", f"b-{i}") for i in range(10)]
+    assert [k.item_id for k in choose(tiny, sample=4, items=None, config=None)].count("a-0") == 1
+    assert len(choose(tiny, sample=4, items=None, config=None)) == 4
+
+
+def test_image_comparison_window_by_hand():
+    from conceptforge.generators.verify import image_comparison
+
+    base = np.full((32, 32, 3), 100, dtype=np.uint8)
+    edited = base.copy()
+    edited[10:12, 20:22] = 140  # 12 values off by 40
+    found = image_comparison(_png(base), _png(edited))
+    assert found.psnr == pytest.approx(10 * math.log10(255**2 / (12 * 1600 / 3072)))  # 40.17 dB
+    assert found.window_psnr == pytest.approx(10 * math.log10(255**2 / (12 * 1600 / 192)))  # 28.13 dB
+    assert (found.window, found.window_at, found.pixels, found.peak) == (8, (14, 4), 12, 40)
+    assert compare_values(
+        {"bytes": _png(base), "path": "x"}, {"bytes": _png(edited), "path": "x"}, "image", tolerance("t")
+    )
+    # the same error spread as noise over the whole image: every window like the whole, tolerated
+    noisy = base.copy()
+    noisy[::4, ::4, 0] = 103  # 64 values off by 3 on a 4-pixel grid: MSE 64*9/3072, each 8x8 window 4*9/192
+    spread = image_comparison(_png(base), _png(noisy))
+    assert spread.psnr == pytest.approx(10 * math.log10(255**2 / (64 * 9 / 3072)))
+    assert spread.window_psnr == pytest.approx(10 * math.log10(255**2 / (4 * 9 / 192)))
+    near = []
+    assert (
+        compare_values(
+            {"bytes": _png(base), "path": "x"}, {"bytes": _png(noisy), "path": "x"}, "image", tolerance("t"), near
+        )
+        is None
+    )
+    assert [path for path, _ in near] == ["image"]

@@ -4,8 +4,9 @@ The options live on the ``evaluate`` parser itself, before the per-benchmark sub
 (``sub``, ``binding``, ``conceptbed``, ``compmap`` keep their own); their ``dest`` names start with
 ``eval_`` so they never collide with a sub-command's ``--model``. The work is done by
 ``conceptforge.loaders.evaluation`` (the one path: run or rescore, write results + samples, the
-analyses hook), ``tasks`` (registry), ``eval_run`` (runner) and ``push_results``. The
-per-benchmark aliases call :func:`run_alias` with the task options their flags became.
+analyses hook), ``loaders/harness/registry.py``, ``loaders/harness/runner.py`` and
+``push_results``. The per-benchmark aliases call :func:`run_alias` with the task options their
+flags became (flags built from the tasks' options by ``options.py``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from collections.abc import Mapping
+from typing import Any
 
 from conceptforge import argtypes as at
 from conceptforge.errors import ConceptforgeError, InvalidArgumentError
@@ -112,8 +115,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--push-results",
         dest="eval_push",
         action="store_true",
-        help="publish the results to the model repo (.eval_results + model-index, one commit) and "
-        "declare the tasks in our datasets' eval.yaml",
+        help="publish the results to the model repo (.eval_results + model-index, one commit; never to a dataset repo)",
     )
     group.add_argument(
         "--results-repo",
@@ -163,28 +165,35 @@ def report(
     written, *, push: bool = False, results_repo: str | None = None, create_pr: bool = False, push_samples: bool = False
 ) -> None:
     """Print the table and where everything went; push when asked (one path for every form)."""
-    from conceptforge.loaders.eval_run import results_markdown
+    from conceptforge.loaders.harness.runner import results_markdown
 
     print(results_markdown(written.payload))
     print(f"results: {written.results} (table: {written.markdown})")
     if written.samples_dir is not None:
         print(f"samples: {written.samples_dir}/ ({', '.join(p.name for p in written.samples)})")
     if push:
-        from conceptforge.loaders.push_results import push_results
+        from conceptforge.loaders.harness.push_results import push_results
 
         pushed = push_results(
             written.payload, repo_id=results_repo, create_pr=create_pr, samples=written.samples if push_samples else []
         )
-        print(f"pushed results to {pushed.model_repo} (commit {pushed.model_commit})")
-        for repo, commit in pushed.dataset_commits.items():
-            print(f"declared tasks in {repo}/eval.yaml" + (f" (commit {commit})" if commit else " (already declared)"))
+        where = f"pull request {pushed.pull_request}" if pushed.pull_request else f"commit {pushed.model_commit}"
+        print(f"pushed results to {pushed.model_repo} ({where}; {pushed.entries} leaderboard entries)")
+        for repo, missing in pushed.undeclared.items():
+            if missing is None:
+                print(
+                    f"note: {repo} has no eval.yaml at the evaluated revision: the results show on the model page "
+                    "only, until its owner declares the tasks (conceptforge publish --eval-framework ... --eval-tasks ...)"
+                )
+            elif missing:
+                print(f"note: the eval.yaml of {repo} does not declare {', '.join(missing)}: not on its leaderboard")
 
 
 def run(args: argparse.Namespace) -> int:
-    from conceptforge.loaders.eval_run import RunSettings, default_output
     from conceptforge.loaders.evaluation import check_output, evaluate, evaluate_from_predictions
-    from conceptforge.loaders.model_ref import resolve_model
-    from conceptforge.loaders.tasks import format_task_list, select_tasks
+    from conceptforge.loaders.harness.model_ref import resolve_model
+    from conceptforge.loaders.harness.registry import format_task_list, select_tasks
+    from conceptforge.loaders.harness.runner import RunSettings, default_output
 
     if args.eval_tasks == "list":
         print(format_task_list())
@@ -219,7 +228,7 @@ def run(args: argparse.Namespace) -> int:
     if args.eval_push and not results_repo:
         raise InvalidArgumentError(f"--push-results: {model.id} is not a Hub model; pass --results-repo ORG/NAME")
     if args.eval_push:  # what would fail after every task ran: said before the first one
-        from conceptforge.loaders.push_results import check_push
+        from conceptforge.loaders.harness.push_results import check_push
 
         check_push([selection.dataset or selection.task.dataset for selection in selections])
     logger.info("model %s: %s (%s)", model.id, model.kind, model.sha)
@@ -258,6 +267,7 @@ def run_alias(
     tasks: str,
     datasets: list[str] = (),
     options: list[str] = (),  # type: ignore[assignment]
+    values: Mapping[str, Any] | None = None,
     settings,
     output: str | None,
     split: str | None = None,
@@ -265,17 +275,23 @@ def run_alias(
     model_flag: str = "--model",
 ) -> dict[str, list[dict]]:
     """What every ``conceptforge evaluate <benchmark>`` alias does with the task options its flags
-    became: the one runner, the one results format (written when ``output`` is given), and the
-    benchmark's own tables printed (``brief``: only each table's first block). Returns each
-    task's per-sample rows."""
-    from conceptforge.loaders.eval_run import run_tasks
+    became (``values``: option name -> value, set in every task declaring it; ``options``:
+    ``TASK.NAME=VALUE`` texts): the one runner, the one results format (written when ``output``
+    is given), and the benchmark's own tables printed (``brief``: only each table's first block).
+    Returns each task's per-sample rows."""
+    from conceptforge.commands.evaluate.options import flag_name
     from conceptforge.loaders.evaluation import evaluate
-    from conceptforge.loaders.model_ref import resolve_model
-    from conceptforge.loaders.tasks import select_tasks
+    from conceptforge.loaders.harness.model_ref import resolve_model
+    from conceptforge.loaders.harness.registry import select_tasks, set_option
+    from conceptforge.loaders.harness.runner import run_tasks
 
     selections = select_tasks(tasks, datasets=list(datasets), options=list(options))
     for selection in selections:
         selection.split = split or selection.split
+        declared = {option.name for option in selection.task.options}
+        for name, value in (values or {}).items():
+            if name in declared:
+                set_option(selection, name, value, where=flag_name(name))
     try:
         ref = resolve_model(model, revision=revision)
     except ConceptforgeError as error:  # name the alias's own flag (--clip-model), not --model

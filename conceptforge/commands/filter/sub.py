@@ -15,14 +15,15 @@ import logging
 import os
 
 from conceptforge import argtypes as at
+from conceptforge import gpu_costs
 from conceptforge.commands.base import add_executor_arguments, add_run_options, executor_for, shard_of
 
 logger = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from conceptforge.filters.questions import DEFAULT_ANSWER_HINT
-    from conceptforge.filters.vqa import DEFAULT_VQA_MODEL
+    from conceptforge.filters.vqa.questions import DEFAULT_ANSWER_HINT
+    from conceptforge.filters.vqa.scorer import DEFAULT_VQA_MODEL
 
     parser.add_argument(
         "--candidates",
@@ -84,12 +85,48 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         max_items_help="score at most this many new images, then stop",
     )
     add_executor_arguments(parser)
+    parser.add_argument(
+        "--dry-run", action="store_true", help="print the candidates to score and their GPU-hours; load no model"
+    )
+    parser.add_argument(
+        "--seconds-per-image",
+        type=at.positive_float,
+        default=None,
+        help="your measured VQA time per image: overrides the cost table in --dry-run",
+    )
+    gpu_costs.add_gpu_model_argument(parser)
+
+
+def plan_lines(args: argparse.Namespace) -> list[str]:
+    """What --dry-run prints: the candidates and the GPU-hours of scoring them."""
+    from conceptforge.filters.sub.pipeline import open_candidates
+    from conceptforge.filters.vqa.scorer import DEFAULT_VQA_MODEL
+
+    images = open_candidates(args.candidates).num_rows()
+    lines = [f"candidates: {images:,} images in {args.candidates}", f"VQA model: {args.vqa_model}"]
+    if args.seconds_per_image:
+        lines += gpu_costs.plan_lines(
+            [("score", images, gpu_costs.given(args.seconds_per_image, "image scored", "--seconds-per-image"))]
+        )
+        return lines
+    lines += gpu_costs.plan_lines([("score", images, gpu_costs.estimate(gpu_costs.VQA_WORKLOAD, gpu=args.gpu_model))])
+    tiled = gpu_costs.estimate("filter/vqa-image-10-tiles", gpu=args.gpu_model)
+    lines.append(
+        f"  (a processor that tiles each 1024 px image 3x3 + thumbnail: {gpu_costs.format_hours(tiled.hours(images))} h;"
+        " --seconds-per-image S overrides the table with your own measured time)"
+    )
+    if args.vqa_model != DEFAULT_VQA_MODEL:
+        lines.append(f"  the table's figures are for {DEFAULT_VQA_MODEL}'s shape, not {args.vqa_model}")
+    return lines
 
 
 def run(args: argparse.Namespace) -> int:
-    from conceptforge.filters.questions import DEFAULT_ANSWER_HINT
-    from conceptforge.filters.sub_filter import FilterParams
-    from conceptforge.filters.sub_filter_run import SubFilterConfig, filter_sub
+    if args.dry_run:
+        print("\n".join(plan_lines(args)))
+        return 0
+    from conceptforge.filters.sub.decision import FilterParams
+    from conceptforge.filters.sub.stage import SubFilterConfig, filter_sub
+    from conceptforge.filters.vqa.questions import DEFAULT_ANSWER_HINT
 
     config = SubFilterConfig(
         candidates=args.candidates,

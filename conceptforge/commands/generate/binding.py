@@ -18,12 +18,12 @@ from collections.abc import Sequence
 
 from conceptforge import argtypes as at
 from conceptforge.commands.base import add_executor_arguments, add_run_options, check_chunk_size, executor_for, shard_of
+from conceptforge.engine.runner import check_output
+from conceptforge.engine.store import join
 from conceptforge.errors import InvalidArgumentError
 from conceptforge.generators.binding.compositions import DATASETS
 from conceptforge.generators.binding.dataset import PRESETS, BindingConfig
-from conceptforge.generators.binding.generate import CHUNK_SIZE, generate_binding
-from conceptforge.runner import check_output
-from conceptforge.store import join
+from conceptforge.generators.binding.stage import CHUNK_SIZE, generate_binding
 
 logger = logging.getLogger(__name__)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 
 from conceptforge import argtypes as at
+from conceptforge import gpu_costs
 from conceptforge.commands.base import add_run_options, shard_of
 from conceptforge.generators.conceptbed.learners import DEFAULT_MODEL_ID, LEARNERS, LearnerConfig
 
@@ -90,16 +91,80 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_run_options(parser, max_items_flag="--max-items", max_items_help="stop after this many new images")
     parser.add_argument("--no-assemble", action="store_true", help="only learn and sample")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the concepts, steps and images to make and their GPU-hours; run nothing",
+    )
+    parser.add_argument(
+        "--seconds-per-step",
+        type=at.positive_float,
+        default=None,
+        help="your measured time per training step: overrides the cost table in --dry-run",
+    )
+    parser.add_argument(
+        "--seconds-per-image",
+        type=at.positive_float,
+        default=None,
+        help="your measured time per sampled image: overrides the cost table in --dry-run",
+    )
+    gpu_costs.add_gpu_model_argument(parser)
 
 
-def run(args: argparse.Namespace) -> int:
-    from conceptforge.errors import InvalidArgumentError
-    from conceptforge.generators.conceptbed.generate import ConceptBedGenerator, GenerateOptions
+def _learner_workload(config: LearnerConfig) -> str:
+    if config.learner == "dreambooth" and config.dreambooth_mode == "lora":
+        return "conceptbed/dreambooth-lora-step"
+    return f"conceptbed/{config.learner}-step"
+
+
+def plan_lines(args: argparse.Namespace, config: LearnerConfig) -> list[str]:
+    """What --dry-run prints: per concept the training steps, class images and sampled images,
+    then the GPU-hours (cost table scaled to the resolution and steps, or the flags)."""
     from conceptforge.generators.conceptbed.spec import load_spec
+    from conceptforge.generators.conceptbed.stage import build_items, prepare_captions
 
-    if args.num_images < 0:
-        raise InvalidArgumentError("--num-images must be >= 0")
-    config = LearnerConfig(
+    spec = load_spec(args.concepts)
+    items = build_items(
+        spec, config, prepare_captions(spec, args.categoriser, args.max_captions), num_images=args.num_images
+    )
+    concepts = len(spec.concepts)
+    sampled = sum(len(v) for v in items.values())
+    composition = sum(1 for v in items.values() for item in v if item.split == "composition")
+    class_images = concepts * int(config.num_class_images or 0) if config.uses_prior else 0
+    resolution = config.resolution or 512  # SD-1.5's; the model's own size is read only when it loads
+    mode = f" ({config.dreambooth_mode})" if config.learner == "dreambooth" else ""
+    lines = [
+        f"learner: {config.learner}{mode}, {config.steps} steps at lr {config.learning_rate:g}, {resolution} px"
+        + ("" if config.resolution else " (SD-1.5's size; the model's own is used when it loads)"),
+        f"concepts: {concepts}",
+        f"training steps: {concepts * config.steps:,} ({config.steps} per concept)",
+        f"class (prior) images: {class_images:,}"
+        + (f" ({config.num_class_images} per concept)" if config.uses_prior else " (no prior preservation)"),
+        f"sampled images: {sampled:,} ({sampled - composition:,} concept, {composition:,} composition), "
+        f"{config.num_inference_steps} steps, guidance {config.guidance_scale:g}",
+    ]
+    if args.seconds_per_step:
+        step = gpu_costs.given(args.seconds_per_step, "training step", "--seconds-per-step")
+    else:
+        step = gpu_costs.estimate(_learner_workload(config), gpu=args.gpu_model, resolution=resolution)
+    if args.seconds_per_image:
+        image = gpu_costs.given(args.seconds_per_image, "sampled image", "--seconds-per-image")
+    else:
+        image = gpu_costs.estimate(
+            "conceptbed/sample-image", gpu=args.gpu_model, resolution=resolution, steps=config.num_inference_steps
+        )
+    parts = [("train", concepts * config.steps, step)]
+    if class_images:
+        parts.append(("class images", class_images, image))
+    parts.append(("sample", sampled, image))
+    lines += gpu_costs.plan_lines(parts)
+    if not (args.seconds_per_step and args.seconds_per_image):
+        lines.append("  (--seconds-per-step / --seconds-per-image override the table with your own measured times)")
+    return lines
+
+
+def learner_config(args: argparse.Namespace) -> LearnerConfig:
+    return LearnerConfig(
         learner=args.learner,
         model_id=args.model_id,
         revision=args.revision,
@@ -119,6 +184,19 @@ def run(args: argparse.Namespace) -> int:
         mixed_precision=args.mixed_precision,
         seed=args.seed,
     )
+
+
+def run(args: argparse.Namespace) -> int:
+    from conceptforge.errors import InvalidArgumentError
+    from conceptforge.generators.conceptbed.spec import load_spec
+    from conceptforge.generators.conceptbed.stage import ConceptBedGenerator, GenerateOptions
+
+    if args.num_images < 0:
+        raise InvalidArgumentError("--num-images must be >= 0")
+    config = learner_config(args)
+    if args.dry_run:
+        print("\n".join(plan_lines(args, config)))
+        return 0
     spec = load_spec(args.concepts)
     options = GenerateOptions(
         config=config,

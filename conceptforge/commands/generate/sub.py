@@ -17,7 +17,9 @@ import logging
 import sys
 
 from conceptforge import argtypes as at
+from conceptforge import gpu_costs
 from conceptforge.commands.base import add_executor_arguments, add_run_options, check_chunk_size, executor_for, shard_of
+from conceptforge.engine.runner import check_output
 from conceptforge.errors import InvalidArgumentError
 from conceptforge.generators.sub.flux_tdg import (
     DEFAULT_GUIDANCE,
@@ -26,10 +28,16 @@ from conceptforge.generators.sub.flux_tdg import (
     DEFAULT_RESOLUTION,
     DEFAULT_STEPS,
 )
-from conceptforge.generators.sub.generate import CHUNK_SIZE, FLUX_DEV_DEFAULT_LICENSE, GenerationSettings, generate
 from conceptforge.generators.sub.plan import PlanRequest, build_plan, resolve_dtype_name, strip_run_only_options
 from conceptforge.generators.sub.spec import PairPlan
-from conceptforge.runner import check_output
+from conceptforge.generators.sub.stage import (
+    ATTENTION_BACKENDS,
+    CHUNK_SIZE,
+    FLUX_DEV_DEFAULT_LICENSE,
+    GenerationSettings,
+    generate,
+)
+from conceptforge.gpu_costs import VQA_WORKLOAD
 
 logger = logging.getLogger(__name__)
 
@@ -108,6 +116,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--dtype", choices=["auto", "bf16", "fp16", "fp32"], default="auto", help="auto: bf16 on CUDA, fp32 on CPU"
     )
     gen.add_argument("--offload", action="store_true", help="model CPU offload for GPUs with less memory")
+    fast = p.add_argument_group("fast paths (off by default; see docs/sub.md and BENCHMARKS.md)")
+    fast.add_argument(
+        "--pairs-per-batch",
+        type=at.positive_int,
+        default=1,
+        help="TDG pairs (or prompt-only images) per transformer batch (default 1); at most --chunk-size",
+    )
+    fast.add_argument("--compile", action="store_true", help="torch.compile the FLUX transformer (minutes of warm-up)")
+    fast.add_argument(
+        "--attention-backend",
+        choices=ATTENTION_BACKENDS,
+        default=None,
+        help="diffusers' attention backend for the transformer (default: PyTorch SDPA's own choice)",
+    )
     gen.add_argument("--save-guidance", action="store_true", help="also keep the G image in the item store")
     run = p.add_argument_group("run")
     run.add_argument(
@@ -129,8 +151,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--seconds-per-image",
         type=at.positive_float,
         default=None,
-        help="measured time per image, for --dry-run's GPU-hour estimate",
+        help="your measured GPU time per image: overrides the cost table in --dry-run's GPU-hour estimate",
     )
+    gpu_costs.add_gpu_model_argument(run)
 
 
 def print_plan(plan: PairPlan, args: argparse.Namespace) -> None:
@@ -158,11 +181,8 @@ def print_plan(plan: PairPlan, args: argparse.Namespace) -> None:
     print(
         f"images: {images}{' (at most)' if upper else ''} ({args.images_per_pair} per pair) at {args.resolution}px, {args.steps} steps"
     )
-    if args.seconds_per_image:
-        hours = images * args.seconds_per_image / 3600
-        print(f"estimated GPU-hours: {hours:.1f}{' (at most)' if upper else ''} at {args.seconds_per_image:g} s/image")
-    else:
-        print("estimated GPU-hours: pass --seconds-per-image (measured) for an estimate")
+    for line in gpu_hour_lines(images, args, upper_bound=bool(upper)):
+        print(line)
     for pair in plan.pairs[:5]:
         removed = pair.removed_attribute or ("needs --cub-dir" if no_cub and pair.attribute else "-")
         print(
@@ -172,6 +192,32 @@ def print_plan(plan: PairPlan, args: argparse.Namespace) -> None:
         print(f"  ... {len(plan.pairs) - 5} more")
     if no_cub:
         print("without --cub-dir: bird and attribute names are not checked against CUB")
+
+
+def gpu_hour_lines(images: int, args: argparse.Namespace, *, upper_bound: bool = False) -> list[str]:
+    """The GPU-hours of generating ``images`` (cost table, or ``--seconds-per-image``), then of
+    VQA-filtering them (``conceptforge filter sub``)."""
+    tdg = args.mode == "tdg" and not args.reference_selection
+    unit = "TDG pair (one kept image)" if tdg else "image"
+    if args.seconds_per_image:
+        generation = gpu_costs.given(args.seconds_per_image, unit, "--seconds-per-image")
+    else:
+        generation = gpu_costs.estimate(
+            "sub/tdg-pair" if tdg else "sub/prompt-only-image",
+            gpu=args.gpu_model,
+            resolution=args.resolution,
+            steps=args.steps,
+        )
+    lines = gpu_costs.plan_lines([("generate", images, generation)], upper_bound=upper_bound)
+    if not args.seconds_per_image:
+        lines.append("  (--seconds-per-image S overrides the table with your own measured time per image)")
+    if tdg:
+        vqa = gpu_costs.estimate(VQA_WORKLOAD, gpu=args.gpu_model)
+        lines.append(
+            f"then filter sub (VQA, 1 tile per image): {gpu_costs.format_hours(vqa.hours(images))} GPU-hours more "
+            f"at {vqa.seconds:.3g} s per image ({vqa.describe()})"
+        )
+    return lines
 
 
 def plan_request(args: argparse.Namespace) -> PlanRequest:
@@ -211,8 +257,16 @@ def run(args: argparse.Namespace) -> int:
         max_sequence_length=args.max_sequence_length,
         seed=args.seed,
         dtype=resolve_dtype_name(args.dtype, args.device),
+        pairs_per_batch=args.pairs_per_batch,
+        compile=args.compile,
+        attention_backend=args.attention_backend,
     )
     check_chunk_size(args)
+    if args.pairs_per_batch > args.chunk_size:
+        raise InvalidArgumentError(
+            f"--pairs-per-batch {args.pairs_per_batch} exceeds --chunk-size {args.chunk_size}: a batch never spans chunks; "
+            "raise --chunk-size"
+        )
     shard = shard_of(args)
     out = check_output(
         args.out, stage="sub/candidates"

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The GPU device check in one command (benchmarks/gpu.py; BENCHMARKS.md, "GPU device check"):
+#
+#   bash benchmarks/gpu_check.sh OUT            # on the GPU machine, from the repository root
+#
+# The GPU machine has torch, transformers, accelerate and peft but no network and no diffusers.
+# This script
+#   1. installs the wheels carried in .whl/ (pip --no-index --find-links: only what is missing or
+#      too old there; nothing is downloaded),
+#   2. makes this tree importable as `conceptforge` without building it (the layout of
+#      pyproject.toml's package-dir, generators/ -> conceptforge.generators ..., as symlinks in a
+#      temporary folder on PYTHONPATH),
+#   3. runs `python -m benchmarks.gpu --out OUT` (under 8 minutes on one H100/H200),
+# and leaves everything in OUT: gpu-check.json, gpu-check.md, measured-costs.json, log.txt, pip.txt.
+#
+# Prepare .whl/ beforehand, on a machine with PyPI (the folder is ignored by git; ~37 MiB):
+#
+#   bash benchmarks/gpu_check.sh --prepare      # pip download diffusers + its dependencies for
+#                                               # CPython 3.12 on manylinux x86_64 into .whl/
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DIFFUSERS="diffusers==0.42.0"
+# huggingface_hub < 2: transformers 5.x on the GPU image needs a 1.x hub; diffusers 0.42 takes >= 1.32.
+HUB="huggingface_hub>=1.32,<2"
+
+if [[ "${1:-}" == "--prepare" ]]; then
+    python="${PYTHON:-python3}"
+    rm -rf .whl && mkdir -p .whl
+    "$python" -m pip download --only-binary=:all: --python-version "${2:-3.12}" \
+        --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+        -d .whl "$DIFFUSERS" "$HUB"
+    du -sh .whl
+    exit 0
+fi
+
+out="${1:?usage: bash benchmarks/gpu_check.sh OUT  (or --prepare)}"
+mkdir -p "$out"
+python="${PYTHON:-python3}"
+{
+    if compgen -G ".whl/*.whl" >/dev/null; then
+        "$python" -m pip install --no-index --find-links .whl "$DIFFUSERS" "$HUB"
+    else
+        echo "no .whl/ folder: using the installed packages (run --prepare where there is network)"
+    fi
+    "$python" -m pip list 2>/dev/null | grep -iE "^(torch|transformers|diffusers|accelerate|peft|huggingface.hub|numpy) " || true
+} >"$out/pip.txt" 2>&1 || { tail -20 "$out/pip.txt"; exit 1; }
+
+layout="$(mktemp -d)"
+trap 'rm -rf "$layout"' EXIT
+mkdir "$layout/conceptforge"
+for entry in conceptforge/*; do ln -s "$PWD/$entry" "$layout/conceptforge/"; done
+for package in generators filters cards loaders; do ln -s "$PWD/$package" "$layout/conceptforge/$package"; done
+
+PYTHONPATH="$layout:$PWD" "$python" -m benchmarks.gpu --out "$out" "${@:2}" 2>&1 | tee "$out/log.txt"

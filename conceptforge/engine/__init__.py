@@ -1,0 +1,1 @@
+"""conceptforge/engine"""

@@ -1,0 +1,130 @@
+"""``conceptforge filter sub`` as a library call: SUB candidates -> VQA scores -> the SUB dataset.
+
+Why here and not in the command: the filter is a stage like every generator's, built by
+:func:`build_stage` from one config dataclass, so the command line, ``status``/``assemble`` and
+anything that re-scores single candidates (``build_stage(config).process_batch``) share it. The
+checks run in the order the command always ran them, before any model time is spent.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from conceptforge.engine.runner import RunReport, Stage, check_output, run_stage
+from conceptforge.engine.workitems import ShardSpec
+from conceptforge.errors import InvalidArgumentError
+from conceptforge.filters.sub.decision import FilterParams
+from conceptforge.filters.vqa.questions import DEFAULT_ANSWER_HINT
+from conceptforge.filters.vqa.scorer import DEFAULT_VQA_MODEL
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class SubFilterConfig:
+    """Everything ``conceptforge filter sub`` needs besides where to write and which shard."""
+
+    candidates: Path
+    cub_dir: str | Path | None
+    params: FilterParams = field(default_factory=lambda: FilterParams(0.1, None, 0.0))
+    vqa_model: str = DEFAULT_VQA_MODEL
+    vqa_revision: str | None = None
+    trust_remote_code: bool = False
+    answer_hint: str = DEFAULT_ANSWER_HINT
+    license: str | None = None  # default: the candidates card's license
+    batch_size: int = 8
+    chunk_size: int = 100
+    device: str | None = None
+    argv: list[str] | None = None
+
+
+def build_stage(config: SubFilterConfig, *, out: str | Path | None = None) -> Stage:
+    """The SUB VQA filter as an engine stage (checks the inputs first; the model loads lazily).
+
+    ``out``, when given, is refused if it is the candidates folder itself.
+    """
+    from conceptforge.cub import load_attributes
+    from conceptforge.filters.sub.pipeline import (
+        FilterRunConfig,
+        candidates_license,
+        check_candidate_groups,
+        open_candidates,
+        provenance_for,
+        scoring_stage,
+    )
+    from conceptforge.filters.vqa.questions import QuestionBuilder
+    from conceptforge.filters.vqa.scorer import VQAScorer
+
+    params = config.params
+    if config.batch_size < 1:
+        raise InvalidArgumentError(f"--batch-size must be >= 1, got {config.batch_size}")
+    if config.cub_dir is None:
+        raise InvalidArgumentError(
+            "--cub-dir is required (the CUB_200_2011 directory, for the options of each attribute group)"
+        )
+    candidates_dir = Path(config.candidates)
+    candidates = open_candidates(candidates_dir)
+    if out is not None and Path(out).resolve() == candidates_dir.resolve():
+        raise InvalidArgumentError("--out must differ from --candidates")
+    answer_hint = config.answer_hint
+    questions = QuestionBuilder(load_attributes(config.cub_dir).groups, answer_hint=answer_hint)
+    check_candidate_groups(candidates, questions)
+    license = config.license or candidates_license(candidates_dir)
+    if not license:
+        raise InvalidArgumentError("the candidates card names no license; pass --license (e.g. cc-by-nc-4.0)")
+
+    if config.chunk_size < 1:
+        raise InvalidArgumentError(f"--chunk-size must be >= 1, got {config.chunk_size}")
+    run_config = FilterRunConfig(config.vqa_model, config.vqa_revision, answer_hint, str(candidates_dir.resolve()))
+
+    def load_scorer() -> VQAScorer:
+        return VQAScorer.from_pretrained(
+            config.vqa_model,
+            trust_remote_code=config.trust_remote_code,
+            revision=config.vqa_revision,
+            device=config.device,
+        )
+
+    provenance = provenance_for(run_config, params, batch_size=config.batch_size, argv=config.argv)
+    return scoring_stage(
+        candidates,
+        load_scorer,
+        questions,
+        settings=run_config.as_store_config(),
+        batch_size=config.batch_size,
+        chunk_size=config.chunk_size,
+        assembly_args={
+            "candidates": str(candidates_dir.resolve()),
+            "params": asdict(params),
+            "license": license,
+            "provenance": provenance,
+        },
+    )
+
+
+def filter_sub(
+    config: SubFilterConfig,
+    out: str | Path,
+    *,
+    shard: ShardSpec | Callable[[], ShardSpec] = ShardSpec(),
+    max_images: int | None = None,
+) -> tuple[RunReport, dict[str, Any] | None]:
+    """Score this shard's missing candidates into ``out`` and assemble once all are scored.
+
+    Returns the run report and, when this process assembled the dataset, its filter statistics.
+    ``shard`` may be a zero-argument callable (``lambda: resolve_shard(n, i)``): it is resolved
+    after the inputs are checked, so a bad input is reported before a launcher's environment.
+    """
+    from conceptforge.filters.sub.pipeline import assemble_stats
+
+    stage = build_stage(config, out=out)
+    shard = shard() if callable(shard) else shard
+    run = check_output(str(out), stage="sub/vqa-filter")  # one location object from here on
+    report = run_stage(stage, run, shard=shard, max_items=max_images)
+    if report.assembly is None or report.assembly.status != "assembled":
+        return report, None
+    return report, assemble_stats(run.store())

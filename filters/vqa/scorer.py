@@ -1,0 +1,418 @@
+"""Multiple-choice VQA scoring from the next-token logits of the option letters.
+
+For an image and a :class:`~filters.questions.MultipleChoiceQuestion`, the model sees the chat
+prompt "<image> What type of … A) … B) … Other" and we read the probability of each option
+letter as the first answer token. Probabilities are normalised over the options (what the
+filter ranks by); the letters' share of the whole next-token distribution is kept as
+``raw_mass``, a sanity value: a model that does not answer with a letter has a small mass.
+
+Any ``AutoModelForImageTextToText`` checkpoint with an ``AutoProcessor`` that carries a chat
+template works. Batches are right-padded and read at each row's last real token, so a batch
+gives the same numbers as one image at a time (left padding would shift position ids).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from PIL import Image
+
+from conceptforge.argtypes import check_device
+from conceptforge.errors import (
+    DependencyMissingError,
+    InvalidArgumentError,
+    WeightsUnavailableError,
+    one_line,
+)
+from conceptforge.filters.vqa.inputs import BatchEncoder
+from conceptforge.filters.vqa.questions import LETTERS, MultipleChoiceQuestion
+
+logger = logging.getLogger(__name__)
+
+#: The paper's VQA model (SUB paper, §4.2). Published as remote code (InternLM2 backbone).
+DEFAULT_VQA_MODEL = "OpenGVLab/InternVL2_5-8B"
+
+
+@dataclass(frozen=True)
+class OptionScores:
+    """One image's answer distribution over a question's options."""
+
+    options: tuple[str, ...]
+    probs: tuple[float, ...]  # normalised over the options, sums to 1
+    raw_mass: float  # total next-token probability of the option letters
+
+    @property
+    def answer(self) -> str:
+        best = max(range(len(self.probs)), key=lambda i: (self.probs[i], -i))
+        return self.options[best]
+
+    def prob(self, option: str) -> float:
+        return self.probs[self.options.index(option)]
+
+
+def default_device() -> torch.device:
+    return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+
+
+def default_dtype(device: torch.device) -> torch.dtype:
+    """bf16 on CUDA (the paper-scale models need it), fp32 on CPU (bf16 matmuls are slow there)."""
+    return torch.bfloat16 if device.type == "cuda" else torch.float32
+
+
+def _resolve_revision(model: Any) -> str | None:
+    return getattr(getattr(model, "config", None), "_commit_hash", None)
+
+
+def _check_remote_code(model_id: str, trust_remote_code: bool, revision: str | None) -> None:
+    """Refuse a checkpoint that needs its own code unless the user explicitly allowed it."""
+    from transformers import AutoConfig
+
+    if trust_remote_code:
+        logger.warning("--trust-remote-code: running Python code shipped with %s", model_id)
+        return
+    try:
+        AutoConfig.from_pretrained(model_id, revision=revision, trust_remote_code=False)
+    except ValueError as error:
+        if "trust_remote_code" in str(error):
+            raise InvalidArgumentError(
+                f"{model_id} ships its own model code; loading it runs that code, so it needs the "
+                "explicit --trust-remote-code flag (never enabled by default)"
+            ) from None
+        raise WeightsUnavailableError(f"cannot load VQA model {model_id}: {one_line(error)}") from None
+    except OSError as error:
+        raise WeightsUnavailableError(
+            f"cannot load VQA model {model_id}: {one_line(error)} "
+            "(a local path, or a Hub id that is cached or reachable; log in with `hf auth login` for gated models)"
+        ) from None
+
+
+def without_video_processor(processor_class: type) -> type:
+    """``processor_class`` accepting ``video_processor=None`` (its class check needs torchvision)."""
+
+    def check_argument_for_proper_class(self, argument_name, argument):
+        if argument is None and "video" in argument_name:
+            return None
+        return processor_class.check_argument_for_proper_class(self, argument_name, argument)
+
+    return type(
+        processor_class.__name__,
+        (processor_class,),
+        {"check_argument_for_proper_class": check_argument_for_proper_class},
+    )
+
+
+def _load_processor(model_id: str, *, revision: str | None, trust_remote_code: bool) -> Any:
+    """``AutoProcessor``, or its parts when the full processor needs torchvision.
+
+    InternVL's processor insists on a video processor, whose class check needs torchvision;
+    images never need it, so the processor is rebuilt from its tokenizer and image processor
+    with ``video_processor=None``.
+    """
+    from transformers import AutoProcessor
+
+    kwargs = {"revision": revision, "trust_remote_code": trust_remote_code}
+    try:
+        # The PIL image processor whether or not torchvision is installed (open_clip installs it):
+        # the same pixels everywhere, and the ones the fast input path (vqa_inputs) reproduces.
+        try:
+            return AutoProcessor.from_pretrained(model_id, backend="pil", **kwargs)
+        except TypeError:  # older transformers: no backend argument
+            return AutoProcessor.from_pretrained(model_id, **kwargs)
+    except (ImportError, ValueError, TypeError, AttributeError) as error:
+        if "torchvision" not in str(error).lower() and "video" not in str(error).lower():
+            raise WeightsUnavailableError(f"cannot load the processor of {model_id}: {error}") from None
+        logger.info("processor of %s needs torchvision for videos; building it without a video processor", model_id)
+        return _processor_without_video(model_id, kwargs, error)
+
+
+def _processor_without_video(model_id: str, kwargs: dict[str, Any], error: Exception) -> Any:
+    import json
+
+    import transformers
+    from huggingface_hub import hf_hub_download
+    from transformers import AutoImageProcessor, AutoTokenizer
+
+    try:
+        config_path = (
+            hf_hub_download(model_id, "processor_config.json", revision=kwargs["revision"])
+            if not (Path(model_id) / "processor_config.json").is_file()
+            else str(Path(model_id) / "processor_config.json")
+        )
+        processor_config = json.loads(Path(config_path).read_text(encoding="utf-8"))
+    except Exception:
+        processor_config = {}
+    name = processor_config.get("processor_class")
+    processor_class = getattr(transformers, name, None) if name else None
+    if processor_class is None:
+        raise DependencyMissingError(f"cannot build the processor of {model_id} without torchvision: {error}") from None
+    tokenizer = AutoTokenizer.from_pretrained(model_id, **kwargs)
+    try:
+        image_processor = AutoImageProcessor.from_pretrained(model_id, backend="pil", **kwargs)
+    except TypeError:  # older transformers: no backend argument
+        image_processor = AutoImageProcessor.from_pretrained(model_id, **kwargs)
+    extra = {
+        k: v
+        for k, v in processor_config.items()
+        if k not in {"processor_class", "image_processor", "video_processor", "tokenizer", "auto_map"}
+        and not isinstance(v, dict)
+    }
+    chat_template = getattr(tokenizer, "chat_template", None)
+    for template_name in ("chat_template.jinja", "chat_template.json"):
+        path = Path(model_id) / template_name
+        if chat_template is None and path.is_file():
+            text = path.read_text(encoding="utf-8")
+            chat_template = json.loads(text)["chat_template"] if template_name.endswith(".json") else text
+    return without_video_processor(processor_class)(
+        image_processor=image_processor, tokenizer=tokenizer, video_processor=None, chat_template=chat_template, **extra
+    )
+
+
+@torch.inference_mode()
+def next_token_logits(model: Any, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Logits at each row's last real token, without materialising [B, L, vocab] (the scorer's
+    forward; the GPU device check times it at InternVL-2.5-8B's shape)."""
+    mask = inputs["attention_mask"]
+    last = mask.shape[1] - 1 - mask.flip(1).int().argmax(dim=1)
+    rows = torch.arange(mask.shape[0], device=mask.device)
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    backbone = getattr(model, "model", None)
+    if head is not None and backbone is not None:
+        hidden = backbone(**inputs).last_hidden_state
+        return head(hidden[rows, last]).float()
+    logits = model(**inputs).logits
+    return logits[rows, last].float()
+
+
+class VQAScorer:
+    """Option-letter probabilities of a vision-language model for multiple-choice questions."""
+
+    def __init__(
+        self,
+        model: Any,
+        processor: Any,
+        *,
+        model_id: str = "",
+        device: torch.device | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        self.device = device or next(model.parameters()).device
+        self.dtype = dtype or next(model.parameters()).dtype
+        self.model = model.eval()
+        self.processor = processor
+        self.model_id = model_id
+        self.revision = _resolve_revision(model)
+        tokenizer = getattr(processor, "tokenizer", None)
+        if tokenizer is None:
+            raise WeightsUnavailableError(f"the processor of {model_id or 'the model'} has no tokenizer")
+        if getattr(processor, "chat_template", None) is None and getattr(tokenizer, "chat_template", None) is None:
+            raise WeightsUnavailableError(
+                f"{model_id or 'the model'} has no chat template; use a chat/instruct checkpoint"
+            )
+        tokenizer.padding_side = "right"  # see module docstring
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        self.tokenizer = tokenizer
+        self._encoder = BatchEncoder(processor, tokenizer)
+        self._letter_ids: dict[int, list[list[int]]] = {}
+        self._prompts: dict[str, str] = {}
+        self.forward_seconds = 0.0  # time inside the model forward (for the benchmark)
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        model_id: str = DEFAULT_VQA_MODEL,
+        *,
+        trust_remote_code: bool = False,
+        revision: str | None = None,
+        device: str | torch.device | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> VQAScorer:
+        device = (
+            torch.device(check_device(str(device))) if device is not None else default_device()
+        )  # before any import
+        from transformers import AutoModelForImageTextToText
+
+        dtype = dtype or default_dtype(device)
+        _check_remote_code(model_id, trust_remote_code, revision)
+        processor = _load_processor(model_id, revision=revision, trust_remote_code=trust_remote_code)
+        try:
+            model = AutoModelForImageTextToText.from_pretrained(
+                model_id, revision=revision, trust_remote_code=trust_remote_code, dtype=dtype
+            )
+        except ValueError as error:
+            raise WeightsUnavailableError(
+                f"{model_id} does not load as AutoModelForImageTextToText ({one_line(error)}); "
+                "use an image-text-to-text checkpoint in transformers' format"
+            ) from None
+        model.to(device)
+        logger.info("VQA model %s on %s (%s)", model_id, device, str(dtype).replace("torch.", ""))
+        return cls(model, processor, model_id=model_id, device=device, dtype=dtype)
+
+    # -- option letters ------------------------------------------------------------------------
+    def answer_token_ids(self, answer: str, *, what: str = "answer") -> list[int]:
+        """Token ids counted for a one-token answer: the bare word, plus " word" when that is
+        one token too (a chat model may start its reply with either).
+
+        Refuses a tokenizer that does not encode ``answer`` as one token that decodes back to it:
+        reading the logit of a piece of the answer would silently mis-score.
+        """
+        name = self.model_id or "the VQA model"
+        bare = self.tokenizer.encode(answer, add_special_tokens=False)
+        if len(bare) != 1 or self.tokenizer.decode(bare).strip() != answer:
+            raise WeightsUnavailableError(
+                f"the tokenizer of {name} encodes {what} {answer!r} as {len(bare)} tokens {bare}, not one; "
+                f"scoring it from the next-token probabilities needs a single-token {what}, so this model cannot be used"
+            )
+        variants = [bare[0]]
+        spaced = self.tokenizer.encode(" " + answer, add_special_tokens=False)
+        if len(spaced) == 1 and spaced[0] != bare[0] and self.tokenizer.decode(spaced).strip() == answer:
+            variants.append(spaced[0])
+        return variants
+
+    def letter_token_ids(self, num_options: int) -> list[list[int]]:
+        """Token ids counted for each option letter (:meth:`answer_token_ids` of A, B, …)."""
+        if num_options in self._letter_ids:
+            return self._letter_ids[num_options]
+        if num_options > len(LETTERS):
+            raise InvalidArgumentError(f"{num_options} options exceed the letters A-Z")
+        ids: list[list[int]] = []
+        owner: dict[int, str] = {}
+        name = self.model_id or "the VQA model"
+        for letter in LETTERS[:num_options]:
+            variants = self.answer_token_ids(letter, what="option letter")
+            for token in variants:
+                if token in owner:
+                    raise WeightsUnavailableError(
+                        f"the tokenizer of {name} maps letters {owner[token]!r} and {letter!r} to one token"
+                    )
+                owner[token] = letter
+            ids.append(variants)
+        self._letter_ids[num_options] = ids
+        return ids
+
+    # -- prompts -------------------------------------------------------------------------------
+    def prompt(self, question: MultipleChoiceQuestion) -> str:
+        return self.prompt_text(question.text)
+
+    def prompt_text(self, text: str) -> str:
+        """The chat prompt of one user turn: the image, then ``text``; the assistant's turn opened."""
+        if text not in self._prompts:
+            messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}]
+            self._prompts[text] = self.processor.apply_chat_template(
+                messages, add_generation_prompt=True, tokenize=False
+            )
+        return self._prompts[text]
+
+    # -- scoring -------------------------------------------------------------------------------
+    def _next_token_logits(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        return next_token_logits(self.model, inputs)
+
+    def _encode(
+        self,
+        images: Sequence[Image.Image],
+        texts: Sequence[str],
+        *,
+        pool: ThreadPoolExecutor | None = None,
+    ) -> dict[str, torch.Tensor]:
+        inputs = self._encoder(images, [self.prompt_text(t) for t in texts], pool=pool)
+        out = {}
+        for key, value in inputs.items():
+            if isinstance(value, torch.Tensor):
+                value = value.to(self.device)
+                if value.is_floating_point():
+                    value = value.to(self.dtype)
+                out[key] = value
+        return out
+
+    def _letter_index(self, num_options: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """All counted token ids of the letters, and which option each one belongs to."""
+        letters = self.letter_token_ids(num_options)
+        flat = [token for ids in letters for token in ids]
+        owner = [index for index, ids in enumerate(letters) for _ in ids]
+        return torch.tensor(flat), torch.tensor(owner)
+
+    def next_token_probabilities(
+        self,
+        images: Sequence[Image.Image],
+        texts: Sequence[str],
+        *,
+        batch_size: int = 8,
+        prefetch: bool = True,
+    ) -> Iterator[tuple[int, torch.Tensor]]:
+        """``(start, probs)`` per batch: the next-token distribution ([B, vocab], float32, CPU)
+        after the chat prompt of ``images[i]`` with ``texts[i]``, ``batch_size`` pairs at a time.
+
+        With ``prefetch`` the next batch is preprocessed (image resizing, tokenisation) in a
+        background thread while the model runs on the current one, and that thread helps with
+        the first batch. Preprocessing reuses token ids and skips the processor's per-image
+        NumPy path once it has checked it gives the same tensors (see ``vqa_inputs``).
+        """
+        if len(images) != len(texts):
+            raise ValueError("one text per image")
+        if batch_size < 1:
+            raise InvalidArgumentError(f"--batch-size must be >= 1, got {batch_size}")
+        starts = list(range(0, len(images), batch_size))
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pending = None
+
+            def encode(start: int, helper: ThreadPoolExecutor | None = None):
+                return self._encode(images[start : start + batch_size], texts[start : start + batch_size], pool=helper)
+
+            for number, start in enumerate(starts):
+                # The first batch has nothing to overlap with: it is encoded here, with the idle
+                # prefetch thread resizing half of its images; later ones were prefetched.
+                inputs = pending.result() if prefetch and number else encode(start, pool if prefetch else None)
+                if number + 1 < len(starts):
+                    pending = pool.submit(encode, starts[number + 1]) if prefetch else None
+                if self.device.type == "cuda":
+                    torch.cuda.synchronize(self.device)
+                begin = time.perf_counter()
+                logits = self._next_token_logits(inputs)
+                if self.device.type == "cuda":
+                    torch.cuda.synchronize(self.device)
+                self.forward_seconds += time.perf_counter() - begin
+                yield start, torch.softmax(logits, dim=-1).cpu()
+
+    def score(
+        self,
+        images: Sequence[Image.Image],
+        questions: Sequence[MultipleChoiceQuestion],
+        *,
+        batch_size: int = 8,
+        prefetch: bool = True,
+    ) -> list[OptionScores]:
+        """Option distributions for ``images[i]`` answering ``questions[i]``, ``batch_size`` at a time
+        (:meth:`next_token_probabilities`, read at the option letters)."""
+        if len(images) != len(questions):
+            raise ValueError("one question per image")
+        index = {}
+        for question in {q.text: q for q in questions}.values():
+            index[len(question.options)] = self._letter_index(len(question.options))
+        results: list[OptionScores] = []
+        texts = [q.text for q in questions]
+        for start, probs in self.next_token_probabilities(images, texts, batch_size=batch_size, prefetch=prefetch):
+            for row, question in enumerate(questions[start : start + batch_size]):
+                flat, owner = index[len(question.options)]
+                results.append(option_scores(question.options, probs[row], flat, owner))
+        return results
+
+
+def option_scores(options: Sequence[str], probs: torch.Tensor, flat: torch.Tensor, owner: torch.Tensor) -> OptionScores:
+    """The SUB filter's option-letter rule: each option's next-token mass (summed over its letter's
+    token variants), normalised over the options; uniform when the letters carry no mass."""
+    mass = torch.zeros(len(options), dtype=torch.float64)
+    mass.index_add_(0, owner, probs[flat].double())
+    total = float(mass.sum())
+    if total <= 0 or not math.isfinite(total):
+        normalised = tuple(1.0 / len(mass) for _ in range(len(mass)))
+    else:
+        normalised = tuple((mass / total).tolist())
+    return OptionScores(tuple(options), normalised, total)

@@ -1,0 +1,1 @@
+"""The evaluation harness of ``conceptforge evaluate``: tasks, their runner, and the model adapters."""

@@ -1,0 +1,217 @@
+"""Generative VLMs (``AutoModelForImageTextToText`` with a chat template): ``match`` and ``choose``.
+
+* ``match`` is VQAScore (Lin et al. 2024, t2v_metrics): the next-token probability of "Yes" after
+  the chat prompt "<image> Does this figure show "{text}"? Please answer yes or no." — the whole
+  vocabulary's softmax, not renormalised over yes/no (ConceptBed's ViLT oracle reads P("yes") the
+  same way). "Yes" and " Yes" are both counted when each is one token.
+* ``choose`` is the SUB filter's rule (``filters/vqa/scorer.py``, shared, not copied): the options are
+  lettered A, B, … in the question, and each option's probability is its letter's next-token
+  probability, normalised over the options.
+
+Both run through the filter's :class:`~conceptforge.filters.vqa.scorer.VQAScorer`: batches of
+(image, prompt) pairs in one forward, right-padded and read at each row's last token, with the
+next batch preprocessed while the model runs. Every number is cached on disk per (model
+revision, dtype, image content, prompt), like the embedding cache, so a second task or a rerun
+asking the same question of the same image reads it back; a value is always returned as the
+cache stores it (float32), so a cached and a computed run write the same rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from conceptforge.loaders.harness.adapters.base import VLM, load_revision
+
+logger = logging.getLogger(__name__)
+
+#: t2v_metrics' VQAScore question and answer.
+VQASCORE_QUESTION = 'Does this figure show "{text}"? Please answer yes or no.'
+VQASCORE_ANSWER = "Yes"
+#: ConceptBed's composition questions are already yes/no questions ("is there a dog?").
+YES_NO_SUFFIX = " Please answer yes or no."
+VQASCORE_PROTOCOL = f"VQAScore: P({VQASCORE_ANSWER!r}) as the next token after {VQASCORE_QUESTION!r}"
+CHOOSE_PROTOCOL = "option letters: next-token probability of each option's letter, normalised over the options"
+
+
+def _slug(text: str) -> str:
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:120] or "model"
+
+
+class GenerativeVLMAdapter:
+    """VQAScore ``match``, option-letter ``choose``, yes/no ``answer`` — cached."""
+
+    family = VLM
+    protocol = VQASCORE_PROTOCOL
+    kind = "vlm"  # CompMap's activation key and progress label
+
+    def __init__(self, scorer: Any, *, revision: str, cache_dir: str | Path | None) -> None:
+        from conceptforge.loaders.harness.embeddings import default_cache_dir
+
+        self.scorer = scorer
+        self.model_id = scorer.model_id
+        self.revision = revision
+        dtype = str(scorer.dtype).replace("torch.", "")
+        root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        self.cache_namespace = root / "vlm-scores" / _slug(self.model_id) / _slug(revision) / dtype
+        self._caches: dict[str, Any] = {}
+        self._yes: list[int] | None = None
+        self.computed = 0  # (image, prompt) pairs run through the model, not read from the cache
+
+    # ----------------------------------------------------------------------------- cache
+    def _cache(self, name: str):
+        from conceptforge.loaders.harness.embeddings import EmbeddingCache
+
+        if name not in self._caches:
+            self._caches[name] = EmbeddingCache(self.cache_namespace / f"{name}.sqlite")
+        return self._caches[name]
+
+    @staticmethod
+    def _key(image_key: str, prompt: str) -> str:
+        return hashlib.sha256(f"{image_key}\n{prompt}".encode()).hexdigest()
+
+    def _cached(self, name: str, images: Sequence[Any], prompts: Sequence[str], compute) -> list[np.ndarray]:
+        """One float32 vector per (image, prompt); ``compute(pils, prompts)`` runs the missing
+        ones (each distinct pair once) and returns their vectors."""
+        from conceptforge.loaders.harness.embeddings import image_key, load_pil
+
+        image_keys = [image_key(image) for image in images]
+        keys = [self._key(k, p) for k, p in zip(image_keys, prompts)]
+        cache = self._cache(name)
+        found = cache.get_many(keys)
+        missing: dict[str, int] = {}
+        for position, key in enumerate(keys):
+            if key not in found and key not in missing:
+                missing[key] = position
+        if missing:
+            decoded: dict[str, Any] = {}
+            positions = list(missing.values())
+            for p in positions:  # each distinct image decoded once, however many prompts it has
+                if image_keys[p] not in decoded:
+                    decoded[image_keys[p]] = load_pil(images[p])
+            pils = [decoded[image_keys[p]] for p in positions]
+            vectors = compute(pils, [prompts[p] for p in positions])
+            rows = [(key, np.asarray(vector, dtype=np.float32)) for key, vector in zip(missing, vectors)]
+            cache.put_many(rows)
+            found.update(rows)
+            self.computed += len(rows)
+        return [np.asarray(found[key], dtype=np.float32) for key in keys]
+
+    # ----------------------------------------------------------------------------- yes/no
+    def yes_token_ids(self) -> list[int]:
+        if self._yes is None:
+            self._yes = self.scorer.answer_token_ids(VQASCORE_ANSWER, what="answer")
+        return self._yes
+
+    def _yes_vectors(self, pils: list[Any], prompts: list[str], batch_size: int) -> list[np.ndarray]:
+        import torch
+
+        yes = torch.tensor(self.yes_token_ids())
+        out: list[np.ndarray] = []
+        for _, probs in self.scorer.next_token_probabilities(pils, prompts, batch_size=batch_size):
+            p_yes = probs[:, yes].double().sum(dim=1)
+            top = probs.max(dim=1)
+            is_yes = torch.isin(top.indices, yes)
+            out += [np.array([float(a), float(b), float(c)]) for a, b, c in zip(p_yes, top.values, is_yes)]
+        return out
+
+    def answer(self, images: Sequence[Any], questions: Sequence[str], *, batch_size: int = 8) -> np.ndarray:
+        """[N, 3] per (image, yes/no question): P("Yes"), the top next-token probability, and
+        whether "Yes" is the top token."""
+        if len(images) != len(questions):
+            raise ValueError("one question per image")
+        vectors = self._cached(
+            "yes",
+            images,
+            list(questions),
+            lambda pils, prompts: self._yes_vectors(pils, prompts, batch_size),
+        )
+        return np.stack(vectors) if vectors else np.zeros((0, 3), dtype=np.float32)
+
+    # ----------------------------------------------------------------------------- capabilities
+    def match(self, images: Sequence[Any], texts: Sequence[Sequence[str]], *, batch_size: int = 8) -> list[list[float]]:
+        """VQAScore of each image with each of its texts, all pairs batched together."""
+        flat_images = [image for image, row in zip(images, texts) for _ in row]
+        flat = [VQASCORE_QUESTION.format(text=text) for row in texts for text in row]
+        p_yes = self.answer(flat_images, flat, batch_size=batch_size)[:, 0] if flat else np.zeros(0)
+        out, start = [], 0
+        for row in texts:
+            out.append([float(x) for x in p_yes[start : start + len(row)]])
+            start += len(row)
+        return out
+
+    def choose(self, images: Sequence[Any], questions: Sequence[Any], *, batch_size: int = 8) -> list[Any]:
+        """The option distribution (``filters.vqa.OptionScores``) of each image's multiple-choice
+        question (``filters.questions.MultipleChoiceQuestion``)."""
+        from conceptforge.filters.vqa.scorer import OptionScores
+
+        if len(images) != len(questions):
+            raise ValueError("one question per image")
+        by_text = {q.text: q for q in questions}
+
+        def compute(pils: list[Any], prompts: list[str]) -> list[np.ndarray]:
+            scores = self.scorer.score(pils, [by_text[p] for p in prompts], batch_size=batch_size)
+            return [np.array([*s.probs, s.raw_mass]) for s in scores]
+
+        vectors = self._cached("choose", images, [q.text for q in questions], compute)
+        return [
+            OptionScores(tuple(q.options), tuple(float(x) for x in v[:-1]), float(v[-1]))
+            for q, v in zip(questions, vectors)
+        ]
+
+    def score_image(self, image: Any, texts: list[str], *, batch_size: int = 8):
+        """[T] CompMap activations of one image: the log-odds of its VQAScore with each text
+        (the analogue of BLIP's ITM log-odds; ours, the CompMap paper has no generative VLM)."""
+        import torch
+
+        p = torch.tensor(self.match([image], [texts], batch_size=batch_size)[0], dtype=torch.float64)
+        p = p.clamp(1e-12, 1 - 1e-12)
+        return (torch.log(p) - torch.log1p(-p)).float()
+
+    def close(self) -> None:
+        for cache in self._caches.values():
+            cache.close()
+        self._caches.clear()
+
+
+class VQAOracleView:
+    """The ConceptBed composition oracle (``filters.conceptbed_oracles.VQAOracle``'s ``score``)
+    answered by a generative VLM: P("Yes") to each yes/no question, the top next-token
+    probability as the max probability, and "Yes" on top as the oracle's verdict."""
+
+    def __init__(self, adapter: GenerativeVLMAdapter, *, suffix: str = YES_NO_SUFFIX) -> None:
+        self.adapter = adapter
+        self.suffix = suffix
+
+    def score(self, images: Sequence[Any], questions: Sequence[str], *, batch_size: int = 8):
+        from conceptforge.filters.conceptbed.oracles import ConceptScores
+
+        values = self.adapter.answer(
+            list(images), [_capitalised(q) + self.suffix for q in questions], batch_size=batch_size
+        )
+        values = values.astype(np.float64)
+        return ConceptScores(values[:, 0], values[:, 1], values[:, 2] > 0.5)
+
+
+def _capitalised(question: str) -> str:
+    return question[:1].upper() + question[1:]
+
+
+def load(model: Any, *, device: str | None, dtype: str | None, cache_dir: str | None) -> GenerativeVLMAdapter:
+    import torch
+
+    from conceptforge.filters.vqa.scorer import VQAScorer
+    from conceptforge.loaders.harness.embeddings import embedding_revision
+
+    revision = load_revision(model)
+    scorer = VQAScorer.from_pretrained(
+        model.id, revision=revision, device=device, dtype=getattr(torch, dtype) if dtype else None
+    )
+    return GenerativeVLMAdapter(scorer, revision=embedding_revision(model.id, revision), cache_dir=cache_dir)

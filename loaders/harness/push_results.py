@@ -1,0 +1,391 @@
+"""Publish a run's results in the model repo, and the task ids a benchmark's ``eval.yaml`` declares.
+
+Why two formats in one commit: the Hub reads evaluation results from ``.eval_results/*.yaml`` in
+the model repo (huggingface_hub's :class:`EvalResultEntry`; they appear on the model page and on
+the benchmark dataset's leaderboard), while older tools read the ``model-index`` of the model
+card (:class:`EvalResult`). Both are written in ONE commit (or one pull request), so the repo
+never shows one without the other.
+
+Nothing here writes to a dataset repo: an evaluator usually does not own the benchmark, and a
+dataset becomes a Hub benchmark through the root ``eval.yaml`` its owner publishes
+(``conceptforge publish --eval-framework NAME --eval-tasks ...``, :func:`benchmark_tasks`). The
+task ids of both sides come from the same function (:func:`hub_task_id` over each task's
+``leaderboard`` metrics), so the ids in the models' ``.eval_results`` are the ids the dataset
+declares; after pushing, :func:`undeclared_ids` reads each dataset's ``eval.yaml`` and says
+which pushed ids it does not list.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml  # PyYAML: a dependency of huggingface_hub
+
+from conceptforge.cards.hub_eval import EVAL_YAML
+from conceptforge.errors import HubError, InvalidArgumentError
+
+logger = logging.getLogger(__name__)
+
+RESULTS_PATH = ".eval_results/conceptforge.yaml"
+SAMPLES_PATH = ".eval_results/samples"  # per-task parquet files (--push-samples)
+
+
+def hub_task_id(task: str, metric: str, config: str | None = None) -> str:
+    """The id a value is filed under in the dataset's ``eval.yaml`` and the model's results:
+    ``task.metric``, or ``task.config.metric`` in a repo with several configs (pass ``config``
+    only then: a one-config repo's ids do not depend on its config's name)."""
+    return f"{task}.{metric}" if not config or config == "default" else f"{task}.{config}.{metric}"
+
+
+def task_id(task: str, metric: str) -> str:
+    """The model-index metric type of a value (kept: existing model cards use it)."""
+    return f"{task}.{metric}"
+
+
+def metric_split(task: dict[str, Any], metric: str) -> str:
+    for split in ("train", "val", "gen", "test"):
+        if metric.split(".")[-1].startswith(split + "_"):
+            return split
+    split = task["dataset"].get("split") or "test"
+    return split.split(",")[-1]
+
+
+def _changed_options(task: dict[str, Any]) -> list[str]:
+    """``name=value`` for every option the run changed from the task's defaults."""
+    from conceptforge.loaders.harness.registry import all_tasks
+
+    spec = all_tasks().get(task["task"])
+    if spec is None:
+        return []
+    changed = []
+    for name, default in spec.option_defaults().items():
+        value = task.get("options", {}).get(name, default)
+        as_list = list(default) if isinstance(default, tuple) else default
+        if value != as_list and value != default:
+            shown = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else value
+            changed.append(f"{name}={shown}")
+    return changed
+
+
+def _notes(task: dict[str, Any], metric: dict[str, Any]) -> str:
+    parts = [f"{task['protocol']}; {task['variant']}"]
+    if metric.get("stderr") is not None:
+        seeds = f" over seeds {','.join(map(str, task['seeds']))}" if task.get("seeds") else ""
+        parts.append(f"± {100 * metric['stderr']:.2f} s.e.{seeds}")
+    changed = _changed_options(task)
+    if changed:
+        parts.append("non-default options: " + " ".join(changed))
+    return "; ".join(parts)
+
+
+def _evaluated_splits(task_split: str | None, available: Sequence[str]) -> list[str]:
+    wanted = [s for s in (task_split or "test").split(",") if s]
+    return [s for s in wanted if s in set(available)]
+
+
+def benchmark_tasks(names: Sequence[str], splits_by_config: Mapping[str, Sequence[str]]) -> list[dict[str, str]]:
+    """The ``eval.yaml`` tasks of a dataset for conceptforge tasks ``names`` (default options):
+    one ``{id, config, split}`` per leaderboard metric, config and evaluated split of the dataset."""
+    from conceptforge.loaders.harness.registry import get_task
+
+    declared: list[dict[str, str]] = []
+    for name in names:
+        task = get_task(name)
+        if task.leaderboard is None:
+            raise InvalidArgumentError(
+                f"{name} has no Hub dataset leaderboard (it scores {'a local folder' if task.needs else 'the model'}"
+                "'s data, not a dataset's rows): leave it out of --eval-tasks"
+            )
+        found = False
+        several = len(splits_by_config) > 1
+        for config, available in splits_by_config.items():
+            splits = _evaluated_splits(task.split, available)
+            for metric, split in task.leaderboard(splits, task.option_defaults()):
+                found = True
+                task_id = hub_task_id(name, metric, config if several else None)
+                declared.append({"id": task_id, "config": config, "split": split})
+        if not found:
+            raise InvalidArgumentError(
+                f"{name} evaluates split(s) {task.split or 'test'}, which this dataset does not have "
+                f"({', '.join(sorted({s for v in splits_by_config.values() for s in v}))})"
+            )
+    return declared
+
+
+def supports_eval_results_folder() -> bool:
+    """Whether the installed huggingface_hub knows the ``.eval_results/`` format."""
+    import huggingface_hub
+
+    return hasattr(huggingface_hub, "EvalResultEntry") and hasattr(huggingface_hub, "eval_result_entries_to_yaml")
+
+
+def _hub_metrics(payload: dict[str, Any]):
+    """(task, dataset, metric name, metric) for every measured metric on a Hub dataset: what is pushed."""
+    for task in payload["tasks"]:
+        dataset = task["dataset"]
+        if dataset.get("source") != "hub":
+            continue
+        for name, metric in task["metrics"].items():
+            if metric.get("value") is not None:
+                yield task, dataset, name, metric
+
+
+def leaderboard_metrics(task: dict[str, Any]) -> set[str]:
+    """The metrics of a results-file task that are Hub leaderboards (what ``eval.yaml`` declares
+    for the task's default options on the splits it evaluated)."""
+    from conceptforge.loaders.harness.registry import all_tasks
+
+    spec = all_tasks().get(task["task"])
+    if spec is None or spec.leaderboard is None:
+        return set()
+    splits = [s for s in (task["dataset"].get("split") or spec.split or "test").split(",") if s]
+    return {metric for metric, _ in spec.leaderboard(splits, spec.option_defaults())}
+
+
+def _id_config(task: dict[str, Any], several_configs: bool) -> str | None:
+    """The config part of a task's ids: the config it evaluated, in a repo with several configs."""
+    if not several_configs:
+        return None
+    return task.get("options", {}).get("config") or task["dataset"].get("config")
+
+
+def dataset_configs(api, repo: str, revision: str) -> list[str]:
+    """The configs a dataset's card declares at ``revision`` (``["default"]`` when it declares none)."""
+    from conceptforge.cards.validate import parse_card_yaml
+    from conceptforge.errors import ConceptforgeError
+
+    text = _download_text(api, repo, "README.md", repo_type="dataset", revision=revision)
+    try:
+        configs = parse_card_yaml(text).get("configs") if text else None
+    except ConceptforgeError:
+        configs = None
+    names = [c.get("config_name") for c in configs or [] if isinstance(c, dict)]
+    return names or ["default"]
+
+
+def hub_entries(payload: dict[str, Any], several_configs: Mapping[tuple[str, str], bool] | None = None):
+    """``EvalResultEntry`` per leaderboard metric measured on a Hub dataset (values in %).
+
+    ``several_configs[(repo, sha)]``: whether that dataset has several configs (then the ids name
+    the evaluated config, as ``publish`` declares them); unknown datasets count as one-config.
+    """
+    from huggingface_hub import EvalResultEntry
+
+    entries = []
+    for task, dataset, name, metric in _hub_metrics(payload):
+        if name not in leaderboard_metrics(task):
+            continue  # chance levels, per-model extras: in the model-index and the results file only
+        several = bool((several_configs or {}).get((dataset["repo"], dataset["sha"])))
+        entries.append(
+            EvalResultEntry(
+                dataset_id=dataset["repo"],
+                task_id=hub_task_id(task["task"], name, _id_config(task, several)),
+                value=round(100 * metric["value"], 4),
+                dataset_revision=dataset["sha"],
+                date=payload.get("created") or None,
+                notes=_notes(task, metric),
+            )
+        )
+    return entries
+
+
+def model_index_results(payload: dict[str, Any]):
+    """The same values as legacy ``model-index`` :class:`EvalResult` entries."""
+    from huggingface_hub import EvalResult
+
+    results = []
+    for task, dataset, name, metric in _hub_metrics(payload):
+        # model-index groups results by (task type, dataset) and keeps one task name per group,
+        # so the task is named in metric_type (unique), and task_name is the benchmark.
+        results.append(
+            EvalResult(
+                task_type="image-classification",
+                task_name=task["benchmark"],
+                dataset_type=dataset["repo"],
+                dataset_name=dataset["repo"],
+                dataset_revision=dataset["sha"],
+                dataset_config=dataset.get("config"),
+                dataset_split=metric_split(task, name),
+                metric_type=task_id(task["task"], name),
+                metric_name=f"{task['task']} {name} (%)",
+                metric_value=round(100 * metric["value"], 4),
+            )
+        )
+    return results
+
+
+@dataclass
+class PushReport:
+    model_repo: str
+    model_commit: str | None
+    pull_request: str | None = None  # --results-pr: the pull request's URL
+    entries: int = 0  # .eval_results entries written
+    # per dataset: the pushed task ids its eval.yaml (at the evaluated revision) does not declare;
+    # None when it has no eval.yaml at all
+    undeclared: dict[str, list[str] | None] = field(default_factory=dict)
+
+
+def _download_text(api, repo_id: str, path: str, *, repo_type: str, revision: str | None = None) -> str | None:
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError, RemoteEntryNotFoundError
+
+    try:
+        with open(
+            hf_hub_download(
+                repo_id, path, repo_type=repo_type, revision=revision, endpoint=api.endpoint, token=api.token
+            ),
+            encoding="utf-8",
+        ) as handle:
+            return handle.read()
+    except (EntryNotFoundError, RemoteEntryNotFoundError):
+        return None
+
+
+def _merged_card(existing: str | None, model_id: str, results) -> str:
+    from huggingface_hub import ModelCard, ModelCardData
+
+    card = ModelCard(existing) if existing and existing.lstrip().startswith("---") else None
+    if card is None:
+        body = existing or f"# {model_id}\n"
+        card = ModelCard(f"---\n{ModelCardData().to_yaml()}\n---\n{body}")
+    ours = {(r.dataset_type, r.metric_type) for r in results}
+    kept = [r for r in (card.data.eval_results or []) if (r.dataset_type, r.metric_type) not in ours]
+    card.data.eval_results = kept + list(results)
+    card.data.model_name = card.data.model_name or model_id
+    return str(card)
+
+
+def push_model_results(
+    payload: dict[str, Any],
+    repo_id: str,
+    *,
+    api=None,
+    create_pr: bool = False,
+    samples: list[Path] = (),  # type: ignore[assignment]
+    several_configs: Mapping[tuple[str, str], bool] | None = None,
+) -> tuple[str, str | None, int]:
+    """One commit (or pull request) to model repo ``repo_id``: ``.eval_results/conceptforge.yaml``
+    + model-index, and the per-task samples files under ``.eval_results/samples/`` when ``samples``
+    names them (``--push-samples``: they can be large, so only on request). Returns (commit id,
+    pull request URL or None, number of .eval_results entries)."""
+    from huggingface_hub import CommitOperationAdd, HfApi
+    from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
+
+    api = api or HfApi()
+    model_index = model_index_results(payload)
+    if not model_index:
+        raise InvalidArgumentError(
+            "no result was measured on a Hub dataset: nothing the Hub can list (results stay in the JSON file)"
+        )
+    entries = hub_entries(payload, several_configs) if supports_eval_results_folder() else []
+    try:
+        api.repo_info(repo_id, repo_type="model")
+        card = _merged_card(_download_text(api, repo_id, "README.md", repo_type="model"), repo_id, model_index)
+        operations = [CommitOperationAdd("README.md", io.BytesIO(card.encode("utf-8")))]
+        operations += [CommitOperationAdd(f"{SAMPLES_PATH}/{Path(file).name}", str(file)) for file in samples]
+        if entries:
+            from huggingface_hub import eval_result_entries_to_yaml
+
+            results_yaml = yaml.safe_dump(eval_result_entries_to_yaml(entries), sort_keys=False, allow_unicode=True)
+            operations.insert(0, CommitOperationAdd(RESULTS_PATH, io.BytesIO(results_yaml.encode("utf-8"))))
+        elif not supports_eval_results_folder():
+            logger.warning(
+                "huggingface_hub %s has no EvalResultEntry: results go to the model card's model-index only",
+                __import__("huggingface_hub").__version__,
+            )
+        else:
+            logger.warning("no task of this run has a Hub leaderboard metric: results go to the model-index only")
+        summary = f"conceptforge evaluate: {', '.join(t['task'] for t in payload['tasks'])}"
+        info = api.create_commit(
+            repo_id,
+            repo_type="model",
+            commit_message=summary,
+            create_pr=create_pr,
+            commit_description=f"conceptforge {payload['conceptforge_version']}; datasets: "
+            + ", ".join(
+                sorted(
+                    {
+                        f"{t['dataset']['repo']}@{t['dataset']['sha']}"
+                        for t in payload["tasks"]
+                        if t["dataset"].get("source") == "hub"
+                    }
+                )
+            ),
+            operations=operations,
+        )
+    except RepositoryNotFoundError:
+        raise HubError(
+            f"no model repo {repo_id} on the Hub (or no access): pass --results-repo with a repo you can write"
+        ) from None
+    except HfHubHTTPError as error:
+        raise HubError(f"cannot push results to {repo_id}: {str(error).splitlines()[0]}") from None
+    logger.info("pushed %d results to %s (%s)", len(model_index), repo_id, info.oid)
+    return info.oid, (info.pr_url if create_pr else None), len(entries)
+
+
+def undeclared_ids(
+    payload: dict[str, Any], *, api=None, several_configs: Mapping[tuple[str, str], bool] | None = None
+) -> dict[str, list[str] | None]:
+    """Per Hub dataset of the run: the pushed task ids its ``eval.yaml`` (read at the evaluated
+    revision) does not declare, or None when it has no ``eval.yaml``. Reads only."""
+    from huggingface_hub import HfApi
+
+    api = api or HfApi()
+    pushed: dict[tuple[str, str], set[str]] = {}
+    for entry in hub_entries(payload, several_configs):
+        pushed.setdefault((entry.dataset_id, entry.dataset_revision), set()).add(entry.task_id)
+    report: dict[str, list[str] | None] = {}
+    for (repo, revision), ids in sorted(pushed.items()):
+        text = _download_text(api, repo, EVAL_YAML, repo_type="dataset", revision=revision)
+        if text is None:
+            report[repo] = None
+            continue
+        data = yaml.safe_load(text)
+        declared = {t.get("id") for t in (data or {}).get("tasks", []) if isinstance(t, dict)}
+        report[repo] = sorted(ids - declared)
+    return report
+
+
+def check_push(datasets: list[str | None]) -> None:
+    """Refuse ``--push-results`` before any evaluation when the push cannot happen: no task
+    measured on a Hub dataset (nothing the Hub can list), offline, or no token to write with."""
+    import os
+
+    from huggingface_hub import get_token
+
+    from conceptforge.external_errors import hub_offline, offline_reason
+
+    if all(dataset is None or os.path.isdir(dataset) for dataset in datasets):
+        raise InvalidArgumentError(
+            "--push-results: every task runs on a local dataset folder, so no result could be listed on the Hub; "
+            "evaluate on the published datasets (ORG/NAME@REVISION) or drop --push-results"
+        )
+    if hub_offline():
+        raise HubError(f"--push-results needs the Hub, but {offline_reason()}")
+    if not get_token():
+        raise InvalidArgumentError(
+            "--push-results needs a Hub token with write access: set HF_TOKEN or run `hf auth login`"
+        )
+
+
+def push_results(
+    payload: dict[str, Any], *, repo_id: str, create_pr: bool = False, samples: list[Path] = ()
+) -> PushReport:  # type: ignore[assignment]
+    """The model's results (one commit or pull request, with ``samples`` files when given); then,
+    reading only, which pushed task ids each dataset's ``eval.yaml`` does not declare."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError
+
+    api = HfApi()
+    commit, pull_request, entries = push_model_results(payload, repo_id, api=api, create_pr=create_pr, samples=samples)
+    try:
+        undeclared = undeclared_ids(payload, api=api)
+    except (HfHubHTTPError, OSError, yaml.YAMLError) as error:  # a read after the push: the push succeeded
+        logger.warning("could not read the datasets' eval.yaml after pushing: %s", str(error).splitlines()[0])
+        undeclared = {}
+    return PushReport(repo_id, commit, pull_request, entries, undeclared)

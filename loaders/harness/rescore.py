@@ -1,0 +1,92 @@
+"""``conceptforge evaluate --from-predictions DIR``: every metric again from the per-sample files.
+
+Why it reproduces a run exactly: a live run already reports the metrics its task's ``score``
+function computes from the rows (after checking them against the protocol code), and the rows,
+the task entry and the run's header travel in the parquet files; so rescoring calls the same
+function on the same numbers and rebuilds the same results file, with no model loaded.
+
+Named variants that are functions of the stored rows (``--task-option
+compmap-mit-states.czsl_curve=authors``) are recomputed here too; the entry then says so in its
+``variant`` and ``options``. Variants that change what the model computed (a CDSM's score, the
+S− rule, the CUB episode protocol) need a new run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from conceptforge.errors import DataFormatError, InvalidArgumentError
+
+logger = logging.getLogger(__name__)
+
+
+def _overrides(options: Sequence[str]) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    for text in options:
+        key, sep, value = text.partition("=")
+        name, dot, option = key.partition(".")
+        if not sep or not dot:
+            raise InvalidArgumentError(f"--task-option wants TASK.NAME=VALUE, got {text!r}")
+        out.setdefault(name.strip(), {})[option.strip()] = value
+    return out
+
+
+def check_rows(task: Any, rows: Sequence[dict[str, Any]]) -> str | None:
+    """The first row whose numbers contradict each other (None: none): ``correct`` must say
+    whether ``value`` is 1, and the task's own check (binding: ``value`` from ``scores``)."""
+    for row in rows:
+        correct, value = row.get("correct"), row.get("value")
+        if correct is not None and value is not None and bool(correct) != (float(value) == 1.0):
+            return f"row {row.get('item_id')}: correct is {bool(correct)} but value is {value}"
+    return task.check_rows(rows) if task.check_rows is not None else None
+
+
+def rescore(directory: str | Path, *, options: Sequence[str] = ()) -> dict[str, Any]:
+    """The results payload rebuilt from ``directory``'s ``<task>.parquet`` files."""
+    from conceptforge.loaders.harness.registry import get_task
+    from conceptforge.loaders.harness.samples import list_sample_files, read_sample_rows
+    from conceptforge.loaders.harness.task import parse_option
+
+    wanted = _overrides(options)
+    entries: list[tuple[int, dict[str, Any]]] = []
+    run: dict[str, Any] | None = None
+    for file in list_sample_files(directory):
+        rows, metadata = read_sample_rows(file)
+        if "conceptforge.task" not in metadata or "conceptforge.run" not in metadata:
+            raise DataFormatError(f"{file} is not a samples file written by conceptforge evaluate (no task record)")
+        record = json.loads(metadata["conceptforge.task"])
+        header = json.loads(metadata["conceptforge.run"])
+        if run is not None and header != run:
+            raise DataFormatError(f"{file} comes from another run than the other files in {directory}")
+        run = header
+        task = get_task(record["task"])
+        task_options = {**task.option_defaults(), **record["options"]}
+        for name, value in wanted.pop(task.name, {}).items():
+            if name not in task.rescore_options:
+                raise InvalidArgumentError(
+                    f"--from-predictions: {task.name}.{name} changes what the model computed; "
+                    f"only {', '.join(task.rescore_options) or 'no option'} can be changed here"
+                )
+            known = {o.name: o for o in task.options}[name]
+            task_options[name] = parse_option(known, value, where=f"--task-option {task.name}.{name}")
+            record["options"][name] = task_options[name]
+            record["variant"] = f"{record['variant']}; rescored with {name}={value}"
+        problem = check_rows(task, rows)
+        if problem:
+            raise DataFormatError(f"{file}: {problem}; rescore only files that evaluate wrote")
+        metrics = task.score(rows, task_options)
+        position = record.pop("position")
+        record["metrics"] = {name: metric.to_dict() for name, metric in metrics.items()}
+        if task.rescore_details is not None:  # details that are functions of the rows follow them
+            record["details"] = task.rescore_details(rows, task_options, record.get("details") or {})
+        entries.append((position, record))
+    if wanted:
+        raise InvalidArgumentError(
+            f"--task-option names task(s) {', '.join(wanted)} with no samples file in {directory}"
+        )
+    assert run is not None
+    return {**run, "tasks": [record for _, record in sorted(entries, key=lambda e: e[0])]}  # "tasks" keeps its place

@@ -1,0 +1,431 @@
+"""The SUB tasks of ``conceptforge evaluate`` (the task table), next to the SUB protocol (``sub.py``).
+
+Each image gives one sample row for S+ (``side`` "S+": was the substituted attribute chosen /
+detected?) and, where the S− rule scores it, one for S− (``side`` "S-": was "that attribute"
+avoided?); ``value`` is 1.0/0.0 and ``chance`` the row's Appendix F chance, so S+, S−, their
+chance levels and every breakdown are means over rows. Grouping columns: ``attribute_group``,
+``bird``, ``attribute`` (the S+ attribute), ``side``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from conceptforge import argtypes
+from conceptforge.errors import DataFormatError, DataNotFoundError
+from conceptforge.loaders.harness.task import (
+    CHOOSE,
+    CONCEPTS,
+    EMBED,
+    MATCH,
+    Metric,
+    Option,
+    Task,
+    TaskContext,
+    TaskOutcome,
+    choice,
+    template,
+)
+from conceptforge.loaders.sub import breakdowns
+
+COLUMNS = (
+    ("attribute_group", "string"),
+    ("bird", "string"),
+    ("attribute", "string"),
+    ("side", "string"),
+    ("chance", "float64"),
+)
+
+
+def _rows(
+    task: str, index: int, item: Any, candidates: list[str], scores: list[float], detected: list[str], result: Any
+) -> list[dict[str, Any]]:
+    """The S+ row and (if scored) the S− row of one image, from the protocol's ``SubItemScore``."""
+    base = {
+        "task": task,
+        "candidates": candidates,
+        "scores": scores,
+        "prediction": ";".join(detected) or "none",
+        "attribute_group": item.group,
+        "bird": item.bird,
+        "attribute": item.attribute,
+    }
+    rows = []
+    if result.s_plus is not None:
+        rows.append(
+            {
+                **base,
+                "item_id": f"{index}/S+",
+                "label": item.attribute,
+                "correct": bool(result.s_plus),
+                "value": float(result.s_plus),
+                "side": "S+",
+                "chance": result.chance_plus,
+            }
+        )
+    if result.s_minus is not None:
+        rows.append(
+            {
+                **base,
+                "item_id": f"{index}/S-",
+                "label": ";".join(result.removed),
+                "correct": bool(result.s_minus),
+                "value": float(result.s_minus),
+                "side": "S-",
+                "chance": result.chance_minus,
+            }
+        )
+    return rows
+
+
+def score_sub(rows: Sequence[dict[str, Any]], options: dict[str, Any]) -> dict[str, Metric]:
+    plus = [r for r in rows if r["side"] == "S+"]
+    minus = [r for r in rows if r["side"] == "S-"]
+
+    def mean(values: list[float]) -> float:
+        return sum(values) / len(values) if values else float("nan")
+
+    metrics = {
+        "s_plus": Metric(mean([r["value"] for r in plus]), None, len(plus)),
+        "s_minus": Metric(mean([r["value"] for r in minus]), None, len(minus)),
+    }
+    if options.get("kind", "vlm") == "vlm":
+        metrics["chance_s_plus"] = Metric(mean([r["chance"] for r in plus]), None, len(plus))
+        metrics["chance_s_minus"] = Metric(mean([r["chance"] for r in minus]), None, len(minus))
+    return metrics
+
+
+def _load(ctx: TaskContext):
+    from conceptforge.cub import load_cub
+    from conceptforge.loaders.sub.protocol import load_sub
+
+    cub = load_cub(ctx.cub_dir, need="votes")
+    items = load_sub(ctx.dataset.repo, split=ctx.dataset.split or "test", revision=ctx.dataset.load_revision, cub=cub)
+    if not items:
+        raise DataFormatError(f"split {ctx.dataset.split!r} of {ctx.dataset.repo} is empty")
+    return cub, items
+
+
+def _group_scorer(ctx: TaskContext, cub: Any, groups: list[str], choices: dict[str, list[str | None]]):
+    """(scorer, ``scores(items) -> one score list per item over its group's choices``, protocol)
+    for the capability the model runs sub-vlm with."""
+    from conceptforge.loaders.sub.protocol import attribute_prompt
+
+    o = ctx.options
+    prompts = {g: [attribute_prompt(a, o["template"]) if a else o["none_prompt"] for a in choices[g]] for g in groups}
+    if ctx.capability == CHOOSE:  # the paper's multiple-choice question, "Other" as the none-option
+        from conceptforge.cub import attribute_value
+        from conceptforge.filters.vqa.questions import build_question
+
+        chooser = ctx.session.chooser()
+        questions = {
+            g: build_question(g, [attribute_value(a) for a in choices[g] if a], answer_hint=o["answer_hint"])
+            for g in groups
+        }
+
+        def choose(chosen: list[Any]) -> list[list[float]]:
+            answers = chooser.choose(
+                [item.image for item in chosen], [questions[item.group] for item in chosen], batch_size=ctx.batch_size
+            )
+            return [list(a.probs) for a in answers]
+
+        return chooser, choose, "sub/vlm-choose"
+    if ctx.capability == MATCH:
+        matcher = ctx.session.matcher()
+
+        def match(chosen: list[Any]) -> list[list[float]]:
+            return matcher.match(
+                [item.image for item in chosen], [prompts[item.group] for item in chosen], batch_size=ctx.batch_size
+            )
+
+        return matcher, match, "sub/vlm-match"
+    embedder = ctx.session.embedder()
+    text = {g: embedder.embed_texts(prompts[g]) for g in groups}
+
+    def embed(chosen: list[Any]) -> list[list[float]]:
+        vectors = embedder.embed_images([item.image for item in chosen], batch_size=ctx.batch_size)
+        return [[float(s) for s in (text[item.group] @ vector).double()] for item, vector in zip(chosen, vectors)]
+
+    return embedder, embed, "sub/vlm-within-group"
+
+
+def run_sub_vlm(ctx: TaskContext) -> TaskOutcome:
+    from conceptforge.loaders.sub.scoring import build_report, score_vlm_predictions
+
+    cub, items = _load(ctx)
+    o = ctx.options
+    groups = sorted({item.group for item in items})
+    choices: dict[str, list[str | None]] = {g: [*cub.groups[g], None] for g in groups}
+    scorer, group_scores, protocol = _group_scorer(ctx, cub, groups, choices)
+
+    def score(positions: list[int]) -> list[dict[str, Any]]:
+        chosen = [items[p] for p in positions]
+        out = []
+        for position, item, scores in zip(positions, chosen, group_scores(chosen)):
+            best = max(range(len(scores)), key=lambda i: (scores[i], -i))  # first of tied maxima
+            predicted = choices[item.group][best]
+            (result,) = score_vlm_predictions(
+                [item], [predicted], cub, s_minus=o["s_minus"], cbm_min_classes=o["cbm_min_classes"]
+            )
+            out.append(
+                {
+                    "rows": _rows(
+                        "sub-vlm",
+                        position,
+                        item,
+                        [a or "none" for a in choices[item.group]],
+                        [float(s) for s in scores],
+                        [predicted] if predicted else [],
+                        result,
+                    ),
+                    "prediction": predicted,
+                }
+            )
+        return out
+
+    done = ctx.samples.collect([str(i) for i in range(len(items))], score, chunk=ctx.batch_size)
+    results = score_vlm_predictions(
+        items, [d["prediction"] for d in done], cub, s_minus=o["s_minus"], cbm_min_classes=o["cbm_min_classes"]
+    )
+    by_choice = protocol == "sub/vlm-choose"
+    report = build_report(
+        "vlm",
+        scorer.model_id,
+        scorer.revision,
+        results,
+        {
+            "capability": ctx.capability or EMBED,
+            **(
+                {"question": "SUB paper §4.2, options A) … Other", "answer_hint": o["answer_hint"]}
+                if by_choice
+                else {"template": o["template"], "none_prompt": o["none_prompt"]}
+            ),
+            **({"match": scorer.protocol} if protocol == "sub/vlm-match" else {}),
+            "label_set": "CUB 312 attributes, within group, + none" + (" ('Other')" if by_choice else ""),
+            "s_minus": o["s_minus"],
+            "cbm_min_classes": o["cbm_min_classes"],
+        },
+    )
+    s = report.summary
+    metrics = {
+        name: Metric(float(s[name]), None, int(s["n_s_minus" if "minus" in name else "n_s_plus"]))
+        for name in ("s_plus", "s_minus", "chance_s_plus", "chance_s_minus")
+    }
+    return TaskOutcome(
+        [row for d in done for row in d["rows"]],
+        "s_plus",
+        metrics=metrics,
+        protocol=protocol,
+        variant=f"within-group + none by {ctx.capability or EMBED}; S- rule {o['s_minus']}",
+        details={"per_attribute": report.per_attribute, "per_bird": report.per_bird, "settings": report.settings},
+        table=report.format(),
+    )
+
+
+def run_sub_cbm(ctx: TaskContext) -> TaskOutcome:
+    import numpy as np
+    import torch
+
+    from conceptforge.loaders.harness.embeddings import load_pil
+    from conceptforge.loaders.sub.cbm import cbm_concept_names
+    from conceptforge.loaders.sub.scoring import build_report, score_cbm_predictions
+
+    cub, items = _load(ctx)
+    o = ctx.options
+    if o["outputs"] not in ("logits", "probabilities"):
+        raise DataFormatError(f"sub-cbm.outputs must be logits or probabilities, got {o['outputs']!r}")
+    names = None
+    if o["concept_names"]:
+        path = Path(o["concept_names"])
+        if not path.is_file():
+            raise DataNotFoundError(f"concept_names file {path} does not exist")
+        names = [line.strip() for line in path.read_text().splitlines() if line.strip()]
+    predict = ctx.session.concept_predictor()  # the cbm adapter: concepts(images) -> [B, C]
+    state: dict[str, Any] = {}
+
+    def score(positions: list[int]) -> list[dict[str, Any]]:
+        out = []
+        for start in range(0, len(positions), ctx.batch_size):
+            chunk = positions[start : start + ctx.batch_size]
+            output = predict([load_pil(items[p].image) for p in chunk])
+            logits = torch.as_tensor(
+                np.asarray(output.detach().cpu() if isinstance(output, torch.Tensor) else output), dtype=torch.float32
+            )
+            probabilities = torch.sigmoid(logits) if o["outputs"] == "logits" else logits
+            concepts = state.setdefault("names", cbm_concept_names(logits.shape[1], cub, names))
+            present = (probabilities >= o["threshold"]).numpy()
+            results = score_cbm_predictions(
+                [items[p] for p in chunk],
+                present,
+                concepts,
+                cub=cub,
+                s_minus=o["s_minus"],
+                cbm_min_classes=o["cbm_min_classes"],
+            )
+            for position, row, probs, result in zip(chunk, present, probabilities, results):
+                item = items[position]
+                in_group = [j for j, c in enumerate(concepts) if c.startswith(item.group + "::")]
+                out.append(
+                    {
+                        "rows": _rows(
+                            "sub-cbm",
+                            position,
+                            item,
+                            [concepts[j] for j in in_group],
+                            [float(probs[j]) for j in in_group],
+                            result.prediction,
+                            result,
+                        ),
+                        "present": [concepts[j] for j in np.flatnonzero(row)],
+                    }
+                )
+        return out
+
+    done = ctx.samples.collect([str(i) for i in range(len(items))], score, chunk=ctx.batch_size)
+    concepts = state.get("names") or cbm_concept_names(len(names) if names else len(cub.attributes), cub, names)
+    index = {c: j for j, c in enumerate(concepts)}
+    present = np.zeros((len(items), len(concepts)), dtype=bool)
+    for i, d in enumerate(done):
+        present[i, [index[c] for c in d["present"]]] = True
+    results = score_cbm_predictions(
+        items, present, concepts, cub=cub, s_minus=o["s_minus"], cbm_min_classes=o["cbm_min_classes"]
+    )
+    report = build_report(
+        "cbm",
+        ctx.model.id,
+        "",
+        results,
+        {
+            "threshold": o["threshold"],
+            "outputs": o["outputs"],
+            "num_concepts": len(concepts),
+            "s_minus": o["s_minus"],
+            "cbm_min_classes": o["cbm_min_classes"],
+        },
+    )
+    s = report.summary
+    metrics = {
+        "s_plus": Metric(float(s["s_plus"]), None, int(s["n_s_plus"])),
+        "s_minus": Metric(float(s["s_minus"]), None, int(s["n_s_minus"])),
+    }
+    return TaskOutcome(
+        [row for d in done for row in d["rows"]],
+        "s_plus",
+        metrics=metrics,
+        variant=f"{o['outputs']} >= {o['threshold']}; S- rule {o['s_minus']}",
+        details={"per_attribute": report.per_attribute, "settings": report.settings},
+        table=report.format(),
+    )
+
+
+def score_sub_cbm(rows: Sequence[dict[str, Any]], options: dict[str, Any]) -> dict[str, Metric]:
+    return score_sub(rows, {**options, "kind": "cbm"})
+
+
+# ----------------------------------------------------------------------------------- table
+def _s_minus_options() -> tuple[Option, ...]:
+    from conceptforge.cub import CBM_MIN_CLASS_COUNT
+    from conceptforge.loaders.sub.scoring import S_MINUS_RULES
+
+    return (
+        Option(
+            "s_minus",
+            S_MINUS_RULES[0],
+            choice(S_MINUS_RULES),
+            "S- rule: paper = the bird's class-wise CBM label of the group must not be detected (App. F); "
+            "any-original = right only if none of the bird's original attributes of the group is detected",
+        ),
+        Option(
+            "cbm_min_classes",
+            CBM_MIN_CLASS_COUNT,
+            argtypes.positive_int,
+            "CBM label subset for S-: attributes present (class level) in >= N classes (10: Koh et al.'s 112)",
+        ),
+    )
+
+
+def _leaderboard(splits, options) -> list[tuple[str, str]]:
+    """S+ and S- accuracy on each evaluated split (SUB ships one: ``test``)."""
+    return [(metric, split) for split in splits for metric in ("s_plus", "s_minus")]
+
+
+def tasks() -> list[Task]:
+    """The SUB rows of the task table."""
+    from conceptforge.filters.vqa.questions import DEFAULT_ANSWER_HINT
+    from conceptforge.loaders.sub.protocol import ATTRIBUTE_TEMPLATE, NONE_TEMPLATE
+
+    return [
+        Task(
+            "sub-vlm",
+            "sub",
+            "SUB S+/S- accuracy of a VLM over CUB's within-group attributes + none (SUB paper Table 2): "
+            "prompt similarity, the paper's multiple-choice question (generative VLMs), or pair scores",
+            (EMBED, CHOOSE, MATCH),
+            "sub/vlm-within-group",
+            run_sub_vlm,
+            score_sub,
+            columns=COLUMNS,
+            dataset="Jessica-bader/SUB",
+            revision="main",
+            split="test",
+            needs=("cub_dir",),
+            leaderboard=_leaderboard,
+            protocols=(
+                (EMBED, "sub/vlm-within-group: argmax cosine over the group's prompts + none (paper Appendix F)"),
+                (CHOOSE, "sub/vlm-choose: the paper's question, options A) … Other, option-letter probabilities"),
+                (MATCH, "sub/vlm-match: argmax pair score over the group's prompts + none (ours)"),
+            ),
+            options=(
+                Option(
+                    "template",
+                    ATTRIBUTE_TEMPLATE,
+                    template(allowed={"group", "value"}, required={"value"}),
+                    "VLM attribute prompt, with {value} (and {group}) (embed, match)",
+                ),
+                Option("none_prompt", NONE_TEMPLATE, str, "VLM prompt of the 'none' option (embed, match)"),
+                Option(
+                    "answer_hint",
+                    DEFAULT_ANSWER_HINT,
+                    str,
+                    "line after the multiple-choice question (choose; '' = the paper's text only)",
+                ),
+                *_s_minus_options(),
+            ),
+            breakdowns=breakdowns.SUB,
+        ),
+        Task(
+            "sub-cbm",
+            "sub",
+            "SUB S+/S- accuracy of a concept-bottleneck model (SUB paper Table 1)",
+            (CONCEPTS,),
+            "sub/cbm-threshold",
+            run_sub_cbm,
+            score_sub_cbm,
+            columns=COLUMNS,
+            dataset="Jessica-bader/SUB",
+            revision="main",
+            split="test",
+            needs=("cub_dir",),
+            leaderboard=_leaderboard,
+            options=(
+                Option("threshold", 0.5, argtypes.finite_float, "present when sigmoid(logit) >= threshold"),
+                Option(
+                    "outputs",
+                    "logits",
+                    choice(("logits", "probabilities")),
+                    "what the CBM outputs: logits (sigmoid first) or probabilities",
+                ),
+                Option(
+                    "concept_names",
+                    "",
+                    argtypes.Optional(argtypes.existing_file.as_text(), words=("",), empty=""),
+                    "file with one CUB attribute per line, the CBM's output order "
+                    "(default: CUB's 312 or the 112-attribute subset, by output size)",
+                ),
+                *_s_minus_options(),
+            ),
+            breakdowns=breakdowns.SUB,
+        ),
+    ]

@@ -1,0 +1,105 @@
+"""The GPU device check (benchmarks/gpu.py) at tiny size on the CPU: its outputs are well formed,
+positive and consistent with each other, and its start script parses.
+
+The real check runs on a GPU machine (BENCHMARKS.md, "GPU device check"); this is the same code
+with tiny shapes, so a check that would crash there, or write numbers that do not add up, fails
+here first.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("diffusers")
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def tiny_check(tmp_path_factory) -> Path:
+    from benchmarks.gpu import main
+
+    out = tmp_path_factory.mktemp("gpu-check")
+    assert main(["--tiny", "--out", str(out)]) == 0
+    return out
+
+
+def test_tiny_check_writes_a_consistent_report(tiny_check):
+    report = json.loads((tiny_check / "gpu-check.json").read_text())
+    assert report["tiny"] is True and not report.get("errors")
+    assert report["sections"] == ["sub", "vqa", "conceptbed", "sub_fast_paths"]
+    assert report["environment"]["gpu_model"] == "cpu-tiny" and report["environment"]["matmul_tflops"] > 0
+
+    sub = report["sub"]
+    for key in ("tdg_pair_s", "plain_batch_of_2_s"):
+        assert 0 < sub[key]["min"] <= sub[key]["median"] and sub[key]["n"] == 2
+    assert sub["ratio_tdg_vs_plain"] > 0
+    plan = sub["paper_plan"]
+    assert plan["tdg_pairs"] == 1056 * 500 == plan["pairs"] * plan["images_per_pair"]
+    assert plan["gpu_hours"] == pytest.approx(528_000 * sub["tdg_pair_s"]["median"] / 3600, abs=0.01)
+    batched = sub["fast_paths"]["pairs_per_batch_2"]
+    assert batched["s_per_pair"] > 0 and batched["plain_s_per_pair"] > 0 and batched["speedup"] > 0
+    # on the CPU two pairs in one batch give exactly the images of one pair at a time
+    assert batched["psnr_db_vs_plain"] == math.inf
+    assert "CUDA" in sub["fast_paths"]["attention_native_cudnn"]["skipped"]
+    assert "skipped" in sub["fast_paths"]["compile"]
+
+    for tiles in (1, 10):
+        vqa = report["vqa"][f"tiles_{tiles}"]
+        assert vqa["batch"] == 4 and vqa["batched_images_per_s"] > 0 and vqa["one_at_a_time_images_per_s"] > 0
+    conceptbed = report["conceptbed"]
+    for learner in ("dreambooth", "custom-diffusion"):
+        step = conceptbed[learner]["s_per_step"]
+        assert step["n"] == 2 and 0 < step["min"] <= step["median"]  # 3 steps, the first one not timed
+    sampling = conceptbed["sampling"]
+    assert sampling["image_s_at_50_steps"] == pytest.approx(
+        50 * sampling["cfg_pass_s"]["median"], rel=5e-3
+    )  # both rounded to 3 significant digits
+
+
+def test_measured_figures_match_the_report_and_the_cost_table_format(tiny_check):
+    from conceptforge import gpu_costs
+
+    report = json.loads((tiny_check / "gpu-check.json").read_text())
+    figures = {f["workload"]: f for f in json.loads((tiny_check / "measured-costs.json").read_text())}
+    workloads = gpu_costs.load_table()["workloads"]
+    assert set(figures) <= set(workloads)
+    assert set(figures) == {
+        "sub/tdg-pair",
+        "filter/vqa-image-1-tile",
+        "filter/vqa-image-10-tiles",
+        "conceptbed/dreambooth-step",
+        "conceptbed/custom-diffusion-step",
+        "conceptbed/sample-image",
+    }
+    assert all(f["kind"] == "measured" and f["gpu"] == "cpu-tiny" and f["seconds"] > 0 for f in figures.values())
+    assert figures["sub/tdg-pair"]["seconds"] == pytest.approx(
+        report["sub"]["tdg_pair_s"]["median"], rel=5e-3
+    )  # 3 significant digits
+    rate = report["vqa"]["tiles_1"]["batched_images_per_s"]
+    assert figures["filter/vqa-image-1-tile"]["seconds"] == pytest.approx(1 / rate, rel=5e-3)
+    # a figure in this format is what the table reads: measured wins over the floor
+    table = {**gpu_costs.load_table()}
+    table["figures"] = [*table["figures"], {**figures["sub/tdg-pair"], "gpu": "H100"}]
+    estimate = gpu_costs.estimate("sub/tdg-pair", table=table)
+    assert estimate.kind == "measured" and estimate.seconds == figures["sub/tdg-pair"]["seconds"]
+
+    text = (tiny_check / "gpu-check.md").read_text()
+    assert text.startswith("GPU device check (tiny shapes, CPU)") and "| measurement | value |" in text
+    assert "TDG pair, 32 px, 2 steps" in text and "fast path: pairs_per_batch_2" in text
+
+
+def test_start_script_parses_and_names_its_output():
+    script = REPO / "benchmarks" / "gpu_check.sh"
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
+    text = script.read_text()
+    assert "--no-index --find-links .whl" in text and "python -m benchmarks.gpu --out" in text.replace(
+        '"$python" -m benchmarks.gpu --out', "python -m benchmarks.gpu --out"
+    )
+    result = subprocess.run(["bash", str(script)], capture_output=True, text=True, cwd=REPO)
+    assert result.returncode != 0 and "usage: bash benchmarks/gpu_check.sh OUT" in result.stderr
