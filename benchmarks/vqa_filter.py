@@ -42,8 +42,14 @@ SMALL = {"image_size": 224, "patch": 16, "hidden": 256, "layers": 4, "heads": 4}
 
 
 def run(quick: bool) -> list[Result]:
+    # Scoped: benchmarks share one process, and a later one trains (learners needs autograd;
+    # set_grad_enabled(False) here made it fail with "element 0 of tensors does not require grad").
+    with torch.inference_mode():
+        return _run(quick)
+
+
+def _run(quick: bool) -> list[Result]:
     n, batch, repeats = (16, 16, 9) if quick else (48, 16, 9)
-    torch.set_grad_enabled(False)
     with tempfile.TemporaryDirectory() as tmp:
         path = build_tiny_llava(Path(tmp) / "vlm", **SMALL)
         scorer = VQAScorer.from_pretrained(str(path), device="cpu")

@@ -105,6 +105,8 @@ def strip_local_path(text: str) -> str:
 def strip_local_paths(value: Any) -> Any:
     """:func:`strip_local_path` on every string inside a JSON-like value (command lines token by token)."""
     if isinstance(value, str):
+        if _is_local_path(value) and not re.search(r"\s-", value):
+            return strip_local_path(value)  # one path with spaces in it, not a command line to split
         if " " in value and "/" in value:
             try:
                 tokens = shlex.split(value)

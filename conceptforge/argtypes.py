@@ -61,6 +61,10 @@ __all__ = [
     "Resolution",
     "Template",
     "ByteSize",
+    "HubLicense",
+    "HubRepoId",
+    "hub_license",
+    "hub_repo_id",
     "Choice",
     "IntList",
     "StrList",
@@ -527,6 +531,39 @@ class Resolution(ArgType):
         return self.__name__
 
 
+class HubLicense(ArgType):
+    """A Hub license id (``cc-by-nc-4.0``, ``mit`` …), checked before any work: the card validator
+    refused an unknown one only at ``publish``, after the whole dataset was made."""
+
+    def __init__(self) -> None:
+        self.__name__ = "license"
+
+    def __call__(self, text: str) -> str:
+        from conceptforge.hub_ids import HUB_LICENSES
+
+        value = str(text).strip()
+        if value == "other":
+            raise argparse.ArgumentTypeError(
+                "'other' needs a license name and link in the card, which no flag sets: use a Hub license id"
+            )
+        if value not in HUB_LICENSES:
+            near = sorted(name for name in HUB_LICENSES if name.startswith(value.split("-")[0].lower()))[:4]
+            raise argparse.ArgumentTypeError(
+                f"{value!r} is not a Hub license id (https://huggingface.co/docs/hub/repositories-licenses)"
+                + (f"; did you mean {', '.join(near)}?" if near else "")
+            )
+        return value
+
+    def good_example(self, paths: Examples) -> str:
+        return "cc-by-nc-4.0"
+
+    def bad_examples(self, paths: Examples) -> list[str]:
+        return ["CC BY-NC 4.0", "not-a-license", "other", ""]
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+
 class Choice(ArgType):
     """One of a fixed set of names. Why a type (not just ``choices=``): the same check serves a
     task option given as ``--task-option TASK.NAME=VALUE``, where argparse's ``choices`` is not in
@@ -545,6 +582,31 @@ class Choice(ArgType):
 
     def bad_examples(self, paths: Examples) -> list[str]:
         return ["not-a-choice", ""]
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+
+class HubRepoId(ArgType):
+    """A Hub repository id ``ORG/NAME``, checked before the work whose results go there."""
+
+    def __init__(self) -> None:
+        self.__name__ = "repo_id"
+
+    def __call__(self, text: str) -> str:
+        from conceptforge.hub_ids import repo_id_problem
+
+        value = str(text).strip()
+        problem = repo_id_problem(value)
+        if problem:
+            raise argparse.ArgumentTypeError(problem)
+        return value
+
+    def good_example(self, paths: Examples) -> str:
+        return "my-org/my-model"
+
+    def bad_examples(self, paths: Examples) -> list[str]:
+        return ["not a repo!", "name-only", "org/name/extra", ""]
 
     def __repr__(self) -> str:
         return self.__name__
@@ -634,3 +696,7 @@ class Optional(ArgType):
 
     def __repr__(self) -> str:
         return self.__name__
+
+
+hub_license = HubLicense()
+hub_repo_id = HubRepoId()

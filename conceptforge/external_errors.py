@@ -23,6 +23,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import re
 import socket
 import threading
 from collections.abc import Iterator
@@ -175,11 +176,16 @@ def _raised_in(error: BaseException, package: str) -> bool:
     return module == package or module.startswith(package + ".")
 
 
+#: The Hub client's own advice in offline mode, which is wrong when this process (not the user)
+#: switched offline; :func:`offline_fix` gives the advice that fits.
+_UNSET_ADVICE = re.compile(r"[.:;]?\s*To disable it, please unset the `?HF_HUB_OFFLINE`? environment variable\.?", re.I)
+
+
 def _one(error: BaseException) -> ConceptforgeError | None:
     if isinstance(error, ConceptforgeError):
         return error
     names = _names(error)
-    text = one_line(error)
+    text = _UNSET_ADVICE.sub("", one_line(error))
     disk = _disk(error)
     if disk is not None:
         return disk
@@ -195,8 +201,7 @@ def _one(error: BaseException) -> ConceptforgeError | None:
         )
     if names & _HUB_NOT_CACHED:
         return WeightsUnavailableError(
-            f"not in the local cache and the Hub cannot be asked ({text}): download it where "
-            "there is network (or unset HF_HUB_OFFLINE), or pass a local folder"
+            f"not in the local cache and the Hub cannot be asked ({text}; {offline_reason()}): {offline_fix()}"
         )
     if names & _HUB_ID:
         return WeightsUnavailableError(f"neither an existing local folder nor a valid Hub id ({text}): check the path")
@@ -208,10 +213,8 @@ def _one(error: BaseException) -> ConceptforgeError | None:
             f"{hub_timeouts()[0]:g} s ({text}): check HF_ENDPOINT and the network; {OFFLINE_HINT}"
         )
     if names & _NETWORK or isinstance(error, ConnectionError):
-        if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}:
-            return HubError(
-                f"{text}; offline mode (HF_HUB_OFFLINE=1): pass a local folder, or fill the cache where there is network"
-            )
+        if hub_offline():
+            return HubError(f"{text}; {offline_reason()}: {offline_fix()}")
         return HubError(f"cannot connect to {os.environ.get('HF_ENDPOINT') or 'the network'} ({text}); {OFFLINE_HINT}")
     if names & _PARQUET and "parquet" in text.lower():
         return DataFormatError(f"a parquet file is damaged or not parquet ({text}): regenerate or reassemble it")
@@ -244,6 +247,37 @@ def translate(error: BaseException) -> ConceptforgeError | None:
         if translated is not None:
             return translated
     return None
+
+
+def hub_offline() -> bool:
+    """Whether this process works from the local cache only (``HF_HUB_OFFLINE``, set by the user
+    or by :func:`go_offline_if_unreachable`)."""
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def offline_reason() -> str:
+    """Why the Hub is not asked, in the words that match who decided it.
+
+    "unset HF_HUB_OFFLINE" is advice only for a user who set it: when this process switched
+    itself offline (the endpoint did not answer) the cause is the network.
+    """
+    if _SWITCHED_OFFLINE:
+        host, port = _endpoint()
+        return f"the Hub ({host}:{port}) cannot be reached, so this run works offline"
+    if hub_offline():
+        return "offline mode (HF_HUB_OFFLINE=1)"
+    return f"{os.environ.get('HF_ENDPOINT') or 'the Hub'} cannot be reached"
+
+
+def offline_fix() -> str:
+    """What to do about :func:`offline_reason`."""
+    if hub_offline() and not _SWITCHED_OFFLINE:
+        return "download it where there is network (or unset HF_HUB_OFFLINE), or pass a local folder"
+    return "download it where there is network (`hf download …` fills the cache), or pass a local folder"
+
+
+#: Set when :func:`go_offline_if_unreachable` switched this process offline (the user did not).
+_SWITCHED_OFFLINE = False
 
 
 def _endpoint() -> tuple[str, int]:
@@ -292,8 +326,10 @@ def go_offline_if_unreachable(*, timeout: float = 2.0) -> bool:
         return False
     if probe_hub(timeout):
         return False
+    global _SWITCHED_OFFLINE
     host, port = _endpoint()
     os.environ["HF_HUB_OFFLINE"] = "1"
+    _SWITCHED_OFFLINE = True
     _set_library_offline()
     logger.warning(
         "the Hugging Face Hub (%s:%d) cannot be reached: working offline, from the local cache only "

@@ -59,6 +59,8 @@ def _isolated_hf_environment(monkeypatch):
     for key, value in HF_BASELINE.items():
         monkeypatch.setenv(key, value)
     set_hub_offline(monkeypatch, False)
+    if "conceptforge.external_errors" in sys.modules:  # whether an earlier test's probe switched offline
+        monkeypatch.setattr(sys.modules["conceptforge.external_errors"], "_SWITCHED_OFFLINE", False)
 
 
 @pytest.fixture

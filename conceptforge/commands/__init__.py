@@ -87,7 +87,7 @@ def invoke(argv: Sequence[str]) -> int:
         args.command in HUB_COMMANDS
         and not getattr(args, "dry_run", False)
         and getattr(args, "generator", None) != "binding"
-        and getattr(args, "eval_tasks", None) != "list"  # the task table needs no network
+        and not _needs_no_network(args)
     ):
         from conceptforge.external_errors import go_offline_if_unreachable
 
@@ -98,6 +98,16 @@ def invoke(argv: Sequence[str]) -> int:
         return run_entry(COMMANDS, args.command, args)
     finally:
         release_outputs()  # the files this command claimed are free for the next one
+
+
+def _needs_no_network(args: argparse.Namespace) -> bool:
+    """Forms of a Hub command that load no model and no Hub dataset: the probe would only cost
+    them its 2 s (``evaluate --tasks list`` prints the registry; rescoring reads saved files)."""
+    return (
+        getattr(args, "eval_tasks", None) == "list"
+        or bool(getattr(args, "eval_from_predictions", None))
+        or bool(getattr(args, "from_scores", None))
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -72,7 +72,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=at.output_dir.as_text(),
         help="write the filtered dataset directory (card shows the statistics)",
     )
-    out.add_argument("--license", default=None, help="license for --apply when the input card has none")
+    out.add_argument(
+        "--license", type=at.hub_license, default=None, help="license for --apply when the input card has none"
+    )
     out.add_argument(
         "--metric",
         action="append",

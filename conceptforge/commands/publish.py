@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=at.existing_dir.as_text(),
         help="dataset directory (README.md, grid.png, data/*.parquet)",
     )
-    parser.add_argument("--repo-id", required=True, help="ORG/NAME of the dataset repository")
+    parser.add_argument("--repo-id", required=True, type=at.hub_repo_id, help="ORG/NAME of the dataset repository")
     parser.add_argument("--version", required=True, help="release version, vMAJOR.MINOR.PATCH (never reused)")
     parser.add_argument(
         "--private", action="store_true", help="create the repository as private (new repositories only)"

@@ -481,10 +481,9 @@ def resolve_device(device: str, *, model: str, revision: str | None = None, offl
             if (
                 config is None and huggingface_hub.constants.HF_HUB_OFFLINE
             ):  # the weights are the other half of the story
-                uncached = (
-                    f"; also, offline (HF_HUB_OFFLINE=1) and {model} is not in the local cache: download it where "
-                    "there is network, or pass a local folder"
-                )
+                from conceptforge.external_errors import offline_fix, offline_reason
+
+                uncached = f"; also, {offline_reason()} and {model} is not in the local cache: {offline_fix()}"
             raise DeviceUnavailableError(f"no CUDA GPU found for {model}: {GPU_HELP}{uncached}")
         return torch.device("cpu")
     return torch.device(device)

@@ -151,6 +151,8 @@ def resolve_model(spec: str, *, revision: str | None = None) -> ModelRef:
         spec = spec.removeprefix("hf-hub:")
     if _FACTORY.match(spec):
         return ModelRef(spec, CBM, "python", None, None, None)
-    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
-        raise HubError(f"--model {spec} is no local folder and the Hub is offline (HF_HUB_OFFLINE=1)")
+    from conceptforge.external_errors import hub_offline, offline_fix, offline_reason
+
+    if hub_offline():
+        raise HubError(f"--model {spec} is no local folder, and {offline_reason()}: {offline_fix()}")
     return _hub(spec, revision)

@@ -351,6 +351,28 @@ def undeclared_ids(
     return report
 
 
+def check_push(datasets: list[str | None]) -> None:
+    """Refuse ``--push-results`` before any evaluation when the push cannot happen: no task
+    measured on a Hub dataset (nothing the Hub can list), offline, or no token to write with."""
+    import os
+
+    from huggingface_hub import get_token
+
+    from conceptforge.external_errors import hub_offline, offline_reason
+
+    if all(dataset is None or os.path.isdir(dataset) for dataset in datasets):
+        raise InvalidArgumentError(
+            "--push-results: every task runs on a local dataset folder, so no result could be listed on the Hub; "
+            "evaluate on the published datasets (ORG/NAME@REVISION) or drop --push-results"
+        )
+    if hub_offline():
+        raise HubError(f"--push-results needs the Hub, but {offline_reason()}")
+    if not get_token():
+        raise InvalidArgumentError(
+            "--push-results needs a Hub token with write access: set HF_TOKEN or run `hf auth login`"
+        )
+
+
 def push_results(
     payload: dict[str, Any], *, repo_id: str, create_pr: bool = False, samples: list[Path] = ()
 ) -> PushReport:  # type: ignore[assignment]

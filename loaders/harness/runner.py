@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from conceptforge.errors import DataNotFoundError, HubError, InvalidArgumentError
+from conceptforge.errors import DataNotFoundError, InvalidArgumentError
 from conceptforge.loaders.harness.model_ref import GENERATED, ModelRef, resolve_model
 from conceptforge.loaders.harness.registry import TaskSelection
 from conceptforge.loaders.harness.task import DatasetRef, Metric, Task, TaskContext, TaskOutcome, options_digest
@@ -69,10 +69,10 @@ def resolve_dataset(
         raise DataNotFoundError(
             f"no dataset {repo!r} on the Hub: pass --dataset TASK=REPO@REVISION or a local folder"
         ) from None
-    except HfHubHTTPError as error:
-        raise HubError(f"cannot resolve dataset {repo}@{revision}: {str(error).splitlines()[0]}") from None
-    except OSError as error:  # offline mode, no network
-        raise HubError(f"cannot resolve dataset {repo}@{revision} (offline?): {str(error).splitlines()[0]}") from None
+    except (HfHubHTTPError, OSError) as error:  # offline mode, no network, a mute endpoint
+        from conceptforge.external_errors import hub_failure
+
+        raise hub_failure(error, f"resolve dataset {repo}@{revision or 'main'}") from None
     return DatasetRef(repo, revision, info.sha, "hub", config, split)
 
 

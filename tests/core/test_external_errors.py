@@ -57,7 +57,7 @@ def test_known_environment_errors_become_one_line_kinds():
         (
             huggingface_hub.errors.LocalEntryNotFoundError("no cached model.safetensors"),
             WeightsUnavailableError,
-            "not in the local cache and the Hub cannot be asked (no cached model.safetensors)",
+            "not in the local cache and the Hub cannot be asked (no cached model.safetensors; ",
         ),
         (
             _raised(lambda: validate_repo_id("./typo-model")),
@@ -213,9 +213,19 @@ def test_a_builtin_connection_error_offline_says_what_to_do(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     known = translate(ConnectionError("Couldn't reach './typo' on the Hub (OfflineModeIsEnabled)"))
     assert isinstance(known, HubError) and str(known) == (
-        "Couldn't reach './typo' on the Hub (OfflineModeIsEnabled); offline mode (HF_HUB_OFFLINE=1): pass a local "
-        "folder, or fill the cache where there is network"
+        "Couldn't reach './typo' on the Hub (OfflineModeIsEnabled); offline mode (HF_HUB_OFFLINE=1): download it "
+        "where there is network (or unset HF_HUB_OFFLINE), or pass a local folder"
     )
+
+
+def test_offline_advice_matches_who_switched_offline(monkeypatch):
+    """Issue 32: "unset HF_HUB_OFFLINE" was advised to users who never set it (the probe had)."""
+    import huggingface_hub.errors
+
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
+    assert go_offline_if_unreachable()
+    message = str(translate(huggingface_hub.errors.LocalEntryNotFoundError("no cached config.json")))
+    assert "cannot be reached, so this run works offline" in message and "unset HF_HUB_OFFLINE" not in message
 
 
 class MuteServer:
@@ -323,3 +333,10 @@ def test_an_object_store_that_accepts_and_never_answers_fails_in_one_line(tmp_pa
             assert len(lines) == 1 and "Read timeout on endpoint URL" in lines[0], lines
     finally:
         server.close()
+
+
+def test_commands_that_need_no_network_do_not_probe_the_hub(tmp_path):
+    """Issue 32: `evaluate --tasks list` spent 2 s probing an unreachable Hub and warned about it."""
+    result = _cli("evaluate", "--tasks", "list", env={"HF_ENDPOINT": f"http://127.0.0.1:{_closed_port()}"})
+    assert result.returncode == 0 and "| sub-vlm " in result.stdout
+    assert "cannot be reached" not in result.stderr and "HF_HUB_OFFLINE" not in result.stderr

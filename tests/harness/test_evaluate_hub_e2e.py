@@ -51,7 +51,7 @@ def _write_release(out: Path, name: str, splits: dict[str, list[dict]], features
         out,
         splits={split: (lambda rows=rows: iter(rows)) for split, rows in splits.items()},
         features=features,
-        render_card=lambda stats: render_card(metadata, features, stats),
+        render_card=lambda stats: render_card(metadata, features, stats, has_grid=False),  # it writes no grid
     )
     return out
 

@@ -85,3 +85,13 @@ def test_versions():
     assert versions == [Version(1, 0, 0), Version(1, 2, 0), Version(1, 10, 0)]
     assert previous_version(Version(1, 5, 0), versions) == Version(1, 2, 0)
     assert previous_version(Version(0, 1, 0), versions) is None
+
+
+def test_local_paths_with_spaces_are_elided_whole():
+    """Issue 32: a provenance path with a space was split like a command line: '.../my data/CUB_200_2011'."""
+    from conceptforge.cards.provenance import strip_local_paths
+
+    assert strip_local_paths({"cub_dir": "/home/me/my data/CUB_200_2011"}) == {"cub_dir": ".../CUB_200_2011"}
+    assert strip_local_paths(command_line(["conceptforge", "filter", "sub", "--candidates", "/scratch/a b/cands"])) == (
+        "conceptforge filter sub --candidates .../cands"
+    )

@@ -105,7 +105,9 @@ def test_loading_errors_are_one_line(tmp_path, monkeypatch, hub_offline):
     with pytest.raises(ConceptforgeError, match="needs a CUDA GPU") as offline:
         resolve_device("auto", model=DEFAULT_MODEL)
     # offline, the GPU is not the only thing missing: the weights are not cached either
-    assert "offline (HF_HUB_OFFLINE=1) and black-forest-labs/FLUX.1-dev is not in the local cache" in str(offline.value)
+    assert "offline mode (HF_HUB_OFFLINE=1) and black-forest-labs/FLUX.1-dev is not in the local cache" in str(
+        offline.value
+    )
     with pytest.raises(ConceptforgeError, match="no CUDA GPU is visible"):
         resolve_device("cpu", model=DEFAULT_MODEL, offload=True)
     with pytest.raises(ConceptforgeError, match="hf auth login"):

@@ -120,6 +120,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--results-repo",
         dest="eval_results_repo",
+        type=at.hub_repo_id,
         default=None,
         help="model repo to push to (default: --model when it is a Hub id)",
     )
@@ -226,6 +227,10 @@ def run(args: argparse.Namespace) -> int:
     results_repo = args.eval_results_repo or (model.id if model.source == "hub" else None)
     if args.eval_push and not results_repo:
         raise InvalidArgumentError(f"--push-results: {model.id} is not a Hub model; pass --results-repo ORG/NAME")
+    if args.eval_push:  # what would fail after every task ran: said before the first one
+        from conceptforge.loaders.harness.push_results import check_push
+
+        check_push([selection.dataset or selection.task.dataset for selection in selections])
     logger.info("model %s: %s (%s)", model.id, model.kind, model.sha)
     settings = RunSettings(
         device=args.eval_device,

@@ -74,7 +74,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help=f"ask the paper's question verbatim, without the line {DEFAULT_ANSWER_HINT!r}",
     )
-    parser.add_argument("--license", default=None, help="dataset license (default: the candidates card's license)")
+    parser.add_argument(
+        "--license", type=at.hub_license, default=None, help="dataset license (default: the candidates card's license)"
+    )
     add_run_options(
         parser,
         chunk_size=100,

@@ -74,7 +74,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-captions", type=at.non_negative_int, default=None, help="composite captions per concept (default all)"
     )
-    parser.add_argument("--license", default="creativeml-openrail-m", help="dataset card license")
+    parser.add_argument(
+        "--license",
+        type=at.hub_license,
+        default="creativeml-openrail-m",
+        help="dataset card license (a Hub license id)",
+    )
     parser.add_argument(
         "--embed-references",
         action="store_true",

@@ -134,6 +134,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     run = p.add_argument_group("run")
     run.add_argument(
         "--license",
+        type=at.hub_license,
         default=None,
         help=f"dataset license (default {FLUX_DEV_DEFAULT_LICENSE} for {DEFAULT_MODEL}; required otherwise)",
     )
