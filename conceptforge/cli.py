@@ -65,10 +65,25 @@ def setup_logging(verbose: bool = False) -> None:
     )
     for noisy in ("httpx", "httpx2", "urllib3", "filelock", "fsspec", "botocore", "aiobotocore", "s3fs"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    _one_hub_handler(verbose)
     for handler in logging.getLogger().handlers:
         if not any(isinstance(f, OnceFilter) for f in handler.filters):
             handler.addFilter(OnceFilter())
     quiet_library_progress()
+
+
+def _one_hub_handler(verbose: bool) -> None:
+    """The Hub client adds a stream handler of its own at import and also propagates to ours:
+    each of its warnings (every retry) came out twice. Ours alone prints them, once; without
+    ``-v`` only its errors (a failure is reported by our one error line)."""
+    if "huggingface_hub" not in sys.modules:
+        return
+    hub = logging.getLogger("huggingface_hub")
+    for handler in list(hub.handlers):
+        if type(handler) is logging.StreamHandler:
+            hub.removeHandler(handler)
+    if not verbose:
+        hub.setLevel(logging.ERROR)
 
 
 def quiet_library_progress() -> None:

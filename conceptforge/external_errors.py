@@ -285,38 +285,58 @@ def _endpoint() -> tuple[str, int]:
     return url.hostname or "huggingface.co", url.port or (443 if url.scheme == "https" else 80)
 
 
-_PROBED: dict[tuple[str, int], bool] = {}
+_PROBED: dict[tuple[str, int], str] = {}
+#: Seconds an open connection to the Hub may take to send its first bytes in the probe.
+PROBE_ANSWER_TIMEOUT = 5.0
 
 
-def probe_hub(timeout: float = 2.0) -> bool:
-    """Whether a TCP connection to the Hub endpoint opens within ``timeout`` seconds.
-
-    Run in a thread so that a hanging name lookup is bounded too; a lookup or connection that
-    does not finish in time counts as unreachable. The answer is kept per endpoint for the life
-    of the process (a library caller running many commands probes once).
-    """
-    host, port = _endpoint()
-    if (host, port) in _PROBED:
-        return _PROBED[(host, port)]
-    result: dict[str, bool] = {}
+def _probe(host: str, port: int, scheme: str, timeout: float, answer_timeout: float) -> str:
+    """``answers``, ``mute`` (the connection opens, nothing comes back) or ``unreachable``."""
+    result = {"state": "unreachable"}
 
     def connect() -> None:
         try:
-            with socket.create_connection((host, port), timeout=timeout):
-                result["ok"] = True
+            with socket.create_connection((host, port), timeout=timeout) as sock:
+                result["state"] = "mute"
+                sock.settimeout(answer_timeout)
+                if scheme == "https":
+                    import ssl
+
+                    context = ssl.create_default_context()
+                    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE  # an answer, not trust
+                    with context.wrap_socket(sock, server_hostname=host):
+                        result["state"] = "answers"  # the server's half of the handshake arrived
+                else:
+                    sock.sendall(f"HEAD / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+                    if sock.recv(1):
+                        result["state"] = "answers"
         except OSError:
-            result["ok"] = False
+            pass
 
     thread = threading.Thread(target=connect, daemon=True, name="hub-probe")
     thread.start()
-    thread.join(timeout + 0.5)
-    reachable = result.get("ok", False) if not thread.is_alive() else False
-    _PROBED[(host, port)] = reachable
-    return reachable
+    thread.join(timeout + answer_timeout + 0.5)
+    return result["state"] if not thread.is_alive() else ("mute" if result["state"] == "mute" else "unreachable")
+
+
+def probe_hub(timeout: float = 2.0, *, answer_timeout: float = PROBE_ANSWER_TIMEOUT) -> bool:
+    """Whether the Hub endpoint answers: a TCP connection within ``timeout`` seconds, then its
+    first bytes (an HTTP reply, a TLS handshake) within ``answer_timeout``.
+
+    Run in a thread so that a hanging name lookup is bounded too. An endpoint that accepts the
+    connection and never answers (a stuck proxy or mirror) counts as unreachable: the Hub client
+    would otherwise retry each file it looks for five times at 10 s each, for many minutes. The
+    answer is kept per endpoint for the life of the process (a library caller probes once).
+    """
+    host, port = _endpoint()
+    if (host, port) not in _PROBED:
+        scheme = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co").scheme
+        _PROBED[(host, port)] = _probe(host, port, scheme, timeout, answer_timeout)
+    return _PROBED[(host, port)] == "answers"
 
 
 def go_offline_if_unreachable(*, timeout: float = 2.0) -> bool:
-    """Switch this process to offline mode (cache only) when the Hub endpoint is unreachable.
+    """Switch this process to offline mode (cache only) when the Hub endpoint does not answer.
 
     Does nothing when ``HF_HUB_OFFLINE`` is set either way. Returns True when it switched. Why:
     without it, the Hub client retries every request (25 s to 5 minutes, each warning printed
@@ -331,11 +351,13 @@ def go_offline_if_unreachable(*, timeout: float = 2.0) -> bool:
     os.environ["HF_HUB_OFFLINE"] = "1"
     _SWITCHED_OFFLINE = True
     _set_library_offline()
+    how = "accepts connections but does not answer" if _PROBED.get((host, port)) == "mute" else "cannot be reached"
     logger.warning(
-        "the Hugging Face Hub (%s:%d) cannot be reached: working offline, from the local cache only "
+        "the Hugging Face Hub (%s:%d) %s: working offline, from the local cache only "
         "(set HF_HUB_OFFLINE=1 to skip this check)",
         host,
         port,
+        how,
     )
     return True
 

@@ -426,13 +426,16 @@ def mark_folder(path: str | os.PathLike[str], *, made_by: str) -> None:
     Location(str(path)).create(FOLDER_MARKER, marker_bytes(made_by, []))
 
 
-def claim_sqlite(path: str | os.PathLike[str], *, tables: Iterable[str], flag: str, what: str) -> Path:
+def claim_sqlite(
+    path: str | os.PathLike[str], *, tables: Iterable[str], flag: str, what: str, rebuilt: bool = True
+) -> Path:
     """Refuse (read only, before anything is written) an existing ``path`` that is not our SQLite file.
 
     Ours: absent, empty, or a SQLite database holding every one of ``tables`` and no table of
     another schema. Why: ``CREATE TABLE IF NOT EXISTS`` on a user's own database (or on any file
     that happens to have the name) writes our tables into it, and a damaged file ended in a
-    ``sqlite3.DatabaseError`` traceback. ``what`` names the file in the message ("sample cache").
+    ``sqlite3.DatabaseError`` traceback. ``what`` names the file in the message ("sample cache");
+    ``rebuilt=False`` for a file whose loss is not made good by a rerun (human annotations).
     """
     import sqlite3
 
@@ -452,8 +455,9 @@ def claim_sqlite(path: str | os.PathLike[str], *, tables: Iterable[str], flag: s
         finally:
             conn.close()
     except sqlite3.Error as error:
+        fix = "delete it (it is made again)" if rebuilt else "restore it from a copy"
         raise StoreError(
-            f"{flag}: {path} is not conceptforge's {what} ({error}); if it is and got damaged, delete it, "
+            f"{flag}: {path} is not conceptforge's {what} ({error}); if it is and got damaged, {fix}, "
             "otherwise choose another path"
         ) from None
     found = {name for name in found if not name.startswith("sqlite_")}

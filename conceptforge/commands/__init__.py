@@ -79,10 +79,10 @@ def invoke(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(argv)
     # The invocation as `conceptforge ...`, whichever wrapper started it (provenance records it).
     args.argv = ["conceptforge", *argv]
-    setup_logging(getattr(args, "verbose", False))
     from conceptforge.external_errors import bound_hub_timeouts
 
     bound_hub_timeouts()  # a Hub endpoint that never answers fails in seconds, not never
+    setup_logging(getattr(args, "verbose", False))
     if (
         args.command in HUB_COMMANDS
         and not getattr(args, "dry_run", False)

@@ -184,6 +184,8 @@ def executor_for(args: argparse.Namespace) -> Iterator[None]:
 
     executor = executor_from_args(getattr(args, "executor", "local"), getattr(args, "ray_address", None))
     try:
+        if executor is not None and not getattr(args, "dry_run", False):
+            executor.start()  # before the command writes its first file (a binding repo's record)
         with use_executor(executor):
             yield
     finally:

@@ -104,7 +104,7 @@ def status_lines(
             f"  shard {index} of {num_shards}: {len(mine) - len(left)}/{len(mine)} chunks done, "
             f"{items_left} items left, last state: {state if left or state != 'running' else 'finished'}"
         )
-    failures = failed_lines(store, out, total=plan["items"])
+    failures = failed_lines(store, out, total=plan["items"], complete=len(done) == plan["chunks"])
     lines += failures
     lines += resubmission_lines(out, num_shards, missing_shards, reports)
     lines += lock_lines(store.location, out)
@@ -146,7 +146,7 @@ def lock_lines(location, out: str) -> list[str]:
     return [f"assembly lock: held by {who} (another host{age}; a lock not refreshed for 300 s is taken over)"]
 
 
-def failed_lines(store, out: str, *, limit: int = 20, total: int | None = None) -> list[str]:
+def failed_lines(store, out: str, *, limit: int = 20, total: int | None = None, complete: bool = True) -> list[str]:
     """The items that failed every attempt, one line each (see conceptforge.engine.failures).
 
     When every item of the run (``total``) failed there is nothing to assemble without them: the
@@ -161,6 +161,11 @@ def failed_lines(store, out: str, *, limit: int = 20, total: int | None = None) 
         head = (
             f"failed: every one of the {len(failures)} item(s) failed every attempt: the stage or its settings are "
             "at fault (the errors below); fix that and rerun the same command"
+        )
+    elif not complete:  # assembling without them is no option while other chunks are missing
+        head = (
+            f"failed: {len(failures)} item(s) failed every attempt so far: rerun the same command to retry them "
+            "and make the rest"
         )
     else:
         head = (

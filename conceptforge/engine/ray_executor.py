@@ -211,6 +211,11 @@ class RayExecutor:
             logger.info("Ray: %s", "connected to " + self.address if self.address else "started a local cluster")
         return ray
 
+    def start(self) -> None:
+        """Join (or start) the cluster now: the engine calls this before it writes anything, so an
+        address that cannot be used leaves no run folder behind."""
+        self._ray()
+
     def close(self) -> None:
         """Shut down the Ray this executor started and give back the SIGINT/SIGTERM handlers
         ``ray.init`` replaced (ours stop a stage cleanly; a library caller's process keeps its own)."""

@@ -322,7 +322,10 @@ def _stop_recorded(store: ItemStore, shard: ShardSpec, report_base: Mapping[str,
 # -- executors: where the chunks' work runs (the store and assembly stay with run_stage) ---------
 class Executor(Protocol):
     """Runs chunks somewhere else (e.g. :class:`conceptforge.engine.ray_executor.RayExecutor`) and writes
-    each finished chunk to ``store``; returns the number of items made. None = this process."""
+    each finished chunk to ``store``; returns the number of items made. None = this process.
+
+    An executor may also have ``start()``: called before the run writes anything, it connects to
+    the cluster, so one that cannot be reached leaves no run folder behind."""
 
     def run_chunks(
         self,
@@ -403,6 +406,10 @@ def run_stage(
     check_unique_ids(stage.items)
     if not stage.items:  # refused before anything is written: an empty run would fix settings for nothing
         raise InvalidArgumentError(f"{stage.name}: the plan has no items to make (check the counts you asked for)")
+    executor = executor or _EXECUTOR.get()
+    start = getattr(executor, "start", None)
+    if start is not None:  # a cluster that cannot be used is refused before anything is written
+        start()
     run.record_stage(stage.name)
     store = run.store()
     chunks = plan_chunks(stage.items, stage.chunk_size, stage.group)
@@ -458,7 +465,6 @@ def run_stage(
         shard.shard_index,
         {**report_base, "state": "running", "host": os.uname().nodename, "pid": os.getpid()},
     )
-    executor = executor or _EXECUTOR.get()
     planned = list(todo)
     with _stop_recorded(store, shard, report_base):
         if executor is not None and todo:  # made elsewhere (Ray), written here: nothing left for the loop below

@@ -48,6 +48,9 @@ class Annotation:
     elapsed_ms: int | None
 
 
+#: The tables of an annotation database (:data:`SCHEMA`).
+TABLES = ("meta", "items", "annotations")
+
 _INSERT = (
     "INSERT INTO annotations (annotator, item_id, answers, answered_at, elapsed_ms) VALUES (?, ?, ?, ?, ?)"
     " ON CONFLICT (annotator, item_id) DO NOTHING"
@@ -77,7 +80,11 @@ def default_db_path(dataset_dir: str | Path, study: str) -> Path:
 
 class AnnotationDB:
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
+        from conceptforge.output import claim_sqlite
+
+        # Checked read-only before the first connection: opening it in WAL mode already rewrites
+        # a SQLite file's header, so someone else's database must be refused before that.
+        self.path = claim_sqlite(path, tables=TABLES, flag="--db", what="annotation database", rebuilt=False)
         self._local = threading.local()
         # Writers of one process queue here, not in SQLite: a thread that finds the database
         # locked sleeps in SQLite's busy handler (1, 2, 5, 10 ... ms), far longer than a commit.
@@ -117,9 +124,6 @@ class AnnotationDB:
 
         Returns True when the study was created now, False when it is resumed.
         """
-        from conceptforge.output import claim_sqlite
-
-        claim_sqlite(self.path, tables=["meta", "items", "annotations"], flag="--db", what="annotation database")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = self.connect()

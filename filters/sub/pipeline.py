@@ -31,7 +31,7 @@ from conceptforge.engine.runner import ASSEMBLY_ARGS, Stage, out_of_store, run_s
 from conceptforge.engine.workitems import check_unique_ids
 from conceptforge.errors import DataFormatError, StoreError
 from conceptforge.filters.dataset_io import LocalSplit, decode_image, open_split
-from conceptforge.filters.sub.decision import FilterParams, ScoredCandidate, decide, filter_statistics
+from conceptforge.filters.sub.decision import COUNT_KEYS, FilterParams, ScoredCandidate, decide, filter_statistics
 from conceptforge.filters.vqa.questions import QuestionBuilder
 from conceptforge.filters.vqa.scorer import VQAScorer
 from conceptforge.generators.sub.card import CARD_SECTIONS as SUB_CARD_SECTIONS
@@ -307,6 +307,13 @@ def assemble_filtered(
         )
     decision = decide(scored_candidates({i: scores[i] for i in ids}), params)
     stats = filter_statistics(decision, params)
+    totals = stats["totals"]
+    if not totals.get("kept"):  # an empty test split: load_dataset refuses it, so say why nothing is left
+        reasons = ", ".join(f"{key.replace('_', ' ')} {totals[key]}" for key in COUNT_KEYS[1:-1] if totals.get(key))
+        raise DataFormatError(
+            f"no candidate passed the filter ({totals.get('candidates', 0)} candidates: {reasons or 'none kept'}); "
+            "check the VQA model and --cub-dir, or relax --keep-fraction / --min-survivor-fraction / --min-splus-prob"
+        )
     features = Features({**candidates.features, **VQA_FEATURES})
     grid_png = _grid_png(candidates, decision.ranks, scores, grid_size)
 

@@ -238,3 +238,15 @@ def test_ray_client_addresses_need_the_client_extra():
             check_address(bad)
     for good in (None, "auto", "local", "10.0.0.1:6379", "[::1]:6379"):
         check_address(good)
+
+
+def test_an_unreachable_cluster_leaves_no_run_folder(tmp_path):
+    """The cluster is joined before the run writes anything: a refused --ray-address left OUT/.work."""
+    from conceptforge.engine.ray_executor import RayExecutor
+    from conceptforge.errors import ClusterError
+    from tests.core.test_external_errors import _closed_port
+
+    out = tmp_path / "out"
+    with pytest.raises(ClusterError, match="no Ray cluster answers"):
+        run_stage(engine_stage.stage(4, chunk_size=2), out, executor=RayExecutor(address=f"127.0.0.1:{_closed_port()}"))
+    assert not out.exists()

@@ -43,10 +43,12 @@ def test_binary_files_given_as_json_are_one_line(tmp_path, capsys):
 
 @pytest.mark.parametrize("kind", ["random bytes", "someone else's database"])
 def test_a_foreign_or_damaged_sample_cache_is_refused_untouched(kind, tmp_path):
+    from conceptforge.filters.annotation.db import AnnotationDB
     from conceptforge.loaders.harness.embeddings import EmbeddingCache
     from conceptforge.loaders.harness.sample_cache import SampleCache
 
-    for name, opener in (("samples.sqlite", SampleCache), ("text.sqlite", EmbeddingCache)):
+    # the annotation database too: opening it (WAL mode) rewrote a foreign file's header
+    for name, opener in (("samples.sqlite", SampleCache), ("text.sqlite", EmbeddingCache), ("a.sqlite", AnnotationDB)):
         path = tmp_path / name
         if kind == "random bytes":
             path.write_bytes(os.urandom(4096))
@@ -56,7 +58,7 @@ def test_a_foreign_or_damaged_sample_cache_is_refused_untouched(kind, tmp_path):
             conn.close()
         before = path.read_bytes()
         with pytest.raises(
-            StoreError, match=r"^--cache-dir: .* (is not conceptforge's|is a SQLite database of something else)"
+            StoreError, match=r"^--(cache-dir|db): .* (is not conceptforge's|is a SQLite database of something else)"
         ):
             opener(path)
         assert path.read_bytes() == before  # no table of ours written into it
