@@ -241,12 +241,33 @@ def test_ray_client_addresses_need_the_client_extra():
 
 
 def test_an_unreachable_cluster_leaves_no_run_folder(tmp_path):
-    """The cluster is joined before the run writes anything: a refused --ray-address left OUT/.work."""
-    from conceptforge.engine.ray_executor import RayExecutor
-    from conceptforge.errors import ClusterError
+    """The cluster is joined before the run writes anything: a refused --ray-address left OUT/.work.
+
+    In a process of its own: this module's tests share a Ray session, which a RayExecutor in this
+    process would join instead of the address under test."""
     from tests.core.test_external_errors import _closed_port
 
     out = tmp_path / "out"
-    with pytest.raises(ClusterError, match="no Ray cluster answers"):
-        run_stage(engine_stage.stage(4, chunk_size=2), out, executor=RayExecutor(address=f"127.0.0.1:{_closed_port()}"))
+    code = (
+        "import sys\n"
+        "from conceptforge.engine.ray_executor import RayExecutor\n"
+        "from conceptforge.engine.runner import run_stage\n"
+        "from conceptforge.errors import ClusterError\n"
+        "from tests.engine import engine_stage\n"
+        "try:\n"
+        "    run_stage(engine_stage.stage(4, chunk_size=2), sys.argv[1], executor=RayExecutor(address=sys.argv[2]))\n"
+        "except ClusterError as error:\n"
+        "    print(error)\n"
+        "    sys.exit(3)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")} | JOB_ENV
+    result = subprocess.run(
+        [f"{BIN}/python", "-c", code, str(out), f"127.0.0.1:{_closed_port()}"],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 3 and "no Ray cluster answers" in result.stdout, result.stderr[-3000:]
     assert not out.exists()
