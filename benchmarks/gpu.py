@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from benchmarks.gpu_shapes import REAL, TINY, Shapes
+from benchmarks._gpu_shapes import REAL, TINY, Shapes
 
 logger = logging.getLogger("conceptforge.benchmarks.gpu")
 
@@ -201,7 +201,7 @@ def build_flux(settings: Settings):
     device in the run's dtype, and no text encoders (:class:`RandomPrompts` stands in)."""
     from diffusers import FlowMatchEulerDiscreteScheduler, FluxPipeline
 
-    from benchmarks.gpu_shapes import build_flux_transformer, build_flux_vae
+    from benchmarks._gpu_shapes import build_flux_transformer, build_flux_vae
 
     previous = torch.get_default_dtype()
     torch.set_default_dtype(settings.dtype)
@@ -418,7 +418,7 @@ def release(device: torch.device) -> None:
 
 # -- VQA filter -----------------------------------------------------------------------------------------
 def check_vqa(check: Check) -> None:
-    from benchmarks.gpu_shapes import build_internvl, vqa_inputs
+    from benchmarks._gpu_shapes import build_internvl, vqa_inputs
     from conceptforge.filters.vqa.scorer import next_token_logits
 
     settings, device = check.settings, check.settings.device
@@ -466,7 +466,7 @@ def sd_components(shapes: Shapes):
     """SD-1.5-shaped components with random weights (CPU; the trainer moves them), byte-level tokenizer."""
     from diffusers import AutoencoderKL, DDPMScheduler
 
-    from benchmarks.gpu_shapes import build_text_encoder, build_unet
+    from benchmarks._gpu_shapes import build_text_encoder, build_unet
     from conceptforge.generators.conceptbed.learners import Components
     from conceptforge.testing.tiny_models import clip_byte_tokenizer
 
@@ -542,7 +542,7 @@ def check_conceptbed(check: Check) -> None:
 
 def sampling_pass(check: Check, section: dict[str, Any]) -> None:
     """One classifier-free-guided UNet pass (batch 2) at the sampling resolution, in the run's dtype."""
-    from benchmarks.gpu_shapes import SD_TEXT_TOKENS, build_unet
+    from benchmarks._gpu_shapes import SD_TEXT_TOKENS, build_unet
 
     settings, device = check.settings, check.settings.device
     with torch.device(device):

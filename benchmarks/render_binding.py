@@ -17,7 +17,8 @@ across repeats.
 
     python benchmarks/render_binding.py            # 6 scenes at 320x240, 3 repeats
     python benchmarks/render_binding.py --quick    # 2 scenes at 160x120, 1 repeat (< 60 s idle)
-    python -m benchmarks render_binding --quick    # one chunk of 4 scenes at 320x240, 5 repeats (~1.5 min idle)
+    python -m benchmarks render_binding --quick    # one chunk of 4 scenes at 320x240, 5 repeats (~1 min;
+                                                   # the first run also renders 4 cached 512-sample references)
     python -m benchmarks render_binding [--quick]  # the same comparison in the benchmark harness
 """
 

@@ -116,7 +116,10 @@ class BlenderRenderer:
     def _denoise(self, color: np.ndarray, albedo: np.ndarray) -> np.ndarray:
         with self._denoiser_lock:
             if self._denoiser is None:  # created on first use: --no-denoise runs never need pyoidn
-                self._denoiser = OidnDenoiser(threads=self.threads or os.cpu_count() or 1)
+                # One OIDN thread: denoising runs beside Cycles (render_async), in the share of a
+                # core Cycles leaves idle; more threads would take cores from Cycles' own. OIDN's
+                # output is the same bits at any thread count.
+                self._denoiser = OidnDenoiser(threads=1)
             return self._denoiser(color, albedo)
 
     def _finish_png(self, combined: np.ndarray, albedo: np.ndarray | None) -> bytes:

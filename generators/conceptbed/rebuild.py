@@ -57,6 +57,7 @@ def rebuild(entry: Mapping[str, Any], weights: Mapping[str, str], device: str | 
         out=out,
         num_images=int(rebuild["num_images"]),
         work_dir=learners,
+        claim_work=False,  # read only: the artifacts' fingerprints were checked above
         embed_references=bool(rebuild.get("embed_references")),
     )
     generator = conceptbed.ConceptBedGenerator(spec, options)

@@ -94,6 +94,9 @@ class GenerateOptions:
     # when OUT is a URL): they are large, read back by the process that learned them, and never
     # part of the dataset, so they need not live in object storage.
     work_dir: Path | None = None
+    # False: ``work_dir`` is only read (verify rebuilds from artifacts whose fingerprints it
+    # checked); it is neither claimed nor marked as this run's.
+    claim_work: bool = True
 
 
 def default_work_dir(out: str) -> Path:
@@ -186,7 +189,7 @@ class ConceptBedGenerator:
         # taken as learned. Ours carries a marker; the default (OUT/.work) is the run's own store.
         # (The work folder of another ConceptBed run, its OUT/.work item store, is ours as well: that
         # is where its learned concepts are, and what `verify --weights learners=` points at.)
-        self._own_work = options.work_dir is not None and not is_store(self.work)
+        self._own_work = options.work_dir is not None and options.claim_work and not is_store(self.work)
         if self._own_work:
             claim_folder(self.work, made_by=ARTIFACT_MADE_BY, flag="--work-dir")
         self.run_dir = check_output(self.out, stage="conceptbed")  # read only: the store is made with the first work

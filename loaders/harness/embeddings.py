@@ -177,6 +177,17 @@ def _features(output: Any) -> torch.Tensor:
     raise WeightsUnavailableError(f"cannot read embeddings from a {type(output).__name__}")
 
 
+def logit_scale_and_bias(model: Any) -> tuple[float, float]:
+    """A dual encoder's similarity scale (exp of its learned log-scale; 100 when it has none) and
+    bias (SigLIP's; 0 otherwise), the same for transformers and open_clip models."""
+    scale = getattr(model, "logit_scale", None)
+    bias = getattr(model, "logit_bias", None)
+    return (
+        float(scale.detach().float().exp().item()) if isinstance(scale, torch.Tensor) else 100.0,
+        float(bias.detach().float().item()) if isinstance(bias, torch.Tensor) else 0.0,
+    )
+
+
 class EmbeddingModel:
     """A frozen dual encoder plus its processor, with cached ``embed_texts`` / ``embed_images``.
 
@@ -207,10 +218,7 @@ class EmbeddingModel:
         self.device = torch.device(device)
         self.dtype = dtype
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-        scale = getattr(model, "logit_scale", None)
-        self.logit_scale = float(scale.detach().float().exp().item()) if isinstance(scale, torch.Tensor) else 100.0
-        bias = getattr(model, "logit_bias", None)
-        self.logit_bias = float(bias.detach().float().item()) if isinstance(bias, torch.Tensor) else 0.0
+        self.logit_scale, self.logit_bias = logit_scale_and_bias(model)
         model_type = str(getattr(getattr(model, "config", None), "model_type", ""))
         # SigLIP was trained on texts padded to max_length; CLIP on dynamic padding.
         self._text_padding: str | bool = "max_length" if "siglip" in model_type else True

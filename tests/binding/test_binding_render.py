@@ -218,6 +218,29 @@ print(json.dumps(out))
     assert first["1-True"] != first["1-False"]  # the denoiser did something
 
 
+def test_overlapped_finishing_and_oidn_thread_counts_give_the_same_bytes():
+    """The batch path (image i denoised and encoded on a thread while image i+1 renders) gives
+    the bytes of one image at a time, and OIDN at 2 threads those of the default 1 thread."""
+    code = r"""
+import json, random
+from conceptforge.generators.binding.dataset import BindingConfig, plan_items, sample_scene
+from conceptforge.generators.binding.pixels import OidnDenoiser
+from conceptforge.generators.binding.render_blender import BlenderRenderer
+config = BindingConfig(dataset="two-object", width=96, height=72, samples=4, split_sizes={"train": 3})
+scenes = [sample_scene(item, config, random.Random(item.seed)).scene for item in plan_items(config)]
+renderer = BlenderRenderer(threads=2)
+futures = [renderer.render_async(s, min_pixels=1)[0] for s in scenes]
+out = {"async": [f.result().hex() for f in futures]}
+out["inline"] = [renderer.render(s, min_pixels=1)[0].hex() for s in scenes]
+renderer._denoiser = OidnDenoiser(threads=2)
+out["oidn2"] = [renderer.render(s, min_pixels=1)[0].hex() for s in scenes]
+renderer.close()
+print(json.dumps(out))
+"""
+    out = _json_from_a_fresh_process(code)
+    assert out["async"] == out["inline"] == out["oidn2"] and len(set(out["inline"])) == 3
+
+
 def test_float_passes_are_bit_identical_across_processes():
     """Every float Cycles writes (beauty, guides, object index) and OIDN's output are the same
     bits in fresh processes and at 1 or 2 render threads. Sensitive where the PNG test is not: a

@@ -20,7 +20,7 @@ import torch
 from conceptforge.errors import DependencyMissingError, WeightsUnavailableError, one_line
 from conceptforge.loaders.harness.adapters.base import OPEN_CLIP, load_revision
 from conceptforge.loaders.harness.adapters.hf_dual import DualEncoderAdapter
-from conceptforge.loaders.harness.embeddings import EmbeddingModel, embedding_revision, load_pil
+from conceptforge.loaders.harness.embeddings import EmbeddingModel, embedding_revision, load_pil, logit_scale_and_bias
 
 logger = logging.getLogger(__name__)
 
@@ -56,10 +56,7 @@ class OpenClipEmbedder(EmbeddingModel):
         self.device = torch.device(device)
         self.dtype = dtype
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-        scale = getattr(model, "logit_scale", None)
-        self.logit_scale = float(scale.detach().float().exp().item()) if isinstance(scale, torch.Tensor) else 100.0
-        bias = getattr(model, "logit_bias", None)
-        self.logit_bias = float(bias.detach().float().item()) if isinstance(bias, torch.Tensor) else 0.0
+        self.logit_scale, self.logit_bias = logit_scale_and_bias(model)
         self._embed_dim = embed_dim
         self._caches = {}
 

@@ -7,8 +7,8 @@ holds their FLOPs; both must describe the same architectures. FLOPs are counted 
 built on the ``meta`` device: the count is exact for matmuls, convolutions and attention (the
 operations that cost anything on a GPU), needs no memory and takes seconds on a CPU.
 
-    python -m benchmarks.gpu_shapes           # print the FLOP table as it goes into gpu_costs.json
-    python -m benchmarks.gpu_shapes --write   # and write it there (the figures are kept)
+    python -m benchmarks._gpu_shapes           # print the FLOP table as it goes into gpu_costs.json
+    python -m benchmarks._gpu_shapes --write   # and write it there (the figures are kept)
 
 Shapes (public configs): FLUX.1-dev's transformer (19 double- + 38 single-stream blocks) and VAE
 decoder; InternVL-2.5-8B = InternViT-300M-448px (24 layers, width 1024) + InternLM2.5-7B
