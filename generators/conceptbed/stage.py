@@ -32,7 +32,7 @@ from conceptforge.cards import DatasetMetadata
 from conceptforge.cards.grid import png_bytes
 from conceptforge.cards.provenance import collect_provenance, resolve_model_revision, strip_local_path
 from conceptforge.engine.runner import Stage, assemble_run, check_output, plan_chunks, run_stage
-from conceptforge.engine.store import ItemResult, ItemStore, is_url
+from conceptforge.engine.store import ItemResult, ItemStore, is_store, is_url
 from conceptforge.engine.workitems import ShardSpec, WorkItem, derive_seed
 from conceptforge.errors import InvalidArgumentError
 from conceptforge.generators.conceptbed.artifacts import (
@@ -187,7 +187,9 @@ class ConceptBedGenerator:
         # A --work-dir of the user's: learned concepts and class images are read back from it, so a
         # folder of someone else's files (an artifacts/<concept>/learner.json of theirs) would be
         # taken as learned. Ours carries a marker; the default (OUT/.work) is the run's own store.
-        self._own_work = options.work_dir is not None and options.claim_work
+        # (The work folder of another ConceptBed run, its OUT/.work item store, is ours as well: that
+        # is where its learned concepts are, and what `verify --weights learners=` points at.)
+        self._own_work = options.work_dir is not None and options.claim_work and not is_store(self.work)
         if self._own_work:
             claim_folder(self.work, made_by=ARTIFACT_MADE_BY, flag="--work-dir")
         self.run_dir = check_output(self.out, stage="conceptbed")  # read only: the store is made with the first work
