@@ -216,7 +216,7 @@ def test_dry_run_and_errors(tmp_path, mini_cub, candidate_spec, capsys):
                 str(tmp_path / "x"),
                 "--reference-selection",
                 "--license",
-                "x",
+                "cc-by-4.0",  # a valid id: --license is checked at parse now
                 "--model",
                 str(tmp_path),
             ]

@@ -101,14 +101,15 @@ def test_tiny_sub_release_verifies_with_the_psnr_rule(sub_release, tiny_flux, tm
     args = ["verify", str(changed), "--all", "--weights", f"diffusion={tiny_flux}", "--report", str(report)]
     assert main(args) == 1
     printed = capsys.readouterr().out
-    assert (
-        "FAILED: 2 of 4 item(s)" in printed and "(1 within the PSNR tolerance, not byte-identical); 2 differ" in printed
-    )
+    # row 3 is untouched: identical, or (the tiny FLUX's own CPU noise) within the tolerance
+    assert "FAILED: 2 of 4 item(s)" in printed and re.search(
+        r"\(([12]) within the PSNR tolerance, not byte-identical\); 2 differ", printed
+    ), printed
     rows = pq.read_table(changed / SUB_SHARD).to_pylist()
     off_by_one = 10 * math.log10(
         255**2 * 3072
     )  # one value of 3072 off by 1: 83.0 dB; its 8x8 window 10*log10(255^2*192) = 71.0 dB
-    tolerated = [line for line in printed.splitlines() if line.startswith("tolerated: ")]
+    tolerated = [line for line in printed.splitlines() if line.startswith(f"tolerated: {rows[0]['item_id']} ")]
     assert len(tolerated) == 1, printed
     # the tiny FLUX on a CPU may itself move a value by one between two runs (which is why the
     # rule is a tolerance): the edited value is one of the differing ones, and with no other the
@@ -137,9 +138,10 @@ def test_tiny_sub_release_verifies_with_the_psnr_rule(sub_release, tiny_flux, tm
         (rows[0]["item_id"], "tolerated"),
         (rows[1]["item_id"], "differs"),
         (rows[2]["item_id"], "differs"),
-        (rows[3]["item_id"], "identical"),
+        (rows[3]["item_id"], written["items"][3]["outcome"]),
     ]
-    assert written["items"][0]["image"]["psnr"] == pytest.approx(off_by_one, abs=1e-3)
+    assert written["items"][3]["outcome"] in ("identical", "tolerated")  # untouched: at most the model's own CPU noise
+    assert written["items"][0]["image"]["psnr"] == pytest.approx(10 * math.log10(255**2 * 3072 / count), abs=1e-3)
     assert written["ok"] is False and written["rows"] == {"checked": {"candidates": 4}, "problems": []}
 
     other = tmp_path / "other-flux"
