@@ -190,25 +190,35 @@ def _json_from_a_fresh_process(code: str) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+def _scenes_code(dataset: str, width: int, height: int, samples: int) -> str:
+    """Python source that plans 3 scenes of ``dataset`` (``scenes``, ``config``) and starts ``out``
+    with the shapes in them, for the fresh-process tests below."""
+    return f"""
+import hashlib, json, random
+from dataclasses import replace
+from conceptforge.generators.binding.dataset import BindingConfig, plan_items, sample_scene
+from conceptforge.generators.binding.render_blender import BlenderRenderer
+config = BindingConfig(dataset={dataset!r}, width={width}, height={height}, samples={samples}, split_sizes={{"train": 3}})
+scenes = [sample_scene(item, config, random.Random(item.seed)).scene for item in plan_items(config)]
+out = {{"shapes": sorted({{o.shape for s in scenes for o in s.objects}})}}
+"""
+
+
 def test_thread_counts_and_reruns_give_identical_png_bytes(tmp_path):
     """Renders are byte-identical across fresh processes and 1 vs 2 render threads, with the
     denoiser on and off. Spheres are in the scenes on purpose: Blender's own smooth vertex
     normals vary in the last bit between runs (summed in a run-dependent order), which the
     denoiser used to carry across an 8-bit rounding step; the renderer sets exact ones."""
-    code = r"""
-import json, random
-from dataclasses import replace
-from conceptforge.generators.binding.dataset import BindingConfig, plan_items, sample_scene
-from conceptforge.generators.binding.render_blender import BlenderRenderer
-config = BindingConfig(dataset="relational", width=96, height=72, samples=4, split_sizes={"train": 3})
-scenes = [sample_scene(item, config, random.Random(item.seed)).scene for item in plan_items(config)]
-out = {"shapes": sorted({o.shape for s in scenes for o in s.objects})}
+    code = (
+        _scenes_code("relational", 96, 72, 4)
+        + r"""
 for threads in (1, 2):
     renderer = BlenderRenderer(threads=threads)
     for denoise in (True, False):
         out[f"{threads}-{denoise}"] = [renderer.render(replace(s, denoise=denoise), min_pixels=1)[0].hex() for s in scenes]
 print(json.dumps(out))
 """
+    )
     runs = [_json_from_a_fresh_process(code) for _ in range(2)]
     first = runs[0]
     assert "sphere" in first["shapes"]
@@ -219,26 +229,30 @@ print(json.dumps(out))
 
 
 def test_overlapped_finishing_and_oidn_thread_counts_give_the_same_bytes():
-    """The batch path (image i denoised and encoded on a thread while image i+1 renders) gives
-    the bytes of one image at a time, and OIDN at 2 threads those of the default 1 thread."""
-    code = r"""
-import json, random
-from conceptforge.generators.binding.dataset import BindingConfig, plan_items, sample_scene
-from conceptforge.generators.binding.pixels import OidnDenoiser
-from conceptforge.generators.binding.render_blender import BlenderRenderer
-config = BindingConfig(dataset="two-object", width=96, height=72, samples=4, split_sizes={"train": 3})
-scenes = [sample_scene(item, config, random.Random(item.seed)).scene for item in plan_items(config)]
+    """The batch path (image i denoised and encoded on a lowered-priority thread while image i+1
+    renders; the last image finished at once with OIDN at the render's 2 threads) gives the bytes
+    of one image at a time with OIDN's default 1 thread."""
+    code = (
+        _scenes_code("two-object", 96, 72, 4)
+        + r"""
+import os
 renderer = BlenderRenderer(threads=2)
-futures = [renderer.render_async(s, min_pixels=1)[0] for s in scenes]
-out = {"async": [f.result().hex() for f in futures]}
+futures = [renderer.render_async(s, min_pixels=1, last=n == 2)[0] for n, s in enumerate(scenes)]
+out["async"] = [f.result().hex() for f in futures]
+out["finisher_nice"] = [os.getpriority(os.PRIO_PROCESS, t.native_id) for t in renderer._finisher._threads]
+out["oidn_threads"] = sorted(renderer._denoisers)
+out["last"] = [renderer.render_async(s, min_pixels=1, last=True)[0].result().hex() for s in scenes]
 out["inline"] = [renderer.render(s, min_pixels=1)[0].hex() for s in scenes]
-renderer._denoiser = OidnDenoiser(threads=2)
-out["oidn2"] = [renderer.render(s, min_pixels=1)[0].hex() for s in scenes]
 renderer.close()
+out["nice"] = os.getpriority(os.PRIO_PROCESS, 0)
 print(json.dumps(out))
 """
+    )
     out = _json_from_a_fresh_process(code)
-    assert out["async"] == out["inline"] == out["oidn2"] and len(set(out["inline"])) == 3
+    assert out["async"] == out["last"] == out["inline"] and len(set(out["inline"])) == 3
+    assert out["oidn_threads"] == [1, 2]  # the overlapped images at 1 thread, the last at 2
+    if sys.platform == "linux":
+        assert out["finisher_nice"] == [min(19, out["nice"] + 19)]
 
 
 def test_float_passes_are_bit_identical_across_processes():
@@ -246,13 +260,9 @@ def test_float_passes_are_bit_identical_across_processes():
     bits in fresh processes and at 1 or 2 render threads. Sensitive where the PNG test is not: a
     last-bit change shows here even when no pixel crosses an 8-bit rounding step. Before the
     renderer set exact sphere normals, a few hundred values per 160x120 sphere scene differed."""
-    code = r"""
-import hashlib, json, random
-from conceptforge.generators.binding.dataset import BindingConfig, plan_items, sample_scene
-from conceptforge.generators.binding.render_blender import BlenderRenderer
-config = BindingConfig(dataset="relational", width=160, height=120, samples=8, split_sizes={"train": 3})
-scenes = [sample_scene(item, config, random.Random(item.seed)).scene for item in plan_items(config)]
-out = {"shapes": sorted({o.shape for s in scenes for o in s.objects})}
+    code = (
+        _scenes_code("relational", 160, 120, 8)
+        + r"""
 for threads in (1, 2):
     renderer = BlenderRenderer(threads=threads)
     for n, scene in enumerate(scenes):
@@ -260,6 +270,7 @@ for threads in (1, 2):
         out.update({f"{threads}-{n}-{k}": hashlib.sha256(v.tobytes()).hexdigest() for k, v in passes.items()})
 print(json.dumps(out))
 """
+    )
     runs = [_json_from_a_fresh_process(code) for _ in range(2)]
     assert "sphere" in runs[0]["shapes"]
     keys = sorted(k for k in runs[0] if k.startswith("1-"))
