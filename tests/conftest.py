@@ -16,6 +16,10 @@ import tempfile
 
 import pytest
 
+# The evaluation tests' fixtures (tiny models, synthetic datasets) for every folder that wants them;
+# they are built only where a test asks for one.
+pytest_plugins = ["tests.evaluation_fixtures"]
+
 HF_PREFIXES = ("HF_", "HUGGINGFACE_", "HUGGING_FACE_", "TRANSFORMERS_", "DIFFUSERS_")
 
 if "huggingface_hub" in sys.modules:  # would have read the caller's variables already

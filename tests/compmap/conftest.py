@@ -29,13 +29,6 @@ def fake_mit(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def tiny_blip_dir(tmp_path_factory):
-    from conceptforge.testing.tiny_compmap import build_tiny_blip
-
-    return build_tiny_blip(tmp_path_factory.mktemp("compmap-blip") / "tiny-blip")
-
-
-@pytest.fixture(scope="session")
 def tiny_vilt_dir(tmp_path_factory):
     from conceptforge.testing.tiny_compmap import build_tiny_vilt
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from conceptforge.testing.synthetic import COLOURS, SHAPES, binding_features, single_object_rows, sub_features, sub_rows
+from tests.evaluation_fixtures import SMALL_BINDING_SUB_OPTIONS, task_options
 
 REPO = Path(__file__).resolve().parents[2]
 FRAMEWORK = "nemo-evaluator"  # any framework the Hub lists (conceptforge is not one: docs/publishing.md)
@@ -167,14 +168,7 @@ def _evaluate_args(p, output: Path, *extra) -> list:
         f"binding-cdsm={BINDING_REPO}",
         "--revision",
         "binding-cdsm=v1.0.0",
-        "--task-option",
-        "binding-cdsm.models=add",
-        "--task-option",
-        "binding-cdsm.seeds=0,1",
-        "--task-option",
-        "binding-cdsm.epochs=2",
-        "--task-option",
-        "sub-vlm.cbm_min_classes=1",
+        *task_options("binding-cdsm.models=add", *SMALL_BINDING_SUB_OPTIONS[1:]),
         "--cub-dir",
         p["cub"],
         "--cache-dir",

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.pipeline.pipeline_helpers import SCRIPTS, check, load_with_plain_datasets, run_script, script_env
+from tests.sub.sub_helpers import TINY_FLUX_ARGS
 
 REPO_ID = "conceptforge-e2e/sub"
 # One bird, a colour and a pattern substitution: Blue_Jay's class-level crown colour is blue (its
@@ -83,16 +84,7 @@ def sub_chain(tmp_path_factory, pipeline_cub, pipeline_flux, pipeline_vlm, hub_e
             spec,
             "--images-per-pair",
             IMAGES_PER_PAIR,
-            "--resolution",
-            32,
-            "--steps",
-            2,
-            "--max-sequence-length",
-            16,
-            "--device",
-            "cpu",
-            "--license",
-            "cc-by-nc-4.0",
+            *TINY_FLUX_ARGS,
             env=env,
         ),
         "generate_sub.py",

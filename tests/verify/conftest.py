@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.sub.sub_helpers import TINY_FLUX_ARGS, write_candidate_spec
 from tests.verify.verify_helpers import SMALL, check, run_script, script_env
 
 
@@ -63,9 +64,8 @@ def sub_release(tmp_path_factory, tiny_flux) -> Path:
 
     work = tmp_path_factory.mktemp("verify-sub")
     cub = write_full_mini_cub(work / "cub")
-    spec = work / "candidates.json"
-    spec.write_text(
-        json.dumps({"birds": ["Blue_Jay"], "attributes": ["has_crown_color::yellow", "has_tail_pattern::solid"]})
+    spec = write_candidate_spec(
+        work / "candidates.json", ["Blue_Jay"], ["has_crown_color::yellow", "has_tail_pattern::solid"]
     )
     out = work / "sub-candidates"
     check(
@@ -81,16 +81,7 @@ def sub_release(tmp_path_factory, tiny_flux) -> Path:
             spec,
             "--images-per-pair",
             2,
-            "--resolution",
-            32,
-            "--steps",
-            2,
-            "--max-sequence-length",
-            16,
-            "--device",
-            "cpu",
-            "--license",
-            "cc-by-nc-4.0",
+            *TINY_FLUX_ARGS,
         ),
         "generate_sub.py",
     )
