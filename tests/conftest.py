@@ -16,9 +16,9 @@ import tempfile
 
 import pytest
 
-# The evaluation tests' fixtures (tiny models, synthetic datasets) for every folder that wants them;
-# they are built only where a test asks for one.
-pytest_plugins = ["tests.evaluation_fixtures"]
+# Fixtures shared across folders, each built only where a test asks for it: the evaluation tests'
+# tiny models and synthetic datasets, the page tests' headless Chromium, the local Hub server.
+pytest_plugins = ["tests.evaluation_fixtures", "tests.browser", "tests.user_shell"]
 
 HF_PREFIXES = ("HF_", "HUGGINGFACE_", "HUGGING_FACE_", "TRANSFORMERS_", "DIFFUSERS_")
 

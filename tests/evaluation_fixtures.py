@@ -89,6 +89,13 @@ def tiny_blip_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def tiny_vilt_dir(tmp_path_factory):
+    from conceptforge.testing.tiny_compmap import build_tiny_vilt
+
+    return build_tiny_vilt(tmp_path_factory.mktemp("models") / "tiny-vilt")
+
+
+@pytest.fixture(scope="session")
 def tiny_open_clip_dir(tmp_path_factory):
     from conceptforge.testing.tiny_open_clip import build_tiny_open_clip
 

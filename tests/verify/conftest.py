@@ -1,16 +1,16 @@
-"""Fixtures for the verify/diff tests: a small binding release, a tiny-model SUB release, and the
-local Hub-compatible server with a client environment."""
+"""Fixtures for the verify/diff tests: a small binding release and a tiny-model SUB release (the
+local Hub server, ``hub`` and ``hub_env``, is tests/user_shell.py's)."""
 
 from __future__ import annotations
 
 import json
-import secrets
 from pathlib import Path
 
 import pytest
 
 from tests.sub.sub_helpers import TINY_FLUX_ARGS, write_candidate_spec
-from tests.verify.verify_helpers import SMALL, check, run_script, script_env
+from tests.user_shell import check, run_script
+from tests.verify.verify_helpers import SMALL
 
 
 @pytest.fixture(scope="session")
@@ -22,30 +22,6 @@ def binding_release(tmp_path_factory) -> Path:
         "generate_binding.py",
     )
     return out
-
-
-@pytest.fixture(scope="session")
-def hub(tmp_path_factory):
-    from conceptforge.testing.hub_server import HubServer
-
-    token = "hf_" + secrets.token_hex(16)
-    server = HubServer(tmp_path_factory.mktemp("verify-hub"), token=token).start()
-    server.token = token
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="session")
-def hub_env(hub, tmp_path_factory) -> dict[str, str]:
-    """A user's environment whose Hub client talks to the local server (online, token set)."""
-    env = script_env(
-        HF_ENDPOINT=hub.url,
-        HF_TOKEN=hub.token,
-        HF_HUB_DISABLE_XET="1",
-        HF_HOME=str(tmp_path_factory.mktemp("verify-hf-home")),
-    )
-    env.pop("HF_HUB_OFFLINE")
-    return env
 
 
 @pytest.fixture(scope="session")
