@@ -5,6 +5,9 @@ loads them as a plugin (each is built only when a test asks for it); the evaluat
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -100,6 +103,16 @@ def tiny_open_clip_dir(tmp_path_factory):
     from conceptforge.testing.tiny_open_clip import build_tiny_open_clip
 
     return build_tiny_open_clip(tmp_path_factory.mktemp("models") / "tiny-open-clip")
+
+
+def evaluate_script(*args, importable: Path | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """``python scripts/evaluate.py ARGS`` as a user runs it: a fresh process, offline, one thread;
+    ``importable``: a folder put on PYTHONPATH beside the checkout (a user's own model factory)."""
+    repo = Path(__file__).resolve().parents[1]
+    path = os.pathsep.join(str(p) for p in (repo, importable) if p)
+    env = {**os.environ, "PYTHONPATH": path, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    argv = [sys.executable, str(repo / "scripts" / "evaluate.py"), *map(str, args)]
+    return subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
 
 
 # Small binding and SUB settings that still give every metric its spread: two CDSMs, two seeds.

@@ -1,16 +1,11 @@
 """``scripts/evaluate.py compmap`` end to end on the miniature datasets with a tiny CLIP."""
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from conceptforge.commands import main
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.evaluation_fixtures import evaluate_script
 
 
 def _in_process(*args):
@@ -29,23 +24,11 @@ def _mit_probe(epochs: int) -> list:
     return ["--epochs", epochs, "--dim", 8, "--lr", 0.05, "--templates", "a3:1,4,7", "--targets", "primitives"]
 
 
-def _run(*args, tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    return subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "evaluate.py"), "compmap", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=300,
-    )
-
-
 def test_cub_end_to_end(tiny_clip_dir, fake_cub, tmp_path):
     out = tmp_path / "cub.json"
     args = [*_paths("cub", tiny_clip_dir, fake_cub, out, tmp_path), "--ways", 2, 3, "--shots", 1, 2, "--episodes", 6]
     args += ["--queries", 2]
-    proc = _run(*args, tmp_path=tmp_path)
+    proc = evaluate_script("compmap", *args, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     for title in ("Table 2 (CUB)", "Table 3 (CUB)", "Table 4 (CUB"):
         assert title in proc.stdout
