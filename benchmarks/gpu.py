@@ -299,7 +299,7 @@ def fast_paths(check: Check, flux: Any, requests: list, size: dict[str, int]) ->
     """Each fast path of ``generate sub`` against the plain TDG path, interleaved: seconds per
     pair and the PSNR of its R images against the plain path's for the same seeds. Each side sets
     the transformer's state it needs before it runs (attention backend, compiled or eager)."""
-    from conceptforge.generators.sub.stage import GenerationSettings, apply_fast_paths
+    from conceptforge.generators.sub.stage import QUANTIZE_MODES, GenerationSettings, apply_fast_paths
 
     settings, device = check.settings, check.settings.device
     results: dict[str, Any] = {}
@@ -313,6 +313,7 @@ def fast_paths(check: Check, flux: Any, requests: list, size: dict[str, int]) ->
             state["backend"] = backend
 
     def plain_path() -> None:
+        flux.pipe.transformer = transformer  # not a quantised copy
         set_backend(None)
         transformer._compiled_call_impl = None  # eager
 
@@ -382,6 +383,8 @@ def fast_paths(check: Check, flux: Any, requests: list, size: dict[str, int]) ->
         except Exception as error:  # a kernel this GPU/torch lacks: recorded, not fatal
             results[name] = {"failed": f"{type(error).__name__}: {str(error).strip().splitlines()[0][:200]}"}
             plain_path()
+    for mode in QUANTIZE_MODES:
+        quantized_path(check, flux, mode, {"record": record, "plain_path": plain_path, "one_at_a_time": one_at_a_time})
     reason = "--no-compile (compiling takes minutes on a CPU)" if not settings.compile else skip_reason(False)
     if reason:
         results["compile"] = {"skipped": reason}
@@ -404,7 +407,56 @@ def fast_paths(check: Check, flux: Any, requests: list, size: dict[str, int]) ->
         except Exception as error:
             results["compile"] = {"failed": f"{type(error).__name__}: {str(error).strip().splitlines()[0][:200]}"}
             plain_path()
-    results["fp8_int8_weights"] = {"skipped": "not implemented yet (docs/sub.md, fast paths)"}
+    check.save()
+
+
+def quantized_path(check: Check, flux: Any, mode: str, paths: dict[str, Callable[..., Any]]) -> None:
+    """``--quantize MODE`` against the plain path: a copy of the transformer quantised the way
+    ``generate sub`` does it (the plain one stays for the baseline; a 12B copy fits beside it on an
+    80 GB card), swapped in for its side. Skipped with the reason ``generate sub`` would give where
+    the mode cannot run (fp8 on a CPU or a GPU older than compute capability 8.9, no torchao)."""
+    import copy
+
+    from conceptforge.errors import ConceptforgeError
+    from conceptforge.generators.sub.stage import check_quantize, quantize_transformer
+
+    settings, device = check.settings, check.settings.device
+    record, plain_path, one_at_a_time = paths["record"], paths["plain_path"], paths["one_at_a_time"]
+    results = check.report["sub"]["fast_paths"]
+    name = f"quantize_{mode.replace('-', '_')}"
+    try:
+        check_quantize(mode, device)
+    except ConceptforgeError as error:
+        results[name] = {"skipped": str(error)}
+        return
+    if check.over_budget():
+        results[name] = {"skipped": f"over the {settings.budget:.0f} s budget"}
+        return
+    plain_path()
+    before = torch.cuda.memory_allocated(device) if device.type == "cuda" else None
+    quantized: Any = None
+    try:
+        start = time.perf_counter()
+        quantized = copy.deepcopy(flux.pipe.transformer)
+        quantize_transformer(quantized, mode)
+        quantize_s = time.perf_counter() - start
+        weights = (torch.cuda.memory_allocated(device) - before) / 2**30 if before is not None else None
+
+        def with_quantized() -> list:
+            plain_path()
+            flux.pipe.transformer = quantized
+            return one_at_a_time()
+
+        record(name, with_quantized, f"--quantize {mode} (torchao weight-only, Linear layers)")
+        results[name]["quantize_s"] = round(quantize_s, 2)
+        if weights is not None:
+            results[name]["quantized_transformer_gib"] = round(weights, 2)
+    except Exception as error:  # a kernel this GPU/torch/torchao lacks: recorded, not fatal
+        results[name] = {"failed": f"{type(error).__name__}: {str(error).strip().splitlines()[0][:200]}"}
+    finally:
+        plain_path()
+        quantized = None
+        release(device)
     check.save()
 
 
@@ -765,7 +817,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=float, default=420.0, help="seconds after which optional parts are skipped")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s")
-    for noisy in ("diffusers", "transformers", "accelerate"):
+    os.environ.setdefault("DIFFUSERS_VERBOSITY", "error")  # read when diffusers loads (after this)
+    for noisy in ("diffusers", "transformers", "accelerate", "torch.utils._pytree"):  # _pytree: torchao's import
         logging.getLogger(noisy).setLevel(logging.ERROR)
     from benchmarks._harness import Skip
 

@@ -24,7 +24,10 @@ from conceptforge.commands import invoke  # noqa: E402
 from conceptforge.commands import main as conceptforge  # noqa: E402
 from conceptforge.errors import ConceptforgeError, DependencyMissingError, DeviceUnavailableError  # noqa: E402
 from conceptforge.generators.sub.tdg import TDGParams, eta_schedule  # noqa: E402
-from tests.sub.test_sub_script import _args, candidate_spec  # noqa: E402, F401 (fixture)
+from tests.sub import test_sub_script as script  # noqa: E402
+
+_args = script._args
+candidate_spec = script.candidate_spec  # the fixture: two birds x two attributes
 
 PROMPTS = [
     "A photo of a Blue Jay with black colored feathers on the crown of its head",
@@ -59,9 +62,9 @@ def quantized_flux(tiny_flux_dir):
 
 
 def test_int8_weights_are_quantised_once(quantized_flux):
-    from conceptforge.generators.sub.stage import GenerationSettings, apply_fast_paths
-
     from torchao.quantization import Int8Tensor
+
+    from conceptforge.generators.sub.stage import GenerationSettings, apply_fast_paths
 
     transformer = quantized_flux.pipe.transformer
     linears = [m for m in transformer.modules() if isinstance(m, torch.nn.Linear)]
@@ -82,7 +85,13 @@ def _tie_trace(flux, seed: int, params: TDGParams) -> list[tuple[float, bool, fl
         trace.append((eta, torch.equal(latents[0], latents[1]), tied))
 
     with torch.no_grad():
-        flux.denoise(PROMPTS, seed=seed, eta=lambda t: eta_schedule(t, params.tmin, params.tmax, params.k), on_step=on_step, **SIZE)
+        flux.denoise(
+            PROMPTS,
+            seed=seed,
+            eta=lambda t: eta_schedule(t, params.tmin, params.tmax, params.k),
+            on_step=on_step,
+            **SIZE,
+        )
     return trace
 
 
@@ -106,17 +115,27 @@ def test_tie_stays_exact_and_images_stay_close(tiny_flux, quantized_flux):
     plain = [tiny_flux.generate_batch([r], **SIZE)[0].reference for r in requests]
     quantized = [quantized_flux.generate_batch([r], **SIZE)[0].reference for r in requests]
     figures = [psnr(a, b) for a, b in zip(plain, quantized)]
-    print(f"int8-weight vs plain, tiny FLUX, 32 px, {SIZE['num_inference_steps']} steps: PSNR {', '.join(f'{v:.1f}' for v in figures)} dB")
+    print(
+        f"int8-weight vs plain, tiny FLUX, 32 px, {SIZE['num_inference_steps']} steps: PSNR {', '.join(f'{v:.1f}' for v in figures)} dB"
+    )
     assert all(PSNR_BOUND_DB < value < math.inf for value in figures), figures
 
 
 def test_quantize_is_a_bound_setting_and_verify_quantises_again(
-    tmp_path, mini_cub, tiny_flux_dir, candidate_spec, capsys, monkeypatch  # noqa: F811
+    tmp_path,
+    mini_cub,
+    tiny_flux_dir,
+    candidate_spec,
+    capsys,
+    monkeypatch,
 ):
     from conceptforge.generators.sub import stage
 
     out = tmp_path / "int8"
-    assert invoke(["generate", "sub", *_args(out, mini_cub, tiny_flux_dir, candidate_spec, "--quantize", "int8-weight")]) == 0
+    assert (
+        invoke(["generate", "sub", *_args(out, mini_cub, tiny_flux_dir, candidate_spec, "--quantize", "int8-weight")])
+        == 0
+    )
     assert "wrote 8 images (4 pairs)" in capsys.readouterr().out
     assert json.loads((out / ".work" / "run.json").read_text())["settings"]["quantize"] == "int8-weight"
     provenance = json.loads((out / "provenance.json").read_text())
@@ -139,7 +158,12 @@ def _one_line_error(argv, capsys) -> str:
 
 
 def test_a_mode_this_machine_cannot_run_is_one_line_before_anything_is_written(
-    tmp_path, mini_cub, tiny_flux_dir, candidate_spec, capsys, monkeypatch  # noqa: F811
+    tmp_path,
+    mini_cub,
+    tiny_flux_dir,
+    candidate_spec,
+    capsys,
+    monkeypatch,
 ):
     out = tmp_path / "o"
     fp8 = _one_line_error(
