@@ -11,6 +11,7 @@ a card and a sample grid.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -228,13 +229,24 @@ def _quantize_config(mode: str):
     pytree.setLevel(logging.ERROR)
     try:
         from torchao.quantization import Float8WeightOnlyConfig, Int8WeightOnlyConfig
-    except ImportError:
-        raise DependencyMissingError(
-            f"--quantize {mode} needs torchao: pip install 'conceptforge[quantize]' (or pip install torchao)"
+    except ImportError as error:
+        if importlib.util.find_spec("torchao") is None:
+            raise DependencyMissingError(
+                f"--quantize {mode} needs torchao: pip install 'conceptforge[quantize]' (or pip install torchao)"
+            ) from None
+        raise DependencyMissingError(  # installed, but built for another torch
+            f"--quantize {mode}: torchao does not import beside torch {_torch_version()} "
+            f"({str(error).strip().splitlines()[0]}): install the torchao release made for this torch"
         ) from None
     finally:
         pytree.setLevel(level)
     return Int8WeightOnlyConfig() if mode == "int8-weight" else Float8WeightOnlyConfig()
+
+
+def _torch_version() -> str:
+    import torch
+
+    return torch.__version__
 
 
 def check_quantize(mode: str | None, device: Any) -> None:

@@ -175,7 +175,8 @@ def test_a_mode_this_machine_cannot_run_is_one_line_before_anything_is_written(
         ["generate", "sub", *_args(out, mini_cub, tiny_flux_dir, candidate_spec, "--quantize", "int4")], capsys
     )
     assert "argument --quantize: invalid choice: 'int4'" in unknown and not out.exists()
-    monkeypatch.setitem(sys.modules, "torchao.quantization", None)  # as if torchao were not installed
+    for name in ("torchao", "torchao.quantization"):  # as if torchao were not installed
+        monkeypatch.setitem(sys.modules, name, None)
     missing = _one_line_error(
         ["generate", "sub", *_args(out, mini_cub, tiny_flux_dir, candidate_spec, "--quantize", "int8-weight")], capsys
     )
@@ -199,6 +200,9 @@ def test_settings_and_older_gpus_are_refused(monkeypatch):
         check_quantize("fp8-weight", "auto")
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
     check_quantize("fp8-weight", "cuda:0")  # an H100: accepted (torchao imports)
-    monkeypatch.setitem(sys.modules, "torchao.quantization", None)
-    with pytest.raises(DependencyMissingError, match="needs torchao"):
+    monkeypatch.setitem(sys.modules, "torchao.quantization", None)  # installed, but does not import
+    with pytest.raises(DependencyMissingError, match=r"torchao does not import beside torch .*: install the torchao"):
         check_quantize("fp8-weight", "cuda:0")
+    monkeypatch.setitem(sys.modules, "torchao", None)  # not installed
+    with pytest.raises(DependencyMissingError, match=r"needs torchao: pip install 'conceptforge\[quantize\]'"):
+        check_quantize("int8-weight", "cpu")
