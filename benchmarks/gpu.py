@@ -9,7 +9,8 @@ What a GPU hour buys, measured with random weights at the real shapes (no downlo
   no text encoder: they cost <1% of a pair). Seconds per pair, peak memory, achieved TFLOP/s and
   the GPU-hours of the paper plan (1,056 pairs x 500 images). Then the fast paths of
   ``generate sub``, each against the plain TDG path in the same run with the PSNR of its images:
-  ``--pairs-per-batch 2``, ``--attention-backend _native_cudnn`` / ``_native_flash``, ``--compile``.
+  ``--pairs-per-batch 2``, ``--attention-backend _native_cudnn`` / ``_native_flash``,
+  ``--quantize int8-weight`` / ``fp8-weight`` (torchao; fp8 skipped below compute capability 8.9), ``--compile``.
 * **VQA filter**: the scorer's forward (``filters.vqa.next_token_logits``) at InternVL-2.5-8B's
   shape (InternViT-300M + a 7B Llama-shaped decoder), one 448 px tile per image: images/s in
   batches of 8 (``filter sub``'s default) against one image at a time; then 10 tiles per image.
@@ -199,9 +200,8 @@ class RandomPrompts:
 def build_flux(settings: Settings):
     """A FluxPipeline of the real (or tiny) transformer and VAE with random weights, built on the
     device in the run's dtype, and no text encoders (:class:`RandomPrompts` stands in)."""
-    from diffusers import FlowMatchEulerDiscreteScheduler, FluxPipeline
-
     from benchmarks._gpu_shapes import build_flux_transformer, build_flux_vae
+    from conceptforge.testing.random_flux import flux_pipeline
 
     previous = torch.get_default_dtype()
     torch.set_default_dtype(settings.dtype)
@@ -211,18 +211,7 @@ def build_flux(settings: Settings):
             vae = build_flux_vae(settings.shapes)
     finally:
         torch.set_default_dtype(previous)
-    scheduler = FlowMatchEulerDiscreteScheduler(
-        base_image_seq_len=256, max_image_seq_len=4096, base_shift=0.5, max_shift=1.15, use_dynamic_shifting=True
-    )
-    pipe = FluxPipeline(
-        scheduler=scheduler,
-        vae=vae,
-        text_encoder=None,
-        tokenizer=None,
-        text_encoder_2=None,
-        tokenizer_2=None,
-        transformer=transformer,
-    )
+    pipe = flux_pipeline(transformer, vae)
     pipe.encode_prompt = RandomPrompts(settings.shapes, settings.device, settings.dtype)
     pipe.set_progress_bar_config(disable=True)
     return pipe

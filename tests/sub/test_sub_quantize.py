@@ -121,27 +121,25 @@ def test_tie_stays_exact_and_images_stay_close(tiny_flux, quantized_flux):
     assert all(PSNR_BOUND_DB < value < math.inf for value in figures), figures
 
 
+@pytest.fixture
+def generate_sub(mini_cub, tiny_flux_dir, candidate_spec):
+    """``generate sub`` argv for the tiny FLUX and the miniature CUB, writing to ``out``."""
+    return lambda out, *extra: ["generate", "sub", *_args(out, mini_cub, tiny_flux_dir, candidate_spec, *extra)]
+
+
 def test_quantize_is_a_bound_setting_and_verify_quantises_again(
-    tmp_path,
-    mini_cub,
-    tiny_flux_dir,
-    candidate_spec,
-    capsys,
-    monkeypatch,
+    tmp_path, generate_sub, tiny_flux_dir, capsys, monkeypatch
 ):
     from conceptforge.generators.sub import stage
 
     out = tmp_path / "int8"
-    assert (
-        invoke(["generate", "sub", *_args(out, mini_cub, tiny_flux_dir, candidate_spec, "--quantize", "int8-weight")])
-        == 0
-    )
+    assert invoke(generate_sub(out, "--quantize", "int8-weight")) == 0
     assert "wrote 8 images (4 pairs)" in capsys.readouterr().out
     assert json.loads((out / ".work" / "run.json").read_text())["settings"]["quantize"] == "int8-weight"
     provenance = json.loads((out / "provenance.json").read_text())
     assert provenance["configs"]["default"]["rebuild"]["settings"]["quantize"] == "int8-weight"
     with pytest.raises(ConceptforgeError, match="other settings"):
-        invoke(["generate", "sub", *_args(out, mini_cub, tiny_flux_dir, candidate_spec, "--max-items", "1")])
+        invoke(generate_sub(out, "--max-items", "1"))
 
     calls = []
     real = stage.quantize_transformer
@@ -158,28 +156,17 @@ def _one_line_error(argv, capsys) -> str:
 
 
 def test_a_mode_this_machine_cannot_run_is_one_line_before_anything_is_written(
-    tmp_path,
-    mini_cub,
-    tiny_flux_dir,
-    candidate_spec,
-    capsys,
-    monkeypatch,
+    tmp_path, generate_sub, capsys, monkeypatch
 ):
     out = tmp_path / "o"
-    fp8 = _one_line_error(
-        ["generate", "sub", *_args(out, mini_cub, tiny_flux_dir, candidate_spec, "--quantize", "fp8-weight")], capsys
-    )
+    fp8 = _one_line_error(generate_sub(out, "--quantize", "fp8-weight"), capsys)
     assert fp8.startswith("error: --quantize fp8-weight needs a CUDA GPU of compute capability >= 8.9")
     assert "this run is on cpu: use --quantize int8-weight" in fp8 and not out.exists()
-    unknown = _one_line_error(
-        ["generate", "sub", *_args(out, mini_cub, tiny_flux_dir, candidate_spec, "--quantize", "int4")], capsys
-    )
+    unknown = _one_line_error(generate_sub(out, "--quantize", "int4"), capsys)
     assert "argument --quantize: invalid choice: 'int4'" in unknown and not out.exists()
     for name in ("torchao", "torchao.quantization"):  # as if torchao were not installed
         monkeypatch.setitem(sys.modules, name, None)
-    missing = _one_line_error(
-        ["generate", "sub", *_args(out, mini_cub, tiny_flux_dir, candidate_spec, "--quantize", "int8-weight")], capsys
-    )
+    missing = _one_line_error(generate_sub(out, "--quantize", "int8-weight"), capsys)
     assert missing.strip() == (
         "error: --quantize int8-weight needs torchao: pip install 'conceptforge[quantize]' (or pip install torchao)"
     )
