@@ -288,7 +288,8 @@ def fast_paths(check: Check, flux: Any, requests: list, size: dict[str, int]) ->
     """Each fast path of ``generate sub`` against the plain TDG path, interleaved: seconds per
     pair and the PSNR of its R images against the plain path's for the same seeds. Each side sets
     the transformer's state it needs before it runs (attention backend, compiled or eager)."""
-    from conceptforge.generators.sub.stage import QUANTIZE_MODES, GenerationSettings, apply_fast_paths
+    from conceptforge.generators.sub.fast_paths import QUANTIZE_MODES, apply_fast_paths
+    from conceptforge.generators.sub.stage import GenerationSettings
 
     settings, device = check.settings, check.settings.device
     results: dict[str, Any] = {}
@@ -407,7 +408,7 @@ def quantized_path(check: Check, flux: Any, mode: str, paths: dict[str, Callable
     import copy
 
     from conceptforge.errors import ConceptforgeError
-    from conceptforge.generators.sub.stage import check_quantize, quantize_transformer
+    from conceptforge.generators.sub.fast_paths import check_quantize, quantize_transformer
 
     settings, device = check.settings, check.settings.device
     record, plain_path, one_at_a_time = paths["record"], paths["plain_path"], paths["one_at_a_time"]

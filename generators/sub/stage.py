@@ -11,7 +11,6 @@ a card and a sample grid.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -23,10 +22,19 @@ from conceptforge.cards.provenance import resolve_model_revision
 from conceptforge.engine.runner import RunDir, RunReport, Stage, run_stage
 from conceptforge.engine.store import ItemResult, join
 from conceptforge.engine.workitems import ShardSpec, WorkItem, derive_seed
-from conceptforge.errors import DependencyMissingError, DeviceUnavailableError, InvalidArgumentError
+from conceptforge.errors import InvalidArgumentError
 
 # the assembler's stored name points here: importing this module registers it
 from conceptforge.generators.sub.card import ASSEMBLER, SPLIT, card_metadata
+
+# the fast paths have their own module; their names are importable from here too, beside the settings
+from conceptforge.generators.sub.fast_paths import (  # noqa: F401
+    ATTENTION_BACKENDS,
+    QUANTIZE_MODES,
+    apply_fast_paths,
+    check_quantize,
+    check_quantize_name,
+)
 from conceptforge.generators.sub.flux_tdg import (
     DEFAULT_GUIDANCE,
     DEFAULT_MAX_SEQUENCE_LENGTH,
@@ -35,6 +43,7 @@ from conceptforge.generators.sub.flux_tdg import (
     DEFAULT_STEPS,
     PairRequest,
     TDGFlux,
+    _execution_device,
 )
 from conceptforge.generators.sub.spec import NEEDS_CUB, Pair, PairPlan
 from conceptforge.generators.sub.tdg import TDGParams
@@ -76,10 +85,7 @@ class GenerationSettings:
             raise InvalidArgumentError("--resolution and --steps must be positive")
         if self.pairs_per_batch < 1:
             raise InvalidArgumentError(f"--pairs-per-batch must be >= 1, got {self.pairs_per_batch}")
-        if self.quantize is not None and self.quantize not in QUANTIZE_MODES:
-            raise InvalidArgumentError(
-                f"unknown --quantize {self.quantize!r}; use one of {', '.join(QUANTIZE_MODES)} (or leave it off)"
-            )
+        check_quantize_name(self.quantize)
 
     def to_config(self) -> dict[str, Any]:
         """The settings as stored; the fast paths only when on, so runs made before they existed
@@ -92,14 +98,6 @@ class GenerationSettings:
 
 
 FAST_PATH_DEFAULTS = {"pairs_per_batch": 1, "compile": False, "attention_backend": None, "quantize": None}
-#: ``--quantize``: torchao's weight-only configs for the transformer's Linear layers, applied to the
-#: loaded bf16/fp32 model (a plain checkpoint: nothing quantised is stored or downloaded).
-QUANTIZE_MODES = ("int8-weight", "fp8-weight")
-#: fp8 matmuls need Ada (8.9) or Hopper (9.0) tensor cores; older GPUs and CPUs have none.
-FP8_MIN_CAPABILITY = (8, 9)
-#: diffusers' names of PyTorch's SDPA kernels (``native`` lets PyTorch choose, the default).
-ATTENTION_BACKENDS = ("native", "_native_cudnn", "_native_flash", "_native_efficient", "_native_math")
-CUDA_ATTENTION_BACKENDS = ("_native_cudnn", "_native_flash", "_native_efficient")
 
 
 def item_id(pair: Pair, index: int, images_per_pair: int) -> str:
@@ -221,104 +219,6 @@ def make_item_function(
     return make
 
 
-def _quantize_config(mode: str):
-    """torchao's config for ``mode``, torchao imported with torch's deprecation notes about it
-    (logged once per enum at import, not ours to fix) kept out of the one-line errors and logs."""
-    pytree = logging.getLogger("torch.utils._pytree")
-    level = pytree.level
-    pytree.setLevel(logging.ERROR)
-    try:
-        from torchao.quantization import Float8WeightOnlyConfig, Int8WeightOnlyConfig
-    except ImportError as error:
-        if importlib.util.find_spec("torchao") is None:
-            raise DependencyMissingError(
-                f"--quantize {mode} needs torchao: pip install 'conceptforge[quantize]' (or pip install torchao)"
-            ) from None
-        raise DependencyMissingError(  # installed, but built for another torch
-            f"--quantize {mode}: torchao does not import beside torch {_torch_version()} "
-            f"({str(error).strip().splitlines()[0]}): install the torchao release made for this torch"
-        ) from None
-    finally:
-        pytree.setLevel(level)
-    return Int8WeightOnlyConfig() if mode == "int8-weight" else Float8WeightOnlyConfig()
-
-
-def _torch_version() -> str:
-    import torch
-
-    return torch.__version__
-
-
-def check_quantize(mode: str | None, device: Any) -> None:
-    """Refuse a ``--quantize`` this machine cannot run, before any model loads or anything is
-    written: an unknown name, fp8 without a GPU of compute capability >= 8.9, torchao missing.
-    ``device`` is ``generate sub``'s ``--device`` ("auto", "cpu", "cuda:N") or a ``torch.device``."""
-    if not mode:
-        return
-    GenerationSettings(quantize=mode)  # an unknown name: the same one line as the settings give
-    if mode == "fp8-weight":
-        import torch
-
-        name = str(device)
-        if name == "auto":
-            name = "cuda" if torch.cuda.is_available() else "cpu"
-        target = torch.device(name)
-        if target.type != "cuda" or not torch.cuda.is_available():
-            raise DeviceUnavailableError(
-                f"--quantize fp8-weight needs a CUDA GPU of compute capability >= 8.9 (Ada, Hopper); "
-                f"this run is on {target.type}: use --quantize int8-weight or leave --quantize off"
-            )
-        capability = torch.cuda.get_device_capability(target)
-        if capability < FP8_MIN_CAPABILITY:
-            raise DeviceUnavailableError(
-                f"--quantize fp8-weight needs compute capability >= 8.9 (Ada, Hopper); "
-                f"{torch.cuda.get_device_name(target)} has {capability[0]}.{capability[1]}: use --quantize int8-weight"
-            )
-    _quantize_config(mode)
-
-
-def quantize_transformer(transformer: Any, mode: str) -> None:
-    """Weight-only ``mode`` quantisation of every Linear layer of the loaded transformer, in place
-    (torchao's ``quantize_``). Why after loading, not diffusers' ``TorchAoConfig`` at
-    ``from_pretrained``: the same call then serves a loaded generator passed in, ``verify``'s
-    rebuild and the device check, from the same plain checkpoint. Applying the same mode twice is a
-    no-op (a reused generator); another mode on top would quantise twice and is refused."""
-    done = getattr(transformer, "_conceptforge_quantize", None)
-    if done == mode:
-        return
-    if done is not None:
-        raise InvalidArgumentError(f"the transformer is already quantised ({done}); load the model again for {mode}")
-    check_quantize(mode, next(transformer.parameters()).device)
-    from torchao.quantization import quantize_
-
-    quantize_(transformer, _quantize_config(mode))
-    transformer._conceptforge_quantize = mode
-
-
-def apply_fast_paths(generator: TDGFlux, settings: GenerationSettings) -> None:
-    """``--attention-backend``, ``--quantize`` and ``--compile`` on the loaded transformer (in
-    place; quantised before it is compiled, so the compiled graph has the quantised matmuls)."""
-    transformer = generator.pipe.transformer
-    if settings.attention_backend:
-        device = next(transformer.parameters()).device
-        if settings.attention_backend in CUDA_ATTENTION_BACKENDS and device.type != "cuda":
-            raise InvalidArgumentError(
-                f"--attention-backend {settings.attention_backend} is a CUDA kernel; the transformer is on {device}"
-            )
-        if not hasattr(transformer, "set_attention_backend"):
-            raise DependencyMissingError("--attention-backend needs diffusers >= 0.35 (set_attention_backend)")
-        try:
-            transformer.set_attention_backend(settings.attention_backend)
-        except (ValueError, RuntimeError, ImportError) as error:
-            raise InvalidArgumentError(
-                f"--attention-backend {settings.attention_backend}: {str(error).strip().splitlines()[0]}"
-            ) from None
-    if settings.quantize:
-        quantize_transformer(transformer, settings.quantize)
-    if settings.compile:
-        transformer.compile()  # nn.Module.compile: in place, the module keeps its class and config
-
-
 @dataclass
 class RunSummary:
     pairs: int
@@ -372,7 +272,7 @@ def build_stage(config: SubStageConfig) -> Stage:
         raise InvalidArgumentError("a dataset license is required (--license), e.g. cc-by-nc-4.0")
     items = build_work_items(plan, images_per_pair=images_per_pair, run_seed=settings.seed)
     if settings.quantize:  # before the engine writes anything or the model loads
-        check_quantize(settings.quantize, next(generator.pipe.transformer.parameters()).device if generator else device)
+        check_quantize(settings.quantize, _execution_device(generator.pipe.transformer) if generator else device)
     loaded: dict[str, Any] = {}
 
     def prepare() -> None:

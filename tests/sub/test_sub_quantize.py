@@ -130,7 +130,7 @@ def generate_sub(mini_cub, tiny_flux_dir, candidate_spec):
 def test_quantize_is_a_bound_setting_and_verify_quantises_again(
     tmp_path, generate_sub, tiny_flux_dir, capsys, monkeypatch
 ):
-    from conceptforge.generators.sub import stage
+    from conceptforge.generators.sub import fast_paths
 
     out = tmp_path / "int8"
     assert invoke(generate_sub(out, "--quantize", "int8-weight")) == 0
@@ -142,8 +142,8 @@ def test_quantize_is_a_bound_setting_and_verify_quantises_again(
         invoke(generate_sub(out, "--max-items", "1"))
 
     calls = []
-    real = stage.quantize_transformer
-    monkeypatch.setattr(stage, "quantize_transformer", lambda t, mode: (calls.append(mode), real(t, mode)))
+    real = fast_paths.quantize_transformer
+    monkeypatch.setattr(fast_paths, "quantize_transformer", lambda t, mode: (calls.append(mode), real(t, mode)))
     assert conceptforge(["verify", str(out), "--all", "--weights", f"diffusion={tiny_flux_dir}"]) == 0
     assert calls == ["int8-weight"] and "verified: 8 of 8 item(s)" in capsys.readouterr().out
 
@@ -174,7 +174,8 @@ def test_a_mode_this_machine_cannot_run_is_one_line_before_anything_is_written(
 
 
 def test_settings_and_older_gpus_are_refused(monkeypatch):
-    from conceptforge.generators.sub.stage import GenerationSettings, check_quantize
+    from conceptforge.generators.sub.fast_paths import check_quantize
+    from conceptforge.generators.sub.stage import GenerationSettings
 
     with pytest.raises(ConceptforgeError, match="unknown --quantize 'int4'; use one of int8-weight, fp8-weight"):
         GenerationSettings(quantize="int4")
