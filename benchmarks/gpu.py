@@ -686,7 +686,12 @@ def markdown(report: dict[str, Any]) -> str:
                     _row(
                         f"fast path: {name}",
                         f"{fast['s_per_pair']:.3f} s/pair vs {fast['plain_s_per_pair']:.3f} plain "
-                        f"({fast['speedup']:.3f}x), PSNR {fast['psnr_db_vs_plain']:.1f} dB",
+                        f"({fast['speedup']:.3f}x), PSNR {fast['psnr_db_vs_plain']:.1f} dB"
+                        + (
+                            f"; weights {fast['quantized_transformer_gib']} GiB"
+                            if "quantized_transformer_gib" in fast
+                            else ""
+                        ),
                     )
                 )
             elif isinstance(fast, dict):
