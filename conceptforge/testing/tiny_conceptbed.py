@@ -1,9 +1,11 @@
-"""Tiny random Stable-Diffusion-1.5-style pipeline, ViLT and image classifiers built from configs.
+"""Tiny random Stable-Diffusion-1.5-style and Latent-Diffusion pipelines, ViLT and image
+classifiers built from configs.
 
 Why: tests, benchmarks and smoke runs must exercise the real ``from_pretrained`` code paths
 offline. These builders make models with the same classes and folder layout as
-``runwayml/stable-diffusion-v1-5`` / ``dandelin/vilt-b32-finetuned-vqa`` / timm-style
-classifiers, only a few hundred kilobytes large, and save them to a local directory.
+``runwayml/stable-diffusion-v1-5`` / ``CompVis/ldm-text2im-large-256`` /
+``dandelin/vilt-b32-finetuned-vqa`` / timm-style classifiers, only a few hundred kilobytes large,
+and save them to a local directory.
 """
 
 from __future__ import annotations
@@ -86,6 +88,85 @@ def build_tiny_sd(
         feature_extractor=None,
         requires_safety_checker=False,
     )
+    pipe.save_pretrained(path, safe_serialization=True)
+    return path
+
+
+#: A WordPiece vocabulary that spells any lower-case word letter by letter (``a ##b ##c``), so
+#: every prompt of the tests encodes differently; ``*`` is Table 5's LDM placeholder (in BERT's vocab).
+TINY_BERT_CHARACTERS = "abcdefghijklmnopqrstuvwxyz0123456789"
+TINY_BERT_PUNCTUATION = "*<>.,'?!-_"
+
+
+def tiny_bert_tokenizer(model_max_length: int = 77):
+    """A ``BertTokenizer`` over :data:`TINY_BERT_CHARACTERS` (whole and ``##`` continuation) and punctuation."""
+    from transformers import BertTokenizer
+
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    words += list(TINY_BERT_CHARACTERS + TINY_BERT_PUNCTUATION) + ["##" + c for c in TINY_BERT_CHARACTERS]
+    return BertTokenizer(vocab={word: index for index, word in enumerate(words)}, model_max_length=model_max_length)
+
+
+def build_tiny_ldm(path: str | Path, *, seed: int = 0, autoencoder: str = "kl", sample_size: int = 4) -> Path:
+    """Save a tiny ``LDMTextToImagePipeline`` (LDMBert, BERT tokenizer, conditional UNet, KL or VQ
+    autoencoder, DDIM scheduler) in the layout of ``CompVis/ldm-text2im-large-256`` to ``path``.
+
+    The autoencoder down-samples by 8 like the real one (the pipeline's latent size is
+    ``height // 8`` whatever its autoencoder), so ``sample_size`` 4 latents are 32 px images.
+    ``autoencoder="vq"`` builds a ``VQModel`` instead of the real model's ``AutoencoderKL``.
+    """
+    from diffusers import AutoencoderKL, DDIMScheduler, LDMTextToImagePipeline, UNet2DConditionModel, VQModel
+    from diffusers.pipelines.latent_diffusion.pipeline_latent_diffusion import LDMBertConfig, LDMBertModel
+
+    if autoencoder not in ("kl", "vq"):
+        raise ValueError(f"autoencoder must be kl or vq, got {autoencoder!r}")
+    path = Path(path)
+    torch.manual_seed(seed)
+    tokenizer = tiny_bert_tokenizer()
+    bert = LDMBertModel(
+        LDMBertConfig(
+            vocab_size=len(tokenizer),
+            max_position_embeddings=77,
+            encoder_layers=2,
+            encoder_ffn_dim=64,
+            encoder_attention_heads=2,
+            head_dim=16,
+            d_model=32,
+        )
+    )
+    unet = UNet2DConditionModel(
+        sample_size=sample_size,
+        in_channels=4,
+        out_channels=4,
+        layers_per_block=1,
+        block_out_channels=(32, 64),
+        down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+        up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
+        cross_attention_dim=32,
+        attention_head_dim=8,
+        norm_num_groups=32,
+    )
+    shape = {
+        "in_channels": 3,
+        "out_channels": 3,
+        "down_block_types": ("DownEncoderBlock2D",) * 4,
+        "up_block_types": ("UpDecoderBlock2D",) * 4,
+        "block_out_channels": (8, 8, 8, 8),
+        "latent_channels": 4,
+        "layers_per_block": 1,
+        "norm_num_groups": 8,
+        "sample_size": sample_size * 8,
+    }
+    vqvae = AutoencoderKL(**shape) if autoencoder == "kl" else VQModel(**shape, num_vq_embeddings=16, vq_embed_dim=4)
+    scheduler = DDIMScheduler(  # the real model's scheduler config
+        beta_start=0.00085,
+        beta_end=0.012,
+        beta_schedule="scaled_linear",
+        num_train_timesteps=1000,
+        clip_sample=False,
+        set_alpha_to_one=False,
+    )
+    pipe = LDMTextToImagePipeline(vqvae=vqvae, bert=bert, tokenizer=tokenizer, unet=unet, scheduler=scheduler)
     pipe.save_pretrained(path, safe_serialization=True)
     return path
 

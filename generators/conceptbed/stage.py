@@ -62,6 +62,7 @@ from conceptforge.generators.conceptbed.composition import (
     with_questions_and_categories,
 )
 from conceptforge.generators.conceptbed.learners import LearnerConfig, concept_phrase, load_components
+from conceptforge.generators.conceptbed.pipelines import check_model_family
 from conceptforge.generators.conceptbed.sampling import (
     concept_prompts,
     ensure_class_images,
@@ -192,6 +193,9 @@ class ConceptBedGenerator:
         self._own_work = options.work_dir is not None and options.claim_work and not is_store(self.work)
         if self._own_work:
             claim_folder(self.work, made_by=ARTIFACT_MADE_BY, flag="--work-dir")
+        # The config's pipeline family must be the model's own (the command line reads it from the
+        # model; a Python caller's config is checked here, before anything is written).
+        check_model_family(options.config.model_id, options.config.revision, options.config.pipeline)
         self.run_dir = check_output(self.out, stage="conceptbed")  # read only: the store is made with the first work
         self.captions = prepare_captions(spec, options.categoriser, options.max_captions)
         self.items = build_items(spec, options.config, self.captions, num_images=options.num_images)
@@ -280,6 +284,7 @@ class ConceptBedGenerator:
                     num_inference_steps=config.num_inference_steps,
                     guidance_scale=config.guidance_scale,
                     resolution=config.resolution,
+                    **config.family.sample_kwargs(config.eta),
                 )
                 categories = list(payload.get("categories", []))
                 metadata = {

@@ -32,6 +32,14 @@ def tiny_sd(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_ldm(tmp_path_factory) -> Path:
+    """A tiny LDMTextToImagePipeline (CompVis/ldm-text2im-large-256's layout, KL autoencoder)."""
+    from conceptforge.testing.tiny_conceptbed import build_tiny_ldm
+
+    return build_tiny_ldm(tmp_path_factory.mktemp("tiny-ldm") / "ldm")
+
+
+@pytest.fixture(scope="session")
 def datasets_root(tmp_path_factory) -> Path:
     """PACS (2 styles x 7 entities), ImageNet (WordNet-id folders + mapping), CUB (2 classes)."""
     root = tmp_path_factory.mktemp("refs")

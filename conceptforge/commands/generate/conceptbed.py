@@ -33,14 +33,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="local folder for learned concept weights and class images (default OUT/.work; "
         "for a URL OUT, $CONCEPTFORGE_WORK_DIR or ~/.cache/conceptforge/conceptbed-work/<hash of OUT>)",
     )
-    parser.add_argument("--model-id", default=DEFAULT_MODEL_ID, help="SD-1.x diffusers model id or local folder")
+    parser.add_argument(
+        "--model-id",
+        default=DEFAULT_MODEL_ID,
+        help="diffusers model id or local folder: a Stable Diffusion 1.x pipeline, or an LDMTextToImagePipeline "
+        "(e.g. CompVis/ldm-text2im-large-256, Textual Inversion only); read from its model_index.json",
+    )
     parser.add_argument("--revision", default=None)
     parser.add_argument(
         "--num-images", type=at.non_negative_int, default=100, help="concept-split images per concept (paper: 100)"
     )
     parser.add_argument("--steps", type=at.positive_int, default=None, help="training steps (default: Table 5)")
     parser.add_argument("--learning-rate", type=at.positive_float, default=None, help="default: Table 5")
-    parser.add_argument("--placeholder-token", default=None, help="default: Table 5 (<object>, sks, <new1>)")
+    parser.add_argument(
+        "--placeholder-token", default=None, help="default: Table 5 (<object>, sks, <new1>; * on an LDM)"
+    )
     parser.add_argument("--initializer-token", default=None, help="default: the concept's parent word")
     parser.add_argument(
         "--preset",
@@ -68,6 +75,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--train-batch-size", type=at.positive_int, default=1)
     parser.add_argument("--num-inference-steps", type=at.positive_int, default=50)
     parser.add_argument("--guidance-scale", type=at.non_negative_float, default=7.5)
+    parser.add_argument(
+        "--eta", type=at.non_negative_float, default=0.0, help="DDIM eta when sampling an LDM (default 0); SD ignores it"
+    )
     parser.add_argument("--mixed-precision", choices=("auto", "no", "fp16", "bf16"), default="auto")
     parser.add_argument("--seed", type=at.seed, default=0)
     parser.add_argument("--categoriser", default="rules", help="'rules' or module:function (caption -> categories)")
@@ -131,11 +141,13 @@ def plan_lines(args: argparse.Namespace, config: LearnerConfig) -> list[str]:
     sampled = sum(len(v) for v in items.values())
     composition = sum(1 for v in items.values() for item in v if item.split == "composition")
     class_images = concepts * int(config.num_class_images or 0) if config.uses_prior else 0
-    resolution = config.resolution or 512  # SD-1.5's; the model's own size is read only when it loads
+    family = config.family
+    resolution = config.resolution or family.plan_resolution  # the model's own size is read only when it loads
     mode = f" ({config.dreambooth_mode})" if config.learner == "dreambooth" else ""
     lines = [
+        f"pipeline: {family.pipeline_class}",
         f"learner: {config.learner}{mode}, {config.steps} steps at lr {config.learning_rate:g}, {resolution} px"
-        + ("" if config.resolution else " (SD-1.5's size; the model's own is used when it loads)"),
+        + ("" if config.resolution else f" (the paper's {family.title} size; the model's own is used when it loads)"),
         f"concepts: {concepts}",
         f"training steps: {concepts * config.steps:,} ({config.steps} per concept)",
         f"class (prior) images: {class_images:,}"
@@ -163,11 +175,27 @@ def plan_lines(args: argparse.Namespace, config: LearnerConfig) -> list[str]:
     return lines
 
 
+def model_pipeline(args: argparse.Namespace) -> str:
+    """The pipeline family named by the model's own model_index.json. A --dry-run that cannot read
+    it (offline, the Hub id not cached) plans for Stable Diffusion and says so."""
+    from conceptforge.errors import WeightsUnavailableError
+    from conceptforge.generators.conceptbed.pipelines import STABLE_DIFFUSION, detect_family
+
+    try:
+        return detect_family(args.model_id, args.revision).name
+    except WeightsUnavailableError as error:
+        if not args.dry_run:
+            raise
+        print(f"note: {error}; planning for a Stable Diffusion pipeline")
+        return STABLE_DIFFUSION
+
+
 def learner_config(args: argparse.Namespace) -> LearnerConfig:
     return LearnerConfig(
         learner=args.learner,
         model_id=args.model_id,
         revision=args.revision,
+        pipeline=model_pipeline(args),
         steps=args.steps,
         learning_rate=args.learning_rate,
         placeholder_token=args.placeholder_token,
@@ -181,6 +209,7 @@ def learner_config(args: argparse.Namespace) -> LearnerConfig:
         train_batch_size=args.train_batch_size,
         num_inference_steps=args.num_inference_steps,
         guidance_scale=args.guidance_scale,
+        eta=args.eta,
         mixed_precision=args.mixed_precision,
         seed=args.seed,
     )
