@@ -108,6 +108,12 @@ def family_named(name: str) -> PipelineFamily:
 def read_model_index(model_id: str, revision: str | None = None) -> dict[str, Any]:
     """``model_index.json`` of a local pipeline folder or a Hub id."""
     local = Path(model_id).expanduser()
+    if local.is_absolute() or model_id.startswith(".") or local.exists():  # a folder, never a Hub id
+        if not (local / "model_index.json").is_file():
+            raise WeightsUnavailableError(
+                f"cannot read the model_index.json of {model_id!r}: "
+                f"{'no such folder' if not local.is_dir() else 'the folder holds none'} (pass a diffusers pipeline folder or Hub id)"
+            )
     try:
         if local.is_dir():
             path = local / "model_index.json"

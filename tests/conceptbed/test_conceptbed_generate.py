@@ -305,7 +305,7 @@ def test_a_missing_model_is_one_line_without_library_noise(tmp_path, datasets_ro
     assert result.returncode == 2
     lines = [line for line in result.stderr.strip().splitlines() if " INFO conceptforge." not in line]  # our own log
     assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("error: cannot load a Stable-Diffusion pipeline from 'org/not-a-model': ")
+    assert lines[0].startswith("error: cannot read the model_index.json of 'org/not-a-model' (a diffusers pipeline ")
     assert not any(
         noise in result.stderr for noise in ("stacktrace", "torchvision", "Will try to load from local cache")
     )

@@ -222,11 +222,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.num_images < 0:
         raise InvalidArgumentError("--num-images must be >= 0")
+    spec = load_spec(args.concepts)  # a bad spec is told before the model's files are read (maybe from the Hub)
     config = learner_config(args)
     if args.dry_run:
         print("\n".join(plan_lines(args, config)))
         return 0
-    spec = load_spec(args.concepts)
     options = GenerateOptions(
         config=config,
         out=args.out,
