@@ -52,7 +52,10 @@ from conceptforge.generators.conceptbed.spec import Concept
 logger = logging.getLogger(__name__)
 
 DEFAULT_MODEL_ID = "runwayml/stable-diffusion-v1-5"
-LEARNERS: tuple[str, ...] = ("textual-inversion", "dreambooth", "custom-diffusion")
+#: No learner: the base model samples the prompts with V* replaced by the concept's class noun
+#: (ConceptBed Table 2's "Stable Diffusion" row, the reference for what learning costs compositions).
+NO_LEARNER = "none"
+LEARNERS: tuple[str, ...] = ("textual-inversion", "dreambooth", "custom-diffusion", NO_LEARNER)
 CONFIG_NAME = "learner.json"
 EMBEDS_NAME = "learned_embeds.safetensors"
 LORA_NAME = "pytorch_lora_weights.safetensors"
@@ -122,6 +125,15 @@ class LearnerConfig:
         if self.learner not in LEARNERS:
             raise InvalidArgumentError(f"unknown learner {self.learner!r}; choose {', '.join(LEARNERS)}")
         family_named(self.pipeline).check_learner(self.learner)
+        if self.eta < 0:
+            raise InvalidArgumentError(f"eta must be >= 0, got {self.eta}")
+        if self.learner == NO_LEARNER:
+            given = [name for name in ("steps", "learning_rate", "placeholder_token") if getattr(self, name)]
+            if given:
+                flags = ", ".join("--" + name.replace("_", "-") for name in given)
+                raise InvalidArgumentError(f"--learner none trains nothing: drop {flags}")
+            self.steps, self.num_class_images = 0, 0
+            return
         if self.preset not in LEARNER_PRESETS:
             raise InvalidArgumentError(f"--preset must be one of {', '.join(LEARNER_PRESETS)}, got {self.preset!r}")
         if self.dreambooth_mode is None:
@@ -140,8 +152,6 @@ class LearnerConfig:
             self.num_class_images = defaults["num_class_images"]
         if self.steps < 0 or self.learning_rate <= 0:
             raise InvalidArgumentError("steps must be >= 0 and the learning rate > 0")
-        if self.eta < 0:
-            raise InvalidArgumentError(f"eta must be >= 0, got {self.eta}")
 
     @property
     def family(self) -> PipelineFamily:
@@ -152,6 +162,11 @@ class LearnerConfig:
         return self.learner in ("dreambooth", "custom-diffusion") and (self.num_class_images or 0) > 0
 
     @property
+    def trains(self) -> bool:
+        """False for the base model alone (``--learner none``): no artifact, nothing applied."""
+        return self.learner != NO_LEARNER
+
+    @property
     def adds_token(self) -> bool:
         return self.learner in ("textual-inversion", "custom-diffusion")
 
@@ -160,7 +175,10 @@ class LearnerConfig:
 
 
 def concept_phrase(config: LearnerConfig, concept: Concept) -> str:
-    """V* as written in prompts: the new token (TI), or token + class noun (DreamBooth, CD)."""
+    """V* as written in prompts: the new token (TI), token + class noun (DreamBooth, CD), or the
+    class noun alone (no learner: the base model's prompt for the concept)."""
+    if config.learner == NO_LEARNER:
+        return concept.class_noun
     if config.learner == "textual-inversion":
         return str(config.placeholder_token)
     return f"{config.placeholder_token} {concept.class_noun}"

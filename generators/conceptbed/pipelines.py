@@ -39,7 +39,7 @@ class PipelineFamily:
     pipeline_class: str  # model_index.json's _class_name
     text_encoder: str  # the pipeline's component holding the token embeddings
     autoencoder: str  # the pipeline's image <-> latent component
-    learners: tuple[str, ...]  # what ConceptBed trains on it (Table 5)
+    learners: tuple[str, ...]  # what ConceptBed trains on it (Table 5), and "none" (the base model alone)
     # Tokens a prompt is padded to: the tokenizer's own length (None) or the pipeline's fixed one
     # (LDMTextToImagePipeline pads to 77 whatever its BERT tokenizer's model_max_length says).
     prompt_length: int | None
@@ -65,7 +65,7 @@ class PipelineFamily:
         if learner not in self.learners:
             raise InvalidArgumentError(
                 f"{learner} cannot run on {self.title} ({self.pipeline_class}): ConceptBed trains only "
-                f"{', '.join(self.learners)} on it; use --learner {self.learners[0]} or a Stable Diffusion --model-id"
+                f"{', '.join(n for n in self.learners if n != 'none')} on it; use --learner {self.learners[0]} or a Stable Diffusion --model-id"
             )
 
 
@@ -75,7 +75,7 @@ FAMILIES: dict[str, PipelineFamily] = {
         pipeline_class="StableDiffusionPipeline",
         text_encoder="text_encoder",
         autoencoder="vae",
-        learners=("textual-inversion", "dreambooth", "custom-diffusion"),
+        learners=("textual-inversion", "dreambooth", "custom-diffusion", "none"),
         prompt_length=None,
         sampler="PNDMScheduler",
         uses_eta=False,
@@ -87,7 +87,7 @@ FAMILIES: dict[str, PipelineFamily] = {
         pipeline_class="LDMTextToImagePipeline",
         text_encoder="bert",
         autoencoder="vqvae",
-        learners=("textual-inversion",),
+        learners=("textual-inversion", "none"),
         prompt_length=77,
         sampler=None,
         uses_eta=True,

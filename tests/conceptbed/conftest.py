@@ -117,6 +117,7 @@ def run_script(capsys):
         "generate_conceptbed.py": ["generate", "conceptbed"],
         "evaluate.py": ["evaluate"],
         "train_oracle.py": ["train-oracle"],
+        "verify.py": ["verify"],
     }
 
     def run(name: str, *args: str):

@@ -196,6 +196,11 @@ def test_cli_ldm_end_to_end_resume_and_evaluate(
     )
     assert code == 0, err[-3000:]
     assert "Domain (PACS)" in text and "Objects (ImageNet)" in text and "| textual-inversion |" in text
+    # `verify` samples the release again from its record on the LDM with the learned rows.
+    code, text, err = run_script(
+        "verify.py", str(out), "--all", "--weights", f"diffusion={tiny_ldm}", "--weights", f"learners={out / '.work'}"
+    )
+    assert code == 0 and "verified: 6 of 6 item(s)" in text, err[-2000:] + text
 
 
 @pytest.mark.parametrize("learner", ["dreambooth", "custom-diffusion"])

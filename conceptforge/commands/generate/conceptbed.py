@@ -16,7 +16,12 @@ from conceptforge.generators.conceptbed.learners import DEFAULT_MODEL_ID, LEARNE
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--learner", required=True, choices=LEARNERS)
+    parser.add_argument(
+        "--learner",
+        required=True,
+        choices=LEARNERS,
+        help="none: the base model alone, V* written as the concept's class noun (Table 2's Stable Diffusion row)",
+    )
     parser.add_argument(
         "--concepts", required=True, type=at.existing_file, help="concept spec JSON (see docs/conceptbed.md)"
     )
@@ -144,9 +149,10 @@ def plan_lines(args: argparse.Namespace, config: LearnerConfig) -> list[str]:
     family = config.family
     resolution = config.resolution or family.plan_resolution  # the model's own size is read only when it loads
     mode = f" ({config.dreambooth_mode})" if config.learner == "dreambooth" else ""
+    training = f"{config.steps} steps at lr {config.learning_rate:g}" if config.trains else "the base model, nothing trained"
     lines = [
         f"pipeline: {family.pipeline_class}",
-        f"learner: {config.learner}{mode}, {config.steps} steps at lr {config.learning_rate:g}, {resolution} px"
+        f"learner: {config.learner}{mode}, {training}, {resolution} px"
         + ("" if config.resolution else f" (the paper's {family.title} size; the model's own is used when it loads)"),
         f"concepts: {concepts}",
         f"training steps: {concepts * config.steps:,} ({config.steps} per concept)",
@@ -155,17 +161,19 @@ def plan_lines(args: argparse.Namespace, config: LearnerConfig) -> list[str]:
         f"sampled images: {sampled:,} ({sampled - composition:,} concept, {composition:,} composition), "
         f"{config.num_inference_steps} steps, guidance {config.guidance_scale:g}",
     ]
-    if args.seconds_per_step:
-        step = gpu_costs.given(args.seconds_per_step, "training step", "--seconds-per-step")
-    else:
-        step = gpu_costs.estimate(_learner_workload(config), gpu=args.gpu_model, resolution=resolution)
+    parts = []
+    if config.trains:
+        if args.seconds_per_step:
+            step = gpu_costs.given(args.seconds_per_step, "training step", "--seconds-per-step")
+        else:
+            step = gpu_costs.estimate(_learner_workload(config), gpu=args.gpu_model, resolution=resolution)
+        parts.append(("train", concepts * config.steps, step))
     if args.seconds_per_image:
         image = gpu_costs.given(args.seconds_per_image, "sampled image", "--seconds-per-image")
     else:
         image = gpu_costs.estimate(
             "conceptbed/sample-image", gpu=args.gpu_model, resolution=resolution, steps=config.num_inference_steps
         )
-    parts = [("train", concepts * config.steps, step)]
     if class_images:
         parts.append(("class images", class_images, image))
     parts.append(("sample", sampled, image))
