@@ -138,8 +138,7 @@ def detect_family(model_id: str, revision: str | None = None) -> PipelineFamily:
     family = BY_CLASS.get(str(name))
     if family is None:
         raise InvalidArgumentError(
-            f"{model_id} is a {name}: ConceptBed's learners train on "
-            f"{' or '.join(sorted(BY_CLASS))} pipelines"
+            f"{model_id} is a {name}: ConceptBed's learners train on {' or '.join(sorted(BY_CLASS))} pipelines"
         )
     return family
 

@@ -204,11 +204,21 @@ def test_cli_ldm_end_to_end_resume_and_evaluate(
 
 
 @pytest.mark.parametrize("learner", ["dreambooth", "custom-diffusion"])
-def test_cli_learners_without_an_ldm_form_are_refused(tmp_path, tiny_ldm, datasets_root, write_spec, run_script, learner):
+def test_cli_learners_without_an_ldm_form_are_refused(
+    tmp_path, tiny_ldm, datasets_root, write_spec, run_script, learner
+):
     spec = write_spec(tmp_path, datasets_root, ["beagle"])
     out = tmp_path / "out"
     code, _, err = run_script(
-        "generate_conceptbed.py", "--learner", learner, "--concepts", str(spec), "--out", str(out), "--model-id", str(tiny_ldm)
+        "generate_conceptbed.py",
+        "--learner",
+        learner,
+        "--concepts",
+        str(spec),
+        "--out",
+        str(out),
+        "--model-id",
+        str(tiny_ldm),
     )
     assert code == 2
     lines = err.strip().splitlines()

@@ -81,7 +81,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-inference-steps", type=at.positive_int, default=50)
     parser.add_argument("--guidance-scale", type=at.non_negative_float, default=7.5)
     parser.add_argument(
-        "--eta", type=at.non_negative_float, default=0.0, help="DDIM eta when sampling an LDM (default 0); SD ignores it"
+        "--eta",
+        type=at.non_negative_float,
+        default=0.0,
+        help="DDIM eta when sampling an LDM (default 0); SD ignores it",
     )
     parser.add_argument("--mixed-precision", choices=("auto", "no", "fp16", "bf16"), default="auto")
     parser.add_argument("--seed", type=at.seed, default=0)
@@ -149,7 +152,9 @@ def plan_lines(args: argparse.Namespace, config: LearnerConfig) -> list[str]:
     family = config.family
     resolution = config.resolution or family.plan_resolution  # the model's own size is read only when it loads
     mode = f" ({config.dreambooth_mode})" if config.learner == "dreambooth" else ""
-    training = f"{config.steps} steps at lr {config.learning_rate:g}" if config.trains else "the base model, nothing trained"
+    training = (
+        f"{config.steps} steps at lr {config.learning_rate:g}" if config.trains else "the base model, nothing trained"
+    )
     lines = [
         f"pipeline: {family.pipeline_class}",
         f"learner: {config.learner}{mode}, {training}, {resolution} px"
