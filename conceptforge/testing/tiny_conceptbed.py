@@ -18,22 +18,11 @@ import torch
 from conceptforge.testing.tiny_models import clip_byte_tokenizer, clip_byte_vocab, clip_special_ids
 
 
-def build_tiny_sd(
-    path: str | Path, *, seed: int = 0, sample_size: int = 16, block_out_channels: tuple[int, int] = (32, 64)
-) -> Path:
-    """Save a tiny SD-1.5-layout pipeline (UNet, VAE, CLIP text encoder, tokenizer, PNDM) to ``path``.
+def tiny_unet(sample_size: int, block_out_channels: tuple[int, int] = (32, 64)):
+    """The conditional UNet of the tiny SD and LDM pipelines: two blocks, cross-attention width 32."""
+    from diffusers import UNet2DConditionModel
 
-    ``sample_size`` is the latent size; images are ``8 * sample_size / 2`` pixels (one VAE
-    down-sampling block pair gives a factor 2 here, so 16 latents -> 32 px images).
-    ``block_out_channels`` widens the UNet (benchmarks use a wider one, closer to SD's
-    parameter-to-activation balance).
-    """
-    from diffusers import AutoencoderKL, PNDMScheduler, StableDiffusionPipeline, UNet2DConditionModel
-    from transformers import CLIPTextConfig, CLIPTextModel
-
-    path = Path(path)
-    torch.manual_seed(seed)
-    unet = UNet2DConditionModel(
+    return UNet2DConditionModel(
         sample_size=sample_size,
         in_channels=4,
         out_channels=4,
@@ -45,6 +34,24 @@ def build_tiny_sd(
         attention_head_dim=8,
         norm_num_groups=32,
     )
+
+
+def build_tiny_sd(
+    path: str | Path, *, seed: int = 0, sample_size: int = 16, block_out_channels: tuple[int, int] = (32, 64)
+) -> Path:
+    """Save a tiny SD-1.5-layout pipeline (UNet, VAE, CLIP text encoder, tokenizer, PNDM) to ``path``.
+
+    ``sample_size`` is the latent size; images are ``8 * sample_size / 2`` pixels (one VAE
+    down-sampling block pair gives a factor 2 here, so 16 latents -> 32 px images).
+    ``block_out_channels`` widens the UNet (benchmarks use a wider one, closer to SD's
+    parameter-to-activation balance).
+    """
+    from diffusers import AutoencoderKL, PNDMScheduler, StableDiffusionPipeline
+    from transformers import CLIPTextConfig, CLIPTextModel
+
+    path = Path(path)
+    torch.manual_seed(seed)
+    unet = tiny_unet(sample_size, block_out_channels)
     vae = AutoencoderKL(
         in_channels=3,
         out_channels=3,
@@ -115,7 +122,7 @@ def build_tiny_ldm(path: str | Path, *, seed: int = 0, autoencoder: str = "kl", 
     ``height // 8`` whatever its autoencoder), so ``sample_size`` 4 latents are 32 px images.
     ``autoencoder="vq"`` builds a ``VQModel`` instead of the real model's ``AutoencoderKL``.
     """
-    from diffusers import AutoencoderKL, DDIMScheduler, LDMTextToImagePipeline, UNet2DConditionModel, VQModel
+    from diffusers import AutoencoderKL, DDIMScheduler, LDMTextToImagePipeline, VQModel
     from diffusers.pipelines.latent_diffusion.pipeline_latent_diffusion import LDMBertConfig, LDMBertModel
 
     if autoencoder not in ("kl", "vq"):
@@ -134,18 +141,7 @@ def build_tiny_ldm(path: str | Path, *, seed: int = 0, autoencoder: str = "kl", 
             d_model=32,
         )
     )
-    unet = UNet2DConditionModel(
-        sample_size=sample_size,
-        in_channels=4,
-        out_channels=4,
-        layers_per_block=1,
-        block_out_channels=(32, 64),
-        down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
-        up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
-        cross_attention_dim=32,
-        attention_head_dim=8,
-        norm_num_groups=32,
-    )
+    unet = tiny_unet(sample_size)
     shape = {
         "in_channels": 3,
         "out_channels": 3,

@@ -10,32 +10,12 @@ from conceptforge.errors import ConceptforgeError
 from conceptforge.generators.conceptbed.learners import LearnerConfig
 
 
-def _args(spec, out, model, *extra):
-    return (
-        "--learner",
-        "none",
-        "--concepts",
-        str(spec),
-        "--out",
-        str(out),
-        "--model-id",
-        str(model),
-        "--num-images",
-        "1",
-        "--num-inference-steps",
-        "2",
-        "--resolution",
-        "32",
-        *extra,
-    )
-
-
 def test_cli_base_model_samples_the_class_noun_and_trains_nothing(
-    tmp_path, tiny_sd, datasets_root, write_spec, captions_file, run_script
+    tmp_path, tiny_sd, datasets_root, write_spec, captions_file, run_script, tiny_run_args
 ):
     spec = write_spec(tmp_path, datasets_root, ["art_painting", "beagle", "001.Black_footed_Albatross"], captions_file)
     out = tmp_path / "base"
-    code, stdout, err = run_script("generate_conceptbed.py", *_args(spec, out, tiny_sd))
+    code, stdout, err = run_script("generate_conceptbed.py", *tiny_run_args("none", spec, out, tiny_sd))
     assert code == 0 and "wrote" in stdout, err[-2000:]
     ds = load_dataset(str(out))
     prompts = {r["concept"]: r["prompt"] for r in ds["concept"]}
@@ -51,7 +31,7 @@ def test_cli_base_model_samples_the_class_noun_and_trains_nothing(
     assert "base model, no learner" in card and "with no learned concept" in card
     # the same prompts and seeds give the same bytes in a second output folder
     again = tmp_path / "again"
-    assert run_script("generate_conceptbed.py", *_args(spec, again, tiny_sd))[0] == 0
+    assert run_script("generate_conceptbed.py", *tiny_run_args("none", spec, again, tiny_sd))[0] == 0
     files = sorted(p.name for p in (out / "data").glob("*.parquet"))
     assert files == sorted(p.name for p in (again / "data").glob("*.parquet"))
     assert all((out / "data" / f).read_bytes() == (again / "data" / f).read_bytes() for f in files)
@@ -60,10 +40,12 @@ def test_cli_base_model_samples_the_class_noun_and_trains_nothing(
     assert code == 0 and "verified: 5 of 5 item(s)" in text, err[-2000:] + text
 
 
-def test_training_flags_with_no_learner_are_refused(tmp_path, tiny_sd, datasets_root, write_spec, run_script):
+def test_training_flags_with_no_learner_are_refused(
+    tmp_path, tiny_sd, datasets_root, write_spec, run_script, tiny_run_args
+):
     spec = write_spec(tmp_path, datasets_root, ["beagle"])
     out = tmp_path / "x"
-    code, _, err = run_script("generate_conceptbed.py", *_args(spec, out, tiny_sd, "--steps", "5"))
+    code, _, err = run_script("generate_conceptbed.py", *tiny_run_args("none", spec, out, tiny_sd, "--steps", "5"))
     assert code == 2 and err.strip().splitlines()[-1] == "error: --learner none trains nothing: drop --steps"
     assert not out.exists()
     with pytest.raises(ConceptforgeError, match="drop --learning-rate, --placeholder-token"):
@@ -71,9 +53,11 @@ def test_training_flags_with_no_learner_are_refused(tmp_path, tiny_sd, datasets_
     assert LearnerConfig(learner="none", pipeline="ldm").steps == 0  # an LDM base model too
 
 
-def test_dry_run_has_no_training(tmp_path, tiny_sd, datasets_root, write_spec, run_script):
+def test_dry_run_has_no_training(tmp_path, tiny_sd, datasets_root, write_spec, run_script, tiny_run_args):
     spec = write_spec(tmp_path, datasets_root, ["beagle", "tabby"])
-    code, stdout, err = run_script("generate_conceptbed.py", *_args(spec, tmp_path / "plan", tiny_sd, "--dry-run"))
+    code, stdout, err = run_script(
+        "generate_conceptbed.py", *tiny_run_args("none", spec, tmp_path / "plan", tiny_sd, "--dry-run")
+    )
     assert code == 0, err[-2000:]
     assert "learner: none, the base model, nothing trained, 32 px" in stdout
     assert "training steps: 0" in stdout and "  train:" not in stdout and "sampled images: 2 (2 concept" in stdout

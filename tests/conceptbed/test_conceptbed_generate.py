@@ -122,31 +122,12 @@ def _script(*args, cwd):
     )
 
 
-def test_cli_dreambooth_end_to_end(tmp_path, tiny_sd, datasets_root, write_spec, run_script):
+def test_cli_dreambooth_end_to_end(tmp_path, tiny_sd, datasets_root, write_spec, run_script, tiny_run_args):
     spec = write_spec(tmp_path, datasets_root, ["001.Black_footed_Albatross"])
     out = tmp_path / "db"
     code, stdout, err = run_script(
         "generate_conceptbed.py",
-        "--learner",
-        "dreambooth",
-        "--concepts",
-        str(spec),
-        "--out",
-        str(out),
-        "--model-id",
-        str(tiny_sd),
-        "--steps",
-        "2",
-        "--num-images",
-        "1",
-        "--num-inference-steps",
-        "2",
-        "--resolution",
-        "32",
-        "--num-class-images",
-        "2",
-        "--preset",
-        "lora",
+        *tiny_run_args("dreambooth", spec, out, tiny_sd, "--steps", "2", "--num-class-images", "2", "--preset", "lora"),
     )
     assert code == 0, err[-2000:]
     assert "wrote" in stdout
@@ -160,30 +141,15 @@ def test_cli_dreambooth_end_to_end(tmp_path, tiny_sd, datasets_root, write_spec,
     assert "`lora` preset (DreamBooth LoRA rank 4, lr 0.0001" in (out / "README.md").read_text()
 
 
-def test_cli_dreambooth_paper_preset_is_the_default(tmp_path, tiny_sd, datasets_root, write_spec, run_script):
+def test_cli_dreambooth_paper_preset_is_the_default(
+    tmp_path, tiny_sd, datasets_root, write_spec, run_script, tiny_run_args
+):
     """Table 5: full UNet fine-tuning at 5e-6; the card and the artifact record it."""
     spec = write_spec(tmp_path, datasets_root, ["001.Black_footed_Albatross"])
     out = tmp_path / "db-paper"
     code, stdout, err = run_script(
         "generate_conceptbed.py",
-        "--learner",
-        "dreambooth",
-        "--concepts",
-        str(spec),
-        "--out",
-        str(out),
-        "--model-id",
-        str(tiny_sd),
-        "--steps",
-        "2",
-        "--num-images",
-        "1",
-        "--num-inference-steps",
-        "2",
-        "--resolution",
-        "32",
-        "--num-class-images",
-        "2",
+        *tiny_run_args("dreambooth", spec, out, tiny_sd, "--steps", "2", "--num-class-images", "2"),
     )
     assert code == 0, err[-2000:]
     artifact = out / ".work" / "artifacts" / "001.Black_footed_Albatross"
@@ -311,31 +277,13 @@ def test_a_missing_model_is_one_line_without_library_noise(tmp_path, datasets_ro
     )
 
 
-def test_foreign_out_folder_is_refused_untouched(tmp_path, tiny_sd, datasets_root, write_spec):
+def test_foreign_out_folder_is_refused_untouched(tmp_path, tiny_sd, datasets_root, write_spec, tiny_run_args):
     from tests.foreign_out import assert_refused_untouched, make_foreign_folder
 
     spec = write_spec(tmp_path, datasets_root, ["beagle"])
     out = tmp_path / "mine"
     before = make_foreign_folder(out)
-    result = _script(
-        "--learner",
-        "textual-inversion",
-        "--concepts",
-        str(spec),
-        "--out",
-        str(out),
-        "--model-id",
-        str(tiny_sd),
-        "--steps",
-        "1",
-        "--num-images",
-        "1",
-        "--num-inference-steps",
-        "1",
-        "--resolution",
-        "32",
-        cwd=tmp_path,
-    )
+    result = _script(*tiny_run_args("textual-inversion", spec, out, tiny_sd, "--steps", "1"), cwd=tmp_path)
     assert_refused_untouched(out, before, result.returncode, result.stderr)
 
 

@@ -123,40 +123,20 @@ def test_the_learned_row_changes_ldm_sampling_and_is_undone(tmp_path, tiny_ldm, 
     assert not np.array_equal(noisy, base)  # eta reaches the DDIM step
 
 
-def _generate(run_script, spec, out, model, *extra):
-    return run_script(
-        "generate_conceptbed.py",
-        "--learner",
-        "textual-inversion",
-        "--concepts",
-        str(spec),
-        "--out",
-        str(out),
-        "--model-id",
-        str(model),
-        "--steps",
-        "2",
-        "--num-images",
-        "2",
-        "--num-inference-steps",
-        "2",
-        "--resolution",
-        "32",
-        *extra,
-    )
-
-
 def test_cli_ldm_end_to_end_resume_and_evaluate(
-    tmp_path, tiny_ldm, datasets_root, write_spec, captions_file, run_script
+    tmp_path, tiny_ldm, datasets_root, write_spec, captions_file, run_script, tiny_run_args, oracle_flags
 ):
-    from conceptforge.testing.tiny_conceptbed import build_tiny_classifier, build_tiny_vilt
-
     spec = write_spec(tmp_path, datasets_root, ["art_painting", "beagle"], captions_file)
     out = tmp_path / "ti-ldm"
-    code, _, err = _generate(run_script, spec, out, tiny_ldm, "--max-items", "3")  # stopped mid-run
+
+    def generate(folder, *extra):
+        args = tiny_run_args("textual-inversion", spec, folder, tiny_ldm, "--steps", "2", *extra, num_images=2)
+        return run_script("generate_conceptbed.py", *args)
+
+    code, _, err = generate(out, "--max-items", "3")  # stopped mid-run
     assert code == 0, err[-2000:]
     assert not (out / "README.md").exists()
-    code, stdout, err = _generate(run_script, spec, out, tiny_ldm)  # resumed
+    code, stdout, err = generate(out)  # resumed
     assert code == 0 and "wrote" in stdout, err[-2000:]
     ds = load_dataset(str(out))
     beagle = [r for r in ds["concept"] if r["concept"] == "beagle"]
@@ -172,27 +152,13 @@ def test_cli_ldm_end_to_end_resume_and_evaluate(
     assert "ldm" in (out / "README.md").read_text()
     # One uninterrupted run writes the same bytes.
     clean = tmp_path / "clean"
-    assert _generate(run_script, spec, clean, tiny_ldm)[0] == 0
+    assert generate(clean)[0] == 0
     parquet = sorted(p.relative_to(out) for p in (out / "data").glob("*.parquet"))
     assert parquet and parquet == sorted(p.relative_to(clean) for p in (clean / "data").glob("*.parquet"))
     assert all((out / p).read_bytes() == (clean / p).read_bytes() for p in parquet)
     # The result is scored by `evaluate conceptbed` as any learner's.
-    oracles = tmp_path / "oracles"
     code, text, err = run_script(
-        "evaluate.py",
-        "conceptbed",
-        "--generated",
-        str(out),
-        "--concepts",
-        str(spec),
-        "--style-oracle",
-        str(build_tiny_classifier(oracles / "style", ["art_painting", "sketch"])),
-        "--object-oracle",
-        str(build_tiny_classifier(oracles / "object", ["beagle", "Tabby"], arch="convnext")),
-        "--vqa-model",
-        str(build_tiny_vilt(oracles / "vilt")),
-        "--device",
-        "cpu",
+        "evaluate.py", "conceptbed", "--generated", str(out), "--concepts", str(spec), *oracle_flags
     )
     assert code == 0, err[-3000:]
     assert "Domain (PACS)" in text and "Objects (ImageNet)" in text and "| textual-inversion |" in text
@@ -205,21 +171,11 @@ def test_cli_ldm_end_to_end_resume_and_evaluate(
 
 @pytest.mark.parametrize("learner", ["dreambooth", "custom-diffusion"])
 def test_cli_learners_without_an_ldm_form_are_refused(
-    tmp_path, tiny_ldm, datasets_root, write_spec, run_script, learner
+    tmp_path, tiny_ldm, datasets_root, write_spec, run_script, tiny_run_args, learner
 ):
     spec = write_spec(tmp_path, datasets_root, ["beagle"])
     out = tmp_path / "out"
-    code, _, err = run_script(
-        "generate_conceptbed.py",
-        "--learner",
-        learner,
-        "--concepts",
-        str(spec),
-        "--out",
-        str(out),
-        "--model-id",
-        str(tiny_ldm),
-    )
+    code, _, err = run_script("generate_conceptbed.py", *tiny_run_args(learner, spec, out, tiny_ldm))
     assert code == 2
     lines = err.strip().splitlines()
     assert lines[-1].startswith(f"error: {learner} cannot run on a latent-diffusion model (LDMTextToImagePipeline)")
@@ -238,9 +194,10 @@ def test_a_python_config_for_the_wrong_family_is_refused_before_writing(tmp_path
     assert not (tmp_path / "out").exists()
 
 
-def test_dry_run_names_the_ldm_pipeline(tmp_path, tiny_ldm, datasets_root, write_spec, run_script):
+def test_dry_run_names_the_ldm_pipeline(tmp_path, tiny_ldm, datasets_root, write_spec, run_script, tiny_run_args):
     spec = write_spec(tmp_path, datasets_root, ["beagle"])
-    code, stdout, err = _generate(run_script, spec, tmp_path / "plan", tiny_ldm, "--dry-run")
+    args = tiny_run_args("textual-inversion", spec, tmp_path / "plan", tiny_ldm, "--steps", "2", "--dry-run")
+    code, stdout, err = run_script("generate_conceptbed.py", *args)
     assert code == 0, err[-2000:]
     assert "pipeline: LDMTextToImagePipeline" in stdout and "training steps: 2 (2 per concept)" in stdout
     assert not (tmp_path / "plan").exists()
