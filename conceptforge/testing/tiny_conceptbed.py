@@ -18,6 +18,18 @@ import torch
 from conceptforge.testing.tiny_models import clip_byte_tokenizer, clip_byte_vocab, clip_special_ids
 
 
+#: The noise schedule SD-1.x and CompVis/ldm-text2im-large-256 were trained with (their scheduler configs).
+LATENT_DIFFUSION_BETAS = {
+    "beta_start": 0.00085,
+    "beta_end": 0.012,
+    "beta_schedule": "scaled_linear",
+    "num_train_timesteps": 1000,
+    "set_alpha_to_one": False,
+}
+#: LDMBert at width 32 (the real one: 32 layers of width 1280).
+TINY_LDMBERT = {"d_model": 32, "encoder_layers": 2, "encoder_ffn_dim": 64, "encoder_attention_heads": 2, "head_dim": 16}
+
+
 def tiny_unet(sample_size: int, block_out_channels: tuple[int, int] = (32, 64)):
     """The conditional UNet of the tiny SD and LDM pipelines: two blocks, cross-attention width 32."""
     from diffusers import UNet2DConditionModel
@@ -76,15 +88,7 @@ def build_tiny_sd(
         **clip_special_ids(vocab),
     )
     text_encoder = CLIPTextModel(text_config)
-    scheduler = PNDMScheduler(
-        beta_start=0.00085,
-        beta_end=0.012,
-        beta_schedule="scaled_linear",
-        num_train_timesteps=1000,
-        skip_prk_steps=True,
-        set_alpha_to_one=False,
-        steps_offset=1,
-    )
+    scheduler = PNDMScheduler(**LATENT_DIFFUSION_BETAS, skip_prk_steps=True, steps_offset=1)
     pipe = StableDiffusionPipeline(
         unet=unet,
         vae=vae,
@@ -130,17 +134,7 @@ def build_tiny_ldm(path: str | Path, *, seed: int = 0, autoencoder: str = "kl", 
     path = Path(path)
     torch.manual_seed(seed)
     tokenizer = tiny_bert_tokenizer()
-    bert = LDMBertModel(
-        LDMBertConfig(
-            vocab_size=len(tokenizer),
-            max_position_embeddings=77,
-            encoder_layers=2,
-            encoder_ffn_dim=64,
-            encoder_attention_heads=2,
-            head_dim=16,
-            d_model=32,
-        )
-    )
+    bert = LDMBertModel(LDMBertConfig(vocab_size=len(tokenizer), max_position_embeddings=77, **TINY_LDMBERT))
     unet = tiny_unet(sample_size)
     shape = {
         "in_channels": 3,
@@ -154,14 +148,7 @@ def build_tiny_ldm(path: str | Path, *, seed: int = 0, autoencoder: str = "kl", 
         "sample_size": sample_size * 8,
     }
     vqvae = AutoencoderKL(**shape) if autoencoder == "kl" else VQModel(**shape, num_vq_embeddings=16, vq_embed_dim=4)
-    scheduler = DDIMScheduler(  # the real model's scheduler config
-        beta_start=0.00085,
-        beta_end=0.012,
-        beta_schedule="scaled_linear",
-        num_train_timesteps=1000,
-        clip_sample=False,
-        set_alpha_to_one=False,
-    )
+    scheduler = DDIMScheduler(**LATENT_DIFFUSION_BETAS, clip_sample=False)  # the real model's config
     pipe = LDMTextToImagePipeline(vqvae=vqvae, bert=bert, tokenizer=tokenizer, unet=unet, scheduler=scheduler)
     pipe.save_pretrained(path, safe_serialization=True)
     return path
