@@ -17,7 +17,6 @@ import torch
 
 from conceptforge.testing.tiny_models import clip_byte_tokenizer, clip_byte_vocab, clip_special_ids
 
-
 #: The noise schedule SD-1.x and CompVis/ldm-text2im-large-256 were trained with (their scheduler configs).
 LATENT_DIFFUSION_BETAS = {
     "beta_start": 0.00085,

@@ -127,6 +127,11 @@ class LearnerConfig:
         family_named(self.pipeline).check_learner(self.learner)
         if self.eta < 0:
             raise InvalidArgumentError(f"eta must be >= 0, got {self.eta}")
+        if self.eta and not self.family.uses_eta:
+            raise InvalidArgumentError(
+                f"--eta is DDIM's, for an LDM's sampling; a {self.family.pipeline_class} samples with "
+                f"{self.family.sampler} (Table 5), which has none: drop --eta"
+            )
         if self.learner == NO_LEARNER:
             given = [name for name in ("steps", "learning_rate", "placeholder_token") if getattr(self, name)]
             if given:

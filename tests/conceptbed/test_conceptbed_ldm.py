@@ -49,6 +49,9 @@ def test_the_family_comes_from_model_index_not_the_name(tmp_path, tiny_ldm, tiny
 def test_table5_ldm_column_and_learners_it_refuses():
     ti = LearnerConfig(learner="textual-inversion", pipeline="ldm")
     assert (ti.steps, ti.learning_rate, ti.placeholder_token, ti.eta) == (3000, 5e-4, "*", 0.0)
+    with pytest.raises(ConceptforgeError, match="--eta is DDIM's, for an LDM's sampling; a StableDiffusionPipeline"):
+        LearnerConfig(learner="textual-inversion", eta=0.5)
+    assert LearnerConfig(learner="textual-inversion", pipeline="ldm", eta=0.5).eta == 0.5
     for learner in ("dreambooth", "custom-diffusion"):
         with pytest.raises(ConceptforgeError, match=f"{learner} cannot run on a latent-diffusion model"):
             LearnerConfig(learner=learner, pipeline="ldm")

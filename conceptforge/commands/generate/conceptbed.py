@@ -84,7 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--eta",
         type=at.non_negative_float,
         default=0.0,
-        help="DDIM eta when sampling an LDM (default 0); SD ignores it",
+        help="DDIM eta when sampling an LDM (default 0); refused with SD (PNDM has none)",
     )
     parser.add_argument("--mixed-precision", choices=("auto", "no", "fp16", "bf16"), default="auto")
     parser.add_argument("--seed", type=at.seed, default=0)
