@@ -204,28 +204,11 @@ def model_pipeline(args: argparse.Namespace) -> str:
 
 
 def learner_config(args: argparse.Namespace) -> LearnerConfig:
-    return LearnerConfig(
-        learner=args.learner,
-        model_id=args.model_id,
-        revision=args.revision,
-        pipeline=model_pipeline(args),
-        steps=args.steps,
-        learning_rate=args.learning_rate,
-        placeholder_token=args.placeholder_token,
-        initializer_token=args.initializer_token,
-        preset=args.preset,
-        dreambooth_mode=args.dreambooth_mode,
-        lora_rank=args.lora_rank,
-        num_class_images=args.num_class_images,
-        prior_loss_weight=args.prior_loss_weight,
-        resolution=args.resolution,
-        train_batch_size=args.train_batch_size,
-        num_inference_steps=args.num_inference_steps,
-        guidance_scale=args.guidance_scale,
-        eta=args.eta,
-        mixed_precision=args.mixed_precision,
-        seed=args.seed,
-    )
+    """Every LearnerConfig field from its flag of the same name; the pipeline family from the model's files."""
+    from dataclasses import fields
+
+    given = {f.name: getattr(args, f.name) for f in fields(LearnerConfig) if f.name != "pipeline"}
+    return LearnerConfig(**given, pipeline=model_pipeline(args))
 
 
 def run(args: argparse.Namespace) -> int:
