@@ -183,6 +183,9 @@ def load_ldm_components(model_id: str, revision: str | None) -> dict[str, Any]:
     autoencoder are whatever model_index.json names); training noise from its scheduler's betas."""
     from diffusers import DDPMScheduler, LDMTextToImagePipeline
 
+    from conceptforge.progress import quiet_model_library_bars
+
+    quiet_model_library_bars()  # "Loading pipeline components..." follows conceptforge's switch
     pipe = LDMTextToImagePipeline.from_pretrained(model_id, revision=revision)
     return {
         "tokenizer": pipe.tokenizer,
