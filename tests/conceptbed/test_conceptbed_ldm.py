@@ -152,7 +152,7 @@ def test_cli_ldm_end_to_end_resume_and_evaluate(
     from safetensors.torch import load_file
 
     assert list(load_file(str(artifact / "learned_embeds.safetensors"))) == ["*"]
-    assert "ldm" in (out / "README.md").read_text()
+    assert "trained per concept on .../ldm (LDMTextToImagePipeline; ConceptBed" in (out / "README.md").read_text()
     # One uninterrupted run writes the same bytes.
     clean = tmp_path / "clean"
     assert generate(clean)[0] == 0
