@@ -167,6 +167,13 @@ class LearnerConfig:
         return self.learner in ("dreambooth", "custom-diffusion") and (self.num_class_images or 0) > 0
 
     @property
+    def label(self) -> str:
+        """The dataset's ``learner`` column: the learner, suffixed by the pipeline family off Stable
+        Diffusion ("textual-inversion-ldm"), so Table 1's "Textual Inversion (LDM)" and "(SD)" rows
+        stay apart when both datasets are evaluated or annotated together."""
+        return self.learner if self.pipeline == STABLE_DIFFUSION else f"{self.learner}-{self.pipeline}"
+
+    @property
     def trains(self) -> bool:
         """False for the base model alone (``--learner none``): no artifact, nothing applied."""
         return self.learner != NO_LEARNER

@@ -144,7 +144,7 @@ def test_cli_ldm_end_to_end_resume_and_evaluate(
     ds = load_dataset(str(out))
     beagle = [r for r in ds["concept"] if r["concept"] == "beagle"]
     assert [r["prompt"] for r in beagle] == ["A photo of *", "A photo of *"]
-    assert beagle[0]["image"].size == (32, 32) and beagle[0]["learner"] == "textual-inversion"
+    assert beagle[0]["image"].size == (32, 32) and beagle[0]["learner"] == "textual-inversion-ldm"
     assert ds["composition"][0]["prompt"] == "the * has a black nose"
     artifact = out / ".work" / "artifacts" / "beagle"
     learned = json.loads((artifact / "learner.json").read_text())
@@ -164,7 +164,7 @@ def test_cli_ldm_end_to_end_resume_and_evaluate(
         "evaluate.py", "conceptbed", "--generated", str(out), "--concepts", str(spec), *oracle_flags
     )
     assert code == 0, err[-3000:]
-    assert "Domain (PACS)" in text and "Objects (ImageNet)" in text and "| textual-inversion |" in text
+    assert "Domain (PACS)" in text and "Objects (ImageNet)" in text and "| textual-inversion-ldm |" in text
     # `verify` samples the release again from its record on the LDM with the learned rows.
     code, text, err = run_script(
         "verify.py", str(out), "--all", "--weights", f"diffusion={tiny_ldm}", "--weights", f"learners={out / '.work'}"
