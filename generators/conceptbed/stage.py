@@ -63,7 +63,7 @@ from conceptforge.generators.conceptbed.composition import (
     with_questions_and_categories,
 )
 from conceptforge.generators.conceptbed.learners import LearnerConfig, concept_phrase, load_components
-from conceptforge.generators.conceptbed.pipelines import check_model_family
+from conceptforge.generators.conceptbed.pipelines import STABLE_DIFFUSION, check_model_family
 from conceptforge.generators.conceptbed.sampling import (
     concept_prompts,
     ensure_class_images,
@@ -215,8 +215,14 @@ class ConceptBedGenerator:
         return self.work / "class-images" / concept.name
 
     def run_settings(self) -> dict[str, Any]:
+        """What a resume must match. The pipeline family and DDIM's eta are recorded only off their
+        defaults, so a Stable Diffusion run started before they existed still resumes."""
+        learner = self.options.config.to_json()
+        for name, default in (("pipeline", STABLE_DIFFUSION), ("eta", 0.0)):
+            if learner.get(name) == default:
+                del learner[name]
         return {
-            "learner": self.options.config.to_json(),
+            "learner": learner,
             "num_images": self.options.num_images,
             "categoriser": self.options.categoriser or "rules",
             "max_captions": self.options.max_captions,

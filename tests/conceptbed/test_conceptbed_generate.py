@@ -111,6 +111,26 @@ def test_resume_with_other_settings_is_refused(tmp_path, tiny_sd, datasets_root,
         ConceptBedGenerator(spec, _options(tiny_sd, out, num_images=2)).run()
 
 
+#: LearnerConfig's fields before the LDM family: what a Stable Diffusion run started by an older
+#: release recorded in run.json, and must still match on resume.
+_RECORDED_BEFORE_LDM = {
+    "learner", "model_id", "revision", "steps", "learning_rate", "placeholder_token", "initializer_token",
+    "preset", "dreambooth_mode", "lora_rank", "num_class_images", "prior_loss_weight", "resolution",
+    "train_batch_size", "num_inference_steps", "guidance_scale", "mixed_precision", "seed",
+}  # fmt: skip
+
+
+def test_a_stable_diffusion_run_records_what_older_releases_did(tmp_path, tiny_sd, tiny_ldm, datasets_root, write_spec):
+    """The pipeline family and eta are recorded only off their defaults: a run started before they
+    existed resumes instead of being refused for "other settings"."""
+    spec = load_spec(write_spec(tmp_path, datasets_root, ["beagle"]))
+    sd = ConceptBedGenerator(spec, _options(tiny_sd, tmp_path / "sd"))
+    assert set(sd.run_settings()["learner"]) == _RECORDED_BEFORE_LDM
+    ldm = ConceptBedGenerator(spec, _options(tiny_ldm, tmp_path / "ldm", config={"pipeline": "ldm", "eta": 0.5}))
+    recorded = ldm.run_settings()["learner"]
+    assert (recorded["pipeline"], recorded["eta"]) == ("ldm", 0.5)
+
+
 def _script(*args, cwd):
     env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     return subprocess.run(
