@@ -174,15 +174,20 @@ def test_workers_restarted_every_item_give_the_same_dataset(demo_dir, tmp_path):
     assert _data_bytes(tmp_path, "single-object") == _data_bytes(demo_dir, "single-object")
 
 
-def _json_from_a_fresh_process(code: str):
-    """Run ``code`` in a new interpreter (its own Blender) and parse the JSON it prints last."""
-    result = subprocess.run(
+def _fresh_python(code: str) -> subprocess.CompletedProcess:
+    """Run ``code`` in a new interpreter (its own Blender, the repo importable), output captured."""
+    return subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
         timeout=600,
     )
+
+
+def _json_from_a_fresh_process(code: str):
+    """Run ``code`` in a new interpreter and parse the JSON it prints last."""
+    result = _fresh_python(code)
     assert result.returncode == 0, result.stderr[-2000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -354,13 +359,7 @@ def test_missing_blender_is_one_clear_line(tmp_path):
         f"sys.argv = ['generate_binding.py', '--dataset', 'single-object', '--out', {str(tmp_path / 'o')!r}]; "
         f"runpy.run_path({str(REPO_ROOT / 'scripts' / 'generate_binding.py')!r}, run_name='__main__')"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-        timeout=120,
-    )
+    result = _fresh_python(code)
     assert result.returncode == 2
     assert "error: Blender's Python module 'bpy' is not installed" in result.stderr
     assert not (tmp_path / "o").exists()
@@ -495,26 +494,21 @@ def test_assemble_command_finishes_the_repo_and_status_reports_each_config(demo_
     (repo / ".work" / "relational" / "assembled.json").unlink()
     shutil.rmtree(repo / "data" / "relational")
     (repo / "README.md").unlink()
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    result = subprocess.run(
-        [sys.executable, "-m", "conceptforge", "assemble", str(repo)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert "relational: assembled" in result.stdout and "single-object:" in result.stdout and "already" in result.stdout
-    assert (repo / "README.md").read_text() == (demo_dir / "README.md").read_text()
-    assert _data_bytes(repo, "relational") == _data_bytes(demo_dir, "relational")
-    status = subprocess.run(
-        [sys.executable, "-m", "conceptforge", "status", str(repo)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert status.returncode == 0, status.stderr[-2000:]
+    for command in ("assemble", "status"):
+        result = subprocess.run(
+            [sys.executable, "-m", "conceptforge", command, str(repo)],
+            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert result.returncode == 0, result.stderr[-2000:]
+        if command == "assemble":
+            assert "relational: assembled" in result.stdout and "single-object:" in result.stdout
+            assert "already" in result.stdout
+            assert (repo / "README.md").read_text() == (demo_dir / "README.md").read_text()
+            assert _data_bytes(repo, "relational") == _data_bytes(demo_dir, "relational")
+    status = result
     for config in ("single-object", "two-object", "relational"):
         assert f"[{config}]: stage binding/{config}" in status.stdout
     assert "card written" in status.stdout
