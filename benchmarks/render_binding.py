@@ -53,8 +53,9 @@ def decode(png: bytes) -> np.ndarray:
 
 
 def bare_bpy(renderer: BlenderRenderer, scene, *, oidn: bool) -> bytes:
-    """Build the scene and render it the plain way (no ID render, Blender writes the PNG)."""
-    renderer._build(scene)
+    """Build the scene from the factory settings, as a standalone script does, and render it
+    the plain way (no ID render, Blender writes the PNG)."""
+    renderer._build(scene, reload=True)
     bpy = renderer.bpy
     cycles = bpy.context.scene.cycles
     if oidn:
