@@ -97,22 +97,14 @@ def sub_rows(n_per_pair: int = 2):
 
 
 def sub_features():
+    """The columns of :func:`sub_rows`: the SUB candidates' identity columns, typed as the
+    generator's schema types them (one declaration), and the filter's ``rank``."""
     from datasets import Features, Value
-    from datasets import Image as ImageFeature
 
-    return Features(
-        {
-            "image": ImageFeature(),
-            "item_id": Value("string"),
-            "bird": Value("string"),
-            "attribute": Value("string"),
-            "group": Value("string"),
-            "value": Value("string"),
-            "category": Value("string"),
-            "removed_attribute": Value("string"),
-            "rank": Value("int32"),
-        }
-    )
+    from conceptforge.generators.sub.card import SCHEMA_FEATURES
+
+    kept = ("image", "item_id", "bird", "attribute", "group", "value", "category", "removed_attribute")
+    return Features({**{name: SCHEMA_FEATURES[name] for name in kept}, "rank": Value("int32")})
 
 
 def write_dataset(out_dir: Path, splits: dict[str, list[dict]], features) -> Path:
