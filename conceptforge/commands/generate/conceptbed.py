@@ -11,7 +11,7 @@ import argparse
 
 from conceptforge import argtypes as at
 from conceptforge import gpu_costs
-from conceptforge.commands.base import add_run_options, shard_of
+from conceptforge.commands.base import add_run_options, settings_from_args, shard_of
 from conceptforge.generators.conceptbed.learners import DEFAULT_MODEL_ID, LEARNERS, LearnerConfig
 
 
@@ -91,24 +91,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_run_options(parser, max_items_flag="--max-items", max_items_help="stop after this many new images")
     parser.add_argument("--no-assemble", action="store_true", help="only learn and sample")
-    parser.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="print the concepts, steps and images to make and their GPU-hours; run nothing",
+    gpu_costs.add_dry_run_arguments(
+        parser,
+        "print the concepts, steps and images to make and their GPU-hours; run nothing",
+        per_step_help="your measured time per training step: overrides the cost table in --dry-run",
+        per_image_help="your measured time per sampled image: overrides the cost table in --dry-run",
     )
-    parser.add_argument(
-        "--seconds-per-step",
-        type=at.positive_float,
-        default=None,
-        help="your measured time per training step: overrides the cost table in --dry-run",
-    )
-    parser.add_argument(
-        "--seconds-per-image",
-        type=at.positive_float,
-        default=None,
-        help="your measured time per sampled image: overrides the cost table in --dry-run",
-    )
-    gpu_costs.add_gpu_model_argument(parser)
 
 
 def _learner_workload(config: LearnerConfig) -> str:
@@ -164,26 +152,7 @@ def plan_lines(args: argparse.Namespace, config: LearnerConfig) -> list[str]:
 
 
 def learner_config(args: argparse.Namespace) -> LearnerConfig:
-    return LearnerConfig(
-        learner=args.learner,
-        model_id=args.model_id,
-        revision=args.revision,
-        steps=args.steps,
-        learning_rate=args.learning_rate,
-        placeholder_token=args.placeholder_token,
-        initializer_token=args.initializer_token,
-        preset=args.preset,
-        dreambooth_mode=args.dreambooth_mode,
-        lora_rank=args.lora_rank,
-        num_class_images=args.num_class_images,
-        prior_loss_weight=args.prior_loss_weight,
-        resolution=args.resolution,
-        train_batch_size=args.train_batch_size,
-        num_inference_steps=args.num_inference_steps,
-        guidance_scale=args.guidance_scale,
-        mixed_precision=args.mixed_precision,
-        seed=args.seed,
-    )
+    return settings_from_args(LearnerConfig, args)
 
 
 def run(args: argparse.Namespace) -> int:
