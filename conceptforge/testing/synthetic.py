@@ -107,14 +107,18 @@ def sub_features():
     return Features({**{name: SCHEMA_FEATURES[name] for name in kept}, "rank": Value("int32")})
 
 
-def write_dataset(out_dir: Path, splits: dict[str, list[dict]], features) -> Path:
-    from conceptforge.cards import assemble_dataset_dir
+def write_dataset(out_dir: Path, splits: dict[str, list[dict]], features, *, metadata=None) -> Path:
+    """A dataset folder of ``splits`` (name -> rows); its card is ``metadata`` rendered as our cards
+    are (no grid), or a one-line placeholder without it."""
+    from conceptforge.cards import assemble_dataset_dir, render_card
 
     assemble_dataset_dir(
         out_dir,
         splits={name: (lambda rows=rows: iter(rows)) for name, rows in splits.items()},
         features=features,
-        render_card=lambda stats: "# test dataset\n",
+        render_card=lambda stats: (
+            "# test dataset\n" if metadata is None else render_card(metadata, features, stats, has_grid=False)
+        ),
     )
     return out_dir
 
