@@ -56,6 +56,13 @@ TINY_VAE: dict[str, Any] = {
 TINY_VAE["down_block_types"] = ["DownEncoderBlock2D"] * 2
 TINY_VAE["up_block_types"] = ["UpDecoderBlock2D"] * 2
 
+#: The tiny models' width and depth (InternVL's vision tower and decoder alike).
+TINY_LAYERS: dict[str, Any] = {
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 4,
+}
 #: InternVL-2.5-8B: InternViT-300M-448px + InternLM2.5-7B (as a Llama-shaped decoder).
 INTERNVL_8B: dict[str, Any] = {
     "vision_config": {
@@ -81,24 +88,9 @@ INTERNVL_8B: dict[str, Any] = {
     "image_token_id": 92546,
 }
 TINY_INTERNVL: dict[str, Any] = {
-    "vision_config": {
-        "hidden_size": 32,
-        "intermediate_size": 64,
-        "num_hidden_layers": 1,
-        "num_attention_heads": 4,
-        "image_size": [28, 28],
-        "patch_size": [14, 14],
-    },
-    "text_config": {
-        "model_type": "llama",
-        "vocab_size": 128,
-        "hidden_size": 32,
-        "intermediate_size": 64,
-        "num_hidden_layers": 1,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-    },
-    "downsample_ratio": 0.5,
+    **INTERNVL_8B,
+    "vision_config": {**INTERNVL_8B["vision_config"], **TINY_LAYERS, "image_size": [28, 28]},
+    "text_config": {**INTERNVL_8B["text_config"], **TINY_LAYERS, "vocab_size": 128, "num_key_value_heads": 2},
     "image_token_id": 100,
 }
 #: Question and chat template around the image tokens (SUB's multiple-choice question, ~60 tokens).

@@ -9,7 +9,8 @@ What a GPU hour buys, measured with random weights at the real shapes (no downlo
   no text encoder: they cost <1% of a pair). Seconds per pair, peak memory, achieved TFLOP/s and
   the GPU-hours of the paper plan (1,056 pairs x 500 images). Then the fast paths of
   ``generate sub``, each against the plain TDG path in the same run with the PSNR of its images:
-  ``--pairs-per-batch 2``, ``--attention-backend _native_cudnn`` / ``_native_flash``, ``--compile``.
+  ``--pairs-per-batch 2``, ``--attention-backend _native_cudnn`` / ``_native_flash``,
+  ``--quantize int8-weight`` / ``fp8-weight`` (torchao; fp8 skipped below compute capability 8.9), ``--compile``.
 * **VQA filter**: the scorer's forward (``filters.vqa.next_token_logits``) at InternVL-2.5-8B's
   shape (InternViT-300M + a 7B Llama-shaped decoder), one 448 px tile per image: images/s in
   batches of 8 (``filter sub``'s default) against one image at a time; then 10 tiles per image.
@@ -199,9 +200,8 @@ class RandomPrompts:
 def build_flux(settings: Settings):
     """A FluxPipeline of the real (or tiny) transformer and VAE with random weights, built on the
     device in the run's dtype, and no text encoders (:class:`RandomPrompts` stands in)."""
-    from diffusers import FlowMatchEulerDiscreteScheduler, FluxPipeline
-
     from benchmarks._gpu_shapes import build_flux_transformer, build_flux_vae
+    from conceptforge.testing.random_flux import flux_pipeline
 
     previous = torch.get_default_dtype()
     torch.set_default_dtype(settings.dtype)
@@ -211,18 +211,7 @@ def build_flux(settings: Settings):
             vae = build_flux_vae(settings.shapes)
     finally:
         torch.set_default_dtype(previous)
-    scheduler = FlowMatchEulerDiscreteScheduler(
-        base_image_seq_len=256, max_image_seq_len=4096, base_shift=0.5, max_shift=1.15, use_dynamic_shifting=True
-    )
-    pipe = FluxPipeline(
-        scheduler=scheduler,
-        vae=vae,
-        text_encoder=None,
-        tokenizer=None,
-        text_encoder_2=None,
-        tokenizer_2=None,
-        transformer=transformer,
-    )
+    pipe = flux_pipeline(transformer, vae)
     pipe.encode_prompt = RandomPrompts(settings.shapes, settings.device, settings.dtype)
     pipe.set_progress_bar_config(disable=True)
     return pipe
@@ -299,7 +288,8 @@ def fast_paths(check: Check, flux: Any, requests: list, size: dict[str, int]) ->
     """Each fast path of ``generate sub`` against the plain TDG path, interleaved: seconds per
     pair and the PSNR of its R images against the plain path's for the same seeds. Each side sets
     the transformer's state it needs before it runs (attention backend, compiled or eager)."""
-    from conceptforge.generators.sub.stage import GenerationSettings, apply_fast_paths
+    from conceptforge.generators.sub.fast_paths import QUANTIZE_MODES, apply_fast_paths
+    from conceptforge.generators.sub.stage import GenerationSettings
 
     settings, device = check.settings, check.settings.device
     results: dict[str, Any] = {}
@@ -313,6 +303,7 @@ def fast_paths(check: Check, flux: Any, requests: list, size: dict[str, int]) ->
             state["backend"] = backend
 
     def plain_path() -> None:
+        flux.pipe.transformer = transformer  # not a quantised copy
         set_backend(None)
         transformer._compiled_call_impl = None  # eager
 
@@ -382,6 +373,8 @@ def fast_paths(check: Check, flux: Any, requests: list, size: dict[str, int]) ->
         except Exception as error:  # a kernel this GPU/torch lacks: recorded, not fatal
             results[name] = {"failed": f"{type(error).__name__}: {str(error).strip().splitlines()[0][:200]}"}
             plain_path()
+    for mode in QUANTIZE_MODES:
+        quantized_path(check, flux, mode, {"record": record, "plain_path": plain_path, "one_at_a_time": one_at_a_time})
     reason = "--no-compile (compiling takes minutes on a CPU)" if not settings.compile else skip_reason(False)
     if reason:
         results["compile"] = {"skipped": reason}
@@ -404,7 +397,56 @@ def fast_paths(check: Check, flux: Any, requests: list, size: dict[str, int]) ->
         except Exception as error:
             results["compile"] = {"failed": f"{type(error).__name__}: {str(error).strip().splitlines()[0][:200]}"}
             plain_path()
-    results["fp8_int8_weights"] = {"skipped": "not implemented yet (docs/sub.md, fast paths)"}
+    check.save()
+
+
+def quantized_path(check: Check, flux: Any, mode: str, paths: dict[str, Callable[..., Any]]) -> None:
+    """``--quantize MODE`` against the plain path: a copy of the transformer quantised the way
+    ``generate sub`` does it (the plain one stays for the baseline; a 12B copy fits beside it on an
+    80 GB card), swapped in for its side. Skipped with the reason ``generate sub`` would give where
+    the mode cannot run (fp8 on a CPU or a GPU older than compute capability 8.9, no torchao)."""
+    import copy
+
+    from conceptforge.errors import ConceptforgeError
+    from conceptforge.generators.sub.fast_paths import check_quantize, quantize_transformer
+
+    settings, device = check.settings, check.settings.device
+    record, plain_path, one_at_a_time = paths["record"], paths["plain_path"], paths["one_at_a_time"]
+    results = check.report["sub"]["fast_paths"]
+    name = f"quantize_{mode.replace('-', '_')}"
+    try:
+        check_quantize(mode, device)
+    except ConceptforgeError as error:
+        results[name] = {"skipped": str(error)}
+        return
+    if check.over_budget():
+        results[name] = {"skipped": f"over the {settings.budget:.0f} s budget"}
+        return
+    plain_path()
+    before = torch.cuda.memory_allocated(device) if device.type == "cuda" else None
+    quantized: Any = None
+    try:
+        start = time.perf_counter()
+        quantized = copy.deepcopy(flux.pipe.transformer)
+        quantize_transformer(quantized, mode)
+        quantize_s = time.perf_counter() - start
+        weights = (torch.cuda.memory_allocated(device) - before) / 2**30 if before is not None else None
+
+        def with_quantized() -> list:
+            plain_path()
+            flux.pipe.transformer = quantized
+            return one_at_a_time()
+
+        record(name, with_quantized, f"--quantize {mode} (torchao weight-only, Linear layers)")
+        results[name]["quantize_s"] = round(quantize_s, 2)
+        if weights is not None:
+            results[name]["quantized_transformer_gib"] = round(weights, 2)
+    except Exception as error:  # a kernel this GPU/torch/torchao lacks: recorded, not fatal
+        results[name] = {"failed": f"{type(error).__name__}: {str(error).strip().splitlines()[0][:200]}"}
+    finally:
+        plain_path()
+        quantized = None
+        release(device)
     check.save()
 
 
@@ -644,7 +686,12 @@ def markdown(report: dict[str, Any]) -> str:
                     _row(
                         f"fast path: {name}",
                         f"{fast['s_per_pair']:.3f} s/pair vs {fast['plain_s_per_pair']:.3f} plain "
-                        f"({fast['speedup']:.3f}x), PSNR {fast['psnr_db_vs_plain']:.1f} dB",
+                        f"({fast['speedup']:.3f}x), PSNR {fast['psnr_db_vs_plain']:.1f} dB"
+                        + (
+                            f"; weights {fast['quantized_transformer_gib']} GiB"
+                            if "quantized_transformer_gib" in fast
+                            else ""
+                        ),
                     )
                 )
             elif isinstance(fast, dict):
@@ -765,7 +812,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=float, default=420.0, help="seconds after which optional parts are skipped")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s")
-    for noisy in ("diffusers", "transformers", "accelerate"):
+    os.environ.setdefault("DIFFUSERS_VERBOSITY", "error")  # read when diffusers loads (after this)
+    for noisy in ("diffusers", "transformers", "accelerate", "torch.utils._pytree"):  # _pytree: torchao's import
         logging.getLogger(noisy).setLevel(logging.ERROR)
     from benchmarks._harness import Skip
 

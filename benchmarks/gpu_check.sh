@@ -13,22 +13,27 @@
 #   3. runs `python -m benchmarks.gpu --out OUT` (under 8 minutes on one H100/H200),
 # and leaves everything in OUT: gpu-check.json, gpu-check.md, measured-costs.json, log.txt, pip.txt.
 #
-# Prepare .whl/ beforehand, on a machine with PyPI (the folder is ignored by git; ~37 MiB):
+# Prepare .whl/ beforehand, on a machine with PyPI (the folder is ignored by git; ~40 MiB):
 #
-#   bash benchmarks/gpu_check.sh --prepare      # pip download diffusers + its dependencies for
-#                                               # CPython 3.12 on manylinux x86_64 into .whl/
+#   bash benchmarks/gpu_check.sh --prepare      # pip download diffusers + its dependencies and
+#                                               # torchao (--quantize) for CPython 3.12 on
+#                                               # manylinux x86_64 into .whl/
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DIFFUSERS="diffusers==0.42.0"
 # huggingface_hub < 2: transformers 5.x on the GPU image needs a 1.x hub; diffusers 0.42 takes >= 1.32.
 HUB="huggingface_hub>=1.32,<2"
+# torchao for the --quantize fast paths (no dependencies; one abi3 wheel). Installed on its own: a
+# .whl/ prepared without it, or a torchao that does not import beside the image's torch, leaves
+# those two paths skipped with the reason in gpu-check.json, not the whole check undone.
+TORCHAO="torchao==0.18.0"
 
 if [[ "${1:-}" == "--prepare" ]]; then
     python="${PYTHON:-python3}"
     rm -rf .whl && mkdir -p .whl
     "$python" -m pip download --only-binary=:all: --python-version "${2:-3.12}" \
         --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-        -d .whl "$DIFFUSERS" "$HUB"
+        -d .whl "$DIFFUSERS" "$HUB" "$TORCHAO"
     du -sh .whl
     exit 0
 fi
@@ -39,10 +44,12 @@ python="${PYTHON:-python3}"
 {
     if compgen -G ".whl/*.whl" >/dev/null; then
         "$python" -m pip install --no-index --find-links .whl "$DIFFUSERS" "$HUB"
+        "$python" -m pip install --no-index --find-links .whl "$TORCHAO" ||
+            echo "torchao not installed: the --quantize fast paths will be skipped"
     else
         echo "no .whl/ folder: using the installed packages (run --prepare where there is network)"
     fi
-    "$python" -m pip list 2>/dev/null | grep -iE "^(torch|transformers|diffusers|accelerate|peft|huggingface.hub|numpy) " || true
+    "$python" -m pip list 2>/dev/null | grep -iE "^(torch|torchao|transformers|diffusers|accelerate|peft|huggingface.hub|numpy) " || true
 } >"$out/pip.txt" 2>&1 || { tail -20 "$out/pip.txt"; exit 1; }
 
 layout="$(mktemp -d)"

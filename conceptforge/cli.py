@@ -25,6 +25,9 @@ _QUIET_LIBRARIES = ("transformers", "diffusers")
 
 
 def _quiet_libraries() -> None:
+    # torchao (``--quantize``; diffusers imports it whenever it is installed) registers enums that
+    # torch deprecates registering: one "W... _pytree.py" line per enum at import, not ours to fix.
+    logging.getLogger("torch.utils._pytree").setLevel(logging.ERROR)
     for name in _QUIET_LIBRARIES:
         os.environ.setdefault(f"{name.upper()}_VERBOSITY", "error")  # read when the library loads
         module = sys.modules.get(f"{name}.utils.logging")

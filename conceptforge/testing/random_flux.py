@@ -55,6 +55,27 @@ def tiny_t5_tokenizer():
     return T5Tokenizer(vocab=pieces, extra_ids=0, model_max_length=512)
 
 
+#: FLUX.1-dev's scheduler: flow matching with the timestep shift growing with the image's tokens.
+FLUX_SCHEDULER: dict[str, Any] = {
+    "base_image_seq_len": 256,
+    "max_image_seq_len": 4096,
+    "base_shift": 0.5,
+    "max_shift": 1.15,
+    "use_dynamic_shifting": True,
+}
+
+
+def flux_pipeline(transformer, vae, text: dict[str, Any] | None = None, **scheduler: Any):
+    """A FluxPipeline of these components and FLUX.1-dev's scheduler (``scheduler`` overrides its
+    config). ``text``: the two text encoders and tokenizers by their pipeline names; none given,
+    the pipeline has none (the device check feeds it prompt embeddings)."""
+    from diffusers import FlowMatchEulerDiscreteScheduler, FluxPipeline
+
+    text = text or dict.fromkeys(("text_encoder", "tokenizer", "text_encoder_2", "tokenizer_2"))
+    flow = FlowMatchEulerDiscreteScheduler(**{**FLUX_SCHEDULER, **scheduler})
+    return FluxPipeline(scheduler=flow, vae=vae, transformer=transformer, **text)
+
+
 def build_random_flux_pipeline(
     *,
     transformer_config: dict[str, Any] | None = None,
@@ -70,7 +91,7 @@ def build_random_flux_pipeline(
     for a full-size transformer to time on a GPU). The VAE's latent channels follow the
     transformer's ``in_channels / 4`` (2x2 packing), as in FLUX.
     """
-    from diffusers import AutoencoderKL, FlowMatchEulerDiscreteScheduler, FluxPipeline, FluxTransformer2DModel
+    from diffusers import AutoencoderKL, FluxTransformer2DModel
     from transformers import CLIPTextConfig, CLIPTextModel, T5Config, T5EncoderModel
 
     config = {**TINY_TRANSFORMER, **(transformer_config or {})}
@@ -130,25 +151,10 @@ def build_random_flux_pipeline(
         shift_factor=0.0609,
         scaling_factor=1.5035,
     )
-    scheduler = FlowMatchEulerDiscreteScheduler(
-        base_image_seq_len=256,
-        max_image_seq_len=4096,
-        base_shift=0.5,
-        max_shift=1.15,
-        use_dynamic_shifting=True,
-        shift=3.0,
-    )
     for module in (clip, t5, transformer, vae):
         module.eval()  # from_pretrained would do this; dropout in train mode breaks determinism
-    pipe = FluxPipeline(
-        scheduler=scheduler,
-        vae=vae,
-        text_encoder=clip,
-        tokenizer=clip_tokenizer,
-        text_encoder_2=t5,
-        tokenizer_2=t5_tokenizer,
-        transformer=transformer,
-    )
+    text = {"text_encoder": clip, "tokenizer": clip_tokenizer, "text_encoder_2": t5, "tokenizer_2": t5_tokenizer}
+    pipe = flux_pipeline(transformer, vae, text, shift=3.0)
     if dtype != torch.float32:
         pipe.to(dtype=dtype)
     return pipe.to(device) if torch.device(device).type != "cpu" else pipe

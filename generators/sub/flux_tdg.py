@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -320,30 +321,18 @@ class TDGFlux:
         prompt_guidance: str | None,
         seed: int,
         params: TDGParams | None = None,
-        mode: str = "tdg",
-        height: int = DEFAULT_RESOLUTION,
-        width: int = DEFAULT_RESOLUTION,
-        num_inference_steps: int = DEFAULT_STEPS,
-        guidance_scale: float = DEFAULT_GUIDANCE,
-        return_guidance: bool = False,
+        **options: Any,
     ) -> GeneratedPair:
-        """Generate one R image.
+        """Generate one R image; ``options`` are :meth:`generate_batch`'s keywords (``mode``,
+        ``height``, ``width``, ``num_inference_steps``, ``guidance_scale``, ``return_guidance``),
+        with its defaults.
 
         ``mode="tdg"``: c_R and c_G from the same noise as one batch of 2, tied with the eta
         schedule of ``params``; the G image is decoded only when ``return_guidance``.
         ``mode="prompt-only"``: the paper's Fig. 4 baseline — c_R alone from the same noise the
         TDG run of this seed starts from, no tying.
         """
-        request = PairRequest(prompt_reference, prompt_guidance, seed, params)
-        return self.generate_batch(
-            [request],
-            mode=mode,
-            height=height,
-            width=width,
-            num_inference_steps=num_inference_steps,
-            guidance_scale=guidance_scale,
-            return_guidance=return_guidance,
-        )[0]
+        return self.generate_batch([PairRequest(prompt_reference, prompt_guidance, seed, params)], **options)[0]
 
     @torch.no_grad()
     def generate_batch(

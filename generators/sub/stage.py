@@ -22,10 +22,19 @@ from conceptforge.cards.provenance import resolve_model_revision
 from conceptforge.engine.runner import RunDir, RunReport, Stage, run_stage
 from conceptforge.engine.store import ItemResult, join
 from conceptforge.engine.workitems import ShardSpec, WorkItem, derive_seed
-from conceptforge.errors import DependencyMissingError, InvalidArgumentError
+from conceptforge.errors import InvalidArgumentError
 
 # the assembler's stored name points here: importing this module registers it
 from conceptforge.generators.sub.card import ASSEMBLER, SPLIT, card_metadata
+
+# the fast paths have their own module; their names are importable from here too, beside the settings
+from conceptforge.generators.sub.fast_paths import (  # noqa: F401
+    ATTENTION_BACKENDS,
+    QUANTIZE_MODES,
+    apply_fast_paths,
+    check_quantize,
+    check_quantize_name,
+)
 from conceptforge.generators.sub.flux_tdg import (
     DEFAULT_GUIDANCE,
     DEFAULT_MAX_SEQUENCE_LENGTH,
@@ -34,6 +43,7 @@ from conceptforge.generators.sub.flux_tdg import (
     DEFAULT_STEPS,
     PairRequest,
     TDGFlux,
+    _execution_device,
 )
 from conceptforge.generators.sub.spec import NEEDS_CUB, Pair, PairPlan
 from conceptforge.generators.sub.tdg import TDGParams
@@ -66,6 +76,7 @@ class GenerationSettings:
     pairs_per_batch: int = 1  # TDG pairs (or prompt-only images) per transformer batch
     compile: bool = False  # torch.compile the transformer
     attention_backend: str | None = None  # diffusers' attention backend, e.g. "_native_cudnn"
+    quantize: str | None = None  # weight-only quantisation of the transformer's Linear layers (QUANTIZE_MODES)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -74,6 +85,7 @@ class GenerationSettings:
             raise InvalidArgumentError("--resolution and --steps must be positive")
         if self.pairs_per_batch < 1:
             raise InvalidArgumentError(f"--pairs-per-batch must be >= 1, got {self.pairs_per_batch}")
+        check_quantize_name(self.quantize)
 
     def to_config(self) -> dict[str, Any]:
         """The settings as stored; the fast paths only when on, so runs made before they existed
@@ -85,10 +97,7 @@ class GenerationSettings:
         return config
 
 
-FAST_PATH_DEFAULTS = {"pairs_per_batch": 1, "compile": False, "attention_backend": None}
-#: diffusers' names of PyTorch's SDPA kernels (``native`` lets PyTorch choose, the default).
-ATTENTION_BACKENDS = ("native", "_native_cudnn", "_native_flash", "_native_efficient", "_native_math")
-CUDA_ATTENTION_BACKENDS = ("_native_cudnn", "_native_flash", "_native_efficient")
+FAST_PATH_DEFAULTS = {"pairs_per_batch": 1, "compile": False, "attention_backend": None, "quantize": None}
 
 
 def item_id(pair: Pair, index: int, images_per_pair: int) -> str:
@@ -210,27 +219,6 @@ def make_item_function(
     return make
 
 
-def apply_fast_paths(generator: TDGFlux, settings: GenerationSettings) -> None:
-    """``--attention-backend`` and ``--compile`` on the loaded transformer (in place)."""
-    transformer = generator.pipe.transformer
-    if settings.attention_backend:
-        device = next(transformer.parameters()).device
-        if settings.attention_backend in CUDA_ATTENTION_BACKENDS and device.type != "cuda":
-            raise InvalidArgumentError(
-                f"--attention-backend {settings.attention_backend} is a CUDA kernel; the transformer is on {device}"
-            )
-        if not hasattr(transformer, "set_attention_backend"):
-            raise DependencyMissingError("--attention-backend needs diffusers >= 0.35 (set_attention_backend)")
-        try:
-            transformer.set_attention_backend(settings.attention_backend)
-        except (ValueError, RuntimeError, ImportError) as error:
-            raise InvalidArgumentError(
-                f"--attention-backend {settings.attention_backend}: {str(error).strip().splitlines()[0]}"
-            ) from None
-    if settings.compile:
-        transformer.compile()  # nn.Module.compile: in place, the module keeps its class and config
-
-
 @dataclass
 class RunSummary:
     pairs: int
@@ -283,6 +271,8 @@ def build_stage(config: SubStageConfig) -> Stage:
     if not license or not license.strip():  # checked before hours of generation, not at assembly
         raise InvalidArgumentError("a dataset license is required (--license), e.g. cc-by-nc-4.0")
     items = build_work_items(plan, images_per_pair=images_per_pair, run_seed=settings.seed)
+    if settings.quantize:  # before the engine writes anything or the model loads
+        check_quantize(settings.quantize, _execution_device(generator.pipe.transformer) if generator else device)
     loaded: dict[str, Any] = {}
 
     def prepare() -> None:

@@ -67,6 +67,7 @@ def test_every_library_import_is_declared():
         | _names(project["optional-dependencies"]["blender"])
         | _names(project["optional-dependencies"]["ray"])
         | _names(project["optional-dependencies"]["open_clip"])
+        | _names(project["optional-dependencies"]["quantize"])
     )
     undeclared = {
         module: dists

@@ -8,6 +8,7 @@ here first.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import subprocess
@@ -47,6 +48,16 @@ def test_tiny_check_writes_a_consistent_report(tiny_check):
     # on the CPU two pairs in one batch give exactly the images of one pair at a time
     assert batched["psnr_db_vs_plain"] == math.inf
     assert "CUDA" in sub["fast_paths"]["attention_native_cudnn"]["skipped"]
+    # --quantize int8-weight runs on the CPU: measured, its images close to the plain path's but not
+    # equal (the weights changed; 40 dB: the bound of tests/sub/test_sub_quantize.py); fp8 needs a GPU
+    int8 = sub["fast_paths"]["quantize_int8_weight"]
+    if importlib.util.find_spec("torchao") is None:  # the test extra has it; without it, the reason is stated
+        assert int8["skipped"].startswith("--quantize int8-weight needs torchao")
+    else:
+        assert int8["s_per_pair"] > 0 and int8["plain_s_per_pair"] > 0 and 40 < int8["psnr_db_vs_plain"] < math.inf
+    assert sub["fast_paths"]["quantize_fp8_weight"]["skipped"].startswith(
+        "--quantize fp8-weight needs a CUDA GPU of compute capability >= 8.9"
+    )
     assert "skipped" in sub["fast_paths"]["compile"]
 
     for tiles in (1, 10):
@@ -92,6 +103,7 @@ def test_measured_figures_match_the_report_and_the_cost_table_format(tiny_check)
     text = (tiny_check / "gpu-check.md").read_text()
     assert text.startswith("GPU device check (tiny shapes, CPU)") and "| measurement | value |" in text
     assert "TDG pair, 32 px, 2 steps" in text and "fast path: pairs_per_batch_2" in text
+    assert "fast path: quantize_int8_weight" in text and "fast path: quantize_fp8_weight | --quantize fp8" in text
 
 
 def test_start_script_parses_and_names_its_output():

@@ -34,7 +34,9 @@ from conceptforge.generators.sub.stage import (
     ATTENTION_BACKENDS,
     CHUNK_SIZE,
     FLUX_DEV_DEFAULT_LICENSE,
+    QUANTIZE_MODES,
     GenerationSettings,
+    check_quantize,
     generate,
 )
 from conceptforge.gpu_costs import VQA_WORKLOAD
@@ -129,6 +131,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         choices=ATTENTION_BACKENDS,
         default=None,
         help="diffusers' attention backend for the transformer (default: PyTorch SDPA's own choice)",
+    )
+    fast.add_argument(
+        "--quantize",
+        choices=QUANTIZE_MODES,
+        default=None,
+        help="weight-only quantisation of the transformer's Linear layers after loading (torchao; fp8 needs "
+        "compute capability >= 8.9; pip install 'conceptforge[quantize]')",
     )
     gen.add_argument("--save-guidance", action="store_true", help="also keep the G image in the item store")
     run = p.add_argument_group("run")
@@ -251,7 +260,9 @@ def run(args: argparse.Namespace) -> int:
         pairs_per_batch=args.pairs_per_batch,
         compile=args.compile,
         attention_backend=args.attention_backend,
+        quantize=args.quantize,
     )
+    check_quantize(settings.quantize, args.device)  # fp8 on a CPU / older GPU, no torchao: before anything is written
     check_chunk_size(args)
     if args.pairs_per_batch > args.chunk_size:
         raise InvalidArgumentError(
