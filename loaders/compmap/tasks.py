@@ -22,9 +22,8 @@ from typing import Any
 
 from conceptforge import argtypes
 from conceptforge.loaders.compmap import breakdowns
-from conceptforge.loaders.harness.adapters.base import EMBED, MATCH
 from conceptforge.loaders.harness.model_ref import DEFAULT_CLIP
-from conceptforge.loaders.harness.task import Metric, Option, Task, TaskContext, TaskOutcome, choice, flag
+from conceptforge.loaders.harness.task import EMBED, MATCH, Metric, Option, Task, TaskContext, TaskOutcome, choice, flag
 
 CUB_COLUMNS = (
     ("n_way", "int64"),

@@ -15,8 +15,19 @@ from typing import Any
 
 from conceptforge import argtypes
 from conceptforge.errors import DataFormatError, DataNotFoundError
-from conceptforge.loaders.harness.adapters.base import CHOOSE, CONCEPTS, EMBED, MATCH
-from conceptforge.loaders.harness.task import Metric, Option, Task, TaskContext, TaskOutcome, choice, template
+from conceptforge.loaders.harness.task import (
+    CHOOSE,
+    CONCEPTS,
+    EMBED,
+    MATCH,
+    Metric,
+    Option,
+    Task,
+    TaskContext,
+    TaskOutcome,
+    choice,
+    template,
+)
 from conceptforge.loaders.sub import breakdowns
 
 COLUMNS = (
