@@ -95,6 +95,27 @@ def interleave(
     return times["ours"], times["baseline"]
 
 
+def compare(
+    name: str,
+    ours: tuple[str, Callable[[int], object]],
+    baseline: tuple[str, Callable[[int], object]],
+    repeats: int,
+    work: str = "",
+    extra: dict[str, str] | None = None,
+    cpu: bool = True,
+) -> Result:
+    """Time ``ours`` and ``baseline`` (each a label and a callable) with ``interleave`` into one
+    Result. Warm-up is still the caller's job; figures known only after the rounds go into
+    ``result.extra`` afterwards. ``cpu=False`` where the work runs outside this process (other
+    processes, a server): this process's CPU seconds would not be the work's."""
+    cpu_s: dict[str, list[float]] = {}
+    ours_s, base_s = interleave(ours[1], baseline[1], repeats, cpu_s)
+    result = Result(name, ours[0], ours_s, baseline[0], base_s, work=work, extra=dict(extra or {}))
+    if cpu:
+        result.ours_cpu, result.baseline_cpu = cpu_s["ours"], cpu_s["baseline"]
+    return result
+
+
 def machine_state() -> dict[str, str]:
     """Load average and thread settings, printed before and after the run."""
     import torch

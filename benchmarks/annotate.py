@@ -26,7 +26,7 @@ from datasets import Image as ImageFeature
 from PIL import Image
 
 from benchmarks._harness import Result, interleave
-from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
+from conceptforge.testing.synthetic import write_dataset
 
 FEATURES = Features(
     {name: Value("string") for name in ("item_id", "bird", "attribute", "group", "value", "removed_attribute")}
@@ -57,14 +57,7 @@ def build_dataset(root: Path, per_attribute: int) -> Path:
                 }
             )
     rows.sort(key=lambda r: r["item_id"])
-    metadata = DatasetMetadata(pretty_name="benchmark", license="cc-by-4.0", summary="synthetic")
-    assemble_dataset_dir(
-        root,
-        splits={"test": lambda: iter(rows)},
-        features=FEATURES,
-        render_card=lambda stats: render_card(metadata, FEATURES, stats, has_grid=False),
-    )
-    return root
+    return write_dataset(root, {"test": rows}, FEATURES)  # the server reads the rows, not the card
 
 
 def annotate_all(port: int, annotator: str, latencies: list[float], limit: int) -> int:

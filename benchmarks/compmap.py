@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from benchmarks._harness import Result, interleave
+from benchmarks._harness import Result, compare
 from conceptforge.loaders.compmap.logreg import LogRegConfig, fit_logreg
 from conceptforge.loaders.compmap.sampler import EpisodeSpec, sample_episodes
 
@@ -59,25 +59,20 @@ def run(quick: bool) -> list[Result]:
 
     ours(0)  # warm-up
     LogisticRegression(C=1.0, max_iter=100).fit(acts_np[sup[0]], ys_np[0])
-    cpu: dict[str, list[float]] = {}
-    ours_t, base_t = interleave(ours, sklearn, repeats, cpu)
+    result = compare(
+        "CompMap logistic regression",
+        ("ours: batched torch L-BFGS", ours),
+        ("scikit-learn LogisticRegression per episode", sklearn),
+        repeats,
+        work=f"{episodes_n} episodes of 200-way 5-shot, 15 queries/class",
+    )
     ours_pred = torch.cat(predictions["ours"])
     sk_pred = torch.as_tensor(np.stack(predictions["sklearn"]))
-    return [
-        Result(
-            "CompMap logistic regression",
-            "ours: batched torch L-BFGS",
-            ours_t,
-            "scikit-learn LogisticRegression per episode",
-            base_t,
-            work=f"{episodes_n} episodes of 200-way 5-shot, 15 queries/class",
-            ours_cpu=cpu["ours"],
-            baseline_cpu=cpu["baseline"],
-            extra={
-                "query accuracy ours / scikit-learn": f"{100 * float((ours_pred == yq).double().mean()):.2f}% / "
-                f"{100 * float((sk_pred == yq).double().mean()):.2f}%",
-                "query predictions identical to scikit-learn's": f"{100 * float((ours_pred == sk_pred).double().mean()):.2f}%",
-                "600 episodes (the paper's count) at ours' median": f"{600 / episodes_n * sorted(ours_t)[len(ours_t) // 2]:.1f} s",
-            },
-        )
-    ]
+    ours_t = result.ours
+    result.extra = {
+        "query accuracy ours / scikit-learn": f"{100 * float((ours_pred == yq).double().mean()):.2f}% / "
+        f"{100 * float((sk_pred == yq).double().mean()):.2f}%",
+        "query predictions identical to scikit-learn's": f"{100 * float((ours_pred == sk_pred).double().mean()):.2f}%",
+        "600 episodes (the paper's count) at ours' median": f"{600 / episodes_n * sorted(ours_t)[len(ours_t) // 2]:.1f} s",
+    }
+    return [result]

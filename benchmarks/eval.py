@@ -16,32 +16,18 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks._clip import random_clip
 from benchmarks._harness import Result
 
 
 def run(quick: bool) -> list[Result]:
     from conceptforge.loaders.harness.runner import ModelSession, run_task
     from conceptforge.testing import synthetic
-    from conceptforge.testing.tiny_models import build_tiny_clip
 
     n_sub, n_binding, repeats = (64, 960, 7) if quick else (32, 96, 5)
     with tempfile.TemporaryDirectory(prefix="eval-bench-") as tmp:
         work = Path(tmp)
-        if quick:
-            clip_dir = build_tiny_clip(work / "clip", hidden=64, projection=32, image_size=64, max_length=32)
-        else:
-            clip_dir = build_tiny_clip(
-                work / "clip",
-                hidden=512,
-                heads=8,
-                layers=12,
-                mlp_ratio=4,
-                vision_hidden=768,
-                vision_heads=12,
-                image_size=224,
-                patch_size=32,
-                projection=512,
-            )
+        clip_dir = random_clip(work / "clip", quick)
         cub_dir = synthetic.write_fake_cub(work / "cub")
         sub_dir = synthetic.write_dataset(
             work / "sub", {"test": synthetic.sub_rows(max(1, n_sub // 4))}, synthetic.sub_features()

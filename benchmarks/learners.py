@@ -1,4 +1,4 @@
-"""ConceptBed learners: DreamBooth-LoRA vs full DreamBooth, time per step and training memory.
+"""ConceptBed learners: DreamBooth-LoRA vs full DreamBooth; Textual Inversion on an LDM vs diffusers' example loop.
 
 Memory is measured, not estimated: the bytes of every weight, gradient and optimizer-state tensor
 after a step, plus the activations autograd saves for the backward pass (captured with
@@ -7,6 +7,13 @@ after a step, plus the activations autograd saves for the backward pass (capture
 the printed ratio is DreamBooth-LoRA memory / full DreamBooth memory (target <= 0.5).
 The model is a tiny SD built from configs (quick: UNet widths 32/64; full: 128/256, where the
 balance of parameters to saved activations is closer to SD-1.5's).
+
+Textual Inversion on a Latent Diffusion Model (ConceptBed Table 1's "Textual Inversion (LDM)",
+a tiny ``LDMTextToImagePipeline``): seconds per training step of ours against the loop a user
+would write from diffusers' ``examples/textual_inversion`` (each step loads and transforms an
+image, encodes it with the autoencoder, runs the text encoder and UNet, AdamW on the embedding
+matrix, copies the frozen rows back). Ours encodes each reference image once and samples its
+latent from the cached distribution.
 """
 
 from __future__ import annotations
@@ -20,9 +27,14 @@ import torch
 from PIL import Image
 
 from benchmarks._harness import Result, interleave
-from conceptforge.generators.conceptbed.learners import ConceptTrainer, LearnerConfig, load_components
+from conceptforge.generators.conceptbed.learners import (
+    ConceptTrainer,
+    LearnerConfig,
+    load_components,
+    load_image_tensor,
+)
 from conceptforge.generators.conceptbed.spec import Concept
-from conceptforge.testing.tiny_conceptbed import build_tiny_sd
+from conceptforge.testing.tiny_conceptbed import build_tiny_ldm, build_tiny_sd
 
 
 class SavedActivations:
@@ -121,8 +133,112 @@ def measure(
     return result
 
 
+class StepClock:
+    """Wall and CPU seconds of each step after the first (which pays one-time set-up)."""
+
+    def __init__(self) -> None:
+        self.wall: list[float] = []
+        self.cpu: list[float] = []
+        self.last = (time.perf_counter(), time.process_time())
+
+    def tick(self, *_args: object) -> None:
+        now = (time.perf_counter(), time.process_time())
+        self.wall.append(now[0] - self.last[0])
+        self.cpu.append(now[1] - self.last[1])
+        self.last = now
+
+    def medians(self) -> tuple[float, float]:
+        return float(np.median(self.wall[1:])), float(np.median(self.cpu[1:]))
+
+
+def ti_ldm_ours(model_id: str, images: list[Path], steps: int, resolution: int) -> tuple[float, float]:
+    """Median (wall, CPU) seconds per step of our Textual Inversion on the LDM."""
+    comps = load_components(model_id)
+    config = LearnerConfig(
+        learner="textual-inversion", pipeline="ldm", model_id=model_id, steps=steps, resolution=resolution
+    )
+    concept = Concept(name="beagle", kind="object", parent="dog", reference_images=tuple(images))
+    trainer = ConceptTrainer(config, comps)
+    clock = StepClock()
+    trainer.train(concept, step_callback=clock.tick)
+    return clock.medians()
+
+
+def ti_ldm_diffusers_example(model_id: str, images: list[Path], steps: int, resolution: int) -> tuple[float, float]:
+    """The same training as a user writes it from diffusers' textual_inversion example, on the LDM's
+    parts (``bert`` for ``text_encoder``, ``vqvae`` for ``vae``); median (wall, CPU) seconds per step."""
+    import random
+
+    import torch.nn.functional as F
+
+    comps = load_components(model_id)
+    tokenizer, text_encoder, vae, unet, scheduler = (
+        comps.tokenizer,
+        comps.text_encoder,
+        comps.vae,
+        comps.unet,
+        comps.noise_scheduler,
+    )
+    token_id = tokenizer.convert_tokens_to_ids("*")
+    embeddings = text_encoder.get_input_embeddings()
+    with torch.no_grad():
+        embeddings.weight[token_id] = embeddings.weight[tokenizer.encode("dog", add_special_tokens=False)].mean(0)
+    for module in (vae, unet, text_encoder):
+        module.requires_grad_(False)
+    embeddings.weight.requires_grad_(True)
+    optimizer = torch.optim.AdamW([embeddings.weight], lr=5e-4, weight_decay=0.0)
+    original = embeddings.weight.detach().clone()
+    frozen = torch.ones(len(original), dtype=torch.bool)
+    frozen[token_id] = False
+    rng = random.Random(0)
+    text_encoder.train()
+    clock = StepClock()
+    for _ in range(steps):
+        pixels = load_image_tensor(rng.choice(images), resolution).unsqueeze(0)  # the example's dataset item
+        latents = vae.encode(pixels).latent_dist.sample().detach() * vae.config.scaling_factor
+        noise = torch.randn_like(latents)
+        timesteps = torch.randint(0, scheduler.config.num_train_timesteps, (1,))
+        noisy = scheduler.add_noise(latents, noise, timesteps)
+        ids = tokenizer(
+            "a photo of a *", padding="max_length", truncation=True, max_length=77, return_tensors="pt"
+        ).input_ids
+        prediction = unet(noisy, timesteps, text_encoder(ids)[0]).sample
+        loss = F.mse_loss(prediction.float(), noise.float(), reduction="mean")
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        with torch.no_grad():
+            embeddings.weight[frozen] = original[frozen]
+        clock.tick()
+    return clock.medians()
+
+
+def ti_ldm_result(root: Path, images: list[Path], quick: bool) -> Result:
+    steps, repeats = (9, 5) if quick else (21, 7)
+    model_id = str(build_tiny_ldm(root / "ldm", sample_size=8))  # 64 px images, 8x8 latents
+    ours: list[tuple[float, float]] = []
+    baseline: list[tuple[float, float]] = []
+    ti_ldm_ours(model_id, images, 2, 64), ti_ldm_diffusers_example(model_id, images, 2, 64)  # warm-up
+    interleave(
+        lambda _r: ours.append(ti_ldm_ours(model_id, images, steps, 64)),
+        lambda _r: baseline.append(ti_ldm_diffusers_example(model_id, images, steps, 64)),
+        repeats,
+    )
+    return Result(
+        "ConceptBed Textual Inversion (LDM) step",
+        "ours: TI on LDMTextToImagePipeline",
+        [wall for wall, _ in ours],
+        "diffusers textual_inversion example loop",
+        [wall for wall, _ in baseline],
+        work=f"seconds per training step (median of {steps - 1}), tiny LDM (LDMBert, KL autoencoder /8), 64 px",
+        ours_cpu=[cpu for _, cpu in ours],
+        baseline_cpu=[cpu for _, cpu in baseline],
+    )
+
+
 def run(quick: bool) -> list[Result]:
-    """DreamBooth-LoRA vs full DreamBooth: time per step (interleaved) and measured training memory."""
+    """DreamBooth-LoRA vs full DreamBooth: time per step (interleaved) and measured training memory;
+    Textual Inversion on an LDM vs the diffusers example loop."""
     width, steps, repeats = (32, 3, 5) if quick else (128, 4, 7)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -143,6 +259,7 @@ def run(quick: bool) -> list[Result]:
             return fn
 
         interleave(side("lora"), side("full"), repeats)
+        ti_ldm = ti_ldm_result(root, images, quick)
     lora, full = rows["lora"][-1], rows["full"][-1]
     return [
         Result(
@@ -158,5 +275,6 @@ def run(quick: bool) -> list[Result]:
                 ),
                 "trainable parameters LoRA / full": f"{lora['trainable']:,} / {full['trainable']:,}",
             },
-        )
+        ),
+        ti_ldm,
     ]

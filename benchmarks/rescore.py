@@ -27,6 +27,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from benchmarks._clip import random_clip
 from benchmarks._harness import Result, interleave
 
 
@@ -50,51 +51,27 @@ def run(quick: bool) -> list[Result]:
     from conceptforge.loaders.binding import evaluate as binding_evaluate
     from conceptforge.loaders.binding.data import load_binding
     from conceptforge.testing import synthetic
-    from conceptforge.testing.tiny_models import build_tiny_clip
 
     torch.set_num_threads(1)
     hub_logging.set_verbosity_error()  # "Repo card metadata block was not found" once per dataset load
     n_per_label, repeats = (4, 5) if quick else (8, 3)
     with tempfile.TemporaryDirectory(prefix="rescore-bench-") as tmp:
         work = Path(tmp)
-        if quick:
-            clip = build_tiny_clip(work / "clip", hidden=64, projection=32, image_size=64, max_length=32)
-        else:
-            clip = build_tiny_clip(
-                work / "clip",
-                hidden=512,
-                heads=8,
-                layers=12,
-                mlp_ratio=4,
-                vision_hidden=768,
-                vision_heads=12,
-                image_size=224,
-                patch_size=32,
-                projection=512,
-                max_length=32,
-            )
+        clip = random_clip(work / "clip", quick, max_length=32)
         cub = synthetic.write_fake_cub(work / "cub")
         sub = synthetic.write_dataset(work / "sub", {"test": synthetic.sub_rows()}, synthetic.sub_features())
         single = synthetic.write_single_object(work / "single-object", n_per_label=n_per_label)
         n_binding = sum(len(split) for split in load_binding(str(single)).values())
         cache = work / "cache"
         out = work / "run.json"
-        model_args = [
-            "--model",
-            str(clip),
-            "--device",
-            "cpu",
-            "--cub-dir",
-            str(cub),
-            "--task-option",
+        model_args = ["--model", str(clip), "--device", "cpu", "--cub-dir", str(cub)]
+        for option in (
             "binding-cdsm.models=add,mult",
-            "--task-option",
             "binding-cdsm.seeds=0,1",
-            "--task-option",
             "binding-cdsm.epochs=2",
-            "--task-option",
             "sub-vlm.cbm_min_classes=1",
-        ]
+        ):
+            model_args += ["--task-option", option]
         tasks = ["--tasks", f"binding-clip:{single},binding-cdsm:{single},sub-vlm:{sub}"]
         _main(["evaluate", *model_args, *tasks, "--cache-dir", str(cache), "--output", str(out)])
         original = out.read_text()

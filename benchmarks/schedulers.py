@@ -35,7 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks._harness import Result, Skip, interleave
+from benchmarks._harness import Result, Skip, compare
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = str(Path(sys.executable).parent)
@@ -75,6 +75,16 @@ def _one_process(args: list[str], out: Path, *extra: str) -> None:
         raise RuntimeError(result.stderr[-2000:])
 
 
+def _versus_one_process(name: str, ours, single, repeats: int, args: list[str], same: bool, note: str) -> Result:
+    """The binding demo under a scheduler vs the same command in one process. The work runs in
+    other processes, so no CPU figures (this process's CPU seconds are not the work's)."""
+    extra = {"same dataset bytes": str(same), "note": note}
+    work = " ".join(args[2:])
+    return compare(
+        f"binding demo: {name} vs one process", ours, ("one process", single), repeats, work, extra, cpu=False
+    )
+
+
 def _slurm_results(quick: bool, repeats: int, workdir: Path) -> list[Result]:
     from conceptforge.testing.slurm import start_cluster, unavailable_reason
 
@@ -107,18 +117,9 @@ def _slurm_results(quick: bool, repeats: int, workdir: Path) -> list[Result]:
         warm_array, warm_single = array(-1, "warm"), workdir / "single-warm"
         _one_process(args, warm_single)
         same = _digest(warm_array) == _digest(warm_single)
-        ours, base = interleave(array, single, repeats)
-        binding = Result(
-            name="binding demo: 2-task Slurm array vs one process",
-            ours_label="sbatch --array=0-1",
-            ours=ours,
-            baseline_label="one process",
-            baseline=base,
-            work=" ".join(args[2:]),
-            extra={
-                "same dataset bytes": str(same),
-                "note": "submission to last task finished; tasks share the 2 cores",
-            },
+        note = "submission to last task finished; tasks share the 2 cores"
+        binding = _versus_one_process(
+            "2-task Slurm array", ("sbatch --array=0-1", array), single, repeats, args, same, note
         )
 
         # scheduling overhead: 8 tasks of a stage that does no work
@@ -159,17 +160,16 @@ def _slurm_results(quick: bool, repeats: int, workdir: Path) -> list[Result]:
 
         trivial_array(-1)
         trivial_local(-1)
-        ours, base = interleave(trivial_array, trivial_local, repeats)
-        per_task = [(a - b) / tasks for a, b in zip(ours, base)]
-        overhead = Result(
-            name=f"Slurm scheduling overhead: {tasks} one-chunk array tasks vs the same processes started here, 2 at a time",
-            ours_label=f"sbatch --array=0-{tasks - 1}",
-            ours=ours,
-            baseline_label="local processes",
-            baseline=base,
-            work=f"{tasks} tasks x 1 chunk of 1 empty item",
-            extra={"overhead per task (= per chunk here), s": ", ".join(f"{v:.3f}" for v in per_task)},
+        overhead = compare(
+            f"Slurm scheduling overhead: {tasks} one-chunk array tasks vs the same processes started here, 2 at a time",
+            (f"sbatch --array=0-{tasks - 1}", trivial_array),
+            ("local processes", trivial_local),
+            repeats,
+            f"{tasks} tasks x 1 chunk of 1 empty item",
+            cpu=False,
         )
+        per_task = [(a - b) / tasks for a, b in zip(overhead.ours, overhead.baseline)]
+        overhead.extra["overhead per task (= per chunk here), s"] = ", ".join(f"{v:.3f}" for v in per_task)
         return [binding, overhead]
     finally:
         cluster.stop()
@@ -191,19 +191,9 @@ def _ray_results(quick: bool, repeats: int, workdir: Path) -> list[Result]:
     on_ray(-1)
     single(-1)
     same = _digest(workdir / "ray--1") == _digest(workdir / "ray-single--1")
-    ours, base = interleave(on_ray, single, repeats)
-    binding = Result(
-        name="binding demo: --executor ray (local cluster, 2 workers) vs one process",
-        ours_label="--executor ray",
-        ours=ours,
-        baseline_label="one process",
-        baseline=base,
-        work=" ".join(args[2:]),
-        extra={
-            "same dataset bytes": str(same),
-            "note": "each run starts its own local Ray cluster (ray.init in the command)",
-        },
-    )
+    note = "each run starts its own local Ray cluster (ray.init in the command)"
+    name = "--executor ray (local cluster, 2 workers)"
+    binding = _versus_one_process(name, ("--executor ray", on_ray), single, repeats, args, same, note)
 
     from benchmarks import _empty_stage
     from conceptforge.engine.ray_executor import RayExecutor
@@ -223,19 +213,18 @@ def _ray_results(quick: bool, repeats: int, workdir: Path) -> list[Result]:
 
         ray_chunks(-1)
         local_chunks(-1)
-        ours, base = interleave(ray_chunks, local_chunks, repeats)
+        overhead = compare(
+            f"Ray scheduling overhead: {chunks} one-item chunks as Ray tasks vs the engine's loop here",
+            ("RayExecutor", ray_chunks),
+            ("local loop", local_chunks),
+            repeats,
+            f"{chunks} chunks of 1 empty item (warm cluster, 2 CPUs)",
+            cpu=False,
+        )
     finally:
         ray.shutdown()
-    per_chunk = [(a - b) / chunks * 1000 for a, b in zip(ours, base)]
-    overhead = Result(
-        name=f"Ray scheduling overhead: {chunks} one-item chunks as Ray tasks vs the engine's loop here",
-        ours_label="RayExecutor",
-        ours=ours,
-        baseline_label="local loop",
-        baseline=base,
-        work=f"{chunks} chunks of 1 empty item (warm cluster, 2 CPUs)",
-        extra={"overhead per chunk, ms": ", ".join(f"{v:.2f}" for v in per_chunk)},
-    )
+    per_chunk = [(a - b) / chunks * 1000 for a, b in zip(overhead.ours, overhead.baseline)]
+    overhead.extra["overhead per chunk, ms"] = ", ".join(f"{v:.2f}" for v in per_chunk)
     return [binding, overhead]
 
 

@@ -207,7 +207,7 @@ def run(quick: bool):
     on 2 quiet cores); quick: 2,000 items x 5 locally, 800 x 3 on S3. Both sides warm up on
     100 items first.
     """
-    from benchmarks._harness import Result, interleave
+    from benchmarks._harness import compare
 
     # (items, repeats) per target: local runs are short, so more repeats steady their median.
     local, s3 = ((2000, 5), (800, 3)) if quick else ((20000, 3), (20000, 2))
@@ -244,29 +244,24 @@ def run(quick: bool):
 
             for method in ("chunked", "one file per item"):
                 _write_and_assemble(target, method, items[:100], fs, f"warm{target}", scratch)
-            cpu: dict[str, list[float]] = {}
-            ours, baseline = interleave(side("chunked"), side("one file per item"), repeats, cpu=cpu)
-            results.append(
-                Result(
-                    name=f"item store on {titles[target]}",
-                    ours_label="ours: chunked (64 items/chunk + marker, one assembly)",
-                    ours=ours,
-                    baseline_label="one .png + one .json per item, assembly reads them back",
-                    baseline=baseline,
-                    work=f"{count} items of {ITEM_BYTES} B written + assembled into parquet",
-                    # CPU of this process only: on S3 the server's own work is outside it, so none there.
-                    ours_cpu=cpu["ours"] if target != "s3" else None,
-                    baseline_cpu=cpu["baseline"] if target != "s3" else None,
-                    extra={
-                        "items/s (median), ours | baseline": f"{count / statistics.median(ours):.0f} | {count / statistics.median(baseline):.0f}",
-                        "MB/s (median), ours | baseline": (
-                            f"{megabytes / statistics.median(ours):.2f} | {megabytes / statistics.median(baseline):.2f}"
-                        ),
-                        "files (objects) created, ours | baseline": f"{files['chunked']} | {files['one file per item']}",
-                        "throughput ours / baseline (median)": f"{statistics.median(baseline) / statistics.median(ours):.1f}x",
-                    },
-                )
+            result = compare(
+                f"item store on {titles[target]}",
+                ("ours: chunked (64 items/chunk + marker, one assembly)", side("chunked")),
+                ("one .png + one .json per item, assembly reads them back", side("one file per item")),
+                repeats,
+                f"{count} items of {ITEM_BYTES} B written + assembled into parquet",
+                cpu=target != "s3",  # CPU of this process only: on S3 the server's own work is outside it
             )
+            ours, baseline = result.ours, result.baseline
+            result.extra = {
+                "items/s (median), ours | baseline": f"{count / statistics.median(ours):.0f} | {count / statistics.median(baseline):.0f}",
+                "MB/s (median), ours | baseline": (
+                    f"{megabytes / statistics.median(ours):.2f} | {megabytes / statistics.median(baseline):.2f}"
+                ),
+                "files (objects) created, ours | baseline": f"{files['chunked']} | {files['one file per item']}",
+                "throughput ours / baseline (median)": f"{statistics.median(baseline) / statistics.median(ours):.1f}x",
+            }
+            results.append(result)
     finally:
         server.stop()  # its buckets live in its memory
         for folder in scratch.values():

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from benchmarks._harness import Result, interleave
+from benchmarks._harness import Result, compare
 from conceptforge.generators.sub.flux_tdg import TDGFlux
 from conceptforge.generators.sub.tdg import TDGParams
 from conceptforge.testing.random_flux import build_random_flux_pipeline
@@ -66,18 +66,8 @@ def bench(name: str, repeats: int, pairs: int) -> Result:
             )
 
     plain(0), tdg(0)  # warm-up
-    cpu: dict[str, list[float]] = {}
-    ours_t, base_t = interleave(tdg, plain, repeats, cpu)
-    return Result(
-        f"TDG pair ({name})",
-        "ours: TDG pair",
-        ours_t,
-        "FluxPipeline batch of 2",
-        base_t,
-        work=f"{pairs} pair(s) per round, {(resolution // 16) ** 2} image tokens, {steps} steps, fp32 CPU",
-        ours_cpu=cpu["ours"],
-        baseline_cpu=cpu["baseline"],
-    )
+    work = f"{pairs} pair(s) per round, {(resolution // 16) ** 2} image tokens, {steps} steps, fp32 CPU"
+    return compare(f"TDG pair ({name})", ("ours: TDG pair", tdg), ("FluxPipeline batch of 2", plain), repeats, work)
 
 
 def run(quick: bool) -> list[Result]:

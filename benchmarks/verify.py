@@ -18,7 +18,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from benchmarks._harness import Result, Skip, interleave
+from benchmarks._harness import Result, Skip, compare
 
 
 def _main(argv: list[str]) -> str:
@@ -89,19 +89,10 @@ def run(quick: bool) -> list[Result]:
         sample(-1), every(-1), regenerate(-1)  # warm-up: Blender imported, scenes compiled once
         results = []
         for label, ours in ((f"verify --sample {sample_n}", sample), ("verify --all", every)):
-            cpu: dict[str, list[float]] = {}
-            ours_s, base_s = interleave(ours, regenerate, repeats, cpu)
-            results.append(
-                Result(
-                    label,
-                    f"ours: {label}",
-                    ours_s,
-                    "regenerate + compare parquet bytes",
-                    base_s,
-                    work=f"binding {dataset} demo preset, {n_items} items at {size}, {samples} samples",
-                    ours_cpu=cpu["ours"],
-                    baseline_cpu=cpu["baseline"],
-                    extra={"outcome": "verify passed and the regenerated shards equalled the release's, every round"},
-                )
+            result = compare(
+                label, (f"ours: {label}", ours), ("regenerate + compare parquet bytes", regenerate), repeats
             )
+            result.work = f"binding {dataset} demo preset, {n_items} items at {size}, {samples} samples"
+            result.extra["outcome"] = "verify passed and the regenerated shards equalled the release's, every round"
+            results.append(result)
     return results

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from benchmarks._harness import Result, interleave
+from benchmarks._harness import Result, compare
 from conceptforge.cub import CubAttributes
 from conceptforge.filters.vqa.questions import QuestionBuilder
 from conceptforge.filters.vqa.scorer import VQAScorer
@@ -74,23 +74,12 @@ def _run(quick: bool) -> list[Result]:
 
     ours, one = timed("ours", batch), timed("baseline", 1)
     scorer.score(images[:4], questions[:4], batch_size=4)  # warm-up
-    cpu: dict[str, list[float]] = {}
-    ours_t, base_t = interleave(ours, one, repeats, cpu)
+    work = f"{n} images 320x240, random LLaVA 224 px / 196 image tokens, 4+4 layers of width 256"
+    result = compare("VQA scorer", (f"ours: batches of {batch}", ours), ("one image at a time", one), repeats, work)
     diff = max(abs(a - b) for x, y in zip(scores["ours"], scores["baseline"]) for a, b in zip(x.probs, y.probs))
-    return [
-        Result(
-            "VQA scorer",
-            f"ours: batches of {batch}",
-            ours_t,
-            "one image at a time",
-            base_t,
-            work=f"{n} images 320x240, random LLaVA 224 px / 196 image tokens, 4+4 layers of width 256",
-            ours_cpu=cpu["ours"],
-            baseline_cpu=cpu["baseline"],
-            extra={
-                f"time outside the model forward, batches of {batch} (median)": f"{100 * float(np.median(shares['ours'])):.1f}%",
-                "time outside the model forward, one at a time (median)": f"{100 * float(np.median(shares['baseline'])):.1f}%",
-                "largest difference in option probabilities, batched vs one at a time": f"{diff:.1e}",
-            },
-        )
-    ]
+    result.extra = {
+        f"time outside the model forward, batches of {batch} (median)": f"{100 * float(np.median(shares['ours'])):.1f}%",
+        "time outside the model forward, one at a time (median)": f"{100 * float(np.median(shares['baseline'])):.1f}%",
+        "largest difference in option probabilities, batched vs one at a time": f"{diff:.1e}",
+    }
+    return [result]

@@ -16,6 +16,10 @@ import tempfile
 
 import pytest
 
+# Fixtures shared across folders, each built only where a test asks for it: the evaluation tests'
+# tiny models and synthetic datasets, the page tests' headless Chromium, the local Hub server.
+pytest_plugins = ["tests.evaluation_fixtures", "tests.browser", "tests.user_shell"]
+
 HF_PREFIXES = ("HF_", "HUGGINGFACE_", "HUGGING_FACE_", "TRANSFORMERS_", "DIFFUSERS_")
 
 if "huggingface_hub" in sys.modules:  # would have read the caller's variables already

@@ -1,8 +1,14 @@
 """Fixtures of the evaluation tests (tests/harness, and each benchmark's evaluation tests in
-tests/binding and tests/sub): a tiny offline CLIP and small synthetic datasets. A conftest imports
-them; the evaluation test modules use ``offline_single_thread``."""
+tests/binding and tests/sub): a tiny offline CLIP and small synthetic datasets. tests/conftest.py
+loads them as a plugin (each is built only when a test asks for it); the evaluation test modules use
+``offline_single_thread``."""
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -86,7 +92,63 @@ def tiny_blip_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def tiny_vilt_dir(tmp_path_factory):
+    from conceptforge.testing.tiny_compmap import build_tiny_vilt
+
+    return build_tiny_vilt(tmp_path_factory.mktemp("models") / "tiny-vilt")
+
+
+@pytest.fixture(scope="session")
 def tiny_open_clip_dir(tmp_path_factory):
     from conceptforge.testing.tiny_open_clip import build_tiny_open_clip
 
     return build_tiny_open_clip(tmp_path_factory.mktemp("models") / "tiny-open-clip")
+
+
+def evaluate_script(*args, importable: Path | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """``python scripts/evaluate.py ARGS`` as a user runs it: a fresh process, offline, one thread;
+    ``importable``: a folder put on PYTHONPATH beside the checkout (a user's own model factory)."""
+    repo = Path(__file__).resolve().parents[1]
+    path = os.pathsep.join(str(p) for p in (repo, importable) if p)
+    env = {**os.environ, "PYTHONPATH": path, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    argv = [sys.executable, str(repo / "scripts" / "evaluate.py"), *map(str, args)]
+    return subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
+
+
+# Small binding and SUB settings that still give every metric its spread: two CDSMs, two seeds.
+SMALL_BINDING_SUB_OPTIONS = (
+    "binding-cdsm.models=add,mult",
+    "binding-cdsm.seeds=0,1",
+    "binding-cdsm.epochs=2",
+    "sub-vlm.cbm_min_classes=1",
+)
+
+
+def task_options(*options: str) -> list[str]:
+    """``--task-option OPTION`` for each option, as ``conceptforge evaluate`` takes them."""
+    return [arg for option in options for arg in ("--task-option", option)]
+
+
+def binding_and_sub_argv(clip: Path, single_object: Path, sub: Path, cub: Path, work: Path) -> tuple[list[str], Path]:
+    """The ``conceptforge evaluate`` arguments of a tiny binding-clip, binding-cdsm and sub-vlm run
+    writing ``work/run.json``, and that path."""
+    out = work / "run.json"
+    tasks = f"binding-clip:{single_object},binding-cdsm:{single_object},sub-vlm:{sub}"
+    argv = ["evaluate", "--model", str(clip), "--tasks", tasks, "--cub-dir", str(cub)]
+    argv += [*task_options(*SMALL_BINDING_SUB_OPTIONS), "--device", "cpu"]
+    return [*argv, "--cache-dir", str(work / "cache"), "--output", str(out)], out
+
+
+def compmap_argv(clip: Path, work: Path, *options: str) -> tuple[list[str], Path, Path]:
+    """The ``conceptforge evaluate`` arguments of a tiny compmap-cub and compmap-mit-states run on
+    fresh miniature datasets under ``work`` (writing ``work/compmap.json``): argv, output, MIT-States.
+    ``options`` add to the small defaults (MIT-States: an 8-dim probe on the primitives)."""
+    from tests.compmap.synthetic import write_fake_cub, write_fake_mit_states
+
+    cub, mit = write_fake_cub(work / "CUB_200_2011"), write_fake_mit_states(work / "mit")
+    out = work / "compmap.json"
+    argv = ["evaluate", "--model", str(clip), "--tasks", "compmap-cub,compmap-mit-states"]
+    argv += ["--cub-dir", str(cub), "--mit-states-dir", str(mit), "--cache-dir", str(work / "cache")]
+    small = ("compmap-cub.ways=2,3", "compmap-cub.shots=1", "compmap-cub.episodes=5", "compmap-cub.queries=2")
+    small += ("compmap-mit-states.dim=8", "compmap-mit-states.targets=primitives")
+    return [*argv, "--device", "cpu", "--output", str(out), *task_options(*small, *options)], out, mit

@@ -1,9 +1,11 @@
-"""Tiny random Stable-Diffusion-1.5-style pipeline, ViLT and image classifiers built from configs.
+"""Tiny random Stable-Diffusion-1.5-style and Latent-Diffusion pipelines, ViLT and image
+classifiers built from configs.
 
 Why: tests, benchmarks and smoke runs must exercise the real ``from_pretrained`` code paths
 offline. These builders make models with the same classes and folder layout as
-``runwayml/stable-diffusion-v1-5`` / ``dandelin/vilt-b32-finetuned-vqa`` / timm-style
-classifiers, only a few hundred kilobytes large, and save them to a local directory.
+``runwayml/stable-diffusion-v1-5`` / ``CompVis/ldm-text2im-large-256`` /
+``dandelin/vilt-b32-finetuned-vqa`` / timm-style classifiers, only a few hundred kilobytes large,
+and save them to a local directory.
 """
 
 from __future__ import annotations
@@ -14,6 +16,35 @@ from pathlib import Path
 import torch
 
 from conceptforge.testing.tiny_models import clip_byte_tokenizer, clip_byte_vocab, clip_special_ids
+
+#: The noise schedule SD-1.x and CompVis/ldm-text2im-large-256 were trained with (their scheduler configs).
+LATENT_DIFFUSION_BETAS = {
+    "beta_start": 0.00085,
+    "beta_end": 0.012,
+    "beta_schedule": "scaled_linear",
+    "num_train_timesteps": 1000,
+    "set_alpha_to_one": False,
+}
+#: LDMBert at width 32 (the real one: 32 layers of width 1280).
+TINY_LDMBERT = {"d_model": 32, "encoder_layers": 2, "encoder_ffn_dim": 64, "encoder_attention_heads": 2, "head_dim": 16}
+
+
+def tiny_unet(sample_size: int, block_out_channels: tuple[int, int] = (32, 64)):
+    """The conditional UNet of the tiny SD and LDM pipelines: two blocks, cross-attention width 32."""
+    from diffusers import UNet2DConditionModel
+
+    return UNet2DConditionModel(
+        sample_size=sample_size,
+        in_channels=4,
+        out_channels=4,
+        layers_per_block=1,
+        block_out_channels=tuple(block_out_channels),
+        down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+        up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
+        cross_attention_dim=32,
+        attention_head_dim=8,
+        norm_num_groups=32,
+    )
 
 
 def build_tiny_sd(
@@ -26,23 +57,12 @@ def build_tiny_sd(
     ``block_out_channels`` widens the UNet (benchmarks use a wider one, closer to SD's
     parameter-to-activation balance).
     """
-    from diffusers import AutoencoderKL, PNDMScheduler, StableDiffusionPipeline, UNet2DConditionModel
+    from diffusers import AutoencoderKL, PNDMScheduler, StableDiffusionPipeline
     from transformers import CLIPTextConfig, CLIPTextModel
 
     path = Path(path)
     torch.manual_seed(seed)
-    unet = UNet2DConditionModel(
-        sample_size=sample_size,
-        in_channels=4,
-        out_channels=4,
-        layers_per_block=1,
-        block_out_channels=tuple(block_out_channels),
-        down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
-        up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
-        cross_attention_dim=32,
-        attention_head_dim=8,
-        norm_num_groups=32,
-    )
+    unet = tiny_unet(sample_size, block_out_channels)
     vae = AutoencoderKL(
         in_channels=3,
         out_channels=3,
@@ -67,15 +87,7 @@ def build_tiny_sd(
         **clip_special_ids(vocab),
     )
     text_encoder = CLIPTextModel(text_config)
-    scheduler = PNDMScheduler(
-        beta_start=0.00085,
-        beta_end=0.012,
-        beta_schedule="scaled_linear",
-        num_train_timesteps=1000,
-        skip_prk_steps=True,
-        set_alpha_to_one=False,
-        steps_offset=1,
-    )
+    scheduler = PNDMScheduler(**LATENT_DIFFUSION_BETAS, skip_prk_steps=True, steps_offset=1)
     pipe = StableDiffusionPipeline(
         unet=unet,
         vae=vae,
@@ -86,6 +98,57 @@ def build_tiny_sd(
         feature_extractor=None,
         requires_safety_checker=False,
     )
+    pipe.save_pretrained(path, safe_serialization=True)
+    return path
+
+
+#: A WordPiece vocabulary that spells any lower-case word letter by letter (``a ##b ##c``), so
+#: every prompt of the tests encodes differently; ``*`` is Table 5's LDM placeholder (in BERT's vocab).
+TINY_BERT_CHARACTERS = "abcdefghijklmnopqrstuvwxyz0123456789"
+TINY_BERT_PUNCTUATION = "*<>.,'?!-_"
+
+
+def tiny_bert_tokenizer(model_max_length: int = 77):
+    """A ``BertTokenizer`` over :data:`TINY_BERT_CHARACTERS` (whole and ``##`` continuation) and punctuation."""
+    from transformers import BertTokenizer
+
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    words += list(TINY_BERT_CHARACTERS + TINY_BERT_PUNCTUATION) + ["##" + c for c in TINY_BERT_CHARACTERS]
+    return BertTokenizer(vocab={word: index for index, word in enumerate(words)}, model_max_length=model_max_length)
+
+
+def build_tiny_ldm(path: str | Path, *, seed: int = 0, autoencoder: str = "kl", sample_size: int = 4) -> Path:
+    """Save a tiny ``LDMTextToImagePipeline`` (LDMBert, BERT tokenizer, conditional UNet, KL or VQ
+    autoencoder, DDIM scheduler) in the layout of ``CompVis/ldm-text2im-large-256`` to ``path``.
+
+    The autoencoder down-samples by 8 like the real one (the pipeline's latent size is
+    ``height // 8`` whatever its autoencoder), so ``sample_size`` 4 latents are 32 px images.
+    ``autoencoder="vq"`` builds a ``VQModel`` instead of the real model's ``AutoencoderKL``.
+    """
+    from diffusers import AutoencoderKL, DDIMScheduler, LDMTextToImagePipeline, VQModel
+    from diffusers.pipelines.latent_diffusion.pipeline_latent_diffusion import LDMBertConfig, LDMBertModel
+
+    if autoencoder not in ("kl", "vq"):
+        raise ValueError(f"autoencoder must be kl or vq, got {autoencoder!r}")
+    path = Path(path)
+    torch.manual_seed(seed)
+    tokenizer = tiny_bert_tokenizer()
+    bert = LDMBertModel(LDMBertConfig(vocab_size=len(tokenizer), max_position_embeddings=77, **TINY_LDMBERT))
+    unet = tiny_unet(sample_size)
+    shape = {
+        "in_channels": 3,
+        "out_channels": 3,
+        "down_block_types": ("DownEncoderBlock2D",) * 4,
+        "up_block_types": ("UpDecoderBlock2D",) * 4,
+        "block_out_channels": (8, 8, 8, 8),
+        "latent_channels": 4,
+        "layers_per_block": 1,
+        "norm_num_groups": 8,
+        "sample_size": sample_size * 8,
+    }
+    vqvae = AutoencoderKL(**shape) if autoencoder == "kl" else VQModel(**shape, num_vq_embeddings=16, vq_embed_dim=4)
+    scheduler = DDIMScheduler(**LATENT_DIFFUSION_BETAS, clip_sample=False)  # the real model's config
+    pipe = LDMTextToImagePipeline(vqvae=vqvae, bert=bert, tokenizer=tokenizer, unet=unet, scheduler=scheduler)
     pipe.save_pretrained(path, safe_serialization=True)
     return path
 

@@ -111,7 +111,7 @@ def read_artifact_config(directory: Path) -> dict[str, Any]:
 
 
 class AppliedArtifact:
-    """A learned concept applied to a StableDiffusionPipeline; ``restore()`` undoes it.
+    """A learned concept applied to its family's pipeline (SD or LDM); ``restore()`` undoes it.
 
     Why undo instead of reloading: one pipeline then serves every concept in a process, and the
     token row / cross-attention weights / LoRA adapter of one concept never leak into the next.
@@ -127,9 +127,10 @@ class AppliedArtifact:
         self.phrase: str = meta["phrase"]
         self._undo: list[Callable[[], None]] = []
         if (self.directory / EMBEDS_NAME).exists():
+            text_encoder = self.config.family.text_encoder_of(pipe)  # SD's text_encoder, LDM's bert
             for token, vector in load_file(str(self.directory / EMBEDS_NAME)).items():
-                token_id = add_placeholder_token(pipe.tokenizer, pipe.text_encoder, token, None)
-                weight = pipe.text_encoder.get_input_embeddings().weight
+                token_id = add_placeholder_token(pipe.tokenizer, text_encoder, token, None)
+                weight = text_encoder.get_input_embeddings().weight
                 previous = weight[token_id].detach().clone()
                 with torch.no_grad():
                     weight[token_id] = vector.to(weight.device, weight.dtype)

@@ -65,7 +65,10 @@ COLUMN_DOCS = {
     "item_id": "stable work-item id `<concept>__c<index>` (concept) or `<concept>__p<index>` (composition)",
     "concept": "concept name from ConceptBed Table 9",
     "concept_kind": "`style`, `object` or `cub`",
-    "learner": "`textual-inversion`, `dreambooth` or `custom-diffusion`",
+    "learner": (
+        "`textual-inversion`, `dreambooth` or `custom-diffusion` (on Stable Diffusion), "
+        "`textual-inversion-ldm` (on a latent-diffusion model), or `none` (the base model alone)"
+    ),
     "prompt": "prompt with the learned placeholder (V*)",
     "caption": "composite caption with the ground-truth subject (composition split)",
     "category": "first composition category (composition split)",

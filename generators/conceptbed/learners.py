@@ -1,5 +1,8 @@
-"""Per-concept learners on a Stable-Diffusion-1.5-style pipeline: Textual Inversion, DreamBooth
-(LoRA by default, full UNet optional) and Custom Diffusion, with Table 5's defaults.
+"""Per-concept learners: Textual Inversion, DreamBooth (LoRA by default, full UNet optional) and
+Custom Diffusion on a Stable-Diffusion-1.5-style pipeline, and Textual Inversion on a Latent
+Diffusion Model (LDMTextToImagePipeline), with Table 5's defaults. What differs between the two
+pipelines (component names, prompt length, latents, sampling) is a
+:class:`~conceptforge.generators.conceptbed.pipelines.PipelineFamily`; the training loop is one.
 
 Each learner trains one concept from its reference images and writes a small artifact folder:
 
@@ -33,19 +36,26 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
-from conceptforge.errors import (
-    ConceptforgeError,
-    DataNotFoundError,
-    InvalidArgumentError,
-    WeightsUnavailableError,
-    one_line,
+from conceptforge.errors import ConceptforgeError, DataNotFoundError, InvalidArgumentError
+from conceptforge.generators.conceptbed.pipelines import (
+    FAMILIES,
+    LDM,
+    STABLE_DIFFUSION,
+    PipelineFamily,
+    detect_family,
+    family_named,
+    latent_stats,
+    load_family_components,
 )
 from conceptforge.generators.conceptbed.spec import Concept
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MODEL_ID = "runwayml/stable-diffusion-v1-5"
-LEARNERS: tuple[str, ...] = ("textual-inversion", "dreambooth", "custom-diffusion")
+#: No learner: the base model samples the prompts with V* replaced by the concept's class noun
+#: (ConceptBed Table 2's "Stable Diffusion" row, the reference for what learning costs compositions).
+NO_LEARNER = "none"
+LEARNERS: tuple[str, ...] = ("textual-inversion", "dreambooth", "custom-diffusion", NO_LEARNER)
 CONFIG_NAME = "learner.json"
 EMBEDS_NAME = "learned_embeds.safetensors"
 LORA_NAME = "pytorch_lora_weights.safetensors"
@@ -59,6 +69,12 @@ TABLE5: dict[str, dict[str, Any]] = {
     "dreambooth": {"steps": 400, "learning_rate": 5e-6, "placeholder_token": "sks", "num_class_images": 200},
     "custom-diffusion": {"steps": 250, "learning_rate": 1e-5, "placeholder_token": "<new1>", "num_class_images": 200},
 }
+# Table 5's "Textual Inversion (LDM)" column: the same schedule, the placeholder "*" (a token of
+# BERT's vocabulary: its row is the one learned, as the LDM Textual Inversion code did).
+TABLE5_LDM: dict[str, dict[str, Any]] = {
+    "textual-inversion": {**TABLE5["textual-inversion"], "placeholder_token": "*"},
+}
+TABLE5_BY_PIPELINE = {STABLE_DIFFUSION: TABLE5, LDM: TABLE5_LDM}
 DREAMBOOTH_LORA_LEARNING_RATE = 1e-4
 LEARNER_PRESETS = ("paper", "lora")
 PRESET_DREAMBOOTH_MODE = {"paper": "full", "lora": "lora"}
@@ -85,6 +101,9 @@ class LearnerConfig:
     learner: str
     model_id: str = DEFAULT_MODEL_ID
     revision: str | None = None
+    # The pipeline family of ``model_id`` (pipelines.FAMILIES): the command line reads it from the
+    # model's model_index.json; the generator refuses a config whose family is not the model's.
+    pipeline: str = STABLE_DIFFUSION
     steps: int | None = None
     learning_rate: float | None = None
     placeholder_token: str | None = None
@@ -98,19 +117,35 @@ class LearnerConfig:
     train_batch_size: int = 1
     num_inference_steps: int = 50
     guidance_scale: float = 7.5
+    eta: float = 0.0  # DDIM's eta for pipelines that sample with it (LDM); Stable Diffusion's PNDM has none
     mixed_precision: str = "auto"  # auto | no | fp16 | bf16
     seed: int = 0
 
     def __post_init__(self) -> None:
         if self.learner not in LEARNERS:
             raise InvalidArgumentError(f"unknown learner {self.learner!r}; choose {', '.join(LEARNERS)}")
+        family_named(self.pipeline).check_learner(self.learner)
+        if self.eta < 0:
+            raise InvalidArgumentError(f"eta must be >= 0, got {self.eta}")
+        if self.eta and not self.family.uses_eta:
+            raise InvalidArgumentError(
+                f"--eta is DDIM's, for an LDM's sampling; a {self.family.pipeline_class} samples with "
+                f"{self.family.sampler} (Table 5), which has none: drop --eta"
+            )
+        if self.learner == NO_LEARNER:
+            given = [name for name in ("steps", "learning_rate", "placeholder_token") if getattr(self, name)]
+            if given:
+                flags = ", ".join("--" + name.replace("_", "-") for name in given)
+                raise InvalidArgumentError(f"--learner none trains nothing: drop {flags}")
+            self.steps, self.num_class_images = 0, 0
+            return
         if self.preset not in LEARNER_PRESETS:
             raise InvalidArgumentError(f"--preset must be one of {', '.join(LEARNER_PRESETS)}, got {self.preset!r}")
         if self.dreambooth_mode is None:
             self.dreambooth_mode = PRESET_DREAMBOOTH_MODE[self.preset]
         if self.dreambooth_mode not in ("lora", "full"):
             raise InvalidArgumentError(f"--dreambooth-mode must be lora or full, got {self.dreambooth_mode!r}")
-        defaults = TABLE5[self.learner]
+        defaults = TABLE5_BY_PIPELINE[self.pipeline][self.learner]
         if self.steps is None:
             self.steps = defaults["steps"]
         if self.learning_rate is None:
@@ -124,8 +159,24 @@ class LearnerConfig:
             raise InvalidArgumentError("steps must be >= 0 and the learning rate > 0")
 
     @property
+    def family(self) -> PipelineFamily:
+        return FAMILIES[self.pipeline]
+
+    @property
     def uses_prior(self) -> bool:
         return self.learner in ("dreambooth", "custom-diffusion") and (self.num_class_images or 0) > 0
+
+    @property
+    def label(self) -> str:
+        """The dataset's ``learner`` column: the learner, suffixed by the pipeline family off Stable
+        Diffusion ("textual-inversion-ldm"), so Table 1's "Textual Inversion (LDM)" and "(SD)" rows
+        stay apart when both datasets are evaluated or annotated together."""
+        return self.learner if self.pipeline == STABLE_DIFFUSION else f"{self.learner}-{self.pipeline}"
+
+    @property
+    def trains(self) -> bool:
+        """False for the base model alone (``--learner none``): no artifact, nothing applied."""
+        return self.learner != NO_LEARNER
 
     @property
     def adds_token(self) -> bool:
@@ -136,7 +187,10 @@ class LearnerConfig:
 
 
 def concept_phrase(config: LearnerConfig, concept: Concept) -> str:
-    """V* as written in prompts: the new token (TI), or token + class noun (DreamBooth, CD)."""
+    """V* as written in prompts: the new token (TI), token + class noun (DreamBooth, CD), or the
+    class noun alone (no learner: the base model's prompt for the concept)."""
+    if config.learner == NO_LEARNER:
+        return concept.class_noun
     if config.learner == "textual-inversion":
         return str(config.placeholder_token)
     return f"{config.placeholder_token} {concept.class_noun}"
@@ -162,6 +216,7 @@ class Components:
     vae: Any
     unet: Any
     noise_scheduler: Any
+    family: PipelineFamily = FAMILIES[STABLE_DIFFUSION]
 
     @property
     def vae_scale_factor(self) -> int:
@@ -172,22 +227,10 @@ class Components:
 
 
 def load_components(model_id: str, revision: str | None = None) -> Components:
-    """Load the five SD components (any diffusers SD-1.x layout, Hub id or local folder)."""
-    from diffusers import AutoencoderKL, DDPMScheduler, UNet2DConditionModel
-    from transformers import CLIPTextModel, CLIPTokenizer
-
-    try:
-        return Components(
-            tokenizer=CLIPTokenizer.from_pretrained(model_id, subfolder="tokenizer", revision=revision),
-            text_encoder=CLIPTextModel.from_pretrained(model_id, subfolder="text_encoder", revision=revision),
-            vae=AutoencoderKL.from_pretrained(model_id, subfolder="vae", revision=revision),
-            unet=UNet2DConditionModel.from_pretrained(model_id, subfolder="unet", revision=revision),
-            noise_scheduler=DDPMScheduler.from_pretrained(model_id, subfolder="scheduler", revision=revision),
-        )
-    except (OSError, ValueError) as error:
-        raise WeightsUnavailableError(
-            f"cannot load a Stable-Diffusion pipeline from {model_id!r}: {one_line(error)}"
-        ) from None
+    """Load the five trainable-pipeline components of ``model_id`` (Hub id or local folder): an
+    SD-1.x layout or an LDMTextToImagePipeline, whichever its model_index.json names."""
+    family = detect_family(model_id, revision)
+    return Components(**load_family_components(family, model_id, revision), family=family)
 
 
 def add_placeholder_token(tokenizer: Any, text_encoder: Any, token: str, initializer: str | None) -> int:
@@ -342,7 +385,7 @@ class ConceptTrainer:
             list(prompts),
             padding="max_length",
             truncation=True,
-            max_length=tokenizer.model_max_length,
+            max_length=self.components.family.max_length(tokenizer),
             return_tensors="pt",
         ).input_ids.to(self.accelerator.device)
         return self.components.text_encoder(ids)[0]
@@ -354,8 +397,7 @@ class ConceptTrainer:
         with torch.no_grad():
             for path in images:
                 pixels = load_image_tensor(path, resolution).unsqueeze(0).to(self.accelerator.device, self.weight_dtype)
-                dist = vae.encode(pixels).latent_dist
-                stats.append((dist.mean.float(), dist.std.float()))
+                stats.append(latent_stats(vae, pixels))
         return stats
 
     def train(
@@ -378,6 +420,10 @@ class ConceptTrainer:
         torch_gen = torch.Generator(device="cpu").manual_seed(seed)
         torch.manual_seed(seed)
 
+        if comps.family.name != config.pipeline:
+            raise InvalidArgumentError(
+                f"the learner config is for pipeline {config.pipeline!r} but the components are a {comps.family.pipeline_class}"
+            )
         state = configure_trainable(comps, config, concept)
         device = accelerator.device
         for module in (comps.text_encoder, comps.vae, comps.unet):

@@ -49,8 +49,8 @@ def rebuild(entry: Mapping[str, Any], weights: Mapping[str, str], device: str | 
 
     rebuild = entry["rebuild"]
     model = weight_location("diffusion", rebuild["model"], weights)
-    learners = _learners(rebuild, weights)
     config = LearnerConfig(**{**rebuild["learner"], "model_id": model})
+    learners = _learners(rebuild, weights) if config.trains else None  # the base model alone has none
     spec = ConceptSpec(concepts=tuple(Concept(c["name"], c["kind"], c["parent"]) for c in rebuild["concepts"]))
     options = conceptbed.GenerateOptions(
         config=config,

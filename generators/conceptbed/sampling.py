@@ -1,5 +1,6 @@
 """Sampling: class (regularisation) images from the base model, and concept images from a
-learned artifact, with Table 5's inference settings (PNDM, 50 steps, guidance 7.5).
+learned artifact, with Table 5's inference settings (50 steps, guidance 7.5; PNDM on Stable
+Diffusion, the model's own DDIM with ``eta`` on an LDM).
 
 Prompts (paper Section 3.2.2): objects and CUB birds "A photo of V*"; styles "A photo of a
 <entity> in the style of V*" over the seven PACS entities; composite prompts R(V*, b) from the
@@ -17,9 +18,9 @@ from PIL import Image
 
 from conceptforge.cards.grid import png_bytes
 from conceptforge.engine.workitems import derive_seed
-from conceptforge.errors import WeightsUnavailableError, one_line
 from conceptforge.generators.conceptbed.concepts import PACS_ENTITIES
 from conceptforge.generators.conceptbed.learners import class_prompt
+from conceptforge.generators.conceptbed.pipelines import detect_family, load_sampling_pipeline
 from conceptforge.generators.conceptbed.spec import Concept
 from conceptforge.progress import quiet_model_library_bars
 from conceptforge.serialization import atomic_write_bytes
@@ -36,38 +37,39 @@ def concept_prompts(concept: Concept, phrase: str, count: int) -> list[str]:
 
 
 def load_pipeline(model_id: str, revision: str | None = None, *, device: str | None = None, dtype: str = "auto") -> Any:
-    """A StableDiffusionPipeline with a PNDM scheduler, no safety checker, progress bar off.
+    """The model's sampling pipeline, no safety checker, progress bar off: a StableDiffusionPipeline
+    with a PNDM scheduler (Table 5), or an LDMTextToImagePipeline with its own (DDIM) scheduler,
+    whichever its model_index.json names.
 
     fp16 on CUDA by default (``dtype="auto"``), fp32 elsewhere.
     """
-    from diffusers import PNDMScheduler, StableDiffusionPipeline
-
     if device is None:  # under `accelerate launch` each rank gets its own GPU
         from accelerate import PartialState
 
         device = str(PartialState().device)
     torch_dtype = torch.float16 if (dtype == "auto" and device.startswith("cuda")) or dtype == "fp16" else torch.float32
+    family = detect_family(model_id, revision)
     quiet_model_library_bars()  # diffusers' loading bar follows conceptforge's switch
-    try:
-        pipe = StableDiffusionPipeline.from_pretrained(
-            model_id, revision=revision, dtype=torch_dtype, safety_checker=None, requires_safety_checker=False
-        )
-    except (OSError, ValueError) as error:
-        raise WeightsUnavailableError(
-            f"cannot load a Stable-Diffusion pipeline from {model_id!r}: {one_line(error)}"
-        ) from None
-    pipe.scheduler = PNDMScheduler.from_config(pipe.scheduler.config)
-    pipe.set_progress_bar_config(disable=True)
-    return pipe.to(device)
+    return load_sampling_pipeline(family, model_id, revision, torch_dtype).to(device)
 
 
 def generate_image(
-    pipe: Any, prompt: str, seed: int, *, num_inference_steps: int, guidance_scale: float, resolution: int | None = None
+    pipe: Any,
+    prompt: str,
+    seed: int,
+    *,
+    num_inference_steps: int,
+    guidance_scale: float,
+    resolution: int | None = None,
+    eta: float | None = None,
 ) -> Image.Image:
+    """One image from its own seeded CPU generator; ``eta`` only for pipelines whose call takes it."""
     generator = torch.Generator(device="cpu").manual_seed(int(seed))
-    kwargs = {}
+    kwargs: dict[str, Any] = {}
     if resolution:
         kwargs = {"height": resolution, "width": resolution}
+    if eta is not None:
+        kwargs["eta"] = eta
     result = pipe(
         prompt, num_inference_steps=num_inference_steps, guidance_scale=guidance_scale, generator=generator, **kwargs
     )

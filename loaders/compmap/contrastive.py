@@ -33,11 +33,19 @@ class ContrastiveConfig:
 
 
 class TwoProjectionModel(nn.Module):
-    """``score(e, t) = (A e) · (B t)`` with bias-free linear ``A`` and ``B``."""
+    """``score(e, t) = (A e) · (B t)`` with bias-free linear ``A`` and ``B``.
 
-    def __init__(self, num_primitives: int, target_dim: int, dim: int) -> None:
+    ``input_projection=K`` makes ``A`` the product of a learned ``K``-wide projection and ``A``
+    (Table 6's "learned projection" of an image embedding, trained end to end)."""
+
+    def __init__(self, num_primitives: int, target_dim: int, dim: int, *, input_projection: int | None = None) -> None:
         super().__init__()
-        self.primitive_proj = nn.Linear(num_primitives, dim, bias=False)
+        if input_projection is None:
+            self.primitive_proj: nn.Module = nn.Linear(num_primitives, dim, bias=False)
+        else:
+            self.primitive_proj = nn.Sequential(
+                nn.Linear(num_primitives, input_projection, bias=False), nn.Linear(input_projection, dim, bias=False)
+            )
         self.target_proj = nn.Linear(target_dim, dim, bias=False)
 
     def scores(self, activations: Tensor, targets: Tensor) -> Tensor:
@@ -47,6 +55,8 @@ class TwoProjectionModel(nn.Module):
     @torch.no_grad()
     def composition_weights(self, targets: Tensor) -> Tensor:
         """[Q, P] effective linear weights ``A^T B t_q`` of each composite concept."""
+        if not isinstance(self.primitive_proj, nn.Linear):
+            raise TypeError("composition weights are defined over primitives, not a projected embedding")
         return self.target_proj(targets) @ self.primitive_proj.weight
 
     @torch.no_grad()
@@ -68,12 +78,14 @@ def train_contrastive(
     targets: Tensor,
     *,
     config: ContrastiveConfig = ContrastiveConfig(),
+    input_projection: int | None = None,
 ) -> TwoProjectionModel:
-    """Fit on training ``activations`` [N, P] with ``labels`` [N] indexing the seen ``targets`` [Q, T]."""
+    """Fit on training ``activations`` [N, P] with ``labels`` [N] indexing the seen ``targets`` [Q, T]
+    (``input_projection``: see :class:`TwoProjectionModel`)."""
     activations, targets, labels = activations.float(), targets.float(), labels.long()
     generator = torch.Generator().manual_seed(config.seed)
     torch.manual_seed(config.seed)
-    model = TwoProjectionModel(activations.shape[1], targets.shape[1], config.dim)
+    model = TwoProjectionModel(activations.shape[1], targets.shape[1], config.dim, input_projection=input_projection)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     small = config.batch_size * (activations.shape[1] + targets.shape[1]) * config.dim < 2_000_000
     with single_thread_if(small):

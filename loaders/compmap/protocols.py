@@ -10,12 +10,14 @@ to 1); Δ = Interv(Full) − Oracle-Prim is the interpretability gap.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from conceptforge.loaders.compmap.ablations import TEXT_TARGET_ROWS, train_ablation_rows
 from conceptforge.loaders.compmap.contrastive import ContrastiveConfig, train_contrastive
 from conceptforge.loaders.compmap.logreg import LogRegConfig, LogRegModel, fit_logreg
 from conceptforge.loaders.compmap.metrics import (
@@ -228,6 +230,9 @@ def evaluate_mit_states(
     pair_targets,
     protocol: MitProtocol,
     keep: dict | None = None,
+    *,
+    image_embeddings: dict[str, Tensor] | None = None,
+    pair_texts: Callable[[list], Tensor] | None = None,
 ) -> dict:
     """Generalized CZSL for every row, split and world (Tables 1, 3 and 4).
 
@@ -235,6 +240,8 @@ def evaluate_mit_states(
     returns the [len(pairs), T] target features of composite concepts (text embeddings of
     "this is {attr} {obj}", or the pairs' primitive vectors). ``keep``, when given, receives
     the test split's per-sample :class:`CzslRowStats` per (world, row) and the candidate pairs.
+    ``image_embeddings[split]`` (L2-normalised) and ``pair_texts(pairs)`` (the pairs' prompt
+    embeddings), when given, add the rows of :mod:`.ablations` (Table 5's zero-shot, Table 6).
     """
     seen = data.seen_pairs
     gt = {s: torch.as_tensor(data.gt_primitives(s)) for s in pred}
@@ -243,23 +250,37 @@ def evaluate_mit_states(
     logger.info("training composition models on %d images of %d seen pairs", len(train_labels), len(seen))
     oracle = train_contrastive(gt["train"], train_labels, seen_targets, config=protocol.contrastive)
     model = train_contrastive(pred["train"].float(), train_labels, seen_targets, config=protocol.contrastive)
+    ablations = {}
+    if image_embeddings is not None:
+        if pair_texts is None:
+            raise ValueError("the ablation rows need pair_texts (the zero-shot row scores the pairs' prompts)")
+        ablations = train_ablation_rows(
+            image_embeddings["train"],
+            train_labels,
+            seen_targets,
+            num_primitives=pred["train"].shape[1],
+            config=protocol.contrastive,
+        )
     results: dict = {"czsl_curve": protocol.czsl_curve, "worlds": {}, "interpretability": {}, "weights": {}}
     for world in protocol.worlds:
         candidates = data.candidate_pairs(world)
         targets = pair_targets(candidates)
+        texts = pair_texts(candidates) if ablations else None
         seen_set = set(seen)
         seen_mask = torch.tensor([p in seen_set for p in candidates])
         world_out: dict = {}
         for split in ("val", "test"):
             labels = torch.as_tensor(data.labels(split, candidates))
-            feats = {"oracle": gt[split], **_variants(pred[split].float(), gt[split])}
+            rows = {"oracle": (oracle, gt[split], targets)}
+            rows.update({row: (model, x, targets) for row, x in _variants(pred[split].float(), gt[split]).items()})
+            for row, scorer in ablations.items():
+                rows[row] = (scorer, image_embeddings[split], texts if row in TEXT_TARGET_ROWS else targets)
             split_out = {}
-            for row, x in feats.items():
-                net = oracle if row == "oracle" else model
+            for row, (net, x, row_targets) in rows.items():
                 stats = CzslRowStats.cat(
                     [
-                        czsl_row_stats(block, labels[rows], seen_mask, max_k=max(protocol.topk))
-                        for rows, block in net.iter_scores(x, targets)
+                        czsl_row_stats(block, labels[part], seen_mask, max_k=max(protocol.topk))
+                        for part, block in net.iter_scores(x, row_targets)
                     ]
                 )
                 if keep is not None and split == "test":

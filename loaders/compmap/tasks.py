@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from conceptforge import argtypes
+from conceptforge.errors import InvalidArgumentError
 from conceptforge.loaders.compmap import breakdowns
 from conceptforge.loaders.harness.model_ref import DEFAULT_CLIP
 from conceptforge.loaders.harness.task import EMBED, MATCH, Metric, Option, Task, TaskContext, TaskOutcome, choice, flag
@@ -265,6 +266,24 @@ def score_compmap_mit_states(rows: Sequence[dict[str, Any]], options: dict[str, 
     return metrics
 
 
+def mit_ablation_inputs(ctx: TaskContext, model: Any, data: Any, templates: Any) -> dict[str, Any]:
+    """The image embeddings of every split and the pairs' prompt embeddings that Table 5's
+    zero-shot row and Table 6's image-embedding rows need: a dual encoder's (``embed``) only."""
+    from conceptforge.loaders.compmap.mit_states import SPLITS
+    from conceptforge.loaders.compmap.pipeline import text_targets
+
+    if model.embedder is None:
+        raise InvalidArgumentError(
+            f"compmap-mit-states.ablations needs a dual encoder's image embeddings (embed); {model.model_id} "
+            "only scores (image, text) pairs: drop T=compmap-mit-states.ablations=true"
+        )
+    embeddings = {
+        split: model.embedder.embed_images([str(s.path) for s in data.samples[split]], batch_size=ctx.batch_size)
+        for split in SPLITS
+    }
+    return {"image_embeddings": embeddings, "pair_texts": text_targets(model.embedder, templates)}
+
+
 def run_compmap_mit_states(ctx: TaskContext) -> TaskOutcome:
     import torch
 
@@ -287,6 +306,7 @@ def run_compmap_mit_states(ctx: TaskContext) -> TaskOutcome:
     vocab = mit_vocabulary(data, templates)
     model = _named(session_vl_model(ctx.session), options["name"])
     group_softmax = bool(options["group_softmax"])
+    ablation_inputs = mit_ablation_inputs(ctx, model, data, templates) if options["ablations"] else {}
     pred = {}
     for split in SPLITS:
         images = [str(sample.path) for sample in data.samples[split]]
@@ -319,7 +339,7 @@ def run_compmap_mit_states(ctx: TaskContext) -> TaskOutcome:
         czsl_curve=options["czsl_curve"],
     )
     keep: dict = {}
-    results = evaluate_mit_states(data, pred, pair_targets, protocol, keep=keep)
+    results = evaluate_mit_states(data, pred, pair_targets, protocol, keep=keep, **ablation_inputs)
     metrics: dict[str, Metric] = {}
     n_test = len(data.samples["test"])
     for world in worlds:
@@ -335,7 +355,8 @@ def run_compmap_mit_states(ctx: TaskContext) -> TaskOutcome:
         seeds=[options["seed"]],
         variant=f"activations by {ctx.capability or EMBED}, test split, top-1, {options['czsl_curve']} CZSL curve, "
         f"targets={options['targets']}, "
-        f"templates={templates.name}, group softmax={'on' if group_softmax else 'off'}",
+        f"templates={templates.name}, group softmax={'on' if group_softmax else 'off'}"
+        + (", with Table 5/6 ablation rows" if options["ablations"] else ""),
         details={"results": results},
         table=mit_tables(results, model.name),
     )
@@ -439,6 +460,12 @@ def tasks() -> list[Task]:
                     (1, 2, 3),
                     argtypes.IntList(1, name="topk"),
                     "top-k CZSL in the tables and details (metrics are top-1)",
+                ),
+                Option(
+                    "ablations",
+                    False,
+                    flag,
+                    "also Table 5's zero-shot row and Table 6's image-embedding rows (dual encoders)",
                 ),
                 Option("name", "", str, "model name in the tables (default: derived from the model id)"),
             ),

@@ -7,28 +7,13 @@ when set (to look at it).
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
-
-import pytest
 
 from conceptforge.commands import main
 from tests.analysis.sample_files import write_results, write_samples
+from tests.browser import keep_screenshot, needs_chromium
 
-CHROMIUM = Path("/usr/bin/chromium")
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(), reason="Debian chromium is not installed at /usr/bin/chromium (make system-deps installs it)"
-)
-LAUNCH_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
+pytestmark = needs_chromium
 TASKS = {"binding-clip": "gen_accuracy", "compmap-cub": "5-way-1-shot.prim", "conceptbed-ccd": "composition.ccd"}
 
 
@@ -79,16 +64,6 @@ def write_run(folder: Path, model: str, skill: float) -> Path:
     return write_results(folder / f"{model}.json", model, TASKS)
 
 
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS)
-        yield launched
-        launched.close()
-
-
 def test_leaderboard_page_renders_tables_charts_and_paired_differences(tmp_path, browser, capsys):
     runs = [write_run(tmp_path / "results", "tiny-clip-a", 0.8), write_run(tmp_path / "results", "tiny-clip-b", 0.5)]
     page_path = tmp_path / "leaderboard.html"
@@ -128,8 +103,5 @@ def test_leaderboard_page_renders_tables_charts_and_paired_differences(tmp_path,
     shot = tmp_path / "leaderboard.png"
     page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 50_000
-    target = os.environ.get("LEADERBOARD_SCREENSHOT_DIR")
-    if target:
-        Path(target).mkdir(parents=True, exist_ok=True)
-        shutil.copy(shot, Path(target) / shot.name)
+    keep_screenshot(shot, "LEADERBOARD_SCREENSHOT_DIR")
     context.close()

@@ -7,8 +7,6 @@ Screenshots of every study page are written to the test's tmp dir, and also to
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections import defaultdict
 from pathlib import Path
 
@@ -18,30 +16,9 @@ from conceptforge.filters.annotation.apply import apply_results
 from conceptforge.filters.annotation.results import Rules
 from conceptforge.filters.annotation.session import export_results
 from conceptforge.filters.annotation.studies import ANSWER_SCORES
+from tests.browser import keep_screenshot, needs_chromium
 
-CHROMIUM = Path("/usr/bin/chromium")
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(), reason="Debian chromium is not installed at /usr/bin/chromium (make system-deps installs it)"
-)
-LAUNCH_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS)
-        yield launched
-        launched.close()
+pytestmark = needs_chromium
 
 
 def new_page(browser, url: str):
@@ -87,10 +64,7 @@ def save_screenshot(page, tmp_path: Path, study: str) -> Path:
     path = tmp_path / f"annotate-{study}.png"
     page.screenshot(path=str(path), full_page=True)
     assert path.stat().st_size > 5_000
-    target = os.environ.get("ANNOTATE_SCREENSHOT_DIR")
-    if target:
-        Path(target).mkdir(parents=True, exist_ok=True)
-        shutil.copy(path, Path(target) / path.name)
+    keep_screenshot(path, "ANNOTATE_SCREENSHOT_DIR")
     return path
 
 

@@ -119,22 +119,9 @@ def test_export_and_apply_conceptbed_with_metric(conceptbed_dataset, tmp_path):
     values = {item_id: float(i) for i, item_id in enumerate(app.sample)}
     per_item.write_text(json.dumps(values))
     out = tmp_path / "validated"
-    result = run(
-        conceptbed_dataset,
-        "--study",
-        "conceptbed-alignment",
-        "--db",
-        db,
-        "--export",
-        tmp_path / "r.json",
-        "--apply",
-        out,
-        "--metric",
-        f"ccd={metric}",
-        "--metric",
-        f"dino={per_item}",
-        "--annotated-only",
-    )
+    study = [conceptbed_dataset, "--study", "conceptbed-alignment", "--db", db]
+    metrics = ["--metric", f"ccd={metric}", "--metric", f"dino={per_item}"]
+    result = run(*study, "--export", tmp_path / "r.json", "--apply", out, *metrics, "--annotated-only")
     assert result.returncode == 0, result.stderr
     assert "pearson(ccd, human) = -1.0000 over 2 learner(s)" in result.stdout
     assert "| textual-inversion | 8 | 4.500 |" in result.stdout
@@ -171,23 +158,9 @@ def test_export_and_apply_conceptbed_with_metric(conceptbed_dataset, tmp_path):
     assert "No automatic-filter comparison: ConceptBed has no filter" in section
     assert "| concept | concept majority |" in section and "Not applicable: ConceptBed has no training split" in section
     # Applying into the dataset itself is refused.
+    assert_one_line_error(run(*study, "--apply", conceptbed_dataset / "out"), "must be outside the dataset directory")
     assert_one_line_error(
-        run(conceptbed_dataset, "--study", "conceptbed-alignment", "--db", db, "--apply", conceptbed_dataset / "out"),
-        "must be outside the dataset directory",
-    )
-    assert_one_line_error(
-        run(
-            conceptbed_dataset,
-            "--study",
-            "conceptbed-alignment",
-            "--db",
-            db,
-            "--export",
-            tmp_path / "x.json",
-            "--metric",
-            "ccd=/nonexistent.json",
-        ),
-        "cannot read metric file",
+        run(*study, "--export", tmp_path / "x.json", "--metric", "ccd=/nonexistent.json"), "cannot read metric file"
     )
 
 

@@ -5,17 +5,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.evaluation_fixtures import (  # noqa: F401 (fixtures of the evaluation tests)
-    embedder,
-    fake_cub,
-    offline_single_thread,
-    published_sub_dir,
-    relational_dir,
-    single_object_dir,
-    sub_dir,
-    tiny_clip_dir,
-)
-
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # The default path (Open Image Denoise on): these tests check the pipeline's byte-identity across
 # reruns, resume, shards, workers (other render thread counts); see docs/binding.md.

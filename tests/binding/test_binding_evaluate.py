@@ -1,8 +1,5 @@
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,10 +10,9 @@ from conceptforge.loaders.binding import load_binding
 from conceptforge.loaders.binding.calibration import calibrate
 from conceptforge.loaders.binding.data import BindingSplit
 from conceptforge.loaders.harness.runner import ModelSession, run_task
+from tests.evaluation_fixtures import evaluate_script
 
 pytestmark = pytest.mark.usefixtures("offline_single_thread")
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_load_binding_and_schema_errors(single_object_dir, tmp_path):
@@ -127,26 +123,9 @@ def test_relational_rejects_calibration(tiny_clip_dir, relational_dir, tmp_path)
 
 
 def test_cli_binding_writes_tables_and_json(tiny_clip_dir, relational_dir, tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     out = tmp_path / "binding.json"
-    base = [
-        sys.executable,
-        str(REPO / "scripts" / "evaluate.py"),
-        "binding",
-        "--dataset",
-        str(relational_dir),
-        "--clip-model",
-        str(tiny_clip_dir),
-        "--cache-dir",
-        str(tmp_path / "cache"),
-    ]
-    result = subprocess.run(
-        base + ["--models", "clip,mult", "--seeds", "0,1", "--epochs", "1", "--output", str(out)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
+    base = ["binding", "--dataset", relational_dir, "--clip-model", tiny_clip_dir, "--cache-dir", tmp_path / "cache"]
+    result = evaluate_script(*base, "--models", "clip,mult", "--seeds", "0,1", "--epochs", "1", "--output", out)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "bRa" in result.stdout and "| MULT" in result.stdout
     data = json.loads(out.read_text())  # the one results format: zero-shot CLIP and the CDSMs are two tasks
@@ -156,13 +135,8 @@ def test_cli_binding_writes_tables_and_json(tiny_clip_dir, relational_dir, tmp_p
     assert len(cdsm["details"]["runs"]["mult"]) == 2 and cdsm["metrics"]["mult.gen_accuracy"]["n"] == 2
     assert cdsm["details"]["settings"]["cdsm_score"] == "dot" and "paper Algorithm 1" in result.stdout
     assert (out.parent / "binding.samples" / "binding-cdsm.parquet").is_file()
-    variant = subprocess.run(
-        base
-        + ["--models", "mult", "--seeds", "0", "--epochs", "1", "--cdsm-score", "scaled-cosine", "--output", str(out)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
+    variant = evaluate_script(
+        *base, "--models", "mult", "--seeds", "0", "--epochs", "1", "--cdsm-score", "scaled-cosine", "--output", out
     )
     assert variant.returncode == 0, variant.stderr[-2000:]
     (cdsm,) = json.loads(out.read_text())["tasks"]

@@ -4,7 +4,6 @@ a killed worker's chunk redone, model stages on actors that load once, the CLI's
 from __future__ import annotations
 
 import collections
-import json
 import os
 import signal
 import subprocess
@@ -97,63 +96,28 @@ def test_ray_cli_generate_sub_is_byte_identical(tmp_path):
     """`conceptforge generate sub --executor ray` (a local cluster from ray.init()) on tiny FLUX."""
     from conceptforge.testing.random_flux import build_random_flux_pipeline
     from tests.sub.conftest import write_mini_cub
+    from tests.sub.sub_helpers import TINY_FLUX_ARGS, write_candidate_spec
 
     model = tmp_path / "flux"
     build_random_flux_pipeline(seed=0).save_pretrained(model)
     cub = write_mini_cub(tmp_path / "cub")
-    spec = tmp_path / "spec.json"
-    spec.write_text(
-        json.dumps(
-            {"birds": ["Blue_Jay", "Cardinal"], "attributes": ["has_crown_color::black", "has_tail_pattern::solid"]}
-        )
-    )
-    common = [
-        "generate",
-        "sub",
-        "--cub-dir",
-        str(cub),
-        "--model",
-        str(model),
-        "--candidate-spec",
-        str(spec),
-        "--images-per-pair",
-        "2",
-        "--resolution",
-        "32",
-        "--steps",
-        "2",
-        "--max-sequence-length",
-        "16",
-        "--device",
-        "cpu",
-        "--license",
-        "cc-by-nc-4.0",
-        "--chunk-size",
-        "2",
-    ]
+    spec = write_candidate_spec(tmp_path / "spec.json")
+    common = ["generate", "sub", "--cub-dir", str(cub), "--model", str(model), "--candidate-spec", str(spec)]
+    common += ["--images-per-pair", "2", *TINY_FLUX_ARGS, "--chunk-size", "2"]
     env = (
         {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "RAY_"))} | JOB_ENV | {"RAY_NUM_CPUS": "2"}
     )
     for name in ("local", "ray"):  # the same relative --out: the card records the command line
         (tmp_path / name).mkdir()
-    local = subprocess.run(
-        [f"{BIN}/conceptforge", *common, "--out", "out"],
-        env=env,
-        cwd=tmp_path / "local",
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert local.returncode == 0, local.stderr[-3000:]
-    on_ray = subprocess.run(
-        [f"{BIN}/conceptforge", *common, "--out", "out", "--executor", "ray"],
-        env=env,
-        cwd=tmp_path / "ray",
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert on_ray.returncode == 0, on_ray.stderr[-3000:]
+
+    def generate(folder: str, *extra: str) -> subprocess.CompletedProcess:
+        argv = [f"{BIN}/conceptforge", *common, "--out", "out", *extra]
+        done = subprocess.run(argv, env=env, cwd=tmp_path / folder, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done
+
+    generate("local")
+    on_ray = generate("ray", "--executor", "ray")
     assert "Ray: 2 actor(s) hold the model" in on_ray.stderr, on_ray.stderr[-3000:]
     assert _bytes(tmp_path / "ray" / "out") == _bytes(tmp_path / "local" / "out")
 

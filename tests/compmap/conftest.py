@@ -26,17 +26,3 @@ def fake_cub(tmp_path_factory):
 @pytest.fixture(scope="session")
 def fake_mit(tmp_path_factory):
     return write_fake_mit_states(tmp_path_factory.mktemp("compmap-mit") / "mit-states")
-
-
-@pytest.fixture(scope="session")
-def tiny_blip_dir(tmp_path_factory):
-    from conceptforge.testing.tiny_compmap import build_tiny_blip
-
-    return build_tiny_blip(tmp_path_factory.mktemp("compmap-blip") / "tiny-blip")
-
-
-@pytest.fixture(scope="session")
-def tiny_vilt_dir(tmp_path_factory):
-    from conceptforge.testing.tiny_compmap import build_tiny_vilt
-
-    return build_tiny_vilt(tmp_path_factory.mktemp("compmap-vilt") / "tiny-vilt")

@@ -1,16 +1,11 @@
 """``scripts/evaluate.py compmap`` end to end on the miniature datasets with a tiny CLIP."""
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from conceptforge.commands import main
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.evaluation_fixtures import evaluate_script
 
 
 def _in_process(*args):
@@ -18,43 +13,22 @@ def _in_process(*args):
     return main(["evaluate", "compmap", *map(str, args)])
 
 
-def _run(*args, tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    return subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "evaluate.py"), "compmap", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=300,
-    )
+def _paths(benchmark, model, data_dir, out, tmp_path) -> list:
+    """The arguments naming what is evaluated and where the results and activations go."""
+    where = ["--benchmark", benchmark, "--model", model, "--data-dir", data_dir]
+    return [*where, "--output", out, "--cache-dir", tmp_path / "cache"]
+
+
+def _mit_probe(epochs: int) -> list:
+    """A small MIT-States probe on the primitives, three templates."""
+    return ["--epochs", epochs, "--dim", 8, "--lr", 0.05, "--templates", "a3:1,4,7", "--targets", "primitives"]
 
 
 def test_cub_end_to_end(tiny_clip_dir, fake_cub, tmp_path):
     out = tmp_path / "cub.json"
-    args = [
-        "--benchmark",
-        "cub",
-        "--model",
-        tiny_clip_dir,
-        "--data-dir",
-        fake_cub,
-        "--output",
-        out,
-        "--cache-dir",
-        tmp_path / "cache",
-        "--ways",
-        2,
-        3,
-        "--shots",
-        1,
-        2,
-        "--episodes",
-        6,
-        "--queries",
-        2,
-    ]
-    proc = _run(*args, tmp_path=tmp_path)
+    args = [*_paths("cub", tiny_clip_dir, fake_cub, out, tmp_path), "--ways", 2, 3, "--shots", 1, 2, "--episodes", 6]
+    args += ["--queries", 2]
+    proc = evaluate_script("compmap", *args, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     for title in ("Table 2 (CUB)", "Table 3 (CUB)", "Table 4 (CUB"):
         assert title in proc.stdout
@@ -75,16 +49,7 @@ def test_cub_end_to_end(tiny_clip_dir, fake_cub, tmp_path):
 def test_cub_rerun_uses_cached_activations(tiny_clip_dir, fake_cub, tmp_path, caplog, capsys):
     out = tmp_path / "cub.json"
     args = [
-        "--benchmark",
-        "cub",
-        "--model",
-        tiny_clip_dir,
-        "--data-dir",
-        fake_cub,
-        "--output",
-        out,
-        "--cache-dir",
-        tmp_path / "cache",
+        *_paths("cub", tiny_clip_dir, fake_cub, out, tmp_path),
         "--ways",
         3,
         "--shots",
@@ -110,28 +75,7 @@ def test_cub_rerun_uses_cached_activations(tiny_clip_dir, fake_cub, tmp_path, ca
 def test_mit_states_end_to_end(tiny_clip_dir, fake_mit, tmp_path, capsys):
     out = tmp_path / "mit.json"
     code = _in_process(
-        "--benchmark",
-        "mit-states",
-        "--model",
-        tiny_clip_dir,
-        "--data-dir",
-        fake_mit,
-        "--output",
-        out,
-        "--cache-dir",
-        tmp_path / "cache",
-        "--world",
-        "both",
-        "--epochs",
-        150,
-        "--dim",
-        8,
-        "--lr",
-        0.05,
-        "--templates",
-        "a3:1,4,7",
-        "--targets",
-        "primitives",
+        *_paths("mit-states", tiny_clip_dir, fake_mit, out, tmp_path), "--world", "both", *_mit_probe(150)
     )
     stdout = capsys.readouterr().out
     assert code == 0
@@ -150,32 +94,8 @@ def test_mit_states_end_to_end(tiny_clip_dir, fake_mit, tmp_path, capsys):
     for world in ("closed", "open"):
         oracle = results["worlds"][world]["test"]["oracle"]["top1"]
         assert oracle["best_seen"] == 100.0 and 0.0 < oracle["best_unseen"] < 100.0
-    code = _in_process(
-        "--benchmark",
-        "mit-states",
-        "--model",
-        tiny_clip_dir,
-        "--data-dir",
-        fake_mit,
-        "--output",
-        out,
-        "--cache-dir",
-        tmp_path / "cache",
-        "--world",
-        "closed",
-        "--epochs",
-        150,
-        "--dim",
-        8,
-        "--lr",
-        0.05,
-        "--templates",
-        "a3:1,4,7",
-        "--targets",
-        "primitives",
-        "--czsl-curve",
-        "authors",
-    )
+    mit_args = _paths("mit-states", tiny_clip_dir, fake_mit, out, tmp_path)
+    code = _in_process(*mit_args, "--world", "closed", *_mit_probe(150), "--czsl-curve", "authors")
     assert code == 0 and "authors' curve" in capsys.readouterr().out
     (task,) = json.loads(out.read_text())["tasks"]
     assert task["options"]["czsl_curve"] == "authors"
@@ -203,24 +123,8 @@ def test_bad_inputs_are_one_line_errors(tiny_clip_dir, tmp_path, capsys, monkeyp
 def test_mit_states_task_matches_the_compmap_command(tiny_clip_dir, fake_mit, tmp_path, capsys):
     """`conceptforge evaluate --tasks compmap-mit-states --mit-states-dir DIR` reports the numbers of
     `conceptforge evaluate compmap --benchmark mit-states` for the same settings (as fractions)."""
-    settings = ["--epochs", 30, "--dim", 8, "--lr", 0.05, "--templates", "a3:1,4,7", "--targets", "primitives"]
     own_out, task_out = tmp_path / "own.json", tmp_path / "task.json"
-    assert (
-        _in_process(
-            "--benchmark",
-            "mit-states",
-            "--model",
-            tiny_clip_dir,
-            "--data-dir",
-            fake_mit,
-            "--output",
-            own_out,
-            "--cache-dir",
-            tmp_path / "cache",
-            *settings,
-        )
-        == 0
-    )
+    assert _in_process(*_paths("mit-states", tiny_clip_dir, fake_mit, own_out, tmp_path), *_mit_probe(30)) == 0
     options = [
         f"compmap-mit-states.{name}={value}"
         for name, value in (

@@ -32,6 +32,14 @@ def tiny_sd(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_ldm(tmp_path_factory) -> Path:
+    """A tiny LDMTextToImagePipeline (CompVis/ldm-text2im-large-256's layout, KL autoencoder)."""
+    from conceptforge.testing.tiny_conceptbed import build_tiny_ldm
+
+    return build_tiny_ldm(tmp_path_factory.mktemp("tiny-ldm") / "ldm")
+
+
+@pytest.fixture(scope="session")
 def datasets_root(tmp_path_factory) -> Path:
     """PACS (2 styles x 7 entities), ImageNet (WordNet-id folders + mapping), CUB (2 classes)."""
     root = tmp_path_factory.mktemp("refs")
@@ -97,6 +105,66 @@ def _write_spec(tmp_path: Path, datasets_root: Path, concepts, captions: Path | 
 
 
 @pytest.fixture()
+def tiny_run_args():
+    """``tiny_run_args(learner, spec, out, model, *extra, num_images=1)``: `generate conceptbed`
+    flags for a tiny run (2 sampling steps, 32 px), ``extra`` appended."""
+    return _tiny_run_args
+
+
+def _tiny_run_args(learner: str, spec: Path, out: Path, model: Path, *extra: str, num_images: int = 1) -> list[str]:
+    return [
+        "--learner",
+        learner,
+        "--concepts",
+        str(spec),
+        "--out",
+        str(out),
+        "--model-id",
+        str(model),
+        "--num-images",
+        str(num_images),
+        "--num-inference-steps",
+        "2",
+        "--resolution",
+        "32",
+        *extra,
+    ]
+
+
+@pytest.fixture(scope="session")
+def oracles(tmp_path_factory) -> dict[str, Path]:
+    """Tiny oracles: style / object / CUB classifiers and a ViLT VQA model."""
+    from conceptforge.testing.tiny_conceptbed import build_tiny_classifier, build_tiny_vilt
+
+    root = tmp_path_factory.mktemp("oracles")
+    return {
+        "style": build_tiny_classifier(root / "style", ["art_painting", "sketch", "unrelated"], arch="resnet"),
+        "object": build_tiny_classifier(root / "object", ["beagle", "Tabby", "not-a-concept"], arch="convnext"),
+        "cub": build_tiny_classifier(
+            root / "cub", ["001.Black_footed_Albatross", "002.Laysan_Albatross"], arch="resnet"
+        ),
+        "vqa": build_tiny_vilt(root / "vilt"),
+    }
+
+
+@pytest.fixture()
+def oracle_flags(oracles) -> list[str]:
+    """`evaluate conceptbed`'s oracle flags for :func:`oracles`, on the CPU."""
+    return [
+        "--style-oracle",
+        str(oracles["style"]),
+        "--object-oracle",
+        str(oracles["object"]),
+        "--cub-oracle",
+        str(oracles["cub"]),
+        "--vqa-model",
+        str(oracles["vqa"]),
+        "--device",
+        "cpu",
+    ]
+
+
+@pytest.fixture()
 def run_script(capsys):
     """Run ``scripts/<name>``'s command (``conceptforge …``) in this process: (exit code, stdout, stderr).
 
@@ -109,6 +177,7 @@ def run_script(capsys):
         "generate_conceptbed.py": ["generate", "conceptbed"],
         "evaluate.py": ["evaluate"],
         "train_oracle.py": ["train-oracle"],
+        "verify.py": ["verify"],
     }
 
     def run(name: str, *args: str):

@@ -22,22 +22,9 @@ from conceptforge.filters.conceptbed.oracle_training import (
 )
 from conceptforge.filters.conceptbed.oracles import VQAOracle, load_concept_oracle, score_concepts
 from conceptforge.filters.conceptbed.scoring import oracle_concepts
-from conceptforge.testing.tiny_conceptbed import build_tiny_classifier, build_tiny_vilt
+from conceptforge.testing.tiny_conceptbed import build_tiny_classifier
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def oracles(tmp_path_factory):
-    root = tmp_path_factory.mktemp("oracles")
-    return {
-        "style": build_tiny_classifier(root / "style", ["art_painting", "sketch", "unrelated"], arch="resnet"),
-        "object": build_tiny_classifier(root / "object", ["beagle", "Tabby", "not-a-concept"], arch="convnext"),
-        "cub": build_tiny_classifier(
-            root / "cub", ["001.Black_footed_Albatross", "002.Laysan_Albatross"], arch="resnet"
-        ),
-        "vqa": build_tiny_vilt(root / "vilt"),
-    }
 
 
 def test_oracle_classes_are_the_named_concepts(oracles, tmp_path):
@@ -112,7 +99,9 @@ def _run(script, *args, cwd):
     )
 
 
-def test_evaluate_cli_end_to_end(tmp_path, tiny_sd, datasets_root, captions_file, write_spec, oracles, run_script):
+def test_evaluate_cli_end_to_end(
+    tmp_path, tiny_sd, datasets_root, captions_file, write_spec, oracles, oracle_flags, run_script
+):
     from conceptforge.generators.conceptbed.learners import LearnerConfig
     from conceptforge.generators.conceptbed.spec import load_spec
     from conceptforge.generators.conceptbed.stage import ConceptBedGenerator, GenerateOptions
@@ -137,16 +126,7 @@ def test_evaluate_cli_end_to_end(tmp_path, tiny_sd, datasets_root, captions_file
         str(out),
         "--concepts",
         str(spec_path),
-        "--style-oracle",
-        str(oracles["style"]),
-        "--object-oracle",
-        str(object_oracle),
-        "--cub-oracle",
-        str(oracles["cub"]),
-        "--vqa-model",
-        str(oracles["vqa"]),
-        "--device",
-        "cpu",
+        *oracle_flags,
         "--save-scores",
         str(scores),
         "--per-concept",

@@ -42,6 +42,24 @@ def _run(*args, env=None, **kwargs) -> subprocess.CompletedProcess:
     )
 
 
+def _cli(command: str, out, env=None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``conceptforge COMMAND OUT`` (status, assemble) in a fresh interpreter."""
+    argv = [sys.executable, "-m", "conceptforge", command, str(out)]
+    return subprocess.run(argv, env={**ENV, **(env or {})}, capture_output=True, text=True, timeout=timeout)
+
+
+def _assemble_at_once(out, env=None, n: int = 3) -> list[tuple[str, str]]:
+    """``conceptforge assemble OUT`` in n processes started together; each one must succeed."""
+    argv = [sys.executable, "-m", "conceptforge", "assemble", str(out)]
+    env = {**ENV, **(env or {})}
+    procs = [
+        subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(n)
+    ]
+    outputs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0] * n, outputs
+    return outputs
+
+
 def _dataset_bytes(out: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted((out / "data").glob("*.parquet"))} | {
         "README.md": (out / "README.md").read_bytes()
@@ -184,9 +202,7 @@ def test_four_slurm_tasks_make_every_item_once_and_assemble_once(tmp_path, refer
     assert len(made) == 40 and set(made.values()) == {1}  # every item exactly once
     assert len(assembly_log.read_text().splitlines()) == 1  # one assembly
     assert _dataset_bytes(out) == reference
-    status = subprocess.run(
-        [sys.executable, "-m", "conceptforge", "status", str(out)], env=ENV, capture_output=True, text=True, timeout=120
-    )
+    status = _cli("status", out, timeout=120)
     assert "40 of 40 items done (5 of 5 chunks)" in status.stdout and "shard 3 of 4: 1/1 chunks done" in status.stdout
     assert "assembled: yes" in status.stdout
 
@@ -199,9 +215,7 @@ def test_explicit_shard_says_what_is_missing(tmp_path, reference):
         "made 24" in first.stdout and "16 of 40 items (2 chunks) are still missing, in shard(s) 1 of 2" in first.stdout
     )
     assert "rerun the same command" not in first.stdout and f"conceptforge assemble {out}" in first.stdout
-    status = subprocess.run(
-        [sys.executable, "-m", "conceptforge", "status", str(out)], env=ENV, capture_output=True, text=True
-    )
+    status = _cli("status", out)
     assert "shard 0 of 2: 3/3 chunks done, 0 items left" in status.stdout
     assert "shard 1 of 2: 0/2 chunks done, 16 items left" in status.stdout
     second = _run(out, "--count", 40, "--num-shards", 2, "--shard-index", 1)
@@ -254,25 +268,12 @@ def test_three_concurrent_assemblers_make_one_dataset(tmp_path, reference):
         engine_stage.stage(40, assembly_log=str(assembly_log), assembly_delay=1.0), out, assemble=False, store=store
     )
     assert report.complete and not (out / "README.md").exists()
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "conceptforge", "assemble", str(out)],
-            env=ENV,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(3)
-    ]
-    outputs = [p.communicate(timeout=120) for p in procs]
-    assert [p.returncode for p in procs] == [0, 0, 0], outputs
+    outputs = _assemble_at_once(out)
     said = sorted(o[0].strip().split(" (")[0] for o in outputs)
     assert said == sorted([f"assembled {out}", f"{out} was already assembled", f"{out} was already assembled"])
     assert len(assembly_log.read_text().splitlines()) == 1
     assert _dataset_bytes(out) == reference
-    again = subprocess.run(
-        [sys.executable, "-m", "conceptforge", "assemble", str(out)], env=ENV, capture_output=True, text=True
-    )
+    again = _cli("assemble", out)
     assert (
         again.returncode == 0
         and "already assembled" in again.stdout
@@ -288,9 +289,7 @@ def test_a_stale_lock_of_a_dead_assembler_is_taken_over(tmp_path, reference):
     lock.write_text(json.dumps({"token": "dead", "pid": 999999}))
     old = time.time() - 3600
     os.utime(lock, (old, old))
-    result = subprocess.run(
-        [sys.executable, "-m", "conceptforge", "assemble", str(out)], env=ENV, capture_output=True, text=True
-    )
+    result = _cli("assemble", out)
     assert result.returncode == 0 and "assembled" in result.stdout, result.stderr
     assert not lock.exists() and _dataset_bytes(out) == reference
 
@@ -312,9 +311,7 @@ def test_s3_run_with_shards_is_byte_identical(s3_server, tmp_path, reference):
     assert remote == reference
     again = _run(url, "--count", 40, env=env)
     assert "already done 40" in again.stdout and "already assembled" in again.stdout
-    status = subprocess.run(
-        [sys.executable, "-m", "conceptforge", "status", url], env={**ENV, **env}, capture_output=True, text=True
-    )
+    status = _cli("status", url, env=env)
     assert "40 of 40 items done" in status.stdout and "assembled: yes" in status.stdout
 
 
@@ -323,18 +320,7 @@ def test_s3_concurrent_assemblers(s3_server, tmp_path):
     url = "s3://engine-assembly/run"
     log = tmp_path / "assembled.log"
     run_stage(engine_stage.stage(16, assembly_log=str(log), assembly_delay=1.0), url, assemble=False)
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "conceptforge", "assemble", url],
-            env={**ENV, **s3_server.env},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(3)
-    ]
-    outputs = [p.communicate(timeout=120) for p in procs]
-    assert [p.returncode for p in procs] == [0, 0, 0], outputs
+    outputs = _assemble_at_once(url, env=s3_server.env)
     assert sum("was already assembled" in o[0] for o in outputs) == 2
     assert len(log.read_text().splitlines()) == 1
 

@@ -10,7 +10,6 @@ from datasets import Features, Value
 from datasets import Image as ImageFeature
 from PIL import Image
 
-from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
 from conceptforge.commands import main as conceptforge
 from conceptforge.errors import ConceptforgeError
 from conceptforge.filters.classifier_oracle import ClassifierOracle, OracleError, map_labels, normalize_label
@@ -24,6 +23,8 @@ from conceptforge.filters.sub.candidate_selection import (
     threshold_grid,
 )
 from conceptforge.testing.sub_inputs import image_png
+from conceptforge.testing.synthetic import write_dataset
+from tests.filters.filter_helpers import select_attributes_args
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -79,14 +80,7 @@ def _reference_dir(path, birds, per_bird):
         for b in birds
         for i in range(per_bird)
     ]
-    meta = DatasetMetadata(pretty_name="refs", license="cc-by-nc-4.0", summary="reference selection")
-    assemble_dataset_dir(
-        path,
-        splits={"train": lambda: iter(rows)},
-        features=features,
-        render_card=lambda s: render_card(meta, features, s, has_grid=False),
-    )
-    return path
+    return write_dataset(path, {"train": rows}, features)  # select-candidates reads the rows, not the card
 
 
 def test_reference_bird_accuracy_matches_the_oracle(tiny_classifier, tmp_path):
@@ -166,28 +160,19 @@ def test_select_candidates_writes_a_spec_for_both_steps(tiny_classifier, tiny_vl
     )
     printed = capsys.readouterr().out
     assert "Blue_Jay" in printed and "2 of 2 classes" in printed
-    args = [
-        "attributes",
-        "--cub-dir",
-        str(mini_cub),
-        "--vqa-model",
-        str(tiny_vlm),
-        "--groups",
-        "has_bill_shape",
+    args = select_attributes_args(
+        mini_cub,
+        tiny_vlm,
         "--images-per-class",
-        "1",
-        "--min-support",
         "1",
         "--min-accuracy",
         "0.0",
         "--threshold-min",
         "0.0",
-        "--device",
-        "cpu",
         "--spec",
         str(spec),
-    ]
-    assert conceptforge(["select-candidates", *args]) == 0
+    )
+    assert conceptforge(args) == 0
     data = json.loads(spec.read_text())
     assert data["birds"] == ["Blue_Jay", "Cardinal"]  # kept from the first step
     assert data["reference_selection"]["per_class"][0]["images"] == 2
@@ -203,12 +188,12 @@ def test_select_candidates_writes_a_spec_for_both_steps(tiny_classifier, tiny_vl
 
     assert ItemStore(tmp_path / "spec.json.work").count("cub") == 4
     # Unknown group: one clear line.
-    assert conceptforge(["select-candidates", *args[:-2], "--groups", "has_fin_color", "--spec", str(spec)]) == 2
+    assert conceptforge([*args[:-2], "--groups", "has_fin_color", "--spec", str(spec)]) == 2
     assert "unknown attribute group 'has_fin_color'" in capsys.readouterr().err
     # --min-accuracy 0 with too little support: the line says why nothing was kept (was "0 of 3 at >= 0%").
     capsys.readouterr()
     strict = [("10" if a == "1" and args[i - 1] == "--min-support" else a) for i, a in enumerate(args)]
-    assert conceptforge(["select-candidates", *strict]) == 0
+    assert conceptforge(strict) == 0
     assert (
         "0 of 3 attributes kept (precision >= 0% on at least 10 images; 3 never reach --min-support 10)"
         in capsys.readouterr().out

@@ -3,27 +3,12 @@
 from __future__ import annotations
 
 from conceptforge.commands import main
+from tests.filters.filter_helpers import filter_sub_args, select_attributes_args
 from tests.foreign_out import make_foreign_folder, snapshot
 
 
 def _args(mini_cub, tiny_vlm, tmp_path, *extra):
-    return [
-        "select-candidates",
-        "attributes",
-        "--cub-dir",
-        str(mini_cub),
-        "--vqa-model",
-        str(tiny_vlm),
-        "--groups",
-        "has_bill_shape",
-        "--min-support",
-        "1",
-        "--device",
-        "cpu",
-        "--spec",
-        str(tmp_path / "spec.json"),
-        *extra,
-    ]
+    return select_attributes_args(mini_cub, tiny_vlm, "--spec", str(tmp_path / "spec.json"), *extra)
 
 
 def test_a_foreign_work_folder_is_refused_naming_work(mini_cub, tiny_vlm, tmp_path, capsys):
@@ -68,22 +53,7 @@ def test_a_finished_run_of_another_stage_is_refused_as_filter_out(
     run_stage(stage, str(repo), store=ItemStore(repo / ".work" / "single-object"))
     (repo / "README.md").write_text("# binding card\n")  # what the repo assembler would write last
     before = snapshot(repo)
-    code = main(
-        [
-            "filter",
-            "sub",
-            "--candidates",
-            str(candidates_factory(per_pair=1)),
-            "--out",
-            str(repo),
-            "--cub-dir",
-            str(mini_cub),
-            "--vqa-model",
-            str(tiny_vlm),
-            "--device",
-            "cpu",
-        ]
-    )
+    code = main(["filter", "sub", *filter_sub_args(candidates_factory(per_pair=1), repo, mini_cub, tiny_vlm)])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and err[-1].startswith(
         f"error: --out {repo} holds a conceptforge run of another stage (binding)"

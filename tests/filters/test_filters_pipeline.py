@@ -20,6 +20,7 @@ from conceptforge.filters.sub.pipeline import (
 from conceptforge.filters.vqa.questions import OTHER, QuestionBuilder
 from conceptforge.output import WORK_DIR
 from conceptforge.testing.sub_inputs import candidate_rows
+from tests.filters.filter_helpers import filter_sub_args
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -112,24 +113,8 @@ def test_script_end_to_end_with_resume(tiny_vlm, tiny_scorer, mini_cub, candidat
     cand_dir = candidates_factory(pairs=_pairs_the_model_accepts(tiny_scorer, mini_cub), per_pair=4)
     out = tmp_path / "sub"
     env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
-    cmd = [
-        sys.executable,
-        str(REPO / "scripts" / "filter_sub.py"),
-        "--candidates",
-        str(cand_dir),
-        "--out",
-        str(out),
-        "--cub-dir",
-        str(mini_cub),
-        "--vqa-model",
-        str(tiny_vlm),
-        "--keep-fraction",
-        "0.5",
-        "--batch-size",
-        "3",
-        "--device",
-        "cpu",
-    ]
+    cmd = [sys.executable, str(REPO / "scripts" / "filter_sub.py")]
+    cmd += filter_sub_args(cand_dir, out, mini_cub, tiny_vlm, "--keep-fraction", "0.5", "--batch-size", "3")
     cmd += ["--chunk-size", "2"]
     # stopped after 5 images: two chunks of 2 are kept, the third (cut short) is not
     partial = subprocess.run(cmd + ["--max-images", "5"], env=env, capture_output=True, text=True, timeout=300)
@@ -225,22 +210,7 @@ def test_foreign_out_folder_is_refused_untouched(tiny_vlm, mini_cub, candidates_
 
     out = tmp_path / "mine"
     before = make_foreign_folder(out)
-    code = main(
-        [
-            "filter",
-            "sub",
-            "--candidates",
-            str(candidates_factory(per_pair=1)),
-            "--out",
-            str(out),
-            "--cub-dir",
-            str(mini_cub),
-            "--vqa-model",
-            str(tiny_vlm),
-            "--device",
-            "cpu",
-        ]
-    )
+    code = main(["filter", "sub", *filter_sub_args(candidates_factory(per_pair=1), out, mini_cub, tiny_vlm)])
     assert_refused_untouched(out, before, code, capsys.readouterr().err)
 
 
@@ -299,9 +269,7 @@ def test_a_damaged_candidates_parquet_is_one_line_without_retries(
         start = len(data) - 200
     data[start : start + 64] = bytes((7 * i + 91) % 256 for i in range(64))
     path.write_bytes(bytes(data))
-    args = ["filter", "sub", "--candidates", str(candidates), "--out", str(tmp_path / "out")]
-    args += ["--cub-dir", str(mini_cub), "--vqa-model", str(tiny_vlm), "--device", "cpu"]
-    assert main(args) == 2
+    assert main(["filter", "sub", *filter_sub_args(candidates, tmp_path / "out", mini_cub, tiny_vlm)]) == 2
     err = capsys.readouterr().err
     lines = [line for line in err.strip().splitlines() if not line.startswith(("INFO", "WARNING"))]
     assert "Traceback" not in err and "attempt" not in err, err[-3000:]
@@ -349,11 +317,8 @@ def test_a_kill_inside_a_vqa_batch_or_a_transient_error_resumes_byte_identical(
     env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
 
     def command(out: Path) -> list[str]:
-        return [
-            "filter", "sub", "--candidates", str(cand_dir), "--out", str(out), "--cub-dir", str(mini_cub),
-            "--vqa-model", str(tiny_vlm), "--keep-fraction", "0.5", "--device", "cpu",
-            "--batch-size", "2", "--chunk-size", "2",
-        ]  # fmt: skip
+        extra = ["--keep-fraction", "0.5", "--batch-size", "2", "--chunk-size", "2"]
+        return ["filter", "sub", *filter_sub_args(cand_dir, out, mini_cub, tiny_vlm, *extra)]
 
     def dataset_bytes(out: Path) -> dict[str, bytes]:
         """The dataset's files, and the exact float64 scores behind its ranks (the parquet keeps

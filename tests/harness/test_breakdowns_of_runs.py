@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from conceptforge.commands import main
+from tests.evaluation_fixtures import binding_and_sub_argv, compmap_argv
 
 pytest.importorskip("conceptforge.loaders.evaluation", reason="this conceptforge evaluate writes no per-sample files")
 
@@ -33,35 +34,8 @@ def check_run(out: Path) -> dict:
 def test_binding_and_sub_breakdowns_agree_with_the_headline(
     tiny_clip_dir, single_object_dir, sub_dir, fake_cub, tmp_path
 ):
-    out = tmp_path / "run.json"
-    assert (
-        main(
-            [
-                "evaluate",
-                "--model",
-                str(tiny_clip_dir),
-                "--tasks",
-                f"binding-clip:{single_object_dir},binding-cdsm:{single_object_dir},sub-vlm:{sub_dir}",
-                "--cub-dir",
-                str(fake_cub),
-                "--task-option",
-                "binding-cdsm.models=add,mult",
-                "--task-option",
-                "binding-cdsm.seeds=0,1",
-                "--task-option",
-                "binding-cdsm.epochs=2",
-                "--task-option",
-                "sub-vlm.cbm_min_classes=1",
-                "--device",
-                "cpu",
-                "--cache-dir",
-                str(tmp_path / "cache"),
-                "--output",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    argv, out = binding_and_sub_argv(tiny_clip_dir, single_object_dir, sub_dir, fake_cub, tmp_path)
+    assert main(argv) == 0
     tasks, headline = check_run(out)
     assert set(tasks) == {"binding-clip", "binding-cdsm", "sub-vlm"}
     for name, task in tasks.items():
@@ -72,37 +46,7 @@ def test_binding_and_sub_breakdowns_agree_with_the_headline(
 
 
 def test_compmap_breakdowns_agree_with_the_headline(tiny_clip_dir, tmp_path):
-    from tests.compmap.synthetic import write_fake_cub, write_fake_mit_states
-
-    cub, mit = write_fake_cub(tmp_path / "CUB_200_2011"), write_fake_mit_states(tmp_path / "mit")
-    out = tmp_path / "compmap.json"
-    argv = [
-        "evaluate",
-        "--model",
-        str(tiny_clip_dir),
-        "--tasks",
-        "compmap-cub,compmap-mit-states",
-        "--cub-dir",
-        str(cub),
-        "--mit-states-dir",
-        str(mit),
-        "--cache-dir",
-        str(tmp_path / "cache"),
-        "--device",
-        "cpu",
-        "--output",
-        str(out),
-    ]
-    for option in (
-        "compmap-cub.ways=2,3",
-        "compmap-cub.shots=1",
-        "compmap-cub.episodes=5",
-        "compmap-cub.queries=2",
-        "compmap-mit-states.epochs=5",
-        "compmap-mit-states.dim=8",
-        "compmap-mit-states.targets=primitives",
-    ):
-        argv += ["--task-option", option]
+    argv, out, _ = compmap_argv(tiny_clip_dir, tmp_path, "compmap-mit-states.epochs=5")
     assert main(argv) == 0
     tasks, headline = check_run(out)
     cub_task = tasks["compmap-cub"]

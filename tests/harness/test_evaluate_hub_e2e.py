@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 
 from conceptforge.testing.synthetic import COLOURS, SHAPES, binding_features, single_object_rows, sub_features, sub_rows
+from tests.evaluation_fixtures import SMALL_BINDING_SUB_OPTIONS, task_options
+from tests.user_shell import check, hub_client_env, plain_python_json
 
 REPO = Path(__file__).resolve().parents[2]
 FRAMEWORK = "nemo-evaluator"  # any framework the Hub lists (conceptforge is not one: docs/publishing.md)
@@ -66,25 +68,6 @@ def _binding_splits() -> dict[str, list[dict]]:
     }
 
 
-def _env(**extra: str) -> dict[str, str]:
-    import os
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING"))}
-    env.update(
-        {
-            "PYTHONPATH": str(REPO),
-            "CUDA_VISIBLE_DEVICES": "",
-            "TQDM_DISABLE": "1",
-            "OMP_NUM_THREADS": "1",
-            "TOKENIZERS_PARALLELISM": "false",
-            "HF_HUB_DISABLE_TELEMETRY": "1",
-            "HF_HUB_DISABLE_XET": "1",
-        }
-    )
-    env.update(extra)
-    return env
-
-
 def _run(command: str, *args, env, timeout: int = 300) -> subprocess.CompletedProcess:
     """``conceptforge COMMAND ARGS`` as a user runs it (``python -m conceptforge``)."""
     return subprocess.run(
@@ -94,11 +77,6 @@ def _run(command: str, *args, env, timeout: int = 300) -> subprocess.CompletedPr
         text=True,
         timeout=timeout,
     )
-
-
-def _ok(done: subprocess.CompletedProcess, what: str) -> subprocess.CompletedProcess:
-    assert done.returncode == 0, f"{what} failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
-    return done
 
 
 @pytest.fixture(scope="module")
@@ -111,12 +89,12 @@ def published(tmp_path_factory):
     work = tmp_path_factory.mktemp("evaluate-e2e")
     token = "hf_" + secrets.token_hex(16)
     server = HubServer(work / "hub", token=token).start()
-    env = _env(HF_ENDPOINT=server.url, HF_TOKEN=token, HF_HOME=str(work / "hf-home"))
+    env = hub_client_env(server.url, token, work / "hf-home")
     binding = _write_release(work / "binding", "Binding single-object", _binding_splits(), binding_features())
     sub = _write_release(work / "sub", "SUB", {"test": sub_rows()}, sub_features())
     # The datasets' owner declares the benchmarks (eval.yaml) when publishing; evaluators never write there.
     for directory, repo, tasks in ((binding, BINDING_REPO, "binding-clip,binding-cdsm"), (sub, SUB_REPO, "sub-vlm")):
-        _ok(
+        check(
             _run(
                 "publish",
                 directory,
@@ -139,7 +117,7 @@ def published(tmp_path_factory):
         "import sys; from huggingface_hub import HfApi; api = HfApi(); api.create_repo(sys.argv[1]); "
         "api.upload_folder(repo_id=sys.argv[1], folder_path=sys.argv[2], commit_message='tiny random CLIP')"
     )
-    _ok(
+    check(
         subprocess.run(
             [sys.executable, "-c", upload, MODEL_REPO, str(clip)], env=env, capture_output=True, text=True, timeout=120
         ),
@@ -167,14 +145,7 @@ def _evaluate_args(p, output: Path, *extra) -> list:
         f"binding-cdsm={BINDING_REPO}",
         "--revision",
         "binding-cdsm=v1.0.0",
-        "--task-option",
-        "binding-cdsm.models=add",
-        "--task-option",
-        "binding-cdsm.seeds=0,1",
-        "--task-option",
-        "binding-cdsm.epochs=2",
-        "--task-option",
-        "sub-vlm.cbm_min_classes=1",
+        *task_options("binding-cdsm.models=add", *SMALL_BINDING_SUB_OPTIONS[1:]),
         "--cub-dir",
         p["cub"],
         "--cache-dir",
@@ -199,7 +170,7 @@ def evaluated(published):
     model_before = len(server.history(MODEL_REPO, repo_type="model"))
     model_sha = server.refs(MODEL_REPO, "model")["branches"]["main"]  # what is evaluated (the push comes after)
     output = p["work"] / "results" / "tiny-clip.json"
-    done = _ok(
+    done = check(
         _run("evaluate", "--model", MODEL_REPO, *_evaluate_args(p, output, "--push-results"), env=p["env"]),
         "evaluate --push-results",
     )
@@ -274,7 +245,7 @@ def test_task_numbers_match_the_benchmarks_own_commands(published, evaluated):
     p, tasks = published, {t["task"]: t for t in evaluated["results"]["tasks"]}
     model_sha = evaluated["results"]["model"]["sha"]
     out = p["work"] / "binding-own.json"
-    _ok(
+    check(
         _run(
             "evaluate binding",
             "--dataset",
@@ -312,7 +283,7 @@ def test_task_numbers_match_the_benchmarks_own_commands(published, evaluated):
         assert tasks["binding-cdsm"]["metrics"][f"add.{split}_accuracy"]["value"] == pytest.approx(mean)
         assert tasks["binding-cdsm"]["metrics"][f"add.{split}_accuracy"]["stderr"] == pytest.approx(se)
     out = p["work"] / "sub-own.json"
-    _ok(
+    check(
         _run(
             "evaluate sub",
             "--dataset",
@@ -360,17 +331,7 @@ print(json.dumps(out))
 
 
 def _read_back(p) -> dict:
-    env = {k: v for k, v in p["env"].items() if k != "PYTHONPATH"}
-    done = subprocess.run(
-        [sys.executable, "-c", READ_BACK, MODEL_REPO, BINDING_REPO, SUB_REPO],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd="/",
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return plain_python_json(READ_BACK, MODEL_REPO, BINDING_REPO, SUB_REPO, env=p["env"], timeout=120)
 
 
 def test_push_results_writes_the_model_repo_only_with_the_ids_the_datasets_declare(published, evaluated):
@@ -423,7 +384,7 @@ def test_push_results_writes_the_model_repo_only_with_the_ids_the_datasets_decla
     assert not [f for f in back["model_files"] if f.startswith(".eval_results/samples/")]  # samples only when asked
 
     # Again, as a pull request with the samples: main is untouched, the PR branch holds both.
-    again = _ok(
+    again = check(
         _run(
             "evaluate",
             "--model",
@@ -487,13 +448,13 @@ else:
 def test_leaderboard_compares_two_tiny_models(published, evaluated):
     p = published
     other = p["work"] / "results" / "tiny-clip-seed1.json"
-    _ok(
+    check(
         _run("evaluate", "--model", p["other"], *_evaluate_args(p, other)[:-2], "--output", other, env=p["env"]),
         "evaluate local model",
     )
     local = json.loads(other.read_text())
     assert local["model"]["source"] == "local" and local["model"]["sha"].startswith("local-")
-    done = _ok(_run("leaderboard", evaluated["output"], other, env=p["env"]), "leaderboard")
+    done = check(_run("leaderboard", evaluated["output"], other, env=p["env"]), "leaderboard")
     lines = done.stdout.splitlines()
     header = [c.strip() for c in lines[0].strip("|").split("|")]
     assert header == [
@@ -514,7 +475,7 @@ def test_leaderboard_compares_two_tiny_models(published, evaluated):
 
 def test_tasks_list_and_a_run_where_every_task_is_skipped(published):
     p = published
-    listed = _ok(_run("evaluate", "--tasks", "list", env=p["env"]), "--tasks list")
+    listed = check(_run("evaluate", "--tasks", "list", env=p["env"]), "--tasks list")
     for name, kinds in (
         ("sub-vlm", "clip, open_clip"),
         ("binding-cdsm", "clip, open_clip"),

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from conceptforge.commands import main
+from tests.evaluation_fixtures import binding_and_sub_argv, compmap_argv
 
 COMMON = {
     "task": "string",
@@ -66,30 +67,7 @@ def _rescore_equals(out: Path, tmp_path: Path) -> None:
 
 
 def test_binding_and_sub_samples_and_rescoring(tiny_clip_dir, single_object_dir, sub_dir, fake_cub, tmp_path, capsys):
-    out = tmp_path / "run.json"
-    argv = [
-        "evaluate",
-        "--model",
-        str(tiny_clip_dir),
-        "--tasks",
-        f"binding-clip:{single_object_dir},binding-cdsm:{single_object_dir},sub-vlm:{sub_dir}",
-        "--cub-dir",
-        str(fake_cub),
-        "--task-option",
-        "binding-cdsm.models=add,mult",
-        "--task-option",
-        "binding-cdsm.seeds=0,1",
-        "--task-option",
-        "binding-cdsm.epochs=2",
-        "--task-option",
-        "sub-vlm.cbm_min_classes=1",
-        "--device",
-        "cpu",
-        "--cache-dir",
-        str(tmp_path / "cache"),
-        "--output",
-        str(out),
-    ]
+    argv, out = binding_and_sub_argv(tiny_clip_dir, single_object_dir, sub_dir, fake_cub, tmp_path)
     assert main(argv) == 0
     assert f"samples: {tmp_path / 'run.samples'}/" in capsys.readouterr().out
     results = json.loads(out.read_text())
@@ -209,39 +187,8 @@ def single_object_rows_of(dataset: Path, split: str) -> list:
 
 
 def test_compmap_samples_and_rescoring_with_the_authors_curve(tiny_clip_dir, tmp_path):
-    from tests.compmap.synthetic import write_fake_cub, write_fake_mit_states
-
-    cub, mit = write_fake_cub(tmp_path / "CUB_200_2011"), write_fake_mit_states(tmp_path / "mit")
-    out = tmp_path / "compmap.json"
-    argv = [
-        "evaluate",
-        "--model",
-        str(tiny_clip_dir),
-        "--tasks",
-        "compmap-cub,compmap-mit-states",
-        "--cub-dir",
-        str(cub),
-        "--mit-states-dir",
-        str(mit),
-        "--cache-dir",
-        str(tmp_path / "cache"),
-        "--device",
-        "cpu",
-        "--output",
-        str(out),
-    ]
-    for option in (
-        "compmap-cub.ways=2,3",
-        "compmap-cub.shots=1",
-        "compmap-cub.episodes=5",
-        "compmap-cub.queries=2",
-        "compmap-mit-states.epochs=30",
-        "compmap-mit-states.dim=8",
-        "compmap-mit-states.lr=0.05",
-        "compmap-mit-states.targets=primitives",
-        "compmap-mit-states.world=both",
-    ):
-        argv += ["--task-option", option]
+    mit_options = ("compmap-mit-states.epochs=30", "compmap-mit-states.lr=0.05", "compmap-mit-states.world=both")
+    argv, out, mit = compmap_argv(tiny_clip_dir, tmp_path, *mit_options)
     assert main(argv) == 0
     results = json.loads(out.read_text())
     rows = _check_samples(tmp_path / "compmap.samples", results)
@@ -258,20 +205,12 @@ def test_compmap_samples_and_rescoring_with_the_authors_curve(tiny_clip_dir, tmp
     _rescore_equals(out, tmp_path)
     # the CZSL curve is a variant of the rows: rescored under the authors' curve without the model
     authors = tmp_path / "authors.json"
-    assert (
-        main(
-            [
-                "evaluate",
-                "--from-predictions",
-                str(tmp_path / "compmap.samples"),
-                "--output",
-                str(authors),
-                "--task-option",
-                "compmap-mit-states.czsl_curve=authors",
-            ]
-        )
-        == 0
-    )
+
+    def rescore(output: Path, option: str) -> int:
+        samples = str(tmp_path / "compmap.samples")
+        return main(["evaluate", "--from-predictions", samples, "--output", str(output), "--task-option", option])
+
+    assert rescore(authors, "compmap-mit-states.czsl_curve=authors") == 0
     (_, rescored) = json.loads(authors.read_text())["tasks"]
     assert rescored["options"]["czsl_curve"] == "authors" and "rescored with czsl_curve=authors" in rescored["variant"]
     own = tmp_path / "own.json"  # the compmap command under the authors' curve, same settings
@@ -309,20 +248,7 @@ def test_compmap_samples_and_rescoring_with_the_authors_curve(tiny_clip_dir, tmp
     (direct,) = json.loads(own.read_text())["tasks"]
     assert rescored["metrics"] == direct["metrics"]
     # a variant that changes what the model computed needs a new run
-    assert (
-        main(
-            [
-                "evaluate",
-                "--from-predictions",
-                str(tmp_path / "compmap.samples"),
-                "--output",
-                str(tmp_path / "x.json"),
-                "--task-option",
-                "compmap-cub.protocol=episodic",
-            ]
-        )
-        == 2
-    )
+    assert rescore(tmp_path / "x.json", "compmap-cub.protocol=episodic") == 2
 
 
 def seen_pairs(mit: Path) -> set[str]:

@@ -1,9 +1,7 @@
 """Fixtures for the end-to-end pipeline tests: every tiny model the stages need, one CUB folder
-that all stages read, and the local Hub server the publish tests use."""
+that all stages read. The local Hub server (``hub``, ``hub_env``) is tests/user_shell.py's."""
 
 from __future__ import annotations
-
-import secrets
 
 import pytest
 
@@ -44,30 +42,3 @@ def pipeline_clip(tmp_path_factory):
     from conceptforge.testing.tiny_models import build_tiny_clip
 
     return build_tiny_clip(tmp_path_factory.mktemp("pipeline-clip") / "tiny-clip", max_length=32)
-
-
-@pytest.fixture(scope="session")
-def hub(tmp_path_factory):
-    """The publish area's local Hub-compatible server (commits, tags, resolve, parquet downloads)."""
-    from conceptforge.testing.hub_server import HubServer
-
-    token = "hf_" + secrets.token_hex(16)
-    server = HubServer(tmp_path_factory.mktemp("pipeline-hub"), token=token).start()
-    server.token = token
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="session")
-def hub_env(hub, tmp_path_factory):
-    """A user's environment whose Hub client talks to the local server (online, token set)."""
-    from tests.pipeline.pipeline_helpers import script_env
-
-    env = script_env(
-        HF_ENDPOINT=hub.url,
-        HF_TOKEN=hub.token,
-        HF_HUB_DISABLE_XET="1",
-        HF_HOME=str(tmp_path_factory.mktemp("pipeline-hf-home")),
-    )
-    env.pop("HF_HUB_OFFLINE")  # the published revision is fetched from the (local) Hub
-    return env

@@ -9,14 +9,10 @@ stages (generation, filtering, evaluation and annotation each read different CUB
 from __future__ import annotations
 
 import importlib.util
-import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-SCRIPTS = REPO / "scripts"
+from tests.user_shell import REPO, plain_python_json
 
 
 def load_by_path(name: str, path: Path):
@@ -67,37 +63,6 @@ def write_full_mini_cub(root: Path, *, images_per_class: int = 2) -> Path:
     return cub
 
 
-def script_env(**extra: str) -> dict[str, str]:
-    """A user's shell: the checkout on PYTHONPATH, offline, CPU only, one thread (2 shared cores)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_ENDPOINT", "HF_TOKEN"))}
-    env.update(
-        {
-            "PYTHONPATH": str(REPO),
-            "HF_HUB_OFFLINE": "1",
-            "CUDA_VISIBLE_DEVICES": "",
-            "TQDM_DISABLE": "1",
-            "OMP_NUM_THREADS": "1",
-            "TOKENIZERS_PARALLELISM": "false",
-            "HF_HUB_DISABLE_TELEMETRY": "1",
-        }
-    )
-    env.update(extra)
-    return env
-
-
-def run_script(name: str, *args, env: dict[str, str], timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(SCRIPTS / name), *map(str, args)], env=env, capture_output=True, text=True, timeout=timeout
-    )
-
-
-def check(done: subprocess.CompletedProcess, what: str) -> subprocess.CompletedProcess:
-    assert done.returncode == 0, (
-        f"{what} failed (exit {done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
-    )
-    return done
-
-
 PLAIN_LOADER = r"""
 import json, sys
 from datasets import load_dataset
@@ -112,14 +77,4 @@ print(json.dumps(out))
 
 def load_with_plain_datasets(env: dict[str, str], repo_id: str, revision: str) -> dict:
     """``datasets.load_dataset(repo, revision=…)`` in a process that cannot import conceptforge."""
-    plain = {k: v for k, v in env.items() if k not in ("PYTHONPATH", "HF_TOKEN", "HF_HUB_OFFLINE")}
-    done = subprocess.run(
-        [sys.executable, "-c", PLAIN_LOADER, repo_id, revision],
-        env=plain,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd="/",
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return plain_python_json(PLAIN_LOADER, repo_id, revision, env=env, drop=("HF_TOKEN", "HF_HUB_OFFLINE"))

@@ -8,7 +8,8 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from tests.pipeline.pipeline_helpers import check, load_with_plain_datasets, run_script, script_env
+from tests.pipeline.pipeline_helpers import load_with_plain_datasets
+from tests.user_shell import check, publish, run_script, script_env
 
 REPO_ID = "conceptforge-e2e/binding-relational"
 
@@ -40,9 +41,7 @@ def test_relational_generate_publish_evaluate(tmp_path, hub, hub_env, pipeline_c
     }
     assert set(local) == {"train", "val", "gen"}
 
-    published = check(
-        run_script("publish.py", dataset, "--repo-id", REPO_ID, "--version", "v1.0.0", env=hub_env), "publish.py"
-    )
+    published = publish(dataset, REPO_ID, "v1.0.0", hub_env)
     assert f'load_dataset("{REPO_ID}", "relational", revision="v1.0.0")' in published.stdout
     loaded = load_with_plain_datasets(hub_env, REPO_ID, "v1.0.0")
     assert {split: info["rows"] for split, info in loaded.items()} == {

@@ -18,7 +18,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.pipeline.pipeline_helpers import SCRIPTS, check, load_with_plain_datasets, run_script, script_env
+from tests.pipeline.pipeline_helpers import load_with_plain_datasets
+from tests.sub.sub_helpers import TINY_FLUX_ARGS
+from tests.user_shell import SCRIPTS, check, publish, run_script, script_env
 
 REPO_ID = "conceptforge-e2e/sub"
 # One bird, a colour and a pattern substitution: Blue_Jay's class-level crown colour is blue (its
@@ -83,16 +85,7 @@ def sub_chain(tmp_path_factory, pipeline_cub, pipeline_flux, pipeline_vlm, hub_e
             spec,
             "--images-per-pair",
             IMAGES_PER_PAIR,
-            "--resolution",
-            32,
-            "--steps",
-            2,
-            "--max-sequence-length",
-            16,
-            "--device",
-            "cpu",
-            "--license",
-            "cc-by-nc-4.0",
+            *TINY_FLUX_ARGS,
             env=env,
         ),
         "generate_sub.py",
@@ -118,9 +111,7 @@ def sub_chain(tmp_path_factory, pipeline_cub, pipeline_flux, pipeline_vlm, hub_e
         ),
         "filter_sub.py",
     )
-    published = check(
-        run_script("publish.py", filtered, "--repo-id", REPO_ID, "--version", "v1.0.0", env=hub_env), "publish.py"
-    )
+    published = publish(filtered, REPO_ID, "v1.0.0", hub_env)
     return {
         "work": work,
         "candidates": candidates,
@@ -334,9 +325,7 @@ def test_annotate_export_apply_and_republish(sub_chain, pipeline_cub, pipeline_c
     assert derived.provenance["upstream"]["provenance"]["upstream"]["dataset"] == "sub-candidates"
 
     # The human-validated set is the next release of the same repository.
-    check(
-        run_script("publish.py", validated, "--repo-id", REPO_ID, "--version", "v1.1.0", env=hub_env), "publish v1.1.0"
-    )
+    publish(validated, REPO_ID, "v1.1.0", hub_env)
     assert set(hub.refs(REPO_ID)["tags"]) == {"v1.0.0", "v1.1.0"}
     loaded = load_with_plain_datasets(hub_env, REPO_ID, "v1.1.0")
     assert loaded["test"]["item_ids"] == [row["item_id"] for row in rows]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ from PIL import Image
 
 from conceptforge.cards import DatasetMetadata, FilterStats, assemble_dataset_dir, collect_provenance, render_card
 from conceptforge.cards.grid import make_sample_grid, png_bytes
+from tests.user_shell import plain_python_json
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FEATURES = Features(
@@ -188,14 +188,4 @@ print(json.dumps(out))
 
 def load_with_plain_datasets(env: dict, repo_id: str, *revisions: str) -> dict:
     """``datasets.load_dataset(repo, revision=…)`` in a process that cannot import conceptforge."""
-    plain = {k: v for k, v in env.items() if k not in ("PYTHONPATH", "HF_TOKEN")}
-    result = subprocess.run(
-        [sys.executable, "-c", LOADER, repo_id, *revisions],
-        env=plain,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd="/",
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return plain_python_json(LOADER, repo_id, *revisions, env=env, drop=("HF_TOKEN",))

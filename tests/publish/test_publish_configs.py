@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import io
 import json
-import subprocess
-import sys
 
 import pytest
 from datasets import ClassLabel, Features, List, Value
@@ -24,6 +22,7 @@ from conceptforge.cards.publish import hub_validate_card
 from conceptforge.cards.validate import dataset_dir_problems, missing_sections
 from conceptforge.cards.validity import not_applicable, validity_report
 from conceptforge.errors import ConceptforgeError
+from tests.user_shell import plain_python_json
 
 REPO = "conceptforge-test/binding-like"
 CONFIGS = {
@@ -122,12 +121,7 @@ def test_multi_config_repo_publishes_and_loads_by_config_and_revision(tmp_path, 
         files
     )
 
-    plain = {k: v for k, v in client_env.items() if k not in ("PYTHONPATH", "HF_TOKEN")}
-    loaded = subprocess.run(
-        [sys.executable, "-c", LOADER, REPO, "v1.0.0"], env=plain, capture_output=True, text=True, timeout=300, cwd="/"
-    )
-    assert loaded.returncode == 0, loaded.stderr[-3000:]
-    out = json.loads(loaded.stdout.strip().splitlines()[-1])
+    out = plain_python_json(LOADER, REPO, "v1.0.0", env=client_env, drop=("HF_TOKEN",))
     assert out["single"]["train"]["rows"] == 5 and out["pairs"]["test"]["rows"] == 3
     assert out["pairs"]["train"]["label_type"] == "ClassLabel" and out["pairs"]["train"]["shape_type"] == "ClassLabel"
     assert out["pairs"]["train"]["label_names"] == CONFIGS["pairs"]

@@ -7,17 +7,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.evaluation_fixtures import (  # noqa: F401 (fixtures of the evaluation tests)
-    embedder,
-    fake_cub,
-    offline_single_thread,
-    published_sub_dir,
-    relational_dir,
-    single_object_dir,
-    sub_dir,
-    tiny_clip_dir,
-)
-
 COLOURS = [
     "blue",
     "brown",

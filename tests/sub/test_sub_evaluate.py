@@ -1,8 +1,4 @@
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -11,10 +7,9 @@ from conceptforge.cub import load_cub
 from conceptforge.errors import ConceptforgeError
 from conceptforge.loaders.harness.runner import run_task
 from conceptforge.loaders.sub.protocol import load_sub
+from tests.evaluation_fixtures import evaluate_script
 
 pytestmark = pytest.mark.usefixtures("offline_single_thread")
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_reads_our_schema_and_the_published_schema_identically(sub_dir, published_sub_dir, fake_cub):
@@ -102,28 +97,10 @@ def test_cli_vlm_and_cbm_writes_json(tiny_clip_dir, sub_dir, fake_cub, tmp_path)
         "def make():\n"
         "    return lambda images: torch.zeros(len(images), 10)\n"  # sigmoid(0) = 0.5 -> everything present
     )
-    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{tmp_path}", "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     out = tmp_path / "sub.json"
-    cmd = [
-        sys.executable,
-        str(REPO / "scripts" / "evaluate.py"),
-        "sub",
-        "--dataset",
-        str(sub_dir),
-        "--cub-dir",
-        str(fake_cub),
-        "--model",
-        str(tiny_clip_dir),
-        "--cbm",
-        "my_cbm:make",
-        "--cache-dir",
-        str(tmp_path / "cache"),
-        "--output",
-        str(out),
-        "--cbm-min-classes",
-        "1",
-    ]
-    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
+    cmd = ["sub", "--dataset", sub_dir, "--cub-dir", fake_cub, "--model", tiny_clip_dir, "--cbm", "my_cbm:make"]
+    cmd += ["--cache-dir", tmp_path / "cache", "--output", out, "--cbm-min-classes", "1"]
+    result = evaluate_script(*cmd, importable=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "Random chance" in result.stdout and "Per attribute" in result.stdout
     # two models: one results file each (the one results format), named after the model

@@ -17,6 +17,7 @@ from conceptforge.commands.generate.sub import add_arguments, plan_request
 from conceptforge.errors import ConceptforgeError
 from conceptforge.generators.sub.plan import build_plan
 from conceptforge.generators.sub.spec import load_spec
+from tests.sub.sub_helpers import TINY_FLUX_ARGS
 
 
 def main(argv):
@@ -77,29 +78,9 @@ def test_dropped_pairs_count_only_the_selected_pairs(mini_cub):
 
 def test_candidates_card_has_versions_and_command_line_but_no_local_paths(tmp_path, mini_cub, tiny_flux_dir):
     out = tmp_path / "run"
-    args = [
-        "--cub-dir",
-        str(mini_cub),
-        "--out",
-        str(out),
-        "--model",
-        str(tiny_flux_dir),
-        "--pairs",
-        "Blue_Jay=has_crown_color::black",
-        "European_Goldfinch=has_crown_color::white",
-        "--images-per-pair",
-        "1",
-        "--resolution",
-        "32",
-        "--steps",
-        "2",
-        "--max-sequence-length",
-        "16",
-        "--device",
-        "cpu",
-        "--license",
-        "cc-by-nc-4.0",
-    ]
+    args = ["--cub-dir", str(mini_cub), "--out", str(out), "--model", str(tiny_flux_dir)]
+    args += ["--pairs", "Blue_Jay=has_crown_color::black", "European_Goldfinch=has_crown_color::white"]
+    args += ["--images-per-pair", "1", *TINY_FLUX_ARGS]
     result = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "generate_sub.py"), *args],
         cwd=tmp_path,

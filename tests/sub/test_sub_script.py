@@ -10,6 +10,7 @@ import pytest
 from datasets import ClassLabel, load_dataset
 
 from conceptforge.commands import invoke
+from tests.sub.sub_helpers import TINY_FLUX_ARGS, write_candidate_spec
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "generate_sub.py"
@@ -22,39 +23,12 @@ def main(argv):
 
 @pytest.fixture
 def candidate_spec(tmp_path):
-    path = tmp_path / "candidates.json"
-    path.write_text(
-        json.dumps(
-            {"birds": ["Blue_Jay", "Cardinal"], "attributes": ["has_crown_color::black", "has_tail_pattern::solid"]}
-        )
-    )
-    return path
+    return write_candidate_spec(tmp_path / "candidates.json")
 
 
 def _args(out, cub, model, spec, *extra):
-    return [
-        "--cub-dir",
-        str(cub),
-        "--out",
-        str(out),
-        "--model",
-        str(model),
-        "--candidate-spec",
-        str(spec),
-        "--images-per-pair",
-        "2",
-        "--resolution",
-        "32",
-        "--steps",
-        "2",
-        "--max-sequence-length",
-        "16",
-        "--device",
-        "cpu",
-        "--license",
-        "cc-by-nc-4.0",
-        *extra,
-    ]
+    where = ["--cub-dir", str(cub), "--out", str(out), "--model", str(model), "--candidate-spec", str(spec)]
+    return [*where, "--images-per-pair", "2", *TINY_FLUX_ARGS, *extra]
 
 
 def _data_bytes(out: Path) -> dict[str, bytes]:
@@ -116,44 +90,16 @@ def test_generate_resume_and_shards_give_identical_datasets(tmp_path, mini_cub, 
     # Two explicit shards: the first says what is missing, the last to finish assembles;
     # a plain rerun finds it assembled. Identical again, nothing made twice.
     sharded = tmp_path / "sharded"
+
+    def shard(index: int) -> list:
+        return _args(sharded, mini_cub, tiny_flux_dir, candidate_spec, "--num-shards", "2", "--shard-index", str(index))
+
     capsys.readouterr()
-    assert (
-        main(
-            _args(
-                sharded,
-                mini_cub,
-                tiny_flux_dir,
-                candidate_spec,
-                "--num-shards",
-                "2",
-                "--shard-index",
-                "0",
-                "--chunk-size",
-                "2",
-            )
-        )
-        == 0
-    )
+    assert main([*shard(0), "--chunk-size", "2"]) == 0
     first = capsys.readouterr().out
     assert "made 4" in first and "4 of 8 items (2 chunks) are still missing, in shard(s) 1 of 2" in first
     assert "conceptforge assemble" in first and not (sharded / "README.md").exists()
-    assert (
-        main(
-            _args(
-                sharded,
-                mini_cub,
-                tiny_flux_dir,
-                candidate_spec,
-                "--num-shards",
-                "2",
-                "--shard-index",
-                "1",
-                "--chunk-size",
-                "2",
-            )
-        )
-        == 0
-    )
+    assert main([*shard(1), "--chunk-size", "2"]) == 0
     assert (sharded / "README.md").exists()
     capsys.readouterr()
     assert main(_args(sharded, mini_cub, tiny_flux_dir, candidate_spec, "--chunk-size", "2")) == 0

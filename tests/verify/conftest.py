@@ -1,15 +1,16 @@
-"""Fixtures for the verify/diff tests: a small binding release, a tiny-model SUB release, and the
-local Hub-compatible server with a client environment."""
+"""Fixtures for the verify/diff tests: a small binding release and a tiny-model SUB release (the
+local Hub server, ``hub`` and ``hub_env``, is tests/user_shell.py's)."""
 
 from __future__ import annotations
 
 import json
-import secrets
 from pathlib import Path
 
 import pytest
 
-from tests.verify.verify_helpers import SMALL, check, run_script, script_env
+from tests.sub.sub_helpers import TINY_FLUX_ARGS, write_candidate_spec
+from tests.user_shell import check, run_script
+from tests.verify.verify_helpers import SMALL
 
 
 @pytest.fixture(scope="session")
@@ -21,30 +22,6 @@ def binding_release(tmp_path_factory) -> Path:
         "generate_binding.py",
     )
     return out
-
-
-@pytest.fixture(scope="session")
-def hub(tmp_path_factory):
-    from conceptforge.testing.hub_server import HubServer
-
-    token = "hf_" + secrets.token_hex(16)
-    server = HubServer(tmp_path_factory.mktemp("verify-hub"), token=token).start()
-    server.token = token
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="session")
-def hub_env(hub, tmp_path_factory) -> dict[str, str]:
-    """A user's environment whose Hub client talks to the local server (online, token set)."""
-    env = script_env(
-        HF_ENDPOINT=hub.url,
-        HF_TOKEN=hub.token,
-        HF_HUB_DISABLE_XET="1",
-        HF_HOME=str(tmp_path_factory.mktemp("verify-hf-home")),
-    )
-    env.pop("HF_HUB_OFFLINE")
-    return env
 
 
 @pytest.fixture(scope="session")
@@ -63,9 +40,8 @@ def sub_release(tmp_path_factory, tiny_flux) -> Path:
 
     work = tmp_path_factory.mktemp("verify-sub")
     cub = write_full_mini_cub(work / "cub")
-    spec = work / "candidates.json"
-    spec.write_text(
-        json.dumps({"birds": ["Blue_Jay"], "attributes": ["has_crown_color::yellow", "has_tail_pattern::solid"]})
+    spec = write_candidate_spec(
+        work / "candidates.json", ["Blue_Jay"], ["has_crown_color::yellow", "has_tail_pattern::solid"]
     )
     out = work / "sub-candidates"
     check(
@@ -81,16 +57,7 @@ def sub_release(tmp_path_factory, tiny_flux) -> Path:
             spec,
             "--images-per-pair",
             2,
-            "--resolution",
-            32,
-            "--steps",
-            2,
-            "--max-sequence-length",
-            16,
-            "--device",
-            "cpu",
-            "--license",
-            "cc-by-nc-4.0",
+            *TINY_FLUX_ARGS,
         ),
         "generate_sub.py",
     )

@@ -7,7 +7,8 @@ import math
 import pyarrow.parquet as pq
 
 from conceptforge.cards.release_diff import Snapshot, diff_snapshots, row_hash
-from tests.verify.verify_helpers import check, copy_release, edit_rows, rerender_card, run_script
+from tests.user_shell import check, publish, run_script
+from tests.verify.verify_helpers import copy_release, edit_rows, rerender_card
 
 TRAIN = "data/single-object/train-00000-of-00001.parquet"
 EXPECTED = "split `single-object/train`: added 1 (`train-000004`); changed 1 (`train-000001`)"
@@ -98,12 +99,9 @@ def test_diff_reports_a_duplicated_row(binding_release, tmp_path):
 def test_changes_since_section_and_diff_on_releases_pushed_to_the_hub(binding_release, tmp_path, hub, hub_env):
     repo = "verify-test/binding-diff"
     second = _second_release(binding_release, tmp_path / "second")
-    check(
-        run_script("publish.py", binding_release, "--repo-id", repo, "--version", "v1.0.0", env=hub_env),
-        "publish v1.0.0",
-    )
+    publish(binding_release, repo, "v1.0.0", hub_env)
     before = len(hub.requests)
-    check(run_script("publish.py", second, "--repo-id", repo, "--version", "v1.1.0", env=hub_env), "publish v1.1.0")
+    publish(second, repo, "v1.1.0", hub_env)
     # the previous release is read from the Hub only where this one differs: its card and the train shard
     fetched = sorted(r[1].rsplit("/", 1)[-1] for r in hub.requests[before:] if r[0] == "GET" and "/resolve/" in r[1])
     assert fetched == ["README.md", "train-00000-of-00001.parquet"]
@@ -114,9 +112,7 @@ def test_changes_since_section_and_diff_on_releases_pushed_to_the_hub(binding_re
     assert done.returncode == 1, done.stderr[-2000:]
     assert done.stdout.splitlines() == [f"{repo}@v1.0.0 -> {repo}@v1.1.0: 1 change line(s)", EXPECTED]
     # republishing the same version renders the same section: the release is unchanged, not refused
-    again = check(
-        run_script("publish.py", second, "--repo-id", repo, "--version", "v1.1.0", env=hub_env), "publish again"
-    )
+    again = publish(second, repo, "v1.1.0", hub_env)
     assert "already published with identical files" in again.stdout
 
 

@@ -7,15 +7,8 @@ import json
 
 import pyarrow.parquet as pq
 
-from tests.verify.verify_helpers import (
-    change_pixel,
-    check,
-    copy_release,
-    differing_lines,
-    edit_rows,
-    rerender_card,
-    run_script,
-)
+from tests.user_shell import check, publish, run_script
+from tests.verify.verify_helpers import change_pixel, copy_release, differing_lines, edit_rows, rerender_card
 
 TRAIN = "data/single-object/train-00000-of-00001.parquet"
 
@@ -98,13 +91,10 @@ def test_bad_input_is_one_error_line_and_exit_2(binding_release, tmp_path):
 
 def test_published_tags_verify_and_a_changed_pixel_fails_on_the_hub(binding_release, tmp_path, hub, hub_env):
     repo = "verify-test/binding"
-    check(
-        run_script("publish.py", binding_release, "--repo-id", repo, "--version", "v1.0.0", env=hub_env),
-        "publish v1.0.0",
-    )
+    publish(binding_release, repo, "v1.0.0", hub_env)
     changed = copy_release(binding_release, tmp_path / "changed")
     edit_rows(changed / TRAIN, lambda rows: rows[3].update(image=change_pixel(rows[3]["image"], delta=7)))
-    check(run_script("publish.py", changed, "--repo-id", repo, "--version", "v1.1.0", env=hub_env), "publish v1.1.0")
+    publish(changed, repo, "v1.1.0", hub_env)
     assert "provenance.json" in hub.files(repo, "v1.0.0")
 
     first = check(run_script("verify.py", f"{repo}@v1.0.0", "--all", env=hub_env), "verify @v1.0.0")
@@ -256,14 +246,11 @@ def test_report_file_is_written_only_where_allowed(binding_release, tmp_path):
 
 def test_a_release_that_dropped_a_row_fails_on_the_hub(binding_release, tmp_path, hub, hub_env):
     repo = "verify-test/binding-rows"
-    check(
-        run_script("publish.py", binding_release, "--repo-id", repo, "--version", "v1.0.0", env=hub_env),
-        "publish v1.0.0",
-    )
+    publish(binding_release, repo, "v1.0.0", hub_env)
     dropped = copy_release(binding_release, tmp_path / "dropped")
     edit_rows(dropped / TRAIN, lambda rows: rows.pop(1))
     rerender_card(dropped)
-    check(run_script("publish.py", dropped, "--repo-id", repo, "--version", "v1.1.0", env=hub_env), "publish v1.1.0")
+    publish(dropped, repo, "v1.1.0", hub_env)
     card = hub.files(repo, "v1.1.0")["README.md"].decode()
     assert "- split `single-object/train`: removed 1 (`train-000001`)" in card  # its own card says so
     done = run_script("verify.py", f"{repo}@v1.1.0", "--items", "gen-000000", env=hub_env)

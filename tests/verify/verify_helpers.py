@@ -1,54 +1,16 @@
-"""Helpers of the verify/diff tests: scripts run like a user runs them, and edits of released rows."""
+"""Helpers of the verify/diff tests: edits of released rows (scripts run like a user runs them:
+tests/user_shell.py)."""
 
 from __future__ import annotations
 
 import io
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-REPO = Path(__file__).resolve().parents[2]
-SCRIPTS = REPO / "scripts"
 SMALL = ["--resolution", "64x48", "--samples", "2"]
-
-
-def script_env(**extra: str) -> dict[str, str]:
-    """A user's shell: the checkout on PYTHONPATH, offline, CPU only, one thread."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING"))}
-    env.update(
-        {
-            "PYTHONPATH": str(REPO),
-            "HF_HUB_OFFLINE": "1",
-            "CUDA_VISIBLE_DEVICES": "",
-            "TQDM_DISABLE": "1",
-            "OMP_NUM_THREADS": "1",
-            "HF_HUB_DISABLE_TELEMETRY": "1",
-        }
-    )
-    env.update(extra)
-    return env
-
-
-def run_script(name: str, *args, env: dict[str, str] | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(SCRIPTS / name), *map(str, args)],
-        env=env or script_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-def check(done: subprocess.CompletedProcess, what: str) -> subprocess.CompletedProcess:
-    assert done.returncode == 0, (
-        f"{what} failed (exit {done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
-    )
-    return done
 
 
 def edit_rows(path: Path, edit) -> None:

@@ -16,7 +16,12 @@ from conceptforge.generators.conceptbed.learners import DEFAULT_MODEL_ID, LEARNE
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--learner", required=True, choices=LEARNERS)
+    parser.add_argument(
+        "--learner",
+        required=True,
+        choices=LEARNERS,
+        help="none: the base model alone, V* written as the concept's class noun (Table 2's Stable Diffusion row)",
+    )
     parser.add_argument(
         "--concepts", required=True, type=at.existing_file, help="concept spec JSON (see docs/conceptbed.md)"
     )
@@ -33,14 +38,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="local folder for learned concept weights and class images (default OUT/.work; "
         "for a URL OUT, $CONCEPTFORGE_WORK_DIR or ~/.cache/conceptforge/conceptbed-work/<hash of OUT>)",
     )
-    parser.add_argument("--model-id", default=DEFAULT_MODEL_ID, help="SD-1.x diffusers model id or local folder")
+    parser.add_argument(
+        "--model-id",
+        default=DEFAULT_MODEL_ID,
+        help="diffusers model id or local folder: a Stable Diffusion 1.x pipeline, or an LDMTextToImagePipeline "
+        "(e.g. CompVis/ldm-text2im-large-256, Textual Inversion only); read from its model_index.json",
+    )
     parser.add_argument("--revision", default=None)
     parser.add_argument(
         "--num-images", type=at.non_negative_int, default=100, help="concept-split images per concept (paper: 100)"
     )
     parser.add_argument("--steps", type=at.positive_int, default=None, help="training steps (default: Table 5)")
     parser.add_argument("--learning-rate", type=at.positive_float, default=None, help="default: Table 5")
-    parser.add_argument("--placeholder-token", default=None, help="default: Table 5 (<object>, sks, <new1>)")
+    parser.add_argument(
+        "--placeholder-token", default=None, help="default: Table 5 (<object>, sks, <new1>; * on an LDM)"
+    )
     parser.add_argument("--initializer-token", default=None, help="default: the concept's parent word")
     parser.add_argument(
         "--preset",
@@ -68,6 +80,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--train-batch-size", type=at.positive_int, default=1)
     parser.add_argument("--num-inference-steps", type=at.positive_int, default=50)
     parser.add_argument("--guidance-scale", type=at.non_negative_float, default=7.5)
+    parser.add_argument(
+        "--eta",
+        type=at.non_negative_float,
+        default=0.0,
+        help="DDIM eta when sampling an LDM (default 0); refused with SD (PNDM has none)",
+    )
     parser.add_argument("--mixed-precision", choices=("auto", "no", "fp16", "bf16"), default="auto")
     parser.add_argument("--seed", type=at.seed, default=0)
     parser.add_argument("--categoriser", default="rules", help="'rules' or module:function (caption -> categories)")
@@ -119,11 +137,16 @@ def plan_lines(args: argparse.Namespace, config: LearnerConfig) -> list[str]:
     sampled = sum(len(v) for v in items.values())
     composition = sum(1 for v in items.values() for item in v if item.split == "composition")
     class_images = concepts * int(config.num_class_images or 0) if config.uses_prior else 0
-    resolution = config.resolution or 512  # SD-1.5's; the model's own size is read only when it loads
+    family = config.family
+    resolution = config.resolution or family.plan_resolution  # the model's own size is read only when it loads
     mode = f" ({config.dreambooth_mode})" if config.learner == "dreambooth" else ""
+    training = (
+        f"{config.steps} steps at lr {config.learning_rate:g}" if config.trains else "the base model, nothing trained"
+    )
     lines = [
-        f"learner: {config.learner}{mode}, {config.steps} steps at lr {config.learning_rate:g}, {resolution} px"
-        + ("" if config.resolution else " (SD-1.5's size; the model's own is used when it loads)"),
+        f"pipeline: {family.pipeline_class}",
+        f"learner: {config.learner}{mode}, {training}, {resolution} px"
+        + ("" if config.resolution else f" (the paper's {family.title} size; the model's own is used when it loads)"),
         f"concepts: {concepts}",
         f"training steps: {concepts * config.steps:,} ({config.steps} per concept)",
         f"class (prior) images: {class_images:,}"
@@ -131,17 +154,19 @@ def plan_lines(args: argparse.Namespace, config: LearnerConfig) -> list[str]:
         f"sampled images: {sampled:,} ({sampled - composition:,} concept, {composition:,} composition), "
         f"{config.num_inference_steps} steps, guidance {config.guidance_scale:g}",
     ]
-    if args.seconds_per_step:
-        step = gpu_costs.given(args.seconds_per_step, "training step", "--seconds-per-step")
-    else:
-        step = gpu_costs.estimate(_learner_workload(config), gpu=args.gpu_model, resolution=resolution)
+    parts = []
+    if config.trains:
+        if args.seconds_per_step:
+            step = gpu_costs.given(args.seconds_per_step, "training step", "--seconds-per-step")
+        else:
+            step = gpu_costs.estimate(_learner_workload(config), gpu=args.gpu_model, resolution=resolution)
+        parts.append(("train", concepts * config.steps, step))
     if args.seconds_per_image:
         image = gpu_costs.given(args.seconds_per_image, "sampled image", "--seconds-per-image")
     else:
         image = gpu_costs.estimate(
             "conceptbed/sample-image", gpu=args.gpu_model, resolution=resolution, steps=config.num_inference_steps
         )
-    parts = [("train", concepts * config.steps, step)]
     if class_images:
         parts.append(("class images", class_images, image))
     parts.append(("sample", sampled, image))
@@ -151,8 +176,24 @@ def plan_lines(args: argparse.Namespace, config: LearnerConfig) -> list[str]:
     return lines
 
 
+def model_pipeline(args: argparse.Namespace) -> str:
+    """The pipeline family named by the model's own model_index.json. A --dry-run that cannot read
+    it (offline, the Hub id not cached) plans for Stable Diffusion and says so."""
+    from conceptforge.errors import WeightsUnavailableError
+    from conceptforge.generators.conceptbed.pipelines import STABLE_DIFFUSION, detect_family
+
+    try:
+        return detect_family(args.model_id, args.revision).name
+    except WeightsUnavailableError as error:
+        if not args.dry_run:
+            raise
+        print(f"note: {error}; planning for a Stable Diffusion pipeline")
+        return STABLE_DIFFUSION
+
+
 def learner_config(args: argparse.Namespace) -> LearnerConfig:
-    return settings_from_args(LearnerConfig, args)
+    """Every LearnerConfig field from its flag of the same name; the pipeline family from the model's files."""
+    return settings_from_args(LearnerConfig, args, pipeline=model_pipeline(args))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -162,11 +203,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.num_images < 0:
         raise InvalidArgumentError("--num-images must be >= 0")
+    spec = load_spec(args.concepts)  # a bad spec is told before the model's files are read (maybe from the Hub)
     config = learner_config(args)
     if args.dry_run:
         print("\n".join(plan_lines(args, config)))
         return 0
-    spec = load_spec(args.concepts)
     options = GenerateOptions(
         config=config,
         out=args.out,
