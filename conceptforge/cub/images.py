@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from conceptforge.cub import files  # the CUB file names: files.CLASSES, …
+import conceptforge.cub.files as files  # the CUB file names: files.CLASSES, …
 from conceptforge.cub.files import (
     MAJORITY_PERCENT,
     CubLayout,

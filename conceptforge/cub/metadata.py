@@ -11,7 +11,7 @@ from typing import Literal
 
 import numpy as np
 
-from conceptforge.cub import files  # the CUB file names: files.CLASSES, …
+import conceptforge.cub.files as files  # the CUB file names: files.CLASSES, …
 from conceptforge.cub.files import (
     CBM_MIN_CLASS_COUNT,
     MAJORITY_PERCENT,
