@@ -17,7 +17,7 @@ across repeats.
 
     python benchmarks/render_binding.py            # 6 scenes at 320x240, 3 repeats
     python benchmarks/render_binding.py --quick    # 2 scenes at 160x120, 1 repeat (< 60 s idle)
-    python -m benchmarks render_binding --quick    # one chunk of 4 scenes at 320x240, 5 repeats (~1 min;
+    python -m benchmarks render_binding --quick    # one chunk of 4 scenes at 320x240, 7 repeats (~1 min;
                                                    # the first run also renders 4 cached 512-sample references)
     python -m benchmarks render_binding [--quick]  # the same comparison in the benchmark harness
 """
@@ -127,7 +127,7 @@ def run(quick: bool) -> list:
         raise Skip(f"Blender (bpy) unavailable: {error}") from None
     # One chunk per round, as a single-process `generate binding` renders it: the finishing of
     # each image overlaps the next render, so a round needs several images to show it.
-    count, repeats = (CHUNK_SIZE, 5) if quick else (2 * CHUNK_SIZE, 9)
+    count, repeats = (CHUNK_SIZE, 7) if quick else (2 * CHUNK_SIZE, 9)
     config = BindingConfig(dataset="relational", split_sizes={"train": count})
     items = plan_items(config)
     make_batch = make_batch_factory(config, lambda: renderer)
@@ -135,17 +135,21 @@ def run(quick: bool) -> list:
     references = reference_renders(renderer, scenes, DEFAULT_CACHE)
     outputs: dict[str, list[bytes]] = {}
     rounds: dict[str, set[tuple[bytes, ...]]] = {"ours": set(), "bare": set()}
+    loads: list[float] = []  # 1-minute load average before each timed call: the ratio is only as good as it
 
     def ours(_round: int) -> None:
+        loads.append(os.getloadavg()[0])
         outputs["ours"] = [r.files["png"] for chunk in _chunks(items) for r in make_batch(chunk)]
         rounds["ours"].add(tuple(outputs["ours"]))
 
     def bare(_round: int) -> None:
+        loads.append(os.getloadavg()[0])
         outputs["bare"] = [bare_bpy(renderer, scene, oidn=False) for scene in scenes]
         rounds["bare"].add(tuple(outputs["bare"]))
 
     ours(-1)  # warm-up: kernels, OIDN weights
     bare(-1)
+    loads.clear()
     cpu: dict[str, list[float]] = {}
     ours_t, base_t = interleave(ours, bare, repeats, cpu)
     per_image = statistics.median(ours_t) / len(scenes)
@@ -170,6 +174,11 @@ def run(quick: bool) -> list:
             extra={
                 "ours, median": f"{60 / per_image:.1f} images/min ({per_image:.2f} s/image) at {threads} render threads",
                 "bare bpy, median": f"{60 * len(scenes) / statistics.median(base_t):.1f} images/min",
+                "ratio of the minima (time)": f"{min(ours_t) / min(base_t):.3g}x",
+                # this run itself keeps ~render-threads cores busy; more means other work shared them
+                "load average during the rounds (1 min, this run included)": f"{min(loads):.2f}-{max(loads):.2f} on "
+                f"{os.cpu_count()} CPUs"
+                + (" - other work shared the cores: trust the CPU ratio" if max(loads) > threads + 1 else ""),
                 "PSNR vs 512 spp, ours": quality("ours"),
                 "PSNR vs 512 spp, bare": quality("bare"),
                 "bytes equal across rounds (warm-up included)": f"ours {len(rounds['ours']) == 1}, bare {len(rounds['bare']) == 1}",

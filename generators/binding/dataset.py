@@ -217,13 +217,16 @@ def make_batch_factory(
 
     def make_batch(items: Sequence[WorkItem]) -> list[ItemResult]:
         renderer = get_renderer()
-        pending = [_render_item(item, config, renderer) for item in items]
+        # The last image is finished at once with every core (no render left to overlap it).
+        pending = [_render_item(item, config, renderer, last=n == len(items) - 1) for n, item in enumerate(items)]
         return [ItemResult(files={"png": png.result()}, metadata=metadata) for png, metadata in pending]
 
     return make_batch
 
 
-def _render_item(item: WorkItem, config: BindingConfig, renderer: Any) -> tuple[Future, dict[str, Any]]:
+def _render_item(
+    item: WorkItem, config: BindingConfig, renderer: Any, *, last: bool = False
+) -> tuple[Future, dict[str, Any]]:
     """The first layout of ``item`` whose objects are all visible, rendered: (PNG future, row metadata)."""
     rng = random.Random(item.seed)
     for _attempt in range(MAX_VISIBILITY_ATTEMPTS):
@@ -231,7 +234,7 @@ def _render_item(item: WorkItem, config: BindingConfig, renderer: Any) -> tuple[
             plan = sample_scene(item, config, rng)
         except PlacementError as error:
             raise PlacementError(f"item {item.item_id}: {error}") from None
-        png, visibility = renderer.render_async(plan.scene, min_pixels=config.visible_pixels)
+        png, visibility = renderer.render_async(plan.scene, min_pixels=config.visible_pixels, last=last)
         if png is not None:
             return png, _row_metadata(plan, visibility)
     raise PlacementError(

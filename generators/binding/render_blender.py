@@ -18,8 +18,12 @@ Overlap: Cycles at 320x240 and 16 samples keeps about one of two cores busy on a
 sync and setup are single-threaded) and releases the GIL while it renders. So
 :meth:`BlenderRenderer.render_async` hands the finishing of image i (OIDN, the sRGB table, PNG
 encoding: ~5% of an image's time) to one worker thread and returns at once; the caller builds
-and renders image i+1 meanwhile. The finishing function is the same in both paths and its
-inputs are the same floats, so the bytes do not depend on which path made them.
+and renders image i+1 meanwhile. That thread runs at a lower priority (:data:`FINISHER_NICE`), so
+it takes the cores Cycles leaves idle instead of delaying Cycles' render threads. A batch's last
+image has no next render to hide behind: it is finished at once on the caller's thread with
+OIDN at the render's thread count (``last=True``). The finishing function is the same in every
+path and its inputs are the same floats, and OIDN's output does not depend on its thread count,
+so the bytes do not depend on which path made them.
 """
 
 from __future__ import annotations
@@ -53,6 +57,13 @@ from conceptforge.generators.binding.vocab import COLOR_RGB
 from conceptforge.interrupts import deferred_interrupts
 
 logger = logging.getLogger(__name__)
+
+# Niceness added to the finishing thread (Linux: per thread). Cycles' render threads then preempt
+# it, and the finishing fills the time they leave idle (scene sync, the single-threaded set-up,
+# the waits between sample rounds) rather than stretching a render. Only our own threads compete
+# with it (the kernel shares CPU between processes' groups first), and the batch's wait for the
+# last futures lets it finish.
+FINISHER_NICE = 19
 
 
 def require_bpy() -> None:
@@ -109,23 +120,25 @@ class BlenderRenderer:
         self.device = device
         self.threads = threads
         self._tmp = Path(tempfile.mkdtemp(prefix="conceptforge-blender-"))
-        self._denoiser: OidnDenoiser | None = None
-        self._denoiser_lock = threading.Lock()  # one OIDN filter: one image at a time
+        self._denoisers: dict[int, OidnDenoiser] = {}  # by OIDN thread count
+        self._denoiser_lock = threading.Lock()  # one OIDN filter runs one image at a time
         self._finisher: ThreadPoolExecutor | None = None
 
-    def _denoise(self, color: np.ndarray, albedo: np.ndarray) -> np.ndarray:
+    def _denoise(self, color: np.ndarray, albedo: np.ndarray, *, threads: int = 1) -> np.ndarray:
+        # One OIDN thread by default: denoising runs beside Cycles (render_async), in the share of
+        # a core Cycles leaves idle; more threads would take cores from Cycles' own. ``threads``
+        # more only where Cycles is idle (a batch's last image). OIDN's output is the same bits at
+        # any thread count.
         with self._denoiser_lock:
-            if self._denoiser is None:  # created on first use: --no-denoise runs never need pyoidn
-                # One OIDN thread: denoising runs beside Cycles (render_async), in the share of a
-                # core Cycles leaves idle; more threads would take cores from Cycles' own. OIDN's
-                # output is the same bits at any thread count.
-                self._denoiser = OidnDenoiser(threads=1)
-            return self._denoiser(color, albedo)
+            denoiser = self._denoisers.get(threads)
+            if denoiser is None:  # created on first use: --no-denoise runs never need pyoidn
+                denoiser = self._denoisers[threads] = OidnDenoiser(threads=threads)
+            return denoiser(color, albedo)
 
-    def _finish_png(self, combined: np.ndarray, albedo: np.ndarray | None) -> bytes:
+    def _finish_png(self, combined: np.ndarray, albedo: np.ndarray | None, *, threads: int = 1) -> bytes:
         """Linear float render -> PNG bytes: OIDN when ``albedo`` is given, sRGB table, Pillow (no
         metadata). Runs on the finishing thread or inline; the bytes are the same either way."""
-        linear = combined if albedo is None else self._denoise(combined, albedo)
+        linear = combined if albedo is None else self._denoise(combined, albedo, threads=threads)
         buffer = io.BytesIO()
         Image.fromarray(linear_to_srgb8(linear)).save(buffer, format="PNG")
         return buffer.getvalue()
@@ -133,8 +146,16 @@ class BlenderRenderer:
     def _submit_finish(self, combined: np.ndarray, albedo: np.ndarray | None) -> Future:
         if self._finisher is None:
             linear_to_srgb8(np.zeros((1, 1, 3), np.float32))  # build the sRGB table here, not racing in a thread
-            self._finisher = ThreadPoolExecutor(1, thread_name_prefix="conceptforge-finish")
+            self._finisher = ThreadPoolExecutor(
+                1, thread_name_prefix="conceptforge-finish", initializer=_lower_thread_priority
+            )
         return self._finisher.submit(self._finish_png, combined, albedo)
+
+    def _finish_now(self, combined: np.ndarray, albedo: np.ndarray | None) -> Future:
+        """Finish on this thread with every render thread's core (Cycles is idle): a done future."""
+        future: Future = Future()
+        future.set_result(self._finish_png(combined, albedo, threads=self.threads or _usable_cpus()))
+        return future
 
     # -- scene construction -----------------------------------------------------------------
     def _reset(self, scene: SceneDescription) -> None:
@@ -322,15 +343,42 @@ class BlenderRenderer:
         written from each pixel's first sample (no blending), so every pixel names one object.
         A second flat-colour render for the visibility check would cost a whole scene sync.
         """
-        # Blender swallows a KeyboardInterrupt raised inside a render and goes on: hold Ctrl+C and
-        # SIGTERM until this scene is done (about a second), then deliver them.
-        with deferred_interrupts():
-            return self._render(scene, min_pixels=min_pixels)
+        passes, visibility = self._render_visible(scene, min_pixels=min_pixels)
+        if passes is None:
+            return None, visibility
+        return self._finish_png(passes["combined"], passes.get("albedo")), visibility
 
-    def render_async(self, scene: SceneDescription, *, min_pixels: int) -> tuple[Future | None, Visibility]:
+    def render_async(
+        self, scene: SceneDescription, *, min_pixels: int, last: bool = False
+    ) -> tuple[Future | None, Visibility]:
         """Like :meth:`render`, but return as soon as Cycles is done: the PNG bytes come as a
         future, finished (denoised, encoded) on a worker thread while the caller renders on.
-        The future is None when an object shows < ``min_pixels`` (nothing is finished then)."""
+        The future is None when an object shows < ``min_pixels`` (nothing is finished then).
+        ``last``: the caller renders nothing more before it waits (a batch's last image), so the
+        image is finished now, on this thread, with OIDN at the render's thread count."""
+        passes, visibility = self._render_visible(scene, min_pixels=min_pixels)
+        if passes is None:
+            return None, visibility
+        finish = self._finish_now if last else self._submit_finish
+        return finish(passes["combined"], passes.get("albedo")), visibility
+
+    def close(self) -> None:
+        """Stop the finishing thread (after its queued images) and release the denoisers."""
+        if self._finisher is not None:
+            self._finisher.shutdown(wait=True)
+            self._finisher = None
+        with self._denoiser_lock:
+            for denoiser in self._denoisers.values():
+                denoiser.close()
+            self._denoisers.clear()
+
+    def _render_visible(
+        self, scene: SceneDescription, *, min_pixels: int
+    ) -> tuple[dict[str, np.ndarray] | None, Visibility]:
+        """Build and render ``scene`` (the denoiser's guides when ``scene.denoise``): its float
+        passes and visibility, or None for the passes when an object shows < ``min_pixels``."""
+        # Blender swallows a KeyboardInterrupt raised inside a render and goes on: hold Ctrl+C and
+        # SIGTERM until this scene is done (about a second), then deliver them.
         with deferred_interrupts():
             meshes = self._build(scene)
             self.bpy.context.scene.view_layers[0].use_pass_object_index = True
@@ -338,26 +386,7 @@ class BlenderRenderer:
         visibility = visibility_from_index(passes["index"], len(meshes))
         if min(visibility.pixels, default=min_pixels) < min_pixels:
             return None, visibility
-        return self._submit_finish(passes["combined"], passes["albedo"] if scene.denoise else None), visibility
-
-    def close(self) -> None:
-        """Stop the finishing thread (after its queued images) and release the denoiser."""
-        if self._finisher is not None:
-            self._finisher.shutdown(wait=True)
-            self._finisher = None
-        with self._denoiser_lock:
-            if self._denoiser is not None:
-                self._denoiser.close()
-                self._denoiser = None
-
-    def _render(self, scene: SceneDescription, *, min_pixels: int) -> tuple[bytes | None, Visibility]:
-        meshes = self._build(scene)
-        self.bpy.context.scene.view_layers[0].use_pass_object_index = True
-        passes = self._render_passes(scene.samples, denoise=False, guides=scene.denoise)
-        visibility = visibility_from_index(passes["index"], len(meshes))
-        if min(visibility.pixels, default=min_pixels) < min_pixels:
-            return None, visibility
-        return self._finish_png(passes["combined"], passes["albedo"] if scene.denoise else None), visibility
+        return passes, visibility
 
 
 def visibility_from_index(index_map: np.ndarray, count: int) -> Visibility:
@@ -398,3 +427,18 @@ def _track_euler(direction) -> tuple[float, float, float]:
     from mathutils import Vector
 
     return tuple(Vector(direction).to_track_quat("-Z", "Y").to_euler())
+
+
+def _usable_cpus() -> int:
+    """The cores this process may run on (Cycles' default thread count)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _lower_thread_priority() -> None:
+    """Raise the calling thread's niceness by :data:`FINISHER_NICE` (Linux threads have their
+    own); where the platform has no per-thread niceness, leave it."""
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + FINISHER_NICE))
+    except (AttributeError, OSError):  # no setpriority (Windows), or not allowed
+        logger.debug("could not lower the finishing thread's priority", exc_info=True)

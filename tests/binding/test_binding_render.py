@@ -89,22 +89,19 @@ def test_same_seed_gives_identical_bytes(demo_dir, tmp_path):
     assert _data_bytes(tmp_path / "other", "relational") != _data_bytes(demo_dir, "relational")
 
 
-def test_killed_run_resumes_to_identical_dataset(demo_dir, tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            str(REPO_ROOT / "scripts" / "generate_binding.py"),
-            "--dataset",
-            "two-object",
-            "--out",
-            str(tmp_path),
-            *SMALL,
-        ],
-        env=env,
+def _start_two_object_run(out: Path, *options: str) -> subprocess.Popen:
+    """``generate_binding.py --dataset two-object`` in the background, output discarded."""
+    return subprocess.Popen(
+        [sys.executable, str(REPO_ROOT / "scripts" / "generate_binding.py"), "--dataset", "two-object"]
+        + ["--out", str(out), *options],
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+
+
+def test_killed_run_resumes_to_identical_dataset(demo_dir, tmp_path):
+    process = _start_two_object_run(tmp_path, *SMALL)
     chunks = tmp_path / ".work" / "two-object" / "chunks"
     deadline = time.time() + 300
     while time.time() < deadline and len(list(chunks.glob("*.done"))) < 1:
@@ -177,17 +174,36 @@ def test_workers_restarted_every_item_give_the_same_dataset(demo_dir, tmp_path):
     assert _data_bytes(tmp_path, "single-object") == _data_bytes(demo_dir, "single-object")
 
 
-def _json_from_a_fresh_process(code: str) -> dict:
-    """Run ``code`` in a new interpreter (its own Blender) and parse the JSON it prints last."""
-    result = subprocess.run(
+def _fresh_python(code: str) -> subprocess.CompletedProcess:
+    """Run ``code`` in a new interpreter (its own Blender, the repo importable), output captured."""
+    return subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
         timeout=600,
     )
+
+
+def _json_from_a_fresh_process(code: str):
+    """Run ``code`` in a new interpreter and parse the JSON it prints last."""
+    result = _fresh_python(code)
     assert result.returncode == 0, result.stderr[-2000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def _scenes_code(dataset: str, width: int, height: int, samples: int) -> str:
+    """Python source that plans 3 scenes of ``dataset`` (``scenes``, ``config``) and starts ``out``
+    with the shapes in them, for the fresh-process tests below."""
+    return f"""
+import hashlib, json, random
+from dataclasses import replace
+from conceptforge.generators.binding.dataset import BindingConfig, plan_items, sample_scene
+from conceptforge.generators.binding.render_blender import BlenderRenderer
+config = BindingConfig(dataset={dataset!r}, width={width}, height={height}, samples={samples}, split_sizes={{"train": 3}})
+scenes = [sample_scene(item, config, random.Random(item.seed)).scene for item in plan_items(config)]
+out = {{"shapes": sorted({{o.shape for s in scenes for o in s.objects}})}}
+"""
 
 
 def test_thread_counts_and_reruns_give_identical_png_bytes(tmp_path):
@@ -195,20 +211,16 @@ def test_thread_counts_and_reruns_give_identical_png_bytes(tmp_path):
     denoiser on and off. Spheres are in the scenes on purpose: Blender's own smooth vertex
     normals vary in the last bit between runs (summed in a run-dependent order), which the
     denoiser used to carry across an 8-bit rounding step; the renderer sets exact ones."""
-    code = r"""
-import json, random
-from dataclasses import replace
-from conceptforge.generators.binding.dataset import BindingConfig, plan_items, sample_scene
-from conceptforge.generators.binding.render_blender import BlenderRenderer
-config = BindingConfig(dataset="relational", width=96, height=72, samples=4, split_sizes={"train": 3})
-scenes = [sample_scene(item, config, random.Random(item.seed)).scene for item in plan_items(config)]
-out = {"shapes": sorted({o.shape for s in scenes for o in s.objects})}
+    code = (
+        _scenes_code("relational", 96, 72, 4)
+        + r"""
 for threads in (1, 2):
     renderer = BlenderRenderer(threads=threads)
     for denoise in (True, False):
         out[f"{threads}-{denoise}"] = [renderer.render(replace(s, denoise=denoise), min_pixels=1)[0].hex() for s in scenes]
 print(json.dumps(out))
 """
+    )
     runs = [_json_from_a_fresh_process(code) for _ in range(2)]
     first = runs[0]
     assert "sphere" in first["shapes"]
@@ -219,26 +231,30 @@ print(json.dumps(out))
 
 
 def test_overlapped_finishing_and_oidn_thread_counts_give_the_same_bytes():
-    """The batch path (image i denoised and encoded on a thread while image i+1 renders) gives
-    the bytes of one image at a time, and OIDN at 2 threads those of the default 1 thread."""
-    code = r"""
-import json, random
-from conceptforge.generators.binding.dataset import BindingConfig, plan_items, sample_scene
-from conceptforge.generators.binding.pixels import OidnDenoiser
-from conceptforge.generators.binding.render_blender import BlenderRenderer
-config = BindingConfig(dataset="two-object", width=96, height=72, samples=4, split_sizes={"train": 3})
-scenes = [sample_scene(item, config, random.Random(item.seed)).scene for item in plan_items(config)]
+    """The batch path (image i denoised and encoded on a lowered-priority thread while image i+1
+    renders; the last image finished at once with OIDN at the render's 2 threads) gives the bytes
+    of one image at a time with OIDN's default 1 thread."""
+    code = (
+        _scenes_code("two-object", 96, 72, 4)
+        + r"""
+import os
 renderer = BlenderRenderer(threads=2)
-futures = [renderer.render_async(s, min_pixels=1)[0] for s in scenes]
-out = {"async": [f.result().hex() for f in futures]}
+futures = [renderer.render_async(s, min_pixels=1, last=n == 2)[0] for n, s in enumerate(scenes)]
+out["async"] = [f.result().hex() for f in futures]
+out["finisher_nice"] = [os.getpriority(os.PRIO_PROCESS, t.native_id) for t in renderer._finisher._threads]
+out["oidn_threads"] = sorted(renderer._denoisers)
+out["last"] = [renderer.render_async(s, min_pixels=1, last=True)[0].result().hex() for s in scenes]
 out["inline"] = [renderer.render(s, min_pixels=1)[0].hex() for s in scenes]
-renderer._denoiser = OidnDenoiser(threads=2)
-out["oidn2"] = [renderer.render(s, min_pixels=1)[0].hex() for s in scenes]
 renderer.close()
+out["nice"] = os.getpriority(os.PRIO_PROCESS, 0)
 print(json.dumps(out))
 """
+    )
     out = _json_from_a_fresh_process(code)
-    assert out["async"] == out["inline"] == out["oidn2"] and len(set(out["inline"])) == 3
+    assert out["async"] == out["last"] == out["inline"] and len(set(out["inline"])) == 3
+    assert out["oidn_threads"] == [1, 2]  # the overlapped images at 1 thread, the last at 2
+    if sys.platform == "linux":
+        assert out["finisher_nice"] == [min(19, out["nice"] + 19)]
 
 
 def test_float_passes_are_bit_identical_across_processes():
@@ -246,13 +262,9 @@ def test_float_passes_are_bit_identical_across_processes():
     bits in fresh processes and at 1 or 2 render threads. Sensitive where the PNG test is not: a
     last-bit change shows here even when no pixel crosses an 8-bit rounding step. Before the
     renderer set exact sphere normals, a few hundred values per 160x120 sphere scene differed."""
-    code = r"""
-import hashlib, json, random
-from conceptforge.generators.binding.dataset import BindingConfig, plan_items, sample_scene
-from conceptforge.generators.binding.render_blender import BlenderRenderer
-config = BindingConfig(dataset="relational", width=160, height=120, samples=8, split_sizes={"train": 3})
-scenes = [sample_scene(item, config, random.Random(item.seed)).scene for item in plan_items(config)]
-out = {"shapes": sorted({o.shape for s in scenes for o in s.objects})}
+    code = (
+        _scenes_code("relational", 160, 120, 8)
+        + r"""
 for threads in (1, 2):
     renderer = BlenderRenderer(threads=threads)
     for n, scene in enumerate(scenes):
@@ -260,6 +272,7 @@ for threads in (1, 2):
         out.update({f"{threads}-{n}-{k}": hashlib.sha256(v.tobytes()).hexdigest() for k, v in passes.items()})
 print(json.dumps(out))
 """
+    )
     runs = [_json_from_a_fresh_process(code) for _ in range(2)]
     assert "sphere" in runs[0]["shapes"]
     keys = sorted(k for k in runs[0] if k.startswith("1-"))
@@ -346,13 +359,7 @@ def test_missing_blender_is_one_clear_line(tmp_path):
         f"sys.argv = ['generate_binding.py', '--dataset', 'single-object', '--out', {str(tmp_path / 'o')!r}]; "
         f"runpy.run_path({str(REPO_ROOT / 'scripts' / 'generate_binding.py')!r}, run_name='__main__')"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-        timeout=120,
-    )
+    result = _fresh_python(code)
     assert result.returncode == 2
     assert "error: Blender's Python module 'bpy' is not installed" in result.stderr
     assert not (tmp_path / "o").exists()
@@ -381,15 +388,7 @@ for _ in range(3):
         errors.append(max(abs(v.x * 320 - x), abs((1 - v.y) * 240 - y)))
 print(json.dumps(max(errors)))
 """
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert float(result.stdout.strip().splitlines()[-1]) < 0.01
+    assert _json_from_a_fresh_process(code) < 0.01
 
 
 def test_s3_output_is_byte_identical_to_local(demo_dir, s3_server):
@@ -425,26 +424,7 @@ def test_foreign_out_folder_is_refused_untouched(tmp_path):
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
 def test_worker_processes_die_with_their_parent(tmp_path):
     """Issue 20.4: kill -9 of the parent leaves no Blender worker running."""
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    parent = subprocess.Popen(
-        [
-            sys.executable,
-            str(REPO_ROOT / "scripts" / "generate_binding.py"),
-            "--dataset",
-            "two-object",
-            "--out",
-            str(tmp_path),
-            "--num-workers",
-            "2",
-            "--resolution",
-            "64x48",
-            "--samples",
-            "64",
-        ],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    parent = _start_two_object_run(tmp_path, "--num-workers", "2", "--resolution", "64x48", "--samples", "64")
     deadline = time.time() + 120
     workers: list[int] = []
     while time.time() < deadline and len(workers) < 2:
@@ -514,26 +494,21 @@ def test_assemble_command_finishes_the_repo_and_status_reports_each_config(demo_
     (repo / ".work" / "relational" / "assembled.json").unlink()
     shutil.rmtree(repo / "data" / "relational")
     (repo / "README.md").unlink()
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    result = subprocess.run(
-        [sys.executable, "-m", "conceptforge", "assemble", str(repo)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert "relational: assembled" in result.stdout and "single-object:" in result.stdout and "already" in result.stdout
-    assert (repo / "README.md").read_text() == (demo_dir / "README.md").read_text()
-    assert _data_bytes(repo, "relational") == _data_bytes(demo_dir, "relational")
-    status = subprocess.run(
-        [sys.executable, "-m", "conceptforge", "status", str(repo)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert status.returncode == 0, status.stderr[-2000:]
+    for command in ("assemble", "status"):
+        result = subprocess.run(
+            [sys.executable, "-m", "conceptforge", command, str(repo)],
+            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert result.returncode == 0, result.stderr[-2000:]
+        if command == "assemble":
+            assert "relational: assembled" in result.stdout and "single-object:" in result.stdout
+            assert "already" in result.stdout
+            assert (repo / "README.md").read_text() == (demo_dir / "README.md").read_text()
+            assert _data_bytes(repo, "relational") == _data_bytes(demo_dir, "relational")
+    status = result
     for config in ("single-object", "two-object", "relational"):
         assert f"[{config}]: stage binding/{config}" in status.stdout
     assert "card written" in status.stdout
