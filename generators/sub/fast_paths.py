@@ -28,6 +28,7 @@ class FastPathSettings(Protocol):
     quantize: str | None
     compile: bool
 
+
 #: diffusers' names of PyTorch's SDPA kernels (``native`` lets PyTorch choose, the default).
 ATTENTION_BACKENDS = ("native", "_native_cudnn", "_native_flash", "_native_efficient", "_native_math")
 CUDA_ATTENTION_BACKENDS = ("_native_cudnn", "_native_flash", "_native_efficient")
