@@ -26,7 +26,7 @@ import os
 import re
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from urllib.parse import urlparse
 
 from conceptforge.errors import (
@@ -181,6 +181,45 @@ def _raised_in(error: BaseException, package: str) -> bool:
 _UNSET_ADVICE = re.compile(r"[.:;]?\s*To disable it, please unset the `?HF_HUB_OFFLINE`? environment variable\.?", re.I)
 
 
+#: The errors known by their class name (and its bases'), in the order they are tried: the kind of
+#: our error and its one line from the library's own first line (the message reads the environment
+#: only when the error happens: offline state, endpoint, timeouts).
+_BY_NAME: tuple[tuple[set[str], type[ConceptforgeError], Callable[[str], str]], ...] = (
+    (_CREDENTIALS, StoreError, lambda text: f"no credentials for the object store ({text}): {CREDENTIALS_HINT}"),
+    (_ENDPOINT, StoreError, lambda text: f"cannot reach the object store ({text}): {ENDPOINT_HINT}"),
+    (
+        _STORE_REFUSED,
+        StoreError,
+        lambda text: f"the object store refused the request ({text}): check the bucket, the path and the credentials",
+    ),
+    (
+        _HUB_NOT_CACHED,
+        WeightsUnavailableError,
+        lambda text: (
+            f"not in the local cache and the Hub cannot be asked ({text}; {offline_reason()}): {offline_fix()}"
+        ),
+    ),
+    (
+        _HUB_ID,
+        WeightsUnavailableError,
+        lambda text: f"neither an existing local folder nor a valid Hub id ({text}): check the path",
+    ),
+    (
+        _HUB,
+        HubError,
+        lambda text: f"the Hugging Face Hub refused the request ({text}): check the id, the revision and HF_TOKEN",
+    ),
+    (
+        _TIMEOUT,
+        HubError,
+        lambda text: (
+            f"{os.environ.get('HF_ENDPOINT') or 'the Hugging Face Hub'} did not answer within "
+            f"{hub_timeouts()[0]:g} s ({text}): check HF_ENDPOINT and the network; {OFFLINE_HINT}"
+        ),
+    ),
+)
+
+
 def _one(error: BaseException) -> ConceptforgeError | None:
     if isinstance(error, ConceptforgeError):
         return error
@@ -191,27 +230,9 @@ def _one(error: BaseException) -> ConceptforgeError | None:
         return disk
     if names & _RAY or (isinstance(error, ConnectionError) and _raised_in(error, "ray")):
         return ClusterError(f"Ray: {text}: check --ray-address, the cluster (`ray status` on its head) and its token")
-    if names & _CREDENTIALS:
-        return StoreError(f"no credentials for the object store ({text}): {CREDENTIALS_HINT}")
-    if names & _ENDPOINT:
-        return StoreError(f"cannot reach the object store ({text}): {ENDPOINT_HINT}")
-    if names & _STORE_REFUSED:
-        return StoreError(
-            f"the object store refused the request ({text}): check the bucket, the path and the credentials"
-        )
-    if names & _HUB_NOT_CACHED:
-        return WeightsUnavailableError(
-            f"not in the local cache and the Hub cannot be asked ({text}; {offline_reason()}): {offline_fix()}"
-        )
-    if names & _HUB_ID:
-        return WeightsUnavailableError(f"neither an existing local folder nor a valid Hub id ({text}): check the path")
-    if names & _HUB:
-        return HubError(f"the Hugging Face Hub refused the request ({text}): check the id, the revision and HF_TOKEN")
-    if names & _TIMEOUT:
-        return HubError(
-            f"{os.environ.get('HF_ENDPOINT') or 'the Hugging Face Hub'} did not answer within "
-            f"{hub_timeouts()[0]:g} s ({text}): check HF_ENDPOINT and the network; {OFFLINE_HINT}"
-        )
+    for known, kind, message in _BY_NAME:
+        if names & known:
+            return kind(message(text))
     if names & _NETWORK or isinstance(error, ConnectionError):
         if hub_offline():
             return HubError(f"{text}; {offline_reason()}: {offline_fix()}")

@@ -72,6 +72,28 @@ def add_gpu_model_argument(group: Any) -> None:
     )
 
 
+def add_dry_run_arguments(
+    group: Any,
+    dry_run_help: str,
+    *,
+    per_image_help: str,
+    per_step_help: str | None = None,
+    gpu_model: bool = True,
+) -> None:
+    """``--dry-run`` and what replaces this table in its estimate: ``--seconds-per-step`` (where
+    the command trains), ``--seconds-per-image``, and ``--gpu-model`` (whose figures; not for CPU
+    renders). One builder, so every stage's estimate takes the same flags with the same checks;
+    the helps say what each command does."""
+    from conceptforge import argtypes as at
+
+    group.add_argument("--dry-run", action="store_true", help=dry_run_help)
+    for flag, help in (("--seconds-per-step", per_step_help), ("--seconds-per-image", per_image_help)):
+        if help is not None:
+            group.add_argument(flag, type=at.positive_float, default=None, help=help)
+    if gpu_model:
+        add_gpu_model_argument(group)
+
+
 def pass_tokens(scaling: dict[str, Any], resolution: int) -> int:
     """The tokens ``n`` of one model pass at ``resolution`` (FLUX: 16 px per packed latent token
     plus the text tokens; SD: one token per 8x8 latent pixel)."""

@@ -14,6 +14,7 @@ import logging
 import sys
 
 from conceptforge import argtypes as at
+from conceptforge.commands.base import settings_from_args
 from conceptforge.filters.annotation.results import Rules
 from conceptforge.filters.annotation.studies import STUDIES
 
@@ -113,16 +114,7 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgumentError("--per-group must be at least 1")
     if args.metric and not args.study.startswith("conceptbed"):
         raise InvalidArgumentError("--metric correlations apply to the conceptbed studies only")
-    settings = StudySettings(
-        dataset_dir=args.dataset_dir,
-        study=args.study,
-        per_group=args.per_group,
-        seed=args.seed,
-        split=args.split,
-        db=args.db,
-        cub_dir=args.cub_dir,
-        metrics=args.metric,
-    )
+    settings = settings_from_args(StudySettings, args, metrics=args.metric)
     if args.export:  # a user's file of that name is never replaced: only an export of ours
         from conceptforge.filters.annotation.session import claim_export
 
@@ -134,15 +126,7 @@ def run(args: argparse.Namespace) -> int:
         claim_folder(args.apply, made_by=APPLY_MADE_BY, flag="--apply")
     if args.export or args.apply:
         app, config = open_study(settings, create=False)
-        rules = Rules(
-            min_attribute_yes=args.min_attribute_yes,
-            min_pair_attribute=args.min_pair_attribute,
-            min_pair_bird=args.min_pair_bird,
-            keep_unvalidated=args.keep_unvalidated,
-            min_pair_accuracy=args.min_pair_accuracy,
-            min_item_score=args.min_item_score,
-            annotated_only=args.annotated_only,
-        )
+        rules = settings_from_args(Rules, args)
         results = export_results(app, config, rules=rules, metric_specs=args.metric)
         if args.export:
             write_json(args.export, results)

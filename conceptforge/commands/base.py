@@ -9,11 +9,15 @@ added) only when argparse actually selects it.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -143,6 +147,29 @@ def add_run_options(
         parser.add_argument("--chunk-size", type=at.positive_int, default=chunk_size, help=chunk_help)
     if max_items_flag is not None:
         parser.add_argument(max_items_flag, type=at.non_negative_int, default=None, help=max_items_help)
+
+
+def settings_from_args(
+    cls: type[T], args: argparse.Namespace, *, prefix: str = "", defaults: Collection[str] = (), **given: Any
+) -> T:
+    """The settings dataclass ``cls`` from the flags: each field takes the flag whose dest is
+    ``prefix`` + its name, unless ``given`` names it (a flag of another name, or a value worked out
+    from several) or ``defaults`` does (no flag sets it: the field keeps its default). A field that
+    none of these sets is a programming error, raised at once rather than left at its default: a
+    settings field added without its flag must not pass unnoticed."""
+    values: dict[str, Any] = {}
+    for field in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if not field.init or field.name in defaults:
+            continue
+        if field.name in given:
+            values[field.name] = given.pop(field.name)
+        elif hasattr(args, prefix + field.name):
+            values[field.name] = getattr(args, prefix + field.name)
+        else:
+            raise TypeError(f"{cls.__name__}.{field.name}: no flag {prefix + field.name} and no value given")
+    if given:
+        raise TypeError(f"{cls.__name__} has no field(s) {', '.join(given)}")
+    return cls(**values)
 
 
 def check_chunk_size(args: argparse.Namespace) -> None:

@@ -16,7 +16,7 @@ import logging
 import os
 
 from conceptforge import argtypes as at
-from conceptforge.commands.base import add_run_options, shard_of
+from conceptforge.commands.base import add_run_options, settings_from_args, shard_of
 from conceptforge.errors import InvalidArgumentError
 
 logger = logging.getLogger(__name__)
@@ -96,17 +96,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run_birds(args: argparse.Namespace) -> int:
     from conceptforge.filters.sub.candidate_spec import BirdSelectionConfig, select_reference_birds, update_spec
 
-    result = select_reference_birds(
-        BirdSelectionConfig(
-            references=args.references,
-            classifier=args.classifier,
-            split=args.split,
-            min_accuracy=args.min_accuracy,
-            batch_size=args.batch_size,
-            device=args.device,
-            trust_remote_code=args.trust_remote_code,
-        )
-    )
+    result = select_reference_birds(settings_from_args(BirdSelectionConfig, args))
     table, birds = result.table, result.birds
     print(f"{'bird':40s} {'images':>6s} {'correct':>7s} {'accuracy':>8s}")
     for row in table:
@@ -120,26 +110,7 @@ def run_birds(args: argparse.Namespace) -> int:
 def run_attributes(args: argparse.Namespace) -> int:
     from conceptforge.filters.sub.candidate_spec import AttributeSelectionConfig, select_attributes, update_spec
 
-    config = AttributeSelectionConfig(
-        cub_dir=args.cub_dir,
-        spec=args.spec,
-        vqa_model=args.vqa_model,
-        vqa_revision=args.vqa_revision,
-        trust_remote_code=args.trust_remote_code,
-        groups=args.groups,
-        images_per_class=args.images_per_class,
-        ground_truth=args.ground_truth,
-        metric=args.metric,
-        threshold_min=args.threshold_min,
-        threshold_max=args.threshold_max,
-        threshold_step=args.threshold_step,
-        min_support=args.min_support,
-        min_accuracy=args.min_accuracy,
-        work=args.work,
-        batch_size=args.batch_size,
-        device=args.device,
-        answer_hint="" if args.no_answer_hint else None,
-    )
+    config = settings_from_args(AttributeSelectionConfig, args, answer_hint="" if args.no_answer_hint else None)
     result = select_attributes(config, shard=lambda: shard_of(args))
     counts = result.counts
     if result.table is None:

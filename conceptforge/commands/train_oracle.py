@@ -13,6 +13,7 @@ import argparse
 from pathlib import Path
 
 from conceptforge import argtypes as at
+from conceptforge.commands.base import settings_from_args
 
 DEFAULT_MODELS = {
     "style": "microsoft/resnet-18",
@@ -62,14 +63,11 @@ def run(args: argparse.Namespace) -> int:
         outliers = sorted(p for p in args.outliers.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES)
         if not outliers:
             raise DataNotFoundError(f"no images in --outliers {args.outliers}")
-    config = OracleTrainingConfig(
+    config = settings_from_args(
+        OracleTrainingConfig,
+        args,
+        defaults=("mixed_precision",),  # no flag: "auto" (bf16 on CUDA)
         model_id=args.model_id or DEFAULT_MODELS[args.task],
-        epochs=args.epochs,
-        learning_rate=args.learning_rate,
-        batch_size=args.batch_size,
-        outlier_weight=args.outlier_weight,
-        seed=args.seed,
-        validation_fraction=args.validation_fraction,
     )
     result = finetune_oracle(samples, args.out, config, outliers=outliers)
     accuracy = "n/a" if result.validation_accuracy is None else f"{result.validation_accuracy:.3f}"

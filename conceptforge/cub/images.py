@@ -9,15 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
+import conceptforge.cub.files as files  # the CUB file names: files.CLASSES, …
 from conceptforge.cub.files import (
-    ATTRIBUTES,
-    CLASS_ATTRIBUTE_PERCENT,
-    CLASSES,
-    IMAGE_ATTRIBUTE_LABELS,
-    IMAGE_CLASS_LABELS,
-    IMAGES,
     MAJORITY_PERCENT,
-    TRAIN_TEST_SPLIT,
     CubLayout,
     bird_name,
     iter_image_attribute_labels,
@@ -51,15 +45,15 @@ class CubDataset:
     def load(cls, cub_dir: str | Path) -> CubDataset:
         layout = CubLayout.resolve(cub_dir)
         root = layout.root
-        for name in (CLASSES, IMAGES, IMAGE_CLASS_LABELS):
+        for name in (files.CLASSES, files.IMAGES, files.IMAGE_CLASS_LABELS):
             layout.find(name)
-        vocabulary = load_attributes(layout.find(ATTRIBUTES))
-        classes = {i: bird_name(name) for i, name in enumerate(read_numbered(root / CLASSES), start=1)}
-        labels = read_int_pairs(root / IMAGE_CLASS_LABELS)
-        split_path = layout.find(TRAIN_TEST_SPLIT, required=False)
+        vocabulary = load_attributes(layout.find(files.ATTRIBUTES))
+        classes = {i: bird_name(name) for i, name in enumerate(read_numbered(root / files.CLASSES), start=1)}
+        labels = read_int_pairs(root / files.IMAGE_CLASS_LABELS)
+        split_path = layout.find(files.TRAIN_TEST_SPLIT, required=False)
         split = read_int_pairs(split_path) if split_path else {}
         images = []
-        for row in read_rows(root / IMAGES):
+        for row in read_rows(root / files.IMAGES):
             image_id = int(row[0])
             class_id = labels[image_id]
             is_train = bool(split[image_id]) if image_id in split else None
@@ -68,7 +62,7 @@ class CubDataset:
 
     def image_labels(self) -> dict[int, set[int]]:
         """Per image, the 0-based attribute columns its annotator marked present."""
-        path = CubLayout(self.root).find(IMAGE_ATTRIBUTE_LABELS)
+        path = CubLayout(self.root).find(files.IMAGE_ATTRIBUTE_LABELS)
         present: dict[int, set[int]] = {image.image_id: set() for image in self.images}
         for image, column, is_present in iter_image_attribute_labels(path):
             if is_present:
@@ -86,7 +80,7 @@ class CubDataset:
 
     def class_labels(self, *, min_percent: float = MAJORITY_PERCENT) -> dict[int, set[int]]:
         """Per class id, attribute columns present by majority vote (CBM-style class labels)."""
-        path = CubLayout(self.root).find(CLASS_ATTRIBUTE_PERCENT)
+        path = CubLayout(self.root).find(files.CLASS_ATTRIBUTE_PERCENT)
         percent = read_class_percent(path, len(self.classes), len(self.vocabulary.names))
         return {
             class_id: set(np.flatnonzero(row >= min_percent).tolist())

@@ -11,13 +11,9 @@ from typing import Literal
 
 import numpy as np
 
+import conceptforge.cub.files as files  # the CUB file names: files.CLASSES, …
 from conceptforge.cub.files import (
-    ATTRIBUTES,
     CBM_MIN_CLASS_COUNT,
-    CLASS_ATTRIBUTE_PERCENT,
-    CLASSES,
-    IMAGE_ATTRIBUTE_LABELS,
-    IMAGE_CLASS_LABELS,
     MAJORITY_PERCENT,
     SEP,
     CubLayout,
@@ -75,7 +71,7 @@ def load_attributes(cub_dir: str | Path) -> CubAttributes:
     """The vocabulary of ``cub_dir`` (a CUB directory, or its attributes.txt itself)."""
     path = Path(cub_dir).expanduser()
     if not path.is_file():
-        path = CubLayout.resolve(path).find(ATTRIBUTES)
+        path = CubLayout.resolve(path).find(files.ATTRIBUTES)
     names = read_numbered(path)
     if not names:
         raise DataFormatError(f"{path} lists no attributes")
@@ -127,14 +123,14 @@ class CubMetadata:
         if bird not in self._class_index:
             close = [c for c in self.classes if bird_key(c) == bird_key(bird)]
             hint = f" (did you mean {close[0]}?)" if close else ""
-            raise InvalidArgumentError(f"bird {bird!r} is not a CUB class in {self.root / CLASSES}{hint}")
+            raise InvalidArgumentError(f"bird {bird!r} is not a CUB class in {self.root / files.CLASSES}{hint}")
         return self._class_index[bird]
 
     def find_bird(self, bird: str) -> int:
         """Row of ``bird`` in any spelling (``073.Blue_Jay``, ``Blue Jay``): for datasets we read."""
         row = self._class_keys.get(bird_key(bird))
         if row is None:
-            raise InvalidArgumentError(f"bird {bird!r} is not a CUB class in {self.root / CLASSES}")
+            raise InvalidArgumentError(f"bird {bird!r} is not a CUB class in {self.root / files.CLASSES}")
         return row
 
     def check_attribute(self, attribute: str) -> int:
@@ -152,7 +148,7 @@ class CubMetadata:
     # -- percentage table (generation) -----------------------------------------------------------
     def _percent(self) -> np.ndarray:
         if self.class_percent is None:
-            raise DataNotFoundError(f"{self.root} lacks {CLASS_ATTRIBUTE_PERCENT} (class-level percentages)")
+            raise DataNotFoundError(f"{self.root} lacks {files.CLASS_ATTRIBUTE_PERCENT} (class-level percentages)")
         return self.class_percent
 
     def percent(self, bird: str, attribute: str) -> float:
@@ -184,7 +180,7 @@ class CubMetadata:
     def _labels(self, why: str) -> np.ndarray:
         if self.class_labels is None:
             raise DataNotFoundError(
-                f"{why} needs {CLASSES}, {IMAGE_CLASS_LABELS} and {IMAGE_ATTRIBUTE_LABELS}, which {self.root} lacks"
+                f"{why} needs {files.CLASSES}, {files.IMAGE_CLASS_LABELS} and {files.IMAGE_ATTRIBUTE_LABELS}, which {self.root} lacks"
             )
         return self.class_labels
 
@@ -212,16 +208,16 @@ def load_cub(cub_dir: str | Path, *, need: Literal["percent", "votes"] = "percen
         raise ValueError(f"need must be 'percent' or 'votes', not {need!r}")
     strict = need == "percent"
     layout = CubLayout.resolve(cub_dir)
-    classes_path = layout.find(CLASSES, required=strict)
-    vocabulary = load_attributes(layout.find(ATTRIBUTES))
+    classes_path = layout.find(files.CLASSES, required=strict)
+    vocabulary = load_attributes(layout.find(files.ATTRIBUTES))
     classes = [bird_name(name) for name in read_numbered(classes_path)] if classes_path else []
     percent = labels = None
-    percent_path = layout.find(CLASS_ATTRIBUTE_PERCENT, required=strict)
+    percent_path = layout.find(files.CLASS_ATTRIBUTE_PERCENT, required=strict)
     if percent_path is not None and classes:
         percent = read_class_percent(percent_path, len(classes), len(vocabulary.names))
     if need == "votes" and classes:
-        image_classes = layout.find(IMAGE_CLASS_LABELS, required=False)
-        image_labels = layout.find(IMAGE_ATTRIBUTE_LABELS, required=False)
+        image_classes = layout.find(files.IMAGE_CLASS_LABELS, required=False)
+        image_labels = layout.find(files.IMAGE_ATTRIBUTE_LABELS, required=False)
         if image_classes is not None and image_labels is not None:
             labels = vote_class_labels(image_classes, image_labels, len(classes), len(vocabulary.names))
     return CubMetadata(

@@ -325,16 +325,12 @@ class Executor(Protocol):
     each finished chunk to ``store``; returns the number of items made. None = this process.
 
     An executor may also have ``start()``: called before the run writes anything, it connects to
-    the cluster, so one that cannot be reached leaves no run folder behind."""
+    the cluster, so one that cannot be reached leaves no run folder behind. :func:`run_stage` passes
+    ``max_items`` (None: no limit) and ``redo`` (the indices of chunks done before, whose
+    failed items are retried) every time."""
 
     def run_chunks(
-        self,
-        stage: Stage,
-        chunks: Sequence[Chunk],
-        store: ItemStore,
-        *,
-        max_items: int | None = None,
-        redo: set[int] = frozenset(),
+        self, stage: Stage, chunks: Sequence[Chunk], store: ItemStore, *, max_items: int | None, redo: set[int]
     ) -> int: ...
 
 

@@ -488,6 +488,15 @@ class _Handler(BaseHTTPRequestHandler):
             raise HubError(401, "Repository not found", "RepoNotFound")
         return state
 
+    def _write_refused(self, route: str, repo_type: str, repo_id: str) -> bool:
+        """The checks before a write to an existing repository: an injected failure for ``route``
+        (True: the request is finished), then the token and read access (raised as the Hub answers)."""
+        if self._maybe_fail(route):
+            return True
+        self._require_auth()
+        self._check_read(repo_type, repo_id)
+        return False
+
     def _maybe_fail(self, route: str) -> bool:
         """Apply an injected failure for ``route``; True when the request is finished."""
         failure = self.server.take_failure(route)
@@ -722,10 +731,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, history)
             return True
         if action == "preupload" and method == "POST" and len(rest) >= 2:
-            if self._maybe_fail("preupload"):
+            if self._write_refused("preupload", repo_type, repo_id):
                 return True
-            self._require_auth()
-            self._check_read(repo_type, repo_id)
             oid = store.resolve(repo_type, repo_id, unquote(rest[1]))
             files = store.load_commit(repo_type, repo_id, oid)["files"]
             answer = []
@@ -751,10 +758,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, {"files": answer, "commitOid": oid})
             return True
         if action == "commit" and method == "POST" and len(rest) >= 2:
-            if self._maybe_fail("commit"):
+            if self._write_refused("commit", repo_type, repo_id):
                 return True
-            self._require_auth()
-            self._check_read(repo_type, repo_id)
             lines = [json.loads(line) for line in self._body().splitlines() if line.strip()]
             header = next((line["value"] for line in lines if line["key"] == "header"), {})
             operations = [(line["key"], line["value"]) for line in lines if line["key"] != "header"]
@@ -774,10 +779,8 @@ class _Handler(BaseHTTPRequestHandler):
             return True
         if action == "tag" and len(rest) >= 2:
             if method == "POST":
-                if self._maybe_fail("tag"):
+                if self._write_refused("tag", repo_type, repo_id):
                     return True
-                self._require_auth()
-                self._check_read(repo_type, repo_id)
                 body = self._json_body()
                 store.create_tag(repo_type, repo_id, unquote(rest[1]), body["tag"], body.get("message") or "")
                 self._send(200, {})

@@ -8,9 +8,10 @@ from pathlib import Path
 
 from PIL import Image
 
-from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
+from conceptforge.cards import DatasetMetadata
 from conceptforge.cards.grid import png_bytes
 from conceptforge.generators.sub.card import SCHEMA_FEATURES
+from conceptforge.testing.synthetic import write_dataset
 
 MINI_ATTRIBUTES = [
     "has_bill_shape::curved_(up_or_down)",
@@ -130,10 +131,4 @@ def make_candidates_dir(
 ) -> Path:
     rows = candidate_rows(pairs, per_pair, corrupt=corrupt)
     metadata = DatasetMetadata(pretty_name="SUB candidates (test)", license=license, summary="synthetic candidates")
-    assemble_dataset_dir(
-        path,
-        splits={"candidates": lambda: iter(rows)},
-        features=CANDIDATE_FEATURES,
-        render_card=lambda stats: render_card(metadata, CANDIDATE_FEATURES, stats, has_grid=False),
-    )
-    return path
+    return write_dataset(path, {"candidates": rows}, CANDIDATE_FEATURES, metadata=metadata)

@@ -97,32 +97,28 @@ def sub_rows(n_per_pair: int = 2):
 
 
 def sub_features():
+    """The columns of :func:`sub_rows`: the SUB candidates' identity columns, typed as the
+    generator's schema types them (one declaration), and the filter's ``rank``."""
     from datasets import Features, Value
-    from datasets import Image as ImageFeature
 
-    return Features(
-        {
-            "image": ImageFeature(),
-            "item_id": Value("string"),
-            "bird": Value("string"),
-            "attribute": Value("string"),
-            "group": Value("string"),
-            "value": Value("string"),
-            "category": Value("string"),
-            "removed_attribute": Value("string"),
-            "rank": Value("int32"),
-        }
-    )
+    from conceptforge.generators.sub.card import SCHEMA_FEATURES
+
+    kept = ("image", "item_id", "bird", "attribute", "group", "value", "category", "removed_attribute")
+    return Features({**{name: SCHEMA_FEATURES[name] for name in kept}, "rank": Value("int32")})
 
 
-def write_dataset(out_dir: Path, splits: dict[str, list[dict]], features) -> Path:
-    from conceptforge.cards import assemble_dataset_dir
+def write_dataset(out_dir: Path, splits: dict[str, list[dict]], features, *, metadata=None) -> Path:
+    """A dataset folder of ``splits`` (name -> rows); its card is ``metadata`` rendered as our cards
+    are (no grid), or a one-line placeholder without it."""
+    from conceptforge.cards import assemble_dataset_dir, render_card
 
     assemble_dataset_dir(
         out_dir,
         splits={name: (lambda rows=rows: iter(rows)) for name, rows in splits.items()},
         features=features,
-        render_card=lambda stats: "# test dataset\n",
+        render_card=lambda stats: (
+            "# test dataset\n" if metadata is None else render_card(metadata, features, stats, has_grid=False)
+        ),
     )
     return out_dir
 

@@ -24,6 +24,10 @@ def _bert_tokenizer(out_dir: Path):
     return BertTokenizer(str(vocab)), len(_WORDPIECES)
 
 
+#: The size of every tiny transformer here (BLIP's text and vision towers, ViLT): one small layer.
+_LAYERS = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2)
+
+
 def build_tiny_blip(out_dir: str | Path, *, seed: int = 0) -> Path:
     """A 1-layer ``BlipForImageTextRetrieval`` (ITM head) with a PIL image processor."""
     import torch
@@ -34,24 +38,14 @@ def build_tiny_blip(out_dir: str | Path, *, seed: int = 0) -> Path:
     config = BlipConfig(
         text_config=dict(
             vocab_size=vocab_size,
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=1,
-            num_attention_heads=2,
+            **_LAYERS,
             max_position_embeddings=64,
             encoder_hidden_size=32,
             bos_token_id=2,
             sep_token_id=3,
             pad_token_id=0,
         ),
-        vision_config=dict(
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            image_size=32,
-            patch_size=8,
-        ),
+        vision_config=dict(**_LAYERS, image_size=32, patch_size=8),
         projection_dim=16,
     )
     torch.manual_seed(seed)
@@ -71,10 +65,7 @@ def build_tiny_vilt(out_dir: str | Path, *, seed: int = 0) -> Path:
     tokenizer, vocab_size = _bert_tokenizer(out_dir.with_name(out_dir.name + "-tok"))
     config = ViltConfig(
         vocab_size=vocab_size,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
+        **_LAYERS,
         image_size=32,
         patch_size=8,
         max_position_embeddings=64,

@@ -130,18 +130,7 @@ def score_generated(
                     oracle, [r["image"] for r in rows], [r["concept"] for r in rows], batch_size=batch_size
                 )
                 for row, p, m, ok in zip(rows, scores.target_prob, scores.max_prob, scores.correct):
-                    records.append(
-                        ScoreRecord(
-                            row["learner"],
-                            task_of(kind),
-                            row["concept"],
-                            float(p),
-                            float(m),
-                            bool(ok),
-                            tuple(row.get("categories") or ()),
-                            row["item_id"],
-                        )
-                    )
+                    records.append(_record(row, task_of(kind), p, m, ok))
             if split == "composition" and use_vqa and oracles.vqa is not None:
                 pairs = [(row, q) for row in batch for q in row["questions"]]
                 if pairs:
@@ -149,20 +138,23 @@ def score_generated(
                         [r["image"] for r, _ in pairs], [q for _, q in pairs], batch_size=batch_size
                     )
                     for (row, question), p, m, ok in zip(pairs, scores.target_prob, scores.max_prob, scores.correct):
-                        records.append(
-                            ScoreRecord(
-                                row["learner"],
-                                "vqa",
-                                row["concept"],
-                                float(p),
-                                float(m),
-                                bool(ok),
-                                tuple(row.get("categories") or ()),
-                                row["item_id"],
-                                question,
-                            )
-                        )
+                        records.append(_record(row, "vqa", p, m, ok, question))
     return records
+
+
+def _record(row: dict[str, Any], task: str, p: Any, m: Any, ok: Any, question: str = "") -> ScoreRecord:
+    """One judgement of a generated image's dataset row (numpy scalars made plain Python values)."""
+    return ScoreRecord(
+        row["learner"],
+        task,
+        row["concept"],
+        float(p),
+        float(m),
+        bool(ok),
+        tuple(row.get("categories") or ()),
+        row["item_id"],
+        question,
+    )
 
 
 def _open(path: Path) -> Image.Image:

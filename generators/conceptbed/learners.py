@@ -38,8 +38,8 @@ from PIL import Image
 
 from conceptforge.errors import ConceptforgeError, DataNotFoundError, InvalidArgumentError
 from conceptforge.generators.conceptbed.pipelines import (
-    FAMILIES,
     LDM,
+    PIPELINE_FAMILIES,
     STABLE_DIFFUSION,
     PipelineFamily,
     detect_family,
@@ -101,7 +101,7 @@ class LearnerConfig:
     learner: str
     model_id: str = DEFAULT_MODEL_ID
     revision: str | None = None
-    # The pipeline family of ``model_id`` (pipelines.FAMILIES): the command line reads it from the
+    # The pipeline family of ``model_id`` (pipelines.PIPELINE_FAMILIES): the command line reads it from the
     # model's model_index.json; the generator refuses a config whose family is not the model's.
     pipeline: str = STABLE_DIFFUSION
     steps: int | None = None
@@ -160,7 +160,7 @@ class LearnerConfig:
 
     @property
     def family(self) -> PipelineFamily:
-        return FAMILIES[self.pipeline]
+        return PIPELINE_FAMILIES[self.pipeline]
 
     @property
     def uses_prior(self) -> bool:
@@ -216,7 +216,7 @@ class Components:
     vae: Any
     unet: Any
     noise_scheduler: Any
-    family: PipelineFamily = FAMILIES[STABLE_DIFFUSION]
+    family: PipelineFamily = PIPELINE_FAMILIES[STABLE_DIFFUSION]
 
     @property
     def vae_scale_factor(self) -> int:

@@ -69,7 +69,7 @@ class PipelineFamily:
             )
 
 
-FAMILIES: dict[str, PipelineFamily] = {
+PIPELINE_FAMILIES: dict[str, PipelineFamily] = {
     STABLE_DIFFUSION: PipelineFamily(
         name=STABLE_DIFFUSION,
         pipeline_class="StableDiffusionPipeline",
@@ -95,14 +95,14 @@ FAMILIES: dict[str, PipelineFamily] = {
         title="a latent-diffusion model",
     ),
 }
-BY_CLASS = {family.pipeline_class: family for family in FAMILIES.values()}
+BY_CLASS = {family.pipeline_class: family for family in PIPELINE_FAMILIES.values()}
 
 
 def family_named(name: str) -> PipelineFamily:
     try:
-        return FAMILIES[name]
+        return PIPELINE_FAMILIES[name]
     except KeyError:
-        raise InvalidArgumentError(f"unknown pipeline {name!r}; choose {', '.join(FAMILIES)}") from None
+        raise InvalidArgumentError(f"unknown pipeline {name!r}; choose {', '.join(PIPELINE_FAMILIES)}") from None
 
 
 def read_model_index(model_id: str, revision: str | None = None) -> dict[str, Any]:

@@ -11,14 +11,23 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from conceptforge.errors import DependencyMissingError, DeviceUnavailableError, InvalidArgumentError
 from conceptforge.generators.sub.flux_tdg import _execution_device
 
 if TYPE_CHECKING:
     from conceptforge.generators.sub.flux_tdg import TDGFlux
-    from conceptforge.generators.sub.stage import GenerationSettings
+
+
+class FastPathSettings(Protocol):
+    """What :func:`apply_fast_paths` reads of a run's settings (``stage.GenerationSettings``,
+    which imports this module: a protocol, not that class, keeps the two free of a cycle)."""
+
+    attention_backend: str | None
+    quantize: str | None
+    compile: bool
+
 
 #: diffusers' names of PyTorch's SDPA kernels (``native`` lets PyTorch choose, the default).
 ATTENTION_BACKENDS = ("native", "_native_cudnn", "_native_flash", "_native_efficient", "_native_math")
@@ -107,7 +116,7 @@ def quantize_transformer(transformer: Any, mode: str) -> None:
     transformer._conceptforge_quantize = mode
 
 
-def apply_fast_paths(generator: TDGFlux, settings: GenerationSettings) -> None:
+def apply_fast_paths(generator: TDGFlux, settings: FastPathSettings) -> None:
     """``--attention-backend``, ``--quantize`` and ``--compile`` on the loaded transformer (in
     place; quantised before it is compiled, so the compiled graph has the quantised matmuls)."""
     transformer = generator.pipe.transformer

@@ -18,9 +18,8 @@ from typing import Any
 from conceptforge import argtypes
 from conceptforge.errors import DataNotFoundError, InvalidArgumentError
 from conceptforge.loaders.binding import breakdowns
+from conceptforge.loaders.harness.adapters.base import EMBED, MATCH
 from conceptforge.loaders.harness.task import (
-    EMBED,
-    MATCH,
     Metric,
     Option,
     Task,
@@ -446,6 +445,10 @@ def _cdsm_score_option() -> Option:
 
 def tasks() -> list[Task]:
     """The binding rows of the task table."""
+    # Both tasks read our published binding dataset (its three splits) and check its rows alike.
+    release: dict[str, Any] = dict(
+        check_rows=check_binding_rows, dataset=f"{DEFAULT_ORG}/binding", revision="v1.0.0", split="train,val,gen"
+    )
     return [
         Task(
             "binding-clip",
@@ -457,11 +460,8 @@ def tasks() -> list[Task]:
             run_binding_clip,
             score_binding_clip,
             columns=COLUMNS,
-            check_rows=check_binding_rows,
             rescore_details=binding_clip_details,
-            dataset=f"{DEFAULT_ORG}/binding",
-            revision="v1.0.0",
-            split="train,val,gen",
+            **release,
             leaderboard=lambda splits, options: [(f"{split}_accuracy", split) for split in splits],
             protocols=(
                 (EMBED, "binding/zero-shot: argmax cosine(image, template(candidate)) (paper, CLIP)"),
@@ -488,11 +488,8 @@ def tasks() -> list[Task]:
             run_binding_cdsm,
             score_binding_cdsm,
             columns=CDSM_COLUMNS,
-            check_rows=check_binding_rows,
             rescore_details=binding_cdsm_details,
-            dataset=f"{DEFAULT_ORG}/binding",
-            revision="v1.0.0",
-            split="train,val,gen",
+            **release,
             seeded=True,
             leaderboard=lambda splits, options: [
                 (f"{model}.{split}_accuracy", split) for model in options["models"] for split in splits

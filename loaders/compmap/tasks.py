@@ -24,17 +24,7 @@ from conceptforge import argtypes
 from conceptforge.errors import InvalidArgumentError
 from conceptforge.loaders.compmap import breakdowns
 from conceptforge.loaders.harness.model_ref import DEFAULT_CLIP
-from conceptforge.loaders.harness.task import (
-    EMBED,
-    MATCH,
-    Metric,
-    Option,
-    Task,
-    TaskContext,
-    TaskOutcome,
-    choice,
-    flag,
-)
+from conceptforge.loaders.harness.task import EMBED, MATCH, Metric, Option, Task, TaskContext, TaskOutcome, choice, flag
 
 CUB_COLUMNS = (
     ("n_way", "int64"),

@@ -19,18 +19,9 @@ from typing import Any
 from conceptforge import argtypes
 from conceptforge.errors import DataFormatError, DataNotFoundError, one_line
 from conceptforge.loaders.conceptbed import breakdowns
+from conceptforge.loaders.harness.adapters.base import IMAGES_TO_JUDGE, MATCH
 from conceptforge.loaders.harness.model_ref import GENERATED, VLM
-from conceptforge.loaders.harness.task import (
-    IMAGES_TO_JUDGE,
-    MATCH,
-    Metric,
-    Option,
-    Task,
-    TaskContext,
-    TaskOutcome,
-    choice,
-    flag,
-)
+from conceptforge.loaders.harness.task import Metric, Option, Task, TaskContext, TaskOutcome, choice, flag
 
 COLUMNS = (
     ("concept", "string"),

@@ -211,17 +211,32 @@ class EmbeddingModel:
         for name in ("get_text_features", "get_image_features"):
             if not callable(getattr(model, name, None)):
                 raise WeightsUnavailableError(f"model {model_id} has no {name}: use a CLIP/SigLIP-style dual encoder")
-        self.model = model.eval()
+        self._set_model(model, model_id=model_id, revision=revision, cache_dir=cache_dir, device=device, dtype=dtype)
         self.processor = processor
+        model_type = str(getattr(getattr(model, "config", None), "model_type", ""))
+        # SigLIP was trained on texts padded to max_length; CLIP on dynamic padding.
+        self._text_padding: str | bool = "max_length" if "siglip" in model_type else True
+
+    def _set_model(
+        self,
+        model: Any,
+        *,
+        model_id: str,
+        revision: str,
+        cache_dir: str | os.PathLike | None,
+        device: str | torch.device,
+        dtype: torch.dtype,
+    ) -> None:
+        """The attributes every embedder has (model in eval mode, identity, device, cache, logit
+        scale/bias): one place, so an embedder that is not a transformers dual encoder (open_clip)
+        cannot miss one."""
+        self.model = model.eval()
         self.model_id = model_id
         self.revision = revision
         self.device = torch.device(device)
         self.dtype = dtype
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self.logit_scale, self.logit_bias = logit_scale_and_bias(model)
-        model_type = str(getattr(getattr(model, "config", None), "model_type", ""))
-        # SigLIP was trained on texts padded to max_length; CLIP on dynamic padding.
-        self._text_padding: str | bool = "max_length" if "siglip" in model_type else True
         self._caches: dict[str, EmbeddingCache] = {}
 
     # ----------------------------------------------------------------------------- loading

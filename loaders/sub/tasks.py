@@ -356,6 +356,16 @@ def tasks() -> list[Task]:
     from conceptforge.filters.vqa.questions import DEFAULT_ANSWER_HINT
     from conceptforge.loaders.sub.protocol import ATTRIBUTE_TEMPLATE, NONE_TEMPLATE
 
+    # Both tasks read the same release (the authors' SUB test split, with CUB for the attribute
+    # names) into the same sample columns and report the same leaderboard metrics.
+    shared: dict[str, Any] = dict(
+        columns=COLUMNS,
+        dataset="Jessica-bader/SUB",
+        revision="main",
+        split="test",
+        needs=("cub_dir",),
+        leaderboard=_leaderboard,
+    )
     return [
         Task(
             "sub-vlm",
@@ -366,12 +376,7 @@ def tasks() -> list[Task]:
             "sub/vlm-within-group",
             run_sub_vlm,
             score_sub,
-            columns=COLUMNS,
-            dataset="Jessica-bader/SUB",
-            revision="main",
-            split="test",
-            needs=("cub_dir",),
-            leaderboard=_leaderboard,
+            **shared,
             protocols=(
                 (EMBED, "sub/vlm-within-group: argmax cosine over the group's prompts + none (paper Appendix F)"),
                 (CHOOSE, "sub/vlm-choose: the paper's question, options A) … Other, option-letter probabilities"),
@@ -403,12 +408,7 @@ def tasks() -> list[Task]:
             "sub/cbm-threshold",
             run_sub_cbm,
             score_sub_cbm,
-            columns=COLUMNS,
-            dataset="Jessica-bader/SUB",
-            revision="main",
-            split="test",
-            needs=("cub_dir",),
-            leaderboard=_leaderboard,
+            **shared,
             options=(
                 Option("threshold", 0.5, argtypes.finite_float, "present when sigmoid(logit) >= threshold"),
                 Option(

@@ -21,7 +21,7 @@ BINDING_TASKS = ("binding-clip", "binding-cdsm")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from conceptforge.commands.evaluate.options import add_task_options
+    from conceptforge.commands.evaluate.options import add_cache_and_device, add_task_options
     from conceptforge.loaders.binding.evaluate import ALL_MODELS
     from conceptforge.loaders.harness.model_ref import DEFAULT_CLIP
 
@@ -40,13 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--clip-revision", default=None)
     parser.add_argument("--batch-size", type=at.positive_int, default=32)
-    parser.add_argument(
-        "--cache-dir",
-        type=at.output_dir.as_text(),
-        default=None,
-        help="embedding cache (default ~/.cache/conceptforge/embeddings)",
-    )
-    parser.add_argument("--device", type=at.device, default=None)
+    add_cache_and_device(parser)
     parser.add_argument(
         "--output", type=at.output_file.as_text(), default=None, help="write the results JSON here (samples beside it)"
     )

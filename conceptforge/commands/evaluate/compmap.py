@@ -22,7 +22,7 @@ COMPMAP_TASKS = {"cub": "compmap-cub", "mit-states": "compmap-mit-states"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from conceptforge.commands.evaluate.options import add_task_options
+    from conceptforge.commands.evaluate.options import add_cache_and_device, add_task_options
     from conceptforge.loaders.harness.model_ref import DEFAULT_CLIP
 
     # Stored as ``args.dataset`` (``args.benchmark`` is the sub-command name, ``compmap``).
@@ -52,13 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="JSON results file (default: compmap-<benchmark>.json)",
     )
-    parser.add_argument(
-        "--cache-dir",
-        type=at.output_dir.as_text(),
-        default=None,
-        help="embedding and activation cache (default: the shared embedding cache)",
-    )
-    parser.add_argument("--device", type=at.device, default=None)
+    add_cache_and_device(parser, cache_help="embedding and activation cache (default: the shared embedding cache)")
     parser.add_argument("--batch-size", type=at.positive_int, default=32)
     add_task_options(parser, tuple(COMPMAP_TASKS.values()))
 

@@ -23,6 +23,17 @@ from conceptforge import argtypes
 DEST_PREFIX = "task_option_"
 
 
+def add_cache_and_device(
+    parser: argparse.ArgumentParser, *, cache_help: str = "embedding cache (default ~/.cache/conceptforge/embeddings)"
+) -> None:
+    """``--cache-dir`` and ``--device`` of an alias: where its model's embeddings are cached and
+    where the model runs (the settings ``RunSettings`` takes from every alias alike)."""
+    from conceptforge import argtypes as at
+
+    parser.add_argument("--cache-dir", type=at.output_dir.as_text(), default=None, help=cache_help)
+    parser.add_argument("--device", type=at.device, default=None)
+
+
 def flag_name(option: str) -> str:
     return "--" + option.replace("_", "-")
 

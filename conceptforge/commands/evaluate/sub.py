@@ -21,7 +21,7 @@ SUB_TASKS = ("sub-vlm", "sub-cbm")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from conceptforge.commands.evaluate.options import add_task_options
+    from conceptforge.commands.evaluate.options import add_cache_and_device, add_task_options
 
     parser.add_argument("--dataset", required=True, help="local SUB dataset dir or Hub id (ours or Jessica-bader/SUB)")
     parser.add_argument("--revision", default=None, help="dataset revision (tag/commit) on the Hub")
@@ -46,13 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="CBM factory 'package.module:function' (repeatable; task sub-cbm) returning a callable "
         "(PIL list -> logits), a torch module with .transform, or (module, transform)",
     )
-    parser.add_argument(
-        "--cache-dir",
-        type=at.output_dir.as_text(),
-        default=None,
-        help="embedding cache (default ~/.cache/conceptforge/embeddings)",
-    )
-    parser.add_argument("--device", type=at.device, default=None)
+    add_cache_and_device(parser)
     parser.add_argument("--batch-size", type=at.positive_int, default=32)
     parser.add_argument("--no-breakdowns", action="store_true", help="print only the summary table")
     parser.add_argument(

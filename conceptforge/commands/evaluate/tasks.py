@@ -190,6 +190,7 @@ def report(
 
 
 def run(args: argparse.Namespace) -> int:
+    from conceptforge.commands.base import settings_from_args
     from conceptforge.loaders.evaluation import check_output, evaluate, evaluate_from_predictions
     from conceptforge.loaders.harness.model_ref import resolve_model
     from conceptforge.loaders.harness.registry import format_task_list, select_tasks
@@ -232,16 +233,7 @@ def run(args: argparse.Namespace) -> int:
 
         check_push([selection.dataset or selection.task.dataset for selection in selections])
     logger.info("model %s: %s (%s)", model.id, model.kind, model.sha)
-    settings = RunSettings(
-        device=args.eval_device,
-        dtype=args.eval_dtype,
-        batch_size=args.eval_batch_size,
-        cache_dir=args.eval_cache_dir,
-        cub_dir=args.eval_cub_dir,
-        concepts=args.eval_concepts,
-        mit_states_dir=args.eval_mit_states_dir,
-        sample_cache=not args.eval_no_sample_cache,
-    )
+    settings = settings_from_args(RunSettings, args, prefix="eval_", sample_cache=not args.eval_no_sample_cache)
     written = evaluate(
         model,
         selections,

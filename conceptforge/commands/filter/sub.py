@@ -85,16 +85,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         max_items_help="score at most this many new images, then stop",
     )
     add_executor_arguments(parser)
-    parser.add_argument(
-        "--dry-run", action="store_true", help="print the candidates to score and their GPU-hours; load no model"
+    gpu_costs.add_dry_run_arguments(
+        parser,
+        "print the candidates to score and their GPU-hours; load no model",
+        per_image_help="your measured VQA time per image: overrides the cost table in --dry-run",
     )
-    parser.add_argument(
-        "--seconds-per-image",
-        type=at.positive_float,
-        default=None,
-        help="your measured VQA time per image: overrides the cost table in --dry-run",
-    )
-    gpu_costs.add_gpu_model_argument(parser)
 
 
 def plan_lines(args: argparse.Namespace) -> list[str]:

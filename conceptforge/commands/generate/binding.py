@@ -17,6 +17,7 @@ import sys
 from collections.abc import Sequence
 
 from conceptforge import argtypes as at
+from conceptforge import gpu_costs
 from conceptforge.commands.base import add_executor_arguments, add_run_options, check_chunk_size, executor_for, shard_of
 from conceptforge.engine.runner import check_output
 from conceptforge.engine.store import join
@@ -87,14 +88,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         max_items_help=argparse.SUPPRESS,
     )  # --max-items: interrupt simulation
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu", help="Cycles device")
-    parser.add_argument(
-        "--dry-run", action="store_true", help="print the images to render and a time estimate; render nothing"
-    )
-    parser.add_argument(
-        "--seconds-per-image",
-        type=at.positive_float,
-        default=None,
-        help="your measured render time per image (e.g. from a --preset demo run), for --dry-run's estimate",
+    gpu_costs.add_dry_run_arguments(
+        parser,
+        "print the images to render and a time estimate; render nothing",
+        per_image_help="your measured render time per image (e.g. from a --preset demo run), for --dry-run's estimate",
+        gpu_model=False,  # Blender renders on the CPU by default: no GPU cost table
     )
     add_executor_arguments(parser)
 

@@ -11,7 +11,7 @@ import argparse
 
 from conceptforge import argtypes as at
 from conceptforge import gpu_costs
-from conceptforge.commands.base import add_run_options, shard_of
+from conceptforge.commands.base import add_run_options, settings_from_args, shard_of
 from conceptforge.generators.conceptbed.learners import DEFAULT_MODEL_ID, LEARNERS, LearnerConfig
 
 
@@ -109,24 +109,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_run_options(parser, max_items_flag="--max-items", max_items_help="stop after this many new images")
     parser.add_argument("--no-assemble", action="store_true", help="only learn and sample")
-    parser.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="print the concepts, steps and images to make and their GPU-hours; run nothing",
+    gpu_costs.add_dry_run_arguments(
+        parser,
+        "print the concepts, steps and images to make and their GPU-hours; run nothing",
+        per_step_help="your measured time per training step: overrides the cost table in --dry-run",
+        per_image_help="your measured time per sampled image: overrides the cost table in --dry-run",
     )
-    parser.add_argument(
-        "--seconds-per-step",
-        type=at.positive_float,
-        default=None,
-        help="your measured time per training step: overrides the cost table in --dry-run",
-    )
-    parser.add_argument(
-        "--seconds-per-image",
-        type=at.positive_float,
-        default=None,
-        help="your measured time per sampled image: overrides the cost table in --dry-run",
-    )
-    gpu_costs.add_gpu_model_argument(parser)
 
 
 def _learner_workload(config: LearnerConfig) -> str:
@@ -205,10 +193,7 @@ def model_pipeline(args: argparse.Namespace) -> str:
 
 def learner_config(args: argparse.Namespace) -> LearnerConfig:
     """Every LearnerConfig field from its flag of the same name; the pipeline family from the model's files."""
-    from dataclasses import fields
-
-    given = {f.name: getattr(args, f.name) for f in fields(LearnerConfig) if f.name != "pipeline"}
-    return LearnerConfig(**given, pipeline=model_pipeline(args))
+    return settings_from_args(LearnerConfig, args, pipeline=model_pipeline(args))
 
 
 def run(args: argparse.Namespace) -> int:

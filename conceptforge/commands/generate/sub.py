@@ -155,14 +155,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         max_items_help="stop after this many new images (resume later)",
     )
     add_executor_arguments(p)
-    run.add_argument("--dry-run", action="store_true", help="print the plan and exit")
-    run.add_argument(
-        "--seconds-per-image",
-        type=at.positive_float,
-        default=None,
-        help="your measured GPU time per image: overrides the cost table in --dry-run's GPU-hour estimate",
+    gpu_costs.add_dry_run_arguments(
+        run,
+        "print the plan and exit",
+        per_image_help="your measured GPU time per image: overrides the cost table in --dry-run's GPU-hour estimate",
     )
-    gpu_costs.add_gpu_model_argument(run)
 
 
 def print_plan(plan: PairPlan, args: argparse.Namespace) -> None:
@@ -230,16 +227,10 @@ def gpu_hour_lines(images: int, args: argparse.Namespace, *, upper_bound: bool =
 
 
 def plan_request(args: argparse.Namespace) -> PlanRequest:
-    """The flags that decide the plan."""
-    return PlanRequest(
-        cub_dir=args.cub_dir,
-        reference_selection=args.reference_selection,
-        candidate_spec=args.candidate_spec,
-        classes=args.classes,
-        tdg=args.tdg,
-        drop_present=args.drop_present,
-        pairs=args.pairs,
-    )
+    """The flags that decide the plan (each field is the flag of its name)."""
+    from conceptforge.commands.base import settings_from_args
+
+    return settings_from_args(PlanRequest, args)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -20,7 +20,7 @@ import torch
 from conceptforge.errors import DependencyMissingError, WeightsUnavailableError, one_line
 from conceptforge.loaders.harness.adapters.base import OPEN_CLIP, load_revision
 from conceptforge.loaders.harness.adapters.hf_dual import DualEncoderAdapter
-from conceptforge.loaders.harness.embeddings import EmbeddingModel, embedding_revision, load_pil, logit_scale_and_bias
+from conceptforge.loaders.harness.embeddings import EmbeddingModel, embedding_revision, load_pil
 
 logger = logging.getLogger(__name__)
 
@@ -45,20 +45,11 @@ class OpenClipEmbedder(EmbeddingModel):
         dtype: torch.dtype = torch.float32,
     ) -> None:
         # Not EmbeddingModel.__init__: it requires transformers' get_*_features.
-        from conceptforge.loaders.harness.embeddings import default_cache_dir
-
-        self.model = model.eval()
+        self._set_model(model, model_id=model_id, revision=revision, cache_dir=cache_dir, device=device, dtype=dtype)
         self.processor = None  # csp and clip-ft (binding-cdsm) need a transformers CLIP
         self.preprocess = preprocess
         self.tokenizer = tokenizer
-        self.model_id = model_id
-        self.revision = revision
-        self.device = torch.device(device)
-        self.dtype = dtype
-        self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-        self.logit_scale, self.logit_bias = logit_scale_and_bias(model)
         self._embed_dim = embed_dim
-        self._caches = {}
 
     @property
     def embedding_dim(self) -> int:
