@@ -42,7 +42,8 @@ def test_tiny_check_writes_a_consistent_report(tiny_check):
     assert sub["ratio_tdg_vs_plain"] > 0
     plan = sub["paper_plan"]
     assert plan["tdg_pairs"] == 1056 * 500 == plan["pairs"] * plan["images_per_pair"]
-    assert plan["gpu_hours"] == pytest.approx(528_000 * sub["tdg_pair_s"]["median"] / 3600, rel=2e-3)  # 4 digits
+    # reported to 2 decimals: within 0.005 h, whatever the machine's speed (a fast one gives ~1 h)
+    assert plan["gpu_hours"] == pytest.approx(528_000 * sub["tdg_pair_s"]["median"] / 3600, rel=2e-3, abs=0.005)
     batched = sub["fast_paths"]["pairs_per_batch_2"]
     assert batched["s_per_pair"] > 0 and batched["plain_s_per_pair"] > 0 and batched["speedup"] > 0
     # on the CPU two pairs in one batch give exactly the images of one pair at a time
