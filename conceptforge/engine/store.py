@@ -220,7 +220,7 @@ class Location:
             folder = Path(self.path(name))
             if not folder.is_dir():
                 return {}
-            return {entry.name: entry.stat().st_size for entry in os.scandir(folder) if entry.is_file()}
+            return dict(_local_sizes(folder))
         self.refresh()
         try:
             entries = self.fs.ls(self.path(name), detail=True)
@@ -539,3 +539,15 @@ def is_store(location: str | os.PathLike[str]) -> bool:
         if where.local:
             return False
         raise
+
+
+def _local_sizes(folder: Path) -> Iterator[tuple[str, int]]:
+    """(name, size) of the files in ``folder``. Other processes write temp files here and rename
+    them meanwhile: a name ``scandir`` listed may be gone by its ``stat``, and is skipped (two
+    shards resumed together failed on that race)."""
+    for entry in os.scandir(folder):
+        try:
+            if entry.is_file():
+                yield entry.name, entry.stat().st_size
+        except FileNotFoundError:
+            continue

@@ -125,3 +125,18 @@ def test_dataset_dir_roundtrip_and_determinism(tmp_path):
 def test_license_is_required():
     with pytest.raises(ConceptforgeError, match="license"):
         DatasetMetadata(pretty_name="T", license="", summary="s")
+
+
+def test_a_listing_skips_a_file_renamed_away_between_scandir_and_stat(tmp_path):
+    """Two shards resumed together: one listed the chunks folder while the other renamed its temp
+    marker into place, and the listing's ``stat`` of the vanished temp name failed the shard."""
+    from conceptforge.engine.store import _local_sizes
+
+    (tmp_path / "c000001.parquet").write_bytes(b"12345")
+    (tmp_path / ".c000002.done.abc.tmp").write_bytes(b"")
+    listing = _local_sizes(tmp_path)
+    first, size = next(listing)  # scandir has read both names already
+    other = next(p for p in tmp_path.iterdir() if p.name != first)
+    other.unlink()  # the other process renames its temp file away now
+    assert list(listing) == []  # skipped, not FileNotFoundError
+    assert size == (5 if first == "c000001.parquet" else 0)
