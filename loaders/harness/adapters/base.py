@@ -27,6 +27,7 @@ MATCH = "match"
 CHOOSE = "choose"
 CONCEPTS = "concepts"
 GENERATE = "generate"
+ANSWER_TEXT = "answer-text"  # free-text answers: the by-answer protocols (no probabilities needed)
 IMAGES_TO_JUDGE = "images"  # not a model: a dataset of images a concept learner generated (ConceptBed)
 CAPABILITIES = {
     EMBED: "image and text vectors (cosine similarity)",
@@ -34,6 +35,7 @@ CAPABILITIES = {
     CHOOSE: "a probability over options for an image and a question",
     CONCEPTS: "concept-bottleneck attribute logits",
     GENERATE: "images from prompts",
+    ANSWER_TEXT: "a free-text answer to an image and a prompt (parsed by the by-answer protocols)",
     IMAGES_TO_JUDGE: "generated images to be judged (a dataset, not a model)",
 }
 
@@ -198,6 +200,23 @@ class Chooser(Protocol):
     revision: str
 
     def choose(self, images: Sequence[Any], questions: Sequence[Any], *, batch_size: int = 8) -> list[Any]: ...
+
+
+@runtime_checkable
+class TextAnswerer(Protocol):
+    """``answer-text``: the model's own words for each (image, prompt), decoded greedily.
+
+    The by-answer protocols (``choose-by-answer``, ``match-by-answer``) parse these answers, so a
+    model without token probabilities (a hosted API, a server that refuses ``logprobs``) can
+    still be scored, the way lmms-eval and VLMEvalKit score multiple choice.
+    """
+
+    model_id: str
+    revision: str
+
+    def answer_text(
+        self, images: Sequence[Any], prompts: Sequence[str], *, max_new_tokens: int = 16, batch_size: int = 8
+    ) -> list[str]: ...
 
 
 @runtime_checkable
