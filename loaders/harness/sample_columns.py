@@ -20,6 +20,12 @@ import numpy as np
 
 SAMPLE_COLUMNS_REQUIRED = ("item_id", "value")
 NONE_LABEL = "(none)"  # a group label: the column is null or empty
+#: Per sample, the probability mass the allowed tokens (Yes/No, the option letters) carried before
+#: they were renormalised over: a model that mostly wants to say something else shows here.
+ALLOWED_MASS_COLUMN = "allowed_mass"
+#: A run reports how many samples' allowed tokens carried less than this (the answer is then mostly
+#: the renormalisation's, not the model's).
+ALLOWED_MASS_FLOOR = 0.5
 METADATA_KEYS = ("model", "model_revision", "dataset_revision")  # what the breakdowns keep of the file's metadata
 
 

@@ -28,6 +28,10 @@ CHOOSE = "choose"
 CONCEPTS = "concepts"
 GENERATE = "generate"
 ANSWER_TEXT = "answer-text"  # free-text answers: the by-answer protocols (no probabilities needed)
+#: The by-answer protocols: the model answers in words and a documented parser maps the answer to
+#: an option (choose) or to yes/no (match); never mixed with the probability protocols on a board.
+CHOOSE_BY_ANSWER = "choose-by-answer"
+MATCH_BY_ANSWER = "match-by-answer"
 IMAGES_TO_JUDGE = "images"  # not a model: a dataset of images a concept learner generated (ConceptBed)
 CAPABILITIES = {
     EMBED: "image and text vectors (cosine similarity)",
