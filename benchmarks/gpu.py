@@ -284,12 +284,22 @@ def check_sub_fast_paths(check: Check) -> None:
     release(settings.device)
 
 
+@dataclass(frozen=True)
+class FastPaths:
+    """The fast-path settings ``apply_fast_paths`` reads (its ``FastPathSettings`` protocol). Not
+    ``stage.GenerationSettings``: the stage imports the card code and with it ``datasets``, which
+    the GPU image lacks (the first GPU run of this section failed on that import)."""
+
+    attention_backend: str | None = None
+    quantize: str | None = None
+    compile: bool = False
+
+
 def fast_paths(check: Check, flux: Any, requests: list, size: dict[str, int]) -> None:
     """Each fast path of ``generate sub`` against the plain TDG path, interleaved: seconds per
     pair and the PSNR of its R images against the plain path's for the same seeds. Each side sets
     the transformer's state it needs before it runs (attention backend, compiled or eager)."""
     from conceptforge.generators.sub.fast_paths import QUANTIZE_MODES, apply_fast_paths
-    from conceptforge.generators.sub.stage import GenerationSettings
 
     settings, device = check.settings, check.settings.device
     results: dict[str, Any] = {}
@@ -299,7 +309,7 @@ def fast_paths(check: Check, flux: Any, requests: list, size: dict[str, int]) ->
 
     def set_backend(backend: str | None) -> None:
         if backend != state["backend"]:
-            apply_fast_paths(flux, GenerationSettings(attention_backend=backend or "native"))
+            apply_fast_paths(flux, FastPaths(attention_backend=backend or "native"))
             state["backend"] = backend
 
     def plain_path() -> None:
@@ -381,7 +391,7 @@ def fast_paths(check: Check, flux: Any, requests: list, size: dict[str, int]) ->
     else:
         try:
             start = time.perf_counter()
-            apply_fast_paths(flux, GenerationSettings(compile=True))  # nn.Module.compile: in place
+            apply_fast_paths(flux, FastPaths(compile=True))  # nn.Module.compile: in place
             state["compiled"] = transformer._compiled_call_impl
             transformer._compiled_call_impl = state["compiled"]
             one_at_a_time()  # compiles

@@ -58,4 +58,6 @@ mkdir "$layout/conceptforge"
 for entry in conceptforge/*; do ln -s "$PWD/$entry" "$layout/conceptforge/"; done
 for package in generators filters cards loaders; do ln -s "$PWD/$package" "$layout/conceptforge/$package"; done
 
-PYTHONPATH="$layout:$PWD" "$python" -m benchmarks.gpu --out "$out" "${@:2}" 2>&1 | tee "$out/log.txt"
+# -P: `python -m` would put the working directory (this tree, whose conceptforge/ lacks the
+# symlinked packages) ahead of $layout on sys.path.
+PYTHONPATH="$layout:$PWD" "$python" -P -m benchmarks.gpu --out "$out" "${@:2}" 2>&1 | tee "$out/log.txt"
