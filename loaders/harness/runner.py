@@ -259,10 +259,10 @@ def _dataset_for(selection: TaskSelection, model: ModelRef, settings: RunSetting
         return DatasetRef(
             str(spec), None, f"local-sha256:{hashlib.sha256(spec.read_bytes()).hexdigest()[:16]}", "local"
         )
-    repo = selection.dataset or task.dataset
+    repo, revision = selection.data_source()  # the task's pinned revision unless the user chose another
     if not repo:
         raise InvalidArgumentError(f"task {task.name} has no default dataset: pass --dataset {task.name}=REPO@REVISION")
-    return resolve_dataset(repo, selection.revision, config=task.config, split=selection.split or task.split)
+    return resolve_dataset(repo, revision, config=task.config, split=selection.split or task.split)
 
 
 def run_tasks(
