@@ -29,7 +29,6 @@ from conceptforge.loaders.harness.task import (
     flag,
     mean_metric,
     over_runs,
-    str_list,
     template,
 )
 
@@ -251,11 +250,7 @@ def run_binding_cdsm(ctx: TaskContext) -> TaskOutcome:
         raise InvalidArgumentError(
             "calibrated stacking applies to the single-object (adjective-noun) setting only (Appendix C)"
         )
-    if ctx.model.kind != "clip" and {"csp", "clip-ft"} & set(models):
-        raise InvalidArgumentError(
-            "binding-cdsm: csp and clip-ft fine-tune a transformers CLIP's own encoders; "
-            f"{ctx.model.id} is a {ctx.model.kind} model (the CDSMs on frozen embeddings run with it)"
-        )
+    check_cdsm_options(options, model=ctx.model, inputs={})  # a library caller's options too
     embedder = ctx.session.embedder()
     units = [(kind, seed) for kind in models for seed in seeds]
     prepared: dict[str, Any] = {}
@@ -423,12 +418,43 @@ def binding_cdsm_details(rows: Sequence[dict[str, Any]], options: dict[str, Any]
 
 # ----------------------------------------------------------------------------------- table
 def _config_option() -> Option:
+    from conceptforge.generators.binding.compositions import DATASETS
+
     return Option(
         "config",
-        "single-object",
-        str,
+        DATASETS[0],
+        choice(DATASETS),
         "config of the binding repo: single-object | two-object | relational (a one-config repo: its config)",
     )
+
+
+def _models_option() -> Option:
+    from conceptforge.loaders.binding.models import MODEL_KINDS
+
+    return Option(
+        "models",
+        ("csp", "add", "mult", "conv", "tl", "rf"),
+        argtypes.ChoiceList(
+            MODEL_KINDS, refused={"clip": "zero-shot CLIP is task binding-clip, not a trained model"}, name="models"
+        ),
+        f"trained models: {', '.join(MODEL_KINDS)} (clip-ft: full fine-tuning, slow)",
+    )
+
+
+def check_cdsm_options(options: dict[str, Any], *, model: Any, inputs: dict[str, Any]) -> None:
+    """Before any model loads: CSP and CLIP-FT fine-tune a transformers CLIP's own encoders, and
+    calibrated stacking is defined for the single-object setting only (Appendix C)."""
+    fine_tuned = [m for m in options["models"] if m in ("csp", "clip-ft")]
+    if fine_tuned and model.kind != "clip":
+        raise InvalidArgumentError(
+            f"binding-cdsm.models={','.join(options['models'])}: {' and '.join(fine_tuned)} fine-tune a transformers "
+            f"CLIP's own encoders; {model.id} is a {model.kind} model (the CDSMs on frozen embeddings run with it)"
+        )
+    if options["calibrate"] and options["config"] != "single-object":
+        raise InvalidArgumentError(
+            f"binding-cdsm.calibrate: calibrated stacking applies to the single-object setting only (Appendix C), "
+            f"not config {options['config']}"
+        )
 
 
 def _cdsm_score_option() -> Option:
@@ -491,17 +517,13 @@ def tasks() -> list[Task]:
             rescore_details=binding_cdsm_details,
             **release,
             seeded=True,
+            check_options=check_cdsm_options,
             leaderboard=lambda splits, options: [
                 (f"{model}.{split}_accuracy", split) for model in options["models"] for split in splits
             ],
             options=(
                 _config_option(),
-                Option(
-                    "models",
-                    ("csp", "add", "mult", "conv", "tl", "rf"),
-                    str_list,
-                    "trained models: csp, add, mult, conv, tl, rf, clip-ft (full fine-tuning, slow)",
-                ),
+                _models_option(),
                 Option("seeds", (0, 1, 2, 3, 4), argtypes.IntList(0, 2**32 - 1, name="seeds"), "training seeds"),
                 Option("epochs", 20, argtypes.positive_int, "training epochs (best epoch chosen on val)"),
                 _cdsm_score_option(),

@@ -24,7 +24,20 @@ from conceptforge import argtypes
 from conceptforge.errors import InvalidArgumentError
 from conceptforge.loaders.compmap import breakdowns
 from conceptforge.loaders.harness.model_ref import DEFAULT_CLIP
-from conceptforge.loaders.harness.task import EMBED, MATCH, Metric, Option, Task, TaskContext, TaskOutcome, choice, flag
+from conceptforge.loaders.compmap.prompts import TemplatesOption
+from conceptforge.loaders.harness.task import (
+    EMBED,
+    MATCH,
+    Metric,
+    Option,
+    Task,
+    TaskContext,
+    TaskOutcome,
+    choice,
+    flag,
+    model_source,
+    text,
+)
 
 CUB_COLUMNS = (
     ("n_way", "int64"),
@@ -45,6 +58,7 @@ MIT_COLUMNS = (
     ("unseen_top", "list<float64>"),
     ("gt_score", "float64"),
 )
+CUB_CLASSES = 200  # the most ways an episode of CUB can have
 CZSL_KEYS = ("auc", "best_seen", "best_unseen", "best_hm", "best_gm")
 METRIC_ROWS = ("prim", "oracle", "interv_full")
 
@@ -362,6 +376,30 @@ def run_compmap_mit_states(ctx: TaskContext) -> TaskOutcome:
     )
 
 
+def check_mit_options(options: dict[str, Any], *, model: Any, inputs: dict[str, Any]) -> None:
+    """Before any model loads: the split folder and metadata file are in the MIT-States folder,
+    and the ablation rows (image embeddings) have a dual encoder to come from."""
+    from pathlib import Path
+
+    from conceptforge.loaders.harness.adapters.base import provides
+
+    root = inputs.get("mit_states_dir")
+    if root and Path(root).is_dir():
+        if not (Path(root) / options["split_dir"]).is_dir():
+            raise InvalidArgumentError(
+                f"compmap-mit-states.split_dir: no folder {options['split_dir']} in {root} "
+                "(compositional-split-natural holds the paper's split)"
+            )
+        metadata = options["metadata"] or f"metadata_{options['split_dir']}.t7"
+        if not (Path(root) / metadata).is_file():
+            raise InvalidArgumentError(f"compmap-mit-states.metadata: no file {metadata} in {root}")
+    if options["ablations"] and not provides(model.kind, EMBED):
+        raise InvalidArgumentError(
+            f"compmap-mit-states.ablations needs a dual encoder's image embeddings (embed); {model.id} is a "
+            f"{model.kind} model: drop compmap-mit-states.ablations=true"
+        )
+
+
 # ----------------------------------------------------------------------------------- table
 _PROTOCOLS = (
     (EMBED, "activations logit_scale·cos(image, concept prompts) (paper, CLIP)"),
@@ -388,7 +426,9 @@ def tasks() -> list[Task]:
             seeded=True,
             protocols=_PROTOCOLS,
             options=(
-                Option("ways", (5, 10, 100, 200), argtypes.IntList(2, name="ways"), "n of n-way (>= 2)"),
+                Option(
+                    "ways", (5, 10, 100, 200), argtypes.IntList(2, CUB_CLASSES, name="ways"), "n of n-way (2 to 200)"
+                ),
                 Option("shots", (1, 5), argtypes.IntList(1, name="shots"), "k of k-shot"),
                 Option("episodes", 600, argtypes.positive_int, "episodes per setting"),
                 Option("queries", 15, argtypes.positive_int, "query images per class and episode (protocol episodic)"),
@@ -400,7 +440,7 @@ def tasks() -> list[Task]:
                     argtypes.positive_float,
                     "inverse L2 strength of the logistic regression (scikit-learn's C)",
                 ),
-                Option("templates", "paper", str, "paper | a3 | a3:<ids>"),
+                Option("templates", "paper", TemplatesOption(), "paper | a3 | a3:<ids>"),
                 Option("group_softmax", True, flag, "softmax over each attribute group"),
                 Option(
                     "protocol",
@@ -409,7 +449,7 @@ def tasks() -> list[Task]:
                     "authors: k support images from the train split, every test image of the n classes a query "
                     "(the CompMap authors' code); episodic: k support + queries per class drawn from all of CUB",
                 ),
-                Option("name", "", str, "model name in the tables (default: derived from the model id)"),
+                Option("name", "", text(name="name"), "model name in the tables (default: derived from the model id)"),
             ),
             breakdowns=breakdowns.COMPMAP_CUB,
         ),
@@ -427,6 +467,7 @@ def tasks() -> list[Task]:
             seeded=True,
             protocols=_PROTOCOLS,
             rescore_options=("czsl_curve",),
+            check_options=check_mit_options,
             options=(
                 Option("world", "closed", choice(("closed", "open", "both")), "closed world, open world, or both"),
                 Option(
@@ -441,19 +482,24 @@ def tasks() -> list[Task]:
                     choice(("text", "primitives")),
                     "composite-concept features of the contrastive model",
                 ),
+                Option("target_model", DEFAULT_CLIP, model_source, "dual encoder for pair texts when the model is ITM"),
                 Option(
-                    "target_model",
-                    DEFAULT_CLIP,
-                    str,
-                    "dual encoder for pair texts when the model is ITM",
+                    "split_dir",
+                    "compositional-split-natural",
+                    argtypes.RelativeName(name="folder"),
+                    "split folder under the MIT-States folder",
                 ),
-                Option("split_dir", "compositional-split-natural", str, "split folder under the MIT-States folder"),
-                Option("metadata", "", str, "metadata file in the MIT-States folder (default metadata_<split_dir>.t7)"),
+                Option(
+                    "metadata",
+                    "",
+                    argtypes.Optional(argtypes.RelativeName(name="file"), words=("",), empty=""),
+                    "metadata file in the MIT-States folder (default metadata_<split_dir>.t7)",
+                ),
                 Option("epochs", 20, argtypes.positive_int, "contrastive model epochs"),
                 Option("dim", 256, argtypes.positive_int, "contrastive model width"),
                 Option("lr", 1e-3, argtypes.positive_float, "contrastive model learning rate"),
                 Option("seed", 0, argtypes.seed, "contrastive model training seed"),
-                Option("templates", "paper", str, "paper | a3 | a3:<ids>"),
+                Option("templates", "paper", TemplatesOption(), "paper | a3 | a3:<ids>"),
                 Option("group_softmax", True, flag, "softmax over each attribute group"),
                 Option(
                     "topk",
@@ -467,7 +513,7 @@ def tasks() -> list[Task]:
                     flag,
                     "also Table 5's zero-shot row and Table 6's image-embedding rows (dual encoders)",
                 ),
-                Option("name", "", str, "model name in the tables (default: derived from the model id)"),
+                Option("name", "", text(name="name"), "model name in the tables (default: derived from the model id)"),
             ),
             breakdowns=breakdowns.COMPMAP_MIT,
         ),

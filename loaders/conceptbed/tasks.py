@@ -21,7 +21,16 @@ from conceptforge.errors import DataFormatError, DataNotFoundError, one_line
 from conceptforge.loaders.conceptbed import breakdowns
 from conceptforge.loaders.harness.adapters.base import IMAGES_TO_JUDGE, MATCH
 from conceptforge.loaders.harness.model_ref import GENERATED, VLM
-from conceptforge.loaders.harness.task import Metric, Option, Task, TaskContext, TaskOutcome, choice, flag
+from conceptforge.loaders.harness.task import (
+    Metric,
+    Option,
+    Task,
+    TaskContext,
+    TaskOutcome,
+    choice,
+    flag,
+    model_source,
+)
 
 COLUMNS = (
     ("concept", "string"),
@@ -293,13 +302,13 @@ def tasks() -> list[Task]:
                 (MATCH, "conceptbed/ccd-vqascore: --model (a generative VLM) answers them by P('Yes') (ours)"),
             ),
             options=(
-                Option("style_oracle", default("DEFAULT_STYLE_ORACLE"), str, "PACS style classifier"),
-                Option("object_oracle", default("DEFAULT_OBJECT_ORACLE"), str, "ImageNet concept classifier"),
-                Option("cub_oracle", default("DEFAULT_CUB_ORACLE"), str, "CUB 200-class classifier"),
+                Option("style_oracle", default("DEFAULT_STYLE_ORACLE"), model_source, "PACS style classifier"),
+                Option("object_oracle", default("DEFAULT_OBJECT_ORACLE"), model_source, "ImageNet concept classifier"),
+                Option("cub_oracle", default("DEFAULT_CUB_ORACLE"), model_source, "CUB 200-class classifier"),
                 Option(
                     "vqa_model",
                     default("DEFAULT_VQA_ORACLE"),
-                    str,
+                    argtypes.Optional(model_source, words=("", "none"), empty="none"),
                     "ViLT VQA model for compositions ('' or none: no VQA)",
                 ),
                 Option(
@@ -308,20 +317,25 @@ def tasks() -> list[Task]:
                     choice(("softmax", "sigmoid")),
                     "the VQA model's probability of 'yes': softmax | sigmoid",
                 ),
-                Option("categoriser", "rules", str, "'rules' or module:function, for the real captions"),
+                Option(
+                    "categoriser",
+                    "rules",
+                    argtypes.FunctionRef(words=("rules",)),
+                    "'rules' or module:function, for the real captions",
+                ),
                 Option("max_real_images", 0, argtypes.non_negative_int, "real images per concept (0: all in the spec)"),
                 Option("ece_bins", 15, argtypes.positive_int, "bins of the expected calibration error"),
                 Option("per_concept", False, flag, "also tabulate CCD per concept"),
                 Option(
                     "clip_model",
                     "",
-                    str,
+                    argtypes.Optional(model_source, words=("",), empty=""),
                     "dual encoder for CLIPScore of the compositions (paper Table 2: CLIP ViT-B/32); '' = off",
                 ),
                 Option(
                     "dino_model",
                     "",
-                    str,
+                    argtypes.Optional(model_source, words=("",), empty=""),
                     "DINO ViT for pairwise similarity to the real images (paper Table 3: facebook/dino-vits16); '' = off",
                 ),
             ),

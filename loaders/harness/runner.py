@@ -285,7 +285,11 @@ def run_tasks(
             runnable.append(selection)
     if not runnable:
         return results
-    # Resolve every dataset before the first (slow) task: a wrong repo or tag fails in seconds.
+    # Every option against the model's family and the run's folders, then every dataset, before
+    # the first (slow) task: a value no task can use or a wrong repo or tag fails in seconds.
+    for selection in runnable:
+        if selection.task.check_options is not None:
+            selection.task.check_options(selection.options, model=model, inputs=settings.inputs())
     datasets = [_dataset_for(selection, model, settings) for selection in runnable]
     own_session = session is None
     if session is None:

@@ -27,6 +27,7 @@ from conceptforge.loaders.harness.task import (
     TaskOutcome,
     choice,
     template,
+    text,
 )
 from conceptforge.loaders.sub import breakdowns
 
@@ -300,6 +301,7 @@ def run_sub_cbm(ctx: TaskContext) -> TaskOutcome:
         {
             "threshold": o["threshold"],
             "outputs": o["outputs"],
+            "rule": threshold_rule(o["outputs"], o["threshold"]),
             "num_concepts": len(concepts),
             "s_minus": o["s_minus"],
             "cbm_min_classes": o["cbm_min_classes"],
@@ -314,10 +316,16 @@ def run_sub_cbm(ctx: TaskContext) -> TaskOutcome:
         [row for d in done for row in d["rows"]],
         "s_plus",
         metrics=metrics,
-        variant=f"{o['outputs']} >= {o['threshold']}; S- rule {o['s_minus']}",
+        variant=f"{threshold_rule(o['outputs'], o['threshold'])}; S- rule {o['s_minus']}",
         details={"per_attribute": report.per_attribute, "settings": report.settings},
         table=report.format(),
     )
+
+
+def threshold_rule(outputs: str, threshold: float) -> str:
+    """The detection rule that ran, as the results and tables name it: the threshold applies to a
+    probability, so a CBM giving logits is read through a sigmoid first."""
+    return f"{'sigmoid(logit)' if outputs == 'logits' else 'probability'} >= {threshold:g}"
 
 
 def score_sub_cbm(rows: Sequence[dict[str, Any]], options: dict[str, Any]) -> dict[str, Metric]:
@@ -389,11 +397,16 @@ def tasks() -> list[Task]:
                     template(allowed={"group", "value"}, required={"value"}),
                     "VLM attribute prompt, with {value} (and {group}) (embed, match)",
                 ),
-                Option("none_prompt", NONE_TEMPLATE, str, "VLM prompt of the 'none' option (embed, match)"),
+                Option(
+                    "none_prompt",
+                    NONE_TEMPLATE,
+                    text(required=True, name="prompt"),
+                    "VLM prompt of the 'none' option (embed, match)",
+                ),
                 Option(
                     "answer_hint",
                     DEFAULT_ANSWER_HINT,
-                    str,
+                    text(multiline=True, name="prompt"),
                     "line after the multiple-choice question (choose; '' = the paper's text only)",
                 ),
                 *_s_minus_options(),
@@ -410,7 +423,13 @@ def tasks() -> list[Task]:
             score_sub_cbm,
             **shared,
             options=(
-                Option("threshold", 0.5, argtypes.finite_float, "present when sigmoid(logit) >= threshold"),
+                Option(
+                    "threshold",
+                    0.5,
+                    argtypes.open_unit_interval,
+                    "a concept is present when its probability (sigmoid(logit) for outputs=logits) >= threshold, "
+                    "in (0, 1): a probability never exceeds 1, and 0 would mark every concept present",
+                ),
                 Option(
                     "outputs",
                     "logits",
