@@ -773,9 +773,7 @@ class ChoiceList(ArgType):
     """Comma-separated names, each from a fixed set (at least one, no repeats), as a tuple:
     ``models=csp,add``. ``refused``: names with their own one-line reason (``clip`` is another task)."""
 
-    def __init__(
-        self, choices: tuple[str, ...], *, refused: dict[str, str] | None = None, name: str = "names"
-    ) -> None:
+    def __init__(self, choices: tuple[str, ...], *, refused: dict[str, str] | None = None, name: str = "names") -> None:
         self.choices, self.refused, self.__name__ = tuple(choices), dict(refused or {}), name
 
     def __call__(self, text: str) -> tuple[str, ...]:

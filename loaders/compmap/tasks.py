@@ -23,8 +23,8 @@ from typing import Any
 from conceptforge import argtypes
 from conceptforge.errors import InvalidArgumentError
 from conceptforge.loaders.compmap import breakdowns
-from conceptforge.loaders.harness.model_ref import DEFAULT_CLIP
 from conceptforge.loaders.compmap.prompts import TemplatesOption
+from conceptforge.loaders.harness.model_ref import DEFAULT_CLIP
 from conceptforge.loaders.harness.task import (
     EMBED,
     MATCH,

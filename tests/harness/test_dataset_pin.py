@@ -91,6 +91,5 @@ def test_a_default_run_reads_records_and_names_the_pinned_revision(pinned_releas
     # offline: the one-line error names the revision the run would have read
     offline = _evaluate(*common, "--output", work / "offline.json", env={**hub_env, "HF_HUB_OFFLINE": "1"})
     assert offline.returncode == 2, offline.stderr[-2000:]
-    lines = [l for l in offline.stderr.splitlines() if l.startswith("error:")]
-    (line,) = lines
+    (line,) = [text for text in offline.stderr.splitlines() if text.startswith("error:")]  # one error line
     assert f"{REPO_ID}@v1.0.0" in line and "@main" not in line
