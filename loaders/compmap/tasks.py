@@ -376,6 +376,57 @@ def run_compmap_mit_states(ctx: TaskContext) -> TaskOutcome:
     )
 
 
+def check_cub_rows(rows: Sequence[dict[str, Any]], options: dict[str, Any]) -> str | None:
+    """compmap-cub: a full-shot row is right when its prediction is its label; an episode row's
+    value is the episode's accuracy, in [0, 1]; every setting has rows of every row the metrics
+    and Δ need (oracle, prim, interv_full)."""
+    rows_of: dict[str, set[str]] = defaultdict(set)
+    for row in rows:
+        item = row["item_id"]
+        if row["row"] not in (*METRIC_ROWS, "interv_partial"):
+            return f"row {item}: row {row['row']!r} is none of {', '.join((*METRIC_ROWS, 'interv_partial'))}"
+        rows_of[row["setting"]].add(row["row"])
+        if row["k_shot"] is None:  # the 200-way full-shot setting: one row per test image
+            if row["correct"] is None or bool(row["correct"]) != (row["prediction"] == row["label"]):
+                return (
+                    f"row {item}: correct is {row['correct']} but prediction {row['prediction']!r} and label "
+                    f"{row['label']!r} {'agree' if row['prediction'] == row['label'] else 'differ'}"
+                )
+        elif row["value"] is None or not 0.0 <= float(row["value"]) <= 1.0:
+            return f"row {item}: an episode's accuracy {row['value']} outside [0, 1]"
+    for setting, present in rows_of.items():
+        missing = [name for name in METRIC_ROWS if name not in present]
+        if missing:
+            return f"rows of setting {setting}: none of row {missing[0]} (its metrics and delta need {', '.join(METRIC_ROWS)})"
+    return None
+
+
+def check_mit_rows(rows: Sequence[dict[str, Any]], options: dict[str, Any]) -> str | None:
+    """compmap-mit-states: the prediction is the top-scoring kept pair (first of tied maxima),
+    right when it is the label, the label is the row's ``pair``; every world has the oracle and
+    interv_full rows Δ needs."""
+    rows_of: dict[str, set[str]] = defaultdict(set)
+    for row in rows:
+        item, scores, candidates = row["item_id"], list(row["scores"]), list(row["candidates"])
+        rows_of[row["world"]].add(row["row"])
+        if len(scores) != len(candidates):
+            return f"row {item}: {len(scores)} scores for {len(candidates)} candidates"
+        top = candidates[max(range(len(scores)), key=lambda i: (scores[i], -i))] if scores else ""
+        if row["prediction"] != top:
+            return f"row {item}: prediction {row['prediction']!r} but its scores rank {top!r} first"
+        if row["label"] != row["pair"]:
+            return f"row {item}: label {row['label']!r} is not its pair {row['pair']!r}"
+        if row["correct"] is None or bool(row["correct"]) != (row["prediction"] == row["label"]):
+            return (
+                f"row {item}: correct is {row['correct']} but prediction {row['prediction']!r}, label {row['label']!r}"
+            )
+    for world, present in rows_of.items():
+        missing = [name for name in ("oracle", "interv_full") if name not in present]
+        if missing:
+            return f"rows of world {world}: none of row {missing[0]} (delta needs oracle and interv_full)"
+    return None
+
+
 def check_mit_options(options: dict[str, Any], *, model: Any, inputs: dict[str, Any]) -> None:
     """Before any model loads: the split folder and metadata file are in the MIT-States folder,
     and the ablation rows (image embeddings) have a dual encoder to come from."""
@@ -421,6 +472,7 @@ def tasks() -> list[Task]:
             "compmap/cub-episodes",
             run_compmap_cub,
             score_compmap_cub,
+            check_rows=check_cub_rows,
             columns=CUB_COLUMNS,
             needs=("cub_dir",),
             seeded=True,
@@ -467,6 +519,7 @@ def tasks() -> list[Task]:
             seeded=True,
             protocols=_PROTOCOLS,
             rescore_options=("czsl_curve",),
+            check_rows=check_mit_rows,
             check_options=check_mit_options,
             options=(
                 Option("world", "closed", choice(("closed", "open", "both")), "closed world, open world, or both"),

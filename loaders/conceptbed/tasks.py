@@ -136,6 +136,37 @@ def score_conceptbed(rows: Sequence[dict[str, Any]], options: dict[str, Any]) ->
     return metrics
 
 
+def check_conceptbed_rows(rows: Sequence[dict[str, Any]], options: dict[str, Any]) -> str | None:
+    """An oracle row's candidate and label are its concept, its prediction the concept when the
+    oracle's argmax was right, and its value the concept's mean score over the real images (the
+    ``original`` rows of the same oracle task) minus its own score — recomputed here, since CCD
+    is the mean of these values."""
+    from conceptforge.loaders.conceptbed.metrics import ORIGINAL, real_tasks
+    from conceptforge.loaders.conceptbed.similarity import SIMILARITY_TASKS
+
+    oracle = [r for r in rows if r["oracle_task"] not in SIMILARITY_TASKS]
+    real: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for row in oracle:
+        if row["source"] == ORIGINAL and row["scores"]:
+            real[(row["oracle_task"], row["concept"])].append(float(row["scores"][0]))
+    for row in oracle:
+        item, concept = row["item_id"], row["concept"]
+        if list(row["candidates"]) != [concept] or row["label"] != concept or len(list(row["scores"])) != 1:
+            return f"row {item}: candidates, label and one score must be its concept {concept!r}'s"
+        if row["prediction"] != (concept if row["oracle_correct"] else ""):
+            return f"row {item}: prediction {row['prediction']!r} but oracle_correct is {row['oracle_correct']}"
+        values = [p for t in real_tasks(row["oracle_task"]) for p in real.get((t, concept), [])]
+        expected = sum(values) / len(values) - float(row["scores"][0]) if values else None
+        if (expected is None) != (row["value"] is None) or (
+            expected is not None and abs(float(row["value"]) - expected) > 1e-9
+        ):
+            return (
+                f"row {item}: value {row['value']} but the real images' mean score minus its own score gives "
+                f"{expected if expected is None else f'{expected:g}'}"
+            )
+    return None
+
+
 def run_conceptbed_ccd(ctx: TaskContext) -> TaskOutcome:
     from datasets import load_dataset
 
@@ -292,6 +323,7 @@ def tasks() -> list[Task]:
             run_conceptbed_ccd,
             score_conceptbed,
             columns=COLUMNS,
+            check_rows=check_conceptbed_rows,
             needs=("concepts",),
             families=(GENERATED, VLM),
             protocols=(

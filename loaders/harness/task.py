@@ -183,8 +183,9 @@ class Task:
     options: tuple[Option, ...] = ()
     seeded: bool = False  # metrics carry standard errors over seeds/episodes
     rescore_options: tuple[str, ...] = ()  # options --from-predictions may change (variants computed from the rows)
-    #: ``--from-predictions``: a row whose ``value`` its own scores contradict -> one line (None: all agree)
-    check_rows: Callable[[Sequence[dict[str, Any]]], str | None] | None = None
+    #: ``--from-predictions``: the first row that contradicts its own scores, prediction and label or
+    #: the task's schema, given the run's options -> ``"row ID: rule"`` (None: all agree)
+    check_rows: Callable[[Sequence[dict[str, Any]], dict[str, Any]], str | None] | None = None
     #: before any model loads: what an option's value means beside the other options, the model's
     #: family and the run's folders (``check_options(options, model=ModelRef, inputs=RunSettings.inputs())``
     #: raises one InvalidArgumentError line); each option's own domain is its ``parse``

@@ -332,6 +332,68 @@ def score_sub_cbm(rows: Sequence[dict[str, Any]], options: dict[str, Any]) -> di
     return score_sub(rows, {**options, "kind": "cbm"})
 
 
+# ----------------------------------------------------------------------------------- rescoring
+def _check_sides(rows: Sequence[dict[str, Any]], detected: Any, chance: Any) -> str | None:
+    """Each row's verdict from its own prediction and label: S+ is right when the label (the
+    substituted attribute) is among the attributes predicted, S− when none of its label's (the
+    bird's original attributes the rule checks) is. ``detected(row)``: the attributes the row's
+    scores select, or a one-line problem; ``chance(row)``: the row's Appendix F chance."""
+    for row in rows:
+        item, side = row["item_id"], row["side"]
+        if side not in ("S+", "S-") or not str(item).endswith(f"/{side}"):
+            return f"row {item}: side {side!r} does not match its id (…/S+ or …/S-)"
+        if len(list(row["scores"])) != len(list(row["candidates"])):
+            return f"row {item}: {len(list(row['scores']))} scores for {len(list(row['candidates']))} candidates"
+        found = detected(row)
+        if isinstance(found, str):
+            return f"row {item}: {found}"
+        predicted = set() if row["prediction"] == "none" else set(str(row["prediction"]).split(";"))
+        if predicted != found:
+            return f"row {item}: prediction {row['prediction']!r} but its scores select {';'.join(sorted(found)) or 'none'}"
+        labels = set(str(row["label"]).split(";"))
+        right = bool(labels & predicted) if side == "S+" else not labels & predicted
+        if row["correct"] is None or bool(row["correct"]) != right:
+            return (
+                f"row {item}: correct is {row['correct']} but {side} with prediction {row['prediction']!r} and label "
+                f"{row['label']!r} is {'right' if right else 'wrong'}"
+            )
+        expected = chance(row)
+        if row["chance"] is None or abs(float(row["chance"]) - expected) > 1e-9:
+            return f"row {item}: chance {row['chance']} but its candidates give {expected:g}"
+    return None
+
+
+def check_sub_vlm_rows(rows: Sequence[dict[str, Any]], options: dict[str, Any]) -> str | None:
+    """sub-vlm: the prediction is the top-scoring candidate (first of tied maxima; "none" the
+    none-option), chance 1/options for S+ and 1 − |label|/options for S− (Appendix F)."""
+
+    def detected(row: dict[str, Any]) -> set[str] | str:
+        scores, candidates = list(row["scores"]), list(row["candidates"])
+        if not scores:
+            return "no scores"
+        best = candidates[max(range(len(scores)), key=lambda i: (scores[i], -i))]
+        return set() if best == "none" else {best}
+
+    def chance(row: dict[str, Any]) -> float:
+        n = len(list(row["candidates"]))
+        return 1.0 / n if row["side"] == "S+" else 1.0 - len(str(row["label"]).split(";")) / n
+
+    return _check_sides(rows, detected, chance)
+
+
+def check_sub_cbm_rows(rows: Sequence[dict[str, Any]], options: dict[str, Any]) -> str | None:
+    """sub-cbm: the prediction is the group's concepts whose probability reaches the run's
+    threshold (compared in float32, as the run compared them); chance 50%."""
+    import numpy as np
+
+    threshold = np.float32(options["threshold"])
+
+    def detected(row: dict[str, Any]) -> set[str]:
+        return {c for c, p in zip(row["candidates"], row["scores"]) if np.float32(p) >= threshold}
+
+    return _check_sides(rows, detected, lambda row: 0.5)
+
+
 # ----------------------------------------------------------------------------------- table
 def _s_minus_options() -> tuple[Option, ...]:
     from conceptforge.cub import CBM_MIN_CLASS_COUNT
@@ -385,6 +447,7 @@ def tasks() -> list[Task]:
             run_sub_vlm,
             score_sub,
             **shared,
+            check_rows=check_sub_vlm_rows,
             protocols=(
                 (EMBED, "sub/vlm-within-group: argmax cosine over the group's prompts + none (paper Appendix F)"),
                 (CHOOSE, "sub/vlm-choose: the paper's question, options A) … Other, option-letter probabilities"),
@@ -422,6 +485,7 @@ def tasks() -> list[Task]:
             run_sub_cbm,
             score_sub_cbm,
             **shared,
+            check_rows=check_sub_cbm_rows,
             options=(
                 Option(
                     "threshold",

@@ -114,7 +114,7 @@ def _run(model, task: str, options: list[str], **inputs):
 @pytest.mark.parametrize(
     "kind, task, options, message",
     [
-        ("open_clip", "binding-cdsm", ["binding-cdsm.models=add,csp"], "csp fine-tune a transformers CLIP"),
+        ("open_clip", "binding-cdsm", ["binding-cdsm.models=add,csp"], "csp and clip-ft fine-tune a transformers CLIP"),
         ("clip", "binding-cdsm", ["binding-cdsm.calibrate=true", "binding-cdsm.config=relational"], "Appendix C"),
         ("itm", "compmap-mit-states", ["compmap-mit-states.ablations=true"], "needs a dual encoder's image"),
         ("clip", "compmap-mit-states", ["compmap-mit-states.split_dir=other-split"], "no folder other-split in"),
@@ -140,3 +140,36 @@ def test_options_against_the_model_and_the_folders_before_any_load(kind, task, o
     (selection,) = select_tasks(task, options=[o for o in options if "config=" not in o and "_dir=" not in o])
     if "split_dir" not in options[0] and "metadata" not in options[0]:
         selection.task.check_options(selection.options, model=fitting, inputs={"mit_states_dir": str(mit)})
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["evaluate", "compmap", "--benchmark", "cub", "--data-dir", "{dir}", "--ablations"],
+            "--ablations is an option of compmap-mit-states, which this run does not include (--benchmark cub)",
+        ),
+        (
+            ["evaluate", "binding", "--dataset", "{dir}", "--models", "clip", "--calibrate"],
+            "--calibrate is an option of binding-cdsm, which this run does not include (--models clip)",
+        ),
+        (
+            ["evaluate", "sub", "--dataset", "{dir}", "--cub-dir", "{dir}", "--model", "{dir}", "--threshold", "0.3"],
+            "--threshold is an option of sub-cbm, which this run does not include",
+        ),
+        (
+            ["evaluate", "conceptbed", "--from-scores", "{file}", "--style-oracle", "my-org/pacs"],
+            "--style-oracle does nothing with --from-scores",
+        ),
+        (["evaluate", "--model", "{dir}", "--tasks", "binding-clip", "--results-repo", "me/x"], "--results-repo goes"),
+        (["evaluate", "--model", "{dir}", "--tasks", "binding-clip", "--results-pr"], "--results-pr goes with"),
+    ],
+)
+def test_options_a_run_would_ignore_are_refused(argv, message, tmp_path, loads):
+    """A flag that would change nothing in this run (silently ignored before) is one line, exit 2."""
+    (tmp_path / "scores.jsonl").write_text("")
+    argv = [a.format(dir=tmp_path, file=tmp_path / "scores.jsonl") for a in argv]
+    status, err = _cli(argv)
+    lines = err.strip().splitlines()
+    assert status == 2 and len(lines) == 1 and lines[0].startswith(f"error: {message}"), err
+    assert loads == []
