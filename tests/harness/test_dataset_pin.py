@@ -4,7 +4,8 @@ binding's tasks declare ``conceptforge/binding@v1.0.0`` (``--tasks list``, docs/
 local Hub-compatible server holds that repo with a ``v1.0.0`` tag and a later ``main`` commit of
 other data; a run without ``--dataset``/``--revision`` must read the tag (its row counts), record
 ``revision: v1.0.0`` with the tag's commit, and an offline run must say ``@v1.0.0``. Before the
-fix the run read ``main`` and recorded ``revision: null``.
+fix the run read ``main`` and recorded ``revision: null``. The same server checks that a
+``--results-repo`` which does not exist is refused before the first task.
 """
 
 from __future__ import annotations
@@ -93,3 +94,19 @@ def test_a_default_run_reads_records_and_names_the_pinned_revision(pinned_releas
     assert offline.returncode == 2, offline.stderr[-2000:]
     (line,) = [text for text in offline.stderr.splitlines() if text.startswith("error:")]  # one error line
     assert f"{REPO_ID}@v1.0.0" in line and "@main" not in line
+
+
+def test_a_results_repo_that_does_not_exist_is_refused_before_any_task(pinned_release, hub_env, tiny_clip_dir):
+    """``--push-results --results-repo`` naming no model repo: one line before the evaluation (it
+    used to run every task, write the results, then fail to push)."""
+    work = pinned_release["work"]
+    out = work / "pushed.json"
+    done = _evaluate(
+        "--model", tiny_clip_dir, "--tasks", "binding-clip", "--device", "cpu", "--cache-dir", work / "cache",
+        "--push-results", "--results-repo", "conceptforge-e2e/no-such-model", "--output", out, env=hub_env,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr[-2000:]
+    (line,) = [text for text in done.stderr.splitlines() if text.startswith("error:")]
+    assert line.startswith("error: no model repo conceptforge-e2e/no-such-model on the Hub")
+    assert "binding-clip on" not in done.stderr  # no task started
+    assert not out.exists()
