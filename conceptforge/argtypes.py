@@ -69,6 +69,14 @@ __all__ = [
     "IntList",
     "StrList",
     "Optional",
+    "Flag",
+    "Text",
+    "ChoiceList",
+    "ModelSource",
+    "FunctionRef",
+    "RelativeName",
+    "flag",
+    "model_source",
 ]
 
 
@@ -700,3 +708,206 @@ class Optional(ArgType):
 
 hub_license = HubLicense()
 hub_repo_id = HubRepoId()
+
+
+class Flag(ArgType):
+    """An on/off value as text (``true``/``false``, ``yes``/``no``, ``on``/``off``, ``1``/``0``):
+    a task option such as ``binding-cdsm.calibrate`` given as ``--task-option`` text (its alias
+    flag is ``--calibrate/--no-calibrate``)."""
+
+    TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+    def __init__(self) -> None:
+        self.__name__ = "flag"
+
+    def __call__(self, text: str) -> bool:
+        word = str(text).strip().lower()
+        if word in self.TRUE:
+            return True
+        if word in self.FALSE:
+            return False
+        raise argparse.ArgumentTypeError(f"expected true/false, got {text!r}")
+
+    def good_example(self, paths: Examples) -> str:
+        return "true"
+
+    def bad_examples(self, paths: Examples) -> list[str]:
+        return ["maybe", "2", ""]
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+
+class Text(ArgType):
+    """Free text (a prompt, a display name). Why checked at all: a control character (a NUL, an
+    escape) is never meant, and a line break in a one-line name breaks the tables it is printed
+    in; ``multiline`` allows line breaks (a prompt's extra line), ``required`` refuses ''."""
+
+    def __init__(self, *, multiline: bool = False, required: bool = False, name: str = "text") -> None:
+        self.multiline, self.required, self.__name__ = multiline, required, name
+
+    def __call__(self, text: str) -> str:
+        text = str(text)
+        allowed = "\n\t" if self.multiline else ""
+        bad = sorted({c for c in text if (ord(c) < 32 or ord(c) == 127) and c not in allowed})
+        if bad:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} holds control character(s) {', '.join(repr(c) for c in bad)}"
+                + ("" if self.multiline else " (one line, no line breaks)")
+            )
+        if self.required and not text.strip():
+            raise argparse.ArgumentTypeError("expected some text, got an empty string")
+        return text
+
+    def good_example(self, paths: Examples) -> str:
+        return "a photo"
+
+    def bad_examples(self, paths: Examples) -> list[str]:
+        return ["a\x00b"] + ([] if self.multiline else ["two\nlines"]) + (["", "  "] if self.required else [])
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+
+class ChoiceList(ArgType):
+    """Comma-separated names, each from a fixed set (at least one, no repeats), as a tuple:
+    ``models=csp,add``. ``refused``: names with their own one-line reason (``clip`` is another task)."""
+
+    def __init__(self, choices: tuple[str, ...], *, refused: dict[str, str] | None = None, name: str = "names") -> None:
+        self.choices, self.refused, self.__name__ = tuple(choices), dict(refused or {}), name
+
+    def __call__(self, text: str) -> tuple[str, ...]:
+        values = tuple(part.strip() for part in str(text).split(",") if part.strip())
+        if not values:
+            raise argparse.ArgumentTypeError(f"expected comma-separated names from {', '.join(self.choices)}")
+        for value in values:
+            if value in self.refused:
+                raise argparse.ArgumentTypeError(f"{value}: {self.refused[value]}")
+            if value not in self.choices:
+                raise argparse.ArgumentTypeError(
+                    f"unknown name {value!r} in {text!r}; choose from {', '.join(self.choices)}"
+                )
+        repeated = sorted({v for v in values if values.count(v) > 1})
+        if repeated:
+            raise argparse.ArgumentTypeError(f"{', '.join(repeated)} listed twice in {text!r}")
+        return values
+
+    def good_example(self, paths: Examples) -> str:
+        return self.choices[0]
+
+    def bad_examples(self, paths: Examples) -> list[str]:
+        good = self.choices[0]
+        return [f"{good},not-a-choice", f"{good},{good}", "", ","] + [f"{good},{name}" for name in self.refused]
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+
+class ModelSource(ArgType):
+    """A model to load later: a local model folder, or a Hub id (``ORG/NAME`` or ``NAME``).
+
+    Why checked here: an oracle or encoder named by a path that does not exist used to be found
+    only when that model loaded, after the model under evaluation had loaded (and run)."""
+
+    _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}")
+
+    def __init__(self) -> None:
+        self.__name__ = "model"
+
+    def __call__(self, text: str) -> str:
+        from conceptforge.hub_ids import repo_id_problem
+
+        value = str(text).strip()
+        if not value:
+            raise argparse.ArgumentTypeError("expected a model folder or Hub id, got an empty string")
+        path = Path(value).expanduser()
+        if path.is_dir():
+            return value
+        if path.exists():
+            raise argparse.ArgumentTypeError(f"{value} is a file: pass a model folder or a Hub id")
+        looks_like_path = value.startswith(("/", ".", "~")) or value.count("/") > 1 or os.sep in value.replace("/", "")
+        if looks_like_path:
+            raise argparse.ArgumentTypeError(f"{value} does not exist (no such model folder)")
+        if "/" in value and repo_id_problem(value) is None:
+            return value
+        if "/" not in value and self._NAME.fullmatch(value) and ".." not in value:
+            return value
+        raise argparse.ArgumentTypeError(f"{value!r} is neither a model folder nor a Hub id ORG/NAME")
+
+    def good_example(self, paths: Examples) -> str:
+        return "my-org/my-model"
+
+    def bad_examples(self, paths: Examples) -> list[str]:
+        return [paths.missing, paths.file, "not a model!", ""]
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+
+class FunctionRef(ArgType):
+    """``package.module:function``, importable now (or one of ``words``, e.g. ``rules``).
+
+    Why import at parse time: a misspelt module used to fail after the models had loaded."""
+
+    _REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+    def __init__(self, *, words: tuple[str, ...] = (), name: str = "module:function") -> None:
+        self.words, self.__name__ = tuple(words), name
+
+    def __call__(self, text: str) -> str:
+        import importlib
+
+        value = str(text).strip()
+        if value in self.words:
+            return value
+        if not self._REF.match(value):
+            either = f"{' or '.join(repr(w) for w in self.words)} or " if self.words else ""
+            raise argparse.ArgumentTypeError(f"expected {either}package.module:function, got {text!r}")
+        module, _, attribute = value.partition(":")
+        try:
+            found = getattr(importlib.import_module(module), attribute)
+        except ImportError as error:
+            raise argparse.ArgumentTypeError(f"cannot import {module} for {value}: {error}") from None
+        except AttributeError:
+            raise argparse.ArgumentTypeError(f"{module} has no {attribute} (from {value})") from None
+        if not callable(found):
+            raise argparse.ArgumentTypeError(f"{value} is not a function")
+        return value
+
+    def good_example(self, paths: Examples) -> str:
+        return self.words[0] if self.words else "os.path:join"
+
+    def bad_examples(self, paths: Examples) -> list[str]:
+        return ["no-colon", "conceptforge_no_such_module:f", "os.path:no_such_function", ""]
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+
+class RelativeName(ArgType):
+    """A file or folder name inside a folder another flag gives (``split_dir`` of the MIT-States
+    folder): relative, without ``..``; whether it exists there is checked beside that folder."""
+
+    def __init__(self, *, name: str = "name") -> None:
+        self.__name__ = name
+
+    def __call__(self, text: str) -> str:
+        value = str(text).strip()
+        if not value:
+            raise argparse.ArgumentTypeError("expected a name, got an empty string")
+        if Path(value).is_absolute() or ".." in Path(value).parts:
+            raise argparse.ArgumentTypeError(f"{value} must be a name inside the data folder (relative, no '..')")
+        return value
+
+    def good_example(self, paths: Examples) -> str:
+        return "data"
+
+    def bad_examples(self, paths: Examples) -> list[str]:
+        return ["/abs/path", "../outside", ""]
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+
+flag = Flag()
+model_source = ModelSource()

@@ -29,7 +29,6 @@ from conceptforge.loaders.harness.task import (
     flag,
     mean_metric,
     over_runs,
-    str_list,
     template,
 )
 
@@ -251,11 +250,7 @@ def run_binding_cdsm(ctx: TaskContext) -> TaskOutcome:
         raise InvalidArgumentError(
             "calibrated stacking applies to the single-object (adjective-noun) setting only (Appendix C)"
         )
-    if ctx.model.kind != "clip" and {"csp", "clip-ft"} & set(models):
-        raise InvalidArgumentError(
-            "binding-cdsm: csp and clip-ft fine-tune a transformers CLIP's own encoders; "
-            f"{ctx.model.id} is a {ctx.model.kind} model (the CDSMs on frozen embeddings run with it)"
-        )
+    check_cdsm_options(options, model=ctx.model, inputs={})  # a library caller's options too
     embedder = ctx.session.embedder()
     units = [(kind, seed) for kind in models for seed in seeds]
     prepared: dict[str, Any] = {}
@@ -355,15 +350,25 @@ def score_binding_cdsm(rows: Sequence[dict[str, Any]], options: dict[str, Any]) 
 
 
 # ----------------------------------------------------------------------------------- rescoring
-def check_binding_rows(rows: Sequence[dict[str, Any]]) -> str | None:
-    """Each row's ``value`` must be the tie-aware credit its ``scores`` give the true label, and
-    its ``prediction`` the top-scoring candidate: a row edited by hand (or written by other code)
-    would otherwise be rescored as if the model had said so."""
+def check_binding_rows(rows: Sequence[dict[str, Any]], options: dict[str, Any]) -> str | None:
+    """Each row's ``label`` must be its candidate at ``label_index``, its ``value`` the tie-aware
+    credit its ``scores`` give the true label and its ``prediction`` the top-scoring candidate: a
+    row edited by hand (or written by other code) would otherwise be rescored as if the model had
+    said so. binding-cdsm rows: every model and seed of the run's options scored the same items of
+    each split (a dropped or added row in one seed would move that seed's accuracy only)."""
     import torch
 
     from conceptforge.loaders.binding.scoring import prediction_mass
 
+    known = {"train", "val", "gen", "seen-val", "gen-calibrated"}
     for row in rows:
+        if row["split"] not in known:
+            return f"row {row['item_id']}: split {row['split']!r} is none of {', '.join(sorted(known))}"
+        candidates, index = list(row["candidates"]), row["label_index"]
+        if index is None or not 0 <= int(index) < len(candidates) or candidates[int(index)] != row["label"]:
+            return f"row {row['item_id']}: label {row['label']!r} is not its candidate at label_index {index}"
+        if len(list(row["scores"])) != len(candidates):
+            return f"row {row['item_id']}: {len(list(row['scores']))} scores for {len(candidates)} candidates"
         scores = torch.tensor([list(row["scores"])], dtype=torch.float64)
         credit = float(prediction_mass(scores)[0, int(row["label_index"])])
         if row["value"] is None or abs(credit - float(row["value"])) > 1e-9:
@@ -374,6 +379,36 @@ def check_binding_rows(rows: Sequence[dict[str, Any]]) -> str | None:
         top = list(row["candidates"])[int(torch.argmax(scores[0]))]
         if row["prediction"] != top:
             return f"row {row['item_id']}: prediction {row['prediction']!r} but its scores rank {top!r} first"
+    if rows and "binding_model" in rows[0]:
+        return _check_cdsm_units(rows, options)
+    return None
+
+
+def _check_cdsm_units(rows: Sequence[dict[str, Any]], options: dict[str, Any]) -> str | None:
+    """binding-cdsm: the rows of every (model, seed) of the options, each over the same items."""
+    items: dict[tuple[str, int], dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for row in rows:
+        prefix = f"{row['binding_model']}/seed{row['seed']}/"
+        if not str(row["item_id"]).startswith(prefix):
+            return f"row {row['item_id']}: binding_model {row['binding_model']} seed {row['seed']} but id not {prefix}…"
+        # calibration holds out a seed's own 10% of train as seen-val: train and seen-val compare as one
+        split = "train" if row["split"] == "seen-val" else row["split"]
+        items[(row["binding_model"], row["seed"])][split].add(str(row["item_id"])[len(prefix) :].split("/", 1)[-1])
+    wanted = {(model, seed) for model in options["models"] for seed in options["seeds"]}
+    if set(items) != wanted:
+        odd = sorted(set(items) ^ wanted)[0]
+        return (
+            f"rows of model {odd[0]} seed {odd[1]}: the run's options (models {','.join(options['models'])}, seeds "
+            f"{','.join(map(str, options['seeds']))}) {'have no such unit' if odd not in wanted else 'want them'}"
+        )
+    first, *others = sorted(items)
+    for unit in others:
+        if items[unit] != items[first]:
+            split = next(s for s in set(items[unit]) | set(items[first]) if items[unit][s] != items[first][s])
+            return (
+                f"rows of model {unit[0]} seed {unit[1]}: split {split} holds other items than model {first[0]} "
+                f"seed {first[1]}'s"
+            )
     return None
 
 
@@ -423,12 +458,43 @@ def binding_cdsm_details(rows: Sequence[dict[str, Any]], options: dict[str, Any]
 
 # ----------------------------------------------------------------------------------- table
 def _config_option() -> Option:
+    from conceptforge.generators.binding.compositions import DATASETS
+
     return Option(
         "config",
-        "single-object",
-        str,
+        DATASETS[0],
+        choice(DATASETS),
         "config of the binding repo: single-object | two-object | relational (a one-config repo: its config)",
     )
+
+
+def _models_option() -> Option:
+    from conceptforge.loaders.binding.models import MODEL_KINDS
+
+    return Option(
+        "models",
+        ("csp", "add", "mult", "conv", "tl", "rf"),
+        argtypes.ChoiceList(
+            MODEL_KINDS, refused={"clip": "zero-shot CLIP is task binding-clip, not a trained model"}, name="models"
+        ),
+        f"trained models: {', '.join(MODEL_KINDS)} (clip-ft: full fine-tuning, slow)",
+    )
+
+
+def check_cdsm_options(options: dict[str, Any], *, model: Any, inputs: dict[str, Any]) -> None:
+    """Before any model loads: CSP and CLIP-FT fine-tune a transformers CLIP's own encoders, and
+    calibrated stacking is defined for the single-object setting only (Appendix C)."""
+    fine_tuned = [m for m in options["models"] if m in ("csp", "clip-ft")]
+    if fine_tuned and model.kind != "clip":
+        raise InvalidArgumentError(
+            f"binding-cdsm.models={','.join(options['models'])}: csp and clip-ft fine-tune a transformers CLIP's own "
+            f"encoders; {model.id} is a {model.kind} model (the CDSMs on frozen embeddings run with it)"
+        )
+    if options["calibrate"] and options["config"] != "single-object":
+        raise InvalidArgumentError(
+            f"binding-cdsm.calibrate: calibrated stacking applies to the single-object setting only (Appendix C), "
+            f"not config {options['config']}"
+        )
 
 
 def _cdsm_score_option() -> Option:
@@ -491,17 +557,13 @@ def tasks() -> list[Task]:
             rescore_details=binding_cdsm_details,
             **release,
             seeded=True,
+            check_options=check_cdsm_options,
             leaderboard=lambda splits, options: [
                 (f"{model}.{split}_accuracy", split) for model in options["models"] for split in splits
             ],
             options=(
                 _config_option(),
-                Option(
-                    "models",
-                    ("csp", "add", "mult", "conv", "tl", "rf"),
-                    str_list,
-                    "trained models: csp, add, mult, conv, tl, rf, clip-ft (full fine-tuning, slow)",
-                ),
+                _models_option(),
                 Option("seeds", (0, 1, 2, 3, 4), argtypes.IntList(0, 2**32 - 1, name="seeds"), "training seeds"),
                 Option("epochs", 20, argtypes.positive_int, "training epochs (best epoch chosen on val)"),
                 _cdsm_score_option(),

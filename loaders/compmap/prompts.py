@@ -18,8 +18,10 @@ whose bill shape is needle" — the paper introduced that prior because part att
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
 
+from conceptforge.argtypes import ArgType, Examples
 from conceptforge.errors import InvalidArgumentError
 
 TABLE_A3_TEMPLATES: tuple[str, ...] = (
@@ -89,3 +91,27 @@ def cub_class_prompts(name: str, choice: TemplateChoice) -> list[str]:
 def mit_prompts(phrase: str, choice: TemplateChoice) -> list[str]:
     """``phrase`` is an attribute, an object or "attr obj"."""
     return choice.fill(phrase, paper_template=MIT_TEMPLATE)
+
+
+class TemplatesOption(ArgType):
+    """The ``templates`` task option (``paper``, ``a3`` or ``a3:<ids>``), checked when the option
+    is given, so a bad id list is refused before any model loads; the value stays the text."""
+
+    def __init__(self) -> None:
+        self.__name__ = "templates"
+
+    def __call__(self, text: str) -> str:
+        try:
+            parse_templates(str(text))
+        except InvalidArgumentError as error:
+            raise argparse.ArgumentTypeError(str(error).removeprefix("--templates ")) from None
+        return str(text).strip().lower()
+
+    def good_example(self, paths: Examples) -> str:
+        return "a3:1,4"
+
+    def bad_examples(self, paths: Examples) -> list[str]:
+        return ["a3:0", f"a3:{len(TABLE_A3_TEMPLATES) + 1}", "a3:", "papers", ""]
+
+    def __repr__(self) -> str:
+        return self.__name__

@@ -23,8 +23,21 @@ from typing import Any
 from conceptforge import argtypes
 from conceptforge.errors import InvalidArgumentError
 from conceptforge.loaders.compmap import breakdowns
+from conceptforge.loaders.compmap.prompts import TemplatesOption
 from conceptforge.loaders.harness.model_ref import DEFAULT_CLIP
-from conceptforge.loaders.harness.task import EMBED, MATCH, Metric, Option, Task, TaskContext, TaskOutcome, choice, flag
+from conceptforge.loaders.harness.task import (
+    EMBED,
+    MATCH,
+    Metric,
+    Option,
+    Task,
+    TaskContext,
+    TaskOutcome,
+    choice,
+    flag,
+    model_source,
+    text,
+)
 
 CUB_COLUMNS = (
     ("n_way", "int64"),
@@ -45,6 +58,7 @@ MIT_COLUMNS = (
     ("unseen_top", "list<float64>"),
     ("gt_score", "float64"),
 )
+CUB_CLASSES = 200  # the most ways an episode of CUB can have
 CZSL_KEYS = ("auc", "best_seen", "best_unseen", "best_hm", "best_gm")
 METRIC_ROWS = ("prim", "oracle", "interv_full")
 
@@ -362,6 +376,81 @@ def run_compmap_mit_states(ctx: TaskContext) -> TaskOutcome:
     )
 
 
+def check_cub_rows(rows: Sequence[dict[str, Any]], options: dict[str, Any]) -> str | None:
+    """compmap-cub: a full-shot row is right when its prediction is its label; an episode row's
+    value is the episode's accuracy, in [0, 1]; every setting has rows of every row the metrics
+    and Δ need (oracle, prim, interv_full)."""
+    rows_of: dict[str, set[str]] = defaultdict(set)
+    for row in rows:
+        item = row["item_id"]
+        if row["row"] not in (*METRIC_ROWS, "interv_partial"):
+            return f"row {item}: row {row['row']!r} is none of {', '.join((*METRIC_ROWS, 'interv_partial'))}"
+        rows_of[row["setting"]].add(row["row"])
+        if row["k_shot"] is None:  # the 200-way full-shot setting: one row per test image
+            if row["correct"] is None or bool(row["correct"]) != (row["prediction"] == row["label"]):
+                return (
+                    f"row {item}: correct is {row['correct']} but prediction {row['prediction']!r} and label "
+                    f"{row['label']!r} {'agree' if row['prediction'] == row['label'] else 'differ'}"
+                )
+        elif row["value"] is None or not 0.0 <= float(row["value"]) <= 1.0:
+            return f"row {item}: an episode's accuracy {row['value']} outside [0, 1]"
+    for setting, present in rows_of.items():
+        missing = [name for name in METRIC_ROWS if name not in present]
+        if missing:
+            return f"rows of setting {setting}: none of row {missing[0]} (its metrics and delta need {', '.join(METRIC_ROWS)})"
+    return None
+
+
+def check_mit_rows(rows: Sequence[dict[str, Any]], options: dict[str, Any]) -> str | None:
+    """compmap-mit-states: the prediction is the top-scoring kept pair (first of tied maxima),
+    right when it is the label, the label is the row's ``pair``; every world has the oracle and
+    interv_full rows Δ needs."""
+    rows_of: dict[str, set[str]] = defaultdict(set)
+    for row in rows:
+        item, scores, candidates = row["item_id"], list(row["scores"]), list(row["candidates"])
+        rows_of[row["world"]].add(row["row"])
+        if len(scores) != len(candidates):
+            return f"row {item}: {len(scores)} scores for {len(candidates)} candidates"
+        top = candidates[max(range(len(scores)), key=lambda i: (scores[i], -i))] if scores else ""
+        if row["prediction"] != top:
+            return f"row {item}: prediction {row['prediction']!r} but its scores rank {top!r} first"
+        if row["label"] != row["pair"]:
+            return f"row {item}: label {row['label']!r} is not its pair {row['pair']!r}"
+        if row["correct"] is None or bool(row["correct"]) != (row["prediction"] == row["label"]):
+            return (
+                f"row {item}: correct is {row['correct']} but prediction {row['prediction']!r}, label {row['label']!r}"
+            )
+    for world, present in rows_of.items():
+        missing = [name for name in ("oracle", "interv_full") if name not in present]
+        if missing:
+            return f"rows of world {world}: none of row {missing[0]} (delta needs oracle and interv_full)"
+    return None
+
+
+def check_mit_options(options: dict[str, Any], *, model: Any, inputs: dict[str, Any]) -> None:
+    """Before any model loads: the split folder and metadata file are in the MIT-States folder,
+    and the ablation rows (image embeddings) have a dual encoder to come from."""
+    from pathlib import Path
+
+    from conceptforge.loaders.harness.adapters.base import provides
+
+    root = inputs.get("mit_states_dir")
+    if root and Path(root).is_dir():
+        if not (Path(root) / options["split_dir"]).is_dir():
+            raise InvalidArgumentError(
+                f"compmap-mit-states.split_dir: no folder {options['split_dir']} in {root} "
+                "(compositional-split-natural holds the paper's split)"
+            )
+        metadata = options["metadata"] or f"metadata_{options['split_dir']}.t7"
+        if not (Path(root) / metadata).is_file():
+            raise InvalidArgumentError(f"compmap-mit-states.metadata: no file {metadata} in {root}")
+    if options["ablations"] and not provides(model.kind, EMBED):
+        raise InvalidArgumentError(
+            f"compmap-mit-states.ablations needs a dual encoder's image embeddings (embed); {model.id} is a "
+            f"{model.kind} model: drop compmap-mit-states.ablations=true"
+        )
+
+
 # ----------------------------------------------------------------------------------- table
 _PROTOCOLS = (
     (EMBED, "activations logit_scale·cos(image, concept prompts) (paper, CLIP)"),
@@ -383,12 +472,15 @@ def tasks() -> list[Task]:
             "compmap/cub-episodes",
             run_compmap_cub,
             score_compmap_cub,
+            check_rows=check_cub_rows,
             columns=CUB_COLUMNS,
             needs=("cub_dir",),
             seeded=True,
             protocols=_PROTOCOLS,
             options=(
-                Option("ways", (5, 10, 100, 200), argtypes.IntList(2, name="ways"), "n of n-way (>= 2)"),
+                Option(
+                    "ways", (5, 10, 100, 200), argtypes.IntList(2, CUB_CLASSES, name="ways"), "n of n-way (2 to 200)"
+                ),
                 Option("shots", (1, 5), argtypes.IntList(1, name="shots"), "k of k-shot"),
                 Option("episodes", 600, argtypes.positive_int, "episodes per setting"),
                 Option("queries", 15, argtypes.positive_int, "query images per class and episode (protocol episodic)"),
@@ -400,7 +492,7 @@ def tasks() -> list[Task]:
                     argtypes.positive_float,
                     "inverse L2 strength of the logistic regression (scikit-learn's C)",
                 ),
-                Option("templates", "paper", str, "paper | a3 | a3:<ids>"),
+                Option("templates", "paper", TemplatesOption(), "paper | a3 | a3:<ids>"),
                 Option("group_softmax", True, flag, "softmax over each attribute group"),
                 Option(
                     "protocol",
@@ -409,7 +501,7 @@ def tasks() -> list[Task]:
                     "authors: k support images from the train split, every test image of the n classes a query "
                     "(the CompMap authors' code); episodic: k support + queries per class drawn from all of CUB",
                 ),
-                Option("name", "", str, "model name in the tables (default: derived from the model id)"),
+                Option("name", "", text(name="name"), "model name in the tables (default: derived from the model id)"),
             ),
             breakdowns=breakdowns.COMPMAP_CUB,
         ),
@@ -427,6 +519,8 @@ def tasks() -> list[Task]:
             seeded=True,
             protocols=_PROTOCOLS,
             rescore_options=("czsl_curve",),
+            check_rows=check_mit_rows,
+            check_options=check_mit_options,
             options=(
                 Option("world", "closed", choice(("closed", "open", "both")), "closed world, open world, or both"),
                 Option(
@@ -441,19 +535,24 @@ def tasks() -> list[Task]:
                     choice(("text", "primitives")),
                     "composite-concept features of the contrastive model",
                 ),
+                Option("target_model", DEFAULT_CLIP, model_source, "dual encoder for pair texts when the model is ITM"),
                 Option(
-                    "target_model",
-                    DEFAULT_CLIP,
-                    str,
-                    "dual encoder for pair texts when the model is ITM",
+                    "split_dir",
+                    "compositional-split-natural",
+                    argtypes.RelativeName(name="folder"),
+                    "split folder under the MIT-States folder",
                 ),
-                Option("split_dir", "compositional-split-natural", str, "split folder under the MIT-States folder"),
-                Option("metadata", "", str, "metadata file in the MIT-States folder (default metadata_<split_dir>.t7)"),
+                Option(
+                    "metadata",
+                    "",
+                    argtypes.Optional(argtypes.RelativeName(name="file"), words=("",), empty=""),
+                    "metadata file in the MIT-States folder (default metadata_<split_dir>.t7)",
+                ),
                 Option("epochs", 20, argtypes.positive_int, "contrastive model epochs"),
                 Option("dim", 256, argtypes.positive_int, "contrastive model width"),
                 Option("lr", 1e-3, argtypes.positive_float, "contrastive model learning rate"),
                 Option("seed", 0, argtypes.seed, "contrastive model training seed"),
-                Option("templates", "paper", str, "paper | a3 | a3:<ids>"),
+                Option("templates", "paper", TemplatesOption(), "paper | a3 | a3:<ids>"),
                 Option("group_softmax", True, flag, "softmax over each attribute group"),
                 Option(
                     "topk",
@@ -467,7 +566,7 @@ def tasks() -> list[Task]:
                     flag,
                     "also Table 5's zero-shot row and Table 6's image-embedding rows (dual encoders)",
                 ),
-                Option("name", "", str, "model name in the tables (default: derived from the model id)"),
+                Option("name", "", text(name="name"), "model name in the tables (default: derived from the model id)"),
             ),
             breakdowns=breakdowns.COMPMAP_MIT,
         ),

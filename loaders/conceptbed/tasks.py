@@ -21,7 +21,16 @@ from conceptforge.errors import DataFormatError, DataNotFoundError, one_line
 from conceptforge.loaders.conceptbed import breakdowns
 from conceptforge.loaders.harness.adapters.base import IMAGES_TO_JUDGE, MATCH
 from conceptforge.loaders.harness.model_ref import GENERATED, VLM
-from conceptforge.loaders.harness.task import Metric, Option, Task, TaskContext, TaskOutcome, choice, flag
+from conceptforge.loaders.harness.task import (
+    Metric,
+    Option,
+    Task,
+    TaskContext,
+    TaskOutcome,
+    choice,
+    flag,
+    model_source,
+)
 
 COLUMNS = (
     ("concept", "string"),
@@ -125,6 +134,37 @@ def score_conceptbed(rows: Sequence[dict[str, Any]], options: dict[str, Any]) ->
     similar = [r for r in rows if r["oracle_task"] in SIMILARITY_TASKS]
     metrics.update({name: Metric(value, None, n) for name, (value, n) in similarity_metrics(similar).items()})
     return metrics
+
+
+def check_conceptbed_rows(rows: Sequence[dict[str, Any]], options: dict[str, Any]) -> str | None:
+    """An oracle row's candidate and label are its concept, its prediction the concept when the
+    oracle's argmax was right, and its value the concept's mean score over the real images (the
+    ``original`` rows of the same oracle task) minus its own score — recomputed here, since CCD
+    is the mean of these values."""
+    from conceptforge.loaders.conceptbed.metrics import ORIGINAL, real_tasks
+    from conceptforge.loaders.conceptbed.similarity import SIMILARITY_TASKS
+
+    oracle = [r for r in rows if r["oracle_task"] not in SIMILARITY_TASKS]
+    real: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for row in oracle:
+        if row["source"] == ORIGINAL and row["scores"]:
+            real[(row["oracle_task"], row["concept"])].append(float(row["scores"][0]))
+    for row in oracle:
+        item, concept = row["item_id"], row["concept"]
+        if list(row["candidates"]) != [concept] or row["label"] != concept or len(list(row["scores"])) != 1:
+            return f"row {item}: candidates, label and one score must be its concept {concept!r}'s"
+        if row["prediction"] != (concept if row["oracle_correct"] else ""):
+            return f"row {item}: prediction {row['prediction']!r} but oracle_correct is {row['oracle_correct']}"
+        values = [p for t in real_tasks(row["oracle_task"]) for p in real.get((t, concept), [])]
+        expected = sum(values) / len(values) - float(row["scores"][0]) if values else None
+        if (expected is None) != (row["value"] is None) or (
+            expected is not None and abs(float(row["value"]) - expected) > 1e-9
+        ):
+            return (
+                f"row {item}: value {row['value']} but the real images' mean score minus its own score gives "
+                f"{expected if expected is None else f'{expected:g}'}"
+            )
+    return None
 
 
 def run_conceptbed_ccd(ctx: TaskContext) -> TaskOutcome:
@@ -283,6 +323,7 @@ def tasks() -> list[Task]:
             run_conceptbed_ccd,
             score_conceptbed,
             columns=COLUMNS,
+            check_rows=check_conceptbed_rows,
             needs=("concepts",),
             families=(GENERATED, VLM),
             protocols=(
@@ -293,13 +334,13 @@ def tasks() -> list[Task]:
                 (MATCH, "conceptbed/ccd-vqascore: --model (a generative VLM) answers them by P('Yes') (ours)"),
             ),
             options=(
-                Option("style_oracle", default("DEFAULT_STYLE_ORACLE"), str, "PACS style classifier"),
-                Option("object_oracle", default("DEFAULT_OBJECT_ORACLE"), str, "ImageNet concept classifier"),
-                Option("cub_oracle", default("DEFAULT_CUB_ORACLE"), str, "CUB 200-class classifier"),
+                Option("style_oracle", default("DEFAULT_STYLE_ORACLE"), model_source, "PACS style classifier"),
+                Option("object_oracle", default("DEFAULT_OBJECT_ORACLE"), model_source, "ImageNet concept classifier"),
+                Option("cub_oracle", default("DEFAULT_CUB_ORACLE"), model_source, "CUB 200-class classifier"),
                 Option(
                     "vqa_model",
                     default("DEFAULT_VQA_ORACLE"),
-                    str,
+                    argtypes.Optional(model_source, words=("", "none"), empty="none"),
                     "ViLT VQA model for compositions ('' or none: no VQA)",
                 ),
                 Option(
@@ -308,20 +349,25 @@ def tasks() -> list[Task]:
                     choice(("softmax", "sigmoid")),
                     "the VQA model's probability of 'yes': softmax | sigmoid",
                 ),
-                Option("categoriser", "rules", str, "'rules' or module:function, for the real captions"),
+                Option(
+                    "categoriser",
+                    "rules",
+                    argtypes.FunctionRef(words=("rules",)),
+                    "'rules' or module:function, for the real captions",
+                ),
                 Option("max_real_images", 0, argtypes.non_negative_int, "real images per concept (0: all in the spec)"),
                 Option("ece_bins", 15, argtypes.positive_int, "bins of the expected calibration error"),
                 Option("per_concept", False, flag, "also tabulate CCD per concept"),
                 Option(
                     "clip_model",
                     "",
-                    str,
+                    argtypes.Optional(model_source, words=("",), empty=""),
                     "dual encoder for CLIPScore of the compositions (paper Table 2: CLIP ViT-B/32); '' = off",
                 ),
                 Option(
                     "dino_model",
                     "",
-                    str,
+                    argtypes.Optional(model_source, words=("",), empty=""),
                     "DINO ViT for pairwise similarity to the real images (paper Table 3: facebook/dino-vits16); '' = off",
                 ),
             ),

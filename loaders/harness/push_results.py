@@ -351,9 +351,10 @@ def undeclared_ids(
     return report
 
 
-def check_push(datasets: list[str | None]) -> None:
+def check_push(datasets: list[str | None], *, results_repo: str | None = None) -> None:
     """Refuse ``--push-results`` before any evaluation when the push cannot happen: no task
-    measured on a Hub dataset (nothing the Hub can list), offline, or no token to write with."""
+    measured on a Hub dataset (nothing the Hub can list), offline, no token to write with, or no
+    model repo ``results_repo`` to write to (it used to be found after every task had run)."""
     import os
 
     from huggingface_hub import get_token
@@ -371,6 +372,21 @@ def check_push(datasets: list[str | None]) -> None:
         raise InvalidArgumentError(
             "--push-results needs a Hub token with write access: set HF_TOKEN or run `hf auth login`"
         )
+    if results_repo:
+        from huggingface_hub import HfApi
+        from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
+
+        try:
+            HfApi().repo_info(results_repo, repo_type="model")
+        except RepositoryNotFoundError:
+            raise HubError(
+                f"no model repo {results_repo} on the Hub (or no access): pass --results-repo with a model repo you "
+                "can write (create it first: hf repo create NAME)"
+            ) from None
+        except (HfHubHTTPError, OSError) as error:
+            from conceptforge.external_errors import hub_failure
+
+            raise hub_failure(error, f"check --results-repo {results_repo}") from None
 
 
 def push_results(

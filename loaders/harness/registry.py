@@ -104,6 +104,17 @@ class TaskSelection:
     split: str | None = None  # None: the task's own split(s)
     given: set[str] = field(default_factory=set)  # options set by --task-option (the rest are defaults)
 
+    def data_source(self) -> tuple[str | None, str | None]:
+        """(repo, revision) the task reads: the user's, else the task's default repo at its pinned
+        revision. Why the pin follows the repo: a task's default revision (binding's ``v1.0.0``) is a
+        tag of its default repo only, so another repo without ``@REV`` is read at its ``main``; the
+        default repo named again without ``@REV`` still gets the pin (a published number must not
+        follow whatever ``main`` is that day)."""
+        repo = self.dataset or self.task.dataset
+        if self.revision is None and repo is not None and repo == self.task.dataset:
+            return repo, self.task.revision
+        return repo, self.revision
+
 
 def parse_dataset_override(text: str) -> tuple[str, str | None, str | None]:
     """``TASK=REPO[@REV]`` or ``TASK:REPO[@REV]`` -> (task, repo, revision); ``TASK=@REV`` keeps the repo."""

@@ -35,14 +35,25 @@ def _overrides(options: Sequence[str]) -> dict[str, dict[str, str]]:
     return out
 
 
-def check_rows(task: Any, rows: Sequence[dict[str, Any]]) -> str | None:
-    """The first row whose numbers contradict each other (None: none): ``correct`` must say
-    whether ``value`` is 1, and the task's own check (binding: ``value`` from ``scores``)."""
+def check_rows(task: Any, rows: Sequence[dict[str, Any]], options: dict[str, Any]) -> str | None:
+    """The first row that contradicts itself or the schema (None: none), as ``row ID: rule``.
+
+    Every task: one row per ``item_id`` (a repeated row would be counted twice), the file's task
+    in ``task``, and ``correct`` saying whether ``value`` is 1; then the task's own rules
+    (``Task.check_rows``: binding's credit from its scores, SUB's verdict from its prediction and
+    label, …), which see the run's options (sub-cbm's threshold)."""
+    seen: set[Any] = set()
     for row in rows:
+        item = row.get("item_id")
+        if item in seen:
+            return f"row {item}: item_id appears twice (one row per sample; a repeated row is counted twice)"
+        seen.add(item)
+        if row.get("task") != task.name:
+            return f"row {item}: task is {row.get('task')!r} in the samples file of {task.name}"
         correct, value = row.get("correct"), row.get("value")
         if correct is not None and value is not None and bool(correct) != (float(value) == 1.0):
-            return f"row {row.get('item_id')}: correct is {bool(correct)} but value is {value}"
-    return task.check_rows(rows) if task.check_rows is not None else None
+            return f"row {item}: correct is {bool(correct)} but value is {value}"
+    return task.check_rows(rows, options) if task.check_rows is not None else None
 
 
 def rescore(directory: str | Path, *, options: Sequence[str] = ()) -> dict[str, Any]:
@@ -75,10 +86,15 @@ def rescore(directory: str | Path, *, options: Sequence[str] = ()) -> dict[str, 
             task_options[name] = parse_option(known, value, where=f"--task-option {task.name}.{name}")
             record["options"][name] = task_options[name]
             record["variant"] = f"{record['variant']}; rescored with {name}={value}"
-        problem = check_rows(task, rows)
+        problem = check_rows(task, rows, task_options)
         if problem:
             raise DataFormatError(f"{file}: {problem}; rescore only files that evaluate wrote")
         metrics = task.score(rows, task_options)
+        if record["main_metric"] not in metrics:  # e.g. a binding file without its gen rows
+            raise DataFormatError(
+                f"{file}: no row gives the run's main metric {record['main_metric']} (metrics from the rows: "
+                f"{', '.join(metrics) or 'none'}); rescore only files that evaluate wrote"
+            )
         position = record.pop("position")
         record["metrics"] = {name: metric.to_dict() for name, metric in metrics.items()}
         if task.rescore_details is not None:  # details that are functions of the rows follow them

@@ -259,10 +259,10 @@ def _dataset_for(selection: TaskSelection, model: ModelRef, settings: RunSetting
         return DatasetRef(
             str(spec), None, f"local-sha256:{hashlib.sha256(spec.read_bytes()).hexdigest()[:16]}", "local"
         )
-    repo = selection.dataset or task.dataset
+    repo, revision = selection.data_source()  # the task's pinned revision unless the user chose another
     if not repo:
         raise InvalidArgumentError(f"task {task.name} has no default dataset: pass --dataset {task.name}=REPO@REVISION")
-    return resolve_dataset(repo, selection.revision, config=task.config, split=selection.split or task.split)
+    return resolve_dataset(repo, revision, config=task.config, split=selection.split or task.split)
 
 
 def run_tasks(
@@ -285,7 +285,11 @@ def run_tasks(
             runnable.append(selection)
     if not runnable:
         return results
-    # Resolve every dataset before the first (slow) task: a wrong repo or tag fails in seconds.
+    # Every option against the model's family and the run's folders, then every dataset, before
+    # the first (slow) task: a value no task can use or a wrong repo or tag fails in seconds.
+    for selection in runnable:
+        if selection.task.check_options is not None:
+            selection.task.check_options(selection.options, model=model, inputs=settings.inputs())
     datasets = [_dataset_for(selection, model, settings) for selection in runnable]
     own_session = session is None
     if session is None:

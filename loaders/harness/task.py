@@ -39,7 +39,12 @@ class Option:
     (``conceptforge evaluate binding …``) build their flags from these options with ``parse`` as
     the flag's type, so a bad value is the same one line either way. A ``bool`` default makes an
     on/off flag (``--calibrate/--no-calibrate``), a tuple default a list (``--seeds 0 1`` or
-    ``0,1``). ``help`` says what it does; where it mentions "default", the flag's help adds none."""
+    ``0,1``). ``help`` says what it does; where it mentions "default", the flag's help adds none.
+
+    Every value is checked before any model loads: ``parse`` holds the option's own domain (an
+    ``ArgType`` names values outside it, which tests/harness/test_option_checks.py tries on every
+    option of every task), and a task's ``check_options`` what depends on other options, the
+    model's family or the run's folders."""
 
     name: str
     default: Any
@@ -60,13 +65,9 @@ def template(*, allowed: set[str], required: set[str]) -> argtypes.Template:
     return argtypes.Template(allowed=allowed, required=required)
 
 
-def flag(text: str) -> bool:
-    """An on/off option's text (the flags built from it are ``--name/--no-name``)."""
-    if str(text).lower() in ("1", "true", "yes", "on"):
-        return True
-    if str(text).lower() in ("0", "false", "no", "off"):
-        return False
-    raise InvalidArgumentError(f"expected true/false, got {text!r}")
+flag = argtypes.flag  # an on/off option's text (the flags built from it are ``--name/--no-name``)
+text = argtypes.Text  # free text: a prompt (multiline=True) or a one-line name
+model_source = argtypes.model_source  # a model loaded later (an oracle, an encoder): folder or Hub id
 
 
 def option_text(value: Any) -> str:
@@ -182,8 +183,13 @@ class Task:
     options: tuple[Option, ...] = ()
     seeded: bool = False  # metrics carry standard errors over seeds/episodes
     rescore_options: tuple[str, ...] = ()  # options --from-predictions may change (variants computed from the rows)
-    #: ``--from-predictions``: a row whose ``value`` its own scores contradict -> one line (None: all agree)
-    check_rows: Callable[[Sequence[dict[str, Any]]], str | None] | None = None
+    #: ``--from-predictions``: the first row that contradicts its own scores, prediction and label or
+    #: the task's schema, given the run's options -> ``"row ID: rule"`` (None: all agree)
+    check_rows: Callable[[Sequence[dict[str, Any]], dict[str, Any]], str | None] | None = None
+    #: before any model loads: what an option's value means beside the other options, the model's
+    #: family and the run's folders (``check_options(options, model=ModelRef, inputs=RunSettings.inputs())``
+    #: raises one InvalidArgumentError line); each option's own domain is its ``parse``
+    check_options: Callable[..., None] | None = None
     #: ``--from-predictions``: the entry's ``details`` that are functions of the rows, recomputed
     rescore_details: Callable[[Sequence[dict[str, Any]], dict[str, Any], dict[str, Any]], dict[str, Any]] | None = None
     # how the per-sample rows break down (a ``loaders.analysis.breakdowns.TaskSpec``, declared by the

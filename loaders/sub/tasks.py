@@ -27,6 +27,7 @@ from conceptforge.loaders.harness.task import (
     TaskOutcome,
     choice,
     template,
+    text,
 )
 from conceptforge.loaders.sub import breakdowns
 
@@ -300,6 +301,7 @@ def run_sub_cbm(ctx: TaskContext) -> TaskOutcome:
         {
             "threshold": o["threshold"],
             "outputs": o["outputs"],
+            "rule": threshold_rule(o["outputs"], o["threshold"]),
             "num_concepts": len(concepts),
             "s_minus": o["s_minus"],
             "cbm_min_classes": o["cbm_min_classes"],
@@ -314,14 +316,82 @@ def run_sub_cbm(ctx: TaskContext) -> TaskOutcome:
         [row for d in done for row in d["rows"]],
         "s_plus",
         metrics=metrics,
-        variant=f"{o['outputs']} >= {o['threshold']}; S- rule {o['s_minus']}",
+        variant=f"{threshold_rule(o['outputs'], o['threshold'])}; S- rule {o['s_minus']}",
         details={"per_attribute": report.per_attribute, "settings": report.settings},
         table=report.format(),
     )
 
 
+def threshold_rule(outputs: str, threshold: float) -> str:
+    """The detection rule that ran, as the results and tables name it: the threshold applies to a
+    probability, so a CBM giving logits is read through a sigmoid first."""
+    return f"{'sigmoid(logit)' if outputs == 'logits' else 'probability'} >= {threshold:g}"
+
+
 def score_sub_cbm(rows: Sequence[dict[str, Any]], options: dict[str, Any]) -> dict[str, Metric]:
     return score_sub(rows, {**options, "kind": "cbm"})
+
+
+# ----------------------------------------------------------------------------------- rescoring
+def _check_sides(rows: Sequence[dict[str, Any]], detected: Any, chance: Any) -> str | None:
+    """Each row's verdict from its own prediction and label: S+ is right when the label (the
+    substituted attribute) is among the attributes predicted, S− when none of its label's (the
+    bird's original attributes the rule checks) is. ``detected(row)``: the attributes the row's
+    scores select, or a one-line problem; ``chance(row)``: the row's Appendix F chance."""
+    for row in rows:
+        item, side = row["item_id"], row["side"]
+        if side not in ("S+", "S-") or not str(item).endswith(f"/{side}"):
+            return f"row {item}: side {side!r} does not match its id (…/S+ or …/S-)"
+        if len(list(row["scores"])) != len(list(row["candidates"])):
+            return f"row {item}: {len(list(row['scores']))} scores for {len(list(row['candidates']))} candidates"
+        found = detected(row)
+        if isinstance(found, str):
+            return f"row {item}: {found}"
+        predicted = set() if row["prediction"] == "none" else set(str(row["prediction"]).split(";"))
+        if predicted != found:
+            return f"row {item}: prediction {row['prediction']!r} but its scores select {';'.join(sorted(found)) or 'none'}"
+        labels = set(str(row["label"]).split(";"))
+        right = bool(labels & predicted) if side == "S+" else not labels & predicted
+        if row["correct"] is None or bool(row["correct"]) != right:
+            return (
+                f"row {item}: correct is {row['correct']} but {side} with prediction {row['prediction']!r} and label "
+                f"{row['label']!r} is {'right' if right else 'wrong'}"
+            )
+        expected = chance(row)
+        if row["chance"] is None or abs(float(row["chance"]) - expected) > 1e-9:
+            return f"row {item}: chance {row['chance']} but its candidates give {expected:g}"
+    return None
+
+
+def check_sub_vlm_rows(rows: Sequence[dict[str, Any]], options: dict[str, Any]) -> str | None:
+    """sub-vlm: the prediction is the top-scoring candidate (first of tied maxima; "none" the
+    none-option), chance 1/options for S+ and 1 − |label|/options for S− (Appendix F)."""
+
+    def detected(row: dict[str, Any]) -> set[str] | str:
+        scores, candidates = list(row["scores"]), list(row["candidates"])
+        if not scores:
+            return "no scores"
+        best = candidates[max(range(len(scores)), key=lambda i: (scores[i], -i))]
+        return set() if best == "none" else {best}
+
+    def chance(row: dict[str, Any]) -> float:
+        n = len(list(row["candidates"]))
+        return 1.0 / n if row["side"] == "S+" else 1.0 - len(str(row["label"]).split(";")) / n
+
+    return _check_sides(rows, detected, chance)
+
+
+def check_sub_cbm_rows(rows: Sequence[dict[str, Any]], options: dict[str, Any]) -> str | None:
+    """sub-cbm: the prediction is the group's concepts whose probability reaches the run's
+    threshold (compared in float32, as the run compared them); chance 50%."""
+    import numpy as np
+
+    threshold = np.float32(options["threshold"])
+
+    def detected(row: dict[str, Any]) -> set[str]:
+        return {c for c, p in zip(row["candidates"], row["scores"]) if np.float32(p) >= threshold}
+
+    return _check_sides(rows, detected, lambda row: 0.5)
 
 
 # ----------------------------------------------------------------------------------- table
@@ -377,6 +447,7 @@ def tasks() -> list[Task]:
             run_sub_vlm,
             score_sub,
             **shared,
+            check_rows=check_sub_vlm_rows,
             protocols=(
                 (EMBED, "sub/vlm-within-group: argmax cosine over the group's prompts + none (paper Appendix F)"),
                 (CHOOSE, "sub/vlm-choose: the paper's question, options A) … Other, option-letter probabilities"),
@@ -389,11 +460,16 @@ def tasks() -> list[Task]:
                     template(allowed={"group", "value"}, required={"value"}),
                     "VLM attribute prompt, with {value} (and {group}) (embed, match)",
                 ),
-                Option("none_prompt", NONE_TEMPLATE, str, "VLM prompt of the 'none' option (embed, match)"),
+                Option(
+                    "none_prompt",
+                    NONE_TEMPLATE,
+                    text(required=True, name="prompt"),
+                    "VLM prompt of the 'none' option (embed, match)",
+                ),
                 Option(
                     "answer_hint",
                     DEFAULT_ANSWER_HINT,
-                    str,
+                    text(multiline=True, name="prompt"),
                     "line after the multiple-choice question (choose; '' = the paper's text only)",
                 ),
                 *_s_minus_options(),
@@ -409,8 +485,15 @@ def tasks() -> list[Task]:
             run_sub_cbm,
             score_sub_cbm,
             **shared,
+            check_rows=check_sub_cbm_rows,
             options=(
-                Option("threshold", 0.5, argtypes.finite_float, "present when sigmoid(logit) >= threshold"),
+                Option(
+                    "threshold",
+                    0.5,
+                    argtypes.open_unit_interval,
+                    "a concept is present when its probability (sigmoid(logit) for outputs=logits) >= threshold, "
+                    "in (0, 1): a probability never exceeds 1, and 0 would mark every concept present",
+                ),
                 Option(
                     "outputs",
                     "logits",

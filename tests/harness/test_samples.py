@@ -382,6 +382,10 @@ def test_a_users_cbm_samples_and_rescoring(tmp_path, sub_dir, fake_cub, monkeypa
     )
     (task,) = json.loads(out.read_text())["tasks"]
     assert (task["metrics"]["s_plus"]["value"], task["metrics"]["s_minus"]["value"]) == (0.5, 0.75)
+    # the rule that ran, named as it ran: the threshold applies to sigmoid(logit), not to the logits
+    assert task["variant"].startswith("sigmoid(logit) >= 0.5;") and task["details"]["settings"]["rule"] == (
+        "sigmoid(logit) >= 0.5"
+    )
     import pyarrow.parquet as pq
 
     rows = pq.read_table(tmp_path / "cbm.samples" / "sub-cbm.parquet").to_pylist()

@@ -48,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from conceptforge.commands.evaluate.options import given_options
+    from conceptforge.commands.evaluate.options import given_options, refuse_unused
     from conceptforge.commands.evaluate.tasks import run_alias
     from conceptforge.loaders.binding.evaluate import ALL_MODELS
     from conceptforge.loaders.harness.runner import RunSettings
@@ -61,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
         )
     trained = [m for m in models if m != "clip"]
     tasks = (["binding-clip"] if "clip" in models else []) + (["binding-cdsm"] if trained else [])
+    # --calibrate (and every trained-model flag) with --models clip only would be silently ignored
+    refuse_unused(args, BINDING_TASKS, tasks, skip=("models",), how=f"--models {','.join(models)}")
     at = f"@{args.revision}" if args.revision else ""
     settings = RunSettings(device=args.device, batch_size=args.batch_size, cache_dir=args.cache_dir)
     run_alias(

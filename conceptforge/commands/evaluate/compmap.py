@@ -59,12 +59,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Flags -> options of task compmap-cub or compmap-mit-states, then the one runner."""
-    from conceptforge.commands.evaluate.options import given_options, task_values
+    from conceptforge.commands.evaluate.options import given_options, refuse_unused, task_values
     from conceptforge.commands.evaluate.tasks import run_alias
     from conceptforge.loaders.compmap.prompts import parse_templates
     from conceptforge.loaders.harness.runner import RunSettings
 
     task = COMPMAP_TASKS[args.dataset]
+    refuse_unused(args, tuple(COMPMAP_TASKS.values()), (task,), how=f"--benchmark {args.dataset}")
     options = task_values(args, (task,))
     parse_templates(options["templates"])  # a bad --templates fails before any model or data is read
     output = args.output or f"compmap-{args.dataset}.json"

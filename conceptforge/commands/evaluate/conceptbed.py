@@ -111,13 +111,19 @@ def _scores_path(args: argparse.Namespace, source: str) -> Path:
 
 
 def _from_scores(args: argparse.Namespace) -> int:
-    from conceptforge.commands.evaluate.options import task_values
+    from conceptforge.commands.evaluate.options import flag_name, given_options, task_values
     from conceptforge.loaders.conceptbed.metrics import evaluate, load_records, report
 
     if args.generated or args.output:
         raise InvalidArgumentError(
             "--from-scores re-prints saved scores' tables; for a results file rescore a run's samples "
             "folder: conceptforge evaluate --from-predictions DIR"
+        )
+    ignored = [name for name in given_options(args, (CONCEPTBED_TASK,)) if name not in ("ece_bins", "per_concept")]
+    if ignored or args.no_vqa:  # the saved scores are re-reported: no oracle or model is loaded
+        flag = flag_name(ignored[0]) if ignored else "--no-vqa"
+        raise InvalidArgumentError(
+            f"{flag} does nothing with --from-scores (the saved scores are re-reported): drop it"
         )
     records = [r for path in args.from_scores for r in load_records(path)]
     if not records:

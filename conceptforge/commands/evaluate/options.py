@@ -128,3 +128,28 @@ def task_values(args: argparse.Namespace, names: Sequence[str], *, skip: Collect
     """One task's options as the alias's flags set them: the task's defaults, then the flags given."""
     (task,) = _tasks(names)
     return {**task.option_defaults(), **given_options(args, names, skip=skip)}
+
+
+def refuse_unused(
+    args: argparse.Namespace,
+    names: Sequence[str],
+    running: Collection[str],
+    *,
+    skip: Collection[str] = (),
+    how: str = "",
+) -> None:
+    """Refuse a flag given for an option that only tasks this run leaves out declare (``--ablations``
+    with ``--benchmark cub``, ``--calibrate`` with ``--models clip``): it would be silently ignored.
+    ``how``: what makes the run include such a task, for the message."""
+    from conceptforge.errors import InvalidArgumentError
+
+    for name, owners in _declared(names, skip).items():
+        if getattr(args, _dest(name), None) is None:
+            continue
+        tasks = [task for task, _ in owners]
+        if not set(tasks) & set(running):
+            raise InvalidArgumentError(
+                f"{flag_name(name)} is an option of {' and '.join(tasks)}, which this run does not include"
+                + (f" ({how})" if how else "")
+                + ": drop it"
+            )

@@ -60,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Each --model (task sub-vlm) and --cbm (task sub-cbm) is one run of the one runner."""
-    from conceptforge.commands.evaluate.options import given_options
+    from conceptforge.commands.evaluate.options import given_options, refuse_unused
     from conceptforge.commands.evaluate.tasks import alias_output, run_alias
     from conceptforge.loaders.harness.runner import RunSettings
 
@@ -70,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
     settings = RunSettings(
         device=args.device, batch_size=args.batch_size, cache_dir=args.cache_dir, cub_dir=args.cub_dir
     )
+    running = (["sub-vlm"] if args.model else []) + (["sub-cbm"] if args.cbm else [])
+    refuse_unused(args, SUB_TASKS, running, how="--model runs sub-vlm, --cbm sub-cbm")
     values = given_options(args, SUB_TASKS)
     runs = [("sub-vlm", model, args.model_revision) for model in args.model] + [
         ("sub-cbm", spec, None) for spec in args.cbm

@@ -201,6 +201,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.eval_push_samples and not args.eval_push:
         raise InvalidArgumentError("--push-samples goes with --push-results")
+    for flag, given in (("--results-repo", args.eval_results_repo), ("--results-pr", args.eval_results_pr)):
+        if given and not args.eval_push:  # else silently ignored: nothing is pushed
+            raise InvalidArgumentError(f"{flag} goes with --push-results")
     if args.eval_from_predictions:
         if args.eval_model or args.eval_tasks:
             raise InvalidArgumentError("--from-predictions rescores a samples folder: it takes no --model or --tasks")
@@ -231,7 +234,7 @@ def run(args: argparse.Namespace) -> int:
     if args.eval_push:  # what would fail after every task ran: said before the first one
         from conceptforge.loaders.harness.push_results import check_push
 
-        check_push([selection.dataset or selection.task.dataset for selection in selections])
+        check_push([selection.dataset or selection.task.dataset for selection in selections], results_repo=results_repo)
     logger.info("model %s: %s (%s)", model.id, model.kind, model.sha)
     settings = settings_from_args(RunSettings, args, prefix="eval_", sample_cache=not args.eval_no_sample_cache)
     written = evaluate(
