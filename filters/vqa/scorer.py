@@ -14,7 +14,6 @@ gives the same numbers as one image at a time (left padding would shift position
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -32,6 +31,7 @@ from conceptforge.errors import (
     WeightsUnavailableError,
     one_line,
 )
+from conceptforge.filters.vqa.allowed import allowed_distribution
 from conceptforge.filters.vqa.inputs import BatchEncoder
 from conceptforge.filters.vqa.questions import LETTERS, MultipleChoiceQuestion
 
@@ -332,13 +332,6 @@ class VQAScorer:
                 out[key] = value
         return out
 
-    def _letter_index(self, num_options: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """All counted token ids of the letters, and which option each one belongs to."""
-        letters = self.letter_token_ids(num_options)
-        flat = [token for ids in letters for token in ids]
-        owner = [index for index, ids in enumerate(letters) for _ in ids]
-        return torch.tensor(flat), torch.tensor(owner)
-
     def next_token_probabilities(
         self,
         images: Sequence[Image.Image],
@@ -347,8 +340,23 @@ class VQAScorer:
         batch_size: int = 8,
         prefetch: bool = True,
     ) -> Iterator[tuple[int, torch.Tensor]]:
-        """``(start, probs)`` per batch: the next-token distribution ([B, vocab], float32, CPU)
-        after the chat prompt of ``images[i]`` with ``texts[i]``, ``batch_size`` pairs at a time.
+        """``(start, probs)`` per batch: :meth:`next_token_log_probabilities` exponentiated."""
+        for start, log_probs in self.next_token_log_probabilities(
+            images, texts, batch_size=batch_size, prefetch=prefetch
+        ):
+            yield start, log_probs.exp()
+
+    def next_token_log_probabilities(
+        self,
+        images: Sequence[Image.Image],
+        texts: Sequence[str],
+        *,
+        batch_size: int = 8,
+        prefetch: bool = True,
+    ) -> Iterator[tuple[int, torch.Tensor]]:
+        """``(start, log_probs)`` per batch: the next-token log-distribution ([B, vocab], float32,
+        CPU; log space so that a token far below float32's smallest probability keeps its ratio to
+        the others) after the chat prompt of ``images[i]`` with ``texts[i]``, ``batch_size`` pairs at a time.
 
         With ``prefetch`` the next batch is preprocessed (image resizing, tokenisation) in a
         background thread while the model runs on the current one, and that thread helps with
@@ -379,7 +387,7 @@ class VQAScorer:
                 if self.device.type == "cuda":
                     torch.cuda.synchronize(self.device)
                 self.forward_seconds += time.perf_counter() - begin
-                yield start, torch.softmax(logits, dim=-1).cpu()
+                yield start, torch.log_softmax(logits, dim=-1).cpu()
 
     def score(
         self,
@@ -390,29 +398,26 @@ class VQAScorer:
         prefetch: bool = True,
     ) -> list[OptionScores]:
         """Option distributions for ``images[i]`` answering ``questions[i]``, ``batch_size`` at a time
-        (:meth:`next_token_probabilities`, read at the option letters)."""
+        (:meth:`next_token_log_probabilities`, read at the option letters)."""
         if len(images) != len(questions):
             raise ValueError("one question per image")
         index = {}
         for question in {q.text: q for q in questions}.values():
-            index[len(question.options)] = self._letter_index(len(question.options))
+            index[len(question.options)] = self.letter_token_ids(len(question.options))
         results: list[OptionScores] = []
         texts = [q.text for q in questions]
-        for start, probs in self.next_token_probabilities(images, texts, batch_size=batch_size, prefetch=prefetch):
+        for start, log_probs in self.next_token_log_probabilities(
+            images, texts, batch_size=batch_size, prefetch=prefetch
+        ):
             for row, question in enumerate(questions[start : start + batch_size]):
-                flat, owner = index[len(question.options)]
-                results.append(option_scores(question.options, probs[row], flat, owner))
+                results.append(option_scores(question.options, log_probs[row], index[len(question.options)]))
         return results
 
 
-def option_scores(options: Sequence[str], probs: torch.Tensor, flat: torch.Tensor, owner: torch.Tensor) -> OptionScores:
+def option_scores(options: Sequence[str], log_probs: torch.Tensor, letters: Sequence[Sequence[int]]) -> OptionScores:
     """The SUB filter's option-letter rule: each option's next-token mass (summed over its letter's
-    token variants), normalised over the options; uniform when the letters carry no mass."""
-    mass = torch.zeros(len(options), dtype=torch.float64)
-    mass.index_add_(0, owner, probs[flat].double())
-    total = float(mass.sum())
-    if total <= 0 or not math.isfinite(total):
-        normalised = tuple(1.0 / len(mass) for _ in range(len(mass)))
-    else:
-        normalised = tuple((mass / total).tolist())
-    return OptionScores(tuple(options), normalised, total)
+    token variants), normalised over the options in log space (``filters.vqa.allowed``: a float32
+    softmax would round letters carrying < 1e-30 of the mass to noise); uniform when the letters
+    carry no mass at all."""
+    found = allowed_distribution(log_probs, letters)
+    return OptionScores(tuple(options), tuple(float(p) for p in found.probs[0]), float(found.mass[0]))

@@ -33,6 +33,7 @@ logger = logging.getLogger(__name__)
 #: t2v_metrics' VQAScore question and answer.
 VQASCORE_QUESTION = 'Does this figure show "{text}"? Please answer yes or no.'
 VQASCORE_ANSWER = "Yes"
+NO_ANSWER = "No"
 #: ConceptBed's composition questions are already yes/no questions ("is there a dog?").
 YES_NO_SUFFIX = " Please answer yes or no."
 VQASCORE_PROTOCOL = f"VQAScore: P({VQASCORE_ANSWER!r}) as the next token after {VQASCORE_QUESTION!r}"
@@ -51,6 +52,7 @@ class GenerativeVLMAdapter:
     family = VLM
     protocol = VQASCORE_PROTOCOL
     kind = "vlm"  # CompMap's activation key and progress label
+    score_scale = "probability"  # match scores are P(Yes): ties are decided on their logarithm
 
     def __init__(self, scorer: Any, *, revision: str, cache_dir: str | Path | None) -> None:
         from conceptforge.loaders.harness.embeddings import default_cache_dir
@@ -63,6 +65,7 @@ class GenerativeVLMAdapter:
         self.cache_namespace = root / "vlm-scores" / _slug(self.model_id) / _slug(revision) / dtype
         self._caches: dict[str, Any] = {}
         self._yes: list[int] | None = None
+        self._no: list[int] | None = None
         self.computed = 0  # (image, prompt) pairs run through the model, not read from the cache
 
     # ----------------------------------------------------------------------------- cache
@@ -110,30 +113,42 @@ class GenerativeVLMAdapter:
             self._yes = self.scorer.answer_token_ids(VQASCORE_ANSWER, what="answer")
         return self._yes
 
+    def no_token_ids(self) -> list[int]:
+        if self._no is None:
+            self._no = self.scorer.answer_token_ids(NO_ANSWER, what="answer")
+        return self._no
+
     def _yes_vectors(self, pils: list[Any], prompts: list[str], batch_size: int) -> list[np.ndarray]:
         import torch
 
-        yes = torch.tensor(self.yes_token_ids())
+        from conceptforge.loaders.harness.allowed_tokens import allowed_distribution
+
+        yes_ids, no_ids = self.yes_token_ids(), self.no_token_ids()
+        yes = torch.tensor(yes_ids)
         out: list[np.ndarray] = []
-        for _, probs in self.scorer.next_token_probabilities(pils, prompts, batch_size=batch_size):
-            p_yes = probs[:, yes].double().sum(dim=1)
-            top = probs.max(dim=1)
+        for _, log_probs in self.scorer.next_token_log_probabilities(pils, prompts, batch_size=batch_size):
+            p_yes = log_probs[:, yes].double().exp().sum(dim=1)
+            top = log_probs.max(dim=1)
             is_yes = torch.isin(top.indices, yes)
-            out += [np.array([float(a), float(b), float(c)]) for a, b, c in zip(p_yes, top.values, is_yes)]
+            mass = allowed_distribution(log_probs, [yes_ids, no_ids]).mass  # P(Yes) + P(No), log space
+            out += [
+                np.array([float(a), float(np.exp(float(b))), float(c), float(m)])
+                for a, b, c, m in zip(p_yes, top.values, is_yes, mass)
+            ]
         return out
 
     def answer(self, images: Sequence[Any], questions: Sequence[str], *, batch_size: int = 8) -> np.ndarray:
-        """[N, 3] per (image, yes/no question): P("Yes"), the top next-token probability, and
-        whether "Yes" is the top token."""
+        """[N, 4] per (image, yes/no question): P("Yes"), the top next-token probability, whether
+        "Yes" is the top token, and P("Yes") + P("No") (the mass the yes/no answers carried)."""
         if len(images) != len(questions):
             raise ValueError("one question per image")
         vectors = self._cached(
-            "yes",
+            "yes-no",  # not "yes": those rows had no yes+no mass
             images,
             list(questions),
             lambda pils, prompts: self._yes_vectors(pils, prompts, batch_size),
         )
-        return np.stack(vectors) if vectors else np.zeros((0, 3), dtype=np.float32)
+        return np.stack(vectors) if vectors else np.zeros((0, 4), dtype=np.float32)
 
     # ----------------------------------------------------------------------------- capabilities
     def match(self, images: Sequence[Any], texts: Sequence[Sequence[str]], *, batch_size: int = 8) -> list[list[float]]:
@@ -141,11 +156,17 @@ class GenerativeVLMAdapter:
         flat_images = [image for image, row in zip(images, texts) for _ in row]
         flat = [VQASCORE_QUESTION.format(text=text) for row in texts for text in row]
         p_yes = self.answer(flat_images, flat, batch_size=batch_size)[:, 0] if flat else np.zeros(0)
-        out, start = [], 0
-        for row in texts:
-            out.append([float(x) for x in p_yes[start : start + len(row)]])
-            start += len(row)
-        return out
+        return _per_row(p_yes, texts)
+
+    def match_allowed_mass(
+        self, images: Sequence[Any], texts: Sequence[Sequence[str]], *, batch_size: int = 8
+    ) -> list[list[float]]:
+        """P("Yes") + P("No") of each pair :meth:`match` scored (read back from the cache): how
+        much of its next-token probability the model gave a yes/no answer at all."""
+        flat_images = [image for image, row in zip(images, texts) for _ in row]
+        flat = [VQASCORE_QUESTION.format(text=text) for row in texts for text in row]
+        mass = self.answer(flat_images, flat, batch_size=batch_size)[:, 3] if flat else np.zeros(0)
+        return _per_row(mass, texts)
 
     def choose(self, images: Sequence[Any], questions: Sequence[Any], *, batch_size: int = 8) -> list[Any]:
         """The option distribution (``filters.vqa.OptionScores``) of each image's multiple-choice
@@ -160,7 +181,8 @@ class GenerativeVLMAdapter:
             scores = self.scorer.score(pils, [by_text[p] for p in prompts], batch_size=batch_size)
             return [np.array([*s.probs, s.raw_mass]) for s in scores]
 
-        vectors = self._cached("choose", images, [q.text for q in questions], compute)
+        # "choose-log": the letters normalised in log space (the older "choose" rows were not)
+        vectors = self._cached("choose-log", images, [q.text for q in questions], compute)
         return [
             OptionScores(tuple(q.options), tuple(float(x) for x in v[:-1]), float(v[-1]))
             for q, v in zip(questions, vectors)
@@ -198,6 +220,14 @@ class VQAOracleView:
         )
         values = values.astype(np.float64)
         return ConceptScores(values[:, 0], values[:, 1], values[:, 2] > 0.5)
+
+
+def _per_row(values: np.ndarray, texts: Sequence[Sequence[str]]) -> list[list[float]]:
+    out, start = [], 0
+    for row in texts:
+        out.append([float(x) for x in values[start : start + len(row)]])
+        start += len(row)
+    return out
 
 
 def _capitalised(question: str) -> str:
