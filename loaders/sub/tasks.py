@@ -83,6 +83,11 @@ def _rows(
     return rows
 
 
+def _one_row_per_image(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The S+ and S− rows of an image share its answer: count it once (item ids ``<index>/S±``)."""
+    return list({str(r["item_id"]).split("/")[0]: r for r in rows}.values())
+
+
 def score_sub(rows: Sequence[dict[str, Any]], options: dict[str, Any]) -> dict[str, Metric]:
     plus = [r for r in rows if r["side"] == "S+"]
     minus = [r for r in rows if r["side"] == "S-"]
@@ -97,7 +102,7 @@ def score_sub(rows: Sequence[dict[str, Any]], options: dict[str, Any]) -> dict[s
     if options.get("kind", "vlm") == "vlm":
         metrics["chance_s_plus"] = Metric(mean([r["chance"] for r in plus]), None, len(plus))
         metrics["chance_s_minus"] = Metric(mean([r["chance"] for r in minus]), None, len(minus))
-        metrics.update(low_allowed_mass_metric(rows, what="sub-vlm"))
+        metrics.update(low_allowed_mass_metric(_one_row_per_image(rows), what="sub-vlm"))
     return metrics
 
 
@@ -226,7 +231,7 @@ def run_sub_vlm(ctx: TaskContext) -> TaskOutcome:
         for name in ("s_plus", "s_minus", "chance_s_plus", "chance_s_minus")
     }
     rows = [row for d in done for row in d["rows"]]
-    metrics.update(low_allowed_mass_metric(rows, what="sub-vlm"))
+    metrics.update(low_allowed_mass_metric(_one_row_per_image(rows), what="sub-vlm"))
     return TaskOutcome(
         rows,
         "s_plus",

@@ -225,6 +225,13 @@ def test_tiny_generative_vlm_runs_binding_sub_and_compmap(
     probs, tokenizer = _hand_next_token(tiny_llava_dir, load_pil(item.image), question.text)
     mass = probs[torch.tensor([tokenizer.convert_tokens_to_ids(chr(65 + i)) for i in range(len(first["scores"]))])]
     assert first["scores"] == pytest.approx((mass / mass.sum()).tolist(), rel=1e-5)
+    assert first["allowed_mass"] == pytest.approx(float(mass.sum()), rel=1e-5)  # the letters' share, by hand
+    per_image = {r["item_id"].split("/")[0]: r["allowed_mass"] for r in rows}
+    assert sub["metrics"]["low_allowed_mass"]["value"] == sum(m < 0.5 for m in per_image.values())
+    assert sub["metrics"]["low_allowed_mass"]["n"] == len(per_image)
+    matched = pq.read_table(tmp_path / "llava.samples" / "binding-clip.parquet").to_pylist()
+    assert all(r["score_scale"] == "probability" and 0 < r["allowed_mass"] <= 1 for r in matched)
+    assert binding["metrics"]["low_allowed_mass"]["value"] == sum(r["allowed_mass"] < 0.5 for r in matched)
     _rescore_equals(out, tmp_path)
 
     # compmap-cub: activations are the log-odds of each (image, attribute prompt) VQAScore
