@@ -54,6 +54,7 @@ def _rows(
         "attribute_group": item.group,
         "bird": item.bird,
         "attribute": item.attribute,
+        ALLOWED_MASS_COLUMN: None,  # sub-vlm by choose/match sets it; embeddings and CBMs have no answer tokens
     }
     rows = []
     if result.s_plus is not None:

@@ -87,7 +87,9 @@ def test_binding_ties_are_decided_on_the_probability_scale():
     assert prediction_mass(confident_no, scale=PROBABILITY)[0].tolist() == [1.0, 0.0, 0.0, 0.0, 0.0]
     assert prediction_mass(confident_no, scale=SIMILARITY)[0].tolist() == pytest.approx([0.2] * 5)  # cosines: noise
     rounding = torch.tensor([[1e-20, 1e-20 * (1 + 1e-9), 1e-25], [0.0, 0.0, 0.0]], dtype=torch.float64)
-    assert prediction_mass(rounding, scale=PROBABILITY).flatten().tolist() == pytest.approx([0.5, 0.5, 0.0, *[1 / 3] * 3])
+    assert prediction_mass(rounding, scale=PROBABILITY).flatten().tolist() == pytest.approx(
+        [0.5, 0.5, 0.0, *[1 / 3] * 3]
+    )
 
 
 @pytest.fixture()
