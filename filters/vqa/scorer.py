@@ -321,8 +321,9 @@ class VQAScorer:
         texts: Sequence[str],
         *,
         pool: ThreadPoolExecutor | None = None,
+        suffix: str = "",
     ) -> dict[str, torch.Tensor]:
-        inputs = self._encoder(images, [self.prompt_text(t) for t in texts], pool=pool)
+        inputs = self._encoder(images, [self.prompt_text(t) + suffix for t in texts], pool=pool)
         out = {}
         for key, value in inputs.items():
             if isinstance(value, torch.Tensor):
@@ -331,6 +332,65 @@ class VQAScorer:
                     value = value.to(self.dtype)
                 out[key] = value
         return out
+
+    # -- teacher-forced answers ----------------------------------------------------------------
+    def answer_suffix(self, answer: str) -> str:
+        """What follows the generation prompt when the assistant replies ``answer`` and stops: the
+        chat template's own rendering of the reply up to its end-of-turn token, or the reply and
+        the tokenizer's end-of-sequence token where the template closes the turn with none (LLaVA-1.5:
+        " Yes</s>", as t2v_metrics' conversation template writes it)."""
+        messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "?"}]}]
+        prefix = self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        reply = [*messages, {"role": "assistant", "content": [{"type": "text", "text": answer}]}]
+        full = self.processor.apply_chat_template(reply, tokenize=False)
+        tail = full[len(prefix) :] if full.startswith(prefix) else answer
+        at = tail.find(answer)
+        if at < 0:
+            raise WeightsUnavailableError(
+                f"the chat template of {self.model_id or 'the model'} does not write the reply {answer!r}"
+            )
+        spoken, after = tail[: at + len(answer)], tail[at + len(answer) :]
+        for special in sorted(self.tokenizer.all_special_tokens, key=len, reverse=True):
+            if special and after.startswith(special):
+                return spoken + special
+        if self.tokenizer.eos_token is None:
+            raise WeightsUnavailableError(
+                f"the tokenizer of {self.model_id or 'the model'} has no end-of-sequence token"
+            )
+        return spoken + self.tokenizer.eos_token
+
+    @torch.inference_mode()
+    def answer_log_probs(
+        self, images: Sequence[Image.Image], texts: Sequence[str], answer: str, *, batch_size: int = 8
+    ) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
+        """``(start, token_log_probs [B, T], first [B, vocab])`` per batch, teacher-forced: the chat
+        prompt of ``images[i]`` with ``texts[i]`` followed by :meth:`answer_suffix` (``T`` tokens),
+        each answer token's log-probability given everything before it, and the whole log-distribution
+        at the answer's first token (where P("Yes") + P("No") is read)."""
+        if batch_size < 1:
+            raise InvalidArgumentError(f"--batch-size must be >= 1, got {batch_size}")
+        suffix = self.answer_suffix(answer)
+        count = len(self.tokenizer(suffix, add_special_tokens=False)["input_ids"])
+        for start in range(0, len(images), batch_size):
+            inputs = self._encode(images[start : start + batch_size], texts[start : start + batch_size], suffix=suffix)
+            ids, mask = inputs["input_ids"], inputs["attention_mask"]
+            last = mask.shape[1] - 1 - mask.flip(1).int().argmax(dim=1)
+            targets = last[:, None] - count + 1 + torch.arange(count, device=last.device)[None, :]  # answer positions
+            tail = self.tokenizer.decode(ids[0, targets[0]].tolist())
+            if tail.replace(" ", "") != suffix.replace(" ", ""):
+                raise WeightsUnavailableError(
+                    f"the answer {suffix!r} does not tokenise apart from its prompt ({tail!r}); cannot teacher-force it"
+                )
+            rows = torch.arange(ids.shape[0], device=ids.device)[:, None]
+            head = self.model.get_output_embeddings() if hasattr(self.model, "get_output_embeddings") else None
+            backbone = getattr(self.model, "model", None)
+            if head is not None and backbone is not None:
+                logits = head(backbone(**inputs).last_hidden_state[rows, targets - 1]).float()
+            else:
+                logits = self.model(**inputs).logits[rows, targets - 1].float()
+            log_probs = torch.log_softmax(logits, dim=-1)
+            chosen = log_probs.gather(2, ids[rows, targets][..., None])[..., 0]
+            yield start, chosen.cpu(), log_probs[:, 0].cpu()
 
     def next_token_probabilities(
         self,

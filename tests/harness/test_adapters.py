@@ -116,7 +116,11 @@ def test_vqascore_and_option_letters_by_hand(tiny_llava_dir, tmp_path):
     from conceptforge.loaders.harness.adapters.base import load_adapter
     from conceptforge.loaders.harness.adapters.generative_vlm import VQASCORE_QUESTION
 
-    adapter = load_adapter(resolve_model(str(tiny_llava_dir)), device="cpu", dtype=None, cache_dir=str(tmp_path))
+    from conceptforge.loaders.harness.adapters.generative_vlm import GenerativeVLMAdapter
+
+    loaded = load_adapter(resolve_model(str(tiny_llava_dir)), device="cpu", dtype=None, cache_dir=str(tmp_path))
+    # the next-token variant here (the LLaVA default, t2v_metrics' teacher-forced answer: test_vqascore_variants)
+    adapter = GenerativeVLMAdapter(loaded.scorer, revision="r", cache_dir=tmp_path / "nt", vqascore="next-token")
     images = [_image(1), _image(2, size=48)]
     texts = [["a red cube", "a blue sphere"], ["a gray cylinder"]]
     scores = adapter.match(images, texts, batch_size=2)  # three pairs, two batches, right-padded

@@ -99,8 +99,11 @@ def confident_no_llava(tiny_llava_dir, tmp_path):
     import torch
 
     from conceptforge.loaders.harness.adapters.base import load_adapter
+    from conceptforge.loaders.harness.adapters.generative_vlm import GenerativeVLMAdapter
 
-    adapter = load_adapter(resolve_model(str(tiny_llava_dir)), device="cpu", dtype=None, cache_dir=str(tmp_path))
+    loaded = load_adapter(resolve_model(str(tiny_llava_dir)), device="cpu", dtype=None, cache_dir=str(tmp_path))
+    # the next-token variant: P(Yes) itself is the score (the teacher-forced default multiplies in P(end | Yes))
+    adapter = GenerativeVLMAdapter(loaded.scorer, revision="r", cache_dir=tmp_path / "nt", vqascore="next-token")
     model = adapter.scorer.model
     old = model.get_output_embeddings()
     head = torch.nn.Linear(old.in_features, old.out_features, bias=True)
