@@ -114,9 +114,7 @@ def test_vqascore_and_option_letters_by_hand(tiny_llava_dir, tmp_path):
 
     from conceptforge.filters.vqa.questions import build_question
     from conceptforge.loaders.harness.adapters.base import load_adapter
-    from conceptforge.loaders.harness.adapters.generative_vlm import VQASCORE_QUESTION
-
-    from conceptforge.loaders.harness.adapters.generative_vlm import GenerativeVLMAdapter
+    from conceptforge.loaders.harness.adapters.generative_vlm import VQASCORE_QUESTION, GenerativeVLMAdapter
 
     loaded = load_adapter(resolve_model(str(tiny_llava_dir)), device="cpu", dtype=None, cache_dir=str(tmp_path))
     # the next-token variant here (the LLaVA default, t2v_metrics' teacher-forced answer: test_vqascore_variants)
