@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conceptforge.testing.tiny_models import build_tiny_clip
+from conceptforge.testing.tiny_models import build_tiny_clip, check_distinct_token_ids
 
 
 @pytest.fixture
@@ -27,9 +27,25 @@ def offline_single_thread(hub_offline):
     torch.set_num_threads(before)
 
 
+def fixture_prompts() -> list[str]:
+    """Every prompt the evaluation tests give a dual encoder: SUB's attribute prompts over the fake
+    CUB (and its none prompt), binding's "a photo of {label}" over the synthetic labels."""
+    from conceptforge.loaders.sub.protocol import NONE_TEMPLATE, attribute_prompt
+    from conceptforge.testing.synthetic import COLOURS, CUB_ATTRIBUTES, RELATIONS, SHAPES
+
+    prompts = [attribute_prompt(a) for a in CUB_ATTRIBUTES] + [NONE_TEMPLATE]
+    labels = [f"{c} {s}" for c in COLOURS for s in SHAPES]
+    labels += [f"{a} {r} {b}" for a in SHAPES for r in RELATIONS for b in SHAPES if a != b]
+    return prompts + [f"a photo of {label}" for label in labels]
+
+
 @pytest.fixture(scope="session")
 def tiny_clip_dir(tmp_path_factory):
-    return build_tiny_clip(tmp_path_factory.mktemp("models") / "tiny-clip", max_length=32)
+    # 77 positions (CLIP's own): at 32 the byte-level tokenizer cut every SUB prompt of a group to
+    # the same ids ("a photo of a bird whose crown c…"), and SUB's argmax tests proved nothing.
+    path = build_tiny_clip(tmp_path_factory.mktemp("models") / "tiny-clip", max_length=77)
+    check_distinct_token_ids(path, fixture_prompts())
+    return path
 
 
 @pytest.fixture()

@@ -10,6 +10,7 @@ is one token and nothing is downloaded.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 CLIP_BOS = "<|startoftext|>"
@@ -109,7 +110,26 @@ def build_tiny_clip(
     return out_dir
 
 
-def build_tiny_siglip(out_dir: str | Path, *, seed: int = 0, image_size: int = 32, max_length: int = 16) -> Path:
+def check_distinct_token_ids(model_dir: str | Path, prompts: Sequence[str]) -> None:
+    """Refuse a tiny model whose tokenizer gives two distinct ``prompts`` the same ids (as the
+    embedding cache tokenises them: truncated to the model's length). Why: a byte-level tokenizer
+    at 16 or 32 positions cuts "a photo of a bird whose bill shape is …" before the value, so every
+    option scores the same and an argmax test on such a fixture cannot fail."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    seen: dict[tuple[int, ...], str] = {}
+    for prompt in dict.fromkeys(prompts):
+        ids = tuple(tokenizer(prompt, truncation=True)["input_ids"])
+        if ids in seen:
+            raise ValueError(
+                f"tiny model {model_dir}: prompts {seen[ids]!r} and {prompt!r} tokenise to the same ids "
+                f"(truncated at {tokenizer.model_max_length} tokens); build it with a longer max_length"
+            )
+        seen[ids] = prompt
+
+
+def build_tiny_siglip(out_dir: str | Path, *, seed: int = 0, image_size: int = 32, max_length: int = 64) -> Path:
     """Save a random 2-layer ``SiglipModel`` + ``SiglipProcessor`` (the byte-level CLIP tokenizer:
     SigLIP's own is a SentencePiece model that cannot be built offline; the model pads to
     ``max_length`` as SigLIP was trained)."""

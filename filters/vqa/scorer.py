@@ -14,7 +14,6 @@ gives the same numbers as one image at a time (left padding would shift position
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -32,6 +31,7 @@ from conceptforge.errors import (
     WeightsUnavailableError,
     one_line,
 )
+from conceptforge.filters.vqa.allowed import allowed_distribution
 from conceptforge.filters.vqa.inputs import BatchEncoder
 from conceptforge.filters.vqa.questions import LETTERS, MultipleChoiceQuestion
 
@@ -321,8 +321,9 @@ class VQAScorer:
         texts: Sequence[str],
         *,
         pool: ThreadPoolExecutor | None = None,
+        suffix: str = "",
     ) -> dict[str, torch.Tensor]:
-        inputs = self._encoder(images, [self.prompt_text(t) for t in texts], pool=pool)
+        inputs = self._encoder(images, [self.prompt_text(t) + suffix for t in texts], pool=pool)
         out = {}
         for key, value in inputs.items():
             if isinstance(value, torch.Tensor):
@@ -332,12 +333,64 @@ class VQAScorer:
                 out[key] = value
         return out
 
-    def _letter_index(self, num_options: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """All counted token ids of the letters, and which option each one belongs to."""
-        letters = self.letter_token_ids(num_options)
-        flat = [token for ids in letters for token in ids]
-        owner = [index for index, ids in enumerate(letters) for _ in ids]
-        return torch.tensor(flat), torch.tensor(owner)
+    # -- teacher-forced answers ----------------------------------------------------------------
+    def answer_suffix(self, answer: str) -> str:
+        """What follows the generation prompt when the assistant replies ``answer`` and stops: the
+        chat template's own rendering of the reply up to its end-of-turn token, or the reply and
+        the tokenizer's end-of-sequence token where the template closes the turn with none (LLaVA-1.5:
+        " Yes</s>", as t2v_metrics' conversation template writes it)."""
+        messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "?"}]}]
+        prefix = self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        reply = [*messages, {"role": "assistant", "content": [{"type": "text", "text": answer}]}]
+        full = self.processor.apply_chat_template(reply, tokenize=False)
+        tail = full[len(prefix) :] if full.startswith(prefix) else answer
+        at = tail.find(answer)
+        if at < 0:
+            raise WeightsUnavailableError(
+                f"the chat template of {self.model_id or 'the model'} does not write the reply {answer!r}"
+            )
+        spoken, after = tail[: at + len(answer)], tail[at + len(answer) :]
+        for special in sorted(self.tokenizer.all_special_tokens, key=len, reverse=True):
+            if special and after.startswith(special):
+                return spoken + special
+        if self.tokenizer.eos_token is None:
+            raise WeightsUnavailableError(
+                f"the tokenizer of {self.model_id or 'the model'} has no end-of-sequence token"
+            )
+        return spoken + self.tokenizer.eos_token
+
+    @torch.inference_mode()
+    def answer_log_probs(
+        self, images: Sequence[Image.Image], texts: Sequence[str], answer: str, *, batch_size: int = 8
+    ) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
+        """``(start, token_log_probs [B, T], first [B, vocab])`` per batch, teacher-forced: the chat
+        prompt of ``images[i]`` with ``texts[i]`` followed by :meth:`answer_suffix` (``T`` tokens),
+        each answer token's log-probability given everything before it, and the whole log-distribution
+        at the answer's first token (where P("Yes") + P("No") is read)."""
+        if batch_size < 1:
+            raise InvalidArgumentError(f"--batch-size must be >= 1, got {batch_size}")
+        suffix = self.answer_suffix(answer)
+        count = len(self.tokenizer(suffix, add_special_tokens=False)["input_ids"])
+        for start in range(0, len(images), batch_size):
+            inputs = self._encode(images[start : start + batch_size], texts[start : start + batch_size], suffix=suffix)
+            ids, mask = inputs["input_ids"], inputs["attention_mask"]
+            last = mask.shape[1] - 1 - mask.flip(1).int().argmax(dim=1)
+            targets = last[:, None] - count + 1 + torch.arange(count, device=last.device)[None, :]  # answer positions
+            tail = self.tokenizer.decode(ids[0, targets[0]].tolist())
+            if tail.replace(" ", "") != suffix.replace(" ", ""):
+                raise WeightsUnavailableError(
+                    f"the answer {suffix!r} does not tokenise apart from its prompt ({tail!r}); cannot teacher-force it"
+                )
+            rows = torch.arange(ids.shape[0], device=ids.device)[:, None]
+            head = self.model.get_output_embeddings() if hasattr(self.model, "get_output_embeddings") else None
+            backbone = getattr(self.model, "model", None)
+            if head is not None and backbone is not None:
+                logits = head(backbone(**inputs).last_hidden_state[rows, targets - 1]).float()
+            else:
+                logits = self.model(**inputs).logits[rows, targets - 1].float()
+            log_probs = torch.log_softmax(logits, dim=-1)
+            chosen = log_probs.gather(2, ids[rows, targets][..., None])[..., 0]
+            yield start, chosen.cpu(), log_probs[:, 0].cpu()
 
     def next_token_probabilities(
         self,
@@ -347,8 +400,23 @@ class VQAScorer:
         batch_size: int = 8,
         prefetch: bool = True,
     ) -> Iterator[tuple[int, torch.Tensor]]:
-        """``(start, probs)`` per batch: the next-token distribution ([B, vocab], float32, CPU)
-        after the chat prompt of ``images[i]`` with ``texts[i]``, ``batch_size`` pairs at a time.
+        """``(start, probs)`` per batch: :meth:`next_token_log_probabilities` exponentiated."""
+        for start, log_probs in self.next_token_log_probabilities(
+            images, texts, batch_size=batch_size, prefetch=prefetch
+        ):
+            yield start, log_probs.exp()
+
+    def next_token_log_probabilities(
+        self,
+        images: Sequence[Image.Image],
+        texts: Sequence[str],
+        *,
+        batch_size: int = 8,
+        prefetch: bool = True,
+    ) -> Iterator[tuple[int, torch.Tensor]]:
+        """``(start, log_probs)`` per batch: the next-token log-distribution ([B, vocab], float32,
+        CPU; log space so that a token far below float32's smallest probability keeps its ratio to
+        the others) after the chat prompt of ``images[i]`` with ``texts[i]``, ``batch_size`` pairs at a time.
 
         With ``prefetch`` the next batch is preprocessed (image resizing, tokenisation) in a
         background thread while the model runs on the current one, and that thread helps with
@@ -379,7 +447,7 @@ class VQAScorer:
                 if self.device.type == "cuda":
                     torch.cuda.synchronize(self.device)
                 self.forward_seconds += time.perf_counter() - begin
-                yield start, torch.softmax(logits, dim=-1).cpu()
+                yield start, torch.log_softmax(logits, dim=-1).cpu()
 
     def score(
         self,
@@ -390,29 +458,26 @@ class VQAScorer:
         prefetch: bool = True,
     ) -> list[OptionScores]:
         """Option distributions for ``images[i]`` answering ``questions[i]``, ``batch_size`` at a time
-        (:meth:`next_token_probabilities`, read at the option letters)."""
+        (:meth:`next_token_log_probabilities`, read at the option letters)."""
         if len(images) != len(questions):
             raise ValueError("one question per image")
         index = {}
         for question in {q.text: q for q in questions}.values():
-            index[len(question.options)] = self._letter_index(len(question.options))
+            index[len(question.options)] = self.letter_token_ids(len(question.options))
         results: list[OptionScores] = []
         texts = [q.text for q in questions]
-        for start, probs in self.next_token_probabilities(images, texts, batch_size=batch_size, prefetch=prefetch):
+        for start, log_probs in self.next_token_log_probabilities(
+            images, texts, batch_size=batch_size, prefetch=prefetch
+        ):
             for row, question in enumerate(questions[start : start + batch_size]):
-                flat, owner = index[len(question.options)]
-                results.append(option_scores(question.options, probs[row], flat, owner))
+                results.append(option_scores(question.options, log_probs[row], index[len(question.options)]))
         return results
 
 
-def option_scores(options: Sequence[str], probs: torch.Tensor, flat: torch.Tensor, owner: torch.Tensor) -> OptionScores:
+def option_scores(options: Sequence[str], log_probs: torch.Tensor, letters: Sequence[Sequence[int]]) -> OptionScores:
     """The SUB filter's option-letter rule: each option's next-token mass (summed over its letter's
-    token variants), normalised over the options; uniform when the letters carry no mass."""
-    mass = torch.zeros(len(options), dtype=torch.float64)
-    mass.index_add_(0, owner, probs[flat].double())
-    total = float(mass.sum())
-    if total <= 0 or not math.isfinite(total):
-        normalised = tuple(1.0 / len(mass) for _ in range(len(mass)))
-    else:
-        normalised = tuple((mass / total).tolist())
-    return OptionScores(tuple(options), normalised, total)
+    token variants), normalised over the options in log space (``filters.vqa.allowed``: a float32
+    softmax would round letters carrying < 1e-30 of the mass to noise); uniform when the letters
+    carry no mass at all."""
+    found = allowed_distribution(log_probs, letters)
+    return OptionScores(tuple(options), tuple(float(p) for p in found.probs[0]), float(found.mass[0]))

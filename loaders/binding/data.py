@@ -37,6 +37,7 @@ class BindingSplit:
     label_index: list[int]
     kinds: list[list[str]]
     item_ids: list[str] = field(default_factory=list)
+    score_scale: str = "similarity"  # of the scores read with it (binding.scoring: ties on that scale)
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -51,6 +52,7 @@ class BindingSplit:
             pick(self.label_index),
             pick(self.kinds),
             pick(self.item_ids),
+            self.score_scale,
         )
 
     @property

@@ -21,19 +21,38 @@ ADJ_NOUN_ERRORS = ("Adj", "Noun", "Both")
 RELATION_ERRORS = ("bRa", "aSb", "aRc", "cRb")
 
 
-def prediction_mass(scores: torch.Tensor, *, rtol: float = 1e-5, atol: float = 1e-6) -> torch.Tensor:
+#: What a score is, declared by the adapter/protocol that made it; ties are decided on its scale.
+SIMILARITY = "similarity"  # cosines, logits, log-odds: float noise is absolute near 0
+PROBABILITY = "probability"  # P(Yes) (VQAScore): two candidates tie when their log-probabilities do
+SCORE_SCALES = (SIMILARITY, PROBABILITY)
+
+
+def prediction_mass(
+    scores: torch.Tensor, *, scale: str = SIMILARITY, rtol: float = 1e-5, atol: float = 1e-6
+) -> torch.Tensor:
     """[N, K] scores -> [N, K] mass, uniform over candidates within float noise of the row maximum
-    (equal compositions computed in another order, e.g. (s⊛R)⊛o vs (o⊛R)⊛s, differ by rounding)."""
+    (equal compositions computed in another order, e.g. (s⊛R)⊛o vs (o⊛R)⊛s, differ by rounding).
+
+    ``scale`` says where that noise lives: a probability is compared as its logarithm (a
+    confident "No" to every caption gives P(Yes) of 5e-12 against 9e-15, a 500-fold ratio, not a
+    tie; an absolute tolerance on the probabilities would call every P below ~1e-6 tied)."""
+    if scale not in SCORE_SCALES:
+        raise ValueError(f"score scale {scale!r}: one of {', '.join(SCORE_SCALES)}")
     scores = scores.detach().double()
+    if scale == PROBABILITY:
+        scores = scores.clamp_min(0.0).log()  # P = 0 -> -inf, tied only with other zeros
+        top = scores.amax(dim=1, keepdim=True)
+        tied = scores >= top - (atol + rtol * top.abs())  # every P = 0: top -inf, all tied
+        return tied.float() / tied.sum(dim=1, keepdim=True)
     top = scores.amax(dim=1, keepdim=True)  # amax: .max(dim) is oddly slow on small CPU tensors
     tied = scores >= top - (atol + rtol * top.abs())
     return tied.float() / tied.sum(dim=1, keepdim=True)
 
 
-def accuracy(scores: torch.Tensor, label_index: Sequence[int]) -> float:
+def accuracy(scores: torch.Tensor, label_index: Sequence[int], *, scale: str = SIMILARITY) -> float:
     if len(label_index) == 0:
         return float("nan")
-    mass = prediction_mass(scores)
+    mass = prediction_mass(scores, scale=scale)
     return float(mass[torch.arange(len(label_index)), torch.as_tensor(list(label_index))].mean())
 
 
@@ -52,7 +71,7 @@ def error_breakdown(scores: torch.Tensor, split: BindingSplit) -> dict[str, floa
     Adjective–noun: Adj (adjective wrong, noun right), Noun, Both. Relational: the kind of the
     chosen distractor (bRa, aSb, aRc, cRb) as stored in ``candidate_kinds``.
     """
-    mass = prediction_mass(scores)
+    mass = prediction_mass(scores, scale=split.score_scale)
     totals: dict[str, float] = defaultdict(float)
     keys = ADJ_NOUN_ERRORS if split.setting == ADJ_NOUN else RELATION_ERRORS
     for row in range(len(split)):
@@ -75,7 +94,7 @@ def error_breakdown(scores: torch.Tensor, split: BindingSplit) -> dict[str, floa
 
 def kind_breakdown(scores: torch.Tensor, split: BindingSplit) -> dict[str, float]:
     """Share of the error mass per stored candidate kind (random, hard-swap, bRa, ...)."""
-    mass = prediction_mass(scores)
+    mass = prediction_mass(scores, scale=split.score_scale)
     totals: dict[str, float] = defaultdict(float)
     for row in range(len(split)):
         for col, kind in enumerate(split.kinds[row]):

@@ -16,9 +16,11 @@ from dataclasses import asdict
 from typing import Any
 
 from conceptforge import argtypes
-from conceptforge.errors import DataNotFoundError, InvalidArgumentError
+from conceptforge.errors import DataFormatError, DataNotFoundError, InvalidArgumentError
 from conceptforge.loaders.binding import breakdowns
 from conceptforge.loaders.harness.adapters.base import EMBED, MATCH
+from conceptforge.loaders.harness.allowed_tokens import low_allowed_mass_metric
+from conceptforge.loaders.harness.sample_columns import ALLOWED_MASS_COLUMN
 from conceptforge.loaders.harness.task import (
     Metric,
     Option,
@@ -42,6 +44,8 @@ COLUMNS = (
     ("swap_kind", "string"),
     ("label_index", "int64"),
     ("candidate_kinds", "list<string>"),
+    ("score_scale", "string"),  # binding.scoring: ties are decided on it (a probability by its log)
+    (ALLOWED_MASS_COLUMN, "float64"),  # VQAScore: the least P(Yes)+P(No) over the row's candidates
 )
 CDSM_COLUMNS = (*COLUMNS, ("binding_model", "string"), ("seed", "int64"))
 
@@ -55,15 +59,18 @@ def sample_rows(
     prefix: str = "",
     split_name: str | None = None,
     extra: dict[str, Any] | None = None,
+    scale: str = "similarity",
+    allowed_mass: Sequence[float] | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per image of ``split`` from its [N, K] score rows (stored candidate order)."""
+    """One row per image of ``split`` from its [N, K] score rows (stored candidate order), ties
+    decided on the scores' ``scale``; ``allowed_mass``: one per image (answer-token protocols)."""
     import torch
 
     from conceptforge.loaders.binding.data import parse_label
     from conceptforge.loaders.binding.scoring import prediction_mass
 
     scores = torch.as_tensor(scores)
-    mass = prediction_mass(scores)
+    mass = prediction_mass(scores, scale=scale)
     name = split_name or split.name
     rows = []
     for i in range(len(split)):
@@ -87,6 +94,8 @@ def sample_rows(
                 "swap_kind": "+".join(sorted({k for j, k in enumerate(kinds) if j != label_index})),
                 "label_index": label_index,
                 "candidate_kinds": kinds,
+                "score_scale": scale,
+                ALLOWED_MASS_COLUMN: None if allowed_mass is None else float(allowed_mass[i]),
                 **(extra or {}),
             }
         )
@@ -106,8 +115,21 @@ def rows_as_split(rows: Sequence[dict[str, Any]], name: str):
         [list(r["candidates"]) for r in rows],
         [int(r["label_index"]) for r in rows],
         [list(r["candidate_kinds"]) for r in rows],
+        score_scale=_scale_of(rows),
     )
     return split, torch.tensor([list(r["scores"]) for r in rows], dtype=torch.float64)
+
+
+def _scale_of(rows: Sequence[dict[str, Any]]) -> str:
+    """The score scale the rows were written with (files from before the column: similarity)."""
+    from conceptforge.loaders.binding.scoring import SCORE_SCALES, SIMILARITY
+
+    scales = {r.get("score_scale") or SIMILARITY for r in rows}
+    if len(scales) > 1 or not scales <= set(SCORE_SCALES):
+        raise DataFormatError(
+            f"binding rows with score scales {sorted(scales)}: one of {', '.join(SCORE_SCALES)} per file"
+        )
+    return scales.pop() if scales else SIMILARITY
 
 
 def _splits(ctx: TaskContext, task: str):
@@ -147,10 +169,20 @@ def run_binding_clip(ctx: TaskContext) -> TaskOutcome:
     by_match = ctx.capability == MATCH
     scorer = ctx.session.matcher() if by_match else ctx.session.embedder()
 
-    def split_scores(part):
-        if by_match:  # the same zero-shot rule over the model's own pair scores (paper Table 9, BLIP)
-            return match_scores(scorer, part, template=template, batch_size=ctx.batch_size)
-        return zero_shot_scores(scorer, part, template=template)
+    scale = getattr(scorer, "score_scale", "similarity")  # VQAScore: probability
+
+    def split_rows(part):
+        if not by_match:
+            return sample_rows(
+                "binding-clip", ctx.dataset.repo, part, zero_shot_scores(scorer, part, template=template)
+            )
+        # the same zero-shot rule over the model's own pair scores (paper Table 9, BLIP)
+        scores = match_scores(scorer, part, template=template, batch_size=ctx.batch_size)
+        mass = None
+        if hasattr(scorer, "match_allowed_mass"):
+            texts = [[template.format(label=c) for c in row] for row in part.candidates]
+            mass = [min(m) for m in scorer.match_allowed_mass(part.images, texts, batch_size=ctx.batch_size)]
+        return sample_rows("binding-clip", ctx.dataset.repo, part, scores, scale=scale, allowed_mass=mass)
 
     where = [(name, i) for name, split in splits.items() for i in range(len(split))]
     ids = [f"{name}/{splits[name].item_ids[i] if splits[name].item_ids else i}" for name, i in where]
@@ -162,10 +194,7 @@ def run_binding_clip(ctx: TaskContext) -> TaskOutcome:
         rows: dict[int, dict[str, Any]] = {}
         for name, chosen in by_split.items():
             part = splits[name].subset([where[p][1] for p in chosen])
-            for position, row in zip(
-                chosen,
-                sample_rows("binding-clip", ctx.dataset.repo, part, split_scores(part)),
-            ):
+            for position, row in zip(chosen, split_rows(part)):
                 rows[position] = row
         return [rows[p] for p in positions]
 
@@ -191,7 +220,10 @@ def run_binding_clip(ctx: TaskContext) -> TaskOutcome:
         variant=f"zero-shot by {ctx.capability or EMBED}"
         + (f" ({scorer.protocol})" if by_match else " (cosine similarity)")
         + f", {setting}",
-        metrics={f"{name}_accuracy": Metric(value, None, len(by_split[name])) for name, value in accuracy.items()},
+        metrics={
+            **{f"{name}_accuracy": Metric(value, None, len(by_split[name])) for name, value in accuracy.items()},
+            **low_allowed_mass_metric(rows, what="binding-clip"),
+        },
         details={
             "setting": setting,
             "error_breakdown": summary.breakdown,
@@ -207,7 +239,10 @@ def score_binding_clip(rows: Sequence[dict[str, Any]], options: dict[str, Any]) 
     by_split: dict[str, list[float]] = defaultdict(list)
     for row in rows:
         by_split[row["split"]].append(row["value"])
-    return {f"{split}_accuracy": mean_metric(values) for split, values in by_split.items()}
+    return {
+        **{f"{split}_accuracy": mean_metric(values) for split, values in by_split.items()},
+        **low_allowed_mass_metric(rows, what="binding-clip"),
+    }
 
 
 def match_scores(matcher: Any, split: Any, *, template: str, batch_size: int):
@@ -370,7 +405,7 @@ def check_binding_rows(rows: Sequence[dict[str, Any]], options: dict[str, Any]) 
         if len(list(row["scores"])) != len(candidates):
             return f"row {row['item_id']}: {len(list(row['scores']))} scores for {len(candidates)} candidates"
         scores = torch.tensor([list(row["scores"])], dtype=torch.float64)
-        credit = float(prediction_mass(scores)[0, int(row["label_index"])])
+        credit = float(prediction_mass(scores, scale=_scale_of([row]))[0, int(row["label_index"])])
         if row["value"] is None or abs(credit - float(row["value"])) > 1e-9:
             return (
                 f"row {row['item_id']}: value {row['value']} but its scores give the true label a credit of {credit:g} "

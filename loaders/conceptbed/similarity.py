@@ -2,8 +2,10 @@
 
 * **CLIPScore** (Hessel et al. 2021, the paper's "CLIP" column): ``w · max(cos(image, text), 0)``
   with ``w = 2.5``, for each generated composition image and its caption (the prompt when the row
-  has no caption), from a dual encoder's cached embeddings (``embed``); the metric is the mean
-  over images.
+  has no caption) prefixed with ``"A photo depicts "`` as the authors' released ``clipscore.py``
+  does (the prefix moves the score: 0.238 vs 0.344 on the same images), from a dual encoder's
+  cached embeddings (``embed``); the metric is the mean over images. ``prefix=""`` is the
+  unprefixed variant (docs/metrics.md).
 * **DINO** (DreamBooth's metric, the paper's "DINO" column): for each generated concept image, the
   mean cosine similarity of its DINO ViT CLS embedding with the CLS embeddings of the concept's
   real reference images; the metric is the mean over generated images (= the mean over all
@@ -27,15 +29,33 @@ from conceptforge.errors import WeightsUnavailableError, one_line
 logger = logging.getLogger(__name__)
 
 CLIPSCORE_W = 2.5
+#: Hessel et al.'s ``clipscore.py`` encodes ``prefix + caption`` with this prefix (a trailing space added if missing).
+CLIPSCORE_PREFIX = "A photo depicts "
 SIMILARITY_TASKS = ("clipscore", "dino")
 
 
-def clipscore(embedder: Any, images: Sequence[Any], texts: Sequence[str], *, batch_size: int = 32) -> list[float]:
-    """``2.5 · max(cos, 0)`` of each (image, text) pair (``embedder``: ``embed_images``/``embed_texts``)."""
+def clipscore_text(caption: str, prefix: str = CLIPSCORE_PREFIX) -> str:
+    """The text CLIPScore encodes for ``caption``: the reference's ``prefix + caption`` (its prefix
+    always ends with a space); ``prefix=""`` leaves the caption alone."""
+    if prefix and not prefix.endswith(" "):
+        prefix += " "
+    return prefix + caption
+
+
+def clipscore(
+    embedder: Any,
+    images: Sequence[Any],
+    texts: Sequence[str],
+    *,
+    batch_size: int = 32,
+    prefix: str = CLIPSCORE_PREFIX,
+) -> list[float]:
+    """``2.5 · max(cos, 0)`` of each (image, ``prefix + text``) pair (``embedder``:
+    ``embed_images``/``embed_texts``)."""
     if not images:
         return []
     image = embedder.embed_images(list(images), batch_size=batch_size)
-    text = embedder.embed_texts(list(texts))
+    text = embedder.embed_texts([clipscore_text(t, prefix) for t in texts])
     cos = (image * text).sum(dim=1).double()
     return [float(CLIPSCORE_W * max(float(c), 0.0)) for c in cos]
 
@@ -129,13 +149,14 @@ def score_similarities(
     clip: Any | None,
     dino: DinoEmbedder | None,
     batch_size: int = 32,
+    clipscore_prefix: str = CLIPSCORE_PREFIX,
 ) -> list[dict[str, Any]]:
     """The CLIPScore rows of the ``composition`` split and the DINO rows of the ``concept`` split."""
     rows: list[dict[str, Any]] = []
     if clip is not None and "composition" in generated:
         data = generated["composition"]
         texts = [caption or prompt for caption, prompt in zip(data["caption"], data["prompt"])]
-        values = clipscore(clip, list(data["image"]), texts, batch_size=batch_size)
+        values = clipscore(clip, list(data["image"]), texts, batch_size=batch_size, prefix=clipscore_prefix)
         for i, value in enumerate(values):
             rows.append(
                 similarity_row(
@@ -144,7 +165,7 @@ def score_similarities(
                     concept=str(data["concept"][i]),
                     record_id=str(data["item_id"][i]),
                     value=value,
-                    text=texts[i],
+                    text=clipscore_text(texts[i], clipscore_prefix),  # the text that was encoded
                     categories=tuple(data["categories"][i] or ()),
                 )
             )

@@ -255,7 +255,14 @@ def _similarity_rows(ctx: TaskContext, generated: Any, spec: Any) -> list[dict[s
         clip = EmbeddingModel.from_pretrained(options["clip_model"], cache_dir=ctx.session.cache_dir, device=ctx.device)
     dino = DinoEmbedder.from_pretrained(options["dino_model"], device=ctx.device) if options["dino_model"] else None
     try:
-        return score_similarities(generated, spec, clip=clip, dino=dino, batch_size=ctx.batch_size)
+        return score_similarities(
+            generated,
+            spec,
+            clip=clip,
+            dino=dino,
+            batch_size=ctx.batch_size,
+            clipscore_prefix=options["clipscore_prefix"],
+        )
     finally:
         if clip is not None:
             clip.close()
@@ -303,6 +310,8 @@ def _score_generated_resumably(ctx: TaskContext, generated: Any, score: Any) -> 
 
 def tasks() -> list[Task]:
     """The ConceptBed row of the task table."""
+    from conceptforge.loaders.conceptbed.similarity import CLIPSCORE_PREFIX
+
     try:
         from conceptforge.filters.conceptbed import oracles
     except ImportError:  # the filters stage is optional for evaluation
@@ -363,6 +372,13 @@ def tasks() -> list[Task]:
                     "",
                     argtypes.Optional(model_source, words=("",), empty=""),
                     "dual encoder for CLIPScore of the compositions (paper Table 2: CLIP ViT-B/32); '' = off",
+                ),
+                Option(
+                    "clipscore_prefix",
+                    CLIPSCORE_PREFIX,
+                    str,
+                    "text put before each caption for CLIPScore (Hessel et al.'s clipscore.py: "
+                    "'A photo depicts '); '' = the caption alone (a named variant, docs/metrics.md)",
                 ),
                 Option(
                     "dino_model",

@@ -15,6 +15,8 @@ from typing import Any
 
 from conceptforge import argtypes
 from conceptforge.errors import DataFormatError, DataNotFoundError
+from conceptforge.loaders.harness.allowed_tokens import low_allowed_mass_metric
+from conceptforge.loaders.harness.sample_columns import ALLOWED_MASS_COLUMN
 from conceptforge.loaders.harness.task import (
     CHOOSE,
     CONCEPTS,
@@ -37,6 +39,7 @@ COLUMNS = (
     ("attribute", "string"),
     ("side", "string"),
     ("chance", "float64"),
+    (ALLOWED_MASS_COLUMN, "float64"),
 )
 
 
@@ -52,6 +55,7 @@ def _rows(
         "attribute_group": item.group,
         "bird": item.bird,
         "attribute": item.attribute,
+        ALLOWED_MASS_COLUMN: None,  # sub-vlm by choose/match sets it; embeddings and CBMs have no answer tokens
     }
     rows = []
     if result.s_plus is not None:
@@ -81,6 +85,11 @@ def _rows(
     return rows
 
 
+def _one_row_per_image(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The S+ and S− rows of an image share its answer: count it once (item ids ``<index>/S±``)."""
+    return list({str(r["item_id"]).split("/")[0]: r for r in rows}.values())
+
+
 def score_sub(rows: Sequence[dict[str, Any]], options: dict[str, Any]) -> dict[str, Metric]:
     plus = [r for r in rows if r["side"] == "S+"]
     minus = [r for r in rows if r["side"] == "S-"]
@@ -95,6 +104,7 @@ def score_sub(rows: Sequence[dict[str, Any]], options: dict[str, Any]) -> dict[s
     if options.get("kind", "vlm") == "vlm":
         metrics["chance_s_plus"] = Metric(mean([r["chance"] for r in plus]), None, len(plus))
         metrics["chance_s_minus"] = Metric(mean([r["chance"] for r in minus]), None, len(minus))
+        metrics.update(low_allowed_mass_metric(_one_row_per_image(rows), what="sub-vlm"))
     return metrics
 
 
@@ -126,28 +136,33 @@ def _group_scorer(ctx: TaskContext, cub: Any, groups: list[str], choices: dict[s
             for g in groups
         }
 
-        def choose(chosen: list[Any]) -> list[list[float]]:
+        def choose(chosen: list[Any]) -> list[tuple[list[float], float | None]]:
             answers = chooser.choose(
                 [item.image for item in chosen], [questions[item.group] for item in chosen], batch_size=ctx.batch_size
             )
-            return [list(a.probs) for a in answers]
+            return [(list(a.probs), a.raw_mass) for a in answers]
 
         return chooser, choose, "sub/vlm-choose"
     if ctx.capability == MATCH:
         matcher = ctx.session.matcher()
 
-        def match(chosen: list[Any]) -> list[list[float]]:
-            return matcher.match(
-                [item.image for item in chosen], [prompts[item.group] for item in chosen], batch_size=ctx.batch_size
-            )
+        def match(chosen: list[Any]) -> list[tuple[list[float], float | None]]:
+            images, texts = [item.image for item in chosen], [prompts[item.group] for item in chosen]
+            scores = matcher.match(images, texts, batch_size=ctx.batch_size)
+            if not hasattr(matcher, "match_allowed_mass"):  # an ITM head: no answer tokens
+                return [(s, None) for s in scores]
+            masses = matcher.match_allowed_mass(images, texts, batch_size=ctx.batch_size)
+            return [(s, min(m)) for s, m in zip(scores, masses)]  # the pair that said least yes/no
 
         return matcher, match, "sub/vlm-match"
     embedder = ctx.session.embedder()
     text = {g: embedder.embed_texts(prompts[g]) for g in groups}
 
-    def embed(chosen: list[Any]) -> list[list[float]]:
+    def embed(chosen: list[Any]) -> list[tuple[list[float], float | None]]:
         vectors = embedder.embed_images([item.image for item in chosen], batch_size=ctx.batch_size)
-        return [[float(s) for s in (text[item.group] @ vector).double()] for item, vector in zip(chosen, vectors)]
+        return [
+            ([float(s) for s in (text[item.group] @ vector).double()], None) for item, vector in zip(chosen, vectors)
+        ]
 
     return embedder, embed, "sub/vlm-within-group"
 
@@ -164,7 +179,7 @@ def run_sub_vlm(ctx: TaskContext) -> TaskOutcome:
     def score(positions: list[int]) -> list[dict[str, Any]]:
         chosen = [items[p] for p in positions]
         out = []
-        for position, item, scores in zip(positions, chosen, group_scores(chosen)):
+        for position, item, (scores, allowed_mass) in zip(positions, chosen, group_scores(chosen)):
             best = max(range(len(scores)), key=lambda i: (scores[i], -i))  # first of tied maxima
             predicted = choices[item.group][best]
             (result,) = score_vlm_predictions(
@@ -172,15 +187,18 @@ def run_sub_vlm(ctx: TaskContext) -> TaskOutcome:
             )
             out.append(
                 {
-                    "rows": _rows(
-                        "sub-vlm",
-                        position,
-                        item,
-                        [a or "none" for a in choices[item.group]],
-                        [float(s) for s in scores],
-                        [predicted] if predicted else [],
-                        result,
-                    ),
+                    "rows": [
+                        {**row, ALLOWED_MASS_COLUMN: allowed_mass}
+                        for row in _rows(
+                            "sub-vlm",
+                            position,
+                            item,
+                            [a or "none" for a in choices[item.group]],
+                            [float(s) for s in scores],
+                            [predicted] if predicted else [],
+                            result,
+                        )
+                    ],
                     "prediction": predicted,
                 }
             )
@@ -214,8 +232,10 @@ def run_sub_vlm(ctx: TaskContext) -> TaskOutcome:
         name: Metric(float(s[name]), None, int(s["n_s_minus" if "minus" in name else "n_s_plus"]))
         for name in ("s_plus", "s_minus", "chance_s_plus", "chance_s_minus")
     }
+    rows = [row for d in done for row in d["rows"]]
+    metrics.update(low_allowed_mass_metric(_one_row_per_image(rows), what="sub-vlm"))
     return TaskOutcome(
-        [row for d in done for row in d["rows"]],
+        rows,
         "s_plus",
         metrics=metrics,
         protocol=protocol,

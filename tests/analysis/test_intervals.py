@@ -78,8 +78,8 @@ def test_exact_mcnemar_by_hand_on_a_tiny_table():
     assert sign_test(np.zeros(4)) == (1.0, 0, 0)
     # non-binary values: the same exact test on the signs, named for what it is
     other = paired_difference(units(a * 0.5), units(b), BootstrapConfig(resamples=200))
-    assert (other.test, other.method) == ("exact sign test", "bca")
-    assert other.warning and "9 unit(s)" in other.warning  # a bootstrap below the stated n
+    assert (other.test, other.method) == ("exact sign test", "student-t")
+    assert other.warning and "9 unit(s)" in other.warning  # an interval below the stated n
     # large m: the incomplete-beta route agrees with the exact sum
     assert binomial_cdf_half(1480, 3001) == pytest.approx(scipy_stats.binom.cdf(1480, 3001, 0.5), abs=1e-10)
 
@@ -158,3 +158,118 @@ def test_paired_difference_intervals_cover_by_simulation(n, cells, floor):
         low, high = newcombe_paired(a, b)
         held += low <= truth <= high
     assert held / len(tables) >= floor
+
+
+# ----------------------------------------------------------------------------------- paired, non-binary
+@pytest.mark.parametrize("q,df", [(0.975, 19), (0.975, 199), (0.9, 3.5), (0.025, 7), (0.995, 1)])
+def test_student_t_quantile_against_scipy(q, df):
+    from conceptforge.loaders.analysis.bootstrap import student_t_quantile
+
+    assert student_t_quantile(q, df) == pytest.approx(scipy_stats.t.ppf(q, df), abs=1e-9)
+
+
+def test_paired_t_interval_by_hand_and_against_scipy():
+    """Non-binary paired units (means over seeds): d̄ ± t(n−1) · s/√n, as scipy's t.interval gives it."""
+    a = np.array([1.0, 2 / 3, 0.0, 1 / 3, 0.0, 1.0, 0.0, 0.0])
+    b = np.array([2 / 3, 2 / 3, 1 / 3, 0.0, 0.0, 1 / 3, 0.0, 1 / 3])
+    units = lambda values: Units(tuple(range(8)), values, np.zeros(8), 8)  # noqa: E731
+    diff = paired_difference(units(a), units(b), BootstrapConfig())
+    d = a - b
+    half = scipy_stats.t.ppf(0.975, 7) * d.std(ddof=1) / math.sqrt(8)
+    assert diff.method == "student-t"
+    assert (diff.low, diff.high) == (
+        pytest.approx(d.mean() - half, abs=1e-10),
+        pytest.approx(d.mean() + half, abs=1e-10),
+    )
+    low, high = scipy_stats.t.interval(0.95, 7, loc=d.mean(), scale=scipy_stats.sem(d))
+    assert (diff.low, diff.high) == (pytest.approx(low, abs=1e-10), pytest.approx(high, abs=1e-10))
+    # strata (ConceptBed's per-concept mean): stratified variance, Welch–Satterthwaite df, by hand
+    strata = np.array([0, 0, 0, 1, 1, 1, 1, 1])
+    stratified = paired_difference(
+        Units(tuple(range(8)), a, strata, 8), Units(tuple(range(8)), b, strata, 8), BootstrapConfig()
+    )
+    parts = [d[strata == s].var(ddof=1) / np.sum(strata == s) for s in (0, 1)]
+    df = sum(parts) ** 2 / sum(p**2 / (np.sum(strata == s) - 1) for p, s in zip(parts, (0, 1)))
+    centre = np.mean([d[strata == s].mean() for s in (0, 1)])
+    half = scipy_stats.t.ppf(0.975, df) * math.sqrt(sum(parts) / 4)
+    assert (stratified.low, stratified.high) == (pytest.approx(centre - half), pytest.approx(centre + half))
+
+
+def test_constant_non_binary_units_warn_about_their_zero_width_interval():
+    config = BootstrapConfig(resamples=200)
+    halves = np.full(40, 0.5)
+    found = estimate(Units(tuple(range(40)), halves, np.zeros(40), 40), config)
+    assert found.low == found.high == 0.5 and "all 40 units have the same value 0.5" in found.warning
+    same = paired_difference(
+        Units(tuple(range(40)), halves, np.zeros(40), 40),
+        Units(tuple(range(40)), halves - 0.25, np.zeros(40), 40),
+        config,
+    )
+    assert same.low == same.high == 0.25 and "zero width" in same.warning
+    binary = estimate(Units(tuple(range(40)), np.zeros(40), np.zeros(40), 40), config)  # 0/40: exact, not zero width
+    assert binary.warning is None and binary.high > 0
+
+
+def _seed_averaged_differences(rng, n: int) -> np.ndarray:
+    """Two models at low accuracy (item difficulty Beta(0.5, 4.5), mean 10%), each unit the mean of
+    three seeds' right/wrong; b's per-item accuracy is a's plus noise: the differences are mostly 0."""
+    pa = rng.beta(0.5, 4.5, size=n)
+    pb = np.clip(pa + rng.normal(0.0, 0.05, size=n), 0.0, 1.0)
+    return rng.binomial(3, pa) / 3 - rng.binomial(3, pb) / 3
+
+
+def _tie_credit_differences(rng, n: int) -> np.ndarray:
+    """Tie-aware binding credits at low accuracy: a model's credit is 0 (80%), 0.2, 0.25, 0.5 or 1
+    (5% each); b is less accurate and half the time no better than a on the same item."""
+    values = np.array([0.0, 0.2, 0.25, 0.5, 1.0])
+    a = rng.choice(values, p=[0.8, 0.05, 0.05, 0.05, 0.05], size=n)
+    b = rng.choice(values, p=[0.9, 0.03, 0.03, 0.02, 0.02], size=n)
+    return a - np.where(rng.random(n) < 0.5, np.minimum(a, b), b)
+
+
+@pytest.mark.parametrize(
+    "draw,n,floor",
+    [
+        (_seed_averaged_differences, 20, 0.92),
+        (_seed_averaged_differences, 200, 0.94),
+        (_tie_credit_differences, 200, 0.94),
+    ],
+)
+def test_paired_differences_of_averaged_scores_cover_by_simulation(draw, n, floor):
+    """The reported paired interval (Student t) holds its goal on skewed, mostly-zero differences
+    of averaged scores; the true difference is the mean of 400,000 draws. Seeded: the same
+    every run. (BCa, the interval before, covered 87% and 93.8% on the first two.)"""
+    truth = float(draw(np.random.Generator(np.random.PCG64(1)), 400_000).mean())
+    rng = np.random.Generator(np.random.PCG64(5))
+    replicates, held = 2000, 0
+    for _ in range(replicates):
+        d = draw(rng, n)
+        units = Units(tuple(range(n)), d, np.zeros(n), n)
+        zeros = Units(tuple(range(n)), np.zeros(n), np.zeros(n), n)
+        found = paired_difference(units, zeros, BootstrapConfig(resamples=1))  # t: no resampling involved
+        held += found.low <= truth <= found.high
+    print(f"coverage {draw.__name__} n={n}: {held / replicates:.4f}")
+    assert held / replicates >= floor, held / replicates
+
+
+@pytest.mark.heavy
+def test_bca_and_scipy_bca_under_cover_the_same_differences():
+    """Why BCa was replaced for paired non-binary differences: ours and scipy.stats.bootstrap's BCa
+    agree on these samples and both fall short of 92% at n = 20."""
+    rng = np.random.Generator(np.random.PCG64(5))
+    truth = float(_seed_averaged_differences(np.random.Generator(np.random.PCG64(1)), 400_000).mean())
+    ours = theirs = 0
+    replicates = 400
+    for r in range(replicates):
+        d = _seed_averaged_differences(rng, 20)
+        low, high = bca_interval(d, np.zeros(20), BootstrapConfig(resamples=1000, seed=r))
+        ours += low <= truth <= high
+        if np.all(d == d[0]):
+            theirs += d[0] == truth
+            continue
+        found = scipy_stats.bootstrap(
+            (d,), np.mean, n_resamples=1000, method="BCa", random_state=np.random.default_rng(r)
+        )
+        theirs += found.confidence_interval.low <= truth <= found.confidence_interval.high
+    assert ours / replicates < 0.92 and theirs / replicates < 0.92
+    assert abs(ours - theirs) / replicates < 0.04

@@ -328,7 +328,7 @@ def test_a_generative_vlm_answers_the_composition_questions(
     )
     first = scored[0]
     index = [str(i) for i in composition["item_id"]].index(first["record_id"])
-    caption = composition[index]["caption"] or composition[index]["prompt"]
+    caption = "A photo depicts " + (composition[index]["caption"] or composition[index]["prompt"])  # clipscore.py
     clip_model, clip_processor = (
         CLIPModel.from_pretrained(clip).eval(),
         CLIPProcessor.from_pretrained(clip, backend="pil"),

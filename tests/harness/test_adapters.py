@@ -114,9 +114,11 @@ def test_vqascore_and_option_letters_by_hand(tiny_llava_dir, tmp_path):
 
     from conceptforge.filters.vqa.questions import build_question
     from conceptforge.loaders.harness.adapters.base import load_adapter
-    from conceptforge.loaders.harness.adapters.generative_vlm import VQASCORE_QUESTION
+    from conceptforge.loaders.harness.adapters.generative_vlm import VQASCORE_QUESTION, GenerativeVLMAdapter
 
-    adapter = load_adapter(resolve_model(str(tiny_llava_dir)), device="cpu", dtype=None, cache_dir=str(tmp_path))
+    loaded = load_adapter(resolve_model(str(tiny_llava_dir)), device="cpu", dtype=None, cache_dir=str(tmp_path))
+    # the next-token variant here (the LLaVA default, t2v_metrics' teacher-forced answer: test_vqascore_variants)
+    adapter = GenerativeVLMAdapter(loaded.scorer, revision="r", cache_dir=tmp_path / "nt", vqascore="next-token")
     images = [_image(1), _image(2, size=48)]
     texts = [["a red cube", "a blue sphere"], ["a gray cylinder"]]
     scores = adapter.match(images, texts, batch_size=2)  # three pairs, two batches, right-padded
@@ -225,6 +227,13 @@ def test_tiny_generative_vlm_runs_binding_sub_and_compmap(
     probs, tokenizer = _hand_next_token(tiny_llava_dir, load_pil(item.image), question.text)
     mass = probs[torch.tensor([tokenizer.convert_tokens_to_ids(chr(65 + i)) for i in range(len(first["scores"]))])]
     assert first["scores"] == pytest.approx((mass / mass.sum()).tolist(), rel=1e-5)
+    assert first["allowed_mass"] == pytest.approx(float(mass.sum()), rel=1e-5)  # the letters' share, by hand
+    per_image = {r["item_id"].split("/")[0]: r["allowed_mass"] for r in rows}
+    assert sub["metrics"]["low_allowed_mass"]["value"] == sum(m < 0.5 for m in per_image.values())
+    assert sub["metrics"]["low_allowed_mass"]["n"] == len(per_image)
+    matched = pq.read_table(tmp_path / "llava.samples" / "binding-clip.parquet").to_pylist()
+    assert all(r["score_scale"] == "probability" and 0 < r["allowed_mass"] <= 1 for r in matched)
+    assert binding["metrics"]["low_allowed_mass"]["value"] == sum(r["allowed_mass"] < 0.5 for r in matched)
     _rescore_equals(out, tmp_path)
 
     # compmap-cub: activations are the log-odds of each (image, attribute prompt) VQAScore

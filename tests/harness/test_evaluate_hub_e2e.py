@@ -110,8 +110,8 @@ def published(tmp_path_factory):
             ),
             f"publish {repo}",
         )
-    clip = build_tiny_clip(work / "tiny-clip", max_length=32)
-    other = build_tiny_clip(work / "tiny-clip-seed1", seed=1, max_length=32)
+    clip = build_tiny_clip(work / "tiny-clip")  # 77 positions: SUB prompts stay distinct
+    other = build_tiny_clip(work / "tiny-clip-seed1", seed=1)
     # The model's author uploads it (a separate process: this one may be offline for other tests).
     upload = (
         "import sys; from huggingface_hub import HfApi; api = HfApi(); api.create_repo(sys.argv[1]); "

@@ -41,4 +41,4 @@ def pipeline_vlm(tmp_path_factory):
 def pipeline_clip(tmp_path_factory):
     from conceptforge.testing.tiny_models import build_tiny_clip
 
-    return build_tiny_clip(tmp_path_factory.mktemp("pipeline-clip") / "tiny-clip", max_length=32)
+    return build_tiny_clip(tmp_path_factory.mktemp("pipeline-clip") / "tiny-clip")  # 77: SUB prompts stay distinct

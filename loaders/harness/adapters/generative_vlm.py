@@ -1,9 +1,11 @@
 """Generative VLMs (``AutoModelForImageTextToText`` with a chat template): ``match`` and ``choose``.
 
-* ``match`` is VQAScore (Lin et al. 2024, t2v_metrics): the next-token probability of "Yes" after
-  the chat prompt "<image> Does this figure show "{text}"? Please answer yes or no." — the whole
-  vocabulary's softmax, not renormalised over yes/no (ConceptBed's ViLT oracle reads P("yes") the
-  same way). "Yes" and " Yes" are both counted when each is one token.
+* ``match`` is VQAScore (Lin et al. 2024, t2v_metrics) in the variant of the model's family
+  (``adapters/vqascore.py``: t2v_metrics' own rule for LLaVA-1.5, Qwen2-VL and LLaVA-OneVision;
+  else ours, the next-token probability of "Yes" after "<image> Does this figure show "{text}"?
+  Please answer yes or no." — the whole vocabulary's softmax, not renormalised over yes/no, as
+  ConceptBed's ViLT oracle reads P("yes"); "Yes" and " Yes" both counted when each is one token).
+  Beside each score, P("Yes") + P("No") at the answer's first token is kept (``allowed_mass``).
 * ``choose`` is the SUB filter's rule (``filters/vqa/scorer.py``, shared, not copied): the options are
   lettered A, B, … in the question, and each option's probability is its letter's next-token
   probability, normalised over the options.
@@ -27,15 +29,16 @@ from typing import Any
 import numpy as np
 
 from conceptforge.loaders.harness.adapters.base import VLM, load_revision
+from conceptforge.loaders.harness.adapters.vqascore import LLAVA_QUESTION
 
 logger = logging.getLogger(__name__)
 
-#: t2v_metrics' VQAScore question and answer.
-VQASCORE_QUESTION = 'Does this figure show "{text}"? Please answer yes or no.'
+#: t2v_metrics' LLaVA-1.5 VQAScore question (the next-token variant asks it too) and its answer.
+VQASCORE_QUESTION = LLAVA_QUESTION
 VQASCORE_ANSWER = "Yes"
+NO_ANSWER = "No"
 #: ConceptBed's composition questions are already yes/no questions ("is there a dog?").
 YES_NO_SUFFIX = " Please answer yes or no."
-VQASCORE_PROTOCOL = f"VQAScore: P({VQASCORE_ANSWER!r}) as the next token after {VQASCORE_QUESTION!r}"
 CHOOSE_PROTOCOL = "option letters: next-token probability of each option's letter, normalised over the options"
 
 
@@ -49,12 +52,23 @@ class GenerativeVLMAdapter:
     """VQAScore ``match``, option-letter ``choose``, yes/no ``answer`` — cached."""
 
     family = VLM
-    protocol = VQASCORE_PROTOCOL
     kind = "vlm"  # CompMap's activation key and progress label
+    score_scale = "probability"  # match scores are P(Yes): ties are decided on their logarithm
 
-    def __init__(self, scorer: Any, *, revision: str, cache_dir: str | Path | None) -> None:
+    def __init__(
+        self,
+        scorer: Any,
+        *,
+        revision: str,
+        cache_dir: str | Path | None,
+        vqascore: str | None = None,
+        model_type: str | None = None,
+    ) -> None:
+        from conceptforge.loaders.harness.adapters.vqascore import vqascore_variant
         from conceptforge.loaders.harness.embeddings import default_cache_dir
 
+        self.vqascore = vqascore_variant(vqascore, model_type=model_type)
+        self.protocol = self.vqascore.describe()
         self.scorer = scorer
         self.model_id = scorer.model_id
         self.revision = revision
@@ -63,6 +77,7 @@ class GenerativeVLMAdapter:
         self.cache_namespace = root / "vlm-scores" / _slug(self.model_id) / _slug(revision) / dtype
         self._caches: dict[str, Any] = {}
         self._yes: list[int] | None = None
+        self._no: list[int] | None = None
         self.computed = 0  # (image, prompt) pairs run through the model, not read from the cache
 
     # ----------------------------------------------------------------------------- cache
@@ -110,42 +125,93 @@ class GenerativeVLMAdapter:
             self._yes = self.scorer.answer_token_ids(VQASCORE_ANSWER, what="answer")
         return self._yes
 
+    def no_token_ids(self) -> list[int]:
+        if self._no is None:
+            self._no = self.scorer.answer_token_ids(NO_ANSWER, what="answer")
+        return self._no
+
     def _yes_vectors(self, pils: list[Any], prompts: list[str], batch_size: int) -> list[np.ndarray]:
         import torch
 
-        yes = torch.tensor(self.yes_token_ids())
+        from conceptforge.loaders.harness.allowed_tokens import allowed_distribution
+
+        yes_ids, no_ids = self.yes_token_ids(), self.no_token_ids()
+        yes = torch.tensor(yes_ids)
         out: list[np.ndarray] = []
-        for _, probs in self.scorer.next_token_probabilities(pils, prompts, batch_size=batch_size):
-            p_yes = probs[:, yes].double().sum(dim=1)
-            top = probs.max(dim=1)
+        for _, log_probs in self.scorer.next_token_log_probabilities(pils, prompts, batch_size=batch_size):
+            p_yes = log_probs[:, yes].double().exp().sum(dim=1)
+            top = log_probs.max(dim=1)
             is_yes = torch.isin(top.indices, yes)
-            out += [np.array([float(a), float(b), float(c)]) for a, b, c in zip(p_yes, top.values, is_yes)]
+            mass = allowed_distribution(log_probs, [yes_ids, no_ids]).mass  # P(Yes) + P(No), log space
+            out += [
+                np.array([float(a), float(np.exp(float(b))), float(c), float(m)])
+                for a, b, c, m in zip(p_yes, top.values, is_yes, mass)
+            ]
         return out
 
     def answer(self, images: Sequence[Any], questions: Sequence[str], *, batch_size: int = 8) -> np.ndarray:
-        """[N, 3] per (image, yes/no question): P("Yes"), the top next-token probability, and
-        whether "Yes" is the top token."""
+        """[N, 4] per (image, yes/no question): P("Yes"), the top next-token probability, whether
+        "Yes" is the top token, and P("Yes") + P("No") (the mass the yes/no answers carried)."""
         if len(images) != len(questions):
             raise ValueError("one question per image")
         vectors = self._cached(
-            "yes",
+            "yes-no",  # not "yes": those rows had no yes+no mass
             images,
             list(questions),
             lambda pils, prompts: self._yes_vectors(pils, prompts, batch_size),
         )
-        return np.stack(vectors) if vectors else np.zeros((0, 3), dtype=np.float32)
+        return np.stack(vectors) if vectors else np.zeros((0, 4), dtype=np.float32)
 
     # ----------------------------------------------------------------------------- capabilities
+    def _vqascore(self, images: Sequence[Any], texts: Sequence[Sequence[str]], batch_size: int) -> np.ndarray:
+        """[pairs, 2]: each pair's VQAScore (the adapter's variant) and P("Yes") + P("No")."""
+        from conceptforge.loaders.harness.adapters.vqascore import NEXT_TOKEN
+
+        flat_images = [image for image, row in zip(images, texts) for _ in row]
+        flat = [self.vqascore.question.format(text=text) for row in texts for text in row]
+        if not flat:
+            return np.zeros((0, 2))
+        if self.vqascore.rule == NEXT_TOKEN:  # the yes/no answer's own cache
+            return self.answer(flat_images, flat, batch_size=batch_size)[:, [0, 3]]
+        vectors = self._cached(
+            f"vqascore-{self.vqascore.name}",
+            flat_images,
+            flat,
+            lambda pils, prompts: self._variant_vectors(pils, prompts, batch_size),
+        )
+        return np.stack(vectors)
+
+    def _variant_vectors(self, pils: list[Any], prompts: list[str], batch_size: int) -> list[np.ndarray]:
+        import torch
+
+        from conceptforge.loaders.harness.adapters.vqascore import SINGLE_TOKEN
+        from conceptforge.loaders.harness.allowed_tokens import allowed_distribution
+
+        yes_no = [self.yes_token_ids(), self.no_token_ids()]
+        out: list[np.ndarray] = []
+        if self.vqascore.rule == SINGLE_TOKEN:
+            token = self.scorer.tokenizer.encode(VQASCORE_ANSWER)[0]  # t2v_metrics' id, exactly
+            for _, log_probs in self.scorer.next_token_log_probabilities(pils, prompts, batch_size=batch_size):
+                mass = allowed_distribution(log_probs, yes_no).mass
+                out += [np.array([float(np.exp(float(row[token]))), float(m)]) for row, m in zip(log_probs, mass)]
+            return out
+        batches = self.scorer.answer_log_probs(pils, prompts, VQASCORE_ANSWER, batch_size=batch_size)
+        for _, tokens, first in batches:
+            score = torch.exp(tokens.double().mean(dim=1))  # exp(-mean CE): the geometric mean
+            mass = allowed_distribution(first, yes_no).mass
+            out += [np.array([float(a), float(m)]) for a, m in zip(score, mass)]
+        return out
+
     def match(self, images: Sequence[Any], texts: Sequence[Sequence[str]], *, batch_size: int = 8) -> list[list[float]]:
         """VQAScore of each image with each of its texts, all pairs batched together."""
-        flat_images = [image for image, row in zip(images, texts) for _ in row]
-        flat = [VQASCORE_QUESTION.format(text=text) for row in texts for text in row]
-        p_yes = self.answer(flat_images, flat, batch_size=batch_size)[:, 0] if flat else np.zeros(0)
-        out, start = [], 0
-        for row in texts:
-            out.append([float(x) for x in p_yes[start : start + len(row)]])
-            start += len(row)
-        return out
+        return _per_row(self._vqascore(images, texts, batch_size)[:, 0], texts)
+
+    def match_allowed_mass(
+        self, images: Sequence[Any], texts: Sequence[Sequence[str]], *, batch_size: int = 8
+    ) -> list[list[float]]:
+        """P("Yes") + P("No") at the answer's first token of each pair :meth:`match` scored (read
+        back from the cache): how much of its probability the model gave a yes/no answer at all."""
+        return _per_row(self._vqascore(images, texts, batch_size)[:, 1], texts)
 
     def choose(self, images: Sequence[Any], questions: Sequence[Any], *, batch_size: int = 8) -> list[Any]:
         """The option distribution (``filters.vqa.OptionScores``) of each image's multiple-choice
@@ -160,7 +226,8 @@ class GenerativeVLMAdapter:
             scores = self.scorer.score(pils, [by_text[p] for p in prompts], batch_size=batch_size)
             return [np.array([*s.probs, s.raw_mass]) for s in scores]
 
-        vectors = self._cached("choose", images, [q.text for q in questions], compute)
+        # "choose-log": the letters normalised in log space (the older "choose" rows were not)
+        vectors = self._cached("choose-log", images, [q.text for q in questions], compute)
         return [
             OptionScores(tuple(q.options), tuple(float(x) for x in v[:-1]), float(v[-1]))
             for q, v in zip(questions, vectors)
@@ -200,6 +267,14 @@ class VQAOracleView:
         return ConceptScores(values[:, 0], values[:, 1], values[:, 2] > 0.5)
 
 
+def _per_row(values: np.ndarray, texts: Sequence[Sequence[str]]) -> list[list[float]]:
+    out, start = [], 0
+    for row in texts:
+        out.append([float(x) for x in values[start : start + len(row)]])
+        start += len(row)
+    return out
+
+
 def _capitalised(question: str) -> str:
     return question[:1].upper() + question[1:]
 
@@ -214,4 +289,9 @@ def load(model: Any, *, device: str | None, dtype: str | None, cache_dir: str | 
     scorer = VQAScorer.from_pretrained(
         model.id, revision=revision, device=device, dtype=getattr(torch, dtype) if dtype else None
     )
-    return GenerativeVLMAdapter(scorer, revision=embedding_revision(model.id, revision), cache_dir=cache_dir)
+    return GenerativeVLMAdapter(
+        scorer,
+        revision=embedding_revision(model.id, revision),
+        cache_dir=cache_dir,
+        model_type=getattr(model, "model_type", None),
+    )

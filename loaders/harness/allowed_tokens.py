@@ -1,0 +1,59 @@
+"""The allowed-answer math of every evaluation path (local models, served endpoints), and the
+per-run count of samples whose allowed answers carried too little of the model's probability.
+
+The math itself (:func:`allowed_distribution`: logits -> answers' probabilities + mass, in log
+space; :func:`normalise_allowed`: per-answer log-probabilities -> the same) lives with the local
+VQA scorer in ``filters.vqa.allowed`` (the filter layer may not import this one); it is re-exported
+here for the harness and the served-model clients.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from conceptforge.filters.vqa.allowed import AllowedDistribution, allowed_distribution, normalise_allowed
+from conceptforge.loaders.harness.sample_columns import ALLOWED_MASS_COLUMN, ALLOWED_MASS_FLOOR
+
+__all__ = [
+    "LOW_ALLOWED_MASS_METRIC",
+    "AllowedDistribution",
+    "allowed_distribution",
+    "count_below_floor",
+    "low_allowed_mass_metric",
+    "normalise_allowed",
+]
+
+#: The run metric: how many samples' allowed answers carried less than ``ALLOWED_MASS_FLOOR``.
+LOW_ALLOWED_MASS_METRIC = "low_allowed_mass"
+
+logger = logging.getLogger(__name__)
+
+
+def count_below_floor(masses: Sequence[float | None], *, what: str, floor: float = ALLOWED_MASS_FLOOR) -> int:
+    """How many samples' allowed answers carried less than ``floor`` of the mass; logs one
+    warning line when any did (those answers are mostly the renormalisation's, not the model's)."""
+    values = [float(m) for m in masses if m is not None]
+    low = sum(1 for m in values if m < floor)
+    if low:
+        logger.warning(
+            "%s: %d of %d samples gave the allowed answers less than %g of the next-token probability "
+            "(the model mostly wanted to say something else; column allowed_mass in the samples file)",
+            what,
+            low,
+            len(values),
+            floor,
+        )
+    return low
+
+
+def low_allowed_mass_metric(rows: Sequence[dict], *, what: str) -> dict:
+    """``{"low_allowed_mass": Metric(count, None, n)}`` over the rows that carry an
+    ``allowed_mass`` (none: ``{}``, a protocol without answer tokens); warns as
+    :func:`count_below_floor`. Computed from the rows, so a rescored file reports the same."""
+    from conceptforge.loaders.harness.task import Metric
+
+    masses = [row.get(ALLOWED_MASS_COLUMN) for row in rows if row.get(ALLOWED_MASS_COLUMN) is not None]
+    if not masses:
+        return {}
+    return {LOW_ALLOWED_MASS_METRIC: Metric(float(count_below_floor(masses, what=what)), None, len(masses))}
