@@ -255,7 +255,7 @@ def test_task_ids_name_the_config_only_in_a_repo_with_several():
         "metrics": {f"{s}_accuracy": {"value": 0.5, "stderr": None, "n": 2} for s in splits},
     }
     payload = {"tasks": [task], "created": None}
-    pushed = {e.task_id for e in hub_entries(payload, {("org/binding", "c" * 40): True})}
+    pushed = {e.task_id for e in hub_entries(payload, {("org/binding", "c" * 40): ["single-object", "relational"]})}
     assert pushed == {t["id"] for t in several if t["config"] == "relational"}
     assert {e.task_id for e in hub_entries(payload)} == {t["id"] for t in one}
     assert all("non-default options: config=relational" in e.notes for e in hub_entries(payload))
