@@ -103,8 +103,14 @@ def test_pushed_ids_of_a_multi_config_release_are_the_ids_its_eval_yaml_declares
         "publish",
     )  # fmt: skip
     clip = build_tiny_clip(tmp_path / "clip", max_length=32)
-    upload = "import sys; from huggingface_hub import HfApi; a = HfApi(); a.create_repo(sys.argv[1]); a.upload_folder(repo_id=sys.argv[1], folder_path=sys.argv[2])"
-    check(subprocess.run([sys.executable, "-c", upload, MODEL, str(clip)], env=hub_env, capture_output=True, text=True, timeout=120), "upload")  # fmt: skip
+    upload = (
+        "import sys; from huggingface_hub import HfApi; a = HfApi(); a.create_repo(sys.argv[1]); "
+        "a.upload_folder(repo_id=sys.argv[1], folder_path=sys.argv[2])"
+    )
+    uploaded = subprocess.run(
+        [sys.executable, "-c", upload, MODEL, str(clip)], env=hub_env, capture_output=True, text=True, timeout=120
+    )
+    check(uploaded, "upload the tiny CLIP")
     done = check(
         _conceptforge(
             "evaluate", "--model", MODEL, "--tasks", "binding-clip", "--dataset", f"binding-clip={DATASET}@v1.0.0",
