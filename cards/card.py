@@ -27,7 +27,7 @@ from conceptforge.cards.dataset_dir import DATA_DIR, GRID_NAME, SplitStats
 from conceptforge.cards.filter_stats import FilterStats
 from conceptforge.cards.provenance import strip_local_paths
 from conceptforge.cards.validate import card_problems, feature_type, missing_sections, size_category
-from conceptforge.cards.validity import validity_markdown
+from conceptforge.cards.validity import held_out_leaks, validity_markdown
 from conceptforge.errors import ConceptforgeError, DataFormatError, InvalidArgumentError
 
 logger = logging.getLogger(__name__)
@@ -327,7 +327,13 @@ def render_card(
     *,
     has_grid: bool = True,
 ) -> str:
-    """Render the README card: YAML header (configs, dataset_info, license, …) and markdown."""
+    """Render the README card: YAML header (configs, dataset_info, license, …) and markdown.
+
+    A held-out check that found violations is also logged as a warning (at assembly and at
+    publish, where the card is rendered): the card counts them, but nobody reads a table of
+    zeros closely enough to see the one that is not."""
+    for leak in held_out_leaks(metadata.validity):
+        logger.warning("held-out compositions leak: %s (see the card's Validity section)", leak)
     lines = [f"# {metadata.pretty_name}", "", metadata.summary.strip(), ""]
     if metadata.paper_title:
         paper = f"[{metadata.paper_title}]({metadata.paper_url})" if metadata.paper_url else f"*{metadata.paper_title}*"

@@ -93,6 +93,11 @@ REQUIRED_RAI = (
 )
 SHARD_REGEX = r"^(?:.*/)?(.+?)-\d{5}-of-\d{5}\.parquet$"
 HUB = "https://huggingface.co"
+#: The ``cr:FileObject`` every file set is read from: the release's git repository at its tag.
+REPO_NODE = "repo"
+#: What the Hub's own Croissant files put in a git repository's ``sha256`` (a repository has no
+#: one hash; Croissant's convention, mlcommons/croissant#80): the tag pins the files instead.
+GIT_REPO_HASH = "https://github.com/mlcommons/croissant/issues/80"
 
 
 # -- core -------------------------------------------------------------------------------------
@@ -169,6 +174,28 @@ def _configs(splits: Sequence[SplitStats]) -> list[str]:
     return seen
 
 
+def repo_url(repo_id: str, version: str) -> str:
+    """The release's git repository at its tag, as Croissant readers fetch it (mlcroissant clones
+    ``https://huggingface.co/datasets/ORG/NAME`` and checks out the ref after ``/tree/``, the form
+    the Hub's own Croissant uses)."""
+    return f"{HUB}/datasets/{repo_id}/tree/refs%2Ftags%2F{version}"
+
+
+def _repo_object(repo_id: str, version: str) -> dict[str, Any]:
+    """Why a repository node: a file set with only relative ``includes`` resolves against the
+    folder the JSON-LD sits in, so the records loaded from a downloaded copy but not from the
+    published URL. Contained in the repository at the release's tag, they load from either."""
+    return {
+        "@type": "cr:FileObject",
+        "@id": REPO_NODE,
+        "name": REPO_NODE,
+        "description": f"The Hugging Face git repository of {repo_id} at tag {version} (this release).",
+        "contentUrl": repo_url(repo_id, version),
+        "encodingFormat": "git+https",
+        "sha256": GIT_REPO_HASH,
+    }
+
+
 def _file_set(config: str, splits: Sequence[SplitStats]) -> dict[str, Any]:
     folder = next((s.files[0].rsplit("/", 1)[0] for s in splits if s.config == config and s.files), DATA_DIR)
     return {
@@ -176,6 +203,7 @@ def _file_set(config: str, splits: Sequence[SplitStats]) -> dict[str, Any]:
         "@id": f"parquet-files-{config}",
         "name": f"parquet-files-{config}",
         "description": f"The parquet shards of config `{config}` (one file set per config).",
+        "containedIn": {"@id": REPO_NODE},
         "encodingFormat": "application/x-parquet",
         "includes": f"{folder}/*.parquet",
     }
@@ -314,6 +342,7 @@ def _blind_summary(metadata: DatasetMetadata) -> str | None:
 
 
 def _maintenance(metadata: DatasetMetadata, repo_id: str, version: str) -> str:
+    """``version`` is the git tag (``v1.0.0``): the command it prints must run as printed."""
     previous = f" (previous: {metadata.previous_version})" if metadata.previous_version else " (first release)"
     text = (
         f"Released on the Hugging Face Hub as {repo_id}; this file describes version {version}{previous}. Every "
@@ -329,10 +358,27 @@ def _maintenance(metadata: DatasetMetadata, repo_id: str, version: str) -> str:
     return text
 
 
+SYNTHETIC = "Others: synthetic generation by software"
+
+
+def _collection_types(study: Any) -> list[str]:
+    """What was collected: the rows are generated, but a human study applied to them collected
+    people's answers, so "no data collected from people" is said only where no study was applied
+    (a human-validated release said it beside its count of answers and annotators)."""
+    if not study:
+        return [f"{SYNTHETIC} (no data collected from people)"]
+    return [
+        SYNTHETIC,
+        f"Others: answers collected from people (human study `{study}` in conceptforge's annotation app, "
+        "see rai:dataAnnotationAnalysis)",
+    ]
+
+
 def rai_fields(
     metadata: DatasetMetadata, *, repo_id: str, version: str, record: Mapping[str, Any] | None
 ) -> dict[str, Any]:
-    """The RAI properties (empty ones as "" or [] so :func:`empty_rai_fields` can name them)."""
+    """The RAI properties (empty ones as "" or [] so :func:`empty_rai_fields` can name them);
+    ``version`` is the release's tag (``v1.0.0``)."""
     out_of_scope = metadata.out_of_scope_use.strip()
     agreement, agreement_note = _agreement(metadata)
     study = (metadata.provenance or {}).get("study")
@@ -344,7 +390,7 @@ def rai_fields(
         limitations.append(blind)
     fields: dict[str, Any] = {
         "rai:dataCollection": _collection(metadata, record),
-        "rai:dataCollectionType": ["Others: synthetic generation by software (no data collected from people)"],
+        "rai:dataCollectionType": _collection_types(study),
         "rai:dataCollectionRawData": "; ".join(metadata.source_datasets) if metadata.source_datasets else "",
         "rai:dataPreprocessingProtocol": [_preprocessing(metadata)],
         "rai:dataAnnotationProtocol": [metadata.annotations.strip()] if metadata.annotations.strip() else [],
@@ -403,7 +449,7 @@ def croissant_document(
         "license": license_url(metadata),
         "creator": {"@type": "Organization", "name": org, "url": f"{HUB}/{org}"},
         "keywords": list(metadata.tags),
-        "distribution": [_file_set(config, splits) for config in configs],
+        "distribution": [_repo_object(repo_id, version), *(_file_set(config, splits) for config in configs)],
         "recordSet": [
             _record_set(
                 config,
@@ -418,7 +464,7 @@ def croissant_document(
         document["citeAs"] = metadata.citation.strip()
     if metadata.language:
         document["inLanguage"] = list(metadata.language)
-    for key, value in rai_fields(metadata, repo_id=repo_id, version=version.lstrip("v"), record=record).items():
+    for key, value in rai_fields(metadata, repo_id=repo_id, version=version, record=record).items():
         document[key] = value
     return document
 

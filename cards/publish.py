@@ -48,6 +48,7 @@ from conceptforge.cards.hub_remote import (
 from conceptforge.cards.local_dataset import LocalDataset, read_dataset_dir
 from conceptforge.cards.run_record import RECORD_NAME, read_run_record
 from conceptforge.cards.validate import dataset_dir_problems, ensure_valid, grid_problems
+from conceptforge.cards.validity import held_out_leaks
 from conceptforge.cards.versions import Version, parse_version, previous_version, published_versions
 from conceptforge.errors import ConceptforgeError, HubError, InvalidArgumentError, PublishError
 from conceptforge.progress import tqdm
@@ -89,6 +90,7 @@ class PublishResult:
     unchecked: str | None = None  # dry run without the Hub: why the remote checks were skipped
     rai_empty: list[str] = field(default_factory=list)  # croissant.json: required RAI fields left empty
     benchmark: Benchmark | None = None  # the eval.yaml this release writes (None: none asked for)
+    leaks: list[str] = field(default_factory=list)  # held-out checks of the card that found violations
 
     @property
     def load_line(self) -> str:
@@ -121,6 +123,7 @@ class PublishResult:
             lines.append(f"{CROISSANT_NAME}: RAI fields that would be empty: {', '.join(self.rai_empty)}")
         elif self.action != "unchanged":
             lines.append(f"{CROISSANT_NAME}: core and Responsible-AI fields filled")
+        lines += [f"warning: held-out compositions leak: {leak} (the card's Validity section)" for leak in self.leaks]
         if self.benchmark is not None and self.action != "unchanged":
             lines.append(
                 f"{EVAL_YAML}: {len(self.benchmark.tasks)} task(s), evaluation_framework {self.benchmark.framework}"
@@ -222,6 +225,7 @@ class _Release:
     files: list[LocalFile] = field(default_factory=list)
     benchmark: Benchmark | None = None
     rai_empty: list[str] = field(default_factory=list)
+    leaks: list[str] = field(default_factory=list)
 
     @property
     def also_managed(self) -> tuple[str, ...]:
@@ -246,6 +250,7 @@ class _Release:
             total_files=len(self.files),
             unchecked=why,
             rai_empty=self.rai_empty,
+            leaks=self.leaks,
             benchmark=self.benchmark,
         )
 
@@ -315,6 +320,7 @@ def publish_dataset(
     extra[CROISSANT_NAME], release.rai_empty = release_croissant(local, repo_id=repo_id, version=wanted, previous=None)
     if release.rai_empty:
         logger.warning("%s: RAI fields that would be empty: %s", CROISSANT_NAME, ", ".join(release.rai_empty))
+    release.leaks = held_out_leaks(local.metadata.validity)
     offline = _offline_mode()
     if offline and not dry_run:
         raise PublishError(
@@ -405,6 +411,7 @@ def _compare(
                     total_files=len(files),
                     config=first_config,
                     rai_empty=release.rai_empty,
+                    leaks=release.leaks,
                     benchmark=release.benchmark,
                 )
             differing = ", ".join([f.path_in_repo for f in changed][:3] + deleted[:2])
@@ -437,6 +444,7 @@ def _compare(
         total_files=len(files),
         config=first_config,
         rai_empty=release.rai_empty,
+        leaks=release.leaks,
         benchmark=release.benchmark,
     )
 

@@ -3,7 +3,8 @@
 Why rows, not files: a shard's bytes change when one row in it changes (and shard boundaries
 move with sizes), so comparing files says little. Every row is hashed by its content (image
 bytes included) and keyed by its ``item_id``; two releases then differ by the ids only one has
-and by the ids whose hash differs. The same computation feeds ``conceptforge diff A B`` and the
+and by the ids whose hash differs, and by the ids that moved (the same rows in another order are
+another release: ``verify`` rebuilds items by position). The same computation feeds ``conceptforge diff A B`` and the
 "Changes since vX" section that ``publish`` writes into a release card.
 
 Memory: one hash per row (a few dozen bytes), read a row group at a time.
@@ -15,7 +16,7 @@ import hashlib
 import math
 import struct
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -128,10 +129,13 @@ class SplitChanges:
     changed: list[str] = field(default_factory=list)
     duplicated: list[str] = field(default_factory=list)  # ids the new release holds in several rows
     deduplicated: list[str] = field(default_factory=list)  # ids the old release held in several rows, the new once
+    # ids both releases hold, at another place among them in the new one: a reordered split is a
+    # different release (verify rebuilds items by position, loaders and seeds follow the order)
+    moved: list[str] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
-        return not (self.added or self.removed or self.changed or self.duplicated or self.deduplicated)
+        return not (self.added or self.removed or self.changed or self.duplicated or self.deduplicated or self.moved)
 
 
 @dataclass
@@ -166,6 +170,7 @@ class ReleaseDiff:
                     ("changed", change.changed),
                     ("duplicate ids", change.duplicated),
                     ("no longer duplicated", change.deduplicated),
+                    ("moved", change.moved),
                 )
                 if values
             ]
@@ -204,6 +209,15 @@ def _dict_changes(old: Any, new: Any, prefix: str = "") -> list[str]:
     return [] if old == new else [f"{prefix}: {_shown(old)} -> {_shown(new)}"]
 
 
+def moved_ids(before: Sequence[str], after: Sequence[str]) -> list[str]:
+    """The ids both orders hold that the new order puts at another place among the shared ids
+    (added and removed rows do not count as moving the others), in the new order."""
+    kept = set(before) & set(after)
+    old_order = [key for key in before if key in kept]
+    new_order = [key for key in after if key in kept]
+    return [key for key, was in zip(new_order, old_order) if key != was]
+
+
 def diff_snapshots(old: Snapshot, new: Snapshot) -> ReleaseDiff:
     splits: dict[str, SplitChanges] = {}
     for name in list(old.rows) + [n for n in new.rows if n not in old.rows]:
@@ -215,6 +229,7 @@ def diff_snapshots(old: Snapshot, new: Snapshot) -> ReleaseDiff:
             changed=[key for key in after if key in before and before[key] != after[key]],
             duplicated=[f"{key} ×{count}" for key, count in repeated.items()],
             deduplicated=[key for key in old.duplicates.get(name, {}) if key in after and key not in repeated],
+            moved=moved_ids(list(before), list(after)),
         )
     features = []
     for config in list(old.features) + [c for c in new.features if c not in old.features]:

@@ -139,6 +139,21 @@ def held_out_row(*, check: str, checked: int, held_out: int, found: int, config:
     return {"config": config, "check": check, "checked": checked, "held_out": held_out, "found": found}
 
 
+def held_out_leaks(validity: Mapping[str, Any] | None) -> list[str]:
+    """One line per held-out check that found items it should not have (``found`` > 0): a
+    composition the spec holds out appears where it must not, so that split's number measures
+    something seen in training. Empty when every check found none (or none applies)."""
+    part = (validity or {}).get("held_out") or {}
+    if not part.get("applicable", True):
+        return []
+    lines = []
+    for row in part.get("rows") or []:
+        if int(row.get("found") or 0) > 0:
+            where = "" if row.get("config", "default") == "default" else f"config {row['config']}: "
+            lines.append(f"{where}{row['check']}: {row['found']} of {row['checked']} items hold a held-out composition")
+    return lines
+
+
 def validity_report(
     *, blind_baselines: Mapping[str, Any], held_out: Mapping[str, Any], agreement: Mapping[str, Any]
 ) -> dict[str, Any]:

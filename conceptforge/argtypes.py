@@ -66,6 +66,11 @@ __all__ = [
     "hub_license",
     "hub_repo_id",
     "Choice",
+    "DType",
+    "dtype",
+    "DTYPES",
+    "DTYPE_ALIASES",
+    "SHORT_DTYPES",
     "IntList",
     "StrList",
     "Optional",
@@ -241,6 +246,45 @@ def _nearest_existing(path: Path) -> Path:
     return path
 
 
+def name_problem(path: str | os.PathLike, *, written: bool = True) -> str | None:
+    """Why ``path`` cannot be a name on this machine, or None: a part longer than the file system
+    allows (the kernel's ENAMETOOLONG, which ``Path.exists`` raises instead of answering), or,
+    for a path to be ``written``, text that is not UTF-8 (undecodable bytes from the shell: the
+    files written beside it name it in JSON and cards, which need UTF-8, so such a run failed
+    after its work; an existing file with such a name can still be read)."""
+    text = os.fspath(path)
+    if written:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = os.fsencode(text).decode("utf-8", "backslashreplace")  # the bytes the shell gave: r\xff.json
+            return f"{shown} is not valid UTF-8: use a name in UTF-8"
+    base = _nearest_existing_name(Path(text))
+    try:
+        name_max = os.pathconf(base, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        name_max = 255
+    for part in Path(text).parts:
+        size = len(os.fsencode(part))
+        if size > name_max:
+            shown = part[:24].encode("utf-8", "backslashreplace").decode("utf-8")
+            return f"the name {shown}… is {size} bytes long; this file system allows {name_max}: use a shorter one"
+    return None
+
+
+def _nearest_existing_name(path: Path) -> Path:
+    """The nearest existing folder above ``path``, asking only about names short enough to ask."""
+    path = Path(os.path.abspath(path))
+    while path != path.parent:
+        try:
+            if path.exists():
+                return path
+        except OSError:
+            pass  # a part too long: its parent answers
+        path = path.parent
+    return path
+
+
 def check_writable(path: str | os.PathLike, *, what: str = "output", folder: bool = False) -> Path:
     """Refuse an output path that cannot be written, before the work that would fill it.
 
@@ -249,6 +293,9 @@ def check_writable(path: str | os.PathLike, *, what: str = "output", folder: boo
     (``folder=True``). Raises :class:`InvalidArgumentError` (one line).
     """
     target = Path(path).expanduser()
+    problem = name_problem(target)
+    if problem:
+        raise InvalidArgumentError(f"{what} {problem}".strip())
     if target.exists():
         if folder and not target.is_dir():
             raise InvalidArgumentError(f"{what} {target} is a file, not a folder")
@@ -300,6 +347,9 @@ class PathType(ArgType):
             return text
         path = Path(text).expanduser()
         if self.kind in {"file", "dir", "any"}:
+            problem = name_problem(path, written=False)
+            if problem:  # a name too long to exist
+                raise argparse.ArgumentTypeError(problem)
             if not path.exists():
                 raise argparse.ArgumentTypeError(f"{text} does not exist")
             if self.kind == "file" and not path.is_file():
@@ -327,15 +377,17 @@ class PathType(ArgType):
         }[self.kind]
 
     def bad_examples(self, paths: Examples) -> list[str]:
+        too_long = os.path.join(paths.folder, "x" * 300)
         if self.kind == "file":
-            return [paths.missing, paths.folder, ""]
+            return [paths.missing, paths.folder, "", too_long]
         if self.kind == "dir":
-            return [paths.missing, paths.file, ""]
+            return [paths.missing, paths.file, "", too_long]
         if self.kind == "any":
-            return [paths.missing, ""]
+            return [paths.missing, "", too_long]
+        too_long = os.path.join(paths.missing, "x" * 300)  # ENAMETOOLONG, not a traceback
         if self.kind == "output-file":
-            return [paths.folder, paths.under_file, ""]
-        return [paths.file, paths.under_file, ""]
+            return [paths.folder, paths.under_file, "", too_long, paths.missing + "-\udcff.json"]
+        return [paths.file, paths.under_file, "", too_long, paths.missing + "-\udcff"]
 
     def __repr__(self) -> str:
         return self.__name__
@@ -593,6 +645,45 @@ class Choice(ArgType):
 
     def __repr__(self) -> str:
         return self.__name__
+
+
+#: The number formats a model runs in, spelled one way for every command (torch's names); ``auto``
+#: lets the command choose (bfloat16 on CUDA, float32 on the CPU). Before, ``evaluate`` took
+#: ``float16``, ``generate sub`` ``fp16`` and ``generate conceptbed --mixed-precision`` ``fp16``/``no``.
+DTYPES = ("auto", "float32", "float16", "bfloat16")
+#: The other spellings, still accepted (documented in docs/evaluation.md): each reads as its DTYPES name.
+DTYPE_ALIASES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "no": "float32"}
+#: The short names the SUB generator and accelerate's ``mixed_precision`` store.
+SHORT_DTYPES = {"auto": "auto", "float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
+
+
+class DType(ArgType):
+    """One of :data:`DTYPES`, or an alias of one (returned as its :data:`DTYPES` name): the one
+    choices list of every ``--dtype`` flag."""
+
+    def __init__(self) -> None:
+        self.__name__ = "dtype"
+        self.choices = DTYPES
+
+    def __call__(self, text: str) -> str:
+        value = str(text).strip().lower()
+        value = DTYPE_ALIASES.get(value, value)
+        if value not in DTYPES:
+            aliases = ", ".join(f"{a}={n}" for a, n in DTYPE_ALIASES.items())
+            raise argparse.ArgumentTypeError(f"expected one of {', '.join(DTYPES)} (aliases: {aliases}), got {text!r}")
+        return value
+
+    def good_example(self, paths: Examples) -> str:
+        return "bf16"
+
+    def bad_examples(self, paths: Examples) -> list[str]:
+        return ["float8", "half", ""]
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+
+dtype = DType()
 
 
 class HubRepoId(ArgType):

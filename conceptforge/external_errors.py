@@ -165,6 +165,62 @@ def _disk(error: BaseException) -> ConceptforgeError | None:
     return None
 
 
+#: safetensors (Rust) raises one class for a file it cannot read or write, naming neither the
+#: file nor, except in its text, the OS error: "… I/O error: No space left on device (os error 28)".
+_SAFETENSORS = {"safetensors.SafetensorError"}
+_OS_ERROR = re.compile(r"\(os error (\d+)\)")
+#: A model file in the Hub cache: ``…/models--ORG--NAME/snapshots/REVISION/PATH``.
+_HUB_CACHE_FILE = re.compile(r"/(models|datasets)--([^/]+?)--([^/]+)/snapshots/([0-9a-f]{40})/(.+)$")
+
+
+def _safetensors_file(error: BaseException) -> str | None:
+    """The ``.safetensors`` file the failing call was reading or writing: the innermost frame's
+    variable that names one (safetensors' error does not; transformers and diffusers hold it in a
+    local of the frame that called safe_open/save_file)."""
+    found = None
+    tb = error.__traceback__
+    while tb is not None:
+        for value in tb.tb_frame.f_locals.values():
+            if isinstance(value, (str, os.PathLike)) and os.fspath(value).endswith(".safetensors"):
+                found = os.fspath(value)
+        tb = tb.tb_next
+    return found
+
+
+def safetensors_os_error(error: BaseException) -> OSError | None:
+    """The OS error inside a safetensors error (a full disk while saving), as an ``OSError`` with
+    the file it was writing; None for any other error."""
+    if not _names(error) & _SAFETENSORS:
+        return None
+    match = _OS_ERROR.search(str(error))
+    if match is None:
+        return None
+    code = int(match[1])
+    return OSError(code, os.strerror(code), _safetensors_file(error))
+
+
+def refetch_hint(path: str | None) -> str:
+    """How to get a damaged weights file again: from the Hub for a file of the Hub cache."""
+    cached = _HUB_CACHE_FILE.search(path or "")
+    if cached:
+        kind, org, name, revision, inner = cached.groups()
+        repo_type = " --repo-type dataset" if kind == "datasets" else ""
+        return f"fetch it again: hf download {org}/{name} {inner} --revision {revision}{repo_type} --force-download"
+    return "delete it and copy or save the model folder again (a download cut short, or a full disk while saving?)"
+
+
+def _safetensors(error: BaseException, text: str) -> ConceptforgeError | None:
+    if not _names(error) & _SAFETENSORS:
+        return None
+    inner = safetensors_os_error(error)
+    if inner is not None:
+        return _disk(inner) or StoreError(f"cannot read or write {inner.filename or 'a .safetensors file'}: {text}")
+    path = _safetensors_file(error)
+    return WeightsUnavailableError(
+        f"{path or 'a .safetensors weights file'} is damaged or incomplete ({text}): {refetch_hint(path)}"
+    )
+
+
 def _raised_in(error: BaseException, package: str) -> bool:
     """Whether ``error`` was raised by code of ``package`` (its innermost traceback frame)."""
     tb = error.__traceback__
@@ -225,7 +281,7 @@ def _one(error: BaseException) -> ConceptforgeError | None:
         return error
     names = _names(error)
     text = _UNSET_ADVICE.sub("", one_line(error))
-    disk = _disk(error)
+    disk = _disk(error) or _safetensors(error, text)
     if disk is not None:
         return disk
     if names & _RAY or (isinstance(error, ConnectionError) and _raised_in(error, "ray")):

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from conceptforge.engine.store import DISK_ERRNOS, io_error
+from conceptforge.external_errors import safetensors_os_error
 from conceptforge.output import FOLDER_MARKER, claim_folder, marker_bytes, normal_mode
 from conceptforge.serialization import atomic_write_bytes
 from conceptforge.staging import RECORD as STAGING_RECORD
@@ -83,8 +84,10 @@ def write_directory_atomically(
         shutil.rmtree(tmp, ignore_errors=True)
         if old is not None and (old / "previous").exists() and not directory.exists():
             os.replace(old / "previous", directory)  # put the previous folder back
-        if isinstance(error, OSError) and error.errno in DISK_ERRNOS:  # a full disk: one line naming the folder
-            raise io_error(error, "write", str(directory), flag=flag) from None
+        # a full disk (safetensors words it in its own error): one line naming the folder
+        disk = error if isinstance(error, OSError) else safetensors_os_error(error)
+        if disk is not None and disk.errno in DISK_ERRNOS:
+            raise io_error(disk, "write", str(directory), flag=flag) from None
         raise
     finally:
         if old is not None:

@@ -3,8 +3,8 @@
     conceptforge diff A B [--all-ids]
 
 A and B are dataset directories or Hub ids ``org/name@REVISION``. Prints, per split, the item ids
-added, removed and changed (rows compared by content hash, images included) and the ids B holds
-more than once, then the changes of the features and of the card's settings (provenance, column
+added, removed, changed (rows compared by content hash, images included) and moved (the same
+rows in another order), and the ids B holds more than once, then the changes of the features and of the card's settings (provenance, column
 meanings, license…) with their old and new values. Exit 0: no difference; 1: they differ (as
 ``git diff --exit-code``); 2: bad input. The same computation writes a release card's "Changes
 since" section (``conceptforge publish``). See docs/publishing.md.

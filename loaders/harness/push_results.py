@@ -42,6 +42,14 @@ def hub_task_id(task: str, metric: str, config: str | None = None) -> str:
     return f"{task}.{metric}" if not config or config == "default" else f"{task}.{config}.{metric}"
 
 
+def leaderboard_id(task: str, metric: str, *, config: str | None, configs: Sequence[str]) -> str:
+    """THE id of a leaderboard value, for both sides: ``publish`` (eval.yaml, ``configs`` = the
+    release's configs) and ``evaluate --push-results`` (``configs`` = the configs the dataset's
+    card declares at the evaluated revision). The config is named only where the repo has several,
+    so the two sides agree by construction."""
+    return hub_task_id(task, metric, config if len(set(configs)) > 1 else None)
+
+
 def task_id(task: str, metric: str) -> str:
     """The model-index metric type of a value (kept: existing model cards use it)."""
     return f"{task}.{metric}"
@@ -102,12 +110,11 @@ def benchmark_tasks(names: Sequence[str], splits_by_config: Mapping[str, Sequenc
                 "'s data, not a dataset's rows): leave it out of --eval-tasks"
             )
         found = False
-        several = len(splits_by_config) > 1
         for config, available in splits_by_config.items():
             splits = _evaluated_splits(task.split, available)
             for metric, split in task.leaderboard(splits, task.option_defaults()):
                 found = True
-                task_id = hub_task_id(name, metric, config if several else None)
+                task_id = leaderboard_id(name, metric, config=config, configs=list(splits_by_config))
                 declared.append({"id": task_id, "config": config, "split": split})
         if not found:
             raise InvalidArgumentError(
@@ -147,11 +154,9 @@ def leaderboard_metrics(task: dict[str, Any]) -> set[str]:
     return {metric for metric, _ in spec.leaderboard(splits, spec.option_defaults())}
 
 
-def _id_config(task: dict[str, Any], several_configs: bool) -> str | None:
-    """The config part of a task's ids: the config it evaluated, in a repo with several configs."""
-    if not several_configs:
-        return None
-    return task.get("options", {}).get("config") or task["dataset"].get("config")
+def _evaluated_config(task: dict[str, Any]) -> str | None:
+    """The config a results-file task evaluated (recorded by the task, else its ``config`` option)."""
+    return task["dataset"].get("config") or task.get("options", {}).get("config")
 
 
 def dataset_configs(api, repo: str, revision: str) -> list[str]:
@@ -168,11 +173,23 @@ def dataset_configs(api, repo: str, revision: str) -> list[str]:
     return names or ["default"]
 
 
-def hub_entries(payload: dict[str, Any], several_configs: Mapping[tuple[str, str], bool] | None = None):
+def run_dataset_configs(payload: dict[str, Any], api) -> dict[tuple[str, str], list[str]]:
+    """The configs of every Hub dataset of the run, read from its card at the evaluated commit
+    (what ``publish`` declared its eval.yaml from)."""
+    found: dict[tuple[str, str], list[str]] = {}
+    for _, dataset, _, _ in _hub_metrics(payload):
+        key = (dataset["repo"], dataset["sha"])
+        if key not in found:
+            found[key] = dataset_configs(api, *key)
+    return found
+
+
+def hub_entries(payload: dict[str, Any], configs: Mapping[tuple[str, str], Sequence[str]] | None = None):
     """``EvalResultEntry`` per leaderboard metric measured on a Hub dataset (values in %).
 
-    ``several_configs[(repo, sha)]``: whether that dataset has several configs (then the ids name
-    the evaluated config, as ``publish`` declares them); unknown datasets count as one-config.
+    ``configs[(repo, sha)]``: the configs that dataset declares (:func:`run_dataset_configs`);
+    where it has several, the ids name the evaluated config, as ``publish`` declares them
+    (:func:`leaderboard_id`). A dataset missing from ``configs`` counts as one-config.
     """
     from huggingface_hub import EvalResultEntry
 
@@ -180,11 +197,11 @@ def hub_entries(payload: dict[str, Any], several_configs: Mapping[tuple[str, str
     for task, dataset, name, metric in _hub_metrics(payload):
         if name not in leaderboard_metrics(task):
             continue  # chance levels, per-model extras: in the model-index and the results file only
-        several = bool((several_configs or {}).get((dataset["repo"], dataset["sha"])))
+        declared = (configs or {}).get((dataset["repo"], dataset["sha"])) or ["default"]
         entries.append(
             EvalResultEntry(
                 dataset_id=dataset["repo"],
-                task_id=hub_task_id(task["task"], name, _id_config(task, several)),
+                task_id=leaderboard_id(task["task"], name, config=_evaluated_config(task), configs=declared),
                 value=round(100 * metric["value"], 4),
                 dataset_revision=dataset["sha"],
                 date=payload.get("created") or None,
@@ -267,7 +284,7 @@ def push_model_results(
     api=None,
     create_pr: bool = False,
     samples: list[Path] = (),  # type: ignore[assignment]
-    several_configs: Mapping[tuple[str, str], bool] | None = None,
+    configs: Mapping[tuple[str, str], Sequence[str]] | None = None,
 ) -> tuple[str, str | None, int]:
     """One commit (or pull request) to model repo ``repo_id``: ``.eval_results/conceptforge.yaml``
     + model-index, and the per-task samples files under ``.eval_results/samples/`` when ``samples``
@@ -282,7 +299,7 @@ def push_model_results(
         raise InvalidArgumentError(
             "no result was measured on a Hub dataset: nothing the Hub can list (results stay in the JSON file)"
         )
-    entries = hub_entries(payload, several_configs) if supports_eval_results_folder() else []
+    entries = hub_entries(payload, configs) if supports_eval_results_folder() else []
     try:
         api.repo_info(repo_id, repo_type="model")
         card = _merged_card(_download_text(api, repo_id, "README.md", repo_type="model"), repo_id, model_index)
@@ -329,7 +346,7 @@ def push_model_results(
 
 
 def undeclared_ids(
-    payload: dict[str, Any], *, api=None, several_configs: Mapping[tuple[str, str], bool] | None = None
+    payload: dict[str, Any], *, api=None, configs: Mapping[tuple[str, str], Sequence[str]] | None = None
 ) -> dict[str, list[str] | None]:
     """Per Hub dataset of the run: the pushed task ids its ``eval.yaml`` (read at the evaluated
     revision) does not declare, or None when it has no ``eval.yaml``. Reads only."""
@@ -337,7 +354,7 @@ def undeclared_ids(
 
     api = api or HfApi()
     pushed: dict[tuple[str, str], set[str]] = {}
-    for entry in hub_entries(payload, several_configs):
+    for entry in hub_entries(payload, configs):
         pushed.setdefault((entry.dataset_id, entry.dataset_revision), set()).add(entry.task_id)
     report: dict[str, list[str] | None] = {}
     for (repo, revision), ids in sorted(pushed.items()):
@@ -398,9 +415,15 @@ def push_results(
     from huggingface_hub.errors import HfHubHTTPError
 
     api = HfApi()
-    commit, pull_request, entries = push_model_results(payload, repo_id, api=api, create_pr=create_pr, samples=samples)
     try:
-        undeclared = undeclared_ids(payload, api=api)
+        configs = run_dataset_configs(payload, api)
+    except HfHubHTTPError as error:
+        raise HubError(f"cannot read the evaluated datasets' cards: {str(error).splitlines()[0]}") from None
+    commit, pull_request, entries = push_model_results(
+        payload, repo_id, api=api, create_pr=create_pr, samples=samples, configs=configs
+    )
+    try:
+        undeclared = undeclared_ids(payload, api=api, configs=configs)
     except (HfHubHTTPError, OSError, yaml.YAMLError) as error:  # a read after the push: the push succeeded
         logger.warning("could not read the datasets' eval.yaml after pushing: %s", str(error).splitlines()[0])
         undeclared = {}

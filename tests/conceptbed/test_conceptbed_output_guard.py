@@ -157,3 +157,25 @@ def test_train_oracle_on_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, da
             "--out, then rerun the same command to resume"
         ), err[-2000:]
         assert "Traceback" not in err and sorted(p.name for p in disk.iterdir()) == ["filler"]
+
+
+def test_train_oracle_with_too_little_space_for_its_weights_is_one_line(
+    tmp_path, datasets_root, write_spec, run_script
+):
+    """Issue 39.6: room for config.json but not for model.safetensors ended in safetensors' own
+    error ("I/O error: No space left on device (os error 28)") and a 66-line traceback."""
+    from conceptforge.testing.tiny_conceptbed import build_tiny_classifier
+    from tests.full_disk import full_disk
+
+    spec = write_spec(tmp_path, datasets_root, ["art_painting", "sketch"])
+    model = build_tiny_classifier(tmp_path / "tiny", ["art_painting", "sketch", "unrelated"], arch="resnet")
+    assert (model / "model.safetensors").stat().st_size > 24 * 1024  # more than the room left below
+    args = ("--task", "style", "--concepts", str(spec), "--model-id", str(model), "--epochs", "1", "--batch-size", "8")
+    with full_disk(tmp_path / "disk", free_kib=16) as disk:
+        code, _, err = run_script("train_oracle.py", *args, "--out", str(disk / "oracle"))
+        assert code == 2 and "Traceback" not in err, err[-3000:]
+        assert err.strip().splitlines()[-1] == (
+            f"error: cannot write {disk / 'oracle'}: No space left on device; free some space or choose another "
+            "--out, then rerun the same command to resume"
+        ), err[-2000:]
+        assert sorted(p.name for p in disk.iterdir()) == ["filler"]

@@ -9,6 +9,7 @@ import json
 
 import mlcroissant as mlc
 import yaml
+from mlcroissant._src.operation_graph.operations.download import extract_git_info
 from publish_helpers import run_publish
 
 from conceptforge.cards import DatasetMetadata, render_card
@@ -119,7 +120,7 @@ def test_croissant_in_every_release_and_eval_yaml_only_when_asked(tmp_path, hub,
     assert ids["binding-clip.gen_accuracy"] == ("default", "gen")
     assert ids["binding-cdsm.csp.train_accuracy"] == ("default", "train") and len(ids) == 3 + 6 * 3
 
-    for repo, directory in (("org/sub", sub), ("org/binding", binding)):
+    for repo in ("org/sub", "org/binding"):
         path = tmp_path / f"{repo.replace('/', '-')}-croissant.json"
         path.write_bytes(hub.files(repo, "v1.0.0")["croissant.json"])
         document = json.loads(path.read_text())
@@ -139,14 +140,24 @@ def test_croissant_in_every_release_and_eval_yaml_only_when_asked(tmp_path, hub,
         assert document["version"] == "1.0.0" and document["url"] == f"https://huggingface.co/datasets/{repo}"
         dataset = mlc.Dataset(jsonld=path)  # raises on any validation error
         assert not dataset.metadata.ctx.issues.errors
-        # the file sets are the release's own parquet shards: records read back through mlcroissant
-        local = directory / "croissant.json"
-        local.write_bytes(path.read_bytes())
+        # the file sets are the release's own parquet shards, in its git repository at the tag: records
+        # read back through mlcroissant from the published URL, the repository being the tag's files
+        repo_node = next(d for d in document["distribution"] if d["@type"] == "cr:FileObject")
+        assert extract_git_info(repo_node["contentUrl"]) == (
+            f"https://huggingface.co/datasets/{repo}",
+            "refs/tags/v1.0.0",
+        )
+        checkout = tmp_path / "checkout" / repo
+        for name, content in hub.files(repo, "v1.0.0").items():
+            (checkout / name).parent.mkdir(parents=True, exist_ok=True)
+            (checkout / name).write_bytes(content)
+        published = mlc.Dataset(
+            jsonld=f"{hub.url}/datasets/{repo}/resolve/v1.0.0/croissant.json", mapping={repo_node["@id"]: checkout}
+        )
         record_set = dataset.metadata.record_sets[0].name
-        records = list(mlc.Dataset(jsonld=local).records(record_set=record_set))
+        records = list(published.records(record_set=record_set))
         expected = sum(len(rows) for rows in splits.values()) if repo == "org/binding" else len(sub_rows())
         assert len(records) == expected
-        local.unlink()
     sub_doc = json.loads(hub.files("org/sub", "v1.0.0")["croissant.json"])
     assert sub_doc["license"] == "https://creativecommons.org/licenses/by-nc/4.0/"
     # the blind baselines travel along: crown colour red 2 / yellow 2 tie (2 right on average), bill shape
@@ -255,7 +266,7 @@ def test_task_ids_name_the_config_only_in_a_repo_with_several():
         "metrics": {f"{s}_accuracy": {"value": 0.5, "stderr": None, "n": 2} for s in splits},
     }
     payload = {"tasks": [task], "created": None}
-    pushed = {e.task_id for e in hub_entries(payload, {("org/binding", "c" * 40): True})}
+    pushed = {e.task_id for e in hub_entries(payload, {("org/binding", "c" * 40): ["single-object", "relational"]})}
     assert pushed == {t["id"] for t in several if t["config"] == "relational"}
     assert {e.task_id for e in hub_entries(payload)} == {t["id"] for t in one}
     assert all("non-default options: config=relational" in e.notes for e in hub_entries(payload))

@@ -64,6 +64,31 @@ def test_duplicate_ids_are_a_change_not_no_change():
     assert diff_snapshots(new, old).summary_lines() == ["split `train`: no longer duplicated 1 (`b`)"]
 
 
+def test_reordered_rows_are_a_change_not_no_change():
+    old = Snapshot("a", {"train": {"a": "h1", "b": "h2", "c": "h3", "d": "h4"}}, {"default": {}}, {})
+    new = Snapshot("b", {"train": {"b": "h2", "a": "h1", "c": "h3", "d": "h4"}}, {"default": {}}, {})
+    diff = diff_snapshots(old, new)
+    assert not diff.empty
+    assert diff.summary_lines() == ["split `train`: moved 2 (`b`, `a`)"]
+    # rows added or removed do not move the others
+    grown = Snapshot("c", {"train": {"a": "h1", "x": "h9", "b": "h2", "c": "h3"}}, {"default": {}}, {})
+    assert diff_snapshots(old, grown).summary_lines() == ["split `train`: added 1 (`x`); removed 1 (`d`)"]
+
+
+def test_diff_of_a_release_with_reordered_rows_exits_1(binding_release, tmp_path):
+    """Issue 39.5: ``diff`` said "no change" (exit 0) for two rows swapped, which ``verify`` fails."""
+    swapped = copy_release(binding_release, tmp_path / "swapped")
+
+    def swap(rows):
+        rows[0], rows[1] = rows[1], rows[0]
+
+    edit_rows(swapped / TRAIN, swap)
+    rerender_card(swapped)
+    done = run_script("diff.py", binding_release, swapped)
+    assert done.returncode == 1, done.stdout + done.stderr[-2000:]
+    assert done.stdout.splitlines()[1:] == ["split `single-object/train`: moved 2 (`train-000001`, `train-000000`)"]
+
+
 def _second_release(first, directory):
     """``first`` with row train-000001 changed and a row train-000004 added (card counts updated)."""
     second = copy_release(first, directory)

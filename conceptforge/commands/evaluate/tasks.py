@@ -95,7 +95,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="cpu, cuda, cuda:1 … (default: cuda if available)",
     )
-    group.add_argument("--dtype", dest="eval_dtype", default=None, choices=("float32", "float16", "bfloat16"))
+    group.add_argument(
+        "--dtype",
+        dest="eval_dtype",
+        type=at.dtype,
+        choices=at.DTYPES,
+        default="auto",
+        help="auto (the model's own), float32, float16 or bfloat16 (fp32, fp16, bf16 accepted)",
+    )
     group.add_argument("--batch-size", dest="eval_batch_size", type=at.positive_int, default=32)
     group.add_argument(
         "--cache-dir",
@@ -236,7 +243,13 @@ def run(args: argparse.Namespace) -> int:
 
         check_push([selection.dataset or selection.task.dataset for selection in selections], results_repo=results_repo)
     logger.info("model %s: %s (%s)", model.id, model.kind, model.sha)
-    settings = settings_from_args(RunSettings, args, prefix="eval_", sample_cache=not args.eval_no_sample_cache)
+    settings = settings_from_args(
+        RunSettings,
+        args,
+        prefix="eval_",
+        sample_cache=not args.eval_no_sample_cache,
+        dtype=None if args.eval_dtype == "auto" else args.eval_dtype,
+    )
     written = evaluate(
         model,
         selections,

@@ -86,7 +86,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=0.0,
         help="DDIM eta when sampling an LDM (default 0); refused with SD (PNDM has none)",
     )
-    parser.add_argument("--mixed-precision", choices=("auto", "no", "fp16", "bf16"), default="auto")
+    parser.add_argument(
+        "--dtype",
+        "--mixed-precision",
+        dest="mixed_precision",
+        type=at.dtype,
+        choices=at.DTYPES,
+        default="auto",
+        help="training's mixed precision: auto (bfloat16 or float16 on CUDA, float32 on CPU), float32 (none), "
+        "float16, bfloat16; --mixed-precision and fp16, bf16, no are the old spellings",
+    )
     parser.add_argument("--seed", type=at.seed, default=0)
     parser.add_argument("--categoriser", default="rules", help="'rules' or module:function (caption -> categories)")
     parser.add_argument(
@@ -193,7 +202,8 @@ def model_pipeline(args: argparse.Namespace) -> str:
 
 def learner_config(args: argparse.Namespace) -> LearnerConfig:
     """Every LearnerConfig field from its flag of the same name; the pipeline family from the model's files."""
-    return settings_from_args(LearnerConfig, args, pipeline=model_pipeline(args))
+    precision = "no" if args.mixed_precision == "float32" else at.SHORT_DTYPES[args.mixed_precision]
+    return settings_from_args(LearnerConfig, args, pipeline=model_pipeline(args), mixed_precision=precision)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -115,7 +115,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     gen.add_argument("--seed", type=at.seed, default=0, help="run seed; item seeds derive from it")
     gen.add_argument("--device", type=at.device_name, default="auto", help="auto, cuda, cuda:N or cpu")
     gen.add_argument(
-        "--dtype", choices=["auto", "bf16", "fp16", "fp32"], default="auto", help="auto: bf16 on CUDA, fp32 on CPU"
+        "--dtype",
+        type=at.dtype,
+        choices=at.DTYPES,
+        default="auto",
+        help="auto: bfloat16 on CUDA, float32 on CPU (fp32, fp16, bf16 accepted)",
     )
     gen.add_argument("--offload", action="store_true", help="model CPU offload for GPUs with less memory")
     fast = p.add_argument_group("fast paths (off by default; see docs/sub.md and BENCHMARKS.md)")
@@ -256,7 +260,7 @@ def run(args: argparse.Namespace) -> int:
         guidance_scale=args.guidance,
         max_sequence_length=args.max_sequence_length,
         seed=args.seed,
-        dtype=resolve_dtype_name(args.dtype, args.device),
+        dtype=resolve_dtype_name(at.SHORT_DTYPES[args.dtype], args.device),
         pairs_per_batch=args.pairs_per_batch,
         compile=args.compile,
         attention_backend=args.attention_backend,
