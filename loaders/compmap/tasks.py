@@ -432,7 +432,7 @@ def check_mit_options(options: dict[str, Any], *, model: Any, inputs: dict[str, 
     and the ablation rows (image embeddings) have a dual encoder to come from."""
     from pathlib import Path
 
-    from conceptforge.loaders.harness.adapters.base import provides
+    from conceptforge.loaders.harness.task import provides
 
     root = inputs.get("mit_states_dir")
     if root and Path(root).is_dir():

@@ -28,6 +28,7 @@ from conceptforge.loaders.harness.adapters.base import EMBED as EMBED
 from conceptforge.loaders.harness.adapters.base import GENERATE as GENERATE
 from conceptforge.loaders.harness.adapters.base import IMAGES_TO_JUDGE as IMAGES_TO_JUDGE
 from conceptforge.loaders.harness.adapters.base import MATCH as MATCH
+from conceptforge.loaders.harness.adapters.base import provides as provides  # for the tasks' option checks
 
 
 @dataclass(frozen=True)
