@@ -1,6 +1,6 @@
 # Two entry points for a fresh machine (see README): `make demo` and `make test`.
 # Both bootstrap .venv: torch==2.14.1 with its torchvision==0.29.1 (open_clip needs torchvision;
-# the CPU torch 2.13.0 on disk breaks every torchvision wheel: README, "open_clip") is installed
+# the CPU torch 2.13.0 on disk breaks every torchvision wheel: docs/install.md, "torch, torchvision and open_clip") is installed
 # only when the venv has no torch, so a torch you put there first (or inherit with
 # VENV_FLAGS=--system-site-packages) is kept.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
