@@ -58,7 +58,7 @@ MIT_COLUMNS = (
     ("unseen_top", "list<float64>"),
     ("gt_score", "float64"),
 )
-CUB_CLASSES = 200  # the most ways an episode of CUB can have
+CUB_MAX_WAYS = 200  # the most ways an episode of CUB can have
 CZSL_KEYS = ("auc", "best_seen", "best_unseen", "best_hm", "best_gm")
 METRIC_ROWS = ("prim", "oracle", "interv_full")
 
@@ -479,7 +479,7 @@ def tasks() -> list[Task]:
             protocols=_PROTOCOLS,
             options=(
                 Option(
-                    "ways", (5, 10, 100, 200), argtypes.IntList(2, CUB_CLASSES, name="ways"), "n of n-way (2 to 200)"
+                    "ways", (5, 10, 100, 200), argtypes.IntList(2, CUB_MAX_WAYS, name="ways"), "n of n-way (2 to 200)"
                 ),
                 Option("shots", (1, 5), argtypes.IntList(1, name="shots"), "k of k-shot"),
                 Option("episodes", 600, argtypes.positive_int, "episodes per setting"),
