@@ -39,7 +39,7 @@ import random
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -389,7 +389,7 @@ class EndpointClient:
             ):
                 pending: dict[Future, str] = {pool.submit(self._send, request): key for key, request in todo.items()}
                 while pending:
-                    done, _ = wait(pending, return_when=FIRST_EXCEPTION)
+                    done, _ = wait(pending, return_when=FIRST_COMPLETED)
                     for future in done:
                         key = pending.pop(future)
                         error = future.exception()
