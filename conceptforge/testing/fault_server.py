@@ -5,13 +5,15 @@ is ``echo: <last user text>`` (so a test can tell which request an answer belong
 usage counted in words and, when asked, ``logprobs``. What it is for is misbehaving the way real
 servers do, on the real network stack, so the real ``openai`` client meets it unpatched:
 
-* ``POST /_faults`` with ``{"mode": M, "count": N, "retry_after": S}`` makes the next N chat
-  requests fail with M: ``429`` (with ``Retry-After: S``), ``500`` (with ``Retry-After`` when S
+* ``POST /_faults`` with ``{"mode": M, "count": N, "retry_after": S, "skip": K}`` makes the N chat
+  requests after the next K fail with M: ``429`` (with ``Retry-After: S``), ``500`` (with ``Retry-After`` when S
   is given), ``drop`` (headers and half the body, then the connection is closed), ``hang``
   (never answers until the server stops), ``malformed`` (a 200 whose body is not JSON).
 * ``--api-key-env NAME``: requests without ``Authorization: Bearer $NAME`` get 401.
 * A model name other than ``--model`` gets 404, as vLLM answers it.
-* ``--latency-ms``: every answer waits that long (the server answers concurrently).
+* ``--latency-ms``: every answer waits that long (the server answers concurrently); ``/_stats``
+  reports the most chat requests it held at once (``max_in_flight``).
+* ``--no-models-route``: ``/v1/models`` is 404, as on providers that do not list their models.
 * ``GET /_stats``: every chat request seen, with its arrival time (server clock, monotonic), the
   status answered and the echoed prompt — what the tests assert on (retries, Retry-After gaps,
   no repeated request).
@@ -100,12 +102,16 @@ class FaultServer:
         model: str = "tiny-vlm",
         api_key: str | None = None,
         latency_ms: float = 0.0,
+        models_route: bool = True,
     ) -> None:
+        self.models_route = models_route
         self.model = model
         self.api_key = api_key
         self.latency_s = latency_ms / 1000.0
         self.lock = threading.Lock()
-        self.faults: deque[tuple[str, float | None]] = deque()
+        self.faults: deque[tuple[str, float | None] | None] = deque()  # None: answer this one normally
+        self.in_flight = 0
+        self.max_in_flight = 0
         self.events: list[dict[str, Any]] = []
         self.stopping = threading.Event()
         server = self
@@ -135,9 +141,9 @@ class FaultServer:
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
                 if self.path == "/_stats":
                     with server.lock:
-                        self._json(200, {"events": list(server.events)})
+                        self._json(200, {"events": list(server.events), "max_in_flight": server.max_in_flight})
                     return
-                if self.path.rstrip("/") == "/v1/models":
+                if self.path.rstrip("/") == "/v1/models" and server.models_route:
                     if not self._authorised():
                         return
                     entry = {
@@ -161,6 +167,8 @@ class FaultServer:
                     with server.lock:
                         if spec.get("mode") == "clear":
                             server.faults.clear()
+                        for _ in range(int(spec.get("skip", 0))):
+                            server.faults.append(None)
                         if spec.get("mode") in MODES:
                             for _ in range(int(spec.get("count", 1))):
                                 server.faults.append((spec["mode"], spec.get("retry_after")))
@@ -188,10 +196,17 @@ class FaultServer:
                 if fault is not None:
                     self._fault(event, *fault)
                     return
-                if server.latency_s:
-                    time.sleep(server.latency_s)
-                event["status"] = 200
-                self._json(200, completion(server.model, body))
+                with server.lock:
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                try:
+                    if server.latency_s:
+                        time.sleep(server.latency_s)
+                    event["status"] = 200
+                    self._json(200, completion(server.model, body))
+                finally:
+                    with server.lock:
+                        server.in_flight -= 1
 
             def _fault(self, event: dict[str, Any], mode: str, retry_after: float | None) -> None:
                 headers = {"Retry-After": f"{retry_after:g}"} if retry_after is not None else {}
@@ -252,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     # The key comes from a variable, as the client's does: never on a command line (ps shows it).
     parser.add_argument("--api-key-env", default=None, help="name of the variable holding the key to require")
     parser.add_argument("--latency-ms", type=float, default=0.0)
+    parser.add_argument("--no-models-route", action="store_true")
     args = parser.parse_args(argv)
     server = FaultServer(
         host=args.host,
@@ -259,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         model=args.model,
         api_key=os.environ[args.api_key_env] if args.api_key_env else None,
         latency_ms=args.latency_ms,
+        models_route=not args.no_models_route,
     ).start()
     print(server.url, flush=True)
     try:

@@ -82,9 +82,9 @@ def _control(url: str, path: str, payload: dict | None = None) -> dict:
         return json.loads(response.read())
 
 
-def _faults(url: str, mode: str, count: int = 1, retry_after: float | None = None) -> None:
+def _faults(url: str, mode: str, count: int = 1, retry_after: float | None = None, skip: int = 0) -> None:
     _control(url, "/_faults", {"mode": "clear"})
-    _control(url, "/_faults", {"mode": mode, "count": count, "retry_after": retry_after})
+    _control(url, "/_faults", {"mode": mode, "count": count, "retry_after": retry_after, "skip": skip})
 
 
 def _events(url: str, prompts: set[str] | None = None) -> list[dict]:
@@ -131,6 +131,8 @@ def test_answers_in_order_counted_and_cached(server, tmp_path):
     assert client.usage.prompt_tokens == words
     assert client.usage.completion_tokens == 6 * 4
     assert client.usage_by_tag["task-a"].requests == 6
+    record = client.record()
+    assert record["usage_by_tag"]["task-a"]["prompt_tokens"] == words and record["settings"]["model"] == MODEL
     assert identity["id"] == MODEL and identity["root"] == f"/models/{MODEL}" and identity["owned_by"] == "fault-server"
     assert identity["system_fingerprint"] == "fp_fault_server"
     assert _rows(tmp_path) == 6
@@ -193,6 +195,56 @@ def test_failures_beyond_retries_are_one_line_and_not_cached(server, tmp_path, m
     assert response["choices"][0]["message"]["content"] == f"echo: fail-{mode} question 0"
 
 
+def test_a_failed_run_keeps_what_was_answered_and_resumes(server, tmp_path):
+    _faults(server, "500", count=50, skip=3)  # three answers, then the server breaks for good
+    requests = _requests("partial", 6)
+    settings = _settings(server, max_concurrency=1, max_retries=1)
+    with EndpointClient(settings, cache_dir=tmp_path) as client:
+        with pytest.raises(EndpointServerError):
+            client.complete(requests)
+        assert client.usage.requests == 3
+    assert _rows(tmp_path) == 3
+    _faults(server, "clear")
+    with EndpointClient(settings, cache_dir=tmp_path) as client:
+        responses = client.complete(requests)
+        assert client.usage.requests == 3 and client.usage.cache_hits == 3
+    assert [r["choices"][0]["message"]["content"] for r in responses] == [
+        f"echo: partial question {i}" for i in range(6)
+    ]
+    answered = [e["prompt"] for e in _events(server, {f"partial question {i}" for i in range(6)}) if e["status"] == 200]
+    assert sorted(answered) == sorted(f"partial question {i}" for i in range(6))  # none answered twice
+
+
+def test_concurrency_is_bounded(tmp_path):
+    process, url = _start_server("--latency-ms", "100")
+    try:
+        with EndpointClient(_settings(url, max_concurrency=3), cache_dir=tmp_path) as client:
+            client.complete(_requests("bounded", 12))
+        stats = _control(url, "/_stats")
+        # 12 requests of 100 ms: the server held several at once, never more than 3
+        assert 2 <= stats["max_in_flight"] <= 3, stats["max_in_flight"]
+    finally:
+        _stop(process)
+
+
+def test_a_server_without_a_models_route(tmp_path, caplog):
+    process, url = _start_server("--no-models-route")
+    try:
+        with EndpointClient(_settings(url, max_retries=1), cache_dir=tmp_path) as client:
+            [response] = client.complete(_requests("no-models", 1))
+            assert client.identity()["id"] == MODEL
+        assert response["choices"][0]["message"]["content"] == "echo: no-models question 0"
+        assert "no /models route" in caplog.text
+        wrong = EndpointSettings(base_url=url, model="gpt-imaginary", max_retries=1)
+        with EndpointClient(wrong, cache_dir=tmp_path) as client:
+            with pytest.raises(ModelNotServedError) as caught:
+                client.complete(_requests("no-models", 1))
+        message = str(caught.value)
+        assert "\n" not in message and "HTTP 404" in message and "'gpt-imaginary'" in message, message
+    finally:
+        _stop(process)
+
+
 def test_a_server_that_never_answers_times_out(server, tmp_path):
     _faults(server, "hang", count=2)
     with EndpointClient(_settings(server, timeout_s=0.5, max_retries=1), cache_dir=tmp_path) as client:
@@ -242,7 +294,8 @@ def test_the_key_comes_from_the_environment_and_never_leaks(keyed_server, tmp_pa
     _faults(keyed_server, "500", count=1)  # a retry is logged too
     with EndpointClient(settings, cache_dir=tmp_path / "right") as client:
         responses = client.complete(_requests("key", 2))
-        recorded = json.dumps({"settings": settings.to_dict(), "identity": client.identity(), "responses": responses})
+        recorded = json.dumps({"record": client.record(), "responses": responses})
+        assert client.record()["settings"]["api_key_env"] == KEY_ENV
     assert [r["choices"][0]["message"]["content"] for r in responses] == [
         "echo: key question 0",
         "echo: key question 1",
