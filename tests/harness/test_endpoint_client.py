@@ -476,3 +476,15 @@ def test_two_processes_share_one_cache(tmp_path):
             assert client.plan(_requests("bulk", n)) == 0
     finally:
         _stop(process)
+
+
+def test_the_command_line_prints_one_line_and_exits_2(server, tmp_path, capsys):
+    from conceptforge.cli import run_cli
+
+    def main(_argv):
+        with EndpointClient(EndpointSettings(server, "gpt-imaginary", max_retries=0), cache_dir=tmp_path) as client:
+            client.complete(_requests("cli", 1))
+
+    assert run_cli(main, []) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: the endpoint ") and err.count("\n") == 1, err
