@@ -220,8 +220,14 @@ def request_key(endpoint_key: dict[str, Any], request: ChatRequest) -> str:
         "messages": _messages_for_key(list(request.messages)),
         **request.settings(),
     }
-    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), allow_nan=True)
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), allow_nan=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _listed(names: Sequence[str], limit: int = 20) -> str:
+    """Served model names for an error line: a hosted provider serves a hundred; show ``limit``."""
+    shown = ", ".join(names[:limit])
+    return shown if len(names) <= limit else f"{shown} … ({len(names)} in all)"
 
 
 def _retry_after(headers: Any) -> float | None:
@@ -282,7 +288,6 @@ class EndpointClient:
         self._identity: dict[str, Any] | None = None
         self._endpoint_key: dict[str, Any] | None = None
         self._stop = threading.Event()
-        self._lock = threading.Lock()
         self.usage = EndpointUsage()
         self.usage_by_tag: dict[str, EndpointUsage] = {}
 
@@ -296,10 +301,10 @@ class EndpointClient:
         if self._identity is None:
             entries = self._list_models()
             served = [str(entry.get("id")) for entry in entries]
-            if entries is not None and entries and self.settings.model not in served:
+            if entries and self.settings.model not in served:
                 raise ModelNotServedError(
                     f"the endpoint {self.settings.base_url} does not serve the model {self.settings.model!r}; "
-                    f"it serves: {', '.join(served)}"
+                    f"it serves: {_listed(served)} (give one of these names)"
                 )
             entry = next((e for e in entries if e.get("id") == self.settings.model), {"id": self.settings.model})
             self._identity = {key: value for key, value in entry.items() if key not in ("permission", "object")}
@@ -569,7 +574,7 @@ class EndpointClient:
         if status == 404:
             served = self._served_names()
             listed = (
-                f"; it serves: {', '.join(served)}"
+                f"; it serves: {_listed(served)}"
                 if served
                 else f"; is {url} the API root (vLLM, SGLang: ending in /v1)?"
             )
