@@ -539,7 +539,7 @@ class EndpointClient:
                 raise EndpointResponseError(
                     self._scrub(f"the endpoint {self.settings.base_url} answered a malformed {what}: {one_line(error)}")
                 ) from None
-            except (ValueError, TypeError) as error:  # a 200 whose body is not JSON
+            except json.JSONDecodeError as error:  # a 200 that says JSON and is not
                 raise EndpointResponseError(
                     self._scrub(f"the endpoint {self.settings.base_url} answered a malformed {what}: {one_line(error)}")
                 ) from None

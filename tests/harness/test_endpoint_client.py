@@ -178,6 +178,7 @@ def test_server_errors_and_dropped_connections_are_retried(server, tmp_path, mod
         ("429", EndpointRateLimitedError, ["HTTP 429", "2 tries"]),
         ("malformed", EndpointResponseError, ["not a chat completion"]),
         ("no-choices", EndpointResponseError, ["without choices"]),
+        ("bad-json", EndpointResponseError, ["malformed chat completion"]),
     ],
 )
 def test_failures_beyond_retries_are_one_line_and_not_cached(server, tmp_path, mode, error, words):
