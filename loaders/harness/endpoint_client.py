@@ -12,7 +12,9 @@ What it adds to the official ``openai`` client, and why:
   must stop retrying at once when a sibling request failed for good, and must turn the final
   failure into one line that names the fix. Backoff is exponential with jitter (0.5 s, 1 s, 2 s …
   up to 30 s); a ``Retry-After`` / ``retry-after-ms`` header on a 429 or 5xx is honoured as given
-  (never shortened), up to :data:`MAX_RETRY_AFTER_S`.
+  (never shortened), up to :data:`MAX_RETRY_AFTER_S`; a timeout is retried at most
+  :data:`MAX_TIMEOUT_RETRIES` times. Retries are not counted against ``--max-requests`` (the
+  budget counts distinct requests answered).
 * **A response cache** (:mod:`conceptforge.loaders.harness.endpoint_cache`) keyed by the endpoint's
   model identity and the full request, image bytes hashed: each answer is committed as it arrives,
   so a killed run resumes without re-asking, and an error is never cached.
@@ -74,6 +76,10 @@ TIMEOUT_FLAG = "--endpoint-timeout"
 BUDGET_FLAG = "--max-requests"
 #: The longest ``Retry-After`` honoured; a server asking for more is given up on at once.
 MAX_RETRY_AFTER_S = 300.0
+#: Retries after a timeout, whatever ``max_retries`` says: a server silent for ``timeout_s`` three
+#: times running is down or swamped, and six more waits of two minutes each would only delay the
+#: one-line error (the answers so far are cached; a rerun resumes).
+MAX_TIMEOUT_RETRIES = 2
 INITIAL_BACKOFF_S = 0.5
 MAX_BACKOFF_S = 30.0
 #: Fields of a ``/v1/models`` entry that change on every call (vLLM: ``created`` is the time of
@@ -504,7 +510,7 @@ class EndpointClient:
     def _with_retries(self, call: Any, *, what: str) -> tuple[Any, int]:
         """``call()`` retried on 429, 5xx, dropped connections and timeouts; (result, attempts)."""
         openai = self._openai
-        attempt = 0
+        attempt = timeouts = 0
         while True:
             attempt += 1
             try:
@@ -515,7 +521,8 @@ class EndpointClient:
                 status = getattr(error, "status_code", None)
                 headers = getattr(getattr(error, "response", None), "headers", None)
                 asked = _retry_after(headers)
-                retryable = not (asked is not None and asked > MAX_RETRY_AFTER_S)
+                timeouts += isinstance(error, openai.APITimeoutError)
+                retryable = not (asked is not None and asked > MAX_RETRY_AFTER_S) and timeouts <= MAX_TIMEOUT_RETRIES
                 if attempt > self.settings.max_retries or not retryable or self._stop.is_set():
                     raise self._final_error(error, attempts=attempt, asked=asked) from None
                 if asked is not None:

@@ -280,6 +280,14 @@ def test_a_server_that_never_answers_times_out(server, tmp_path):
     assert _rows(tmp_path) == 0
 
 
+def test_timeouts_are_retried_at_most_twice(server, tmp_path):
+    _faults(server, "hang", count=10)
+    with EndpointClient(_settings(server, timeout_s=0.3, max_retries=6), cache_dir=tmp_path) as client:
+        with pytest.raises(EndpointUnreachableError, match="3 tries"):
+            client.complete(_requests("hang-long", 1))
+    assert [e["status"] for e in _events(server, {"hang-long question 0"})] == ["hang"] * 3
+
+
 def test_nobody_listening_is_one_line(tmp_path):
     import socket
 
