@@ -380,6 +380,8 @@ class EndpointClient:
         """
         from conceptforge.progress import tqdm
 
+        if not requests:
+            return []
         keys = self.keys(requests)
         found = self._cache.get_many(keys) if self._cache else {}
         todo: dict[str, ChatRequest] = {}
