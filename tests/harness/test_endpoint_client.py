@@ -62,17 +62,30 @@ def _stop(process: subprocess.Popen) -> None:
 
 
 @pytest.fixture(scope="module")
-def server():
+def _server_process():
     process, url = _start_server()
     yield url
     _stop(process)
 
 
 @pytest.fixture(scope="module")
-def keyed_server():
+def _keyed_server_process():
     process, url = _start_server("--api-key-env", KEY_ENV, env={KEY_ENV: SECRET})
     yield url
     _stop(process)
+
+
+@pytest.fixture
+def server(_server_process):
+    """The shared server, with no fault left queued by an earlier test."""
+    _control(_server_process, "/_faults", {"mode": "clear"})
+    return _server_process
+
+
+@pytest.fixture
+def keyed_server(_keyed_server_process):
+    _control(_keyed_server_process, "/_faults", {"mode": "clear"})
+    return _keyed_server_process
 
 
 def _control(url: str, path: str, payload: dict | None = None) -> dict:
