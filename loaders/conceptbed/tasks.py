@@ -376,7 +376,7 @@ def tasks() -> list[Task]:
                 Option(
                     "clipscore_prefix",
                     CLIPSCORE_PREFIX,
-                    str,
+                    argtypes.Text(name="prefix"),
                     "text put before each caption for CLIPScore (Hessel et al.'s clipscore.py: "
                     "'A photo depicts '); '' = the caption alone (a named variant, docs/metrics.md)",
                 ),
