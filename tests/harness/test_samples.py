@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from conceptforge.commands import main
+from conceptforge.loaders.binding.scoring import adj_noun_error
 from tests.evaluation_fixtures import binding_and_sub_argv, compmap_argv
 
 COMMON = {
@@ -161,7 +162,10 @@ def _rescoring_checks_values_and_recomputes_details(out: Path, tmp_path: Path) -
 
     def move(rows):
         for row in [r for r in rows if r["split"] == "gen" and r["value"] == 1.0]:
-            other = next(j for j in range(len(row["candidates"])) if j != row["label_index"])
+            others = [j for j in range(len(row["candidates"])) if j != row["label_index"]]
+            # a distractor whose error type is not "Both" where there is one, so that the new
+            # breakdown cannot equal the stale one by chance
+            other = next((j for j in others if adj_noun_error(row["label"], row["candidates"][j]) != "Both"), others[0])
             row["scores"] = [s + (10.0 if j == other else 0.0) for j, s in enumerate(row["scores"])]
             row["value"], row["correct"], row["prediction"] = 0.0, False, row["candidates"][other]
 
