@@ -64,6 +64,8 @@ PARSED_COLUMN = "parsed"
 UNPARSED_METRIC = "unparsed_answers"
 #: Their arrow types, for a task's ``columns`` (null in the rows of the probability protocols).
 BY_ANSWER_COLUMNS = ((ANSWER_COLUMN, "string"), (PARSED_ANSWER_COLUMN, "string"), (PARSED_COLUMN, "bool"))
+#: The by-answer columns of a row no answer was asked for (a probability or embedding protocol).
+NO_ANSWER: dict[str, Any] = {ANSWER_COLUMN: None, PARSED_ANSWER_COLUMN: None, PARSED_COLUMN: None}
 
 
 # ----------------------------------------------------------------------------------- the item
