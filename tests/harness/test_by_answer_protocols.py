@@ -268,3 +268,15 @@ def test_leaderboard_keeps_a_probability_and_a_by_answer_row_of_one_task_apart()
     assert headers[3:] == ["sub-vlm s_plus <sub/vlm-choose>", "sub-vlm s_plus <sub/choose-by-answer>"]
     assert rows[0][3:] == ["50.00", "–"] and rows[1][3:] == ["–", "25.00"]
     assert len(notes) == 2
+
+
+def test_the_by_answer_option_picks_answer_text_and_the_default_stays_probabilities():
+    from conceptforge.loaders.harness.registry import all_tasks, format_task_list
+
+    tasks = all_tasks()
+    for name, default in (("sub-vlm", "choose"), ("binding-clip", "match")):
+        assert tasks[name].capability_for("vlm") == default  # the probability protocol, unchanged
+        assert tasks[name].capability_for("vlm", {"by_answer": True}) == "answer-text"
+        assert tasks[name].capability_for("clip", {"by_answer": True}) is None  # refused by check_options
+    listed = format_task_list()
+    assert "| sub-vlm " in listed and "vlm (by_answer=true)" in listed and "sub/choose-by-answer" in listed
