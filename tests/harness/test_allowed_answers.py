@@ -152,4 +152,4 @@ def test_a_confident_no_model_is_credited_by_its_ratios(confident_no_llava, tiny
         assert abs(math.log(ratio)) > 1e-3  # distinct by far more than rounding
         assert row["value"] == (1.0 if ratio > 1 else 0.0)
         assert row["score_scale"] == "probability"
-    assert check_binding_rows(rows) is None  # the rescoring path decides ties the same way
+    assert check_binding_rows(rows, {}) is None  # the rescoring path decides ties the same way
