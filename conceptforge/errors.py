@@ -21,6 +21,14 @@ knowing this module: a missing ``--cub-dir`` is a ``FileNotFoundError``, a bad s
     ├── HubError (OSError)                     a Hugging Face Hub request failed (network, auth, repo)
     │   └── PublishError                       a release cannot be made as asked (version taken …)
     ├── ClusterError (ConnectionError)         a compute cluster (Ray) cannot be reached or refused us
+    ├── EndpointError (ConnectionError)        a model server (OpenAI-compatible endpoint) failed us
+    │   ├── EndpointUnreachableError           cannot connect, or no answer within the timeout
+    │   ├── EndpointAuthError                  the key was refused (401/403)
+    │   ├── ModelNotServedError                the server does not serve the model asked for
+    │   ├── EndpointRateLimitedError           still 429 after every retry
+    │   ├── EndpointServerError                still 5xx after every retry
+    │   ├── EndpointRequestError               the server refused the request itself (400, 422)
+    │   └── EndpointResponseError              an answer that is not a chat completion
     ├── StoreError (RuntimeError)              an output folder or item store conflicts with the run
     │   └── AlreadyAnswered (annotation db)    an annotator answered this item before
     └── ItemError (RuntimeError)               one work item cannot be made (retried, then recorded as failed)
@@ -44,6 +52,14 @@ __all__ = [
     "HubError",
     "PublishError",
     "ClusterError",
+    "EndpointError",
+    "EndpointUnreachableError",
+    "EndpointAuthError",
+    "ModelNotServedError",
+    "EndpointRateLimitedError",
+    "EndpointServerError",
+    "EndpointRequestError",
+    "EndpointResponseError",
     "StoreError",
     "ItemError",
     "one_line",
@@ -140,6 +156,43 @@ class ClusterError(ConceptforgeError, ConnectionError):
     Why a kind: the fix is the address, the cluster or its credentials, not the data or the Hub
     (Ray raises a bare ``ConnectionError``, which used to read as a Hugging Face network error).
     """
+
+
+class EndpointError(ConceptforgeError, ConnectionError):
+    """A model server speaking the OpenAI API (vLLM, SGLang, a hosted provider) failed the run.
+
+    Why a kind: the data and the code are fine; the fix is the server, its address, the key or
+    the client's patience (``--endpoint-timeout``). Answers received before the failure stay in
+    the response cache, so a rerun asks only for the rest.
+    """
+
+
+class EndpointUnreachableError(EndpointError):
+    """The endpoint cannot be connected to, dropped every try, or did not answer within the timeout."""
+
+
+class EndpointAuthError(EndpointError):
+    """The endpoint refused the key (HTTP 401/403); the message names the variable, never the key."""
+
+
+class ModelNotServedError(EndpointError):
+    """The endpoint does not serve the model name asked for (HTTP 404, or absent from ``/v1/models``)."""
+
+
+class EndpointRateLimitedError(EndpointError):
+    """The endpoint still answered 429 (rate limited) after every retry."""
+
+
+class EndpointServerError(EndpointError):
+    """The endpoint still answered a server error (5xx) after every retry."""
+
+
+class EndpointRequestError(EndpointError):
+    """The endpoint refused the request as such (HTTP 400/422: a parameter it does not support)."""
+
+
+class EndpointResponseError(EndpointError):
+    """The endpoint answered something that is not a chat completion (not JSON, no choices)."""
 
 
 class StoreError(ConceptforgeError, RuntimeError):

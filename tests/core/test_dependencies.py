@@ -68,6 +68,7 @@ def test_every_library_import_is_declared():
         | _names(project["optional-dependencies"]["ray"])
         | _names(project["optional-dependencies"]["open_clip"])
         | _names(project["optional-dependencies"]["quantize"])
+        | _names(project["optional-dependencies"]["serve"])
     )
     undeclared = {
         module: dists

@@ -1,0 +1,600 @@
+"""A chat-completions client that survives real servers: vLLM, SGLang, hosted OpenAI-compatible APIs.
+
+What it adds to the official ``openai`` client, and why:
+
+* **Bounded concurrency with threads** over one ``openai.OpenAI`` client (its HTTP pool is
+  thread-safe). Why threads rather than ``AsyncOpenAI``: the callers (adapters, the SUB filter)
+  are synchronous, may run inside a notebook's event loop, and the work is waiting on the
+  network, so the GIL costs nothing; a thread pool of ``max_concurrency`` workers is the whole
+  scheduler and needs no loop management.
+* **Our own retry loop** (the ``openai`` client runs with ``max_retries=0``). Why: the run must
+  know how many retries happened (they are logged and counted in :attr:`EndpointClient.usage`),
+  must stop retrying at once when a sibling request failed for good, and must turn the final
+  failure into one line that names the fix. Backoff is exponential with jitter (0.5 s, 1 s, 2 s …
+  up to 30 s); a ``Retry-After`` / ``retry-after-ms`` header on a 429 or 5xx is honoured as given
+  (never shortened), up to :data:`MAX_RETRY_AFTER_S`.
+* **A response cache** (:mod:`conceptforge.loaders.harness.endpoint_cache`) keyed by the endpoint's
+  model identity and the full request, image bytes hashed: each answer is committed as it arrives,
+  so a killed run resumes without re-asking, and an error is never cached.
+* **A request budget** (``--max-requests``): refused before the first request is sent when the
+  requests missing from the cache are more than the budget left.
+* **Keys from an environment variable only**: :class:`EndpointSettings` holds the variable's
+  *name*; the key is read when the client is made and is scrubbed from every error line.
+
+Deterministic settings (temperature 0, a seed) are part of every :class:`ChatRequest`, so they
+are in the cache key and in what the caller records.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import copy
+import email.utils
+import hashlib
+import json
+import logging
+import os
+import random
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from conceptforge.errors import (
+    DependencyMissingError,
+    EndpointAuthError,
+    EndpointError,
+    EndpointRateLimitedError,
+    EndpointRequestError,
+    EndpointResponseError,
+    EndpointServerError,
+    EndpointUnreachableError,
+    InvalidArgumentError,
+    ModelNotServedError,
+    one_line,
+)
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "ChatRequest",
+    "EndpointClient",
+    "EndpointSettings",
+    "EndpointUsage",
+    "RequestBudgetError",
+    "request_key",
+]
+
+#: Flags named in the error lines (the command line spells them so).
+TIMEOUT_FLAG = "--endpoint-timeout"
+BUDGET_FLAG = "--max-requests"
+#: The longest ``Retry-After`` honoured; a server asking for more is given up on at once.
+MAX_RETRY_AFTER_S = 300.0
+INITIAL_BACKOFF_S = 0.5
+MAX_BACKOFF_S = 30.0
+#: Fields of a ``/v1/models`` entry that change on every call (vLLM: ``created`` is the time of
+#: the request, ``permission`` holds fresh random ids): never part of the cache key.
+_VOLATILE_MODEL_FIELDS = {"created", "permission", "object"}
+_KEY_VERSION = 1
+
+
+class RequestBudgetError(InvalidArgumentError):
+    """The requests a run still needs (those not in the cache) exceed ``--max-requests``."""
+
+
+@dataclass(frozen=True)
+class EndpointSettings:
+    """What the user chose for the endpoint; recorded with the results, so it holds no key.
+
+    ``api_key_env`` is the *name* of the environment variable holding the key (``None``: the
+    server needs none). ``max_requests`` is the request budget of the run: ``None`` is unlimited.
+    """
+
+    base_url: str
+    model: str
+    api_key_env: str | None = None
+    max_concurrency: int = 8
+    max_retries: int = 6
+    timeout_s: float = 120.0
+    max_requests: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.base_url.startswith(("http://", "https://")):
+            raise InvalidArgumentError(f"endpoint URL {self.base_url!r} must start with http:// or https://")
+        if not self.model:
+            raise InvalidArgumentError("endpoint model name is empty; give the name the server serves")
+        if self.max_concurrency < 1:
+            raise InvalidArgumentError(f"endpoint concurrency must be at least 1, not {self.max_concurrency}")
+        if self.max_retries < 0:
+            raise InvalidArgumentError(f"endpoint retries must be 0 or more, not {self.max_retries}")
+        if not self.timeout_s > 0:
+            raise InvalidArgumentError(f"{TIMEOUT_FLAG} must be positive, not {self.timeout_s}")
+        if self.max_requests is not None and self.max_requests < 0:
+            raise InvalidArgumentError(f"{BUDGET_FLAG} must be 0 or more, not {self.max_requests}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One chat-completions call, fully determined: what is sent, and (hashed) its cache key.
+
+    ``messages`` are OpenAI messages; images go in as ``data:`` URLs. ``extra_body`` holds
+    server-specific parameters as pairs, e.g. ``(("logprob_token_ids", (1, 2)),)`` for vLLM.
+    """
+
+    messages: tuple[dict, ...]
+    max_tokens: int = 1
+    temperature: float = 0.0
+    seed: int | None = 0
+    logprobs: bool = False
+    top_logprobs: int | None = None
+    extra_body: tuple[tuple[str, Any], ...] = ()
+
+    def settings(self) -> dict[str, Any]:
+        """The sampling settings, for the results (what was asked, besides the messages)."""
+        return {
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "seed": self.seed,
+            "logprobs": self.logprobs,
+            "top_logprobs": self.top_logprobs,
+            "extra_body": _jsonable(dict(self.extra_body)),
+        }
+
+
+@dataclass
+class EndpointUsage:
+    """What a run cost: ``requests`` answered by the server, ``attempts`` HTTP calls including
+    ``retries``, ``cache_hits`` answers read back from the cache, and the tokens the server
+    reported for the requests it answered (cached answers cost nothing and are not counted)."""
+
+    requests: int = 0
+    attempts: int = 0
+    retries: int = 0
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def add(self, other: EndpointUsage) -> None:
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+@dataclass
+class _Outcome:
+    response: dict[str, Any]
+    attempts: int
+    usage: dict[str, int] = field(default_factory=dict)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def _image_digest(url: str) -> str:
+    """A ``data:`` URL as the hash of its decoded bytes (the key must not hold megabytes of base64,
+    and two encodings of the same bytes are the same image)."""
+    head, _, payload = url.partition(",")
+    if not head.startswith("data:") or not head.endswith(";base64"):
+        return url
+    try:
+        raw = base64.b64decode(payload, validate=False)
+    except (binascii.Error, ValueError):
+        return url
+    mime = head[len("data:") : -len(";base64")]
+    return f"data:{mime};sha256={hashlib.sha256(raw).hexdigest()}"
+
+
+def _messages_for_key(value: Any) -> Any:
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if k == "url" and isinstance(v, str) and v.startswith("data:"):
+                out[k] = _image_digest(v)
+            else:
+                out[str(k)] = _messages_for_key(v)
+        return out
+    if isinstance(value, list | tuple):
+        return [_messages_for_key(v) for v in value]
+    return value
+
+
+def request_key(endpoint_key: dict[str, Any], request: ChatRequest) -> str:
+    """The cache key of ``request`` sent to the endpoint whose stable identity is ``endpoint_key``."""
+    payload = {
+        "version": _KEY_VERSION,
+        "endpoint": endpoint_key,
+        "messages": _messages_for_key(list(request.messages)),
+        **request.settings(),
+    }
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), allow_nan=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _retry_after(headers: Any) -> float | None:
+    """Seconds a ``retry-after-ms`` / ``Retry-After`` header asks for (a number or an HTTP date)."""
+    if headers is None:
+        return None
+    for name, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value) / divisor)
+        except ValueError:
+            parsed = email.utils.parsedate_tz(value)
+            if parsed is not None:
+                return max(0.0, email.utils.mktime_tz(parsed) - time.time())
+    return None
+
+
+class EndpointClient:
+    """Chat completions from one endpoint model: concurrent, retried, cached, budgeted.
+
+    ``cache_dir``: where ``endpoint_responses.sqlite`` lives (``None``: no cache on disk).
+    """
+
+    def __init__(self, settings: EndpointSettings, *, cache_dir: str | Path | None = None) -> None:
+        try:
+            import openai
+        except ImportError:
+            raise DependencyMissingError(
+                "scoring an endpoint needs the openai client: pip install 'conceptforge[serve]'"
+            ) from None
+        from conceptforge.loaders.harness.endpoint_cache import ResponseCache
+
+        self.settings = settings
+        self._openai = openai
+        key = None
+        if settings.api_key_env:
+            key = os.environ.get(settings.api_key_env)
+            if not key:
+                raise EndpointAuthError(
+                    f"the environment variable {settings.api_key_env} (the endpoint's key) is not set or empty; "
+                    "export it before the run"
+                )
+        self._secret = key
+        # max_retries=0: our own loop retries (see the module docstring); the timeout is per try.
+        self._client = openai.OpenAI(
+            base_url=settings.base_url,
+            api_key=key or "EMPTY",
+            max_retries=0,
+            timeout=settings.timeout_s,
+        )
+        self._cache = ResponseCache(cache_dir) if cache_dir is not None else None
+        self._identity: dict[str, Any] | None = None
+        self._endpoint_key: dict[str, Any] | None = None
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self.usage = EndpointUsage()
+        self.usage_by_tag: dict[str, EndpointUsage] = {}
+
+    # -- identity -------------------------------------------------------------------------
+
+    def identity(self) -> dict[str, Any]:
+        """What the server says about the model, asked once: its ``/v1/models`` entry (``id``,
+        ``created``, ``owned_by``, ``root``, any revision or fingerprint field) and, once a
+        response was seen, its ``system_fingerprint``. Raises :class:`ModelNotServedError` when
+        the model is not among those served."""
+        if self._identity is None:
+            entries = self._list_models()
+            served = [str(entry.get("id")) for entry in entries]
+            if entries is not None and entries and self.settings.model not in served:
+                raise ModelNotServedError(
+                    f"the endpoint {self.settings.base_url} does not serve the model {self.settings.model!r}; "
+                    f"it serves: {', '.join(served)}"
+                )
+            entry = next((e for e in entries if e.get("id") == self.settings.model), {"id": self.settings.model})
+            self._identity = {key: value for key, value in entry.items() if key not in ("permission", "object")}
+            self._identity.setdefault("system_fingerprint", None)
+            self._endpoint_key = {
+                "base_url": self.settings.base_url.rstrip("/"),
+                **{k: v for k, v in entry.items() if k not in _VOLATILE_MODEL_FIELDS},
+            }
+        return dict(self._identity)
+
+    def _list_models(self) -> list[dict[str, Any]]:
+        def call() -> list[dict[str, Any]]:
+            return [model.model_dump() for model in self._client.models.list().data]
+
+        try:
+            return self._with_retries(call, what="GET /models")[0]
+        except ModelNotServedError:
+            # No /v1/models route (some providers): the model cannot be checked up front; the first
+            # chat request will say whether it is served.
+            logger.warning(
+                "the endpoint %s has no /models route; the model name is not checked", self.settings.base_url
+            )
+            return []
+
+    def endpoint_key(self) -> dict[str, Any]:
+        """The stable part of :meth:`identity` that keys the cache (no per-call timestamps)."""
+        self.identity()
+        assert self._endpoint_key is not None
+        return dict(self._endpoint_key)
+
+    # -- planning ---------------------------------------------------------------------------
+
+    def keys(self, requests: Sequence[ChatRequest]) -> list[str]:
+        endpoint = self.endpoint_key()
+        return [request_key(endpoint, request) for request in requests]
+
+    def plan(self, requests: Sequence[ChatRequest]) -> int:
+        """How many requests the server would be sent for ``requests`` (distinct, not cached)."""
+        keys = self.keys(requests)
+        found = self._cache.get_many(keys) if self._cache else {}
+        return len({key for key in keys if key not in found})
+
+    def check_budget(self, needed: int) -> None:
+        """Refuse, before anything is sent, a plan of ``needed`` requests beyond the budget left."""
+        budget = self.settings.max_requests
+        if budget is None:
+            return
+        left = budget - self.usage.requests
+        if needed > left:
+            spent = f" ({self.usage.requests} already sent)" if self.usage.requests else ""
+            raise RequestBudgetError(
+                f"this run needs {needed} requests not in the endpoint cache, more than {BUDGET_FLAG} {budget} "
+                f"allows{spent}; raise {BUDGET_FLAG} or score fewer items"
+            )
+
+    # -- completions ------------------------------------------------------------------------
+
+    def complete(
+        self, requests: Sequence[ChatRequest], *, desc: str = "", tag: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The raw responses (``ChatCompletion.model_dump()``) of ``requests``, in their order.
+
+        Cached answers are read back; the rest are sent ``max_concurrency`` at a time, each
+        committed to the cache as it arrives. ``tag`` (a task name) also counts the usage under
+        :attr:`usage_by_tag`. Raises an :class:`~conceptforge.errors.EndpointError` (after the
+        retries) or :class:`RequestBudgetError` (before sending anything).
+        """
+        from conceptforge.progress import tqdm
+
+        keys = self.keys(requests)
+        found = self._cache.get_many(keys) if self._cache else {}
+        todo: dict[str, ChatRequest] = {}
+        for key, request in zip(keys, requests):
+            if key not in found and key not in todo:
+                todo[key] = request
+        self.check_budget(len(todo))
+        local = EndpointUsage(cache_hits=sum(1 for key in keys if key in found))
+        if todo:
+            logger.info(
+                "%s: %d requests to %s (%d from the cache)",
+                desc or "endpoint",
+                len(todo),
+                self.settings.base_url,
+                local.cache_hits,
+            )
+        self._stop.clear()
+        try:
+            with (
+                ThreadPoolExecutor(max_workers=self.settings.max_concurrency, thread_name_prefix="endpoint") as pool,
+                tqdm(total=len(todo), desc=desc or "endpoint requests", unit="req", disable=not todo) as bar,
+            ):
+                pending: dict[Future, str] = {pool.submit(self._send, request): key for key, request in todo.items()}
+                while pending:
+                    done, _ = wait(pending, return_when=FIRST_EXCEPTION)
+                    for future in done:
+                        key = pending.pop(future)
+                        error = future.exception()
+                        if error is not None:
+                            self._stop.set()
+                            for other in pending:
+                                other.cancel()
+                            raise error
+                        outcome: _Outcome = future.result()
+                        if self._cache is not None:
+                            self._cache.put(key, outcome.response)
+                        found[key] = outcome.response
+                        local.requests += 1
+                        local.attempts += outcome.attempts
+                        local.retries += outcome.attempts - 1
+                        local.prompt_tokens += outcome.usage.get("prompt_tokens") or 0
+                        local.completion_tokens += outcome.usage.get("completion_tokens") or 0
+                        bar.update(1)
+        finally:
+            self.usage.add(local)
+            if tag is not None:
+                self.usage_by_tag.setdefault(tag, EndpointUsage()).add(local)
+        responses = [copy.deepcopy(found[key]) for key in keys]
+        if responses and self._identity is not None and self._identity.get("system_fingerprint") is None:
+            self._identity["system_fingerprint"] = responses[0].get("system_fingerprint")
+        return responses
+
+    def _send(self, request: ChatRequest) -> _Outcome:
+        """One request, retried; runs in a worker thread."""
+        body: dict[str, Any] = {
+            "model": self.settings.model,
+            "messages": [dict(message) for message in request.messages],
+            "max_tokens": request.max_tokens,
+            "temperature": request.temperature,
+        }
+        if request.seed is not None:
+            body["seed"] = request.seed
+        if request.logprobs:
+            body["logprobs"] = True
+            if request.top_logprobs is not None:
+                body["top_logprobs"] = request.top_logprobs
+        if request.extra_body:
+            body["extra_body"] = _jsonable(dict(request.extra_body))
+
+        def call() -> dict[str, Any]:
+            completion = self._client.chat.completions.create(**body)
+            return self._check_response(completion)
+
+        response, attempts = self._with_retries(call, what="chat completion")
+        return _Outcome(response=response, attempts=attempts, usage=dict(response.get("usage") or {}))
+
+    def _check_response(self, completion: Any) -> dict[str, Any]:
+        dump = getattr(completion, "model_dump", None)
+        data = dump() if callable(dump) else None
+        if not isinstance(data, dict):
+            raise EndpointResponseError(
+                f"the endpoint {self.settings.base_url} answered something that is not a chat completion "
+                f"({type(completion).__name__}); is it an OpenAI-compatible /v1 URL?"
+            )
+        choices = data.get("choices")
+        if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
+            raise EndpointResponseError(
+                f"the endpoint {self.settings.base_url} answered a chat completion without choices; "
+                "is it an OpenAI-compatible /v1 URL?"
+            )
+        if choices[0].get("message") is None:
+            raise EndpointResponseError(
+                f"the endpoint {self.settings.base_url} answered a chat completion whose first choice has no message"
+            )
+        return data
+
+    def _with_retries(self, call: Any, *, what: str) -> tuple[Any, int]:
+        """``call()`` retried on 429, 5xx, dropped connections and timeouts; (result, attempts)."""
+        openai = self._openai
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return call(), attempt
+            except EndpointError:
+                raise
+            except (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError) as error:
+                status = getattr(error, "status_code", None)
+                headers = getattr(getattr(error, "response", None), "headers", None)
+                asked = _retry_after(headers)
+                retryable = not (asked is not None and asked > MAX_RETRY_AFTER_S)
+                if attempt > self.settings.max_retries or not retryable or self._stop.is_set():
+                    raise self._final_error(error, attempts=attempt, asked=asked) from None
+                if asked is not None:
+                    delay = asked
+                else:
+                    delay = min(INITIAL_BACKOFF_S * 2 ** (attempt - 1), MAX_BACKOFF_S) * (1 - 0.25 * random.random())
+                logger.warning(
+                    "endpoint %s: %s failed (%s), retry %d of %d in %.1f s",
+                    self.settings.base_url,
+                    what,
+                    f"HTTP {status}" if status else type(error).__name__,
+                    attempt,
+                    self.settings.max_retries,
+                    delay,
+                )
+                if self._stop.wait(delay):
+                    raise self._final_error(error, attempts=attempt, asked=asked) from None
+            except openai.APIStatusError as error:
+                raise self._final_error(error, attempts=attempt, asked=None) from None
+            except openai.APIResponseValidationError as error:
+                raise EndpointResponseError(
+                    self._scrub(f"the endpoint {self.settings.base_url} answered a malformed {what}: {one_line(error)}")
+                ) from None
+            except (ValueError, TypeError) as error:  # a 200 whose body is not JSON
+                raise EndpointResponseError(
+                    self._scrub(f"the endpoint {self.settings.base_url} answered a malformed {what}: {one_line(error)}")
+                ) from None
+
+    def _final_error(self, error: Exception, *, attempts: int, asked: float | None) -> EndpointError:
+        """The one-line error for a failure that retries did not (or cannot) cure."""
+        openai = self._openai
+        url = self.settings.base_url
+        tries = f"{attempts} tr{'y' if attempts == 1 else 'ies'}"
+        status = getattr(error, "status_code", None)
+        detail = self._server_message(error)
+        if isinstance(error, openai.APITimeoutError):
+            message = (
+                f"the endpoint {url} did not answer within {self.settings.timeout_s:g} s ({tries}); "
+                f"check the server or raise {TIMEOUT_FLAG}"
+            )
+            return EndpointUnreachableError(self._scrub(message))
+        if isinstance(error, openai.APIConnectionError):
+            cause = error.__cause__ or error.__context__
+            reason = one_line(cause) if cause is not None else one_line(error)
+            message = (
+                f"cannot reach the endpoint {url} ({reason}; {tries}); start the server or fix the URL, "
+                f"or raise {TIMEOUT_FLAG} if it is slow"
+            )
+            return EndpointUnreachableError(self._scrub(message))
+        if status in (401, 403):
+            if self.settings.api_key_env:
+                fix = f"the key in ${self.settings.api_key_env} was refused; set {self.settings.api_key_env} to a valid key"
+            else:
+                fix = "no key was sent; name the environment variable that holds it"
+            return EndpointAuthError(self._scrub(f"the endpoint {url} answered HTTP {status}: {fix}{detail}"))
+        if status == 404:
+            served = self._served_names()
+            listed = f"; it serves: {', '.join(served)}" if served else ""
+            return ModelNotServedError(
+                self._scrub(
+                    f"the endpoint {url} does not serve the model {self.settings.model!r} (HTTP 404{detail}){listed}"
+                )
+            )
+        if status == 429:
+            wait_note = f", last asked to wait {asked:g} s" if asked is not None else ""
+            return EndpointRateLimitedError(
+                self._scrub(
+                    f"the endpoint {url} is still rate limiting (HTTP 429) after {tries}{wait_note}; "
+                    "rerun later (answers so far are cached) or lower the concurrency"
+                )
+            )
+        if status is not None and status >= 500:
+            return EndpointServerError(
+                self._scrub(
+                    f"the endpoint {url} answered a server error (HTTP {status}{detail}) after {tries}; "
+                    "check the server's log, then rerun (answers so far are cached)"
+                )
+            )
+        return EndpointRequestError(
+            self._scrub(
+                f"the endpoint {url} refused the request (HTTP {status}{detail}); the server may not support it"
+            )
+        )
+
+    def _served_names(self) -> list[str]:
+        try:
+            return [model.id for model in self._client.models.list().data]
+        except Exception:  # noqa: BLE001 - only to enrich an error line
+            return []
+
+    @staticmethod
+    def _server_message(error: Exception) -> str:
+        body = getattr(error, "body", None)
+        message = None
+        if isinstance(body, dict):
+            inner = body.get("error", body)
+            message = inner.get("message") if isinstance(inner, dict) else inner
+            message = message if isinstance(message, str) else body.get("message")
+        if not message:
+            return ""
+        text = " ".join(str(message).split())
+        return f": {text[:200]}"
+
+    def _scrub(self, text: str) -> str:
+        """The key never appears in an error line, even if a server echoes it back."""
+        text = " ".join(text.split())
+        if self._secret:
+            text = text.replace(self._secret, "***")
+        return text
+
+    def close(self) -> None:
+        self._stop.set()
+        self._client.close()
+        if self._cache is not None:
+            self._cache.close()
+            self._cache = None
+
+    def __enter__(self) -> EndpointClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
