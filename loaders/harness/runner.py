@@ -550,5 +550,8 @@ def claim_results_output(path: str | Path) -> Path:
 
 
 def default_output(model: ModelRef, directory: str | Path = "results") -> Path:
-    name = Path(model.id.rstrip("/")).name if model.source == "local" else model.id.replace("/", "__")
+    if model.source == "endpoint":  # endpoint:NAME@URL -> endpoint__NAME (no URL in a file name)
+        name = "endpoint__" + model.endpoint["served_model"].replace("/", "__").replace(":", "_")
+    else:
+        name = Path(model.id.rstrip("/")).name if model.source == "local" else model.id.replace("/", "__")
     return Path(directory) / f"{name}.json"

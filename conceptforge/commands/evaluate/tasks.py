@@ -29,8 +29,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--model",
         dest="eval_model",
         default=None,
-        help="model to evaluate: Hub id, local folder, or CBM factory package.module:function",
+        help="model to evaluate: Hub id, local folder, CBM factory package.module:function, or a served model "
+        "endpoint:SERVED_NAME@BASE_URL (vLLM, SGLang, any OpenAI-compatible server) or PROVIDER:NAME "
+        "(openai, gemini, anthropic, openrouter, together; key from the provider's environment variable)",
     )
+    add_endpoint_flags(group, prefix="eval_")
     group.add_argument(
         "--model-revision",
         dest="eval_model_revision",
@@ -160,6 +163,43 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_endpoint_flags(group: Any, *, prefix: str = "") -> None:
+    """``--endpoint-concurrency``, ``--endpoint-timeout``, ``--max-requests``: the client of a served
+    model (``--model endpoint:NAME@URL``); checked here, before anything runs."""
+    group.add_argument(
+        "--endpoint-concurrency",
+        dest=prefix + "endpoint_concurrency",
+        type=at.positive_int,
+        default=8,
+        help="served model: requests in flight at once (default 8)",
+    )
+    group.add_argument(
+        "--endpoint-timeout",
+        dest=prefix + "endpoint_timeout",
+        type=at.positive_float,
+        default=120.0,
+        help="served model: seconds to wait for one answer before retrying (default 120)",
+    )
+    group.add_argument(
+        "--max-requests",
+        dest=prefix + "max_requests",
+        type=at.non_negative_int,
+        default=None,
+        help="served model: refuse, before it starts, a run that needs more uncached requests than this",
+    )
+
+
+def endpoint_options(args: argparse.Namespace, prefix: str = "") -> Any:
+    """The :class:`EndpointOptions` of the flags :func:`add_endpoint_flags` added."""
+    from conceptforge.loaders.harness.endpoint_model import EndpointOptions
+
+    return EndpointOptions(
+        concurrency=getattr(args, prefix + "endpoint_concurrency"),
+        timeout_s=getattr(args, prefix + "endpoint_timeout"),
+        max_requests=getattr(args, prefix + "max_requests"),
+    )
+
+
 def wants_tasks(args: argparse.Namespace) -> bool:
     return bool(
         getattr(args, "eval_tasks", None)
@@ -232,7 +272,7 @@ def run(args: argparse.Namespace) -> int:
     selections = select_tasks(
         args.eval_tasks, datasets=args.eval_datasets, revisions=args.eval_revisions, options=args.eval_options
     )
-    model = resolve_model(args.eval_model, revision=args.eval_model_revision)
+    model = resolve_model(args.eval_model, revision=args.eval_model_revision, endpoint=endpoint_options(args, "eval_"))
     output = args.eval_output or default_output(model)
     check_output(output, samples=not args.eval_no_samples)  # the default too: results come after every task ran
     results_repo = args.eval_results_repo or (model.id if model.source == "hub" else None)
