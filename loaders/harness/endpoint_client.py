@@ -39,7 +39,7 @@ import random
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -244,7 +244,11 @@ def _retry_after(headers: Any) -> float | None:
 class EndpointClient:
     """Chat completions from one endpoint model: concurrent, retried, cached, budgeted.
 
-    ``cache_dir``: where ``endpoint_responses.sqlite`` lives (``None``: no cache on disk).
+    ``cache_dir``: where ``endpoint_responses.sqlite`` lives (``None``: no cache on disk). One
+    :meth:`complete` at a time per client (it runs its own worker threads); processes may share
+    a cache folder. :attr:`usage` (an :class:`EndpointUsage`) totals the run; ``tag=`` on
+    :meth:`complete` also totals it per task in :attr:`usage_by_tag`; :meth:`record` is what the
+    results keep.
     """
 
     def __init__(self, settings: EndpointSettings, *, cache_dir: str | Path | None = None) -> None:
@@ -388,26 +392,24 @@ class EndpointClient:
                 tqdm(total=len(todo), desc=desc or "endpoint requests", unit="req", disable=not todo) as bar,
             ):
                 pending: dict[Future, str] = {pool.submit(self._send, request): key for key, request in todo.items()}
-                while pending:
-                    done, _ = wait(pending, return_when=FIRST_EXCEPTION)
-                    for future in done:
-                        key = pending.pop(future)
-                        error = future.exception()
-                        if error is not None:
-                            self._stop.set()
-                            for other in pending:
-                                other.cancel()
-                            raise error
-                        outcome: _Outcome = future.result()
-                        if self._cache is not None:
-                            self._cache.put(key, outcome.response)
-                        found[key] = outcome.response
-                        local.requests += 1
-                        local.attempts += outcome.attempts
-                        local.retries += outcome.attempts - 1
-                        local.prompt_tokens += outcome.usage.get("prompt_tokens") or 0
-                        local.completion_tokens += outcome.usage.get("completion_tokens") or 0
-                        bar.update(1)
+                try:
+                    self._collect(pending, found, local, bar)
+                except BaseException as error:
+                    # A request failed for good, or Ctrl-C: nothing new starts, requests in flight
+                    # stop retrying, and what was answered is already committed.
+                    self._stop.set()
+                    for future in pending:
+                        future.cancel()
+                    if isinstance(error, Exception):
+                        # Answers to the requests that were in flight are paid for: keep them too.
+                        self._collect(
+                            {f: k for f, k in pending.items() if not f.cancelled()},
+                            found,
+                            local,
+                            bar,
+                            keep_going=True,
+                        )
+                    raise
         finally:
             self.usage.add(local)
             if tag is not None:
@@ -416,6 +418,37 @@ class EndpointClient:
         if responses and self._identity is not None and self._identity.get("system_fingerprint") is None:
             self._identity["system_fingerprint"] = responses[0].get("system_fingerprint")
         return responses
+
+    def _collect(
+        self,
+        pending: dict[Future, str],
+        found: dict[str, dict[str, Any]],
+        local: EndpointUsage,
+        bar: Any,
+        *,
+        keep_going: bool = False,
+    ) -> None:
+        """Commit each answer as its request finishes (the main thread owns the cache); the first
+        failure is raised, or with ``keep_going`` skipped (the caller is already raising one)."""
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                key = pending.pop(future)
+                error = future.exception()
+                if error is not None:
+                    if keep_going:
+                        continue
+                    raise error
+                outcome: _Outcome = future.result()
+                if self._cache is not None:
+                    self._cache.put(key, outcome.response)
+                found[key] = outcome.response
+                local.requests += 1
+                local.attempts += outcome.attempts
+                local.retries += outcome.attempts - 1
+                local.prompt_tokens += outcome.usage.get("prompt_tokens") or 0
+                local.completion_tokens += outcome.usage.get("completion_tokens") or 0
+                bar.update(1)
 
     def _send(self, request: ChatRequest) -> _Outcome:
         """One request, retried; runs in a worker thread."""
@@ -459,7 +492,9 @@ class EndpointClient:
             raise EndpointResponseError(
                 f"the endpoint {self.settings.base_url} answered a chat completion whose first choice has no message"
             )
-        return data
+        # Through JSON, as the cache stores it: a fresh answer and its cached copy are the same
+        # value (a rerun's predictions are byte-identical).
+        return json.loads(json.dumps(data, sort_keys=True, default=str))
 
     def _with_retries(self, call: Any, *, what: str) -> tuple[Any, int]:
         """``call()`` retried on 429, 5xx, dropped connections and timeouts; (result, attempts)."""
@@ -533,7 +568,11 @@ class EndpointClient:
             return EndpointAuthError(self._scrub(f"the endpoint {url} answered HTTP {status}: {fix}{detail}"))
         if status == 404:
             served = self._served_names()
-            listed = f"; it serves: {', '.join(served)}" if served else ""
+            listed = (
+                f"; it serves: {', '.join(served)}"
+                if served
+                else f"; is {url} the API root (vLLM, SGLang: ending in /v1)?"
+            )
             return ModelNotServedError(
                 self._scrub(
                     f"the endpoint {url} does not serve the model {self.settings.model!r} (HTTP 404{detail}){listed}"
@@ -585,6 +624,16 @@ class EndpointClient:
         if self._secret:
             text = text.replace(self._secret, "***")
         return text
+
+    def record(self) -> dict[str, Any]:
+        """What the results keep about the endpoint: the settings (no key), the server's identity
+        of the model and the usage so far, in total and per tag."""
+        return {
+            "settings": self.settings.to_dict(),
+            "identity": self.identity(),
+            "usage": self.usage.to_dict(),
+            "usage_by_tag": {tag: usage.to_dict() for tag, usage in sorted(self.usage_by_tag.items())},
+        }
 
     def close(self) -> None:
         self._stop.set()

@@ -1,0 +1,455 @@
+"""The endpoint client against a real fault-injecting server process on 127.0.0.1 (issue 40, point 3).
+
+The server (conceptforge/testing/fault_server.py) runs as its own process; the official ``openai``
+client inside :class:`EndpointClient` talks to it over TCP, unpatched. Assertions about retries
+and ``Retry-After`` read the server's own log of arrivals (its clock), not the client's word.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conceptforge.errors import (
+    ConceptforgeError,
+    EndpointAuthError,
+    EndpointRateLimitedError,
+    EndpointResponseError,
+    EndpointServerError,
+    EndpointUnreachableError,
+    ModelNotServedError,
+)
+from conceptforge.loaders.harness.endpoint_cache import CACHE_FILE
+from conceptforge.loaders.harness.endpoint_client import (
+    ChatRequest,
+    EndpointClient,
+    EndpointSettings,
+    RequestBudgetError,
+    request_key,
+)
+
+MODEL = "tiny-vlm"
+KEY_ENV = "CF_TEST_ENDPOINT_KEY"
+SECRET = "sk-test-9f3c1e7a-DO-NOT-LEAK"
+
+
+def _start_server(*args: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "conceptforge.testing.fault_server", "--model", MODEL, *args],
+        stdout=subprocess.PIPE,
+        env={**os.environ, **(env or {})},
+        text=True,
+    )
+    url = process.stdout.readline().strip()  # the server prints its URL once it listens
+    assert url.startswith("http://127.0.0.1:"), url
+    return process, url
+
+
+def _stop(process: subprocess.Popen) -> None:
+    process.terminate()
+    process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def server():
+    process, url = _start_server()
+    yield url
+    _stop(process)
+
+
+@pytest.fixture(scope="module")
+def keyed_server():
+    process, url = _start_server("--api-key-env", KEY_ENV, env={KEY_ENV: SECRET})
+    yield url
+    _stop(process)
+
+
+def _control(url: str, path: str, payload: dict | None = None) -> dict:
+    root = url.removesuffix("/v1")
+    data = None if payload is None else json.dumps(payload).encode()
+    with urllib.request.urlopen(urllib.request.Request(root + path, data=data), timeout=30) as response:
+        return json.loads(response.read())
+
+
+def _faults(url: str, mode: str, count: int = 1, retry_after: float | None = None, skip: int = 0) -> None:
+    _control(url, "/_faults", {"mode": "clear"})
+    _control(url, "/_faults", {"mode": mode, "count": count, "retry_after": retry_after, "skip": skip})
+
+
+def _events(url: str, prompts: set[str] | None = None) -> list[dict]:
+    events = _control(url, "/_stats")["events"]
+    return [e for e in events if prompts is None or e["prompt"] in prompts]
+
+
+def _requests(tag: str, n: int) -> list[ChatRequest]:
+    return [ChatRequest(messages=({"role": "user", "content": f"{tag} question {i}"},)) for i in range(n)]
+
+
+def _settings(url: str, **kwargs) -> EndpointSettings:
+    return EndpointSettings(base_url=url, model=MODEL, **{"max_retries": 3, "timeout_s": 30.0, **kwargs})
+
+
+def _committed(path: Path) -> int:
+    """Answers committed to the cache in ``path`` so far (0 before the file exists)."""
+    if not (path / CACHE_FILE).exists():
+        return 0
+    try:
+        return _rows(path)
+    except sqlite3.OperationalError:  # the file exists, its table not yet
+        return 0
+
+
+def _rows(path: Path) -> int:
+    with sqlite3.connect(path / CACHE_FILE) as db:
+        return db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+
+
+def test_answers_in_order_counted_and_cached(server, tmp_path):
+    requests = _requests("order", 6)
+    requests.append(requests[2])  # a duplicate is sent once
+    with EndpointClient(_settings(server), cache_dir=tmp_path) as client:
+        responses = client.complete(requests, tag="task-a")
+        identity = client.identity()
+    texts = [r["choices"][0]["message"]["content"] for r in responses]
+    assert texts == [f"echo: order question {i}" for i in (0, 1, 2, 3, 4, 5, 2)]
+    sent = _events(server, {f"order question {i}" for i in range(6)})
+    assert len(sent) == 6 and all(e["status"] == 200 for e in sent)
+    assert client.usage.requests == 6 and client.usage.retries == 0 and client.usage.cache_hits == 0
+    # tokens: the server counts whitespace-separated words of the JSON messages, plus the answer's
+    words = sum(len(json.dumps([{"role": "user", "content": f"order question {i}"}]).split()) for i in range(6))
+    assert client.usage.prompt_tokens == words
+    assert client.usage.completion_tokens == 6 * 4
+    assert client.usage_by_tag["task-a"].requests == 6
+    record = client.record()
+    assert record["usage_by_tag"]["task-a"]["prompt_tokens"] == words and record["settings"]["model"] == MODEL
+    assert identity["id"] == MODEL and identity["root"] == f"/models/{MODEL}" and identity["owned_by"] == "fault-server"
+    assert identity["system_fingerprint"] == "fp_fault_server"
+    assert _rows(tmp_path) == 6
+    # A new client (the server's `created` and permission ids differ now): everything from the cache.
+    with EndpointClient(_settings(server), cache_dir=tmp_path) as again:
+        assert again.complete(requests) == responses
+        assert again.usage.requests == 0 and again.usage.cache_hits == 7
+    assert len(_events(server, {f"order question {i}" for i in range(6)})) == 6
+
+
+def test_429_waits_as_long_as_retry_after_says(server, tmp_path):
+    _faults(server, "429", count=2, retry_after=1)
+    with EndpointClient(_settings(server), cache_dir=tmp_path) as client:
+        [response] = client.complete(_requests("ratelimit", 1))
+    assert response["choices"][0]["message"]["content"] == "echo: ratelimit question 0"
+    events = _events(server, {"ratelimit question 0"})
+    assert [e["status"] for e in events] == [429, 429, 200]
+    gaps = [b["t"] - a["t"] for a, b in zip(events, events[1:])]
+    assert all(gap >= 1.0 for gap in gaps), gaps
+    assert client.usage.retries == 2 and client.usage.attempts == 3
+    assert _rows(tmp_path) == 1
+
+
+@pytest.mark.parametrize("mode", ["500", "drop"])
+def test_server_errors_and_dropped_connections_are_retried(server, tmp_path, mode):
+    _faults(server, mode, count=2)
+    with EndpointClient(_settings(server), cache_dir=tmp_path) as client:
+        [response] = client.complete(_requests(f"retry-{mode}", 1))
+    assert response["choices"][0]["message"]["content"] == f"echo: retry-{mode} question 0"
+    events = _events(server, {f"retry-{mode} question 0"})
+    assert [e["status"] for e in events] == [int(mode) if mode == "500" else mode] * 2 + [200]
+    # exponential backoff from 0.5 s, less at most 25 % jitter
+    gaps = [b["t"] - a["t"] for a, b in zip(events, events[1:])]
+    assert gaps[0] >= 0.375 and gaps[1] >= 0.75, gaps
+    assert client.usage.retries == 2
+
+
+@pytest.mark.parametrize(
+    ("mode", "error", "words"),
+    [
+        ("500", EndpointServerError, ["HTTP 500", "2 tries"]),
+        ("429", EndpointRateLimitedError, ["HTTP 429", "2 tries"]),
+        ("malformed", EndpointResponseError, ["not a chat completion"]),
+    ],
+)
+def test_failures_beyond_retries_are_one_line_and_not_cached(server, tmp_path, mode, error, words):
+    _faults(server, mode, count=5, retry_after=0.1 if mode == "429" else None)
+    requests = _requests(f"fail-{mode}", 1)
+    with EndpointClient(_settings(server, max_retries=1), cache_dir=tmp_path) as client:
+        with pytest.raises(error) as caught:
+            client.complete(requests)
+    message = str(caught.value)
+    assert "\n" not in message and server in message and all(w in message for w in words), message
+    assert isinstance(caught.value, ConceptforgeError) and caught.value.exit_code == 2
+    assert _rows(tmp_path) == 0  # the error was not cached
+    _faults(server, "clear")
+    with EndpointClient(_settings(server), cache_dir=tmp_path) as client:
+        [response] = client.complete(requests)
+        assert client.usage.requests == 1  # asked again: nothing wrong had been kept
+    assert response["choices"][0]["message"]["content"] == f"echo: fail-{mode} question 0"
+
+
+def test_a_failed_run_keeps_what_was_answered_and_resumes(server, tmp_path):
+    _faults(server, "500", count=50, skip=3)  # three answers, then the server breaks for good
+    requests = _requests("partial", 6)
+    settings = _settings(server, max_concurrency=1, max_retries=1)
+    with EndpointClient(settings, cache_dir=tmp_path) as client:
+        with pytest.raises(EndpointServerError):
+            client.complete(requests)
+        assert client.usage.requests == 3
+    assert _rows(tmp_path) == 3
+    _faults(server, "clear")
+    with EndpointClient(settings, cache_dir=tmp_path) as client:
+        responses = client.complete(requests)
+        assert client.usage.requests == 3 and client.usage.cache_hits == 3
+    assert [r["choices"][0]["message"]["content"] for r in responses] == [
+        f"echo: partial question {i}" for i in range(6)
+    ]
+    answered = [e["prompt"] for e in _events(server, {f"partial question {i}" for i in range(6)}) if e["status"] == 200]
+    assert sorted(answered) == sorted(f"partial question {i}" for i in range(6))  # none answered twice
+
+
+def test_concurrency_is_bounded(tmp_path):
+    process, url = _start_server("--latency-ms", "100")
+    try:
+        with EndpointClient(_settings(url, max_concurrency=3), cache_dir=tmp_path) as client:
+            client.complete(_requests("bounded", 12))
+        stats = _control(url, "/_stats")
+        # 12 requests of 100 ms: the server held several at once, never more than 3
+        assert 2 <= stats["max_in_flight"] <= 3, stats["max_in_flight"]
+    finally:
+        _stop(process)
+
+
+def test_a_server_without_a_models_route(tmp_path, caplog):
+    process, url = _start_server("--no-models-route")
+    try:
+        with EndpointClient(_settings(url, max_retries=1), cache_dir=tmp_path) as client:
+            [response] = client.complete(_requests("no-models", 1))
+            assert client.identity()["id"] == MODEL
+        assert response["choices"][0]["message"]["content"] == "echo: no-models question 0"
+        assert "no /models route" in caplog.text
+        wrong = EndpointSettings(base_url=url, model="gpt-imaginary", max_retries=1)
+        with EndpointClient(wrong, cache_dir=tmp_path) as client:
+            with pytest.raises(ModelNotServedError) as caught:
+                client.complete(_requests("no-models", 1))
+        message = str(caught.value)
+        assert "\n" not in message and "HTTP 404" in message and "'gpt-imaginary'" in message, message
+    finally:
+        _stop(process)
+
+
+def test_a_server_that_never_answers_times_out(server, tmp_path):
+    _faults(server, "hang", count=2)
+    with EndpointClient(_settings(server, timeout_s=0.5, max_retries=1), cache_dir=tmp_path) as client:
+        with pytest.raises(EndpointUnreachableError) as caught:
+            client.complete(_requests("hang", 1))
+    message = str(caught.value)
+    assert "\n" not in message and server in message and "--endpoint-timeout" in message, message
+    assert [e["status"] for e in _events(server, {"hang question 0"})] == ["hang", "hang"]
+    assert _rows(tmp_path) == 0
+
+
+def test_nobody_listening_is_one_line(tmp_path):
+    import socket
+
+    with socket.socket() as probe:  # a port that was free a moment ago and has no listener
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1"
+    with EndpointClient(_settings(url, max_retries=1), cache_dir=tmp_path) as client:
+        with pytest.raises(EndpointUnreachableError) as caught:
+            client.complete(_requests("nobody", 1))
+    assert "\n" not in str(caught.value) and url in str(caught.value)
+
+
+def test_a_model_the_server_does_not_serve(server, tmp_path):
+    settings = EndpointSettings(base_url=server, model="gpt-imaginary", max_retries=1)
+    with EndpointClient(settings, cache_dir=tmp_path) as client:
+        with pytest.raises(ModelNotServedError) as caught:
+            client.complete(_requests("unknown-model", 1))
+    message = str(caught.value)
+    assert "\n" not in message and "'gpt-imaginary'" in message and f"it serves: {MODEL}" in message, message
+    assert _events(server, {"unknown-model question 0"}) == []
+
+
+def test_the_key_comes_from_the_environment_and_never_leaks(keyed_server, tmp_path, monkeypatch, caplog, capfd):
+    caplog.set_level(logging.DEBUG)
+    wrong = "sk-wrong-0000-ALSO-SECRET"
+    monkeypatch.setenv(KEY_ENV, wrong)
+    with EndpointClient(_settings(keyed_server, api_key_env=KEY_ENV), cache_dir=tmp_path / "wrong") as client:
+        with pytest.raises(EndpointAuthError) as caught:
+            client.complete(_requests("key", 2))
+    message = str(caught.value)
+    assert "\n" not in message and KEY_ENV in message and "401" in message and wrong not in message, message
+
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    settings = _settings(keyed_server, api_key_env=KEY_ENV)
+    _faults(keyed_server, "500", count=1)  # a retry is logged too
+    with EndpointClient(settings, cache_dir=tmp_path / "right") as client:
+        responses = client.complete(_requests("key", 2))
+        recorded = json.dumps({"record": client.record(), "responses": responses})
+        assert client.record()["settings"]["api_key_env"] == KEY_ENV
+    assert [r["choices"][0]["message"]["content"] for r in responses] == [
+        "echo: key question 0",
+        "echo: key question 1",
+    ]
+    captured = capfd.readouterr()
+    for secret in (wrong, SECRET):
+        assert secret not in recorded and secret not in caplog.text
+        assert secret not in captured.out and secret not in captured.err
+        for path in tmp_path.rglob("*"):
+            if path.is_file():
+                assert secret.encode() not in path.read_bytes(), path
+
+    monkeypatch.delenv(KEY_ENV)
+    with pytest.raises(EndpointAuthError, match=f"{KEY_ENV} .* is not set"):
+        EndpointClient(settings, cache_dir=tmp_path)
+
+
+def test_the_budget_is_refused_before_anything_is_sent(server, tmp_path):
+    requests = _requests("budget", 5)
+    with EndpointClient(_settings(server, max_requests=3), cache_dir=tmp_path) as client:
+        with pytest.raises(RequestBudgetError) as caught:
+            client.complete(requests)
+        assert _events(server, {f"budget question {i}" for i in range(5)}) == []
+        assert str(caught.value).count("--max-requests 3") == 1 and "needs 5 requests" in str(caught.value)
+        client.complete(requests[:3])  # within the budget
+    # cached answers do not count: 3 cached + 2 new fits a budget of 2
+    with EndpointClient(_settings(server, max_requests=2), cache_dir=tmp_path) as client:
+        assert client.plan(requests) == 2
+        client.complete(requests)
+        with pytest.raises(RequestBudgetError, match="2 already sent"):
+            client.complete(_requests("budget-more", 1))
+
+
+def _png(colour: int) -> bytes:
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (4, 4), (colour, 0, 0)).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def _image_request(data: bytes, *, wrap: bool = False, seed: int | None = 0) -> ChatRequest:
+    text = base64.b64encode(data).decode()
+    if wrap:  # the same bytes, base64 written with line breaks (what some encoders do)
+        text = "\n".join(text[i : i + 16] for i in range(0, len(text), 16))
+    content = [
+        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{text}"}},
+        {"type": "text", "text": "Is there a bird?"},
+    ]
+    return ChatRequest(messages=({"role": "user", "content": content},), seed=seed)
+
+
+def test_the_key_hashes_image_bytes_and_every_setting():
+    endpoint = {"base_url": "http://x/v1", "id": MODEL}
+    red, blue = _png(255), _png(10)
+    assert request_key(endpoint, _image_request(red)) == request_key(endpoint, _image_request(red, wrap=True))
+    assert request_key(endpoint, _image_request(red)) != request_key(endpoint, _image_request(blue))
+    assert request_key(endpoint, _image_request(red)) != request_key(endpoint, _image_request(red, seed=1))
+    assert request_key(endpoint, _image_request(red)) != request_key({**endpoint, "root": "other"}, _image_request(red))
+    base = _requests("k", 1)[0]
+    variants = [
+        ChatRequest(messages=base.messages, max_tokens=2),
+        ChatRequest(messages=base.messages, temperature=0.5),
+        ChatRequest(messages=base.messages, logprobs=True, top_logprobs=5),
+        ChatRequest(messages=base.messages, extra_body=(("logprob_token_ids", (1, 2)),)),
+    ]
+    assert len({request_key(endpoint, r) for r in [base, *variants]}) == 5
+
+
+def test_images_and_logprobs_reach_the_server(server, tmp_path):
+    request = _image_request(_png(40))
+    request = ChatRequest(messages=request.messages, logprobs=True, top_logprobs=3)
+    with EndpointClient(_settings(server), cache_dir=tmp_path) as client:
+        [response] = client.complete([request])
+    assert response["choices"][0]["message"]["content"] == "echo: Is there a bird?"
+    assert [t["token"] for t in response["choices"][0]["logprobs"]["content"][0]["top_logprobs"]] == ["t0", "t1", "t2"]
+    # the cache holds the answer, not the image's base64
+    with sqlite3.connect(tmp_path / CACHE_FILE) as db:
+        [(text,)] = db.execute("SELECT response FROM responses").fetchall()
+    assert base64.b64encode(_png(40)).decode()[:40] not in text
+
+
+CLIENT_SCRIPT = """
+import json, sys
+from conceptforge.loaders.harness.endpoint_client import ChatRequest, EndpointClient, EndpointSettings
+url, cache, n, out, concurrency = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+requests = [ChatRequest(messages=({"role": "user", "content": f"bulk question {i}"},)) for i in range(n)]
+with EndpointClient(EndpointSettings(url, "tiny-vlm", max_concurrency=concurrency), cache_dir=cache) as client:
+    responses = client.complete(requests)
+    usage = client.usage.to_dict()
+with open(out, "w") as handle:
+    json.dump({"responses": responses, "usage": usage}, handle)
+"""
+
+
+def _client_process(url: str, cache: Path, n: int, out: Path, concurrency: int = 4) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", CLIENT_SCRIPT, url, str(cache), str(n), str(out), str(concurrency)],
+        env={**os.environ, "CONCEPTFORGE_DISABLE_PROGRESS_BARS": "1"},
+    )
+
+
+def test_kill_9_then_rerun_equals_a_clean_run_and_reasks_nothing_answered(tmp_path):
+    process, url = _start_server("--latency-ms", "30")
+    try:
+        n = 120
+        killed = _client_process(url, tmp_path / "cache", n, tmp_path / "killed.json")
+        deadline = time.monotonic() + 120
+        while _committed(tmp_path / "cache") < 20:  # wait for answers on disk, not for a time
+            assert killed.poll() is None and time.monotonic() < deadline, "the client ended before it could be killed"
+            time.sleep(0.05)
+        os.kill(killed.pid, signal.SIGKILL)
+        killed.wait()
+        with sqlite3.connect(tmp_path / "cache" / CACHE_FILE) as db:
+            assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+            kept = [json.loads(text) for (text,) in db.execute("SELECT response FROM responses")]
+        answered = {r["choices"][0]["message"]["content"].removeprefix("echo: ") for r in kept}
+        assert 20 <= len(answered) < n
+        before = len(_events(url))
+
+        resumed = _client_process(url, tmp_path / "cache", n, tmp_path / "resumed.json")
+        clean = _client_process(url, tmp_path / "clean-cache", n, tmp_path / "clean.json")
+        assert resumed.wait(timeout=300) == 0 and clean.wait(timeout=300) == 0
+        resumed_out = json.loads((tmp_path / "resumed.json").read_text())
+        clean_out = json.loads((tmp_path / "clean.json").read_text())
+        assert resumed_out["responses"] == clean_out["responses"]
+        assert resumed_out["usage"]["cache_hits"] == len(answered)
+        assert resumed_out["usage"]["requests"] == n - len(answered)
+        # after the kill, an answered prompt reaches the server once: from the clean run, never the resumed one
+        later = [e["prompt"] for e in _events(url)[before:]]
+        assert all(later.count(p) == 1 for p in answered), "the resumed run re-asked an answered request"
+    finally:
+        _stop(process)
+
+
+def test_two_processes_share_one_cache(tmp_path):
+    process, url = _start_server("--latency-ms", "5")
+    try:
+        n = 80
+        first = _client_process(url, tmp_path / "cache", n, tmp_path / "a.json", concurrency=3)
+        second = _client_process(url, tmp_path / "cache", n, tmp_path / "b.json", concurrency=3)
+        assert first.wait(timeout=300) == 0 and second.wait(timeout=300) == 0
+        a = json.loads((tmp_path / "a.json").read_text())
+        b = json.loads((tmp_path / "b.json").read_text())
+        assert a["responses"] == b["responses"]
+        assert [r["choices"][0]["message"]["content"] for r in a["responses"]] == [
+            f"echo: bulk question {i}" for i in range(n)
+        ]
+        with sqlite3.connect(tmp_path / "cache" / CACHE_FILE) as db:
+            assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+            assert db.execute("SELECT COUNT(*) FROM responses").fetchone()[0] == n
+        with EndpointClient(EndpointSettings(url, MODEL), cache_dir=tmp_path / "cache") as client:
+            assert client.plan(_requests("bulk", n)) == 0
+    finally:
+        _stop(process)
