@@ -67,7 +67,7 @@ class ServedModel:
             if path.is_file():
                 digest.update(path.name.encode() + path.read_bytes())
         self.fingerprint = "fp_" + digest.hexdigest()[:12]
-        self.lock = threading.Lock()  # one forward at a time: the model is not thread-safe
+        self.lock = threading.RLock()  # one request at a time: the model and the fast tokenizer are not thread-safe
 
     def _inputs(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
         from PIL import Image
@@ -95,26 +95,26 @@ class ServedModel:
         return self.processor(images=images or None, text=prompt, return_tensors="pt")
 
     def complete(self, messages: list[dict[str, Any]], max_tokens: int) -> tuple[list[int], list[Any], int]:
-        """Greedy ``max_tokens`` tokens: (ids, per-position log-softmax [vocab] tensors, prompt length)."""
+        """Greedy ``max_tokens`` tokens through ``generate`` (stopping where the model's generation
+        config stops): (ids, per-position log-softmax [vocab] of the raw logits, prompt length)."""
         import torch
 
-        inputs = self._inputs(messages)
-        ids, steps = [], []
+        # the whole request under the lock: a fast tokenizer used from two threads raises "Already borrowed"
         with self.lock, torch.inference_mode():
-            current = dict(inputs)
-            for _ in range(max_tokens):
-                logits = self.model(**current).logits[0, -1].float()
-                log_probs = torch.log_softmax(logits, dim=-1)
-                token = int(log_probs.argmax())
-                ids.append(token)
-                steps.append(log_probs)
-                if token == self.tokenizer.eos_token_id:
-                    break
-                current["input_ids"] = torch.cat([current["input_ids"], torch.tensor([[token]])], dim=1)
-                current["attention_mask"] = torch.cat(
-                    [current["attention_mask"], torch.ones(1, 1, dtype=torch.long)], 1
-                )
-        return ids, steps, int(inputs["input_ids"].shape[1])
+            inputs = self._inputs(messages)
+            output = self.model.generate(
+                **inputs,
+                do_sample=False,
+                num_beams=1,
+                max_new_tokens=max_tokens,
+                pad_token_id=self.tokenizer.pad_token_id,
+                return_dict_in_generate=True,
+                output_logits=True,
+            )
+        prompt = int(inputs["input_ids"].shape[1])
+        ids = [int(t) for t in output.sequences[0, prompt:]]
+        steps = [torch.log_softmax(logits[0].float(), dim=-1) for logits in output.logits]
+        return ids[: len(steps)], steps, prompt
 
 
 class BadRequest(Exception):
@@ -152,8 +152,8 @@ def chat_completion(served: ServedModel, body: dict[str, Any], options: dict[str
             entry = _entry(tokenizer, token, float(log_probs[token]), as_ids)
             entry["top_logprobs"] = [_entry(tokenizer, t, float(log_probs[t]), as_ids) for t in chosen]
             content.append(entry)
-    finish = "stop" if ids and ids[-1] == tokenizer.eos_token_id else "length"
-    text = tokenizer.decode([t for t in ids if t != tokenizer.eos_token_id], skip_special_tokens=True)
+    finish = "length" if len(ids) >= max_tokens else "stop"
+    text = tokenizer.decode(ids, skip_special_tokens=True)
     return {
         "id": f"chatcmpl-{number}",
         "object": "chat.completion",
@@ -222,9 +222,14 @@ def make_handler(served: ServedModel, options: dict[str, bool]) -> type[BaseHTTP
                 counter["requests"] += 1
                 number = counter["requests"]
             try:
-                self._send(200, chat_completion(served, body, options, number))
+                with served.lock:
+                    payload = chat_completion(served, body, options, number)
+                self._send(200, payload)
             except BadRequest as error:
                 self._error(400, str(error), "BadRequestError")
+            except Exception as error:  # a bug here must read as a server error, not a dropped connection
+                logger.exception("request %d failed", number)
+                self._error(500, f"{type(error).__name__}: {error}", "InternalServerError")
 
     return Handler
 

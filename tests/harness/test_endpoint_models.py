@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from conceptforge.commands import main
+from conceptforge.errors import ConceptforgeError
 from conceptforge.loaders.harness.model_ref import resolve_model
 from conceptforge.testing.logprob_server import LogprobServer
 from tests.harness.test_adapters import _hand_next_token, _image, _rescore_equals
@@ -193,25 +194,61 @@ def test_compmap_through_the_endpoint(server, tmp_path):
     _rescore_equals(out, tmp_path)
 
 
-def test_a_server_without_log_probabilities_answers_in_words_only(tiny_llava_dir, sub_dir, fake_cub, tmp_path, capsys):
+def test_a_server_without_log_probabilities_runs_the_by_answer_protocols_only(
+    tiny_llava_dir, single_object_dir, sub_dir, fake_cub, tmp_path, capsys
+):
+    """A server refusing ``logprobs`` (as transformers serve does): the model is ``endpoint-text``,
+    sub-vlm and binding-clip run by answer, a probability-only task is skipped in one line, and the
+    adapter refuses a probability protocol in one line."""
+    from conceptforge.loaders.harness.adapters.base import load_adapter
+
     with LogprobServer(tiny_llava_dir, name="tiny-llava", extra=("--no-logprobs",)) as running:
         model = resolve_model(_spec(running))
         assert (model.kind, model.endpoint["probabilities"]) == ("endpoint-text", "none")
-        argv = ["evaluate", "--model", _spec(running), "--tasks", f"sub-vlm:{sub_dir}", "--cub-dir", str(fake_cub)]
-        code = main([*argv, "--cache-dir", str(tmp_path / "cache"), "--output", str(tmp_path / "r.json")])
-        err = capsys.readouterr().err
-        from conceptforge.loaders.harness.adapters.base import load_adapter
-
+        tasks = f"binding-clip:{single_object_dir},sub-vlm:{sub_dir},compmap-cub"
+        argv = ["evaluate", "--model", _spec(running), "--tasks", tasks, "--cub-dir", str(fake_cub)]
+        argv += ["--task-option", "sub-vlm.cbm_min_classes=1", "--cache-dir", str(tmp_path / "cache")]
+        assert main([*argv, "--output", str(tmp_path / "r.json")]) == 0
         adapter = load_adapter(model, device=None, dtype=None, cache_dir=str(tmp_path / "cache"))
         try:
-            (text,) = adapter.answer_text([_image(0)], ["What colour is it?"], max_new_tokens=4)
-            with pytest.raises(Exception, match="returns no token log-probabilities"):
+            with pytest.raises(ConceptforgeError, match="returns no token log-probabilities, so it cannot choose"):
                 adapter.choose([_image(0)], [])
         finally:
             adapter.close()
-    assert code == 2 and not (tmp_path / "r.json").exists()
-    assert "endpoint-text" in err and len([line for line in err.splitlines() if line.startswith("error")]) == 1
-    assert isinstance(text, str)
+    err = capsys.readouterr().err
+    payload = json.loads((tmp_path / "r.json").read_text())
+    assert [t["protocol"] for t in payload["tasks"]] == ["binding/choose-by-answer", "sub/choose-by-answer"]
+    (skipped,) = payload["skipped"]
+    assert skipped["task"] == "compmap-cub" and "endpoint-text" in skipped["reason"]
+    assert len([line for line in err.splitlines() if "compmap-cub" in line and "skip" in line]) == 1
+    _rescore_equals(tmp_path / "r.json", tmp_path)
+
+
+def test_by_answer_local_and_served_copies_agree(
+    server, tiny_llava_dir, single_object_dir, sub_dir, fake_cub, tmp_path
+):
+    """The by-answer protocols on the tiny LLaVA, loaded here and served: the same words, the same scores."""
+    import pyarrow.parquet as pq
+
+    tasks = f"binding-clip:{single_object_dir},sub-vlm:{sub_dir}"
+    common = ["--tasks", tasks, "--cub-dir", str(fake_cub), "--task-option", "sub-vlm.cbm_min_classes=1"]
+    common += ["--task-option", "sub-vlm.by_answer=true", "--task-option", "binding-clip.by_answer=true"]
+    common += ["--cache-dir", str(tmp_path / "cache"), "--batch-size", "4"]
+    assert main(["evaluate", "--model", _spec(server), *common, "--output", str(tmp_path / "served.json")]) == 0
+    local = ["evaluate", "--model", str(tiny_llava_dir), *common, "--device", "cpu"]
+    assert main([*local, "--output", str(tmp_path / "local.json")]) == 0
+    served_tasks = json.loads((tmp_path / "served.json").read_text())["tasks"]
+    local_tasks = json.loads((tmp_path / "local.json").read_text())["tasks"]
+    assert [t["protocol"] for t in served_tasks] == [t["protocol"] for t in local_tasks]
+    assert [t["protocol"] for t in served_tasks] == ["binding/choose-by-answer", "sub/choose-by-answer"]
+    for served_task, local_task in zip(served_tasks, local_tasks):
+        assert served_task["metrics"] == local_task["metrics"]
+        name = served_task["task"]
+        served_rows = pq.read_table(tmp_path / "served.samples" / f"{name}.parquet").to_pylist()
+        local_rows = pq.read_table(tmp_path / "local.samples" / f"{name}.parquet").to_pylist()
+        columns = ("item_id", "answer", "parsed_answer", "prediction", "scores", "value")
+        assert [[r.get(c) for c in columns] for r in served_rows] == [[r.get(c) for c in columns] for r in local_rows]
+        assert served_rows
 
 
 def test_the_key_is_never_written_and_the_budget_is_checked_first(

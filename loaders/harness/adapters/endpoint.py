@@ -264,7 +264,7 @@ class EndpointAdapter:
         self, images: Sequence[Any], prompts: Sequence[str], *, max_new_tokens: int = 16, batch_size: int = 8
     ) -> list[str]:
         """The served model's own words (temperature 0, seed 0) for each (image, prompt): the text
-        of the first choice."""
+        of the first choice, surrounding whitespace stripped (as the local adapter's)."""
         from conceptforge.loaders.harness.endpoint_client import ChatRequest
 
         if len(images) != len(prompts):
@@ -275,7 +275,7 @@ class EndpointAdapter:
             for image, prompt in zip(images, prompts)
         ]
         responses = self.client.complete(requests, desc=f"{self.model_id} answers", tag=self.tag)
-        return [str(r["choices"][0]["message"].get("content") or "") for r in responses]
+        return [str(r["choices"][0]["message"].get("content") or "").strip() for r in responses]
 
     def score_image(self, image: Any, texts: list[str], *, batch_size: int = 8):
         """CompMap activations of one image: the log-odds of its VQAScore with each text (as the local adapter)."""
