@@ -270,6 +270,7 @@ class LogprobServer:
         self.model, self.name, self.extra, self.timeout = str(model), name, extra, timeout
         self.process: Any = None
         self.base_url = ""
+        self._dir: Any = None
 
     def __enter__(self) -> LogprobServer:
         import os
@@ -305,7 +306,46 @@ class LogprobServer:
                 self.process.wait()
         if self.process is not None and self.process.stderr is not None:
             self.process.stderr.close()
-        self._dir.cleanup()
+        if self._dir is not None:
+            self._dir.cleanup()
+
+
+class TransformersServe(LogprobServer):
+    """``transformers serve MODEL`` (transformers' own OpenAI-compatible server) as a real child
+    process on 127.0.0.1: a third-party server for the by-answer protocols (it refuses
+    ``logprobs``). The served name is the folder, as ``transformers serve`` names it."""
+
+    def __enter__(self) -> TransformersServe:
+        import os
+        import socket
+        import subprocess
+        import sys
+        import urllib.request
+
+        with socket.socket() as probe:  # a free port (transformers serve cannot report one it picked)
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.name = self.model
+        command = [str(Path(sys.executable).with_name("transformers")), "serve", self.model, "--host", "127.0.0.1"]
+        command += ["--port", str(self.port), "--device", "cpu", "--dtype", "float32", *self.extra]
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+        self._dir = None
+        self.process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        deadline = time.monotonic() + self.timeout
+        while True:  # poll until /v1/models answers
+            if self.process.poll() is not None:
+                raise RuntimeError(f"transformers serve exited: {self.process.stderr.read()[-2000:]}")
+            try:
+                with urllib.request.urlopen(self.base_url + "/models", timeout=2) as response:
+                    if response.status == 200:
+                        return self
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                self.__exit__(None, None, None)
+                raise TimeoutError("transformers serve did not start")
+            time.sleep(0.2)
 
 
 if __name__ == "__main__":

@@ -193,10 +193,15 @@ def probability_mode(client: Any, tokenizer: Any | None) -> str:
     return TOP_LOGPROBS
 
 
+#: Identity fields that change while the same weights are served: vLLM's ``created`` (the time of
+#: the request), ``transformers serve``'s ``status`` (loaded/unloaded), the per-response fingerprint.
+VOLATILE_IDENTITY = frozenset({"created", "system_fingerprint", "status"})
+
+
 def fingerprint(identity: dict[str, Any], mode: str) -> str:
-    """``endpoint-sha256:…`` of the identity's stable fields and the probability mode (``created``
-    is left out: vLLM reports the time of the request there)."""
-    stable = {k: v for k, v in identity.items() if k not in ("created", "system_fingerprint") and v is not None}
+    """``endpoint-sha256:…`` of the identity's stable fields and the probability mode (the
+    :data:`VOLATILE_IDENTITY` fields are recorded, not fingerprinted)."""
+    stable = {k: v for k, v in identity.items() if k not in VOLATILE_IDENTITY and v is not None}
     text = json.dumps({"identity": stable, "probabilities": mode}, sort_keys=True, default=str)
     return "endpoint-sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
 
