@@ -256,7 +256,16 @@ class EndpointAdapter:
             )
         return out
 
-    # the SUB filter's scorer interface (filters.vqa.scorer.VQAScorer.score)
+    # the SUB filter's scorer interface (filters.vqa.scorer.VQAScorer: letter_token_ids, score)
+    def letter_token_ids(self, num_options: int) -> list[list[Any]]:
+        """What counts for each option letter (refuses a tokenizer that splits a letter, as the local scorer)."""
+        from conceptforge.filters.vqa.questions import LETTERS
+
+        self._need_probabilities("choose")
+        if self.rules is not None:
+            return self.rules.letter_token_ids(num_options)
+        return self._groups(LETTERS[:num_options], "option letter")
+
     def score(self, images: Sequence[Any], questions: Sequence[Any], *, batch_size: int = 8, **_: Any) -> list[Any]:
         return self.choose(images, questions, batch_size=batch_size)
 
