@@ -138,7 +138,7 @@ def test_top_logprobs_fallback_counts_only_what_the_server_returned(tiny_llava_d
 
 
 def test_evaluate_through_the_endpoint_equals_the_local_run(
-    server, tiny_llava_dir, single_object_dir, sub_dir, fake_cub, tmp_path
+    server, tiny_llava_dir, single_object_dir, sub_dir, fake_cub, tmp_path, caplog
 ):
     """sub-vlm (choose) and binding-clip (match) end to end through the served model: per-sample
     rows, the same numbers as the local model's run, --from-predictions byte-identical."""
