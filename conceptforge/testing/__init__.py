@@ -11,5 +11,7 @@ FLUX pipeline), :mod:`.tiny_conceptbed` (tiny SD-1.5, ViLT-VQA, image classifier
 :mod:`.tiny_vlms` (tiny LLaVA / InternVL / Swin for the VQA filter), :mod:`.tiny_compmap` (tiny
 BLIP and ViLT retrieval models), :mod:`.synthetic` (small datasets in our schemas and a fake CUB
 directory), :mod:`.hub_server` (the local Hub-compatible server), :mod:`.slurm` (a private
-single-node Slurm: munged, slurmctld, slurmd from Debian's ``slurm-wlm``).
+single-node Slurm: munged, slurmctld, slurmd from Debian's ``slurm-wlm``), :mod:`.fault_server` (an
+OpenAI-compatible chat server that answers canned text and injects 429s, 5xx, dropped connections,
+hangs and malformed answers, for the endpoint client).
 """

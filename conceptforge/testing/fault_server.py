@@ -8,7 +8,9 @@ servers do, on the real network stack, so the real ``openai`` client meets it un
 * ``POST /_faults`` with ``{"mode": M, "count": N, "retry_after": S, "skip": K}`` makes the N chat
   requests after the next K fail with M: ``429`` (with ``Retry-After: S``), ``500`` (with ``Retry-After`` when S
   is given), ``drop`` (headers and half the body, then the connection is closed), ``hang``
-  (never answers until the server stops), ``malformed`` (a 200 whose body is not JSON).
+  (never answers until the server stops), ``malformed`` (a 200 whose body is not JSON),
+  ``bad-json`` (a 200 labelled JSON that does not parse), ``no-choices`` (a 200 with JSON that
+  is no chat completion).
 * ``--api-key-env NAME``: requests without ``Authorization: Bearer $NAME`` get 401.
 * A model name other than ``--model`` gets 404, as vLLM answers it.
 * ``--latency-ms``: every answer waits that long (the server answers concurrently); ``/_stats``
@@ -37,7 +39,7 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
-MODES = ("429", "500", "drop", "hang", "malformed")
+MODES = ("429", "500", "drop", "hang", "malformed", "bad-json", "no-choices")
 CREATED = 1767225600  # fixed: the answers are byte-identical between runs
 
 
@@ -229,11 +231,14 @@ class FaultServer:
                     event["status"] = "hang"
                     server.stopping.wait(600)
                     self.close_connection = True
-                elif mode == "malformed":
-                    event["status"] = "malformed"
-                    data = b"<html>502 Bad Gateway, from a proxy</html>"
+                elif mode == "no-choices":
+                    event["status"] = "no-choices"
+                    self._json(200, {"object": "chat.completion", "id": "x", "model": server.model})
+                elif mode in ("malformed", "bad-json"):
+                    event["status"] = mode
+                    data = b"<html>502 Bad Gateway, from a proxy</html>" if mode == "malformed" else b'{"choices": [{'
                     self.send_response(200)
-                    self.send_header("Content-Type", "text/html")
+                    self.send_header("Content-Type", "text/html" if mode == "malformed" else "application/json")
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()
                     self.wfile.write(data)

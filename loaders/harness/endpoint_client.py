@@ -12,7 +12,9 @@ What it adds to the official ``openai`` client, and why:
   must stop retrying at once when a sibling request failed for good, and must turn the final
   failure into one line that names the fix. Backoff is exponential with jitter (0.5 s, 1 s, 2 s …
   up to 30 s); a ``Retry-After`` / ``retry-after-ms`` header on a 429 or 5xx is honoured as given
-  (never shortened), up to :data:`MAX_RETRY_AFTER_S`.
+  (never shortened), up to :data:`MAX_RETRY_AFTER_S`; a timeout is retried at most
+  :data:`MAX_TIMEOUT_RETRIES` times. Retries are not counted against ``--max-requests`` (the
+  budget counts distinct requests answered).
 * **A response cache** (:mod:`conceptforge.loaders.harness.endpoint_cache`) keyed by the endpoint's
   model identity and the full request, image bytes hashed: each answer is committed as it arrives,
   so a killed run resumes without re-asking, and an error is never cached.
@@ -74,6 +76,10 @@ TIMEOUT_FLAG = "--endpoint-timeout"
 BUDGET_FLAG = "--max-requests"
 #: The longest ``Retry-After`` honoured; a server asking for more is given up on at once.
 MAX_RETRY_AFTER_S = 300.0
+#: Retries after a timeout, whatever ``max_retries`` says: a server silent for ``timeout_s`` three
+#: times running is down or swamped, and six more waits of two minutes each would only delay the
+#: one-line error (the answers so far are cached; a rerun resumes).
+MAX_TIMEOUT_RETRIES = 2
 INITIAL_BACKOFF_S = 0.5
 MAX_BACKOFF_S = 30.0
 #: Fields of a ``/v1/models`` entry that change on every call (vLLM: ``created`` is the time of
@@ -220,8 +226,14 @@ def request_key(endpoint_key: dict[str, Any], request: ChatRequest) -> str:
         "messages": _messages_for_key(list(request.messages)),
         **request.settings(),
     }
-    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), allow_nan=True)
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), allow_nan=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _listed(names: Sequence[str], limit: int = 20) -> str:
+    """Served model names for an error line: a hosted provider serves a hundred; show ``limit``."""
+    shown = ", ".join(names[:limit])
+    return shown if len(names) <= limit else f"{shown} … ({len(names)} in all)"
 
 
 def _retry_after(headers: Any) -> float | None:
@@ -282,7 +294,6 @@ class EndpointClient:
         self._identity: dict[str, Any] | None = None
         self._endpoint_key: dict[str, Any] | None = None
         self._stop = threading.Event()
-        self._lock = threading.Lock()
         self.usage = EndpointUsage()
         self.usage_by_tag: dict[str, EndpointUsage] = {}
 
@@ -296,10 +307,10 @@ class EndpointClient:
         if self._identity is None:
             entries = self._list_models()
             served = [str(entry.get("id")) for entry in entries]
-            if entries is not None and entries and self.settings.model not in served:
+            if entries and self.settings.model not in served:
                 raise ModelNotServedError(
                     f"the endpoint {self.settings.base_url} does not serve the model {self.settings.model!r}; "
-                    f"it serves: {', '.join(served)}"
+                    f"it serves: {_listed(served)} (give one of these names)"
                 )
             entry = next((e for e in entries if e.get("id") == self.settings.model), {"id": self.settings.model})
             self._identity = {key: value for key, value in entry.items() if key not in ("permission", "object")}
@@ -369,6 +380,8 @@ class EndpointClient:
         """
         from conceptforge.progress import tqdm
 
+        if not requests:
+            return []
         keys = self.keys(requests)
         found = self._cache.get_many(keys) if self._cache else {}
         todo: dict[str, ChatRequest] = {}
@@ -499,7 +512,7 @@ class EndpointClient:
     def _with_retries(self, call: Any, *, what: str) -> tuple[Any, int]:
         """``call()`` retried on 429, 5xx, dropped connections and timeouts; (result, attempts)."""
         openai = self._openai
-        attempt = 0
+        attempt = timeouts = 0
         while True:
             attempt += 1
             try:
@@ -510,7 +523,8 @@ class EndpointClient:
                 status = getattr(error, "status_code", None)
                 headers = getattr(getattr(error, "response", None), "headers", None)
                 asked = _retry_after(headers)
-                retryable = not (asked is not None and asked > MAX_RETRY_AFTER_S)
+                timeouts += isinstance(error, openai.APITimeoutError)
+                retryable = not (asked is not None and asked > MAX_RETRY_AFTER_S) and timeouts <= MAX_TIMEOUT_RETRIES
                 if attempt > self.settings.max_retries or not retryable or self._stop.is_set():
                     raise self._final_error(error, attempts=attempt, asked=asked) from None
                 if asked is not None:
@@ -534,7 +548,7 @@ class EndpointClient:
                 raise EndpointResponseError(
                     self._scrub(f"the endpoint {self.settings.base_url} answered a malformed {what}: {one_line(error)}")
                 ) from None
-            except (ValueError, TypeError) as error:  # a 200 whose body is not JSON
+            except json.JSONDecodeError as error:  # a 200 that says JSON and is not
                 raise EndpointResponseError(
                     self._scrub(f"the endpoint {self.settings.base_url} answered a malformed {what}: {one_line(error)}")
                 ) from None
@@ -569,7 +583,7 @@ class EndpointClient:
         if status == 404:
             served = self._served_names()
             listed = (
-                f"; it serves: {', '.join(served)}"
+                f"; it serves: {_listed(served)}"
                 if served
                 else f"; is {url} the API root (vLLM, SGLang: ending in /v1)?"
             )

@@ -62,17 +62,30 @@ def _stop(process: subprocess.Popen) -> None:
 
 
 @pytest.fixture(scope="module")
-def server():
+def _server_process():
     process, url = _start_server()
     yield url
     _stop(process)
 
 
 @pytest.fixture(scope="module")
-def keyed_server():
+def _keyed_server_process():
     process, url = _start_server("--api-key-env", KEY_ENV, env={KEY_ENV: SECRET})
     yield url
     _stop(process)
+
+
+@pytest.fixture
+def server(_server_process):
+    """The shared server, with no fault left queued by an earlier test."""
+    _control(_server_process, "/_faults", {"mode": "clear"})
+    return _server_process
+
+
+@pytest.fixture
+def keyed_server(_keyed_server_process):
+    _control(_keyed_server_process, "/_faults", {"mode": "clear"})
+    return _keyed_server_process
 
 
 def _control(url: str, path: str, payload: dict | None = None) -> dict:
@@ -143,13 +156,14 @@ def test_answers_in_order_counted_and_cached(server, tmp_path):
     assert len(_events(server, {f"order question {i}" for i in range(6)})) == 6
 
 
-def test_429_waits_as_long_as_retry_after_says(server, tmp_path):
-    _faults(server, "429", count=2, retry_after=1)
+@pytest.mark.parametrize("status", [429, 500])
+def test_retries_wait_as_long_as_retry_after_says(server, tmp_path, status):
+    _faults(server, str(status), count=2, retry_after=1)
     with EndpointClient(_settings(server), cache_dir=tmp_path) as client:
-        [response] = client.complete(_requests("ratelimit", 1))
-    assert response["choices"][0]["message"]["content"] == "echo: ratelimit question 0"
-    events = _events(server, {"ratelimit question 0"})
-    assert [e["status"] for e in events] == [429, 429, 200]
+        [response] = client.complete(_requests(f"wait-{status}", 1))
+    assert response["choices"][0]["message"]["content"] == f"echo: wait-{status} question 0"
+    events = _events(server, {f"wait-{status} question 0"})
+    assert [e["status"] for e in events] == [status, status, 200]
     gaps = [b["t"] - a["t"] for a, b in zip(events, events[1:])]
     assert all(gap >= 1.0 for gap in gaps), gaps
     assert client.usage.retries == 2 and client.usage.attempts == 3
@@ -176,6 +190,8 @@ def test_server_errors_and_dropped_connections_are_retried(server, tmp_path, mod
         ("500", EndpointServerError, ["HTTP 500", "2 tries"]),
         ("429", EndpointRateLimitedError, ["HTTP 429", "2 tries"]),
         ("malformed", EndpointResponseError, ["not a chat completion"]),
+        ("no-choices", EndpointResponseError, ["without choices"]),
+        ("bad-json", EndpointResponseError, ["malformed chat completion"]),
     ],
 )
 def test_failures_beyond_retries_are_one_line_and_not_cached(server, tmp_path, mode, error, words):
@@ -193,6 +209,27 @@ def test_failures_beyond_retries_are_one_line_and_not_cached(server, tmp_path, m
         [response] = client.complete(requests)
         assert client.usage.requests == 1  # asked again: nothing wrong had been kept
     assert response["choices"][0]["message"]["content"] == f"echo: fail-{mode} question 0"
+
+
+def test_a_retry_after_beyond_patience_is_not_waited_for(server, tmp_path):
+    _faults(server, "429", count=1, retry_after=3600)
+    with EndpointClient(_settings(server), cache_dir=tmp_path) as client:
+        with pytest.raises(EndpointRateLimitedError) as caught:
+            client.complete(_requests("patience", 1))
+    assert "1 try" in str(caught.value) and "3600 s" in str(caught.value), str(caught.value)
+    assert [e["status"] for e in _events(server, {"patience question 0"})] == [429]
+
+
+def test_retry_after_as_seconds_milliseconds_or_a_date():
+    from email.utils import formatdate
+
+    from conceptforge.loaders.harness.endpoint_client import _retry_after
+
+    assert _retry_after({"retry-after": "2"}) == 2.0
+    assert _retry_after({"retry-after-ms": "1500", "retry-after": "9"}) == 1.5
+    in_a_minute = _retry_after({"retry-after": formatdate(time.time() + 60, usegmt=True)})
+    assert 55 <= in_a_minute <= 60
+    assert _retry_after({"retry-after": "soon"}) is None and _retry_after({}) is None
 
 
 def test_a_failed_run_keeps_what_was_answered_and_resumes(server, tmp_path):
@@ -254,6 +291,14 @@ def test_a_server_that_never_answers_times_out(server, tmp_path):
     assert "\n" not in message and server in message and "--endpoint-timeout" in message, message
     assert [e["status"] for e in _events(server, {"hang question 0"})] == ["hang", "hang"]
     assert _rows(tmp_path) == 0
+
+
+def test_timeouts_are_retried_at_most_twice(server, tmp_path):
+    _faults(server, "hang", count=10)
+    with EndpointClient(_settings(server, timeout_s=0.3, max_retries=6), cache_dir=tmp_path) as client:
+        with pytest.raises(EndpointUnreachableError, match="3 tries"):
+            client.complete(_requests("hang-long", 1))
+    assert [e["status"] for e in _events(server, {"hang-long question 0"})] == ["hang"] * 3
 
 
 def test_nobody_listening_is_one_line(tmp_path):
@@ -453,3 +498,15 @@ def test_two_processes_share_one_cache(tmp_path):
             assert client.plan(_requests("bulk", n)) == 0
     finally:
         _stop(process)
+
+
+def test_the_command_line_prints_one_line_and_exits_2(server, tmp_path, capsys):
+    from conceptforge.cli import run_cli
+
+    def main(_argv):
+        with EndpointClient(EndpointSettings(server, "gpt-imaginary", max_retries=0), cache_dir=tmp_path) as client:
+            client.complete(_requests("cli", 1))
+
+    assert run_cli(main, []) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: the endpoint ") and err.count("\n") == 1, err
