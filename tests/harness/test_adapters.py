@@ -98,7 +98,8 @@ def test_tasks_list_shows_every_task_with_its_capabilities_and_families(capsys):
     for row in (
         ("binding-clip", "embed", "clip, open_clip"),
         ("binding-clip", "match", "itm, vlm, endpoint"),
-        ("binding-clip", "answer-text", "endpoint-text"),  # a served model without log-probabilities
+        # a served model without log-probabilities runs it; the others when asked by the option
+        ("binding-clip", "answer-text", "endpoint-text, vlm (by_answer=true), endpoint (by_answer=true)"),
         ("sub-vlm", "choose", "vlm, endpoint"),
         ("sub-cbm", "concepts", "cbm"),
         ("compmap-cub", "match", "itm, vlm, endpoint"),
