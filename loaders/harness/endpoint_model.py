@@ -218,7 +218,8 @@ def resolve_endpoint(spec: str, options: EndpointOptions | None = None) -> Any:
     settings = settings_of(parsed, options)
     with EndpointClient(settings, cache_dir=None) as client:
         identity = client.identity()
-        tokenizer = load_tokenizer(identity, parsed.model)
+        # a hosted provider's model has no tokenizer to load (and its API takes no token ids)
+        tokenizer = load_tokenizer(identity, parsed.model) if parsed.provider == GENERIC else None
         mode = probability_mode(client, tokenizer)
         identity = {**identity, "system_fingerprint": client.identity().get("system_fingerprint")}
     kind = ENDPOINT_TEXT if mode == NO_LOGPROBS else ENDPOINT

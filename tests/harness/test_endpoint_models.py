@@ -300,3 +300,33 @@ def test_a_model_the_server_does_not_serve_is_one_line(server, tmp_path, capsys)
     assert main([*argv, "--output", str(tmp_path / "r.json")]) == 2
     err = capsys.readouterr().err.strip()
     assert "does not serve the model 'other'" in err and "tiny-llava" in err and len(err.splitlines()) == 1
+
+
+def test_provider_shortcuts_and_the_one_spelling():
+    from conceptforge.loaders.harness.endpoint_model import is_endpoint_spec, parse_endpoint_spec
+
+    spec = parse_endpoint_spec("endpoint:Qwen/Qwen2-VL-7B-Instruct@http://gpu1:8000/v1/")
+    assert (spec.model, spec.base_url, spec.key_env) == (
+        "Qwen/Qwen2-VL-7B-Instruct",
+        "http://gpu1:8000/v1",
+        "CONCEPTFORGE_ENDPOINT_KEY",
+    )
+    assert spec.id == "endpoint:Qwen/Qwen2-VL-7B-Instruct@http://gpu1:8000/v1"
+    assert parse_endpoint_spec("openai:gpt-4o").base_url == "https://api.openai.com/v1"
+    gemini = parse_endpoint_spec("gemini:gemini-2.5-flash")
+    assert (gemini.base_url, gemini.key_env) == (
+        "https://generativelanguage.googleapis.com/v1beta/openai/",
+        "GEMINI_API_KEY",
+    )
+    assert parse_endpoint_spec("anthropic:claude-sonnet-4-5").key_env == "ANTHROPIC_API_KEY"
+    assert parse_endpoint_spec("openrouter:qwen/qwen2.5-vl-72b-instruct").model == "qwen/qwen2.5-vl-72b-instruct"
+    assert not is_endpoint_spec("mypkg.cbms:independent")  # a CBM factory stays a CBM factory
+    assert not is_endpoint_spec("openai/clip-vit-base-patch32")  # a Hub id stays a Hub id
+
+
+def test_a_provider_key_that_is_not_set_is_one_line_naming_the_variable(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    argv = ["evaluate", "--model", "openai:gpt-4o", "--tasks", "binding-clip", "--output", str(tmp_path / "r.json")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "OPENAI_API_KEY" in err and len(err.splitlines()) == 1 and not (tmp_path / "r.json").exists()

@@ -50,6 +50,15 @@ def image_url(image: Any) -> str:
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
+def _urls(images: Sequence[Any]) -> dict[int, str]:
+    """Each distinct image object's data URL, encoded once however many prompts it has."""
+    urls: dict[int, str] = {}
+    for image in images:
+        if id(image) not in urls:
+            urls[id(image)] = image_url(image)
+    return urls
+
+
 def user_turn(url: str, text: str) -> dict[str, Any]:
     """The one user message the local adapter's chat prompt holds: the image, then the text."""
     return {
@@ -148,10 +157,10 @@ class EndpointAdapter:
         from conceptforge.loaders.harness.endpoint_client import ChatRequest
         from conceptforge.loaders.harness.endpoint_model import TOKEN_IDS, TOP_K
 
-        urls: dict[int, str] = {}
+        urls = _urls(images)
         requests = []
         for image, prompt in zip(images, prompts):
-            url = urls.setdefault(id(image), image_url(image))
+            url = urls[id(image)]
             if self.mode == TOKEN_IDS:
                 ids = tuple(dict.fromkeys(int(t) for group in groups for t in group))
                 extra = (("logprob_token_ids", ids), ("return_tokens_as_token_ids", True))
@@ -278,9 +287,9 @@ class EndpointAdapter:
 
         if len(images) != len(prompts):
             raise ValueError("one prompt per image")
-        urls: dict[int, str] = {}
+        urls = _urls(images)
         requests = [
-            ChatRequest((user_turn(urls.setdefault(id(image), image_url(image)), prompt),), max_tokens=max_new_tokens)
+            ChatRequest((user_turn(urls[id(image)], prompt),), max_tokens=max_new_tokens)
             for image, prompt in zip(images, prompts)
         ]
         responses = self.client.complete(requests, desc=f"{self.model_id} answers", tag=self.tag)
