@@ -252,7 +252,7 @@ def test_by_answer_local_and_served_copies_agree(
 
 
 def test_the_key_is_never_written_and_the_budget_is_checked_first(
-    server, single_object_dir, tmp_path, monkeypatch, capsys
+    server, single_object_dir, tmp_path, monkeypatch, capsys, caplog
 ):
     key = "sk-test-do-not-write-7f3a9c"
     monkeypatch.setenv("CONCEPTFORGE_ENDPOINT_KEY", key)
@@ -269,6 +269,14 @@ def test_the_key_is_never_written_and_the_budget_is_checked_first(
         if path.is_file():
             assert key.encode() not in path.read_bytes(), path
     assert key not in captured.out + captured.err
+    # a rerun that scores every item again asks the server nothing: every answer is in the response cache
+    again = [*argv[:-1], str(tmp_path / "again.json"), "--no-sample-cache"]
+    with caplog.at_level("INFO", logger="conceptforge"):
+        assert main(again) == 0
+    (usage,) = [r.getMessage() for r in caplog.records if "endpoint usage" in r.getMessage()]
+    assert "'requests': 0," in usage and "'cache_hits': 0," not in usage
+    first, second = (json.loads((tmp_path / name).read_text())["tasks"] for name in ("run.json", "again.json"))
+    assert [t["metrics"] for t in first] == [t["metrics"] for t in second]
 
 
 @pytest.mark.parametrize(
