@@ -218,3 +218,44 @@ def executor_for(args: argparse.Namespace) -> Iterator[None]:
     finally:
         if executor is not None and hasattr(executor, "close"):
             executor.close()
+
+
+def add_endpoint_flags(group: Any, *, prefix: str = "", budget: bool = True) -> None:
+    """``--endpoint-concurrency``, ``--endpoint-timeout``, ``--max-requests``: the client of a served
+    model (``--model endpoint:NAME@URL``); checked here, before anything runs."""
+    from conceptforge import argtypes as at
+
+    group.add_argument(
+        "--endpoint-concurrency",
+        dest=prefix + "endpoint_concurrency",
+        type=at.positive_int,
+        default=8,
+        help="served model: requests in flight at once (default 8)",
+    )
+    group.add_argument(
+        "--endpoint-timeout",
+        dest=prefix + "endpoint_timeout",
+        type=at.positive_float,
+        default=120.0,
+        help="served model: seconds to wait for one answer before retrying (default 120)",
+    )
+    if not budget:
+        return
+    group.add_argument(
+        "--max-requests",
+        dest=prefix + "max_requests",
+        type=at.non_negative_int,
+        default=None,
+        help="served model: refuse, before it starts, a run that needs more uncached requests than this",
+    )
+
+
+def endpoint_options(args: argparse.Namespace, prefix: str = "") -> Any:
+    """The :class:`EndpointOptions` of the flags :func:`add_endpoint_flags` added."""
+    from conceptforge.loaders.harness.endpoint_model import EndpointOptions
+
+    return EndpointOptions(
+        concurrency=getattr(args, prefix + "endpoint_concurrency"),
+        timeout_s=getattr(args, prefix + "endpoint_timeout"),
+        max_requests=getattr(args, prefix + "max_requests", None),
+    )

@@ -40,6 +40,8 @@ class SubFilterConfig:
     chunk_size: int = 100
     device: str | None = None
     argv: list[str] | None = None
+    #: ``--vqa-model endpoint:NAME@URL``: the client's settings (``EndpointOptions``; None: defaults)
+    endpoint: Any = None
 
 
 def build_stage(config: SubFilterConfig, *, out: str | Path | None = None) -> Stage:
@@ -79,9 +81,15 @@ def build_stage(config: SubFilterConfig, *, out: str | Path | None = None) -> St
 
     if config.chunk_size < 1:
         raise InvalidArgumentError(f"--chunk-size must be >= 1, got {config.chunk_size}")
-    run_config = FilterRunConfig(config.vqa_model, config.vqa_revision, answer_hint, str(candidates_dir.resolve()))
+    served = served_vqa_model(config)  # a served model: resolved (and refused) before anything runs
+    revision = served.sha if served is not None else config.vqa_revision
+    run_config = FilterRunConfig(config.vqa_model, revision, answer_hint, str(candidates_dir.resolve()))
 
-    def load_scorer() -> VQAScorer:
+    def load_scorer() -> Any:
+        if served is not None:  # option letters' probabilities through the server (the same rule)
+            from conceptforge.loaders.harness.adapters.base import load_adapter
+
+            return load_adapter(served, device=None, dtype=None, cache_dir=None)
         return VQAScorer.from_pretrained(
             config.vqa_model,
             trust_remote_code=config.trust_remote_code,
@@ -104,6 +112,31 @@ def build_stage(config: SubFilterConfig, *, out: str | Path | None = None) -> St
             "provenance": provenance,
         },
     )
+
+
+def served_vqa_model(config: SubFilterConfig) -> Any:
+    """The resolved ``ModelRef`` when ``--vqa-model`` names a served model (``endpoint:NAME@URL``,
+    ``PROVIDER:NAME``), else ``None``. The filter ranks candidates by the option letters'
+    probabilities, so a server that returns no token log-probabilities is refused here, in one
+    line, before any candidate is read."""
+    from conceptforge.loaders.harness.endpoint_model import is_endpoint_spec
+
+    if not is_endpoint_spec(config.vqa_model):
+        return None
+    if config.vqa_revision is not None:
+        raise InvalidArgumentError(
+            f"--vqa-revision does not apply to a served model ({config.vqa_model}): the server reports what it serves"
+        )
+    from conceptforge.loaders.harness.adapters.base import ENDPOINT
+    from conceptforge.loaders.harness.model_ref import resolve_model
+
+    served = resolve_model(config.vqa_model, endpoint=config.endpoint)
+    if served.kind != ENDPOINT:
+        raise InvalidArgumentError(
+            f"--vqa-model {config.vqa_model} returns no token log-probabilities; the SUB filter ranks candidates "
+            "by the option letters' probabilities, so it needs a server that gives them (vLLM, SGLang)"
+        )
+    return served
 
 
 def filter_sub(

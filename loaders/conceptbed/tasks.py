@@ -19,7 +19,7 @@ from typing import Any
 from conceptforge import argtypes
 from conceptforge.errors import DataFormatError, DataNotFoundError, one_line
 from conceptforge.loaders.conceptbed import breakdowns
-from conceptforge.loaders.harness.adapters.base import IMAGES_TO_JUDGE, MATCH
+from conceptforge.loaders.harness.adapters.base import ENDPOINT, IMAGES_TO_JUDGE, MATCH
 from conceptforge.loaders.harness.model_ref import GENERATED, VLM
 from conceptforge.loaders.harness.task import (
     Metric,
@@ -334,7 +334,7 @@ def tasks() -> list[Task]:
             columns=COLUMNS,
             check_rows=check_conceptbed_rows,
             needs=("concepts",),
-            families=(GENERATED, VLM),
+            families=(GENERATED, VLM, ENDPOINT),
             protocols=(
                 (
                     IMAGES_TO_JUDGE,

@@ -52,9 +52,16 @@ class ModelRef:
     revision: str | None
     sha: str | None
     model_type: str | None = None
+    #: A served model (loaders/harness/endpoint_model.py): URL, served name, the key's variable
+    #: name (never the key), what the server reported about the model, the probability mode and
+    #: the client settings. ``None`` for every model loaded in this process.
+    endpoint: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if out["endpoint"] is None:  # results of local models keep their exact former shape
+            del out["endpoint"]
+        return out
 
 
 def _kind_of_files(files: dict[str, Any]) -> tuple[str, str | None]:
@@ -139,8 +146,18 @@ def _hub(repo_id: str, revision: str | None) -> ModelRef:
     return ModelRef(repo_id, kind, "hub", revision, info.sha, model_type)
 
 
-def resolve_model(spec: str, *, revision: str | None = None) -> ModelRef:
-    """Identify ``spec`` (local folder, Hub id, or CBM factory ``package.module:function``)."""
+def resolve_model(spec: str, *, revision: str | None = None, endpoint: Any = None) -> ModelRef:
+    """Identify ``spec`` (local folder, Hub id, CBM factory ``package.module:function``, or a
+    served model ``endpoint:NAME@URL`` / ``PROVIDER:NAME``; ``endpoint``: its client's
+    :class:`~conceptforge.loaders.harness.endpoint_model.EndpointOptions`)."""
+    from conceptforge.loaders.harness.endpoint_model import is_endpoint_spec, resolve_endpoint
+
+    if not os.path.isdir(spec) and is_endpoint_spec(spec):
+        if revision is not None:
+            raise InvalidArgumentError(
+                f"--model-revision does not apply to a served model ({spec}): the server reports what it serves"
+            )
+        return resolve_endpoint(spec, endpoint)
     if os.path.isdir(spec):
         return _local(Path(spec), revision)
     if os.path.exists(spec):

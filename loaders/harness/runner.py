@@ -88,6 +88,7 @@ class ModelSession:
         self.cache_dir = cache_dir
         self._adapter = None
         self._shared: dict[str, Any] = {}
+        self.task: str | None = None  # the task running now (a served model counts its requests per task)
 
     @classmethod
     def open(
@@ -117,7 +118,20 @@ class ModelSession:
             from conceptforge.loaders.harness.adapters.base import load_adapter
 
             self._adapter = load_adapter(self.model, device=self.device, dtype=self.dtype, cache_dir=self.cache_dir)
+            if hasattr(self._adapter, "tag"):
+                self._adapter.tag = self.task
         return self._adapter
+
+    def start_task(self, name: str) -> None:
+        """Count what the model does from now on under task ``name`` (a served model's requests)."""
+        self.task = name
+        if self._adapter is not None and hasattr(self._adapter, "tag"):
+            self._adapter.tag = name
+
+    def task_usage(self, name: str) -> dict[str, int] | None:
+        """A served model's requests, cache hits and tokens for task ``name`` (None: not served)."""
+        usage = getattr(getattr(self._adapter, "client", None), "usage_by_tag", None)
+        return usage[name].to_dict() if usage and name in usage else None
 
     def provides(self, capability: str) -> bool:
         """Whether the model's family provides ``capability`` (``embed``, ``match``, …)."""
@@ -332,7 +346,11 @@ def run_tasks(
                 given=frozenset(selection.given),
                 capability=task.capability_for(model.kind, selection.options) or "",
             )
+            session.start_task(task.name)
             outcome = task.run(context)
+            usage = session.task_usage(task.name)
+            if usage is not None:  # logged, not written: --from-predictions must rewrite the file byte for byte
+                logger.info("[%d/%d] %s: endpoint usage %s", index, len(runnable), task.name, usage)
             metrics = checked_metrics(task, outcome, selection.options)
             seconds = time.perf_counter() - started
             main = metrics[outcome.main_metric]
@@ -554,5 +572,8 @@ def claim_results_output(path: str | Path) -> Path:
 
 
 def default_output(model: ModelRef, directory: str | Path = "results") -> Path:
-    name = Path(model.id.rstrip("/")).name if model.source == "local" else model.id.replace("/", "__")
+    if model.source == "endpoint":  # endpoint:NAME@URL -> endpoint__NAME (no URL in a file name)
+        name = "endpoint__" + model.endpoint["served_model"].replace("/", "__").replace(":", "_")
+    else:
+        name = Path(model.id.rstrip("/")).name if model.source == "local" else model.id.replace("/", "__")
     return Path(directory) / f"{name}.json"

@@ -97,11 +97,13 @@ def test_tasks_list_shows_every_task_with_its_capabilities_and_families(capsys):
     }
     for row in (
         ("binding-clip", "embed", "clip, open_clip"),
-        ("binding-clip", "match", "itm, vlm"),
-        ("sub-vlm", "choose", "vlm"),
+        ("binding-clip", "match", "itm, vlm, endpoint"),
+        # a served model without log-probabilities runs it; the others when asked by the option
+        ("binding-clip", "answer-text", "endpoint-text, vlm (by_answer=true), endpoint (by_answer=true)"),
+        ("sub-vlm", "choose", "vlm, endpoint"),
         ("sub-cbm", "concepts", "cbm"),
-        ("compmap-cub", "match", "itm, vlm"),
-        ("conceptbed-ccd", "match", "vlm"),
+        ("compmap-cub", "match", "itm, vlm, endpoint"),
+        ("conceptbed-ccd", "match", "vlm, endpoint"),
         ("conceptbed-ccd", "images", "generated-images"),
     ):
         assert row in rows, row

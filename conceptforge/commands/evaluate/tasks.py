@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from conceptforge import argtypes as at
+from conceptforge.commands.base import add_endpoint_flags, endpoint_options
 from conceptforge.errors import ConceptforgeError, InvalidArgumentError
 
 logger = logging.getLogger(__name__)
@@ -29,8 +30,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--model",
         dest="eval_model",
         default=None,
-        help="model to evaluate: Hub id, local folder, or CBM factory package.module:function",
+        help="model to evaluate: Hub id, local folder, CBM factory package.module:function, or a served model "
+        "endpoint:SERVED_NAME@BASE_URL (vLLM, SGLang, any OpenAI-compatible server) or PROVIDER:NAME "
+        "(openai, gemini, anthropic, openrouter, together; key from the provider's environment variable)",
     )
+    add_endpoint_flags(group, prefix="eval_")
     group.add_argument(
         "--model-revision",
         dest="eval_model_revision",
@@ -232,7 +236,7 @@ def run(args: argparse.Namespace) -> int:
     selections = select_tasks(
         args.eval_tasks, datasets=args.eval_datasets, revisions=args.eval_revisions, options=args.eval_options
     )
-    model = resolve_model(args.eval_model, revision=args.eval_model_revision)
+    model = resolve_model(args.eval_model, revision=args.eval_model_revision, endpoint=endpoint_options(args, "eval_"))
     output = args.eval_output or default_output(model)
     check_output(output, samples=not args.eval_no_samples)  # the default too: results come after every task ran
     results_repo = args.eval_results_repo or (model.id if model.source == "hub" else None)

@@ -16,7 +16,14 @@ import os
 
 from conceptforge import argtypes as at
 from conceptforge import gpu_costs
-from conceptforge.commands.base import add_executor_arguments, add_run_options, executor_for, shard_of
+from conceptforge.commands.base import (
+    add_endpoint_flags,
+    add_executor_arguments,
+    add_run_options,
+    endpoint_options,
+    executor_for,
+    shard_of,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -41,9 +48,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--vqa-model",
         default=DEFAULT_VQA_MODEL,
-        help=f"image-text-to-text model id or path (default {DEFAULT_VQA_MODEL})",
+        help=f"image-text-to-text model id or path (default {DEFAULT_VQA_MODEL}), or a served model "
+        "endpoint:SERVED_NAME@BASE_URL whose server returns token log-probabilities (vLLM, SGLang)",
     )
     parser.add_argument("--vqa-revision", default=None, help="model revision (branch, tag or commit)")
+    add_endpoint_flags(parser, budget=False)
     parser.add_argument(
         "--trust-remote-code",
         action="store_true",
@@ -136,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
         chunk_size=args.chunk_size,
         device=args.device,
         argv=getattr(args, "argv", None),
+        endpoint=endpoint_options(args),
     )
     with executor_for(args):
         report, stats = filter_sub(config, args.out, shard=lambda: shard_of(args), max_images=args.max_images)

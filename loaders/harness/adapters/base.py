@@ -51,6 +51,8 @@ VLM = "vlm"
 CBM = "cbm"
 DIFFUSERS = "diffusers"
 GENERATED = "generated-images"
+ENDPOINT = "endpoint"  # a served model whose server returns token log-probabilities
+ENDPOINT_TEXT = "endpoint-text"  # a served model without log-probabilities: answers in words only
 
 DUAL_TYPES = ("clip", "siglip", "siglip2", "chinese_clip", "altclip", "metaclip_2")
 ITM_TYPES = ("vilt", "blip")
@@ -84,6 +86,20 @@ FAMILIES: dict[str, Family] = {
         Family(CBM, "concept-bottleneck model, a factory package.module:function", (CONCEPTS,), "cbm"),
         Family(DIFFUSERS, "diffusers pipeline", (GENERATE,), "diffusers"),
         Family(GENERATED, "ConceptBed generated images (a dataset)", (IMAGES_TO_JUDGE,), None),
+        Family(
+            ENDPOINT,
+            "served over the OpenAI chat API with token log-probabilities (vLLM, SGLang, endpoint:NAME@URL)",
+            (MATCH, CHOOSE, ANSWER_TEXT),
+            "endpoint",
+            "serve",
+        ),
+        Family(
+            ENDPOINT_TEXT,
+            "served over the OpenAI chat API without log-probabilities (hosted APIs, transformers serve)",
+            (ANSWER_TEXT,),
+            "endpoint",
+            "serve",
+        ),
     )
 }
 

@@ -1,0 +1,340 @@
+"""Served models (``--model endpoint:NAME@URL``) against real server processes on 127.0.0.1.
+
+The probability server is ours (conceptforge/testing/logprob_server.py: no third-party server
+returns token log-probabilities for a tiny VLM on this CPU, see its docstring); it loads the same
+tiny LLaVA folder the local adapter loads, so the served numbers must equal the local ones.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conceptforge.commands import main
+from conceptforge.errors import ConceptforgeError
+from conceptforge.loaders.harness.model_ref import resolve_model
+from conceptforge.testing.logprob_server import LogprobServer
+from tests.harness.test_adapters import _hand_next_token, _image, _rescore_equals
+
+
+@pytest.fixture(scope="module")
+def server(tiny_llava_dir):
+    """The tiny LLaVA served with exact token-id log-probabilities (vLLM's logprob_token_ids)."""
+    with LogprobServer(tiny_llava_dir, name="tiny-llava") as running:
+        yield running
+
+
+def _spec(running: LogprobServer) -> str:
+    return f"endpoint:{running.name}@{running.base_url}"
+
+
+def _local(tiny_llava_dir: Path, tmp_path: Path):
+    from conceptforge.filters.vqa.scorer import VQAScorer
+    from conceptforge.loaders.harness.adapters.generative_vlm import GenerativeVLMAdapter
+
+    scorer = VQAScorer.from_pretrained(str(tiny_llava_dir), device="cpu")
+    return GenerativeVLMAdapter(scorer, revision="r", cache_dir=tmp_path / "local", vqascore="next-token")
+
+
+def test_served_match_and_choose_equal_the_local_adapter_on_the_same_weights(server, tiny_llava_dir, tmp_path):
+    from conceptforge.filters.vqa.questions import build_question
+    from conceptforge.loaders.harness.adapters.base import load_adapter
+
+    model = resolve_model(_spec(server))
+    assert (model.kind, model.source, model.endpoint["probabilities"]) == ("endpoint", "endpoint", "token-ids")
+    assert model.endpoint["identity"]["id"] == "tiny-llava" and model.endpoint["identity"]["root"] == str(
+        tiny_llava_dir
+    )
+    assert model.sha.startswith("endpoint-sha256:")
+    served = load_adapter(model, device=None, dtype=None, cache_dir=str(tmp_path / "cache"))
+    local = _local(tiny_llava_dir, tmp_path)
+    images = [_image(i) for i in range(3)]
+    texts = [["red cube", "blue sphere", "green cone"]] * 3
+    questions = [build_question("colour", ["red", "blue", "green"]), build_question("shape", ["cube", "cone"])] * 2
+    try:
+        assert served.match(images, texts) == [pytest.approx(r, rel=1e-4) for r in local.match(images, texts)]
+        assert served.match_allowed_mass(images, texts) == [
+            pytest.approx(r, rel=1e-4) for r in local.match_allowed_mass(images, texts)
+        ]
+        chosen, expected = served.choose(images + [images[0]], questions), local.choose(images + [images[0]], questions)
+        for got, want in zip(chosen, expected):
+            assert got.options == want.options
+            assert got.probs == pytest.approx(want.probs, rel=1e-4)
+            assert got.raw_mass == pytest.approx(want.raw_mass, rel=1e-4)
+        assert served.answer(images, ["Is it red?"] * 3) == pytest.approx(
+            local.answer(images, ["Is it red?"] * 3), rel=1e-4
+        )
+        # and by hand, the one-at-a-time path a user would write: P("Yes") after the chat prompt
+        probs, tokenizer = _hand_next_token(tiny_llava_dir, images[0], served.vqascore.question.format(text="red cube"))
+        yes, no = tokenizer.convert_tokens_to_ids("Yes"), tokenizer.convert_tokens_to_ids("No")
+        assert served.match(images[:1], [["red cube"]])[0][0] == pytest.approx(float(probs[yes]), rel=1e-4)
+        assert served.match_allowed_mass(images[:1], [["red cube"]])[0][0] == pytest.approx(
+            float(probs[yes] + probs[no]), rel=1e-4
+        )
+        sent = served.client.usage.requests
+        served.match(images, texts)  # every answer is in the response cache now
+        assert served.client.usage.requests == sent
+    finally:
+        served.close()
+        local.close()
+
+
+def _letters_on_the_edge(tiny_llava_dir: Path, folder: Path) -> Path:
+    """The tiny LLaVA with every output row but the letters A-D zeroed: every other token's logit is
+    0, so a letter whose logit is positive is in the top 20 and one whose logit is negative is not
+    (a random model's letters are far down otherwise, and the fallback would read only zeros)."""
+    import shutil
+
+    import torch
+    from transformers import AutoModelForImageTextToText, AutoTokenizer
+
+    shutil.copytree(tiny_llava_dir, folder)
+    model = AutoModelForImageTextToText.from_pretrained(folder)
+    letters = AutoTokenizer.from_pretrained(folder).convert_tokens_to_ids(list("ABCD"))
+    with torch.no_grad():
+        head = model.get_output_embeddings().weight
+        keep = head[letters].clone() * 4.0
+        head.zero_()
+        head[letters] = keep
+    model.save_pretrained(folder)
+    return folder
+
+
+def test_top_logprobs_fallback_counts_only_what_the_server_returned(tiny_llava_dir, tmp_path):
+    """A server that ignores logprob_token_ids (OpenAI's API): the allowed answers' probabilities
+    come from the top 20 returned; an answer outside them carries no mass (a lower bound)."""
+    import torch
+
+    from conceptforge.filters.vqa.questions import build_question
+    from conceptforge.loaders.harness.adapters.base import load_adapter
+
+    tiny_llava_dir = _letters_on_the_edge(tiny_llava_dir, tmp_path / "edge")
+    with LogprobServer(tiny_llava_dir, name="tiny-llava", extra=("--ignore-token-ids",)) as running:
+        model = resolve_model(_spec(running))
+        assert model.endpoint["probabilities"] == "top-logprobs" and model.kind == "endpoint"
+        served = load_adapter(model, device=None, dtype=None, cache_dir=str(tmp_path / "cache"))
+        try:
+            images = [_image(i) for i in range(6)]
+            question = build_question("colour", ["red", "blue", "green"])
+            got = served.choose(images, [question] * 6)
+        finally:
+            served.close()
+    seen, missed = 0, 0
+    for image, scores in zip(images, got):
+        probs, tokenizer = _hand_next_token(tiny_llava_dir, image, question.text)
+        top = set(torch.topk(probs, 20).indices.tolist())
+        letters = [tokenizer.convert_tokens_to_ids(letter) for letter in "ABCD"]
+        kept = [float(probs[t]) if t in top else 0.0 for t in letters]
+        seen += sum(1 for k in kept if k > 0)
+        missed += sum(1 for k in kept if k == 0)
+        assert scores.raw_mass == pytest.approx(sum(kept), rel=1e-4, abs=1e-12)
+        if sum(kept) > 0:
+            assert scores.probs == pytest.approx([k / sum(kept) for k in kept], rel=1e-4)
+        else:
+            assert scores.probs == (0.25,) * 4
+    assert seen and missed  # letters in and out of the top 20: both sides of the fallback exercised
+
+
+def test_evaluate_through_the_endpoint_equals_the_local_run(
+    server, tiny_llava_dir, single_object_dir, sub_dir, fake_cub, tmp_path, caplog
+):
+    """sub-vlm (choose) and binding-clip (match) end to end through the served model: per-sample
+    rows, the same numbers as the local model's run, --from-predictions byte-identical."""
+    import pyarrow.parquet as pq
+
+    tasks = f"binding-clip:{single_object_dir},sub-vlm:{sub_dir}"
+    common = ["--tasks", tasks, "--cub-dir", str(fake_cub), "--task-option", "sub-vlm.cbm_min_classes=1"]
+    common += ["--cache-dir", str(tmp_path / "cache"), "--batch-size", "8"]
+    out = tmp_path / "served.json"
+    assert (
+        main(["evaluate", "--model", _spec(server), *common, "--output", str(out), "--endpoint-concurrency", "4"]) == 0
+    )
+    payload = json.loads(out.read_text())
+    assert payload["model"]["kind"] == "endpoint" and payload["model"]["endpoint"]["identity"]["id"] == "tiny-llava"
+    assert payload["model"]["endpoint"]["client"]["max_concurrency"] == 4
+    binding, sub = payload["tasks"]
+    assert (binding["adapter"], sub["adapter"]) == ("endpoint", "endpoint")
+    assert (binding["protocol"], sub["protocol"]) == ("binding/zero-shot-match", "sub/vlm-choose")
+    assert "next-token" in binding["variant"] and "logprob_token_ids" in binding["variant"]
+    _rescore_equals(out, tmp_path)
+    # the local model on the same weights: sub-vlm's option letters are one rule everywhere; the
+    # local LLaVA's binding VQAScore is t2v_metrics' teacher-forced variant (a served model runs
+    # next-token, compared in the adapter test above), but its yes/no mass is the same quantity
+    local = tmp_path / "local.json"
+    argv = ["evaluate", "--model", str(tiny_llava_dir), *common, "--output", str(local), "--device", "cpu"]
+    assert main(argv) == 0
+    for task in ("sub-vlm", "binding-clip"):
+        served_rows = pq.read_table(tmp_path / "served.samples" / f"{task}.parquet").to_pylist()
+        local_rows = pq.read_table(tmp_path / "local.samples" / f"{task}.parquet").to_pylist()
+        assert [r["item_id"] for r in served_rows] == [r["item_id"] for r in local_rows] and served_rows
+        for a, b in zip(served_rows, local_rows):
+            if task == "sub-vlm":
+                assert a["scores"] == pytest.approx(b["scores"], rel=1e-4)
+            assert a["allowed_mass"] == pytest.approx(b["allowed_mass"], rel=1e-4)
+    local_tasks = {t["task"]: t for t in json.loads(local.read_text())["tasks"]}
+    assert sub["metrics"]["s_plus"]["value"] == pytest.approx(local_tasks["sub-vlm"]["metrics"]["s_plus"]["value"])
+
+
+def test_compmap_through_the_endpoint(server, tmp_path):
+    import pyarrow.parquet as pq
+
+    from tests.compmap.synthetic import write_fake_cub
+
+    cub = write_fake_cub(tmp_path / "compmap-cub" / "CUB_200_2011", num_classes=4, per_class=4)
+    out = tmp_path / "compmap.json"
+    argv = ["evaluate", "--model", _spec(server), "--tasks", "compmap-cub", "--cub-dir", str(cub)]
+    for option in ("ways=2", "shots=1", "episodes=3", "queries=1", "full_shot=false"):
+        argv += ["--task-option", f"compmap-cub.{option}"]
+    assert main([*argv, "--cache-dir", str(tmp_path / "cache"), "--output", str(out)]) == 0
+    (compmap,) = json.loads(out.read_text())["tasks"]
+    assert compmap["adapter"] == "endpoint" and compmap["variant"].startswith("activations by match")
+    assert pq.read_table(tmp_path / "compmap.samples" / "compmap-cub.parquet").num_rows
+    _rescore_equals(out, tmp_path)
+
+
+def test_a_server_without_log_probabilities_runs_the_by_answer_protocols_only(
+    tiny_llava_dir, single_object_dir, sub_dir, fake_cub, tmp_path, capsys
+):
+    """A server refusing ``logprobs`` (as transformers serve does): the model is ``endpoint-text``,
+    sub-vlm and binding-clip run by answer, a probability-only task is skipped in one line, and the
+    adapter refuses a probability protocol in one line."""
+    from conceptforge.loaders.harness.adapters.base import load_adapter
+
+    with LogprobServer(tiny_llava_dir, name="tiny-llava", extra=("--no-logprobs",)) as running:
+        model = resolve_model(_spec(running))
+        assert (model.kind, model.endpoint["probabilities"]) == ("endpoint-text", "none")
+        tasks = f"binding-clip:{single_object_dir},sub-vlm:{sub_dir},compmap-cub"
+        argv = ["evaluate", "--model", _spec(running), "--tasks", tasks, "--cub-dir", str(fake_cub)]
+        argv += ["--task-option", "sub-vlm.cbm_min_classes=1", "--cache-dir", str(tmp_path / "cache")]
+        assert main([*argv, "--output", str(tmp_path / "r.json")]) == 0
+        adapter = load_adapter(model, device=None, dtype=None, cache_dir=str(tmp_path / "cache"))
+        try:
+            with pytest.raises(ConceptforgeError, match="returns no token log-probabilities, so it cannot choose"):
+                adapter.choose([_image(0)], [])
+        finally:
+            adapter.close()
+    err = capsys.readouterr().err
+    payload = json.loads((tmp_path / "r.json").read_text())
+    assert [t["protocol"] for t in payload["tasks"]] == ["binding/choose-by-answer", "sub/choose-by-answer"]
+    (skipped,) = payload["skipped"]
+    assert skipped["task"] == "compmap-cub" and "endpoint-text" in skipped["reason"]
+    assert len([line for line in err.splitlines() if "compmap-cub" in line and "skip" in line]) == 1
+    _rescore_equals(tmp_path / "r.json", tmp_path)
+
+
+def test_by_answer_local_and_served_copies_agree(
+    server, tiny_llava_dir, single_object_dir, sub_dir, fake_cub, tmp_path
+):
+    """The by-answer protocols on the tiny LLaVA, loaded here and served: the same words, the same scores."""
+    import pyarrow.parquet as pq
+
+    tasks = f"binding-clip:{single_object_dir},sub-vlm:{sub_dir}"
+    common = ["--tasks", tasks, "--cub-dir", str(fake_cub), "--task-option", "sub-vlm.cbm_min_classes=1"]
+    common += ["--task-option", "sub-vlm.by_answer=true", "--task-option", "binding-clip.by_answer=true"]
+    common += ["--cache-dir", str(tmp_path / "cache"), "--batch-size", "4"]
+    assert main(["evaluate", "--model", _spec(server), *common, "--output", str(tmp_path / "served.json")]) == 0
+    local = ["evaluate", "--model", str(tiny_llava_dir), *common, "--device", "cpu"]
+    assert main([*local, "--output", str(tmp_path / "local.json")]) == 0
+    served_tasks = json.loads((tmp_path / "served.json").read_text())["tasks"]
+    local_tasks = json.loads((tmp_path / "local.json").read_text())["tasks"]
+    assert [t["protocol"] for t in served_tasks] == [t["protocol"] for t in local_tasks]
+    assert [t["protocol"] for t in served_tasks] == ["binding/choose-by-answer", "sub/choose-by-answer"]
+    for served_task, local_task in zip(served_tasks, local_tasks):
+        assert served_task["metrics"] == local_task["metrics"]
+        name = served_task["task"]
+        served_rows = pq.read_table(tmp_path / "served.samples" / f"{name}.parquet").to_pylist()
+        local_rows = pq.read_table(tmp_path / "local.samples" / f"{name}.parquet").to_pylist()
+        columns = ("item_id", "answer", "parsed_answer", "prediction", "scores", "value")
+        assert [[r.get(c) for c in columns] for r in served_rows] == [[r.get(c) for c in columns] for r in local_rows]
+        assert served_rows
+
+
+def test_the_key_is_never_written_and_the_budget_is_checked_first(
+    server, single_object_dir, tmp_path, monkeypatch, capsys, caplog
+):
+    key = "sk-test-do-not-write-7f3a9c"
+    monkeypatch.setenv("CONCEPTFORGE_ENDPOINT_KEY", key)
+    out = tmp_path / "run.json"
+    argv = ["evaluate", "--model", _spec(server), "--tasks", f"binding-clip:{single_object_dir}"]
+    argv += ["--cache-dir", str(tmp_path / "cache"), "--output", str(out)]
+    assert main([*argv, "--max-requests", "1"]) == 2  # the plan needs more: refused before anything is sent
+    err = capsys.readouterr().err
+    assert "--max-requests 1" in err and not out.exists()
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert json.loads(out.read_text())["model"]["endpoint"]["key_env"] == "CONCEPTFORGE_ENDPOINT_KEY"
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert key.encode() not in path.read_bytes(), path
+    assert key not in captured.out + captured.err
+    # a rerun that scores every item again asks the server nothing: every answer is in the response cache
+    again = [*argv[:-1], str(tmp_path / "again.json"), "--no-sample-cache"]
+    with caplog.at_level("INFO", logger="conceptforge"):
+        assert main(again) == 0
+    (usage,) = [r.getMessage() for r in caplog.records if "endpoint usage" in r.getMessage()]
+    assert "'requests': 0," in usage and "'cache_hits': 0," not in usage
+    first, second = (json.loads((tmp_path / name).read_text())["tasks"] for name in ("run.json", "again.json"))
+    assert [t["metrics"] for t in first] == [t["metrics"] for t in second]
+
+
+@pytest.mark.parametrize(
+    ("model", "flags", "message"),
+    [
+        ("endpoint:no-url", [], "endpoint:SERVED_NAME@BASE_URL"),
+        (
+            "endpoint:m@http://127.0.0.1:9/v1",
+            ["--endpoint-timeout", "2"],
+            "cannot reach the endpoint http://127.0.0.1:9/v1",
+        ),
+        ("endpoint:m@http://127.0.0.1:9/v1", ["--endpoint-concurrency", "0"], "--endpoint-concurrency"),
+        ("endpoint:m@http://127.0.0.1:9/v1", ["--endpoint-timeout", "-1"], "--endpoint-timeout"),
+    ],
+)
+def test_endpoint_spelling_and_flags_fail_in_one_line(model, flags, message, tmp_path, capsys):
+    argv = ["evaluate", "--model", model, "--tasks", "binding-clip", *flags, "--output", str(tmp_path / "r.json")]
+    try:
+        code = main(argv)
+    except SystemExit as exit_:  # argparse's own check of a flag's value
+        code = exit_.code
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and message in err and len(err.splitlines()) <= 2, err
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_a_model_the_server_does_not_serve_is_one_line(server, tmp_path, capsys):
+    argv = ["evaluate", "--model", f"endpoint:other@{server.base_url}", "--tasks", "binding-clip"]
+    assert main([*argv, "--output", str(tmp_path / "r.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "does not serve the model 'other'" in err and "tiny-llava" in err and len(err.splitlines()) == 1
+
+
+def test_provider_shortcuts_and_the_one_spelling():
+    from conceptforge.loaders.harness.endpoint_model import is_endpoint_spec, parse_endpoint_spec
+
+    spec = parse_endpoint_spec("endpoint:Qwen/Qwen2-VL-7B-Instruct@http://gpu1:8000/v1/")
+    assert (spec.model, spec.base_url, spec.key_env) == (
+        "Qwen/Qwen2-VL-7B-Instruct",
+        "http://gpu1:8000/v1",
+        "CONCEPTFORGE_ENDPOINT_KEY",
+    )
+    assert spec.id == "endpoint:Qwen/Qwen2-VL-7B-Instruct@http://gpu1:8000/v1"
+    assert parse_endpoint_spec("openai:gpt-4o").base_url == "https://api.openai.com/v1"
+    gemini = parse_endpoint_spec("gemini:gemini-2.5-flash")
+    assert (gemini.base_url, gemini.key_env) == (
+        "https://generativelanguage.googleapis.com/v1beta/openai/",
+        "GEMINI_API_KEY",
+    )
+    assert parse_endpoint_spec("anthropic:claude-sonnet-4-5").key_env == "ANTHROPIC_API_KEY"
+    assert parse_endpoint_spec("openrouter:qwen/qwen2.5-vl-72b-instruct").model == "qwen/qwen2.5-vl-72b-instruct"
+    assert not is_endpoint_spec("mypkg.cbms:independent")  # a CBM factory stays a CBM factory
+    assert not is_endpoint_spec("openai/clip-vit-base-patch32")  # a Hub id stays a Hub id
+
+
+def test_a_provider_key_that_is_not_set_is_one_line_naming_the_variable(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    argv = ["evaluate", "--model", "openai:gpt-4o", "--tasks", "binding-clip", "--output", str(tmp_path / "r.json")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "OPENAI_API_KEY" in err and len(err.splitlines()) == 1 and not (tmp_path / "r.json").exists()
