@@ -48,6 +48,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="print the sweep's items (id, model x task, needs gpu/cpu) and the sbatch arrays, then exit",
     )
+    group.add_argument(
+        "--bootstrap-resamples",
+        dest="eval_bootstrap_resamples",
+        type=at.positive_int,
+        default=1000,
+        metavar="N",
+        help="bootstrap resamples per interval of the sweep's leaderboard (HTML, JSON)",
+    )
+    group.add_argument(
+        "--bootstrap-seed",
+        dest="eval_bootstrap_seed",
+        type=at.seed,
+        default=0,
+        metavar="SEED",
+        help="seed of the leaderboard's bootstrap",
+    )
     add_executor_arguments(parser)
 
 
@@ -97,6 +113,8 @@ def config_from_args(args: argparse.Namespace):
         concepts=args.eval_concepts,
         mit_states_dir=args.eval_mit_states_dir,
         sample_cache=not args.eval_no_sample_cache,
+        bootstrap_resamples=args.eval_bootstrap_resamples,
+        bootstrap_seed=args.eval_bootstrap_seed,
     )
 
 
