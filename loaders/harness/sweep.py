@@ -128,6 +128,8 @@ def parse_models(text: str) -> list[ModelSpec]:
     """``--models``: a file (one model a line ``ID key=value ...``, or a YAML/JSON list of ids or
     ``{model: ID, key: value}`` mappings) or a comma-separated list of ids."""
     path = Path(text)
+    if not path.exists() and path.suffix in (".txt", ".json", ".yaml", ".yml", ".list"):
+        raise InvalidArgumentError(f"--models {text}: no such file (give a models file or a comma list of ids)")
     if path.is_file():
         content = path.read_text(encoding="utf-8")
         if path.suffix in (".json", ".yaml", ".yml"):

@@ -54,6 +54,11 @@ def test_models_file_errors_are_one_line(tmp_path, text, message):
     assert "\n" not in str(error.value)
 
 
+def test_a_missing_models_file_is_one_line(tmp_path):
+    with pytest.raises(InvalidArgumentError, match="models.txt: no such file"):
+        parse_models(str(tmp_path / "models.txt"))
+
+
 def _config(models, **overrides) -> SweepConfig:
     values = {"tasks": "binding-clip,sub-vlm", "datasets": ["binding-clip=/data/single-object", "sub-vlm=/data/sub"]}
     return SweepConfig(models=models, **{**values, **overrides})
