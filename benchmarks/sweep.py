@@ -91,12 +91,13 @@ def run(quick: bool) -> list[Result]:
         out = work / f"loop-{round_}"
         common = " ".join(shlex.quote(f) for f in flags)
         cache = shlex.quote(str(work / f"cache-loop-{round_}"))
+        results = " ".join(shlex.quote(str(out / "results" / f"{clip.name}.json")) for clip in clips)
         script = (
             f"set -e\nfor m in {' '.join(shlex.quote(str(c)) for c in clips)}; do\n"
             f'  conceptforge evaluate --model "$m" --tasks {tasks} {common} --cache-dir {cache} '
             f'--output {shlex.quote(str(out))}/results/"$(basename "$m")".json >/dev/null\n'
             "done\n"
-            f"conceptforge leaderboard {shlex.quote(str(out))}/results/*.json --output {shlex.quote(str(out))}/leaderboard.md "
+            f"conceptforge leaderboard {results} --output {shlex.quote(str(out))}/leaderboard.md "
             f"--html {shlex.quote(str(out))}/leaderboard.html --json {shlex.quote(str(out))}/leaderboard.json "
             f"--bootstrap-resamples {RESAMPLES} >/dev/null\n"
         )

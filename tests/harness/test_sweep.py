@@ -179,3 +179,42 @@ def test_status_resubmits_gpu_array_tasks_with_gres():
         resubmission_lines("OUT", 6, [2], reports, gpu_shards={0, 1, 4})[-1]
         == "resubmit them: sbatch --array=2 /h/sweep.sh"
     )
+
+
+def _published(out: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(out)): p.read_bytes()
+        for p in sorted(out.rglob("*"))
+        if p.is_file() and ".work" not in p.relative_to(out).parts
+    }
+
+
+def test_a_sweep_cut_short_and_resumed_publishes_the_bytes_of_one_run(tiny_clip_dir, single_object_dir, tmp_path):
+    """Two models × binding-clip through the engine here: one run, and one stopped after its
+    first item (the second item is not written, as when a process is killed) then resumed: the
+    same results files and leaderboard, each item made once, one assembly."""
+    from conceptforge.engine.runner import run_stage
+    from conceptforge.testing.tiny_models import build_tiny_clip
+
+    other = build_tiny_clip(tmp_path / "models" / "tiny-clip-7", seed=7, max_length=77)
+    config = SweepConfig(
+        models=[ModelSpec(str(tiny_clip_dir)), ModelSpec(str(other), batch_size=4)],
+        tasks="binding-clip",
+        datasets=[f"binding-clip={single_object_dir}"],
+        device="cpu",
+        bootstrap_resamples=20,
+    )
+    whole = run_stage(build_stage(config), tmp_path / "whole")
+    assert whole.made == 2 and whole.assembly.status == "assembled"
+    first = run_stage(build_stage(config), tmp_path / "cut", max_items=1)
+    assert first.made == 1 and first.assembly is None and not (tmp_path / "cut" / "leaderboard.md").exists()
+    again = run_stage(build_stage(config), tmp_path / "cut")
+    assert (again.made, again.skipped) == (1, 1) and again.assembly.status == "assembled"
+    published = _published(tmp_path / "whole")
+    assert _published(tmp_path / "cut") == published
+    assert sorted(published)[:3] == ["leaderboard.html", "leaderboard.json", "leaderboard.md"]
+    payload = json.loads(published["results/tiny-clip-7.json"])
+    assert payload["settings"]["batch_size"] == 4 and [t["task"] for t in payload["tasks"]] == ["binding-clip"]
+    assert payload["created"] == "" and payload["tasks"][0]["seconds"] is None
+    board = published["leaderboard.md"].decode()
+    assert board.splitlines()[0].startswith("| model ") and str(other) in board and str(tiny_clip_dir) in board
