@@ -19,7 +19,8 @@ import pytest
 from conceptforge.testing.slurm import HANG_GUARD
 from tests.cluster.conftest import BIN, JOB_ENV, REPO, adapt, bash_blocks, doc_script
 
-pytestmark = pytest.mark.heavy  # each sweep runs 9 evaluations and a leaderboard: minutes on 2 shared cores
+#: The 3 × 3 sweeps run 9 evaluations and a leaderboard each: minutes on 2 shared cores.
+heavy = pytest.mark.heavy
 
 TASKS = "--tasks binding-clip,sub-vlm,binding-cdsm"
 DOC_TASKS = "--tasks sub-vlm,binding-clip,binding-cdsm"
@@ -116,6 +117,7 @@ def _outputs(folder: Path) -> str:
     return "\n".join(p.read_text(errors="replace") for p in sorted(folder.glob("*.out")))
 
 
+@heavy
 def test_slurm_sweep_cancelled_and_killed_items_resubmitted_as_status_prints(slurm, tmp_path, sweep_inputs, reference):
     models, cub, extra = sweep_inputs
     out, jobs = tmp_path / "sweep", tmp_path / "jobs"
@@ -167,6 +169,7 @@ def test_slurm_sweep_cancelled_and_killed_items_resubmitted_as_status_prints(slu
     assert "assembled: yes" in _status(out, slurm)
 
 
+@heavy
 def test_ray_sweep_gives_the_bytes_of_the_local_sweep(tmp_path, sweep_inputs, reference):
     pytest.importorskip("ray", reason="Ray is not installed: pip install 'conceptforge[ray]'")
     models, cub, extra = sweep_inputs
@@ -175,4 +178,70 @@ def test_ray_sweep_gives_the_bytes_of_the_local_sweep(tmp_path, sweep_inputs, re
     result = _run(command, extra_env={"RAY_DISABLE_USAGE_STATS": "1"})
     assert result.returncode == 0, result.stderr[-3000:]
     assert published(out) == reference
+    assert len(re.findall(r"; assembled \S+ \(", result.stderr)) == 1
+
+
+# -- the default suite: 2 tiny models × binding-clip, one item per Slurm task / Ray task ----------
+@pytest.fixture(scope="module")
+def small(tmp_path_factory, tiny_clip_dir, single_object_dir):
+    """A 2-item sweep: its models file, the flags, and the bytes one local process publishes
+    (run like the jobs: a fresh process with one thread, not this one)."""
+    from conceptforge.testing.tiny_models import build_tiny_clip
+
+    root = tmp_path_factory.mktemp("small-sweep")
+    other = build_tiny_clip(root / "tiny-clip-3", seed=3, max_length=77)
+    models = root / "models.txt"
+    models.write_text(f"{tiny_clip_dir}\n{other}\n")
+    extra = f"--dataset binding-clip={single_object_dir} --device cpu --bootstrap-resamples 20"
+    result = _run(
+        f"{BIN}/conceptforge evaluate --models {models} --tasks binding-clip {extra} --cache-dir {root / 'cache'} "
+        f"--out {root / 'reference'}"
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return models, extra, published(root / "reference")
+
+
+def test_slurm_small_sweep_one_item_per_array_task(slurm, tmp_path, small):
+    models, extra, expected = small
+    out, jobs = tmp_path / "sweep", tmp_path / "jobs"
+    jobs.mkdir()
+    script = jobs / "sweep.sh"
+    script.write_text(
+        adapt(
+            doc_script("--job-name=sweep\n"),
+            {
+                "--array=0-8": "--array=0-1",
+                "--cpus-per-task=8 --mem=32G --time=04:00:00": "--cpus-per-task=1 --mem=300M --time=10",
+                "models.txt": str(models),
+                DOC_TASKS: "--tasks binding-clip",
+                '--cub-dir "$CUB_DIR" ': "",
+                "/shared/sweep": str(out),
+                "--num-shards 9": "--num-shards 2",
+            },
+            append=f"{extra} --cache-dir {tmp_path / 'cache'}",
+        )
+    )
+    job = slurm.sbatch(script, f"--output={jobs}/%A_%a.out", env=JOB_ENV, cwd=str(jobs))
+    states = slurm.wait(job)
+    assert set(states.values()) == {"COMPLETED"} and len(states) == 2, _outputs(jobs)
+    assert published(out) == expected
+    assert len(re.findall(r"; assembled \S+ \(", _outputs(jobs))) == 1, _outputs(jobs)
+    reports = {p.name: json.loads(p.read_text()) for p in (out / ".work" / "shards").iterdir()}
+    assert sorted(reports) == ["2-0.json", "2-1.json"] and {r["slurm"]["array_task"] for r in reports.values()} == {
+        0,
+        1,
+    }
+
+
+def test_ray_small_sweep_gives_the_bytes_of_one_process(tmp_path, small):
+    pytest.importorskip("ray", reason="Ray is not installed: pip install 'conceptforge[ray]'")
+    models, extra, expected = small
+    out = tmp_path / "sweep"
+    result = _run(
+        f"{BIN}/conceptforge evaluate --models {models} --tasks binding-clip {extra} --cache-dir {tmp_path / 'cache'} "
+        f"--out {out} --executor ray",
+        extra_env={"RAY_DISABLE_USAGE_STATS": "1"},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert published(out) == expected
     assert len(re.findall(r"; assembled \S+ \(", result.stderr)) == 1
