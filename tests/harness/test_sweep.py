@@ -218,3 +218,31 @@ def test_a_sweep_cut_short_and_resumed_publishes_the_bytes_of_one_run(tiny_clip_
     assert payload["created"] == "" and payload["tasks"][0]["seconds"] is None
     board = published["leaderboard.md"].decode()
     assert board.splitlines()[0].startswith("| model ") and str(other) in board and str(tiny_clip_dir) in board
+
+
+def test_a_shard_with_gpu_items_on_a_cpu_only_process_is_refused_before_anything_is_written(
+    tiny_clip_dir, single_object_dir
+):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    from conceptforge.commands.evaluate.sweep import refuse_gpu_items_without_gpu
+    from conceptforge.engine.workitems import ShardSpec
+
+    config = SweepConfig(
+        models=[
+            ModelSpec(str(tiny_clip_dir), needs="gpu"),
+            ModelSpec(str(tiny_clip_dir), revision=None, device="cpu", name="cpu-copy"),
+        ],
+        tasks="binding-clip",
+        datasets=[f"binding-clip={single_object_dir}"],
+    )
+    with pytest.raises(InvalidArgumentError):  # the same model twice: refused (one line)
+        parse_models(f"{tiny_clip_dir},{tiny_clip_dir}")
+    stage = build_stage(config)
+    with pytest.raises(
+        DeviceUnavailableError, match=r"1 item\(s\) of this process need a GPU .* sbatch --array=0 --gres=gpu:1"
+    ):
+        refuse_gpu_items_without_gpu(stage, ShardSpec())
+    refuse_gpu_items_without_gpu(stage, ShardSpec(2, 1))  # the CPU item's shard runs

@@ -134,6 +134,8 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(plan_lines(plan_items(config, refs))))
         return 0
     shard = resolve_shard(args.eval_num_shards, args.eval_shard_index)
+    if getattr(args, "executor", "local") == "local":  # on Ray each GPU item asks the cluster for a GPU
+        refuse_gpu_items_without_gpu(stage, shard)
     out = check_output(args.eval_out, stage=SWEEP_STAGE)
     try:
         with executor_for(args):
@@ -146,3 +148,24 @@ def run(args: argparse.Namespace) -> int:
         )
     print(report.message(args.eval_out), file=sys.stderr)
     return 0
+
+
+def refuse_gpu_items_without_gpu(stage, shard) -> None:
+    """This process's items that need a GPU, when it sees none (a CPU-only partition by
+    accident): one line naming them and the sbatch array that gives them a GPU, before anything
+    is written."""
+    from conceptforge.engine.launchers import array_spec
+    from conceptforge.engine.runner import plan_chunks, shard_chunks
+    from conceptforge.errors import DeviceUnavailableError
+    from conceptforge.loaders.harness.sweep import gpu_visible
+
+    mine = [chunk for chunk in shard_chunks(plan_chunks(stage.items, stage.chunk_size), shard)]
+    wanting = [chunk.index for chunk in mine if any(item.payload.get("needs") == "gpu" for item in chunk.items)]
+    if not wanting or gpu_visible():
+        return
+    first = stage.items[wanting[0]]
+    raise DeviceUnavailableError(
+        f"{len(wanting)} item(s) of this process need a GPU and it sees none (item {wanting[0]}: "
+        f"{first.item_id}): run them where there is one, e.g. sbatch --array={array_spec(wanting)} --gres=gpu:1 "
+        "SCRIPT with --num-shards = the number of items (`--plan` lists them), or set needs=cpu for their model"
+    )
