@@ -43,7 +43,7 @@ def _env() -> dict[str, str]:
     return env | {"PATH": f"{BIN}:{env.get('PATH', '/usr/bin:/bin')}", "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
 
 
-def _inputs(root: Path, models: int, *, cdsm: bool) -> tuple[list[Path], list[str]]:
+def _inputs(root: Path, models: int, *, sub_vlm: bool, cdsm: bool) -> tuple[list[Path], list[str]]:
     from conceptforge.testing.synthetic import (
         sub_features,
         sub_rows,
@@ -57,7 +57,9 @@ def _inputs(root: Path, models: int, *, cdsm: bool) -> tuple[list[Path], list[st
     cub = write_fake_cub(root / "cub")
     sub = write_dataset(root / "sub", {"test": sub_rows()}, sub_features())
     single = write_single_object(root / "single-object", n_per_label=2)
-    flags = [f"--dataset=binding-clip={single}", f"--dataset=sub-vlm={sub}", f"--cub-dir={cub}", "--device=cpu"]
+    flags = [f"--dataset=binding-clip={single}", "--device=cpu"]
+    if sub_vlm:
+        flags += [f"--dataset=sub-vlm={sub}", f"--cub-dir={cub}"]
     if cdsm:
         flags += [
             f"--dataset=binding-cdsm={single}",
@@ -73,7 +75,7 @@ def run(quick: bool) -> list[Result]:
     tasks = "binding-clip" if quick else "binding-clip,sub-vlm,binding-cdsm"
     items = models * len(tasks.split(","))
     work = Path(tempfile.mkdtemp(prefix="cf-bench-sweep-"))
-    clips, flags = _inputs(work / "inputs", models, cdsm="binding-cdsm" in tasks)
+    clips, flags = _inputs(work / "inputs", models, sub_vlm="sub-vlm" in tasks, cdsm="binding-cdsm" in tasks)
     models_file = work / "models.txt"
     models_file.write_text("".join(f"{clip}\n" for clip in clips))
 
