@@ -233,7 +233,7 @@ def test_slurm_small_sweep_one_item_per_array_task(slurm, tmp_path, small):
     }
 
 
-@heavy  # 205 s here at load 10 (a local Ray cluster and 2 workers importing torch); the Slurm one took 75 s
+@heavy  # 85–205 s here at load 7–10 (a local Ray cluster, 2 workers importing torch); the Slurm one 52–75 s
 def test_ray_small_sweep_gives_the_bytes_of_one_process(tmp_path, small):
     pytest.importorskip("ray", reason="Ray is not installed: pip install 'conceptforge[ray]'")
     models, extra, expected = small
