@@ -106,7 +106,16 @@ def status_lines(
         )
     failures = failed_lines(store, out, total=plan["items"], complete=len(done) == plan["chunks"])
     lines += failures
-    lines += resubmission_lines(out, num_shards, missing_shards, reports)
+    sweep = _sweep_args(store, config)
+    if sweep is not None:  # a sweep (evaluate --models): which (model, task) pairs are missing
+        from conceptforge.loaders.harness.sweep import gpu_item_indices
+        from conceptforge.loaders.harness.sweep import status_lines as sweep_lines
+
+        lines += sweep_lines(config, sweep, sorted(done))
+        gpu_shards = {index % num_shards for index in gpu_item_indices(sweep)}
+    else:
+        gpu_shards = set()
+    lines += resubmission_lines(out, num_shards, missing_shards, reports, gpu_shards=gpu_shards)
     lines += lock_lines(store.location, out)
     finished = read_done(store.location)
     if finished:
@@ -123,6 +132,20 @@ def status_lines(
     else:
         lines.append("assembled: no — the last shard to finish assembles (or `conceptforge assemble` afterwards)")
     return lines
+
+
+def _sweep_args(store, config) -> dict | None:
+    """The assembly arguments of a sweep (its items: labels, what each needs), else None."""
+    import json
+
+    from conceptforge.engine.assembly import ASSEMBLY_ARGS
+
+    if config.get("stage") != "evaluate-sweep":
+        return None
+    try:
+        return json.loads(store.location.read(ASSEMBLY_ARGS))["args"]
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        return None
 
 
 def lock_lines(location, out: str) -> list[str]:
@@ -218,10 +241,13 @@ def _gone_shards(reports: dict) -> dict[tuple[int, int], str]:
     return gone
 
 
-def resubmission_lines(out: str, num_shards: int, missing: list[int], reports: dict) -> list[str]:
+def resubmission_lines(
+    out: str, num_shards: int, missing: list[int], reports: dict, *, gpu_shards: set[int] = frozenset()
+) -> list[str]:
     """The shards still missing as an ``sbatch --array=`` list and a command to run (Slurm), or
     as ``--shard-index`` values. Shards run by an array x srun/MPI composition map back to their
-    array task (shard // world)."""
+    array task (shard // world). Array tasks holding a shard of ``gpu_shards`` (a sweep's items
+    whose model needs a GPU) get their own command with ``--gres=gpu:1``."""
     from conceptforge.engine.launchers import array_spec
 
     if not missing or num_shards < 2:
@@ -262,8 +288,12 @@ def resubmission_lines(out: str, num_shards: int, missing: list[int], reports: d
             )
         )
     rest = [task for task in tasks if task not in waiting]
-    if rest:
-        lines.append(f"resubmit them: sbatch --array={array_spec(rest)} {script}")
+    gpu = [task for task in rest if any(task * world + rank in gpu_shards for rank in range(world))]
+    cpu = [task for task in rest if task not in gpu]
+    if gpu:
+        lines.append(f"resubmit them: sbatch --array={array_spec(gpu)} --gres=gpu:1 {script}")
+    if cpu:
+        lines.append(f"resubmit them: sbatch --array={array_spec(cpu)} {script}")
     return lines
 
 

@@ -257,7 +257,15 @@ class RayExecutor:
         start = time.perf_counter()
         if stage.prepare is None:
             task = ray.remote(max_retries=self.max_retries, retry_exceptions=False)(_run_chunk_task)
-            pending = {task.remote(shipped, chunk): chunk for chunk in chunks}
+            placed = {chunk.index: stage.resources(chunk) if stage.resources else {} for chunk in chunks}
+            gpus = ray.cluster_resources().get("GPU", 0)
+            wanting = [index for index, res in placed.items() if res.get("num_gpus") and not gpus]
+            if wanting:  # Ray would keep them pending for ever: said at once, before any chunk runs
+                raise ClusterError(
+                    f"{stage.name}: {len(wanting)} chunk(s) need a GPU and the Ray cluster has none "
+                    f"(e.g. chunk {wanting[0]}); join a cluster with GPUs or run those items elsewhere"
+                )
+            pending = {task.options(**placed[chunk.index]).remote(shipped, chunk): chunk for chunk in chunks}
             actors: list[Any] = []
         else:
             count, resources = self._workers(ray, len(chunks))

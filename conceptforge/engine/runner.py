@@ -79,6 +79,9 @@ class Stage:
     #: Called once, before the first item, only when this process has work left (model loads:
     #: a shard with nothing to do never loads a model, and a failed load writes nothing).
     prepare: Callable[[], None] | None = None
+    #: Ray resources of one chunk (``{"num_gpus": 1}``) for executors that place chunks; None: one CPU.
+    #: Why per chunk: a sweep mixes items whose model needs a GPU with items that run on a CPU.
+    resources: Callable[[Chunk], dict[str, float]] | None = None
 
     def __post_init__(self) -> None:
         if (self.make_item is None) == (self.process_batch is None):

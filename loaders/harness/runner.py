@@ -523,7 +523,9 @@ def results_markdown(payload: dict[str, Any]) -> str:
     lines = [
         f"# conceptforge evaluate: {model['id']} ({model['kind']}, {short_sha(revision, 20)})",
         "",
-        f"conceptforge {payload['conceptforge_version']}, {payload['created']}; values in %, ± standard error "
+        # a sweep's results have no time ("created" empty): they are the same however the sweep ran
+        f"conceptforge {payload['conceptforge_version']}{', ' + payload['created'] if payload.get('created') else ''}"
+        "; values in %, ± standard error "
         "over seeds or episodes where the protocol has them.",
         "",
     ]

@@ -162,12 +162,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="recompute every metric from a samples folder of an earlier run (no model loaded); "
         "--task-option may pick a variant computed from the rows (e.g. compmap-mit-states.czsl_curve)",
     )
+    from conceptforge.commands.evaluate import sweep
+
+    sweep.add_arguments(parser)  # --models FILE_OR_LIST --out DIR: a sweep over many models
 
 
 def wants_tasks(args: argparse.Namespace) -> bool:
     return bool(
         getattr(args, "eval_tasks", None)
         or getattr(args, "eval_model", None)
+        or getattr(args, "eval_models", None)
         or getattr(args, "eval_from_predictions", None)
     )
 
@@ -210,6 +214,11 @@ def run(args: argparse.Namespace) -> int:
     if args.eval_tasks == "list":
         print(format_task_list())
         return 0
+    from conceptforge.commands.evaluate import sweep
+
+    sweep.check_flags(args)
+    if args.eval_models:
+        return sweep.run(args)
     if args.eval_push_samples and not args.eval_push:
         raise InvalidArgumentError("--push-samples goes with --push-results")
     for flag, given in (("--results-repo", args.eval_results_repo), ("--results-pr", args.eval_results_pr)):

@@ -1,0 +1,171 @@
+"""``conceptforge evaluate --models FILE_OR_LIST --tasks … --out DIR``: a sweep, many models × tasks.
+
+Each (model, task) pair is an item of one engine stage (``conceptforge.loaders.harness.sweep``),
+so the sweep runs with the launchers generation has: one process, a Slurm array
+(``--num-shards``; with as many shards as items each array task is one pair), ``srun``,
+torchrun or MPI, or ``--executor ray``. The flags of ``--model/--tasks`` (datasets, task
+options, device, dtype, batch size, folders) apply to every model; a models file may override
+device, dtype and batch size per model. ``--plan`` prints the items and what each needs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from conceptforge import argtypes as at
+from conceptforge.errors import InvalidArgumentError
+
+logger = logging.getLogger(__name__)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The sweep's own flags, on the ``evaluate`` parser beside ``--model/--tasks``."""
+    from conceptforge.commands.base import add_executor_arguments
+
+    group = parser.add_argument_group("sweeps: many models x tasks (--models, --out)")
+    group.add_argument(
+        "--models",
+        dest="eval_models",
+        default=None,
+        metavar="FILE_OR_LIST",
+        help="models of a sweep: a file (one 'ID key=value ...' a line, or a YAML/JSON list; keys: "
+        "revision, device, dtype, batch_size, needs=gpu|cpu|any, name) or a comma list of ids",
+    )
+    group.add_argument(
+        "--out",
+        dest="eval_out",
+        type=at.output_dir.as_text(),
+        default=None,
+        help="the sweep's folder: results/<model>.json per model and the leaderboard (.md, .html, .json)",
+    )
+    group.add_argument("--num-shards", dest="eval_num_shards", type=at.positive_int, default=None)
+    group.add_argument("--shard-index", dest="eval_shard_index", type=at.non_negative_int, default=None)
+    group.add_argument(
+        "--plan",
+        dest="eval_plan",
+        action="store_true",
+        help="print the sweep's items (id, model x task, needs gpu/cpu) and the sbatch arrays, then exit",
+    )
+    group.add_argument(
+        "--bootstrap-resamples",
+        dest="eval_bootstrap_resamples",
+        type=at.positive_int,
+        default=1000,
+        metavar="N",
+        help="bootstrap resamples per interval of the sweep's leaderboard (HTML, JSON)",
+    )
+    group.add_argument(
+        "--bootstrap-seed",
+        dest="eval_bootstrap_seed",
+        type=at.seed,
+        default=0,
+        metavar="SEED",
+        help="seed of the leaderboard's bootstrap",
+    )
+    add_executor_arguments(parser)
+
+
+def check_flags(args: argparse.Namespace) -> None:
+    """A sweep's flags against the single-model ones (each would be silently ignored)."""
+    if not args.eval_models:
+        for flag, value in (
+            ("--out", args.eval_out),
+            ("--num-shards", args.eval_num_shards),
+            ("--shard-index", args.eval_shard_index),
+            ("--plan", args.eval_plan),
+        ):
+            if value:
+                raise InvalidArgumentError(f"{flag} goes with --models (a sweep); one model writes --output")
+        if getattr(args, "executor", "local") != "local" or getattr(args, "ray_address", None):
+            raise InvalidArgumentError("--executor/--ray-address go with --models (a sweep)")
+        return
+    for flag, value in (
+        ("--model", args.eval_model),
+        ("--output", args.eval_output),
+        ("--push-results", args.eval_push),
+        ("--from-predictions", args.eval_from_predictions),
+        ("--no-samples", args.eval_no_samples),
+    ):
+        if value:
+            raise InvalidArgumentError(f"{flag} does not go with --models: a sweep writes DIR/results/<model>.json")
+    if not args.eval_tasks or args.eval_tasks == "list":
+        raise InvalidArgumentError("--models needs --tasks (e.g. --tasks sub-vlm,binding-clip)")
+    if not args.eval_out and not args.eval_plan:
+        raise InvalidArgumentError("--models needs --out DIR (the sweep's folder)")
+
+
+def config_from_args(args: argparse.Namespace):
+    from conceptforge.loaders.harness.sweep import SweepConfig, parse_models
+
+    return SweepConfig(
+        models=parse_models(args.eval_models),
+        tasks=args.eval_tasks,
+        datasets=list(args.eval_datasets),
+        revisions=list(args.eval_revisions),
+        options=list(args.eval_options),
+        device=args.eval_device,
+        dtype=None if args.eval_dtype == "auto" else args.eval_dtype,
+        batch_size=args.eval_batch_size,
+        cache_dir=args.eval_cache_dir,
+        cub_dir=args.eval_cub_dir,
+        concepts=args.eval_concepts,
+        mit_states_dir=args.eval_mit_states_dir,
+        sample_cache=not args.eval_no_sample_cache,
+        bootstrap_resamples=args.eval_bootstrap_resamples,
+        bootstrap_seed=args.eval_bootstrap_seed,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from conceptforge.commands.base import executor_for
+    from conceptforge.engine.launchers import resolve_shard
+    from conceptforge.engine.runner import check_output, run_stage
+    from conceptforge.loaders.harness.sweep import SWEEP_STAGE, build_stage, plan_items
+
+    check_flags(args)
+    config = config_from_args(args)
+    stage = build_stage(config)  # models resolved, tasks and options checked: before anything is written
+    if args.eval_plan:
+        from conceptforge.loaders.harness.sweep import plan_lines
+
+        refs = stage.make_item.refs
+        print("\n".join(plan_lines(plan_items(config, refs))))
+        return 0
+    shard = resolve_shard(args.eval_num_shards, args.eval_shard_index)
+    if getattr(args, "executor", "local") == "local":  # on Ray each GPU item asks the cluster for a GPU
+        refuse_gpu_items_without_gpu(stage, shard)
+    out = check_output(args.eval_out, stage=SWEEP_STAGE)
+    try:
+        with executor_for(args):
+            report = run_stage(stage, out, shard=shard)
+    finally:
+        stage.make_item.close()
+    if report.assembled:
+        print(
+            f"{args.eval_out}: results/ ({len(config.models)} models), leaderboard.md, leaderboard.html, leaderboard.json"
+        )
+    print(report.message(args.eval_out), file=sys.stderr)
+    return 0
+
+
+def refuse_gpu_items_without_gpu(stage, shard) -> None:
+    """This process's items that need a GPU, when it sees none (a CPU-only partition by
+    accident): one line naming them and the sbatch array that gives them a GPU, before anything
+    is written."""
+    from conceptforge.engine.launchers import array_spec
+    from conceptforge.engine.runner import plan_chunks, shard_chunks
+    from conceptforge.errors import DeviceUnavailableError
+    from conceptforge.loaders.harness.sweep import gpu_visible
+
+    mine = [chunk for chunk in shard_chunks(plan_chunks(stage.items, stage.chunk_size), shard)]
+    wanting = [chunk.index for chunk in mine if any(item.payload.get("needs") == "gpu" for item in chunk.items)]
+    if not wanting or gpu_visible():
+        return
+    first = stage.items[wanting[0]]
+    raise DeviceUnavailableError(
+        f"{len(wanting)} item(s) of this process need a GPU and it sees none (item {wanting[0]}: "
+        f"{first.item_id}): run them where there is one, e.g. sbatch --array={array_spec(wanting)} --gres=gpu:1 "
+        "SCRIPT with --num-shards = the number of items (`--plan` lists them), or set needs=cpu for their model"
+    )
