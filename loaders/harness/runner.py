@@ -265,6 +265,25 @@ def _dataset_for(selection: TaskSelection, model: ModelRef, settings: RunSetting
     return resolve_dataset(repo, revision, config=task.config, split=selection.split or task.split)
 
 
+def reproducible() -> bool:
+    """``SOURCE_DATE_EPOCH`` set (the reproducible-builds convention): the results carry that
+    time as ``created`` and no wall-clock ``seconds``, so two runs' files compare byte for byte."""
+    return bool(os.environ.get("SOURCE_DATE_EPOCH", "").strip())
+
+
+def created_now() -> str:
+    """The results' ``created`` stamp: now, or ``SOURCE_DATE_EPOCH`` where it is set."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    if epoch:
+        try:
+            moment = datetime.fromtimestamp(int(epoch), UTC)
+        except (ValueError, OverflowError, OSError):
+            raise InvalidArgumentError(f"SOURCE_DATE_EPOCH={epoch!r} is not a Unix time in seconds") from None
+    else:
+        moment = datetime.now(UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def run_tasks(
     model: ModelRef,
     selections: Sequence[TaskSelection],
@@ -274,7 +293,12 @@ def run_tasks(
 ) -> RunResults:
     """Run every selected task the model can do, in order; skip the others with one line each.
     ``session``: an open session of ``model`` to use (and leave open) instead of loading it here."""
-    results = RunResults(model, settings, created=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    from conceptforge.loaders.harness.distributed import process_group
+
+    group = process_group()  # one process, or the ranks of accelerate launch / torchrun sharing each task
+    if group.device and settings.device in (None, "cuda"):  # rank r on its own GPU, cuda:LOCAL_RANK
+        settings = replace(settings, device=group.device)
+    results = RunResults(model, settings, created=created_now())
     runnable = []
     for selection in selections:
         reason = selection.task.skip_reason(model, settings.inputs())
@@ -313,6 +337,7 @@ def run_tasks(
                 options_digest=options_digest(selection.options),
                 model_revision=model.sha or "",
                 dataset_revision=dataset.sha or "",
+                group=group,
             )
             context = TaskContext(
                 model=model,
@@ -330,7 +355,8 @@ def run_tasks(
             )
             outcome = task.run(context)
             metrics = checked_metrics(task, outcome, selection.options)
-            seconds = time.perf_counter() - started
+            elapsed = time.perf_counter() - started
+            seconds = 0.0 if reproducible() else elapsed
             main = metrics[outcome.main_metric]
             logger.info(
                 "[%d/%d] %s: %s = %.4f (%.1f s)",
@@ -339,7 +365,7 @@ def run_tasks(
                 task.name,
                 outcome.main_metric,
                 main.value,
-                seconds,
+                elapsed,
             )
             results.tasks.append(
                 task_record(task, outcome, dataset, selection.options, metrics, seconds, adapter=model.kind)

@@ -227,14 +227,19 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgumentError("--model needs --tasks (e.g. --tasks sub-vlm,binding-clip; --tasks list shows them)")
     if not args.eval_model:
         raise InvalidArgumentError("--tasks needs --model ID_OR_PATH")
-    if args.eval_output:  # a user's file there (or beside it): refused before anything loads
+    from conceptforge.loaders.harness.distributed import process_group
+
+    # accelerate launch / torchrun: join the ranks first; rank 0 alone claims and writes the outputs
+    main = process_group().is_main
+    if args.eval_output and main:  # a user's file there (or beside it): refused before anything loads
         check_output(args.eval_output, samples=not args.eval_no_samples)
     selections = select_tasks(
         args.eval_tasks, datasets=args.eval_datasets, revisions=args.eval_revisions, options=args.eval_options
     )
     model = resolve_model(args.eval_model, revision=args.eval_model_revision)
     output = args.eval_output or default_output(model)
-    check_output(output, samples=not args.eval_no_samples)  # the default too: results come after every task ran
+    if main:  # the default too: results come after every task ran
+        check_output(output, samples=not args.eval_no_samples)
     results_repo = args.eval_results_repo or (model.id if model.source == "hub" else None)
     if args.eval_push and not results_repo:
         raise InvalidArgumentError(f"--push-results: {model.id} is not a Hub model; pass --results-repo ORG/NAME")
@@ -258,6 +263,8 @@ def run(args: argparse.Namespace) -> int:
         samples=not args.eval_no_samples,
         on_skip=lambda reason: print(f"skipped: {reason}", file=sys.stderr),
     )
+    if not written.main:  # another rank of accelerate launch / torchrun: rank 0 wrote and reports
+        return 0
     report(
         written,
         push=args.eval_push,
