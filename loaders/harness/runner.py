@@ -81,8 +81,17 @@ class ModelSession:
     """The model under evaluation, loaded once (through its family's adapter) and shared by every
     task of a run."""
 
-    def __init__(self, model: ModelRef, *, device: str | None, dtype: str | None, cache_dir: str | None) -> None:
+    def __init__(
+        self,
+        model: ModelRef,
+        *,
+        device: str | None,
+        dtype: str | None,
+        cache_dir: str | None,
+        placement: Any = None,
+    ) -> None:
         self.model = model
+        self.placement = placement  # loaders/harness/placement.Placement: --device-map (None: whole on device)
         self.device = device
         self.dtype = dtype
         self.cache_dir = cache_dir
@@ -116,7 +125,9 @@ class ModelSession:
         if self._adapter is None:
             from conceptforge.loaders.harness.adapters.base import load_adapter
 
-            self._adapter = load_adapter(self.model, device=self.device, dtype=self.dtype, cache_dir=self.cache_dir)
+            self._adapter = load_adapter(
+                self.model, device=self.device, dtype=self.dtype, cache_dir=self.cache_dir, placement=self.placement
+            )
         return self._adapter
 
     def provides(self, capability: str) -> bool:
@@ -174,6 +185,7 @@ class RunSettings:
     concepts: str | None = None
     mit_states_dir: str | None = None
     sample_cache: bool = True  # resume from the per-sample cache (loaders/harness/sample_cache.py)
+    placement: Any = None  # --device-map/--max-memory (loaders/harness/placement.Placement); None: whole on device
 
     def inputs(self) -> dict[str, Any]:
         return {"cub_dir": self.cub_dir, "concepts": self.concepts, "mit_states_dir": self.mit_states_dir}
@@ -204,6 +216,7 @@ class RunResults:
                 "device": self.settings.device,
                 "dtype": self.settings.dtype,
                 "batch_size": self.settings.batch_size,
+                **(self.settings.placement.record() if self.settings.placement is not None else {}),
             },
             "tasks": self.tasks,
             "skipped": self.skipped,
@@ -309,6 +322,9 @@ def run_tasks(
             runnable.append(selection)
     if not runnable:
         return results
+    from conceptforge.loaders.harness.placement import check_family
+
+    check_family(settings.placement, model)  # a map for open_clip, diffusers or a CBM: one line, nothing loaded
     # Every option against the model's family and the run's folders, then every dataset, before
     # the first (slow) task: a value no task can use or a wrong repo or tag fails in seconds.
     for selection in runnable:
@@ -317,7 +333,13 @@ def run_tasks(
     datasets = [_dataset_for(selection, model, settings) for selection in runnable]
     own_session = session is None
     if session is None:
-        session = ModelSession(model, device=settings.device, dtype=settings.dtype, cache_dir=settings.cache_dir)
+        session = ModelSession(
+            model,
+            device=settings.device,
+            dtype=settings.dtype,
+            cache_dir=settings.cache_dir,
+            placement=settings.placement,
+        )
     cache = None
     if settings.sample_cache and model.sha:  # no revision (a CBM factory): nothing safe to key rows on
         from conceptforge.loaders.harness.sample_cache import open_cache

@@ -103,6 +103,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="auto",
         help="auto (the model's own), float32, float16 or bfloat16 (fp32, fp16, bf16 accepted)",
     )
+    group.add_argument(
+        "--device-map",
+        dest="eval_device_map",
+        type=at.Choice(("auto", "balanced", "balanced_low_0", "sequential"), name="device_map"),
+        choices=("auto", "balanced", "balanced_low_0", "sequential"),
+        default=None,
+        help="split a model larger than one GPU over the GPUs, then CPU memory, then disk (accelerate's "
+        "big-model loading; transformers families); instead of --device",
+    )
+    group.add_argument(
+        "--max-memory",
+        dest="eval_max_memory",
+        type=at.max_memory,
+        default=None,
+        metavar="DEV=SIZE,...",
+        help="with --device-map: the most each device may hold, e.g. 0=20GiB,1=20GiB,cpu=64GiB",
+    )
+    group.add_argument(
+        "--offload-folder",
+        dest="eval_offload_folder",
+        type=at.output_dir.as_text(),
+        default=None,
+        help="with --device-map: where weights that fit nowhere else go (default: a temporary folder)",
+    )
     group.add_argument("--batch-size", dest="eval_batch_size", type=at.positive_int, default=32)
     group.add_argument(
         "--cache-dir",
@@ -211,7 +235,14 @@ def run(args: argparse.Namespace) -> int:
     for flag, given in (("--results-repo", args.eval_results_repo), ("--results-pr", args.eval_results_pr)):
         if given and not args.eval_push:  # else silently ignored: nothing is pushed
             raise InvalidArgumentError(f"{flag} goes with --push-results")
+    from conceptforge.loaders.harness.placement import make_placement
+
+    placement = make_placement(  # every combination that would be ignored is one line, now
+        args.eval_device_map, args.eval_max_memory, args.eval_offload_folder, device=args.eval_device
+    )
     if args.eval_from_predictions:
+        if placement is not None:
+            raise InvalidArgumentError("--from-predictions loads no model: drop --device-map")
         if args.eval_model or args.eval_tasks:
             raise InvalidArgumentError("--from-predictions rescores a samples folder: it takes no --model or --tasks")
         if args.eval_push:
@@ -254,6 +285,7 @@ def run(args: argparse.Namespace) -> int:
         prefix="eval_",
         sample_cache=not args.eval_no_sample_cache,
         dtype=None if args.eval_dtype == "auto" else args.eval_dtype,
+        placement=placement,
     )
     written = evaluate(
         model,
