@@ -157,8 +157,9 @@ def make_placement(
 def check_family(placement: Placement | None, model: Any) -> None:
     """Refuse a map for a family that does not load through transformers (before it loads)."""
     if placement is not None and model.kind not in PLACEABLE_FAMILIES:
+        article = "an" if model.kind[0] in "aeiou" else "a"
         raise InvalidArgumentError(
-            f"--device-map: {model.id} is a {model.kind} model, which does not load through transformers' "
+            f"--device-map: {model.id} ({article} {model.kind} model) does not load through transformers' "
             f"from_pretrained; big-model loading covers {', '.join(PLACEABLE_FAMILIES)} models (drop --device-map)"
         )
 
