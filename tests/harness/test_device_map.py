@@ -42,7 +42,7 @@ def test_a_model_split_over_memory_and_disk_scores_as_the_whole_model(
     )  # fmt: skip
     maps = [r.getMessage() for r in caplog.records if r.getMessage().startswith("device map: ")]
     assert maps == ["device map: cpu, disk"]  # the model really was split (hf_device_map has 2 devices)
-    assert any((tmp_path / "offload").iterdir())  # and part of it lived on disk
+    # (no copy in --offload-folder: accelerate reads disk-offloaded weights from the safetensors file itself)
     assert split["settings"]["device_map"] == "auto"
     assert split["settings"]["max_memory"] == {"cpu": f"{kib}KiB"}
     assert "device_map" not in whole["settings"]  # an unsplit run's results keep their old shape

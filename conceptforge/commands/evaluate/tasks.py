@@ -129,6 +129,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--batch-size", dest="eval_batch_size", type=at.positive_int, default=32)
     group.add_argument(
+        "--dry-run",
+        dest="eval_dry_run",
+        action="store_true",
+        help="print per task the items, the forwards and the GPU-hours (cost table: conceptforge/gpu_costs.json); "
+        "load no weights, open no connection",
+    )
+    group.add_argument(
+        "--seconds-per-forward",
+        dest="eval_seconds_per_forward",
+        type=at.positive_float,
+        default=None,
+        help="with --dry-run: your measured time of one forward, instead of the table's FLOP floor",
+    )
+    from conceptforge.gpu_costs import DEFAULT_GPU, gpu_models
+
+    group.add_argument(
+        "--gpu-model",
+        dest="eval_gpu_model",
+        choices=gpu_models(),
+        default=DEFAULT_GPU,
+        help=f"with --dry-run: the GPU whose figures it uses (default {DEFAULT_GPU})",
+    )
+    group.add_argument(
         "--cache-dir",
         dest="eval_cache_dir",
         type=at.output_dir.as_text(),
@@ -268,6 +291,16 @@ def run(args: argparse.Namespace) -> int:
         args.eval_tasks, datasets=args.eval_datasets, revisions=args.eval_revisions, options=args.eval_options
     )
     model = resolve_model(args.eval_model, revision=args.eval_model_revision)
+    if args.eval_dry_run:  # the bill before any weight loads: nothing written, no connection
+        from conceptforge.loaders.harness.cost import dry_run_lines
+
+        lines = dry_run_lines(
+            [model], selections, gpu=args.eval_gpu_model, seconds_per_forward=args.eval_seconds_per_forward
+        )
+        print("\n".join(lines))
+        return 0
+    if args.eval_seconds_per_forward is not None:
+        raise InvalidArgumentError("--seconds-per-forward goes with --dry-run")
     output = args.eval_output or default_output(model)
     if main:  # the default too: results come after every task ran
         check_output(output, samples=not args.eval_no_samples)
