@@ -309,8 +309,9 @@ def run_tasks(
     from conceptforge.loaders.harness.distributed import process_group
 
     group = process_group()  # one process, or the ranks of accelerate launch / torchrun sharing each task
+    device = settings.device  # where this process runs the model; the results record the flag as given
     if group.device and settings.device in (None, "cuda"):  # rank r on its own GPU, cuda:LOCAL_RANK
-        settings = replace(settings, device=group.device)
+        device = group.device
     results = RunResults(model, settings, created=created_now())
     runnable = []
     for selection in selections:
@@ -335,7 +336,7 @@ def run_tasks(
     if session is None:
         session = ModelSession(
             model,
-            device=settings.device,
+            device=device,
             dtype=settings.dtype,
             cache_dir=settings.cache_dir,
             placement=settings.placement,
@@ -367,7 +368,7 @@ def run_tasks(
                 dataset=dataset,
                 options=dict(selection.options),
                 batch_size=settings.batch_size,
-                device=settings.device,
+                device=device,
                 cub_dir=settings.cub_dir,
                 concepts=settings.concepts,
                 mit_states_dir=settings.mit_states_dir,

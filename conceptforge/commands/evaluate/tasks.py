@@ -385,6 +385,8 @@ def run_alias(
             samples=True,
             on_skip=lambda reason: print(f"skipped: {reason}", file=sys.stderr),
         )
+        if not written.main:  # another rank of accelerate launch / torchrun: rank 0 prints
+            return written.rows
         entries, rows = written.payload["tasks"], written.rows
     else:
         results = run_tasks(ref, selections, settings)
