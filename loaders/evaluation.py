@@ -80,7 +80,10 @@ def evaluate(
     results = run_tasks(model, selections, settings)
     if not main:
         path = Path(output)
-        return Written(results.to_dict(), path, path.with_suffix(".md"), main=False, scored=dict(results.scored))
+        rows = {name: part for name, (part, _) in results.samples.items()}
+        return Written(
+            results.to_dict(), path, path.with_suffix(".md"), main=False, scored=dict(results.scored), rows=rows
+        )
     for skipped in results.skipped:
         (on_skip or logger.info)(skipped["reason"])
     if not results.tasks:
