@@ -53,6 +53,35 @@ class ModelSize:
         return 2.0 * self.parameters * self.tokens
 
 
+def resolve_offline(spec: str, revision: str | None) -> Any:
+    """The model a dry run plans for, without a connection: a local folder or CBM factory as
+    ``resolve_model`` reads it; a Hub id from the local Hub cache only (its ``config.json``), the
+    revision as cached (``refs/<revision>``). Nothing is fingerprinted or downloaded."""
+    import os
+
+    from conceptforge.loaders.harness.model_ref import _FACTORY, ModelRef, _kind_of_files, resolve_model
+
+    if os.path.isdir(spec) or _FACTORY.match(spec) or os.path.exists(spec):
+        return resolve_model(spec, revision=revision)
+    repo = spec.removeprefix("hf-hub:")
+    files: dict[str, Any] = {}
+    from huggingface_hub import try_to_load_from_cache
+
+    from conceptforge.loaders.harness.adapters.base import FAMILY_FILES
+
+    for name in FAMILY_FILES:
+        cached = try_to_load_from_cache(repo, name, revision=revision)
+        if isinstance(cached, str):
+            files[name] = json.loads(Path(cached).read_text())
+    if not files:
+        raise InvalidArgumentError(
+            f"--dry-run: {repo} has no config.json in the local Hub cache (a dry run opens no connection): "
+            f"fetch it first (hf download {repo} config.json) or pass a model folder"
+        )
+    kind, model_type = _kind_of_files(files)
+    return ModelRef(repo, kind, "hub", revision, None, model_type)
+
+
 def _config(model: Any) -> dict[str, Any]:
     path = Path(model.id) / "config.json"
     if model.source == "local" and path.is_file():
@@ -61,7 +90,9 @@ def _config(model: Any) -> dict[str, Any]:
 
     try:  # the Hub's local cache only: a dry run opens no connection
         return json.loads(
-            Path(hf_hub_download(model.id, "config.json", revision=model.sha, local_files_only=True)).read_text()
+            Path(
+                hf_hub_download(model.id, "config.json", revision=model.sha or model.revision, local_files_only=True)
+            ).read_text()
         )
     except Exception:  # noqa: BLE001 - any miss: not in the cache
         raise InvalidArgumentError(

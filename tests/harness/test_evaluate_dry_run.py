@@ -80,3 +80,27 @@ def test_seconds_per_forward_without_dry_run_is_one_line(config_only, single_obj
     argv = ["evaluate", "--model", str(config_only), "--tasks", f"binding-clip:{single_object_dir}"]
     assert main([*argv, "--seconds-per-forward", "0.5", "--output", str(tmp_path / "r.json")]) == 2
     assert "--seconds-per-forward goes with --dry-run" in capsys.readouterr().err
+
+
+def test_dry_run_of_a_hub_model_reads_its_config_from_the_local_hub_cache(
+    tiny_llava_dir, single_object_dir, tmp_path, monkeypatch, capsys
+):
+    """Offline (the harness tests run with HF_HUB_OFFLINE=1): a Hub id is planned from the cached
+    config alone, laid out by hand as huggingface_hub caches it; an uncached id is one line."""
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hub" / "models--someone--tiny-llava"
+    snapshot = repo / "snapshots" / sha
+    snapshot.mkdir(parents=True)
+    for config in tiny_llava_dir.glob("*.json"):
+        shutil.copy(config, snapshot / config.name)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(sha)
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "hub"))
+    parameters = _parameters(tiny_llava_dir / "model.safetensors")
+    argv = ["evaluate", "--tasks", f"binding-clip:{single_object_dir}", "--dry-run"]
+    assert main([*argv, "--model", "someone/tiny-llava"]) == 0
+    printed = capsys.readouterr().out
+    assert "model someone/tiny-llava (vlm)" in printed and f"2 x {parameters:,} parameters" in printed
+    assert main([*argv, "--model", "someone/not-cached"]) == 2
+    err = capsys.readouterr().err
+    assert "someone/not-cached has no config.json in the local Hub cache (a dry run opens no connection)" in err

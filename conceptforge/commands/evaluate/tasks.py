@@ -290,9 +290,10 @@ def run(args: argparse.Namespace) -> int:
     selections = select_tasks(
         args.eval_tasks, datasets=args.eval_datasets, revisions=args.eval_revisions, options=args.eval_options
     )
-    model = resolve_model(args.eval_model, revision=args.eval_model_revision)
     if args.eval_dry_run:  # the bill before any weight loads: nothing written, no connection
-        from conceptforge.loaders.harness.cost import dry_run_lines
+        from conceptforge.loaders.harness.cost import dry_run_lines, resolve_offline
+
+        model = resolve_offline(args.eval_model, args.eval_model_revision)
 
         lines = dry_run_lines(
             [model], selections, gpu=args.eval_gpu_model, seconds_per_forward=args.eval_seconds_per_forward
@@ -301,6 +302,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.eval_seconds_per_forward is not None:
         raise InvalidArgumentError("--seconds-per-forward goes with --dry-run")
+    model = resolve_model(args.eval_model, revision=args.eval_model_revision)
     output = args.eval_output or default_output(model)
     if main:  # the default too: results come after every task ran
         check_output(output, samples=not args.eval_no_samples)
