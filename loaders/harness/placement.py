@@ -124,8 +124,15 @@ class Placement:
 
     def from_pretrained_kwargs(self) -> dict[str, Any]:
         """``device_map``, ``max_memory`` and ``offload_folder`` for transformers' from_pretrained
-        (a temporary folder when none was given: offloaded weights are a copy, made per load)."""
-        folder = self.offload_folder or tempfile.mkdtemp(prefix="conceptforge-offload-")
+        (a temporary folder when none was given, removed when the process exits: offloaded
+        weights are a copy, made per load)."""
+        folder = self.offload_folder
+        if folder is None:
+            import atexit
+            import shutil
+
+            folder = tempfile.mkdtemp(prefix="conceptforge-offload-")
+            atexit.register(shutil.rmtree, folder, ignore_errors=True)
         kwargs: dict[str, Any] = {"device_map": self.device_map, "offload_folder": folder}
         if self.max_memory:
             kwargs["max_memory"] = dict(self.max_memory)
