@@ -78,7 +78,7 @@ def evaluate(
     if main:
         check_output(output, samples=samples)
     results = run_tasks(model, selections, settings)
-    if not main:
+    if not main:  # the caller closes the group (ProcessGroup.close) after rank 0 wrote
         path = Path(output)
         rows = {name: part for name, (part, _) in results.samples.items()}
         return Written(

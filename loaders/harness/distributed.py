@@ -84,6 +84,17 @@ class ProcessGroup:
 
         return self._collective(what, call)
 
+    def close(self) -> None:
+        """Leave the group once every rank is done (a barrier, then gloo/NCCL torn down), so no
+        rank exits while another still reads from it: a peer's closed connection mid-collective
+        reads as a crash."""
+        if self.size > 1:
+            import torch.distributed as dist
+
+            self.barrier("finishing")
+            if dist.is_initialized():
+                dist.destroy_process_group()
+
 
 SINGLE = ProcessGroup()
 

@@ -121,7 +121,7 @@ def _run(kind: str, processes: int, work: Path, model: Path, data: Path) -> subp
     proc = _start(kind, processes, work, model, data)
     out, err = proc.communicate(timeout=600)
     done = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-    assert done.returncode == 0, err[-3000:]
+    assert done.returncode == 0, err[:6000] + "\n...\n" + err[-2000:]
     return done
 
 

@@ -330,15 +330,15 @@ def run(args: argparse.Namespace) -> int:
         samples=not args.eval_no_samples,
         on_skip=lambda reason: print(f"skipped: {reason}", file=sys.stderr),
     )
-    if not written.main:  # another rank of accelerate launch / torchrun: rank 0 wrote and reports
-        return 0
-    report(
-        written,
-        push=args.eval_push,
-        results_repo=results_repo,
-        create_pr=args.eval_results_pr,
-        push_samples=args.eval_push_samples,
-    )
+    if written.main:  # other ranks of accelerate launch / torchrun: rank 0 wrote and reports
+        report(
+            written,
+            push=args.eval_push,
+            results_repo=results_repo,
+            create_pr=args.eval_results_pr,
+            push_samples=args.eval_push_samples,
+        )
+    process_group().close()  # every rank waits for rank 0's files, then leaves the group together
     return 0
 
 
