@@ -464,6 +464,36 @@ device = DeviceType()
 device_name = DeviceType(check=False)  # checked when the model loads (a --dry-run needs no GPU)
 
 
+class MaxMemory(ArgType):
+    """``--max-memory 0=20GiB,1=20GiB,cpu=64GiB``: accelerate's per-device limits for a model split
+    by ``--device-map`` (GPU index, ``cpu`` or ``mps`` = size), as ``{device: bytes}``; a GPU
+    this machine does not have is refused now, not ignored by the placement later."""
+
+    __name__ = "max_memory"
+
+    def __call__(self, text: str) -> dict:
+        from conceptforge.loaders.harness.placement import check_gpus, parse_max_memory
+
+        try:
+            limits = parse_max_memory(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+        check_gpus(limits)  # DeviceUnavailableError: our own one line through argparse
+        return limits
+
+    def good_example(self, paths: Examples) -> str:
+        return "cpu=64GiB"
+
+    def bad_examples(self, paths: Examples) -> list[str]:
+        return ["20GiB", "cpu=lots", "tpu=1GiB", "cpu=1GiB,cpu=2GiB", ""]
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+
+max_memory = MaxMemory()
+
+
 class ListOf(ArgType):
     """Comma-separated values of one :class:`ArgType` (at least one): ``--seeds 0,1,2``."""
 

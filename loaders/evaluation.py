@@ -29,6 +29,7 @@ class Written:
     samples_dir: Path | None = None
     samples: list[Path] = field(default_factory=list)
     analyses: list[Path] = field(default_factory=list)
+    main: bool = True  # False on the other ranks of a multi-process run: rank 0 alone wrote the files
     scored: dict[str, int] = field(default_factory=dict)
     rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # each task's per-sample rows
 
@@ -70,10 +71,19 @@ def evaluate(
 ) -> Written:
     """Run ``selections`` on ``model`` and write everything (``samples=False``: no samples folder).
     ``on_skip`` hears each skipped task's one-line reason (the command prints it)."""
+    from conceptforge.loaders.harness.distributed import process_group
     from conceptforge.loaders.harness.runner import run_tasks
 
-    check_output(output, samples=samples)
+    main = process_group().is_main  # several processes (accelerate launch, torchrun): rank 0 writes
+    if main:
+        check_output(output, samples=samples)
     results = run_tasks(model, selections, settings)
+    if not main:  # the caller closes the group (ProcessGroup.close) after rank 0 wrote
+        path = Path(output)
+        rows = {name: part for name, (part, _) in results.samples.items()}
+        return Written(
+            results.to_dict(), path, path.with_suffix(".md"), main=False, scored=dict(results.scored), rows=rows
+        )
     for skipped in results.skipped:
         (on_skip or logger.info)(skipped["reason"])
     if not results.tasks:

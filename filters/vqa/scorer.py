@@ -234,7 +234,10 @@ class VQAScorer:
         revision: str | None = None,
         device: str | torch.device | None = None,
         dtype: torch.dtype | None = None,
+        placement: Any = None,
     ) -> VQAScorer:
+        """``placement``: a ``loaders.harness.placement.Placement`` (``--device-map``): accelerate
+        spreads the model over GPUs, CPU and disk and the inputs go to its first device."""
         device = (
             torch.device(check_device(str(device))) if device is not None else default_device()
         )  # before any import
@@ -245,14 +248,23 @@ class VQAScorer:
         processor = _load_processor(model_id, revision=revision, trust_remote_code=trust_remote_code)
         try:
             model = AutoModelForImageTextToText.from_pretrained(
-                model_id, revision=revision, trust_remote_code=trust_remote_code, dtype=dtype
+                model_id,
+                revision=revision,
+                trust_remote_code=trust_remote_code,
+                dtype=dtype,
+                **(placement.from_pretrained_kwargs() if placement is not None else {}),
             )
         except ValueError as error:
             raise WeightsUnavailableError(
                 f"{model_id} does not load as AutoModelForImageTextToText ({one_line(error)}); "
                 "use an image-text-to-text checkpoint in transformers' format"
             ) from None
-        model.to(device)
+        if placement is None:
+            model.to(device)
+        else:
+            from conceptforge.loaders.harness.placement import input_device
+
+            device = torch.device(input_device(model))
         logger.info("VQA model %s on %s (%s)", model_id, device, str(dtype).replace("torch.", ""))
         return cls(model, processor, model_id=model_id, device=device, dtype=dtype)
 

@@ -106,7 +106,10 @@ class ItmScorer:
         self.device = torch.device(device)
 
     @classmethod
-    def from_pretrained(cls, model_id: str, *, revision: str | None = None, device: str | None = None) -> ItmScorer:
+    def from_pretrained(
+        cls, model_id: str, *, revision: str | None = None, device: str | None = None, placement: Any = None
+    ) -> ItmScorer:
+        """``placement``: ``--device-map`` (loaders/harness/placement.py); inputs go to its first device."""
         from transformers import AutoConfig
 
         device = check_device(device) or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -119,7 +122,11 @@ class ItmScorer:
                 from transformers import BlipForImageTextRetrieval as model_cls
             else:
                 raise WeightsUnavailableError(f"{model_id} is a {kind!r} model; the ITM path supports vilt and blip")
-            model = model_cls.from_pretrained(model_id, revision=revision)
+            model = model_cls.from_pretrained(
+                model_id,
+                revision=revision,
+                **(placement.from_pretrained_kwargs() if placement is not None else {}),
+            )
             from conceptforge.loaders.harness.embeddings import pil_processor
 
             processor = pil_processor(model_id, revision=revision)
@@ -128,7 +135,11 @@ class ItmScorer:
         except (OSError, ValueError) as error:
             first = (str(error).strip().splitlines() or [type(error).__name__])[0]
             raise WeightsUnavailableError(f"cannot load ITM model {model_id!r}: {first}") from None
-        return cls(model.to(device), processor, kind=kind, model_id=model_id, device=device)
+        if placement is None:
+            return cls(model.to(device), processor, kind=kind, model_id=model_id, device=device)
+        from conceptforge.loaders.harness.placement import input_device
+
+        return cls(model, processor, kind=kind, model_id=model_id, device=input_device(model))
 
     @torch.no_grad()
     def score_image(self, image: Any, texts: list[str], *, batch_size: int = 64) -> Tensor:

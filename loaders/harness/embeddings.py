@@ -249,8 +249,10 @@ class EmbeddingModel:
         cache_dir: str | os.PathLike | None = None,
         device: str | torch.device | None = None,
         dtype: torch.dtype | str | None = None,
+        placement: Any = None,
     ) -> EmbeddingModel:
-        """Load a Hub id (at ``revision``) or a local directory; ``cache_dir`` holds the embedding cache."""
+        """Load a Hub id (at ``revision``) or a local directory; ``cache_dir`` holds the embedding cache.
+        ``placement``: ``--device-map`` (loaders/harness/placement.py); inputs go to its first device."""
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"
         check_device(str(device))  # a missing GPU is one line, not a torch traceback at .to(device)
@@ -260,15 +262,24 @@ class EmbeddingModel:
             dtype = getattr(torch, dtype)
         dtype = dtype or torch.float32
         try:
-            model = AutoModel.from_pretrained(model_id, revision=revision, dtype=dtype)
+            model = AutoModel.from_pretrained(
+                model_id,
+                revision=revision,
+                dtype=dtype,
+                **(placement.from_pretrained_kwargs() if placement is not None else {}),
+            )
             processor = pil_processor(model_id, revision=revision)
         except (OSError, ValueError, KeyError) as error:
             first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise WeightsUnavailableError(f"cannot load embedding model {model_id!r}: {first}") from None
         resolved = embedding_revision(model_id, revision)
         logger.info("embedding model %s @ %s on %s (%s)", model_id, resolved, device, dtype)
+        if placement is not None:
+            from conceptforge.loaders.harness.placement import input_device
+
+            device = input_device(model)
         return cls(
-            model.to(device),
+            model.to(device) if placement is None else model,
             processor,
             model_id=model_id,
             revision=resolved,

@@ -81,8 +81,17 @@ class ModelSession:
     """The model under evaluation, loaded once (through its family's adapter) and shared by every
     task of a run."""
 
-    def __init__(self, model: ModelRef, *, device: str | None, dtype: str | None, cache_dir: str | None) -> None:
+    def __init__(
+        self,
+        model: ModelRef,
+        *,
+        device: str | None,
+        dtype: str | None,
+        cache_dir: str | None,
+        placement: Any = None,
+    ) -> None:
         self.model = model
+        self.placement = placement  # loaders/harness/placement.Placement: --device-map (None: whole on device)
         self.device = device
         self.dtype = dtype
         self.cache_dir = cache_dir
@@ -117,7 +126,9 @@ class ModelSession:
         if self._adapter is None:
             from conceptforge.loaders.harness.adapters.base import load_adapter
 
-            self._adapter = load_adapter(self.model, device=self.device, dtype=self.dtype, cache_dir=self.cache_dir)
+            self._adapter = load_adapter(
+                self.model, device=self.device, dtype=self.dtype, cache_dir=self.cache_dir, placement=self.placement
+            )
             if hasattr(self._adapter, "tag"):
                 self._adapter.tag = self.task
         return self._adapter
@@ -192,6 +203,7 @@ class RunSettings:
     concepts: str | None = None
     mit_states_dir: str | None = None
     sample_cache: bool = True  # resume from the per-sample cache (loaders/harness/sample_cache.py)
+    placement: Any = None  # --device-map/--max-memory (loaders/harness/placement.Placement); None: whole on device
 
     def inputs(self) -> dict[str, Any]:
         return {"cub_dir": self.cub_dir, "concepts": self.concepts, "mit_states_dir": self.mit_states_dir}
@@ -222,6 +234,7 @@ class RunResults:
                 "device": self.settings.device,
                 "dtype": self.settings.dtype,
                 "batch_size": self.settings.batch_size,
+                **(self.settings.placement.record() if self.settings.placement is not None else {}),
             },
             "tasks": self.tasks,
             "skipped": self.skipped,
@@ -283,6 +296,25 @@ def _dataset_for(selection: TaskSelection, model: ModelRef, settings: RunSetting
     return resolve_dataset(repo, revision, config=task.config, split=selection.split or task.split)
 
 
+def reproducible() -> bool:
+    """``SOURCE_DATE_EPOCH`` set (the reproducible-builds convention): the results carry that
+    time as ``created`` and no wall-clock ``seconds``, so two runs' files compare byte for byte."""
+    return bool(os.environ.get("SOURCE_DATE_EPOCH", "").strip())
+
+
+def created_now() -> str:
+    """The results' ``created`` stamp: now, or ``SOURCE_DATE_EPOCH`` where it is set."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    if epoch:
+        try:
+            moment = datetime.fromtimestamp(int(epoch), UTC)
+        except (ValueError, OverflowError, OSError):
+            raise InvalidArgumentError(f"SOURCE_DATE_EPOCH={epoch!r} is not a Unix time in seconds") from None
+    else:
+        moment = datetime.now(UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def run_tasks(
     model: ModelRef,
     selections: Sequence[TaskSelection],
@@ -292,7 +324,13 @@ def run_tasks(
 ) -> RunResults:
     """Run every selected task the model can do, in order; skip the others with one line each.
     ``session``: an open session of ``model`` to use (and leave open) instead of loading it here."""
-    results = RunResults(model, settings, created=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    from conceptforge.loaders.harness.distributed import process_group
+
+    group = process_group()  # one process, or the ranks of accelerate launch / torchrun sharing each task
+    device = settings.device  # where this process runs the model; the results record the flag as given
+    if group.device and settings.device in (None, "cuda"):  # rank r on its own GPU, cuda:LOCAL_RANK
+        device = group.device
+    results = RunResults(model, settings, created=created_now())
     runnable = []
     for selection in selections:
         reason = selection.task.skip_reason(model, settings.inputs())
@@ -303,6 +341,9 @@ def run_tasks(
             runnable.append(selection)
     if not runnable:
         return results
+    from conceptforge.loaders.harness.placement import check_family
+
+    check_family(settings.placement, model)  # a map for open_clip, diffusers or a CBM: one line, nothing loaded
     # Every option against the model's family and the run's folders, then every dataset, before
     # the first (slow) task: a value no task can use or a wrong repo or tag fails in seconds.
     for selection in runnable:
@@ -311,7 +352,13 @@ def run_tasks(
     datasets = [_dataset_for(selection, model, settings) for selection in runnable]
     own_session = session is None
     if session is None:
-        session = ModelSession(model, device=settings.device, dtype=settings.dtype, cache_dir=settings.cache_dir)
+        session = ModelSession(
+            model,
+            device=device,
+            dtype=settings.dtype,
+            cache_dir=settings.cache_dir,
+            placement=settings.placement,
+        )
     cache = None
     if settings.sample_cache and model.sha:  # no revision (a CBM factory): nothing safe to key rows on
         from conceptforge.loaders.harness.sample_cache import open_cache
@@ -331,6 +378,7 @@ def run_tasks(
                 options_digest=options_digest(selection.options),
                 model_revision=model.sha or "",
                 dataset_revision=dataset.sha or "",
+                group=group,
             )
             context = TaskContext(
                 model=model,
@@ -338,7 +386,7 @@ def run_tasks(
                 dataset=dataset,
                 options=dict(selection.options),
                 batch_size=settings.batch_size,
-                device=settings.device,
+                device=device,
                 cub_dir=settings.cub_dir,
                 concepts=settings.concepts,
                 mit_states_dir=settings.mit_states_dir,
@@ -352,7 +400,8 @@ def run_tasks(
             if usage is not None:  # logged, not written: --from-predictions must rewrite the file byte for byte
                 logger.info("[%d/%d] %s: endpoint usage %s", index, len(runnable), task.name, usage)
             metrics = checked_metrics(task, outcome, selection.options)
-            seconds = time.perf_counter() - started
+            elapsed = time.perf_counter() - started
+            seconds = 0.0 if reproducible() else elapsed
             main = metrics[outcome.main_metric]
             logger.info(
                 "[%d/%d] %s: %s = %.4f (%.1f s)",
@@ -361,7 +410,7 @@ def run_tasks(
                 task.name,
                 outcome.main_metric,
                 main.value,
-                seconds,
+                elapsed,
             )
             results.tasks.append(
                 task_record(task, outcome, dataset, selection.options, metrics, seconds, adapter=model.kind)

@@ -63,11 +63,21 @@ class TaskSamples:
     revision, dataset revision, item id). ``scored`` counts the items this run had to score."""
 
     def __init__(
-        self, cache: SampleCache | None, *, task: str, options_digest: str, model_revision: str, dataset_revision: str
+        self,
+        cache: SampleCache | None,
+        *,
+        task: str,
+        options_digest: str,
+        model_revision: str,
+        dataset_revision: str,
+        group: Any = None,
     ) -> None:
         import conceptforge
+        from conceptforge.loaders.harness.distributed import SINGLE
 
         self.cache = cache
+        self.group = group or SINGLE  # the launcher's processes (loaders/harness/distributed.py)
+        self.task = task
         self.prefix = "\0".join(
             [conceptforge.__version__, task, options_digest, model_revision or "", dataset_revision or ""]
         )
@@ -89,21 +99,41 @@ class TaskSamples:
         self, item_ids: Sequence[str], score: Callable[[list[int]], list[dict[str, Any]]], *, chunk: int = 256
     ) -> list[dict[str, Any]]:
         """The rows of ``item_ids`` (in that order): cached ones read back, the others scored by
-        ``score(positions)`` ``chunk`` at a time and committed after each chunk."""
+        ``score(positions)`` ``chunk`` at a time and committed after each chunk.
+
+        Under a launcher's processes the chunks are dealt round-robin and each rank scores its
+        own, then the rows are gathered on every rank. Whole chunks, not items: a model's batch
+        then holds the items it holds in one process, and kernels that block by batch size give
+        the same bits. The barrier after the cache read makes every rank see the same missing
+        items (no rank has put this call's rows yet)."""
         keys = [self._key(i) for i in item_ids]
         found = self.cache.get_many(keys) if self.cache else {}
         missing = [p for p, key in enumerate(keys) if key not in found]
         self.reused += len(item_ids) - len(missing)
-        for start in range(0, len(missing), max(1, chunk)):
-            positions = missing[start : start + chunk]
+        group = self.group
+        group.barrier(f"reading the sample cache of {self.task}")
+        chunks = [missing[start : start + chunk] for start in range(0, len(missing), max(1, chunk))]
+        own: dict[int, dict[str, Any]] = {}
+        for positions in group.share(chunks):  # whole chunks: each batch is the one one process scores
             rows = score(positions)
             if len(rows) != len(positions):
                 raise RuntimeError(f"scored {len(rows)} rows for {len(positions)} items")
-            for position, row in zip(positions, rows):
-                found[keys[position]] = row
+            own.update(zip(positions, rows))
             if self.cache:
                 self.cache.put_many([(keys[p], row) for p, row in zip(positions, rows)])
             self.scored += len(positions)
+        if group.size > 1:
+            logger.info(
+                "%s: process %d of %d scored %d of the %d items to score",
+                self.task,
+                group.rank,
+                group.size,
+                len(own),
+                len(missing),
+            )
+        for part in group.gather(own, f"gathering the rows of {self.task}"):
+            for position, row in part.items():
+                found[keys[position]] = row
         if self.reused:
             logger.info("%d of %d samples from the sample cache", self.reused, len(item_ids))
         return [found[key] for key in keys]

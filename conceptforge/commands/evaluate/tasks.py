@@ -107,7 +107,54 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="auto",
         help="auto (the model's own), float32, float16 or bfloat16 (fp32, fp16, bf16 accepted)",
     )
+    group.add_argument(
+        "--device-map",
+        dest="eval_device_map",
+        type=at.Choice(("auto", "balanced", "balanced_low_0", "sequential"), name="device_map"),
+        choices=("auto", "balanced", "balanced_low_0", "sequential"),
+        default=None,
+        help="split a model larger than one GPU over the GPUs, then CPU memory, then disk (accelerate's "
+        "big-model loading; transformers families); instead of --device",
+    )
+    group.add_argument(
+        "--max-memory",
+        dest="eval_max_memory",
+        type=at.max_memory,
+        default=None,
+        metavar="DEV=SIZE,...",
+        help="with --device-map: the most each device may hold, e.g. 0=20GiB,1=20GiB,cpu=64GiB",
+    )
+    group.add_argument(
+        "--offload-folder",
+        dest="eval_offload_folder",
+        type=at.output_dir.as_text(),
+        default=None,
+        help="with --device-map: where weights that fit nowhere else go (default: a temporary folder)",
+    )
     group.add_argument("--batch-size", dest="eval_batch_size", type=at.positive_int, default=32)
+    group.add_argument(
+        "--dry-run",
+        dest="eval_dry_run",
+        action="store_true",
+        help="print per task the items, the forwards and the GPU-hours (cost table: conceptforge/gpu_costs.json); "
+        "load no weights, open no connection",
+    )
+    group.add_argument(
+        "--seconds-per-forward",
+        dest="eval_seconds_per_forward",
+        type=at.positive_float,
+        default=None,
+        help="with --dry-run: your measured time of one forward, instead of the table's FLOP floor",
+    )
+    from conceptforge.gpu_costs import DEFAULT_GPU, gpu_models
+
+    group.add_argument(
+        "--gpu-model",
+        dest="eval_gpu_model",
+        choices=gpu_models(),
+        default=DEFAULT_GPU,
+        help=f"with --dry-run: the GPU whose figures it uses (default {DEFAULT_GPU})",
+    )
     group.add_argument(
         "--cache-dir",
         dest="eval_cache_dir",
@@ -224,7 +271,14 @@ def run(args: argparse.Namespace) -> int:
     for flag, given in (("--results-repo", args.eval_results_repo), ("--results-pr", args.eval_results_pr)):
         if given and not args.eval_push:  # else silently ignored: nothing is pushed
             raise InvalidArgumentError(f"{flag} goes with --push-results")
+    from conceptforge.loaders.harness.placement import make_placement
+
+    placement = make_placement(  # every combination that would be ignored is one line, now
+        args.eval_device_map, args.eval_max_memory, args.eval_offload_folder, device=args.eval_device
+    )
     if args.eval_from_predictions:
+        if placement is not None:
+            raise InvalidArgumentError("--from-predictions loads no model: drop --device-map")
         if args.eval_model or args.eval_tasks:
             raise InvalidArgumentError("--from-predictions rescores a samples folder: it takes no --model or --tasks")
         if args.eval_push:
@@ -240,14 +294,31 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgumentError("--model needs --tasks (e.g. --tasks sub-vlm,binding-clip; --tasks list shows them)")
     if not args.eval_model:
         raise InvalidArgumentError("--tasks needs --model ID_OR_PATH")
-    if args.eval_output:  # a user's file there (or beside it): refused before anything loads
+    from conceptforge.loaders.harness.distributed import process_group
+
+    # accelerate launch / torchrun: join the ranks first; rank 0 alone claims and writes the outputs
+    main = process_group().is_main
+    if args.eval_output and main:  # a user's file there (or beside it): refused before anything loads
         check_output(args.eval_output, samples=not args.eval_no_samples)
     selections = select_tasks(
         args.eval_tasks, datasets=args.eval_datasets, revisions=args.eval_revisions, options=args.eval_options
     )
+    if args.eval_dry_run:  # the bill before any weight loads: nothing written, no connection
+        from conceptforge.loaders.harness.cost import dry_run_lines, resolve_offline
+
+        model = resolve_offline(args.eval_model, args.eval_model_revision)
+
+        lines = dry_run_lines(
+            [model], selections, gpu=args.eval_gpu_model, seconds_per_forward=args.eval_seconds_per_forward
+        )
+        print("\n".join(lines))
+        return 0
+    if args.eval_seconds_per_forward is not None:
+        raise InvalidArgumentError("--seconds-per-forward goes with --dry-run")
     model = resolve_model(args.eval_model, revision=args.eval_model_revision, endpoint=endpoint_options(args, "eval_"))
     output = args.eval_output or default_output(model)
-    check_output(output, samples=not args.eval_no_samples)  # the default too: results come after every task ran
+    if main:  # the default too: results come after every task ran
+        check_output(output, samples=not args.eval_no_samples)
     results_repo = args.eval_results_repo or (model.id if model.source == "hub" else None)
     if args.eval_push and not results_repo:
         raise InvalidArgumentError(f"--push-results: {model.id} is not a Hub model; pass --results-repo ORG/NAME")
@@ -262,6 +333,7 @@ def run(args: argparse.Namespace) -> int:
         prefix="eval_",
         sample_cache=not args.eval_no_sample_cache,
         dtype=None if args.eval_dtype == "auto" else args.eval_dtype,
+        placement=placement,
     )
     written = evaluate(
         model,
@@ -271,13 +343,15 @@ def run(args: argparse.Namespace) -> int:
         samples=not args.eval_no_samples,
         on_skip=lambda reason: print(f"skipped: {reason}", file=sys.stderr),
     )
-    report(
-        written,
-        push=args.eval_push,
-        results_repo=results_repo,
-        create_pr=args.eval_results_pr,
-        push_samples=args.eval_push_samples,
-    )
+    if written.main:  # other ranks of accelerate launch / torchrun: rank 0 wrote and reports
+        report(
+            written,
+            push=args.eval_push,
+            results_repo=results_repo,
+            create_pr=args.eval_results_pr,
+            push_samples=args.eval_push_samples,
+        )
+    process_group().close()  # every rank waits for rank 0's files, then leaves the group together
     return 0
 
 
@@ -326,6 +400,8 @@ def run_alias(
             samples=True,
             on_skip=lambda reason: print(f"skipped: {reason}", file=sys.stderr),
         )
+        if not written.main:  # another rank of accelerate launch / torchrun: rank 0 prints
+            return written.rows
         entries, rows = written.payload["tasks"], written.rows
     else:
         results = run_tasks(ref, selections, settings)

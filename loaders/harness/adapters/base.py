@@ -169,14 +169,19 @@ def load_revision(model: Any) -> str | None:
     return model.sha if model.source == "hub" else model.revision
 
 
-def load_adapter(model: Any, *, device: str | None, dtype: str | None, cache_dir: str | None) -> Any:
-    """The adapter of ``model``'s family, loaded (the family's module is imported only now)."""
+def load_adapter(
+    model: Any, *, device: str | None, dtype: str | None, cache_dir: str | None, placement: Any = None
+) -> Any:
+    """The adapter of ``model``'s family, loaded (the family's module is imported only now);
+    ``placement`` (``--device-map``) goes to the transformers families only."""
     import importlib
 
     chosen = FAMILIES.get(model.kind)
     if chosen is None or chosen.module is None:
         raise DataFormatError(f"{model.id} is a {model.kind}: there is no model to load")
     module = importlib.import_module(f"{__package__}.{chosen.module}")
+    if placement is not None:
+        return module.load(model, device=device, dtype=dtype, cache_dir=cache_dir, placement=placement)
     return module.load(model, device=device, dtype=dtype, cache_dir=cache_dir)
 
 

@@ -335,7 +335,9 @@ def _capitalised(question: str) -> str:
     return question[:1].upper() + question[1:]
 
 
-def load(model: Any, *, device: str | None, dtype: str | None, cache_dir: str | None) -> GenerativeVLMAdapter:
+def load(
+    model: Any, *, device: str | None, dtype: str | None, cache_dir: str | None, placement: Any = None
+) -> GenerativeVLMAdapter:
     import torch
 
     from conceptforge.filters.vqa.scorer import VQAScorer
@@ -343,7 +345,11 @@ def load(model: Any, *, device: str | None, dtype: str | None, cache_dir: str | 
 
     revision = load_revision(model)
     scorer = VQAScorer.from_pretrained(
-        model.id, revision=revision, device=device, dtype=getattr(torch, dtype) if dtype else None
+        model.id,
+        revision=revision,
+        device=device,
+        dtype=getattr(torch, dtype) if dtype else None,
+        placement=placement,
     )
     return GenerativeVLMAdapter(
         scorer,

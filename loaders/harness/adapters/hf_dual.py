@@ -48,10 +48,12 @@ class DualEncoderAdapter:
         self.embedder.close()
 
 
-def load(model: Any, *, device: str | None, dtype: str | None, cache_dir: str | None) -> DualEncoderAdapter:
+def load(
+    model: Any, *, device: str | None, dtype: str | None, cache_dir: str | None, placement: Any = None
+) -> DualEncoderAdapter:
     from conceptforge.loaders.harness.embeddings import EmbeddingModel
 
     embedder = EmbeddingModel.from_pretrained(
-        model.id, revision=load_revision(model), cache_dir=cache_dir, device=device, dtype=dtype
+        model.id, revision=load_revision(model), cache_dir=cache_dir, device=device, dtype=dtype, placement=placement
     )
     return DualEncoderAdapter(embedder)

@@ -40,10 +40,12 @@ class ItmAdapter:
         return None
 
 
-def load(model: Any, *, device: str | None, dtype: str | None, cache_dir: str | None) -> ItmAdapter:
+def load(
+    model: Any, *, device: str | None, dtype: str | None, cache_dir: str | None, placement: Any = None
+) -> ItmAdapter:
     from conceptforge.loaders.compmap.activations import ItmScorer
     from conceptforge.loaders.harness.embeddings import embedding_revision
 
     revision = load_revision(model)
-    scorer = ItmScorer.from_pretrained(model.id, revision=revision, device=device)
+    scorer = ItmScorer.from_pretrained(model.id, revision=revision, device=device, placement=placement)
     return ItmAdapter(scorer, revision=embedding_revision(model.id, revision))
