@@ -53,14 +53,28 @@ class ModelSize:
         return 2.0 * self.parameters * self.tokens
 
 
+@dataclass(frozen=True)
+class ServedModel:
+    """An endpoint model as a dry run sees it: its spelling only. Its probability mode (which
+    decides the family) would need a request, so it is planned as the ``endpoint`` family; a
+    server without log-probabilities runs the by-answer protocols with the same request count."""
+
+    id: str
+    kind: str = "endpoint"
+
+
 def resolve_offline(spec: str, revision: str | None) -> Any:
     """The model a dry run plans for, without a connection: a local folder or CBM factory as
     ``resolve_model`` reads it; a Hub id from the local Hub cache only (its ``config.json``), the
     revision as cached (``refs/<revision>``). Nothing is fingerprinted or downloaded."""
     import os
 
+    from conceptforge.loaders.harness.endpoint_model import is_endpoint_spec, parse_endpoint_spec
     from conceptforge.loaders.harness.model_ref import _FACTORY, ModelRef, _kind_of_files, resolve_model
 
+    if is_endpoint_spec(spec):  # a served model: planned in requests, the server is not asked
+        parse_endpoint_spec(spec)  # a bad spelling is one line here too
+        return ServedModel(spec)
     if os.path.isdir(spec) or _FACTORY.match(spec) or os.path.exists(spec):
         return resolve_model(spec, revision=revision)
     repo = spec.removeprefix("hf-hub:")
@@ -167,12 +181,14 @@ def count_items(selection: Any) -> tuple[int | None, float, str]:
 
     from conceptforge.loaders.harness.data import load_split
 
+    # binding: the config the user named (--task-option binding-clip.config=...), else the task's own
+    config = selection.options.get("config") if "config" in selection.given else selection.task.config
     names = _splits(selection)
     if names is None:
-        names = list(datasets.load_dataset(str(repo)).keys())
+        names = list(datasets.load_dataset(str(repo), config).keys())
     rows = candidates = 0
     for name in names:
-        split = load_split(str(repo), name, config=selection.task.config)
+        split = load_split(str(repo), name, config=config)
         rows += len(split)
         if "candidates" in split.column_names:
             candidates += sum(len(c) for c in split["candidates"])
@@ -219,6 +235,23 @@ def dry_run_lines(
             if selection not in runnable:
                 lines.append(f"  {selection.task.name}: skipped ({model.kind} models cannot run it)")
         if not runnable:
+            continue
+        if isinstance(model, ServedModel):
+            total = 0.0
+            for selection in runnable:
+                plan = plan_task(model, selection)
+                if plan.items is None:
+                    lines.append(f"  {plan.task}: {plan.note}")
+                    continue
+                total += plan.forwards
+                lines.append(
+                    f"  {plan.task}: {plan.items:,} items x {plan.forwards_per_item:.3g} requests = "
+                    f"{plan.forwards:,.0f} requests ({plan.note})"
+                )
+            lines.append(
+                f"  requests in all: {total:,.0f} at most (cached answers are not asked again; --max-requests "
+                "caps them); GPU-hours: the server's, not estimated here"
+            )
             continue
         estimate = forward_estimate(model, gpu=gpu, seconds_per_forward=seconds_per_forward)
         parts = []

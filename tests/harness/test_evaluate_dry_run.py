@@ -104,3 +104,30 @@ def test_dry_run_of_a_hub_model_reads_its_config_from_the_local_hub_cache(
     assert main([*argv, "--model", "someone/not-cached"]) == 2
     err = capsys.readouterr().err
     assert "someone/not-cached has no config.json in the local Hub cache (a dry run opens no connection)" in err
+
+
+def test_a_sweeps_dry_run_bills_every_model_and_writes_nothing(config_only, single_object_dir, tmp_path, capsys):
+    """``--models A,B --dry-run``: the same bill per model, no weights loaded (neither folder has
+    any), no --out needed and nothing written (it used to run the whole sweep)."""
+    other = tmp_path / "second-config-only"
+    shutil.copytree(config_only, other)
+    out = tmp_path / "sweep"
+    argv = ["evaluate", "--models", f"{config_only},{other}", "--tasks", f"binding-clip:{single_object_dir}"]
+    assert main([*argv, "--dry-run", "--seconds-per-forward", "0.5", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    for folder in (config_only, other):
+        assert f"model {folder} (vlm)" in printed
+    assert printed.count("240 x 0.5 s per forward = 0.033 h") == 2  # 48 items x 5 candidates each
+    assert not out.exists()
+
+
+def test_a_served_models_dry_run_counts_requests_without_asking_the_server(single_object_dir, tmp_path, capsys):
+    """An endpoint is billed in requests (one per forward: 48 items x 5 candidates for VQAScore
+    match), with no GPU-hours; nothing listens on the port, so asking it would fail the run."""
+    model = "endpoint:served-model@http://127.0.0.1:9/v1"
+    argv = ["evaluate", "--model", model, "--tasks", f"binding-clip:{single_object_dir}", "--dry-run"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert f"model {model} (endpoint)" in printed
+    assert "binding-clip: 48 items x 5 requests = 240 requests" in printed
+    assert "requests in all: 240 at most" in printed and "GPU-hours: the server's" in printed

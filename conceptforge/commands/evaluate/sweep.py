@@ -92,7 +92,7 @@ def check_flags(args: argparse.Namespace) -> None:
             raise InvalidArgumentError(f"{flag} does not go with --models: a sweep writes DIR/results/<model>.json")
     if not args.eval_tasks or args.eval_tasks == "list":
         raise InvalidArgumentError("--models needs --tasks (e.g. --tasks sub-vlm,binding-clip)")
-    if not args.eval_out and not args.eval_plan:
+    if not args.eval_out and not args.eval_plan and not args.eval_dry_run:
         raise InvalidArgumentError("--models needs --out DIR (the sweep's folder)")
 
 
@@ -126,6 +126,8 @@ def run(args: argparse.Namespace) -> int:
 
     check_flags(args)
     config = config_from_args(args)
+    if args.eval_dry_run:  # the bill of every (model, task) before any weight loads: nothing written
+        return dry_run(args, config)
     stage = build_stage(config)  # models resolved, tasks and options checked: before anything is written
     if args.eval_plan:
         from conceptforge.loaders.harness.sweep import plan_lines
@@ -147,6 +149,23 @@ def run(args: argparse.Namespace) -> int:
             f"{args.eval_out}: results/ ({len(config.models)} models), leaderboard.md, leaderboard.html, leaderboard.json"
         )
     print(report.message(args.eval_out), file=sys.stderr)
+    return 0
+
+
+def dry_run(args: argparse.Namespace, config) -> int:
+    """``--models … --dry-run``: the cost lines of ``evaluate --dry-run`` for every model of the
+    sweep (read offline, no weights), from the same cost table; nothing is written."""
+    from conceptforge.loaders.harness.cost import dry_run_lines, resolve_offline
+    from conceptforge.loaders.harness.registry import select_tasks
+
+    selections = select_tasks(
+        config.tasks, datasets=config.datasets, revisions=config.revisions, options=config.options
+    )
+    models = [resolve_offline(spec.model, spec.revision) for spec in config.models]
+    lines = dry_run_lines(
+        models, selections, gpu=args.eval_gpu_model, seconds_per_forward=args.eval_seconds_per_forward
+    )
+    print("\n".join(lines))
     return 0
 
 
