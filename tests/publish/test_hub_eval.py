@@ -87,12 +87,15 @@ def test_framework_list_is_huggingface_js_at_the_pinned_commit():
     from conceptforge.cards.hub_eval import EVALUATION_FRAMEWORKS_COMMIT
 
     assert EVALUATION_FRAMEWORKS_COMMIT == "fe42e68017ffc76d09922ea8f9b38a6964345710"
-    assert list(EVALUATION_FRAMEWORKS) == (
-        "exgentic inspect-ai math-arena mteb olmocr-bench harbor ifstruct pier redline-bench archipelago "
-        "benchflow apex-evals screenspot-pro swe-bench swe-bench-pro nemo-evaluator yc-bench "
-        "open-asr-leaderboard mdpbench real5-omnidocbench parsebench video-mme-v2 claw-eval "
-        "researchclawbench pbench wildclawbench wbench nanofold mmmu extractbench"
-    ).split()
+    assert (
+        list(EVALUATION_FRAMEWORKS)
+        == (
+            "exgentic inspect-ai math-arena mteb olmocr-bench harbor ifstruct pier redline-bench archipelago "
+            "benchflow apex-evals screenspot-pro swe-bench swe-bench-pro nemo-evaluator yc-bench "
+            "open-asr-leaderboard mdpbench real5-omnidocbench parsebench video-mme-v2 claw-eval "
+            "researchclawbench pbench wildclawbench wbench nanofold mmmu extractbench"
+        ).split()
+    )
     for harness in ("lmms-eval", "vlmevalkit", "lighteval", "lm-eval-harness"):
         assert harness not in EVALUATION_FRAMEWORKS
     # the local test Hub refuses what the Hub refuses, with the same list
