@@ -87,8 +87,14 @@ def dataset_title(task: dict[str, Any]) -> str:
     return f"{repo}" + (f" [{config}]" if config else "") + (f" @{short_sha(sha, 7)}" if sha else "")
 
 
-def _column_key(task: dict[str, Any], metric: str) -> tuple[str, str, tuple[str, str, str], str]:
-    return task["task"], metric, dataset_key(task), task.get("variant", "")
+ColumnKey = tuple[str, str, tuple[str, str, str], str, str]
+
+
+def _column_key(task: dict[str, Any], metric: str) -> ColumnKey:
+    """What makes a column: task, metric, data, protocol variant and protocol. The protocol is
+    part of it so that a probability protocol and a by-answer one (``sub/vlm-choose``,
+    ``sub/choose-by-answer``) are never one column, whatever their variant texts say."""
+    return task["task"], metric, dataset_key(task), task.get("variant", ""), task.get("protocol") or ""
 
 
 def leaderboard_table(
@@ -99,27 +105,29 @@ def leaderboard_table(
     (each task's headline metric) or ``all``."""
     if metrics not in ("main", "all"):
         raise InvalidArgumentError(f"--metrics must be main or all, got {metrics!r}")
-    columns: dict[tuple[str, str, tuple[str, str, str], str], None] = {}
+    columns: dict[ColumnKey, None] = {}
     for payload in payloads:
         for task in payload["tasks"]:
             names = [task["main_metric"]] if metrics == "main" else list(task["metrics"])
             for name in names:
                 columns.setdefault(_column_key(task, name))
-    by_task: dict[tuple[str, str], list[tuple[tuple[str, str, str], str]]] = {}
-    for task, metric, data, variant in columns:
-        by_task.setdefault((task, metric), []).append((data, variant))
+    by_task: dict[tuple[str, str], list[tuple[tuple[str, str, str], str, str]]] = {}
+    for task, metric, data, variant, protocol in columns:
+        by_task.setdefault((task, metric), []).append((data, variant, protocol))
     headers = ["model", "kind", "revision"]
-    for task, metric, (repo, config, sha), variant in columns:
+    for task, metric, (repo, config, sha), variant, protocol in columns:
         label = f"{task} {metric}"
         others = by_task[(task, metric)]
         if len(others) > 1:  # name what tells this column from the task's others
-            if len({d[0] for d, _ in others}) > 1:
+            if len({d[0] for d, _, _ in others}) > 1:
                 label += f" {repo}"
-            if len({d[1] for d, _ in others}) > 1:
+            if len({d[1] for d, _, _ in others}) > 1:
                 label += f" [{config or 'default'}]"
-            if len({d[2] for d, _ in others}) > 1:
+            if len({d[2] for d, _, _ in others}) > 1:
                 label += f" @{short_sha(sha, 7)}"
-            if len({v for _, v in others}) > 1:
+            if len({p for _, _, p in others}) > 1:
+                label += f" <{protocol}>"
+            if len({v for _, v, _ in others}) > 1:
                 label += f" ({variant})"
         headers.append(label)
     rows = []
@@ -136,7 +144,7 @@ def leaderboard_table(
     for payload in payloads:
         for task in payload["tasks"]:
             dataset = task["dataset"]
-            key = (task["task"], dataset_key(task), task.get("variant", ""))
+            key = (task["task"], dataset_key(task), task.get("variant", ""), task.get("protocol") or "")
             if key in seen:
                 continue
             seen.add(key)

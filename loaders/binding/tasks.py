@@ -18,8 +18,9 @@ from typing import Any
 from conceptforge import argtypes
 from conceptforge.errors import DataFormatError, DataNotFoundError, InvalidArgumentError
 from conceptforge.loaders.binding import breakdowns
-from conceptforge.loaders.harness.adapters.base import EMBED, MATCH
+from conceptforge.loaders.harness.adapters.base import ANSWER_TEXT, EMBED, MATCH
 from conceptforge.loaders.harness.allowed_tokens import low_allowed_mass_metric
+from conceptforge.loaders.harness.by_answer import BY_ANSWER_COLUMNS, is_by_answer, unparsed_metric
 from conceptforge.loaders.harness.sample_columns import ALLOWED_MASS_COLUMN
 from conceptforge.loaders.harness.task import (
     Metric,
@@ -27,6 +28,8 @@ from conceptforge.loaders.harness.task import (
     Task,
     TaskContext,
     TaskOutcome,
+    by_answer_option,
+    check_by_answer,
     choice,
     flag,
     mean_metric,
@@ -48,6 +51,7 @@ COLUMNS = (
     (ALLOWED_MASS_COLUMN, "float64"),  # VQAScore: the least P(Yes)+P(No) over the row's candidates
 )
 CDSM_COLUMNS = (*COLUMNS, ("binding_model", "string"), ("seed", "int64"))
+CLIP_COLUMNS = (*COLUMNS, *BY_ANSWER_COLUMNS)  # binding-clip by answer: raw answer, parsed letter, flag
 
 
 def sample_rows(
@@ -166,6 +170,8 @@ def run_binding_clip(ctx: TaskContext) -> TaskOutcome:
         raise InvalidArgumentError("binding-clip.template must contain {label}")
     loaded, config = _splits(ctx, "binding-clip")
     splits = {name: split for name, split in loaded.items() if len(split)}
+    if ctx.capability == ANSWER_TEXT:
+        return run_binding_by_answer(ctx, splits, config)
     by_match = ctx.capability == MATCH
     scorer = ctx.session.matcher() if by_match else ctx.session.embedder()
 
@@ -235,6 +241,93 @@ def run_binding_clip(ctx: TaskContext) -> TaskOutcome:
     )
 
 
+def run_binding_by_answer(ctx: TaskContext, splits: dict[str, Any], config: str) -> TaskOutcome:
+    """binding/choose-by-answer: each image with its stored candidate captions lettered in stored
+    order (``by_answer.binding_choice_items``), answered in words, the letter parsed; the credit is
+    1 for the true caption's letter, 0 otherwise (an unparsed answer: 0, its error mass spread over
+    the distractors for the breakdowns). Why choose and not match-by-answer per caption: binding's
+    metric is one choice among 5 candidates; five yes/no answers would tie whenever two say yes."""
+    from conceptforge.loaders.binding.evaluate import BindingReport, ModelSummary
+    from conceptforge.loaders.binding.scoring import error_breakdown, kind_breakdown
+    from conceptforge.loaders.binding.train import RunResult
+    from conceptforge.loaders.harness.by_answer import (
+        DEFAULT_MAX_NEW_TOKENS,
+        UNPARSED,
+        answer_columns,
+        answer_scores,
+        binding_choice_items,
+        parse_choice,
+        render_choice_prompt,
+    )
+
+    questions = list(binding_choice_items(splits))
+    where = [(name, i) for name, split in splits.items() for i in range(len(split))]
+    answerer = ctx.session.answerer()
+
+    def score(positions: list[int]) -> list[dict[str, Any]]:
+        asked = [questions[p] for p in positions]
+        answers = answerer.answer_text(
+            [q.image for q in asked],
+            [render_choice_prompt(q) for q in asked],
+            max_new_tokens=DEFAULT_MAX_NEW_TOKENS,
+            batch_size=ctx.batch_size,
+        )
+        out = []
+        for position, question, answer in zip(positions, asked, answers):
+            name, i = where[position]
+            letter = parse_choice(answer, question.letters, question.options)
+            index = question.index_of(letter)
+            scores = answer_scores(len(question.options), index, label_index=question.answer_index)
+            (row,) = sample_rows("binding-clip", ctx.dataset.repo, splits[name].subset([i]), [scores])
+            row.update(answer_columns(answer, letter))
+            if letter is None:
+                row["prediction"] = UNPARSED
+            out.append(row)
+        return out
+
+    rows = ctx.samples.collect([q.item_id for q in questions], score, chunk=ctx.batch_size)
+    by_split = {name: [r for r in rows if r["split"] == name] for name in splits}
+    accuracy = {name: float(sum(r["value"] for r in part) / len(part)) for name, part in by_split.items()}
+    gen = rows_as_split(by_split["gen"], "gen") if by_split.get("gen") else None
+    run = RunResult(
+        "clip",
+        0,
+        0,
+        accuracy,
+        error_breakdown(gen[1], gen[0]) if gen else {},
+        kind_breakdown(gen[1], gen[0]) if gen else {},
+    )
+    summary = ModelSummary.from_runs("clip", [run])
+    setting = next(iter(splits.values())).setting
+    report = BindingReport(ctx.dataset.repo, setting, answerer.model_id, answerer.revision, [summary])
+    metrics = {
+        **{f"{name}_accuracy": Metric(value, None, len(by_split[name])) for name, value in accuracy.items()},
+        **unparsed_metric(rows),
+    }
+    if "unparsed_answers" in metrics and metrics["unparsed_answers"].value:
+        logger.warning(
+            "binding-clip: %d of %d answers named no caption (scored wrong)",
+            int(metrics["unparsed_answers"].value),
+            len(rows),
+        )
+    return TaskOutcome(
+        rows,
+        "gen_accuracy",
+        protocol="binding/choose-by-answer",
+        variant=f"captions lettered A-E, answered in words, letter parsed, {setting}",
+        metrics=metrics,
+        details={
+            "setting": setting,
+            "error_breakdown": summary.breakdown,
+            "kinds": summary.kinds,
+            "prompt": "by_answer.render_choice_prompt (lmms-eval / LLaVA layout)",
+            "max_new_tokens": DEFAULT_MAX_NEW_TOKENS,
+        },
+        table=report.format(),
+        dataset_config=config,
+    )
+
+
 def score_binding_clip(rows: Sequence[dict[str, Any]], options: dict[str, Any]) -> dict[str, Metric]:
     by_split: dict[str, list[float]] = defaultdict(list)
     for row in rows:
@@ -242,6 +335,7 @@ def score_binding_clip(rows: Sequence[dict[str, Any]], options: dict[str, Any]) 
     return {
         **{f"{split}_accuracy": mean_metric(values) for split, values in by_split.items()},
         **low_allowed_mass_metric(rows, what="binding-clip"),
+        **unparsed_metric(rows),
     }
 
 
@@ -396,7 +490,14 @@ def check_binding_rows(rows: Sequence[dict[str, Any]], options: dict[str, Any]) 
     from conceptforge.loaders.binding.scoring import prediction_mass
 
     known = {"train", "val", "gen", "seen-val", "gen-calibrated"}
+    by_answer = is_by_answer(rows)
     for row in rows:
+        if by_answer:  # the parser again on the stored answer; then the credit and prediction rules below
+            from conceptforge.loaders.harness.by_answer import check_choice_row
+
+            problem = check_choice_row(row, list(row["candidates"]))
+            if problem:
+                return f"row {row['item_id']}: {problem}"
         if row["split"] not in known:
             return f"row {row['item_id']}: split {row['split']!r} is none of {', '.join(sorted(known))}"
         candidates, index = list(row["candidates"]), row["label_index"]
@@ -412,7 +513,7 @@ def check_binding_rows(rows: Sequence[dict[str, Any]], options: dict[str, Any]) 
                 "(the per-sample file was edited or not written by conceptforge evaluate)"
             )
         top = list(row["candidates"])[int(torch.argmax(scores[0]))]
-        if row["prediction"] != top:
+        if row["prediction"] != top and not (by_answer and not row.get("parsed")):
             return f"row {row['item_id']}: prediction {row['prediction']!r} but its scores rank {top!r} first"
     if rows and "binding_model" in rows[0]:
         return _check_cdsm_units(rows, options)
@@ -556,17 +657,19 @@ def tasks() -> list[Task]:
             "binding",
             "concept binding: zero-shot accuracy over the 5 candidates, by cosine similarity (CLIP, Binding "
             "paper Tables 2-7) or the model's pair score (BLIP, Table 9; VQAScore for generative VLMs)",
-            (EMBED, MATCH),
+            (EMBED, MATCH, ANSWER_TEXT),
             "binding/zero-shot",
             run_binding_clip,
             score_binding_clip,
-            columns=COLUMNS,
+            columns=CLIP_COLUMNS,
+            check_options=check_by_answer,
             rescore_details=binding_clip_details,
             **release,
             leaderboard=lambda splits, options: [(f"{split}_accuracy", split) for split in splits],
             protocols=(
                 (EMBED, "binding/zero-shot: argmax cosine(image, template(candidate)) (paper, CLIP)"),
                 (MATCH, "binding/zero-shot-match: argmax of the pair score (paper Table 9, BLIP; VQAScore: ours)"),
+                (ANSWER_TEXT, "binding/choose-by-answer: captions lettered A-E, answered in words, letter parsed"),
             ),
             options=(
                 Option(
@@ -576,6 +679,7 @@ def tasks() -> list[Task]:
                     "prompt with {label}",
                 ),
                 _config_option(),
+                by_answer_option("binding/choose-by-answer, the captions lettered and answered in words"),
             ),
             breakdowns=breakdowns.BINDING,
         ),

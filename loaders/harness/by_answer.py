@@ -62,6 +62,8 @@ ANSWER_COLUMN = "answer"
 PARSED_ANSWER_COLUMN = "parsed_answer"
 PARSED_COLUMN = "parsed"
 UNPARSED_METRIC = "unparsed_answers"
+#: Their arrow types, for a task's ``columns`` (null in the rows of the probability protocols).
+BY_ANSWER_COLUMNS = ((ANSWER_COLUMN, "string"), (PARSED_ANSWER_COLUMN, "string"), (PARSED_COLUMN, "bool"))
 
 
 # ----------------------------------------------------------------------------------- the item
@@ -303,3 +305,64 @@ def parse_yes_no(answer: str | None) -> bool | None:
 def yes_no_label(value: bool | None) -> str | None:
     """How a parsed yes/no is written in the rows' ``parsed_answer`` column."""
     return None if value is None else ("yes" if value else "no")
+
+
+# ----------------------------------------------------------------------------------- sample rows
+#: The ``prediction`` of a row whose answer no rule read.
+UNPARSED = "(unparsed)"
+
+
+def answer_scores(count: int, chosen: int | None, *, label_index: int | None = None) -> list[float]:
+    """The ``scores`` a by-answer row stores over its ``count`` candidates: 1 at the chosen
+    option, 0 elsewhere. Unparsed (``chosen`` None): 0 on the label and 1 on every other
+    candidate when ``label_index`` is given — wrong, its error spread evenly over the
+    distractors, so tie-aware credits and error breakdowns read it as the protocol scores it
+    (binding) — else all 0 (SUB, whose rows carry the verdict rule themselves)."""
+    if chosen is not None:
+        return [1.0 if i == chosen else 0.0 for i in range(count)]
+    if label_index is None:
+        return [0.0] * count
+    return [0.0 if i == label_index else 1.0 for i in range(count)]
+
+
+def answer_columns(answer: str, letter: str | None) -> dict[str, Any]:
+    """The three by-answer columns of a row: the raw answer, the parsed letter/yes-no, the flag."""
+    return {ANSWER_COLUMN: answer, PARSED_ANSWER_COLUMN: letter, PARSED_COLUMN: letter is not None}
+
+
+def is_by_answer(rows: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the rows were written by a by-answer protocol (their ``parsed`` flag is set)."""
+    return any(row.get(PARSED_COLUMN) is not None for row in rows)
+
+
+def check_choice_row(row: Mapping[str, Any], options: Sequence[str]) -> str | None:
+    """A by-answer row against itself (``--from-predictions``): the parser, run again on the raw
+    answer with the row's option texts ``options``, must give the stored letter and flag, and the
+    ``prediction`` must be the candidate of that letter (:data:`UNPARSED` when none)."""
+    candidates = list(row["candidates"])
+    letters = LETTERS[: len(candidates)]
+    expected = parse_choice(row.get(ANSWER_COLUMN), letters, options)
+    if row.get(PARSED_ANSWER_COLUMN) != expected:
+        return (
+            f"parsed answer {row.get(PARSED_ANSWER_COLUMN)!r} but the parser reads {expected!r} "
+            f"from the answer {row.get(ANSWER_COLUMN)!r}"
+        )
+    if bool(row.get(PARSED_COLUMN)) != (expected is not None):
+        return f"parsed is {row.get(PARSED_COLUMN)} but the answer {'parses' if expected else 'does not parse'}"
+    want = UNPARSED if expected is None else candidates[letters.index(expected)]
+    if row.get("prediction") != want:
+        return f"prediction {row.get('prediction')!r} but the parsed answer names {want!r}"
+    return None
+
+
+def unparsed_metric(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """``{"unparsed_answers": Metric(count, None, answers)}`` over rows that carry the ``parsed``
+    flag (none: ``{}``, a probability protocol). Computed from the rows: a rescored file reports
+    the same; a run warns when any answer was unparsed."""
+    from conceptforge.loaders.harness.task import Metric
+
+    flags = [row[PARSED_COLUMN] for row in rows if row.get(PARSED_COLUMN) is not None]
+    if not flags:
+        return {}
+    missed = sum(1 for flag in flags if not flag)
+    return {UNPARSED_METRIC: Metric(float(missed), None, len(flags))}

@@ -39,7 +39,8 @@ def check_rows(task: Any, rows: Sequence[dict[str, Any]], options: dict[str, Any
     """The first row that contradicts itself or the schema (None: none), as ``row ID: rule``.
 
     Every task: one row per ``item_id`` (a repeated row would be counted twice), the file's task
-    in ``task``, and ``correct`` saying whether ``value`` is 1; then the task's own rules
+    in ``task``, ``correct`` saying whether ``value`` is 1, and a by-answer row whose answer was
+    not parsed (``parsed`` false) never correct; then the task's own rules
     (``Task.check_rows``: binding's credit from its scores, SUB's verdict from its prediction and
     label, …), which see the run's options (sub-cbm's threshold)."""
     seen: set[Any] = set()
@@ -53,6 +54,8 @@ def check_rows(task: Any, rows: Sequence[dict[str, Any]], options: dict[str, Any
         correct, value = row.get("correct"), row.get("value")
         if correct is not None and value is not None and bool(correct) != (float(value) == 1.0):
             return f"row {item}: correct is {bool(correct)} but value is {value}"
+        if row.get("parsed") is False and correct:  # by-answer rows (loaders/harness/by_answer.py)
+            return f"row {item}: correct is True but its answer was not parsed (an unparsed answer is scored wrong)"
     return task.check_rows(rows, options) if task.check_rows is not None else None
 
 

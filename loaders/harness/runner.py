@@ -142,6 +142,10 @@ class ModelSession:
         """``choose``: ``choose(images, questions) -> option distributions``."""
         return self._capable("choose")
 
+    def answerer(self):
+        """``answer-text``: ``answer_text(images, prompts) -> the model's own words`` (by-answer protocols)."""
+        return self._capable("answer-text")
+
     def concept_predictor(self):
         """``concepts``: the CBM's ``concepts(images) -> [B, C]``."""
         return self._capable("concepts").concepts
@@ -326,7 +330,7 @@ def run_tasks(
                 mit_states_dir=settings.mit_states_dir,
                 samples=samples,
                 given=frozenset(selection.given),
-                capability=task.capability_for(model.kind) or "",
+                capability=task.capability_for(model.kind, selection.options) or "",
             )
             outcome = task.run(context)
             metrics = checked_metrics(task, outcome, selection.options)

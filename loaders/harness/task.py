@@ -22,6 +22,7 @@ from typing import Any
 from conceptforge import argtypes
 from conceptforge.errors import ConceptforgeError, InvalidArgumentError
 from conceptforge.loaders.harness.adapters import base as adapters
+from conceptforge.loaders.harness.adapters.base import ANSWER_TEXT as ANSWER_TEXT
 from conceptforge.loaders.harness.adapters.base import CHOOSE as CHOOSE  # the capabilities, for the task tables
 from conceptforge.loaders.harness.adapters.base import CONCEPTS as CONCEPTS
 from conceptforge.loaders.harness.adapters.base import EMBED as EMBED
@@ -51,6 +52,30 @@ class Option:
     default: Any
     parse: Callable[[str], Any]
     help: str
+
+
+#: The task option that picks the by-answer protocol (``--task-option TASK.by_answer=true``).
+BY_ANSWER_OPTION = "by_answer"
+
+
+def by_answer_option(what: str) -> Option:
+    """The ``by_answer`` option of a task with a by-answer protocol (``what``: that protocol)."""
+    return Option(
+        BY_ANSWER_OPTION,
+        False,
+        argtypes.flag,
+        f"score the model's own words instead of its probabilities: {what} (docs/evaluation.md, "
+        "By-answer protocols; never on a leaderboard column with the probability protocols)",
+    )
+
+
+def check_by_answer(options: dict[str, Any], *, model: Any, inputs: dict[str, Any]) -> None:
+    """Before any model loads: ``by_answer`` needs a family whose adapter answers in words."""
+    if options.get(BY_ANSWER_OPTION) and not adapters.provides(model.kind, ANSWER_TEXT):
+        raise InvalidArgumentError(
+            f"{BY_ANSWER_OPTION}: {model.id} is a {model.kind} model, which does not answer in words; "
+            f"families that do: {', '.join(f.name for f in adapters.families_providing(ANSWER_TEXT))}"
+        )
 
 
 int_list = argtypes.IntList()  # comma-separated integers -> tuple
@@ -207,10 +232,16 @@ class Task:
     def option_defaults(self) -> dict[str, Any]:
         return {o.name: o.default for o in self.options}
 
-    def capability_for(self, kind: str) -> str | None:
-        """The capability this task runs with for a model of family ``kind`` (None: it cannot)."""
+    def capability_for(self, kind: str, options: dict[str, Any] | None = None) -> str | None:
+        """The capability this task runs with for a model of family ``kind`` (None: it cannot).
+
+        The family's first capability in the task's order, unless the run's ``options`` ask for
+        the by-answer protocol (``by_answer``, the tasks that have it): then ``answer-text``, the
+        model's own words parsed (``loaders/harness/by_answer.py``), where the family gives them."""
         if self.families and kind not in self.families:
             return None
+        if options and options.get(BY_ANSWER_OPTION) and ANSWER_TEXT in self.capabilities:
+            return ANSWER_TEXT if adapters.provides(kind, ANSWER_TEXT) else None
         return adapters.first_capability(kind, self.capabilities)
 
     def providers(self) -> list[str]:

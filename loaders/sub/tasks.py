@@ -9,6 +9,7 @@ chance levels and every breakdown are means over rows. Grouping columns: ``attri
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,8 +17,10 @@ from typing import Any
 from conceptforge import argtypes
 from conceptforge.errors import DataFormatError, DataNotFoundError
 from conceptforge.loaders.harness.allowed_tokens import low_allowed_mass_metric
+from conceptforge.loaders.harness.by_answer import BY_ANSWER_COLUMNS, is_by_answer, unparsed_metric
 from conceptforge.loaders.harness.sample_columns import ALLOWED_MASS_COLUMN
 from conceptforge.loaders.harness.task import (
+    ANSWER_TEXT,
     CHOOSE,
     CONCEPTS,
     EMBED,
@@ -27,11 +30,15 @@ from conceptforge.loaders.harness.task import (
     Task,
     TaskContext,
     TaskOutcome,
+    by_answer_option,
+    check_by_answer,
     choice,
     template,
     text,
 )
 from conceptforge.loaders.sub import breakdowns
+
+logger = logging.getLogger(__name__)
 
 COLUMNS = (
     ("attribute_group", "string"),
@@ -40,6 +47,7 @@ COLUMNS = (
     ("side", "string"),
     ("chance", "float64"),
     (ALLOWED_MASS_COLUMN, "float64"),
+    *BY_ANSWER_COLUMNS,  # sub-vlm by answer: the raw answer, the parsed letter, the parsed flag
 )
 
 
@@ -105,6 +113,7 @@ def score_sub(rows: Sequence[dict[str, Any]], options: dict[str, Any]) -> dict[s
         metrics["chance_s_plus"] = Metric(mean([r["chance"] for r in plus]), None, len(plus))
         metrics["chance_s_minus"] = Metric(mean([r["chance"] for r in minus]), None, len(minus))
         metrics.update(low_allowed_mass_metric(_one_row_per_image(rows), what="sub-vlm"))
+        metrics.update(unparsed_metric(_one_row_per_image(rows)))
     return metrics
 
 
@@ -171,6 +180,8 @@ def run_sub_vlm(ctx: TaskContext) -> TaskOutcome:
     from conceptforge.loaders.sub.scoring import build_report, score_vlm_predictions
 
     cub, items = _load(ctx)
+    if ctx.capability == ANSWER_TEXT:
+        return run_sub_by_answer(ctx, cub, items)
     o = ctx.options
     groups = sorted({item.group for item in items})
     choices: dict[str, list[str | None]] = {g: [*cub.groups[g], None] for g in groups}
@@ -243,6 +254,115 @@ def run_sub_vlm(ctx: TaskContext) -> TaskOutcome:
         details={"per_attribute": report.per_attribute, "per_bird": report.per_bird, "settings": report.settings},
         table=report.format(),
     )
+
+
+def run_sub_by_answer(ctx: TaskContext, cub: Any, items: list[Any]) -> TaskOutcome:
+    """sub/choose-by-answer: the model answers SUB's question (``by_answer.render_choice_prompt``:
+    the paper's question, the group's values and "Other", lettered) in words; the parsed letter is
+    the chosen attribute ("Other": none). S+ is right when it is the substituted attribute, S−
+    when it is not "that attribute"; an unparsed answer is wrong on both sides."""
+    from dataclasses import replace
+
+    from conceptforge.loaders.harness.by_answer import (
+        DEFAULT_MAX_NEW_TOKENS,
+        UNPARSED,
+        answer_columns,
+        answer_scores,
+        parse_choice,
+        render_choice_prompt,
+        sub_choice_items,
+    )
+    from conceptforge.loaders.sub.scoring import build_report, score_vlm_predictions
+
+    o = ctx.options
+    questions = list(sub_choice_items(items, cub.groups))
+    answerer = ctx.session.answerer()
+
+    def score(positions: list[int]) -> list[dict[str, Any]]:
+        asked = [questions[p] for p in positions]
+        answers = answerer.answer_text(
+            [q.image for q in asked],
+            [render_choice_prompt(q) for q in asked],
+            max_new_tokens=DEFAULT_MAX_NEW_TOKENS,
+            batch_size=ctx.batch_size,
+        )
+        out = []
+        for position, question, answer in zip(positions, asked, answers):
+            item = items[position]
+            letter = parse_choice(answer, question.letters, question.options)
+            index = question.index_of(letter)
+            key = None if index is None else question.option_keys[index]
+            predicted = None if key in (None, "none") else key
+            (result,) = score_vlm_predictions(
+                [item], [predicted], cub, s_minus=o["s_minus"], cbm_min_classes=o["cbm_min_classes"]
+            )
+            if letter is None:  # unparsed: wrong on every side it is scored on
+                result = replace(
+                    result,
+                    prediction=[],
+                    s_plus=False if result.s_plus is not None else None,
+                    s_minus=False if result.s_minus is not None else None,
+                )
+            rows = _rows(
+                "sub-vlm",
+                position,
+                item,
+                list(question.option_keys),
+                answer_scores(len(question.options), index),
+                [predicted] if predicted else [],
+                result,
+            )
+            for row in rows:
+                row.update(answer_columns(answer, letter))
+                if letter is None:
+                    row["prediction"] = UNPARSED
+            out.append({"rows": rows, "result": _result_json(result)})
+        return out
+
+    done = ctx.samples.collect([str(i) for i in range(len(items))], score, chunk=ctx.batch_size)
+    from conceptforge.loaders.sub.scoring import SubItemScore
+
+    results = [SubItemScore(**d["result"]) for d in done]
+    report = build_report(
+        "vlm",
+        answerer.model_id,
+        answerer.revision,
+        results,
+        {
+            "capability": ANSWER_TEXT,
+            "question": "SUB paper §4.2 question stem, options lettered A. … Other on their own lines",
+            "prompt": "by_answer.render_choice_prompt (lmms-eval / LLaVA layout)",
+            "max_new_tokens": DEFAULT_MAX_NEW_TOKENS,
+            "label_set": "CUB 312 attributes, within group, + none ('Other')",
+            "s_minus": o["s_minus"],
+            "cbm_min_classes": o["cbm_min_classes"],
+        },
+    )
+    s = report.summary
+    metrics = {
+        name: Metric(float(s[name]), None, int(s["n_s_minus" if "minus" in name else "n_s_plus"]))
+        for name in ("s_plus", "s_minus", "chance_s_plus", "chance_s_minus")
+    }
+    rows = [row for d in done for row in d["rows"]]
+    metrics.update(unparsed_metric(_one_row_per_image(rows)))
+    unparsed = int(metrics["unparsed_answers"].value) if "unparsed_answers" in metrics else 0
+    if unparsed:
+        logger.warning("sub-vlm: %d of %d answers named no option (scored wrong)", unparsed, len(items))
+    return TaskOutcome(
+        rows,
+        "s_plus",
+        metrics=metrics,
+        protocol="sub/choose-by-answer",
+        variant=f"within-group + none by answer (parsed letter); S- rule {o['s_minus']}",
+        details={"per_attribute": report.per_attribute, "per_bird": report.per_bird, "settings": report.settings},
+        table=report.format(),
+    )
+
+
+def _result_json(result: Any) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    return asdict(result)
 
 
 def run_sub_cbm(ctx: TaskContext) -> TaskOutcome:
@@ -385,7 +505,10 @@ def _check_sides(rows: Sequence[dict[str, Any]], detected: Any, chance: Any) -> 
 
 def check_sub_vlm_rows(rows: Sequence[dict[str, Any]], options: dict[str, Any]) -> str | None:
     """sub-vlm: the prediction is the top-scoring candidate (first of tied maxima; "none" the
-    none-option), chance 1/options for S+ and 1 − |label|/options for S− (Appendix F)."""
+    none-option), chance 1/options for S+ and 1 − |label|/options for S− (Appendix F).
+    By-answer rows: :func:`check_sub_by_answer_rows`."""
+    if is_by_answer(rows):
+        return check_sub_by_answer_rows(rows, options)
 
     def detected(row: dict[str, Any]) -> set[str] | str:
         scores, candidates = list(row["scores"]), list(row["candidates"])
@@ -399,6 +522,40 @@ def check_sub_vlm_rows(rows: Sequence[dict[str, Any]], options: dict[str, Any]) 
         return 1.0 / n if row["side"] == "S+" else 1.0 - len(str(row["label"]).split(";")) / n
 
     return _check_sides(rows, detected, chance)
+
+
+def check_sub_by_answer_rows(rows: Sequence[dict[str, Any]], options: dict[str, Any]) -> str | None:
+    """sub/choose-by-answer: the parser, run again on each stored answer with the options SUB's
+    question shows, gives the stored letter, flag, prediction and one-hot scores; a parsed row's
+    verdict follows from its prediction and label as any sub-vlm row's; an unparsed row is wrong."""
+    from conceptforge.cub import attribute_value, value_words
+    from conceptforge.loaders.harness.by_answer import (
+        PARSED_COLUMN,
+        SUB_OTHER,
+        SUB_OTHER_KEY,
+        answer_scores,
+        check_choice_row,
+    )
+
+    def shown(candidate: str) -> str:
+        return SUB_OTHER if candidate == SUB_OTHER_KEY else value_words(attribute_value(candidate))
+
+    parsed_rows = []
+    for row in rows:
+        item, candidates = row["item_id"], list(row["candidates"])
+        if row.get(PARSED_COLUMN) is None:
+            return f"row {item}: a by-answer file holds a row without its parsed flag"
+        problem = check_choice_row(row, [shown(c) for c in candidates])
+        if problem:
+            return f"row {item}: {problem}"
+        chosen = candidates.index(row["prediction"]) if row[PARSED_COLUMN] else None
+        if [float(x) for x in row["scores"]] != answer_scores(len(candidates), chosen):
+            return f"row {item}: scores {list(row['scores'])} are not the one-hot of its parsed answer"
+        if row[PARSED_COLUMN]:
+            parsed_rows.append(row)
+        elif row["correct"] is not False:
+            return f"row {item}: correct is {row['correct']} but an unparsed answer is scored wrong"
+    return check_sub_vlm_rows([{**r, PARSED_COLUMN: None} for r in parsed_rows], options) if parsed_rows else None
 
 
 def check_sub_cbm_rows(rows: Sequence[dict[str, Any]], options: dict[str, Any]) -> str | None:
@@ -462,16 +619,21 @@ def tasks() -> list[Task]:
             "sub",
             "SUB S+/S- accuracy of a VLM over CUB's within-group attributes + none (SUB paper Table 2): "
             "prompt similarity, the paper's multiple-choice question (generative VLMs), or pair scores",
-            (EMBED, CHOOSE, MATCH),
+            (EMBED, CHOOSE, MATCH, ANSWER_TEXT),
             "sub/vlm-within-group",
             run_sub_vlm,
             score_sub,
             **shared,
             check_rows=check_sub_vlm_rows,
+            check_options=check_by_answer,
             protocols=(
                 (EMBED, "sub/vlm-within-group: argmax cosine over the group's prompts + none (paper Appendix F)"),
                 (CHOOSE, "sub/vlm-choose: the paper's question, options A) … Other, option-letter probabilities"),
                 (MATCH, "sub/vlm-match: argmax pair score over the group's prompts + none (ours)"),
+                (
+                    ANSWER_TEXT,
+                    "sub/choose-by-answer: the question, options A. … Other, answered in words, letter parsed",
+                ),
             ),
             options=(
                 Option(
@@ -492,6 +654,7 @@ def tasks() -> list[Task]:
                     text(multiline=True, name="prompt"),
                     "line after the multiple-choice question (choose; '' = the paper's text only)",
                 ),
+                by_answer_option("sub/choose-by-answer, the question answered in words, its letter parsed"),
                 *_s_minus_options(),
             ),
             breakdowns=breakdowns.SUB,

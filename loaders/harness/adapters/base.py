@@ -78,7 +78,7 @@ FAMILIES: dict[str, Family] = {
         Family(
             VLM,
             "generative VLM with a chat template (LLaVA, Qwen-VL, InternVL, ...)",
-            (MATCH, CHOOSE),
+            (MATCH, CHOOSE, ANSWER_TEXT),
             "generative_vlm",
         ),
         Family(CBM, "concept-bottleneck model, a factory package.module:function", (CONCEPTS,), "cbm"),

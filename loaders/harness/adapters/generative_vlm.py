@@ -6,6 +6,10 @@
   Please answer yes or no." — the whole vocabulary's softmax, not renormalised over yes/no, as
   ConceptBed's ViLT oracle reads P("yes"); "Yes" and " Yes" both counted when each is one token).
   Beside each score, P("Yes") + P("No") at the answer's first token is kept (``allowed_mass``).
+* ``answer-text`` (the by-answer protocols, ``loaders/harness/by_answer.py``): the model's own
+  words, greedy (``do_sample=False``, one beam), ``max_new_tokens`` at most, batched with left
+  padding; the inputs are the probability path's (the same chat prompt and image preprocessing,
+  ``VQAScorer._encode``), so a by-answer and a probability run ask the model the same tokens.
 * ``choose`` is the SUB filter's rule (``filters/vqa/scorer.py``, shared, not copied): the options are
   lettered A, B, … in the question, and each option's probability is its letter's next-token
   probability, normalised over the options.
@@ -233,6 +237,41 @@ class GenerativeVLMAdapter:
             for q, v in zip(questions, vectors)
         ]
 
+    def answer_text(
+        self, images: Sequence[Any], prompts: Sequence[str], *, max_new_tokens: int = 16, batch_size: int = 8
+    ) -> list[str]:
+        """The greedy answer to each (image, prompt), ``batch_size`` pairs per ``generate`` call,
+        special tokens dropped and surrounding whitespace stripped (nothing else: parsing is the
+        protocol's, ``by_answer.parse_choice``)."""
+        from conceptforge.loaders.harness.embeddings import load_pil
+
+        if len(images) != len(prompts):
+            raise ValueError("one prompt per image")
+        if max_new_tokens < 1 or batch_size < 1:
+            raise ValueError("max_new_tokens and batch_size must be >= 1")
+        answers: list[str] = []
+        for start in range(0, len(images), batch_size):
+            pils = [load_pil(image) for image in images[start : start + batch_size]]
+            answers += self._generate(pils, list(prompts[start : start + batch_size]), max_new_tokens)
+        return answers
+
+    def _generate(self, pils: list[Any], prompts: list[str], max_new_tokens: int) -> list[str]:
+        import torch
+
+        inputs = left_padded(self.scorer._encode(pils, prompts))
+        tokenizer = self.scorer.tokenizer
+        with torch.inference_mode():
+            output = self.scorer.model.generate(
+                **inputs,
+                do_sample=False,
+                num_beams=1,
+                max_new_tokens=max_new_tokens,
+                pad_token_id=tokenizer.pad_token_id,
+            )
+        new = output[:, inputs["input_ids"].shape[1] :]
+        self.computed += len(prompts)
+        return [text.strip() for text in tokenizer.batch_decode(new, skip_special_tokens=True)]
+
     def score_image(self, image: Any, texts: list[str], *, batch_size: int = 8):
         """[T] CompMap activations of one image: the log-odds of its VQAScore with each text
         (the analogue of BLIP's ITM log-odds; ours, the CompMap paper has no generative VLM)."""
@@ -265,6 +304,23 @@ class VQAOracleView:
         )
         values = values.astype(np.float64)
         return ConceptScores(values[:, 0], values[:, 1], values[:, 2] > 0.5)
+
+
+def left_padded(inputs: dict[str, Any]) -> dict[str, Any]:
+    """The probability path's right-padded batch turned left-padded for ``generate`` (each row's
+    tokens moved to the end, so every row's next token follows its last prompt token): every
+    [B, T] tensor aligned with ``input_ids`` is rolled by the row's padding; the pixels stay."""
+    import torch
+
+    ids, mask = inputs["input_ids"], inputs["attention_mask"]
+    shifts = (mask.shape[1] - mask.sum(dim=1)).tolist()
+    if not any(shifts):
+        return inputs
+    out = dict(inputs)
+    for key, value in inputs.items():
+        if isinstance(value, torch.Tensor) and value.dim() == 2 and value.shape == ids.shape:
+            out[key] = torch.stack([torch.roll(row, int(shift)) for row, shift in zip(value, shifts)])
+    return out
 
 
 def _per_row(values: np.ndarray, texts: Sequence[Sequence[str]]) -> list[list[float]]:
