@@ -79,7 +79,8 @@ def s_minus():
     """SUB's S-: the mean over the images S- scores."""
 
     def compute(scores):
-        kept = [s.score.metadata["s_minus"] for s in scores if (s.score.metadata or {}).get("s_minus") is not None]
+        found = [(getattr(s, "score", s).metadata or {}).get("s_minus") for s in scores]  # Score or SampleScore
+        kept = [float(value) for value in found if value is not None]
         return sum(kept) / len(kept) if kept else float("nan")
 
     return compute
