@@ -74,9 +74,10 @@ def released(tmp_path_factory, tiny_llava_dir, fake_cub):
 
 def test_a_release_carries_the_three_exports(released):
     files = released["server"].files("org/binding", "v1.0.0")
-    assert "exports: lmms-eval, VLMEvalKit and inspect-ai tasks for binding_clip_gen" in released["published"][
-        "org/binding"
-    ]
+    assert (
+        "exports: lmms-eval, VLMEvalKit and inspect-ai tasks for binding_clip_gen"
+        in released["published"]["org/binding"]
+    )
     for path in (
         "exports/lmms-eval/binding_clip_gen/binding_clip_gen.yaml",
         "exports/lmms-eval/binding_clip_gen/utils.py",
@@ -154,4 +155,7 @@ def test_inspect_eval_yaml_lists_the_ids_by_answer_results_are_filed_under(relea
         assert all(f"\ndef {task_id}(" in module for task_id in ids)  # every id is an exported @task
         payload = {**results, "tasks": [t for t in results["tasks"] if t["task"] == task]}
         pushed = {e.task_id for e in hub_entries(payload)}
-        assert pushed and pushed == ids
+        measured = {name for name, m in payload["tasks"][0]["metrics"].items() if m.get("value") is not None}
+        # every measured leaderboard value lands on a declared id (the tiny SUB has no image S- scores)
+        expected = {i for i in ids if any(i.endswith(name) for name in measured)}
+        assert pushed and pushed == expected, (pushed, ids, measured)
