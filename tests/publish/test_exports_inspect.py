@@ -41,7 +41,16 @@ open(out, "w").write(json.dumps(found))
 
 
 @pytest.fixture(scope="module")
-def released(tmp_path_factory, tiny_llava_dir, fake_cub):
+def letter_llava(tmp_path_factory):
+    """The tiny random LLaVA answering one option letter (its generation config), so that the
+    by-answer accuracies are not all 0 and a wrong score on either side would show."""
+    from conceptforge.testing.tiny_vlms import build_tiny_llava, make_letter_answerer
+
+    return make_letter_answerer(build_tiny_llava(tmp_path_factory.mktemp("models") / "letter-llava"))
+
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory, letter_llava, fake_cub):
     """The local Hub with tiny binding and SUB releases published with their exports and an
     inspect-ai eval.yaml, and ``conceptforge evaluate``'s by-answer run of the tiny LLaVA on them."""
     import secrets
@@ -62,7 +71,7 @@ def released(tmp_path_factory, tiny_llava_dir, fake_cub):
         assert done.returncode == 0, done.stderr[-3000:]
         published[repo] = done.stdout
     output = work / "ours.json"
-    argv = [sys.executable, "-m", "conceptforge", "evaluate", "--model", str(tiny_llava_dir)]
+    argv = [sys.executable, "-m", "conceptforge", "evaluate", "--model", str(letter_llava)]
     argv += ["--tasks", "binding-clip:org/binding@v1.0.0,sub-vlm:org/sub@v1.0.0", "--cub-dir", str(fake_cub)]
     argv += ["--task-option", "binding-clip.by_answer=true", "--task-option", "sub-vlm.by_answer=true"]
     argv += ["--device", "cpu", "--cache-dir", str(work / "cache"), "--output", str(output)]
@@ -103,7 +112,7 @@ def test_a_release_carries_the_three_exports(released):
     assert manifest["written_by"].startswith("conceptforge ")
 
 
-def test_inspect_task_gives_our_answers_and_accuracy(released, tiny_llava_dir):
+def test_inspect_task_gives_our_answers_and_accuracy(released, letter_llava):
     work = released["work"]
     module = work / "download" / "conceptforge_tasks.py"  # the module alone: items and rows come from the Hub
     results = json.loads(released["ours"].read_text())
@@ -115,7 +124,7 @@ def test_inspect_task_gives_our_answers_and_accuracy(released, tiny_llava_dir):
         module.parent.mkdir(exist_ok=True)
         module.write_bytes(released["server"].files(repo, "v1.0.0")["exports/inspect-ai/conceptforge_tasks.py"])
         out = work / f"inspect-{task}.json"
-        argv = [sys.executable, "-c", INSPECT_RUN, module, tiny_llava_dir, work / "logs", out, *ids]
+        argv = [sys.executable, "-c", INSPECT_RUN, module, letter_llava, work / "logs", out, *ids]
         done = subprocess.run(list(map(str, argv)), env=released["env"], capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stderr[-3000:]
         inspected = json.loads(out.read_text())
@@ -129,6 +138,7 @@ def test_inspect_task_gives_our_answers_and_accuracy(released, tiny_llava_dir):
                 for item_id, sample in theirs.items():
                     assert sample["completion"] == mine[item_id]["answer"]
                     assert sample["parsed"] == mine[item_id]["parsed_answer"]
+                assert any(sample["parsed"] for sample in theirs.values())  # letters read: accuracy means something
                 expected = ours[task]["metrics"][f"{split}_accuracy"]["value"]
                 assert inspected[task_id]["metrics"]["accuracy"] == pytest.approx(expected, abs=1e-12)
         else:
