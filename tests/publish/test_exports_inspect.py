@@ -140,6 +140,9 @@ def test_inspect_task_gives_our_answers_and_accuracy(released, letter_llava):
                     assert sample["parsed"] == mine[item_id]["parsed_answer"]
                 assert any(sample["parsed"] for sample in theirs.values())  # letters read: accuracy means something
                 expected = ours[task]["metrics"][f"{split}_accuracy"]["value"]
+                print(
+                    f"PARITY inspect-ai {task_id}: items {len(theirs)}, accuracy {inspected[task_id]['metrics']['accuracy']} ours {expected}"
+                )
                 assert inspected[task_id]["metrics"]["accuracy"] == pytest.approx(expected, abs=1e-12)
         else:
             mine = {r["item_id"].split("/")[0]: r for r in rows if r["side"] == "S+"}
@@ -149,6 +152,9 @@ def test_inspect_task_gives_our_answers_and_accuracy(released, letter_llava):
                 assert sample["completion"] == mine[item_id]["answer"]
                 assert sample["parsed"] == mine[item_id]["parsed_answer"]
             expected = ours[task]["metrics"]["s_plus"]["value"]
+            print(
+                f"PARITY inspect-ai sub_vlm_s_plus: items {len(theirs)}, accuracy {inspected['sub_vlm_s_plus']['metrics']['accuracy']} ours {expected}"
+            )
             assert inspected["sub_vlm_s_plus"]["metrics"]["accuracy"] == pytest.approx(expected, abs=1e-12)
 
 
