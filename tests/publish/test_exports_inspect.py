@@ -152,9 +152,8 @@ def test_inspect_task_gives_our_answers_and_accuracy(released, letter_llava):
                 assert sample["completion"] == mine[item_id]["answer"]
                 assert sample["parsed"] == mine[item_id]["parsed_answer"]
             expected = ours[task]["metrics"]["s_plus"]["value"]
-            print(
-                f"PARITY inspect-ai sub_vlm_s_plus: items {len(theirs)}, accuracy {inspected['sub_vlm_s_plus']['metrics']['accuracy']} ours {expected}"
-            )
+            found = inspected["sub_vlm_s_plus"]["metrics"]["accuracy"]
+            print(f"PARITY inspect-ai sub_vlm_s_plus: items {len(theirs)}, accuracy {found} ours {expected}")
             assert inspected["sub_vlm_s_plus"]["metrics"]["accuracy"] == pytest.approx(expected, abs=1e-12)
 
 
