@@ -331,7 +331,6 @@ def publish_dataset(
     extra: dict[str, bytes] = {}
     if benchmark is not None:
         extra[EVAL_YAML] = benchmark.text(local.splits).encode("utf-8")
-    _add_exports(release, extra, cub_dir)
 
     # 0. Everything that needs no Hub, first: a dry run offline still validates the whole release.
     card_text = render_release_card(local, repo_id=repo_id, version=wanted, previous=None)
@@ -347,6 +346,7 @@ def publish_dataset(
             "offline mode (HF_HUB_OFFLINE=1) blocks publishing; the release is valid locally — "
             "unset HF_HUB_OFFLINE to publish, or pass --dry-run to check it without the Hub"
         )
+    _add_exports(release, extra, cub_dir)
     release.files = local_files(local, card_text, extra)
     if dry_run and offline:
         return release.local_only("offline mode (HF_HUB_OFFLINE=1)")
@@ -392,8 +392,8 @@ def _add_exports(release: _Release, extra: dict[str, bytes], cub_dir: str | Path
         )
     except InvalidArgumentError as error:  # SUB without --cub-dir: the release goes out without them
         files, why_not = {}, str(error)
-    if why_not:
-        logger.warning("no harness exports in this release: %s", why_not)
+    if why_not:  # the summary says it; a release without exports is not an error
+        logger.info("no harness exports in this release: %s", why_not)
     extra.update(files)
     release.exports, release.exports_skipped = sorted(files), why_not
 

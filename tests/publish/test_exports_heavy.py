@@ -193,9 +193,12 @@ class TinyLLaVA(BaseModel):
 
     build_prompt = LLaVA.build_prompt
 
+    prompts = []
+
     def generate_inner(self, message, dataset=None):
         image = Image.open(next(m["value"] for m in message if m["type"] == "image")).convert("RGB")
         text = "".join(m["value"] for m in message if m["type"] == "text")
+        self.prompts.append(text)
         turn = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}]
         prompt = self.processor.apply_chat_template(turn, add_generation_prompt=True, tokenize=False)
         inputs = self.processor(images=image, text=prompt, return_tensors="pt")
@@ -223,6 +226,7 @@ print(json.dumps({
     "overall": overall,
     "predictions": {str(r["item_id"]): str(r["prediction"]) for _, r in data.iterrows()},
     "hits": {str(r["item_id"]): int(r["hit"]) for _, r in judged.iterrows()},
+    "prompts": sorted(TinyLLaVA.prompts),
 }))
 """
 
@@ -233,22 +237,23 @@ def test_vlmevalkit_export_gives_our_answers_and_accuracy(released, tiny_dual_ll
     lmu = work / "LMUData"
     lmu.mkdir(exist_ok=True)
     for repo in ("org/binding", "org/sub"):
-        _download(released, repo, "exports/vlmevalkit/", work / "vlm" / repo.split("/")[1])
+        _download(released, repo, "exports/", work / "vlm" / repo.split("/")[1])
     for name, folder in (("binding_clip_gen", "binding"), ("binding_clip_val", "binding"), ("sub_vlm_test", "sub")):
         tsv = work / "vlm" / folder / "exports" / "vlmevalkit" / f"Conceptforge_{name}.tsv"
         (lmu / tsv.name).write_bytes(tsv.read_bytes())
         run_dir = work / "vlmeval-work" / name
         run_dir.mkdir(parents=True, exist_ok=True)
         argv = [python, "-c", VLMEVAL_RUN, tiny_dual_llava, lmu, run_dir, f"Conceptforge_{name}"]
-        done = subprocess.run(
-            list(map(str, argv)), env=released["env"], capture_output=True, text=True, timeout=900, cwd=run_dir
-        )
+        env = {**released["env"], "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+        done = subprocess.run(list(map(str, argv)), env=env, capture_output=True, text=True, timeout=900, cwd=run_dir)
         assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-4000:])
         found = json.loads(done.stdout.strip().splitlines()[-1])
         mine, accuracy = _ours(released, name)
         agree = sum(found["predictions"][item_id] == row["answer"] for item_id, row in mine.items())
         hits = sum(found["hits"].values()) / len(found["hits"])
         _report("VLMEvalKit", name, agree, len(mine), found["overall"], accuracy)
+        items = (work / "vlm" / folder / "exports" / "items" / f"{name}.jsonl").read_text().splitlines()
+        assert found["prompts"] == sorted(json.loads(line)["prompt"] for line in items)  # VLMEvalKit asked our bytes
         assert sorted(found["predictions"]) == sorted(mine)
         assert agree == len(mine)
         assert any(row["parsed"] for row in mine.values())
