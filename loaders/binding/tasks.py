@@ -20,7 +20,7 @@ from conceptforge.errors import DataFormatError, DataNotFoundError, InvalidArgum
 from conceptforge.loaders.binding import breakdowns
 from conceptforge.loaders.harness.adapters.base import ANSWER_TEXT, EMBED, MATCH
 from conceptforge.loaders.harness.allowed_tokens import low_allowed_mass_metric
-from conceptforge.loaders.harness.by_answer import BY_ANSWER_COLUMNS, is_by_answer, unparsed_metric
+from conceptforge.loaders.harness.by_answer import BY_ANSWER_COLUMNS, NO_ANSWER, is_by_answer, unparsed_metric
 from conceptforge.loaders.harness.sample_columns import ALLOWED_MASS_COLUMN
 from conceptforge.loaders.harness.task import (
     Metric,
@@ -180,7 +180,11 @@ def run_binding_clip(ctx: TaskContext) -> TaskOutcome:
     def split_rows(part):
         if not by_match:
             return sample_rows(
-                "binding-clip", ctx.dataset.repo, part, zero_shot_scores(scorer, part, template=template)
+                "binding-clip",
+                ctx.dataset.repo,
+                part,
+                zero_shot_scores(scorer, part, template=template),
+                extra=NO_ANSWER,
             )
         # the same zero-shot rule over the model's own pair scores (paper Table 9, BLIP)
         scores = match_scores(scorer, part, template=template, batch_size=ctx.batch_size)
@@ -188,7 +192,9 @@ def run_binding_clip(ctx: TaskContext) -> TaskOutcome:
         if hasattr(scorer, "match_allowed_mass"):
             texts = [[template.format(label=c) for c in row] for row in part.candidates]
             mass = [min(m) for m in scorer.match_allowed_mass(part.images, texts, batch_size=ctx.batch_size)]
-        return sample_rows("binding-clip", ctx.dataset.repo, part, scores, scale=scale, allowed_mass=mass)
+        return sample_rows(
+            "binding-clip", ctx.dataset.repo, part, scores, scale=scale, allowed_mass=mass, extra=NO_ANSWER
+        )
 
     where = [(name, i) for name, split in splits.items() for i in range(len(split))]
     ids = [f"{name}/{splits[name].item_ids[i] if splits[name].item_ids else i}" for name, i in where]

@@ -64,6 +64,8 @@ PARSED_COLUMN = "parsed"
 UNPARSED_METRIC = "unparsed_answers"
 #: Their arrow types, for a task's ``columns`` (null in the rows of the probability protocols).
 BY_ANSWER_COLUMNS = ((ANSWER_COLUMN, "string"), (PARSED_ANSWER_COLUMN, "string"), (PARSED_COLUMN, "bool"))
+#: The by-answer columns of a row no answer was asked for (a probability or embedding protocol).
+NO_ANSWER: dict[str, Any] = {ANSWER_COLUMN: None, PARSED_ANSWER_COLUMN: None, PARSED_COLUMN: None}
 
 
 # ----------------------------------------------------------------------------------- the item
@@ -170,10 +172,11 @@ _MARKDOWN = re.compile(r"\*\*|__|`")
 _EDGE = " \t\r\n\"'*_.,:;!?()[]{}<>"
 #: Rule 2: a leading letter in a marker: "(B)", "[B]", "B.", "B)", "B:" then a space or the end.
 _LEADING = re.compile(r"^(?:\(([A-Za-z])\)|\[([A-Za-z])\]|([A-Za-z])[.):\]])(?=\s|$)")
-#: Rule 3: a phrase naming the letter: "answer is B", "Answer: (C)", "option D", "choice is B".
+#: Rule 3: a phrase naming the letter: "answer is B", "Answer: (C)", "option D", "choice is B"; a
+#: lowercase letter only where the sentence ends or punctuation follows ("answer is b.", not "is a bird").
 _PHRASE = re.compile(
     r"(?i:\b(?:answer|option|choice)\b(?:\s+(?:is|would\s+be|will\s+be))?\s*[:=-]?\s*(?:(?i:option|choice)\s+)?)"
-    r"[(\[]?([A-Z])(?![A-Za-z0-9])"
+    r"[(\[]?([A-Z]|[a-z](?=$|[.,;:!?)\]]))(?![A-Za-z0-9])"
 )
 #: Rule 4's tokenisation (VLMEvalKit's ``can_infer_option``): these characters become spaces.
 _TOKEN_BREAKS = str.maketrans({c: " " for c in ".()[],:;!?*#{}\"'"})
@@ -239,9 +242,10 @@ def parse_choice(answer: str | None, letters: Sequence[str], options: Sequence[s
        ``B.``, ``B)``, ``B:`` — then a space: ``B. black``, ``(C) white crown``. Either case
        (the marker says it is a letter). A marked letter that is not an option falls through.
     3. **Answer phrase**: "answer", "option" or "choice" (any case), optionally "is" / "would
-       be" and ``:``, then an *uppercase* letter not followed by a letter or digit: ``The answer
-       is B``, ``Answer: (C)``, ``I choose option D``. Every such phrase must name the same
-       letter; two different letters: ``None`` (ambiguous).
+       be" and ``:``, then an *uppercase* letter not followed by a letter or digit — or a
+       lowercase one followed by the end or punctuation: ``The answer is B``, ``Answer: (C)``,
+       ``I choose option D``, ``the answer is b.`` (not ``the answer is a bird``). Every such
+       phrase must name the same letter; two different letters: ``None`` (ambiguous).
     4. **Letter tokens** (VLMEvalKit's ``can_infer_option``): punctuation ``.()[],:;!?*#{}"'``
        becomes spaces and the *uppercase* option letters standing as words are counted — one
        distinct letter: it; two or more: ``None`` (ambiguous, no rule 5). An "A" or "I" that
@@ -270,7 +274,7 @@ def parse_choice(answer: str | None, letters: Sequence[str], options: Sequence[s
         marked = next(g for g in leading.groups() if g).upper()
         if marked in letters:
             return marked
-    phrased = {m.group(1) for m in _PHRASE.finditer(text) if m.group(1) in letters}
+    phrased = {m.group(1).upper() for m in _PHRASE.finditer(text) if m.group(1).upper() in letters}
     if phrased:
         return phrased.pop() if len(phrased) == 1 else None
     tokens = _letter_tokens(text, letters)

@@ -218,8 +218,15 @@ def format_task_list() -> str:
         protocols = dict(task.protocols)
         for capability in task.capabilities:
             families = [f.name for f in FAMILIES.values() if task.capability_for(f.name) == capability]
-            if families:
-                rows.append([task.name, capability, ", ".join(families), protocols.get(capability, task.protocol)])
+            # the by-answer protocol of a family that prefers another capability: by its option
+            chosen = [
+                f.name for f in FAMILIES.values() if task.capability_for(f.name, {"by_answer": True}) == capability
+            ]
+            by_option = [f"{name} (by_answer=true)" for name in chosen if name not in families]
+            if families or by_option:
+                rows.append(
+                    [task.name, capability, ", ".join(families + by_option), protocols.get(capability, task.protocol)]
+                )
         folder = next((need for need in task.needs if need.endswith("_dir")), None)
         dataset = (
             f"{task.dataset}@{task.revision}"

@@ -17,7 +17,7 @@ from typing import Any
 from conceptforge import argtypes
 from conceptforge.errors import DataFormatError, DataNotFoundError
 from conceptforge.loaders.harness.allowed_tokens import low_allowed_mass_metric
-from conceptforge.loaders.harness.by_answer import BY_ANSWER_COLUMNS, is_by_answer, unparsed_metric
+from conceptforge.loaders.harness.by_answer import BY_ANSWER_COLUMNS, NO_ANSWER, is_by_answer, unparsed_metric
 from conceptforge.loaders.harness.sample_columns import ALLOWED_MASS_COLUMN
 from conceptforge.loaders.harness.task import (
     ANSWER_TEXT,
@@ -64,6 +64,7 @@ def _rows(
         "bird": item.bird,
         "attribute": item.attribute,
         ALLOWED_MASS_COLUMN: None,  # sub-vlm by choose/match sets it; embeddings and CBMs have no answer tokens
+        **NO_ANSWER,  # sub-vlm by answer sets them
     }
     rows = []
     if result.s_plus is not None:

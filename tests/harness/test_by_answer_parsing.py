@@ -43,6 +43,8 @@ CHOICE_TABLE = [
     ("I would pick option E, since none fits.", "E"),
     ("My choice is A", "A"),
     ("Option A is wrong; the answer is B.", None),  # two letters named by phrases
+    ("the answer is b.", "B"),  # lowercase, then punctuation
+    ("The answer is a bird with a white crown.", "D"),  # "a bird": the article; rule 5 reads "white"
     # rule 4: letter tokens
     ("I think it is C", "C"),  # sentence-opening "I" + lowercase word: the pronoun
     ("It looks like B to me.", "B"),

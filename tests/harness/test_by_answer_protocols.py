@@ -191,17 +191,40 @@ def test_by_answer_is_refused_for_a_model_that_does_not_answer_in_words(tiny_cli
 
 
 # ----------------------------------------------------------------------------------- end to end
+def _letter_llava(source: Path, path: Path) -> Path:
+    """The tiny LLaVA made to answer in one option letter: its output head scores only "C" (+)
+    and "D" (−) along one hidden dimension, and both end the generation (the model's own
+    ``generation_config``), so every answer is "C" or "D" — parsed, right or wrong by the data."""
+    import shutil
+
+    import torch
+    from transformers import AutoModelForImageTextToText, AutoTokenizer
+
+    shutil.copytree(source, path)
+    model = AutoModelForImageTextToText.from_pretrained(source)
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    c, d = tokenizer.convert_tokens_to_ids("C"), tokenizer.convert_tokens_to_ids("D")
+    with torch.no_grad():
+        head = model.get_output_embeddings().weight
+        head.zero_()
+        head[c, 0], head[d, 0] = 1.0, -1.0
+    model.generation_config.eos_token_id = [c, d]
+    model.save_pretrained(path)
+    return path
+
+
 def test_tiny_vlm_by_answer_end_to_end_and_rescored(tiny_llava_dir, single_object_dir, sub_dir, fake_cub, tmp_path):
     import pyarrow.parquet as pq
 
     from conceptforge.cub import load_cub
     from conceptforge.loaders.sub.protocol import load_sub
 
+    letters_llava = _letter_llava(tiny_llava_dir, tmp_path / "letters-llava")
     out = tmp_path / "llava.json"
     argv = [
         "evaluate",
         "--model",
-        str(tiny_llava_dir),
+        str(letters_llava),
         "--tasks",
         f"binding-clip:{single_object_dir},sub-vlm:{sub_dir}",
     ]
@@ -224,6 +247,7 @@ def test_tiny_vlm_by_answer_end_to_end_and_rescored(tiny_llava_dir, single_objec
         hits += letter == q.answer_letter
     assert sub["metrics"]["s_plus"]["value"] == hits / len(plus)
     assert sub["metrics"]["unparsed_answers"]["value"] == sum(not r["parsed"] for r in plus)
+    assert {r["answer"] for r in rows} <= {"C", "D"} and any(r["parsed"] for r in rows)
     matched = pq.read_table(tmp_path / "llava.samples" / "binding-clip.parquet").to_pylist()
     gen = [r for r in matched if r["split"] == "gen"]
     expected = sum(
@@ -231,6 +255,9 @@ def test_tiny_vlm_by_answer_end_to_end_and_rescored(tiny_llava_dir, single_objec
         for r in gen
     )
     assert binding["metrics"]["gen_accuracy"]["value"] == pytest.approx(expected / len(gen))
+    # by hand: every answer is "C" or "D", so an image is right when its true caption is third or fourth
+    assert expected == sum(r["answer"] == "ABCDE"[r["label_index"]] for r in gen)
+    assert all(r["parsed"] and r["prediction"] == r["candidates"]["ABCDE".index(r["answer"])] for r in matched)
     samples = out.with_name(out.stem + ".samples")
     again = tmp_path / "again.json"
     assert main(["evaluate", "--from-predictions", str(samples), "--output", str(again)]) == 0
@@ -268,3 +295,15 @@ def test_leaderboard_keeps_a_probability_and_a_by_answer_row_of_one_task_apart()
     assert headers[3:] == ["sub-vlm s_plus <sub/vlm-choose>", "sub-vlm s_plus <sub/choose-by-answer>"]
     assert rows[0][3:] == ["50.00", "–"] and rows[1][3:] == ["–", "25.00"]
     assert len(notes) == 2
+
+
+def test_the_by_answer_option_picks_answer_text_and_the_default_stays_probabilities():
+    from conceptforge.loaders.harness.registry import all_tasks, format_task_list
+
+    tasks = all_tasks()
+    for name, default in (("sub-vlm", "choose"), ("binding-clip", "match")):
+        assert tasks[name].capability_for("vlm") == default  # the probability protocol, unchanged
+        assert tasks[name].capability_for("vlm", {"by_answer": True}) == "answer-text"
+        assert tasks[name].capability_for("clip", {"by_answer": True}) is None  # refused by check_options
+    listed = format_task_list()
+    assert "| sub-vlm " in listed and "vlm (by_answer=true)" in listed and "sub/choose-by-answer" in listed

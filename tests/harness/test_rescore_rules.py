@@ -31,6 +31,9 @@ def _folder(directory: Path, task_name: str, rows: list[dict], main_metric: str,
 
     task = get_task(task_name)
     options = {**task.option_defaults(), **(options or {})}
+    # a run writes every column of its task, null where its protocol has none (allowed_mass of an
+    # embedding run, the by-answer columns of a probability run): so do the hand-written rows
+    rows = [{**{name: None for name, _ in task.columns}, **row} for row in rows]
     record = {
         "task": task.name,
         "benchmark": task.benchmark,
@@ -200,6 +203,32 @@ def test_binding_rows_and_the_splits_the_main_metric_needs(tmp_path):
     _refused(tmp_path, "label", "binding-clip", wrong_label, "gen_accuracy", "row gen/0: label 'green cube'")
     odd_split = _edited(rows, 0, split="test")
     _refused(tmp_path, "split", "binding-clip", odd_split, "gen_accuracy", "row train/0: split 'test'")
+
+
+def test_binding_by_answer_rows_are_checked_against_their_answers(tmp_path):
+    """binding/choose-by-answer rows: the first image answered "A" (the true caption, one-hot
+    scores), the second "I am not sure" (unparsed: wrong, its scores 1 on every distractor)."""
+    rows = []
+    for row in _binding_rows():
+        first = row["item_id"].endswith("/0")
+        answer = "A" if first else "I am not sure"
+        rows.append(
+            {
+                **row,
+                "scores": [1.0, 0.0, 0.0, 0.0, 0.0] if first else [0.0, 1.0, 1.0, 1.0, 1.0],
+                "prediction": "red cube" if first else "(unparsed)",
+                "answer": answer,
+                "parsed_answer": "A" if first else None,
+                "parsed": first,
+            }
+        )
+    metrics = _accepted(tmp_path, "clean", "binding-clip", rows, "gen_accuracy")
+    assert metrics["gen_accuracy"]["value"] == 0.5
+    assert (metrics["unparsed_answers"]["value"], metrics["unparsed_answers"]["n"]) == (3, 6)
+    scored_right = _edited(rows, 5, correct=True, value=1.0)
+    _refused(tmp_path, "unparsed-right", "binding-clip", scored_right, "gen_accuracy", "row gen/1", "not parsed")
+    other_letter = _edited(rows, 4, parsed_answer="B")
+    _refused(tmp_path, "letter", "binding-clip", other_letter, "gen_accuracy", "row gen/0", "the parser reads 'A'")
 
 
 def test_binding_cdsm_rows_cover_every_model_and_seed_of_the_run(tmp_path):
