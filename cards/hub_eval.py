@@ -39,9 +39,14 @@ from conceptforge.errors import InvalidArgumentError, PublishError
 EVAL_YAML = "eval.yaml"
 EVAL_RESULTS_DIR = ".eval_results"
 
+#: The huggingface.js commit the list below was read from (``packages/tasks/src/eval.ts``,
+#: 2026-08-21); tests/publish/test_hub_eval.py pins it with the names, so a refresh changes both.
+EVALUATION_FRAMEWORKS_COMMIT = "fe42e68017ffc76d09922ea8f9b38a6964345710"
 #: The frameworks the Hub accepts in ``eval.yaml``: ``EVALUATION_FRAMEWORKS`` of huggingface.js
-#: ``packages/tasks/src/eval.ts`` (read at commit 0589d130abd3393e9a68066f4e90ca2e7397b4ec).
-#: The Hub's list is the authority; update this copy when it grows (docs/publishing.md).
+#: ``packages/tasks/src/eval.ts`` at :data:`EVALUATION_FRAMEWORKS_COMMIT`, in its order (30 names;
+#: none of lmms-eval, VLMEvalKit, lighteval or lm-eval-harness is one). The Hub's list is the
+#: authority; update this copy and the commit when it grows (docs/publishing.md). The local test
+#: Hub validates with this same dict, so it stays in step by construction.
 EVALUATION_FRAMEWORKS: dict[str, str] = {
     "exgentic": "https://github.com/Exgentic/exgentic",
     "inspect-ai": "https://inspect.aisi.org.uk/",
@@ -49,7 +54,11 @@ EVALUATION_FRAMEWORKS: dict[str, str] = {
     "mteb": "https://github.com/embeddings-benchmark/mteb",
     "olmocr-bench": "https://github.com/allenai/olmocr/tree/main/olmocr/bench",
     "harbor": "https://github.com/laude-institute/harbor",
+    "ifstruct": "https://github.com/Liquid4All/ifstruct",
+    "pier": "https://github.com/datacurve-ai/pier",
+    "redline-bench": "https://github.com/crosbylegal/redline-bench",
     "archipelago": "https://github.com/Mercor-Intelligence/archipelago",
+    "benchflow": "https://github.com/benchflow-ai/benchflow",
     "apex-evals": "https://github.com/Mercor-Intelligence/apex-evals",
     "screenspot-pro": "https://github.com/likaixin2000/ScreenSpot-Pro-GUI-Grounding",
     "swe-bench": "https://github.com/swe-bench/swe-bench",
@@ -58,10 +67,17 @@ EVALUATION_FRAMEWORKS: dict[str, str] = {
     "yc-bench": "https://github.com/collinear-ai/yc-bench",
     "open-asr-leaderboard": "https://github.com/huggingface/open_asr_leaderboard",
     "mdpbench": "https://github.com/Yuliang-Liu/MultimodalOCR",
+    "real5-omnidocbench": "https://huggingface.co/datasets/PaddlePaddle/Real5-OmniDocBench",
     "parsebench": "https://github.com/run-llama/ParseBench",
     "video-mme-v2": "https://github.com/MME-Benchmarks/Video-MME-v2",
     "claw-eval": "https://github.com/claw-eval/claw-eval",
+    "researchclawbench": "https://github.com/InternScience/ResearchClawBench",
+    "pbench": "https://github.com/tiiuae/Falcon-Perception",
     "wildclawbench": "https://github.com/InternLM/WildClawBench",
+    "wbench": "https://github.com/meituan-longcat/WBench",
+    "nanofold": "https://github.com/ChrisHayduk/nanoFold-Competition",
+    "mmmu": "https://mmmu-benchmark.github.io/",
+    "extractbench": "https://github.com/run-llama/ExtractBench",
 }
 REGISTER_HINT = (
     "frameworks are registered by a pull request adding them to EVALUATION_FRAMEWORKS in huggingface.js "

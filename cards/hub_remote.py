@@ -26,10 +26,11 @@ def _managed(path: str, also: tuple[str, ...] = ()) -> bool:
 
     ``eval.yaml`` is owned only by a release that writes one (``also``): a release published
     without ``--eval-framework`` leaves the benchmark declaration of an earlier one in place.
+    An ``also`` entry ending in ``/`` owns a folder (``exports/``, for a release that writes its
+    harness exports: stale files of an earlier release's exports are deleted with it).
     """
-    return path in (CARD_NAME, GRID_NAME, RECORD_NAME, CROISSANT_NAME, *also) or path.startswith(
-        (f"{DATA_DIR}/", f"{SCENES_DIR}/")
-    )
+    prefixes = (f"{DATA_DIR}/", f"{SCENES_DIR}/", *(a for a in also if a.endswith("/")))
+    return path in (CARD_NAME, GRID_NAME, RECORD_NAME, CROISSANT_NAME, *also) or path.startswith(prefixes)
 
 
 def _remote_files(api: Any, repo_id: str, revision: str, also: tuple[str, ...] = ()) -> dict[str, Any]:

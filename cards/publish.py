@@ -91,6 +91,8 @@ class PublishResult:
     rai_empty: list[str] = field(default_factory=list)  # croissant.json: required RAI fields left empty
     benchmark: Benchmark | None = None  # the eval.yaml this release writes (None: none asked for)
     leaks: list[str] = field(default_factory=list)  # held-out checks of the card that found violations
+    exports: list[str] = field(default_factory=list)  # harness export files (cards/exports) in the release
+    exports_skipped: str | None = None  # why the release carries no harness exports
 
     @property
     def load_line(self) -> str:
@@ -128,6 +130,11 @@ class PublishResult:
             lines.append(
                 f"{EVAL_YAML}: {len(self.benchmark.tasks)} task(s), evaluation_framework {self.benchmark.framework}"
             )
+        if self.exports:
+            sets = sorted({p.rsplit("/", 1)[-1][: -len(".jsonl")] for p in self.exports if p.endswith(".jsonl")})
+            lines.append(f"exports: lmms-eval, VLMEvalKit and inspect-ai tasks for {', '.join(sets)} (exports/)")
+        elif self.exports_skipped and self.action != "unchanged":
+            lines.append(f"exports: none ({self.exports_skipped})")
         lines.append(f"from datasets import load_dataset; ds = {self.load_line}")
         return "\n".join(lines)
 
@@ -226,11 +233,17 @@ class _Release:
     benchmark: Benchmark | None = None
     rai_empty: list[str] = field(default_factory=list)
     leaks: list[str] = field(default_factory=list)
+    exports: list[str] = field(default_factory=list)
+    exports_skipped: str | None = None
 
     @property
     def also_managed(self) -> tuple[str, ...]:
-        """``eval.yaml`` belongs to this release only when it writes one."""
-        return (EVAL_YAML,) if self.benchmark is not None else ()
+        """``eval.yaml`` belongs to this release only when it writes one; ``exports/`` likewise."""
+        return ((EVAL_YAML,) if self.benchmark is not None else ()) + (("exports/",) if self.exports else ())
+
+    def outcome(self) -> dict[str, Any]:
+        """The fields every PublishResult of this release shares."""
+        return {"exports": self.exports, "exports_skipped": self.exports_skipped}
 
     def replace_file(self, path: str, content: bytes) -> None:
         for index, existing in enumerate(self.files):
@@ -252,6 +265,7 @@ class _Release:
             rai_empty=self.rai_empty,
             leaks=self.leaks,
             benchmark=self.benchmark,
+            **self.outcome(),
         )
 
     def fail(self, stage: str, error: BaseException, *, committed: str | None = None) -> HubError:
@@ -291,13 +305,18 @@ def publish_dataset(
     endpoint: str | None = None,
     num_threads: int = 4,
     benchmark: Benchmark | None = None,
+    cub_dir: str | Path | None = None,
 ) -> PublishResult:
     """Publish ``dataset_dir`` as ``repo_id`` at ``version`` (see module docstring): checks, reads
     of the remote, the diff against it, one commit, the tag.
 
     Every release carries ``croissant.json`` (:mod:`cards.croissant`); ``benchmark`` (the owner's
     request, :class:`cards.hub_eval.Benchmark`) adds the root ``eval.yaml`` that makes the dataset
-    a Hub benchmark, its tasks checked against the release's configs and splits first."""
+    a Hub benchmark, its tasks checked against the release's configs and splits first. Every
+    release of multiple-choice-shaped data (SUB, binding) carries the harness exports
+    (:mod:`cards.exports`, under ``exports/``, naming ``repo_id`` and ``version``); SUB's need
+    ``cub_dir`` (its options are CUB's attributes), without which they are left out, said in the
+    summary."""
     from huggingface_hub import HfApi, get_token
     from huggingface_hub.errors import RepositoryNotFoundError
 
@@ -327,6 +346,7 @@ def publish_dataset(
             "offline mode (HF_HUB_OFFLINE=1) blocks publishing; the release is valid locally — "
             "unset HF_HUB_OFFLINE to publish, or pass --dry-run to check it without the Hub"
         )
+    _add_exports(release, extra, cub_dir)
     release.files = local_files(local, card_text, extra)
     if dry_run and offline:
         return release.local_only("offline mode (HF_HUB_OFFLINE=1)")
@@ -356,6 +376,26 @@ def publish_dataset(
     # 4. One commit with every changed file (skipped when main already holds them), then the tag.
     _commit(release, result, repo_exists=repo_exists, private=private, previous=previous, num_threads=num_threads)
     return _tag(release, result)
+
+
+def _add_exports(release: _Release, extra: dict[str, bytes], cub_dir: str | Path | None) -> None:
+    """The harness exports of the release (cards.exports) into ``extra``, or why there are none."""
+    from conceptforge.cards.exports import release_exports
+
+    try:
+        files, why_not = release_exports(
+            release.local.directory,
+            repo_id=release.repo_id,
+            tag=str(release.wanted),
+            cub_dir=cub_dir,
+            pretty_name=release.local.metadata.pretty_name,
+        )
+    except InvalidArgumentError as error:  # SUB without --cub-dir: the release goes out without them
+        files, why_not = {}, str(error)
+    if why_not:  # the summary says it; a release without exports is not an error
+        logger.info("no harness exports in this release: %s", why_not)
+    extra.update(files)
+    release.exports, release.exports_skipped = sorted(files), why_not
 
 
 def _final_card(release: _Release, card_text: str, previous: Version | None, *, endpoint: str | None) -> None:
@@ -413,6 +453,7 @@ def _compare(
                     rai_empty=release.rai_empty,
                     leaks=release.leaks,
                     benchmark=release.benchmark,
+                    **release.outcome(),
                 )
             differing = ", ".join([f.path_in_repo for f in changed][:3] + deleted[:2])
             raise PublishError(
@@ -446,6 +487,7 @@ def _compare(
         rai_empty=release.rai_empty,
         leaks=release.leaks,
         benchmark=release.benchmark,
+        **release.outcome(),
     )
 
 

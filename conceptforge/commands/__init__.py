@@ -29,6 +29,10 @@ COMMANDS: dict[str, Entry] = {
     "publish": Entry(
         "conceptforge.commands.publish", "publish a dataset directory to the Hugging Face Hub as a versioned release"
     ),
+    "export": Entry(
+        "conceptforge.commands.export",
+        "add the lmms-eval, VLMEvalKit and inspect-ai exports to a dataset folder (what publish puts in a release)",
+    ),
     "verify": Entry(
         "conceptforge.commands.verify",
         "check that a release regenerates from its recorded provenance (local folder or Hub tag)",

@@ -1,10 +1,11 @@
 """``conceptforge publish``: publish a dataset directory to the Hugging Face Hub as an immutable, versioned release.
 
     conceptforge publish DIR --repo-id ORG/NAME --version vMAJOR.MINOR.PATCH [--private] [--dry-run]
-        [--eval-framework NAME --eval-tasks TASK,...]
+        [--eval-framework NAME --eval-tasks TASK,...] [--cub-dir CUB]
 
-Uploads the data shards, the card, the sample grid, ``provenance.json`` and ``croissant.json``
-(Croissant with Responsible-AI fields) in one commit, then tags it with the version; prints the
+Uploads the data shards, the card, the sample grid, ``provenance.json``, ``croissant.json``
+(Croissant with Responsible-AI fields) and the harness exports (``exports/``: lmms-eval,
+VLMEvalKit and inspect-ai tasks for SUB and binding data) in one commit, then tags it with the version; prints the
 commit id and the exact ``load_dataset`` line. ``--eval-framework`` (the dataset owner's request)
 adds the root ``eval.yaml`` that makes the dataset a Hub benchmark, with one task per leaderboard
 metric of ``--eval-tasks`` (the ids ``evaluate --push-results`` files results under). Rerunning after a failure
@@ -50,6 +51,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --eval-framework: the conceptforge tasks whose results the leaderboard lists (e.g. "
         "binding-clip,binding-cdsm; `conceptforge evaluate --tasks list`)",
     )
+    parser.add_argument(
+        "--cub-dir",
+        type=at.existing_dir.as_text(),
+        default=None,
+        help="CUB directory: a SUB release's harness exports take their options and S- from it (without it a "
+        "SUB release goes out without exports)",
+    )
     parser.add_argument("--eval-name", default=None, help="eval.yaml name (default: the card's pretty name)")
     parser.add_argument("--eval-description", default=None, help="eval.yaml description (default: the card's summary)")
 
@@ -66,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
         num_threads=max(1, args.num_threads),
         benchmark=_benchmark(args),
+        cub_dir=args.cub_dir,
     )
     print(result.summary())
     return 0
@@ -98,7 +107,7 @@ def _benchmark(args: argparse.Namespace):
     summary = " ".join(local.metadata.summary.strip().split("\n\n")[0].split())  # the first paragraph
     return Benchmark(
         framework=args.eval_framework,
-        tasks=tuple(benchmark_tasks(names, splits)),
+        tasks=tuple(benchmark_tasks(names, splits, framework=args.eval_framework)),
         name=args.eval_name or local.metadata.pretty_name,
         description=args.eval_description or summary,
     )

@@ -111,6 +111,40 @@ def build_tiny_llava(
     return path
 
 
+def make_letter_answerer(path: Path, letters: str = "ABCD") -> Path:
+    """Make a saved tiny LLaVA answer with one option letter, then stop, under plain greedy ``generate``.
+
+    Why: a random model's greedy words are byte soup that no parser reads, so every by-answer
+    accuracy is 0 and a parity test between harnesses could not tell a right score from a wrong
+    one. The model's ``generation_config.json`` (read by every caller's ``model.generate``:
+    ours, lmms-eval's, a user's loop) suppresses every token but the letters and the
+    end-of-sequence token and biases the end of sequence right after a letter: the first token,
+    chosen by the random weights from the image and the prompt, is a letter (or the end: an
+    empty, unparsed answer), the second ends the answer. Nothing else of the model changes."""
+    import json
+
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    eos = tokenizer.eos_token_id
+    if eos is None:
+        eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    letter_ids = [tokenizer.convert_tokens_to_ids(letter) for letter in letters]
+    keep = {eos, *letter_ids}
+    config_path = path / "generation_config.json"
+    config = json.loads(config_path.read_text()) if config_path.exists() else {}
+    config.update(
+        {
+            "eos_token_id": eos,
+            "pad_token_id": tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos,
+            "suppress_tokens": [i for i in range(len(tokenizer)) if i not in keep],
+            "sequence_bias": [[[letter, eos], 100.0] for letter in letter_ids],
+        }
+    )
+    config_path.write_text(json.dumps(config, indent=2))
+    return path
+
+
 def build_tiny_classifier(path: Path, labels: Sequence[str], *, seed: int = 0) -> Path:
     """Save a tiny random Swin image classifier whose ``id2label`` is ``labels``."""
     from transformers import SwinConfig, SwinForImageClassification

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +49,20 @@ def leaderboard_id(task: str, metric: str, *, config: str | None, configs: Seque
     card declares at the evaluated revision). The config is named only where the repo has several,
     so the two sides agree by construction."""
     return hub_task_id(task, metric, config if len(set(configs)) > 1 else None)
+
+
+def by_answer_task_id(task: str, metric: str, *, config: str | None, configs: Sequence[str]) -> str:
+    """The id of a by-answer leaderboard value (``sub_vlm_s_plus``, ``binding_clip_gen_accuracy``):
+    :func:`leaderboard_id` as a Python identifier. It is the name of the exported inspect-ai
+    ``@task`` (cards/exports), the id ``publish --eval-framework inspect-ai`` declares and the id
+    ``evaluate --push-results`` files a by-answer result under, so inspect runs and ours share a
+    leaderboard row, and by-answer values never share one with the probability protocols'."""
+    return re.sub(r"[^0-9A-Za-z_]+", "_", leaderboard_id(task, metric, config=config, configs=configs)).strip("_")
+
+
+def is_by_answer(protocol: str | None) -> bool:
+    """Whether a result's protocol reads the model's words (``sub/choose-by-answer``)."""
+    return "by-answer" in str(protocol or "")
 
 
 def task_id(task: str, metric: str) -> str:
@@ -96,13 +111,46 @@ def _evaluated_splits(task_split: str | None, available: Sequence[str]) -> list[
     return [s for s in wanted if s in set(available)]
 
 
-def benchmark_tasks(names: Sequence[str], splits_by_config: Mapping[str, Sequence[str]]) -> list[dict[str, str]]:
+#: With ``--eval-framework inspect-ai`` each eval.yaml task also says how inspect runs it (the
+#: Hub requires ``field_spec``, ``solvers`` and ``scorers``): the release's columns, and the
+#: exported task module's solver (our prompt, then greedy generation) and scorer (our parser).
+INSPECT_TASK_MODULE = "exports/inspect-ai/conceptforge_tasks.py"
+_INSPECT_FIELDS = {
+    "sub-vlm": {"input": "image", "target": "attribute", "metadata": ["bird", "removed_attribute"]},
+    "binding-clip": {"input": "image", "target": "label_index", "choices": "candidates"},
+}
+
+
+def _inspect_fields(name: str, task_id: str) -> dict[str, Any]:
+    scorer = "sub_by_answer" if name == "sub-vlm" else "choice_by_answer"
+    return {
+        "field_spec": dict(_INSPECT_FIELDS[name]),
+        "solvers": [
+            {"name": "conceptforge_by_answer_prompt", "args": {"module": INSPECT_TASK_MODULE, "task": task_id}},
+            {"name": "generate", "args": {"temperature": 0}},
+        ],
+        "scorers": [{"name": scorer, "args": {"module": INSPECT_TASK_MODULE}}],
+    }
+
+
+def benchmark_tasks(
+    names: Sequence[str], splits_by_config: Mapping[str, Sequence[str]], *, framework: str | None = None
+) -> list[dict[str, Any]]:
     """The ``eval.yaml`` tasks of a dataset for conceptforge tasks ``names`` (default options):
-    one ``{id, config, split}`` per leaderboard metric, config and evaluated split of the dataset."""
+    one ``{id, config, split}`` per leaderboard metric, config and evaluated split of the dataset.
+
+    ``framework="inspect-ai"``: only the tasks with an inspect export (sub-vlm, binding-clip); the
+    ids are the exported ``@task`` names (:func:`by_answer_task_id`), with inspect's fields."""
     from conceptforge.loaders.harness.registry import get_task
 
-    declared: list[dict[str, str]] = []
+    declared: list[dict[str, Any]] = []
+    inspect = framework == "inspect-ai"
     for name in names:
+        if inspect and name not in _INSPECT_FIELDS:
+            raise InvalidArgumentError(
+                f"{name} has no inspect-ai export (those are {', '.join(_INSPECT_FIELDS)}, by the by-answer protocol): "
+                "leave it out of --eval-tasks or choose another --eval-framework"
+            )
         task = get_task(name)
         if task.leaderboard is None:
             raise InvalidArgumentError(
@@ -114,8 +162,10 @@ def benchmark_tasks(names: Sequence[str], splits_by_config: Mapping[str, Sequenc
             splits = _evaluated_splits(task.split, available)
             for metric, split in task.leaderboard(splits, task.option_defaults()):
                 found = True
-                task_id = leaderboard_id(name, metric, config=config, configs=list(splits_by_config))
-                declared.append({"id": task_id, "config": config, "split": split})
+                make_id = by_answer_task_id if inspect else leaderboard_id
+                task_id = make_id(name, metric, config=config, configs=list(splits_by_config))
+                entry: dict[str, Any] = {"id": task_id, "config": config, "split": split}
+                declared.append({**entry, **(_inspect_fields(name, task_id) if inspect else {})})
         if not found:
             raise InvalidArgumentError(
                 f"{name} evaluates split(s) {task.split or 'test'}, which this dataset does not have "
@@ -201,7 +251,9 @@ def hub_entries(payload: dict[str, Any], configs: Mapping[tuple[str, str], Seque
         entries.append(
             EvalResultEntry(
                 dataset_id=dataset["repo"],
-                task_id=leaderboard_id(task["task"], name, config=_evaluated_config(task), configs=declared),
+                task_id=(by_answer_task_id if is_by_answer(task.get("protocol")) else leaderboard_id)(
+                    task["task"], name, config=_evaluated_config(task), configs=declared
+                ),
                 value=round(100 * metric["value"], 4),
                 dataset_revision=dataset["sha"],
                 date=payload.get("created") or None,

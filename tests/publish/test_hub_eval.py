@@ -79,3 +79,27 @@ def test_benchmark_refuses_unlisted_frameworks_and_missing_splits():
         other.text(splits)
     with pytest.raises(InvalidArgumentError):
         Benchmark("mteb", (), "SUB", "d")
+
+
+def test_framework_list_is_huggingface_js_at_the_pinned_commit():
+    """The 30 names of huggingface.js packages/tasks/src/eval.ts at fe42e68 (2026-08-21), in its
+    order, typed from that file: a refresh changes the commit and this list together."""
+    from conceptforge.cards.hub_eval import EVALUATION_FRAMEWORKS_COMMIT
+
+    assert EVALUATION_FRAMEWORKS_COMMIT == "fe42e68017ffc76d09922ea8f9b38a6964345710"
+    assert (
+        list(EVALUATION_FRAMEWORKS)
+        == (
+            "exgentic inspect-ai math-arena mteb olmocr-bench harbor ifstruct pier redline-bench archipelago "
+            "benchflow apex-evals screenspot-pro swe-bench swe-bench-pro nemo-evaluator yc-bench "
+            "open-asr-leaderboard mdpbench real5-omnidocbench parsebench video-mme-v2 claw-eval "
+            "researchclawbench pbench wildclawbench wbench nanofold mmmu extractbench"
+        ).split()
+    )
+    for harness in ("lmms-eval", "vlmevalkit", "lighteval", "lm-eval-harness"):
+        assert harness not in EVALUATION_FRAMEWORKS
+    # the local test Hub refuses what the Hub refuses, with the same list
+    document = yaml.safe_dump({**VALID, "evaluation_framework": "extractbench"}).encode()
+    assert evaluation_file_problems("dataset", "eval.yaml", document) == []
+    document = yaml.safe_dump({**VALID, "evaluation_framework": "lmms-eval"}).encode()
+    assert evaluation_file_problems("dataset", "eval.yaml", document)[0].endswith("at evaluation_framework")
