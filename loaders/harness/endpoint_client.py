@@ -609,8 +609,9 @@ class EndpointClient:
                 )
             )
         if status in NOT_IMPLEMENTED:
-            # A plain web server (python -m http.server answers POST with 501): no retry cures it.
-            return EndpointRequestError(
+            # A plain web server (python -m http.server answers POST with 501): no retry cures it,
+            # and it is no answer about a parameter (the probe reads those as "no log-probabilities").
+            return EndpointResponseError(
                 self._scrub(
                     f"the endpoint {url} does not implement the {what} route (HTTP {status}{detail}); "
                     "it is not an OpenAI-compatible server: give the API root of vLLM, SGLang or a provider "
