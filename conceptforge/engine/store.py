@@ -17,7 +17,9 @@ stores charge per request. A chunk holds many items and is written once, whole; 
 last, so a reader either sees a complete chunk or none. The marker's name carries the chunk's
 size and hash, so one directory listing tells which chunks are complete *and intact* (a
 truncated chunk file is found without reading it), and assembly checks the hash of every
-chunk it reads.
+chunk it reads. Two runs that make one chunk at once (two commands into one folder) each write it
+whole with their own marker; when their bytes differ (item metadata that holds a time), the data
+file is the later one's and the reader keeps it through its marker (:meth:`ItemStore.read_chunk`).
 """
 
 from __future__ import annotations
