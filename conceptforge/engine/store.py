@@ -17,7 +17,9 @@ stores charge per request. A chunk holds many items and is written once, whole; 
 last, so a reader either sees a complete chunk or none. The marker's name carries the chunk's
 size and hash, so one directory listing tells which chunks are complete *and intact* (a
 truncated chunk file is found without reading it), and assembly checks the hash of every
-chunk it reads.
+chunk it reads. Two runs that make one chunk at once (two commands into one folder) each write it
+whole with their own marker; when their bytes differ (item metadata that holds a time), the data
+file is the later one's and the reader keeps it through its marker (:meth:`ItemStore.read_chunk`).
 """
 
 from __future__ import annotations
@@ -411,12 +413,15 @@ class ItemStore:
     def damaged_chunks(self) -> list[int]:
         """Chunks with a marker whose data file is missing or of another size (e.g. truncated)."""
         listing = self.location.listdir(CHUNK_DIR)
-        bad = []
+        bad, intact = set(), set()
         for name in listing:
             match = _MARKER.match(name)
-            if match and listing.get(f"{chunk_name(int(match.group(1)))}.parquet") != int(match.group(2)):
-                bad.append(int(match.group(1)))
-        return sorted(bad)
+            if match:
+                index = int(match.group(1))
+                same = listing.get(f"{chunk_name(index)}.parquet") == int(match.group(2))
+                (intact if same else bad).add(index)
+        # a chunk two runs made at once has one marker per writer: the data file matches one of them
+        return sorted(bad - intact)
 
     def drop_chunk(self, index: int) -> None:
         """Remove a chunk's marker(s) so that the chunk is made again."""
@@ -424,6 +429,14 @@ class ItemStore:
             match = _MARKER.match(name)
             if match and int(match.group(1)) == index:
                 self.location.remove(f"{CHUNK_DIR}/{name}")
+
+    def _marked(self, index: int, size: int, digest: str) -> bool:
+        """Whether a completion marker names exactly these bytes of chunk ``index``."""
+        return f"{chunk_name(index)}.{size}.{digest}.done" in self.location.listdir(CHUNK_DIR)
+
+    def _forget_marker(self, state: ChunkState) -> None:
+        """Remove one stale marker (another run replaced the chunk's bytes with its own, whole)."""
+        self.location.remove(f"{CHUNK_DIR}/{chunk_name(state.index)}.{state.size}.{state.sha256}.done")
 
     def write_chunk(self, index: int, pairs: Sequence[tuple[WorkItem, ItemResult]]) -> ChunkState:
         """Write one chunk whole, then its marker; the first chunk also fixes the settings."""
@@ -444,7 +457,13 @@ class ItemStore:
             data = self.location.read(f"{CHUNK_DIR}/{chunk_name(state.index)}.parquet")
         except OSError as error:
             raise io_error(error, "read a chunk from", str(self.location)) from None
-        if hashlib.sha256(data).hexdigest() != state.sha256:
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != state.sha256 and self._marked(state.index, len(data), digest):
+            # Two runs made this chunk at once (two sweeps into one --out): each wrote whole bytes and
+            # its own marker, and items whose metadata holds times differ in bytes. The data file is
+            # the later writer's, complete and named by its marker: keep it, forget the other marker.
+            self._forget_marker(state)
+        elif digest != state.sha256:
             self.drop_chunk(state.index)
             raise StoreError(
                 f"chunk {state.index} in {self.location} is damaged (its bytes changed after it was written); "

@@ -76,6 +76,8 @@ TIMEOUT_FLAG = "--endpoint-timeout"
 BUDGET_FLAG = "--max-requests"
 #: The longest ``Retry-After`` honoured; a server asking for more is given up on at once.
 MAX_RETRY_AFTER_S = 300.0
+#: 5xx statuses that say the route does not exist here (not a passing fault): never retried.
+NOT_IMPLEMENTED = (501, 505)
 #: Retries after a timeout, whatever ``max_retries`` says: a server silent for ``timeout_s`` three
 #: times running is down or swamped, and six more waits of two minutes each would only delay the
 #: one-line error (the answers so far are cached; a rerun resumes).
@@ -524,9 +526,13 @@ class EndpointClient:
                 headers = getattr(getattr(error, "response", None), "headers", None)
                 asked = _retry_after(headers)
                 timeouts += isinstance(error, openai.APITimeoutError)
-                retryable = not (asked is not None and asked > MAX_RETRY_AFTER_S) and timeouts <= MAX_TIMEOUT_RETRIES
+                retryable = (
+                    not (asked is not None and asked > MAX_RETRY_AFTER_S)
+                    and timeouts <= MAX_TIMEOUT_RETRIES
+                    and status not in NOT_IMPLEMENTED
+                )
                 if attempt > self.settings.max_retries or not retryable or self._stop.is_set():
-                    raise self._final_error(error, attempts=attempt, asked=asked) from None
+                    raise self._final_error(error, attempts=attempt, asked=asked, what=what) from None
                 if asked is not None:
                     delay = asked
                 else:
@@ -541,9 +547,9 @@ class EndpointClient:
                     delay,
                 )
                 if self._stop.wait(delay):
-                    raise self._final_error(error, attempts=attempt, asked=asked) from None
+                    raise self._final_error(error, attempts=attempt, asked=asked, what=what) from None
             except openai.APIStatusError as error:
-                raise self._final_error(error, attempts=attempt, asked=None) from None
+                raise self._final_error(error, attempts=attempt, asked=None, what=what) from None
             except openai.APIResponseValidationError as error:
                 raise EndpointResponseError(
                     self._scrub(f"the endpoint {self.settings.base_url} answered a malformed {what}: {one_line(error)}")
@@ -553,7 +559,9 @@ class EndpointClient:
                     self._scrub(f"the endpoint {self.settings.base_url} answered a malformed {what}: {one_line(error)}")
                 ) from None
 
-    def _final_error(self, error: Exception, *, attempts: int, asked: float | None) -> EndpointError:
+    def _final_error(
+        self, error: Exception, *, attempts: int, asked: float | None, what: str = "chat completion"
+    ) -> EndpointError:
         """The one-line error for a failure that retries did not (or cannot) cure."""
         openai = self._openai
         url = self.settings.base_url
@@ -598,6 +606,16 @@ class EndpointClient:
                 self._scrub(
                     f"the endpoint {url} is still rate limiting (HTTP 429) after {tries}{wait_note}; "
                     "rerun later (answers so far are cached) or lower the concurrency"
+                )
+            )
+        if status in NOT_IMPLEMENTED:
+            # A plain web server (python -m http.server answers POST with 501): no retry cures it,
+            # and it is no answer about a parameter (the probe reads those as "no log-probabilities").
+            return EndpointResponseError(
+                self._scrub(
+                    f"the endpoint {url} does not implement the {what} route (HTTP {status}{detail}); "
+                    "it is not an OpenAI-compatible server: give the API root of vLLM, SGLang or a provider "
+                    "(e.g. http://HOST:8000/v1)"
                 )
             )
         if status is not None and status >= 500:

@@ -103,6 +103,10 @@ def parse_endpoint_spec(spec: str) -> EndpointSpec:
     head, _, rest = spec.partition(":")
     if head == GENERIC:
         name, at, url = rest.rpartition("@")
+        if at and name and url and "://" not in url:  # host:port/v1 as curl takes it
+            raise InvalidArgumentError(
+                f"--model {spec}: the base URL {url} has no scheme; write endpoint:{name}@http://{url}"
+            )
         if not at or not name or not url.startswith(("http://", "https://")):
             raise InvalidArgumentError(
                 f"--model {spec}: a served model is endpoint:SERVED_NAME@BASE_URL, "

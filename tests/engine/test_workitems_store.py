@@ -140,3 +140,22 @@ def test_a_listing_skips_a_file_renamed_away_between_scandir_and_stat(tmp_path):
     other.unlink()  # the other process renames its temp file away now
     assert list(listing) == []  # skipped, not FileNotFoundError
     assert size == (5 if first == "c000001.parquet" else 0)
+
+
+def test_a_chunk_two_runs_made_at_once_is_read_not_called_damaged(tmp_path):
+    """Two sweeps into one --out make the same chunk: each writes whole bytes and its own marker,
+    and items whose metadata holds a time differ in bytes. The data file is the later writer's;
+    reading through the other marker must return it, not drop the chunk as damaged."""
+    items = [WorkItem("i000", 0, "train"), WorkItem("i001", 1, "train")]
+    store = ItemStore(tmp_path)
+    early = store.write_chunk(0, [(i, ItemResult(files={}, metadata={"seconds": 1.5})) for i in items])
+    late = store.write_chunk(0, [(i, ItemResult(files={}, metadata={"seconds": 12.25})) for i in items])
+    assert early.sha256 != late.sha256
+    for state in (early, late):  # whichever marker a reader lists first
+        assert [r.metadata["seconds"] for r in store.read_chunk(state)] == [12.25, 12.25]
+    assert store.chunk_states() == {0: late} and store.damaged_chunks() == []
+    assert [r.item_id for r in store.records()] == ["i000", "i001"]
+    # bytes no marker names are still damaged
+    (tmp_path / "chunks" / "c000000.parquet").write_bytes(b"x" * late.size)
+    with pytest.raises(ConceptforgeError, match="is damaged"):
+        store.read_chunk(late)

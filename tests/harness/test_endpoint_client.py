@@ -510,3 +510,44 @@ def test_the_command_line_prints_one_line_and_exits_2(server, tmp_path, capsys):
     assert run_cli(main, []) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: the endpoint ") and err.count("\n") == 1, err
+
+
+def test_a_plain_web_server_is_refused_at_once_not_retried(single_object_dir, tmp_path, capsys):
+    """``python -m http.server`` (not OpenAI-compatible) answers POST with 501: that is no passing
+    fault, so it is one try and one line saying what the URL should be, not seven tries over a minute."""
+    from conceptforge.commands import main
+
+    (tmp_path / "www").mkdir()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "http.server", "0", "--bind", "127.0.0.1", "--directory", str(tmp_path / "www")],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        line = process.stdout.readline()  # "Serving HTTP on 127.0.0.1 port N (http://127.0.0.1:N/) ..."
+        url = f"http://127.0.0.1:{line.split(' port ')[1].split()[0]}/v1"
+        started = time.monotonic()
+        with EndpointClient(_settings(url, max_retries=6), cache_dir=tmp_path / "cache") as client:
+            with pytest.raises(EndpointResponseError) as caught:
+                client.complete(_requests("plain", 1))
+        assert time.monotonic() - started < 10  # no backoff: 6 retries would wait 0.5+1+2+4+8+16 s
+        message = str(caught.value)
+        assert "\n" not in message and "HTTP 501" in message and "not an OpenAI-compatible server" in message
+        out = tmp_path / "r.json"
+        argv = ["evaluate", "--model", f"endpoint:m@{url}", "--tasks", f"binding-clip:{single_object_dir}"]
+        assert main([*argv, "--cache-dir", str(tmp_path / "cache"), "--output", str(out)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert "not an OpenAI-compatible server" in err[-1] and not any("retry" in e for e in err), err
+        assert not out.exists()
+        # the filter's own probe must not read the 501 as "no log-probabilities, use vLLM"
+        from conceptforge.testing.sub_inputs import make_candidates_dir, make_mini_cub
+
+        candidates, cub = make_candidates_dir(tmp_path / "cands", per_pair=1), make_mini_cub(tmp_path / "cub")
+        where = ["--candidates", str(candidates), "--cub-dir", str(cub), "--out", str(tmp_path / "kept")]
+        assert main(["filter", "sub", *where, "--vqa-model", f"endpoint:m@{url}"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert "not an OpenAI-compatible server" in err[-1], err
+        assert not (tmp_path / "kept").exists()
+    finally:
+        _stop(process)

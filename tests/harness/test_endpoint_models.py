@@ -283,6 +283,7 @@ def test_the_key_is_never_written_and_the_budget_is_checked_first(
     ("model", "flags", "message"),
     [
         ("endpoint:no-url", [], "endpoint:SERVED_NAME@BASE_URL"),
+        ("endpoint:m@127.0.0.1:9/v1", [], "has no scheme; write endpoint:m@http://127.0.0.1:9/v1"),
         (
             "endpoint:m@http://127.0.0.1:9/v1",
             ["--endpoint-timeout", "2"],
