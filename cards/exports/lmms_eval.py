@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from conceptforge.cards.exports.runtime import RUNTIME, ExportInfo, parser_source
 
-FOLDER = "exports/lmms-eval"
+LMMS_EVAL_FOLDER = "exports/lmms-eval"
 
 _UTILS = '''
 
@@ -107,7 +107,7 @@ def lmms_eval_files(choice_sets, info: ExportInfo, *, max_new_tokens: int) -> di
     files = {}
     parser = parser_source()
     for choice_set in choice_sets:
-        folder = f"{FOLDER}/{choice_set.name}"
+        folder = f"{LMMS_EVAL_FOLDER}/{choice_set.name}"
         utils = info.header() + _UTILS.format(
             name=choice_set.name,
             repo_id=info.repo_id,
