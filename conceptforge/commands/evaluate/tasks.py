@@ -271,7 +271,7 @@ def run(args: argparse.Namespace) -> int:
     for flag, given in (("--results-repo", args.eval_results_repo), ("--results-pr", args.eval_results_pr)):
         if given and not args.eval_push:  # else silently ignored: nothing is pushed
             raise InvalidArgumentError(f"{flag} goes with --push-results")
-    from conceptforge.loaders.harness.placement import make_placement
+    from conceptforge.placement import make_placement
 
     placement = make_placement(  # every combination that would be ignored is one line, now
         args.eval_device_map, args.eval_max_memory, args.eval_offload_folder, device=args.eval_device
