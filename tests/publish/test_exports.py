@@ -87,7 +87,7 @@ def test_export_refusals_are_one_line(tmp_path, capsys):
 
 def test_the_exports_carry_the_library_parser(tmp_path):
     """The parser copied into every export reads a table of answers exactly as by_answer does."""
-    from conceptforge.cards.exports.runtime import RUNTIME, parser_source
+    from conceptforge.loaders.exports.runtime import RUNTIME, parser_source
 
     copy = types.ModuleType("exported")
     exec(

@@ -5,12 +5,12 @@ its ``!function`` entries name, loaded with ``lmms-eval --include_path DIR``. Th
 release from the Hub at its tag (``dataset_path``, ``dataset_kwargs.revision``), generates greedily
 (``output_type: generate_until``, temperature 0) and scores with ``process_results``; the prompt,
 letters and answer key come from the release's items file and the parser is ours
-(:mod:`conceptforge.cards.exports.runtime`), so its numbers are our by-answer numbers.
+(:mod:`conceptforge.loaders.exports.runtime`), so its numbers are our by-answer numbers.
 """
 
 from __future__ import annotations
 
-from conceptforge.cards.exports.runtime import RUNTIME, ExportInfo, parser_source
+from conceptforge.loaders.exports.runtime import RUNTIME, ExportInfo, parser_source
 
 LMMS_EVAL_FOLDER = "exports/lmms-eval"
 

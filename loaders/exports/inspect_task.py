@@ -14,7 +14,7 @@ and shuffles nothing we could match byte for byte.
 
 from __future__ import annotations
 
-from conceptforge.cards.exports.runtime import RUNTIME, ExportInfo, parser_source
+from conceptforge.loaders.exports.runtime import RUNTIME, ExportInfo, parser_source
 
 INSPECT_FOLDER = "exports/inspect-ai"
 MODULE = f"{INSPECT_FOLDER}/conceptforge_tasks.py"

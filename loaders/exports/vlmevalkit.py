@@ -19,7 +19,7 @@ import base64
 import csv
 import io
 
-from conceptforge.cards.exports.runtime import ExportInfo
+from conceptforge.loaders.exports.runtime import ExportInfo
 
 VLMEVALKIT_FOLDER = "exports/vlmevalkit"
 
