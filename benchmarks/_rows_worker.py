@@ -58,6 +58,7 @@ def main() -> None:
     repo = sys.argv[5] if len(sys.argv) > 5 else None
     from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
     from conceptforge.cards.publish import publish_dataset
+    from conceptforge.loaders.exports import release_exports
 
     base = status_mb("VmRSS")
     cpu_start = time.process_time()
@@ -72,7 +73,7 @@ def main() -> None:
             max_shard_size=SHARD,
         )
         if mode == "publish":
-            assert publish_dataset(out, repo_id=repo, version="v1.0.0").action == "published"
+            assert publish_dataset(out, repo_id=repo, version="v1.0.0", exports=release_exports).action == "published"
     else:
         dataset = Dataset.from_generator(rows, gen_kwargs={"n": n}, features=FEATURES, cache_dir=str(out / "cache"))
         if mode == "publish":

@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,7 +91,7 @@ class PublishResult:
     rai_empty: list[str] = field(default_factory=list)  # croissant.json: required RAI fields left empty
     benchmark: Benchmark | None = None  # the eval.yaml this release writes (None: none asked for)
     leaks: list[str] = field(default_factory=list)  # held-out checks of the card that found violations
-    exports: list[str] = field(default_factory=list)  # harness export files (cards/exports) in the release
+    exports: list[str] = field(default_factory=list)  # harness export files (loaders/exports) in the release
     exports_skipped: str | None = None  # why the release carries no harness exports
 
     @property
@@ -306,6 +306,7 @@ def publish_dataset(
     num_threads: int = 4,
     benchmark: Benchmark | None = None,
     cub_dir: str | Path | None = None,
+    exports: Callable[..., tuple[dict[str, bytes], str | None]] | None = None,
 ) -> PublishResult:
     """Publish ``dataset_dir`` as ``repo_id`` at ``version`` (see module docstring): checks, reads
     of the remote, the diff against it, one commit, the tag.
@@ -314,9 +315,11 @@ def publish_dataset(
     request, :class:`cards.hub_eval.Benchmark`) adds the root ``eval.yaml`` that makes the dataset
     a Hub benchmark, its tasks checked against the release's configs and splits first. Every
     release of multiple-choice-shaped data (SUB, binding) carries the harness exports
-    (:mod:`cards.exports`, under ``exports/``, naming ``repo_id`` and ``version``); SUB's need
+    (:mod:`loaders.exports`, under ``exports/``, naming ``repo_id`` and ``version``); SUB's need
     ``cub_dir`` (its options are CUB's attributes), without which they are left out, said in the
-    summary."""
+    summary. ``exports`` is their builder, :func:`conceptforge.loaders.exports.release_exports`
+    (what ``conceptforge publish`` passes): the exports read the by-answer protocol of the
+    harness, a layer above the cards, so the caller hands it in (None: no exports)."""
     from huggingface_hub import HfApi, get_token
     from huggingface_hub.errors import RepositoryNotFoundError
 
@@ -346,7 +349,7 @@ def publish_dataset(
             "offline mode (HF_HUB_OFFLINE=1) blocks publishing; the release is valid locally — "
             "unset HF_HUB_OFFLINE to publish, or pass --dry-run to check it without the Hub"
         )
-    _add_exports(release, extra, cub_dir)
+    _add_exports(release, extra, cub_dir, exports)
     release.files = local_files(local, card_text, extra)
     if dry_run and offline:
         return release.local_only("offline mode (HF_HUB_OFFLINE=1)")
@@ -378,10 +381,16 @@ def publish_dataset(
     return _tag(release, result)
 
 
-def _add_exports(release: _Release, extra: dict[str, bytes], cub_dir: str | Path | None) -> None:
-    """The harness exports of the release (cards.exports) into ``extra``, or why there are none."""
-    from conceptforge.cards.exports import release_exports
-
+def _add_exports(
+    release: _Release,
+    extra: dict[str, bytes],
+    cub_dir: str | Path | None,
+    release_exports: Callable[..., tuple[dict[str, bytes], str | None]] | None,
+) -> None:
+    """The harness exports of the release (loaders.exports) into ``extra``, or why there are none."""
+    if release_exports is None:
+        release.exports, release.exports_skipped = [], "no exports builder was passed (publish_dataset(exports=...))"
+        return
     try:
         files, why_not = release_exports(
             release.local.directory,

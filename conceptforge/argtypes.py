@@ -472,7 +472,7 @@ class MaxMemory(ArgType):
     __name__ = "max_memory"
 
     def __call__(self, text: str) -> dict:
-        from conceptforge.loaders.harness.placement import check_gpus, parse_max_memory
+        from conceptforge.placement import check_gpus, parse_max_memory
 
         try:
             limits = parse_max_memory(text)

@@ -40,10 +40,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from conceptforge.cards.exports import parse_formats, release_exports, write_exports
     from conceptforge.cards.local_dataset import read_dataset_dir
     from conceptforge.cards.versions import parse_version
     from conceptforge.errors import InvalidArgumentError
+    from conceptforge.loaders.exports import parse_formats, release_exports, write_exports
 
     formats = parse_formats(args.formats)
     metadata = read_dataset_dir(args.directory).metadata

@@ -65,6 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     logging.getLogger("httpx2").setLevel(logging.WARNING)  # the Hub client's per-request lines
     from conceptforge.cards.publish import publish_dataset
+    from conceptforge.loaders.exports import release_exports
 
     result = publish_dataset(
         args.directory,
@@ -75,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
         num_threads=max(1, args.num_threads),
         benchmark=_benchmark(args),
         cub_dir=args.cub_dir,
+        exports=release_exports,
     )
     print(result.summary())
     return 0

@@ -108,8 +108,8 @@ def status_lines(
     lines += failures
     sweep = _sweep_args(store, config)
     if sweep is not None:  # a sweep (evaluate --models): which (model, task) pairs are missing
-        from conceptforge.loaders.harness.sweep import gpu_item_indices
-        from conceptforge.loaders.harness.sweep import status_lines as sweep_lines
+        from conceptforge.loaders.sweep import gpu_item_indices
+        from conceptforge.loaders.sweep import status_lines as sweep_lines
 
         lines += sweep_lines(config, sweep, sorted(done))
         gpu_shards = {index % num_shards for index in gpu_item_indices(sweep)}

@@ -24,6 +24,17 @@ from conceptforge.filters.vqa.scorer import DEFAULT_VQA_MODEL
 logger = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class ServedScorer:
+    """A served ``--vqa-model`` (``endpoint:NAME@URL``, ``PROVIDER:NAME``), resolved by the layer
+    that talks to servers (the harness): the fingerprint the run records as the model's revision,
+    and how to open its option-letter scorer. Why injected: the filters layer sits below the
+    harness and may not import it (tests/core/test_layering.py)."""
+
+    revision: str
+    load: Callable[[], Any]
+
+
 @dataclass
 class SubFilterConfig:
     """Everything ``conceptforge filter sub`` needs besides where to write and which shard."""
@@ -42,6 +53,9 @@ class SubFilterConfig:
     argv: list[str] | None = None
     #: ``--vqa-model endpoint:NAME@URL``: the client's settings (``EndpointOptions``; None: defaults)
     endpoint: Any = None
+    #: resolves a served ``--vqa-model`` into a :class:`ServedScorer` (the command line passes
+    #: :func:`conceptforge.commands.filter.sub.served_vqa_scorer`); None: a served model is refused
+    resolve_served: Callable[[SubFilterConfig], ServedScorer] | None = None
 
 
 def build_stage(config: SubFilterConfig, *, out: str | Path | None = None) -> Stage:
@@ -82,14 +96,12 @@ def build_stage(config: SubFilterConfig, *, out: str | Path | None = None) -> St
     if config.chunk_size < 1:
         raise InvalidArgumentError(f"--chunk-size must be >= 1, got {config.chunk_size}")
     served = served_vqa_model(config)  # a served model: resolved (and refused) before anything runs
-    revision = served.sha if served is not None else config.vqa_revision
+    revision = served.revision if served is not None else config.vqa_revision
     run_config = FilterRunConfig(config.vqa_model, revision, answer_hint, str(candidates_dir.resolve()))
 
     def load_scorer() -> Any:
         if served is not None:  # option letters' probabilities through the server (the same rule)
-            from conceptforge.loaders.harness.adapters.base import load_adapter
-
-            return load_adapter(served, device=None, dtype=None, cache_dir=None)
+            return served.load()
         return VQAScorer.from_pretrained(
             config.vqa_model,
             trust_remote_code=config.trust_remote_code,
@@ -114,12 +126,12 @@ def build_stage(config: SubFilterConfig, *, out: str | Path | None = None) -> St
     )
 
 
-def served_vqa_model(config: SubFilterConfig) -> Any:
-    """The resolved ``ModelRef`` when ``--vqa-model`` names a served model (``endpoint:NAME@URL``,
-    ``PROVIDER:NAME``), else ``None``. The filter ranks candidates by the option letters'
-    probabilities, so a server that returns no token log-probabilities is refused here, in one
-    line, before any candidate is read."""
-    from conceptforge.loaders.harness.endpoint_model import is_endpoint_spec
+def served_vqa_model(config: SubFilterConfig) -> ServedScorer | None:
+    """The resolved :class:`ServedScorer` when ``--vqa-model`` names a served model
+    (``endpoint:NAME@URL``, ``PROVIDER:NAME``), else ``None``. The filter ranks candidates by the
+    option letters' probabilities, so ``config.resolve_served`` refuses a server that returns no
+    token log-probabilities, in one line, before any candidate is read."""
+    from conceptforge.endpoint_spec import is_endpoint_spec
 
     if not is_endpoint_spec(config.vqa_model):
         return None
@@ -127,16 +139,12 @@ def served_vqa_model(config: SubFilterConfig) -> Any:
         raise InvalidArgumentError(
             f"--vqa-revision does not apply to a served model ({config.vqa_model}): the server reports what it serves"
         )
-    from conceptforge.loaders.harness.adapters.base import ENDPOINT
-    from conceptforge.loaders.harness.model_ref import resolve_model
-
-    served = resolve_model(config.vqa_model, endpoint=config.endpoint)
-    if served.kind != ENDPOINT:
+    if config.resolve_served is None:
         raise InvalidArgumentError(
-            f"--vqa-model {config.vqa_model} returns no token log-probabilities; the SUB filter ranks candidates "
-            "by the option letters' probabilities, so it needs a server that gives them (vLLM, SGLang)"
+            f"--vqa-model {config.vqa_model} is a served model: pass SubFilterConfig(resolve_served="
+            "conceptforge.commands.filter.sub.served_vqa_scorer) to reach it"
         )
-    return served
+    return config.resolve_served(config)
 
 
 def filter_sub(

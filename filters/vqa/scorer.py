@@ -236,7 +236,7 @@ class VQAScorer:
         dtype: torch.dtype | None = None,
         placement: Any = None,
     ) -> VQAScorer:
-        """``placement``: a ``loaders.harness.placement.Placement`` (``--device-map``): accelerate
+        """``placement``: a ``conceptforge.placement.Placement`` (``--device-map``): accelerate
         spreads the model over GPUs, CPU and disk and the inputs go to its first device."""
         device = (
             torch.device(check_device(str(device))) if device is not None else default_device()
@@ -262,7 +262,7 @@ class VQAScorer:
         if placement is None:
             model.to(device)
         else:
-            from conceptforge.loaders.harness.placement import input_device
+            from conceptforge.placement import input_device
 
             device = torch.device(input_device(model))
         logger.info("VQA model %s on %s (%s)", model_id, device, str(dtype).replace("torch.", ""))

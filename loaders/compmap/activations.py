@@ -109,7 +109,7 @@ class ItmScorer:
     def from_pretrained(
         cls, model_id: str, *, revision: str | None = None, device: str | None = None, placement: Any = None
     ) -> ItmScorer:
-        """``placement``: ``--device-map`` (loaders/harness/placement.py); inputs go to its first device."""
+        """``placement``: ``--device-map`` (conceptforge/placement.py); inputs go to its first device."""
         from transformers import AutoConfig
 
         device = check_device(device) or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -137,7 +137,7 @@ class ItmScorer:
             raise WeightsUnavailableError(f"cannot load ITM model {model_id!r}: {first}") from None
         if placement is None:
             return cls(model.to(device), processor, kind=kind, model_id=model_id, device=device)
-        from conceptforge.loaders.harness.placement import input_device
+        from conceptforge.placement import input_device
 
         return cls(model, processor, kind=kind, model_id=model_id, device=input_device(model))
 

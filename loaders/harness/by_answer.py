@@ -35,14 +35,13 @@ never a GPT judge).
 from __future__ import annotations
 
 import re
-import string
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from conceptforge.errors import DataFormatError
+from conceptforge.filters.vqa.questions import LETTERS as LETTERS  # the SUB filter letters options the same way
 
-LETTERS = string.ascii_uppercase
 #: lmms-eval's / LLaVA's multiple-choice post-prompt (also the SUB filter's answer hint).
 CHOICE_INSTRUCTION = "Answer with the option's letter from the given choices directly."
 #: The VQAScore question (t2v_metrics' LLaVA-1.5 wording), as the probability ``match`` asks it.

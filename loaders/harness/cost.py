@@ -69,7 +69,7 @@ def resolve_offline(spec: str, revision: str | None) -> Any:
     revision as cached (``refs/<revision>``). Nothing is fingerprinted or downloaded."""
     import os
 
-    from conceptforge.loaders.harness.endpoint_model import is_endpoint_spec, parse_endpoint_spec
+    from conceptforge.endpoint_spec import is_endpoint_spec, parse_endpoint_spec
     from conceptforge.loaders.harness.model_ref import _FACTORY, ModelRef, _kind_of_files, resolve_model
 
     if is_endpoint_spec(spec):  # a served model: planned in requests, the server is not asked

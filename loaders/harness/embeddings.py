@@ -252,7 +252,7 @@ class EmbeddingModel:
         placement: Any = None,
     ) -> EmbeddingModel:
         """Load a Hub id (at ``revision``) or a local directory; ``cache_dir`` holds the embedding cache.
-        ``placement``: ``--device-map`` (loaders/harness/placement.py); inputs go to its first device."""
+        ``placement``: ``--device-map`` (conceptforge/placement.py); inputs go to its first device."""
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"
         check_device(str(device))  # a missing GPU is one line, not a torch traceback at .to(device)
@@ -275,7 +275,7 @@ class EmbeddingModel:
         resolved = embedding_revision(model_id, revision)
         logger.info("embedding model %s @ %s on %s (%s)", model_id, resolved, device, dtype)
         if placement is not None:
-            from conceptforge.loaders.harness.placement import input_device
+            from conceptforge.placement import input_device
 
             device = input_device(model)
         return cls(

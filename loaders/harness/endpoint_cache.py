@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-CACHE_FILE = "endpoint_responses.sqlite"
+RESPONSES_FILE = "endpoint_responses.sqlite"
 _CHUNK = 500  # SQLite's default limit on bound parameters is 999 (older builds)
 
 
@@ -28,7 +28,9 @@ class ResponseCache:
     def __init__(self, cache_dir: str | Path, *, flag: str = "--cache-dir") -> None:
         from conceptforge.output import claim_sqlite
 
-        self.path = claim_sqlite(Path(cache_dir) / CACHE_FILE, tables=["responses"], flag=flag, what="endpoint cache")
+        self.path = claim_sqlite(
+            Path(cache_dir) / RESPONSES_FILE, tables=["responses"], flag=flag, what="endpoint cache"
+        )
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # timeout: a second process holding the write lock makes us wait, never fail.
         self._db = sqlite3.connect(str(self.path), timeout=60)

@@ -9,9 +9,12 @@ One spelling for any server speaking the OpenAI chat-completions API (vLLM, SGLa
   (:data:`PROVIDERS`: its base URL and the environment variable its key is read from), e.g.
   ``openai:gpt-4o``, ``gemini:gemini-2.5-flash``, ``openrouter:qwen/qwen2.5-vl-72b-instruct``.
 
+The spelling itself lives in :mod:`conceptforge.endpoint_spec` (re-exported here), so that layers
+below the harness can tell a served model apart without importing it.
+
 Keys come from environment variables only: the variable's *name* is recorded, never its value.
 
-What the model *is* comes from the server, not from the spelling: :func:`resolve_endpoint` asks
+What the model *is* comes from the server, not from the spelling: :func:`~conceptforge.loaders.harness.model_ref.resolve_endpoint` asks
 ``/v1/models`` (served name, ``root``, owner, dates, any revision field) and sends one tiny text
 request to learn whether the server returns token log-probabilities at all and, where a tokenizer
 for the served model can be loaded (the entry's ``root``, else the served name), whether it returns
@@ -28,34 +31,18 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from conceptforge.errors import EndpointRequestError, InvalidArgumentError
+from conceptforge.endpoint_spec import GENERIC as GENERIC
+from conceptforge.endpoint_spec import GENERIC_KEY_ENV as GENERIC_KEY_ENV
+from conceptforge.endpoint_spec import PROVIDERS as PROVIDERS
+from conceptforge.endpoint_spec import EndpointSpec as EndpointSpec
+from conceptforge.endpoint_spec import Provider as Provider
+from conceptforge.endpoint_spec import is_endpoint_spec as is_endpoint_spec
+from conceptforge.endpoint_spec import parse_endpoint_spec as parse_endpoint_spec
+from conceptforge.errors import EndpointRequestError
 
 logger = logging.getLogger(__name__)
 
-#: The key variable of ``endpoint:NAME@URL`` (a vLLM/SGLang server started with ``--api-key``).
-GENERIC_KEY_ENV = "CONCEPTFORGE_ENDPOINT_KEY"
-GENERIC = "endpoint"
-
-
-@dataclass(frozen=True)
-class Provider:
-    """A hosted provider's documented OpenAI-compatible base URL and the variable its key is in."""
-
-    name: str
-    base_url: str
-    key_env: str
-
-
-PROVIDERS = {
-    p.name: p
-    for p in (
-        Provider("openai", "https://api.openai.com/v1", "OPENAI_API_KEY"),
-        Provider("gemini", "https://generativelanguage.googleapis.com/v1beta/openai/", "GEMINI_API_KEY"),
-        Provider("anthropic", "https://api.anthropic.com/v1/", "ANTHROPIC_API_KEY"),
-        Provider("openrouter", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY"),
-        Provider("together", "https://api.together.xyz/v1", "TOGETHER_API_KEY"),
-    )
-}
+TOKEN_ID_PREFIX = "token_id:"  # vLLM's return_tokens_as_token_ids spelling
 
 #: How an endpoint gives probabilities (part of the model's fingerprint: the numbers differ).
 TOKEN_IDS = "token-ids"  # exact log-probabilities of named token ids (vLLM logprob_token_ids)
@@ -73,50 +60,6 @@ class EndpointOptions:
     timeout_s: float = 120.0
     max_requests: int | None = None
     retries: int = 6
-
-
-@dataclass(frozen=True)
-class EndpointSpec:
-    """A parsed ``--model`` of a served model: provider (or ``endpoint``), served name, URL, key variable."""
-
-    provider: str
-    model: str
-    base_url: str
-    key_env: str | None
-
-    @property
-    def id(self) -> str:
-        """The spelling written into results (no key in it, ever)."""
-        if self.provider == GENERIC:
-            return f"{GENERIC}:{self.model}@{self.base_url}"
-        return f"{self.provider}:{self.model}"
-
-
-def is_endpoint_spec(spec: str) -> bool:
-    """Whether ``--model`` names a served model (checked before the CBM factory spelling)."""
-    head, sep, _ = spec.partition(":")
-    return bool(sep) and (head == GENERIC or head in PROVIDERS) and not spec.startswith(("http:", "https:"))
-
-
-def parse_endpoint_spec(spec: str) -> EndpointSpec:
-    """``endpoint:NAME@URL`` or ``PROVIDER:NAME`` -> :class:`EndpointSpec` (one-line errors)."""
-    head, _, rest = spec.partition(":")
-    if head == GENERIC:
-        name, at, url = rest.rpartition("@")
-        if at and name and url and "://" not in url:  # host:port/v1 as curl takes it
-            raise InvalidArgumentError(
-                f"--model {spec}: the base URL {url} has no scheme; write endpoint:{name}@http://{url}"
-            )
-        if not at or not name or not url.startswith(("http://", "https://")):
-            raise InvalidArgumentError(
-                f"--model {spec}: a served model is endpoint:SERVED_NAME@BASE_URL, "
-                "e.g. endpoint:Qwen/Qwen2-VL-7B-Instruct@http://127.0.0.1:8000/v1"
-            )
-        return EndpointSpec(GENERIC, name, url.rstrip("/"), GENERIC_KEY_ENV)
-    provider = PROVIDERS[head]
-    if not rest:
-        raise InvalidArgumentError(f"--model {spec}: name the served model, e.g. {head}:MODEL")
-    return EndpointSpec(head, rest, provider.base_url, provider.key_env)
 
 
 def settings_of(spec: EndpointSpec, options: EndpointOptions) -> Any:
@@ -172,13 +115,22 @@ def _probe(client: Any, extra: tuple = (), top: int | None = 1) -> dict[str, Any
     return response if logprobs else None
 
 
+def returned_token_ids(entry: dict[str, Any]) -> dict[int, float]:
+    """``{token id: log-probability}`` of a response position written with token ids (the chosen
+    token and its ``top_logprobs``)."""
+    out: dict[int, float] = {}
+    for item in [entry, *(entry.get("top_logprobs") or [])]:
+        token = str(item.get("token", ""))
+        if token.startswith(TOKEN_ID_PREFIX) and item.get("logprob") is not None:
+            out[int(token[len(TOKEN_ID_PREFIX) :])] = float(item["logprob"])
+    return out
+
+
 def token_ids_honoured(response: dict[str, Any] | None, ids: list[int]) -> bool:
     """Whether a response to ``logprob_token_ids=ids`` (with ``return_tokens_as_token_ids``) gave
     every named id's log-probability."""
     if response is None:
         return False
-    from conceptforge.loaders.harness.adapters.endpoint import returned_token_ids
-
     content = (response["choices"][0].get("logprobs") or {}).get("content") or []
     return bool(content) and set(ids) <= set(returned_token_ids(content[0]))
 
@@ -208,40 +160,3 @@ def fingerprint(identity: dict[str, Any], mode: str) -> str:
     stable = {k: v for k, v in identity.items() if k not in VOLATILE_IDENTITY and v is not None}
     text = json.dumps({"identity": stable, "probabilities": mode}, sort_keys=True, default=str)
     return "endpoint-sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def resolve_endpoint(spec: str, options: EndpointOptions | None = None) -> Any:
-    """The :class:`~conceptforge.loaders.harness.model_ref.ModelRef` of a served model, from what
-    the server reports (one-line errors: unreachable, key refused, model not served)."""
-    from conceptforge.loaders.harness.adapters.base import ENDPOINT, ENDPOINT_TEXT
-    from conceptforge.loaders.harness.endpoint_client import EndpointClient
-    from conceptforge.loaders.harness.model_ref import ModelRef
-
-    parsed = parse_endpoint_spec(spec)
-    options = options or EndpointOptions()
-    settings = settings_of(parsed, options)
-    with EndpointClient(settings, cache_dir=None) as client:
-        identity = client.identity()
-        # a hosted provider's model has no tokenizer to load (and its API takes no token ids)
-        tokenizer = load_tokenizer(identity, parsed.model) if parsed.provider == GENERIC else None
-        mode = probability_mode(client, tokenizer)
-        identity = {**identity, "system_fingerprint": client.identity().get("system_fingerprint")}
-    kind = ENDPOINT_TEXT if mode == NO_LOGPROBS else ENDPOINT
-    endpoint = {
-        "provider": parsed.provider,
-        "base_url": parsed.base_url,
-        "served_model": parsed.model,
-        "key_env": settings.api_key_env,  # the variable's name, never the key
-        "identity": identity,
-        "probabilities": mode,
-        "client": {
-            "max_concurrency": options.concurrency,
-            "timeout_s": options.timeout_s,
-            "max_requests": options.max_requests,
-            "max_retries": options.retries,
-            "temperature": 0.0,
-            "seed": 0,
-        },
-    }
-    logger.info("endpoint %s: %s, probabilities: %s", parsed.id, identity.get("id"), mode)
-    return ModelRef(parsed.id, kind, "endpoint", None, fingerprint(identity, mode), None, endpoint)

@@ -150,7 +150,7 @@ def resolve_model(spec: str, *, revision: str | None = None, endpoint: Any = Non
     """Identify ``spec`` (local folder, Hub id, CBM factory ``package.module:function``, or a
     served model ``endpoint:NAME@URL`` / ``PROVIDER:NAME``; ``endpoint``: its client's
     :class:`~conceptforge.loaders.harness.endpoint_model.EndpointOptions`)."""
-    from conceptforge.loaders.harness.endpoint_model import is_endpoint_spec, resolve_endpoint
+    from conceptforge.endpoint_spec import is_endpoint_spec
 
     if not os.path.isdir(spec) and is_endpoint_spec(spec):
         if revision is not None:
@@ -173,3 +173,50 @@ def resolve_model(spec: str, *, revision: str | None = None, endpoint: Any = Non
     if hub_offline():
         raise HubError(f"--model {spec} is no local folder, and {offline_reason()}: {offline_fix()}")
     return _hub(spec, revision)
+
+
+def resolve_endpoint(spec: str, options: Any = None) -> ModelRef:
+    """The :class:`ModelRef` of a served model, from what the server reports (one-line errors:
+    unreachable, key refused, model not served); ``options``: an
+    :class:`~conceptforge.loaders.harness.endpoint_model.EndpointOptions` (None: the defaults).
+    Here, not in ``endpoint_model``, so that the probing module never needs the reference type."""
+    from conceptforge.endpoint_spec import GENERIC, parse_endpoint_spec
+    from conceptforge.loaders.harness.adapters.base import ENDPOINT, ENDPOINT_TEXT
+    from conceptforge.loaders.harness.endpoint_client import EndpointClient
+    from conceptforge.loaders.harness.endpoint_model import (
+        NO_LOGPROBS,
+        EndpointOptions,
+        fingerprint,
+        load_tokenizer,
+        probability_mode,
+        settings_of,
+    )
+
+    parsed = parse_endpoint_spec(spec)
+    options = options or EndpointOptions()
+    settings = settings_of(parsed, options)
+    with EndpointClient(settings, cache_dir=None) as client:
+        identity = client.identity()
+        # a hosted provider's model has no tokenizer to load (and its API takes no token ids)
+        tokenizer = load_tokenizer(identity, parsed.model) if parsed.provider == GENERIC else None
+        mode = probability_mode(client, tokenizer)
+        identity = {**identity, "system_fingerprint": client.identity().get("system_fingerprint")}
+    kind = ENDPOINT_TEXT if mode == NO_LOGPROBS else ENDPOINT
+    endpoint = {
+        "provider": parsed.provider,
+        "base_url": parsed.base_url,
+        "served_model": parsed.model,
+        "key_env": settings.api_key_env,  # the variable's name, never the key
+        "identity": identity,
+        "probabilities": mode,
+        "client": {
+            "max_concurrency": options.concurrency,
+            "timeout_s": options.timeout_s,
+            "max_requests": options.max_requests,
+            "max_retries": options.retries,
+            "temperature": 0.0,
+            "seed": 0,
+        },
+    }
+    logger.info("endpoint %s: %s, probabilities: %s", parsed.id, identity.get("id"), mode)
+    return ModelRef(parsed.id, kind, "endpoint", None, fingerprint(identity, mode), None, endpoint)

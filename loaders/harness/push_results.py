@@ -54,7 +54,7 @@ def leaderboard_id(task: str, metric: str, *, config: str | None, configs: Seque
 def by_answer_task_id(task: str, metric: str, *, config: str | None, configs: Sequence[str]) -> str:
     """The id of a by-answer leaderboard value (``sub_vlm_s_plus``, ``binding_clip_gen_accuracy``):
     :func:`leaderboard_id` as a Python identifier. It is the name of the exported inspect-ai
-    ``@task`` (cards/exports), the id ``publish --eval-framework inspect-ai`` declares and the id
+    ``@task`` (loaders/exports), the id ``publish --eval-framework inspect-ai`` declares and the id
     ``evaluate --push-results`` files a by-answer result under, so inspect runs and ours share a
     leaderboard row, and by-answer values never share one with the probability protocols'."""
     return re.sub(r"[^0-9A-Za-z_]+", "_", leaderboard_id(task, metric, config=config, configs=configs)).strip("_")

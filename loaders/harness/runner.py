@@ -91,7 +91,7 @@ class ModelSession:
         placement: Any = None,
     ) -> None:
         self.model = model
-        self.placement = placement  # loaders/harness/placement.Placement: --device-map (None: whole on device)
+        self.placement = placement  # conceptforge/placement.Placement: --device-map (None: whole on device)
         self.device = device
         self.dtype = dtype
         self.cache_dir = cache_dir
@@ -203,7 +203,7 @@ class RunSettings:
     concepts: str | None = None
     mit_states_dir: str | None = None
     sample_cache: bool = True  # resume from the per-sample cache (loaders/harness/sample_cache.py)
-    placement: Any = None  # --device-map/--max-memory (loaders/harness/placement.Placement); None: whole on device
+    placement: Any = None  # --device-map/--max-memory (conceptforge/placement.Placement); None: whole on device
 
     def inputs(self) -> dict[str, Any]:
         return {"cub_dir": self.cub_dir, "concepts": self.concepts, "mit_states_dir": self.mit_states_dir}
@@ -341,7 +341,7 @@ def run_tasks(
             runnable.append(selection)
     if not runnable:
         return results
-    from conceptforge.loaders.harness.placement import check_family
+    from conceptforge.placement import check_family
 
     check_family(settings.placement, model)  # a map for open_clip, diffusers or a CBM: one line, nothing loaded
     # Every option against the model's family and the run's folders, then every dataset, before

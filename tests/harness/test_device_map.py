@@ -33,7 +33,7 @@ def test_a_model_split_over_memory_and_disk_scores_as_the_whole_model(
     model = request.getfixturevalue({"clip": "tiny_clip_dir", "vlm": "tiny_llava_dir", "itm": "tiny_blip_dir"}[family])
     weights = sum(p.stat().st_size for p in model.glob("*.safetensors"))
     whole, whole_rows = _run(tmp_path, "whole", model, single_object_dir, "--device", "cpu")
-    caplog.set_level(logging.INFO, logger="conceptforge.loaders.harness.placement")
+    caplog.set_level(logging.INFO, logger="conceptforge.placement")
     kib = weights // 2 // 1024
     limit = f"cpu={kib}KiB"  # half the weights in memory: the rest must go to disk
     split, split_rows = _run(

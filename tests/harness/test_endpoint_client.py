@@ -30,7 +30,7 @@ from conceptforge.errors import (
     EndpointUnreachableError,
     ModelNotServedError,
 )
-from conceptforge.loaders.harness.endpoint_cache import CACHE_FILE
+from conceptforge.loaders.harness.endpoint_cache import RESPONSES_FILE
 from conceptforge.loaders.harness.endpoint_client import (
     ChatRequest,
     EndpointClient,
@@ -115,7 +115,7 @@ def _settings(url: str, **kwargs) -> EndpointSettings:
 
 def _committed(path: Path) -> int:
     """Answers committed to the cache in ``path`` so far (0 before the file exists)."""
-    if not (path / CACHE_FILE).exists():
+    if not (path / RESPONSES_FILE).exists():
         return 0
     try:
         return _rows(path)
@@ -124,7 +124,7 @@ def _committed(path: Path) -> int:
 
 
 def _rows(path: Path) -> int:
-    with sqlite3.connect(path / CACHE_FILE) as db:
+    with sqlite3.connect(path / RESPONSES_FILE) as db:
         return db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
 
 
@@ -420,7 +420,7 @@ def test_images_and_logprobs_reach_the_server(server, tmp_path):
     assert response["choices"][0]["message"]["content"] == "echo: Is there a bird?"
     assert [t["token"] for t in response["choices"][0]["logprobs"]["content"][0]["top_logprobs"]] == ["t0", "t1", "t2"]
     # the cache holds the answer, not the image's base64
-    with sqlite3.connect(tmp_path / CACHE_FILE) as db:
+    with sqlite3.connect(tmp_path / RESPONSES_FILE) as db:
         [(text,)] = db.execute("SELECT response FROM responses").fetchall()
     assert base64.b64encode(_png(40)).decode()[:40] not in text
 
@@ -456,7 +456,7 @@ def test_kill_9_then_rerun_equals_a_clean_run_and_reasks_nothing_answered(tmp_pa
             time.sleep(0.05)
         os.kill(killed.pid, signal.SIGKILL)
         killed.wait()
-        with sqlite3.connect(tmp_path / "cache" / CACHE_FILE) as db:
+        with sqlite3.connect(tmp_path / "cache" / RESPONSES_FILE) as db:
             assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
             kept = [json.loads(text) for (text,) in db.execute("SELECT response FROM responses")]
         answered = {r["choices"][0]["message"]["content"].removeprefix("echo: ") for r in kept}
@@ -491,7 +491,7 @@ def test_two_processes_share_one_cache(tmp_path):
         assert [r["choices"][0]["message"]["content"] for r in a["responses"]] == [
             f"echo: bulk question {i}" for i in range(n)
         ]
-        with sqlite3.connect(tmp_path / "cache" / CACHE_FILE) as db:
+        with sqlite3.connect(tmp_path / "cache" / RESPONSES_FILE) as db:
             assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
             assert db.execute("SELECT COUNT(*) FROM responses").fetchone()[0] == n
         with EndpointClient(EndpointSettings(url, MODEL), cache_dir=tmp_path / "cache") as client:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conceptforge.errors import DeviceUnavailableError, InvalidArgumentError
-from conceptforge.loaders.harness.sweep import ModelSpec, SweepConfig, build_stage, parse_models, plan_items, plan_lines
+from conceptforge.loaders.sweep import ModelSpec, SweepConfig, build_stage, parse_models, plan_items, plan_lines
 
 
 def test_models_file_lines_yaml_json_and_list(tmp_path):

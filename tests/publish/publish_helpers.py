@@ -14,6 +14,12 @@ from PIL import Image
 
 from conceptforge.cards import DatasetMetadata, FilterStats, assemble_dataset_dir, collect_provenance, render_card
 from conceptforge.cards.grid import make_sample_grid, png_bytes
+from conceptforge.generators.binding import repo as binding_repo
+from conceptforge.generators.binding.validity import binding_validity, config_validity
+from conceptforge.generators.sub.card import CARD_SECTIONS as SUB_SECTIONS
+from conceptforge.generators.sub.card import CITATION as SUB_CITATION
+from conceptforge.generators.sub.validity import sub_validity
+from conceptforge.testing.synthetic import COLOURS, SHAPES, binding_features, single_object_rows, sub_features, sub_rows
 from tests.user_shell import plain_python_json
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -189,3 +195,67 @@ print(json.dumps(out))
 def load_with_plain_datasets(env: dict, repo_id: str, *revisions: str) -> dict:
     """``datasets.load_dataset(repo, revision=…)`` in a process that cannot import conceptforge."""
     return plain_python_json(LOADER, repo_id, *revisions, env=env, drop=("HF_TOKEN",))
+
+
+def binding_release(out):
+    """A tiny binding release folder (cards, validity, two configs), for the publish and export tests."""
+    labels = [f"{c} {s}" for c in COLOURS for s in SHAPES]
+    splits = {
+        "train": single_object_rows(["blue cube", "gray sphere", "yellow cylinder"], 2, 1, labels),
+        "val": single_object_rows(["brown cube"], 2, 2, labels),
+        "gen": single_object_rows(["red cube"], 2, 3, labels),
+    }
+    part = config_validity("single-object", lambda split: iter(splits[split]), list(splits))
+    metadata = DatasetMetadata(
+        pretty_name="Binding (tiny)",
+        license="cc-by-4.0",
+        summary="Tiny single-object binding release for the benchmark tests.",
+        task_categories=["zero-shot-image-classification"],
+        tags=["concept-binding", "synthetic"],
+        citation=binding_repo.CITATION,
+        language=["en"],
+        source_datasets=["original"],
+        uses=binding_repo.USES,
+        out_of_scope_use=binding_repo.OUT_OF_SCOPE,
+        bias_risks_limitations=binding_repo.BIAS_RISKS,
+        annotations=binding_repo.ANNOTATIONS,
+        personal_data=binding_repo.PERSONAL_DATA,
+        validity={**binding_validity({"single-object": part})},
+        provenance={"generator": "tests.publish (tiny binding)", "seeds": {"run": 1}},
+    )
+    _write(out, splits, binding_features(), metadata)
+    return out, splits
+
+
+def sub_release(out, **overrides):
+    """A tiny SUB release folder (cards, validity, provenance); ``overrides`` replace metadata fields."""
+    rows = sub_rows()
+    fields = {
+        "validity": sub_validity({"test": iter(rows)}),
+        "provenance": {
+            "generator": "tests.publish (tiny SUB)",
+            "models": [{"role": "vqa", "id": "org/vqa", "revision": "a" * 40}],
+        },
+        **SUB_SECTIONS,
+        **overrides,
+    }
+    metadata = DatasetMetadata(
+        pretty_name="SUB (tiny)",
+        license="cc-by-nc-4.0",
+        summary="Tiny SUB release for the benchmark tests.",
+        task_categories=["image-classification"],
+        tags=["sub", "synthetic"],
+        citation=SUB_CITATION,
+        **fields,
+    )
+    _write(out, {"test": rows}, sub_features(), metadata)
+    return out
+
+
+def _write(out, splits, features, metadata):
+    assemble_dataset_dir(
+        out,
+        splits={name: (lambda rows=rows: iter(rows)) for name, rows in splits.items()},
+        features=features,
+        render_card=lambda stats: render_card(metadata, features, stats, has_grid=False),
+    )

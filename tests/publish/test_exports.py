@@ -10,7 +10,7 @@ import json
 import types
 
 import pytest
-from test_publish_benchmark import _binding_release, _sub_release
+from publish_helpers import binding_release, sub_release
 
 from conceptforge.commands import main
 from conceptforge.loaders.harness.by_answer import (
@@ -29,7 +29,7 @@ def _one_line(capsys) -> str:
 def test_export_writes_the_by_answer_items_in_three_formats(tmp_path, capsys):
     from conceptforge.loaders.binding.data import load_binding
 
-    binding, _ = _binding_release(tmp_path / "binding")
+    binding, _ = binding_release(tmp_path / "binding")
     argv = ["export", str(binding), "--repo-id", "org/binding", "--version", "v1.2.0"]
     assert main(argv) == 0
     assert "wrote 15 export file(s) for org/binding v1.2.0" in capsys.readouterr().out
@@ -74,12 +74,12 @@ def test_export_writes_the_by_answer_items_in_three_formats(tmp_path, capsys):
 
 
 def test_export_refusals_are_one_line(tmp_path, capsys):
-    binding, _ = _binding_release(tmp_path / "binding")
+    binding, _ = binding_release(tmp_path / "binding")
     assert main(["export", str(binding), "--formats", "lm-eval"]) == 2
     assert _one_line(capsys).startswith("error: unknown export format(s) lm-eval: choose from lmms-eval")
     assert main(["export", str(binding)]) == 2
     assert "pass --repo-id ORG/NAME and --version" in _one_line(capsys)
-    sub = _sub_release(tmp_path / "sub")
+    sub = sub_release(tmp_path / "sub")
     assert main(["export", str(sub), "--repo-id", "org/sub", "--version", "v1.0.0"]) == 2
     assert "needs CUB's attribute list" in _one_line(capsys)
     assert not (sub / "exports").exists() and not (binding / "exports").exists()
@@ -87,7 +87,7 @@ def test_export_refusals_are_one_line(tmp_path, capsys):
 
 def test_the_exports_carry_the_library_parser(tmp_path):
     """The parser copied into every export reads a table of answers exactly as by_answer does."""
-    from conceptforge.cards.exports.runtime import RUNTIME, parser_source
+    from conceptforge.loaders.exports.runtime import RUNTIME, parser_source
 
     copy = types.ModuleType("exported")
     exec(
@@ -110,7 +110,7 @@ def test_the_exports_carry_the_library_parser(tmp_path):
 
 @pytest.mark.parametrize("formats", ["lmms-eval,inspect-ai", "vlmevalkit"])
 def test_formats_choose_the_files(tmp_path, formats, capsys):
-    binding, _ = _binding_release(tmp_path / "binding")
+    binding, _ = binding_release(tmp_path / "binding")
     assert main(["export", str(binding), "--repo-id", "org/b", "--version", "v1.0.0", "--formats", formats]) == 0
     written = json.loads((binding / "exports" / "MANIFEST.json").read_text())["files"]
     tops = {path.split("/")[1] for path in written}

@@ -24,8 +24,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from publish_helpers import REPO_ROOT, run_publish
-from test_publish_benchmark import _binding_release, _sub_release
+from publish_helpers import REPO_ROOT, binding_release, run_publish, sub_release
 
 pytestmark = pytest.mark.heavy
 
@@ -81,8 +80,8 @@ def released(tmp_path_factory, tiny_dual_llava, fake_cub):
     server = HubServer(work / "hub", token=token).start()
     env = {**hub_client_env(server.url, token, work / "hf-home"), "PYTHONPATH": str(REPO_ROOT)}
     for directory, repo in (
-        (_binding_release(work / "binding")[0], "org/binding"),
-        (_sub_release(work / "sub"), "org/sub"),
+        (binding_release(work / "binding")[0], "org/binding"),
+        (sub_release(work / "sub"), "org/sub"),
     ):
         done = run_publish(env, directory, repo, "v1.0.0", "--cub-dir", str(fake_cub))
         assert done.returncode == 0, done.stderr[-3000:]

@@ -11,21 +11,22 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from publish_helpers import REPO_ROOT, run_publish
-from test_publish_benchmark import _binding_release, _sub_release
+from publish_helpers import REPO_ROOT, binding_release, run_publish, sub_release
 
 from conceptforge.cards.hub_eval import eval_yaml_problems
 
 INSPECT_RUN = """
 import json, sys
-import conceptforge.testing.inspect_vlm  # registers the conceptforge/ provider
+helpers, module, model, log_dir, out, *tasks = sys.argv[1:]
+sys.path.insert(0, helpers)  # tests/publish: inspect_vlm.py, the test-only conceptforge/ provider
+import inspect_vlm  # registers the conceptforge/ provider
 from inspect_ai import eval as inspect_eval
 
-module, model, log_dir, out, *tasks = sys.argv[1:]
 found = {}
 for task in tasks:
     (log,) = inspect_eval(f"{module}@{task}", model=f"conceptforge/{model}", log_dir=log_dir, display="none")
@@ -62,8 +63,8 @@ def released(tmp_path_factory, letter_llava, fake_cub):
     token = "hf_" + secrets.token_hex(16)
     server = HubServer(work / "hub", token=token).start()
     env = {**hub_client_env(server.url, token, work / "hf-home"), "PYTHONPATH": str(REPO_ROOT)}
-    binding, _ = _binding_release(work / "binding")
-    sub = _sub_release(work / "sub")
+    binding, _ = binding_release(work / "binding")
+    sub = sub_release(work / "sub")
     published = {}
     for directory, repo, task in ((binding, "org/binding", "binding-clip"), (sub, "org/sub", "sub-vlm")):
         extra = ["--cub-dir", str(fake_cub), "--eval-framework", "inspect-ai", "--eval-tasks", task]
@@ -124,7 +125,17 @@ def test_inspect_task_gives_our_answers_and_accuracy(released, letter_llava):
         module.parent.mkdir(exist_ok=True)
         module.write_bytes(released["server"].files(repo, "v1.0.0")["exports/inspect-ai/conceptforge_tasks.py"])
         out = work / f"inspect-{task}.json"
-        argv = [sys.executable, "-c", INSPECT_RUN, module, letter_llava, work / "logs", out, *ids]
+        argv = [
+            sys.executable,
+            "-c",
+            INSPECT_RUN,
+            Path(__file__).parent,
+            module,
+            letter_llava,
+            work / "logs",
+            out,
+            *ids,
+        ]
         done = subprocess.run(list(map(str, argv)), env=released["env"], capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stderr[-3000:]
         inspected = json.loads(out.read_text())

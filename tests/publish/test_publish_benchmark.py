@@ -10,81 +10,13 @@ import json
 import mlcroissant as mlc
 import yaml
 from mlcroissant._src.operation_graph.operations.download import extract_git_info
-from publish_helpers import run_publish
+from publish_helpers import binding_release, run_publish, sub_release
 
-from conceptforge.cards import DatasetMetadata, render_card
-from conceptforge.cards.dataset_dir import assemble_dataset_dir
+from conceptforge.cards import DatasetMetadata
 from conceptforge.cards.hub_eval import EVALUATION_FRAMEWORKS, eval_yaml_problems
-from conceptforge.generators.binding import repo as binding_repo
-from conceptforge.generators.binding.validity import binding_validity, config_validity
-from conceptforge.generators.sub.card import CARD_SECTIONS as SUB_SECTIONS
-from conceptforge.generators.sub.card import CITATION as SUB_CITATION
-from conceptforge.generators.sub.validity import sub_validity
-from conceptforge.testing.synthetic import COLOURS, SHAPES, binding_features, single_object_rows, sub_features, sub_rows
+from conceptforge.testing.synthetic import sub_rows
 
 FRAMEWORK = "harbor"  # a framework the Hub lists (conceptforge is not one)
-
-
-def _binding_release(out):
-    labels = [f"{c} {s}" for c in COLOURS for s in SHAPES]
-    splits = {
-        "train": single_object_rows(["blue cube", "gray sphere", "yellow cylinder"], 2, 1, labels),
-        "val": single_object_rows(["brown cube"], 2, 2, labels),
-        "gen": single_object_rows(["red cube"], 2, 3, labels),
-    }
-    part = config_validity("single-object", lambda split: iter(splits[split]), list(splits))
-    metadata = DatasetMetadata(
-        pretty_name="Binding (tiny)",
-        license="cc-by-4.0",
-        summary="Tiny single-object binding release for the benchmark tests.",
-        task_categories=["zero-shot-image-classification"],
-        tags=["concept-binding", "synthetic"],
-        citation=binding_repo.CITATION,
-        language=["en"],
-        source_datasets=["original"],
-        uses=binding_repo.USES,
-        out_of_scope_use=binding_repo.OUT_OF_SCOPE,
-        bias_risks_limitations=binding_repo.BIAS_RISKS,
-        annotations=binding_repo.ANNOTATIONS,
-        personal_data=binding_repo.PERSONAL_DATA,
-        validity={**binding_validity({"single-object": part})},
-        provenance={"generator": "tests.publish (tiny binding)", "seeds": {"run": 1}},
-    )
-    _write(out, splits, binding_features(), metadata)
-    return out, splits
-
-
-def _sub_release(out, **overrides):
-    rows = sub_rows()
-    fields = {
-        "validity": sub_validity({"test": iter(rows)}),
-        "provenance": {
-            "generator": "tests.publish (tiny SUB)",
-            "models": [{"role": "vqa", "id": "org/vqa", "revision": "a" * 40}],
-        },
-        **SUB_SECTIONS,
-        **overrides,
-    }
-    metadata = DatasetMetadata(
-        pretty_name="SUB (tiny)",
-        license="cc-by-nc-4.0",
-        summary="Tiny SUB release for the benchmark tests.",
-        task_categories=["image-classification"],
-        tags=["sub", "synthetic"],
-        citation=SUB_CITATION,
-        **fields,
-    )
-    _write(out, {"test": rows}, sub_features(), metadata)
-    return out
-
-
-def _write(out, splits, features, metadata):
-    assemble_dataset_dir(
-        out,
-        splits={name: (lambda rows=rows: iter(rows)) for name, rows in splits.items()},
-        features=features,
-        render_card=lambda stats: render_card(metadata, features, stats, has_grid=False),
-    )
 
 
 def _one_line_error(done) -> str:
@@ -94,8 +26,8 @@ def _one_line_error(done) -> str:
 
 
 def test_croissant_in_every_release_and_eval_yaml_only_when_asked(tmp_path, hub, client_env):
-    binding, splits = _binding_release(tmp_path / "binding")
-    sub = _sub_release(tmp_path / "sub")
+    binding, splits = binding_release(tmp_path / "binding")
+    sub = sub_release(tmp_path / "sub")
     done = run_publish(client_env, sub, "org/sub", "v1.0.0")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "croissant.json: core and Responsible-AI fields filled" in done.stdout
@@ -173,7 +105,7 @@ def test_croissant_in_every_release_and_eval_yaml_only_when_asked(tmp_path, hub,
 
 
 def test_unlisted_framework_and_tasks_without_a_leaderboard_are_refused_in_one_line(tmp_path, hub, client_env):
-    sub = _sub_release(tmp_path / "sub")
+    sub = sub_release(tmp_path / "sub")
     before = hub.commits_made
     line = _one_line_error(
         run_publish(client_env, sub, "org/sub", "v1.0.0", "--eval-framework", "conceptforge", "--eval-tasks", "sub-vlm")
@@ -200,7 +132,7 @@ def test_unlisted_framework_and_tasks_without_a_leaderboard_are_refused_in_one_l
 
 
 def test_dry_run_names_the_rai_fields_that_would_be_empty(tmp_path, hub, client_env):
-    sub = _sub_release(tmp_path / "sub", uses="", personal_data="", validity={})
+    sub = sub_release(tmp_path / "sub", uses="", personal_data="", validity={})
     done = run_publish(client_env, sub, "org/sub", "v1.0.0", "--dry-run")
     assert done.returncode == 0, done.stderr[-2000:]
     assert (

@@ -1,6 +1,6 @@
 """``conceptforge evaluate --models FILE_OR_LIST --tasks … --out DIR``: a sweep, many models × tasks.
 
-Each (model, task) pair is an item of one engine stage (``conceptforge.loaders.harness.sweep``),
+Each (model, task) pair is an item of one engine stage (``conceptforge.loaders.sweep``),
 so the sweep runs with the launchers generation has: one process, a Slurm array
 (``--num-shards``; with as many shards as items each array task is one pair), ``srun``,
 torchrun or MPI, or ``--executor ray``. The flags of ``--model/--tasks`` (datasets, task
@@ -97,7 +97,7 @@ def check_flags(args: argparse.Namespace) -> None:
 
 
 def config_from_args(args: argparse.Namespace):
-    from conceptforge.loaders.harness.sweep import SweepConfig, parse_models
+    from conceptforge.loaders.sweep import SweepConfig, parse_models
 
     return SweepConfig(
         models=parse_models(args.eval_models),
@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     from conceptforge.commands.base import executor_for
     from conceptforge.engine.launchers import resolve_shard
     from conceptforge.engine.runner import check_output, run_stage
-    from conceptforge.loaders.harness.sweep import SWEEP_STAGE, build_stage, plan_items
+    from conceptforge.loaders.sweep import SWEEP_STAGE, build_stage, plan_items
 
     check_flags(args)
     config = config_from_args(args)
@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         return dry_run(args, config)
     stage = build_stage(config)  # models resolved, tasks and options checked: before anything is written
     if args.eval_plan:
-        from conceptforge.loaders.harness.sweep import plan_lines
+        from conceptforge.loaders.sweep import plan_lines
 
         refs = stage.make_item.refs
         print("\n".join(plan_lines(plan_items(config, refs))))
@@ -176,7 +176,7 @@ def refuse_gpu_items_without_gpu(stage, shard) -> None:
     from conceptforge.engine.launchers import array_spec
     from conceptforge.engine.runner import plan_chunks, shard_chunks
     from conceptforge.errors import DeviceUnavailableError
-    from conceptforge.loaders.harness.sweep import gpu_visible
+    from conceptforge.loaders.sweep import gpu_visible
 
     mine = [chunk for chunk in shard_chunks(plan_chunks(stage.items, stage.chunk_size), shard)]
     wanting = [chunk.index for chunk in mine if any(item.payload.get("needs") == "gpu" for item in chunk.items)]

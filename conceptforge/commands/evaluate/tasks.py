@@ -209,9 +209,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="recompute every metric from a samples folder of an earlier run (no model loaded); "
         "--task-option may pick a variant computed from the rows (e.g. compmap-mit-states.czsl_curve)",
     )
-    from conceptforge.commands.evaluate import sweep
+    from conceptforge.commands.evaluate.sweep import add_arguments as add_sweep_arguments
 
-    sweep.add_arguments(parser)  # --models FILE_OR_LIST --out DIR: a sweep over many models
+    add_sweep_arguments(parser)  # --models FILE_OR_LIST --out DIR: a sweep over many models
 
 
 def wants_tasks(args: argparse.Namespace) -> bool:
@@ -261,17 +261,18 @@ def run(args: argparse.Namespace) -> int:
     if args.eval_tasks == "list":
         print(format_task_list())
         return 0
-    from conceptforge.commands.evaluate import sweep
+    from conceptforge.commands.evaluate.sweep import check_flags as check_sweep_flags
+    from conceptforge.commands.evaluate.sweep import run as run_sweep
 
-    sweep.check_flags(args)
+    check_sweep_flags(args)
     if args.eval_models:
-        return sweep.run(args)
+        return run_sweep(args)
     if args.eval_push_samples and not args.eval_push:
         raise InvalidArgumentError("--push-samples goes with --push-results")
     for flag, given in (("--results-repo", args.eval_results_repo), ("--results-pr", args.eval_results_pr)):
         if given and not args.eval_push:  # else silently ignored: nothing is pushed
             raise InvalidArgumentError(f"{flag} goes with --push-results")
-    from conceptforge.loaders.harness.placement import make_placement
+    from conceptforge.placement import make_placement
 
     placement = make_placement(  # every combination that would be ignored is one line, now
         args.eval_device_map, args.eval_max_memory, args.eval_offload_folder, device=args.eval_device

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+from typing import Any
 
 from conceptforge import argtypes as at
 from conceptforge import gpu_costs
@@ -24,6 +25,7 @@ from conceptforge.commands.base import (
     executor_for,
     shard_of,
 )
+from conceptforge.errors import InvalidArgumentError
 
 logger = logging.getLogger(__name__)
 
@@ -124,6 +126,25 @@ def plan_lines(args: argparse.Namespace) -> list[str]:
     return lines
 
 
+def served_vqa_scorer(config: Any) -> Any:
+    """A served ``--vqa-model`` as the SUB filter's :class:`~conceptforge.filters.sub.stage.ServedScorer`:
+    resolved through the harness (what the server says it serves), refused in one line when the
+    server returns no token log-probabilities (the filter ranks by the option letters' ones)."""
+    from functools import partial
+
+    from conceptforge.filters.sub.stage import ServedScorer
+    from conceptforge.loaders.harness.adapters.base import ENDPOINT, load_adapter
+    from conceptforge.loaders.harness.model_ref import resolve_model
+
+    served = resolve_model(config.vqa_model, endpoint=config.endpoint)
+    if served.kind != ENDPOINT:
+        raise InvalidArgumentError(
+            f"--vqa-model {config.vqa_model} returns no token log-probabilities; the SUB filter ranks candidates "
+            "by the option letters' probabilities, so it needs a server that gives them (vLLM, SGLang)"
+        )
+    return ServedScorer(served.sha, partial(load_adapter, served, device=None, dtype=None, cache_dir=None))
+
+
 def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         print("\n".join(plan_lines(args)))
@@ -146,6 +167,7 @@ def run(args: argparse.Namespace) -> int:
         device=args.device,
         argv=getattr(args, "argv", None),
         endpoint=endpoint_options(args),
+        resolve_served=served_vqa_scorer,
     )
     with executor_for(args):
         report, stats = filter_sub(config, args.out, shard=lambda: shard_of(args), max_images=args.max_images)

@@ -35,10 +35,9 @@ from typing import Any
 import numpy as np
 
 from conceptforge.errors import EndpointResponseError, InvalidArgumentError
+from conceptforge.loaders.harness.endpoint_model import TOKEN_ID_PREFIX, returned_token_ids
 
 logger = logging.getLogger(__name__)
-
-TOKEN_ID_PREFIX = "token_id:"  # vLLM's return_tokens_as_token_ids spelling
 
 
 def image_url(image: Any) -> str:
@@ -65,17 +64,6 @@ def user_turn(url: str, text: str) -> dict[str, Any]:
         "role": "user",
         "content": [{"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": text}],
     }
-
-
-def returned_token_ids(entry: dict[str, Any]) -> dict[int, float]:
-    """``{token id: log-probability}`` of a response position written with token ids (the chosen
-    token and its ``top_logprobs``)."""
-    out: dict[int, float] = {}
-    for item in [entry, *(entry.get("top_logprobs") or [])]:
-        token = str(item.get("token", ""))
-        if token.startswith(TOKEN_ID_PREFIX) and item.get("logprob") is not None:
-            out[int(token[len(TOKEN_ID_PREFIX) :])] = float(item["logprob"])
-    return out
 
 
 def _text(token: str) -> str:

@@ -34,15 +34,14 @@ import numpy as np
 
 from conceptforge.loaders.harness.adapters.base import VLM, load_revision
 from conceptforge.loaders.harness.adapters.vqascore import LLAVA_QUESTION
+from conceptforge.loaders.harness.by_answer import YES_NO_SUFFIX  # ConceptBed's questions already ask yes/no
 
 logger = logging.getLogger(__name__)
 
 #: t2v_metrics' LLaVA-1.5 VQAScore question (the next-token variant asks it too) and its answer.
 VQASCORE_QUESTION = LLAVA_QUESTION
 VQASCORE_ANSWER = "Yes"
-NO_ANSWER = "No"
-#: ConceptBed's composition questions are already yes/no questions ("is there a dog?").
-YES_NO_SUFFIX = " Please answer yes or no."
+VQASCORE_NO_ANSWER = "No"
 CHOOSE_PROTOCOL = "option letters: next-token probability of each option's letter, normalised over the options"
 
 
@@ -131,7 +130,7 @@ class GenerativeVLMAdapter:
 
     def no_token_ids(self) -> list[int]:
         if self._no is None:
-            self._no = self.scorer.answer_token_ids(NO_ANSWER, what="answer")
+            self._no = self.scorer.answer_token_ids(VQASCORE_NO_ANSWER, what="answer")
         return self._no
 
     def _yes_vectors(self, pils: list[Any], prompts: list[str], batch_size: int) -> list[np.ndarray]:

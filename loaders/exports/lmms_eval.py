@@ -5,14 +5,14 @@ its ``!function`` entries name, loaded with ``lmms-eval --include_path DIR``. Th
 release from the Hub at its tag (``dataset_path``, ``dataset_kwargs.revision``), generates greedily
 (``output_type: generate_until``, temperature 0) and scores with ``process_results``; the prompt,
 letters and answer key come from the release's items file and the parser is ours
-(:mod:`conceptforge.cards.exports.runtime`), so its numbers are our by-answer numbers.
+(:mod:`conceptforge.loaders.exports.runtime`), so its numbers are our by-answer numbers.
 """
 
 from __future__ import annotations
 
-from conceptforge.cards.exports.runtime import RUNTIME, ExportInfo, parser_source
+from conceptforge.loaders.exports.runtime import RUNTIME, ExportInfo, parser_source
 
-FOLDER = "exports/lmms-eval"
+LMMS_EVAL_FOLDER = "exports/lmms-eval"
 
 _UTILS = '''
 
@@ -107,7 +107,7 @@ def lmms_eval_files(choice_sets, info: ExportInfo, *, max_new_tokens: int) -> di
     files = {}
     parser = parser_source()
     for choice_set in choice_sets:
-        folder = f"{FOLDER}/{choice_set.name}"
+        folder = f"{LMMS_EVAL_FOLDER}/{choice_set.name}"
         utils = info.header() + _UTILS.format(
             name=choice_set.name,
             repo_id=info.repo_id,

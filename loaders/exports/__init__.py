@@ -2,7 +2,7 @@
 
 Why: evaluators run benchmarks in the harnesses they already use; a release that carries its own
 tasks for them is evaluated on new models without us. Every export is built from the same
-:class:`~conceptforge.cards.exports.choice_sets.ChoiceSet` items (the by-answer protocol's prompt,
+:class:`~conceptforge.loaders.exports.choice_sets.ChoiceSet` items (the by-answer protocol's prompt,
 letters and answer key, :mod:`conceptforge.loaders.harness.by_answer`) and carries our parser, so
 its numbers are ``conceptforge evaluate``'s by-answer numbers. ``publish`` writes them into every
 release it can (``exports/``), ``conceptforge export DIR`` into a dataset folder.
@@ -22,8 +22,8 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from conceptforge.cards.exports.runtime import EXPORTS_DIR, ITEMS_DIR, ExportInfo, items_lines
 from conceptforge.errors import InvalidArgumentError, PublishError
+from conceptforge.loaders.exports.runtime import EXPORTS_DIR, ITEMS_DIR, ExportInfo, items_lines
 
 logger = logging.getLogger(__name__)
 
@@ -48,9 +48,9 @@ def parse_formats(text: str | Sequence[str] | None) -> tuple[str, ...]:
 
 def export_files(choice_sets, info: ExportInfo, formats: Sequence[str] = FORMATS) -> dict[str, bytes]:
     """Every file of the exports (path in the release -> bytes), MANIFEST.json included."""
-    from conceptforge.cards.exports.inspect_task import inspect_files
-    from conceptforge.cards.exports.lmms_eval import lmms_eval_files
-    from conceptforge.cards.exports.vlmevalkit import vlmevalkit_files
+    from conceptforge.loaders.exports.inspect_task import inspect_files
+    from conceptforge.loaders.exports.lmms_eval import lmms_eval_files
+    from conceptforge.loaders.exports.vlmevalkit import vlmevalkit_files
 
     files: dict[str, bytes] = {}
     if "lmms-eval" in formats or "inspect-ai" in formats:
@@ -84,7 +84,7 @@ def release_exports(
 ) -> tuple[dict[str, bytes], str | None]:
     """The export files of a dataset folder as release ``repo_id`` at ``tag``, or ({}, why not)."""
     from conceptforge import __version__
-    from conceptforge.cards.exports.choice_sets import choice_sets
+    from conceptforge.loaders.exports.choice_sets import choice_sets
 
     sets, why_not = choice_sets(directory, cub_dir=cub_dir)
     if not sets:

@@ -14,10 +14,10 @@ and shuffles nothing we could match byte for byte.
 
 from __future__ import annotations
 
-from conceptforge.cards.exports.runtime import RUNTIME, ExportInfo, parser_source
+from conceptforge.loaders.exports.runtime import RUNTIME, ExportInfo, parser_source
 
-FOLDER = "exports/inspect-ai"
-MODULE = f"{FOLDER}/conceptforge_tasks.py"
+INSPECT_FOLDER = "exports/inspect-ai"
+MODULE = f"{INSPECT_FOLDER}/conceptforge_tasks.py"
 
 _HEAD = '''"""inspect-ai tasks of {pretty} ({repo_id} at tag {tag}), by conceptforge's by-answer protocol.
 

@@ -47,7 +47,7 @@ def parser_source() -> str:
     text = inspect.getsource(by_answer)
     start, end = text.find(_PARSER_START), text.find(_PARSER_END)
     if start < 0 or end < start:
-        raise ConceptforgeError("by_answer.py's parser section moved: update cards/exports/runtime.py's markers")
+        raise ConceptforgeError("by_answer.py's parser section moved: update loaders/exports/runtime.py's markers")
     return text[start:end].rstrip() + "\n"
 
 

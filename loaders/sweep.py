@@ -500,7 +500,7 @@ def assemble_sweep(store: Any, staging: Path, args: Mapping[str, Any]) -> None:
 def _register() -> Any:
     from conceptforge.engine.assembly import register_assembler
 
-    return register_assembler("conceptforge.loaders.harness.sweep:assemble_sweep", assemble_sweep)
+    return register_assembler("conceptforge.loaders.sweep:assemble_sweep", assemble_sweep)
 
 
 ASSEMBLER = _register()

@@ -19,9 +19,9 @@ import base64
 import csv
 import io
 
-from conceptforge.cards.exports.runtime import ExportInfo
+from conceptforge.loaders.exports.runtime import ExportInfo
 
-FOLDER = "exports/vlmevalkit"
+VLMEVALKIT_FOLDER = "exports/vlmevalkit"
 
 
 def _image_base64(image) -> str:
@@ -102,6 +102,6 @@ def _readme(choice_sets, info: ExportInfo) -> str:
 
 def vlmevalkit_files(choice_sets, info: ExportInfo) -> dict[str, bytes]:
     """``exports/vlmevalkit/<Name>.tsv`` per set and the README naming the registration."""
-    files = {f"{FOLDER}/{dataset_name(s)}.tsv": tsv_bytes(s) for s in choice_sets}
-    files[f"{FOLDER}/README.md"] = _readme(choice_sets, info).encode("utf-8")
+    files = {f"{VLMEVALKIT_FOLDER}/{dataset_name(s)}.tsv": tsv_bytes(s) for s in choice_sets}
+    files[f"{VLMEVALKIT_FOLDER}/README.md"] = _readme(choice_sets, info).encode("utf-8")
     return files
