@@ -402,7 +402,7 @@ def _add_exports(
     except InvalidArgumentError as error:  # SUB without --cub-dir: the release goes out without them
         files, why_not = {}, str(error)
     if why_not:  # the summary says it; a release without exports is not an error
-        logger.info("no harness exports in this release: %s", why_not)
+        logger.debug("no harness exports in this release: %s", why_not)
     extra.update(files)
     release.exports, release.exports_skipped = sorted(files), why_not
 

@@ -114,7 +114,7 @@ def test_bad_inputs_are_one_line_errors(tiny_clip_dir, tmp_path, capsys, monkeyp
         .startswith(f"error: conceptforge evaluate compmap: argument --data-dir: {tmp_path / 'missing'} does not exist")
     )
     assert _in_process("--benchmark", "mit-states", "--data-dir", tmp_path, "--templates", "a3:9") == 2
-    assert capsys.readouterr().err.strip().startswith("error: --templates")
+    assert capsys.readouterr().err.strip().startswith("error: conceptforge evaluate compmap: argument --templates: ")
     assert _in_process("--benchmark", "mit-states", "--data-dir", tmp_path) == 2
     assert "train_pairs.txt does not exist" in capsys.readouterr().err
     assert not list(tmp_path.glob("*.json"))

@@ -227,13 +227,13 @@ def test_results_file_names_versions_revisions_and_commits(published, evaluated)
         {
             "task": "conceptbed-ccd",
             "reason": (
-                f"conceptbed-ccd runs with vlm, generated-images (generated images or match); "
+                f"conceptbed-ccd runs with vlm, generated-images, endpoint (generated images or match); "
                 f"{MODEL_REPO} is a clip model (clip)"
             ),
         }
     ]
     assert (
-        f"skipped: conceptbed-ccd runs with vlm, generated-images (generated images or match); {MODEL_REPO} is a clip model"
+        f"skipped: conceptbed-ccd runs with vlm, generated-images, endpoint (generated images or match); {MODEL_REPO} is a clip model"
         in evaluated["done"].stderr
     )
     markdown = evaluated["output"].with_suffix(".md").read_text()
@@ -479,7 +479,7 @@ def test_tasks_list_and_a_run_where_every_task_is_skipped(published):
     for name, kinds in (
         ("sub-vlm", "clip, open_clip"),
         ("binding-cdsm", "clip, open_clip"),
-        ("compmap-cub", "itm, vlm"),
+        ("compmap-cub", "itm, vlm, endpoint"),
         ("conceptbed-ccd", "generated-images"),
         ("sub-cbm", "cbm"),
     ):
@@ -488,7 +488,7 @@ def test_tasks_list_and_a_run_where_every_task_is_skipped(published):
     done = _run("evaluate", "--model", p["clip"], "--tasks", "conceptbed-ccd,sub-cbm", "--output", output, env=p["env"])
     assert done.returncode == 2
     assert (
-        f"skipped: conceptbed-ccd runs with vlm, generated-images (generated images or match); {p['clip']} is a clip "
+        f"skipped: conceptbed-ccd runs with vlm, generated-images, endpoint (generated images or match); {p['clip']} is a clip "
         "model (clip)" in done.stderr
     )
     assert f"skipped: sub-cbm runs with cbm (concepts); {p['clip']} is a clip model (clip)" in done.stderr
