@@ -94,9 +94,8 @@ def _second_release(first, directory):
     second = copy_release(first, directory)
 
     def edit(rows):
-        # a consistent change (the label follows its index: publish checks every row's answer key)
-        rows[1]["label_index"] = (rows[1]["label_index"] + 1) % 5
-        rows[1]["label"] = rows[1]["candidates"][rows[1]["label_index"]]
+        # a change publish accepts (it checks every row's answer key for the harness exports)
+        rows[1]["seed"] = rows[1]["seed"] + 1000
         rows.append({**rows[3], "item_id": "train-000004", "seed": rows[3]["seed"] + 1})
 
     edit_rows(second / TRAIN, edit)
