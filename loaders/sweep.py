@@ -359,10 +359,15 @@ class SweepWorker:
             record = dict(results.tasks[0])
             metadata["seconds"] = record.get("seconds")
             record["seconds"] = None  # published results are a function of the items, not of the clock
+            results.tasks[0] = record
             metadata["record"] = record
             rows, columns = results.samples[task]
             metadata["columns"] = [list(column) for column in columns]
             files["samples.parquet"] = _rows_bytes(rows, columns)
+        # The item's results payload as evaluate builds it, in its own key order (the store keeps
+        # metadata as canonical, key-sorted JSON): the assembly merges these, so a sweep's results
+        # file is the bytes `evaluate --output` writes for the same model.
+        files[RESULTS_FILE] = json.dumps(results.to_dict(), allow_nan=True).encode("utf-8")
         return ItemResult(files=files, metadata=json.loads(json.dumps(metadata, allow_nan=True)))
 
 
@@ -446,31 +451,23 @@ def _resources(chunk: Any) -> dict[str, float]:
 def assemble_sweep(store: Any, staging: Path, args: Mapping[str, Any]) -> None:
     """Write ``results/<model>.json`` (+ markdown, samples, breakdowns, charts) per model and the
     leaderboard (``leaderboard.md``, ``.html``, ``.json``) from the finished items, in plan order."""
-    import conceptforge
     from conceptforge.files import write_json
     from conceptforge.loaders.analysis.bootstrap import BootstrapConfig
     from conceptforge.loaders.analysis.leaderboard import leaderboard, load_results
     from conceptforge.loaders.analysis.leaderboard_html import analyse, leaderboard_html, leaderboard_json
     from conceptforge.loaders.evaluation import write_outputs
-    from conceptforge.loaders.harness.runner import RESULTS_FORMAT, write_results
+    from conceptforge.loaders.harness.runner import created_now, merge_results, reproducible, write_results
     from conceptforge.serialization import atomic_write_bytes
 
     stored = {item.item_id: item for item in store.records(SWEEP_SPLIT)}
     paths: list[Path] = []
+    # no time of its own (items ran whenever); SOURCE_DATE_EPOCH's where set, as evaluate's
+    created = created_now() if reproducible() else ""
     for index, name in enumerate(args["models"]):
         entries = [stored[i["id"]] for i in args["items"] if i["model"] == index and i["id"] in stored]
         if not entries:  # every item of this model failed (assembled with --allow-failed)
             continue
-        first = entries[0].metadata
-        payload = {
-            "format": RESULTS_FORMAT,
-            "conceptforge_version": conceptforge.__version__,
-            "created": "",
-            "model": first["model"],
-            "settings": first["settings"],
-            "tasks": [e.metadata["record"] for e in entries if e.metadata.get("record")],
-            "skipped": [s for e in entries for s in e.metadata.get("skipped", [])],
-        }
+        payload = merge_results([_item_results(e) for e in entries], created=created)
         path = staging / RESULTS_DIR / f"{name}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         if payload["tasks"]:
@@ -495,6 +492,19 @@ def assemble_sweep(store: Any, staging: Path, args: Mapping[str, Any]) -> None:
     page = leaderboard_html(payloads, config=bootstrap, analysed=analysed)
     atomic_write_bytes(staging / f"{LEADERBOARD_STEM}.html", page.encode("utf-8"))
     write_json(staging / f"{LEADERBOARD_STEM}.json", leaderboard_json(payloads, config=bootstrap, analysed=analysed))
+
+
+RESULTS_FILE = "results.json"  # an item's results payload, key order kept (SweepWorker)
+
+
+def _item_results(item: Any) -> dict[str, Any]:
+    """One item's results payload as its run built it (:data:`RESULTS_FILE`); an item stored by
+    a version without that file: rebuilt from its (key-sorted) metadata."""
+    if RESULTS_FILE in item.files:
+        return json.loads(item.read_file(RESULTS_FILE))
+    meta = item.metadata
+    tasks = [meta["record"]] if meta.get("record") else []
+    return {"model": meta["model"], "settings": meta["settings"], "tasks": tasks, "skipped": meta.get("skipped", [])}
 
 
 def _register() -> Any:

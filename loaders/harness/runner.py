@@ -223,22 +223,56 @@ class RunResults:
     outcomes: dict[str, TaskOutcome] = field(default_factory=dict)  # each task's outcome, metrics as recorded
 
     def to_dict(self) -> dict[str, Any]:
-        import conceptforge
-
-        return {
-            "format": RESULTS_FORMAT,
-            "conceptforge_version": conceptforge.__version__,
-            "created": self.created,
-            "model": self.model.to_dict(),
-            "settings": {
+        """The results payload (:func:`results_payload`), ready for :func:`write_results`."""
+        return results_payload(
+            self.model.to_dict(),
+            {
                 "device": self.settings.device,
                 "dtype": self.settings.dtype,
                 "batch_size": self.settings.batch_size,
                 **(self.settings.placement.record() if self.settings.placement is not None else {}),
             },
-            "tasks": self.tasks,
-            "skipped": self.skipped,
-        }
+            self.tasks,
+            self.skipped,
+            created=self.created,
+        )
+
+
+def results_payload(
+    model: dict[str, Any],
+    settings: dict[str, Any],
+    tasks: list[dict[str, Any]],
+    skipped: list[dict[str, str]],
+    *,
+    created: str,
+) -> dict[str, Any]:
+    """THE results payload (docs/evaluation.md, "Results file"), key order included: ``evaluate
+    --output`` and a sweep's assembly (:func:`merge_results`) both build it here, so one model's
+    file is the same bytes whichever wrote it."""
+    import conceptforge
+
+    return {
+        "format": RESULTS_FORMAT,
+        "conceptforge_version": conceptforge.__version__,
+        "created": created,
+        "model": model,
+        "settings": settings,
+        "tasks": tasks,
+        "skipped": skipped,
+    }
+
+
+def merge_results(parts: Sequence[dict[str, Any]], *, created: str) -> dict[str, Any]:
+    """Several runs of one model (a sweep's items, one task each, in plan order) as one payload:
+    the first run's model and settings, every run's tasks and skipped tasks in order."""
+    first = parts[0]
+    return results_payload(
+        first["model"],
+        first["settings"],
+        [task for part in parts for task in part["tasks"]],
+        [skip for part in parts for skip in part["skipped"]],
+        created=created,
+    )
 
 
 def _check_cub(cub_dir: str, *, images: bool) -> None:
@@ -298,7 +332,8 @@ def _dataset_for(selection: TaskSelection, model: ModelRef, settings: RunSetting
 
 def reproducible() -> bool:
     """``SOURCE_DATE_EPOCH`` set (the reproducible-builds convention): the results carry that
-    time as ``created`` and no wall-clock ``seconds``, so two runs' files compare byte for byte."""
+    time as ``created`` and no wall-clock ``seconds`` (null), so two runs' files compare byte for
+    byte, and a sweep's file is the bytes ``evaluate --output`` writes for the same model."""
     return bool(os.environ.get("SOURCE_DATE_EPOCH", "").strip())
 
 
@@ -401,7 +436,7 @@ def run_tasks(
                 logger.info("[%d/%d] %s: endpoint usage %s", index, len(runnable), task.name, usage)
             metrics = checked_metrics(task, outcome, selection.options)
             elapsed = time.perf_counter() - started
-            seconds = 0.0 if reproducible() else elapsed
+            seconds = None if reproducible() else elapsed  # null: no clock in a reproducible file
             main = metrics[outcome.main_metric]
             logger.info(
                 "[%d/%d] %s: %s = %.4f (%.1f s)",
@@ -491,7 +526,7 @@ def task_record(
     dataset: DatasetRef,
     options: dict[str, Any],
     metrics: dict[str, Metric],
-    seconds: float,
+    seconds: float | None,
     adapter: str = "",
 ) -> dict[str, Any]:
     """One entry of the results file's ``tasks`` (docs/evaluation.md, "Results file"): ``protocol``
@@ -509,7 +544,7 @@ def task_record(
         "metrics": {name: metric.to_dict() for name, metric in metrics.items()},
         "details": outcome.details,
         "table": outcome.table,
-        "seconds": round(seconds, 3),
+        "seconds": None if seconds is None else round(seconds, 3),
     }
 
 

@@ -246,3 +246,60 @@ def test_a_shard_with_gpu_items_on_a_cpu_only_process_is_refused_before_anything
     ):
         refuse_gpu_items_without_gpu(stage, ShardSpec())
     refuse_gpu_items_without_gpu(stage, ShardSpec(2, 1))  # the CPU item's shard runs
+
+
+def test_a_sweep_of_one_model_writes_the_bytes_evaluate_output_writes(
+    tiny_clip_dir, single_object_dir, sub_dir, fake_cub, tmp_path, monkeypatch
+):
+    """Issue 45 item 5: the sweep's results file, its table, breakdowns and samples are the files
+    `evaluate --output` writes for the same model and tasks. The sweep's item store keeps metadata
+    as key-sorted JSON: its results used to come back from there, with binding-clip's
+    ``error_breakdown`` (and every other object) in sorted key order."""
+    from conceptforge.cli import run_cli
+    from conceptforge.commands import main
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")  # evaluate's file then carries no clock
+    common = [
+        "--tasks",
+        "binding-clip,sub-vlm",
+        "--dataset",
+        f"binding-clip={single_object_dir}",
+        "--dataset",
+        f"sub-vlm={sub_dir}",
+        "--cub-dir",
+        str(fake_cub),
+        "--device",
+        "cpu",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--bootstrap-resamples",
+        "20",
+    ]
+    alone = tmp_path / "alone" / "tiny-clip.json"
+    assert (
+        run_cli(
+            lambda argv: main(["evaluate", *argv]), ["--model", str(tiny_clip_dir), *common, "--output", str(alone)]
+        )
+        == 0
+    )
+    assert (
+        run_cli(
+            lambda argv: main(["evaluate", *argv]),
+            ["--models", str(tiny_clip_dir), *common, "--out", str(tmp_path / "sweep")],
+        )
+        == 0
+    )
+    swept = tmp_path / "sweep" / "results"
+    for name in ("tiny-clip.json", "tiny-clip.md", "tiny-clip.breakdowns.json"):
+        assert (swept / name).read_bytes() == alone.with_name(name).read_bytes(), name
+    for task in ("binding-clip", "sub-vlm"):
+        assert (swept / "tiny-clip.samples" / f"{task}.parquet").read_bytes() == (
+            alone.with_name("tiny-clip.samples") / f"{task}.parquet"
+        ).read_bytes()
+    payload = json.loads(alone.read_text())
+    # the order the binding protocol reports its errors in (loaders/binding/scoring.error_breakdown)
+    assert list(payload["tasks"][0]["details"]["error_breakdown"]) == ["Adj", "Noun", "Both"]
+    assert [t["task"] for t in payload["tasks"]] == ["binding-clip", "sub-vlm"]
+    assert payload["created"] == "2023-11-14T22:13:20Z"  # 1700000000 s after 1970-01-01, by hand
+    assert [t["seconds"] for t in payload["tasks"]] == [None, None]
