@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from conceptforge.errors import DataFormatError, DataNotFoundError, InvalidArgumentError
-from conceptforge.loaders.harness.runner import RESULTS_FORMAT, dataset_label, format_value, short_sha
+from conceptforge.loaders.harness.runner import RESULTS_FORMAT, dataset_label, short_sha
+from conceptforge.loaders.harness.units import UNITS, format_metric, metric_unit, units_note
 
 
 def load_results(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
@@ -87,22 +88,19 @@ def dataset_title(task: dict[str, Any]) -> str:
     return f"{repo}" + (f" [{config}]" if config else "") + (f" @{short_sha(sha, 7)}" if sha else "")
 
 
-ColumnKey = tuple[str, str, tuple[str, str, str], str, str]
+ColumnKey = tuple[str, str, tuple[str, str, str], str, str, str]
 
 
 def _column_key(task: dict[str, Any], metric: str) -> ColumnKey:
-    """What makes a column: task, metric, data, protocol variant and protocol. The protocol is
-    part of it so that a probability protocol and a by-answer one (``sub/vlm-choose``,
-    ``sub/choose-by-answer``) are never one column, whatever their variant texts say."""
-    return task["task"], metric, dataset_key(task), task.get("variant", ""), task.get("protocol") or ""
+    """What makes a column: task, metric, data, protocol variant, protocol and unit. The protocol
+    is part of it so that a probability protocol and a by-answer one (``sub/vlm-choose``,
+    ``sub/choose-by-answer``) are never one column, whatever their variant texts say; the unit so
+    that a count and a share are never one column either."""
+    unit = metric_unit(task["task"], metric, task["metrics"].get(metric))
+    return task["task"], metric, dataset_key(task), task.get("variant", ""), task.get("protocol") or "", unit.name
 
 
-def leaderboard_table(
-    payloads: Sequence[dict[str, Any]], *, metrics: str = "main"
-) -> tuple[list[str], list[list[str]], list[str]]:
-    """The comparison as ``(headers, rows, notes)``: one row per results file (model), one
-    column per task metric; notes name each task's dataset and protocol. ``metrics``: ``main``
-    (each task's headline metric) or ``all``."""
+def _columns(payloads: Sequence[dict[str, Any]], metrics: str) -> dict[ColumnKey, None]:
     if metrics not in ("main", "all"):
         raise InvalidArgumentError(f"--metrics must be main or all, got {metrics!r}")
     columns: dict[ColumnKey, None] = {}
@@ -111,11 +109,23 @@ def leaderboard_table(
             names = [task["main_metric"]] if metrics == "main" else list(task["metrics"])
             for name in names:
                 columns.setdefault(_column_key(task, name))
+    return columns
+
+
+def leaderboard_table(
+    payloads: Sequence[dict[str, Any]], *, metrics: str = "main"
+) -> tuple[list[str], list[list[str]], list[str]]:
+    """The comparison as ``(headers, rows, notes)``: one row per results file (model), one
+    column per task metric, its unit in its header (``binding-clip gen_accuracy (%)``); notes
+    name each task's dataset and protocol. ``metrics``: ``main`` (each task's headline metric) or
+    ``all``. Rows that repeat another row exactly (:func:`distinct_payloads`) are left out here;
+    the notes say which."""
+    columns = _columns(payloads, metrics)
     by_task: dict[tuple[str, str], list[tuple[tuple[str, str, str], str, str]]] = {}
-    for task, metric, data, variant, protocol in columns:
+    for task, metric, data, variant, protocol, _ in columns:
         by_task.setdefault((task, metric), []).append((data, variant, protocol))
     headers = ["model", "kind", "revision"]
-    for task, metric, (repo, config, sha), variant, protocol in columns:
+    for task, metric, (repo, config, sha), variant, protocol, unit in columns:
         label = f"{task} {metric}"
         others = by_task[(task, metric)]
         if len(others) > 1:  # name what tells this column from the task's others
@@ -129,17 +139,19 @@ def leaderboard_table(
                 label += f" <{protocol}>"
             if len({v for _, v, _ in others}) > 1:
                 label += f" ({variant})"
-        headers.append(label)
+        headers.append(f"{label} ({UNITS[unit].label})")
     rows = []
-    for payload in payloads:
+    notes = []
+    kept, repeats = distinct_payloads(payloads)
+    for payload in kept:
         model = payload["model"]
         cells = {}
         for task in payload["tasks"]:
             for name, metric in task["metrics"].items():
-                cells[_column_key(task, name)] = format_value(metric)
+                key = _column_key(task, name)
+                cells[key] = format_metric(metric, UNITS[key[-1]])
         revision = short_sha(model.get("sha") or model.get("revision"), 12)
         rows.append([model["id"], model["kind"], revision] + [cells.get(key, "–") for key in columns])
-    notes = []
     seen = set()
     for payload in payloads:
         for task in payload["tasks"]:
@@ -154,7 +166,55 @@ def leaderboard_table(
                 f"{task['task']}: {dataset_label(dataset, 40)}{f' config {config}' if config else ''}; "
                 f"{task['protocol']}, {task['variant']}{seeds}"
             )
+    notes += repeats
     return headers, rows, notes
+
+
+def _same_measurement(payload: dict[str, Any]) -> str:
+    """What a leaderboard row shows of a results file (model, revision, every task's data,
+    protocol and metrics), as canonical text: two files with the same text are the same row."""
+    model = payload["model"]
+    shown = {
+        "model": [model.get("id"), model.get("kind"), model.get("sha") or model.get("revision")],
+        "tasks": sorted(
+            json.dumps(
+                [t["task"], dataset_key(t), t.get("variant", ""), t.get("protocol") or "", t["metrics"]],
+                sort_keys=True,
+                default=str,
+            )
+            for t in payload["tasks"]
+        ),
+    }
+    return json.dumps(shown, sort_keys=True)
+
+
+def distinct_payloads(payloads: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The results files that are not an exact repeat of an earlier one (same model and revision,
+    same data, protocols and numbers: two copies of one run, or a run and its ``--from-predictions``
+    rescoring), and one note per repeat naming both files: a leaderboard never shows two identical
+    rows without a word."""
+    first: dict[str, dict[str, Any]] = {}
+    kept, notes = [], []
+    for payload in payloads:
+        key = _same_measurement(payload)
+        if key in first:
+            notes.append(
+                f"{payload.get('_path', payload['model']['id'])} repeats {first[key].get('_path', 'an earlier file')} "
+                f"(same model {payload['model']['id']}, revision, data, protocols and numbers): shown once"
+            )
+            continue
+        first[key] = payload
+        kept.append(payload)
+    return kept, notes
+
+
+def values_note(payloads: Sequence[dict[str, Any]], *, metrics: str = "main") -> str:
+    """The table's note on its values: each column's unit (in its header) and what it means."""
+    units = [UNITS[key[-1]] for key in _columns(payloads, metrics)]
+    return (
+        "Each column's unit is in its header; ± standard error over seeds/episodes where the protocol has them. "
+        + units_note(units)
+    ).rstrip()
 
 
 def leaderboard(payloads: Sequence[dict[str, Any]], *, metrics: str = "main") -> str:
@@ -165,7 +225,5 @@ def leaderboard(payloads: Sequence[dict[str, Any]], *, metrics: str = "main") ->
     from conceptforge.loaders.harness.reports import markdown_table
 
     headers, rows, notes = leaderboard_table(payloads, metrics=metrics)
-    return markdown_table(headers, rows) + "\n\n" + VALUES_NOTE + "\n\n" + "\n".join(f"- {n}" for n in notes) + "\n"
-
-
-VALUES_NOTE = "Values in %, ± standard error over seeds/episodes where the protocol has them."
+    note = values_note(payloads, metrics=metrics)
+    return markdown_table(headers, rows) + "\n\n" + note + "\n\n" + "\n".join(f"- {n}" for n in notes) + "\n"

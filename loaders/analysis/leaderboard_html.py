@@ -22,7 +22,13 @@ from typing import Any
 
 from conceptforge.loaders.analysis.bootstrap import BootstrapConfig, Difference, Estimate
 from conceptforge.loaders.analysis.breakdowns import TaskBreakdowns, compare, compute_breakdowns, describe, spec_for
-from conceptforge.loaders.analysis.leaderboard import VALUES_NOTE, dataset_key, dataset_title, leaderboard_table
+from conceptforge.loaders.analysis.leaderboard import (
+    dataset_key,
+    dataset_title,
+    distinct_payloads,
+    leaderboard_table,
+    values_note,
+)
 from conceptforge.loaders.harness.sample_columns import Samples, read_samples
 from conceptforge.loaders.harness.samples import samples_dir
 
@@ -112,7 +118,10 @@ def collect(
 
 
 def analyse(payloads: Sequence[dict[str, Any]], *, config: BootstrapConfig) -> tuple[list[Panel], list[str]]:
-    """The panels (task × dataset) with every pair's paired differences, and the notes."""
+    """The panels (task × dataset) with every pair's paired differences, and the notes. A file
+    that repeats another exactly (``leaderboard.distinct_payloads``; the table's notes name it)
+    is one model here too, never paired with itself."""
+    payloads, _ = distinct_payloads(payloads)
     tasks, notes = collect(payloads, config=config)
     panels = []
     for (task, dataset), models in tasks.items():
@@ -287,7 +296,7 @@ def leaderboard_html(
     body = [
         "<h1>conceptforge leaderboard</h1>",
         _table(headers, [[html.escape(c) for c in row] for row in rows], numeric_from=3, table_id="headline"),
-        f'<p class="note">{html.escape(VALUES_NOTE)}</p>',
+        f'<p class="note">{html.escape(values_note(payloads, metrics=metrics))}</p>',
         "<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>",
         f'<p class="note">Breakdowns: {html.escape(_interval_words(config))}. The bootstrap draws {config.resamples} '
         f"resamples with numpy <code>Generator(PCG64({config.seed}))</code>, fresh for each interval; items are "

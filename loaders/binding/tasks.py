@@ -19,8 +19,14 @@ from conceptforge import argtypes
 from conceptforge.errors import DataFormatError, DataNotFoundError, InvalidArgumentError
 from conceptforge.loaders.binding import breakdowns
 from conceptforge.loaders.harness.adapters.base import ANSWER_TEXT, EMBED, MATCH
-from conceptforge.loaders.harness.allowed_tokens import low_allowed_mass_metric
-from conceptforge.loaders.harness.by_answer import BY_ANSWER_COLUMNS, NO_ANSWER, is_by_answer, unparsed_metric
+from conceptforge.loaders.harness.allowed_tokens import LOW_ALLOWED_MASS, low_allowed_mass_metric
+from conceptforge.loaders.harness.by_answer import (
+    BY_ANSWER_COLUMNS,
+    NO_ANSWER,
+    UNPARSED_ANSWERS,
+    is_by_answer,
+    unparsed_metric,
+)
 from conceptforge.loaders.harness.sample_columns import ALLOWED_MASS_COLUMN
 from conceptforge.loaders.harness.task import (
     Metric,
@@ -36,6 +42,7 @@ from conceptforge.loaders.harness.task import (
     over_runs,
     template,
 )
+from conceptforge.loaders.harness.units import PERCENT, MetricSpec
 
 logger = logging.getLogger(__name__)
 
@@ -688,6 +695,7 @@ def tasks() -> list[Task]:
                 by_answer_option("binding/choose-by-answer, the captions lettered and answered in words"),
             ),
             breakdowns=breakdowns.BINDING,
+            metrics=(MetricSpec("*_accuracy", PERCENT, "gen_accuracy"), LOW_ALLOWED_MASS, UNPARSED_ANSWERS),
         ),
         Task(
             "binding-cdsm",
@@ -722,5 +730,6 @@ def tasks() -> list[Task]:
                 Option("calibrate", False, flag, "calibrated stacking (Appendix C; single-object only)"),
             ),
             breakdowns=breakdowns.BINDING,
+            metrics=(MetricSpec("*.*_accuracy", PERCENT, "add.gen_accuracy"),),  # model.split_accuracy
         ),
     ]

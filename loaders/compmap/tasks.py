@@ -38,6 +38,7 @@ from conceptforge.loaders.harness.task import (
     model_source,
     text,
 )
+from conceptforge.loaders.harness.units import PERCENT, POINTS, MetricSpec
 
 CUB_COLUMNS = (
     ("n_way", "int64"),
@@ -504,6 +505,11 @@ def tasks() -> list[Task]:
                 Option("name", "", text(name="name"), "model name in the tables (default: derived from the model id)"),
             ),
             breakdowns=breakdowns.COMPMAP_CUB,
+            # per setting: each row's accuracy, and Δ = interv_full − oracle (a difference of accuracies)
+            metrics=(
+                MetricSpec("*.delta", POINTS, "5-way-1-shot.delta"),
+                *(MetricSpec(f"*.{row}", PERCENT, f"5-way-1-shot.{row}") for row in METRIC_ROWS),
+            ),
         ),
         Task(
             "compmap-mit-states",
@@ -569,5 +575,12 @@ def tasks() -> list[Task]:
                 Option("name", "", text(name="name"), "model name in the tables (default: derived from the model id)"),
             ),
             breakdowns=breakdowns.COMPMAP_MIT,
+            # per world: Δ = interv_full − oracle of each CZSL number; per world and row (the
+            # ablation rows too) the CZSL numbers: AUC in % of the unit square, best accuracies and
+            # their means
+            metrics=(
+                MetricSpec("*.delta.*", POINTS, "closed.delta.auc"),
+                MetricSpec("*.*.*", PERCENT, "closed.prim.auc"),
+            ),
         ),
     ]

@@ -31,6 +31,7 @@ from conceptforge.loaders.harness.task import (
     flag,
     model_source,
 )
+from conceptforge.loaders.harness.units import PERCENT, SCORE, MetricSpec
 
 COLUMNS = (
     ("concept", "string"),
@@ -388,5 +389,14 @@ def tasks() -> list[Task]:
                 ),
             ),
             breakdowns=breakdowns.CONCEPTBED,
+            # per [learner.]oracle task: CCD (a difference of oracle probabilities, on their scale) in
+            # the paper's and the authors' aggregations, the oracle's accuracy; CLIPScore and DINO cosine
+            metrics=(
+                MetricSpec("*.ccd", SCORE, "style.ccd"),
+                MetricSpec("*.ccd_*", SCORE, "style.ccd_pooled"),
+                MetricSpec("*.accuracy", PERCENT, "style.accuracy"),
+                MetricSpec("*.clipscore", SCORE, "composition.clipscore"),
+                MetricSpec("*.dino", SCORE, "style.dino"),
+            ),
         ),
     ]

@@ -14,8 +14,10 @@ from collections.abc import Sequence
 
 from conceptforge.filters.vqa.allowed import AllowedDistribution, allowed_distribution, normalise_allowed
 from conceptforge.loaders.harness.sample_columns import ALLOWED_MASS_COLUMN, ALLOWED_MASS_FLOOR
+from conceptforge.loaders.harness.units import COUNT, MetricSpec
 
 __all__ = [
+    "LOW_ALLOWED_MASS",
     "LOW_ALLOWED_MASS_METRIC",
     "AllowedDistribution",
     "allowed_distribution",
@@ -26,6 +28,8 @@ __all__ = [
 
 #: The run metric: how many samples' allowed answers carried less than ``ALLOWED_MASS_FLOOR``.
 LOW_ALLOWED_MASS_METRIC = "low_allowed_mass"
+#: ... and its unit, for every task that reports it: a count of samples (of its n), never a share
+LOW_ALLOWED_MASS = MetricSpec(LOW_ALLOWED_MASS_METRIC, COUNT)
 
 logger = logging.getLogger(__name__)
 

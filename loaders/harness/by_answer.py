@@ -41,6 +41,7 @@ from typing import Any
 
 from conceptforge.errors import DataFormatError
 from conceptforge.filters.vqa.questions import LETTERS as LETTERS  # the SUB filter letters options the same way
+from conceptforge.loaders.harness.units import COUNT, MetricSpec
 
 #: lmms-eval's / LLaVA's multiple-choice post-prompt (also the SUB filter's answer hint).
 CHOICE_INSTRUCTION = "Answer with the option's letter from the given choices directly."
@@ -61,6 +62,8 @@ ANSWER_COLUMN = "answer"
 PARSED_ANSWER_COLUMN = "parsed_answer"
 PARSED_COLUMN = "parsed"
 UNPARSED_METRIC = "unparsed_answers"
+#: its unit, for every by-answer task: a count of answers (of its n), never a share
+UNPARSED_ANSWERS = MetricSpec(UNPARSED_METRIC, COUNT)
 #: Their arrow types, for a task's ``columns`` (null in the rows of the probability protocols).
 BY_ANSWER_COLUMNS = ((ANSWER_COLUMN, "string"), (PARSED_ANSWER_COLUMN, "string"), (PARSED_COLUMN, "bool"))
 #: The by-answer columns of a row no answer was asked for (a probability or embedding protocol).

@@ -29,6 +29,7 @@ import yaml  # PyYAML: a dependency of huggingface_hub
 
 from conceptforge.cards.hub_eval import EVAL_YAML
 from conceptforge.errors import HubError, InvalidArgumentError
+from conceptforge.loaders.harness.units import COUNT, Unit, hub_value, metric_unit
 
 logger = logging.getLogger(__name__)
 
@@ -95,11 +96,13 @@ def _changed_options(task: dict[str, Any]) -> list[str]:
     return changed
 
 
-def _notes(task: dict[str, Any], metric: dict[str, Any]) -> str:
-    parts = [f"{task['protocol']}; {task['variant']}"]
+def _notes(task: dict[str, Any], metric: dict[str, Any], unit: Unit) -> str:
+    parts = [f"{task['protocol']}; {task['variant']}", f"value in {unit.words}"]
+    if unit is COUNT and metric.get("n") is not None:
+        parts[-1] += f", of {int(metric['n'])}"
     if metric.get("stderr") is not None:
         seeds = f" over seeds {','.join(map(str, task['seeds']))}" if task.get("seeds") else ""
-        parts.append(f"± {100 * metric['stderr']:.2f} s.e.{seeds}")
+        parts.append(f"± {unit.scale * metric['stderr']:.2f} s.e.{seeds}")
     changed = _changed_options(task)
     if changed:
         parts.append("non-default options: " + " ".join(changed))
@@ -235,7 +238,8 @@ def run_dataset_configs(payload: dict[str, Any], api) -> dict[tuple[str, str], l
 
 
 def hub_entries(payload: dict[str, Any], configs: Mapping[tuple[str, str], Sequence[str]] | None = None):
-    """``EvalResultEntry`` per leaderboard metric measured on a Hub dataset (values in %).
+    """``EvalResultEntry`` per leaderboard metric measured on a Hub dataset, each value in its
+    metric's unit (``loaders.harness.units``: a share in %, a count as counted), said in its notes.
 
     ``configs[(repo, sha)]``: the configs that dataset declares (:func:`run_dataset_configs`);
     where it has several, the ids name the evaluated config, as ``publish`` declares them
@@ -248,16 +252,17 @@ def hub_entries(payload: dict[str, Any], configs: Mapping[tuple[str, str], Seque
         if name not in leaderboard_metrics(task):
             continue  # chance levels, per-model extras: in the model-index and the results file only
         declared = (configs or {}).get((dataset["repo"], dataset["sha"])) or ["default"]
+        unit = metric_unit(task["task"], name, metric)
         entries.append(
             EvalResultEntry(
                 dataset_id=dataset["repo"],
                 task_id=(by_answer_task_id if is_by_answer(task.get("protocol")) else leaderboard_id)(
                     task["task"], name, config=_evaluated_config(task), configs=declared
                 ),
-                value=round(100 * metric["value"], 4),
+                value=hub_value(metric, unit),
                 dataset_revision=dataset["sha"],
                 date=payload.get("created") or None,
-                notes=_notes(task, metric),
+                notes=_notes(task, metric, unit),
             )
         )
     return entries
@@ -269,6 +274,7 @@ def model_index_results(payload: dict[str, Any]):
 
     results = []
     for task, dataset, name, metric in _hub_metrics(payload):
+        unit = metric_unit(task["task"], name, metric)
         # model-index groups results by (task type, dataset) and keeps one task name per group,
         # so the task is named in metric_type (unique), and task_name is the benchmark.
         results.append(
@@ -281,8 +287,8 @@ def model_index_results(payload: dict[str, Any]):
                 dataset_config=dataset.get("config"),
                 dataset_split=metric_split(task, name),
                 metric_type=task_id(task["task"], name),
-                metric_name=f"{task['task']} {name} (%)",
-                metric_value=round(100 * metric["value"], 4),
+                metric_name=f"{task['task']} {name} ({unit.label})",
+                metric_value=hub_value(metric, unit),
             )
         )
     return results

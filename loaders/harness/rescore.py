@@ -92,7 +92,7 @@ def rescore(directory: str | Path, *, options: Sequence[str] = ()) -> dict[str, 
         problem = check_rows(task, rows, task_options)
         if problem:
             raise DataFormatError(f"{file}: {problem}; rescore only files that evaluate wrote")
-        metrics = task.score(rows, task_options)
+        metrics = task.scored(rows, task_options)
         if record["main_metric"] not in metrics:  # e.g. a binding file without its gen rows
             raise DataFormatError(
                 f"{file}: no row gives the run's main metric {record['main_metric']} (metrics from the rows: "

@@ -22,6 +22,7 @@ from conceptforge.errors import DataNotFoundError, InvalidArgumentError
 from conceptforge.loaders.harness.model_ref import GENERATED, ModelRef, resolve_model
 from conceptforge.loaders.harness.registry import TaskSelection
 from conceptforge.loaders.harness.task import DatasetRef, Metric, Task, TaskContext, TaskOutcome, options_digest
+from conceptforge.loaders.harness.units import PERCENT, Unit, format_metric, metric_unit, units_note
 
 logger = logging.getLogger(__name__)
 
@@ -560,7 +561,7 @@ def checked_metrics(task: Task, outcome: TaskOutcome, options: dict[str, Any]) -
     """The metrics recomputed from the per-sample rows (what ``--from-predictions`` computes),
     after checking they are the protocol code's own numbers: a disagreement is a bug, not noise.
     The rows give every metric its ``n``; a protocol that reports none is not contradicted."""
-    rescored = task.score(outcome.samples, options)
+    rescored = task.scored(outcome.samples, options)
     if outcome.metrics:
         differ = [
             name
@@ -581,15 +582,10 @@ def checked_metrics(task: Task, outcome: TaskOutcome, options: dict[str, Any]) -
 
 
 # ----------------------------------------------------------------------------------- output
-def format_value(metric: dict[str, Any] | None) -> str:
-    """``71.25`` or ``71.25 ± 1.10`` (percent points; signed metrics keep their sign)."""
-    from conceptforge.loaders.harness.reports import pct, pct_se
-
-    if not metric or metric.get("value") is None:
-        return "–"
-    if metric.get("stderr") is not None:
-        return pct_se(metric["value"], metric["stderr"])
-    return pct(metric["value"])
+def format_value(metric: dict[str, Any] | None, unit: Unit = PERCENT) -> str:
+    """A metric's value in its ``unit`` (``loaders.harness.units.format_metric``): ``71.25 ± 1.10``
+    (percent), ``8 of 240`` (a count), ``0.1234`` (a score)."""
+    return format_metric(metric, unit)
 
 
 def dataset_label(dataset: dict[str, Any], digits: int = 12) -> str:
@@ -604,23 +600,27 @@ def results_markdown(payload: dict[str, Any]) -> str:
 
     model = payload["model"]
     revision = model.get("sha") or model.get("revision") or ""
-    lines = [
-        f"# conceptforge evaluate: {model['id']} ({model['kind']}, {short_sha(revision, 20)})",
-        "",
-        # a sweep's results have no time ("created" empty): they are the same however the sweep ran
-        f"conceptforge {payload['conceptforge_version']}{', ' + payload['created'] if payload.get('created') else ''}"
-        "; values in %, ± standard error "
-        "over seeds or episodes where the protocol has them.",
-        "",
-    ]
-    rows = []
+    rows, used = [], []
     for task in payload["tasks"]:
         dataset = task["dataset"]
         data = dataset_label(dataset)
         for name, metric in task["metrics"].items():
             mark = " *" if name == task["main_metric"] else ""
-            rows.append([task["task"], name + mark, format_value(metric), task["variant"], data])
-    lines.append(markdown_table(["task", "metric", "value", "variant", "dataset"], rows) if rows else "(no task ran)")
+            unit = metric_unit(task["task"], name, metric)
+            used.append(unit)
+            rows.append([task["task"], name + mark, format_value(metric, unit), unit.label, task["variant"], data])
+    lines = [
+        f"# conceptforge evaluate: {model['id']} ({model['kind']}, {short_sha(revision, 20)})",
+        "",
+        # a sweep's results have no time ("created" empty): they are the same however the sweep ran
+        f"conceptforge {payload['conceptforge_version']}{', ' + payload['created'] if payload.get('created') else ''}"
+        "; each value in the unit of its row, ± standard error over seeds or episodes where the protocol has them."
+        + (f" {units_note(used)}" if used else ""),
+        "",
+    ]
+    lines.append(
+        markdown_table(["task", "metric", "value", "unit", "variant", "dataset"], rows) if rows else "(no task ran)"
+    )
     if payload["skipped"]:
         lines += ["", "Skipped:", ""] + [f"- {s['reason']}" for s in payload["skipped"]]
     return "\n".join(lines) + "\n"

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from conceptforge import argtypes
@@ -30,6 +30,7 @@ from conceptforge.loaders.harness.adapters.base import GENERATE as GENERATE
 from conceptforge.loaders.harness.adapters.base import IMAGES_TO_JUDGE as IMAGES_TO_JUDGE
 from conceptforge.loaders.harness.adapters.base import MATCH as MATCH
 from conceptforge.loaders.harness.adapters.base import provides as provides  # for the tasks' option checks
+from conceptforge.loaders.harness.units import MetricSpec, declared_unit
 
 
 @dataclass(frozen=True)
@@ -137,12 +138,15 @@ class DatasetRef:
 
 @dataclass
 class Metric:
-    """A number in [0, 1] (accuracies) or signed (CCD, Δ), with its standard error over seeds or
-    episodes where the protocol has them (``None`` for a single deterministic pass)."""
+    """A number in [0, 1] (accuracies), signed (CCD, Δ) or a count, with its standard error over
+    seeds or episodes where the protocol has them (``None`` for a single deterministic pass).
+    ``unit``: the name of its :class:`~conceptforge.loaders.harness.units.Unit`, set from the
+    task's declaration (:meth:`Task.scored`) and recorded in the results file."""
 
     value: float
     stderr: float | None = None
     n: int | None = None
+    unit: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -228,6 +232,23 @@ class Task:
     leaderboard: Callable[[Sequence[str], dict[str, Any]], list[tuple[str, str]]] | None = None
     families: tuple[str, ...] = ()  # only these families, of those providing a capability (() = all of them)
     protocols: tuple[tuple[str, str], ...] = ()  # (capability, protocol it runs) for --tasks list and docs
+    #: the unit of every metric ``score`` returns (``loaders.harness.units.MetricSpec``: a name or
+    #: pattern and its unit; first match wins). A metric without one is a bug (:meth:`scored`).
+    metrics: tuple[MetricSpec, ...] = ()
+
+    def scored(self, rows: Sequence[dict[str, Any]], options: dict[str, Any]) -> dict[str, Metric]:
+        """``score``'s metrics, each with its declared unit: what a run and ``--from-predictions``
+        record. A metric the task's ``metrics`` do not declare raises (a table would guess)."""
+        out = {}
+        for name, metric in self.score(rows, options).items():
+            unit = declared_unit(self.metrics, name)
+            if unit is None:
+                raise RuntimeError(
+                    f"{self.name}: metric {name} has no unit: declare it in the task's metrics "
+                    "(loaders/harness/units.py MetricSpec)"
+                )
+            out[name] = replace(metric, unit=unit.name)
+        return out
 
     def option_defaults(self) -> dict[str, Any]:
         return {o.name: o.default for o in self.options}

@@ -16,8 +16,14 @@ from typing import Any
 
 from conceptforge import argtypes
 from conceptforge.errors import DataFormatError, DataNotFoundError
-from conceptforge.loaders.harness.allowed_tokens import low_allowed_mass_metric
-from conceptforge.loaders.harness.by_answer import BY_ANSWER_COLUMNS, NO_ANSWER, is_by_answer, unparsed_metric
+from conceptforge.loaders.harness.allowed_tokens import LOW_ALLOWED_MASS, low_allowed_mass_metric
+from conceptforge.loaders.harness.by_answer import (
+    BY_ANSWER_COLUMNS,
+    NO_ANSWER,
+    UNPARSED_ANSWERS,
+    is_by_answer,
+    unparsed_metric,
+)
 from conceptforge.loaders.harness.sample_columns import ALLOWED_MASS_COLUMN
 from conceptforge.loaders.harness.task import (
     ANSWER_TEXT,
@@ -36,6 +42,7 @@ from conceptforge.loaders.harness.task import (
     template,
     text,
 )
+from conceptforge.loaders.harness.units import PERCENT, MetricSpec
 from conceptforge.loaders.sub import breakdowns
 
 logger = logging.getLogger(__name__)
@@ -97,6 +104,11 @@ def _rows(
 def _one_row_per_image(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """The S+ and S− rows of an image share its answer: count it once (item ids ``<index>/S±``)."""
     return list({str(r["item_id"]).split("/")[0]: r for r in rows}.values())
+
+
+#: S+ and S- accuracy (shares of the S+ and S- samples), and what chance would score on them
+S_METRICS = (MetricSpec("s_plus", PERCENT), MetricSpec("s_minus", PERCENT))
+CHANCE_METRICS = (MetricSpec("chance_s_plus", PERCENT), MetricSpec("chance_s_minus", PERCENT))
 
 
 def score_sub(rows: Sequence[dict[str, Any]], options: dict[str, Any]) -> dict[str, Metric]:
@@ -659,6 +671,7 @@ def tasks() -> list[Task]:
                 *_s_minus_options(),
             ),
             breakdowns=breakdowns.SUB,
+            metrics=(*S_METRICS, *CHANCE_METRICS, LOW_ALLOWED_MASS, UNPARSED_ANSWERS),
         ),
         Task(
             "sub-cbm",
@@ -694,5 +707,6 @@ def tasks() -> list[Task]:
                 *_s_minus_options(),
             ),
             breakdowns=breakdowns.SUB,
+            metrics=S_METRICS,
         ),
     ]

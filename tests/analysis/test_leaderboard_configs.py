@@ -54,7 +54,7 @@ def test_two_configs_of_one_repo_are_two_columns_and_never_paired(tmp_path, caps
     ]
     assert main(args) == 0
     header = [c.strip() for c in capsys.readouterr().out.splitlines()[0].strip("|").split("|")]
-    assert header[3:] == ["binding-clip gen_accuracy [single-object]", "binding-clip gen_accuracy [two-object]"]
+    assert header[3:] == ["binding-clip gen_accuracy [single-object] (%)", "binding-clip gen_accuracy [two-object] (%)"]
 
     written = json.loads(numbers.read_text())
     assert written["format"] == "conceptforge-leaderboard/1"
@@ -89,7 +89,7 @@ def test_results_written_before_the_config_was_recorded_are_kept_apart_too(tmp_p
     numbers = tmp_path / "board.json"
     assert main(["leaderboard", *map(str, files), "--json", str(numbers), "--bootstrap-resamples", "50"]) == 0
     header = [c.strip() for c in capsys.readouterr().out.splitlines()[0].strip("|").split("|")]
-    assert header[3:] == ["binding-clip gen_accuracy [single-object]", "binding-clip gen_accuracy [two-object]"]
+    assert header[3:] == ["binding-clip gen_accuracy [single-object] (%)", "binding-clip gen_accuracy [two-object] (%)"]
     assert [p["pairs"] for p in json.loads(numbers.read_text())["panels"]] == [[], []]
 
 

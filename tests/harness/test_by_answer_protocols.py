@@ -292,7 +292,7 @@ def test_leaderboard_keeps_a_probability_and_a_by_answer_row_of_one_task_apart()
         return {"format": RESULTS_FORMAT, "model": {"id": "org/vlm", "kind": "vlm", "sha": "b" * 40}, "tasks": [task]}
 
     headers, rows, notes = leaderboard_table([payload("sub/vlm-choose", 0.5), payload("sub/choose-by-answer", 0.25)])
-    assert headers[3:] == ["sub-vlm s_plus <sub/vlm-choose>", "sub-vlm s_plus <sub/choose-by-answer>"]
+    assert headers[3:] == ["sub-vlm s_plus <sub/vlm-choose> (%)", "sub-vlm s_plus <sub/choose-by-answer> (%)"]
     assert rows[0][3:] == ["50.00", "–"] and rows[1][3:] == ["–", "25.00"]
     assert len(notes) == 2
 

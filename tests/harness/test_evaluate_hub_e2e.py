@@ -461,9 +461,9 @@ def test_leaderboard_compares_two_tiny_models(published, evaluated):
         "model",
         "kind",
         "revision",
-        "sub-vlm s_plus",
-        "binding-clip gen_accuracy",
-        "binding-cdsm add.gen_accuracy",
+        "sub-vlm s_plus (%)",
+        "binding-clip gen_accuracy (%)",
+        "binding-cdsm add.gen_accuracy (%)",
     ]
     rows = {cells[0]: cells for cells in ([c.strip() for c in line.strip("|").split("|")] for line in lines[2:4])}
     for payload, name in ((evaluated["results"], MODEL_REPO), (local, str(p["other"]))):
