@@ -59,6 +59,38 @@ def check_rows(task: Any, rows: Sequence[dict[str, Any]], options: dict[str, Any
     return task.check_rows(rows, options) if task.check_rows is not None else None
 
 
+def warn_changed_rows(file: Path, rows: Sequence[dict[str, Any]], metadata: dict[str, str]) -> None:
+    """One warning line when ``file`` holds another number of rows than its run wrote (the count
+    is in its metadata; files from before it was recorded are not checked): the metrics are then
+    those of the rows present, which a reader of the rescored file would take for the run's."""
+    from conceptforge.loaders.harness.samples import ROWS_KEY
+
+    try:
+        written = int(metadata.get(ROWS_KEY, ""))
+    except ValueError:
+        return
+    if len(rows) < written:
+        logger.warning(
+            "%s holds %d of the %d rows its run wrote: %d rows were dropped from the file since; "
+            "the metrics are rescored from the %d rows left",
+            file,
+            len(rows),
+            written,
+            written - len(rows),
+            len(rows),
+        )
+    elif len(rows) > written:
+        logger.warning(
+            "%s holds %d rows, %d more than the %d its run wrote: rows were added to the file since; "
+            "the metrics are rescored from all %d",
+            file,
+            len(rows),
+            len(rows) - written,
+            written,
+            len(rows),
+        )
+
+
 def rescore(directory: str | Path, *, options: Sequence[str] = ()) -> dict[str, Any]:
     """The results payload rebuilt from ``directory``'s ``<task>.parquet`` files."""
     from conceptforge.loaders.harness.registry import get_task
@@ -89,6 +121,7 @@ def rescore(directory: str | Path, *, options: Sequence[str] = ()) -> dict[str, 
             task_options[name] = parse_option(known, value, where=f"--task-option {task.name}.{name}")
             record["options"][name] = task_options[name]
             record["variant"] = f"{record['variant']}; rescored with {name}={value}"
+        warn_changed_rows(file, rows, metadata)
         problem = check_rows(task, rows, task_options)
         if problem:
             raise DataFormatError(f"{file}: {problem}; rescore only files that evaluate wrote")

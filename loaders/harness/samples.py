@@ -126,8 +126,13 @@ def read_sample_rows(path: str | Path) -> tuple[list[dict[str, Any]], dict[str, 
     return table.to_pylist(), table_metadata(table)
 
 
+#: the metadata key holding how many rows the run wrote: ``--from-predictions`` says when a file
+#: holds fewer (rows dropped since) or more, instead of rescoring a subset without a word
+ROWS_KEY = "conceptforge.rows"
+
+
 def samples_metadata(
-    *, model: dict[str, Any], dataset: dict[str, Any], record: dict[str, Any], run: dict[str, Any]
+    *, model: dict[str, Any], dataset: dict[str, Any], record: dict[str, Any], run: dict[str, Any], rows: int
 ) -> dict[str, str]:
     return {
         "model": str(model.get("id") or ""),
@@ -135,6 +140,7 @@ def samples_metadata(
         "dataset_revision": str(dataset.get("sha") or ""),
         "conceptforge.task": json.dumps(record, allow_nan=True),
         "conceptforge.run": json.dumps(run, allow_nan=True),
+        ROWS_KEY: str(rows),
     }
 
 
@@ -194,6 +200,7 @@ def write_run_samples(
                 dataset=record["dataset"],
                 record={**record, "metrics": None, "position": position},
                 run=run,
+                rows=len(rows),
             )
             write_samples(tmp / f"{record['task']}.parquet", rows, columns, metadata=meta)
             written.append(Path(directory) / f"{record['task']}.parquet")
