@@ -235,3 +235,32 @@ def test_the_results_file_records_each_metric_unit(tmp_path):
         "n": 24,
         "unit": "count",
     }
+
+
+def test_a_vlm_run_prints_its_count_of_low_answer_mass_as_a_count(
+    offline_single_thread, tiny_llava_dir, sub_dir, fake_cub, tmp_path, capsys
+):
+    """The case of the issue, end to end: a tiny LLaVA (random weights, so its option letters
+    carry little of the next-token mass) on sub-vlm. The count is worked out from the samples
+    file's ``allowed_mass`` column (one per image, below 0.5 counts) and must read ``K of N`` with
+    unit ``count`` on stdout, in the ``.md`` and in the leaderboard — never ``100·K``."""
+    import pyarrow.parquet as pq
+
+    from conceptforge.commands import main
+
+    out = tmp_path / "llava.json"
+    argv = ["evaluate", "--model", str(tiny_llava_dir), "--tasks", f"sub-vlm:{sub_dir}", "--cub-dir", str(fake_cub)]
+    argv += ["--task-option", "sub-vlm.cbm_min_classes=1", "--device", "cpu", "--cache-dir", str(tmp_path / "c")]
+    assert main([*argv, "--output", str(out)]) == 0
+    stdout = capsys.readouterr().out
+    rows = pq.read_table(tmp_path / "llava.samples" / "sub-vlm.parquet").to_pylist()
+    per_image = {r["item_id"].split("/")[0]: r["allowed_mass"] for r in rows}
+    low, images = sum(m < 0.5 for m in per_image.values()), len(per_image)
+    assert low > 0  # the case worth printing (a random model's letters carry little mass)
+    for text in (stdout, out.with_suffix(".md").read_text()):
+        table = {cells[1]: cells for cells in _markdown_rows(text)[1:]}
+        assert table["low_allowed_mass"][2:4] == [f"{low} of {images}", "count"]
+        assert str(100 * low) not in table["low_allowed_mass"][2]
+    assert main(["leaderboard", str(out), "--metrics", "all"]) == 0
+    header, row = _markdown_rows(capsys.readouterr().out)
+    assert dict(zip(header, row))["sub-vlm low_allowed_mass (count)"] == f"{low} of {images}"

@@ -230,13 +230,13 @@ def test_leaderboard_values_and_separate_columns_for_other_data():
         "model",
         "kind",
         "revision",
-        "binding-cdsm add.gen_accuracy",
+        "binding-cdsm add.gen_accuracy (%)",  # a file without recorded units: the task's declared unit
     ]
     assert [c.strip() for c in lines[2].strip("|").split("|")][-1] == "71.23 ± 1.23"
     assert [c.strip() for c in lines[3].strip("|").split("|")][-1] == "50.00"
     apart = leaderboard([_payload("a", "1" * 40, 0.7, 0.01), _payload("b", "2" * 40, 0.6, 0.02)]).splitlines()
     header = [c.strip() for c in apart[0].strip("|").split("|")]
-    assert header[3:] == ["binding-cdsm add.gen_accuracy @1111111", "binding-cdsm add.gen_accuracy @2222222"]
+    assert header[3:] == ["binding-cdsm add.gen_accuracy @1111111 (%)", "binding-cdsm add.gen_accuracy @2222222 (%)"]
     assert [c.strip() for c in apart[2].strip("|").split("|")][3:] == ["70.00 ± 1.00", "–"]
     every = leaderboard([_payload("a", "1" * 40, 0.7, 0.01)], metrics="all").splitlines()[0]
     assert "add.val_accuracy" in every
