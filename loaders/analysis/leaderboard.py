@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from conceptforge.errors import DataFormatError, DataNotFoundError, InvalidArgumentError
+from conceptforge.loaders.harness.registry import metric_unit
 from conceptforge.loaders.harness.runner import RESULTS_FORMAT, dataset_label, short_sha
-from conceptforge.loaders.harness.units import UNITS, format_metric, metric_unit, units_note
+from conceptforge.loaders.harness.units import UNITS, format_metric, units_note
 
 
 def load_results(paths: Sequence[str | Path]) -> list[dict[str, Any]]:

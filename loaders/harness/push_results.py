@@ -29,7 +29,7 @@ import yaml  # PyYAML: a dependency of huggingface_hub
 
 from conceptforge.cards.hub_eval import EVAL_YAML
 from conceptforge.errors import HubError, InvalidArgumentError
-from conceptforge.loaders.harness.units import COUNT, Unit, hub_value, metric_unit
+from conceptforge.loaders.harness.units import COUNT, Unit, hub_value
 
 logger = logging.getLogger(__name__)
 
@@ -247,6 +247,8 @@ def hub_entries(payload: dict[str, Any], configs: Mapping[tuple[str, str], Seque
     """
     from huggingface_hub import EvalResultEntry
 
+    from conceptforge.loaders.harness.registry import metric_unit
+
     entries = []
     for task, dataset, name, metric in _hub_metrics(payload):
         if name not in leaderboard_metrics(task):
@@ -271,6 +273,8 @@ def hub_entries(payload: dict[str, Any], configs: Mapping[tuple[str, str], Seque
 def model_index_results(payload: dict[str, Any]):
     """The same values as legacy ``model-index`` :class:`EvalResult` entries."""
     from huggingface_hub import EvalResult
+
+    from conceptforge.loaders.harness.registry import metric_unit
 
     results = []
     for task, dataset, name, metric in _hub_metrics(payload):

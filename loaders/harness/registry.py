@@ -29,6 +29,7 @@ from conceptforge.loaders.harness.task import (
     parse_option,
     str_list,
 )
+from conceptforge.loaders.harness.units import PERCENT, UNITS, Unit, declared_unit
 
 # The registry's types live in loaders/harness/task.py (the benchmarks' tables import them
 # without importing this module back); they are importable from here too.
@@ -258,3 +259,14 @@ def format_task_list() -> str:
         + "\n\ntask options (--task-option TASK.NAME=VALUE):\n"
         + "\n".join(options)
     )
+
+
+def metric_unit(task: str, name: str, metric: Mapping[str, Any] | None) -> Unit:
+    """The unit of metric ``name`` of task ``task`` as a results file holds it: the one recorded
+    beside the value; for a file written before units were recorded, the one the task declares;
+    for a task this version does not know, percent (what every table assumed then)."""
+    recorded = (metric or {}).get("unit")
+    if isinstance(recorded, str) and recorded in UNITS:
+        return UNITS[recorded]
+    known = all_tasks().get(task)
+    return (declared_unit(known.metrics, name) if known is not None else None) or PERCENT

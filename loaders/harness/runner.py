@@ -20,9 +20,9 @@ from typing import Any
 
 from conceptforge.errors import DataNotFoundError, InvalidArgumentError
 from conceptforge.loaders.harness.model_ref import GENERATED, ModelRef, resolve_model
-from conceptforge.loaders.harness.registry import TaskSelection
+from conceptforge.loaders.harness.registry import TaskSelection, metric_unit
 from conceptforge.loaders.harness.task import DatasetRef, Metric, Task, TaskContext, TaskOutcome, options_digest
-from conceptforge.loaders.harness.units import PERCENT, Unit, format_metric, metric_unit, units_note
+from conceptforge.loaders.harness.units import PERCENT, Unit, format_metric, units_note
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,8 @@ values pushed to the Hub) used to multiply every one by 100 under "values in %":
 samples read as ``800.00``. Each task now declares the unit of each of its metrics beside the
 metric (:class:`MetricSpec` in its ``Task.metrics``; the counts shared by several tasks, such as
 ``low_allowed_mass``, once beside their name), the runner records it in the results file
-(``"unit": "count"``), and every table formats a value through :func:`format_metric` and labels
+(``"unit": "count"``), and every table reads it back (``registry.metric_unit``), formats a value
+through :func:`format_metric` and labels
 it with :attr:`Unit.label`, so a count is never scaled and a share is never printed as a count.
 """
 
@@ -36,11 +37,20 @@ class Unit:
 #: a share of the samples (accuracy, S+, AUC of seen/unseen accuracy), stored as a fraction in [0, 1]
 PERCENT = Unit("percent", "%", 100.0, 2, "percent", "% = percent (a share of the samples, stored as a fraction)")
 #: a difference of two shares (CompMap's Δ), stored as a difference of fractions
-POINTS = Unit("points", "pp", 100.0, 2, "percentage points", "pp = percentage points (a difference of two shares)", signed=True)
+POINTS = Unit(
+    "points", "pp", 100.0, 2, "percentage points", "pp = percentage points (a difference of two shares)", signed=True
+)
 #: how many samples (of the metric's ``n``) something happened to: never scaled
 COUNT = Unit("count", "count", 1.0, 0, "samples counted", "count = how many samples, of n")
 #: a number on its own scale, printed as stored (CCD, CLIPScore, a cosine similarity)
-SCORE = Unit("score", "score", 1.0, 4, "the metric's own scale", "score = the metric's own scale, as stored (CCD, CLIPScore, cosine)")
+SCORE = Unit(
+    "score",
+    "score",
+    1.0,
+    4,
+    "the metric's own scale",
+    "score = the metric's own scale, as stored (CCD, CLIPScore, cosine)",
+)
 
 UNITS: dict[str, Unit] = {unit.name: unit for unit in (PERCENT, POINTS, COUNT, SCORE)}
 
@@ -69,19 +79,6 @@ def declared_unit(specs: Sequence[MetricSpec], name: str) -> Unit | None:
     return next((spec.unit for spec in specs if spec.matches(name)), None)
 
 
-def metric_unit(task: str, name: str, metric: Mapping[str, Any] | None) -> Unit:
-    """The unit of metric ``name`` of task ``task`` as a results file holds it: the one recorded
-    beside the value; for a file written before units were recorded, the one the task declares;
-    for a task this version does not know, percent (what every table assumed then)."""
-    recorded = (metric or {}).get("unit")
-    if isinstance(recorded, str) and recorded in UNITS:
-        return UNITS[recorded]
-    from conceptforge.loaders.harness.registry import all_tasks
-
-    known = all_tasks().get(task)
-    return (declared_unit(known.metrics, name) if known is not None else None) or PERCENT
-
-
 def _number(unit: Unit, value: float) -> str:
     if unit is COUNT:
         return f"{value:.0f}" if float(value).is_integer() else f"{value:g}"
@@ -97,7 +94,7 @@ def format_metric(metric: Mapping[str, Any] | None, unit: Unit) -> str:
     if unit is COUNT and metric.get("n") is not None:
         text += f" of {int(metric['n'])}"
     if metric.get("stderr") is not None:
-        text += f" ± {unit.scale * metric['stderr']:.{unit.digits if unit is not COUNT else 2}f}"
+        text += f" ± {unit.scale * metric['stderr']:.{max(unit.digits, 2)}f}"
     return text
 
 
