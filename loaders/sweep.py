@@ -367,7 +367,7 @@ class SweepWorker:
         # The item's results payload as evaluate builds it, in its own key order (the store keeps
         # metadata as canonical, key-sorted JSON): the assembly merges these, so a sweep's results
         # file is the bytes `evaluate --output` writes for the same model.
-        files[RESULTS_FILE] = json.dumps(results.to_dict(), allow_nan=True).encode("utf-8")
+        files[RESULTS_FILE] = json.dumps({**results.to_dict(), "created": ""}, allow_nan=True).encode("utf-8")
         return ItemResult(files=files, metadata=json.loads(json.dumps(metadata, allow_nan=True)))
 
 
