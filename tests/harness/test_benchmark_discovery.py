@@ -20,6 +20,7 @@ import conceptforge.loaders
 TASKS = """
 from conceptforge.loaders.analysis.breakdowns import Dimension, TaskSpec
 from conceptforge.loaders.harness.task import Metric, Task, TaskOutcome, mean_metric
+from conceptforge.loaders.harness.units import PERCENT, MetricSpec
 
 BREAKDOWNS = TaskSpec("toy", "accuracy", ("colour",), (Dimension("colour", "by colour", ("colour",)),),
                       lambda samples, main: ((), ()))
@@ -36,7 +37,8 @@ def run(ctx):
 
 def tasks():
     return [Task("toybench-demo", "toybench", "a toy task", ("clip",), "toy/protocol", run, score,
-                 columns=(("colour", "string"),), breakdowns=BREAKDOWNS)]
+                 columns=(("colour", "string"),), breakdowns=BREAKDOWNS,
+                 metrics=(MetricSpec("accuracy", PERCENT),))]
 """
 
 REBUILD = """
@@ -71,11 +73,16 @@ def test_a_new_benchmark_package_registers_its_task_breakdowns_and_rebuild(toy_b
     from conceptforge.generators.rebuild import rebuilders
     from conceptforge.loaders.analysis.breakdowns import spec_for
     from conceptforge.loaders.harness.registry import all_tasks, format_task_list, get_task
+    from conceptforge.loaders.harness.task import Metric
 
     assert "toybench-demo" in all_tasks()
     assert get_task("toybench-demo").benchmark == "toybench"
     assert "toybench-demo" in format_task_list()
     assert spec_for("toybench-demo").family == "toy"
+    # its metric with the unit it declares: rows 0..3 valued i % 2 -> accuracy 2/4
+    assert get_task("toybench-demo").scored([{"value": float(i % 2)} for i in range(4)], {}) == {
+        "accuracy": Metric(0.5, None, 4, "percent")
+    }
     assert "toybench" in rebuilders()
     # the benchmarks of the repository are still there, found the same way
     assert {"sub-vlm", "binding-clip", "compmap-cub", "conceptbed-ccd"} <= set(all_tasks())
