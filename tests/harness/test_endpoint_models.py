@@ -8,6 +8,7 @@ tiny LLaVA folder the local adapter loads, so the served numbers must equal the 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -69,7 +70,7 @@ def test_served_match_and_choose_equal_the_local_adapter_on_the_same_weights(ser
         # and by hand, the one-at-a-time path a user would write: P("Yes") after the chat prompt
         probs, tokenizer = _hand_next_token(tiny_llava_dir, images[0], served.vqascore.question.format(text="red cube"))
         yes, no = tokenizer.convert_tokens_to_ids("Yes"), tokenizer.convert_tokens_to_ids("No")
-        assert served.match(images[:1], [["red cube"]])[0][0] == pytest.approx(float(probs[yes]), rel=1e-4)
+        assert served.match(images[:1], [["red cube"]])[0][0] == pytest.approx(math.log(float(probs[yes])), rel=1e-4)
         assert served.match_allowed_mass(images[:1], [["red cube"]])[0][0] == pytest.approx(
             float(probs[yes] + probs[no]), rel=1e-4
         )
