@@ -181,3 +181,66 @@ def test_a_variant_is_named_or_refused(tiny_llava_dir, tmp_path):
     assert vqascore_variant(None, model_type="instructblip").name == "t2v-instructblip"
     with pytest.raises(ConceptforgeError, match="one of t2v-llava-1.5"):
         vqascore_variant("t2v-blip", model_type=None)
+
+
+@pytest.fixture(scope="module")
+def small_binding_dir(tmp_path_factory):
+    from conceptforge.testing.synthetic import write_single_object
+
+    return write_single_object(tmp_path_factory.mktemp("binding") / "single-object", n_per_label=1)
+
+
+def _cli(argv: list[str]) -> tuple[int, str]:
+    import contextlib
+    import io
+
+    from conceptforge.commands import main
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        status = main(argv)
+    return status, err.getvalue()
+
+
+def test_the_variant_is_chosen_on_the_command_line(tiny_llava_dir, small_binding_dir, tmp_path):
+    """``--task-option binding-clip.vqascore=t2v-instructblip`` runs that rule (its protocol line
+    in the results, its scores in the samples: ln of a geometric mean, below 0), and the results
+    record the option; the default records ``auto`` and runs t2v's LLaVA-1.5 conversation."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    base = ["evaluate", "--model", str(tiny_llava_dir), "--tasks", f"binding-clip:{small_binding_dir}"]
+    base += ["--device", "cpu", "--cache-dir", str(tmp_path / "cache")]
+    out = tmp_path / "blip.json"
+    status, err = _cli([*base, "--task-option", "binding-clip.vqascore=t2v-instructblip", "--output", str(out)])
+    assert status == 0, err
+    (task,) = json.loads(out.read_text())["tasks"]
+    assert task["options"]["vqascore"] == "t2v-instructblip"
+    assert "VQAScore (t2v-instructblip, t2v_metrics' InstructBLIP scorer)" in task["variant"]
+    rows = pq.read_table(tmp_path / "blip.samples" / "binding-clip.parquet").to_pylist()
+    assert all(r["score_scale"] == "log-probability" and max(r["scores"]) < 0 for r in rows)
+    default = tmp_path / "default.json"
+    status, err = _cli([*base, "--output", str(default)])
+    assert status == 0, err
+    (task,) = json.loads(default.read_text())["tasks"]
+    assert task["options"]["vqascore"] == "auto" and "t2v-llava-1.5" in task["variant"]
+    assert "t2v_metrics' LLaVA-1.5 conversation" in task["variant"]
+
+
+def test_a_variant_for_a_model_it_does_not_apply_to_is_one_line(tiny_clip_dir, tiny_llava_dir, tmp_path):
+    """Checked before the model loads: a CLIP model is not scored by VQAScore; an unknown name
+    lists the variants; with by_answer the option has nothing to choose."""
+    base = ["evaluate", "--tasks", "binding-clip:org/data", "--output", str(tmp_path / "out.json")]
+    cases = [
+        (tiny_clip_dir, ["binding-clip.vqascore=t2v-llava-1.5"], "is a clip model, not scored by VQAScore"),
+        (tiny_clip_dir, ["binding-clip.vqascore=t2v-blip"], "t2v-instructblip"),
+        (tiny_llava_dir, ["binding-clip.vqascore=next-token", "binding-clip.by_answer=true"], "does not apply with"),
+    ]
+    for model, options, expected in cases:
+        given = [arg for option in options for arg in ("--task-option", option)]
+        status, err = _cli([*base, "--model", str(model), *given])
+        lines = err.strip().splitlines()
+        assert status == 2 and len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], err
+        assert "binding-clip.vqascore" in lines[0]
+    assert not (tmp_path / "out.json").exists()
