@@ -437,7 +437,7 @@ class VQAScorer:
                 logits = head(backbone(**inputs).last_hidden_state[rows, targets - 1]).float()
             else:
                 logits = self.model(**inputs).logits[rows, targets - 1].float()
-            log_probs = torch.log_softmax(logits, dim=-1)
+            log_probs = torch.log_softmax(logits.double(), dim=-1)  # float64: ln P near -200 keeps 1e-13
             chosen = log_probs.gather(2, ids[rows, targets][..., None])[..., 0]
             yield start, chosen.cpu(), log_probs[:, 0].cpu()
 
