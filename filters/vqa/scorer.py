@@ -334,8 +334,13 @@ class VQAScorer:
         *,
         pool: ThreadPoolExecutor | None = None,
         suffix: str = "",
+        raw: bool = False,
     ) -> dict[str, torch.Tensor]:
-        inputs = self._encoder(images, [self.prompt_text(t) + suffix for t in texts], pool=pool)
+        """The model's inputs for ``images`` with ``texts``: each text in the chat prompt of
+        :meth:`prompt_text`, or (``raw``) each text already the whole prompt string (a VQAScore
+        variant's own conversation), then ``suffix``."""
+        prompts = list(texts) if raw else [self.prompt_text(t) for t in texts]
+        inputs = self._encoder(images, [p + suffix for p in prompts], pool=pool)
         out = {}
         for key, value in inputs.items():
             if isinstance(value, torch.Tensor):
@@ -371,20 +376,52 @@ class VQAScorer:
             )
         return spoken + self.tokenizer.eos_token
 
+    def answer_token_count(self, prompt: str, suffix: str) -> int:
+        """How many tokens ``suffix`` adds after the whole prompt string ``prompt``: those of
+        ``prompt + suffix`` past the longest start it shares with ``prompt`` alone. A trailing space
+        of the prompt that the answer's first token absorbs (SentencePiece's "▁Yes" after
+        "ASSISTANT: ") is then the answer's, as t2v_metrics counts it."""
+        alone = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        full = self.tokenizer(prompt + suffix, add_special_tokens=False)["input_ids"]
+        shared = 0
+        while shared < min(len(alone), len(full)) and alone[shared] == full[shared]:
+            shared += 1
+        return len(full) - shared
+
     @torch.inference_mode()
     def answer_log_probs(
-        self, images: Sequence[Image.Image], texts: Sequence[str], answer: str, *, batch_size: int = 8
+        self,
+        images: Sequence[Image.Image],
+        texts: Sequence[str],
+        answer: str,
+        *,
+        batch_size: int = 8,
+        raw_suffix: str | None = None,
     ) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
         """``(start, token_log_probs [B, T], first [B, vocab])`` per batch, teacher-forced: the chat
         prompt of ``images[i]`` with ``texts[i]`` followed by :meth:`answer_suffix` (``T`` tokens),
         each answer token's log-probability given everything before it, and the whole log-distribution
-        at the answer's first token (where P("Yes") + P("No") is read)."""
+        at the answer's first token (where P("Yes") + P("No") is read).
+
+        ``raw_suffix``: each text is already the whole prompt string (a VQAScore variant's own
+        conversation) and ``raw_suffix`` is what is teacher-forced after it; its tokens are those
+        :meth:`answer_token_count` finds, the same number for every prompt of a batch."""
         if batch_size < 1:
             raise InvalidArgumentError(f"--batch-size must be >= 1, got {batch_size}")
-        suffix = self.answer_suffix(answer)
+        raw = raw_suffix is not None
+        suffix = raw_suffix if raw else self.answer_suffix(answer)
         count = len(self.tokenizer(suffix, add_special_tokens=False)["input_ids"])
         for start in range(0, len(images), batch_size):
-            inputs = self._encode(images[start : start + batch_size], texts[start : start + batch_size], suffix=suffix)
+            if raw:
+                counts = {self.answer_token_count(t, suffix) for t in dict.fromkeys(texts[start : start + batch_size])}
+                if len(counts) != 1:
+                    raise WeightsUnavailableError(
+                        f"the answer {suffix!r} tokenises differently after different prompts; cannot teacher-force it"
+                    )
+                (count,) = counts
+            inputs = self._encode(
+                images[start : start + batch_size], texts[start : start + batch_size], suffix=suffix, raw=raw
+            )
             ids, mask = inputs["input_ids"], inputs["attention_mask"]
             last = mask.shape[1] - 1 - mask.flip(1).int().argmax(dim=1)
             targets = last[:, None] - count + 1 + torch.arange(count, device=last.device)[None, :]  # answer positions
@@ -400,7 +437,7 @@ class VQAScorer:
                 logits = head(backbone(**inputs).last_hidden_state[rows, targets - 1]).float()
             else:
                 logits = self.model(**inputs).logits[rows, targets - 1].float()
-            log_probs = torch.log_softmax(logits, dim=-1)
+            log_probs = torch.log_softmax(logits.double(), dim=-1)  # float64: ln P near -200 keeps 1e-13
             chosen = log_probs.gather(2, ids[rows, targets][..., None])[..., 0]
             yield start, chosen.cpu(), log_probs[:, 0].cpu()
 
@@ -425,8 +462,10 @@ class VQAScorer:
         *,
         batch_size: int = 8,
         prefetch: bool = True,
+        raw: bool = False,
     ) -> Iterator[tuple[int, torch.Tensor]]:
-        """``(start, log_probs)`` per batch: the next-token log-distribution ([B, vocab], float32,
+        """``(start, log_probs)`` per batch (``raw``: each text is the whole prompt string, see
+        :meth:`_encode`): the next-token log-distribution ([B, vocab], float32,
         CPU; log space so that a token far below float32's smallest probability keeps its ratio to
         the others) after the chat prompt of ``images[i]`` with ``texts[i]``, ``batch_size`` pairs at a time.
 
@@ -444,7 +483,9 @@ class VQAScorer:
             pending = None
 
             def encode(start: int, helper: ThreadPoolExecutor | None = None):
-                return self._encode(images[start : start + batch_size], texts[start : start + batch_size], pool=helper)
+                return self._encode(
+                    images[start : start + batch_size], texts[start : start + batch_size], pool=helper, raw=raw
+                )
 
             for number, start in enumerate(starts):
                 # The first batch has nothing to overlap with: it is encoded here, with the idle

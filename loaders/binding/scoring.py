@@ -22,30 +22,38 @@ RELATION_ERRORS = ("bRa", "aSb", "aRc", "cRb")
 
 
 #: What a score is, declared by the adapter/protocol that made it; ties are decided on its scale.
-SIMILARITY = "similarity"  # cosines, logits, log-odds: float noise is absolute near 0
-PROBABILITY = "probability"  # P(Yes) (VQAScore): two candidates tie when their log-probabilities do
-SCORE_SCALES = (SIMILARITY, PROBABILITY)
+SIMILARITY = "similarity"  # cosines, logits, log-odds computed in float32: float noise is absolute near 0
+LOG_PROBABILITY = "log-probability"  # ln VQAScore in float64 (generative VLMs, served models): ranked exactly
+PROBABILITY = "probability"  # P(Yes) itself: samples files written before log space (read, ranked exactly)
+SCORE_SCALES = (SIMILARITY, LOG_PROBABILITY, PROBABILITY)
+#: The similarity scale's tolerance (docs/metrics.md, "Ties"), unchanged from earlier versions:
+#: similarity scores are float32 computations (embeddings are cached as float32), and one value
+#: computed in two orders differs by float32 rounding, ~sqrt(d)·2^-24 ≈ 2e-6 relative for a
+#: 512-1024-term dot product. Measured on commutative CDSMs (aRb vs bRa, 5 seeds × 24 pairs):
+#: Add and Mult differ by < 1e-6 absolute (all tied); Conv, through FFTs, by up to 4e-5 of the
+#: top score at d = 512-768, so 1 pair in 120 there falls outside it and is ranked, not tied.
+SIMILARITY_RTOL = 1e-5
+SIMILARITY_ATOL = 1e-6
 
 
-def prediction_mass(
-    scores: torch.Tensor, *, scale: str = SIMILARITY, rtol: float = 1e-5, atol: float = 1e-6
-) -> torch.Tensor:
-    """[N, K] scores -> [N, K] mass, uniform over candidates within float noise of the row maximum
-    (equal compositions computed in another order, e.g. (s⊛R)⊛o vs (o⊛R)⊛s, differ by rounding).
+def prediction_mass(scores: torch.Tensor, *, scale: str = SIMILARITY) -> torch.Tensor:
+    """[N, K] scores -> [N, K] mass, uniform over the candidates tied with the row maximum.
 
-    ``scale`` says where that noise lives: a probability is compared as its logarithm (a
-    confident "No" to every caption gives P(Yes) of 5e-12 against 9e-15, a 500-fold ratio, not a
-    tie; an absolute tolerance on the probabilities would call every P below ~1e-6 tied)."""
+    Which candidates tie depends on ``scale``: probabilities and log-probabilities are ranked as
+    the raw values they are (the binding authors and t2v_metrics take the argmax of the stored
+    scores): only exactly equal values tie (a caption ahead by 6e-5 relative wins outright), and a
+    row of P = 0 (or ln P = -inf) ties every zero. They are float64 from the forward pass on, so
+    no rounding of ours makes two different answers equal. A similarity (float32 computation)
+    ties within :data:`SIMILARITY_RTOL` / :data:`SIMILARITY_ATOL` of the maximum, the rounding
+    of one sum computed in another order (e.g. (s⊛R)⊛o vs (o⊛R)⊛s)."""
     if scale not in SCORE_SCALES:
         raise ValueError(f"score scale {scale!r}: one of {', '.join(SCORE_SCALES)}")
     scores = scores.detach().double()
-    if scale == PROBABILITY:
-        scores = scores.clamp_min(0.0).log()  # P = 0 -> -inf, tied only with other zeros
-        top = scores.amax(dim=1, keepdim=True)
-        tied = scores >= top - (atol + rtol * top.abs())  # every P = 0: top -inf, all tied
-        return tied.float() / tied.sum(dim=1, keepdim=True)
     top = scores.amax(dim=1, keepdim=True)  # amax: .max(dim) is oddly slow on small CPU tensors
-    tied = scores >= top - (atol + rtol * top.abs())
+    if scale == SIMILARITY:
+        tied = scores >= top - (SIMILARITY_ATOL + SIMILARITY_RTOL * top.abs())
+    else:
+        tied = scores == top  # -inf == -inf: a row of zero probabilities ties throughout
     return tied.float() / tied.sum(dim=1, keepdim=True)
 
 

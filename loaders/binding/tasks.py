@@ -35,12 +35,13 @@ from conceptforge.loaders.harness.task import (
     TaskContext,
     TaskOutcome,
     by_answer_option,
-    check_by_answer,
+    check_match_options,
     choice,
     flag,
     mean_metric,
     over_runs,
     template,
+    vqascore_option,
 )
 from conceptforge.loaders.harness.units import PERCENT, MetricSpec
 
@@ -54,7 +55,7 @@ COLUMNS = (
     ("swap_kind", "string"),
     ("label_index", "int64"),
     ("candidate_kinds", "list<string>"),
-    ("score_scale", "string"),  # binding.scoring: ties are decided on it (a probability by its log)
+    ("score_scale", "string"),  # binding.scoring: ties are decided on it (log-probabilities: exactly)
     (ALLOWED_MASS_COLUMN, "float64"),  # VQAScore: the least P(Yes)+P(No) over the row's candidates
 )
 CDSM_COLUMNS = (*COLUMNS, ("binding_model", "string"), ("seed", "int64"))
@@ -181,8 +182,10 @@ def run_binding_clip(ctx: TaskContext) -> TaskOutcome:
         return run_binding_by_answer(ctx, splits, config)
     by_match = ctx.capability == MATCH
     scorer = ctx.session.matcher() if by_match else ctx.session.embedder()
+    if by_match and hasattr(scorer, "with_vqascore"):  # a generative VLM: the variant the option names
+        scorer = scorer.with_vqascore(ctx.options["vqascore"])
 
-    scale = getattr(scorer, "score_scale", "similarity")  # VQAScore: probability
+    scale = getattr(scorer, "score_scale", "similarity")  # VQAScore: log-probability
 
     def split_rows(part):
         if not by_match:
@@ -500,7 +503,7 @@ def check_binding_rows(rows: Sequence[dict[str, Any]], options: dict[str, Any]) 
     each split (a dropped or added row in one seed would move that seed's accuracy only)."""
     import torch
 
-    from conceptforge.loaders.binding.scoring import prediction_mass
+    from conceptforge.loaders.binding.scoring import PROBABILITY, prediction_mass
 
     known = {"train", "val", "gen", "seen-val", "gen-calibrated"}
     by_answer = is_by_answer(rows)
@@ -519,8 +522,15 @@ def check_binding_rows(rows: Sequence[dict[str, Any]], options: dict[str, Any]) 
         if len(list(row["scores"])) != len(candidates):
             return f"row {row['item_id']}: {len(list(row['scores']))} scores for {len(candidates)} candidates"
         scores = torch.tensor([list(row["scores"])], dtype=torch.float64)
-        credit = float(prediction_mass(scores, scale=_scale_of([row]))[0, int(row["label_index"])])
+        scale = _scale_of([row])
+        credit = float(prediction_mass(scores, scale=scale)[0, int(row["label_index"])])
         if row["value"] is None or abs(credit - float(row["value"])) > 1e-9:
+            if scale == PROBABILITY and row["value"] is not None:  # only files from before log space
+                return (
+                    f"row {row['item_id']}: value {row['value']} but its scores give the true label a credit of "
+                    f"{credit:g}: the file was written by an older conceptforge that split near-equal "
+                    "probabilities as ties; rerun conceptforge evaluate to rescore this model"
+                )
             return (
                 f"row {row['item_id']}: value {row['value']} but its scores give the true label a credit of {credit:g} "
                 "(the per-sample file was edited or not written by conceptforge evaluate)"
@@ -675,7 +685,7 @@ def tasks() -> list[Task]:
             run_binding_clip,
             score_binding_clip,
             columns=CLIP_COLUMNS,
-            check_options=check_by_answer,
+            check_options=check_match_options("binding-clip"),
             rescore_details=binding_clip_details,
             **release,
             leaderboard=lambda splits, options: [(f"{split}_accuracy", split) for split in splits],
@@ -693,6 +703,7 @@ def tasks() -> list[Task]:
                 ),
                 _config_option(),
                 by_answer_option("binding/choose-by-answer, the captions lettered and answered in words"),
+                vqascore_option(),
             ),
             breakdowns=breakdowns.BINDING,
             metrics=(MetricSpec("*_accuracy", PERCENT, "gen_accuracy"), LOW_ALLOWED_MASS, UNPARSED_ANSWERS),

@@ -125,10 +125,16 @@ def pil_processor(model_id: str, *, revision: str | None = None) -> Any:
 
 
 class EmbeddingCache:
-    """A key -> float32 vector store in one SQLite file (safe to share between processes)."""
+    """A key -> vector store in one SQLite file (safe to share between processes).
 
-    def __init__(self, path: Path, *, flag: str = "--cache-dir") -> None:
+    Vectors are float32 (embeddings) unless ``dtype`` says otherwise: a VLM's log-probabilities
+    are float64 (a probability of 1e-88 is 0.0 in float32, and every caption would tie). One file
+    holds one dtype, named by its caller (``vlm-scores/…/*-log64.sqlite``)."""
+
+    def __init__(self, path: Path, *, flag: str = "--cache-dir", dtype: type = np.float32) -> None:
         from conceptforge.output import claim_sqlite
+
+        self.dtype = np.dtype(dtype)
 
         self.path = path = claim_sqlite(path, tables=["emb"], flag=flag, what="embedding cache")
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -146,11 +152,11 @@ class EmbeddingCache:
                 chunk = unique[start : start + 500]
                 marks = ",".join("?" * len(chunk))
                 for key, blob in self._conn.execute(f"SELECT key, vec FROM emb WHERE key IN ({marks})", chunk):
-                    found[key] = np.frombuffer(blob, dtype=np.float32)
+                    found[key] = np.frombuffer(blob, dtype=self.dtype)
         return found
 
     def put_many(self, items: Iterable[tuple[str, np.ndarray]]) -> None:
-        rows = [(key, np.ascontiguousarray(vec, dtype=np.float32).tobytes()) for key, vec in items]
+        rows = [(key, np.ascontiguousarray(vec, dtype=self.dtype).tobytes()) for key, vec in items]
         with self._lock:
             self._conn.executemany("INSERT OR REPLACE INTO emb (key, vec) VALUES (?, ?)", rows)
             self._conn.commit()

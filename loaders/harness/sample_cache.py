@@ -23,6 +23,10 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 CACHE_FILE = "samples.sqlite"
+#: Part of every key: rows cached by an earlier format are not read back. "2": a generative VLM's
+#: scores are float64 log-probabilities (earlier rows held float32-rounded probabilities, some
+#: underflowed to 0.0, and ties split within a tolerance).
+ROW_FORMAT = "2"
 
 
 class SampleCache:
@@ -79,7 +83,7 @@ class TaskSamples:
         self.group = group or SINGLE  # the launcher's processes (loaders/harness/distributed.py)
         self.task = task
         self.prefix = "\0".join(
-            [conceptforge.__version__, task, options_digest, model_revision or "", dataset_revision or ""]
+            [conceptforge.__version__, ROW_FORMAT, task, options_digest, model_revision or "", dataset_revision or ""]
         )
         self.scored = 0
         self.reused = 0

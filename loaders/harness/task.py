@@ -79,6 +79,57 @@ def check_by_answer(options: dict[str, Any], *, model: Any, inputs: dict[str, An
         )
 
 
+VQASCORE_OPTION = "vqascore"
+
+
+def vqascore_option() -> Option:
+    """The ``vqascore`` option of a task that scores pairs with ``match``: which VQAScore variant
+    a generative VLM computes (``adapters/vqascore.py``, docs/metrics.md)."""
+    from conceptforge.loaders.harness.adapters.vqascore import AUTO, VQASCORE_CHOICES
+
+    return Option(
+        VQASCORE_OPTION,
+        AUTO,
+        choice(VQASCORE_CHOICES),
+        "VQAScore variant of a generative VLM (docs/metrics.md): auto = the family's t2v_metrics rule "
+        "(t2v-llava-1.5 for LLaVA, t2v-instructblip for InstructBLIP, …; next-token elsewhere)",
+    )
+
+
+def check_vqascore(task: str, options: dict[str, Any], *, model: Any) -> None:
+    """Before any model loads: a VQAScore variant other than ``auto`` needs a model scored by
+    VQAScore, and one that can compute it (a served model returns next-token log-probabilities
+    only: no teacher-forced answer)."""
+    from conceptforge.loaders.harness.adapters.vqascore import AUTO, NEXT_TOKEN
+
+    name = options.get(VQASCORE_OPTION, AUTO)
+    if name == AUTO:
+        return
+    where = f"{task}.{VQASCORE_OPTION}={name}"
+    if options.get(BY_ANSWER_OPTION):
+        raise InvalidArgumentError(f"{where} does not apply with {task}.{BY_ANSWER_OPTION}=true (no probabilities)")
+    if model.kind == adapters.ENDPOINT and name != NEXT_TOKEN:
+        raise InvalidArgumentError(
+            f"{where}: {model.id} is a served model, which returns next-token log-probabilities only; "
+            f"use {task}.{VQASCORE_OPTION}=next-token (or auto)"
+        )
+    if model.kind not in (adapters.VLM, adapters.ENDPOINT):
+        raise InvalidArgumentError(
+            f"{where}: {model.id} is a {model.kind} model, not scored by VQAScore; "
+            "the option applies to generative VLMs (drop it)"
+        )
+
+
+def check_match_options(task: str) -> Callable[..., None]:
+    """``check_options`` of a task with the ``by_answer`` and ``vqascore`` options."""
+
+    def check(options: dict[str, Any], *, model: Any, inputs: dict[str, Any]) -> None:
+        check_by_answer(options, model=model, inputs=inputs)
+        check_vqascore(task, options, model=model)
+
+    return check
+
+
 int_list = argtypes.IntList()  # comma-separated integers -> tuple
 str_list = argtypes.StrList()  # comma-separated names -> tuple
 

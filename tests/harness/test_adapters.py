@@ -6,6 +6,7 @@ to end from the command line and ``--from-predictions`` rebuilds their results b
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -128,7 +129,7 @@ def test_vqascore_and_option_letters_by_hand(tiny_llava_dir, tmp_path):
         for text, value in zip(row, got):
             probs, tokenizer = _hand_next_token(tiny_llava_dir, image, VQASCORE_QUESTION.format(text=text))
             yes = tokenizer.convert_tokens_to_ids("Yes")  # " Yes" is two tokens in this vocabulary
-            assert value == pytest.approx(float(probs[yes]), rel=1e-5)
+            assert value == pytest.approx(math.log(float(probs[yes])), rel=1e-5)  # ln P(Yes), float64
     question = build_question("has_bill_shape", ["curved", "dagger", "needle"])
     (answer,) = adapter.choose([images[0]], [question])
     probs, tokenizer = _hand_next_token(tiny_llava_dir, images[0], question.text)
@@ -234,7 +235,7 @@ def test_tiny_generative_vlm_runs_binding_sub_and_compmap(
     assert sub["metrics"]["low_allowed_mass"]["value"] == sum(m < 0.5 for m in per_image.values())
     assert sub["metrics"]["low_allowed_mass"]["n"] == len(per_image)
     matched = pq.read_table(tmp_path / "llava.samples" / "binding-clip.parquet").to_pylist()
-    assert all(r["score_scale"] == "probability" and 0 < r["allowed_mass"] <= 1 for r in matched)
+    assert all(r["score_scale"] == "log-probability" and 0 < r["allowed_mass"] <= 1 for r in matched)
     assert binding["metrics"]["low_allowed_mass"]["value"] == sum(r["allowed_mass"] < 0.5 for r in matched)
     _rescore_equals(out, tmp_path)
 

@@ -81,14 +81,16 @@ def test_low_allowed_mass_is_counted_and_warned(caplog):
 def test_binding_ties_are_decided_on_the_probability_scale():
     import torch
 
-    from conceptforge.loaders.binding.scoring import PROBABILITY, SIMILARITY, prediction_mass
+    from conceptforge.loaders.binding.scoring import LOG_PROBABILITY, PROBABILITY, SIMILARITY, prediction_mass
 
     confident_no = torch.tensor([[5e-12, 9e-15, 9e-15, 1e-13, 2e-14]], dtype=torch.float64)
     assert prediction_mass(confident_no, scale=PROBABILITY)[0].tolist() == [1.0, 0.0, 0.0, 0.0, 0.0]
+    assert prediction_mass(confident_no.log(), scale=LOG_PROBABILITY)[0].tolist() == [1.0, 0.0, 0.0, 0.0, 0.0]
     assert prediction_mass(confident_no, scale=SIMILARITY)[0].tolist() == pytest.approx([0.2] * 5)  # cosines: noise
+    # probabilities are ranked as stored: 1e-9 relative ahead wins; only P = 0 everywhere ties
     rounding = torch.tensor([[1e-20, 1e-20 * (1 + 1e-9), 1e-25], [0.0, 0.0, 0.0]], dtype=torch.float64)
     assert prediction_mass(rounding, scale=PROBABILITY).flatten().tolist() == pytest.approx(
-        [0.5, 0.5, 0.0, *[1 / 3] * 3]
+        [0.0, 1.0, 0.0, *[1 / 3] * 3]
     )
 
 
@@ -145,11 +147,11 @@ def test_a_confident_no_model_is_credited_by_its_ratios(confident_no_llava, tiny
                 logits = adapter.scorer.model(**inputs).logits[0, -1].double()
             hand.append(math.exp(float(torch.log_softmax(logits, dim=-1)[yes])))
         assert max(hand) < 1e-6  # the regime where an absolute tolerance called everything tied
-        assert row["scores"] == pytest.approx(hand, rel=1e-4)
+        assert row["scores"] == pytest.approx([math.log(p) for p in hand], rel=1e-5)  # stored as ln P
         label = part.label_index[i]
         others = [p for j, p in enumerate(hand) if j != label]
         ratio = hand[label] / max(others)
         assert abs(math.log(ratio)) > 1e-3  # distinct by far more than rounding
         assert row["value"] == (1.0 if ratio > 1 else 0.0)
-        assert row["score_scale"] == "probability"
+        assert row["score_scale"] == "log-probability"
     assert check_binding_rows(rows, {}) is None  # the rescoring path decides ties the same way

@@ -8,6 +8,7 @@ tiny LLaVA folder the local adapter loads, so the served numbers must equal the 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -69,7 +70,7 @@ def test_served_match_and_choose_equal_the_local_adapter_on_the_same_weights(ser
         # and by hand, the one-at-a-time path a user would write: P("Yes") after the chat prompt
         probs, tokenizer = _hand_next_token(tiny_llava_dir, images[0], served.vqascore.question.format(text="red cube"))
         yes, no = tokenizer.convert_tokens_to_ids("Yes"), tokenizer.convert_tokens_to_ids("No")
-        assert served.match(images[:1], [["red cube"]])[0][0] == pytest.approx(float(probs[yes]), rel=1e-4)
+        assert served.match(images[:1], [["red cube"]])[0][0] == pytest.approx(math.log(float(probs[yes])), rel=1e-4)
         assert served.match_allowed_mass(images[:1], [["red cube"]])[0][0] == pytest.approx(
             float(probs[yes] + probs[no]), rel=1e-4
         )
@@ -160,19 +161,19 @@ def test_evaluate_through_the_endpoint_equals_the_local_run(
     assert "next-token" in binding["variant"] and "logprob_token_ids" in binding["variant"]
     _rescore_equals(out, tmp_path)
     # the local model on the same weights: sub-vlm's option letters are one rule everywhere; the
-    # local LLaVA's binding VQAScore is t2v_metrics' teacher-forced variant (a served model runs
-    # next-token, compared in the adapter test above), but its yes/no mass is the same quantity
+    # local LLaVA's default VQAScore is t2v_metrics' teacher-forced LLaVA-1.5 variant, which a
+    # served model cannot compute: the local run asks for the served one's, next-token
     local = tmp_path / "local.json"
     argv = ["evaluate", "--model", str(tiny_llava_dir), *common, "--output", str(local), "--device", "cpu"]
-    assert main(argv) == 0
+    assert main([*argv, "--task-option", "binding-clip.vqascore=next-token"]) == 0
     for task in ("sub-vlm", "binding-clip"):
         served_rows = pq.read_table(tmp_path / "served.samples" / f"{task}.parquet").to_pylist()
         local_rows = pq.read_table(tmp_path / "local.samples" / f"{task}.parquet").to_pylist()
         assert [r["item_id"] for r in served_rows] == [r["item_id"] for r in local_rows] and served_rows
         for a, b in zip(served_rows, local_rows):
-            if task == "sub-vlm":
-                assert a["scores"] == pytest.approx(b["scores"], rel=1e-4)
+            assert a["scores"] == pytest.approx(b["scores"], rel=1e-4)  # binding: ln P(Yes) both ways
             assert a["allowed_mass"] == pytest.approx(b["allowed_mass"], rel=1e-4)
+            assert a.get("score_scale") == b.get("score_scale")  # binding: log-probability
     local_tasks = {t["task"]: t for t in json.loads(local.read_text())["tasks"]}
     assert sub["metrics"]["s_plus"]["value"] == pytest.approx(local_tasks["sub-vlm"]["metrics"]["s_plus"]["value"])
 

@@ -109,7 +109,7 @@ class EndpointAdapter:
 
     family = "endpoint"
     kind = "endpoint"  # CompMap's activation key and progress label
-    score_scale = "probability"
+    score_scale = "log-probability"  # match scores are the server's ln P(Yes), float64, as the local adapter's
 
     def __init__(self, model: Any, client: Any, tokenizer: Any | None) -> None:
         from conceptforge.loaders.harness.adapters.vqascore import NEXT_TOKEN, vqascore_variant
@@ -193,6 +193,12 @@ class EndpointAdapter:
     def answer(self, images: Sequence[Any], questions: Sequence[str], *, batch_size: int = 8) -> np.ndarray:
         """[N, 4] per (image, yes/no question), as the local adapter's: P("Yes"), the top
         next-token probability (the greedy token's), whether it is "Yes", P("Yes") + P("No")."""
+        values = self._answer_logs(images, questions)
+        values[:, :2] = np.exp(values[:, :2])
+        return values
+
+    def _answer_logs(self, images: Sequence[Any], questions: Sequence[str]) -> np.ndarray:
+        """:meth:`answer` with ln P("Yes") and ln P(top) as the server returned them (float64)."""
         from conceptforge.filters.vqa.allowed import normalise_allowed
 
         self._need_probabilities("match")
@@ -203,7 +209,7 @@ class EndpointAdapter:
         for entry in self._first_positions(images, questions, groups):
             logs, top, chosen = self._group_logs(entry, groups)
             mass = normalise_allowed(np.array([logs])).mass[0]
-            rows.append([float(np.exp(logs[0])), float(np.exp(top)), float(chosen in groups[0]), float(mass)])
+            rows.append([float(logs[0]), float(top), float(chosen in groups[0]), float(mass)])
         return np.asarray(rows, dtype=np.float64).reshape(-1, 4)
 
     # ----------------------------------------------------------------------------- capabilities
@@ -212,10 +218,10 @@ class EndpointAdapter:
         flat = [self.vqascore.question.format(text=text) for row in texts for text in row]
         if not flat:
             return np.zeros((0, 4))
-        return self.answer(flat_images, flat, batch_size=batch_size)
+        return self._answer_logs(flat_images, flat)
 
     def match(self, images: Sequence[Any], texts: Sequence[Sequence[str]], *, batch_size: int = 8) -> list[list[float]]:
-        """VQAScore (next-token) of each image with each of its texts."""
+        """ln VQAScore (next-token, float64) of each image with each of its texts."""
         from conceptforge.loaders.harness.adapters.generative_vlm import _per_row
 
         return _per_row(self._pairs(images, texts, batch_size)[:, 0], texts)
@@ -285,11 +291,9 @@ class EndpointAdapter:
 
     def score_image(self, image: Any, texts: list[str], *, batch_size: int = 8):
         """CompMap activations of one image: the log-odds of its VQAScore with each text (as the local adapter)."""
-        import torch
+        from conceptforge.loaders.harness.adapters.generative_vlm import log_odds
 
-        p = torch.tensor(self.match([image], [texts], batch_size=batch_size)[0], dtype=torch.float64)
-        p = p.clamp(1e-12, 1 - 1e-12)
-        return (torch.log(p) - torch.log1p(-p)).float()
+        return log_odds(self.match([image], [texts], batch_size=batch_size)[0])
 
     def close(self) -> None:
         usage = self.client.usage

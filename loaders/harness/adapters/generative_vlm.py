@@ -1,10 +1,14 @@
 """Generative VLMs (``AutoModelForImageTextToText`` with a chat template): ``match`` and ``choose``.
 
-* ``match`` is VQAScore (Lin et al. 2024, t2v_metrics) in the variant of the model's family
-  (``adapters/vqascore.py``: t2v_metrics' own rule for LLaVA-1.5, Qwen2-VL and LLaVA-OneVision;
-  else ours, the next-token probability of "Yes" after "<image> Does this figure show "{text}"?
-  Please answer yes or no." — the whole vocabulary's softmax, not renormalised over yes/no, as
-  ConceptBed's ViLT oracle reads P("yes"); "Yes" and " Yes" both counted when each is one token).
+* ``match`` is VQAScore (Lin et al. 2024, t2v_metrics) in the variant of the model's family or the
+  one the task's ``vqascore`` option names (``adapters/vqascore.py``: t2v_metrics' own rule and
+  prompt for LLaVA-1.5, InstructBLIP, Qwen2-VL and LLaVA-OneVision; else ours, the next-token
+  probability of "Yes" after "<image> Does this figure show "{text}"? Please answer yes or no." —
+  the whole vocabulary's softmax, not renormalised over yes/no, as ConceptBed's ViLT oracle reads
+  P("yes"); "Yes" and " Yes" both counted when each is one token). The score is returned, cached
+  and written as its **natural logarithm in float64** (``score_scale = "log-probability"``): a
+  model that says "No" confidently gives P(Yes) of 1e-48…1e-88, which float32 rounds to 0.0 for
+  every caption, and the ranking (the tie rule, ``loaders/binding/scoring.py``) would see ties.
   Beside each score, P("Yes") + P("No") at the answer's first token is kept (``allowed_mass``).
 * ``answer-text`` (the by-answer protocols, ``loaders/harness/by_answer.py``): the model's own
   words, greedy (``do_sample=False``, one beam), ``max_new_tokens`` at most, batched with left
@@ -19,11 +23,13 @@ Both run through the filter's :class:`~conceptforge.filters.vqa.scorer.VQAScorer
 next batch preprocessed while the model runs. Every number is cached on disk per (model
 revision, dtype, image content, prompt), like the embedding cache, so a second task or a rerun
 asking the same question of the same image reads it back; a value is always returned as the
-cache stores it (float32), so a cached and a computed run write the same rows.
+cache stores it (log-probabilities as float64, option distributions as float32), so a cached and
+a computed run write the same rows.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import logging
 from collections.abc import Sequence
@@ -32,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from conceptforge.errors import WeightsUnavailableError
 from conceptforge.loaders.harness.adapters.base import VLM, load_revision
 from conceptforge.loaders.harness.adapters.vqascore import LLAVA_QUESTION
 from conceptforge.loaders.harness.by_answer import YES_NO_SUFFIX  # ConceptBed's questions already ask yes/no
@@ -42,6 +49,7 @@ logger = logging.getLogger(__name__)
 VQASCORE_QUESTION = LLAVA_QUESTION
 VQASCORE_ANSWER = "Yes"
 VQASCORE_NO_ANSWER = "No"
+LOG_CACHE_SUFFIX = "-log64"  # cache files of float64 log-probabilities
 CHOOSE_PROTOCOL = "option letters: next-token probability of each option's letter, normalised over the options"
 
 
@@ -56,7 +64,7 @@ class GenerativeVLMAdapter:
 
     family = VLM
     kind = "vlm"  # CompMap's activation key and progress label
-    score_scale = "probability"  # match scores are P(Yes): ties are decided on their logarithm
+    score_scale = "log-probability"  # match scores are ln VQAScore, float64: ranked exactly
 
     def __init__(
         self,
@@ -85,19 +93,37 @@ class GenerativeVLMAdapter:
 
     # ----------------------------------------------------------------------------- cache
     def _cache(self, name: str):
+        """The cache file ``name``: float32 vectors, or float64 for the ``-log64`` ones (the
+        log-probabilities; the float32 files of earlier versions, ``yes-no`` and ``vqascore-*``,
+        are no longer read: their zeros were underflowed probabilities)."""
         from conceptforge.loaders.harness.embeddings import EmbeddingCache
 
         if name not in self._caches:
-            self._caches[name] = EmbeddingCache(self.cache_namespace / f"{name}.sqlite")
+            dtype = np.float64 if name.endswith(LOG_CACHE_SUFFIX) else np.float32
+            self._caches[name] = EmbeddingCache(self.cache_namespace / f"{name}.sqlite", dtype=dtype)
         return self._caches[name]
+
+    def with_vqascore(self, name: str | None) -> GenerativeVLMAdapter:
+        """This adapter computing VQAScore variant ``name`` (``auto``/None: the family's default,
+        as loaded): the same model and cache files (each variant caches under its own name)."""
+        from conceptforge.loaders.harness.adapters.vqascore import AUTO, vqascore_variant
+
+        if name is None or name == AUTO:
+            return self
+        variant = vqascore_variant(name, model_type=None)
+        if variant == self.vqascore:
+            return self
+        other = copy.copy(self)
+        other.vqascore, other.protocol = variant, variant.describe()
+        return other
 
     @staticmethod
     def _key(image_key: str, prompt: str) -> str:
         return hashlib.sha256(f"{image_key}\n{prompt}".encode()).hexdigest()
 
     def _cached(self, name: str, images: Sequence[Any], prompts: Sequence[str], compute) -> list[np.ndarray]:
-        """One float32 vector per (image, prompt); ``compute(pils, prompts)`` runs the missing
-        ones (each distinct pair once) and returns their vectors."""
+        """One vector per (image, prompt), of the cache's dtype; ``compute(pils, prompts)`` runs
+        the missing ones (each distinct pair once) and returns their vectors."""
         from conceptforge.loaders.harness.embeddings import image_key, load_pil
 
         image_keys = [image_key(image) for image in images]
@@ -116,11 +142,11 @@ class GenerativeVLMAdapter:
                     decoded[image_keys[p]] = load_pil(images[p])
             pils = [decoded[image_keys[p]] for p in positions]
             vectors = compute(pils, [prompts[p] for p in positions])
-            rows = [(key, np.asarray(vector, dtype=np.float32)) for key, vector in zip(missing, vectors)]
+            rows = [(key, np.asarray(vector, dtype=cache.dtype)) for key, vector in zip(missing, vectors)]
             cache.put_many(rows)
             found.update(rows)
             self.computed += len(rows)
-        return [np.asarray(found[key], dtype=np.float32) for key in keys]
+        return [np.asarray(found[key], dtype=cache.dtype) for key in keys]
 
     # ----------------------------------------------------------------------------- yes/no
     def yes_token_ids(self) -> list[int]:
@@ -133,7 +159,25 @@ class GenerativeVLMAdapter:
             self._no = self.scorer.answer_token_ids(VQASCORE_NO_ANSWER, what="answer")
         return self._no
 
+    def _mass_ids(self) -> list[list[int]]:
+        """The yes/no token ids whose mass :meth:`match_allowed_mass` reports: the variant's
+        answer and its negation in the answer's case ("yes"/"no" for t2v's InstructBLIP rule)
+        where each is one token, else "Yes"/"No"."""
+        answer = self.vqascore.answer
+        if answer != VQASCORE_ANSWER:
+            negation = "no" if answer == "yes" else VQASCORE_NO_ANSWER
+            try:
+                return [
+                    self.scorer.answer_token_ids(answer, what="answer"),
+                    self.scorer.answer_token_ids(negation, what="answer"),
+                ]
+            except WeightsUnavailableError:
+                pass  # not one token each: the capitalised pair, as the other variants
+        return [self.yes_token_ids(), self.no_token_ids()]
+
     def _yes_vectors(self, pils: list[Any], prompts: list[str], batch_size: int) -> list[np.ndarray]:
+        """[ln P(Yes), ln P(top token), Yes on top, P(Yes) + P(No)] per pair, float64: the
+        logarithms straight from the log-softmax, never a probability that could underflow."""
         import torch
 
         from conceptforge.loaders.harness.allowed_tokens import allowed_distribution
@@ -142,32 +186,39 @@ class GenerativeVLMAdapter:
         yes = torch.tensor(yes_ids)
         out: list[np.ndarray] = []
         for _, log_probs in self.scorer.next_token_log_probabilities(pils, prompts, batch_size=batch_size):
-            p_yes = log_probs[:, yes].double().exp().sum(dim=1)
+            log_yes = torch.logsumexp(log_probs[:, yes].double(), dim=1)
             top = log_probs.max(dim=1)
             is_yes = torch.isin(top.indices, yes)
             mass = allowed_distribution(log_probs, [yes_ids, no_ids]).mass  # P(Yes) + P(No), log space
             out += [
-                np.array([float(a), float(np.exp(float(b))), float(c), float(m)])
-                for a, b, c, m in zip(p_yes, top.values, is_yes, mass)
+                np.array([float(a), float(b), float(c), float(m)], dtype=np.float64)
+                for a, b, c, m in zip(log_yes, top.values.double(), is_yes, mass)
             ]
         return out
 
-    def answer(self, images: Sequence[Any], questions: Sequence[str], *, batch_size: int = 8) -> np.ndarray:
-        """[N, 4] per (image, yes/no question): P("Yes"), the top next-token probability, whether
-        "Yes" is the top token, and P("Yes") + P("No") (the mass the yes/no answers carried)."""
+    def _answer_logs(self, images: Sequence[Any], questions: Sequence[str], batch_size: int) -> np.ndarray:
+        """[N, 4] float64 per (image, yes/no question): ln P("Yes"), ln of the top next-token
+        probability, whether "Yes" is the top token, and P("Yes") + P("No")."""
         if len(images) != len(questions):
             raise ValueError("one question per image")
         vectors = self._cached(
-            "yes-no",  # not "yes": those rows had no yes+no mass
+            "yes-no" + LOG_CACHE_SUFFIX,  # not "yes-no": float32 probabilities, underflowed to 0
             images,
             list(questions),
             lambda pils, prompts: self._yes_vectors(pils, prompts, batch_size),
         )
-        return np.stack(vectors) if vectors else np.zeros((0, 4), dtype=np.float32)
+        return np.stack(vectors) if vectors else np.zeros((0, 4), dtype=np.float64)
+
+    def answer(self, images: Sequence[Any], questions: Sequence[str], *, batch_size: int = 8) -> np.ndarray:
+        """[N, 4] float64 per (image, yes/no question): P("Yes"), the top next-token probability,
+        whether "Yes" is the top token, and P("Yes") + P("No") (the mass the yes/no answers carried)."""
+        values = self._answer_logs(images, questions, batch_size).copy()
+        values[:, :2] = np.exp(values[:, :2])
+        return values
 
     # ----------------------------------------------------------------------------- capabilities
     def _vqascore(self, images: Sequence[Any], texts: Sequence[Sequence[str]], batch_size: int) -> np.ndarray:
-        """[pairs, 2]: each pair's VQAScore (the adapter's variant) and P("Yes") + P("No")."""
+        """[pairs, 2] float64: each pair's ln VQAScore (the adapter's variant) and P("Yes") + P("No")."""
         from conceptforge.loaders.harness.adapters.vqascore import NEXT_TOKEN
 
         flat_images = [image for image, row in zip(images, texts) for _ in row]
@@ -175,38 +226,76 @@ class GenerativeVLMAdapter:
         if not flat:
             return np.zeros((0, 2))
         if self.vqascore.rule == NEXT_TOKEN:  # the yes/no answer's own cache
-            return self.answer(flat_images, flat, batch_size=batch_size)[:, [0, 3]]
+            return self._answer_logs(flat_images, flat, batch_size)[:, [0, 3]]
         vectors = self._cached(
-            f"vqascore-{self.vqascore.name}",
+            f"vqascore-{self.vqascore.name}{LOG_CACHE_SUFFIX}",
             flat_images,
             flat,
             lambda pils, prompts: self._variant_vectors(pils, prompts, batch_size),
         )
         return np.stack(vectors)
 
-    def _variant_vectors(self, pils: list[Any], prompts: list[str], batch_size: int) -> list[np.ndarray]:
-        import torch
+    def variant_prompt(self, question: str) -> str:
+        """The whole prompt string the variant builds around ``question`` (its own conversation;
+        the chat template's variants: the checkpoint's generation prompt), as the processor gets it."""
+        from conceptforge.loaders.harness.adapters.vqascore import CHAT
 
-        from conceptforge.loaders.harness.adapters.vqascore import SINGLE_TOKEN
+        if self.vqascore.conversation == CHAT:
+            return self.scorer.prompt_text(question)
+        processor = self.scorer.processor
+        image_token = getattr(processor, "image_token", None) or getattr(self.scorer.tokenizer, "image_token", None)
+        adds_image = getattr(processor, "num_query_tokens", None) is not None  # InstructBLIP's processor
+        if image_token is None and not adds_image:
+            raise WeightsUnavailableError(
+                f"the processor of {self.model_id} names no image token, so VQAScore {self.vqascore.name} "
+                "cannot place the image in its prompt; use --task-option TASK.vqascore=next-token"
+            )
+        return self.vqascore.prompt(question, image_token=str(image_token), processor_adds_image=adds_image)
+
+    def variant_answer(self) -> str:
+        """What the variant teacher-forces after :meth:`variant_prompt` (its own conversation),
+        e.g. "Yes</s>" for t2v's LLaVA-1.5; the chat template's: the template's own reply."""
+        from conceptforge.loaders.harness.adapters.vqascore import CHAT
+
+        if self.vqascore.conversation == CHAT:
+            return self.scorer.answer_suffix(self.vqascore.answer)
+        eos = self.scorer.tokenizer.eos_token
+        if eos is None:
+            raise WeightsUnavailableError(f"the tokenizer of {self.model_id} has no end-of-sequence token")
+        return self.vqascore.answer_suffix(str(eos))
+
+    def _variant_vectors(self, pils: list[Any], prompts: list[str], batch_size: int) -> list[np.ndarray]:
+        """[ln score, P(answer) + P(negation) at the answer's first token] per pair, float64."""
+
+        from conceptforge.loaders.harness.adapters.vqascore import CHAT, SINGLE_TOKEN
         from conceptforge.loaders.harness.allowed_tokens import allowed_distribution
 
-        yes_no = [self.yes_token_ids(), self.no_token_ids()]
+        yes_no = self._mass_ids()
         out: list[np.ndarray] = []
         if self.vqascore.rule == SINGLE_TOKEN:
-            token = self.scorer.tokenizer.encode(VQASCORE_ANSWER)[0]  # t2v_metrics' id, exactly
+            token = self.scorer.tokenizer.encode(self.vqascore.answer)[0]  # t2v_metrics' id, exactly
             for _, log_probs in self.scorer.next_token_log_probabilities(pils, prompts, batch_size=batch_size):
                 mass = allowed_distribution(log_probs, yes_no).mass
-                out += [np.array([float(np.exp(float(row[token]))), float(m)]) for row, m in zip(log_probs, mass)]
+                out += [np.array([float(row[token]), float(m)], dtype=np.float64) for row, m in zip(log_probs, mass)]
             return out
-        batches = self.scorer.answer_log_probs(pils, prompts, VQASCORE_ANSWER, batch_size=batch_size)
+        if self.vqascore.conversation == CHAT:
+            batches = self.scorer.answer_log_probs(pils, prompts, self.vqascore.answer, batch_size=batch_size)
+        else:
+            batches = self.scorer.answer_log_probs(
+                pils,
+                [self.variant_prompt(p) for p in prompts],
+                self.vqascore.answer,
+                batch_size=batch_size,
+                raw_suffix=self.variant_answer(),
+            )
         for _, tokens, first in batches:
-            score = torch.exp(tokens.double().mean(dim=1))  # exp(-mean CE): the geometric mean
+            score = tokens.double().mean(dim=1)  # ln exp(-mean CE): the log of the geometric mean
             mass = allowed_distribution(first, yes_no).mass
-            out += [np.array([float(a), float(m)]) for a, m in zip(score, mass)]
+            out += [np.array([float(a), float(m)], dtype=np.float64) for a, m in zip(score, mass)]
         return out
 
     def match(self, images: Sequence[Any], texts: Sequence[Sequence[str]], *, batch_size: int = 8) -> list[list[float]]:
-        """VQAScore of each image with each of its texts, all pairs batched together."""
+        """ln VQAScore (float64) of each image with each of its texts, all pairs batched together."""
         return _per_row(self._vqascore(images, texts, batch_size)[:, 0], texts)
 
     def match_allowed_mass(
@@ -274,11 +363,7 @@ class GenerativeVLMAdapter:
     def score_image(self, image: Any, texts: list[str], *, batch_size: int = 8):
         """[T] CompMap activations of one image: the log-odds of its VQAScore with each text
         (the analogue of BLIP's ITM log-odds; ours, the CompMap paper has no generative VLM)."""
-        import torch
-
-        p = torch.tensor(self.match([image], [texts], batch_size=batch_size)[0], dtype=torch.float64)
-        p = p.clamp(1e-12, 1 - 1e-12)
-        return (torch.log(p) - torch.log1p(-p)).float()
+        return log_odds(self.match([image], [texts], batch_size=batch_size)[0])
 
     def close(self) -> None:
         for cache in self._caches.values():
@@ -320,6 +405,15 @@ def left_padded(inputs: dict[str, Any]) -> dict[str, Any]:
         if isinstance(value, torch.Tensor) and value.dim() == 2 and value.shape == ids.shape:
             out[key] = torch.stack([torch.roll(row, int(shift)) for row, shift in zip(value, shifts)])
     return out
+
+
+def log_odds(log_p: Sequence[float]):
+    """[T] float32 log-odds ln(p / (1 − p)) of scores given as ln p, with p kept in
+    [1e-12, 1 − 1e-12] as CompMap's activations always were (the activation cache holds them)."""
+    import torch
+
+    p = torch.tensor(list(log_p), dtype=torch.float64).exp().clamp(1e-12, 1 - 1e-12)
+    return (torch.log(p) - torch.log1p(-p)).float()
 
 
 def _per_row(values: np.ndarray, texts: Sequence[Sequence[str]]) -> list[list[float]]:
