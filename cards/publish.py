@@ -34,6 +34,7 @@ from typing import Any
 from conceptforge.cards.card import DatasetMetadata, load_line, render_card
 from conceptforge.cards.croissant import CROISSANT_NAME, croissant_bytes, croissant_document, empty_rai_fields
 from conceptforge.cards.dataset_dir import CARD_NAME, GRID_NAME
+from conceptforge.cards.generated import check_release_paths
 from conceptforge.cards.hub_eval import EVAL_YAML, Benchmark
 from conceptforge.cards.hub_remote import (
     REPO_TYPE,
@@ -350,6 +351,7 @@ def publish_dataset(
             "unset HF_HUB_OFFLINE to publish, or pass --dry-run to check it without the Hub"
         )
     _add_exports(release, extra, cub_dir, exports)
+    check_release_paths(local.directory, extra)  # no user file of the folder is silently left out
     release.files = local_files(local, card_text, extra)
     if dry_run and offline:
         return release.local_only("offline mode (HF_HUB_OFFLINE=1)")

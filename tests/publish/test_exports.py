@@ -70,7 +70,7 @@ def test_export_writes_the_by_answer_items_in_three_formats(tmp_path, capsys):
     capsys.readouterr()
     (exports / "MANIFEST.json").unlink()
     assert main([*argv[:-1], "v1.3.0"]) == 2  # the README names the tag: another file than ours on disk
-    assert "exists and was not written by conceptforge export" in _one_line(capsys)
+    assert "exists and was not written by conceptforge: move it away first" in _one_line(capsys)
 
 
 def test_export_refusals_are_one_line(tmp_path, capsys):
