@@ -168,9 +168,12 @@ def render_release_card(
 
 
 def release_croissant(
-    local: LocalDataset, *, repo_id: str, version: Version, previous: Version | None
+    local: LocalDataset, *, repo_id: str, version: Version, previous: Version | None, endpoint: str | None = None
 ) -> tuple[bytes, list[str]]:
-    """``croissant.json`` of the release (:mod:`cards.croissant`) and its empty required RAI fields."""
+    """``croissant.json`` of the release (:mod:`cards.croissant`) and its empty required RAI fields;
+    its URLs name ``endpoint``, the Hub the release goes to (None: ``HF_ENDPOINT``, the client's)."""
+    from huggingface_hub import constants
+
     metadata = release_metadata(local, repo_id=repo_id, version=version, previous=previous)
     document = croissant_document(
         metadata,
@@ -179,6 +182,7 @@ def release_croissant(
         repo_id=repo_id,
         version=str(version),
         record=read_run_record(local.directory),
+        hub=endpoint or constants.ENDPOINT,
     )
     return croissant_bytes(document), empty_rai_fields(document)
 
@@ -340,7 +344,9 @@ def publish_dataset(
     card_text = render_release_card(local, repo_id=repo_id, version=wanted, previous=None)
     on_disk = grid_problems(local.directory, (Path(local.directory) / CARD_NAME).read_text(encoding="utf-8"))
     ensure_valid(on_disk + dataset_dir_problems(local.directory, card_text, secrets=secrets), "the dataset card")
-    extra[CROISSANT_NAME], release.rai_empty = release_croissant(local, repo_id=repo_id, version=wanted, previous=None)
+    extra[CROISSANT_NAME], release.rai_empty = release_croissant(
+        local, repo_id=repo_id, version=wanted, previous=None, endpoint=endpoint
+    )
     if release.rai_empty:
         logger.warning("%s: RAI fields that would be empty: %s", CROISSANT_NAME, ", ".join(release.rai_empty))
     release.leaks = held_out_leaks(local.metadata.validity)
@@ -432,7 +438,9 @@ def _final_card(release: _Release, card_text: str, previous: Version | None, *, 
         )
         ensure_valid(dataset_dir_problems(local.directory, card_text, secrets=secrets), "the dataset card")
         release.replace_file(CARD_NAME, card_text.encode("utf-8"))
-        croissant, _ = release_croissant(local, repo_id=release.repo_id, version=release.wanted, previous=previous)
+        croissant, _ = release_croissant(
+            local, repo_id=release.repo_id, version=release.wanted, previous=previous, endpoint=endpoint
+        )
         release.replace_file(CROISSANT_NAME, croissant)
     try:  # the Hub's own check of the card's metadata (DatasetCard.validate), before any upload
         hub_validate_card(card_text, endpoint=endpoint)
