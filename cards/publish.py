@@ -44,9 +44,11 @@ from conceptforge.cards.hub_remote import (
     _reason,
     _remote_files,
     _status,
+    _url,
     hub_validate_card,
 )
 from conceptforge.cards.local_dataset import LocalDataset, read_dataset_dir
+from conceptforge.cards.provenance import redact_secrets
 from conceptforge.cards.run_record import RECORD_NAME, read_run_record
 from conceptforge.cards.validate import dataset_dir_problems, ensure_valid, grid_problems
 from conceptforge.cards.validity import held_out_leaks
@@ -288,6 +290,14 @@ class _Release:
                 f"{repo_id} changed on the Hub while publishing (someone else committed); nothing was "
                 f"released — rerun to publish {wanted} on top of it"
             )
+        if status == 404:  # not transient: say what does not exist instead of advising a rerun
+            url = _url(error)
+            what = f"{redact_secrets(url, self.secrets)} does not exist" if url else "the Hub says it does not exist"
+            done = f"the files of {wanted} are committed (commit {committed}), but " if committed else ""
+            return HubError(
+                f"{done}publishing {repo_id} {wanted} failed while {stage}: {what} ({reason}); a rerun will not "
+                f"change that — check the repo id and that {self.api.endpoint} (HF_ENDPOINT) is the Hub you mean"
+            )
         if committed:
             return HubError(
                 f"the files of {wanted} are committed to {repo_id} (commit {committed}) but {stage} failed "
@@ -526,18 +536,25 @@ def _commit(
     main_head = result.commit_id
     by_path = {f.path_in_repo: f for f in files}
     changed, deleted = [by_path[p] for p in result.uploaded], list(result.deleted)
+    stage = "creating the repository"  # each step names itself: the error says which one failed
     try:
         if not repo_exists:
             api.create_repo(repo_id, repo_type=REPO_TYPE, private=private, exist_ok=True)
+            stage = "reading the new repository's branches"
             refs = api.list_repo_refs(repo_id, repo_type=REPO_TYPE)
             main_head = next((b.target_commit for b in refs.branches if b.name == "main"), None)
+            stage = "listing the files of the new repository"
             changed, deleted = _diff(
                 files, _remote_files(api, repo_id, main_head, release.also_managed) if main_head else {}
             )
-        elif private and not api.repo_info(repo_id, repo_type=REPO_TYPE).private:
-            logger.warning("%s exists and is public: --private does not change an existing repo's visibility", repo_id)
+        elif private:
+            stage = "reading the repository's visibility"
+            if not api.repo_info(repo_id, repo_type=REPO_TYPE).private:
+                logger.warning(
+                    "%s exists and is public: --private does not change an existing repo's visibility", repo_id
+                )
     except release.network_errors as error:
-        raise release.fail("creating the repository", error) from None
+        raise release.fail(stage, error) from None
 
     commit_id = main_head
     if changed or deleted:
