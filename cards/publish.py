@@ -24,6 +24,7 @@ the card is held in memory.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import re
 from collections.abc import Callable, Iterator
@@ -34,7 +35,7 @@ from typing import Any
 from conceptforge.cards.card import DatasetMetadata, load_line, render_card
 from conceptforge.cards.croissant import CROISSANT_NAME, croissant_bytes, croissant_document, empty_rai_fields
 from conceptforge.cards.dataset_dir import CARD_NAME, GRID_NAME
-from conceptforge.cards.generated import check_release_paths
+from conceptforge.cards.generated import EXPORTS_MANIFEST, check_release_paths
 from conceptforge.cards.hub_eval import EVAL_YAML, Benchmark
 from conceptforge.cards.hub_remote import (
     REPO_TYPE,
@@ -497,6 +498,7 @@ def _compare(
             )
         main_head = next((b.target_commit for b in refs.branches if b.name == "main"), None) if refs else None
         remote = _remote_files(api, repo_id, main_head, release.also_managed) if main_head else {}
+        remote = _leave_foreign_exports(release, remote, main_head)
     except ConceptforgeError:
         raise  # our own refusal (a PublishError is an OSError too): not a network failure
     except release.network_errors as error:
@@ -518,6 +520,49 @@ def _compare(
         benchmark=release.benchmark,
         **release.outcome(),
     )
+
+
+def _leave_foreign_exports(release: _Release, remote: dict[str, Any], revision: str | None) -> dict[str, Any]:
+    """``remote`` without the files under ``exports/`` that conceptforge did not write there (not in
+    the repository's ``exports/MANIFEST.json``, or changed since): a release leaves them in place
+    instead of deleting them, and refuses to replace one with a file of its own (a user's
+    ``exports/vlmevalkit/README.md`` uploaded by hand is never silently swapped for ours)."""
+    exported = [p for p in remote if p.startswith("exports/") and p != EXPORTS_MANIFEST]
+    if not exported or revision is None:
+        return remote
+    ours: dict[str, str] = {}
+    if EXPORTS_MANIFEST in remote:
+        try:
+            ours = dict(json.loads(_remote_bytes(release, EXPORTS_MANIFEST, revision))["files"])
+        except (ValueError, KeyError, TypeError):
+            ours = {}
+    replacing = {f.path_in_repo for f in release.files}
+    foreign = []
+    for path in exported:
+        entry = remote[path]
+        if path in ours:
+            sha256 = entry.lfs.sha256 if entry.lfs is not None else None
+            if sha256 is None and path in replacing:  # a small file we would replace: hash what is there
+                sha256 = hashlib.sha256(_remote_bytes(release, path, revision)).hexdigest()
+            if sha256 is None or sha256 == ours[path]:
+                continue
+        foreign.append(path)
+    clash = sorted(p for p in foreign if p in replacing)
+    if clash:
+        what = "was changed on the Hub since conceptforge wrote it" if clash[0] in ours else "conceptforge did not write"
+        raise PublishError(
+            f"{release.repo_id} holds {clash[0]} on the Hub, which {what} (see exports/MANIFEST.json there), and this "
+            "release would replace it with its own: move or rename it in the repository first"
+        )
+    if foreign:
+        logger.info("left in place under exports/ (not written by conceptforge): %s", ", ".join(sorted(foreign)))
+    return {p: e for p, e in remote.items() if p not in foreign}
+
+
+def _remote_bytes(release: _Release, path: str, revision: str) -> bytes:
+    """One file of the repository at ``revision`` (small files of ``exports/``)."""
+    local = release.api.hf_hub_download(release.repo_id, path, repo_type=REPO_TYPE, revision=revision)
+    return Path(local).read_bytes()
 
 
 def _commit(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
 from publish_helpers import binding_release, run_publish
 
 from conceptforge.commands import main
@@ -148,3 +149,49 @@ def test_publish_and_its_dry_run_refuse_to_put_ours_in_place_of_a_users_file(tmp
         f"error: {utils} was changed since conceptforge wrote it, and the release would carry conceptforge's own "
         "exports/lmms-eval/binding_clip_val/utils.py in its place: move it away (or rename it) first"
     ]
+
+
+def test_publish_leaves_a_users_exports_on_the_hub_and_never_replaces_them(tmp_path, hub, hub_token):
+    from huggingface_hub import HfApi
+
+    from conceptforge.cards.publish import publish_dataset
+    from conceptforge.errors import PublishError
+    from conceptforge.loaders.exports import release_exports
+
+    binding, _ = binding_release(tmp_path / "binding")
+
+    def publish(version: str):
+        return publish_dataset(
+            binding, repo_id="org/binding", version=version, endpoint=hub.url, token=hub_token, exports=release_exports
+        )
+
+    publish("v1.0.0")
+    api = HfApi(endpoint=hub.url, token=hub_token)
+    api.upload_file(
+        path_or_fileobj=b"our lab's notes\n",
+        path_in_repo="exports/vlmevalkit/notes.md",
+        repo_id="org/binding",
+        repo_type="dataset",
+    )
+    # the next release rewrites its own exports (they name the tag) and leaves the notes in place
+    publish("v1.0.1")
+    files = hub.files("org/binding", "v1.0.1")
+    assert files["exports/vlmevalkit/notes.md"] == b"our lab's notes\n"
+    assert b"v1.0.1" in files["exports/vlmevalkit/README.md"]
+
+    # a file of ours that someone replaced on the Hub is not silently swapped back
+    api.upload_file(
+        path_or_fileobj=b"# how our lab runs this\n",
+        path_in_repo="exports/vlmevalkit/README.md",
+        repo_id="org/binding",
+        repo_type="dataset",
+    )
+    commits = hub.commits_made
+    with pytest.raises(PublishError) as raised:
+        publish("v1.0.2")
+    assert str(raised.value) == (
+        "org/binding holds exports/vlmevalkit/README.md on the Hub, which was changed on the Hub since conceptforge "
+        "wrote it (see exports/MANIFEST.json there), and this release would replace it with its own: move or rename "
+        "it in the repository first"
+    )
+    assert hub.commits_made == commits and "v1.0.2" not in hub.refs("org/binding")["tags"]
