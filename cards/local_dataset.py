@@ -171,5 +171,7 @@ def parquet_problem(path: Path) -> DataFormatError | None:
         pq.read_table(path)
     except (OSError, ValueError) as error:  # pyarrow's ArrowInvalid is a ValueError
         reason = re.sub(r"^Could not open Parquet input source '[^']*': ", "", one_line(error))
-        return DataFormatError(f"{path} is not a readable parquet file ({reason}): regenerate or reassemble the dataset")
+        return DataFormatError(
+            f"{path} is not a readable parquet file ({reason}): regenerate or reassemble the dataset"
+        )
     return None

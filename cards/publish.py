@@ -549,7 +549,9 @@ def _leave_foreign_exports(release: _Release, remote: dict[str, Any], revision: 
         foreign.append(path)
     clash = sorted(p for p in foreign if p in replacing)
     if clash:
-        what = "was changed on the Hub since conceptforge wrote it" if clash[0] in ours else "conceptforge did not write"
+        what = (
+            "was changed on the Hub since conceptforge wrote it" if clash[0] in ours else "conceptforge did not write"
+        )
         raise PublishError(
             f"{release.repo_id} holds {clash[0]} on the Hub, which {what} (see exports/MANIFEST.json there), and this "
             "release would replace it with its own: move or rename it in the repository first"

@@ -122,7 +122,11 @@ def write_exports(directory: str | Path, files: dict[str, bytes]) -> list[str]:
     removed = []
     for stale in sorted(set(ours) - set(files)):
         target = directory / stale
-        if target.is_file() and not target.is_symlink() and hashlib.sha256(target.read_bytes()).hexdigest() == ours[stale]:
+        if (
+            target.is_file()
+            and not target.is_symlink()
+            and hashlib.sha256(target.read_bytes()).hexdigest() == ours[stale]
+        ):
             target.unlink()
             removed.append(stale)
     gone = remove_empty_folders(directory, made) if removed else []

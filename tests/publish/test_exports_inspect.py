@@ -108,9 +108,10 @@ def test_a_release_carries_the_three_exports(released):
         "utils.DATASET_REVISION",
         "gen",
     )
-    assert b"# dataset_path is org/binding at revision v1.0.0 on the Hub" in files[
-        "exports/lmms-eval/binding_clip_gen/binding_clip_gen.yaml"
-    ]
+    assert (
+        b"# dataset_path is org/binding at revision v1.0.0 on the Hub"
+        in files["exports/lmms-eval/binding_clip_gen/binding_clip_gen.yaml"]
+    )
     assert lmms["output_type"] == "generate_until" and lmms["generation_kwargs"]["temperature"] == 0
     manifest = json.loads(files["exports/MANIFEST.json"])
     assert manifest["release"] == "org/binding" and manifest["tag"] == "v1.0.0"
