@@ -25,7 +25,7 @@ from huggingface_hub import DatasetCard, DatasetCardData
 
 from conceptforge.cards.dataset_dir import DATA_DIR, GRID_NAME, SplitStats
 from conceptforge.cards.filter_stats import FilterStats
-from conceptforge.cards.provenance import strip_local_paths
+from conceptforge.cards.provenance import published_model_id, strip_local_paths
 from conceptforge.cards.validate import card_problems, feature_type, missing_sections, size_category
 from conceptforge.cards.validity import held_out_leaks, validity_markdown
 from conceptforge.errors import ConceptforgeError, DataFormatError, InvalidArgumentError
@@ -257,7 +257,8 @@ def provenance_markdown(provenance: Mapping[str, Any]) -> list[str]:
         lines += ["| role | model | revision |", "| --- | --- | --- |"]
         for model in models:
             lines.append(
-                f"| {_cell(model.get('role', ''))} | `{_cell(model.get('id', ''))}` | `{_cell(model.get('revision', ''))}` |"
+                f"| {_cell(model.get('role', ''))} | `{_cell(published_model_id(model.get('id', ''), model.get('revision')))}` "
+                f"| `{_cell(model.get('revision', ''))}` |"
             )
         lines.append("")
     for key, title in (("parameters", "Generation parameters"), ("filters", "Filter parameters"), ("seeds", "Seeds")):

@@ -36,6 +36,7 @@ from datasets import ClassLabel, Features, Image, LargeList, List, Value
 
 from conceptforge.cards.card import DatasetMetadata
 from conceptforge.cards.dataset_dir import DATA_DIR, SplitStats
+from conceptforge.cards.provenance import published_model_id
 
 CROISSANT_NAME = "croissant.json"
 CROISSANT_VERSION = "http://mlcommons.org/croissant/1.0"
@@ -174,14 +175,14 @@ def _configs(splits: Sequence[SplitStats]) -> list[str]:
     return seen
 
 
-def repo_url(repo_id: str, version: str) -> str:
+def repo_url(repo_id: str, version: str, hub: str = HUB) -> str:
     """The release's git repository at its tag, as Croissant readers fetch it (mlcroissant clones
     ``https://huggingface.co/datasets/ORG/NAME`` and checks out the ref after ``/tree/``, the form
-    the Hub's own Croissant uses)."""
-    return f"{HUB}/datasets/{repo_id}/tree/refs%2Ftags%2F{version}"
+    the Hub's own Croissant uses). ``hub`` is the endpoint the release is published to."""
+    return f"{hub}/datasets/{repo_id}/tree/refs%2Ftags%2F{version}"
 
 
-def _repo_object(repo_id: str, version: str) -> dict[str, Any]:
+def _repo_object(repo_id: str, version: str, hub: str) -> dict[str, Any]:
     """Why a repository node: a file set with only relative ``includes`` resolves against the
     folder the JSON-LD sits in, so the records loaded from a downloaded copy but not from the
     published URL. Contained in the repository at the release's tag, they load from either."""
@@ -190,7 +191,7 @@ def _repo_object(repo_id: str, version: str) -> dict[str, Any]:
         "@id": REPO_NODE,
         "name": REPO_NODE,
         "description": f"The Hugging Face git repository of {repo_id} at tag {version} (this release).",
-        "contentUrl": repo_url(repo_id, version),
+        "contentUrl": repo_url(repo_id, version, hub),
         "encodingFormat": "git+https",
         "sha256": GIT_REPO_HASH,
     }
@@ -244,9 +245,11 @@ def _models(provenance: Mapping[str, Any]) -> list[str]:
     found = []
     for model in provenance.get("models") or []:
         if isinstance(model, Mapping) and model.get("id"):
-            found.append(f"{model.get('role', 'model')}: {model['id']} @ {model.get('revision', 'unknown revision')}")
+            revision = model.get("revision") or "unknown revision"
+            found.append(f"{model.get('role', 'model')}: {published_model_id(model['id'], revision)} @ {revision}")
     if provenance.get("model_id"):
-        found.append(f"diffusion: {provenance['model_id']} @ {provenance.get('model_revision', 'unknown revision')}")
+        revision = provenance.get("model_revision") or "unknown revision"
+        found.append(f"diffusion: {published_model_id(provenance['model_id'], revision)} @ {revision}")
     upstream = _upstream(provenance)
     if upstream is not None:
         found += [m for m in _models(upstream) if m not in found]
@@ -428,8 +431,11 @@ def croissant_document(
     repo_id: str,
     version: str,
     record: Mapping[str, Any] | None = None,
+    hub: str = HUB,
 ) -> dict[str, Any]:
-    """The whole JSON-LD document (deterministic: no dates or machine state)."""
+    """The whole JSON-LD document (deterministic: no dates or machine state). ``hub`` is the Hub
+    endpoint the release is published to (``HF_ENDPOINT``): every URL names where the files are."""
+    hub = hub.rstrip("/")
     org, name = repo_id.split("/", 1)
     configs = _configs(splits)
     description = metadata.summary.strip()
@@ -444,12 +450,12 @@ def croissant_document(
         "name": name,
         "alternateName": metadata.pretty_name,
         "description": description,
-        "url": f"{HUB}/datasets/{repo_id}",
+        "url": f"{hub}/datasets/{repo_id}",
         "version": version.lstrip("v"),
         "license": license_url(metadata),
-        "creator": {"@type": "Organization", "name": org, "url": f"{HUB}/{org}"},
+        "creator": {"@type": "Organization", "name": org, "url": f"{hub}/{org}"},
         "keywords": list(metadata.tags),
-        "distribution": [_repo_object(repo_id, version), *(_file_set(config, splits) for config in configs)],
+        "distribution": [_repo_object(repo_id, version, hub), *(_file_set(config, splits) for config in configs)],
         "recordSet": [
             _record_set(
                 config,

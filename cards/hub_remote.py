@@ -76,6 +76,16 @@ def _reason(error: BaseException, secrets: list[str]) -> str:
     return redact_secrets(detail, secrets)
 
 
+def _url(error: BaseException) -> str | None:
+    """The URL of the request that failed (no query string), where the error carries one."""
+    for candidate in (error, _root_cause(error)):
+        response = getattr(candidate, "response", None)
+        url = getattr(response, "url", None) or getattr(getattr(response, "request", None), "url", None)
+        if url:
+            return str(url).split("?", 1)[0]
+    return None
+
+
 def _status(error: BaseException) -> int | None:
     for candidate in (error, _root_cause(error)):
         status = getattr(getattr(candidate, "response", None), "status_code", None)

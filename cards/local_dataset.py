@@ -8,6 +8,7 @@ here lets them import it without importing each other.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -130,3 +131,47 @@ def dataset_layout(
         raise ConceptforgeError(f"{where}: no parquet file matches the card's configs")
     merged: Features | dict[str, Features] = features["default"] if list(features) == ["default"] else features
     return metadata, merged, splits
+
+
+def local_load_failure(directory: str | Path) -> ConceptforgeError | None:
+    """Why ``datasets.load_dataset`` could not read the dataset folder ``directory``, in one line
+    naming the split or the file, or None when nothing of ours explains it.
+
+    Why: the datasets library says "Couldn't infer the same data file format for all splits" for a
+    split whose parquet files are missing and "Parquet magic bytes not found" (no file name) for a
+    damaged shard; neither says what to restore. Called only after such a failure, so reading
+    every shard whole here costs nothing on the normal path."""
+    directory = Path(directory)
+    if not (directory / CARD_NAME).is_file():
+        return None
+    try:
+        local = read_dataset_dir(directory)
+    except DataFormatError as error:  # a damaged first shard of a config: already named
+        return error
+    except ConceptforgeError:
+        return None
+    missing = [s for s in local.splits if not s.files]
+    if missing:
+        names = ", ".join(s.name if s.config == "default" else f"{s.config}/{s.name}" for s in missing)
+        return DataNotFoundError(
+            f"{directory} lacks the parquet files of split(s) {names}: the card lists them but no file under "
+            f"{DATA_DIR}/ matches; restore the files or reassemble the dataset (`conceptforge assemble OUT --force`)"
+        )
+    for relative in local.data_paths():
+        if relative.endswith(".parquet"):
+            problem = parquet_problem(directory / relative)
+            if problem is not None:
+                return problem
+    return None
+
+
+def parquet_problem(path: Path) -> DataFormatError | None:
+    """A damaged or non-parquet file, named (None: it reads)."""
+    try:
+        pq.read_table(path)
+    except (OSError, ValueError) as error:  # pyarrow's ArrowInvalid is a ValueError
+        reason = re.sub(r"^Could not open Parquet input source '[^']*': ", "", one_line(error))
+        return DataFormatError(
+            f"{path} is not a readable parquet file ({reason}): regenerate or reassemble the dataset"
+        )
+    return None

@@ -88,6 +88,17 @@ def _elide(path: str) -> str:
     return f".../{name}" if name else "..."
 
 
+def published_model_id(model_id: str, revision: str | None) -> str:
+    """How the card and ``croissant.json`` name a model: its Hub id, or ``.../<folder name>`` for a
+    local folder (a ``local-sha256:`` revision, the older ``local``, or an already elided id).
+
+    Why one spelling: a run records the id as it was given, so one release named a relative
+    ``fx/vlm`` beside an elided ``.../flux``, which reads like a Hub id beside a folder."""
+    text = str(model_id)
+    local = str(revision or "").startswith("local-sha256:") or revision == "local" or text.startswith(".../")
+    return _elide(text) if local and text else text
+
+
 def strip_local_path(text: str) -> str:
     """``/home/me/data/CUB_200_2011`` -> ``.../CUB_200_2011``; also inside ``--opt=PATH``.
 

@@ -24,6 +24,7 @@ the card is held in memory.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import re
 from collections.abc import Callable, Iterator
@@ -34,6 +35,7 @@ from typing import Any
 from conceptforge.cards.card import DatasetMetadata, load_line, render_card
 from conceptforge.cards.croissant import CROISSANT_NAME, croissant_bytes, croissant_document, empty_rai_fields
 from conceptforge.cards.dataset_dir import CARD_NAME, GRID_NAME
+from conceptforge.cards.generated import EXPORTS_MANIFEST, check_release_paths
 from conceptforge.cards.hub_eval import EVAL_YAML, Benchmark
 from conceptforge.cards.hub_remote import (
     REPO_TYPE,
@@ -43,9 +45,11 @@ from conceptforge.cards.hub_remote import (
     _reason,
     _remote_files,
     _status,
+    _url,
     hub_validate_card,
 )
 from conceptforge.cards.local_dataset import LocalDataset, read_dataset_dir
+from conceptforge.cards.provenance import redact_secrets
 from conceptforge.cards.run_record import RECORD_NAME, read_run_record
 from conceptforge.cards.validate import dataset_dir_problems, ensure_valid, grid_problems
 from conceptforge.cards.validity import held_out_leaks
@@ -167,9 +171,12 @@ def render_release_card(
 
 
 def release_croissant(
-    local: LocalDataset, *, repo_id: str, version: Version, previous: Version | None
+    local: LocalDataset, *, repo_id: str, version: Version, previous: Version | None, endpoint: str | None = None
 ) -> tuple[bytes, list[str]]:
-    """``croissant.json`` of the release (:mod:`cards.croissant`) and its empty required RAI fields."""
+    """``croissant.json`` of the release (:mod:`cards.croissant`) and its empty required RAI fields;
+    its URLs name ``endpoint``, the Hub the release goes to (None: ``HF_ENDPOINT``, the client's)."""
+    from huggingface_hub import constants
+
     metadata = release_metadata(local, repo_id=repo_id, version=version, previous=previous)
     document = croissant_document(
         metadata,
@@ -178,6 +185,7 @@ def release_croissant(
         repo_id=repo_id,
         version=str(version),
         record=read_run_record(local.directory),
+        hub=endpoint or constants.ENDPOINT,
     )
     return croissant_bytes(document), empty_rai_fields(document)
 
@@ -283,6 +291,14 @@ class _Release:
                 f"{repo_id} changed on the Hub while publishing (someone else committed); nothing was "
                 f"released — rerun to publish {wanted} on top of it"
             )
+        if status == 404:  # not transient: say what does not exist instead of advising a rerun
+            url = _url(error)
+            what = f"{redact_secrets(url, self.secrets)} does not exist" if url else "the Hub says it does not exist"
+            done = f"the files of {wanted} are committed (commit {committed}), but " if committed else ""
+            return HubError(
+                f"{done}publishing {repo_id} {wanted} failed while {stage}: {what} ({reason}); a rerun will not "
+                f"change that — check the repo id and that {self.api.endpoint} (HF_ENDPOINT) is the Hub you mean"
+            )
         if committed:
             return HubError(
                 f"the files of {wanted} are committed to {repo_id} (commit {committed}) but {stage} failed "
@@ -339,7 +355,9 @@ def publish_dataset(
     card_text = render_release_card(local, repo_id=repo_id, version=wanted, previous=None)
     on_disk = grid_problems(local.directory, (Path(local.directory) / CARD_NAME).read_text(encoding="utf-8"))
     ensure_valid(on_disk + dataset_dir_problems(local.directory, card_text, secrets=secrets), "the dataset card")
-    extra[CROISSANT_NAME], release.rai_empty = release_croissant(local, repo_id=repo_id, version=wanted, previous=None)
+    extra[CROISSANT_NAME], release.rai_empty = release_croissant(
+        local, repo_id=repo_id, version=wanted, previous=None, endpoint=endpoint
+    )
     if release.rai_empty:
         logger.warning("%s: RAI fields that would be empty: %s", CROISSANT_NAME, ", ".join(release.rai_empty))
     release.leaks = held_out_leaks(local.metadata.validity)
@@ -350,6 +368,7 @@ def publish_dataset(
             "unset HF_HUB_OFFLINE to publish, or pass --dry-run to check it without the Hub"
         )
     _add_exports(release, extra, cub_dir, exports)
+    check_release_paths(local.directory, extra)  # no user file of the folder is silently left out
     release.files = local_files(local, card_text, extra)
     if dry_run and offline:
         return release.local_only("offline mode (HF_HUB_OFFLINE=1)")
@@ -430,7 +449,9 @@ def _final_card(release: _Release, card_text: str, previous: Version | None, *, 
         )
         ensure_valid(dataset_dir_problems(local.directory, card_text, secrets=secrets), "the dataset card")
         release.replace_file(CARD_NAME, card_text.encode("utf-8"))
-        croissant, _ = release_croissant(local, repo_id=release.repo_id, version=release.wanted, previous=previous)
+        croissant, _ = release_croissant(
+            local, repo_id=release.repo_id, version=release.wanted, previous=previous, endpoint=endpoint
+        )
         release.replace_file(CROISSANT_NAME, croissant)
     try:  # the Hub's own check of the card's metadata (DatasetCard.validate), before any upload
         hub_validate_card(card_text, endpoint=endpoint)
@@ -477,6 +498,7 @@ def _compare(
             )
         main_head = next((b.target_commit for b in refs.branches if b.name == "main"), None) if refs else None
         remote = _remote_files(api, repo_id, main_head, release.also_managed) if main_head else {}
+        remote = _leave_foreign_exports(release, remote, main_head)
     except ConceptforgeError:
         raise  # our own refusal (a PublishError is an OSError too): not a network failure
     except release.network_errors as error:
@@ -500,6 +522,51 @@ def _compare(
     )
 
 
+def _leave_foreign_exports(release: _Release, remote: dict[str, Any], revision: str | None) -> dict[str, Any]:
+    """``remote`` without the files under ``exports/`` that conceptforge did not write there (not in
+    the repository's ``exports/MANIFEST.json``, or changed since): a release leaves them in place
+    instead of deleting them, and refuses to replace one with a file of its own (a user's
+    ``exports/vlmevalkit/README.md`` uploaded by hand is never silently swapped for ours)."""
+    exported = [p for p in remote if p.startswith("exports/") and p != EXPORTS_MANIFEST]
+    if not exported or revision is None:
+        return remote
+    ours: dict[str, str] = {}
+    if EXPORTS_MANIFEST in remote:
+        try:
+            ours = dict(json.loads(_remote_bytes(release, EXPORTS_MANIFEST, revision))["files"])
+        except (ValueError, KeyError, TypeError):
+            ours = {}
+    replacing = {f.path_in_repo for f in release.files}
+    foreign = []
+    for path in exported:
+        entry = remote[path]
+        if path in ours:
+            sha256 = entry.lfs.sha256 if entry.lfs is not None else None
+            if sha256 is None and path in replacing:  # a small file we would replace: hash what is there
+                sha256 = hashlib.sha256(_remote_bytes(release, path, revision)).hexdigest()
+            if sha256 is None or sha256 == ours[path]:
+                continue
+        foreign.append(path)
+    clash = sorted(p for p in foreign if p in replacing)
+    if clash:
+        what = (
+            "was changed on the Hub since conceptforge wrote it" if clash[0] in ours else "conceptforge did not write"
+        )
+        raise PublishError(
+            f"{release.repo_id} holds {clash[0]} on the Hub, which {what} (see exports/MANIFEST.json there), and this "
+            "release would replace it with its own: move or rename it in the repository first"
+        )
+    if foreign:
+        logger.info("left in place under exports/ (not written by conceptforge): %s", ", ".join(sorted(foreign)))
+    return {p: e for p, e in remote.items() if p not in foreign}
+
+
+def _remote_bytes(release: _Release, path: str, revision: str) -> bytes:
+    """One file of the repository at ``revision`` (small files of ``exports/``)."""
+    local = release.api.hf_hub_download(release.repo_id, path, repo_type=REPO_TYPE, revision=revision)
+    return Path(local).read_bytes()
+
+
 def _commit(
     release: _Release,
     result: PublishResult,
@@ -516,18 +583,25 @@ def _commit(
     main_head = result.commit_id
     by_path = {f.path_in_repo: f for f in files}
     changed, deleted = [by_path[p] for p in result.uploaded], list(result.deleted)
+    stage = "creating the repository"  # each step names itself: the error says which one failed
     try:
         if not repo_exists:
             api.create_repo(repo_id, repo_type=REPO_TYPE, private=private, exist_ok=True)
+            stage = "reading the new repository's branches"
             refs = api.list_repo_refs(repo_id, repo_type=REPO_TYPE)
             main_head = next((b.target_commit for b in refs.branches if b.name == "main"), None)
+            stage = "listing the files of the new repository"
             changed, deleted = _diff(
                 files, _remote_files(api, repo_id, main_head, release.also_managed) if main_head else {}
             )
-        elif private and not api.repo_info(repo_id, repo_type=REPO_TYPE).private:
-            logger.warning("%s exists and is public: --private does not change an existing repo's visibility", repo_id)
+        elif private:
+            stage = "reading the repository's visibility"
+            if not api.repo_info(repo_id, repo_type=REPO_TYPE).private:
+                logger.warning(
+                    "%s exists and is public: --private does not change an existing repo's visibility", repo_id
+                )
     except release.network_errors as error:
-        raise release.fail("creating the repository", error) from None
+        raise release.fail(stage, error) from None
 
     commit_id = main_head
     if changed or deleted:

@@ -26,6 +26,7 @@ from datasets import Features
 
 from conceptforge.cards.dataset_dir import CARD_NAME, DATA_DIR, ID_COLUMN
 from conceptforge.cards.validate import feature_type
+from conceptforge.errors import DataFormatError, one_line
 
 #: Card fields that change with every release and say nothing about the data.
 RELEASE_FIELDS = ("version", "previous_version", "repo_id", "changes_since", "changes")
@@ -71,9 +72,15 @@ def row_hash(row: Mapping[str, Any]) -> str:
 def iter_rows(files: list[Path]) -> Iterator[dict[str, Any]]:
     """The rows of a split's shards, in order, a row group at a time."""
     for path in files:
-        parquet = pq.ParquetFile(path)
-        for group in range(parquet.num_row_groups):
-            yield from parquet.read_row_group(group).to_pylist()
+        try:
+            parquet = pq.ParquetFile(path)
+            for group in range(parquet.num_row_groups):
+                rows = parquet.read_row_group(group).to_pylist()
+                yield from rows
+        except (OSError, ValueError) as error:  # pyarrow's ArrowInvalid names no file: we do (R_ND13)
+            raise DataFormatError(
+                f"{path} is not a readable parquet file ({one_line(error)}): regenerate or reassemble the dataset"
+            ) from None
 
 
 def row_key(row: Mapping[str, Any], index: int) -> str:

@@ -76,6 +76,10 @@ class Rebuilt:
     rule: Rule
     #: Columns holding a local path (compared with the folder part elided, as cards publish them).
     path_columns: tuple[str, ...] = ()
+    #: Columns holding a model revision: a released ``local`` (how a local folder was spelled before
+    #: it was fingerprinted) matches a regenerated ``local-sha256:…`` (the folder given with --weights
+    #: was checked against the recorded fingerprint already).
+    revision_columns: tuple[str, ...] = ()
     close: Callable[[], None] = field(default=lambda: None)
 
 

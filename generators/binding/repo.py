@@ -32,7 +32,7 @@ from conceptforge.engine.store import ItemStore, is_store, join
 from conceptforge.errors import ConceptforgeError
 from conceptforge.generators.binding.compositions import DATASETS, SPLITS
 from conceptforge.generators.binding.dataset import COLUMN_DOCS, BindingConfig, binding_command, binding_features
-from conceptforge.generators.binding.validity import binding_validity, config_validity
+from conceptforge.generators.binding.validity import BINDING_PAPER, binding_validity, config_validity
 from conceptforge.output import WORK_DIR
 from conceptforge.serialization import canonical_json
 
@@ -87,7 +87,7 @@ def provenance(configs: list[BindingConfig], command_line: list[str], devices: l
     # Blender's version is the bpy package's (importing bpy here would break spawned workers).
     devices = sorted(set(devices or ["cpu"]))
     extra = {
-        "paper": "Lewis et al., Does CLIP Bind Concepts? (EACL Findings 2024), Section 3",
+        "paper": f"{BINDING_PAPER.replace('*', '')}, Section 3",
         "render_device": "; ".join(render_device(device, configs[0].denoise) for device in devices),
     }
     return collect_provenance(

@@ -51,8 +51,12 @@ BINDING_BASELINE_NOTE = (
     "None of these baselines looks at the image. A blind baseline well above chance means the text alone "
     "explains that much of a score; compare a model's accuracy with the best blind row of its split."
 )
+#: The paper the binding datasets follow, as a reader finds it (cards and provenance name it so).
+BINDING_PAPER = (
+    "Lewis et al., *Does CLIP Bind Concepts? Probing Compositionality in Large Image Models* (EACL Findings 2024)"
+)
 BINDING_HELD_OUT_NOTE = (
-    "Pictures may show train compositions and their own split's only (paper 004 Section 3, and the objects "
+    f"Pictures may show train compositions and their own split's only (Section 3 of {BINDING_PAPER}, and the objects "
     "and relations in the picture, not only the label). `found` counts items whose picture shows a "
     "composition of another held-out split; it should be 0."
 )

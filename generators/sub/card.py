@@ -114,7 +114,7 @@ COLUMN_DOCS = {
     "guidance_scale": "FLUX distilled guidance scale",
     "num_inference_steps": "denoising steps",
     "model_id": "FLUX pipeline: its Hub id, or `.../<folder name>` for a local folder (no local path is published)",
-    "model_revision": "resolved commit of the model (`local` for a folder)",
+    "model_revision": "resolved commit of the model (`local-sha256:<fingerprint>` for a local folder)",
     "generation_mode": "`tdg` or `prompt-only`",
     "guidance_bird": "G (`bird` for colour substitutions; empty in prompt-only mode)",
     "bird_label": "`bird` as a ClassLabel over SUB's 33 reference birds (the published SUB's `bird_label`; -1 if not one of them)",

@@ -508,12 +508,16 @@ _SNAPSHOT = re.compile(r"[\\/]snapshots[\\/]([0-9a-f]{40})[\\/]")
 
 
 def resolve_revision(model: str, revision: str | None) -> str:
-    """The commit a Hub model resolved to (from the local cache), or ``local`` for a folder.
+    """The commit a Hub model resolved to (from the local cache), or a local folder's
+    ``local-sha256:`` fingerprint (:func:`conceptforge.cards.provenance.resolve_model_revision`,
+    the spelling every other model of a card has).
 
     Recorded with every image so a dataset says exactly which weights made it.
     """
     if Path(model).exists():
-        return revision or "local"
+        from conceptforge.cards.provenance import resolve_model_revision
+
+        return resolve_model_revision(model, revision)
     try:
         from huggingface_hub import try_to_load_from_cache
 

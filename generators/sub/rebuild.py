@@ -74,4 +74,5 @@ def rebuild(entry: Mapping[str, Any], weights: Mapping[str, str], device: str | 
         rows,
         tolerance("FLUX sampling: floating-point results depend on the device and kernels"),
         path_columns=("model_id",),
+        revision_columns=("model_revision",),
     )

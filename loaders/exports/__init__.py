@@ -22,13 +22,21 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from conceptforge.errors import InvalidArgumentError, PublishError
+from conceptforge.cards.generated import (
+    EXPORTS_MANIFEST,
+    check_generated,
+    missing_folders,
+    read_made_folders,
+    read_manifest,
+    remove_empty_folders,
+)
+from conceptforge.errors import InvalidArgumentError, StoreError
 from conceptforge.loaders.exports.runtime import EXPORTS_DIR, ITEMS_DIR, ExportInfo, items_lines
 
 logger = logging.getLogger(__name__)
 
 FORMATS = ("lmms-eval", "vlmevalkit", "inspect-ai")
-MANIFEST = f"{EXPORTS_DIR}/MANIFEST.json"
+MANIFEST = EXPORTS_MANIFEST
 #: Generation length the exports ask for: our by-answer default (a letter or a short phrase).
 MAX_NEW_TOKENS = 16
 
@@ -93,40 +101,52 @@ def release_exports(
     return export_files(sets, info, formats), None
 
 
-def _read_manifest(directory: Path) -> dict[str, str]:
-    path = directory / MANIFEST
-    if not path.is_file():
-        return {}
-    try:
-        return dict(json.loads(path.read_text(encoding="utf-8"))["files"])
-    except (ValueError, KeyError, TypeError):
-        raise PublishError(f"{path} is not a manifest conceptforge wrote: move it away or fix it") from None
-
-
 def write_exports(directory: str | Path, files: dict[str, bytes]) -> list[str]:
     """Write ``files`` under ``directory``: only files we wrote before (listed, unchanged, in
-    ``exports/MANIFEST.json``) are replaced; any other existing file is refused before anything
-    is written. Files of an earlier export that this one no longer has are removed. Returns the
-    paths written."""
+    ``exports/MANIFEST.json``) are replaced; anything else in the way (a user's file, a file where
+    a folder goes: :func:`conceptforge.cards.generated.check_generated`) is refused before anything
+    is written. Files of an earlier export that this one no longer has are removed, and so are the
+    folders we created that this leaves empty (never a folder we did not create). Returns the paths
+    written."""
     directory = Path(directory)
-    ours = _read_manifest(directory)
-    for path in sorted(files):
-        target = directory / path
-        if path == MANIFEST or not target.exists() or target.read_bytes() == files[path]:
-            continue
-        if path not in ours:
-            raise PublishError(f"{target} exists and was not written by conceptforge export: move it away first")
-        if hashlib.sha256(target.read_bytes()).hexdigest() != ours[path]:
-            raise PublishError(f"{target} was changed since conceptforge wrote it: move it away first")
+    ours = read_manifest(directory)
+    manifest = directory / MANIFEST
+    if os.path.lexists(manifest) and (manifest.is_symlink() or not manifest.is_file()):
+        raise StoreError(f"{manifest} is not a file conceptforge wrote: move it away first")
+    check_generated(directory, {p: d for p, d in files.items() if p != MANIFEST}, ours=ours)
+    made = missing_folders(directory, files) | {f for f in read_made_folders(directory) if (directory / f).is_dir()}
     for path, data in files.items():  # each file whole or not at all: a temporary name, then a rename
-        target = directory / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        temporary = target.with_name(f".{target.name}.partial")
-        temporary.write_bytes(data)
-        os.replace(temporary, target)
+        if path != MANIFEST:
+            _write_whole(directory / path, data)
+    _write_whole(manifest, _with_folders(files[MANIFEST], made))
+    removed = []
     for stale in sorted(set(ours) - set(files)):
         target = directory / stale
-        if target.is_file() and hashlib.sha256(target.read_bytes()).hexdigest() == ours[stale]:
+        if (
+            target.is_file()
+            and not target.is_symlink()
+            and hashlib.sha256(target.read_bytes()).hexdigest() == ours[stale]
+        ):
             target.unlink()
+            removed.append(stale)
+    gone = remove_empty_folders(directory, made) if removed else []
+    if gone:
+        logger.info("removed %d empty folder(s) of the earlier export: %s", len(gone), ", ".join(gone))
+        _write_whole(manifest, _with_folders(files[MANIFEST], made - set(gone)))
     logger.info("wrote %d export file(s) under %s", len(files), directory / EXPORTS_DIR)
     return sorted(files)
+
+
+def _with_folders(manifest: bytes, folders: set[str]) -> bytes:
+    """The manifest with the folders conceptforge created in the dataset folder (``export`` only:
+    what it may remove again once empty)."""
+    document = json.loads(manifest)
+    document["folders"] = sorted(folders)
+    return (json.dumps(document, indent=2) + "\n").encode("utf-8")
+
+
+def _write_whole(target: Path, data: bytes) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_name(f".{target.name}.partial")
+    temporary.write_bytes(data)
+    os.replace(temporary, target)

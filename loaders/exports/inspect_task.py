@@ -58,7 +58,8 @@ def choice_dataset(name):
     from datasets import load_dataset
 
     config, split, _ = SETS[name]
-    rows = load_dataset(REPO_ID, config, split=split, revision=TAG)
+    path, revision = release_source()  # the Hub at TAG, or the local copy $CONCEPTFORGE_RELEASE_DIR names
+    rows = load_dataset(path, config, split=split, revision=revision)
     samples = []
     for item in load_items(name):
         image = rows[item["row"]]["image"]

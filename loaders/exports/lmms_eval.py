@@ -2,7 +2,9 @@
 
 Why this shape: an lmms-eval task outside its package is a folder of a YAML and the ``utils.py``
 its ``!function`` entries name, loaded with ``lmms-eval --include_path DIR``. The YAML loads the
-release from the Hub at its tag (``dataset_path``, ``dataset_kwargs.revision``), generates greedily
+release from the Hub at its tag (``dataset_path``, ``dataset_kwargs.revision``), or offline from a
+local copy that ``$CONCEPTFORGE_RELEASE_DIR`` names (both values are read from ``utils.py`` through
+lmms-eval's ``!function``, which returns any attribute of the module), generates greedily
 (``output_type: generate_until``, temperature 0) and scores with ``process_results``; the prompt,
 letters and answer key come from the release's items file and the parser is ours
 (:mod:`conceptforge.loaders.exports.runtime`), so its numbers are our by-answer numbers.
@@ -22,6 +24,17 @@ TAG = {tag!r}
 CONCEPTFORGE_VERSION = {version!r}
 ROW = "cf_row"
 {runtime}
+
+def __getattr__(name):
+    """The yaml's ``dataset_path`` and ``revision`` (``!function utils.DATASET_PATH``, which lmms-eval
+    resolves by reading this attribute): the local copy $CONCEPTFORGE_RELEASE_DIR names, else the
+    release on the Hub at TAG (:func:`release_source`), worked out when lmms-eval asks."""
+    if name == "DATASET_PATH":
+        return release_source()[0]
+    if name == "DATASET_REVISION":
+        return release_source()[1]
+    raise AttributeError(name)
+
 
 def process_docs(dataset):
     """Each row keeps its position in the split: the item it answers."""
@@ -75,10 +88,12 @@ def _yaml(choice_set, info: ExportInfo, max_new_tokens: int) -> str:
         info.header().rstrip(),
         f"# Run: lmms-eval --model <model> --model_args <args> --tasks {choice_set.name} --include_path <this folder>",
         f"task: {choice_set.name}",
-        f"dataset_path: {info.repo_id}",
+        f"# dataset_path is {info.repo_id} at revision {info.tag} on the Hub, or the local copy of the release",
+        "# that $CONCEPTFORGE_RELEASE_DIR names (offline runs: docs/publishing.md, 'Harness exports').",
+        "dataset_path: !function utils.DATASET_PATH",
         *([f"dataset_name: {choice_set.config}"] if choice_set.named_config else []),
         "dataset_kwargs:",
-        f"  revision: {info.tag}",
+        "  revision: !function utils.DATASET_REVISION",
         f"test_split: {choice_set.split}",
         "output_type: generate_until",
         "process_docs: !function utils.process_docs",

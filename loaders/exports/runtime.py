@@ -76,15 +76,73 @@ def items_lines(choice_set) -> bytes:
 
 RUNTIME = '''
 import json
+import logging
+import os
+import socket
+import sys
 from functools import lru_cache
 from pathlib import Path
+from urllib.parse import urlparse
+
+#: A local copy of the release (offline runs): `hf download REPO_ID --repo-type dataset --revision TAG
+#: --local-dir DIR`, then RELEASE_DIR_ENV=DIR. Without it the rows are read from the Hub at TAG.
+RELEASE_DIR_ENV = "CONCEPTFORGE_RELEASE_DIR"
+
+
+def _local_copy():
+    """The folder RELEASE_DIR_ENV names (checked: a copy of the release), or None when it is unset."""
+    given = os.environ.get(RELEASE_DIR_ENV, "").strip()
+    if not given:
+        return None
+    folder = Path(given).expanduser().resolve()
+    if not (folder / "README.md").is_file() or not (folder / "data").is_dir():
+        raise FileNotFoundError(
+            f"{RELEASE_DIR_ENV}={given} is not a copy of {REPO_ID} at {TAG} (it needs README.md and data/): "
+            f"hf download {REPO_ID} --repo-type dataset --revision {TAG} --local-dir {given}"
+        )
+    return folder
+
+
+def _say_if_unreachable():
+    """One line naming the Hub the rows come from when it cannot be reached (before the harness's
+    own retries end in a bare connection error), and how to run from a local copy instead."""
+    endpoint = (os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+        reason = "offline mode (HF_HUB_OFFLINE) is on: only the datasets cache is read"
+    else:
+        url = urlparse(endpoint)
+        try:
+            socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), 5).close()
+            return
+        except OSError as error:
+            reason = f"nothing answers at {endpoint}: {type(error).__name__}: {error}"
+    logging.getLogger("conceptforge.export").warning(
+        f"{REPO_ID} at tag {TAG} is read from {endpoint}, which cannot be reached ({reason}); to run offline, "
+        f"copy the release (hf download {REPO_ID} --repo-type dataset --revision {TAG} --local-dir DIR) and set "
+        f"{RELEASE_DIR_ENV}=DIR"
+    )
+
+
+def release_source():
+    """(path, revision) for datasets.load_dataset: the local copy RELEASE_DIR_ENV names (no
+    revision: the folder holds the tag's files), else the Hub at TAG. Worked out once a process."""
+    known = sys.__dict__.setdefault("_conceptforge_release_sources", {})
+    key = (REPO_ID, TAG, os.environ.get(RELEASE_DIR_ENV, ""))
+    if key not in known:
+        folder = _local_copy()
+        if folder is None:
+            _say_if_unreachable()
+        known[key] = (REPO_ID, TAG) if folder is None else (str(folder), None)
+    return known[key]
 
 
 @lru_cache(maxsize=None)
 def load_items(name):
-    """The items of a set: exports/items/<name>.jsonl next to this file, else from the Hub at TAG."""
+    """The items of a set: exports/items/<name>.jsonl next to this file or in the local copy of the
+    release, else from the Hub at TAG."""
     here = Path(__file__).resolve().parent
-    for folder in (here, *here.parents[:3]):
+    local = _local_copy()
+    for folder in (here, *here.parents[:3], *([local / "exports"] if local is not None else [])):
         path = folder / "items" / f"{name}.jsonl"
         if path.is_file():
             break

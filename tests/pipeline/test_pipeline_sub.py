@@ -368,3 +368,18 @@ def test_annotate_sub_attribute_offers_cub_values_for_generated_pairs(sub_chain,
     assert exported["config"]["group_values_source"] == "cub"
     assert exported["human"]["splus"] == pytest.approx(100.0)
     assert exported["human"]["sminus"] == pytest.approx(100.0)  # nobody named the removed crown blue
+
+
+def test_croissant_spells_every_local_model_one_way(sub_chain, hub, pipeline_flux, pipeline_vlm):
+    """CRO2: the filter's VQA model and, upstream, the generator's FLUX were both local folders; the
+    release's croissant.json names both as `.../<folder name> @ local-sha256:<fingerprint>` (not one
+    as given and the other as `@ local`)."""
+    from pathlib import Path
+
+    from conceptforge.cards.provenance import local_fingerprint
+
+    document = json.loads(hub.files(REPO_ID, "v1.0.0")["croissant.json"])
+    assert document["rai:machineAnnotationTools"] == [
+        f"vqa: .../{Path(pipeline_vlm).name} @ {local_fingerprint(pipeline_vlm)}",
+        f"diffusion: .../{Path(pipeline_flux).name} @ {local_fingerprint(pipeline_flux)}",
+    ]

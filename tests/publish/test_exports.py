@@ -50,7 +50,8 @@ def test_export_writes_the_by_answer_items_in_three_formats(tmp_path, capsys):
     assert [r["answer"] for r in tsv] == [q.answer_letter for q in questions]
     assert all(len(r["image"]) > 100 for r in tsv)
     text = (exports / "lmms-eval" / "binding_clip_gen" / "binding_clip_gen.yaml").read_text()
-    assert "conceptforge" in text and "org/binding at tag v1.2.0" in text and "revision: v1.2.0" in text
+    assert "conceptforge" in text and "org/binding at tag v1.2.0" in text and "org/binding at revision v1.2.0" in text
+    assert "dataset_path: !function utils.DATASET_PATH" in text  # the Hub, or a local copy (test_exports_offline)
     assert "def binding_clip_gen_accuracy(" in (exports / "inspect-ai" / "conceptforge_tasks.py").read_text()
 
     # a rerun replaces our own files; a file we did not write is refused before anything is written
@@ -70,7 +71,7 @@ def test_export_writes_the_by_answer_items_in_three_formats(tmp_path, capsys):
     capsys.readouterr()
     (exports / "MANIFEST.json").unlink()
     assert main([*argv[:-1], "v1.3.0"]) == 2  # the README names the tag: another file than ours on disk
-    assert "exists and was not written by conceptforge export" in _one_line(capsys)
+    assert "exists and was not written by conceptforge: move it away first" in _one_line(capsys)
 
 
 def test_export_refusals_are_one_line(tmp_path, capsys):

@@ -102,10 +102,15 @@ def test_a_release_carries_the_three_exports(released):
     lmms = yaml.safe_load(
         files["exports/lmms-eval/binding_clip_gen/binding_clip_gen.yaml"].decode().replace("!function ", "")
     )
+    # the release at its tag, or a local copy: utils.py says which (tests/publish/test_exports_offline.py)
     assert (lmms["dataset_path"], lmms["dataset_kwargs"]["revision"], lmms["test_split"]) == (
-        "org/binding",
-        "v1.0.0",
+        "utils.DATASET_PATH",
+        "utils.DATASET_REVISION",
         "gen",
+    )
+    assert (
+        b"# dataset_path is org/binding at revision v1.0.0 on the Hub"
+        in files["exports/lmms-eval/binding_clip_gen/binding_clip_gen.yaml"]
     )
     assert lmms["output_type"] == "generate_until" and lmms["generation_kwargs"]["temperature"] == 0
     manifest = json.loads(files["exports/MANIFEST.json"])

@@ -69,13 +69,16 @@ def test_croissant_in_every_release_and_eval_yaml_only_when_asked(tmp_path, hub,
         ):
             assert document[key], (repo, key)
         assert "http://mlcommons.org/croissant/RAI/1.0" in document["conformsTo"]
-        assert document["version"] == "1.0.0" and document["url"] == f"https://huggingface.co/datasets/{repo}"
+        # published to the local Hub (HF_ENDPOINT): the file names where the release is (not huggingface.co)
+        assert document["version"] == "1.0.0" and document["url"] == f"{hub.url}/datasets/{repo}"
         dataset = mlc.Dataset(jsonld=path)  # raises on any validation error
         assert not dataset.metadata.ctx.issues.errors
         # the file sets are the release's own parquet shards, in its git repository at the tag: records
         # read back through mlcroissant from the published URL, the repository being the tag's files
         repo_node = next(d for d in document["distribution"] if d["@type"] == "cr:FileObject")
-        assert extract_git_info(repo_node["contentUrl"]) == (
+        assert repo_node["contentUrl"] == f"{hub.url}/datasets/{repo}/tree/refs%2Ftags%2Fv1.0.0"
+        # the huggingface.co form of that URL is the one mlcroissant clones (its host list)
+        assert extract_git_info(repo_node["contentUrl"].replace(hub.url, "https://huggingface.co")) == (
             f"https://huggingface.co/datasets/{repo}",
             "refs/tags/v1.0.0",
         )

@@ -114,8 +114,12 @@ def test_loading_errors_are_one_line(tmp_path, monkeypatch, hub_offline):
         TDGFlux.from_pretrained("some-org/not-cached-flux", device="cpu")
 
 
-def test_revision_recorded_for_local_folder(tiny_flux):
-    assert tiny_flux.model_revision == "local"
+def test_revision_recorded_for_local_folder(tiny_flux, tiny_flux_dir):
+    from conceptforge.cards.provenance import local_fingerprint
+
+    # the folder's fingerprint, as every other local model of a card is spelled (CRO2), not a bare "local"
+    assert tiny_flux.model_revision == local_fingerprint(tiny_flux_dir)
+    assert tiny_flux.model_revision.startswith("local-sha256:")
     assert tiny_flux.pipe.transformer.dtype == torch.float32
 
 

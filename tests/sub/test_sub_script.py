@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from datasets import ClassLabel, load_dataset
 
+from conceptforge.cards.provenance import local_fingerprint
 from conceptforge.commands import invoke
 from tests.sub.sub_helpers import TINY_FLUX_ARGS, write_candidate_spec
 
@@ -58,7 +59,8 @@ def test_generate_resume_and_shards_give_identical_datasets(tmp_path, mini_cub, 
     assert row["prompt_guidance"] == "A photo of a bird with black colored feathers on the crown of its head"
     assert (row["tdg_k"], row["tdg_tmin"], row["tdg_tmax"]) == pytest.approx((10.0, 0.2, 0.9))
     assert row["image"].size == (32, 32) and row["num_inference_steps"] == 2 and row["guidance_scale"] == 3.5
-    assert row["model_revision"] == "local" and row["generation_mode"] == "tdg"
+    # a local folder's revision is its fingerprint, the spelling every model of the card has (CRO2)
+    assert row["model_revision"] == local_fingerprint(tiny_flux_dir) and row["generation_mode"] == "tdg"
     pattern = rows.filter(lambda r: r["attribute"] == "has_tail_pattern::solid")[0]
     assert pattern["tdg_tmax"] == pytest.approx(0.6) and pattern["guidance_bird"] == "Gray_Catbird"
     assert len(set(rows["seed"])) == 8
