@@ -90,6 +90,16 @@ def check_flags(args: argparse.Namespace) -> None:
     ):
         if value:
             raise InvalidArgumentError(f"{flag} does not go with --models: a sweep writes DIR/results/<model>.json")
+    for flag, value in (
+        ("--device-map", getattr(args, "eval_device_map", None)),
+        ("--max-memory", getattr(args, "eval_max_memory", None)),
+        ("--offload-folder", getattr(args, "eval_offload_folder", None)),
+    ):
+        if value:  # a sweep loads each model whole on its device: the flag would be silently ignored
+            raise InvalidArgumentError(
+                f"{flag} does not go with --models: a sweep loads each model whole (give a model a device=… "
+                "in the models file), or evaluate the large model alone with --model"
+            )
     if not args.eval_tasks or args.eval_tasks == "list":
         raise InvalidArgumentError("--models needs --tasks (e.g. --tasks sub-vlm,binding-clip)")
     if not args.eval_out and not args.eval_plan and not args.eval_dry_run:
