@@ -161,14 +161,19 @@ class _AccelerateNotes(logging.Filter):
         return True
 
 
-@functools.cache
 def quiet_accelerate_notes() -> None:
     """Keep a clean offload run's output clean (issue 45.8: two accelerate lines in every one):
     its notes on offloaded parameters and unmatched map keys go to debug, under conceptforge.
-    Other accelerate warnings still show. Once per process, when a map is first used."""
-    logging.getLogger("accelerate.big_modeling").addFilter(_AccelerateNotes())
-    logging.getLogger("accelerate.utils.modeling").addFilter(_AccelerateNotes())
+    Other accelerate warnings still show. Called whenever a map is used (the warnings filter is
+    per ``catch_warnings`` context; the same filter again replaces the first)."""
+    _filter_accelerate_logs()
     warnings.filterwarnings("ignore", message=_ACCELERATE_NOTES[0], category=UserWarning)
+
+
+@functools.cache
+def _filter_accelerate_logs() -> None:
+    for name in ("accelerate.big_modeling", "accelerate.utils.modeling"):
+        logging.getLogger(name).addFilter(_AccelerateNotes())
 
 
 def make_placement(
