@@ -23,6 +23,7 @@ import time
 import uuid
 from typing import Any
 
+from conceptforge.engine.assembly import DEFAULT_STALE_AFTER, HEARTBEAT
 from conceptforge.engine.launchers import scheduler_record
 from conceptforge.engine.processes import holder_alive, this_process
 from conceptforge.engine.store import ItemStore, chunk_name
@@ -31,10 +32,9 @@ from conceptforge.serialization import canonical_json
 logger = logging.getLogger(__name__)
 
 CLAIM_DIR = "claims"
-#: A claim not refreshed for this long (its holder on another host) is taken over.
-STALE_AFTER = 300.0
-#: How often a holder refreshes its claims.
-HEARTBEAT = 20.0
+#: A claim not refreshed for this long (its holder on another host) is taken over; refreshed every
+#: HEARTBEAT seconds. The assembly lock's numbers: a claim is a lock on one chunk.
+STALE_AFTER = DEFAULT_STALE_AFTER
 
 
 def claim_name(index: int) -> str:
@@ -83,7 +83,7 @@ def holder_gone(store: ItemStore, index: int, record: dict[str, Any], *, stale_a
 
 
 class ChunkClaim:
-    """This process's claim on one chunk: refreshed every :data:`HEARTBEAT` s until released."""
+    """This process's claim on one chunk: refreshed every :data:`~conceptforge.engine.assembly.HEARTBEAT` s until released."""
 
     def __init__(self, store: ItemStore, index: int, payload: bytes, token: str) -> None:
         self.store, self.index, self.payload, self.token = store, index, payload, token

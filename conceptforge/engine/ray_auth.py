@@ -29,7 +29,7 @@ logger = logging.getLogger(__name__)
 
 AUTH_MODE_ENV = "RAY_AUTH_MODE"
 #: Seconds the authentication probe may take (a GCS that does not answer is found by ray.init's bound).
-PROBE_TIMEOUT = 10.0
+AUTH_PROBE_TIMEOUT = 10.0
 
 
 def token_source() -> str | None:
@@ -91,7 +91,7 @@ def check_token(address: str, host: str, port: int) -> None:
 
     thread = threading.Thread(target=probe, daemon=True, name="ray-auth-probe")
     thread.start()
-    thread.join(PROBE_TIMEOUT)
+    thread.join(AUTH_PROBE_TIMEOUT)
     error = outcome.get("error")
     if error is None or type(error).__name__ != "AuthenticationError":
         return  # accepted, or another problem that ray.init reports within its own bound
