@@ -125,6 +125,7 @@ def status_lines(
         gpu_shards = {index % num_shards for index in gpu_item_indices(sweep)}
     else:
         gpu_shards = set()
+    lines += claim_lines(store, [c for c in range(plan["chunks"]) if c not in done])
     lines += resubmission_lines(out, num_shards, missing_shards, reports, gpu_shards=gpu_shards)
     lines += rerun_lines(num_shards, missing_shards, reports, gone)
     lines += lock_lines(store.location, out)
@@ -146,6 +147,18 @@ def status_lines(
 
 
 NO_REPORT = "no report (not started, or killed before its first item)"
+
+
+def claim_lines(store, missing: list[int]) -> list[str]:
+    """Missing chunks another process is making now (their claims, see conceptforge.engine.claims):
+    a second sweep into one --out left them to the first, and a rerun now would skip them too."""
+    from conceptforge.engine.claims import claims_held_elsewhere
+
+    held = claims_held_elsewhere(store, missing)
+    by: dict[str, list[int]] = {}
+    for index, record in sorted(held.items()):
+        by.setdefault(f"process {record.get('pid', '?')} on {record.get('host', '?')}", []).append(index)
+    return [f"being made now: chunk(s) {', '.join(map(str, chunks))} by {who}" for who, chunks in by.items()]
 
 
 def rerun_lines(num_shards: int, missing: list[int], reports: dict, gone: dict) -> list[str]:

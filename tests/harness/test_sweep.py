@@ -384,6 +384,10 @@ def test_two_sweeps_into_one_out_share_the_items(three_models, single_object_dir
         second = subprocess.run(
             [sys.executable, "-m", "conceptforge", *argv], cwd=tmp_path, capture_output=True, text=True, timeout=600
         )
+        from conceptforge.commands.status import status_lines
+
+        lines = status_lines(str(tmp_path / "out"))
+        assert f"being made now: chunk(s) 0 by process {first.pid} on {socket.gethostname()}" in lines, lines
     finally:
         os.kill(first.pid, signal.SIGCONT)
     assert second.returncode == 0, second.stderr[-3000:]
