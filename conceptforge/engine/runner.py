@@ -40,7 +40,7 @@ from conceptforge.engine.failures import (
     make_with_retries,
     record_failures,
 )
-from conceptforge.engine.launchers import scheduler_record
+from conceptforge.engine.launchers import current_command, scheduler_record
 from conceptforge.engine.store import ItemResult, ItemStore, io_error
 from conceptforge.engine.workitems import ShardSpec, WorkItem, check_unique_ids
 from conceptforge.errors import InvalidArgumentError, ItemError, one_line
@@ -422,8 +422,9 @@ def run_stage(
 
     ``max_items`` stops after that many new items; a chunk it cuts short is not written (the
     way a killed process leaves it), which is how tests and benchmarks interrupt a run.
-    ``command``: the command line that runs this shard (e.g. ``conceptforge evaluate …``), kept
-    in its shard report so ``conceptforge status`` can print it for a process that was killed.
+    ``command``: the command line that runs this shard (e.g. ``conceptforge evaluate …``; default:
+    the one the command line runs, :func:`~conceptforge.engine.launchers.invoked_as`), kept in its
+    shard report so ``conceptforge status`` can print it for a process that was killed.
     ``allow_failed``: assemble without the items that failed every attempt (a sweep publishes
     the models that ran) instead of waiting for a rerun to make them.
     """
@@ -484,6 +485,7 @@ def run_stage(
         logger.info("resuming: %d of %d items of this shard already done (%s)", skipped, shard_items, stage.description)
     if any(chunk.index in retry for chunk in todo):
         logger.info("retrying the failed items of %d chunk(s)", sum(chunk.index in retry for chunk in todo))
+    command = command if command is not None else current_command()
     report_base = {
         "num_shards": shard.num_shards,
         "shard_index": shard.shard_index,

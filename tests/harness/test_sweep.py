@@ -457,3 +457,20 @@ def test_a_shard_stopped_before_its_first_item_is_not_called_not_started(tiny_cl
         "  shard 2 of 3: 0/0 chunks done, 0 items left, last state: no report (not started, or killed before its "
         "first item)",
     ]
+
+
+def test_status_reruns_a_stopped_shard_by_hand_with_its_own_command_line():
+    """Shards started by hand (``--shard-index``), not by Slurm: each stopped one gets the command
+    line it ran, from its own folder; a running or finished one gets none; a Slurm task gets sbatch."""
+    from conceptforge.commands.status import rerun_lines
+
+    argv = ["conceptforge", "evaluate", "--models", "m.txt", "--out", "my sweep", "--num-shards", "3"]
+    reports = {
+        (3, 0): {"state": "finished", "command": [*argv, "--shard-index", "0"], "cwd": "/w"},
+        (3, 1): {"state": "interrupted by SIGTERM", "command": [*argv, "--shard-index", "1"], "cwd": "/w"},
+        (3, 2): {"state": "running", "command": [*argv, "--shard-index", "2"], "cwd": "/w", "slurm": {"job": "9_2"}},
+    }
+    assert rerun_lines(3, [1, 2], reports, gone={}) == [
+        "rerun shard 1 of 3: cd /w && conceptforge evaluate --models m.txt --out 'my sweep' --num-shards 3 "
+        "--shard-index 1"
+    ]

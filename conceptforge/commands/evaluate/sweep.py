@@ -171,7 +171,7 @@ def _run_sweep(args: argparse.Namespace, config, shard) -> int:
     try:
         with executor_for(args):
             # allow_failed: a model that does not load must not keep the others' results unpublished
-            report = run_stage(stage, out, shard=shard, command=getattr(args, "argv", None), allow_failed=True)
+            report = run_stage(stage, out, shard=shard, allow_failed=True)
     finally:
         stage.make_item.close()
     if report.assembled:
