@@ -393,6 +393,66 @@ class PathType(ArgType):
         return self.__name__
 
 
+class CreatableDir(ArgType):
+    """A folder that must exist or be creatable now, tried for real: its missing parts are made,
+    a file written and removed in it, and what was made removed again (nothing is left).
+
+    Why tried, not only checked: :func:`check_writable` asks the permission bits, which a root
+    user always passes and which say nothing of ``/proc`` or a full disk; accelerate makes
+    ``--offload-folder`` only after the data loaded and the model started loading, so such a
+    folder failed minutes in with "[Errno 2] …" (issue 45.8)."""
+
+    __name__ = "creatable_dir"
+
+    def __call__(self, text: str) -> str:
+        import tempfile
+
+        text = str(text)
+        if not text.strip():
+            raise argparse.ArgumentTypeError("expected a path, got an empty string")
+        path = Path(text).expanduser()
+        try:
+            check_writable(path, what="", folder=True)
+        except InvalidArgumentError as error:
+            raise argparse.ArgumentTypeError(str(error).strip()) from None
+        made: list[Path] = []
+        missing = Path(os.path.abspath(path))
+        while not missing.exists() and missing != missing.parent:
+            made.append(missing)
+            missing = missing.parent
+        try:
+            for folder in reversed(made):
+                folder.mkdir()
+            fd, probe = tempfile.mkstemp(prefix=".conceptforge-probe-", dir=path)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as error:
+            raise argparse.ArgumentTypeError(
+                f"cannot make the folder {text} ({error.strerror}): give a folder on a disk you can write to"
+            ) from None
+        finally:
+            for folder in made:
+                try:
+                    folder.rmdir()
+                except OSError:
+                    pass
+        return str(path)
+
+    def good_example(self, paths: Examples) -> str:
+        return paths.missing
+
+    def bad_examples(self, paths: Examples) -> list[str]:
+        bad = [paths.file, paths.under_file, ""]
+        if os.path.isdir("/proc/self"):  # Linux: no folder can be made in /proc, even by root
+            bad.append("/proc/conceptforge-offload")
+        return bad
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+
+creatable_dir = CreatableDir()
+
 existing_file = PathType("file")
 existing_dir = PathType("dir")
 existing_path = PathType("any")

@@ -62,6 +62,7 @@ __all__ = [
     "EndpointResponseError",
     "StoreError",
     "ItemError",
+    "PermanentItemError",
     "one_line",
 ]
 import re
@@ -210,6 +211,16 @@ class ItemError(ConceptforgeError, RuntimeError):
     with this line, without stopping the shard (``conceptforge status`` lists it); other kinds of
     :class:`ConceptforgeError` are about the run itself and stop it. When every item a process
     tried failed, the run ends with this kind too (exit 2): the stage or a setting is at fault.
+    """
+
+
+class PermanentItemError(ItemError):
+    """An item that a retry cannot make: a model whose weights file is damaged, a model that is
+    not there. Recorded as failed at its first attempt.
+
+    Why a kind: retrying a cut-short ``model.safetensors`` three times only printed the same
+    library error three times (issue 45.8); the engine retries what may pass the next time (an
+    out-of-memory, a hiccup of a server), not what is wrong on disk.
     """
 
 

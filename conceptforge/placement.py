@@ -16,9 +16,11 @@ tests use). The run records the placement in the results' ``settings`` (``device
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import tempfile
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -126,6 +128,7 @@ class Placement:
         """``device_map``, ``max_memory`` and ``offload_folder`` for transformers' from_pretrained
         (a temporary folder when none was given, removed when the process exits: offloaded
         weights are a copy, made per load)."""
+        quiet_accelerate_notes()
         folder = self.offload_folder
         if folder is None:
             import atexit
@@ -137,6 +140,40 @@ class Placement:
         if self.max_memory:
             kwargs["max_memory"] = dict(self.max_memory)
         return kwargs
+
+
+#: What accelerate says in every run that offloads as asked: notes, not problems (the map it chose
+#: is logged by :func:`input_device`). A warning of its own (``warnings.warn``) and a log line.
+_ACCELERATE_NOTES = (
+    r"The following device_map keys do not match any submodules",  # a top-level parameter (CLIP's logit_scale)
+    r"Some parameters are on the meta device because they were offloaded",
+)
+
+
+class _AccelerateNotes(logging.Filter):
+    """Moves accelerate's offload notes to a debug line of ``conceptforge.placement``."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if any(re.match(note, message) for note in _ACCELERATE_NOTES):
+            logger.debug("accelerate: %s", message)
+            return False
+        return True
+
+
+def quiet_accelerate_notes() -> None:
+    """Keep a clean offload run's output clean (issue 45.8: two accelerate lines in every one):
+    its notes on offloaded parameters and unmatched map keys go to debug, under conceptforge.
+    Other accelerate warnings still show. Called whenever a map is used (the warnings filter is
+    per ``catch_warnings`` context; the same filter again replaces the first)."""
+    _filter_accelerate_logs()
+    warnings.filterwarnings("ignore", message=_ACCELERATE_NOTES[0], category=UserWarning)
+
+
+@functools.cache
+def _filter_accelerate_logs() -> None:
+    for name in ("accelerate.big_modeling", "accelerate.utils.modeling"):
+        logging.getLogger(name).addFilter(_AccelerateNotes())
 
 
 def make_placement(

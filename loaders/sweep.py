@@ -21,17 +21,18 @@ store), so a sweep split, killed and resumed any way publishes the bytes of one 
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import logging
 import re
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from conceptforge.errors import DeviceUnavailableError, InvalidArgumentError
+from conceptforge.errors import ConceptforgeError, DeviceUnavailableError, InvalidArgumentError, PermanentItemError
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +51,8 @@ class ModelSpec:
 
     ``needs``: where its items may run, ``gpu``, ``cpu`` or ``any`` (default: ``gpu`` when its
     device is ``cuda…``, ``cpu`` when it is ``cpu``, else ``any``); ``name``: the stem of its
-    results file (default: the model's folder or repo name).
+    results file (default: the model's folder or repo name). ``where``: the line (or entry) of
+    the models file that gave it, for error lines only (not a setting: not compared, not stored).
     """
 
     model: str
@@ -60,9 +62,10 @@ class ModelSpec:
     batch_size: int | None = None
     needs: str | None = None
     name: str | None = None
+    where: str | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return {key: value for key, value in asdict(self).items() if value is not None}
+        return {key: value for key, value in asdict(self).items() if value is not None and key != "where"}
 
 
 def _entry_spec(entry: Any, where: str) -> ModelSpec:
@@ -104,7 +107,7 @@ def _entry_spec(entry: Any, where: str) -> ModelSpec:
                 values[key] = text
         except (ValueError, TypeError, argparse.ArgumentTypeError) as error:
             raise InvalidArgumentError(f"--models {where}: {entry['model']} {key}: {error}") from None
-    return ModelSpec(**values)
+    return ModelSpec(**values, where=where)
 
 
 def _line_entry(line: str, where: str) -> dict[str, str]:
@@ -153,6 +156,7 @@ def parse_models(text: str) -> list[ModelSpec]:
         where = str(path)
     else:
         specs = [_entry_spec(part.strip(), "list") for part in text.split(",") if part.strip()]
+        specs = [replace(spec, where=None) for spec in specs]  # "--models a,b": the id alone names it
         where = "list"
     if not specs:
         raise InvalidArgumentError(f"--models {where}: no models")
@@ -230,13 +234,44 @@ class PlannedItem:
     label: str
 
 
+def _safe_stem(text: str) -> str:
+    base = re.sub(r"[^A-Za-z0-9._+-]", "_", text) or "model"
+    return base if base[0].isalnum() else "m" + base
+
+
+def served_results_name(model: str) -> str:
+    """The stem of a served model's results file: its served name's last segment and where it is
+    served, e.g. ``Qwen2-VL-2B-Instruct.127.0.0.1-8000`` for
+    ``endpoint:Qwen/Qwen2-VL-2B-Instruct@http://127.0.0.1:8000/v1``, ``gpt-4o.openai`` for
+    ``openai:gpt-4o``.
+
+    Why not the folder rule: the last segment of ``…/v1`` is ``v1``, so every served model of a
+    sweep was ``results/v1.json`` (issue 45.8); the host keeps one model served twice apart."""
+    from urllib.parse import urlsplit
+
+    from conceptforge.endpoint_spec import GENERIC, parse_endpoint_spec
+
+    spec = parse_endpoint_spec(model)
+    served = spec.model.rstrip("/").rsplit("/", 1)[-1] or spec.model
+    if spec.provider != GENERIC:
+        return _safe_stem(f"{served}.{spec.provider}")
+    parts = urlsplit(spec.base_url)
+    where = parts.hostname or "server"
+    if parts.port:
+        where += f"-{parts.port}"
+    return _safe_stem(f"{served}.{where}")
+
+
 def results_name(spec: ModelSpec) -> str:
-    """The stem of a model's results file: ``name``, else the model's folder or repo name."""
+    """The stem of a model's results file: ``name``, else the model's folder or repo name (a
+    served model: :func:`served_results_name`)."""
+    from conceptforge.endpoint_spec import is_endpoint_spec
+
     if spec.name:
         return spec.name
-    base = Path(spec.model.rstrip("/")).name.replace(":", "_") or "model"
-    base = re.sub(r"[^A-Za-z0-9._+-]", "_", base)
-    return base if base[0].isalnum() else "m" + base
+    if is_endpoint_spec(spec.model):
+        return served_results_name(spec.model)
+    return _safe_stem(Path(spec.model.rstrip("/")).name.replace(":", "_"))
 
 
 def _jsonable(value: Any) -> Any:
@@ -310,9 +345,12 @@ class SweepWorker:
         self.config = config
         self.refs = list(refs)
         self._session: tuple[int, Any] | None = None
+        #: Models of this process that failed to load (index -> the one line): their other
+        #: items fail at once with that line instead of loading the damaged files again.
+        self._unloadable: dict[int, str] = {}
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"config": self.config, "refs": self.refs, "_session": None}
+        return {"config": self.config, "refs": self.refs, "_session": None, "_unloadable": {}}
 
     def close(self) -> None:
         if self._session is not None:
@@ -320,14 +358,14 @@ class SweepWorker:
             self._session = None
 
     def _session_for(self, index: int, settings: Any) -> Any:
-        from conceptforge.loaders.harness.runner import ModelSession
 
         if self._session is not None and self._session[0] == index:
             return self._session[1]
         self.close()
-        session = ModelSession(
+        session = _load_checked_session_class()(
             self.refs[index], device=settings.device, dtype=settings.dtype, cache_dir=settings.cache_dir
         )
+        session.spec, session.unloadable, session.index = self.config.models[index], self._unloadable, index
         self._session = (index, session)
         return session
 
@@ -343,6 +381,8 @@ class SweepWorker:
                 f"{item.item_id}: {spec.model} needs a GPU and this process sees none: submit the GPU items "
                 "with --gres=gpu:1 (`conceptforge evaluate --models ... --plan` lists them), or set needs=cpu"
             )
+        if index in self._unloadable:  # this model did not load for an earlier item: the same line, at once
+            raise PermanentItemError(self._unloadable[index])
         (selection,) = [s for s in self.config.selections() if s.task.name == task]
         settings = self.config.settings_for(spec)
         results = run_tasks(ref, [selection], settings, session=self._session_for(index, settings))
@@ -369,6 +409,50 @@ class SweepWorker:
         # file is the bytes `evaluate --output` writes for the same model.
         files[RESULTS_FILE] = json.dumps({**results.to_dict(), "created": ""}, allow_nan=True).encode("utf-8")
         return ItemResult(files=files, metadata=json.loads(json.dumps(metadata, allow_nan=True)))
+
+
+def load_failure(spec: ModelSpec, error: BaseException) -> str:
+    """One line for a sweep model that does not load: the model (and its line of the models file)
+    and the cause in our words where we know it (a cut-short weights file names the file and how
+    to get it again), else the library's first line."""
+    from conceptforge.errors import one_line
+    from conceptforge.external_errors import translate
+
+    known = error if isinstance(error, ConceptforgeError) else translate(error)
+    cause = str(known) if known is not None else f"{type(error).__name__}: {one_line(error)}"
+    where = f" ({spec.where})" if spec.where else ""
+    return f"cannot load {spec.model}{where}: {cause}"
+
+
+@functools.cache
+def _load_checked_session_class() -> type:
+    from conceptforge.interrupts import Interrupted
+    from conceptforge.loaders.harness.runner import ModelSession
+
+    class LoadCheckedSession(ModelSession):
+        """A :class:`ModelSession` whose model load failure is the item's permanent failure.
+
+        Why: a load that failed on a damaged file fails again; retried three times it printed the
+        raw SafetensorError three times (issue 45.8). The run's own errors (no GPU, an interrupt,
+        out of memory) pass through unchanged."""
+
+        spec: ModelSpec
+        unloadable: dict[int, str]
+        index: int
+
+        def adapter(self):  # noqa: ANN201 (the adapter's type is the family's)
+            if self._adapter is not None:
+                return self._adapter
+            try:
+                return super().adapter()
+            except (Interrupted, DeviceUnavailableError, MemoryError):
+                raise
+            except Exception as error:
+                line = load_failure(self.spec, error)
+                self.unloadable[self.index] = line
+                raise PermanentItemError(line) from error
+
+    return LoadCheckedSession
 
 
 def _rows_bytes(rows: Sequence[Mapping[str, Any]], columns: Sequence[Sequence[str]]) -> bytes:
@@ -400,7 +484,7 @@ def build_stage(config: SweepConfig, refs: Sequence[Any] | None = None) -> Any:
     from conceptforge.loaders.harness.model_ref import resolve_model
 
     if refs is None:
-        refs = [resolve_model(spec.model, revision=spec.revision) for spec in config.models]
+        refs = [_resolve(spec, resolve_model) for spec in config.models]
     planned = plan_items(config, refs)
     items = [
         WorkItem(
@@ -438,7 +522,27 @@ def build_stage(config: SweepConfig, refs: Sequence[Any] | None = None) -> Any:
         description="model × task items",
         unit="item",
         resources=_resources,
+        claim_chunks=True,  # two sweeps into one --out share the items instead of both making each
     )
+
+
+def _resolve(spec: ModelSpec, resolve_model: Any) -> Any:
+    """One model of the sweep resolved; its error names the model and its line of the models file
+    (a sweep of 40 models refused with "no adapter for a 'zebra' model" left the user to find it)."""
+    try:
+        return resolve_model(spec.model, revision=spec.revision)
+    except ConceptforgeError as error:
+        where = f"--models {spec.where}: " if spec.where else "--models: "
+        raise _renamed(error, f"{where}{spec.model}: {error}") from None
+
+
+def _renamed(error: ConceptforgeError, message: str) -> ConceptforgeError:
+    """``error``'s kind with another message (its exit code kept); InvalidArgumentError for a kind
+    whose constructor takes more than the message."""
+    try:
+        return type(error)(message)
+    except TypeError:
+        return InvalidArgumentError(message)
 
 
 def _resources(chunk: Any) -> dict[str, float]:

@@ -96,10 +96,12 @@ def invoke(argv: Sequence[str]) -> int:
         from conceptforge.external_errors import go_offline_if_unreachable
 
         go_offline_if_unreachable()  # seconds, not minutes of retries, when there is no network
+    from conceptforge.engine.launchers import invoked_as
     from conceptforge.output import release_outputs
 
     try:
-        return run_entry(COMMANDS, args.command, args)
+        with invoked_as(args.argv):  # shard reports keep it: `status` prints it after a kill -9
+            return run_entry(COMMANDS, args.command, args)
     finally:
         release_outputs()  # the files this command claimed are free for the next one
 

@@ -74,7 +74,15 @@ def status_lines(
             if card and (problems := verify_assembled(Location(out), card)):
                 lines.append(f"damaged: {damage_message(out, problems)}")
             return lines
-        return [f"{label}: started, nothing finished yet (settings are fixed with the first chunk)"]
+        reports = store.shard_reports()
+        gone = _gone_shards(reports)
+        lines = [f"{label}: started, nothing finished yet (settings are fixed with the first chunk)"]
+        for (shards, index), report in sorted(reports.items()):
+            state = gone.get((shards, index), report.get("state", NO_REPORT))
+            lines.append(f"  shard {index} of {shards}: last state: {state}")
+        stopped = [index for (shards, index) in sorted(reports) if reports[(shards, index)].get("state") != "finished"]
+        shards = max((key[0] for key in reports), default=1)
+        return lines + rerun_lines(shards, stopped, reports, gone)
     plan = config["plan"]
     sizes = plan.get("chunk_items") or [plan["chunk_size"]] * plan["chunks"]
     done = store.chunk_states()
@@ -94,7 +102,9 @@ def status_lines(
     for index in range(num_shards):
         mine = [c for c in range(plan["chunks"]) if c % num_shards == index]
         left = [c for c in mine if c not in done]
-        state = reports.get((num_shards, index), {}).get("state", "not started")
+        # No report: it never started, or was killed (SIGKILL) before its first item; a stop signal
+        # there is recorded ("interrupted by SIGTERM before its first item").
+        state = reports.get((num_shards, index), {}).get("state", NO_REPORT)
         if left:
             missing_shards.append(index)
             if state == "running" and (num_shards, index) in gone:
@@ -115,7 +125,9 @@ def status_lines(
         gpu_shards = {index % num_shards for index in gpu_item_indices(sweep)}
     else:
         gpu_shards = set()
+    lines += claim_lines(store, [c for c in range(plan["chunks"]) if c not in done])
     lines += resubmission_lines(out, num_shards, missing_shards, reports, gpu_shards=gpu_shards)
+    lines += rerun_lines(num_shards, missing_shards, reports, gone)
     lines += lock_lines(store.location, out)
     finished = read_done(store.location)
     if finished:
@@ -131,6 +143,46 @@ def status_lines(
         lines.append(f"assembled: no — every chunk is done: run `conceptforge assemble {out}`")
     else:
         lines.append("assembled: no — the last shard to finish assembles (or `conceptforge assemble` afterwards)")
+    return lines
+
+
+NO_REPORT = "no report (not started, or killed before its first item)"
+
+
+def claim_lines(store, missing: list[int]) -> list[str]:
+    """Missing chunks another process is making now (their claims, see conceptforge.engine.claims):
+    a second sweep into one --out left them to the first, and a rerun now would skip them too."""
+    from conceptforge.engine.claims import claims_held_elsewhere
+
+    held = claims_held_elsewhere(store, missing)
+    by: dict[str, list[int]] = {}
+    for index, record in sorted(held.items()):
+        by.setdefault(f"process {record.get('pid', '?')} on {record.get('host', '?')}", []).append(index)
+    return [f"being made now: chunk(s) {', '.join(map(str, chunks))} by {who}" for who, chunks in by.items()]
+
+
+def rerun_lines(num_shards: int, missing: list[int], reports: dict, gone: dict) -> list[str]:
+    """For shards not run by a Slurm array (one process, or ``--shard-index`` by hand) that stopped
+    with work left: the command line each ran (recorded in its report), to run again as printed.
+
+    Why: after a kill -9 ``status`` listed the missing items but not how to make them (issue
+    45.8); a Slurm array gets its ``sbatch --array=`` line from :func:`resubmission_lines`."""
+    import os
+    import shlex
+
+    lines = []
+    for index in missing:
+        report = reports.get((num_shards, index)) or {}
+        if report.get("slurm") or not report.get("command"):
+            continue
+        if report.get("state") == "running" and (num_shards, index) not in gone:
+            continue  # still at it
+        command = shlex.join(report["command"])
+        cwd = report.get("cwd")
+        if cwd and cwd != os.getcwd():
+            command = f"cd {shlex.quote(cwd)} && {command}"
+        what = f"shard {index} of {num_shards}" if num_shards > 1 else "what is missing"
+        lines.append(f"rerun {what}: {command}")
     return lines
 
 

@@ -6,7 +6,9 @@ item through :func:`make_with_retries`: an error of the item itself is retried u
 ``attempts`` times, then the item is recorded as a :class:`FailedItem` and the shard goes on.
 
 What counts as an error of the item: an :class:`~conceptforge.errors.ItemError`, or any exception
-that is no :class:`~conceptforge.errors.ConceptforgeError` (a library raising on odd input). Other
+that is no :class:`~conceptforge.errors.ConceptforgeError` (a library raising on odd input). A
+:class:`~conceptforge.errors.PermanentItemError` (a damaged weights file) is recorded at its first
+attempt: a retry would only fail the same way. Other
 ConceptforgeErrors (a missing GPU, a full disk, a store conflict) are about the run and stop it at
 once, as does an interrupt. A stage whose items all fail is broken, not unlucky: after
 ``max_in_a_row`` failed items in a row the last error is raised as it is.
@@ -27,7 +29,7 @@ from typing import TypeVar
 
 from conceptforge.engine.store import ItemStore, chunk_name, io_error
 from conceptforge.engine.workitems import WorkItem
-from conceptforge.errors import ConceptforgeError, ItemError, StoreError, one_line
+from conceptforge.errors import ConceptforgeError, ItemError, PermanentItemError, StoreError, one_line
 from conceptforge.serialization import canonical_json
 
 logger = logging.getLogger(__name__)
@@ -68,6 +70,11 @@ class FailureCounter:
         self.in_a_row = 0
 
     def failed(self, error: BaseException) -> None:
+        if isinstance(error, PermanentItemError):
+            # Why not counted: it names its cause and costs no retries (e.g. the tasks of one sweep
+            # model that does not load, each failing at once); a stage where every item fails
+            # still ends the run, when none was made (conceptforge.engine.runner).
+            return
         self.in_a_row += 1
         if self.in_a_row >= self.max_in_a_row:
             logger.error("%d items failed in a row: stopping (the stage, not the items, is at fault)", self.in_a_row)
@@ -91,6 +98,10 @@ def make_with_retries(
             if not is_item_failure(error):
                 raise
             last = error
+            if isinstance(error, PermanentItemError):  # a retry cannot change it: recorded now
+                logger.warning("%s %s failed (not retried): %s", unit, item.item_id, one_line(error))
+                attempts = attempt
+                break
             logger.warning(
                 "%s %s failed (attempt %d of %d): %s: %s",
                 unit,
@@ -107,7 +118,9 @@ def make_with_retries(
     assert last is not None
     if counter is not None:
         counter.failed(last)
-    return FailedItem(item.item_id, item.split, f"{type(last).__name__}: {one_line(last)}", attempts)
+    # A permanent failure's message is ours and names its cause; another is a library's, named by its class.
+    text = one_line(last) if isinstance(last, PermanentItemError) else f"{type(last).__name__}: {one_line(last)}"
+    return FailedItem(item.item_id, item.split, text, attempts)
 
 
 def _name(index: int) -> str:

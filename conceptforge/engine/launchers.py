@@ -17,7 +17,9 @@ import logging
 import os
 import re
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from conceptforge.engine.workitems import ShardSpec
@@ -193,3 +195,24 @@ def resubmit_hint(env: Mapping[str, str] | None = None) -> str | None:
     if not record:
         return None
     return f"sbatch --array={record['array_task']} {record.get('script', 'YOUR_JOB_SCRIPT')}"
+
+
+#: The command line of the running command (``conceptforge ...``), for the shard reports: after a
+#: kill -9 ``conceptforge status`` prints it as the command that reruns what is missing.
+_COMMAND: ContextVar[tuple[str, ...] | None] = ContextVar("conceptforge_command", default=None)
+
+
+@contextmanager
+def invoked_as(argv: Sequence[str]) -> Iterator[None]:
+    """Within the block, the engine records ``argv`` as the command that runs its shards."""
+    token = _COMMAND.set(tuple(argv))
+    try:
+        yield
+    finally:
+        _COMMAND.reset(token)
+
+
+def current_command() -> list[str] | None:
+    """The command line set by :func:`invoked_as` (None for a library caller)."""
+    command = _COMMAND.get()
+    return list(command) if command else None

@@ -125,6 +125,8 @@ def connect(ray, address: str, options: dict[str, Any], *, timeout: float = RAY_
     that the main thread waits on in short steps, so Ctrl+C and SIGTERM stop the command at once
     instead of after Ray's minutes of retries.
     """
+    from conceptforge.engine.ray_auth import check_token, present_token
+
     target = _bootstrap_address(ray, address)
     if target is not None:
         why = _reachable(*target)
@@ -133,6 +135,8 @@ def connect(ray, address: str, options: dict[str, Any], *, timeout: float = RAY_
                 f"--ray-address {address}: no Ray cluster answers at {target[0]}:{target[1]} ({why}); "
                 "start one (`ray start --head`) or check the address"
             )
+        present_token()  # Ray's token authentication: presented as Ray does for "auto" (ray_auth.py)
+        check_token(address, *target)  # a refused token: one line now, not "refused" after ~28 s
     outcome: dict[str, BaseException | None] = {}
 
     def init() -> None:

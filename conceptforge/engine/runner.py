@@ -40,7 +40,7 @@ from conceptforge.engine.failures import (
     make_with_retries,
     record_failures,
 )
-from conceptforge.engine.launchers import scheduler_record
+from conceptforge.engine.launchers import current_command, scheduler_record
 from conceptforge.engine.store import ItemResult, ItemStore, io_error
 from conceptforge.engine.workitems import ShardSpec, WorkItem, check_unique_ids
 from conceptforge.errors import InvalidArgumentError, ItemError, one_line
@@ -82,6 +82,10 @@ class Stage:
     #: Ray resources of one chunk (``{"num_gpus": 1}``) for executors that place chunks; None: one CPU.
     #: Why per chunk: a sweep mixes items whose model needs a GPU with items that run on a CPU.
     resources: Callable[[Chunk], dict[str, float]] | None = None
+    #: Claim each chunk before making it (:mod:`conceptforge.engine.claims`), so two processes on
+    #: one ``--out`` skip each other's chunks. Why opt-in: a sweep's items are minutes of a model
+    #: each; a generator's chunks are cheap, and two of its runs may share a folder on purpose.
+    claim_chunks: bool = False
 
     def __post_init__(self) -> None:
         if (self.make_item is None) == (self.process_batch is None):
@@ -201,6 +205,9 @@ class RunReport:
     assembly: AssemblyOutcome | None = None
     #: Items of the whole run that failed every attempt (see :mod:`conceptforge.engine.failures`).
     failed: list[FailedItem] = field(default_factory=list)
+    #: Items this process left to another process that had claimed their chunks, and who that is.
+    held_elsewhere: int = 0
+    holders: list[str] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -227,6 +234,12 @@ class RunReport:
             )
         if self.assembly is not None:
             return f"{head}; {self.assembly.message}"
+        if self.held_elsewhere:
+            who = ", ".join(self.holders[:3]) + (", ..." if len(self.holders) > 3 else "")
+            return (
+                f"{head}; {self.held_elsewhere} item(s) were being made by another process ({who}) on this "
+                f"--out: it assembles when it finishes (`conceptforge status {out}` shows them)"
+            )
         if not self.complete:
             shards = ", ".join(map(str, self.missing_shards[:8])) + (", ..." if len(self.missing_shards) > 8 else "")
             return (
@@ -292,6 +305,21 @@ def _batches(
         raise RuntimeError(f"{stage.name}: process_batch returned {len(results)} results for {len(chunk.items)} items")
     bar.update(len(results))
     return results
+
+
+def _claim(store: ItemStore, chunk: Chunk, retry: set[int]) -> Any:
+    """This process's claim on ``chunk``, or None when another live process holds it or finished
+    it since this run listed the store (:mod:`conceptforge.engine.claims`)."""
+    from conceptforge.engine.claims import claim_chunk
+
+    claim = claim_chunk(store, chunk.index)
+    if claim is None:
+        logger.info("chunk %d is being made by another process: skipping it", chunk.index)
+        return None
+    if chunk.index not in retry and chunk.index in store.chunk_states():  # made while we waited our turn
+        claim.release()
+        return None
+    return claim
 
 
 def _single(stage: Stage, item: WorkItem) -> ItemResult:
@@ -387,11 +415,18 @@ def run_stage(
     store: ItemStore | None = None,
     assembly_wait: float = 600.0,
     executor: Executor | None = None,
+    command: Sequence[str] | None = None,
+    allow_failed: bool = False,
 ) -> RunReport:
     """Process this shard's missing chunks of ``stage`` into ``out`` and assemble when all exist.
 
     ``max_items`` stops after that many new items; a chunk it cuts short is not written (the
     way a killed process leaves it), which is how tests and benchmarks interrupt a run.
+    ``command``: the command line that runs this shard (e.g. ``conceptforge evaluate …``; default:
+    the one the command line runs, :func:`~conceptforge.engine.launchers.invoked_as`), kept in its
+    shard report so ``conceptforge status`` can print it for a process that was killed.
+    ``allow_failed``: assemble without the items that failed every attempt (a sweep publishes
+    the models that ran) instead of waiting for a rerun to make them.
     """
     if isinstance(out, RunDir):
         run = out
@@ -450,11 +485,13 @@ def run_stage(
         logger.info("resuming: %d of %d items of this shard already done (%s)", skipped, shard_items, stage.description)
     if any(chunk.index in retry for chunk in todo):
         logger.info("retrying the failed items of %d chunk(s)", sum(chunk.index in retry for chunk in todo))
+    command = command if command is not None else current_command()
     report_base = {
         "num_shards": shard.num_shards,
         "shard_index": shard.shard_index,
         "chunks": [c.index for c in mine],
         **scheduler_record(),
+        **({"command": list(command), "cwd": os.getcwd()} if command else {}),
     }
     made = attempted = 0
     counter = FailureCounter()
@@ -464,9 +501,11 @@ def run_stage(
         shard.shard_index,
         {**report_base, "state": "running", "host": os.uname().nodename, "pid": os.getpid()},
     )
-    planned = list(todo)
+    _REPORTED.add((store.location.url, shard.num_shards, shard.shard_index))
+    planned: list[Chunk] = []  # the chunks this process tried (not those another process held)
     with _stop_recorded(store, shard, report_base):
         if executor is not None and todo:  # made elsewhere (Ray), written here: nothing left for the loop below
+            planned += todo
             made, todo = executor.run_chunks(stage, todo, store, max_items=max_items, redo=set(done)), []
             write_assembly_args()
         if todo and stage.prepare is not None and (max_items is None or max_items > 0):
@@ -477,10 +516,21 @@ def run_stage(
                 budget = None if max_items is None else max_items - attempted
                 if budget is not None and budget <= 0:
                     break
-                results = _batches(stage, chunk, budget, bar, counter)
-                if results is None:  # stopped inside this chunk: nothing of it is kept
-                    break
-                made += write_chunk_results(store, chunk, results, redo=chunk.index in done)
+                claim = None
+                if stage.claim_chunks:
+                    claim = _claim(store, chunk, retry)
+                    if claim is None:  # another live process makes it (or just made it)
+                        bar.update(len(chunk.items))
+                        continue
+                try:
+                    results = _batches(stage, chunk, budget, bar, counter)
+                    if results is None:  # stopped inside this chunk: nothing of it is kept
+                        break
+                    planned.append(chunk)
+                    made += write_chunk_results(store, chunk, results, redo=chunk.index in done)
+                finally:
+                    if claim is not None:
+                        claim.release()
                 write_assembly_args()
                 attempted += len(chunk.items)
     elapsed = time.perf_counter() - start
@@ -506,6 +556,12 @@ def run_stage(
         missing_shards=sorted({c.index % shard.num_shards for c in missing}),
         failed=failed_items(store),
     )
+    if stage.claim_chunks and missing:
+        from conceptforge.engine.claims import claims_held_elsewhere
+
+        held = claims_held_elsewhere(store, [c.index for c in missing if c in mine])
+        report.held_elsewhere = sum(len(chunks[i].items) for i in held)
+        report.holders = sorted({f"process {r.get('pid', '?')} on {r.get('host', '?')}" for r in held.values()})
     # Chunks this process finished: their items were either made or failed every attempt. None
     # made means every one failed: the stage or a setting is broken (a resolution the model
     # refuses), not the items; "made 0" with exit 0 would let the next command run on nothing.
@@ -518,15 +574,44 @@ def run_stage(
             + f"; nothing was made: fix the cause and rerun (with other settings: into a new --out; "
             f"`conceptforge status {out}` lists the items)"
         )
-    if report.failed:
+    if report.failed and not allow_failed:
         logger.warning(
             "%d item(s) failed every attempt; not assembling (`conceptforge status %s` lists them)",
             len(report.failed),
             out,
         )
-    if not missing and assemble and stage.assembler and not report.failed:
-        report.assembly = assemble_run(out, store=store, wait=assembly_wait)
+    if not missing and assemble and stage.assembler and (allow_failed or not report.failed):
+        report.assembly = assemble_run(out, store=store, wait=assembly_wait, allow_failed=allow_failed)
     return report
+
+
+#: (store URL, num_shards, shard_index) of the shards this process reported on: their reports say how
+#: they stopped (see :func:`record_stop_before_start`).
+_REPORTED: set[tuple[str, int, int]] = set()
+
+
+def record_stop_before_start(out: str | os.PathLike[str], shard: ShardSpec, state: str) -> None:
+    """Record ``state`` (e.g. "interrupted by SIGTERM before its first item") for a shard stopped
+    before :func:`run_stage` reported it running: a Slurm task cancelled while it loaded its
+    libraries or resolved its models was shown "not started" though its log said it was
+    interrupted (issue 45.8). Only into an existing run of ours, never creating one; best effort."""
+    try:
+        store = RunDir.open(out).existing_store()
+        if store is None or (store.location.url, shard.num_shards, shard.shard_index) in _REPORTED:
+            return
+        store.write_shard_report(
+            shard.num_shards,
+            shard.shard_index,
+            {
+                "num_shards": shard.num_shards,
+                "shard_index": shard.shard_index,
+                **scheduler_record(),
+                "state": state,
+                "host": os.uname().nodename,
+            },
+        )
+    except Exception:  # a stop must not become another error
+        logger.debug("could not record the stop of shard %d", shard.shard_index, exc_info=True)
 
 
 def run_work_items(

@@ -160,3 +160,20 @@ def test_a_run_whose_items_all_fail_exits_non_zero_and_nothing_suggests_assembli
         run_stage(failing_stage(3, bad=bad), out)
     report = run_stage(failing_stage(3, bad={}), out)  # the cause fixed: the same run finishes
     assert report.made == 3 and report.assembled
+
+
+def test_a_permanent_failure_is_recorded_at_its_first_attempt_and_not_counted_in_a_row(tmp_path):
+    """A damaged weights file fails the same way every time: one attempt each (issue 45.8), and six
+    of them in a row (more than MAX_FAILURES_IN_A_ROW) do not stop the shard: the other items run."""
+    from conceptforge.errors import PermanentItemError
+
+    calls: dict[str, int] = {}
+    bad = {f"item{n:05d}": PermanentItemError(f"cannot load model {n}: file damaged") for n in range(6)}
+    report = run_stage(failing_stage(8, bad=bad, calls=calls), tmp_path / "out", allow_failed=True)
+    assert [calls[f"item{n:05d}"] for n in range(8)] == [1] * 8
+    assert [(f.item_id, f.error, f.attempts) for f in report.failed] == [
+        (f"item{n:05d}", f"cannot load model {n}: file damaged", 1) for n in range(6)
+    ]
+    # allow_failed: the 2 items made are assembled, the card lists the 6 left out
+    assert report.made == 2 and report.assembly.status == "assembled"
+    assert "6 item(s) failed every attempt" in (tmp_path / "out" / "README.md").read_text()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -303,3 +304,230 @@ def test_a_sweep_of_one_model_writes_the_bytes_evaluate_output_writes(
     assert [t["task"] for t in payload["tasks"]] == ["binding-clip", "sub-vlm"]
     assert payload["created"] == "2023-11-14T22:13:20Z"  # 1700000000 s after 1970-01-01, by hand
     assert [t["seconds"] for t in payload["tasks"]] == [None, None]
+
+
+# -- issue 45.8: served names, models that fail, two sweeps on one --out, kill -9 and status -------
+def test_a_served_models_results_file_is_named_from_its_served_name_and_host():
+    from conceptforge.loaders.sweep import results_name
+
+    # by hand: the served name's last segment, then the host (and port) of the base URL
+    assert results_name(ModelSpec("endpoint:Qwen/Qwen2-VL-2B-Instruct@http://127.0.0.1:8000/v1")) == (
+        "Qwen2-VL-2B-Instruct.127.0.0.1-8000"
+    )
+    assert results_name(ModelSpec("endpoint:tiny@https://gpu1.example.org/v1")) == "tiny.gpu1.example.org"
+    assert results_name(ModelSpec("openai:gpt-4o")) == "gpt-4o.openai"
+    assert results_name(ModelSpec("endpoint:a b@http://h:1/v1")) == "a_b.h-1"  # safe as a file name
+    assert results_name(ModelSpec("endpoint:m@http://h:1/v1", name="mine")) == "mine"  # name= wins
+    # two servers of one model: two files (both were results/v1.json)
+    served = parse_models("endpoint:m@http://a:8000/v1,endpoint:m@http://b:8000/v1")
+    config = _config(served, tasks="binding-clip", datasets=["binding-clip=/data/single-object"])
+    items = plan_items(config, [_Ref(spec.model, None) for spec in served])
+    assert [item.item_id.split(".binding-clip.")[0] for item in items] == ["m.a-8000", "m.b-8000"]
+
+
+def _odd_model(tiny_clip_dir, folder: Path, model_type: str) -> Path:
+    import shutil
+
+    odd = shutil.copytree(tiny_clip_dir, folder)
+    config = json.loads((odd / "config.json").read_text())
+    config["model_type"], config["architectures"] = model_type, ["ZebraModel"]
+    (odd / "config.json").write_text(json.dumps(config))
+    return odd
+
+
+def test_an_unknown_family_names_the_model_and_its_line_in_the_models_file(
+    tiny_clip_dir, single_object_dir, tmp_path, capsys
+):
+    from conceptforge.commands import main
+
+    odd = _odd_model(tiny_clip_dir, tmp_path / "odd", "zebra")
+    models = tmp_path / "models.txt"
+    models.write_text(f"{tiny_clip_dir}\n# the odd one\n{odd} batch_size=4\n")
+    argv = ["evaluate", "--models", str(models), "--tasks", "binding-clip", "--out", str(tmp_path / "out")]
+    assert main([*argv, "--dataset", f"binding-clip={single_object_dir}", "--device", "cpu"]) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    # line 3 of the file (line 2 is a comment), the model as written, then the adapter registry's reason
+    assert last.startswith(f"error: --models {models}:3: {odd}: no adapter for a 'zebra' model (ZebraModel); "), last
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_model_that_does_not_load_fails_once_and_the_others_are_published(
+    tiny_clip_dir, single_object_dir, tmp_path, capsys
+):
+    """A cut-short weights file: its item fails at its first attempt with the one line that names
+    the file, the other model's results and the leaderboard are written, the sweep exits 1."""
+    import shutil
+
+    from conceptforge.commands import main
+
+    bad = shutil.copytree(tiny_clip_dir, tmp_path / "bad-clip")
+    weights = bad / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])  # a download stopped half-way
+    models = tmp_path / "models.txt"
+    models.write_text(f"{tiny_clip_dir}\n{bad}\n")
+    out = tmp_path / "out"
+    argv = ["evaluate", "--models", str(models), "--tasks", "binding-clip", "--out", str(out), "--device", "cpu"]
+    argv += ["--dataset", f"binding-clip={single_object_dir}", "--bootstrap-resamples", "20"]
+    assert main(argv) == 1
+    captured = capsys.readouterr()
+    cause = (
+        f"cannot load {bad} ({models}:2): {weights} is damaged or incomplete (Error while deserializing header: "
+        "incomplete metadata, file not fully covered): delete it and copy or save the model folder again (a "
+        "download cut short, or a full disk while saving?)"
+    )
+    err = captured.err.strip().splitlines()
+    assert err[-2:] == [
+        f"failed: {bad} × binding-clip: {cause}",
+        "error: 1 of 2 sweep item(s) failed; the results and leaderboard hold the others: fix the cause and "
+        "rerun the same command (only the failed items run again)",
+    ]
+    assert "attempt 2" not in captured.err and "SafetensorError" not in captured.err  # tried once, in our words
+    assert captured.out.strip() == f"{out}: results/ (1 models), leaderboard.md, leaderboard.html, leaderboard.json"
+    assert (out / "results" / "tiny-clip.json").is_file() and not (out / "results" / "bad-clip.json").exists()
+    board = (out / "leaderboard.md").read_text()
+    assert str(tiny_clip_dir) in board and str(bad) not in board
+    payload = json.loads((out / "results" / "tiny-clip.json").read_text())
+    assert [t["task"] for t in payload["tasks"]] == ["binding-clip"]
+
+
+@pytest.fixture(scope="module")
+def three_models(tmp_path_factory, tiny_clip_dir):
+    """A models file of three tiny CLIPs: three binding-clip items, one chunk each."""
+    from conceptforge.testing.tiny_models import build_tiny_clip
+
+    root = tmp_path_factory.mktemp("three")
+    others = [build_tiny_clip(root / f"tiny-clip-{seed}", seed=seed, max_length=77) for seed in (5, 6)]
+    models = root / "models.txt"
+    models.write_text("".join(f"{path}\n" for path in (tiny_clip_dir, *others)))
+    return models
+
+
+def _sweep_argv(models: Path, data: Path) -> list[str]:
+    return ["evaluate", "--models", str(models), "--tasks", "binding-clip", "--dataset", f"binding-clip={data}",
+            "--device", "cpu", "--bootstrap-resamples", "20", "--out", "out"]  # fmt: skip
+
+
+def _start(argv: list[str], cwd: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "conceptforge", *argv],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _wait_for(path: Path, process: subprocess.Popen) -> None:
+    """Until ``path`` exists (the process has claimed that chunk), or the process ended."""
+    while not path.exists():
+        assert process.poll() is None, process.communicate()[1][-3000:]
+        time.sleep(0.02)
+
+
+def test_two_sweeps_into_one_out_share_the_items(three_models, single_object_dir, tmp_path):
+    """Two real processes on one --out: the first is stopped (SIGSTOP) while it holds item 0; the
+    second skips that item and makes the other two; the first, continued, makes item 0 alone and
+    assembles. Worked out by hand: 1 + 2 = the 3 items, each made once (each made every one)."""
+    import os
+    import signal
+    import socket
+
+    argv = _sweep_argv(three_models, single_object_dir)
+    first = _start(argv, tmp_path)
+    try:
+        _wait_for(tmp_path / "out" / ".work" / "claims" / "c000000.json", first)
+        os.kill(first.pid, signal.SIGSTOP)
+        assert not list((tmp_path / "out" / ".work" / "chunks").glob("c000000.*.done"))  # inside item 0
+        second = subprocess.run(
+            [sys.executable, "-m", "conceptforge", *argv], cwd=tmp_path, capture_output=True, text=True, timeout=600
+        )
+        from conceptforge.commands.status import status_lines
+
+        lines = status_lines(str(tmp_path / "out"))
+        assert f"being made now: chunk(s) 0 by process {first.pid} on {socket.gethostname()}" in lines, lines
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert second.stderr.strip().splitlines()[-1] == (
+        f"made 2, already done 0; 1 item(s) were being made by another process (process {first.pid} on "
+        f"{socket.gethostname()}) on this --out: it assembles when it finishes (`conceptforge status out` shows them)"
+    )
+    _, err = first.communicate(timeout=600)
+    assert first.returncode == 0, err[-3000:]
+    assert err.strip().splitlines()[-1].startswith("made 1, already done 0; assembled out ("), err[-2000:]
+    assert (tmp_path / "out" / "leaderboard.md").is_file()
+    assert not list((tmp_path / "out" / ".work" / "claims").iterdir())  # every claim released
+
+
+def test_status_after_kill_9_prints_the_command_that_reruns_what_is_missing(three_models, single_object_dir, tmp_path):
+    import os
+    import shlex
+    import signal
+
+    from conceptforge.commands.status import status_lines
+
+    argv = _sweep_argv(three_models, single_object_dir)
+    process = _start(argv, tmp_path)
+    _wait_for(tmp_path / "out" / ".work" / "claims" / "c000001.json", process)  # item 0 done, inside item 1
+    os.kill(process.pid, signal.SIGKILL)
+    process.communicate()
+    lines = status_lines(str(tmp_path / "out"))
+    command = f"cd {shlex.quote(str(tmp_path))} && {shlex.join(['conceptforge', *argv])}"
+    assert lines[0] == f"{tmp_path / 'out'}: stage evaluate-sweep, 1 of 3 items done (1 of 3 chunks)"
+    assert lines[1] == (
+        f"  shard 0 of 1: 1/3 chunks done, 2 items left, last state: stopped (process {process.pid} on "
+        f"{os.uname().nodename} is gone)"
+    )
+    assert f"rerun what is missing: {command}" in lines, lines
+    # the printed command, run as printed, makes the 2 missing items (taking over the dead claim)
+    env = os.environ | {"PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
+    rerun = subprocess.run(["bash", "-c", command], env=env, capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert rerun.stderr.strip().splitlines()[-1].startswith("made 2, already done 1; assembled "), rerun.stderr[-2000:]
+
+
+def test_a_shard_stopped_before_its_first_item_is_not_called_not_started(tiny_clip_dir, single_object_dir, tmp_path):
+    """A Slurm task cancelled while it still loaded its libraries logged "interrupted by SIGTERM"
+    and status said "not started"; now the stop is recorded (into a run that exists, never
+    creating one), and a shard with no report at all is not called "not started" either."""
+    from conceptforge.commands.status import status_lines
+    from conceptforge.engine.runner import record_stop_before_start, run_stage
+    from conceptforge.engine.workitems import ShardSpec
+
+    config = SweepConfig(  # two items: chunk 0 in shard 0 of 3, chunk 1 in shard 1, none in shard 2
+        models=[ModelSpec(str(tiny_clip_dir)), ModelSpec(str(tiny_clip_dir), batch_size=4, name="again")],
+        tasks="binding-clip",
+        datasets=[f"binding-clip={single_object_dir}"],
+        device="cpu",
+        bootstrap_resamples=20,
+    )
+    out = tmp_path / "out"
+    record_stop_before_start(out, ShardSpec(2, 1), "interrupted by SIGTERM before its first item")
+    assert not out.exists()  # no run there: nothing is created
+    run_stage(build_stage(config), out, shard=ShardSpec(3, 0))
+    record_stop_before_start(out, ShardSpec(3, 0), "interrupted by SIGTERM before its first item")  # ran here: kept
+    record_stop_before_start(out, ShardSpec(3, 1), "interrupted by SIGTERM before its first item")
+    lines = status_lines(str(out))
+    assert lines[1:4] == [
+        "  shard 0 of 3: 1/1 chunks done, 0 items left, last state: finished",
+        "  shard 1 of 3: 0/1 chunks done, 1 items left, last state: interrupted by SIGTERM before its first item",
+        "  shard 2 of 3: 0/0 chunks done, 0 items left, last state: no report (not started, or killed before its "
+        "first item)",
+    ]
+
+
+def test_status_reruns_a_stopped_shard_by_hand_with_its_own_command_line():
+    """Shards started by hand (``--shard-index``), not by Slurm: each stopped one gets the command
+    line it ran, from its own folder; a running or finished one gets none; a Slurm task gets sbatch."""
+    from conceptforge.commands.status import rerun_lines
+
+    argv = ["conceptforge", "evaluate", "--models", "m.txt", "--out", "my sweep", "--num-shards", "3"]
+    reports = {
+        (3, 0): {"state": "finished", "command": [*argv, "--shard-index", "0"], "cwd": "/w"},
+        (3, 1): {"state": "interrupted by SIGTERM", "command": [*argv, "--shard-index", "1"], "cwd": "/w"},
+        (3, 2): {"state": "running", "command": [*argv, "--shard-index", "2"], "cwd": "/w", "slurm": {"job": "9_2"}},
+    }
+    assert rerun_lines(3, [1, 2], reports, gone={}) == [
+        "rerun shard 1 of 3: cd /w && conceptforge evaluate --models m.txt --out 'my sweep' --num-shards 3 "
+        "--shard-index 1"
+    ]

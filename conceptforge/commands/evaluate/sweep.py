@@ -90,6 +90,16 @@ def check_flags(args: argparse.Namespace) -> None:
     ):
         if value:
             raise InvalidArgumentError(f"{flag} does not go with --models: a sweep writes DIR/results/<model>.json")
+    for flag, value in (
+        ("--device-map", getattr(args, "eval_device_map", None)),
+        ("--max-memory", getattr(args, "eval_max_memory", None)),
+        ("--offload-folder", getattr(args, "eval_offload_folder", None)),
+    ):
+        if value:  # a sweep loads each model whole on its device: the flag would be silently ignored
+            raise InvalidArgumentError(
+                f"{flag} does not go with --models: a sweep loads each model whole (give a model a device=… "
+                "in the models file), or evaluate the large model alone with --model"
+            )
     if not args.eval_tasks or args.eval_tasks == "list":
         raise InvalidArgumentError("--models needs --tasks (e.g. --tasks sub-vlm,binding-clip)")
     if not args.eval_out and not args.eval_plan and not args.eval_dry_run:
@@ -119,15 +129,35 @@ def config_from_args(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from conceptforge.commands.base import executor_for
     from conceptforge.engine.launchers import resolve_shard
-    from conceptforge.engine.runner import check_output, run_stage
-    from conceptforge.loaders.sweep import SWEEP_STAGE, build_stage, plan_items
+    from conceptforge.interrupts import Interrupted
 
     check_flags(args)
     config = config_from_args(args)
     if args.eval_dry_run:  # the bill of every (model, task) before any weight loads: nothing written
         return dry_run(args, config)
+    shard = None
+    try:
+        shard = resolve_shard(args.eval_num_shards, args.eval_shard_index)
+        return _run_sweep(args, config, shard)
+    except Interrupted as error:
+        if shard is not None and args.eval_out:
+            from conceptforge.engine.runner import record_stop_before_start
+
+            record_stop_before_start(args.eval_out, shard, f"interrupted by {error.signal_name} before its first item")
+        raise
+
+
+def _run_sweep(args: argparse.Namespace, config, shard) -> int:
+    """Resolve the models, run this process's items, and publish what succeeded.
+
+    Exit 1 when items failed every attempt (a model that does not load): the results and the
+    leaderboard of the others are still written (assembled without the failed items, as
+    ``conceptforge assemble --allow-failed`` does) and each failure is one line on stderr."""
+    from conceptforge.commands.base import executor_for
+    from conceptforge.engine.runner import check_output, run_stage
+    from conceptforge.loaders.sweep import SWEEP_STAGE, build_stage, plan_items
+
     stage = build_stage(config)  # models resolved, tasks and options checked: before anything is written
     if args.eval_plan:
         from conceptforge.loaders.sweep import plan_lines
@@ -135,21 +165,52 @@ def run(args: argparse.Namespace) -> int:
         refs = stage.make_item.refs
         print("\n".join(plan_lines(plan_items(config, refs))))
         return 0
-    shard = resolve_shard(args.eval_num_shards, args.eval_shard_index)
     if getattr(args, "executor", "local") == "local":  # on Ray each GPU item asks the cluster for a GPU
         refuse_gpu_items_without_gpu(stage, shard)
     out = check_output(args.eval_out, stage=SWEEP_STAGE)
     try:
         with executor_for(args):
-            report = run_stage(stage, out, shard=shard)
+            # allow_failed: a model that does not load must not keep the others' results unpublished
+            report = run_stage(stage, out, shard=shard, allow_failed=True)
     finally:
         stage.make_item.close()
     if report.assembled:
-        print(
-            f"{args.eval_out}: results/ ({len(config.models)} models), leaderboard.md, leaderboard.html, leaderboard.json"
-        )
+        written = len({item["model"] for item in stage.assembly_args["items"]} - failed_models(stage, report))
+        print(f"{args.eval_out}: results/ ({written} models), leaderboard.md, leaderboard.html, leaderboard.json")
     print(report.message(args.eval_out), file=sys.stderr)
-    return 0
+    if not report.failed:
+        return 0
+    for line in failure_lines(stage, report, args.eval_out):
+        print(line, file=sys.stderr)
+    return 1
+
+
+def failed_models(stage, report) -> set[int]:
+    """Indices of the models every item of which failed (no results file of theirs)."""
+    items = stage.assembly_args["items"]
+    failed = {failure.item_id for failure in report.failed}
+    models = {item["model"] for item in items}
+    return {m for m in models if all(i["id"] in failed for i in items if i["model"] == m)}
+
+
+def failure_lines(stage, report, out: str, limit: int = 10) -> list[str]:
+    """One line per failed (model, task) item, then what to do; the same cause of one model's
+    items (a model that does not load) is said once for the model."""
+    labels = {item["id"]: item["label"] for item in stage.assembly_args["items"]}
+    by_error: dict[str, list[str]] = {}
+    for failure in report.failed:
+        by_error.setdefault(failure.error, []).append(labels.get(failure.item_id, failure.item_id))
+    lines = []
+    for error, names in list(by_error.items())[:limit]:
+        lines.append(f"failed: {', '.join(names)}: {error}")
+    if len(by_error) > limit:
+        lines.append(f"failed: ... {len(by_error) - limit} more (`conceptforge status {out}` lists them)")
+    lines.append(
+        f"error: {len(report.failed)} of {len(stage.items)} sweep item(s) failed"
+        + ("; the results and leaderboard hold the others" if report.assembled else "")
+        + ": fix the cause and rerun the same command (only the failed items run again)"
+    )
+    return lines
 
 
 def dry_run(args: argparse.Namespace, config) -> int:

@@ -95,7 +95,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--device",
         dest="eval_device",
-        type=at.device,
+        # checked against this machine after the flags that conflict with it (--device-map)
+        type=at.device_name,
         default=None,
         help="cpu, cuda, cuda:1 … (default: cuda if available)",
     )
@@ -127,7 +128,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--offload-folder",
         dest="eval_offload_folder",
-        type=at.output_dir.as_text(),
+        type=at.creatable_dir,
         default=None,
         help="with --device-map: where weights that fit nowhere else go (default: a temporary folder)",
     )
@@ -223,6 +224,21 @@ def wants_tasks(args: argparse.Namespace) -> bool:
     )
 
 
+def refuse_push_without_repo(args: argparse.Namespace) -> None:
+    """``--push-results`` for a served model needs ``--results-repo``: said before the endpoint is
+    asked anything (it was said only after the probe, issue 45.8); a served model has no Hub repo
+    of its own to push its results to."""
+    import os
+
+    from conceptforge.endpoint_spec import is_endpoint_spec
+
+    model = str(args.eval_model)
+    if args.eval_push and not args.eval_results_repo and not os.path.isdir(model) and is_endpoint_spec(model):
+        raise InvalidArgumentError(
+            f"--push-results: {model} is a served model, not a Hub repo; pass --results-repo ORG/NAME"
+        )
+
+
 def report(
     written, *, push: bool = False, results_repo: str | None = None, create_pr: bool = False, push_samples: bool = False
 ) -> None:
@@ -277,6 +293,7 @@ def run(args: argparse.Namespace) -> int:
     placement = make_placement(  # every combination that would be ignored is one line, now
         args.eval_device_map, args.eval_max_memory, args.eval_offload_folder, device=args.eval_device
     )
+    at.check_device(args.eval_device)  # after the conflict: "drop --device" before "no GPU here"
     if args.eval_from_predictions:
         if placement is not None:
             raise InvalidArgumentError("--from-predictions loads no model: drop --device-map")
@@ -316,6 +333,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.eval_seconds_per_forward is not None:
         raise InvalidArgumentError("--seconds-per-forward goes with --dry-run")
+    refuse_push_without_repo(args)  # before a served model is probed (seconds, or a bill)
     model = resolve_model(args.eval_model, revision=args.eval_model_revision, endpoint=endpoint_options(args, "eval_"))
     output = args.eval_output or default_output(model)
     if main:  # the default too: results come after every task ran
