@@ -148,6 +148,7 @@ def test_aot_package_matches_eager_and_is_loaded_again(tiny_flux, tiny_flux_dir,
 
     second = _fresh(tiny_flux_dir)
     apply_fast_paths(second, settings, compile_cache=cache)
+    caplog.clear()
     with caplog.at_level(logging.WARNING, logger="conceptforge"):
         _, again = _trace(second, 3)
     assert second.transformer_forward.built == [] and second.transformer_forward.loaded == [package]
