@@ -248,13 +248,12 @@ def gpu_hour_lines(images: int, args: argparse.Namespace, *, upper_bound: bool =
     if args.seconds_per_image:
         generation = gpu_costs.given(args.seconds_per_image, unit, "--seconds-per-image")
     else:
-        generation = gpu_costs.estimate(
-            "sub/tdg-pair" if tdg else "sub/prompt-only-image",
-            gpu=args.gpu_model,
-            resolution=args.resolution,
-            steps=args.steps,
-        )
+        generation = generation_estimate(args, tdg)
     lines = gpu_costs.plan_lines([("generate", images, generation)], upper_bound=upper_bound)
+    if getattr(args, "fast", False) and generation.workload != "sub/tdg-pair-fast" and not args.seconds_per_image:
+        lines.append(
+            f"  (--fast: no measured figure on {generation.gpu} yet (benchmarks/gpu_check.sh): the plain path's figure above)"
+        )
     if not args.seconds_per_image:
         lines.append("  (--seconds-per-image S overrides the table with your own measured time per image)")
     if tdg:
@@ -264,6 +263,18 @@ def gpu_hour_lines(images: int, args: argparse.Namespace, *, upper_bound: bool =
             f"at {vqa.seconds:.3g} s per image ({vqa.describe()})"
         )
     return lines
+
+
+def generation_estimate(args: argparse.Namespace, tdg: bool) -> gpu_costs.Estimate:
+    """Seconds per TDG pair (or prompt-only image) from the cost table: with ``--fast``, the
+    measured ``--fast`` figure of this GPU model where the device check has written one (a floor
+    from FLOPs would not show the speed-up: the FLOPs are the same), else the plain path's."""
+    where = dict(gpu=args.gpu_model, resolution=args.resolution, steps=args.steps)
+    if getattr(args, "fast", False) and tdg:
+        fast = gpu_costs.estimate("sub/tdg-pair-fast", **where)
+        if fast.kind == "measured":
+            return fast
+    return gpu_costs.estimate("sub/tdg-pair" if tdg else "sub/prompt-only-image", **where)
 
 
 def plan_request(args: argparse.Namespace) -> PlanRequest:
