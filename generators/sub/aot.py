@@ -173,14 +173,37 @@ class AotTransformer:
 
     def _load(self, path: Path) -> Any:
         runner = torch._inductor.aoti_load_package(str(path))
-        # the live model's parameters, by their names in the exported module ("transformer." + name)
-        state = {f"transformer.{name}": value for name, value in self.transformer.state_dict().items()}
+        state = plain_constants(self.transformer)
         wanted = runner.get_constant_fqns()
         missing = [name for name in wanted if name not in state]
         if missing:
             raise ValueError(f"the package wants {len(missing)} weights the model lacks (e.g. {missing[0]})")
         runner.load_constants({name: state[name] for name in wanted}, check_full_update=True, user_managed=True)
         return runner
+
+
+def plain_constants(transformer: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The live model's weights by their names in the exported package: ``transformer.`` + the
+    state-dict name for a plain tensor; a tensor subclass (torchao's quantised weights) is exported
+    as its inner plain tensors, depth first in ``__tensor_flatten__`` order, named
+    ``<module>.parametrizations.<name>.original<i>`` (torch's ``UnwrapTensorSubclass``)."""
+    constants: dict[str, torch.Tensor] = {}
+    for name, value in transformer.state_dict(keep_vars=True).items():
+        if not hasattr(value, "__tensor_flatten__"):
+            constants[f"transformer.{name}"] = value
+            continue
+        module, _, attribute = name.rpartition(".")
+        prefix = f"transformer.{module}." if module else "transformer."
+        for index, inner in enumerate(_flatten(value)):
+            constants[f"{prefix}parametrizations.{attribute}.original{index}"] = inner
+    return constants
+
+
+def _flatten(tensor: Any) -> list[torch.Tensor]:
+    if not hasattr(tensor, "__tensor_flatten__"):
+        return [tensor]
+    names, _ = tensor.__tensor_flatten__()
+    return [inner for name in names for inner in _flatten(getattr(tensor, name))]
 
 
 #: ``stale_reason`` for a cache that has no package for these shapes yet (built without a warning).

@@ -107,7 +107,9 @@ def test_vae_channels_last_decodes_the_same_image(tiny_flux, tiny_flux_dir):
 
     flux = _fresh(tiny_flux_dir)
     apply_fast_paths(flux, GenerationSettings(vae_channels_last=True))
-    conv = next(m for m in flux.pipe.vae.decoder.modules() if isinstance(m, torch.nn.Conv2d) and m.kernel_size != (1, 1))
+    conv = next(
+        m for m in flux.pipe.vae.decoder.modules() if isinstance(m, torch.nn.Conv2d) and m.kernel_size != (1, 1)
+    )
     assert conv.weight.is_contiguous(memory_format=torch.channels_last)
     request = [PairRequest(*PROMPTS, 7, PARAMS)]
     a = tiny_flux.generate_batch(request, **SIZE)[0].reference
@@ -158,7 +160,9 @@ def test_aot_package_matches_eager_and_is_loaded_again(tiny_flux, tiny_flux_dir,
     record = json.loads(package.with_suffix(".json").read_text())
     key = {name: record[name] for name in ("format", "device", "torch", "model", "transforms", "inputs")}
     assert stale_reason(package, key) is None and record["device"] == "cpu" and record["torch"] == torch.__version__
-    assert stale_reason(package, {**key, "torch": "2.0.0"}) == f"built for torch {torch.__version__}, this run has 2.0.0"
+    assert (
+        stale_reason(package, {**key, "torch": "2.0.0"}) == f"built for torch {torch.__version__}, this run has 2.0.0"
+    )
     assert stale_reason(package, {**key, "model": "other@main"}).startswith("built for model ")
     assert stale_reason(tmp_path / "none.pt2", key) == ABSENT
 
@@ -186,9 +190,29 @@ def test_a_stale_or_damaged_cache_is_refused_in_one_line_and_rebuilt(tiny_flux_d
         apply_fast_paths(flux, GenerationSettings(aot=True), compile_cache=cache)
         with caplog.at_level(logging.WARNING, logger="conceptforge"):
             _, again = _trace(flux, 1)
-        refusals = [r.getMessage() for r in caplog.records if r.name.startswith("conceptforge") and "refused" in r.getMessage()]
+        refusals = [
+            r.getMessage() for r in caplog.records if r.name.startswith("conceptforge") and "refused" in r.getMessage()
+        ]
         assert len(refusals) == 1 and reason in refusals[0] and "\n" not in refusals[0], refusals
         assert flux.transformer_forward.built == [package] and torch.equal(again, latents)
+
+
+@pytest.mark.heavy
+def test_aot_of_a_quantised_fused_transformer_reads_its_inner_weights(tiny_flux_dir, tmp_path):
+    """torchao's int8 weights are tensor subclasses: the package names their inner tensors
+    (``…parametrizations.weight.original<i>``), which the loader maps from the live model. The AOT
+    path then gives the quantised eager path's latents within the tolerance (the CPU check of what
+    ``--fast`` does with fp8 on a GPU)."""
+    pytest.importorskip("torchao")
+    from conceptforge.generators.sub.stage import GenerationSettings, apply_fast_paths
+
+    settings = dict(quantize="int8-weight", fuse_qkv=True)
+    eager, compiled = _fresh(tiny_flux_dir), _fresh(tiny_flux_dir)
+    apply_fast_paths(eager, GenerationSettings(**settings))
+    apply_fast_paths(compiled, GenerationSettings(**settings, aot=True), compile_cache=tmp_path)
+    (eager_trace, expected), (trace, latents) = _trace(eager, 4), _trace(compiled, 4)
+    _assert_tie_exact(eager_trace, trace)
+    assert (expected - latents).abs().max().item() < COMPILED_LATENT_TOLERANCE
 
 
 @pytest.mark.heavy
@@ -223,11 +247,16 @@ def test_what_needs_a_gpu_or_a_choice_is_refused_in_one_line_before_anything_is_
         ("--fast",): "error: --fast needs a CUDA GPU of compute capability >= 8.9 (Ada, Hopper); this run is on cpu: "
         "its parts that run here are --fuse-qkv, --compile or --aot, --vae-channels-last",
         ("--quantize", "fp8-dynamic"): "error: --quantize fp8-dynamic needs a CUDA GPU of compute capability >= 8.9",
-        ("--cuda-graphs",): "error: --cuda-graphs replays the transformer's GPU kernels: it needs a CUDA GPU; this run is on cpu",
+        (
+            "--cuda-graphs",
+        ): "error: --cuda-graphs replays the transformer's GPU kernels: it needs a CUDA GPU; this run is on cpu",
         ("--attention-backend", "_flash_3"): "error: --attention-backend _flash_3 is a CUDA kernel; this run is on cpu",
         ("--compile", "--aot"): "error: --compile and --aot both compile the transformer: choose one",
         ("--compile-mode", "max-autotune"): "error: --compile-mode 'max-autotune' needs --compile or --aot",
-        ("--compile-cache", str(tmp_path / "c")): "error: --compile-cache keeps --aot's packages: add --aot (or --fast)",
+        (
+            "--compile-cache",
+            str(tmp_path / "c"),
+        ): "error: --compile-cache keeps --aot's packages: add --aot (or --fast)",
     }
     for extra, expected in refusals.items():
         err = _one_line_error([*argv, *extra], capsys)
@@ -246,7 +275,10 @@ def test_fast_recipe_and_settings(monkeypatch):
 
     config = fast_paths._quantize_config("fp8-dynamic")
     assert isinstance(config, Float8DynamicActivationFloat8WeightConfig)
-    assert [type(g) for g in config.granularity] == [PerRow, PerRow]  # activations per token row, weights per output row
+    assert [type(g) for g in config.granularity] == [
+        PerRow,
+        PerRow,
+    ]  # activations per token row, weights per output row
     assert fast_paths.resolve_attention_backend("best", "cpu") == "native"
     assert GenerationSettings().to_config() == GenerationSettings(fuse_qkv=False, aot=False).to_config()
     assert GenerationSettings(aot=True, compile_mode="max-autotune").to_config()["compile_mode"] == "max-autotune"

@@ -156,6 +156,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     fast.add_argument(
         "--compile-cache",
+        type=at.output_dir,
         default=None,
         metavar="DIR",
         help="local folder of --aot's compiled packages, shareable between runs (default: OUT/.work/compiled)",
@@ -304,6 +305,11 @@ def fast_path_settings(args: argparse.Namespace) -> dict:
     }
     if args.compile_cache and not settings["aot"]:
         raise InvalidArgumentError("--compile-cache keeps --aot's packages: add --aot (or --fast)")
+    if args.offload and (settings["aot"] or settings["cuda_graphs"]):
+        raise InvalidArgumentError(
+            "--aot and --cuda-graphs call the transformer's compiled pass directly, past --offload's hooks "
+            "that move it onto the GPU: leave --offload off (or drop --aot / --cuda-graphs / --fast)"
+        )
     return settings
 
 
