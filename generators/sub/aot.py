@@ -49,6 +49,13 @@ INPUT_NAMES = (
 )
 #: Bumped when what a package holds or how it is called changes: older packages are then stale.
 PACKAGE_FORMAT = 1
+#: flux-fast's inductor flags for ``max-autotune`` (the PyTorch blog "Presenting Flux Fast").
+MAX_AUTOTUNE_INDUCTOR_FLAGS = {
+    "conv_1x1_as_mm": True,
+    "epilogue_fusion": False,
+    "coordinate_descent_tuning": True,
+    "coordinate_descent_check_all_directions": True,
+}
 #: The fields of a package's record that must equal this run's, in the order a refusal names them.
 KEY_FIELDS = ("format", "device", "torch", "model", "transforms", "inputs")
 
@@ -159,8 +166,6 @@ class AotTransformer:
             exported = torch.export.export(module, tuple(inputs.values()), strict=False)
         configs: dict[str, Any] = {"aot_inductor.package_constants_in_so": False}
         if self.max_autotune:
-            from conceptforge.generators.sub.fast_paths import MAX_AUTOTUNE_INDUCTOR_FLAGS
-
             configs.update({"max_autotune": True, **MAX_AUTOTUNE_INDUCTOR_FLAGS})
         partial = path.with_name(f".{path.stem}.{os.getpid()}.partial.pt2")  # AOTInductor wants the .pt2 suffix
         try:

@@ -59,13 +59,6 @@ FP8_MODES = ("fp8-weight", "fp8-dynamic")
 #: ``--compile-mode``: inductor's ``default``, or ``max-autotune`` (GEMM autotuning and flux-fast's
 #: inductor flags) without inductor's own CUDA graphs: those are ``--cuda-graphs``, a part of its own.
 COMPILE_MODES = ("default", "max-autotune")
-#: flux-fast's inductor flags for ``max-autotune`` (the PyTorch blog "Presenting Flux Fast").
-MAX_AUTOTUNE_INDUCTOR_FLAGS = {
-    "conv_1x1_as_mm": True,
-    "epilogue_fusion": False,
-    "coordinate_descent_tuning": True,
-    "coordinate_descent_check_all_directions": True,
-}
 #: fp8 matmuls need Ada (8.9) or Hopper (9.0) tensor cores; older GPUs and CPUs have none.
 FP8_MIN_CAPABILITY = (8, 9)
 
@@ -318,6 +311,8 @@ def fuse_qkv(transformer: Any) -> None:
 def _set_inductor_flags(compile_mode: str) -> None:
     if compile_mode == "max-autotune":
         import torch._inductor.config as inductor
+
+        from conceptforge.generators.sub.aot import MAX_AUTOTUNE_INDUCTOR_FLAGS
 
         for name, value in MAX_AUTOTUNE_INDUCTOR_FLAGS.items():
             setattr(inductor, name, value)
