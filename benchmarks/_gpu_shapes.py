@@ -388,7 +388,7 @@ def flop_table(shapes: Shapes = REAL) -> dict[str, Any]:
         },
     }
     pair = table["sub/tdg-pair"]
-    table = {  # generate sub --fast: the same work, so only a measured figure (benchmarks/gpu_fast.py) is shown for it
+    table = {  # generate sub --fast: the same work, so only a measured figure (benchmarks/_gpu_fast.py) is shown for it
         "sub/tdg-pair": pair,
         "sub/tdg-pair-fast": {
             **pair,

@@ -11,6 +11,8 @@ What a GPU hour buys, measured with random weights at the real shapes (no downlo
   ``generate sub``, each against the plain TDG path in the same run with the PSNR of its images:
   ``--pairs-per-batch 2``, ``--attention-backend _native_cudnn`` / ``_native_flash``,
   ``--quantize int8-weight`` / ``fp8-weight`` (torchao; fp8 skipped below compute capability 8.9), ``--compile``.
+* **SUB --fast** (``--sections sub_fast``, what ``gpu_check.sh`` runs by default): plain bf16
+  against each part of ``generate sub --fast`` alone and the whole recipe (benchmarks/_gpu_fast.py).
 * **VQA filter**: the scorer's forward (``filters.vqa.next_token_logits``) at InternVL-2.5-8B's
   shape (InternViT-300M + a 7B Llama-shaped decoder), one 448 px tile per image: images/s in
   batches of 8 (``filter sub``'s default) against one image at a time; then 10 tiles per image.
@@ -816,8 +818,8 @@ def environment(settings: Settings) -> dict[str, Any]:
 
 
 def check_sub_fast(check: Check) -> None:
-    """``generate sub --fast`` and each of its parts (benchmarks/gpu_fast.py)."""
-    from benchmarks.gpu_fast import check_sub_fast as run_section
+    """``generate sub --fast`` and each of its parts (benchmarks/_gpu_fast.py)."""
+    from benchmarks._gpu_fast import check_sub_fast as run_section
 
     run_section(check)
 

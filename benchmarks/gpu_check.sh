@@ -11,7 +11,7 @@
 #      pyproject.toml's package-dir, generators/ -> conceptforge.generators ..., as symlinks in a
 #      temporary folder on PYTHONPATH),
 #   3. runs `python -m benchmarks.gpu --out OUT --sections sub_fast` (`generate sub --fast` and each
-#      of its parts against plain bf16, interleaved, with PSNRs: benchmarks/gpu_fast.py; under 8
+#      of its parts against plain bf16, interleaved, with PSNRs: benchmarks/_gpu_fast.py; under 8
 #      minutes on one H100/H200); other sections by naming them after OUT (`--sections sub vqa ...`),
 #   4. writes the measured seconds into conceptforge/gpu_costs.json (`--merge-costs`: what every
 #      --dry-run reads) and copies that file into OUT, the one folder that comes back from a loan,

@@ -10,7 +10,7 @@ disk: :mod:`generators.sub.aot`), ``--cuda-graphs`` (:mod:`generators.sub.cuda_g
 recipe; ``--pairs-per-batch`` is the stage's batching. Every one of them changes only what runs
 inside the transformer (or the VAE): TDG's etas are Python floats computed before the step loop
 and the tie (per-pair threshold, mean) runs eagerly between two transformer calls, so the tie is
-exact in every path. Whether any is faster is for the GPU device check (benchmarks/gpu_fast.py).
+exact in every path. Whether any is faster is for the GPU device check (benchmarks/_gpu_fast.py).
 """
 
 from __future__ import annotations

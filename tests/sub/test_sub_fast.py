@@ -5,7 +5,7 @@ bit), the VAE decode in channels-last, ``torch.compile`` with a full graph and t
 compiled package (``--aot``: exported, compiled, cached, loaded again by another process's
 generator) within a stated tolerance, with TDG's tie exact in every path. What needs an
 Ada/Hopper GPU (fp8 matmuls, CUDA graphs, FA3) is refused on the CPU in one line before anything
-is written; its speed and images are the GPU device check's (benchmarks/gpu_fast.py).
+is written; its speed and images are the GPU device check's (benchmarks/_gpu_fast.py).
 """
 
 from __future__ import annotations
