@@ -387,6 +387,17 @@ def flop_table(shapes: Shapes = REAL) -> dict[str, Any]:
             "scaling": flux_scaling,
         },
     }
+    pair = table["sub/tdg-pair"]
+    table = {  # generate sub --fast: the same work, so only a measured figure (benchmarks/_gpu_fast.py) is shown for it
+        "sub/tdg-pair": pair,
+        "sub/tdg-pair-fast": {
+            **pair,
+            "unit": "TDG pair with generate sub --fast (one kept image)",
+            "counted": pair["counted"]
+            + "; the same FLOPs as the plain pair (fp8 matmuls count as matmuls): only a measured figure tells the speed-up",
+        },
+        "sub/prompt-only-image": table["sub/prompt-only-image"],
+    }
     for tiles in VQA_TILES:
         table[f"filter/vqa-image-{tiles}-tile{'s' if tiles > 1 else ''}"] = {
             "unit": "image scored",

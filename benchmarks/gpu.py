@@ -11,6 +11,8 @@ What a GPU hour buys, measured with random weights at the real shapes (no downlo
   ``generate sub``, each against the plain TDG path in the same run with the PSNR of its images:
   ``--pairs-per-batch 2``, ``--attention-backend _native_cudnn`` / ``_native_flash``,
   ``--quantize int8-weight`` / ``fp8-weight`` (torchao; fp8 skipped below compute capability 8.9), ``--compile``.
+* **SUB --fast** (``--sections sub_fast``, what ``gpu_check.sh`` runs by default): plain bf16
+  against each part of ``generate sub --fast`` alone and the whole recipe (benchmarks/_gpu_fast.py).
 * **VQA filter**: the scorer's forward (``filters.vqa.next_token_logits``) at InternVL-2.5-8B's
   shape (InternViT-300M + a 7B Llama-shaped decoder), one 448 px tile per image: images/s in
   batches of 8 (``filter sub``'s default) against one image at a time; then 10 tiles per image.
@@ -652,6 +654,14 @@ def cost_figures(report: dict[str, Any]) -> list[dict[str, Any]]:
     sub, vqa, cb = report.get("sub", {}), report.get("vqa", {}), report.get("conceptbed", {})
     if "tdg_pair_s" in sub:
         add("sub/tdg-pair", sub["tdg_pair_s"]["median"], f", {sub['resolution']} px, {sub['steps']} steps, plain path")
+    fast = report.get("sub_fast", {})
+    if "fast_s_per_pair_at_28_steps" in fast:
+        add(
+            "sub/tdg-pair-fast",
+            fast["fast_s_per_pair_at_28_steps"],
+            f", {fast['resolution']} px, generate sub --fast, timed at {fast['steps']} steps and scaled to 28 "
+            f"({fast['parts']['fast']['ratio_vs_plain']}x the plain pair in the same run)",
+        )
     for tiles, workload in ((1, "filter/vqa-image-1-tile"), (10, "filter/vqa-image-10-tiles")):
         rate = vqa.get(f"tiles_{tiles}", {}).get("batched_images_per_s")
         add(workload, 1 / rate if rate else None, f", batches of {vqa.get(f'tiles_{tiles}', {}).get('batch')}")
@@ -706,6 +716,7 @@ def markdown(report: dict[str, Any]) -> str:
                 )
             elif isinstance(fast, dict):
                 lines.append(_row(f"fast path: {name}", fast.get("skipped") or fast.get("failed")))
+    lines.extend(fast_rows(report.get("sub_fast", {})))
     for key, value in report.get("vqa", {}).items():
         if key.startswith("tiles_") and "batched_images_per_s" in value:
             lines.append(
@@ -732,6 +743,57 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def fast_rows(section: dict[str, Any]) -> list[str]:
+    """The ``sub_fast`` section's rows: each part (and ``--fast`` whole) against the plain path."""
+    rows = []
+    for name, part in section.get("parts", {}).items():
+        label = f"--fast part: {name}" if name != "fast" else "--fast (whole recipe)"
+        if "s_per_pair" in part:
+            load = f"; load + first pair {part['load_s']} s" if "load_s" in part else ""
+            rows.append(
+                _row(
+                    f"{label}, {section['resolution']} px, {section['steps']} steps",
+                    f"{part['s_per_pair']:.3f} s/pair vs {part['plain_s_per_pair']:.3f} plain "
+                    f"({part['ratio_vs_plain']:.3f}x), PSNR {part['psnr_db_vs_plain']:.1f} dB; warm-up {part['warmup_s']} s{load}",
+                )
+            )
+        else:
+            rows.append(_row(label, part.get("skipped") or part.get("failed")))
+    if "fast_s_per_pair_at_28_steps" in section:
+        rows.append(
+            _row(
+                "--fast TDG pair at 28 steps (scaled)",
+                f"{section['fast_s_per_pair_at_28_steps']} s vs {section['plain_s_per_pair_at_28_steps']} s plain",
+            )
+        )
+    return rows
+
+
+def merge_figures(table: dict[str, Any], figures: list[dict[str, Any]]) -> dict[str, Any]:
+    """``table`` (conceptforge/gpu_costs.json's content) with ``figures`` (a check's
+    measured-costs.json) in it: a measured figure replaces the one of the same GPU model and
+    workload, floors and other figures stay. Real-shape figures only: a tiny CPU run's are refused."""
+    if any(f["gpu"] == "cpu-tiny" for f in figures):
+        raise ValueError("these figures come from a tiny CPU run (--tiny): they are not a GPU's costs")
+    unknown = sorted({f["workload"] for f in figures} - set(table["workloads"]))
+    if unknown:
+        raise ValueError(f"no such workload in the table: {', '.join(unknown)}")
+    new = {(f["gpu"], f["workload"]) for f in figures}
+    kept = [f for f in table["figures"] if not (f["kind"] == "measured" and (f["gpu"], f["workload"]) in new)]
+    return {**table, "figures": kept + list(figures)}
+
+
+def merge_costs(path: Path, table_path: Path | None = None) -> Path:
+    """Write ``path``'s measured figures into conceptforge/gpu_costs.json (what every --dry-run reads)."""
+    table_path = table_path or Path(__file__).resolve().parents[1] / "conceptforge" / "gpu_costs.json"
+    table = json.loads(table_path.read_text(encoding="utf-8"))
+    merged = merge_figures(table, json.loads(path.read_text(encoding="utf-8")))
+    partial = table_path.with_name(f".{table_path.name}.partial")
+    partial.write_text(json.dumps(merged, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    partial.replace(table_path)
+    return table_path
+
+
 def environment(settings: Settings) -> dict[str, Any]:
     import diffusers
     import transformers
@@ -755,11 +817,19 @@ def environment(settings: Settings) -> dict[str, Any]:
     return env
 
 
+def check_sub_fast(check: Check) -> None:
+    """``generate sub --fast`` and each of its parts (benchmarks/_gpu_fast.py)."""
+    from benchmarks._gpu_fast import check_sub_fast as run_section
+
+    run_section(check)
+
+
 SECTIONS = {
     "sub": check_sub,
     "vqa": check_vqa,
     "conceptbed": check_conceptbed,
     "sub_fast_paths": check_sub_fast_paths,
+    "sub_fast": check_sub_fast,
 }
 
 
@@ -820,7 +890,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sections", nargs="+", choices=list(SECTIONS), default=list(SECTIONS))
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile fast path")
     parser.add_argument("--budget", type=float, default=420.0, help="seconds after which optional parts are skipped")
+    parser.add_argument(
+        "--merge-costs",
+        type=Path,
+        metavar="MEASURED",
+        help="write a check's measured-costs.json into conceptforge/gpu_costs.json and exit (no check runs)",
+    )
     args = parser.parse_args(argv)
+    if args.merge_costs:
+        try:
+            print(f"wrote the measured figures of {args.merge_costs} into {merge_costs(args.merge_costs)}")
+        except (OSError, ValueError, KeyError) as error:
+            print(f"error: --merge-costs {args.merge_costs}: {error}")
+            return 2
+        return 0
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s")
     os.environ.setdefault("DIFFUSERS_VERBOSITY", "error")  # read when diffusers loads (after this)
     for noisy in ("diffusers", "transformers", "accelerate", "torch.utils._pytree"):  # _pytree: torchao's import

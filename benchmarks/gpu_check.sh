@@ -10,8 +10,13 @@
 #   2. makes this tree importable as `conceptforge` without building it (the layout of
 #      pyproject.toml's package-dir, generators/ -> conceptforge.generators ..., as symlinks in a
 #      temporary folder on PYTHONPATH),
-#   3. runs `python -m benchmarks.gpu --out OUT` (under 8 minutes on one H100/H200),
-# and leaves everything in OUT: gpu-check.json, gpu-check.md, measured-costs.json, log.txt, pip.txt.
+#   3. runs `python -m benchmarks.gpu --out OUT --sections sub_fast` (`generate sub --fast` and each
+#      of its parts against plain bf16, interleaved, with PSNRs: benchmarks/_gpu_fast.py; under 8
+#      minutes on one H100/H200); other sections by naming them after OUT (`--sections sub vqa ...`),
+#   4. writes the measured seconds into conceptforge/gpu_costs.json (`--merge-costs`: what every
+#      --dry-run reads) and copies that file into OUT, the one folder that comes back from a loan,
+# and leaves everything in OUT: gpu-check.json, gpu-check.md, measured-costs.json, gpu_costs.json,
+# log.txt, pip.txt.
 #
 # Prepare .whl/ beforehand, on a machine with PyPI (the folder is ignored by git; ~40 MiB):
 #
@@ -60,4 +65,11 @@ for package in generators filters cards loaders; do ln -s "$PWD/$package" "$layo
 
 # -P: `python -m` would put the working directory (this tree, whose conceptforge/ lacks the
 # symlinked packages) ahead of $layout on sys.path.
-PYTHONPATH="$layout:$PWD" "$python" -P -m benchmarks.gpu --out "$out" "${@:2}" 2>&1 | tee "$out/log.txt"
+args=("${@:2}")
+[[ ${#args[@]} -gt 0 ]] || args=(--sections sub_fast)
+status=0
+PYTHONPATH="$layout:$PWD" "$python" -P -m benchmarks.gpu --out "$out" "${args[@]}" 2>&1 | tee "$out/log.txt" || status=$?
+# what was measured goes into the cost table even when a section failed (its error is in the report)
+PYTHONPATH="$layout:$PWD" "$python" -P -m benchmarks.gpu --merge-costs "$out/measured-costs.json" 2>&1 | tee -a "$out/log.txt"
+cp conceptforge/gpu_costs.json "$out/gpu_costs.json"
+exit "$status"

@@ -1,10 +1,16 @@
-"""The fast paths of ``generate sub`` on a loaded FLUX transformer (docs/sub.md, "Fast paths").
+"""The fast paths of ``generate sub`` on a loaded FLUX pipeline (docs/sub.md, "Fast paths").
 
 Each is an option, off by default, and a stored setting of the run (``GenerationSettings``):
-``--attention-backend`` (diffusers' SDPA kernel choice), ``--quantize`` (torchao weight-only int8
-/ fp8 of the Linear layers) and ``--compile``; ``--pairs-per-batch`` is the stage's batching.
-None touches TDG's step loop, so the tie stays exact and the loop never waits for the GPU.
-Whether any is faster is for the GPU device check (benchmarks/gpu.py) to show.
+``--attention-backend`` (diffusers' kernel choice; ``best``: FA3 where installed, cuDNN SDPA
+otherwise), ``--fuse-qkv`` (one matmul for q, k and v), ``--quantize`` (torchao: weight-only int8 /
+fp8, or ``fp8-dynamic``, activations and weights in fp8 with per-row scales), ``--compile`` /
+``--aot`` with ``--compile-mode`` (torch.compile, or an ahead-of-time compiled package cached on
+disk: :mod:`generators.sub.aot`), ``--cuda-graphs`` (:mod:`generators.sub.cuda_graphs`) and
+``--vae-channels-last``; ``--fast`` is all of them at once (:func:`fast_recipe`), the flux-fast
+recipe; ``--pairs-per-batch`` is the stage's batching. Every one of them changes only what runs
+inside the transformer (or the VAE): TDG's etas are Python floats computed before the step loop
+and the tie (per-pair threshold, mean) runs eagerly between two transformer calls, so the tie is
+exact in every path. Whether any is faster is for the GPU device check (benchmarks/_gpu_fast.py).
 """
 
 from __future__ import annotations
@@ -27,14 +33,32 @@ class FastPathSettings(Protocol):
     attention_backend: str | None
     quantize: str | None
     compile: bool
+    # fuse_qkv, compile_mode, aot, cuda_graphs and vae_channels_last are read with getattr and
+    # their defaults: settings objects written before they existed still apply.
 
 
 #: diffusers' names of PyTorch's SDPA kernels (``native`` lets PyTorch choose, the default).
-ATTENTION_BACKENDS = ("native", "_native_cudnn", "_native_flash", "_native_efficient", "_native_math")
-CUDA_ATTENTION_BACKENDS = ("_native_cudnn", "_native_flash", "_native_efficient")
-#: ``--quantize``: torchao's weight-only configs for the transformer's Linear layers, applied to the
-#: loaded bf16/fp32 model (a plain checkpoint: nothing quantised is stored or downloaded).
-QUANTIZE_MODES = ("int8-weight", "fp8-weight")
+#: ``_flash_3``: Flash-Attention 3 (``flash_attn_interface``, Hopper), where installed. ``best`` is not
+#: stored: ``resolve_attention_backend`` turns it into the kernel this machine has before the run starts.
+ATTENTION_BACKENDS = (
+    "native",
+    "best",
+    "_flash_3",
+    "_native_cudnn",
+    "_native_flash",
+    "_native_efficient",
+    "_native_math",
+)
+CUDA_ATTENTION_BACKENDS = ("_flash_3", "_native_cudnn", "_native_flash", "_native_efficient")
+#: ``--quantize``: torchao's configs for the transformer's Linear layers, applied to the loaded
+#: bf16/fp32 model (a plain checkpoint: nothing quantised is stored or downloaded). ``fp8-dynamic``:
+#: activations (per token row, scaled at run time) and weights (per output row) in float8, matmuls
+#: in fp8 (``Float8DynamicActivationFloat8WeightConfig(granularity=PerRow())``, flux-fast's choice).
+QUANTIZE_MODES = ("int8-weight", "fp8-weight", "fp8-dynamic")
+FP8_MODES = ("fp8-weight", "fp8-dynamic")
+#: ``--compile-mode``: inductor's ``default``, or ``max-autotune`` (GEMM autotuning and flux-fast's
+#: inductor flags) without inductor's own CUDA graphs: those are ``--cuda-graphs``, a part of its own.
+COMPILE_MODES = ("default", "max-autotune")
 #: fp8 matmuls need Ada (8.9) or Hopper (9.0) tensor cores; older GPUs and CPUs have none.
 FP8_MIN_CAPABILITY = (8, 9)
 
@@ -53,7 +77,12 @@ def _quantize_config(mode: str):
     level = pytree.level
     pytree.setLevel(logging.ERROR)
     try:
-        from torchao.quantization import Float8WeightOnlyConfig, Int8WeightOnlyConfig
+        from torchao.quantization import (
+            Float8DynamicActivationFloat8WeightConfig,
+            Float8WeightOnlyConfig,
+            Int8WeightOnlyConfig,
+            PerRow,
+        )
     except ImportError as error:
         import torch
 
@@ -67,6 +96,8 @@ def _quantize_config(mode: str):
         ) from None
     finally:
         pytree.setLevel(level)
+    if mode == "fp8-dynamic":
+        return Float8DynamicActivationFloat8WeightConfig(granularity=PerRow())
     return Int8WeightOnlyConfig() if mode == "int8-weight" else Float8WeightOnlyConfig()
 
 
@@ -77,25 +108,106 @@ def check_quantize(mode: str | None, device: Any) -> None:
     if not mode:
         return
     check_quantize_name(mode)
-    if mode == "fp8-weight":
-        import torch
-
-        name = str(device)
-        if name == "auto":
-            name = "cuda" if torch.cuda.is_available() else "cpu"
-        target = torch.device(name)
-        if target.type != "cuda" or not torch.cuda.is_available():
-            raise DeviceUnavailableError(
-                f"--quantize fp8-weight needs a CUDA GPU of compute capability >= 8.9 (Ada, Hopper); "
-                f"this run is on {target.type}: use --quantize int8-weight or leave --quantize off"
-            )
-        capability = torch.cuda.get_device_capability(target)
-        if capability < FP8_MIN_CAPABILITY:
-            raise DeviceUnavailableError(
-                f"--quantize fp8-weight needs compute capability >= 8.9 (Ada, Hopper); "
-                f"{torch.cuda.get_device_name(target)} has {capability[0]}.{capability[1]}: use --quantize int8-weight"
-            )
+    if mode in FP8_MODES:
+        check_fp8_device(f"--quantize {mode}", device, "use --quantize int8-weight or leave --quantize off")
     _quantize_config(mode)
+
+
+def target_device(device: Any):
+    """``--device`` ("auto", "cpu", "cuda:N") or a ``torch.device`` as the device the run uses."""
+    import torch
+
+    name = str(device)
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(name)
+
+
+def check_fp8_device(what: str, device: Any, fix: str) -> None:
+    """Refuse ``what`` (an fp8 option) unless the run's device is a CUDA GPU of compute capability
+    >= 8.9 (Ada, Hopper): their tensor cores are the only ones with fp8 matmuls."""
+    import torch
+
+    target = target_device(device)
+    if target.type != "cuda" or not torch.cuda.is_available():
+        raise DeviceUnavailableError(
+            f"{what} needs a CUDA GPU of compute capability >= 8.9 (Ada, Hopper); this run is on {target.type}: {fix}"
+        )
+    capability = torch.cuda.get_device_capability(target)
+    if capability < FP8_MIN_CAPABILITY:
+        raise DeviceUnavailableError(
+            f"{what} needs compute capability >= 8.9 (Ada, Hopper); "
+            f"{torch.cuda.get_device_name(target)} has {capability[0]}.{capability[1]}: {fix}"
+        )
+
+
+def flash_attention_3_installed() -> bool:
+    """Whether diffusers' ``_flash_3`` backend can run: the FA3 package (``flash_attn_interface``,
+    built for Hopper) imports."""
+    return importlib.util.find_spec("flash_attn_interface") is not None
+
+
+def resolve_attention_backend(name: str | None, device: Any) -> str | None:
+    """``best`` as the fastest kernel this machine has: FA3 on a Hopper GPU where installed, cuDNN
+    SDPA on other CUDA GPUs, PyTorch's own SDPA choice (``native``) on a CPU. Other names as given."""
+    if name != "best":
+        return name
+    import torch
+
+    target = target_device(device)
+    if target.type != "cuda" or not torch.cuda.is_available():
+        return "native"
+    if flash_attention_3_installed() and torch.cuda.get_device_capability(target) >= (9, 0):
+        return "_flash_3"
+    return "_native_cudnn"
+
+
+def fast_recipe(device: Any) -> dict[str, Any]:
+    """``--fast``: every part at once (flux-fast's recipe), as the settings it stands for. Refused
+    in one line where it cannot run whole (fp8 matmuls and CUDA graphs need an Ada/Hopper GPU):
+    the parts that run elsewhere are options of their own."""
+    check_fp8_device(
+        "--fast",
+        device,
+        "its parts that run here are --fuse-qkv, --compile or --aot, --vae-channels-last (and --quantize int8-weight)",
+    )
+    return {
+        "fuse_qkv": True,
+        "quantize": "fp8-dynamic",
+        "aot": True,
+        "compile_mode": "max-autotune",
+        "cuda_graphs": True,
+        "attention_backend": resolve_attention_backend("best", device),
+        "vae_channels_last": True,
+    }
+
+
+def check_fast_paths(settings: FastPathSettings, device: Any) -> None:
+    """Everything about the fast paths that can be refused before a model loads or anything is
+    written: a quantisation this machine cannot run, CUDA graphs or a CUDA kernel off CUDA, a
+    compile mode without a compile, two compiles at once."""
+    check_quantize(settings.quantize, device)
+    target = target_device(device)
+    aot, compile_mode = getattr(settings, "aot", False), getattr(settings, "compile_mode", None)
+    if settings.compile and aot:
+        raise InvalidArgumentError("--compile and --aot both compile the transformer: choose one")
+    if compile_mode is not None and compile_mode not in COMPILE_MODES:
+        raise InvalidArgumentError(f"unknown --compile-mode {compile_mode!r}; use one of {', '.join(COMPILE_MODES)}")
+    if compile_mode is not None and not (settings.compile or aot):
+        raise InvalidArgumentError(f"--compile-mode {compile_mode} needs --compile or --aot")
+    if getattr(settings, "cuda_graphs", False) and target.type != "cuda":
+        raise DeviceUnavailableError(
+            f"--cuda-graphs replays the transformer's GPU kernels: it needs a CUDA GPU; this run is on {target.type}"
+        )
+    if settings.attention_backend in CUDA_ATTENTION_BACKENDS and target.type != "cuda":
+        raise InvalidArgumentError(
+            f"--attention-backend {settings.attention_backend} is a CUDA kernel; this run is on {target.type}"
+        )
+    if settings.attention_backend == "_flash_3" and not flash_attention_3_installed():
+        raise DependencyMissingError(
+            "--attention-backend _flash_3 needs Flash-Attention 3 (flash_attn_interface, built from "
+            "Dao-AILab/flash-attention's hopper/ folder); --attention-backend best picks cuDNN SDPA without it"
+        )
 
 
 def quantize_transformer(transformer: Any, mode: str) -> None:
@@ -116,25 +228,91 @@ def quantize_transformer(transformer: Any, mode: str) -> None:
     transformer._conceptforge_quantize = mode
 
 
-def apply_fast_paths(generator: TDGFlux, settings: FastPathSettings) -> None:
-    """``--attention-backend``, ``--quantize`` and ``--compile`` on the loaded transformer (in
-    place; quantised before it is compiled, so the compiled graph has the quantised matmuls)."""
+def apply_fast_paths(generator: TDGFlux, settings: FastPathSettings, *, compile_cache: Any = None) -> None:
+    """The run's fast paths on the loaded pipeline, in place, in the one order that composes:
+    attention backend, fused q/k/v (before quantising: the fused Linear is what gets quantised),
+    quantisation, VAE channels-last, then the compile (``--compile``: torch.compile of the module;
+    ``--aot``: an ahead-of-time compiled package from ``compile_cache``, a local folder, built once
+    per shape; None: a temporary folder) of what the steps before made, and CUDA graphs around
+    whichever transformer call that leaves."""
     transformer = generator.pipe.transformer
     if settings.attention_backend:
-        device = next(transformer.parameters()).device
-        if settings.attention_backend in CUDA_ATTENTION_BACKENDS and device.type != "cuda":
-            raise InvalidArgumentError(
-                f"--attention-backend {settings.attention_backend} is a CUDA kernel; the transformer is on {device}"
-            )
-        if not hasattr(transformer, "set_attention_backend"):
-            raise DependencyMissingError("--attention-backend needs diffusers >= 0.35 (set_attention_backend)")
-        try:
-            transformer.set_attention_backend(settings.attention_backend)
-        except (ValueError, RuntimeError, ImportError) as error:
-            raise InvalidArgumentError(
-                f"--attention-backend {settings.attention_backend}: {str(error).strip().splitlines()[0]}"
-            ) from None
+        set_attention_backend(transformer, settings.attention_backend)
+    if getattr(settings, "fuse_qkv", False):
+        fuse_qkv(transformer)
     if settings.quantize:
         quantize_transformer(transformer, settings.quantize)
-    if settings.compile:
-        transformer.compile()  # nn.Module.compile: in place, the module keeps its class and config
+    if getattr(settings, "vae_channels_last", False):
+        import torch
+
+        generator.pipe.vae.to(memory_format=torch.channels_last)
+    compile_mode = getattr(settings, "compile_mode", None) or "default"
+    if settings.compile and transformer._compiled_call_impl is None:
+        _set_inductor_flags(compile_mode)
+        # nn.Module.compile: in place, the module keeps its class and config; fullgraph: a graph
+        # break would be an error, not a silent slow path. Inductor's own CUDA graphs stay off
+        # (they are --cuda-graphs).
+        mode = "max-autotune-no-cudagraphs" if compile_mode == "max-autotune" else None
+        transformer.compile(fullgraph=True, mode=mode)
+    if getattr(settings, "aot", False) and generator.transformer_forward is None:
+        from conceptforge.generators.sub.aot import AotTransformer
+
+        generator.transformer_forward = AotTransformer(
+            transformer,
+            compile_cache,
+            model=f"{generator.model_id}@{generator.model_revision}",
+            transforms=transform_names(settings),
+            max_autotune=compile_mode == "max-autotune",
+        )
+    if getattr(settings, "cuda_graphs", False) and not getattr(generator.transformer_forward, "cuda_graphs", False):
+        from conceptforge.generators.sub.cuda_graphs import CudaGraphForward
+
+        generator.transformer_forward = CudaGraphForward(generator.transformer_forward or transformer)
+
+
+def transform_names(settings: FastPathSettings) -> dict[str, Any]:
+    """What was done to the transformer before it is compiled ahead of time: part of the compile
+    cache's key (a package built from a differently transformed model is foreign)."""
+    return {
+        "attention_backend": settings.attention_backend or "native",
+        "fuse_qkv": bool(getattr(settings, "fuse_qkv", False)),
+        "quantize": settings.quantize,
+        "compile_mode": getattr(settings, "compile_mode", None) or "default",
+    }
+
+
+def set_attention_backend(transformer: Any, backend: str) -> None:
+    device = next(transformer.parameters()).device
+    if backend in CUDA_ATTENTION_BACKENDS and device.type != "cuda":
+        raise InvalidArgumentError(f"--attention-backend {backend} is a CUDA kernel; the transformer is on {device}")
+    if backend == "best":
+        backend = resolve_attention_backend(backend, device) or "native"
+    if not hasattr(transformer, "set_attention_backend"):
+        raise DependencyMissingError("--attention-backend needs diffusers >= 0.35 (set_attention_backend)")
+    try:
+        transformer.set_attention_backend(backend)
+    except (ValueError, RuntimeError, ImportError) as error:
+        raise InvalidArgumentError(f"--attention-backend {backend}: {str(error).strip().splitlines()[0]}") from None
+
+
+def fuse_qkv(transformer: Any) -> None:
+    """diffusers' ``fuse_qkv_projections``: q, k and v (and the text stream's added q, k, v) of
+    every attention as one Linear whose weight is the three stacked, so one matmul reads the
+    input once. The same products, summed in the same order per output: exact (tested on the
+    tiny FLUX). Twice is a no-op (a reused generator)."""
+    if getattr(transformer, "_conceptforge_fused_qkv", False):
+        return
+    if getattr(transformer, "_conceptforge_quantize", None):
+        raise InvalidArgumentError("--fuse-qkv on an already quantised transformer: load the model again")
+    transformer.fuse_qkv_projections()
+    transformer._conceptforge_fused_qkv = True
+
+
+def _set_inductor_flags(compile_mode: str) -> None:
+    if compile_mode == "max-autotune":
+        import torch._inductor.config as inductor
+
+        from conceptforge.generators.sub.aot import MAX_AUTOTUNE_INDUCTOR_FLAGS
+
+        for name, value in MAX_AUTOTUNE_INDUCTOR_FLAGS.items():
+            setattr(inductor, name, value)

@@ -143,6 +143,10 @@ class TDGFlux:
         self.model_id = model_id
         self.model_revision = model_revision
         self.max_sequence_length = max_sequence_length
+        #: What the step loop calls instead of ``pipe.transformer`` (same keywords, returns a
+        #: tuple whose first element is the prediction): an ahead-of-time compiled package
+        #: (``--aot``) or a CUDA-graph replay (``--cuda-graphs``); None: the module itself.
+        self.transformer_forward: Callable[..., Any] | None = None
 
     # -- building blocks ------------------------------------------------------------------------
     def check_size(self, height: int, width: int) -> None:
@@ -272,6 +276,7 @@ class TDGFlux:
         else:
             guidance = None
         cache_context = getattr(pipe.transformer, "cache_context", None)
+        forward = self.transformer_forward
         for i, t in enumerate(timesteps):
             timestep = t.expand(latents.shape[0]).to(latents.dtype)
             call = dict(
@@ -285,7 +290,9 @@ class TDGFlux:
                 joint_attention_kwargs={},
                 return_dict=False,
             )
-            if cache_context is not None:
+            if forward is not None:  # a compiled package or a graph replay: the transformer's pass only
+                noise_pred = forward(**call)[0]
+            elif cache_context is not None:
                 with cache_context("cond"):
                     noise_pred = pipe.transformer(**call)[0]
             else:  # pragma: no cover - diffusers without cache hooks

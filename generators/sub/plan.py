@@ -133,6 +133,7 @@ _RUN_ONLY = {
     "--verbose": 0,
     "--executor": 1,
     "--ray-address": 1,
+    "--compile-cache": 1,
 }
 
 

@@ -48,7 +48,9 @@ def rebuild(entry: Mapping[str, Any], weights: Mapping[str, str], device: str | 
             max_sequence_length=settings.max_sequence_length,
         )
         model.model_id = settings.model  # the row names the model as the run did
-        sub.apply_fast_paths(model, settings)  # --attention-backend / --quantize / --compile, as the run had them
+        sub.apply_fast_paths(
+            model, settings
+        )  # every fast path as the run had them (--aot: built in a temporary folder)
         loaded["make"] = sub.make_item_function(model, settings)
 
     def make(item):

@@ -30,8 +30,10 @@ from conceptforge.generators.sub.card import ASSEMBLER, SPLIT, card_metadata
 # the fast paths have their own module; their names are importable from here too, beside the settings
 from conceptforge.generators.sub.fast_paths import (  # noqa: F401
     ATTENTION_BACKENDS,
+    COMPILE_MODES,
     QUANTIZE_MODES,
     apply_fast_paths,
+    check_fast_paths,
     check_quantize,
     check_quantize_name,
 )
@@ -76,7 +78,12 @@ class GenerationSettings:
     pairs_per_batch: int = 1  # TDG pairs (or prompt-only images) per transformer batch
     compile: bool = False  # torch.compile the transformer
     attention_backend: str | None = None  # diffusers' attention backend, e.g. "_native_cudnn"
-    quantize: str | None = None  # weight-only quantisation of the transformer's Linear layers (QUANTIZE_MODES)
+    quantize: str | None = None  # torchao quantisation of the transformer's Linear layers (QUANTIZE_MODES)
+    fuse_qkv: bool = False  # q, k, v projections as one matmul (exact)
+    aot: bool = False  # an ahead-of-time compiled transformer, cached on disk (generators/sub/aot.py)
+    compile_mode: str | None = None  # with compile or aot: COMPILE_MODES (None: inductor's default)
+    cuda_graphs: bool = False  # the transformer's pass replayed as a CUDA graph
+    vae_channels_last: bool = False  # the VAE decode in channels-last memory format
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -86,6 +93,12 @@ class GenerationSettings:
         if self.pairs_per_batch < 1:
             raise InvalidArgumentError(f"--pairs-per-batch must be >= 1, got {self.pairs_per_batch}")
         check_quantize_name(self.quantize)
+        if self.compile and self.aot:
+            raise InvalidArgumentError("--compile and --aot both compile the transformer: choose one")
+        if self.compile_mode is not None and (self.compile_mode not in COMPILE_MODES or not (self.compile or self.aot)):
+            raise InvalidArgumentError(
+                f"--compile-mode {self.compile_mode!r} needs --compile or --aot and one of {', '.join(COMPILE_MODES)}"
+            )
 
     def to_config(self) -> dict[str, Any]:
         """The settings as stored; the fast paths only when on, so runs made before they existed
@@ -97,7 +110,17 @@ class GenerationSettings:
         return config
 
 
-FAST_PATH_DEFAULTS = {"pairs_per_batch": 1, "compile": False, "attention_backend": None, "quantize": None}
+FAST_PATH_DEFAULTS = {
+    "pairs_per_batch": 1,
+    "compile": False,
+    "attention_backend": None,
+    "quantize": None,
+    "fuse_qkv": False,
+    "aot": False,
+    "compile_mode": None,
+    "cuda_graphs": False,
+    "vae_channels_last": False,
+}
 
 
 def item_id(pair: Pair, index: int, images_per_pair: int) -> str:
@@ -249,6 +272,8 @@ class SubStageConfig:
     extra_config: dict[str, Any] | None = None
     chunk_size: int = CHUNK_SIZE
     command: Sequence[str] | None = None
+    #: ``--aot``'s packages: a local folder (``--compile-cache``, or the run's work folder by default)
+    compile_cache: str | None = None
 
 
 def build_stage(config: SubStageConfig) -> Stage:
@@ -271,8 +296,8 @@ def build_stage(config: SubStageConfig) -> Stage:
     if not license or not license.strip():  # checked before hours of generation, not at assembly
         raise InvalidArgumentError("a dataset license is required (--license), e.g. cc-by-nc-4.0")
     items = build_work_items(plan, images_per_pair=images_per_pair, run_seed=settings.seed)
-    if settings.quantize:  # before the engine writes anything or the model loads
-        check_quantize(settings.quantize, _execution_device(generator.pipe.transformer) if generator else device)
+    # before the engine writes anything or the model loads
+    check_fast_paths(settings, _execution_device(generator.pipe.transformer) if generator else device)
     loaded: dict[str, Any] = {}
 
     def prepare() -> None:
@@ -290,7 +315,7 @@ def build_stage(config: SubStageConfig) -> Stage:
                     offload=offload,
                     max_sequence_length=settings.max_sequence_length,
                 )
-            apply_fast_paths(model, settings)
+            apply_fast_paths(model, settings, compile_cache=config.compile_cache)
             loaded["make"] = make_batch_function(model, settings, save_guidance=save_guidance)
 
     def make(item: WorkItem) -> ItemResult:
@@ -334,6 +359,27 @@ def build_stage(config: SubStageConfig) -> Stage:
     )
 
 
+#: The folder of ``--aot``'s packages inside the run's work folder (``OUT/.work``), when no
+#: ``--compile-cache`` is given: every rank and every resumed task of the run finds them there.
+AOT_CACHE_DIR = "compiled"
+
+
+def aot_cache_folder(settings: GenerationSettings, out: Any, compile_cache: str | Path | None) -> str | None:
+    """Where ``--aot`` keeps its packages: ``compile_cache``, else ``OUT/.work/compiled``. Packages
+    are loaded as shared libraries, so the folder must be local: a run whose work folder is a URL
+    (``s3://…``) is told to give ``--compile-cache``."""
+    if not settings.aot:
+        return None
+    if compile_cache is not None:
+        return str(compile_cache)
+    work = out.work if isinstance(out, RunDir) else join(str(out), WORK_DIR)
+    if "://" in str(work) and not str(work).startswith("file://"):
+        raise InvalidArgumentError(
+            f"--aot keeps compiled packages in a local folder and the work folder is {work}: give --compile-cache DIR"
+        )
+    return join(str(work).removeprefix("file://"), AOT_CACHE_DIR)
+
+
 def generate(
     *,
     out: str | Path | RunDir,
@@ -352,6 +398,7 @@ def generate(
     extra_config: dict[str, Any] | None = None,
     chunk_size: int = CHUNK_SIZE,
     command: Sequence[str] | None = None,
+    compile_cache: str | Path | None = None,
 ) -> RunSummary:
     """Generate this shard's items of ``plan`` into ``out/.work`` (a local folder or an fsspec
     URL); the run engine assembles ``out`` once every item exists (see :func:`build_stage`)."""
@@ -369,6 +416,7 @@ def generate(
             extra_config=extra_config,
             chunk_size=chunk_size,
             command=command,
+            compile_cache=aot_cache_folder(settings, out, compile_cache),
         )
     )
     report = run_stage(

@@ -33,7 +33,7 @@ def tiny_check(tmp_path_factory) -> Path:
 def test_tiny_check_writes_a_consistent_report(tiny_check):
     report = json.loads((tiny_check / "gpu-check.json").read_text())
     assert report["tiny"] is True and not report.get("errors")
-    assert report["sections"] == ["sub", "vqa", "conceptbed", "sub_fast_paths"]
+    assert report["sections"] == ["sub", "vqa", "conceptbed", "sub_fast_paths", "sub_fast"]
     assert report["environment"]["gpu_model"] == "cpu-tiny" and report["environment"]["matmul_tflops"] > 0
 
     sub = report["sub"]
@@ -107,6 +107,86 @@ def test_measured_figures_match_the_report_and_the_cost_table_format(tiny_check)
     assert "fast path: quantize_int8_weight" in text and "fast path: quantize_fp8_weight | --quantize fp8" in text
 
 
+def test_fast_section_times_what_runs_here_and_names_what_does_not(tiny_check):
+    """``--fast``'s parts on the CPU: fused q/k/v and the channels-last VAE are measured against the
+    plain path with identical images (both exact on the CPU: tests/sub/test_sub_fast.py); the
+    GPU-only parts and the whole recipe are skipped with ``generate sub``'s own one-line refusal;
+    the compiling parts are skipped in the tiny run (minutes of compile on a CPU)."""
+    report = json.loads((tiny_check / "gpu-check.json").read_text())
+    fast = report["sub_fast"]
+    assert fast["steps"] == 2 and fast["resolution"] == 32
+    parts = fast["parts"]
+    assert list(parts) == [
+        "fuse_qkv",
+        "attention_best",
+        "vae_channels_last",
+        "quantize_fp8_dynamic",
+        "cuda_graphs",
+        "fast",
+        "aot",
+        "compile_max_autotune",
+    ]
+    for name in ("fuse_qkv", "vae_channels_last", "attention_best"):
+        part = parts[name]
+        assert part["s_per_pair"] > 0 and part["plain_s_per_pair"] > 0 and part["ratio_vs_plain"] > 0
+        assert part["psnr_db_vs_plain"] == math.inf and part["warmup_s"] >= 0
+    assert parts["attention_best"]["settings"] == {"attention_backend": "native"}  # best on a CPU: SDPA's own choice
+    assert parts["fast"]["skipped"].startswith("--fast needs a CUDA GPU of compute capability >= 8.9 (Ada, Hopper)")
+    assert parts["quantize_fp8_dynamic"]["skipped"].startswith("--quantize fp8-dynamic needs a CUDA GPU")
+    assert parts["cuda_graphs"]["skipped"].startswith("--cuda-graphs replays the transformer's GPU kernels")
+    assert parts["aot"]["skipped"].startswith("--no-compile") and parts["compile_max_autotune"]["skipped"].startswith(
+        "--no-compile"
+    )
+    assert "fast_s_per_pair_at_28_steps" not in fast  # the whole recipe was not measured: no --fast figure
+    text = (tiny_check / "gpu-check.md").read_text()
+    assert (
+        "| --fast part: fuse_qkv, 32 px, 2 steps | " in text
+        and "| --fast (whole recipe) | --fast needs a CUDA GPU" in text
+    )
+
+
+def test_measured_figures_go_into_the_cost_table_and_dry_runs_read_them(tiny_check, tmp_path):
+    """``--merge-costs``: a check's figures replace the measured ones of the same GPU and workload
+    (floors stay); a tiny CPU run's figures are refused; a measured --fast figure is what
+    ``generate sub --dry-run --fast`` then uses, and without one it says it uses the plain figure."""
+    from benchmarks.gpu import main, merge_figures
+    from conceptforge import gpu_costs
+
+    table = gpu_costs.load_table()
+    figure = {"gpu": "H100", "workload": "sub/tdg-pair-fast", "kind": "measured", "seconds": 4.0, "source": "check A"}
+    merged = merge_figures(table, [figure])
+    again = merge_figures(merged, [{**figure, "seconds": 3.6, "source": "check B"}])
+    mine = [f for f in again["figures"] if f["workload"] == "sub/tdg-pair-fast"]
+    assert mine == [{**figure, "seconds": 3.6, "source": "check B"}]
+    assert [f for f in again["figures"] if f["kind"] == "flop-floor"] == [
+        f for f in table["figures"] if f["kind"] == "flop-floor"
+    ]
+    estimate = gpu_costs.estimate("sub/tdg-pair-fast", table=again, steps=14)
+    assert estimate.kind == "measured" and estimate.seconds == pytest.approx(3.6 / 2)  # 14 of 28 steps
+
+    copy = tmp_path / "gpu_costs.json"
+    copy.write_text(json.dumps(again))
+    from benchmarks.gpu import merge_costs
+
+    measured = tmp_path / "measured.json"
+    measured.write_text(json.dumps([{**figure, "gpu": "H200", "seconds": 3.1}]))
+    merge_costs(measured, copy)
+    written = json.loads(copy.read_text())
+    assert {(f["gpu"], f["seconds"]) for f in written["figures"] if f["workload"] == "sub/tdg-pair-fast"} == {
+        ("H100", 3.6),
+        ("H200", 3.1),
+    }
+    assert main(["--merge-costs", str(tiny_check / "measured-costs.json")]) == 2  # cpu-tiny: not a GPU's cost
+
+
+def test_dry_run_with_fast_says_which_figure_it_uses(capsys):
+    from conceptforge.commands import main as conceptforge
+
+    assert conceptforge(["generate", "sub", "--dry-run", "--fast", "--out", "unused"]) == 0
+    out = capsys.readouterr().out
+    assert "(--fast: no measured figure on H100 yet (benchmarks/gpu_check.sh): the plain path's figure above)" in out
+
+
 def test_start_script_parses_and_names_its_output():
     script = REPO / "benchmarks" / "gpu_check.sh"
     assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
@@ -116,3 +196,4 @@ def test_start_script_parses_and_names_its_output():
     )
     result = subprocess.run(["bash", str(script)], capture_output=True, text=True, cwd=REPO)
     assert result.returncode != 0 and "usage: bash benchmarks/gpu_check.sh OUT" in result.stderr
+    assert "--sections sub_fast" in text and '--merge-costs "$out/measured-costs.json"' in text

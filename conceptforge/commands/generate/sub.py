@@ -21,6 +21,7 @@ from conceptforge import gpu_costs
 from conceptforge.commands.base import add_executor_arguments, add_run_options, check_chunk_size, executor_for, shard_of
 from conceptforge.engine.runner import check_output
 from conceptforge.errors import InvalidArgumentError
+from conceptforge.generators.sub.fast_paths import fast_recipe, resolve_attention_backend
 from conceptforge.generators.sub.flux_tdg import (
     DEFAULT_GUIDANCE,
     DEFAULT_MAX_SEQUENCE_LENGTH,
@@ -33,10 +34,11 @@ from conceptforge.generators.sub.spec import PairPlan
 from conceptforge.generators.sub.stage import (
     ATTENTION_BACKENDS,
     CHUNK_SIZE,
+    COMPILE_MODES,
     FLUX_DEV_DEFAULT_LICENSE,
     QUANTIZE_MODES,
     GenerationSettings,
-    check_quantize,
+    check_fast_paths,
     generate,
 )
 from conceptforge.gpu_costs import VQA_WORKLOAD
@@ -129,20 +131,55 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=1,
         help="TDG pairs (or prompt-only images) per transformer batch (default 1); at most --chunk-size",
     )
-    fast.add_argument("--compile", action="store_true", help="torch.compile the FLUX transformer (minutes of warm-up)")
+    fast.add_argument(
+        "--fast",
+        action="store_true",
+        help="all of the below at once (flux-fast's recipe): --fuse-qkv --quantize fp8-dynamic --aot "
+        "--compile-mode max-autotune --cuda-graphs --attention-backend best --vae-channels-last; "
+        "needs an Ada/Hopper GPU; options given explicitly win",
+    )
+    fast.add_argument("--fuse-qkv", action="store_true", help="fuse the q, k, v projections into one matmul (exact)")
+    fast.add_argument(
+        "--compile", action="store_true", help="torch.compile the FLUX transformer, full graph (warm-up per process)"
+    )
+    fast.add_argument(
+        "--aot",
+        action="store_true",
+        help="compile the transformer ahead of time once per shape (torch.export + AOTInductor), cached in "
+        "--compile-cache and loaded by every rank and resumed task",
+    )
+    fast.add_argument(
+        "--compile-mode",
+        choices=COMPILE_MODES,
+        default=None,
+        help="with --compile or --aot: inductor's default, or max-autotune (GEMM autotuning; minutes more warm-up)",
+    )
+    fast.add_argument(
+        "--compile-cache",
+        type=at.output_dir,
+        default=None,
+        metavar="DIR",
+        help="local folder of --aot's compiled packages, shareable between runs (default: OUT/.work/compiled)",
+    )
+    fast.add_argument(
+        "--cuda-graphs", action="store_true", help="replay the transformer's pass as a CUDA graph (static shapes; CUDA)"
+    )
     fast.add_argument(
         "--attention-backend",
         choices=ATTENTION_BACKENDS,
         default=None,
-        help="diffusers' attention backend for the transformer (default: PyTorch SDPA's own choice)",
+        help="diffusers' attention backend for the transformer (default: PyTorch SDPA's own choice; best: "
+        "Flash-Attention 3 where installed on Hopper, cuDNN SDPA on other GPUs)",
     )
     fast.add_argument(
         "--quantize",
         choices=QUANTIZE_MODES,
         default=None,
-        help="weight-only quantisation of the transformer's Linear layers after loading (torchao; fp8 needs "
-        "compute capability >= 8.9; pip install 'conceptforge[quantize]')",
+        help="torchao quantisation of the transformer's Linear layers after loading: int8-weight, fp8-weight "
+        "(weight-only) or fp8-dynamic (activations and weights, per-row scales); fp8 needs compute "
+        "capability >= 8.9; pip install 'conceptforge[quantize]'",
     )
+    fast.add_argument("--vae-channels-last", action="store_true", help="decode with the VAE in channels-last memory")
     gen.add_argument("--save-guidance", action="store_true", help="also keep the G image in the item store")
     run = p.add_argument_group("run")
     run.add_argument(
@@ -212,13 +249,12 @@ def gpu_hour_lines(images: int, args: argparse.Namespace, *, upper_bound: bool =
     if args.seconds_per_image:
         generation = gpu_costs.given(args.seconds_per_image, unit, "--seconds-per-image")
     else:
-        generation = gpu_costs.estimate(
-            "sub/tdg-pair" if tdg else "sub/prompt-only-image",
-            gpu=args.gpu_model,
-            resolution=args.resolution,
-            steps=args.steps,
-        )
+        generation = generation_estimate(args, tdg)
     lines = gpu_costs.plan_lines([("generate", images, generation)], upper_bound=upper_bound)
+    if getattr(args, "fast", False) and generation.workload != "sub/tdg-pair-fast" and not args.seconds_per_image:
+        lines.append(
+            f"  (--fast: no measured figure on {generation.gpu} yet (benchmarks/gpu_check.sh): the plain path's figure above)"
+        )
     if not args.seconds_per_image:
         lines.append("  (--seconds-per-image S overrides the table with your own measured time per image)")
     if tdg:
@@ -230,11 +266,51 @@ def gpu_hour_lines(images: int, args: argparse.Namespace, *, upper_bound: bool =
     return lines
 
 
+def generation_estimate(args: argparse.Namespace, tdg: bool) -> gpu_costs.Estimate:
+    """Seconds per TDG pair (or prompt-only image) from the cost table: with ``--fast``, the
+    measured ``--fast`` figure of this GPU model where the device check has written one (a floor
+    from FLOPs would not show the speed-up: the FLOPs are the same), else the plain path's."""
+    where = dict(gpu=args.gpu_model, resolution=args.resolution, steps=args.steps)
+    if getattr(args, "fast", False) and tdg:
+        fast = gpu_costs.estimate("sub/tdg-pair-fast", **where)
+        if fast.kind == "measured":
+            return fast
+    return gpu_costs.estimate("sub/tdg-pair" if tdg else "sub/prompt-only-image", **where)
+
+
 def plan_request(args: argparse.Namespace) -> PlanRequest:
     """The flags that decide the plan (each field is the flag of its name)."""
     from conceptforge.commands.base import settings_from_args
 
     return settings_from_args(PlanRequest, args)
+
+
+def fast_path_settings(args: argparse.Namespace) -> dict:
+    """The fast-path settings of the command line: ``--fast`` expanded (refused in one line where it
+    cannot run whole), then each option given explicitly on top; ``--attention-backend best``
+    resolved to this machine's kernel (the stored setting names the kernel that ran)."""
+    fast = fast_recipe(args.device) if args.fast else {}
+    if args.compile:  # --fast --compile: torch.compile instead of the ahead-of-time package
+        fast.pop("aot", None)
+    settings = {
+        "compile": args.compile,
+        "aot": args.aot or fast.get("aot", False),
+        "compile_mode": args.compile_mode or fast.get("compile_mode"),
+        "fuse_qkv": args.fuse_qkv or fast.get("fuse_qkv", False),
+        "quantize": args.quantize or fast.get("quantize"),
+        "cuda_graphs": args.cuda_graphs or fast.get("cuda_graphs", False),
+        "vae_channels_last": args.vae_channels_last or fast.get("vae_channels_last", False),
+        "attention_backend": resolve_attention_backend(args.attention_backend, args.device)
+        or fast.get("attention_backend"),
+    }
+    if args.compile_cache and not settings["aot"]:
+        raise InvalidArgumentError("--compile-cache keeps --aot's packages: add --aot (or --fast)")
+    if args.offload and (settings["aot"] or settings["cuda_graphs"]):
+        raise InvalidArgumentError(
+            "--aot and --cuda-graphs call the transformer's compiled pass directly, past --offload's hooks "
+            "that move it onto the GPU: leave --offload off (or drop --aot / --cuda-graphs / --fast)"
+        )
+    return settings
 
 
 def run(args: argparse.Namespace) -> int:
@@ -262,11 +338,9 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         dtype=resolve_dtype_name(at.SHORT_DTYPES[args.dtype], args.device),
         pairs_per_batch=args.pairs_per_batch,
-        compile=args.compile,
-        attention_backend=args.attention_backend,
-        quantize=args.quantize,
+        **fast_path_settings(args),
     )
-    check_quantize(settings.quantize, args.device)  # fp8 on a CPU / older GPU, no torchao: before anything is written
+    check_fast_paths(settings, args.device)  # fp8 or CUDA graphs on a CPU, no torchao: before anything is written
     check_chunk_size(args)
     if args.pairs_per_batch > args.chunk_size:
         raise InvalidArgumentError(
@@ -293,6 +367,7 @@ def run(args: argparse.Namespace) -> int:
             save_guidance=args.save_guidance,
             max_items=args.max_items,
             chunk_size=args.chunk_size,
+            compile_cache=args.compile_cache,
         )
     if summary.report.assembly is not None and summary.report.assembly.status == "assembled":
         print(f"wrote {summary.items} images ({summary.pairs} pairs) to {args.out} (card README.md, grid.png)")
