@@ -46,6 +46,7 @@ import socket
 import threading
 import time
 import urllib.parse
+import warnings
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
@@ -204,6 +205,7 @@ class _Run:
     pending: dict[Future, str] = field(default_factory=dict)
     waiting: list[str] = field(default_factory=list)
     claimed: set[str] = field(default_factory=set)
+    told: bool = False  # the user was told we wait on another process's requests
 
 
 @dataclass
@@ -531,6 +533,13 @@ class EndpointClient:
             run.found[key] = response
             run.bar.update(1)
         self._count_hits(answered, run.local)
+        if others and not run.told:
+            run.told = True
+            logger.info(
+                "waiting for %d requests another process on the cache is asking (%s)",
+                len(others),
+                self._cache.path if self._cache is not None else "",
+            )
         run.waiting.extend(others)
         for key in mine:
             run.pending[run.pool.submit(self._send, run.todo[key])] = key
@@ -590,13 +599,23 @@ class EndpointClient:
 
     def _check_response(self, completion: Any) -> dict[str, Any]:
         dump = getattr(completion, "model_dump", None)
-        data = dump() if callable(dump) else None
+        with warnings.catch_warnings():
+            # pydantic warns (three lines on stderr) when a field has the wrong shape, e.g. choices
+            # that are an object; the line below says what is wrong, once.
+            warnings.simplefilter("ignore", UserWarning)
+            data = dump() if callable(dump) else None
         if not isinstance(data, dict):
             raise EndpointResponseError(
                 f"the endpoint {self.settings.base_url} answered something that is not a chat completion "
                 f"({type(completion).__name__}); is it an OpenAI-compatible /v1 URL?"
             )
         choices = data.get("choices")
+        if choices and not isinstance(choices, list):
+            raise EndpointResponseError(
+                f"the endpoint {self.settings.base_url} answered a chat completion whose choices is "
+                f"{'an object' if isinstance(choices, dict) else type(choices).__name__}, not a list; "
+                "is it an OpenAI-compatible /v1 URL?"
+            )
         if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
             raise EndpointResponseError(
                 f"the endpoint {self.settings.base_url} answered a chat completion without choices; "
