@@ -327,8 +327,8 @@ def _refuse_by_answer_off(selection: Any, model: ModelRef) -> None:
         return
     if task.capability_for(model.kind, selection.options) == ANSWER_TEXT:
         raise InvalidArgumentError(
-            f"{task.name}.{BY_ANSWER_OPTION}=false: {model.id} (a {model.kind} model) answers only in words "
-            f"(no token log-probabilities), so {task.name} can only run by answer; drop the option, or serve "
+            f"{task.name}.{BY_ANSWER_OPTION}=false: {model.id} answers only in words ({model.kind}: no token "
+            f"log-probabilities), so {task.name} can only run by answer; drop the option, or serve "
             "the model with log-probabilities (vLLM, SGLang)"
         )
 

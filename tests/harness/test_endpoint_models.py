@@ -148,9 +148,15 @@ def test_evaluate_through_the_endpoint_equals_the_local_run(
     common = ["--tasks", tasks, "--cub-dir", str(fake_cub), "--task-option", "sub-vlm.cbm_min_classes=1"]
     common += ["--cache-dir", str(tmp_path / "cache"), "--batch-size", "8"]
     out = tmp_path / "served.json"
-    assert (
-        main(["evaluate", "--model", _spec(server), *common, "--output", str(out), "--endpoint-concurrency", "4"]) == 0
-    )
+    with caplog.at_level("INFO", logger="conceptforge"):
+        assert (
+            main(["evaluate", "--model", _spec(server), *common, "--output", str(out), "--endpoint-concurrency", "4"])
+            == 0
+        )
+    # a fresh cache: every answer was sent, none came from the cache (match and its allowed mass
+    # read the same answers twice; that used to log "240 from the cache")
+    (sent,) = [r.getMessage() for r in caplog.records if "requests sent" in r.getMessage()]
+    assert "(0 retries), 0 from the cache" in sent, sent
     payload = json.loads(out.read_text())
     assert payload["model"]["kind"] == "endpoint" and payload["model"]["endpoint"]["identity"]["id"] == "tiny-llava"
     assert payload["model"]["endpoint"]["client"]["max_concurrency"] == 4
@@ -208,6 +214,15 @@ def test_a_server_without_log_probabilities_runs_the_by_answer_protocols_only(
         tasks = f"binding-clip:{single_object_dir},sub-vlm:{sub_dir},compmap-cub"
         argv = ["evaluate", "--model", _spec(running), "--tasks", tasks, "--cub-dir", str(fake_cub)]
         argv += ["--task-option", "sub-vlm.cbm_min_classes=1", "--cache-dir", str(tmp_path / "cache")]
+        # EP58: by_answer=false cannot hold for a model that only answers in words: refused, not overridden
+        off = ["--task-option", "sub-vlm.by_answer=false", "--output", str(tmp_path / "off.json")]
+        assert main([*argv, *off]) == 2
+        assert capsys.readouterr().err.strip().splitlines()[-1] == (
+            f"error: sub-vlm.by_answer=false: {_spec(running)} answers only in words (endpoint-text: no token "
+            "log-probabilities), so sub-vlm can only run by answer; drop the option, or serve the model with "
+            "log-probabilities (vLLM, SGLang)"
+        )
+        assert not (tmp_path / "off.json").exists()
         assert main([*argv, "--output", str(tmp_path / "r.json")]) == 0
         adapter = load_adapter(model, device=None, dtype=None, cache_dir=str(tmp_path / "cache"))
         try:
@@ -339,3 +354,59 @@ def test_a_provider_key_that_is_not_set_is_one_line_naming_the_variable(tmp_path
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert "OPENAI_API_KEY" in err and len(err.splitlines()) == 1 and not (tmp_path / "r.json").exists()
+
+
+def _letters_out_of_the_top_20(tiny_llava_dir: Path, folder: Path) -> Path:
+    """The tiny LLaVA with output rows zeroed but 40 tokens: 20 along a random direction v, 20
+    along -v. Whatever the hidden state h, one of the two sets has logits |h.v| > 0 while every
+    other token, the letters A-D among them, has logit 0: no letter is ever in the top 20."""
+    import shutil
+
+    import torch
+    from transformers import AutoModelForImageTextToText, AutoTokenizer
+
+    shutil.copytree(tiny_llava_dir, folder)
+    model = AutoModelForImageTextToText.from_pretrained(folder)
+    letters = set(AutoTokenizer.from_pretrained(folder).convert_tokens_to_ids(list("ABCD")))
+    with torch.no_grad():
+        head = model.get_output_embeddings().weight
+        v = torch.randn(head.shape[1], generator=torch.Generator().manual_seed(0))
+        rows = [t for t in reversed(range(head.shape[0])) if t not in letters][:40]  # the last 40
+        head.zero_()
+        head[rows[:20]] = 8.0 * v
+        head[rows[20:]] = -8.0 * v
+    model.save_pretrained(folder)
+    return folder
+
+
+def test_no_option_letter_in_the_top_20_is_unanswerable_not_option_a(
+    tiny_llava_dir, sub_dir, fake_cub, tmp_path, caplog
+):
+    """EP05: no option letter among the server's top-20: the letters' scores are the uniform split
+    of nothing. By hand: each image's allowed mass is 0, so no image chooses anything; every S+ and
+    S- row is wrong (S+ 0, S- 0; before, option A was predicted and S- read 75% from no
+    information), and no_allowed_mass counts every image; the warning says mass 0."""
+    import pyarrow.parquet as pq
+
+    folder = _letters_out_of_the_top_20(tiny_llava_dir, tmp_path / "no-letters")
+    with LogprobServer(folder, name="tiny-llava", extra=("--ignore-token-ids",)) as running:
+        argv = ["evaluate", "--model", _spec(running), "--tasks", f"sub-vlm:{sub_dir}", "--cub-dir", str(fake_cub)]
+        argv += ["--task-option", "sub-vlm.cbm_min_classes=1", "--cache-dir", str(tmp_path / "cache")]
+        with caplog.at_level("WARNING", logger="conceptforge"):
+            assert main([*argv, "--output", str(tmp_path / "r.json")]) == 0
+    (task,) = json.loads((tmp_path / "r.json").read_text())["tasks"]
+    rows = pq.read_table(tmp_path / "r.samples" / "sub-vlm.parquet").to_pylist()
+    images = len({r["item_id"].split("/")[0] for r in rows})
+    assert images and all(r["allowed_mass"] == 0.0 for r in rows)
+    assert all(r["prediction"] == "(no allowed answer)" and r["correct"] is False for r in rows)
+    metrics = task["metrics"]
+    assert metrics["s_plus"]["value"] == 0.0 and metrics["s_minus"]["value"] == 0.0
+    assert (metrics["no_allowed_mass"]["value"], metrics["no_allowed_mass"]["n"]) == (images, images)
+    warnings = [r.getMessage() for r in caplog.records if "no probability at all" in r.getMessage()]
+    assert warnings == [
+        f"sub-vlm: {images} of {images} samples gave the allowed answers no probability at all (mass 0: none "
+        "of them among the log-probabilities returned); scored wrong, counted in no_allowed_mass"
+    ]
+    assert not [r for r in caplog.records if "less than 0.5" in r.getMessage()]
+    _rescore_equals(tmp_path / "r.json", tmp_path)
+
