@@ -299,10 +299,29 @@ def test_the_key_is_never_written_and_the_budget_is_checked_first(
     [
         ("endpoint:no-url", [], "endpoint:SERVED_NAME@BASE_URL"),
         ("endpoint:m@127.0.0.1:9/v1", [], "has no scheme; write endpoint:m@http://127.0.0.1:9/v1"),
-        (
+        (  # EP25: said at once (it was six retries, 26 s of this suite)
             "endpoint:m@http://127.0.0.1:9/v1",
-            ["--endpoint-timeout", "2"],
-            "cannot reach the endpoint http://127.0.0.1:9/v1",
+            [],
+            "error: nothing listens at http://127.0.0.1:9/v1 (connection refused); start the server there or fix the URL",
+        ),
+        (  # EP35: not "a cbm model" skipped by every task
+            "mistral:large",
+            [],
+            "error: --model mistral:large: 'mistral' is an unknown provider (known: openai, gemini, anthropic, "
+            "openrouter, together; any OpenAI-compatible server is endpoint:SERVED_NAME@BASE_URL), and no module "
+            "mistral holds a CBM factory",
+        ),
+        (  # EP43: the flag does not apply (the old line blamed the missing local GPU)
+            "endpoint:m@http://127.0.0.1:9/v1",
+            ["--device", "cuda"],
+            "error: --device cuda does not apply to a served model (endpoint:m@http://127.0.0.1:9/v1): the server "
+            "runs it on its own device; drop it",
+        ),
+        (  # EP47: a budget that would not hold is refused, not ignored
+            "openai/clip-vit-base-patch32",
+            ["--max-requests", "10"],
+            "error: --max-requests applies to a served model (--model endpoint:NAME@URL or PROVIDER:NAME), not to "
+            "openai/clip-vit-base-patch32, which runs here: drop it",
         ),
         ("endpoint:m@http://127.0.0.1:9/v1", ["--endpoint-concurrency", "0"], "--endpoint-concurrency"),
         ("endpoint:m@http://127.0.0.1:9/v1", ["--endpoint-timeout", "-1"], "--endpoint-timeout"),
@@ -409,4 +428,20 @@ def test_no_option_letter_in_the_top_20_is_unanswerable_not_option_a(
     ]
     assert not [r for r in caplog.records if "less than 0.5" in r.getMessage()]
     _rescore_equals(tmp_path / "r.json", tmp_path)
+
+
+def test_device_cuda_without_a_gpu_is_still_one_line_for_a_local_model(tmp_path, capsys, monkeypatch):
+    """evaluate --model checks --device in its run (so that a served model can refuse the flag
+    first, EP43): for a model that runs here, a missing GPU is still the one shared line."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    argv = ["evaluate", "--model", "openai/clip-vit-base-patch32", "--tasks", "binding-clip", "--device", "cuda"]
+    assert main([*argv, "--output", str(tmp_path / "r.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.splitlines() == [
+        "error: --device cuda: no CUDA GPU is visible on this machine (check nvidia-smi and CUDA_VISIBLE_DEVICES, "
+        "or pass --device cpu)"
+    ]
+    assert not (tmp_path / "r.json").exists()
 

@@ -95,7 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--device",
         dest="eval_device",
-        type=at.device_name,  # the machine's GPU is checked in run(): a served model takes no --device
+        type=at.device_checked_in_run,  # the GPU is checked in run(): a served model takes no --device
         default=None,
         help="cpu, cuda, cuda:1 … (default: cuda if available)",
     )
