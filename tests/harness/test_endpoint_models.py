@@ -200,12 +200,54 @@ def test_compmap_through_the_endpoint(server, tmp_path):
     _rescore_equals(out, tmp_path)
 
 
+class TransformersServe:
+    """``transformers serve FOLDER`` (transformers' own OpenAI-compatible server, a real third-party
+    server) on a free port of 127.0.0.1, ready once ``/health`` answers. It refuses ``logprobs``:
+    what it serves is an ``endpoint-text`` model, scored by answer only."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.name = str(folder)  # it lists the model under the path it loaded
+        self.base_url = ""
+
+    def __enter__(self) -> TransformersServe:
+        import os
+        import socket
+        import subprocess
+        import sys
+        import time
+        import urllib.request
+
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        # the `transformers` command of this interpreter (its script calls this main)
+        command = [sys.executable, "-c", "import sys; from transformers.cli.transformers import main; sys.exit(main())"]
+        command += ["serve", str(self.folder)]
+        command += ["--host", "127.0.0.1", "--port", str(port), "--device", "cpu", "--log-level", "warning"]
+        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ)
+        self.base_url = f"http://127.0.0.1:{port}/v1"
+        while True:  # wait for the condition (it answers), or for the process to end
+            assert self.process.poll() is None, "transformers serve exited before it listened"
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as response:
+                    if response.status == 200:
+                        return self
+            except OSError:
+                time.sleep(0.5)
+
+    def __exit__(self, *exc: object) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=60)
+
+
 def test_a_server_without_log_probabilities_runs_the_by_answer_protocols_only(
     tiny_llava_dir, single_object_dir, sub_dir, fake_cub, tmp_path, capsys
 ):
-    """A server refusing ``logprobs`` (as transformers serve does): the model is ``endpoint-text``,
-    sub-vlm and binding-clip run by answer, a probability-only task is skipped in one line, and the
-    adapter refuses a probability protocol in one line."""
+    """A server refusing ``logprobs`` (our test server in that mode, as transformers serve does;
+    transformers serve itself: the heavy test below): the model is ``endpoint-text``, sub-vlm and
+    binding-clip run by answer, a probability-only task is skipped in one line, ``by_answer=false``
+    is refused (EP58), and the adapter refuses a probability protocol in one line."""
     from conceptforge.loaders.harness.adapters.base import load_adapter
 
     with LogprobServer(tiny_llava_dir, name="tiny-llava", extra=("--no-logprobs",)) as running:
@@ -237,6 +279,39 @@ def test_a_server_without_log_probabilities_runs_the_by_answer_protocols_only(
     assert skipped["task"] == "compmap-cub" and "endpoint-text" in skipped["reason"]
     assert len([line for line in err.splitlines() if "compmap-cub" in line and "skip" in line]) == 1
     _rescore_equals(tmp_path / "r.json", tmp_path)
+
+
+@pytest.mark.heavy
+def test_transformers_serve_gives_the_local_by_answer_numbers(
+    tiny_llava_dir, single_object_dir, sub_dir, fake_cub, tmp_path
+):
+    """``transformers serve`` itself (transformers' own server; it refuses ``logprobs``): an
+    ``endpoint-text`` model whose by-answer runs of sub-vlm and binding-clip give the numbers and
+    rows of the same weights loaded here (greedy words are the same words). Heavy: the default
+    suite proves the same path against our server in its no-logprobs mode (the test above);
+    this one starts a third-party server (about two and a half minutes on the 2-core machine)."""
+    import pyarrow.parquet as pq
+
+    tasks = f"binding-clip:{single_object_dir},sub-vlm:{sub_dir}"
+    common = ["--tasks", tasks, "--cub-dir", str(fake_cub), "--task-option", "sub-vlm.cbm_min_classes=1"]
+    with TransformersServe(tiny_llava_dir) as running:
+        model = resolve_model(_spec(running))
+        assert (model.kind, model.endpoint["probabilities"]) == ("endpoint-text", "none")
+        argv = ["evaluate", "--model", _spec(running), *common, "--cache-dir", str(tmp_path / "cache")]
+        assert main([*argv, "--output", str(tmp_path / "served.json")]) == 0
+    local = ["evaluate", "--model", str(tiny_llava_dir), *common, "--device", "cpu"]
+    local += ["--task-option", "sub-vlm.by_answer=true", "--task-option", "binding-clip.by_answer=true"]
+    assert main([*local, "--cache-dir", str(tmp_path / "cache"), "--output", str(tmp_path / "local.json")]) == 0
+    served_tasks = json.loads((tmp_path / "served.json").read_text())["tasks"]
+    local_tasks = json.loads((tmp_path / "local.json").read_text())["tasks"]
+    assert [t["protocol"] for t in served_tasks] == ["binding/choose-by-answer", "sub/choose-by-answer"]
+    assert [t["metrics"] for t in served_tasks] == [t["metrics"] for t in local_tasks]
+    for name in ("binding-clip", "sub-vlm"):
+        served_rows = pq.read_table(tmp_path / "served.samples" / f"{name}.parquet").to_pylist()
+        local_rows = pq.read_table(tmp_path / "local.samples" / f"{name}.parquet").to_pylist()
+        columns = ("item_id", "answer", "parsed_answer", "prediction", "scores", "value")
+        assert [[r.get(c) for c in columns] for r in served_rows] == [[r.get(c) for c in columns] for r in local_rows]
+        assert served_rows
 
 
 def test_by_answer_local_and_served_copies_agree(
