@@ -46,19 +46,21 @@ logger = logging.getLogger(__name__)
 
 
 def count_below_floor(masses: Sequence[float | None], *, what: str, floor: float = ALLOWED_MASS_FLOOR) -> int:
-    """How many samples' allowed answers carried less than ``floor`` of the mass; logs one
-    warning line when any did (those answers are mostly the renormalisation's, not the model's)."""
+    """How many samples' allowed answers carried less than ``floor`` of the mass (those with none
+    at all among them); logs one warning line for those above 0 (their answers are mostly the
+    renormalisation's, not the model's) and one for those at 0, saying so (they are scored wrong)."""
     values = [float(m) for m in masses if m is not None]
     low = sum(1 for m in values if m < floor)
     none = sum(1 for m in values if no_allowed_mass(m))
     if low > none:
         logger.warning(
-            "%s: %d of %d samples gave the allowed answers less than %g of the next-token probability "
-            "(the model mostly wanted to say something else; column allowed_mass in the samples file)",
+            "%s: %d of %d samples gave the allowed answers less than %g of the next-token probability"
+            "%s (the model mostly wanted to say something else; column allowed_mass in the samples file)",
             what,
             low - none,
             len(values),
             floor,
+            " (but more than 0)" if none else "",
         )
     if none:
         logger.warning(
