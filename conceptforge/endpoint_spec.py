@@ -85,7 +85,6 @@ def parse_endpoint_spec(spec: str) -> EndpointSpec:
     return EndpointSpec(head, rest, provider.base_url, provider.key_env)
 
 
-
 def check_provider(spec: str) -> None:
     """Refuse ``--model mistral:large``: a ``NAME:NAME`` spelling whose head is no provider we know
     and no module Python can find. Why here and not at load: the spelling is also a CBM factory's

@@ -299,6 +299,5 @@ def refuse_device_for_endpoint(device: str | None, model: str, *, flag: str = "-
 
     if device is not None and is_endpoint_spec(model):
         raise InvalidArgumentError(
-            f"{flag} {device} does not apply to a served model ({model}): the server runs it on its own "
-            "device; drop it"
+            f"{flag} {device} does not apply to a served model ({model}): the server runs it on its own device; drop it"
         )

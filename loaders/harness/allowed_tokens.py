@@ -42,6 +42,7 @@ def no_allowed_mass(mass: float | None) -> bool:
     first option used to be predicted, S− 75% from nothing)."""
     return mass is not None and float(mass) <= 0.0
 
+
 logger = logging.getLogger(__name__)
 
 

@@ -504,7 +504,9 @@ def test_two_processes_share_one_cache(tmp_path):
         assert sorted(prompts) == sorted(f"bulk question {i}" for i in range(n))  # n received for n bodies
         # every request was sent by one of the two and read back by the other
         assert a["usage"]["requests"] + b["usage"]["requests"] == n
-        assert a["usage"]["requests"] + a["usage"]["cache_hits"] == n == b["usage"]["requests"] + b["usage"]["cache_hits"]
+        assert (
+            a["usage"]["requests"] + a["usage"]["cache_hits"] == n == b["usage"]["requests"] + b["usage"]["cache_hits"]
+        )
     finally:
         _stop(process)
 

@@ -519,4 +519,3 @@ def test_device_cuda_without_a_gpu_is_still_one_line_for_a_local_model(tmp_path,
         "or pass --device cpu)"
     ]
     assert not (tmp_path / "r.json").exists()
-
