@@ -474,21 +474,30 @@ def _letters_out_of_the_top_20(tiny_llava_dir: Path, folder: Path) -> Path:
 
 
 def test_no_option_letter_in_the_top_20_is_unanswerable_not_option_a(
-    tiny_llava_dir, sub_dir, fake_cub, tmp_path, caplog
+    tiny_llava_dir, sub_dir, single_object_dir, fake_cub, tmp_path, caplog
 ):
-    """EP05: no option letter among the server's top-20: the letters' scores are the uniform split
-    of nothing. By hand: each image's allowed mass is 0, so no image chooses anything; every S+ and
-    S- row is wrong (S+ 0, S- 0; before, option A was predicted and S- read 75% from no
-    information), and no_allowed_mass counts every image; the warning says mass 0."""
+    """EP05: no option letter (nor Yes/No) among the server's top-20: the scores are the uniform
+    split of nothing. By hand: each image's allowed mass is 0, so no image chooses anything; every
+    S+ and S- row is wrong (S+ 0, S- 0; before, option A was predicted and S- read 75% from no
+    information), every binding row scores 0 (before: a five-way tie, 0.2 each) with no error
+    breakdown (no distractor was chosen), and no_allowed_mass counts every sample; the warning
+    says mass 0."""
     import pyarrow.parquet as pq
 
     folder = _letters_out_of_the_top_20(tiny_llava_dir, tmp_path / "no-letters")
     with LogprobServer(folder, name="tiny-llava", extra=("--ignore-token-ids",)) as running:
-        argv = ["evaluate", "--model", _spec(running), "--tasks", f"sub-vlm:{sub_dir}", "--cub-dir", str(fake_cub)]
+        tasks = f"sub-vlm:{sub_dir},binding-clip:{single_object_dir}"
+        argv = ["evaluate", "--model", _spec(running), "--tasks", tasks, "--cub-dir", str(fake_cub)]
         argv += ["--task-option", "sub-vlm.cbm_min_classes=1", "--cache-dir", str(tmp_path / "cache")]
         with caplog.at_level("WARNING", logger="conceptforge"):
             assert main([*argv, "--output", str(tmp_path / "r.json")]) == 0
-    (task,) = json.loads((tmp_path / "r.json").read_text())["tasks"]
+    task, binding = json.loads((tmp_path / "r.json").read_text())["tasks"]
+    binding_rows = pq.read_table(tmp_path / "r.samples" / "binding-clip.parquet").to_pylist()
+    assert binding_rows and all(r["allowed_mass"] == 0.0 and r["value"] == 0.0 for r in binding_rows)
+    assert all(r["prediction"] == "(no allowed answer)" for r in binding_rows)
+    accuracies = {k: v["value"] for k, v in binding["metrics"].items() if k.endswith("_accuracy")}
+    assert accuracies and set(accuracies.values()) == {0.0}
+    assert binding["metrics"]["no_allowed_mass"]["value"] == len(binding_rows)
     rows = pq.read_table(tmp_path / "r.samples" / "sub-vlm.parquet").to_pylist()
     images = len({r["item_id"].split("/")[0] for r in rows})
     assert images and all(r["allowed_mass"] == 0.0 for r in rows)
@@ -497,10 +506,11 @@ def test_no_option_letter_in_the_top_20_is_unanswerable_not_option_a(
     assert metrics["s_plus"]["value"] == 0.0 and metrics["s_minus"]["value"] == 0.0
     assert (metrics["no_allowed_mass"]["value"], metrics["no_allowed_mass"]["n"]) == (images, images)
     warnings = [r.getMessage() for r in caplog.records if "no probability at all" in r.getMessage()]
-    assert warnings == [
+    assert warnings[0] == (
         f"sub-vlm: {images} of {images} samples gave the allowed answers no probability at all (mass 0: none "
         "of them among the log-probabilities returned); scored wrong, counted in no_allowed_mass"
-    ]
+    )
+    assert warnings[1].startswith(f"binding-clip: {len(binding_rows)} of {len(binding_rows)} samples gave")
     assert not [r for r in caplog.records if "less than 0.5" in r.getMessage()]
     _rescore_equals(tmp_path / "r.json", tmp_path)
 
