@@ -378,7 +378,10 @@ class EndpointClient:
 
     def _list_models(self) -> list[dict[str, Any]]:
         def call() -> list[dict[str, Any]]:
-            return [model.model_dump() for model in self._client.models.list().data]
+            listed = self._client.models.list().data
+            with warnings.catch_warnings():  # a field of the wrong shape: pydantic's lines, not ours
+                warnings.simplefilter("ignore", UserWarning)
+                return [model.model_dump() for model in listed]
 
         try:
             return self._with_retries(call, what="GET /models")[0]
