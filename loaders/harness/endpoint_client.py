@@ -539,8 +539,8 @@ class EndpointClient:
         if others and not run.told:
             run.told = True
             logger.info(
-                "waiting for %d requests another process on the cache is asking (%s)",
-                len(others),
+                "another process on the cache %s is asking some of these requests: waiting for its answers "
+                "instead of asking again",
                 self._cache.path if self._cache is not None else "",
             )
         run.waiting.extend(others)
