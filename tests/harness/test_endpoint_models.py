@@ -392,6 +392,12 @@ def test_the_key_is_never_written_and_the_budget_is_checked_first(
             "error: --device cuda does not apply to a served model (endpoint:m@http://127.0.0.1:9/v1): the server "
             "runs it on its own device; drop it",
         ),
+        (  # nor does a device map: said before the server is asked anything
+            "endpoint:m@http://127.0.0.1:9/v1",
+            ["--device-map", "auto"],
+            "error: --device-map auto does not apply to a served model (endpoint:m@http://127.0.0.1:9/v1): the "
+            "server runs it on its own device; drop it",
+        ),
         (  # EP47: a budget that would not hold is refused, not ignored
             "openai/clip-vit-base-patch32",
             ["--max-requests", "10"],

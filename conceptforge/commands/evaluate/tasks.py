@@ -265,6 +265,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.eval_model:
         refuse_device_for_endpoint(args.eval_device, args.eval_model)
+        refuse_device_for_endpoint(args.eval_device_map, args.eval_model, flag="--device-map")
         refuse_endpoint_flags(args, args.eval_model, prefix="eval_")
     at.check_device(args.eval_device)  # a missing GPU, now that the flag is known to apply
     from conceptforge.commands.evaluate.sweep import check_flags as check_sweep_flags
