@@ -54,6 +54,7 @@ __all__ = [
     "existing_location",
     "rating",
     "device",
+    "device_checked_in_run",
     "device_name",
     "check_device",
     "check_writable",
@@ -497,10 +498,13 @@ def check_device(name: str | None, *, flag: str = "--device") -> str | None:
 
 
 class DeviceType(ArgType):
-    """``--device``: cpu, cuda, cuda:N, mps or auto; with ``check=True`` the machine must have it."""
+    """``--device``: cpu, cuda, cuda:N, mps or auto; with ``check=True`` the machine must have it.
+    ``checked_in_run``: the command checks the machine itself, first thing in its run, after
+    refusing the flag where it does not apply (``evaluate`` with a served model)."""
 
-    def __init__(self, *, check: bool = True) -> None:
+    def __init__(self, *, check: bool = True, checked_in_run: bool = False) -> None:
         self.check = check
+        self.checked_in_run = checked_in_run
         self.__name__ = "device"
 
     def __call__(self, text: str) -> str:
@@ -522,6 +526,7 @@ class DeviceType(ArgType):
 
 device = DeviceType()
 device_name = DeviceType(check=False)  # checked when the model loads (a --dry-run needs no GPU)
+device_checked_in_run = DeviceType(check=False, checked_in_run=True)  # evaluate: a served model takes no --device
 
 
 class MaxMemory(ArgType):

@@ -83,3 +83,28 @@ def parse_endpoint_spec(spec: str) -> EndpointSpec:
     if not rest:
         raise InvalidArgumentError(f"--model {spec}: name the served model, e.g. {head}:MODEL")
     return EndpointSpec(head, rest, provider.base_url, provider.key_env)
+
+
+def check_provider(spec: str) -> None:
+    """Refuse ``--model mistral:large``: a ``NAME:NAME`` spelling whose head is no provider we know
+    and no module Python can find. Why here and not at load: the spelling is also a CBM factory's
+    (``module:function``), and read as one it was skipped by every task as "a cbm model". A head
+    with a dot (``mypkg.cbms:make``) or an importable module stays a CBM factory."""
+    import importlib.util
+    import os
+    import re
+
+    head, sep, name = spec.partition(":")
+    if not sep or head == GENERIC or head in PROVIDERS or os.path.exists(spec):
+        return
+    if not re.fullmatch(r"[A-Za-z_]\w*", head) or "/" in spec or not name:
+        return
+    try:
+        found = importlib.util.find_spec(head) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise InvalidArgumentError(
+            f"--model {spec}: {head!r} is an unknown provider (known: {', '.join(PROVIDERS)}; any "
+            f"OpenAI-compatible server is {GENERIC}:SERVED_NAME@BASE_URL), and no module {head} holds a CBM factory"
+        )

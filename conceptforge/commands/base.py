@@ -229,14 +229,14 @@ def add_endpoint_flags(group: Any, *, prefix: str = "", budget: bool = True) -> 
         "--endpoint-concurrency",
         dest=prefix + "endpoint_concurrency",
         type=at.positive_int,
-        default=8,
+        default=None,  # None: not given (refused with a local model), 8 for a served one
         help="served model: requests in flight at once (default 8)",
     )
     group.add_argument(
         "--endpoint-timeout",
         dest=prefix + "endpoint_timeout",
         type=at.positive_float,
-        default=120.0,
+        default=None,  # None: not given (refused with a local model), 120 for a served one
         help="served model: seconds to wait for one answer before retrying (default 120)",
     )
     if not budget:
@@ -254,8 +254,50 @@ def endpoint_options(args: argparse.Namespace, prefix: str = "") -> Any:
     """The :class:`EndpointOptions` of the flags :func:`add_endpoint_flags` added."""
     from conceptforge.loaders.harness.endpoint_model import EndpointOptions
 
+    defaults = EndpointOptions()
+    concurrency = getattr(args, prefix + "endpoint_concurrency")
+    timeout_s = getattr(args, prefix + "endpoint_timeout")
     return EndpointOptions(
-        concurrency=getattr(args, prefix + "endpoint_concurrency"),
-        timeout_s=getattr(args, prefix + "endpoint_timeout"),
+        concurrency=defaults.concurrency if concurrency is None else concurrency,
+        timeout_s=defaults.timeout_s if timeout_s is None else timeout_s,
         max_requests=getattr(args, prefix + "max_requests", None),
     )
+
+
+def refuse_endpoint_flags(args: argparse.Namespace, model: str, *, prefix: str = "", flag: str = "--model") -> None:
+    """Refuse ``--max-requests`` / ``--endpoint-*`` given with a model that is not served: the
+    flags shape the served-model client only, and ignoring them would let a user believe a
+    budget held (``--max-requests 10`` with a local model ran every forward)."""
+    from conceptforge.endpoint_spec import is_endpoint_spec
+    from conceptforge.errors import InvalidArgumentError
+
+    if is_endpoint_spec(model):
+        return
+    given = [
+        name
+        for name, dest in (
+            ("--max-requests", "max_requests"),
+            ("--endpoint-concurrency", "endpoint_concurrency"),
+            ("--endpoint-timeout", "endpoint_timeout"),
+        )
+        if getattr(args, prefix + dest, None) is not None
+    ]
+    if given:
+        raise InvalidArgumentError(
+            f"{' and '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to a served model "
+            f"({flag} endpoint:NAME@URL or PROVIDER:NAME), not to {model}, which runs here: drop "
+            f"{'it' if len(given) == 1 else 'them'}"
+        )
+
+
+def refuse_device_for_endpoint(device: str | None, model: str, *, flag: str = "--device") -> None:
+    """Refuse ``--device`` with a served model (the server chose its device), before the device is
+    checked: ``--device cuda`` on a laptop scoring a remote vLLM is a flag that does not apply, not
+    a missing GPU."""
+    from conceptforge.endpoint_spec import is_endpoint_spec
+    from conceptforge.errors import InvalidArgumentError
+
+    if device is not None and is_endpoint_spec(model):
+        raise InvalidArgumentError(
+            f"{flag} {device} does not apply to a served model ({model}): the server runs it on its own device; drop it"
+        )

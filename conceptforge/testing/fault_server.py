@@ -10,7 +10,7 @@ servers do, on the real network stack, so the real ``openai`` client meets it un
   is given), ``drop`` (headers and half the body, then the connection is closed), ``hang``
   (never answers until the server stops), ``malformed`` (a 200 whose body is not JSON),
   ``bad-json`` (a 200 labelled JSON that does not parse), ``no-choices`` (a 200 with JSON that
-  is no chat completion).
+  is no chat completion), ``object-choices`` (a 200 whose ``choices`` is one object, not a list).
 * ``--api-key-env NAME``: requests without ``Authorization: Bearer $NAME`` get 401.
 * A model name other than ``--model`` gets 404, as vLLM answers it.
 * ``--latency-ms``: every answer waits that long (the server answers concurrently); ``/_stats``
@@ -39,7 +39,7 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
-MODES = ("429", "500", "drop", "hang", "malformed", "bad-json", "no-choices")
+MODES = ("429", "500", "drop", "hang", "malformed", "bad-json", "no-choices", "object-choices")
 CREATED = 1767225600  # fixed: the answers are byte-identical between runs
 
 
@@ -231,6 +231,10 @@ class FaultServer:
                     event["status"] = "hang"
                     server.stopping.wait(600)
                     self.close_connection = True
+                elif mode == "object-choices":  # one choice where a list of them belongs
+                    event["status"] = mode
+                    answer = completion(server.model, {"messages": []})
+                    self._json(200, {**answer, "choices": answer["choices"][0]})
                 elif mode == "no-choices":
                     event["status"] = "no-choices"
                     self._json(200, {"object": "chat.completion", "id": "x", "model": server.model})

@@ -19,7 +19,13 @@ from conceptforge import argtypes
 from conceptforge.errors import DataFormatError, DataNotFoundError, InvalidArgumentError
 from conceptforge.loaders.binding import breakdowns
 from conceptforge.loaders.harness.adapters.base import ANSWER_TEXT, EMBED, MATCH
-from conceptforge.loaders.harness.allowed_tokens import LOW_ALLOWED_MASS, low_allowed_mass_metric
+from conceptforge.loaders.harness.allowed_tokens import (
+    LOW_ALLOWED_MASS,
+    NO_ALLOWED_ANSWER,
+    NO_ALLOWED_MASS,
+    low_allowed_mass_metric,
+    no_allowed_mass,
+)
 from conceptforge.loaders.harness.by_answer import (
     BY_ANSWER_COLUMNS,
     NO_ANSWER,
@@ -88,7 +94,9 @@ def sample_rows(
     for i in range(len(split)):
         label_index = int(split.label_index[i])
         words = parse_label(split.labels[i])
-        value = float(mass[i, label_index])
+        # no allowed answer had any probability (a served top-20 without Yes/No): unanswerable, 0 (EP05)
+        unanswered = allowed_mass is not None and no_allowed_mass(allowed_mass[i])
+        value = 0.0 if unanswered else float(mass[i, label_index])
         kinds = list(split.kinds[i])
         rows.append(
             {
@@ -96,7 +104,7 @@ def sample_rows(
                 "item_id": f"{prefix}{name}/{split.item_ids[i] if split.item_ids else i}",
                 "candidates": list(split.candidates[i]),
                 "scores": [float(x) for x in scores[i].double()],
-                "prediction": split.candidates[i][int(torch.argmax(scores[i]))],
+                "prediction": NO_ALLOWED_ANSWER if unanswered else split.candidates[i][int(torch.argmax(scores[i]))],
                 "label": split.labels[i],
                 "correct": value == 1.0,
                 "value": value,
@@ -112,6 +120,12 @@ def sample_rows(
             }
         )
     return rows
+
+
+def _answered(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows whose allowed answers carried some probability: an unanswerable row (scored 0)
+    chose no distractor, so it has no place in the error breakdowns."""
+    return [r for r in rows if not no_allowed_mass(r.get(ALLOWED_MASS_COLUMN))]
 
 
 def rows_as_split(rows: Sequence[dict[str, Any]], name: str):
@@ -223,7 +237,8 @@ def run_binding_clip(ctx: TaskContext) -> TaskOutcome:
     rows = ctx.samples.collect(ids, score, chunk=ctx.batch_size)
     by_split = {name: [r for r in rows if r["split"] == name] for name in splits}
     accuracy = {name: float(sum(r["value"] for r in part) / len(part)) for name, part in by_split.items()}
-    gen = rows_as_split(by_split["gen"], "gen") if by_split.get("gen") else None
+    answered_gen = _answered(by_split.get("gen") or [])
+    gen = rows_as_split(answered_gen, "gen") if answered_gen else None
     run = RunResult(
         "clip",
         0,
@@ -304,7 +319,8 @@ def run_binding_by_answer(ctx: TaskContext, splits: dict[str, Any], config: str)
     rows = ctx.samples.collect([q.item_id for q in questions], score, chunk=ctx.batch_size)
     by_split = {name: [r for r in rows if r["split"] == name] for name in splits}
     accuracy = {name: float(sum(r["value"] for r in part) / len(part)) for name, part in by_split.items()}
-    gen = rows_as_split(by_split["gen"], "gen") if by_split.get("gen") else None
+    answered_gen = _answered(by_split.get("gen") or [])
+    gen = rows_as_split(answered_gen, "gen") if answered_gen else None
     run = RunResult(
         "clip",
         0,
@@ -521,6 +537,13 @@ def check_binding_rows(rows: Sequence[dict[str, Any]], options: dict[str, Any]) 
             return f"row {row['item_id']}: label {row['label']!r} is not its candidate at label_index {index}"
         if len(list(row["scores"])) != len(candidates):
             return f"row {row['item_id']}: {len(list(row['scores']))} scores for {len(candidates)} candidates"
+        if no_allowed_mass(row.get(ALLOWED_MASS_COLUMN)):  # unanswerable: 0, and no prediction
+            if row["value"] != 0.0 or row["prediction"] != NO_ALLOWED_ANSWER:
+                return (
+                    f"row {row['item_id']}: allowed_mass 0 but value {row['value']} and prediction "
+                    f"{row['prediction']!r}, not 0 and {NO_ALLOWED_ANSWER!r}"
+                )
+            continue
         scores = torch.tensor([list(row["scores"])], dtype=torch.float64)
         scale = _scale_of([row])
         credit = float(prediction_mass(scores, scale=scale)[0, int(row["label_index"])])
@@ -579,7 +602,7 @@ def _breakdowns_of(rows: Sequence[dict[str, Any]], model: str, seeds: Sequence[i
 
     runs = []
     for seed in seeds:
-        gen = [r for r in rows if r["split"] == "gen" and (seed is None or r.get("seed") == seed)]
+        gen = _answered([r for r in rows if r["split"] == "gen" and (seed is None or r.get("seed") == seed)])
         split, scores = rows_as_split(gen, "gen") if gen else (None, None)
         runs.append(
             RunResult(
@@ -706,7 +729,12 @@ def tasks() -> list[Task]:
                 vqascore_option(),
             ),
             breakdowns=breakdowns.BINDING,
-            metrics=(MetricSpec("*_accuracy", PERCENT, "gen_accuracy"), LOW_ALLOWED_MASS, UNPARSED_ANSWERS),
+            metrics=(
+                MetricSpec("*_accuracy", PERCENT, "gen_accuracy"),
+                LOW_ALLOWED_MASS,
+                NO_ALLOWED_MASS,
+                UNPARSED_ANSWERS,
+            ),
         ),
         Task(
             "binding-cdsm",

@@ -17,7 +17,11 @@ What it adds to the official ``openai`` client, and why:
   budget counts distinct requests answered).
 * **A response cache** (:mod:`conceptforge.loaders.harness.endpoint_cache`) keyed by the endpoint's
   model identity and the full request, image bytes hashed: each answer is committed as it arrives,
-  so a killed run resumes without re-asking, and an error is never cached.
+  so a killed run resumes without re-asking, and an error is never cached. A request is *claimed*
+  in the cache before it is sent, so two processes on one cache ask each distinct request once
+  (the second waits for the first's answer; a dead owner's claim is taken over).
+* **No retry of a wrong address**: a refused connection ("nothing listens at URL") or a host name
+  that does not resolve is said at once; retries are for what passes (429, 5xx, drops, timeouts).
 * **A request budget** (``--max-requests``): refused before the first request is sent when the
   requests missing from the cache are more than the budget left.
 * **Keys from an environment variable only**: :class:`EndpointSettings` holds the variable's
@@ -38,14 +42,18 @@ import json
 import logging
 import os
 import random
+import socket
 import threading
 import time
+import urllib.parse
+import warnings
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from conceptforge.endpoint_spec import GENERIC_KEY_ENV
 from conceptforge.errors import (
     DependencyMissingError,
     EndpointAuthError,
@@ -59,6 +67,7 @@ from conceptforge.errors import (
     ModelNotServedError,
     one_line,
 )
+from conceptforge.loaders.harness.endpoint_cache import LEASE_S
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +91,10 @@ NOT_IMPLEMENTED = (501, 505)
 #: times running is down or swamped, and six more waits of two minutes each would only delay the
 #: one-line error (the answers so far are cached; a rerun resumes).
 MAX_TIMEOUT_RETRIES = 2
+#: How often a run waiting on another process's claims looks for their answers.
+POLL_S = 0.25
+#: How often the claims of requests in flight are renewed (a quarter of their lease).
+LEASE_RENEW_S = LEASE_S / 4
 INITIAL_BACKOFF_S = 0.5
 MAX_BACKOFF_S = 30.0
 #: Fields of a ``/v1/models`` entry that change on every call (vLLM: ``created`` is the time of
@@ -159,8 +172,10 @@ class ChatRequest:
 @dataclass
 class EndpointUsage:
     """What a run cost: ``requests`` answered by the server, ``attempts`` HTTP calls including
-    ``retries``, ``cache_hits`` answers read back from the cache, and the tokens the server
-    reported for the requests it answered (cached answers cost nothing and are not counted)."""
+    ``retries``, ``cache_hits`` distinct requests answered from the cache that this client did not
+    send itself (an earlier run's answers, or another process's on the same cache; reading this
+    run's own answers again is no hit), and the tokens the server reported for the requests it
+    answered (cached answers cost nothing and are not counted)."""
 
     requests: int = 0
     attempts: int = 0
@@ -175,6 +190,22 @@ class EndpointUsage:
 
     def to_dict(self) -> dict[str, int]:
         return asdict(self)
+
+
+@dataclass
+class _Run:
+    """One :meth:`EndpointClient.complete` in progress: the requests to get, the answers so far,
+    the futures in flight (future -> key), keys other processes hold (``waiting``) and ours."""
+
+    todo: dict[str, ChatRequest]
+    found: dict[str, dict[str, Any]]
+    local: EndpointUsage
+    bar: Any
+    pool: ThreadPoolExecutor
+    pending: dict[Future, str] = field(default_factory=dict)
+    waiting: list[str] = field(default_factory=list)
+    claimed: set[str] = field(default_factory=set)
+    told: bool = False  # the user was told we wait on another process's requests
 
 
 @dataclass
@@ -230,6 +261,27 @@ def request_key(endpoint_key: dict[str, Any], request: ChatRequest) -> str:
     }
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"), allow_nan=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+#: Why a connection could not be opened (:func:`_connect_failure`); neither is retried.
+REFUSED = "refused"
+NO_HOST = "no-host"
+
+
+def _connect_failure(error: BaseException) -> str | None:
+    """:data:`REFUSED` (nothing listens at the port) or :data:`NO_HOST` (the host name has no
+    address) when that is what an ``openai.APIConnectionError`` wraps (httpx keeps the socket's
+    error in the cause chain); ``None`` for a dropped connection or a timeout, which may pass."""
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, ConnectionRefusedError):
+            return REFUSED
+        if isinstance(cause, socket.gaierror):
+            return NO_HOST
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 def _listed(names: Sequence[str], limit: int = 20) -> str:
@@ -296,6 +348,7 @@ class EndpointClient:
         self._identity: dict[str, Any] | None = None
         self._endpoint_key: dict[str, Any] | None = None
         self._stop = threading.Event()
+        self._seen: set[str] = set()  # keys answered to this client (sent or read back), counted once
         self.usage = EndpointUsage()
         self.usage_by_tag: dict[str, EndpointUsage] = {}
 
@@ -325,7 +378,10 @@ class EndpointClient:
 
     def _list_models(self) -> list[dict[str, Any]]:
         def call() -> list[dict[str, Any]]:
-            return [model.model_dump() for model in self._client.models.list().data]
+            listed = self._client.models.list().data
+            with warnings.catch_warnings():  # a field of the wrong shape: pydantic's lines, not ours
+                warnings.simplefilter("ignore", UserWarning)
+                return [model.model_dump() for model in listed]
 
         try:
             return self._with_retries(call, what="GET /models")[0]
@@ -375,10 +431,12 @@ class EndpointClient:
     ) -> list[dict[str, Any]]:
         """The raw responses (``ChatCompletion.model_dump()``) of ``requests``, in their order.
 
-        Cached answers are read back; the rest are sent ``max_concurrency`` at a time, each
-        committed to the cache as it arrives. ``tag`` (a task name) also counts the usage under
-        :attr:`usage_by_tag`. Raises an :class:`~conceptforge.errors.EndpointError` (after the
-        retries) or :class:`RequestBudgetError` (before sending anything).
+        Cached answers are read back; the rest are claimed in the cache (another process on the
+        same cache then waits for our answer rather than asking again, and we for its) and sent
+        ``max_concurrency`` at a time, each committed to the cache as it arrives. ``tag`` (a task
+        name) also counts the usage under :attr:`usage_by_tag`. Raises an
+        :class:`~conceptforge.errors.EndpointError` (after the retries) or
+        :class:`RequestBudgetError` (before sending anything).
         """
         from conceptforge.progress import tqdm
 
@@ -391,7 +449,8 @@ class EndpointClient:
             if key not in found and key not in todo:
                 todo[key] = request
         self.check_budget(len(todo))
-        local = EndpointUsage(cache_hits=sum(1 for key in keys if key in found))
+        local = EndpointUsage()
+        self._count_hits(found, local)
         if todo:
             logger.info(
                 "%s: %d requests to %s (%d from the cache)",
@@ -406,25 +465,23 @@ class EndpointClient:
                 ThreadPoolExecutor(max_workers=self.settings.max_concurrency, thread_name_prefix="endpoint") as pool,
                 tqdm(total=len(todo), desc=desc or "endpoint requests", unit="req", disable=not todo) as bar,
             ):
-                pending: dict[Future, str] = {pool.submit(self._send, request): key for key, request in todo.items()}
+                run = _Run(todo=todo, found=found, local=local, bar=bar, pool=pool)
                 try:
-                    self._collect(pending, found, local, bar)
+                    self._drive(run)
                 except BaseException as error:
                     # A request failed for good, or Ctrl-C: nothing new starts, requests in flight
                     # stop retrying, and what was answered is already committed.
                     self._stop.set()
-                    for future in pending:
+                    for future in run.pending:
                         future.cancel()
                     if isinstance(error, Exception):
                         # Answers to the requests that were in flight are paid for: keep them too.
-                        self._collect(
-                            {f: k for f, k in pending.items() if not f.cancelled()},
-                            found,
-                            local,
-                            bar,
-                            keep_going=True,
-                        )
+                        run.pending = {f: k for f, k in run.pending.items() if not f.cancelled()}
+                        self._collect(run, keep_going=True)
                     raise
+                finally:
+                    if self._cache is not None:  # what we claimed and did not answer is free again
+                        self._cache.release(run.claimed)
         finally:
             self.usage.add(local)
             if tag is not None:
@@ -434,21 +491,70 @@ class EndpointClient:
             self._identity["system_fingerprint"] = responses[0].get("system_fingerprint")
         return responses
 
-    def _collect(
-        self,
-        pending: dict[Future, str],
-        found: dict[str, dict[str, Any]],
-        local: EndpointUsage,
-        bar: Any,
-        *,
-        keep_going: bool = False,
-    ) -> None:
-        """Commit each answer as its request finishes (the main thread owns the cache); the first
-        failure is raised, or with ``keep_going`` skipped (the caller is already raising one)."""
-        while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+    def _count_hits(self, answers: dict[str, dict[str, Any]], local: EndpointUsage) -> None:
+        """Count as cache hits the answers this client neither sent nor read before: a fresh cache
+        read back within the run (``match`` then its allowed mass) is no hit, and one answer read
+        twice is one hit."""
+        new = [key for key in answers if key not in self._seen]
+        local.cache_hits += len(new)
+        self._seen.update(new)
+
+    def _drive(self, run: _Run) -> None:
+        """Claim, send and collect until every request of ``run`` is answered: ours as they arrive,
+        other processes' claims as their answers appear in the cache (or taken over when their
+        owner died)."""
+        order = list(run.todo)
+        window = 2 * self.settings.max_concurrency  # claimed ahead: two processes share the work
+        last_poll = last_renew = time.monotonic()
+        while order or run.waiting or run.pending:
+            room = window - len(run.pending)
+            if order and room > 0:
+                batch, order = order[:room], order[room:]
+                self._claim_and_send(run, batch)
+            if run.pending:
+                self._collect(run, timeout=POLL_S)
+            elif run.waiting and not order:
+                self._stop.wait(POLL_S)
+            now = time.monotonic()
+            if self._cache is not None and now - last_renew >= LEASE_RENEW_S:
+                self._cache.renew()
+                last_renew = now
+            if run.waiting and now - last_poll >= POLL_S:
+                last_poll = now
+                waiting, run.waiting = run.waiting, []
+                self._claim_and_send(run, waiting)
+
+    def _claim_and_send(self, run: _Run, keys: list[str]) -> None:
+        """Claim ``keys``; send ours, read back those answered meanwhile, wait for the rest."""
+        if self._cache is None:
+            mine, answered, others = list(keys), {}, []
+        else:
+            claimed = self._cache.claim(keys)
+            mine, answered, others = claimed.mine, claimed.answered, claimed.others
+        run.claimed.update(mine)
+        for key, response in answered.items():  # answered by another process on this cache
+            run.found[key] = response
+            run.bar.update(1)
+        self._count_hits(answered, run.local)
+        if others and not run.told:
+            run.told = True
+            logger.info(
+                "another process on the cache %s is asking some of these requests: waiting for its answers "
+                "instead of asking again",
+                self._cache.path if self._cache is not None else "",
+            )
+        run.waiting.extend(others)
+        for key in mine:
+            run.pending[run.pool.submit(self._send, run.todo[key])] = key
+
+    def _collect(self, run: _Run, *, keep_going: bool = False, timeout: float | None = None) -> None:
+        """Commit each answer as its request finishes (the main thread owns the cache): all of
+        ``run.pending``, or (``timeout``) those done within it. The first failure is raised, or
+        with ``keep_going`` skipped (the caller is already raising one)."""
+        while run.pending:
+            done, _ = wait(run.pending, timeout=timeout, return_when=FIRST_COMPLETED)
             for future in done:
-                key = pending.pop(future)
+                key = run.pending.pop(future)
                 error = future.exception()
                 if error is not None:
                     if keep_going:
@@ -457,13 +563,18 @@ class EndpointClient:
                 outcome: _Outcome = future.result()
                 if self._cache is not None:
                     self._cache.put(key, outcome.response)
-                found[key] = outcome.response
+                run.claimed.discard(key)
+                self._seen.add(key)
+                run.found[key] = outcome.response
+                local = run.local
                 local.requests += 1
                 local.attempts += outcome.attempts
                 local.retries += outcome.attempts - 1
                 local.prompt_tokens += outcome.usage.get("prompt_tokens") or 0
                 local.completion_tokens += outcome.usage.get("completion_tokens") or 0
-                bar.update(1)
+                run.bar.update(1)
+            if timeout is not None:
+                return
 
     def _send(self, request: ChatRequest) -> _Outcome:
         """One request, retried; runs in a worker thread."""
@@ -491,13 +602,23 @@ class EndpointClient:
 
     def _check_response(self, completion: Any) -> dict[str, Any]:
         dump = getattr(completion, "model_dump", None)
-        data = dump() if callable(dump) else None
+        with warnings.catch_warnings():
+            # pydantic warns (three lines on stderr) when a field has the wrong shape, e.g. choices
+            # that are an object; the line below says what is wrong, once.
+            warnings.simplefilter("ignore", UserWarning)
+            data = dump() if callable(dump) else None
         if not isinstance(data, dict):
             raise EndpointResponseError(
                 f"the endpoint {self.settings.base_url} answered something that is not a chat completion "
                 f"({type(completion).__name__}); is it an OpenAI-compatible /v1 URL?"
             )
         choices = data.get("choices")
+        if choices and not isinstance(choices, list):
+            raise EndpointResponseError(
+                f"the endpoint {self.settings.base_url} answered a chat completion whose choices is "
+                f"{'an object' if isinstance(choices, dict) else type(choices).__name__}, not a list; "
+                "is it an OpenAI-compatible /v1 URL?"
+            )
         if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
             raise EndpointResponseError(
                 f"the endpoint {self.settings.base_url} answered a chat completion without choices; "
@@ -522,6 +643,10 @@ class EndpointClient:
             except EndpointError:
                 raise
             except (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError) as error:
+                if _connect_failure(error) is not None:
+                    # Nobody listens, or the host has no address: no wait cures a wrong URL or a
+                    # server that is not started, so it is said at once, not after six backoffs.
+                    raise self._final_error(error, attempts=attempt, asked=None, what=what) from None
                 status = getattr(error, "status_code", None)
                 headers = getattr(getattr(error, "response", None), "headers", None)
                 asked = _retry_after(headers)
@@ -575,18 +700,29 @@ class EndpointClient:
             )
             return EndpointUnreachableError(self._scrub(message))
         if isinstance(error, openai.APIConnectionError):
+            failure = _connect_failure(error)
+            if failure == REFUSED:
+                message = f"nothing listens at {url} (connection refused); start the server there or fix the URL"
+                return EndpointUnreachableError(self._scrub(message))
+            if failure == NO_HOST:
+                host = urllib.parse.urlsplit(url).hostname or url
+                message = f"cannot resolve host {host} of the endpoint {url}; fix the host name in the URL"
+                return EndpointUnreachableError(self._scrub(message))
             cause = error.__cause__ or error.__context__
             reason = one_line(cause) if cause is not None else one_line(error)
             message = (
-                f"cannot reach the endpoint {url} ({reason}; {tries}); start the server or fix the URL, "
-                f"or raise {TIMEOUT_FLAG} if it is slow"
+                f"the endpoint {url} dropped the connection ({reason}; {tries}); "
+                "check the server's log, then rerun (answers so far are cached)"
             )
             return EndpointUnreachableError(self._scrub(message))
         if status in (401, 403):
             if self.settings.api_key_env:
                 fix = f"the key in ${self.settings.api_key_env} was refused; set {self.settings.api_key_env} to a valid key"
             else:
-                fix = "no key was sent; name the environment variable that holds it"
+                fix = (
+                    f"no key was sent; export {GENERIC_KEY_ENV}=<the server's key> (the variable "
+                    "endpoint:NAME@URL reads) and rerun"
+                )
             return EndpointAuthError(self._scrub(f"the endpoint {url} answered HTTP {status}: {fix}{detail}"))
         if status == 404:
             served = self._served_names()

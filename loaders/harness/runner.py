@@ -351,6 +351,24 @@ def created_now() -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _refuse_by_answer_off(selection: Any, model: ModelRef) -> None:
+    """An explicit ``TASK.by_answer=false`` for a family that only answers in words (a served model
+    without log-probabilities) would be overridden, the run scored by answer all the same: refuse
+    it, as every option that would be ignored is refused."""
+    from conceptforge.loaders.harness.adapters.base import ANSWER_TEXT
+    from conceptforge.loaders.harness.task import BY_ANSWER_OPTION
+
+    task = selection.task
+    if BY_ANSWER_OPTION not in selection.given or selection.options.get(BY_ANSWER_OPTION):
+        return
+    if task.capability_for(model.kind, selection.options) == ANSWER_TEXT:
+        raise InvalidArgumentError(
+            f"{task.name}.{BY_ANSWER_OPTION}=false: {model.id} answers only in words ({model.kind}: no token "
+            f"log-probabilities), so {task.name} can only run by answer; drop the option, or serve "
+            "the model with log-probabilities (vLLM, SGLang)"
+        )
+
+
 def run_tasks(
     model: ModelRef,
     selections: Sequence[TaskSelection],
@@ -383,6 +401,7 @@ def run_tasks(
     # Every option against the model's family and the run's folders, then every dataset, before
     # the first (slow) task: a value no task can use or a wrong repo or tag fails in seconds.
     for selection in runnable:
+        _refuse_by_answer_off(selection, model)
         if selection.task.check_options is not None:
             selection.task.check_options(selection.options, model=model, inputs=settings.inputs())
     datasets = [_dataset_for(selection, model, settings) for selection in runnable]

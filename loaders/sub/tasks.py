@@ -16,7 +16,13 @@ from typing import Any
 
 from conceptforge import argtypes
 from conceptforge.errors import DataFormatError, DataNotFoundError
-from conceptforge.loaders.harness.allowed_tokens import LOW_ALLOWED_MASS, low_allowed_mass_metric
+from conceptforge.loaders.harness.allowed_tokens import (
+    LOW_ALLOWED_MASS,
+    NO_ALLOWED_ANSWER,
+    NO_ALLOWED_MASS,
+    low_allowed_mass_metric,
+    no_allowed_mass,
+)
 from conceptforge.loaders.harness.by_answer import (
     BY_ANSWER_COLUMNS,
     NO_ANSWER,
@@ -189,6 +195,19 @@ def _group_scorer(ctx: TaskContext, cub: Any, groups: list[str], choices: dict[s
     return embedder, embed, "sub/vlm-within-group"
 
 
+def _wrong(result: Any) -> Any:
+    """``result`` scored wrong on every side it is scored on, with no prediction: an unparsed
+    answer, or choice scores that carried no probability at all (:func:`no_allowed_mass`)."""
+    from dataclasses import replace
+
+    return replace(
+        result,
+        prediction=[],
+        s_plus=False if result.s_plus is not None else None,
+        s_minus=False if result.s_minus is not None else None,
+    )
+
+
 def run_sub_vlm(ctx: TaskContext) -> TaskOutcome:
     from conceptforge.loaders.sub.scoring import build_report, score_vlm_predictions
 
@@ -205,33 +224,36 @@ def run_sub_vlm(ctx: TaskContext) -> TaskOutcome:
         out = []
         for position, item, (scores, allowed_mass) in zip(positions, chosen, group_scores(chosen)):
             best = max(range(len(scores)), key=lambda i: (scores[i], -i))  # first of tied maxima
-            predicted = choices[item.group][best]
+            unanswered = no_allowed_mass(allowed_mass)
+            predicted = None if unanswered else choices[item.group][best]
             (result,) = score_vlm_predictions(
                 [item], [predicted], cub, s_minus=o["s_minus"], cbm_min_classes=o["cbm_min_classes"]
             )
-            out.append(
-                {
-                    "rows": [
-                        {**row, ALLOWED_MASS_COLUMN: allowed_mass}
-                        for row in _rows(
-                            "sub-vlm",
-                            position,
-                            item,
-                            [a or "none" for a in choices[item.group]],
-                            [float(s) for s in scores],
-                            [predicted] if predicted else [],
-                            result,
-                        )
-                    ],
-                    "prediction": predicted,
-                }
-            )
+            if unanswered:  # no option had any probability: no choice to credit (EP05)
+                result = _wrong(result)
+            rows = [
+                {**row, ALLOWED_MASS_COLUMN: allowed_mass}
+                for row in _rows(
+                    "sub-vlm",
+                    position,
+                    item,
+                    [a or "none" for a in choices[item.group]],
+                    [float(s) for s in scores],
+                    [predicted] if predicted else [],
+                    result,
+                )
+            ]
+            for row in rows:
+                if unanswered:
+                    row["prediction"] = NO_ALLOWED_ANSWER
+            out.append({"rows": rows, "prediction": predicted, "unanswered": unanswered})
         return out
 
     done = ctx.samples.collect([str(i) for i in range(len(items))], score, chunk=ctx.batch_size)
     results = score_vlm_predictions(
         items, [d["prediction"] for d in done], cub, s_minus=o["s_minus"], cbm_min_classes=o["cbm_min_classes"]
     )
+    results = [_wrong(r) if d.get("unanswered") else r for r, d in zip(results, done)]
     by_choice = protocol == "sub/vlm-choose"
     report = build_report(
         "vlm",
@@ -274,8 +296,6 @@ def run_sub_by_answer(ctx: TaskContext, cub: Any, items: list[Any]) -> TaskOutco
     the paper's question, the group's values and "Other", lettered) in words; the parsed letter is
     the chosen attribute ("Other": none). S+ is right when it is the substituted attribute, S−
     when it is not "that attribute"; an unparsed answer is wrong on both sides."""
-    from dataclasses import replace
-
     from conceptforge.loaders.harness.by_answer import (
         DEFAULT_MAX_NEW_TOKENS,
         UNPARSED,
@@ -310,12 +330,7 @@ def run_sub_by_answer(ctx: TaskContext, cub: Any, items: list[Any]) -> TaskOutco
                 [item], [predicted], cub, s_minus=o["s_minus"], cbm_min_classes=o["cbm_min_classes"]
             )
             if letter is None:  # unparsed: wrong on every side it is scored on
-                result = replace(
-                    result,
-                    prediction=[],
-                    s_plus=False if result.s_plus is not None else None,
-                    s_minus=False if result.s_minus is not None else None,
-                )
+                result = _wrong(result)
             rows = _rows(
                 "sub-vlm",
                 position,
@@ -500,11 +515,17 @@ def _check_sides(rows: Sequence[dict[str, Any]], detected: Any, chance: Any) -> 
         found = detected(row)
         if isinstance(found, str):
             return f"row {item}: {found}"
-        predicted = set() if row["prediction"] == "none" else set(str(row["prediction"]).split(";"))
+        unanswered = no_allowed_mass(row.get(ALLOWED_MASS_COLUMN))
+        if unanswered and row["prediction"] != NO_ALLOWED_ANSWER:
+            return f"row {item}: allowed_mass 0 but prediction {row['prediction']!r}, not {NO_ALLOWED_ANSWER!r}"
+        predicted = (
+            set() if row["prediction"] in ("none", NO_ALLOWED_ANSWER) else set(str(row["prediction"]).split(";"))
+        )
         if predicted != found:
             return f"row {item}: prediction {row['prediction']!r} but its scores select {';'.join(sorted(found)) or 'none'}"
         labels = set(str(row["label"]).split(";"))
         right = bool(labels & predicted) if side == "S+" else not labels & predicted
+        right = right and not unanswered
         if row["correct"] is None or bool(row["correct"]) != right:
             return (
                 f"row {item}: correct is {row['correct']} but {side} with prediction {row['prediction']!r} and label "
@@ -527,6 +548,8 @@ def check_sub_vlm_rows(rows: Sequence[dict[str, Any]], options: dict[str, Any]) 
         scores, candidates = list(row["scores"]), list(row["candidates"])
         if not scores:
             return "no scores"
+        if no_allowed_mass(row.get(ALLOWED_MASS_COLUMN)):
+            return set()  # nothing chosen: the row is wrong on both sides (checked below)
         best = candidates[max(range(len(scores)), key=lambda i: (scores[i], -i))]
         return set() if best == "none" else {best}
 
@@ -671,7 +694,7 @@ def tasks() -> list[Task]:
                 *_s_minus_options(),
             ),
             breakdowns=breakdowns.SUB,
-            metrics=(*S_METRICS, *CHANCE_METRICS, LOW_ALLOWED_MASS, UNPARSED_ANSWERS),
+            metrics=(*S_METRICS, *CHANCE_METRICS, LOW_ALLOWED_MASS, NO_ALLOWED_MASS, UNPARSED_ANSWERS),
         ),
         Task(
             "sub-cbm",

@@ -77,6 +77,33 @@ def test_low_allowed_mass_is_counted_and_warned(caplog):
     assert low_allowed_mass_metric([{"value": 1.0}], what="x") == {}  # no answer tokens: no metric
 
 
+def test_no_allowed_mass_is_counted_apart_and_warned_as_mass_0(caplog):
+    """EP05: a mass of exactly 0 (no allowed answer among a server's top 20) is said as such, not
+    as "less than 0.5". By hand over masses 0.9, 0.2, 0, 0: below 0.5 are 0.2, 0, 0 (3 of 4);
+    none at all: the two zeros (2 of 4); the first warning names the one above 0 (0.2)."""
+    from conceptforge.loaders.harness.allowed_tokens import (
+        LOW_ALLOWED_MASS_METRIC,
+        NO_ALLOWED_MASS_METRIC,
+        low_allowed_mass_metric,
+        no_allowed_mass,
+    )
+    from conceptforge.loaders.harness.sample_columns import ALLOWED_MASS_COLUMN
+
+    rows = [{ALLOWED_MASS_COLUMN: m} for m in (0.9, 0.2, 0.0, 0.0)]
+    with caplog.at_level(logging.WARNING, logger="conceptforge"):
+        found = low_allowed_mass_metric(rows, what="sub-vlm")
+    low, none = found[LOW_ALLOWED_MASS_METRIC], found[NO_ALLOWED_MASS_METRIC]
+    assert (low.value, low.n, none.value, none.n) == (3.0, 4, 2.0, 4)
+    assert [r.getMessage() for r in caplog.records] == [
+        "sub-vlm: 1 of 4 samples gave the allowed answers less than 0.5 of the next-token probability (but more "
+        "than 0) (the model mostly wanted to say something else; column allowed_mass in the samples file)",
+        "sub-vlm: 2 of 4 samples gave the allowed answers no probability at all (mass 0: none of them among the "
+        "log-probabilities returned); scored wrong, counted in no_allowed_mass",
+    ]
+    assert NO_ALLOWED_MASS_METRIC not in low_allowed_mass_metric([{ALLOWED_MASS_COLUMN: 1e-300}], what="x")
+    assert [no_allowed_mass(m) for m in (None, 0.0, 1e-300, 1.0)] == [False, True, False, False]
+
+
 # ----------------------------------------------------------------------------------- binding ties
 def test_binding_ties_are_decided_on_the_probability_scale():
     import torch

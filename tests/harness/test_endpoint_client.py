@@ -152,7 +152,8 @@ def test_answers_in_order_counted_and_cached(server, tmp_path):
     # A new client (the server's `created` and permission ids differ now): everything from the cache.
     with EndpointClient(_settings(server), cache_dir=tmp_path) as again:
         assert again.complete(requests) == responses
-        assert again.usage.requests == 0 and again.usage.cache_hits == 7
+        # 7 requests, 6 distinct (the duplicate is one request): 6 read from the cache, each once
+        assert again.usage.requests == 0 and again.usage.cache_hits == 6
     assert len(_events(server, {f"order question {i}" for i in range(6)})) == 6
 
 
@@ -479,7 +480,10 @@ def test_kill_9_then_rerun_equals_a_clean_run_and_reasks_nothing_answered(tmp_pa
 
 
 def test_two_processes_share_one_cache(tmp_path):
-    process, url = _start_server("--latency-ms", "5")
+    """Two runs at once on one cache: each of the n distinct requests reaches the server once
+    (EP42: 381 requests for 241 distinct bodies before claims), and what one process did not send
+    it read back from the other's answers."""
+    process, url = _start_server("--latency-ms", "30")
     try:
         n = 80
         first = _client_process(url, tmp_path / "cache", n, tmp_path / "a.json", concurrency=3)
@@ -496,6 +500,13 @@ def test_two_processes_share_one_cache(tmp_path):
             assert db.execute("SELECT COUNT(*) FROM responses").fetchone()[0] == n
         with EndpointClient(EndpointSettings(url, MODEL), cache_dir=tmp_path / "cache") as client:
             assert client.plan(_requests("bulk", n)) == 0
+        prompts = [e["prompt"] for e in _events(url)]
+        assert sorted(prompts) == sorted(f"bulk question {i}" for i in range(n))  # n received for n bodies
+        # every request was sent by one of the two and read back by the other
+        assert a["usage"]["requests"] + b["usage"]["requests"] == n
+        assert (
+            a["usage"]["requests"] + a["usage"]["cache_hits"] == n == b["usage"]["requests"] + b["usage"]["cache_hits"]
+        )
     finally:
         _stop(process)
 
@@ -549,5 +560,153 @@ def test_a_plain_web_server_is_refused_at_once_not_retried(single_object_dir, tm
         err = capsys.readouterr().err.strip().splitlines()
         assert "not an OpenAI-compatible server" in err[-1], err
         assert not (tmp_path / "kept").exists()
+    finally:
+        _stop(process)
+
+
+def test_choices_that_are_an_object_are_one_line_without_library_warnings(server, tmp_path, capsys):
+    """EP06: the line came after three lines of pydantic's UserWarning (serializer: expected a list)."""
+    import warnings
+
+    from conceptforge.cli import run_cli
+
+    _faults(server, "object-choices", count=1)
+
+    def main(_argv):
+        with EndpointClient(_settings(server, max_retries=0), cache_dir=tmp_path) as client:
+            client.complete(_requests("object-choices", 1))
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert run_cli(main, []) == 2
+    assert [str(w.message) for w in caught] == []
+    err = capsys.readouterr().err
+    assert err == (
+        f"error: the endpoint {server} answered a chat completion whose choices is an object, not a list; "
+        "is it an OpenAI-compatible /v1 URL?\n"
+    ), err
+
+
+def _free_port_url() -> str:
+    import socket
+
+    with socket.socket() as probe:  # a port that was free a moment ago and has no listener
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        # EP25/EP30: a refused connection; written by hand from the URL
+        (None, "nothing listens at {url} (connection refused); start the server there or fix the URL"),
+        # EP32/EP34: .invalid never resolves (RFC 2606)
+        (
+            "http://no-such-host.invalid:8000/v1",
+            "cannot resolve host no-such-host.invalid of the endpoint {url}; fix the host name in the URL",
+        ),
+    ],
+)
+def test_a_wrong_address_is_said_at_once_not_retried(tmp_path, caplog, url, expected):
+    """Six retries (about 30 s) with advice to raise the timeout became one try and the cause."""
+    url = url or _free_port_url()
+    caplog.set_level(logging.WARNING, logger="conceptforge")
+    with EndpointClient(_settings(url, max_retries=6), cache_dir=tmp_path) as client:
+        with pytest.raises(EndpointUnreachableError) as caught:
+            client.complete(_requests("wrong-address", 1))
+    assert str(caught.value) == expected.format(url=url)
+    assert not [r for r in caplog.records if "retry" in r.getMessage()]  # no backoff was started
+    assert _committed(tmp_path) == 0
+
+
+def test_a_401_without_a_key_names_the_variable_to_set(keyed_server, tmp_path):
+    """EP16: the generic endpoint reads its key from CONCEPTFORGE_ENDPOINT_KEY; the line says so."""
+    with EndpointClient(_settings(keyed_server, api_key_env=None), cache_dir=tmp_path) as client:
+        with pytest.raises(EndpointAuthError) as caught:
+            client.complete(_requests("no-key", 1))
+    message = str(caught.value)
+    assert message.startswith(f"the endpoint {keyed_server} answered HTTP 401: no key was sent; ")
+    assert "export CONCEPTFORGE_ENDPOINT_KEY=" in message and "\n" not in message
+
+
+CLAIM_SCRIPT = """
+import sys, time
+from conceptforge.loaders.harness.endpoint_cache import ResponseCache
+from conceptforge.loaders.harness.endpoint_client import EndpointClient, EndpointSettings
+from tests.harness.test_endpoint_client import _requests
+url, cache, n, answer = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "answer"
+with EndpointClient(EndpointSettings(url, "tiny-vlm"), cache_dir=cache) as client:
+    keys = client.keys(_requests("claimed", n))
+    held = ResponseCache(cache)
+    held.claim(keys, lease_s=3600)  # an hour: only the owner's death or its answers free them
+    print("claimed", flush=True)
+    if answer:
+        sys.stdin.readline()  # the test says when: the other process is waiting by then
+        with EndpointClient(EndpointSettings(url, "tiny-vlm"), cache_dir=None) as asker:  # the held claims are ours
+            for key, response in zip(keys, asker.complete(_requests("claimed", n))):
+                held.put(key, response)
+        print("answered", flush=True)
+    else:
+        time.sleep(3600)  # killed with -9 here, its claims left behind
+"""
+
+
+def _claimer(url: str, cache: Path, n: int, answer: bool) -> subprocess.Popen:
+    process = subprocess.Popen(
+        [sys.executable, "-c", CLAIM_SCRIPT, url, str(cache), str(n), "answer" if answer else "hold"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+        env={**os.environ, "CONCEPTFORGE_DISABLE_PROGRESS_BARS": "1"},
+    )
+    assert process.stdout.readline().strip() == "claimed"
+    return process
+
+
+def test_a_claim_of_a_live_process_is_waited_for_and_a_dead_ones_taken_over(tmp_path):
+    """EP42, the two halves of a claim: requests another live process claimed are not sent again
+    (their answers are read when they land); claims left by a process killed with -9 are taken
+    over at once (their lease of an hour would otherwise hold the run)."""
+    process, url = _start_server()
+    try:
+        n = 5
+        # a live owner: this client waits, the owner answers (5 requests), this client sends none
+        owner = _claimer(url, tmp_path / "live", n, answer=True)
+        script = "import logging; logging.basicConfig(level=logging.INFO)\n" + CLIENT_SCRIPT.replace(
+            "bulk question", "claimed question"
+        )
+        waiting = subprocess.Popen(
+            [sys.executable, "-c", script, url, str(tmp_path / "live"), str(n), str(tmp_path / "w.json"), "4"],
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "CONCEPTFORGE_DISABLE_PROGRESS_BARS": "1"},
+        )
+        for line in waiting.stderr:  # it found the claims and waits: only now may the owner answer
+            if "waiting for its answers instead of asking again" in line:
+                break
+        else:
+            raise AssertionError("the second process never waited on the claims")
+        owner.stdin.write("go\n")
+        owner.stdin.flush()
+        assert owner.stdout.readline().strip() == "answered" and owner.wait(timeout=120) == 0
+        assert waiting.wait(timeout=120) == 0
+        usage = json.loads((tmp_path / "w.json").read_text())["usage"]
+        assert (usage["requests"], usage["cache_hits"]) == (0, n)
+        prompts = [e["prompt"] for e in _events(url) if e["prompt"].startswith("claimed question")]
+        assert sorted(prompts) == [f"claimed question {i}" for i in range(n)]  # each asked once, by the owner
+
+        # a dead owner: its claims stand in the table, yet this client sends every request itself
+        dead = _claimer(url, tmp_path / "dead", n, answer=False)
+        os.kill(dead.pid, signal.SIGKILL)
+        dead.wait()
+        with sqlite3.connect(tmp_path / "dead" / RESPONSES_FILE) as db:
+            assert db.execute("SELECT COUNT(*) FROM claims").fetchone()[0] == n
+        with EndpointClient(_settings(url), cache_dir=tmp_path / "dead") as client:
+            client.complete(_requests("claimed", n))
+            assert (client.usage.requests, client.usage.cache_hits) == (n, 0)
+        with sqlite3.connect(tmp_path / "dead" / RESPONSES_FILE) as db:
+            assert db.execute("SELECT COUNT(*) FROM claims").fetchone()[0] == 0  # answered: released
     finally:
         _stop(process)

@@ -149,9 +149,15 @@ def test_evaluate_through_the_endpoint_equals_the_local_run(
     common = ["--tasks", tasks, "--cub-dir", str(fake_cub), "--task-option", "sub-vlm.cbm_min_classes=1"]
     common += ["--cache-dir", str(tmp_path / "cache"), "--batch-size", "8"]
     out = tmp_path / "served.json"
-    assert (
-        main(["evaluate", "--model", _spec(server), *common, "--output", str(out), "--endpoint-concurrency", "4"]) == 0
-    )
+    with caplog.at_level("INFO", logger="conceptforge"):
+        assert (
+            main(["evaluate", "--model", _spec(server), *common, "--output", str(out), "--endpoint-concurrency", "4"])
+            == 0
+        )
+    # a fresh cache: every answer was sent, none came from the cache (match and its allowed mass
+    # read the same answers twice; that used to log "240 from the cache")
+    (sent,) = [r.getMessage() for r in caplog.records if "requests sent" in r.getMessage()]
+    assert "(0 retries), 0 from the cache" in sent, sent
     payload = json.loads(out.read_text())
     assert payload["model"]["kind"] == "endpoint" and payload["model"]["endpoint"]["identity"]["id"] == "tiny-llava"
     assert payload["model"]["endpoint"]["client"]["max_concurrency"] == 4
@@ -195,12 +201,54 @@ def test_compmap_through_the_endpoint(server, tmp_path):
     _rescore_equals(out, tmp_path)
 
 
+class TransformersServe:
+    """``transformers serve FOLDER`` (transformers' own OpenAI-compatible server, a real third-party
+    server) on a free port of 127.0.0.1, ready once ``/health`` answers. It refuses ``logprobs``:
+    what it serves is an ``endpoint-text`` model, scored by answer only."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.name = str(folder)  # it lists the model under the path it loaded
+        self.base_url = ""
+
+    def __enter__(self) -> TransformersServe:
+        import os
+        import socket
+        import subprocess
+        import sys
+        import time
+        import urllib.request
+
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        # the `transformers` command of this interpreter (its script calls this main)
+        command = [sys.executable, "-c", "import sys; from transformers.cli.transformers import main; sys.exit(main())"]
+        command += ["serve", str(self.folder)]
+        command += ["--host", "127.0.0.1", "--port", str(port), "--device", "cpu", "--log-level", "warning"]
+        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ)
+        self.base_url = f"http://127.0.0.1:{port}/v1"
+        while True:  # wait for the condition (it answers), or for the process to end
+            assert self.process.poll() is None, "transformers serve exited before it listened"
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as response:
+                    if response.status == 200:
+                        return self
+            except OSError:
+                time.sleep(0.5)
+
+    def __exit__(self, *exc: object) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=60)
+
+
 def test_a_server_without_log_probabilities_runs_the_by_answer_protocols_only(
     tiny_llava_dir, single_object_dir, sub_dir, fake_cub, tmp_path, capsys
 ):
-    """A server refusing ``logprobs`` (as transformers serve does): the model is ``endpoint-text``,
-    sub-vlm and binding-clip run by answer, a probability-only task is skipped in one line, and the
-    adapter refuses a probability protocol in one line."""
+    """A server refusing ``logprobs`` (our test server in that mode, as transformers serve does;
+    transformers serve itself: the heavy test below): the model is ``endpoint-text``, sub-vlm and
+    binding-clip run by answer, a probability-only task is skipped in one line, ``by_answer=false``
+    is refused (EP58), and the adapter refuses a probability protocol in one line."""
     from conceptforge.loaders.harness.adapters.base import load_adapter
 
     with LogprobServer(tiny_llava_dir, name="tiny-llava", extra=("--no-logprobs",)) as running:
@@ -209,6 +257,15 @@ def test_a_server_without_log_probabilities_runs_the_by_answer_protocols_only(
         tasks = f"binding-clip:{single_object_dir},sub-vlm:{sub_dir},compmap-cub"
         argv = ["evaluate", "--model", _spec(running), "--tasks", tasks, "--cub-dir", str(fake_cub)]
         argv += ["--task-option", "sub-vlm.cbm_min_classes=1", "--cache-dir", str(tmp_path / "cache")]
+        # EP58: by_answer=false cannot hold for a model that only answers in words: refused, not overridden
+        off = ["--task-option", "sub-vlm.by_answer=false", "--output", str(tmp_path / "off.json")]
+        assert main([*argv, *off]) == 2
+        assert capsys.readouterr().err.strip().splitlines()[-1] == (
+            f"error: sub-vlm.by_answer=false: {_spec(running)} answers only in words (endpoint-text: no token "
+            "log-probabilities), so sub-vlm can only run by answer; drop the option, or serve the model with "
+            "log-probabilities (vLLM, SGLang)"
+        )
+        assert not (tmp_path / "off.json").exists()
         assert main([*argv, "--output", str(tmp_path / "r.json")]) == 0
         adapter = load_adapter(model, device=None, dtype=None, cache_dir=str(tmp_path / "cache"))
         try:
@@ -223,6 +280,39 @@ def test_a_server_without_log_probabilities_runs_the_by_answer_protocols_only(
     assert skipped["task"] == "compmap-cub" and "endpoint-text" in skipped["reason"]
     assert len([line for line in err.splitlines() if "compmap-cub" in line and "skip" in line]) == 1
     _rescore_equals(tmp_path / "r.json", tmp_path)
+
+
+@pytest.mark.heavy
+def test_transformers_serve_gives_the_local_by_answer_numbers(
+    tiny_llava_dir, single_object_dir, sub_dir, fake_cub, tmp_path
+):
+    """``transformers serve`` itself (transformers' own server; it refuses ``logprobs``): an
+    ``endpoint-text`` model whose by-answer runs of sub-vlm and binding-clip give the numbers and
+    rows of the same weights loaded here (greedy words are the same words). Heavy: the default
+    suite proves the same path against our server in its no-logprobs mode (the test above);
+    this one starts a third-party server (about two and a half minutes on the 2-core machine)."""
+    import pyarrow.parquet as pq
+
+    tasks = f"binding-clip:{single_object_dir},sub-vlm:{sub_dir}"
+    common = ["--tasks", tasks, "--cub-dir", str(fake_cub), "--task-option", "sub-vlm.cbm_min_classes=1"]
+    with TransformersServe(tiny_llava_dir) as running:
+        model = resolve_model(_spec(running))
+        assert (model.kind, model.endpoint["probabilities"]) == ("endpoint-text", "none")
+        argv = ["evaluate", "--model", _spec(running), *common, "--cache-dir", str(tmp_path / "cache")]
+        assert main([*argv, "--output", str(tmp_path / "served.json")]) == 0
+    local = ["evaluate", "--model", str(tiny_llava_dir), *common, "--device", "cpu"]
+    local += ["--task-option", "sub-vlm.by_answer=true", "--task-option", "binding-clip.by_answer=true"]
+    assert main([*local, "--cache-dir", str(tmp_path / "cache"), "--output", str(tmp_path / "local.json")]) == 0
+    served_tasks = json.loads((tmp_path / "served.json").read_text())["tasks"]
+    local_tasks = json.loads((tmp_path / "local.json").read_text())["tasks"]
+    assert [t["protocol"] for t in served_tasks] == ["binding/choose-by-answer", "sub/choose-by-answer"]
+    assert [t["metrics"] for t in served_tasks] == [t["metrics"] for t in local_tasks]
+    for name in ("binding-clip", "sub-vlm"):
+        served_rows = pq.read_table(tmp_path / "served.samples" / f"{name}.parquet").to_pylist()
+        local_rows = pq.read_table(tmp_path / "local.samples" / f"{name}.parquet").to_pylist()
+        columns = ("item_id", "answer", "parsed_answer", "prediction", "scores", "value")
+        assert [[r.get(c) for c in columns] for r in served_rows] == [[r.get(c) for c in columns] for r in local_rows]
+        assert served_rows
 
 
 def test_by_answer_local_and_served_copies_agree(
@@ -285,10 +375,35 @@ def test_the_key_is_never_written_and_the_budget_is_checked_first(
     [
         ("endpoint:no-url", [], "endpoint:SERVED_NAME@BASE_URL"),
         ("endpoint:m@127.0.0.1:9/v1", [], "has no scheme; write endpoint:m@http://127.0.0.1:9/v1"),
-        (
+        (  # EP25: said at once (it was six retries, 26 s of this suite)
             "endpoint:m@http://127.0.0.1:9/v1",
-            ["--endpoint-timeout", "2"],
-            "cannot reach the endpoint http://127.0.0.1:9/v1",
+            [],
+            "error: nothing listens at http://127.0.0.1:9/v1 (connection refused); start the server there or fix the URL",
+        ),
+        (  # EP35: not "a cbm model" skipped by every task
+            "mistral:large",
+            [],
+            "error: --model mistral:large: 'mistral' is an unknown provider (known: openai, gemini, anthropic, "
+            "openrouter, together; any OpenAI-compatible server is endpoint:SERVED_NAME@BASE_URL), and no module "
+            "mistral holds a CBM factory",
+        ),
+        (  # EP43: the flag does not apply (the old line blamed the missing local GPU)
+            "endpoint:m@http://127.0.0.1:9/v1",
+            ["--device", "cuda"],
+            "error: --device cuda does not apply to a served model (endpoint:m@http://127.0.0.1:9/v1): the server "
+            "runs it on its own device; drop it",
+        ),
+        (  # nor does a device map: said before the server is asked anything
+            "endpoint:m@http://127.0.0.1:9/v1",
+            ["--device-map", "auto"],
+            "error: --device-map auto does not apply to a served model (endpoint:m@http://127.0.0.1:9/v1): the "
+            "server runs it on its own device; drop it",
+        ),
+        (  # EP47: a budget that would not hold is refused, not ignored
+            "openai/clip-vit-base-patch32",
+            ["--max-requests", "10"],
+            "error: --max-requests applies to a served model (--model endpoint:NAME@URL or PROVIDER:NAME), not to "
+            "openai/clip-vit-base-patch32, which runs here: drop it",
         ),
         ("endpoint:m@http://127.0.0.1:9/v1", ["--endpoint-concurrency", "0"], "--endpoint-concurrency"),
         ("endpoint:m@http://127.0.0.1:9/v1", ["--endpoint-timeout", "-1"], "--endpoint-timeout"),
@@ -340,3 +455,84 @@ def test_a_provider_key_that_is_not_set_is_one_line_naming_the_variable(tmp_path
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert "OPENAI_API_KEY" in err and len(err.splitlines()) == 1 and not (tmp_path / "r.json").exists()
+
+
+def _letters_out_of_the_top_20(tiny_llava_dir: Path, folder: Path) -> Path:
+    """The tiny LLaVA with output rows zeroed but 40 tokens: 20 along a random direction v, 20
+    along -v. Whatever the hidden state h, one of the two sets has logits |h.v| > 0 while every
+    other token, the letters A-D among them, has logit 0: no letter is ever in the top 20."""
+    import shutil
+
+    import torch
+    from transformers import AutoModelForImageTextToText, AutoTokenizer
+
+    shutil.copytree(tiny_llava_dir, folder)
+    model = AutoModelForImageTextToText.from_pretrained(folder)
+    letters = set(AutoTokenizer.from_pretrained(folder).convert_tokens_to_ids(list("ABCD")))
+    with torch.no_grad():
+        head = model.get_output_embeddings().weight
+        v = torch.randn(head.shape[1], generator=torch.Generator().manual_seed(0))
+        rows = [t for t in reversed(range(head.shape[0])) if t not in letters][:40]  # the last 40
+        head.zero_()
+        head[rows[:20]] = 8.0 * v
+        head[rows[20:]] = -8.0 * v
+    model.save_pretrained(folder)
+    return folder
+
+
+def test_no_option_letter_in_the_top_20_is_unanswerable_not_option_a(
+    tiny_llava_dir, sub_dir, single_object_dir, fake_cub, tmp_path, caplog
+):
+    """EP05: no option letter (nor Yes/No) among the server's top-20: the scores are the uniform
+    split of nothing. By hand: each image's allowed mass is 0, so no image chooses anything; every
+    S+ and S- row is wrong (S+ 0, S- 0; before, option A was predicted and S- read 75% from no
+    information), every binding row scores 0 (before: a five-way tie, 0.2 each) with no error
+    breakdown (no distractor was chosen), and no_allowed_mass counts every sample; the warning
+    says mass 0."""
+    import pyarrow.parquet as pq
+
+    folder = _letters_out_of_the_top_20(tiny_llava_dir, tmp_path / "no-letters")
+    with LogprobServer(folder, name="tiny-llava", extra=("--ignore-token-ids",)) as running:
+        tasks = f"sub-vlm:{sub_dir},binding-clip:{single_object_dir}"
+        argv = ["evaluate", "--model", _spec(running), "--tasks", tasks, "--cub-dir", str(fake_cub)]
+        argv += ["--task-option", "sub-vlm.cbm_min_classes=1", "--cache-dir", str(tmp_path / "cache")]
+        with caplog.at_level("WARNING", logger="conceptforge"):
+            assert main([*argv, "--output", str(tmp_path / "r.json")]) == 0
+    task, binding = json.loads((tmp_path / "r.json").read_text())["tasks"]
+    binding_rows = pq.read_table(tmp_path / "r.samples" / "binding-clip.parquet").to_pylist()
+    assert binding_rows and all(r["allowed_mass"] == 0.0 and r["value"] == 0.0 for r in binding_rows)
+    assert all(r["prediction"] == "(no allowed answer)" for r in binding_rows)
+    accuracies = {k: v["value"] for k, v in binding["metrics"].items() if k.endswith("_accuracy")}
+    assert accuracies and set(accuracies.values()) == {0.0}
+    assert binding["metrics"]["no_allowed_mass"]["value"] == len(binding_rows)
+    rows = pq.read_table(tmp_path / "r.samples" / "sub-vlm.parquet").to_pylist()
+    images = len({r["item_id"].split("/")[0] for r in rows})
+    assert images and all(r["allowed_mass"] == 0.0 for r in rows)
+    assert all(r["prediction"] == "(no allowed answer)" and r["correct"] is False for r in rows)
+    metrics = task["metrics"]
+    assert metrics["s_plus"]["value"] == 0.0 and metrics["s_minus"]["value"] == 0.0
+    assert (metrics["no_allowed_mass"]["value"], metrics["no_allowed_mass"]["n"]) == (images, images)
+    warnings = [r.getMessage() for r in caplog.records if "no probability at all" in r.getMessage()]
+    assert warnings[0] == (
+        f"sub-vlm: {images} of {images} samples gave the allowed answers no probability at all (mass 0: none "
+        "of them among the log-probabilities returned); scored wrong, counted in no_allowed_mass"
+    )
+    assert warnings[1].startswith(f"binding-clip: {len(binding_rows)} of {len(binding_rows)} samples gave")
+    assert not [r for r in caplog.records if "less than 0.5" in r.getMessage()]
+    _rescore_equals(tmp_path / "r.json", tmp_path)
+
+
+def test_device_cuda_without_a_gpu_is_still_one_line_for_a_local_model(tmp_path, capsys, monkeypatch):
+    """evaluate --model checks --device in its run (so that a served model can refuse the flag
+    first, EP43): for a model that runs here, a missing GPU is still the one shared line."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    argv = ["evaluate", "--model", "openai/clip-vit-base-patch32", "--tasks", "binding-clip", "--device", "cuda"]
+    assert main([*argv, "--output", str(tmp_path / "r.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.splitlines() == [
+        "error: --device cuda: no CUDA GPU is visible on this machine (check nvidia-smi and CUDA_VISIBLE_DEVICES, "
+        "or pass --device cpu)"
+    ]
+    assert not (tmp_path / "r.json").exists()

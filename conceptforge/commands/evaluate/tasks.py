@@ -95,8 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--device",
         dest="eval_device",
-        # checked against this machine after the flags that conflict with it (--device-map)
-        type=at.device_name,
+        type=at.device_checked_in_run,  # the GPU is checked in run(): a served model takes no --device
         default=None,
         help="cpu, cuda, cuda:1 … (default: cuda if available)",
     )
@@ -277,11 +276,18 @@ def run(args: argparse.Namespace) -> int:
     if args.eval_tasks == "list":
         print(format_task_list())
         return 0
+    from conceptforge.commands.base import refuse_device_for_endpoint, refuse_endpoint_flags
+
+    if args.eval_model:
+        refuse_device_for_endpoint(args.eval_device, args.eval_model)
+        refuse_device_for_endpoint(args.eval_device_map, args.eval_model, flag="--device-map")
+        refuse_endpoint_flags(args, args.eval_model, prefix="eval_")
     from conceptforge.commands.evaluate.sweep import check_flags as check_sweep_flags
     from conceptforge.commands.evaluate.sweep import run as run_sweep
 
     check_sweep_flags(args)
     if args.eval_models:
+        at.check_device(args.eval_device)  # a missing GPU, now that the flag is known to apply
         return run_sweep(args)
     if args.eval_push_samples and not args.eval_push:
         raise InvalidArgumentError("--push-samples goes with --push-results")
@@ -312,6 +318,9 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgumentError("--model needs --tasks (e.g. --tasks sub-vlm,binding-clip; --tasks list shows them)")
     if not args.eval_model:
         raise InvalidArgumentError("--tasks needs --model ID_OR_PATH")
+    from conceptforge.endpoint_spec import check_provider
+
+    check_provider(args.eval_model)  # mistral:large: an unknown provider, not a CBM factory
     from conceptforge.loaders.harness.distributed import process_group
 
     # accelerate launch / torchrun: join the ranks first; rank 0 alone claims and writes the outputs

@@ -4,7 +4,9 @@ log-probabilities, ``answer-text`` from its words.
 The questions are the local generative VLM's (``adapters/generative_vlm.py``), asked the same
 way — one user turn, the image then the text, the server's chat template opening the assistant's
 turn — and read by the same allowed-answer math in log space (``filters.vqa.allowed``), so a
-served copy of a model gives the local adapter's numbers (a test checks it on a tiny model):
+served copy of a model gives the local adapter's numbers when the server runs the same forward
+(a test checks it on a tiny LLaVA); not for a prefix-LM that a server runs causally (PaliGemma
+under vLLM 0.32: 8–16% apart; docs/evaluation.md, "When a served copy gives the local numbers"):
 
 * ``match`` is VQAScore's ``next-token`` variant (ours): P("Yes") [+ P(" Yes")] as the first
   answer token after ``Does this figure show "{text}"? Please answer yes or no.``. The
@@ -20,7 +22,8 @@ Where the probabilities come from (the model's ``probabilities``, found once per
 answers' token ids (vLLM's ``logprob_token_ids``, ids from the served model's tokenizer, the
 same one-token rules as the local scorer); ``top-logprobs`` — the top 20 alternatives, matched by
 token text ("Yes" or " Yes"); an allowed answer outside the top 20 counts as no mass, so its
-probability and ``allowed_mass`` are lower bounds there. Every request is temperature 0, seed 0,
+probability and ``allowed_mass`` are lower bounds there (a sample with no allowed answer in the
+top 20 has ``allowed_mass`` 0 and the tasks score it wrong, ``allowed_tokens.no_allowed_mass``). Every request is temperature 0, seed 0,
 one token, through the client's cache (``endpoint_client``): a rerun sends nothing again.
 """
 
