@@ -20,11 +20,12 @@ from conceptforge.loaders.harness.runner import RESULTS_FORMAT, results_markdown
 
 #: Each declared metric (a sample name of its pattern) and its unit, by hand: accuracies, S+/S−,
 #: chance and CZSL numbers are shares of samples (%); CompMap's Δ is a difference of two shares
-#: (pp); low_allowed_mass and unparsed_answers count samples; CCD is a difference of oracle
+#: (pp); low_allowed_mass, no_allowed_mass and unparsed_answers count samples; CCD is a difference of oracle
 #: probabilities, CLIPScore 2.5·max(cos, 0) and DINO a cosine: numbers on their own scale.
 EXPECTED_UNITS = {
     ("binding-clip", "gen_accuracy"): "percent",
     ("binding-clip", "low_allowed_mass"): "count",
+    ("binding-clip", "no_allowed_mass"): "count",
     ("binding-clip", "unparsed_answers"): "count",
     ("binding-cdsm", "add.gen_accuracy"): "percent",
     ("compmap-cub", "5-way-1-shot.delta"): "points",
@@ -43,6 +44,7 @@ EXPECTED_UNITS = {
     ("sub-vlm", "chance_s_plus"): "percent",
     ("sub-vlm", "chance_s_minus"): "percent",
     ("sub-vlm", "low_allowed_mass"): "count",
+    ("sub-vlm", "no_allowed_mass"): "count",
     ("sub-vlm", "unparsed_answers"): "count",
     ("sub-cbm", "s_plus"): "percent",
     ("sub-cbm", "s_minus"): "percent",
