@@ -325,13 +325,13 @@ def test_slurm_a_requeued_held_task_is_queued_not_resubmitted(slurm, tmp_path, e
 SUB_TINY = "--images-per-pair 2 --resolution 32 --steps 2 --max-sequence-length 16 --device cpu --license cc-by-nc-4.0 --chunk-size 2"
 
 
-def test_slurm_sub_docs_array_and_dependency_chain(slurm, tmp_path):
-    from conceptforge.testing.random_flux import build_random_flux_pipeline
+def test_slurm_sub_docs_array_and_dependency_chain(slurm, tmp_path, random_flux_seed0):
+    import shutil
+
     from conceptforge.testing.tiny_vlms import build_tiny_llava
     from tests.sub.conftest import write_mini_cub
 
-    model = tmp_path / "flux"
-    build_random_flux_pipeline(seed=0).save_pretrained(model)
+    model = shutil.copytree(random_flux_seed0, tmp_path / "flux", dirs_exist_ok=True)
     vlm = build_tiny_llava(tmp_path / "llava")
     cub = write_mini_cub(tmp_path / "cub")
     spec = json.dumps(
@@ -341,9 +341,11 @@ def test_slurm_sub_docs_array_and_dependency_chain(slurm, tmp_path):
     generate = adapt(
         doc_script("--job-name=sub-candidates\n"),
         {
-            "--array=0-63": "--array=0-3",
+            # two tasks prove the array and the afterok on all of them: each more was a process
+            # loading FLUX on the same 2 cores
+            "--array=0-63": "--array=0-1",
             "/shared/sub-candidates": "sub-candidates",
-            "--num-shards 64": "--num-shards 4",
+            "--num-shards 64": "--num-shards 2",
         },
         append=f"--model {model} {SUB_TINY}",
     )
