@@ -7,6 +7,7 @@ import collections
 import os
 import signal
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -116,8 +117,13 @@ def test_ray_cli_generate_sub_is_byte_identical(tmp_path, random_flux_seed0):
         assert done.returncode == 0, done.stderr[-3000:]
         return done
 
-    generate("local")
-    on_ray = generate("ray", "--executor", "ray")
+    # the two runs are independent: side by side, the local one overlaps Ray's start-up (daemons,
+    # actors), which is mostly waiting
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        local = pool.submit(generate, "local")
+        on_ray = pool.submit(generate, "ray", "--executor", "ray")
+        local.result()
+        on_ray = on_ray.result()
     assert "Ray: 2 actor(s) hold the model" in on_ray.stderr, on_ray.stderr[-3000:]
     assert _bytes(tmp_path / "ray" / "out") == _bytes(tmp_path / "local" / "out")
 
