@@ -366,8 +366,12 @@ def test_an_object_store_that_accepts_and_never_answers_fails_in_one_line(tmp_pa
             "AWS_SECRET_ACCESS_KEY": "y",
             "AWS_EC2_METADATA_DISABLED": "true",
         }
-        for command in ("status", "assemble"):
-            result = _cli(command, "s3://bucket/run", env=env, timeout=600)
+        from concurrent.futures import ThreadPoolExecutor
+
+        commands = ("status", "assemble")
+        with ThreadPoolExecutor(max_workers=len(commands)) as pool:  # both wait on the silent server: side by side
+            results = list(pool.map(lambda command: _cli(command, "s3://bucket/run", env=env, timeout=600), commands))
+        for result in results:
             lines = result.stderr.strip().splitlines()
             assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
             assert len(lines) == 1 and "Read timeout on endpoint URL" in lines[0], lines
