@@ -39,10 +39,14 @@ system-deps:
 demo: $(VENV)/.installed
 	$(VENV)/bin/conceptforge generate binding --dataset all --preset demo --out $(DEMO_OUT)
 
+# The 25 slowest tests and the total time go to the log: a suite that grows slower shows it
+# (CI's limit is 90 minutes; the default suite is kept under 15 on a quiet 2-core machine).
 test: $(VENV)/.installed system-deps
-	$(PY) -m ruff check .
-	$(PY) -m ruff format --check .
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	@start=$$(date +%s); echo "make test: started $$(date -u '+%Y-%m-%d %H:%M:%S') UTC, load $$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"; \
+	$(PY) -m ruff check . && $(PY) -m ruff format --check . && $(PY) -m pytest -q --durations=25 $(PYTEST_ARGS); \
+	status=$$?; took=$$(( $$(date +%s) - start )); \
+	echo "make test: ruff and pytest took $$((took / 60)) min $$((took % 60)) s (exit $$status, load $$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null))"; \
+	exit $$status
 
 clean:
 	rm -rf $(VENV) outputs .pytest_cache

@@ -97,3 +97,17 @@ def s3_server():
             else:
                 os.environ[key] = value
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def random_flux_seed0(tmp_path_factory):
+    """The tiny random FLUX pipeline (seed 0), built once per session.
+
+    Building it costs seconds of CPU (minutes on a loaded machine), and five areas (sub, pipeline,
+    verify, Ray, Slurm) each built the same one. A user copies it (``shutil.copytree``, 1 MB) to a
+    folder of its own under the name it expects, so that no test can change another's model."""
+    from conceptforge.testing.random_flux import build_random_flux_pipeline
+
+    path = tmp_path_factory.mktemp("random-flux-seed0") / "flux"
+    build_random_flux_pipeline(seed=0).save_pretrained(path)
+    return path

@@ -73,32 +73,46 @@ def _worker_make(args: tuple[BindingConfig, object, dict]) -> ItemResult:
 class _PoolBatches:
     """``process_batch`` over a pool of Blender processes (spawned once, reused for every chunk).
 
-    ``restart_every``: each worker is replaced by a fresh process after that many items (Blender
-    leaks memory over thousands of renders). A pool broken by a dead worker is dropped, so the
-    engine's retry of the batch's items starts a fresh one.
+    ``restart_every``: the pool's processes are replaced by fresh ones once they have rendered
+    that many images each (``restart_every`` x ``num_workers`` images per pool; Blender leaks
+    memory over thousands of renders). Not ``ProcessPoolExecutor(max_tasks_per_child=)``: on
+    Python 3.11 to 3.14 a pool with a backlog never replaces a worker that exits at that limit
+    and hangs for ever for any limit above 1 (CPython gh-115634). A pool broken by a dead worker
+    is dropped, so the engine's retry of the batch's items starts a fresh one.
     """
 
     def __init__(self, config: BindingConfig, num_workers: int, device: str, restart_every: int | None = None) -> None:
         self.config, self.num_workers, self.device = config, num_workers, device
-        self.restart_every = restart_every
+        #: images one pool renders before its processes are replaced (None: never)
+        self.share = None if restart_every is None else restart_every * num_workers
+        self.rendered = 0  # by the current pool
         self.pool: concurrent.futures.ProcessPoolExecutor | None = None
         cpu_count = os.cpu_count() or 1
         self.options = {"device": self.device, "threads": max(1, cpu_count // self.num_workers)}
 
     def __call__(self, items):
-        if self.pool is None:
-            self.pool = concurrent.futures.ProcessPoolExecutor(
-                self.num_workers,
-                mp_context=multiprocessing.get_context("spawn"),
-                initializer=_init_worker,
-                initargs=(os.getpid(),),
-                max_tasks_per_child=self.restart_every,
-            )
-        try:
-            return list(self.pool.map(_worker_make, [(self.config, item, self.options) for item in items]))
-        except concurrent.futures.BrokenExecutor:
-            self.stop()  # a worker died (killed, out of memory): the next call starts a fresh pool
-            raise
+        items = list(items)
+        results = []
+        while len(results) < len(items):
+            if self.pool is not None and self.share is not None and self.rendered >= self.share:
+                self.close()  # this pool's processes rendered their share: fresh ones for the rest
+            if self.pool is None:
+                self.pool = concurrent.futures.ProcessPoolExecutor(
+                    self.num_workers,
+                    mp_context=multiprocessing.get_context("spawn"),
+                    initializer=_init_worker,
+                    initargs=(os.getpid(),),
+                )
+                self.rendered = 0
+            start = len(results)
+            end = len(items) if self.share is None else min(len(items), start + self.share - self.rendered)
+            try:
+                results += self.pool.map(_worker_make, [(self.config, item, self.options) for item in items[start:end]])
+            except concurrent.futures.BrokenExecutor:
+                self.stop()  # a worker died (killed, out of memory): the next call starts a fresh pool
+                raise
+            self.rendered += end - start
+        return results
 
     def stop(self) -> None:
         if self.pool is not None:

@@ -7,6 +7,7 @@ import collections
 import os
 import signal
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -92,14 +93,14 @@ def test_ray_model_stage_runs_on_actors_that_load_once(ray_cluster, reference, t
     assert len(pids) == 3 and len(set(pids)) == 3 and marker.read_text().strip() in pids[:2]
 
 
-def test_ray_cli_generate_sub_is_byte_identical(tmp_path):
+def test_ray_cli_generate_sub_is_byte_identical(tmp_path, random_flux_seed0):
     """`conceptforge generate sub --executor ray` (a local cluster from ray.init()) on tiny FLUX."""
-    from conceptforge.testing.random_flux import build_random_flux_pipeline
+    import shutil
+
     from tests.sub.conftest import write_mini_cub
     from tests.sub.sub_helpers import TINY_FLUX_ARGS, write_candidate_spec
 
-    model = tmp_path / "flux"
-    build_random_flux_pipeline(seed=0).save_pretrained(model)
+    model = shutil.copytree(random_flux_seed0, tmp_path / "flux", dirs_exist_ok=True)
     cub = write_mini_cub(tmp_path / "cub")
     spec = write_candidate_spec(tmp_path / "spec.json")
     common = ["generate", "sub", "--cub-dir", str(cub), "--model", str(model), "--candidate-spec", str(spec)]
@@ -116,8 +117,13 @@ def test_ray_cli_generate_sub_is_byte_identical(tmp_path):
         assert done.returncode == 0, done.stderr[-3000:]
         return done
 
-    generate("local")
-    on_ray = generate("ray", "--executor", "ray")
+    # the two runs are independent: side by side, the local one overlaps Ray's start-up (daemons,
+    # actors), which is mostly waiting
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        local = pool.submit(generate, "local")
+        on_ray = pool.submit(generate, "ray", "--executor", "ray")
+        local.result()
+        on_ray = on_ray.result()
     assert "Ray: 2 actor(s) hold the model" in on_ray.stderr, on_ray.stderr[-3000:]
     assert _bytes(tmp_path / "ray" / "out") == _bytes(tmp_path / "local" / "out")
 

@@ -294,20 +294,29 @@ def test_a_hub_that_accepts_and_never_answers_fails_in_one_line(mute_hub, tmp_pa
     3 s here to keep the test short). The commands that load models probe first, find an endpoint
     that accepts and never answers, and work offline (one warning, then the error). The
     subprocess limit is generous (the machine may be loaded): what is checked is the outcome.
+
+    The six commands run side by side: each mostly waits on the silent server, and one after the
+    other they took half a minute of the default suite (the server holds every connection apart).
     """
+    from concurrent.futures import ThreadPoolExecutor
+
     from tests.publish.publish_helpers import make_dataset
 
-    dataset = make_dataset(tmp_path / "release", n_train=4, n_test=2)
+    # its own copy for each command that reads a local release (they run at the same time)
+    diffed = make_dataset(tmp_path / "diffed", n_train=4, n_test=2)
+    published = make_dataset(tmp_path / "published", n_train=4, n_test=2)
     env = {"HF_ENDPOINT": mute_hub, "HF_HUB_DOWNLOAD_TIMEOUT": "3", "HF_TOKEN": "hf_test"}
-    for args in [
+    commands = [
         ("verify", "org/name@v1.0.0"),
-        ("diff", str(dataset), "org/name@v1.0.0"),
-        ("publish", str(dataset), "--repo-id", "org/name", "--version", "v1.0.0"),
+        ("diff", str(diffed), "org/name@v1.0.0"),
+        ("publish", str(published), "--repo-id", "org/name", "--version", "v1.0.0"),
         ("diff", "org/name@v1.0.0", "org/name@v1.1.0"),
         ("evaluate", "binding", "--dataset", "org/name", "--models", "clip", "--clip-model", "org/clip"),
         ("evaluate", "--model", "org/model", "--tasks", "binding-clip"),
-    ]:
-        result = _cli(*args, env=env, timeout=600)
+    ]
+    with ThreadPoolExecutor(max_workers=len(commands)) as pool:
+        results = list(pool.map(lambda args: _cli(*args, env=env, timeout=600), commands))
+    for args, result in zip(commands, results):
         lines = result.stderr.strip().splitlines()
         assert result.returncode == 2 and "Traceback" not in result.stderr, (args, result.stderr[-2000:])
         if args[0] == "evaluate":  # a command that loads models probes: offline from the start
@@ -357,8 +366,12 @@ def test_an_object_store_that_accepts_and_never_answers_fails_in_one_line(tmp_pa
             "AWS_SECRET_ACCESS_KEY": "y",
             "AWS_EC2_METADATA_DISABLED": "true",
         }
-        for command in ("status", "assemble"):
-            result = _cli(command, "s3://bucket/run", env=env, timeout=600)
+        from concurrent.futures import ThreadPoolExecutor
+
+        commands = ("status", "assemble")
+        with ThreadPoolExecutor(max_workers=len(commands)) as pool:  # both wait on the silent server: side by side
+            results = list(pool.map(lambda command: _cli(command, "s3://bucket/run", env=env, timeout=600), commands))
+        for result in results:
             lines = result.stderr.strip().splitlines()
             assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
             assert len(lines) == 1 and "Read timeout on endpoint URL" in lines[0], lines

@@ -19,7 +19,7 @@ from conceptforge.filters.sub.pipeline import (
 )
 from conceptforge.filters.vqa.questions import OTHER, QuestionBuilder
 from conceptforge.output import WORK_DIR
-from conceptforge.testing.sub_inputs import candidate_rows
+from conceptforge.testing.sub_inputs import candidate_rows, make_candidates_dir
 from tests.filters.filter_helpers import filter_sub_args
 
 REPO = Path(__file__).resolve().parents[2]
@@ -304,66 +304,89 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def test_a_kill_inside_a_vqa_batch_or_a_transient_error_resumes_byte_identical(
-    tiny_vlm, tiny_scorer, mini_cub, candidates_factory, tmp_path
-):
+def _harness_command(setup: dict, out: Path) -> list[str]:
+    extra = ["--keep-fraction", "0.5", "--batch-size", "2", "--chunk-size", "2"]
+    return ["filter", "sub", *filter_sub_args(setup["candidates"], out, setup["cub"], setup["vlm"], *extra)]
+
+
+def _harness_env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
+
+
+def _harness_dataset_bytes(out: Path) -> dict[str, bytes]:
+    """The dataset's files, and the exact float64 scores behind its ranks (the parquet keeps
+    float32, which can hide a difference that flips a near tie in a larger run)."""
+    files = {str(p.relative_to(out)): p.read_bytes() for p in sorted((out / "data").glob("*.parquet"))}
+    scores = {r.item_id: r.metadata for r in ItemStore(out / WORK_DIR).records("scores")}
+    return {**files, "scores": repr(sorted(scores.items())).encode()}
+
+
+def _harness(setup: dict, out: Path, *, stop_at: int = 0, fail_at: int = 0) -> subprocess.Popen:
+    flag = out.parent / f"{out.name}.flag"
+    extra = {"HARNESS_FLAG": str(flag), "HARNESS_STOP_AT": str(stop_at), "HARNESS_FAIL_AT": str(fail_at)}
+    return subprocess.Popen(
+        [sys.executable, "-c", _HARNESS, *_harness_command(setup, out)],
+        env={**_harness_env(), **extra},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_filter(tiny_vlm, tiny_scorer, mini_cub, tmp_path_factory) -> dict:
+    """15 candidates (3 pairs of 5) filtered by one uninterrupted process: the bytes every
+    interrupted run below must give (built once for the module's cases)."""
+    root = tmp_path_factory.mktemp("filter-harness")
+    pairs = _pairs_the_model_accepts(tiny_scorer, mini_cub)
+    setup = {"candidates": make_candidates_dir(root / "candidates", pairs=pairs, per_pair=5)}
+    setup |= {"cub": mini_cub, "vlm": tiny_vlm, "root": root}
+    done = _harness(setup, root / "reference")
+    assert done.wait(timeout=600) == 0, done.stderr.read()
+    setup["expected"] = _harness_dataset_bytes(root / "reference")
+    assert setup["expected"]
+    return setup
+
+
+# 15 candidates (3 pairs of 5, in pair order), chunks and batches of 2: forward N makes chunk N.
+# Forwards 2 and 4 score prompts the uninterrupted run had seen in the chunk before (its fast
+# input path) but the resumed process has not: the kills land inside those batches. One kill is
+# the default suite's case; the other repeats the proof in another batch (heavy).
+@pytest.mark.parametrize(
+    ("stop_at", "done_before"), [pytest.param(2, 2, marks=pytest.mark.heavy), (4, 6)], ids=["forward-2", "forward-4"]
+)
+def test_a_kill_inside_a_vqa_batch_resumes_byte_identical(uninterrupted_filter, stop_at, done_before, tmp_path):
     """Issue 32: the resumed dataset must be the bytes of an uninterrupted run, whatever batch
-    the run was killed in, and whatever batch a transient error hit (batches are a function of
-    the chunk: never spanning chunks, never regrouped)."""
+    the run was killed in (batches are a function of the chunk: never spanning chunks, never
+    regrouped)."""
     import signal
     import time
 
-    cand_dir = candidates_factory(pairs=_pairs_the_model_accepts(tiny_scorer, mini_cub), per_pair=5)
-    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
+    setup = uninterrupted_filter
+    out = tmp_path / f"killed-{stop_at}"
+    run = _harness(setup, out, stop_at=stop_at)
+    flag = out.parent / f"{out.name}.flag"
+    while not flag.exists():  # wait for the condition, not for a time
+        assert run.poll() is None, run.stderr.read()[-3000:]
+        time.sleep(0.05)
+    run.send_signal(signal.SIGKILL)
+    run.wait(timeout=600)
+    resumed = subprocess.run(
+        [sys.executable, "-m", "conceptforge", *_harness_command(setup, out)],
+        env=_harness_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"resuming: {done_before} of 15 items" in resumed.stderr
+    assert _harness_dataset_bytes(out) == setup["expected"]
 
-    def command(out: Path) -> list[str]:
-        extra = ["--keep-fraction", "0.5", "--batch-size", "2", "--chunk-size", "2"]
-        return ["filter", "sub", *filter_sub_args(cand_dir, out, mini_cub, tiny_vlm, *extra)]
 
-    def dataset_bytes(out: Path) -> dict[str, bytes]:
-        """The dataset's files, and the exact float64 scores behind its ranks (the parquet keeps
-        float32, which can hide a difference that flips a near tie in a larger run)."""
-        files = {str(p.relative_to(out)): p.read_bytes() for p in sorted((out / "data").glob("*.parquet"))}
-        scores = {r.item_id: r.metadata for r in ItemStore(out / WORK_DIR).records("scores")}
-        return {**files, "scores": repr(sorted(scores.items())).encode()}
-
-    def harness(out: Path, *, stop_at: int = 0, fail_at: int = 0) -> subprocess.Popen:
-        flag = out.parent / f"{out.name}.flag"
-        extra = {"HARNESS_FLAG": str(flag), "HARNESS_STOP_AT": str(stop_at), "HARNESS_FAIL_AT": str(fail_at)}
-        return subprocess.Popen(
-            [sys.executable, "-c", _HARNESS, *command(out)],
-            env={**env, **extra},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-
-    reference = tmp_path / "reference"
-    done = harness(reference)
-    assert done.wait(timeout=600) == 0, done.stderr.read()
-    expected = dataset_bytes(reference)
-    assert expected
-
-    # 15 candidates (3 pairs of 5, in pair order), chunks and batches of 2: forward N makes chunk N.
-    # Forwards 2 and 4 score prompts the uninterrupted run had seen in the chunk before (its fast
-    # input path) but the resumed process has not: the kills land inside those batches.
-    for stop_at, done_before in ((2, 2), (4, 6)):
-        out = tmp_path / f"killed-{stop_at}"
-        run = harness(out, stop_at=stop_at)
-        flag = out.parent / f"{out.name}.flag"
-        while not flag.exists():  # wait for the condition, not for a time
-            assert run.poll() is None, run.stderr.read()[-3000:]
-            time.sleep(0.05)
-        run.send_signal(signal.SIGKILL)
-        run.wait(timeout=600)
-        resumed = subprocess.run(
-            [sys.executable, "-m", "conceptforge", *command(out)], env=env, capture_output=True, text=True, timeout=600
-        )
-        assert resumed.returncode == 0, resumed.stderr[-3000:]
-        assert f"resuming: {done_before} of 15 items" in resumed.stderr
-        assert dataset_bytes(out) == expected
-
+def test_a_transient_error_inside_a_vqa_batch_gives_the_same_bytes(uninterrupted_filter, tmp_path):
+    """Issue 32: a transient error (retried) in a batch changes no byte of the dataset."""
+    setup = uninterrupted_filter
     transient = tmp_path / "transient"
-    run = harness(transient, fail_at=2)
+    run = _harness(setup, transient, fail_at=2)
     assert run.wait(timeout=600) == 0, run.stderr.read()[-3000:]
-    assert dataset_bytes(transient) == expected
+    assert _harness_dataset_bytes(transient) == setup["expected"]

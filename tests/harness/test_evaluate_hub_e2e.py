@@ -14,6 +14,7 @@ import json
 import secrets
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -92,37 +93,26 @@ def published(tmp_path_factory):
     env = hub_client_env(server.url, token, work / "hf-home")
     binding = _write_release(work / "binding", "Binding single-object", _binding_splits(), binding_features())
     sub = _write_release(work / "sub", "SUB", {"test": sub_rows()}, sub_features())
-    # The datasets' owner declares the benchmarks (eval.yaml) when publishing; evaluators never write there.
-    for directory, repo, tasks in ((binding, BINDING_REPO, "binding-clip,binding-cdsm"), (sub, SUB_REPO, "sub-vlm")):
-        check(
-            _run(
-                "publish",
-                directory,
-                "--repo-id",
-                repo,
-                "--version",
-                "v1.0.0",
-                "--eval-framework",
-                FRAMEWORK,
-                "--eval-tasks",
-                tasks,
-                env=env,
-            ),
-            f"publish {repo}",
-        )
     clip = build_tiny_clip(work / "tiny-clip")  # 77 positions: SUB prompts stay distinct
     other = build_tiny_clip(work / "tiny-clip-seed1", seed=1)
+    # The datasets' owner declares the benchmarks (eval.yaml) when publishing; evaluators never write there.
+    uploads = {
+        f"publish {repo}": [sys.executable, "-m", "conceptforge", "publish", str(directory), "--repo-id", repo]
+        + ["--version", "v1.0.0", "--eval-framework", FRAMEWORK, "--eval-tasks", tasks]
+        for directory, repo, tasks in ((binding, BINDING_REPO, "binding-clip,binding-cdsm"), (sub, SUB_REPO, "sub-vlm"))
+    }
     # The model's author uploads it (a separate process: this one may be offline for other tests).
     upload = (
         "import sys; from huggingface_hub import HfApi; api = HfApi(); api.create_repo(sys.argv[1]); "
         "api.upload_folder(repo_id=sys.argv[1], folder_path=sys.argv[2], commit_message='tiny random CLIP')"
     )
-    check(
-        subprocess.run(
-            [sys.executable, "-c", upload, MODEL_REPO, str(clip)], env=env, capture_output=True, text=True, timeout=120
-        ),
-        "upload the tiny CLIP",
-    )
+    uploads["upload the tiny CLIP"] = [sys.executable, "-c", upload, MODEL_REPO, str(clip)]
+    # three repos, three independent processes: side by side (the server is threaded and commits
+    # under a lock), where one after the other they were most of this fixture's 20 s
+    run = lambda argv: subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)  # noqa: E731
+    with ThreadPoolExecutor(max_workers=len(uploads)) as pool:
+        for what, done in zip(uploads, pool.map(run, uploads.values())):
+            check(done, what)
     yield {
         "work": work,
         "server": server,

@@ -92,25 +92,28 @@ def hub_env(tmp_path):
 
 
 def test_pushed_ids_of_a_multi_config_release_are_the_ids_its_eval_yaml_declares(tmp_path, hub_env):
+    from concurrent.futures import ThreadPoolExecutor
+
     from conceptforge.testing.tiny_models import build_tiny_clip
 
     release = _release(tmp_path / "release")
-    check(
-        _conceptforge(
-            "publish", release, "--repo-id", DATASET, "--version", "v1.0.0",
-            "--eval-framework", "harbor", "--eval-tasks", "binding-clip", env=hub_env,
-        ),
-        "publish",
-    )  # fmt: skip
     clip = build_tiny_clip(tmp_path / "clip", max_length=32)
     upload = (
         "import sys; from huggingface_hub import HfApi; a = HfApi(); a.create_repo(sys.argv[1]); "
         "a.upload_folder(repo_id=sys.argv[1], folder_path=sys.argv[2])"
     )
-    uploaded = subprocess.run(
-        [sys.executable, "-c", upload, MODEL, str(clip)], env=hub_env, capture_output=True, text=True, timeout=120
-    )
-    check(uploaded, "upload the tiny CLIP")
+    with ThreadPoolExecutor(max_workers=2) as pool:  # two repos, two independent processes: side by side
+        published = pool.submit(
+            _conceptforge,
+            "publish", release, "--repo-id", DATASET, "--version", "v1.0.0",
+            "--eval-framework", "harbor", "--eval-tasks", "binding-clip", env=hub_env,
+        )  # fmt: skip
+        uploaded = pool.submit(
+            subprocess.run,
+            [sys.executable, "-c", upload, MODEL, str(clip)], env=hub_env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        check(published.result(), "publish")
+        check(uploaded.result(), "upload the tiny CLIP")
     done = check(
         _conceptforge(
             "evaluate", "--model", MODEL, "--tasks", "binding-clip", "--dataset", f"binding-clip={DATASET}@v1.0.0",

@@ -22,12 +22,11 @@ def pipeline_cub(pipeline_cub_folder):
 
 
 @pytest.fixture(scope="session")
-def pipeline_flux(tmp_path_factory):
-    from conceptforge.testing.random_flux import build_random_flux_pipeline
+def pipeline_flux(tmp_path_factory, random_flux_seed0):
+    """The tiny random FLUX (a copy of the session's one build: tests/conftest.py)."""
+    import shutil
 
-    path = tmp_path_factory.mktemp("pipeline-flux")
-    build_random_flux_pipeline(seed=0).save_pretrained(path)
-    return path
+    return shutil.copytree(random_flux_seed0, tmp_path_factory.mktemp("pipeline-flux"), dirs_exist_ok=True)
 
 
 @pytest.fixture(scope="session")

@@ -119,30 +119,31 @@ def test_a_release_carries_the_three_exports(released):
 
 
 def test_inspect_task_gives_our_answers_and_accuracy(released, letter_llava):
+    from concurrent.futures import ThreadPoolExecutor
+
     work = released["work"]
-    module = work / "download" / "conceptforge_tasks.py"  # the module alone: items and rows come from the Hub
     results = json.loads(released["ours"].read_text())
     ours = {t["task"]: t for t in results["tasks"]}
-    for repo, task, ids in (
+    cases = (
         ("org/binding", "binding-clip", ["binding_clip_gen_accuracy", "binding_clip_val_accuracy"]),
         ("org/sub", "sub-vlm", ["sub_vlm_s_plus"]),
-    ):
+    )
+    argvs = []
+    for repo, task, ids in cases:  # each task's module alone, in its own folder: items and rows come from the Hub
+        module = work / f"download-{task}" / "conceptforge_tasks.py"
         module.parent.mkdir(exist_ok=True)
         module.write_bytes(released["server"].files(repo, "v1.0.0")["exports/inspect-ai/conceptforge_tasks.py"])
         out = work / f"inspect-{task}.json"
-        argv = [
-            sys.executable,
-            "-c",
-            INSPECT_RUN,
-            Path(__file__).parent,
-            module,
-            letter_llava,
-            work / "logs",
-            out,
-            *ids,
-        ]
-        done = subprocess.run(list(map(str, argv)), env=released["env"], capture_output=True, text=True, timeout=600)
+        argv = [sys.executable, "-c", INSPECT_RUN, Path(__file__).parent, module, letter_llava, work / f"logs-{task}"]
+        argvs.append(list(map(str, [*argv, out, *ids])))
+    # the two inspect-ai runs are independent processes: side by side (on a quiet 2-core machine
+    # the second core is otherwise idle while the test waits)
+    run = lambda argv: subprocess.run(argv, env=released["env"], capture_output=True, text=True, timeout=600)  # noqa: E731
+    with ThreadPoolExecutor(max_workers=len(argvs)) as pool:
+        runs = list(pool.map(run, argvs))
+    for (_repo, task, _ids), done in zip(cases, runs):
         assert done.returncode == 0, done.stderr[-3000:]
+        out = work / f"inspect-{task}.json"
         inspected = json.loads(out.read_text())
         rows = pq.read_table(released["ours"].with_name("ours.samples") / f"{task}.parquet").to_pylist()
         assert ours[task]["protocol"].endswith("choose-by-answer")

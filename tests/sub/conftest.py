@@ -187,13 +187,12 @@ def mini_cub(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def tiny_flux_dir(tmp_path_factory) -> Path:
-    """A tiny random FluxPipeline saved like a Hub snapshot; loaded back with from_pretrained."""
-    from conceptforge.testing.random_flux import build_random_flux_pipeline
+def tiny_flux_dir(tmp_path_factory, random_flux_seed0) -> Path:
+    """A tiny random FluxPipeline saved like a Hub snapshot; loaded back with from_pretrained
+    (a copy of the session's one build: tests/conftest.py)."""
+    import shutil
 
-    path = tmp_path_factory.mktemp("tiny-flux")
-    build_random_flux_pipeline(seed=0).save_pretrained(path)
-    return path
+    return shutil.copytree(random_flux_seed0, tmp_path_factory.mktemp("tiny-flux"), dirs_exist_ok=True)
 
 
 @pytest.fixture(scope="session")

@@ -25,12 +25,11 @@ def binding_release(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def tiny_flux(tmp_path_factory) -> Path:
-    from conceptforge.testing.random_flux import build_random_flux_pipeline
+def tiny_flux(tmp_path_factory, random_flux_seed0) -> Path:
+    """The tiny random FLUX (a copy of the session's one build: tests/conftest.py)."""
+    import shutil
 
-    path = tmp_path_factory.mktemp("verify-flux") / "tiny-flux"
-    build_random_flux_pipeline(seed=0).save_pretrained(path)
-    return path
+    return shutil.copytree(random_flux_seed0, tmp_path_factory.mktemp("verify-flux") / "tiny-flux", dirs_exist_ok=True)
 
 
 @pytest.fixture(scope="session")
