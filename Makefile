@@ -9,6 +9,8 @@ VENV_FLAGS ?=
 PY := $(VENV)/bin/python
 DEMO_OUT ?= outputs/binding-demo
 PYTEST_ARGS ?=
+# Both cores: tests/conftest.py keeps each module (and all of tests/cluster) on one worker.
+PYTEST_WORKERS ?= 2
 
 .PHONY: install system-deps demo test clean
 
@@ -43,7 +45,7 @@ demo: $(VENV)/.installed
 # (CI's limit is 90 minutes; the default suite is kept under 15 on a quiet 2-core machine).
 test: $(VENV)/.installed system-deps
 	@start=$$(date +%s); echo "make test: started $$(date -u '+%Y-%m-%d %H:%M:%S') UTC, load $$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"; \
-	$(PY) -m ruff check . && $(PY) -m ruff format --check . && $(PY) -m pytest -q --durations=25 $(PYTEST_ARGS); \
+	$(PY) -m ruff check . && $(PY) -m ruff format --check . && $(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --durations=25 $(PYTEST_ARGS); \
 	status=$$?; took=$$(( $$(date +%s) - start )); \
 	echo "make test: ruff and pytest took $$((took / 60)) min $$((took % 60)) s (exit $$status, load $$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null))"; \
 	exit $$status

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -111,3 +112,19 @@ def random_flux_seed0(tmp_path_factory):
     path = tmp_path_factory.mktemp("random-flux-seed0") / "flux"
     build_random_flux_pipeline(seed=0).save_pretrained(path)
     return path
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def pytest_collection_modifyitems(config, items):
+    """Group the tests for pytest-xdist (`make test` runs `-n 2 --dist loadgroup`): a module stays on
+    one worker, so its module-scoped models and servers are built once, and every test of
+    tests/cluster shares one worker, so one private Slurm and one Ray run at a time on the machine.
+    Without xdist the marks change nothing."""
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        parts = Path(item.path).resolve().relative_to(ROOT).parts
+        group = "cluster" if parts[:2] == ("tests", "cluster") else "/".join(parts)
+        item.add_marker(pytest.mark.xdist_group(group))
