@@ -42,11 +42,53 @@ MADE_BY = "made_by.json"
 #: In a plain output folder (train-oracle, annotate --apply): which command wrote it.
 FOLDER_MARKER = ".conceptforge.json"
 _ASSEMBLY_ARGS = "assembly.json"  # runner.ASSEMBLY_ARGS (the runner imports us, not the other way)
+#: A dataset folder's card and shard folder (cards/dataset_dir.py writes them; defined here, below
+#: it, so the guard can tell a user's dataset from other files).
+CARD_NAME = "README.md"
+DATA_DIR = "data"
 
 
 def _shown(entries: Iterable[str]) -> str:
     entries = sorted(entries)
     return ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
+
+
+def _is_dataset(location: Location, entries: Sequence[str]) -> bool:
+    """A card beside a ``data/`` folder of parquet shards: what assembly and a release download hold."""
+    if CARD_NAME not in entries or DATA_DIR not in entries:
+        return False
+    try:
+        if location.local:
+            return any(Path(location.root, DATA_DIR).glob("*.parquet"))
+        return any(str(e).endswith(".parquet") for e in location.fs.ls(join(location.root, DATA_DIR), detail=False))
+    except OSError:
+        return False
+
+
+def foreign_contents(location: Location, entries: Sequence[str]) -> str:
+    """What a folder that is not one of our runs holds, in the user's terms.
+
+    Why: a dataset folder (an assembled run, a downloaded release) *is* conceptforge's output;
+    calling it "not a conceptforge run" sent users looking for a damaged run.
+    """
+    if _is_dataset(location, entries):
+        return f"a dataset ({CARD_NAME}, {DATA_DIR}/)"
+    return f"files that are not a conceptforge run ({_shown(entries)})"
+
+
+def not_a_run(out: str) -> str:
+    """The one line for a path given where a run's ``--out`` folder (with ``.work/``) is expected."""
+    location = Location(out)
+    try:
+        entries = _entries(location, "", out)
+    except (OSError, InvalidArgumentError):
+        entries = []
+    if _is_dataset(location, entries):
+        return (
+            f"{out} is a dataset folder ({CARD_NAME}, {DATA_DIR}/), not a run: give the --out folder of the "
+            f"generate or filter run that made it (the folder holding {WORK_DIR}/)"
+        )
+    return f"{out} is not a conceptforge run (no {WORK_DIR}/owner.json); check the path"
 
 
 def _entries(location: Location, flag: str, text: str) -> list[str]:
@@ -174,7 +216,7 @@ class RunDir:
             if OWNER_NAME in entries:
                 return
             raise StoreError(
-                f"{self.flag} {self.out} already holds files that are not a conceptforge run ({_shown(entries)}); "
+                f"{self.flag} {self.out} already holds {foreign_contents(location, entries)}; "
                 "choose an empty or new folder"
             )
         work = Location(join(self.out, WORK_DIR))
@@ -188,8 +230,7 @@ class RunDir:
                 f"version cannot resume; choose a new {self.flag}"
             )
         raise StoreError(
-            f"{self.flag} {self.out} already holds files that are not a conceptforge run ({_shown(entries)}); "
-            "choose an empty or new folder"
+            f"{self.flag} {self.out} already holds {foreign_contents(location, entries)}; choose an empty or new folder"
         )
 
     def check_stage(self, stage: str) -> None:
@@ -270,7 +311,7 @@ def claim_folder(path: str | os.PathLike[str], *, made_by: str, flag: str = "--o
     marker = _read_marker(path)
     if marker is None:
         raise StoreError(
-            f"{flag} {path} already holds files that are not a conceptforge run ({_shown(entries)}); "
+            f"{flag} {path} already holds {foreign_contents(Location(str(path)), entries)}; "
             "choose an empty or new folder"
         )
     if marker.get("made_by") != made_by:

@@ -1,0 +1,73 @@
+"""The walk's minors (issue 45 item 10): each a one-line ``error:``, exit 2, nothing written.
+
+Every expected line below is written by hand from what the user typed; none is copied from a
+run. Datasets and models are the tiny ones of :mod:`conceptforge.testing`, built once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conceptforge.commands import main
+
+
+def tree(path: Path) -> list[str]:
+    """Every path under ``path`` (to show that a refused command wrote nothing)."""
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*")) if path.exists() else []
+
+
+def one_error_line(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    code = main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("error: "), err
+    return err[0]
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A binding dataset folder as `generate binding` assembles it (README.md, data/)."""
+    from conceptforge.testing.synthetic import write_single_object
+
+    return write_single_object(tmp_path_factory.mktemp("binding") / "single", n_per_label=1)
+
+
+# -- R_T09, R_NO21, R_NO22: a dataset folder is not called "not a conceptforge run" --------------
+@pytest.mark.parametrize("command", ["status", "assemble"])
+def test_a_dataset_folder_given_as_a_run_is_called_a_dataset(dataset, capsys, command):
+    before = tree(dataset)
+    line = one_error_line(capsys, [command, str(dataset)])
+    # by hand: the folder holds README.md and data/, which is what a dataset folder is
+    assert line == (
+        f"error: {dataset} is a dataset folder (README.md, data/), not a run: give the --out folder of the "
+        "generate or filter run that made it (the folder holding .work/)"
+    )
+    assert tree(dataset) == before
+
+
+def test_a_dataset_folder_as_out_is_refused_as_a_dataset(dataset):
+    from conceptforge.errors import StoreError
+    from conceptforge.output import RunDir, claim_folder
+
+    expected = f"--out {dataset} already holds a dataset (README.md, data/); choose an empty or new folder"
+    for attempt in (lambda: RunDir.open(str(dataset)), lambda: claim_folder(dataset, made_by="train-oracle")):
+        with pytest.raises(StoreError) as caught:
+            attempt()
+        assert str(caught.value) == expected
+
+
+def test_a_user_folder_with_a_readme_and_data_is_still_not_called_a_dataset(tmp_path):
+    from conceptforge.errors import StoreError
+    from conceptforge.output import RunDir
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "notes.txt").write_text("mine\n")
+    (tmp_path / "README.md").write_text("# my project\n")
+    with pytest.raises(StoreError) as caught:
+        RunDir.open(str(tmp_path))
+    # by hand: no parquet shard in data/, so these are the user's files
+    assert str(caught.value) == (
+        f"--out {tmp_path} already holds files that are not a conceptforge run (README.md, data); "
+        "choose an empty or new folder"
+    )
