@@ -946,9 +946,10 @@ class ModelSource(ArgType):
             return value
         if path.exists():
             raise argparse.ArgumentTypeError(f"{value} is a file: pass a model folder or a Hub id")
-        looks_like_path = value.startswith(("/", ".", "~")) or value.count("/") > 1 or os.sep in value.replace("/", "")
-        if looks_like_path:
-            raise argparse.ArgumentTypeError(f"{value} does not exist (no such model folder)")
+        from conceptforge.external_errors import looks_like_path
+
+        if looks_like_path(value):
+            raise argparse.ArgumentTypeError(f"no such local folder {value}")
         if "/" in value and repo_id_problem(value) is None:
             return value
         if "/" not in value and self._NAME.fullmatch(value) and ".." not in value:

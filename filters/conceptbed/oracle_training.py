@@ -22,7 +22,8 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
-from conceptforge.errors import DataNotFoundError, InvalidArgumentError, WeightsUnavailableError, one_line
+from conceptforge.errors import DataNotFoundError, InvalidArgumentError
+from conceptforge.external_errors import weights_error
 from conceptforge.files import write_directory_atomically
 from conceptforge.output import claim_folder
 
@@ -122,7 +123,7 @@ def finetune_oracle(
             ignore_mismatched_sizes=True,
         )
     except OSError as error:
-        raise WeightsUnavailableError(f"cannot load classifier {config.model_id}: {one_line(error)}") from None
+        raise weights_error("classifier", config.model_id, error) from None
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate)
     model, optimizer = accelerator.prepare(model, optimizer)
     result = OracleTrainingResult(labels=labels)

@@ -71,3 +71,34 @@ def test_a_user_folder_with_a_readme_and_data_is_still_not_called_a_dataset(tmp_
         f"--out {tmp_path} already holds files that are not a conceptforge run (README.md, data); "
         "choose an empty or new folder"
     )
+
+
+# -- R_F08, R_EC8, R_NN03c, DF03: a mistyped local folder or an uncached model, in our words ------
+def test_evaluate_with_a_mistyped_local_folder_says_no_such_local_folder(dataset, tmp_path, capsys):
+    out = tmp_path / "results.json"
+    argv = ["evaluate", "--model", "./clip-typo", "--tasks", "binding-clip", "--dataset", f"binding-clip={dataset}"]
+    line = one_error_line(capsys, [*argv, "--output", str(out)])
+    assert line == "error: --model: no such local folder ./clip-typo"  # by hand: what was typed
+    assert not out.exists()
+
+
+def test_evaluate_with_an_uncached_hub_id_offline_says_not_in_the_cache(dataset, tmp_path, capsys, hub_offline):
+    out = tmp_path / "results.json"
+    argv = ["evaluate", "--model", "org/never-downloaded", "--tasks", "binding-clip"]
+    line = one_error_line(capsys, [*argv, "--dataset", f"binding-clip={dataset}", "--output", str(out)])
+    assert line == (
+        "error: --model: org/never-downloaded is not in the cache and HF_HUB_OFFLINE=1: "
+        "download it where there is network (or unset HF_HUB_OFFLINE), or pass a local folder"
+    )
+    assert not out.exists()
+
+
+def test_every_loader_names_a_mistyped_folder_the_same_way(tmp_path):
+    from conceptforge.external_errors import weights_error
+
+    missing = str(tmp_path / "typo")
+    library_text = OSError(f"Incorrect path_or_model_id: '{missing}'. Please provide either the path to a local folder")
+    assert (
+        str(weights_error("classifier", missing, library_text))
+        == f"cannot load classifier: no such local folder {missing}"
+    )
