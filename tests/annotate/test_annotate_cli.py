@@ -43,7 +43,12 @@ def test_dataset_lacking_columns(tmp_path, sub_dataset, conceptbed_dataset):
         run(conceptbed_dataset, "--study", "sub-faithfulness", "--split", "concept"),
         "lacks the columns bird, attribute, group, value, removed_attribute",
     )
-    assert_one_line_error(run(sub_dataset, "--study", "conceptbed-alignment"), "needs one of ['concept']")
+    # by hand: a SUB dataset has none of ConceptBed's concept, learner, reference_images columns
+    assert_one_line_error(
+        run(sub_dataset, "--study", "conceptbed-alignment"),
+        f"error: {sub_dataset} is not a ConceptBed dataset of conceptforge's schema (it lacks the columns "
+        "concept, learner, reference_images; see docs/schemas.md): study conceptbed-alignment is for ConceptBed datasets",
+    )
     assert_one_line_error(run(tmp_path / "missing", "--study", "sub-attribute"), "argument DATASET_DIR: ")
     (tmp_path / "empty").mkdir()
     assert_one_line_error(run(tmp_path / "empty", "--study", "sub-attribute"), "is not a dataset directory")

@@ -102,3 +102,20 @@ def test_every_loader_names_a_mistyped_folder_the_same_way(tmp_path):
         str(weights_error("classifier", missing, library_text))
         == f"cannot load classifier: no such local folder {missing}"
     )
+
+
+# -- R_A03, R_A07: a binding dataset given to a SUB study -------------------------------------------
+@pytest.mark.parametrize(
+    "extra", [["--export", "results.json"], ["--apply", "annotated"], ["--port", "0"]], ids=["export", "apply", "serve"]
+)
+def test_annotating_a_binding_dataset_with_a_sub_study_says_the_study_is_for_sub(dataset, tmp_path, capsys, extra):
+    before = tree(dataset)
+    extra = [str(tmp_path / e) if not e.startswith("-") and e != "0" else e for e in extra]
+    line = one_error_line(capsys, ["annotate", str(dataset), "--study", "sub-attribute", *extra])
+    # by hand: SUB's columns (docs/schemas.md) that a binding dataset does not have
+    assert line == (
+        f"error: {dataset} is not a SUB dataset of conceptforge's schema (it lacks the columns bird, attribute, "
+        "group, value, removed_attribute; see docs/schemas.md): study sub-attribute is for SUB datasets"
+    )
+    assert tree(dataset) == before and tree(tmp_path) == []
+    assert not Path(f"{dataset}.annotations").exists()
