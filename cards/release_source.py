@@ -45,6 +45,11 @@ def hub_target(text: str, revision: str | None) -> tuple[str, str | None]:
     no Hub id or the two revisions disagree."""
     reference = parse_hub_reference(text)
     if reference is None:
+        if "://" in text:  # an object-store URL: say so, not "no such folder"
+            raise InvalidArgumentError(
+                f"{text} is a URL; a release is read from a local folder or a Hub id ORG/NAME[@REVISION]: "
+                "copy it to a local folder first"
+            )
         raise DataNotFoundError(f"{text} is neither a local dataset directory nor a Hub id ORG/NAME[@REVISION]")
     repo_id, pinned = reference
     if pinned and revision and pinned != revision:

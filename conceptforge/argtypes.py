@@ -239,6 +239,12 @@ def _is_url(text: str) -> bool:
     return bool(re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", text))
 
 
+def url_refused(text: str) -> str:
+    """The one line for a URL (``s3://…``) where only a local path is read: say it is a URL, not that it
+    "does not exist" (it may well exist, at the object store)."""
+    return f"{text} is a URL; this argument reads a local path only: copy it to a local folder first"
+
+
 def _nearest_existing(path: Path) -> Path:
     path = Path(os.path.abspath(path))
     while not path.exists() and path != path.parent:
@@ -343,8 +349,10 @@ class PathType(ArgType):
         text = str(text)
         if not text.strip():
             raise argparse.ArgumentTypeError("expected a path, got an empty string")
-        if self.urls and _is_url(text):
-            return text
+        if _is_url(text):
+            if self.urls:
+                return text
+            raise argparse.ArgumentTypeError(url_refused(text))
         path = Path(text).expanduser()
         if self.kind in {"file", "dir", "any"}:
             problem = name_problem(path, written=False)

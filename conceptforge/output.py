@@ -76,6 +76,19 @@ def foreign_contents(location: Location, entries: Sequence[str]) -> str:
     return f"files that are not a conceptforge run ({_shown(entries)})"
 
 
+def _url_absence(location: Location) -> str | None:
+    """Why an object-store URL holds nothing, as the store says it (NoSuchBucket, no key under a prefix)."""
+    bucket = location.root.split("/", 1)[0]
+    try:
+        if not location.fs.exists(bucket):
+            return f"{location.url}: bucket {bucket} does not exist at the object store (NoSuchBucket); check the URL"
+        if not location.fs.exists(location.root):
+            return f"{location.url}: the object store has no object under this prefix in bucket {bucket}; check the URL"
+    except OSError:
+        return None
+    return None
+
+
 def not_a_run(out: str) -> str:
     """The one line for a path given where a run's ``--out`` folder (with ``.work/``) is expected."""
     location = Location(out)
@@ -83,6 +96,10 @@ def not_a_run(out: str) -> str:
         entries = _entries(location, "", out)
     except (OSError, InvalidArgumentError):
         entries = []
+    if not entries and not location.local:  # nothing there: the object store's words, not a local path's
+        absent = _url_absence(location)
+        if absent:
+            return absent
     if _is_dataset(location, entries):
         return (
             f"{out} is a dataset folder ({CARD_NAME}, {DATA_DIR}/), not a run: give the --out folder of the "

@@ -119,3 +119,33 @@ def test_annotating_a_binding_dataset_with_a_sub_study_says_the_study_is_for_sub
     )
     assert tree(dataset) == before and tree(tmp_path) == []
     assert not Path(f"{dataset}.annotations").exists()
+
+
+# -- R_NS3c/d/e: an s3:// URL is not called a missing local folder -------------------------------
+def test_an_object_store_url_gets_the_object_stores_words(s3_server, capsys):
+    s3_server.make_bucket("walk-minors")
+    # by hand: the bucket exists and holds nothing under run/; the second bucket was never made
+    assert one_error_line(capsys, ["status", "s3://walk-minors/run"]) == (
+        "error: s3://walk-minors/run: the object store has no object under this prefix in bucket walk-minors; "
+        "check the URL"
+    )
+    assert one_error_line(capsys, ["assemble", "s3://no-such-bucket-here/run"]) == (
+        "error: s3://no-such-bucket-here/run: bucket no-such-bucket-here does not exist at the object store "
+        "(NoSuchBucket); check the URL"
+    )
+    assert s3_server.filesystem().ls("walk-minors") == []  # nothing written
+
+
+def test_a_url_where_only_a_local_path_is_read_is_called_a_url(capsys):
+    url = "s3://walk-minors/ds"
+    assert one_error_line(capsys, ["export", url]) == (
+        f"error: conceptforge export: argument DIR: {url} is a URL; this argument reads a local path only: "
+        "copy it to a local folder first (see conceptforge export --help)"
+    )
+    assert one_error_line(capsys, ["verify", url]) == (
+        f"error: {url} is a URL; a release is read from a local folder or a Hub id ORG/NAME[@REVISION]: "
+        "copy it to a local folder first"
+    )
+    assert one_error_line(capsys, ["evaluate", "--model", url, "--tasks", "binding-clip"]) == (
+        f"error: --model: {url} is a URL; models load from a local folder or a Hub id: copy it to a local folder first"
+    )
