@@ -314,7 +314,7 @@ def assemble_once(
                 canonical_json({"fingerprint": fingerprint, "files": files, "manifest": manifest, "time": time.time()}),
             )
         except OSError as error:
-            raise io_error(error, "assemble the dataset in", out) from None
+            raise io_error(error, "assemble the dataset in", out, flag=store.flag) from None
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         logger.info(
@@ -420,7 +420,8 @@ def assemble_run(
     assembled without them and its card lists them.
     """
     if store is None:
-        run = out if isinstance(out, RunDir) else RunDir(str(out), join(str(out), WORK_DIR))
+        # `conceptforge assemble OUT`: the folder is the argument, not a flag one could change
+        run = out if isinstance(out, RunDir) else RunDir(str(out), join(str(out), WORK_DIR), "OUT")
         if run.existing_store() is None:  # never create a store in a mistyped folder
             raise DataNotFoundError(not_a_run(str(run)))
         store = run.store()

@@ -149,3 +149,33 @@ def test_a_url_where_only_a_local_path_is_read_is_called_a_url(capsys):
     assert one_error_line(capsys, ["evaluate", "--model", url, "--tasks", "binding-clip"]) == (
         f"error: --model: {url} is a URL; models load from a local folder or a Hub id: copy it to a local folder first"
     )
+
+
+# -- R_NR14: `assemble OUT` on a read-only run folder is not told to "choose a writable --out" ------
+def test_assemble_of_a_read_only_run_says_the_run_folder_must_be_writable(tmp_path, capsys):
+    import os
+    import subprocess
+    import sys
+
+    if os.geteuid() != 0:
+        pytest.skip("a read-only mount needs root")
+    mount = tmp_path / "ro"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        repo = Path(__file__).resolve().parents[2]
+        stage = [sys.executable, str(repo / "tests" / "engine" / "engine_stage.py"), str(mount / "run"), "--count", "4"]
+        made = subprocess.run(stage, env={**os.environ, "PYTHONPATH": str(repo)}, capture_output=True, text=True)
+        assert made.returncode == 0, made.stderr
+        subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
+        before = tree(mount)
+        line = one_error_line(capsys, ["assemble", str(mount / "run"), "--force"])
+        # by hand: assemble has no --out to change; the folder given must be made writable
+        assert line == (
+            f"error: cannot write to output location {mount / 'run' / '.work'}: Read-only file system; "
+            "the run folder must be writable (the dataset is written inside it): mount it read-write, then rerun"
+        )
+        assert tree(mount) == before
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
