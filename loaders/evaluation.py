@@ -84,6 +84,11 @@ def evaluate(
         return Written(
             results.to_dict(), path, path.with_suffix(".md"), main=False, scored=dict(results.scored), rows=rows
         )
+    if not results.tasks and results.skipped:
+        tasks = {selection.task.name: selection.task for selection in selections}
+        if all(tasks[s["task"]].capability_for(model.kind) is not None for s in results.skipped):
+            # the model could run them all; an input is missing (--cub-dir …): say that, not the model
+            raise InvalidArgumentError(f"nothing to run: {'; '.join(s['reason'] for s in results.skipped)}")
     for skipped in results.skipped:
         (on_skip or logger.info)(skipped["reason"])
     if not results.tasks:

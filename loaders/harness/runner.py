@@ -335,7 +335,7 @@ def run_tasks(
     for selection in selections:
         reason = selection.task.skip_reason(model, settings.inputs())
         if reason:
-            logger.warning("skip %s", reason)
+            logger.debug("skip %s", reason)  # the command prints each reason once (evaluate's `skipped:` lines)
             results.skipped.append({"task": selection.task.name, "reason": reason})
         else:
             runnable.append(selection)

@@ -179,3 +179,18 @@ def test_assemble_of_a_read_only_run_says_the_run_folder_must_be_writable(tmp_pa
         assert tree(mount) == before
     finally:
         subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+# -- Q36: nothing runs because --cub-dir is missing: say that, not "no task can run with the model" --
+def test_a_missing_cub_dir_is_named_when_nothing_else_runs(tmp_path, capsys, tiny_clip_dir):
+    from conceptforge.testing.synthetic import sub_rows, write_published_sub
+
+    sub = write_published_sub(tmp_path / "sub", sub_rows(n_per_pair=1))
+    out = tmp_path / "results.json"
+    argv = ["evaluate", "--model", str(tiny_clip_dir), "--tasks", "sub-vlm,compmap-cub", "--dataset", f"sub-vlm={sub}"]
+    assert main([*argv, "--output", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    # by hand: both tasks run with a CLIP model and read the CUB folder, which was not given
+    assert err[-1] == "error: nothing to run: sub-vlm needs --cub-dir; compmap-cub needs --cub-dir"
+    assert not any(line.startswith(("error:", "skipped:")) for line in err[:-1]), err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sub"]  # nothing written beside the dataset
