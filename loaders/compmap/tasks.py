@@ -36,6 +36,7 @@ from conceptforge.loaders.harness.task import (
     choice,
     flag,
     model_source,
+    option_spelling,
     text,
 )
 
@@ -288,8 +289,8 @@ def mit_ablation_inputs(ctx: TaskContext, model: Any, data: Any, templates: Any)
 
     if model.embedder is None:
         raise InvalidArgumentError(
-            f"compmap-mit-states.ablations needs a dual encoder's image embeddings (embed); {model.model_id} "
-            "only scores (image, text) pairs: drop T=compmap-mit-states.ablations=true"
+            f"{option_spelling('compmap-mit-states', 'ablations', True)} needs a dual encoder's image embeddings "
+            f"(embed); {model.model_id} only scores (image, text) pairs: drop it"
         )
     embeddings = {
         split: model.embedder.embed_images([str(s.path) for s in data.samples[split]], batch_size=ctx.batch_size)
@@ -446,8 +447,8 @@ def check_mit_options(options: dict[str, Any], *, model: Any, inputs: dict[str, 
             raise InvalidArgumentError(f"compmap-mit-states.metadata: no file {metadata} in {root}")
     if options["ablations"] and not provides(model.kind, EMBED):
         raise InvalidArgumentError(
-            f"compmap-mit-states.ablations needs a dual encoder's image embeddings (embed); {model.id} is a "
-            f"{model.kind} model: drop compmap-mit-states.ablations=true"
+            f"{option_spelling('compmap-mit-states', 'ablations', True)} needs a dual encoder's image embeddings "
+            f"(embed); {model.id} is a {model.kind} model: drop it"
         )
 
 

@@ -103,6 +103,9 @@ class TaskSelection:
     options: dict[str, Any]
     split: str | None = None  # None: the task's own split(s)
     given: set[str] = field(default_factory=set)  # options set by --task-option (the rest are defaults)
+    spelled: dict[str, str] = field(
+        default_factory=dict
+    )  # option -> how the user set it (--ablations, --task-option …)
 
     def data_source(self) -> tuple[str | None, str | None]:
         """(repo, revision) the task reads: the user's, else the task's default repo at its pinned
@@ -187,6 +190,7 @@ def set_option(selection: TaskSelection, name: str, value: Any, *, where: str) -
         )
     selection.options[name] = parse_option(known[name], value, where=where)
     selection.given.add(name)
+    selection.spelled[name] = where
 
 
 def select_task(

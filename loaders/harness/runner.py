@@ -21,7 +21,15 @@ from typing import Any
 from conceptforge.errors import DataNotFoundError, InvalidArgumentError
 from conceptforge.loaders.harness.model_ref import GENERATED, ModelRef, resolve_model
 from conceptforge.loaders.harness.registry import TaskSelection
-from conceptforge.loaders.harness.task import DatasetRef, Metric, Task, TaskContext, TaskOutcome, options_digest
+from conceptforge.loaders.harness.task import (
+    DatasetRef,
+    Metric,
+    Task,
+    TaskContext,
+    TaskOutcome,
+    options_digest,
+    options_spelled,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -348,7 +356,8 @@ def run_tasks(
     # the first (slow) task: a value no task can use or a wrong repo or tag fails in seconds.
     for selection in runnable:
         if selection.task.check_options is not None:
-            selection.task.check_options(selection.options, model=model, inputs=settings.inputs())
+            with options_spelled(selection.task.name, selection.spelled):
+                selection.task.check_options(selection.options, model=model, inputs=settings.inputs())
     datasets = [_dataset_for(selection, model, settings) for selection in runnable]
     own_session = session is None
     if session is None:
@@ -395,7 +404,8 @@ def run_tasks(
                 capability=task.capability_for(model.kind, selection.options) or "",
             )
             session.start_task(task.name)
-            outcome = task.run(context)
+            with options_spelled(task.name, selection.spelled):
+                outcome = task.run(context)
             usage = session.task_usage(task.name)
             if usage is not None:  # logged, not written: --from-predictions must rewrite the file byte for byte
                 logger.info("[%d/%d] %s: endpoint usage %s", index, len(runnable), task.name, usage)
