@@ -137,7 +137,6 @@ def test_the_alias_names_its_own_flag_when_ablations_need_a_dual_encoder(tiny_vi
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == (
-        "error: --ablations needs a dual encoder's image embeddings (embed); "
-        f"{tiny_vilt_dir} is a itm model: drop it"
+        f"error: --ablations needs a dual encoder's image embeddings (embed); {tiny_vilt_dir} is a itm model: drop it"
     )
     assert not out.exists()
