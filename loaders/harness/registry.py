@@ -181,13 +181,25 @@ def select_tasks(
     return list(selections.values())
 
 
+def unknown_option(task: Task, name: str) -> InvalidArgumentError:
+    """The one line for an option ``task`` does not declare: what it is, the closest name, the list.
+
+    Why one: ``--from-predictions`` called a typo "changes what the model computed"."""
+    import difflib
+
+    known = [option.name for option in task.options]
+    close = difflib.get_close_matches(name, known, n=1)
+    guess = f"did you mean {close[0]!r}? " if close else ""
+    return InvalidArgumentError(
+        f"task {task.name} has no option {name!r} ({guess}options: {', '.join(known) or 'none'})"
+    )
+
+
 def set_option(selection: TaskSelection, name: str, value: Any, *, where: str) -> None:
     """Set one option of a selection, checked by the option's own parse (text or a value)."""
     known = {o.name: o for o in selection.task.options}
     if name not in known:
-        raise InvalidArgumentError(
-            f"task {selection.task.name} has no option {name!r} (options: {', '.join(known) or 'none'})"
-        )
+        raise unknown_option(selection.task, name)
     selection.options[name] = parse_option(known[name], value, where=where)
     selection.given.add(name)
     selection.spelled[name] = where
