@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from conceptforge.argtypes import dataset_name_problem
 from conceptforge.cards.dataset_dir import CARD_NAME, DATA_DIR, SCENES_DIR
 from conceptforge.cards.run_record import RECORD_NAME
-from conceptforge.errors import ConceptforgeError, DataNotFoundError, InvalidArgumentError
+from conceptforge.errors import ConceptforgeError, DataFormatError, DataNotFoundError, InvalidArgumentError
 from conceptforge.external_errors import hub_failure
 
 logger = logging.getLogger(__name__)
@@ -65,6 +66,9 @@ def resolve_release(text: str, *, revision: str | None = None) -> ReleaseSource:
             raise InvalidArgumentError(f"--revision applies to a Hub dataset, but {text} is a local folder")
         if not path.is_dir():
             raise InvalidArgumentError(f"{text} is a file; give a dataset directory or ORG/NAME[@REVISION]")
+        problem = dataset_name_problem(path)
+        if problem:
+            raise DataFormatError(problem)
         return ReleaseSource(path, str(path))
     repo_id, revision = hub_target(text, revision)
     return ReleaseSource(download_release(repo_id, revision), f"{repo_id}@{revision or 'main'}", repo_id, revision)

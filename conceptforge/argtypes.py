@@ -252,6 +252,22 @@ def _nearest_existing(path: Path) -> Path:
     return path
 
 
+def dataset_name_problem(path: str | os.PathLike) -> str | None:
+    """Why a dataset folder at ``path`` cannot be read by name, or None: pyarrow and ``datasets``
+    take UTF-8 paths only, so a folder whose name holds bytes that are not UTF-8 (from the shell)
+    failed inside them with "surrogates not allowed". Checked before they are asked."""
+    text = os.fspath(path)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = os.fsencode(text).decode("utf-8", "backslashreplace")
+        return (
+            f"{shown} is not valid UTF-8, and datasets and pyarrow read folders by UTF-8 names only: "
+            "rename it (or link it under a UTF-8 name)"
+        )
+    return None
+
+
 def name_problem(path: str | os.PathLike, *, written: bool = True) -> str | None:
     """Why ``path`` cannot be a name on this machine, or None: a part longer than the file system
     allows (the kernel's ENAMETOOLONG, which ``Path.exists`` raises instead of answering), or,

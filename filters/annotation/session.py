@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from conceptforge import files
+from conceptforge.argtypes import dataset_name_problem
 from conceptforge.errors import ConceptforgeError, DataFormatError, DataNotFoundError, StoreError
 from conceptforge.filters.annotation.dataset import AnnotationDataset
 from conceptforge.filters.annotation.db import AnnotationDB, default_db_path
@@ -54,6 +55,9 @@ def check_benchmark(study: Study, dataset_dir: str | Path) -> None:
     """
     import pyarrow.parquet as pq
 
+    problem = dataset_name_problem(dataset_dir)
+    if problem:
+        raise DataFormatError(problem)
     shards = sorted(Path(dataset_dir, "data").rglob("*.parquet"))
     if not shards:
         return  # not a dataset folder at all: AnnotationDataset says so

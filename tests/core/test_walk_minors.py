@@ -194,3 +194,36 @@ def test_a_missing_cub_dir_is_named_when_nothing_else_runs(tmp_path, capsys, tin
     assert err[-1] == "error: nothing to run: sub-vlm needs --cub-dir; compmap-cub needs --cub-dir"
     assert not any(line.startswith(("error:", "skipped:")) for line in err[:-1]), err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sub"]  # nothing written beside the dataset
+
+
+# -- NM4: a dataset folder whose name is not UTF-8 -------------------------------------------------
+@pytest.mark.parametrize(
+    "command",
+    [
+        lambda d, tmp: ["export", d],
+        lambda d, tmp: ["verify", d],
+        lambda d, tmp: ["annotate", d, "--study", "sub-attribute", "--export", str(tmp / "r.json")],
+        lambda d, tmp: ["evaluate", "--model", "CLIP", "--tasks", "binding-clip", "--dataset", f"binding-clip={d}"],
+    ],
+    ids=["export", "verify", "annotate", "evaluate"],
+)
+def test_a_dataset_folder_named_in_bytes_that_are_not_utf8_is_named_so(dataset, tmp_path, capsys, command, request):
+    import os
+    import shutil
+
+    weird = os.fsdecode(os.fsencode(str(tmp_path)) + b"/ds-\xff")  # what the shell passes for $'ds-\xff'
+    shutil.copytree(dataset, weird)
+    before = tree(Path(weird))
+    argv = command(weird, tmp_path)
+    if "CLIP" in argv:  # evaluate reads the model first: a real one
+        argv[argv.index("CLIP")] = str(request.getfixturevalue("tiny_clip_dir"))
+    code = main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and [e for e in err if e.startswith("error:")] == [err[-1]], err
+    line = err[-1]
+    # by hand: the bytes shown as the shell gave them, and why the name matters
+    assert line == (
+        f"error: {tmp_path}/ds-\\xff is not valid UTF-8, and datasets and pyarrow read folders by UTF-8 names only: "
+        "rename it (or link it under a UTF-8 name)"
+    )
+    assert tree(Path(weird)) == before and not (tmp_path / "r.json").exists()
