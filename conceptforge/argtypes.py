@@ -39,6 +39,7 @@ __all__ = [
     "port",
     "seed",
     "positive_float",
+    "seconds_measured",
     "non_negative_float",
     "finite_float",
     "unit_interval",
@@ -133,16 +134,18 @@ class IntRange(ArgType):
         name: str = "integer",
         multiple_of: int = 1,
         why: str = "",
+        bound_why: str = "",
     ) -> None:
         self.minimum, self.maximum, self.__name__ = minimum, maximum, name
-        self.multiple_of, self.why = multiple_of, why
+        self.multiple_of, self.why, self.bound_why = multiple_of, why, bound_why
 
     def __call__(self, text: str) -> int:
         value = _parse_number(int, str(text).strip())
         if self.minimum is not None and value < self.minimum:
             raise argparse.ArgumentTypeError(f"must be >= {self.minimum}, got {value}")
         if self.maximum is not None and value > self.maximum:
-            raise argparse.ArgumentTypeError(f"must be <= {self.maximum}, got {value}")
+            why = f" ({self.bound_why})" if self.bound_why else ""
+            raise argparse.ArgumentTypeError(f"must be <= {self.maximum}{why}, got {value}")
         if value % self.multiple_of:
             lower = value - value % self.multiple_of
             nearest = (
@@ -189,9 +192,10 @@ class FloatRange(ArgType):
         min_inclusive: bool = True,
         max_inclusive: bool = True,
         name: str = "number",
+        bound_why: str = "",
     ) -> None:
         self.minimum, self.maximum, self.__name__ = minimum, maximum, name
-        self.min_inclusive, self.max_inclusive = min_inclusive, max_inclusive
+        self.min_inclusive, self.max_inclusive, self.bound_why = min_inclusive, max_inclusive, bound_why
 
     def __call__(self, text: str) -> float:
         value = float(_parse_number(float, str(text).strip()))
@@ -200,8 +204,9 @@ class FloatRange(ArgType):
                 f"must be {'>=' if self.min_inclusive else '>'} {self.minimum:g}, got {value:g}"
             )
         if self.maximum is not None and (value > self.maximum or (value == self.maximum and not self.max_inclusive)):
+            why = f" ({self.bound_why})" if self.bound_why else ""
             raise argparse.ArgumentTypeError(
-                f"must be {'<=' if self.max_inclusive else '<'} {self.maximum:g}, got {value:g}"
+                f"must be {'<=' if self.max_inclusive else '<'} {self.maximum:g}{why}, got {value:g}"
             )
         return value
 
@@ -227,6 +232,11 @@ non_negative_int = IntRange(0, name="non_negative_int")
 port = IntRange(0, 65535, name="port")
 seed = IntRange(0, 2**32 - 1, name="seed")  # numpy's seed range; torch takes the same
 positive_float = FloatRange(0.0, min_inclusive=False, name="positive_float")
+#: A measured time per image or step (the dry-run estimates): a day bounds any real measurement,
+#: and a typo (``1e300``) used to print a 300-digit GPU-hours figure.
+seconds_measured = FloatRange(
+    0.0, 86400.0, min_inclusive=False, name="seconds", bound_why="one day; a measured time per image or step"
+)
 non_negative_float = FloatRange(0.0, name="non_negative_float")
 finite_float = FloatRange(name="finite_float")
 unit_interval = FloatRange(0.0, 1.0, name="fraction in [0, 1]")
@@ -624,8 +634,8 @@ class ByteSize(ArgType):
 class Resolution(ArgType):
     """``WIDTHxHEIGHT``, each at least ``minimum`` pixels; the value stays the text given."""
 
-    def __init__(self, minimum: int = 16) -> None:
-        self.minimum, self.__name__ = minimum, "resolution"
+    def __init__(self, minimum: int = 16, maximum: int = 8192) -> None:
+        self.minimum, self.maximum, self.__name__ = minimum, maximum, "resolution"
 
     def __call__(self, text: str) -> str:
         match = re.fullmatch(r"\s*(\d+)\s*[xX]\s*(\d+)\s*", str(text))
@@ -633,13 +643,18 @@ class Resolution(ArgType):
             raise argparse.ArgumentTypeError(f"expected WIDTHxHEIGHT such as 320x240, got {text!r}")
         if min(int(match.group(1)), int(match.group(2))) < self.minimum:
             raise argparse.ArgumentTypeError(f"width and height must be >= {self.minimum}, got {text!r}")
+        if max(int(match.group(1)), int(match.group(2))) > self.maximum:
+            raise argparse.ArgumentTypeError(
+                f"width and height must be <= {self.maximum} (CLEVR renders 320x240; {self.maximum} px a side is "
+                f"already {self.maximum * self.maximum / 1e6:.0f} megapixels an image), got {text!r}"
+            )
         return str(text).strip()
 
     def good_example(self, paths: Examples) -> str:
         return "320x240"
 
     def bad_examples(self, paths: Examples) -> list[str]:
-        return ["abc", "320", "0x240", "-320x240", f"{self.minimum - 1}x240", ""]
+        return ["abc", "320", "0x240", "-320x240", f"{self.minimum - 1}x240", f"320x{self.maximum + 1}", ""]
 
     def __repr__(self) -> str:
         return self.__name__

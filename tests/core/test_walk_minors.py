@@ -227,3 +227,32 @@ def test_a_dataset_folder_named_in_bytes_that_are_not_utf8_is_named_so(dataset, 
         "rename it (or link it under a UTF-8 name)"
     )
     assert tree(Path(weird)) == before and not (tmp_path / "r.json").exists()
+
+
+# -- R_NF02, G15: values no run can have are refused, not turned into estimates ------------------
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (
+            ["generate", "binding", "--resolution", "99999x99999", "--dry-run"],
+            "error: conceptforge generate binding: argument --resolution: width and height must be <= 8192 (CLEVR "
+            "renders 320x240; 8192 px a side is already 67 megapixels an image), got '99999x99999' "
+            "(see conceptforge generate binding --help)",
+        ),
+        (
+            ["generate", "sub", "--resolution", "99984", "--dry-run"],
+            "error: conceptforge generate sub: argument --resolution: must be <= 4096 (FLUX.1 makes images of up to "
+            "about 2 megapixels; 4096 px is 16), got 99984 (see conceptforge generate sub --help)",
+        ),
+        (
+            ["generate", "sub", "--seconds-per-image", "1" + "0" * 300, "--dry-run"],
+            "error: conceptforge generate sub: argument --seconds-per-image: must be <= 86400 (one day; a measured "
+            "time per image or step), got 1e+300 (see conceptforge generate sub --help)",
+        ),
+    ],
+    ids=["binding-resolution", "sub-resolution", "gpu-hours"],
+)
+def test_values_no_run_can_have_are_refused(tmp_path, capsys, argv, expected):
+    # by hand: 8192 * 8192 = 67.1e6 pixels; 99984 is a multiple of 16 above 4096; 1e300 s > one day (86400 s)
+    assert one_error_line(capsys, [*argv, "--out", str(tmp_path / "out")]) == expected
+    assert not (tmp_path / "out").exists()

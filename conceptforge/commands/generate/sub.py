@@ -101,7 +101,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     gen.add_argument(
         "--resolution",
         type=at.IntRange(
-            16, name="resolution (>= 16)", multiple_of=16, why="FLUX packs 2x2 latent patches of 1/8 the image"
+            16,
+            4096,
+            name="resolution (16-4096)",
+            multiple_of=16,
+            why="FLUX packs 2x2 latent patches of 1/8 the image",
+            bound_why="FLUX.1 makes images of up to about 2 megapixels; 4096 px is 16",
         ),
         default=DEFAULT_RESOLUTION,
     )
