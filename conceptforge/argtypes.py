@@ -317,6 +317,24 @@ def _nearest_existing_name(path: Path) -> Path:
     return path
 
 
+def symlink_problem(path: str | os.PathLike) -> str | None:
+    """Why an output at ``path`` must not be written through a symbolic link there, or None.
+
+    The one rule for links (every output: flags, report files, run and plain folders): a link to
+    a folder is followed (the folder is the output); a dangling link is refused (writing used to
+    replace the user's link with our file or folder); so is a link to a file, since results are
+    written whole by rename, which replaces the link and leaves the file it names stale."""
+    target = Path(path).expanduser()
+    if not target.is_symlink():
+        return None
+    points_to = os.readlink(target)
+    if not target.exists():
+        return f"{target} is a symbolic link to {points_to}, which does not exist: remove the link or create its target"
+    if not target.is_dir():
+        return f"{target} is a symbolic link to the file {points_to}: name that file itself, or remove the link"
+    return None
+
+
 def check_writable(path: str | os.PathLike, *, what: str = "output", folder: bool = False) -> Path:
     """Refuse an output path that cannot be written, before the work that would fill it.
 
@@ -325,7 +343,7 @@ def check_writable(path: str | os.PathLike, *, what: str = "output", folder: boo
     (``folder=True``). Raises :class:`InvalidArgumentError` (one line).
     """
     target = Path(path).expanduser()
-    problem = name_problem(target)
+    problem = name_problem(target) or symlink_problem(target)
     if problem:
         raise InvalidArgumentError(f"{what} {problem}".strip())
     if target.exists():

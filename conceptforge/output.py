@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from conceptforge.argtypes import symlink_problem
 from conceptforge.engine.store import OWNER_NAME, RUN_CONFIG_NAME, ItemStore, Location, io_error, is_url, join
 from conceptforge.errors import InvalidArgumentError, StoreError
 from conceptforge.serialization import canonical_json
@@ -113,6 +114,9 @@ def _entries(location: Location, flag: str, text: str) -> list[str]:
     try:
         if location.local:
             path = Path(location.root)
+            linked = symlink_problem(path)
+            if linked:
+                raise InvalidArgumentError(f"{flag} {linked}".strip())
             if path.exists() and not path.is_dir():
                 raise InvalidArgumentError(f"{flag} {text} is a file; choose a folder")
             return [p.name for p in path.iterdir()] if path.is_dir() else []
@@ -315,6 +319,9 @@ def claim_folder(path: str | os.PathLike[str], *, made_by: str, flag: str = "--o
     that may be there besides (none of them is touched). Anything else is refused.
     """
     path = Path(path)
+    linked = symlink_problem(path)
+    if linked:
+        raise InvalidArgumentError(f"{flag} {linked}")
     if path.exists() and not path.is_dir():
         raise InvalidArgumentError(f"{flag} {path} is a file; choose a folder")
     try:
@@ -373,6 +380,9 @@ def claim_files(
     ``ours(path, head)`` tells from a file's first KiB whether this project wrote it.
     """
     for path in map(Path, paths):
+        linked = symlink_problem(path)
+        if linked:
+            raise InvalidArgumentError(f"{flag} {linked}")
         if path.is_dir():
             raise InvalidArgumentError(f"{flag} {path} is a folder; give a file name")
         if path.exists():

@@ -256,3 +256,46 @@ def test_values_no_run_can_have_are_refused(tmp_path, capsys, argv, expected):
     # by hand: 8192 * 8192 = 67.1e6 pixels; 99984 is a multiple of 16 above 4096; 1e300 s > one day (86400 s)
     assert one_error_line(capsys, [*argv, "--out", str(tmp_path / "out")]) == expected
     assert not (tmp_path / "out").exists()
+
+
+# -- SY2: a symbolic link named as an output ------------------------------------------------------
+def test_a_dangling_symlink_as_an_output_is_refused_and_kept(dataset, tmp_path, capsys):
+    import os
+
+    link = tmp_path / "results.json"
+    os.symlink(tmp_path / "gone" / "results.json", link)
+    argv = ["evaluate", "--model", "org/m", "--tasks", "binding-clip", "--dataset", f"binding-clip={dataset}"]
+    line = one_error_line(capsys, [*argv, "--output", str(link)])
+    # by hand: what the link points to, and that it does not exist
+    assert line == (
+        f"error: conceptforge evaluate: argument --output: {link} is a symbolic link to {tmp_path}/gone/results.json, "
+        "which does not exist: remove the link or create its target (see conceptforge evaluate --help)"
+    )
+    assert link.is_symlink() and os.readlink(link) == str(tmp_path / "gone" / "results.json")
+
+
+def test_the_output_guard_refuses_links_to_files_and_follows_links_to_folders(tmp_path):
+    import os
+
+    from conceptforge.errors import InvalidArgumentError
+    from conceptforge.output import RunDir, claim_files, claim_folder
+
+    (tmp_path / "mine.json").write_text("{}")
+    os.symlink(tmp_path / "mine.json", tmp_path / "link.json")
+    with pytest.raises(InvalidArgumentError) as caught:
+        claim_files([tmp_path / "link.json"], ours=lambda path, head: True)
+    assert str(caught.value) == (
+        f"--output {tmp_path}/link.json is a symbolic link to the file {tmp_path}/mine.json: "
+        "name that file itself, or remove the link"
+    )
+    os.symlink(tmp_path / "nowhere", tmp_path / "dangling")
+    for claim in (
+        lambda: claim_folder(tmp_path / "dangling", made_by="x"),
+        lambda: RunDir.open(str(tmp_path / "dangling")),
+    ):
+        with pytest.raises(InvalidArgumentError, match=r"^--out .*/dangling is a symbolic link to .*/nowhere, which"):
+            claim()
+    (tmp_path / "scratch").mkdir()
+    os.symlink(tmp_path / "scratch", tmp_path / "to-scratch")
+    assert claim_folder(tmp_path / "to-scratch", made_by="x") == tmp_path / "to-scratch"  # a link to a folder: followed
+    assert (tmp_path / "dangling").is_symlink() and (tmp_path / "link.json").is_symlink()
