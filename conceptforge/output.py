@@ -403,6 +403,16 @@ def claim_files(
 _HELD: dict[Path, Path] = {}
 
 
+def hold_output(path: str | os.PathLike[str], *, flag: str = "--out") -> None:
+    """Hold an output folder (or file) for this process until it exits (see :func:`_lock_output`).
+
+    For a command that writes a folder whole at its end (train-oracle, annotate --apply): two
+    such runs on one ``--out`` used to both say "saved", one result silently replaced. Call it
+    in one process of a distributed run (rank 0), after :func:`claim_folder`.
+    """
+    _lock_output(Path(path), flag)
+
+
 def _lock_output(path: Path, flag: str) -> None:
     """Hold ``path`` for this process until it exits: a second process claiming it meanwhile is
     refused in one line (two runs writing one ``--output`` used to both exit 0, one result lost).

@@ -13,6 +13,7 @@ into a temp folder renamed into place, and loads back through :mod:`filters.conc
 from __future__ import annotations
 
 import logging
+import os
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from PIL import Image
 from conceptforge.errors import DataNotFoundError, InvalidArgumentError
 from conceptforge.external_errors import weights_error
 from conceptforge.files import write_directory_atomically
-from conceptforge.output import claim_folder
+from conceptforge.output import claim_folder, hold_output
 
 logger = logging.getLogger(__name__)
 #: Who wrote an oracle folder (its marker): ``train-oracle`` replaces only its own folders.
@@ -97,6 +98,8 @@ def finetune_oracle(
     from transformers import AutoModelForImageClassification
 
     claim_folder(out_dir, made_by=ORACLE_MADE_BY)  # a file or someone's folder: refused before any training
+    if int(os.environ.get("RANK", "0")) == 0:  # one holder per run (accelerate's ranks are one run)
+        hold_output(out_dir)  # a second train-oracle on this --out meanwhile is refused, not silently replaced
     if not samples:
         raise DataNotFoundError("no training images for the oracle")
     labels = sorted({label for _, label in samples})
