@@ -90,6 +90,34 @@ def _url_absence(location: Location) -> str | None:
     return None
 
 
+def nesting_problem(out: str | os.PathLike[str], flag: str = "--out") -> str | None:
+    """Why a local output folder must not be where it is, or None: inside a run's ``.work`` store,
+    or inside another run's or dataset's folder, whose files it would then become part of (the
+    dataset is published and verified as a whole; assembly refuses files it did not write)."""
+    text = os.fspath(out)
+    if is_url(text):
+        return None
+    path = Path(os.path.abspath(text))
+    for parent in path.parents:
+        if parent.name == WORK_DIR:
+            return f"{flag} {text} is inside the item store {parent} of a run: choose a folder outside it"
+        try:
+            entries = [p.name for p in parent.iterdir()] if parent.is_dir() else []
+        except OSError:
+            continue
+        if WORK_DIR in entries and (parent / WORK_DIR / OWNER_NAME).exists():
+            what = "run"
+        elif _is_dataset(Location(str(parent)), entries):
+            what = "dataset"
+        else:
+            continue
+        return (
+            f"{flag} {text} is inside the {what} folder {parent}, whose files it would become part of: "
+            "choose a folder outside it"
+        )
+    return None
+
+
 def not_a_run(out: str) -> str:
     """The one line for a path given where a run's ``--out`` folder (with ``.work/``) is expected."""
     location = Location(out)
@@ -230,6 +258,9 @@ class RunDir:
     # -- checks ------------------------------------------------------------------------------
     def _check_folder(self) -> None:
         location = Location(self.out)
+        nested = nesting_problem(self.out, self.flag)
+        if nested:
+            raise StoreError(nested)
         entries = _entries(location, self.flag, self.out)
         if not entries:
             return
@@ -324,6 +355,9 @@ def claim_folder(path: str | os.PathLike[str], *, made_by: str, flag: str = "--o
         raise InvalidArgumentError(f"{flag} {linked}")
     if path.exists() and not path.is_dir():
         raise InvalidArgumentError(f"{flag} {path} is a file; choose a folder")
+    nested = nesting_problem(path, flag)
+    if nested:
+        raise StoreError(nested)
     try:
         # a staging folder of ours (left by a killed run) is not someone else's file
         entries = [p.name for p in path.iterdir() if not is_staging(p)] if path.is_dir() else []
@@ -447,8 +481,8 @@ def _lock_output(path: Path, flag: str) -> None:
             lock.unlink(missing_ok=True)  # its process is gone (or the lock is unreadable): take it over
         else:
             raise StoreError(f"{flag}: cannot take {lock}; delete it if no conceptforge run is writing {path}")
-    except OSError as error:
-        raise io_error(error, "write to", str(path.parent), flag=flag) from None
+    except OSError as error:  # the lock is the output's first byte on disk: name the output
+        raise io_error(error, "write to", str(path), flag=flag) from None
     if not _HELD:
         atexit.register(release_outputs)
     _HELD[path] = lock

@@ -299,3 +299,27 @@ def test_the_output_guard_refuses_links_to_files_and_follows_links_to_folders(tm
     os.symlink(tmp_path / "scratch", tmp_path / "to-scratch")
     assert claim_folder(tmp_path / "to-scratch", made_by="x") == tmp_path / "to-scratch"  # a link to a folder: followed
     assert (tmp_path / "dangling").is_symlink() and (tmp_path / "link.json").is_symlink()
+
+
+# -- R_F06: an output folder nested inside a dataset or a run ------------------------------------
+def test_an_output_inside_a_dataset_or_a_run_store_is_refused(dataset, tmp_path):
+    from conceptforge.errors import StoreError
+    from conceptforge.output import RunDir, claim_folder
+
+    before = tree(dataset)
+    inside = dataset / "filtered"
+    with pytest.raises(StoreError) as caught:
+        RunDir.open(str(inside))
+    # by hand: the dataset folder is the nearest parent holding README.md and data/*.parquet
+    assert str(caught.value) == (
+        f"--out {inside} is inside the dataset folder {dataset}, whose files it would become part of: "
+        "choose a folder outside it"
+    )
+    store = tmp_path / "run" / ".work" / "oracle"
+    with pytest.raises(StoreError) as caught:
+        claim_folder(store, made_by="train-oracle")
+    assert str(caught.value) == (
+        f"--out {store} is inside the item store {tmp_path / 'run' / '.work'} of a run: choose a folder outside it"
+    )
+    assert tree(dataset) == before and not store.exists()
+    assert RunDir.open(str(tmp_path / "beside")).out == str(tmp_path / "beside")  # beside it: fine
