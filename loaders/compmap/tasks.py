@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from conceptforge import argtypes
-from conceptforge.errors import InvalidArgumentError
+from conceptforge.errors import InvalidArgumentError, WeightsUnavailableError
 from conceptforge.loaders.compmap import breakdowns
 from conceptforge.loaders.compmap.prompts import TemplatesOption
 from conceptforge.loaders.harness.model_ref import DEFAULT_CLIP
@@ -445,6 +445,15 @@ def check_mit_options(options: dict[str, Any], *, model: Any, inputs: dict[str, 
         metadata = options["metadata"] or f"metadata_{options['split_dir']}.t7"
         if not (Path(root) / metadata).is_file():
             raise InvalidArgumentError(f"compmap-mit-states.metadata: no file {metadata} in {root}")
+    if options["targets"] == "text" and not provides(model.kind, EMBED):
+        # an ITM model (ViLT, BLIP): pair texts are embedded by target_model, which loads after the
+        # activations; a mistyped or uncached one must fail here, before the first task
+        from conceptforge.external_errors import model_unavailable
+
+        problem = model_unavailable(options["target_model"])
+        if problem is not None:
+            spelled = option_spelling("compmap-mit-states", "target_model", options["target_model"])
+            raise WeightsUnavailableError(f"{spelled} (the dual encoder for pair texts of an ITM model): {problem}")
     if options["ablations"] and not provides(model.kind, EMBED):
         raise InvalidArgumentError(
             f"{option_spelling('compmap-mit-states', 'ablations', True)} needs a dual encoder's image embeddings "
