@@ -342,6 +342,13 @@ def model_unavailable(model_id: str) -> str | None:
     return None
 
 
+def require_model(model_id: str, flag: str) -> None:
+    """Refuse, before a command writes anything, a model that cannot load (see :func:`model_unavailable`)."""
+    problem = model_unavailable(model_id)
+    if problem is not None:
+        raise WeightsUnavailableError(f"{flag}: {problem}")
+
+
 def weights_error(what: str, model_id: str, error: BaseException | None = None) -> WeightsUnavailableError:
     """The one line for a model that did not load: ``cannot load {what}: {why}``.
 

@@ -323,3 +323,23 @@ def test_an_output_inside_a_dataset_or_a_run_store_is_refused(dataset, tmp_path)
     )
     assert tree(dataset) == before and not store.exists()
     assert RunDir.open(str(tmp_path / "beside")).out == str(tmp_path / "beside")  # beside it: fine
+
+
+# -- DF03: an uncached default model offline is refused before the command writes anything --------
+def test_filter_sub_with_its_uncached_default_vqa_model_offline_writes_nothing(tmp_path, capsys, hub_offline):
+    from conceptforge.filters.vqa.scorer import DEFAULT_VQA_MODEL
+    from conceptforge.testing.sub_inputs import make_candidates_dir
+    from conceptforge.testing.synthetic import write_fake_cub
+
+    candidates = make_candidates_dir(tmp_path / "candidates", per_pair=1)
+    cub = write_fake_cub(tmp_path / "cub")
+    out = tmp_path / "filtered"
+    line = one_error_line(
+        capsys, ["filter", "sub", "--candidates", str(candidates), "--cub-dir", str(cub), "--out", str(out)]
+    )
+    # by hand: the default VQA model, never downloaded into this test's empty cache
+    assert line == (
+        f"error: --vqa-model: {DEFAULT_VQA_MODEL} is not in the cache and HF_HUB_OFFLINE=1: download it where there "
+        "is network (or unset HF_HUB_OFFLINE), or pass a local folder"
+    )
+    assert not out.exists()

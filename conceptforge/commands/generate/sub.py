@@ -242,16 +242,6 @@ def plan_request(args: argparse.Namespace) -> PlanRequest:
     return settings_from_args(PlanRequest, args)
 
 
-def check_model_available(model: str, flag: str = "--model") -> None:
-    """Refuse a model that cannot load (no such folder; offline and not cached) before a run starts."""
-    from conceptforge.errors import WeightsUnavailableError
-    from conceptforge.external_errors import model_unavailable
-
-    problem = model_unavailable(model)
-    if problem is not None:
-        raise WeightsUnavailableError(f"{flag}: {problem}")
-
-
 def run(args: argparse.Namespace) -> int:
     if not args.cub_dir and not args.dry_run:
         raise InvalidArgumentError(
@@ -282,9 +272,12 @@ def run(args: argparse.Namespace) -> int:
         quantize=args.quantize,
     )
     check_quantize(settings.quantize, args.device)  # fp8 on a CPU / older GPU, no torchao: before anything is written
-    check_model_available(args.model)  # a mistyped folder, an uncached model offline: before anything is written
-    if getattr(args, "executor", "local") == "local":  # a GPU asked for and missing here (Ray workers have their own)
+    from conceptforge.external_errors import require_model
+
+    if getattr(args, "executor", "local") == "local":  # Ray workers have their own disks and GPUs
         from conceptforge.generators.sub.flux_tdg import resolve_device
+
+        require_model(args.model, "--model")  # a mistyped folder, an uncached model offline: before anything is written
 
         resolve_device(args.device, model=args.model, revision=args.revision, offload=args.offload)
     check_chunk_size(args)
