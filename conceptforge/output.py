@@ -343,10 +343,19 @@ class RunDir:
 
 
 # -- plain output folders ------------------------------------------------------------------------
-def claim_folder(path: str | os.PathLike[str], *, made_by: str, flag: str = "--out", allow: Sequence[str] = ()) -> Path:
+def claim_folder(
+    path: str | os.PathLike[str],
+    *,
+    made_by: str,
+    flag: str = "--out",
+    allow: Sequence[str] = (),
+    nested_ok: bool = False,
+) -> Path:
     """Check that ``path`` may be written whole by ``made_by`` (read only); return it as a Path.
 
-    Free: absent, empty, or carrying our marker from the same command. ``allow`` names entries
+    Free: absent, empty, or carrying our marker from the same command; and (unless ``nested_ok``,
+    for a folder the project places itself, such as artifacts inside a run) not inside a run or
+    dataset folder. ``allow`` names entries
     that may be there besides (none of them is touched). Anything else is refused.
     """
     path = Path(path)
@@ -355,7 +364,7 @@ def claim_folder(path: str | os.PathLike[str], *, made_by: str, flag: str = "--o
         raise InvalidArgumentError(f"{flag} {linked}")
     if path.exists() and not path.is_dir():
         raise InvalidArgumentError(f"{flag} {path} is a file; choose a folder")
-    nested = nesting_problem(path, flag)
+    nested = None if nested_ok else nesting_problem(path, flag)  # a folder the user named (not ours inside a run)
     if nested:
         raise StoreError(nested)
     try:

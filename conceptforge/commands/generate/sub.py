@@ -277,9 +277,9 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "executor", "local") == "local":  # Ray workers have their own disks and GPUs
         from conceptforge.generators.sub.flux_tdg import resolve_device
 
-        require_model(args.model, "--model")  # a mistyped folder, an uncached model offline: before anything is written
-
+        # the device first: its line names a missing GPU and missing weights together
         resolve_device(args.device, model=args.model, revision=args.revision, offload=args.offload)
+        require_model(args.model, "--model")  # a mistyped folder, an uncached model offline: before anything is written
     check_chunk_size(args)
     if args.pairs_per_batch > args.chunk_size:
         raise InvalidArgumentError(
