@@ -63,9 +63,6 @@ def run(args: argparse.Namespace) -> int:
         outliers = sorted(p for p in args.outliers.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES)
         if not outliers:
             raise DataNotFoundError(f"no images in --outliers {args.outliers}")
-    from conceptforge.external_errors import require_model
-
-    require_model(args.model_id or DEFAULT_MODELS[args.task], "--model-id")  # before --out is claimed
     config = settings_from_args(
         OracleTrainingConfig,
         args,

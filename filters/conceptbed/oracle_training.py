@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from PIL import Image
 
 from conceptforge.errors import DataNotFoundError, InvalidArgumentError
-from conceptforge.external_errors import weights_error
+from conceptforge.external_errors import require_model, weights_error
 from conceptforge.files import write_directory_atomically
 from conceptforge.output import claim_folder, hold_output
 
@@ -100,6 +100,7 @@ def finetune_oracle(
     claim_folder(out_dir, made_by=ORACLE_MADE_BY)  # a file or someone's folder: refused before any training
     if int(os.environ.get("RANK", "0")) == 0:  # one holder per run (accelerate's ranks are one run)
         hold_output(out_dir)  # a second train-oracle on this --out meanwhile is refused, not silently replaced
+    require_model(config.model_id, "--model-id")  # a mistyped folder, an uncached default offline: before training
     if not samples:
         raise DataNotFoundError("no training images for the oracle")
     labels = sorted({label for _, label in samples})
