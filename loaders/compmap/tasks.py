@@ -445,6 +445,11 @@ def check_mit_options(options: dict[str, Any], *, model: Any, inputs: dict[str, 
         metadata = options["metadata"] or f"metadata_{options['split_dir']}.t7"
         if not (Path(root) / metadata).is_file():
             raise InvalidArgumentError(f"compmap-mit-states.metadata: no file {metadata} in {root}")
+    if options["ablations"] and not provides(model.kind, EMBED):
+        raise InvalidArgumentError(
+            f"{option_spelling('compmap-mit-states', 'ablations', True)} needs a dual encoder's image embeddings "
+            f"(embed); {model.id} is a {model.kind} model: drop it"
+        )
     if options["targets"] == "text" and not provides(model.kind, EMBED):
         # an ITM model (ViLT, BLIP): pair texts are embedded by target_model, which loads after the
         # activations; a mistyped or uncached one must fail here, before the first task
@@ -454,11 +459,6 @@ def check_mit_options(options: dict[str, Any], *, model: Any, inputs: dict[str, 
         if problem is not None:
             spelled = option_spelling("compmap-mit-states", "target_model", options["target_model"])
             raise WeightsUnavailableError(f"{spelled} (the dual encoder for pair texts of an ITM model): {problem}")
-    if options["ablations"] and not provides(model.kind, EMBED):
-        raise InvalidArgumentError(
-            f"{option_spelling('compmap-mit-states', 'ablations', True)} needs a dual encoder's image embeddings "
-            f"(embed); {model.id} is a {model.kind} model: drop it"
-        )
 
 
 # ----------------------------------------------------------------------------------- table
