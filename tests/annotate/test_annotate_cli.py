@@ -163,7 +163,11 @@ def test_export_and_apply_conceptbed_with_metric(conceptbed_dataset, tmp_path):
     assert "No automatic-filter comparison: ConceptBed has no filter" in section
     assert "| concept | concept majority |" in section and "Not applicable: ConceptBed has no training split" in section
     # Applying into the dataset itself is refused.
-    assert_one_line_error(run(*study, "--apply", conceptbed_dataset / "out"), "must be outside the dataset directory")
+    assert_one_line_error(  # the one rule for an output inside a dataset (output.nesting_problem)
+        run(*study, "--apply", conceptbed_dataset / "out"),
+        f"error: --apply {conceptbed_dataset / 'out'} is inside the dataset folder {conceptbed_dataset}, whose files "
+        "it would become part of: choose a folder outside it",
+    )
     assert_one_line_error(
         run(*study, "--export", tmp_path / "x.json", "--metric", "ccd=/nonexistent.json"), "cannot read metric file"
     )
