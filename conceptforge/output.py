@@ -27,6 +27,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,8 @@ _ASSEMBLY_ARGS = "assembly.json"  # runner.ASSEMBLY_ARGS (the runner imports us,
 #: it, so the guard can tell a user's dataset from other files).
 CARD_NAME = "README.md"
 DATA_DIR = "data"
+#: A data shard's name as the datasets library and our assembly write it (``train-00000-of-00001.parquet``).
+SHARD_NAME = re.compile(r"(?P<split>.+)-(?P<index>\d{5})-of-(?P<total>\d{5})\.parquet")
 
 
 def _shown(entries: Iterable[str]) -> str:
@@ -60,8 +63,10 @@ def _is_dataset(location: Location, entries: Sequence[str]) -> bool:
         return False
     try:
         if location.local:
-            return any(Path(location.root, DATA_DIR).glob("*.parquet"))
-        return any(str(e).endswith(".parquet") for e in location.fs.ls(join(location.root, DATA_DIR), detail=False))
+            names = (p.name for p in Path(location.root, DATA_DIR).rglob("*.parquet"))
+        else:
+            names = (str(e).rsplit("/", 1)[-1] for e in location.fs.find(join(location.root, DATA_DIR)))
+        return any(SHARD_NAME.fullmatch(name) for name in names)  # a folder of the user's own parquet is not one
     except OSError:
         return False
 
