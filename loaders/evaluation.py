@@ -112,7 +112,7 @@ def evaluate(
     main = process_group().is_main  # several processes (accelerate launch, torchrun): rank 0 writes
     if main:
         check_output(output, samples=samples)
-    results = run_tasks(model, selections, settings)
+    results = run_tasks(model, selections, settings, quiet_skips=True)  # said below: once, or in the error line
     if not main:  # the caller closes the group (ProcessGroup.close) after rank 0 wrote
         path = Path(output)
         rows = {name: part for name, (part, _) in results.samples.items()}

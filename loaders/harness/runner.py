@@ -329,9 +329,11 @@ def run_tasks(
     settings: RunSettings,
     *,
     session: ModelSession | None = None,
+    quiet_skips: bool = False,
 ) -> RunResults:
     """Run every selected task the model can do, in order; skip the others with one line each.
-    ``session``: an open session of ``model`` to use (and leave open) instead of loading it here."""
+    ``session``: an open session of ``model`` to use (and leave open) instead of loading it here;
+    ``quiet_skips``: the caller says each skip itself (the log line is then a debug one)."""
     from conceptforge.loaders.harness.distributed import process_group
 
     group = process_group()  # one process, or the ranks of accelerate launch / torchrun sharing each task
@@ -343,7 +345,8 @@ def run_tasks(
     for selection in selections:
         reason = selection.task.skip_reason(model, settings.inputs())
         if reason:
-            logger.debug("skip %s", reason)  # the command prints each reason once (evaluate's `skipped:` lines)
+            # a caller that reports skips itself (evaluate's `skipped:` lines, its one error line) asks for quiet
+            (logger.debug if quiet_skips else logger.warning)("skip %s", reason)
             results.skipped.append({"task": selection.task.name, "reason": reason})
         else:
             runnable.append(selection)
