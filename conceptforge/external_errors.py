@@ -327,6 +327,8 @@ def model_unavailable(model_id: str) -> str | None:
     exist is "no such local folder"; a Hub id offline without a snapshot in the cache is "not in
     the cache".
     """
+    if re.match(r"^https?://", model_id):  # a server's address: the served-model spelling names the model too
+        return f"{model_id} is a URL; a served model is endpoint:NAME@{model_id} (NAME: the model the server serves)"
     if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", model_id):
         return f"{model_id} is a URL; models load from a local folder or a Hub id: copy it to a local folder first"
     path = os.path.expanduser(model_id)

@@ -149,6 +149,10 @@ def test_a_url_where_only_a_local_path_is_read_is_called_a_url(capsys):
     assert one_error_line(capsys, ["evaluate", "--model", url, "--tasks", "binding-clip"]) == (
         f"error: --model: {url} is a URL; models load from a local folder or a Hub id: copy it to a local folder first"
     )
+    server = "http://127.0.0.1:9/v1"  # a server's address: the served-model spelling, not "copy it here"
+    assert one_error_line(capsys, ["evaluate", "--model", server, "--tasks", "binding-clip"]) == (
+        f"error: --model: {server} is a URL; a served model is endpoint:NAME@{server} (NAME: the model the server serves)"
+    )
 
 
 # -- R_NR14: `assemble OUT` on a read-only run folder is not told to "choose a writable --out" ------
