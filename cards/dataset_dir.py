@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import re
 import shutil
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -31,7 +30,7 @@ from datasets.features.features import encode_nested_example
 
 from conceptforge.engine.store import DISK_ERRNOS, io_error
 from conceptforge.errors import ConceptforgeError, DataFormatError, StoreError
-from conceptforge.output import FOLDER_MARKER, claim_folder, marker_bytes, owned_files
+from conceptforge.output import CARD_NAME, DATA_DIR, FOLDER_MARKER, SHARD_NAME, claim_folder, marker_bytes, owned_files
 from conceptforge.serialization import atomic_write_bytes
 from conceptforge.staging import make_staging, remove_stale
 
@@ -42,12 +41,10 @@ logger = logging.getLogger(__name__)
 
 ROW_GROUP_SIZE = 100  # what `datasets` uses for image datasets: cheap random access
 DEFAULT_MAX_SHARD_SIZE = 500 * 1024 * 1024
-CARD_NAME = "README.md"
 GRID_NAME = "grid.png"
-DATA_DIR = "data"
 SCENES_DIR = "scenes"  # side files (CLEVR scene JSON); never matched by a config's data_files
 STAGING_DIR = ".staging"
-_SHARD_NAME = re.compile(r"(?P<split>.+)-(?P<index>\d{5})-of-(?P<total>\d{5})\.parquet")
+_SHARD_NAME = SHARD_NAME  # defined once, in the output guard (which tells a dataset folder by it)
 
 
 def shard_name(split: str, index: int, total: int) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow.parquet as pq
 from datasets import Features
 
+from conceptforge.argtypes import dataset_name_problem
 from conceptforge.cards.card import DatasetMetadata, read_card_spec
 from conceptforge.cards.dataset_dir import CARD_NAME, DATA_DIR, GRID_NAME, SCENES_DIR, SplitStats, shard_split
 from conceptforge.cards.filter_stats import FilterStats
@@ -51,6 +52,9 @@ def read_dataset_dir(directory: str | Path) -> LocalDataset:
     A repo with several configs (subsets) gives ``features`` as a mapping config -> Features.
     """
     directory = Path(directory)
+    problem = dataset_name_problem(directory)
+    if problem:
+        raise DataFormatError(problem)
     card_path = directory / CARD_NAME
     if not directory.is_dir():
         raise DataNotFoundError(f"{directory} is not a directory")

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from conceptforge.argtypes import dataset_name_problem
 from conceptforge.cards.dataset_dir import CARD_NAME, DATA_DIR, SCENES_DIR
 from conceptforge.cards.run_record import RECORD_NAME
-from conceptforge.errors import ConceptforgeError, DataNotFoundError, InvalidArgumentError
+from conceptforge.errors import ConceptforgeError, DataFormatError, DataNotFoundError, InvalidArgumentError
 from conceptforge.external_errors import hub_failure
 
 logger = logging.getLogger(__name__)
@@ -45,6 +46,11 @@ def hub_target(text: str, revision: str | None) -> tuple[str, str | None]:
     no Hub id or the two revisions disagree."""
     reference = parse_hub_reference(text)
     if reference is None:
+        if "://" in text:  # an object-store URL: say so, not "no such folder"
+            raise InvalidArgumentError(
+                f"{text} is a URL; a release is read from a local folder or a Hub id ORG/NAME[@REVISION]: "
+                "copy it to a local folder first"
+            )
         raise DataNotFoundError(f"{text} is neither a local dataset directory nor a Hub id ORG/NAME[@REVISION]")
     repo_id, pinned = reference
     if pinned and revision and pinned != revision:
@@ -60,6 +66,9 @@ def resolve_release(text: str, *, revision: str | None = None) -> ReleaseSource:
             raise InvalidArgumentError(f"--revision applies to a Hub dataset, but {text} is a local folder")
         if not path.is_dir():
             raise InvalidArgumentError(f"{text} is a file; give a dataset directory or ORG/NAME[@REVISION]")
+        problem = dataset_name_problem(path)
+        if problem:
+            raise DataFormatError(problem)
         return ReleaseSource(path, str(path))
     repo_id, revision = hub_target(text, revision)
     return ReleaseSource(download_release(repo_id, revision), f"{repo_id}@{revision or 'main'}", repo_id, revision)

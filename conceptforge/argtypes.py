@@ -39,6 +39,7 @@ __all__ = [
     "port",
     "seed",
     "positive_float",
+    "seconds_measured",
     "non_negative_float",
     "finite_float",
     "unit_interval",
@@ -134,16 +135,18 @@ class IntRange(ArgType):
         name: str = "integer",
         multiple_of: int = 1,
         why: str = "",
+        bound_why: str = "",
     ) -> None:
         self.minimum, self.maximum, self.__name__ = minimum, maximum, name
-        self.multiple_of, self.why = multiple_of, why
+        self.multiple_of, self.why, self.bound_why = multiple_of, why, bound_why
 
     def __call__(self, text: str) -> int:
         value = _parse_number(int, str(text).strip())
         if self.minimum is not None and value < self.minimum:
             raise argparse.ArgumentTypeError(f"must be >= {self.minimum}, got {value}")
         if self.maximum is not None and value > self.maximum:
-            raise argparse.ArgumentTypeError(f"must be <= {self.maximum}, got {value}")
+            why = f" ({self.bound_why})" if self.bound_why else ""
+            raise argparse.ArgumentTypeError(f"must be <= {self.maximum}{why}, got {value}")
         if value % self.multiple_of:
             lower = value - value % self.multiple_of
             nearest = (
@@ -190,9 +193,10 @@ class FloatRange(ArgType):
         min_inclusive: bool = True,
         max_inclusive: bool = True,
         name: str = "number",
+        bound_why: str = "",
     ) -> None:
         self.minimum, self.maximum, self.__name__ = minimum, maximum, name
-        self.min_inclusive, self.max_inclusive = min_inclusive, max_inclusive
+        self.min_inclusive, self.max_inclusive, self.bound_why = min_inclusive, max_inclusive, bound_why
 
     def __call__(self, text: str) -> float:
         value = float(_parse_number(float, str(text).strip()))
@@ -201,8 +205,9 @@ class FloatRange(ArgType):
                 f"must be {'>=' if self.min_inclusive else '>'} {self.minimum:g}, got {value:g}"
             )
         if self.maximum is not None and (value > self.maximum or (value == self.maximum and not self.max_inclusive)):
+            why = f" ({self.bound_why})" if self.bound_why else ""
             raise argparse.ArgumentTypeError(
-                f"must be {'<=' if self.max_inclusive else '<'} {self.maximum:g}, got {value:g}"
+                f"must be {'<=' if self.max_inclusive else '<'} {self.maximum:g}{why}, got {value:g}"
             )
         return value
 
@@ -228,6 +233,11 @@ non_negative_int = IntRange(0, name="non_negative_int")
 port = IntRange(0, 65535, name="port")
 seed = IntRange(0, 2**32 - 1, name="seed")  # numpy's seed range; torch takes the same
 positive_float = FloatRange(0.0, min_inclusive=False, name="positive_float")
+#: A measured time per image or step (the dry-run estimates): a day bounds any real measurement,
+#: and a typo (``1e300``) used to print a 300-digit GPU-hours figure.
+seconds_measured = FloatRange(
+    0.0, 86400.0, min_inclusive=False, name="seconds", bound_why="one day; a measured time per image or step"
+)
 non_negative_float = FloatRange(0.0, name="non_negative_float")
 finite_float = FloatRange(name="finite_float")
 unit_interval = FloatRange(0.0, 1.0, name="fraction in [0, 1]")
@@ -240,11 +250,33 @@ def _is_url(text: str) -> bool:
     return bool(re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", text))
 
 
+def url_refused(text: str) -> str:
+    """The one line for a URL (``s3://…``) where only a local path is read: say it is a URL, not that it
+    "does not exist" (it may well exist, at the object store)."""
+    return f"{text} is a URL; this argument reads a local path only: copy it to a local folder first"
+
+
 def _nearest_existing(path: Path) -> Path:
     path = Path(os.path.abspath(path))
     while not path.exists() and path != path.parent:
         path = path.parent
     return path
+
+
+def dataset_name_problem(path: str | os.PathLike) -> str | None:
+    """Why a dataset folder at ``path`` cannot be read by name, or None: pyarrow and ``datasets``
+    take UTF-8 paths only, so a folder whose name holds bytes that are not UTF-8 (from the shell)
+    failed inside them with "surrogates not allowed". Checked before they are asked."""
+    text = os.fspath(path)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = os.fsencode(text).decode("utf-8", "backslashreplace")
+        return (
+            f"{shown} is not valid UTF-8, and datasets and pyarrow read folders by UTF-8 names only: "
+            "rename it (or link it under a UTF-8 name)"
+        )
+    return None
 
 
 def name_problem(path: str | os.PathLike, *, written: bool = True) -> str | None:
@@ -286,6 +318,24 @@ def _nearest_existing_name(path: Path) -> Path:
     return path
 
 
+def symlink_problem(path: str | os.PathLike) -> str | None:
+    """Why an output at ``path`` must not be written through a symbolic link there, or None.
+
+    The one rule for links (every output: flags, report files, run and plain folders): a link to
+    a folder is followed (the folder is the output); a dangling link is refused (writing used to
+    replace the user's link with our file or folder); so is a link to a file, since results are
+    written whole by rename, which replaces the link and leaves the file it names stale."""
+    target = Path(path).expanduser()
+    if not target.is_symlink():
+        return None
+    points_to = os.readlink(target)
+    if not target.exists():
+        return f"{target} is a symbolic link to {points_to}, which does not exist: remove the link or create its target"
+    if not target.is_dir():
+        return f"{target} is a symbolic link to the file {points_to}: name that file itself, or remove the link"
+    return None
+
+
 def check_writable(path: str | os.PathLike, *, what: str = "output", folder: bool = False) -> Path:
     """Refuse an output path that cannot be written, before the work that would fill it.
 
@@ -294,7 +344,7 @@ def check_writable(path: str | os.PathLike, *, what: str = "output", folder: boo
     (``folder=True``). Raises :class:`InvalidArgumentError` (one line).
     """
     target = Path(path).expanduser()
-    problem = name_problem(target)
+    problem = name_problem(target) or symlink_problem(target)
     if problem:
         raise InvalidArgumentError(f"{what} {problem}".strip())
     if target.exists():
@@ -344,8 +394,10 @@ class PathType(ArgType):
         text = str(text)
         if not text.strip():
             raise argparse.ArgumentTypeError("expected a path, got an empty string")
-        if self.urls and _is_url(text):
-            return text
+        if _is_url(text):
+            if self.urls:
+                return text
+            raise argparse.ArgumentTypeError(url_refused(text))
         path = Path(text).expanduser()
         if self.kind in {"file", "dir", "any"}:
             problem = name_problem(path, written=False)
@@ -665,8 +717,8 @@ class ByteSize(ArgType):
 class Resolution(ArgType):
     """``WIDTHxHEIGHT``, each at least ``minimum`` pixels; the value stays the text given."""
 
-    def __init__(self, minimum: int = 16) -> None:
-        self.minimum, self.__name__ = minimum, "resolution"
+    def __init__(self, minimum: int = 16, maximum: int = 8192) -> None:
+        self.minimum, self.maximum, self.__name__ = minimum, maximum, "resolution"
 
     def __call__(self, text: str) -> str:
         match = re.fullmatch(r"\s*(\d+)\s*[xX]\s*(\d+)\s*", str(text))
@@ -674,13 +726,18 @@ class Resolution(ArgType):
             raise argparse.ArgumentTypeError(f"expected WIDTHxHEIGHT such as 320x240, got {text!r}")
         if min(int(match.group(1)), int(match.group(2))) < self.minimum:
             raise argparse.ArgumentTypeError(f"width and height must be >= {self.minimum}, got {text!r}")
+        if max(int(match.group(1)), int(match.group(2))) > self.maximum:
+            raise argparse.ArgumentTypeError(
+                f"width and height must be <= {self.maximum} (CLEVR renders 320x240; {self.maximum} px a side is "
+                f"already {self.maximum * self.maximum / 1e6:.0f} megapixels an image), got {text!r}"
+            )
         return str(text).strip()
 
     def good_example(self, paths: Examples) -> str:
         return "320x240"
 
     def bad_examples(self, paths: Examples) -> list[str]:
-        return ["abc", "320", "0x240", "-320x240", f"{self.minimum - 1}x240", ""]
+        return ["abc", "320", "0x240", "-320x240", f"{self.minimum - 1}x240", f"320x{self.maximum + 1}", ""]
 
     def __repr__(self) -> str:
         return self.__name__
@@ -1011,9 +1068,10 @@ class ModelSource(ArgType):
             return value
         if path.exists():
             raise argparse.ArgumentTypeError(f"{value} is a file: pass a model folder or a Hub id")
-        looks_like_path = value.startswith(("/", ".", "~")) or value.count("/") > 1 or os.sep in value.replace("/", "")
-        if looks_like_path:
-            raise argparse.ArgumentTypeError(f"{value} does not exist (no such model folder)")
+        from conceptforge.external_errors import looks_like_path
+
+        if looks_like_path(value):
+            raise argparse.ArgumentTypeError(f"no such local folder {value}")
         if "/" in value and repo_id_problem(value) is None:
             return value
         if "/" not in value and self._NAME.fullmatch(value) and ".." not in value:

@@ -302,6 +302,68 @@ def _one(error: BaseException) -> ConceptforgeError | None:
     return None
 
 
+def looks_like_path(value: str) -> bool:
+    """Whether a model name can only be a local path (``./x``, ``/x``, ``~/x``, ``a/b/c``), never a Hub id."""
+    return value.startswith(("/", ".", "~")) or value.count("/") > 1 or os.sep in value.replace("/", "")
+
+
+def _cached(repo_id: str) -> bool:
+    """Whether the Hub cache holds a snapshot of the model ``repo_id`` (any revision, any file)."""
+    from huggingface_hub import constants
+
+    snapshots = os.path.join(constants.HF_HUB_CACHE, "models--" + repo_id.replace("/", "--"), "snapshots")
+    try:
+        return any(os.scandir(snapshots))
+    except OSError:
+        return False
+
+
+def model_unavailable(model_id: str) -> str | None:
+    """Why ``model_id`` cannot be loaded, known without asking any library, or None.
+
+    Why one rule: each loader (transformers, diffusers, open_clip, the Hub client) used to explain a
+    mistyped folder or an uncached model in its own words ("is not a valid model identifier",
+    "Cannot find the requested files in the local cache", "FLUX.1-dev …"). A path that does not
+    exist is "no such local folder"; a Hub id offline without a snapshot in the cache is "not in
+    the cache".
+    """
+    if re.match(r"^https?://", model_id):  # a server's address: the served-model spelling names the model too
+        return f"{model_id} is a URL; a served model is endpoint:NAME@{model_id} (NAME: the model the server serves)"
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", model_id):
+        return f"{model_id} is a URL; models load from a local folder or a Hub id: copy it to a local folder first"
+    path = os.path.expanduser(model_id)
+    if os.path.isdir(path):
+        return None
+    if os.path.exists(path):
+        return f"{model_id} is a file: pass a model folder or a Hub id"
+    if looks_like_path(model_id):
+        return f"no such local folder {model_id}"
+    if hub_offline() and not _cached(model_id):
+        reason = "HF_HUB_OFFLINE=1" if not _SWITCHED_OFFLINE else offline_reason()
+        return f"{model_id} is not in the cache and {reason}: {offline_fix()}"
+    return None
+
+
+def require_model(model_id: str, flag: str) -> None:
+    """Refuse, before a command writes anything, a model that cannot load (see :func:`model_unavailable`)."""
+    problem = model_unavailable(model_id)
+    if problem is not None:
+        raise WeightsUnavailableError(f"{flag}: {problem}")
+
+
+def weights_error(what: str, model_id: str, error: BaseException | None = None) -> WeightsUnavailableError:
+    """The one line for a model that did not load: ``cannot load {what}: {why}``.
+
+    The reason is :func:`model_unavailable`'s when it has one, else the known environment reason
+    in ``error`` (:func:`translate`), else the library's first line.
+    """
+    reason = model_unavailable(model_id)
+    if reason is None and error is not None:
+        known = translate(error)
+        reason = f"{model_id}: {known}" if known is not None else f"{model_id}: {one_line(error)}"
+    return WeightsUnavailableError(f"cannot load {what}: {reason or model_id}")
+
+
 def hub_failure(error: Exception, what: str) -> ConceptforgeError:
     """One line for a failed Hub call made to ``what`` (e.g. "read org/x@v1 on the Hub").
 

@@ -60,7 +60,8 @@ def write_directory_atomically(
     file of the user's is lost. The folder and its files get the modes a plain ``mkdir``/``open``
     would give (``mkdtemp`` makes 0700).
     """
-    directory = claim_folder(directory, made_by=made_by, flag=flag)
+    # the caller claimed a folder the user named at its boundary; here the folder may be one of ours inside a run
+    directory = claim_folder(directory, made_by=made_by, flag=flag, nested_ok=True)
     try:
         directory.parent.mkdir(parents=True, exist_ok=True)
         remove_stale(directory.parent, f".{directory.name}.")  # left by a killed run of this write
@@ -75,7 +76,7 @@ def write_directory_atomically(
         (tmp / FOLDER_MARKER).write_bytes(marker_bytes(made_by, files))
         for path in [tmp, *tmp.rglob("*")]:
             normal_mode(path, directory=path.is_dir())
-        claim_folder(directory, made_by=made_by, flag=flag)  # still ours after the work
+        claim_folder(directory, made_by=made_by, flag=flag, nested_ok=True)  # still ours after the work
         if directory.exists():
             old = make_staging(directory.parent, f".{directory.name}.", ".old")
             os.replace(directory, old / "previous")

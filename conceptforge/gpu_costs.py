@@ -89,7 +89,7 @@ def add_dry_run_arguments(
     group.add_argument("--dry-run", action="store_true", help=dry_run_help)
     for flag, help in (("--seconds-per-step", per_step_help), ("--seconds-per-image", per_image_help)):
         if help is not None:
-            group.add_argument(flag, type=at.positive_float, default=None, help=help)
+            group.add_argument(flag, type=at.seconds_measured, default=None, help=help)
     if gpu_model:
         add_gpu_model_argument(group)
 

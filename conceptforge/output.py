@@ -27,10 +27,12 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from conceptforge.argtypes import symlink_problem
 from conceptforge.engine.store import OWNER_NAME, RUN_CONFIG_NAME, ItemStore, Location, io_error, is_url, join
 from conceptforge.errors import InvalidArgumentError, StoreError
 from conceptforge.serialization import canonical_json
@@ -42,6 +44,12 @@ MADE_BY = "made_by.json"
 #: In a plain output folder (train-oracle, annotate --apply): which command wrote it.
 FOLDER_MARKER = ".conceptforge.json"
 _ASSEMBLY_ARGS = "assembly.json"  # runner.ASSEMBLY_ARGS (the runner imports us, not the other way)
+#: A dataset folder's card and shard folder (cards/dataset_dir.py writes them; defined here, below
+#: it, so the guard can tell a user's dataset from other files).
+CARD_NAME = "README.md"
+DATA_DIR = "data"
+#: A data shard's name as the datasets library and our assembly write it (``train-00000-of-00001.parquet``).
+SHARD_NAME = re.compile(r"(?P<split>.+)-(?P<index>\d{5})-of-(?P<total>\d{5})\.parquet")
 
 
 def _shown(entries: Iterable[str]) -> str:
@@ -49,11 +57,99 @@ def _shown(entries: Iterable[str]) -> str:
     return ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
 
 
+def _is_dataset(location: Location, entries: Sequence[str]) -> bool:
+    """A card beside a ``data/`` folder of parquet shards: what assembly and a release download hold."""
+    if CARD_NAME not in entries or DATA_DIR not in entries:
+        return False
+    try:
+        if location.local:
+            names = (p.name for p in Path(location.root, DATA_DIR).rglob("*.parquet"))
+        else:
+            names = (str(e).rsplit("/", 1)[-1] for e in location.fs.find(join(location.root, DATA_DIR)))
+        return any(SHARD_NAME.fullmatch(name) for name in names)  # a folder of the user's own parquet is not one
+    except OSError:
+        return False
+
+
+def foreign_contents(location: Location, entries: Sequence[str]) -> str:
+    """What a folder that is not one of our runs holds, in the user's terms.
+
+    Why: a dataset folder (an assembled run, a downloaded release) *is* conceptforge's output;
+    calling it "not a conceptforge run" sent users looking for a damaged run.
+    """
+    if _is_dataset(location, entries):
+        return f"a dataset ({CARD_NAME}, {DATA_DIR}/)"
+    return f"files that are not a conceptforge run ({_shown(entries)})"
+
+
+def _url_absence(location: Location) -> str | None:
+    """Why an object-store URL holds nothing, as the store says it (NoSuchBucket, no key under a prefix)."""
+    bucket = location.root.split("/", 1)[0]
+    try:
+        if not location.fs.exists(bucket):
+            return f"{location.url}: bucket {bucket} does not exist at the object store (NoSuchBucket); check the URL"
+        if not location.fs.exists(location.root):
+            return f"{location.url}: the object store has no object under this prefix in bucket {bucket}; check the URL"
+    except OSError:
+        return None
+    return None
+
+
+def nesting_problem(out: str | os.PathLike[str], flag: str = "--out") -> str | None:
+    """Why a local output folder must not be where it is, or None: inside a run's ``.work`` store,
+    or inside another run's or dataset's folder, whose files it would then become part of (the
+    dataset is published and verified as a whole; assembly refuses files it did not write)."""
+    text = os.fspath(out)
+    if is_url(text):
+        return None
+    path = Path(os.path.abspath(text))
+    for parent in path.parents:
+        if parent.name == WORK_DIR:
+            return f"{flag} {text} is inside the item store {parent} of a run: choose a folder outside it"
+        try:
+            entries = [p.name for p in parent.iterdir()] if parent.is_dir() else []
+        except OSError:
+            continue
+        if WORK_DIR in entries and (parent / WORK_DIR / OWNER_NAME).exists():
+            what = "run"
+        elif _is_dataset(Location(str(parent)), entries):
+            what = "dataset"
+        else:
+            continue
+        return (
+            f"{flag} {text} is inside the {what} folder {parent}, whose files it would become part of: "
+            "choose a folder outside it"
+        )
+    return None
+
+
+def not_a_run(out: str) -> str:
+    """The one line for a path given where a run's ``--out`` folder (with ``.work/``) is expected."""
+    location = Location(out)
+    try:
+        entries = _entries(location, "", out)
+    except (OSError, InvalidArgumentError):
+        entries = []
+    if not entries and not location.local:  # nothing there: the object store's words, not a local path's
+        absent = _url_absence(location)
+        if absent:
+            return absent
+    if _is_dataset(location, entries):
+        return (
+            f"{out} is a dataset folder ({CARD_NAME}, {DATA_DIR}/), not a run: give the --out folder of the "
+            f"generate or filter run that made it (the folder holding {WORK_DIR}/)"
+        )
+    return f"{out} is not a conceptforge run (no {WORK_DIR}/owner.json); check the path"
+
+
 def _entries(location: Location, flag: str, text: str) -> list[str]:
     """Names in ``location``'s root (files and folders); [] if it does not exist."""
     try:
         if location.local:
             path = Path(location.root)
+            linked = symlink_problem(path)
+            if linked:
+                raise InvalidArgumentError(f"{flag} {linked}".strip())
             if path.exists() and not path.is_dir():
                 raise InvalidArgumentError(f"{flag} {text} is a file; choose a folder")
             return [p.name for p in path.iterdir()] if path.is_dir() else []
@@ -167,6 +263,9 @@ class RunDir:
     # -- checks ------------------------------------------------------------------------------
     def _check_folder(self) -> None:
         location = Location(self.out)
+        nested = nesting_problem(self.out, self.flag)
+        if nested:
+            raise StoreError(nested)
         entries = _entries(location, self.flag, self.out)
         if not entries:
             return
@@ -174,7 +273,7 @@ class RunDir:
             if OWNER_NAME in entries:
                 return
             raise StoreError(
-                f"{self.flag} {self.out} already holds files that are not a conceptforge run ({_shown(entries)}); "
+                f"{self.flag} {self.out} already holds {foreign_contents(location, entries)}; "
                 "choose an empty or new folder"
             )
         work = Location(join(self.out, WORK_DIR))
@@ -188,8 +287,7 @@ class RunDir:
                 f"version cannot resume; choose a new {self.flag}"
             )
         raise StoreError(
-            f"{self.flag} {self.out} already holds files that are not a conceptforge run ({_shown(entries)}); "
-            "choose an empty or new folder"
+            f"{self.flag} {self.out} already holds {foreign_contents(location, entries)}; choose an empty or new folder"
         )
 
     def check_stage(self, stage: str) -> None:
@@ -250,15 +348,30 @@ class RunDir:
 
 
 # -- plain output folders ------------------------------------------------------------------------
-def claim_folder(path: str | os.PathLike[str], *, made_by: str, flag: str = "--out", allow: Sequence[str] = ()) -> Path:
+def claim_folder(
+    path: str | os.PathLike[str],
+    *,
+    made_by: str,
+    flag: str = "--out",
+    allow: Sequence[str] = (),
+    nested_ok: bool = False,
+) -> Path:
     """Check that ``path`` may be written whole by ``made_by`` (read only); return it as a Path.
 
-    Free: absent, empty, or carrying our marker from the same command. ``allow`` names entries
+    Free: absent, empty, or carrying our marker from the same command; and (unless ``nested_ok``,
+    for a folder the project places itself, such as artifacts inside a run) not inside a run or
+    dataset folder. ``allow`` names entries
     that may be there besides (none of them is touched). Anything else is refused.
     """
     path = Path(path)
+    linked = symlink_problem(path)
+    if linked:
+        raise InvalidArgumentError(f"{flag} {linked}")
     if path.exists() and not path.is_dir():
         raise InvalidArgumentError(f"{flag} {path} is a file; choose a folder")
+    nested = None if nested_ok else nesting_problem(path, flag)  # a folder the user named (not ours inside a run)
+    if nested:
+        raise StoreError(nested)
     try:
         # a staging folder of ours (left by a killed run) is not someone else's file
         entries = [p.name for p in path.iterdir() if not is_staging(p)] if path.is_dir() else []
@@ -270,7 +383,7 @@ def claim_folder(path: str | os.PathLike[str], *, made_by: str, flag: str = "--o
     marker = _read_marker(path)
     if marker is None:
         raise StoreError(
-            f"{flag} {path} already holds files that are not a conceptforge run ({_shown(entries)}); "
+            f"{flag} {path} already holds {foreign_contents(Location(str(path)), entries)}; "
             "choose an empty or new folder"
         )
     if marker.get("made_by") != made_by:
@@ -315,6 +428,9 @@ def claim_files(
     ``ours(path, head)`` tells from a file's first KiB whether this project wrote it.
     """
     for path in map(Path, paths):
+        linked = symlink_problem(path)
+        if linked:
+            raise InvalidArgumentError(f"{flag} {linked}")
         if path.is_dir():
             raise InvalidArgumentError(f"{flag} {path} is a folder; give a file name")
         if path.exists():
@@ -333,6 +449,16 @@ def claim_files(
 
 #: Output files this process holds (see :func:`_lock_output`), removed when it exits.
 _HELD: dict[Path, Path] = {}
+
+
+def hold_output(path: str | os.PathLike[str], *, flag: str = "--out") -> None:
+    """Hold an output folder (or file) for this process until it exits (see :func:`_lock_output`).
+
+    For a command that writes a folder whole at its end (train-oracle, annotate --apply): two
+    such runs on one ``--out`` used to both say "saved", one result silently replaced. Call it
+    in one process of a distributed run (rank 0), after :func:`claim_folder`.
+    """
+    _lock_output(Path(path), flag)
 
 
 def _lock_output(path: Path, flag: str) -> None:
@@ -369,8 +495,8 @@ def _lock_output(path: Path, flag: str) -> None:
             lock.unlink(missing_ok=True)  # its process is gone (or the lock is unreadable): take it over
         else:
             raise StoreError(f"{flag}: cannot take {lock}; delete it if no conceptforge run is writing {path}")
-    except OSError as error:
-        raise io_error(error, "write to", str(path.parent), flag=flag) from None
+    except OSError as error:  # the lock is the output's first byte on disk: name the output
+        raise io_error(error, "write to", str(path), flag=flag) from None
     if not _HELD:
         atexit.register(release_outputs)
     _HELD[path] = lock

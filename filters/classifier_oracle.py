@@ -30,7 +30,8 @@ import torch
 from PIL import Image
 
 from conceptforge.argtypes import check_device
-from conceptforge.errors import InvalidArgumentError, WeightsUnavailableError, one_line
+from conceptforge.errors import InvalidArgumentError
+from conceptforge.external_errors import weights_error
 
 logger = logging.getLogger(__name__)
 
@@ -205,7 +206,7 @@ class ClassifierOracle:
             processor = _load_image_processor(model_id, **kwargs)
             model = AutoModelForImageClassification.from_pretrained(model_id, dtype=dtype, **kwargs)
         except OSError as error:
-            raise WeightsUnavailableError(f"cannot load classifier {model_id}: {one_line(error)}") from None
+            raise weights_error("classifier", model_id, error) from None
         model.to(device)
         return cls(
             model,

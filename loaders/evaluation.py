@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conceptforge.errors import InvalidArgumentError
+from conceptforge.errors import ConceptforgeError, InvalidArgumentError
 
 logger = logging.getLogger(__name__)
 
@@ -54,10 +54,45 @@ def write_outputs(payload: dict[str, Any], path: str | Path, *, samples: dict[st
     from conceptforge.loaders.harness.samples import samples_dir, write_run_samples
 
     folder = samples_dir(path) if samples is not None else None
-    files = write_run_samples(folder, payload, samples) if folder is not None else []
-    results, markdown = write_results(payload, path)
-    analyses = write_breakdowns_and_charts(results, folder)
+    existed = {p for p in _run_outputs(Path(path)) if p.exists() or p.is_symlink()}
+    try:
+        files = write_run_samples(folder, payload, samples) if folder is not None else []
+        results, markdown = write_results(payload, path)
+        analyses = write_breakdowns_and_charts(results, folder)
+    except (OSError, ConceptforgeError):
+        _remove_run_outputs(Path(path), existed)  # a full disk half-way: no results file left looking complete
+        raise
     return Written(payload, results, markdown, folder, files, analyses)
+
+
+def _run_outputs(path: Path) -> list[Path]:
+    """The files one results set is made of: ``x.json``, ``x.md``, ``x.samples/`` (the guard's:
+    ours or refused before the run), then ``x.breakdowns.json`` and ``x.charts/``."""
+    from conceptforge.loaders.harness.samples import samples_dir
+
+    stem = path.stem
+    return [
+        path,
+        path.with_suffix(".md"),
+        samples_dir(path),
+        path.with_name(f"{stem}.breakdowns.json"),
+        path.with_name(f"{stem}.charts"),
+    ]
+
+
+def _remove_run_outputs(path: Path, existed: set[Path]) -> None:
+    """Remove a results set that could not be written whole, so that none is taken for a finished
+    run: the guarded three (ours whatever their age) and the analyses this run created (one that
+    was there before is left alone). Rerunning the command writes them again (scores are cached)."""
+    import shutil
+
+    for index, item in enumerate(_run_outputs(path)):
+        if index >= 3 and item in existed:
+            continue
+        if item.is_dir() and not item.is_symlink():
+            shutil.rmtree(item, ignore_errors=True)
+        elif item.is_file():
+            item.unlink(missing_ok=True)
 
 
 def evaluate(
@@ -77,13 +112,18 @@ def evaluate(
     main = process_group().is_main  # several processes (accelerate launch, torchrun): rank 0 writes
     if main:
         check_output(output, samples=samples)
-    results = run_tasks(model, selections, settings)
+    results = run_tasks(model, selections, settings, quiet_skips=True)  # said below: once, or in the error line
     if not main:  # the caller closes the group (ProcessGroup.close) after rank 0 wrote
         path = Path(output)
         rows = {name: part for name, (part, _) in results.samples.items()}
         return Written(
             results.to_dict(), path, path.with_suffix(".md"), main=False, scored=dict(results.scored), rows=rows
         )
+    if not results.tasks and results.skipped:
+        tasks = {selection.task.name: selection.task for selection in selections}
+        if all(tasks[s["task"]].capability_for(model.kind) is not None for s in results.skipped):
+            # the model could run them all; an input is missing (--cub-dir …): say that, not the model
+            raise InvalidArgumentError(f"nothing to run: {'; '.join(s['reason'] for s in results.skipped)}")
     for skipped in results.skipped:
         (on_skip or logger.info)(skipped["reason"])
     if not results.tasks:

@@ -94,8 +94,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_birds(args: argparse.Namespace) -> int:
+    from conceptforge.external_errors import require_model
     from conceptforge.filters.sub.candidate_spec import BirdSelectionConfig, select_reference_birds, update_spec
 
+    require_model(args.classifier, "--classifier")  # before any image is read
     result = select_reference_birds(settings_from_args(BirdSelectionConfig, args))
     table, birds = result.table, result.birds
     print(f"{'bird':40s} {'images':>6s} {'correct':>7s} {'accuracy':>8s}")
@@ -108,8 +110,12 @@ def run_birds(args: argparse.Namespace) -> int:
 
 
 def run_attributes(args: argparse.Namespace) -> int:
+    from conceptforge.endpoint_spec import is_endpoint_spec
+    from conceptforge.external_errors import require_model
     from conceptforge.filters.sub.candidate_spec import AttributeSelectionConfig, select_attributes, update_spec
 
+    if getattr(args, "executor", "local") == "local" and not is_endpoint_spec(args.vqa_model):  # before --work is made
+        require_model(args.vqa_model, "--vqa-model")
     config = settings_from_args(AttributeSelectionConfig, args, answer_hint="" if args.no_answer_hint else None)
     result = select_attributes(config, shard=lambda: shard_of(args))
     counts = result.counts

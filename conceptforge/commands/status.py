@@ -55,12 +55,12 @@ def status_lines(
     from conceptforge.engine.assembly import damage_message, read_done, verify_assembled
     from conceptforge.engine.store import ItemStore, Location, is_store, join
     from conceptforge.errors import DataNotFoundError, InvalidArgumentError
-    from conceptforge.output import WORK_DIR
+    from conceptforge.output import WORK_DIR, not_a_run
 
     label = label or out
     work = work or join(out, WORK_DIR)
     if not is_store(work):
-        raise DataNotFoundError(f"{out} is not a conceptforge run (no {WORK_DIR}/owner.json); check the path")
+        raise DataNotFoundError(not_a_run(out))
     store = ItemStore(work, create=False)
     config = store.stored_config()
     if config is None:

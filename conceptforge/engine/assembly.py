@@ -55,7 +55,7 @@ from conceptforge.engine.failures import failed_items, failures_section
 from conceptforge.engine.processes import holder_alive, this_process
 from conceptforge.engine.store import ItemStore, Location, io_error, join
 from conceptforge.errors import DataNotFoundError, InvalidArgumentError, StoreError
-from conceptforge.output import WORK_DIR, RunDir
+from conceptforge.output import WORK_DIR, RunDir, not_a_run
 from conceptforge.serialization import canonical_json
 from conceptforge.staging import make_staging, remove_stale
 
@@ -314,7 +314,7 @@ def assemble_once(
                 canonical_json({"fingerprint": fingerprint, "files": files, "manifest": manifest, "time": time.time()}),
             )
         except OSError as error:
-            raise io_error(error, "assemble the dataset in", out) from None
+            raise io_error(error, "assemble the dataset in", out, flag=store.flag) from None
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         logger.info(
@@ -420,9 +420,10 @@ def assemble_run(
     assembled without them and its card lists them.
     """
     if store is None:
-        run = out if isinstance(out, RunDir) else RunDir(str(out), join(str(out), WORK_DIR))
+        # `conceptforge assemble OUT`: the folder is the argument, not a flag one could change
+        run = out if isinstance(out, RunDir) else RunDir(str(out), join(str(out), WORK_DIR), "OUT")
         if run.existing_store() is None:  # never create a store in a mistyped folder
-            raise DataNotFoundError(f"{run} is not a conceptforge run (no {WORK_DIR}/owner.json); check the path")
+            raise DataNotFoundError(not_a_run(str(run)))
         store = run.store()
         repo = repo_assembler_of(store)
         if repo is not None:  # a folder of several runs (e.g. one Hub repo with a config per run)

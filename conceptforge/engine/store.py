@@ -79,6 +79,15 @@ def io_error(error: OSError, action: str, where: str, *, flag: str = "--out") ->
     # pyarrow words a full disk as "Error writing bytes to file. Detail: [errno 28] …": the kernel's words are plainer
     reason = os.strerror(error.errno) if error.errno in DISK_ERRNOS else error.strerror
     reason = reason or str(error) or type(error).__name__
+    if not flag.startswith("-"):  # a positional argument (assemble OUT): the place is fixed, it must be made fit
+        hint = {
+            errno.ENOSPC: "free some space, then rerun the same command to resume",
+            errno.EDQUOT: "free some quota, then rerun the same command to resume",
+            errno.EFBIG: "the file system refused the file size",
+            errno.EACCES: "the run folder must be writable (the dataset is written inside it): fix its permissions, then rerun",
+            errno.EROFS: "the run folder must be writable (the dataset is written inside it): mount it read-write, then rerun",
+        }.get(error.errno or -1, "check the location, then rerun the same command to resume")
+        return StoreError(f"cannot {action} {where}: {reason}; {hint}")
     hint = {
         errno.ENOSPC: f"free some space or choose another {flag}, then rerun the same command to resume",
         errno.EDQUOT: f"free some quota or choose another {flag}, then rerun the same command to resume",

@@ -28,7 +28,7 @@ from conceptforge.cards.lineage import inherited_column_docs, read_upstream_meta
 from conceptforge.errors import DataFormatError, InvalidArgumentError
 from conceptforge.filters.annotation.dataset import available_splits, split_files, split_tables
 from conceptforge.filters.annotation.results import HUMAN_COLUMNS, row_decision, row_human_values, summary_for_card
-from conceptforge.output import claim_folder
+from conceptforge.output import claim_folder, hold_output
 
 logger = logging.getLogger(__name__)
 GRID_SAMPLES = 8
@@ -76,6 +76,7 @@ def apply_results(
     if out == root or root in out.parents:
         raise InvalidArgumentError(f"--apply output {out} must be outside the dataset directory {root}")
     claim_folder(out, made_by=APPLY_MADE_BY, flag="--apply")  # someone's folder: refused before any work
+    hold_output(out, flag="--apply")  # two --apply runs into one folder: the second is refused
     study = results["study"]
     studied_split = results["config"]["split"]
     splits = available_splits(root)

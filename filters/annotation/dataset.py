@@ -27,6 +27,7 @@ from typing import Any
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from conceptforge.argtypes import dataset_name_problem
 from conceptforge.cards import dataset_dir
 from conceptforge.cards.grid import png_bytes
 from conceptforge.errors import DataFormatError, DataNotFoundError, InvalidArgumentError
@@ -92,6 +93,9 @@ class AnnotationDataset:
         study_name: str = "",
     ) -> None:
         self.root = Path(root)
+        problem = dataset_name_problem(self.root)
+        if problem:
+            raise DataFormatError(problem)
         if not (self.root / "data").is_dir():
             raise DataNotFoundError(f"{self.root} is not a dataset directory (no data/ folder with parquet shards)")
         present = available_splits(self.root)

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from conceptforge import files
-from conceptforge.errors import ConceptforgeError, DataNotFoundError, StoreError
+from conceptforge.argtypes import dataset_name_problem
+from conceptforge.errors import ConceptforgeError, DataFormatError, DataNotFoundError, StoreError
 from conceptforge.filters.annotation.dataset import AnnotationDataset
 from conceptforge.filters.annotation.db import AnnotationDB, default_db_path
 from conceptforge.filters.annotation.groups import resolve_group_values
@@ -41,12 +42,45 @@ def _metric_columns(specs: list[str]) -> tuple[str, ...]:
     return tuple(spec for spec in specs if "=" not in spec)
 
 
+#: Which benchmark's datasets each study prefix is for (the study names start with it).
+_BENCHMARK_OF_STUDY = {"sub": "SUB", "conceptbed": "ConceptBed"}
+
+
+def check_benchmark(study: Study, dataset_dir: str | Path) -> None:
+    """Refuse a dataset of another benchmark first, in those words.
+
+    Why: a binding dataset given to a SUB study was told "no annotations yet … serve the study
+    first" (export, apply) or "has splits none" (serve): true, and no help. The columns decide,
+    whatever the split names or configs (any shard under ``data/``).
+    """
+    import pyarrow.parquet as pq
+
+    problem = dataset_name_problem(dataset_dir)
+    if problem:
+        raise DataFormatError(problem)
+    shards = sorted(Path(dataset_dir, "data").rglob("*.parquet"))
+    if not shards:
+        return  # not a dataset folder at all: AnnotationDataset says so
+    try:
+        columns = set(pq.read_schema(shards[0]).names)
+    except (OSError, ValueError):
+        return  # a damaged shard: the dataset reader names it
+    missing = [c for c in study.required_columns if c not in columns]
+    if missing:
+        benchmark = _BENCHMARK_OF_STUDY.get(study.name.split("-", 1)[0], study.name)
+        raise DataFormatError(
+            f"{dataset_dir} is not a {benchmark} dataset of conceptforge's schema (it lacks the columns "
+            f"{', '.join(missing)}; see docs/schemas.md): study {study.name} is for {benchmark} datasets"
+        )
+
+
 def open_study(settings: StudySettings, *, create: bool = True) -> tuple[StudyApp, dict[str, Any]]:
     """Load the dataset and the study database; create the study (seeded sample) if ``create``.
 
     Returns the app and the stored study configuration.
     """
     study: Study = get_study(settings.study)
+    check_benchmark(study, settings.dataset_dir)
     db_path = Path(settings.db) if settings.db else default_db_path(settings.dataset_dir, study.name)
     db = AnnotationDB(db_path)
     stored: dict[str, Any] | None = None

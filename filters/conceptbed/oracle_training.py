@@ -13,6 +13,7 @@ into a temp folder renamed into place, and loads back through :mod:`filters.conc
 from __future__ import annotations
 
 import logging
+import os
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,9 +23,10 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
-from conceptforge.errors import DataNotFoundError, InvalidArgumentError, WeightsUnavailableError, one_line
+from conceptforge.errors import DataNotFoundError, InvalidArgumentError
+from conceptforge.external_errors import require_model, weights_error
 from conceptforge.files import write_directory_atomically
-from conceptforge.output import claim_folder
+from conceptforge.output import claim_folder, hold_output
 
 logger = logging.getLogger(__name__)
 #: Who wrote an oracle folder (its marker): ``train-oracle`` replaces only its own folders.
@@ -96,6 +98,9 @@ def finetune_oracle(
     from transformers import AutoModelForImageClassification
 
     claim_folder(out_dir, made_by=ORACLE_MADE_BY)  # a file or someone's folder: refused before any training
+    if int(os.environ.get("RANK", "0")) == 0:  # one holder per run (accelerate's ranks are one run)
+        hold_output(out_dir)  # a second train-oracle on this --out meanwhile is refused, not silently replaced
+    require_model(config.model_id, "--model-id")  # a mistyped folder, an uncached default offline: before training
     if not samples:
         raise DataNotFoundError("no training images for the oracle")
     labels = sorted({label for _, label in samples})
@@ -122,7 +127,7 @@ def finetune_oracle(
             ignore_mismatched_sizes=True,
         )
     except OSError as error:
-        raise WeightsUnavailableError(f"cannot load classifier {config.model_id}: {one_line(error)}") from None
+        raise weights_error("classifier", config.model_id, error) from None
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate)
     model, optimizer = accelerator.prepare(model, optimizer)
     result = OracleTrainingResult(labels=labels)

@@ -22,7 +22,8 @@ import torch
 from PIL import Image
 
 from conceptforge.argtypes import check_device
-from conceptforge.errors import InvalidArgumentError, WeightsUnavailableError, one_line
+from conceptforge.errors import InvalidArgumentError, WeightsUnavailableError
+from conceptforge.external_errors import weights_error
 from conceptforge.filters.classifier_oracle import ClassifierOracle, OracleError
 
 logger = logging.getLogger(__name__)
@@ -120,7 +121,7 @@ class VQAOracle:
                 processor = AutoProcessor.from_pretrained(model_id, revision=revision)
             model = ViltForQuestionAnswering.from_pretrained(model_id, revision=revision).to(target)
         except OSError as error:
-            raise WeightsUnavailableError(f"cannot load VQA model {model_id}: {one_line(error)}") from None
+            raise weights_error("VQA model", model_id, error) from None
         return cls(model, processor, probability=probability, device=target)
 
     @torch.inference_mode()

@@ -18,8 +18,8 @@ from conceptforge.errors import (
     DataNotFoundError,
     InvalidArgumentError,
     WeightsUnavailableError,
-    one_line,
 )
+from conceptforge.external_errors import weights_error
 from conceptforge.filters.classifier_oracle import ClassifierOracle, normalize_label
 from conceptforge.filters.conceptbed.oracles import VQAOracle, load_concept_oracle, score_concepts
 from conceptforge.filters.conceptbed.records import ORIGINAL, ScoreRecord
@@ -38,7 +38,7 @@ def oracle_concepts(model_id: str, kind: str, *, revision: str | None = None) ->
     try:
         config = AutoConfig.from_pretrained(model_id, revision=revision)
     except OSError as error:
-        raise WeightsUnavailableError(f"cannot load classifier {model_id}: {one_line(error)}") from None
+        raise weights_error("classifier", model_id, error) from None
     labels = {normalize_label(v) for v in config.id2label.values()}
     names = [name for name, (k, _) in library().items() if k == kind and normalize_label(name) in labels]
     if len(names) < 2:

@@ -31,6 +31,7 @@ from conceptforge.errors import (
     WeightsUnavailableError,
     one_line,
 )
+from conceptforge.external_errors import model_unavailable, weights_error
 from conceptforge.filters.vqa.allowed import allowed_distribution
 from conceptforge.filters.vqa.inputs import BatchEncoder
 from conceptforge.filters.vqa.questions import LETTERS, MultipleChoiceQuestion
@@ -86,8 +87,10 @@ def _check_remote_code(model_id: str, trust_remote_code: bool, revision: str | N
                 f"{model_id} ships its own model code; loading it runs that code, so it needs the "
                 "explicit --trust-remote-code flag (never enabled by default)"
             ) from None
-        raise WeightsUnavailableError(f"cannot load VQA model {model_id}: {one_line(error)}") from None
+        raise weights_error("VQA model", model_id, error) from None
     except OSError as error:
+        if model_unavailable(model_id) is not None:
+            raise weights_error("VQA model", model_id, error) from None
         raise WeightsUnavailableError(
             f"cannot load VQA model {model_id}: {one_line(error)} "
             "(a local path, or a Hub id that is cached or reachable; log in with `hf auth login` for gated models)"

@@ -453,13 +453,26 @@ def _read_transformer_config(model: str, revision: str | None) -> dict | None:
         return None
 
 
+def _gpu_help(model: str, revision: str | None) -> str:
+    """What the GPU is for, in terms of the model asked for (FLUX.1-dev's 12B text only for a large one)."""
+    config = _read_transformer_config(model, revision)
+    if config is None:
+        return GPU_HELP if model == DEFAULT_MODEL else "--device cpu forces a CPU run"
+    parameters = _estimate_transformer_parameters(config)
+    if parameters > CPU_PARAMETER_LIMIT:
+        if model == DEFAULT_MODEL:
+            return GPU_HELP
+        return f"{model} (~{parameters / 1e9:.1f}B transformer parameters) needs a CUDA GPU; --device cpu forces a (very slow) CPU run"
+    return f"{model} is small (~{parameters / 1e6:.1f}M transformer parameters) and runs on the CPU: pass --device cpu or auto"
+
+
 def resolve_device(device: str, *, model: str, revision: str | None = None, offload: bool = False) -> torch.device:
     """Pick the device, refusing a CPU run of a full-size FLUX unless asked for explicitly."""
     cuda = torch.cuda.is_available()
     if device not in {"auto", "cuda", "cpu"} and not device.startswith("cuda:"):
         raise InvalidArgumentError(f"unknown --device {device!r}; use auto, cuda, cuda:N or cpu")
     if device.startswith("cuda") and not cuda:
-        raise DeviceUnavailableError(f"--device {device} but no CUDA GPU is visible; {GPU_HELP}")
+        raise DeviceUnavailableError(f"--device {device} but no CUDA GPU is visible; {_gpu_help(model, revision)}")
     if offload and not cuda:
         raise DeviceUnavailableError("--offload moves FLUX between CPU and a CUDA GPU, but no CUDA GPU is visible")
     if device in {"auto", "cuda"} and cuda:
@@ -480,7 +493,7 @@ def resolve_device(device: str, *, model: str, revision: str | None = None, offl
                 from conceptforge.external_errors import offline_fix, offline_reason
 
                 uncached = f"; also, {offline_reason()} and {model} is not in the local cache: {offline_fix()}"
-            raise DeviceUnavailableError(f"no CUDA GPU found for {model}: {GPU_HELP}{uncached}")
+            raise DeviceUnavailableError(f"no CUDA GPU found for {model}: {_gpu_help(model, revision)}{uncached}")
         return torch.device("cpu")
     return torch.device(device)
 
@@ -495,6 +508,11 @@ def _dtype_kwarg(dtype: torch.dtype) -> dict:
 def _load_pipeline(model: str, *, revision: str | None, dtype: torch.dtype):
     from diffusers import FluxPipeline
 
+    from conceptforge.external_errors import model_unavailable
+
+    problem = model_unavailable(model)  # a mistyped folder, or an uncached model offline
+    if problem is not None:
+        raise WeightsUnavailableError(f"--model: {problem}")
     local = Path(model)
     looks_local = local.is_absolute() or model.startswith(".") or local.exists()
     if looks_local and not (local / "model_index.json").is_file():

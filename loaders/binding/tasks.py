@@ -45,6 +45,7 @@ from conceptforge.loaders.harness.task import (
     choice,
     flag,
     mean_metric,
+    option_spelling,
     over_runs,
     template,
     vqascore_option,
@@ -669,12 +670,13 @@ def check_cdsm_options(options: dict[str, Any], *, model: Any, inputs: dict[str,
     fine_tuned = [m for m in options["models"] if m in ("csp", "clip-ft")]
     if fine_tuned and model.kind != "clip":
         raise InvalidArgumentError(
-            f"binding-cdsm.models={','.join(options['models'])}: csp and clip-ft fine-tune a transformers CLIP's own "
+            f"{option_spelling('binding-cdsm', 'models', ','.join(options['models']))}: csp and clip-ft fine-tune "
+            "a transformers CLIP's own "
             f"encoders; {model.id} is a {model.kind} model (the CDSMs on frozen embeddings run with it)"
         )
     if options["calibrate"] and options["config"] != "single-object":
         raise InvalidArgumentError(
-            f"binding-cdsm.calibrate: calibrated stacking applies to the single-object setting only (Appendix C), "
+            f"{option_spelling('binding-cdsm', 'calibrate', True)}: calibrated stacking applies to the single-object setting only (Appendix C), "
             f"not config {options['config']}"
         )
 

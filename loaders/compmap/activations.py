@@ -27,6 +27,7 @@ from torch import Tensor
 
 from conceptforge.argtypes import check_device
 from conceptforge.errors import ConceptforgeError, InvalidArgumentError, WeightsUnavailableError
+from conceptforge.external_errors import weights_error
 from conceptforge.progress import tqdm
 
 logger = logging.getLogger(__name__)
@@ -133,8 +134,7 @@ class ItmScorer:
         except ConceptforgeError:
             raise
         except (OSError, ValueError) as error:
-            first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-            raise WeightsUnavailableError(f"cannot load ITM model {model_id!r}: {first}") from None
+            raise weights_error("ITM model", model_id, error) from None
         if placement is None:
             return cls(model.to(device), processor, kind=kind, model_id=model_id, device=device)
         from conceptforge.placement import input_device

@@ -17,7 +17,8 @@ import torch
 from torch import Tensor
 
 from conceptforge.cub import readable_attribute
-from conceptforge.errors import InvalidArgumentError, WeightsUnavailableError
+from conceptforge.errors import InvalidArgumentError
+from conceptforge.external_errors import weights_error
 from conceptforge.loaders.compmap.activations import (
     ConceptVocabulary,
     ItmScorer,
@@ -105,8 +106,7 @@ def load_vl_model(
         try:
             model_type = AutoConfig.from_pretrained(model_id, revision=revision).model_type
         except (OSError, ValueError) as error:
-            first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-            raise WeightsUnavailableError(f"cannot load model {model_id!r}: {first}") from None
+            raise weights_error("model", model_id, error) from None
         kind = "itm" if model_type in ITM_TYPES else "dual"
     label = name or display_name(model_id)
     if kind == "dual":

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from conceptforge import argtypes
-from conceptforge.errors import InvalidArgumentError
+from conceptforge.errors import InvalidArgumentError, WeightsUnavailableError
 from conceptforge.loaders.compmap import breakdowns
 from conceptforge.loaders.compmap.prompts import TemplatesOption
 from conceptforge.loaders.harness.model_ref import DEFAULT_CLIP
@@ -36,6 +36,7 @@ from conceptforge.loaders.harness.task import (
     choice,
     flag,
     model_source,
+    option_spelling,
     text,
 )
 from conceptforge.loaders.harness.units import PERCENT, POINTS, MetricSpec
@@ -289,8 +290,8 @@ def mit_ablation_inputs(ctx: TaskContext, model: Any, data: Any, templates: Any)
 
     if model.embedder is None:
         raise InvalidArgumentError(
-            f"compmap-mit-states.ablations needs a dual encoder's image embeddings (embed); {model.model_id} "
-            "only scores (image, text) pairs: drop T=compmap-mit-states.ablations=true"
+            f"{option_spelling('compmap-mit-states', 'ablations', True)} needs a dual encoder's image embeddings "
+            f"(embed); {model.model_id} only scores (image, text) pairs: drop it"
         )
     embeddings = {
         split: model.embedder.embed_images([str(s.path) for s in data.samples[split]], batch_size=ctx.batch_size)
@@ -447,9 +448,18 @@ def check_mit_options(options: dict[str, Any], *, model: Any, inputs: dict[str, 
             raise InvalidArgumentError(f"compmap-mit-states.metadata: no file {metadata} in {root}")
     if options["ablations"] and not provides(model.kind, EMBED):
         raise InvalidArgumentError(
-            f"compmap-mit-states.ablations needs a dual encoder's image embeddings (embed); {model.id} is a "
-            f"{model.kind} model: drop compmap-mit-states.ablations=true"
+            f"{option_spelling('compmap-mit-states', 'ablations', True)} needs a dual encoder's image embeddings "
+            f"(embed); {model.id} is a {model.kind} model: drop it"
         )
+    if options["targets"] == "text" and not provides(model.kind, EMBED):
+        # an ITM model (ViLT, BLIP): pair texts are embedded by target_model, which loads after the
+        # activations; a mistyped or uncached one must fail here, before the first task
+        from conceptforge.external_errors import model_unavailable
+
+        problem = model_unavailable(options["target_model"])
+        if problem is not None:
+            spelled = option_spelling("compmap-mit-states", "target_model", options["target_model"])
+            raise WeightsUnavailableError(f"{spelled} (the dual encoder for pair texts of an ITM model): {problem}")
 
 
 # ----------------------------------------------------------------------------------- table

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from conceptforge.errors import WeightsUnavailableError, one_line
+from conceptforge.external_errors import weights_error
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ class DinoEmbedder:
                 processor = AutoImageProcessor.from_pretrained(model_id)
             model = AutoModel.from_pretrained(model_id).to(device)
         except (OSError, ValueError) as error:
-            raise WeightsUnavailableError(f"cannot load DINO model {model_id}: {one_line(error)}") from None
+            raise weights_error("DINO model", model_id, error) from None
         return cls(model, processor, device=device)
 
     @torch.inference_mode()

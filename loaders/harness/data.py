@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from conceptforge.argtypes import dataset_name_problem
 from conceptforge.errors import DataFormatError, DataNotFoundError
 
 logger = logging.getLogger(__name__)
@@ -24,6 +25,9 @@ def load_split(source: str | os.PathLike, split: str, *, revision: str | None = 
 
     path = str(source)
     local = Path(path).exists()
+    problem = dataset_name_problem(path) if local else None
+    if problem:
+        raise DataFormatError(problem)
     if local and not Path(path).is_dir():
         raise DataFormatError(f"{path} is a file, not a dataset directory")
     try:

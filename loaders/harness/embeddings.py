@@ -29,6 +29,7 @@ import torch
 from conceptforge.argtypes import check_device
 from conceptforge.cards.provenance import COMMIT_RE, local_fingerprint
 from conceptforge.errors import DataFormatError, DataNotFoundError, InvalidArgumentError, WeightsUnavailableError
+from conceptforge.external_errors import weights_error
 from conceptforge.loaders.harness.model_ref import DEFAULT_CLIP
 
 logger = logging.getLogger(__name__)
@@ -276,8 +277,7 @@ class EmbeddingModel:
             )
             processor = pil_processor(model_id, revision=revision)
         except (OSError, ValueError, KeyError) as error:
-            first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            raise WeightsUnavailableError(f"cannot load embedding model {model_id!r}: {first}") from None
+            raise weights_error("embedding model", model_id, error) from None
         resolved = embedding_revision(model_id, revision)
         logger.info("embedding model %s @ %s on %s (%s)", model_id, resolved, device, dtype)
         if placement is not None:

@@ -18,7 +18,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from conceptforge.errors import DataFormatError, DataNotFoundError, HubError, InvalidArgumentError
+from conceptforge.errors import (
+    DataFormatError,
+    DataNotFoundError,
+    HubError,
+    InvalidArgumentError,
+    WeightsUnavailableError,
+)
 from conceptforge.loaders.harness.adapters.base import CBM as CBM
 from conceptforge.loaders.harness.adapters.base import DIFFUSERS as DIFFUSERS
 from conceptforge.loaders.harness.adapters.base import DUAL_TYPES as DUAL_TYPES
@@ -168,8 +174,11 @@ def resolve_model(spec: str, *, revision: str | None = None, endpoint: Any = Non
         spec = spec.removeprefix("hf-hub:")
     if _FACTORY.match(spec):
         return ModelRef(spec, CBM, "python", None, None, None)
-    from conceptforge.external_errors import hub_offline, offline_fix, offline_reason
+    from conceptforge.external_errors import hub_offline, model_unavailable, offline_fix, offline_reason
 
+    problem = model_unavailable(spec)  # a mistyped folder, or a Hub id offline and not cached
+    if problem is not None:
+        raise WeightsUnavailableError(f"--model: {problem}")
     if hub_offline():
         raise HubError(f"--model {spec} is no local folder, and {offline_reason()}: {offline_fix()}")
     return _hub(spec, revision)

@@ -104,6 +104,9 @@ class TaskSelection:
     options: dict[str, Any]
     split: str | None = None  # None: the task's own split(s)
     given: set[str] = field(default_factory=set)  # options set by --task-option (the rest are defaults)
+    spelled: dict[str, str] = field(
+        default_factory=dict
+    )  # option -> how the user set it (--ablations, --task-option …)
 
     def data_source(self) -> tuple[str | None, str | None]:
         """(repo, revision) the task reads: the user's, else the task's default repo at its pinned
@@ -179,15 +182,28 @@ def select_tasks(
     return list(selections.values())
 
 
+def unknown_option(task: Task, name: str) -> InvalidArgumentError:
+    """The one line for an option ``task`` does not declare: what it is, the closest name, the list.
+
+    Why one: ``--from-predictions`` called a typo "changes what the model computed"."""
+    import difflib
+
+    known = [option.name for option in task.options]
+    close = difflib.get_close_matches(name, known, n=1)
+    guess = f"did you mean {close[0]!r}? " if close else ""
+    return InvalidArgumentError(
+        f"task {task.name} has no option {name!r} ({guess}options: {', '.join(known) or 'none'})"
+    )
+
+
 def set_option(selection: TaskSelection, name: str, value: Any, *, where: str) -> None:
     """Set one option of a selection, checked by the option's own parse (text or a value)."""
     known = {o.name: o for o in selection.task.options}
     if name not in known:
-        raise InvalidArgumentError(
-            f"task {selection.task.name} has no option {name!r} (options: {', '.join(known) or 'none'})"
-        )
+        raise unknown_option(selection.task, name)
     selection.options[name] = parse_option(known[name], value, where=where)
     selection.given.add(name)
+    selection.spelled[name] = where
 
 
 def select_task(

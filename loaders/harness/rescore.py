@@ -93,7 +93,7 @@ def warn_changed_rows(file: Path, rows: Sequence[dict[str, Any]], metadata: dict
 
 def rescore(directory: str | Path, *, options: Sequence[str] = ()) -> dict[str, Any]:
     """The results payload rebuilt from ``directory``'s ``<task>.parquet`` files."""
-    from conceptforge.loaders.harness.registry import get_task
+    from conceptforge.loaders.harness.registry import get_task, unknown_option
     from conceptforge.loaders.harness.samples import list_sample_files, read_sample_rows
     from conceptforge.loaders.harness.task import parse_option
 
@@ -112,6 +112,8 @@ def rescore(directory: str | Path, *, options: Sequence[str] = ()) -> dict[str, 
         task = get_task(record["task"])
         task_options = {**task.option_defaults(), **record["options"]}
         for name, value in wanted.pop(task.name, {}).items():
+            if name not in {option.name for option in task.options}:
+                raise unknown_option(task, name)
             if name not in task.rescore_options:
                 raise InvalidArgumentError(
                     f"--from-predictions: {task.name}.{name} changes what the model computed; "

@@ -21,7 +21,15 @@ from typing import Any
 from conceptforge.errors import DataNotFoundError, InvalidArgumentError
 from conceptforge.loaders.harness.model_ref import GENERATED, ModelRef, resolve_model
 from conceptforge.loaders.harness.registry import TaskSelection, metric_unit
-from conceptforge.loaders.harness.task import DatasetRef, Metric, Task, TaskContext, TaskOutcome, options_digest
+from conceptforge.loaders.harness.task import (
+    DatasetRef,
+    Metric,
+    Task,
+    TaskContext,
+    TaskOutcome,
+    options_digest,
+    options_spelled,
+)
 from conceptforge.loaders.harness.units import PERCENT, Unit, format_metric, units_note
 
 logger = logging.getLogger(__name__)
@@ -375,9 +383,11 @@ def run_tasks(
     settings: RunSettings,
     *,
     session: ModelSession | None = None,
+    quiet_skips: bool = False,
 ) -> RunResults:
     """Run every selected task the model can do, in order; skip the others with one line each.
-    ``session``: an open session of ``model`` to use (and leave open) instead of loading it here."""
+    ``session``: an open session of ``model`` to use (and leave open) instead of loading it here;
+    ``quiet_skips``: the caller says each skip itself (the log line is then a debug one)."""
     from conceptforge.loaders.harness.distributed import process_group
 
     group = process_group()  # one process, or the ranks of accelerate launch / torchrun sharing each task
@@ -389,7 +399,8 @@ def run_tasks(
     for selection in selections:
         reason = selection.task.skip_reason(model, settings.inputs())
         if reason:
-            logger.warning("skip %s", reason)
+            # a caller that reports skips itself (evaluate's `skipped:` lines, its one error line) asks for quiet
+            (logger.debug if quiet_skips else logger.warning)("skip %s", reason)
             results.skipped.append({"task": selection.task.name, "reason": reason})
         else:
             runnable.append(selection)
@@ -403,7 +414,8 @@ def run_tasks(
     for selection in runnable:
         _refuse_by_answer_off(selection, model)
         if selection.task.check_options is not None:
-            selection.task.check_options(selection.options, model=model, inputs=settings.inputs())
+            with options_spelled(selection.task.name, selection.spelled):
+                selection.task.check_options(selection.options, model=model, inputs=settings.inputs())
     datasets = [_dataset_for(selection, model, settings) for selection in runnable]
     own_session = session is None
     if session is None:
@@ -450,7 +462,8 @@ def run_tasks(
                 capability=task.capability_for(model.kind, selection.options) or "",
             )
             session.start_task(task.name)
-            outcome = task.run(context)
+            with options_spelled(task.name, selection.spelled):
+                outcome = task.run(context)
             usage = session.task_usage(task.name)
             if usage is not None:  # logged, not written: --from-predictions must rewrite the file byte for byte
                 logger.info("[%d/%d] %s: endpoint usage %s", index, len(runnable), task.name, usage)

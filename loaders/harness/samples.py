@@ -175,7 +175,9 @@ def check_samples_target(directory: str | Path) -> None:
         )
     from conceptforge.output import claim_folder
 
-    claim_folder(directory, made_by=SAMPLES_MADE_BY, flag="--output")  # the same rule the final write applies
+    claim_folder(
+        directory, made_by=SAMPLES_MADE_BY, flag="--output", nested_ok=True
+    )  # the same rule the final write applies
 
 
 def write_run_samples(

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -334,6 +336,34 @@ class Task:
         if missing:
             return f"{self.name} needs --{missing[0].replace('_', '-')}"
         return None
+
+
+#: How the options of the task being checked or run were given (option -> ``where``), so that a
+#: message names them as the user typed them: an alias's ``--ablations``, not ``TASK.ablations=true``.
+_SPELLED: ContextVar[tuple[str, dict[str, str]]] = ContextVar("option_spellings", default=("", {}))
+
+
+@contextmanager
+def options_spelled(task: str, spelled: dict[str, str]) -> Iterator[None]:
+    """Within: :func:`option_spelling` answers for ``task``'s options as ``spelled`` records them."""
+    token = _SPELLED.set((task, dict(spelled)))
+    try:
+        yield
+    finally:
+        _SPELLED.reset(token)
+
+
+def option_spelling(task: str, name: str, value: Any) -> str:
+    """The option ``task.name`` set to ``value`` as the user gave it: an alias's flag (``--ablations``,
+    ``--templates X``) or ``--task-option TASK.NAME=VALUE`` (also what a default is called)."""
+    current, spelled = _SPELLED.get()
+    where = spelled.get(name, "") if current == task else ""
+    shown = str(value).lower() if isinstance(value, bool) else str(value)
+    if where.startswith("--") and not where.startswith("--task-option"):
+        if isinstance(value, bool):
+            return where if value else f"--no-{where.removeprefix('--')}"
+        return f"{where} {shown}"
+    return f"--task-option {task}.{name}={shown}"
 
 
 def options_digest(options: dict[str, Any]) -> str:

@@ -43,7 +43,12 @@ def test_dataset_lacking_columns(tmp_path, sub_dataset, conceptbed_dataset):
         run(conceptbed_dataset, "--study", "sub-faithfulness", "--split", "concept"),
         "lacks the columns bird, attribute, group, value, removed_attribute",
     )
-    assert_one_line_error(run(sub_dataset, "--study", "conceptbed-alignment"), "needs one of ['concept']")
+    # by hand: a SUB dataset has none of ConceptBed's concept, learner, reference_images columns
+    assert_one_line_error(
+        run(sub_dataset, "--study", "conceptbed-alignment"),
+        f"error: {sub_dataset} is not a ConceptBed dataset of conceptforge's schema (it lacks the columns "
+        "concept, learner, reference_images; see docs/schemas.md): study conceptbed-alignment is for ConceptBed datasets",
+    )
     assert_one_line_error(run(tmp_path / "missing", "--study", "sub-attribute"), "argument DATASET_DIR: ")
     (tmp_path / "empty").mkdir()
     assert_one_line_error(run(tmp_path / "empty", "--study", "sub-attribute"), "is not a dataset directory")
@@ -158,7 +163,11 @@ def test_export_and_apply_conceptbed_with_metric(conceptbed_dataset, tmp_path):
     assert "No automatic-filter comparison: ConceptBed has no filter" in section
     assert "| concept | concept majority |" in section and "Not applicable: ConceptBed has no training split" in section
     # Applying into the dataset itself is refused.
-    assert_one_line_error(run(*study, "--apply", conceptbed_dataset / "out"), "must be outside the dataset directory")
+    assert_one_line_error(  # the one rule for an output inside a dataset (output.nesting_problem)
+        run(*study, "--apply", conceptbed_dataset / "out"),
+        f"error: --apply {conceptbed_dataset / 'out'} is inside the dataset folder {conceptbed_dataset}, whose files "
+        "it would become part of: choose a folder outside it",
+    )
     assert_one_line_error(
         run(*study, "--export", tmp_path / "x.json", "--metric", "ccd=/nonexistent.json"), "cannot read metric file"
     )

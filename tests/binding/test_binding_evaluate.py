@@ -162,7 +162,7 @@ def test_cli_bad_input_is_one_line(tiny_clip_dir, relational_dir, tmp_path, caps
         ),
         (
             ["--models", "clip", "--clip-model", str(tmp_path / "nope")],
-            f"error: --clip-model {tmp_path / 'nope'} is no local folder",
+            f"error: --clip-model: no such local folder {tmp_path / 'nope'}",
         ),
         (
             ["--models", "clip", "--clip-model", str(tiny_clip_dir), "--epochs", "0"],

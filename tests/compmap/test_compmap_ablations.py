@@ -121,5 +121,46 @@ def test_ablations_need_a_dual_encoder(tiny_vilt_dir, fake_mit, tmp_path, capsys
     out = tmp_path / "vilt.json"
     assert _evaluate(tiny_vilt_dir, fake_mit, out, tmp_path / "cache", "ablations=true") == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert "compmap-mit-states.ablations needs a dual encoder's image embeddings" in err[-1]
+    # by hand: the option as it was typed, the model's family (ViLT: itm), the fix
+    assert err[-1] == (
+        "error: --task-option compmap-mit-states.ablations=true needs a dual encoder's image embeddings (embed); "
+        f"{tiny_vilt_dir} is a itm model: drop it"
+    )
     assert not out.exists()
+
+
+def test_the_alias_names_its_own_flag_when_ablations_need_a_dual_encoder(tiny_vilt_dir, fake_mit, tmp_path, capsys):
+    """CM2: a user of `evaluate compmap --ablations` is told about --ablations, not a task option."""
+    out = tmp_path / "vilt.json"
+    argv = ["evaluate", "compmap", "--benchmark", "mit-states", "--model", str(tiny_vilt_dir)]
+    argv += ["--data-dir", str(fake_mit), "--ablations", "--output", str(out), "--cache-dir", str(tmp_path / "cache")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (
+        f"error: --ablations needs a dual encoder's image embeddings (embed); {tiny_vilt_dir} is a itm model: drop it"
+    )
+    assert not out.exists()
+
+
+def test_an_uncached_target_model_of_an_itm_run_fails_before_the_first_task(
+    tiny_vilt_dir, fake_mit, tmp_path, capsys, hub_offline, caplog
+):
+    """EV_viltitm: ViLT's pair texts need a dual encoder (target_model, default CLIP), which loaded
+    after every activation was computed; the docs promise such a failure before the first task."""
+    out = tmp_path / "vilt.json"
+    argv = ["evaluate", "--model", str(tiny_vilt_dir), "--tasks", "binding-clip,compmap-mit-states"]
+    argv += ["--mit-states-dir", str(fake_mit), "--output", str(out), "--cache-dir", str(tmp_path / "cache")]
+    argv += ["--task-option", "compmap-mit-states.target_model=org/never-downloaded"]
+    caplog.set_level("INFO", logger="conceptforge")
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    # by hand: the option as typed, what it is for, and that it is not cached (HF_HUB_OFFLINE=1)
+    assert err[-1] == (
+        "error: --task-option compmap-mit-states.target_model=org/never-downloaded (the dual encoder for pair texts "
+        "of an ITM model): org/never-downloaded is not in the cache and HF_HUB_OFFLINE=1: download it where there "
+        "is network (or unset HF_HUB_OFFLINE), or pass a local folder"
+    )
+    logged = [record.getMessage() for record in caplog.records]
+    assert any(" itm (local-sha256:" in line for line in logged), logged  # the model was identified ...
+    assert not any(line.startswith("[1/") for line in logged), logged  # ... but no task started (binding-clip first)
+    assert not out.exists() and not (tmp_path / "cache").exists()

@@ -365,3 +365,46 @@ def test_a_generative_vlm_answers_the_composition_questions(
     )
     assert code == 0, err[-3000:]
     assert (tmp_path / "again.json").read_text() == results.read_text()
+
+
+def test_a_second_train_oracle_on_the_same_out_is_refused_while_the_first_runs(
+    tmp_path, datasets_root, write_spec, oracles, run_script
+):
+    """R_NC11: two train-oracles on one --out both said "saved"; the second must be refused.
+
+    The first run is a real process holding the --out as train-oracle does (output.hold_output);
+    the second is the command itself. Once the first is gone, the same command succeeds."""
+    import socket
+    import subprocess
+    import sys
+
+    out = tmp_path / "pacs"
+    spec = write_spec(tmp_path, datasets_root, ["art_painting", "sketch"])
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from conceptforge.output import hold_output; "
+            f"hold_output({str(out)!r}); print('held', flush=True); sys.stdin.read()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"  # wait for the condition, not a clock
+        argv = ["--task", "style", "--concepts", str(spec), "--out", str(out), "--model-id", str(oracles["style"])]
+        argv += ["--epochs", "1", "--batch-size", "8"]
+        code, stdout, err = run_script("train_oracle.py", *argv)
+        lock = tmp_path / ".pacs.conceptforge-lock"
+        # by hand: the holder's pid and host, the lock beside the folder
+        assert code == 2 and err.strip() == (
+            f"error: --out: {out} is being written by another conceptforge run (process {holder.pid} on "
+            f"{socket.gethostname()}); wait for it to finish or choose another name (if that run is gone, delete {lock})"
+        )
+        assert "saved" not in stdout and not out.exists()
+    finally:
+        holder.stdin.close()
+        holder.wait()
+    code, stdout, err = run_script("train_oracle.py", *argv)
+    assert code == 0 and f"saved to {out}" in stdout, err[-2000:]

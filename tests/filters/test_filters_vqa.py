@@ -106,8 +106,9 @@ def test_remote_code_needs_the_explicit_flag(tmp_path):
 
 
 def test_missing_model_is_a_clear_error(tmp_path):
-    with pytest.raises(ConceptforgeError, match="cannot load VQA model"):
+    with pytest.raises(ConceptforgeError) as caught:
         VQAScorer.from_pretrained(str(tmp_path / "nope"), device="cpu")
+    assert str(caught.value) == f"cannot load VQA model: no such local folder {tmp_path / 'nope'}"
 
 
 def test_native_internvl_loads_without_torchvision_and_batches_exactly(tmp_path):

@@ -70,5 +70,7 @@ def test_cache_is_keyed_by_revision(tiny_clip_dir, tmp_path):
 
 
 def test_unknown_model_is_a_one_line_error(tmp_path):
-    with pytest.raises(ConceptforgeError, match="cannot load embedding model"):
-        EmbeddingModel.from_pretrained(str(tmp_path / "no-such-model"), cache_dir=tmp_path, device="cpu")
+    missing = tmp_path / "no-such-model"
+    with pytest.raises(ConceptforgeError) as caught:
+        EmbeddingModel.from_pretrained(str(missing), cache_dir=tmp_path, device="cpu")
+    assert str(caught.value) == f"cannot load embedding model: no such local folder {missing}"

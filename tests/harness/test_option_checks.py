@@ -93,7 +93,7 @@ def test_every_bad_option_value_is_refused_before_any_model_loads(examples, tmp_
         ("binding-cdsm.models=clip,add", "clip: zero-shot CLIP is task binding-clip"),
         ("sub-cbm.threshold=2", "must be < 1, got 2"),
         ("sub-cbm.threshold=0", "must be > 0, got 0"),
-        ("conceptbed-ccd.style_oracle=./oracles/pacs", "./oracles/pacs does not exist"),
+        ("conceptbed-ccd.style_oracle=./oracles/pacs", "no such local folder ./oracles/pacs"),
         ("compmap-cub.templates=a3:9", "list Table A3 ids 1..7"),
     ],
 )

@@ -190,7 +190,7 @@ def single_object_rows_of(dataset: Path, split: str) -> list:
     return load_binding(str(dataset))[split].labels
 
 
-def test_compmap_samples_and_rescoring_with_the_authors_curve(tiny_clip_dir, tmp_path):
+def test_compmap_samples_and_rescoring_with_the_authors_curve(tiny_clip_dir, tmp_path, capsys):
     mit_options = ("compmap-mit-states.epochs=30", "compmap-mit-states.lr=0.05", "compmap-mit-states.world=both")
     argv, out, mit = compmap_argv(tiny_clip_dir, tmp_path, *mit_options)
     assert main(argv) == 0
@@ -253,6 +253,14 @@ def test_compmap_samples_and_rescoring_with_the_authors_curve(tiny_clip_dir, tmp
     assert rescored["metrics"] == direct["metrics"]
     # a variant that changes what the model computed needs a new run
     assert rescore(tmp_path / "x.json", "compmap-cub.protocol=episodic") == 2
+    # FP19: a typo is an unknown option with the closest name, not "changes what the model computed"
+    capsys.readouterr()
+    assert rescore(tmp_path / "typo.json", "compmap-mit-states.czsl_curv=authors") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(
+        "error: task compmap-mit-states has no option 'czsl_curv' (did you mean 'czsl_curve'? options: "
+    )
+    assert not (tmp_path / "typo.json").exists()
 
 
 def seen_pairs(mit: Path) -> set[str]:

@@ -110,8 +110,12 @@ def test_loading_errors_are_one_line(tmp_path, monkeypatch, hub_offline):
     )
     with pytest.raises(ConceptforgeError, match="no CUDA GPU is visible"):
         resolve_device("cpu", model=DEFAULT_MODEL, offload=True)
-    with pytest.raises(ConceptforgeError, match="hf auth login"):
+    with pytest.raises(ConceptforgeError) as uncached:  # offline and never downloaded: said so, not "log in"
         TDGFlux.from_pretrained("some-org/not-cached-flux", device="cpu")
+    assert str(uncached.value) == (
+        "--model: some-org/not-cached-flux is not in the cache and HF_HUB_OFFLINE=1: download it where there is "
+        "network (or unset HF_HUB_OFFLINE), or pass a local folder"
+    )
 
 
 def test_revision_recorded_for_local_folder(tiny_flux, tiny_flux_dir):

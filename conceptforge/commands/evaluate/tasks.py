@@ -142,7 +142,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--seconds-per-forward",
         dest="eval_seconds_per_forward",
-        type=at.positive_float,
+        type=at.seconds_measured,
         default=None,
         help="with --dry-run: your measured time of one forward, instead of the table's FLOP floor",
     )

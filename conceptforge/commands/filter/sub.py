@@ -169,6 +169,12 @@ def run(args: argparse.Namespace) -> int:
         endpoint=endpoint_options(args),
         resolve_served=served_vqa_scorer,
     )
+    from conceptforge.endpoint_spec import is_endpoint_spec
+    from conceptforge.external_errors import require_model
+
+    local = getattr(args, "executor", "local") == "local"  # Ray workers load from their own disks
+    if local and not is_endpoint_spec(args.vqa_model):  # a mistyped folder, an uncached model offline: before --out
+        require_model(args.vqa_model, "--vqa-model")
     with executor_for(args):
         report, stats = filter_sub(config, args.out, shard=lambda: shard_of(args), max_images=args.max_images)
     if stats is None:

@@ -72,7 +72,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--resolution",
         type=at.IntRange(
-            8, name="resolution (>= 8)", multiple_of=8, why="Stable Diffusion's latents are 1/8 of the image"
+            8,
+            2048,
+            name="resolution (8-2048)",
+            multiple_of=8,
+            why="Stable Diffusion's latents are 1/8 of the image",
+            bound_why="Stable Diffusion is trained at 512 to 1024 px",
         ),
         default=None,
         help="train/sample size (default: the model's)",

@@ -103,7 +103,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     gen.add_argument(
         "--resolution",
         type=at.IntRange(
-            16, name="resolution (>= 16)", multiple_of=16, why="FLUX packs 2x2 latent patches of 1/8 the image"
+            16,
+            4096,
+            name="resolution (16-4096)",
+            multiple_of=16,
+            why="FLUX packs 2x2 latent patches of 1/8 the image",
+            bound_why="FLUX.1 makes images of up to about 2 megapixels; 4096 px is 16",
         ),
         default=DEFAULT_RESOLUTION,
     )
@@ -341,6 +346,14 @@ def run(args: argparse.Namespace) -> int:
         **fast_path_settings(args),
     )
     check_fast_paths(settings, args.device)  # fp8 or CUDA graphs on a CPU, no torchao: before anything is written
+    from conceptforge.external_errors import require_model
+
+    if getattr(args, "executor", "local") == "local":  # Ray workers have their own disks and GPUs
+        from conceptforge.generators.sub.flux_tdg import resolve_device
+
+        # the device first: its line names a missing GPU and missing weights together
+        resolve_device(args.device, model=args.model, revision=args.revision, offload=args.offload)
+        require_model(args.model, "--model")  # a mistyped folder, an uncached model offline: before anything is written
     check_chunk_size(args)
     if args.pairs_per_batch > args.chunk_size:
         raise InvalidArgumentError(

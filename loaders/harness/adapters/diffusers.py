@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from conceptforge.errors import WeightsUnavailableError, one_line
+from conceptforge.external_errors import weights_error
 from conceptforge.loaders.harness.adapters.base import DIFFUSERS, load_revision
 
 
@@ -55,7 +55,7 @@ def load(model: Any, *, device: str | None, dtype: str | None, cache_dir: str | 
             model.id, revision=revision, torch_dtype=getattr(torch, dtype) if dtype else None
         )
     except (OSError, ValueError) as error:
-        raise WeightsUnavailableError(f"cannot load diffusers pipeline {model.id}: {one_line(error)}") from None
+        raise weights_error("diffusers pipeline", model.id, error) from None
     pipeline.to(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     pipeline.set_progress_bar_config(disable=True)
     return DiffusersAdapter(pipeline, model_id=model.id, revision=embedding_revision(model.id, revision))

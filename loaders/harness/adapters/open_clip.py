@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from conceptforge.errors import DependencyMissingError, WeightsUnavailableError, one_line
+from conceptforge.external_errors import weights_error
 from conceptforge.loaders.harness.adapters.base import OPEN_CLIP, load_revision
 from conceptforge.loaders.harness.adapters.hf_dual import DualEncoderAdapter
 from conceptforge.loaders.harness.embeddings import EmbeddingModel, embedding_revision, load_pil
@@ -71,7 +72,7 @@ def _local_folder(model: Any) -> Path:
     try:
         return Path(snapshot_download(model.id, revision=load_revision(model), allow_patterns=HUB_PATTERNS))
     except Exception as error:  # noqa: BLE001 - any Hub failure is one line
-        raise WeightsUnavailableError(f"cannot fetch open_clip model {model.id}: {one_line(error)}") from None
+        raise weights_error("open_clip model", model.id, error) from None
 
 
 def load(model: Any, *, device: str | None, dtype: str | None, cache_dir: str | None) -> DualEncoderAdapter:
