@@ -10,7 +10,7 @@ PY := $(VENV)/bin/python
 DEMO_OUT ?= outputs/binding-demo
 PYTEST_ARGS ?=
 
-.PHONY: install system-deps demo test clean
+.PHONY: install system-deps demo test docs clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
@@ -44,5 +44,10 @@ test: $(VENV)/.installed system-deps
 	$(PY) -m ruff format --check .
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
+# The documentation site (mkdocs.yml) into site/: strict, so a broken link, a missing API object or
+# a documented `conceptforge` command the parsers do not know fails it. `mkdocs serve` previews it.
+docs: $(VENV)/.installed
+	$(VENV)/bin/mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) outputs .pytest_cache
+	rm -rf $(VENV) outputs .pytest_cache site build/api-src
