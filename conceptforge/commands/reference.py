@@ -39,7 +39,9 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
     return found
 
 
-def walk(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+def walk(
+    parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
     """Every (command path, parser) pair, depth first in ``--help`` order."""
     yield path, parser
     for name, sub in _subparsers(parser).items():
@@ -87,7 +89,9 @@ def reference_markdown(parser: argparse.ArgumentParser | None = None) -> str:
         if commands:
             helps = {a.dest: a.help for a in _choices_actions(sub)}
             lines += ["| command | what it does |", "| --- | --- |"]
-            lines += [f"| `{title} {name}` | {(helps.get(name) or '').replace('|', chr(92) + '|')} |" for name in commands]
+            lines += [
+                f"| `{title} {name}` | {(helps.get(name) or '').replace('|', chr(92) + '|')} |" for name in commands
+            ]
             lines.append("")
         rows = [
             a
@@ -98,7 +102,9 @@ def reference_markdown(parser: argparse.ArgumentParser | None = None) -> str:
             lines += ["| option | what it does | default |", "| --- | --- | --- |"]
             for action in rows:
                 default = action.default
-                shown = "" if default in (None, False, argparse.SUPPRESS) or not action.option_strings else f"`{default}`"
+                shown = (
+                    "" if default in (None, False, argparse.SUPPRESS) or not action.option_strings else f"`{default}`"
+                )
                 lines.append(f"| {_option_cell(action)} | {_help_text(action)} | {shown} |")
             lines.append("")
     return "\n".join(lines)
