@@ -5,9 +5,9 @@ renamed. The documentation site (``mkdocs.yml``, ``docs/hooks.py``) renders :fun
 at build time and runs :func:`unknown_commands` over every fenced shell block, so a page that shows
 ``conceptforge SUBCOMMAND --flag`` the parser does not know fails the strict build.
 
-Sub-parsers are lazy (:class:`~conceptforge.commands.base.LazySubParsersAction`): walking them
-fills each one, which imports every sub-command's module. That is fine for a docs build and never
-happens on the command line.
+Sub-parsers are lazy (:class:`~conceptforge.commands.base.LazySubParsersAction`): the tree is
+filled once by :func:`~conceptforge.commands.base.walk_parsers`, which imports every sub-command's
+module. That is fine for a docs build and never happens on the command line.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from conceptforge.commands.base import walk_parsers
+
 #: Where a shell command line ends: what follows is another command or a redirection.
 _STOPS = {"|", "||", "&&", ";", "&", ">", ">>", "2>", "2>&1", "<"}
 #: ``conceptforge`` as a command: at the start of a line or after a shell operator, possibly as a path.
@@ -27,25 +29,22 @@ _SHELL_LANGS = {"", "bash", "sh", "shell", "console", "text"}
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
-    """A parser's sub-commands, each filled (lazy ones get their options now)."""
+    """A parser's sub-commands (filled already: the callers walk the tree once first)."""
     found: dict[str, argparse.ArgumentParser] = {}
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
-            fill = getattr(action, "_fill", {})
-            for name, sub in action._name_parser_map.items():
-                if name in fill:
-                    fill.pop(name)(sub)
-                found[name] = sub
+            found.update(action._name_parser_map)
     return found
 
 
-def walk(
-    parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
-) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
-    """Every (command path, parser) pair, depth first in ``--help`` order."""
-    yield path, parser
-    for name, sub in _subparsers(parser).items():
-        yield from walk(sub, (*path, name))
+def filled_parser() -> argparse.ArgumentParser:
+    """The whole ``conceptforge`` parser tree with every lazy sub-parser filled."""
+    from conceptforge.commands import build_parser
+
+    parser = build_parser()
+    for _ in walk_parsers(parser):
+        pass
+    return parser
 
 
 def _help_text(action: argparse.Action) -> str:
@@ -70,9 +69,7 @@ def _option_cell(action: argparse.Action) -> str:
 
 def reference_markdown(parser: argparse.ArgumentParser | None = None) -> str:
     """The command reference page: one section per (sub-)command, its options as a table."""
-    from conceptforge.commands import build_parser
-
-    parser = parser or build_parser()
+    parser = parser or filled_parser()
     lines = [
         "# Command reference",
         "",
@@ -80,7 +77,7 @@ def reference_markdown(parser: argparse.ArgumentParser | None = None) -> str:
         "(`conceptforge/commands/reference.py`), so it lists exactly what `conceptforge … --help` accepts.",
         "",
     ]
-    for path, sub in walk(parser):
+    for path, sub in walk_parsers(parser):
         title = " ".join(("conceptforge", *path))
         lines += [f"{'#' * min(len(path) + 1, 4)} `{title}`", ""]
         if sub.description:
@@ -161,7 +158,8 @@ def _tokens(text: str) -> list[str]:
 
 
 def check_command(parser: argparse.ArgumentParser, tokens: list[str]) -> str | None:
-    """What the parsers do not know in ``conceptforge`` + ``tokens``, or None.
+    """What the parsers do not know in ``conceptforge`` + ``tokens``, or None (``parser``: a
+    :func:`filled_parser`).
 
     Sub-commands are followed down; every ``--flag`` must be an option of the command reached or
     of one above it. Values and positionals are not checked (docs use placeholders for them)."""
@@ -200,9 +198,7 @@ def check_command(parser: argparse.ArgumentParser, tokens: list[str]) -> str | N
 
 def unknown_commands(markdown: str, parser: argparse.ArgumentParser | None = None) -> list[UnknownCommand]:
     """Every ``conceptforge …`` line in the fenced shell blocks of ``markdown`` the parsers refuse."""
-    from conceptforge.commands import build_parser
-
-    parser = parser or build_parser()
+    parser = parser or filled_parser()
     found = []
     for number, line in fenced_shell_lines(markdown):
         for match in _COMMAND.finditer(line):

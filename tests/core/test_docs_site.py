@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conceptforge.commands.reference import check_command, unknown_commands
+from conceptforge.commands.reference import check_command, filled_parser, unknown_commands
 from tests.browser import needs_chromium
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,9 +82,7 @@ def test_planted_broken_link_and_unknown_command_fail_the_build(tmp_path):
 
 
 def test_command_check_follows_sub_commands_and_flag_values():
-    from conceptforge.commands import build_parser
-
-    parser = build_parser()
+    parser = filled_parser()
     # by hand: `--model` takes a value, so `Qwen/X` is not a sub-command; `--tasks list` likewise
     assert check_command(parser, ["evaluate", "--model", "Qwen/X", "--tasks", "list"]) is None
     assert check_command(parser, ["generate", "binding", "--preset", "demo", "--out", "o"]) is None
