@@ -66,19 +66,9 @@ def fetch_hub_entries(repo_id: str) -> list[dict[str, Any]]:
         raise HubError(f"cannot {what}: {offline_reason()}; run it where the Hub can be reached")
     api = HfApi()
     try:
-        if hasattr(api, "get_dataset_leaderboard"):
-            entries = [vars(entry) for entry in api.get_dataset_leaderboard(repo_id)]
-        else:  # huggingface_hub < 2.5: the REST endpoint the method wraps
-            from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
-
-            response = get_session().get(
-                f"{api.endpoint}/api/datasets/{repo_id}/leaderboard", headers=build_hf_headers()
-            )
-            hf_raise_for_status(response)
-            entries = [
-                {**entry, "model_id": entry.get("modelId"), "pull_request": entry.get("pullRequest")}
-                for entry in response.json()
-            ]
+        entries = (
+            method_entries(api, repo_id) if hasattr(api, "get_dataset_leaderboard") else rest_entries(api, repo_id)
+        )
     except Exception as error:  # noqa: BLE001 - every Hub failure becomes one line
         status = getattr(getattr(error, "response", None), "status_code", None)
         if status == 404:
@@ -87,16 +77,40 @@ def fetch_hub_entries(repo_id: str) -> list[dict[str, Any]]:
                 "benchmark (a root eval.yaml the Hub lists; docs/publishing.md)"
             ) from None
         raise hub_failure(error, what) from None
+    return entries
+
+
+def _entry(rank: Any, model_id: Any, value: Any, verified: Any, notes: Any, filename: Any) -> dict[str, Any]:
+    return {
+        "rank": int(rank),
+        "model_id": str(model_id),
+        "value": float(value),
+        "verified": bool(verified),
+        "notes": notes,
+        "filename": filename or "",
+    }
+
+
+def method_entries(api, repo_id: str) -> list[dict[str, Any]]:
+    """The leaderboard through ``HfApi.get_dataset_leaderboard`` (huggingface_hub >= 2.5)."""
     return [
-        {
-            "rank": int(entry["rank"]),
-            "model_id": str(entry["model_id"]),
-            "value": float(entry["value"]),
-            "verified": bool(entry.get("verified")),
-            "notes": entry.get("notes"),
-            "filename": entry.get("filename") or "",
-        }
-        for entry in entries
+        _entry(e.rank, e.model_id, e.value, e.verified, e.notes, e.filename)
+        for e in api.get_dataset_leaderboard(repo_id)
+    ]
+
+
+def rest_entries(api, repo_id: str) -> list[dict[str, Any]]:
+    """The leaderboard through ``GET /api/datasets/{id}/leaderboard``, the endpoint the method wraps
+    (for an older huggingface_hub), read in the Hub's documented field names."""
+    from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+
+    response = get_session().get(
+        f"{api.endpoint}/api/datasets/{repo_id}/leaderboard", headers=build_hf_headers(token=api.token)
+    )
+    hf_raise_for_status(response)
+    return [
+        _entry(e["rank"], e["modelId"], e["value"], e.get("verified"), e.get("notes"), e.get("filename"))
+        for e in response.json()
     ]
 
 

@@ -248,3 +248,26 @@ def test_offline_is_one_line(board, tmp_path):
     done = conceptforge("leaderboard", "--hub", DATASET, env=env)
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "offline mode (HF_HUB_OFFLINE=1)" in done.stderr
+
+
+def test_rest_path_reads_what_the_method_reads(board):
+    """With a huggingface_hub that lacks get_dataset_leaderboard, the REST endpoint the method
+    wraps gives the same entries (both paths against the same server, in a fresh process)."""
+    code = (
+        "import json, sys\nfrom huggingface_hub import HfApi\n"
+        "from conceptforge.loaders.analysis.hub_leaderboard import method_entries, rest_entries\n"
+        "api = HfApi()\n"
+        "print(json.dumps([method_entries(api, sys.argv[1]), rest_entries(api, sys.argv[1])]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, DATASET], env=board["env"], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    by_method, by_rest = json.loads(done.stdout.splitlines()[-1])
+    assert by_rest == by_method
+    assert [(e["rank"], e["model_id"], e["verified"]) for e in by_rest] == [
+        (1, "carol/other", False),
+        (2, "alice/clip-a", True),
+        (3, "bob/vlm-b", False),
+        (4, "bob/vlm-b", False),
+    ]
