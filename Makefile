@@ -47,7 +47,7 @@ test: $(VENV)/.installed system-deps
 # The documentation site (mkdocs.yml) into site/: strict, so a broken link, a missing API object or
 # a documented `conceptforge` command the parsers do not know fails it. `mkdocs serve` previews it.
 docs: $(VENV)/.installed
-	$(VENV)/bin/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 clean:
 	rm -rf $(VENV) outputs .pytest_cache site build/api-src

@@ -11,6 +11,7 @@ import logging
 import shutil
 from pathlib import Path
 
+from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File, Files
 
 logger = logging.getLogger("mkdocs.plugins.conceptforge")
@@ -20,6 +21,7 @@ COMMANDS_PAGE = "commands.md"
 API_SOURCE = Path("build/api-src")
 
 
+@event_priority(100)  # before mkdocstrings' on_config, which resolves the handler's paths
 def on_config(config):
     """Lay out ``conceptforge`` as installed (``conceptforge.loaders`` is ``loaders/``, …) with links.
 

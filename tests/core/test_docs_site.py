@@ -58,10 +58,11 @@ def test_site_builds_strictly_with_generated_pages(site):
     assert "InvalidArgumentError" in errors and "DataNotFoundError" in errors
     # a nav entry pointing at a section of evaluation.md became the page's URL plus the anchor
     home = (site / "index.html").read_text()
-    assert 'href="evaluation/#served-models-vllm-sglang-hosted-apis-model-endpointnameurl"' in home
+    assert 'href="evaluation/#served-models-vllm-sglang-hosted-apis---model-endpointnameurl"' in home
 
 
-def test_planted_broken_link_and_unknown_command_fail_the_build(tmp_path):
+def site_copy(tmp_path: Path) -> Path:
+    """mkdocs.yml, pyproject.toml and docs/ copied, the package folders linked: a tree to plant faults in."""
     copy = tmp_path / "repo"
     copy.mkdir()
     shutil.copy(ROOT / "mkdocs.yml", copy)
@@ -69,16 +70,34 @@ def test_planted_broken_link_and_unknown_command_fail_the_build(tmp_path):
     shutil.copytree(ROOT / "docs", copy / "docs", ignore=shutil.ignore_patterns("__pycache__"))
     for name in PACKAGE_FOLDERS:
         (copy / name).symlink_to(ROOT / name)
+    return copy
+
+
+def test_planted_broken_link_unknown_command_and_nav_anchor_fail_the_build(tmp_path):
+    copy = site_copy(tmp_path)
     install = copy / "docs" / "install.md"
     install.write_text(
         install.read_text()
         + "\nSee [the missing page](no-such-page.md).\n\n```bash\nconceptforge evaluate --no-such-flag 3\n```\n"
     )
+    # a nav entry into a section that does not exist (our hook checks it once the page has headings)
+    config = copy / "mkdocs.yml"
+    config.write_text(config.read_text().replace("#adding-a-task-or-a-benchmark", "#no-such-section"))
     result = build(copy, tmp_path / "site")
     output = result.stdout + result.stderr
     assert result.returncode != 0
     assert "no-such-page.md" in output  # mkdocs' own link check
     assert "install.md" in output and "conceptforge evaluate has no option --no-such-flag" in output  # ours
+    assert "points at #no-such-section, which is no heading of evaluation.md" in output  # ours
+
+
+def test_planted_missing_api_object_fails_the_build(tmp_path):
+    copy = site_copy(tmp_path)
+    errors = copy / "docs" / "api" / "errors.md"
+    errors.write_text(errors.read_text() + "\n::: conceptforge.errors.NoSuchError\n")
+    result = build(copy, tmp_path / "site")
+    assert result.returncode != 0
+    assert "conceptforge.errors.NoSuchError could not be found" in result.stdout + result.stderr
 
 
 def test_command_check_follows_sub_commands_and_flag_values():
@@ -144,8 +163,8 @@ def test_navigation_and_search_in_chromium(browser, served_site):
         # from another page, the Evaluate section's entry that points into evaluation.md
         link = page.locator(".md-nav--primary a.md-nav__link", has_text="Served models").filter(visible=True).first
         link.click()
-        page.wait_for_url("**/evaluation/#served-models-vllm-sglang-hosted-apis-model-endpointnameurl")
-        heading = page.locator("#served-models-vllm-sglang-hosted-apis-model-endpointnameurl")
+        page.wait_for_url("**/evaluation/#served-models-vllm-sglang-hosted-apis---model-endpointnameurl")
+        heading = page.locator("#served-models-vllm-sglang-hosted-apis---model-endpointnameurl")
         assert heading.inner_text().rstrip("¶").startswith("Served models: vLLM, SGLang, hosted APIs")
 
         page.goto(served_site + "/")
