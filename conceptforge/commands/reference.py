@@ -54,7 +54,12 @@ def _help_text(action: argparse.Action) -> str:
             text = text % {**vars(action), "prog": ""}
         except (KeyError, TypeError, ValueError):
             pass
-    return text.replace("|", "\\|")
+    return _cell(text)
+
+
+def _cell(text: str) -> str:
+    """Text safe in a markdown table cell: no column break, no ``<stem>`` taken for an HTML tag."""
+    return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _option_cell(action: argparse.Action) -> str:
@@ -99,9 +104,8 @@ def reference_markdown(parser: argparse.ArgumentParser | None = None) -> str:
             lines += ["| option | what it does | default |", "| --- | --- | --- |"]
             for action in rows:
                 default = action.default
-                shown = (
-                    "" if default in (None, False, argparse.SUPPRESS) or not action.option_strings else f"`{default}`"
-                )
+                hidden = default is None or default is False or default == argparse.SUPPRESS  # 0 is shown
+                shown = "" if hidden or not action.option_strings else f"`{default}`"
                 lines.append(f"| {_option_cell(action)} | {_help_text(action)} | {shown} |")
             lines.append("")
     return "\n".join(lines)

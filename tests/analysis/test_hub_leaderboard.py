@@ -189,8 +189,10 @@ def test_hub_leaderboard_beside_local_results(board, tmp_path):
     ]
     assert f"{old}: left out, measured on {DATASET}@{later[:7]}" in done.stdout
     # without --revision, the later commit's result is shown too, with its commit
-    done = conceptforge("leaderboard", old, "--hub", DATASET, env=board["env"])
+    board_md = tmp_path / "board.md"
+    done = conceptforge("leaderboard", old, "--hub", DATASET, "--output", board_md, env=board["env"])
     assert done.returncode == 0, done.stderr
+    assert board_md.read_text() == done.stdout
     assert table_rows(done.stdout)[-1] == [
         "this machine", "–", "me/clip-old@fedcba987654", "binding-clip.gen_accuracy", "50", "binding/zero-shot", later[:7], str(old)
     ]  # fmt: skip

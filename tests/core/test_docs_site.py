@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conceptforge.commands.reference import check_command, filled_parser, unknown_commands
+from conceptforge.commands.reference import check_command, filled_parser, reference_markdown, unknown_commands
 from tests.browser import needs_chromium
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -173,3 +173,22 @@ def test_navigation_and_search_in_chromium(browser, served_site):
         assert "binding/" in first_search_result(page, "binding vocabulary")
     finally:
         page.close()
+
+
+def test_command_reference_rows_come_from_the_parser():
+    md = reference_markdown(filled_parser())
+    section = md.split("## `conceptforge leaderboard`", 1)[1].split("\n## ", 1)[0]
+    rows = {
+        line.split(" | ")[0].strip("| ").split("`")[1]: line for line in section.splitlines() if line.startswith("| `-")
+    }
+    # leaderboard.py by hand: --bootstrap-seed defaults to 0 (shown although falsy), --hub has none
+    assert rows["--bootstrap-seed"].endswith("| `0` |")
+    assert rows["--hub"].endswith("|  |") and "`ORG/NAME`" in rows["--hub"]
+    assert "&lt;stem&gt;.samples/" in rows["--html"]  # not taken for an HTML tag
+
+
+def test_readme_and_benchmarks_commands_are_known():
+    """The two Markdown files outside docs/ (not in the site) are checked the same way."""
+    parser = filled_parser()
+    for name in ("README.md", "BENCHMARKS.md"):
+        assert unknown_commands((ROOT / name).read_text(), parser) == [], name
