@@ -136,13 +136,15 @@ def served_site(site):
     server.server_close()
 
 
-def first_search_result(page, query: str) -> str:
-    """The href of the first page Material's search lists for ``query``."""
+def first_search_result(page, query: str) -> list[str]:
+    """The links of the first page Material's search lists for ``query``: the page, then its
+    matching sections, best first."""
     page.click("input.md-search__input")  # the header's search box (a wide window shows it)
     page.keyboard.type(query)
-    first = page.locator(".md-search-result__list > li.md-search-result__item a.md-search-result__link").first
+    first = page.locator(".md-search-result__list > li.md-search-result__item").first
     first.wait_for(state="visible")
-    return first.get_attribute("href")
+    links = first.locator("a.md-search-result__link")
+    return [links.nth(i).get_attribute("href") for i in range(links.count())]
 
 
 def title(page) -> str:
@@ -167,10 +169,15 @@ def test_navigation_and_search_in_chromium(browser, served_site):
         heading = page.locator("#served-models-vllm-sglang-hosted-apis---model-endpointnameurl")
         assert heading.inner_text().rstrip("¶").startswith("Served models: vLLM, SGLang, hosted APIs")
 
+        # each question is answered by one page, first, with the section that answers it first
         page.goto(served_site + "/")
-        assert "evaluation/" in first_search_result(page, "served model")
+        links = first_search_result(page, "served model")
+        assert all("/evaluation/" in link for link in links)
+        assert links[1].endswith("#served-models-vllm-sglang-hosted-apis---model-endpointnameurl")
         page.goto(served_site + "/")
-        assert "binding/" in first_search_result(page, "binding vocabulary")
+        links = first_search_result(page, "binding vocabulary")
+        assert all("/binding/" in link for link in links)
+        assert links[1].endswith("#the-vocabulary-and-making-your-own")
     finally:
         page.close()
 
