@@ -25,6 +25,7 @@ from conceptforge.errors import DataNotFoundError, HubError, InvalidArgumentErro
 logger = logging.getLogger(__name__)
 
 NOT_STATED = "not stated"
+NO_CACHE_HINT = "a leaderboard is read from the Hub each time (nothing is cached): run it where the Hub can be reached"
 
 
 @dataclass(frozen=True)
@@ -59,11 +60,11 @@ def fetch_hub_entries(repo_id: str) -> list[dict[str, Any]]:
     benchmark: one line."""
     from huggingface_hub import HfApi
 
-    from conceptforge.external_errors import hub_failure, hub_offline, offline_reason
+    from conceptforge.external_errors import OFFLINE_HINT, hub_failure, hub_offline, offline_reason
 
     what = f"read the leaderboard of {repo_id} on the Hub"
     if hub_offline():  # the leaderboard has no cached copy: nothing to fall back on
-        raise HubError(f"cannot {what}: {offline_reason()}; run it where the Hub can be reached")
+        raise HubError(f"cannot {what}: {offline_reason()}; {NO_CACHE_HINT}")
     api = HfApi()
     try:
         entries = (
@@ -76,7 +77,8 @@ def fetch_hub_entries(repo_id: str) -> list[dict[str, Any]]:
                 f"{repo_id} has no leaderboard on the Hub: the dataset does not exist, is private, or is not a "
                 "benchmark (a root eval.yaml the Hub lists; docs/publishing.md)"
             ) from None
-        raise hub_failure(error, what) from None
+        # the usual hint (HF_HUB_OFFLINE=1, the local cache) cannot help: a leaderboard is never cached
+        raise HubError(str(hub_failure(error, what)).replace(OFFLINE_HINT, NO_CACHE_HINT)) from None
     return entries
 
 

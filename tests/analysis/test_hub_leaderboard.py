@@ -244,7 +244,8 @@ def test_offline_is_one_line(board, tmp_path):
     env = {**board["env"], "HF_ENDPOINT": f"http://127.0.0.1:{port}"}
     done = conceptforge("leaderboard", "--hub", DATASET, env=env)
     assert done.returncode == 2
-    assert done.stderr.startswith(f"error: cannot read the leaderboard of {DATASET} on the Hub: ")
+    assert done.stderr.startswith(f"error: cannot read the leaderboard of {DATASET} on the Hub: cannot connect to ")
+    assert done.stderr.rstrip().endswith("nothing is cached): run it where the Hub can be reached")
     assert done.stderr.count("\n") == 1 and done.stdout == ""
     env["HF_HUB_OFFLINE"] = "1"
     done = conceptforge("leaderboard", "--hub", DATASET, env=env)
