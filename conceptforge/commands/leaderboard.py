@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from conceptforge import argtypes as at
+from conceptforge.commands.base import OneLineArgumentParser
 
 HELP = (
     "compare models: one markdown table from several `conceptforge evaluate` results files (and an HTML page); "
@@ -13,7 +14,7 @@ HELP = (
 )
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: OneLineArgumentParser) -> None:
     parser.add_argument(
         "results",
         nargs="*",

@@ -9,6 +9,7 @@ docs/ beside links to the real package folders, so the tree itself is never edit
 from __future__ import annotations
 
 import http.server
+import os
 import shutil
 import subprocess
 import sys
@@ -33,7 +34,7 @@ def build(root: Path, site: Path) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         timeout=600,
-        env={**__import__("os").environ, "NO_MKDOCS_2_WARNING": "1"},
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
     )
 
 
