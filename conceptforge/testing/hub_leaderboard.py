@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import threading
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -67,7 +68,8 @@ def _source(entry: dict[str, Any]) -> dict[str, Any] | None:
     source = entry.get("source")
     if not isinstance(source, dict) or not source.get("url"):
         return None
-    return {"url": source["url"], "name": source.get("name"), "isExternal": True}
+    host = urlsplit(str(source["url"])).hostname or ""
+    return {"url": source["url"], "name": source.get("name"), "isExternal": host not in ("huggingface.co", "hf.co")}
 
 
 def leaderboard(store, book: LeaderboardBook, dataset_id: str) -> list[dict[str, Any]] | None:
