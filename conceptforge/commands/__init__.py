@@ -47,7 +47,8 @@ COMMANDS: dict[str, Entry] = {
     ),
     "leaderboard": Entry(
         "conceptforge.commands.leaderboard",
-        "compare models: one table from several `conceptforge evaluate` results files",
+        "compare models: one table from several `conceptforge evaluate` results files; "
+        "--hub ORG/NAME: the benchmark's Hub leaderboard beside them",
     ),
     "annotate": Entry("conceptforge.commands.annotate", "human validation studies: serve, export, apply"),
     "assemble": Entry("conceptforge.commands.assemble", "write the dataset of a finished (sharded) run, exactly once"),

@@ -45,6 +45,20 @@ class OneLineArgumentParser(argparse.ArgumentParser):
 
         raise InvalidArgumentError(f"{self.prog}: {message} (see {self.prog} --help)")
 
+    def add_check(self, check: Callable[[argparse.Namespace], None]) -> None:
+        """A check across flags, run as soon as this parser has parsed its arguments.
+
+        Why: argparse cannot say "results files or ``--hub``"; a check in ``run`` would come after
+        the command started (and the flag walk's missing-argument case would pass unrefused). The
+        check raises :class:`~conceptforge.errors.InvalidArgumentError` for a bad combination."""
+        self.__dict__.setdefault("_checks", []).append(check)
+
+    def parse_known_args(self, args=None, namespace=None):  # noqa: D102 - argparse hook
+        namespace, extras = super().parse_known_args(args, namespace)
+        for check in self.__dict__.get("_checks", ()):
+            check(namespace)
+        return namespace, extras
+
 
 class LazySubParsersAction(argparse._SubParsersAction):
     """A sub-parsers action whose sub-parsers are filled in only when chosen."""

@@ -13,6 +13,7 @@ writes  ``POST /api/repos/create`` · ``POST /api/validate-yaml`` ·
         it would flag them) · ``POST /api/{type}s/{repo}/tag/{rev}`` (409 when the tag exists) ·
         ``DELETE /api/{type}s/{repo}/tag/{tag}``
 reads   ``GET /api/{type}s/{repo}[/revision/{rev}]`` · ``GET .../refs`` · ``GET .../tree/{rev}[/{path}]``
+        · ``GET /api/datasets/{repo}/leaderboard`` (hub_leaderboard.py)
         · ``POST .../paths-info/{rev}`` · ``GET .../commits/{rev}`` ·
         ``HEAD|GET /{prefix}{repo}/resolve/{rev}/{path}`` (with ``Range``)
 
@@ -76,7 +77,19 @@ DEFAULT_GITATTRIBUTES = (
     "*.jpg filter=lfs diff=lfs merge=lfs -text\n"
 )
 COPY_CHUNK = 1024 * 1024
-ROUTES = ("create", "preupload", "lfs-batch", "lfs-upload", "lfs-verify", "commit", "tag", "resolve", "tree", "info")
+ROUTES = (
+    "create",
+    "preupload",
+    "lfs-batch",
+    "lfs-upload",
+    "lfs-verify",
+    "commit",
+    "tag",
+    "resolve",
+    "tree",
+    "info",
+    "leaderboard",
+)
 
 
 def git_blob_id(data: bytes) -> str:
@@ -631,6 +644,16 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _api_repo(self, repo_type: str, repo_id: str, rest: list[str]) -> bool:
         store, method = self.server.store, self.command
+        if repo_type == "dataset" and rest == ["leaderboard"] and method == "GET":
+            from conceptforge.testing.hub_leaderboard import leaderboard
+
+            if not self._maybe_fail("leaderboard"):
+                self._check_read(repo_type, repo_id)
+                entries = leaderboard(store, self.server.book, repo_id)
+                if entries is None:
+                    raise HubError(404, f"{repo_id} has no leaderboard: it declares no eval.yaml", "EntryNotFound")
+                self._send(200, entries)
+            return True
         if not rest or (rest[0] == "revision" and len(rest) >= 2):
             if method != "GET":
                 return False
@@ -907,6 +930,9 @@ class _Server(ThreadingHTTPServer):
         self.failure_lock = threading.Lock()
         self.requests: list[tuple[str, str, int]] = []
         self.commits_made = 0
+        from conceptforge.testing.hub_leaderboard import LeaderboardBook
+
+        self.book = LeaderboardBook()  # verify tokens taken as signed (GET .../leaderboard)
 
     @property
     def base_url(self) -> str:
@@ -973,6 +999,11 @@ class HubServer:
             raise ValueError(f"unknown failure mode {mode!r}")
         with self._server.failure_lock:
             self._server.failures[route] = Failure(times, status, mode)
+
+    def verify_results_token(self, token: str) -> None:
+        """Count ``.eval_results`` entries carrying ``verifyToken: token`` as verified on leaderboards
+        (the Hub checks the token's signature; offline, a test says which tokens are signed)."""
+        self._server.book.verify(token)
 
     # -- direct (server-side) views used by tests ---------------------------------------------
     def refs(self, repo_id: str, repo_type: str = "dataset") -> dict[str, Any]:
