@@ -44,6 +44,7 @@ from conceptforge.cards.hub_remote import (
     _offline_mode,
     _reason,
     _remote_files,
+    _same,
     _status,
     _url,
     hub_validate_card,
@@ -530,23 +531,36 @@ def _leave_foreign_exports(release: _Release, remote: dict[str, Any], revision: 
     exported = [p for p in remote if p.startswith("exports/") and p != EXPORTS_MANIFEST]
     if not exported or revision is None:
         return remote
+    local = {f.path_in_repo: f for f in release.files}
+    if all(p in local and _same(local[p], remote[p]) for p in exported):
+        return remote  # every file there is the one this release uploads: nothing is replaced
     ours: dict[str, str] = {}
+    blob_ids: dict[str, str] = {}
     if EXPORTS_MANIFEST in remote:
         try:
-            ours = dict(json.loads(_remote_bytes(release, EXPORTS_MANIFEST, revision))["files"])
+            manifest = json.loads(_remote_bytes(release, EXPORTS_MANIFEST, revision))
+            ours = dict(manifest["files"])
+            blob_ids = dict(manifest.get("git_blob_ids", {}))  # manifests before 0.x lack them
         except (ValueError, KeyError, TypeError):
             ours = {}
-    replacing = {f.path_in_repo for f in release.files}
     foreign = []
     for path in exported:
         entry = remote[path]
+        if path in local and _same(local[path], entry):
+            continue  # the bytes this release uploads: replacing them changes nothing
         if path in ours:
-            sha256 = entry.lfs.sha256 if entry.lfs is not None else None
-            if sha256 is None and path in replacing:  # a small file we would replace: hash what is there
-                sha256 = hashlib.sha256(_remote_bytes(release, path, revision)).hexdigest()
-            if sha256 is None or sha256 == ours[path]:
+            if entry.lfs is not None:
+                unchanged = entry.lfs.sha256 == ours[path]
+            elif path in blob_ids:  # the tree listing's blob id against the one we recorded
+                unchanged = entry.blob_id == blob_ids[path]
+            elif path in local:  # an older manifest: hash the small file we would replace
+                unchanged = hashlib.sha256(_remote_bytes(release, path, revision)).hexdigest() == ours[path]
+            else:
+                unchanged = True  # ours by the manifest, and this release leaves it alone
+            if unchanged:
                 continue
         foreign.append(path)
+    replacing = set(local)
     clash = sorted(p for p in foreign if p in replacing)
     if clash:
         what = (

@@ -76,9 +76,17 @@ def export_files(choice_sets, info: ExportInfo, formats: Sequence[str] = FORMATS
         "formats": list(formats),
         "sets": [s.name for s in choice_sets],
         "files": {path: hashlib.sha256(data).hexdigest() for path, data in sorted(files.items())},
+        # git's blob ids of the same bytes: the Hub's tree listing names them, so a later publish
+        # tells our files from a user's without downloading them (cards/publish.py)
+        "git_blob_ids": {path: _git_blob_id(data) for path, data in sorted(files.items())},
     }
     files[MANIFEST] = (json.dumps(manifest, indent=2) + "\n").encode("utf-8")
     return files
+
+
+def _git_blob_id(data: bytes) -> str:
+    """The id git (and the Hub's tree listing) gives a file of these bytes."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
 def release_exports(

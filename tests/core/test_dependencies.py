@@ -85,9 +85,9 @@ def test_test_extra_holds_what_tests_import_and_nothing_else():
     declared = _names(project["dependencies"]) | _names(extras["blender"]) | _names(extras["test"])
     assert {m: d for m, d in imported.items() if not d & declared} == {}
     used = set().union(*imported.values())
-    # a pytest plugin; a server started as a command; the linter `make test` runs as a command;
+    # pytest plugins (timeout; xdist: `make test` runs -n 2); a server started as a command; the linter `make test` runs as a command;
     # this project's own docs extra (conceptforge[docs]: tests/core/test_docs_site.py runs `mkdocs build`)
-    extra = _names(extras["test"]) - {"pytest-timeout", "moto", "ruff", "conceptforge"}
+    extra = _names(extras["test"]) - {"pytest-timeout", "pytest-xdist", "moto", "ruff", "conceptforge"}
     assert extra - used == set(), "the test extra installs packages no test imports (e.g. olah)"
 
 

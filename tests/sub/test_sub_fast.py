@@ -100,8 +100,9 @@ def test_fused_qkv_projections_are_exact(tiny_flux, tiny_flux_dir):
 
 
 def test_vae_channels_last_decodes_the_same_image(tiny_flux, tiny_flux_dir):
-    """Channels-last changes how the VAE's activations are laid out, not what is computed: on the
-    CPU the decoded image is the plain path's to the byte."""
+    """Channels-last changes how the VAE's activations are laid out, not what is computed: the same
+    convolutions, summed in another order by another kernel, so a value may round one grey level
+    the other way (seen under two pytest workers, whose thread counts differ) and never more."""
     from conceptforge.generators.sub.flux_tdg import PairRequest
     from conceptforge.generators.sub.stage import GenerationSettings, apply_fast_paths
 
@@ -114,7 +115,9 @@ def test_vae_channels_last_decodes_the_same_image(tiny_flux, tiny_flux_dir):
     request = [PairRequest(*PROMPTS, 7, PARAMS)]
     a = tiny_flux.generate_batch(request, **SIZE)[0].reference
     b = flux.generate_batch(request, **SIZE)[0].reference
-    assert np.array_equal(np.asarray(a), np.asarray(b))
+    # by hand: at most one grey level apart everywhere, so the MSE is at most 1 and the PSNR at
+    # least 10·log10(255²/1) = 48.13 dB
+    assert np.abs(np.asarray(a).astype(int) - np.asarray(b).astype(int)).max() <= 1
 
 
 def test_compile_full_graph_keeps_the_tie_exact(tiny_flux, tiny_flux_dir):

@@ -128,9 +128,11 @@ def test_changes_since_section_and_diff_on_releases_pushed_to_the_hub(binding_re
     publish(binding_release, repo, "v1.0.0", hub_env)
     before = len(hub.requests)
     publish(second, repo, "v1.1.0", hub_env)
-    # the previous release is read from the Hub only where this one differs: its card and the train shard
+    # the previous release is read from the Hub only where this one differs: its card, the train
+    # shard, and the exports' manifest (its exports name the tag, so they differ: the manifest's
+    # git blob ids say they are conceptforge's own without downloading them)
     fetched = sorted(r[1].rsplit("/", 1)[-1] for r in hub.requests[before:] if r[0] == "GET" and "/resolve/" in r[1])
-    assert fetched == ["README.md", "train-00000-of-00001.parquet"]
+    assert fetched == ["MANIFEST.json", "README.md", "train-00000-of-00001.parquet"]
     card = hub.files(repo, "v1.1.0")["README.md"].decode()
     assert f"## Changes since v1.0.0\n\n- {EXPECTED}\n\n## How to load" in card
     assert "## Changes since" not in hub.files(repo, "v1.0.0")["README.md"].decode()
