@@ -23,7 +23,7 @@ from conceptforge.commands.base import walk_parsers
 #: Where a shell command line ends: what follows is another command or a redirection.
 _STOPS = {"|", "||", "&&", ";", "&", ">", ">>", "2>", "2>&1", "<"}
 #: ``conceptforge`` as a command: at the start of a line or after a shell operator, possibly as a path.
-_COMMAND = re.compile(r"(?:^|(?<=[\s;&|(`]))(?:[\w./-]*/)?conceptforge(?=\s|$)")
+_COMMAND_WORD = re.compile(r"(?:^|(?<=[\s;&|(`]))(?:[\w./-]*/)?conceptforge(?=\s|$)")
 _FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([\w+-]*)")
 _SHELL_LANGS = {"", "bash", "sh", "shell", "console", "text"}
 
@@ -205,7 +205,7 @@ def unknown_commands(markdown: str, parser: argparse.ArgumentParser | None = Non
     parser = parser or filled_parser()
     found = []
     for number, line in fenced_shell_lines(markdown):
-        for match in _COMMAND.finditer(line):
+        for match in _COMMAND_WORD.finditer(line):
             rest = line[match.end() :]
             if rest.lstrip().startswith(("-", "=")) and rest.lstrip()[:2] != "--":
                 continue
