@@ -70,8 +70,6 @@ class HubRepoId(ArgType):
 
 
 hub_license = HubLicense()
-
-
 hub_repo_id = HubRepoId()
 
 

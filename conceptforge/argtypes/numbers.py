@@ -128,45 +128,21 @@ class FloatRange(ArgType):
 
 
 positive_int = IntRange(1, name="positive_int")
-
-
 non_negative_int = IntRange(0, name="non_negative_int")
-
-
 port = IntRange(0, 65535, name="port")
-
-
 seed = IntRange(0, 2**32 - 1, name="seed")  # numpy's seed range; torch takes the same
-
-
 positive_float = FloatRange(0.0, min_inclusive=False, name="positive_float")
-
-
 #: A measured time per image or step (the dry-run estimates): a day bounds any real measurement,
 #: and a typo (``1e300``) used to print a 300-digit GPU-hours figure.
 seconds_measured = FloatRange(
     0.0, 86400.0, min_inclusive=False, name="seconds", bound_why="one day; a measured time per image or step"
 )
-
-
 non_negative_float = FloatRange(0.0, name="non_negative_float")
-
-
 finite_float = FloatRange(name="finite_float")
-
-
 unit_interval = FloatRange(0.0, 1.0, name="fraction in [0, 1]")
-
-
 open_unit_interval = FloatRange(0.0, 1.0, min_inclusive=False, max_inclusive=False, name="fraction in (0, 1)")
-
-
 fraction_below_one = FloatRange(0.0, 1.0, max_inclusive=False, name="fraction in [0, 1)")
-
-
 fraction_above_zero = FloatRange(0.0, 1.0, min_inclusive=False, name="fraction in (0, 1]")
-
-
 rating = FloatRange(1.0, 5.0, name="rating in [1, 5]")
 
 

@@ -273,26 +273,12 @@ class CreatableDir(ArgType):
 
 
 creatable_dir = CreatableDir()
-
-
 existing_file = PathType("file")
-
-
 existing_dir = PathType("dir")
-
-
 existing_path = PathType("any")
-
-
 output_file = PathType("output-file")
-
-
 output_dir = PathType("output-dir")
-
-
 output_location = PathType("output-dir", urls=True, as_str=True)  # a folder or an fsspec URL
-
-
 existing_location = PathType("dir", urls=True, as_str=True)  # a run folder or an fsspec URL
 
 
