@@ -96,7 +96,7 @@ def test_a_confident_no_model_is_ranked_by_its_log_probabilities(confident_no_se
     winner; the per-split accuracy is the share of rows whose true caption has the highest
     hand-computed log-probability, and rescoring the stored rows (through parquet) gives it again."""
     from conceptforge.loaders.binding.data import load_binding
-    from conceptforge.loaders.binding.tasks import check_binding_rows
+    from conceptforge.loaders.binding.task_rows import check_binding_rows
     from conceptforge.loaders.harness.registry import get_task
     from conceptforge.loaders.harness.runner import run_task
     from conceptforge.loaders.harness.samples import read_sample_rows, write_samples

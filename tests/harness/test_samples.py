@@ -129,7 +129,7 @@ def _rescoring_checks_values_and_recomputes_details(out: Path, tmp_path: Path) -
     import shutil
 
     from conceptforge.loaders.binding.scoring import error_breakdown
-    from conceptforge.loaders.binding.tasks import rows_as_split
+    from conceptforge.loaders.binding.task_rows import rows_as_split
 
     # a value its own scores contradict: one line, nothing written
     edited = tmp_path / "edited.samples"
