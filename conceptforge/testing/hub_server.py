@@ -17,11 +17,8 @@ reads   ``GET /api/{type}s/{repo}[/revision/{rev}]`` · ``GET .../refs`` · ``GE
         · ``POST .../paths-info/{rev}`` · ``GET .../commits/{rev}`` ·
         ``HEAD|GET /{prefix}{repo}/resolve/{rev}/{path}`` (with ``Range``)
 
-Storage is content-addressed, like the Hub's: every file body lives once under ``objects/<sha256>``;
-a commit is an immutable JSON manifest ``{path: sha256, size, lfs}`` with a git-style id; branches
-and tags are names for commit ids. A commit only becomes visible when its manifest is complete and
-the branch pointer is swapped under a lock, so readers never see half a commit -- the property the
-publishing code relies on.
+Storage (content-addressed objects, immutable commits, branches and tags) is :mod:`hub_store`;
+the checks of evaluation files are :mod:`hub_validation`.
 
 Failure injection for tests: :meth:`HubServer.fail_next` makes the next N calls of one route
 answer an HTTP error or drop the connection mid-request (a "network error").
@@ -43,13 +40,13 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-import yaml
+from conceptforge.testing.hub_store import HubError, HubStore, _entry, _folder
+from conceptforge.testing.hub_validation import _metadata_errors, _split_card_yaml
 
 logger = logging.getLogger(__name__)
 
@@ -70,12 +67,6 @@ LFS_SUFFIXES = (
     ".tar",
 )
 LFS_SIZE_THRESHOLD = 10 * 1024 * 1024
-DEFAULT_GITATTRIBUTES = (
-    "*.parquet filter=lfs diff=lfs merge=lfs -text\n"
-    "*.arrow filter=lfs diff=lfs merge=lfs -text\n"
-    "*.png filter=lfs diff=lfs merge=lfs -text\n"
-    "*.jpg filter=lfs diff=lfs merge=lfs -text\n"
-)
 COPY_CHUNK = 1024 * 1024
 ROUTES = (
     "create",
@@ -92,26 +83,6 @@ ROUTES = (
 )
 
 
-def git_blob_id(data: bytes) -> str:
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
-
-
-def lfs_pointer(sha256: str, size: int) -> bytes:
-    return f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n".encode()
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
-
-
-class HubError(Exception):
-    """An error answered as JSON with the Hub's ``X-Error-Code`` header."""
-
-    def __init__(self, status: int, message: str, code: str | None = None) -> None:
-        super().__init__(message)
-        self.status, self.message, self.code = status, message, code
-
-
 @dataclass
 class Failure:
     """``mode``: ``status`` (answer ``status``), ``disconnect`` (drop the connection before doing
@@ -120,299 +91,6 @@ class Failure:
     remaining: int
     status: int = 500
     mode: str = "status"
-
-
-class HubStore:
-    """Repositories on disk (see module docstring)."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = Path(root)
-        (self.root / "objects").mkdir(parents=True, exist_ok=True)
-        (self.root / "tmp").mkdir(parents=True, exist_ok=True)
-        self.lock = threading.RLock()
-
-    # -- objects ------------------------------------------------------------------------------
-    def object_path(self, sha256: str) -> Path:
-        return self.root / "objects" / sha256
-
-    def has_object(self, sha256: str, size: int | None = None) -> bool:
-        path = self.object_path(sha256)
-        return path.exists() and (size is None or path.stat().st_size == size)
-
-    def put_bytes(self, data: bytes) -> str:
-        digest = hashlib.sha256(data).hexdigest()
-        if not self.has_object(digest):
-            fd, tmp = tempfile.mkstemp(dir=self.root / "tmp")
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-            os.replace(tmp, self.object_path(digest))
-        return digest
-
-    # -- repos --------------------------------------------------------------------------------
-    def repo_dir(self, repo_type: str, repo_id: str) -> Path:
-        return self.root / "repos" / repo_type / repo_id
-
-    def load_state(self, repo_type: str, repo_id: str) -> dict[str, Any]:
-        path = self.repo_dir(repo_type, repo_id) / "state.json"
-        if not path.exists():
-            raise HubError(404, f"Repository {repo_id} not found", "RepoNotFound")
-        return json.loads(path.read_text())
-
-    def save_state(self, repo_type: str, repo_id: str, state: dict[str, Any]) -> None:
-        path = self.repo_dir(repo_type, repo_id) / "state.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(state, indent=1, sort_keys=True))
-        os.replace(tmp, path)
-
-    def load_commit(self, repo_type: str, repo_id: str, oid: str) -> dict[str, Any]:
-        return json.loads((self.repo_dir(repo_type, repo_id) / "commits" / f"{oid}.json").read_text())
-
-    def write_commit(self, repo_type: str, repo_id: str, commit: dict[str, Any]) -> str:
-        body = json.dumps(commit, sort_keys=True).encode()
-        oid = hashlib.sha1(b"commit %d\0" % len(body) + body).hexdigest()
-        commit = {**commit, "id": oid}
-        commits = self.repo_dir(repo_type, repo_id) / "commits"
-        commits.mkdir(parents=True, exist_ok=True)
-        (commits / f"{oid}.json").write_text(json.dumps(commit, indent=1, sort_keys=True))
-        return oid
-
-    def create_repo(self, repo_type: str, repo_id: str, private: bool) -> bool:
-        with self.lock:
-            directory = self.repo_dir(repo_type, repo_id)
-            if (directory / "state.json").exists():
-                return False
-            directory.mkdir(parents=True, exist_ok=True)
-            data = DEFAULT_GITATTRIBUTES.encode()
-            files = {".gitattributes": self._file_record(self.put_bytes(data), len(data), lfs=False)}
-            oid = self.write_commit(
-                repo_type,
-                repo_id,
-                {"parents": [], "title": "initial commit", "message": "", "date": _now(), "files": files},
-            )
-            self.save_state(
-                repo_type, repo_id, {"private": private, "branches": {"main": oid}, "tags": {}, "created": _now()}
-            )
-            return True
-
-    def _file_record(self, sha256: str, size: int, *, lfs: bool) -> dict[str, Any]:
-        if lfs:
-            blob = git_blob_id(lfs_pointer(sha256, size))
-        else:
-            blob = git_blob_id(self.object_path(sha256).read_bytes())
-        return {"sha256": sha256, "size": size, "lfs": lfs, "oid": blob}
-
-    def resolve(self, repo_type: str, repo_id: str, revision: str) -> str:
-        state = self.load_state(repo_type, repo_id)
-        revision = unquote(revision)
-        for prefix, table in (("refs/heads/", "branches"), ("refs/tags/", "tags")):
-            if revision.startswith(prefix) and revision[len(prefix) :] in state[table]:
-                revision = revision[len(prefix) :]
-        if revision in state["branches"]:
-            return state["branches"][revision]
-        if revision in state["tags"]:
-            return state["tags"][revision]["oid"]
-        commits = self.repo_dir(repo_type, repo_id) / "commits"
-        if re.fullmatch(r"[0-9a-f]{7,40}", revision):
-            matches = [p.stem for p in commits.glob(f"{revision}*.json")]
-            if len(matches) == 1:
-                return matches[0]
-        raise HubError(404, f"Invalid rev id: {revision}", "RevisionNotFound")
-
-    def commit(
-        self,
-        repo_type: str,
-        repo_id: str,
-        branch: str,
-        *,
-        header: dict[str, Any],
-        operations: list[tuple[str, dict[str, Any]]],
-        pull_request: bool = False,
-    ) -> str:
-        """Apply ``operations`` to ``branch`` atomically; returns the new commit id. With
-        ``pull_request`` the commit goes to a new ``refs/pr/N`` branch instead (``create_pr=1``)."""
-        with self.lock:
-            state = self.load_state(repo_type, repo_id)
-            if branch not in state["branches"]:
-                raise HubError(404, f"Invalid rev id: {branch}", "RevisionNotFound")
-            head = state["branches"][branch]
-            parent = header.get("parentCommit")
-            if parent and not head.startswith(parent):
-                raise HubError(412, f"A commit has happened since. Please refresh and try again. ({parent} != {head})")
-            files = dict(self.load_commit(repo_type, repo_id, head)["files"])
-            for key, value in operations:
-                path = value["path"]
-                if key == "file":
-                    data = (
-                        base64.b64decode(value["content"])
-                        if value.get("encoding") == "base64"
-                        else value["content"].encode()
-                    )
-                    problems = evaluation_file_problems(repo_type, path, data)
-                    if problems:  # the Hub flags these files ("YAML Metadata Error"); we refuse the commit
-                        raise HubError(400, "YAML Metadata Error: " + "; ".join(problems))
-                    files[path] = self._file_record(self.put_bytes(data), len(data), lfs=False)
-                elif key == "lfsFile":
-                    sha = value["oid"]
-                    if not self.has_object(sha):
-                        raise HubError(422, f"LFS object {sha} for {path} was never uploaded")
-                    files[path] = self._file_record(sha, self.object_path(sha).stat().st_size, lfs=True)
-                elif key == "deletedFile":
-                    if path not in files:
-                        raise HubError(404, f"A file with this name doesn't exist: {path}", "EntryNotFound")
-                    del files[path]
-                elif key == "deletedFolder":
-                    prefix = path.rstrip("/") + "/"
-                    for name in [name for name in files if name.startswith(prefix)]:
-                        del files[name]
-                else:
-                    raise HubError(400, f"unknown commit operation {key!r}")
-            oid = self.write_commit(
-                repo_type,
-                repo_id,
-                {
-                    "parents": [head],
-                    "title": header.get("summary", ""),
-                    "message": header.get("description", ""),
-                    "date": _now(),
-                    "files": files,
-                },
-            )
-            if pull_request:  # a pull request: a new refs/pr/N branch holds the commit, main is untouched
-                number = len(state.setdefault("pulls", {})) + 1
-                branch = f"refs/pr/{number}"
-                state["pulls"][str(number)] = {"branch": branch, "title": header.get("summary", "")}
-            state["branches"][branch] = oid  # the swap: readers see the old or the new commit, never half
-            self.save_state(repo_type, repo_id, state)
-            return oid
-
-    def create_tag(self, repo_type: str, repo_id: str, revision: str, tag: str, message: str) -> None:
-        with self.lock:
-            oid = self.resolve(repo_type, repo_id, revision)
-            state = self.load_state(repo_type, repo_id)
-            if tag in state["tags"]:
-                raise HubError(409, f"Tag {tag} already exists")
-            if tag in state["branches"]:
-                raise HubError(409, f"A branch named {tag} already exists")
-            state["tags"][tag] = {"oid": oid, "message": message}
-            self.save_state(repo_type, repo_id, state)
-
-    def delete_tag(self, repo_type: str, repo_id: str, tag: str) -> None:
-        with self.lock:
-            state = self.load_state(repo_type, repo_id)
-            if tag not in state["tags"]:
-                raise HubError(404, f"Tag {tag} not found", "RevisionNotFound")
-            del state["tags"][tag]
-            self.save_state(repo_type, repo_id, state)
-
-
-def _entry(path: str, record: dict[str, Any], commit: dict[str, Any] | None) -> dict[str, Any]:
-    entry: dict[str, Any] = {"type": "file", "oid": record["oid"], "size": record["size"], "path": path}
-    if record["lfs"]:
-        pointer = lfs_pointer(record["sha256"], record["size"])
-        entry["lfs"] = {"oid": record["sha256"], "size": record["size"], "pointerSize": len(pointer)}
-    if commit is not None:
-        entry["lastCommit"] = {"id": commit["id"], "title": commit["title"], "date": commit["date"]}
-    return entry
-
-
-def _folder(path: str, commit: dict[str, Any] | None) -> dict[str, Any]:
-    entry: dict[str, Any] = {
-        "type": "directory",
-        "oid": hashlib.sha1(path.encode()).hexdigest(),
-        "size": 0,
-        "path": path,
-    }
-    if commit is not None:
-        entry["lastCommit"] = {"id": commit["id"], "title": commit["title"], "date": commit["date"]}
-    return entry
-
-
-def _split_card_yaml(text: str) -> tuple[dict[str, Any] | None, str | None]:
-    """YAML header of a README: (data, error)."""
-    match = re.match(r"^---\s*\n(.*?)\n---\s*(\n|$)", text, re.DOTALL)
-    if not match:
-        return {}, None
-    try:
-        data = yaml.safe_load(match.group(1))
-    except yaml.YAMLError as error:
-        return None, f"Invalid YAML in README.md: {error}"
-    if data is None:
-        return {}, None
-    if not isinstance(data, dict):
-        return None, "README.md metadata must be a YAML mapping"
-    return data, None
-
-
-def evaluation_file_problems(repo_type: str, path: str, data: bytes) -> list[str]:
-    """What the Hub flags in a dataset's root ``eval.yaml`` or a model's ``.eval_results/*.yaml``
-    (:mod:`conceptforge.cards.hub_eval`, the documented schema); empty for any other file."""
-    from conceptforge.cards.hub_eval import (
-        EVAL_RESULTS_DIR,
-        EVAL_YAML,
-        eval_results_problems,
-        eval_yaml_problems,
-        parse_yaml,
-    )
-
-    if repo_type == "dataset" and path == EVAL_YAML:
-        check = eval_yaml_problems
-    elif repo_type == "model" and path.startswith(EVAL_RESULTS_DIR + "/") and path.endswith((".yaml", ".yml")):
-        check = lambda parsed: eval_results_problems(parsed, file=path)  # noqa: E731
-    else:
-        return []
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return [f"{path} is not UTF-8 text"]
-    parsed, problems = parse_yaml(text, file=path)
-    return problems or check(parsed)
-
-
-def _metadata_errors(data: dict[str, Any], repo_type: str) -> list[str]:
-    """What the Hub's metadata validation rejects (the subset our cards can get wrong).
-
-    The Hub answers ``POST /api/validate-yaml`` with 400 and the reasons when the README's
-    metadata is invalid: a license that is not a Hub license id, list-typed keys given as
-    something else, ``configs`` without ``config_name``/``data_files``, ``dataset_info`` entries
-    that do not name their config when there are several.
-    """
-    from conceptforge.cards.validate import HUB_LICENSES  # the Hub's published license ids
-
-    errors = []
-    licenses = data.get("license")
-    for license_id in licenses if isinstance(licenses, list) else [licenses] if licenses is not None else []:
-        if not isinstance(license_id, str) or license_id not in HUB_LICENSES:
-            errors.append(f'"license" must be one of the Hub license ids, got {license_id!r}')
-    for key in ("tags", "task_categories", "size_categories", "source_datasets", "language", "task_ids"):
-        value = data.get(key)
-        if value is not None and not (
-            isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))
-        ):
-            errors.append(f'"{key}" must be a string or a list of strings')
-    if repo_type == "dataset":
-        configs = data.get("configs")
-        if configs is not None:
-            if not isinstance(configs, list):
-                errors.append('"configs" must be a list')
-            else:
-                names = []
-                for config in configs:
-                    if not isinstance(config, dict) or not isinstance(config.get("config_name"), str):
-                        errors.append('"configs" entries need a "config_name" string')
-                        continue
-                    names.append(config["config_name"])
-                    files = config.get("data_files")
-                    if files is not None and not isinstance(files, (str, list)):
-                        errors.append(f'config {config["config_name"]!r}: "data_files" must be a string or a list')
-                if len(names) != len(set(names)):
-                    errors.append('"configs" names a config twice')
-        info = data.get("dataset_info")
-        if isinstance(info, list):
-            if len(info) > 1 and not all(isinstance(i, dict) and isinstance(i.get("config_name"), str) for i in info):
-                errors.append('"dataset_info" entries need a "config_name" when there are several')
-        elif info is not None and not isinstance(info, dict):
-            errors.append('"dataset_info" must be a mapping or a list of mappings')
-    return errors
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -14,7 +14,7 @@ from conceptforge.cards.hub_eval import (
     eval_yaml_problems,
 )
 from conceptforge.errors import InvalidArgumentError, PublishError
-from conceptforge.testing.hub_server import evaluation_file_problems
+from conceptforge.testing.hub_validation import evaluation_file_problems
 
 VALID = {"name": "B", "description": "d", "evaluation_framework": "mteb", "tasks": [{"id": "t", "split": "test"}]}
 
