@@ -31,3 +31,7 @@ class ArgType:
 
     def bad_examples(self, paths: Examples) -> list[str]:
         raise NotImplementedError
+
+    def __repr__(self) -> str:
+        # the type's name, as in argparse's messages (a ``Namespace`` or ``--help`` shows it so)
+        return self.__name__

@@ -69,9 +69,6 @@ class DeviceType(ArgType):
     def bad_examples(self, paths: Examples) -> list[str]:
         return ["tpu", "cuda:x", ""]
 
-    def __repr__(self) -> str:
-        return self.__name__
-
 
 device = DeviceType()
 device_name = DeviceType(check=False)  # checked when the model loads (a --dry-run needs no GPU)
@@ -100,9 +97,6 @@ class MaxMemory(ArgType):
 
     def bad_examples(self, paths: Examples) -> list[str]:
         return ["20GiB", "cpu=lots", "tpu=1GiB", "cpu=1GiB,cpu=2GiB", ""]
-
-    def __repr__(self) -> str:
-        return self.__name__
 
 
 max_memory = MaxMemory()
@@ -137,9 +131,6 @@ class DType(ArgType):
 
     def bad_examples(self, paths: Examples) -> list[str]:
         return ["float8", "half", ""]
-
-    def __repr__(self) -> str:
-        return self.__name__
 
 
 dtype = DType()

@@ -40,9 +40,6 @@ class HubLicense(ArgType):
     def bad_examples(self, paths: Examples) -> list[str]:
         return ["CC BY-NC 4.0", "not-a-license", "other", ""]
 
-    def __repr__(self) -> str:
-        return self.__name__
-
 
 class HubRepoId(ArgType):
     """A Hub repository id ``ORG/NAME``, checked before the work whose results go there."""
@@ -64,9 +61,6 @@ class HubRepoId(ArgType):
 
     def bad_examples(self, paths: Examples) -> list[str]:
         return ["not a repo!", "name-only", "org/name/extra", ""]
-
-    def __repr__(self) -> str:
-        return self.__name__
 
 
 hub_license = HubLicense()
@@ -111,9 +105,6 @@ class ModelSource(ArgType):
     def bad_examples(self, paths: Examples) -> list[str]:
         return [paths.missing, paths.file, "not a model!", ""]
 
-    def __repr__(self) -> str:
-        return self.__name__
-
 
 class FunctionRef(ArgType):
     """``package.module:function``, importable now (or one of ``words``, e.g. ``rules``).
@@ -150,9 +141,6 @@ class FunctionRef(ArgType):
 
     def bad_examples(self, paths: Examples) -> list[str]:
         return ["no-colon", "conceptforge_no_such_module:f", "os.path:no_such_function", ""]
-
-    def __repr__(self) -> str:
-        return self.__name__
 
 
 model_source = ModelSource()

@@ -77,9 +77,6 @@ class IntRange(ArgType):
             bad.append(str(int(self.good_example(paths)) + 1))
         return bad
 
-    def __repr__(self) -> str:
-        return self.__name__
-
 
 class FloatRange(ArgType):
     """A finite float within bounds; each bound is inclusive or exclusive."""
@@ -122,9 +119,6 @@ class FloatRange(ArgType):
         if self.maximum is not None:
             bad.append(f"{self.maximum:g}" if not self.max_inclusive else f"{self.maximum + 0.5:g}")
         return bad
-
-    def __repr__(self) -> str:
-        return self.__name__
 
 
 positive_int = IntRange(1, name="positive_int")
@@ -175,9 +169,6 @@ class ByteSize(ArgType):
     def bad_examples(self, paths: Examples) -> list[str]:
         return ["abc", "0MB", "-5MB", "MB", "nanGB", ""]
 
-    def __repr__(self) -> str:
-        return self.__name__
-
 
 class Resolution(ArgType):
     """``WIDTHxHEIGHT``, each at least ``minimum`` pixels; the value stays the text given."""
@@ -203,9 +194,6 @@ class Resolution(ArgType):
 
     def bad_examples(self, paths: Examples) -> list[str]:
         return ["abc", "320", "0x240", "-320x240", f"{self.minimum - 1}x240", f"320x{self.maximum + 1}", ""]
-
-    def __repr__(self) -> str:
-        return self.__name__
 
 
 class IntList(ArgType):
@@ -244,6 +232,3 @@ class IntList(ArgType):
         if self.maximum is not None:
             bad.append(f"{good},{self.maximum + 1}")
         return bad
-
-    def __repr__(self) -> str:
-        return self.__name__

@@ -210,9 +210,6 @@ class PathType(ArgType):
             return [paths.folder, paths.under_file, "", too_long, paths.missing + "-\udcff.json"]
         return [paths.file, paths.under_file, "", too_long, paths.missing + "-\udcff"]
 
-    def __repr__(self) -> str:
-        return self.__name__
-
 
 class CreatableDir(ArgType):
     """A folder that must exist or be creatable now, tried for real: its missing parts are made,
@@ -268,9 +265,6 @@ class CreatableDir(ArgType):
             bad.append("/proc/conceptforge-offload")
         return bad
 
-    def __repr__(self) -> str:
-        return self.__name__
-
 
 creatable_dir = CreatableDir()
 existing_file = PathType("file")
@@ -302,6 +296,3 @@ class RelativeName(ArgType):
 
     def bad_examples(self, paths: Examples) -> list[str]:
         return ["/abs/path", "../outside", ""]
-
-    def __repr__(self) -> str:
-        return self.__name__

@@ -35,9 +35,6 @@ class ListOf(ArgType):
         good = self.item.good_example(paths)
         return [f"{good},{bad}" for bad in self.item.bad_examples(paths) if bad and "," not in bad] + ["", ","]
 
-    def __repr__(self) -> str:
-        return self.__name__
-
 
 class Template(ArgType):
     """A ``str.format`` prompt template: only the ``allowed`` fields, each ``required`` one present.
@@ -76,9 +73,6 @@ class Template(ArgType):
             bad.append("no fields at all")
         return bad
 
-    def __repr__(self) -> str:
-        return self.__name__
-
 
 class Choice(ArgType):
     """One of a fixed set of names. Why a type (not just ``choices=``): the same check serves a
@@ -99,9 +93,6 @@ class Choice(ArgType):
     def bad_examples(self, paths: Examples) -> list[str]:
         return ["not-a-choice", ""]
 
-    def __repr__(self) -> str:
-        return self.__name__
-
 
 class StrList(ArgType):
     """Comma-separated names (at least one), as a tuple: ``models=csp,add``."""
@@ -120,9 +111,6 @@ class StrList(ArgType):
 
     def bad_examples(self, paths: Examples) -> list[str]:
         return ["", ","]
-
-    def __repr__(self) -> str:
-        return self.__name__
 
 
 class Optional(ArgType):
@@ -143,9 +131,6 @@ class Optional(ArgType):
 
     def bad_examples(self, paths: Examples) -> list[str]:
         return [bad for bad in self.inner.bad_examples(paths) if bad.strip().lower() not in self.words]
-
-    def __repr__(self) -> str:
-        return self.__name__
 
 
 class Flag(ArgType):
@@ -171,9 +156,6 @@ class Flag(ArgType):
 
     def bad_examples(self, paths: Examples) -> list[str]:
         return ["maybe", "2", ""]
-
-    def __repr__(self) -> str:
-        return self.__name__
 
 
 class Text(ArgType):
@@ -202,9 +184,6 @@ class Text(ArgType):
 
     def bad_examples(self, paths: Examples) -> list[str]:
         return ["a\x00b"] + ([] if self.multiline else ["two\nlines"]) + (["", "  "] if self.required else [])
-
-    def __repr__(self) -> str:
-        return self.__name__
 
 
 class ChoiceList(ArgType):
@@ -236,9 +215,6 @@ class ChoiceList(ArgType):
     def bad_examples(self, paths: Examples) -> list[str]:
         good = self.choices[0]
         return [f"{good},not-a-choice", f"{good},{good}", "", ","] + [f"{good},{name}" for name in self.refused]
-
-    def __repr__(self) -> str:
-        return self.__name__
 
 
 flag = Flag()
