@@ -105,12 +105,9 @@ def run_binding_by_answer(ctx: TaskContext, splits: dict[str, Any], config: str)
     metric is one choice among 5 candidates; five yes/no answers would tie whenever two say yes."""
     from conceptforge.loaders.harness.by_answer import (
         DEFAULT_MAX_NEW_TOKENS,
-        UNPARSED,
-        answer_columns,
         answer_scores,
+        ask_choices,
         binding_choice_items,
-        parse_choice,
-        render_choice_prompt,
     )
 
     questions = list(binding_choice_items(splits))
@@ -119,22 +116,13 @@ def run_binding_by_answer(ctx: TaskContext, splits: dict[str, Any], config: str)
 
     def score(positions: list[int]) -> list[dict[str, Any]]:
         asked = [questions[p] for p in positions]
-        answers = answerer.answer_text(
-            [q.image for q in asked],
-            [render_choice_prompt(q) for q in asked],
-            max_new_tokens=DEFAULT_MAX_NEW_TOKENS,
-            batch_size=ctx.batch_size,
-        )
         out = []
-        for position, question, answer in zip(positions, asked, answers):
+        replies = ask_choices(answerer, asked, batch_size=ctx.batch_size)
+        for position, question, answer in zip(positions, asked, replies):
             name, i = where[position]
-            letter = parse_choice(answer, question.letters, question.options)
-            index = question.index_of(letter)
-            scores = answer_scores(len(question.options), index, label_index=question.answer_index)
+            scores = answer_scores(len(question.options), answer.index, label_index=question.answer_index)
             (row,) = sample_rows("binding-clip", ctx.dataset.repo, splits[name].subset([i]), [scores])
-            row.update(answer_columns(answer, letter))
-            if letter is None:
-                row["prediction"] = UNPARSED
+            answer.mark(row)
             out.append(row)
         return out
 

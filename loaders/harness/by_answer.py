@@ -336,6 +336,39 @@ def answer_columns(answer: str, letter: str | None) -> dict[str, Any]:
     return {ANSWER_COLUMN: answer, PARSED_ANSWER_COLUMN: letter, PARSED_COLUMN: letter is not None}
 
 
+@dataclass(frozen=True)
+class ChoiceAnswer:
+    """A model's answer in words to one :class:`ChoiceItem`, its parsed letter and that letter's
+    option index (``None`` both when no letter could be read)."""
+
+    answer: str
+    letter: str | None
+    index: int | None
+
+    def mark(self, row: dict[str, Any]) -> None:
+        """Add the by-answer columns to a sample row; an unparsed answer predicts :data:`UNPARSED`."""
+        row.update(answer_columns(self.answer, self.letter))
+        if self.letter is None:
+            row["prediction"] = UNPARSED
+
+
+def ask_choices(answerer: Any, questions: Sequence[ChoiceItem], *, batch_size: int) -> list[ChoiceAnswer]:
+    """Each question asked in words (:func:`render_choice_prompt`, :data:`DEFAULT_MAX_NEW_TOKENS`)
+    and its letter parsed. Why one helper: every choose-by-answer task (SUB, binding) must ask and
+    parse the same way, or their unparsed counts would not compare."""
+    answers = answerer.answer_text(
+        [q.image for q in questions],
+        [render_choice_prompt(q) for q in questions],
+        max_new_tokens=DEFAULT_MAX_NEW_TOKENS,
+        batch_size=batch_size,
+    )
+    out = []
+    for question, answer in zip(questions, answers):
+        letter = parse_choice(answer, question.letters, question.options)
+        out.append(ChoiceAnswer(answer, letter, question.index_of(letter)))
+    return out
+
+
 def is_by_answer(rows: Sequence[Mapping[str, Any]]) -> bool:
     """Whether the rows were written by a by-answer protocol (their ``parsed`` flag is set)."""
     return any(row.get(PARSED_COLUMN) is not None for row in rows)

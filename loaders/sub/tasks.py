@@ -273,11 +273,7 @@ def run_sub_vlm(ctx: TaskContext) -> TaskOutcome:
             "cbm_min_classes": o["cbm_min_classes"],
         },
     )
-    s = report.summary
-    metrics = {
-        name: Metric(float(s[name]), None, int(s["n_s_minus" if "minus" in name else "n_s_plus"]))
-        for name in ("s_plus", "s_minus", "chance_s_plus", "chance_s_minus")
-    }
+    metrics = _s_metrics(report)
     rows = [row for d in done for row in d["rows"]]
     metrics.update(low_allowed_mass_metric(_one_row_per_image(rows), what="sub-vlm"))
     return TaskOutcome(
@@ -291,6 +287,15 @@ def run_sub_vlm(ctx: TaskContext) -> TaskOutcome:
     )
 
 
+def _s_metrics(report: Any) -> dict[str, Metric]:
+    """S+, S− and their chance levels from a SUB report's summary, each over its own count."""
+    s = report.summary
+    return {
+        name: Metric(float(s[name]), None, int(s["n_s_minus" if "minus" in name else "n_s_plus"]))
+        for name in ("s_plus", "s_minus", "chance_s_plus", "chance_s_minus")
+    }
+
+
 def run_sub_by_answer(ctx: TaskContext, cub: Any, items: list[Any]) -> TaskOutcome:
     """sub/choose-by-answer: the model answers SUB's question (``by_answer.render_choice_prompt``:
     the paper's question, the group's values and "Other", lettered) in words; the parsed letter is
@@ -298,11 +303,8 @@ def run_sub_by_answer(ctx: TaskContext, cub: Any, items: list[Any]) -> TaskOutco
     when it is not "that attribute"; an unparsed answer is wrong on both sides."""
     from conceptforge.loaders.harness.by_answer import (
         DEFAULT_MAX_NEW_TOKENS,
-        UNPARSED,
-        answer_columns,
         answer_scores,
-        parse_choice,
-        render_choice_prompt,
+        ask_choices,
         sub_choice_items,
     )
     from conceptforge.loaders.sub.scoring import build_report, score_vlm_predictions
@@ -313,23 +315,17 @@ def run_sub_by_answer(ctx: TaskContext, cub: Any, items: list[Any]) -> TaskOutco
 
     def score(positions: list[int]) -> list[dict[str, Any]]:
         asked = [questions[p] for p in positions]
-        answers = answerer.answer_text(
-            [q.image for q in asked],
-            [render_choice_prompt(q) for q in asked],
-            max_new_tokens=DEFAULT_MAX_NEW_TOKENS,
-            batch_size=ctx.batch_size,
-        )
         out = []
-        for position, question, answer in zip(positions, asked, answers):
+        replies = ask_choices(answerer, asked, batch_size=ctx.batch_size)
+        for position, question, answer in zip(positions, asked, replies):
             item = items[position]
-            letter = parse_choice(answer, question.letters, question.options)
-            index = question.index_of(letter)
+            index = answer.index
             key = None if index is None else question.option_keys[index]
             predicted = None if key in (None, "none") else key
             (result,) = score_vlm_predictions(
                 [item], [predicted], cub, s_minus=o["s_minus"], cbm_min_classes=o["cbm_min_classes"]
             )
-            if letter is None:  # unparsed: wrong on every side it is scored on
+            if answer.letter is None:  # unparsed: wrong on every side it is scored on
                 result = _wrong(result)
             rows = _rows(
                 "sub-vlm",
@@ -341,9 +337,7 @@ def run_sub_by_answer(ctx: TaskContext, cub: Any, items: list[Any]) -> TaskOutco
                 result,
             )
             for row in rows:
-                row.update(answer_columns(answer, letter))
-                if letter is None:
-                    row["prediction"] = UNPARSED
+                answer.mark(row)
             out.append({"rows": rows, "result": _result_json(result)})
         return out
 
@@ -366,11 +360,7 @@ def run_sub_by_answer(ctx: TaskContext, cub: Any, items: list[Any]) -> TaskOutco
             "cbm_min_classes": o["cbm_min_classes"],
         },
     )
-    s = report.summary
-    metrics = {
-        name: Metric(float(s[name]), None, int(s["n_s_minus" if "minus" in name else "n_s_plus"]))
-        for name in ("s_plus", "s_minus", "chance_s_plus", "chance_s_minus")
-    }
+    metrics = _s_metrics(report)
     rows = [row for d in done for row in d["rows"]]
     metrics.update(unparsed_metric(_one_row_per_image(rows)))
     unparsed = int(metrics["unparsed_answers"].value) if "unparsed_answers" in metrics else 0
