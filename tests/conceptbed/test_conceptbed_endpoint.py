@@ -9,27 +9,17 @@ import json
 import pytest
 
 from conceptforge.testing.logprob_server import LogprobServer
+from tests.conceptbed.ccd_helpers import generate_textual_inversion, yes_probability_by_hand
 
 
 def test_a_served_vlm_answers_the_composition_questions(
     tmp_path, tiny_sd, datasets_root, captions_file, write_spec, oracles, run_script
 ):
     import pyarrow.parquet as pq
-    import torch
-    from datasets import load_dataset
-    from transformers import AutoModelForImageTextToText, AutoProcessor
 
-    from conceptforge.generators.conceptbed.learners import LearnerConfig
-    from conceptforge.generators.conceptbed.spec import load_spec
-    from conceptforge.generators.conceptbed.stage import ConceptBedGenerator, GenerateOptions
     from conceptforge.testing.tiny_vlms import build_tiny_llava
 
-    spec_path = write_spec(tmp_path, datasets_root, ["beagle", "tabby"], captions_file)
-    out = tmp_path / "ti"
-    config = LearnerConfig(
-        learner="textual-inversion", model_id=str(tiny_sd), steps=1, num_inference_steps=2, resolution=32
-    )
-    ConceptBedGenerator(load_spec(spec_path), GenerateOptions(config=config, out=out, num_images=1)).run()
+    spec_path, out = generate_textual_inversion(tmp_path, tiny_sd, datasets_root, captions_file, write_spec)
     llava = build_tiny_llava(tmp_path / "llava", words=("Yes", "No"))
     results = tmp_path / "served.json"
     with LogprobServer(llava, name="tiny-llava") as running:
@@ -47,18 +37,9 @@ def test_a_served_vlm_answers_the_composition_questions(
     assert {r["source"] for r in vqa} == {"textual-inversion", "original"}
     # one generated image's answer by hand: P("Yes") after the chat prompt, from the local logits
     row = next(r for r in vqa if r["source"] == "textual-inversion")
-    composition = load_dataset(str(out))["composition"]
-    image = composition[[str(i) for i in composition["item_id"]].index(row["record_id"])]["image"]
-    processor = AutoProcessor.from_pretrained(llava, backend="pil")
-    model = AutoModelForImageTextToText.from_pretrained(llava).eval()
-    text = row["question"][:1].upper() + row["question"][1:] + " Please answer yes or no."
-    messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}]
-    prompt = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-    with torch.no_grad():
-        logits = model(**processor(images=image.convert("RGB"), text=prompt, return_tensors="pt")).logits[0, -1]
-    probs = torch.softmax(logits.double(), dim=-1)
-    assert row["scores"][0] == pytest.approx(float(probs[processor.tokenizer.convert_tokens_to_ids("Yes")]), rel=1e-4)
-    assert row["max_prob"] == pytest.approx(float(probs.max()), rel=1e-4)
+    yes, top = yes_probability_by_hand(llava, out, row)
+    assert row["scores"][0] == pytest.approx(yes, rel=1e-4)
+    assert row["max_prob"] == pytest.approx(top, rel=1e-4)
     code, _, err = run_script(
         "evaluate.py", "--from-predictions", str(tmp_path / "served.samples"), "--output", str(tmp_path / "again.json")
     )

@@ -23,6 +23,7 @@ from conceptforge.filters.conceptbed.oracle_training import (
 from conceptforge.filters.conceptbed.oracles import VQAOracle, load_concept_oracle, score_concepts
 from conceptforge.filters.conceptbed.scoring import oracle_concepts
 from conceptforge.testing.tiny_conceptbed import build_tiny_classifier
+from tests.conceptbed.ccd_helpers import generate_textual_inversion, yes_probability_by_hand
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -274,19 +275,12 @@ def test_a_generative_vlm_answers_the_composition_questions(
     import pyarrow.parquet as pq
     import torch
     from datasets import load_dataset
-    from transformers import AutoModelForImageTextToText, AutoProcessor
+    from transformers import AutoProcessor
 
-    from conceptforge.generators.conceptbed.learners import LearnerConfig
     from conceptforge.generators.conceptbed.spec import load_spec
-    from conceptforge.generators.conceptbed.stage import ConceptBedGenerator, GenerateOptions
     from conceptforge.testing.tiny_vlms import build_tiny_llava
 
-    spec_path = write_spec(tmp_path, datasets_root, ["beagle", "tabby"], captions_file)
-    out = tmp_path / "ti"
-    config = LearnerConfig(
-        learner="textual-inversion", model_id=str(tiny_sd), steps=1, num_inference_steps=2, resolution=32
-    )
-    ConceptBedGenerator(load_spec(spec_path), GenerateOptions(config=config, out=out, num_images=1)).run()
+    spec_path, out = generate_textual_inversion(tmp_path, tiny_sd, datasets_root, captions_file, write_spec)
     from conceptforge.testing.tiny_conceptbed import build_tiny_dino
     from conceptforge.testing.tiny_models import build_tiny_clip
 
@@ -307,18 +301,10 @@ def test_a_generative_vlm_answers_the_composition_questions(
     assert {r["source"] for r in vqa} == {"textual-inversion", "original"}
     # one generated image's answer by hand: P("Yes") after the chat prompt, from the logits
     row = next(r for r in vqa if r["source"] == "textual-inversion")
+    yes, top = yes_probability_by_hand(llava, out, row)
+    assert row["scores"][0] == pytest.approx(yes, rel=1e-5)
+    assert row["max_prob"] == pytest.approx(top, rel=1e-5)
     composition = load_dataset(str(out))["composition"]
-    image = composition[[str(i) for i in composition["item_id"]].index(row["record_id"])]["image"]
-    processor = AutoProcessor.from_pretrained(llava, backend="pil")
-    model = AutoModelForImageTextToText.from_pretrained(llava).eval()
-    text = row["question"][:1].upper() + row["question"][1:] + " Please answer yes or no."
-    messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}]
-    prompt = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-    with torch.no_grad():
-        logits = model(**processor(images=image.convert("RGB"), text=prompt, return_tensors="pt")).logits[0, -1]
-    probs = torch.softmax(logits.double(), dim=-1)
-    assert row["scores"][0] == pytest.approx(float(probs[processor.tokenizer.convert_tokens_to_ids("Yes")]), rel=1e-5)
-    assert row["max_prob"] == pytest.approx(float(probs.max()), rel=1e-5)
     # CLIPScore (Table 2) of a composition image and its caption: 2.5 * max(cos, 0), by hand
     from transformers import CLIPModel, CLIPProcessor, ViTModel
 
