@@ -6,6 +6,7 @@ import hashlib
 import io
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from datasets import ClassLabel, Features, List, Value
@@ -199,9 +200,16 @@ def load_with_plain_datasets(env: dict, repo_id: str, *revisions: str) -> dict:
 
 def binding_release(out):
     """A tiny binding release folder (cards, validity, two configs), for the publish and export tests."""
+    out, splits, _ = binding_release_with_metadata(out)
+    return out, splits
+
+
+def binding_release_with_metadata(out, train: Sequence[str] = ("blue cube", "gray sphere", "yellow cylinder")):
+    """:func:`binding_release` with the train split's compositions chosen (a gen composition there is a
+    leak), and its card metadata returned too."""
     labels = [f"{c} {s}" for c in COLOURS for s in SHAPES]
     splits = {
-        "train": single_object_rows(["blue cube", "gray sphere", "yellow cylinder"], 2, 1, labels),
+        "train": single_object_rows(list(train), 2, 1, labels),
         "val": single_object_rows(["brown cube"], 2, 2, labels),
         "gen": single_object_rows(["red cube"], 2, 3, labels),
     }
@@ -224,7 +232,7 @@ def binding_release(out):
         provenance={"generator": "tests.publish (tiny binding)", "seeds": {"run": 1}},
     )
     _write(out, splits, binding_features(), metadata)
-    return out, splits
+    return out, splits, metadata
 
 
 def sub_release(out, **overrides):
