@@ -264,6 +264,29 @@ def add_endpoint_flags(group: Any, *, prefix: str = "", budget: bool = True) -> 
     )
 
 
+def add_bootstrap_flags(group: Any, *, where: str, prefix: str = "") -> None:
+    """``--bootstrap-resamples``, ``--bootstrap-seed``: the leaderboard's intervals. One definition
+    for ``leaderboard`` and a sweep's leaderboard, so both resample alike by default."""
+    from conceptforge import argtypes as at
+
+    group.add_argument(
+        "--bootstrap-resamples",
+        dest=prefix + "bootstrap_resamples",
+        type=at.positive_int,
+        default=1000,
+        metavar="N",
+        help=f"bootstrap resamples per interval {where}",
+    )
+    group.add_argument(
+        "--bootstrap-seed",
+        dest=prefix + "bootstrap_seed",
+        type=at.seed,
+        default=0,
+        metavar="SEED",
+        help=f"seed of the bootstrap's PCG64 generator {where}",
+    )
+
+
 def endpoint_options(args: argparse.Namespace, prefix: str = "") -> Any:
     """The :class:`EndpointOptions` of the flags :func:`add_endpoint_flags` added."""
     from conceptforge.loaders.harness.endpoint_model import EndpointOptions

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from conceptforge import argtypes as at
-from conceptforge.commands.base import OneLineArgumentParser
+from conceptforge.commands.base import OneLineArgumentParser, add_bootstrap_flags
 
 HELP = (
     "compare models: one markdown table from several `conceptforge evaluate` results files (and an HTML page); "
@@ -62,20 +62,7 @@ def add_arguments(parser: OneLineArgumentParser) -> None:
         "breakdowns and every pair's paired differences (interval, exact McNemar/sign test); reads the "
         "per-sample files like --html",
     )
-    parser.add_argument(
-        "--bootstrap-resamples",
-        type=at.positive_int,
-        default=1000,
-        metavar="N",
-        help="bootstrap resamples per interval (--html, --json)",
-    )
-    parser.add_argument(
-        "--bootstrap-seed",
-        type=at.seed,
-        default=0,
-        metavar="SEED",
-        help="seed of the bootstrap's PCG64 generator (--html, --json)",
-    )
+    add_bootstrap_flags(parser, where="(--html, --json)")
     parser.add_check(_check_sources)
 
 

@@ -22,7 +22,7 @@ logger = logging.getLogger(__name__)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The sweep's own flags, on the ``evaluate`` parser beside ``--model/--tasks``."""
-    from conceptforge.commands.base import add_executor_arguments
+    from conceptforge.commands.base import add_bootstrap_flags, add_executor_arguments
 
     group = parser.add_argument_group("sweeps: many models x tasks (--models, --out)")
     group.add_argument(
@@ -48,22 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="print the sweep's items (id, model x task, needs gpu/cpu) and the sbatch arrays, then exit",
     )
-    group.add_argument(
-        "--bootstrap-resamples",
-        dest="eval_bootstrap_resamples",
-        type=at.positive_int,
-        default=1000,
-        metavar="N",
-        help="bootstrap resamples per interval of the sweep's leaderboard (HTML, JSON)",
-    )
-    group.add_argument(
-        "--bootstrap-seed",
-        dest="eval_bootstrap_seed",
-        type=at.seed,
-        default=0,
-        metavar="SEED",
-        help="seed of the leaderboard's bootstrap",
-    )
+    add_bootstrap_flags(group, where="of the sweep's leaderboard (HTML, JSON)", prefix="eval_")
     add_executor_arguments(parser)
 
 
