@@ -11,6 +11,12 @@ from pathlib import Path
 TINY_FLUX_ARGS = ["--resolution", "32", "--steps", "2", "--max-sequence-length", "16", "--device", "cpu"]
 TINY_FLUX_ARGS += ["--license", "cc-by-nc-4.0"]
 
+#: One TDG pair as the paper writes it (Appendix D): the reference bird with S+, and the guidance.
+TDG_PROMPTS = [
+    "A photo of a Blue Jay with black colored feathers on the crown of its head",
+    "A photo of a bird with black colored feathers on the crown of its head",
+]
+
 
 def write_candidate_spec(path: Path, birds=("Blue_Jay", "Cardinal"), attributes=None) -> Path:
     """A ``--candidate-spec`` file: by default two birds and two substitutions, four pairs."""

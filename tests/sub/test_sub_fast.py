@@ -20,14 +20,11 @@ import torch
 from conceptforge.commands import main as conceptforge
 from conceptforge.generators.sub.tdg import TDGParams, eta_schedule
 from tests.sub import test_sub_script as script
+from tests.sub.sub_helpers import TDG_PROMPTS
 
 _args = script._args
 candidate_spec = script.candidate_spec  # the fixture: two birds x two attributes
 
-PROMPTS = [
-    "A photo of a Blue Jay with black colored feathers on the crown of its head",
-    "A photo of a bird with black colored feathers on the crown of its head",
-]
 SIZE = dict(height=32, width=32, num_inference_steps=4)
 #: k = 1 with tmax 0.9 and tmin 0.2: over 4 steps (t = 1, 0.83, 0.67, 0.5 after FLUX's shift, about)
 #: the schedule gives eta 1 at the first step, fractions in between and 0 at the end once t < tmin
@@ -52,7 +49,7 @@ def _trace(flux, seed: int) -> tuple[list[tuple[float, bool, float]], torch.Tens
 
     with torch.no_grad():
         result = flux.denoise(
-            PROMPTS,
+            TDG_PROMPTS,
             seed=seed,
             eta=lambda t: eta_schedule(t, PARAMS.tmin, PARAMS.tmax, PARAMS.k),
             on_step=on_step,
@@ -93,7 +90,7 @@ def test_fused_qkv_projections_are_exact(tiny_flux, tiny_flux_dir):
         (plain_trace, plain), (fused_trace, latents) = _trace(tiny_flux, seed), _trace(fused, seed)
         assert torch.equal(plain, latents)
         assert fused_trace == plain_trace
-    request = [PairRequest(*PROMPTS, 5, PARAMS)]
+    request = [PairRequest(*TDG_PROMPTS, 5, PARAMS)]
     a = tiny_flux.generate_batch(request, mode="prompt-only", **SIZE)[0].reference
     b = fused.generate_batch(request, mode="prompt-only", **SIZE)[0].reference
     assert np.array_equal(np.asarray(a), np.asarray(b))
@@ -112,7 +109,7 @@ def test_vae_channels_last_decodes_the_same_image(tiny_flux, tiny_flux_dir):
         m for m in flux.pipe.vae.decoder.modules() if isinstance(m, torch.nn.Conv2d) and m.kernel_size != (1, 1)
     )
     assert conv.weight.is_contiguous(memory_format=torch.channels_last)
-    request = [PairRequest(*PROMPTS, 7, PARAMS)]
+    request = [PairRequest(*TDG_PROMPTS, 7, PARAMS)]
     a = tiny_flux.generate_batch(request, **SIZE)[0].reference
     b = flux.generate_batch(request, **SIZE)[0].reference
     # by hand: at most one grey level apart everywhere, so the MSE is at most 1 and the PSNR at

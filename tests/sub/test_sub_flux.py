@@ -6,23 +6,20 @@ import torch
 from conceptforge.errors import ConceptforgeError
 from conceptforge.generators.sub.flux_tdg import DEFAULT_MODEL, TDGFlux, resolve_device
 from conceptforge.generators.sub.tdg import TDGParams
+from tests.sub.sub_helpers import TDG_PROMPTS
 
-PROMPTS = [
-    "A photo of a Blue Jay with black colored feathers on the crown of its head",
-    "A photo of a bird with black colored feathers on the crown of its head",
-]
 SIZE = dict(height=32, width=32, num_inference_steps=4)
 
 
 def test_untied_loop_is_flux_pipeline_call_bit_for_bit(tiny_flux):
     """eta = 0 at every step reproduces FluxPipeline.__call__ on the batch exactly."""
     with torch.no_grad():
-        ours = tiny_flux.denoise(PROMPTS, seed=5, eta=lambda t: 0.0, **SIZE)
-        untied = tiny_flux.denoise(PROMPTS, seed=5, eta=None, **SIZE)
+        ours = tiny_flux.denoise(TDG_PROMPTS, seed=5, eta=lambda t: 0.0, **SIZE)
+        untied = tiny_flux.denoise(TDG_PROMPTS, seed=5, eta=None, **SIZE)
     noise, _ = tiny_flux.initial_noise(5, 32, 32, torch.float32)
     pipe = tiny_flux.pipe
     reference = pipe(
-        PROMPTS,
+        TDG_PROMPTS,
         latents=noise.repeat(2, 1, 1),
         output_type="latent",
         guidance_scale=3.5,
@@ -44,7 +41,7 @@ def test_eta_one_makes_r_and_g_identical_at_every_step(tiny_flux):
         assert torch.equal(latents[0], latents[1])
 
     with torch.no_grad():
-        result = tiny_flux.denoise(PROMPTS, seed=1, eta=lambda t: 1.0, on_step=on_step, **SIZE)
+        result = tiny_flux.denoise(TDG_PROMPTS, seed=1, eta=lambda t: 1.0, on_step=on_step, **SIZE)
     assert seen == [0, 1, 2, 3] and result.etas == [1.0] * 4
 
 
@@ -59,7 +56,7 @@ def test_tdg_schedule_ties_early_and_frees_late(tiny_flux):
 
     with torch.no_grad():
         tiny_flux.denoise(
-            PROMPTS,
+            TDG_PROMPTS,
             seed=2,
             eta=lambda t: eta_schedule(t, params.tmin, params.tmax, params.k),
             on_step=on_step,
@@ -75,14 +72,16 @@ def test_tdg_schedule_ties_early_and_frees_late(tiny_flux):
 
 def test_generate_modes(tiny_flux):
     tdg = tiny_flux.generate(
-        prompt_reference=PROMPTS[0], prompt_guidance=PROMPTS[1], seed=3, return_guidance=True, **SIZE
+        prompt_reference=TDG_PROMPTS[0], prompt_guidance=TDG_PROMPTS[1], seed=3, return_guidance=True, **SIZE
     )
-    again = tiny_flux.generate(prompt_reference=PROMPTS[0], prompt_guidance=PROMPTS[1], seed=3, **SIZE)
+    again = tiny_flux.generate(prompt_reference=TDG_PROMPTS[0], prompt_guidance=TDG_PROMPTS[1], seed=3, **SIZE)
     assert tdg.reference.size == (32, 32) and tdg.guidance is not None and again.guidance is None
     assert tdg.reference.tobytes() == again.reference.tobytes()  # deterministic
-    baseline = tiny_flux.generate(prompt_reference=PROMPTS[0], prompt_guidance=None, seed=3, mode="prompt-only", **SIZE)
+    baseline = tiny_flux.generate(
+        prompt_reference=TDG_PROMPTS[0], prompt_guidance=None, seed=3, mode="prompt-only", **SIZE
+    )
     with torch.no_grad():
-        alone = tiny_flux.denoise(PROMPTS[:1], seed=3, **SIZE)
+        alone = tiny_flux.denoise(TDG_PROMPTS[:1], seed=3, **SIZE)
     assert baseline.reference.tobytes() == tiny_flux.decode(alone.latents, 32, 32)[0].tobytes()
     assert baseline.reference.tobytes() != tdg.reference.tobytes()
     with pytest.raises(ConceptforgeError, match="multiple of 4"):

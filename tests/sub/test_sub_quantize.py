@@ -25,14 +25,11 @@ from conceptforge.commands import main as conceptforge  # noqa: E402
 from conceptforge.errors import ConceptforgeError, DependencyMissingError, DeviceUnavailableError  # noqa: E402
 from conceptforge.generators.sub.tdg import TDGParams, eta_schedule  # noqa: E402
 from tests.sub import test_sub_script as script  # noqa: E402
+from tests.sub.sub_helpers import TDG_PROMPTS  # noqa: E402
 
 _args = script._args
 candidate_spec = script.candidate_spec  # the fixture: two birds x two attributes
 
-PROMPTS = [
-    "A photo of a Blue Jay with black colored feathers on the crown of its head",
-    "A photo of a bird with black colored feathers on the crown of its head",
-]
 SIZE = dict(height=32, width=32, num_inference_steps=8)
 #: The bound, and why: int8 weight-only quantisation is per output channel, symmetric: each
 #: weight moves by at most half a step, max|w_row| / 254 (0.4% of the row's largest weight; about
@@ -86,7 +83,7 @@ def _tie_trace(flux, seed: int, params: TDGParams) -> list[tuple[float, bool, fl
 
     with torch.no_grad():
         flux.denoise(
-            PROMPTS,
+            TDG_PROMPTS,
             seed=seed,
             eta=lambda t: eta_schedule(t, params.tmin, params.tmax, params.k),
             on_step=on_step,
@@ -111,7 +108,7 @@ def test_tie_stays_exact_and_images_stay_close(tiny_flux, quantized_flux):
         for eta, _, tied in quantized:
             assert tied >= eta - 1e-6
 
-    requests = [PairRequest(*PROMPTS, seed, params) for seed in range(4)]
+    requests = [PairRequest(*TDG_PROMPTS, seed, params) for seed in range(4)]
     plain = [tiny_flux.generate_batch([r], **SIZE)[0].reference for r in requests]
     quantized = [quantized_flux.generate_batch([r], **SIZE)[0].reference for r in requests]
     figures = [psnr(a, b) for a, b in zip(plain, quantized)]
