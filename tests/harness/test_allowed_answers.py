@@ -152,8 +152,8 @@ def test_a_confident_no_model_is_credited_by_its_ratios(confident_no_llava, tiny
     import torch
     from transformers import AutoProcessor
 
-    from conceptforge.loaders.binding.data import load_binding
     from conceptforge.loaders.binding.clip_task import match_scores
+    from conceptforge.loaders.binding.data import load_binding
     from conceptforge.loaders.binding.task_rows import check_binding_rows, sample_rows
     from conceptforge.loaders.harness.adapters.generative_vlm import VQASCORE_QUESTION
     from conceptforge.loaders.harness.embeddings import load_pil
