@@ -153,18 +153,23 @@ def filter_sub(
     *,
     shard: ShardSpec | Callable[[], ShardSpec] = ShardSpec(),
     max_images: int | None = None,
+    check_model: Callable[[], None] | None = None,
 ) -> tuple[RunReport, dict[str, Any] | None]:
     """Score this shard's missing candidates into ``out`` and assemble once all are scored.
 
     Returns the run report and, when this process assembled the dataset, its filter statistics.
     ``shard`` may be a zero-argument callable (``lambda: resolve_shard(n, i)``): it is resolved
     after the inputs are checked, so a bad input is reported before a launcher's environment.
+    ``check_model`` (the command line's: a mistyped folder, an uncached model offline) runs after
+    the inputs and the output are checked and before anything is written.
     """
     from conceptforge.filters.sub.pipeline import assemble_stats
 
     stage = build_stage(config, out=out)
     shard = shard() if callable(shard) else shard
     run = check_output(str(out), stage="sub/vqa-filter")  # one location object from here on
+    if check_model is not None:
+        check_model()
     report = run_stage(stage, run, shard=shard, max_items=max_images)
     if report.assembly is None or report.assembly.status != "assembled":
         return report, None

@@ -83,10 +83,11 @@ def test_held_out_labels_stay_in_their_split(demo_dir):
 
 
 def test_same_seed_gives_identical_bytes(demo_dir, tmp_path):
-    run_script("--dataset", "relational", "--out", str(tmp_path), *SMALL)
-    assert _data_bytes(tmp_path, "relational") == _data_bytes(demo_dir, "relational")
-    run_script("--dataset", "relational", "--out", str(tmp_path / "other"), "--seed", "1", *SMALL)
-    assert _data_bytes(tmp_path / "other", "relational") != _data_bytes(demo_dir, "relational")
+    same, other = tmp_path / "same", tmp_path / "other"  # side by side: an --out inside a run is refused
+    run_script("--dataset", "relational", "--out", str(same), *SMALL)
+    assert _data_bytes(same, "relational") == _data_bytes(demo_dir, "relational")
+    run_script("--dataset", "relational", "--out", str(other), "--seed", "1", *SMALL)
+    assert _data_bytes(other, "relational") != _data_bytes(demo_dir, "relational")
 
 
 def _start_two_object_run(out: Path, *options: str) -> subprocess.Popen:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+from pathlib import Path
 from typing import Any
 
 from conceptforge import argtypes as at
@@ -173,10 +174,19 @@ def run(args: argparse.Namespace) -> int:
     from conceptforge.external_errors import require_model
 
     local = getattr(args, "executor", "local") == "local"  # Ray workers load from their own disks
-    if local and not is_endpoint_spec(args.vqa_model):  # a mistyped folder, an uncached model offline: before --out
-        require_model(args.vqa_model, "--vqa-model")
+    # A mistyped folder or an uncached model offline, before --out is made. A resumed run (its
+    # store exists) is checked by the store first: a changed --vqa-model is "differs in: vqa_model",
+    # and a model that then fails to load leaves nothing new (settings bind with the first chunk).
+    resuming = "://" in str(args.out) or (Path(args.out) / ".work").exists()
+
+    def check_model() -> None:
+        if local and not resuming and not is_endpoint_spec(args.vqa_model):
+            require_model(args.vqa_model, "--vqa-model")
+
     with executor_for(args):
-        report, stats = filter_sub(config, args.out, shard=lambda: shard_of(args), max_images=args.max_images)
+        report, stats = filter_sub(
+            config, args.out, shard=lambda: shard_of(args), max_images=args.max_images, check_model=check_model
+        )
     if stats is None:
         scored = report.total_items - report.missing_items
         print(f"scored {scored} of {report.total_items} candidates; {report.message(str(args.out))}")
