@@ -141,11 +141,20 @@ def first_search_result(page, query: str) -> list[str]:
     """The links of the first page Material's search lists for ``query``: the page, then its
     matching sections, best first."""
     page.click("input.md-search__input")  # the header's search box (a wide window shows it)
-    page.keyboard.type(query)
+    page.fill("input.md-search__input", query)  # the whole query at once: one search, not one per key
     first = page.locator(".md-search-result__list > li.md-search-result__item").first
     first.wait_for(state="visible")
-    links = first.locator("a.md-search-result__link")
-    return [links.nth(i).get_attribute("href") for i in range(links.count())]
+    # read the list in one call (the search may re-render it between reads of single links), until
+    # two reads agree: the list the page settled on
+    read = "el => [...el.querySelectorAll('a.md-search-result__link')].map(a => a.getAttribute('href'))"
+    links = first.evaluate(read)
+    for _ in range(50):
+        page.wait_for_timeout(100)
+        again = page.locator(".md-search-result__list > li.md-search-result__item").first.evaluate(read)
+        if again == links:
+            break
+        links = again
+    return links
 
 
 def title(page) -> str:
