@@ -141,9 +141,16 @@ def first_search_result(page, query: str) -> list[str]:
     """The links of the first page Material's search lists for ``query``: the page, then its
     matching sections, best first."""
     page.click("input.md-search__input")  # the header's search box (a wide window shows it)
-    page.fill("input.md-search__input", query)  # the whole query at once: one search, not one per key
+    # a query typed before the search worker has built its index is never answered: wait until the
+    # results header no longer says "Initializing search" (slow on a loaded machine)
+    page.wait_for_function(
+        "() => { const m = document.querySelector('.md-search-result__meta');"
+        " return m !== null && m.textContent.trim() !== '' && !/initializ/i.test(m.textContent); }",
+        timeout=180_000,
+    )
+    page.keyboard.type(query)
     first = page.locator(".md-search-result__list > li.md-search-result__item").first
-    first.wait_for(state="visible")
+    first.wait_for(state="visible", timeout=180_000)
     # read the list in one call (the search may re-render it between reads of single links), until
     # two reads agree: the list the page settled on
     read = "el => [...el.querySelectorAll('a.md-search-result__link')].map(a => a.getAttribute('href'))"
