@@ -1,0 +1,155 @@
+"""Where a spec's concepts come from: a ``datasets`` dataset (on the Hub at a pinned revision, or
+local), or an ImageFolder (``<root>/<class>/<image>``).
+
+A method's spec embeds a :class:`DatasetSource` under ``source:``; :func:`open_source` returns
+the ``datasets.Dataset`` split it names. Paper readers (CUB, PACS, ImageNet, MIT-States) stay in
+their methods and appear in a spec as their own source kinds beside these.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import ConfigDict
+
+from conceptforge.errors import DataFormatError, DataNotFoundError, HubError
+from conceptforge.hub_ids import repo_id_problem
+from conceptforge.specs.validation import spec_error
+
+logger = logging.getLogger(__name__)
+
+IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".webp", ".gif", ".tif", ".tiff"})
+
+
+@dataclass(frozen=True)
+class DatasetSource:
+    """One dataset: exactly one of ``hub`` (with ``revision``), ``path`` or ``imagefolder``.
+
+    ``hub``: ``ORG/NAME`` read with ``datasets.load_dataset`` at ``revision`` (a tag or commit:
+    a benchmark must say which data it was made from). ``path``: a local dataset directory (the
+    Hub layout, parquet/csv/json files, or a ``save_to_disk`` folder). ``imagefolder``: a folder
+    of class folders of images; the class is the folder name.
+    """
+
+    __pydantic_config__: ClassVar = ConfigDict(extra="forbid")
+
+    hub: str | None = None
+    revision: str | None = None
+    path: str | None = None
+    imagefolder: str | None = None
+    config: str | None = None
+    split: str = "train"
+    image_column: str = "image"
+    class_column: str = "label"
+
+    def check(self, *, source: str = "", location: str = "source") -> None:
+        given = [name for name in ("hub", "path", "imagefolder") if getattr(self, name)]
+        if len(given) != 1:
+            raise spec_error(
+                location,
+                "give exactly one of hub (with revision), path or imagefolder"
+                + (f" (got {', '.join(given)})" if given else ""),
+                source=source,
+            )
+        if self.hub:
+            problem = repo_id_problem(self.hub)
+            if problem:
+                raise spec_error(f"{location}.hub", problem, source=source)
+            if not self.revision:
+                raise spec_error(
+                    f"{location}.revision",
+                    "a Hub source needs a pinned revision (a tag or commit); add e.g. 'revision: v1.0.0'",
+                    source=source,
+                )
+        elif self.revision:
+            raise spec_error(f"{location}.revision", "applies to a hub source only; remove it", source=source)
+        if self.imagefolder and self.config:
+            raise spec_error(f"{location}.config", "an imagefolder has no configs; remove it", source=source)
+
+    @property
+    def description(self) -> str:
+        """How the card names it: ``ORG/NAME@REV``, a local path, or ``imagefolder PATH``."""
+        if self.hub:
+            return f"{self.hub}@{self.revision}"
+        if self.imagefolder:
+            return f"imagefolder {self.imagefolder}"
+        return str(self.path)
+
+
+def resolve_path(text: str, base_dir: Path) -> Path:
+    """A spec's relative path is relative to the spec file's folder, not to the working directory."""
+    path = Path(text).expanduser()
+    return path if path.is_absolute() else base_dir / path
+
+
+def image_folder_classes(
+    root: Path, *, location: str = "source.imagefolder", source: str = ""
+) -> dict[str, list[Path]]:
+    """``class -> sorted image paths`` of an ImageFolder; a class folder without images is an error."""
+    if not root.is_dir():
+        raise DataNotFoundError(
+            f"{location}: no such folder {str(root)!r}; give the folder holding one folder per class"
+        )
+    classes: dict[str, list[Path]] = {}
+    for folder in sorted(child for child in root.iterdir() if child.is_dir() and not child.name.startswith(".")):
+        images = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+        if not images:
+            raise spec_error(
+                location,
+                f"class folder {folder.name!r} has no images ({', '.join(sorted(IMAGE_SUFFIXES))}); "
+                "add images or remove the folder",
+                source=source,
+            )
+        classes[folder.name] = images
+    if not classes:
+        raise spec_error(
+            location, f"{str(root)!r} has no class folders; lay it out as <root>/<class>/<image>", source=source
+        )
+    return classes
+
+
+def open_source(source: DatasetSource, *, base_dir: Path, spec_source: str = "") -> Any:
+    """The ``datasets.Dataset`` split a source names (images decoded lazily by ``datasets``)."""
+    import datasets
+
+    source.check(source=spec_source)
+    try:
+        if source.imagefolder:
+            root = resolve_path(source.imagefolder, base_dir)
+            image_folder_classes(root, source=spec_source)
+            loaded = datasets.load_dataset("imagefolder", data_dir=str(root), split=source.split)
+        elif source.path:
+            root = resolve_path(source.path, base_dir)
+            if not root.exists():
+                raise DataNotFoundError(f"source.path: no such dataset folder {str(root)!r}")
+            if (root / "state.json").is_file() or (root / "dataset_dict.json").is_file():
+                loaded = datasets.load_from_disk(str(root))
+                if isinstance(loaded, datasets.DatasetDict):
+                    if source.split not in loaded:
+                        raise DataNotFoundError(
+                            f"source.split: {str(root)!r} has no split {source.split!r} (splits: {', '.join(loaded)})"
+                        )
+                    loaded = loaded[source.split]
+            else:
+                loaded = datasets.load_dataset(str(root), source.config, split=source.split)
+        else:
+            loaded = datasets.load_dataset(source.hub, source.config, split=source.split, revision=source.revision)
+    except (DataNotFoundError, DataFormatError):
+        raise
+    except (ConnectionError, datasets.exceptions.DatasetNotFoundError) as error:  # type: ignore[attr-defined]
+        raise HubError(f"source: cannot read {source.description}: {str(error).splitlines()[0]}") from None
+    except (ValueError, OSError) as error:
+        text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise DataFormatError(f"source: cannot read {source.description}: {text}") from None
+    for column, field_name in ((source.image_column, "image_column"), (source.class_column, "class_column")):
+        if column not in loaded.column_names:
+            raise spec_error(
+                f"source.{field_name}",
+                f"{source.description} has no column {column!r} (columns: {', '.join(loaded.column_names)})",
+                source=spec_source,
+            )
+    logger.info("read %s: %d rows", source.description, len(loaded))
+    return loaded

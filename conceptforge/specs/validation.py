@@ -1,0 +1,87 @@
+"""Validating a spec's fields against its method's dataclass, with errors that name the field path.
+
+pydantic validates stdlib dataclasses (``TypeAdapter``) and reports each error's location as a
+tuple; we turn the first one into ``attributes[3].group: …``, which is what a user needs to find
+the line. Cross-field rules (an attribute in two groups, a pair naming an unknown class) are
+checked by the method after parsing and raised with :func:`spec_error`, in the same format.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cache
+from typing import Any, TypeVar
+
+from pydantic import TypeAdapter, ValidationError
+
+from conceptforge.errors import SpecError
+
+T = TypeVar("T")
+
+
+class SpecFieldError(SpecError):
+    """A field of a spec file has a wrong value; ``field_path`` is where (``attributes[3].group``)."""
+
+    def __init__(self, message: str, *, field_path: str = "", source: str = "") -> None:
+        self.field_path = field_path
+        self.source = source
+        prefix = ": ".join(part for part in (source, field_path) if part)
+        super().__init__(f"{prefix}: {message}" if prefix else message)
+
+
+def format_path(location: Sequence[str | int]) -> str:
+    """``("attributes", 3, "group")`` -> ``attributes[3].group``."""
+    text = ""
+    for part in location:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += f".{part}" if text else str(part)
+    return text
+
+
+def spec_error(field_path: str | Sequence[str | int], message: str, *, source: str = "") -> SpecFieldError:
+    """The error for a cross-field rule, in the same ``path: message`` shape as a type error."""
+    path = field_path if isinstance(field_path, str) else format_path(field_path)
+    return SpecFieldError(message, field_path=path, source=source)
+
+
+@cache
+def _adapter(cls: type) -> TypeAdapter:
+    return TypeAdapter(cls)
+
+
+def _message(error: dict[str, Any]) -> str:
+    kind = error.get("type", "")
+    if kind in ("extra_forbidden", "unexpected_keyword_argument"):
+        return "unknown field; remove it or check its spelling (conceptforge spec schema METHOD lists the fields)"
+    if kind == "missing":
+        return "is required; add it"
+    text = str(error.get("msg", "invalid value"))
+    text = text.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    given = error.get("input")
+    if (
+        kind not in ("model_type", "dataclass_type")
+        and isinstance(given, (str, int, float, bool))
+        and len(repr(given)) < 60
+    ):
+        text = f"{text} (got {given!r})"
+    return text
+
+
+def parse_fields(cls: type[T], data: Any, *, source: str = "", location: Sequence[str | int] = ()) -> T:
+    """Validate ``data`` as ``cls`` (a dataclass whose config forbids extra fields); one line on error.
+
+    ``location`` prefixes the error's path when ``data`` is a part of a larger spec.
+    """
+    try:
+        return _adapter(cls).validate_python(data)
+    except ValidationError as error:
+        first = error.errors(include_url=False)[0]
+        path = format_path([*location, *first["loc"]])
+        raise SpecFieldError(_message(first), field_path=path or "(top level)", source=source) from None
+
+
+def json_schema_of(cls: type) -> dict[str, Any]:
+    """The JSON Schema pydantic derives from the dataclass (field docs become descriptions)."""
+    return _adapter(cls).json_schema()
