@@ -53,6 +53,14 @@ COMMANDS: dict[str, Entry] = {
     "annotate": Entry("conceptforge.commands.annotate", "human validation studies: serve, export, apply"),
     "assemble": Entry("conceptforge.commands.assemble", "write the dataset of a finished (sharded) run, exactly once"),
     "status": Entry("conceptforge.commands.status", "how far a run is: items done per stage and shard"),
+    "init": Entry(
+        "conceptforge.commands.init",
+        "write a starter benchmark spec from your dataset: conceptforge init METHOD --from SOURCE",
+    ),
+    "spec": Entry(
+        "conceptforge.commands.spec",
+        "benchmark specs: check a spec file, print a method's JSON Schema, list the built-in presets",
+    ),
 }
 
 #: Commands that may download models or datasets: the Hub is probed once before they start.
