@@ -52,15 +52,12 @@ def run(args: argparse.Namespace) -> int:
 def load_any_spec(file: Path | None = None, *, preset: str | None = None) -> Any:
     """A spec of whichever method it names, validated by that method's dataclass."""
     from conceptforge.commands.spec_methods import spec_class
-    from conceptforge.specs import load_benchmark_spec, preset_path, read_spec_file, spec_error
+    from conceptforge.specs import load_benchmark_spec, preset_path, read_spec_file
+    from conceptforge.specs.loading import check_envelope
 
     path = preset_path(preset) if preset is not None else Path(file)
     source = f"preset {preset}" if preset is not None else str(path)
-    method = read_spec_file(path).get("method")
-    if method is None:
-        raise spec_error("method", f"is required; add 'method: ' and one of {', '.join(METHODS)}", source=source)
-    if not isinstance(method, str) or method not in METHODS:
-        raise spec_error("method", f"unknown method {method!r}; choose one of {', '.join(METHODS)}", source=source)
+    method = check_envelope(read_spec_file(path), method=None, source=source)[0]
     cls = spec_class(method)
     if preset is not None:
         return load_benchmark_spec(preset=preset, method=method, spec_cls=cls)
