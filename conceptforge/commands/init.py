@@ -117,7 +117,9 @@ def run(args: argparse.Namespace) -> int:
             handle.write(text)
         loaded = load_benchmark_spec(probe, method=args.method, spec_cls=cls)
     except SpecError as error:
-        raise SpecError(f"the {args.method} starter wrote a spec that does not load ({error}); please report it") from None
+        raise SpecError(
+            f"the {args.method} starter wrote a spec that does not load ({error}); please report it"
+        ) from None
     finally:
         Path(probe).unlink(missing_ok=True)
     atomic_write_bytes(out, text.encode("utf-8"))
