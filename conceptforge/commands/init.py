@@ -81,15 +81,16 @@ def check_source(source: str) -> None:
 
 
 def _source_for(source: str, out_dir: Path) -> str:
-    """A local source relative to the spec's folder, since a spec's paths resolve against it."""
+    """The source as the spec should name it: a spec's paths resolve against its own folder, so a
+    local source stays relative only when the spec is written in the working folder."""
     path = Path(source).expanduser()
-    if not path.exists() or path.is_absolute():
+    if not path.exists() or path.is_absolute() or out_dir.resolve() == Path.cwd().resolve():
         return source
-    return os.path.relpath(path.resolve(), out_dir.resolve())
+    return str(path.resolve())
 
 
 def run(args: argparse.Namespace) -> int:
-    from conceptforge.commands.spec_methods import spec_class, starter
+    from conceptforge.commands.spec_methods import RUN_COMMANDS, spec_class, starter
     from conceptforge.errors import InvalidArgumentError, SpecError
     from conceptforge.serialization import atomic_write_bytes
     from conceptforge.specs import load_benchmark_spec
@@ -126,5 +127,5 @@ def run(args: argparse.Namespace) -> int:
     logger.info("wrote %s (%s spec %r, sha256 %s)", out, args.method, loaded.name, loaded.sha256[:12])
     print(f"wrote {out}: a {args.method} spec {loaded.name!r} from {args.source}; read its comments, edit, then:")
     print(f"  conceptforge spec check {out}")
-    print(f"  conceptforge generate {args.method} --spec {out} --dry-run")
+    print(f"  {RUN_COMMANDS[args.method]} --spec {out} --dry-run")
     return 0

@@ -73,7 +73,9 @@ def _check(args: argparse.Namespace) -> int:
         print(f"  description: {' '.join(loaded.description.split())}")
     for line in summary_lines(loaded.spec):
         print(f"  {line}")
-    print(f"next: conceptforge generate {loaded.method} --spec {loaded.path} --dry-run")
+    from conceptforge.commands.spec_methods import RUN_COMMANDS
+
+    print(f"next: {RUN_COMMANDS[loaded.method]} --spec {loaded.path} --dry-run")
     return 0
 
 

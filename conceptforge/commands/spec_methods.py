@@ -29,6 +29,15 @@ STARTERS: dict[str, str] = {
     for method, target in SPEC_CLASSES.items()
 }
 
+#: method -> the command that makes its benchmark from ``--spec FILE`` (CompMap evaluates directly:
+#: it has no generation step), for the "next:" lines of ``spec check`` and ``init``.
+RUN_COMMANDS: dict[str, str] = {
+    "sub": "conceptforge generate sub",
+    "conceptbed": "conceptforge generate conceptbed",
+    "binding": "conceptforge generate binding",
+    "compmap": "conceptforge evaluate compmap",
+}
+
 
 def _import(target: str, *, method: str, what: str) -> Any:
     module_name, attribute = target.split(":", 1)

@@ -9,6 +9,7 @@ presets listing) is checked on a toy spec and on the files themselves.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -197,3 +198,15 @@ def test_each_preset_is_named_after_its_method():
         method = name.split("-", 1)[0]
         assert method in METHODS, name
         assert read_spec_file(preset_path(name)).get("method") == method, name
+
+
+def test_a_local_source_is_named_so_the_spec_finds_it(tmp_path, monkeypatch):
+    """Relative when the spec is written here (portable with its folder), absolute elsewhere."""
+    from conceptforge.commands.init import _source_for
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "specs").mkdir()
+    assert _source_for("data", Path(".")) == "data"
+    assert _source_for("data", tmp_path / "specs") == str(tmp_path / "data")
+    assert _source_for("org/cars@v1", tmp_path / "specs") == "org/cars@v1"
