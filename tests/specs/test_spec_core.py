@@ -518,3 +518,31 @@ def test_open_source_names_a_missing_split_of_an_image_folder(image_folder):
         open_source(
             DatasetSource(imagefolder=str(image_folder), split="test"), base_dir=image_folder, spec_source="s.yaml"
         )
+
+
+@dataclass(frozen=True)
+class UnionToy:
+    """Unions and keyed tables, where pydantic's locations hold more than the file's keys."""
+
+    __pydantic_config__: ClassVar = ConfigDict(extra="forbid")
+
+    size: float | str = 1.0
+    part: ToyGroup | list[str] | None = None
+    classes: dict[str, ToyGroup] | None = None
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        ({"size": [1]}, "size: Input should be a valid number"),  # not "size.float"
+        ({"part": {"question": "?"}}, "part.name: is required; add it"),  # not "part.ToyGroup.name"
+        ({"part": 3}, "part: Input should be a dictionary or an instance of ToyGroup"),
+        ({"classes": {"Blue Jay": {"nam": "x"}}}, 'classes["Blue Jay"].name: is required; add it'),
+        ({"classes": {"blue-jay": {"name": 4}}}, "classes.blue-jay.name: Input should be a valid string (got 4)"),
+        ({"classes": {"x": {"name": "x", "hue": 1}}}, "classes.x.hue: unknown field"),
+    ],
+)
+def test_a_path_names_only_keys_that_are_in_the_file(data, expected):
+    with pytest.raises(SpecFieldError) as caught:
+        parse_fields(UnionToy, data, source="u.yaml")
+    assert str(caught.value).startswith(f"u.yaml: {expected}"), str(caught.value)
