@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -21,7 +22,14 @@ from conceptforge.specs.validation import spec_error
 
 logger = logging.getLogger(__name__)
 
-IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".webp", ".gif", ".tif", ".tiff"})
+
+@cache
+def imagefolder_suffixes() -> frozenset[str]:
+    """The file suffixes ``datasets``' imagefolder loader reads: a class folder it would find
+    empty is refused here, before it silently drops the class."""
+    from datasets.packaged_modules.imagefolder.imagefolder import ImageFolder
+
+    return frozenset(suffix.lower() for suffix in ImageFolder.EXTENSIONS)
 
 
 @dataclass(frozen=True)
@@ -100,11 +108,11 @@ def image_folder_classes(
         )
     classes: dict[str, list[Path]] = {}
     for folder in sorted(child for child in root.iterdir() if child.is_dir() and not child.name.startswith(".")):
-        images = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+        images = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in imagefolder_suffixes())
         if not images:
             raise spec_error(
                 location,
-                f"class folder {folder.name!r} has no images ({', '.join(sorted(IMAGE_SUFFIXES))}); "
+                f"class folder {folder.name!r} has no images (.jpg, .png, … as datasets' imagefolder reads); "
                 "add images or remove the folder",
                 source=source,
             )
@@ -122,7 +130,9 @@ DATA_SUFFIXES = frozenset({".parquet", ".arrow", ".csv", ".tsv", ".json", ".json
 
 def _has_data_files(root: Path) -> bool:
     return any(
-        path.is_file() and path.suffix.lower() in DATA_SUFFIXES | IMAGE_SUFFIXES and not path.name.startswith(".")
+        path.is_file()
+        and path.suffix.lower() in DATA_SUFFIXES | imagefolder_suffixes()
+        and not path.name.startswith(".")
         for path in root.rglob("*")
     )
 
