@@ -65,7 +65,7 @@ COMMANDS: dict[str, Entry] = {
 
 #: Commands that may download models or datasets: the Hub is probed once before they start.
 #: ``publish`` is left out: it reports an unreachable Hub itself (a dry run says what it could not check).
-HUB_COMMANDS = {"generate", "filter", "select-candidates", "train-oracle", "evaluate"}
+HUB_COMMANDS = {"generate", "filter", "select-candidates", "train-oracle", "evaluate", "init"}
 
 DESCRIPTION = "Generate, filter, publish and evaluate concept-learning benchmarks (SUB, ConceptBed, CompMap, binding)."
 
@@ -117,9 +117,13 @@ def invoke(argv: Sequence[str]) -> int:
 
 def _needs_no_network(args: argparse.Namespace) -> bool:
     """Forms of a Hub command that load no model and no Hub dataset: the probe would only cost
-    them its 2 s (``evaluate --tasks list`` prints the registry; rescoring reads saved files)."""
+    them its 2 s (``evaluate --tasks list`` prints the registry; rescoring reads saved files;
+    ``init`` from a local folder or file reads only that)."""
+    import os
+
     return (
-        getattr(args, "eval_tasks", None) == "list"
+        (args.command == "init" and os.path.exists(os.path.expanduser(args.source)))  # a local source
+        or getattr(args, "eval_tasks", None) == "list"
         or bool(getattr(args, "eval_from_predictions", None))
         or bool(getattr(args, "from_scores", None))
     )
