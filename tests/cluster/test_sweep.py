@@ -1,7 +1,7 @@
 """Evaluation sweeps (``conceptforge evaluate --models``) on the real schedulers: 3 tiny CLIPs × 3
 tasks as a Slurm array from docs/cluster.md's script (one task cancelled with ``scancel``, one
 killed with SIGKILL, then what ``conceptforge status`` prints resubmitted) and on Ray; each
-publishes the bytes of one uninterrupted local sweep (docs/evaluation.md's command), assembled once.
+publishes the bytes of one uninterrupted local sweep (docs/evaluation-scale.md's command), assembled once.
 """
 
 from __future__ import annotations
@@ -53,9 +53,9 @@ def sweep_inputs(tmp_path_factory, tiny_clip_dir, single_object_dir, sub_dir, fa
     return models, str(fake_cub), extra
 
 
-def _evaluation_md_command(models: Path, cub: str, out: Path, extra: str, cache: Path) -> str:
-    blocks = [b for b in bash_blocks((REPO / "docs" / "evaluation.md").read_text()) if "--models models.txt" in b]
-    assert len(blocks) == 1, "docs/evaluation.md has no single sweep block"
+def _sweep_doc_command(models: Path, cub: str, out: Path, extra: str, cache: Path) -> str:
+    blocks = [b for b in bash_blocks((REPO / "docs" / "evaluation-scale.md").read_text()) if "--models models.txt" in b]
+    assert len(blocks) == 1, "docs/evaluation-scale.md has no single sweep block"
     text = blocks[0]
     for old, new in {
         "models.txt": str(models),
@@ -63,7 +63,7 @@ def _evaluation_md_command(models: Path, cub: str, out: Path, extra: str, cache:
         "--out sweep": f"--out {out}",
         DOC_TASKS: TASKS,
     }.items():
-        assert old in text, f"{old!r} is no longer in docs/evaluation.md's sweep:\n{blocks[0]}"
+        assert old in text, f"{old!r} is no longer in docs/evaluation-scale.md's sweep:\n{blocks[0]}"
         text = text.replace(old, new)
     return text.rstrip("\n") + f" {extra} --cache-dir {cache}\n"
 
@@ -75,10 +75,10 @@ def _run(script: str, *, extra_env: dict[str, str] | None = None) -> subprocess.
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory, sweep_inputs) -> dict[str, bytes]:
-    """One uninterrupted local sweep, run from docs/evaluation.md's command."""
+    """One uninterrupted local sweep, run from docs/evaluation-scale.md's command."""
     models, cub, extra = sweep_inputs
     root = tmp_path_factory.mktemp("sweep-ref")
-    result = _run(_evaluation_md_command(models, cub, root / "sweep", extra, root / "cache"))
+    result = _run(_sweep_doc_command(models, cub, root / "sweep", extra, root / "cache"))
     assert result.returncode == 0, result.stderr[-3000:]
     files = published(root / "sweep")
     names = sorted(files)
@@ -174,7 +174,7 @@ def test_ray_sweep_gives_the_bytes_of_the_local_sweep(tmp_path, sweep_inputs, re
     pytest.importorskip("ray", reason="Ray is not installed: pip install 'conceptforge[ray]'")
     models, cub, extra = sweep_inputs
     out = tmp_path / "sweep"
-    command = _evaluation_md_command(models, cub, out, extra, tmp_path / "cache").rstrip("\n") + " --executor ray\n"
+    command = _sweep_doc_command(models, cub, out, extra, tmp_path / "cache").rstrip("\n") + " --executor ray\n"
     result = _run(command, extra_env={"RAY_DISABLE_USAGE_STATS": "1"})
     assert result.returncode == 0, result.stderr[-3000:]
     assert published(out) == reference
