@@ -15,6 +15,7 @@ from PIL import Image
 
 from conceptforge.cards import DatasetMetadata, FilterStats, assemble_dataset_dir, collect_provenance, render_card
 from conceptforge.cards.grid import make_sample_grid, png_bytes
+from conceptforge.cards.validity import not_applicable, validity_report
 from conceptforge.generators.binding import repo as binding_repo
 from conceptforge.generators.binding.validity import binding_validity, config_validity
 from conceptforge.generators.sub.card import CARD_SECTIONS as SUB_SECTIONS
@@ -37,6 +38,28 @@ BIBTEX = """@inproceedings{bader2025sub,
   author = {Bader, Jessica and others},
   year = {2025}
 }"""
+
+
+def tiny_card_metadata(**fields) -> DatasetMetadata:
+    """The card metadata of a test that renders one card or Croissant file: the texts every card
+    needs, filled with words that say it is a test; ``fields`` add to them or replace them."""
+    return DatasetMetadata(
+        **{"license": "cc-by-4.0", "summary": "Tiny.", "uses": "Tests.", "annotations": "From the generator.", **fields}
+    )
+
+
+def tiny_repo_metadata(**fields) -> DatasetMetadata:
+    """The card metadata of a test release pushed to the local Hub (configs, push-results): every
+    section a release card must fill, and a validity report whose checks do not apply to it."""
+    not_here = not_applicable("a test repo")
+    texts = {
+        "uses": "Tests.",
+        "out_of_scope_use": "Anything else.",
+        "bias_risks_limitations": "Tiny.",
+        "annotations": "Computed from the generator.",
+        "validity": validity_report(blind_baselines=not_here, held_out=not_here, agreement=not_here),
+    }
+    return DatasetMetadata(**{**texts, **fields})
 
 
 def make_rows(n: int, variant: int):
