@@ -24,13 +24,15 @@ def eval_dest(flag: str) -> str:
     return "eval_" + IRREGULAR_DESTS.get(flag, flag.removeprefix("--").replace("-", "_"))
 
 
-def eval_flag_adder(group: Any) -> Callable[..., None]:
-    """``add(flag, **options)``: ``group.add_argument`` with the flag's :func:`eval_dest`."""
+def eval_flag_group(parser: argparse.ArgumentParser, title: str) -> tuple[Any, Callable[..., None]]:
+    """A new argument group of ``parser`` and ``add(flag, **options)``, its ``add_argument`` with
+    the flag's :func:`eval_dest`."""
+    group = parser.add_argument_group(title)
 
     def add(flag: str, **options: Any) -> None:
         group.add_argument(flag, dest=eval_dest(flag), **options)
 
-    return add
+    return group, add
 
 
 def first_given_flag(args: argparse.Namespace, flags: tuple[str, ...]) -> str | None:

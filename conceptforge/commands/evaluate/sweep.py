@@ -15,7 +15,7 @@ import logging
 import sys
 
 from conceptforge import argtypes as at
-from conceptforge.commands.evaluate.flags import eval_flag_adder, first_given_flag
+from conceptforge.commands.evaluate.flags import eval_flag_group, first_given_flag
 from conceptforge.errors import InvalidArgumentError
 
 logger = logging.getLogger(__name__)
@@ -25,8 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The sweep's own flags, on the ``evaluate`` parser beside ``--model/--tasks``."""
     from conceptforge.commands.base import add_bootstrap_flags, add_executor_arguments
 
-    group = parser.add_argument_group("sweeps: many models x tasks (--models, --out)")
-    add = eval_flag_adder(group)
+    group, add = eval_flag_group(parser, "sweeps: many models x tasks (--models, --out)")
     add(
         "--models",
         metavar="FILE_OR_LIST",
@@ -72,25 +71,31 @@ def check_flags(args: argparse.Namespace) -> None:
         raise InvalidArgumentError("--models needs --out DIR (the sweep's folder)")
 
 
+#: The sweep settings that are the value of the ``evaluate`` flag of the same name, as given.
+SETTINGS_AS_GIVEN = (
+    "tasks",
+    "device",
+    "batch_size",
+    "cache_dir",
+    "cub_dir",
+    "concepts",
+    "mit_states_dir",
+    "bootstrap_resamples",
+    "bootstrap_seed",
+)
+
+
 def config_from_args(args: argparse.Namespace):
     from conceptforge.loaders.sweep import SweepConfig, parse_models
 
     return SweepConfig(
         models=parse_models(args.eval_models),
-        tasks=args.eval_tasks,
         datasets=list(args.eval_datasets),
         revisions=list(args.eval_revisions),
         options=list(args.eval_options),
-        device=args.eval_device,
         dtype=None if args.eval_dtype == "auto" else args.eval_dtype,
-        batch_size=args.eval_batch_size,
-        cache_dir=args.eval_cache_dir,
-        cub_dir=args.eval_cub_dir,
-        concepts=args.eval_concepts,
-        mit_states_dir=args.eval_mit_states_dir,
         sample_cache=not args.eval_no_sample_cache,
-        bootstrap_resamples=args.eval_bootstrap_resamples,
-        bootstrap_seed=args.eval_bootstrap_seed,
+        **{name: getattr(args, f"eval_{name}") for name in SETTINGS_AS_GIVEN},
     )
 
 

@@ -19,15 +19,14 @@ from typing import Any
 
 from conceptforge import argtypes as at
 from conceptforge.commands.base import add_endpoint_flags, endpoint_options
-from conceptforge.commands.evaluate.flags import eval_flag_adder
+from conceptforge.commands.evaluate.flags import eval_flag_group
 from conceptforge.errors import ConceptforgeError, InvalidArgumentError
 
 logger = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("all benchmarks in one run (--model/--tasks)")
-    add = eval_flag_adder(group)
+    group, add = eval_flag_group(parser, "all benchmarks in one run (--model/--tasks)")
     add(
         "--model",
         help="model to evaluate: Hub id, local folder, CBM factory package.module:function, or a served model "
