@@ -212,7 +212,6 @@ def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--ray-address",
-        default=None,
         help="with --executor ray: the cluster to join (auto, ray://HOST:10001); default a local one via ray.init()",
     )
 
@@ -259,7 +258,6 @@ def add_endpoint_flags(group: Any, *, prefix: str = "", budget: bool = True) -> 
         "--max-requests",
         dest=prefix + "max_requests",
         type=at.non_negative_int,
-        default=None,
         help="served model: refuse, before it starts, a run that needs more uncached requests than this",
     )
 

@@ -24,14 +24,12 @@ def add_arguments(parser: OneLineArgumentParser) -> None:
     parser.add_argument(
         "--hub",
         type=at.hub_repo_id,
-        default=None,
         metavar="ORG/NAME",
         help="also fetch this benchmark dataset's leaderboard from the Hub and show it beside the results files: "
         "one row per source, model, task and protocol, marking the Hub's verified entries and this machine's",
     )
     parser.add_argument(
         "--revision",
-        default=None,
         metavar="R",
         help="with --hub: show only local results measured on this revision (tag, branch or commit) of the dataset",
     )
@@ -47,7 +45,6 @@ def add_arguments(parser: OneLineArgumentParser) -> None:
     parser.add_argument(
         "--html",
         type=at.output_file.as_text(),
-        default=None,
         metavar="PATH",
         help="also write a static HTML page: the table, each task's breakdowns with bootstrap intervals "
         "(charts embedded) and paired differences between models that share items; reads the "
@@ -56,7 +53,6 @@ def add_arguments(parser: OneLineArgumentParser) -> None:
     parser.add_argument(
         "--json",
         type=at.output_file.as_text(),
-        default=None,
         metavar="PATH",
         help="also write the numbers unrounded as JSON: the table, and per task and dataset each model's "
         "breakdowns and every pair's paired differences (interval, exact McNemar/sign test); reads the "

@@ -48,6 +48,18 @@ def tiny_card_metadata(**fields) -> DatasetMetadata:
     )
 
 
+def sub_like_metadata(pretty_name: str, summary: str, **fields) -> DatasetMetadata:
+    """The card metadata of a SUB-like test release: SUB's licence (CC BY-NC 4.0, as the paper's
+    data) and task category, with the release's own name, summary and ``fields``."""
+    return DatasetMetadata(
+        pretty_name=pretty_name,
+        license="cc-by-nc-4.0",
+        summary=summary,
+        task_categories=["image-classification"],
+        **fields,
+    )
+
+
 def tiny_repo_metadata(**fields) -> DatasetMetadata:
     """The card metadata of a test release pushed to the local Hub (configs, push-results): every
     section a release card must fill, and a validity report whose checks do not apply to it."""
@@ -108,11 +120,9 @@ def make_dataset(
     stats.add(kept=False, reason="answer is not S+", group="pair0", count=5)
     stats.add(kept=False, reason="below top 10%", group="pair1", count=7)
     argv = ["scripts/generate_test.py", "--seed", "3"] + (["--token", token] if token else [])
-    metadata = DatasetMetadata(
-        pretty_name="Publish test set",
-        license="cc-by-nc-4.0",
-        summary="Tiny synthetic shapes for the publishing tests.",
-        task_categories=["image-classification"],
+    metadata = sub_like_metadata(
+        "Publish test set",
+        "Tiny synthetic shapes for the publishing tests.",
         tags=["synthetic", "conceptforge"],
         citation=BIBTEX,
         paper_title="SUB: Benchmarking CBM Generalization via Synthetic Attribute Substitutions",
@@ -270,11 +280,9 @@ def sub_release(out, **overrides):
         **SUB_SECTIONS,
         **overrides,
     }
-    metadata = DatasetMetadata(
-        pretty_name="SUB (tiny)",
-        license="cc-by-nc-4.0",
-        summary="Tiny SUB release for the benchmark tests.",
-        task_categories=["image-classification"],
+    metadata = sub_like_metadata(
+        "SUB (tiny)",
+        "Tiny SUB release for the benchmark tests.",
         tags=["sub", "synthetic"],
         citation=SUB_CITATION,
         **fields,

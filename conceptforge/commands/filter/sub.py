@@ -70,7 +70,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--min-survivor-fraction",
         type=at.unit_interval,
-        default=None,
         help="drop a pair when fewer than this share answer S+ (default: --keep-fraction)",
     )
     parser.add_argument(
