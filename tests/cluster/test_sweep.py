@@ -17,22 +17,13 @@ from pathlib import Path
 import pytest
 
 from conceptforge.testing.slurm import HANG_GUARD
-from tests.cluster.conftest import BIN, JOB_ENV, REPO, adapt, bash_blocks, doc_script
+from tests.cluster.conftest import BIN, JOB_ENV, REPO, adapt, bash_blocks, doc_script, published
 
 #: The 3 × 3 sweeps run 9 evaluations and a leaderboard each: minutes on 2 shared cores.
 heavy = pytest.mark.heavy
 
 TASKS = "--tasks binding-clip,sub-vlm,binding-cdsm"
 DOC_TASKS = "--tasks sub-vlm,binding-clip,binding-cdsm"
-
-
-def published(out: Path) -> dict[str, bytes]:
-    """Every published file of a sweep folder (the item store under .work is not the result)."""
-    return {
-        str(p.relative_to(out)): p.read_bytes()
-        for p in sorted(out.rglob("*"))
-        if p.is_file() and ".work" not in p.relative_to(out).parts
-    }
 
 
 @pytest.fixture(scope="module")
