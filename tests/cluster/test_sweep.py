@@ -108,26 +108,31 @@ def _outputs(folder: Path) -> str:
     return "\n".join(p.read_text(errors="replace") for p in sorted(folder.glob("*.out")))
 
 
+def _sweep_job_script(jobs: Path, replacements: dict[str, str], *, append: str) -> Path:
+    """docs/cluster.md's sweep array script, made to run here (``replacements``, ``append``), written
+    as ``jobs/sweep.sh`` in a new ``jobs`` folder (the jobs' logs go there too)."""
+    jobs.mkdir()
+    script = jobs / "sweep.sh"
+    script.write_text(adapt(doc_script("--job-name=sweep\n"), replacements, append=append))
+    return script
+
+
 @heavy
 def test_slurm_sweep_cancelled_and_killed_items_resubmitted_as_status_prints(slurm, tmp_path, sweep_inputs, reference):
     models, cub, extra = sweep_inputs
     out, jobs = tmp_path / "sweep", tmp_path / "jobs"
-    jobs.mkdir()
-    script = jobs / "sweep.sh"
-    script.write_text(
-        adapt(
-            doc_script("--job-name=sweep\n"),
-            {
-                "--array=0-8": "--array=0-2",
-                "--mem=32G --time=04:00:00": "--mem=300M --time=10",  # 8 CPUs a task: one task at a time
-                "models.txt": str(models),
-                DOC_TASKS: TASKS,
-                '"$CUB_DIR"': cub,
-                "/shared/sweep": str(out),
-                "--num-shards 9": "--num-shards 3",
-            },
-            append=f"{extra} --cache-dir {tmp_path / 'cache'}",
-        )
+    script = _sweep_job_script(
+        jobs,
+        {
+            "--array=0-8": "--array=0-2",
+            "--mem=32G --time=04:00:00": "--mem=300M --time=10",  # 8 CPUs a task: one task at a time
+            "models.txt": str(models),
+            DOC_TASKS: TASKS,
+            '"$CUB_DIR"': cub,
+            "/shared/sweep": str(out),
+            "--num-shards 9": "--num-shards 3",
+        },
+        append=f"{extra} --cache-dir {tmp_path / 'cache'}",
     )
     job = slurm.sbatch(script, f"--output={jobs}/%A_%a.out", env=JOB_ENV, cwd=str(jobs))
     # task 2 waits for the node (each task takes its 8 CPUs): cancelled before it starts, like a
@@ -195,22 +200,18 @@ def small(tmp_path_factory, tiny_clip_dir, single_object_dir):
 def test_slurm_small_sweep_one_item_per_array_task(slurm, tmp_path, small):
     models, extra, expected = small
     out, jobs = tmp_path / "sweep", tmp_path / "jobs"
-    jobs.mkdir()
-    script = jobs / "sweep.sh"
-    script.write_text(
-        adapt(
-            doc_script("--job-name=sweep\n"),
-            {
-                "--array=0-8": "--array=0-1",
-                "--cpus-per-task=8 --mem=32G --time=04:00:00": "--cpus-per-task=1 --mem=300M --time=10",
-                "models.txt": str(models),
-                DOC_TASKS: "--tasks binding-clip",
-                '--cub-dir "$CUB_DIR" ': "",
-                "/shared/sweep": str(out),
-                "--num-shards 9": "--num-shards 2",
-            },
-            append=f"{extra} --cache-dir {tmp_path / 'cache'}",
-        )
+    script = _sweep_job_script(
+        jobs,
+        {
+            "--array=0-8": "--array=0-1",
+            "--cpus-per-task=8 --mem=32G --time=04:00:00": "--cpus-per-task=1 --mem=300M --time=10",
+            "models.txt": str(models),
+            DOC_TASKS: "--tasks binding-clip",
+            '--cub-dir "$CUB_DIR" ': "",
+            "/shared/sweep": str(out),
+            "--num-shards 9": "--num-shards 2",
+        },
+        append=f"{extra} --cache-dir {tmp_path / 'cache'}",
     )
     job = slurm.sbatch(script, f"--output={jobs}/%A_%a.out", env=JOB_ENV, cwd=str(jobs))
     states = slurm.wait(job)
