@@ -49,7 +49,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--output",
         type=at.output_file.as_text(),
-        default=None,
         help="JSON results file (default: compmap-<benchmark>.json)",
     )
     add_cache_and_device(parser, cache_help="embedding and activation cache (default: the shared embedding cache)")
