@@ -537,3 +537,39 @@ def test_device_cuda_without_a_gpu_is_still_one_line_for_a_local_model(tmp_path,
         "or pass --device cpu)"
     ]
     assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["evaluate", "sub", "--cub-dir", "CUB", "--dataset", "org/sub", "--model", "endpoint:m@http://127.0.0.1:9/v1"],
+        ["evaluate", "binding", "--dataset", "org/binding", "--clip-model", "endpoint:m@http://127.0.0.1:9/v1"],
+    ],
+    ids=["sub", "binding"],
+)
+def test_an_alias_says_device_does_not_apply_to_a_served_model(argv, tmp_path, capsys):
+    """The per-benchmark aliases check --device like `evaluate --tasks`: the flag that does not apply is
+    said, not the missing GPU (the alias's --device used to be checked while parsing)."""
+    (tmp_path / "CUB").mkdir()
+    argv = [str(tmp_path / part) if part == "CUB" else part for part in argv]
+    code = main([*argv, "--device", "cuda", "--output", str(tmp_path / "r.json")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert err.endswith(
+        "error: --device cuda does not apply to a served model (endpoint:m@http://127.0.0.1:9/v1): the server "
+        "runs it on its own device; drop it"
+    ), err
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_an_alias_with_a_local_model_still_says_the_gpu_is_missing(tmp_path, capsys, monkeypatch):
+    """…and with a model that runs here, the missing GPU is said before anything loads."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    (tmp_path / "CUB").mkdir()
+    argv = ["evaluate", "sub", "--cub-dir", str(tmp_path / "CUB"), "--dataset", "org/sub", "--model", "org/clip"]
+    code = main([*argv, "--device", "cuda", "--output", str(tmp_path / "r.json")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "--device cuda: no CUDA GPU is visible on this machine" in err, err
+    assert len(err.splitlines()) == 1 and not (tmp_path / "r.json").exists()

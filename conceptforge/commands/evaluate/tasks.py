@@ -335,12 +335,16 @@ def run_alias(
     ``TASK.NAME=VALUE`` texts): the one runner, the one results format (written when ``output``
     is given), and the benchmark's own tables printed (``brief``: only each table's first block).
     Returns each task's per-sample rows."""
+    from conceptforge.commands.base import refuse_device_for_endpoint
     from conceptforge.commands.evaluate.options import flag_name
     from conceptforge.loaders.evaluation import evaluate
     from conceptforge.loaders.harness.model_ref import resolve_model
     from conceptforge.loaders.harness.registry import select_tasks, set_option
     from conceptforge.loaders.harness.runner import run_tasks
 
+    # --device with a served model is a flag that does not apply, not a missing GPU: said first.
+    refuse_device_for_endpoint(getattr(settings, "device", None), model)
+    at.check_device(getattr(settings, "device", None))
     selections = select_tasks(tasks, datasets=list(datasets), options=list(options))
     for selection in selections:
         selection.split = split or selection.split
