@@ -105,8 +105,31 @@ def reproducible(monkeypatch, paper_data):
     monkeypatch.chdir(paper_data["root"])
 
 
+PRESETS = {"cub": "compmap-cub-paper", "mit-states": "compmap-mit-states-paper"}
+
+
 @pytest.mark.parametrize("benchmark", ["cub", "mit-states"])
 def test_paper_run_is_byte_identical_to_before(paper_data, benchmark, reproducible, capsys):
     found = run_paper(paper_data, benchmark, f"default-{benchmark}")
     capsys.readouterr()
     assert found == EXPECTED[benchmark]
+
+
+@pytest.mark.parametrize("benchmark", ["cub", "mit-states"])
+def test_paper_preset_is_byte_identical_to_before(paper_data, benchmark, reproducible, capsys):
+    """``--preset`` names the protocol (``--benchmark`` then agrees or is left out); the same files."""
+    found = run_paper(paper_data, benchmark, f"preset-{benchmark}", "--preset", PRESETS[benchmark])
+    capsys.readouterr()
+    assert found == EXPECTED[benchmark]
+
+
+def test_presets_hold_the_tasks_defaults():
+    """Each paper preset sets exactly the values the task runs with by default (no drift either way)."""
+    from conceptforge.loaders.compmap.benchmark import load_compmap_spec
+    from conceptforge.loaders.harness.registry import get_task
+
+    for preset in PRESETS.values():
+        spec = load_compmap_spec(preset=preset).spec
+        assert not spec.names_its_data  # the paper's folder comes from the command line
+        defaults = get_task(spec.task).option_defaults()
+        assert spec.task_options() == {name: defaults[name] for name in spec.task_options()}

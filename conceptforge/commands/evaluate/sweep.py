@@ -75,6 +75,8 @@ def check_flags(args: argparse.Namespace) -> None:
     ):
         if value:
             raise InvalidArgumentError(f"{flag} does not go with --models: a sweep writes DIR/results/<model>.json")
+    if getattr(args, "eval_compmap_spec", None):  # the sweep's items do not carry a spec (yet): refused, not ignored
+        raise InvalidArgumentError("--compmap-spec does not go with --models: evaluate each model with --model")
     for flag, value in (
         ("--device-map", getattr(args, "eval_device_map", None)),
         ("--max-memory", getattr(args, "eval_max_memory", None)),
