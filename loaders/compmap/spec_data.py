@@ -29,13 +29,33 @@ from conceptforge.engine.workitems import derive_seed
 from conceptforge.errors import DataFormatError, DataNotFoundError
 from conceptforge.loaders.compmap.benchmark import SPLITS, CzslSpec, FewShotSpec, LoadedSpec
 from conceptforge.loaders.compmap.mit_states import MitSample, MitStatesData, Pair, load_mit_states
-from conceptforge.specs import open_source, spec_error
+from conceptforge.specs import SpecFieldError, open_source, spec_error
 
 logger = logging.getLogger(__name__)
 
 
 def _source_name(loaded: LoadedSpec) -> str:
     return str(loaded.file.path) if loaded.file.preset is None else f"preset {loaded.file.preset}"
+
+
+def _open(source: Any, loaded: LoadedSpec, *, at: str, class_column: str | None = None) -> Any:
+    """The dataset of ``source`` (the spec's ``at.source``), its errors naming the full field path.
+    CZSL has no class column: ``class_column`` stands in (the attribute column) for the check."""
+    import dataclasses
+
+    spec_source = _source_name(loaded)
+    if class_column is not None:
+        source = dataclasses.replace(source, class_column=class_column)
+    try:
+        return open_source(source, base_dir=loaded.file.base_dir, spec_source=spec_source)
+    except SpecFieldError as error:
+        message = str(error).removeprefix(f"{spec_source}: ").removeprefix(f"{error.field_path}: ")
+        raise spec_error(f"{at}.{error.field_path}", message, source=spec_source) from None
+    except (DataNotFoundError, DataFormatError) as error:
+        text = str(error)
+        if text.startswith("source"):
+            raise type(error)(f"{spec_source}: {at}.{text}") from None
+        raise
 
 
 def _column_values(dataset: Any, column: str, *, at: str, spec_source: str) -> list[str]:
@@ -87,7 +107,7 @@ def czsl_data(loaded: LoadedSpec, *, folder: str | None = None) -> MitStatesData
 def _czsl_from_source(loaded: LoadedSpec, czsl: CzslSpec) -> MitStatesData:
     spec_source = _source_name(loaded)
     assert czsl.source is not None
-    dataset = open_source(czsl.source, base_dir=loaded.file.base_dir, spec_source=spec_source)
+    dataset = _open(czsl.source, loaded, at="czsl", class_column=czsl.attribute_column)
     attrs = _column_values(dataset, czsl.attribute_column, at="czsl.attribute_column", spec_source=spec_source)
     objs = _column_values(dataset, czsl.object_column, at="czsl.object_column", spec_source=spec_source)
     images, keys = _images(dataset, czsl.source.image_column)
@@ -262,7 +282,7 @@ def few_shot_table_data(loaded: LoadedSpec) -> ClassTableData:
     few = loaded.spec.few_shot
     assert few is not None and few.source is not None and few.attribute_table is not None
     spec_source = _source_name(loaded)
-    dataset = open_source(few.source, base_dir=loaded.file.base_dir, spec_source=spec_source)
+    dataset = _open(few.source, loaded, at="few_shot")
     classes = _column_values(
         dataset, few.source.class_column, at="few_shot.source.class_column", spec_source=spec_source
     )
