@@ -40,7 +40,8 @@ def _source_name(loaded: LoadedSpec) -> str:
 
 def _open(source: Any, loaded: LoadedSpec, *, at: str, class_column: str | None = None) -> Any:
     """The dataset of ``source`` (the spec's ``at.source``), its errors naming the full field path.
-    CZSL has no class column: ``class_column`` stands in (the attribute column) for the check."""
+    CZSL has no class column: ``class_column`` (the image column) stands in for the check; the
+    attribute and object columns are checked by :func:`_column_values`, naming their fields."""
     import dataclasses
 
     spec_source = _source_name(loaded)
@@ -107,7 +108,7 @@ def czsl_data(loaded: LoadedSpec, *, folder: str | None = None) -> MitStatesData
 def _czsl_from_source(loaded: LoadedSpec, czsl: CzslSpec) -> MitStatesData:
     spec_source = _source_name(loaded)
     assert czsl.source is not None
-    dataset = _open(czsl.source, loaded, at="czsl", class_column=czsl.attribute_column)
+    dataset = _open(czsl.source, loaded, at="czsl", class_column=czsl.source.image_column)
     attrs = _column_values(dataset, czsl.attribute_column, at="czsl.attribute_column", spec_source=spec_source)
     objs = _column_values(dataset, czsl.object_column, at="czsl.object_column", spec_source=spec_source)
     images, keys = _images(dataset, czsl.source.image_column)

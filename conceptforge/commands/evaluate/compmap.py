@@ -48,9 +48,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a CompMap benchmark spec (YAML/JSON): CZSL on your attribute-object pairs or n-way k-shot on your "
         "class x attribute table (docs/compmap.md, Your own CompMap data)",
     )
+    from conceptforge.specs import preset_names
+
     which.add_argument(
         "--preset",
         default=None,
+        choices=preset_names("compmap"),
         help="a built-in spec: compmap-cub-paper or compmap-mit-states-paper (the paper's setups, on --data-dir)",
     )
     parser.add_argument(
@@ -96,8 +99,9 @@ def run(args: argparse.Namespace) -> int:
     output = args.output or f"compmap-{stem}.json"
     from conceptforge.loaders.evaluation import check_output
 
-    check_output(output, samples=True)  # the results file is refused before the data and the model are read
     spec_file = str(spec.file.path) if spec is not None and spec.file.preset is None else None
+    if spec_file is None:
+        check_output(output, samples=True)  # the results file is refused before the data and the model are read
     if spec_file is not None and spec.spec.names_its_data and args.data_dir:
         raise InvalidArgumentError(f"--data-dir: the spec {spec_file} names its own data; drop --data-dir")
     if args.data_dir is None and (spec_file is None or not spec.spec.names_its_data):
@@ -110,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
         device=args.device, batch_size=args.batch_size, cache_dir=args.cache_dir, compmap_spec=spec_file, **folders
     )
     _check_data(args, options, spec if spec_file else None)  # the data is read before the model loads
+    if spec_file is not None:  # a bad spec or its data is said before anything is claimed or written
+        check_output(output, samples=True)
     if args.model_kind != "auto":
         from conceptforge.loaders.harness.model_ref import resolve_model
 
