@@ -86,6 +86,14 @@ def _spec_variant(spec: Any) -> str:
     return f", benchmark spec {spec.file.name}" if spec is not None else ""
 
 
+def _spec_details(spec: Any) -> dict[str, Any]:
+    """What a spec run's entry says about its benchmark: the spec as validated (its file's
+    mapping) and its fingerprint, so the results file tells what was evaluated without the file."""
+    if spec is None:
+        return {}
+    return {"benchmark_spec": {"name": spec.file.name, "sha256": spec.file.sha256, "spec": spec.file.raw}}
+
+
 def few_shot_inputs(ctx: TaskContext, spec: Any) -> tuple[Any, Any, list[Any], list[str], Any]:
     """(data, concept vocabulary, images the model reads, their cache keys, templates) of an
     n-way k-shot run: CUB (``--cub-dir`` or a spec's ``cub``) or a spec's class x attribute table."""
@@ -263,7 +271,7 @@ def run_compmap_cub(ctx: TaskContext) -> TaskOutcome:
         seeds=[options["seed"]],
         variant=f"activations by {ctx.capability or EMBED}, {options['protocol']} protocol, templates={templates.name}, "
         f"group softmax={'on' if group_softmax else 'off'}" + _spec_variant(spec),
-        details={"results": results},
+        details={"results": results, **_spec_details(spec)},
         table=cub_tables(results, model.name),
     )
 
@@ -432,7 +440,7 @@ def run_compmap_mit_states(ctx: TaskContext) -> TaskOutcome:
         f"templates={templates.name}, group softmax={'on' if group_softmax else 'off'}"
         + (", with Table 5/6 ablation rows" if options["ablations"] else "")
         + _spec_variant(spec),
-        details={"results": results},
+        details={"results": results, **_spec_details(spec)},
         table=mit_tables(results, model.name),
     )
 

@@ -104,6 +104,8 @@ def test_czsl_spec_end_to_end(own_data, monkeypatch, capsys):
     assert task["task"] == "compmap-mit-states" and task["dataset"]["repo"] == "czsl.yaml"
     assert "benchmark spec shapes-textures" in task["variant"] and "own 'a drawing of {}'" in task["variant"]
     assert task["options"]["epochs"] == 5 and task["options"]["world"] == "both"  # the spec's, and the flag's
+    carried = task["details"]["benchmark_spec"]  # the results say what was evaluated
+    assert carried["name"] == "shapes-textures" and carried["spec"]["czsl"]["attribute_column"] == "texture"
     # one sample row per test image (9), world (2) and row (oracle, prim, interv_full, interv_partial)
     import pyarrow.parquet as pq
 
@@ -143,3 +145,22 @@ def test_spec_of_the_other_protocol_is_refused(own_data, monkeypatch, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].endswith("its protocol runs as task compmap-cub; add it to --tasks")
     assert not (own_data["root"] / "x.json").exists()
+
+
+def test_dry_run_prints_the_plan_and_writes_nothing(own_data, monkeypatch, capsys):
+    """Counts by hand: 27 images (12/6/9), 3 + 3 concepts, so 27 x 6 = 162 image-concept pairs;
+    gadgets: 20 images x 4 attributes = 80 pairs."""
+    root = own_data["root"]
+    monkeypatch.chdir(root)
+    before = sorted(p.name for p in root.iterdir())
+    assert main(["evaluate", "compmap", "--spec", "czsl.yaml", "--dry-run", "--world", "both"]) == 0
+    out = capsys.readouterr().out
+    assert "pairs train/val/test 4/2/3 (seen 4, unseen 3)" in out and "images train/val/test 12/6/9" in out
+    assert "closed world 7 pairs, open world 9 pairs" in out
+    assert "27 images + 6 concept prompts (dual encoder), 162 image-concept pairs" in out
+    assert main(["evaluate", "compmap", "--spec", "few.yaml", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "classes 5, attributes 4 in 2 groups; images 20 (train 10, test 10)" in out
+    assert "settings: 2-way 1-shot, 3-way 1-shot, 4 episodes each (authors protocol); full shot 5-way" in out
+    assert "20 images + 4 concept prompts (dual encoder), 80 image-concept pairs" in out
+    assert sorted(p.name for p in root.iterdir()) == before

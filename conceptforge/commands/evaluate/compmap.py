@@ -75,6 +75,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="JSON results file (default: compmap-<benchmark>.json)",
     )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the plan (the data's classes, attributes or pairs, the settings, the forwards) and exit: "
+        "no model loads, nothing is written",
+    )
     add_cache_and_device(parser, cache_help="embedding and activation cache (default: the shared embedding cache)")
     parser.add_argument("--batch-size", type=at.positive_int, default=32)
     add_task_options(parser, tuple(COMPMAP_TASKS.values()))
@@ -100,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     from conceptforge.loaders.evaluation import check_output
 
     spec_file = str(spec.file.path) if spec is not None and spec.file.preset is None else None
-    if spec_file is None:
+    if spec_file is None and not args.dry_run:
         check_output(output, samples=True)  # the results file is refused before the data and the model are read
     if spec_file is not None and spec.spec.names_its_data and args.data_dir:
         raise InvalidArgumentError(f"--data-dir: the spec {spec_file} names its own data; drop --data-dir")
@@ -113,7 +119,13 @@ def run(args: argparse.Namespace) -> int:
     settings = RunSettings(
         device=args.device, batch_size=args.batch_size, cache_dir=args.cache_dir, compmap_spec=spec_file, **folders
     )
-    _check_data(args, options, spec if spec_file else None)  # the data is read before the model loads
+    data = _check_data(args, options, spec if spec_file else None)  # the data is read before the model loads
+    if args.dry_run:
+        from conceptforge.loaders.compmap.plan import czsl_plan, few_shot_plan
+
+        name = spec.file.name if spec is not None else args.dataset
+        print("\n".join((few_shot_plan if args.dataset == "cub" else czsl_plan)(name, data, options)))
+        return 0
     if spec_file is not None:  # a bad spec or its data is said before anything is claimed or written
         check_output(output, samples=True)
     if args.model_kind != "auto":
@@ -153,32 +165,27 @@ def _read_spec(args: argparse.Namespace):
     return spec
 
 
-def _check_data(args: argparse.Namespace, options: dict, spec) -> None:
-    """Read the data the run will use, so a missing file or column is one line before the model loads."""
+def _check_data(args: argparse.Namespace, options: dict, spec):
+    """Read the data the run will use, so a missing file or column is one line before the model
+    loads; returns it (``--dry-run`` plans from it)."""
     if args.dataset == "cub":
-        if spec is None:
-            from conceptforge.loaders.compmap.cub_arrays import cub_primitives
+        from conceptforge.loaders.compmap.cub_arrays import cub_primitives
 
-            cub_primitives(args.data_dir)
-            return
+        if spec is None:
+            return cub_primitives(args.data_dir)
         from conceptforge.loaders.compmap.tasks import check_spec_input
 
         check_spec_input("compmap-cub", {"compmap_spec": str(spec.file.path), "cub_dir": args.data_dir})
         few = spec.spec.few_shot
         if few.cub is not None:
-            from conceptforge.loaders.compmap.cub_arrays import cub_primitives
+            return cub_primitives(str(spec.resolve(few.cub.folder)) if few.cub.folder else args.data_dir)
+        from conceptforge.loaders.compmap.spec_data import few_shot_table_data
 
-            cub_primitives(str(spec.resolve(few.cub.folder)) if few.cub.folder else args.data_dir)
-        else:
-            from conceptforge.loaders.compmap.spec_data import few_shot_table_data
-
-            few_shot_table_data(spec)
-        return
+        return few_shot_table_data(spec)
     if spec is None:
         from conceptforge.loaders.compmap.mit_states import load_mit_states
 
-        load_mit_states(args.data_dir, split_dir=options["split_dir"], metadata=options["metadata"] or None)
-        return
+        return load_mit_states(args.data_dir, split_dir=options["split_dir"], metadata=options["metadata"] or None)
     from conceptforge.loaders.compmap.spec_data import czsl_data
 
-    czsl_data(spec, folder=args.data_dir)
+    return czsl_data(spec, folder=args.data_dir)
