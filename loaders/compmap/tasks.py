@@ -72,76 +72,6 @@ def _named(model: Any, name: str) -> Any:
     return dataclasses.replace(model, name=name) if name else model
 
 
-# ----------------------------------------------------------------------------------- specs
-def _spec_of(ctx: TaskContext) -> Any:
-    """The run's CompMap spec (``--compmap-spec`` / ``evaluate compmap --spec``), None: the paper's data."""
-    if not ctx.compmap_spec:
-        return None
-    from conceptforge.loaders.compmap.benchmark import load_compmap_spec
-
-    return load_compmap_spec(ctx.compmap_spec)
-
-
-def _spec_variant(spec: Any) -> str:
-    return f", benchmark spec {spec.file.name}" if spec is not None else ""
-
-
-def _spec_details(spec: Any) -> dict[str, Any]:
-    """What a spec run's entry says about its benchmark: the spec as validated (its file's
-    mapping) and its fingerprint, so the results file tells what was evaluated without the file."""
-    if spec is None:
-        return {}
-    return {"benchmark_spec": {"name": spec.file.name, "sha256": spec.file.sha256, "spec": spec.file.raw}}
-
-
-def few_shot_inputs(ctx: TaskContext, spec: Any) -> tuple[Any, Any, list[Any], list[str], Any]:
-    """(data, concept vocabulary, images the model reads, their cache keys, templates) of an
-    n-way k-shot run: CUB (``--cub-dir`` or a spec's ``cub``) or a spec's class x attribute table."""
-    from conceptforge.loaders.compmap.cub_arrays import cub_primitives
-    from conceptforge.loaders.compmap.pipeline import cub_vocabulary, table_vocabulary
-    from conceptforge.loaders.compmap.prompts import parse_templates, with_own_template
-    from conceptforge.loaders.compmap.spec_data import few_shot_table_data
-
-    templates = parse_templates(ctx.options["templates"])
-    if spec is None:
-        data = cub_primitives(ctx.cub_dir)
-        images = [str(p) for p in data.image_paths]
-        return data, cub_vocabulary(data, templates), images, images, templates
-    few = spec.spec.few_shot
-    templates = with_own_template(templates, few.template)
-    if few.cub is not None:
-        from conceptforge.cub import readable_attribute
-
-        folder = str(spec.resolve(few.cub.folder)) if few.cub.folder else ctx.cub_dir
-        if folder is None:
-            raise InvalidArgumentError(
-                "few_shot.cub.folder: the spec names no CUB folder; add 'folder: PATH' or pass it"
-            )
-        data = cub_primitives(folder)
-        images = [str(p) for p in data.image_paths]
-        readable = [readable_attribute(name) for name in data.attributes]
-        vocab = table_vocabulary(data.attributes, readable, data.groups, templates, phrase=few.attribute_phrase)
-        return data, vocab, images, images, templates
-    data = few_shot_table_data(spec)
-    readable = [data.readable(i) for i in range(len(data.attributes))]
-    vocab = table_vocabulary(data.attributes, readable, data.groups, templates, phrase=few.attribute_phrase)
-    return data, vocab, data.images, data.image_keys, templates
-
-
-def czsl_inputs(ctx: TaskContext, spec: Any) -> tuple[Any, Any]:
-    """(data, templates) of a CZSL run: MIT-States (``--mit-states-dir``) or a spec's pair data."""
-    from conceptforge.loaders.compmap.mit_states import load_mit_states
-    from conceptforge.loaders.compmap.prompts import parse_templates, with_own_template
-    from conceptforge.loaders.compmap.spec_data import czsl_data
-
-    options = ctx.options
-    templates = parse_templates(options["templates"])
-    if spec is None:
-        data = load_mit_states(ctx.mit_states_dir, split_dir=options["split_dir"], metadata=options["metadata"] or None)
-        return data, templates
-    return czsl_data(spec, folder=ctx.mit_states_dir), with_own_template(templates, spec.spec.czsl.template)
-
-
 # ----------------------------------------------------------------------------------- compmap-cub
 def cub_rows(keep: dict, results: dict, class_names: list[str], labels: Any) -> list[dict[str, Any]]:
     rows = []
@@ -223,9 +153,10 @@ def run_compmap_cub(ctx: TaskContext) -> TaskOutcome:
     from conceptforge.loaders.compmap.pipeline import activation_key, cached_tensor, session_vl_model
     from conceptforge.loaders.compmap.protocols import CubProtocol, evaluate_cub
     from conceptforge.loaders.compmap.report import cub_tables
+    from conceptforge.loaders.compmap.spec_run import few_shot_inputs, spec_details, spec_of, spec_variant
 
     options = ctx.options
-    spec = _spec_of(ctx)
+    spec = spec_of(ctx)
     data, vocab, images, keys, templates = few_shot_inputs(ctx, spec)
     model = _named(session_vl_model(ctx.session), options["name"])
     group_softmax = bool(options["group_softmax"])
@@ -270,8 +201,8 @@ def run_compmap_cub(ctx: TaskContext) -> TaskOutcome:
         metrics=metrics,
         seeds=[options["seed"]],
         variant=f"activations by {ctx.capability or EMBED}, {options['protocol']} protocol, templates={templates.name}, "
-        f"group softmax={'on' if group_softmax else 'off'}" + _spec_variant(spec),
-        details={"results": results, **_spec_details(spec)},
+        f"group softmax={'on' if group_softmax else 'off'}" + spec_variant(spec),
+        details={"results": results, **spec_details(spec)},
         table=cub_tables(results, model.name),
     )
 
@@ -380,9 +311,10 @@ def run_compmap_mit_states(ctx: TaskContext) -> TaskOutcome:
     )
     from conceptforge.loaders.compmap.protocols import MitProtocol, evaluate_mit_states
     from conceptforge.loaders.compmap.report import mit_tables
+    from conceptforge.loaders.compmap.spec_run import czsl_inputs, spec_details, spec_of, spec_variant
 
     options = ctx.options
-    spec = _spec_of(ctx)
+    spec = spec_of(ctx)
     data, templates = czsl_inputs(ctx, spec)
     vocab = mit_vocabulary(data, templates)
     model = _named(session_vl_model(ctx.session), options["name"])
@@ -439,8 +371,8 @@ def run_compmap_mit_states(ctx: TaskContext) -> TaskOutcome:
         f"targets={options['targets']}, "
         f"templates={templates.name}, group softmax={'on' if group_softmax else 'off'}"
         + (", with Table 5/6 ablation rows" if options["ablations"] else "")
-        + _spec_variant(spec),
-        details={"results": results, **_spec_details(spec)},
+        + spec_variant(spec),
+        details={"results": results, **spec_details(spec)},
         table=mit_tables(results, model.name),
     )
 
@@ -496,31 +428,10 @@ def check_mit_rows(rows: Sequence[dict[str, Any]], options: dict[str, Any]) -> s
     return None
 
 
-def check_spec_input(task: str, inputs: dict[str, Any]) -> None:
-    """Before any model loads: a run's CompMap spec is valid, runs ``task``'s protocol, and its
-    data is named (by the spec, or by the folder flag when the spec leaves it out)."""
-    if not inputs.get("compmap_spec"):
-        return
-    from conceptforge.loaders.compmap.benchmark import load_compmap_spec
-
-    spec = load_compmap_spec(inputs["compmap_spec"])
-    if spec.spec.task != task:
-        protocol = "czsl" if spec.spec.czsl is not None else "few_shot"
-        raise InvalidArgumentError(
-            f"{task}: the spec {inputs['compmap_spec']} is a {protocol} spec, run by task {spec.spec.task}; "
-            f"select {spec.spec.task}"
-        )
-    folder = "cub_dir" if task == "compmap-cub" else "mit_states_dir"
-    if not spec.spec.names_its_data and not inputs.get(folder):
-        layout = "few_shot.cub" if task == "compmap-cub" else "czsl.mit_states"
-        raise InvalidArgumentError(
-            f"{task}: the spec {inputs['compmap_spec']} names no data folder; add {layout}.folder or pass "
-            f"--{folder.replace('_', '-')}"
-        )
-
-
 def check_cub_options(options: dict[str, Any], *, model: Any, inputs: dict[str, Any]) -> None:
     """Before any model loads: the run's spec (if any) is an n-way k-shot spec with its data."""
+    from conceptforge.loaders.compmap.spec_run import check_spec_input
+
     check_spec_input("compmap-cub", inputs)
 
 
@@ -530,6 +441,7 @@ def check_mit_options(options: dict[str, Any], *, model: Any, inputs: dict[str, 
     embeddings) have a dual encoder to come from."""
     from pathlib import Path
 
+    from conceptforge.loaders.compmap.spec_run import check_spec_input
     from conceptforge.loaders.harness.task import provides
 
     check_spec_input("compmap-mit-states", inputs)

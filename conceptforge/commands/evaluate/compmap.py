@@ -173,7 +173,7 @@ def _check_data(args: argparse.Namespace, options: dict, spec):
 
         if spec is None:
             return cub_primitives(args.data_dir)
-        from conceptforge.loaders.compmap.tasks import check_spec_input
+        from conceptforge.loaders.compmap.spec_run import check_spec_input
 
         check_spec_input("compmap-cub", {"compmap_spec": str(spec.file.path), "cub_dir": args.data_dir})
         few = spec.spec.few_shot
