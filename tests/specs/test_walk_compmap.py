@@ -9,6 +9,7 @@ the installed script, and all of them do under ``-m heavy`` (a subprocess import
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 from conceptforge.commands import main
 from tests.specs.compmap_data import write_gadgets, write_shape_pairs
 
+LOG_LINE = re.compile(r"^\d\d:\d\d:\d\d (DEBUG|INFO|WARNING) ")
 HEAD = "method: compmap\nspec_version: 1\nname: bad\n"
 CZSL = "czsl:\n  source:\n    path: shapes\n  attribute_column: texture\n  object_column: shape\n"
 FEW = "few_shot:\n  source:\n    path: gadgets\n  attribute_table: gadgets.csv\n  split_column: split\n"
@@ -140,8 +142,10 @@ def _script(root: Path, name: str) -> subprocess.CompletedProcess:
 def _check_script(root: Path, name: str, expected: str) -> None:
     proc = _script(root, name)
     assert proc.returncode == 2, proc.stderr[-2000:]
-    lines = [line for line in proc.stderr.strip().splitlines() if not line.startswith("Warning")]
-    assert len(lines) == 1 and expected in lines[0], proc.stderr
+    # the command's progress log (``HH:MM:SS INFO …``, e.g. the rows read before a column is
+    # found missing) is not part of the error: the error is the one other line
+    lines = [line for line in proc.stderr.strip().splitlines() if not LOG_LINE.match(line)]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], proc.stderr
     _nothing_written(root, name)
 
 
