@@ -67,8 +67,8 @@ def by_answer_option(what: str) -> Option:
         BY_ANSWER_OPTION,
         False,
         argtypes.flag,
-        f"score the model's own words instead of its probabilities: {what} (docs/evaluation.md, "
-        "By-answer protocols; never on a leaderboard column with the probability protocols)",
+        f"score the model's own words instead of its probabilities: {what} (docs/evaluation-by-answer.md"
+        "; never on a leaderboard column with the probability protocols)",
     )
 
 
@@ -207,7 +207,7 @@ class Metric:
 
 @dataclass
 class TaskOutcome:
-    """What a task's ``run`` returns: the per-sample rows (``docs/evaluation.md``, samples) and
+    """What a task's ``run`` returns: the per-sample rows (``docs/evaluation-results.md``, samples) and
     what the benchmark reports beside its metrics. ``metrics`` are the protocol code's own
     numbers; the runner replaces them by ``Task.score(samples)`` after checking they agree."""
 

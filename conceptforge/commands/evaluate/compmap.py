@@ -72,7 +72,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--output",
         type=at.output_file.as_text(),
-        default=None,
         help="JSON results file (default: compmap-<benchmark>.json)",
     )
     parser.add_argument(
