@@ -10,7 +10,8 @@ Why the split rule is what it is (no split column): CZSL needs unseen pairs in b
 and test and seen pairs everywhere, as in the natural split of Purushwalkam et al. (2019). The
 listed unseen pairs go alternately to test and val (sorted, the first to test); each seen pair's
 images are shuffled with a seed of its own (so adding a pair moves no other pair's images) and
-``test_share`` / ``val_share`` of them go to test / val, at least one staying in training.
+``test_share`` / ``val_share`` of them go to test / val (rounded, at least one each while one
+stays in training).
 """
 
 from __future__ import annotations
@@ -170,13 +171,19 @@ def _rule_splits(rows: list[Pair], czsl: CzslSpec, *, spec_source: str) -> list[
     for pair, indices in sorted(by_pair.items()):
         rng = np.random.default_rng(derive_seed(czsl.split_seed, "czsl-split", *pair))
         order = [indices[i] for i in rng.permutation(len(indices))]
-        n_test = int(round(czsl.test_share * len(order)))
-        n_val = int(round(czsl.val_share * len(order)))
-        n_test = min(n_test, len(order) - 1)
-        n_val = min(n_val, len(order) - 1 - n_test)
+        n_test, n_val = _seen_counts(len(order), czsl.test_share, czsl.val_share)
         for rank, index in enumerate(order):
             out[index] = "test" if rank < n_test else "val" if rank < n_test + n_val else "train"
     return out
+
+
+def _seen_counts(n: int, test_share: float, val_share: float) -> tuple[int, int]:
+    """(test, val) images of a seen pair with ``n`` images: the shares, rounded, but at least one
+    each while one stays in training (val only when ``val_share`` > 0), so val and test both hold
+    seen pairs even when pairs have few images (generalized CZSL compares seen and unseen)."""
+    n_test = min(max(int(round(test_share * n)), 1), n - 1)
+    n_val = min(max(int(round(val_share * n)), 1 if val_share > 0 else 0), n - 1 - n_test)
+    return n_test, max(n_val, 0)
 
 
 # ----------------------------------------------------------------------------------- n-way k-shot

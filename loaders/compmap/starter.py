@@ -283,7 +283,7 @@ def _pair_dataset_spec(
         found += [
             "split: no split column, so a rule: the unseen pairs below (about 1 in 5, each attribute and object",
             "still seen in another pair) alternate between test and val; of every seen pair's images 20% go to",
-            "test and 10% to val, the rest to training (split_seed).",
+            "test and 10% to val (at least one each while one stays in training), the rest to training (split_seed).",
         ]
         lines_split = ["  split_column: null", "  unseen_pairs:"] + [
             f"    - {json.dumps(f'{a} {o}')}" for a, o in unseen

@@ -46,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=at.existing_file.as_text(),
         default=None,
         help="a CompMap benchmark spec (YAML/JSON): CZSL on your attribute-object pairs or n-way k-shot on your "
-        "class x attribute table (docs/compmap.md, Your own CompMap data)",
+        "class x attribute table (docs/compmap.md, Your own CompMap benchmark)",
     )
     from conceptforge.specs import preset_names
 

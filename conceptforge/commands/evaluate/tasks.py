@@ -61,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--compmap-spec",
         type=at.existing_file.as_text(),
         help="CompMap benchmark spec (compmap-cub: few_shot, compmap-mit-states: czsl): your own data and "
-        "protocol settings (docs/compmap.md, Your own CompMap data)",
+        "protocol settings (docs/compmap.md, Your own CompMap benchmark)",
     )
     add("--concepts", type=at.existing_file.as_text(), help="ConceptBed concept spec (conceptbed-ccd)")
     add(
