@@ -59,6 +59,8 @@ def check_flags(args: argparse.Namespace) -> None:
     single_model = ("--model", "--output", "--push-results", "--from-predictions", "--no-samples")
     if flag := first_given_flag(args, single_model):
         raise InvalidArgumentError(f"{flag} does not go with --models: a sweep writes DIR/results/<model>.json")
+    if getattr(args, "eval_compmap_spec", None):  # the sweep's items do not carry a spec (yet): refused, not ignored
+        raise InvalidArgumentError("--compmap-spec does not go with --models: evaluate each model with --model")
     # a sweep loads each model whole on its device: these flags would be silently ignored
     if flag := first_given_flag(args, ("--device-map", "--max-memory", "--offload-folder")):
         raise InvalidArgumentError(

@@ -57,6 +57,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=at.existing_dir.as_text(),
         help="MIT-States folder with images/ and compositional-split-natural/ (compmap-mit-states)",
     )
+    add(
+        "--compmap-spec",
+        type=at.existing_file.as_text(),
+        help="CompMap benchmark spec (compmap-cub: few_shot, compmap-mit-states: czsl): your own data and "
+        "protocol settings (docs/compmap.md, Your own CompMap benchmark)",
+    )
     add("--concepts", type=at.existing_file.as_text(), help="ConceptBed concept spec (conceptbed-ccd)")
     add(
         "--device",
@@ -236,8 +242,10 @@ def run(args: argparse.Namespace) -> int:
     if args.eval_from_predictions:
         if placement is not None:
             raise InvalidArgumentError("--from-predictions loads no model: drop --device-map")
-        if args.eval_model or args.eval_tasks:
-            raise InvalidArgumentError("--from-predictions rescores a samples folder: it takes no --model or --tasks")
+        if args.eval_model or args.eval_tasks or args.eval_compmap_spec:
+            raise InvalidArgumentError(
+                "--from-predictions rescores a samples folder: it takes no --model, --tasks or --compmap-spec"
+            )
         if args.eval_push:
             raise InvalidArgumentError("--from-predictions does not push: push the run it came from")
         # default beside the folder, never over the run's own results file: x.samples -> x.rescored.json
@@ -263,6 +271,8 @@ def run(args: argparse.Namespace) -> int:
     selections = select_tasks(
         args.eval_tasks, datasets=args.eval_datasets, revisions=args.eval_revisions, options=args.eval_options
     )
+    if args.eval_compmap_spec:
+        apply_compmap_spec(args.eval_compmap_spec, selections)
     if args.eval_dry_run:  # the bill before any weight loads: nothing written, no connection
         from conceptforge.loaders.harness.cost import dry_run_lines, resolve_offline
 
@@ -314,6 +324,25 @@ def run(args: argparse.Namespace) -> int:
         )
     process_group().close()  # every rank waits for rank 0's files, then leaves the group together
     return 0
+
+
+def apply_compmap_spec(spec_file: str, selections: list) -> None:
+    """``--compmap-spec FILE``: the spec is read now (a bad field is one line before anything
+    loads) and sets the options of the CompMap task that runs its protocol, under any
+    ``--task-option`` given for the same option (a given option wins, as over a default)."""
+    from conceptforge.loaders.compmap.benchmark import load_compmap_spec
+    from conceptforge.loaders.harness.registry import set_option
+
+    spec = load_compmap_spec(spec_file)
+    chosen = [selection for selection in selections if selection.task.name == spec.spec.task]
+    if not chosen:
+        raise InvalidArgumentError(
+            f"--compmap-spec {spec_file}: its protocol runs as task {spec.spec.task}; add it to --tasks"
+        )
+    for selection in chosen:
+        for name, value in spec.spec.task_options().items():
+            if name not in selection.given:
+                set_option(selection, name, value, where=f"{spec_file}: {name}")
 
 
 def run_alias(
