@@ -210,7 +210,7 @@ def _card_files(out: str, staging: Path) -> None:
         personal_data=PERSONAL_DATA,
     )
     splits = [s for _, _, stats, *_ in assembled for s in stats]
-    features = {config.dataset: binding_features(config.dataset) for config in configs}
+    features = {config.dataset: binding_features(config.dataset, config.own_vocabulary) for config in configs}
     grid = _grid({config.dataset: store for config, *_, store in assembled})
     if grid is not None:
         (staging / GRID_NAME).write_bytes(grid)
