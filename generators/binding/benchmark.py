@@ -42,17 +42,20 @@ class VocabularySpec:
 
     __pydantic_config__: ClassVar = ConfigDict(extra="forbid")
 
-    properties: str | None = Field(default=None, description="CLEVR properties.json (shapes, colors, materials, sizes)")
-    shape_dir: str | None = Field(default=None, description="folder of <ObjectName>.blend files, one object each")
-    material_dir: str | None = Field(default=None, description="folder of <Name>.blend files with a node group each")
-    shapes: dict[str, str] | None = Field(default=None, description="shape word -> Blender object name")
-    colors: dict[str, tuple[Channel, Channel, Channel]] | None = Field(
-        default=None, description="colour word -> sRGB 0-255"
+    properties: Annotated[str | None, Field(description="CLEVR properties.json (shapes, colors, materials, sizes)")] = (
+        None
     )
-    materials: dict[str, str] | None = Field(default=None, description="material word -> Blender material name")
-    sizes: dict[str, Annotated[float, Field(gt=0, le=2.0)]] | None = Field(
-        default=None, description="size word -> object radius (Blender units)"
-    )
+    shape_dir: Annotated[str | None, Field(description="folder of <ObjectName>.blend files, one object each")] = None
+    material_dir: Annotated[str | None, Field(description="folder of <Name>.blend files, a node group each")] = None
+    shapes: Annotated[dict[str, str] | None, Field(description="shape word -> Blender object name")] = None
+    colors: Annotated[
+        dict[str, tuple[Channel, Channel, Channel]] | None, Field(description="colour word -> sRGB 0-255")
+    ] = None
+    materials: Annotated[dict[str, str] | None, Field(description="material word -> Blender material name")] = None
+    sizes: Annotated[
+        dict[str, Annotated[float, Field(gt=0, le=2.0)]] | None,
+        Field(description="size word -> object radius (Blender units)"),
+    ] = None
 
 
 @dataclass(frozen=True)
@@ -70,13 +73,15 @@ class HeldOutSpec:
 
     __pydantic_config__: ClassVar = ConfigDict(extra="forbid")
 
-    adjective_noun: dict[Literal["val", "gen"], tuple[tuple[str, str], ...]] | None = Field(
-        default=None, description="[colour, shape] pairs per split (single- and two-object)"
-    )
-    relational: dict[Literal["val", "gen"], tuple[tuple[str, RelationName, str], ...]] | None = Field(
-        default=None, description="[subject, relation, object] per split; the converse is held out with it"
-    )
-    seed: int = Field(default=0, description="seed of the computed choice")
+    adjective_noun: Annotated[
+        dict[Literal["val", "gen"], tuple[tuple[str, str], ...]] | None,
+        Field(description="[colour, shape] pairs per split (single- and two-object)"),
+    ] = None
+    relational: Annotated[
+        dict[Literal["val", "gen"], tuple[tuple[str, RelationName, str], ...]] | None,
+        Field(description="[subject, relation, object] per split; its converse is held out with it"),
+    ] = None
+    seed: Annotated[int, Field(description="seed of the computed choice")] = 0
 
 
 @dataclass(frozen=True)
@@ -104,8 +109,11 @@ class BindingBenchmarkSpec:
             if getattr(v, name) is not None and not getattr(v, name):
                 raise spec_error(f"vocabulary.{name}", "is empty; name at least one (or leave it out)", source=source)
         if not self.splits:
-            raise spec_error("splits", "is empty; give sizes for at least one of single-object, two-object, relational",
-                             source=source)
+            raise spec_error(
+                "splits",
+                "is empty; give sizes for at least one of single-object, two-object, relational",
+                source=source,
+            )
         if not self.relations:
             raise spec_error("relations", "is empty; name at least one of left, right, front, behind", source=source)
         for index, relation in enumerate(self.relations):
@@ -206,8 +214,10 @@ def resolve_vocabulary(spec: BindingBenchmarkSpec, base_dir: Path, *, source: st
     if v.properties:
         path = Path(v.properties) if Path(v.properties).is_absolute() else base_dir / v.properties
         found = _read_properties(path, source=source)
-    merged = {name: getattr(v, name) if getattr(v, name) is not None else found.get(name) for name in
-              ("shapes", "colors", "materials", "sizes")}
+    merged = {
+        name: getattr(v, name) if getattr(v, name) is not None else found.get(name)
+        for name in ("shapes", "colors", "materials", "sizes")
+    }
     for name, value in merged.items():
         if not value:
             raise spec_error(f"vocabulary.{name}", "is empty: the vocabulary needs at least one", source=source)

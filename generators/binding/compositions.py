@@ -87,9 +87,7 @@ class Candidate:
     kind: str  # true | random | hard-swap | bRa | aSb | aRc | cRb
 
 
-def single_object_candidates(
-    true: AdjNoun, rng: random.Random, vocab: Vocabulary | None = None
-) -> list[Candidate]:
+def single_object_candidates(true: AdjNoun, rng: random.Random, vocab: Vocabulary | None = None) -> list[Candidate]:
     """True label + 4 random other adjective–noun combinations."""
     others = [c for c in all_adj_noun(vocab) if c != true]
     picks = rng.sample(others, 4)

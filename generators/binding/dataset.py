@@ -79,6 +79,8 @@ class BindingConfig:
     split_sizes: dict[str, int] = field(default_factory=dict)
     #: A spec's own vocabulary (``Vocabulary.to_dict()``); None: the paper's. ``preset`` is then the spec's name.
     vocabulary: dict[str, Any] | None = None
+    #: The spec as validated and normalised (written as benchmark_spec.yaml beside the card); None for presets.
+    spec: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.dataset not in DATASETS:
@@ -116,8 +118,9 @@ class BindingConfig:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self) | {"min_pixels": self.visible_pixels}
-        if data["vocabulary"] is None:
-            del data["vocabulary"]  # a preset run's settings stay what they always were
+        for own in ("vocabulary", "spec"):
+            if data[own] is None:
+                del data[own]  # a preset run's settings stay what they always were
         return data
 
 
@@ -376,8 +379,7 @@ def binding_command(config: BindingConfig) -> list[str]:
         "binding",
         "--dataset",
         config.dataset,
-        "--preset",
-        config.preset,
+        *(["--spec", "benchmark_spec.yaml"] if config.spec is not None else ["--preset", config.preset]),
         "--seed",
         str(config.seed),
         "--resolution",

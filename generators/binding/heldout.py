@@ -88,7 +88,9 @@ def compute_held_out(
                 facts += [f for f in (fact, converse(fact)) if f not in facts]
             relational[split] = tuple(facts)
     else:
-        relational = auto_relational(shapes, relations, spec.seed) if "relational" in datasets else {"val": (), "gen": ()}
+        relational = (
+            auto_relational(shapes, relations, spec.seed) if "relational" in datasets else {"val": (), "gen": ()}
+        )
     return {"adjective_noun": adj_noun, "relational": relational}
 
 
@@ -104,7 +106,11 @@ def _check_fact(fact: Fact, shapes: Sequence[str], relations: Sequence[str], pat
 
 
 def check_held_out(
-    shapes: Sequence[str], colors: Sequence[str], held: dict[str, dict[str, tuple]], *, datasets: Sequence[str],
+    shapes: Sequence[str],
+    colors: Sequence[str],
+    held: dict[str, dict[str, tuple]],
+    *,
+    datasets: Sequence[str],
     source: str = "",
 ) -> None:
     """The paper's rules hold for these held-out compositions, and every dataset can draw its distractors."""
@@ -132,12 +138,20 @@ def check_held_out(
             source=source,
         )
     if "single-object" in datasets and len(compositions) < 5:
-        raise spec_error("vocabulary", f"{len(compositions)} colour-shape compositions cannot give 4 distractors; "
-                         "the single-object dataset needs at least 5", source=source)
+        raise spec_error(
+            "vocabulary",
+            f"{len(compositions)} colour-shape compositions cannot give 4 distractors; "
+            "the single-object dataset needs at least 5",
+            source=source,
+        )
     if "two-object" in datasets:
         if len(shapes) < 2 or len(colors) < 2 or len(compositions) < 6:
-            raise spec_error("vocabulary", "the two-object dataset needs at least 2 shapes, 2 colours and 6 "
-                             "compositions (two objects differ in both, and 2 random distractors)", source=source)
+            raise spec_error(
+                "vocabulary",
+                "the two-object dataset needs at least 2 shapes, 2 colours and 6 "
+                "compositions (two objects differ in both, and 2 random distractors)",
+                source=source,
+            )
         for split in ("train", *HELD_OUT_SPLITS):
             own = train if split == "train" else set(adj_noun[split])
             for color, shape in own:
@@ -150,10 +164,16 @@ def check_held_out(
                     )
     if "relational" in datasets:
         if len(shapes) < 3:
-            raise spec_error("vocabulary.shapes", f"the relational dataset needs at least 3 shapes (aRc, cRb "
-                             f"distractors name a third), got {len(shapes)}", source=source)
+            raise spec_error(
+                "vocabulary.shapes",
+                f"the relational dataset needs at least 3 shapes (aRc, cRb "
+                f"distractors name a third), got {len(shapes)}",
+                source=source,
+            )
         val, gen = set(held["relational"]["val"]), set(held["relational"]["gen"])
         if val & gen:
             raise spec_error("held_out.relational", "val and gen hold out the same image type", source=source)
         if not held["relational"]["val"] or not held["relational"]["gen"]:
-            raise spec_error("held_out.relational", "val and gen each need at least one held-out image type", source=source)
+            raise spec_error(
+                "held_out.relational", "val and gen each need at least one held-out image type", source=source
+            )

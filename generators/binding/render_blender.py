@@ -284,7 +284,7 @@ class BlenderRenderer:
         mat.use_nodes = True
         nodes = mat.node_tree.nodes
         output = nodes["Material Output"]
-        for node in [n for n in nodes if n is not output]:
+        for node in [n for n in nodes if n.name != output.name]:
             nodes.remove(node)
         node = nodes.new("ShaderNodeGroup")
         node.node_tree = group

@@ -216,7 +216,7 @@ def place_objects(
     ``accept(objects) -> bool`` adds scene-level conditions (a required relation, no held-out
     composition shown); it is checked once all objects are placed.
     """
-    radii = (paper.SIZE_RADIUS if vocabulary is None else vocabulary.size_radius)
+    radii = paper.SIZE_RADIUS if vocabulary is None else vocabulary.size_radius
     check_feasible([radii[r.size] for r in requests], rules)
     for _ in range(rules.max_restarts):
         placed: list[SceneObject] = []

@@ -105,11 +105,7 @@ class Vocabulary:
 
 
 def vocabulary_from_dict(data: dict[str, Any]) -> Vocabulary:
-    return _vocabulary_from_items(
-        tuple(
-            (key, _freeze(value)) for key, value in sorted(data.items())
-        )
-    )
+    return _vocabulary_from_items(tuple((key, _freeze(value)) for key, value in sorted(data.items())))
 
 
 def _freeze(value: Any) -> Any:

@@ -5,7 +5,9 @@ write exactly the bytes it wrote before.
 The hashes below were recorded from unchanged main (commit 9682a9a) with the smallest render the
 binding tests make (every config, demo sizes, 64x48, 2 samples): every file the run publishes
 (parquet shards, CLEVR scene files, card, grid, provenance). ``.work/`` is the run's own record
-(times, locks) and is not part of the release.
+(times, locks) and is not part of the release. One hash was re-recorded on purpose: grid.png,
+whose two-object panels now name both objects (issue 46 asked for that caption fix; the preview
+image is the only file it touches).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ RECORDED_SHA256 = {
     "data/two-object/gen-00000-of-00001.parquet": "d39045a4e117887f72f54cdeb96fc20691f398430cc077a34dfafb353daf4382",
     "data/two-object/train-00000-of-00001.parquet": "498cb989197a7f2998c54145ac969ead52981cba2782203a6b054783afeb14b7",
     "data/two-object/val-00000-of-00001.parquet": "0dbd41da74213d62c226abf01643a2dc17f13b301fd54edf0dab79c8cb4f06ad",
-    "grid.png": "af11ff36621e7866d554d68fa65530d51078c484654ce6fba0c7f05596b3a05a",
+    "grid.png": "415cc316d8ff24d5124b654819580680098a73aab0f1b4c6064b788d94bd6f08",
     "provenance.json": "83dbe0e9b32abd4217c42c62796c025de6e378c94ff8e4390ac90997879f8ad3",
     "scenes/relational/gen.json": "0f5b73e74d34a83f8be0330ea84094eca6604100e9d91833566922656ac14b3a",
     "scenes/relational/train.json": "20e16eb56f43df8d76c9b59a685720a8b25c59c933fcc0d876b87703c7707bea",
@@ -67,6 +69,7 @@ def _generate(out: Path, *preset: str) -> None:
     "preset",
     [
         pytest.param((), id="default"),
+        pytest.param(("--preset", "binding-demo"), id="binding-demo"),
         pytest.param(("--preset", "demo"), id="demo", marks=pytest.mark.heavy),
     ],
 )
@@ -74,3 +77,21 @@ def test_preset_run_is_byte_identical_to_before(tmp_path, preset):
     out = tmp_path / "binding"
     _generate(out, *preset)
     assert _published_hashes(out) == RECORDED_SHA256
+
+
+def _dry_run(*args: str) -> str:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    command = [sys.executable, "-m", "conceptforge", "generate", "binding", *args, "--dry-run"]
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+def test_paper_preset_file_plans_what_preset_paper_always_planned(tmp_path):
+    """The paper preset is too large to render in a test: its plan (Table 1 sizes, the run's
+    recorded preset name) must be the one ``--preset paper`` printed before."""
+    by_file = _dry_run("--preset", "binding-clevr-paper", "--out", str(tmp_path / "a"))
+    assert by_file == _dry_run("--preset", "paper", "--out", str(tmp_path / "b"))
+    assert by_file.splitlines()[0].startswith("binding plan: preset paper,")
+    assert "  relational: 80000 images (train 40000, val 20000, gen 20000)" in by_file.splitlines()
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
