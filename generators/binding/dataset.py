@@ -79,8 +79,9 @@ class BindingConfig:
     split_sizes: dict[str, int] = field(default_factory=dict)
     #: A spec's own vocabulary (``Vocabulary.to_dict()``); None: the paper's. ``preset`` is then the spec's name.
     vocabulary: dict[str, Any] | None = None
-    #: The spec as validated and normalised (written as benchmark_spec.yaml beside the card); None for presets.
-    spec: dict[str, Any] | None = None
+    #: The spec as validated and normalised, as YAML text (written as benchmark_spec.yaml beside the
+    #: card; text keeps its order through the run's canonical-JSON settings); None for presets.
+    spec: str | None = None
 
     def __post_init__(self) -> None:
         if self.dataset not in DATASETS:

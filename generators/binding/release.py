@@ -97,7 +97,7 @@ def spec_configs(
             preset=spec_file.name,
             split_sizes=dict(spec["splits"][name]),
             vocabulary=vocab.to_dict(),
-            spec=spec,
+            spec=spec_yaml(spec),
             **settings,
         )
         for name in datasets
@@ -135,7 +135,7 @@ def spec_plan_lines(spec_file: BenchmarkSpecFile, configs: Sequence[BindingConfi
 
 def spec_card_section(configs: Sequence[BindingConfig]) -> str:
     """The card's section for a release made from a spec: domain, vocabulary, rules, counts."""
-    spec = configs[0].spec or {}
+    spec = yaml.safe_load(configs[0].spec or "{}")
     vocab = configs[0].vocab
     files = dict(vocab.shape_files)
     rows = []

@@ -213,7 +213,7 @@ def _card_files(out: str, staging: Path) -> None:
     own = configs[0].spec is not None  # a release made from a user's spec (not the paper's vocabulary)
     validity = binding_validity({config.dataset: _config_validity(config, store) for config, *_, store in assembled})
     metadata = DatasetMetadata(
-        pretty_name=f"Concept binding: {configs[0].spec['name']}" if own else "Concept binding (CLEVR-style renders)",
+        pretty_name=f"Concept binding: {configs[0].preset}" if own else "Concept binding (CLEVR-style renders)",
         license="cc-by-4.0",
         summary="Synthetic images for probing concept binding, one config per dataset of Section 3 of "
         "*Does CLIP Bind Concepts?* (Lewis et al.), rendered with Blender Cycles by conceptforge. Each image has "
@@ -263,9 +263,9 @@ def _card_files(out: str, staging: Path) -> None:
     )
     card = render_card(metadata, features, splits, has_grid=grid is not None)
     if own:
-        from conceptforge.generators.binding.release import SPEC_FILE_NAME, spec_card_section, spec_yaml
+        from conceptforge.generators.binding.release import SPEC_FILE_NAME, spec_card_section
 
-        (staging / SPEC_FILE_NAME).write_text(spec_yaml(configs[0].spec), encoding="utf-8")
+        (staging / SPEC_FILE_NAME).write_text(configs[0].spec, encoding="utf-8")
         card = card.rstrip("\n") + "\n\n" + spec_card_section(configs)
     (staging / CARD_NAME).write_text(card, encoding="utf-8")
 

@@ -88,19 +88,21 @@ class Vocabulary:
         return radius / math.sqrt(2) if self.shape_kind(shape) == "cube" else radius
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able form (the run's stored settings); :func:`vocabulary_from_dict` reads it back."""
+        """JSON-able form (the run's stored settings); :func:`vocabulary_from_dict` reads it back.
+        Mappings are lists of pairs: stored settings are canonical JSON (sorted keys), and the
+        vocabulary's order fixes class ids."""
         return {
             "shapes": list(self.shapes),
-            "colors": {name: list(rgb) for name, rgb in self.colors},
+            "colors": [[name, list(rgb)] for name, rgb in self.colors],
             "materials": list(self.materials),
-            "sizes": dict(self.sizes),
+            "sizes": [list(pair) for pair in self.sizes],
             "relations": list(self.relations),
-            "shape_objects": dict(self.shape_objects),
-            "material_objects": dict(self.material_objects),
-            "shape_files": dict(self.shape_files),
-            "material_files": dict(self.material_files),
-            "adj_noun_held_out": {split: [list(c) for c in held] for split, held in self.adj_noun_held_out},
-            "relation_held_out": {split: [list(f) for f in held] for split, held in self.relation_held_out},
+            "shape_objects": [list(pair) for pair in self.shape_objects],
+            "material_objects": [list(pair) for pair in self.material_objects],
+            "shape_files": [list(pair) for pair in self.shape_files],
+            "material_files": [list(pair) for pair in self.material_files],
+            "adj_noun_held_out": [[split, [list(c) for c in held]] for split, held in self.adj_noun_held_out],
+            "relation_held_out": [[split, [list(f) for f in held]] for split, held in self.relation_held_out],
         }
 
 
