@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field
 
-from conceptforge.specs import BenchmarkSpecFile, load_benchmark_spec, parse_fields, spec_error
 from conceptforge.generators.binding.heldout import check_held_out, compute_held_out
 from conceptforge.generators.binding.vocab import (
     BUILTIN_MATERIALS,
@@ -26,6 +26,7 @@ from conceptforge.generators.binding.vocab import (
     OPPOSITE_RELATION,
     Vocabulary,
 )
+from conceptforge.specs import BenchmarkSpecFile, load_benchmark_spec, parse_fields, spec_error
 
 DatasetName = Literal["single-object", "two-object", "relational"]
 RelationName = Literal["left", "right", "front", "behind"]
@@ -97,6 +98,9 @@ class BindingBenchmarkSpec:
 
     def check(self, *, source: str = "") -> None:
         v = self.vocabulary
+        for name in ("shapes", "colors", "materials", "sizes"):
+            if getattr(v, name) is not None and not getattr(v, name):
+                raise spec_error(f"vocabulary.{name}", "is empty; name at least one (or leave it out)", source=source)
         if not v.properties and not (v.shapes and v.colors and v.materials and v.sizes):
             missing = [name for name in ("shapes", "colors", "materials", "sizes") if not getattr(v, name)]
             raise spec_error(
@@ -105,9 +109,6 @@ class BindingBenchmarkSpec:
                 "or every one of shapes, colors, materials, sizes",
                 source=source,
             )
-        for name in ("shapes", "colors", "materials", "sizes"):
-            if getattr(v, name) is not None and not getattr(v, name):
-                raise spec_error(f"vocabulary.{name}", "is empty; name at least one (or leave it out)", source=source)
         if not self.splits:
             raise spec_error(
                 "splits",
@@ -257,3 +258,9 @@ def spec_vocabulary(spec_file: BenchmarkSpecFile) -> Vocabulary:
 
 def preset_vocabulary(name: str) -> Vocabulary:
     return spec_vocabulary(load_binding_spec(preset=name))
+
+
+@cache
+def paper_vocabulary() -> Vocabulary:
+    """The paper's vocabulary, read from the ``binding-clevr-paper`` preset (CLEVR's look)."""
+    return preset_vocabulary("binding-clevr-paper")

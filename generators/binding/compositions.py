@@ -12,13 +12,13 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from conceptforge.generators.binding.benchmark import paper_vocabulary
 from conceptforge.generators.binding.vocab import (
     OPPOSITE_RELATION,
     AdjNoun,
     Fact,
     Vocabulary,
     adjective_noun,
-    paper_vocabulary,
     relation_label,
 )
 
@@ -67,6 +67,12 @@ def allowed_in_picture(split_of_thing: str, item_split: str) -> bool:
 
 
 _PAPER_TABLES = {
+    "SHAPES": lambda v: v.shapes,
+    "COLORS": lambda v: v.color_names,
+    "RELATIONS": lambda v: v.relations,
+    "MATERIALS": lambda v: v.materials,
+    "COLOR_RGB": lambda v: v.color_rgb,
+    "SIZE_RADIUS": lambda v: v.size_radius,
     "ADJ_NOUN_HELD_OUT": lambda v: dict(v.adj_noun_held_out),
     "RELATION_HELD_OUT": lambda v: dict(v.relation_held_out),
     "ALL_ADJ_NOUN": all_adj_noun,
@@ -75,7 +81,7 @@ _PAPER_TABLES = {
 
 
 def __getattr__(name: str):
-    """The paper's tables under their old names (``ADJ_NOUN_HELD_OUT``, ``ALL_FACTS``, …)."""
+    """The paper's vocabulary and tables under their old names (``COLORS``, ``ADJ_NOUN_HELD_OUT``, …)."""
     if name in _PAPER_TABLES:
         return _PAPER_TABLES[name](paper_vocabulary())
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,6 +21,7 @@ from datasets import Image as ImageFeature
 from conceptforge.engine.store import ItemResult
 from conceptforge.engine.workitems import WorkItem, derive_seed
 from conceptforge.errors import InvalidArgumentError
+from conceptforge.generators.binding.benchmark import paper_vocabulary
 from conceptforge.generators.binding.compositions import (
     DATASETS,
     SPLITS,
@@ -46,7 +47,7 @@ from conceptforge.generators.binding.scene import (
     relation_holds,
     relations_between,
 )
-from conceptforge.generators.binding.vocab import Vocabulary, paper_vocabulary, vocabulary_from_dict
+from conceptforge.generators.binding.vocab import Vocabulary, vocabulary_from_dict
 
 
 def _preset_sizes(name: str) -> dict[str, dict[str, int]]:

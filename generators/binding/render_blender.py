@@ -45,6 +45,7 @@ import numpy as np
 from PIL import Image
 
 from conceptforge.errors import DependencyMissingError, DeviceUnavailableError
+from conceptforge.generators.binding.benchmark import paper_vocabulary
 from conceptforge.generators.binding.pixels import (
     DENOISE_QUALITY,
     OidnDenoiser,
@@ -53,7 +54,6 @@ from conceptforge.generators.binding.pixels import (
     read_exr_passes,
 )
 from conceptforge.generators.binding.scene import SceneDescription
-from conceptforge.generators.binding import vocab as paper
 from conceptforge.interrupts import deferred_interrupts
 
 logger = logging.getLogger(__name__)
@@ -302,7 +302,7 @@ class BlenderRenderer:
         ground.data.materials.append(self._material("ground", (0.25, 0.25, 0.25), metal=False))
         meshes = []
         own = scene.vocabulary  # a spec's own vocabulary; None: the paper's CLEVR look
-        colors = paper.COLOR_RGB if own is None else own.color_rgb
+        colors = paper_vocabulary().color_rgb if own is None else own.color_rgb
         for index, obj in enumerate(scene.objects):
             r = obj.radius
             kind = obj.shape if own is None else own.shape_kind(obj.shape)

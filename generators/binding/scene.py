@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from conceptforge.errors import ItemError
-from conceptforge.generators.binding import vocab as paper
+from conceptforge.generators.binding.benchmark import paper_vocabulary
 from conceptforge.generators.binding.vocab import Vocabulary
 
 Vec3 = tuple[float, float, float]
@@ -37,7 +37,7 @@ class SceneObject:
 
     @property
     def radius(self) -> float:
-        return paper.SIZE_RADIUS[self.size] if self.size_radius is None else self.size_radius
+        return paper_vocabulary().size_radius[self.size] if self.size_radius is None else self.size_radius
 
     @property
     def z(self) -> float:
@@ -216,7 +216,7 @@ def place_objects(
     ``accept(objects) -> bool`` adds scene-level conditions (a required relation, no held-out
     composition shown); it is checked once all objects are placed.
     """
-    radii = paper.SIZE_RADIUS if vocabulary is None else vocabulary.size_radius
+    radii = paper_vocabulary().size_radius if vocabulary is None else vocabulary.size_radius
     check_feasible([radii[r.size] for r in requests], rules)
     for _ in range(rules.max_restarts):
         placed: list[SceneObject] = []

@@ -35,9 +35,10 @@ from conceptforge.cards.validity import (
     prior_choice_accuracy,
     validity_report,
 )
+from conceptforge.generators.binding.benchmark import paper_vocabulary
 from conceptforge.generators.binding.compositions import SPLITS
-from conceptforge.generators.binding.vocab import Vocabulary, paper_vocabulary
 from conceptforge.generators.binding.scene import Camera, PlacementRules, SceneObject, relations_between
+from conceptforge.generators.binding.vocab import Vocabulary
 
 Rows = Callable[[str], Iterable[Mapping[str, Any]]]  # split -> the rows' metadata (callable again and again)
 

@@ -1,7 +1,8 @@
 """The binding benchmark's vocabulary: shapes, colours, materials, sizes and relations, and how each looks.
 
 The vocabulary is data, not code: the paper's (paper 004 §3, CLEVR's look) is the preset
-``binding-clevr-paper.yaml``, and a researcher's own comes from their spec (a CLEVR
+``binding-clevr-paper.yaml`` (``benchmark.paper_vocabulary()``), and a researcher's own comes
+from their spec (a CLEVR
 ``properties.json`` with a folder of shape ``.blend`` files, or inline). :class:`Vocabulary` is the
 resolved form every part of the generator reads (splits, sampling, features, the renderer); it is
 plain, hashable data so it travels to Blender worker processes and into the run's stored settings.
@@ -140,34 +141,9 @@ def _vocabulary_from_items(items: tuple) -> Vocabulary:
     )
 
 
-@cache
-def paper_vocabulary() -> Vocabulary:
-    """The paper's vocabulary, read from the ``binding-clevr-paper`` preset (CLEVR's look)."""
-    from conceptforge.generators.binding.benchmark import preset_vocabulary
-
-    return preset_vocabulary("binding-clevr-paper")
-
-
 def adjective_noun(color: str, shape: str) -> str:
     return f"{color} {shape}"
 
 
 def relation_label(subject: str, relation: str, obj: str) -> str:
     return f"{subject} {relation} {obj}"
-
-
-_PAPER_CONSTANTS = {
-    "SHAPES": lambda v: v.shapes,
-    "COLORS": lambda v: v.color_names,
-    "RELATIONS": lambda v: v.relations,
-    "MATERIALS": lambda v: v.materials,
-    "COLOR_RGB": lambda v: v.color_rgb,
-    "SIZE_RADIUS": lambda v: v.size_radius,
-}
-
-
-def __getattr__(name: str) -> Any:
-    """``SHAPES``, ``COLORS``, … : the paper's vocabulary under its old constant names."""
-    if name in _PAPER_CONSTANTS:
-        return _PAPER_CONSTANTS[name](paper_vocabulary())
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -89,7 +89,7 @@ def test_new_shape_colour_and_material_are_rendered(release):
         assert names["shape"].names == ["cube", "sphere", "cylinder", "cone"]
         assert names["color"].names == ["red", "blue", "orange"]
         assert names["material"].names == ["rubber", "glow"]
-        for split, rows in _rows(release, config).items():
+        for _split, rows in _rows(release, config).items():
             for row in rows:
                 assert row["image"].size == (64, 48)
                 assert row["candidates"][row["label_index"]] == row["label"]
@@ -139,7 +139,7 @@ def test_splits_follow_the_paper_rules_recomputed_from_the_vocabulary(release):
                 for o in row["objects"]:  # a picture shows train compositions and its own split's only
                     assert split_of.get((o["color"], o["shape"]), "train") in ("train", split)
     facts = {split: [tuple(f) for f in fs] for split, fs in spec["held_out"]["relational"].items()}
-    for split, fs in facts.items():  # one image type each: a fact and its converse
+    for fs in facts.values():  # one image type each: a fact and its converse
         (a, r, b), converse = fs
         assert converse == (b, OPPOSITE[r], a)
     fact_split = {fact: split for split, fs in facts.items() for fact in fs}
@@ -166,8 +166,14 @@ def test_release_carries_its_spec_and_says_it_in_the_card(release, vocabulary_fo
     assert tuple(spec_file.spec.vocabulary.colors["orange"]) == (255, 140, 0)
     card = (release / "README.md").read_text()
     section = card[card.index("## Benchmark spec") :]
-    for text in ("cones-and-glow", "| shape | cone | Blender object `Cone` (`Cone.blend`) |", "| colour | orange |",
-                 "| material | glow | `Glow` |", "Rules applied", "| single-object | 7 / 3 | 1 / 1 | 4 / 2 |"):
+    for text in (
+        "cones-and-glow",
+        "| shape | cone | Blender object `Cone` (`Cone.blend`) |",
+        "| colour | orange |",
+        "| material | glow | `Glow` |",
+        "Rules applied",
+        "| single-object | 7 / 3 | 1 / 1 | 4 / 2 |",
+    ):
         assert text in section, text
     assert "eight colours and two materials" not in card  # the paper's vocabulary is not claimed
 

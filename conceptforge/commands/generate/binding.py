@@ -22,9 +22,9 @@ from conceptforge.commands.base import add_executor_arguments, add_run_options, 
 from conceptforge.engine.runner import check_output
 from conceptforge.engine.store import join
 from conceptforge.errors import InvalidArgumentError
+from conceptforge.generators.binding.benchmark import PRESET_ALIASES
 from conceptforge.generators.binding.compositions import DATASETS
 from conceptforge.generators.binding.dataset import PRESETS, BindingConfig
-from conceptforge.generators.binding.benchmark import PRESET_ALIASES
 from conceptforge.generators.binding.release import spec_configs, spec_plan_lines
 from conceptforge.generators.binding.stage import CHUNK_SIZE, generate_binding
 
