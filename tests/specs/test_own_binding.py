@@ -188,3 +188,41 @@ def test_dry_run_prints_the_plan_and_writes_nothing(vocabulary_folder, tmp_path)
     assert "  single-object classes: train 7, val 1, gen 4" in lines
     assert "total: 14 images" in lines
     assert not out.exists()
+
+
+def test_evaluation_reads_the_vocabulary_from_the_release_spec(release):
+    """The CDSMs' words are the release's spec (every colour and shape, in its order), not only the
+    words the sampled labels happen to use."""
+    from conceptforge.loaders.binding.data import load_binding, release_spec_words
+    from conceptforge.loaders.binding.models import Vocabulary
+
+    words = release_spec_words(str(release))
+    assert words == {
+        "shapes": ["cube", "sphere", "cylinder", "cone"],
+        "colors": ["red", "blue", "orange"],
+        "relations": ["left", "right", "front", "behind"],
+    }
+    splits = load_binding(str(release), config="two-object")
+    vocab = Vocabulary.from_release(list(splits.values()), words)
+    assert vocab.adjectives == ["red", "blue", "orange"] and vocab.nouns == ["cube", "sphere", "cylinder", "cone"]
+    relational = Vocabulary.from_release(list(load_binding(str(release), config="relational").values()), words)
+    assert relational.relations == ["left", "right", "front", "behind"]
+
+
+@pytest.mark.heavy  # a tiny CLIP and a fresh evaluate process: ~45 s of CPU
+@pytest.mark.usefixtures("offline_single_thread")
+def test_evaluation_tasks_run_on_the_own_release(release, tiny_clip_dir, tmp_path):
+    """binding-clip and binding-cdsm score the own release end to end (conceptforge evaluate)."""
+    from tests.evaluation_fixtures import evaluate_script
+
+    out = tmp_path / "run.json"
+    tasks = f"binding-clip:{release},binding-cdsm:{release}"
+    options = ["binding-cdsm.models=add", "binding-cdsm.seeds=0", "binding-cdsm.epochs=1"]
+    options += ["binding-clip.config=two-object", "binding-cdsm.config=two-object"]
+    argv = ["--model", str(tiny_clip_dir), "--tasks", tasks, "--device", "cpu", "--output", str(out)]
+    argv += ["--cache-dir", str(tmp_path / "cache")] + [a for o in options for a in ("--task-option", o)]
+    result = evaluate_script(*argv)
+    assert result.returncode == 0, result.stderr[-3000:]
+    run = json.loads(out.read_text())
+    text = json.dumps(run)
+    assert "binding-clip" in text and "binding-cdsm" in text
