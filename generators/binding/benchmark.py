@@ -12,6 +12,7 @@ files, material node-group files) and computes the held-out splits by the paper'
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -31,6 +32,7 @@ from conceptforge.specs import BenchmarkSpecFile, load_benchmark_spec, parse_fie
 DatasetName = Literal["single-object", "two-object", "relational"]
 RelationName = Literal["left", "right", "front", "behind"]
 Channel = Annotated[int, Field(ge=0, le=255)]
+WORD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")
 #: ``--preset`` names the command has always taken, and the preset file each one is.
 PRESET_ALIASES = {"demo": "binding-demo", "paper": "binding-clevr-paper"}
 
@@ -101,6 +103,9 @@ class BindingBenchmarkSpec:
         for name in ("shapes", "colors", "materials", "sizes"):
             if getattr(v, name) is not None and not getattr(v, name):
                 raise spec_error(f"vocabulary.{name}", "is empty; name at least one (or leave it out)", source=source)
+        for name in ("shapes", "colors", "materials", "sizes"):
+            for word in getattr(v, name) or ():
+                _check_word(word, f"vocabulary.{name}.{word}", source=source)
         if not v.properties and not (v.shapes and v.colors and v.materials and v.sizes):
             missing = [name for name in ("shapes", "colors", "materials", "sizes") if not getattr(v, name)]
             raise spec_error(
@@ -131,6 +136,16 @@ class BindingBenchmarkSpec:
                 raise spec_error(f"splits.{dataset}", "every split size is 0; give at least one image", source=source)
 
 
+def _check_word(word: str, field_path: str, *, source: str) -> None:
+    """A word is one token: labels are ``colour shape`` and ``subject relation object``, split on spaces."""
+    if not WORD.fullmatch(word):
+        raise spec_error(
+            field_path,
+            f"{word!r} is not one word; use letters, digits, '_' or '-' (labels join words with spaces)",
+            source=source,
+        )
+
+
 def _read_properties(path: Path, *, source: str) -> dict[str, Any]:
     if not path.is_file():
         raise spec_error("vocabulary.properties", f"{path} does not exist; give CLEVR's properties.json", source=source)
@@ -142,6 +157,9 @@ def _read_properties(path: Path, *, source: str) -> dict[str, Any]:
         raise spec_error("vocabulary.properties", f"{path} must hold a JSON object", source=source)
     keys = ("shapes", "colors", "materials", "sizes")
     parsed = parse_fields(VocabularySpec, {k: data[k] for k in keys if k in data}, source=f"{source}: {path}")
+    for key in keys:
+        for word in getattr(parsed, key) or ():
+            _check_word(word, f"{key}.{word}", source=f"{source}: {path}")
     return {k: getattr(parsed, k) for k in keys}
 
 

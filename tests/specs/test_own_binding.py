@@ -226,3 +226,24 @@ def test_evaluation_tasks_run_on_the_own_release(release, tiny_clip_dir, tmp_pat
     run = json.loads(out.read_text())
     text = json.dumps(run)
     assert "binding-clip" in text and "binding-cdsm" in text
+
+
+def test_docs_example_spec_is_valid_for_this_vocabulary(vocabulary_folder, tmp_path):
+    """docs/binding.md's complete example loads and resolves against the same CLEVR folder, and
+    its JSON form passes the shipped JSON Schema (what an editor checks)."""
+    import jsonschema
+
+    from conceptforge.generators.binding.benchmark import spec_vocabulary
+    from conceptforge.specs.schema import shipped_schema_path
+
+    page = (REPO_ROOT / "docs" / "binding.md").read_text(encoding="utf-8")
+    section = page[page.index("## Your own binding vocabulary") :]
+    example = section[section.index("```yaml\n") + len("```yaml\n") :]
+    example = example[: example.index("```")]
+    path = vocabulary_folder / "docs-example.yaml"
+    path.write_text(example, encoding="utf-8")
+    vocab = spec_vocabulary(load_binding_spec(path))
+    assert dict(vocab.shape_files)["cone"].endswith("Cone.blend")
+    assert dict(vocab.relation_held_out)["val"] == (("cube", "front", "cone"), ("cone", "behind", "cube"))
+    schema = json.loads(shipped_schema_path("binding").read_text(encoding="utf-8"))
+    jsonschema.validate(yaml.safe_load(example), schema)

@@ -170,6 +170,14 @@ def test_relation_without_its_opposite(tmp_path, capsys):
     )
 
 
+def test_colour_name_of_two_words(tmp_path, capsys):
+    spec = _spec(tmp_path, INLINE.replace("green: [29, 105, 20]", "dark green: [29, 105, 20]"))
+    assert _refused(capsys, tmp_path, spec) == (
+        f"error: {spec}: vocabulary.colors.dark green: 'dark green' is not one word; use letters, digits, '_' "
+        "or '-' (labels join words with spaces)"
+    )
+
+
 def test_dataset_the_spec_does_not_size(tmp_path, capsys):
     spec = _spec(tmp_path, INLINE)
     assert _refused(capsys, tmp_path, spec, "--dataset", "two-object") == (
