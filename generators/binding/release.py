@@ -72,10 +72,10 @@ def spec_yaml(spec: dict[str, Any]) -> str:
 
 
 def spec_configs(
-    spec_path: str | None, *, preset: str | None, dataset: str, settings: dict[str, Any]
+    spec_path: str | Path, *, dataset: str, settings: dict[str, Any]
 ) -> tuple[BenchmarkSpecFile, list[BindingConfig]]:
     """One config per dataset the spec sizes (``--dataset all``) or per named one."""
-    spec_file = load_binding_spec(spec_path, preset=None if spec_path else preset)
+    spec_file = load_binding_spec(spec_path)
     vocab = spec_vocabulary(spec_file)
     sized = [name for name in DATASETS if name in spec_file.spec.splits]
     if dataset == "all":

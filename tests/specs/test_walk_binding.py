@@ -186,6 +186,14 @@ def test_dataset_the_spec_does_not_size(tmp_path, capsys):
     )
 
 
+def test_spec_and_preset_together(tmp_path, capsys):
+    spec = _spec(tmp_path, INLINE)
+    assert _refused(capsys, tmp_path, spec, "--preset", "demo") == (
+        "error: conceptforge generate binding: argument --preset: not allowed with argument --spec "
+        "(see conceptforge generate binding --help)"
+    )
+
+
 @pytest.mark.parametrize(
     ("change", "expected"),
     [

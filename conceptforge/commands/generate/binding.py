@@ -118,7 +118,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def plan_lines(configs: Sequence[BindingConfig], *, seconds_per_image: float | None, num_workers: int = 1) -> list[str]:
     """What --dry-run prints: images per dataset and split, and the render time they take."""
     first = configs[0]
-    lines = [f"binding plan: preset {first.preset}, {first.width}x{first.height}, {first.samples} samples per pixel"]
+    source = f"spec {first.preset}" if first.spec is not None else f"preset {first.preset}"
+    lines = [f"binding plan: {source}, {first.width}x{first.height}, {first.samples} samples per pixel"]
     total = 0
     for config in configs:
         count = sum(config.split_sizes.values())
@@ -167,9 +168,12 @@ def run(args: argparse.Namespace) -> int:
     }
     spec_file = None
     preset = PRESET_NAMES.get(args.preset, args.preset)  # binding-demo is demo: the same run, the same bytes
-    if args.spec is not None or (preset is not None and preset not in PRESETS):
-        # a spec (or a preset file named in full): validated and its files checked before anything is written
-        spec_file, configs = spec_configs(args.spec, preset=args.preset, dataset=args.dataset, settings=settings)
+    if args.spec is None and preset is not None and preset not in PRESETS:
+        known = [*PRESETS, *PRESET_NAMES]
+        raise InvalidArgumentError(f"unknown preset {preset!r}; choose from {', '.join(known)}, or give --spec FILE")
+    if args.spec is not None:
+        # validated, its files checked and its held-out splits computed before anything is written
+        spec_file, configs = spec_configs(args.spec, dataset=args.dataset, settings=settings)
     else:
         datasets = (
             list(DATASETS)
