@@ -247,6 +247,7 @@ def resolve_vocabulary(spec: BindingBenchmarkSpec, base_dir: Path, *, source: st
     relations = tuple(spec.relations)
     held = compute_held_out(shapes, colors, relations, spec.held_out, datasets=tuple(spec.splits), source=source)
     check_held_out(shapes, colors, held, datasets=tuple(spec.splits), source=source)
+    _check_every_sized_split_has_classes(spec, shapes, colors, relations, held, source=source)
     return Vocabulary(
         shapes=shapes,
         colors=tuple((name, tuple(rgb)) for name, rgb in merged["colors"].items()),
@@ -260,6 +261,32 @@ def resolve_vocabulary(spec: BindingBenchmarkSpec, base_dir: Path, *, source: st
         adj_noun_held_out=tuple((split, held["adjective_noun"][split]) for split in ("val", "gen")),
         relation_held_out=tuple((split, held["relational"][split]) for split in ("val", "gen")),
     )
+
+
+def _check_every_sized_split_has_classes(
+    spec: BindingBenchmarkSpec, shapes, colors, relations, held: dict, *, source: str
+) -> None:
+    """A split asked for images must have true classes to depict (items cycle through them)."""
+    adj_noun_count = len(shapes) * len(colors)
+    facts_count = len(shapes) * (len(shapes) - 1) * len(relations)
+    for dataset, sizes in spec.splits.items():
+        kind = "relational" if dataset == "relational" else "adjective_noun"
+        total = facts_count if dataset == "relational" else adj_noun_count
+        held_here = held[kind]
+        classes = {"train": total - len(held_here["val"]) - len(held_here["gen"])}
+        classes |= {split: len(held_here[split]) for split in ("val", "gen")}
+        for split, count in classes.items():
+            if getattr(sizes, split) and not count:
+                raise spec_error(
+                    f"splits.{dataset}.{split}",
+                    f"{getattr(sizes, split)} images but no {split} class to show; "
+                    + (
+                        f"hold out compositions for {split} in held_out.{kind}, or set it to 0"
+                        if split != "train"
+                        else "hold out fewer compositions"
+                    ),
+                    source=source,
+                )
 
 
 def load_binding_spec(spec_file: str | Path | None = None, *, preset: str | None = None) -> BenchmarkSpecFile:

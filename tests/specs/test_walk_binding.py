@@ -170,6 +170,14 @@ def test_relation_without_its_opposite(tmp_path, capsys):
     )
 
 
+def test_split_with_images_but_no_held_out_class(tmp_path, capsys):
+    spec = _spec(tmp_path, INLINE + "held_out:\n  adjective_noun: {val: [[red, cube]]}\n")
+    assert _refused(capsys, tmp_path, spec) == (
+        f"error: {spec}: splits.single-object.gen: 1 images but no gen class to show; hold out compositions "
+        "for gen in held_out.adjective_noun, or set it to 0"
+    )
+
+
 def test_colour_name_of_two_words(tmp_path, capsys):
     spec = _spec(tmp_path, INLINE.replace("green: [29, 105, 20]", "dark green: [29, 105, 20]"))
     assert _refused(capsys, tmp_path, spec) == (
