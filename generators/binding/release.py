@@ -22,6 +22,7 @@ from conceptforge.generators.binding.vocab import Vocabulary, adjective_noun, re
 from conceptforge.specs import BenchmarkSpecFile
 
 SPEC_FILE_NAME = "benchmark_spec.yaml"
+RELEASE_SHAPE_DIR, RELEASE_MATERIAL_DIR = "vocabulary/shapes", "vocabulary/materials"
 
 RULES = (
     "Paper 004 §3 rules, applied to this vocabulary: the true labels of train, val and gen never overlap; "
@@ -35,16 +36,17 @@ RULES = (
 
 def normalised_spec(spec_file: BenchmarkSpecFile, vocab: Vocabulary) -> dict[str, Any]:
     """The spec as validated: vocabulary inline, held-out compositions written out, defaults filled in."""
-    given = spec_file.spec.vocabulary
     vocabulary: dict[str, Any] = {
         "shapes": dict(vocab.shape_objects),
         "colors": {name: list(rgb) for name, rgb in vocab.colors},
         "materials": dict(vocab.material_objects),
         "sizes": dict(vocab.sizes),
     }
-    for folder in ("shape_dir", "material_dir"):
-        if getattr(given, folder):
-            vocabulary[folder] = getattr(given, folder)
+    # the release carries the shape and material files (release_files), so its spec resolves on its own
+    if vocab.shape_files:
+        vocabulary["shape_dir"] = RELEASE_SHAPE_DIR
+    if vocab.material_files:
+        vocabulary["material_dir"] = RELEASE_MATERIAL_DIR
     spec = {
         "method": "binding",
         "spec_version": spec_file.spec_version,
@@ -65,6 +67,13 @@ def normalised_spec(spec_file: BenchmarkSpecFile, vocab: Vocabulary) -> dict[str
             for dataset, sizes in spec_file.spec.splits.items()
         },
     }
+
+
+def release_files(vocab: Vocabulary) -> dict[str, Path]:
+    """The shape and material ``.blend`` files a spec release carries: release path -> source file."""
+    files = {f"{RELEASE_SHAPE_DIR}/{Path(path).name}": Path(path) for _, path in vocab.shape_files}
+    files |= {f"{RELEASE_MATERIAL_DIR}/{Path(path).name}": Path(path) for _, path in vocab.material_files}
+    return files
 
 
 def spec_yaml(spec: dict[str, Any]) -> str:
@@ -166,8 +175,8 @@ def spec_card_section(configs: Sequence[BindingConfig]) -> str:
             "## Benchmark spec",
             "",
             f"Made from the binding spec **{spec.get('name', configs[0].preset)}** (`{SPEC_FILE_NAME}` in this "
-            "repository, as validated): CLEVR-style Blender renders of this vocabulary, not the paper's. "
-            + (spec.get("description") or ""),
+            "repository, as validated; the shape and material files it names are under `vocabulary/`): CLEVR-style "
+            "Blender renders of this vocabulary, not the paper's. " + (spec.get("description") or ""),
             "",
             "| kind | word | look |",
             "| --- | --- | --- |",

@@ -263,9 +263,16 @@ def _card_files(out: str, staging: Path) -> None:
     )
     card = render_card(metadata, features, splits, has_grid=grid is not None)
     if own:
-        from conceptforge.generators.binding.release import SPEC_FILE_NAME, spec_card_section
+        from conceptforge.generators.binding.release import SPEC_FILE_NAME, release_files, spec_card_section
 
         (staging / SPEC_FILE_NAME).write_text(configs[0].spec, encoding="utf-8")
+        for name, source in release_files(configs[0].vocab).items():
+            target = staging / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                target.write_bytes(source.read_bytes())
+            except OSError as error:
+                raise ConceptforgeError(f"{source}: cannot copy the spec's file into the release ({error})") from None
         card = card.rstrip("\n") + "\n\n" + spec_card_section(configs)
     (staging / CARD_NAME).write_text(card, encoding="utf-8")
 

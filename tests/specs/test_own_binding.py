@@ -19,7 +19,7 @@ import pytest
 import yaml
 from datasets import load_dataset
 
-from conceptforge.generators.binding.benchmark import load_binding_spec
+from conceptforge.generators.binding.benchmark import load_binding_spec, spec_vocabulary
 from tests.specs.binding_assets import PROPERTIES, make_clevr_folder
 
 pytest.importorskip("bpy", reason="Blender (bpy) is part of the test install: pip install '.[blender]'")
@@ -162,6 +162,16 @@ def test_splits_follow_the_paper_rules_recomputed_from_the_vocabulary(release):
 def test_release_carries_its_spec_and_says_it_in_the_card(release, vocabulary_folder):
     spec_file = load_binding_spec(release / "benchmark_spec.yaml")  # what was validated, loads again
     assert spec_file.name == "cones-and-glow"
+    # ... and resolves on its own: the release carries the shape and material files it names
+    own = spec_vocabulary(spec_file)
+    assert dict(own.shape_files)["cone"] == str((release / "vocabulary" / "shapes" / "Cone.blend").resolve())
+    assert (release / "vocabulary" / "shapes" / "Cone.blend").read_bytes() == (
+        vocabulary_folder / "shapes" / "Cone.blend"
+    ).read_bytes()
+    assert dict(own.material_files)["glow"].endswith("vocabulary/materials/Glow.blend")
+    assert (
+        own.adj_noun_held_out == spec_vocabulary(load_binding_spec(vocabulary_folder / "spec.yaml")).adj_noun_held_out
+    )
     assert spec_file.spec.vocabulary.shapes["cone"] == "Cone"
     assert tuple(spec_file.spec.vocabulary.colors["orange"]) == (255, 140, 0)
     card = (release / "README.md").read_text()
@@ -233,7 +243,6 @@ def test_docs_example_spec_is_valid_for_this_vocabulary(vocabulary_folder, tmp_p
     its JSON form passes the shipped JSON Schema (what an editor checks)."""
     import jsonschema
 
-    from conceptforge.generators.binding.benchmark import spec_vocabulary
     from conceptforge.specs.schema import shipped_schema_path
 
     page = (REPO_ROOT / "docs" / "binding.md").read_text(encoding="utf-8")
