@@ -174,6 +174,10 @@ def test_release_carries_its_spec_and_says_it_in_the_card(release, vocabulary_fo
     )
     assert spec_file.spec.vocabulary.shapes["cone"] == "Cone"
     assert tuple(spec_file.spec.vocabulary.colors["orange"]) == (255, 140, 0)
+    from conceptforge.cards.local_dataset import read_dataset_dir
+
+    published = read_dataset_dir(release).data_paths()  # what `conceptforge publish` uploads
+    assert {"benchmark_spec.yaml", "vocabulary/shapes/Cone.blend", "vocabulary/materials/Glow.blend"} <= set(published)
     card = (release / "README.md").read_text()
     section = card[card.index("## Benchmark spec") :]
     for text in (
