@@ -1,11 +1,11 @@
 """The binding benchmark's vocabulary: shapes, colours, materials, sizes and relations, and how each looks.
 
 The vocabulary is data, not code: the paper's (paper 004 §3, CLEVR's look) is the preset
-``binding-clevr-paper.yaml`` (``benchmark.paper_vocabulary()``), and a researcher's own comes
-from their spec (a CLEVR
-``properties.json`` with a folder of shape ``.blend`` files, or inline). :class:`Vocabulary` is the
-resolved form every part of the generator reads (splits, sampling, features, the renderer); it is
-plain, hashable data so it travels to Blender worker processes and into the run's stored settings.
+``binding-clevr-paper.yaml`` (``benchmark.paper_vocabulary()``), and a researcher's own comes from
+their spec (a CLEVR ``properties.json`` with a folder of shape ``.blend`` files, or inline).
+:class:`Vocabulary` is the resolved form every part of the generator reads (splits, sampling,
+features, the renderer); it is plain, hashable data so it travels to Blender worker processes and
+into the run's stored settings.
 """
 
 from __future__ import annotations
