@@ -48,17 +48,19 @@ class LocalDataset:
     def spec_paths(self) -> list[str]:
         """A release made from a benchmark spec carries it (``benchmark_spec.yaml``) and the files it
         names (``vocabulary/``: a binding spec's shape and material .blend files); presets carry neither."""
-        if not (self.directory / SPEC_NAME).is_file():
+        if not (self.directory / SPEC_FILE_NAME).is_file():
             return []
         files = sorted(
             p.relative_to(self.directory).as_posix()
             for p in (self.directory / SPEC_FILES_DIR).rglob("*")
             if p.is_file() and not p.name.startswith(".")
         )
-        return [SPEC_NAME, *files]
+        return [SPEC_FILE_NAME, *files]
 
 
-SPEC_NAME, SPEC_FILES_DIR = "benchmark_spec.yaml", "vocabulary"
+#: A release made from a benchmark spec carries the spec under this name, and the files the spec
+#: names (a binding spec's shape and material .blend files) under SPEC_FILES_DIR.
+SPEC_FILE_NAME, SPEC_FILES_DIR = "benchmark_spec.yaml", "vocabulary"
 
 
 def read_dataset_dir(directory: str | Path) -> LocalDataset:

@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from conceptforge.cards.local_dataset import SPEC_FILE_NAME, SPEC_FILES_DIR
 from conceptforge.errors import InvalidArgumentError
 from conceptforge.generators.binding.benchmark import load_binding_spec, spec_vocabulary
 from conceptforge.generators.binding.compositions import DATASETS, SPLITS, split_classes
@@ -21,8 +22,7 @@ from conceptforge.generators.binding.dataset import BindingConfig
 from conceptforge.generators.binding.vocab import Vocabulary, adjective_noun, relation_label
 from conceptforge.specs import BenchmarkSpecFile
 
-SPEC_FILE_NAME = "benchmark_spec.yaml"
-RELEASE_SHAPE_DIR, RELEASE_MATERIAL_DIR = "vocabulary/shapes", "vocabulary/materials"
+RELEASE_SHAPE_DIR, RELEASE_MATERIAL_DIR = f"{SPEC_FILES_DIR}/shapes", f"{SPEC_FILES_DIR}/materials"
 
 RULES = (
     "Paper 004 §3 rules, applied to this vocabulary: the true labels of train, val and gen never overlap; "

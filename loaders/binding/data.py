@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from conceptforge.cards.local_dataset import SPEC_FILE_NAME
 from conceptforge.errors import DataFormatError, DataNotFoundError
 from conceptforge.generators.binding.compositions import SPLITS
 from conceptforge.loaders.harness.data import image_column_raw, load_split, require_columns
@@ -151,10 +152,6 @@ def dataset_kind(splits: dict[str, BindingSplit]) -> str | None:
     if any("hard-swap" in kinds for split in loaded for kinds in split.kinds):
         return "two-object"
     return "single-object"
-
-
-#: A release made from a user's spec carries it beside its card (generators.binding.release).
-SPEC_FILE_NAME = "benchmark_spec.yaml"
 
 
 def release_spec_words(source: str, *, revision: str | None = None) -> dict[str, list[str]] | None:
