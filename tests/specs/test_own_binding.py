@@ -260,3 +260,36 @@ def test_docs_example_spec_is_valid_for_this_vocabulary(vocabulary_folder, tmp_p
     assert dict(vocab.relation_held_out)["val"] == (("cube", "front", "cone"), ("cone", "behind", "cube"))
     schema = json.loads(shipped_schema_path("binding").read_text(encoding="utf-8"))
     jsonschema.validate(yaml.safe_load(example), schema)
+
+
+@pytest.mark.heavy  # a publish to the local Hub server: ~15 s of CPU
+def test_published_release_carries_its_spec_to_the_hub(release, tmp_path):
+    """``conceptforge publish`` uploads benchmark_spec.yaml and the vocabulary files, and the
+    evaluation reads the spec back from the Hub at the release's revision."""
+    import secrets
+
+    from conceptforge.testing.hub_server import HubServer
+
+    token = "hf_" + secrets.token_hex(16)
+    server = HubServer(tmp_path / "hub-storage", token=token).start()
+    try:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING"))}
+        env |= {"HF_ENDPOINT": server.url, "HF_TOKEN": token, "HF_HUB_DISABLE_XET": "1"}
+        env |= {"HF_HOME": str(tmp_path / "hf-home"), "PYTHONPATH": str(REPO_ROOT), "TQDM_DISABLE": "1"}
+        command = [sys.executable, "-m", "conceptforge", "publish", str(release)]
+        published = subprocess.run(
+            [*command, "--repo-id", "me/cones", "--version", "v1.0.0"], env=env, capture_output=True, text=True
+        )
+        assert published.returncode == 0, published.stderr[-3000:]
+        read_back = (
+            "import json; from huggingface_hub import hf_hub_download; "
+            "from conceptforge.loaders.binding.data import release_spec_words; "
+            "cone = hf_hub_download('me/cones', 'vocabulary/shapes/Cone.blend', repo_type='dataset', revision='v1.0.0'); "
+            "print(json.dumps([release_spec_words('me/cones', revision='v1.0.0'), open(cone, 'rb').read(7).decode()]))"
+        )
+        result = subprocess.run([sys.executable, "-c", read_back], env=env, capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr[-3000:]
+        words, magic = json.loads(result.stdout.strip().splitlines()[-1])
+        assert words["shapes"] == ["cube", "sphere", "cylinder", "cone"] and magic == "BLENDER"
+    finally:
+        server.stop()
