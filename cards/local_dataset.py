@@ -43,7 +43,24 @@ class LocalDataset:
             if p.is_file() and not p.name.startswith(".")
         )
         record = [RECORD_NAME] if (self.directory / RECORD_NAME).is_file() else []
-        return sorted(f for split in self.splits for f in split.files) + extra + record
+        return sorted(f for split in self.splits for f in split.files) + extra + record + self.spec_paths()
+
+    def spec_paths(self) -> list[str]:
+        """A release made from a benchmark spec carries it (``benchmark_spec.yaml``) and the files it
+        names (``vocabulary/``: a binding spec's shape and material .blend files); presets carry neither."""
+        if not (self.directory / SPEC_FILE_NAME).is_file():
+            return []
+        files = sorted(
+            p.relative_to(self.directory).as_posix()
+            for p in (self.directory / SPEC_FILES_DIR).rglob("*")
+            if p.is_file() and not p.name.startswith(".")
+        )
+        return [SPEC_FILE_NAME, *files]
+
+
+#: A release made from a benchmark spec carries the spec under this name, and the files the spec
+#: names (a binding spec's shape and material .blend files) under SPEC_FILES_DIR.
+SPEC_FILE_NAME, SPEC_FILES_DIR = "benchmark_spec.yaml", "vocabulary"
 
 
 def read_dataset_dir(directory: str | Path) -> LocalDataset:

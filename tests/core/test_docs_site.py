@@ -59,7 +59,7 @@ def test_site_builds_strictly_with_generated_pages(site):
     assert "InvalidArgumentError" in errors and "DataNotFoundError" in errors
     # a nav entry pointing at a section of binding.md became the page's URL plus the anchor
     home = (site / "index.html").read_text()
-    assert 'href="binding/#the-vocabulary-and-making-your-own"' in home
+    assert 'href="binding/#your-own-binding-vocabulary"' in home
     # evaluation is split into pages a reader can finish, each in the Evaluate section of the nav
     for page in ("evaluation", "evaluation-served", "evaluation-scale", "evaluation-by-answer", "evaluation-exports"):
         assert f'href="{page}/"' in home, page
@@ -86,7 +86,7 @@ def test_planted_broken_link_unknown_command_and_nav_anchor_fail_the_build(tmp_p
     )
     # a nav entry into a section that does not exist (our hook checks it once the page has headings)
     config = copy / "mkdocs.yml"
-    config.write_text(config.read_text().replace("#the-vocabulary-and-making-your-own", "#no-such-section"))
+    config.write_text(config.read_text().replace("#your-own-binding-vocabulary", "#no-such-section"))
     result = build(copy, tmp_path / "site")
     output = result.stdout + result.stderr
     assert result.returncode != 0
@@ -190,9 +190,9 @@ def test_navigation_and_search_in_chromium(browser, served_site):
         # and the nav entry that points at a section of a page lands on that section
         link = page.locator(".md-nav--primary a.md-nav__link", has_text="Your own binding vocabulary")
         link.filter(visible=True).first.click()
-        page.wait_for_url("**/binding/#the-vocabulary-and-making-your-own")
-        heading = page.locator("#the-vocabulary-and-making-your-own")
-        assert heading.inner_text().rstrip("¶").startswith("The vocabulary")
+        page.wait_for_url("**/binding/#your-own-binding-vocabulary")
+        heading = page.locator("#your-own-binding-vocabulary")
+        assert heading.inner_text().rstrip("¶").startswith("Your own binding vocabulary")
 
         # each question is answered by one page, first, with the section that answers it first
         page.goto(served_site + "/")
@@ -202,7 +202,7 @@ def test_navigation_and_search_in_chromium(browser, served_site):
         page.goto(served_site + "/")
         links = first_search_result(page, "binding vocabulary")
         assert all("/binding/" in link for link in links)
-        assert links[1].endswith("#the-vocabulary-and-making-your-own")
+        assert links[1].endswith("#your-own-binding-vocabulary")
     finally:
         page.close()
 
