@@ -77,7 +77,13 @@ def run_generate_and_filter(root: Path, inputs: dict[str, Path], *, name: str, s
     return [candidates, filtered]
 
 
-def fingerprints(root: Path, folders: list[Path]) -> dict[str, str]:
+#: How a shard report (``.work/shards/*.json``, what ``conceptforge status`` prints after a kill)
+#: lists ``--preset sub-cub-paper`` in the process's own command line: the one thing a named
+#: preset's run records differently, by design (it is what the user typed).
+PRESET_IN_SHARD_REPORT = b'  "--preset",\n  "sub-cub-paper",\n'
+
+
+def fingerprints(root: Path, folders: list[Path], *, named_preset: bool = False) -> dict[str, str]:
     """sha256 of every deterministic file of ``folders`` (two folders of one run directory under
     ``root``), keyed ``<folder>/<path>``; in the item store the run directory reads ``<RUN>`` and
     ``root`` reads ``<ROOT>``, so runs side by side compare equal."""
@@ -90,5 +96,8 @@ def fingerprints(root: Path, folders: list[Path]) -> dict[str, str]:
             data = path.read_bytes()
             if relative.startswith(".work/"):
                 data = data.replace(str(folder.parent).encode(), b"<RUN>").replace(str(root).encode(), b"<ROOT>")
+                if named_preset and relative.startswith(".work/shards/"):
+                    assert PRESET_IN_SHARD_REPORT in data, relative
+                    data = data.replace(PRESET_IN_SHARD_REPORT, b"")
             hashes[f"{folder.name}/{relative}"] = hashlib.sha256(data).hexdigest()
     return hashes

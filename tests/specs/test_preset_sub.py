@@ -49,3 +49,12 @@ def test_default_run_is_byte_identical_to_main(inputs, monkeypatch):
     folders = run_generate_and_filter(root, models, name="default", spec_args=[])
     hashes = fingerprints(root, folders)
     assert hashes == RECORDED
+
+
+def test_named_paper_preset_is_byte_identical_to_main(inputs, monkeypatch):
+    """``--preset sub-cub-paper`` (generate and filter) writes what the default run wrote on main;
+    only the shard reports of the item store list the process's own command line, preset included."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    root, models = inputs
+    folders = run_generate_and_filter(root, models, name="preset", spec_args=["--preset", "sub-cub-paper"])
+    assert fingerprints(root, folders, named_preset=True) == RECORDED
