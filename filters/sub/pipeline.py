@@ -347,7 +347,7 @@ def assemble_filtered(
     ]
     kept_rows = (row for row in candidates.iter_rows(wanted, batch_size=4096) if row["item_id"] in decision.ranks)
     validity = sub_validity({OUTPUT_SPLIT: kept_rows})
-    subject = "CUB birds" if benchmark is None else f"{benchmark['domain']} classes of the spec below"
+    subject = "CUB birds" if benchmark is None else f"{benchmark['domain'].capitalize()} classes of the spec below"
     metadata = DatasetMetadata(
         pretty_name="SUB: synthetic attribute substitutions (VQA-filtered)",
         license=license,
@@ -369,7 +369,7 @@ def assemble_filtered(
         provenance=provenance,
         filter_stats=stats,
         validity=validity,
-        **SUB_CARD_SECTIONS,
+        **(SUB_CARD_SECTIONS if benchmark is None else {**SUB_CARD_SECTIONS, "source_datasets": []}),
     )
     assemble_dataset_dir(
         out_dir,
