@@ -23,6 +23,7 @@ from conceptforge.cards.filter_stats import FilterStats
 from conceptforge.cards.run_record import RECORD_NAME
 from conceptforge.cards.validate import parse_card_yaml
 from conceptforge.errors import ConceptforgeError, DataFormatError, DataNotFoundError, PublishError, one_line
+from conceptforge.specs.release import BENCHMARK_SPEC_NAME
 
 
 @dataclass
@@ -43,6 +44,8 @@ class LocalDataset:
             if p.is_file() and not p.name.startswith(".")
         )
         record = [RECORD_NAME] if (self.directory / RECORD_NAME).is_file() else []
+        # a benchmark made from a user's spec carries it (conceptforge.specs.release)
+        record += [BENCHMARK_SPEC_NAME] if (self.directory / BENCHMARK_SPEC_NAME).is_file() else []
         return sorted(f for split in self.splits for f in split.files) + extra + record
 
 
