@@ -134,3 +134,23 @@ def test_filter_asks_the_spec_question_over_the_spec_values(chain):
         }[group]
         assert row["vqa_options"] == [*values, "Other"]
         assert row["vqa_answer"] == row["value"]
+
+
+def test_release_on_the_local_hub_carries_the_spec(chain, hub_env):
+    """publish -> the Hub repo at v1.0.0 has benchmark_spec.yaml beside the card and the data."""
+    from huggingface_hub import HfApi
+
+    from tests.user_shell import publish
+
+    publish(chain["filtered"], "conceptforge-e2e/sub-mugs", "v1.0.0", hub_env)
+    api = HfApi(endpoint=hub_env["HF_ENDPOINT"], token=hub_env["HF_TOKEN"])
+    files = api.list_repo_files("conceptforge-e2e/sub-mugs", repo_type="dataset", revision="v1.0.0")
+    assert BENCHMARK_SPEC_NAME in files and "README.md" in files
+    path = api.hf_hub_download(
+        "conceptforge-e2e/sub-mugs",
+        BENCHMARK_SPEC_NAME,
+        repo_type="dataset",
+        revision="v1.0.0",
+        cache_dir=str(chain["spec"].parent / "hub-cache"),
+    )
+    assert open(path).read() == (chain["filtered"] / BENCHMARK_SPEC_NAME).read_text()
