@@ -9,6 +9,7 @@ carries none (its files stay byte-identical to before specs existed).
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -58,3 +59,22 @@ def read_release_spec(directory: str | Path) -> dict[str, Any] | None:
     if not isinstance(data, dict):
         raise DataFormatError(f"{path}: holds no mapping of fields; the release is damaged")
     return data
+
+
+@lru_cache(maxsize=32)
+def release_spec_at(repo: str, revision: str | None = None) -> dict[str, Any] | None:
+    """The ``benchmark_spec.yaml`` of a release: a local dataset folder, or a Hub dataset at
+    ``revision``; ``None`` when it carries none (a paper preset's release, the authors' SUB)."""
+    local = Path(repo).expanduser()
+    if local.is_dir():
+        return read_release_spec(local)
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, RepositoryNotFoundError
+
+    try:
+        path = hf_hub_download(repo, BENCHMARK_SPEC_NAME, repo_type="dataset", revision=revision)
+    except EntryNotFoundError:
+        return None
+    except (RepositoryNotFoundError, HfHubHTTPError, OSError, ValueError):
+        return None  # the dataset itself is resolved (and its errors said) by the caller
+    return read_release_spec(Path(path).parent)

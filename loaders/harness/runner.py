@@ -306,9 +306,27 @@ def _check_cub(cub_dir: str, *, images: bool) -> None:
         layout.find(relative)
 
 
+def _carries_spec(selection: TaskSelection) -> bool:
+    """The release the task reads was made from a user's spec (it carries ``benchmark_spec.yaml``)."""
+    if not selection.task.release_spec_provides:
+        return False
+    from conceptforge.specs.release import release_spec_at
+
+    repo, revision = selection.data_source()
+    return bool(repo) and release_spec_at(repo, revision) is not None
+
+
+def _provided(selection: TaskSelection, settings: RunSettings) -> dict[str, Any]:
+    """The run's inputs, plus what the task's release provides itself (its spec)."""
+    provided = dict(settings.inputs())
+    if _carries_spec(selection):
+        provided.update({need: "benchmark_spec.yaml" for need in selection.task.release_spec_provides})
+    return provided
+
+
 def _dataset_for(selection: TaskSelection, model: ModelRef, settings: RunSettings) -> DatasetRef:
     task = selection.task
-    if "cub_dir" in task.needs:
+    if "cub_dir" in task.needs and not ("cub_dir" in task.release_spec_provides and _carries_spec(selection)):
         _check_cub(settings.cub_dir, images=task.benchmark == "compmap")
     if "mit_states_dir" in task.needs:
         if not Path(settings.mit_states_dir).is_dir():
@@ -397,7 +415,7 @@ def run_tasks(
     results = RunResults(model, settings, created=created_now())
     runnable = []
     for selection in selections:
-        reason = selection.task.skip_reason(model, settings.inputs())
+        reason = selection.task.skip_reason(model, _provided(selection, settings))
         if reason:
             # a caller that reports skips itself (evaluate's `skipped:` lines, its one error line) asks for quiet
             (logger.debug if quiet_skips else logger.warning)("skip %s", reason)

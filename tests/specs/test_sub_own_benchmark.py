@@ -136,13 +136,18 @@ def test_filter_asks_the_spec_question_over_the_spec_values(chain):
         assert row["vqa_answer"] == row["value"]
 
 
-def test_release_on_the_local_hub_carries_the_spec(chain, hub_env):
-    """publish -> the Hub repo at v1.0.0 has benchmark_spec.yaml beside the card and the data."""
-    from huggingface_hub import HfApi
-
+@pytest.fixture(scope="module")
+def released(chain, hub_env):
     from tests.user_shell import publish
 
     publish(chain["filtered"], "conceptforge-e2e/sub-mugs", "v1.0.0", hub_env)
+    return "conceptforge-e2e/sub-mugs"
+
+
+def test_release_on_the_local_hub_carries_the_spec(chain, released, hub_env):
+    """publish -> the Hub repo at v1.0.0 has benchmark_spec.yaml beside the card and the data."""
+    from huggingface_hub import HfApi
+
     api = HfApi(endpoint=hub_env["HF_ENDPOINT"], token=hub_env["HF_TOKEN"])
     files = api.list_repo_files("conceptforge-e2e/sub-mugs", repo_type="dataset", revision="v1.0.0")
     assert BENCHMARK_SPEC_NAME in files and "README.md" in files
@@ -154,3 +159,32 @@ def test_release_on_the_local_hub_carries_the_spec(chain, hub_env):
         cache_dir=str(chain["spec"].parent / "hub-cache"),
     )
     assert open(path).read() == (chain["filtered"] / BENCHMARK_SPEC_NAME).read_text()
+
+
+def test_evaluate_sub_vlm_on_the_release_reads_the_spec_not_cub(chain, released, hub_env, tmp_path):
+    """``evaluate --tasks sub-vlm:ORG/NAME@v1.0.0`` without --cub-dir: the choices are the spec's
+    values + none, S- the release's own removed_attribute (Diner_Mug's white body), chance 1/5."""
+    import json
+
+    from conceptforge.testing.tiny_models import build_tiny_clip
+    from tests.user_shell import check, run_script
+
+    clip = build_tiny_clip(tmp_path / "tiny-clip")
+    out = tmp_path / "eval.json"
+    done = run_script(
+        "evaluate.py", "--model", clip, "--tasks", f"sub-vlm:{released}@v1.0.0", "--output", out, env=hub_env
+    )
+    check(done, "evaluate sub-vlm on the spec's release")
+    (entry,) = json.loads(out.read_text())["tasks"]
+    assert entry["task"] == "sub-vlm" and entry["dataset"]["revision"] == "v1.0.0"
+    kept = _rows(chain["filtered"])
+    assert entry["metrics"]["s_plus"]["n"] == len(kept)
+    per_attribute = entry["details"]["per_attribute"]
+    assert set(per_attribute) == {r["attribute"] for r in kept}
+    colour = per_attribute.get("body_colour::red")
+    if colour is not None:  # S- scored against the release's own S- (the class's white body)
+        assert colour["n_s_minus"] == sum(1 for r in kept if r["attribute"] == "body_colour::red")
+    assert entry["metrics"]["chance_s_plus"]["value"] == pytest.approx(  # a fraction: 1 / (values + none)
+        sum({"body_colour": 1 / 5, "surface_pattern": 1 / 4, "handle_shape": 1 / 4}[r["group"]] for r in kept)
+        / len(kept)
+    )
