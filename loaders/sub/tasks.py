@@ -710,6 +710,7 @@ def tasks() -> list[Task]:
             run_sub_cbm,
             score_sub_cbm,
             **shared,
+            release_spec_provides=("cub_dir",),  # a CBM over the spec's attributes, in its order
             check_rows=check_sub_cbm_rows,
             options=(
                 Option(

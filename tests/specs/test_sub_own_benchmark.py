@@ -188,3 +188,28 @@ def test_evaluate_sub_vlm_on_the_release_reads_the_spec_not_cub(chain, released,
         sum({"body_colour": 1 / 5, "surface_pattern": 1 / 4, "handle_shape": 1 / 4}[r["group"]] for r in kept)
         / len(kept)
     )
+
+
+def test_sub_cbm_scores_a_cbm_over_the_spec_attributes(chain, tmp_path, monkeypatch):
+    """A CBM whose outputs are the spec's 10 attributes (in its order) that detects only a red
+    body: S+ is right on the 2 red-body images of 6, S- (white body, solid surface, round handle:
+    never detected) right on all 6. No --cub-dir: the candidates carry the spec."""
+    from conceptforge.loaders.harness.runner import run_task
+
+    (tmp_path / "red_body_cbm.py").write_text(
+        "import torch\n"
+        "def make():\n"
+        "    def red_body(images):\n"
+        "        logits = -torch.ones(len(images), 10)\n"
+        "        logits[:, 0] = 3.0  # body_colour::red, the spec's first attribute\n"
+        "        return logits\n"
+        "    return red_body\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    outcome = run_task(
+        "sub-cbm", model="red_body_cbm:make", dataset=chain["candidates"], split="candidates", cache_dir=tmp_path / "c"
+    )
+    assert outcome.metrics["s_plus"].value == pytest.approx(2 / 6)
+    assert outcome.metrics["s_minus"].value == 1.0 and outcome.metrics["s_minus"].n == 6
+    assert outcome.details["per_attribute"]["body_colour::red"]["s_plus"] == 1.0
+    assert outcome.details["per_attribute"]["handle_shape::ring"]["s_plus"] == 0.0
