@@ -354,6 +354,8 @@ def build_stage(config: SubStageConfig) -> Stage:
                 "images_per_pair": images_per_pair,
                 "device": device,
                 "model": {"id": settings.model, "revision": resolve_model_revision(settings.model, settings.revision)},
+                # a spec's run: the label names of its rows (the paper's are the module's)
+                **({"labels": _label_names(config.benchmark)} if config.benchmark is not None else {}),
             },
             **({"benchmark": config.benchmark} if config.benchmark is not None else {}),
         },
@@ -361,6 +363,10 @@ def build_stage(config: SubStageConfig) -> Stage:
         description="SUB images",
         unit="img",
     )
+
+
+def _label_names(benchmark: dict[str, Any]) -> dict[str, list[str]]:
+    return {"classes": list(benchmark["classes"]), "substitutions": list(benchmark["substitutions"])}
 
 
 #: The folder of ``--aot``'s packages inside the run's work folder (``OUT/.work``), when no

@@ -213,3 +213,13 @@ def test_sub_cbm_scores_a_cbm_over_the_spec_attributes(chain, tmp_path, monkeypa
     assert outcome.metrics["s_minus"].value == 1.0 and outcome.metrics["s_minus"].n == 6
     assert outcome.details["per_attribute"]["body_colour::red"]["s_plus"] == 1.0
     assert outcome.details["per_attribute"]["handle_shape::ring"]["s_plus"] == 0.0
+
+
+def test_verify_regenerates_the_spec_candidates(chain, capsys, hub_offline):
+    """``conceptforge verify`` rebuilds a spec run from its provenance.json (the pairs, prompts and
+    seeds the spec decided), as for the paper's runs."""
+    from conceptforge.commands import main
+
+    flux = chain["spec"].parent / "flux"
+    assert main(["verify", str(chain["candidates"]), "--all", "--weights", f"diffusion={flux}"]) == 0
+    assert "verified: 6 of 6 item(s)" in capsys.readouterr().out
