@@ -62,7 +62,7 @@ def test_dry_run_prints_the_plan_of_the_spec(mugs, tmp_path, capsys):
     text = capsys.readouterr().out
     assert "spec: sub-mugs (mug; source mugs)" in text
     assert "pairs: 6 (colour 2, pattern 2, shape 2)" in text  # 2 classes x 3 substitutions, none present
-    assert "dropped (bird already has S+): 0" in text
+    assert "classes: 2, attributes: 3" in text and "dropped (class already has S+): 0" in text
     assert (
         "Travel_Mug | body_colour::red | S-=body_colour::black | 'A photo of a Travel Mug with a red body' | "
         "'A photo of a mug with a red body'" in text

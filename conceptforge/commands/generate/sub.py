@@ -222,6 +222,7 @@ def print_plan(plan: PairPlan, args: argparse.Namespace, benchmark: SubBenchmark
     """The plan as numbers. Without ``--cub-dir`` the numbers CUB decides are marked as such."""
     images = len(plan.pairs) * args.images_per_pair
     no_cub = not args.cub_dir and (benchmark is None or benchmark.table is None)
+    noun = "bird" if benchmark is None or benchmark.table is None else "class"  # the paper's words for CUB
     if benchmark is not None:
         spec = benchmark.benchmark
         source = benchmark.table.description if benchmark.table is not None else "CUB (--cub-dir)"
@@ -238,13 +239,14 @@ def print_plan(plan: PairPlan, args: argparse.Namespace, benchmark: SubBenchmark
     print(f"mode: {args.mode}{' (reference selection)' if args.reference_selection else ''}")
     print(f"pairs: {len(plan.pairs)}{upper} ({', '.join(f'{k} {v}' for k, v in sorted(by_category.items()))})")
     print(
-        f"birds: {len({p.bird for p in plan.pairs})}, attributes: {len({p.attribute for p in plan.pairs if p.attribute})}"
+        f"{'birds' if noun == 'bird' else 'classes'}: {len({p.bird for p in plan.pairs})}, "
+        f"attributes: {len({p.attribute for p in plan.pairs if p.attribute})}"
     )
     if no_cub:
         if not args.reference_selection:
             print("dropped (bird already has S+): needs --cub-dir (CUB's class-level labels)")
     else:
-        print(f"dropped (bird already has S+): {len(plan.dropped)}")
+        print(f"dropped ({noun} already has S+): {len(plan.dropped)}")
     print(
         f"images: {images}{' (at most)' if upper else ''} ({args.images_per_pair} per pair) at {args.resolution}px, {args.steps} steps"
     )
