@@ -155,9 +155,10 @@ class SubBenchmarkSpec:
                 raise spec_error(
                     f"groups.{name}.values", "a group needs at least two mutually exclusive values", source=source
                 )
-            for template, where in ((group.reference, "reference"), (group.question, "question")):
-                if template is not None:
-                    _check_fields(template, f"groups.{name}.{where}", source)
+            if group.reference is not None:
+                _check_fields(group.reference, f"groups.{name}.reference", source)
+            if group.question is not None:
+                _check_fields(group.question, f"groups.{name}.question", source, allowed=QUESTION_FIELDS)
             _check_fields(group.phrase, f"groups.{name}.phrase", source, allowed={"value"})
         for category in CATEGORIES:
             used = any(g.category == category for g in self.groups.values())
@@ -175,7 +176,7 @@ class SubBenchmarkSpec:
                     f"tdg.{category}", f"tmin {schedule.tmin} is above tmax {schedule.tmax}; swap them", source=source
                 )
         _check_fields(self.plain_template, "plain_template", source)
-        _check_fields(self.vqa_question, "vqa_question", source, allowed={"group", "domain", "choices"})
+        _check_fields(self.vqa_question, "vqa_question", source, allowed=QUESTION_FIELDS)
         for index, attribute in enumerate(self.substitutions):
             self._check_attribute(attribute, f"substitutions[{index}]", source)
         for attribute in self.guidance.named:
@@ -211,8 +212,9 @@ class SubBenchmarkSpec:
         return self.groups[group].values
 
 
-#: The fields each template may use.
+#: The fields each prompt template may use, and those of a VQA question.
 TEMPLATE_FIELDS = {"class", "guide", "phrase"}
+QUESTION_FIELDS = {"group", "domain", "choices"}
 
 
 def _unique(items: tuple[str, ...], location: str, source: str) -> None:

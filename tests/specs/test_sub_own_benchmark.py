@@ -223,3 +223,24 @@ def test_verify_regenerates_the_spec_candidates(chain, capsys, hub_offline):
     flux = chain["spec"].parent / "flux"
     assert main(["verify", str(chain["candidates"]), "--all", "--weights", f"diffusion={flux}"]) == 0
     assert "verified: 6 of 6 item(s)" in capsys.readouterr().out
+
+
+def test_the_filter_question_is_the_spec_question_and_a_group_may_have_its_own(mugs, tmp_path):
+    from conceptforge.filters.vqa.questions import QuestionBuilder
+    from conceptforge.generators.sub.own_benchmark import questions_of, vocabulary
+
+    own = tmp_path / "own.yaml"
+    own.write_text(
+        mug_spec_text().replace(
+            "handle_shape: {category: shape, phrase: 'a handle', values: [round, square, ring]}",
+            "handle_shape: {category: shape, phrase: 'a handle', values: [round, square, ring], "
+            "question: 'How is the handle of this {domain} shaped? {choices}'}",
+        )
+    )
+    benchmark = load_sub_benchmark(own, with_labels=False)
+    ask = QuestionBuilder(vocabulary(benchmark), answer_hint="", **questions_of(benchmark))
+    assert (
+        ask("body_colour").text
+        == "Which body colour does this mug have? Pick one of A) red B) blue C) white D) black E) Other"
+    )
+    assert ask("handle_shape").text == "How is the handle of this mug shaped? A) round B) square C) ring D) Other"
