@@ -313,7 +313,9 @@ def _carries_spec(selection: TaskSelection) -> bool:
     from conceptforge.specs.release import release_spec_at
 
     repo, revision = selection.data_source()
-    return bool(repo) and release_spec_at(repo, revision) is not None
+    spec = release_spec_at(repo, revision) if repo else None
+    # a spec whose source is CUB (the paper readers' kind) still takes its vocabulary from --cub-dir
+    return spec is not None and (spec.get("source") or {}).get("kind") != "cub"
 
 
 def _provided(selection: TaskSelection, settings: RunSettings) -> dict[str, Any]:

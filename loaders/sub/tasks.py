@@ -143,7 +143,7 @@ def _load(ctx: TaskContext):
     from conceptforge.specs.release import release_spec_at
 
     spec = release_spec_at(ctx.dataset.repo, ctx.dataset.load_revision)
-    if spec is not None:
+    if spec is not None and (spec.get("source") or {}).get("kind") != "cub":  # a CUB spec: CUB's vocabulary
         from conceptforge.loaders.sub.spec_vocabulary import vocabulary_from_spec
 
         cub = vocabulary_from_spec(spec)
