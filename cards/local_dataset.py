@@ -23,6 +23,7 @@ from conceptforge.cards.filter_stats import FilterStats
 from conceptforge.cards.run_record import RECORD_NAME
 from conceptforge.cards.validate import parse_card_yaml
 from conceptforge.errors import ConceptforgeError, DataFormatError, DataNotFoundError, PublishError, one_line
+from conceptforge.specs.release import BENCHMARK_SPEC_NAME
 
 
 @dataclass
@@ -60,7 +61,7 @@ class LocalDataset:
 
 #: A release made from a benchmark spec carries the spec under this name, and the files the spec
 #: names (a binding spec's shape and material .blend files) under SPEC_FILES_DIR.
-SPEC_FILE_NAME, SPEC_FILES_DIR = "benchmark_spec.yaml", "vocabulary"
+SPEC_FILE_NAME, SPEC_FILES_DIR = BENCHMARK_SPEC_NAME, "vocabulary"
 
 
 def read_dataset_dir(directory: str | Path) -> LocalDataset:

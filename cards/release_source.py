@@ -19,6 +19,7 @@ from conceptforge.cards.dataset_dir import CARD_NAME, DATA_DIR, SCENES_DIR
 from conceptforge.cards.run_record import RECORD_NAME
 from conceptforge.errors import ConceptforgeError, DataFormatError, DataNotFoundError, InvalidArgumentError
 from conceptforge.external_errors import hub_failure
+from conceptforge.specs.release import BENCHMARK_SPEC_NAME
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +89,7 @@ def download_release(
             revision=revision,
             endpoint=endpoint,
             token=token,
-            allow_patterns=[CARD_NAME, RECORD_NAME, f"{DATA_DIR}/**", f"{SCENES_DIR}/**"],
+            allow_patterns=[CARD_NAME, RECORD_NAME, BENCHMARK_SPEC_NAME, f"{DATA_DIR}/**", f"{SCENES_DIR}/**"],
         )
     except RevisionNotFoundError:
         raise DataNotFoundError(f"{repo_id} has no revision {revision!r} on the Hub") from None

@@ -38,6 +38,7 @@ from conceptforge.generators.sub.card import CARD_SECTIONS as SUB_CARD_SECTIONS
 from conceptforge.generators.sub.card import CITATION as SUB_CITATION
 from conceptforge.generators.sub.validity import sub_validity
 from conceptforge.progress import tqdm
+from conceptforge.specs.release import write_release_spec
 
 logger = logging.getLogger(__name__)
 
@@ -295,8 +296,12 @@ def assemble_filtered(
     license: str,
     provenance: dict[str, Any],
     grid_size: int = 8,
+    benchmark: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Decide on the stored scores and write the filtered dataset; returns the statistics."""
+    """Decide on the stored scores and write the filtered dataset; returns the statistics.
+
+    ``benchmark`` (a user spec's run, ``own_benchmark.carried``): the card names its domain and
+    carries its section, and the dataset its ``benchmark_spec.yaml``."""
     scores = stored_scores(store)
     ids = candidates.column("item_id")
     missing = [item_id for item_id in ids if item_id not in scores]
@@ -342,24 +347,29 @@ def assemble_filtered(
     ]
     kept_rows = (row for row in candidates.iter_rows(wanted, batch_size=4096) if row["item_id"] in decision.ranks)
     validity = sub_validity({OUTPUT_SPLIT: kept_rows})
+    subject = "CUB birds" if benchmark is None else f"{benchmark['domain'].capitalize()} classes of the spec below"
     metadata = DatasetMetadata(
         pretty_name="SUB: synthetic attribute substitutions (VQA-filtered)",
         license=license,
         summary=(
-            "CUB birds with one attribute substituted by Tied Diffusion Guidance, filtered as in SUB "
+            f"{subject} with one attribute substituted by Tied Diffusion Guidance, filtered as in SUB "
             "(the SUB paper, Sec. 4.2): images whose VQA answer is not the target attribute S+ are discarded, "
             f"the rest of each bird-attribute pair is ranked by the S+ probability, the top "
             f"{params.keep_fraction:.0%} of the pair's candidates are kept, and pairs with fewer survivors "
-            "are dropped. The VQA option probabilities are kept as columns.\n\n" + stats_table(stats)
+            "are dropped. The VQA option probabilities are kept as columns.\n\n"
+            + stats_table(stats)
+            + (f"\n\n{benchmark['card_section']}" if benchmark is not None else "")
         ),
         task_categories=["image-classification"],
-        tags=["sub", "cub", "concept-bottleneck", "synthetic", "conceptforge"],
+        tags=["sub", "cub", "concept-bottleneck", "synthetic", "conceptforge"]
+        if benchmark is None
+        else ["sub", "concept-bottleneck", "synthetic", "conceptforge"],
         citation=CITATION,
         column_docs=inherited_column_docs(upstream, COLUMN_DOCS, features),
         provenance=provenance,
         filter_stats=stats,
         validity=validity,
-        **SUB_CARD_SECTIONS,
+        **(SUB_CARD_SECTIONS if benchmark is None else {**SUB_CARD_SECTIONS, "source_datasets": []}),
     )
     assemble_dataset_dir(
         out_dir,
@@ -368,6 +378,8 @@ def assemble_filtered(
         render_card=lambda split_stats: render_card(metadata, features, split_stats, has_grid=grid_png is not None),
         grid_png=grid_png,
     )
+    if benchmark is not None:
+        write_release_spec(out_dir, benchmark["spec_yaml"])
     return stats
 
 
@@ -380,6 +392,7 @@ def assemble_from_store(store: ItemStore, out_dir: Path, args: dict[str, Any]) -
         params=FilterParams(**args["params"]),
         license=args["license"],
         provenance=args["provenance"],
+        benchmark=args.get("benchmark"),
     )
 
 

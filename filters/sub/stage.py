@@ -20,6 +20,8 @@ from conceptforge.errors import InvalidArgumentError
 from conceptforge.filters.sub.decision import FilterParams
 from conceptforge.filters.vqa.questions import DEFAULT_ANSWER_HINT
 from conceptforge.filters.vqa.scorer import DEFAULT_VQA_MODEL
+from conceptforge.generators.sub.own_benchmark import carried, load_sub_benchmark, questions_of, vocabulary
+from conceptforge.specs.release import BENCHMARK_SPEC_NAME
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +58,9 @@ class SubFilterConfig:
     #: resolves a served ``--vqa-model`` into a :class:`ServedScorer` (the command line passes
     #: :func:`conceptforge.commands.filter.sub.served_vqa_scorer`); None: a served model is refused
     resolve_served: Callable[[SubFilterConfig], ServedScorer] | None = None
+    #: a SUB spec (``--spec``/``--preset``, or the candidates' ``benchmark_spec.yaml``): its question,
+    #: its groups' values (in place of --cub-dir's) and, for a user's spec, what the dataset carries
+    benchmark: Any = None
 
 
 def build_stage(config: SubFilterConfig, *, out: str | Path | None = None) -> Stage:
@@ -78,16 +83,23 @@ def build_stage(config: SubFilterConfig, *, out: str | Path | None = None) -> St
     params = config.params
     if config.batch_size < 1:
         raise InvalidArgumentError(f"--batch-size must be >= 1, got {config.batch_size}")
-    if config.cub_dir is None:
+    candidates_dir = Path(config.candidates)
+    benchmark = config.benchmark
+    if benchmark is None and (candidates_dir / BENCHMARK_SPEC_NAME).is_file():  # made from a user's spec
+        benchmark = load_sub_benchmark(candidates_dir / BENCHMARK_SPEC_NAME, with_labels=False)
+    spec_vocabulary = vocabulary(benchmark) if benchmark is not None else {}
+    own_values = bool(spec_vocabulary) and all(spec_vocabulary.values())
+    if config.cub_dir is None and not own_values:
         raise InvalidArgumentError(
             "--cub-dir is required (the CUB_200_2011 directory, for the options of each attribute group)"
         )
-    candidates_dir = Path(config.candidates)
     candidates = open_candidates(candidates_dir)
     if out is not None and Path(out).resolve() == candidates_dir.resolve():
         raise InvalidArgumentError("--out must differ from --candidates")
     answer_hint = config.answer_hint
-    questions = QuestionBuilder(load_attributes(config.cub_dir).groups, answer_hint=answer_hint)
+    groups = spec_vocabulary if own_values else load_attributes(config.cub_dir).groups
+    asked = questions_of(benchmark) if benchmark is not None else {}
+    questions = QuestionBuilder(groups, answer_hint=answer_hint, **asked)
     check_candidate_groups(candidates, questions)
     license = config.license or candidates_license(candidates_dir)
     if not license:
@@ -122,6 +134,7 @@ def build_stage(config: SubFilterConfig, *, out: str | Path | None = None) -> St
             "params": asdict(params),
             "license": license,
             "provenance": provenance,
+            **({"benchmark": own} if (own := carried(benchmark)) is not None else {}),
         },
     )
 

@@ -20,6 +20,9 @@ LETTERS = string.ascii_uppercase
 #: instruction InternVL's own multiple-choice evaluation uses). Set ``answer_hint=""`` for the
 #: paper's text verbatim.
 DEFAULT_ANSWER_HINT = "Answer with the option's letter from the given choices directly."
+#: The paper's question (§4.2), which the evaluation tasks ask too; a SUB spec's ``vqa_question``
+#: (the preset ``sub-cub-paper`` writes this one) replaces it for the filter of that benchmark.
+PAPER_QUESTION = "What type of {group} does this {domain} have? Please pick between {choices}"
 
 
 @dataclass(frozen=True)
@@ -46,8 +49,12 @@ def build_question(
     values: Sequence[str],
     *,
     answer_hint: str = DEFAULT_ANSWER_HINT,
+    template: str = PAPER_QUESTION,
+    domain: str = "bird",
 ) -> MultipleChoiceQuestion:
-    """The question for ``group`` with options ``values`` + ``Other`` lettered A, B, …"""
+    """The question for ``group`` with options ``values`` + ``Other`` lettered A, B, …
+
+    ``template`` names ``{group}`` (its words), ``{domain}`` (what the images show) and ``{choices}``."""
     options = tuple(values) + (OTHER,)
     if len(values) == 0:
         raise DataFormatError(f"attribute group {group!r} has no values to ask about")
@@ -56,7 +63,7 @@ def build_question(
     if len(options) > len(LETTERS):
         raise DataFormatError(f"attribute group {group!r} has {len(values)} values: more options than letters A-Z")
     choices = " ".join(f"{LETTERS[i]}) {value_words(option)}" for i, option in enumerate(options))
-    text = f"What type of {group_words(group)} does this bird have? Please pick between {choices}"
+    text = template.format(group=group_words(group), domain=domain, choices=choices)
     if answer_hint:
         text = f"{text}\n{answer_hint}"
     return MultipleChoiceQuestion(group, options, text)
@@ -65,9 +72,19 @@ def build_question(
 class QuestionBuilder:
     """Questions for every group of a vocabulary (``group -> values``), built once each."""
 
-    def __init__(self, groups: Mapping[str, Sequence[str]], *, answer_hint: str = DEFAULT_ANSWER_HINT) -> None:
+    def __init__(
+        self,
+        groups: Mapping[str, Sequence[str]],
+        *,
+        answer_hint: str = DEFAULT_ANSWER_HINT,
+        template: str = PAPER_QUESTION,
+        domain: str = "bird",
+        group_templates: Mapping[str, str] | None = None,
+    ) -> None:
         self.groups = {group: list(values) for group, values in groups.items()}
         self.answer_hint = answer_hint
+        self.template, self.domain = template, domain
+        self.group_templates = dict(group_templates or {})  # a group's own question (a SUB spec's)
         self._cache: dict[str, MultipleChoiceQuestion] = {}
 
     def __call__(self, group: str) -> MultipleChoiceQuestion:
@@ -78,5 +95,11 @@ class QuestionBuilder:
                     f"unknown attribute group {group!r}: the question builder knows "
                     f"{len(self.groups)} groups ({known}{', ...' if len(self.groups) > 5 else ''})"
                 )
-            self._cache[group] = build_question(group, self.groups[group], answer_hint=self.answer_hint)
+            self._cache[group] = build_question(
+                group,
+                self.groups[group],
+                answer_hint=self.answer_hint,
+                template=self.group_templates.get(group, self.template),
+                domain=self.domain,
+            )
         return self._cache[group]

@@ -27,6 +27,7 @@ from conceptforge.engine.assembly import register_assembler
 from conceptforge.engine.store import ItemStore
 from conceptforge.generators.sub.spec import PairPlan, load_spec, published_attribute
 from conceptforge.generators.sub.validity import sub_validity
+from conceptforge.specs.release import write_release_spec
 
 SPLIT = "candidates"
 CARD_PACKAGES = (
@@ -85,9 +86,22 @@ FEATURES = Features(
 )
 
 
-def label_columns(bird: str, attribute: str) -> dict[str, int]:
+def features_for(benchmark: dict[str, Any] | None) -> Features:
+    """The paper's features, or a spec's: ``bird_label``/``attr_label`` over its classes and S+."""
+    if benchmark is None:
+        return FEATURES
+    return Features(
+        {
+            **{name: feature for name, feature in FEATURES.items() if name not in LABEL_FEATURES},
+            "bird_label": ClassLabel(names=list(benchmark["classes"])),
+            "attr_label": ClassLabel(names=[published_attribute(a) for a in benchmark["substitutions"]]),
+        }
+    )
+
+
+def label_columns(bird: str, attribute: str, features: Features = FEATURES) -> dict[str, int]:
     """``bird_label``/``attr_label`` of a row (ClassLabel indices; -1 when not one of SUB's names)."""
-    birds, attributes = BIRD_LABELS.names, ATTRIBUTE_LABELS.names
+    birds, attributes = features["bird_label"].names, features["attr_label"].names
     published = published_attribute(attribute) if attribute else ""
     return {
         "bird_label": birds.index(bird) if bird in birds else -1,
@@ -164,16 +178,16 @@ CITATION = """@article{bader2025sub,
 }"""
 
 
-def record_row(record) -> dict[str, Any]:
+def record_row(record, features: Features = FEATURES) -> dict[str, Any]:
     meta = record.metadata
-    row = {name: meta.get(name) for name in FEATURES if name not in {"image", "item_id", "seed"}}
+    row = {name: meta.get(name) for name in features if name not in {"image", "item_id", "seed"}}
     row.update(
         # published data names the model by its Hub id or folder name, never this machine's path
         model_id=strip_local_path(meta["model_id"]) if isinstance(meta.get("model_id"), str) else meta.get("model_id"),
         image={"bytes": record.read_file("png"), "path": f"{record.item_id}.png"},
         item_id=record.item_id,
         seed=meta["seed"],
-        **label_columns(meta.get("bird") or "", meta.get("attribute") or ""),
+        **label_columns(meta.get("bird") or "", meta.get("attribute") or "", features),
     )
     for name in ("tdg_k", "tdg_tmin", "tdg_tmax"):
         if row[name] is None:  # JSON has no NaN in canonical form -> None
@@ -214,13 +228,17 @@ def assemble_from_store(store: ItemStore, out_dir: Path, args: dict[str, Any]) -
     if first is not None and first.metadata.get("model_revision"):  # the revision the model resolved to
         metadata.provenance = {**metadata.provenance, "model_revision": first.metadata["model_revision"]}
     metadata.validity = sub_validity({SPLIT: (r.metadata for r in store.records(SPLIT))})
+    benchmark = args.get("benchmark")
+    features = features_for(benchmark)
     stats = assemble_dataset_dir(
         out_dir,
-        splits={SPLIT: lambda: (record_row(r) for r in store.records(SPLIT))},
-        features=FEATURES,
-        render_card=lambda stats: render_card(metadata, FEATURES, stats),
+        splits={SPLIT: lambda: (record_row(r, features) for r in store.records(SPLIT))},
+        features=features,
+        render_card=lambda stats: render_card(metadata, features, stats),
         grid_png=_grid(list(_grid_records(store))),
     )
+    if benchmark is not None:  # the spec travels with the dataset (and into the filtered release)
+        write_release_spec(out_dir, benchmark["spec_yaml"])
     if "rebuild" in args:  # what `conceptforge verify` regenerates the rows from (cards.run_record)
         entry = config_entry(
             store.stored_config(),
@@ -245,6 +263,14 @@ def _grid_records(store: ItemStore):
             yield record
 
 
+def own_summary(summary: str, benchmark: dict[str, Any]) -> str:
+    """The paper's words made the spec's (its domain for CUB's birds) and the spec's card section."""
+    domain = benchmark["domain"]
+    summary = summary.replace("CUB birds", f"{domain} classes").replace("CUB classes", f"{domain} classes")
+    summary = summary.replace("Reference-bird", "Reference-class")
+    return f"{summary}\n\n{benchmark['card_section']}"
+
+
 def card_metadata(
     *,
     license: str,
@@ -254,8 +280,10 @@ def card_metadata(
     model_revision: str,
     reference_selection: bool,
     command: Sequence[str] | None = None,
+    benchmark: dict[str, Any] | None = None,
 ) -> DatasetMetadata:
-    """The candidates card. ``command`` is the command line of the run (default: sys.argv)."""
+    """The candidates card. ``command`` is the command line of the run (default: sys.argv);
+    ``benchmark`` (a user spec's run): the card names its domain and carries its spec section."""
     if reference_selection:
         summary = (
             "Reference-bird selection candidates for SUB (the SUB paper, Sec. 4.2): images of CUB classes "
@@ -271,17 +299,22 @@ def card_metadata(
             "Prompt-only baseline for SUB (the SUB paper, Fig. 4): the reference prompt c_R alone, from the "
             "same initial noise as the TDG candidates of the same item."
         )
-    summary += " CUB-200-2011 metadata (Wah et al.) is used under its research-only terms."
+    if benchmark is None:
+        summary += " CUB-200-2011 metadata (Wah et al.) is used under its research-only terms."
+    else:
+        summary = own_summary(summary, benchmark)
     categories = sorted({p.category for p in plan.pairs if p.category})
     return DatasetMetadata(
         pretty_name="SUB candidates" if not reference_selection else "SUB reference-bird selection",
         license=license,
         summary=summary,
         task_categories=["image-classification"],
-        tags=["synthetic", "cub-200-2011", "concept-bottleneck-models", "flux", "tied-diffusion-guidance"],
+        tags=["synthetic", "cub-200-2011", "concept-bottleneck-models", "flux", "tied-diffusion-guidance"]
+        if benchmark is None
+        else ["synthetic", "concept-bottleneck-models", "flux", "tied-diffusion-guidance"],
         citation=CITATION,
         column_docs=COLUMN_DOCS,
-        **CARD_SECTIONS,
+        **(CARD_SECTIONS if benchmark is None else {**CARD_SECTIONS, "source_datasets": []}),
         provenance={
             "generator": "conceptforge generators.sub",
             "mode": "reference-selection" if reference_selection else settings.mode,

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from conceptforge.cub import load_cub
 from conceptforge.errors import InvalidArgumentError
+from conceptforge.generators.sub.own_benchmark import SubBenchmark
 from conceptforge.generators.sub.spec import (
     PairPlan,
     load_spec,
@@ -33,6 +34,8 @@ class PlanRequest:
     tdg: Sequence[str] = ()
     drop_present: bool | None = None
     pairs: Sequence[str] | None = None
+    spec: str | None = None
+    preset: str | None = None
 
 
 def parse_tdg_overrides(values: Sequence[str]) -> dict[str, TDGParams]:
@@ -80,10 +83,24 @@ def select_pairs(plan: PairPlan, selectors: Sequence[str] | None) -> PairPlan:
     )
 
 
-def build_plan(args: PlanRequest) -> tuple[PairPlan, dict]:
-    """The pairs to generate. Without ``--cub-dir`` (dry runs only) nothing is dropped or checked."""
-    cub = load_cub(args.cub_dir) if args.cub_dir else None
-    spec = load_spec()
+def class_labels(args: PlanRequest, benchmark: SubBenchmark | None):
+    """CUB's table (``--cub-dir``), a dataset source's table, or ``None`` (a dry run without CUB)."""
+    if benchmark is not None and benchmark.table is not None:
+        if args.cub_dir:
+            raise InvalidArgumentError(
+                f"--cub-dir does not apply: the spec's source is {benchmark.table.description}; leave --cub-dir out"
+            )
+        return benchmark.table
+    return load_cub(args.cub_dir) if args.cub_dir else None
+
+
+def build_plan(args: PlanRequest, benchmark: SubBenchmark | None = None) -> tuple[PairPlan, dict]:
+    """The pairs to generate. Without class-level labels (dry runs only) nothing is dropped or checked.
+
+    ``benchmark`` (``--spec``/``--preset``): its classes, substitutions, rules and labels; else the paper's.
+    """
+    cub = class_labels(args, benchmark)
+    spec = benchmark.spec if benchmark is not None else load_spec()
     if args.reference_selection:
         if args.candidate_spec:
             raise InvalidArgumentError("--reference-selection and --candidate-spec exclude each other")
@@ -111,11 +128,13 @@ def build_plan(args: PlanRequest) -> tuple[PairPlan, dict]:
         )
         info = {"plan": "candidate-grid", "guidance_birds": dict(candidate.guidance_birds)}
     else:
-        drop = True if args.drop_present is None else args.drop_present
+        drop = spec.drop_present if args.drop_present is None else args.drop_present
         plan = plan_pairs(
             spec.reference_birds, spec.substitutions, cub=cub, drop_present=drop, tdg_overrides=overrides, spec=spec
         )
         info = {"plan": "paper"}
+        if benchmark is not None and benchmark.carries_spec:  # a resumed run must be of the same spec
+            info = {"plan": "spec", "spec_name": benchmark.spec_file.name, "spec_sha256": benchmark.spec_file.sha256}
     info["tdg_overrides"] = {k: v.to_dict() for k, v in overrides.items()}
     return select_pairs(plan, args.pairs), info
 

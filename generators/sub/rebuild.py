@@ -18,12 +18,13 @@ GENERATOR = "sub"
 def rebuild(entry: Mapping[str, Any], weights: Mapping[str, str], device: str | None, out: Path) -> Rebuilt:
     import importlib
 
-    from conceptforge.generators.sub.card import record_row
+    from conceptforge.generators.sub.card import features_for, record_row
     from conceptforge.generators.sub.spec import Pair, PairPlan
     from conceptforge.generators.sub.tdg import TDGParams
 
     sub = importlib.import_module("conceptforge.generators.sub.stage")  # the package re-exports a function of that name
     rebuild = entry["rebuild"]
+    features = features_for(rebuild.get("labels"))  # a spec's run: its classes and substitutions
     settings = sub.GenerationSettings(**rebuild["settings"])
     location = weight_location("diffusion", rebuild["model"], weights)
     pairs = [Pair(**{**p, "tdg": TDGParams(**p["tdg"]) if p.get("tdg") else None}) for p in rebuild["pairs"]]
@@ -69,7 +70,7 @@ def rebuild(entry: Mapping[str, Any], weights: Mapping[str, str], device: str | 
     )
 
     def rows(store: ItemStore, split: str) -> Iterator[dict[str, Any]]:
-        return (record_row(record) for record in store.records(split))
+        return (record_row(record, features) for record in store.records(split))
 
     return Rebuilt(
         stage,

@@ -1,11 +1,10 @@
-"""The SUB specification (SUB paper) as data, and the bird x substitution plan built from it.
+"""A SUB benchmark's specification as the generator uses it, and the class x substitution plan.
 
-Everything the paper fixes — the 33 reference birds (App. A), the guidance birds (App. B,
-Table 3), the 32 substitutions (App. C), the per-category prompt templates (Sec. 4.1, App. D)
-and the TDG schedules (Sec. 5) — lives in ``sub_spec.json`` beside this module. The paper gives
-the prompt wording for only some attribute groups (crown and breast colour, breast and tail
-pattern, bill shape; marked ``from_paper``); the phrases for the other CUB groups follow the
-same pattern and are ours.
+The specification comes from a spec file (:mod:`conceptforge.generators.sub.benchmark`); the
+paper's — the 33 reference birds (App. A), the guidance birds (App. B, Table 3), the 32
+substitutions (App. C), the per-category prompt templates (Sec. 4.1, App. D) and the TDG
+schedules (Sec. 5) — is the preset ``sub-cub-paper`` (:func:`load_spec`). "Bird" in the names
+below is the reference class of any domain: the paper's domain gave the code its words.
 """
 
 from __future__ import annotations
@@ -15,13 +14,14 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 
 from conceptforge.cub import CubMetadata, bird_name, display_name, split_attribute, value_words
 from conceptforge.errors import DataNotFoundError, InvalidArgumentError, SpecError
+from conceptforge.generators.sub.benchmark import SubBenchmarkSpec
 from conceptforge.generators.sub.tdg import TDGParams
 
+PAPER_PRESET = "sub-cub-paper"
 SUBSTITUTION_CATEGORIES = ("colour", "shape", "pattern")
 NEEDS_CUB = "(needs --cub-dir)"  # a guidance bird only CUB can choose, shown by dry runs without it
 
@@ -32,11 +32,13 @@ class GroupSpec:
     phrase: str
     reference_template: str | None = None
     from_paper: bool = False
+    values: tuple[str, ...] = ()  # empty: the source's (CUB's) values of the group
+    question: str | None = None  # this group's own VQA question template
 
 
 @dataclass(frozen=True)
 class SubSpec:
-    """The paper's specification, loaded from ``sub_spec.json``."""
+    """A benchmark's specification (the paper's: :func:`load_spec`)."""
 
     reference_birds: tuple[str, ...]
     substitutions: tuple[str, ...]
@@ -46,6 +48,11 @@ class SubSpec:
     templates: Mapping[str, Mapping[str, str]]
     plain_template: str
     groups: Mapping[str, GroupSpec]
+    domain: str = "bird"
+    vqa_question: str = "What type of {group} does this {domain} have? Please pick between {choices}"
+    class_percent: float = 50.0
+    drop_present: bool = True
+    cub: bool = True  # the source is CUB (attribute names has_<group>::<value>, --cub-dir)
 
     def group(self, group: str) -> GroupSpec:
         if group not in self.groups:
@@ -54,26 +61,47 @@ class SubSpec:
             )
         return self.groups[group]
 
+    def split(self, attribute: str) -> tuple[str, str]:
+        """(group, value) of ``group::value`` (CUB's ``has_<group>::<value>`` for a CUB source)."""
+        if self.cub:
+            return split_attribute(attribute)
+        group, sep, value = attribute.partition("::")
+        if not sep or group not in self.groups or not value:
+            raise InvalidArgumentError(
+                f"attribute {attribute!r} is not group::value with a group of the spec ({', '.join(self.groups)})"
+            )
+        return group, value
+
+
+def sub_spec_from(benchmark: SubBenchmarkSpec) -> SubSpec:
+    """The generator's view of a validated spec file."""
+    groups = {
+        name: GroupSpec(g.category, g.phrase, g.reference, g.from_paper, tuple(g.values), g.question)
+        for name, g in benchmark.groups.items()
+    }
+    return SubSpec(
+        reference_birds=tuple(benchmark.classes),
+        substitutions=tuple(benchmark.substitutions),
+        guidance_birds=dict(benchmark.guidance.named),
+        colour_guidance_bird=benchmark.guidance.generic,
+        tdg_params={name: TDGParams(k=t.k, tmin=t.tmin, tmax=t.tmax) for name, t in benchmark.tdg.items()},
+        templates={name: {"reference": t.reference, "guidance": t.guidance} for name, t in benchmark.templates.items()},
+        plain_template=benchmark.plain_template,
+        groups=groups,
+        domain=benchmark.domain,
+        vqa_question=benchmark.vqa_question,
+        class_percent=benchmark.presence.class_percent,
+        drop_present=benchmark.presence.drop_present,
+        cub=benchmark.source.kind == "cub",
+    )
+
 
 @lru_cache(maxsize=1)
 def load_spec() -> SubSpec:
-    raw = json.loads(
-        resources.files("conceptforge.generators.sub").joinpath("sub_spec.json").read_text(encoding="utf-8")
-    )
-    groups = {
-        name: GroupSpec(g["category"], g["phrase"], g.get("reference"), bool(g.get("from_paper", False)))
-        for name, g in raw["groups"].items()
-    }
-    return SubSpec(
-        reference_birds=tuple(raw["reference_birds"]),
-        substitutions=tuple(raw["substitutions"]),
-        guidance_birds=dict(raw["guidance_birds"]),
-        colour_guidance_bird=raw["colour_guidance_bird"],
-        tdg_params={name: TDGParams(**values) for name, values in raw["tdg_params"].items()},
-        templates=raw["templates"],
-        plain_template=raw["plain_template"],
-        groups=groups,
-    )
+    """The SUB paper's specification: the preset ``sub-cub-paper``."""
+    from conceptforge.specs import load_benchmark_spec
+
+    return sub_spec_from(load_benchmark_spec(preset=PAPER_PRESET, method="sub", spec_cls=SubBenchmarkSpec).spec)
 
 
 def _fix_article(phrase: str) -> str:
@@ -139,7 +167,7 @@ def make_substitution(
     images most often show the attribute.
     """
     spec = spec or load_spec()
-    group, value = split_attribute(attribute)
+    group, value = spec.split(attribute)
     group_spec = spec.group(group)
     category = group_spec.category
     if category == "colour":
@@ -163,7 +191,7 @@ def make_prompts(bird: str, substitution: Substitution, *, spec: SubSpec | None 
     group_spec = spec.group(substitution.group)
     templates = spec.templates[substitution.category]
     phrase = _fix_article(group_spec.phrase.format(value=value_words(substitution.value)))
-    fields = {"bird": display_name(bird), "guide": display_name(substitution.guidance_bird), "phrase": phrase}
+    fields = {"class": display_name(bird), "guide": display_name(substitution.guidance_bird), "phrase": phrase}
     reference = (group_spec.reference_template or templates["reference"]).format(**fields)
     guidance = templates["guidance"].format(**fields)
     return reference, guidance
@@ -171,7 +199,7 @@ def make_prompts(bird: str, substitution: Substitution, *, spec: SubSpec | None 
 
 def plain_prompt(bird: str, *, spec: SubSpec | None = None) -> str:
     """The plain bird prompt used for reference-bird selection: ``A photo of a Blue Jay``."""
-    return (spec or load_spec()).plain_template.format(bird=display_name(bird))
+    return (spec or load_spec()).plain_template.format(**{"class": display_name(bird)})
 
 
 @dataclass
@@ -210,7 +238,7 @@ def plan_pairs(
     for attribute in attributes:
         guidance_bird = (guidance_birds or {}).get(attribute)
         if cub is None and guidance_bird is None and attribute not in spec.guidance_birds:
-            if spec.group(split_attribute(attribute)[0]).category != "colour":  # colour: the generic "bird"
+            if spec.group(spec.split(attribute)[0]).category != "colour":  # colour: the generic "bird"
                 guidance_bird = NEEDS_CUB
         sub = make_substitution(attribute, spec=spec, cub=cub, guidance_bird=guidance_bird)
         if tdg_overrides and sub.category in tdg_overrides:
@@ -221,7 +249,11 @@ def plan_pairs(
     plan = PairPlan()
     for bird in birds:
         for sub in substitutions:
-            if cub is not None and drop_present and sub.attribute in cub.present_in_group(bird, sub.group):
+            if (
+                cub is not None
+                and drop_present
+                and sub.attribute in cub.present_in_group(bird, sub.group, spec.class_percent)
+            ):
                 plan.dropped.append((bird, sub.attribute))
                 continue
             reference, guidance = make_prompts(bird, sub, spec=spec)
@@ -232,7 +264,9 @@ def plan_pairs(
                     group=sub.group,
                     value=sub.value,
                     category=sub.category,
-                    removed_attribute=cub.removed_attribute(bird, sub.group) if cub is not None else "",
+                    removed_attribute=cub.removed_attribute(bird, sub.group, spec.class_percent)
+                    if cub is not None
+                    else "",
                     guidance_bird=sub.guidance_bird,
                     prompt_reference=reference,
                     prompt_guidance=guidance,

@@ -274,6 +274,8 @@ class SubStageConfig:
     command: Sequence[str] | None = None
     #: ``--aot``'s packages: a local folder (``--compile-cache``, or the run's work folder by default)
     compile_cache: str | None = None
+    #: a user spec's run: what the dataset carries (``own_benchmark.carried``); None for the paper's
+    benchmark: dict[str, Any] | None = None
 
 
 def build_stage(config: SubStageConfig) -> Stage:
@@ -334,6 +336,7 @@ def build_stage(config: SubStageConfig) -> Stage:
         model_revision=settings.revision or "",
         command=command,
         reference_selection=reference_selection,
+        benchmark=config.benchmark,
     )
     return Stage(
         name="sub/candidates",
@@ -351,12 +354,19 @@ def build_stage(config: SubStageConfig) -> Stage:
                 "images_per_pair": images_per_pair,
                 "device": device,
                 "model": {"id": settings.model, "revision": resolve_model_revision(settings.model, settings.revision)},
+                # a spec's run: the label names of its rows (the paper's are the module's)
+                **({"labels": _label_names(config.benchmark)} if config.benchmark is not None else {}),
             },
+            **({"benchmark": config.benchmark} if config.benchmark is not None else {}),
         },
         chunk_size=chunk_size,
         description="SUB images",
         unit="img",
     )
+
+
+def _label_names(benchmark: dict[str, Any]) -> dict[str, list[str]]:
+    return {"classes": list(benchmark["classes"]), "substitutions": list(benchmark["substitutions"])}
 
 
 #: The folder of ``--aot``'s packages inside the run's work folder (``OUT/.work``), when no
@@ -399,6 +409,7 @@ def generate(
     chunk_size: int = CHUNK_SIZE,
     command: Sequence[str] | None = None,
     compile_cache: str | Path | None = None,
+    benchmark: dict[str, Any] | None = None,
 ) -> RunSummary:
     """Generate this shard's items of ``plan`` into ``out/.work`` (a local folder or an fsspec
     URL); the run engine assembles ``out`` once every item exists (see :func:`build_stage`)."""
@@ -417,6 +428,7 @@ def generate(
             chunk_size=chunk_size,
             command=command,
             compile_cache=aot_cache_folder(settings, out, compile_cache),
+            benchmark=benchmark,
         )
     )
     report = run_stage(

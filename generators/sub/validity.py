@@ -25,7 +25,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from conceptforge.cards.validity import baseline_row, held_out_row, majority_accuracy, not_applicable, validity_report
-from conceptforge.cub import split_attribute
 
 SUB_LEGEND = {
     "label majority": "always the split's most frequent S+ attribute (ties split evenly)",
@@ -55,7 +54,7 @@ def _removed_value(row: Mapping[str, Any]) -> str | None:
     removed = str(row.get("removed_attribute") or "")
     if not removed:
         return None
-    group, value = split_attribute(removed)
+    group, _, value = removed.partition("::")  # CUB's has_<group>::<value> or a spec's group::value
     return value if group == row.get("group") and value else None
 
 

@@ -320,11 +320,31 @@ def _spec_dataset(spec_file: str) -> DatasetRef:
     return DatasetRef(str(spec), None, f"local-sha256:{hashlib.sha256(spec.read_bytes()).hexdigest()[:16]}", "local")
 
 
+def _carries_spec(selection: TaskSelection) -> bool:
+    """The release the task reads was made from a user's spec (it carries ``benchmark_spec.yaml``)."""
+    if not selection.task.release_spec_provides:
+        return False
+    from conceptforge.specs.release import release_spec_at
+
+    repo, revision = selection.data_source()
+    spec = release_spec_at(repo, revision) if repo else None
+    # a spec whose source is CUB (the paper readers' kind) still takes its vocabulary from --cub-dir
+    return spec is not None and (spec.get("source") or {}).get("kind") != "cub"
+
+
+def _provided(selection: TaskSelection, settings: RunSettings) -> dict[str, Any]:
+    """The run's inputs, plus what the task's release provides itself (its spec)."""
+    provided = dict(settings.inputs())
+    if _carries_spec(selection):
+        provided.update({need: "benchmark_spec.yaml" for need in selection.task.release_spec_provides})
+    return provided
+
+
 def _dataset_for(selection: TaskSelection, model: ModelRef, settings: RunSettings) -> DatasetRef:
     task = selection.task
     if task.needs_met_by and settings.inputs().get(task.needs_met_by):
         return _spec_dataset(settings.inputs()[task.needs_met_by])
-    if "cub_dir" in task.needs:
+    if "cub_dir" in task.needs and not ("cub_dir" in task.release_spec_provides and _carries_spec(selection)):
         _check_cub(settings.cub_dir, images=task.benchmark == "compmap")
     if "mit_states_dir" in task.needs:
         if not Path(settings.mit_states_dir).is_dir():
@@ -413,7 +433,7 @@ def run_tasks(
     results = RunResults(model, settings, created=created_now())
     runnable = []
     for selection in selections:
-        reason = selection.task.skip_reason(model, settings.inputs())
+        reason = selection.task.skip_reason(model, _provided(selection, settings))
         if reason:
             # a caller that reports skips itself (evaluate's `skipped:` lines, its one error line) asks for quiet
             (logger.debug if quiet_skips else logger.warning)("skip %s", reason)

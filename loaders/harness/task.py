@@ -266,6 +266,9 @@ class Task:
     needs: tuple[str, ...] = ()  # run-level inputs: "cub_dir", "mit_states_dir", "concepts"
     #: a run-level input that, when given, stands in for ``needs`` (a spec that names its own data)
     needs_met_by: str | None = None
+    #: the ``needs`` a release made from a user's spec (``benchmark_spec.yaml``) provides itself:
+    #: SUB's vocabulary comes from the spec, not from --cub-dir (issue 46)
+    release_spec_provides: tuple[str, ...] = ()
     options: tuple[Option, ...] = ()
     seeded: bool = False  # metrics carry standard errors over seeds/episodes
     rescore_options: tuple[str, ...] = ()  # options --from-predictions may change (variants computed from the rows)

@@ -174,7 +174,7 @@ def s_minus_targets(
     """
     if rule not in S_MINUS_RULES:
         raise InvalidArgumentError(f"unknown S- rule {rule!r} (choose from {', '.join(S_MINUS_RULES)})")
-    if rule == "any-original":
+    if rule == "any-original" or getattr(cub, "s_minus_from_release", False):  # a spec's release: its own S-
         return [[r for r in item.removed if attribute_group(r) == item.group and r != item.attribute] for item in items]
     if cub is None or cub.class_labels is None:
         raise DataNotFoundError(

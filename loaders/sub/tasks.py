@@ -137,10 +137,18 @@ def score_sub(rows: Sequence[dict[str, Any]], options: dict[str, Any]) -> dict[s
 
 
 def _load(ctx: TaskContext):
+    """The vocabulary (CUB's, or the release's spec's) and the items of the release."""
     from conceptforge.cub import load_cub
     from conceptforge.loaders.sub.protocol import load_sub
+    from conceptforge.specs.release import release_spec_at
 
-    cub = load_cub(ctx.cub_dir, need="votes")
+    spec = release_spec_at(ctx.dataset.repo, ctx.dataset.load_revision)
+    if spec is not None and (spec.get("source") or {}).get("kind") != "cub":  # a CUB spec: CUB's vocabulary
+        from conceptforge.loaders.sub.spec_vocabulary import vocabulary_from_spec
+
+        cub = vocabulary_from_spec(spec)
+    else:
+        cub = load_cub(ctx.cub_dir, need="votes")
     items = load_sub(ctx.dataset.repo, split=ctx.dataset.split or "test", revision=ctx.dataset.load_revision, cub=cub)
     if not items:
         raise DataFormatError(f"split {ctx.dataset.split!r} of {ctx.dataset.repo} is empty")
@@ -153,14 +161,20 @@ def _group_scorer(ctx: TaskContext, cub: Any, groups: list[str], choices: dict[s
     from conceptforge.loaders.sub.protocol import attribute_prompt
 
     o = ctx.options
-    prompts = {g: [attribute_prompt(a, o["template"]) if a else o["none_prompt"] for a in choices[g]] for g in groups}
+    template, none_prompt = o["template"], o["none_prompt"]
+    domain = getattr(cub, "domain", None)
+    if domain is not None:  # a spec's release: the default prompts name its domain, not the paper's bird
+        template = template.replace("bird", domain) if "template" not in ctx.given else template
+        none_prompt = none_prompt.replace("bird", domain) if "none_prompt" not in ctx.given else none_prompt
+    prompts = {g: [attribute_prompt(a, template) if a else none_prompt for a in choices[g]] for g in groups}
     if ctx.capability == CHOOSE:  # the paper's multiple-choice question, "Other" as the none-option
         from conceptforge.cub import attribute_value
         from conceptforge.filters.vqa.questions import build_question
 
         chooser = ctx.session.chooser()
+        asked = {"template": cub.question, "domain": cub.domain} if domain is not None else {}
         questions = {
-            g: build_question(g, [attribute_value(a) for a in choices[g] if a], answer_hint=o["answer_hint"])
+            g: build_question(g, [attribute_value(a) for a in choices[g] if a], answer_hint=o["answer_hint"], **asked)
             for g in groups
         }
 
@@ -645,6 +659,7 @@ def tasks() -> list[Task]:
             run_sub_vlm,
             score_sub,
             **shared,
+            release_spec_provides=("cub_dir",),  # a release made from a user's spec carries its vocabulary
             check_rows=check_sub_vlm_rows,
             check_options=check_by_answer,
             protocols=(
@@ -690,6 +705,7 @@ def tasks() -> list[Task]:
             run_sub_cbm,
             score_sub_cbm,
             **shared,
+            release_spec_provides=("cub_dir",),  # a CBM over the spec's attributes, in its order
             check_rows=check_sub_cbm_rows,
             options=(
                 Option(

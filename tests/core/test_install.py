@@ -89,7 +89,7 @@ def test_wheel_installs_one_namespace(wheel):
         assert not any(name.startswith(f"{folder}/") for name in names)
     assert not any(name.startswith(("tests/", "scripts/", "benchmarks/")) for name in names)
     assert "conceptforge/commands/__init__.py" in names and "conceptforge/__main__.py" in names
-    assert "conceptforge/generators/sub/sub_spec.json" in names  # package data travels too
+    assert "conceptforge/specs/presets/sub-cub-paper.yaml" in names  # package data travels too (the SUB paper preset)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "conceptforge = conceptforge.commands:main" in text

@@ -55,6 +55,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "endpoint:SERVED_NAME@BASE_URL whose server returns token log-probabilities (vLLM, SGLang)",
     )
     parser.add_argument("--vqa-revision", default=None, help="model revision (branch, tag or commit)")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument(
+        "--spec",
+        type=at.existing_file.as_text(),
+        metavar="FILE",
+        help="a SUB benchmark spec: its groups' values and VQA question (default: the candidates' "
+        "benchmark_spec.yaml when they carry one, else the paper's)",
+    )
+    which.add_argument("--preset", metavar="NAME", help="a built-in SUB spec (the paper's: sub-cub-paper)")
     add_endpoint_flags(parser, budget=False)
     parser.add_argument(
         "--trust-remote-code",
@@ -146,7 +155,15 @@ def run(args: argparse.Namespace) -> int:
     from conceptforge.filters.sub.decision import FilterParams
     from conceptforge.filters.sub.stage import SubFilterConfig, filter_sub
     from conceptforge.filters.vqa.questions import DEFAULT_ANSWER_HINT
+    from conceptforge.generators.sub.own_benchmark import load_sub_benchmark, without_paper_preset
+    from conceptforge.generators.sub.spec import PAPER_PRESET
 
+    benchmark = None
+    if args.spec or args.preset:
+        benchmark = load_sub_benchmark(args.spec, preset=args.preset, with_labels=False)
+    argv = getattr(args, "argv", None)
+    if argv and args.preset == PAPER_PRESET:
+        argv = without_paper_preset(list(argv))
     config = SubFilterConfig(
         candidates=args.candidates,
         cub_dir=args.cub_dir,
@@ -159,9 +176,10 @@ def run(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         chunk_size=args.chunk_size,
         device=args.device,
-        argv=getattr(args, "argv", None),
+        argv=argv,
         endpoint=endpoint_options(args),
         resolve_served=served_vqa_scorer,
+        benchmark=benchmark,
     )
     from conceptforge.endpoint_spec import is_endpoint_spec
     from conceptforge.external_errors import require_model

@@ -29,8 +29,9 @@ from conceptforge.generators.sub.flux_tdg import (
     DEFAULT_RESOLUTION,
     DEFAULT_STEPS,
 )
+from conceptforge.generators.sub.own_benchmark import SubBenchmark, carried, load_sub_benchmark, without_paper_preset
 from conceptforge.generators.sub.plan import PlanRequest, build_plan, resolve_dtype_name, strip_run_only_options
-from conceptforge.generators.sub.spec import PairPlan
+from conceptforge.generators.sub.spec import PAPER_PRESET, PairPlan
 from conceptforge.generators.sub.stage import (
     ATTENTION_BACKENDS,
     CHUNK_SIZE,
@@ -71,6 +72,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="output dataset directory or fsspec URL (item store in OUT/.work)",
     )
     what = p.add_argument_group("what to generate")
+    which = what.add_mutually_exclusive_group()
+    which.add_argument(
+        "--spec",
+        type=at.existing_file.as_text(),
+        metavar="FILE",
+        help="a SUB benchmark spec (YAML/JSON; docs/sub.md 'Your own SUB benchmark'): classes, attribute groups, "
+        "substitutions, prompts, VQA question, TDG; the dataset carries it (benchmark_spec.yaml)",
+    )
+    which.add_argument("--preset", metavar="NAME", help="a built-in spec (default: the paper's, sub-cub-paper)")
     what.add_argument(
         "--candidate-spec",
         type=at.existing_file.as_text(),
@@ -208,10 +218,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def print_plan(plan: PairPlan, args: argparse.Namespace) -> None:
+def print_plan(plan: PairPlan, args: argparse.Namespace, benchmark: SubBenchmark | None = None) -> None:
     """The plan as numbers. Without ``--cub-dir`` the numbers CUB decides are marked as such."""
     images = len(plan.pairs) * args.images_per_pair
-    no_cub = not args.cub_dir
+    no_cub = not args.cub_dir and (benchmark is None or benchmark.table is None)
+    noun = "bird" if benchmark is None or benchmark.table is None else "class"  # the paper's words for CUB
+    if benchmark is not None:
+        spec = benchmark.benchmark
+        source = benchmark.table.description if benchmark.table is not None else "CUB (--cub-dir)"
+        print(f"spec: {benchmark.spec_file.name} ({spec.domain}; source {source})")
+        print(f"classes: {len(spec.classes)}, groups: {len(spec.groups)}, substitutions: {len(spec.substitutions)}")
     upper = (
         " (at most: pairs whose bird already has S+ are dropped with --cub-dir)"
         if no_cub and not args.reference_selection
@@ -223,13 +239,14 @@ def print_plan(plan: PairPlan, args: argparse.Namespace) -> None:
     print(f"mode: {args.mode}{' (reference selection)' if args.reference_selection else ''}")
     print(f"pairs: {len(plan.pairs)}{upper} ({', '.join(f'{k} {v}' for k, v in sorted(by_category.items()))})")
     print(
-        f"birds: {len({p.bird for p in plan.pairs})}, attributes: {len({p.attribute for p in plan.pairs if p.attribute})}"
+        f"{'birds' if noun == 'bird' else 'classes'}: {len({p.bird for p in plan.pairs})}, "
+        f"attributes: {len({p.attribute for p in plan.pairs if p.attribute})}"
     )
     if no_cub:
         if not args.reference_selection:
             print("dropped (bird already has S+): needs --cub-dir (CUB's class-level labels)")
     else:
-        print(f"dropped (bird already has S+): {len(plan.dropped)}")
+        print(f"dropped ({noun} already has S+): {len(plan.dropped)}")
     print(
         f"images: {images}{' (at most)' if upper else ''} ({args.images_per_pair} per pair) at {args.resolution}px, {args.steps} steps"
     )
@@ -318,14 +335,29 @@ def fast_path_settings(args: argparse.Namespace) -> dict:
     return settings
 
 
+def load_benchmark(args: argparse.Namespace) -> SubBenchmark | None:
+    """``--spec`` / ``--preset`` validated (one line naming the field), else ``None``: the paper's plan."""
+    if not args.spec and not args.preset:
+        return None
+    return load_sub_benchmark(args.spec, preset=args.preset)
+
+
+def recorded_command(args: argparse.Namespace) -> list[str]:
+    """The command line the card records (``--preset sub-cub-paper`` left out: it is the default)."""
+    argv = strip_run_only_options(getattr(args, "argv", None) or list(sys.argv))
+    return without_paper_preset(argv) if args.preset == PAPER_PRESET else argv
+
+
 def run(args: argparse.Namespace) -> int:
-    if not args.cub_dir and not args.dry_run:
+    benchmark = load_benchmark(args)
+    needs_cub = benchmark is None or benchmark.table is None
+    if needs_cub and not args.cub_dir and not args.dry_run:
         raise InvalidArgumentError(
             "--cub-dir is required to generate (CUB_200_2011's class-level labels set S+ and S-); --dry-run works without it"
         )
-    plan, plan_info = build_plan(plan_request(args))
+    plan, plan_info = build_plan(plan_request(args), benchmark)
     if args.dry_run:
-        print_plan(plan, args)
+        print_plan(plan, args, benchmark)
         return 0
     license = args.license or (FLUX_DEV_DEFAULT_LICENSE if args.model == DEFAULT_MODEL else None)
     if not license:
@@ -373,7 +405,7 @@ def run(args: argparse.Namespace) -> int:
             license=license,
             reference_selection=args.reference_selection,
             extra_config=plan_info,
-            command=strip_run_only_options(getattr(args, "argv", None) or list(sys.argv)),
+            command=recorded_command(args),
             shard=shard,
             device=args.device,
             offload=args.offload,
@@ -381,6 +413,7 @@ def run(args: argparse.Namespace) -> int:
             max_items=args.max_items,
             chunk_size=args.chunk_size,
             compile_cache=args.compile_cache,
+            benchmark=carried(benchmark, plan),
         )
     if summary.report.assembly is not None and summary.report.assembly.status == "assembled":
         print(f"wrote {summary.items} images ({summary.pairs} pairs) to {args.out} (card README.md, grid.png)")

@@ -1,0 +1,57 @@
+"""The attribute vocabulary of a SUB release made from a user's spec, in the place of CUB's.
+
+A release made with ``generate sub --spec`` carries ``benchmark_spec.yaml``: its groups and
+values are the vocabulary the SUB tasks choose within (and the question they ask, and the domain
+their prompts name), so ``evaluate --tasks sub-vlm:ORG/NAME@REV`` needs no ``--cub-dir``. S- of
+each image is the release's own ``removed_attribute`` (the class's value of the group by the
+spec's presence rule): there is no CUB class-level table to take the paper's CBM-subset rule from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from conceptforge.errors import DataFormatError
+
+SEP = "::"
+
+
+@dataclass(frozen=True)
+class SpecVocabulary:
+    """What the SUB scoring reads of ``CubMetadata``, from a release's spec."""
+
+    name: str
+    domain: str
+    groups: dict[str, list[str]]  # group -> its attributes (group::value), in the spec's order
+    question: str
+    class_labels: None = None  # no class-level table: S- is the release's removed_attribute
+    s_minus_from_release: bool = True
+
+    @property
+    def attributes(self) -> list[str]:
+        return [a for names in self.groups.values() for a in names]
+
+    def group_attributes(self, group: str) -> list[str]:
+        return list(self.groups[group])
+
+    def check_attribute(self, attribute: str) -> int:
+        names = self.attributes
+        if attribute not in names:
+            raise DataFormatError(
+                f"attribute {attribute!r} is not in the release's spec {self.name!r} ({len(names)} attributes): "
+                "the rows and benchmark_spec.yaml do not match"
+            )
+        return names.index(attribute)
+
+
+def vocabulary_from_spec(spec: dict[str, Any]) -> SpecVocabulary:
+    """The vocabulary of a ``benchmark_spec.yaml`` mapping (a damaged one: one line)."""
+    try:
+        groups = {
+            group: [f"{group}{SEP}{value}" for value in definition["values"]]
+            for group, definition in spec["groups"].items()
+        }
+        return SpecVocabulary(str(spec["name"]), str(spec["domain"]), groups, str(spec["vqa_question"]))
+    except (KeyError, TypeError, AttributeError) as error:
+        raise DataFormatError(f"the release's benchmark_spec.yaml lacks {error} (not a SUB spec?)") from None
