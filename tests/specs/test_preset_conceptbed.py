@@ -140,3 +140,26 @@ def test_default_run_is_byte_identical_to_main(tmp_path, paper_inputs, hub_offli
     monkeypatch.setattr(sys, "argv", list(sys.argv))
     hashes = paper_run(paper_inputs, tmp_path / "out", "--concepts", str(paper_inputs["spec"]))
     assert hashes == RECORDED
+
+
+def test_paper_preset_is_byte_identical_to_main(tmp_path, paper_inputs, hub_offline, monkeypatch):
+    """The same run read as the built-in spec: Table 9's concepts from the preset, the folders,
+    selection and captions from the JSON concept spec."""
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    hashes = paper_run(
+        paper_inputs, tmp_path / "out", "--preset", "conceptbed-paper", "--concepts", str(paper_inputs["spec"])
+    )
+    assert hashes == RECORDED
+    assert not (tmp_path / "out" / "benchmark_spec.yaml").exists()  # a preset run carries no spec file
+
+
+def test_paper_preset_holds_table_9():
+    """The preset's concepts are the library's 284, in Table 9's order, with the same parent words."""
+    from conceptforge.generators.conceptbed.concepts import library
+    from conceptforge.generators.conceptbed.spec_resolution import PAPER_PRESET, load_conceptbed_spec
+
+    preset = load_conceptbed_spec(preset=PAPER_PRESET).spec
+    read = {c.name: (c.kind, c.class_noun) for c in preset.concepts}
+    assert list(read) == list(library()) and read == library()
+    kinds = {c.kind: c.images.kind for c in preset.concepts}
+    assert kinds == {"style": "pacs", "object": "imagenet", "cub": "cub"}
