@@ -134,14 +134,15 @@ def benchmark_section(benchmark: dict[str, Any], stats: list[Any]) -> str:
     """The card's account of a user's benchmark: its domain, concepts with their class nouns and
     images, the templates and the counts, so the card says what was measured without the spec."""
     concepts = benchmark["concepts"]
-    rows = {getattr(s, "name", ""): getattr(s, "num_rows", None) for s in stats}
+    rows = {getattr(s, "name", ""): getattr(s, "num_examples", None) for s in stats}
     prompts = benchmark.get("prompts", {})
     lines = [
         "## Benchmark spec",
         "",
         f"Made from the ConceptBed spec `{benchmark['name']}` (`benchmark_spec.yaml` beside this card, "
-        "validated and with every default filled in; `conceptforge generate conceptbed --spec benchmark_spec.yaml` "
-        "makes it again)." + (f" {benchmark['description']}" if benchmark.get("description") else ""),
+        "validated and with every default filled in: `conceptforge generate conceptbed --spec benchmark_spec.yaml` "
+        "makes it again where the reference images are at the paths it names)."
+        + (f" {benchmark['description']}" if benchmark.get("description") else ""),
         "",
         f"- concepts: {len(concepts)} ({', '.join(f'{n} {k}' for k, n in sorted(_count_kinds(concepts).items()))})",
         f"- reference images per concept: at most {benchmark['max_reference_images']}",
