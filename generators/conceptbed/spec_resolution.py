@@ -200,6 +200,27 @@ def concept_spec(spec_file: BenchmarkSpecFile, *, resolve_images: bool = True) -
     )
 
 
+def load_concepts_file(path: str | Path, *, resolve_images: bool = True) -> ConceptSpec:
+    """A concepts file of either kind: a benchmark spec (YAML, or JSON with ``method``) or the
+    paper's JSON concept spec. Why one reader: train-oracle and evaluate take either, as generate does."""
+    from conceptforge.generators.conceptbed.spec import load_spec
+
+    path = Path(path)
+    if path.suffix.lower() in (".yaml", ".yml") or _names_a_method(path):
+        return concept_spec(load_conceptbed_spec(path), resolve_images=resolve_images)
+    return load_spec(path, resolve_images=resolve_images)
+
+
+def _names_a_method(path: Path) -> bool:
+    import json
+
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False  # the JSON reader says what is wrong with it
+    return isinstance(raw, dict) and "method" in raw
+
+
 def select_concepts(spec: ConceptBedBenchmarkSpec, selection: str | Iterable[str]) -> tuple[ConceptEntry, ...]:
     """Names, kinds or ``all`` (the old JSON spec's ``concepts``) -> the spec's concepts, in the order asked."""
     from conceptforge.errors import SpecError

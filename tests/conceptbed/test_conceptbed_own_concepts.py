@@ -4,6 +4,7 @@ Generate -> the release carries the spec and says it in its card -> verify -> th
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +28,7 @@ concepts:
     class_noun: ball
     images: {dataset: {path: balls, image_column: picture, class_column: shape}, label: dotted}
   - {name: pixel_art, class_noun: pixel art, kind: style, images: {folder: refs/pixel_art}}
+  - {name: ink_wash, class_noun: ink drawing, kind: style, images: {folder: refs/ink_wash}}
 prompts: {style_subjects: [boat, owl]}
 composition_templates: ["a {} on a wooden table"]
 learner: {name: none}
@@ -43,7 +45,7 @@ def _noise(seed: int, tint: tuple[int, int, int]) -> Image.Image:
 def own_concepts(tmp_path_factory) -> Path:
     """The spec beside its ImageFolder (3 concept folders) and a saved dataset of two labels."""
     root = tmp_path_factory.mktemp("own")
-    for c, concept in enumerate(("red_cube", "striped_vase", "pixel_art")):
+    for c, concept in enumerate(("red_cube", "striped_vase", "pixel_art", "ink_wash")):
         folder = root / "refs" / concept
         folder.mkdir(parents=True)
         for k in range(2 + c):
@@ -63,7 +65,7 @@ def test_generate_from_an_own_spec(tmp_path, own_concepts, tiny_sd, run_script, 
         "generate_conceptbed.py", "--spec", str(spec), "--out", str(out), "--model-id", str(tiny_sd), "--dry-run"
     )
     assert code == 0, err[-2000:]
-    assert "benchmark: toy-shapes (4 concepts)" in plan
+    assert "benchmark: toy-shapes (5 concepts)" in plan
     assert "dotted_ball (object, class noun 'ball'): 3 reference image(s); 2 concept + 1 composition image(s)" in plan
     assert "pixel_art (style, class noun 'pixel art'): 4 reference image(s)" in plan
     assert not out.exists()  # a plan writes nothing
@@ -81,27 +83,58 @@ def test_generate_from_an_own_spec(tmp_path, own_concepts, tiny_sd, run_script, 
         ("dotted_ball", "A photo of dotted ball"),
         ("pixel_art", "A photo of a boat in the style of pixel art"),
         ("pixel_art", "A photo of an owl in the style of pixel art"),
+        ("ink_wash", "A photo of a boat in the style of ink wash"),
+        ("ink_wash", "A photo of an owl in the style of ink wash"),
     }
     composition = {r["concept"]: (r["caption"], r["prompt"]) for r in ds["composition"]}
     assert composition["red_cube"] == ("a cube on a wooden table", "a red cube on a wooden table")
     assert composition["striped_vase"] == ("a vase on a wooden table", "a striped vase on a wooden table")
     label = ds["concept"].features["concept_label"]
-    assert label.names == ["red_cube", "striped_vase", "dotted_ball", "pixel_art"]
+    assert label.names == ["red_cube", "striped_vase", "dotted_ball", "pixel_art", "ink_wash"]
     assert [label.int2str(v) for v in ds["concept"]["concept_label"]] == ds["concept"]["concept"]
     # the release carries its spec, normalised, and it loads as a spec again
     carried = yaml.safe_load((out / "benchmark_spec.yaml").read_text())
     assert carried["name"] == "toy-shapes" and carried["sampling"]["num_images"] == 2
     assert carried["prompts"]["concept"] == "A photo of {}" and carried["max_reference_images"] == 100
-    assert [c["class_noun"] for c in carried["concepts"]] == ["cube", "vase", "ball", "pixel art"]
+    assert [c["class_noun"] for c in carried["concepts"]] == ["cube", "vase", "ball", "pixel art", "ink drawing"]
     card = (out / "README.md").read_text()
     section = card[card.index("## Benchmark spec") : card.index("## Version")]
-    assert "- concepts: 4 (3 object, 1 style)" in section
+    assert "- concepts: 5 (3 object, 2 style)" in section
     assert "| dotted_ball | object | ball | dataset label `dotted` |" in section
     assert "| red_cube | object | cube | folder `refs/red_cube` |" in section
-    assert "`a {} on a wooden table`" in section and "rows: concept 8, composition 4" in section
+    assert "`a {} on a wooden table`" in section and "rows: concept 10, composition 5" in section
     # verify samples the rows again from the release alone
     code, text, err = run_script("verify.py", str(out), "--all", "--weights", f"diffusion={tiny_sd}")
-    assert code == 0 and "verified: 12 of 12 item(s)" in text, err[-2000:] + text
+    assert code == 0 and "verified: 15 of 15 item(s)" in text, err[-2000:] + text
+    evaluate_with_own_oracles(tmp_path, spec, out, run_script)
+
+
+def evaluate_with_own_oracles(tmp_path: Path, spec: Path, release: Path, run_script) -> None:
+    """Oracles fine-tuned on the spec's own concepts (train-oracle --concepts SPEC), then CCD."""
+    from conceptforge.testing.tiny_conceptbed import build_tiny_classifier
+
+    oracles = {}
+    for kind, names in (("object", ["red_cube", "striped_vase", "dotted_ball"]), ("style", ["pixel_art", "ink_wash"])):
+        base = build_tiny_classifier(tmp_path / f"base-{kind}", ["a", "b"], arch="resnet")
+        oracles[kind] = tmp_path / f"oracle-{kind}"
+        code, text, err = run_script(
+            "train_oracle.py",
+            *("--task", kind, "--concepts", str(spec), "--out", str(oracles[kind]), "--model-id", str(base)),
+            *("--epochs", "1", "--batch-size", "4"),
+        )
+        assert code == 0, err[-2000:]
+        assert f"oracle with {len(names)} concepts" in text
+        id2label = json.loads((oracles[kind] / "config.json").read_text())["id2label"]
+        assert sorted(id2label.values()) == sorted(names)
+    code, text, err = run_script(
+        "evaluate.py",
+        *("conceptbed", "--generated", str(release), "--concepts", str(spec), "--no-vqa", "--device", "cpu"),
+        *("--object-oracle", str(oracles["object"]), "--style-oracle", str(oracles["style"]), "--per-concept"),
+    )
+    assert code == 0, err[-3000:]
+    assert "| none |" in text and "| original |" in text  # the learner's row and the real images' row
+    for concept in ("red_cube", "dotted_ball", "ink_wash"):
+        assert concept in text
 
 
 def test_the_carried_spec_loads(tmp_path, own_concepts):

@@ -290,8 +290,9 @@ def read_concepts(args: argparse.Namespace) -> ConceptSpec:
                 f"--preset {args.spec_preset} needs --concepts FILE, the JSON concept spec naming your PACS/ImageNet/"
                 "CUB folders (docs/conceptbed.md); or copy the preset, set its roots and give it with --spec"
             )
+    concepts = spec_resolution.concept_spec(spec_file)  # the spec's own errors first, then the flags'
     apply_spec_settings(args, spec_file.spec)
-    return spec_resolution.concept_spec(spec_file)
+    return concepts
 
 
 #: flag -> (the spec's part, its field): a spec's value is the default of the flag.
