@@ -191,3 +191,19 @@ def test_spec_and_preset_are_exclusive(walk_dir, tmp_path, capsys):
     code = main(["generate", "conceptbed", "--spec", str(spec), "--out", str(tmp_path / "o")])
     assert code == 2 and "--learner: give one of" in capsys.readouterr().err  # neither the flag nor learner.name
     assert not (tmp_path / "o").exists()
+
+
+def test_the_spec_names_every_learner_and_ships_its_schema():
+    """The spec's learner names are learners.LEARNERS (spelled out for the JSON Schema), and the
+    shipped schema is the spec class's own."""
+    import typing
+
+    from conceptforge.generators.conceptbed.benchmark import ConceptBedBenchmarkSpec, LearnerSettings
+    from conceptforge.generators.conceptbed.learners import LEARNERS
+    from conceptforge.specs.schema import schema_text, shipped_schema_path
+
+    literal = next(
+        arg for arg in typing.get_args(typing.get_type_hints(LearnerSettings)["name"]) if arg is not type(None)
+    )
+    assert set(typing.get_args(literal)) == set(LEARNERS)
+    assert shipped_schema_path("conceptbed").read_text() == schema_text("conceptbed", ConceptBedBenchmarkSpec)
