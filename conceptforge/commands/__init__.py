@@ -53,11 +53,19 @@ COMMANDS: dict[str, Entry] = {
     "annotate": Entry("conceptforge.commands.annotate", "human validation studies: serve, export, apply"),
     "assemble": Entry("conceptforge.commands.assemble", "write the dataset of a finished (sharded) run, exactly once"),
     "status": Entry("conceptforge.commands.status", "how far a run is: items done per stage and shard"),
+    "init": Entry(
+        "conceptforge.commands.init",
+        "write a starter benchmark spec from your dataset: conceptforge init METHOD --from SOURCE",
+    ),
+    "spec": Entry(
+        "conceptforge.commands.spec",
+        "benchmark specs: check a spec file, print a method's JSON Schema, list the built-in presets",
+    ),
 }
 
 #: Commands that may download models or datasets: the Hub is probed once before they start.
 #: ``publish`` is left out: it reports an unreachable Hub itself (a dry run says what it could not check).
-HUB_COMMANDS = {"generate", "filter", "select-candidates", "train-oracle", "evaluate"}
+HUB_COMMANDS = {"generate", "filter", "select-candidates", "train-oracle", "evaluate", "init"}
 
 DESCRIPTION = "Generate, filter, publish and evaluate concept-learning benchmarks (SUB, ConceptBed, CompMap, binding)."
 
@@ -109,9 +117,13 @@ def invoke(argv: Sequence[str]) -> int:
 
 def _needs_no_network(args: argparse.Namespace) -> bool:
     """Forms of a Hub command that load no model and no Hub dataset: the probe would only cost
-    them its 2 s (``evaluate --tasks list`` prints the registry; rescoring reads saved files)."""
+    them its 2 s (``evaluate --tasks list`` prints the registry; rescoring reads saved files;
+    ``init`` from a local folder or file reads only that)."""
+    import os
+
     return (
-        getattr(args, "eval_tasks", None) == "list"
+        (args.command == "init" and os.path.exists(os.path.expanduser(args.source)))  # a local source
+        or getattr(args, "eval_tasks", None) == "list"
         or bool(getattr(args, "eval_from_predictions", None))
         or bool(getattr(args, "from_scores", None))
     )

@@ -23,7 +23,7 @@ def read_spec_file(path: str | Path) -> dict[str, Any]:
     if path.suffix.lower() not in SPEC_SUFFIXES:
         raise SpecError(f"{path}: a spec file ends in .yaml, .yml or .json; rename it or give the right file")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a BOM (Windows editors) is not content
     except UnicodeDecodeError:
         raise SpecError(f"{path}: is not UTF-8 text; save the spec as UTF-8") from None
     try:

@@ -63,14 +63,40 @@ def load_benchmark_spec(
     path = preset_path(preset, method=method) if preset is not None else Path(spec_file)
     source = f"preset {preset}" if preset is not None else str(path)
     raw = read_spec_file(path)
+    given_method, version, name, description = check_envelope(raw, method=method, source=source)
+    fields = {key: value for key, value in raw.items() if key not in ENVELOPE_FIELDS}
+    spec = parse_fields(spec_cls, fields, source=source)
+    check = getattr(spec, "check", None)
+    if callable(check):
+        check(source=source)  # cross-field rules; raises spec_error(...)
+    return BenchmarkSpecFile(
+        method=given_method,
+        spec_version=version,
+        name=name,
+        description=description,
+        spec=spec,
+        path=path,
+        base_dir=path.resolve().parent,
+        raw=raw,
+        preset=preset,
+    )
+
+
+def check_envelope(raw: dict[str, Any], *, method: str | None, source: str) -> tuple[str, int, str, str]:
+    """``(method, spec_version, name, description)`` of a spec's mapping; one line for a bad one.
+
+    ``method=None`` accepts any of the four (``conceptforge spec check`` learns the method here,
+    before importing that method's package, so an envelope error costs no import of torch).
+    """
     given_method = raw.get("method")
     if given_method is None:
-        raise spec_error("method", f"is required; add 'method: {method}'", source=source)
+        add = f"'method: {method}'" if method else f"'method: ' and one of {', '.join(METHODS)}"
+        raise spec_error("method", f"is required; add {add}", source=source)
     if not isinstance(given_method, str) or given_method not in METHODS:
         raise spec_error(
             "method", f"unknown method {given_method!r}; choose one of {', '.join(METHODS)}", source=source
         )
-    if given_method != method:
+    if method is not None and given_method != method:
         raise spec_error(
             "method",
             f"this is a {given_method} spec, not a {method} spec; use 'conceptforge generate {given_method}'",
@@ -93,19 +119,4 @@ def load_benchmark_spec(
     description = raw.get("description", "")
     if not isinstance(description, str):
         raise spec_error("description", "must be text", source=source)
-    fields = {key: value for key, value in raw.items() if key not in ENVELOPE_FIELDS}
-    spec = parse_fields(spec_cls, fields, source=source)
-    check = getattr(spec, "check", None)
-    if callable(check):
-        check(source=source)  # cross-field rules; raises spec_error(...)
-    return BenchmarkSpecFile(
-        method=given_method,
-        spec_version=version,
-        name=name.strip(),
-        description=description,
-        spec=spec,
-        path=path,
-        base_dir=path.resolve().parent,
-        raw=raw,
-        preset=preset,
-    )
+    return given_method, version, name.strip(), description

@@ -8,6 +8,8 @@ checked by the method after parsing and raised with :func:`spec_error`, in the s
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Sequence
 from functools import cache
 from typing import Any, TypeVar
@@ -29,15 +31,43 @@ class SpecFieldError(SpecError):
         super().__init__(f"{prefix}: {message}" if prefix else message)
 
 
+_NAME = re.compile(r"[A-Za-z_][\w-]*")
+
+
 def format_path(location: Sequence[str | int]) -> str:
-    """``("attributes", 3, "group")`` -> ``attributes[3].group``."""
+    """``("attributes", 3, "group")`` -> ``attributes[3].group``; a key that is not a plain name
+    is quoted (``classes["Blue Jay"].colour``), so the path says exactly which key."""
     text = ""
     for part in location:
         if isinstance(part, int):
             text += f"[{part}]"
+        elif not _NAME.fullmatch(str(part)):
+            text += f"[{json.dumps(str(part), ensure_ascii=False)}]"
         else:
             text += f".{part}" if text else str(part)
     return text
+
+
+def input_path(data: Any, location: Sequence[str | int | Any], *, missing: bool) -> list[str | int]:
+    """The part of pydantic's error location that is in the user's file.
+
+    pydantic puts the member it tried into the location of a union's error (``size.float``,
+    ``source.DatasetSource.hub``); those are not in the file and would send the user looking for a
+    field that does not exist. Walking the data keeps the keys and indexes that are there, and the
+    last part of a ``missing`` error (the name of the field to add).
+    """
+    kept: list[str | int] = []
+    current = data
+    for position, part in enumerate(location):
+        if isinstance(current, dict) and part in current:
+            kept.append(part)
+            current = current[part]
+        elif isinstance(current, (list, tuple)) and isinstance(part, int) and 0 <= part < len(current):
+            kept.append(part)
+            current = current[part]
+        elif missing and position == len(location) - 1:
+            kept.append(part)
+    return kept
 
 
 def spec_error(field_path: str | Sequence[str | int], message: str, *, source: str = "") -> SpecFieldError:
@@ -78,7 +108,7 @@ def parse_fields(cls: type[T], data: Any, *, source: str = "", location: Sequenc
         return _adapter(cls).validate_python(data)
     except ValidationError as error:
         first = error.errors(include_url=False)[0]
-        path = format_path([*location, *first["loc"]])
+        path = format_path([*location, *input_path(data, first["loc"], missing=first.get("type") == "missing")])
         raise SpecFieldError(_message(first), field_path=path or "(top level)", source=source) from None
 
 
