@@ -28,7 +28,7 @@ from conceptforge.generators.conceptbed.spec import (
     pacs_images,
 )
 from conceptforge.specs import BenchmarkSpecFile, load_benchmark_spec, open_source, spec_error
-from conceptforge.specs.sources import IMAGE_SUFFIXES, resolve_path
+from conceptforge.specs.sources import imagefolder_suffixes, resolve_path
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +43,8 @@ def load_conceptbed_spec(spec_file: str | Path | None = None, *, preset: str | N
 
 def folder_images(folder: Path) -> list[Path]:
     """A concept folder's images, nested folders included, in a stable (sorted) order."""
-    return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+    suffixes = imagefolder_suffixes()
+    return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in suffixes)
 
 
 def references_cache() -> Path:
@@ -139,7 +140,8 @@ def concept_images(entry: ConceptEntry, where: str, spec_file: BenchmarkSpecFile
     if not images:
         raise spec_error(
             f"{where}.images.{kind}",
-            f"concept {entry.name!r} has no images ({', '.join(sorted(IMAGE_SUFFIXES))}); add images or remove the concept",
+            f"concept {entry.name!r} has no image files (.jpg, .png, ... as datasets' imagefolder reads); "
+            "add images or remove the concept",
             source=str(spec_file.path),
         )
     return images
