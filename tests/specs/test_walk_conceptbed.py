@@ -106,6 +106,12 @@ BAD_SPECS = [
         ("sampling.num_images:", "greater than or equal to 1"),
     ),
     ("wrong-method", f"concepts: [{CONCEPT}]", ("method:", "not a conceptbed spec")),
+    ("missing-captions", f"concepts: [{CONCEPT}]\ncaptions: nope.jsonl", ("captions:", "no such file or folder")),
+    (
+        "dreambooth-mode-on-another-learner",
+        f"concepts: [{CONCEPT}]\nlearner: {{name: textual-inversion, dreambooth_mode: lora}}",
+        ("learner.dreambooth_mode:", "applies to dreambooth", "remove it"),
+    ),
 ]
 
 
