@@ -152,11 +152,15 @@ def test_starter_from_an_image_folder_loads_as_a_spec(tmp_path, own_concepts, mo
 
     monkeypatch.chdir(own_concepts)
     text = starter_spec("refs", name="toy")
-    assert "# Found 3 concept(s): pixel_art (4 images), red_cube (2 images), striped_vase (3 images)." in text
+    assert (
+        "# Found 4 concept(s): ink_wash (5 images), pixel_art (4 images), red_cube (2 images), striped_vase (3 images)."
+        in text
+    )
     assert "Few reference images (< 3): red_cube" in text
     (own_concepts / "starter.yaml").write_text(text)
     spec = load_conceptbed_spec(own_concepts / "starter.yaml").spec
     assert [(c.name, c.class_noun, c.images.folder) for c in spec.concepts] == [
+        ("ink_wash", "wash", "refs/ink_wash"),
         ("pixel_art", "art", "refs/pixel_art"),
         ("red_cube", "cube", "refs/red_cube"),
         ("striped_vase", "vase", "refs/striped_vase"),
