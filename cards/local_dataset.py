@@ -18,7 +18,15 @@ from datasets import Features
 
 from conceptforge.argtypes import dataset_name_problem
 from conceptforge.cards.card import DatasetMetadata, read_card_spec
-from conceptforge.cards.dataset_dir import CARD_NAME, DATA_DIR, GRID_NAME, SCENES_DIR, SplitStats, shard_split
+from conceptforge.cards.dataset_dir import (
+    BENCHMARK_SPEC_NAME,
+    CARD_NAME,
+    DATA_DIR,
+    GRID_NAME,
+    SCENES_DIR,
+    SplitStats,
+    shard_split,
+)
 from conceptforge.cards.filter_stats import FilterStats
 from conceptforge.cards.run_record import RECORD_NAME
 from conceptforge.cards.validate import parse_card_yaml
@@ -36,13 +44,14 @@ class LocalDataset:
     has_grid: bool
 
     def data_paths(self) -> list[str]:
-        """Parquet shards plus side files the release carries (CLEVR scene files under scenes/)."""
+        """Parquet shards plus side files the release carries (CLEVR scene files under scenes/, the
+        benchmark spec of a release made from one)."""
         extra = sorted(
             p.relative_to(self.directory).as_posix()
             for p in (self.directory / SCENES_DIR).rglob("*")
             if p.is_file() and not p.name.startswith(".")
         )
-        record = [RECORD_NAME] if (self.directory / RECORD_NAME).is_file() else []
+        record = [name for name in (RECORD_NAME, BENCHMARK_SPEC_NAME) if (self.directory / name).is_file()]
         return sorted(f for split in self.splits for f in split.files) + extra + record
 
 

@@ -19,6 +19,7 @@ from datasets import Image as ImageFeature
 from PIL import Image
 
 from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
+from conceptforge.cards.dataset_dir import BENCHMARK_SPEC_NAME
 from conceptforge.cards.grid import grid_png
 from conceptforge.cards.provenance import local_fingerprint
 from conceptforge.cards.run_record import config_entry, row_ids, run_record, write_run_record
@@ -286,9 +287,6 @@ def assemble_from_store(store: ItemStore, out_dir: Path, args: dict[str, Any]) -
                 validity=metadata.validity,
             ),
         )
-
-
-BENCHMARK_SPEC_NAME = "benchmark_spec.yaml"
 
 
 def write_benchmark_spec(out_dir: Path, benchmark: dict[str, Any]) -> None:

@@ -97,6 +97,9 @@ def test_generate_from_an_own_spec(tmp_path, own_concepts, tiny_sd, run_script, 
     assert carried["name"] == "toy-shapes" and carried["sampling"]["num_images"] == 2
     assert carried["prompts"]["concept"] == "A photo of {}" and carried["max_reference_images"] == 100
     assert [c["class_noun"] for c in carried["concepts"]] == ["cube", "vase", "ball", "pixel art", "ink drawing"]
+    from conceptforge.cards.local_dataset import read_dataset_dir
+
+    assert "benchmark_spec.yaml" in read_dataset_dir(out).data_paths()  # publish uploads it with the shards
     card = (out / "README.md").read_text()
     section = card[card.index("## Benchmark spec") : card.index("## Version")]
     assert "- concepts: 5 (3 object, 2 style)" in section
