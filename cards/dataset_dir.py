@@ -43,8 +43,6 @@ ROW_GROUP_SIZE = 100  # what `datasets` uses for image datasets: cheap random ac
 DEFAULT_MAX_SHARD_SIZE = 500 * 1024 * 1024
 GRID_NAME = "grid.png"
 SCENES_DIR = "scenes"  # side files (CLEVR scene JSON); never matched by a config's data_files
-#: A release made from a user's benchmark spec carries it (issue 46): what was validated, normalised.
-BENCHMARK_SPEC_NAME = "benchmark_spec.yaml"
 STAGING_DIR = ".staging"
 _SHARD_NAME = SHARD_NAME  # defined once, in the output guard (which tells a dataset folder by it)
 

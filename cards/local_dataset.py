@@ -18,15 +18,7 @@ from datasets import Features
 
 from conceptforge.argtypes import dataset_name_problem
 from conceptforge.cards.card import DatasetMetadata, read_card_spec
-from conceptforge.cards.dataset_dir import (
-    BENCHMARK_SPEC_NAME,
-    CARD_NAME,
-    DATA_DIR,
-    GRID_NAME,
-    SCENES_DIR,
-    SplitStats,
-    shard_split,
-)
+from conceptforge.cards.dataset_dir import CARD_NAME, DATA_DIR, GRID_NAME, SCENES_DIR, SplitStats, shard_split
 from conceptforge.cards.filter_stats import FilterStats
 from conceptforge.cards.run_record import RECORD_NAME
 from conceptforge.cards.validate import parse_card_yaml
@@ -44,15 +36,31 @@ class LocalDataset:
     has_grid: bool
 
     def data_paths(self) -> list[str]:
-        """Parquet shards plus side files the release carries (CLEVR scene files under scenes/, the
-        benchmark spec of a release made from one)."""
+        """Parquet shards plus side files the release carries (CLEVR scene files under scenes/)."""
         extra = sorted(
             p.relative_to(self.directory).as_posix()
             for p in (self.directory / SCENES_DIR).rglob("*")
             if p.is_file() and not p.name.startswith(".")
         )
-        record = [name for name in (RECORD_NAME, BENCHMARK_SPEC_NAME) if (self.directory / name).is_file()]
-        return sorted(f for split in self.splits for f in split.files) + extra + record
+        record = [RECORD_NAME] if (self.directory / RECORD_NAME).is_file() else []
+        return sorted(f for split in self.splits for f in split.files) + extra + record + self.spec_paths()
+
+    def spec_paths(self) -> list[str]:
+        """A release made from a benchmark spec carries it (``benchmark_spec.yaml``) and the files it
+        names (``vocabulary/``: a binding spec's shape and material .blend files); presets carry neither."""
+        if not (self.directory / SPEC_FILE_NAME).is_file():
+            return []
+        files = sorted(
+            p.relative_to(self.directory).as_posix()
+            for p in (self.directory / SPEC_FILES_DIR).rglob("*")
+            if p.is_file() and not p.name.startswith(".")
+        )
+        return [SPEC_FILE_NAME, *files]
+
+
+#: A release made from a benchmark spec carries the spec under this name, and the files the spec
+#: names (a binding spec's shape and material .blend files) under SPEC_FILES_DIR.
+SPEC_FILE_NAME, SPEC_FILES_DIR = "benchmark_spec.yaml", "vocabulary"
 
 
 def read_dataset_dir(directory: str | Path) -> LocalDataset:

@@ -66,7 +66,7 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
 
 
 def on_nav(nav, config, files):
-    """Resolve nav entries that point at a section of a page (``evaluation.md#served-models…``).
+    """Resolve nav entries that point at a section of a page (``binding.md#the-vocabulary…``).
 
     mkdocs takes them for external links and would keep the ``.md`` in the URL; here each becomes
     the page's URL plus the anchor, and a missing page is an error. The anchor itself is checked

@@ -104,7 +104,7 @@ max_memory = MaxMemory()
 #: lets the command choose (bfloat16 on CUDA, float32 on the CPU). Before, ``evaluate`` took
 #: ``float16``, ``generate sub`` ``fp16`` and ``generate conceptbed --mixed-precision`` ``fp16``/``no``.
 DTYPES = ("auto", "float32", "float16", "bfloat16")
-#: The other spellings, still accepted (documented in docs/evaluation.md): each reads as its DTYPES name.
+#: The other spellings, still accepted (documented in docs/evaluation.md, "--dtype"): each reads as its DTYPES name.
 DTYPE_ALIASES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "no": "float32"}
 #: The short names the SUB generator and accelerate's ``mixed_precision`` store.
 SHORT_DTYPES = {"auto": "auto", "float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}

@@ -34,7 +34,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--per-group",
         type=at.positive_int,
-        default=None,
         help="items sampled per group (default: 40 per attribute for sub-faithfulness, 3 per "
         "bird-attribute pair for sub-attribute, 10 per learner-concept, 25 per learner-category)",
     )
@@ -47,13 +46,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--db",
         type=at.output_file.as_text(),
-        default=None,
         help="SQLite file (default: DATASET_DIR/../<name>.annotations/<study>.sqlite)",
     )
     parser.add_argument(
         "--cub-dir",
         type=at.existing_dir.as_text(),
-        default=None,
         help="CUB dir with attributes.txt: sub-attribute offers every value of the group "
         "(default: only the values present in the dataset)",
     )
@@ -95,7 +92,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     rules.add_argument(
         "--min-pair-accuracy",
         type=at.unit_interval,
-        default=None,
         help="sub-attribute: drop pairs below this S+ accuracy",
     )
     rules.add_argument(

@@ -212,7 +212,6 @@ def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--ray-address",
-        default=None,
         help="with --executor ray: the cluster to join (auto, ray://HOST:10001); default a local one via ray.init()",
     )
 
@@ -239,27 +238,23 @@ def add_endpoint_flags(group: Any, *, prefix: str = "", budget: bool = True) -> 
     model (``--model endpoint:NAME@URL``); checked here, before anything runs."""
     from conceptforge import argtypes as at
 
-    group.add_argument(
-        "--endpoint-concurrency",
-        dest=prefix + "endpoint_concurrency",
-        type=at.positive_int,
-        default=None,  # None: not given (refused with a local model), 8 for a served one
-        help="served model: requests in flight at once (default 8)",
-    )
-    group.add_argument(
-        "--endpoint-timeout",
-        dest=prefix + "endpoint_timeout",
-        type=at.positive_float,
-        default=None,  # None: not given (refused with a local model), 120 for a served one
-        help="served model: seconds to wait for one answer before retrying (default 120)",
-    )
+    for name, kind, what, served_default in (
+        ("concurrency", at.positive_int, "requests in flight at once", 8),
+        ("timeout", at.positive_float, "seconds to wait for one answer before retrying", 120),
+    ):
+        group.add_argument(
+            f"--endpoint-{name}",
+            dest=f"{prefix}endpoint_{name}",
+            type=kind,
+            default=None,  # None: not given (refused with a local model), served_default for a served one
+            help=f"served model: {what} (default {served_default})",
+        )
     if not budget:
         return
     group.add_argument(
         "--max-requests",
         dest=prefix + "max_requests",
         type=at.non_negative_int,
-        default=None,
         help="served model: refuse, before it starts, a run that needs more uncached requests than this",
     )
 
@@ -269,22 +264,18 @@ def add_bootstrap_flags(group: Any, *, where: str, prefix: str = "") -> None:
     for ``leaderboard`` and a sweep's leaderboard, so both resample alike by default."""
     from conceptforge import argtypes as at
 
-    group.add_argument(
-        "--bootstrap-resamples",
-        dest=prefix + "bootstrap_resamples",
-        type=at.positive_int,
-        default=1000,
-        metavar="N",
-        help=f"bootstrap resamples per interval {where}",
-    )
-    group.add_argument(
-        "--bootstrap-seed",
-        dest=prefix + "bootstrap_seed",
-        type=at.seed,
-        default=0,
-        metavar="SEED",
-        help=f"seed of the bootstrap's PCG64 generator {where}",
-    )
+    for name, kind, default, metavar, what in (
+        ("resamples", at.positive_int, 1000, "N", "bootstrap resamples per interval"),
+        ("seed", at.seed, 0, "SEED", "seed of the bootstrap's PCG64 generator"),
+    ):
+        group.add_argument(
+            f"--bootstrap-{name}",
+            dest=f"{prefix}bootstrap_{name}",
+            type=kind,
+            default=default,
+            metavar=metavar,
+            help=f"{what} {where}",
+        )
 
 
 def endpoint_options(args: argparse.Namespace, prefix: str = "") -> Any:

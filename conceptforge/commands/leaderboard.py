@@ -24,14 +24,12 @@ def add_arguments(parser: OneLineArgumentParser) -> None:
     parser.add_argument(
         "--hub",
         type=at.hub_repo_id,
-        default=None,
         metavar="ORG/NAME",
         help="also fetch this benchmark dataset's leaderboard from the Hub and show it beside the results files: "
         "one row per source, model, task and protocol, marking the Hub's verified entries and this machine's",
     )
     parser.add_argument(
         "--revision",
-        default=None,
         metavar="R",
         help="with --hub: show only local results measured on this revision (tag, branch or commit) of the dataset",
     )
@@ -41,27 +39,24 @@ def add_arguments(parser: OneLineArgumentParser) -> None:
         default="main",
         help="each task's headline metric (main) or every metric (all)",
     )
-    parser.add_argument(
-        "--output", type=at.output_file.as_text(), default=None, help="also write the table to this markdown file"
-    )
-    parser.add_argument(
-        "--html",
-        type=at.output_file.as_text(),
-        default=None,
-        metavar="PATH",
-        help="also write a static HTML page: the table, each task's breakdowns with bootstrap intervals "
-        "(charts embedded) and paired differences between models that share items; reads the "
-        "per-sample files <stem>.samples/ beside each results file",
-    )
-    parser.add_argument(
-        "--json",
-        type=at.output_file.as_text(),
-        default=None,
-        metavar="PATH",
-        help="also write the numbers unrounded as JSON: the table, and per task and dataset each model's "
-        "breakdowns and every pair's paired differences (interval, exact McNemar/sign test); reads the "
-        "per-sample files like --html",
-    )
+    for flag, metavar, what in (  # the files it may write beside printing the table
+        ("--output", None, "also write the table to this markdown file"),
+        (
+            "--html",
+            "PATH",
+            "also write a static HTML page: the table, each task's breakdowns with bootstrap intervals "
+            "(charts embedded) and paired differences between models that share items; reads the "
+            "per-sample files <stem>.samples/ beside each results file",
+        ),
+        (
+            "--json",
+            "PATH",
+            "also write the numbers unrounded as JSON: the table, and per task and dataset each model's "
+            "breakdowns and every pair's paired differences (interval, exact McNemar/sign test); reads the "
+            "per-sample files like --html",
+        ),
+    ):
+        parser.add_argument(flag, type=at.output_file.as_text(), metavar=metavar, help=what)
     add_bootstrap_flags(parser, where="(--html, --json)")
     parser.add_check(_check_sources)
 

@@ -40,21 +40,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--eval-framework",
         metavar="NAME",
-        default=None,
         help="write eval.yaml (a Hub benchmark) with this evaluation_framework, one the Hub lists "
         "(docs/publishing.md, 'Registering a benchmark')",
     )
     parser.add_argument(
         "--eval-tasks",
         metavar="TASK,...",
-        default=None,
         help="with --eval-framework: the conceptforge tasks whose results the leaderboard lists (e.g. "
         "binding-clip,binding-cdsm; `conceptforge evaluate --tasks list`)",
     )
     parser.add_argument(
         "--cub-dir",
         type=at.existing_dir.as_text(),
-        default=None,
         help="CUB directory: a SUB release's harness exports take their options and S- from it (without it a "
         "SUB release goes out without exports)",
     )

@@ -64,7 +64,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     attrs.add_argument(
         "--images-per-class",
         type=at.positive_int,
-        default=None,
         help="subsample CUB (default: all images, as the paper)",
     )
     attrs.add_argument(

@@ -31,7 +31,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     which.add_argument(
         "--sample",
         type=at.positive_int,
-        default=None,
         metavar="N",
         help="N items picked deterministically across every split and config",
     )
@@ -50,7 +49,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--report",
         type=at.output_file.as_text(),
-        default=None,
         metavar="FILE",
         help="also write the outcome as JSON: every checked id with its result, the row-set problems, rules and warnings",
     )

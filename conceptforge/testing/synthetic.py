@@ -150,9 +150,9 @@ def write_published_sub(out_dir: Path, rows: list[dict]) -> Path:
 
 # ------------------------------------------------------------------ binding
 def _colour_rgb(colour: str):
-    from conceptforge.generators.binding.vocab import COLOR_RGB  # CLEVR's colours, one table
+    from conceptforge.generators.binding.benchmark import paper_vocabulary  # CLEVR's colours, one table
 
-    return COLOR_RGB[colour]
+    return paper_vocabulary().color_rgb[colour]
 
 
 def binding_features():

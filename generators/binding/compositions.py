@@ -12,11 +12,12 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from conceptforge.generators.binding.benchmark import paper_vocabulary
 from conceptforge.generators.binding.vocab import (
-    COLORS,
     OPPOSITE_RELATION,
-    RELATIONS,
-    SHAPES,
+    AdjNoun,
+    Fact,
+    Vocabulary,
     adjective_noun,
     relation_label,
 )
@@ -24,57 +25,66 @@ from conceptforge.generators.binding.vocab import (
 DATASETS: tuple[str, ...] = ("single-object", "two-object", "relational")
 SPLITS: tuple[str, ...] = ("train", "val", "gen")
 
-AdjNoun = tuple[str, str]  # (color, shape)
-Fact = tuple[str, str, str]  # (subject shape, relation, object shape)
 
-# Paper 004 §3, "Single-object dataset"; the two-object dataset uses the same split.
-ADJ_NOUN_HELD_OUT: dict[str, tuple[AdjNoun, ...]] = {
-    "val": (("brown", "cube"), ("green", "cylinder")),
-    "gen": (
-        ("green", "cube"),
-        ("purple", "cube"),
-        ("red", "cube"),
-        ("cyan", "cube"),
-        ("blue", "cylinder"),
-        ("gray", "cylinder"),
-        ("yellow", "cylinder"),
-        ("brown", "cylinder"),
-    ),
-}
-# Paper 004 §3, "Relational dataset": each held-out split is one image type named both ways.
-RELATION_HELD_OUT: dict[str, tuple[Fact, ...]] = {
-    "val": (("cube", "front", "sphere"), ("sphere", "behind", "cube")),
-    "gen": (("cylinder", "front", "cube"), ("cube", "behind", "cylinder")),
-}
-
-ALL_ADJ_NOUN: tuple[AdjNoun, ...] = tuple((c, s) for s in SHAPES for c in COLORS)
-ALL_FACTS: tuple[Fact, ...] = tuple((a, r, b) for a in SHAPES for r in RELATIONS for b in SHAPES if a != b)
+def _vocab(vocab: Vocabulary | None) -> Vocabulary:
+    return paper_vocabulary() if vocab is None else vocab
 
 
-def adj_noun_split(composition: AdjNoun) -> str:
-    for split, held in ADJ_NOUN_HELD_OUT.items():
+def all_adj_noun(vocab: Vocabulary | None = None) -> tuple[AdjNoun, ...]:
+    v = _vocab(vocab)
+    return tuple((c, s) for s in v.shapes for c in v.color_names)
+
+
+def all_facts(vocab: Vocabulary | None = None) -> tuple[Fact, ...]:
+    v = _vocab(vocab)
+    return tuple((a, r, b) for a in v.shapes for r in v.relations for b in v.shapes if a != b)
+
+
+def adj_noun_split(composition: AdjNoun, vocab: Vocabulary | None = None) -> str:
+    for split, held in _vocab(vocab).adj_noun_held_out:
         if composition in held:
             return split
     return "train"
 
 
-def fact_split(fact: Fact) -> str:
-    for split, held in RELATION_HELD_OUT.items():
+def fact_split(fact: Fact, vocab: Vocabulary | None = None) -> str:
+    for split, held in _vocab(vocab).relation_held_out:
         if fact in held:
             return split
     return "train"
 
 
-def split_classes(dataset: str, split: str) -> list[AdjNoun] | list[Fact]:
-    """The true class labels of ``split`` (14/2/8 adjective–noun, 20/2/2 relational)."""
+def split_classes(dataset: str, split: str, vocab: Vocabulary | None = None) -> list[AdjNoun] | list[Fact]:
+    """The true class labels of ``split`` (paper: 14/2/8 adjective–noun, 20/2/2 relational)."""
     if dataset == "relational":
-        return [fact for fact in ALL_FACTS if fact_split(fact) == split]
-    return [comp for comp in ALL_ADJ_NOUN if adj_noun_split(comp) == split]
+        return [fact for fact in all_facts(vocab) if fact_split(fact, vocab) == split]
+    return [comp for comp in all_adj_noun(vocab) if adj_noun_split(comp, vocab) == split]
 
 
 def allowed_in_picture(split_of_thing: str, item_split: str) -> bool:
     """A picture of ``item_split`` may show train compositions and its own split's only."""
     return split_of_thing in ("train", item_split)
+
+
+_PAPER_TABLES = {
+    "SHAPES": lambda v: v.shapes,
+    "COLORS": lambda v: v.color_names,
+    "RELATIONS": lambda v: v.relations,
+    "MATERIALS": lambda v: v.materials,
+    "COLOR_RGB": lambda v: v.color_rgb,
+    "SIZE_RADIUS": lambda v: v.size_radius,
+    "ADJ_NOUN_HELD_OUT": lambda v: dict(v.adj_noun_held_out),
+    "RELATION_HELD_OUT": lambda v: dict(v.relation_held_out),
+    "ALL_ADJ_NOUN": all_adj_noun,
+    "ALL_FACTS": all_facts,
+}
+
+
+def __getattr__(name: str):
+    """The paper's vocabulary and tables under their old names (``COLORS``, ``ADJ_NOUN_HELD_OUT``, …)."""
+    if name in _PAPER_TABLES:
+        return _PAPER_TABLES[name](paper_vocabulary())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -83,14 +93,16 @@ class Candidate:
     kind: str  # true | random | hard-swap | bRa | aSb | aRc | cRb
 
 
-def single_object_candidates(true: AdjNoun, rng: random.Random) -> list[Candidate]:
+def single_object_candidates(true: AdjNoun, rng: random.Random, vocab: Vocabulary | None = None) -> list[Candidate]:
     """True label + 4 random other adjective–noun combinations."""
-    others = [c for c in ALL_ADJ_NOUN if c != true]
+    others = [c for c in all_adj_noun(vocab) if c != true]
     picks = rng.sample(others, 4)
     return [Candidate(adjective_noun(*true), "true")] + [Candidate(adjective_noun(*c), "random") for c in picks]
 
 
-def two_object_candidates(true: AdjNoun, other: AdjNoun, rng: random.Random) -> list[Candidate]:
+def two_object_candidates(
+    true: AdjNoun, other: AdjNoun, rng: random.Random, vocab: Vocabulary | None = None
+) -> list[Candidate]:
     """True label, the two attribute swaps (hard), and two random negatives.
 
     The second object's own label is also true of the image, so it is never a distractor.
@@ -98,7 +110,7 @@ def two_object_candidates(true: AdjNoun, other: AdjNoun, rng: random.Random) -> 
     (color_a, shape_a), (color_b, shape_b) = true, other
     swaps = [(color_a, shape_b), (color_b, shape_a)]
     excluded = {true, other, *swaps}
-    pool = [c for c in ALL_ADJ_NOUN if c not in excluded]
+    pool = [c for c in all_adj_noun(vocab) if c not in excluded]
     picks = rng.sample(pool, 2)
     return (
         [Candidate(adjective_noun(*true), "true")]
@@ -107,10 +119,14 @@ def two_object_candidates(true: AdjNoun, other: AdjNoun, rng: random.Random) -> 
     )
 
 
-def relational_candidates(fact: Fact) -> list[Candidate]:
-    """True label + {bRa, aSb, aRc, cRb} with S the opposite relation and c the third shape."""
+def relational_candidates(
+    fact: Fact, vocab: Vocabulary | None = None, rng: random.Random | None = None
+) -> list[Candidate]:
+    """True label + {bRa, aSb, aRc, cRb} with S the opposite relation and c a third shape (the
+    only one with three shapes; with more, drawn from the item's ``rng``)."""
     a, relation, b = fact
-    (c,) = [shape for shape in SHAPES if shape not in (a, b)]
+    thirds = [shape for shape in _vocab(vocab).shapes if shape not in (a, b)]
+    c = thirds[0] if len(thirds) == 1 or rng is None else rng.choice(thirds)
     opposite = OPPOSITE_RELATION[relation]
     return [
         Candidate(relation_label(a, relation, b), "true"),

@@ -21,6 +21,7 @@ from datasets import Image as ImageFeature
 from conceptforge.engine.store import ItemResult
 from conceptforge.engine.workitems import WorkItem, derive_seed
 from conceptforge.errors import InvalidArgumentError
+from conceptforge.generators.binding.benchmark import paper_vocabulary
 from conceptforge.generators.binding.compositions import (
     DATASETS,
     SPLITS,
@@ -46,17 +47,18 @@ from conceptforge.generators.binding.scene import (
     relation_holds,
     relations_between,
 )
-from conceptforge.generators.binding.vocab import COLORS, MATERIALS, SHAPES, SIZE_RADIUS
+from conceptforge.generators.binding.vocab import Vocabulary, vocabulary_from_dict
 
-# Paper 004 Table 1 (train / val / gen examples per dataset).
-PRESETS: dict[str, dict[str, dict[str, int]]] = {
-    "demo": {name: {"train": 4, "val": 2, "gen": 2} for name in DATASETS},
-    "paper": {
-        "single-object": {"train": 5598, "val": 799, "gen": 3195},
-        "two-object": {"train": 20000, "val": 20000, "gen": 20000},
-        "relational": {"train": 40000, "val": 20000, "gen": 20000},
-    },
-}
+
+def _preset_sizes(name: str) -> dict[str, dict[str, int]]:
+    from conceptforge.generators.binding.benchmark import load_binding_spec
+
+    spec = load_binding_spec(preset=name).spec
+    return {dataset: {"train": s.train, "val": s.val, "gen": s.gen} for dataset, s in spec.splits.items()}
+
+
+# The split sizes of the built-in presets (binding-demo.yaml; binding-clevr-paper.yaml: paper 004 Table 1).
+PRESETS: dict[str, dict[str, dict[str, int]]] = {name: _preset_sizes(name) for name in ("demo", "paper")}
 
 REFERENCE_PIXELS = 320 * 240
 REFERENCE_MIN_PIXELS = 200  # CLEVR's visibility threshold at 320x240
@@ -76,11 +78,16 @@ class BindingConfig:
     denoise: bool = True  # Open Image Denoise over the float render: ~48 dB vs 512 samples instead of ~38
     min_pixels: int | None = None  # default: CLEVR's 200 px scaled to the resolution
     split_sizes: dict[str, int] = field(default_factory=dict)
+    #: A spec's own vocabulary (``Vocabulary.to_dict()``); None: the paper's. ``preset`` is then the spec's name.
+    vocabulary: dict[str, Any] | None = None
+    #: The spec as validated and normalised, as YAML text (written as benchmark_spec.yaml beside the
+    #: card; text keeps its order through the run's canonical-JSON settings); None for presets.
+    spec: str | None = None
 
     def __post_init__(self) -> None:
         if self.dataset not in DATASETS:
             raise InvalidArgumentError(f"unknown dataset {self.dataset!r}; choose from {', '.join(DATASETS)} or all")
-        if self.preset not in PRESETS:
+        if self.vocabulary is None and self.preset not in PRESETS:
             raise InvalidArgumentError(f"unknown preset {self.preset!r}; choose from {', '.join(PRESETS)}")
         if self.width < 16 or self.height < 16:
             raise InvalidArgumentError(f"resolution {self.width}x{self.height} is too small; use at least 16x16")
@@ -92,7 +99,18 @@ class BindingConfig:
                 f"use a value between 1 and {self.width * self.height // 4}"
             )
         if not self.split_sizes:
+            if self.vocabulary is not None:
+                raise InvalidArgumentError(f"{self.dataset}: a spec's config needs its split sizes")
             object.__setattr__(self, "split_sizes", dict(PRESETS[self.preset][self.dataset]))
+
+    @property
+    def own_vocabulary(self) -> Vocabulary | None:
+        """The spec's vocabulary, or None for the paper's (which keeps preset runs' bytes as they were)."""
+        return None if self.vocabulary is None else vocabulary_from_dict(self.vocabulary)
+
+    @property
+    def vocab(self) -> Vocabulary:
+        return self.own_vocabulary or paper_vocabulary()
 
     @property
     def visible_pixels(self) -> int:
@@ -101,14 +119,18 @@ class BindingConfig:
         return max(4, round(REFERENCE_MIN_PIXELS * self.width * self.height / REFERENCE_PIXELS))
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self) | {"min_pixels": self.visible_pixels}
+        data = asdict(self) | {"min_pixels": self.visible_pixels}
+        for own in ("vocabulary", "spec"):
+            if data[own] is None:
+                del data[own]  # a preset run's settings stay what they always were
+        return data
 
 
 def plan_items(config: BindingConfig) -> list[WorkItem]:
     """All work items of one dataset, in a fixed order (split, index)."""
     items = []
     for split in SPLITS:
-        classes = split_classes(config.dataset, split)
+        classes = split_classes(config.dataset, split, config.own_vocabulary)
         for index in range(config.split_sizes.get(split, 0)):
             target = classes[index % len(classes)]
             items.append(
@@ -131,8 +153,8 @@ class ScenePlan:
     relation: dict[str, str]
 
 
-def _random_look(rng: random.Random) -> tuple[str, str]:
-    return rng.choice(MATERIALS), rng.choice(tuple(SIZE_RADIUS))
+def _random_look(rng: random.Random, vocab: Vocabulary) -> tuple[str, str]:
+    return rng.choice(vocab.materials), rng.choice(tuple(vocab.size_radius))
 
 
 def sample_scene(item: WorkItem, config: BindingConfig, rng: random.Random) -> ScenePlan:
@@ -141,33 +163,39 @@ def sample_scene(item: WorkItem, config: BindingConfig, rng: random.Random) -> S
     lights = default_lights(rng)
     rules = PlacementRules()
     target = tuple(item.payload["target"])
+    own = config.own_vocabulary
+    vocab = config.vocab
+
+    def look(rng: random.Random) -> tuple[str, str]:
+        return _random_look(rng, vocab)
+
     relation = {"subject": "", "relation": "", "object": ""}
     if config.dataset == "single-object":
         color, shape = target
-        requests = [ObjectRequest(shape, color, *_random_look(rng))]
-        objects = place_objects(requests, camera, rng, rules)
-        candidates = single_object_candidates((color, shape), rng)
+        requests = [ObjectRequest(shape, color, *look(rng))]
+        objects = place_objects(requests, camera, rng, rules, vocabulary=own)
+        candidates = single_object_candidates((color, shape), rng, own)
     elif config.dataset == "two-object":
         color, shape = target
         others = [
             (c, s)
-            for s in SHAPES
-            for c in COLORS
-            if s != shape and c != color and allowed_in_picture(adj_noun_split((c, s)), item.split)
+            for s in vocab.shapes
+            for c in vocab.color_names
+            if s != shape and c != color and allowed_in_picture(adj_noun_split((c, s), own), item.split)
         ]
         other = rng.choice(others)
         requests = [
-            ObjectRequest(shape, color, *_random_look(rng)),
-            ObjectRequest(other[1], other[0], *_random_look(rng)),
+            ObjectRequest(shape, color, *look(rng)),
+            ObjectRequest(other[1], other[0], *look(rng)),
         ]
-        objects = place_objects(requests, camera, rng, rules)
-        candidates = two_object_candidates((color, shape), other, rng)
+        objects = place_objects(requests, camera, rng, rules, vocabulary=own)
+        candidates = two_object_candidates((color, shape), other, rng, own)
     else:
         subject, rel, obj = target
-        color_a, color_b = rng.sample(COLORS, 2)
+        color_a, color_b = rng.sample(vocab.color_names, 2)
         requests = [
-            ObjectRequest(subject, color_a, *_random_look(rng)),
-            ObjectRequest(obj, color_b, *_random_look(rng)),
+            ObjectRequest(subject, color_a, *look(rng)),
+            ObjectRequest(obj, color_b, *look(rng)),
         ]
 
         def accept(placed: tuple[SceneObject, ...]) -> bool:
@@ -175,13 +203,13 @@ def sample_scene(item: WorkItem, config: BindingConfig, rng: random.Random) -> S
             if not relation_holds(a, b, rel, camera, rules.relation_threshold):
                 return False
             return all(
-                allowed_in_picture(fact_split((x.shape, r, y.shape)), item.split)
+                allowed_in_picture(fact_split((x.shape, r, y.shape), own), item.split)
                 for x, y in ((a, b), (b, a))
                 for r in relations_between(x, y, camera, rules.relation_threshold)
             )
 
-        objects = place_objects(requests, camera, rng, rules, accept=accept)
-        candidates = relational_candidates((subject, rel, obj))
+        objects = place_objects(requests, camera, rng, rules, accept=accept, vocabulary=own)
+        candidates = relational_candidates((subject, rel, obj), own, rng)
         relation = {"subject": subject, "relation": rel, "object": obj}
     ordered, label_index = shuffled(candidates, rng)
     scene = SceneDescription(
@@ -193,6 +221,7 @@ def sample_scene(item: WorkItem, config: BindingConfig, rng: random.Random) -> S
         samples=config.samples,
         seed=item.seed,
         denoise=config.denoise,
+        vocabulary=own,
     )
     return ScenePlan(scene, ordered[label_index].label, ordered, label_index, relation)
 
@@ -278,35 +307,36 @@ def _row_metadata(plan: ScenePlan, visibility) -> dict[str, Any]:
     }
 
 
-def label_names(dataset: str) -> list[str]:
+def label_names(dataset: str, vocab: Vocabulary | None = None) -> list[str]:
     """Every label the dataset can have (closed set), in a fixed order: the ClassLabel names."""
-    from conceptforge.generators.binding.compositions import ALL_ADJ_NOUN, ALL_FACTS
+    from conceptforge.generators.binding.compositions import all_adj_noun, all_facts
     from conceptforge.generators.binding.vocab import adjective_noun, relation_label
 
     if dataset == "relational":
-        return [relation_label(*fact) for fact in ALL_FACTS]
-    return [adjective_noun(*composition) for composition in ALL_ADJ_NOUN]
+        return [relation_label(*fact) for fact in all_facts(vocab)]
+    return [adjective_noun(*composition) for composition in all_adj_noun(vocab)]
 
 
-def binding_features(dataset: str) -> Features:
+def binding_features(dataset: str, vocab: Vocabulary | None = None) -> Features:
     """The schema of one binding config; closed-set columns are ClassLabels (names in the features).
 
     ``candidates`` stays text: the five prompts are what a model scores.
     """
+    v = paper_vocabulary() if vocab is None else vocab
     return Features(
         {
             "image": ImageFeature(),
             "item_id": Value("string"),
-            "label": ClassLabel(names=label_names(dataset)),
+            "label": ClassLabel(names=label_names(dataset, vocab)),
             "candidates": List(Value("string")),
             "label_index": Value("int32"),
             "candidate_kinds": List(Value("string")),
             "objects": List(
                 {
-                    "shape": ClassLabel(names=list(SHAPES)),
-                    "color": ClassLabel(names=list(COLORS)),
-                    "material": ClassLabel(names=list(MATERIALS)),
-                    "size": ClassLabel(names=list(SIZE_RADIUS)),
+                    "shape": ClassLabel(names=list(v.shapes)),
+                    "color": ClassLabel(names=list(v.color_names)),
+                    "material": ClassLabel(names=list(v.materials)),
+                    "size": ClassLabel(names=list(v.size_radius)),
                     "x": Value("float32"),
                     "y": Value("float32"),
                     "z": Value("float32"),
@@ -351,8 +381,7 @@ def binding_command(config: BindingConfig) -> list[str]:
         "binding",
         "--dataset",
         config.dataset,
-        "--preset",
-        config.preset,
+        *(["--spec", "benchmark_spec.yaml"] if config.spec is not None else ["--preset", config.preset]),
         "--seed",
         str(config.seed),
         "--resolution",

@@ -45,6 +45,7 @@ import numpy as np
 from PIL import Image
 
 from conceptforge.errors import DependencyMissingError, DeviceUnavailableError
+from conceptforge.generators.binding.benchmark import paper_vocabulary
 from conceptforge.generators.binding.pixels import (
     DENOISE_QUALITY,
     OidnDenoiser,
@@ -53,7 +54,6 @@ from conceptforge.generators.binding.pixels import (
     read_exr_passes,
 )
 from conceptforge.generators.binding.scene import SceneDescription
-from conceptforge.generators.binding.vocab import COLOR_RGB
 from conceptforge.interrupts import deferred_interrupts
 
 logger = logging.getLogger(__name__)
@@ -255,6 +255,44 @@ class BlenderRenderer:
         bsdf.inputs["Roughness"].default_value = 0.25 if metal else 0.8
         return mat
 
+    def _append_shape(self, path: str, object_name: str, obj) -> None:
+        """A spec's shape from its ``.blend`` file, placed as CLEVR places its shapes: the file's
+        object (modelled within [-1, 1]) scaled by the size's radius, resting on the ground."""
+        bpy = self.bpy
+        with bpy.data.libraries.load(path, link=False) as (data_from, data_to):
+            if object_name not in data_from.objects:
+                raise ValueError(f"{path} has no object named {object_name!r}")
+            data_to.objects = [object_name]
+        shape = data_to.objects[0]
+        bpy.context.scene.collection.objects.link(shape)
+        shape.location = obj.location
+        shape.scale = (obj.radius,) * 3
+        bpy.context.view_layer.objects.active = shape
+
+    def _node_group_material(self, name: str, color: tuple[float, float, float], path: str, group_name: str):
+        """A CLEVR material: its node group (from ``<Name>.blend``) with the colour on its ``Color``
+        input, feeding the material output (CLEVR's ``add_material``)."""
+        bpy = self.bpy
+        group = bpy.data.node_groups.get(group_name)
+        if group is None:
+            with bpy.data.libraries.load(path, link=False) as (data_from, data_to):
+                if group_name not in data_from.node_groups:
+                    raise ValueError(f"{path} has no node group named {group_name!r}")
+                data_to.node_groups = [group_name]
+            group = data_to.node_groups[0]
+        mat = bpy.data.materials.new(name)
+        mat.use_nodes = True
+        nodes = mat.node_tree.nodes
+        output = nodes["Material Output"]
+        for node in [n for n in nodes if n.name != output.name]:
+            nodes.remove(node)
+        node = nodes.new("ShaderNodeGroup")
+        node.node_tree = group
+        if "Color" in node.inputs:
+            node.inputs["Color"].default_value = (*color, 1.0)
+        mat.node_tree.links.new(node.outputs[0], output.inputs["Surface"])
+        return mat
+
     def _build(self, scene: SceneDescription, *, reload: bool = False) -> list:
         bpy = self.bpy
         self._reset(scene, reload=reload)
@@ -263,28 +301,42 @@ class BlenderRenderer:
         ground.name = "ground"
         ground.data.materials.append(self._material("ground", (0.25, 0.25, 0.25), metal=False))
         meshes = []
+        own = scene.vocabulary  # a spec's own vocabulary; None: the paper's CLEVR look
+        colors = paper_vocabulary().color_rgb if own is None else own.color_rgb
         for index, obj in enumerate(scene.objects):
             r = obj.radius
-            if obj.shape == "cube":
+            kind = obj.shape if own is None else own.shape_kind(obj.shape)
+            if kind == "cube":
                 bpy.ops.mesh.primitive_cube_add(size=2.0, location=obj.location)
                 bpy.context.active_object.scale = (r / math.sqrt(2),) * 3
-            elif obj.shape == "sphere":
+            elif kind == "sphere":
                 bpy.ops.mesh.primitive_uv_sphere_add(radius=1.0, segments=48, ring_count=24, location=obj.location)
                 bpy.context.active_object.scale = (r,) * 3
                 bpy.ops.object.shade_smooth()
                 _set_exact_sphere_normals(bpy.context.active_object.data)
-            elif obj.shape == "cylinder":
+            elif kind == "cylinder":
                 bpy.ops.mesh.primitive_cylinder_add(radius=1.0, depth=2.0, vertices=48, location=obj.location)
                 bpy.context.active_object.scale = (r,) * 3
                 bpy.ops.object.shade_auto_smooth() if hasattr(bpy.ops.object, "shade_auto_smooth") else None
+            elif own is not None and obj.shape in dict(own.shape_files):
+                self._append_shape(dict(own.shape_files)[obj.shape], dict(own.shape_objects)[obj.shape], obj)
             else:
                 raise ValueError(f"unknown shape {obj.shape!r}")
             mesh = bpy.context.active_object
             mesh.name = f"object{index}"
             mesh.pass_index = index + 1  # the object-index pass names the object; ground/sky are 0
             mesh.rotation_euler = (0.0, 0.0, math.radians(obj.rotation))
-            rgb = tuple(_srgb_to_linear(c / 255) for c in COLOR_RGB[obj.color])
-            mesh.data.materials.append(self._material(f"mat{index}", rgb, metal=obj.material == "metal"))
+            rgb = tuple(_srgb_to_linear(c / 255) for c in colors[obj.color])
+            material_kind = obj.material if own is None else own.material_kind(obj.material)
+            if material_kind is None:
+                material = self._node_group_material(
+                    f"mat{index}", rgb, dict(own.material_files)[obj.material], dict(own.material_objects)[obj.material]
+                )
+            else:
+                material = self._material(f"mat{index}", rgb, metal=material_kind == "metal")
+            if kind is None:
+                mesh.data.materials.clear()  # the shape file's own material gives way to the vocabulary's
+            mesh.data.materials.append(material)
             meshes.append(mesh)
         cam_data = bpy.data.cameras.new("camera")
         cam_data.lens = scene.camera.lens

@@ -70,9 +70,21 @@ def _grid(stores: dict[str, ItemStore], per_config: int = 4) -> bytes | None:
                 picked += [(record, split) for record in itertools.islice(store.records(split), 2)]
             for record, split in picked[:per_config]:
                 with Image.open(io.BytesIO(record.read_file("png"))) as image:
-                    yield image.convert("RGB"), f"{dataset} {split}: {record.metadata['label']}"
+                    yield image.convert("RGB"), _caption(dataset, split, record.metadata)
 
     return grid_png(samples(), columns=per_config, thumb_width=240)
+
+
+def _caption(dataset: str, split: str, meta: dict) -> str:
+    """A grid panel's caption. A two-object picture shows two compositions and its label names one
+    of them: both are said, the label first (the panel beside it would otherwise look mislabelled)."""
+    caption = f"{dataset} {split}: {meta['label']}"
+    if dataset == "two-object":
+        shown = [f"{o['color']} {o['shape']}" for o in meta.get("objects", [])]
+        others = [name for name in shown if name != meta["label"]]
+        if others:
+            caption += " + " + " + ".join(others)
+    return caption
 
 
 def render_device(device: str, denoise: bool) -> str:
@@ -135,6 +147,24 @@ PERSONAL_DATA = (
 )
 
 
+OWN_SUMMARIES = {
+    "single-object": "Images of exactly one object; the label is its colour and shape. Val and gen hold out "
+    "colour–shape compositions (see Benchmark spec).",
+    "two-object": "Images of two objects of different shapes and colours; the label names one of them. "
+    "Two of the four distractors swap the objects' attributes (hard negatives).",
+    "relational": "Images of two objects; the label is `subject relation object`. Distractors: bRa, aSb, aRc, "
+    "cRb. Val and gen each hold out one image type (see Benchmark spec).",
+}
+OWN_OUT_OF_SCOPE = (
+    "Not a measure of real-photo understanding: the scenes are synthetic CLEVR-style renders of the small, "
+    "closed vocabulary in the Benchmark spec section. Not for training models meant for deployment."
+)
+OWN_PERSONAL_DATA = (
+    "None. The images are synthetic renders of the objects named in the Benchmark spec section; no person "
+    "or personal information is depicted or recorded."
+)
+
+
 def _config_store(out: str, dataset: str) -> ItemStore:
     return ItemStore(join(out, WORK_DIR, dataset))
 
@@ -180,9 +210,10 @@ def _card_files(out: str, staging: Path) -> None:
         raise ConceptforgeError(f"{out}: no config is assembled yet; nothing to describe in a card")
     configs = [config for config, *_ in assembled]
     names = [config.dataset for config in configs]
+    own = configs[0].spec is not None  # a release made from a user's spec (not the paper's vocabulary)
     validity = binding_validity({config.dataset: _config_validity(config, store) for config, *_, store in assembled})
     metadata = DatasetMetadata(
-        pretty_name="Concept binding (CLEVR-style renders)",
+        pretty_name=f"Concept binding: {configs[0].preset}" if own else "Concept binding (CLEVR-style renders)",
         license="cc-by-4.0",
         summary="Synthetic images for probing concept binding, one config per dataset of Section 3 of "
         "*Does CLIP Bind Concepts?* (Lewis et al.), rendered with Blender Cycles by conceptforge. Each image has "
@@ -200,17 +231,17 @@ def _card_files(out: str, staging: Path) -> None:
         language=["en"],
         source_datasets=["original"],
         uses=USES,
-        out_of_scope_use=OUT_OF_SCOPE,
+        out_of_scope_use=OWN_OUT_OF_SCOPE if own else OUT_OF_SCOPE,
         bias_risks_limitations=BIAS_RISKS,
         annotations=ANNOTATIONS,
-        config_summaries={name: SUMMARIES[name] for name in names},
+        config_summaries={name: (OWN_SUMMARIES if own else SUMMARIES)[name] for name in names},
         grid_caption="One row per config: rendered samples with their true labels",
         reproducible=True,
         validity=validity,
-        personal_data=PERSONAL_DATA,
+        personal_data=OWN_PERSONAL_DATA if own else PERSONAL_DATA,
     )
     splits = [s for _, _, stats, *_ in assembled for s in stats]
-    features = {config.dataset: binding_features(config.dataset) for config in configs}
+    features = {config.dataset: binding_features(config.dataset, config.own_vocabulary) for config in configs}
     grid = _grid({config.dataset: store for config, *_, store in assembled})
     if grid is not None:
         (staging / GRID_NAME).write_bytes(grid)
@@ -230,9 +261,20 @@ def _card_files(out: str, staging: Path) -> None:
             validity=validity,
         ),
     )
-    (staging / CARD_NAME).write_text(
-        render_card(metadata, features, splits, has_grid=grid is not None), encoding="utf-8"
-    )
+    card = render_card(metadata, features, splits, has_grid=grid is not None)
+    if own:
+        from conceptforge.generators.binding.release import SPEC_FILE_NAME, release_files, spec_card_section
+
+        (staging / SPEC_FILE_NAME).write_text(configs[0].spec, encoding="utf-8")
+        for name, source in release_files(configs[0].vocab).items():
+            target = staging / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                target.write_bytes(source.read_bytes())
+            except OSError as error:
+                raise ConceptforgeError(f"{source}: cannot copy the spec's file into the release ({error})") from None
+        card = card.rstrip("\n") + "\n\n" + spec_card_section(configs)
+    (staging / CARD_NAME).write_text(card, encoding="utf-8")
 
 
 def assemble_card(out: str | os.PathLike[str], *, force: bool = False, wait: float = 600.0) -> AssemblyOutcome:

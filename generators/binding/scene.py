@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from conceptforge.errors import ItemError
-from conceptforge.generators.binding.vocab import SIZE_RADIUS
+from conceptforge.generators.binding.benchmark import paper_vocabulary
+from conceptforge.generators.binding.vocab import Vocabulary
 
 Vec3 = tuple[float, float, float]
 
@@ -30,14 +31,19 @@ class SceneObject:
     x: float
     y: float
     rotation: float  # degrees about the vertical axis
+    # A spec's own vocabulary sets these; None: the paper's (CLEVR's radius per size, cubes shrunk).
+    size_radius: float | None = None
+    height: float | None = None  # the centre's height above the ground
 
     @property
     def radius(self) -> float:
-        return SIZE_RADIUS[self.size]
+        return paper_vocabulary().size_radius[self.size] if self.size_radius is None else self.size_radius
 
     @property
     def z(self) -> float:
         """Objects rest on the ground: the centre sits one radius up."""
+        if self.height is not None:
+            return self.height
         return self.radius if self.shape != "cube" else self.radius / math.sqrt(2)
 
     @property
@@ -112,6 +118,7 @@ class SceneDescription:
     samples: int = 16
     seed: int = 0
     denoise: bool = True  # OIDN over the float render (see render_blender)
+    vocabulary: Vocabulary | None = None  # a spec's own look (None: the paper's CLEVR look)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -202,13 +209,15 @@ def place_objects(
     rng: random.Random,
     rules: PlacementRules = PlacementRules(),
     accept: callable | None = None,
+    vocabulary: Vocabulary | None = None,
 ) -> tuple[SceneObject, ...]:
     """Place objects one by one with retries; restart all after too many failures.
 
     ``accept(objects) -> bool`` adds scene-level conditions (a required relation, no held-out
     composition shown); it is checked once all objects are placed.
     """
-    check_feasible([SIZE_RADIUS[r.size] for r in requests], rules)
+    radii = paper_vocabulary().size_radius if vocabulary is None else vocabulary.size_radius
+    check_feasible([radii[r.size] for r in requests], rules)
     for _ in range(rules.max_restarts):
         placed: list[SceneObject] = []
         for request in requests:
@@ -221,6 +230,7 @@ def place_objects(
                     x=round(rng.uniform(-rules.area, rules.area), 4),
                     y=round(rng.uniform(-rules.area, rules.area), 4),
                     rotation=round(rng.uniform(0.0, 360.0), 2),
+                    **_own_look(request, vocabulary),
                 )
                 if all(pair_is_unambiguous(candidate, other, camera, rules) for other in placed):
                     placed.append(candidate)
@@ -233,6 +243,13 @@ def place_objects(
         f"could not place {len(requests)} objects within {rules.max_restarts} restarts; "
         "loosen the constraints (margin, min gap) or use fewer objects"
     )
+
+
+def _own_look(request: ObjectRequest, vocabulary: Vocabulary | None) -> dict[str, float]:
+    if vocabulary is None:
+        return {}
+    radius = vocabulary.size_radius[request.size]
+    return {"size_radius": radius, "height": vocabulary.center_height(request.shape, radius)}
 
 
 def jittered_camera(rng: random.Random, jitter: float = 0.5, base: Camera = Camera()) -> Camera:

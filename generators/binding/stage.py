@@ -213,10 +213,16 @@ def assemble_from_store(store: ItemStore, staging: Path, args: dict) -> None:
     }
     scenes = {f"{split}.json": _clevr_scenes(config, store, split) for split in splits}
     stats = assemble_config_dir(
-        staging, config=config.dataset, splits=splits, features=binding_features(config.dataset), side_files=scenes
+        staging,
+        config=config.dataset,
+        splits=splits,
+        features=binding_features(config.dataset, config.own_vocabulary),
+        side_files=scenes,
     )
     # the blind baselines and held-out checks of this config, for the repo card (cards.validity)
-    validity = config_validity(config.dataset, lambda split: (r.metadata for r in store.records(split)), splits)
+    validity = config_validity(
+        config.dataset, lambda split: (r.metadata for r in store.records(split)), splits, config.own_vocabulary
+    )
     record = {
         "config": config.to_dict(),
         "device": args.get("device", "cpu"),

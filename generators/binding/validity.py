@@ -35,8 +35,10 @@ from conceptforge.cards.validity import (
     prior_choice_accuracy,
     validity_report,
 )
-from conceptforge.generators.binding.compositions import ADJ_NOUN_HELD_OUT, RELATION_HELD_OUT, SPLITS
+from conceptforge.generators.binding.benchmark import paper_vocabulary
+from conceptforge.generators.binding.compositions import SPLITS
 from conceptforge.generators.binding.scene import Camera, PlacementRules, SceneObject, relations_between
+from conceptforge.generators.binding.vocab import Vocabulary
 
 Rows = Callable[[str], Iterable[Mapping[str, Any]]]  # split -> the rows' metadata (callable again and again)
 
@@ -85,19 +87,21 @@ def _shown(dataset: str, meta: Mapping[str, Any]) -> set[tuple[str, ...]]:
     return facts
 
 
-def _held_out(dataset: str) -> Mapping[str, tuple[tuple[str, ...], ...]]:
-    return RELATION_HELD_OUT if dataset == "relational" else ADJ_NOUN_HELD_OUT
+def _held_out(dataset: str, vocab: Vocabulary | None = None) -> Mapping[str, tuple[tuple[str, ...], ...]]:
+    v = paper_vocabulary() if vocab is None else vocab
+    return dict(v.relation_held_out if dataset == "relational" else v.adj_noun_held_out)
 
 
-def config_validity(dataset: str, rows: Rows, splits: Iterable[str]) -> dict[str, Any]:
-    """Baseline and held-out rows of one config (``rows(split)`` may be called several times)."""
+def config_validity(dataset: str, rows: Rows, splits: Iterable[str], vocab: Vocabulary | None = None) -> dict[str, Any]:
+    """Baseline and held-out rows of one config (``rows(split)`` may be called several times);
+    ``vocab``: a spec's own vocabulary (None: the paper's)."""
     splits = [s for s in SPLITS if s in set(splits)]
     positions: Counter = Counter()
     captions: Counter = Counter()
     for meta in rows("train") if "train" in splits else ():
         positions[int(meta["label_index"])] += 1
         captions[str(meta["label"])] += 1
-    held = _held_out(dataset)
+    held = _held_out(dataset, vocab)
     baselines, checks = [], []
     for split in splits:
         items, split_positions, found = [], Counter(), Counter()

@@ -1,28 +1,144 @@
-"""The binding benchmark's vocabulary (paper 004 §3) and CLEVR's look (colours, sizes, materials)."""
+"""The binding benchmark's vocabulary: shapes, colours, materials, sizes and relations, and how each looks.
+
+The vocabulary is data, not code: the paper's (paper 004 §3, CLEVR's look) is the preset
+``binding-clevr-paper.yaml`` (``benchmark.paper_vocabulary()``), and a researcher's own comes from
+their spec (a CLEVR ``properties.json`` with a folder of shape ``.blend`` files, or inline).
+:class:`Vocabulary` is the resolved form every part of the generator reads (splits, sampling,
+features, the renderer); it is plain, hashable data so it travels to Blender worker processes and
+into the run's stored settings.
+"""
 
 from __future__ import annotations
 
-SHAPES: tuple[str, ...] = ("cube", "sphere", "cylinder")
-COLORS: tuple[str, ...] = ("blue", "gray", "yellow", "brown", "green", "purple", "red", "cyan")
-RELATIONS: tuple[str, ...] = ("left", "right", "front", "behind")
+import math
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+#: CLEVR's relations on the ground plane (camera-relative), and each one's opposite (the paper's S).
 OPPOSITE_RELATION: dict[str, str] = {"left": "right", "right": "left", "front": "behind", "behind": "front"}
-MATERIALS: tuple[str, ...] = ("rubber", "metal")
+SUPPORTED_RELATIONS: tuple[str, ...] = tuple(OPPOSITE_RELATION)
 
-# CLEVR's sRGB colours (0-255), from its properties.json.
-COLOR_RGB: dict[str, tuple[int, int, int]] = {
-    "gray": (87, 87, 87),
-    "red": (173, 35, 35),
-    "blue": (42, 75, 215),
-    "green": (29, 105, 20),
-    "brown": (129, 74, 25),
-    "purple": (129, 38, 192),
-    "cyan": (41, 208, 208),
-    "yellow": (255, 238, 51),
+#: Blender object names the renderer builds itself (no shape file needed): CLEVR's names and ours.
+BUILTIN_SHAPES: dict[str, str] = {
+    "SmoothCube_v2": "cube",
+    "Cube": "cube",
+    "cube": "cube",
+    "Sphere": "sphere",
+    "sphere": "sphere",
+    "SmoothCylinder": "cylinder",
+    "Cylinder": "cylinder",
+    "cylinder": "cylinder",
 }
+#: Material names the renderer builds itself (no node-group file needed): CLEVR's names and ours.
+BUILTIN_MATERIALS: dict[str, str] = {"Rubber": "rubber", "rubber": "rubber", "MyMetal": "metal", "metal": "metal"}
 
-# CLEVR's object "radius" per size; a cube is scaled by radius / sqrt(2) so that its footprint's
-# circumradius equals the radius used for spacing.
-SIZE_RADIUS: dict[str, float] = {"large": 0.7, "small": 0.35}
+AdjNoun = tuple[str, str]  # (color, shape)
+Fact = tuple[str, str, str]  # (subject shape, relation, object shape)
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """A resolved vocabulary (every file path absolute, every held-out split computed).
+
+    ``shape_objects``: shape -> Blender object name; ``shape_files``: shape -> the ``.blend`` file
+    holding that object (absent for a built-in primitive). ``material_objects`` / ``material_files``
+    likewise for materials (a CLEVR node group with a ``Color`` input). Mappings are tuples of
+    pairs, in the vocabulary's order (the order fixes class ids and sampling).
+    """
+
+    shapes: tuple[str, ...]
+    colors: tuple[tuple[str, tuple[int, int, int]], ...]
+    materials: tuple[str, ...]
+    sizes: tuple[tuple[str, float], ...]
+    relations: tuple[str, ...]
+    shape_objects: tuple[tuple[str, str], ...]
+    material_objects: tuple[tuple[str, str], ...]
+    adj_noun_held_out: tuple[tuple[str, tuple[AdjNoun, ...]], ...]
+    relation_held_out: tuple[tuple[str, tuple[Fact, ...]], ...]
+    shape_files: tuple[tuple[str, str], ...] = ()
+    material_files: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def color_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.colors)
+
+    @property
+    def color_rgb(self) -> dict[str, tuple[int, int, int]]:
+        return dict(self.colors)
+
+    @property
+    def size_radius(self) -> dict[str, float]:
+        return dict(self.sizes)
+
+    def shape_kind(self, shape: str) -> str | None:
+        """The built-in primitive that draws ``shape`` (cube/sphere/cylinder), or None for a shape file."""
+        if shape in dict(self.shape_files):
+            return None
+        return BUILTIN_SHAPES.get(dict(self.shape_objects)[shape])
+
+    def material_kind(self, material: str) -> str | None:
+        """The built-in material (rubber/metal), or None for a node group from a file."""
+        if material in dict(self.material_files):
+            return None
+        return BUILTIN_MATERIALS.get(dict(self.material_objects)[material])
+
+    def center_height(self, shape: str, radius: float) -> float:
+        """An object rests on the ground: its centre's height. CLEVR shrinks cubes by sqrt(2) so
+        that a cube's footprint circumradius is the radius used for spacing."""
+        return radius / math.sqrt(2) if self.shape_kind(shape) == "cube" else radius
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form (the run's stored settings); :func:`vocabulary_from_dict` reads it back.
+        Mappings are lists of pairs: stored settings are canonical JSON (sorted keys), and the
+        vocabulary's order fixes class ids."""
+        return {
+            "shapes": list(self.shapes),
+            "colors": [[name, list(rgb)] for name, rgb in self.colors],
+            "materials": list(self.materials),
+            "sizes": [list(pair) for pair in self.sizes],
+            "relations": list(self.relations),
+            "shape_objects": [list(pair) for pair in self.shape_objects],
+            "material_objects": [list(pair) for pair in self.material_objects],
+            "shape_files": [list(pair) for pair in self.shape_files],
+            "material_files": [list(pair) for pair in self.material_files],
+            "adj_noun_held_out": [[split, [list(c) for c in held]] for split, held in self.adj_noun_held_out],
+            "relation_held_out": [[split, [list(f) for f in held]] for split, held in self.relation_held_out],
+        }
+
+
+def vocabulary_from_dict(data: dict[str, Any]) -> Vocabulary:
+    return _vocabulary_from_items(tuple((key, _freeze(value)) for key, value in sorted(data.items())))
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, dict):
+        return tuple((k, _freeze(v)) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+@cache
+def _vocabulary_from_items(items: tuple) -> Vocabulary:
+    data = dict(items)
+
+    def pairs(key: str) -> tuple:
+        return tuple(data.get(key, ()))
+
+    return Vocabulary(
+        shapes=tuple(data["shapes"]),
+        colors=tuple((name, tuple(int(c) for c in rgb)) for name, rgb in data["colors"]),
+        materials=tuple(data["materials"]),
+        sizes=tuple((name, float(r)) for name, r in data["sizes"]),
+        relations=tuple(data["relations"]),
+        shape_objects=pairs("shape_objects"),
+        material_objects=pairs("material_objects"),
+        shape_files=pairs("shape_files"),
+        material_files=pairs("material_files"),
+        adj_noun_held_out=tuple((split, tuple(tuple(c) for c in held)) for split, held in data["adj_noun_held_out"]),
+        relation_held_out=tuple((split, tuple(tuple(f) for f in held)) for split, held in data["relation_held_out"]),
+    )
 
 
 def adjective_noun(color: str, shape: str) -> str:

@@ -19,8 +19,8 @@ from datasets import Image as ImageFeature
 from PIL import Image
 
 from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
-from conceptforge.cards.dataset_dir import BENCHMARK_SPEC_NAME
 from conceptforge.cards.grid import grid_png
+from conceptforge.cards.local_dataset import SPEC_FILE_NAME
 from conceptforge.cards.provenance import local_fingerprint
 from conceptforge.cards.run_record import config_entry, row_ids, run_record, write_run_record
 from conceptforge.engine.assembly import register_assembler
@@ -296,7 +296,7 @@ def write_benchmark_spec(out_dir: Path, benchmark: dict[str, Any]) -> None:
     text = "# The ConceptBed spec this dataset was made from (validated; defaults filled in).\n" + yaml.safe_dump(
         benchmark, sort_keys=False, allow_unicode=True, width=100
     )
-    atomic_write_bytes(Path(out_dir) / BENCHMARK_SPEC_NAME, text.encode("utf-8"))
+    atomic_write_bytes(Path(out_dir) / SPEC_FILE_NAME, text.encode("utf-8"))
 
 
 #: Stored in every ConceptBed run (the name is the one first stored: old runs stay valid).

@@ -10,6 +10,7 @@ still two columns.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,15 @@ from conceptforge.loaders.harness.registry import metric_unit
 from conceptforge.loaders.harness.runner import RESULTS_FORMAT, dataset_label, short_sha
 from conceptforge.loaders.harness.units import UNITS, format_metric, units_note
 
+logger = logging.getLogger(__name__)
+
 
 def load_results(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
+    """The results files' payloads, in order. A ``<stem>.breakdowns.json`` that ``evaluate`` wrote
+    beside its results is skipped (``results/*.json`` matches it): it is read through its results
+    file, and refusing the glob the README shows would be wrong."""
+    from conceptforge.loaders.analysis.breakdowns import BREAKDOWNS_FORMAT
+
     payloads = []
     for path in paths:
         path = Path(path)
@@ -34,6 +42,9 @@ def load_results(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
             raise DataFormatError(
                 f"{path} is not a text file: give the JSON of `conceptforge evaluate --output`"
             ) from None
+        if isinstance(payload, dict) and payload.get("format") == BREAKDOWNS_FORMAT:
+            logger.info("%s: the breakdowns written beside a results file, not a results file; skipped", path)
+            continue
         if not isinstance(payload, dict) or payload.get("format") != RESULTS_FORMAT:
             raise DataFormatError(f"{path} is not a conceptforge evaluate results file (format {RESULTS_FORMAT})")
         problem = structure_problem(payload)
@@ -44,7 +55,9 @@ def load_results(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
         payload["_path"] = str(path)
         payloads.append(payload)
     if not payloads:
-        raise InvalidArgumentError("no results files given")
+        raise InvalidArgumentError(
+            "no results files given (give the JSON files `conceptforge evaluate --output` wrote)"
+        )
     return payloads
 
 

@@ -106,27 +106,22 @@ def run_binding_by_answer(ctx: TaskContext, splits: dict[str, Any], config: str)
     from conceptforge.loaders.harness.by_answer import (
         DEFAULT_MAX_NEW_TOKENS,
         answer_scores,
-        ask_choices,
         binding_choice_items,
+        collect_choice_answers,
     )
 
     questions = list(binding_choice_items(splits))
     where = [(name, i) for name, split in splits.items() for i in range(len(split))]
     answerer = ctx.session.answerer()
 
-    def score(positions: list[int]) -> list[dict[str, Any]]:
-        asked = [questions[p] for p in positions]
-        out = []
-        replies = ask_choices(answerer, asked, batch_size=ctx.batch_size)
-        for position, question, answer in zip(positions, asked, replies):
-            name, i = where[position]
-            scores = answer_scores(len(question.options), answer.index, label_index=question.answer_index)
-            (row,) = sample_rows("binding-clip", ctx.dataset.repo, splits[name].subset([i]), [scores])
-            answer.mark(row)
-            out.append(row)
-        return out
+    def record(position: int, question: Any, answer: Any) -> dict[str, Any]:
+        name, i = where[position]
+        scores = answer_scores(len(question.options), answer.index, label_index=question.answer_index)
+        (row,) = sample_rows("binding-clip", ctx.dataset.repo, splits[name].subset([i]), [scores])
+        answer.mark(row)
+        return row
 
-    rows = ctx.samples.collect([q.item_id for q in questions], score, chunk=ctx.batch_size)
+    rows = collect_choice_answers(ctx, answerer, questions, record)
     by_split, accuracy, summary, setting, report = _clip_report(ctx, splits, rows, answerer)
     metrics = {
         **{f"{name}_accuracy": Metric(value, None, len(by_split[name])) for name, value in accuracy.items()},

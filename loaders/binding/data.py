@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from conceptforge.cards.local_dataset import SPEC_FILE_NAME
 from conceptforge.errors import DataFormatError, DataNotFoundError
 from conceptforge.generators.binding.compositions import SPLITS
 from conceptforge.loaders.harness.data import image_column_raw, load_split, require_columns
@@ -151,6 +152,38 @@ def dataset_kind(splits: dict[str, BindingSplit]) -> str | None:
     if any("hard-swap" in kinds for split in loaded for kinds in split.kinds):
         return "two-object"
     return "single-object"
+
+
+def release_spec_words(source: str, *, revision: str | None = None) -> dict[str, list[str]] | None:
+    """The vocabulary a release was made from (its ``benchmark_spec.yaml``): shapes, colours and
+    relations in the spec's order; None for a release without one (the paper's presets).
+
+    A local folder is read directly; a Hub release's file is fetched at the release's revision."""
+    import yaml
+
+    local = Path(str(source))
+    if local.exists():
+        path = local / SPEC_FILE_NAME
+        if not path.is_file():
+            return None
+    else:
+        from huggingface_hub import hf_hub_download
+        from huggingface_hub.errors import EntryNotFoundError
+
+        try:
+            path = Path(hf_hub_download(str(source), SPEC_FILE_NAME, repo_type="dataset", revision=revision))
+        except EntryNotFoundError:  # not in the release (or not cached offline): the labels' words are used
+            return None
+    try:
+        spec = yaml.safe_load(path.read_text(encoding="utf-8"))
+        vocabulary = spec["vocabulary"]
+        return {
+            "shapes": [str(word) for word in vocabulary["shapes"]],
+            "colors": [str(word) for word in vocabulary["colors"]],
+            "relations": [str(word) for word in spec.get("relations", [])],
+        }
+    except (yaml.YAMLError, KeyError, TypeError, UnicodeDecodeError) as error:
+        raise DataFormatError(f"{source}: {SPEC_FILE_NAME} does not name the vocabulary ({error})") from None
 
 
 def load_binding(

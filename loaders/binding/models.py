@@ -76,6 +76,25 @@ class Vocabulary:
             return cls(ADJ_NOUN, sorted({n for _, n in parsed}), sorted({a for a, _ in parsed}), [])
         return cls(RELATIONAL, sorted({w for s, _, o in parsed for w in (s, o)}), [], sorted({r for _, r, _ in parsed}))
 
+    @classmethod
+    def from_release(cls, splits: Sequence[BindingSplit], spec_words: dict[str, list[str]] | None) -> Vocabulary:
+        """The release's own vocabulary when it was made from a spec (every colour, shape and
+        relation the spec names, in its order, even those no sampled label uses); else the words
+        of the labels and candidates."""
+        found = cls.from_splits(splits)
+        if spec_words is None:
+            return found
+        if found.setting == ADJ_NOUN:
+            vocab = cls(ADJ_NOUN, list(spec_words["shapes"]), list(spec_words["colors"]), [])
+        else:
+            vocab = cls(RELATIONAL, list(spec_words["shapes"]), [], list(spec_words["relations"]))
+        unknown = sorted(set(found.words) - set(vocab.words))
+        if unknown:
+            raise DataFormatError(
+                f"the labels use {', '.join(unknown)}, which the release's benchmark_spec.yaml does not name"
+            )
+        return vocab
+
     @property
     def words(self) -> list[str]:
         return self.adjectives + self.nouns + self.relations

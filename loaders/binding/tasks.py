@@ -98,7 +98,10 @@ def run_binding_cdsm(ctx: TaskContext) -> TaskOutcome:
     def train(positions: list[int]) -> list[dict[str, Any]]:
         if not prepared:
             prepared["frozen"] = {name: embedder.embed_images(split.images) for name, split in splits.items()}
-            prepared["vocab"] = Vocabulary.from_splits(list(splits.values()))
+            from conceptforge.loaders.binding.data import release_spec_words
+
+            spec_words = release_spec_words(ctx.dataset.repo, revision=ctx.dataset.load_revision)
+            prepared["vocab"] = Vocabulary.from_release(list(splits.values()), spec_words)
         out = []
         for position in positions:
             kind, seed = units[position]

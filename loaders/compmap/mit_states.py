@@ -18,6 +18,7 @@ import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -31,9 +32,17 @@ Pair = tuple[str, str]
 
 @dataclass(frozen=True)
 class MitSample:
+    """One image: ``path`` names it (the activation cache's key); ``image`` is what the model
+    reads when it is not that file (a ``datasets`` record of a spec's source; None: the file)."""
+
     path: Path
     attr: str
     obj: str
+    image: Any = field(default=None, compare=False, repr=False)
+
+    @property
+    def model_input(self) -> Any:
+        return str(self.path) if self.image is None else self.image
 
 
 @dataclass

@@ -28,7 +28,13 @@ from conceptforge.loaders.compmap.activations import (
 )
 from conceptforge.loaders.compmap.cub_arrays import CubPrimitives
 from conceptforge.loaders.compmap.mit_states import MitStatesData, Pair
-from conceptforge.loaders.compmap.prompts import TemplateChoice, cub_attribute_prompts, mit_prompts
+from conceptforge.loaders.compmap.prompts import (
+    ATTRIBUTE_TEMPLATE,
+    TemplateChoice,
+    attribute_prompts,
+    cub_attribute_prompts,
+    mit_prompts,
+)
 from conceptforge.loaders.harness.model_ref import ITM_TYPES
 
 logger = logging.getLogger(__name__)
@@ -40,6 +46,26 @@ def cub_vocabulary(cub: CubPrimitives, templates: TemplateChoice) -> ConceptVoca
         names=list(cub.attributes),
         prompts=[cub_attribute_prompts(*readable_attribute(name), templates) for name in cub.attributes],
         groups=cub.groups,
+    )
+
+
+def table_vocabulary(
+    names: Sequence[str],
+    readable: Sequence[tuple[str, str]],
+    groups: dict[str, np.ndarray],
+    templates: TemplateChoice,
+    *,
+    phrase: str,
+) -> ConceptVocabulary:
+    """A spec's attribute concepts: each (group, value) in the spec's phrase and template; the
+    softmax groups are the spec's mutually exclusive attribute groups."""
+    return ConceptVocabulary(
+        names=list(names),
+        prompts=[
+            attribute_prompts(group, value, templates, phrase=phrase, template=ATTRIBUTE_TEMPLATE)
+            for group, value in readable
+        ],
+        groups=groups,
     )
 
 

@@ -36,6 +36,7 @@ TABLE_A3_TEMPLATES: tuple[str, ...] = (
 
 CUB_ATTRIBUTE_TEMPLATE = "a photo of bird whose {group} is {value}"
 CUB_CLASS_TEMPLATE = "the bird is {name}"
+ATTRIBUTE_TEMPLATE = "a photo of {}"  # the paper's CUB template around a spec's attribute phrase
 MIT_TEMPLATE = "this is {}"
 
 
@@ -45,6 +46,7 @@ class TemplateChoice:
 
     name: str
     a3_templates: tuple[str, ...] = ()
+    own_template: str = ""  # a spec's own prompt with one {} in place of the paper's (with ``paper``)
 
     @property
     def is_paper(self) -> bool:
@@ -53,7 +55,7 @@ class TemplateChoice:
     def fill(self, phrase: str, *, paper_template: str) -> list[str]:
         """Prompts for one concept: the paper's own template or every chosen Table A3 one."""
         if self.is_paper:
-            return [paper_template.format(phrase)]
+            return [(self.own_template or paper_template).format(phrase)]
         return [t.format(phrase) for t in self.a3_templates]
 
 
@@ -74,6 +76,22 @@ def parse_templates(text: str) -> TemplateChoice:
             )
         return TemplateChoice(text, tuple(TABLE_A3_TEMPLATES[i - 1] for i in ids))
     raise InvalidArgumentError(f"--templates must be 'paper', 'a3' or 'a3:<ids>', got {text!r}")
+
+
+def with_own_template(choice: TemplateChoice, template: str | None) -> TemplateChoice:
+    """``choice`` with a spec's own template in place of the paper's (None: unchanged)."""
+    if not template:
+        return choice
+    return TemplateChoice(f"own {template!r}", choice.a3_templates, template)
+
+
+def attribute_prompts(group: str, value: str, choice: TemplateChoice, *, phrase: str, template: str) -> list[str]:
+    """A spec's attribute prompts: its ``phrase`` ("car whose {group} is {value}") in its template
+    (paper: ``template``, "a photo of {}" by default) or in each chosen Table A3 template."""
+    text = phrase.format(group=group, value=value)
+    if choice.is_paper:
+        return [(choice.own_template or template).format(text)]
+    return choice.fill(text, paper_template="{}")
 
 
 def cub_attribute_prompts(group: str, value: str, choice: TemplateChoice) -> list[str]:

@@ -149,23 +149,20 @@ def score_compmap_cub(rows: Sequence[dict[str, Any]], options: dict[str, Any]) -
 def run_compmap_cub(ctx: TaskContext) -> TaskOutcome:
     import torch
 
-    from conceptforge.loaders.compmap.cub_arrays import cub_primitives
     from conceptforge.loaders.compmap.logreg import LogRegConfig
-    from conceptforge.loaders.compmap.pipeline import activation_key, cached_tensor, cub_vocabulary, session_vl_model
-    from conceptforge.loaders.compmap.prompts import parse_templates
+    from conceptforge.loaders.compmap.pipeline import activation_key, cached_tensor, session_vl_model
     from conceptforge.loaders.compmap.protocols import CubProtocol, evaluate_cub
     from conceptforge.loaders.compmap.report import cub_tables
+    from conceptforge.loaders.compmap.spec_run import few_shot_inputs, spec_details, spec_of, spec_variant
 
     options = ctx.options
-    templates = parse_templates(options["templates"])
-    data = cub_primitives(ctx.cub_dir)
-    vocab = cub_vocabulary(data, templates)
+    spec = spec_of(ctx)
+    data, vocab, images, keys, templates = few_shot_inputs(ctx, spec)
     model = _named(session_vl_model(ctx.session), options["name"])
-    images = [str(p) for p in data.image_paths]
     group_softmax = bool(options["group_softmax"])
     pred = cached_tensor(
         ctx.session.activation_cache_dir(),
-        activation_key(model, vocab, images, apply_group_softmax=group_softmax),
+        activation_key(model, vocab, keys, apply_group_softmax=group_softmax),
         lambda: model.activations(images, vocab, apply_group_softmax=group_softmax, batch_size=ctx.batch_size),
     )
     protocol = CubProtocol(
@@ -204,8 +201,8 @@ def run_compmap_cub(ctx: TaskContext) -> TaskOutcome:
         metrics=metrics,
         seeds=[options["seed"]],
         variant=f"activations by {ctx.capability or EMBED}, {options['protocol']} protocol, templates={templates.name}, "
-        f"group softmax={'on' if group_softmax else 'off'}",
-        details={"results": results},
+        f"group softmax={'on' if group_softmax else 'off'}" + spec_variant(spec),
+        details={"results": results, **spec_details(spec)},
         table=cub_tables(results, model.name),
     )
 
@@ -294,7 +291,7 @@ def mit_ablation_inputs(ctx: TaskContext, model: Any, data: Any, templates: Any)
             f"(embed); {model.model_id} only scores (image, text) pairs: drop it"
         )
     embeddings = {
-        split: model.embedder.embed_images([str(s.path) for s in data.samples[split]], batch_size=ctx.batch_size)
+        split: model.embedder.embed_images([s.model_input for s in data.samples[split]], batch_size=ctx.batch_size)
         for split in SPLITS
     }
     return {"image_embeddings": embeddings, "pair_texts": text_targets(model.embedder, templates)}
@@ -304,7 +301,7 @@ def run_compmap_mit_states(ctx: TaskContext) -> TaskOutcome:
     import torch
 
     from conceptforge.loaders.compmap.contrastive import ContrastiveConfig
-    from conceptforge.loaders.compmap.mit_states import SPLITS, load_mit_states
+    from conceptforge.loaders.compmap.mit_states import SPLITS
     from conceptforge.loaders.compmap.pipeline import (
         activation_key,
         cached_tensor,
@@ -312,23 +309,24 @@ def run_compmap_mit_states(ctx: TaskContext) -> TaskOutcome:
         session_vl_model,
         text_targets,
     )
-    from conceptforge.loaders.compmap.prompts import parse_templates
     from conceptforge.loaders.compmap.protocols import MitProtocol, evaluate_mit_states
     from conceptforge.loaders.compmap.report import mit_tables
+    from conceptforge.loaders.compmap.spec_run import czsl_inputs, spec_details, spec_of, spec_variant
 
     options = ctx.options
-    templates = parse_templates(options["templates"])
-    data = load_mit_states(ctx.mit_states_dir, split_dir=options["split_dir"], metadata=options["metadata"] or None)
+    spec = spec_of(ctx)
+    data, templates = czsl_inputs(ctx, spec)
     vocab = mit_vocabulary(data, templates)
     model = _named(session_vl_model(ctx.session), options["name"])
     group_softmax = bool(options["group_softmax"])
     ablation_inputs = mit_ablation_inputs(ctx, model, data, templates) if options["ablations"] else {}
     pred = {}
     for split in SPLITS:
-        images = [str(sample.path) for sample in data.samples[split]]
+        images = [sample.model_input for sample in data.samples[split]]
+        keys = [str(sample.path) for sample in data.samples[split]]
         pred[split] = cached_tensor(
             ctx.session.activation_cache_dir(),
-            activation_key(model, vocab, images, apply_group_softmax=group_softmax),
+            activation_key(model, vocab, keys, apply_group_softmax=group_softmax),
             lambda images=images: model.activations(
                 images, vocab, apply_group_softmax=group_softmax, batch_size=ctx.batch_size
             ),
@@ -372,8 +370,9 @@ def run_compmap_mit_states(ctx: TaskContext) -> TaskOutcome:
         variant=f"activations by {ctx.capability or EMBED}, test split, top-1, {options['czsl_curve']} CZSL curve, "
         f"targets={options['targets']}, "
         f"templates={templates.name}, group softmax={'on' if group_softmax else 'off'}"
-        + (", with Table 5/6 ablation rows" if options["ablations"] else ""),
-        details={"results": results},
+        + (", with Table 5/6 ablation rows" if options["ablations"] else "")
+        + spec_variant(spec),
+        details={"results": results, **spec_details(spec)},
         table=mit_tables(results, model.name),
     )
 
@@ -429,15 +428,25 @@ def check_mit_rows(rows: Sequence[dict[str, Any]], options: dict[str, Any]) -> s
     return None
 
 
+def check_cub_options(options: dict[str, Any], *, model: Any, inputs: dict[str, Any]) -> None:
+    """Before any model loads: the run's spec (if any) is an n-way k-shot spec with its data."""
+    from conceptforge.loaders.compmap.spec_run import check_spec_input
+
+    check_spec_input("compmap-cub", inputs)
+
+
 def check_mit_options(options: dict[str, Any], *, model: Any, inputs: dict[str, Any]) -> None:
-    """Before any model loads: the split folder and metadata file are in the MIT-States folder,
-    and the ablation rows (image embeddings) have a dual encoder to come from."""
+    """Before any model loads: the run's spec (if any) is a CZSL spec with its data, the split
+    folder and metadata file are in the MIT-States folder, and the ablation rows (image
+    embeddings) have a dual encoder to come from."""
     from pathlib import Path
 
+    from conceptforge.loaders.compmap.spec_run import check_spec_input
     from conceptforge.loaders.harness.task import provides
 
+    check_spec_input("compmap-mit-states", inputs)
     root = inputs.get("mit_states_dir")
-    if root and Path(root).is_dir():
+    if root and Path(root).is_dir() and not inputs.get("compmap_spec"):
         if not (Path(root) / options["split_dir"]).is_dir():
             raise InvalidArgumentError(
                 f"compmap-mit-states.split_dir: no folder {options['split_dir']} in {root} "
@@ -486,6 +495,8 @@ def tasks() -> list[Task]:
             check_rows=check_cub_rows,
             columns=CUB_COLUMNS,
             needs=("cub_dir",),
+            needs_met_by="compmap_spec",
+            check_options=check_cub_options,
             seeded=True,
             protocols=_PROTOCOLS,
             options=(
@@ -532,6 +543,7 @@ def tasks() -> list[Task]:
             score_compmap_mit_states,
             columns=MIT_COLUMNS,
             needs=("mit_states_dir",),
+            needs_met_by="compmap_spec",
             seeded=True,
             protocols=_PROTOCOLS,
             rescore_options=("czsl_curve",),

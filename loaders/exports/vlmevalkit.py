@@ -10,7 +10,7 @@ Prompt: VLMEvalKit's LLaVA-family models build exactly our prompt from these col
 ``A. option`` lines, "Answer with the option's letter from the given choices directly."); models
 that use the dataset's default prompt ("Question: … Options: … Please select the correct answer
 from the options above.") are asked other bytes, so their numbers are comparable to ours only
-loosely (docs/evaluation.md).
+loosely (docs/evaluation-exports.md).
 """
 
 from __future__ import annotations

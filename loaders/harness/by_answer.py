@@ -35,7 +35,7 @@ never a GPT judge).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -367,6 +367,29 @@ def ask_choices(answerer: Any, questions: Sequence[ChoiceItem], *, batch_size: i
         letter = parse_choice(answer, question.letters, question.options)
         out.append(ChoiceAnswer(answer, letter, question.index_of(letter)))
     return out
+
+
+def collect_choice_answers(
+    ctx: Any,
+    answerer: Any,
+    questions: Sequence[ChoiceItem],
+    record: Callable[[int, ChoiceItem, ChoiceAnswer], dict[str, Any]],
+    *,
+    item_ids: Sequence[str] | None = None,
+) -> list[dict[str, Any]]:
+    """Every question of a choose-by-answer task asked (:func:`ask_choices`) through the run's
+    per-sample cache (``ctx.samples``, ``ctx.batch_size`` at a time): ``record(position, question,
+    answer)`` turns one answer into what the cache keeps for that item (the task's rows, marked with
+    the answer). ``item_ids`` name the items in the cache (default: each question's ``item_id``).
+    Why one helper: SUB and binding must batch, cache and resume their by-answer runs alike."""
+
+    def score(positions: list[int]) -> list[dict[str, Any]]:
+        asked = [questions[p] for p in positions]
+        replies = ask_choices(answerer, asked, batch_size=ctx.batch_size)
+        return [record(position, question, answer) for position, question, answer in zip(positions, asked, replies)]
+
+    ids = [q.item_id for q in questions] if item_ids is None else list(item_ids)
+    return ctx.samples.collect(ids, score, chunk=ctx.batch_size)
 
 
 def is_by_answer(rows: Sequence[Mapping[str, Any]]) -> bool:

@@ -9,7 +9,7 @@ whole chunks, so every batch holds what it holds in one process (CPU and GPU ker
 batch size: another batch gives other last bits) — and the rows are gathered on every rank.
 Every rank then runs the rest of the task on the same rows (the metrics are cheap), and rank 0
 alone writes the results, the samples and the table: the same files, byte for byte, that one
-process writes (where one process's run is itself reproducible, see docs/evaluation.md). A rank that dies makes the others fail with one
+process writes (where one process's run is itself reproducible, see docs/evaluation-scale.md). A rank that dies makes the others fail with one
 line, before anything is written; a rerun scores only what the sample cache lacks.
 
 The world is read from the launcher's environment (``WORLD_SIZE``, ``RANK``) and joined through

@@ -7,7 +7,7 @@ the functions that run it and score its per-sample rows. Each benchmark declares
 own package, ``loaders/<benchmark>/tasks.py`` (as lighteval's task files), found by
 :func:`conceptforge.discovery.benchmark_modules`; this module collects them, parses a user's
 selection and prints the list. Adding a task is one entry in its benchmark's ``tasks()``; adding
-a benchmark is one package (docs/evaluation.md, "Adding a task or a benchmark").
+a benchmark is one package (docs/evaluation-python.md, "Adding a task or a benchmark").
 """
 
 from __future__ import annotations

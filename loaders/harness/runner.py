@@ -211,11 +211,17 @@ class RunSettings:
     cub_dir: str | None = None
     concepts: str | None = None
     mit_states_dir: str | None = None
+    compmap_spec: str | None = None  # a CompMap spec naming its own data (--compmap-spec; evaluate compmap --spec)
     sample_cache: bool = True  # resume from the per-sample cache (loaders/harness/sample_cache.py)
     placement: Any = None  # --device-map/--max-memory (conceptforge/placement.Placement); None: whole on device
 
     def inputs(self) -> dict[str, Any]:
-        return {"cub_dir": self.cub_dir, "concepts": self.concepts, "mit_states_dir": self.mit_states_dir}
+        return {
+            "cub_dir": self.cub_dir,
+            "concepts": self.concepts,
+            "mit_states_dir": self.mit_states_dir,
+            "compmap_spec": self.compmap_spec,
+        }
 
 
 @dataclass
@@ -306,8 +312,18 @@ def _check_cub(cub_dir: str, *, images: bool) -> None:
         layout.find(relative)
 
 
+def _spec_dataset(spec_file: str) -> DatasetRef:
+    """The data of a run from a benchmark spec: the spec file, fingerprinted (it names the data)."""
+    spec = Path(spec_file)
+    if not spec.is_file():
+        raise DataNotFoundError(f"{spec}: no such spec file")
+    return DatasetRef(str(spec), None, f"local-sha256:{hashlib.sha256(spec.read_bytes()).hexdigest()[:16]}", "local")
+
+
 def _dataset_for(selection: TaskSelection, model: ModelRef, settings: RunSettings) -> DatasetRef:
     task = selection.task
+    if task.needs_met_by and settings.inputs().get(task.needs_met_by):
+        return _spec_dataset(settings.inputs()[task.needs_met_by])
     if "cub_dir" in task.needs:
         _check_cub(settings.cub_dir, images=task.benchmark == "compmap")
     if "mit_states_dir" in task.needs:
@@ -457,6 +473,7 @@ def run_tasks(
                 cub_dir=settings.cub_dir,
                 concepts=settings.concepts,
                 mit_states_dir=settings.mit_states_dir,
+                compmap_spec=settings.compmap_spec,
                 samples=samples,
                 given=frozenset(selection.given),
                 capability=task.capability_for(model.kind, selection.options) or "",

@@ -2,7 +2,7 @@
 
 Why: a headline number hides which compositions a model fails; the rows let a researcher group,
 bootstrap and rescore without the model (``conceptforge evaluate --from-predictions DIR``). The
-schema (docs/evaluation.md, "Per-sample predictions") is a contract shared with the breakdowns
+schema (docs/evaluation-results.md, "Per-sample predictions") is a contract shared with the breakdowns
 and charts: common columns first, then the task's own grouping columns, always present.
 
 The file's schema metadata carries ``model``, ``model_revision``, ``dataset_revision`` and, as

@@ -67,8 +67,8 @@ def by_answer_option(what: str) -> Option:
         BY_ANSWER_OPTION,
         False,
         argtypes.flag,
-        f"score the model's own words instead of its probabilities: {what} (docs/evaluation.md, "
-        "By-answer protocols; never on a leaderboard column with the probability protocols)",
+        f"score the model's own words instead of its probabilities: {what} (docs/evaluation-by-answer.md"
+        "; never on a leaderboard column with the probability protocols)",
     )
 
 
@@ -207,7 +207,7 @@ class Metric:
 
 @dataclass
 class TaskOutcome:
-    """What a task's ``run`` returns: the per-sample rows (``docs/evaluation.md``, samples) and
+    """What a task's ``run`` returns: the per-sample rows (``docs/evaluation-results.md``, samples) and
     what the benchmark reports beside its metrics. ``metrics`` are the protocol code's own
     numbers; the runner replaces them by ``Task.score(samples)`` after checking they agree."""
 
@@ -238,6 +238,7 @@ class TaskContext:
     cub_dir: str | None = None
     concepts: str | None = None
     mit_states_dir: str | None = None
+    compmap_spec: str | None = None  # a CompMap benchmark spec naming its own data (loaders/compmap/benchmark.py)
     samples: Any = None  # conceptforge.loaders.harness.sample_cache.TaskSamples (None: no cache)
     given: frozenset[str] = frozenset()  # the options the user set (--task-option), not defaults
     capability: str = ""  # the capability the task runs with for this model (Task.capability_for)
@@ -263,6 +264,8 @@ class Task:
     config: str | None = None
     split: str | None = None
     needs: tuple[str, ...] = ()  # run-level inputs: "cub_dir", "mit_states_dir", "concepts"
+    #: a run-level input that, when given, stands in for ``needs`` (a spec that names its own data)
+    needs_met_by: str | None = None
     options: tuple[Option, ...] = ()
     seeded: bool = False  # metrics carry standard errors over seeds/episodes
     rescore_options: tuple[str, ...] = ()  # options --from-predictions may change (variants computed from the rows)
@@ -333,7 +336,7 @@ class Task:
             needs = " or ".join("generated images" if c == IMAGES_TO_JUDGE else c for c in self.capabilities)
             return f"{self.name} runs with {', '.join(self.providers())} ({needs}); {model.id} is {what}"
         missing = [need for need in self.needs if not provided.get(need)]
-        if missing:
+        if missing and not (self.needs_met_by and provided.get(self.needs_met_by)):
             return f"{self.name} needs --{missing[0].replace('_', '-')}"
         return None
 

@@ -304,7 +304,7 @@ def run_sub_by_answer(ctx: TaskContext, cub: Any, items: list[Any]) -> TaskOutco
     from conceptforge.loaders.harness.by_answer import (
         DEFAULT_MAX_NEW_TOKENS,
         answer_scores,
-        ask_choices,
+        collect_choice_answers,
         sub_choice_items,
     )
     from conceptforge.loaders.sub.scoring import build_report, score_vlm_predictions
@@ -313,35 +313,30 @@ def run_sub_by_answer(ctx: TaskContext, cub: Any, items: list[Any]) -> TaskOutco
     questions = list(sub_choice_items(items, cub.groups))
     answerer = ctx.session.answerer()
 
-    def score(positions: list[int]) -> list[dict[str, Any]]:
-        asked = [questions[p] for p in positions]
-        out = []
-        replies = ask_choices(answerer, asked, batch_size=ctx.batch_size)
-        for position, question, answer in zip(positions, asked, replies):
-            item = items[position]
-            index = answer.index
-            key = None if index is None else question.option_keys[index]
-            predicted = None if key in (None, "none") else key
-            (result,) = score_vlm_predictions(
-                [item], [predicted], cub, s_minus=o["s_minus"], cbm_min_classes=o["cbm_min_classes"]
-            )
-            if answer.letter is None:  # unparsed: wrong on every side it is scored on
-                result = _wrong(result)
-            rows = _rows(
-                "sub-vlm",
-                position,
-                item,
-                list(question.option_keys),
-                answer_scores(len(question.options), index),
-                [predicted] if predicted else [],
-                result,
-            )
-            for row in rows:
-                answer.mark(row)
-            out.append({"rows": rows, "result": _result_json(result)})
-        return out
+    def record(position: int, question: Any, answer: Any) -> dict[str, Any]:
+        item = items[position]
+        index = answer.index
+        key = None if index is None else question.option_keys[index]
+        predicted = None if key in (None, "none") else key
+        (result,) = score_vlm_predictions(
+            [item], [predicted], cub, s_minus=o["s_minus"], cbm_min_classes=o["cbm_min_classes"]
+        )
+        if answer.letter is None:  # unparsed: wrong on every side it is scored on
+            result = _wrong(result)
+        rows = _rows(
+            "sub-vlm",
+            position,
+            item,
+            list(question.option_keys),
+            answer_scores(len(question.options), index),
+            [predicted] if predicted else [],
+            result,
+        )
+        for row in rows:
+            answer.mark(row)
+        return {"rows": rows, "result": _result_json(result)}
 
-    done = ctx.samples.collect([str(i) for i in range(len(items))], score, chunk=ctx.batch_size)
+    done = collect_choice_answers(ctx, answerer, questions, record, item_ids=[str(i) for i in range(len(items))])
     from conceptforge.loaders.sub.scoring import SubItemScore
 
     results = [SubItemScore(**d["result"]) for d in done]

@@ -146,3 +146,21 @@ def test_leaderboard_html_zero_resamples_is_one_error_line(tmp_path, capsys):
         == "error: conceptforge leaderboard: argument --bootstrap-resamples: must be >= 1, got 0 (see conceptforge leaderboard --help)"
     )
     assert not page.exists()
+
+
+def test_the_readme_glob_reads_the_results_and_skips_the_breakdowns_beside_them(tmp_path, capsys):
+    """`conceptforge leaderboard results/*.json` (the README's line) also matches each run's
+    `<stem>.breakdowns.json`: that file is skipped, not a "not a results file" refusal."""
+    for model in ("model-a", "model-b"):
+        results, samples = make_run(tmp_path, model)
+        write_breakdowns_and_charts(results, samples)
+    given = sorted(str(p) for p in tmp_path.glob("*.json"))
+    assert len(given) == 4  # two results, two breakdowns
+    code = main(["leaderboard", *given, "--output", str(tmp_path / "board.md")])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    table = (tmp_path / "board.md").read_text()
+    assert "model-a" in table and "model-b" in table and "breakdowns" not in table.split("\n\n")[0]
+    only_breakdowns = [p for p in given if p.endswith(".breakdowns.json")]
+    assert main(["leaderboard", *only_breakdowns]) == 2
+    assert "no results files given" in capsys.readouterr().err

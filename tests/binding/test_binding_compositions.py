@@ -9,7 +9,10 @@ from conceptforge.generators.binding.compositions import (
     ADJ_NOUN_HELD_OUT,
     ALL_ADJ_NOUN,
     ALL_FACTS,
+    COLORS,
     DATASETS,
+    RELATIONS,
+    SHAPES,
     SPLITS,
     relational_candidates,
     shuffled,
@@ -17,7 +20,7 @@ from conceptforge.generators.binding.compositions import (
     split_classes,
     two_object_candidates,
 )
-from conceptforge.generators.binding.vocab import COLORS, OPPOSITE_RELATION, RELATIONS, SHAPES
+from conceptforge.generators.binding.vocab import OPPOSITE_RELATION
 
 
 def test_class_counts_match_table_1():

@@ -40,6 +40,16 @@ def slurm():
     cluster.stop()
 
 
+def published(out: Path) -> dict[str, bytes]:
+    """Every published file of a run or sweep folder, by path (the item store under .work is not the
+    result): what two runs that must agree byte for byte are compared by."""
+    return {
+        str(p.relative_to(out)): p.read_bytes()
+        for p in sorted(out.rglob("*"))
+        if p.is_file() and ".work" not in p.relative_to(out).parts
+    }
+
+
 def bash_blocks(markdown: str) -> list[str]:
     """The fenced ```bash blocks of a Markdown text, in order."""
     return [match.group(1) for match in re.finditer(r"^```bash\n(.*?)^```", markdown, flags=re.S | re.M)]

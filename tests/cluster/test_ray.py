@@ -8,23 +8,14 @@ import os
 import signal
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 
 from conceptforge.engine.runner import run_stage
-from tests.cluster.conftest import BIN, JOB_ENV, REPO
+from tests.cluster.conftest import BIN, JOB_ENV, REPO, published
 from tests.engine import engine_stage
 
 ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'conceptforge[ray]' (the test extra has it)")
-
-
-def _bytes(out: Path) -> dict[str, bytes]:
-    return {
-        str(p.relative_to(out)): p.read_bytes()
-        for p in sorted(out.rglob("*"))
-        if p.is_file() and ".work" not in p.relative_to(out).parts
-    }
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +38,7 @@ def ray_cluster():
 def reference(tmp_path_factory):
     out = tmp_path_factory.mktemp("ray-ref") / "out"
     run_stage(engine_stage.stage(40, chunk_size=4), out)
-    return _bytes(out)
+    return published(out)
 
 
 def test_ray_tasks_give_the_bytes_of_one_process(ray_cluster, reference, tmp_path):
@@ -57,7 +48,7 @@ def test_ray_tasks_give_the_bytes_of_one_process(ray_cluster, reference, tmp_pat
     stage = engine_stage.stage(40, log=str(log), chunk_size=4, assembly_log=str(assembly_log))
     report = run_stage(stage, out, executor=RayExecutor())
     assert report.made == 40 and report.assembly.status == "assembled"
-    assert _bytes(out) == reference
+    assert published(out) == reference
     assert sorted(collections.Counter(log.read_text().split()).values()) == [1] * 40
     assert len(assembly_log.read_text().splitlines()) == 1
     # a rerun finds everything done: nothing goes to Ray, nothing is assembled again
@@ -74,7 +65,7 @@ def test_ray_killed_worker_chunk_is_redone(ray_cluster, reference, tmp_path):
     report = run_stage(stage, out, executor=RayExecutor(max_retries=2))
     assert marker.exists() and int(marker.read_text()) != os.getpid()  # a worker died, not the driver
     assert report.made == 40 and report.assembly.status == "assembled"
-    assert _bytes(out) == reference
+    assert published(out) == reference
     made = collections.Counter(log.read_text().split())
     # the victim's chunk (items 12-15) ran twice up to the kill; every item is in the dataset once
     assert len(made) == 40 and made["item00013"] == 1 and made["item00012"] in (1, 2)
@@ -87,7 +78,7 @@ def test_ray_model_stage_runs_on_actors_that_load_once(ray_cluster, reference, t
     out, log, marker, loads = tmp_path / "out", tmp_path / "made.log", tmp_path / "killed", tmp_path / "loads.log"
     stage = killer_stage(40, marker=str(marker), victim="item00021", log=str(log), load_log=str(loads))
     report = run_stage(stage, out, executor=RayExecutor(num_workers=2, max_retries=2))
-    assert report.made == 40 and _bytes(out) == reference
+    assert report.made == 40 and published(out) == reference
     pids = loads.read_text().split()
     # two actors loaded once each for 10 chunks; the killed one was restarted and loaded once more
     assert len(pids) == 3 and len(set(pids)) == 3 and marker.read_text().strip() in pids[:2]
@@ -125,7 +116,7 @@ def test_ray_cli_generate_sub_is_byte_identical(tmp_path, random_flux_seed0):
         local.result()
         on_ray = on_ray.result()
     assert "Ray: 2 actor(s) hold the model" in on_ray.stderr, on_ray.stderr[-3000:]
-    assert _bytes(tmp_path / "ray" / "out") == _bytes(tmp_path / "local" / "out")
+    assert published(tmp_path / "ray" / "out") == published(tmp_path / "local" / "out")
 
 
 _CONNECT = """

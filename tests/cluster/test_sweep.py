@@ -1,7 +1,7 @@
 """Evaluation sweeps (``conceptforge evaluate --models``) on the real schedulers: 3 tiny CLIPs × 3
 tasks as a Slurm array from docs/cluster.md's script (one task cancelled with ``scancel``, one
 killed with SIGKILL, then what ``conceptforge status`` prints resubmitted) and on Ray; each
-publishes the bytes of one uninterrupted local sweep (docs/evaluation.md's command), assembled once.
+publishes the bytes of one uninterrupted local sweep (docs/evaluation-scale.md's command), assembled once.
 """
 
 from __future__ import annotations
@@ -17,22 +17,13 @@ from pathlib import Path
 import pytest
 
 from conceptforge.testing.slurm import HANG_GUARD
-from tests.cluster.conftest import BIN, JOB_ENV, REPO, adapt, bash_blocks, doc_script
+from tests.cluster.conftest import BIN, JOB_ENV, REPO, adapt, bash_blocks, doc_script, published
 
 #: The 3 × 3 sweeps run 9 evaluations and a leaderboard each: minutes on 2 shared cores.
 heavy = pytest.mark.heavy
 
 TASKS = "--tasks binding-clip,sub-vlm,binding-cdsm"
 DOC_TASKS = "--tasks sub-vlm,binding-clip,binding-cdsm"
-
-
-def published(out: Path) -> dict[str, bytes]:
-    """Every published file of a sweep folder (the item store under .work is not the result)."""
-    return {
-        str(p.relative_to(out)): p.read_bytes()
-        for p in sorted(out.rglob("*"))
-        if p.is_file() and ".work" not in p.relative_to(out).parts
-    }
 
 
 @pytest.fixture(scope="module")
@@ -53,9 +44,9 @@ def sweep_inputs(tmp_path_factory, tiny_clip_dir, single_object_dir, sub_dir, fa
     return models, str(fake_cub), extra
 
 
-def _evaluation_md_command(models: Path, cub: str, out: Path, extra: str, cache: Path) -> str:
-    blocks = [b for b in bash_blocks((REPO / "docs" / "evaluation.md").read_text()) if "--models models.txt" in b]
-    assert len(blocks) == 1, "docs/evaluation.md has no single sweep block"
+def _sweep_doc_command(models: Path, cub: str, out: Path, extra: str, cache: Path) -> str:
+    blocks = [b for b in bash_blocks((REPO / "docs" / "evaluation-scale.md").read_text()) if "--models models.txt" in b]
+    assert len(blocks) == 1, "docs/evaluation-scale.md has no single sweep block"
     text = blocks[0]
     for old, new in {
         "models.txt": str(models),
@@ -63,7 +54,7 @@ def _evaluation_md_command(models: Path, cub: str, out: Path, extra: str, cache:
         "--out sweep": f"--out {out}",
         DOC_TASKS: TASKS,
     }.items():
-        assert old in text, f"{old!r} is no longer in docs/evaluation.md's sweep:\n{blocks[0]}"
+        assert old in text, f"{old!r} is no longer in docs/evaluation-scale.md's sweep:\n{blocks[0]}"
         text = text.replace(old, new)
     return text.rstrip("\n") + f" {extra} --cache-dir {cache}\n"
 
@@ -75,10 +66,10 @@ def _run(script: str, *, extra_env: dict[str, str] | None = None) -> subprocess.
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory, sweep_inputs) -> dict[str, bytes]:
-    """One uninterrupted local sweep, run from docs/evaluation.md's command."""
+    """One uninterrupted local sweep, run from docs/evaluation-scale.md's command."""
     models, cub, extra = sweep_inputs
     root = tmp_path_factory.mktemp("sweep-ref")
-    result = _run(_evaluation_md_command(models, cub, root / "sweep", extra, root / "cache"))
+    result = _run(_sweep_doc_command(models, cub, root / "sweep", extra, root / "cache"))
     assert result.returncode == 0, result.stderr[-3000:]
     files = published(root / "sweep")
     names = sorted(files)
@@ -117,26 +108,31 @@ def _outputs(folder: Path) -> str:
     return "\n".join(p.read_text(errors="replace") for p in sorted(folder.glob("*.out")))
 
 
+def _sweep_job_script(jobs: Path, replacements: dict[str, str], *, append: str) -> Path:
+    """docs/cluster.md's sweep array script, made to run here (``replacements``, ``append``), written
+    as ``jobs/sweep.sh`` in a new ``jobs`` folder (the jobs' logs go there too)."""
+    jobs.mkdir()
+    script = jobs / "sweep.sh"
+    script.write_text(adapt(doc_script("--job-name=sweep\n"), replacements, append=append))
+    return script
+
+
 @heavy
 def test_slurm_sweep_cancelled_and_killed_items_resubmitted_as_status_prints(slurm, tmp_path, sweep_inputs, reference):
     models, cub, extra = sweep_inputs
     out, jobs = tmp_path / "sweep", tmp_path / "jobs"
-    jobs.mkdir()
-    script = jobs / "sweep.sh"
-    script.write_text(
-        adapt(
-            doc_script("--job-name=sweep\n"),
-            {
-                "--array=0-8": "--array=0-2",
-                "--mem=32G --time=04:00:00": "--mem=300M --time=10",  # 8 CPUs a task: one task at a time
-                "models.txt": str(models),
-                DOC_TASKS: TASKS,
-                '"$CUB_DIR"': cub,
-                "/shared/sweep": str(out),
-                "--num-shards 9": "--num-shards 3",
-            },
-            append=f"{extra} --cache-dir {tmp_path / 'cache'}",
-        )
+    script = _sweep_job_script(
+        jobs,
+        {
+            "--array=0-8": "--array=0-2",
+            "--mem=32G --time=04:00:00": "--mem=300M --time=10",  # 8 CPUs a task: one task at a time
+            "models.txt": str(models),
+            DOC_TASKS: TASKS,
+            '"$CUB_DIR"': cub,
+            "/shared/sweep": str(out),
+            "--num-shards 9": "--num-shards 3",
+        },
+        append=f"{extra} --cache-dir {tmp_path / 'cache'}",
     )
     job = slurm.sbatch(script, f"--output={jobs}/%A_%a.out", env=JOB_ENV, cwd=str(jobs))
     # task 2 waits for the node (each task takes its 8 CPUs): cancelled before it starts, like a
@@ -174,7 +170,7 @@ def test_ray_sweep_gives_the_bytes_of_the_local_sweep(tmp_path, sweep_inputs, re
     pytest.importorskip("ray", reason="Ray is not installed: pip install 'conceptforge[ray]'")
     models, cub, extra = sweep_inputs
     out = tmp_path / "sweep"
-    command = _evaluation_md_command(models, cub, out, extra, tmp_path / "cache").rstrip("\n") + " --executor ray\n"
+    command = _sweep_doc_command(models, cub, out, extra, tmp_path / "cache").rstrip("\n") + " --executor ray\n"
     result = _run(command, extra_env={"RAY_DISABLE_USAGE_STATS": "1"})
     assert result.returncode == 0, result.stderr[-3000:]
     assert published(out) == reference
@@ -204,22 +200,18 @@ def small(tmp_path_factory, tiny_clip_dir, single_object_dir):
 def test_slurm_small_sweep_one_item_per_array_task(slurm, tmp_path, small):
     models, extra, expected = small
     out, jobs = tmp_path / "sweep", tmp_path / "jobs"
-    jobs.mkdir()
-    script = jobs / "sweep.sh"
-    script.write_text(
-        adapt(
-            doc_script("--job-name=sweep\n"),
-            {
-                "--array=0-8": "--array=0-1",
-                "--cpus-per-task=8 --mem=32G --time=04:00:00": "--cpus-per-task=1 --mem=300M --time=10",
-                "models.txt": str(models),
-                DOC_TASKS: "--tasks binding-clip",
-                '--cub-dir "$CUB_DIR" ': "",
-                "/shared/sweep": str(out),
-                "--num-shards 9": "--num-shards 2",
-            },
-            append=f"{extra} --cache-dir {tmp_path / 'cache'}",
-        )
+    script = _sweep_job_script(
+        jobs,
+        {
+            "--array=0-8": "--array=0-1",
+            "--cpus-per-task=8 --mem=32G --time=04:00:00": "--cpus-per-task=1 --mem=300M --time=10",
+            "models.txt": str(models),
+            DOC_TASKS: "--tasks binding-clip",
+            '--cub-dir "$CUB_DIR" ': "",
+            "/shared/sweep": str(out),
+            "--num-shards 9": "--num-shards 2",
+        },
+        append=f"{extra} --cache-dir {tmp_path / 'cache'}",
     )
     job = slurm.sbatch(script, f"--output={jobs}/%A_%a.out", env=JOB_ENV, cwd=str(jobs))
     states = slurm.wait(job)

@@ -57,9 +57,12 @@ def test_site_builds_strictly_with_generated_pages(site):
         assert field in stages
     errors = (site / "api" / "errors" / "index.html").read_text()
     assert "InvalidArgumentError" in errors and "DataNotFoundError" in errors
-    # a nav entry pointing at a section of evaluation.md became the page's URL plus the anchor
+    # a nav entry pointing at a section of binding.md became the page's URL plus the anchor
     home = (site / "index.html").read_text()
-    assert 'href="evaluation/#served-models-vllm-sglang-hosted-apis---model-endpointnameurl"' in home
+    assert 'href="binding/#your-own-binding-vocabulary"' in home
+    # evaluation is split into pages a reader can finish, each in the Evaluate section of the nav
+    for page in ("evaluation", "evaluation-served", "evaluation-scale", "evaluation-by-answer", "evaluation-exports"):
+        assert f'href="{page}/"' in home, page
 
 
 def site_copy(tmp_path: Path) -> Path:
@@ -83,13 +86,13 @@ def test_planted_broken_link_unknown_command_and_nav_anchor_fail_the_build(tmp_p
     )
     # a nav entry into a section that does not exist (our hook checks it once the page has headings)
     config = copy / "mkdocs.yml"
-    config.write_text(config.read_text().replace("#adding-a-task-or-a-benchmark", "#no-such-section"))
+    config.write_text(config.read_text().replace("#your-own-binding-vocabulary", "#no-such-section"))
     result = build(copy, tmp_path / "site")
     output = result.stdout + result.stderr
     assert result.returncode != 0
     assert "no-such-page.md" in output  # mkdocs' own link check
     assert "install.md" in output and "conceptforge evaluate has no option --no-such-flag" in output  # ours
-    assert "points at #no-such-section, which is no heading of evaluation.md" in output  # ours
+    assert "points at #no-such-section, which is no heading of binding.md" in output  # ours
 
 
 def test_planted_missing_api_object_fails_the_build(tmp_path):
@@ -179,22 +182,27 @@ def test_navigation_and_search_in_chromium(browser, served_site):
         page.wait_for_url("**/install/")
         assert title(page) == "Installing conceptforge"
 
-        # from another page, the Evaluate section's entry that points into evaluation.md
+        # from another page, the Evaluate section's page on served models
         link = page.locator(".md-nav--primary a.md-nav__link", has_text="Served models").filter(visible=True).first
         link.click()
-        page.wait_for_url("**/evaluation/#served-models-vllm-sglang-hosted-apis---model-endpointnameurl")
-        heading = page.locator("#served-models-vllm-sglang-hosted-apis---model-endpointnameurl")
-        assert heading.inner_text().rstrip("¶").startswith("Served models: vLLM, SGLang, hosted APIs")
+        page.wait_for_url("**/evaluation-served/")
+        assert title(page).startswith("Served models: vLLM, SGLang, hosted APIs")
+        # and the nav entry that points at a section of a page lands on that section
+        link = page.locator(".md-nav--primary a.md-nav__link", has_text="Your own binding vocabulary")
+        link.filter(visible=True).first.click()
+        page.wait_for_url("**/binding/#your-own-binding-vocabulary")
+        heading = page.locator("#your-own-binding-vocabulary")
+        assert heading.inner_text().rstrip("¶").startswith("Your own binding vocabulary")
 
         # each question is answered by one page, first, with the section that answers it first
         page.goto(served_site + "/")
         links = first_search_result(page, "served model")
-        assert all("/evaluation/" in link for link in links)
-        assert links[1].endswith("#served-models-vllm-sglang-hosted-apis---model-endpointnameurl")
+        assert links[0].split("?")[0].endswith("/evaluation-served/")  # the page itself (?h= highlights the words)
+        assert all("/evaluation-served/" in link for link in links)
         page.goto(served_site + "/")
         links = first_search_result(page, "binding vocabulary")
         assert all("/binding/" in link for link in links)
-        assert links[1].endswith("#the-vocabulary-and-making-your-own")
+        assert links[1].endswith("#your-own-binding-vocabulary")
     finally:
         page.close()
 

@@ -1,4 +1,4 @@
-"""Adding a benchmark is one package per stage folder, no edit elsewhere (docs/evaluation.md).
+"""Adding a benchmark is one package per stage folder, no edit elsewhere (docs/evaluation-python.md).
 
 A toy benchmark is written to a temporary folder as ``loaders/toybench/{__init__,tasks}.py`` and
 ``generators/toybench/{__init__,rebuild}.py``, the folders are put on the stage packages' search

@@ -282,6 +282,18 @@ def test_a_server_without_log_probabilities_runs_the_by_answer_protocols_only(
     _rescore_equals(tmp_path / "r.json", tmp_path)
 
 
+def _assert_served_rows_are_local_rows(tmp_path, name: str) -> None:
+    """The by-answer rows of task ``name`` of the served run (served.samples/) and of the same weights
+    loaded here (local.samples/): the same items, words, parsed letters, predictions and scores."""
+    import pyarrow.parquet as pq
+
+    served_rows = pq.read_table(tmp_path / "served.samples" / f"{name}.parquet").to_pylist()
+    local_rows = pq.read_table(tmp_path / "local.samples" / f"{name}.parquet").to_pylist()
+    columns = ("item_id", "answer", "parsed_answer", "prediction", "scores", "value")
+    assert [[r.get(c) for c in columns] for r in served_rows] == [[r.get(c) for c in columns] for r in local_rows]
+    assert served_rows
+
+
 @pytest.mark.heavy
 def test_transformers_serve_gives_the_local_by_answer_numbers(
     tiny_llava_dir, single_object_dir, sub_dir, fake_cub, tmp_path
@@ -291,7 +303,6 @@ def test_transformers_serve_gives_the_local_by_answer_numbers(
     rows of the same weights loaded here (greedy words are the same words). Heavy: the default
     suite proves the same path against our server in its no-logprobs mode (the test above);
     this one starts a third-party server (about two and a half minutes on the 2-core machine)."""
-    import pyarrow.parquet as pq
 
     tasks = f"binding-clip:{single_object_dir},sub-vlm:{sub_dir}"
     common = ["--tasks", tasks, "--cub-dir", str(fake_cub), "--task-option", "sub-vlm.cbm_min_classes=1"]
@@ -308,18 +319,13 @@ def test_transformers_serve_gives_the_local_by_answer_numbers(
     assert [t["protocol"] for t in served_tasks] == ["binding/choose-by-answer", "sub/choose-by-answer"]
     assert [t["metrics"] for t in served_tasks] == [t["metrics"] for t in local_tasks]
     for name in ("binding-clip", "sub-vlm"):
-        served_rows = pq.read_table(tmp_path / "served.samples" / f"{name}.parquet").to_pylist()
-        local_rows = pq.read_table(tmp_path / "local.samples" / f"{name}.parquet").to_pylist()
-        columns = ("item_id", "answer", "parsed_answer", "prediction", "scores", "value")
-        assert [[r.get(c) for c in columns] for r in served_rows] == [[r.get(c) for c in columns] for r in local_rows]
-        assert served_rows
+        _assert_served_rows_are_local_rows(tmp_path, name)
 
 
 def test_by_answer_local_and_served_copies_agree(
     server, tiny_llava_dir, single_object_dir, sub_dir, fake_cub, tmp_path
 ):
     """The by-answer protocols on the tiny LLaVA, loaded here and served: the same words, the same scores."""
-    import pyarrow.parquet as pq
 
     tasks = f"binding-clip:{single_object_dir},sub-vlm:{sub_dir}"
     common = ["--tasks", tasks, "--cub-dir", str(fake_cub), "--task-option", "sub-vlm.cbm_min_classes=1"]
@@ -334,12 +340,7 @@ def test_by_answer_local_and_served_copies_agree(
     assert [t["protocol"] for t in served_tasks] == ["binding/choose-by-answer", "sub/choose-by-answer"]
     for served_task, local_task in zip(served_tasks, local_tasks):
         assert served_task["metrics"] == local_task["metrics"]
-        name = served_task["task"]
-        served_rows = pq.read_table(tmp_path / "served.samples" / f"{name}.parquet").to_pylist()
-        local_rows = pq.read_table(tmp_path / "local.samples" / f"{name}.parquet").to_pylist()
-        columns = ("item_id", "answer", "parsed_answer", "prediction", "scores", "value")
-        assert [[r.get(c) for c in columns] for r in served_rows] == [[r.get(c) for c in columns] for r in local_rows]
-        assert served_rows
+        _assert_served_rows_are_local_rows(tmp_path, served_task["task"])
 
 
 def test_the_key_is_never_written_and_the_budget_is_checked_first(
@@ -536,3 +537,39 @@ def test_device_cuda_without_a_gpu_is_still_one_line_for_a_local_model(tmp_path,
         "or pass --device cpu)"
     ]
     assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["evaluate", "sub", "--cub-dir", "CUB", "--dataset", "org/sub", "--model", "endpoint:m@http://127.0.0.1:9/v1"],
+        ["evaluate", "binding", "--dataset", "org/binding", "--clip-model", "endpoint:m@http://127.0.0.1:9/v1"],
+    ],
+    ids=["sub", "binding"],
+)
+def test_an_alias_says_device_does_not_apply_to_a_served_model(argv, tmp_path, capsys):
+    """The per-benchmark aliases check --device like `evaluate --tasks`: the flag that does not apply is
+    said, not the missing GPU (the alias's --device used to be checked while parsing)."""
+    (tmp_path / "CUB").mkdir()
+    argv = [str(tmp_path / part) if part == "CUB" else part for part in argv]
+    code = main([*argv, "--device", "cuda", "--output", str(tmp_path / "r.json")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert err.endswith(
+        "error: --device cuda does not apply to a served model (endpoint:m@http://127.0.0.1:9/v1): the server "
+        "runs it on its own device; drop it"
+    ), err
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_an_alias_with_a_local_model_still_says_the_gpu_is_missing(tmp_path, capsys, monkeypatch):
+    """…and with a model that runs here, the missing GPU is said before anything loads."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    (tmp_path / "CUB").mkdir()
+    argv = ["evaluate", "sub", "--cub-dir", str(tmp_path / "CUB"), "--dataset", "org/sub", "--model", "org/clip"]
+    code = main([*argv, "--device", "cuda", "--output", str(tmp_path / "r.json")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "--device cuda: no CUDA GPU is visible on this machine" in err, err
+    assert len(err.splitlines()) == 1 and not (tmp_path / "r.json").exists()

@@ -17,6 +17,7 @@ import sys
 import pytest
 
 from conceptforge.testing.synthetic import binding_features, relational_rows, single_object_rows
+from tests.publish.publish_helpers import tiny_repo_metadata
 from tests.user_shell import check, hub_client_env, plain_python_json
 
 DATASET = "cf-configs/binding"
@@ -32,9 +33,8 @@ print(json.dumps({"declared": declared["tasks"], "pushed": [e["dataset"]["task_i
 
 
 def _release(out):
-    from conceptforge.cards import DatasetMetadata, render_card
+    from conceptforge.cards import render_card
     from conceptforge.cards.dataset_dir import assemble_config_dir, write_card_and_grid
-    from conceptforge.cards.validity import not_applicable, validity_report
     from conceptforge.testing.synthetic import COLOURS, SHAPES
 
     labels = [f"{c} {s}" for c in COLOURS for s in SHAPES]
@@ -56,21 +56,12 @@ def _release(out):
         stats += assemble_config_dir(
             out, config=config, splits={s: (lambda r=r: iter(r)) for s, r in splits.items()}, features=features
         )
-    metadata = DatasetMetadata(
+    metadata = tiny_repo_metadata(
         pretty_name="Binding (two configs)",
         license="cc-by-4.0",
         summary="Tiny two-config binding release for the push-results tests.",
         task_categories=["zero-shot-image-classification"],
         language=["en"],
-        uses="Tests.",
-        out_of_scope_use="Anything else.",
-        bias_risks_limitations="Tiny.",
-        annotations="Computed from the generator.",
-        validity=validity_report(
-            blind_baselines=not_applicable("a test repo"),
-            held_out=not_applicable("a test repo"),
-            agreement=not_applicable("a test repo"),
-        ),
     )
     write_card_and_grid(out, render_card(metadata, {c: features for c in configs}, stats, has_grid=False), None)
     return out

@@ -1,7 +1,7 @@
 """Per-sample predictions, ``--from-predictions`` and the resumable per-sample cache, on tiny runs.
 
 Every task of ``conceptforge evaluate`` writes ``<results stem>.samples/<task>.parquet`` (schema in
-docs/evaluation.md); rescoring that folder without the model must rebuild the results file byte
+docs/evaluation-results.md); rescoring that folder without the model must rebuild the results file byte
 for byte, and a run that died half way must, when rerun, score only the items the cache lacks.
 """
 

@@ -15,6 +15,7 @@ from PIL import Image
 
 from conceptforge.cards import DatasetMetadata, FilterStats, assemble_dataset_dir, collect_provenance, render_card
 from conceptforge.cards.grid import make_sample_grid, png_bytes
+from conceptforge.cards.validity import not_applicable, validity_report
 from conceptforge.generators.binding import repo as binding_repo
 from conceptforge.generators.binding.validity import binding_validity, config_validity
 from conceptforge.generators.sub.card import CARD_SECTIONS as SUB_SECTIONS
@@ -37,6 +38,40 @@ BIBTEX = """@inproceedings{bader2025sub,
   author = {Bader, Jessica and others},
   year = {2025}
 }"""
+
+
+def tiny_card_metadata(**fields) -> DatasetMetadata:
+    """The card metadata of a test that renders one card or Croissant file: the texts every card
+    needs, filled with words that say it is a test; ``fields`` add to them or replace them."""
+    return DatasetMetadata(
+        **{"license": "cc-by-4.0", "summary": "Tiny.", "uses": "Tests.", "annotations": "From the generator.", **fields}
+    )
+
+
+def sub_like_metadata(pretty_name: str, summary: str, **fields) -> DatasetMetadata:
+    """The card metadata of a SUB-like test release: SUB's licence (CC BY-NC 4.0, as the paper's
+    data) and task category, with the release's own name, summary and ``fields``."""
+    return DatasetMetadata(
+        pretty_name=pretty_name,
+        license="cc-by-nc-4.0",
+        summary=summary,
+        task_categories=["image-classification"],
+        **fields,
+    )
+
+
+def tiny_repo_metadata(**fields) -> DatasetMetadata:
+    """The card metadata of a test release pushed to the local Hub (configs, push-results): every
+    section a release card must fill, and a validity report whose checks do not apply to it."""
+    not_here = not_applicable("a test repo")
+    texts = {
+        "uses": "Tests.",
+        "out_of_scope_use": "Anything else.",
+        "bias_risks_limitations": "Tiny.",
+        "annotations": "Computed from the generator.",
+        "validity": validity_report(blind_baselines=not_here, held_out=not_here, agreement=not_here),
+    }
+    return DatasetMetadata(**{**texts, **fields})
 
 
 def make_rows(n: int, variant: int):
@@ -85,11 +120,9 @@ def make_dataset(
     stats.add(kept=False, reason="answer is not S+", group="pair0", count=5)
     stats.add(kept=False, reason="below top 10%", group="pair1", count=7)
     argv = ["scripts/generate_test.py", "--seed", "3"] + (["--token", token] if token else [])
-    metadata = DatasetMetadata(
-        pretty_name="Publish test set",
-        license="cc-by-nc-4.0",
-        summary="Tiny synthetic shapes for the publishing tests.",
-        task_categories=["image-classification"],
+    metadata = sub_like_metadata(
+        "Publish test set",
+        "Tiny synthetic shapes for the publishing tests.",
         tags=["synthetic", "conceptforge"],
         citation=BIBTEX,
         paper_title="SUB: Benchmarking CBM Generalization via Synthetic Attribute Substitutions",
@@ -247,11 +280,9 @@ def sub_release(out, **overrides):
         **SUB_SECTIONS,
         **overrides,
     }
-    metadata = DatasetMetadata(
-        pretty_name="SUB (tiny)",
-        license="cc-by-nc-4.0",
-        summary="Tiny SUB release for the benchmark tests.",
-        task_categories=["image-classification"],
+    metadata = sub_like_metadata(
+        "SUB (tiny)",
+        "Tiny SUB release for the benchmark tests.",
         tags=["sub", "synthetic"],
         citation=SUB_CITATION,
         **fields,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 from datasets import Features, Value
-from publish_helpers import binding_release
+from publish_helpers import binding_release, tiny_card_metadata
 
 from conceptforge.cards import DatasetMetadata
 from conceptforge.cards.card import render_card
@@ -21,14 +21,7 @@ HUB_SHA = "a" * 40
 
 
 def _metadata(provenance) -> DatasetMetadata:
-    return DatasetMetadata(
-        pretty_name="SUB (tiny)",
-        license="cc-by-4.0",
-        summary="Tiny.",
-        uses="Tests.",
-        annotations="From the generator.",
-        provenance=provenance,
-    )
+    return tiny_card_metadata(pretty_name="SUB (tiny)", provenance=provenance)
 
 
 PROVENANCE = {

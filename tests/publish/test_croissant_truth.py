@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 from datasets import Features, Value
+from publish_helpers import tiny_card_metadata
 
 from conceptforge.cards import DatasetMetadata
 from conceptforge.cards.croissant import croissant_document
@@ -18,16 +19,9 @@ SPLITS = [SplitStats("test", 8, 100, ["data/test-00000-of-00001.parquet"])]
 
 
 def _metadata(**overrides) -> DatasetMetadata:
-    base = dict(
-        pretty_name="Binding",
-        license="cc-by-4.0",
-        summary="Tiny.",
-        uses="Tests.",
-        annotations="From the generator.",
-        reproducible=True,
-        provenance={"generator": "tests"},
+    return tiny_card_metadata(
+        **{"pretty_name": "Binding", "reproducible": True, "provenance": {"generator": "tests"}, **overrides}
     )
-    return DatasetMetadata(**{**base, **overrides})
 
 
 def test_the_maintenance_plan_verifies_the_tag_that_exists():

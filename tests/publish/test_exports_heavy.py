@@ -12,7 +12,7 @@
 The model is the tiny random LLaVA made to answer one letter (``make_letter_answerer``: so the
 accuracies are not all 0) with a chat template that renders lmms-eval's string turn
 (``"<image>\\n" + prompt``) and our image+text turn alike, as real LLaVA templates do. Figures
-(items, agreement, accuracy on both sides) are printed and recorded in docs/evaluation.md."""
+(items, agreement, accuracy on both sides) are printed and recorded in docs/evaluation-exports.md."""
 
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ from mlcroissant._src.operation_graph.operations.download import extract_git_inf
 from publish_helpers import binding_release, run_publish, sub_release
 
 from conceptforge.cards import DatasetMetadata
+from conceptforge.cards.croissant import REQUIRED_RAI
 from conceptforge.cards.hub_eval import EVALUATION_FRAMEWORKS, eval_yaml_problems
 from conceptforge.testing.synthetic import sub_rows
 
@@ -56,17 +57,7 @@ def test_croissant_in_every_release_and_eval_yaml_only_when_asked(tmp_path, hub,
         path = tmp_path / f"{repo.replace('/', '-')}-croissant.json"
         path.write_bytes(hub.files(repo, "v1.0.0")["croissant.json"])
         document = json.loads(path.read_text())
-        for key in (
-            "rai:dataCollection",
-            "rai:dataCollectionType",
-            "rai:dataPreprocessingProtocol",
-            "rai:dataAnnotationProtocol",
-            "rai:dataBiases",
-            "rai:dataLimitations",
-            "rai:dataUseCases",
-            "rai:personalSensitiveInformation",
-            "rai:dataReleaseMaintenancePlan",
-        ):
+        for key in REQUIRED_RAI:  # every RAI field a benchmark track expects is filled
             assert document[key], (repo, key)
         assert "http://mlcommons.org/croissant/RAI/1.0" in document["conformsTo"]
         # published to the local Hub (HF_ENDPOINT): the file names where the release is (not huggingface.co)

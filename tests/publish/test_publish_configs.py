@@ -13,14 +13,13 @@ from datasets import ClassLabel, Features, List, Value
 from datasets import Image as ImageFeature
 from huggingface_hub import DatasetCard
 from PIL import Image
-from publish_helpers import run_publish
+from publish_helpers import run_publish, tiny_repo_metadata
 
-from conceptforge.cards import DatasetMetadata, render_card
+from conceptforge.cards import render_card
 from conceptforge.cards.dataset_dir import assemble_config_dir, write_card_and_grid
 from conceptforge.cards.grid import png_bytes
 from conceptforge.cards.publish import hub_validate_card
 from conceptforge.cards.validate import dataset_dir_problems, missing_sections
-from conceptforge.cards.validity import not_applicable, validity_report
 from conceptforge.errors import ConceptforgeError
 from tests.user_shell import plain_python_json
 
@@ -68,22 +67,13 @@ def make_repo(out, *, license: str = "cc-by-4.0"):
             features=_features(names),
             side_files={f"{s}.json": json.dumps({"scenes": []}).encode() for s in rows},
         )
-    metadata = DatasetMetadata(
+    metadata = tiny_repo_metadata(
         pretty_name="Binding-like",
         license=license,
         summary="Two configs.",
         language=["en"],
         source_datasets=["original"],
-        uses="Tests.",
-        out_of_scope_use="Anything else.",
-        bias_risks_limitations="Tiny.",
-        annotations="Computed from the generator.",
         config_summaries={"single": "one object", "pairs": "two objects"},
-        validity=validity_report(
-            blind_baselines=not_applicable("a test repo"),
-            held_out=not_applicable("a test repo"),
-            agreement=not_applicable("a test repo"),
-        ),
     )
     features = {config: _features(names) for config, names in CONFIGS.items()}
     grid = png_bytes(Image.new("RGB", (40, 30)))

@@ -31,7 +31,7 @@ def add_cache_and_device(
     from conceptforge import argtypes as at
 
     parser.add_argument("--cache-dir", type=at.output_dir.as_text(), default=None, help=cache_help)
-    parser.add_argument("--device", type=at.device, default=None)
+    parser.add_argument("--device", type=at.device_checked_in_run, default=None)  # run_alias: served model first
 
 
 def flag_name(option: str) -> str:

@@ -52,7 +52,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--output",
         type=at.output_file.as_text(),
-        default=None,
         help="results JSON (several models: one file each, <stem>.<model>.json)",
     )
     add_task_options(parser, SUB_TASKS)

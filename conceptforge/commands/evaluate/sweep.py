@@ -15,6 +15,7 @@ import logging
 import sys
 
 from conceptforge import argtypes as at
+from conceptforge.commands.evaluate.flags import eval_flag_group, first_given_flag
 from conceptforge.errors import InvalidArgumentError
 
 logger = logging.getLogger(__name__)
@@ -24,27 +25,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The sweep's own flags, on the ``evaluate`` parser beside ``--model/--tasks``."""
     from conceptforge.commands.base import add_bootstrap_flags, add_executor_arguments
 
-    group = parser.add_argument_group("sweeps: many models x tasks (--models, --out)")
-    group.add_argument(
+    group, add = eval_flag_group(parser, "sweeps: many models x tasks (--models, --out)")
+    add(
         "--models",
-        dest="eval_models",
-        default=None,
         metavar="FILE_OR_LIST",
         help="models of a sweep: a file (one 'ID key=value ...' a line, or a YAML/JSON list; keys: "
         "revision, device, dtype, batch_size, needs=gpu|cpu|any, name) or a comma list of ids",
     )
-    group.add_argument(
+    add(
         "--out",
-        dest="eval_out",
         type=at.output_dir.as_text(),
-        default=None,
         help="the sweep's folder: results/<model>.json per model and the leaderboard (.md, .html, .json)",
     )
-    group.add_argument("--num-shards", dest="eval_num_shards", type=at.positive_int, default=None)
-    group.add_argument("--shard-index", dest="eval_shard_index", type=at.non_negative_int, default=None)
-    group.add_argument(
+    add("--num-shards", type=at.positive_int)
+    add("--shard-index", type=at.non_negative_int)
+    add(
         "--plan",
-        dest="eval_plan",
         action="store_true",
         help="print the sweep's items (id, model x task, needs gpu/cpu) and the sbatch arrays, then exit",
     )
@@ -55,40 +51,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def check_flags(args: argparse.Namespace) -> None:
     """A sweep's flags against the single-model ones (each would be silently ignored)."""
     if not args.eval_models:
-        for flag, value in (
-            ("--out", args.eval_out),
-            ("--num-shards", args.eval_num_shards),
-            ("--shard-index", args.eval_shard_index),
-            ("--plan", args.eval_plan),
-        ):
-            if value:
-                raise InvalidArgumentError(f"{flag} goes with --models (a sweep); one model writes --output")
+        if flag := first_given_flag(args, ("--out", "--num-shards", "--shard-index", "--plan")):
+            raise InvalidArgumentError(f"{flag} goes with --models (a sweep); one model writes --output")
         if getattr(args, "executor", "local") != "local" or getattr(args, "ray_address", None):
             raise InvalidArgumentError("--executor/--ray-address go with --models (a sweep)")
         return
-    for flag, value in (
-        ("--model", args.eval_model),
-        ("--output", args.eval_output),
-        ("--push-results", args.eval_push),
-        ("--from-predictions", args.eval_from_predictions),
-        ("--no-samples", args.eval_no_samples),
-    ):
-        if value:
-            raise InvalidArgumentError(f"{flag} does not go with --models: a sweep writes DIR/results/<model>.json")
-    for flag, value in (
-        ("--device-map", getattr(args, "eval_device_map", None)),
-        ("--max-memory", getattr(args, "eval_max_memory", None)),
-        ("--offload-folder", getattr(args, "eval_offload_folder", None)),
-    ):
-        if value:  # a sweep loads each model whole on its device: the flag would be silently ignored
-            raise InvalidArgumentError(
-                f"{flag} does not go with --models: a sweep loads each model whole (give a model a device=… "
-                "in the models file), or evaluate the large model alone with --model"
-            )
+    single_model = ("--model", "--output", "--push-results", "--from-predictions", "--no-samples")
+    if flag := first_given_flag(args, single_model):
+        raise InvalidArgumentError(f"{flag} does not go with --models: a sweep writes DIR/results/<model>.json")
+    if getattr(args, "eval_compmap_spec", None):  # the sweep's items do not carry a spec (yet): refused, not ignored
+        raise InvalidArgumentError("--compmap-spec does not go with --models: evaluate each model with --model")
+    # a sweep loads each model whole on its device: these flags would be silently ignored
+    if flag := first_given_flag(args, ("--device-map", "--max-memory", "--offload-folder")):
+        raise InvalidArgumentError(
+            f"{flag} does not go with --models: a sweep loads each model whole (give a model a device=… "
+            "in the models file), or evaluate the large model alone with --model"
+        )
     if not args.eval_tasks or args.eval_tasks == "list":
         raise InvalidArgumentError("--models needs --tasks (e.g. --tasks sub-vlm,binding-clip)")
     if not args.eval_out and not args.eval_plan and not args.eval_dry_run:
         raise InvalidArgumentError("--models needs --out DIR (the sweep's folder)")
+
+
+#: The sweep settings that are the value of the ``evaluate`` flag of the same name, as given.
+SETTINGS_AS_GIVEN = (
+    "tasks",
+    "device",
+    "batch_size",
+    "cache_dir",
+    "cub_dir",
+    "concepts",
+    "mit_states_dir",
+    "bootstrap_resamples",
+    "bootstrap_seed",
+)
 
 
 def config_from_args(args: argparse.Namespace):
@@ -96,20 +92,12 @@ def config_from_args(args: argparse.Namespace):
 
     return SweepConfig(
         models=parse_models(args.eval_models),
-        tasks=args.eval_tasks,
         datasets=list(args.eval_datasets),
         revisions=list(args.eval_revisions),
         options=list(args.eval_options),
-        device=args.eval_device,
         dtype=None if args.eval_dtype == "auto" else args.eval_dtype,
-        batch_size=args.eval_batch_size,
-        cache_dir=args.eval_cache_dir,
-        cub_dir=args.eval_cub_dir,
-        concepts=args.eval_concepts,
-        mit_states_dir=args.eval_mit_states_dir,
         sample_cache=not args.eval_no_sample_cache,
-        bootstrap_resamples=args.eval_bootstrap_resamples,
-        bootstrap_seed=args.eval_bootstrap_seed,
+        **{name: getattr(args, f"eval_{name}") for name in SETTINGS_AS_GIVEN},
     )
 
 

@@ -19,192 +19,131 @@ from typing import Any
 
 from conceptforge import argtypes as at
 from conceptforge.commands.base import add_endpoint_flags, endpoint_options
+from conceptforge.commands.evaluate.flags import eval_flag_group
 from conceptforge.errors import ConceptforgeError, InvalidArgumentError
 
 logger = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("all benchmarks in one run (--model/--tasks)")
-    group.add_argument(
+    group, add = eval_flag_group(parser, "all benchmarks in one run (--model/--tasks)")
+    add(
         "--model",
-        dest="eval_model",
-        default=None,
         help="model to evaluate: Hub id, local folder, CBM factory package.module:function, or a served model "
         "endpoint:SERVED_NAME@BASE_URL (vLLM, SGLang, any OpenAI-compatible server) or PROVIDER:NAME "
         "(openai, gemini, anthropic, openrouter, together; key from the provider's environment variable)",
     )
     add_endpoint_flags(group, prefix="eval_")
-    group.add_argument(
-        "--model-revision",
-        dest="eval_model_revision",
-        default=None,
-        help="model revision on the Hub (tag/branch/commit)",
-    )
-    group.add_argument(
-        "--tasks",
-        dest="eval_tasks",
-        default=None,
-        help="comma-separated tasks, each optionally TASK:REPO@REVISION; 'list' prints the registry",
-    )
-    group.add_argument(
+    add("--model-revision", help="model revision on the Hub (tag/branch/commit)")
+    add("--tasks", help="comma-separated tasks, each optionally TASK:REPO@REVISION; 'list' prints the registry")
+    add(
         "--dataset",
-        dest="eval_datasets",
         action="append",
         default=[],
         metavar="TASK=REPO[@REV]",
         help="dataset of a task: Hub id or local folder, optionally @revision (repeatable)",
     )
-    group.add_argument(
-        "--revision",
-        dest="eval_revisions",
-        action="append",
-        default=[],
-        metavar="TASK=REV",
-        help="dataset revision of a task (repeatable)",
-    )
-    group.add_argument(
+    add("--revision", action="append", default=[], metavar="TASK=REV", help="dataset revision of a task (repeatable)")
+    add(
         "--task-option",
-        dest="eval_options",
         action="append",
         default=[],
         metavar="TASK.NAME=VALUE",
         help="protocol setting of a task, e.g. binding-cdsm.seeds=0,1,2 (see --tasks list)",
     )
-    group.add_argument(
-        "--cub-dir",
-        dest="eval_cub_dir",
-        type=at.existing_dir.as_text(),
-        default=None,
-        help="CUB_200_2011 folder (sub-*, compmap-cub)",
-    )
-    group.add_argument(
+    add("--cub-dir", type=at.existing_dir.as_text(), help="CUB_200_2011 folder (sub-*, compmap-cub)")
+    add(
         "--mit-states-dir",
-        dest="eval_mit_states_dir",
         type=at.existing_dir.as_text(),
-        default=None,
         help="MIT-States folder with images/ and compositional-split-natural/ (compmap-mit-states)",
     )
-    group.add_argument(
-        "--concepts",
-        dest="eval_concepts",
+    add(
+        "--compmap-spec",
         type=at.existing_file.as_text(),
-        default=None,
-        help="ConceptBed concept spec (conceptbed-ccd)",
+        help="CompMap benchmark spec (compmap-cub: few_shot, compmap-mit-states: czsl): your own data and "
+        "protocol settings (docs/compmap.md, Your own CompMap benchmark)",
     )
-    group.add_argument(
+    add("--concepts", type=at.existing_file.as_text(), help="ConceptBed concept spec (conceptbed-ccd)")
+    add(
         "--device",
-        dest="eval_device",
         type=at.device_checked_in_run,  # the GPU is checked in run(): a served model takes no --device
-        default=None,
         help="cpu, cuda, cuda:1 … (default: cuda if available)",
     )
-    group.add_argument(
+    add(
         "--dtype",
-        dest="eval_dtype",
         type=at.dtype,
         choices=at.DTYPES,
         default="auto",
         help="auto (the model's own), float32, float16 or bfloat16 (fp32, fp16, bf16 accepted)",
     )
-    group.add_argument(
+    add(
         "--device-map",
-        dest="eval_device_map",
         type=at.Choice(("auto", "balanced", "balanced_low_0", "sequential"), name="device_map"),
         choices=("auto", "balanced", "balanced_low_0", "sequential"),
-        default=None,
         help="split a model larger than one GPU over the GPUs, then CPU memory, then disk (accelerate's "
         "big-model loading; transformers families); instead of --device",
     )
-    group.add_argument(
+    add(
         "--max-memory",
-        dest="eval_max_memory",
         type=at.max_memory,
-        default=None,
         metavar="DEV=SIZE,...",
         help="with --device-map: the most each device may hold, e.g. 0=20GiB,1=20GiB,cpu=64GiB",
     )
-    group.add_argument(
+    add(
         "--offload-folder",
-        dest="eval_offload_folder",
         type=at.creatable_dir,
-        default=None,
         help="with --device-map: where weights that fit nowhere else go (default: a temporary folder)",
     )
-    group.add_argument("--batch-size", dest="eval_batch_size", type=at.positive_int, default=32)
-    group.add_argument(
+    add("--batch-size", type=at.positive_int, default=32)
+    add(
         "--dry-run",
-        dest="eval_dry_run",
         action="store_true",
         help="print per task the items, the forwards and the GPU-hours (cost table: conceptforge/gpu_costs.json); "
         "load no weights, open no connection",
     )
-    group.add_argument(
+    add(
         "--seconds-per-forward",
-        dest="eval_seconds_per_forward",
         type=at.seconds_measured,
-        default=None,
         help="with --dry-run: your measured time of one forward, instead of the table's FLOP floor",
     )
     from conceptforge.gpu_costs import DEFAULT_GPU, gpu_models
 
-    group.add_argument(
+    add(
         "--gpu-model",
-        dest="eval_gpu_model",
         choices=gpu_models(),
         default=DEFAULT_GPU,
         help=f"with --dry-run: the GPU whose figures it uses (default {DEFAULT_GPU})",
     )
-    group.add_argument(
-        "--cache-dir",
-        dest="eval_cache_dir",
-        type=at.output_dir.as_text(),
-        default=None,
-        help="embedding cache (shared by all tasks)",
-    )
-    group.add_argument(
+    add("--cache-dir", type=at.output_dir.as_text(), help="embedding cache (shared by all tasks)")
+    add(
         "--output",
-        dest="eval_output",
         type=at.output_file.as_text(),
-        default=None,
         help="results JSON (markdown table written beside it; default results/<model>.json)",
     )
-    group.add_argument(
+    add(
         "--push-results",
-        dest="eval_push",
         action="store_true",
         help="publish the results to the model repo (.eval_results + model-index, one commit; never to a dataset repo)",
     )
-    group.add_argument(
-        "--results-repo",
-        dest="eval_results_repo",
-        type=at.hub_repo_id,
-        default=None,
-        help="model repo to push to (default: --model when it is a Hub id)",
-    )
-    group.add_argument("--results-pr", dest="eval_results_pr", action="store_true", help="push as a pull request")
-    group.add_argument(
+    add("--results-repo", type=at.hub_repo_id, help="model repo to push to (default: --model when it is a Hub id)")
+    add("--results-pr", action="store_true", help="push as a pull request")
+    add(
         "--no-samples",
-        dest="eval_no_samples",
         action="store_true",
         help="do not write the per-sample predictions (<output stem>.samples/<task>.parquet)",
     )
-    group.add_argument(
+    add(
         "--push-samples",
-        dest="eval_push_samples",
         action="store_true",
         help="with --push-results: also push the per-sample parquet files (.eval_results/samples/)",
     )
-    group.add_argument(
+    add(
         "--no-sample-cache",
-        dest="eval_no_sample_cache",
         action="store_true",
         help="score every item again instead of resuming from the per-sample cache in --cache-dir",
     )
-    group.add_argument(
+    add(
         "--from-predictions",
-        dest="eval_from_predictions",
-        default=None,
         metavar="DIR",
         help="recompute every metric from a samples folder of an earlier run (no model loaded); "
         "--task-option may pick a variant computed from the rows (e.g. compmap-mit-states.czsl_curve)",
@@ -303,8 +242,10 @@ def run(args: argparse.Namespace) -> int:
     if args.eval_from_predictions:
         if placement is not None:
             raise InvalidArgumentError("--from-predictions loads no model: drop --device-map")
-        if args.eval_model or args.eval_tasks:
-            raise InvalidArgumentError("--from-predictions rescores a samples folder: it takes no --model or --tasks")
+        if args.eval_model or args.eval_tasks or args.eval_compmap_spec:
+            raise InvalidArgumentError(
+                "--from-predictions rescores a samples folder: it takes no --model, --tasks or --compmap-spec"
+            )
         if args.eval_push:
             raise InvalidArgumentError("--from-predictions does not push: push the run it came from")
         # default beside the folder, never over the run's own results file: x.samples -> x.rescored.json
@@ -330,6 +271,8 @@ def run(args: argparse.Namespace) -> int:
     selections = select_tasks(
         args.eval_tasks, datasets=args.eval_datasets, revisions=args.eval_revisions, options=args.eval_options
     )
+    if args.eval_compmap_spec:
+        apply_compmap_spec(args.eval_compmap_spec, selections)
     if args.eval_dry_run:  # the bill before any weight loads: nothing written, no connection
         from conceptforge.loaders.harness.cost import dry_run_lines, resolve_offline
 
@@ -383,6 +326,25 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def apply_compmap_spec(spec_file: str, selections: list) -> None:
+    """``--compmap-spec FILE``: the spec is read now (a bad field is one line before anything
+    loads) and sets the options of the CompMap task that runs its protocol, under any
+    ``--task-option`` given for the same option (a given option wins, as over a default)."""
+    from conceptforge.loaders.compmap.benchmark import load_compmap_spec
+    from conceptforge.loaders.harness.registry import set_option
+
+    spec = load_compmap_spec(spec_file)
+    chosen = [selection for selection in selections if selection.task.name == spec.spec.task]
+    if not chosen:
+        raise InvalidArgumentError(
+            f"--compmap-spec {spec_file}: its protocol runs as task {spec.spec.task}; add it to --tasks"
+        )
+    for selection in chosen:
+        for name, value in spec.spec.task_options().items():
+            if name not in selection.given:
+                set_option(selection, name, value, where=f"{spec_file}: {name}")
+
+
 def run_alias(
     *,
     model: str,
@@ -402,12 +364,16 @@ def run_alias(
     ``TASK.NAME=VALUE`` texts): the one runner, the one results format (written when ``output``
     is given), and the benchmark's own tables printed (``brief``: only each table's first block).
     Returns each task's per-sample rows."""
+    from conceptforge.commands.base import refuse_device_for_endpoint
     from conceptforge.commands.evaluate.options import flag_name
     from conceptforge.loaders.evaluation import evaluate
     from conceptforge.loaders.harness.model_ref import resolve_model
     from conceptforge.loaders.harness.registry import select_tasks, set_option
     from conceptforge.loaders.harness.runner import run_tasks
 
+    # --device with a served model is a flag that does not apply, not a missing GPU: said first.
+    refuse_device_for_endpoint(getattr(settings, "device", None), model)
+    at.check_device(getattr(settings, "device", None))
     selections = select_tasks(tasks, datasets=list(datasets), options=list(options))
     for selection in selections:
         selection.split = split or selection.split

@@ -61,24 +61,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="allow a checkpoint that ships its own Python code to run it (never implied)",
     )
-    parser.add_argument(
-        "--keep-fraction",
-        type=at.fraction_above_zero,
-        default=0.1,
-        help="share of each pair's candidates kept (0.1 = 50 of 500)",
-    )
-    parser.add_argument(
-        "--min-survivor-fraction",
-        type=at.unit_interval,
-        default=None,
-        help="drop a pair when fewer than this share answer S+ (default: --keep-fraction)",
-    )
-    parser.add_argument(
-        "--min-splus-prob",
-        type=at.unit_interval,
-        default=0.0,
-        help="extra floor on the S+ probability (default 0: none)",
-    )
+    for flag, kind, default, what in (  # which candidates and pairs survive the filter
+        ("--keep-fraction", at.fraction_above_zero, 0.1, "share of each pair's candidates kept (0.1 = 50 of 500)"),
+        (
+            "--min-survivor-fraction",
+            at.unit_interval,
+            None,
+            "drop a pair when fewer than this share answer S+ (default: --keep-fraction)",
+        ),
+        ("--min-splus-prob", at.unit_interval, 0.0, "extra floor on the S+ probability (default 0: none)"),
+    ):
+        parser.add_argument(flag, type=kind, default=default, help=what)
     parser.add_argument("--batch-size", type=at.positive_int, default=8, help="images per VQA forward")
     parser.add_argument("--device", type=at.device, default=None, help="torch device (default: cuda when available)")
     parser.add_argument(

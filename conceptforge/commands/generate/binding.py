@@ -22,11 +22,16 @@ from conceptforge.commands.base import add_executor_arguments, add_run_options, 
 from conceptforge.engine.runner import check_output
 from conceptforge.engine.store import join
 from conceptforge.errors import InvalidArgumentError
+from conceptforge.generators.binding.benchmark import PRESET_ALIASES
 from conceptforge.generators.binding.compositions import DATASETS
 from conceptforge.generators.binding.dataset import PRESETS, BindingConfig
+from conceptforge.generators.binding.release import spec_configs, spec_plan_lines
 from conceptforge.generators.binding.stage import CHUNK_SIZE, generate_binding
 
 logger = logging.getLogger(__name__)
+
+#: The preset files' names for the short names runs record (``--preset binding-demo`` is ``--preset demo``).
+PRESET_NAMES = {file: short for short, file in PRESET_ALIASES.items()}
 
 # The whole item loop (layout, Cycles + passes, OIDN, PNG) at the defaults (320x240, 16 samples,
 # Cycles on the CPU with 2 render threads): median 0.96 s per image in BENCHMARKS.md's full
@@ -49,7 +54,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dataset", default="all", help=f"one of {', '.join(DATASETS)}, a comma-separated list, or all"
     )
-    parser.add_argument("--preset", default="demo", help=f"one of {', '.join(PRESETS)} (paper = Table 1 sizes)")
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument(
+        "--preset",
+        default=None,
+        help=f"one of {', '.join(PRESETS)} (paper = Table 1 sizes; also binding-demo, binding-clevr-paper); "
+        "default demo",
+    )
+    source.add_argument(
+        "--spec",
+        default=None,
+        metavar="FILE",
+        help="your own binding benchmark: a spec file (vocabulary from a CLEVR properties.json and shape "
+        ".blend files, relations, held-out compositions, split sizes); see docs/binding.md",
+    )
     parser.add_argument(
         "--out",
         required=True,
@@ -100,7 +118,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def plan_lines(configs: Sequence[BindingConfig], *, seconds_per_image: float | None, num_workers: int = 1) -> list[str]:
     """What --dry-run prints: images per dataset and split, and the render time they take."""
     first = configs[0]
-    lines = [f"binding plan: preset {first.preset}, {first.width}x{first.height}, {first.samples} samples per pixel"]
+    source = f"spec {first.preset}" if first.spec is not None else f"preset {first.preset}"
+    lines = [f"binding plan: {source}, {first.width}x{first.height}, {first.samples} samples per pixel"]
     total = 0
     for config in configs:
         count = sum(config.split_sizes.values())
@@ -138,30 +157,42 @@ def _duration(seconds: float) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    datasets = (
-        list(DATASETS) if args.dataset == "all" else [name.strip() for name in args.dataset.split(",") if name.strip()]
-    )
     width, height = parse_resolution(args.resolution)
-    configs = [
-        BindingConfig(
-            dataset=name,
-            preset=args.preset,
-            seed=args.seed,
-            width=width,
-            height=height,
-            samples=args.samples,
-            denoise=not args.no_denoise,
-            min_pixels=args.min_pixels,
+    settings = {
+        "seed": args.seed,
+        "width": width,
+        "height": height,
+        "samples": args.samples,
+        "denoise": not args.no_denoise,
+        "min_pixels": args.min_pixels,
+    }
+    spec_file = None
+    preset = PRESET_NAMES.get(args.preset, args.preset)  # binding-demo is demo: the same run, the same bytes
+    if args.spec is None and preset is not None and preset not in PRESETS:
+        known = [*PRESETS, *PRESET_NAMES]
+        raise InvalidArgumentError(f"unknown preset {preset!r}; choose from {', '.join(known)}, or give --spec FILE")
+    if args.spec is not None:
+        # validated, its files checked and its held-out splits computed before anything is written
+        spec_file, configs = spec_configs(args.spec, dataset=args.dataset, settings=settings)
+    else:
+        datasets = (
+            list(DATASETS)
+            if args.dataset == "all"
+            else [name.strip() for name in args.dataset.split(",") if name.strip()]
         )
-        for name in datasets
-    ]  # validated up front: a bad --dataset/--preset fails before anything is written
+        configs = [
+            BindingConfig(dataset=name, preset=preset or "demo", **settings) for name in datasets
+        ]  # validated up front: a bad --dataset/--preset fails before anything is written
     check_chunk_size(args)
     if args.num_workers < 1:
         raise InvalidArgumentError(f"--num-workers must be >= 1, got {args.num_workers}")
     if args.seconds_per_image is not None and args.seconds_per_image <= 0:
         raise InvalidArgumentError(f"--seconds-per-image must be > 0, got {args.seconds_per_image}")
     if args.dry_run:
-        print("\n".join(plan_lines(configs, seconds_per_image=args.seconds_per_image, num_workers=args.num_workers)))
+        lines = plan_lines(configs, seconds_per_image=args.seconds_per_image, num_workers=args.num_workers)
+        if spec_file is not None:
+            lines = spec_plan_lines(spec_file, configs) + lines
+        print("\n".join(lines))
         return 0
     from conceptforge.generators.binding.render_blender import require_bpy
 

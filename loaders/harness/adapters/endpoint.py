@@ -6,7 +6,7 @@ way — one user turn, the image then the text, the server's chat template openi
 turn — and read by the same allowed-answer math in log space (``filters.vqa.allowed``), so a
 served copy of a model gives the local adapter's numbers when the server runs the same forward
 (a test checks it on a tiny LLaVA); not for a prefix-LM that a server runs causally (PaliGemma
-under vLLM 0.32: 8–16% apart; docs/evaluation.md, "When a served copy gives the local numbers"):
+under vLLM 0.32: 8–16% apart; docs/evaluation-served.md, "When a served copy gives the local numbers"):
 
 * ``match`` is VQAScore's ``next-token`` variant (ours): P("Yes") [+ P(" Yes")] as the first
   answer token after ``Does this figure show "{text}"? Please answer yes or no.``. The
