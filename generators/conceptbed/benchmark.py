@@ -36,7 +36,6 @@ from pydantic import ConfigDict, Field
 from conceptforge.generators.conceptbed.concepts import PACS_ENTITIES
 from conceptforge.specs import DatasetSource, spec_error
 
-METHOD = "conceptbed"
 #: The paper's sampling (ConceptBed Sec. 3.2.2, Table 5).
 PAPER_CONCEPT_PROMPT = "A photo of {}"
 PAPER_STYLE_PROMPT = "A photo of {article} {subject} in the style of {}"

@@ -19,7 +19,7 @@ from typing import Any
 
 from conceptforge.cub import class_image_dir
 from conceptforge.errors import ConceptforgeError
-from conceptforge.generators.conceptbed.benchmark import METHOD, ConceptBedBenchmarkSpec, ConceptEntry, PaperRoots
+from conceptforge.generators.conceptbed.benchmark import ConceptBedBenchmarkSpec, ConceptEntry, PaperRoots
 from conceptforge.generators.conceptbed.spec import (
     Concept,
     ConceptPrompts,
@@ -38,7 +38,7 @@ _ROOT_NAMES = {"pacs": "PACS", "imagenet": "ImageNet", "cub": "CUB-200-2011"}
 
 def load_conceptbed_spec(spec_file: str | Path | None = None, *, preset: str | None = None) -> BenchmarkSpecFile:
     """A ConceptBed spec file or built-in preset, validated (nothing read beyond the file)."""
-    return load_benchmark_spec(spec_file, preset=preset, method=METHOD, spec_cls=ConceptBedBenchmarkSpec)
+    return load_benchmark_spec(spec_file, preset=preset, method="conceptbed", spec_cls=ConceptBedBenchmarkSpec)
 
 
 def folder_images(folder: Path) -> list[Path]:
@@ -159,7 +159,7 @@ def normalised_spec(spec_file: BenchmarkSpecFile) -> dict[str, Any]:
         return value
 
     body = {
-        "method": METHOD,
+        "method": "conceptbed",
         "spec_version": spec_file.spec_version,
         "name": spec_file.name,
         **({"description": spec_file.description} if spec_file.description else {}),
