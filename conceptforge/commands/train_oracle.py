@@ -5,6 +5,7 @@ Examples::
     conceptforge train-oracle --task style  --concepts pacs.json     --out oracles/pacs
     conceptforge train-oracle --task object --concepts imagenet.json --out oracles/imagenet \\
         --outliers /data/imagenet/val_other
+    conceptforge train-oracle --task object --concepts my-concepts.yaml --out oracles/mine
 """
 
 from __future__ import annotations
@@ -24,13 +25,17 @@ DEFAULT_MODELS = {
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--task", required=True, choices=sorted(DEFAULT_MODELS), help="which concepts: styles, ImageNet objects or CUB"
+        "--task",
+        required=True,
+        choices=sorted(DEFAULT_MODELS),
+        help="which concepts: styles, objects (ImageNet's, or a spec's object concepts) or CUB",
     )
     parser.add_argument(
         "--concepts",
         required=True,
         type=at.existing_file,
-        help="concept spec JSON; its images of this kind are the training data",
+        help="the concepts: a ConceptBed benchmark spec (YAML, your own concepts) or the paper's JSON concept spec; "
+        "the reference images of its concepts of this kind are the training data",
     )
     parser.add_argument("--out", required=True, type=at.output_dir)
     parser.add_argument(
@@ -50,9 +55,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from conceptforge.errors import DataNotFoundError, SpecError
     from conceptforge.filters.conceptbed.oracle_training import OracleTrainingConfig, finetune_oracle
-    from conceptforge.generators.conceptbed.spec import IMAGE_SUFFIXES, load_spec
+    from conceptforge.generators.conceptbed.spec import IMAGE_SUFFIXES
+    from conceptforge.generators.conceptbed.spec_resolution import load_concepts_file
 
-    spec = load_spec(args.concepts)
+    spec = load_concepts_file(args.concepts)
     samples = [(path, c.name) for c in spec.concepts if c.kind == args.task for path in c.reference_images]
     if not samples:
         raise SpecError(f"the spec selects no {args.task} concepts")

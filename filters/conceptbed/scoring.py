@@ -31,8 +31,11 @@ from conceptforge.progress import tqdm
 logger = logging.getLogger(__name__)
 
 
-def oracle_concepts(model_id: str, kind: str, *, revision: str | None = None) -> list[str]:
-    """The ConceptBed concepts of ``kind`` that the classifier ``model_id`` has a label for."""
+def oracle_concepts(
+    model_id: str, kind: str, *, revision: str | None = None, candidates: Sequence[str] | None = None
+) -> list[str]:
+    """The ConceptBed concepts of ``kind`` that the classifier ``model_id`` has a label for:
+    Table 9's, or ``candidates`` (the concepts of a user's benchmark spec)."""
     from transformers import AutoConfig
 
     try:
@@ -40,7 +43,9 @@ def oracle_concepts(model_id: str, kind: str, *, revision: str | None = None) ->
     except OSError as error:
         raise weights_error("classifier", model_id, error) from None
     labels = {normalize_label(v) for v in config.id2label.values()}
-    names = [name for name, (k, _) in library().items() if k == kind and normalize_label(name) in labels]
+    if candidates is None:
+        candidates = [name for name, (k, _) in library().items() if k == kind]
+    names = [name for name in candidates if normalize_label(name) in labels]
     if len(names) < 2:
         raise WeightsUnavailableError(
             f"oracle {model_id} names {len(names)} ConceptBed {kind} concept(s); fine-tune it on the concepts "
@@ -61,9 +66,12 @@ class OracleSet:
         device: str | None = None,
         revision: str | None = None,
         vqa_oracle: Any = None,
+        concepts: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         """``vqa_oracle``: an already loaded composition oracle (anything with ``VQAOracle.score``),
-        used instead of loading ``vqa_model``."""
+        used instead of loading ``vqa_model``. ``concepts``: kind -> a user's concepts of that kind
+        (the oracle's classes are chosen among them; default: Table 9's)."""
+        self.concepts = dict(concepts) if concepts is not None else None
         self.models = dict(models)
         self.vqa_model = vqa_model
         self.vqa_probability = vqa_probability
@@ -77,7 +85,8 @@ class OracleSet:
             model_id = self.models.get(kind)
             if not model_id:
                 raise InvalidArgumentError(f"no oracle given for {kind} concepts (--{kind}-oracle)")
-            names = oracle_concepts(model_id, kind)
+            candidates = None if self.concepts is None else list(self.concepts.get(kind, []))
+            names = oracle_concepts(model_id, kind, candidates=candidates)
             self._oracles[kind] = load_concept_oracle(model_id, names, device=self.device)
             logger.info("%s oracle %s over %d concepts", kind, model_id, len(names))
         return self._oracles[kind]

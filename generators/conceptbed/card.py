@@ -20,12 +20,14 @@ from PIL import Image
 
 from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_card
 from conceptforge.cards.grid import grid_png
+from conceptforge.cards.local_dataset import SPEC_FILE_NAME
 from conceptforge.cards.provenance import local_fingerprint
 from conceptforge.cards.run_record import config_entry, row_ids, run_record, write_run_record
 from conceptforge.engine.assembly import register_assembler
 from conceptforge.engine.store import ItemStore
 from conceptforge.generators.conceptbed.concepts import library
 from conceptforge.generators.conceptbed.validity import conceptbed_validity
+from conceptforge.serialization import atomic_write_bytes
 
 SPLITS = ("concept", "composition")
 REFERENCE_COUNT = 3
@@ -122,6 +124,69 @@ CITATION = """@inproceedings{patel2024conceptbed,
 }"""
 
 
+def features_for(label_names: list[str] | None) -> Features:
+    """The schema; a user's spec labels its own concepts (``concept_label`` over them, in spec order)."""
+    if label_names is None:
+        return FEATURES
+    return Features({**FEATURES, "concept_label": ClassLabel(names=list(label_names))})
+
+
+def benchmark_section(benchmark: dict[str, Any], stats: list[Any]) -> str:
+    """The card's account of a user's benchmark: its domain, concepts with their class nouns and
+    images, the templates and the counts, so the card says what was measured without the spec."""
+    concepts = benchmark["concepts"]
+    rows = {getattr(s, "name", ""): getattr(s, "num_examples", None) for s in stats}
+    prompts = benchmark.get("prompts", {})
+    lines = [
+        "## Benchmark spec",
+        "",
+        f"Made from the ConceptBed spec `{benchmark['name']}` (`benchmark_spec.yaml` beside this card, "
+        "validated and with every default filled in: `conceptforge generate conceptbed --spec benchmark_spec.yaml` "
+        "makes it again where the reference images are at the paths it names)."
+        + (f" {benchmark['description']}" if benchmark.get("description") else ""),
+        "",
+        f"- concepts: {len(concepts)} ({', '.join(f'{n} {k}' for k, n in sorted(_count_kinds(concepts).items()))})",
+        f"- reference images per concept: at most {benchmark['max_reference_images']}",
+        f"- concept prompt: `{prompts.get('concept')}`"
+        + (
+            f"; style prompt: `{prompts.get('style')}` over {', '.join(prompts.get('style_subjects', []))}"
+            if any(c["kind"] == "style" for c in concepts)
+            else ""
+        ),
+        "- composition templates ('{}' is the class noun, replaced by V*): "
+        + (", ".join(f"`{t}`" for t in benchmark.get("composition_templates", [])) or "none"),
+        f"- composite captions file: {'yes' if benchmark.get('captions') else 'none'}",
+        f"- images per concept: {benchmark['sampling']['num_images']}; rows: "
+        + ", ".join(f"{name} {count}" for name, count in rows.items() if count is not None),
+        "",
+        "| concept | kind | class noun | reference images |",
+        "|---|---|---|---|",
+    ]
+    for concept in concepts:
+        images = concept["images"]
+        where = (
+            next(f"{kind} `{images[kind]}`" for kind in ("folder", "pacs", "imagenet", "cub") if kind in images)
+            if ("dataset" not in images)
+            else f"dataset label `{images['label']}`"
+        )
+        lines.append(f"| {concept['name']} | {concept['kind']} | {concept['class_noun']} | {where} |")
+    return "\n".join(lines) + "\n"
+
+
+def _count_kinds(concepts: list[dict[str, Any]]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for concept in concepts:
+        counts[concept["kind"]] = counts.get(concept["kind"], 0) + 1
+    return counts
+
+
+def with_section(card: str, section: str) -> str:
+    """``section`` before the card's Version section (at the end when it has none)."""
+    marker = "\n## Version"
+    at = card.find(marker)
+    return card + "\n" + section if at < 0 else card[:at] + "\n" + section + card[at:]
+
+
 def _references(store: ItemStore, concept: str) -> list[dict[str, Any]]:
     folder = f"{REFERENCES_DIR}/{concept}"
     names = sorted(
@@ -181,6 +246,13 @@ def assemble_from_store(store: ItemStore, out_dir: Path, args: dict[str, Any]) -
     metadata.reproducible = "rebuild" in args
     metadata.validity = conceptbed_validity({split: (r.metadata for r in store.records(split)) for split in SPLITS})
     grid = _grid_png(store)
+    features = features_for(args.get("label_names"))
+    benchmark = args.get("benchmark")  # a user's spec (None: the paper's concepts, the card as it always was)
+
+    def card_text(stats: list[Any]) -> str:
+        card = render_card(metadata, features, stats, has_grid=grid is not None)
+        return with_section(card, benchmark_section(benchmark, stats)) if benchmark else card
+
     stats = assemble_dataset_dir(
         out_dir,
         splits={
@@ -189,11 +261,13 @@ def assemble_from_store(store: ItemStore, out_dir: Path, args: dict[str, Any]) -
             )
             for split in SPLITS
         },
-        features=FEATURES,
-        render_card=lambda stats: render_card(metadata, FEATURES, stats, has_grid=grid is not None),
+        features=features,
+        render_card=card_text,
         grid_png=grid,
         max_shard_size=args["max_shard_size"],
     )
+    if benchmark:
+        write_benchmark_spec(out_dir, benchmark)
     if "rebuild" in args:  # what `conceptforge verify` samples the rows again from (cards.run_record)
         rebuild = {key: value for key, value in args["rebuild"].items() if key != "work_dir"}
         artifacts = Path(args["rebuild"]["work_dir"]) / "artifacts"
@@ -213,6 +287,16 @@ def assemble_from_store(store: ItemStore, out_dir: Path, args: dict[str, Any]) -
                 validity=metadata.validity,
             ),
         )
+
+
+def write_benchmark_spec(out_dir: Path, benchmark: dict[str, Any]) -> None:
+    """The spec travels with the release: what was validated, every default filled in."""
+    import yaml
+
+    text = "# The ConceptBed spec this dataset was made from (validated; defaults filled in).\n" + yaml.safe_dump(
+        benchmark, sort_keys=False, allow_unicode=True, width=100
+    )
+    atomic_write_bytes(Path(out_dir) / SPEC_FILE_NAME, text.encode("utf-8"))
 
 
 #: Stored in every ConceptBed run (the name is the one first stored: old runs stay valid).

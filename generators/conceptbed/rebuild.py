@@ -45,13 +45,20 @@ def rebuild(entry: Mapping[str, Any], weights: Mapping[str, str], device: str | 
     from conceptforge.generators.conceptbed.card import split_rows
     from conceptforge.generators.conceptbed.composition import Caption
     from conceptforge.generators.conceptbed.learners import LearnerConfig
-    from conceptforge.generators.conceptbed.spec import Concept, ConceptSpec
+    from conceptforge.generators.conceptbed.spec import Concept, ConceptPrompts, ConceptSpec
 
     rebuild = entry["rebuild"]
     model = weight_location("diffusion", rebuild["model"], weights)
     config = LearnerConfig(**{**rebuild["learner"], "model_id": model})
     learners = _learners(rebuild, weights) if config.trains else None  # the base model alone has none
-    spec = ConceptSpec(concepts=tuple(Concept(c["name"], c["kind"], c["parent"]) for c in rebuild["concepts"]))
+    concepts = tuple(Concept(c["name"], c["kind"], c["parent"], (), c.get("prompt_words")) for c in rebuild["concepts"])
+    prompts = rebuild.get("prompts")  # a user's spec; the paper's prompts otherwise
+    spec = ConceptSpec(
+        concepts=concepts,
+        prompts=ConceptPrompts(**{**prompts, "style_subjects": tuple(prompts["style_subjects"])})
+        if prompts
+        else ConceptPrompts(),
+    )
     options = conceptbed.GenerateOptions(
         config=config,
         out=out,

@@ -18,22 +18,24 @@ from PIL import Image
 
 from conceptforge.cards.grid import png_bytes
 from conceptforge.engine.workitems import derive_seed
-from conceptforge.generators.conceptbed.concepts import PACS_ENTITIES
 from conceptforge.generators.conceptbed.learners import class_prompt
 from conceptforge.generators.conceptbed.pipelines import detect_family, load_sampling_pipeline
-from conceptforge.generators.conceptbed.spec import Concept
+from conceptforge.generators.conceptbed.spec import Concept, ConceptPrompts
 from conceptforge.progress import quiet_model_library_bars
 from conceptforge.serialization import atomic_write_bytes
 
 logger = logging.getLogger(__name__)
 
 
-def concept_prompts(concept: Concept, phrase: str, count: int) -> list[str]:
-    """The ``count`` concept-split prompts (styles cycle through the seven PACS entities)."""
+def concept_prompts(concept: Concept, phrase: str, count: int, prompts: ConceptPrompts | None = None) -> list[str]:
+    """The ``count`` concept-split prompts (styles cycle through the style subjects: the paper's
+    seven PACS entities unless a spec names others)."""
+    prompts = prompts or ConceptPrompts()
     if concept.kind == "style":
-        entities = [PACS_ENTITIES[i % len(PACS_ENTITIES)] for i in range(count)]
-        return [f"A photo of {'an' if e[0] in 'aeiou' else 'a'} {e} in the style of {phrase}" for e in entities]
-    return [f"A photo of {phrase}" for _ in range(count)]
+        subjects = prompts.style_subjects
+        entities = [subjects[i % len(subjects)] for i in range(count)]
+        return [prompts.style.format(phrase, article="an" if e[0] in "aeiou" else "a", subject=e) for e in entities]
+    return [prompts.concept.format(phrase) for _ in range(count)]
 
 
 def load_pipeline(model_id: str, revision: str | None = None, *, device: str | None = None, dtype: str = "auto") -> Any:

@@ -1,6 +1,10 @@
 """Concept specs: which ConceptBed concepts to learn, and where their reference images live.
 
-A spec is a small JSON file written by the user::
+Two files say it: a benchmark spec (YAML, any concepts: :mod:`.benchmark`, resolved by
+:mod:`.spec_resolution`) and, for the paper's concepts, the older small JSON file below, which
+keeps working as it did (``--concepts FILE``; with ``--preset conceptbed-paper`` it is read as
+that preset's roots and selection). Both become the :class:`ConceptSpec` the generator reads.
+The JSON file::
 
     {
       "pacs_root": "/data/PACS/kfold",            # <domain>/<entity>/*.jpg
@@ -44,18 +48,39 @@ class Concept:
     kind: str  # style | object | cub
     parent: str  # caption subject word (Visual Genome), e.g. "dog" for beagle
     reference_images: tuple[Path, ...] = ()
+    prompt_words: str | None = None  # a spec's prompt_name; None: the readable name
 
     @property
     def class_noun(self) -> str:
         """Words naming the concept in class prompts (DreamBooth prior: c_pr = C("<concept-name>"))."""
-        return readable(self.name)
+        return self.prompt_words or readable(self.name)
+
+
+@dataclass(frozen=True)
+class ConceptPrompts:
+    """The concept split's prompts (ConceptBed Sec. 3.2.2 by default): ``{}`` is V*; a style's
+    prompt also takes ``{subject}`` (one of ``style_subjects`` in turn) and its ``{article}``."""
+
+    concept: str = "A photo of {}"
+    style: str = "A photo of {article} {subject} in the style of {}"
+    style_subjects: tuple[str, ...] = PACS_ENTITIES
 
 
 @dataclass(frozen=True)
 class ConceptSpec:
+    """The concepts of one run, resolved: what the generator reads, whichever file it came from.
+
+    ``label_names`` is the ``concept_label`` ClassLabel (None: the paper's 284 concepts);
+    ``benchmark`` is the validated benchmark spec a user's release carries (None: the paper's run).
+    """
+
     concepts: tuple[Concept, ...]
     captions: Path | None = None
     source: dict[str, Any] = field(default_factory=dict)
+    prompts: ConceptPrompts = field(default_factory=ConceptPrompts)
+    composition_templates: tuple[str, ...] = ()
+    label_names: tuple[str, ...] | None = None
+    benchmark: dict[str, Any] | None = None
 
     def by_name(self) -> dict[str, Concept]:
         return {c.name: c for c in self.concepts}
@@ -162,6 +187,11 @@ def expand_concept_names(selection: str | Iterable[str]) -> list[str]:
 def load_spec(path: str | Path, *, resolve_images: bool = True) -> ConceptSpec:
     """Read a spec file and resolve every selected concept's reference images."""
     path = Path(path)
+    return spec_from_dict(read_concept_json(path), base=path.parent, resolve_images=resolve_images)
+
+
+def read_concept_json(path: Path) -> dict[str, Any]:
+    """The JSON concept spec's object (roots, selection, captions), nothing resolved yet."""
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -170,7 +200,7 @@ def load_spec(path: str | Path, *, resolve_images: bool = True) -> ConceptSpec:
         raise SpecError(f"concept spec {path} is not valid JSON: {error}") from None
     if not isinstance(raw, dict):
         raise SpecError(f"concept spec {path} must be a JSON object")
-    return spec_from_dict(raw, base=path.parent, resolve_images=resolve_images)
+    return raw
 
 
 def spec_from_dict(raw: Mapping[str, Any], *, base: Path, resolve_images: bool = True) -> ConceptSpec:

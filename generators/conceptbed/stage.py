@@ -133,7 +133,7 @@ def build_items(
     for concept in spec.concepts:
         phrase = concept_phrase(config, concept)
         items = []
-        for index, prompt in enumerate(concept_prompts(concept, phrase, num_images)):
+        for index, prompt in enumerate(concept_prompts(concept, phrase, num_images, spec.prompts)):
             seed = derive_seed(config.seed, config.learner, concept.name, "concept", index)
             items.append(
                 WorkItem(
@@ -163,10 +163,23 @@ def build_items(
     return out
 
 
+def template_captions(spec: ConceptSpec) -> dict[str, list[Caption]]:
+    """A spec's composition templates for each concept: the class noun in the slot is the subject
+    that V* replaces ("a {} on a beach" -> "a mug on a beach" -> "a <object> on a beach")."""
+    return {
+        c.name: [
+            Caption(c.name, template.format(c.parent), subject=c.parent) for template in spec.composition_templates
+        ]
+        for c in spec.concepts
+    }
+
+
 def prepare_captions(spec: ConceptSpec, categoriser: str | None, max_captions: int | None) -> dict[str, list[Caption]]:
-    if spec.captions is None:
+    if spec.captions is None and not spec.composition_templates:
         return {}
-    raw = load_captions(spec.captions, [c.name for c in spec.concepts])
+    raw = load_captions(spec.captions, [c.name for c in spec.concepts]) if spec.captions is not None else {}
+    if spec.composition_templates:
+        raw = {name: [*raw.get(name, []), *made] for name, made in template_captions(spec).items()}
     function = load_categoriser(categoriser)
     return {
         name: with_questions_and_categories(items[:max_captions] if max_captions else items, function)
@@ -221,12 +234,15 @@ class ConceptBedGenerator:
         for name, default in (("pipeline", STABLE_DIFFUSION), ("eta", 0.0)):
             if learner.get(name) == default:
                 del learner[name]
-        return {
+        settings = {
             "learner": learner,
             "num_images": self.options.num_images,
             "categoriser": self.options.categoriser or "rules",
             "max_captions": self.options.max_captions,
         }
+        if self.spec.benchmark is not None:  # a user's spec: resuming with another one is refused
+            settings["benchmark"] = self.spec.benchmark
+        return settings
 
     @property
     def pipe(self) -> Any:
@@ -329,6 +345,12 @@ class ConceptBedGenerator:
                 "embed_references": self.options.embed_references,
                 "max_shard_size": self.options.max_shard_size,
                 "rebuild": self.rebuild_record(),
+                # a user's spec only (the paper's run keeps its stored arguments as they were)
+                **(
+                    {"label_names": list(self.spec.label_names), "benchmark": self.spec.benchmark}
+                    if self.spec.benchmark is not None
+                    else {}
+                ),
             },
             chunk_size=max(1, largest),  # one concept per chunk: no concept is learned twice
             group=lambda item: self._concept_of[item.item_id].name,
@@ -345,7 +367,15 @@ class ConceptBedGenerator:
             "model": {"id": config.model_id, "revision": resolve_model_revision(config.model_id, config.revision)},
             "num_images": self.options.num_images,
             "embed_references": self.options.embed_references,
-            "concepts": [{"name": c.name, "kind": c.kind, "parent": c.parent} for c in self.spec.concepts],
+            "concepts": [
+                {
+                    "name": c.name,
+                    "kind": c.kind,
+                    "parent": c.parent,
+                    **({"prompt_words": c.prompt_words} if c.prompt_words else {}),
+                }
+                for c in self.spec.concepts
+            ],
             "reference_ids": {
                 c.name: [f"{p.parent.name}/{p.name}" for p in c.reference_images[:REFERENCE_COUNT]]
                 for c in self.spec.concepts
@@ -364,6 +394,11 @@ class ConceptBedGenerator:
                 for name, captions in self.captions.items()
             },
             "work_dir": str(self.work),  # read at assembly for the artifacts' fingerprints; not published
+            **(
+                {"prompts": asdict(self.spec.prompts), "label_names": list(self.spec.label_names or ())}
+                if self.spec.benchmark is not None
+                else {}
+            ),
         }
 
     def run(self) -> dict[str, Any]:
@@ -427,7 +462,7 @@ class ConceptBedGenerator:
             ),
             task_categories=["text-to-image"],
             tags=["conceptbed", "concept-learning", config.label if config.trains else "base-model"],
-            license_note=EMBEDDED_REFERENCES_NOTE if self.options.embed_references else REFERENCES_NOTE,
+            license_note=self._license_note(),
             citation=CITATION,
             column_docs=COLUMN_DOCS,
             **CARD_SECTIONS,
@@ -438,6 +473,16 @@ class ConceptBedGenerator:
                 seeds={"run_seed": config.seed},
                 extra={"concepts": [c.name for c in self.spec.concepts]},
             ),
+        )
+
+    def _license_note(self) -> str:
+        if self.spec.benchmark is None:
+            return EMBEDDED_REFERENCES_NOTE if self.options.embed_references else REFERENCES_NOTE
+        return "The license covers the generated images. " + (
+            "`reference_images` holds downsized copies of the concepts' reference images (`--embed-references`), "
+            "which keep their own terms."
+            if self.options.embed_references
+            else "The concepts' reference images are not included: `reference_ids` names them by folder and file."
         )
 
     def assemble(self) -> Any:

@@ -172,7 +172,7 @@ def run_conceptbed_ccd(ctx: TaskContext) -> TaskOutcome:
     from datasets import load_dataset
 
     from conceptforge.filters.conceptbed.scoring import OracleSet, score_generated, score_real
-    from conceptforge.generators.conceptbed.spec import load_spec
+    from conceptforge.generators.conceptbed.spec_resolution import load_concepts_file
     from conceptforge.generators.conceptbed.stage import prepare_captions
     from conceptforge.loaders.conceptbed.metrics import evaluate, report
     from conceptforge.loaders.conceptbed.similarity import similarity_metrics
@@ -185,12 +185,17 @@ def run_conceptbed_ccd(ctx: TaskContext) -> TaskOutcome:
         from conceptforge.loaders.harness.adapters.generative_vlm import VQAOracleView
 
         vqa, vlm_oracle = ctx.model.id, VQAOracleView(ctx.session.matcher())
+    spec = load_concepts_file(ctx.concepts)  # a spec's problems are told before any oracle loads
+    own = None  # a user's benchmark spec: the oracles' classes are its concepts
+    if spec.label_names is not None:
+        own = {kind: [c.name for c in spec.concepts if c.kind == kind] for kind in ("style", "object", "cub")}
     oracles = OracleSet(
         {"style": options["style_oracle"], "object": options["object_oracle"], "cub": options["cub_oracle"]},
         vqa_model=vqa,
         vqa_probability=options["vqa_probability"],
         device=ctx.device,
         vqa_oracle=vlm_oracle,
+        concepts=own,
     )
     use_vqa = vqa is not None
     if by_match:
@@ -215,7 +220,6 @@ def run_conceptbed_ccd(ctx: TaskContext) -> TaskOutcome:
     records = _score_generated_resumably(
         ctx, generated, lambda subset: score_generated(subset, oracles, batch_size=ctx.batch_size, use_vqa=use_vqa)
     )
-    spec = load_spec(ctx.concepts)
     records += score_real(
         spec,
         prepare_captions(spec, options["categoriser"], None),

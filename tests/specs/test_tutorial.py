@@ -125,9 +125,13 @@ def tiny_models(track: str, request: pytest.FixtureRequest, folder: Path) -> dic
             "CLIP": clip,
         }
     if track == "conceptbed":
-        from conceptforge.testing.tiny_conceptbed import build_tiny_sd
+        from conceptforge.testing.tiny_conceptbed import build_tiny_classifier, build_tiny_sd
 
-        return {"SD": str(build_tiny_sd(folder / ".models" / "sd")), "CLIP": clip}
+        return {
+            "SD": str(build_tiny_sd(folder / ".models" / "sd")),
+            "SD_FLAGS": "--steps 2 --num-images 1 --num-inference-steps 2 --resolution 32",
+            "ORACLE": str(build_tiny_classifier(folder / ".models" / "oracle", ["a", "b"], arch="resnet")),
+        }
     return {"CLIP": clip}
 
 

@@ -1,29 +1,47 @@
 """``conceptforge generate conceptbed``: learn ConceptBed concepts with one learner and sample their concept and composition images.
 
-Example::
+Examples::
 
     conceptforge generate conceptbed --learner textual-inversion --concepts spec.json --out out/ti
+    conceptforge generate conceptbed --spec my-concepts.yaml --out out/mine --dry-run
+    conceptforge generate conceptbed --preset conceptbed-paper --concepts spec.json --learner dreambooth --out out/db
+
+``--spec FILE`` (any concepts, docs/conceptbed.md "Your own ConceptBed concepts") and ``--preset NAME``
+(a built-in spec) are exclusive; with neither, ``--concepts FILE`` is the paper's run as it always
+was. A spec's learner and sampling settings are the defaults: a flag given says otherwise.
 """
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from conceptforge import argtypes as at
 from conceptforge import gpu_costs
 from conceptforge.commands.base import add_run_options, settings_from_args, shard_of
-from conceptforge.generators.conceptbed.learners import DEFAULT_MODEL_ID, LEARNERS, LearnerConfig
+from conceptforge.generators.conceptbed.learners import DEFAULT_MODEL_ID, LEARNER_PRESETS, LEARNERS, LearnerConfig
+from conceptforge.generators.conceptbed.spec import ConceptSpec
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--learner",
-        required=True,
+        default=None,
         choices=LEARNERS,
-        help="none: the base model alone, V* written as the concept's class noun (Table 2's Stable Diffusion row)",
+        help="none: the base model alone, V* written as the concept's class noun (Table 2's Stable Diffusion row); "
+        "required unless the spec's learner.name says it",
     )
     parser.add_argument(
-        "--concepts", required=True, type=at.existing_file, help="concept spec JSON (see docs/conceptbed.md)"
+        "--concepts",
+        default=None,
+        type=at.existing_file,
+        help="the paper's JSON concept spec (PACS/ImageNet/CUB roots, selection, captions; see docs/conceptbed.md)",
+    )
+    parser.add_argument(
+        "--spec",
+        default=None,
+        type=at.existing_file,
+        help="a ConceptBed benchmark spec (YAML/JSON): your own concepts, their images, nouns and templates",
     )
     parser.add_argument(
         "--out",
@@ -46,7 +64,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--revision", default=None)
     parser.add_argument(
-        "--num-images", type=at.non_negative_int, default=100, help="concept-split images per concept (paper: 100)"
+        "--num-images",
+        type=at.non_negative_int,
+        default=None,
+        help="concept-split images per concept (default: the spec's sampling.num_images; paper: 100)",
     )
     parser.add_argument("--steps", type=at.positive_int, default=None, help="training steps (default: Table 5)")
     parser.add_argument("--learning-rate", type=at.positive_float, default=None, help="default: Table 5")
@@ -55,11 +76,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--initializer-token", default=None, help="default: the concept's parent word")
     parser.add_argument(
+        "--learner-preset",
+        dest="preset",
+        choices=LEARNER_PRESETS,
+        default=None,
+        help="paper (default): Table 5 (DreamBooth fine-tunes the whole UNet at lr 5e-6, 400 steps, 200 class "
+        "images); lora: the cheaper DreamBooth option, rank-4 LoRA at lr 1e-4 (other learners: Table 5 either way)",
+    )
+    parser.add_argument(
         "--preset",
-        choices=("paper", "lora"),
-        default="paper",
-        help="paper: Table 5 (DreamBooth fine-tunes the whole UNet at lr 5e-6, 400 steps, 200 class images); "
-        "lora: the cheaper DreamBooth option, rank-4 LoRA at lr 1e-4 (other learners: Table 5 either way)",
+        dest="spec_preset",
+        default=None,
+        metavar="NAME",
+        help="a built-in spec (conceptforge spec presets): conceptbed-paper (with --concepts FILE naming your "
+        "PACS/ImageNet/CUB folders); 'paper' and 'lora' are the older spellings of --learner-preset",
     )
     parser.add_argument(
         "--dreambooth-mode", choices=("lora", "full"), default=None, help="override the preset's DreamBooth mode"
@@ -83,8 +113,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="train/sample size (default: the model's)",
     )
     parser.add_argument("--train-batch-size", type=at.positive_int, default=1)
-    parser.add_argument("--num-inference-steps", type=at.positive_int, default=50)
-    parser.add_argument("--guidance-scale", type=at.non_negative_float, default=7.5)
+    parser.add_argument("--num-inference-steps", type=at.positive_int, default=None, help="default: the spec's, 50")
+    parser.add_argument("--guidance-scale", type=at.non_negative_float, default=None, help="default: the spec's, 7.5")
     parser.add_argument(
         "--eta",
         type=at.non_negative_float,
@@ -101,7 +131,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="training's mixed precision: auto (bfloat16 or float16 on CUDA, float32 on CPU), float32 (none), "
         "float16, bfloat16; --mixed-precision and fp16, bf16, no are the old spellings",
     )
-    parser.add_argument("--seed", type=at.seed, default=0)
+    parser.add_argument("--seed", type=at.seed, default=None, help="default: the spec's, 0")
     parser.add_argument("--categoriser", default="rules", help="'rules' or module:function (caption -> categories)")
     parser.add_argument(
         "--max-captions", type=at.non_negative_int, default=None, help="composite captions per concept (default all)"
@@ -137,13 +167,13 @@ def _learner_workload(config: LearnerConfig) -> str:
     return f"conceptbed/{config.learner}-step"
 
 
-def plan_lines(args: argparse.Namespace, config: LearnerConfig) -> list[str]:
+def plan_lines(args: argparse.Namespace, config: LearnerConfig, spec: ConceptSpec | None = None) -> list[str]:
     """What --dry-run prints: per concept the training steps, class images and sampled images,
     then the GPU-hours (cost table scaled to the resolution and steps, or the flags)."""
     from conceptforge.generators.conceptbed.spec import load_spec
     from conceptforge.generators.conceptbed.stage import build_items, prepare_captions
 
-    spec = load_spec(args.concepts)
+    spec = spec or load_spec(args.concepts)
     items = build_items(
         spec, config, prepare_captions(spec, args.categoriser, args.max_captions), num_images=args.num_images
     )
@@ -157,7 +187,8 @@ def plan_lines(args: argparse.Namespace, config: LearnerConfig) -> list[str]:
     training = (
         f"{config.steps} steps at lr {config.learning_rate:g}" if config.trains else "the base model, nothing trained"
     )
-    lines = [
+    lines = concept_plan_lines(spec, items) if spec.benchmark is not None else []
+    lines += [
         f"pipeline: {family.pipeline_class}",
         f"learner: {config.learner}{mode}, {training}, {resolution} px"
         + ("" if config.resolution else f" (the paper's {family.title} size; the model's own is used when it loads)"),
@@ -190,6 +221,23 @@ def plan_lines(args: argparse.Namespace, config: LearnerConfig) -> list[str]:
     return lines
 
 
+def concept_plan_lines(spec: ConceptSpec, items: dict[str, list[Any]]) -> list[str]:
+    """A user's spec: each concept with its class noun, reference images and images to sample."""
+    benchmark = spec.benchmark or {}
+    lines = [f"benchmark: {benchmark.get('name')} ({len(spec.concepts)} concepts)"]
+    for concept in spec.concepts:
+        made = items.get(concept.name, [])
+        composition = sum(1 for item in made if item.split == "composition")
+        lines.append(
+            f"  {concept.name} ({concept.kind}, class noun {concept.parent!r}): "
+            f"{len(concept.reference_images)} reference image(s); {len(made) - composition} concept + "
+            f"{composition} composition image(s)"
+        )
+    if spec.composition_templates:
+        lines.append("composition templates: " + "; ".join(spec.composition_templates))
+    return lines
+
+
 def model_pipeline(args: argparse.Namespace) -> str:
     """The pipeline family named by the model's own model_index.json. A --dry-run that cannot read
     it (offline, the Hub id not cached) plans for Stable Diffusion and says so."""
@@ -211,17 +259,90 @@ def learner_config(args: argparse.Namespace) -> LearnerConfig:
     return settings_from_args(LearnerConfig, args, pipeline=model_pipeline(args), mixed_precision=precision)
 
 
+def read_concepts(args: argparse.Namespace) -> ConceptSpec:
+    """The run's concepts from --spec, --preset (with --concepts) or --concepts alone (the paper's
+    run as it always was), and the spec's settings under the flags not given."""
+    from conceptforge.errors import InvalidArgumentError
+    from conceptforge.generators.conceptbed import spec_resolution
+    from conceptforge.generators.conceptbed.spec import load_spec
+
+    if args.spec_preset in LEARNER_PRESETS:  # the older spelling of --learner-preset
+        if args.preset not in (None, args.spec_preset):
+            raise InvalidArgumentError(f"--preset {args.spec_preset} and --learner-preset {args.preset} disagree")
+        args.preset, args.spec_preset = args.spec_preset, None
+    if args.spec is not None and args.spec_preset is not None:
+        raise InvalidArgumentError("--spec and --preset are exclusive: give your spec file or a built-in preset")
+    if args.spec is not None and args.concepts is not None:
+        raise InvalidArgumentError(
+            "--concepts is the paper's JSON concept spec; with --spec FILE the concepts are in the spec: drop --concepts"
+        )
+    if args.spec is None and args.spec_preset is None:
+        if args.concepts is None:
+            raise InvalidArgumentError("give --spec FILE, --preset NAME or --concepts FILE (docs/conceptbed.md)")
+        apply_spec_settings(args, None)
+        return load_spec(args.concepts)
+    spec_file = spec_resolution.load_conceptbed_spec(args.spec, preset=args.spec_preset)
+    if args.spec_preset is not None:
+        if args.concepts is not None:
+            spec_file = spec_resolution.with_concept_json(spec_file, args.concepts)
+        elif not any(vars(spec_file.spec.roots).values()):
+            raise InvalidArgumentError(
+                f"--preset {args.spec_preset} needs --concepts FILE, the JSON concept spec naming your PACS/ImageNet/"
+                "CUB folders (docs/conceptbed.md); or copy the preset, set its roots and give it with --spec"
+            )
+    concepts = spec_resolution.concept_spec(spec_file)  # the spec's own errors first, then the flags'
+    apply_spec_settings(args, spec_file.spec)
+    return concepts
+
+
+#: flag -> (the spec's part, its field): a spec's value is the default of the flag.
+SPEC_SETTINGS = {
+    "learner": ("learner", "name"),
+    "preset": ("learner", "preset"),
+    "steps": ("learner", "steps"),
+    "learning_rate": ("learner", "learning_rate"),
+    "placeholder_token": ("learner", "placeholder_token"),
+    "initializer_token": ("learner", "initializer_token"),
+    "dreambooth_mode": ("learner", "dreambooth_mode"),
+    "num_class_images": ("learner", "num_class_images"),
+    "num_images": ("sampling", "num_images"),
+    "num_inference_steps": ("sampling", "num_inference_steps"),
+    "guidance_scale": ("sampling", "guidance_scale"),
+    "resolution": ("sampling", "resolution"),
+    "seed": ("sampling", "seed"),
+    "max_captions": (None, "max_captions"),
+}
+#: Without a spec (``--concepts`` alone): the paper's values, as the flags' defaults were.
+PAPER_SETTINGS = {"preset": "paper", "num_images": 100, "num_inference_steps": 50, "guidance_scale": 7.5, "seed": 0}
+
+
+def apply_spec_settings(args: argparse.Namespace, spec: Any) -> None:
+    """Each flag not given takes the spec's value, then the paper's; --learner must come from one."""
+    from conceptforge.errors import InvalidArgumentError
+
+    for flag, (part, name) in SPEC_SETTINGS.items():
+        if getattr(args, flag) is None and spec is not None:
+            setattr(args, flag, getattr(getattr(spec, part) if part else spec, name))
+        if getattr(args, flag) is None and flag in PAPER_SETTINGS:
+            setattr(args, flag, PAPER_SETTINGS[flag])
+    if args.learner is None:
+        raise InvalidArgumentError(
+            f"--learner: give one of {', '.join(LEARNERS)}"
+            + (" (or the spec's learner.name)" if spec is not None else "")
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     from conceptforge.errors import InvalidArgumentError
-    from conceptforge.generators.conceptbed.spec import load_spec
     from conceptforge.generators.conceptbed.stage import ConceptBedGenerator, GenerateOptions
 
+    # a bad spec is told before the model's files are read (maybe from the Hub)
+    spec = read_concepts(args)
     if args.num_images < 0:
         raise InvalidArgumentError("--num-images must be >= 0")
-    spec = load_spec(args.concepts)  # a bad spec is told before the model's files are read (maybe from the Hub)
     config = learner_config(args)
     if args.dry_run:
-        print("\n".join(plan_lines(args, config)))
+        print("\n".join(plan_lines(args, config, spec)))
         return 0
     options = GenerateOptions(
         config=config,
