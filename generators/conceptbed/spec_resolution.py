@@ -32,7 +32,7 @@ from conceptforge.specs.sources import imagefolder_suffixes, resolve_path
 
 logger = logging.getLogger(__name__)
 
-PAPER_PRESET = "conceptbed-paper"
+CONCEPTBED_PAPER_PRESET = "conceptbed-paper"
 _ROOT_NAMES = {"pacs": "PACS", "imagenet": "ImageNet", "cub": "CUB-200-2011"}
 
 

@@ -20,10 +20,10 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import ConfigDict, Field
 
+from conceptforge.cub.files import SEP
 from conceptforge.specs import DatasetSource, spec_error
 
-CATEGORIES = ("colour", "shape", "pattern")
-SEP = "::"
+SUBSTITUTION_CATEGORIES = ("colour", "shape", "pattern")
 Category = Literal["colour", "shape", "pattern"]
 NonEmpty = Annotated[str, Field(min_length=1)]
 
@@ -160,7 +160,7 @@ class SubBenchmarkSpec:
             if group.question is not None:
                 _check_fields(group.question, f"groups.{name}.question", source, allowed=QUESTION_FIELDS)
             _check_fields(group.phrase, f"groups.{name}.phrase", source, allowed={"value"})
-        for category in CATEGORIES:
+        for category in SUBSTITUTION_CATEGORIES:
             used = any(g.category == category for g in self.groups.values())
             for table, label in ((self.templates, "templates"), (self.tdg, "tdg")):
                 if used and category not in table:

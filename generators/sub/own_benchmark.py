@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from conceptforge.generators.sub.benchmark import SubBenchmarkSpec
-from conceptforge.generators.sub.spec import PAPER_PRESET, PairPlan, SubSpec, sub_spec_from
+from conceptforge.generators.sub.spec import SUB_PAPER_PRESET, PairPlan, SubSpec, sub_spec_from
 from conceptforge.specs import BenchmarkSpecFile, load_benchmark_spec
 from conceptforge.specs.release import BENCHMARK_SPEC_NAME, release_spec_text
 
@@ -139,6 +139,6 @@ def without_paper_preset(argv: list[str]) -> list[str]:
             skip = False
         elif arg == "--preset":
             skip = True  # only --preset sub-cub-paper gets here (see the callers)
-        elif arg != f"--preset={PAPER_PRESET}":
+        elif arg != f"--preset={SUB_PAPER_PRESET}":
             out.append(arg)
     return out

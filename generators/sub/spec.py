@@ -21,8 +21,7 @@ from conceptforge.errors import DataNotFoundError, InvalidArgumentError, SpecErr
 from conceptforge.generators.sub.benchmark import SubBenchmarkSpec
 from conceptforge.generators.sub.tdg import TDGParams
 
-PAPER_PRESET = "sub-cub-paper"
-SUBSTITUTION_CATEGORIES = ("colour", "shape", "pattern")
+SUB_PAPER_PRESET = "sub-cub-paper"
 NEEDS_CUB = "(needs --cub-dir)"  # a guidance bird only CUB can choose, shown by dry runs without it
 
 
@@ -101,7 +100,7 @@ def load_spec() -> SubSpec:
     """The SUB paper's specification: the preset ``sub-cub-paper``."""
     from conceptforge.specs import load_benchmark_spec
 
-    return sub_spec_from(load_benchmark_spec(preset=PAPER_PRESET, method="sub", spec_cls=SubBenchmarkSpec).spec)
+    return sub_spec_from(load_benchmark_spec(preset=SUB_PAPER_PRESET, method="sub", spec_cls=SubBenchmarkSpec).spec)
 
 
 def _fix_article(phrase: str) -> str:

@@ -19,21 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from conceptforge.errors import DataFormatError, DataNotFoundError, InvalidArgumentError
-from conceptforge.generators.sub.benchmark import SEP
+from conceptforge.generators.sub.benchmark import SEP, SubBenchmarkSpec
 from conceptforge.specs import DatasetSource, open_source
-from conceptforge.specs.sources import IMAGE_SUFFIXES
+from conceptforge.specs.sources import imagefolder_suffixes
 
 #: Column names that usually hold the class, in the order they are tried.
 CLASS_COLUMN_NAMES = ("label", "class", "class_name", "category", "species", "model", "name")
 MAX_VALUES = 25  # the VQA question letters its options A-Z, "Other" included
-#: The SUB paper's defaults (preset sub-cub-paper), written into every starter.
-PAPER_TDG = {"colour": (10.0, 0.2, 0.9), "shape": (10.0, 0.2, 0.9), "pattern": (10.0, 0.2, 0.6)}
-PAPER_TEMPLATES = {
-    "colour": ("A photo of a {class} with {phrase}", "A photo of a {guide} with {phrase}"),
-    "shape": ("A photo of a {class} with the body of a {class} and {phrase} like a {guide}", "A photo of a {guide}"),
-    "pattern": ("A photo of a {class} with {phrase} like a {guide}", "A photo of a {guide} with {phrase}"),
-}
-PAPER_QUESTION = "What type of {group} does this {domain} have? Please pick between {choices}"
 CATEGORY_WORDS = {"colour": ("colour", "color"), "pattern": ("pattern", "texture", "stripe", "spot", "print")}
 
 
@@ -62,7 +54,8 @@ def parse_source(source: str) -> DatasetSource:
 def _is_image_folder(path: Path) -> bool:
     folders = [p for p in path.iterdir() if p.is_dir() and not p.name.startswith(".")]
     return bool(folders) and all(
-        any(f.suffix.lower() in IMAGE_SUFFIXES for f in folder.iterdir() if f.is_file()) for folder in folders[:3]
+        any(f.suffix.lower() in imagefolder_suffixes() for f in folder.iterdir() if f.is_file())
+        for folder in folders[:3]
     )
 
 
@@ -215,14 +208,24 @@ def starter_spec(source: str, *, name: str) -> str:
         "  drop_present: true",
         "tdg:  # the paper's schedules (Sec. 5)",
     ]
-    for category, (k, tmin, tmax) in PAPER_TDG.items():
-        lines.append(f"  {category}: {{k: {k}, tmin: {tmin}, tmax: {tmax}}}")
+    paper = _paper_preset()  # the paper's defaults come from its preset, not from constants here
+    for category, schedule in paper.tdg.items():
+        lines.append(f"  {category}: {{k: {schedule.k}, tmin: {schedule.tmin}, tmax: {schedule.tmax}}}")
     lines.append("templates:  # the paper's c_R / c_G (App. D) with {class}, {guide}, {phrase}")
-    for category, (reference, guidance) in PAPER_TEMPLATES.items():
-        lines.append(f"  {category}: {{reference: {json.dumps(reference)}, guidance: {json.dumps(guidance)}}}")
-    lines.append('plain_template: "A photo of a {class}"')
-    lines.append(f"vqa_question: {json.dumps(PAPER_QUESTION)}  # the paper's (Sec. 4.2)")
+    for category, pair in paper.templates.items():
+        lines.append(
+            f"  {category}: {{reference: {json.dumps(pair.reference)}, guidance: {json.dumps(pair.guidance)}}}"
+        )
+    lines.append(f"plain_template: {json.dumps(paper.plain_template)}")
+    lines.append(f"vqa_question: {json.dumps(paper.vqa_question)}  # the paper's (Sec. 4.2)")
     return "\n".join(lines) + "\n"
+
+
+def _paper_preset() -> SubBenchmarkSpec:
+    from conceptforge.generators.sub.spec import SUB_PAPER_PRESET
+    from conceptforge.specs import load_benchmark_spec
+
+    return load_benchmark_spec(preset=SUB_PAPER_PRESET, method="sub", spec_cls=SubBenchmarkSpec).spec
 
 
 def _fields(source: DatasetSource) -> dict[str, str]:

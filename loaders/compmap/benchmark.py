@@ -34,7 +34,6 @@ from conceptforge.specs.loading import BenchmarkSpecFile
 METHOD = "compmap"
 CZSL_TASK = "compmap-mit-states"
 FEW_SHOT_TASK = "compmap-cub"
-SPLITS = ("train", "val", "test")
 _A3 = re.compile(r"^a3(:\s*\d+(\s*,\s*\d+)*)?$")
 _FORBID = ConfigDict(extra="forbid")
 

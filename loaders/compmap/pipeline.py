@@ -29,7 +29,7 @@ from conceptforge.loaders.compmap.activations import (
 from conceptforge.loaders.compmap.cub_arrays import CubPrimitives
 from conceptforge.loaders.compmap.mit_states import MitStatesData, Pair
 from conceptforge.loaders.compmap.prompts import (
-    ATTRIBUTE_TEMPLATE,
+    SPEC_ATTRIBUTE_TEMPLATE,
     TemplateChoice,
     attribute_prompts,
     cub_attribute_prompts,
@@ -62,7 +62,7 @@ def table_vocabulary(
     return ConceptVocabulary(
         names=list(names),
         prompts=[
-            attribute_prompts(group, value, templates, phrase=phrase, template=ATTRIBUTE_TEMPLATE)
+            attribute_prompts(group, value, templates, phrase=phrase, template=SPEC_ATTRIBUTE_TEMPLATE)
             for group, value in readable
         ],
         groups=groups,

@@ -36,7 +36,7 @@ TABLE_A3_TEMPLATES: tuple[str, ...] = (
 
 CUB_ATTRIBUTE_TEMPLATE = "a photo of bird whose {group} is {value}"
 CUB_CLASS_TEMPLATE = "the bird is {name}"
-ATTRIBUTE_TEMPLATE = "a photo of {}"  # the paper's CUB template around a spec's attribute phrase
+SPEC_ATTRIBUTE_TEMPLATE = "a photo of {}"  # the paper's CUB template around a spec's attribute phrase
 MIT_TEMPLATE = "this is {}"
 
 

@@ -28,8 +28,8 @@ import numpy as np
 
 from conceptforge.engine.workitems import derive_seed
 from conceptforge.errors import DataFormatError, DataNotFoundError
-from conceptforge.loaders.compmap.benchmark import SPLITS, CzslSpec, FewShotSpec, LoadedSpec
-from conceptforge.loaders.compmap.mit_states import MitSample, MitStatesData, Pair, load_mit_states
+from conceptforge.loaders.compmap.benchmark import CzslSpec, FewShotSpec, LoadedSpec
+from conceptforge.loaders.compmap.mit_states import SPLITS, MitSample, MitStatesData, Pair, load_mit_states
 from conceptforge.specs import SpecFieldError, open_source, spec_error
 
 logger = logging.getLogger(__name__)

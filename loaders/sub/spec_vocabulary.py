@@ -12,9 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from conceptforge.cub.files import SEP
 from conceptforge.errors import DataFormatError
-
-SEP = "::"
 
 
 @dataclass(frozen=True)

@@ -156,9 +156,9 @@ def test_paper_preset_is_byte_identical_to_main(tmp_path, paper_inputs, hub_offl
 def test_paper_preset_holds_table_9():
     """The preset's concepts are the library's 284, in Table 9's order, with the same parent words."""
     from conceptforge.generators.conceptbed.concepts import library
-    from conceptforge.generators.conceptbed.spec_resolution import PAPER_PRESET, load_conceptbed_spec
+    from conceptforge.generators.conceptbed.spec_resolution import CONCEPTBED_PAPER_PRESET, load_conceptbed_spec
 
-    preset = load_conceptbed_spec(preset=PAPER_PRESET).spec
+    preset = load_conceptbed_spec(preset=CONCEPTBED_PAPER_PRESET).spec
     read = {c.name: (c.kind, c.class_noun) for c in preset.concepts}
     assert list(read) == list(library()) and read == library()
     kinds = {c.kind: c.images.kind for c in preset.concepts}

@@ -156,13 +156,13 @@ def run(args: argparse.Namespace) -> int:
     from conceptforge.filters.sub.stage import SubFilterConfig, filter_sub
     from conceptforge.filters.vqa.questions import DEFAULT_ANSWER_HINT
     from conceptforge.generators.sub.own_benchmark import load_sub_benchmark, without_paper_preset
-    from conceptforge.generators.sub.spec import PAPER_PRESET
+    from conceptforge.generators.sub.spec import SUB_PAPER_PRESET
 
     benchmark = None
     if args.spec or args.preset:
         benchmark = load_sub_benchmark(args.spec, preset=args.preset, with_labels=False)
     argv = getattr(args, "argv", None)
-    if argv and args.preset == PAPER_PRESET:
+    if argv and args.preset == SUB_PAPER_PRESET:
         argv = without_paper_preset(list(argv))
     config = SubFilterConfig(
         candidates=args.candidates,

@@ -31,7 +31,7 @@ from conceptforge.generators.sub.flux_tdg import (
 )
 from conceptforge.generators.sub.own_benchmark import SubBenchmark, carried, load_sub_benchmark, without_paper_preset
 from conceptforge.generators.sub.plan import PlanRequest, build_plan, resolve_dtype_name, strip_run_only_options
-from conceptforge.generators.sub.spec import PAPER_PRESET, PairPlan
+from conceptforge.generators.sub.spec import SUB_PAPER_PRESET, PairPlan
 from conceptforge.generators.sub.stage import (
     ATTENTION_BACKENDS,
     CHUNK_SIZE,
@@ -345,7 +345,7 @@ def load_benchmark(args: argparse.Namespace) -> SubBenchmark | None:
 def recorded_command(args: argparse.Namespace) -> list[str]:
     """The command line the card records (``--preset sub-cub-paper`` left out: it is the default)."""
     argv = strip_run_only_options(getattr(args, "argv", None) or list(sys.argv))
-    return without_paper_preset(argv) if args.preset == PAPER_PRESET else argv
+    return without_paper_preset(argv) if args.preset == SUB_PAPER_PRESET else argv
 
 
 def run(args: argparse.Namespace) -> int:
