@@ -182,7 +182,9 @@ METHOD_PAGES = {"sub": "sub.md", "conceptbed": "conceptbed.md", "binding": "bind
 def test_each_method_page_has_its_own_section_and_the_tutorial_links_it(method):
     page = (REPO / "docs" / METHOD_PAGES[method]).read_text(encoding="utf-8")
     # binding's section is "Your own binding vocabulary" (the home page and the docs site link it so)
-    heading = next((line for line in page.splitlines() if re.match(r"^#+ Your own .*(benchmark|vocabulary)$", line)), None)
+    heading = next(
+        (line for line in page.splitlines() if re.match(r"^#+ Your own .*(benchmark|vocabulary)$", line)), None
+    )
     assert heading, f"docs/{METHOD_PAGES[method]} has no 'Your own … benchmark' section"
     anchor = re.sub(r"[^\w\- ]", "", heading.lstrip("#").strip().lower()).replace(" ", "-")
     assert f"{METHOD_PAGES[method]}#{anchor}" in PAGE.read_text(encoding="utf-8")

@@ -92,7 +92,9 @@ def test_a_release_without_its_vocabulary_copy_is_one_line(moved_release, tmp_pa
     stripped = copy_release(release, tmp_path / "stripped")
     (stripped / "vocabulary" / "shapes" / "Cone.blend").unlink()
     # in process (a conceptforge error is one line, exit 2, in every command: tests/core covers that)
-    with pytest.raises(DataNotFoundError, match=r"has no vocabulary/shapes/Cone\.blend: its spec's vocabulary") as raised:
+    with pytest.raises(
+        DataNotFoundError, match=r"has no vocabulary/shapes/Cone\.blend: its spec's vocabulary"
+    ) as raised:
         verify_release(open_release(str(stripped)), items=["train-000000"])
     assert "\n" not in str(raised.value)
 
