@@ -12,6 +12,7 @@ not take (a weights folder in place of the recorded model id; ConceptBed's proce
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from conceptforge.cards.provenance import local_fingerprint, strip_local_path
+from conceptforge.cards.release_source import ReleaseFiles
 from conceptforge.engine.runner import Stage
 from conceptforge.engine.store import ItemStore
 from conceptforge.errors import InvalidArgumentError, WeightsUnavailableError
@@ -109,7 +111,10 @@ def weight_location(role: str, recorded: Mapping[str, Any], weights: Mapping[str
 
 
 #: The module name a generator package declares its rebuild in: ``GENERATOR`` (the name its
-#: provenance records) and ``rebuild(entry, weights, device, out) -> Rebuilt``.
+#: provenance records) and ``rebuild(entry, weights, device, out) -> Rebuilt``. A rebuild that
+#: needs files the release carries besides its rows (binding: a spec's ``.blend`` files, whose
+#: recorded paths point into the machine that made it) also takes a keyword ``release``: the
+#: :class:`~conceptforge.cards.release_source.ReleaseFiles` being verified.
 REBUILD_MODULE = "rebuild"
 
 
@@ -122,10 +127,17 @@ def rebuilders() -> dict[str, Callable[[Mapping[str, Any], Mapping[str, str], st
 
 
 def rebuild_config(
-    generator: str, entry: Mapping[str, Any], *, weights: Mapping[str, str], out: Path, device: str | None = None
+    generator: str,
+    entry: Mapping[str, Any],
+    *,
+    weights: Mapping[str, str],
+    out: Path,
+    device: str | None = None,
+    release: ReleaseFiles | None = None,
 ) -> Rebuilt:
     """The stage of one config of a release (see module docstring); ``out`` is the temporary run
-    folder the stage will write its store to (``out/.work``)."""
+    folder the stage will write its store to (``out/.work``); ``release`` is handed to a rebuild
+    that takes it (see REBUILD_MODULE)."""
     known = rebuilders()
     adapter = known.get(generator)
     if adapter is None:
@@ -134,6 +146,8 @@ def rebuild_config(
         )
     if "rebuild" not in entry:
         raise InvalidArgumentError("the provenance record has no rebuild section for this config")
+    if release is not None and "release" in inspect.signature(adapter).parameters:
+        return adapter(entry, weights, device, out, release=release)
     return adapter(entry, weights, device, out)
 
 

@@ -607,7 +607,12 @@ def verify_release(
         keys = [k for k in chosen if k.config == name]
         with tempfile.TemporaryDirectory(prefix="conceptforge-verify-") as work:
             rebuilt = rebuild_config(
-                record["generator"], entry, weights=weights or {}, device=device, out=Path(work) / "regenerated"
+                record["generator"],
+                entry,
+                weights=weights or {},
+                device=device,
+                out=Path(work) / "regenerated",
+                release=source,
             )
             report.rules[name] = rebuilt.rule.describe()
             try:

@@ -65,7 +65,10 @@ def load_any_spec(file: Path | None = None, *, preset: str | None = None) -> Any
 
 
 def _check(args: argparse.Namespace) -> int:
+    from conceptforge.commands.spec_methods import resolve_spec_files
+
     loaded = load_any_spec(args.file, preset=args.preset)
+    resolve_spec_files(loaded)
     print(f"ok: {loaded.method} spec {loaded.name!r} (spec_version {loaded.spec_version})")
     print(f"  file: {loaded.path}")
     print(f"  sha256: {loaded.sha256}")

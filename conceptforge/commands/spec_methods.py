@@ -29,6 +29,14 @@ STARTERS: dict[str, str] = {
     for method, target in SPEC_CLASSES.items()
 }
 
+#: method -> ``module:function`` that resolves a loaded spec against the files it names
+#: (``resolve(spec_file)``; one line naming the field when one is missing or wrong), for methods
+#: whose spec points at files the dataclass cannot see: binding's shape and material ``.blend``
+#: files. ``spec check`` calls it, so it refuses what ``generate --spec`` would refuse.
+RESOLVERS: dict[str, str] = {
+    "binding": "conceptforge.generators.binding.benchmark:spec_vocabulary",
+}
+
 #: method -> the command that makes its benchmark from ``--spec FILE`` (CompMap evaluates directly:
 #: it has no generation step), for the "next:" lines of ``spec check`` and ``init``.
 RUN_COMMANDS: dict[str, str] = {
@@ -75,3 +83,10 @@ def spec_class(method: str) -> type:
 def starter(method: str) -> Any:
     """``method``'s ``starter_spec(source, *, name) -> str``."""
     return _import(STARTERS[known_method(method)], method=method, what="starter (conceptforge init)")
+
+
+def resolve_spec_files(spec_file: Any) -> None:
+    """Resolve a loaded spec's files with its method's resolver, where the method has one."""
+    target = RESOLVERS.get(spec_file.method)
+    if target is not None:
+        _import(target, method=spec_file.method, what="spec resolver")(spec_file)

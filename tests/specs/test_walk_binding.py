@@ -70,6 +70,36 @@ def test_shape_file_missing(tmp_path, capsys):
     )
 
 
+def test_properties_json_shape_that_no_blend_file_provides(tmp_path, capsys):
+    """CLEVR's layout (properties.json beside shapes/) naming an object with no file: generate and
+    spec check refuse it alike, and init's starter says MISSING in its comments."""
+    import json
+
+    (tmp_path / "shapes").mkdir()
+    properties = {
+        "shapes": {"cube": "SmoothCube_v2", "sphere": "Sphere", "pyramid": "Pyramid"},
+        "colors": {"red": [173, 35, 35], "blue": [42, 75, 215], "green": [29, 105, 20]},
+        "materials": {"rubber": "Rubber"},
+        "sizes": {"large": 0.7},
+    }
+    (tmp_path / "properties.json").write_text(json.dumps(properties), encoding="utf-8")
+    starter = tmp_path / "starter.yaml"
+    assert main(["init", "binding", "--from", str(tmp_path), "--name", "pyr", "--out", str(starter)]) == 0
+    capsys.readouterr()
+    missing = tmp_path / "shapes" / "Pyramid.blend"
+    assert f"#   shape pyramid: Blender object Pyramid (MISSING: put Pyramid.blend in {missing.parent})" in (
+        starter.read_text(encoding="utf-8").splitlines()
+    )
+    expected = (
+        f"error: {starter}: vocabulary.shapes.pyramid: shape file for 'Pyramid': {missing} is missing; put "
+        "Pyramid.blend (an object named Pyramid) in the shape folder, or use a built-in shape (cube, cylinder, sphere)"
+    )
+    assert _refused(capsys, tmp_path, starter) == expected
+    assert main(["spec", "check", str(starter)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.strip().splitlines() == [expected] and captured.out == ""
+
+
 def test_shape_file_without_that_object(tmp_path, capsys):
     (tmp_path / "shapes").mkdir()
     (tmp_path / "shapes" / "Cone.blend").write_bytes(b"BLENDER17-01v0500" + b"\0" * 64 + b"OBPyramid\0")
