@@ -48,8 +48,11 @@ def chain(mugs, tmp_path_factory, random_flux_seed0):
 
 @pytest.fixture(scope="session")
 def released(chain, hub_env):
-    """The filtered mugs published as ``conceptforge-e2e/sub-mugs`` v1.0.0 (no --cub-dir)."""
-    from tests.user_shell import publish
+    """The filtered mugs published as ``conceptforge-e2e/sub-mugs`` v1.0.0, no --cub-dir, as a Hub
+    benchmark (``eval.yaml`` for inspect-ai's sub-vlm tasks, which the release's exports define)."""
+    from tests.user_shell import check, run_script
 
-    publish(chain["filtered"], MUGS_REPO, "v1.0.0", hub_env)
+    argv = [chain["filtered"], "--repo-id", MUGS_REPO, "--version", "v1.0.0"]
+    done = run_script("publish.py", *argv, "--eval-framework", "inspect-ai", "--eval-tasks", "sub-vlm", env=hub_env)
+    check(done, f"publish {MUGS_REPO} v1.0.0")
     return MUGS_REPO

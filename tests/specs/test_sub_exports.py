@@ -137,31 +137,28 @@ def test_exported_items_are_what_sub_vlm_by_answer_asks(chain, exported, tmp_pat
     assert outcome.metrics["s_minus"].n == len(items)  # every kept mug has its own value in the group
 
 
-def test_publish_writes_the_exports_and_an_inspect_eval_yaml(chain, exported, hub_env, tmp_path):
+def test_publish_writes_the_exports_and_an_inspect_eval_yaml(released, exported, hub_env, tmp_path):
     """``conceptforge publish --eval-framework inspect-ai --eval-tasks sub-vlm`` of the spec release
-    (no --cub-dir): the release carries the same exports as ``conceptforge export`` and an
-    ``eval.yaml`` whose task ids are the exported inspect ``@task`` names."""
+    (no --cub-dir; the ``released`` fixture): the release carries the same exports as
+    ``conceptforge export`` and an ``eval.yaml`` whose task ids are the exported inspect ``@task`` names."""
     import yaml
     from huggingface_hub import HfApi
 
-    from tests.user_shell import check, run_script
-
-    repo = f"{MUGS_REPO}-bench"
-    argv = [chain["filtered"], "--repo-id", repo, "--version", "v1.0.0"]
-    done = run_script("publish.py", *argv, "--eval-framework", "inspect-ai", "--eval-tasks", "sub-vlm", env=hub_env)
-    check(done, "publish the mugs release with an eval.yaml")
     api = HfApi(endpoint=hub_env["HF_ENDPOINT"], token=hub_env["HF_TOKEN"])
 
     def read(path: str) -> str:
-        local = api.hf_hub_download(repo, path, repo_type="dataset", revision="v1.0.0", cache_dir=str(tmp_path))
+        local = api.hf_hub_download(released, path, repo_type="dataset", revision="v1.0.0", cache_dir=str(tmp_path))
         return open(local, encoding="utf-8").read()
 
-    files = api.list_repo_files(repo, repo_type="dataset", revision="v1.0.0")
+    files = api.list_repo_files(released, repo_type="dataset", revision="v1.0.0")
     assert f"exports/items/{SET}.jsonl" in files and f"exports/vlmevalkit/Conceptforge_{SET}.tsv" in files
-    # the items name no release, so they are byte for byte conceptforge export's
-    assert read(f"exports/items/{SET}.jsonl") == (exported / "exports" / "items" / f"{SET}.jsonl").read_text()
+    for path in (
+        f"exports/items/{SET}.jsonl",
+        f"exports/lmms-eval/{SET}/{SET}.yaml",
+        "exports/inspect-ai/conceptforge_tasks.py",
+    ):
+        assert read(path) == (exported / path).read_text(), path  # the same release and tag: the same bytes
     tasks = yaml.safe_load(read("eval.yaml"))["tasks"]
     assert sorted(t["id"] for t in tasks) == ["sub_vlm_s_minus", "sub_vlm_s_plus"]
     module = read("exports/inspect-ai/conceptforge_tasks.py")
     assert all(f"def {t['id']}(" in module for t in tasks)
-    assert {t["split"] for t in tasks} == {"test"}
