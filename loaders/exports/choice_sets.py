@@ -6,7 +6,9 @@ protocols, so all of them are built from one :class:`ChoiceSet`, whose items com
 :mod:`conceptforge.loaders.harness.by_answer` (``sub_choice_items``, ``binding_choice_items``)
 and nowhere else.
 
-Which tasks export: SUB (``sub-vlm``: the paper's question, the group's attributes and "Other")
+Which tasks export: SUB (``sub-vlm``: the paper's question, the group's attributes and "Other";
+for a release made from a user's spec, its ``benchmark_spec.yaml``'s values and domain, as
+``evaluate`` reads them: :mod:`conceptforge.loaders.sub.spec_vocabulary`)
 and binding (``binding-clip``: the image against its candidate captions). Not exported:
 ConceptBed (it scores a generator's images, not a model's answers), binding-cdsm (it trains
 heads on embeddings), CompMap (its n-way episodes are drawn per run from a seed over CUB

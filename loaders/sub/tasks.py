@@ -140,9 +140,8 @@ def _load(ctx: TaskContext):
     """The vocabulary (CUB's, or the release's spec's) and the items of the release."""
     from conceptforge.cub import load_cub
     from conceptforge.loaders.sub.protocol import load_sub
-    from conceptforge.specs.release import release_spec_at
-
     from conceptforge.loaders.sub.spec_vocabulary import release_vocabulary
+    from conceptforge.specs.release import release_spec_at
 
     cub = release_vocabulary(release_spec_at(ctx.dataset.repo, ctx.dataset.load_revision))
     if cub is None:  # the paper's release, or a spec over CUB: CUB's vocabulary
