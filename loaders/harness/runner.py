@@ -324,11 +324,12 @@ def _carries_spec(selection: TaskSelection) -> bool:
     """The release the task reads was made from a user's spec (it carries ``benchmark_spec.yaml``)."""
     if not selection.task.release_spec_provides:
         return False
-    from conceptforge.loaders.sub.spec_vocabulary import reads_own_vocabulary
     from conceptforge.specs.release import release_spec_at
 
     repo, revision = selection.data_source()
-    return reads_own_vocabulary(release_spec_at(repo, revision) if repo else None)
+    spec = release_spec_at(repo, revision) if repo else None
+    # a spec whose source is CUB (the paper readers' kind) still takes its vocabulary from --cub-dir
+    return spec is not None and (spec.get("source") or {}).get("kind") != "cub"
 
 
 def _provided(selection: TaskSelection, settings: RunSettings) -> dict[str, Any]:
