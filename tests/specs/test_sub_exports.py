@@ -162,3 +162,22 @@ def test_publish_writes_the_exports_and_an_inspect_eval_yaml(released, exported,
     assert sorted(t["id"] for t in tasks) == ["sub_vlm_s_minus", "sub_vlm_s_plus"]
     module = read("exports/inspect-ai/conceptforge_tasks.py")
     assert all(f"def {t['id']}(" in module for t in tasks)
+
+
+def test_a_damaged_release_spec_is_one_line_and_nothing_is_written(chain, tmp_path, capsys):
+    """A spec release whose benchmark_spec.yaml lost its groups: export names the file's problem
+    in one line, exits 2 and writes no exports (it never falls back to CUB's vocabulary)."""
+    from conceptforge.specs.release import BENCHMARK_SPEC_NAME
+
+    folder = shutil.copytree(chain["filtered"], tmp_path / "filtered")
+    spec = folder / BENCHMARK_SPEC_NAME
+    import yaml
+
+    fields = yaml.safe_load(spec.read_text())
+    del fields["groups"]
+    spec.write_text(yaml.safe_dump(fields, sort_keys=False))
+    capsys.readouterr()
+    assert main(["export", str(folder), "--repo-id", MUGS_REPO, "--version", "v1.0.0"]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert err == ["error: the release's benchmark_spec.yaml lacks 'groups' (not a SUB spec?)"]
+    assert not (folder / "exports").exists()
