@@ -332,9 +332,10 @@ def publish_dataset(
     request, :class:`cards.hub_eval.Benchmark`) adds the root ``eval.yaml`` that makes the dataset
     a Hub benchmark, its tasks checked against the release's configs and splits first. Every
     release of multiple-choice-shaped data (SUB, binding) carries the harness exports
-    (:mod:`loaders.exports`, under ``exports/``, naming ``repo_id`` and ``version``); SUB's need
-    ``cub_dir`` (its options are CUB's attributes), without which they are left out, said in the
-    summary. ``exports`` is their builder, :func:`conceptforge.loaders.exports.release_exports`
+    (:mod:`loaders.exports`, under ``exports/``, naming ``repo_id`` and ``version``); a paper SUB
+    release's need ``cub_dir`` (its options are CUB's attributes), without which they are left out,
+    said in the summary (a release made from a user's spec reads its own ``benchmark_spec.yaml``).
+    ``exports`` is their builder, :func:`conceptforge.loaders.exports.release_exports`
     (what ``conceptforge publish`` passes): the exports read the by-answer protocol of the
     harness, a layer above the cards, so the caller hands it in (None: no exports)."""
     from huggingface_hub import HfApi, get_token

@@ -35,7 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--cub-dir",
         type=at.existing_dir.as_text(),
         default=None,
-        help="CUB directory (attributes and class labels): a SUB release's options and S- come from it",
+        help="CUB directory (attributes and class labels): a paper SUB release's options and S- come from it "
+        "(a release made from a spec reads its own benchmark_spec.yaml)",
     )
 
 

@@ -52,8 +52,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cub-dir",
         type=at.existing_dir.as_text(),
-        help="CUB directory: a SUB release's harness exports take their options and S- from it (without it a "
-        "SUB release goes out without exports)",
+        help="CUB directory: a paper SUB release's harness exports take their options and S- from it (without it "
+        "such a release goes out without exports; a release made from a spec reads its benchmark_spec.yaml)",
     )
     parser.add_argument("--eval-name", default=None, help="eval.yaml name (default: the card's pretty name)")
     parser.add_argument("--eval-description", default=None, help="eval.yaml description (default: the card's summary)")

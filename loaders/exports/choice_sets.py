@@ -6,7 +6,9 @@ protocols, so all of them are built from one :class:`ChoiceSet`, whose items com
 :mod:`conceptforge.loaders.harness.by_answer` (``sub_choice_items``, ``binding_choice_items``)
 and nowhere else.
 
-Which tasks export: SUB (``sub-vlm``: the paper's question, the group's attributes and "Other")
+Which tasks export: SUB (``sub-vlm``: the paper's question, the group's attributes and "Other";
+for a release made from a user's spec, its ``benchmark_spec.yaml``'s values and domain, as
+``evaluate`` reads them: :mod:`conceptforge.loaders.sub.spec_vocabulary`)
 and binding (``binding-clip``: the image against its candidate captions). Not exported:
 ConceptBed (it scores a generator's images, not a model's answers), binding-cdsm (it trains
 heads on embeddings), CompMap (its n-way episodes are drawn per run from a seed over CUB
@@ -117,7 +119,6 @@ def _binding_sets(directory: Path, config: str, split_names: list[str], configs:
 def _sub_sets(
     directory: Path, config: str, split_names: list[str], configs: tuple[str, ...], cub_dir
 ) -> list[ChoiceSet]:
-    from conceptforge.cub import load_cub
     from conceptforge.loaders.harness.by_answer import sub_choice_items
     from conceptforge.loaders.harness.data import load_split
     from conceptforge.loaders.sub.protocol import items_from_dataset
@@ -125,20 +126,34 @@ def _sub_sets(
 
     if SUB_SPLIT not in split_names:
         return []
-    if cub_dir is None:
-        raise InvalidArgumentError(
-            "a SUB release's export needs CUB's attribute list and class labels for its options and S-: pass --cub-dir"
-        )
-    cub = load_cub(cub_dir, need="votes")
+    vocabulary = _sub_vocabulary(directory, cub_dir)
     dataset = load_split(directory, SUB_SPLIT, config=None if config == "default" else config)
-    sub_items, _ = items_from_dataset(dataset, cub=cub)
-    items = tuple(sub_choice_items(sub_items, cub.groups))
-    targets = s_minus_targets(sub_items, cub)
+    sub_items, _ = items_from_dataset(dataset, cub=vocabulary)
+    items = tuple(sub_choice_items(sub_items, vocabulary.groups, domain=getattr(vocabulary, "domain", None)))
+    targets = s_minus_targets(sub_items, vocabulary)
     s_minus = tuple(
         tuple(letter for letter, key in zip(item.letters, item.option_keys) if key in set(removed)) if removed else None
         for item, removed in zip(items, targets)
     )
     return [ChoiceSet(SUB_TASK, config, SUB_SPLIT, items, tuple(range(len(items))), configs, s_minus)]
+
+
+def _sub_vocabulary(directory: Path, cub_dir: str | Path | None) -> Any:
+    """The attribute vocabulary of a SUB release, as ``conceptforge evaluate``'s sub-vlm reads it:
+    the release's own ``benchmark_spec.yaml`` (a release made from a user's spec: its groups, its
+    values, its domain; S- its own ``removed_attribute``), else CUB's from ``cub_dir``."""
+    from conceptforge.cub import load_cub
+    from conceptforge.loaders.sub.spec_vocabulary import release_vocabulary
+    from conceptforge.specs.release import read_release_spec
+
+    own = release_vocabulary(read_release_spec(directory))
+    if own is not None:
+        return own
+    if cub_dir is None:
+        raise InvalidArgumentError(
+            "a SUB release's export needs CUB's attribute list and class labels for its options and S-: pass --cub-dir"
+        )
+    return load_cub(cub_dir, need="votes")
 
 
 def choice_sets(directory: str | Path, *, cub_dir: str | Path | None = None) -> tuple[list[ChoiceSet], str | None]:

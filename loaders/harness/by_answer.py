@@ -48,8 +48,10 @@ CHOICE_INSTRUCTION = "Answer with the option's letter from the given choices dir
 #: The VQAScore question (t2v_metrics' LLaVA-1.5 wording), as the probability ``match`` asks it.
 YES_NO_TEMPLATE = 'Does this figure show "{text}"? Please answer yes or no.'
 YES_NO_SUFFIX = " Please answer yes or no."
-#: SUB's question stem (SUB paper §4.2); the options follow on their own lines, lettered.
-SUB_QUESTION = "What type of {group} does this bird have?"
+#: SUB's question stem (SUB paper §4.2); the options follow on their own lines, lettered. The
+#: domain is the paper's "bird", or what a user's spec names (a SUB release made from a spec).
+SUB_QUESTION = "What type of {group} does this {domain} have?"
+SUB_DOMAIN = "bird"
 SUB_OTHER = "Other"  # SUB's none-option, last, as the paper and the SUB filter write it
 SUB_OTHER_KEY = "none"  # its key in the sample rows (sub-vlm's candidates)
 BINDING_QUESTION = "Which caption describes the image?"
@@ -110,11 +112,15 @@ class ChoiceItem:
         return None if letter is None else self.letters.index(letter)
 
 
-def sub_choice_items(items: Sequence[Any], groups: Mapping[str, Sequence[str]]) -> Iterator[ChoiceItem]:
+def sub_choice_items(
+    items: Sequence[Any], groups: Mapping[str, Sequence[str]], *, domain: str | None = None
+) -> Iterator[ChoiceItem]:
     """SUB's question per image, in the order of ``items`` (item ids ``"0"``, ``"1"``, … as the
     sub-vlm rows ``<index>/S+`` use): the options are every attribute of the substituted
-    attribute's group in CUB's order (``groups``: ``CubMetadata.groups``, full names) plus
-    "Other" — the SUB VLM protocol's options — and the answer is the substituted attribute (S+).
+    attribute's group in the vocabulary's order (``groups``: ``CubMetadata.groups`` or a spec
+    release's ``SpecVocabulary.groups``, full names) plus "Other" — the SUB VLM protocol's
+    options — and the answer is the substituted attribute (S+). ``domain`` is what the question
+    says the image shows: the paper's bird unless a spec names its own (``None``: the paper's).
     S− ("that attribute" must not be chosen) is not a one-answer question; sub-vlm scores it from
     the same parsed answer."""
     from conceptforge.cub import attribute_value, group_words, value_words
@@ -126,7 +132,7 @@ def sub_choice_items(items: Sequence[Any], groups: Mapping[str, Sequence[str]]) 
         yield ChoiceItem(
             item_id=str(index),
             image=item.image,
-            question=SUB_QUESTION.format(group=group_words(item.group)),
+            question=SUB_QUESTION.format(group=group_words(item.group), domain=domain or SUB_DOMAIN),
             options=(*(value_words(attribute_value(a)) for a in members), SUB_OTHER),
             answer_index=members.index(item.attribute),
             category=item.group,

@@ -54,3 +54,16 @@ def vocabulary_from_spec(spec: dict[str, Any]) -> SpecVocabulary:
         return SpecVocabulary(str(spec["name"]), str(spec["domain"]), groups, str(spec["vqa_question"]))
     except (KeyError, TypeError, AttributeError) as error:
         raise DataFormatError(f"the release's benchmark_spec.yaml lacks {error} (not a SUB spec?)") from None
+
+
+def reads_own_vocabulary(spec: dict[str, Any] | None) -> bool:
+    """Whether a release's spec (``None``: it carries none) brings its own vocabulary: a spec whose
+    source is CUB (the paper readers' kind) keeps CUB's attribute list and class-level labels,
+    which only ``--cub-dir`` holds."""
+    return spec is not None and (spec.get("source") or {}).get("kind") != "cub"
+
+
+def release_vocabulary(spec: dict[str, Any] | None) -> SpecVocabulary | None:
+    """The vocabulary a SUB release brings itself (from its ``benchmark_spec.yaml`` mapping), or
+    ``None`` where CUB's is needed (no spec, or a spec over CUB)."""
+    return vocabulary_from_spec(spec) if reads_own_vocabulary(spec) else None

@@ -140,14 +140,11 @@ def _load(ctx: TaskContext):
     """The vocabulary (CUB's, or the release's spec's) and the items of the release."""
     from conceptforge.cub import load_cub
     from conceptforge.loaders.sub.protocol import load_sub
+    from conceptforge.loaders.sub.spec_vocabulary import release_vocabulary
     from conceptforge.specs.release import release_spec_at
 
-    spec = release_spec_at(ctx.dataset.repo, ctx.dataset.load_revision)
-    if spec is not None and (spec.get("source") or {}).get("kind") != "cub":  # a CUB spec: CUB's vocabulary
-        from conceptforge.loaders.sub.spec_vocabulary import vocabulary_from_spec
-
-        cub = vocabulary_from_spec(spec)
-    else:
+    cub = release_vocabulary(release_spec_at(ctx.dataset.repo, ctx.dataset.load_revision))
+    if cub is None:  # the paper's release, or a spec over CUB: CUB's vocabulary
         cub = load_cub(ctx.cub_dir, need="votes")
     items = load_sub(ctx.dataset.repo, split=ctx.dataset.split or "test", revision=ctx.dataset.load_revision, cub=cub)
     if not items:
@@ -324,7 +321,7 @@ def run_sub_by_answer(ctx: TaskContext, cub: Any, items: list[Any]) -> TaskOutco
     from conceptforge.loaders.sub.scoring import build_report, score_vlm_predictions
 
     o = ctx.options
-    questions = list(sub_choice_items(items, cub.groups))
+    questions = list(sub_choice_items(items, cub.groups, domain=getattr(cub, "domain", None)))
     answerer = ctx.session.answerer()
 
     def record(position: int, question: Any, answer: Any) -> dict[str, Any]:

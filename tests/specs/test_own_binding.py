@@ -293,3 +293,42 @@ def test_published_release_carries_its_spec_to_the_hub(release, tmp_path):
         assert words["shapes"] == ["cube", "sphere", "cylinder", "cone"] and magic == "BLENDER"
     finally:
         server.stop()
+
+
+def test_export_of_the_own_release_asks_its_own_vocabulary(release, tmp_path, capsys):
+    """``conceptforge export`` of the own release (issue 46, item 8): a choice set per config and
+    split, each item the row's stored candidates (the by-answer protocol's items), so the options
+    speak the spec's words — the cone and the orange colour among them — and no CLEVR word it dropped."""
+    import shutil
+
+    from conceptforge.commands import main
+    from conceptforge.loaders.binding.data import load_binding
+    from conceptforge.loaders.harness.by_answer import binding_choice_items, render_choice_prompt
+
+    folder = shutil.copytree(release, tmp_path / "release")
+    assert main(["export", str(folder), "--repo-id", "me/cones", "--version", "v1.0.0"]) == 0
+    capsys.readouterr()
+    items_dir = folder / "exports" / "items"
+    configs = ("single-object", "two-object", "relational")
+    expected = {f"binding_clip_{c.replace('-', '_')}_{s}.jsonl" for c in configs for s in ("train", "val", "gen")}
+    assert {p.name for p in items_dir.iterdir()} == expected
+    words: set[str] = set()
+    for config in configs:
+        splits = load_binding(str(folder), config=config)
+        for name in ("train", "val", "gen"):
+            exported = [
+                json.loads(line)
+                for line in (items_dir / f"binding_clip_{config.replace('-', '_')}_{name}.jsonl")
+                .read_text()
+                .splitlines()
+            ]
+            questions = list(binding_choice_items({name: splits[name]}))
+            assert [i["prompt"] for i in exported] == [render_choice_prompt(q) for q in questions]
+            assert [i["options"] for i in exported] == [list(splits[name].candidates[n]) for n in range(len(questions))]
+            assert [i["answer"] for i in exported] == ["ABCDE"[i] for i in splits[name].label_index]
+            words |= {w for i in exported for option in i["options"] for w in option.split()}
+    shapes, colours = {"cube", "sphere", "cylinder", "cone"}, {"red", "blue", "orange"}
+    assert {"cone", "orange"} <= words
+    assert words <= shapes | colours | set(OPPOSITE)  # the spec's words only (CLEVR's purple never appears)
+    assert (folder / "exports" / "vlmevalkit" / "Conceptforge_binding_clip_two_object_gen.tsv").is_file()
+    assert (folder / "exports" / "inspect-ai" / "conceptforge_tasks.py").is_file()

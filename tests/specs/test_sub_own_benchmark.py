@@ -2,12 +2,11 @@
 ``datasets`` (not birds, not CUB), through ``generate sub --spec`` -> ``filter sub`` -> publish to
 the local Hub, with the spec travelling in every dataset and its card.
 
-The class-level numbers are worked out by hand from tests/specs/sub_synthetic.py's labels.
+The class-level numbers are worked out by hand from tests/specs/sub_synthetic.py's labels; the
+chain's fixtures (``mugs``, ``chain``, ``released``) are in tests/specs/conftest.py.
 """
 
 from __future__ import annotations
-
-import shutil
 
 import pyarrow.parquet as pq
 import pytest
@@ -18,16 +17,7 @@ from conceptforge.generators.sub.benchmark import SubBenchmarkSpec
 from conceptforge.generators.sub.own_benchmark import load_sub_benchmark
 from conceptforge.specs import load_benchmark_spec
 from conceptforge.specs.release import BENCHMARK_SPEC_NAME, normalised_spec
-from tests.specs.sub_synthetic import mug_spec_text, save_mug_dataset
-from tests.sub.sub_helpers import TINY_FLUX_ARGS
-
-
-@pytest.fixture(scope="module")
-def mugs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("mugs")
-    save_mug_dataset(root / "mugs")
-    (root / "spec.yaml").write_text(mug_spec_text())
-    return root
+from tests.specs.sub_synthetic import mug_spec_text
 
 
 def _rows(folder):
@@ -70,25 +60,6 @@ def test_dry_run_prints_the_plan_of_the_spec(mugs, tmp_path, capsys):
     # shape: the guidance class is the class that most often shows S+ (Espresso_Cup: all its handles are rings)
     assert "'A photo of a Diner Mug with a handle like a Espresso Cup' | 'A photo of a Espresso Cup'" in text
     assert not (tmp_path / "x").exists()
-
-
-@pytest.fixture(scope="module")
-def chain(mugs, tmp_path_factory, random_flux_seed0):
-    from conceptforge.testing.tiny_vlms import build_tiny_llava
-
-    flux = shutil.copytree(random_flux_seed0, mugs / "flux")
-    vlm = build_tiny_llava(tmp_path_factory.mktemp("mugs-vlm"))
-    candidates, filtered = mugs / "candidates", mugs / "filtered"
-    spec = ["--spec", str(mugs / "spec.yaml")]
-    invoke(
-        ["generate", "sub", *spec, "--out", str(candidates), "--model", str(flux), "--pairs", "Diner_Mug"]
-        + ["--images-per-pair", "2", *TINY_FLUX_ARGS]
-    )
-    invoke(
-        ["filter", "sub", "--candidates", str(candidates), "--out", str(filtered), "--vqa-model", str(vlm)]
-        + ["--keep-fraction", "0.5", "--min-survivor-fraction", "0", "--device", "cpu"]
-    )
-    return {"candidates": candidates, "filtered": filtered, "spec": mugs / "spec.yaml"}
 
 
 def test_candidates_are_the_spec_pairs_with_its_prompts_and_labels(chain):
@@ -134,14 +105,6 @@ def test_filter_asks_the_spec_question_over_the_spec_values(chain):
         }[group]
         assert row["vqa_options"] == [*values, "Other"]
         assert row["vqa_answer"] == row["value"]
-
-
-@pytest.fixture(scope="module")
-def released(chain, hub_env):
-    from tests.user_shell import publish
-
-    publish(chain["filtered"], "conceptforge-e2e/sub-mugs", "v1.0.0", hub_env)
-    return "conceptforge-e2e/sub-mugs"
 
 
 def test_release_on_the_local_hub_carries_the_spec(chain, released, hub_env):
