@@ -21,7 +21,7 @@ from typing import Any
 from conceptforge.errors import DataFormatError, DataNotFoundError, InvalidArgumentError
 from conceptforge.generators.sub.benchmark import SEP
 from conceptforge.specs import DatasetSource, open_source
-from conceptforge.specs.sources import IMAGE_SUFFIXES
+from conceptforge.specs.sources import imagefolder_suffixes
 
 #: Column names that usually hold the class, in the order they are tried.
 CLASS_COLUMN_NAMES = ("label", "class", "class_name", "category", "species", "model", "name")
@@ -61,8 +61,9 @@ def parse_source(source: str) -> DatasetSource:
 
 def _is_image_folder(path: Path) -> bool:
     folders = [p for p in path.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    suffixes = imagefolder_suffixes()
     return bool(folders) and all(
-        any(f.suffix.lower() in IMAGE_SUFFIXES for f in folder.iterdir() if f.is_file()) for folder in folders[:3]
+        any(f.suffix.lower() in suffixes for f in folder.iterdir() if f.is_file()) for folder in folders[:3]
     )
 
 
