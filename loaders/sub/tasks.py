@@ -155,6 +155,22 @@ def _load(ctx: TaskContext):
     return cub, items
 
 
+def s_minus_used(cub: Any, options: dict[str, Any]) -> dict[str, Any]:
+    """The S- rule the scoring applied, as the results record it: a spec's release has no CUB
+    class-level table, so its S- is the release's own ``removed_attribute`` ("release") whatever
+    ``s_minus`` asked, and the CBM subset size plays no part (None)."""
+    if getattr(cub, "s_minus_from_release", False):
+        return {"s_minus": "release", "cbm_min_classes": None}
+    return {"s_minus": options["s_minus"], "cbm_min_classes": options["cbm_min_classes"]}
+
+
+def label_set(cub: Any) -> str:
+    """The vocabulary the choices come from: CUB's 312 attributes, or the release spec's."""
+    if getattr(cub, "s_minus_from_release", False):
+        return f"the spec {cub.name!r}'s {len(cub.attributes)} attributes"
+    return "CUB 312 attributes"
+
+
 def _group_scorer(ctx: TaskContext, cub: Any, groups: list[str], choices: dict[str, list[str | None]]):
     """(scorer, ``scores(items) -> one score list per item over its group's choices``, protocol)
     for the capability the model runs sub-vlm with."""
@@ -282,9 +298,8 @@ def run_sub_vlm(ctx: TaskContext) -> TaskOutcome:
                 else {"template": o["template"], "none_prompt": o["none_prompt"]}
             ),
             **({"match": scorer.protocol} if protocol == "sub/vlm-match" else {}),
-            "label_set": "CUB 312 attributes, within group, + none" + (" ('Other')" if by_choice else ""),
-            "s_minus": o["s_minus"],
-            "cbm_min_classes": o["cbm_min_classes"],
+            "label_set": label_set(cub) + ", within group, + none" + (" ('Other')" if by_choice else ""),
+            **s_minus_used(cub, o),
         },
     )
     metrics = _s_metrics(report)
@@ -295,7 +310,7 @@ def run_sub_vlm(ctx: TaskContext) -> TaskOutcome:
         "s_plus",
         metrics=metrics,
         protocol=protocol,
-        variant=f"within-group + none by {ctx.capability or EMBED}; S- rule {o['s_minus']}",
+        variant=f"within-group + none by {ctx.capability or EMBED}; S- rule {s_minus_used(cub, o)['s_minus']}",
         details={"per_attribute": report.per_attribute, "per_bird": report.per_bird, "settings": report.settings},
         table=report.format(),
     )
@@ -364,9 +379,8 @@ def run_sub_by_answer(ctx: TaskContext, cub: Any, items: list[Any]) -> TaskOutco
             "question": "SUB paper §4.2 question stem, options lettered A. … Other on their own lines",
             "prompt": "by_answer.render_choice_prompt (lmms-eval / LLaVA layout)",
             "max_new_tokens": DEFAULT_MAX_NEW_TOKENS,
-            "label_set": "CUB 312 attributes, within group, + none ('Other')",
-            "s_minus": o["s_minus"],
-            "cbm_min_classes": o["cbm_min_classes"],
+            "label_set": label_set(cub) + ", within group, + none ('Other')",
+            **s_minus_used(cub, o),
         },
     )
     metrics = _s_metrics(report)
@@ -380,7 +394,7 @@ def run_sub_by_answer(ctx: TaskContext, cub: Any, items: list[Any]) -> TaskOutco
         "s_plus",
         metrics=metrics,
         protocol="sub/choose-by-answer",
-        variant=f"within-group + none by answer (parsed letter); S- rule {o['s_minus']}",
+        variant=f"within-group + none by answer (parsed letter); S- rule {s_minus_used(cub, o)['s_minus']}",
         details={"per_attribute": report.per_attribute, "per_bird": report.per_bird, "settings": report.settings},
         table=report.format(),
     )
@@ -470,8 +484,7 @@ def run_sub_cbm(ctx: TaskContext) -> TaskOutcome:
             "outputs": o["outputs"],
             "rule": threshold_rule(o["outputs"], o["threshold"]),
             "num_concepts": len(concepts),
-            "s_minus": o["s_minus"],
-            "cbm_min_classes": o["cbm_min_classes"],
+            **s_minus_used(cub, o),
         },
     )
     s = report.summary
@@ -483,7 +496,7 @@ def run_sub_cbm(ctx: TaskContext) -> TaskOutcome:
         [row for d in done for row in d["rows"]],
         "s_plus",
         metrics=metrics,
-        variant=f"{threshold_rule(o['outputs'], o['threshold'])}; S- rule {o['s_minus']}",
+        variant=f"{threshold_rule(o['outputs'], o['threshold'])}; S- rule {s_minus_used(cub, o)['s_minus']}",
         details={"per_attribute": report.per_attribute, "settings": report.settings},
         table=report.format(),
     )
