@@ -156,9 +156,8 @@ def _load(ctx: TaskContext):
 
 
 def s_minus_used(cub: Any, options: dict[str, Any]) -> dict[str, Any]:
-    """The S- rule the scoring applied, as the results record it: a spec's release has no CUB
-    class-level table, so its S- is the release's own ``removed_attribute`` ("release") whatever
-    ``s_minus`` asked, and the CBM subset size plays no part (None)."""
+    """The S- rule applied, as results record it: a spec's release has no CUB table, so its S- is the
+    release's own ``removed_attribute`` ("release") whatever was asked, and no CBM subset (None)."""
     if getattr(cub, "s_minus_from_release", False):
         return {"s_minus": "release", "cbm_min_classes": None}
     return {"s_minus": options["s_minus"], "cbm_min_classes": options["cbm_min_classes"]}
@@ -166,9 +165,8 @@ def s_minus_used(cub: Any, options: dict[str, Any]) -> dict[str, Any]:
 
 def label_set(cub: Any) -> str:
     """The vocabulary the choices come from: CUB's 312 attributes, or the release spec's."""
-    if getattr(cub, "s_minus_from_release", False):
-        return f"the spec {cub.name!r}'s {len(cub.attributes)} attributes"
-    return "CUB 312 attributes"
+    own = getattr(cub, "s_minus_from_release", False)
+    return f"the spec {cub.name!r}'s {len(cub.attributes)} attributes" if own else "CUB 312 attributes"
 
 
 def _group_scorer(ctx: TaskContext, cub: Any, groups: list[str], choices: dict[str, list[str | None]]):
@@ -312,6 +310,7 @@ def run_sub_vlm(ctx: TaskContext) -> TaskOutcome:
         protocol=protocol,
         variant=f"within-group + none by {ctx.capability or EMBED}; S- rule {s_minus_used(cub, o)['s_minus']}",
         details={"per_attribute": report.per_attribute, "per_bird": report.per_bird, "settings": report.settings},
+        options_used=s_minus_used(cub, o),
         table=report.format(),
     )
 
@@ -396,6 +395,7 @@ def run_sub_by_answer(ctx: TaskContext, cub: Any, items: list[Any]) -> TaskOutco
         protocol="sub/choose-by-answer",
         variant=f"within-group + none by answer (parsed letter); S- rule {s_minus_used(cub, o)['s_minus']}",
         details={"per_attribute": report.per_attribute, "per_bird": report.per_bird, "settings": report.settings},
+        options_used=s_minus_used(cub, o),
         table=report.format(),
     )
 
@@ -498,6 +498,7 @@ def run_sub_cbm(ctx: TaskContext) -> TaskOutcome:
         metrics=metrics,
         variant=f"{threshold_rule(o['outputs'], o['threshold'])}; S- rule {s_minus_used(cub, o)['s_minus']}",
         details={"per_attribute": report.per_attribute, "settings": report.settings},
+        options_used=s_minus_used(cub, o),
         table=report.format(),
     )
 

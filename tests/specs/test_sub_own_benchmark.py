@@ -185,6 +185,7 @@ def test_evaluate_sub_vlm_on_the_release_reads_the_spec_not_cub(chain, released,
     settings = entry["details"]["settings"]
     assert (settings["s_minus"], settings["cbm_min_classes"]) == ("release", None)
     assert entry["variant"].endswith("S- rule release")
+    assert (entry["options"]["s_minus"], entry["options"]["cbm_min_classes"]) == ("release", None)
     assert settings["label_set"].startswith("the spec 'sub-mugs''s 10 attributes, within group")
     kept = _rows(chain["filtered"])
     assert entry["metrics"]["s_plus"]["n"] == len(kept)
