@@ -34,8 +34,8 @@ from conceptforge.filters.dataset_io import LocalSplit, decode_image, open_split
 from conceptforge.filters.sub.decision import COUNT_KEYS, FilterParams, ScoredCandidate, decide, filter_statistics
 from conceptforge.filters.vqa.questions import QuestionBuilder
 from conceptforge.filters.vqa.scorer import VQAScorer
-from conceptforge.generators.sub.card import CARD_SECTIONS as SUB_CARD_SECTIONS
 from conceptforge.generators.sub.card import CITATION as SUB_CITATION
+from conceptforge.generators.sub.card import card_sections
 from conceptforge.generators.sub.validity import sub_validity
 from conceptforge.progress import tqdm
 from conceptforge.specs.release import write_release_spec
@@ -369,7 +369,7 @@ def assemble_filtered(
         provenance=provenance,
         filter_stats=stats,
         validity=validity,
-        **(SUB_CARD_SECTIONS if benchmark is None else {**SUB_CARD_SECTIONS, "source_datasets": []}),
+        **card_sections(benchmark),
     )
     assemble_dataset_dir(
         out_dir,

@@ -15,7 +15,7 @@ from typing import Any
 
 from conceptforge.generators.sub.benchmark import SubBenchmarkSpec
 from conceptforge.generators.sub.spec import SUB_PAPER_PRESET, PairPlan, SubSpec, sub_spec_from
-from conceptforge.specs import BenchmarkSpecFile, load_benchmark_spec
+from conceptforge.specs import BenchmarkSpecFile, DatasetSource, load_benchmark_spec
 from conceptforge.specs.release import BENCHMARK_SPEC_NAME, release_spec_text
 
 
@@ -55,6 +55,16 @@ def vocabulary(benchmark: SubBenchmark) -> dict[str, list[str]]:
     return {group: list(definition.values) for group, definition in benchmark.benchmark.groups.items()}
 
 
+def published_source(dataset: DatasetSource) -> str:
+    """How a card names the source: a Hub dataset by ``ORG/NAME@REV``, a local one by its folder's
+    name only (``.../NAME``): the user's own folders mean nothing on the Hub, and the card check
+    refuses a card that holds them."""
+    if dataset.hub:
+        return dataset.description
+    folder = Path(dataset.imagefolder or dataset.path or "").name
+    return f"imagefolder .../{folder}" if dataset.imagefolder else f".../{folder}"
+
+
 def card_section(benchmark: SubBenchmark, plan: PairPlan | None = None) -> str:
     """The card's "Benchmark spec" section: domain, classes, attributes, counts and the rules applied."""
     spec = benchmark.benchmark
@@ -62,7 +72,7 @@ def card_section(benchmark: SubBenchmark, plan: PairPlan | None = None) -> str:
     lines = [f"### Benchmark spec: {name}", ""]
     if benchmark.spec_file.description:
         lines += [benchmark.spec_file.description.strip(), ""]
-    source = spec.source.dataset.description if spec.source.dataset else "CUB-200-2011 (--cub-dir)"
+    source = published_source(spec.source.dataset) if spec.source.dataset else "CUB-200-2011 (--cub-dir)"
     lines += [
         f"- **Domain**: {spec.domain}; source: {source}",
         f"- **Reference classes** ({len(spec.classes)}): {', '.join(spec.classes)}",

@@ -53,9 +53,9 @@ def parse_source(source: str) -> DatasetSource:
 
 def _is_image_folder(path: Path) -> bool:
     folders = [p for p in path.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    suffixes = imagefolder_suffixes()
     return bool(folders) and all(
-        any(f.suffix.lower() in imagefolder_suffixes() for f in folder.iterdir() if f.is_file())
-        for folder in folders[:3]
+        any(f.suffix.lower() in suffixes for f in folder.iterdir() if f.is_file()) for folder in folders[:3]
     )
 
 

@@ -608,7 +608,7 @@ def task_record(
         "adapter": adapter,
         "variant": outcome.variant,
         "dataset": {**dataset.to_dict(), **({"config": outcome.dataset_config} if outcome.dataset_config else {})},
-        "options": {k: list(v) if isinstance(v, tuple) else v for k, v in options.items()},
+        "options": {k: list(v) if isinstance(v, tuple) else v for k, v in {**options, **outcome.options_used}.items()},
         "seeds": outcome.seeds,
         "main_metric": outcome.main_metric,
         "metrics": {name: metric.to_dict() for name, metric in metrics.items()},

@@ -222,6 +222,9 @@ class TaskOutcome:
     #: one-config repo's own config): recorded as the result's ``dataset.config``
     dataset_config: str | None = None
     protocol: str = ""  # the protocol actually run (the task's, per capability); "" = Task.protocol
+    #: options the data decided in place of what was asked (a SUB spec release has no CUB table,
+    #: so its S- rule is the release's own): the result records these, so it says what was applied
+    options_used: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -22,6 +22,7 @@ S_MINUS_RULES = ("paper", "any-original")
 S_MINUS_TEXT = {
     "paper": "S− = the bird's class-wise CBM (112-attribute) label of the group, target 0 (paper App. F)",
     "any-original": "S− = none of the bird's original attributes of the group detected (conceptforge v1)",
+    "release": "S− = the class's value of the group by the release spec's presence rule not detected",
 }
 
 

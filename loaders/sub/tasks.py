@@ -152,6 +152,20 @@ def _load(ctx: TaskContext):
     return cub, items
 
 
+def s_minus_used(cub: Any, options: dict[str, Any]) -> dict[str, Any]:
+    """The S- rule applied, as results record it: a spec's release has no CUB table, so its S- is the
+    release's own ``removed_attribute`` ("release") whatever was asked, and no CBM subset (None)."""
+    if getattr(cub, "s_minus_from_release", False):
+        return {"s_minus": "release", "cbm_min_classes": None}
+    return {"s_minus": options["s_minus"], "cbm_min_classes": options["cbm_min_classes"]}
+
+
+def label_set(cub: Any) -> str:
+    """The vocabulary the choices come from: CUB's 312 attributes, or the release spec's."""
+    own = getattr(cub, "s_minus_from_release", False)
+    return f"the spec {cub.name!r}'s {len(cub.attributes)} attributes" if own else "CUB 312 attributes"
+
+
 def _group_scorer(ctx: TaskContext, cub: Any, groups: list[str], choices: dict[str, list[str | None]]):
     """(scorer, ``scores(items) -> one score list per item over its group's choices``, protocol)
     for the capability the model runs sub-vlm with."""
@@ -279,9 +293,8 @@ def run_sub_vlm(ctx: TaskContext) -> TaskOutcome:
                 else {"template": o["template"], "none_prompt": o["none_prompt"]}
             ),
             **({"match": scorer.protocol} if protocol == "sub/vlm-match" else {}),
-            "label_set": "CUB 312 attributes, within group, + none" + (" ('Other')" if by_choice else ""),
-            "s_minus": o["s_minus"],
-            "cbm_min_classes": o["cbm_min_classes"],
+            "label_set": label_set(cub) + ", within group, + none" + (" ('Other')" if by_choice else ""),
+            **s_minus_used(cub, o),
         },
     )
     metrics = _s_metrics(report)
@@ -292,8 +305,9 @@ def run_sub_vlm(ctx: TaskContext) -> TaskOutcome:
         "s_plus",
         metrics=metrics,
         protocol=protocol,
-        variant=f"within-group + none by {ctx.capability or EMBED}; S- rule {o['s_minus']}",
+        variant=f"within-group + none by {ctx.capability or EMBED}; S- rule {s_minus_used(cub, o)['s_minus']}",
         details={"per_attribute": report.per_attribute, "per_bird": report.per_bird, "settings": report.settings},
+        options_used=s_minus_used(cub, o),
         table=report.format(),
     )
 
@@ -361,9 +375,8 @@ def run_sub_by_answer(ctx: TaskContext, cub: Any, items: list[Any]) -> TaskOutco
             "question": "SUB paper §4.2 question stem, options lettered A. … Other on their own lines",
             "prompt": "by_answer.render_choice_prompt (lmms-eval / LLaVA layout)",
             "max_new_tokens": DEFAULT_MAX_NEW_TOKENS,
-            "label_set": "CUB 312 attributes, within group, + none ('Other')",
-            "s_minus": o["s_minus"],
-            "cbm_min_classes": o["cbm_min_classes"],
+            "label_set": label_set(cub) + ", within group, + none ('Other')",
+            **s_minus_used(cub, o),
         },
     )
     metrics = _s_metrics(report)
@@ -377,8 +390,9 @@ def run_sub_by_answer(ctx: TaskContext, cub: Any, items: list[Any]) -> TaskOutco
         "s_plus",
         metrics=metrics,
         protocol="sub/choose-by-answer",
-        variant=f"within-group + none by answer (parsed letter); S- rule {o['s_minus']}",
+        variant=f"within-group + none by answer (parsed letter); S- rule {s_minus_used(cub, o)['s_minus']}",
         details={"per_attribute": report.per_attribute, "per_bird": report.per_bird, "settings": report.settings},
+        options_used=s_minus_used(cub, o),
         table=report.format(),
     )
 
@@ -467,8 +481,7 @@ def run_sub_cbm(ctx: TaskContext) -> TaskOutcome:
             "outputs": o["outputs"],
             "rule": threshold_rule(o["outputs"], o["threshold"]),
             "num_concepts": len(concepts),
-            "s_minus": o["s_minus"],
-            "cbm_min_classes": o["cbm_min_classes"],
+            **s_minus_used(cub, o),
         },
     )
     s = report.summary
@@ -480,8 +493,9 @@ def run_sub_cbm(ctx: TaskContext) -> TaskOutcome:
         [row for d in done for row in d["rows"]],
         "s_plus",
         metrics=metrics,
-        variant=f"{threshold_rule(o['outputs'], o['threshold'])}; S- rule {o['s_minus']}",
+        variant=f"{threshold_rule(o['outputs'], o['threshold'])}; S- rule {s_minus_used(cub, o)['s_minus']}",
         details={"per_attribute": report.per_attribute, "settings": report.settings},
+        options_used=s_minus_used(cub, o),
         table=report.format(),
     )
 

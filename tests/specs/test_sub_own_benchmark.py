@@ -91,6 +91,10 @@ def test_every_dataset_carries_the_validated_spec_and_a_card_section(chain):
         assert "`body_colour` (colour): red, blue, white, black" in card
         assert "at least 50% of its images show it" in card
         assert "CUB birds" not in card and "cub-200-2011" not in card
+        # the sections (uses, limitations, personal data) speak of the spec's domain, not of birds
+        assert "stop detecting the bird's own" not in card and "pictures of birds" not in card
+        assert "bird classifiers" not in card and "guidance bird" not in card
+        assert "stop detecting the mug's own attribute S-" in card and "generated pictures of mug classes" in card
 
 
 def test_filter_asks_the_spec_question_over_the_spec_values(chain):
@@ -140,6 +144,12 @@ def test_evaluate_sub_vlm_on_the_release_reads_the_spec_not_cub(chain, released,
     check(done, "evaluate sub-vlm on the spec's release")
     (entry,) = json.loads(out.read_text())["tasks"]
     assert entry["task"] == "sub-vlm" and entry["dataset"]["revision"] == "v1.0.0"
+    # what was used, not the paper rule the option defaults to: no CUB table, so no CBM subset
+    settings = entry["details"]["settings"]
+    assert (settings["s_minus"], settings["cbm_min_classes"]) == ("release", None)
+    assert entry["variant"].endswith("S- rule release")
+    assert (entry["options"]["s_minus"], entry["options"]["cbm_min_classes"]) == ("release", None)
+    assert settings["label_set"].startswith("the spec 'sub-mugs''s 10 attributes, within group")
     kept = _rows(chain["filtered"])
     assert entry["metrics"]["s_plus"]["n"] == len(kept)
     per_attribute = entry["details"]["per_attribute"]
@@ -174,6 +184,7 @@ def test_sub_cbm_scores_a_cbm_over_the_spec_attributes(chain, tmp_path, monkeypa
     )
     assert outcome.metrics["s_plus"].value == pytest.approx(2 / 6)
     assert outcome.metrics["s_minus"].value == 1.0 and outcome.metrics["s_minus"].n == 6
+    assert outcome.details["settings"]["s_minus"] == "release" and outcome.variant.endswith("S- rule release")
     assert outcome.details["per_attribute"]["body_colour::red"]["s_plus"] == 1.0
     assert outcome.details["per_attribute"]["handle_shape::ring"]["s_plus"] == 0.0
 

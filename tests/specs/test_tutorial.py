@@ -120,7 +120,9 @@ def tiny_models(track: str, request: pytest.FixtureRequest, folder: Path) -> dic
 
         return {
             "FLUX": str(request.getfixturevalue("random_flux_seed0")),
-            "FLUX_FLAGS": "--resolution 32 --steps 2 --max-sequence-length 16 --device cpu --images-per-pair 2",
+            # a model other than FLUX.1-dev names its data's license (FLUX.1-dev's is the default)
+            "FLUX_FLAGS": "--resolution 32 --steps 2 --max-sequence-length 16 --device cpu --images-per-pair 2"
+            " --license cc-by-nc-4.0",
             "VLM": str(build_tiny_llava(folder / ".models" / "vlm")),
             "CLIP": clip,
         }
