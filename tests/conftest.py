@@ -37,6 +37,11 @@ HF_BASELINE = {
 }
 os.environ.update(HF_BASELINE)
 os.environ["TOKENIZERS_PARALLELISM"] = "false"
+# Nor may a test read or write the user's caches (~/.cache/conceptforge: embeddings, CompMap
+# activations, sample caches): a command run without --cache-dir, as the tutorial runs them, would
+# share entries across runs and processes. One private cache per session.
+os.environ.pop("CONCEPTFORGE_EMBEDDING_CACHE", None)
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="conceptforge-xdg-cache-")
 
 
 def set_hub_offline(monkeypatch: pytest.MonkeyPatch, offline: bool) -> None:
