@@ -22,7 +22,7 @@ from conceptforge.cards import DatasetMetadata, assemble_dataset_dir, render_car
 from conceptforge.cards.grid import grid_png
 from conceptforge.cards.provenance import command_line, package_versions, strip_local_path
 from conceptforge.cards.run_record import config_entry, row_ids, run_record, write_run_record
-from conceptforge.cub import display_name
+from conceptforge.cub import display_name, group_words
 from conceptforge.engine.assembly import register_assembler
 from conceptforge.engine.store import ItemStore
 from conceptforge.generators.sub.spec import PairPlan, load_spec, published_attribute
@@ -249,11 +249,16 @@ def _grid(records: Sequence, max_tiles: int = 12) -> bytes | None:
 
     for record in chosen:
         meta = record.metadata
-        caption = display_name(meta["bird"]) + (
-            f" + {meta['value'].replace('_', ' ')} {meta['group'][4:].replace('_', ' ')}" if meta["attribute"] else ""
-        )
-        samples.append((Image.open(io.BytesIO(record.read_file("png"))), caption))
+        samples.append((Image.open(io.BytesIO(record.read_file("png"))), grid_caption(meta)))
     return grid_png(samples, thumb_width=256)
+
+
+def grid_caption(meta: dict[str, Any]) -> str:
+    """``Blue Jay + red crown color``: the class, and the substituted value with its group's words
+    (a spec's group ``handle_shape`` reads ``handle shape``; CUB's ``has_`` prefix is dropped)."""
+    if not meta["attribute"]:
+        return display_name(meta["bird"])
+    return f"{display_name(meta['bird'])} + {meta['value'].replace('_', ' ')} {group_words(meta['group'])}"
 
 
 def assemble_from_store(store: ItemStore, out_dir: Path, args: dict[str, Any]) -> None:

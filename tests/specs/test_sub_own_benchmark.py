@@ -218,3 +218,14 @@ def test_the_filter_question_is_the_spec_question_and_a_group_may_have_its_own(m
         == "Which body colour does this mug have? Pick one of A) red B) blue C) white D) black E) Other"
     )
     assert ask("handle_shape").text == "How is the handle of this mug shaped? A) round B) square C) ring D) Other"
+
+
+def test_grid_captions_name_the_spec_group_whole():
+    """The sample grid's caption of a spec group: 'handle shape', not CUB's prefix cut off ('le shape')."""
+    from conceptforge.generators.sub.card import grid_caption
+
+    mug = {"bird": "Diner_Mug", "attribute": "handle_shape::ring", "value": "ring", "group": "handle_shape"}
+    assert grid_caption(mug) == "Diner Mug + ring handle shape"
+    bird = {"bird": "Blue_Jay", "attribute": "has_crown_color::red", "value": "red", "group": "has_crown_color"}
+    assert grid_caption(bird) == "Blue Jay + red crown color"
+    assert grid_caption({"bird": "Blue_Jay", "attribute": "", "value": "", "group": ""}) == "Blue Jay"
