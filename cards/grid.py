@@ -33,18 +33,28 @@ def make_sample_grid(
         x = (index % columns) * thumb_width
         y = (index // columns) * cell_height
         grid.paste(image.convert("RGB").resize((thumb_width, thumb_height), Image.BILINEAR), (x, y))
-        words, lines, line = caption.split(), [], ""
-        for word in words:
-            candidate = f"{line} {word}".strip()
-            if len(candidate) > chars_per_line and line:
-                lines.append(line)
-                line = word
-            else:
-                line = candidate
-        lines.append(line)
-        for number, text in enumerate(lines[:caption_lines]):
+        lines = wrap_caption(caption, chars_per_line, caption_lines)
+        for number, text in enumerate(lines):
             draw.text((x + 3, y + thumb_height + 2 + number * line_height), text, fill="black", font=font)
     return grid
+
+
+def wrap_caption(caption: str, chars_per_line: int, max_lines: int) -> list[str]:
+    """The caption in lines of at most ``chars_per_line`` characters (a longer word stands alone),
+    at most ``max_lines`` of them; a cut caption ends in an ellipsis rather than stopping silently."""
+    lines, line = [], ""
+    for word in caption.split():
+        candidate = f"{line} {word}".strip()
+        if len(candidate) > chars_per_line and line:
+            lines.append(line)
+            line = word
+        else:
+            line = candidate
+    lines.append(line)
+    if len(lines) > max_lines:
+        lines = lines[:max_lines]
+        lines[-1] = lines[-1][: chars_per_line - 1].rstrip() + "…"
+    return lines
 
 
 def grid_png(
@@ -53,6 +63,7 @@ def grid_png(
     limit: int | None = None,
     columns: int = 4,
     thumb_width: int = 240,
+    caption_lines: int = 2,
 ) -> bytes | None:
     """The card's ``grid.png``: the first ``limit`` samples as a grid, or None when there are none.
 
@@ -62,7 +73,7 @@ def grid_png(
     chosen = list(islice(samples, limit))
     if not chosen:
         return None
-    return png_bytes(make_sample_grid(chosen, columns=columns, thumb_width=thumb_width))
+    return png_bytes(make_sample_grid(chosen, columns=columns, thumb_width=thumb_width, caption_lines=caption_lines))
 
 
 def png_bytes(image: Image.Image) -> bytes:

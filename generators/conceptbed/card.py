@@ -236,8 +236,9 @@ def _grid_png(store: ItemStore) -> bytes | None:
     samples = []
     for record in chosen:
         with Image.open(io.BytesIO(record.read_file("png"))) as image:
-            samples.append((image.convert("RGB"), record.metadata["prompt"]))
-    return grid_png(samples, thumb_width=192)
+            # the concept named first: a learner's placeholder ("<object>") is the same for every concept
+            samples.append((image.convert("RGB"), f"{record.metadata['concept']}: {record.metadata['prompt']}"))
+    return grid_png(samples, thumb_width=192, caption_lines=3)
 
 
 def assemble_from_store(store: ItemStore, out_dir: Path, args: dict[str, Any]) -> None:

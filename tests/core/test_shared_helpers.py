@@ -136,3 +136,11 @@ def test_data_folder_fingerprint_reads_metadata_but_only_sizes_of_images(tmp_pat
     assert resized != data
     (tmp_path / "images.txt").write_text("1 b.jpg\n")
     assert local_fingerprint(tmp_path, whole_suffixes=(".txt",)) != resized
+
+
+def test_a_grid_caption_wraps_by_words_and_says_where_it_is_cut():
+    from conceptforge.cards.grid import wrap_caption
+
+    assert wrap_caption("a photo of a dog", 10, 2) == ["a photo of", "a dog"]
+    assert wrap_caption("a photo of a dog in the style of", 10, 2) == ["a photo of", "a dog in…"]
+    assert wrap_caption("short", 10, 1) == ["short"]
