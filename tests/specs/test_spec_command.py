@@ -1,7 +1,7 @@
 """``conceptforge spec`` and ``conceptforge init``: the parts every method shares.
 
-The methods' spec classes and starters arrive from their own branches (issue 46); a test that
-needs one skips the methods whose module is not in this checkout yet, and says which. What does
+Every method's spec class and starter is checked through the contract's map (a missing or
+misspelt one fails); the methods' own tests live beside them in tests/specs. What does
 not depend on a method (the summary, the schema's envelope, init's source and name rules, the
 presets listing) is checked on a toy spec and on the files themselves.
 """
@@ -17,17 +17,15 @@ from conceptforge.commands import main
 from conceptforge.commands.init import check_source, default_name
 from conceptforge.commands.spec import summary_lines
 from conceptforge.commands.spec_methods import SPEC_CLASSES, STARTERS, spec_class, starter
-from conceptforge.errors import DataNotFoundError, DependencyMissingError, InvalidArgumentError
+from conceptforge.errors import DataNotFoundError, InvalidArgumentError
 from conceptforge.specs import METHODS, DatasetSource, load_benchmark_spec, preset_names, preset_path, read_spec_file
 from conceptforge.specs.schema import method_schema, schema_text, shipped_schema_path
 from tests.specs.test_spec_core import GOOD, ToyAttribute, ToyGroup, ToySpec
 
 
 def importable_spec_class(method: str) -> type:
-    try:
-        return spec_class(method)
-    except DependencyMissingError as error:
-        pytest.skip(f"{method}: its spec class is not merged yet ({error})")
+    """Every method's spec class is in this checkout (all four are merged: a missing one fails)."""
+    return spec_class(method)
 
 
 def test_the_map_follows_the_contract():
@@ -173,24 +171,11 @@ def test_init_sources_a_pinned_hub_id_or_an_existing_path(tmp_path):
         check_source("  ")
 
 
-def test_init_of_a_method_without_a_starter_writes_nothing(tmp_path, monkeypatch, capsys):
-    """While a method's starter is not merged, init says so in one line and leaves no file."""
-    missing = []
+def test_every_method_has_its_spec_class_and_starter():
+    """The contract's map resolves for all four methods (the map is strings: a typo fails here)."""
     for method in METHODS:
-        try:
-            starter(method)
-            spec_class(method)
-        except DependencyMissingError:
-            missing.append(method)
-    if not missing:
-        pytest.skip("every method has its starter")
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "data").mkdir()
-    from conceptforge.commands import invoke
-
-    with pytest.raises(DependencyMissingError, match=f"no .* for method '{missing[0]}' yet"):
-        invoke(["init", missing[0], "--from", "data", "--out", "x.yaml"])
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
+        assert callable(starter(method)), method
+        assert spec_class(method).__name__.endswith("BenchmarkSpec"), method
 
 
 def test_each_preset_is_named_after_its_method():
