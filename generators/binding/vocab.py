@@ -33,6 +33,49 @@ BUILTIN_SHAPES: dict[str, str] = {
 #: Material names the renderer builds itself (no node-group file needed): CLEVR's names and ours.
 BUILTIN_MATERIALS: dict[str, str] = {"Rubber": "rubber", "rubber": "rubber", "MyMetal": "metal", "metal": "metal"}
 
+
+@dataclass(frozen=True)
+class AssetKind:
+    """What a vocabulary word names in Blender, shape or material, and where its file comes from.
+
+    Why: the spec check and the starter treat shape objects and material node groups alike (a
+    ``NAME.blend`` in the kind's folder, or one the renderer builds itself); only these words differ.
+    """
+
+    field: str  # vocabulary.<field>.<word>; vocabulary.<singular>_dir is its folder
+    singular: str
+    id_prefix: bytes  # the Blender ID code naming the thing inside a .blend (OB object, NT node tree)
+    id_noun: str
+    id_article: str
+    needs: str  # what the Blender thing must have beyond its name
+    builtins: dict[str, str]
+    builtin_choice: str  # the error's alternative to a file
+    file_label: str  # the starter's words for a file found
+
+
+SHAPE_ASSETS = AssetKind(
+    field="shapes",
+    singular="shape",
+    id_prefix=b"OB",
+    id_noun="object",
+    id_article="an",
+    needs="",
+    builtins=BUILTIN_SHAPES,
+    builtin_choice=f"a built-in shape ({', '.join(sorted(set(BUILTIN_SHAPES.values())))})",
+    file_label="shape file",
+)
+MATERIAL_ASSETS = AssetKind(
+    field="materials",
+    singular="material",
+    id_prefix=b"NT",
+    id_noun="node group",
+    id_article="a",
+    needs=" with a Color input",
+    builtins=BUILTIN_MATERIALS,
+    builtin_choice="Rubber or MyMetal",
+    file_label="node group file",
+)
+
 AdjNoun = tuple[str, str]  # (color, shape)
 Fact = tuple[str, str, str]  # (subject shape, relation, object shape)
 
