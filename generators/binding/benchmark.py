@@ -183,7 +183,7 @@ def _asset_files(kind: AssetKind, names: dict[str, str], folder: Path | None, *,
                 raise spec_error(
                     f"vocabulary.{kind.field}.{word}",
                     f"{path} has no {kind.id_noun} named {blender_name!r}; save the {kind.singular} as "
-                    f"{kind.id_article} {kind.id_noun} of that name",
+                    f"{kind.id_phrase} of that name",
                     source=source,
                 )
             files[word] = str(path.resolve())
@@ -191,8 +191,8 @@ def _asset_files(kind: AssetKind, names: dict[str, str], folder: Path | None, *,
             where = f"{path} is missing" if path else f"no vocabulary.{kind.singular}_dir is given"
             raise spec_error(
                 f"vocabulary.{kind.field}.{word}",
-                f"{kind.singular} file for {blender_name!r}: {where}; put {blender_name}.blend ({kind.id_article} "
-                f"{kind.id_noun} named {blender_name}{kind.needs}) in the {kind.singular} folder, or use "
+                f"{kind.singular} file for {blender_name!r}: {where}; put {blender_name}.blend ("
+                f"{kind.id_phrase} named {blender_name}{kind.needs}) in the {kind.singular} folder, or use "
                 f"{kind.builtin_choice}",
                 source=source,
             )

@@ -42,38 +42,27 @@ class AssetKind:
     ``NAME.blend`` in the kind's folder, or one the renderer builds itself); only these words differ.
     """
 
-    field: str  # vocabulary.<field>.<word>; vocabulary.<singular>_dir is its folder
-    singular: str
+    singular: str  # vocabulary.<singular>s.<word>; vocabulary.<singular>_dir is its folder
     id_prefix: bytes  # the Blender ID code naming the thing inside a .blend (OB object, NT node tree)
-    id_noun: str
-    id_article: str
-    needs: str  # what the Blender thing must have beyond its name
+    id_phrase: str  # "an object": what the .blend must hold, under the word's Blender name
     builtins: dict[str, str]
     builtin_choice: str  # the error's alternative to a file
     file_label: str  # the starter's words for a file found
+    needs: str = ""  # what the Blender thing must have beyond its name
+
+    @property
+    def field(self) -> str:
+        return f"{self.singular}s"
+
+    @property
+    def id_noun(self) -> str:
+        return self.id_phrase.split(" ", 1)[1]
 
 
-SHAPE_ASSETS = AssetKind(
-    field="shapes",
-    singular="shape",
-    id_prefix=b"OB",
-    id_noun="object",
-    id_article="an",
-    needs="",
-    builtins=BUILTIN_SHAPES,
-    builtin_choice=f"a built-in shape ({', '.join(sorted(set(BUILTIN_SHAPES.values())))})",
-    file_label="shape file",
-)
+_BUILTIN_SHAPE_CHOICE = f"a built-in shape ({', '.join(sorted(set(BUILTIN_SHAPES.values())))})"
+SHAPE_ASSETS = AssetKind("shape", b"OB", "an object", BUILTIN_SHAPES, _BUILTIN_SHAPE_CHOICE, "shape file")
 MATERIAL_ASSETS = AssetKind(
-    field="materials",
-    singular="material",
-    id_prefix=b"NT",
-    id_noun="node group",
-    id_article="a",
-    needs=" with a Color input",
-    builtins=BUILTIN_MATERIALS,
-    builtin_choice="Rubber or MyMetal",
-    file_label="node group file",
+    "material", b"NT", "a node group", BUILTIN_MATERIALS, "Rubber or MyMetal", "node group file", " with a Color input"
 )
 
 AdjNoun = tuple[str, str]  # (color, shape)
