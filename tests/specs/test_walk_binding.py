@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from conceptforge.commands import main
 
@@ -48,76 +49,20 @@ def _refused(capsys, tmp_path: Path, spec: Path, *extra: str) -> str:
     return err[0]
 
 
-#: Specs that differ from INLINE in one edit, and the line each must be refused with (after
-#: ``error: SPEC: ``), each written by hand from the edit.
-INLINE_EDITS = [
-    pytest.param(
-        INLINE.replace("red: [173, 35, 35]", "red: [300, 35, 35]"),
-        "vocabulary.colors.red[0]: Input should be less than or equal to 255 (got 300)",
-        id="colour_out_of_range",
-    ),
-    pytest.param(
-        INLINE + "relations: [left, right, above]\n",
-        "relations[2]: Input should be 'left', 'right', 'front' or 'behind' (got 'above')",
-        id="unknown_relation",
-    ),
-    pytest.param(
-        INLINE.replace("shapes: {cube: SmoothCube_v2, sphere: Sphere, cylinder: SmoothCylinder}", "shapes: {}"),
-        "vocabulary.shapes: is empty; name at least one (or leave it out)",
-        id="empty_shapes",
-    ),
-    pytest.param(
-        INLINE.replace("materials: {rubber: Rubber}", "materials: {rubber: Rubber, glow: Glow}"),
-        "vocabulary.materials.glow: material file for 'Glow': no vocabulary.material_dir is given; put Glow.blend "
-        "(a node group named Glow with a Color input) in the material folder, or use Rubber or MyMetal",
-        id="material_missing",
-    ),
-    pytest.param(
-        INLINE.replace("  sizes:", "  colour: {pink: [1, 2, 3]}\n  sizes:"),
-        "vocabulary.colour: unknown field; remove it or check its spelling "
-        "(conceptforge spec schema METHOD lists the fields)",
-        id="unknown_vocabulary_field",
-    ),
-    pytest.param(
-        INLINE + "held_out:\n  adjective_noun: {val: [[pink, cube]]}\n",
-        "held_out.adjective_noun.val[0]: unknown colour 'pink'; known colours: red, blue, green",
-        id="held_out_unknown_colour",
-    ),
-    pytest.param(
-        INLINE + "held_out:\n  adjective_noun: {gen: [[red, cube], [red, sphere], [red, cylinder]]}\n",
-        "held_out.adjective_noun: red would never occur in train (paper §3: every adjective and noun is in train); "
-        "hold out fewer compositions",
-        id="held_out_takes_a_colour_out_of_train",
-    ),
-    pytest.param(
-        INLINE.replace(", cylinder: SmoothCylinder}", "}").replace(
-            "splits:\n", "splits:\n  relational: {train: 2, val: 1, gen: 1}\n"
-        ),
-        "vocabulary.shapes: the relational dataset needs at least 3 shapes (aRc, cRb distractors name a third), got 2",
-        id="relational_needs_three_shapes",
-    ),
-    pytest.param(
-        INLINE.replace("splits:\n", "splits:\n  relational: {train: 2, val: 1, gen: 1}\n")
-        + "relations: [left, front, behind]\n",
-        "relations[0]: 'left' needs its opposite 'right' too (the aSb distractor)",
-        id="relation_without_its_opposite",
-    ),
-    pytest.param(
-        INLINE + "held_out:\n  adjective_noun: {val: [[red, cube]]}\n",
-        "splits.single-object.gen: 1 images but no gen class to show; hold out compositions for gen in "
-        "held_out.adjective_noun, or set it to 0",
-        id="split_with_images_but_no_held_out_class",
-    ),
-    pytest.param(
-        INLINE.replace("green: [29, 105, 20]", "dark green: [29, 105, 20]"),
-        "vocabulary.colors.dark green: 'dark green' is not one word; use letters, digits, '_' or '-' (labels join "
-        "words with spaces)",
-        id="colour_name_of_two_words",
-    ),
-]
+def _inline_edits() -> list:
+    """The one-edit cases of walk_binding_cases.yaml, each as (spec text, the refusal after ``SPEC: ``)."""
+    cases = yaml.safe_load((Path(__file__).with_name("walk_binding_cases.yaml")).read_text(encoding="utf-8"))
+    params = []
+    for case in cases:
+        text = INLINE
+        for old, new in case.get("replace", ()):
+            assert old in text, (case["id"], old)
+            text = text.replace(old, new)
+        params.append(pytest.param(text + case.get("append", ""), case["refused"], id=case["id"]))
+    return params
 
 
-@pytest.mark.parametrize(("text", "expected"), INLINE_EDITS)
+@pytest.mark.parametrize(("text", "expected"), _inline_edits())
 def test_inline_edit_refused(tmp_path, capsys, text, expected):
     spec = _spec(tmp_path, text)
     assert _refused(capsys, tmp_path, spec) == f"error: {spec}: {expected}"
