@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from conceptforge.commands import main
+from tests.specs.walk_cases import edited, read_cases
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -51,15 +51,7 @@ def _refused(capsys, tmp_path: Path, spec: Path, *extra: str) -> str:
 
 def _inline_edits() -> list:
     """The one-edit cases of walk_binding_cases.yaml, each as (spec text, the refusal after ``SPEC: ``)."""
-    cases = yaml.safe_load((Path(__file__).with_name("walk_binding_cases.yaml")).read_text(encoding="utf-8"))
-    params = []
-    for case in cases:
-        text = INLINE
-        for old, new in case.get("replace", ()):
-            assert old in text, (case["id"], old)
-            text = text.replace(old, new)
-        params.append(pytest.param(text + case.get("append", ""), case["refused"], id=case["id"]))
-    return params
+    return [pytest.param(edited(INLINE, case), case["refused"], id=case["id"]) for case in read_cases("binding")]
 
 
 @pytest.mark.parametrize(("text", "expected"), _inline_edits())
