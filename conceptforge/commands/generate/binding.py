@@ -61,7 +61,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "default demo",
         spec_help="your own binding benchmark: a spec file (vocabulary from a CLEVR properties.json and shape "
         ".blend files, relations, held-out compositions, split sizes); see docs/binding.md",
-        spec_type=None,  # checked with the spec, so a missing file is the spec's one-line error
         preset_metavar=None,
         preset_first=True,
     )
