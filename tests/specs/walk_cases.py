@@ -1,7 +1,8 @@
 """The walk tests' tables of bad specs, kept as data (``walk_<method>_cases.yaml`` beside this file).
 
-Why data: each case is a good spec with one edit and the line it must be refused with; written as
-YAML the table reads as the list of mistakes it is, and every walk applies the edits one way.
+Why data: each case is one mistake (a good spec with one edit, or files and a command line) and
+what its refusal must say; written as YAML the table reads as the list of mistakes it is, and the
+walks that edit a good spec apply the edits one way.
 """
 
 from __future__ import annotations
