@@ -12,7 +12,7 @@ from conceptforge.specs.files import read_spec_file
 from conceptforge.specs.loading import METHODS, SPEC_VERSION, BenchmarkSpecFile, load_benchmark_spec
 from conceptforge.specs.presets import preset_names, preset_path
 from conceptforge.specs.sources import DatasetSource, open_source
-from conceptforge.specs.validation import SpecFieldError, parse_fields, spec_error
+from conceptforge.specs.validation import SpecFieldError, check_exactly_one, parse_fields, spec_error
 
 __all__ = [
     "METHODS",
@@ -20,6 +20,7 @@ __all__ = [
     "SPEC_VERSION",
     "DatasetSource",
     "SpecFieldError",
+    "check_exactly_one",
     "load_benchmark_spec",
     "open_source",
     "parse_fields",

@@ -18,7 +18,7 @@ from pydantic import ConfigDict
 
 from conceptforge.errors import ConceptforgeError, DataFormatError, DataNotFoundError, HubError
 from conceptforge.hub_ids import repo_id_problem
-from conceptforge.specs.validation import spec_error
+from conceptforge.specs.validation import check_exactly_one, spec_error
 
 logger = logging.getLogger(__name__)
 
@@ -55,13 +55,7 @@ class DatasetSource:
 
     def check(self, *, source: str = "", location: str = "source") -> None:
         given = [name for name in ("hub", "path", "imagefolder") if getattr(self, name)]
-        if len(given) != 1:
-            raise spec_error(
-                location,
-                "give exactly one of hub (with revision), path or imagefolder"
-                + (f" (got {', '.join(given)})" if given else ""),
-                source=source,
-            )
+        check_exactly_one(given, "hub (with revision), path or imagefolder", location=location, source=source)
         if self.hub:
             problem = repo_id_problem(self.hub)
             if problem:

@@ -76,6 +76,19 @@ def spec_error(field_path: str | Sequence[str | int], message: str, *, source: s
     return SpecFieldError(message, field_path=path, source=source)
 
 
+def check_exactly_one(
+    given: Sequence[str], choices: str, *, location: str, source: str = "", joiner: str = ", "
+) -> None:
+    """Refuse a part that fills none or several of its alternative fields (a source is a Hub
+    dataset *or* a folder): one line naming the ``choices`` and, when any, the fields ``given``."""
+    if len(given) != 1:
+        raise spec_error(
+            location,
+            f"give exactly one of {choices}" + (f" (got {joiner.join(given)})" if given else ""),
+            source=source,
+        )
+
+
 @cache
 def _adapter(cls: type) -> TypeAdapter:
     return TypeAdapter(cls)

@@ -22,9 +22,10 @@ from pydantic import ConfigDict, Field
 
 from conceptforge.generators.binding.heldout import check_held_out, compute_held_out
 from conceptforge.generators.binding.vocab import (
-    BUILTIN_MATERIALS,
-    BUILTIN_SHAPES,
+    MATERIAL_ASSETS,
     OPPOSITE_RELATION,
+    SHAPE_ASSETS,
+    AssetKind,
     Vocabulary,
 )
 from conceptforge.specs import BenchmarkSpecFile, load_benchmark_spec, parse_fields, spec_error
@@ -171,47 +172,28 @@ def _blend_has(path: Path, prefix: bytes, name: str) -> bool:
     return prefix + name.encode("utf-8") + b"\0" in data
 
 
-def _shape_files(shapes: dict[str, str], shape_dir: Path | None, *, source: str) -> dict[str, str]:
+def _asset_files(kind: AssetKind, names: dict[str, str], folder: Path | None, *, source: str) -> dict[str, str]:
+    """Each word's ``.blend`` file (absolute path) where the kind's folder has one; a word without a
+    file must name a thing the renderer builds itself."""
     files = {}
-    for word, object_name in shapes.items():
-        path = shape_dir / f"{object_name}.blend" if shape_dir else None
+    for word, blender_name in names.items():
+        path = folder / f"{blender_name}.blend" if folder else None
         if path is not None and path.is_file():
-            if not _blend_has(path, b"OB", object_name):
+            if not _blend_has(path, kind.id_prefix, blender_name):
                 raise spec_error(
-                    f"vocabulary.shapes.{word}",
-                    f"{path} has no object named {object_name!r}; save the shape as an object of that name",
+                    f"vocabulary.{kind.field}.{word}",
+                    f"{path} has no {kind.id_noun} named {blender_name!r}; save the {kind.singular} as "
+                    f"{kind.id_phrase} of that name",
                     source=source,
                 )
             files[word] = str(path.resolve())
-        elif object_name not in BUILTIN_SHAPES:
-            where = f"{path} is missing" if path else "no vocabulary.shape_dir is given"
+        elif blender_name not in kind.builtins:
+            where = f"{path} is missing" if path else f"no vocabulary.{kind.singular}_dir is given"
             raise spec_error(
-                f"vocabulary.shapes.{word}",
-                f"shape file for {object_name!r}: {where}; put {object_name}.blend (an object named {object_name}) "
-                f"in the shape folder, or use a built-in shape ({', '.join(sorted(set(BUILTIN_SHAPES.values())))})",
-                source=source,
-            )
-    return files
-
-
-def _material_files(materials: dict[str, str], material_dir: Path | None, *, source: str) -> dict[str, str]:
-    files = {}
-    for word, blender_name in materials.items():
-        path = material_dir / f"{blender_name}.blend" if material_dir else None
-        if path is not None and path.is_file():
-            if not _blend_has(path, b"NT", blender_name):
-                raise spec_error(
-                    f"vocabulary.materials.{word}",
-                    f"{path} has no node group named {blender_name!r}; save the material as a node group of that name",
-                    source=source,
-                )
-            files[word] = str(path.resolve())
-        elif blender_name not in BUILTIN_MATERIALS:
-            where = f"{path} is missing" if path else "no vocabulary.material_dir is given"
-            raise spec_error(
-                f"vocabulary.materials.{word}",
-                f"material file for {blender_name!r}: {where}; put {blender_name}.blend (a node group named "
-                f"{blender_name} with a Color input) in the material folder, or use Rubber or MyMetal",
+                f"vocabulary.{kind.field}.{word}",
+                f"{kind.singular} file for {blender_name!r}: {where}; put {blender_name}.blend ("
+                f"{kind.id_phrase} named {blender_name}{kind.needs}) in the {kind.singular} folder, or use "
+                f"{kind.builtin_choice}",
                 source=source,
             )
     return files
@@ -256,8 +238,8 @@ def resolve_vocabulary(spec: BindingBenchmarkSpec, base_dir: Path, *, source: st
         relations=relations,
         shape_objects=tuple(merged["shapes"].items()),
         material_objects=tuple(merged["materials"].items()),
-        shape_files=tuple(_shape_files(merged["shapes"], shape_dir, source=source).items()),
-        material_files=tuple(_material_files(merged["materials"], material_dir, source=source).items()),
+        shape_files=tuple(_asset_files(SHAPE_ASSETS, merged["shapes"], shape_dir, source=source).items()),
+        material_files=tuple(_asset_files(MATERIAL_ASSETS, merged["materials"], material_dir, source=source).items()),
         adj_noun_held_out=tuple((split, held["adjective_noun"][split]) for split in ("val", "gen")),
         relation_held_out=tuple((split, held["relational"][split]) for split in ("val", "gen")),
     )

@@ -16,7 +16,7 @@ import yaml
 
 from conceptforge.errors import DataFormatError, DataNotFoundError, InvalidArgumentError
 from conceptforge.generators.binding.heldout import auto_adj_noun, auto_relational
-from conceptforge.generators.binding.vocab import BUILTIN_MATERIALS, BUILTIN_SHAPES, SUPPORTED_RELATIONS
+from conceptforge.generators.binding.vocab import MATERIAL_ASSETS, SHAPE_ASSETS, SUPPORTED_RELATIONS, AssetKind
 
 KEYS = ("shapes", "colors", "materials", "sizes")
 #: Starter split sizes: enough images per class for a first CLIP run, small enough to render in
@@ -51,6 +51,14 @@ def _read(path: Path) -> dict:
     return data
 
 
+def _origin(kind: AssetKind, blender_name: str, folder: Path) -> str:
+    """Where a word's Blender thing will come from: its file, the renderer, or (a note) nowhere yet."""
+    file = folder / f"{blender_name}.blend"
+    if file.is_file():
+        return f"{kind.file_label} {file.name}"
+    return "built in" if blender_name in kind.builtins else f"MISSING: put {blender_name}.blend in {folder}"
+
+
 def starter_spec(source: str, *, name: str) -> str:
     """The YAML text of a starter binding spec for the CLEVR vocabulary at ``source``."""
     path = _properties_path(source).resolve()
@@ -59,26 +67,12 @@ def starter_spec(source: str, *, name: str) -> str:
     shapes, colors = list(data["shapes"]), list(data["colors"])
     notes = [f"Starter binding spec made by conceptforge init from {path}.", "", "Found:"]
     for shape, object_name in data["shapes"].items():
-        file = shapes_dir / f"{object_name}.blend"
-        origin = (
-            f"shape file {file.name}"
-            if file.is_file()
-            else "built in"
-            if object_name in BUILTIN_SHAPES
-            else f"MISSING: put {object_name}.blend in {shapes_dir}"
+        notes.append(
+            f"  shape {shape}: Blender object {object_name} ({_origin(SHAPE_ASSETS, object_name, shapes_dir)})"
         )
-        notes.append(f"  shape {shape}: Blender object {object_name} ({origin})")
     notes.append(f"  {len(colors)} colours: " + ", ".join(f"{c} {tuple(rgb)}" for c, rgb in data["colors"].items()))
     for material, blender in data["materials"].items():
-        file = materials_dir / f"{blender}.blend"
-        origin = (
-            f"node group file {file.name}"
-            if file.is_file()
-            else "built in"
-            if blender in BUILTIN_MATERIALS
-            else f"MISSING: put {blender}.blend in {materials_dir}"
-        )
-        notes.append(f"  material {material}: {blender} ({origin})")
+        notes.append(f"  material {material}: {blender} ({_origin(MATERIAL_ASSETS, blender, materials_dir)})")
     notes.append("  sizes: " + ", ".join(f"{s} radius {r}" for s, r in data["sizes"].items()))
     compositions = len(shapes) * len(colors)
     datasets = ["single-object", "two-object"] + (["relational"] if len(shapes) >= 3 else [])

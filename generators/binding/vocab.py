@@ -33,6 +33,38 @@ BUILTIN_SHAPES: dict[str, str] = {
 #: Material names the renderer builds itself (no node-group file needed): CLEVR's names and ours.
 BUILTIN_MATERIALS: dict[str, str] = {"Rubber": "rubber", "rubber": "rubber", "MyMetal": "metal", "metal": "metal"}
 
+
+@dataclass(frozen=True)
+class AssetKind:
+    """What a vocabulary word names in Blender, shape or material, and where its file comes from.
+
+    Why: the spec check and the starter treat shape objects and material node groups alike (a
+    ``NAME.blend`` in the kind's folder, or one the renderer builds itself); only these words differ.
+    """
+
+    singular: str  # vocabulary.<singular>s.<word>; vocabulary.<singular>_dir is its folder
+    id_prefix: bytes  # the Blender ID code naming the thing inside a .blend (OB object, NT node tree)
+    id_phrase: str  # "an object": what the .blend must hold, under the word's Blender name
+    builtins: dict[str, str]
+    builtin_choice: str  # the error's alternative to a file
+    file_label: str  # the starter's words for a file found
+    needs: str = ""  # what the Blender thing must have beyond its name
+
+    @property
+    def field(self) -> str:
+        return f"{self.singular}s"
+
+    @property
+    def id_noun(self) -> str:
+        return self.id_phrase.split(" ", 1)[1]
+
+
+_BUILTIN_SHAPE_CHOICE = f"a built-in shape ({', '.join(sorted(set(BUILTIN_SHAPES.values())))})"
+SHAPE_ASSETS = AssetKind("shape", b"OB", "an object", BUILTIN_SHAPES, _BUILTIN_SHAPE_CHOICE, "shape file")
+MATERIAL_ASSETS = AssetKind(
+    "material", b"NT", "a node group", BUILTIN_MATERIALS, "Rubber or MyMetal", "node group file", " with a Color input"
+)
+
 AdjNoun = tuple[str, str]  # (color, shape)
 Fact = tuple[str, str, str]  # (subject shape, relation, object shape)
 

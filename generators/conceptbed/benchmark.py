@@ -34,7 +34,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import ConfigDict, Field
 
 from conceptforge.generators.conceptbed.concepts import PACS_ENTITIES
-from conceptforge.specs import DatasetSource, spec_error
+from conceptforge.specs import DatasetSource, check_exactly_one, spec_error
 
 #: The paper's sampling (ConceptBed Sec. 3.2.2, Table 5).
 PAPER_CONCEPT_PROMPT = "A photo of {}"
@@ -73,13 +73,9 @@ class ReferenceImages:
 
     def check(self, *, source: str, location: str) -> None:
         given = [kind for kind in IMAGE_SOURCE_KINDS if getattr(self, kind) is not None]
-        if len(given) != 1:
-            raise spec_error(
-                location,
-                "give exactly one of folder, dataset (with label), pacs, imagenet or cub"
-                + (f" (got {', '.join(given)})" if given else ""),
-                source=source,
-            )
+        check_exactly_one(
+            given, "folder, dataset (with label), pacs, imagenet or cub", location=location, source=source
+        )
         if self.dataset is not None:
             self.dataset.check(source=source, location=f"{location}.dataset")
             if self.label is None:

@@ -28,7 +28,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field
 
-from conceptforge.specs import DatasetSource, load_benchmark_spec, spec_error
+from conceptforge.specs import DatasetSource, check_exactly_one, load_benchmark_spec, spec_error
 from conceptforge.specs.loading import BenchmarkSpecFile
 
 METHOD = "compmap"
@@ -216,13 +216,13 @@ class FewShotSpec:
 
 def _one_source(paper: Any, dataset: Any, paper_name: str, *, source: str, at: str) -> None:
     given = [name for name, value in ((paper_name, paper), ("source", dataset)) if value is not None]
-    if len(given) != 1:
-        raise spec_error(
-            at,
-            f"give exactly one of {paper_name} (the paper's folder layout) or source (a datasets dataset)"
-            + (f" (got {' and '.join(given)})" if given else ""),
-            source=source,
-        )
+    check_exactly_one(
+        given,
+        f"{paper_name} (the paper's folder layout) or source (a datasets dataset)",
+        location=at,
+        source=source,
+        joiner=" and ",
+    )
 
 
 def _check_templates(templates: str, template: str | None, *, source: str, at: str) -> None:

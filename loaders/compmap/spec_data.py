@@ -19,10 +19,11 @@ from __future__ import annotations
 import csv
 import hashlib
 import logging
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -33,6 +34,7 @@ from conceptforge.loaders.compmap.mit_states import SPLITS, MitSample, MitStates
 from conceptforge.specs import SpecFieldError, open_source, spec_error
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def _source_name(loaded: LoadedSpec) -> str:
@@ -146,18 +148,28 @@ def _czsl_from_source(loaded: LoadedSpec, czsl: CzslSpec) -> MitStatesData:
     )
 
 
+def _check_known(
+    listed: Sequence[T], known: Collection[T], location: str, unknown: Callable[[T], str], *, spec_source: str
+) -> None:
+    """Refuse the first entry of a spec's list (at ``location``) that the data does not have, with the
+    line ``unknown`` writes for it: the spec names only what the data holds."""
+    for index, item in enumerate(listed):
+        if item not in known:
+            raise spec_error(f"{location}[{index}]", unknown(item), source=spec_source)
+
+
 def _rule_splits(rows: list[Pair], czsl: CzslSpec, *, spec_source: str) -> list[str]:
     """Each row's split by the spec's rule (module docstring): unseen pairs alternately to test
     and val, seen pairs' images shared out by ``test_share`` and ``val_share``."""
     present = set(rows)
     unseen = [tuple(text.split()) for text in czsl.unseen_pairs]
-    for index, pair in enumerate(unseen):
-        if pair not in present:
-            raise spec_error(
-                f"czsl.unseen_pairs[{index}]",
-                f"no image is labelled {' '.join(pair)!r}; name a pair of the dataset",
-                source=spec_source,
-            )
+    _check_known(
+        unseen,
+        present,
+        "czsl.unseen_pairs",
+        lambda pair: f"no image is labelled {' '.join(pair)!r}; name a pair of the dataset",
+        spec_source=spec_source,
+    )
     unseen_split = {pair: ("test", "val")[position % 2] for position, pair in enumerate(sorted(unseen))}
     out = [""] * len(rows)
     by_pair: dict[Pair, list[int]] = {}
@@ -260,13 +272,13 @@ def _attribute_groups(few: FewShotSpec, attributes: list[str], *, spec_source: s
     if few.attribute_groups:
         group_of = {name: group for group, names in few.attribute_groups.items() for name in names}
         for group, names in few.attribute_groups.items():
-            for index, name in enumerate(names):
-                if name not in attributes:
-                    raise spec_error(
-                        f"few_shot.attribute_groups.{group}[{index}]",
-                        f"the table has no attribute {name!r}; table attributes: {', '.join(attributes[:8])}",
-                        source=spec_source,
-                    )
+            _check_known(
+                names,
+                attributes,
+                f"few_shot.attribute_groups.{group}",
+                lambda name: f"the table has no attribute {name!r}; table attributes: {', '.join(attributes[:8])}",
+                spec_source=spec_source,
+            )
         missing = [name for name in attributes if name not in group_of]
         if missing:
             raise spec_error(

@@ -45,3 +45,28 @@ def yes_probability_by_hand(llava: Path, dataset: Path, row: dict[str, Any]) -> 
         logits = model(**processor(images=image.convert("RGB"), text=prompt, return_tensors="pt")).logits[0, -1]
     probs = torch.softmax(logits.double(), dim=-1)
     return float(probs[processor.tokenizer.convert_tokens_to_ids("Yes")]), float(probs.max())
+
+
+def check_vqa_answers(
+    results: Path, samples: Path, *, adapter: str, llava: Path, dataset: Path, rel: float
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The one conceptbed-ccd task of ``results`` ran the VQA oracle through ``adapter``, and one
+    generated image's stored P("Yes") and top probability match the by-hand ones within ``rel``.
+    Returns the task and the sample rows for the caller's own checks."""
+    import json
+
+    import pyarrow.parquet as pq
+    import pytest
+
+    (task,) = json.loads(results.read_text())["tasks"]
+    assert (task["protocol"], task["adapter"]) == ("conceptbed/ccd-vqascore", adapter)
+    assert {"vqa.ccd", "object.ccd"} <= set(task["metrics"])
+    rows = pq.read_table(samples / "conceptbed-ccd.parquet").to_pylist()
+    vqa = [r for r in rows if r["oracle_task"] == "vqa"]
+    assert {r["source"] for r in vqa} == {"textual-inversion", "original"}
+    # one generated image's answer by hand: P("Yes") after the chat prompt, from the logits
+    row = next(r for r in vqa if r["source"] == "textual-inversion")
+    yes, top = yes_probability_by_hand(llava, dataset, row)
+    assert row["scores"][0] == pytest.approx(yes, rel=rel)
+    assert row["max_prob"] == pytest.approx(top, rel=rel)
+    return task, rows

@@ -4,18 +4,13 @@ log-probabilities), the same number the local model gives."""
 
 from __future__ import annotations
 
-import json
-
-import pytest
-
 from conceptforge.testing.logprob_server import LogprobServer
-from tests.conceptbed.ccd_helpers import generate_textual_inversion, yes_probability_by_hand
+from tests.conceptbed.ccd_helpers import check_vqa_answers, generate_textual_inversion
 
 
 def test_a_served_vlm_answers_the_composition_questions(
     tmp_path, tiny_sd, datasets_root, captions_file, write_spec, oracles, run_script
 ):
-    import pyarrow.parquet as pq
 
     from conceptforge.testing.tiny_vlms import build_tiny_llava
 
@@ -29,17 +24,7 @@ def test_a_served_vlm_answers_the_composition_questions(
         args += ["--cache-dir", str(tmp_path / "cache")]
         code, _, err = run_script("evaluate.py", *args)
     assert code == 0, err[-3000:]
-    (task,) = json.loads(results.read_text())["tasks"]
-    assert (task["protocol"], task["adapter"]) == ("conceptbed/ccd-vqascore", "endpoint")
-    assert {"vqa.ccd", "object.ccd"} <= set(task["metrics"])
-    rows = pq.read_table(tmp_path / "served.samples" / "conceptbed-ccd.parquet").to_pylist()
-    vqa = [r for r in rows if r["oracle_task"] == "vqa"]
-    assert {r["source"] for r in vqa} == {"textual-inversion", "original"}
-    # one generated image's answer by hand: P("Yes") after the chat prompt, from the local logits
-    row = next(r for r in vqa if r["source"] == "textual-inversion")
-    yes, top = yes_probability_by_hand(llava, out, row)
-    assert row["scores"][0] == pytest.approx(yes, rel=1e-4)
-    assert row["max_prob"] == pytest.approx(top, rel=1e-4)
+    check_vqa_answers(results, tmp_path / "served.samples", adapter="endpoint", llava=llava, dataset=out, rel=1e-4)
     code, _, err = run_script(
         "evaluate.py", "--from-predictions", str(tmp_path / "served.samples"), "--output", str(tmp_path / "again.json")
     )

@@ -23,7 +23,7 @@ from conceptforge.filters.conceptbed.oracle_training import (
 from conceptforge.filters.conceptbed.oracles import VQAOracle, load_concept_oracle, score_concepts
 from conceptforge.filters.conceptbed.scoring import oracle_concepts
 from conceptforge.testing.tiny_conceptbed import build_tiny_classifier
-from tests.conceptbed.ccd_helpers import generate_textual_inversion, yes_probability_by_hand
+from tests.conceptbed.ccd_helpers import check_vqa_answers, generate_textual_inversion
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -272,7 +272,6 @@ def test_a_generative_vlm_answers_the_composition_questions(
 ):
     """conceptbed-ccd with a generative VLM as --model: the VLM is the composition oracle (VQAScore:
     P("Yes") to each question), the learner's images come from --dataset."""
-    import pyarrow.parquet as pq
     import torch
     from datasets import load_dataset
     from transformers import AutoProcessor
@@ -293,17 +292,8 @@ def test_a_generative_vlm_answers_the_composition_questions(
     args += ["--task-option", f"conceptbed-ccd.clip_model={clip}", "--task-option", f"conceptbed-ccd.dino_model={dino}"]
     code, _, err = run_script("evaluate.py", *args)
     assert code == 0, err[-3000:]
-    (task,) = json.loads(results.read_text())["tasks"]
-    assert (task["protocol"], task["adapter"]) == ("conceptbed/ccd-vqascore", "vlm")
-    assert task["dataset"]["repo"] == str(out) and {"vqa.ccd", "object.ccd"} <= set(task["metrics"])
-    rows = pq.read_table(tmp_path / "vlm.samples" / "conceptbed-ccd.parquet").to_pylist()
-    vqa = [r for r in rows if r["oracle_task"] == "vqa"]
-    assert {r["source"] for r in vqa} == {"textual-inversion", "original"}
-    # one generated image's answer by hand: P("Yes") after the chat prompt, from the logits
-    row = next(r for r in vqa if r["source"] == "textual-inversion")
-    yes, top = yes_probability_by_hand(llava, out, row)
-    assert row["scores"][0] == pytest.approx(yes, rel=1e-5)
-    assert row["max_prob"] == pytest.approx(top, rel=1e-5)
+    task, rows = check_vqa_answers(results, tmp_path / "vlm.samples", adapter="vlm", llava=llava, dataset=out, rel=1e-5)
+    assert task["dataset"]["repo"] == str(out)
     composition = load_dataset(str(out))["composition"]
     # CLIPScore (Table 2) of a composition image and its caption: 2.5 * max(cos, 0), by hand
     from transformers import CLIPModel, CLIPProcessor, ViTModel

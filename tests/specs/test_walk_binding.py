@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from conceptforge.commands import main
+from tests.specs.walk_cases import edited, read_cases
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,21 +49,30 @@ def _refused(capsys, tmp_path: Path, spec: Path, *extra: str) -> str:
     return err[0]
 
 
-def test_colour_out_of_range(tmp_path, capsys):
-    spec = _spec(tmp_path, INLINE.replace("red: [173, 35, 35]", "red: [300, 35, 35]"))
-    assert _refused(capsys, tmp_path, spec) == (
-        f"error: {spec}: vocabulary.colors.red[0]: Input should be less than or equal to 255 (got 300)"
-    )
+def _inline_edits() -> list:
+    """The one-edit cases of walk_binding_cases.yaml, each as (spec text, the refusal after ``SPEC: ``)."""
+    return [pytest.param(edited(INLINE, case), case["refused"], id=case["id"]) for case in read_cases("binding")]
 
 
-def test_shape_file_missing(tmp_path, capsys):
+@pytest.mark.parametrize(("text", "expected"), _inline_edits())
+def test_inline_edit_refused(tmp_path, capsys, text, expected):
+    spec = _spec(tmp_path, text)
+    assert _refused(capsys, tmp_path, spec) == f"error: {spec}: {expected}"
+
+
+def _cone_spec(tmp_path: Path) -> Path:
+    """INLINE with a fourth shape, Cone, looked up in the spec's shapes/ folder (made empty)."""
     (tmp_path / "shapes").mkdir()
-    spec = _spec(
+    return _spec(
         tmp_path,
         INLINE.replace("cylinder: SmoothCylinder}", "cylinder: SmoothCylinder, cone: Cone}").replace(
             "vocabulary:\n", "vocabulary:\n  shape_dir: shapes\n"
         ),
     )
+
+
+def test_shape_file_missing(tmp_path, capsys):
+    spec = _cone_spec(tmp_path)
     missing = tmp_path / "shapes" / "Cone.blend"
     assert _refused(capsys, tmp_path, spec) == (
         f"error: {spec}: vocabulary.shapes.cone: shape file for 'Cone': {missing} is missing; put Cone.blend "
@@ -101,43 +111,11 @@ def test_properties_json_shape_that_no_blend_file_provides(tmp_path, capsys):
 
 
 def test_shape_file_without_that_object(tmp_path, capsys):
-    (tmp_path / "shapes").mkdir()
+    spec = _cone_spec(tmp_path)
     (tmp_path / "shapes" / "Cone.blend").write_bytes(b"BLENDER17-01v0500" + b"\0" * 64 + b"OBPyramid\0")
-    spec = _spec(
-        tmp_path,
-        INLINE.replace("cylinder: SmoothCylinder}", "cylinder: SmoothCylinder, cone: Cone}").replace(
-            "vocabulary:\n", "vocabulary:\n  shape_dir: shapes\n"
-        ),
-    )
     assert _refused(capsys, tmp_path, spec) == (
         f"error: {spec}: vocabulary.shapes.cone: {tmp_path / 'shapes' / 'Cone.blend'} has no object named 'Cone'; "
         "save the shape as an object of that name"
-    )
-
-
-def test_unknown_relation(tmp_path, capsys):
-    spec = _spec(tmp_path, INLINE + "relations: [left, right, above]\n")
-    assert _refused(capsys, tmp_path, spec) == (
-        f"error: {spec}: relations[2]: Input should be 'left', 'right', 'front' or 'behind' (got 'above')"
-    )
-
-
-def test_empty_shapes(tmp_path, capsys):
-    spec = _spec(
-        tmp_path,
-        INLINE.replace("shapes: {cube: SmoothCube_v2, sphere: Sphere, cylinder: SmoothCylinder}", "shapes: {}"),
-    )
-    assert _refused(capsys, tmp_path, spec) == (
-        f"error: {spec}: vocabulary.shapes: is empty; name at least one (or leave it out)"
-    )
-
-
-def test_material_missing(tmp_path, capsys):
-    spec = _spec(tmp_path, INLINE.replace("materials: {rubber: Rubber}", "materials: {rubber: Rubber, glow: Glow}"))
-    assert _refused(capsys, tmp_path, spec) == (
-        f"error: {spec}: vocabulary.materials.glow: material file for 'Glow': no vocabulary.material_dir is "
-        "given; put Glow.blend (a node group named Glow with a Color input) in the material folder, or use "
-        "Rubber or MyMetal"
     )
 
 
@@ -149,70 +127,6 @@ def test_properties_file_missing(tmp_path, capsys):
     )
     assert _refused(capsys, tmp_path, spec) == (
         f"error: {spec}: vocabulary.properties: {tmp_path / 'props.json'} does not exist; give CLEVR's properties.json"
-    )
-
-
-def test_unknown_vocabulary_field(tmp_path, capsys):
-    spec = _spec(tmp_path, INLINE.replace("  sizes:", "  colour: {pink: [1, 2, 3]}\n  sizes:"))
-    assert _refused(capsys, tmp_path, spec) == (
-        f"error: {spec}: vocabulary.colour: unknown field; remove it or check its spelling "
-        "(conceptforge spec schema METHOD lists the fields)"
-    )
-
-
-def test_held_out_unknown_colour(tmp_path, capsys):
-    spec = _spec(tmp_path, INLINE + "held_out:\n  adjective_noun: {val: [[pink, cube]]}\n")
-    assert _refused(capsys, tmp_path, spec) == (
-        f"error: {spec}: held_out.adjective_noun.val[0]: unknown colour 'pink'; known colours: red, blue, green"
-    )
-
-
-def test_held_out_takes_a_colour_out_of_train(tmp_path, capsys):
-    held = "held_out:\n  adjective_noun: {gen: [[red, cube], [red, sphere], [red, cylinder]]}\n"
-    spec = _spec(tmp_path, INLINE + held)
-    assert _refused(capsys, tmp_path, spec) == (
-        f"error: {spec}: held_out.adjective_noun: red would never occur in train (paper §3: every adjective "
-        "and noun is in train); hold out fewer compositions"
-    )
-
-
-def test_relational_needs_three_shapes(tmp_path, capsys):
-    spec = _spec(
-        tmp_path,
-        INLINE.replace(", cylinder: SmoothCylinder}", "}").replace(
-            "splits:\n", "splits:\n  relational: {train: 2, val: 1, gen: 1}\n"
-        ),
-    )
-    assert _refused(capsys, tmp_path, spec) == (
-        f"error: {spec}: vocabulary.shapes: the relational dataset needs at least 3 shapes (aRc, cRb "
-        "distractors name a third), got 2"
-    )
-
-
-def test_relation_without_its_opposite(tmp_path, capsys):
-    spec = _spec(
-        tmp_path,
-        INLINE.replace("splits:\n", "splits:\n  relational: {train: 2, val: 1, gen: 1}\n")
-        + "relations: [left, front, behind]\n",
-    )
-    assert _refused(capsys, tmp_path, spec) == (
-        f"error: {spec}: relations[0]: 'left' needs its opposite 'right' too (the aSb distractor)"
-    )
-
-
-def test_split_with_images_but_no_held_out_class(tmp_path, capsys):
-    spec = _spec(tmp_path, INLINE + "held_out:\n  adjective_noun: {val: [[red, cube]]}\n")
-    assert _refused(capsys, tmp_path, spec) == (
-        f"error: {spec}: splits.single-object.gen: 1 images but no gen class to show; hold out compositions "
-        "for gen in held_out.adjective_noun, or set it to 0"
-    )
-
-
-def test_colour_name_of_two_words(tmp_path, capsys):
-    spec = _spec(tmp_path, INLINE.replace("green: [29, 105, 20]", "dark green: [29, 105, 20]"))
-    assert _refused(capsys, tmp_path, spec) == (
-        f"error: {spec}: vocabulary.colors.dark green: 'dark green' is not one word; use letters, digits, '_' "
-        "or '-' (labels join words with spaces)"
     )
 
 

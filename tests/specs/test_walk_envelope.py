@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.specs.walk_cases import read_cases
 from tests.user_shell import script_env
-
-GOOD_ENVELOPE = "method: sub\nspec_version: 1\nname: my-cars\n"
 
 
 def snapshot(folder: Path) -> dict[str, str]:
@@ -30,131 +29,7 @@ def snapshot(folder: Path) -> dict[str, str]:
 
 
 # (id, files to lay out in the folder, argv after `conceptforge`, fragments the one line must hold)
-CASES = [
-    (
-        "not-yaml",
-        {"spec.yaml": "method: sub\nname: [cars\nspec_version: 1\n"},
-        ["spec", "check", "spec.yaml"],
-        ["spec.yaml: line", "not valid YAML"],
-    ),
-    (
-        "not-json",
-        {"spec.json": '{"method": "sub",\n "name": "x",,\n}'},
-        ["spec", "check", "spec.json"],
-        ["spec.json: line 2: not valid JSON"],
-    ),
-    ("a-list", {"spec.yaml": "- method: sub\n- name: x\n"}, ["spec", "check", "spec.yaml"], ["holds a list"]),
-    ("empty", {"spec.yaml": ""}, ["spec", "check", "spec.yaml"], ["spec.yaml: is empty", "method: "]),
-    (
-        "unknown-method",
-        {"spec.yaml": "method: cars\nspec_version: 1\nname: x\n"},
-        ["spec", "check", "spec.yaml"],
-        ["spec.yaml: method: unknown method 'cars'", "sub, conceptbed, binding, compmap"],
-    ),
-    (
-        "no-method",
-        {"spec.yaml": "spec_version: 1\nname: x\n"},
-        ["spec", "check", "spec.yaml"],
-        ["spec.yaml: method: is required"],
-    ),
-    (
-        "no-spec-version",
-        {"spec.yaml": "method: binding\nname: x\n"},
-        ["spec", "check", "spec.yaml"],
-        ["spec.yaml: spec_version: is required; add 'spec_version: 1'"],
-    ),
-    (
-        "newer-spec-version",
-        {"spec.yaml": "method: compmap\nspec_version: 3\nname: x\n"},
-        ["spec", "check", "spec.yaml"],
-        ["spec_version: 3 is newer than this conceptforge reads (1); upgrade conceptforge"],
-    ),
-    (
-        "spec-version-text",
-        {"spec.yaml": "method: sub\nspec_version: one\nname: x\n"},
-        ["spec", "check", "spec.yaml"],
-        ["spec_version: must be a positive integer (got 'one')"],
-    ),
-    (
-        "no-name",
-        {"spec.yaml": "method: conceptbed\nspec_version: 1\n"},
-        ["spec", "check", "spec.yaml"],
-        ["spec.yaml: name: is required", "name: my-cars"],
-    ),
-    (
-        "description-not-text",
-        {"spec.yaml": GOOD_ENVELOPE + "description: [a, b]\n"},
-        ["spec", "check", "spec.yaml"],
-        ["spec.yaml: description: must be text"],
-    ),
-    (
-        "folder-as-file",
-        {"spec.yaml/inside.txt": "x"},
-        ["spec", "check", "spec.yaml"],
-        ["spec check", "spec.yaml is a folder, not a file"],
-    ),
-    ("missing-file", {}, ["spec", "check", "nope.yaml"], ["nope.yaml does not exist"]),
-    (
-        "not-utf8",
-        {"spec.yaml": "method: sub\nspec_version: 1\nname: caf\xe9\n".encode("latin-1")},
-        ["spec", "check", "spec.yaml"],
-        ["spec.yaml: is not UTF-8 text; save the spec as UTF-8"],
-    ),
-    (
-        "wrong-suffix",
-        {"spec.txt": GOOD_ENVELOPE},
-        ["spec", "check", "spec.txt"],
-        ["spec.txt: a spec file ends in .yaml, .yml or .json"],
-    ),
-    ("check-neither", {}, ["spec", "check"], ["give a spec FILE or --preset NAME"]),
-    (
-        "check-both",
-        {"spec.yaml": GOOD_ENVELOPE},
-        ["spec", "check", "spec.yaml", "--preset", "sub-cub-paper"],
-        ["give a spec FILE or --preset NAME"],
-    ),
-    ("unknown-preset", {}, ["spec", "check", "--preset", "sub-cars"], ["--preset: unknown preset 'sub-cars'"]),
-    ("schema-unknown-method", {}, ["spec", "schema", "cars"], ["invalid choice: 'cars'"]),
-    ("init-unknown-method", {"data/a.txt": "x"}, ["init", "cars", "--from", "data"], ["invalid choice: 'cars'"]),
-    (
-        "init-missing-folder",
-        {},
-        ["init", "sub", "--from", "my-data", "--out", "cars.yaml"],
-        ["--from: no such file or folder 'my-data'"],
-    ),
-    (
-        "init-hub-without-revision",
-        {},
-        ["init", "sub", "--from", "someone/cars"],
-        ["--from: someone/cars is neither a local path nor pinned", "--from someone/cars@v1.0.0"],
-    ),
-    (
-        "init-over-existing-file",
-        {"data/a.txt": "x", "cars.yaml": "# my edits\n"},
-        ["init", "sub", "--from", "data", "--out", "cars.yaml"],
-        ["--out: cars.yaml exists", "--force"],
-    ),
-    (
-        "init-default-out-exists",
-        {"my-cars/a.txt": "x", "my-cars.yaml": "# my edits\n"},
-        ["init", "binding", "--from", "my-cars"],
-        ["--out: my-cars.yaml exists"],
-    ),
-    (
-        "init-out-not-yaml",
-        {"data/a.txt": "x"},
-        ["init", "sub", "--from", "data", "--out", "cars.json"],
-        ["--out: cars.json must end in .yaml or .yml"],
-    ),
-    (
-        "init-out-in-missing-folder",
-        {"data/a.txt": "x"},
-        ["init", "compmap", "--from", "data", "--out", "specs/cars.yaml"],
-        ["--out: folder specs does not exist"],
-    ),
-    ("init-no-from", {}, ["init", "sub"], ["the following arguments are required: --from"]),
-    ("init-empty-name", {"data/a.txt": "x"}, ["init", "sub", "--from", "data", "--name", " "], ["--name: is empty"]),
-]
+CASES = [(case["id"], case["files"], case["argv"], case["fragments"]) for case in read_cases("envelope")]
 
 
 def run_cli(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:

@@ -18,83 +18,14 @@ from pathlib import Path
 import pytest
 
 from tests.specs.sub_synthetic import mug_spec_text, save_mug_dataset
+from tests.specs.walk_cases import edited, read_cases
 
 REPO = Path(__file__).resolve().parents[2]
 
-#: name -> (spec text, the field path the line names, words of the fix it gives)
+#: name -> (spec text, the field path the line names, words of the fix it gives); walk_sub_cases.yaml
 CASES = {
-    "unknown field": (mug_spec_text() + "colours: [red, blue]\n", "colours:", "unknown field; remove it"),
-    "empty groups": (
-        mug_spec_text(groups="groups: {}\n"),
-        "groups:",
-        "at least 1 item",
-    ),
-    "group of one value": (
-        mug_spec_text(
-            groups="groups:\n"
-            "  body_colour: {category: colour, phrase: 'a {value} body', values: [red]}\n"
-            "  surface_pattern: {category: pattern, phrase: 'a {value} surface', values: [solid, striped, dotted]}\n"
-            "  handle_shape: {category: shape, phrase: 'a handle', values: [round, square, ring]}\n"
-        ),
-        "groups.body_colour.values:",
-        "at least two mutually exclusive values",
-    ),
-    "unknown group": (
-        mug_spec_text(substitutions="substitutions: ['colour::red']\n"),
-        "substitutions[0]:",
-        "unknown group 'colour'; known groups: body_colour, handle_shape, surface_pattern",
-    ),
-    "value outside its group": (
-        mug_spec_text(substitutions="substitutions: ['body_colour::green']\n"),
-        "substitutions[0]:",
-        "'green' is not a value of group 'body_colour' (red, blue, white, black)",
-    ),
-    "unknown category": (
-        mug_spec_text().replace("category: pattern", "category: patern"),
-        "groups.surface_pattern.category:",
-        "'colour', 'shape' or 'pattern'",
-    ),
-    "hub source without revision": (
-        mug_spec_text(source="source:\n  kind: dataset\n  dataset: {hub: my-lab/mugs}\n"),
-        "source.dataset.revision:",
-        "needs a pinned revision",
-    ),
-    "template names an unknown field": (
-        mug_spec_text().replace(
-            "colour: {reference: 'A photo of a {class}", "colour: {reference: 'A photo of a {bird}"
-        ),
-        "templates.colour.reference:",
-        "unknown field {bird}; a template may use {class}, {guide}, {phrase}",
-    ),
-    "class without images": (
-        mug_spec_text(classes="classes: [Diner_Mug, Teapot]\n"),
-        "classes[1]:",
-        "class 'Teapot' has no images in mugs",
-    ),
-    "tmin above tmax": (
-        mug_spec_text().replace("pattern: {k: 10, tmin: 0.2, tmax: 0.6}", "pattern: {k: 10, tmin: 0.7, tmax: 0.6}"),
-        "tdg.pattern:",
-        "tmin 0.7 is above tmax 0.6; swap them",
-    ),
-    "value without its column": (
-        mug_spec_text().replace("values: [red, blue, white, black]", "values: [red, blue, white, black, green]"),
-        "groups.body_colour.values:",
-        "no column 'body_colour::green'",
-    ),
-    "class listed twice": (
-        mug_spec_text(classes="classes: [Diner_Mug, Travel_Mug, Diner_Mug]\n"),
-        "classes[2]:",
-        "'Diner_Mug' is listed twice; remove one",
-    ),
-    "category without templates": (
-        mug_spec_text(
-            templates="templates:\n"
-            "  colour: {reference: 'A photo of a {class} with {phrase}', guidance: 'A photo of a {guide} with {phrase}'}\n"
-            "  shape: {reference: 'A photo of a {class} with {phrase} like a {guide}', guidance: 'A photo of a {guide}'}\n"
-        ),
-        "templates.pattern:",
-        "is required: a group of category pattern exists",
-    ),
+    case["name"]: (edited(mug_spec_text(**case.get("blocks", {})), case), case["path"], case["fix"])
+    for case in read_cases("sub")
 }
 
 DRIVER = r"""

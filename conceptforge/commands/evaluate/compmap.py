@@ -20,6 +20,7 @@ import argparse
 import logging
 
 from conceptforge import argtypes as at
+from conceptforge.commands.spec_flags import add_spec_or_preset
 from conceptforge.errors import InvalidArgumentError
 
 logger = logging.getLogger(__name__)
@@ -40,21 +41,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="cub: task compmap-cub (n-way k-shot); mit-states: task compmap-mit-states (generalized CZSL); "
         "required unless --spec or --preset says it",
     )
-    which = parser.add_mutually_exclusive_group()
-    which.add_argument(
-        "--spec",
-        type=at.existing_file.as_text(),
-        default=None,
-        help="a CompMap benchmark spec (YAML/JSON): CZSL on your attribute-object pairs or n-way k-shot on your "
-        "class x attribute table (docs/compmap.md, Your own CompMap benchmark)",
-    )
     from conceptforge.specs import preset_names
 
-    which.add_argument(
-        "--preset",
-        default=None,
-        choices=preset_names("compmap"),
-        help="a built-in spec: compmap-cub-paper or compmap-mit-states-paper (the paper's setups, on --data-dir)",
+    add_spec_or_preset(
+        parser,
+        spec_help="a CompMap benchmark spec (YAML/JSON): CZSL on your attribute-object pairs or n-way k-shot on "
+        "your class x attribute table (docs/compmap.md, Your own CompMap benchmark)",
+        preset_help="a built-in spec: compmap-cub-paper or compmap-mit-states-paper (the paper's setups, on "
+        "--data-dir)",
+        spec_metavar=None,
+        preset_metavar=None,
+        preset_choices=preset_names("compmap"),
     )
     parser.add_argument(
         "--data-dir",

@@ -26,6 +26,7 @@ from conceptforge.commands.base import (
     executor_for,
     shard_of,
 )
+from conceptforge.commands.spec_flags import add_spec_or_preset
 from conceptforge.errors import InvalidArgumentError
 
 logger = logging.getLogger(__name__)
@@ -55,15 +56,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "endpoint:SERVED_NAME@BASE_URL whose server returns token log-probabilities (vLLM, SGLang)",
     )
     parser.add_argument("--vqa-revision", default=None, help="model revision (branch, tag or commit)")
-    which = parser.add_mutually_exclusive_group()
-    which.add_argument(
-        "--spec",
-        type=at.existing_file.as_text(),
-        metavar="FILE",
-        help="a SUB benchmark spec: its groups' values and VQA question (default: the candidates' "
+    add_spec_or_preset(
+        parser,
+        spec_help="a SUB benchmark spec: its groups' values and VQA question (default: the candidates' "
         "benchmark_spec.yaml when they carry one, else the paper's)",
+        preset_help="a built-in SUB spec (the paper's: sub-cub-paper)",
     )
-    which.add_argument("--preset", metavar="NAME", help="a built-in SUB spec (the paper's: sub-cub-paper)")
     add_endpoint_flags(parser, budget=False)
     parser.add_argument(
         "--trust-remote-code",

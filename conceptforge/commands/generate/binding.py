@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from conceptforge import argtypes as at
 from conceptforge import gpu_costs
 from conceptforge.commands.base import add_executor_arguments, add_run_options, check_chunk_size, executor_for, shard_of
+from conceptforge.commands.spec_flags import add_spec_or_preset
 from conceptforge.engine.runner import check_output
 from conceptforge.engine.store import join
 from conceptforge.errors import InvalidArgumentError
@@ -54,19 +55,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dataset", default="all", help=f"one of {', '.join(DATASETS)}, a comma-separated list, or all"
     )
-    source = parser.add_mutually_exclusive_group()
-    source.add_argument(
-        "--preset",
-        default=None,
-        help=f"one of {', '.join(PRESETS)} (paper = Table 1 sizes; also binding-demo, binding-clevr-paper); "
+    add_spec_or_preset(
+        parser,
+        preset_help=f"one of {', '.join(PRESETS)} (paper = Table 1 sizes; also binding-demo, binding-clevr-paper); "
         "default demo",
-    )
-    source.add_argument(
-        "--spec",
-        default=None,
-        metavar="FILE",
-        help="your own binding benchmark: a spec file (vocabulary from a CLEVR properties.json and shape "
+        spec_help="your own binding benchmark: a spec file (vocabulary from a CLEVR properties.json and shape "
         ".blend files, relations, held-out compositions, split sizes); see docs/binding.md",
+        preset_metavar=None,
+        preset_first=True,
     )
     parser.add_argument(
         "--out",

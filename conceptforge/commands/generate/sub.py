@@ -19,6 +19,7 @@ import sys
 from conceptforge import argtypes as at
 from conceptforge import gpu_costs
 from conceptforge.commands.base import add_executor_arguments, add_run_options, check_chunk_size, executor_for, shard_of
+from conceptforge.commands.spec_flags import add_spec_or_preset
 from conceptforge.engine.runner import check_output
 from conceptforge.errors import InvalidArgumentError
 from conceptforge.generators.sub.fast_paths import fast_recipe, resolve_attention_backend
@@ -72,15 +73,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="output dataset directory or fsspec URL (item store in OUT/.work)",
     )
     what = p.add_argument_group("what to generate")
-    which = what.add_mutually_exclusive_group()
-    which.add_argument(
-        "--spec",
-        type=at.existing_file.as_text(),
-        metavar="FILE",
-        help="a SUB benchmark spec (YAML/JSON; docs/sub.md 'Your own SUB benchmark'): classes, attribute groups, "
-        "substitutions, prompts, VQA question, TDG; the dataset carries it (benchmark_spec.yaml)",
+    add_spec_or_preset(
+        what,
+        spec_help="a SUB benchmark spec (YAML/JSON; docs/sub.md 'Your own SUB benchmark'): classes, attribute "
+        "groups, substitutions, prompts, VQA question, TDG; the dataset carries it (benchmark_spec.yaml)",
+        preset_help="a built-in spec (default: the paper's, sub-cub-paper)",
     )
-    which.add_argument("--preset", metavar="NAME", help="a built-in spec (default: the paper's, sub-cub-paper)")
     what.add_argument(
         "--candidate-spec",
         type=at.existing_file.as_text(),
