@@ -23,6 +23,15 @@ def _error_line(capsys) -> str:
     return err[0]
 
 
+@pytest.fixture(autouse=True)
+def _own_datasets_cache(tmp_path, monkeypatch):
+    """A fresh datasets cache: an identical release read by an earlier test in this process is in the
+    shared one (keyed by the files' content), and reading a damaged copy would then not read it."""
+    import datasets
+
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "datasets-cache")
+
+
 @pytest.fixture(scope="module")
 def release(tmp_path_factory):
     folder, _ = binding_release(tmp_path_factory.mktemp("damaged") / "binding")
