@@ -122,6 +122,7 @@ def test_relational_rejects_calibration(tiny_clip_dir, relational_dir, tmp_path)
         )
 
 
+@pytest.mark.heavy
 def test_cli_binding_writes_tables_and_json(tiny_clip_dir, relational_dir, tmp_path):
     out = tmp_path / "binding.json"
     base = ["binding", "--dataset", relational_dir, "--clip-model", tiny_clip_dir, "--cache-dir", tmp_path / "cache"]

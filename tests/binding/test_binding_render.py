@@ -115,6 +115,7 @@ def test_killed_run_resumes_to_identical_dataset(demo_dir, tmp_path):
     assert _data_bytes(tmp_path, "two-object") == _data_bytes(demo_dir, "two-object")
 
 
+@pytest.mark.heavy
 def test_shards_assemble_the_same_dataset(demo_dir, tmp_path):
     first = run_script(
         "--dataset", "single-object", "--out", str(tmp_path), "--num-shards", "2", "--shard-index", "0", *SMALL
@@ -154,11 +155,13 @@ def test_torchrun_ranks_split_the_work(demo_dir, tmp_path, repo_root):
     assert _data_bytes(tmp_path, "single-object") == _data_bytes(demo_dir, "single-object")
 
 
+@pytest.mark.heavy
 def test_worker_processes_give_the_same_dataset(demo_dir, tmp_path):
     run_script("--dataset", "single-object", "--out", str(tmp_path), "--num-workers", "2", *SMALL)
     assert _data_bytes(tmp_path, "single-object") == _data_bytes(demo_dir, "single-object")
 
 
+@pytest.mark.heavy
 def test_workers_restarted_every_item_give_the_same_dataset(demo_dir, tmp_path):
     """--restart-workers-every: fresh Blender processes part-way through change no byte.
 
@@ -211,6 +214,7 @@ out = {{"shapes": sorted({{o.shape for s in scenes for o in s.objects}})}}
 """
 
 
+@pytest.mark.heavy
 def test_thread_counts_and_reruns_give_identical_png_bytes(tmp_path):
     """Renders are byte-identical across fresh processes and 1 vs 2 render threads, with the
     denoiser on and off. Spheres are in the scenes on purpose: Blender's own smooth vertex
@@ -235,6 +239,7 @@ print(json.dumps(out))
     assert first["1-True"] != first["1-False"]  # the denoiser did something
 
 
+@pytest.mark.heavy
 def test_overlapped_finishing_and_oidn_thread_counts_give_the_same_bytes():
     """The batch path (image i denoised and encoded on a lowered-priority thread while image i+1
     renders; the last image finished at once with OIDN at the render's 2 threads) gives the bytes
@@ -262,6 +267,7 @@ print(json.dumps(out))
         assert out["finisher_nice"] == [min(19, out["nice"] + 19)]
 
 
+@pytest.mark.heavy
 def test_float_passes_are_bit_identical_across_processes():
     """Every float Cycles writes (beauty, guides, object index) and OIDN's output are the same
     bits in fresh processes and at 1 or 2 render threads. Sensitive where the PNG test is not: a
@@ -286,6 +292,7 @@ print(json.dumps(out))
     assert not differing
 
 
+@pytest.mark.heavy
 def test_clearing_the_previous_scene_renders_the_same_bits_as_reloading_factory_settings():
     """After its first scene the renderer removes the previous scene's data instead of reloading
     Blender's factory settings (~6% of an image): every float pass must be the same bits as after a
@@ -426,6 +433,7 @@ print(json.dumps(max(errors)))
     assert _json_from_a_fresh_process(code) < 0.01
 
 
+@pytest.mark.heavy
 def test_s3_output_is_byte_identical_to_local(demo_dir, s3_server):
     """`--out s3://bucket/x` on a real S3-compatible server (moto, 127.0.0.1): same parquet and
     scene bytes as the local repo; the card there describes the one config assembled."""

@@ -98,6 +98,7 @@ def test_ctrl_c_stops_single_worker_rendering_and_the_run_resumes(demo_dir, tmp_
     assert _data_bytes(tmp_path) == _data_bytes(demo_dir)
 
 
+@pytest.mark.heavy
 def test_sigterm_to_the_parent_stops_its_workers(tmp_path):
     process = _start(tmp_path, "--num-workers", "2")
     _wait_for_first_item(process, tmp_path)
@@ -118,6 +119,7 @@ def test_sigterm_to_the_parent_stops_its_workers(tmp_path):
         _kill_leftovers(workers)
 
 
+@pytest.mark.heavy
 def test_workers_die_with_a_parent_killed_by_sigkill(tmp_path):
     """Before: the workers rendered on (each item ~1 s here) and went on writing into .work."""
     process = _start(tmp_path, "--num-workers", "2", size=["--resolution", "320x240", "--samples", "16"])

@@ -56,6 +56,7 @@ def test_ray_tasks_give_the_bytes_of_one_process(ray_cluster, reference, tmp_pat
     assert again.made == 0 and again.skipped == 40 and again.assembly.status == "already"
 
 
+@pytest.mark.heavy
 def test_ray_killed_worker_chunk_is_redone(ray_cluster, reference, tmp_path):
     from conceptforge.engine.ray_executor import RayExecutor
     from tests.cluster.ray_stage import killer_stage
@@ -84,6 +85,7 @@ def test_ray_model_stage_runs_on_actors_that_load_once(ray_cluster, reference, t
     assert len(pids) == 3 and len(set(pids)) == 3 and marker.read_text().strip() in pids[:2]
 
 
+@pytest.mark.heavy
 def test_ray_cli_generate_sub_is_byte_identical(tmp_path, random_flux_seed0):
     """`conceptforge generate sub --executor ray` (a local cluster from ray.init()) on tiny FLUX."""
     import shutil
@@ -152,6 +154,7 @@ def _last_error_line(stderr: str) -> str:
     return stderr.strip().splitlines()[-1]
 
 
+@pytest.mark.heavy
 def test_an_unusable_ray_address_is_one_line_not_minutes_of_retries(tmp_path):
     """Issue 32: ray.init retried an unreachable --ray-address for minutes, deaf to SIGTERM."""
     import threading

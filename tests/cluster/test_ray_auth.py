@@ -116,6 +116,7 @@ def _run_on(address: str, home: Path, out: Path) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.heavy
 def test_the_token_in_ray_home_is_presented_and_the_stage_runs_on_the_cluster(token_head, tmp_path):
     address, home = token_head
     result = _run_on(address, home, tmp_path / "out")
@@ -126,6 +127,7 @@ def test_the_token_in_ray_home_is_presented_and_the_stage_runs_on_the_cluster(to
     assert f"presenting the token authentication token from {home / '.ray' / 'auth_token'}" in result.stderr
 
 
+@pytest.mark.heavy
 def test_without_the_token_the_refusal_names_token_authentication_at_once(token_head, tmp_path):
     address, _ = token_head
     elsewhere = tmp_path / "home"  # another user, or a node whose ~/.ray lacks the head's token

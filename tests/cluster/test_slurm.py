@@ -103,6 +103,7 @@ def test_slurm_binding_docs_array_gives_one_dataset(slurm, tmp_path, binding_ref
     assert shards == ["4-0.json", "4-1.json", "4-2.json", "4-3.json"]
 
 
+@pytest.mark.heavy
 def test_slurm_srun_inside_a_batch_job(slurm, tmp_path, binding_reference):
     out = tmp_path / "binding"
     script = adapt(
@@ -127,6 +128,7 @@ def test_slurm_srun_inside_a_batch_job(slurm, tmp_path, binding_reference):
     ]
 
 
+@pytest.mark.heavy
 def test_slurm_array_times_srun(slurm, tmp_path, binding_reference):
     out = tmp_path / "binding"
     script = adapt(
@@ -285,7 +287,7 @@ def test_slurm_requeue_on_preemption_resumes(slurm, tmp_path, engine_reference):
     # the condition, not a time: the requeued task finished (a loaded machine only makes it later)
     states = slurm.wait(job)
     text = outputs(jobs)
-    assert states[f"{job}_0"] == "COMPLETED" and "already done" in text, f"{states}\n{text}"
+    assert states[f"{job}_0"] == "COMPLETED" and "already done" in text, f"{states}\n{text}\n{slurm.log_tail(60)}"
     assert "interrupted by SIGTERM" in text, text
     done_before = int(re.search(r"already done (\d+)", text.split("interrupted by SIGTERM")[1]).group(1))
     assert 8 <= done_before < 40, text
@@ -294,6 +296,7 @@ def test_slurm_requeue_on_preemption_resumes(slurm, tmp_path, engine_reference):
     assert len(made) == 40 and sum(made.values()) < 40 + 8, made  # resumed, not started over
 
 
+@pytest.mark.heavy
 def test_slurm_a_requeued_held_task_is_queued_not_resubmitted(slurm, tmp_path, engine_reference):
     """Issue 32: a task Slurm requeued (held, pending) was listed under "resubmit them": pasting the
     line ran it twice. It is listed as still queued, with the release command when held."""
@@ -325,6 +328,7 @@ def test_slurm_a_requeued_held_task_is_queued_not_resubmitted(slurm, tmp_path, e
 SUB_TINY = "--images-per-pair 2 --resolution 32 --steps 2 --max-sequence-length 16 --device cpu --license cc-by-nc-4.0 --chunk-size 2"
 
 
+@pytest.mark.heavy
 def test_slurm_sub_docs_array_and_dependency_chain(slurm, tmp_path, random_flux_seed0):
     import shutil
 

@@ -197,6 +197,7 @@ def small(tmp_path_factory, tiny_clip_dir, single_object_dir):
     return models, extra, published(root / "reference")
 
 
+@pytest.mark.heavy
 def test_slurm_small_sweep_one_item_per_array_task(slurm, tmp_path, small):
     models, extra, expected = small
     out, jobs = tmp_path / "sweep", tmp_path / "jobs"

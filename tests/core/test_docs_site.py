@@ -77,6 +77,7 @@ def site_copy(tmp_path: Path) -> Path:
     return copy
 
 
+@pytest.mark.heavy
 def test_planted_broken_link_unknown_command_and_nav_anchor_fail_the_build(tmp_path):
     copy = site_copy(tmp_path)
     install = copy / "docs" / "install.md"
@@ -95,6 +96,7 @@ def test_planted_broken_link_unknown_command_and_nav_anchor_fail_the_build(tmp_p
     assert "points at #no-such-section, which is no heading of binding.md" in output  # ours
 
 
+@pytest.mark.heavy
 def test_planted_missing_api_object_fails_the_build(tmp_path):
     copy = site_copy(tmp_path)
     errors = copy / "docs" / "api" / "errors.md"

@@ -107,6 +107,7 @@ def test_measured_figures_match_the_report_and_the_cost_table_format(tiny_check)
     assert "fast path: quantize_int8_weight" in text and "fast path: quantize_fp8_weight | --quantize fp8" in text
 
 
+@pytest.mark.heavy
 def test_fast_section_times_what_runs_here_and_names_what_does_not(tiny_check):
     """``--fast``'s parts on the CPU: fused q/k/v and the channels-last VAE are measured against the
     plain path with identical images (both exact on the CPU: tests/sub/test_sub_fast.py); the

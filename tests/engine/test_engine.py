@@ -315,6 +315,7 @@ def test_s3_run_with_shards_is_byte_identical(s3_server, tmp_path, reference):
     assert "40 of 40 items done" in status.stdout and "assembled: yes" in status.stdout
 
 
+@pytest.mark.heavy
 def test_s3_concurrent_assemblers(s3_server, tmp_path):
     s3_server.make_bucket("engine-assembly")
     url = "s3://engine-assembly/run"

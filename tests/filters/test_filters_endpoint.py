@@ -38,6 +38,7 @@ def test_the_filter_through_a_server_keeps_what_the_local_filter_keeps(
     assert "endpoint-sha256:" in card  # the server's identity is the VQA model's pinned revision
 
 
+@pytest.mark.heavy
 def test_a_server_without_log_probabilities_is_refused_before_anything_runs(
     tiny_vlm, mini_cub, candidates_factory, tmp_path, capsys
 ):

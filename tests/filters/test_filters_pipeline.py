@@ -383,6 +383,7 @@ def test_a_kill_inside_a_vqa_batch_resumes_byte_identical(uninterrupted_filter, 
     assert _harness_dataset_bytes(out) == setup["expected"]
 
 
+@pytest.mark.heavy
 def test_a_transient_error_inside_a_vqa_batch_gives_the_same_bytes(uninterrupted_filter, tmp_path):
     """Issue 32: a transient error (retried) in a batch changes no byte of the dataset."""
     setup = uninterrupted_filter

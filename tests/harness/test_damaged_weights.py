@@ -46,6 +46,7 @@ def test_a_cut_short_weights_file_in_a_folder_is_one_line(family, tiny_clip_dir,
     )
 
 
+@pytest.mark.heavy
 def test_a_cut_short_weights_file_in_the_hub_cache_says_how_to_download_it_again(tiny_clip_dir, single_object_dir, tmp_path):  # fmt: skip
     """The model comes from the (local) Hub; its cached weights are then cut short, as a download
     killed half-way leaves them: the line names the cached file and the ``hf download`` that

@@ -79,6 +79,18 @@ def test_a_default_run_reads_records_and_names_the_pinned_revision(pinned_releas
     assert task["metrics"]["gen_accuracy"]["n"] == pinned_release["gen_tag"]  # the tag's rows, not main's
     assert f"{REPO_ID}@v1.0.0" in out.with_suffix(".md").read_text()
 
+    # offline: the one-line error names the revision the run would have read
+    offline = _evaluate(*common, "--output", work / "offline.json", env={**hub_env, "HF_HUB_OFFLINE": "1"})
+    assert offline.returncode == 2, offline.stderr[-2000:]
+    (line,) = [text for text in offline.stderr.splitlines() if text.startswith("error:")]  # one error line
+    assert f"{REPO_ID}@v1.0.0" in line and "@main" not in line
+
+
+@pytest.mark.heavy
+def test_the_repo_named_keeps_the_pin_and_an_explicit_revision_wins(pinned_release, hub_env, tiny_clip_dir):
+    """Two more runs of the default test's proof: the default repo named without @REV, then main."""
+    work = pinned_release["work"]
+    common = ["--model", tiny_clip_dir, "--tasks", "binding-clip", "--device", "cpu", "--cache-dir", work / "cache"]
     # the default repo named without @REV keeps the pin; an explicit revision wins
     again = work / "again.json"
     check(_evaluate(*common, "--dataset", f"binding-clip={REPO_ID}", "--output", again, env=hub_env), "repo named")
@@ -88,12 +100,6 @@ def test_a_default_run_reads_records_and_names_the_pinned_revision(pinned_releas
     (latest,) = json.loads(main.read_text())["tasks"]
     assert (latest["dataset"]["revision"], latest["dataset"]["sha"]) == ("main", pinned_release["main"])
     assert latest["metrics"]["gen_accuracy"]["n"] == pinned_release["gen_main"]
-
-    # offline: the one-line error names the revision the run would have read
-    offline = _evaluate(*common, "--output", work / "offline.json", env={**hub_env, "HF_HUB_OFFLINE": "1"})
-    assert offline.returncode == 2, offline.stderr[-2000:]
-    (line,) = [text for text in offline.stderr.splitlines() if text.startswith("error:")]  # one error line
-    assert f"{REPO_ID}@v1.0.0" in line and "@main" not in line
 
 
 def test_a_results_repo_that_does_not_exist_is_refused_before_any_task(pinned_release, hub_env, tiny_clip_dir):

@@ -39,6 +39,7 @@ def _local(tiny_llava_dir: Path, tmp_path: Path):
     return GenerativeVLMAdapter(scorer, revision="r", cache_dir=tmp_path / "local", vqascore="next-token")
 
 
+@pytest.mark.heavy
 def test_served_match_and_choose_equal_the_local_adapter_on_the_same_weights(server, tiny_llava_dir, tmp_path):
     from conceptforge.filters.vqa.questions import build_question
     from conceptforge.loaders.harness.adapters.base import load_adapter
@@ -103,6 +104,7 @@ def _letters_on_the_edge(tiny_llava_dir: Path, folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.heavy
 def test_top_logprobs_fallback_counts_only_what_the_server_returned(tiny_llava_dir, tmp_path):
     """A server that ignores logprob_token_ids (OpenAI's API): the allowed answers' probabilities
     come from the top 20 returned; an answer outside them carries no mass (a lower bound)."""
@@ -184,6 +186,7 @@ def test_evaluate_through_the_endpoint_equals_the_local_run(
     assert sub["metrics"]["s_plus"]["value"] == pytest.approx(local_tasks["sub-vlm"]["metrics"]["s_plus"]["value"])
 
 
+@pytest.mark.heavy
 def test_compmap_through_the_endpoint(server, tmp_path):
     import pyarrow.parquet as pq
 
@@ -242,6 +245,7 @@ class TransformersServe:
         self.process.wait(timeout=60)
 
 
+@pytest.mark.heavy
 def test_a_server_without_log_probabilities_runs_the_by_answer_protocols_only(
     tiny_llava_dir, single_object_dir, sub_dir, fake_cub, tmp_path, capsys
 ):
@@ -322,6 +326,7 @@ def test_transformers_serve_gives_the_local_by_answer_numbers(
         _assert_served_rows_are_local_rows(tmp_path, name)
 
 
+@pytest.mark.heavy
 def test_by_answer_local_and_served_copies_agree(
     server, tiny_llava_dir, single_object_dir, sub_dir, fake_cub, tmp_path
 ):

@@ -230,6 +230,7 @@ def test_results_file_names_versions_revisions_and_commits(published, evaluated)
     assert "| binding-cdsm | add.gen_accuracy *" in markdown and tag[BINDING_REPO][:12] in markdown
 
 
+@pytest.mark.heavy
 def test_task_numbers_match_the_benchmarks_own_commands(published, evaluated):
     """The registry runs the protocols: the per-benchmark sub-commands give the same numbers."""
     p, tasks = published, {t["task"]: t for t in evaluated["results"]["tasks"]}
@@ -435,6 +436,7 @@ else:
     )
 
 
+@pytest.mark.heavy
 def test_leaderboard_compares_two_tiny_models(published, evaluated):
     p = published
     other = p["work"] / "results" / "tiny-clip-seed1.json"
@@ -463,6 +465,7 @@ def test_leaderboard_compares_two_tiny_models(published, evaluated):
         assert rows[name][3] == f"{100 * tasks['sub-vlm']['metrics']['s_plus']['value']:.2f}"
 
 
+@pytest.mark.heavy
 def test_tasks_list_and_a_run_where_every_task_is_skipped(published):
     p = published
     listed = check(_run("evaluate", "--tasks", "list", env=p["env"]), "--tasks list")
@@ -488,6 +491,7 @@ def test_tasks_list_and_a_run_where_every_task_is_skipped(published):
     assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1].startswith("error: unknown task 'nope'")
 
 
+@pytest.mark.heavy
 def test_a_hub_dataset_or_a_missing_repo_as_model_is_one_line(published):
     p = published
     dataset = _run("evaluate", "--model", SUB_REPO, "--tasks", "binding-clip", env=p["env"])

@@ -82,6 +82,7 @@ def hub_env(tmp_path):
     server.stop()
 
 
+@pytest.mark.heavy
 def test_pushed_ids_of_a_multi_config_release_are_the_ids_its_eval_yaml_declares(tmp_path, hub_env):
     from concurrent.futures import ThreadPoolExecutor
 

@@ -424,6 +424,7 @@ def _wait_for(path: Path, process: subprocess.Popen) -> None:
         time.sleep(0.02)
 
 
+@pytest.mark.heavy
 def test_two_sweeps_into_one_out_share_the_items(three_models, single_object_dir, tmp_path):
     """Two real processes on one --out: the first is stopped (SIGSTOP) while it holds item 0; the
     second skips that item and makes the other two; the first, continued, makes item 0 alone and
@@ -459,6 +460,7 @@ def test_two_sweeps_into_one_out_share_the_items(three_models, single_object_dir
     assert not list((tmp_path / "out" / ".work" / "claims").iterdir())  # every claim released
 
 
+@pytest.mark.heavy
 def test_status_after_kill_9_prints_the_command_that_reruns_what_is_missing(three_models, single_object_dir, tmp_path):
     import os
     import shlex

@@ -279,6 +279,7 @@ def _annotate_over_http(dataset: Path, cub: Path, env: dict, answer, *, study: s
     return stored
 
 
+@pytest.mark.heavy
 def test_annotate_export_apply_and_republish(sub_chain, pipeline_cub, pipeline_clip, hub, hub_env):
     filtered = sub_chain["filtered"]
     env = script_env()

@@ -113,6 +113,7 @@ def test_switching_formats_removes_the_folders_export_made_and_keeps_the_users(t
     ]
 
 
+@pytest.mark.heavy
 def test_publish_and_its_dry_run_refuse_to_put_ours_in_place_of_a_users_file(tmp_path, hub, client_env):
     binding, _ = binding_release(tmp_path / "binding")
     mine = binding / "exports" / "vlmevalkit" / "README.md"

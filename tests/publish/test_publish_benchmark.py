@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import mlcroissant as mlc
+import pytest
 import yaml
 from mlcroissant._src.operation_graph.operations.download import extract_git_info
 from publish_helpers import binding_release, run_publish, sub_release
@@ -26,6 +27,7 @@ def _one_line_error(done) -> str:
     return lines[0]
 
 
+@pytest.mark.heavy
 def test_croissant_in_every_release_and_eval_yaml_only_when_asked(tmp_path, hub, client_env):
     binding, splits = binding_release(tmp_path / "binding")
     sub = sub_release(tmp_path / "sub")
@@ -98,6 +100,7 @@ def test_croissant_in_every_release_and_eval_yaml_only_when_asked(tmp_path, hub,
     assert json.loads(hub.files("org/binding", "v1.0.1")["croissant.json"])["version"] == "1.0.1"
 
 
+@pytest.mark.heavy
 def test_unlisted_framework_and_tasks_without_a_leaderboard_are_refused_in_one_line(tmp_path, hub, client_env):
     sub = sub_release(tmp_path / "sub")
     before = hub.commits_made

@@ -102,6 +102,7 @@ def test_existing_and_lower_versions_are_refused(tmp_path, hub, hub_token, clien
     assert hub.refs(REPO) == before and hub.commits_made == commits
 
 
+@pytest.mark.heavy
 def test_commit_failure_then_rerun_completes(tmp_path, hub, hub_token, client_env):
     v1 = make_dataset(tmp_path / "v1", variant=0)
     v2 = make_dataset(tmp_path / "v2", variant=1)

@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 
+import pytest
 from publish_helpers import REPO_ROOT, make_dataset, run_publish
 
 REPO = "conceptforge-test/shapes"
@@ -65,6 +66,7 @@ def test_dry_run_with_an_unreachable_hub_says_what_it_could_not_check(tmp_path, 
     assert "not checked, the Hub could not be read (" in head
 
 
+@pytest.mark.heavy
 def test_suite_passes_whatever_hf_variables_the_caller_set():
     """Before: HF_HUB_OFFLINE=1 in the caller's shell made the in-process publish tests fail."""
     caller = {

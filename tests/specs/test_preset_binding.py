@@ -68,7 +68,7 @@ def _generate(out: Path, *preset: str) -> None:
 @pytest.mark.parametrize(
     "preset",
     [
-        pytest.param((), id="default"),
+        pytest.param((), id="default", marks=pytest.mark.heavy),  # the same bytes as binding-demo below
         pytest.param(("--preset", "binding-demo"), id="binding-demo"),
         pytest.param(("--preset", "demo"), id="demo", marks=pytest.mark.heavy),
     ],

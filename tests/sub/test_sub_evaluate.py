@@ -90,6 +90,7 @@ def test_evaluate_cbm_callable(sub_dir, fake_cub, tmp_path, monkeypatch):
     assert outcome.metrics["s_minus"].value == 1.0  # it never predicts a removed attribute
 
 
+@pytest.mark.heavy
 def test_cli_vlm_and_cbm_writes_json(tiny_clip_dir, sub_dir, fake_cub, tmp_path):
     factory = tmp_path / "my_cbm.py"
     factory.write_text(

@@ -117,6 +117,7 @@ def test_vae_channels_last_decodes_the_same_image(tiny_flux, tiny_flux_dir):
     assert np.abs(np.asarray(a).astype(int) - np.asarray(b).astype(int)).max() <= 1
 
 
+@pytest.mark.heavy
 def test_compile_full_graph_keeps_the_tie_exact(tiny_flux, tiny_flux_dir):
     """``--compile`` (full graph: a graph break would raise) gives the eager latents within the
     stated tolerance, and the tie exactly as the plain path has it."""
@@ -130,6 +131,7 @@ def test_compile_full_graph_keeps_the_tie_exact(tiny_flux, tiny_flux_dir):
     assert (plain - latents).abs().max().item() < COMPILED_LATENT_TOLERANCE
 
 
+@pytest.mark.heavy
 def test_aot_package_matches_eager_and_is_loaded_again(tiny_flux, tiny_flux_dir, tmp_path, caplog):
     """``--aot``: the package built into the cache gives the eager latents within the tolerance and
     the tie exactly; another generator (another rank, a resumed task) loads it without building,

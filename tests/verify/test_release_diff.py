@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pyarrow.parquet as pq
+import pytest
 
 from conceptforge.cards.release_diff import Snapshot, diff_snapshots, row_hash
 from tests.user_shell import check, publish, run_script
@@ -75,6 +76,7 @@ def test_reordered_rows_are_a_change_not_no_change():
     assert diff_snapshots(old, grown).summary_lines() == ["split `train`: added 1 (`x`); removed 1 (`d`)"]
 
 
+@pytest.mark.heavy
 def test_diff_of_a_release_with_reordered_rows_exits_1(binding_release, tmp_path):
     """Issue 39.5: ``diff`` said "no change" (exit 0) for two rows swapped, which ``verify`` fails."""
     swapped = copy_release(binding_release, tmp_path / "swapped")

@@ -7,6 +7,7 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow.parquet as pq
+import pytest
 
 from tests.user_shell import check, publish, run_script
 from tests.verify.verify_helpers import change_pixel, copy_release, differing_lines, edit_rows, rerender_card
@@ -26,6 +27,7 @@ def test_fresh_release_verifies_byte_identical(binding_release):
     assert "`conceptforge verify path/to/this/folder --sample 20`" in (binding_release / "README.md").read_text()
 
 
+@pytest.mark.heavy
 def test_one_changed_pixel_fails_naming_that_item(binding_release, tmp_path):
     changed = copy_release(binding_release, tmp_path / "changed")
     edit_rows(changed / TRAIN, lambda rows: rows[2].update(image=change_pixel(rows[2]["image"])))
@@ -56,6 +58,7 @@ def test_one_changed_field_is_named_with_both_values(binding_release, tmp_path):
     ]
 
 
+@pytest.mark.heavy
 def test_version_differences_are_a_warning_not_a_failure(binding_release, tmp_path):
     changed = copy_release(binding_release, tmp_path / "older")
     record = json.loads((changed / "provenance.json").read_text())
@@ -168,6 +171,7 @@ def test_a_dropped_row_fails_although_every_remaining_row_regenerates(binding_re
     ]
 
 
+@pytest.mark.heavy
 def test_a_duplicated_or_reordered_row_fails(binding_release, tmp_path):
     doubled = copy_release(binding_release, tmp_path / "doubled")
     edit_rows(doubled / TRAIN, lambda rows: rows.insert(2, dict(rows[1])))
@@ -224,6 +228,7 @@ def test_a_duplicated_or_reordered_row_fails(binding_release, tmp_path):
         assert _row_lines(done.stdout) == expected
 
 
+@pytest.mark.heavy
 def test_report_file_is_written_only_where_allowed(binding_release, tmp_path):
     theirs = tmp_path / "notes.json"
     theirs.write_text('{"mine": true}\n')
@@ -251,6 +256,7 @@ def test_report_file_is_written_only_where_allowed(binding_release, tmp_path):
     check(run_script("verify.py", binding_release, "--sample", "1", "--report", ours), "verify --report again")
 
 
+@pytest.mark.heavy
 def test_a_release_that_dropped_a_row_fails_on_the_hub(binding_release, tmp_path, hub, hub_env):
     repo = "verify-test/binding-rows"
     publish(binding_release, repo, "v1.0.0", hub_env)

@@ -74,6 +74,7 @@ def test_release_verifies_from_its_own_vocabulary_files(moved_release):
     assert f"verified: 12 of 12 item(s) of {release} match" in done.stdout
 
 
+@pytest.mark.heavy
 def test_a_tampered_image_fails_naming_it(moved_release, tmp_path):
     release, _ = moved_release
     changed = copy_release(release, tmp_path / "changed")
