@@ -80,6 +80,7 @@ def faithfulness_answers(annotator: str, row: dict) -> tuple[str, str]:
     return attribute, bird
 
 
+@pytest.mark.heavy
 def test_sub_faithfulness_keyboard_resume_two_annotators(browser, serve_study, make_sub, tmp_path):
     dataset = make_sub(tmp_path / "sub-small", per_pair=2)
     running = serve_study(dataset, "sub-faithfulness", per_group=4)  # 3 attributes x 4 = every image

@@ -101,6 +101,7 @@ def _start_two_object_run(out: Path, *options: str) -> subprocess.Popen:
     )
 
 
+@pytest.mark.heavy
 def test_killed_run_resumes_to_identical_dataset(demo_dir, tmp_path):
     process = _start_two_object_run(tmp_path, *SMALL)
     chunks = tmp_path / ".work" / "two-object" / "chunks"

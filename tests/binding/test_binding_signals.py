@@ -80,6 +80,7 @@ def _kill_leftovers(pids: list[int]) -> None:
             pass
 
 
+@pytest.mark.heavy
 def test_ctrl_c_stops_single_worker_rendering_and_the_run_resumes(demo_dir, tmp_path, run_binding):
     """Before: Cycles swallowed the KeyboardInterrupt, printed its traceback and the run finished."""
     process = _start(tmp_path)

@@ -24,6 +24,7 @@ def _mit_probe(epochs: int) -> list:
     return ["--epochs", epochs, "--dim", 8, "--lr", 0.05, "--templates", "a3:1,4,7", "--targets", "primitives"]
 
 
+@pytest.mark.heavy
 def test_cub_end_to_end(tiny_clip_dir, fake_cub, tmp_path):
     out = tmp_path / "cub.json"
     args = [*_paths("cub", tiny_clip_dir, fake_cub, out, tmp_path), "--ways", 2, 3, "--shots", 1, 2, "--episodes", 6]

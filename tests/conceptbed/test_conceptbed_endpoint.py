@@ -4,10 +4,13 @@ log-probabilities), the same number the local model gives."""
 
 from __future__ import annotations
 
+import pytest
+
 from conceptforge.testing.logprob_server import LogprobServer
 from tests.conceptbed.ccd_helpers import check_vqa_answers, generate_textual_inversion
 
 
+@pytest.mark.heavy
 def test_a_served_vlm_answers_the_composition_questions(
     tmp_path, tiny_sd, datasets_root, captions_file, write_spec, oracles, run_script
 ):

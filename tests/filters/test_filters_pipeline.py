@@ -350,10 +350,12 @@ def uninterrupted_filter(tiny_vlm, tiny_scorer, mini_cub, tmp_path_factory) -> d
 
 # 15 candidates (3 pairs of 5, in pair order), chunks and batches of 2: forward N makes chunk N.
 # Forwards 2 and 4 score prompts the uninterrupted run had seen in the chunk before (its fast
-# input path) but the resumed process has not: the kills land inside those batches. One kill is
-# the default suite's case; the other repeats the proof in another batch (heavy).
+# input path) but the resumed process has not: the kills land inside those batches. Both are heavy:
+# the default suite's kill-and-resume proof is test_script_end_to_end_with_resume.
 @pytest.mark.parametrize(
-    ("stop_at", "done_before"), [pytest.param(2, 2, marks=pytest.mark.heavy), (4, 6)], ids=["forward-2", "forward-4"]
+    ("stop_at", "done_before"),
+    [pytest.param(2, 2, marks=pytest.mark.heavy), pytest.param(4, 6, marks=pytest.mark.heavy)],
+    ids=["forward-2", "forward-4"],
 )
 def test_a_kill_inside_a_vqa_batch_resumes_byte_identical(uninterrupted_filter, stop_at, done_before, tmp_path):
     """Issue 32: the resumed dataset must be the bytes of an uninterrupted run, whatever batch

@@ -325,6 +325,7 @@ def _read_back(p) -> dict:
     return plain_python_json(READ_BACK, MODEL_REPO, BINDING_REPO, SUB_REPO, env=p["env"], timeout=120)
 
 
+@pytest.mark.heavy
 def test_push_results_writes_the_model_repo_only_with_the_ids_the_datasets_declare(published, evaluated):
     p, results = published, evaluated["results"]
     server = p["server"]

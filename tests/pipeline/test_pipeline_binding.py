@@ -14,6 +14,7 @@ from tests.user_shell import check, publish, run_script, script_env
 REPO_ID = "conceptforge-e2e/binding-relational"
 
 
+@pytest.mark.heavy
 def test_relational_generate_publish_evaluate(tmp_path, hub, hub_env, pipeline_clip):
     pytest.importorskip("bpy")
     out = tmp_path / "binding"

@@ -82,6 +82,7 @@ def released(tmp_path_factory, letter_llava, fake_cub):
     server.stop()
 
 
+@pytest.mark.heavy
 def test_a_release_carries_the_three_exports(released):
     files = released["server"].files("org/binding", "v1.0.0")
     assert (
@@ -118,6 +119,7 @@ def test_a_release_carries_the_three_exports(released):
     assert manifest["written_by"].startswith("conceptforge ")
 
 
+@pytest.mark.heavy
 def test_inspect_task_gives_our_answers_and_accuracy(released, letter_llava):
     from concurrent.futures import ThreadPoolExecutor
 
@@ -174,6 +176,7 @@ def test_inspect_task_gives_our_answers_and_accuracy(released, letter_llava):
             assert inspected["sub_vlm_s_plus"]["metrics"]["accuracy"] == pytest.approx(expected, abs=1e-12)
 
 
+@pytest.mark.heavy
 def test_inspect_eval_yaml_lists_the_ids_by_answer_results_are_filed_under(released):
     from conceptforge.loaders.harness.push_results import hub_entries
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 
+import pytest
 from publish_helpers import binding_release_with_metadata, run_publish
 
 from conceptforge.cards.validity import held_out_leaks
@@ -20,6 +21,7 @@ def _release(out, *, leak: bool):
     return out, metadata
 
 
+@pytest.mark.heavy
 def test_a_planted_leak_is_warned_at_assembly_and_in_the_dry_run(tmp_path, client_env, caplog):
     with caplog.at_level(logging.WARNING, logger="conceptforge"):
         leaky, metadata = _release(tmp_path / "leaky", leak=True)

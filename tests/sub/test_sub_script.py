@@ -182,6 +182,7 @@ def _run_script(*args, env_extra=None):
     return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=300)
 
 
+@pytest.mark.heavy
 def test_script_reference_selection_offline_subprocess(tmp_path, mini_cub, tiny_flux_dir):
     out = tmp_path / "refsel"
     done = _run_script(

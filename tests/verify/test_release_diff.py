@@ -124,6 +124,7 @@ def test_diff_reports_a_duplicated_row(binding_release, tmp_path):
     assert done.stdout.splitlines()[1:] == ["split `single-object/train`: duplicate ids 1 (`train-000001 ×2`)"]
 
 
+@pytest.mark.heavy
 def test_changes_since_section_and_diff_on_releases_pushed_to_the_hub(binding_release, tmp_path, hub, hub_env):
     repo = "verify-test/binding-diff"
     second = _second_release(binding_release, tmp_path / "second")

@@ -93,6 +93,7 @@ def test_bad_input_is_one_error_line_and_exit_2(binding_release, tmp_path):
     assert not (without / ".work").exists()  # nothing written into the user's folder
 
 
+@pytest.mark.heavy
 def test_published_tags_verify_and_a_changed_pixel_fails_on_the_hub(binding_release, tmp_path, hub, hub_env):
     repo = "verify-test/binding"
     publish(binding_release, repo, "v1.0.0", hub_env)

@@ -66,6 +66,7 @@ def moved_release(tmp_path_factory) -> tuple[Path, Path]:
     return out, root
 
 
+@pytest.mark.heavy
 def test_release_verifies_from_its_own_vocabulary_files(moved_release):
     release, _ = moved_release
     done = _cli("verify", str(release), "--all")
