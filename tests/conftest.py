@@ -122,11 +122,18 @@ def random_flux_seed0(tmp_path_factory):
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Group the tests for pytest-xdist (`make test` runs `-n 2 --dist loadgroup`): a module stays on
     one worker, so its module-scoped models and servers are built once, and every test of
     tests/cluster shares one worker, so one private Slurm and one Ray run at a time on the machine.
-    Without xdist the marks change nothing."""
+    Without xdist the marks change nothing.
+
+    ``tryfirst``: xdist reads the marks in its own collection hook (it appends ``@group`` to each
+    node id). Run after it, as this hook did until 2026-12-08, the marks came too late: every test
+    was its own unit, modules were split over both workers (their module fixtures built twice:
+    30-40 s each for the SUB pipeline, evaluation and export modules), and two private Slurms
+    could run at once (the requeue test's job was cancelled in full runs only)."""
     for item in items:
         if item.get_closest_marker("xdist_group"):
             continue
