@@ -44,7 +44,7 @@ demo: $(VENV)/.installed
 # The 25 slowest tests and the total time go to the log: a suite that grows slower shows it
 # (CI's limit is 90 minutes; the default suite is kept under 15 on a quiet 2-core machine).
 # compileall first: where PYTHONDONTWRITEBYTECODE is set (CI's image sets it) every one of the
-# suite's ~1,000 `conceptforge` subprocesses compiled our modules again (~0.5 s each, measured).
+# suite's `conceptforge` subprocesses compiled our modules again (~0.5 s each, measured).
 test: $(VENV)/.installed system-deps
 	@start=$$(date +%s); echo "make test: started $$(date -u '+%Y-%m-%d %H:%M:%S') UTC, load $$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"; \
 	$(PY) -m compileall -q -j 0 conceptforge generators loaders filters cards scripts tests >/dev/null; \

@@ -130,10 +130,11 @@ def pytest_collection_modifyitems(config, items):
     Without xdist the marks change nothing.
 
     ``tryfirst``: xdist reads the marks in its own collection hook (it appends ``@group`` to each
-    node id). Run after it, as this hook did until 2026-12-08, the marks came too late: every test
-    was its own unit, modules were split over both workers (their module fixtures built twice:
-    30-40 s each for the SUB pipeline, evaluation and export modules), and two private Slurms
-    could run at once (the requeue test's job was cancelled in full runs only)."""
+    node id), so they must be there before it runs. With pytest 9.2 that tag is lost whatever the
+    order (9.2 moved ``Node.nodeid``; pyproject.toml keeps pytest < 9.2): every test was its own
+    unit, modules were split over both workers (their module fixtures built twice: 30-40 s each for
+    the SUB pipeline, evaluation and export modules) and two private Slurms could run at once (the
+    requeue test's job was cancelled in full runs only). tests/core/test_suite_grouping.py checks it."""
     for item in items:
         if item.get_closest_marker("xdist_group"):
             continue

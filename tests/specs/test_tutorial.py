@@ -215,8 +215,8 @@ def test_the_shared_blocks_run(tmp_path, hub_env):
 #: Tracks the default suite runs whole: none. Every track runs whole under ``-m heavy`` (each
 #: repeats its method's own end-to-end test, tests/specs/test_*own*); in the default suite a track
 #: with a ``--dry-run`` runs up to and including it (every command before the plan). CompMap's has
-#: no plan step (it evaluates directly), so its whole track is heavy only: the same commands run by
-#: default in tests/specs/test_compmap_*.
+#: no plan step (it evaluates directly), so its whole track is heavy only (CompMap's spec, starter and
+#: evaluation run by default in tests/specs/test_compmap_*.py and tests/compmap).
 WHOLE_BY_DEFAULT: set[str] = set()
 #: Tracks without a ``--dry-run`` command, so without a "to the plan" cut.
 NO_PLAN_STEP = {"compmap"}
