@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from conceptforge.errors import ConceptforgeError, DeviceUnavailableError, InvalidArgumentError, PermanentItemError
+from conceptforge.loaders.harness.settings import EvaluationInputs
 
 logger = logging.getLogger(__name__)
 
@@ -170,24 +171,17 @@ def parse_models(text: str) -> list[ModelSpec]:
 
 
 # -- the plan ------------------------------------------------------------------------------------
-@dataclass
-class SweepConfig:
+@dataclass(kw_only=True)
+class SweepConfig(EvaluationInputs):
     """Everything a sweep item needs, as plain data (it travels to Slurm tasks via the command
-    line and to Ray workers pickled): the models, the task selection as given, the run settings."""
+    line and to Ray workers pickled): the models, the task selection as given, the run settings
+    every model shares (:class:`~conceptforge.loaders.harness.settings.EvaluationInputs`)."""
 
     models: list[ModelSpec]
     tasks: str
     datasets: list[str] = field(default_factory=list)
     revisions: list[str] = field(default_factory=list)
     options: list[str] = field(default_factory=list)
-    device: str | None = None
-    dtype: str | None = None
-    batch_size: int = 32
-    cache_dir: str | None = None
-    cub_dir: str | None = None
-    concepts: str | None = None
-    mit_states_dir: str | None = None
-    sample_cache: bool = True
     bootstrap_resamples: int = 1000
     bootstrap_seed: int = 0
 
@@ -200,16 +194,8 @@ class SweepConfig:
         """The :class:`RunSettings` of one model's items: its own options over the command line's."""
         from conceptforge.loaders.harness.runner import RunSettings
 
-        return RunSettings(
-            device=spec.device or self.device,
-            dtype=spec.dtype or self.dtype,
-            batch_size=spec.batch_size or self.batch_size,
-            cache_dir=self.cache_dir,
-            cub_dir=self.cub_dir,
-            concepts=self.concepts,
-            mit_states_dir=self.mit_states_dir,
-            sample_cache=self.sample_cache,
-        )
+        own = {"device": spec.device or self.device, "dtype": spec.dtype or self.dtype}
+        return RunSettings(**{**self.evaluation_inputs(), **own, "batch_size": spec.batch_size or self.batch_size})
 
     def needs(self, spec: ModelSpec) -> str:
         """``gpu``, ``cpu`` or ``any``: where this model's items may run (the plan says it)."""

@@ -9,6 +9,7 @@ import math
 import re
 
 from conceptforge.argtypes.base import ArgType, Examples
+from conceptforge.argtypes.text import ListOf
 
 
 def _parse_number(kind: type, text: str) -> int | float:
@@ -196,15 +197,16 @@ class Resolution(ArgType):
         return ["abc", "320", "0x240", "-320x240", f"{self.minimum - 1}x240", f"320x{self.maximum + 1}", ""]
 
 
-class IntList(ArgType):
+class IntList(ListOf):
     """Comma-separated integers within bounds, as a tuple (a task option's value: ``ways=5,10``).
 
     A flag built from such an option takes ``nargs="+"`` of it, so ``--ways 5 10`` and
-    ``--ways 5,10`` both work."""
+    ``--ways 5,10`` both work. Its errors name the bound broken (``ways=5,0``: "must be >= 1
+    (in '5,0')") rather than the part, since every part is a number."""
 
     def __init__(self, minimum: int | None = None, maximum: int | None = None, *, name: str = "integers") -> None:
-        self.item = IntRange(minimum, maximum)
-        self.minimum, self.maximum, self.__name__ = minimum, maximum, name
+        super().__init__(IntRange(minimum, maximum), name=name)
+        self.minimum, self.maximum = minimum, maximum
 
     def __call__(self, text: str) -> tuple[int, ...]:
         parts = [part.strip() for part in str(text).split(",") if part.strip()]
@@ -220,9 +222,6 @@ class IntList(ArgType):
             except argparse.ArgumentTypeError as error:
                 raise argparse.ArgumentTypeError(f"{error} (in {text!r})") from None
         return values
-
-    def good_example(self, paths: Examples) -> str:
-        return self.item.good_example(paths)
 
     def bad_examples(self, paths: Examples) -> list[str]:
         good = self.item.good_example(paths)

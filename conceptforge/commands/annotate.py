@@ -15,6 +15,7 @@ import sys
 
 from conceptforge import argtypes as at
 from conceptforge.commands.base import settings_from_args
+from conceptforge.commands.shared_flags import add_cub_dir
 from conceptforge.filters.annotation.results import Rules
 from conceptforge.filters.annotation.studies import STUDIES
 
@@ -48,9 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=at.output_file.as_text(),
         help="SQLite file (default: DATASET_DIR/../<name>.annotations/<study>.sqlite)",
     )
-    parser.add_argument(
-        "--cub-dir",
-        type=at.existing_dir.as_text(),
+    add_cub_dir(
+        parser.add_argument,
         help="CUB dir with attributes.txt: sub-attribute offers every value of the group "
         "(default: only the values present in the dataset)",
     )

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 
 from conceptforge import argtypes as at
+from conceptforge.commands.shared_flags import add_cub_dir
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,10 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--repo-id", type=at.hub_repo_id, default=None, help="the release's ORG/NAME (default: the card's repo_id)"
     )
     parser.add_argument("--version", default=None, help="the release's tag vMAJOR.MINOR.PATCH (default: the card's)")
-    parser.add_argument(
-        "--cub-dir",
-        type=at.existing_dir.as_text(),
-        default=None,
+    add_cub_dir(
+        parser.add_argument,
         help="CUB directory (attributes and class labels): a paper SUB release's options and S- come from it "
         "(a release made from a spec reads its own benchmark_spec.yaml)",
     )

@@ -19,6 +19,7 @@ import argparse
 import logging
 
 from conceptforge import argtypes as at
+from conceptforge.commands.shared_flags import add_cub_dir, add_dry_run
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,9 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--private", action="store_true", help="create the repository as private (new repositories only)"
     )
-    parser.add_argument(
-        "--dry-run", action="store_true", help="validate and show what would be uploaded; change nothing"
-    )
+    add_dry_run(parser.add_argument, help="validate and show what would be uploaded; change nothing")
     parser.add_argument("--num-threads", type=at.positive_int, default=4, help="parallel file uploads (default 4)")
     parser.add_argument(
         "--eval-framework",
@@ -49,9 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --eval-framework: the conceptforge tasks whose results the leaderboard lists (e.g. "
         "binding-clip,binding-cdsm; `conceptforge evaluate --tasks list`)",
     )
-    parser.add_argument(
-        "--cub-dir",
-        type=at.existing_dir.as_text(),
+    add_cub_dir(
+        parser.add_argument,
         help="CUB directory: a paper SUB release's harness exports take their options and S- from it (without it "
         "such a release goes out without exports; a release made from a spec reads its benchmark_spec.yaml)",
     )

@@ -21,6 +21,7 @@ from typing import Any
 from conceptforge.errors import DataNotFoundError, InvalidArgumentError
 from conceptforge.loaders.harness.model_ref import GENERATED, ModelRef, resolve_model
 from conceptforge.loaders.harness.registry import TaskSelection, metric_unit
+from conceptforge.loaders.harness.settings import EvaluationInputs
 from conceptforge.loaders.harness.task import (
     DatasetRef,
     Metric,
@@ -202,17 +203,9 @@ class ModelSession:
 
 
 # ----------------------------------------------------------------------------------- run
-@dataclass
-class RunSettings:
-    device: str | None = None
-    dtype: str | None = None
-    batch_size: int = 32
-    cache_dir: str | None = None
-    cub_dir: str | None = None
-    concepts: str | None = None
-    mit_states_dir: str | None = None
+@dataclass(kw_only=True)
+class RunSettings(EvaluationInputs):
     compmap_spec: str | None = None  # a CompMap spec naming its own data (--compmap-spec; evaluate compmap --spec)
-    sample_cache: bool = True  # resume from the per-sample cache (loaders/harness/sample_cache.py)
     placement: Any = None  # --device-map/--max-memory (conceptforge/placement.Placement); None: whole on device
 
     def inputs(self) -> dict[str, Any]:

@@ -1,15 +1,7 @@
 import pytest
 import torch
 
-from conceptforge.loaders.compmap.metrics import (
-    accuracy,
-    calibration_biases,
-    generalized_czsl,
-    interpretability_delta,
-    intervene_full,
-    intervene_partial,
-    weight_analysis,
-)
+from conceptforge.loaders.compmap import metrics as cm
 
 # Pairs 0 and 1 are seen, pair 2 unseen. Hand-computed in the docstrings of the tests below.
 SCORES = torch.tensor([[3.0, 1.0, 2.8], [1.0, 3.0, 0.0], [2.0, 0.0, 1.0], [0.0, 1.0, 3.5], [2.5, 0.0, 2.0]])
@@ -31,9 +23,9 @@ def test_czsl_paper_curve_by_hand():
     sqrt(.5·2/3)) = sqrt(1/3) = 0.57735; harmonic = max(0, 2·.5·(1/3)/(5/6) = 0.4,
     2·.5·(2/3)/(7/6) = 4/7 = 0.571429).
     """
-    biases = calibration_biases(SCORES, LABELS, SEEN, num_biases=3)
+    biases = cm.calibration_biases(SCORES, LABELS, SEEN, num_biases=3)
     torch.testing.assert_close(biases, torch.tensor([-2.5001, 0.4999, 0.9999], dtype=torch.float64))
-    r = generalized_czsl(SCORES, LABELS, SEEN, num_biases=3)
+    r = cm.generalized_czsl(SCORES, LABELS, SEEN, num_biases=3)
     assert r.curve == "paper"
     assert r.biases == pytest.approx([-2.5001, 0.4999, 0.9999])
     assert r.seen_curve == pytest.approx([100.0, 50.0, 50.0])
@@ -52,7 +44,7 @@ def test_czsl_authors_curve_by_hand():
     AUC = 0.41667 (as above) + 1/3·(0.5 + 0)/2 = 0.5 -> 50%. Best unseen 100; GM max stays
     sqrt(.5·2/3) = 0.57735 (the closing point has sqrt(0·1) = 0).
     """
-    r = generalized_czsl(SCORES, LABELS, SEEN, num_biases=3, curve="authors")
+    r = cm.generalized_czsl(SCORES, LABELS, SEEN, num_biases=3, curve="authors")
     assert r.curve == "authors"
     assert r.biases == pytest.approx([-2.5001, 0.4999, 0.9999, 1000.0])
     assert r.seen_curve == pytest.approx([100.0, 50.0, 50.0, 0.0])
@@ -84,18 +76,18 @@ def test_czsl_curves_differ_where_the_authors_filter_and_skip():
     AUC = 1/4·1 + 1/4·1 + 1/4·(1 + 0)/2 = 0.625 -> 62.5%; GM = sqrt(1·1/2) = 70.711%;
     harmonic = 2·1·.5/1.5 = 66.667%.
     """
-    p = generalized_czsl(SCORES2, LABELS2, SEEN2, num_biases=2)
+    p = cm.generalized_czsl(SCORES2, LABELS2, SEEN2, num_biases=2)
     assert p.biases == pytest.approx([-2.0001, 0.9999])
     assert p.seen_curve == pytest.approx([100.0, 100.0]) and p.unseen_curve == pytest.approx([0.0, 25.0])
     assert p.auc == pytest.approx(25.0) and p.best_gm == pytest.approx(50.0) and p.best_unseen == pytest.approx(25.0)
-    a = generalized_czsl(SCORES2, LABELS2, SEEN2, num_biases=2, curve="authors")
+    a = cm.generalized_czsl(SCORES2, LABELS2, SEEN2, num_biases=2, curve="authors")
     assert a.biases == pytest.approx([-2.0001, 0.9999, 1.9999, 1000.0])
     assert a.seen_curve == pytest.approx([100.0, 100.0, 100.0, 0.0])
     assert a.unseen_curve == pytest.approx([0.0, 25.0, 50.0, 75.0])
     assert a.auc == pytest.approx(62.5)
     assert a.best_gm == pytest.approx(100 * 0.5**0.5) and a.best_hm == pytest.approx(200 / 3)
     with pytest.raises(ValueError, match="unknown CZSL curve"):
-        generalized_czsl(SCORES2, LABELS2, SEEN2, curve="purushwalkam")
+        cm.generalized_czsl(SCORES2, LABELS2, SEEN2, curve="purushwalkam")
 
 
 def test_czsl_uses_twenty_biases_and_topk():
@@ -103,15 +95,15 @@ def test_czsl_uses_twenty_biases_and_topk():
     scores = torch.randn(400, 10, generator=g)
     labels = torch.randint(0, 10, (400,), generator=g)
     seen = torch.arange(10) < 5
-    r1 = generalized_czsl(scores, labels, seen)
-    r3 = generalized_czsl(scores, labels, seen, topk=3)
+    r1 = cm.generalized_czsl(scores, labels, seen)
+    r3 = cm.generalized_czsl(scores, labels, seen, topk=3)
     assert len(r1.biases) == 20 and len(r1.seen_curve) == 20
     assert sorted(r1.biases) == r1.biases
     assert r3.best_unseen >= r1.best_unseen
     # unseen accuracy grows and seen accuracy shrinks along the sweep
     assert r1.unseen_curve == sorted(r1.unseen_curve)
     assert r1.seen_curve == sorted(r1.seen_curve, reverse=True)
-    a1 = generalized_czsl(scores, labels, seen, curve="authors")
+    a1 = cm.generalized_czsl(scores, labels, seen, curve="authors")
     assert a1.biases[-1] == 1e3 and len(a1.biases) >= 21
     # at the closing bias every unseen sample whose pair is the best unseen one is right
     unseen = ~seen[labels]
@@ -123,10 +115,10 @@ def test_czsl_uses_twenty_biases_and_topk():
 def test_interventions_and_delta():
     pred = torch.tensor([[0.2, 0.7, 0.1], [0.5, 0.4, 0.9]])
     gt = torch.tensor([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
-    torch.testing.assert_close(intervene_full(pred, gt), gt)
-    torch.testing.assert_close(intervene_partial(pred, gt), torch.tensor([[1.0, 0.7, 0.1], [0.5, 0.4, 1.0]]))
-    assert interpretability_delta(66.0, 100.0) == -34.0
-    assert accuracy(torch.tensor([1, 2, 3]), torch.tensor([1, 0, 3])) == pytest.approx(200 / 3)
+    torch.testing.assert_close(cm.intervene_full(pred, gt), gt)
+    torch.testing.assert_close(cm.intervene_partial(pred, gt), torch.tensor([[1.0, 0.7, 0.1], [0.5, 0.4, 1.0]]))
+    assert cm.interpretability_delta(66.0, 100.0) == -34.0
+    assert cm.accuracy(torch.tensor([1, 2, 3]), torch.tensor([1, 0, 3])) == pytest.approx(200 / 3)
 
 
 def test_weight_analysis_on_known_weights():
@@ -138,7 +130,7 @@ def test_weight_analysis_on_known_weights():
             [0.5, 0.0, 0.0, 0.4],  # top-2 = {0, 3}: both right
         ]
     )
-    r = weight_analysis(weights, gt, groups={"first_half": [0, 1], "second_half": [2, 3]})
+    r = cm.weight_analysis(weights, gt, groups={"first_half": [0, 1], "second_half": [2, 3]})
     assert r.acc_instance == pytest.approx(100 * 5 / 6)
     assert r.acc_class == pytest.approx(100 * 2 / 3)
     assert r.per_group["first_half"] == pytest.approx(100.0)  # gt entries at dims 0,1: (0,0),(0,1),(2,0)
@@ -155,7 +147,7 @@ def test_row_blocks_give_the_same_sweep_as_the_whole_matrix():
     stats = CzslRowStats.cat([czsl_row_stats(scores[i : i + 64], labels[i : i + 64], seen) for i in range(0, 300, 64)])
     for k in (1, 2, 3):
         for curve in ("paper", "authors"):
-            assert generalized_czsl_from_stats(stats, topk=k, curve=curve) == generalized_czsl(
+            assert generalized_czsl_from_stats(stats, topk=k, curve=curve) == cm.generalized_czsl(
                 scores, labels, seen, topk=k, curve=curve
             )
         # top-k hits agree with torch.topk on tie-free scores at bias 0

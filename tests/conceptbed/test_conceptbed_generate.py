@@ -15,6 +15,7 @@ from conceptforge.engine.workitems import ShardSpec
 from conceptforge.generators.conceptbed.learners import LearnerConfig
 from conceptforge.generators.conceptbed.spec import load_spec
 from conceptforge.generators.conceptbed.stage import ConceptBedGenerator, GenerateOptions
+from tests.cli_errors import last_error_line
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -263,13 +264,8 @@ def test_a_work_dir_that_is_a_file_is_one_line(tmp_path, datasets_root, write_sp
         env={**os.environ, "HF_HUB_OFFLINE": "1"},
         timeout=300,
     )
-    assert result.returncode == 2
-    assert (
-        result.stderr.strip()
-        .splitlines()[-1]
-        .startswith(
-            f"error: conceptforge generate conceptbed: argument --work-dir: {tmp_path / 'weights'} is a file, not a folder"
-        )
+    assert last_error_line(result).startswith(
+        f"error: conceptforge generate conceptbed: argument --work-dir: {tmp_path / 'weights'} is a file, not a folder"
     )
     assert not (tmp_path / "out").exists()
 

@@ -23,6 +23,7 @@ from conceptforge.filters.conceptbed.oracle_training import (
 from conceptforge.filters.conceptbed.oracles import VQAOracle, load_concept_oracle, score_concepts
 from conceptforge.filters.conceptbed.scoring import oracle_concepts
 from conceptforge.testing.tiny_conceptbed import build_tiny_classifier
+from tests.cli_errors import last_error_line
 from tests.conceptbed.ccd_helpers import check_vqa_answers, generate_textual_inversion
 
 REPO = Path(__file__).resolve().parents[2]
@@ -230,13 +231,8 @@ def test_evaluate_cli_end_to_end(
 
 def test_evaluate_cli_bad_input_subprocess(tmp_path):
     bad = _run("evaluate.py", "conceptbed", "--from-scores", str(tmp_path / "missing.jsonl"), cwd=tmp_path)
-    assert bad.returncode == 2
-    assert (
-        bad.stderr.strip()
-        .splitlines()[-1]
-        .startswith(
-            f"error: conceptforge evaluate conceptbed: argument --from-scores: {tmp_path / 'missing.jsonl'} does not exist"
-        )
+    assert last_error_line(bad).startswith(
+        f"error: conceptforge evaluate conceptbed: argument --from-scores: {tmp_path / 'missing.jsonl'} does not exist"
     )
 
 

@@ -19,6 +19,7 @@ import torch
 
 from conceptforge.commands import main as conceptforge
 from conceptforge.generators.sub.tdg import TDGParams, eta_schedule
+from tests.cli_errors import one_line_error
 from tests.sub import test_sub_script as script
 from tests.sub.sub_helpers import TDG_PROMPTS
 
@@ -233,13 +234,6 @@ def test_generate_with_aot_caches_in_the_work_folder_and_a_resume_loads_it(
     assert packages[0].stat().st_mtime_ns == built
 
 
-def _one_line_error(argv, capsys) -> str:
-    assert conceptforge(argv) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "Traceback" not in err, err
-    return err
-
-
 def test_what_needs_a_gpu_or_a_choice_is_refused_in_one_line_before_anything_is_written(
     tmp_path, mini_cub, tiny_flux_dir, candidate_spec, capsys
 ):
@@ -261,7 +255,7 @@ def test_what_needs_a_gpu_or_a_choice_is_refused_in_one_line_before_anything_is_
         ): "error: --compile-cache keeps --aot's packages: add --aot (or --fast)",
     }
     for extra, expected in refusals.items():
-        err = _one_line_error([*argv, *extra], capsys)
+        err = one_line_error([*argv, *extra], capsys)
         assert err.startswith(expected), (extra, err)
         assert not out.exists() and not (tmp_path / "c").exists()
 

@@ -24,6 +24,7 @@ from conceptforge.commands import invoke  # noqa: E402
 from conceptforge.commands import main as conceptforge  # noqa: E402
 from conceptforge.errors import ConceptforgeError, DependencyMissingError, DeviceUnavailableError  # noqa: E402
 from conceptforge.generators.sub.tdg import TDGParams, eta_schedule  # noqa: E402
+from tests.cli_errors import one_line_error
 from tests.sub import test_sub_script as script  # noqa: E402
 from tests.sub.sub_helpers import TDG_PROMPTS  # noqa: E402
 
@@ -145,25 +146,18 @@ def test_quantize_is_a_bound_setting_and_verify_quantises_again(
     assert calls == ["int8-weight"] and "verified: 8 of 8 item(s)" in capsys.readouterr().out
 
 
-def _one_line_error(argv, capsys) -> str:
-    assert conceptforge(argv) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "Traceback" not in err, err
-    return err
-
-
 def test_a_mode_this_machine_cannot_run_is_one_line_before_anything_is_written(
     tmp_path, generate_sub, capsys, monkeypatch
 ):
     out = tmp_path / "o"
-    fp8 = _one_line_error(generate_sub(out, "--quantize", "fp8-weight"), capsys)
+    fp8 = one_line_error(generate_sub(out, "--quantize", "fp8-weight"), capsys)
     assert fp8.startswith("error: --quantize fp8-weight needs a CUDA GPU of compute capability >= 8.9")
     assert "this run is on cpu: use --quantize int8-weight" in fp8 and not out.exists()
-    unknown = _one_line_error(generate_sub(out, "--quantize", "int4"), capsys)
+    unknown = one_line_error(generate_sub(out, "--quantize", "int4"), capsys)
     assert "argument --quantize: invalid choice: 'int4'" in unknown and not out.exists()
     for name in ("torchao", "torchao.quantization"):  # as if torchao were not installed
         monkeypatch.setitem(sys.modules, name, None)
-    missing = _one_line_error(generate_sub(out, "--quantize", "int8-weight"), capsys)
+    missing = one_line_error(generate_sub(out, "--quantize", "int8-weight"), capsys)
     assert missing.strip() == (
         "error: --quantize int8-weight needs torchao: pip install 'conceptforge[quantize]' (or pip install torchao)"
     )

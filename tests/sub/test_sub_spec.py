@@ -6,14 +6,7 @@ import pytest
 
 from conceptforge.cub import load_cub
 from conceptforge.errors import ConceptforgeError
-from conceptforge.generators.sub.spec import (
-    load_spec,
-    make_prompts,
-    make_substitution,
-    plan_pairs,
-    plan_reference_selection,
-    read_candidate_spec,
-)
+from conceptforge.generators.sub import spec as sub_spec
 
 from .conftest import CLASSES, write_mini_cub
 
@@ -58,17 +51,17 @@ APPENDIX_D = [
 
 @pytest.mark.parametrize("bird,attribute,guide,c_r,c_g", APPENDIX_D)
 def test_appendix_d_prompts_verbatim(bird, attribute, guide, c_r, c_g):
-    sub = make_substitution(attribute)
+    sub = sub_spec.make_substitution(attribute)
     assert sub.guidance_bird == guide
-    assert make_prompts(bird, sub) == (c_r, c_g)
+    assert sub_spec.make_prompts(bird, sub) == (c_r, c_g)
 
 
 def test_paper_spec_counts_and_schedules():
-    spec = load_spec()
+    spec = sub_spec.load_spec()
     assert len(spec.reference_birds) == 33 and len(set(spec.reference_birds)) == 33
     assert spec.reference_birds[0] == "Western_Grebe" and spec.reference_birds[-1] == "Painted_Bunting"
     assert len(spec.substitutions) == 32 and len(set(spec.substitutions)) == 32
-    subs = [make_substitution(a) for a in spec.substitutions]
+    subs = [sub_spec.make_substitution(a) for a in spec.substitutions]
     categories = [s.category for s in subs]
     assert categories.count("colour") == 27 and categories.count("pattern") == 4 and categories.count("shape") == 1
     assert {s.group for s in subs} >= {"has_crown_color", "has_tail_pattern", "has_bill_shape"}
@@ -87,15 +80,15 @@ def test_paper_spec_counts_and_schedules():
 def test_every_cub_group_has_a_template_and_articles_are_fixed(mini_cub):
     cub = load_cub(mini_cub)
     for attribute in cub.attributes:
-        sub = make_substitution(attribute, cub=cub)
-        c_r, c_g = make_prompts("Blue_Jay", sub)
+        sub = sub_spec.make_substitution(attribute, cub=cub)
+        c_r, c_g = sub_spec.make_prompts("Blue_Jay", sub)
         assert c_r.startswith("A photo of a Blue Jay") and "{" not in c_r + c_g
-    sub = make_substitution("has_breast_color::orange")
-    assert make_prompts("Blue_Jay", sub)[0] == "A photo of a Blue Jay with an orange colored breast"
+    sub = sub_spec.make_substitution("has_breast_color::orange")
+    assert sub_spec.make_prompts("Blue_Jay", sub)[0] == "A photo of a Blue Jay with an orange colored breast"
     # Outside Table 3, the guidance bird is the class that most often shows the attribute.
-    assert make_substitution("has_wing_pattern::striped", cub=cub).guidance_bird == "Cactus_Wren"
+    assert sub_spec.make_substitution("has_wing_pattern::striped", cub=cub).guidance_bird == "Cactus_Wren"
     assert (
-        make_substitution("has_wing_pattern::striped", cub=cub, guidance_bird="Brown_Thrasher").guidance_bird
+        sub_spec.make_substitution("has_wing_pattern::striped", cub=cub, guidance_bird="Brown_Thrasher").guidance_bird
         == "Brown_Thrasher"
     )
 
@@ -110,8 +103,8 @@ def test_cub_metadata_and_removed_attribute(mini_cub):
 
 def test_plan_drops_pairs_whose_bird_already_has_s_plus(mini_cub):
     cub = load_cub(mini_cub)
-    spec = load_spec()
-    plan = plan_pairs(spec.reference_birds, spec.substitutions, cub=cub)
+    spec = sub_spec.load_spec()
+    plan = sub_spec.plan_pairs(spec.reference_birds, spec.substitutions, cub=cub)
     assert set(plan.dropped) == {
         ("European_Goldfinch", "has_crown_color::black"),
         ("Cardinal", "has_breast_color::red"),
@@ -123,7 +116,7 @@ def test_plan_drops_pairs_whose_bird_already_has_s_plus(mini_cub):
     assert ("European_Goldfinch", "has_crown_color::black") not in keys
     jay = next(p for p in plan.pairs if p.bird == "Blue_Jay" and p.attribute == "has_crown_color::black")
     assert jay.removed_attribute == "has_crown_color::blue" and jay.category == "colour"
-    full = plan_pairs(spec.reference_birds, spec.substitutions, cub=cub, drop_present=False)
+    full = sub_spec.plan_pairs(spec.reference_birds, spec.substitutions, cub=cub, drop_present=False)
     assert len(full.pairs) == 33 * 32 and not full.dropped
 
 
@@ -138,9 +131,9 @@ def test_candidate_spec_and_reference_selection(mini_cub, tmp_path):
             }
         )
     )
-    candidate = read_candidate_spec(path)
+    candidate = sub_spec.read_candidate_spec(path)
     assert candidate.birds == ("Blue_Jay", "Cardinal")
-    plan = plan_pairs(candidate.birds, candidate.attributes, cub=cub, drop_present=False)
+    plan = sub_spec.plan_pairs(candidate.birds, candidate.attributes, cub=cub, drop_present=False)
     assert [(p.bird, p.attribute) for p in plan.pairs] == [
         ("Blue_Jay", "has_wing_pattern::striped"),
         ("Blue_Jay", "has_crown_color::black"),
@@ -148,17 +141,17 @@ def test_candidate_spec_and_reference_selection(mini_cub, tmp_path):
         ("Cardinal", "has_crown_color::black"),
     ]
     assert plan.pairs[0].prompt_reference == "A photo of a Blue Jay with striped wings like a Cactus Wren"
-    selection = plan_reference_selection(cub)
+    selection = sub_spec.plan_reference_selection(cub)
     assert len(selection.pairs) == len(CLASSES)
     assert selection.pairs[0].prompt_reference == "A photo of a Western Grebe" and selection.pairs[0].attribute == ""
-    assert plan_reference_selection(cub, ["032.Blue_Jay"]).pairs[0].bird == "Blue_Jay"
+    assert sub_spec.plan_reference_selection(cub, ["032.Blue_Jay"]).pairs[0].bird == "Blue_Jay"
     with pytest.raises(ConceptforgeError, match="not a CUB class"):
-        plan_reference_selection(cub, ["Dodo"])
+        sub_spec.plan_reference_selection(cub, ["Dodo"])
     path.write_text(json.dumps({"birds": [], "attributes": ["has_crown_color::black"]}))
     with pytest.raises(ConceptforgeError, match="'birds' must be a non-empty list"):
-        read_candidate_spec(path)
+        sub_spec.read_candidate_spec(path)
     with pytest.raises(ConceptforgeError, match="not in CUB's form"):
-        plan_pairs(["Blue_Jay"], ["crown black"], cub=cub)
+        sub_spec.plan_pairs(["Blue_Jay"], ["crown black"], cub=cub)
 
 
 def test_cub_errors_name_what_is_missing(tmp_path):

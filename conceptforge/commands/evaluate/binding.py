@@ -12,6 +12,7 @@ import argparse
 import logging
 
 from conceptforge import argtypes as at
+from conceptforge.commands.shared_flags import add_results_output
 from conceptforge.errors import InvalidArgumentError
 
 logger = logging.getLogger(__name__)
@@ -41,9 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--clip-revision", default=None)
     parser.add_argument("--batch-size", type=at.positive_int, default=32)
     add_cache_and_device(parser)
-    parser.add_argument(
-        "--output", type=at.output_file.as_text(), default=None, help="write the results JSON here (samples beside it)"
-    )
+    add_results_output(parser.add_argument, help="write the results JSON here (samples beside it)")
     add_task_options(parser, BINDING_TASKS, skip=("models",))  # --models above picks the tasks and binding-cdsm.models
 
 

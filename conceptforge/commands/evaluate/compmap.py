@@ -20,6 +20,7 @@ import argparse
 import logging
 
 from conceptforge import argtypes as at
+from conceptforge.commands.shared_flags import add_dry_run, add_results_output
 from conceptforge.commands.spec_flags import add_spec_or_preset
 from conceptforge.errors import InvalidArgumentError
 
@@ -66,14 +67,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--model-kind", choices=("auto", "dual", "itm"), default="auto")
     parser.add_argument("--revision", default=None)
-    parser.add_argument(
-        "--output",
-        type=at.output_file.as_text(),
-        help="JSON results file (default: compmap-<benchmark>.json)",
-    )
-    parser.add_argument(
-        "--dry-run",
-        action="store_true",
+    add_results_output(parser.add_argument, help="JSON results file (default: compmap-<benchmark>.json)")
+    add_dry_run(
+        parser.add_argument,
         help="print the plan (the data's classes, attributes or pairs, the settings, the forwards) and exit: "
         "no model loads, nothing is written",
     )

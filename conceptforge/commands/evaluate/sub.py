@@ -12,6 +12,7 @@ import argparse
 import logging
 
 from conceptforge import argtypes as at
+from conceptforge.commands.shared_flags import add_cub_dir, add_results_output
 from conceptforge.errors import InvalidArgumentError
 
 logger = logging.getLogger(__name__)
@@ -26,11 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", required=True, help="local SUB dataset dir or Hub id (ours or Jessica-bader/SUB)")
     parser.add_argument("--revision", default=None, help="dataset revision (tag/commit) on the Hub")
     parser.add_argument("--split", default="test")
-    parser.add_argument(
-        "--cub-dir",
-        required=True,
-        type=at.existing_dir.as_text(),
-        help="extracted CUB_200_2011 directory (attribute names, class labels)",
+    add_cub_dir(
+        parser.add_argument, required=True, help="extracted CUB_200_2011 directory (attribute names, class labels)"
     )
     parser.add_argument(
         "--model",
@@ -49,11 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_cache_and_device(parser)
     parser.add_argument("--batch-size", type=at.positive_int, default=32)
     parser.add_argument("--no-breakdowns", action="store_true", help="print only the summary table")
-    parser.add_argument(
-        "--output",
-        type=at.output_file.as_text(),
-        help="results JSON (several models: one file each, <stem>.<model>.json)",
-    )
+    add_results_output(parser.add_argument, help="results JSON (several models: one file each, <stem>.<model>.json)")
     add_task_options(parser, SUB_TASKS)
 
 

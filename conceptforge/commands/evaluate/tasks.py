@@ -20,6 +20,7 @@ from typing import Any
 from conceptforge import argtypes as at
 from conceptforge.commands.base import add_endpoint_flags, endpoint_options
 from conceptforge.commands.evaluate.flags import eval_flag_group
+from conceptforge.commands.shared_flags import add_cub_dir, add_dry_run, add_results_output
 from conceptforge.errors import ConceptforgeError, InvalidArgumentError
 
 logger = logging.getLogger(__name__)
@@ -51,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="TASK.NAME=VALUE",
         help="protocol setting of a task, e.g. binding-cdsm.seeds=0,1,2 (see --tasks list)",
     )
-    add("--cub-dir", type=at.existing_dir.as_text(), help="CUB_200_2011 folder (sub-*, compmap-cub)")
+    add_cub_dir(add, help="CUB_200_2011 folder (sub-*, compmap-cub)")
     add(
         "--mit-states-dir",
         type=at.existing_dir.as_text(),
@@ -95,9 +96,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --device-map: where weights that fit nowhere else go (default: a temporary folder)",
     )
     add("--batch-size", type=at.positive_int, default=32)
-    add(
-        "--dry-run",
-        action="store_true",
+    add_dry_run(
+        add,
         help="print per task the items, the forwards and the GPU-hours (cost table: conceptforge/gpu_costs.json); "
         "load no weights, open no connection",
     )
@@ -115,11 +115,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"with --dry-run: the GPU whose figures it uses (default {DEFAULT_GPU})",
     )
     add("--cache-dir", type=at.output_dir.as_text(), help="embedding cache (shared by all tasks)")
-    add(
-        "--output",
-        type=at.output_file.as_text(),
-        help="results JSON (markdown table written beside it; default results/<model>.json)",
-    )
+    add_results_output(add, help="results JSON (markdown table written beside it; default results/<model>.json)")
     add(
         "--push-results",
         action="store_true",

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from conceptforge import argtypes as at
 from conceptforge import gpu_costs
 from conceptforge.commands.base import add_executor_arguments, add_run_options, check_chunk_size, executor_for, shard_of
+from conceptforge.commands.shared_flags import add_dataset_out
 from conceptforge.commands.spec_flags import add_spec_or_preset
 from conceptforge.engine.runner import check_output
 from conceptforge.engine.store import join
@@ -64,10 +65,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         preset_metavar=None,
         preset_first=True,
     )
-    parser.add_argument(
-        "--out",
-        required=True,
-        type=at.output_location,
+    add_dataset_out(
+        parser.add_argument,
         help="output repo folder or fsspec URL such as s3://bucket/binding (one config per dataset)",
     )
     parser.add_argument("--seed", type=at.seed, default=0, help="run seed; every image's seed derives from it")

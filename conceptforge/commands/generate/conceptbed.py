@@ -19,6 +19,7 @@ from typing import Any
 from conceptforge import argtypes as at
 from conceptforge import gpu_costs
 from conceptforge.commands.base import add_run_options, settings_from_args, shard_of
+from conceptforge.commands.shared_flags import add_dataset_out
 from conceptforge.generators.conceptbed.learners import DEFAULT_MODEL_ID, LEARNER_PRESETS, LEARNERS, LearnerConfig
 from conceptforge.generators.conceptbed.spec import ConceptSpec
 
@@ -43,12 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=at.existing_file,
         help="a ConceptBed benchmark spec (YAML/JSON): your own concepts, their images, nouns and templates",
     )
-    parser.add_argument(
-        "--out",
-        required=True,
-        type=at.output_location,
-        help="output dataset folder or fsspec URL such as s3://bucket/conceptbed",
-    )
+    add_dataset_out(parser.add_argument, help="output dataset folder or fsspec URL such as s3://bucket/conceptbed")
     parser.add_argument(
         "--work-dir",
         type=at.output_dir,

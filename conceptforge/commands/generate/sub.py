@@ -18,7 +18,15 @@ import sys
 
 from conceptforge import argtypes as at
 from conceptforge import gpu_costs
-from conceptforge.commands.base import add_executor_arguments, add_run_options, check_chunk_size, executor_for, shard_of
+from conceptforge.commands.base import (
+    add_executor_arguments,
+    add_run_options,
+    check_chunk_size,
+    executor_for,
+    settings_from_args,
+    shard_of,
+)
+from conceptforge.commands.shared_flags import add_cub_dir, add_dataset_out
 from conceptforge.commands.spec_flags import add_spec_or_preset
 from conceptforge.engine.runner import check_output
 from conceptforge.errors import InvalidArgumentError
@@ -61,17 +69,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="tdg",
         help="TDG (default) or the prompt-only baseline (Fig. 4)",
     )
-    p.add_argument(
-        "--cub-dir",
-        type=at.existing_dir.as_text(),
+    add_cub_dir(
+        p.add_argument,
         help="local CUB_200_2011 directory (classes, attributes, class-level labels); required except for --dry-run",
     )
-    p.add_argument(
-        "--out",
-        required=True,
-        type=at.output_location,
-        help="output dataset directory or fsspec URL (item store in OUT/.work)",
-    )
+    add_dataset_out(p.add_argument, help="output dataset directory or fsspec URL (item store in OUT/.work)")
     what = p.add_argument_group("what to generate")
     add_spec_or_preset(
         what,
@@ -362,17 +364,11 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(
             f"--license is required for models other than {DEFAULT_MODEL} (e.g. --license cc-by-nc-4.0)"
         )
-    settings = GenerationSettings(
-        mode=args.mode,
-        model=args.model,
-        revision=args.revision,
-        resolution=args.resolution,
-        steps=args.steps,
+    settings = settings_from_args(
+        GenerationSettings,
+        args,
         guidance_scale=args.guidance,
-        max_sequence_length=args.max_sequence_length,
-        seed=args.seed,
         dtype=resolve_dtype_name(at.SHORT_DTYPES[args.dtype], args.device),
-        pairs_per_batch=args.pairs_per_batch,
         **fast_path_settings(args),
     )
     check_fast_paths(settings, args.device)  # fp8 or CUDA graphs on a CPU, no torchao: before anything is written
