@@ -1,21 +1,16 @@
-"""CompMap fixtures: a tiny offline CLIP, a miniature CUB and a miniature MIT-States."""
+"""CompMap fixtures: a miniature CUB and a miniature MIT-States (the tiny offline CLIP is the
+session's ``tiny_clip_dir`` of tests/evaluation_fixtures.py, built once for every benchmark)."""
 
 from __future__ import annotations
 
 import pytest
 
-from conceptforge.testing.tiny_models import build_tiny_clip
 from tests.compmap.synthetic import write_fake_cub, write_fake_mit_states
 
 
 @pytest.fixture(autouse=True)
 def _offline(hub_offline):
     """Tiny models load from local folders; offline mode makes a wrong path fail without a request."""
-
-
-@pytest.fixture(scope="session")
-def tiny_clip_dir(tmp_path_factory):
-    return build_tiny_clip(tmp_path_factory.mktemp("compmap-models") / "tiny-clip")
 
 
 @pytest.fixture(scope="session")
