@@ -8,82 +8,49 @@ Python API (see docs/sub.md)::
     pair = flux.generate(prompt_reference=..., prompt_guidance=..., seed=0, params=TDGParams(tmax=0.6))
     pair.reference.save("r.png")
 
-Importing this package imports torch (the TDG maths in ``tdg`` and ``flux_tdg`` are tensor code);
-diffusers and the FLUX weights are loaded only by ``TDGFlux.from_pretrained``.
+Each name is imported on first use (PEP 562), so importing one part costs only that part: the
+spec and its planning (``spec``, ``benchmark``) import neither torch nor ``datasets``, which keeps
+``conceptforge spec check`` and ``--dry-run`` instant; the TDG maths (``tdg``, ``flux_tdg``) import
+torch; diffusers and the FLUX weights load only in ``TDGFlux.from_pretrained``. The dataset side
+(card schema, stage, ``generate``) needs ``datasets``, a dependency of every install; where it is
+missing on purpose (the GPU device check's image carries only diffusers, benchmarks/gpu.py) the
+model code still imports and those names say what is missing.
 """
 
-from conceptforge.cub import CubMetadata, load_cub
-from conceptforge.generators.sub.flux_tdg import DEFAULT_MODEL, GeneratedPair, TDGFlux
-from conceptforge.generators.sub.spec import (
-    CandidateSpec,
-    Pair,
-    PairPlan,
-    Substitution,
-    load_spec,
-    make_prompts,
-    make_substitution,
-    plan_pairs,
-    plan_reference_selection,
-    read_candidate_spec,
+from conceptforge.lazy_exports import lazy_exports
+
+# Public name -> the module that defines it; the card and the stage need ``datasets`` (see above).
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "CubMetadata": "conceptforge.cub",
+        "load_cub": "conceptforge.cub",
+        "DEFAULT_MODEL": ".flux_tdg",
+        "GeneratedPair": ".flux_tdg",
+        "TDGFlux": ".flux_tdg",
+        "FEATURES": ".card",
+        "SubStageConfig": ".stage",
+        "build_stage": ".stage",
+        "GenerationSettings": ".stage",
+        "RunSummary": ".stage",
+        "build_work_items": ".stage",
+        "generate": ".stage",
+        "CandidateSpec": ".spec",
+        "Pair": ".spec",
+        "PairPlan": ".spec",
+        "Substitution": ".spec",
+        "load_spec": ".spec",
+        "make_prompts": ".spec",
+        "make_substitution": ".spec",
+        "plan_pairs": ".spec",
+        "plan_reference_selection": ".spec",
+        "read_candidate_spec": ".spec",
+        "TDGParams": ".tdg",
+        "eta_schedule": ".tdg",
+        "tie": ".tdg",
+        "tie_mask": ".tdg",
+        "tie_pair": ".tdg",
+    },
+    optional=(".card", ".stage"),
 )
-from conceptforge.generators.sub.tdg import TDGParams, eta_schedule, tie, tie_mask, tie_pair
-
-# The dataset side (card schema, stage, generate) needs `datasets`, a dependency of every install.
-# Where it is missing on purpose (the GPU device check's image carries only diffusers,
-# benchmarks/gpu.py) the model code above still imports; these names then say what is missing.
-try:
-    from conceptforge.generators.sub.card import FEATURES
-    from conceptforge.generators.sub.stage import (
-        GenerationSettings,
-        RunSummary,
-        SubStageConfig,
-        build_stage,
-        build_work_items,
-        generate,
-    )
-except ImportError as error:
-    if error.name not in ("datasets", "pyarrow"):
-        raise
-    _DATASET_SIDE_MISSING = error.name
-    _DATASET_SIDE = ("FEATURES", "GenerationSettings", "RunSummary", "SubStageConfig", "build_stage")
-    _DATASET_SIDE += ("build_work_items", "generate")
-
-    def __getattr__(name: str):
-        if name in _DATASET_SIDE:
-            from conceptforge.errors import DependencyMissingError
-
-            raise DependencyMissingError(
-                f"conceptforge.generators.sub.{name} needs {_DATASET_SIDE_MISSING!r}: pip install conceptforge"
-            )
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-__all__ = [
-    "CubMetadata",
-    "load_cub",
-    "DEFAULT_MODEL",
-    "GeneratedPair",
-    "TDGFlux",
-    "FEATURES",
-    "SubStageConfig",
-    "build_stage",
-    "GenerationSettings",
-    "RunSummary",
-    "build_work_items",
-    "generate",
-    "CandidateSpec",
-    "Pair",
-    "PairPlan",
-    "Substitution",
-    "load_spec",
-    "make_prompts",
-    "make_substitution",
-    "plan_pairs",
-    "plan_reference_selection",
-    "read_candidate_spec",
-    "TDGParams",
-    "eta_schedule",
-    "tie",
-    "tie_mask",
-    "tie_pair",
-]
+__all__ = __dir__()

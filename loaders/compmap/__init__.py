@@ -1,41 +1,33 @@
-"""CompMap (CompMap paper): concept activations, composition models, usefulness and interpretability."""
+"""CompMap (CompMap paper): concept activations, composition models, usefulness and interpretability.
 
-from conceptforge.loaders.compmap.logreg import LogRegConfig, LogRegModel, fit_logreg
-from conceptforge.loaders.compmap.metrics import (
-    CZSL_CURVES,
-    CzslResult,
-    accuracy,
-    calibration_biases,
-    generalized_czsl,
-    interpretability_delta,
-    intervene_full,
-    intervene_partial,
-    weight_analysis,
-)
-from conceptforge.loaders.compmap.sampler import (
-    CUB_PROTOCOLS,
-    Episodes,
-    EpisodeSpec,
-    sample_episodes,
-    sample_split_episodes,
-)
+Each name is imported on first use (:mod:`conceptforge.lazy_exports`): the benchmark spec
+(``benchmark``) is read by ``conceptforge spec check`` without torch, which the metrics, the
+episode sampler and the logistic regression import.
+"""
 
-__all__ = [
-    "CUB_PROTOCOLS",
-    "CZSL_CURVES",
-    "CzslResult",
-    "EpisodeSpec",
-    "Episodes",
-    "LogRegConfig",
-    "LogRegModel",
-    "accuracy",
-    "calibration_biases",
-    "fit_logreg",
-    "generalized_czsl",
-    "interpretability_delta",
-    "intervene_full",
-    "intervene_partial",
-    "sample_episodes",
-    "sample_split_episodes",
-    "weight_analysis",
-]
+from conceptforge.lazy_exports import lazy_exports
+
+# Public name -> the module that defines it.
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "LogRegConfig": ".logreg",
+        "LogRegModel": ".logreg",
+        "fit_logreg": ".logreg",
+        "CZSL_CURVES": ".metrics",
+        "CzslResult": ".metrics",
+        "accuracy": ".metrics",
+        "calibration_biases": ".metrics",
+        "generalized_czsl": ".metrics",
+        "interpretability_delta": ".metrics",
+        "intervene_full": ".metrics",
+        "intervene_partial": ".metrics",
+        "weight_analysis": ".metrics",
+        "CUB_PROTOCOLS": ".sampler",
+        "Episodes": ".sampler",
+        "EpisodeSpec": ".sampler",
+        "sample_episodes": ".sampler",
+        "sample_split_episodes": ".sampler",
+    },
+)
+__all__ = __dir__()

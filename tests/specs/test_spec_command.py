@@ -195,3 +195,21 @@ def test_a_local_source_is_named_so_the_spec_finds_it(tmp_path, monkeypatch):
     assert _source_for("data", Path(".")) == "data"
     assert _source_for("data", tmp_path / "specs") == str(tmp_path / "data")
     assert _source_for("org/cars@v1", tmp_path / "specs") == "org/cars@v1"
+
+
+@pytest.mark.parametrize("preset", preset_names())
+def test_checking_a_preset_imports_neither_torch_nor_datasets(preset):
+    """``spec check`` reads a YAML file and validates it: it must answer at once on a login node.
+    Importing ``conceptforge.generators.sub`` used to import its FLUX model code (torch, 1.1 s)
+    and its card (``datasets``, 0.5 s) for a spec check."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys; from conceptforge.commands import main; rc = main(['spec', 'check', '--preset', sys.argv[1]]); "
+        "heavy = sorted(m for m in ('torch', 'datasets', 'diffusers', 'transformers') if m in sys.modules); "
+        "print('heavy:', heavy); sys.exit(rc)"
+    )
+    done = subprocess.run([sys.executable, "-c", probe, preset], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "heavy: []", done.stdout[-2000:]
