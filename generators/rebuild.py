@@ -56,7 +56,7 @@ class Rule:
         return f"{self.name} ({self.why})"
 
 
-EXACT = Rule("byte-identical images, equal metadata", "deterministic on any machine of the recorded kind")
+EXACT = Rule("byte-identical images, equal metadata", "deterministic on the kind of machine that made it")
 
 
 def tolerance(why: str) -> Rule:

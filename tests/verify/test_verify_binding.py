@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pyarrow.parquet as pq
 import pytest
 
+from conceptforge.generators.verify import HARDWARE_HINT
 from tests.user_shell import check, publish, run_script
 from tests.verify.verify_helpers import change_pixel, copy_release, differing_lines, edit_rows, rerender_card
 
@@ -43,6 +44,34 @@ def test_one_changed_pixel_fails_naming_that_item(binding_release, tmp_path):
         run_script("verify.py", changed, "--items", "train-000001,gen-000000,val-000001"), "verify.py --items"
     )
     assert "verified: 3 of 3 item(s)" in others.stdout
+
+
+def test_an_image_off_like_another_cpus_is_hinted_and_passes_with_tolerate_hardware(binding_release, tmp_path):
+    """Binding renders are byte-identical on one kind of CPU, not across instruction sets: a release
+    made elsewhere differs by a few pixel values. Byte for byte it fails, with the hint; with
+    --tolerate-hardware it passes, the image named. A change beyond the tolerance fails either way."""
+    near = copy_release(binding_release, tmp_path / "near")
+    edit_rows(near / TRAIN, lambda rows: rows[2].update(image=change_pixel(rows[2]["image"])))
+    exact = run_script("verify.py", near, "--items", "train-000002")
+    assert exact.returncode == 1, exact.stderr[-2000:]
+    assert exact.stdout.splitlines()[-2] == f"hint: {HARDWARE_HINT}"
+    tolerated = check(run_script("verify.py", near, "--items", "train-000002", "--tolerate-hardware"), "verify.py")
+    lines = tolerated.stdout.splitlines()
+    assert any(
+        line.startswith("tolerated: train-000002 split=train config=single-object: image: PSNR") for line in lines
+    )
+    assert (
+        "rule (single-object): images PSNR >= 40 dB and >= 30 dB in every 8x8 window, equal metadata "
+        "(--tolerate-hardware, over the generator's rule: deterministic on the kind of machine that made it)"
+    ) in lines
+    assert lines[-1].startswith(f"verified: 1 of 1 item(s) of {near} match (1 within the PSNR tolerance")
+
+    far = copy_release(binding_release, tmp_path / "far")  # one value moved by 128: a local edit, not noise
+    edit_rows(far / TRAIN, lambda rows: rows[2].update(image=change_pixel(rows[2]["image"], delta=128)))
+    for flags in ((), ("--tolerate-hardware",)):
+        done = run_script("verify.py", far, "--items", "train-000002", *flags)
+        assert done.returncode == 1 and "hint:" not in done.stdout, done.stdout
+        assert len(differing_lines(done.stdout)) == 1
 
 
 def test_one_changed_field_is_named_with_both_values(binding_release, tmp_path):
