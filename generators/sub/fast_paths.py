@@ -21,6 +21,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from conceptforge.errors import DependencyMissingError, DeviceUnavailableError, InvalidArgumentError
 from conceptforge.generators.sub.flux_tdg import _execution_device
+from conceptforge.generators.sub.options import (  # noqa: F401 (importable from here too)
+    ATTENTION_BACKENDS,
+    COMPILE_MODES,
+    CUDA_ATTENTION_BACKENDS,
+    FP8_MODES,
+    QUANTIZE_MODES,
+)
 
 if TYPE_CHECKING:
     from conceptforge.generators.sub.flux_tdg import TDGFlux
@@ -37,28 +44,6 @@ class FastPathSettings(Protocol):
     # their defaults: settings objects written before they existed still apply.
 
 
-#: diffusers' names of PyTorch's SDPA kernels (``native`` lets PyTorch choose, the default).
-#: ``_flash_3``: Flash-Attention 3 (``flash_attn_interface``, Hopper), where installed. ``best`` is not
-#: stored: ``resolve_attention_backend`` turns it into the kernel this machine has before the run starts.
-ATTENTION_BACKENDS = (
-    "native",
-    "best",
-    "_flash_3",
-    "_native_cudnn",
-    "_native_flash",
-    "_native_efficient",
-    "_native_math",
-)
-CUDA_ATTENTION_BACKENDS = ("_flash_3", "_native_cudnn", "_native_flash", "_native_efficient")
-#: ``--quantize``: torchao's configs for the transformer's Linear layers, applied to the loaded
-#: bf16/fp32 model (a plain checkpoint: nothing quantised is stored or downloaded). ``fp8-dynamic``:
-#: activations (per token row, scaled at run time) and weights (per output row) in float8, matmuls
-#: in fp8 (``Float8DynamicActivationFloat8WeightConfig(granularity=PerRow())``, flux-fast's choice).
-QUANTIZE_MODES = ("int8-weight", "fp8-weight", "fp8-dynamic")
-FP8_MODES = ("fp8-weight", "fp8-dynamic")
-#: ``--compile-mode``: inductor's ``default``, or ``max-autotune`` (GEMM autotuning and flux-fast's
-#: inductor flags) without inductor's own CUDA graphs: those are ``--cuda-graphs``, a part of its own.
-COMPILE_MODES = ("default", "max-autotune")
 #: fp8 matmuls need Ada (8.9) or Hopper (9.0) tensor cores; older GPUs and CPUs have none.
 FP8_MIN_CAPABILITY = (8, 9)
 

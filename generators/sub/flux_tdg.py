@@ -24,16 +24,18 @@ import numpy as np
 import torch
 
 from conceptforge.errors import DeviceUnavailableError, InvalidArgumentError, ItemError, WeightsUnavailableError
+from conceptforge.generators.sub.options import (  # noqa: F401 (the model's defaults, importable from here too)
+    DEFAULT_GUIDANCE,
+    DEFAULT_MAX_SEQUENCE_LENGTH,
+    DEFAULT_MODEL,
+    DEFAULT_RESOLUTION,
+    DEFAULT_STEPS,
+)
 from conceptforge.generators.sub.tdg import TDGParams, eta_schedule, tie_pair
 from conceptforge.progress import quiet_model_library_bars
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MODEL = "black-forest-labs/FLUX.1-dev"
-DEFAULT_RESOLUTION = 1024
-DEFAULT_STEPS = 28
-DEFAULT_GUIDANCE = 3.5
-DEFAULT_MAX_SEQUENCE_LENGTH = 512
 #: Above this many transformer parameters a CPU run is refused unless ``device="cpu"`` is explicit.
 CPU_PARAMETER_LIMIT = 1_000_000_000
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from conceptforge.cub import load_cub
 from conceptforge.errors import InvalidArgumentError
 from conceptforge.generators.sub.own_benchmark import SubBenchmark
+from conceptforge.generators.sub.schedule import TDGParams
 from conceptforge.generators.sub.spec import (
     PairPlan,
     load_spec,
@@ -20,7 +21,6 @@ from conceptforge.generators.sub.spec import (
     plan_reference_selection,
     read_candidate_spec,
 )
-from conceptforge.generators.sub.tdg import TDGParams
 
 
 @dataclass

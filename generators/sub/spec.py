@@ -19,7 +19,7 @@ from pathlib import Path
 from conceptforge.cub import CubMetadata, bird_name, display_name, split_attribute, value_words
 from conceptforge.errors import DataNotFoundError, InvalidArgumentError, SpecError
 from conceptforge.generators.sub.benchmark import SubBenchmarkSpec
-from conceptforge.generators.sub.tdg import TDGParams
+from conceptforge.generators.sub.schedule import TDGParams
 
 SUB_PAPER_PRESET = "sub-cub-paper"
 NEEDS_CUB = "(needs --cub-dir)"  # a guidance bird only CUB can choose, shown by dry runs without it

@@ -47,17 +47,12 @@ from conceptforge.generators.sub.flux_tdg import (
     TDGFlux,
     _execution_device,
 )
+from conceptforge.generators.sub.options import CHUNK_SIZE, FLUX_DEV_DEFAULT_LICENSE, MODES  # noqa: F401
 from conceptforge.generators.sub.spec import NEEDS_CUB, Pair, PairPlan
 from conceptforge.generators.sub.tdg import TDGParams
 from conceptforge.output import WORK_DIR
 
 logger = logging.getLogger(__name__)
-
-CHUNK_SIZE = 8  # FLUX images per store chunk: a kill loses at most one chunk
-MODES = ("tdg", "prompt-only")
-#: The published SUB's license; the documented default for images made with FLUX.1-dev, whose
-#: weights are under the FLUX.1 [dev] Non-Commercial License (CUB itself is for research use).
-FLUX_DEV_DEFAULT_LICENSE = "cc-by-nc-4.0"
 
 
 @dataclass(frozen=True)

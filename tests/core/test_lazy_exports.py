@@ -11,8 +11,8 @@ import subprocess
 import sys
 
 
-def _python(code: str) -> str:
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+def _python(code: str, *argv: str) -> str:
+    done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout.strip()
 
@@ -49,3 +49,19 @@ def test_without_datasets_the_model_code_imports_and_the_dataset_side_says_what_
         "conceptforge.generators.sub.FEATURES needs 'datasets': pip install conceptforge",
         "module 'conceptforge.generators.sub' has no attribute 'nothing'",
     ]
+
+
+def test_generate_sub_help_and_dry_run_import_no_model_code(tmp_path):
+    """``generate sub --help`` and ``--dry-run`` (what a user runs on a login node before a job)
+    need the options and the plan, not torch or ``datasets``: the model code and the stage are
+    imported where a run starts (generators/sub/options.py)."""
+    for argv in (["generate", "sub", "--help"], ["generate", "sub", "--dry-run", "--out", str(tmp_path / "plan")]):
+        out = _python(
+            "import sys; from conceptforge.commands import main\n"
+            "try:\n    rc = main(sys.argv[1:])\nexcept SystemExit as exit:\n    rc = exit.code\n"
+            "heavy = sorted(m for m in ('torch', 'datasets', 'diffusers', 'transformers') if m in sys.modules)\n"
+            "print('rc', rc, 'heavy', heavy)",
+            *argv,
+        )
+        assert out.splitlines()[-1] == "rc 0 heavy []", out[-2000:]
+    assert not (tmp_path / "plan").exists()  # a dry run writes nothing

@@ -31,7 +31,8 @@ CASES = {
 DRIVER = r"""
 import json, os, sys
 from conceptforge.commands import main
-import conceptforge.commands.generate.sub  # the heavy imports once, before the forks
+import conceptforge.commands.generate.sub
+import conceptforge.generators.sub.stage  # the heavy imports once, before the forks
 
 results = {}
 for name, argv, log in json.loads(sys.argv[1]):

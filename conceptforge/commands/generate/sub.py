@@ -30,28 +30,25 @@ from conceptforge.commands.shared_flags import add_cub_dir, add_dataset_out
 from conceptforge.commands.spec_flags import add_spec_or_preset
 from conceptforge.engine.runner import check_output
 from conceptforge.errors import InvalidArgumentError
-from conceptforge.generators.sub.fast_paths import fast_recipe, resolve_attention_backend
-from conceptforge.generators.sub.flux_tdg import (
+from conceptforge.generators.sub.options import (
+    ATTENTION_BACKENDS,
+    CHUNK_SIZE,
+    COMPILE_MODES,
     DEFAULT_GUIDANCE,
     DEFAULT_MAX_SEQUENCE_LENGTH,
     DEFAULT_MODEL,
     DEFAULT_RESOLUTION,
     DEFAULT_STEPS,
+    FLUX_DEV_DEFAULT_LICENSE,
+    QUANTIZE_MODES,
 )
 from conceptforge.generators.sub.own_benchmark import SubBenchmark, carried, load_sub_benchmark, without_paper_preset
 from conceptforge.generators.sub.plan import PlanRequest, build_plan, resolve_dtype_name, strip_run_only_options
 from conceptforge.generators.sub.spec import SUB_PAPER_PRESET, PairPlan
-from conceptforge.generators.sub.stage import (
-    ATTENTION_BACKENDS,
-    CHUNK_SIZE,
-    COMPILE_MODES,
-    FLUX_DEV_DEFAULT_LICENSE,
-    QUANTIZE_MODES,
-    GenerationSettings,
-    check_fast_paths,
-    generate,
-)
 from conceptforge.gpu_costs import VQA_WORKLOAD
+
+# The model code (torch, diffusers) and the stage (``datasets``) are imported where a run starts,
+# not here: --help, --dry-run and a bad flag answer without them (generators/sub/options.py).
 
 logger = logging.getLogger(__name__)
 
@@ -311,6 +308,8 @@ def fast_path_settings(args: argparse.Namespace) -> dict:
     """The fast-path settings of the command line: ``--fast`` expanded (refused in one line where it
     cannot run whole), then each option given explicitly on top; ``--attention-backend best``
     resolved to this machine's kernel (the stored setting names the kernel that ran)."""
+    from conceptforge.generators.sub.fast_paths import fast_recipe, resolve_attention_backend
+
     fast = fast_recipe(args.device) if args.fast else {}
     if args.compile:  # --fast --compile: torch.compile instead of the ahead-of-time package
         fast.pop("aot", None)
@@ -359,6 +358,8 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         print_plan(plan, args, benchmark)
         return 0
+    from conceptforge.generators.sub.stage import GenerationSettings, check_fast_paths, generate
+
     license = args.license or (FLUX_DEV_DEFAULT_LICENSE if args.model == DEFAULT_MODEL else None)
     if not license:
         raise InvalidArgumentError(
