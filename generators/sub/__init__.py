@@ -9,11 +9,12 @@ Python API (see docs/sub.md)::
     pair.reference.save("r.png")
 
 Each name is imported on first use (PEP 562), so importing one part costs only that part: the
-spec and its planning (``spec``, ``benchmark``) import neither torch nor ``datasets``, which keeps
-``conceptforge spec check`` and ``--dry-run`` instant; the TDG maths (``tdg``, ``flux_tdg``) import
-torch; diffusers and the FLUX weights load only in ``TDGFlux.from_pretrained``. The dataset side
-(card schema, stage, ``generate``) needs ``datasets``, a dependency of every install; where it is
-missing on purpose (the GPU device check's image carries only diffusers, benchmarks/gpu.py) the
+spec, its planning, the TDG schedule and the defaults (``spec``, ``benchmark``, ``schedule``,
+``options``) import neither torch nor ``datasets``, which keeps ``conceptforge spec check``,
+``generate sub --help`` and ``--dry-run`` instant; the tie and the model (``tdg``, ``flux_tdg``)
+import torch; diffusers and the FLUX weights load only in ``TDGFlux.from_pretrained``. The dataset
+side (card schema, stage, ``generate``) needs ``datasets``, a dependency of every install; where it
+is missing on purpose (the GPU device check's image carries only diffusers, benchmarks/gpu.py) the
 model code still imports and those names say what is missing.
 """
 
@@ -25,7 +26,7 @@ __getattr__, __dir__ = lazy_exports(
     {
         "CubMetadata": "conceptforge.cub",
         "load_cub": "conceptforge.cub",
-        "DEFAULT_MODEL": ".flux_tdg",
+        "DEFAULT_MODEL": ".options",
         "GeneratedPair": ".flux_tdg",
         "TDGFlux": ".flux_tdg",
         "FEATURES": ".card",
@@ -45,8 +46,8 @@ __getattr__, __dir__ = lazy_exports(
         "plan_pairs": ".spec",
         "plan_reference_selection": ".spec",
         "read_candidate_spec": ".spec",
-        "TDGParams": ".tdg",
-        "eta_schedule": ".tdg",
+        "TDGParams": ".schedule",
+        "eta_schedule": ".schedule",
         "tie": ".tdg",
         "tie_mask": ".tdg",
         "tie_pair": ".tdg",

@@ -29,7 +29,7 @@ def test_a_name_imports_only_its_own_module():
     assert out.splitlines() == [
         "False",
         "conceptforge.cub.metadata False",
-        "conceptforge.generators.sub.tdg True False",
+        "conceptforge.generators.sub.schedule False False",
         "conceptforge.loaders.compmap.metrics",
         "True True",
     ]
