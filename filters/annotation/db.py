@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from conceptforge.errors import StoreError
+from conceptforge.sqlite_files import connect_wal
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -104,8 +105,7 @@ class AnnotationDB:
         """One connection per thread (sqlite3 connections must not be shared across threads)."""
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
+            conn = connect_wal(self.path, timeout=30.0, isolation_level=None)
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA busy_timeout=30000")
             conn.execute("PRAGMA foreign_keys=ON")

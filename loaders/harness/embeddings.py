@@ -17,7 +17,6 @@ import io
 import logging
 import os
 import re
-import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -31,6 +30,7 @@ from conceptforge.cards.provenance import COMMIT_RE, local_fingerprint
 from conceptforge.errors import DataFormatError, DataNotFoundError, InvalidArgumentError, WeightsUnavailableError
 from conceptforge.external_errors import weights_error
 from conceptforge.loaders.harness.model_ref import DEFAULT_CLIP
+from conceptforge.sqlite_files import connect_wal
 
 logger = logging.getLogger(__name__)
 
@@ -140,8 +140,7 @@ class EmbeddingCache:
         self.path = path = claim_sqlite(path, tables=["emb"], flag=flag, what="embedding cache")
         path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(str(path), timeout=60, check_same_thread=False)
-        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn = connect_wal(path, check_same_thread=False)
         self._conn.execute("CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, vec BLOB NOT NULL)")
         self._conn.commit()
 

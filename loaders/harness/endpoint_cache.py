@@ -24,13 +24,14 @@ from __future__ import annotations
 import json
 import os
 import socket
-import sqlite3
 import time
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from conceptforge.sqlite_files import connect_wal
 
 RESPONSES_FILE = "endpoint_responses.sqlite"
 _CHUNK = 500  # SQLite's default limit on bound parameters is 999 (older builds)
@@ -76,8 +77,7 @@ class ResponseCache:
         self.owner = f"{self.host}:{self.pid}:{uuid.uuid4().hex[:12]}"
         # timeout: a second process holding the write lock makes us wait, never fail.
         # isolation_level=None: transactions are ours (BEGIN IMMEDIATE where a claim reads then writes).
-        self._db = sqlite3.connect(str(self.path), timeout=60, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db = connect_wal(self.path, isolation_level=None)
         # NORMAL in WAL mode: a committed answer survives a killed process (not a power cut), and
         # a commit per answer stays cheap.
         self._db.execute("PRAGMA synchronous=NORMAL")

@@ -15,10 +15,11 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+from conceptforge.sqlite_files import connect_wal
 
 logger = logging.getLogger(__name__)
 
@@ -37,8 +38,7 @@ class SampleCache:
 
         self.path = claim_sqlite(path, tables=["samples"], flag=flag, what="sample cache")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(self.path), timeout=60)
-        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db = connect_wal(self.path)
         self._db.execute("CREATE TABLE IF NOT EXISTS samples (key TEXT PRIMARY KEY, row TEXT NOT NULL)")
         self._db.commit()
 

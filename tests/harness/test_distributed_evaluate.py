@@ -239,7 +239,8 @@ def test_killed_rank_fails_in_one_line_writes_nothing_and_a_rerun_resumes(
     ours = [line for line in err.splitlines() if line.startswith(("error: ", "interrupted by "))]
     assert len(ours) == 1, err[-3000:]  # rank 0's one line (rank 1 died without a word)
     assert "rerun the same command" in ours[0], ours
-    assert f'File "{REPO}' not in err  # no traceback out of our code
+    # no traceback out of our code (accelerate's launcher prints its own, from the venv's site-packages)
+    assert not [line for line in err.splitlines() if f'File "{REPO}' in line and "site-packages" not in line], err
     scored_before = _rows(tmp_path / "cache" / "samples.sqlite")
     assert 0 < scored_before < 48
     again = _run("accelerate", 2, tmp_path, tiny_llava_dir, single_object_dir)

@@ -424,6 +424,39 @@ def _wait_for(path: Path, process: subprocess.Popen) -> None:
         time.sleep(0.02)
 
 
+def _holds_a_cache_write_lock(folder: Path) -> bool:
+    """Whether some process holds the write lock of an SQLite cache under ``folder``."""
+    import contextlib
+    import sqlite3
+
+    for path in folder.rglob("*.sqlite"):
+        try:
+            with contextlib.closing(sqlite3.connect(path, timeout=0)) as db:
+                db.execute("BEGIN IMMEDIATE")
+                db.rollback()
+        except sqlite3.OperationalError:
+            return True
+    return False
+
+
+def _stop_outside_cache_writes(process: subprocess.Popen) -> None:
+    """SIGSTOP ``process`` at a moment it holds no cache's write lock. A process stopped inside a
+    write (a few milliseconds, each commit) holds every other writer of that cache off until it
+    continues: SQLite's rule, which this test is not about; on a fast machine the stop used to land
+    in the caches' first writes, just after the claim, and the other sweep timed out on them."""
+    import os
+    import signal
+
+    cache = Path(os.environ["XDG_CACHE_HOME"]) / "conceptforge"
+    for _ in range(1000):
+        os.kill(process.pid, signal.SIGSTOP)
+        if not _holds_a_cache_write_lock(cache):
+            return
+        os.kill(process.pid, signal.SIGCONT)
+        time.sleep(0.002)
+    pytest.fail("the first sweep held a cache's write lock at every one of 1000 stops")
+
+
 @pytest.mark.heavy
 def test_two_sweeps_into_one_out_share_the_items(three_models, single_object_dir, tmp_path):
     """Two real processes on one --out: the first is stopped (SIGSTOP) while it holds item 0; the
@@ -437,7 +470,7 @@ def test_two_sweeps_into_one_out_share_the_items(three_models, single_object_dir
     first = _start(argv, tmp_path)
     try:
         _wait_for(tmp_path / "out" / ".work" / "claims" / "c000000.json", first)
-        os.kill(first.pid, signal.SIGSTOP)
+        _stop_outside_cache_writes(first)
         assert not list((tmp_path / "out" / ".work" / "chunks").glob("c000000.*.done"))  # inside item 0
         second = subprocess.run(
             [sys.executable, "-m", "conceptforge", *argv], cwd=tmp_path, capture_output=True, text=True, timeout=600
